@@ -1,0 +1,47 @@
+# Everything a fresh machine needs, from python3 and a C compiler.
+#   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data)
+#   make test    the whole suite (builds the extension, installs test deps and real clients)
+#   make bench   short produce / pull benchmarks against a fresh `rmq standalone`
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.rmq-installed
+
+.PHONY: all venv compile debug run test quicktest bench clean distclean
+
+all: compile
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+
+# Reinstall when the build inputs change; editable install builds rmq._store in place.
+$(STAMP): $(PY) pyproject.toml setup.py rmq/_store.pyx $(wildcard rmq/*.pxd rmq/*.pxi)
+	$(PIP) install -q -e '.[test]'
+	$(PY) -c 'import rmq._store'
+	touch $(STAMP)
+
+venv compile: $(STAMP)
+
+debug: $(PY)
+	RMQ_DEBUG=1 $(PIP) install -q -e '.[test]'
+
+run: $(STAMP)
+	$(VENV)/bin/rmq standalone
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+quicktest: $(STAMP)
+	$(PY) -m pytest -q -m 'not interop and not slow and not spark' tests
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf build *.egg-info rmq/_store.c rmq/_store*.so rmq/*.html .pytest_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) rmq-data

@@ -1,0 +1,3 @@
+from rmq.cli import main
+
+raise SystemExit(main())
