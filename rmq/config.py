@@ -1,0 +1,289 @@
+"""Daemon configuration: the broker's and name server's settings, and a RocketMQ-style loader.
+
+RocketMQ configures its daemons with Java ``.properties`` files whose keys are the camelCase
+field names of ``BrokerConfig``, ``NettyServerConfig`` and ``MessageStoreConfig``
+(``brokerName=broker-a``, ``listenPort=10911``, ``flushDiskType=SYNC_FLUSH``). We keep those
+key names so an existing ``broker.conf`` works unchanged, and map them onto snake_case
+dataclass fields: a key matches a field when both agree after dropping underscores and case
+(``brokerIP1`` → ``broker_ip1``, ``mappedFileSizeCommitLog`` → ``mapped_file_size_commitlog``).
+
+Loading is two steps, so the CLI can layer ``--key=value`` overrides on top of a file::
+
+    props = load_properties("broker.conf")          # dict[str, str], in file order
+    props.update(parse_overrides(["--flushDiskType=SYNC_FLUSH"]))
+    warnings = apply_properties(props, broker_config, store_config)
+
+``apply_properties`` converts each value to the field's type and raises :class:`ConfigError`
+(naming the key, the value and what was expected) on a bad value; keys that match no field
+come back as warning strings, never silently dropped and never fatal, as in Java.
+
+This module sits beside the layers rather than in one: it imports nothing from rmq, and takes
+the store's ``StoreConfig`` as just another dataclass target.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+
+__all__ = [
+    "BrokerConfig",
+    "ConfigError",
+    "NamesrvConfig",
+    "apply_properties",
+    "load_properties",
+    "parse_overrides",
+    "parse_properties",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used (bad number, unknown choice, unreadable file).
+
+    Not retriable: the daemon refuses to start and prints the message.
+    """
+
+
+# Values for string settings that Java models as enums. Checked wherever the key appears,
+# including on the store's config, which this module does not own.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "brokerrole": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
+    "flushdisktype": ("ASYNC_FLUSH", "SYNC_FLUSH"),
+}
+
+
+@dataclass(slots=True)
+class NamesrvConfig:
+    """Name server settings (Java ``NamesrvConfig`` + ``NettyServerConfig``).
+
+    Attributes:
+        listen_host: address to bind; ``127.0.0.1`` unless told otherwise.
+        listen_port: TCP port, 9876 (Java's default).
+        broker_channel_expired_seconds: a broker that has not registered for this long is
+            dropped from every route (Java ``BROKER_CHANNEL_EXPIRED_TIME``, 120 s).
+        scan_not_active_broker_interval: seconds between expiry sweeps (Java 10 s).
+        idle_timeout: connections with no traffic for this long are closed (120 s).
+    """
+
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 9876
+    broker_channel_expired_seconds: float = 120.0
+    scan_not_active_broker_interval: float = 10.0
+    idle_timeout: float = 120.0
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """Broker settings, named after Java ``BrokerConfig`` (plus ``listenPort`` from Netty's).
+
+    Store settings (``storePathRootDir``, ``flushDiskType``, ``brokerRole``, …) live in
+    ``rmq.store.StoreConfig``; the same properties file fills both.
+
+    Attributes:
+        broker_cluster_name: ``DefaultCluster``.
+        broker_name: ``broker-a`` (Java uses the host name; a fixed name keeps routes stable).
+        broker_id: 0 = master, anything else a slave.
+        broker_ip1: the address advertised to name servers and written into every message's
+            STOREHOST (hence into every offsetMsgId); ``127.0.0.1`` by default.
+        listen_host: address to bind; ``127.0.0.1`` unless told otherwise.
+        listen_port: TCP port, 10911.
+        namesrv_addr: ``host:port`` list separated by ``;`` (Java's format); ``None`` = none.
+        broker_permission: 6 = read + write (``PermName``).
+        default_topic_queue_nums: queues of TBW102, hence the cap for auto-created topics (8).
+        auto_create_topic_enable: create unknown topics from TBW102 on send (True).
+        auto_create_subscription_group: create unknown consumer groups on use (True).
+        long_polling_enable: hold suspended pulls until a message arrives (True).
+        short_polling_time_mills: hold time when long polling is off (1000 ms).
+        notify_consumer_ids_changed_enable: push code 40 on membership changes (True).
+        register_name_server_period: ms between registrations (30 000).
+        register_broker_timeout_mills: timeout of one registration call (6000 ms).
+        flush_consumer_offset_interval: ms between consumer-offset persists (5000).
+        channel_expired_seconds: a client that has not sent a heartbeat for this long is
+            dropped (Java 120 s).
+        idle_timeout: connections with no traffic for this long are closed (120 s).
+        slave_read_enable: a slave serves pulls itself (False).
+        cluster_topic_enable / broker_topic_enable: the system topics named after the cluster
+            and the broker are readable and writable (True).
+        trace_topic_enable / msg_trace_topic_name: create the message-trace topic.
+        region_id: returned as ``MSG_REGION`` in SEND replies (``DefaultRegion``).
+        trace_on: returned as ``TRACE_ON`` in SEND replies (True).
+    """
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    broker_id: int = 0
+    broker_ip1: str = "127.0.0.1"
+    broker_ip2: str = "127.0.0.1"
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 10911
+    namesrv_addr: str | None = None
+    broker_permission: int = 6
+    default_topic_queue_nums: int = 8
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    notify_consumer_ids_changed_enable: bool = True
+    register_name_server_period: int = 30_000
+    register_broker_timeout_mills: int = 6000
+    flush_consumer_offset_interval: int = 5000
+    channel_expired_seconds: float = 120.0
+    idle_timeout: float = 120.0
+    slave_read_enable: bool = False
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+
+    @property
+    def namesrv_addr_list(self) -> list[str]:
+        """``namesrv_addr`` split on ``;`` (and ``,``), blanks dropped."""
+        if not self.namesrv_addr:
+            return []
+        return [a.strip() for a in re.split(r"[;,]", self.namesrv_addr) if a.strip()]
+
+    @property
+    def broker_addr(self) -> str:
+        """The advertised ``ip:port`` clients use to reach this broker."""
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Java .properties parsing
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java ``.properties`` text: ``key=value``, ``key: value`` or ``key value`` lines,
+    ``#``/``!`` comments, a trailing backslash continues the line. Values are stripped of the
+    surrounding blanks (Java trims leading ones; trailing blanks in a conf file are a typo).
+    """
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.lstrip() if pending else raw.strip()
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        pending = ""
+        logical.append(line)
+    if pending:
+        logical.append(pending)
+    for line in logical:
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m is None:
+            props[line] = ""
+        else:
+            props[m.group(1)] = m.group(2).strip()
+    return props
+
+
+def load_properties(path: str) -> dict[str, str]:
+    """Read a properties file; :class:`ConfigError` when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_properties(f.read())
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"config file {path} is not UTF-8 text: {e}") from e
+
+
+def parse_overrides(args: typing.Iterable[str]) -> dict[str, str]:
+    """Turn ``--key=value`` words (the CLI's leftovers) into a dict.
+
+    ``--key`` alone means ``true``. Anything not starting with ``--`` is a :class:`ConfigError`.
+    """
+    out: dict[str, str] = {}
+    for arg in args:
+        if not arg.startswith("--") or len(arg) <= 2:
+            raise ConfigError(f"unexpected argument {arg!r} (broker properties are given as --key=value)")
+        key, sep, value = arg[2:].partition("=")
+        out[key] = value if sep else "true"
+    return out
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def _convert(key: str, value: str, tp: typing.Any):
+    """Convert one property string to ``tp`` (bool, int, float, str, or ``X | None``)."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value.strip() == "" or value.strip().lower() == "null":
+            return None
+        tp = args[0]
+    v = value.strip()
+    if tp is bool:
+        low = v.lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"bad value for {key}: {value!r} (expected true or false)")
+    if tp is int:
+        try:
+            return int(v.replace("_", ""), 0) if v.lower().startswith(("0x", "0o", "0b")) else int(v)
+        except ValueError:
+            raise ConfigError(f"bad value for {key}: {value!r} (expected an integer)") from None
+    if tp is float:
+        try:
+            return float(v)
+        except ValueError:
+            raise ConfigError(f"bad value for {key}: {value!r} (expected a number)") from None
+    return value.strip()
+
+
+def apply_properties(props: dict[str, str], *targets: object) -> list[str]:
+    """Set every property on the first target dataclass that has a matching field.
+
+    Args:
+        props: camelCase (or snake_case) keys to string values.
+        targets: dataclass instances, searched in order (e.g. ``broker_config, store_config``).
+
+    Returns:
+        One warning string per key that matched no field (the daemon logs them).
+
+    Raises:
+        ConfigError: a value that cannot be converted or is not one of the allowed choices.
+    """
+    index: dict[str, tuple[object, dataclasses.Field, typing.Any]] = {}
+    for target in targets:
+        hints = typing.get_type_hints(type(target))
+        for f in dataclasses.fields(target):
+            index.setdefault(_norm(f.name), (target, f, hints.get(f.name, str)))
+    warnings: list[str] = []
+    for key, value in props.items():
+        entry = index.get(_norm(key))
+        if entry is None:
+            warnings.append(f"unknown config key {key!r} ignored")
+            continue
+        target, f, tp = entry
+        converted = _convert(key, value, tp)
+        choices = CHOICES.get(_norm(key))
+        if choices is not None and isinstance(converted, str):
+            converted = converted.upper()
+            if converted not in choices:
+                raise ConfigError(f"bad value for {key}: {value!r} (expected one of {', '.join(choices)})")
+        setattr(target, f.name, converted)
+    return warnings
+
+
+def snake_to_camel(name: str) -> str:
+    """``broker_cluster_name`` → ``brokerClusterName`` (for logs and reports)."""
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def describe(obj: object) -> dict[str, object]:
+    """A dataclass as ``{camelCaseKey: value}``, for GET_BROKER_CONFIG-style dumps."""
+    return {snake_to_camel(f.name): getattr(obj, f.name) for f in dataclasses.fields(obj)}
