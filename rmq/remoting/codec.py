@@ -1,0 +1,404 @@
+"""Sans-IO framing of RemotingCommands (Netty's NettyEncoder / NettyDecoder, no sockets).
+
+Frame layout (all integers big-endian)::
+
+    0         4                         8                  8+hlen            4+length
+    +---------+-------------------------+------------------+------------------+
+    | length  | ser_type | header_len   | header           | body             |
+    | int32   | uint8    | uint24       | JSON or ROCKETMQ | opaque bytes     |
+    +---------+-------------------------+------------------+------------------+
+    length = 4 + header_len + len(body)        (the length word does not count itself)
+    ser_type: 0 = JSON (UTF-8), 1 = ROCKETMQ binary (below)
+
+JSON header (what Java's fastjson writes; keys sorted, no spaces)::
+
+    {"code":0,"extFields":{"k":"v"},"flag":1,"language":"JAVA","opaque":7,
+     "remark":"…","serializeTypeCurrentRPC":"JSON","version":409}
+
+ROCKETMQ binary header (Java ``RocketMQSerializable``)::
+
+    +--------+----------+---------+--------+-------+-----------+--------+--------+---------+
+    | code   | language | version | opaque | flag  | remarkLen | remark | extLen | ext map |
+    | int16  | int8     | int16   | int32  | int32 | int32     | UTF-8  | int32  |         |
+    +--------+----------+---------+--------+-------+-----------+--------+--------+---------+
+    ext map = ( keyLen int16 | key UTF-8 | valLen int32 | val UTF-8 )*   totalling extLen bytes
+    a zero length means null (remark absent)
+
+Replies always carry an ``extFields`` object whose values are all strings: the C++ client
+reads reply fields only when they are JSON strings and dereferences the header without a
+NULL check when ``extFields`` is missing (wire-contract §2 rules 4 and 5).
+"""
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any, Iterator
+
+from rmq.errors import RemotingCommandError
+from rmq.remoting.codes import LanguageCode
+from rmq.remoting.command import RemotingCommand
+
+__all__ = [
+    "FrameDecoder",
+    "encode",
+    "encode_header",
+    "decode_frame",
+    "decode_json_header",
+    "decode_binary_header",
+    "DEFAULT_MAX_FRAME_LENGTH",
+]
+
+# Java NettySystemConfig.COM_ROCKETMQ_REMOTING_FRAME_MAX_LENGTH default (16 MiB): a pull
+# reply is at most a few hundred KiB, a send at most 4 MiB of body.
+DEFAULT_MAX_FRAME_LENGTH = 16 * 1024 * 1024
+_MAX_HEADER_LENGTH = 0xFFFFFF  # 24 bits in the length word
+
+_LENGTHS = struct.Struct(">ii")  # length, ser_type<<24 | header_len
+_BIN_FIXED = struct.Struct(">hbhiii")  # code, language, version, opaque, flag, remarkLen
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+_LANG_BY_BYTE = {lc.value: lc.name for lc in LanguageCode}
+_BYTE_BY_LANG = {lc.name: lc.value for lc in LanguageCode}
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
+_loads = json.loads
+
+
+# ============================================================================ decode
+
+
+def _as_int(value: Any, name: str) -> int:
+    # bool is an int subclass; a JSON true/false here is a wrong type, not 1/0.
+    if type(value) is int:
+        return value
+    raise RemotingCommandError(f"header field {name!r} must be a JSON integer, got {type(value).__name__}")
+
+
+def decode_json_header(header: bytes | bytearray) -> RemotingCommand:
+    """Decode a JSON header (no body) into a command.
+
+    Raises:
+        RemotingCommandError: not UTF-8 JSON, not an object, or a field of the wrong type.
+    """
+    try:
+        obj = _loads(header)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise RemotingCommandError(f"header is not valid JSON: {exc}") from None
+    if type(obj) is not dict:
+        raise RemotingCommandError(f"header JSON is not an object but {type(obj).__name__}")
+    get = obj.get
+    code = get("code")
+    if code is None:
+        raise RemotingCommandError("header has no 'code'")
+    code = _as_int(code, "code")
+    language = get("language", "JAVA")
+    if type(language) is not str:
+        if type(language) is int:  # a byte code: be generous
+            language = _LANG_BY_BYTE.get(language, "OTHER")
+        elif language is None:
+            language = "JAVA"
+        else:
+            raise RemotingCommandError(f"header field 'language' must be a string, got {type(language).__name__}")
+    version = get("version")
+    version = 0 if version is None else _as_int(version, "version")
+    opaque = get("opaque")
+    opaque = 0 if opaque is None else _as_int(opaque, "opaque")
+    flag = get("flag")
+    flag = 0 if flag is None else _as_int(flag, "flag")
+    remark = get("remark")
+    if remark is not None and type(remark) is not str:
+        raise RemotingCommandError(f"header field 'remark' must be a string, got {type(remark).__name__}")
+    ext = get("extFields")
+    if ext is None:
+        ext = {}
+    elif type(ext) is not dict:
+        raise RemotingCommandError(f"header field 'extFields' must be an object, got {type(ext).__name__}")
+    else:
+        for k, v in ext.items():
+            tv = type(v)
+            # Clients send strings, numbers and booleans (wire-contract §2 rule 3); nested
+            # values have no meaning in a RocketMQ header.
+            if tv is not str and tv is not int and tv is not bool and tv is not float and v is not None:
+                raise RemotingCommandError(f"extFields[{k!r}] must be a string, number or boolean, got {tv.__name__}")
+    return RemotingCommand(
+        code, language=language, version=version, opaque=opaque, flag=flag, remark=remark, ext_fields=ext
+    )
+
+
+def _read_str(buf, pos: int, end: int, n: int, what: str) -> str | None:
+    if n < 0 or pos + n > end:
+        raise RemotingCommandError(f"binary header: {what} length {n} runs past the header end")
+    if n == 0:
+        return None
+    try:
+        return bytes(buf[pos : pos + n]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RemotingCommandError(f"binary header: {what} is not UTF-8: {exc}") from None
+
+
+def decode_binary_header(buf, start: int, header_len: int) -> RemotingCommand:
+    """Decode a ROCKETMQ binary header occupying ``buf[start:start+header_len]``.
+
+    Raises:
+        RemotingCommandError: a length field points outside the header, or text is not UTF-8.
+    """
+    end = start + header_len
+    if header_len < _BIN_FIXED.size + 4:
+        raise RemotingCommandError(f"binary header of {header_len} bytes is shorter than its fixed part (21)")
+    # 1 CODE, 2 LANGUAGE, 3 VERSION, 4 OPAQUE, 5 FLAG, 6 REMARK LENGTH
+    code, lang, version, opaque, flag, remark_len = _BIN_FIXED.unpack_from(buf, start)
+    pos = start + _BIN_FIXED.size
+    # 7 REMARK
+    remark = _read_str(buf, pos, end, remark_len, "remark")
+    pos += remark_len
+    # 8 EXT FIELDS LENGTH
+    if pos + 4 > end:
+        raise RemotingCommandError("binary header: no room for the extFields length")
+    (ext_len,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if ext_len < 0 or pos + ext_len > end:
+        raise RemotingCommandError(f"binary header: extFields length {ext_len} runs past the header end")
+    # 9 EXT FIELDS: (int16 keyLen, key, int32 valLen, val)*
+    ext: dict[str, Any] = {}
+    ext_end = pos + ext_len
+    while pos < ext_end:
+        if pos + 2 > ext_end:
+            raise RemotingCommandError("binary header: truncated extFields key length")
+        (klen,) = _I16.unpack_from(buf, pos)
+        pos += 2
+        key = _read_str(buf, pos, ext_end, klen, "extFields key")
+        pos += klen
+        if pos + 4 > ext_end:
+            raise RemotingCommandError(f"binary header: truncated value length of extFields[{key!r}]")
+        (vlen,) = _I32.unpack_from(buf, pos)
+        pos += 4
+        val = _read_str(buf, pos, ext_end, vlen, f"extFields[{key!r}]")
+        pos += vlen
+        if key is not None:
+            # Java reads a zero-length value as null; an empty string is the useful reading.
+            ext[key] = "" if val is None else val
+    return RemotingCommand(
+        code,
+        language=_LANG_BY_BYTE.get(lang, "OTHER"),
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        serialize_type=1,
+    )
+
+
+class FrameDecoder:
+    """Incremental frame decoder: ``feed()`` bytes, then take whole commands.
+
+    Handles frames split over several reads and several frames in one read. When the
+    buffer is empty and a read brings whole frames, they are parsed straight out of the
+    read's ``bytes`` (no copy into the buffer).
+
+    Args:
+        max_frame_length: refuse frames whose length word exceeds this (default 16 MiB).
+
+    Example::
+
+        dec = FrameDecoder()
+        dec.feed(data)
+        for cmd in dec:
+            ...
+
+    Errors are raised by ``next_frame()`` as ``RemotingCommandError``; the stream is
+    unusable afterwards (the caller closes the connection).
+    """
+
+    __slots__ = ("_data", "_pos", "max_frame_length")
+
+    def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+        self._data: bytes | bytearray = b""
+        self._pos = 0
+        self.max_frame_length = max_frame_length
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned as a frame."""
+        return len(self._data) - self._pos
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append received bytes."""
+        if self._pos >= len(self._data):
+            # Nothing pending: keep a reference to the read's bytes rather than copying.
+            self._data = data if type(data) is bytes else bytes(data)
+            self._pos = 0
+            return
+        cur = self._data
+        if type(cur) is not bytearray:
+            # Start accumulating; a bytearray grows amortised, so a 16 MiB frame arriving
+            # in 64 KiB reads costs O(n), not O(n²).
+            cur = bytearray(memoryview(cur)[self._pos :])
+            self._data = cur
+            self._pos = 0
+        elif self._pos:
+            del cur[: self._pos]  # cheap: CPython moves bytearray's start pointer
+            self._pos = 0
+        cur += data
+
+    def next_frame(self) -> RemotingCommand | None:
+        """The next whole command, or None if more bytes are needed.
+
+        Raises:
+            RemotingCommandError: length over the maximum or negative, header length beyond
+                the frame, unknown serialize type, or a malformed header.
+        """
+        data = self._data
+        pos = self._pos
+        avail = len(data) - pos
+        if avail < 4:
+            return None
+        if avail < 8:
+            (length,) = _I32.unpack_from(data, pos)
+            self._check_length(length)
+            return None
+        length, word = _LENGTHS.unpack_from(data, pos)
+        self._check_length(length)
+        ser = (word >> 24) & 0xFF
+        header_len = word & 0xFFFFFF
+        if header_len > length - 4:
+            raise RemotingCommandError(f"header length {header_len} is beyond the frame (frame length {length})")
+        if ser > 1:
+            raise RemotingCommandError(f"unknown serialize type {ser} (0 JSON and 1 ROCKETMQ are known)")
+        end = pos + 4 + length
+        if len(data) < end:
+            return None
+        hstart = pos + 8
+        hend = hstart + header_len
+        self._pos = end
+        if ser == 0:
+            cmd = decode_json_header(data[hstart:hend])
+        else:
+            cmd = decode_binary_header(data, hstart, header_len)
+        if hend < end:
+            if type(data) is bytes:
+                cmd.body = data[hend:end]
+            else:
+                cmd.body = bytes(memoryview(data)[hend:end])
+        return cmd
+
+    def _check_length(self, length: int) -> None:
+        if length < 4:
+            if length < 0:
+                raise RemotingCommandError(f"negative frame length {length}")
+            raise RemotingCommandError(f"frame length {length} is too small to hold a header length")
+        if length > self.max_frame_length:
+            raise RemotingCommandError(f"frame length {length} is over the maximum {self.max_frame_length}")
+
+    def __iter__(self) -> Iterator[RemotingCommand]:
+        while True:
+            cmd = self.next_frame()
+            if cmd is None:
+                return
+            yield cmd
+
+
+def decode_frame(frame: bytes | bytearray | memoryview) -> RemotingCommand:
+    """Decode exactly one whole frame (starting with its length word).
+
+    Raises:
+        RemotingCommandError: malformed, incomplete, or followed by extra bytes.
+    """
+    dec = FrameDecoder(max_frame_length=max(len(frame), 8))
+    dec.feed(bytes(frame))
+    cmd = dec.next_frame()
+    if cmd is None:
+        raise RemotingCommandError(f"incomplete frame ({len(frame)} bytes)")
+    if dec.buffered:
+        raise RemotingCommandError(f"{dec.buffered} bytes after the frame")
+    return cmd
+
+
+# ============================================================================ encode
+
+
+def _str_value(v: Any) -> str:
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    return str(v)
+
+
+def _wire_ext(ext: dict) -> dict[str, str]:
+    # Every value leaves as a string (wire-contract §2 rule 4); None means "absent".
+    for v in ext.values():
+        if type(v) is not str:
+            return {k: _str_value(v) for k, v in ext.items() if v is not None}
+    return ext
+
+
+def _encode_json_header(cmd: RemotingCommand) -> bytes:
+    ext = _wire_ext(cmd.ext_fields) if cmd.ext_fields else {}
+    lang = cmd.language
+    lang_json = f'"{lang}"' if lang in _BYTE_BY_LANG else _dumps(str(lang))
+    remark = cmd.remark
+    remark_json = "" if remark is None else ',"remark":' + _dumps(remark)
+    # Hand-assembled in fastjson's key order: cheaper than dumping a dict, same bytes.
+    return (
+        f'{{"code":{int(cmd.code)},"extFields":{_dumps(ext) if ext else "{}"},"flag":{int(cmd.flag)},'
+        f'"language":{lang_json},"opaque":{int(cmd.opaque)}{remark_json},'
+        f'"serializeTypeCurrentRPC":"JSON","version":{int(cmd.version)}}}'
+    ).encode("utf-8")
+
+
+def _encode_binary_header(cmd: RemotingCommand) -> bytes:
+    out = bytearray()
+    remark = cmd.remark.encode("utf-8") if cmd.remark else b""
+    out += _BIN_FIXED.pack(
+        int(cmd.code), _BYTE_BY_LANG.get(cmd.language, LanguageCode.OTHER), int(cmd.version),
+        int(cmd.opaque), int(cmd.flag), len(remark),
+    )
+    out += remark
+    ext_at = len(out)
+    out += b"\0\0\0\0"
+    if cmd.ext_fields:
+        for k, v in _wire_ext(cmd.ext_fields).items():
+            kb = k.encode("utf-8")
+            vb = v.encode("utf-8")
+            out += _I16.pack(len(kb))
+            out += kb
+            out += _I32.pack(len(vb))
+            out += vb
+    _I32.pack_into(out, ext_at, len(out) - ext_at - 4)
+    return bytes(out)
+
+
+def encode_header(cmd: RemotingCommand) -> bytes:
+    """The serialized header alone (JSON, or ROCKETMQ binary when ``serialize_type`` is 1)."""
+    if cmd.serialize_type == 1:
+        return _encode_binary_header(cmd)
+    if cmd.serialize_type != 0:
+        raise RemotingCommandError(f"unknown serialize type {cmd.serialize_type}")
+    return _encode_json_header(cmd)
+
+
+def encode(cmd: RemotingCommand) -> list:
+    """Encode a command as ``[length word + header word + header, *body parts]``.
+
+    The body parts are the command's own buffers (bytes or memoryviews), never copied:
+    hand the list to ``transport.writelines``.
+
+    Raises:
+        RemotingCommandError: the header is longer than 16 MiB - 1 (24-bit length).
+    """
+    header = encode_header(cmd)
+    hlen = len(header)
+    if hlen > _MAX_HEADER_LENGTH:
+        raise RemotingCommandError(f"header of {hlen} bytes does not fit the 24-bit header length")
+    body = cmd.body
+    if body is None:
+        return [_LENGTHS.pack(4 + hlen, (cmd.serialize_type << 24) | hlen) + header]
+    if type(body) is list:
+        blen = 0
+        for p in body:
+            blen += p.nbytes if type(p) is memoryview else len(p)
+        return [_LENGTHS.pack(4 + hlen + blen, (cmd.serialize_type << 24) | hlen) + header, *body]
+    blen = body.nbytes if type(body) is memoryview else len(body)
+    return [_LENGTHS.pack(4 + hlen + blen, (cmd.serialize_type << 24) | hlen) + header, body]

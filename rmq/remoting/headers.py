@@ -1,0 +1,537 @@
+"""Typed custom headers ↔ ``extFields`` (Java's ``*RequestHeader`` / ``*ResponseHeader``).
+
+Each header is a slotted, keyword-only dataclass with snake_case attributes; the camelCase
+wire name of every field is declared once, with ``w("wireName")`` (required) or
+``w("wireName", default)`` (optional). The ``@header`` decorator then *generates* two plain
+functions per class, so parsing costs no reflection per call (this is on the send and pull
+hot paths):
+
+* ``Header.from_ext_fields(ext)`` reads leniently, as real clients send mixed JSON types
+  (wire-contract §2 rule 3): integers from JSON numbers or decimal strings; booleans from
+  ``true/false``, ``"true"/"false"`` (any case), ``"0"/"1"`` and ``0/1``; strings from
+  strings or numbers. Unknown keys are ignored, JSON ``null`` counts as absent. A missing
+  required field or an unparsable value raises ``RemotingCommandError`` naming the class
+  and the wire field.
+* ``header.to_ext_fields()`` returns ``dict[str, str]``: every value as a string (the C++
+  client reads reply fields only when they are strings), absent (None) fields omitted.
+
+Field names follow the Java classes of apache/rocketmq 4.9.8 exactly
+(``common/.../protocol/header/**``). ``SendMessageRequestHeader`` also reads and writes the
+one-letter names of ``SendMessageRequestHeaderV2`` (``a``…``n``).
+"""
+import dataclasses
+import typing
+from typing import Any, Callable, ClassVar
+
+from rmq.errors import RemotingCommandError
+
+__all__ = [
+    "Header",
+    "header",
+    "w",
+    "SEND_MESSAGE_V2_NAMES",
+    "SendMessageRequestHeader",
+    "SendMessageResponseHeader",
+    "PullMessageRequestHeader",
+    "PullMessageResponseHeader",
+    "QueryConsumerOffsetRequestHeader",
+    "QueryConsumerOffsetResponseHeader",
+    "UpdateConsumerOffsetRequestHeader",
+    "GetMaxOffsetRequestHeader",
+    "GetMaxOffsetResponseHeader",
+    "GetMinOffsetRequestHeader",
+    "GetMinOffsetResponseHeader",
+    "SearchOffsetRequestHeader",
+    "SearchOffsetResponseHeader",
+    "GetConsumerListByGroupRequestHeader",
+    "UnregisterClientRequestHeader",
+    "ConsumerSendMsgBackRequestHeader",
+    "EndTransactionRequestHeader",
+    "CheckTransactionStateRequestHeader",
+    "NotifyConsumerIdsChangedRequestHeader",
+    "CreateTopicRequestHeader",
+    "DeleteTopicRequestHeader",
+    "GetRouteInfoRequestHeader",
+    "RegisterBrokerRequestHeader",
+    "RegisterBrokerResponseHeader",
+    "UnRegisterBrokerRequestHeader",
+    "GetConsumeStatsRequestHeader",
+    "GetTopicStatsInfoRequestHeader",
+    "ResetOffsetRequestHeader",
+    "GetConsumerRunningInfoRequestHeader",
+    "ConsumeMessageDirectlyResultRequestHeader",
+    "GetConsumerStatusRequestHeader",
+    "ViewMessageRequestHeader",
+    "QueryMessageRequestHeader",
+    "GetKVConfigRequestHeader",
+]
+
+_REQUIRED = dataclasses.MISSING
+
+
+def w(wire: str, default: Any = _REQUIRED) -> Any:
+    """Declare a header field: its camelCase wire name and, if optional, its default."""
+    return dataclasses.field(default=default, metadata={"wire": wire})
+
+
+# --------------------------------------------------------------------------- lenient readers
+# Called only when the value is not already of the target type (the common case is inlined
+# in the generated code as a `type(v) is …` check).
+
+
+def _int(v: Any, cls: str, name: str) -> int:
+    if type(v) is str:
+        try:
+            return int(v.strip())
+        except ValueError:
+            pass
+    elif type(v) is bool:
+        return int(v)
+    elif type(v) is float and v.is_integer():
+        return int(v)
+    raise RemotingCommandError(f"{cls}: field {name!r} is not an integer: {v!r}")
+
+
+_TRUE = frozenset(("true", "1"))
+_FALSE = frozenset(("false", "0", ""))
+
+
+def _bool(v: Any, cls: str, name: str) -> bool:
+    if type(v) is str:
+        s = v.strip().lower()
+        if s in _TRUE:
+            return True
+        if s in _FALSE:
+            return False
+    elif type(v) is int and v in (0, 1):
+        return bool(v)
+    raise RemotingCommandError(f"{cls}: field {name!r} is not a boolean: {v!r}")
+
+
+def _str(v: Any, cls: str, name: str) -> str:
+    if type(v) is bool:
+        return "true" if v else "false"
+    if type(v) is int or type(v) is float:
+        return str(v)
+    raise RemotingCommandError(f"{cls}: field {name!r} is not a string: {v!r}")
+
+
+def _missing(cls: str, name: str) -> RemotingCommandError:
+    return RemotingCommandError(f"{cls}: missing required field {name!r}")
+
+
+def _wstr(v: Any) -> str:
+    if type(v) is str:
+        return v
+    if type(v) is bool:
+        return "true" if v else "false"
+    return str(v)
+
+
+_READERS = {int: "_int", bool: "_bool", str: "_str"}
+
+
+def _base_type(tp: Any) -> type:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    base = args[0] if args else tp
+    if base not in _READERS:
+        raise TypeError(f"header fields must be int, str or bool (optionally | None), not {tp!r}")
+    return base
+
+
+def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
+    cname = cls.__name__
+    lines = ["def from_ext_fields(cls, ext):", "    g = ext.get", "    kw = {}"]
+    for f, tp in fields:
+        wire = names[f.name]
+        lines.append(f"    v = g({wire!r})")
+        if f.default is _REQUIRED:
+            lines.append(f"    if v is None: raise _missing({cname!r}, {wire!r})")
+            ind = "    "
+        else:
+            lines.append("    if v is not None:")
+            ind = "        "
+        reader = _READERS[tp]
+        lines.append(
+            f"{ind}kw[{f.name!r}] = v if type(v) is {tp.__name__} else {reader}(v, {cname!r}, {wire!r})"
+        )
+    lines.append("    return cls(**kw)")
+    ns = {"_missing": _missing, "_int": _int, "_bool": _bool, "_str": _str}
+    exec("\n".join(lines), ns)  # generated once per class at import time
+    return classmethod(ns["from_ext_fields"])
+
+
+def _gen_writer(cls: type, fields: list, names: dict[str, str], fname: str) -> Callable:
+    lines = [f"def {fname}(self):", "    d = {}"]
+    for f, tp in fields:
+        wire = names[f.name]
+        conv = {str: "_wstr(v)", int: "str(v)", bool: "('true' if v else 'false')"}[tp]
+        lines.append(f"    v = self.{f.name}")
+        lines.append(f"    if v is not None: d[{wire!r}] = {conv}")
+    lines.append("    return d")
+    ns = {"_wstr": _wstr}
+    exec("\n".join(lines), ns)
+    return ns[fname]
+
+
+class Header:
+    """Base of all typed headers (for isinstance checks and typing)."""
+
+    __slots__ = ()
+    WIRE_NAMES: ClassVar[dict[str, str]]
+
+    @classmethod
+    def from_ext_fields(cls, ext: dict[str, Any]):  # replaced per class by @header
+        raise NotImplementedError
+
+    def to_ext_fields(self) -> dict[str, str]:  # replaced per class by @header
+        raise NotImplementedError
+
+
+def header(cls: type | None = None, *, v2: dict[str, str] | None = None):
+    """Class decorator: make ``cls`` a slotted kw-only dataclass and generate its codecs.
+
+    Args:
+        v2: optional second set of wire names (snake_case attribute → wire name), which
+            generates ``from_ext_fields_v2`` / ``to_ext_fields_v2``.
+    """
+
+    def wrap(cls: type) -> type:
+        dc = dataclasses.dataclass(slots=True, kw_only=True)(cls)
+        hints = typing.get_type_hints(dc)
+        fields = [(f, _base_type(hints[f.name])) for f in dataclasses.fields(dc)]
+        names = {f.name: f.metadata["wire"] for f, _ in fields}
+        dc.WIRE_NAMES = names
+        dc.from_ext_fields = _gen_reader(dc, fields, names)
+        dc.to_ext_fields = _gen_writer(dc, fields, names, "to_ext_fields")
+        if v2 is not None:
+            v2_names = {f.name: v2.get(f.name, names[f.name]) for f, _ in fields}
+            dc.WIRE_NAMES_V2 = v2_names
+            dc.from_ext_fields_v2 = _gen_reader(dc, fields, v2_names)
+            dc.to_ext_fields_v2 = _gen_writer(dc, fields, v2_names, "to_ext_fields_v2")
+        return dc
+
+    return wrap if cls is None else wrap(cls)
+
+
+# ============================================================================ producer
+
+# SendMessageRequestHeaderV2: the same fields under one-letter names, to shrink every send.
+SEND_MESSAGE_V2_NAMES = {
+    "producer_group": "a",
+    "topic": "b",
+    "default_topic": "c",
+    "default_topic_queue_nums": "d",
+    "queue_id": "e",
+    "sys_flag": "f",
+    "born_timestamp": "g",
+    "flag": "h",
+    "properties": "i",
+    "reconsume_times": "j",
+    "unit_mode": "k",
+    "max_reconsume_times": "l",
+    "batch": "m",
+    "broker_name": "n",
+}
+
+
+@header(v2=SEND_MESSAGE_V2_NAMES)
+class SendMessageRequestHeader(Header):
+    """SEND_MESSAGE (10, V1 names) and SEND_MESSAGE_V2 (310, ``a``…``n``); also SEND_BATCH_MESSAGE.
+
+    ``from_ext_fields`` accepts either naming (V2 when the key ``b`` is present).
+    """
+
+    producer_group: str = w("producerGroup")
+    topic: str = w("topic")
+    default_topic: str = w("defaultTopic", "TBW102")
+    default_topic_queue_nums: int = w("defaultTopicQueueNums", 4)
+    queue_id: int = w("queueId")
+    sys_flag: int = w("sysFlag", 0)
+    born_timestamp: int = w("bornTimestamp", 0)
+    flag: int = w("flag", 0)
+    properties: str | None = w("properties", None)
+    reconsume_times: int | None = w("reconsumeTimes", None)
+    unit_mode: bool = w("unitMode", False)
+    batch: bool = w("batch", False)
+    max_reconsume_times: int | None = w("maxReconsumeTimes", None)
+    broker_name: str | None = w("brokerName", None)  # V2 only in Java (`n`)
+
+
+_send_v1 = SendMessageRequestHeader.from_ext_fields.__func__
+_send_v2 = SendMessageRequestHeader.from_ext_fields_v2.__func__
+
+
+def _send_from_ext_fields(cls, ext: dict[str, Any]) -> SendMessageRequestHeader:
+    if "b" in ext:  # V2 always carries the topic as `b`
+        return _send_v2(cls, ext)
+    return _send_v1(cls, ext)
+
+
+SendMessageRequestHeader.from_ext_fields = classmethod(_send_from_ext_fields)
+
+
+@header
+class SendMessageResponseHeader(Header):
+    msg_id: str = w("msgId")
+    queue_id: int = w("queueId")
+    queue_offset: int = w("queueOffset")
+    transaction_id: str | None = w("transactionId", None)
+
+
+@header
+class EndTransactionRequestHeader(Header):
+    producer_group: str = w("producerGroup")
+    tran_state_table_offset: int = w("tranStateTableOffset")
+    commit_log_offset: int = w("commitLogOffset")
+    commit_or_rollback: int = w("commitOrRollback")  # MessageSysFlag.TRANSACTION_*_TYPE
+    from_transaction_check: bool = w("fromTransactionCheck", False)
+    msg_id: str = w("msgId")
+    transaction_id: str | None = w("transactionId", None)
+
+
+@header
+class CheckTransactionStateRequestHeader(Header):
+    tran_state_table_offset: int = w("tranStateTableOffset")
+    commit_log_offset: int = w("commitLogOffset")
+    msg_id: str | None = w("msgId", None)
+    transaction_id: str | None = w("transactionId", None)
+    offset_msg_id: str | None = w("offsetMsgId", None)
+
+
+# ============================================================================ consumer
+
+
+@header
+class PullMessageRequestHeader(Header):
+    """PULL_MESSAGE (11). ``sys_flag``: 1 commit offset, 2 suspend, 4 subscription, 8 class filter."""
+
+    consumer_group: str = w("consumerGroup")
+    topic: str = w("topic")
+    queue_id: int = w("queueId")
+    queue_offset: int = w("queueOffset")
+    max_msg_nums: int = w("maxMsgNums")
+    sys_flag: int = w("sysFlag")
+    commit_offset: int = w("commitOffset", 0)
+    suspend_timeout_millis: int = w("suspendTimeoutMillis", 0)
+    subscription: str | None = w("subscription", None)
+    sub_version: int = w("subVersion", 0)
+    expression_type: str | None = w("expressionType", None)
+
+
+@header
+class PullMessageResponseHeader(Header):
+    suggest_which_broker_id: int = w("suggestWhichBrokerId")
+    next_begin_offset: int = w("nextBeginOffset")
+    min_offset: int = w("minOffset")
+    max_offset: int = w("maxOffset")
+
+
+@header
+class QueryConsumerOffsetRequestHeader(Header):
+    consumer_group: str = w("consumerGroup")
+    topic: str = w("topic")
+    queue_id: int = w("queueId")
+
+
+@header
+class QueryConsumerOffsetResponseHeader(Header):
+    offset: int = w("offset")
+
+
+@header
+class UpdateConsumerOffsetRequestHeader(Header):
+    consumer_group: str = w("consumerGroup")
+    topic: str = w("topic")
+    queue_id: int = w("queueId")
+    commit_offset: int = w("commitOffset")
+
+
+@header
+class GetMaxOffsetRequestHeader(Header):
+    topic: str = w("topic")
+    queue_id: int = w("queueId")
+
+
+@header
+class GetMaxOffsetResponseHeader(Header):
+    offset: int = w("offset")
+
+
+@header
+class GetMinOffsetRequestHeader(Header):
+    topic: str = w("topic")
+    queue_id: int = w("queueId")
+
+
+@header
+class GetMinOffsetResponseHeader(Header):
+    offset: int = w("offset")
+
+
+@header
+class SearchOffsetRequestHeader(Header):
+    """SEARCH_OFFSET_BY_TIMESTAMP (29); ``timestamp`` in ms."""
+
+    topic: str = w("topic")
+    queue_id: int = w("queueId")
+    timestamp: int = w("timestamp")
+
+
+@header
+class SearchOffsetResponseHeader(Header):
+    offset: int = w("offset")
+
+
+@header
+class GetConsumerListByGroupRequestHeader(Header):
+    consumer_group: str = w("consumerGroup")
+
+
+@header
+class UnregisterClientRequestHeader(Header):
+    client_id: str = w("clientID")
+    producer_group: str | None = w("producerGroup", None)
+    consumer_group: str | None = w("consumerGroup", None)
+
+
+@header
+class ConsumerSendMsgBackRequestHeader(Header):
+    """CONSUMER_SEND_MSG_BACK (36); ``offset`` is the message's commit-log offset."""
+
+    offset: int = w("offset")
+    group: str = w("group")
+    delay_level: int = w("delayLevel", 0)
+    origin_msg_id: str | None = w("originMsgId", None)
+    origin_topic: str | None = w("originTopic", None)
+    unit_mode: bool = w("unitMode", False)
+    max_reconsume_times: int | None = w("maxReconsumeTimes", None)
+
+
+@header
+class NotifyConsumerIdsChangedRequestHeader(Header):
+    consumer_group: str = w("consumerGroup")
+
+
+# ============================================================================ admin / broker → client
+
+
+@header
+class CreateTopicRequestHeader(Header):
+    """UPDATE_AND_CREATE_TOPIC (17). ``perm``: 2 write, 4 read, 6 both."""
+
+    topic: str = w("topic")
+    default_topic: str = w("defaultTopic", "TBW102")
+    read_queue_nums: int = w("readQueueNums")
+    write_queue_nums: int = w("writeQueueNums")
+    perm: int = w("perm", 6)
+    topic_filter_type: str = w("topicFilterType", "SINGLE_TAG")
+    topic_sys_flag: int | None = w("topicSysFlag", None)
+    order: bool = w("order", False)
+
+
+@header
+class DeleteTopicRequestHeader(Header):
+    topic: str = w("topic")
+
+
+@header
+class GetRouteInfoRequestHeader(Header):
+    topic: str = w("topic")
+    accept_standard_json_only: bool | None = w("acceptStandardJsonOnly", None)
+
+
+@header
+class GetConsumeStatsRequestHeader(Header):
+    consumer_group: str = w("consumerGroup")
+    topic: str | None = w("topic", None)
+
+
+@header
+class GetTopicStatsInfoRequestHeader(Header):
+    topic: str = w("topic")
+
+
+@header
+class ResetOffsetRequestHeader(Header):
+    """RESET_CONSUMER_CLIENT_OFFSET (220) / INVOKE_BROKER_TO_RESET_OFFSET (222)."""
+
+    topic: str = w("topic")
+    group: str = w("group")
+    timestamp: int = w("timestamp")
+    is_force: bool = w("isForce", False)
+
+
+@header
+class GetConsumerRunningInfoRequestHeader(Header):
+    consumer_group: str = w("consumerGroup")
+    client_id: str = w("clientId")
+    jstack_enable: bool = w("jstackEnable", False)
+
+
+@header
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    """CONSUME_MESSAGE_DIRECTLY (309)."""
+
+    consumer_group: str = w("consumerGroup")
+    client_id: str | None = w("clientId", None)
+    msg_id: str | None = w("msgId", None)
+    broker_name: str | None = w("brokerName", None)
+
+
+@header
+class GetConsumerStatusRequestHeader(Header):
+    topic: str = w("topic")
+    group: str = w("group")
+    client_addr: str | None = w("clientAddr", None)
+
+
+@header
+class ViewMessageRequestHeader(Header):
+    """VIEW_MESSAGE_BY_ID (33): ``offset`` is the commit-log offset from the offsetMsgId."""
+
+    offset: int = w("offset")
+
+
+@header
+class QueryMessageRequestHeader(Header):
+    topic: str = w("topic")
+    key: str = w("key")
+    max_num: int = w("maxNum")
+    begin_timestamp: int = w("beginTimestamp")
+    end_timestamp: int = w("endTimestamp")
+
+
+# ============================================================================ name server
+
+
+@header
+class RegisterBrokerRequestHeader(Header):
+    broker_name: str = w("brokerName")
+    broker_addr: str = w("brokerAddr")
+    cluster_name: str = w("clusterName")
+    ha_server_addr: str = w("haServerAddr", "")
+    broker_id: int = w("brokerId")
+    compressed: bool = w("compressed", False)
+
+
+@header
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = w("haServerAddr", None)
+    master_addr: str | None = w("masterAddr", None)
+
+
+@header
+class UnRegisterBrokerRequestHeader(Header):
+    broker_name: str = w("brokerName")
+    broker_addr: str = w("brokerAddr")
+    cluster_name: str = w("clusterName")
+    broker_id: int = w("brokerId")
+
+
+@header
+class GetKVConfigRequestHeader(Header):
+    """GET_KV_CONFIG (101) / GET_KV_CONFIG_BY_VALUE (217, sent by ali-ons)."""
+
+    namespace: str = w("namespace")
+    key: str = w("key")
