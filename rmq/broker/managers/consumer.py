@@ -1,0 +1,309 @@
+"""ConsumerManager and ProducerManager: who is connected, in which group, subscribed to what.
+
+Membership comes from heartbeats (HEART_BEAT every 30 s per client) and leaves by
+UNREGISTER_CLIENT, by the connection closing, or after ``channel_expired_seconds`` (120 s)
+without a heartbeat. Clients rebalance on the member list GET_CONSUMER_LIST_BY_GROUP returns,
+so whenever a group's membership changes the remaining members get
+NOTIFY_CONSUMER_IDS_CHANGED (code 40, oneway) and rebalance at once (wire-contract §6).
+
+Heartbeats arrive in two dialects: C++ writes enum ordinals (``"consumeType":1``), Java and
+ali-ons write enum names (``"CONSUME_PASSIVELY"``). Both parse into the IntEnums below,
+whose values are Java's ordinals.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Callable
+
+log = logging.getLogger("rmq.broker")
+
+
+class ConsumeType(IntEnum):
+    CONSUME_ACTIVELY = 0  # pull
+    CONSUME_PASSIVELY = 1  # push
+
+
+class MessageModel(IntEnum):
+    BROADCASTING = 0
+    CLUSTERING = 1
+
+
+class ConsumeFromWhere(IntEnum):
+    CONSUME_FROM_LAST_OFFSET = 0
+    CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST = 1
+    CONSUME_FROM_MIN_OFFSET = 2
+    CONSUME_FROM_MAX_OFFSET = 3
+    CONSUME_FROM_FIRST_OFFSET = 4
+    CONSUME_FROM_TIMESTAMP = 5
+
+
+def parse_enum(enum_cls: type[IntEnum], value, default: IntEnum) -> IntEnum:
+    """An enum from an ordinal (C++), a name (Java/ONS) or a numeric string; else ``default``."""
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return default
+    if isinstance(value, int):
+        try:
+            return enum_cls(value)
+        except ValueError:
+            return default
+    s = str(value).strip()
+    if s.lstrip("-").isdigit():
+        return parse_enum(enum_cls, int(s), default)
+    try:
+        return enum_cls[s]
+    except KeyError:
+        return default
+
+
+@dataclass(slots=True)
+class SubscriptionData:
+    """One topic subscription of a group (Java ``SubscriptionData``).
+
+    ``tags_set`` is what we match on; the heartbeat's ``codeSet`` is never trusted because the
+    C++ client fills it with ``atoi(tag)`` (wire-contract §6).
+    """
+
+    topic: str
+    sub_string: str = "*"
+    tags_set: tuple[str, ...] = ()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SubscriptionData":
+        tags = d.get("tagsSet") or ()
+        try:
+            sub_version = int(d.get("subVersion") or 0)
+        except (TypeError, ValueError):
+            sub_version = 0
+        return cls(
+            topic=str(d.get("topic", "")),
+            sub_string=str(d.get("subString") or "*"),
+            tags_set=tuple(str(t) for t in tags),
+            sub_version=sub_version,
+            expression_type=str(d.get("expressionType") or "TAG"),
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "topic": self.topic,
+            "subString": self.sub_string,
+            "tagsSet": list(self.tags_set),
+            "subVersion": self.sub_version,
+            "expressionType": self.expression_type,
+        }
+
+
+@dataclass(slots=True)
+class ClientChannelInfo:
+    """One client connection as a group member."""
+
+    conn: object
+    client_id: str
+    language: str = "JAVA"
+    version: int = 0
+    last_update: float = field(default_factory=time.monotonic)
+
+    @property
+    def remote_addr(self) -> str:
+        return getattr(self.conn, "remote_addr", "?")
+
+
+@dataclass(slots=True)
+class ConsumerGroupInfo:
+    """A consumer group's live members and merged subscriptions."""
+
+    group_name: str
+    consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    channels: dict[object, ClientChannelInfo] = field(default_factory=dict)  # conn -> info
+    subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
+    last_update: float = field(default_factory=time.monotonic)
+
+    def all_client_ids(self) -> list[str]:
+        return sorted({c.client_id for c in self.channels.values()})
+
+    def find_subscription_data(self, topic: str) -> SubscriptionData | None:
+        return self.subscriptions.get(topic)
+
+
+NotifyFn = Callable[[str, list], None]  # (group, [conn, ...]) -> None
+
+
+class ConsumerManager:
+    """Consumer groups and their member connections.
+
+    Args:
+        notify: called with ``(group, conns)`` when a group's membership changed and the
+            remaining members should rebalance (the controller sends them code 40).
+        channel_expired_seconds: heartbeat expiry (120 s).
+    """
+
+    def __init__(self, notify: NotifyFn | None = None, channel_expired_seconds: float = 120.0):
+        self.consumer_table: dict[str, ConsumerGroupInfo] = {}
+        self.notify = notify
+        self.channel_expired_seconds = channel_expired_seconds
+
+    def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
+        return self.consumer_table.get(group)
+
+    def find_subscription_data(self, group: str, topic: str) -> SubscriptionData | None:
+        info = self.consumer_table.get(group)
+        return info.find_subscription_data(topic) if info else None
+
+    def _notify(self, group: str, notify_enabled: bool) -> None:
+        info = self.consumer_table.get(group)
+        if not notify_enabled or self.notify is None or info is None or not info.channels:
+            return
+        self.notify(group, list(info.channels))
+
+    def register_consumer(
+        self,
+        group: str,
+        channel: ClientChannelInfo,
+        consume_type: ConsumeType,
+        message_model: MessageModel,
+        consume_from_where: ConsumeFromWhere,
+        subscriptions: list[SubscriptionData],
+        notify_enabled: bool = True,
+    ) -> bool:
+        """Add or refresh one member; True (and a notification) when membership or
+        subscriptions changed."""
+        info = self.consumer_table.get(group)
+        if info is None:
+            info = self.consumer_table[group] = ConsumerGroupInfo(group)
+        info.consume_type, info.message_model, info.consume_from_where = consume_type, message_model, consume_from_where
+        info.last_update = time.monotonic()
+        changed = False
+        old = info.channels.get(channel.conn)
+        if old is None:
+            info.channels[channel.conn] = channel
+            log.info("new consumer connected, group %s %s %s", group, channel.client_id, channel.remote_addr)
+            changed = True
+        else:
+            if old.client_id != channel.client_id:
+                changed = True
+            old.client_id, old.language, old.version = channel.client_id, channel.language, channel.version
+            old.last_update = time.monotonic()
+        # Java keeps subscriptions of all members merged; a newer subVersion wins.
+        new_topics = {s.topic for s in subscriptions}
+        for sub in subscriptions:
+            cur = info.subscriptions.get(sub.topic)
+            if cur is None:
+                info.subscriptions[sub.topic] = sub
+                changed = True
+                log.info("subscription changed, group %s add %s %s", group, sub.topic, sub.sub_string)
+            elif sub.sub_version > cur.sub_version:
+                if sub.sub_string != cur.sub_string:
+                    changed = True
+                info.subscriptions[sub.topic] = sub
+        # Drop topics nobody subscribes to anymore (only this member's view is known here;
+        # Java does the same).
+        if subscriptions:
+            for topic in list(info.subscriptions):
+                if topic not in new_topics:
+                    del info.subscriptions[topic]
+                    changed = True
+                    log.info("subscription changed, group %s remove %s", group, topic)
+        if changed:
+            self._notify(group, notify_enabled)
+        return changed
+
+    def unregister_consumer(self, group: str, conn: object, notify_enabled: bool = True) -> bool:
+        """Remove one member (UNREGISTER_CLIENT); True when it was there."""
+        info = self.consumer_table.get(group)
+        if info is None:
+            return False
+        removed = info.channels.pop(conn, None)
+        if removed is None:
+            return False
+        log.info("unregister consumer ok, group %s %s", group, removed.client_id)
+        if not info.channels:
+            del self.consumer_table[group]
+            log.info("consumer group %s has no member left, removed", group)
+        else:
+            self._notify(group, notify_enabled)
+        return True
+
+    def do_channel_close_event(self, conn: object, why: str = "closed") -> list[str]:
+        """A connection went away: remove it from every group and notify the rest."""
+        groups = []
+        for group, info in list(self.consumer_table.items()):
+            removed = info.channels.pop(conn, None)
+            if removed is None:
+                continue
+            groups.append(group)
+            log.info("consumer %s of group %s removed: connection %s (%s)", removed.client_id, group, removed.remote_addr, why)
+            if not info.channels:
+                del self.consumer_table[group]
+            else:
+                self._notify(group, True)
+        return groups
+
+    def scan_not_active_channel(self, now: float | None = None) -> list[object]:
+        """Members silent for longer than the expiry: removed; their conns returned to close."""
+        now = time.monotonic() if now is None else now
+        stale = []
+        for info in list(self.consumer_table.values()):
+            for conn, ch in list(info.channels.items()):
+                if now - ch.last_update > self.channel_expired_seconds:
+                    stale.append(conn)
+        for conn in stale:
+            self.do_channel_close_event(conn, f"no heartbeat for {self.channel_expired_seconds:.0f} s")
+        return stale
+
+
+class ProducerManager:
+    """Producer groups and their connections (used by transaction check-back, issue 5)."""
+
+    def __init__(self, channel_expired_seconds: float = 120.0):
+        self.group_channel_table: dict[str, dict[object, ClientChannelInfo]] = {}
+        self.channel_expired_seconds = channel_expired_seconds
+
+    def register_producer(self, group: str, channel: ClientChannelInfo) -> None:
+        chans = self.group_channel_table.setdefault(group, {})
+        old = chans.get(channel.conn)
+        if old is None:
+            chans[channel.conn] = channel
+            log.info("new producer connected, group %s %s %s", group, channel.client_id, channel.remote_addr)
+        else:
+            old.last_update = time.monotonic()
+
+    def unregister_producer(self, group: str, conn: object) -> bool:
+        chans = self.group_channel_table.get(group)
+        if not chans or chans.pop(conn, None) is None:
+            return False
+        if not chans:
+            del self.group_channel_table[group]
+        return True
+
+    def do_channel_close_event(self, conn: object) -> None:
+        for group in list(self.group_channel_table):
+            self.unregister_producer(group, conn)
+
+    def scan_not_active_channel(self, now: float | None = None) -> list[object]:
+        now = time.monotonic() if now is None else now
+        stale = [
+            conn
+            for chans in self.group_channel_table.values()
+            for conn, ch in chans.items()
+            if now - ch.last_update > self.channel_expired_seconds
+        ]
+        for conn in stale:
+            self.do_channel_close_event(conn)
+        return stale
+
+    def get_available_channel(self, group: str) -> object | None:
+        chans = self.group_channel_table.get(group)
+        if not chans:
+            return None
+        for conn in chans:
+            if not getattr(conn, "closed", False):
+                return conn
+        return None

@@ -1,0 +1,123 @@
+"""SubscriptionGroupManager: consumer-group settings (persisted, auto-created on first use)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from rmq.broker.managers.config_store import ConfigManager
+from rmq.broker.managers.topic_config import DataVersion
+
+log = logging.getLogger("rmq.broker")
+
+# Java seeds these so its own tools work without creating groups first.
+SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
+                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_SYS_RMQ_TRANS")
+
+
+@dataclass(slots=True)
+class SubscriptionGroupConfig:
+    """One consumer group's settings (Java ``SubscriptionGroupConfig``, JSON names on the wire).
+
+    ``retry_queue_nums`` sizes ``%RETRY%<group>``; ``retry_max_times`` is the DLQ threshold
+    (issue 5); ``which_broker_when_consume_slowly`` is suggested to a consumer that reads
+    from disk (seed 003).
+    """
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    _JSON = (
+        ("groupName", "group_name", str),
+        ("consumeEnable", "consume_enable", bool),
+        ("consumeFromMinEnable", "consume_from_min_enable", bool),
+        ("consumeBroadcastEnable", "consume_broadcast_enable", bool),
+        ("retryQueueNums", "retry_queue_nums", int),
+        ("retryMaxTimes", "retry_max_times", int),
+        ("brokerId", "broker_id", int),
+        ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly", int),
+        ("notifyConsumerIdsChangedEnable", "notify_consumer_ids_changed_enable", bool),
+    )
+
+    def to_json(self) -> dict:
+        return {wire: getattr(self, attr) for wire, attr, _ in self._JSON}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SubscriptionGroupConfig":
+        """Build from Java JSON; raises ``ValueError`` on a missing name or a bad value."""
+        if not isinstance(d, dict) or not d.get("groupName"):
+            raise ValueError("subscription group config needs a groupName")
+        kwargs = {}
+        for wire, attr, tp in cls._JSON:
+            if wire in d and d[wire] is not None:
+                v = d[wire]
+                if tp is bool:
+                    if isinstance(v, str):
+                        v = v.lower() in ("true", "1")
+                    kwargs[attr] = bool(v)
+                else:
+                    kwargs[attr] = tp(v)
+        return cls(**kwargs)
+
+
+class SubscriptionGroupManager(ConfigManager):
+    """Consumer groups known to this broker.
+
+    Args:
+        config_dir: where ``subscriptionGroup.msgpack`` lives.
+        broker_config: ``auto_create_subscription_group`` decides whether an unknown group is
+            created on first use (heartbeat, pull) or answered SUBSCRIPTION_GROUP_NOT_EXIST.
+    """
+
+    file_name = "subscriptionGroup.msgpack"
+
+    def __init__(self, config_dir: str, broker_config):
+        super().__init__(config_dir)
+        self.broker_config = broker_config
+        self.subscription_group_table: dict[str, SubscriptionGroupConfig] = {}
+        self.data_version = DataVersion()
+        for g in SYSTEM_GROUPS:
+            self.subscription_group_table[g] = SubscriptionGroupConfig(g)
+
+    def encode(self) -> object:
+        return {
+            "subscriptionGroupTable": {g: c.to_json() for g, c in self.subscription_group_table.items()},
+            "dataVersion": self.data_version.to_json(),
+        }
+
+    def decode(self, obj) -> None:
+        for g, d in obj.get("subscriptionGroupTable", {}).items():
+            self.subscription_group_table[g] = SubscriptionGroupConfig.from_json(d)
+        dv = obj.get("dataVersion") or {}
+        self.data_version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+
+    def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, created (and persisted) on first use when auto-create is on."""
+        cfg = self.subscription_group_table.get(group)
+        if cfg is None and self.broker_config.auto_create_subscription_group and group:
+            cfg = SubscriptionGroupConfig(group)
+            self.subscription_group_table[group] = cfg
+            log.info("auto-created subscription group %s", group)
+            self.data_version.next_version()
+            self.persist()
+        return cfg
+
+    def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> None:
+        old = self.subscription_group_table.get(cfg.group_name)
+        self.subscription_group_table[cfg.group_name] = cfg
+        log.info("%s subscription group %s", "updated" if old else "created", cfg.to_json())
+        self.data_version.next_version()
+        self.persist()
+
+    def delete_subscription_group_config(self, group: str) -> bool:
+        if self.subscription_group_table.pop(group, None) is None:
+            return False
+        self.data_version.next_version()
+        self.persist()
+        return True

@@ -1,0 +1,261 @@
+"""TopicConfigManager: the broker's topics, their queue counts and permissions (persisted).
+
+Java's ``TopicConfigManager`` seeds a handful of system topics, of which ``TBW102`` matters to
+clients: it is the template for topics created on first send (``autoCreateTopicEnable``), and
+the C++ producer falls back to its route when its own topic has none (wire-contract §4).
+Every change bumps ``data_version``; the name-server registration carries it so name servers
+can skip unchanged tables.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+
+from rmq.broker.managers.config_store import ConfigManager
+
+log = logging.getLogger("rmq.broker")
+
+
+class PermName:
+    """Permission bits of a topic or broker (Java ``PermName``)."""
+
+    PERM_PRIORITY = 0x1 << 3
+    PERM_READ = 0x1 << 2
+    PERM_WRITE = 0x1 << 1
+    PERM_INHERIT = 0x1 << 0
+
+    @staticmethod
+    def is_readable(perm: int) -> bool:
+        return bool(perm & PermName.PERM_READ)
+
+    @staticmethod
+    def is_writeable(perm: int) -> bool:
+        return bool(perm & PermName.PERM_WRITE)
+
+    @staticmethod
+    def is_inherited(perm: int) -> bool:
+        return bool(perm & PermName.PERM_INHERIT)
+
+
+AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
+RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
+RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SCHEDULE_TOPIC_QUEUE_NUM = 18  # one queue per delay level (1s … 2h)
+
+# Producers may not write into these directly (Java TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, "CID_RMQ_SYS_TRANS"}
+)
+
+TOPIC_MAX_LENGTH = 127  # CPP reads the record's 1-byte topic length as a signed char
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+
+
+def validate_topic(topic: str | None) -> str | None:
+    """None when ``topic`` is a legal name, else the reason (Java ``TopicValidator``)."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if not _VALID_TOPIC.match(topic):
+        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic.encode()) > TOPIC_MAX_LENGTH:
+        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
+    return None
+
+
+@dataclass(slots=True)
+class TopicConfig:
+    """One topic on this broker (Java ``TopicConfig``; JSON names on the wire)."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PermName.PERM_READ | PermName.PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "topicName": self.topic_name,
+            "readQueueNums": self.read_queue_nums,
+            "writeQueueNums": self.write_queue_nums,
+            "perm": self.perm,
+            "topicFilterType": self.topic_filter_type,
+            "topicSysFlag": self.topic_sys_flag,
+            "order": self.order,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TopicConfig":
+        return cls(
+            topic_name=str(d["topicName"]),
+            read_queue_nums=int(d.get("readQueueNums", 16)),
+            write_queue_nums=int(d.get("writeQueueNums", 16)),
+            perm=int(d.get("perm", 6)),
+            topic_filter_type=str(d.get("topicFilterType", "SINGLE_TAG")),
+            topic_sys_flag=int(d.get("topicSysFlag", 0)),
+            order=bool(d.get("order", False)),
+        )
+
+
+@dataclass(slots=True)
+class DataVersion:
+    """Java ``DataVersion``: a timestamp and a counter bumped on every change."""
+
+    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    counter: int = 0
+
+    def next_version(self) -> None:
+        self.timestamp = int(time.time() * 1000)
+        self.counter += 1
+
+    def to_json(self) -> dict:
+        return {"timestamp": self.timestamp, "counter": self.counter}
+
+
+class TopicConfigManager(ConfigManager):
+    """The topic table, seeded with the system topics and persisted on every change.
+
+    Args:
+        config_dir: where ``topics.msgpack`` lives (``<storePathRootDir>/config``).
+        broker_config: the ``BrokerConfig`` (cluster and broker names, TBW102 queue count,
+            auto-create switches).
+    """
+
+    file_name = "topics.msgpack"
+
+    def __init__(self, config_dir: str, broker_config):
+        super().__init__(config_dir)
+        self.broker_config = broker_config
+        self.topic_config_table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.system_topics: set[str] = set()
+        self._seed_system_topics()
+
+    def _system(self, name: str, read: int = 16, write: int = 16, perm: int = 6) -> None:
+        self.topic_config_table[name] = TopicConfig(name, read, write, perm)
+        self.system_topics.add(name)
+
+    def _seed_system_topics(self) -> None:
+        bc = self.broker_config
+        rw = PermName.PERM_READ | PermName.PERM_WRITE
+        self._system(RMQ_SYS_SELF_TEST_TOPIC, 1, 1)
+        if bc.auto_create_topic_enable:
+            n = bc.default_topic_queue_nums
+            self._system(AUTO_CREATE_TOPIC_KEY_TOPIC, n, n, PermName.PERM_INHERIT | rw)
+        self._system(RMQ_SYS_BENCHMARK_TOPIC, 1024, 1024)
+        self._system(bc.broker_cluster_name, 16, 16, PermName.PERM_INHERIT | (rw if bc.cluster_topic_enable else 0))
+        self._system(bc.broker_name, 1, 1, PermName.PERM_INHERIT | (rw if bc.broker_topic_enable else 0))
+        self._system(RMQ_SYS_OFFSET_MOVED_EVENT, 1, 1)
+        self._system(RMQ_SYS_SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM, SCHEDULE_TOPIC_QUEUE_NUM)
+        if bc.trace_topic_enable:
+            self._system(bc.msg_trace_topic_name, 1, 1)
+        self._system(f"{bc.broker_cluster_name}_REPLY_TOPIC", 1, 1)
+
+    # -- persistence ----------------------------------------------------------------------
+
+    def encode(self) -> object:
+        return {
+            "topicConfigTable": {name: tc.to_json() for name, tc in self.topic_config_table.items()},
+            "dataVersion": self.data_version.to_json(),
+        }
+
+    def decode(self, obj) -> None:
+        for name, d in obj.get("topicConfigTable", {}).items():
+            self.topic_config_table[name] = TopicConfig.from_json(d)
+        dv = obj.get("dataVersion") or {}
+        self.data_version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+        # A broker restarted with a different TBW102 size must advertise the new one.
+        if self.broker_config.auto_create_topic_enable:
+            n = self.broker_config.default_topic_queue_nums
+            tbw = self.topic_config_table.get(AUTO_CREATE_TOPIC_KEY_TOPIC)
+            if tbw is not None:
+                tbw.read_queue_nums = tbw.write_queue_nums = n
+
+    def _changed(self) -> None:
+        self.data_version.next_version()
+        self.persist()
+
+    # -- queries and changes --------------------------------------------------------------
+
+    def select_topic_config(self, topic: str) -> TopicConfig | None:
+        return self.topic_config_table.get(topic)
+
+    def is_system_topic(self, topic: str) -> bool:
+        return topic in self.system_topics
+
+    def update_topic_config(self, tc: TopicConfig) -> None:
+        old = self.topic_config_table.get(tc.topic_name)
+        self.topic_config_table[tc.topic_name] = tc
+        log.info("%s topic config %s", "updated" if old else "created", tc.to_json())
+        self._changed()
+
+    def delete_topic_config(self, topic: str) -> TopicConfig | None:
+        old = self.topic_config_table.pop(topic, None)
+        if old is not None:
+            log.info("deleted topic config %s", topic)
+            self._changed()
+        return old
+
+    def create_topic_in_send_message_method(
+        self, topic: str, default_topic: str, remote_addr: str, client_default_topic_queue_nums: int, topic_sys_flag: int
+    ) -> tuple[TopicConfig | None, bool]:
+        """Create ``topic`` from the template ``default_topic`` (TBW102) on first send.
+
+        Returns ``(config, created)``; config is None when the template is missing or does not
+        carry the inherit permission (auto-create disabled).
+        """
+        tc = self.topic_config_table.get(topic)
+        if tc is not None:
+            return tc, False
+        default = self.topic_config_table.get(default_topic)
+        if default is None:
+            log.warning("create topic %s failed: default topic %s does not exist (producer %s)", topic, default_topic, remote_addr)
+            return None, False
+        if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.auto_create_topic_enable:
+            return None, False
+        if not PermName.is_inherited(default.perm):
+            log.warning("create topic %s failed: default topic %s has no inherit perm (producer %s)", topic, default_topic, remote_addr)
+            return None, False
+        queue_nums = max(0, min(int(client_default_topic_queue_nums), default.write_queue_nums))
+        tc = TopicConfig(
+            topic,
+            queue_nums,
+            queue_nums,
+            default.perm & ~PermName.PERM_INHERIT,
+            default.topic_filter_type,
+            topic_sys_flag,
+        )
+        log.info("auto-created topic %s from %s for %s: %d queues", topic, default_topic, remote_addr, queue_nums)
+        self.topic_config_table[topic] = tc
+        self._changed()
+        return tc, True
+
+    def create_topic_in_send_message_back_method(
+        self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int
+    ) -> tuple[TopicConfig, bool]:
+        """The ``%RETRY%<group>`` (and later ``%DLQ%``) topics, created on heartbeat."""
+        tc = self.topic_config_table.get(topic)
+        if tc is not None:
+            return tc, False
+        tc = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
+        log.info("created topic %s (%d queues)", topic, queue_nums)
+        self.topic_config_table[topic] = tc
+        self._changed()
+        return tc, True
+
+    def serialize_wrapper(self) -> dict:
+        """Java ``TopicConfigSerializeWrapper`` JSON (GET_ALL_TOPIC_CONFIG, registration)."""
+        return {
+            "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},
+            "dataVersion": self.data_version.to_json(),
+        }
