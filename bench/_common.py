@@ -1,0 +1,430 @@
+"""Shared pieces of the bench harness: protocol helpers, record walking, CPU and percentiles.
+
+Everything here speaks only the public RocketMQ 4.x remoting protocol (through
+``rmq.remoting``), so the same benchmarks measure rmq and Apache RocketMQ alike. Nothing
+depends on rmq's broker internals; :class:`Standalone` merely starts ``rmq standalone`` for
+``make bench`` and the tests.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+
+REPO = Path(__file__).resolve().parent.parent
+
+# ------------------------------------------------------------------------------ records
+#
+# A PULL_MESSAGE body is CommitLog records back to back (Java v1 layout, big-endian). The
+# benchmarks only need each record's length and, for latency, its born/store timestamps:
+#
+#  0        4        8        12       16       20                28                36
+#  +--------+--------+--------+--------+--------+----------------+----------------+
+#  |TOTALSZ |MAGIC   |BODYCRC |QUEUEID |FLAG    |QUEUEOFFSET (8) |PHYSOFFSET (8)  |
+#  +--------+--------+--------+--------+--------+----------------+----------------+
+#  36       40               48                  48+B              56+B (B = 8, or 20 for IPv6)
+#  +--------+----------------+-------------------+----------------+--------------------+
+#  |SYSFLAG |BORNTIMESTAMP(8)|BORNHOST (B)       |STORETIMESTAMP 8|STOREHOST ... rest  |
+#  +--------+----------------+-------------------+----------------+--------------------+
+#
+# TOTALSIZE counts the whole record including itself. SYSFLAG bit 0x10 widens BORNHOST to
+# 16+4 bytes (IPv6); 0x20 does the same for STOREHOST, which comes after STORETIMESTAMP.
+
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_HEAD = struct.Struct(">iiiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
+MIN_RECORD_SIZE = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2
+MESSAGE_MAGIC_CODE_V1 = -626843481  # 0xDAA320A7, Java MessageDecoder.MESSAGE_MAGIC_CODE
+BORNHOST_V6_FLAG = 0x10
+
+
+class RecordFormatError(ValueError):
+    """A PULL body whose record sizes do not add up (truncated or not CommitLog records)."""
+
+
+def count_records(body) -> int:
+    """Count the CommitLog records in a PULL body by walking their TOTALSIZE fields.
+
+    No per-message objects are built. Raises :class:`RecordFormatError` when a size is below
+    the minimal record size or runs past the end of the body.
+    """
+    end = len(body)
+    pos = 0
+    n = 0
+    unpack = _I32.unpack_from
+    while pos < end:
+        if end - pos < 4:
+            raise RecordFormatError(f"{end - pos} stray bytes at offset {pos}")
+        size = unpack(body, pos)[0]
+        if size < MIN_RECORD_SIZE or pos + size > end:
+            raise RecordFormatError(f"record at offset {pos} claims {size} bytes, {end - pos} left")
+        pos += size
+        n += 1
+    return n
+
+
+def record_timestamps(body):
+    """Yield ``(queue_offset, born_timestamp_ms, store_timestamp_ms)`` per record of a PULL body."""
+    end = len(body)
+    pos = 0
+    unpack_head = _HEAD.unpack_from
+    unpack_i64 = _I64.unpack_from
+    while pos < end:
+        size, magic, _crc, _qid, _flag, queue_offset, _phy, sys_flag, born = unpack_head(body, pos)
+        if size < MIN_RECORD_SIZE or pos + size > end:
+            raise RecordFormatError(f"record at offset {pos} claims {size} bytes, {end - pos} left")
+        born_host_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8
+        store = unpack_i64(body, pos + 48 + born_host_len)[0]
+        yield queue_offset, born, store
+        pos += size
+
+
+# ------------------------------------------------------------------------------ figures
+
+def percentile(sorted_values, q: float) -> float:
+    """The q-quantile (0..1) of an already sorted sequence, nearest rank; 0.0 when empty."""
+    if not sorted_values:
+        return 0.0
+    # nearest rank: the smallest value with at least q of the values at or below it
+    k = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values) - 1e-9) - 1))
+    return float(sorted_values[k])
+
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads) from /proc/PID/stat, in seconds."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read().decode()
+    # the command name (field 2) may contain spaces and parentheses: split after the last ')'
+    fields = data[data.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+class CpuMeter:
+    """Broker CPU seconds over a window (``--broker-pid``); inert when pid is None."""
+
+    def __init__(self, pid: int | None):
+        self.pid = pid
+        self.start_value = None
+        self.seconds = None
+
+    def start(self) -> None:
+        if self.pid:
+            self.start_value = process_cpu_seconds(self.pid)
+
+    def stop(self) -> float | None:
+        if self.pid and self.start_value is not None:
+            self.seconds = process_cpu_seconds(self.pid) - self.start_value
+        return self.seconds
+
+    def per_million(self, messages: int) -> float | None:
+        if self.seconds is None or not messages:
+            return None
+        return self.seconds * 1_000_000 / messages
+
+
+def add_common_args(ap) -> None:
+    ap.add_argument("--namesrv", required=True, help="name server address host:port (';' separates several)")
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--size", type=int, default=1024, help="message body size in bytes (default 1024)")
+    ap.add_argument("--queues", type=int, default=4,
+                    help="read/write queue count when the topic has to be created (default 4)")
+    ap.add_argument("--broker-pid", type=int, default=None,
+                    help="pid of the broker process: report its CPU seconds over the measured window")
+    ap.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
+    ap.add_argument("--timeout", type=float, default=5.0, help="per-request timeout in seconds (default 5)")
+
+
+def positive(name, value, minimum=1):
+    if value < minimum:
+        raise SystemExit(f"error: --{name} must be >= {minimum}, got {value}")
+
+
+def run(coro):
+    """Run the benchmark coroutine on uvloop (the figures in bench/README.md are with uvloop)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def print_json(figures: dict) -> None:
+    print(json.dumps(figures, sort_keys=True), flush=True)
+
+
+# ------------------------------------------------------------------------------ protocol
+
+def _lenient_json(body: bytes):
+    """Parse a JSON body as fastjson writes it: maps may have bare integer keys ({0:"addr"})."""
+    text = bytes(body).decode("utf-8")
+    try:
+        return json.loads(text)
+    except ValueError:
+        return json.loads(re.sub(r'([{,])\s*(-?\d+)\s*:', r'\1"\2":', text))
+
+
+@dataclass(frozen=True)
+class MessageQueue:
+    broker_name: str
+    broker_addr: str
+    queue_id: int
+
+
+@dataclass
+class Route:
+    topic: str
+    read_queues: list[MessageQueue] = field(default_factory=list)
+    write_queues: list[MessageQueue] = field(default_factory=list)
+    brokers: dict[str, str] = field(default_factory=dict)  # master brokerName → address
+
+
+class BenchError(RuntimeError):
+    """A protocol step of the harness failed; the message says which and why."""
+
+
+def parse_route(topic: str, body: bytes) -> Route:
+    data = _lenient_json(body)
+    route = Route(topic)
+    for bd in data.get("brokerDatas") or []:
+        addr = (bd.get("brokerAddrs") or {}).get("0")
+        if addr:
+            route.brokers[bd["brokerName"]] = addr
+    for qd in sorted(data.get("queueDatas") or [], key=lambda q: q["brokerName"]):
+        addr = route.brokers.get(qd["brokerName"])
+        if not addr:
+            continue
+        perm = int(qd.get("perm", 6))
+        if perm & 4:
+            route.read_queues += [MessageQueue(qd["brokerName"], addr, i) for i in range(int(qd["readQueueNums"]))]
+        if perm & 2:
+            route.write_queues += [MessageQueue(qd["brokerName"], addr, i) for i in range(int(qd["writeQueueNums"]))]
+    return route
+
+
+def namesrv_list(addr: str) -> list[str]:
+    return [a.strip() for a in addr.split(";") if a.strip()]
+
+
+async def get_route(client: RemotingClient, topic: str, timeout: float = 3.0) -> Route | None:
+    """The topic's route from the name server, or None when it answers TOPIC_NOT_EXIST."""
+    resp = await client.invoke_namesrv(
+        RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout=timeout)
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    if resp.code != ResponseCode.SUCCESS or not resp.body:
+        raise BenchError(f"GET_ROUTEINFO_BY_TOPIC {topic}: code {resp.code} {resp.remark or ''}")
+    return parse_route(topic, resp.body_bytes())
+
+
+async def master_brokers(client: RemotingClient, timeout: float = 3.0) -> dict[str, str]:
+    """Master brokers known to the name server (GET_BROKER_CLUSTER_INFO), brokerName → address."""
+    resp = await client.invoke_namesrv(
+        RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout=timeout)
+    if resp.code != ResponseCode.SUCCESS or not resp.body:
+        raise BenchError(f"GET_BROKER_CLUSTER_INFO: code {resp.code} {resp.remark or ''}")
+    table = _lenient_json(resp.body_bytes()).get("brokerAddrTable") or {}
+    return {name: bd["brokerAddrs"]["0"] for name, bd in table.items()
+            if (bd.get("brokerAddrs") or {}).get("0")}
+
+
+async def ensure_topic(client: RemotingClient, topic: str, queues: int = 4, timeout: float = 3.0,
+                       wait: float = 15.0) -> Route:
+    """Return the topic's route, creating the topic on every master broker when it is unknown.
+
+    Creation is UPDATE_AND_CREATE_TOPIC (code 17) sent to each master listed by the name
+    server's cluster info; we then wait up to ``wait`` seconds for the route to appear (the
+    broker registers the new topic with the name server).
+    """
+    route = await get_route(client, topic, timeout)
+    if route is not None and route.read_queues:
+        return route
+    brokers = await master_brokers(client, timeout)
+    if not brokers:
+        raise BenchError("the name server knows no master broker to create the topic on")
+    for name, addr in sorted(brokers.items()):
+        await create_topic(client, addr, topic, queues, timeout)
+    deadline = time.monotonic() + wait
+    while True:
+        route = await get_route(client, topic, timeout)
+        if route is not None and route.read_queues:
+            return route
+        if time.monotonic() > deadline:
+            raise BenchError(f"topic {topic} created but no route appeared within {wait:.0f}s")
+        await asyncio.sleep(0.2)
+
+
+async def create_topic(client: RemotingClient, broker_addr: str, topic: str, queues: int = 4,
+                       timeout: float = 3.0, order: bool = False) -> None:
+    """UPDATE_AND_CREATE_TOPIC (17) on one broker with ``queues`` read and write queues, perm 6."""
+    header = {
+        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+        "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0", "order": "true" if order else "false",
+    }
+    resp = await client.invoke(broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header),
+                               timeout=timeout)
+    if resp.code != ResponseCode.SUCCESS:
+        raise BenchError(f"UPDATE_AND_CREATE_TOPIC {topic} on {broker_addr}: code {resp.code} {resp.remark or ''}")
+
+
+async def queue_offset(client: RemotingClient, mq: MessageQueue, code: int, topic: str,
+                       timeout: float = 3.0) -> int:
+    """GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31) of one queue."""
+    resp = await client.invoke(mq.broker_addr, RemotingCommand.request(
+        code, {"topic": topic, "queueId": str(mq.queue_id)}), timeout=timeout)
+    if resp.code != ResponseCode.SUCCESS:
+        raise BenchError(f"offset query {code} for {topic}/{mq.queue_id}: code {resp.code} {resp.remark or ''}")
+    return int(resp.ext_fields["offset"])
+
+
+# SEND_MESSAGE_V2 (310) names its header fields a..m to keep the JSON short:
+# a producerGroup, b topic, c defaultTopic, d defaultTopicQueueNums, e queueId, f sysFlag,
+# g bornTimestamp, h flag, i properties, j reconsumeTimes, k unitMode, l maxReconsumeTimes, m batch.
+def send_header(group: str, topic: str, queue_id: int, properties: str, batch: bool = False) -> dict:
+    return {
+        "a": group, "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
+        "g": str(int(time.time() * 1000)), "h": "0", "i": properties, "j": "0", "k": "false",
+        "m": "true" if batch else "false",
+    }
+
+
+_uniq_prefix = uuid.uuid4().hex[:16].upper()
+
+
+def uniq_key(seq: int) -> str:
+    """A client-side message id (UNIQ_KEY) like the Java client's: 32 hex characters."""
+    return f"{_uniq_prefix}{seq & 0xFFFFFFFFFFFFFFFF:016X}"
+
+
+def properties_string(props: dict[str, str]) -> str:
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items())
+
+
+def encode_batch(bodies: list[bytes], props: list[str]) -> bytes:
+    """The SEND_BATCH_MESSAGE body: items as ``TOTALSIZE MAGIC BODYCRC FLAG BODYLEN body PROPLEN props``."""
+    out = bytearray()
+    for body, prop in zip(bodies, props):
+        p = prop.encode()
+        out += struct.pack(">iiiii", 20 + len(body) + 2 + len(p), 0, 0, 0, len(body))
+        out += body
+        out += struct.pack(">h", len(p)) + p
+    return bytes(out)
+
+
+# ------------------------------------------------------------------------------ rmq standalone
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Standalone:
+    """``python -m rmq standalone`` on free 127.0.0.1 ports with a fresh store (a subprocess).
+
+    ``start()`` waits until the name server routes TBW102 or lists a broker; ``stop()``
+    sends SIGTERM and waits (then SIGKILL after ``stop_timeout``). The process log goes to
+    ``log_path``; :meth:`log_tail` shows its end when something fails.
+    """
+
+    def __init__(self, store_dir: str | None = None, extra_args: list[str] | None = None,
+                 ready_timeout: float = 30.0, stop_timeout: float = 15.0):
+        self._own_dir = store_dir is None
+        self.store_dir = store_dir or tempfile.mkdtemp(prefix="rmq-bench-store-")
+        self.extra_args = list(extra_args or [])
+        self.ready_timeout = ready_timeout
+        self.stop_timeout = stop_timeout
+        self.namesrv_port = free_port()
+        self.broker_port = free_port()
+        self.log_path = os.path.join(self.store_dir, "standalone.log")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.namesrv_port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.broker_port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "rmq", "standalone", "--namesrv-port", str(self.namesrv_port),
+                "--broker-port", str(self.broker_port), "--store-dir", os.path.join(self.store_dir, "store"),
+                *self.extra_args]
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                return "".join(f.readlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    async def start(self) -> "Standalone":
+        log = open(self.log_path, "ab")
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
+                                     env=env, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + self.ready_timeout
+        client = RemotingClient([self.namesrv_addr], connect_timeout=1.0)
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    raise BenchError(f"rmq standalone exited with {self.proc.returncode}:\n{self.log_tail()}")
+                try:
+                    if await get_route(client, "TBW102", timeout=1.0) is not None:
+                        break
+                    if await master_brokers(client, timeout=1.0):
+                        break
+                except Exception:  # not up yet: connection refused, timeout, no broker registered
+                    pass
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise BenchError(f"rmq standalone not ready within {self.ready_timeout:.0f}s:\n{self.log_tail()}")
+                await asyncio.sleep(0.2)
+        finally:
+            await client.close()
+        return self
+
+    def stop(self) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        rc = self.proc.returncode
+        return rc
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.store_dir, ignore_errors=True)

@@ -1,0 +1,195 @@
+"""Drive the real RocketMQ C++ client (PyPI ``rocketmq==0.4.4``) for the interop tests.
+
+Runs under the interpreter of the client's own virtualenv (never rmq's), so it imports nothing
+from rmq. Every event is one JSON line on stdout; the test reads them and judges. Commands:
+
+  produce --namesrv A --group G --plan PLAN.json
+      PLAN is a list of {"topic", "body", "tags"?, "keys"?, "props"?: {k: v},
+      "send": "sync" | "oneway" | "orderly", "arg"?: int}. "orderly" sends through
+      the client's hashing queue selector (queue = arg % queue count).
+      Prints {"event": "sent", "i", "status", "msg_id", "offset"} per sync/orderly send.
+
+  push --namesrv A --group G --topic T --expect N --marker M [--expression E]
+       [--orderly] [--broadcast] [--props k1,k2] [--timeout S]
+  pull --namesrv A --group G --topic T --expect N --marker M [--expression E] [--props ...]
+      Print {"event": "recv", ...} for every delivered message and stop once N distinct
+      bodies starting with M have arrived (or at the timeout), then {"event": "done"}.
+
+The C API hands bodies over as C strings, so bodies must not contain NUL bytes. The process
+ends with ``os._exit``: the ctypes wrappers' destructors shut the clients down a second time
+and can crash the interpreter at exit.
+"""
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+
+from rocketmq.client import Message, Producer, PullConsumer, PushConsumer, SendStatus
+from rocketmq.ffi import MessageModel
+
+_out_lock = threading.Lock()
+
+
+def emit(event, **fields):
+    line = json.dumps(dict(event=event, **fields), sort_keys=True)
+    with _out_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def _text(value):
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def produce(args):
+    with open(args.plan, encoding="utf-8") as f:
+        plan = json.load(f)
+    producer = Producer(args.group)
+    producer.set_namesrv_addr(args.namesrv)
+    producer.set_timeout(args.send_timeout_ms)
+    producer.start()
+    failures = 0
+    try:
+        for i, item in enumerate(plan):
+            msg = Message(item["topic"])
+            if item.get("tags"):
+                msg.set_tags(item["tags"])
+            if item.get("keys"):
+                msg.set_keys(item["keys"])
+            for key, value in (item.get("props") or {}).items():
+                msg.set_property(key, value)
+            msg.set_body(item["body"].encode("utf-8"))
+            mode = item.get("send", "sync")
+            try:
+                if mode == "oneway":
+                    producer.send_oneway(msg)
+                    emit("sent_oneway", i=i)
+                    continue
+                if mode == "orderly":
+                    result = producer.send_orderly(msg, int(item["arg"]))
+                else:
+                    result = producer.send_sync(msg)
+            except Exception as exc:  # report and go on: the test decides what a failure means
+                failures += 1
+                emit("send_error", i=i, error=f"{type(exc).__name__}: {exc}")
+                continue
+            emit("sent", i=i, status=SendStatus(result.status).name, msg_id=result.msg_id,
+                 offset=result.offset)
+    finally:
+        # Oneway sends are queued in the client; give them a moment to leave before shutdown.
+        if any(item.get("send") == "oneway" for item in plan):
+            time.sleep(1.0)
+        producer.shutdown()
+    emit("done", failures=failures)
+    return 1 if failures else 0
+
+
+def _record(msg, prop_names):
+    return dict(
+        topic=_text(msg.topic),
+        tags=_text(msg.tags),
+        keys=_text(msg.keys),
+        body=_text(msg.body),
+        id=_text(msg.id),
+        queue_id=msg.queue_id,
+        queue_offset=msg.queue_offset,
+        reconsume_times=msg.reconsume_times,
+        commit_log_offset=msg.commit_log_offset,
+        born_timestamp=msg.born_timestamp,
+        store_timestamp=msg.store_timestamp,
+        props={name: _text(msg.get_property(name)) for name in prop_names},
+        thread=threading.get_ident(),
+    )
+
+
+class _Collector:
+    """Counts distinct marker-prefixed bodies; sets ``done`` once ``expect`` have arrived."""
+
+    def __init__(self, expect, marker, prop_names):
+        self.expect, self.marker, self.prop_names = expect, marker, prop_names
+        self.seen = set()
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+
+    def __call__(self, msg):
+        rec = _record(msg, self.prop_names)
+        emit("recv", **rec)
+        body = rec["body"] or ""
+        if body.startswith(self.marker):
+            with self.lock:
+                self.seen.add(body)
+                if len(self.seen) >= self.expect:
+                    self.done.set()
+
+
+def push(args):
+    collector = _Collector(args.expect, args.marker, args.prop_names)
+    model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
+    consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
+    consumer.set_namesrv_addr(args.namesrv)
+    if args.instance:
+        consumer.set_instance_name(args.instance)
+    consumer.subscribe(args.topic, collector, args.expression)
+    started = time.monotonic()
+    consumer.start()
+    emit("started")
+    collector.done.wait(args.timeout)
+    emit("done", received=len(collector.seen), seconds=round(time.monotonic() - started, 3))
+    # shutdown persists offsets (UPDATE_CONSUMER_OFFSET) and unregisters (UNREGISTER_CLIENT)
+    consumer.shutdown()
+    emit("stopped")
+    return 0 if len(collector.seen) >= args.expect else 1
+
+
+def pull(args):
+    collector = _Collector(args.expect, args.marker, args.prop_names)
+    consumer = PullConsumer(args.group)
+    consumer.set_namesrv_addr(args.namesrv)
+    consumer.start()
+    emit("started")
+    started = time.monotonic()
+    deadline = started + args.timeout
+    rounds = 0
+    while time.monotonic() < deadline and not collector.done.is_set():
+        rounds += 1
+        for msg in consumer.pull(args.topic, args.expression):
+            collector(msg)
+        if not collector.done.is_set():
+            time.sleep(0.2)
+    emit("done", received=len(collector.seen), rounds=rounds,
+         seconds=round(time.monotonic() - started, 3))
+    consumer.shutdown()
+    return 0 if len(collector.seen) >= args.expect else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("command", choices=["produce", "push", "pull"])
+    ap.add_argument("--namesrv", required=True)
+    ap.add_argument("--group", required=True)
+    ap.add_argument("--plan")
+    ap.add_argument("--topic")
+    ap.add_argument("--expression", default="*")
+    ap.add_argument("--expect", type=int, default=0)
+    ap.add_argument("--marker", default="")
+    ap.add_argument("--props", default="", help="comma-separated property names to read back")
+    ap.add_argument("--orderly", action="store_true")
+    ap.add_argument("--broadcast", action="store_true")
+    ap.add_argument("--instance", default="")
+    ap.add_argument("--timeout", type=float, default=45.0)
+    ap.add_argument("--send-timeout-ms", type=int, default=3000)
+    args = ap.parse_args()
+    args.prop_names = [p for p in args.props.split(",") if p]
+    rc = {"produce": produce, "push": push, "pull": pull}[args.command](args)
+    sys.stdout.flush()
+    os._exit(rc)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+#!/usr/bin/env node
+// Drive the real pure-JavaScript RocketMQ client (npm ali-ons@3.12.0) for the interop tests.
+// Run with NODE_PATH pointing at the node_modules the test fixture installed. Every event is
+// one JSON line on stdout; the test reads them and judges. Commands:
+//
+//   produce --namesrv A --group G --plan PLAN.json
+//       PLAN is a list of {"topic", "body", "tags"?, "keys"?, "props"?: {k: v}}.
+//       Prints {"event": "sent", i, status, msg_id, queue_id, offset} per message.
+//   consume --namesrv A --group G --topic T --expect N --marker M [--expression E]
+//       [--broadcast] [--from-first] [--timeout S]
+//       Prints {"event": "recv", ...} per delivered message (all its properties included) and
+//       stops once N distinct bodies starting with M have arrived, or at the timeout.
+//
+// Only 127.0.0.1 addresses are ever passed in.
+'use strict';
+
+const fs = require('fs');
+const { Producer, Consumer, Message } = require('ali-ons');
+
+function parseArgs(argv) {
+  const out = { _: [] };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (!a.startsWith('--')) { out._.push(a); continue; }
+    const next = argv[i + 1];
+    if (next === undefined || next.startsWith('--')) { out[a.slice(2)] = true; } else { out[a.slice(2)] = next; i++; }
+  }
+  return out;
+}
+
+const args = parseArgs(process.argv.slice(2));
+const command = args._[0];
+
+function emit(event, fields) {
+  process.stdout.write(JSON.stringify(Object.assign({ event }, fields)) + '\n');
+}
+
+// ali-ons logs through the logger it is given; keep errors (to stderr, where the test shows
+// them on failure) and drop the chatter unless ONS_VERBOSE is set.
+const logger = process.env.ONS_VERBOSE ? console : {
+  info() {}, debug() {}, warn(...a) { console.error('[ons-warn]', ...a); },
+  error(...a) { console.error('[ons-error]', ...a); },
+};
+
+function clientOptions() {
+  return {
+    nameSrv: args.namesrv,
+    // ali-ons insists on an http client even with a fixed name server; it would only be used
+    // to look name servers up over HTTP, which these tests never do.
+    httpclient: { request() { throw new Error('no HTTP name-server lookup in tests'); } },
+    logger,
+    // distinct client ids per process, so two consumers of one group are two members
+    instanceName: `ons${process.pid}`,
+  };
+}
+
+async function produce() {
+  const plan = JSON.parse(fs.readFileSync(args.plan, 'utf8'));
+  const producer = new Producer(Object.assign({ producerGroup: args.group }, clientOptions()));
+  await producer.ready();
+  let failures = 0;
+  for (let i = 0; i < plan.length; i++) {
+    const item = plan[i];
+    const msg = new Message(item.topic, item.tags || null, Buffer.from(item.body, 'utf8'));
+    if (!item.tags) delete msg.properties.TAGS;
+    if (item.keys) msg.keys = item.keys.split(' ');
+    for (const [ k, v ] of Object.entries(item.props || {})) msg.properties[k] = v;
+    try {
+      const r = await producer.send(msg);
+      emit('sent', { i, status: r.sendStatus, msg_id: r.msgId, queue_id: r.messageQueue.queueId,
+        offset: Number(r.queueOffset) });
+    } catch (err) {
+      failures++;
+      emit('send_error', { i, error: String(err && err.stack || err) });
+    }
+  }
+  await producer.close();
+  emit('done', { failures });
+  return failures ? 1 : 0;
+}
+
+async function consume() {
+  const expect = Number(args.expect);
+  const marker = args.marker || '';
+  const options = Object.assign({ consumerGroup: args.group, isBroadcast: !!args.broadcast }, clientOptions());
+  if (args['from-first']) options.consumeFromWhere = 'CONSUME_FROM_FIRST_OFFSET';
+  const consumer = new Consumer(options);
+  consumer.on('error', err => console.error('[consumer-error]', err && err.message));
+  const seen = new Set();
+  let finish;
+  const done = new Promise(r => { finish = r; });
+  const started = Date.now();
+  await consumer.ready();
+  consumer.subscribe(args.topic, args.expression || '*', async msg => {
+    const body = msg.body.toString('utf8');
+    emit('recv', {
+      topic: msg.topic, tags: msg.tags === undefined ? null : msg.tags, keys: msg.keys === undefined ? null : msg.keys,
+      body, id: msg.msgId, queue_id: msg.queueId, queue_offset: Number(msg.queueOffset),
+      reconsume_times: msg.reconsumeTimes, commit_log_offset: Number(msg.commitLogOffset),
+      born_timestamp: Number(msg.bornTimestamp), store_timestamp: Number(msg.storeTimestamp),
+      sys_flag: msg.sysFlag, props: msg.properties,
+    });
+    if (body.startsWith(marker)) {
+      seen.add(body);
+      if (seen.size >= expect) finish();
+    }
+  });
+  emit('started', {});
+  const timer = setTimeout(finish, Number(args.timeout || 45) * 1000);
+  await done;
+  clearTimeout(timer);
+  emit('done', { received: seen.size, seconds: (Date.now() - started) / 1000 });
+  await consumer.close();
+  emit('stopped', {});
+  return seen.size >= expect ? 0 : 1;
+}
+
+const commands = { produce, consume };
+if (!commands[command]) {
+  console.error(`usage: ons_driver.js produce|consume --namesrv A --group G ...`);
+  process.exit(2);
+}
+commands[command]().then(rc => process.exit(rc), err => {
+  console.error(err && err.stack || err);
+  process.exit(2);
+});
