@@ -74,6 +74,10 @@ class RequestCode(IntEnum):
     WHO_CONSUME_THE_MESSAGE = 214
     DELETE_TOPIC_IN_BROKER = 215
     DELETE_TOPIC_IN_NAMESRV = 216
+    # 217/218 were removed from Java 4.x but ali-ons 3.x still sends 217 to the name server
+    # (any error reply is fine there); named so logs and handlers can say what it is.
+    GET_KV_CONFIG_BY_VALUE = 217
+    DELETE_KV_CONFIG_BY_VALUE = 218
     GET_KVLIST_BY_NAMESPACE = 219
     RESET_CONSUMER_CLIENT_OFFSET = 220
     GET_CONSUMER_STATUS_FROM_CLIENT = 221

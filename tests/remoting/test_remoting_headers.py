@@ -1,0 +1,166 @@
+"""Typed headers read what real clients send (mixed JSON types, V1 and V2 send names)."""
+import dataclasses
+
+import pytest
+
+from rmq.errors import RemotingCommandError
+from rmq.remoting import headers as H
+from rmq.remoting.codec import decode_frame
+from rmq.remoting.codes import RequestCode
+
+from remoting_golden import client_requests, quickstart, serialize_frames
+
+REQUEST_HEADERS = {
+    RequestCode.SEND_MESSAGE: H.SendMessageRequestHeader,
+    RequestCode.SEND_MESSAGE_V2: H.SendMessageRequestHeader,
+    RequestCode.SEND_BATCH_MESSAGE: H.SendMessageRequestHeader,
+    RequestCode.PULL_MESSAGE: H.PullMessageRequestHeader,
+    RequestCode.QUERY_CONSUMER_OFFSET: H.QueryConsumerOffsetRequestHeader,
+    RequestCode.UPDATE_CONSUMER_OFFSET: H.UpdateConsumerOffsetRequestHeader,
+    RequestCode.GET_MAX_OFFSET: H.GetMaxOffsetRequestHeader,
+    RequestCode.GET_MIN_OFFSET: H.GetMinOffsetRequestHeader,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: H.SearchOffsetRequestHeader,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: H.GetConsumerListByGroupRequestHeader,
+    RequestCode.UNREGISTER_CLIENT: H.UnregisterClientRequestHeader,
+    RequestCode.CONSUMER_SEND_MSG_BACK: H.ConsumerSendMsgBackRequestHeader,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: H.GetRouteInfoRequestHeader,
+    RequestCode.GET_KV_CONFIG_BY_VALUE: H.GetKVConfigRequestHeader,
+    RequestCode.REGISTER_BROKER: H.RegisterBrokerRequestHeader,
+    RequestCode.UNREGISTER_BROKER: H.UnRegisterBrokerRequestHeader,
+    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: H.NotifyConsumerIdsChangedRequestHeader,
+    RequestCode.END_TRANSACTION: H.EndTransactionRequestHeader,
+    RequestCode.CHECK_TRANSACTION_STATE: H.CheckTransactionStateRequestHeader,
+}
+
+CLIENT_ROWS = client_requests()
+
+
+def _wire_value(v):
+    if v is True:
+        return "true"
+    if v is False:
+        return "false"
+    return str(v)
+
+
+@pytest.mark.parametrize("name,row", CLIENT_ROWS, ids=[f"{n.split('-')[0]}-{i}-{r['header']['code']}" for i, (n, r) in enumerate(CLIENT_ROWS)])
+def test_client_captures_parse(name, row):
+    header = row["header"]
+    cls = REQUEST_HEADERS.get(header["code"])
+    if cls is None:
+        assert header["code"] == RequestCode.HEART_BEAT  # the only header-less request captured
+        return
+    ext = header.get("extFields", {})
+    h = cls.from_ext_fields(ext)
+    names = h.WIRE_NAMES_V2 if "b" in ext and hasattr(h, "WIRE_NAMES_V2") else h.WIRE_NAMES
+    # every field the client sent is read with the value it meant, whatever its JSON type
+    for attr, wire in names.items():
+        if wire in ext and ext[wire] is not None:
+            got = getattr(h, attr)
+            sent = ext[wire]
+            if isinstance(got, bool):
+                assert got == (_wire_value(sent).lower() in ("true", "1")), (wire, sent)
+            else:
+                assert _wire_value(got) == _wire_value(sent), (wire, sent, got)
+
+
+def test_v1_and_v2_send_headers_map_to_one_class():
+    cpp = next(r["header"] for n, r in CLIENT_ROWS if r["header"]["code"] == 10)
+    ons = next(r["header"] for n, r in CLIENT_ROWS if r["header"]["code"] == 310)
+    h1 = H.SendMessageRequestHeader.from_ext_fields(cpp["extFields"])
+    h2 = H.SendMessageRequestHeader.from_ext_fields(ons["extFields"])
+    assert type(h1) is type(h2) is H.SendMessageRequestHeader
+    assert h1.topic == h2.topic == "TopicTest"
+    assert h1.default_topic_queue_nums == 4 and isinstance(h1.born_timestamp, int)
+    assert h1.batch is False and h2.unit_mode is False  # "0" and false
+    assert h1.properties.startswith("KEYS\u0001")
+    # and back: V2 names with string values
+    v2 = h2.to_ext_fields_v2()
+    assert v2["b"] == "TopicTest" and v2["d"] == "4" and v2["k"] == "false"
+    assert H.SendMessageRequestHeader.from_ext_fields(v2) == h2
+    assert H.SendMessageRequestHeader.from_ext_fields(h1.to_ext_fields()) == h1
+
+
+def test_java_binary_send_v2_parses():
+    rows = [r for r in serialize_frames() if r["serialize"] == 1 and r["code"] == RequestCode.SEND_MESSAGE_V2]
+    assert rows
+    for row in rows:
+        h = H.SendMessageRequestHeader.from_ext_fields(decode_frame(row["frame"]).ext_fields)
+        assert h.topic == "TopicTest" and h.producer_group
+
+
+def test_java_json_pull_and_replies_parse():
+    pulls = [decode_frame(r["frame"]) for r in quickstart() if r["code"] == RequestCode.PULL_MESSAGE and not r["flag"] & 1]
+    assert pulls
+    for cmd in pulls:
+        h = H.PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        assert h.max_msg_nums == 32 and h.topic
+    replies = [decode_frame(r["frame"]) for r in quickstart() if r.get("request_code") == RequestCode.PULL_MESSAGE and r["code"] == 0]
+    for cmd in replies:
+        h = H.PullMessageResponseHeader.from_ext_fields(cmd.ext_fields)
+        assert h.next_begin_offset > 0 and h.max_offset >= h.min_offset
+    sends = [decode_frame(r["frame"]) for r in quickstart() if r.get("request_code") == RequestCode.SEND_MESSAGE_V2 and r["code"] == 0]
+    for cmd in sends:
+        h = H.SendMessageResponseHeader.from_ext_fields(cmd.ext_fields)
+        assert len(h.msg_id) == 32
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("0", False), ("1", True), ("true", True), ("false", False), ("TRUE", True), (True, True), (False, False),
+    (0, False), (1, True),
+])
+def test_lenient_booleans(raw, expected):
+    h = H.SendMessageRequestHeader.from_ext_fields({"producerGroup": "g", "topic": "t", "queueId": 0, "batch": raw})
+    assert h.batch is expected
+
+
+@pytest.mark.parametrize("raw", [" 42", "42", 42, 42.0])
+def test_lenient_integers(raw):
+    assert H.GetMaxOffsetRequestHeader.from_ext_fields({"topic": "t", "queueId": raw}).queue_id == 42
+
+
+def test_strings_from_numbers_and_unknown_keys_ignored():
+    h = H.GetRouteInfoRequestHeader.from_ext_fields({"topic": 123, "Signature": "x", "AccessKey": ""})
+    assert h.topic == "123"
+
+
+@pytest.mark.parametrize("ext, message", [
+    ({"topic": "t"}, "missing required field 'queueId'"),
+    ({"topic": "t", "queueId": None}, "missing required field 'queueId'"),
+    ({"topic": "t", "queueId": "x1"}, "field 'queueId' is not an integer"),
+    ({"topic": "t", "queueId": 1.5}, "field 'queueId' is not an integer"),
+    ({"topic": ["t"], "queueId": 1}, "field 'topic' is not a string"),
+])
+def test_bad_fields_name_the_field(ext, message):
+    with pytest.raises(RemotingCommandError) as info:
+        H.GetMaxOffsetRequestHeader.from_ext_fields(ext)
+    assert message in str(info.value) and "GetMaxOffsetRequestHeader" in str(info.value)
+
+
+def test_bad_boolean_names_the_field():
+    with pytest.raises(RemotingCommandError, match="'batch' is not a boolean"):
+        H.SendMessageRequestHeader.from_ext_fields({"producerGroup": "g", "topic": "t", "queueId": 0, "batch": "yes"})
+
+
+def test_to_ext_fields_writes_strings_only_and_omits_none():
+    for cls in (getattr(H, n) for n in H.__all__ if n.endswith("Header") and n != "Header"):
+        kwargs = {}
+        for f in dataclasses.fields(cls):
+            if f.default is dataclasses.MISSING:
+                kwargs[f.name] = 7 if "int" in str(f.type) else ("x" if "str" in str(f.type) else True)
+        h = cls(**kwargs)
+        ext = h.to_ext_fields()
+        assert all(type(v) is str for v in ext.values()), cls
+        assert None not in ext.values()
+        assert cls.from_ext_fields(ext) == h, cls
+
+
+def test_create_topic_header_fields():
+    h = H.CreateTopicRequestHeader(topic="T", read_queue_nums=8, write_queue_nums=8)
+    assert h.to_ext_fields() == {"topic": "T", "defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8",
+                                 "perm": "6", "topicFilterType": "SINGLE_TAG", "order": "false"}
+
+
+def test_pull_response_header_to_ext_fields():
+    h = H.PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=33, min_offset=0, max_offset=100)
+    assert h.to_ext_fields() == {"suggestWhichBrokerId": "0", "nextBeginOffset": "33", "minOffset": "0", "maxOffset": "100"}
