@@ -1,0 +1,83 @@
+"""NamesrvController: the name server's server, route tables and expiry task.
+
+``start()`` binds the server (raises ``OSError`` when the port is taken) and starts the
+``scan-not-active-broker`` task (every 10 s, drops brokers silent for 120 s); ``shutdown()``
+cancels it and closes the server. Brokers that disconnect are dropped at once through the
+connection listener (Java ``BrokerHousekeepingService``).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from rmq.config import NamesrvConfig
+from rmq.namesrv.processor import NamesrvProcessor
+from rmq.namesrv.route_manager import RouteInfoManager
+from rmq.remoting.connection import ConnectionEvent
+from rmq.remoting.dispatcher import ProcessorPool
+from rmq.remoting.server import RemotingServer
+
+log = logging.getLogger("rmq.namesrv")
+
+
+class NamesrvController:
+    """One name server.
+
+    Args:
+        config: ``NamesrvConfig`` (``listen_port=0`` binds an ephemeral port).
+    """
+
+    def __init__(self, config: NamesrvConfig | None = None):
+        self.config = config or NamesrvConfig()
+        self.route_info_manager = RouteInfoManager(self.config.broker_channel_expired_seconds)
+        self.server = RemotingServer(
+            self.config.listen_host, self.config.listen_port, idle_timeout=self.config.idle_timeout, name="namesrv"
+        )
+        self.processor = NamesrvProcessor(self)
+        self.server.register_default_processor(self.processor, ProcessorPool("namesrv", max_in_flight=64))
+        self.server.add_connection_listener(self._on_connection_event)
+        self._scan_task: asyncio.Task | None = None
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    async def start(self) -> None:
+        await self.server.start()
+        self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan-brokers")
+        log.info("name server listening on %s", self.server.address)
+
+    async def shutdown(self) -> None:
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            try:
+                await self._scan_task
+            except asyncio.CancelledError:
+                pass
+            self._scan_task = None
+        await self.server.close()
+        log.info("name server on %s stopped", self.server.address)
+
+    async def __aenter__(self) -> "NamesrvController":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    async def _scan_loop(self) -> None:
+        """Drop brokers that stopped registering (Java ``scanNotActiveBroker``, every 10 s)."""
+        while True:
+            await asyncio.sleep(self.config.scan_not_active_broker_interval)
+            try:
+                self.route_info_manager.scan_not_active_broker()
+            except Exception:  # noqa: BLE001 - keep scanning
+                log.exception("scanning inactive brokers failed")
+
+    def _on_connection_event(self, event, conn, exc=None) -> None:
+        if event in (ConnectionEvent.CLOSE, ConnectionEvent.EXCEPTION, ConnectionEvent.IDLE):
+            self.route_info_manager.on_channel_destroy(conn)

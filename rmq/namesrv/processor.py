@@ -1,0 +1,180 @@
+"""The name server's request processor (Java ``DefaultRequestProcessor``).
+
+REGISTER_BROKER (103), UNREGISTER_BROKER (104), GET_ROUTEINFO_BY_TOPIC (105),
+GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206),
+DELETE_TOPIC_IN_NAMESRV (216), GET_TOPICS_BY_CLUSTER (224), QUERY_DATA_VERSION (322), and the
+KV config codes (PUT 100, GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219) with an in-memory
+table. GET_KV_CONFIG_BY_VALUE (217, which ali-ons sends and Java 4.x no longer knows) and
+DELETE_KV_CONFIG_BY_VALUE (218) answer QUERY_NOT_FOUND, which the client swallows, instead of
+REQUEST_CODE_NOT_SUPPORTED (wire-contract §3). Any other code gets REQUEST_CODE_NOT_SUPPORTED
+naming it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import zlib
+
+from rmq.errors import RemotingCommandError
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+from rmq.remoting.headers import (
+    GetKVConfigRequestHeader,
+    GetRouteInfoRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
+
+log = logging.getLogger("rmq.namesrv")
+
+FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+GET_KV_CONFIG_BY_VALUE = 217  # gone from Java's RequestCode; ali-ons still sends it
+DELETE_KV_CONFIG_BY_VALUE = 218
+ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
+
+
+def _json(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+class NamesrvProcessor:
+    """Serves every name-server code (registered as the default processor)."""
+
+    def __init__(self, controller):
+        self.controller = controller
+        self.route = controller.route_info_manager
+        self.kv: dict[str, dict[str, str]] = {}
+        self._handlers = {
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+            GET_KV_CONFIG_BY_VALUE: self.kv_by_value,
+            DELETE_KV_CONFIG_BY_VALUE: self.kv_by_value,
+        }
+
+    def reject_request(self) -> bool:
+        return False
+
+    def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            log.warning("namesrv: %s sent request code %s, which is not supported", conn.remote_addr, cmd.code)
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported", {})
+        try:
+            return handler(conn, cmd)
+        except RemotingCommandError as e:
+            log.warning("namesrv: bad request code=%s from %s: %s", cmd.code, conn.remote_addr, e)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
+
+    # -- brokers --------------------------------------------------------------------------
+
+    def register_broker(self, conn, cmd):
+        h = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        body = cmd.body_bytes()
+        crc = cmd.ext_fields.get("bodyCrc32")
+        try:
+            crc = int(crc) if crc not in (None, "") else 0
+        except (TypeError, ValueError):
+            raise RemotingCommandError("RegisterBrokerRequestHeader.bodyCrc32 is not an integer") from None
+        if crc and body and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
+            log.warning("register broker %s: body CRC mismatch, refused", h.broker_addr)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
+        table, data_version = None, None
+        if body:
+            if h.compressed:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, "compressed broker registration is not supported", {})
+            try:
+                data = json.loads(body)
+                wrapper = data.get("topicConfigSerializeWrapper") or {}
+                table = wrapper.get("topicConfigTable") or {}
+                data_version = wrapper.get("dataVersion") or {}
+                if not isinstance(table, dict):
+                    raise ValueError("topicConfigTable is not an object")
+            except (ValueError, AttributeError, UnicodeDecodeError) as e:
+                raise RemotingCommandError(f"REGISTER_BROKER body is not a RegisterBrokerBody: {e}") from None
+        result = self.route.register_broker(
+            h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, h.ha_server_addr or "", table, data_version, conn
+        )
+        ext = {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr}
+        return cmd.response(ResponseCode.SUCCESS, None, ext)
+
+    def unregister_broker(self, conn, cmd):
+        h = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.route.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
+        return cmd.response(ResponseCode.SUCCESS, None, {})
+
+    def query_data_version(self, conn, cmd):
+        addr = cmd.ext_fields.get("brokerAddr")
+        dv = self.route.query_data_version(str(addr)) if addr else None
+        return cmd.response(ResponseCode.SUCCESS, None, {"changed": "true" if dv is None else "false"}, _json(dv or {}))
+
+    # -- routes ---------------------------------------------------------------------------
+
+    def get_route_info_by_topic(self, conn, cmd):
+        h = GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields)
+        route = self.route.pick_topic_route_data(h.topic)
+        if route is None:
+            return cmd.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {h.topic}" + FAQ, {}
+            )
+        order_conf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, {}).get(h.topic)
+        if order_conf:
+            route["orderTopicConf"] = order_conf
+        return cmd.response(ResponseCode.SUCCESS, None, {}, _json(route))
+
+    def get_broker_cluster_info(self, conn, cmd):
+        return cmd.response(ResponseCode.SUCCESS, None, {}, _json(self.route.get_all_cluster_info()))
+
+    def get_all_topic_list(self, conn, cmd):
+        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": self.route.get_all_topic_list()}))
+
+    def get_topics_by_cluster(self, conn, cmd):
+        cluster = str(cmd.ext_fields.get("cluster") or "")
+        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": self.route.get_topics_by_cluster(cluster)}))
+
+    def delete_topic(self, conn, cmd):
+        topic = cmd.ext_fields.get("topic")
+        if not topic:
+            raise RemotingCommandError("DeleteTopicFromNamesrvRequestHeader.topic is missing")
+        self.route.delete_topic(str(topic))
+        return cmd.response(ResponseCode.SUCCESS, None, {})
+
+    # -- KV config ------------------------------------------------------------------------
+
+    def put_kv_config(self, conn, cmd):
+        ns, key, value = (cmd.ext_fields.get(k) for k in ("namespace", "key", "value"))
+        if not ns or not key or value is None:
+            raise RemotingCommandError("PutKVConfigRequestHeader needs namespace, key and value")
+        self.kv.setdefault(str(ns), {})[str(key)] = str(value)
+        return cmd.response(ResponseCode.SUCCESS, None, {})
+
+    def get_kv_config(self, conn, cmd):
+        h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        value = self.kv.get(h.namespace, {}).get(h.key)
+        if value is None:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace} Key: {h.key}", {})
+        return cmd.response(ResponseCode.SUCCESS, None, {"value": value})
+
+    def delete_kv_config(self, conn, cmd):
+        h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        self.kv.get(h.namespace, {}).pop(h.key, None)
+        return cmd.response(ResponseCode.SUCCESS, None, {})
+
+    def get_kv_list_by_namespace(self, conn, cmd):
+        ns = str(cmd.ext_fields.get("namespace") or "")
+        table = self.kv.get(ns)
+        if not table:
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}", {})
+        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"table": table}))
+
+    def kv_by_value(self, conn, cmd):
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"request code {cmd.code} (KV config by value) is not kept here", {})
