@@ -1,0 +1,88 @@
+"""BrokerOuterAPI: the broker's calls to name servers (REGISTER_BROKER, UNREGISTER_BROKER).
+
+Registration carries the whole topic table as Java's ``RegisterBrokerBody`` JSON
+(``{"topicConfigSerializeWrapper":{"topicConfigTable":…,"dataVersion":…},"filterServerList":[]}``)
+with ``bodyCrc32`` in the header, so a Java name server accepts it as well as ours. It goes
+to every configured name server in parallel; one that is down is logged and skipped, the next
+round (30 s) tries again.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+
+from rmq.broker.processors.common import to_json_bytes
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+
+log = logging.getLogger("rmq.broker")
+
+
+class BrokerOuterAPI:
+    """Talks to the name servers on behalf of one broker.
+
+    Args:
+        namesrv_addrs: ``["host:port", ...]``; may be empty (a broker without name servers
+            still serves clients that know its address).
+    """
+
+    def __init__(self, namesrv_addrs: list[str]):
+        self.namesrv_addrs = list(namesrv_addrs)
+        self.client = RemotingClient(self.namesrv_addrs or None)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def register_broker_all(
+        self,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        topic_config_wrapper: dict,
+        timeout: float,
+    ) -> list[tuple[str, bool]]:
+        """Register with every name server; returns ``[(addr, ok), ...]``."""
+        body = to_json_bytes({"topicConfigSerializeWrapper": topic_config_wrapper, "filterServerList": []})
+        ext = {
+            "brokerAddr": broker_addr,
+            "brokerId": str(broker_id),
+            "brokerName": broker_name,
+            "clusterName": cluster_name,
+            "haServerAddr": ha_server_addr,
+            "compressed": "false",
+            "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+        }
+
+        async def one(addr: str) -> tuple[str, bool]:
+            cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(ext), body)
+            try:
+                resp = await self.client.invoke(addr, cmd, timeout=timeout)
+            except Exception as e:  # noqa: BLE001 - a name server being down is routine
+                log.warning("register broker to name server %s failed: %s", addr, e)
+                return addr, False
+            if resp.code != ResponseCode.SUCCESS:
+                log.warning("register broker to name server %s refused: code=%s %s", addr, resp.code, resp.remark)
+                return addr, False
+            return addr, True
+
+        if not self.namesrv_addrs:
+            return []
+        return list(await asyncio.gather(*(one(a) for a in self.namesrv_addrs)))
+
+    async def unregister_broker_all(
+        self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int, timeout: float
+    ) -> None:
+        ext = {"brokerAddr": broker_addr, "brokerId": str(broker_id), "brokerName": broker_name, "clusterName": cluster_name}
+
+        async def one(addr: str) -> None:
+            try:
+                await self.client.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, dict(ext)), timeout=timeout)
+                log.info("unregistered broker from name server %s", addr)
+            except Exception as e:  # noqa: BLE001 - shutting down anyway
+                log.warning("unregister broker from name server %s failed: %s", addr, e)
+
+        await asyncio.gather(*(one(a) for a in self.namesrv_addrs))

@@ -1,0 +1,58 @@
+"""Helpers shared by the broker's request processors."""
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from rmq.errors import RemotingCommandError
+from rmq.remoting.codes import ResponseCode
+from rmq.remoting.command import RemotingCommand
+
+log = logging.getLogger("rmq.broker")
+
+FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+
+def to_json_bytes(obj: Any) -> bytes:
+    """Compact UTF-8 JSON, as Java's fastjson writes it (no spaces)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def parse_json_body(cmd: RemotingCommand, what: str) -> Any:
+    """Decode a JSON request body; ``RemotingCommandError`` naming ``what`` when it is not JSON."""
+    raw = cmd.body_bytes()
+    if not raw:
+        raise RemotingCommandError(f"{what}: request body is empty")
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise RemotingCommandError(f"{what}: request body is not valid JSON ({e})") from None
+
+
+def bad_request(conn, cmd: RemotingCommand, err: Exception, code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
+    """The reply to a request we cannot read (bad header or body), with a log line."""
+    log.warning("bad request code=%s from %s: %s", cmd.code, getattr(conn, "remote_addr", "?"), err)
+    return cmd.response(code, str(err), ext_fields={})
+
+
+def split_host(addr: str) -> tuple[str, int]:
+    """``"ip:port"`` → ``("ip", port)``; ``("0.0.0.0", 0)`` when it cannot be parsed."""
+    host, _, port = (addr or "").rpartition(":")
+    try:
+        return host.strip("[]") or "0.0.0.0", int(port)
+    except ValueError:
+        return "0.0.0.0", 0
+
+
+def fastjson_object_key_map(entries: list[tuple[dict, dict]]) -> str:
+    """Serialize a Java ``Map<MessageQueue, V>`` the way fastjson does: object keys.
+
+    ``{{"brokerName":"b","queueId":0,"topic":"T"}:{...},...}`` is not standard JSON, but it is
+    what Java's ``TopicStatsTable`` / ``ConsumeStats`` look like on the wire and what Java
+    admin tools parse (``RemotingSerializable.fromJson``). Our own readers must accept it too.
+    """
+    parts = []
+    for key, value in entries:
+        parts.append(json.dumps(key, separators=(",", ":"), sort_keys=True) + ":" + json.dumps(value, separators=(",", ":")))
+    return "{" + ",".join(parts) + "}"

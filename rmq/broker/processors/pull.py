@@ -1,0 +1,248 @@
+"""PULL_MESSAGE (11): the consumer's read path (seeds 000, 001, 003).
+
+``process_request`` is synchronous on purpose: it runs inline on the event loop (no task,
+no pool hop), asks the store for the messages (a Cython scan returning zero-copy views of the
+mapped CommitLog) and writes those views as the response body. The views hold the mapped
+files; ``GetMessageResult.release()`` drops the holds once the transport no longer needs them.
+
+The checks run in Java's order (seed 003, ``PullMessageProcessor.processRequest``):
+
+1. broker readable                                       → NO_PERMISSION
+2. subscription group exists (auto-created) and enabled  → SUBSCRIPTION_GROUP_NOT_EXIST / NO_PERMISSION
+3. sysFlag bits: commitOffset 1, suspend 2, subscription 4, classFilter 8
+4. topic exists and is readable                          → TOPIC_NOT_EXIST / NO_PERMISSION
+5. 0 <= queueId < readQueueNums                          → SYSTEM_ERROR
+6. subscription: from the request when bit 4 is set (parse → SUBSCRIPTION_PARSE_FAILED),
+   otherwise from the group's heartbeats: group known (SUBSCRIPTION_NOT_EXIST), broadcast
+   allowed (NO_PERMISSION), topic subscribed (SUBSCRIPTION_NOT_EXIST), subVersion not older
+   (SUBSCRIPTION_NOT_LATEST)
+7. expression type TAG (SQL92 is not supported here)     → SYSTEM_ERROR
+
+Then GetMessageStatus → response code (seed 001), the response header (nextBeginOffset,
+minOffset, maxOffset, suggestWhichBrokerId), a hold in the PullRequestHoldService when nothing
+was found and the suspend bit is set, and finally the commit of the offset the pull carried
+(commitOffset bit, master only).
+"""
+from __future__ import annotations
+
+import logging
+
+from rmq.broker.managers.consumer import MessageModel
+from rmq.broker.managers.topic_config import PermName
+from rmq.broker.processors.common import FAQ, bad_request
+from rmq.errors import RemotingCommandError
+from rmq.remoting.codes import ResponseCode
+from rmq.remoting.command import RemotingCommand
+from rmq.remoting.headers import PullMessageRequestHeader
+from rmq.store import MessageFilter
+
+log = logging.getLogger("rmq.broker")
+
+# PullSysFlag bits
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+FLAG_CLASS_FILTER = 0x8
+
+MASTER_ID = 0
+
+# GetMessageStatus name -> response code, except NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE,
+# which depend on the requested offset (seed 001).
+_STATUS_CODE = {
+    "FOUND": ResponseCode.SUCCESS,
+    "MESSAGE_WAS_REMOVING": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "NO_MATCHED_MESSAGE": ResponseCode.PULL_RETRY_IMMEDIATELY,
+    "OFFSET_FOUND_NULL": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_OVERFLOW_BADLY": ResponseCode.PULL_OFFSET_MOVED,
+    "OFFSET_OVERFLOW_ONE": ResponseCode.PULL_NOT_FOUND,
+    "OFFSET_TOO_SMALL": ResponseCode.PULL_OFFSET_MOVED,
+}
+
+
+class PullMessageProcessor:
+    """Handles code 11. Synchronous; answers itself through ``conn.send_response``."""
+
+    def __init__(self, controller):
+        self.controller = controller
+        self.broker_config = controller.broker_config
+        self._filters: dict[str, MessageFilter] = {}
+
+    @property
+    def store(self):
+        return self.controller.message_store
+
+    def reject_request(self) -> bool:
+        return False
+
+    def process_request(self, conn, cmd: RemotingCommand) -> None:
+        response = self.process(conn, cmd, allow_suspend=True)
+        if response is not None:
+            self.write_response(conn, response)
+        return None
+
+    def write_response(self, conn, response: RemotingCommand) -> None:
+        """Send a pull response; release the store's holds once the body has been written."""
+        holder = response.body if isinstance(response.body, _Holder) else None
+        if holder is not None:
+            response.body = holder.buffers
+            try:
+                conn.send_response(response)
+            finally:
+                self.controller.release_when_written(conn, holder.result)
+        else:
+            conn.send_response(response)
+
+    def _filter(self, expression: str | None) -> MessageFilter:
+        key = expression or "*"
+        f = self._filters.get(key)
+        if f is None:
+            if len(self._filters) > 4096:  # bounded cache of parsed expressions
+                self._filters.clear()
+            f = self._filters[key] = MessageFilter.from_expression(key)
+        return f
+
+    def process(self, conn, cmd: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
+        """One pull: a response, or None when it was suspended into the hold service."""
+        c = self.controller
+        try:
+            h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        except RemotingCommandError as e:
+            return bad_request(conn, cmd, e)
+
+        # 1. broker readable
+        if not PermName.is_readable(self.broker_config.broker_permission):
+            return cmd.response(
+                ResponseCode.NO_PERMISSION, f"the broker[{self.broker_config.broker_ip1}] pulling message is forbidden", {}
+            )
+        # 2. subscription group
+        sgc = c.subscription_group_manager.find_subscription_group_config(h.consumer_group)
+        if sgc is None:
+            return cmd.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{h.consumer_group}] does not exist" + FAQ, {}
+            )
+        if not sgc.consume_enable:
+            return cmd.response(ResponseCode.NO_PERMISSION, "subscription group no permission, " + h.consumer_group, {})
+        # 3. flags
+        has_suspend = bool(h.sys_flag & FLAG_SUSPEND)
+        has_commit_offset = bool(h.sys_flag & FLAG_COMMIT_OFFSET)
+        has_subscription = bool(h.sys_flag & FLAG_SUBSCRIPTION)
+        suspend_timeout_millis = h.suspend_timeout_millis if has_suspend else 0
+        # 4. topic
+        tc = c.topic_config_manager.select_topic_config(h.topic)
+        if tc is None:
+            log.warning("pull from %s: topic %s does not exist (consumer %s)", h.consumer_group, h.topic, conn.remote_addr)
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!" + FAQ, {})
+        if not PermName.is_readable(tc.perm):
+            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden", {})
+        # 5. queue id
+        if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
+            remark = (
+                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                f"[{tc.read_queue_nums}] consumer:[{conn.remote_addr}]"
+            )
+            log.warning(remark)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, remark, {})
+        # 6. subscription
+        if has_subscription:
+            expression_type = h.expression_type or "TAG"
+            sub_string = h.subscription
+            if expression_type.upper() != "TAG":
+                return cmd.response(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"The broker does not support consumer to filter message by {expression_type}",
+                    {},
+                )
+            try:
+                message_filter = self._filter(sub_string)
+            except Exception as e:  # noqa: BLE001 - any parse failure is the client's expression
+                log.warning("parse the consumer's subscription[%s] failed, group: %s: %s", sub_string, h.consumer_group, e)
+                return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed", {})
+        else:
+            cgi = c.consumer_manager.get_consumer_group_info(h.consumer_group)
+            if cgi is None:
+                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ, {})
+            if not sgc.consume_broadcast_enable and cgi.message_model == MessageModel.BROADCASTING:
+                return cmd.response(
+                    ResponseCode.NO_PERMISSION, f"the consumer group[{h.consumer_group}] can not consume by broadcast way", {}
+                )
+            sub = cgi.find_subscription_data(h.topic)
+            if sub is None:
+                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ, {})
+            if sub.sub_version < h.sub_version:
+                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", {})
+            # 7. expression type
+            if sub.expression_type.upper() != "TAG":
+                return cmd.response(
+                    ResponseCode.SYSTEM_ERROR,
+                    f"The broker does not support consumer to filter message by {sub.expression_type}",
+                    {},
+                )
+            sub_string = sub.sub_string
+            message_filter = self._filter(sub_string)
+
+        # The store scan.
+        result = self.store.get_message(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
+                                        message_filter)
+        status = result.status.name
+        ext = {
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }
+        # seed 003: suggest the slave to a consumer reading from disk only when slaves serve
+        # reads; otherwise always the master.
+        if self.broker_config.slave_read_enable:
+            suggest = sgc.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else sgc.broker_id
+        else:
+            suggest = MASTER_ID
+        code = _STATUS_CODE.get(status)
+        if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
+            code = ResponseCode.PULL_OFFSET_MOVED if h.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
+        if c.is_slave and not self.broker_config.slave_read_enable:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            suggest = MASTER_ID
+        ext["suggestWhichBrokerId"] = str(suggest)
+
+        response: RemotingCommand | None
+        if code == ResponseCode.SUCCESS and result.message_count > 0:
+            c.stats.get_nums += result.message_count
+            c.stats.get_size += result.buffer_total_size
+            response = cmd.response(code, status, ext, _Holder(result))
+        else:
+            result.release()
+            if code == ResponseCode.SUCCESS:  # FOUND without a message: never send an empty body
+                code = ResponseCode.PULL_RETRY_IMMEDIATELY
+            response = cmd.response(code, status, ext)
+            if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
+                polling_millis = suspend_timeout_millis
+                if not self.broker_config.long_polling_enable:
+                    polling_millis = self.broker_config.short_polling_time_mills
+                c.pull_request_hold_service.suspend_pull_request(
+                    conn, cmd, h.topic, h.queue_id, h.queue_offset, polling_millis, message_filter
+                )
+                response = None
+            elif code == ResponseCode.PULL_OFFSET_MOVED:
+                log.info(
+                    "pull offset moved: group=%s topic=%s queue=%d requested=%d next=%d (%s)",
+                    h.consumer_group, h.topic, h.queue_id, h.queue_offset, result.next_begin_offset, status,
+                )
+
+        # Commit the consumer offset the pull carried (master only, first pass only).
+        if allow_suspend and has_commit_offset and not c.is_slave:
+            c.consumer_offset_manager.commit_offset(
+                conn.remote_addr, h.consumer_group, h.topic, h.queue_id, h.commit_offset
+            )
+        return response
+
+
+class _Holder:
+    """Carries a ``GetMessageResult`` inside a response until ``write_response`` sends it."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result):
+        self.result = result
+
+    @property
+    def buffers(self):
+        return self.result.buffers

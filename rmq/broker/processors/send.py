@@ -1,0 +1,218 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+
+The checks run in Java's order (``AbstractSendMessageProcessor.msgCheck`` then
+``SendMessageProcessor.sendMessage``): broker writable, topic name legal and not reserved,
+topic config (created from TBW102 when allowed, or the group's ``%RETRY%`` topic), queue id
+in range, then the store's verdict. Each failure has RocketMQ's response code and a remark a
+user can act on. A SEND never requires a prior heartbeat (wire-contract §5).
+
+Bodies are stored exactly as sent (a compressed body stays compressed, sysFlag bit 0 tells
+the consumer). The reply carries ``msgId`` = offsetMsgId of the stored record (store host +
+physical offset; for a batch the comma-joined list), ``queueId`` and ``queueOffset``, all as
+strings (§13).
+
+Retry and dead-letter handling (``%RETRY%`` topics past ``maxReconsumeTimes`` → ``%DLQ%``),
+delay levels and transactional half messages are issue 5; they plug in at
+``_before_store`` below. Until then a SEND into ``%RETRY%<group>`` is stored as-is.
+"""
+from __future__ import annotations
+
+import logging
+import random
+
+from rmq.broker.managers.topic_config import (
+    NOT_ALLOWED_SEND_TOPICS,
+    RETRY_GROUP_TOPIC_PREFIX,
+    PermName,
+    validate_topic,
+)
+from rmq.broker.processors.common import FAQ, bad_request, split_host
+from rmq.errors import RemotingCommandError
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+from rmq.remoting.headers import SendMessageRequestHeader
+from rmq.store import MessageInner
+
+log = logging.getLogger("rmq.broker")
+
+# PutMessageStatus name -> (response code, remark). Names, not members, so a status the store
+# adds later falls through to SYSTEM_ERROR with its name instead of breaking the import.
+_PUT_STATUS = {
+    "PUT_OK": (ResponseCode.SUCCESS, None),
+    "FLUSH_DISK_TIMEOUT": (ResponseCode.FLUSH_DISK_TIMEOUT, None),
+    "FLUSH_SLAVE_TIMEOUT": (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
+    "SLAVE_NOT_AVAILABLE": (ResponseCode.SLAVE_NOT_AVAILABLE, None),
+    "CREATE_MAPPED_FILE_FAILED": (ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."),
+    "CREATE_MAPEDFILE_FAILED": (ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."),
+    "MESSAGE_ILLEGAL": (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched. "
+        "msg body length limit {max_body}, msg properties length limit 32767.",
+    ),
+    "PROPERTIES_SIZE_EXCEEDED": (
+        ResponseCode.MESSAGE_ILLEGAL,
+        "the message is illegal, maybe msg body or properties length not matched. "
+        "msg body length limit {max_body}, msg properties length limit 32767.",
+    ),
+    "SERVICE_NOT_AVAILABLE": (
+        ResponseCode.SERVICE_NOT_AVAILABLE,
+        "service not available now. It may be caused by one of the following reasons: the broker's "
+        "disk is full, messages are put to the slave, message store has been shut down, etc.",
+    ),
+    "OS_PAGECACHE_BUSY": (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+
+# Responses that still count as "sent" carry the send result header (Java sendOK).
+_SENT_CODES = (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+               ResponseCode.SLAVE_NOT_AVAILABLE)
+
+
+class SendMessageProcessor:
+    """Handles codes 10, 310 and 320 (async: the store put is awaited)."""
+
+    def __init__(self, controller):
+        self.controller = controller
+        self.broker_config = controller.broker_config
+        self.topic_config_manager = controller.topic_config_manager
+
+    @property
+    def store(self):
+        return self.controller.message_store
+
+    def reject_request(self) -> bool:
+        return False
+
+    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            header = SendMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        except RemotingCommandError as e:
+            return bad_request(conn, cmd, e)
+        batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)
+        return await self.send_message(conn, cmd, header, batch)
+
+    # -- checks ---------------------------------------------------------------------------
+
+    def _msg_check(self, conn, cmd: RemotingCommand, header: SendMessageRequestHeader):
+        """Java ``msgCheck``: returns ``(topic_config, None)`` or ``(None, error response)``."""
+        bc = self.broker_config
+        topic = header.topic
+        if not PermName.is_writeable(bc.broker_permission):
+            return None, cmd.response(
+                ResponseCode.NO_PERMISSION, f"the broker[{bc.broker_ip1}] sending message is forbidden", {}
+            )
+        problem = validate_topic(topic)
+        if problem is not None:
+            return None, cmd.response(ResponseCode.SYSTEM_ERROR, problem, {})
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            return None, cmd.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.", {})
+
+        tcm = self.topic_config_manager
+        tc = tcm.select_topic_config(topic)
+        if tc is None:
+            topic_sys_flag = 0
+            if header.unit_mode:
+                topic_sys_flag = 1 if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 2
+            tc, created = tcm.create_topic_in_send_message_method(
+                topic, header.default_topic or "TBW102", conn.remote_addr, header.default_topic_queue_nums or 4,
+                topic_sys_flag,
+            )
+            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                tc, created = tcm.create_topic_in_send_message_back_method(
+                    topic, 1, PermName.PERM_READ | PermName.PERM_WRITE, topic_sys_flag
+                )
+            if tc is None:
+                return None, cmd.response(
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please!" + FAQ,
+                    {},
+                )
+            if created:
+                self.controller.register_broker_soon()
+
+        if not PermName.is_writeable(tc.perm):
+            return None, cmd.response(
+                ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden", {}
+            )
+        queue_id = header.queue_id
+        id_valid = max(tc.write_queue_nums, tc.read_queue_nums)
+        if queue_id >= id_valid:
+            return None, cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.writeQueueNums:"
+                f"[{tc.write_queue_nums}] Producer:[{conn.remote_addr}]",
+                {},
+            )
+        return tc, None
+
+    def _before_store(self, conn, cmd, header, tc, msg: MessageInner):
+        """Hook for issue 5 (retry → DLQ past maxReconsumeTimes, delay levels, transactions).
+
+        Returns None to store ``msg`` as it is, or a response to send instead.
+        """
+        return None
+
+    # -- the send -------------------------------------------------------------------------
+
+    async def send_message(self, conn, cmd: RemotingCommand, header: SendMessageRequestHeader, batch: bool):
+        tc, error = self._msg_check(conn, cmd, header)
+        if error is not None:
+            log.warning("send to %s from %s rejected: %s", header.topic, conn.remote_addr, error.remark)
+            return error
+        queue_id = header.queue_id
+        if queue_id < 0:
+            queue_id = random.randrange(max(1, tc.write_queue_nums))
+        body = cmd.body_bytes()
+        if batch and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group " + header.topic, {})
+        max_body = getattr(self.store.config, "max_message_size", 4 * 1024 * 1024)
+        if not batch and len(body) > max_body:
+            return cmd.response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message body size {len(body)} is over the limit {max_body}",
+                {},
+            )
+        msg = MessageInner(
+            topic=header.topic,
+            queue_id=queue_id,
+            body=body,
+            flag=header.flag,
+            properties_str=header.properties or "",
+            born_timestamp=header.born_timestamp,
+            born_host=split_host(conn.remote_addr),
+            sys_flag=header.sys_flag,
+            reconsume_times=header.reconsume_times or 0,
+        )
+        early = self._before_store(conn, cmd, header, tc, msg)
+        if early is not None:
+            return early
+        try:
+            if batch:
+                result = await self.store.put_messages(msg)
+            else:
+                result = await self.store.put_message(msg)
+        except Exception as e:  # noqa: BLE001 - the store's failure must reach the producer
+            log.exception("store failed to put a message into %s-%d", header.topic, queue_id)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
+        status_name = getattr(result.status, "name", str(result.status))
+        code, remark = _PUT_STATUS.get(status_name, (ResponseCode.SYSTEM_ERROR, status_name))
+        if remark is not None:
+            remark = remark.format(max_body=max_body)
+        if code not in _SENT_CODES or result.append is None:
+            log.warning("send to %s-%d from %s failed: %s", header.topic, queue_id, conn.remote_addr, status_name)
+            return cmd.response(code, remark or status_name, {})
+        append = result.append
+        if batch and getattr(append, "msg_ids", None):
+            msg_id = ",".join(append.msg_ids)
+        else:
+            msg_id = append.msg_id
+        self.controller.stats.put_nums += getattr(append, "msg_num", 1) or 1
+        self.controller.stats.put_size += len(body)
+        ext = {
+            "msgId": msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(append.logics_offset),
+            "MSG_REGION": self.broker_config.region_id,
+            "TRACE_ON": "true" if self.broker_config.trace_on else "false",
+        }
+        return cmd.response(code, remark, ext)

@@ -1,0 +1,206 @@
+"""The daemon entry points behind ``rmq namesrv|broker|standalone``.
+
+Each builds its controllers, runs them on one uvloop until SIGINT/SIGTERM, then shuts them
+down in reverse order. Start-up failures the user can fix (port taken, store locked, bad
+configuration) become one clear line on stderr and an exit status, not a traceback.
+"""
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import signal
+import sys
+
+import uvloop
+
+from rmq.broker.controller import BrokerController
+from rmq.config import BrokerConfig, ConfigError, NamesrvConfig, apply_properties, load_properties, parse_overrides
+from rmq.errors import StoreError
+from rmq.namesrv.controller import NamesrvController
+from rmq.store import StoreConfig
+
+log = logging.getLogger("rmq")
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_BAD_CONFIG = 2
+EXIT_PORT_TAKEN = 3
+EXIT_STORE_LOCKED = 4
+
+
+class StartupError(Exception):
+    """A start-up failure with the message and exit status to report."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+def setup_logging() -> None:
+    level = os.environ.get("RMQ_LOG_LEVEL", "INFO").upper()
+    logging.basicConfig(
+        level=getattr(logging, level, logging.INFO),
+        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _fail(prog: str, message: str, status: int) -> int:
+    print(f"{prog}: {message}", file=sys.stderr, flush=True)
+    return status
+
+
+def _translate_start_error(e: BaseException, what: str, addr: str, store_dir: str | None = None) -> StartupError:
+    if isinstance(e, OSError) and e.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+        reason = {errno.EADDRINUSE: "address already in use", errno.EACCES: "permission denied",
+                  errno.EADDRNOTAVAIL: "address not available"}[e.errno]
+        return StartupError(f"cannot listen on {addr} for the {what}: {reason} (is another broker or name server running?)",
+                            EXIT_PORT_TAKEN)
+    if isinstance(e, StoreError):
+        return StartupError(f"cannot open the store at {store_dir}: {e}", EXIT_STORE_LOCKED)
+    if isinstance(e, OSError):
+        return StartupError(f"{what} failed to start: {e}", EXIT_FAILED)
+    raise e
+
+
+def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def build_broker_configs(props: dict[str, str], base_dir_default: str | None = None) -> tuple[BrokerConfig, StoreConfig, list[str]]:
+    broker_config = BrokerConfig()
+    store_config = StoreConfig()
+    if base_dir_default is not None:
+        store_config.store_path_root_dir = base_dir_default
+    warnings = apply_properties(props, broker_config, store_config)
+    if not 0 <= broker_config.listen_port <= 65535:
+        raise ConfigError(f"bad value for listenPort: {broker_config.listen_port} (expected 0..65535)")
+    if broker_config.broker_id != 0 and store_config.broker_role != "SLAVE":
+        store_config.broker_role = "SLAVE"
+    store_config.store_path_root_dir = os.path.abspath(os.path.expanduser(store_config.store_path_root_dir))
+    return broker_config, store_config, warnings
+
+
+# -- rmq namesrv ------------------------------------------------------------------------------
+
+
+def run_namesrv(host: str, port: int) -> int:
+    setup_logging()
+
+    async def main() -> None:
+        ctl = NamesrvController(NamesrvConfig(listen_host=host, listen_port=port))
+        stop = _stop_event()
+        try:
+            await ctl.start()
+        except OSError as e:
+            raise _translate_start_error(e, "name server", f"{host}:{port}") from None
+        log.info("rmq namesrv listening on %s", ctl.address)
+        try:
+            await stop.wait()
+        finally:
+            log.info("rmq namesrv stopping")
+            await ctl.shutdown()
+
+    try:
+        uvloop.run(main())
+    except StartupError as e:
+        return _fail("rmq namesrv", str(e), e.status)
+    return EXIT_OK
+
+
+# -- rmq broker -------------------------------------------------------------------------------
+
+
+def run_broker(config_file: str | None, overrides: list[str]) -> int:
+    setup_logging()
+    try:
+        props = load_properties(config_file) if config_file else {}
+        props.update(parse_overrides(overrides))
+        broker_config, store_config, warnings = build_broker_configs(props)
+    except ConfigError as e:
+        return _fail("rmq broker", str(e), EXIT_BAD_CONFIG)
+    for w in warnings:
+        log.warning("%s", w)
+
+    async def main() -> None:
+        broker = BrokerController(broker_config, store_config)
+        stop = _stop_event()
+        try:
+            await broker.start()
+        except (OSError, StoreError) as e:
+            raise _translate_start_error(
+                e, "broker", f"{broker_config.listen_host}:{broker_config.listen_port}", store_config.store_path_root_dir
+            ) from None
+        log.info("rmq broker %s listening on %s (store %s)", broker_config.broker_name, broker.server.address,
+                 store_config.store_path_root_dir)
+        try:
+            await stop.wait()
+        finally:
+            log.info("rmq broker stopping")
+            await broker.shutdown()
+
+    try:
+        uvloop.run(main())
+    except StartupError as e:
+        return _fail("rmq broker", str(e), e.status)
+    return EXIT_OK
+
+
+# -- rmq standalone ---------------------------------------------------------------------------
+
+
+def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: str, overrides: list[str]) -> int:
+    """Name server and broker on one loop: the embedded default (``make run``)."""
+    setup_logging()
+    try:
+        props = {"listenHost": host, "listenPort": str(broker_port), "storePathRootDir": store_dir}
+        props.update(parse_overrides(overrides))
+        broker_config, store_config, warnings = build_broker_configs(props)
+    except ConfigError as e:
+        return _fail("rmq standalone", str(e), EXIT_BAD_CONFIG)
+    for w in warnings:
+        log.warning("%s", w)
+    if not 0 <= namesrv_port <= 65535:
+        return _fail("rmq standalone", f"bad --namesrv-port {namesrv_port} (expected 0..65535)", EXIT_BAD_CONFIG)
+
+    async def main() -> None:
+        namesrv = NamesrvController(NamesrvConfig(listen_host=host, listen_port=namesrv_port))
+        stop = _stop_event()
+        try:
+            await namesrv.start()
+        except OSError as e:
+            raise _translate_start_error(e, "name server", f"{host}:{namesrv_port}") from None
+        try:
+            ns_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+            if not broker_config.namesrv_addr:
+                broker_config.namesrv_addr = f"{ns_host}:{namesrv.port}"
+            broker = BrokerController(broker_config, store_config)
+            try:
+                await broker.start()
+            except (OSError, StoreError) as e:
+                raise _translate_start_error(
+                    e, "broker", f"{host}:{broker_port}", store_config.store_path_root_dir
+                ) from None
+            log.info(
+                "rmq standalone listening: name server on %s, broker %s on %s, store %s",
+                namesrv.address, broker_config.broker_name, broker.server.address, store_config.store_path_root_dir,
+            )
+            try:
+                await stop.wait()
+            finally:
+                log.info("rmq standalone stopping")
+                await broker.shutdown()
+        finally:
+            await namesrv.shutdown()
+
+    try:
+        uvloop.run(main())
+    except StartupError as e:
+        return _fail("rmq standalone", str(e), e.status)
+    return EXIT_OK
