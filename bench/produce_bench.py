@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--connections", type=int, default=4, help="TCP connections (default 4)")
     ap.add_argument("--inflight", type=int, default=16, help="requests in flight per connection (default 16)")
     ap.add_argument("--duration", type=float, default=30.0, help="seconds to send (default 30)")
+    ap.add_argument("--count", type=int, default=None,
+                    help="send exactly this many messages instead of running for --duration")
     ap.add_argument("--batch", type=int, default=1, help="messages per request; >1 uses SEND_BATCH_MESSAGE (default 1)")
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between progress lines (default 10)")
     return ap
@@ -50,6 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     c.positive("inflight", args.inflight)
     c.positive("batch", args.batch)
     c.positive("queues", args.queues)
+    if args.count is not None:
+        c.positive("count", args.count)
     if args.duration <= 0:
         raise SystemExit("error: --duration must be > 0")
     if args.interval <= 0:
@@ -221,7 +225,10 @@ async def produce(args, quiet: bool = False) -> dict:
     reporter = None if quiet else asyncio.create_task(_reporter(stats, args.interval, sys.stdout))
     cpu.start()
     try:
-        elapsed = await producer.run(args.duration)
+        if args.count is not None:
+            elapsed = await producer.run_count(args.count)
+        else:
+            elapsed = await producer.run(args.duration)
     finally:
         cpu.stop()
         if reporter:

@@ -71,7 +71,8 @@ def main(argv=None) -> int:
     try:
         results.append(run_bench("produce_bench.py", [
             "--namesrv", ns, "--topic", "BenchProduce", "--size", str(args.size), "--connections", "4",
-            "--inflight", "16", "--duration", str(args.produce_seconds), "--broker-pid", pid]))
+            "--inflight", "16", "--duration", str(args.produce_seconds),
+            "--interval", str(min(10.0, max(1.0, args.produce_seconds / 2))), "--broker-pid", pid]))
         results.append(run_bench("pull_bench.py", [
             "--namesrv", ns, "--topic", "BenchPull", "--group", "BenchPullGroup", "--size", str(args.size),
             "--prefill", str(args.prefill), "--prefill-batch", str(args.prefill_batch), "--inflight", "4",

@@ -109,15 +109,33 @@ def _record(msg, prop_names):
 
 
 class _Collector:
-    """Counts distinct marker-prefixed bodies; sets ``done`` once ``expect`` have arrived."""
+    """Counts distinct marker-prefixed bodies; sets ``done`` once ``expect`` have arrived.
 
-    def __init__(self, expect, marker, prop_names):
-        self.expect, self.marker, self.prop_names = expect, marker, prop_names
+    With ``quiet`` (backlog measurements) nothing is printed per message and every delivery
+    counts, whatever its body.
+    """
+
+    def __init__(self, expect, marker, prop_names, quiet=False):
+        self.expect, self.marker, self.prop_names, self.quiet = expect, marker, prop_names, quiet
         self.seen = set()
+        self.count = 0
+        self.first_at = None
         self.done = threading.Event()
         self.lock = threading.Lock()
 
+    @property
+    def received(self):
+        return self.count if self.quiet else len(self.seen)
+
     def __call__(self, msg):
+        if self.quiet:
+            with self.lock:
+                if self.first_at is None:
+                    self.first_at = time.monotonic()
+                self.count += 1
+                if self.count >= self.expect:
+                    self.done.set()
+            return
         rec = _record(msg, self.prop_names)
         emit("recv", **rec)
         body = rec["body"] or ""
@@ -129,22 +147,26 @@ class _Collector:
 
 
 def push(args):
-    collector = _Collector(args.expect, args.marker, args.prop_names)
+    collector = _Collector(args.expect, args.marker, args.prop_names, quiet=args.quiet)
     model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
     consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
     consumer.set_namesrv_addr(args.namesrv)
     if args.instance:
         consumer.set_instance_name(args.instance)
+    if args.threads:
+        consumer.set_thread_count(args.threads)
     consumer.subscribe(args.topic, collector, args.expression)
     started = time.monotonic()
     consumer.start()
     emit("started")
     collector.done.wait(args.timeout)
-    emit("done", received=len(collector.seen), seconds=round(time.monotonic() - started, 3))
+    finished = time.monotonic()
+    emit("done", received=collector.received, seconds=round(finished - started, 3),
+         first_message_after=None if collector.first_at is None else round(collector.first_at - started, 3))
     # shutdown persists offsets (UPDATE_CONSUMER_OFFSET) and unregisters (UNREGISTER_CLIENT)
     consumer.shutdown()
     emit("stopped")
-    return 0 if len(collector.seen) >= args.expect else 1
+    return 0 if collector.received >= args.expect else 1
 
 
 def pull(args):
@@ -182,6 +204,8 @@ def main():
     ap.add_argument("--orderly", action="store_true")
     ap.add_argument("--broadcast", action="store_true")
     ap.add_argument("--instance", default="")
+    ap.add_argument("--quiet", action="store_true", help="push: count deliveries, print no per-message events")
+    ap.add_argument("--threads", type=int, default=0, help="push: consume thread count (client default if 0)")
     ap.add_argument("--timeout", type=float, default=45.0)
     ap.add_argument("--send-timeout-ms", type=int, default=3000)
     args = ap.parse_args()
