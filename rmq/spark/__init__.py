@@ -1,1 +1,37 @@
+"""PySpark data source ``format("rocketmq")`` for rmq topics (SPEC O5).
 
+Install with the ``spark`` extra (``pip install 'rmq[spark]'``: pyspark >= 4.0 and pyarrow).
+Nothing else in rmq imports this package, and importing it does not import pyspark: the
+data source class is loaded on first use.
+
+Register it once per session (executors must be able to import ``rmq``)::
+
+    import rmq.spark
+    rmq.spark.register(spark)
+    df = (spark.read.format("rocketmq")
+          .option("nameServer", "127.0.0.1:9876")
+          .option("subscribe", "orders")
+          .load())
+
+Options and columns: see :mod:`rmq.spark.options` and :mod:`rmq.spark.source`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RocketMQDataSource", "register", "SOURCE_SCHEMA"]
+
+
+def register(spark: Any) -> None:
+    """Register ``format("rocketmq")`` with a SparkSession (idempotent)."""
+    from rmq.spark.source import RocketMQDataSource
+
+    spark.dataSource.register(RocketMQDataSource)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("RocketMQDataSource", "SOURCE_SCHEMA"):
+        from rmq.spark import source
+
+        return getattr(source, name)
+    raise AttributeError(f"module 'rmq.spark' has no attribute {name!r}")

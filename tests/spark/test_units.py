@@ -1,0 +1,265 @@
+"""Unit tests of the Spark connector's pure parts: options, offsets JSON, range planning,
+rate limiting, and the pull-record / batch-item codecs. No JVM, no pyspark: these run in
+``make quicktest`` too."""
+from __future__ import annotations
+
+import struct
+import zlib
+
+import pytest
+
+from rmq.spark._plan import QueueRange, plan_ranges, rate_limit
+from rmq.spark._records import (
+    MAGIC_V1,
+    Columns,
+    RecordDecodeError,
+    decode_records,
+    encode_batch_item,
+    encode_properties,
+    parse_properties,
+)
+from rmq.spark.options import (
+    EARLIEST,
+    LATEST,
+    OptionError,
+    offsets_from_json,
+    offsets_to_json,
+    parse_offsets_json,
+    parse_sink_options,
+    parse_source_options,
+    tag_set,
+)
+
+NS = {"nameServer": "127.0.0.1:9876"}
+
+
+# ------------------------------------------------------------------------------ options
+
+
+def test_minimal_batch_options_and_defaults():
+    o = parse_source_options({**NS, "subscribe": "T1, T2,T1"}, streaming=False)
+    assert o.name_servers == ("127.0.0.1:9876",)
+    assert o.subscribe == ("T1", "T2")  # trimmed, de-duplicated, order kept
+    assert o.starting.kind == "earliest" and o.ending.kind == "latest"
+    assert o.fail_on_data_loss is True and o.tags is None and o.pull_batch_size == 32
+
+
+def test_streaming_defaults_to_latest_and_options_are_case_insensitive():
+    o = parse_source_options({"NAMESERVER": "a:1;b:2", "Topic": "T", "FAILONDATALOSS": "false",
+                              "maxoffsetspertrigger": "100"}, streaming=True)
+    assert o.name_servers == ("a:1", "b:2")
+    assert o.starting.kind == "latest" and o.fail_on_data_loss is False
+    assert o.max_offsets_per_trigger == 100
+
+
+@pytest.mark.parametrize("opts, match", [
+    ({"subscribe": "T"}, "nameServer: required"),
+    ({**NS}, "exactly one of subscribe"),
+    ({**NS, "subscribe": "T", "subscribePattern": "T.*"}, "got subscribe, subscribePattern"),
+    ({"nameServer": "localhost", "subscribe": "T"}, "is not host:port"),
+    ({**NS, "subscribePattern": "T("}, "invalid regular expression"),
+    ({**NS, "subscribe": "T", "startingOffsets": "first"}, "expected 'earliest', 'latest' or a JSON"),
+    ({**NS, "subscribe": "T", "startingOffsets": "{bad json"}, "not valid JSON"),
+    ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"0": -5}}'}, "is negative"),
+    ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"0": "x"}}'}, "must be an integer"),
+    ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"b": {"0": 1}, "1": 2}}'}, "mixes broker names"),
+    ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"q": 1}}'}, "is not an integer"),
+    ({**NS, "subscribe": "T", "endingOffsets": "earliest"}, "not allowed as an ending offset"),
+    ({**NS, "subscribe": "T", "endingOffsets": '{"T": {"0": -2}}'}, "not allowed as an ending offset"),
+    ({**NS, "subscribe": "T", "startingOffsets": "latest"}, "not allowed for a batch"),
+    ({**NS, "subscribe": "T", "maxOffsetsPerTrigger": "10"}, "only for streaming"),
+    ({**NS, "subscribe": "T", "minPartitions": "0"}, "minPartitions: expected a positive integer"),
+    ({**NS, "subscribe": "T", "failOnDataLoss": "maybe"}, "failOnDataLoss: expected true or false"),
+    ({**NS, "subscribe": "T", "group": "g"}, "streaming queries only"),
+    ({**NS, "subscribe": "T", "startingTimestamp": "yesterday"}, "startingTimestamp"),
+    ({**NS, "assign": '{"T": "0"}'}, "must map to a list of queue ids"),
+    ({**NS, "assign": '{"T": [-1]}'}, "is negative"),
+    ({**NS, "subscribe": "T", "subExpression": "||"}, "names no tag"),
+])
+def test_bad_batch_options_are_refused_with_the_option_named(opts, match):
+    with pytest.raises(OptionError, match=match):
+        parse_source_options(opts, streaming=False)
+
+
+def test_stream_refuses_ending_offsets():
+    with pytest.raises(OptionError, match="batch queries only"):
+        parse_source_options({**NS, "subscribe": "T", "endingOffsets": "latest"}, streaming=True)
+
+
+def test_offsets_json_both_forms():
+    got = parse_offsets_json("startingOffsets", '{"T1": {"broker-a": {"0": 42, "1": -2}}, "T2": {"3": -1}}')
+    assert got == {("T1", "broker-a", 0): 42, ("T1", "broker-a", 1): EARLIEST, ("T2", None, 3): LATEST}
+
+
+def test_timestamp_precedence_follows_spark_kafka():
+    o = parse_source_options({**NS, "subscribe": "T", "startingOffsets": "earliest",
+                              "startingOffsetsByTimestamp": '{"T": {"0": 5}}', "startingTimestamp": "1000"},
+                             streaming=False)
+    assert o.starting.kind == "timestamp" and o.starting.timestamp == 1000
+    o = parse_source_options({**NS, "subscribe": "T", "startingOffsetsByTimestamp": '{"T": {"0": 5}}',
+                              "endingTimestamp": "2000"}, streaming=False)
+    assert o.starting.kind == "timestamps" and o.starting.per_queue == {("T", None, 0): 5}
+    assert o.ending.kind == "timestamp" and o.ending.timestamp == 2000
+
+
+def test_assign_forms():
+    o = parse_source_options({**NS, "assign": '{"T": [1, 0, 1], "U": {"b": [2]}}'}, streaming=False)
+    assert o.assign == {"T": {None: [0, 1]}, "U": {"b": [2]}}
+
+
+def test_tag_expressions():
+    assert tag_set("*") is None and tag_set("") is None
+    assert tag_set("TagA || TagB ||TagC") == frozenset({"TagA", "TagB", "TagC"})
+
+
+def test_sink_options():
+    o = parse_sink_options({**NS, "topic": "out", "batchSize": "10"})
+    assert o.topic == "out" and o.batch_size == 10 and o.max_in_flight == 8
+    with pytest.raises(OptionError, match="not a valid topic name"):
+        parse_sink_options({**NS, "topic": "bad topic"})
+    with pytest.raises(OptionError, match="nameServer"):
+        parse_sink_options({"topic": "t"})
+
+
+def test_checkpoint_offsets_round_trip():
+    offs = {("T", "broker-a", 0): 5, ("T", "broker-a", 1): 7, ("U", "broker-b", 0): 0}
+    js = offsets_to_json(offs)
+    assert js == {"T": {"broker-a": {"0": 5, "1": 7}}, "U": {"broker-b": {"0": 0}}}
+    assert offsets_from_json(js) == offs
+    with pytest.raises(OptionError, match="malformed offsets"):
+        offsets_from_json({"T": {"broker-a": {"zero": 1}}})
+
+
+# ------------------------------------------------------------------------------ planning
+
+
+def _q(n, addr="h:1"):
+    return {("T", "b", i): addr for i in range(n)}
+
+
+def test_plan_one_partition_per_queue_and_drops_empty_ranges():
+    qs = _q(3)
+    ranges = plan_ranges(qs, {k: 0 for k in qs}, {("T", "b", 0): 10, ("T", "b", 1): 0, ("T", "b", 2): 5})
+    assert [(r.queue_id, r.start, r.end) for r in ranges] == [(0, 0, 10), (2, 0, 5)]
+
+
+def test_min_partitions_splits_in_proportion_and_covers_every_offset():
+    qs = _q(2)
+    start = {("T", "b", 0): 100, ("T", "b", 1): 0}
+    end = {("T", "b", 0): 1100, ("T", "b", 1): 10}
+    ranges = plan_ranges(qs, start, end, min_partitions=8)
+    assert len(ranges) >= 8
+    for k in qs:
+        mine = sorted((r.start, r.end) for r in ranges if r.key == k)
+        assert mine[0][0] == start[k] and mine[-1][1] == end[k]
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))  # contiguous, no overlap
+    assert sum(len(r) for r in ranges) == 1010
+
+
+def test_max_records_per_partition():
+    qs = _q(1)
+    ranges = plan_ranges(qs, {("T", "b", 0): 0}, {("T", "b", 0): 25}, max_records=10)
+    assert [(r.start, r.end) for r in ranges] == [(0, 9), (9, 17), (17, 25)]
+
+
+def test_rate_limit_shares_backlog_and_never_exceeds():
+    begin = {("T", "b", 0): 0, ("T", "b", 1): 100, ("T", "b", 2): 5}
+    end = {("T", "b", 0): 300, ("T", "b", 1): 200, ("T", "b", 2): 5}
+    got = rate_limit(begin, end, 100)
+    moved = {k: got[k] - begin[k] for k in begin}
+    assert sum(moved.values()) == 100
+    assert moved[("T", "b", 0)] > moved[("T", "b", 1)] > 0 and moved[("T", "b", 2)] == 0
+    assert rate_limit(begin, end, 1000) == end
+    tiny = rate_limit({("T", "b", i): 0 for i in range(4)}, {("T", "b", i): 1 for i in range(4)}, 1)
+    assert sum(tiny.values()) == 1
+
+
+# ------------------------------------------------------------------------------ records
+
+
+def _record(qoff, body, *, topic="T", props=None, qid=0, phy=0, store_ts=1_700_000_000_000,
+            born_ts=1_699_999_999_000, sysflag=0, store_host=(b"\x7f\x00\x00\x01", 10911)):
+    """A v1 CommitLog record as a broker sends it in a pull body (wire-contract §9)."""
+    pb = encode_properties(props or {}).encode()
+    tb = topic.encode()
+    head = struct.pack(">iIiiiqqiq", 0, MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, qid, 0, qoff, phy, sysflag, born_ts)
+    rest = (b"\x0a\x00\x00\x02" + struct.pack(">i", 5555) + struct.pack(">q", store_ts)
+            + store_host[0] + struct.pack(">i", store_host[1]) + struct.pack(">iq", 0, 0)
+            + struct.pack(">i", len(body)) + body + bytes([len(tb)]) + tb + struct.pack(">h", len(pb)) + pb)
+    rec = head + rest
+    return struct.pack(">i", len(rec)) + rec[4:]
+
+
+def test_decode_records_cuts_the_range_filters_tags_and_inflates():
+    raw = b"x" * 5000
+    body = b"".join([
+        _record(9, b"before", props={"TAGS": "A"}),
+        _record(10, b"m10", props={"TAGS": "A", "KEYS": "k10", "u": "1"}, phy=0x1234),
+        _record(11, zlib.compress(raw), props={"TAGS": "B"}, sysflag=1),
+        _record(12, b"m12", props={"TAGS": "C"}),
+        _record(13, b"after-end", props={"TAGS": "A"}),
+    ])
+    cols = Columns(["key", "value", "topic", "partition", "offset", "timestamp", "tags", "msgId", "properties"])
+    first, after = decode_records(body, cols, start=10, end=13, tags=frozenset({"A", "B"}))
+    assert (first, after) == (10, 13)
+    assert cols.n == 2
+    assert cols.value == [b"m10", raw]
+    assert cols.offset == [10, 11] and cols.tags == ["A", "B"] and cols.key == [b"k10", None]
+    assert cols.properties[0] == {"TAGS": "A", "KEYS": "k10", "u": "1"}
+    assert cols.msgId[0] == "7F00000100002A9F0000000000001234"
+    assert cols.timestamp == [1_700_000_000_000] * 2
+
+
+def test_decode_only_what_is_asked():
+    cols = Columns(["offset"])
+    decode_records(_record(0, b"v", props={"TAGS": "A"}), cols, start=0, end=10)
+    assert cols.offset == [0] and cols.value == [] and cols.properties == []
+
+
+@pytest.mark.parametrize("mangle, match", [
+    (lambda b: b[:50], "truncated record header"),
+    (lambda b: b[:-3], "claims"),
+    (lambda b: b[:4] + b"\x00\x00\x00\x01" + b[8:], "unknown magic"),
+])
+def test_malformed_records_raise_clear_errors(mangle, match):
+    with pytest.raises(RecordDecodeError, match=match):
+        decode_records(mangle(_record(0, b"value", props={"TAGS": "A"})), Columns(["value"]), start=0, end=5)
+
+
+def test_properties_codec_and_reserved_separators():
+    assert parse_properties("a\x011\x02b\x01\x02\x02junk\x02") == {"a": "1", "b": ""}
+    assert encode_properties({"a": "1"}) == "a\x011\x02"
+    with pytest.raises(ValueError, match="reserved separator"):
+        encode_properties({"a": "x\x02y"})
+
+
+def test_batch_item_layout():
+    item = encode_batch_item(b"body", "TAGS\x01A\x02", flag=7)
+    total, magic, crc, flag, blen = struct.unpack_from(">iiiii", item)
+    assert total == len(item) == 20 + 4 + 2 + 7
+    assert (magic, crc, flag, blen) == (0, 0, 7, 4)
+    assert item[20:24] == b"body" and struct.unpack_from(">h", item, 24)[0] == 7
+
+
+def test_arrow_batch_has_exactly_the_requested_schema():
+    pa = pytest.importorskip("pyarrow", reason="pyarrow comes with the spark extra")
+    from rmq.spark._records import to_arrow_batch
+
+    cols = Columns(["value", "offset", "timestamp", "properties", "brokerName", "timestampType"])
+    cols.brokerName = "broker-a"
+    decode_records(_record(3, b"v", props={"TAGS": "A", "x": "y"}), cols, start=0, end=10)
+    schema = pa.schema([("value", pa.binary()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")),
+                        ("properties", pa.map_(pa.string(), pa.string())), ("brokerName", pa.string()),
+                        ("timestampType", pa.int32())])
+    names = ["value", "offset", "timestamp", "properties", "brokerName", "timestampType"]
+    batch = to_arrow_batch(cols, names, schema, ["native"] * 6)
+    assert batch.schema.equals(schema)
+    row = batch.to_pylist()[0]
+    assert row["value"] == b"v" and row["offset"] == 3 and row["brokerName"] == "broker-a"
+    assert row["timestamp"].timestamp() == 1_700_000_000 and row["timestampType"] == 1
+    assert dict(row["properties"]) == {"TAGS": "A", "x": "y"}
+
+
+def test_queue_range_length():
+    assert len(QueueRange("T", "b", 0, 5, 3, "h:1")) == 0
+    assert len(QueueRange("T", "b", 0, 3, 5, "h:1")) == 2
