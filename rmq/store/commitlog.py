@@ -1,0 +1,281 @@
+"""CommitLog: the append-only log of every message (SPEC S1) and its recovery (S5)."""
+from __future__ import annotations
+
+import logging
+import time
+
+from rmq import _store
+from rmq.store.config import StoreConfig
+from rmq.store.mapped_file import MappedFile, MappedFileQueue
+from rmq.store.message import (AppendMessageResult, AppendMessageStatus, MessageInner,
+                               MessageSysFlag, PutMessageResult, PutMessageStatus, host_bytes,
+                               offset_msg_id)
+
+__all__ = ["CommitLog"]
+
+log = logging.getLogger("rmq.store")
+
+_TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+_NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
+
+
+class CommitLog:
+    """Appends records in the Java v1 layout into ``<commitlog dir>/<20-digit offset>`` files.
+
+    All appends run on the event loop thread (one writer, no lock). ``topic_queue_table`` holds
+    the next logical offset of each (topic, queue_id).
+    """
+
+    def __init__(self, config: StoreConfig, store_host: tuple[str, int]):
+        self.config = config
+        self.store_host = store_host
+        self.store_host_bytes = host_bytes(store_host)
+        self.file_size = config.mapped_file_size_commitlog
+        self.mfq = MappedFileQueue(config.commitlog_dir, self.file_size)
+        self.mfq.on_change = self._refresh_table
+        self.table = _store.CommitLogTable()
+        self.table_files: list[MappedFile] = []
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self._topic_cache: dict[str, bytes] = {}
+        self.confirm_offset = 0
+
+    # -- table for the getMessage scan -------------------------------------------------------
+    def _refresh_table(self) -> None:
+        files = list(self.mfq.files)
+        self.table.release()
+        self.table_files = files
+        if files:
+            self.table.reset(self.file_size, files[0].file_from_offset,
+                             [mf.mm if mf.available else None for mf in files])
+
+    # -- offsets -------------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        first = self.mfq.first
+        if first is None:
+            return 0
+        return first.file_from_offset if first.available else self.roll_next_file(first.file_from_offset)
+
+    @property
+    def max_offset(self) -> int:
+        return self.mfq.max_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.mfq.flushed_where
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    # -- append ----------------------------------------------------------------------------------
+    def _encode_topic(self, topic: str) -> bytes:
+        b = self._topic_cache.get(topic)
+        if b is None:
+            b = topic.encode("utf-8")
+            if len(self._topic_cache) < 100_000:
+                self._topic_cache[topic] = b
+        return b
+
+    def _check(self, topic_b: bytes, msg: MessageInner) -> PutMessageResult | None:
+        if not topic_b or len(topic_b) > 127:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"topic must be 1..127 bytes, got {len(topic_b)}")
+        if msg.queue_id < 0:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {msg.queue_id}")
+        return None
+
+    def _file_for(self, size: int) -> MappedFile:
+        """The file the next ``size`` bytes go to: pads the current one with a BLANK record
+        when they do not fit (with the 8 bytes a later BLANK needs)."""
+        mf = self.mfq.get_last_mapped_file(0)
+        if size + _store.END_FILE_MIN_BLANK_LENGTH > mf.remaining:
+            blank = mf.remaining
+            _store.write_blank(mf.mm, mf.wrote_position, blank)
+            mf.wrote_position = self.file_size
+            mf = self.mfq.get_last_mapped_file(0)
+        return mf
+
+    def append(self, msg: MessageInner) -> PutMessageResult:
+        """Write one record; returns PUT_OK with the AppendMessageResult, or a refusal."""
+        topic_b = self._encode_topic(msg.topic)
+        bad = self._check(topic_b, msg)
+        if bad is not None:
+            return bad
+        props = msg.encoded_properties()
+        if len(props) > 32767:
+            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                    remark=f"properties are {len(props)} bytes, the maximum is 32767")
+        body = msg.body
+        size = _store.RECORD_FIXED_SIZE + len(body) + len(topic_b) + len(props)
+        if len(body) > self.config.max_message_size or size > self.config.max_message_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"message is {size} bytes, the maximum is {self.config.max_message_size}")
+        if size + _store.END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"message is {size} bytes, larger than a CommitLog file")
+        key = (msg.topic, msg.queue_id)
+        tran = msg.sys_flag & _TRAN_MASK
+        queue_offset = 0 if tran in _NO_QUEUE_OFFSET else self.topic_queue_table.get(key, 0)
+        mf = self._file_for(size)
+        pos = mf.wrote_position
+        phy = mf.file_from_offset + pos
+        now = int(time.time() * 1000)
+        msg.store_timestamp = now
+        _store.encode_record(mf.mm, pos, body, topic_b, props, msg.queue_id, msg.flag, queue_offset,
+                             phy, msg.sys_flag, msg.born_timestamp, host_bytes(msg.born_host), now,
+                             self.store_host_bytes, msg.reconsume_times, msg.prepared_transaction_offset)
+        mf.wrote_position = pos + size
+        if tran not in _NO_QUEUE_OFFSET:
+            self.topic_queue_table[key] = queue_offset + 1
+        mid = offset_msg_id(self.store_host_bytes, phy)
+        return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
+            wrote_offset=phy, wrote_bytes=size, msg_id=mid, store_timestamp=now,
+            logics_offset=queue_offset, msg_num=1, msg_ids=[mid]))
+
+    def append_batch(self, msg: MessageInner) -> PutMessageResult:
+        """Write every item of a §5.2 batch body as its own record (one queue offset each)."""
+        topic_b = self._encode_topic(msg.topic)
+        bad = self._check(topic_b, msg)
+        if bad is not None:
+            return bad
+        if msg.sys_flag & _TRAN_MASK:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be transactional")
+        if len(msg.body) > self.config.max_message_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"batch is {len(msg.body)} bytes, the maximum is {self.config.max_message_size}")
+        outer = msg.encoded_properties()
+        if len(outer) > 32767:
+            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                    remark=f"batch properties are {len(outer)} bytes, the maximum is 32767")
+        try:
+            items = _store.split_batch(msg.body, len(topic_b), outer)
+        except ValueError as e:
+            log.warning("rejecting batch for %s-%d: %s", msg.topic, msg.queue_id, e)
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad batch body: {e}")
+        total = sum(it[5] for it in items)
+        if total + _store.END_FILE_MIN_BLANK_LENGTH > self.file_size:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"batch is {total} bytes, larger than a CommitLog file")
+        key = (msg.topic, msg.queue_id)
+        queue_offset = self.topic_queue_table.get(key, 0)
+        mf = self._file_for(total)
+        pos = mf.wrote_position
+        phy = mf.file_from_offset + pos
+        now = int(time.time() * 1000)
+        msg.store_timestamp = now
+        _store.encode_batch(mf.mm, pos, msg.body, items, topic_b, outer, msg.queue_id, msg.sys_flag,
+                            msg.born_timestamp, host_bytes(msg.born_host), now, self.store_host_bytes,
+                            msg.reconsume_times, queue_offset, phy)
+        mf.wrote_position = pos + total
+        self.topic_queue_table[key] = queue_offset + len(items)
+        ids = []
+        at = phy
+        for it in items:
+            ids.append(offset_msg_id(self.store_host_bytes, at))
+            at += it[5]
+        return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
+            wrote_offset=phy, wrote_bytes=total, msg_id=ids[0], store_timestamp=now,
+            logics_offset=queue_offset, msg_num=len(items), msg_ids=ids))
+
+    # -- reading -------------------------------------------------------------------------------
+    def select(self, offset: int, size: int, readable: int | None = None):
+        """``(mapped_file, pos)`` of ``size`` readable bytes at ``offset`` or None."""
+        if readable is None:
+            readable = self.max_offset
+        if size <= 0 or offset + size > readable:
+            return None
+        mf = self.mfq.find_by_offset(offset)
+        if mf is None or not mf.available:
+            return None
+        pos = offset - mf.file_from_offset
+        if pos + size > mf.wrote_position:
+            return None
+        return mf, pos
+
+    # -- recovery --------------------------------------------------------------------------------
+    def recover(self, start_offset: int, check_crc: bool) -> dict:
+        """Validate every record from ``start_offset`` (a record boundary known good) to the end
+        of the data, truncate a torn or corrupt tail and drop later files.
+
+        Returns ``{"end": recovered end, "truncated_bytes": n, "reason": str | None}``.
+        """
+        files = self.mfq.files
+        if not files:
+            return {"end": 0, "truncated_bytes": 0, "reason": None}
+        start_offset = max(start_offset, files[0].file_from_offset)
+        mf = self.mfq.find_by_offset(start_offset)
+        if mf is None:
+            # The checkpoint points past our files: scan the last file from its start.
+            mf = files[-1]
+            start_offset = mf.file_from_offset
+        idx = files.index(mf)
+        pos = start_offset - mf.file_from_offset
+        end = start_offset
+        reason = None
+        while True:
+            recs, at, outcome, blank = _store.scan_records(mf.mm, pos, self.file_size, mf.file_from_offset, check_crc)
+            end = mf.file_from_offset + at
+            if outcome == _store.SCAN_BLANK:
+                if at + blank != self.file_size or blank < _store.END_FILE_MIN_BLANK_LENGTH:
+                    reason = f"bad BLANK record at {end} (size {blank})"
+                    break
+                if idx + 1 >= len(files):
+                    # The next file was never created: the data ends at this file's end.
+                    end = mf.file_from_offset + self.file_size
+                    break
+                idx += 1
+                mf = files[idx]
+                pos = 0
+                continue
+            if outcome == _store.SCAN_END or outcome == _store.SCAN_LIMIT:
+                break
+            reason = "corrupt record" if outcome == _store.SCAN_CORRUPT else "torn record"
+            break
+        # How much written-looking data lies past the end?
+        dropped = 0
+        cut = self.mfq.find_by_offset(end) if end < self.mfq.files[-1].file_from_offset + self.file_size else None
+        if cut is not None:
+            p = end - cut.file_from_offset
+            dropped = _store.last_nonzero(cut.mm, p, cut.data_end(p)) - p
+        for later in self.mfq.files:
+            if later.file_from_offset > end:
+                dropped += _store.last_nonzero(later.mm, 0, later.data_end(0))
+        if dropped and reason is None:
+            reason = "unreadable bytes after the last record"
+        if dropped:
+            log.warning("CommitLog recovery: %s at offset %d; truncating %d bytes of tail data",
+                        reason, end, dropped)
+        # Files fully before `end` are full; the file holding `end` is cut there.
+        self.mfq.truncate_dirty_files(end)
+        for f in self.mfq.files:
+            if f.file_from_offset + self.file_size <= end:
+                f.wrote_position = f.flushed_position = self.file_size
+        self.mfq.flushed_where = end
+        self._refresh_table()
+        return {"end": end, "truncated_bytes": dropped, "reason": reason if dropped else None}
+
+    def set_clean_end(self, end: int) -> None:
+        """After a clean stop: trust the checkpointed end (no scan)."""
+        for f in self.mfq.files:
+            if f.file_from_offset + self.file_size <= end:
+                f.wrote_position = f.flushed_position = self.file_size
+            elif f.file_from_offset <= end:
+                f.wrote_position = f.flushed_position = end - f.file_from_offset
+        self.mfq.truncate_dirty_files(end)
+        self.mfq.flushed_where = end
+        self._refresh_table()
+
+    def delete_expired_files(self, expired_ms: int, clean_immediately: bool) -> int:
+        n = self.mfq.delete_expired_by_time(expired_ms, clean_immediately)
+        self.mfq.retry_pending_destroy()
+        return n
+
+    def flush(self, least_pages: int = 0) -> int:
+        """fdatasync dirty CommitLog pages (flush thread). OSError propagates to the caller."""
+        return self.mfq.flush(least_pages)
+
+    def shutdown(self) -> None:
+        self.table.release()
+        self.table_files = []
+        self.mfq.on_change = None
+        self.mfq.shutdown()

@@ -1,0 +1,317 @@
+"""Store-side message types, statuses and results (Java names)."""
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Callable
+
+from rmq import _store
+
+__all__ = [
+    "PutMessageStatus", "AppendMessageStatus", "GetMessageStatus", "MessageSysFlag",
+    "MessageInner", "MessageExt", "AppendMessageResult", "PutMessageResult", "GetMessageResult",
+    "MessageFilter", "properties_to_string", "string_to_properties", "offset_msg_id",
+    "decode_offset_msg_id", "host_bytes",
+]
+
+
+class PutMessageStatus(IntEnum):
+    """Java ``PutMessageStatus``: the outcome of a put."""
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPEDFILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGECACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+
+
+class AppendMessageStatus(IntEnum):
+    """Java ``AppendMessageStatus``."""
+    PUT_OK = 0
+    END_OF_FILE = 1
+    MESSAGE_SIZE_EXCEEDED = 2
+    PROPERTIES_SIZE_EXCEEDED = 3
+    UNKNOWN_ERROR = 4
+
+
+class GetMessageStatus(IntEnum):
+    """Java ``GetMessageStatus`` (the first three values are shared with rmq._store)."""
+    FOUND = 0
+    NO_MATCHED_MESSAGE = 1
+    MESSAGE_WAS_REMOVING = 2
+    OFFSET_FOUND_NULL = 3
+    OFFSET_OVERFLOW_BADLY = 4
+    OFFSET_OVERFLOW_ONE = 5
+    OFFSET_TOO_SMALL = 6
+    NO_MATCHED_LOGIC_QUEUE = 7
+    NO_MESSAGE_IN_QUEUE = 8
+
+
+class MessageSysFlag:
+    """Java ``MessageSysFlag`` bits."""
+    COMPRESSED_FLAG = 0x1
+    MULTI_TAGS_FLAG = 0x2
+    TRANSACTION_NOT_TYPE = 0
+    TRANSACTION_PREPARED_TYPE = 0x1 << 2
+    TRANSACTION_COMMIT_TYPE = 0x2 << 2
+    TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
+    BORNHOST_V6_FLAG = 0x1 << 4
+    STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
+
+    @staticmethod
+    def get_transaction_value(flag: int) -> int:
+        return flag & MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+
+def properties_to_string(props: dict[str, str] | None) -> str:
+    """Java 4.9.8 ``messageProperties2String``: ``k\\x01v\\x02...`` without a trailing \\x02."""
+    if not props:
+        return ""
+    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None)
+
+
+def string_to_properties(s: str | bytes | None) -> dict[str, str]:
+    """Java ``string2messageProperties`` (empty items are skipped)."""
+    if not s:
+        return {}
+    if isinstance(s, (bytes, bytearray, memoryview)):
+        s = bytes(s).decode("utf-8", "replace")
+    out = {}
+    for item in s.split(PROPERTY_SEPARATOR):
+        k, sep, v = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and k:
+            out[k] = v
+    return out
+
+
+def host_bytes(host: tuple[str, int]) -> bytes:
+    """8 bytes: IPv4 octets then an int32 port (the v1 record's host fields)."""
+    ip, port = host
+    try:
+        packed = socket.inet_aton(ip)
+    except OSError:
+        packed = socket.inet_aton(socket.gethostbyname(ip))
+    return packed + struct.pack(">i", int(port))
+
+
+def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
+    """offsetMsgId = HEX_UPPER(IPv4 ‖ port int32 ‖ offset int64) (wire-contract §11)."""
+    return (store_host + struct.pack(">q", commit_log_offset)).hex().upper()
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
+    """``((ip, port), commit_log_offset)`` of a 32-character offsetMsgId; ValueError if bad."""
+    raw = bytes.fromhex(msg_id)
+    if len(raw) != 16:
+        raise ValueError(f"offsetMsgId must be 32 hex characters, got {msg_id!r}")
+    port, off = struct.unpack(">iq", raw[4:])
+    return (socket.inet_ntoa(raw[:4]), port), off
+
+
+@dataclass(slots=True)
+class MessageInner:
+    """What the broker asks the store to append (Java ``MessageExtBrokerInner``).
+
+    ``properties_str`` (already encoded) wins over ``properties``. ``tags_code`` is informative:
+    the ConsumeQueue unit gets the code computed from the stored TAGS.
+    """
+    topic: str
+    queue_id: int = 0
+    body: bytes | bytearray | memoryview = b""
+    flag: int = 0
+    properties: dict[str, str] = field(default_factory=dict)
+    properties_str: str | None = None
+    born_timestamp: int = 0
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    sys_flag: int = 0
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    tags_code: int | None = None
+    store_timestamp: int = 0
+
+    def encoded_properties(self) -> bytes:
+        if self.properties_str is not None:
+            return self.properties_str.encode("utf-8")
+        return properties_to_string(self.properties).encode("utf-8")
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A decoded CommitLog record (Java ``MessageExt``)."""
+    topic: str
+    queue_id: int
+    flag: int
+    queue_offset: int
+    commit_log_offset: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: tuple[str, int]
+    store_timestamp: int
+    store_host: tuple[str, int]
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    properties: dict[str, str]
+    body_crc: int
+    store_size: int
+    msg_id: str
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get("TAGS")
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get("KEYS")
+
+    @classmethod
+    def from_record(cls, d: dict) -> "MessageExt":
+        """Build from ``rmq._store.decode_record``'s dict."""
+        def host(b: bytes) -> tuple[str, int]:
+            if len(b) == 8:
+                return socket.inet_ntoa(b[:4]), struct.unpack(">i", b[4:])[0]
+            return socket.inet_ntop(socket.AF_INET6, b[:16]), struct.unpack(">i", b[16:])[0]
+
+        store_host = d["store_host"]
+        return cls(
+            topic=d["topic"], queue_id=d["queue_id"], flag=d["flag"], queue_offset=d["queue_offset"],
+            commit_log_offset=d["commit_log_offset"], sys_flag=d["sys_flag"],
+            born_timestamp=d["born_timestamp"], born_host=host(d["born_host"]),
+            store_timestamp=d["store_timestamp"], store_host=host(store_host),
+            reconsume_times=d["reconsume_times"],
+            prepared_transaction_offset=d["prepared_transaction_offset"], body=d["body"],
+            properties=string_to_properties(d["properties"]), body_crc=d["body_crc"],
+            store_size=d["store_size"],
+            msg_id=offset_msg_id(store_host[:8] if len(store_host) == 8 else store_host,
+                                 d["commit_log_offset"]),
+        )
+
+
+@dataclass(slots=True)
+class AppendMessageResult:
+    """Where a put landed. ``msg_id`` is the offsetMsgId of the first record; for a batch
+    ``msg_ids`` lists all of them (the SEND reply joins them with commas)."""
+    wrote_offset: int
+    wrote_bytes: int
+    msg_id: str
+    store_timestamp: int
+    logics_offset: int
+    msg_num: int = 1
+    msg_ids: list[str] = field(default_factory=list)
+    status: AppendMessageStatus = AppendMessageStatus.PUT_OK
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    """``status`` says what happened; ``append`` is set when the record was written (also with
+    FLUSH_DISK_TIMEOUT: the message is stored but not yet known durable); ``remark`` explains a
+    refusal in words for the reply."""
+    status: PutMessageStatus
+    append: AppendMessageResult | None = None
+    remark: str | None = None
+
+    @property
+    def is_ok(self) -> bool:
+        return self.status == PutMessageStatus.PUT_OK
+
+
+class GetMessageResult:
+    """What ``MessageStore.get_message`` found.
+
+    ``buffers`` are zero-copy memoryviews of CommitLog records (adjacent records merged into
+    one view); they stay valid until ``release()`` (idempotent), which drops the holds that keep
+    the mapped files from being unmapped.
+    """
+    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset",
+                 "suggest_pulling_from_slave", "message_count", "buffer_total_size",
+                 "buffers", "_holds")
+
+    def __init__(self, status: GetMessageStatus, next_begin_offset: int, min_offset: int,
+                 max_offset: int, suggest_pulling_from_slave: bool = False, message_count: int = 0,
+                 buffer_total_size: int = 0, buffers: list[memoryview] | None = None,
+                 holds: list | None = None):
+        self.status = status
+        self.next_begin_offset = next_begin_offset
+        self.min_offset = min_offset
+        self.max_offset = max_offset
+        self.suggest_pulling_from_slave = suggest_pulling_from_slave
+        self.message_count = message_count
+        self.buffer_total_size = buffer_total_size
+        self.buffers = buffers if buffers is not None else []
+        self._holds = holds
+
+    def release(self) -> None:
+        """Drop the holds on the mapped files (idempotent). Do not use ``buffers`` after."""
+        holds, self._holds = self._holds, None
+        self.buffers = []
+        if holds:
+            for mf in holds:
+                mf.release()
+
+    def iter_records(self):
+        """Yield one memoryview per record (splits the merged buffers; for tests and tools)."""
+        for buf in self.buffers:
+            pos = 0
+            while pos < len(buf):
+                size = int.from_bytes(buf[pos:pos + 4], "big")
+                yield buf[pos:pos + size]
+                pos += size
+
+    def __repr__(self) -> str:
+        return (f"GetMessageResult({self.status.name}, next={self.next_begin_offset}, "
+                f"min={self.min_offset}, max={self.max_offset}, count={self.message_count}, "
+                f"bytes={self.buffer_total_size}, slave={self.suggest_pulling_from_slave})")
+
+
+class MessageFilter:
+    """A TAG subscription: ``from_expression("TagA || TagB")``; ``*``, empty and None match all.
+
+    ``codes`` are the Java ``String.hashCode`` of each tag (matched against the ConsumeQueue
+    unit), ``tags`` the UTF-8 tag strings (matched against the record's TAGS).
+    """
+    __slots__ = ("expression", "tags", "codes", "tag_bytes")
+
+    def __init__(self, tags: list[str] | None):
+        self.tags = None if tags is None else list(dict.fromkeys(tags))
+        self.expression = "*" if tags is None else " || ".join(self.tags)
+        self.codes = None if tags is None else frozenset(_store.java_hash_code(t) for t in self.tags)
+        self.tag_bytes = None if tags is None else [t.encode("utf-8") for t in self.tags]
+
+    @classmethod
+    def from_expression(cls, expression: str | None) -> "MessageFilter":
+        expr = (expression or "").strip()
+        if not expr or expr == "*":
+            return cls(None)
+        tags = [t.strip() for t in expr.split("||")]
+        tags = [t for t in tags if t]
+        if not tags:
+            return cls(None)
+        return cls(tags)
+
+    @property
+    def matches_all(self) -> bool:
+        return self.tags is None
+
+    def is_matched_by_tags_code(self, tags_code: int | None) -> bool:
+        """The ConsumeQueue stage (Java ``isMatchedByConsumeQueue``)."""
+        return self.codes is None or tags_code is None or tags_code in self.codes
+
+    def is_matched_by_tags(self, tags: str | None) -> bool:
+        """The record stage: the message's TAGS is one of the subscribed tags."""
+        return self.tags is None or (tags is not None and tags in self.tags)
+
+    def __repr__(self) -> str:
+        return f"MessageFilter({self.expression!r})"
+
+
+ArrivalListener = Callable[[str, int, int, int], None]
