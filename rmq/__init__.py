@@ -1,4 +1,53 @@
-"""rmq: a RocketMQ-compatible broker, name server and asyncio client SDK."""
-from rmq._version import __version__
+"""rmq: a RocketMQ-compatible broker, name server and asyncio client SDK.
 
-__all__ = ["__version__"]
+The SDK::
+
+    import rmq
+
+    async with rmq.Producer(namesrv_addr="127.0.0.1:9876", group="PG") as p:
+        r = await p.send(rmq.Message(topic="T", body=b"x", tags="TagA"))
+
+    c = rmq.PushConsumer(namesrv_addr="127.0.0.1:9876", group="CG")
+    c.subscribe("T", "TagA || TagB")
+    async with c:
+        async for msg in c:
+            ...
+"""
+from rmq._version import __version__
+from rmq import errors
+from rmq.errors import *  # noqa: F401,F403  (the exception tree is public API)
+from rmq.types import (ConsumeFromWhere, ConsumeResult, LocalTransactionState, Message,  # noqa: F401
+                       MessageExt, MessageModel, MessageQueue, PullResult, PullStatus, SendResult,
+                       SendStatus, TransactionSendResult)
+
+__all__ = [
+    "__version__",
+    # Clients API
+    "Producer",
+    "PushConsumer",
+    "PullConsumer",
+    # Value types
+    "Message",
+    "MessageExt",
+    "MessageQueue",
+    "SendResult",
+    "SendStatus",
+    "PullResult",
+    "PullStatus",
+    "ConsumeResult",
+    "MessageModel",
+    "ConsumeFromWhere",
+    "LocalTransactionState",
+    "TransactionSendResult",
+]
+__all__ += errors.__all__
+
+
+def __getattr__(name: str):
+    # The clients import the remoting layer (and with it uvloop); load them on first use so
+    # that `import rmq` stays cheap for the broker, the CLI and the store.
+    if name in ("Producer", "PushConsumer", "PullConsumer"):
+        from rmq import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'rmq' has no attribute {name!r}")

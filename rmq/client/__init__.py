@@ -1,1 +1,10 @@
+"""The asyncio RocketMQ client SDK: :class:`Producer`, :class:`PushConsumer`, :class:`PullConsumer`.
 
+Import from :mod:`rmq` directly (``rmq.Producer``); this package holds the implementation.
+"""
+from .consumer import (AllocateConsistentHash, PullConsumer, PushConsumer,  # noqa: F401
+                       allocate_averagely, allocate_averagely_by_circle)
+from .producer import MessageQueueSelector, Producer, select_by_hash
+
+__all__ = ["Producer", "PushConsumer", "PullConsumer", "MessageQueueSelector", "select_by_hash",
+           "allocate_averagely", "allocate_averagely_by_circle", "AllocateConsistentHash"]

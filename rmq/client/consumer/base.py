@@ -1,0 +1,436 @@
+"""What push and lite-pull consumers share: subscriptions, rebalance, offsets, pulling one queue.
+
+Rebalance (Java ``RebalanceImpl``): for each subscribed topic, take all readable queues and, in
+clustering mode, all member client ids of the group (from a broker), sort both, and let the
+allocation strategy pick this member's share. Queues that left the share are dropped (their
+offset persisted first, so the next owner starts where we stopped); new ones get a
+:class:`ProcessQueue` and a pull task starting at the offset computed from the store or
+``consume_from_where``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmq.errors import ClientError, RMQError
+from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullResult
+
+from .._codec import PullSysFlag, java_string_hash
+from ..instance import ClientInstance, get_client_instance
+from ..producer import validate_group, validate_topic
+from .allocate import STRATEGIES, AllocateStrategy
+from .offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
+from .process_queue import ProcessQueue
+
+__all__ = ["SubscriptionData", "ConsumerBase", "retry_topic", "RETRY_GROUP_TOPIC_PREFIX"]
+
+log = logging.getLogger("rmq.client")
+
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+#: Long polling: the broker holds a pull up to 15 s; we wait 30 s for its answer (Java
+#: brokerSuspendMaxTimeMillis / consumerTimeoutMillisWhenSuspend).
+BROKER_SUSPEND_MAX_TIME = 15.0
+CONSUMER_TIMEOUT_WHEN_SUSPEND = 30.0
+#: After a failed pull, wait before the next (Java PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION).
+PULL_DELAY_WHEN_EXCEPTION = 3.0
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+@dataclass(slots=True)
+class SubscriptionData:
+    """A topic and its tag expression (``"TagA || TagB"``; ``"*"`` or empty for all)."""
+
+    topic: str
+    sub_string: str = "*"
+    tags_set: set[str] = field(default_factory=set)
+    code_set: set[int] = field(default_factory=set)
+    sub_version: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    @classmethod
+    def build(cls, topic: str, expression: str | None) -> SubscriptionData:
+        expr = (expression or "").strip()
+        if not expr or expr == "*":
+            return cls(topic, "*")
+        tags = {t.strip() for t in expr.split("||") if t.strip()}
+        if not tags:
+            raise ClientError(f"subscription expression {expression!r} has no tag")
+        return cls(topic, expr, tags, {java_string_hash(t) for t in tags})
+
+    def matches(self, tags: str | None) -> bool:
+        return not self.tags_set or (tags is not None and tags in self.tags_set)
+
+    def to_json(self) -> dict:
+        return {"classFilterMode": False, "topic": self.topic, "subString": self.sub_string,
+                "tagsSet": sorted(self.tags_set), "codeSet": sorted(self.code_set),
+                "subVersion": self.sub_version, "expressionType": "TAG"}
+
+
+def _check_range(name: str, value: int, lo: int, hi: int) -> None:
+    if not lo <= value <= hi:
+        raise ClientError(f"{name} out of range [{lo}, {hi}]: {value}")
+
+
+class ConsumerBase:
+    """Shared machinery; see :class:`rmq.PushConsumer` and :class:`rmq.PullConsumer`."""
+
+    consume_type = "CONSUME_PASSIVELY"
+    orderly = False
+
+    def __init__(self, namesrv_addr: str | list[str], group: str, *,
+                 message_model: MessageModel, consume_from_where: ConsumeFromWhere,
+                 consume_timestamp: int | None, allocate_strategy: str | AllocateStrategy,
+                 instance_name: str, client_ip: str | None, pull_batch_size: int,
+                 offset_store_dir: str | None) -> None:
+        validate_group(group, reserved=DEFAULT_CONSUMER_GROUP)
+        if not isinstance(message_model, MessageModel):
+            raise ClientError(f"message_model must be a MessageModel, got {message_model!r}")
+        if not isinstance(consume_from_where, ConsumeFromWhere):
+            raise ClientError(f"consume_from_where must be a ConsumeFromWhere, got {consume_from_where!r}")
+        _check_range("pull_batch_size", pull_batch_size, 1, 1024)
+        if isinstance(allocate_strategy, str):
+            if allocate_strategy not in STRATEGIES:
+                raise ClientError(f"unknown allocate_strategy {allocate_strategy!r}; one of {sorted(STRATEGIES)}")
+            allocate_strategy = STRATEGIES[allocate_strategy]
+        if not callable(allocate_strategy):
+            raise ClientError("allocate_strategy must be a name or a callable")
+        self.namesrv_addr = namesrv_addr
+        self.group = group
+        self.message_model = message_model
+        self.consume_from_where = consume_from_where
+        # Java's default: half an hour before start.
+        self.consume_timestamp = (consume_timestamp if consume_timestamp is not None
+                                  else int(time.time() * 1000) - 30 * 60 * 1000)
+        self.allocate_strategy: AllocateStrategy = allocate_strategy
+        self.instance_name = instance_name
+        self.client_ip = client_ip
+        self.pull_batch_size = pull_batch_size
+        self.offset_store_dir = offset_store_dir
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self.topic_subscribe_info: dict[str, set[MessageQueue]] = {}
+        self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
+        #: broker id to pull each queue from next (the broker's suggestWhichBrokerId)
+        self.pull_from_which_node: dict[MessageQueue, int] = {}
+        self.offset_store: OffsetStore | None = None
+        self._instance: ClientInstance | None = None
+        self._rebalance_lock = asyncio.Lock()
+        self._state = "CREATED"
+        self._start_time = 0
+
+    # ---------------------------------------------------------------- subscription
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA"``, ``"TagA || TagB"``).
+
+        May be called before or after start; a later call for the same topic replaces the
+        expression."""
+        validate_topic(topic) if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else None
+        self.subscriptions[topic] = SubscriptionData.build(topic, expression)
+        if self._instance is not None and self._state == "RUNNING":
+            asyncio.get_running_loop().create_task(self._after_subscription_change())
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+        if self._instance is not None and self._state == "RUNNING":
+            self._instance.rebalance_immediately()
+
+    async def _after_subscription_change(self) -> None:
+        inst = self._instance
+        if inst is None:
+            return
+        try:
+            await inst.update_all_topic_routes()
+            await inst.send_heartbeat_to_all_brokers()
+        except RMQError as e:
+            log.warning("group %s: refresh after subscribe failed: %r", self.group, e)
+        inst.rebalance_immediately()
+
+    def subscribed_topics(self) -> set[str]:
+        return set(self.subscriptions)
+
+    def has_subscribe_info(self, topic: str) -> bool:
+        return bool(self.topic_subscribe_info.get(topic))
+
+    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
+        if topic in self.subscriptions:
+            self.topic_subscribe_info[topic] = set(mqs)
+
+    def heartbeat_data(self) -> dict:
+        return {
+            "groupName": self.group,
+            "consumeType": self.consume_type,
+            "messageModel": self.message_model.value,
+            "consumeFromWhere": self.consume_from_where.value,
+            "subscriptionDataSet": [s.to_json() for s in self.subscriptions.values()],
+            "unitMode": False,
+        }
+
+    # ---------------------------------------------------------------- lifecycle helpers
+
+    @property
+    def client_id(self) -> str | None:
+        return self._instance.client_id if self._instance else None
+
+    async def _start_base(self) -> None:
+        if self._state == "RUNNING":
+            return
+        if self._state != "CREATED":
+            raise ClientError(f"consumer {self.group} is {self._state}; create a new one")
+        if self.message_model is MessageModel.CLUSTERING and self.consume_type == "CONSUME_PASSIVELY":
+            self.subscriptions.setdefault(retry_topic(self.group),
+                                          SubscriptionData.build(retry_topic(self.group), "*"))
+        inst = get_client_instance(self.namesrv_addr, instance_name=self.instance_name,
+                                   client_ip=self.client_ip)
+        if self.message_model is MessageModel.BROADCASTING:
+            self.offset_store = LocalFileOffsetStore(self.offset_store_dir, inst.client_id, self.group)
+        else:
+            self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
+        await self.offset_store.load()
+        await inst.register_consumer(self.group, self)
+        self._instance = inst
+        self._state = "RUNNING"
+        self._start_time = int(time.time() * 1000)
+        # Routes first (so heartbeats know the brokers), then a heartbeat (so the broker lists us
+        # as a member), then rebalance at once rather than after 20 s.
+        await inst.update_all_topic_routes()
+        await inst.send_heartbeat_to_all_brokers()
+        inst.rebalance_immediately()
+
+    async def _stop_base(self) -> None:
+        """Drop every queue (persisting its offset), then leave the group."""
+        inst = self._instance
+        async with self._rebalance_lock:
+            pqs = list(self.process_queue_table.items())
+            for mq, pq in pqs:
+                pq.dropped = True
+                if pq.pull_task is not None:
+                    pq.pull_task.cancel()
+            await asyncio.gather(*(pq.pull_task for _, pq in pqs if pq.pull_task is not None),
+                                 return_exceptions=True)
+            await self.persist_consumer_offset()
+            await self._on_queues_removed([mq for mq, _ in pqs])
+            self.process_queue_table.clear()
+        if inst is not None:
+            await inst.unregister_consumer(self.group)
+
+    async def _on_queues_removed(self, mqs: list[MessageQueue]) -> None:
+        """Hook: orderly consumers unlock the queues."""
+
+    async def persist_consumer_offset(self) -> None:
+        if self.offset_store is None or self._state not in ("RUNNING", "CLOSING"):
+            return
+        await self.offset_store.persist_all(list(self.process_queue_table))
+
+    # ---------------------------------------------------------------- rebalance
+
+    async def do_rebalance(self) -> None:
+        if self._state != "RUNNING":
+            return
+        async with self._rebalance_lock:
+            if self._state != "RUNNING":
+                return
+            for topic in list(self.subscriptions):
+                try:
+                    await self._rebalance_by_topic(topic)
+                except RMQError as e:
+                    log.warning("group %s: rebalance of %s failed: %r", self.group, topic, e)
+            # queues of topics no longer subscribed
+            for mq in [mq for mq in self.process_queue_table if mq.topic not in self.subscriptions]:
+                pq = self.process_queue_table[mq]
+                pq.dropped = True
+                if await self._remove_unnecessary_queue(mq, pq):
+                    del self.process_queue_table[mq]
+
+    async def _rebalance_by_topic(self, topic: str) -> None:
+        inst = self._instance
+        assert inst is not None
+        mqs = self.topic_subscribe_info.get(topic)
+        if not mqs:
+            await inst.update_topic_route(topic)
+            mqs = self.topic_subscribe_info.get(topic)
+        if not mqs:
+            if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                log.warning("group %s: no route for subscribed topic %s yet", self.group, topic)
+            return
+        if self.message_model is MessageModel.BROADCASTING:
+            mine = set(mqs)
+        else:
+            cids = await inst.find_consumer_id_list(topic, self.group)
+            if not cids:
+                log.warning("group %s: the broker lists no member for topic %s", self.group, topic)
+                return
+            if inst.client_id not in cids:
+                log.info("group %s: %s not yet in the member list %s", self.group, inst.client_id, cids)
+            mine = set(self.allocate_strategy(self.group, inst.client_id, sorted(mqs), sorted(set(cids))))
+        changed = await self._update_process_queue_table(topic, mine)
+        if changed:
+            log.info("group %s: rebalanced %s → %s", self.group, topic,
+                     sorted(f"{m.broker_name}#{m.queue_id}" for m in mine))
+            await self._on_message_queue_changed(topic, mine)
+
+    async def _on_message_queue_changed(self, topic: str, mine: set[MessageQueue]) -> None:
+        """Hook after the queue set of a topic changed."""
+
+    async def _update_process_queue_table(self, topic: str, mine: set[MessageQueue]) -> bool:
+        changed = False
+        for mq, pq in list(self.process_queue_table.items()):
+            if mq.topic != topic or mq in mine:
+                continue
+            pq.dropped = True
+            if await self._remove_unnecessary_queue(mq, pq):
+                self.process_queue_table.pop(mq, None)
+                changed = True
+        for mq in sorted(mine - set(self.process_queue_table)):
+            if not await self._lock_new_queue(mq):
+                continue
+            assert self.offset_store is not None
+            self.offset_store.remove(mq)
+            try:
+                offset = await self.compute_pull_from_where(mq)
+            except RMQError as e:
+                log.warning("group %s: cannot compute the start offset of %s yet: %r", self.group, mq, e)
+                continue
+            if offset < 0:
+                continue
+            pq = ProcessQueue(mq, offset)
+            self.process_queue_table[mq] = pq
+            self._start_queue(pq)
+            changed = True
+        return changed
+
+    async def _lock_new_queue(self, mq: MessageQueue) -> bool:
+        """Hook: orderly clustering consumers lock a queue on the broker before taking it."""
+        return True
+
+    async def _remove_unnecessary_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """Stop pulling ``mq``, persist its offset and forget it. False = try again later."""
+        if pq.pull_task is not None:
+            pq.pull_task.cancel()
+        assert self.offset_store is not None
+        await self.offset_store.persist(mq)
+        self.offset_store.remove(mq)
+        return True
+
+    def _start_queue(self, pq: ProcessQueue) -> None:
+        raise NotImplementedError
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """Where a newly assigned queue starts (Java ``computePullFromWhereWithException``):
+        the stored offset if any, else per ``consume_from_where``; retry queues from 0."""
+        assert self.offset_store is not None and self._instance is not None
+        last = await self.offset_store.read(mq, ReadOffsetType.READ_FROM_STORE)
+        if last >= 0:
+            return last
+        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        cfw = self.consume_from_where
+        if cfw is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or is_retry and (
+                cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
+            return 0
+        addr = await self._admin_addr(mq)
+        if cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET or is_retry:
+            return await self._instance.api.get_max_offset(addr, mq)
+        return await self._instance.api.search_offset(addr, mq, self.consume_timestamp)
+
+    async def _admin_addr(self, mq: MessageQueue) -> str:
+        inst = self._instance
+        assert inst is not None
+        addr = inst.find_broker_addr_in_admin(mq.broker_name)
+        if addr is None:
+            await inst.update_topic_route(mq.topic)
+            addr = inst.find_broker_addr_in_admin(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"the broker {mq.broker_name} is not in any route")
+        return addr
+
+    # ---------------------------------------------------------------- pulling
+
+    async def _pull(self, mq: MessageQueue, offset: int, sub: SubscriptionData | None, *,
+                    max_nums: int, suspend: bool, commit_offset: int = 0) -> PullResult:
+        """One PULL_MESSAGE to the node suggested last time (master by default), long-polling when
+        ``suspend``; returned messages are filtered by the subscription's tags."""
+        inst = self._instance
+        assert inst is not None
+        found = inst.find_broker_address_in_subscribe(mq.broker_name, self.pull_from_which_node.get(mq, 0))
+        if found is None:
+            await inst.update_topic_route(mq.topic)
+            found = inst.find_broker_address_in_subscribe(mq.broker_name, self.pull_from_which_node.get(mq, 0))
+        if found is None:
+            raise ClientError(f"the broker {mq.broker_name} of {mq} is not in any route")
+        addr, is_slave = found
+        commit = commit_offset > 0 and not is_slave and self.message_model is MessageModel.CLUSTERING
+        header = {
+            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id,
+            "queueOffset": offset, "maxMsgNums": max_nums,
+            "sysFlag": PullSysFlag.build(commit, suspend, sub is not None),
+            "commitOffset": commit_offset if commit else 0,
+            "suspendTimeoutMillis": int(BROKER_SUSPEND_MAX_TIME * 1000) if suspend else 0,
+            "subscription": sub.sub_string if sub is not None else "*",
+            "subVersion": sub.sub_version if sub is not None else 0,
+            "expressionType": "TAG",
+        }
+        timeout = CONSUMER_TIMEOUT_WHEN_SUSPEND if suspend else 10.0
+        result = await inst.api.pull_message(addr, header, mq.broker_name, timeout)
+        if result.suggest_which_broker_id != self.pull_from_which_node.get(mq, 0):
+            log.info("group %s: broker suggests pulling %s from node %d", self.group, mq,
+                     result.suggest_which_broker_id)
+        self.pull_from_which_node[mq] = result.suggest_which_broker_id
+        if result.messages and sub is not None and sub.tags_set:
+            kept = [m for m in result.messages if sub.matches(m.tags)]
+            if len(kept) != len(result.messages):
+                result = PullResult(result.status, result.next_begin_offset, result.min_offset,
+                                    result.max_offset, kept, result.suggest_which_broker_id)
+        return result
+
+    # ---------------------------------------------------------------- broker → client requests
+
+    def offset_table_json(self, topic: str) -> dict:
+        assert self.offset_store is not None
+        return {f"{mq.topic}|{mq.broker_name}|{mq.queue_id}": off
+                for mq, off in self.offset_store.clone_table(topic or None).items()}
+
+    def running_info(self) -> dict:
+        assert self.offset_store is not None
+        props: dict[str, Any] = {
+            "PROP_CONSUME_ORDERLY": str(self.orderly).lower(),
+            "PROP_CONSUME_TYPE": self.consume_type,
+            "PROP_CONSUMER_START_TIMESTAMP": str(self._start_time),
+            "messageModel": self.message_model.value,
+            "consumeFromWhere": self.consume_from_where.value,
+        }
+        mq_table = {}
+        for mq, pq in self.process_queue_table.items():
+            info = pq.info()
+            info["commitOffset"] = self.offset_store.offset_table.get(mq, -1)
+            mq_table[f"{mq.topic}|{mq.broker_name}|{mq.queue_id}"] = info
+        return {"properties": props,
+                "subscriptionSet": [s.to_json() for s in self.subscriptions.values()],
+                "mqTable": mq_table, "statusTable": {}, "jstack": ""}
+
+    async def reset_offset(self, topic: str, table: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: stop the queues, set the offsets, start them again."""
+        assert self.offset_store is not None
+        async with self._rebalance_lock:
+            for mq, off in table.items():
+                pq = self.process_queue_table.pop(mq, None)
+                if pq is not None:
+                    pq.dropped = True
+                    if pq.pull_task is not None:
+                        pq.pull_task.cancel()
+                    pq.clear()
+                self.offset_store.update(mq, off, increase_only=False)
+            await self.offset_store.persist_all(table)
+            for mq in table:
+                self.offset_store.remove(mq)
+        log.info("group %s: offsets of %s reset to %s", self.group, topic,
+                 {str(m): o for m, o in table.items()})
+        if self._instance is not None:
+            self._instance.rebalance_immediately()
+
+    async def consume_message_directly(self, msg: MessageExt) -> dict:
+        raise ClientError("this consumer cannot consume directly")

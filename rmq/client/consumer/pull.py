@@ -1,0 +1,414 @@
+"""The lite pull consumer (SPEC C3): you ``poll`` for messages, ``seek`` and ``commit`` yourself.
+
+Example::
+
+    c = rmq.PullConsumer(namesrv_addr="127.0.0.1:9876", group="G")
+    c.subscribe("T")                      # or: c.assign([mq, ...]) after fetch_message_queues()
+    async with c:
+        msgs = await c.poll(timeout=1.0)
+        await c.commit()
+
+Like Java's ``DefaultLitePullConsumer``: a background task per queue pulls ahead (long
+polling) into a buffer; ``poll`` takes from it and advances the consumed position of each queue;
+``commit`` (or auto-commit every ``auto_commit_interval``) writes those positions to the broker
+(or to a local file when broadcasting).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Iterable
+
+from rmq.errors import ClientError, IllegalStateError, RMQError
+from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus
+
+from .allocate import AllocateStrategy
+from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, _check_range
+from .process_queue import ProcessQueue
+
+__all__ = ["PullConsumer"]
+
+log = logging.getLogger("rmq.client")
+
+PAUSED_DELAY = 1.0
+FLOW_CONTROL_DELAY = 0.05
+
+
+class _Batch:
+    __slots__ = ("pq", "msgs")
+
+    def __init__(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        self.pq = pq
+        self.msgs = msgs
+
+
+class PullConsumer(ConsumerBase):
+    """An asyncio lite pull consumer.
+
+    Args:
+        namesrv_addr: name server address(es).
+        group: consumer group (same rules as the push consumer).
+        message_model: ``CLUSTERING`` (default; ``subscribe`` shares queues with the group) or
+            ``BROADCASTING`` (every member gets every queue; offsets in a local file).
+        consume_from_where: start of a queue without a stored offset; default LAST.
+        consume_timestamp: ms since the epoch for CONSUME_FROM_TIMESTAMP; default 30 min ago.
+        allocate_strategy: as for :class:`rmq.PushConsumer`; default ``"AVG"``.
+        instance_name / client_ip: client id parts; defaults ``"DEFAULT"`` / auto.
+        auto_commit: commit consumed positions every ``auto_commit_interval`` s; default True.
+        auto_commit_interval: seconds; default 5.0.
+        pull_batch_size: messages per pull and the default ``poll`` maximum, [1, 1024]; default 32.
+        pull_threshold_for_queue: messages buffered per queue before its pulling pauses; default 1000.
+        pull_threshold_for_all: messages buffered in total before pulling pauses; default 10000.
+        poll_timeout: default ``poll`` timeout, seconds; default 5.0.
+        offset_store_dir: broadcasting: directory of the local offset file.
+    """
+
+    consume_type = "CONSUME_ACTIVELY"
+
+    def __init__(self, namesrv_addr: str | list[str], group: str, *,
+                 message_model: MessageModel = MessageModel.CLUSTERING,
+                 consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp: int | None = None,
+                 allocate_strategy: str | AllocateStrategy = "AVG",
+                 instance_name: str = "DEFAULT", client_ip: str | None = None,
+                 auto_commit: bool = True, auto_commit_interval: float = 5.0, pull_batch_size: int = 32,
+                 pull_threshold_for_queue: int = 1000, pull_threshold_for_all: int = 10000,
+                 poll_timeout: float = 5.0, offset_store_dir: str | None = None) -> None:
+        super().__init__(namesrv_addr, group, message_model=message_model,
+                         consume_from_where=consume_from_where, consume_timestamp=consume_timestamp,
+                         allocate_strategy=allocate_strategy, instance_name=instance_name,
+                         client_ip=client_ip, pull_batch_size=pull_batch_size,
+                         offset_store_dir=offset_store_dir)
+        _check_range("pull_threshold_for_queue", pull_threshold_for_queue, 1, 65535)
+        _check_range("pull_threshold_for_all", pull_threshold_for_all, 1, 6553500)
+        if auto_commit_interval < 1.0:
+            raise ClientError("auto_commit_interval must be >= 1 s")
+        self.auto_commit = auto_commit
+        self.auto_commit_interval = auto_commit_interval
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_for_all = pull_threshold_for_all
+        self.poll_timeout = poll_timeout
+        self._assigned: set[MessageQueue] | None = None      # None = subscribe mode
+        self._paused: set[MessageQueue] = set()
+        self._resume = asyncio.Event()
+        self._buffer: asyncio.Queue[_Batch] = asyncio.Queue()
+        self._buffered = 0
+        self._consumed: dict[MessageQueue, int] = {}         # next offset after what poll returned
+        self._pending_seek: dict[MessageQueue, int] = {}
+        self._held: dict[MessageQueue, list[_Batch]] = {}     # taken from the buffer while paused
+        self._last_commit = time.monotonic()
+        self._tasks: set[asyncio.Task] = set()
+        self._assign_lock = asyncio.Lock()
+
+    # ---------------------------------------------------------------- subscription / assignment
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Subscribe (group-managed queues). Not combinable with :meth:`assign`."""
+        if self._assigned is not None:
+            raise ClientError("subscribe() and assign() cannot be mixed on one consumer")
+        super().subscribe(topic, expression)
+
+    def assign(self, mqs: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues (no group rebalance). Replaces the previous assignment."""
+        if self.subscriptions:
+            raise ClientError("subscribe() and assign() cannot be mixed on one consumer")
+        self._assigned = set(mqs)
+        if self._state == "RUNNING":
+            self._spawn(self._apply_assignment(), "assign")
+
+    def assignment(self) -> set[MessageQueue]:
+        """The queues this consumer currently pulls."""
+        return set(self.process_queue_table)
+
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """All readable queues of ``topic`` (sorted)."""
+        inst = self._running()
+        await inst.update_topic_route(topic)
+        route = inst.topic_route_table.get(topic)
+        if route is None:
+            from rmq.errors import TopicNotExistError
+            raise TopicNotExistError(17, f"No route info of this topic: {topic}")
+        from ..instance import subscribe_queues
+        return sorted(subscribe_queues(topic, route))
+
+    def subscribed_topics(self) -> set[str]:
+        if self._assigned is not None:
+            return {mq.topic for mq in self._assigned}
+        return super().subscribed_topics()
+
+    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None:
+        if topic in self.subscriptions:
+            self.topic_subscribe_info[topic] = set(mqs)
+
+    async def do_rebalance(self) -> None:
+        if self._assigned is None:
+            await super().do_rebalance()
+
+    async def _apply_assignment(self) -> None:
+        async with self._rebalance_lock:
+            wanted = set(self._assigned or ())
+            for mq in [m for m in self.process_queue_table if m not in wanted]:
+                pq = self.process_queue_table.pop(mq)
+                pq.dropped = True
+                await self._remove_unnecessary_queue(mq, pq)
+                self._consumed.pop(mq, None)
+            for mq in sorted(wanted - set(self.process_queue_table)):
+                try:
+                    offset = self._pending_seek.pop(mq, None)
+                    if offset is None:
+                        offset = await self.compute_pull_from_where(mq)
+                except RMQError as e:
+                    log.warning("group %s: start offset of %s unknown: %r", self.group, mq, e)
+                    continue
+                pq = ProcessQueue(mq, offset)
+                self.process_queue_table[mq] = pq
+                self._start_queue(pq)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _running(self):
+        if self._state != "RUNNING" or self._instance is None:
+            raise IllegalStateError(f"pull consumer {self.group} is not running ({self._state})")
+        return self._instance
+
+    async def start(self) -> None:
+        """Join the group (subscribe mode) or start the assigned queues."""
+        await self._start_base()
+        self._resume.set()
+        if self._assigned is not None:
+            await self._apply_assignment()
+
+    async def close(self) -> None:
+        """Commit (when auto-commit is on), stop pulling and leave the group. Idempotent."""
+        if self._state != "RUNNING":
+            self._state = "CLOSED"
+            return
+        if self.auto_commit:
+            self._copy_consumed_to_store()
+        self._state = "CLOSING"
+        await self._stop_base()
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        self._state = "CLOSED"
+
+    async def __aenter__(self) -> PullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _spawn(self, coro, name: str) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro, name=f"rmq-{name}-{self.group}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _start_queue(self, pq: ProcessQueue) -> None:
+        pq.pull_task = self._spawn(self._pull_loop(pq), f"litepull-{pq.mq}")
+
+    async def _remove_unnecessary_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        if self.auto_commit and mq in self._consumed:
+            assert self.offset_store is not None
+            self.offset_store.update(mq, self._consumed[mq])
+        self._consumed.pop(mq, None)
+        return await super()._remove_unnecessary_queue(mq, pq)
+
+    async def persist_consumer_offset(self) -> None:
+        if self.auto_commit:
+            self._copy_consumed_to_store()
+        await super().persist_consumer_offset()
+
+    def _copy_consumed_to_store(self) -> None:
+        assert self.offset_store is not None
+        for mq, off in self._consumed.items():
+            if mq in self.process_queue_table:
+                self.offset_store.update(mq, off)
+
+    # ---------------------------------------------------------------- pulling
+
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        mq = pq.mq
+        while not pq.dropped:
+            if mq in self._paused:
+                self._resume.clear()
+                try:
+                    await asyncio.wait_for(self._resume.wait(), PAUSED_DELAY)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            if pq.msg_count > self.pull_threshold_for_queue or self._buffered > self.pull_threshold_for_all:
+                pq.wakeup.clear()
+                try:
+                    await asyncio.wait_for(pq.wakeup.wait(), FLOW_CONTROL_DELAY)
+                except asyncio.TimeoutError:
+                    pass
+                continue
+            sub = self.subscriptions.get(mq.topic)
+            try:
+                result = await self._pull(mq, pq.next_offset, sub, max_nums=self.pull_batch_size,
+                                          suspend=True)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - wait and pull again
+                log.warning("group %s: pull of %s at %d failed: %r", self.group, mq, pq.next_offset, e)
+                await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
+                continue
+            if pq.dropped:
+                return
+            if result.status is PullStatus.OFFSET_ILLEGAL:
+                log.warning("group %s: offset %d of %s is illegal; moving to %d", self.group,
+                            pq.next_offset, mq, result.next_begin_offset)
+            pq.next_offset = result.next_begin_offset
+            if result.messages:
+                pq.put_messages(result.messages)
+                self._buffered += len(result.messages)
+                self._buffer.put_nowait(_Batch(pq, result.messages))
+            elif not pq.msgs and mq not in self._consumed:
+                self._consumed[mq] = result.next_begin_offset
+
+    # ---------------------------------------------------------------- poll / iterate
+
+    async def poll(self, timeout: float | None = None, max_messages: int | None = None) -> list[MessageExt]:
+        """Up to ``max_messages`` (default ``pull_batch_size``) buffered messages, waiting at most
+        ``timeout`` seconds (default ``poll_timeout``) for the first; ``[]`` on timeout.
+
+        The consumed position of each queue moves past what is returned; it reaches the broker
+        on :meth:`commit` (or the next auto-commit)."""
+        self._running()
+        limit = max_messages or self.pull_batch_size
+        timeout = self.poll_timeout if timeout is None else timeout
+        out: list[MessageExt] = []
+        deadline = time.monotonic() + timeout
+        while not out:
+            remaining = deadline - time.monotonic()
+            try:
+                batch = await asyncio.wait_for(self._buffer.get(), max(remaining, 0))
+            except asyncio.TimeoutError:
+                break
+            self._take(batch, out, limit)
+            for _ in range(self._buffer.qsize()):
+                if len(out) >= limit:
+                    break
+                self._take(self._buffer.get_nowait(), out, limit)
+        if self.auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval:
+            await self.commit()
+        return out
+
+    def _take(self, batch: _Batch, out: list[MessageExt], limit: int) -> None:
+        self._buffered -= len(batch.msgs)
+        pq = batch.pq
+        if pq.dropped:
+            return
+        if pq.mq in self._paused:
+            # paused after pulling: hold the messages back until resume()
+            self._buffered += len(batch.msgs)
+            self._held.setdefault(pq.mq, []).append(batch)
+            return
+        room = limit - len(out)
+        taken, rest = batch.msgs[:room], batch.msgs[room:]
+        if rest:
+            self._buffered += len(rest)
+            # keep queue order: the rest must come before anything pulled later for this queue
+            q = self._buffer
+            items = [_Batch(pq, rest)]
+            while not q.empty():
+                items.append(q.get_nowait())
+            for it in items:
+                q.put_nowait(it)
+        out.extend(taken)
+        offset = pq.remove_messages(taken)
+        if offset >= 0:
+            self._consumed[pq.mq] = offset
+
+    def __aiter__(self) -> PullConsumer:
+        return self
+
+    async def __anext__(self) -> MessageExt:
+        while True:
+            if self._state != "RUNNING":
+                raise StopAsyncIteration
+            msgs = await self.poll(timeout=1.0, max_messages=1)
+            if msgs:
+                return msgs[0]
+
+    # ---------------------------------------------------------------- seek / commit / pause
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Consume ``mq`` from ``offset`` next (buffered messages of it are discarded).
+
+        Raises ClientError if ``mq`` is not assigned to this consumer or ``offset`` is outside
+        [min, max] of the queue."""
+        inst = self._running()
+        assigned = set(self.process_queue_table) | (self._assigned or set())
+        if mq not in assigned:
+            raise ClientError(f"{mq} is not assigned to this consumer; assigned: "
+                              f"{sorted(str(m) for m in assigned)}")
+        addr = await self._admin_addr(mq)
+        lo, hi = await inst.api.get_min_offset(addr, mq), await inst.api.get_max_offset(addr, mq)
+        if not lo <= offset <= hi:
+            raise ClientError(f"seek offset {offset} of {mq} is outside [{lo}, {hi}]")
+        async with self._rebalance_lock:
+            old = self.process_queue_table.get(mq)
+            if old is None:
+                self._pending_seek[mq] = offset
+                return
+            old.dropped = True
+            if old.pull_task is not None:
+                old.pull_task.cancel()
+            pq = ProcessQueue(mq, offset)
+            self.process_queue_table[mq] = pq
+            self._consumed[mq] = offset
+            assert self.offset_store is not None
+            self.offset_store.update(mq, offset, increase_only=False)
+            self._start_queue(pq)
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        await self.seek(mq, await self._running().api.get_min_offset(await self._admin_addr(mq), mq))
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        await self.seek(mq, await self._running().api.get_max_offset(await self._admin_addr(mq), mq))
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
+        return await self._running().api.search_offset(await self._admin_addr(mq), mq, timestamp_ms)
+
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        """Write consumed positions to the offset store and persist them now.
+
+        Args:
+            offsets: explicit next-offsets per queue; default: the positions reached by ``poll``.
+        """
+        self._running()
+        assert self.offset_store is not None
+        table = dict(self._consumed) if offsets is None else dict(offsets)
+        for mq, off in table.items():
+            self.offset_store.update(mq, off, increase_only=False)
+            if offsets is not None:
+                self._consumed[mq] = off
+        await self.offset_store.persist_all(list(table))
+        self._last_commit = time.monotonic()
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The offset stored for ``mq`` (on the broker, or the local file when broadcasting);
+        -1 when none."""
+        self._running()
+        assert self.offset_store is not None
+        from .offset_store import ReadOffsetType
+        return await self.offset_store.read(mq, ReadOffsetType.READ_FROM_STORE)
+
+    def pause(self, mqs: Iterable[MessageQueue]) -> None:
+        """Stop returning and pulling messages of these queues until :meth:`resume`."""
+        self._paused |= set(mqs)
+
+    def resume(self, mqs: Iterable[MessageQueue]) -> None:
+        for mq in mqs:
+            self._paused.discard(mq)
+            for batch in self._held.pop(mq, []):
+                self._buffer.put_nowait(batch)      # still counted in _buffered
+        self._resume.set()
+
+    def paused(self) -> set[MessageQueue]:
+        return set(self._paused)

@@ -1,0 +1,552 @@
+"""The client instance shared by the producers and consumers of one process (Java ``MQClientInstance``).
+
+One instance exists per client id (``ip@pid#instance_name``) and event loop. It owns the remoting
+client (one connection per broker), the route cache, and the background timers that keep a
+RocketMQ client alive:
+
+* routes of every topic in use are refreshed from the name server every 30 s;
+* a heartbeat (groups + subscriptions) goes to every known broker every 30 s;
+* consumer offsets are persisted every 5 s;
+* consumers rebalance every 20 s, and at once when a broker says the group changed
+  (NOTIFY_CONSUMER_IDS_CHANGED).
+
+Producers and consumers register with the instance; it starts with the first and closes its
+connections when the last one leaves.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import socket
+import time
+import weakref
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rmq.errors import ClientError, RMQError
+from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.types import MessageQueue
+
+from ._codec import decode_messages
+from .api import MASTER_ID, PERM_READ, PERM_WRITE, ClientAPI, TopicRouteData
+
+if TYPE_CHECKING:
+    from .producer import Producer
+
+__all__ = ["ClientInstance", "get_client_instance", "local_ip"]
+
+log = logging.getLogger("rmq.client")
+
+#: Java's defaults (ClientConfig): pollNameServerInterval, heartbeatBrokerInterval,
+#: persistConsumerOffsetInterval, and RebalanceService's waitInterval.
+POLL_NAMESRV_INTERVAL = 30.0
+HEARTBEAT_INTERVAL = 30.0
+PERSIST_OFFSET_INTERVAL = 5.0
+REBALANCE_INTERVAL = 20.0
+
+
+class ConsumerInner(Protocol):
+    """What the instance needs from a consumer (push or lite pull)."""
+
+    group: str
+
+    def heartbeat_data(self) -> dict: ...
+    def subscribed_topics(self) -> set[str]: ...
+    def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None: ...
+    async def do_rebalance(self) -> None: ...
+    async def persist_consumer_offset(self) -> None: ...
+
+
+def local_ip(target: str | None = None) -> str:
+    """The local IPv4 address used to reach ``target`` ("host:port"), else a best guess.
+
+    A UDP ``connect`` sends nothing; it only asks the kernel which source address it would use.
+    """
+    host = (target or "").split(";")[0].rsplit(":", 1)[0] or "8.8.8.8"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))
+            return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+class _TopicPublishInfo:
+    """The writable queues of a topic and the round-robin position used to pick one."""
+
+    __slots__ = ("order_topic", "message_queues", "route", "send_which_queue")
+
+    def __init__(self, topic: str, route: TopicRouteData) -> None:
+        self.route = route
+        self.order_topic = bool(route.order_topic_conf)
+        mqs: list[MessageQueue] = []
+        if route.order_topic_conf:
+            # "broker-a:8;broker-b:8" replaces queueDatas for publishing (wire-contract §4)
+            for item in route.order_topic_conf.split(";"):
+                name, _, n = item.partition(":")
+                mqs.extend(MessageQueue(topic, name, i) for i in range(int(n or 0)))
+        else:
+            masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
+            for qd in route.queue_datas:
+                if qd.perm & PERM_WRITE and qd.broker_name in masters:
+                    mqs.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
+        self.message_queues = mqs
+        self.send_which_queue = random.randrange(0, 1 << 16)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.message_queues)
+
+
+def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
+    """Readable queues of a topic."""
+    return {MessageQueue(topic, qd.broker_name, i)
+            for qd in route.queue_datas if qd.perm & PERM_READ
+            for i in range(qd.read_queue_nums)}
+
+
+class ClientInstance:
+    """Shared state and timers of all clients with one client id on one event loop.
+
+    Do not build it directly: producers and consumers obtain it with
+    :func:`get_client_instance`.
+    """
+
+    def __init__(self, client_id: str, namesrv_addr: str | list[str], client_ip: str) -> None:
+        self.client_id = client_id
+        self.client_ip = client_ip
+        addrs = namesrv_addr if isinstance(namesrv_addr, list) else [
+            a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        if not addrs:
+            raise ClientError("namesrv_addr is empty")
+        self.namesrv_addrs = addrs
+        self.remoting = RemotingClient(addrs)
+        self.api = ClientAPI(self.remoting)
+        self.producers: dict[str, Producer] = {}
+        self.consumers: dict[str, ConsumerInner] = {}
+        self.topic_route_table: dict[str, TopicRouteData] = {}
+        self.publish_info: dict[str, _TopicPublishInfo] = {}
+        #: broker name → {broker id → address}
+        self.broker_addr_table: dict[str, dict[int, str]] = {}
+        self.broker_version_table: dict[str, int] = {}
+        self.start_time = int(time.time() * 1000)
+        self._tasks: set[asyncio.Task] = set()
+        self._rebalance_wakeup = asyncio.Event()
+        self._route_lock = asyncio.Lock()
+        self._heartbeat_lock = asyncio.Lock()
+        self._started = False
+        self._closed = False
+        processor = _ClientRemotingProcessor(self)
+        for code in (RequestCode.CHECK_TRANSACTION_STATE, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                     RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                     RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
+                     RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.CONSUME_MESSAGE_DIRECTLY):
+            self.remoting.register_processor(code, processor)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    def _spawn(self, coro, name: str) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro, name=f"rmq-{name}-{self.client_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("client %s: background task %s died: %r", self.client_id, task.get_name(),
+                      task.exception(), exc_info=task.exception())
+
+    def _ensure_started(self) -> None:
+        if self._closed:
+            raise ClientError(f"client instance {self.client_id} is closed")
+        if self._started:
+            return
+        self._started = True
+        self._spawn(self._periodic(POLL_NAMESRV_INTERVAL, self.update_all_topic_routes, 0.01), "routes")
+        self._spawn(self._periodic(HEARTBEAT_INTERVAL, self._heartbeat_tick, 1.0), "heartbeat")
+        self._spawn(self._periodic(PERSIST_OFFSET_INTERVAL, self.persist_all_consumer_offsets,
+                                   PERSIST_OFFSET_INTERVAL), "persist")
+        self._spawn(self._rebalance_service(), "rebalance")
+
+    async def _periodic(self, interval: float, fn, first_delay: float) -> None:
+        """Run ``fn`` every ``interval`` seconds until cancelled; a failing run is logged and the
+        timer goes on (a broker or name server being down must not stop the client)."""
+        await asyncio.sleep(first_delay)
+        while True:
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - logged, timer keeps going
+                log.warning("client %s: %s failed: %r", self.client_id, fn.__name__, e)
+            await asyncio.sleep(interval)
+
+    async def _heartbeat_tick(self) -> None:
+        self.clean_offline_brokers()
+        await self.send_heartbeat_to_all_brokers()
+
+    async def _rebalance_service(self) -> None:
+        """Rebalance every consumer every 20 s, or as soon as :meth:`rebalance_immediately` is
+        called (a broker's NOTIFY_CONSUMER_IDS_CHANGED, a consumer starting)."""
+        while True:
+            try:
+                await asyncio.wait_for(self._rebalance_wakeup.wait(), REBALANCE_INTERVAL)
+            except asyncio.TimeoutError:
+                pass
+            self._rebalance_wakeup.clear()
+            await self.do_rebalance()
+
+    def rebalance_immediately(self) -> None:
+        self._rebalance_wakeup.set()
+
+    async def do_rebalance(self) -> None:
+        for consumer in list(self.consumers.values()):
+            try:
+                await consumer.do_rebalance()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                log.warning("client %s: rebalance of group %s failed: %r", self.client_id,
+                            consumer.group, e, exc_info=True)
+
+    async def register_producer(self, group: str, producer: Producer) -> None:
+        if group in self.producers:
+            raise ClientError(f"producer group {group!r} is already registered in client {self.client_id}; "
+                              "use another instance_name for a second producer of the same group")
+        self._ensure_started()
+        self.producers[group] = producer
+
+    async def register_consumer(self, group: str, consumer: ConsumerInner) -> None:
+        if group in self.consumers:
+            raise ClientError(f"consumer group {group!r} is already registered in client {self.client_id}; "
+                              "use another instance_name for a second consumer of the same group")
+        self._ensure_started()
+        self.consumers[group] = consumer
+
+    async def unregister_producer(self, group: str) -> None:
+        if self.producers.pop(group, None) is not None:
+            await self._unregister_client(group, None)
+        await self._maybe_close()
+
+    async def unregister_consumer(self, group: str) -> None:
+        if self.consumers.pop(group, None) is not None:
+            await self._unregister_client(None, group)
+        await self._maybe_close()
+
+    async def _unregister_client(self, producer_group: str | None, consumer_group: str | None) -> None:
+        """Tell every broker (masters and slaves) that this client left the group, so the others
+        rebalance at once instead of after the broker's 120 s channel expiry."""
+        addrs = {a for table in self.broker_addr_table.values() for a in table.values()}
+
+        async def one(addr: str) -> None:
+            try:
+                await self.api.unregister_client(addr, self.client_id, producer_group, consumer_group,
+                                                  timeout=3.0)
+            except RMQError as e:
+                log.info("client %s: unregister from %s failed: %r", self.client_id, addr, e)
+
+        await asyncio.gather(*(one(a) for a in addrs))
+
+    async def _maybe_close(self) -> None:
+        if not self.producers and not self.consumers:
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop the timers and close every connection. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        _forget(self)
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.remoting.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # ---------------------------------------------------------------- routes
+
+    def topics_in_use(self) -> set[str]:
+        topics: set[str] = set()
+        for c in self.consumers.values():
+            topics |= c.subscribed_topics()
+        for p in self.producers.values():
+            topics |= p.publish_topics()
+        return topics
+
+    async def update_all_topic_routes(self) -> None:
+        for topic in self.topics_in_use():
+            try:
+                await self.update_topic_route(topic)
+            except RMQError as e:
+                log.warning("client %s: route of %s not refreshed: %r", self.client_id, topic, e)
+
+    async def update_topic_route(self, topic: str, *, default_topic: str | None = None,
+                                 default_queue_nums: int = 4) -> bool:
+        """Fetch ``topic``'s route and update the caches; True when it changed.
+
+        With ``default_topic`` (TBW102) the default topic's route stands in for an unknown topic,
+        with at most ``default_queue_nums`` write queues: the broker auto-creates the topic on the
+        first send (Java ``updateTopicRouteInfoFromNameServer(topic, true, producer)``).
+        """
+        async with self._route_lock:
+            route = await self.api.get_topic_route(default_topic or topic)
+            if route is None:
+                if not default_topic:
+                    log.debug("client %s: no route for topic %s", self.client_id, topic)
+                return False
+            if default_topic:
+                for qd in route.queue_datas:
+                    n = min(default_queue_nums, qd.read_queue_nums)
+                    qd.read_queue_nums = qd.write_queue_nums = n
+            old = self.topic_route_table.get(topic)
+            changed = not route.same_as(old) or topic not in self.publish_info and any(
+                topic in p.publish_topics() for p in self.producers.values())
+            if not changed:
+                for c in self.consumers.values():
+                    if topic in c.subscribed_topics() and not c.has_subscribe_info(topic):
+                        changed = True
+            if changed:
+                for bd in route.broker_datas:
+                    self.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+                info = _TopicPublishInfo(topic, route)
+                self.publish_info[topic] = info
+                mqs = subscribe_queues(topic, route)
+                for c in self.consumers.values():
+                    if topic in c.subscribed_topics():
+                        c.update_topic_subscribe_info(topic, mqs)
+                self.topic_route_table[topic] = route
+                log.info("client %s: route of %s is now %s", self.client_id, topic,
+                         [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm)
+                          for q in route.queue_datas])
+            return changed
+
+    def clean_offline_brokers(self) -> None:
+        """Forget brokers that no route mentions any more."""
+        live = {(bd.broker_name, bid) for r in self.topic_route_table.values()
+                for bd in r.broker_datas for bid in bd.broker_addrs}
+        for name in list(self.broker_addr_table):
+            table = self.broker_addr_table[name]
+            for bid in list(table):
+                if (name, bid) not in live:
+                    log.info("client %s: broker %s[%d] %s left the routes", self.client_id, name, bid, table[bid])
+                    del table[bid]
+            if not table:
+                del self.broker_addr_table[name]
+
+    def find_broker_address_in_publish(self, broker_name: str) -> str | None:
+        return self.broker_addr_table.get(broker_name, {}).get(MASTER_ID)
+
+    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
+                                         only_this_broker: bool = False) -> tuple[str, bool] | None:
+        """(address, is_slave) for ``broker_id`` of ``broker_name``, else any node of it."""
+        table = self.broker_addr_table.get(broker_name)
+        if not table:
+            return None
+        addr = table.get(broker_id)
+        if addr is not None:
+            return addr, broker_id != MASTER_ID
+        if only_this_broker:
+            return None
+        bid, addr = next(iter(sorted(table.items())))
+        return addr, bid != MASTER_ID
+
+    def find_broker_addr_in_admin(self, broker_name: str) -> str | None:
+        table = self.broker_addr_table.get(broker_name)
+        if not table:
+            return None
+        return table.get(MASTER_ID) or next(iter(table.values()))
+
+    async def find_consumer_id_list(self, topic: str, group: str) -> list[str]:
+        """Members of ``group`` as a broker hosting ``topic`` knows them (any broker knows all)."""
+        route = self.topic_route_table.get(topic)
+        names = [bd.broker_name for bd in route.broker_datas] if route else list(self.broker_addr_table)
+        random.shuffle(names)
+        last: Exception | None = None
+        for name in names:
+            addr = self.find_broker_addr_in_admin(name)
+            if addr is None:
+                continue
+            try:
+                return await self.api.get_consumer_id_list(addr, group)
+            except RMQError as e:
+                last = e
+        if last is not None:
+            raise last
+        return []
+
+    # ---------------------------------------------------------------- heartbeats and offsets
+
+    def heartbeat_data(self) -> dict:
+        return {
+            "clientID": self.client_id,
+            "producerDataSet": [{"groupName": g} for g in self.producers],
+            "consumerDataSet": [c.heartbeat_data() for c in self.consumers.values()],
+        }
+
+    async def send_heartbeat_to_all_brokers(self) -> None:
+        """HEART_BEAT to every broker we know (only masters when there are no consumers)."""
+        if not self.producers and not self.consumers:
+            return
+        async with self._heartbeat_lock:
+            data = self.heartbeat_data()
+            only_masters = not self.consumers
+            targets = [(name, bid, addr) for name, table in self.broker_addr_table.items()
+                       for bid, addr in table.items() if not only_masters or bid == MASTER_ID]
+
+            async def one(name: str, bid: int, addr: str) -> None:
+                try:
+                    self.broker_version_table[addr] = await self.api.send_heartbeat(addr, data)
+                except RMQError as e:
+                    log.warning("client %s: heartbeat to %s[%d] %s failed: %r", self.client_id, name,
+                                bid, addr, e)
+
+            await asyncio.gather(*(one(*t) for t in targets))
+
+    async def persist_all_consumer_offsets(self) -> None:
+        for c in list(self.consumers.values()):
+            try:
+                await c.persist_consumer_offset()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                log.warning("client %s: persisting offsets of %s failed: %r", self.client_id, c.group, e)
+
+
+class _ClientRemotingProcessor:
+    """Serves the requests a broker sends to a client (SPEC R3)."""
+
+    def __init__(self, instance: ClientInstance) -> None:
+        self._instance = weakref.ref(instance)
+
+    def reject_request(self) -> bool:
+        return False
+
+    def process_request(self, conn: Any, cmd: RemotingCommand):
+        inst = self._instance()
+        if inst is None or inst.closed:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "client instance closed", {})
+        ext = cmd.ext_fields or {}
+        code = cmd.code
+        if code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            log.info("client %s: broker %s says the members of %s changed; rebalancing now",
+                     inst.client_id, getattr(conn, "remote_addr", "?"), ext.get("consumerGroup"))
+            inst.rebalance_immediately()
+            return None
+        if code == RequestCode.CHECK_TRANSACTION_STATE:
+            return self._check_transaction_state(inst, conn, cmd)
+        return self._consumer_request(inst, cmd)
+
+    def _check_transaction_state(self, inst: ClientInstance, conn: Any, cmd: RemotingCommand):
+        try:
+            msgs = decode_messages(cmd.body_bytes())
+        except ValueError as e:
+            log.warning("client %s: CHECK_TRANSACTION_STATE with an undecodable message: %s", inst.client_id, e)
+            return None
+        if not msgs:
+            log.warning("client %s: CHECK_TRANSACTION_STATE without a message", inst.client_id)
+            return None
+        msg = msgs[0]
+        group = msg.properties.get("PGROUP")
+        producer = inst.producers.get(group or "")
+        if producer is None:
+            log.warning("client %s: CHECK_TRANSACTION_STATE for unknown producer group %r", inst.client_id, group)
+            return None
+        producer._on_check_transaction_state(conn.remote_addr, cmd.ext_fields or {}, msg)
+        return None
+
+    async def _consumer_request(self, inst: ClientInstance, cmd: RemotingCommand) -> RemotingCommand:
+        ext = cmd.ext_fields or {}
+        group = str(ext.get("consumerGroup") or ext.get("group") or "")
+        consumer = inst.consumers.get(group)
+        if consumer is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"the consumer group {group!r} is not online in client {inst.client_id}", {})
+        try:
+            if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+                info = consumer.running_info()
+                info.setdefault("properties", {})["PROP_NAMESERVER_ADDR"] = ";".join(inst.namesrv_addrs)
+                info["properties"]["PROP_CLIENT_VERSION"] = "V4_9_8"
+                return cmd.response(ResponseCode.SUCCESS, None, {}, json.dumps(info).encode())
+            if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
+                table = consumer.offset_table_json(str(ext.get("topic") or ""))
+                return cmd.response(ResponseCode.SUCCESS, None, {},
+                                    json.dumps({"messageQueueTable": table}).encode())
+            if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+                table = _parse_offset_table(cmd.body_bytes(), str(ext.get("topic") or ""))
+                await consumer.reset_offset(str(ext.get("topic") or ""), table)
+                return cmd.response(ResponseCode.SUCCESS, None, {})
+            if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+                msgs = decode_messages(cmd.body_bytes(), str(ext.get("brokerName") or ""))
+                if not msgs:
+                    return cmd.response(ResponseCode.SYSTEM_ERROR, "no message in the request", {})
+                result = await consumer.consume_message_directly(msgs[0])
+                return cmd.response(ResponseCode.SUCCESS, None, {}, json.dumps(result).encode())
+        except Exception as e:  # noqa: BLE001 - answered, not raised
+            log.warning("client %s: request %d failed: %r", inst.client_id, cmd.code, e, exc_info=True)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}", {})
+        return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"code {cmd.code} not supported", {})
+
+
+def _parse_offset_table(body: bytes, topic: str) -> dict[MessageQueue, int]:
+    """ResetOffsetBody: ``{"offsetTable": {<MessageQueue json>: offset}}``.
+
+    fastjson writes object keys as JSON objects, which is not JSON; accept both that and a list
+    of ``[mq, offset]`` pairs or ``"topic|broker|qid"`` string keys.
+    """
+    import re
+
+    text = body.decode("utf-8", "replace") if body else "{}"
+    out: dict[MessageQueue, int] = {}
+    for m in re.finditer(r'\{"brokerName":"([^"]*)","queueId":(\d+),"topic":"([^"]*)"\}:(-?\d+)', text):
+        out[MessageQueue(m.group(3), m.group(1), int(m.group(2)))] = int(m.group(4))
+    if out:
+        return out
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise ClientError("RESET_CONSUMER_CLIENT_OFFSET body is not understood") from None
+    table = data.get("offsetTable", data)
+    if isinstance(table, list):
+        for mq, off in table:
+            out[MessageQueue.from_json(mq)] = int(off)
+    else:
+        for k, off in table.items():
+            t, b, q = k.split("|") if "|" in k else (topic, *k.rsplit(":", 1))
+            out[MessageQueue(t, b, int(q))] = int(off)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The registry: one instance per (event loop, client id)
+
+_instances: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]]" = (
+    weakref.WeakKeyDictionary())
+
+
+def _forget(inst: ClientInstance) -> None:
+    for table in _instances.values():
+        if table.get(inst.client_id) is inst:
+            del table[inst.client_id]
+
+
+def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "DEFAULT",
+                        client_ip: str | None = None) -> ClientInstance:
+    """The instance for ``ip@pid#instance_name`` on the running loop, created on first use."""
+    loop = asyncio.get_running_loop()
+    first = namesrv_addr[0] if isinstance(namesrv_addr, list) else namesrv_addr
+    ip = client_ip or local_ip(first)
+    client_id = f"{ip}@{os.getpid()}#{instance_name}"
+    table = _instances.setdefault(loop, {})
+    inst = table.get(client_id)
+    if inst is None or inst.closed:
+        inst = ClientInstance(client_id, namesrv_addr, ip)
+        table[client_id] = inst
+    return inst

@@ -1,0 +1,610 @@
+"""The producer (SPEC C1): send, send with a callback, oneway, batch, orderly and transactional sends.
+
+Example::
+
+    async with rmq.Producer(namesrv_addr="127.0.0.1:9876", group="PG") as p:
+        r = await p.send(rmq.Message(topic="T", body=b"x", tags="TagA"))
+        print(r.status, r.msg_id, r.queue_id, r.queue_offset)
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+import time
+from typing import Any, Awaitable, Callable, Sequence, Union
+
+from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, RemotingError,
+                        RemotingTimeoutError, RMQError, TopicNotExistError)
+from rmq.types import (LocalTransactionState, Message, MessageConst, MessageExt, MessageQueue,
+                       SendResult, SendStatus, TransactionSendResult)
+
+from ._codec import (MessageSysFlag, UniqKeyGenerator, compress_body, decode_offset_msg_id,
+                     encode_batch, java_string_hash, message_properties, properties_to_string)
+from .instance import ClientInstance, get_client_instance
+
+__all__ = ["Producer", "MessageQueueSelector", "select_by_hash", "validate_group", "validate_topic"]
+
+log = logging.getLogger("rmq.client")
+
+_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
+CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+AUTO_CREATE_TOPIC_KEY = "TBW102"
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
+
+#: A selector picks one queue of a topic: ``selector(queues, message, arg) -> MessageQueue``.
+MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+#: What a local-transaction function or check-back handler may return (or await).
+TransactionOutcome = Union[LocalTransactionState, Awaitable[LocalTransactionState]]
+
+
+def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
+    """The default orderly selector: ``abs(hash(arg)) % len(queues)``, with Java's
+    ``String.hashCode`` for strings so Java and Python producers put a key on the same queue."""
+    h = java_string_hash(arg) if isinstance(arg, str) else hash(arg)
+    return queues[abs(h) % len(queues)]
+
+
+def validate_group(group: str, *, reserved: str) -> None:
+    """RocketMQ's group rule: non-empty, ``^[%|a-zA-Z0-9_-]+$``, ≤ 255 chars, not the reserved
+    default. Raises :class:`rmq.errors.ClientError`."""
+    if not group:
+        raise ClientError("group name is empty")
+    if len(group) > 255:
+        raise ClientError(f"group name is longer than 255 characters: {group[:40]}…")
+    if not _NAME_RE.match(group):
+        raise ClientError(f"group name {group!r} contains illegal characters (allowed: ^[%|a-zA-Z0-9_-]+$)")
+    if group == reserved:
+        raise ClientError(f"group name {group!r} is reserved; choose your own")
+
+
+def validate_topic(topic: str) -> None:
+    if not topic:
+        raise ClientError("topic is empty")
+    if len(topic.encode()) > 127:
+        raise ClientError(f"topic is longer than 127 bytes: {topic[:40]}…")
+    if not _NAME_RE.match(topic):
+        raise ClientError(f"topic {topic!r} contains illegal characters (allowed: ^[%|a-zA-Z0-9_-]+$)")
+    if topic == AUTO_CREATE_TOPIC_KEY:
+        raise ClientError(f"topic {topic!r} is reserved for auto-creation; send to a real topic")
+
+
+class _FaultTolerance:
+    """Which brokers to avoid for a while after slow or failed sends (Java ``MQFaultStrategy``).
+
+    A send that took ``latency`` makes its broker unavailable for the matching duration; a send
+    that failed isolates the broker for ``ISOLATION`` seconds. When every broker is avoided we
+    still send (to the least recently failed), so a single-broker cluster keeps working.
+    """
+
+    LATENCY_MAX = (0.05, 0.1, 0.55, 1.0, 2.0, 3.0, 15.0)
+    NOT_AVAILABLE = (0.0, 0.0, 30.0, 60.0, 120.0, 180.0, 600.0)
+    #: Java isolates a failed broker for 10 min (its 30 s "latency" falls in the last bucket);
+    #: we use 30 s so a restarted broker is back in rotation soon.
+    ISOLATION = 30.0
+
+    def __init__(self) -> None:
+        self._until: dict[str, float] = {}
+
+    def update(self, broker_name: str, latency: float, isolation: bool) -> None:
+        if isolation:
+            duration = self.ISOLATION
+        else:
+            duration = 0.0
+            for lat, na in zip(reversed(self.LATENCY_MAX), reversed(self.NOT_AVAILABLE)):
+                if latency >= lat:
+                    duration = na
+                    break
+        if duration > 0:
+            self._until[broker_name] = time.monotonic() + duration
+        else:
+            self._until.pop(broker_name, None)
+
+    def available(self, broker_name: str) -> bool:
+        until = self._until.get(broker_name)
+        return until is None or time.monotonic() >= until
+
+
+class Producer:
+    """An asyncio RocketMQ producer.
+
+    Args:
+        namesrv_addr: name server address(es), ``"host:port"`` or ``"h1:p1;h2:p2"`` or a list.
+        group: producer group (``^[%|a-zA-Z0-9_-]+$``, not ``DEFAULT_PRODUCER``); required.
+        instance_name: part of the client id ``ip@pid#instance_name``; default ``"DEFAULT"``.
+            Producers with the same client id share connections and timers.
+        client_ip: the address reported in the client id; default: the local address used to
+            reach the name server.
+        send_timeout: seconds for a whole send including retries; default 3.0.
+        retry_times: extra attempts on another queue/broker after a retriable failure; default 2.
+        compress_over: bodies larger than this many bytes are zlib-compressed; default 4096.
+        compress_level: zlib level; default 5 (Java's).
+        max_message_size: largest body (after compression) or batch; default 4 MiB.
+        default_topic_queue_nums: queues for a topic auto-created from TBW102; default 4.
+        send_latency_fault_enable: avoid brokers that were slow or failing; default True.
+        transaction_checker: ``checker(msg: MessageExt) -> LocalTransactionState`` (sync or
+            async), answers the broker's CHECK_TRANSACTION_STATE; required for
+            :meth:`send_in_transaction`. Default None.
+
+    Use ``async with Producer(...) as p`` or ``await p.start()`` / ``await p.close()``.
+    """
+
+    def __init__(self, namesrv_addr: str | list[str], group: str, *, instance_name: str = "DEFAULT",
+                 client_ip: str | None = None, send_timeout: float = 3.0, retry_times: int = 2,
+                 compress_over: int = 4096, compress_level: int = 5,
+                 max_message_size: int = MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
+                 send_latency_fault_enable: bool = True,
+                 transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None) -> None:
+        validate_group(group, reserved=DEFAULT_PRODUCER_GROUP)
+        if send_timeout <= 0:
+            raise ClientError(f"send_timeout must be > 0, got {send_timeout}")
+        if retry_times < 0:
+            raise ClientError(f"retry_times must be >= 0, got {retry_times}")
+        if not 0 < max_message_size <= MAX_MESSAGE_SIZE:
+            raise ClientError(f"max_message_size must be in 1..{MAX_MESSAGE_SIZE}")
+        self.namesrv_addr = namesrv_addr
+        self.group = group
+        self.instance_name = instance_name
+        self.client_ip = client_ip
+        self.send_timeout = send_timeout
+        self.retry_times = retry_times
+        self.compress_over = compress_over
+        self.compress_level = compress_level
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.send_latency_fault_enable = send_latency_fault_enable
+        self.transaction_checker = transaction_checker
+        self._instance: ClientInstance | None = None
+        self._uniq: UniqKeyGenerator | None = None
+        self._faults = _FaultTolerance()
+        self._topics: set[str] = set()
+        self._pending: set[asyncio.Task] = set()
+        self._state = "CREATED"
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Register with the client instance. Raises ClientError if the group is already in use
+        by another producer with the same client id."""
+        if self._state == "RUNNING":
+            return
+        if self._state != "CREATED":
+            raise IllegalStateError(f"producer {self.group} is {self._state}; create a new one")
+        inst = get_client_instance(self.namesrv_addr, instance_name=self.instance_name,
+                                   client_ip=self.client_ip)
+        await inst.register_producer(self.group, self)
+        self._instance = inst
+        self._uniq = UniqKeyGenerator(inst.client_ip)
+        self._state = "RUNNING"
+
+    async def close(self) -> None:
+        """Wait for callback sends in flight, then unregister. Idempotent."""
+        if self._state != "RUNNING":
+            self._state = "CLOSED"
+            return
+        self._state = "CLOSING"
+        if self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        assert self._instance is not None
+        await self._instance.unregister_producer(self.group)
+        self._state = "CLOSED"
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def client_id(self) -> str | None:
+        return self._instance.client_id if self._instance else None
+
+    def publish_topics(self) -> set[str]:
+        return self._topics
+
+    def _check_running(self) -> ClientInstance:
+        if self._state != "RUNNING" or self._instance is None:
+            raise IllegalStateError(f"producer {self.group} is not running ({self._state}); call start()")
+        return self._instance
+
+    # ---------------------------------------------------------------- public send API
+
+    async def send(self, msg: Message, *, queue: MessageQueue | None = None,
+                   selector: MessageQueueSelector | None = None, sharding_key: Any = None,
+                   timeout: float | None = None) -> SendResult:
+        """Send one message and wait for the broker's answer.
+
+        Args:
+            msg: the message.
+            queue: send to exactly this queue (no retry on another one). Default: choose.
+            selector: orderly send: ``selector(queues, msg, sharding_key)`` picks the queue; no
+                retry on another queue, to keep per-key order. Default None.
+            sharding_key: orderly send with the default hash selector when no ``selector`` is
+                given (messages with equal keys go to the same queue, in order). Default None.
+            timeout: seconds for the whole send including retries; default ``send_timeout``.
+
+        Returns:
+            SendResult (``status`` is SEND_OK unless the broker reported a flush/replication
+            problem; the message is stored on the master either way).
+
+        Raises:
+            rmq.errors.BrokerResponseError: the broker refused it (``code``, ``retriable``).
+            rmq.errors.RemotingError: connection failure or timeout after all retries.
+            rmq.errors.ClientError: invalid message or producer not running.
+        """
+        self._check_running()
+        prepared = self._prepare(msg)
+        if queue is not None or selector is not None or sharding_key is not None:
+            deadline = time.monotonic() + (timeout or self.send_timeout)
+            mq = queue or await self._select_with(msg, selector or select_by_hash, sharding_key)
+            return await self._send_to(mq, prepared, deadline)
+        return await self._send_default(prepared, timeout)
+
+    def send_with_callback(self, msg: Message,
+                           callback: Callable[[SendResult | None, BaseException | None], Any], *,
+                           queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
+                           sharding_key: Any = None, timeout: float | None = None) -> asyncio.Task:
+        """Start a send in the background and call ``callback(result, None)`` on success or
+        ``callback(None, exc)`` on failure (``callback`` may be ``async``). Returns the task, which
+        :meth:`close` waits for; its own result is the SendResult (or the exception)."""
+        self._check_running()
+
+        async def run() -> SendResult:
+            try:
+                result = await self.send(msg, queue=queue, selector=selector, sharding_key=sharding_key,
+                                         timeout=timeout)
+            except Exception as e:  # noqa: BLE001 - given to the callback
+                await _call(callback, None, e)
+                raise
+            await _call(callback, result, None)
+            return result
+
+        task = asyncio.get_running_loop().create_task(run(), name=f"rmq-send-{self.group}")
+        self._pending.add(task)
+        task.add_done_callback(self._send_task_done)
+        return task
+
+    def _send_task_done(self, task: asyncio.Task) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.debug("producer %s: callback send failed: %r", self.group, task.exception())
+
+    async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
+                          selector: MessageQueueSelector | None = None, sharding_key: Any = None) -> None:
+        """Write the message and return without waiting for any answer (no retry; the broker's
+        outcome is unknown). Raises only if no queue or connection could be found."""
+        inst = self._check_running()
+        prepared = self._prepare(msg)
+        if queue is None:
+            if selector is not None or sharding_key is not None:
+                queue = await self._select_with(msg, selector or select_by_hash, sharding_key)
+            else:
+                info = await self._publish_info(msg.topic)
+                queue = self._select_queue(info, None)
+        addr = await self._broker_addr(inst, queue)
+        header = self._header(prepared, queue)
+        await inst.api.send_message_oneway(addr, header, prepared.body, batch=prepared.batch)
+
+    async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
+                         timeout: float | None = None) -> SendResult:
+        """Send messages of one topic as one batch (≤ ``max_message_size`` encoded, 4 MiB).
+
+        All go to the same queue, in order. Delayed messages and ``%RETRY%`` topics are not
+        allowed in a batch (as in Java). ``SendResult.msg_id`` / ``offset_msg_id`` are the
+        comma-joined ids of the items; ``queue_offset`` is the first item's.
+        """
+        self._check_running()
+        prepared = self._prepare_batch(msgs)
+        if queue is not None:
+            deadline = time.monotonic() + (timeout or self.send_timeout)
+            return await self._send_to(queue, prepared, deadline)
+        return await self._send_default(prepared, timeout)
+
+    async def send_in_transaction(self, msg: Message,
+                                  local_transaction: Callable[[Message, SendResult], TransactionOutcome], *,
+                                  timeout: float | None = None) -> TransactionSendResult:
+        """Send a half message, run ``local_transaction(msg, send_result)`` (sync or async), and
+        commit or roll back according to what it returns (an exception means UNKNOW: the
+        broker will ask ``transaction_checker`` later).
+
+        Raises ClientError when the producer has no ``transaction_checker``.
+        """
+        inst = self._check_running()
+        if self.transaction_checker is None:
+            raise ClientError("send_in_transaction needs a transaction_checker for the broker's check-back")
+        if msg.delay_level:
+            raise ClientError("transactional messages cannot be delayed")
+        props = dict(msg.properties)
+        half = _with_props(msg, props)
+        prepared = self._prepare(half, extra={MessageConst.TRANSACTION_PREPARED: "true",
+                                              MessageConst.PRODUCER_GROUP: self.group})
+        prepared.sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
+        result = await self._send_default(prepared, timeout)
+        state = LocalTransactionState.UNKNOW
+        if result.status is SendStatus.SEND_OK:
+            try:
+                state = await _maybe_await(local_transaction(msg, result))
+                if not isinstance(state, LocalTransactionState):
+                    log.warning("producer %s: local transaction returned %r; treating as UNKNOW",
+                                self.group, state)
+                    state = LocalTransactionState.UNKNOW
+            except Exception as e:  # noqa: BLE001 - the broker's check-back decides later
+                log.warning("producer %s: local transaction of %s raised %r; state UNKNOW",
+                            self.group, result.msg_id, e)
+                state = LocalTransactionState.UNKNOW
+        else:
+            state = LocalTransactionState.ROLLBACK_MESSAGE
+        try:
+            await self._end_transaction(inst, result, state)
+        except RMQError as e:
+            log.warning("producer %s: END_TRANSACTION for %s failed (the broker will check back): %r",
+                        self.group, result.msg_id, e)
+        return TransactionSendResult(result, state)
+
+    async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The writable queues of ``topic`` (from the route cache, fetched if needed)."""
+        self._check_running()
+        return list((await self._publish_info(topic)).message_queues)
+
+    # ---------------------------------------------------------------- internals
+
+    def _prepare(self, msg: Message, extra: dict[str, str] | None = None) -> _Prepared:
+        validate_topic(msg.topic)
+        if not msg.body:
+            raise ClientError("message body is empty")
+        assert self._uniq is not None
+        uniq = self._uniq.new_id()
+        props = message_properties(msg, uniq)
+        if extra:
+            props.update(extra)
+        body = msg.body
+        sys_flag = 0
+        if len(body) > self.compress_over:
+            body = compress_body(body, self.compress_level)
+            sys_flag |= MessageSysFlag.COMPRESSED_FLAG
+        if len(body) > self.max_message_size:
+            raise ClientError(f"message body is {len(body)} bytes; the maximum is {self.max_message_size}")
+        return _Prepared(msg.topic, body, properties_to_string(props), sys_flag, msg.flag, uniq, False)
+
+    def _prepare_batch(self, msgs: Sequence[Message]) -> _Prepared:
+        if not msgs:
+            raise ClientError("send_batch needs at least one message")
+        topic = msgs[0].topic
+        validate_topic(topic)
+        assert self._uniq is not None
+        items = []
+        ids = []
+        for m in msgs:
+            if m.topic != topic:
+                raise ClientError(f"all messages of a batch must have the same topic ({topic!r} != {m.topic!r})")
+            if m.delay_level:
+                raise ClientError("delayed messages are not supported in a batch")
+            if topic.startswith("%RETRY%"):
+                raise ClientError("retry-topic messages are not supported in a batch")
+            if m.wait_store_msg_ok != msgs[0].wait_store_msg_ok:
+                raise ClientError("all messages of a batch must have the same wait_store_msg_ok")
+            if not m.body:
+                raise ClientError("a message body in the batch is empty")
+            uniq = self._uniq.new_id()
+            ids.append(uniq)
+            items.append((m.flag, m.body, properties_to_string(message_properties(m, uniq))))
+        body = encode_batch(items)
+        if len(body) > self.max_message_size:
+            raise ClientError(f"batch is {len(body)} bytes encoded; the maximum is {self.max_message_size}")
+        outer = {MessageConst.WAIT_STORE_MSG_OK: "true" if msgs[0].wait_store_msg_ok else "false"}
+        return _Prepared(topic, body, properties_to_string(outer), 0, 0, ",".join(ids), True)
+
+    def _header(self, p: _Prepared, mq: MessageQueue) -> dict[str, Any]:
+        return {
+            "producerGroup": self.group,
+            "topic": p.topic,
+            "defaultTopic": AUTO_CREATE_TOPIC_KEY,
+            "defaultTopicQueueNums": self.default_topic_queue_nums,
+            "queueId": mq.queue_id,
+            "sysFlag": p.sys_flag,
+            "bornTimestamp": int(time.time() * 1000),
+            "flag": p.flag,
+            "properties": p.properties,
+            "reconsumeTimes": 0,
+            "unitMode": "false",
+            "batch": "true" if p.batch else "false",
+        }
+
+    async def _publish_info(self, topic: str):
+        inst = self._check_running()
+        self._topics.add(topic)
+        info = inst.publish_info.get(topic)
+        if info is None or not info.ok:
+            await inst.update_topic_route(topic)
+            info = inst.publish_info.get(topic)
+        if info is None or not info.ok:
+            # Unknown topic: publish through TBW102's brokers; they auto-create it (if allowed).
+            await inst.update_topic_route(topic, default_topic=AUTO_CREATE_TOPIC_KEY,
+                                          default_queue_nums=self.default_topic_queue_nums)
+            info = inst.publish_info.get(topic)
+        if info is None or not info.ok:
+            raise TopicNotExistError(17, f"No route info of this topic: {topic}")
+        return info
+
+    def _select_queue(self, info, last_broker: str | None) -> MessageQueue:
+        mqs = info.message_queues
+        n = len(mqs)
+        if self.send_latency_fault_enable:
+            for _ in range(n):
+                info.send_which_queue += 1
+                mq = mqs[info.send_which_queue % n]
+                if self._faults.available(mq.broker_name) and mq.broker_name != last_broker:
+                    return mq
+        for _ in range(n):
+            info.send_which_queue += 1
+            mq = mqs[info.send_which_queue % n]
+            if mq.broker_name != last_broker:
+                return mq
+        info.send_which_queue += 1
+        return mqs[info.send_which_queue % n]
+
+    async def _select_with(self, msg: Message, selector: MessageQueueSelector, arg: Any) -> MessageQueue:
+        info = await self._publish_info(msg.topic)
+        mqs = info.message_queues
+        mq = selector(mqs, msg, arg)
+        if not isinstance(mq, MessageQueue):
+            raise ClientError(f"selector returned {mq!r}, not a MessageQueue")
+        return mq
+
+    async def _broker_addr(self, inst: ClientInstance, mq: MessageQueue) -> str:
+        addr = inst.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            await inst.update_topic_route(mq.topic)
+            addr = inst.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise ClientError(f"the broker {mq.broker_name} of {mq} has no master address in the route")
+        return addr
+
+    async def _send_to(self, mq: MessageQueue, p: _Prepared, deadline: float) -> SendResult:
+        """One attempt to ``mq`` within ``deadline`` (monotonic)."""
+        inst = self._check_running()
+        self._topics.add(mq.topic)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RemotingTimeoutError(mq.broker_name, self.send_timeout, "send timed out before an attempt")
+        addr = await self._broker_addr(inst, mq)
+        return await inst.api.send_message(addr, mq, self._header(p, mq), p.body, batch=p.batch,
+                                           uniq_id=p.uniq_id, timeout=remaining)
+
+    async def _send_default(self, p: _Prepared, timeout: float | None) -> SendResult:
+        """Send with retries on another queue, preferably another broker (Java ``sendDefaultImpl``)."""
+        timeout = timeout or self.send_timeout
+        deadline = time.monotonic() + timeout
+        info = await self._publish_info(p.topic)
+        last_broker: str | None = None
+        last_exc: Exception | None = None
+        attempts = 1 + self.retry_times
+        for attempt in range(attempts):
+            if time.monotonic() >= deadline:
+                break
+            mq = self._select_queue(info, last_broker)
+            last_broker = mq.broker_name
+            start = time.monotonic()
+            try:
+                result = await self._send_to(mq, p, deadline)
+            except RemotingError as e:
+                self._faults.update(mq.broker_name, time.monotonic() - start, True)
+                log.warning("producer %s: send to %s failed (attempt %d/%d): %r", self.group, mq,
+                            attempt + 1, attempts, e)
+                last_exc = e
+                continue
+            except BrokerResponseError as e:
+                self._faults.update(mq.broker_name, time.monotonic() - start, True)
+                if not e.retriable:
+                    raise
+                log.warning("producer %s: broker refused send to %s (attempt %d/%d): %r", self.group, mq,
+                            attempt + 1, attempts, e)
+                last_exc = e
+                if e.refresh_route:
+                    try:
+                        await self._check_running().update_topic_route(p.topic)
+                        info = await self._publish_info(p.topic)
+                    except RMQError:
+                        pass
+                continue
+            self._faults.update(mq.broker_name, time.monotonic() - start, False)
+            return result
+        if last_exc is None:
+            raise RemotingTimeoutError(p.topic, timeout, f"send to {p.topic} timed out after {timeout}s")
+        last_exc.add_note(f"send to topic {p.topic} failed after {attempts} attempt(s)")
+        raise last_exc
+
+    async def _end_transaction(self, inst: ClientInstance, result: SendResult,
+                               state: LocalTransactionState) -> None:
+        _, _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
+        addr = await self._broker_addr(inst, result.message_queue)
+        header = {
+            "producerGroup": self.group,
+            "tranStateTableOffset": result.queue_offset,
+            "commitLogOffset": commit_log_offset,
+            "commitOrRollback": _COMMIT_OR_ROLLBACK[state],
+            "fromTransactionCheck": "false",
+            "msgId": result.msg_id,
+            "transactionId": result.transaction_id or result.msg_id,
+        }
+        await inst.api.end_transaction_oneway(addr, header, None)
+
+    def _on_check_transaction_state(self, broker_addr: str, ext: dict, msg: MessageExt) -> None:
+        """CHECK_TRANSACTION_STATE from a broker: ask the checker in a task, answer with a oneway
+        END_TRANSACTION (the broker expects no response to the check itself)."""
+        if self.transaction_checker is None or self._instance is None:
+            log.warning("producer %s: broker %s checks transaction %s but no transaction_checker is set",
+                        self.group, broker_addr, msg.msg_id)
+            return
+        inst = self._instance
+
+        async def check() -> None:
+            remark = None
+            try:
+                state = await _maybe_await(self.transaction_checker(msg))
+                if not isinstance(state, LocalTransactionState):
+                    state = LocalTransactionState.UNKNOW
+            except Exception as e:  # noqa: BLE001 - reported to the broker in the remark
+                state = LocalTransactionState.UNKNOW
+                remark = f"checkLocalTransactionState Exception: {type(e).__name__}: {e}"
+            header = {
+                "producerGroup": self.group,
+                "tranStateTableOffset": ext.get("tranStateTableOffset", 0),
+                "commitLogOffset": ext.get("commitLogOffset", msg.commit_log_offset),
+                "commitOrRollback": _COMMIT_OR_ROLLBACK[state],
+                "fromTransactionCheck": "true",
+                "msgId": msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id,
+                "transactionId": ext.get("transactionId") or msg.transaction_id or msg.msg_id,
+            }
+            try:
+                await inst.api.end_transaction_oneway(broker_addr, header, remark)
+            except RMQError as e:
+                log.warning("producer %s: END_TRANSACTION after check failed: %r", self.group, e)
+
+        task = asyncio.get_running_loop().create_task(check(), name=f"rmq-txcheck-{self.group}")
+        self._pending.add(task)
+        task.add_done_callback(self._send_task_done)
+
+
+_COMMIT_OR_ROLLBACK = {
+    LocalTransactionState.COMMIT_MESSAGE: MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+    LocalTransactionState.ROLLBACK_MESSAGE: MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
+    LocalTransactionState.UNKNOW: MessageSysFlag.TRANSACTION_NOT_TYPE,
+}
+
+
+class _Prepared:
+    """A message ready for the wire: encoded properties, maybe compressed body, its uniq id(s)."""
+
+    __slots__ = ("topic", "body", "properties", "sys_flag", "flag", "uniq_id", "batch")
+
+    def __init__(self, topic: str, body: bytes, properties: str, sys_flag: int, flag: int,
+                 uniq_id: str, batch: bool) -> None:
+        self.topic = topic
+        self.body = body
+        self.properties = properties
+        self.sys_flag = sys_flag
+        self.flag = flag
+        self.uniq_id = uniq_id
+        self.batch = batch
+
+
+def _with_props(msg: Message, props: dict[str, str]) -> Message:
+    return Message(topic=msg.topic, body=msg.body, tags=msg.tags, keys=msg.keys, properties=props,
+                   flag=msg.flag, delay_level=msg.delay_level, wait_store_msg_ok=msg.wait_store_msg_ok)
+
+
+async def _maybe_await(value):
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+async def _call(callback, *args) -> None:
+    try:
+        await _maybe_await(callback(*args))
+    except Exception:  # noqa: BLE001 - a user callback must not break the producer
+        log.exception("send callback raised")

@@ -1,0 +1,318 @@
+"""Public value types of the rmq SDK.
+
+Messages, queues and results are frozen dataclasses: they are safe to share between tasks and to
+use as dict keys (``MessageQueue``). Statuses are enums named exactly like their Java
+counterparts so a RocketMQ user recognises them (``SendStatus.SEND_OK``,
+``PullStatus.NO_NEW_MSG`` ...). Normal outcomes are statuses; failures are exceptions from
+:mod:`rmq.errors`.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+__all__ = [
+    "Message",
+    "MessageExt",
+    "MessageQueue",
+    "SendStatus",
+    "SendResult",
+    "PullStatus",
+    "PullResult",
+    "ConsumeResult",
+    "MessageModel",
+    "ConsumeFromWhere",
+    "LocalTransactionState",
+    "TransactionSendResult",
+    "MessageConst",
+]
+
+
+class MessageConst:
+    """Property names RocketMQ keeps in a message's properties string (Java ``MessageConst``)."""
+
+    KEYS = "KEYS"
+    TAGS = "TAGS"
+    WAIT_STORE_MSG_OK = "WAIT"
+    DELAY_TIME_LEVEL = "DELAY"
+    RETRY_TOPIC = "RETRY_TOPIC"
+    REAL_TOPIC = "REAL_TOPIC"
+    REAL_QUEUE_ID = "REAL_QID"
+    TRANSACTION_PREPARED = "TRAN_MSG"
+    PRODUCER_GROUP = "PGROUP"
+    MIN_OFFSET = "MIN_OFFSET"
+    MAX_OFFSET = "MAX_OFFSET"
+    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    RECONSUME_TIME = "RECONSUME_TIME"
+    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    CONSUME_START_TIME = "CONSUME_START_TIME"
+    UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+    TRANSACTION_ID = "__transactionId__"
+    TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+    CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    SHARDING_KEY = "__SHARDINGKEY"
+    KEY_SEPARATOR = " "
+
+    # Keys a user may not set through ``Message.properties``: the SDK owns them.
+    RESERVED = frozenset(
+        {
+            KEYS, TAGS, WAIT_STORE_MSG_OK, DELAY_TIME_LEVEL, RETRY_TOPIC, REAL_TOPIC,
+            REAL_QUEUE_ID, TRANSACTION_PREPARED, PRODUCER_GROUP, MIN_OFFSET, MAX_OFFSET,
+            ORIGIN_MESSAGE_ID, RECONSUME_TIME, MAX_RECONSUME_TIMES, CONSUME_START_TIME,
+            UNIQ_CLIENT_MESSAGE_ID_KEYIDX, TRANSACTION_ID,
+        }
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class MessageQueue:
+    """One queue of a topic on one broker; hashable and ordered (topic, broker, queue id)."""
+
+    topic: str
+    """Topic name."""
+    broker_name: str
+    """The broker (master/slave set) that hosts the queue, e.g. ``"broker-a"``."""
+    queue_id: int
+    """Queue number within the topic on that broker, from 0."""
+
+    def __lt__(self, other: MessageQueue) -> bool:
+        return (self.topic, self.broker_name, self.queue_id) < (
+            other.topic, other.broker_name, other.queue_id)
+
+    def __str__(self) -> str:
+        return f"{self.topic}@{self.broker_name}#{self.queue_id}"
+
+    def to_json(self) -> dict:
+        """The Java/fastjson shape, as used in LOCK_BATCH_MQ bodies."""
+        return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id}
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> MessageQueue:
+        return cls(str(d["topic"]), str(d["brokerName"]), int(d["queueId"]))
+
+
+def _keys_tuple(keys: str | Sequence[str] | None) -> tuple[str, ...]:
+    if keys is None:
+        return ()
+    if isinstance(keys, str):
+        return tuple(k for k in keys.split(MessageConst.KEY_SEPARATOR) if k)
+    return tuple(str(k) for k in keys)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message to send.
+
+    Args:
+        topic: destination topic (≤ 127 bytes, ``^[%|a-zA-Z0-9_-]+$``).
+        body: payload bytes (≤ 4 MiB after compression). ``str`` is encoded as UTF-8.
+        tags: one tag used for broker-side filtering (``TAGS``); default ``None`` (no tag).
+        keys: business keys for lookup (``KEYS``), a list or a space-separated string;
+            default none.
+        properties: user properties (string → string); default none. Names reserved by
+            RocketMQ (``TAGS``, ``UNIQ_KEY`` …) raise ``ValueError``.
+        flag: a user int stored with the message as-is; default 0.
+        delay_level: 1..18 delays delivery (``1s 5s 10s 30s 1m … 2h``); default 0 (none).
+        wait_store_msg_ok: the ``WAIT`` property; default True.
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: tuple[str, ...] = ()
+    properties: Mapping[str, str] = field(default_factory=dict)
+    flag: int = 0
+    delay_level: int = 0
+    wait_store_msg_ok: bool = True
+
+    def __post_init__(self) -> None:
+        if isinstance(self.body, str):
+            object.__setattr__(self, "body", self.body.encode())
+        elif not isinstance(self.body, bytes):
+            object.__setattr__(self, "body", bytes(self.body))
+        object.__setattr__(self, "keys", _keys_tuple(self.keys))
+        props = dict(self.properties or {})
+        for k, v in props.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise ValueError(f"message properties must be str → str, got {k!r}: {v!r}")
+            if k in MessageConst.RESERVED:
+                raise ValueError(f"property name {k!r} is reserved by RocketMQ")
+            if "\x01" in k or "\x02" in k or "\x01" in v or "\x02" in v:
+                raise ValueError(f"property {k!r} contains a separator character (\\x01/\\x02)")
+        object.__setattr__(self, "properties", props)
+        if not 0 <= self.delay_level <= 18:
+            raise ValueError(f"delay_level must be in 0..18, got {self.delay_level}")
+
+
+@dataclass(frozen=True, slots=True)
+class MessageExt:
+    """A message as stored by the broker and delivered to consumers.
+
+    ``topic`` is the original topic also for redelivered messages (the SDK maps
+    ``%RETRY%group`` back through the ``RETRY_TOPIC`` property).
+    """
+
+    topic: str
+    """Topic (the original one for retries)."""
+    body: bytes
+    """Payload, already decompressed."""
+    tags: str | None
+    """The ``TAGS`` property, or None."""
+    keys: tuple[str, ...]
+    """The ``KEYS`` property split on spaces."""
+    properties: Mapping[str, str]
+    """All properties, system ones included."""
+    msg_id: str
+    """The client id (``UNIQ_KEY``) when present, else ``offset_msg_id``."""
+    offset_msg_id: str
+    """Broker id: store host + CommitLog offset, 32 upper-case hex digits."""
+    queue_id: int
+    """Queue the message was read from."""
+    queue_offset: int
+    """Logical offset in that queue."""
+    reconsume_times: int
+    """How often it was redelivered (0 the first time)."""
+    commit_log_offset: int = 0
+    """Physical CommitLog offset (used for send-back)."""
+    born_timestamp: int = 0
+    """Producer clock, ms since the epoch."""
+    store_timestamp: int = 0
+    """Broker clock when stored, ms since the epoch."""
+    born_host: str = ""
+    """``ip:port`` of the producer connection."""
+    store_host: str = ""
+    """``ip:port`` of the broker that stored it."""
+    sys_flag: int = 0
+    """RocketMQ ``MessageSysFlag`` bits as stored."""
+    flag: int = 0
+    """User flag."""
+    body_crc: int = 0
+    """CRC32 of the stored (possibly compressed) body, as the broker wrote it."""
+    prepared_transaction_offset: int = 0
+    """Transaction bookkeeping offset."""
+    broker_name: str = ""
+    """Broker the message was pulled from."""
+    real_topic: str = ""
+    """The topic as stored (``%RETRY%group`` for a retry)."""
+
+    @property
+    def queue(self) -> MessageQueue:
+        """The queue the message came from (``real_topic`` based)."""
+        return MessageQueue(self.real_topic or self.topic, self.broker_name, self.queue_id)
+
+    @property
+    def delay_level(self) -> int:
+        return int(self.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") or 0)
+
+    @property
+    def transaction_id(self) -> str | None:
+        return self.properties.get(MessageConst.TRANSACTION_ID) or self.properties.get(
+            MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
+class SendStatus(enum.Enum):
+    """Outcome of a send the broker accepted (Java ``SendStatus``)."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """What a send returns."""
+
+    status: SendStatus
+    """SEND_OK, or a flush/replication warning (the message is stored on the master)."""
+    msg_id: str
+    """The client message id (``UNIQ_KEY``); comma-joined for a batch."""
+    offset_msg_id: str
+    """Broker id(s): store host + CommitLog offset; comma-joined for a batch."""
+    message_queue: MessageQueue
+    """The queue it went to."""
+    queue_offset: int
+    """Logical offset of the (first) message in that queue."""
+    transaction_id: str | None = None
+    """Transaction id for half messages."""
+
+    @property
+    def queue_id(self) -> int:
+        return self.message_queue.queue_id
+
+    @property
+    def topic(self) -> str:
+        return self.message_queue.topic
+
+
+class LocalTransactionState(enum.Enum):
+    """What a local transaction or a check-back decided (Java ``LocalTransactionState``)."""
+
+    COMMIT_MESSAGE = "COMMIT_MESSAGE"
+    ROLLBACK_MESSAGE = "ROLLBACK_MESSAGE"
+    UNKNOW = "UNKNOW"  # sic: Java's spelling, kept so the names match
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionSendResult:
+    """Result of :meth:`rmq.Producer.send_in_transaction`."""
+
+    send_result: SendResult
+    local_transaction_state: LocalTransactionState
+
+    @property
+    def status(self) -> SendStatus:
+        return self.send_result.status
+
+    @property
+    def msg_id(self) -> str:
+        return self.send_result.msg_id
+
+
+class PullStatus(enum.Enum):
+    """Outcome of one pull (Java ``PullStatus``)."""
+
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """What one PULL_MESSAGE returned, messages already decoded and tag-filtered."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[MessageExt]
+    suggest_which_broker_id: int = 0
+
+
+class ConsumeResult(enum.Enum):
+    """What a consume handler may return (returning ``None`` means SUCCESS).
+
+    ``RECONSUME_LATER`` (or raising) sends the message back for redelivery in concurrent mode,
+    and suspends the queue for a moment in orderly mode.
+    """
+
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+
+class MessageModel(enum.Enum):
+    """Clustering: each message to one member of the group. Broadcasting: to every member."""
+
+    BROADCASTING = "BROADCASTING"
+    CLUSTERING = "CLUSTERING"
+
+
+class ConsumeFromWhere(enum.Enum):
+    """Where a group with no stored offset starts (Java names)."""
+
+    CONSUME_FROM_LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    CONSUME_FROM_FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    CONSUME_FROM_TIMESTAMP = "CONSUME_FROM_TIMESTAMP"

@@ -1,0 +1,25 @@
+import asyncio
+
+import rmq
+from sdk_support import create_topic, wait_until
+
+
+async def test_issue_snippet(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic, pg, cg = unique("T"), unique("PG"), unique("CG")
+    await create_topic(broker.broker_addr, topic)
+    async with rmq.Producer(namesrv_addr=namesrv_addr, group=pg) as p:
+        r = await p.send(rmq.Message(topic=topic, body=b"x", tags="TagA", keys=["k1"], properties={"a": "1"}))
+        assert r.status is rmq.SendStatus.SEND_OK
+        assert len(r.msg_id) == 32 and len(r.offset_msg_id) == 32
+        assert r.queue_offset == 0
+    c = rmq.PushConsumer(namesrv_addr=namesrv_addr, group=cg,
+                         consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c.subscribe(topic, "TagA || TagB")
+    async with c:
+        async for msg in c:
+            assert (msg.topic, msg.body, msg.tags, msg.keys) == (topic, b"x", "TagA", ("k1",))
+            assert msg.properties["a"] == "1"
+            assert msg.msg_id == r.msg_id and msg.offset_msg_id == r.offset_msg_id
+            assert (msg.queue_id, msg.queue_offset, msg.reconsume_times) == (r.queue_id, 0, 0)
+            break
