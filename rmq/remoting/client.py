@@ -276,7 +276,11 @@ class RemotingClient:
         if conn is not None and not conn.closed:
             self._send_async(conn, cmd, call)  # fast path: no task
         else:
-            self._spawn(self._connect_and_send_async(addr, cmd, call))
+            task = self._spawn(self._connect_and_send_async(addr, cmd, call))
+            # A task cancelled before its first step never runs its body: fail the call here.
+            task.add_done_callback(
+                lambda t: t.cancelled() and call.complete(None, RemotingConnectError(addr, f"{self.name} closed"))
+            )
 
     def _send_async(self, conn: Connection, cmd: RemotingCommand, call: AsyncCall) -> None:
         conn.register_async(call)
@@ -296,9 +300,6 @@ class RemotingClient:
         except RemotingError as exc:
             call.complete(None, exc)
             return
-        except asyncio.CancelledError:
-            call.complete(None, RemotingConnectError(addr, f"{self.name} closed"))
-            raise
         self._send_async(conn, cmd, call)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:

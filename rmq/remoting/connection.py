@@ -21,6 +21,7 @@ import asyncio
 import enum
 import logging
 import socket
+import struct
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -48,6 +49,7 @@ _TLS_HANDSHAKE = 0x16
 # Write buffer marks: a pull reply is up to ~256 KiB, so the asyncio default (64 KiB) would
 # pause reading after every few replies on a busy connection.
 DEFAULT_WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+_FRAME_LEN = struct.Struct(">i")
 
 
 class ConnectionEvent(enum.Enum):
@@ -149,6 +151,8 @@ class Connection(asyncio.Protocol):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: IdleStateHandler | None = None
         self._batch: list | None = None  # replies collected during one data_received
+        self._batch_bytes = 0
+        self._write_paused = False
         self._pending: dict[int, asyncio.Future | AsyncCall] = {}  # the response table
         self._writable: asyncio.Event | None = None
         self._seen_data = False
@@ -191,11 +195,23 @@ class Connection(asyncio.Protocol):
                 self._bad_input(RemotingCommandError("TLS handshake received, but this port speaks plain TCP"))
                 return
         self._idle.touch()  # type: ignore[union-attr]
+        self._decoder.feed(data)
+        self._process_frames()
+
+    def _process_frames(self) -> None:
+        """Decode and handle the buffered frames; replies are batched into one writelines.
+
+        Stops early while the peer is not reading (write buffer over the high mark): the
+        frames stay in the decoder and are handled after ``resume_writing``. One read can
+        hold thousands of pull requests, so the batch is flushed whenever it passes the
+        high mark, which is what lets the transport tell us to pause.
+        """
         decoder = self._decoder
-        decoder.feed(data)
         batch = self._batch = []
+        self._batch_bytes = 0
+        high = self._write_buffer_high
         try:
-            while True:
+            while not self._write_paused:
                 try:
                     cmd = decoder.next_frame()
                 except RemotingCommandError as exc:
@@ -207,6 +223,10 @@ class Connection(asyncio.Protocol):
                     self._on_response(cmd)
                 else:
                     self._dispatcher.dispatch(self, cmd)
+                if self._batch_bytes >= high and batch:
+                    self._transport.writelines(batch)  # type: ignore[union-attr]  # may call pause_writing
+                    batch.clear()
+                    self._batch_bytes = 0
         except Exception as exc:  # a bug in a stage: report it like uvloop does, drop the connection
             self._loop.call_exception_handler(  # type: ignore[union-attr]
                 {"message": f"rmq: unexpected error handling data from {self.remote_addr}",
@@ -224,6 +244,7 @@ class Connection(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         # The peer is not reading what we send: stop reading its requests until it catches up.
+        self._write_paused = True
         self._writable.clear()  # type: ignore[union-attr]
         if not self.closed:
             try:
@@ -233,12 +254,20 @@ class Connection(asyncio.Protocol):
         log.debug("%s: write buffer full, paused reading from %s", self.role, self.remote_addr)
 
     def resume_writing(self) -> None:
+        self._write_paused = False
         self._writable.set()  # type: ignore[union-attr]
         if not self.closed:
             try:
                 self._transport.resume_reading()  # type: ignore[union-attr]
             except (RuntimeError, AttributeError):
                 pass
+            if self._decoder.buffered and not self._broken:
+                # frames left over when we paused; not from inside the transport's callback
+                self._loop.call_soon(self._resume_frames)  # type: ignore[union-attr]
+
+    def _resume_frames(self) -> None:
+        if not self.closed and not self._broken and not self._write_paused and self._batch is None:
+            self._process_frames()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -308,6 +337,7 @@ class Connection(asyncio.Protocol):
         self._idle.touch()  # type: ignore[union-attr]
         if self._batch is not None:
             self._batch.extend(parts)
+            self._batch_bytes += _FRAME_LEN.unpack_from(parts[0])[0]
         else:
             transport.writelines(parts)
 

@@ -1,0 +1,499 @@
+"""A real RemotingServer and RemotingClient on ephemeral ports, talking over TCP."""
+import asyncio
+import logging
+import struct
+
+import pytest
+
+from rmq.errors import (
+    RemotingConnectError,
+    RemotingTimeoutError,
+    RemotingTooMuchRequestError,
+)
+from rmq.remoting import (
+    ConnectionEvent,
+    ProcessorPool,
+    RemotingClient,
+    RemotingCommand,
+    RemotingServer,
+    RequestCode,
+    ResponseCode,
+)
+from rmq.remoting.codec import FrameDecoder, encode
+
+ECHO = 1001
+SLOW = 1002
+HOLD = 1003
+BOOM = 1004
+ASYNC_BOOM = 1005
+BLOCK = 1006
+BIG = 1007
+
+
+class Echo:
+    """Synchronous: answers inline with the request's fields and body."""
+
+    def __init__(self):
+        self.seen = []
+
+    def process_request(self, conn, cmd):
+        self.seen.append(cmd)
+        return cmd.response(ext_fields=dict(cmd.ext_fields, echoed="yes"), body=cmd.body)
+
+
+class Slow:
+    """Asynchronous: sleeps ext 'delay' seconds, then answers."""
+
+    async def process_request(self, conn, cmd):
+        await asyncio.sleep(float(cmd.ext_fields["delay"]))
+        return cmd.response(ext_fields={"n": cmd.ext_fields["n"]})
+
+
+class Hold:
+    """Answers later: keeps (conn, cmd) like long polling."""
+
+    def __init__(self):
+        self.held = []
+        self.arrived = asyncio.Event()
+
+    def process_request(self, conn, cmd):
+        self.held.append((conn, cmd))
+        self.arrived.set()
+        return None
+
+
+class Boom:
+    def process_request(self, conn, cmd):
+        raise ValueError("boom: bad thing")
+
+
+class AsyncBoom:
+    async def process_request(self, conn, cmd):
+        await asyncio.sleep(0)
+        raise KeyError("async-boom")
+
+
+class Block:
+    """Async and stuck until released; with a small pool, shows SYSTEM_BUSY."""
+
+    def __init__(self):
+        self.release = asyncio.Event()
+        self.started = 0
+
+    async def process_request(self, conn, cmd):
+        self.started += 1
+        await self.release.wait()
+        return cmd.response()
+
+
+class Big:
+    """A pull-shaped reply: header plus a body of many memoryview slices."""
+
+    def __init__(self, size):
+        self.backing = bytes(range(256)) * (size // 256)
+        self.count = 0
+
+    def process_request(self, conn, cmd):
+        self.count += 1
+        mv = memoryview(self.backing)
+        step = len(self.backing) // 8
+        return cmd.response(ext_fields={"nextBeginOffset": self.count}, body=[mv[i : i + step] for i in range(0, len(mv), step)])
+
+
+class Rejecting:
+    def process_request(self, conn, cmd):  # pragma: no cover - must not be called
+        raise AssertionError("called although reject_request() was true")
+
+    def reject_request(self):
+        return True
+
+
+@pytest.fixture
+async def env():
+    events = []
+    server = RemotingServer(name="test-server")
+    procs = {
+        "echo": Echo(), "hold": Hold(), "block": Block(),
+    }
+    server.register_processor(ECHO, procs["echo"])
+    server.register_processor(SLOW, Slow())
+    server.register_processor(HOLD, procs["hold"])
+    server.register_processor(BOOM, Boom())
+    server.register_processor(ASYNC_BOOM, AsyncBoom())
+    server.register_processor(BLOCK, procs["block"], ProcessorPool("block", max_in_flight=1, max_queue=1))
+    server.register_processor(RequestCode.HEART_BEAT, Rejecting())
+    server.add_connection_listener(lambda ev, conn, exc=None: events.append((ev, conn)))
+    await server.start()
+    client = RemotingClient()
+    try:
+        yield server, client, procs, events
+    finally:
+        procs["block"].release.set()
+        await client.close()
+        await server.close()
+
+
+def req(code, body=None, **ext):
+    return RemotingCommand.request(code, {k: str(v) for k, v in ext.items()}, body)
+
+
+async def test_sync_invoke(env):
+    server, client, procs, _ = env
+    resp = await client.invoke(server.address, req(ECHO, b"payload", topic="T", queueId=3))
+    assert resp.is_response and resp.code == ResponseCode.SUCCESS
+    assert resp.ext_fields == {"topic": "T", "queueId": "3", "echoed": "yes"}
+    assert resp.body == b"payload"
+    assert procs["echo"].seen[0].ext_fields["topic"] == "T"
+    assert client.pending_count == 0
+
+
+async def test_async_invoke_callback(env):
+    server, client, _, _ = env
+    loop = asyncio.get_running_loop()
+    results = [loop.create_future() for _ in range(3)]
+    for i, fut in enumerate(results):
+        client.invoke_async(server.address, req(ECHO, n=i), 3.0,
+                            lambda r, e, fut=fut: fut.set_result((r, e)))
+    got = await asyncio.gather(*results)
+    assert [r.ext_fields["n"] for r, e in got] == ["0", "1", "2"]
+    assert all(e is None for _, e in got)
+    assert client.async_in_flight == 0 and client.pending_count == 0
+
+
+async def test_oneway_gets_no_reply(env):
+    server, client, procs, _ = env
+    cmd = req(ECHO, n=1)
+    await client.invoke_oneway(server.address, cmd)
+    # the next sync call goes over the same connection, so the oneway was processed first
+    resp = await client.invoke(server.address, req(ECHO, n=2))
+    assert resp.ext_fields["n"] == "2"
+    assert [c.ext_fields["n"] for c in procs["echo"].seen] == ["1", "2"]
+    assert procs["echo"].seen[0].is_oneway
+    await asyncio.sleep(0.05)
+    assert client.pending_count == 0
+
+
+async def test_out_of_order_responses(env):
+    server, client, _, _ = env
+    delays = [0.3, 0.2, 0.1, 0.0]
+    order = []
+
+    async def call(i):
+        r = await client.invoke(server.address, req(SLOW, n=i, delay=delays[i]))
+        order.append(int(r.ext_fields["n"]))
+        return int(r.ext_fields["n"])
+
+    assert await asyncio.gather(*(call(i) for i in range(4))) == [0, 1, 2, 3]
+    assert order == [3, 2, 1, 0]
+
+
+async def test_timeout_raises_and_empties_table(env):
+    server, client, procs, _ = env
+    with pytest.raises(RemotingTimeoutError) as info:
+        await client.invoke(server.address, req(HOLD), timeout=0.2)
+    assert info.value.retriable
+    assert client.pending_count == 0
+    # a late answer to the timed-out request is dropped quietly, the connection keeps working
+    conn, cmd = procs["hold"].held[0]
+    conn.send_response(cmd.response())
+    assert (await client.invoke(server.address, req(ECHO))).code == 0
+
+
+async def test_async_timeout_by_scan(env):
+    server, client, _, _ = env
+    fut = asyncio.get_running_loop().create_future()
+    client.invoke_async(server.address, req(HOLD), 0.1, lambda r, e: fut.set_result((r, e)))
+    r, e = await asyncio.wait_for(fut, 3.0)
+    assert r is None and isinstance(e, RemotingTimeoutError)
+    assert client.pending_count == 0 and client.async_in_flight == 0
+
+
+async def test_async_semaphore(env):
+    server, _, _, _ = env
+    client = RemotingClient(max_async_in_flight=2)
+    try:
+        client.invoke_async(server.address, req(HOLD), 5.0, lambda r, e: None)
+        client.invoke_async(server.address, req(HOLD), 5.0, lambda r, e: None)
+        with pytest.raises(RemotingTooMuchRequestError):
+            client.invoke_async(server.address, req(HOLD), 5.0, lambda r, e: None)
+    finally:
+        await client.close()  # the two held calls fail with RemotingConnectError
+    assert client.async_in_flight == 0
+
+
+async def test_dropped_connection_fails_all_waiters(env):
+    server, client, procs, _ = env
+    hold = procs["hold"]
+    loop = asyncio.get_running_loop()
+    async_result = loop.create_future()
+    waiters = [asyncio.ensure_future(client.invoke(server.address, req(HOLD), timeout=10)) for _ in range(3)]
+    await asyncio.sleep(0.05)
+    client.invoke_async(server.address, req(HOLD), 10, lambda r, e: async_result.set_result(e))
+    while len(hold.held) < 4:
+        await asyncio.sleep(0.01)
+    hold.held[0][0].abort()  # the server drops the connection
+    for w in waiters:
+        with pytest.raises(RemotingConnectError) as info:
+            await w
+        assert info.value.__cause__ is not None
+    exc = await async_result
+    assert isinstance(exc, RemotingConnectError) and exc.__cause__ is not None
+    assert client.pending_count == 0
+    # the next call reconnects
+    assert (await client.invoke(server.address, req(ECHO))).code == 0
+
+
+async def test_system_busy_when_pool_full(env):
+    server, client, procs, _ = env
+    block = procs["block"]
+    first = asyncio.ensure_future(client.invoke(server.address, req(BLOCK), timeout=5))
+    second = asyncio.ensure_future(client.invoke(server.address, req(BLOCK), timeout=5))  # queued
+    await asyncio.sleep(0.1)
+    busy = await client.invoke(server.address, req(BLOCK), timeout=5)
+    assert busy.code == ResponseCode.SYSTEM_BUSY and "block" in busy.remark
+    assert block.started == 1
+    block.release.set()
+    assert (await first).code == 0 and (await second).code == 0
+
+
+async def test_reject_request_is_system_busy(env):
+    server, client, _, _ = env
+    resp = await client.invoke(server.address, req(RequestCode.HEART_BEAT))
+    assert resp.code == ResponseCode.SYSTEM_BUSY
+
+
+async def test_request_code_not_supported(env, caplog):
+    server, client, _, _ = env
+    resp = await client.invoke(server.address, req(4242))
+    assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+    assert "4242" in resp.remark
+
+
+@pytest.mark.parametrize("code, text", [(BOOM, "boom: bad thing"), (ASYNC_BOOM, "async-boom")])
+async def test_processor_error_is_system_error(env, caplog, code, text):
+    server, client, _, _ = env
+    with caplog.at_level(logging.ERROR, logger="rmq.remoting"):
+        resp = await client.invoke(server.address, req(code))
+    assert resp.code == ResponseCode.SYSTEM_ERROR
+    assert text in resp.remark
+    assert any(text in str(r.exc_info[1]) for r in caplog.records if r.exc_info)
+    assert (await client.invoke(server.address, req(ECHO))).code == 0  # connection unharmed
+
+
+async def test_deferred_response(env):
+    server, client, procs, _ = env
+    hold = procs["hold"]
+    call = asyncio.ensure_future(client.invoke(server.address, req(HOLD, k="v"), timeout=5))
+    await asyncio.wait_for(hold.arrived.wait(), 5)
+    assert not call.done()
+    conn, cmd = hold.held[0]
+    conn.send_response(cmd.response(ResponseCode.PULL_NOT_FOUND, ext_fields={"nextBeginOffset": 7}))
+    resp = await call
+    assert resp.code == ResponseCode.PULL_NOT_FOUND and resp.ext_fields == {"nextBeginOffset": "7"}
+
+
+async def test_connection_events_reach_listeners(env):
+    server, client, _, events = env
+    await client.invoke(server.address, req(ECHO))
+    assert [e for e, _ in events] == [ConnectionEvent.CONNECT]
+    conn = events[0][1]
+    assert conn.remote_addr.startswith("127.0.0.1:") and conn.local_addr == server.address
+    await client.close()
+    for _ in range(100):
+        if len(events) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert [e for e, _ in events] == [ConnectionEvent.CONNECT, ConnectionEvent.CLOSE]
+    assert events[1][1] is conn and conn.closed
+
+
+async def test_idle_connection_closed():
+    events = []
+    server = RemotingServer(idle_timeout=0.3)
+    server.register_processor(ECHO, Echo())
+    server.add_connection_listener(lambda ev, conn, exc=None: events.append(ev))
+    await server.start()
+    client = RemotingClient()
+    try:
+        assert (await client.invoke(server.address, req(ECHO))).code == 0
+        await asyncio.sleep(0.15)
+        assert (await client.invoke(server.address, req(ECHO))).code == 0  # activity resets the timer
+        await asyncio.sleep(0.2)
+        assert ConnectionEvent.IDLE not in events
+        for _ in range(100):
+            if ConnectionEvent.CLOSE in events:
+                break
+            await asyncio.sleep(0.02)
+        assert events == [ConnectionEvent.CONNECT, ConnectionEvent.IDLE, ConnectionEvent.CLOSE]
+        assert client.connection_manager.connections == set()  # the client saw the close too
+        assert (await client.invoke(server.address, req(ECHO))).code == 0  # and reconnects
+    finally:
+        await client.close()
+        await server.close()
+
+
+async def test_server_to_client_invoke(env):
+    server, _, _, events = env
+    client = RemotingClient()
+    got = []
+
+    class CheckTransaction:
+        def process_request(self, conn, cmd):
+            got.append(cmd)
+            return cmd.response(ext_fields={"state": "COMMIT"})
+
+    class Notify:
+        def process_request(self, conn, cmd):
+            got.append(cmd)
+            return cmd.response()  # oneway: must not be sent
+
+    client.register_processor(RequestCode.CHECK_TRANSACTION_STATE, CheckTransaction())
+    client.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, Notify())
+    try:
+        await client.invoke(server.address, req(ECHO))
+        conn = events[0][1]
+        resp = await conn.invoke(req(RequestCode.CHECK_TRANSACTION_STATE, commitLogOffset=5), timeout=3)
+        assert resp.code == 0 and resp.ext_fields == {"state": "COMMIT"}
+        assert got[0].ext_fields == {"commitLogOffset": "5"}
+        conn.invoke_oneway(req(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, consumerGroup="G"))
+        for _ in range(100):
+            if len(got) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert got[1].is_oneway and got[1].ext_fields == {"consumerGroup": "G"}
+        assert conn.pending_count == 0
+    finally:
+        await client.close()
+
+
+async def test_server_invoke_to_client_without_processor_gets_not_supported(env):
+    server, client, _, events = env
+    await client.invoke(server.address, req(ECHO))
+    resp = await events[0][1].invoke(req(RequestCode.GET_CONSUMER_RUNNING_INFO), timeout=3)
+    assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
+async def test_binary_request_gets_binary_reply(env):
+    server, client, _, _ = env
+    cmd = req(ECHO, b"b", topic="T")
+    cmd.serialize_type = 1
+    resp = await client.invoke(server.address, cmd)
+    assert resp.serialize_type == 1 and resp.ext_fields["topic"] == "T" and resp.body == b"b"
+
+
+async def test_concurrent_callers_share_one_connect(env):
+    server, _, _, events = env
+    client = RemotingClient()
+    try:
+        resps = await asyncio.gather(*(client.invoke(server.address, req(ECHO, n=i)) for i in range(20)))
+        assert [r.ext_fields["n"] for r in resps] == [str(i) for i in range(20)]
+        assert [e for e, _ in events] == [ConnectionEvent.CONNECT]
+    finally:
+        await client.close()
+
+
+async def test_connect_error_and_namesrv_failover(env):
+    server, _, _, _ = env
+    # a port nobody listens on: bind, note the port, close
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    dead = f"127.0.0.1:{probe.sockets[0].getsockname()[1]}"
+    probe.close()
+    await probe.wait_closed()
+    client = RemotingClient(f"{dead};{server.address}", connect_timeout=1.0)
+    try:
+        with pytest.raises(RemotingConnectError) as info:
+            await client.invoke(dead, req(ECHO))
+        assert info.value.retriable and dead in str(info.value)
+        resp = await client.invoke_namesrv(req(ECHO, n=1))
+        assert resp.ext_fields["n"] == "1"
+        resp = await client.invoke_namesrv(req(ECHO, n=2))  # sticks to the good one
+        assert resp.ext_fields["n"] == "2"
+        only_dead = RemotingClient([dead])
+        with pytest.raises(RemotingConnectError):
+            await only_dead.invoke_namesrv(req(ECHO))
+        await only_dead.close()
+    finally:
+        await client.close()
+
+
+async def test_rpc_hooks(env):
+    server, client, procs, _ = env
+    calls = []
+
+    class Hook:
+        def before(self, addr, cmd):
+            calls.append(("before", addr, cmd.code))
+            cmd.ext_fields["AccessKey"] = "ak"
+
+        def after(self, addr, cmd, response):
+            calls.append(("after", addr, response.code))
+
+    client.add_rpc_hook(Hook())
+    await client.invoke(server.address, req(ECHO))
+    assert calls == [("before", server.address, ECHO), ("after", server.address, 0)]
+    assert procs["echo"].seen[-1].ext_fields["AccessKey"] == "ak"
+
+
+async def test_replies_of_one_read_go_out_in_one_writelines(env):
+    server, _, _, events = env
+    writes = []
+
+    class Spy:
+        def __init__(self, transport):
+            self._t = transport
+
+        def writelines(self, parts):
+            writes.append(len(parts))
+            self._t.writelines(parts)
+
+        def __getattr__(self, name):
+            return getattr(self._t, name)
+
+    server.add_connection_listener(lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT and setattr(conn, "_transport", Spy(conn._transport)))
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    frames = b"".join(b"".join(encode(req(ECHO, n=i))) for i in range(10))
+    writer.write(frames)
+    dec = FrameDecoder()
+    got = []
+    while len(got) < 10:
+        dec.feed(await asyncio.wait_for(reader.read(65536), 5))
+        got.extend(dec)
+    assert [c.ext_fields["n"] for c in got] == [str(i) for i in range(10)]
+    assert writes == [10]  # ten replies, one vectored write
+    writer.close()
+    await writer.wait_closed()
+
+
+async def test_slow_reader_pauses_reading(caplog):
+    """A client that does not read its replies makes the server stop reading its requests."""
+    big = Big(1024 * 1024)
+    server = RemotingServer(write_buffer_high=256 * 1024)
+    server.register_processor(BIG, big)
+    server.register_processor(ECHO, Echo())
+    await server.start()
+    client = RemotingClient()
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    try:
+        n = 200
+        writer.write(b"".join(b"".join(encode(req(BIG, n=i))) for i in range(n)))
+        await asyncio.sleep(0.5)
+        processed = big.count
+        assert processed < n  # reading stopped while ~1 MiB replies piled up unread
+        await asyncio.sleep(0.2)
+        assert big.count == processed
+        # another client is unaffected
+        assert (await client.invoke(server.address, req(ECHO))).code == 0
+        # now read everything: all replies arrive, complete and in order
+        dec = FrameDecoder(max_frame_length=4 * 1024 * 1024)
+        got = 0
+        while got < n:
+            dec.feed(await asyncio.wait_for(reader.read(1 << 20), 10))
+            for cmd in dec:
+                assert cmd.ext_fields["nextBeginOffset"] == str(got + 1)
+                assert len(cmd.body) == len(big.backing)
+                got += 1
+        assert big.count == n
+    finally:
+        writer.close()
+        await client.close()
+        await server.close()
