@@ -51,18 +51,7 @@ def _filter_matches(message_filter, tags_code) -> bool:
     count as a match: a spurious re-run costs one scan, a missed one a whole hold time."""
     if tags_code is None or message_filter is None:
         return True
-    matcher = getattr(message_filter, "is_matched_by_consume_queue", None)
-    if matcher is not None:
-        try:
-            return bool(matcher(tags_code))
-        except TypeError:
-            return True
-    if getattr(message_filter, "match_all", False) or getattr(message_filter, "is_match_all", False):
-        return True
-    codes = getattr(message_filter, "codes", None) or getattr(message_filter, "code_set", None)
-    if codes is None:
-        return True
-    return not codes or tags_code in codes
+    return message_filter.is_matched_by_tags_code(tags_code)
 
 
 class PullRequestHoldService:

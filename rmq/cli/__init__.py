@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -54,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    # Imported here so `rmq --help` works without loading the broker and the store.
+    from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
+
     if args.command == "namesrv":
         if extra:
             print(f"rmq namesrv: unexpected arguments: {' '.join(extra)}", file=sys.stderr)

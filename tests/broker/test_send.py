@@ -1,0 +1,137 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and their error paths."""
+import json
+import time
+import zlib
+
+from rmq.remoting.codes import RequestCode, ResponseCode
+
+from broker_support import decode_records, encode_batch, encode_props
+
+
+def _assert_send_reply(resp, addr):
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    ext = resp.ext_fields
+    assert all(isinstance(v, str) for v in ext.values())
+    assert len(ext["msgId"]) == 32 and ext["msgId"] == ext["msgId"].upper()
+    ip, port = addr.split(":")
+    assert ext["msgId"][:16] == (bytes(int(x) for x in ip.split(".")) + int(port).to_bytes(4, "big")).hex().upper()
+    return ext
+
+
+async def test_send_v1_autocreates_topic_and_routes_it(env):
+    resp = await env.send("AutoTopic", b"hello", queue_id=1, keys="k1 k2", extra_props={"UNIQ_KEY": "ABC", "u": "v"})
+    ext = _assert_send_reply(resp, env.addr)
+    assert ext["queueId"] == "1" and ext["queueOffset"] == "0"
+    tc = env.broker.topic_config_manager.select_topic_config("AutoTopic")
+    assert tc.write_queue_nums == 4  # min(client's 4, TBW102's 8)
+    resp = await env.send("AutoTopic", b"again", queue_id=1)
+    assert resp.ext_fields["queueOffset"] == "1"
+
+    # the name server learns the topic (registration after auto-create)
+    for _ in range(100):
+        r = await env.ns_call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "AutoTopic"})
+        if r.code == ResponseCode.SUCCESS:
+            break
+        await _sleep(0.02)
+    assert r.code == ResponseCode.SUCCESS
+    assert json.loads(r.body_bytes())["brokerDatas"][0]["brokerAddrs"] == {"0": env.broker.broker_addr}
+
+    pulled = await env.pull("AutoTopic", queue_id=1, sys_flag=4)
+    recs = decode_records(pulled.body_bytes())
+    assert [r.body for r in recs] == [b"hello", b"again"]
+    assert recs[0].properties["KEYS"] == "k1 k2" and recs[0].properties["u"] == "v"
+    assert recs[0].properties["UNIQ_KEY"] == "ABC"
+    assert recs[0].offset_msg_id == ext["msgId"]
+
+
+async def test_send_v2_names_and_compressed_body_stored_as_sent(env):
+    await env.create_topic("V2Topic", 2)
+    body = zlib.compress(b"x" * 5000)
+    ext = {"a": "PG", "b": "V2Topic", "c": "TBW102", "d": 4, "e": 1, "f": 1, "g": str(int(time.time() * 1000)),
+           "h": 7, "i": encode_props({"TAGS": "TagZ"}), "j": "0", "k": False, "l": 16, "m": "false"}
+    resp = await env.call(RequestCode.SEND_MESSAGE_V2, ext, body)
+    await env.dispatched()
+    _assert_send_reply(resp, env.addr)
+    assert resp.ext_fields["queueId"] == "1"
+    recs = decode_records((await env.pull("V2Topic", queue_id=1)).body_bytes())
+    assert recs[0].body == body and recs[0].sys_flag & 1 and recs[0].flag == 7
+    assert recs[0].properties["TAGS"] == "TagZ"
+
+
+async def test_batch_flag_and_code_320(env):
+    await env.create_topic("BatchTopic", 1)
+    blob = encode_batch([(b"m0", {"UNIQ_KEY": "u0", "TAGS": "A"}), (b"m1", {"UNIQ_KEY": "u1"}),
+                         (b"m2", {"UNIQ_KEY": "u2"})])
+    resp = await env.send("BatchTopic", blob, batch=True, tags=None)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    ids = resp.ext_fields["msgId"].split(",")
+    assert len(ids) == 3 and resp.ext_fields["queueOffset"] == "0"
+    resp = await env.send("BatchTopic", encode_batch([(b"m3", {}), (b"m4", {})]), tags=None,
+                          code=RequestCode.SEND_BATCH_MESSAGE)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    assert resp.ext_fields["queueOffset"] == "3" and len(resp.ext_fields["msgId"].split(",")) == 2
+    recs = decode_records((await env.pull("BatchTopic")).body_bytes())
+    assert [r.body for r in recs] == [b"m0", b"m1", b"m2", b"m3", b"m4"]
+    assert [r.offset_msg_id for r in recs[:3]] == ids
+    assert recs[1].properties["UNIQ_KEY"] == "u1"
+
+
+async def test_unknown_topic_without_autocreate_is_17(tmp_path):
+    from rmq._testing import run_standalone
+    from rmq.remoting.client import RemotingClient
+
+    from broker_support import Env
+
+    async with run_standalone(tmp_path / "s", auto_create_topic_enable=False) as (ns, broker):
+        client = RemotingClient()
+        try:
+            env = Env(ns, broker, client)
+            resp = await env.send("NoSuchTopic")
+            assert resp.code == ResponseCode.TOPIC_NOT_EXIST and "NoSuchTopic" in resp.remark
+            assert resp.ext_fields == {}
+            r = await env.ns_call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+            assert r.code == ResponseCode.TOPIC_NOT_EXIST
+        finally:
+            await client.close()
+
+
+async def test_send_error_paths(env):
+    await env.create_topic("Small", 2)
+    resp = await env.send("Small", queue_id=5)
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "queueId[5] is illegal" in resp.remark
+
+    resp = await env.call(RequestCode.SEND_MESSAGE, {"producerGroup": "PG", "queueId": 0}, b"x")
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "topic" in resp.remark
+
+    resp = await env.call(RequestCode.SEND_MESSAGE, {"producerGroup": "PG", "topic": "T", "queueId": "zero",
+                                                     "bornTimestamp": "1", "defaultTopic": "TBW102"}, b"x")
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "queueId" in resp.remark
+
+    resp = await env.send("bad topic!")
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "illegal characters" in resp.remark
+
+    resp = await env.send("SCHEDULE_TOPIC_XXXX")
+    assert resp.code == ResponseCode.NO_PERMISSION
+
+    await env.create_topic("ReadOnly", 2, perm=4)
+    resp = await env.send("ReadOnly")
+    assert resp.code == ResponseCode.NO_PERMISSION and "forbidden" in resp.remark
+
+    resp = await env.send("Small", body=b"z" * (4 * 1024 * 1024 + 1))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+
+    # and the broker still works
+    assert (await env.send("Small")).code == ResponseCode.SUCCESS
+
+
+async def test_send_into_retry_topic_is_stored(env):
+    resp = await env.send("%RETRY%G1", b"retry-me", extra_props={"RETRY_TOPIC": "T"})
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    recs = decode_records((await env.pull("%RETRY%G1", group="G1")).body_bytes())
+    assert recs[0].body == b"retry-me" and recs[0].topic == "%RETRY%G1"
+
+
+async def _sleep(s):
+    import asyncio
+
+    await asyncio.sleep(s)
