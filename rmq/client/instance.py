@@ -289,7 +289,7 @@ class ClientInstance:
                 log.warning("client %s: route of %s not refreshed: %r", self.client_id, topic, e)
 
     async def update_topic_route(self, topic: str, *, default_topic: str | None = None,
-                                 default_queue_nums: int = 4) -> bool:
+                                 default_queue_nums: int = 4, timeout: float = 3.0) -> bool:
         """Fetch ``topic``'s route and update the caches; True when it changed.
 
         With ``default_topic`` (TBW102) the default topic's route stands in for an unknown topic,
@@ -297,7 +297,7 @@ class ClientInstance:
         first send (Java ``updateTopicRouteInfoFromNameServer(topic, true, producer)``).
         """
         async with self._route_lock:
-            route = await self.api.get_topic_route(default_topic or topic)
+            route = await self.api.get_topic_route(default_topic or topic, timeout)
             if route is None:
                 if not default_topic:
                     log.debug("client %s: no route for topic %s", self.client_id, topic)

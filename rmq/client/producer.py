@@ -239,7 +239,7 @@ class Producer:
         prepared = self._prepare(msg)
         if queue is not None or selector is not None or sharding_key is not None:
             deadline = time.monotonic() + (timeout or self.send_timeout)
-            mq = queue or await self._select_with(msg, selector or select_by_hash, sharding_key)
+            mq = queue or await self._select_with(msg, selector or select_by_hash, sharding_key, deadline)
             return await self._send_to(mq, prepared, deadline)
         return await self._send_default(prepared, timeout)
 
@@ -413,17 +413,28 @@ class Producer:
             "batch": "true" if p.batch else "false",
         }
 
-    async def _publish_info(self, topic: str):
+    async def _publish_info(self, topic: str, deadline: float | None = None):
         inst = self._check_running()
         self._topics.add(topic)
         info = inst.publish_info.get(topic)
+
+        def remaining() -> float:
+            if deadline is None:
+                return self.send_timeout
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RemotingTimeoutError("<namesrv>", self.send_timeout,
+                                           f"no route of {topic} within the send timeout")
+            return left
+
         if info is None or not info.ok:
-            await inst.update_topic_route(topic)
+            await inst.update_topic_route(topic, timeout=remaining())
             info = inst.publish_info.get(topic)
         if info is None or not info.ok:
             # Unknown topic: publish through TBW102's brokers; they auto-create it (if allowed).
             await inst.update_topic_route(topic, default_topic=AUTO_CREATE_TOPIC_KEY,
-                                          default_queue_nums=self.default_topic_queue_nums)
+                                          default_queue_nums=self.default_topic_queue_nums,
+                                          timeout=remaining())
             info = inst.publish_info.get(topic)
         if info is None or not info.ok:
             raise TopicNotExistError(17, f"No route info of this topic: {topic}")
@@ -446,8 +457,9 @@ class Producer:
         info.send_which_queue += 1
         return mqs[info.send_which_queue % n]
 
-    async def _select_with(self, msg: Message, selector: MessageQueueSelector, arg: Any) -> MessageQueue:
-        info = await self._publish_info(msg.topic)
+    async def _select_with(self, msg: Message, selector: MessageQueueSelector, arg: Any,
+                           deadline: float | None = None) -> MessageQueue:
+        info = await self._publish_info(msg.topic, deadline)
         mqs = info.message_queues
         mq = selector(mqs, msg, arg)
         if not isinstance(mq, MessageQueue):
@@ -478,7 +490,7 @@ class Producer:
         """Send with retries on another queue, preferably another broker (Java ``sendDefaultImpl``)."""
         timeout = timeout or self.send_timeout
         deadline = time.monotonic() + timeout
-        info = await self._publish_info(p.topic)
+        info = await self._publish_info(p.topic, deadline)
         last_broker: str | None = None
         last_exc: Exception | None = None
         attempts = 1 + self.retry_times

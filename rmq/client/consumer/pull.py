@@ -24,7 +24,7 @@ from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus
 
 from .allocate import AllocateStrategy
-from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, _check_range
+from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, SubscriptionData, _check_range
 from .process_queue import ProcessQueue
 
 __all__ = ["PullConsumer"]
@@ -99,7 +99,7 @@ class PullConsumer(ConsumerBase):
         self._held: dict[MessageQueue, list[_Batch]] = {}     # taken from the buffer while paused
         self._last_commit = time.monotonic()
         self._tasks: set[asyncio.Task] = set()
-        self._assign_lock = asyncio.Lock()
+        self._assign_subs: dict[str, SubscriptionData] = {}
 
     # ---------------------------------------------------------------- subscription / assignment
 
@@ -131,6 +131,12 @@ class PullConsumer(ConsumerBase):
             raise TopicNotExistError(17, f"No route info of this topic: {topic}")
         from ..instance import subscribe_queues
         return sorted(subscribe_queues(topic, route))
+
+    def _assign_sub(self, topic: str):
+        sub = self._assign_subs.get(topic)
+        if sub is None:
+            sub = self._assign_subs[topic] = SubscriptionData.build(topic, "*")
+        return sub
 
     def subscribed_topics(self) -> set[str]:
         if self._assigned is not None:
@@ -246,7 +252,9 @@ class PullConsumer(ConsumerBase):
                 except asyncio.TimeoutError:
                     pass
                 continue
-            sub = self.subscriptions.get(mq.topic)
+            # assign mode has no group subscription: the pull carries "*" itself (subscription
+            # flag set), so the broker does not look for one from our heartbeat
+            sub = self.subscriptions.get(mq.topic) or self._assign_sub(mq.topic)
             try:
                 result = await self._pull(mq, pq.next_offset, sub, max_nums=self.pull_batch_size,
                                           suspend=True)
