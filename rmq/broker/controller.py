@@ -264,14 +264,26 @@ class BrokerController:
     # -- background tasks -----------------------------------------------------------------
 
     async def _register_loop(self) -> None:
-        """Register at start, then every ``registerNameServerPeriod`` (bounded 10 s–60 s as Java)."""
+        """Register at start, then every ``registerNameServerPeriod`` (bounded 10 s–60 s as Java).
+
+        A round in which some name server could not be reached is retried sooner (1 s, 2 s,
+        4 s, … up to the period), so a broker started before its name server is routed within
+        seconds rather than after a whole period.
+        """
         period = min(max(self.broker_config.register_name_server_period, 10_000), 60_000) / 1000.0
+        backoff = 1.0
         while True:
+            ok = False
             try:
-                await self.register_broker_all()
+                ok = await self.register_broker_all()
             except Exception:  # noqa: BLE001 - next round retries
                 log.exception("registering with the name servers failed")
-            await asyncio.sleep(period)
+            if ok:
+                backoff = 1.0
+                await asyncio.sleep(period)
+            else:
+                await asyncio.sleep(min(backoff, period))
+                backoff *= 2
 
     async def _persist_loop(self) -> None:
         interval = max(self.broker_config.flush_consumer_offset_interval, 100) / 1000.0
@@ -302,11 +314,14 @@ class BrokerController:
 
     # -- name-server registration ---------------------------------------------------------
 
-    async def register_broker_all(self, timeout: float | None = None) -> None:
-        """REGISTER_BROKER with every name server now (serialized, so tables arrive in order)."""
+    async def register_broker_all(self, timeout: float | None = None) -> bool:
+        """REGISTER_BROKER with every name server now (serialized, so tables arrive in order).
+
+        Returns True when every name server accepted it (or there are none).
+        """
         bc = self.broker_config
         if not bc.namesrv_addr_list or self._register_lock is None or self._stopped:
-            return
+            return True
         timeout = timeout if timeout is not None else bc.register_broker_timeout_mills / 1000.0
         async with self._register_lock:
             wrapper = self.topic_config_manager.serialize_wrapper()
@@ -314,7 +329,7 @@ class BrokerController:
                 # Java: a broker without read/write perm advertises every topic with its perm.
                 for tc in wrapper["topicConfigTable"].values():
                     tc["perm"] &= bc.broker_permission
-            await self.broker_outer_api.register_broker_all(
+            results = await self.broker_outer_api.register_broker_all(
                 bc.broker_cluster_name,
                 self.broker_addr,
                 bc.broker_name,
@@ -323,6 +338,7 @@ class BrokerController:
                 wrapper,
                 timeout,
             )
+        return all(ok for _, ok in results)
 
     def register_broker_soon(self) -> None:
         """Schedule one registration (coalesced) after a topic was created on the send path."""

@@ -162,7 +162,7 @@ class RouteInfoManager:
             queues = self.topic_queue_table.setdefault(topic, {})
             if queues.get(broker_name) != qd:
                 if broker_name not in queues:
-                    log.info("new topic registered: %s on %s", topic, broker_name)
+                    log.debug("new topic registered: %s on %s", topic, broker_name)
                 queues[broker_name] = qd
         for topic in list(self.topic_queue_table):
             if topic not in topic_config_table:
@@ -171,7 +171,7 @@ class RouteInfoManager:
     def _remove_topic_of_broker(self, topic: str, broker_name: str) -> None:
         queues = self.topic_queue_table.get(topic)
         if queues and queues.pop(broker_name, None) is not None:
-            log.info("topic %s removed from broker %s", topic, broker_name)
+            log.debug("topic %s removed from broker %s", topic, broker_name)
             if not queues:
                 del self.topic_queue_table[topic]
 

@@ -1,0 +1,181 @@
+"""The daemons as real subprocesses: `rmq standalone`, `rmq namesrv`, `rmq broker -c` (O1)."""
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rmq._testing import StandaloneProcess, free_port, wait_for_port
+from rmq.config import ConfigError, apply_properties, parse_overrides, parse_properties
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+
+RMQ = [sys.executable, "-m", "rmq"]
+
+
+def run(args, timeout=30):
+    return subprocess.run(RMQ + args, capture_output=True, text=True, timeout=timeout)
+
+
+async def invoke(addr, code, ext=None, body=None):
+    client = RemotingClient()
+    try:
+        return await client.invoke(addr, RemotingCommand.request(code, ext, body), timeout=5)
+    finally:
+        await client.close()
+
+
+async def test_standalone_listens_serves_and_stops_cleanly(tmp_path):
+    proc = StandaloneProcess(tmp_path / "store", ["--flushDiskType=SYNC_FLUSH"]).start()
+    try:
+        log = proc.log_text()
+        assert f"name server on {proc.namesrv_addr}" in log and f"on {proc.broker_addr}" in log
+        resp = await invoke(proc.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+        assert resp.code == ResponseCode.SUCCESS
+        assert json.loads(resp.body_bytes())["brokerDatas"][0]["brokerAddrs"] == {"0": proc.broker_addr}
+        assert (tmp_path / "store" / "abort").exists()  # running: the marker is there
+    finally:
+        status = proc.stop()
+    assert status == 0, proc.log_text()
+    assert not (tmp_path / "store" / "abort").exists()
+    assert "rmq standalone stopping" in proc.log_text()
+
+
+async def test_restart_on_same_store_keeps_data(tmp_path):
+    store = tmp_path / "store"
+    with StandaloneProcess(store) as proc:
+        ext = {"producerGroup": "P", "topic": "Restart", "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+               "queueId": 0, "sysFlag": 0, "bornTimestamp": "0", "flag": 0, "properties": "TAGS\x01a\x02"}
+        resp = await invoke(proc.broker_addr, RequestCode.SEND_MESSAGE, ext, b"persisted")
+        assert resp.code == ResponseCode.SUCCESS
+        msg_id = resp.ext_fields["msgId"]
+        await invoke(proc.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
+                     {"consumerGroup": "G", "topic": "Restart", "queueId": 0, "commitOffset": "1"})
+        ports = (proc.namesrv_port, proc.broker_port)
+    assert proc.returncode == 0
+    with StandaloneProcess(store, namesrv_port=ports[0], broker_port=ports[1]) as proc:
+        resp = await invoke(proc.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Restart"})
+        assert resp.code == ResponseCode.SUCCESS
+        resp = await invoke(proc.broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
+                            {"consumerGroup": "G", "topic": "Restart", "queueId": 0})
+        assert resp.ext_fields["offset"] == "1"
+        pull = {"consumerGroup": "G", "topic": "Restart", "queueId": 0, "queueOffset": "0", "maxMsgNums": 32,
+                "sysFlag": 4, "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
+        resp = await invoke(proc.broker_addr, RequestCode.PULL_MESSAGE, pull)
+        assert resp.code == ResponseCode.SUCCESS and b"persisted" in resp.body_bytes()
+        assert bytes.fromhex(msg_id)[8:] in resp.body_bytes()  # same physical offset
+
+
+def test_port_taken_is_a_clear_error(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run(["standalone", "--namesrv-port", str(port), "--broker-port", str(free_port()),
+                 "--store-dir", str(tmp_path / "s")])
+    assert r.returncode == 3
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "address already in use" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_locked_store_is_a_clear_error(tmp_path):
+    store = tmp_path / "store"
+    with StandaloneProcess(store):
+        r = run(["standalone", "--namesrv-port", str(free_port()), "--broker-port", str(free_port()),
+                 "--store-dir", str(store)])
+    assert r.returncode == 4
+    assert "cannot open the store" in r.stderr and "locked" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_bad_property_value_and_unknown_key(tmp_path):
+    r = run(["standalone", "--store-dir", str(tmp_path / "s"), "--flushDiskType=SOMETIMES"])
+    assert r.returncode == 2 and "flushDiskType" in r.stderr and "ASYNC_FLUSH" in r.stderr
+    r = run(["standalone", "--store-dir", str(tmp_path / "s"), "--autoCreateTopicEnable=maybe"])
+    assert r.returncode == 2 and "autoCreateTopicEnable" in r.stderr
+    conf = tmp_path / "broker.conf"
+    conf.write_text("listenPort=eleven\n")
+    r = run(["broker", "-c", str(conf)])
+    assert r.returncode == 2 and "listenPort" in r.stderr and "eleven" in r.stderr
+    r = run(["broker", "-c", str(tmp_path / "missing.conf")])
+    assert r.returncode == 2 and "cannot read config file" in r.stderr
+
+    proc = StandaloneProcess(tmp_path / "store2", ["--noSuchKey=1"]).start()
+    try:
+        assert "unknown config key 'noSuchKey' ignored" in proc.log_text()
+    finally:
+        assert proc.stop() == 0
+
+
+async def test_namesrv_and_broker_daemons_with_conf_file(tmp_path):
+    ns_port, broker_port = free_port(), free_port()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        "# a RocketMQ broker.conf\n"
+        "brokerClusterName = TestCluster\n"
+        "brokerName=broker-x\n"
+        "brokerId=0\n"
+        "brokerIP1=127.0.0.1\n"
+        f"namesrvAddr=127.0.0.1:{ns_port}\n"
+        f"storePathRootDir={tmp_path / 'store'}\n"
+        "brokerRole=ASYNC_MASTER\n"
+        "flushDiskType=ASYNC_FLUSH\n"
+        "autoCreateTopicEnable=true\n"
+        "deleteWhen=04\n"
+    )
+    log_ns = open(tmp_path / "ns.log", "w")
+    log_b = open(tmp_path / "b.log", "w")
+    ns = subprocess.Popen(RMQ + ["namesrv", "--port", str(ns_port)], stdout=log_ns, stderr=subprocess.STDOUT)
+    broker = subprocess.Popen(RMQ + ["broker", "-c", str(conf), f"--listenPort={broker_port}"], stdout=log_b,
+                              stderr=subprocess.STDOUT)
+    try:
+        assert wait_for_port("127.0.0.1", ns_port) and wait_for_port("127.0.0.1", broker_port)
+        for _ in range(100):
+            resp = await invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO)
+            info = json.loads(resp.body_bytes())
+            if info["clusterAddrTable"]:
+                break
+            await asyncio.sleep(0.05)
+        assert info["clusterAddrTable"] == {"TestCluster": ["broker-x"]}
+        assert info["brokerAddrTable"]["broker-x"]["brokerAddrs"] == {"0": f"127.0.0.1:{broker_port}"}
+    finally:
+        for p in (broker, ns):
+            p.send_signal(signal.SIGINT)
+        assert broker.wait(20) == 0 and ns.wait(20) == 0
+        log_ns.close()
+        log_b.close()
+    text = (tmp_path / "b.log").read_text()
+    assert f"rmq broker broker-x listening on 127.0.0.1:{broker_port}" in text
+    assert "rmq namesrv listening on" in (tmp_path / "ns.log").read_text()
+    assert not (tmp_path / "store" / "abort").exists()
+
+
+def test_properties_loader_units():
+    props = parse_properties("# c\n! c\nbrokerName = b1\nlistenPort:10\nnamesrvAddr 1.2.3.4:9876;5.6.7.8:9876\n"
+                             "longKey=a\\\n   b\n")
+    assert props == {"brokerName": "b1", "listenPort": "10", "namesrvAddr": "1.2.3.4:9876;5.6.7.8:9876",
+                     "longKey": "ab"}
+    from rmq.config import BrokerConfig
+    from rmq.store import StoreConfig
+
+    bc, sc = BrokerConfig(), StoreConfig()
+    warnings = apply_properties({**props, "flushDiskType": "sync_flush", "mappedFileSizeCommitLog": "1048576"}, bc, sc)
+    assert warnings == ["unknown config key 'longKey' ignored"]
+    assert bc.namesrv_addr_list == ["1.2.3.4:9876", "5.6.7.8:9876"] and bc.listen_port == 10
+    assert sc.flush_disk_type == "SYNC_FLUSH" and sc.mapped_file_size_commitlog == 1048576
+    assert parse_overrides(["--a=1", "--b"]) == {"a": "1", "b": "true"}
+    with pytest.raises(ConfigError):
+        parse_overrides(["positional"])
+    with pytest.raises(ConfigError, match="brokerId"):
+        apply_properties({"brokerId": "x"}, BrokerConfig())
+
+
+def test_help_works():
+    r = run(["--help"])
+    assert r.returncode == 0 and "standalone" in r.stdout
