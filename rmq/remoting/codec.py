@@ -383,7 +383,8 @@ def encode(cmd: RemotingCommand) -> list:
     """Encode a command as ``[length word + header word + header, *body parts]``.
 
     The body parts are the command's own buffers (bytes or memoryviews), never copied:
-    hand the list to ``transport.writelines``.
+    hand the list to ``transport.writelines``. Memoryviews must be flat byte views
+    (format ``B``, as slices of an mmap are), since ``len()`` counts their bytes.
 
     Raises:
         RemotingCommandError: the header is longer than 16 MiB - 1 (24-bit length).
@@ -396,9 +397,8 @@ def encode(cmd: RemotingCommand) -> list:
     if body is None:
         return [_LENGTHS.pack(4 + hlen, (cmd.serialize_type << 24) | hlen) + header]
     if type(body) is list:
-        blen = 0
-        for p in body:
-            blen += p.nbytes if type(p) is memoryview else len(p)
+        # len() of a byte-format memoryview is its size in bytes (documented requirement).
+        blen = sum(map(len, body))
         return [_LENGTHS.pack(4 + hlen + blen, (cmd.serialize_type << 24) | hlen) + header, *body]
     blen = body.nbytes if type(body) is memoryview else len(body)
     return [_LENGTHS.pack(4 + hlen + blen, (cmd.serialize_type << 24) | hlen) + header, body]

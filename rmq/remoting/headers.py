@@ -82,7 +82,7 @@ def w(wire: str, default: Any = _REQUIRED) -> Any:
 def _int(v: Any, cls: str, name: str) -> int:
     if type(v) is str:
         try:
-            return int(v.strip())
+            return int(v)  # int() itself allows surrounding whitespace
         except ValueError:
             pass
     elif type(v) is bool:
@@ -140,23 +140,25 @@ def _base_type(tp: Any) -> type:
 
 
 def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
+    # Straight-line code, one local per field, one keyword call at the end: about twice as
+    # fast as filling a dict and calling cls(**kw).
     cname = cls.__name__
-    lines = ["def from_ext_fields(cls, ext):", "    g = ext.get", "    kw = {}"]
-    for f, tp in fields:
+    ns: dict[str, Any] = {"_missing": _missing, "_int": _int, "_bool": _bool, "_str": _str}
+    lines = ["def from_ext_fields(cls, ext):", "    g = ext.get"]
+    args = []
+    for i, (f, tp) in enumerate(fields):
         wire = names[f.name]
+        reader = _READERS[tp]
+        conv = f"v if type(v) is {tp.__name__} else {reader}(v, {cname!r}, {wire!r})"
         lines.append(f"    v = g({wire!r})")
         if f.default is _REQUIRED:
             lines.append(f"    if v is None: raise _missing({cname!r}, {wire!r})")
-            ind = "    "
+            lines.append(f"    a{i} = {conv}")
         else:
-            lines.append("    if v is not None:")
-            ind = "        "
-        reader = _READERS[tp]
-        lines.append(
-            f"{ind}kw[{f.name!r}] = v if type(v) is {tp.__name__} else {reader}(v, {cname!r}, {wire!r})"
-        )
-    lines.append("    return cls(**kw)")
-    ns = {"_missing": _missing, "_int": _int, "_bool": _bool, "_str": _str}
+            ns[f"_d{i}"] = f.default
+            lines.append(f"    a{i} = _d{i} if v is None else ({conv})")
+        args.append(f"{f.name}=a{i}")
+    lines.append(f"    return cls({', '.join(args)})")
     exec("\n".join(lines), ns)  # generated once per class at import time
     return classmethod(ns["from_ext_fields"])
 
