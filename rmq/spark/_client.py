@@ -452,6 +452,14 @@ class RocketMQClient:
         if resp.code != ResponseCode.SUCCESS:
             _raise_for(addr, resp, f"committing offset {offset} of {topic}/{queue_id} for group {group!r}")
 
+    def update_consumer_offsets(self, addr: str, group: str, items: Sequence[tuple[str, int, int]]) -> None:
+        """UPDATE_CONSUMER_OFFSET for many ``(topic, queue_id, offset)`` in one pipelined round trip."""
+        cmds = [RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, {
+            "consumerGroup": group, "topic": t, "queueId": q, "commitOffset": o}) for t, q, o in items]
+        for (t, q, o), resp in zip(items, self.invoke_all(addr, cmds)):
+            if resp.code != ResponseCode.SUCCESS:
+                _raise_for(addr, resp, f"committing offset {o} of {t}/{q} for group {group!r}")
+
     def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int) -> int | None:
         """QUERY_CONSUMER_OFFSET; None when the group has no offset stored (code 22)."""
         resp = self.invoke(addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {

@@ -228,6 +228,7 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         self._queues: dict[tuple, str] = {}
         self._latest: dict | None = None
         self._target: dict[tuple, int] | None = None  # Trigger.AvailableNow's stopping point
+        self._committed: dict | None = None  # last offsets stored in the consumer group
 
     def __getstate__(self):
         # The runner's caches must not travel to the executors (reference/spark.md §2.5.1).
@@ -259,6 +260,11 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         # Spark >= 4.2 passes (start, limit) because the signature has parameters; 4.0/4.1
         # call it without arguments (reference/spark.md §2.2).
+        if start:
+            # Spark asks for the next batch only once the previous one is in its commit log,
+            # so `start` is processed: commit it now (Spark calls commit() for the last batch
+            # of a query late or not at all).
+            self._commit_group(start)
         latest = self._latest_now()
         self._latest = offsets_to_json(latest)
         begin = offsets_from_json(start) if start else {}
@@ -327,21 +333,28 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
             return None
 
     def commit(self, end: dict) -> None:
+        self._commit_group(end)
+
+    def _commit_group(self, offsets: dict) -> None:
+        """Store processed offsets in the optional consumer group (one pipelined round trip
+        per broker). Spark's checkpoint stays the source of truth; the group's offsets feed
+        rmq's consumer-lag tools, so a failed commit is logged, not fatal."""
         group = self.opts.group
-        if not group:
+        if not group or not offsets or offsets == self._committed:
             return
         client = self._client()
-        for (topic, broker, qid), off in offsets_from_json(end).items():
+        by_addr: dict = {}
+        for (topic, broker, qid), off in offsets_from_json(offsets).items():
             addr = self._queues.get((topic, broker, qid)) or self._addr_of((topic, broker, qid))
-            if addr is None:
-                continue
+            if addr is not None:
+                by_addr.setdefault(addr, []).append((topic, qid, off))
+        for addr, items in by_addr.items():
             try:
-                client.update_consumer_offset(addr, group, topic, qid, off)
+                client.update_consumer_offsets(addr, group, items)
             except RMQError as e:
-                # Spark's checkpoint is the source of truth; the group's offsets only feed
-                # lag monitoring, so a failed commit is logged, not fatal.
-                log.warning("could not commit offset %d of %s/%s/%d for group %r: %s", off, topic, broker, qid,
-                            group, e)
+                log.warning("could not commit offsets of group %r to %s: %s", group, addr, e)
+                return
+        self._committed = offsets
 
     def stop(self) -> None:
         self._queues = {}
