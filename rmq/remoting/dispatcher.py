@@ -140,18 +140,19 @@ class Dispatcher:
 
     def __init__(self, name: str = "remoting") -> None:
         self.name = name
-        self._table: dict[int, tuple[Any, ProcessorPool]] = {}
-        self._default: tuple[Any, ProcessorPool] | None = None
+        # code → (processor, pool, processor.reject_request or None)
+        self._table: dict[int, tuple[Any, ProcessorPool, Any]] = {}
+        self._default: tuple[Any, ProcessorPool, Any] | None = None
         self._default_pool = ProcessorPool("default", max_in_flight=256)
         self._pools: list[ProcessorPool] = [self._default_pool]
 
     def register_processor(self, code: int, processor: Any, pool: ProcessorPool | None = None) -> None:
         """Serve ``code`` with ``processor``; async work is bounded by ``pool`` (default: shared pool)."""
-        self._table[int(code)] = (processor, self._adopt(pool))
+        self._table[int(code)] = (processor, self._adopt(pool), getattr(processor, "reject_request", None))
 
     def register_default_processor(self, processor: Any, pool: ProcessorPool | None = None) -> None:
         """Serve every code that has no processor of its own."""
-        self._default = (processor, self._adopt(pool))
+        self._default = (processor, self._adopt(pool), getattr(processor, "reject_request", None))
 
     def _adopt(self, pool: ProcessorPool | None) -> ProcessorPool:
         if pool is None:
@@ -161,7 +162,9 @@ class Dispatcher:
         return pool
 
     def processor_for(self, code: int) -> tuple[Any, ProcessorPool] | None:
-        return self._table.get(code, self._default)
+        """``(processor, pool)`` serving ``code`` (the default processor's if none), or None."""
+        entry = self._table.get(code, self._default)
+        return None if entry is None else entry[:2]
 
     # ------------------------------------------------------------------ the request path
 
@@ -175,8 +178,7 @@ class Dispatcher:
                 self._reply(conn, cmd, _error(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                               f"request code {cmd.code} not supported"))
                 return
-        processor, pool = entry
-        reject = getattr(processor, "reject_request", None)
+        processor, pool, reject = entry
         if reject is not None and reject():
             self._reply(conn, cmd, _error(cmd, ResponseCode.SYSTEM_BUSY,
                                           "[REJECTREQUEST]system busy, start flow control for a while"))
