@@ -1,5 +1,4 @@
 """Producer against a real in-process name server + broker."""
-import asyncio
 import time
 
 import pytest

@@ -1,7 +1,6 @@
-import asyncio
 
 import rmq
-from sdk_support import create_topic, wait_until
+from sdk_support import create_topic
 
 
 async def test_issue_snippet(cluster, namesrv_addr, unique):

@@ -67,14 +67,16 @@ class ProcessQueue:
         """Drop consumed messages; the offset that may now be committed, or -1 if none."""
         if not self.msgs:
             return -1
-        result = self.queue_offset_max + 1
         for m in msgs:
             if self.msgs.pop(m.queue_offset, None) is not None:
                 self.msg_size -= len(m.body)
-        if self.msgs:
-            result = next(iter(self.msgs))
         self.wakeup.set()
-        return result
+        if self.msgs:
+            return next(iter(self.msgs))
+        # Everything pulled is consumed. Messages the broker filtered out between the last one
+        # and next_offset are consumed too (Java stops at the last delivered message + 1 and
+        # leaves the gap until the next pull answers).
+        return max(self.queue_offset_max + 1, self.next_offset)
 
     def replace(self, m: MessageExt) -> None:
         """Swap in an updated copy (e.g. reconsume_times + 1) without changing the order."""
@@ -103,6 +105,8 @@ class ProcessQueue:
             self.msg_size -= len(m.body)
         self.consuming_msgs.clear()
         self.wakeup.set()
+        if not self.msgs:
+            return max(last + 1, self.next_offset)
         return last + 1
 
     def make_messages_consume_again(self, msgs: list[MessageExt]) -> None:

@@ -27,14 +27,14 @@ import dataclasses
 import inspect
 import logging
 import time
-from typing import Any, Awaitable, Callable, Sequence, Union
+from typing import Any, Awaitable, Callable, Union
 
 from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import (ConsumeFromWhere, ConsumeResult, MessageExt, MessageModel, MessageQueue,
                        PullStatus)
 
 from .allocate import AllocateStrategy
-from .base import ConsumerBase, SubscriptionData, _check_range, retry_topic
+from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, _check_range
 from .offset_store import ReadOffsetType
 from .process_queue import ProcessQueue
 

@@ -1,0 +1,355 @@
+"""PushConsumer against a real in-process name server + broker."""
+import asyncio
+import json
+import os
+
+import pytest
+
+import rmq
+from rmq._testing import run_broker, run_namesrv
+from rmq.remoting import RemotingCommand
+from rmq.remoting.codes import RequestCode, ResponseCode
+from sdk_support import create_topic, wait_until
+
+FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+
+
+async def _produce(nsaddr, topic, bodies, group, **kw):
+    async with rmq.Producer(nsaddr, group) as p:
+        return [await p.send(rmq.Message(topic, b, **kw)) for b in bodies]
+
+
+async def _stored_offsets(broker_addr, group, topic, queues):
+    from rmq.remoting import RemotingClient
+
+    out = {}
+    async with RemotingClient() as rc:
+        for q in range(queues):
+            resp = await rc.invoke(broker_addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
+                "consumerGroup": group, "topic": topic, "queueId": str(q)}))
+            out[q] = int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else -1
+    return out
+
+
+async def test_handler_filters_tags_and_commits_offsets(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=4)
+    async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+        sent = [await p.send(rmq.Message(topic, f"m{i}".encode(), tags="ABC"[i % 3])) for i in range(30)]
+    got = []
+
+    async def handler(msg):
+        got.append(msg)
+
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST)
+    c.subscribe(topic, "A || B")
+    async with c:
+        await wait_until(lambda: len(got) >= 20, what="20 A/B messages")
+        await asyncio.sleep(0.3)
+    assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(30) if i % 3 != 2)
+    assert {m.tags for m in got} == {"A", "B"}
+    # close() persisted the consumed offsets: every queue is at its end (C messages skipped too)
+    ends = {}
+    for r in sent:
+        ends[r.queue_id] = max(ends.get(r.queue_id, 0), r.queue_offset + 1)
+    assert await _stored_offsets(broker.broker_addr, cg, topic, 4) == ends
+
+
+async def test_resume_from_stored_offset_and_iterator_ack(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic, cg, pg = unique("T"), unique("CG"), unique("PG")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    await _produce(namesrv_addr, topic, [b"a", b"b", b"c"], pg)
+    seen = []
+    c = rmq.PushConsumer(namesrv_addr, cg, consume_from_where=FIRST)
+    c.subscribe(topic)
+    with pytest.raises(RuntimeError):
+        async with c:
+            async for msg in c:
+                seen.append(msg.body)
+                if msg.body == b"b":
+                    raise RuntimeError("handler failed on b")   # b is NOT acknowledged
+    assert seen == [b"a", b"b"]
+    # the same group starts again where it stopped: b (not acked) and c, then new d
+    await _produce(namesrv_addr, topic, [b"d"], pg)
+    again = []
+    c2 = rmq.PushConsumer(namesrv_addr, cg)   # CONSUME_FROM_LAST_OFFSET: stored offset wins
+    c2.subscribe(topic)
+    async with c2:
+        async for msg in c2:
+            again.append(msg.body)
+            if len(again) == 3:
+                break
+    assert again == [b"b", b"c", b"d"]
+    assert (await _stored_offsets(broker.broker_addr, cg, topic, 1))[0] == 4
+
+
+@pytest.mark.slow
+async def test_failed_message_is_consumed_again(cluster, namesrv_addr, unique):
+    """RECONSUME_LATER: sent back to the broker (%RETRY%group) when it supports
+    CONSUMER_SEND_MSG_BACK, else retried locally after 5 s; either way it comes back with
+    reconsume_times == 1 and nothing else is held up."""
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    await _produce(namesrv_addr, topic, [b"ok1", b"bad", b"ok2"], unique("PG"))
+    deliveries = []
+
+    async def handler(msg):
+        deliveries.append((msg.body, msg.reconsume_times, msg.topic))
+        if msg.body == b"bad" and msg.reconsume_times == 0:
+            return rmq.ConsumeResult.RECONSUME_LATER
+
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST)
+    c.subscribe(topic)
+    async with c:
+        await wait_until(lambda: (b"bad", 1, topic) in deliveries, timeout=30, what="redelivery of bad")
+    assert {d[0] for d in deliveries} == {b"ok1", b"bad", b"ok2"}
+    assert c.stats["consumed_failed"] == 1
+    assert c.stats["sent_back"] + c.stats["local_retries"] == 1
+
+
+@pytest.mark.slow
+async def test_second_consumer_joins_and_leaves_without_loss(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=8)
+    received: dict[str, list[bytes]] = {"c1": [], "c2": []}
+
+    def handler_for(name):
+        async def handler(msg):
+            received[name].append(msg.body)
+        return handler
+
+    c1 = rmq.PushConsumer(namesrv_addr, cg, handler=handler_for("c1"), instance_name="c1", consume_from_where=FIRST)
+    c1.subscribe(topic)
+    c2 = rmq.PushConsumer(namesrv_addr, cg, handler=handler_for("c2"), instance_name="c2", consume_from_where=FIRST)
+    c2.subscribe(topic)
+    total = 400
+    async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+        async def produce(lo, hi):
+            for i in range(lo, hi):
+                await p.send(rmq.Message(topic, b"%d" % i))
+                await asyncio.sleep(0.002)
+
+        await c1.start()
+        await wait_until(lambda: len(c1.process_queue_table) == 9, what="c1 owns all queues")  # 8 + retry
+        await produce(0, 100)
+        await c2.start()
+        # NOTIFY_CONSUMER_IDS_CHANGED makes c1 give up half at once (not after the 20 s timer)
+        await wait_until(lambda: sum(1 for mq in c1.process_queue_table if mq.topic == topic) == 4,
+                         timeout=8, what="c1 rebalanced to 4 queues")
+        await wait_until(lambda: sum(1 for mq in c2.process_queue_table if mq.topic == topic) == 4,
+                         timeout=8, what="c2 took 4 queues")
+        await produce(100, 300)
+        await c1.close()
+        await wait_until(lambda: sum(1 for mq in c2.process_queue_table if mq.topic == topic) == 8,
+                         timeout=8, what="c2 owns all queues after c1 left")
+        await produce(300, total)
+    try:
+        await wait_until(lambda: {int(b) for b in received["c1"] + received["c2"]} >= set(range(total)),
+                         timeout=20, what="every message consumed")
+    finally:
+        await c2.close()
+    assert received["c1"] and received["c2"]
+    dup = len(received["c1"]) + len(received["c2"]) - total
+    assert dup < 100  # duplicates only around the rebalances
+
+
+async def test_broadcasting_delivers_everything_to_everyone(cluster, namesrv_addr, unique, tmp_path):
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=3)
+    got = {"x": [], "y": []}
+    consumers = []
+    for name in got:
+        async def handler(msg, name=name):
+            got[name].append(msg.body)
+        c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, instance_name=name,
+                             message_model=rmq.MessageModel.BROADCASTING, consume_from_where=FIRST,
+                             offset_store_dir=str(tmp_path / "offsets"))
+        c.subscribe(topic)
+        consumers.append(c)
+        await c.start()
+    try:
+        await _produce(namesrv_addr, topic, [b"%d" % i for i in range(12)], unique("PG"))
+        await wait_until(lambda: all(len(v) >= 12 for v in got.values()), what="both got 12")
+    finally:
+        for c in consumers:
+            await c.close()
+    assert sorted(got["x"]) == sorted(got["y"]) == sorted(b"%d" % i for i in range(12))
+    files = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "offsets") for f in fs if f == "offsets.json"]
+    assert len(files) == 2
+    table = json.load(open(files[0]))["offsetTable"]
+    assert sum(e["offset"] for e in table) == 12
+
+
+async def test_flow_control_and_pause(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    await _produce(namesrv_addr, topic, [b"%d" % i for i in range(200)], unique("PG"))
+    gate = asyncio.Event()
+    got = []
+
+    async def handler(msg):
+        await gate.wait()
+        got.append(msg.queue_offset)
+
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST,
+                         pull_threshold_for_queue=20, pull_batch_size=8, consume_concurrency=4)
+    c.subscribe(topic)
+    async with c:
+        await wait_until(lambda: c.stats["flow_controlled"] > 0, what="flow control")
+        pq = next(pq for mq, pq in c.process_queue_table.items() if mq.topic == topic)
+        assert pq.msg_count <= 20 + 8
+        c.pause()
+        gate.set()
+        await wait_until(lambda: len(got) == c.stats["pulled"], what="cached messages consumed")
+        pulled = c.stats["pulled"]
+        await asyncio.sleep(0.3)
+        assert c.stats["pulled"] == pulled < 200     # paused: no more pulls
+        c.resume()
+        await wait_until(lambda: len(got) == 200, what="all 200 after resume")
+    assert sorted(got) == list(range(200))
+
+
+async def test_orderly_broadcasting_keeps_queue_order_and_suspends(cluster, namesrv_addr, unique, tmp_path):
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+        for i in range(20):
+            await p.send(rmq.Message(topic, f"{i % 2}:{i}".encode()), sharding_key=f"key{i % 2}")
+    seen: dict[int, list[str]] = {}
+    failed = set()
+
+    async def handler(msg):
+        body = msg.body.decode()
+        if body == "0:6" and body not in failed:
+            failed.add(body)
+            raise RuntimeError("fail once")  # suspends this queue, then retried first
+        seen.setdefault(msg.queue_id, []).append(body)
+
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, orderly=True, consume_from_where=FIRST,
+                         message_model=rmq.MessageModel.BROADCASTING, suspend_current_queue_time=0.2,
+                         offset_store_dir=str(tmp_path))
+    c.subscribe(topic)
+    async with c:
+        await wait_until(lambda: sum(map(len, seen.values())) == 20, what="20 orderly messages")
+    for q, bodies in seen.items():
+        nums = [int(b.split(":")[1]) for b in bodies]
+        assert nums == sorted(nums), f"queue {q} out of order: {bodies}"
+
+
+async def test_orderly_clustering_locks_queues(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    from rmq.remoting import RemotingClient
+
+    async with RemotingClient() as rc:
+        probe = await rc.invoke(broker.broker_addr, RemotingCommand.request(
+            RequestCode.LOCK_BATCH_MQ, None, json.dumps({"consumerGroup": cg, "clientId": "probe", "mqSet": []}).encode()))
+    if probe.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        # The client side still must not consume without a lock: start and check it holds back.
+        got = []
+        c = rmq.PushConsumer(namesrv_addr, cg, handler=lambda m: asyncio.sleep(0, got.append(m)), orderly=True,
+                             consume_from_where=FIRST)
+        c.subscribe(topic)
+        await _produce(namesrv_addr, topic, [b"x"], unique("PG"))
+        async with c:
+            await asyncio.sleep(1.0)
+            assert got == [] and not any(pq.locked for pq in c.process_queue_table.values())
+        pytest.skip("broker lacks LOCK_BATCH_MQ (issue 5): verified only that nothing is consumed unlocked")
+    got = []
+
+    async def handler(msg):
+        got.append(msg.body)
+
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, orderly=True, consume_from_where=FIRST)
+    c.subscribe(topic)
+    async with c:
+        async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+            for i in range(10):
+                await p.send(rmq.Message(topic, b"%d" % i), sharding_key="k")
+        await wait_until(lambda: len(got) == 10, what="10 orderly messages")
+        assert all(pq.locked for mq, pq in c.process_queue_table.items() if mq.topic == topic)
+    assert got == [b"%d" % i for i in range(10)]
+
+
+async def test_broker_requests_to_client(cluster, namesrv_addr, unique):
+    """GET_CONSUMER_RUNNING_INFO, GET_CONSUMER_STATUS_FROM_CLIENT, CONSUME_MESSAGE_DIRECTLY and
+    RESET_CONSUMER_CLIENT_OFFSET, sent by the broker over the client's own connection."""
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    direct = []
+
+    async def handler(msg):
+        direct.append(msg.body)
+
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST)
+    c.subscribe(topic)
+    async with c:
+        await _produce(namesrv_addr, topic, [b"a", b"b", b"c"], unique("PG"))
+        await wait_until(lambda: len(direct) == 3, what="3 messages")
+        info = broker.consumer_manager.get_consumer_group_info(cg)
+        conn = next(iter(info.channels))
+        resp = await conn.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, {
+            "consumerGroup": cg, "clientId": c.client_id}), 3.0)
+        assert resp.code == ResponseCode.SUCCESS
+        running = json.loads(resp.body_bytes())
+        assert running["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert any(s["topic"] == topic for s in running["subscriptionSet"])
+        resp = await conn.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, {
+            "group": cg, "topic": topic, "clientAddr": ""}), 3.0)
+        assert resp.code == ResponseCode.SUCCESS
+        table = json.loads(resp.body_bytes())["messageQueueTable"]
+        assert list(table.values()) == [3]
+        # the stored record of "a" (queue offset 0) from the broker's store, consumed directly
+        result = broker.message_store.get_message(cg, topic, 0, 0, 1)
+        try:
+            body = b"".join(bytes(b) for b in result.buffers)
+        finally:
+            result.release()
+        resp = await conn.invoke(RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {
+            "consumerGroup": cg, "clientId": c.client_id, "msgId": "x", "brokerName": "broker-a"}, body), 3.0)
+        assert resp.code == ResponseCode.SUCCESS
+        assert json.loads(resp.body_bytes())["consumeResult"] == "CR_SUCCESS" and direct[-1] == b"a"
+        # reset to offset 1: b and c come again
+        reset = json.dumps({"offsetTable": [[{"topic": topic, "brokerName": "broker-a", "queueId": 0}, 1]]})
+        resp = await conn.invoke(RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, {
+            "topic": topic, "group": cg, "timestamp": "0", "isForce": "true"}, reset.encode()), 5.0)
+        assert resp.code == ResponseCode.SUCCESS
+        await wait_until(lambda: direct[-2:] == [b"b", b"c"] and len(direct) == 6, what="redelivery after reset")
+
+
+@pytest.mark.slow
+async def test_consumer_survives_broker_restart(tmp_path, unique):
+    topic, cg = unique("T"), unique("CG")
+    got = []
+
+    async def handler(msg):
+        got.append(msg.body)
+
+    async with run_namesrv() as ns:
+        nsaddr = f"127.0.0.1:{ns.port}"
+        async with run_broker(tmp_path / "b", namesrv=ns) as broker:
+            port = broker.port
+            await create_topic(broker.broker_addr, topic, queues=2)
+            c = rmq.PushConsumer(nsaddr, cg, handler=handler, consume_from_where=FIRST)
+            c.subscribe(topic)
+            await c.start()
+            await _produce(nsaddr, topic, [b"before-%d" % i for i in range(10)], unique("PG"))
+            await wait_until(lambda: len(got) >= 10, what="10 before restart")
+        try:
+            # broker down: the consumer keeps retrying; same port and store on restart
+            await asyncio.sleep(1.0)
+            async with run_broker(tmp_path / "b", namesrv=ns, listen_port=port):
+                await _produce(nsaddr, topic, [b"after-%d" % i for i in range(10)], unique("PG"))
+                await wait_until(lambda: len(got) >= 20, timeout=30, what="10 after restart")
+        finally:
+            await c.close()
+    assert set(got) == {b"before-%d" % i for i in range(10)} | {b"after-%d" % i for i in range(10)}
