@@ -339,6 +339,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
 class Standalone:
     """``python -m rmq standalone`` on free 127.0.0.1 ports with a fresh store (a subprocess).
 
@@ -396,6 +404,13 @@ class Standalone:
             while True:
                 if self.proc.poll() is not None:
                     raise BenchError(f"rmq standalone exited with {self.proc.returncode}:\n{self.log_tail()}")
+                if not _port_open(self.namesrv_port) or not _port_open(self.broker_port):
+                    if time.monotonic() > deadline:
+                        self.stop()
+                        raise BenchError(f"rmq standalone not listening within {self.ready_timeout:.0f}s:\n"
+                                         f"{self.log_tail()}")
+                    await asyncio.sleep(0.1)
+                    continue
                 try:
                     if await get_route(client, "TBW102", timeout=1.0) is not None:
                         break

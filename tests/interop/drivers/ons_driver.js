@@ -67,7 +67,7 @@ async function produce() {
     for (const [ k, v ] of Object.entries(item.props || {})) msg.properties[k] = v;
     try {
       const r = await producer.send(msg);
-      emit('sent', { i, status: r.sendStatus, msg_id: r.msgId, queue_id: r.messageQueue.queueId,
+      emit('sent', { i, status: r.sendStatus, msg_id: r.msgId, queue_id: Number(r.messageQueue.queueId),
         offset: Number(r.queueOffset) });
     } catch (err) {
       failures++;

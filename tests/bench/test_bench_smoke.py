@@ -1,0 +1,46 @@
+"""One short run of the whole bench path against a real ``rmq standalone``: what ``make bench``
+does (bench/run_all.py starts the broker on free ports, runs produce, prefill + drain and
+latency as separate processes, stops the broker), with a few thousand messages. Nothing here
+asserts speed; it checks that every figure is there and the counts add up."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+
+def test_run_all_short(tmp_path):
+    out = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "run_all.py"), "--produce-seconds", "2", "--prefill", "3000",
+         "--latency-seconds", "2", "--json-out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=170, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    results = {r["bench"]: r for r in json.loads(out.read_text())}
+    assert set(results) == {"produce", "pull", "latency"}, proc.stdout[-3000:]
+
+    produce = results["produce"]
+    assert produce["messages"] > 0 and produce["send_failed"] == 0 and produce["response_failed"] == 0
+    assert produce["rt_ms_p50"] <= produce["rt_ms_p99"] <= produce["rt_ms_p999"] <= produce["rt_ms_max"]
+    assert produce["broker_cpu_s"] > 0 and produce["broker_cpu_s_per_1m"] > 0
+    assert "--broker-pid" in produce["command"]
+
+    pull = results["pull"]
+    assert pull["prefill_messages"] == 3000
+    assert pull["backlog"] == 3000 and pull["messages"] == 3000, pull  # every message exactly once
+    assert pull["errors"] == 0 and pull["queues"] == 4
+    assert pull["bytes"] > 3000 * 1024  # records carry the 1 KiB bodies plus their headers
+    assert pull["broker_cpu_s"] is not None and pull["broker_cpu_s"] >= 0  # a 3000-message drain may take < 1 tick
+
+    latency = results["latency"]
+    assert latency["sent"] > 0 and latency["consumed"] >= latency["sent"]
+    assert 0 <= latency["latency_ms_p50"] <= latency["latency_ms_p99"] <= latency["latency_ms_max"]
+
+    text = proc.stdout
+    assert "Send TPS:" in text and "Max RT(ms):" in text and "Response Failed:" in text
+    assert "== figures" in text and "rmq standalone stopped (exit code 0)" in text
