@@ -2,16 +2,19 @@
 ``rmq standalone`` process on free 127.0.0.1 ports with a temporary store."""
 import asyncio
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 import interop_support as support
+from rmq._testing import StandaloneProcess
+from rmq.remoting.client import RemotingClient
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
-import _common as bench_common  # noqa: E402  (Standalone launcher and protocol helpers, shared with `make bench`)
+import _common as bench_common  # noqa: E402  (protocol helpers shared with the bench harness)
 
 _install_report: list[str] = []
 
@@ -36,25 +39,24 @@ def pytest_terminal_summary(terminalreporter):
 
 
 class Broker:
-    """A running ``rmq standalone``; ``namesrv`` is what clients are pointed at."""
+    """A running ``rmq standalone`` (``rmq._testing.StandaloneProcess``); clients get ``namesrv``."""
 
-    def __init__(self, standalone: bench_common.Standalone):
-        self.standalone = standalone
-        self.namesrv = standalone.namesrv_addr
-        self.broker_addr = standalone.broker_addr
+    def __init__(self, proc: StandaloneProcess):
+        self.proc = proc
+        self.namesrv = proc.namesrv_addr
+        self.broker_addr = proc.broker_addr
+        self.pid = proc.pid
 
     def check_alive(self) -> None:
-        if self.standalone.proc.poll() is not None:
-            pytest.fail(f"rmq standalone died (exit {self.standalone.proc.returncode}):\n"
-                        f"{self.standalone.log_tail(60)}", pytrace=False)
+        if self.proc.proc.poll() is not None:
+            pytest.fail(f"rmq standalone died (exit {self.proc.proc.returncode}):\n{self.log_tail(60)}",
+                        pytrace=False)
 
     def log_tail(self, lines: int = 60) -> str:
-        return self.standalone.log_tail(lines)
+        return "\n".join(self.proc.log_text().splitlines()[-lines:])
 
     def create_topic(self, topic: str, queues: int = 4) -> None:
         """UPDATE_AND_CREATE_TOPIC through the protocol (ali-ons has no TBW102 fallback)."""
-        from rmq.remoting.client import RemotingClient
-
         async def go():
             client = RemotingClient([self.namesrv])
             try:
@@ -64,17 +66,45 @@ class Broker:
 
         asyncio.run(go())
 
+    def wait_registered(self, timeout: float = 20.0) -> None:
+        """Until the name server routes TBW102, i.e. the broker has registered (the C++ client
+        falls back to TBW102 for new topics)."""
+        async def go():
+            client = RemotingClient([self.namesrv])
+            try:
+                deadline = time.monotonic() + timeout
+                while True:
+                    try:
+                        if await bench_common.get_route(client, "TBW102", timeout=1.0) is not None:
+                            return
+                    except Exception as exc:  # not up yet
+                        last = exc
+                    else:
+                        last = "TOPIC_NOT_EXIST"
+                    if time.monotonic() > deadline:
+                        pytest.fail(f"broker not registered with the name server after {timeout:.0f}s ({last}):\n"
+                                    f"{self.log_tail()}", pytrace=False)
+                    await asyncio.sleep(0.1)
+            finally:
+                await client.close()
+
+        asyncio.run(go())
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    standalone = bench_common.Standalone(store_dir=str(tmp_path_factory.mktemp("rmq-standalone")))
+    proc = StandaloneProcess(tmp_path_factory.mktemp("rmq-standalone") / "store")
     try:
-        asyncio.run(standalone.start())
-    except bench_common.BenchError as exc:
+        proc.start()
+    except RuntimeError as exc:
         pytest.fail(f"rmq standalone did not start: {exc}", pytrace=False)
-    yield Broker(standalone)
-    rc = standalone.stop()
-    print(f"rmq standalone stopped with exit code {rc}")
+    try:
+        b = Broker(proc)
+        b.wait_registered()
+        yield b
+    finally:
+        rc = proc.stop()
+        print(f"rmq standalone stopped with exit code {rc}")
 
 
 @pytest.fixture
