@@ -437,5 +437,11 @@ def encode(cmd: RemotingCommand) -> list:
         # len() of a byte-format memoryview is its size in bytes (documented requirement).
         blen = sum(map(len, body))
         return [_LENGTHS.pack(4 + hlen + blen, (cmd.serialize_type << 24) | hlen) + header, *body]
-    blen = body.nbytes if type(body) is memoryview else len(body)
+    tb = type(body)
+    if tb is memoryview:
+        blen = body.nbytes
+    elif tb is bytes or tb is bytearray:
+        blen = len(body)
+    else:
+        raise RemotingCommandError(f"body must be bytes, bytearray, memoryview or a list of them, not {tb.__name__}")
     return [_LENGTHS.pack(4 + hlen + blen, (cmd.serialize_type << 24) | hlen) + header, body]

@@ -348,8 +348,11 @@ class Connection(asyncio.Protocol):
             return
         try:
             self.write(cmd)
-        except RemotingCommandError as exc:  # unencodable (header over 16 MiB)
+        except RemotingCommandError as exc:  # unencodable (bad body type, header over 16 MiB)
             log.error("%s: cannot encode response code=%s opaque=%s: %s", self.role, cmd.code, cmd.opaque, exc)
+            # the requester still gets an answer rather than a timeout
+            self.write(RemotingCommand(1, opaque=cmd.opaque, flag=cmd.flag, remark=f"cannot encode response: {exc}",
+                                       serialize_type=cmd.serialize_type if cmd.serialize_type in (0, 1) else 0))
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Write ``cmd`` as a oneway request (no reply expected)."""

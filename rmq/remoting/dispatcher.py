@@ -25,6 +25,7 @@ import concurrent.futures
 import functools
 import inspect
 import logging
+import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
 
 from rmq.remoting.codes import ResponseCode
@@ -36,6 +37,10 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Dispatcher", "ProcessorPool", "RequestProcessor"]
 
 log = logging.getLogger("rmq.remoting")
+
+# Overload and unknown-code warnings repeat per request; one line per key per interval is
+# enough to see what is happening without flooding the log during a storm.
+_WARN_INTERVAL = 10.0
 
 
 class RequestProcessor(Protocol):
@@ -145,6 +150,7 @@ class Dispatcher:
         self._default: tuple[Any, ProcessorPool, Any] | None = None
         self._default_pool = ProcessorPool("default", max_in_flight=256)
         self._pools: list[ProcessorPool] = [self._default_pool]
+        self._warned: dict[object, float] = {}
 
     def register_processor(self, code: int, processor: Any, pool: ProcessorPool | None = None) -> None:
         """Serve ``code`` with ``processor``; async work is bounded by ``pool`` (default: shared pool)."""
@@ -174,7 +180,8 @@ class Dispatcher:
         if entry is None:
             entry = self._default
             if entry is None:
-                log.warning("%s: %s sent request code %s, which is not supported", self.name, conn.remote_addr, cmd.code)
+                self._warn_limited(("code", cmd.code), "%s: %s sent request code %s, which is not supported",
+                                   self.name, conn.remote_addr, cmd.code)
                 self._reply(conn, cmd, _error(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                               f"request code {cmd.code} not supported"))
                 return
@@ -184,8 +191,8 @@ class Dispatcher:
                                           "[REJECTREQUEST]system busy, start flow control for a while"))
             return
         if pool.full:
-            log.warning("%s: pool %r is full (%d in flight), SYSTEM_BUSY to %s code %s",
-                        self.name, pool.name, pool.in_flight, conn.remote_addr, cmd.code)
+            self._warn_limited(("pool", pool.name), "%s: pool %r is full (%d in flight), SYSTEM_BUSY to %s code %s",
+                               self.name, pool.name, pool.in_flight, conn.remote_addr, cmd.code)
             self._reply(conn, cmd, _error(cmd, ResponseCode.SYSTEM_BUSY,
                                           f"[OVERLOAD]system busy, pool {pool.name} is full"))
             return
@@ -203,6 +210,12 @@ class Dispatcher:
             pool.submit(result, functools.partial(self._on_async_done, conn, cmd))
             return
         self._failed(conn, cmd, TypeError(f"processor returned {type(result).__name__}, not a RemotingCommand"))
+
+    def _warn_limited(self, key: object, msg: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._warned.get(key, -_WARN_INTERVAL) >= _WARN_INTERVAL:
+            self._warned[key] = now
+            log.warning(msg, *args)
 
     def _on_async_done(self, conn: "Connection", cmd: RemotingCommand, result: Any, exc: BaseException | None) -> None:
         if exc is not None:

@@ -28,6 +28,7 @@ BOOM = 1004
 ASYNC_BOOM = 1005
 BLOCK = 1006
 BIG = 1007
+BAD_BODY = 1008
 
 
 class Echo:
@@ -100,6 +101,11 @@ class Big:
         return cmd.response(ext_fields={"nextBeginOffset": self.count}, body=[mv[i : i + step] for i in range(0, len(mv), step)])
 
 
+class BadBody:
+    def process_request(self, conn, cmd):
+        return cmd.response(body="text is not bytes")
+
+
 class Rejecting:
     def process_request(self, conn, cmd):  # pragma: no cover - must not be called
         raise AssertionError("called although reject_request() was true")
@@ -122,6 +128,7 @@ async def env():
     server.register_processor(ASYNC_BOOM, AsyncBoom())
     server.register_processor(BLOCK, procs["block"], ProcessorPool("block", max_in_flight=1, max_queue=1))
     server.register_processor(RequestCode.HEART_BEAT, Rejecting())
+    server.register_processor(BAD_BODY, BadBody())
     server.add_connection_listener(lambda ev, conn, exc=None: events.append((ev, conn)))
     await server.start()
     client = RemotingClient()
@@ -497,3 +504,10 @@ async def test_slow_reader_pauses_reading(caplog):
         writer.close()
         await client.close()
         await server.close()
+
+
+async def test_unencodable_response_becomes_system_error(env, caplog):
+    server, client, _, _ = env
+    resp = await client.invoke(server.address, req(BAD_BODY))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "body must be bytes" in resp.remark
+    assert any("cannot encode response" in r.getMessage() for r in caplog.records)
