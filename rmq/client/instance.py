@@ -314,8 +314,15 @@ class ClientInstance:
                     if topic in c.subscribed_topics() and not c.has_subscribe_info(topic):
                         changed = True
             if changed:
+                new_broker = False
                 for bd in route.broker_datas:
+                    if self.broker_addr_table.get(bd.broker_name) != bd.broker_addrs:
+                        new_broker = True
                     self.broker_addr_table[bd.broker_name] = dict(bd.broker_addrs)
+                if new_broker and self._started and not self._closed:
+                    # introduce ourselves to a new broker now, not at the next 30 s tick: it needs
+                    # our channel for check-backs and our subscriptions for pulls
+                    self._spawn(self.send_heartbeat_to_all_brokers(), "heartbeat-now")
                 info = _TopicPublishInfo(topic, route)
                 self.publish_info[topic] = info
                 mqs = subscribe_queues(topic, route)
