@@ -316,22 +316,28 @@ async def test_connection_events_reach_listeners(env):
 
 async def test_idle_connection_closed():
     events = []
-    server = RemotingServer(idle_timeout=0.3)
+    server = RemotingServer(idle_timeout=0.5)
     server.register_processor(ECHO, Echo())
     server.add_connection_listener(lambda ev, conn, exc=None: events.append(ev))
     await server.start()
     client = RemotingClient()
     try:
-        assert (await client.invoke(server.address, req(ECHO))).code == 0
-        await asyncio.sleep(0.15)
-        assert (await client.invoke(server.address, req(ECHO))).code == 0  # activity resets the timer
-        await asyncio.sleep(0.2)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        for _ in range(8):  # 0.8 s of activity, longer than the idle time: reads reset the timer
+            assert (await client.invoke(server.address, req(ECHO))).code == 0
+            await asyncio.sleep(0.1)
         assert ConnectionEvent.IDLE not in events
-        for _ in range(100):
+        for _ in range(250):
             if ConnectionEvent.CLOSE in events:
                 break
             await asyncio.sleep(0.02)
         assert events == [ConnectionEvent.CONNECT, ConnectionEvent.IDLE, ConnectionEvent.CLOSE]
+        assert loop.time() - start >= 1.2  # closed only after 0.5 s of silence
+        for _ in range(100):
+            if not client.connection_manager.connections:
+                break
+            await asyncio.sleep(0.01)
         assert client.connection_manager.connections == set()  # the client saw the close too
         assert (await client.invoke(server.address, req(ECHO))).code == 0  # and reconnects
     finally:
@@ -483,11 +489,15 @@ async def test_slow_reader_pauses_reading(caplog):
     try:
         n = 200
         writer.write(b"".join(b"".join(encode(req(BIG, n=i))) for i in range(n)))
-        await asyncio.sleep(0.5)
-        processed = big.count
-        assert processed < n  # reading stopped while ~1 MiB replies piled up unread
-        await asyncio.sleep(0.2)
-        assert big.count == processed
+        # wait until the server stops making progress (it paused), however loaded the machine is
+        processed, stable_since = -1, None
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(10):
+            while stable_since is None or loop.time() - stable_since < 0.3:
+                await asyncio.sleep(0.05)
+                if big.count != processed:
+                    processed, stable_since = big.count, loop.time()
+        assert 0 < processed < n  # reading stopped while ~1 MiB replies piled up unread
         # another client is unaffected
         assert (await client.invoke(server.address, req(ECHO))).code == 0
         # now read everything: all replies arrive, complete and in order
