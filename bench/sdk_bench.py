@@ -1,0 +1,226 @@
+"""SDK benchmark: producer send throughput and push-consumer drain throughput of the rmq SDK.
+
+Measures what a Python application sees through ``rmq.Producer`` / ``rmq.PushConsumer`` (route
+cache, queue selection, UNIQ_KEY, properties encoding, decoding of pulled records, process
+queues, offset commits), not the raw protocol (``produce_bench.py`` / ``pull_bench.py`` do that).
+
+    .venv/bin/python bench/sdk_bench.py                      # own `rmq standalone`, all phases
+    .venv/bin/python bench/sdk_bench.py --namesrv 127.0.0.1:9876 --phases send
+    .venv/bin/python bench/sdk_bench.py --backlog 200000 --json
+
+Phases:
+  send   1 KiB messages with 1 send in flight, then with 16 (``--concurrency 1,16``), each for
+         ``--duration`` seconds: msgs/s and round-trip percentiles.
+  drain  prefill ``--backlog`` messages (batch sends, not measured), then a new PushConsumer
+         group with a no-op handler drains them from the first offset: msgs/s from start() to
+         the last message handled.
+
+Figures are printed, never asserted. With its own broker the daemon runs in a separate process
+(``rmq standalone``) so broker and SDK do not share an interpreter; ``--broker-pid`` (or the own
+broker) adds broker CPU-seconds per million messages.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import rmq  # noqa: E402
+from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
+from rmq.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def pct(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, int(round(q * len(values) + 0.5)) - 1))]
+
+
+async def create_topic(namesrv: str, topic: str, queues: int) -> None:
+    """UPDATE_AND_CREATE_TOPIC on every master the name server knows."""
+    async with RemotingClient(namesrv) as rc:
+        resp = await rc.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        info = json.loads(resp.body_bytes() or b"{}")
+        masters = [bd["brokerAddrs"].get("0") for bd in (info.get("brokerAddrTable") or {}).values()]
+        for addr in filter(None, masters):
+            r = await rc.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+                "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": "0", "order": "false"}), timeout=5.0)
+            if r.code != ResponseCode.SUCCESS:
+                raise SystemExit(f"creating {topic} on {addr} failed: {r.code} {r.remark}")
+    await asyncio.sleep(0.5)  # let the broker's registration reach the name server
+
+
+async def send_phase(namesrv: str, topic: str, size: int, concurrency: int, duration: float,
+                     broker_pid: int | None) -> dict:
+    body = os.urandom(size // 2).hex().encode()[:size]
+    latencies: list[float] = []
+    failed = 0
+    async with rmq.Producer(namesrv, f"SdkBenchPG_{concurrency}_{os.getpid()}") as p:
+        await p.send(rmq.Message(topic, body))  # warm up: route, connection
+        stop_at = time.monotonic() + duration
+        cpu0 = cpu_seconds(broker_pid)
+
+        async def worker() -> None:
+            nonlocal failed
+            msg = rmq.Message(topic, body, tags="bench")
+            while time.monotonic() < stop_at:
+                t0 = time.perf_counter()
+                try:
+                    await p.send(msg)
+                except rmq.RMQError:
+                    failed += 1
+                    continue
+                latencies.append(time.perf_counter() - t0)
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.monotonic() - t0
+        cpu1 = cpu_seconds(broker_pid)
+    n = len(latencies)
+    fig = {"phase": "send", "concurrency": concurrency, "size": size, "messages": n, "failed": failed,
+           "seconds": round(elapsed, 3), "msgs_per_s": round(n / elapsed, 1),
+           "rt_p50_ms": round(pct(latencies, 0.50) * 1000, 3), "rt_p99_ms": round(pct(latencies, 0.99) * 1000, 3)}
+    if cpu0 is not None and cpu1 is not None and n:
+        fig["broker_cpu_s_per_1M"] = round((cpu1 - cpu0) / n * 1e6, 1)
+    return fig
+
+
+async def prefill(namesrv: str, topic: str, size: int, count: int) -> None:
+    body = os.urandom(size // 2).hex().encode()[:size]
+    batch = max(1, min(256, (3 * 1024 * 1024) // (size + 200)))
+    async with rmq.Producer(namesrv, f"SdkBenchFill_{os.getpid()}", send_timeout=10.0) as p:
+        sem = asyncio.Semaphore(8)
+        sent = 0
+
+        async def one(n: int) -> None:
+            async with sem:
+                await p.send_batch([rmq.Message(topic, body, tags="bench")] * n)
+
+        tasks = []
+        while sent < count:
+            n = min(batch, count - sent)
+            tasks.append(asyncio.create_task(one(n)))
+            sent += n
+        await asyncio.gather(*tasks)
+
+
+async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_pid: int | None,
+                      concurrency: int) -> dict:
+    t_fill = time.monotonic()
+    await prefill(namesrv, topic, size, backlog)
+    fill_s = time.monotonic() - t_fill
+    done = asyncio.Event()
+    count = 0
+
+    async def handler(msg: rmq.MessageExt) -> None:
+        nonlocal count
+        count += 1
+        if count >= backlog:
+            done.set()
+
+    c = rmq.PushConsumer(namesrv, f"SdkBenchCG_{os.getpid()}", handler=handler,
+                         consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                         consume_concurrency=concurrency)
+    c.subscribe(topic)
+    cpu0 = cpu_seconds(broker_pid)
+    t0 = time.monotonic()
+    await c.start()
+    try:
+        await asyncio.wait_for(done.wait(), timeout=max(120.0, backlog / 500))
+    except asyncio.TimeoutError:
+        pass
+    elapsed = time.monotonic() - t0
+    cpu1 = cpu_seconds(broker_pid)
+    await c.close()
+    fig = {"phase": "drain", "size": size, "backlog": backlog, "consumed": count,
+           "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed, 1),
+           "prefill_seconds": round(fill_s, 1), "consume_concurrency": concurrency,
+           "flow_controlled": c.stats["flow_controlled"]}
+    if cpu0 is not None and cpu1 is not None and count:
+        fig["broker_cpu_s_per_1M"] = round((cpu1 - cpu0) / count * 1e6, 1)
+    return fig
+
+
+async def main(args: argparse.Namespace) -> list[dict]:
+    proc = None
+    namesrv, broker_pid = args.namesrv, args.broker_pid
+    if not namesrv:
+        from rmq._testing import StandaloneProcess
+
+        store = tempfile.mkdtemp(prefix="rmq-sdk-bench-")
+        proc = StandaloneProcess(os.path.join(store, "store"))
+        proc.start()
+        namesrv, broker_pid = proc.namesrv_addr, proc.pid
+        print(f"# rmq standalone pid {proc.pid}: namesrv {namesrv}, store {store}", file=sys.stderr)
+    figures = []
+    try:
+        suffix = f"{os.getpid()}_{int(time.time())}"
+        if "send" in args.phases:
+            topic = f"SdkBenchSend_{suffix}"
+            await create_topic(namesrv, topic, args.queues)
+            for conc in args.concurrency:
+                fig = await send_phase(namesrv, topic, args.size, conc, args.duration, broker_pid)
+                figures.append(fig)
+                print(f"send  {conc:>3} in flight: {fig['msgs_per_s']:>9.1f} msgs/s  "
+                      f"p50 {fig['rt_p50_ms']:.2f} ms  p99 {fig['rt_p99_ms']:.2f} ms  "
+                      f"({fig['messages']} msgs, {fig['failed']} failed)", flush=True)
+        if "drain" in args.phases:
+            topic = f"SdkBenchDrain_{suffix}"
+            await create_topic(namesrv, topic, args.queues)
+            fig = await drain_phase(namesrv, topic, args.size, args.backlog, broker_pid, args.consume_concurrency)
+            figures.append(fig)
+            print(f"drain {fig['consumed']}/{fig['backlog']} msgs in {fig['seconds']:.1f} s: "
+                  f"{fig['msgs_per_s']:.1f} msgs/s (prefill {fig['prefill_seconds']} s)", flush=True)
+    finally:
+        if proc is not None:
+            proc.stop()
+    if args.json:
+        print(json.dumps({"bench": "sdk", "figures": figures}))
+    return figures
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--namesrv", help="use this name server (default: start rmq standalone)")
+    ap.add_argument("--broker-pid", type=int, help="broker pid for CPU accounting")
+    ap.add_argument("--phases", default="send,drain", type=lambda s: s.split(","))
+    ap.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
+    ap.add_argument("--queues", type=int, default=4, help="queues of the bench topics (default 4)")
+    ap.add_argument("--concurrency", default="1,16", type=lambda s: [int(x) for x in s.split(",")],
+                    help="sends in flight, comma-separated (default 1,16)")
+    ap.add_argument("--duration", type=float, default=10.0, help="seconds per send run (default 10)")
+    ap.add_argument("--backlog", type=int, default=200_000, help="drain backlog (default 200000)")
+    ap.add_argument("--consume-concurrency", type=int, default=20, help="handler tasks (default 20)")
+    ap.add_argument("--uvloop", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--json", action="store_true", help="print one JSON line with all figures")
+    return ap.parse_args(argv)
+
+
+if __name__ == "__main__":
+    a = parse_args()
+    if a.uvloop:
+        import uvloop
+
+        uvloop.run(main(a))
+    else:
+        asyncio.run(main(a))
