@@ -7,6 +7,7 @@ import pytest
 
 from rmq.errors import (
     RemotingConnectError,
+    RemotingSendRequestError,
     RemotingTimeoutError,
     RemotingTooMuchRequestError,
 )
@@ -521,3 +522,62 @@ async def test_unencodable_response_becomes_system_error(env, caplog):
     resp = await client.invoke(server.address, req(BAD_BODY))
     assert resp.code == ResponseCode.SYSTEM_ERROR and "body must be bytes" in resp.remark
     assert any("cannot encode response" in r.getMessage() for r in caplog.records)
+
+
+async def test_tcp_nodelay_on_both_sides(env):
+    import socket
+
+    server, client, _, events = env
+    await client.invoke(server.address, req(ECHO))
+    server_conn = events[0][1]
+    client_conn = next(iter(client.connection_manager.connections))
+    for conn in (server_conn, client_conn):
+        sock = conn._transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
+async def test_close_answers_in_flight_requests():
+    server = RemotingServer()
+    server.register_processor(SLOW, Slow())
+    await server.start()
+    client = RemotingClient()
+    try:
+        call = asyncio.ensure_future(client.invoke(server.address, req(SLOW, n=1, delay=0.3), timeout=5))
+        await asyncio.sleep(0.1)
+        await server.close()
+        resp = await call
+        assert resp.code == 0 and resp.ext_fields == {"n": "1"}
+        with pytest.raises(RemotingConnectError):
+            await client.invoke(server.address, req(SLOW, n=2, delay=0), timeout=2)
+    finally:
+        await client.close()
+
+
+async def test_connection_cap():
+    server = RemotingServer(max_connections=1)
+    server.register_processor(ECHO, Echo())
+    await server.start()
+    first, second = RemotingClient(), RemotingClient()
+    try:
+        assert (await first.invoke(server.address, req(ECHO))).code == 0
+        # refused right after accept: seen as a failed write or a dropped connection
+        with pytest.raises((RemotingConnectError, RemotingSendRequestError)):
+            await second.invoke(server.address, req(ECHO), timeout=2)
+        assert (await first.invoke(server.address, req(ECHO))).code == 0
+    finally:
+        await first.close()
+        await second.close()
+        await server.close()
+
+
+async def test_pool_run_blocking_in_threads():
+    import threading
+
+    pool = ProcessorPool("io", threads=2)
+    try:
+        main = threading.get_ident()
+        ident = await pool.run_blocking(threading.get_ident)
+        assert ident != main
+        assert await pool.run_blocking(sum, [1, 2, 3]) == 6
+    finally:
+        await pool.close()
