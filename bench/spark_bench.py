@@ -1,0 +1,139 @@
+"""Throughput of the Spark connector: write N messages through ``df.write.format("rocketmq")``,
+then read them back with ``spark.read.format("rocketmq")`` into Spark's ``noop`` sink.
+
+Starts its own ``rmq standalone`` on free loopback ports (store in a temp dir) unless
+``--namesrv`` points at a running name server, and a local SparkSession (``--master``,
+default local[2]). Prints one line per phase and a JSON line with everything. Numbers, never
+assertions.
+
+    .venv/bin/python bench/spark_bench.py                       # 1,000,000 x 1 KiB, 8 queues
+    .venv/bin/python bench/spark_bench.py --messages 100000 --size 256
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+
+def _cpu_seconds(pid: int | None) -> float | None:
+    """utime + stime of a process from /proc (None when unavailable)."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=1_000_000)
+    ap.add_argument("--size", type=int, default=1024, help="value bytes per message (default 1024)")
+    ap.add_argument("--queues", type=int, default=8, help="queues of the bench topic (default 8)")
+    ap.add_argument("--topic", default="SparkBench")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--write-partitions", type=int, default=2, help="Spark partitions of the written DataFrame")
+    ap.add_argument("--namesrv", help="use this name server instead of starting rmq standalone")
+    ap.add_argument("--skip-write", action="store_true", help="read what the topic already holds")
+    args = ap.parse_args(argv)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    import rmq.spark
+    from rmq._testing import StandaloneProcess
+    from rmq.remoting.codes import RequestCode
+    from rmq.remoting.command import RemotingCommand
+    from rmq.spark._client import RocketMQClient
+
+    proc = None
+    tmp = None
+    if args.namesrv:
+        namesrv = args.namesrv
+    else:
+        tmp = tempfile.mkdtemp(prefix="rmq-spark-bench-")
+        proc = StandaloneProcess(os.path.join(tmp, "store")).start()
+        namesrv = proc.namesrv_addr
+    client = RocketMQClient([namesrv])
+    results: dict = {"messages": args.messages, "size": args.size, "queues": args.queues, "master": args.master}
+    try:
+        route_brokers = None
+        if not args.skip_write:
+            try:
+                route_brokers = client.topic_route("TBW102").broker_datas
+            except Exception:  # noqa: BLE001 - no template topic: use the first broker we know
+                route_brokers = None
+            for b in route_brokers or ():
+                resp = client.invoke(b.master_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                    "topic": args.topic, "defaultTopic": "TBW102", "readQueueNums": args.queues,
+                    "writeQueueNums": args.queues, "perm": 6}))
+                if resp.code != 0:
+                    raise SystemExit(f"creating {args.topic} failed: {resp.remark}")
+            time.sleep(0.5)
+
+        t0 = time.monotonic()
+        spark = (SparkSession.builder.master(args.master).appName("rmq-spark-bench")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.driver.memory", "2g")
+                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        rmq.spark.register(spark)
+        results["session_start_s"] = round(time.monotonic() - t0, 1)
+        import pyspark
+
+        results["pyspark"] = pyspark.__version__
+
+        def phase(name, fn, rows):
+            cpu0 = _cpu_seconds(proc.pid if proc else None)
+            t = time.monotonic()
+            fn()
+            dt = time.monotonic() - t
+            cpu1 = _cpu_seconds(proc.pid if proc else None)
+            rate = rows / dt if dt else 0.0
+            results[name] = {"seconds": round(dt, 2), "rows_per_s": round(rate),
+                             "MiB_per_s": round(rate * args.size / 2**20, 1)}
+            if cpu0 is not None and cpu1 is not None:
+                results[name]["broker_cpu_s"] = round(cpu1 - cpu0, 1)
+            print(f"{name:<24} {rows:>10} rows {dt:8.2f} s {rate:>12,.0f} rows/s "
+                  f"{rate * args.size / 2**20:8.1f} MiB/s", flush=True)
+
+        if not args.skip_write:
+            pad = max(0, args.size - 12)
+            df = spark.range(0, args.messages, 1, args.write_partitions).selectExpr(
+                f"CAST(concat(lpad(CAST(id AS STRING), 12, '0'), repeat('x', {pad})) AS BINARY) AS value")
+            phase("write", lambda: df.write.format("rocketmq").option("nameServer", namesrv)
+                  .option("topic", args.topic).mode("append").save(), args.messages)
+
+        def read(schema=None):
+            r = spark.read.format("rocketmq").option("nameServer", namesrv).option("subscribe", args.topic)
+            if schema:
+                r = r.schema(schema)
+            r.load().write.format("noop").mode("overwrite").save()
+
+        total = spark.read.format("rocketmq").option("nameServer", namesrv).option("subscribe", args.topic) \
+            .schema("offset long").load().count()
+        results["rows_in_topic"] = total
+        phase("read value,offset", lambda: read("value binary, offset long"), total)
+        phase("read all 12 columns", lambda: read(), total)
+        spark.stop()
+    finally:
+        client.close()
+        if proc is not None:
+            proc.stop()
+        if tmp:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
