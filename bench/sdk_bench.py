@@ -15,6 +15,11 @@ Phases:
          group with a no-op handler drains them from the first offset: msgs/s from start() to
          the last message handled.
 
+With ``--cpp-python PATH`` (the interpreter of a virtualenv holding PyPI ``rocketmq==0.4.4``, the
+Apache C++ core; ``tests/interop`` installs one in ``~/.cache/rmq-interop/cpp-venv``) the same two
+phases also run with the C++ client against the same broker, for a side-by-side figure. Its
+Python wrapper has only a blocking ``send_sync``, so "16 in flight" is 16 threads.
+
 Figures are printed, never asserted. With its own broker the daemon runs in a separate process
 (``rmq standalone``) so broker and SDK do not share an interpreter; ``--broker-pid`` (or the own
 broker) adds broker CPU-seconds per million messages.
@@ -161,6 +166,88 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
     return fig
 
 
+# Runs under the C++ client's interpreter (imports nothing from rmq). argv: mode namesrv topic
+# size param duration; prints one JSON line.
+_CPP_SCRIPT = r"""
+import json, os, sys, threading, time
+from rocketmq.client import Message, Producer, PushConsumer
+mode, namesrv, topic, size, param, duration = sys.argv[1:7]
+size, param, duration = int(size), int(param), float(duration)
+body = ("x" * size)
+if mode == "send":
+    p = Producer("SdkBenchCppPG_%d_%d" % (param, os.getpid()))
+    p.set_namesrv_addr(namesrv)
+    p.start()
+    m = Message(topic); m.set_body(body); p.send_sync(m)   # warm up
+    lat, lock, stop_at = [], threading.Lock(), time.monotonic() + duration
+    def worker():
+        mine = []
+        while time.monotonic() < stop_at:
+            msg = Message(topic); msg.set_body(body); msg.set_tags("bench")
+            t0 = time.perf_counter(); p.send_sync(msg); mine.append(time.perf_counter() - t0)
+        with lock: lat.extend(mine)
+    ts = [threading.Thread(target=worker) for _ in range(param)]
+    t0 = time.monotonic(); [t.start() for t in ts]; [t.join() for t in ts]; el = time.monotonic() - t0
+    lat.sort()
+    print(json.dumps({"messages": len(lat), "seconds": el, "p50": lat[len(lat)//2], "p99": lat[int(len(lat)*0.99)]}))
+    sys.stdout.flush(); os._exit(0)
+else:
+    done, count, lock = threading.Event(), [0], threading.Lock()
+    def cb(msg):
+        with lock:
+            count[0] += 1
+            if count[0] >= param: done.set()
+        return None
+    c = PushConsumer("SdkBenchCppCG_%d" % os.getpid())
+    c.set_namesrv_addr(namesrv)
+    c.subscribe(topic, cb)
+    t0 = time.monotonic(); c.start()
+    done.wait(duration); el = time.monotonic() - t0
+    print(json.dumps({"consumed": count[0], "seconds": el}))
+    sys.stdout.flush(); os._exit(0)
+"""
+
+
+async def cpp_run(cpp_python: str, *argv: object, timeout: float) -> dict:
+    proc = await asyncio.create_subprocess_exec(
+        cpp_python, "-c", _CPP_SCRIPT, *map(str, argv), stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL, cwd=tempfile.gettempdir())
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout)
+    lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
+    if not lines:
+        raise SystemExit(f"the C++ client run {argv[:1]} printed nothing (exit {proc.returncode})")
+    return json.loads(lines[-1])
+
+
+async def cpp_phases(args: argparse.Namespace, namesrv: str, suffix: str) -> list[dict]:
+    figures = []
+    if "send" in args.phases:
+        topic = f"SdkBenchCppSend_{suffix}"
+        await create_topic(namesrv, topic, args.queues)
+        for conc in args.concurrency:
+            d = await cpp_run(args.cpp_python, "send", namesrv, topic, args.size, conc, args.duration,
+                              timeout=args.duration + 60)
+            fig = {"phase": "send", "client": "cpp-0.4.4", "concurrency": conc, "messages": d["messages"],
+                   "seconds": round(d["seconds"], 3), "msgs_per_s": round(d["messages"] / d["seconds"], 1),
+                   "rt_p50_ms": round(d["p50"] * 1000, 3), "rt_p99_ms": round(d["p99"] * 1000, 3)}
+            figures.append(fig)
+            print(f"C++ send {conc:>3} threads: {fig['msgs_per_s']:>9.1f} msgs/s  p50 {fig['rt_p50_ms']:.2f} ms  "
+                  f"p99 {fig['rt_p99_ms']:.2f} ms", flush=True)
+    if "drain" in args.phases:
+        topic = f"SdkBenchCppDrain_{suffix}"
+        await create_topic(namesrv, topic, args.queues)
+        await prefill(namesrv, topic, args.size, args.backlog)
+        limit = max(120.0, args.backlog / 500)
+        d = await cpp_run(args.cpp_python, "drain", namesrv, topic, args.size, args.backlog, limit,
+                          timeout=limit + 60)
+        fig = {"phase": "drain", "client": "cpp-0.4.4", "backlog": args.backlog, "consumed": d["consumed"],
+               "seconds": round(d["seconds"], 3), "msgs_per_s": round(d["consumed"] / d["seconds"], 1)}
+        figures.append(fig)
+        print(f"C++ drain {fig['consumed']}/{args.backlog} msgs in {fig['seconds']:.1f} s: "
+              f"{fig['msgs_per_s']:.1f} msgs/s", flush=True)
+    return figures
+
+
 async def main(args: argparse.Namespace) -> list[dict]:
     proc = None
     namesrv, broker_pid = args.namesrv, args.broker_pid
@@ -191,6 +278,8 @@ async def main(args: argparse.Namespace) -> list[dict]:
             figures.append(fig)
             print(f"drain {fig['consumed']}/{fig['backlog']} msgs in {fig['seconds']:.1f} s: "
                   f"{fig['msgs_per_s']:.1f} msgs/s (prefill {fig['prefill_seconds']} s)", flush=True)
+        if args.cpp_python:
+            figures += await cpp_phases(args, namesrv, suffix)
     finally:
         if proc is not None:
             proc.stop()
@@ -211,6 +300,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per send run (default 10)")
     ap.add_argument("--backlog", type=int, default=200_000, help="drain backlog (default 200000)")
     ap.add_argument("--consume-concurrency", type=int, default=20, help="handler tasks (default 20)")
+    ap.add_argument("--cpp-python", help="interpreter of a venv with rocketmq==0.4.4: also measure the C++ client")
     ap.add_argument("--uvloop", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--json", action="store_true", help="print one JSON line with all figures")
     return ap.parse_args(argv)
