@@ -70,7 +70,6 @@ class MessageStore:
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._listeners: list[Callable] = []
         self._disk_used_ratio = disk_used_ratio or _disk_used_ratio
-        self._memory = int(config.total_physical_memory * (config.access_message_in_memory_max_ratio / 100.0))
         self._delay_millis = config.delay_level_millis()
         self.reput_from_offset = 0
         self.running = False
@@ -342,8 +341,9 @@ class MessageStore:
         self._group_requests.append((end, fut))
         self._flush_event.set()
         try:
-            await asyncio.wait_for(asyncio.shield(fut), self.config.sync_flush_timeout / 1000.0)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(self.config.sync_flush_timeout / 1000.0):
+                await asyncio.shield(fut)
+        except TimeoutError:
             self._stats["flush_timeouts"] += 1
             log.warning("flush to disk timed out after %d ms (offset %d)", self.config.sync_flush_timeout, end)
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -368,7 +368,7 @@ class MessageStore:
 
     async def _group_commit_service(self) -> None:
         """SYNC_FLUSH: one fdatasync serves every append that arrived before it started."""
-        while True:
+        while self.running:
             await self._flush_event.wait()
             self._flush_event.clear()
             if not self._group_requests:
@@ -390,7 +390,7 @@ class MessageStore:
         """ASYNC_FLUSH: every interval, flush when enough pages are dirty."""
         cfg = self.config
         last_thorough = time.monotonic()
-        while True:
+        while self.running:
             await asyncio.sleep(cfg.flush_interval_commitlog / 1000.0)
             least = cfg.flush_commitlog_least_pages
             now = time.monotonic()
@@ -412,7 +412,7 @@ class MessageStore:
     async def _flush_cq_service(self) -> None:
         cfg = self.config
         last_thorough = time.monotonic()
-        while True:
+        while self.running:
             await asyncio.sleep(cfg.flush_interval_consume_queue / 1000.0)
             least = cfg.flush_consume_queue_least_pages
             now = time.monotonic()
@@ -514,10 +514,13 @@ class MessageStore:
         return n
 
     async def _reput_service(self) -> None:
-        while True:
+        while self.running:
             try:
-                await asyncio.wait_for(self._reput_event.wait(), 1.0)
-            except asyncio.TimeoutError:
+                # (asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that
+                # races with the event being set, and the task would never stop.)
+                async with asyncio.timeout(1.0):
+                    await self._reput_event.wait()
+            except TimeoutError:
                 pass
             self._reput_event.clear()
             # Bounded batches so a large backlog does not starve the loop.
@@ -573,13 +576,14 @@ class MessageStore:
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, nxt, min_offset, max_offset)
         cq_file, start, end = idx
         cfg = self.config
+        memory = int(cfg.total_physical_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
         if message_filter is None or message_filter.codes is None:
             codes, tag_bytes = None, None
         else:
             codes, tag_bytes = message_filter.codes, message_filter.tag_bytes
         status, scanned, count, total, max_phy_pulling, segments = _store.get_message_scan(
             cq_file.mm, start, end, cl.table, self._dispatch_limit(), max_msg_nums, max_offset_py,
-            self._memory, codes, tag_bytes,
+            memory, codes, tag_bytes,
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
             cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk)
         buffers = []
@@ -594,7 +598,7 @@ class MessageStore:
             self._stats["get_found"] += count
         return GetMessageResult(GetMessageStatus(status), offset + scanned // CQ_STORE_UNIT_SIZE,
                                 min_offset, max_offset,
-                                suggest_pulling_from_slave=(max_offset_py - max_phy_pulling) > self._memory,
+                                suggest_pulling_from_slave=(max_offset_py - max_phy_pulling) > memory,
                                 message_count=count, buffer_total_size=total, buffers=buffers, holds=holds)
 
     # ======================================================================================
@@ -782,7 +786,7 @@ class MessageStore:
                 cq.mfq.retry_pending_destroy()
 
     async def _clean_service(self) -> None:
-        while True:
+        while self.running:
             await asyncio.sleep(self.config.clean_resource_interval / 1000.0)
             try:
                 self.delete_expired_files()

@@ -1,0 +1,173 @@
+"""The record codec against real CommitLog records from Apache RocketMQ 4.9.8."""
+import base64
+import json
+import os
+import struct
+import zlib
+
+import pytest
+
+from rmq import _store
+from rmq.store import MessageExt, decode_offset_msg_id, offset_msg_id, string_to_properties
+from rmq.store.message import host_bytes, properties_to_string
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "golden", "rocketmq-4.9.8",
+                      "quickstart-frames.jsonl")
+GOLDEN = os.path.normpath(os.environ.get("RMQ_GOLDEN_FRAMES", GOLDEN))
+if not os.path.exists(GOLDEN):
+    GOLDEN = "/work/shared/golden/rocketmq-4.9.8/quickstart-frames.jsonl"
+
+
+def _pull_bodies():
+    out = []
+    with open(GOLDEN) as f:
+        for line in f:
+            d = json.loads(line)
+            if d.get("request_code") == 11 and d["stream"] == "broker->client":
+                frame = base64.b64decode(d["frame_b64"])
+                hlen = struct.unpack(">i", frame[4:8])[0] & 0xFFFFFF
+                body = frame[8 + hlen:]
+                if body:
+                    out.append(body)
+    return out
+
+
+def _records(body):
+    pos = 0
+    while pos < len(body):
+        size = struct.unpack(">i", body[pos:pos + 4])[0]
+        yield pos, body[pos:pos + size]
+        pos += size
+
+
+def test_golden_records_decode_and_reencode_byte_identical():
+    bodies = _pull_bodies()
+    assert len(bodies) >= 20
+    n = quickstart = 0
+    for body in bodies:
+        for pos, raw in _records(body):
+            r = _store.decode_record(body, pos, True)          # CRC checked too
+            assert r["magic_code"] == _store.MESSAGE_MAGIC_CODE
+            assert r["store_size"] == len(raw)
+            assert r["topic"] == "TopicTest"
+            props = string_to_properties(r["properties"])
+            assert props["UNIQ_KEY"] and int(props["UNIQ_KEY"], 16) >= 0
+            if r["body"].startswith(b"Hello RocketMQ "):       # the quickstart producer's 1000
+                assert props["TAGS"] == "TagA" and props["CLUSTER"] == "DefaultCluster"
+                quickstart += 1
+            buf = bytearray(len(raw))
+            size = _store.encode_record(
+                buf, 0, r["body"], r["topic"].encode(), r["properties"], r["queue_id"], r["flag"],
+                r["queue_offset"], r["commit_log_offset"], r["sys_flag"], r["born_timestamp"],
+                r["born_host"], r["store_timestamp"], r["store_host"], r["reconsume_times"],
+                r["prepared_transaction_offset"])
+            assert size == len(raw)
+            assert bytes(buf) == raw
+            # Our properties codec round-trips Java's string (no trailing separator in 4.9.8).
+            assert properties_to_string(props).encode() == r["properties"]
+            ext = MessageExt.from_record(r)
+            assert ext.store_host == ("127.0.0.1", 10911)
+            assert ext.msg_id == (raw[64:72] + raw[28:36]).hex().upper()
+            n += 1
+    assert n >= 1003 and quickstart == 1000
+
+
+def test_offset_msg_id_matches_wire_contract_example():
+    host = host_bytes(("10.218.145.166", 10700))
+    assert offset_msg_id(host, 0x6500E59F3E) == "0ADA91A6000029CC0000006500E59F3E"
+    assert decode_offset_msg_id("0ADA91A6000029CC0000006500E59F3E") == (("10.218.145.166", 10700), 0x6500E59F3E)
+    with pytest.raises(ValueError):
+        decode_offset_msg_id("ABCD")
+
+
+@pytest.mark.parametrize("s, expected", [
+    ("", 0), ("TagA", 2598919), ("a", 97), ("hello world", 1794106052),
+    ("TagB" * 20, None), ("标签", None), ("emoji😀", None),
+])
+def test_java_hash_code(s, expected):
+    # Reference: Java's definition over UTF-16 code units, computed here in plain Python.
+    u16 = s.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(u16), 2):
+        h = (31 * h + int.from_bytes(u16[i:i + 2], "big")) & 0xFFFFFFFF
+    ref = h - (1 << 32) if h >= 1 << 31 else h
+    if expected is not None:
+        assert ref == expected
+    assert _store.java_hash_code(s) == ref
+    assert _store.java_hash_code(s.encode()) == ref
+
+
+def test_tags_code_of_properties():
+    props = b"UNIQ_KEY\x01X\x02TAGS\x01TagA\x02KEYS\x01k1"
+    assert _store.tags_code_of_properties(props) == _store.java_hash_code("TagA")
+    assert _store.tags_code_of_properties(b"XTAGS\x01TagA") == 0        # not a key boundary
+    assert _store.tags_code_of_properties(b"TAGS\x01") == 0
+    assert _store.tags_code_of_properties(b"") == 0
+    assert _store.find_property(props, "KEYS") == b"k1"
+    assert _store.find_property(props, "NOPE") is None
+
+
+def _batch_item(body, props: bytes, flag=0):
+    total = 20 + len(body) + 2 + len(props)
+    return struct.pack(">iiiii", total, 0, 0, flag, len(body)) + body + struct.pack(">h", len(props)) + props
+
+
+def test_batch_split_and_encode_appends_outer_properties_like_java_4_9_8():
+    items = [_batch_item(b"one", b"UNIQ_KEY\x01A\x02TAGS\x01x", 7), _batch_item(b"", b""),
+             _batch_item(b"three", b"UNIQ_KEY\x01C\x02")]
+    batch = b"".join(items)
+    outer = b"WAIT\x01true"
+    split = _store.split_batch(batch, 1, outer)
+    assert [s[1] for s in split] == [3, 0, 5]
+    buf = bytearray(4096)
+    host = host_bytes(("127.0.0.1", 10911))
+    total = _store.encode_batch(buf, 0, batch, split, b"T", outer, 2, 0, 111, host, 222, host, 0, 10, 5000)
+    assert total == sum(s[5] for s in split)
+    pos, recs = 0, []
+    while pos < total:
+        r = _store.decode_record(buf, pos, True)
+        recs.append(r)
+        pos += r["store_size"]
+    assert [r["queue_offset"] for r in recs] == [10, 11, 12]
+    assert recs[1]["commit_log_offset"] == 5000 + recs[0]["store_size"]
+    assert recs[0]["flag"] == 7 and recs[0]["body"] == b"one"
+    assert recs[0]["body_crc"] == zlib.crc32(b"one") & 0x7FFFFFFF
+    # item props + \x02 (added: the item's props did not end with one) + outer props
+    assert recs[0]["properties"] == b"UNIQ_KEY\x01A\x02TAGS\x01x\x02WAIT\x01true"
+    assert recs[1]["properties"] == b"WAIT\x01true"
+    assert recs[2]["properties"] == b"UNIQ_KEY\x01C\x02WAIT\x01true"
+
+
+@pytest.mark.parametrize("batch, what", [
+    (b"", "empty"),
+    (b"\x00\x00\x00\x20\x00\x00", "truncated"),
+    (struct.pack(">iiiii", 30, 0, 0, 0, 1000) + b"x", "body length"),
+    (struct.pack(">iiiii", 99, 0, 0, 0, 1) + b"x" + struct.pack(">h", 0), "TOTALSIZE"),
+    (struct.pack(">iiiii", 23, 0, 0, 0, 1) + b"x" + struct.pack(">h", 50), "properties length"),
+])
+def test_bad_batch_bodies_are_rejected_with_a_reason(batch, what):
+    with pytest.raises(ValueError, match=what):
+        _store.split_batch(batch, 1, b"")
+
+
+def test_scan_records_classifies_corruption():
+    buf = bytearray(4096)
+    host = host_bytes(("127.0.0.1", 1))
+    s1 = _store.encode_record(buf, 0, b"hello", b"T", b"TAGS\x01a", 0, 0, 0, 0, 0, 1, host, 2, host, 0, 0)
+    s2 = _store.encode_record(buf, s1, b"world", b"T", b"", 0, 0, 1, s1, 0, 1, host, 2, host, 0, 0)
+    recs, end, outcome, _ = _store.scan_records(buf, 0, len(buf), 0)
+    assert [r[0] for r in recs] == [0, s1] and end == s1 + s2 and outcome == _store.SCAN_END
+    assert recs[0][5] == _store.java_hash_code("a")
+    bad = bytearray(buf)
+    bad[s1 + 90] ^= 0xFF                    # a body byte of the second record: CRC mismatch
+    recs, end, outcome, _ = _store.scan_records(bad, 0, len(bad), 0)
+    assert len(recs) == 1 and end == s1 and outcome == _store.SCAN_CORRUPT
+    recs, end, outcome, _ = _store.scan_records(bad, 0, len(bad), 0, False)
+    assert len(recs) == 2                   # without CRC checking it passes
+    recs, end, outcome, _ = _store.scan_records(buf, 0, s1 + s2 - 3, 0)
+    assert len(recs) == 1 and outcome == _store.SCAN_TORN
+    recs, end, outcome, _ = _store.scan_records(buf, 0, len(buf), 100)   # wrong PHYSICALOFFSET
+    assert recs == [] and outcome == _store.SCAN_CORRUPT
+    _store.write_blank(buf, s1 + s2, len(buf) - s1 - s2)
+    recs, end, outcome, blank = _store.scan_records(buf, 0, len(buf), 0)
+    assert outcome == _store.SCAN_BLANK and blank == len(buf) - s1 - s2
