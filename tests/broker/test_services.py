@@ -1,0 +1,108 @@
+"""Background services: short polling, periodic offset persistence, late name server."""
+import asyncio
+import time
+
+import msgpack
+
+from rmq._testing import free_port, run_broker, run_namesrv, run_standalone
+from rmq.config import NamesrvConfig
+from rmq.namesrv.controller import NamesrvController
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.codes import RequestCode, ResponseCode
+from broker_support import Env, decode_records
+
+
+async def test_short_polling_holds_one_second(tmp_path):
+    async with run_standalone(tmp_path / "s", long_polling_enable=False) as (ns, broker):
+        env = Env(ns, broker, RemotingClient())
+        try:
+            await env.create_topic("SP", 1)
+            t0 = time.monotonic()
+            resp = await env.pull("SP", sys_flag=6, suspend_ms=15000)
+            took = time.monotonic() - t0
+            assert resp.code == ResponseCode.PULL_NOT_FOUND and 0.9 <= took < 3.0
+            # a message arriving during the hold still wakes it early
+            pull = asyncio.ensure_future(env.pull("SP", sys_flag=6, suspend_ms=15000))
+            await asyncio.sleep(0.1)
+            await env.send("SP", b"m")
+            resp = await asyncio.wait_for(pull, 3)
+            assert [r.body for r in decode_records(resp.body_bytes())] == [b"m"]
+        finally:
+            await env.client.close()
+
+
+async def test_consumer_offsets_persisted_periodically(tmp_path):
+    async with run_standalone(tmp_path / "s", flush_consumer_offset_interval=100) as (ns, broker):
+        env = Env(ns, broker, RemotingClient())
+        try:
+            await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "PG", "topic": "T", "queueId": 2,
+                                                                "commitOffset": "42"})
+            path = tmp_path / "s" / "config" / "consumerOffset.msgpack"
+            for _ in range(50):
+                if path.exists():
+                    data = msgpack.unpackb(path.read_bytes(), strict_map_key=False)
+                    if data["offsetTable"].get("T@PG", {}).get(2) == 42:
+                        break
+                await asyncio.sleep(0.05)
+            assert msgpack.unpackb(path.read_bytes(), strict_map_key=False)["offsetTable"]["T@PG"][2] == 42
+        finally:
+            await env.client.close()
+
+
+async def test_broker_started_before_its_name_server_registers_soon(tmp_path):
+    port = free_port()
+    async with run_broker(tmp_path / "s", namesrv=f"127.0.0.1:{port}") as broker:
+        await asyncio.sleep(0.3)  # first registration fails: nobody listens yet
+        ns = NamesrvController(NamesrvConfig(listen_port=port))
+        await ns.start()
+        client = RemotingClient()
+        try:
+            for _ in range(100):
+                resp = await client.invoke(ns.address, _route("TBW102"))
+                if resp.code == ResponseCode.SUCCESS:
+                    break
+                await asyncio.sleep(0.05)
+            assert resp.code == ResponseCode.SUCCESS
+        finally:
+            await client.close()
+            await ns.shutdown()
+
+
+async def test_broker_shutdown_unregisters_and_answers_held_pulls(tmp_path):
+    async with run_namesrv() as ns:
+        client = RemotingClient()
+        try:
+            async with run_broker(tmp_path / "s", namesrv=ns) as broker:
+                env = Env(ns, broker, client)
+                await env.create_topic("SD", 1)
+                pull = asyncio.ensure_future(env.pull("SD", sys_flag=6, suspend_ms=15000))
+                await asyncio.sleep(0.2)
+            resp = await asyncio.wait_for(pull, 3)  # answered at shutdown, not after 15 s
+            assert resp.code == ResponseCode.PULL_NOT_FOUND
+            resp = await client.invoke(ns.address, _route("SD"))
+            assert resp.code == ResponseCode.TOPIC_NOT_EXIST
+        finally:
+            await client.close()
+
+
+async def test_second_broker_on_a_locked_store_fails_cleanly(tmp_path):
+    from rmq.errors import StoreError
+
+    async with run_broker(tmp_path / "s") as first:
+        try:
+            async with run_broker(tmp_path / "s"):
+                raise AssertionError("a second broker opened a locked store")
+        except StoreError as e:
+            assert "locked" in str(e)
+        # the first one still serves
+        env = Env(None, first, RemotingClient())
+        try:
+            assert (await env.create_topic("StillUp", 1)).code == ResponseCode.SUCCESS
+        finally:
+            await env.client.close()
+
+
+def _route(topic):
+    from rmq.remoting.command import RemotingCommand
+
+    return RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
