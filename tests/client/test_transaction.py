@@ -6,8 +6,6 @@ what the client sends by putting a recording processor on the *real* broker's se
 37, and drive the check-back by sending CHECK_TRANSACTION_STATE over the producer's real
 connection, as the broker will.
 """
-import asyncio
-import json
 
 import pytest
 
