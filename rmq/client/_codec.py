@@ -189,84 +189,150 @@ def _host(buf: memoryview, pos: int, v6: bool) -> tuple[str, int]:
     return f"{ip}:{_I32.unpack_from(buf, pos + 4)[0]}", pos + 8
 
 
+# The fixed part of an IPv4 record (fields 1..15 up to BODYLEN), read with one unpack.
+_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
+_V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+# ip bytes + port → "ip:port" and the upper-hex offsetMsgId prefix; hosts repeat in every record
+_host_cache: dict[tuple[bytes, int], tuple[str, str]] = {}
+
+
+def _host_v4(ip: bytes, port: int) -> tuple[str, str]:
+    key = (ip, port)
+    hit = _host_cache.get(key)
+    if hit is None:
+        if len(_host_cache) > 4096:
+            _host_cache.clear()
+        hit = _host_cache[key] = (f"{socket.inet_ntoa(ip)}:{port}", (ip + _I32.pack(port)).hex().upper())
+    return hit
+
+
 def decode_messages(data: bytes | memoryview, broker_name: str = "", *, decompress: bool = True,
                     ) -> list[MessageExt]:
     """Decode back-to-back records. Raises :class:`RecordDecodeError` on a malformed record
     (the records before it are not returned either: a batch is all or nothing)."""
-    buf = memoryview(data)
+    buf = data if isinstance(data, bytes) else bytes(data)
     end = len(buf)
     pos = 0
     out: list[MessageExt] = []
+    append = out.append
+    unpack_fixed = _FIXED_V4.unpack_from
+    fixed_size = _FIXED_V4.size
     while pos < end:
         if end - pos < _MIN_RECORD:
             raise RecordDecodeError(f"truncated record at {pos}: {end - pos} bytes left")
-        (total, _magic, body_crc, queue_id, flag, queue_offset, phy_offset, sys_flag,
-         born_ts) = _HEAD.unpack_from(buf, pos)                     # 1..9
-        if total < _MIN_RECORD or pos + total > end:
-            raise RecordDecodeError(f"bad TOTALSIZE {total} at {pos} (buffer {end})")
+        sys_flag = _I32.unpack_from(buf, pos + 36)[0]
+        if sys_flag & _V6_FLAGS:
+            msg, pos = _decode_one_generic(buf, pos, end, broker_name, decompress)
+            append(msg)
+            continue
+        (total, _magic, body_crc, queue_id, flag, queue_offset, phy_offset, sys_flag, born_ts,  # 1..9
+         born_ip, born_port, store_ts, store_ip, store_port,                                # 10..12
+         reconsume, prepared, body_len) = unpack_fixed(buf, pos)                            # 13..15
         rec_end = pos + total
-        p = pos + _HEAD.size
-        born_host, p = _host(buf, p, bool(sys_flag & MessageSysFlag.BORNHOST_V6_FLAG))   # 10
-        store_ts = _I64.unpack_from(buf, p)[0]                     # 11 STORETIMESTAMP
-        p += 8
-        store_v6 = bool(sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
-        store_host_pos = p
-        store_host, p = _host(buf, p, store_v6)                    # 12 STOREHOST
-        reconsume = _I32.unpack_from(buf, p)[0]                    # 13 RECONSUMETIMES
-        prepared = _I64.unpack_from(buf, p + 4)[0]                 # 14 PREPARED TX OFFSET
-        body_len = _I32.unpack_from(buf, p + 12)[0]                # 15 BODY
-        p += 16
-        if body_len < 0 or p + body_len > rec_end:
+        if total < _MIN_RECORD or rec_end > end:
+            raise RecordDecodeError(f"bad TOTALSIZE {total} at {pos} (buffer {end})")
+        p = pos + fixed_size
+        if body_len < 0 or p + body_len + 3 > rec_end:
             raise RecordDecodeError(f"bad BODYLEN {body_len} at {pos}")
-        body = bytes(buf[p:p + body_len])
+        body = buf[p:p + body_len]
         p += body_len
-        topic_len = buf[p]                                         # 16 TOPIC (1-byte length)
-        topic = bytes(buf[p + 1:p + 1 + topic_len]).decode()
+        topic_len = buf[p]                                                                  # 16 TOPIC
+        topic = buf[p + 1:p + 1 + topic_len].decode()
         p += 1 + topic_len
         if p + 2 > rec_end:
             raise RecordDecodeError(f"record at {pos} ends inside the topic")
-        prop_len = _I16.unpack_from(buf, p)[0]                     # 17 PROPERTIES
+        prop_len = _I16.unpack_from(buf, p)[0]                                             # 17 PROPERTIES
         p += 2
         if prop_len < 0 or p + prop_len > rec_end:
             raise RecordDecodeError(f"bad PROPLEN {prop_len} at {pos}")
-        props = string_to_properties(bytes(buf[p:p + prop_len]).decode("utf-8", "replace"))
+        props = string_to_properties(buf[p:p + prop_len].decode("utf-8", "replace"))
         if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
             try:
                 body = zlib.decompress(body)
             except zlib.error as e:
                 raise RecordDecodeError(f"compressed body of {topic}@{queue_offset} does not inflate: {e}") from e
-        if store_v6:
-            offset_msg_id = (bytes(buf[store_host_pos:store_host_pos + 20])
-                             + _I64.pack(phy_offset)).hex().upper()
-        else:
-            offset_msg_id = (bytes(buf[store_host_pos:store_host_pos + 8])
-                             + _I64.pack(phy_offset)).hex().upper()
-        keys = props.get(MessageConst.KEYS)
-        out.append(MessageExt(
-            topic=props.get(MessageConst.RETRY_TOPIC, topic),
-            body=body,
-            tags=props.get(MessageConst.TAGS),
-            keys=tuple(k for k in keys.split(" ") if k) if keys else (),
-            properties=props,
-            msg_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or offset_msg_id,
-            offset_msg_id=offset_msg_id,
-            queue_id=queue_id,
-            queue_offset=queue_offset,
-            reconsume_times=reconsume,
-            commit_log_offset=phy_offset,
-            born_timestamp=born_ts,
-            store_timestamp=store_ts,
-            born_host=born_host,
-            store_host=store_host,
-            sys_flag=sys_flag,
-            flag=flag,
-            body_crc=body_crc,
-            prepared_transaction_offset=prepared,
-            broker_name=broker_name,
-            real_topic=topic,
-        ))
+        born_host = _host_v4(born_ip, born_port)[0]
+        store_host, id_prefix = _host_v4(store_ip, store_port)
+        offset_msg_id = f"{id_prefix}{phy_offset:016X}"
+        append(_message_ext(topic, body, props, offset_msg_id, queue_id, queue_offset, reconsume, phy_offset,
+                            born_ts, store_ts, born_host, store_host, sys_flag, flag, body_crc, prepared,
+                            broker_name))
         pos = rec_end
     return out
+
+
+def _message_ext(topic, body, props, offset_msg_id, queue_id, queue_offset, reconsume, phy_offset, born_ts,
+                 store_ts, born_host, store_host, sys_flag, flag, body_crc, prepared, broker_name) -> MessageExt:
+    keys = props.get(MessageConst.KEYS)
+    return MessageExt(
+        topic=props.get(MessageConst.RETRY_TOPIC, topic),
+        body=body,
+        tags=props.get(MessageConst.TAGS),
+        keys=tuple(k for k in keys.split(" ") if k) if keys else (),
+        properties=props,
+        msg_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or offset_msg_id,
+        offset_msg_id=offset_msg_id,
+        queue_id=queue_id,
+        queue_offset=queue_offset,
+        reconsume_times=reconsume,
+        commit_log_offset=phy_offset,
+        born_timestamp=born_ts,
+        store_timestamp=store_ts,
+        born_host=born_host,
+        store_host=store_host,
+        sys_flag=sys_flag,
+        flag=flag,
+        body_crc=body_crc,
+        prepared_transaction_offset=prepared,
+        broker_name=broker_name,
+        real_topic=topic,
+    )
+
+
+def _decode_one_generic(buf: bytes, pos: int, end: int, broker_name: str, decompress: bool,
+                        ) -> tuple[MessageExt, int]:
+    """One record of any layout (IPv6 born/store hosts included); the slow path."""
+    (total, _magic, body_crc, queue_id, flag, queue_offset, phy_offset, sys_flag,
+     born_ts) = _HEAD.unpack_from(buf, pos)                         # 1..9
+    if total < _MIN_RECORD or pos + total > end:
+        raise RecordDecodeError(f"bad TOTALSIZE {total} at {pos} (buffer {end})")
+    rec_end = pos + total
+    mv = memoryview(buf)
+    p = pos + _HEAD.size
+    born_host, p = _host(mv, p, bool(sys_flag & MessageSysFlag.BORNHOST_V6_FLAG))   # 10
+    store_ts = _I64.unpack_from(buf, p)[0]                          # 11 STORETIMESTAMP
+    p += 8
+    store_v6 = bool(sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
+    store_host_pos = p
+    store_host, p = _host(mv, p, store_v6)                          # 12 STOREHOST
+    reconsume = _I32.unpack_from(buf, p)[0]                         # 13 RECONSUMETIMES
+    prepared = _I64.unpack_from(buf, p + 4)[0]                      # 14 PREPARED TX OFFSET
+    body_len = _I32.unpack_from(buf, p + 12)[0]                     # 15 BODY
+    p += 16
+    if body_len < 0 or p + body_len + 3 > rec_end:
+        raise RecordDecodeError(f"bad BODYLEN {body_len} at {pos}")
+    body = buf[p:p + body_len]
+    p += body_len
+    topic_len = buf[p]                                              # 16 TOPIC
+    topic = buf[p + 1:p + 1 + topic_len].decode()
+    p += 1 + topic_len
+    if p + 2 > rec_end:
+        raise RecordDecodeError(f"record at {pos} ends inside the topic")
+    prop_len = _I16.unpack_from(buf, p)[0]                          # 17 PROPERTIES
+    p += 2
+    if prop_len < 0 or p + prop_len > rec_end:
+        raise RecordDecodeError(f"bad PROPLEN {prop_len} at {pos}")
+    props = string_to_properties(buf[p:p + prop_len].decode("utf-8", "replace"))
+    if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+        try:
+            body = zlib.decompress(body)
+        except zlib.error as e:
+            raise RecordDecodeError(f"compressed body of {topic}@{queue_offset} does not inflate: {e}") from e
+    host_len = 20 if store_v6 else 8
+    offset_msg_id = (buf[store_host_pos:store_host_pos + host_len] + _I64.pack(phy_offset)).hex().upper()
+    msg = _message_ext(topic, body, props, offset_msg_id, queue_id, queue_offset, reconsume, phy_offset, born_ts,
+                       store_ts, born_host, store_host, sys_flag, flag, body_crc, prepared, broker_name)
+    return msg, rec_end
 
 
 # ---------------------------------------------------------------------------------------------

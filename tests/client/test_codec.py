@@ -210,3 +210,19 @@ def test_hash_selector_is_stable():
     m = rmq.Message(topic="T", body=b"x")
     assert select_by_hash(mqs, m, "order-42") == mqs[abs(java_string_hash("order-42")) % 4]
     assert {select_by_hash(mqs, m, f"k{i}") for i in range(50)} == set(mqs)
+
+
+def test_decode_ipv6_hosts_record():
+    body, topic, props = b"v6", "T6", properties_to_string({"TAGS": "X"})
+    tb, pb = topic.encode(), props.encode()
+    flags = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+    v6 = bytes(15) + b"\x01"   # ::1
+    rec = (struct.pack(">iiiiiqqiq", 0, 0, 0, 1, 0, 5, 99, flags, 1)
+           + v6 + struct.pack(">i", 1234) + struct.pack(">q", 2) + v6 + struct.pack(">i", 10911)
+           + struct.pack(">iq", 0, 0) + struct.pack(">i", len(body)) + body + bytes([len(tb)]) + tb
+           + struct.pack(">h", len(pb)) + pb)
+    rec = struct.pack(">i", len(rec)) + rec[4:]
+    (m,) = decode_messages(rec + rec[:0])
+    assert (m.topic, m.body, m.tags, m.queue_offset) == ("T6", b"v6", "X", 5)
+    assert m.store_host == "::1:10911" and m.born_host == "::1:1234"
+    assert m.offset_msg_id == (v6 + struct.pack(">iq", 10911, 99)).hex().upper()
