@@ -1,0 +1,202 @@
+"""Recovery (SPEC S5): clean restarts, SIGKILL at random moments, corrupt tails."""
+import logging
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rmq import _store
+from rmq.store import GetMessageStatus, MessageInner
+
+from crash_writer import body_for
+
+HERE = os.path.dirname(__file__)
+CRASH_CFG = dict(mapped_file_size_commitlog=32 * 1024, mapped_file_size_consume_queue=20 * 64)
+
+
+async def test_clean_restart_is_fast_and_keeps_everything(make_store, tmp_path):
+    root = tmp_path / "s"
+    store = await make_store(root=root)
+    rs = [await store.put_message(MessageInner(f"T{i % 3}", i % 2, os.urandom(500), properties={"TAGS": "a"}))
+          for i in range(300)]
+    store.do_reput()
+    maxes = {(t, q): store.get_max_offset_in_queue(t, q) for t in ("T0", "T1", "T2") for q in (0, 1)}
+    end = store.max_phy_offset
+    await store.shutdown()
+    assert not os.path.exists(root / "abort")
+    store = await make_store(root=root)
+    assert store.recovery_report["mode"] == "clean" and store.max_phy_offset == end
+    assert {k: store.get_max_offset_in_queue(*k) for k in maxes} == maxes
+    r = await store.put_message(MessageInner("T0", 0, b"next"))
+    assert r.append.wrote_offset == end and r.append.logics_offset == maxes[("T0", 0)]
+    for a in (x.append for x in rs[-5:]):
+        assert store.look_message_by_offset(a.wrote_offset).msg_id == a.msg_id
+
+
+def verify_store(store, acked):
+    """Every acked record present and intact; ConsumeQueues agree with the CommitLog; every
+    pulled record passes its CRC."""
+    for phy, size, topic, qid, qoff, seed, seq in acked:
+        m = store.look_message_by_offset(phy)
+        assert m is not None, f"acknowledged record at {phy} lost"
+        assert (m.topic, m.queue_id, m.queue_offset, m.store_size) == (topic, qid, qoff, size)
+        assert m.body == body_for(seed, seq)
+        unit = store.find_consume_queue(topic, qid, create=False).get_unit(qoff)
+        assert unit[:2] == (phy, size)
+    for topic, queues in store.consume_queue_table.items():
+        for qid, cq in queues.items():
+            lo, hi = cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue()
+            assert store.commit_log.topic_queue_table.get((topic, qid), 0) == hi
+            prev_end = -1
+            for i in range(lo, hi):
+                phy, size, tags = cq.get_unit(i)
+                assert phy >= prev_end
+                prev_end = phy + size
+                m = store.look_message_by_offset(phy, size)
+                assert m is not None and (m.topic, m.queue_id, m.queue_offset) == (topic, qid, i)
+                assert tags == _store.java_hash_code(m.tags)
+            offset = lo
+            while offset < hi:
+                res = store.get_message("G", topic, qid, offset, 32)
+                assert res.status == GetMessageStatus.FOUND
+                for rec in res.iter_records():
+                    _store.decode_record(rec, 0, True)           # raises on a bad CRC
+                offset = res.next_begin_offset
+                res.release()
+
+
+def read_acks(path):
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) != 7:
+                continue                                        # the line being written at the kill
+            phy, size, topic, qid, qoff, seed, seq = parts
+            out.append((int(phy), int(size), topic, int(qid), int(qoff), int(seed), int(seq)))
+    return out
+
+
+def run_writer_and_kill(root, ack, seed, delay, mode="sync"):
+    args = [sys.executable, os.path.join(HERE, "crash_writer.py"), str(root), str(ack), str(seed)]
+    if mode == "async":
+        args.append("async")
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == b"ready", proc.stderr.read().decode()
+        time.sleep(delay)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_sigkill_at_random_moments(make_store, tmp_path, mode):
+    root, ack = tmp_path / "s", tmp_path / "acks"
+    rng = random.Random(7 if mode == "sync" else 8)
+    rounds = 14 if mode == "sync" else 6
+    for rnd in range(rounds):
+        run_writer_and_kill(root, ack, rnd, rng.uniform(0.02, 0.35), mode)
+        acked = read_acks(ack)
+        store = await make_store(root=root, **CRASH_CFG)
+        assert store.recovery_report["mode"] == "crash"
+        verify_store(store, acked)
+        if rnd % 3 == 2:
+            # Sometimes crash right after a clean restart, sometimes after a crash restart.
+            await store.shutdown()
+        else:
+            await store.shutdown()
+            with open(root / "abort", "wb"):
+                pass                                            # as if this run had crashed too
+    assert len(read_acks(ack)) > 100
+
+
+async def _write_then_crash(tmp_path, n=40):
+    """A writer killed after its SYNC acks: returns (root, acked)."""
+    root, ack = tmp_path / "s", tmp_path / "acks"
+    args = [sys.executable, os.path.join(HERE, "crash_writer.py"), str(root), str(ack), "99"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        deadline = time.monotonic() + 20
+        while len(read_acks(ack)) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc.stdout.close()
+        proc.stderr.close()
+    return root, read_acks(ack)
+
+
+def _last_record(root):
+    """(path, position, size, phy) of the last record in the CommitLog."""
+    cdir = root / "commitlog"
+    names = sorted(os.listdir(cdir))
+    best = None
+    for name in names:
+        data = open(cdir / name, "rb").read()
+        recs, _, _, _ = _store.scan_records(data, 0, len(data), int(name))
+        if recs:
+            phy, size = recs[-1][0], recs[-1][1]
+            best = (cdir / name, phy - int(name), size, phy)
+    return best
+
+
+@pytest.mark.parametrize("where", ["body", "magic", "size"])
+async def test_flipped_bytes_in_the_last_record_are_truncated_and_logged(make_store, tmp_path, caplog, where):
+    root, acked = await _write_then_crash(tmp_path)
+    path, pos, size, phy = _last_record(root)
+    at = {"body": pos + size - 5 - 30 if size > 200 else pos + 90, "magic": pos + 5, "size": pos + 1}[where]
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0x5A]))
+    caplog.set_level(logging.WARNING, logger="rmq.store")
+    store = await make_store(root=root, **CRASH_CFG)
+    rep = store.recovery_report
+    assert rep["mode"] == "crash" and rep["end"] == phy and rep["truncated_bytes"] >= size
+    assert f"at offset {phy}; truncating" in caplog.text
+    assert store.max_phy_offset == phy
+    assert store.look_message_by_offset(phy) is None
+    verify_store(store, [a for a in acked if a[0] < phy])
+    # The store keeps working, and the cut record never comes back.
+    r = await store.put_message(MessageInner("T0", 0, b"after"))
+    assert r.append.wrote_offset == phy
+    await store.shutdown()
+    store = await make_store(root=root, **CRASH_CFG)
+    assert store.look_message_by_offset(phy).body == b"after"
+
+
+async def test_torn_tail_without_checkpoint(make_store, tmp_path, caplog):
+    """A half-written record at the end (no checkpoint at all): cut at its start."""
+    root = tmp_path / "s"
+    store = await make_store(root=root, **CRASH_CFG)
+    rs = [await store.put_message(MessageInner("T", 0, os.urandom(700))) for _ in range(30)]
+    end = store.max_phy_offset
+    await store.shutdown()
+    # Simulate a crash while appending: abort marker back, no checkpoint, a torn record.
+    os.unlink(root / "checkpoint")
+    open(root / "abort", "wb").close()
+    last = rs[-1].append
+    path = root / "commitlog" / f"{last.wrote_offset - last.wrote_offset % (32 * 1024):020d}"
+    with open(path, "r+b") as f:
+        f.seek(last.wrote_offset % (32 * 1024) + last.wrote_bytes - 100)
+        f.write(b"\x00" * 100)                                  # the tail never reached the file
+    caplog.set_level(logging.WARNING, logger="rmq.store")
+    store = await make_store(root=root, **CRASH_CFG)
+    assert store.max_phy_offset == last.wrote_offset < end
+    assert store.get_max_offset_in_queue("T", 0) == 29
+    assert "truncating" in caplog.text
