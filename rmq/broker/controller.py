@@ -32,7 +32,10 @@ import logging
 import os
 import time
 
+import msgpack
+
 from rmq.broker.long_polling import PullRequestHoldService
+from rmq.broker.managers.config_store import atomic_write
 from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
 from rmq.broker.managers.consumer_offset import ConsumerOffsetManager
 from rmq.broker.managers.subscription_group import SubscriptionGroupManager
@@ -290,10 +293,16 @@ class BrokerController:
         while True:
             await asyncio.sleep(interval)
             self.stats.sample()
-            if self.consumer_offset_manager.dirty:
+            com = self.consumer_offset_manager
+            if com.dirty:
+                # Snapshot on the loop (the table only changes there), write + fsync in a
+                # thread so a slow disk does not stall every connection.
+                data = msgpack.packb(com.encode(), use_bin_type=True)
+                com.dirty = False
                 try:
-                    self.consumer_offset_manager.persist()
+                    await asyncio.get_running_loop().run_in_executor(None, atomic_write, com.path, data)
                 except OSError:
+                    com.dirty = True
                     log.exception("persisting consumer offsets failed")
 
     async def _housekeeping_loop(self) -> None:
