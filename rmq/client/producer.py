@@ -13,9 +13,11 @@ import inspect
 import logging
 import re
 import time
+import warnings
 from typing import Any, Awaitable, Callable, Sequence, Union
 
-from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, RemotingError,
+from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, RemotingConnectError,
+                        RemotingError,
                         RemotingTimeoutError, RMQError, TopicNotExistError)
 from rmq.types import (LocalTransactionState, Message, MessageConst, MessageExt, MessageQueue,
                        SendResult, SendStatus, TransactionSendResult)
@@ -190,6 +192,10 @@ class Producer:
         assert self._instance is not None
         await self._instance.unregister_producer(self.group)
         self._state = "CLOSED"
+
+    def __del__(self, _warn=warnings.warn) -> None:
+        if getattr(self, "_state", None) == "RUNNING":
+            _warn(f"producer {self.group!r} was not closed", ResourceWarning, source=self)
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -507,6 +513,13 @@ class Producer:
                 log.warning("producer %s: send to %s failed (attempt %d/%d): %r", self.group, mq,
                             attempt + 1, attempts, e)
                 last_exc = e
+                if isinstance(e, RemotingConnectError):
+                    try:   # the broker may have moved or gone: see what the name server says now
+                        await self._check_running().update_topic_route(
+                            p.topic, timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+                        info = await self._publish_info(p.topic, deadline)
+                    except RMQError:
+                        pass
                 continue
             except BrokerResponseError as e:
                 self._faults.update(mq.broker_name, time.monotonic() - start, True)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.errors import ClientError, RMQError
+from rmq.errors import ClientError, RemotingConnectError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullResult
 
 from .._codec import PullSysFlag, java_string_hash
@@ -122,6 +123,10 @@ class ConsumerBase:
         self._rebalance_lock = asyncio.Lock()
         self._state = "CREATED"
         self._start_time = 0
+
+    def __del__(self, _warn=warnings.warn) -> None:
+        if getattr(self, "_state", None) == "RUNNING":
+            _warn(f"consumer {self.group!r} was not closed", ResourceWarning, source=self)
 
     # ---------------------------------------------------------------- subscription
 
@@ -386,6 +391,16 @@ class ConsumerBase:
                 result = PullResult(result.status, result.next_begin_offset, result.min_offset,
                                     result.max_offset, kept, result.suggest_which_broker_id)
         return result
+
+    async def _on_pull_error(self, mq: MessageQueue, exc: BaseException) -> None:
+        """After a failed pull: go back to the master (a suggested slave may be the one that is
+        down) and, when the broker could not be reached, refresh the route (it may have moved)."""
+        self.pull_from_which_node.pop(mq, None)
+        if isinstance(exc, RemotingConnectError) and self._instance is not None:
+            try:
+                await self._instance.update_topic_route(mq.topic)
+            except RMQError as e:
+                log.debug("group %s: route refresh after a pull error failed: %r", self.group, e)
 
     # ---------------------------------------------------------------- broker → client requests
 

@@ -262,6 +262,7 @@ class PullConsumer(ConsumerBase):
                 raise
             except Exception as e:  # noqa: BLE001 - wait and pull again
                 log.warning("group %s: pull of %s at %d failed: %r", self.group, mq, pq.next_offset, e)
+                await self._on_pull_error(mq, e)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
                 continue
             if pq.dropped:

@@ -419,6 +419,7 @@ class PushConsumer(ConsumerBase):
             except Exception as e:  # noqa: BLE001 - any failure: wait and pull again
                 self.stats["pull_errors"] += 1
                 log.warning("group %s: pull of %s at %d failed: %r", self.group, mq, pq.next_offset, e)
+                await self._on_pull_error(mq, e)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
                 continue
             if pq.dropped:
