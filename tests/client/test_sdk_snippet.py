@@ -22,3 +22,25 @@ async def test_issue_snippet(cluster, namesrv_addr, unique):
             assert msg.msg_id == r.msg_id and msg.offset_msg_id == r.offset_msg_id
             assert (msg.queue_id, msg.queue_offset, msg.reconsume_times) == (r.queue_id, 0, 0)
             break
+
+
+async def test_issue_snippet_verbatim_on_an_auto_created_topic(cluster, namesrv_addr, unique):
+    """The C4 snippet with every default: the topic does not exist before the first send (the
+    broker creates it from TBW102) and the new group starts CONSUME_FROM_LAST_OFFSET, which for a
+    queue that still starts at 0 means from 0 (wire-contract §8)."""
+    import time
+
+    topic, pg, cg = unique("T"), unique("PG"), unique("CG")
+    async with rmq.Producer(namesrv_addr=namesrv_addr, group=pg) as p:
+        r = await p.send(rmq.Message(topic=topic, body=b"x", tags="TagA", keys=["k1"], properties={"a": "1"}))
+        assert (r.status, r.queue_offset) == (rmq.SendStatus.SEND_OK, 0)
+        assert isinstance(r.msg_id, str) and isinstance(r.offset_msg_id, str) and r.queue_id >= 0
+    t0 = time.monotonic()
+    c = rmq.PushConsumer(namesrv_addr=namesrv_addr, group=cg)
+    c.subscribe(topic, "TagA || TagB")
+    async with c:
+        async for msg in c:
+            assert (msg.topic, msg.body, msg.tags, msg.keys, msg.properties["a"]) == (topic, b"x", "TagA", ("k1",), "1")
+            assert (msg.msg_id, msg.queue_id, msg.queue_offset, msg.reconsume_times) == (r.msg_id, r.queue_id, 0, 0)
+            break
+    assert time.monotonic() - t0 < 5.0, "the first message took a rebalance period to arrive"

@@ -184,8 +184,11 @@ class PushConsumer(ConsumerBase):
             self._spawn(self._lock_renewer(), "lock-renew")
 
     async def close(self) -> None:
-        """Stop pulling, let running handlers finish, persist offsets, leave the group.
-        Idempotent."""
+        """Stop pulling, persist offsets, leave the group. Idempotent.
+
+        In iterator mode the message last returned by ``async for`` is *not* acknowledged by
+        ``close()`` (it is redelivered later); leaving ``async with`` without an exception
+        acknowledges it."""
         if self._state != "RUNNING":
             self._state = "CLOSED"
             return
