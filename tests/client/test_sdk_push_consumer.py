@@ -353,3 +353,24 @@ async def test_consumer_survives_broker_restart(tmp_path, unique):
         finally:
             await c.close()
     assert set(got) == {b"before-%d" % i for i in range(10)} | {b"after-%d" % i for i in range(10)}
+
+
+async def test_close_lets_running_handlers_finish_and_commits_them(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    await _produce(namesrv_addr, topic, [b"slow"], unique("PG"))
+    started, finished = asyncio.Event(), []
+
+    async def handler(msg):
+        started.set()
+        await asyncio.sleep(0.5)
+        finished.append(msg.body)
+
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST)
+    c.subscribe(topic)
+    await c.start()
+    await asyncio.wait_for(started.wait(), 10)
+    await c.close()
+    assert finished == [b"slow"]
+    assert (await _stored_offsets(broker.broker_addr, cg, topic, 1))[0] == 1

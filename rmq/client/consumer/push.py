@@ -159,6 +159,8 @@ class PushConsumer(ConsumerBase):
         self._resume = asyncio.Event()
         self._resume.set()
         self._current: _ConsumeRequest | None = None    # iterator mode: the message being handled
+        self._busy = 0                  # handler calls in progress (close() waits for them)
+        self._idle = asyncio.Event()
         self._flow_control_times = 0
         self.stats = {"pulled": 0, "consumed_ok": 0, "consumed_failed": 0, "sent_back": 0,
                       "local_retries": 0, "pull_errors": 0, "flow_controlled": 0}
@@ -183,8 +185,10 @@ class PushConsumer(ConsumerBase):
         if self.orderly and self.message_model is MessageModel.CLUSTERING:
             self._spawn(self._lock_renewer(), "lock-renew")
 
-    async def close(self) -> None:
-        """Stop pulling, persist offsets, leave the group. Idempotent.
+    async def close(self, timeout: float = 10.0) -> None:
+        """Stop pulling, let the handler calls in progress finish (up to ``timeout`` seconds,
+        default 10; unfinished ones are cancelled and their messages redelivered later), persist
+        offsets, leave the group. Idempotent.
 
         In iterator mode the message last returned by ``async for`` is *not* acknowledged by
         ``close()`` (it is redelivered later); leaving ``async with`` without an exception
@@ -193,6 +197,17 @@ class PushConsumer(ConsumerBase):
             self._state = "CLOSED"
             return
         self._state = "CLOSING"
+        pulls = [pq.pull_task for pq in self.process_queue_table.values() if pq.pull_task is not None]
+        for t in pulls:
+            t.cancel()
+        await asyncio.gather(*pulls, return_exceptions=True)
+        if self._busy:
+            self._idle.clear()
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout)
+            except asyncio.TimeoutError:
+                log.warning("group %s: %d handler call(s) still running after %.1f s; cancelling them",
+                            self.group, self._busy, timeout)
         await self._stop_base()
         for t in list(self._tasks):
             t.cancel()
@@ -474,11 +489,20 @@ class PushConsumer(ConsumerBase):
             req = await self._consume_queue.get()
             if req is _STOP:
                 return
-            if req.pq.dropped:
-                continue
+            if req.pq.dropped or self._state != "RUNNING":
+                continue    # closing: start nothing new; it is redelivered from the offset
             await self._consume_concurrently(req)
 
     async def _call_handler(self, msgs: list[MessageExt]) -> bool:
+        self._busy += 1
+        try:
+            return await self._call_handler_inner(msgs)
+        finally:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.set()
+
+    async def _call_handler_inner(self, msgs: list[MessageExt]) -> bool:
         try:
             if self.batch_handler is not None:
                 result = self.batch_handler(msgs)
@@ -568,7 +592,7 @@ class PushConsumer(ConsumerBase):
         assert self.offset_store is not None
         clustering = self.message_model is MessageModel.CLUSTERING
         try:
-            while not pq.dropped:
+            while not pq.dropped and self._state == "RUNNING":
                 if clustering and (not pq.locked or pq.lock_expired()):
                     if pq.mq not in await self._lock_batch([pq.mq]):
                         await asyncio.sleep(LOCK_RETRY_DELAY if not pq.dropped else 0)
@@ -601,7 +625,7 @@ class PushConsumer(ConsumerBase):
                 await asyncio.sleep(self.suspend_current_queue_time)
         finally:
             pq.consuming = False
-            if pq.msgs and not pq.dropped:
+            if pq.msgs and not pq.dropped and self._state == "RUNNING":
                 pq.consuming = True
                 self._spawn(self._consume_orderly(pq), f"orderly-{pq.mq}")
 
