@@ -121,13 +121,22 @@ class QueuePuller(asyncio.BufferedProtocol):
         }
         cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, header)
         self.in_flight[cmd.opaque] = (offset, n)
-        self.transport.writelines(encode(cmd))
+        self._out.extend(encode(cmd))
 
     def fill(self) -> None:
         if self.stopping:
             self._maybe_done()
             return
         max_msgs = self.args.max_msgs
+        self._out = out = []  # every pull of this round leaves in one write (one syscall)
+        try:
+            self._fill(max_msgs)
+        finally:
+            if out:
+                self.transport.writelines(out)
+        self._maybe_done()
+
+    def _fill(self, max_msgs: int) -> None:
         while len(self.in_flight) < self.args.inflight:
             if self.holes:
                 offset, n = self.holes.pop()
@@ -140,7 +149,6 @@ class QueuePuller(asyncio.BufferedProtocol):
                 offset, n = self.cursor, max_msgs
                 self.cursor += n
             self._send_pull(offset, n)
-        self._maybe_done()
 
     def _maybe_done(self) -> None:
         if self.done.done() or self.in_flight:
