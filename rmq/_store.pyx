@@ -252,46 +252,59 @@ def encode_record(dst, Py_ssize_t pos, body, bytes topic, props, int32_t queue_i
     ``born_host`` / ``store_host`` are 8 bytes (IPv4 octets + int32 port). ``body_crc`` is
     computed when -1. Raises ValueError when the record does not fit in ``dst``.
     """
-    cdef _Buf d = _Buf(dst, True)
-    cdef const uint8_t[::1] b = body
-    cdef const uint8_t[::1] pr = props
-    cdef Py_ssize_t blen = b.shape[0], tlen = len(topic), plen = pr.shape[0]
-    cdef Py_ssize_t size = FIXED + blen + tlen + plen
+    cdef Py_buffer d, b, pr
+    cdef Py_ssize_t blen, tlen = len(topic), plen, size
+    cdef uint8_t* p
     if len(born_host) != 8 or len(store_host) != 8:
         raise ValueError("born_host and store_host must be 8 bytes (IPv4 + int32 port)")
     if tlen > 255:
         raise ValueError("topic longer than 255 bytes")
-    if plen > 32767:
-        raise ValueError("properties longer than 32767 bytes")
-    if pos < 0 or pos + size > d.size:
-        raise ValueError("record does not fit in the buffer")
-    if body_crc == -1:
-        body_crc = _zlib_crc32(body) & 0x7FFFFFFF
-    cdef uint8_t* p = d.wptr + pos
-    wr32(p, size)
-    wr32(p + 4, <int64_t>_MAGIC)
-    wr32(p + 8, body_crc)
-    wr32(p + 12, queue_id)
-    wr32(p + 16, flag)
-    wr64(p + 20, queue_offset)
-    wr64(p + 28, phy_offset)
-    wr32(p + 36, sys_flag & ~0x30)
-    wr64(p + 40, born_timestamp)
-    memcpy(p + 48, <const char*>born_host, 8)
-    wr64(p + 56, store_timestamp)
-    memcpy(p + 64, <const char*>store_host, 8)
-    wr32(p + 72, reconsume_times)
-    wr64(p + 76, prepared_transaction_offset)
-    wr32(p + 84, blen)
-    if blen:
-        memcpy(p + 88, &b[0], blen)
-    p[88 + blen] = <uint8_t>tlen
-    if tlen:
-        memcpy(p + 89 + blen, <const char*>topic, tlen)
-    wr16(p + 89 + blen + tlen, <int>plen)
-    if plen:
-        memcpy(p + 91 + blen + tlen, &pr[0], plen)
-    return size
+    PyObject_GetBuffer(dst, &d, PyBUF_WRITABLE)
+    try:
+        PyObject_GetBuffer(body, &b, PyBUF_SIMPLE)
+        try:
+            PyObject_GetBuffer(props, &pr, PyBUF_SIMPLE)
+            try:
+                blen = b.len
+                plen = pr.len
+                size = FIXED + blen + tlen + plen
+                if plen > 32767:
+                    raise ValueError("properties longer than 32767 bytes")
+                if pos < 0 or pos + size > d.len:
+                    raise ValueError("record does not fit in the buffer")
+                if body_crc == -1:
+                    body_crc = _zlib_crc32(body) & 0x7FFFFFFF
+                p = <uint8_t*>d.buf + pos
+                wr32(p, size)
+                wr32(p + 4, <int64_t>_MAGIC)
+                wr32(p + 8, body_crc)
+                wr32(p + 12, queue_id)
+                wr32(p + 16, flag)
+                wr64(p + 20, queue_offset)
+                wr64(p + 28, phy_offset)
+                wr32(p + 36, sys_flag & ~0x30)
+                wr64(p + 40, born_timestamp)
+                memcpy(p + 48, <const char*>born_host, 8)
+                wr64(p + 56, store_timestamp)
+                memcpy(p + 64, <const char*>store_host, 8)
+                wr32(p + 72, reconsume_times)
+                wr64(p + 76, prepared_transaction_offset)
+                wr32(p + 84, blen)
+                if blen:
+                    memcpy(p + 88, b.buf, blen)
+                p[88 + blen] = <uint8_t>tlen
+                if tlen:
+                    memcpy(p + 89 + blen, <const char*>topic, tlen)
+                wr16(p + 89 + blen + tlen, <int>plen)
+                if plen:
+                    memcpy(p + 91 + blen + tlen, pr.buf, plen)
+                return size
+            finally:
+                PyBuffer_Release(&pr)
+        finally:
+            PyBuffer_Release(&b)
+    finally:
+        PyBuffer_Release(&d)
 
 
 def write_blank(dst, Py_ssize_t pos, int64_t size):
@@ -580,12 +593,18 @@ def last_nonzero(buf, Py_ssize_t start, Py_ssize_t end) -> int:
 # ---------------------------------------------------------------------------------------------
 def put_cq_unit(dst, Py_ssize_t pos, int64_t phy_offset, int32_t size, int64_t tags_code):
     """Write one 20-byte ConsumeQueue unit at ``pos``."""
-    cdef _Buf d = _Buf(dst, True)
-    if pos < 0 or pos + 20 > d.size:
-        raise ValueError("ConsumeQueue unit does not fit")
-    wr64(d.wptr + pos, phy_offset)
-    wr32(d.wptr + pos + 8, size)
-    wr64(d.wptr + pos + 12, tags_code)
+    cdef Py_buffer d
+    cdef uint8_t* p
+    PyObject_GetBuffer(dst, &d, PyBUF_WRITABLE)
+    try:
+        if pos < 0 or pos + 20 > d.len:
+            raise ValueError("ConsumeQueue unit does not fit")
+        p = <uint8_t*>d.buf + pos
+        wr64(p, phy_offset)
+        wr32(p + 8, size)
+        wr64(p + 12, tags_code)
+    finally:
+        PyBuffer_Release(&d)
 
 
 def read_cq_unit(buf, Py_ssize_t pos):

@@ -8,8 +8,7 @@ from rmq import _store
 from rmq.store.config import StoreConfig
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
 from rmq.store.message import (AppendMessageResult, AppendMessageStatus, MessageInner,
-                               MessageSysFlag, PutMessageResult, PutMessageStatus, host_bytes,
-                               offset_msg_id)
+                               MessageSysFlag, PutMessageResult, PutMessageStatus, host_bytes)
 
 __all__ = ["CommitLog"]
 
@@ -30,6 +29,8 @@ class CommitLog:
         self.config = config
         self.store_host = store_host
         self.store_host_bytes = host_bytes(store_host)
+        self._id_prefix = self.store_host_bytes.hex().upper()     # offsetMsgId = prefix + %016X
+        self._born_cache: dict[tuple[str, int], bytes] = {}
         self.file_size = config.mapped_file_size_commitlog
         self.mfq = MappedFileQueue(config.commitlog_dir, self.file_size)
         self.mfq.on_change = self._refresh_table
@@ -75,6 +76,19 @@ class CommitLog:
             if len(self._topic_cache) < 100_000:
                 self._topic_cache[topic] = b
         return b
+
+    def _born(self, host: tuple[str, int]) -> bytes:
+        b = self._born_cache.get(host)
+        if b is None:
+            b = host_bytes(host)
+            if len(self._born_cache) > 10_000:
+                self._born_cache.clear()
+            self._born_cache[host] = b
+        return b
+
+    def msg_id(self, phy: int) -> str:
+        """offsetMsgId of the record at ``phy`` (wire-contract §11)."""
+        return f"{self._id_prefix}{phy:016X}"
 
     def _check(self, topic_b: bytes, msg: MessageInner) -> PutMessageResult | None:
         if not topic_b or len(topic_b) > 127:
@@ -122,12 +136,12 @@ class CommitLog:
         now = int(time.time() * 1000)
         msg.store_timestamp = now
         _store.encode_record(mf.mm, pos, body, topic_b, props, msg.queue_id, msg.flag, queue_offset,
-                             phy, msg.sys_flag, msg.born_timestamp, host_bytes(msg.born_host), now,
+                             phy, msg.sys_flag, msg.born_timestamp, self._born(msg.born_host), now,
                              self.store_host_bytes, msg.reconsume_times, msg.prepared_transaction_offset)
         mf.wrote_position = pos + size
         if tran not in _NO_QUEUE_OFFSET:
             self.topic_queue_table[key] = queue_offset + 1
-        mid = offset_msg_id(self.store_host_bytes, phy)
+        mid = self.msg_id(phy)
         return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
             wrote_offset=phy, wrote_bytes=size, msg_id=mid, store_timestamp=now,
             logics_offset=queue_offset, msg_num=1, msg_ids=[mid]))
@@ -164,14 +178,14 @@ class CommitLog:
         now = int(time.time() * 1000)
         msg.store_timestamp = now
         _store.encode_batch(mf.mm, pos, msg.body, items, topic_b, outer, msg.queue_id, msg.sys_flag,
-                            msg.born_timestamp, host_bytes(msg.born_host), now, self.store_host_bytes,
+                            msg.born_timestamp, self._born(msg.born_host), now, self.store_host_bytes,
                             msg.reconsume_times, queue_offset, phy)
         mf.wrote_position = pos + total
         self.topic_queue_table[key] = queue_offset + len(items)
         ids = []
         at = phy
         for it in items:
-            ids.append(offset_msg_id(self.store_host_bytes, at))
+            ids.append(self.msg_id(at))
             at += it[5]
         return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
             wrote_offset=phy, wrote_bytes=total, msg_id=ids[0], store_timestamp=now,

@@ -38,6 +38,7 @@ __all__ = ["MessageStore"]
 log = logging.getLogger("rmq.store")
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_GET_STATUS = tuple(GetMessageStatus)           # index = value (the scan returns 0, 1 or 2)
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 _NOT_DISPATCHED = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
@@ -582,8 +583,9 @@ class MessageStore:
         else:
             codes, tag_bytes = message_filter.codes, message_filter.tag_bytes
         status, scanned, count, total, max_phy_pulling, segments = _store.get_message_scan(
-            cq_file.mm, start, end, cl.table, self._dispatch_limit(), max_msg_nums, max_offset_py,
-            memory, codes, tag_bytes,
+            cq_file.mm, start, end, cl.table,
+            cl.mfq.flushed_where if cfg.flush_disk_type == "SYNC_FLUSH" else max_offset_py,
+            max_msg_nums, max_offset_py, memory, codes, tag_bytes,
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
             cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk)
         buffers = []
@@ -596,10 +598,9 @@ class MessageStore:
                     holds.append(mf)
                 buffers.append(memoryview(mf.mm)[s:e])
             self._stats["get_found"] += count
-        return GetMessageResult(GetMessageStatus(status), offset + scanned // CQ_STORE_UNIT_SIZE,
-                                min_offset, max_offset,
-                                suggest_pulling_from_slave=(max_offset_py - max_phy_pulling) > memory,
-                                message_count=count, buffer_total_size=total, buffers=buffers, holds=holds)
+        return GetMessageResult(_GET_STATUS[status], offset + scanned // CQ_STORE_UNIT_SIZE,
+                                min_offset, max_offset, (max_offset_py - max_phy_pulling) > memory,
+                                count, total, buffers, holds)
 
     # ======================================================================================
     # offsets and lookups
