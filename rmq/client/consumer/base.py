@@ -285,7 +285,9 @@ class ConsumerBase:
     async def _update_process_queue_table(self, topic: str, mine: set[MessageQueue]) -> bool:
         changed = False
         for mq, pq in list(self.process_queue_table.items()):
-            if mq.topic != topic or mq in mine:
+            # drop queues no longer ours, and retry dropping ones an earlier round could not
+            # remove yet (so a queue that came back gets a fresh ProcessQueue below)
+            if mq.topic != topic or mq in mine and not pq.dropped:
                 continue
             pq.dropped = True
             if await self._remove_unnecessary_queue(mq, pq):
