@@ -859,3 +859,41 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     if seg_idx >= 0:
         segments.append((seg_idx, seg_start, seg_end))
     return status, i, count, total, max_phy_pulling, segments
+
+
+# ---------------------------------------------------------------------------------------------
+# Pre-faulting: writes into never-touched pages of a file mapping fault (and allocate blocks)
+# one page at a time, which costs far more than the copy. MADV_POPULATE_WRITE (Linux 5.14)
+# populates the page tables writable without changing the content, so a background thread can
+# run it ahead of the writer without racing it.
+# ---------------------------------------------------------------------------------------------
+cdef extern from "sys/mman.h" nogil:
+    int madvise(void* addr, size_t length, int advice)
+
+cdef extern from "errno.h":
+    int errno
+
+MADV_POPULATE_WRITE = 23
+
+
+def populate_write(buf, Py_ssize_t start, Py_ssize_t length) -> int:
+    """Pre-fault ``buf[start:start+length]`` for writing without the GIL (``start`` is rounded
+    down to a page). Returns 0, or the errno (EINVAL: the kernel does not support it)."""
+    cdef Py_buffer d
+    cdef int rc = 0, err = 0
+    cdef Py_ssize_t s = start - (start % 4096)
+    PyObject_GetBuffer(buf, &d, PyBUF_SIMPLE)
+    try:
+        if s < 0:
+            s = 0
+        if s + length > d.len:
+            length = d.len - s
+        if length <= 0:
+            return 0
+        with nogil:
+            rc = madvise(<char*>d.buf + s, <size_t>length, 23)
+            if rc != 0:
+                err = errno
+        return err
+    finally:
+        PyBuffer_Release(&d)

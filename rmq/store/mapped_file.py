@@ -30,7 +30,7 @@ class MappedFile:
 
     __slots__ = ("path", "file_name", "file_from_offset", "file_size", "fd", "mm",
                  "wrote_position", "flushed_position", "_holds", "available", "destroyed",
-                 "__weakref__")
+                 "warmed_to", "__weakref__")
 
     def __init__(self, path: str, file_size: int):
         self.path = path
@@ -55,6 +55,7 @@ class MappedFile:
         self.fd = fd
         self.wrote_position = 0
         self.flushed_position = 0
+        self.warmed_to = 0               # pages below this were pre-faulted for writing
         self._holds = 0
         self.available = True
         self.destroyed = False

@@ -15,6 +15,7 @@ Blocking work (fdatasync, checkpoint writes) runs in one dedicated flush thread.
 from __future__ import annotations
 
 import asyncio
+import errno
 import fcntl
 import logging
 import os
@@ -38,6 +39,7 @@ __all__ = ["MessageStore"]
 log = logging.getLogger("rmq.store")
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+WARM_CHUNK = 4 * 1024 * 1024                    # pre-fault this much CommitLog ahead of the writer
 _GET_STATUS = tuple(GetMessageStatus)           # index = value (the scan returns 0, 1 or 2)
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 _NOT_DISPATCHED = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
@@ -81,6 +83,9 @@ class MessageStore:
         self.recovery_report: dict = {}
         self._lock_fd: int | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._warm_executor: ThreadPoolExecutor | None = None
+        self._warming = False
+        self._warm_supported = True
         self._tasks: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._reput_event: asyncio.Event | None = None
@@ -104,10 +109,12 @@ class MessageStore:
         self._lock()
         self._loop = asyncio.get_running_loop()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-store-flush")
+        self._warm_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-store-warm")
         try:
             self._recover()
         except BaseException:
             self._executor.shutdown(wait=False)
+            self._warm_executor.shutdown(wait=False)
             self._unlock()
             raise
         with open(self._abort_path, "wb") as f:
@@ -151,6 +158,7 @@ class MessageStore:
         except OSError as e:
             clean = False
             log.error("store shutdown: flush failed (%s); the next start will run crash recovery", e)
+        self._warm_executor.shutdown(wait=True)
         for queues in self.consume_queue_table.values():
             for cq in queues.values():
                 cq.shutdown()
@@ -305,7 +313,8 @@ class MessageStore:
 
     async def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append one message. SYNC_FLUSH: returns after fsync (FLUSH_DISK_TIMEOUT after
-        ``sync_flush_timeout`` ms; an fsync error raises StoreError)."""
+        ``sync_flush_timeout`` ms; an fsync error raises StoreError). Passing the properties
+        as ``properties_str`` (the SEND header's string as received) saves re-encoding them."""
         refused = self._refuse()
         if refused is not None:
             return refused
@@ -314,7 +323,9 @@ class MessageStore:
         except (OSError, StoreError, ValueError) as e:
             log.error("append to CommitLog failed: %s", e)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
-        return await self._after_append(result)
+        if self._after_append(result):
+            return await self._wait_flush(result)
+        return result
 
     async def put_messages(self, msg: MessageInner) -> PutMessageResult:
         """Append a §5.2 batch body: each item its own record and queue offset."""
@@ -326,17 +337,27 @@ class MessageStore:
         except (OSError, StoreError, ValueError) as e:
             log.error("batch append to CommitLog failed: %s", e)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
-        return await self._after_append(result)
+        if self._after_append(result):
+            return await self._wait_flush(result)
+        return result
 
-    async def _after_append(self, result: PutMessageResult) -> PutMessageResult:
+    def _after_append(self, result: PutMessageResult) -> bool:
+        """Bookkeeping after an append; True when the caller must wait for the group commit."""
         if result.status != PutMessageStatus.PUT_OK:
             log.warning("put refused: %s (%s)", result.status.name, result.remark)
-            return result
-        self._stats["put_total"] += result.append.msg_num
-        self._stats["put_bytes"] += result.append.wrote_bytes
-        if not self.config.sync_flush:
+            return False
+        a = result.append
+        stats = self._stats
+        stats["put_total"] += a.msg_num
+        stats["put_bytes"] += a.wrote_bytes
+        if not self._warming and self._warm_supported:
+            self._maybe_warm()
+        if self.config.flush_disk_type != "SYNC_FLUSH":
             self._reput_event.set()
-            return result
+            return False
+        return True
+
+    async def _wait_flush(self, result: PutMessageResult) -> PutMessageResult:
         end = result.append.wrote_offset + result.append.wrote_bytes
         fut = self._loop.create_future()
         self._group_requests.append((end, fut))
@@ -350,6 +371,37 @@ class MessageStore:
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
             result.remark = f"flush to disk did not finish in {self.config.sync_flush_timeout} ms"
         return result
+
+    # -- pre-faulting the CommitLog ahead of the writer ------------------------------------------
+    def _maybe_warm(self) -> None:
+        mf = self.commit_log.mfq.last
+        if mf is None or mf.warmed_to >= mf.file_size or mf.warmed_to - mf.wrote_position > WARM_CHUNK // 2:
+            return
+        start = max(mf.warmed_to, mf.wrote_position)
+        length = min(WARM_CHUNK, mf.file_size - start)
+        self._warming = True
+        fut = self._loop.run_in_executor(self._warm_executor, self._warm, mf, start, length)
+        fut.add_done_callback(self._warm_done)
+
+    def _warm(self, mf, start: int, length: int) -> None:
+        """Warm thread: MADV_POPULATE_WRITE ``length`` bytes at ``start`` (content unchanged)."""
+        if not mf.available:
+            return
+        try:
+            rc = _store.populate_write(mf.mm, start, length)
+        except ValueError:                       # unmapped meanwhile
+            return
+        if rc in (errno.EINVAL, errno.ENOSYS):
+            log.info("MADV_POPULATE_WRITE not supported here (errno %d): CommitLog pages fault on first write", rc)
+            self._warm_supported = False
+        elif rc:
+            log.warning("pre-faulting %s failed: %s", mf.path, os.strerror(rc))
+        mf.warmed_to = max(mf.warmed_to, start + length)
+
+    def _warm_done(self, fut) -> None:
+        self._warming = False
+        if not fut.cancelled() and fut.exception() is not None:
+            log.warning("warm-ahead failed: %r", fut.exception())
 
     # ======================================================================================
     # flush (S4)
