@@ -522,9 +522,9 @@ class Producer:
                         pass
                 continue
             except BrokerResponseError as e:
-                self._faults.update(mq.broker_name, time.monotonic() - start, True)
                 if not e.retriable:
-                    raise
+                    raise       # about this message (e.g. MESSAGE_ILLEGAL), not the broker
+                self._faults.update(mq.broker_name, time.monotonic() - start, True)
                 log.warning("producer %s: broker refused send to %s (attempt %d/%d): %r", self.group, mq,
                             attempt + 1, attempts, e)
                 last_exc = e
