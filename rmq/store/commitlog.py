@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 from rmq import _store
@@ -15,6 +16,8 @@ __all__ = ["CommitLog"]
 log = logging.getLogger("rmq.store")
 
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+# Java TopicValidator.VALID_PATTERN_STR: also keeps topic names safe as directory names.
+_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
 
@@ -73,7 +76,7 @@ class CommitLog:
         b = self._topic_cache.get(topic)
         if b is None:
             b = topic.encode("utf-8")
-            if len(self._topic_cache) < 100_000:
+            if len(self._topic_cache) < 100_000 and _VALID_TOPIC.match(topic) and len(b) <= 127:
                 self._topic_cache[topic] = b
         return b
 
@@ -94,6 +97,9 @@ class CommitLog:
         if not topic_b or len(topic_b) > 127:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"topic must be 1..127 bytes, got {len(topic_b)}")
+        if msg.topic not in self._topic_cache and not _VALID_TOPIC.match(msg.topic):
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"topic {msg.topic!r} has characters outside [%|a-zA-Z0-9_-]")
         if msg.queue_id < 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {msg.queue_id}")
         return None

@@ -306,7 +306,11 @@ class MessageStore:
                                     remark="message store is a slave: writes are not allowed")
         if self.disk_full:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_full_remark)
-        if self.last_flush_error is not None and self.config.sync_flush:
+        if self.last_flush_error is not None:
+            # Refuse until a flush succeeds again (the next attempt is triggered here in SYNC
+            # mode; the ASYNC service retries on its own schedule).
+            if self.config.sync_flush:
+                self._flush_event.set()
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
                                     remark=f"message store is not writeable after a flush error: {self.last_flush_error}")
         return None
@@ -424,7 +428,7 @@ class MessageStore:
         while self.running:
             await self._flush_event.wait()
             self._flush_event.clear()
-            if not self._group_requests:
+            if not self._group_requests and self.last_flush_error is None:
                 continue
             try:
                 await self._run_blocking(self.commit_log.flush, 0)
@@ -434,6 +438,9 @@ class MessageStore:
                 err = StoreError(f"flush to disk failed: {e}")
                 self._fail_group_requests(err)
                 continue
+            if self.last_flush_error is not None:
+                log.warning("CommitLog flush works again after: %s", self.last_flush_error)
+                self.last_flush_error = None
             self._fail_group_requests(None)
             self._reput_event.set()
             if self._group_requests:
@@ -451,11 +458,13 @@ class MessageStore:
                 last_thorough = now
                 least = 0
             try:
-                await self._run_blocking(self.commit_log.flush, least)
-                self.last_flush_error = None
+                await self._run_blocking(self.commit_log.flush, least if self.last_flush_error is None else 0)
+                if self.last_flush_error is not None:
+                    log.warning("CommitLog flush works again after: %s", self.last_flush_error)
+                    self.last_flush_error = None
             except OSError as e:
                 self.last_flush_error = str(e)
-                log.error("CommitLog flush failed: %s", e)
+                log.error("CommitLog flush failed: %s; refusing writes until a flush succeeds", e)
 
     def _flush_consume_queues(self, least_pages: int) -> None:
         for queues in list(self.consume_queue_table.values()):

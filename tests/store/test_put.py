@@ -71,6 +71,8 @@ async def test_batch_put_gives_each_item_its_own_record(make_store):
     (dict(topic="T", body=b"x" * 2000), PutMessageStatus.MESSAGE_ILLEGAL, "maximum"),
     (dict(topic="T" * 128, body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "topic"),
     (dict(topic="", body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "topic"),
+    (dict(topic="../../etc", body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "characters"),
+    (dict(topic="T\u00e9", body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "characters"),
     (dict(topic="T", body=b"x", properties={"K": "v" * 40000}), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, "32767"),
     (dict(topic="T", body=b"x", queue_id=-1), PutMessageStatus.MESSAGE_ILLEGAL, "queue"),
 ])
@@ -237,6 +239,13 @@ async def test_fsync_error_reaches_the_producer(make_store, monkeypatch, caplog)
     r = await store.put_message(MessageInner("T", 0, b"refused"))
     assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE and "flush error" in r.remark
     monkeypatch.undo()
+    # The refusal triggered another flush; once one succeeds, writes are accepted again.
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if store.last_flush_error is None:
+            break
+    assert (await store.put_message(MessageInner("T", 0, b"back"))).is_ok
+    assert "works again" in caplog.text
 
 
 async def test_store_directory_lock(make_store, tmp_path):
@@ -262,3 +271,27 @@ async def test_get_and_put_after_shutdown(make_store):
     with pytest.raises(StoreError) as ei:
         store.get_message("G", "T", 0, 0, 32)
     assert ei.value.retriable
+
+
+async def test_async_flush_error_refuses_writes_until_a_flush_succeeds(make_store, monkeypatch, caplog):
+    store = await make_store(flush_interval_commitlog=10, flush_commitlog_least_pages=0)
+
+    def broken(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", broken)
+    assert (await store.put_message(MessageInner("T", 0, b"x" * 5000))).is_ok   # acked before flush
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if store.last_flush_error:
+            break
+    r = await store.put_message(MessageInner("T", 0, b"y"))
+    assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE and "Input/output error" in r.remark
+    assert "refusing writes until a flush succeeds" in caplog.text
+    assert store.runtime_info()["lastFlushError"]
+    monkeypatch.undo()
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if store.last_flush_error is None:
+            break
+    assert (await store.put_message(MessageInner("T", 0, b"z"))).is_ok
