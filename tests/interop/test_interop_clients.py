@@ -10,8 +10,8 @@ with exactly its body, tags, keys and user properties. On failure the assertion 
 the driver's output, the C++ core's own log and the broker's log tail.
 """
 import asyncio
-import json
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -295,3 +295,90 @@ def test_ons_producer_cpp_consumer(real_clients, broker, names, tmp_path):
                            "--props", "run,idx,note", "--timeout", "45").result()
     assert consumer.returncode == 0, failure_report(broker, producer, consumer)
     check_delivered(broker, plan, consumer.of("recv"), names.marker, producer, consumer)
+
+
+# ============================================================================ consumer groups and offsets
+
+def test_cpp_push_tag_expression(real_clients, broker, names, tmp_path):
+    """A push consumer subscribed with 'TagA || TagB' gets exactly the TagA and TagB messages."""
+    broker.create_topic(names.topic, queues=4)
+    plan = plan_messages(names, 12, tags=("TagA", "TagB", "TagC"))
+    producer = support.cpp(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
+                           "--group", names.producer_group,
+                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    assert producer.returncode == 0, failure_report(broker, producer)
+    wanted = [m for m in plan if m["tags"] in ("TagA", "TagB")]
+    consumer = support.cpp(real_clients, tmp_path / "c", "push", "--namesrv", broker.namesrv, "--group", names.group,
+                           "--topic", names.topic, "--expression", "TagA || TagB", "--expect", str(len(wanted)),
+                           "--marker", names.marker, "--props", "run,idx,note", "--timeout", "45").result()
+    assert consumer.returncode == 0, failure_report(broker, producer, consumer)
+    check_delivered(broker, wanted, consumer.of("recv"), names.marker, producer, consumer)
+
+
+def test_cpp_consumer_resumes_from_committed_offsets(real_clients, broker, names, tmp_path):
+    """A group that consumed and shut down (UPDATE_CONSUMER_OFFSET) restarts where it stopped:
+    the second run gets only the messages produced after the first one."""
+    broker.create_topic(names.topic, queues=4)
+    first = plan_messages(names, 8)
+    second = plan_messages(names, 8, start=100)
+    runs = []
+    for k, plan in enumerate((first, second)):
+        producer = support.cpp(real_clients, tmp_path / f"p{k}", "produce", "--namesrv", broker.namesrv,
+                               "--group", names.producer_group,
+                               "--plan", support.write_plan(tmp_path / f"plan{k}.json", plan)).result()
+        assert producer.returncode == 0, failure_report(broker, producer)
+        consumer = support.cpp(real_clients, tmp_path / f"c{k}", "push", "--namesrv", broker.namesrv,
+                               "--group", names.group, "--topic", names.topic, "--expect", str(len(plan)),
+                               "--marker", names.marker, "--props", "run,idx,note", "--timeout", "45").result()
+        assert consumer.returncode == 0, failure_report(broker, producer, consumer)
+        runs.append(consumer)
+    check_delivered(broker, first, runs[0].of("recv"), names.marker, runs[0])
+    again = [e["body"][:30] for e in runs[1].of("recv") if e["body"] in {m["body"] for m in first}]
+    assert not again, f"the restarted group was given already consumed messages again: {again}\n" + \
+        failure_report(broker, runs[1])
+    check_delivered(broker, second, runs[1].of("recv"), names.marker, runs[1])
+
+
+def test_cpp_two_consumers_of_one_group_share_the_queues(real_clients, broker, names, tmp_path):
+    """Two members of a clustering group (GET_CONSUMER_LIST_BY_GROUP, NOTIFY_CONSUMER_IDS_CHANGED)
+    split the queues: together they get every message, and no message goes to both."""
+    broker.create_topic(names.topic, queues=4)
+    plan = plan_messages(names, 16)
+    members = [support.cpp(real_clients, tmp_path / f"c{k}", "push", "--namesrv", broker.namesrv, "--group",
+                           names.group, "--topic", names.topic, "--expect", str(len(plan)), "--marker",
+                           names.marker, "--props", "run,idx,note", "--until-idle", "4", "--timeout", "40")
+               for k in range(2)]
+    time.sleep(4)  # both have joined and rebalanced (the C++ client rebalances on code 40 at once)
+    producer = support.cpp(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
+                           "--group", names.producer_group,
+                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    assert producer.returncode == 0, failure_report(broker, producer)
+    results = [m.result() for m in members]
+    for r in results:
+        assert r.returncode == 0, "a member got no message at all:\n" + failure_report(broker, producer, *results)
+    shares = [{e["body"] for e in r.of("recv") if e["body"].startswith(names.marker)} for r in results]
+    assert not shares[0] & shares[1], f"delivered to both members: {sorted(shares[0] & shares[1])[:5]}"
+    queues = [{e["queue_id"] for e in r.of("recv")} for r in results]
+    assert not queues[0] & queues[1], f"a queue was consumed by both members: {queues}"
+    check_delivered(broker, plan, results[0].of("recv") + results[1].of("recv"), names.marker, *results)
+
+
+def test_ons_consumer_waiting_first_is_woken_by_new_messages(real_clients, broker, names, tmp_path):
+    """An ali-ons consumer is already long-polling (suspended PULL) when the messages are sent:
+    the broker must answer the held pulls as messages arrive, not when the 15 s hold expires."""
+    broker.create_topic(names.topic, queues=4)
+    plan = plan_messages(names, 8)
+    consumer = support.ons(real_clients, tmp_path / "c", "consume", "--namesrv", broker.namesrv, "--group",
+                           names.group, "--topic", names.topic, "--expect", str(len(plan)), "--marker",
+                           names.marker, "--timeout", "40")
+    time.sleep(4)  # ready, rebalanced and pulling on every queue
+    producer = support.ons(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
+                           "--group", names.producer_group,
+                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    assert producer.returncode == 0, failure_report(broker, producer)
+    result = consumer.result()
+    assert result.returncode == 0, failure_report(broker, producer, result)
+    got = check_delivered(broker, plan, result.of("recv"), names.marker, producer, result)
+    sent_at = {plan[s["i"]]["body"]: s["t"] for s in producer.of("sent")}
+    delays = sorted(got[b]["t"] - t for b, t in sent_at.items())
+    assert delays[-1] < 5000, f"messages waited up to {delays[-1]} ms for a held pull to be answered: {delays}"

@@ -33,7 +33,7 @@ _out_lock = threading.Lock()
 
 
 def emit(event, **fields):
-    line = json.dumps(dict(event=event, **fields), sort_keys=True)
+    line = json.dumps(dict(event=event, t=int(time.time() * 1000), **fields), sort_keys=True)
     with _out_lock:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
@@ -120,6 +120,7 @@ class _Collector:
         self.seen = set()
         self.count = 0
         self.first_at = None
+        self.last_at = None
         self.done = threading.Event()
         self.lock = threading.Lock()
 
@@ -141,6 +142,7 @@ class _Collector:
         body = rec["body"] or ""
         if body.startswith(self.marker):
             with self.lock:
+                self.last_at = time.monotonic()
                 self.seen.add(body)
                 if len(self.seen) >= self.expect:
                     self.done.set()
@@ -159,13 +161,23 @@ def push(args):
     started = time.monotonic()
     consumer.start()
     emit("started")
-    collector.done.wait(args.timeout)
+    if args.until_idle:
+        # a member of a shared group gets only a share: stop once that share stops growing
+        deadline = started + args.timeout
+        while not collector.done.wait(0.2) and time.monotonic() < deadline:
+            last = collector.last_at
+            if last is not None and time.monotonic() - last > args.until_idle:
+                break
+    else:
+        collector.done.wait(args.timeout)
     finished = time.monotonic()
     emit("done", received=collector.received, seconds=round(finished - started, 3),
          first_message_after=None if collector.first_at is None else round(collector.first_at - started, 3))
     # shutdown persists offsets (UPDATE_CONSUMER_OFFSET) and unregisters (UNREGISTER_CLIENT)
     consumer.shutdown()
     emit("stopped")
+    if args.until_idle:
+        return 0 if collector.received else 1
     return 0 if collector.received >= args.expect else 1
 
 
@@ -204,6 +216,8 @@ def main():
     ap.add_argument("--orderly", action="store_true")
     ap.add_argument("--broadcast", action="store_true")
     ap.add_argument("--instance", default="")
+    ap.add_argument("--until-idle", type=float, default=0.0,
+                    help="push: also stop once no message came for this many seconds (after the first)")
     ap.add_argument("--quiet", action="store_true", help="push: count deliveries, print no per-message events")
     ap.add_argument("--threads", type=int, default=0, help="push: consume thread count (client default if 0)")
     ap.add_argument("--timeout", type=float, default=45.0)

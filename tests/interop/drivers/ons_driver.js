@@ -32,7 +32,7 @@ const args = parseArgs(process.argv.slice(2));
 const command = args._[0];
 
 function emit(event, fields) {
-  process.stdout.write(JSON.stringify(Object.assign({ event }, fields)) + '\n');
+  process.stdout.write(JSON.stringify(Object.assign({ event, t: Date.now() }, fields)) + '\n');
 }
 
 // ali-ons logs through the logger it is given; keep errors (to stderr, where the test shows
