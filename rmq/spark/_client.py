@@ -337,6 +337,24 @@ class RocketMQClient:
         except (ValueError, AttributeError) as e:
             raise RemotingCommandError(f"malformed topic list: {e}") from e
 
+    def cluster_names(self) -> set[str]:
+        """Cluster and broker names (GET_BROKER_CLUSTER_INFO): RocketMQ lists them as topics
+        too, so a subscribePattern must skip them. Empty if the name server cannot say."""
+        try:
+            resp = self.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+            if resp.code != ResponseCode.SUCCESS:
+                return set()
+            d = json.loads(resp.body_bytes())
+            names = set(d.get("brokerAddrTable") or ())
+            for cluster, brokers in (d.get("clusterAddrTable") or {}).items():
+                names.add(cluster)
+                names.add(f"{cluster}_REPLY_TOPIC")
+                names.update(brokers or ())
+            return names
+        except (RemotingCommandError, ValueError, AttributeError, TypeError) as e:
+            log.warning("could not read the cluster info: %s", e)
+            return set()
+
     # ------------------------------------------------------------------ broker: offsets
 
     def _offset_call(self, addr: str, code: int, fields: dict, what: str) -> int:

@@ -21,7 +21,7 @@ from typing import Iterator, Mapping
 from rmq.errors import ClientError, RMQError, TopicNotExistError
 from rmq.remoting.codes import ResponseCode
 from rmq.spark._client import RocketMQClient, TopicRoute
-from rmq.spark._records import Columns, decode_records
+from rmq.spark._records import Chunk, queue_offset_at, record_starts
 from rmq.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
 
 __all__ = [
@@ -93,8 +93,9 @@ def resolve_queues(client: RocketMQClient, opts: SourceOptions) -> dict[tuple, s
         routes = _routes(client, opts.subscribe, missing_ok=missing_ok)
     elif opts.subscribe_pattern is not None:
         rx = re.compile(opts.subscribe_pattern)
+        skip = client.cluster_names()
         topics = [t for t in client.all_topics()
-                  if rx.fullmatch(t) and not t.startswith(SYSTEM_TOPIC_PREFIXES)]
+                  if rx.fullmatch(t) and not t.startswith(SYSTEM_TOPIC_PREFIXES) and t not in skip]
         routes = _routes(client, topics, missing_ok=True)
     else:
         routes = _routes(client, list(opts.assign), missing_ok=missing_ok)
@@ -252,15 +253,15 @@ def _lost(opts: SourceOptions, rng: QueueRange, lo: int, hi: int, why: str) -> N
     log.warning("%s Skipping them (failOnDataLoss=false).", msg)
 
 
-def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, want, *,
-               chunk_rows: int = 8192, pipeline: int = 4) -> Iterator[Columns]:
-    """Pull ``[rng.start, rng.end)`` and yield :class:`Columns` chunks of about ``chunk_rows``.
+def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
+               chunk_rows: int = 8192, pipeline: int = 4) -> Iterator[Chunk]:
+    """Pull ``[rng.start, rng.end)`` and yield :class:`Chunk`s of about ``chunk_rows`` records
+    (turn them into Arrow with :func:`~rmq.spark._records.chunk_to_arrow`).
 
     Without a tag filter, ``pipeline`` pulls for consecutive offsets are in flight at once;
     with one, pulls are sequential (the broker decides how far each one scanned).
     """
-    cols = Columns(want)
-    cols.brokerName = rng.broker_name
+    chunk = Chunk()
     cursor = rng.start
     end = rng.end
     addr = rng.addr
@@ -292,7 +293,9 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, wan
                 break  # an earlier answer came up short; re-request from the cursor
             resp = client.pull_response(addr, raw, rng.topic, rng.queue_id)
             if resp.code == ResponseCode.SUCCESS:
-                first, after = decode_records(resp.body, cols, start=cursor, end=end, tags=opts.tags)
+                body = resp.body
+                starts = record_starts(body)
+                first, after = _span(body, starts, cursor, end)
                 if opts.tags is None and first is not None and first > cursor:
                     _lost(opts, rng, cursor, first, f"the broker returned offset {first} when asked for {cursor}")
                 nxt = max(after, min(resp.next_begin_offset, end))
@@ -302,6 +305,7 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, wan
                 if opts.tags is None and after - cursor < n and after < end:
                     # The broker caps a pull (count or bytes); match it so the pipeline lines up.
                     batch = max(1, after - cursor)
+                chunk.add(body, starts, cursor, end)
                 cursor = nxt
                 retries = 0
             elif resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:
@@ -328,12 +332,31 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, wan
                 _lost(opts, rng, cursor, end, f"the queue now holds {resp.min_offset}..{resp.max_offset - 1}")
                 cursor = end
                 break
-            if cols.n >= chunk_rows:
-                yield cols
-                cols = Columns(want)
-                cols.brokerName = rng.broker_name
-    if cols.n:
-        yield cols
+            if chunk.full(chunk_rows):
+                yield chunk
+                chunk = Chunk()
+    if chunk.records:
+        yield chunk
+
+
+def _span(body: bytes, starts: list[int], lo: int, hi: int) -> tuple[int | None, int]:
+    """``(first, after)``: the first queue offset in ``[lo, hi)`` among the records (None if
+    none) and one past the last such offset (``lo`` if none). Records come in queue order."""
+    first = None
+    for s in starts:
+        q = queue_offset_at(body, s)
+        if lo <= q < hi:
+            first = q
+            break
+        if q >= hi:
+            break
+    if first is None:
+        return None, lo
+    for s in reversed(starts):
+        q = queue_offset_at(body, s)
+        if q < hi:
+            return first, q + 1
+    return first, lo
 
 
 def _refresh_addr(client: RocketMQClient, rng: QueueRange) -> str | None:

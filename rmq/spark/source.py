@@ -54,7 +54,7 @@ from rmq.spark._plan import (
     resolve_offsets,
     resolve_queues,
 )
-from rmq.spark._records import to_arrow_batch
+from rmq.spark._records import chunk_to_arrow
 from rmq.spark._sink import MessageSender
 from rmq.spark.options import (
     OffsetSpec,
@@ -181,9 +181,11 @@ class _RangeReading:
             return
         client = shared_client(self.opts.name_servers, self.opts.pull_timeout_ms / 1000.0)
         arrow_schema = _arrow_schema(self.schema)
-        want = set(self._names)
-        for cols in read_range(client, rng, self.opts, want):
-            yield to_arrow_batch(cols, self._names, arrow_schema, self._kinds)
+        for chunk in read_range(client, rng, self.opts):
+            batch = chunk_to_arrow(chunk, self._names, arrow_schema, self._kinds, tags=self.opts.tags,
+                                   broker_name=rng.broker_name)
+            if batch.num_rows:
+                yield batch
 
 
 class RocketMQBatchReader(_RangeReading, DataSourceReader):
