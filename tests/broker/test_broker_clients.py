@@ -126,3 +126,18 @@ async def test_pull_with_heartbeat_subscription(env):
            "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": str(2 * 1795294299665)}
     resp = await env.call(RequestCode.PULL_MESSAGE, ext)
     assert resp.code == ResponseCode.SUBSCRIPTION_NOT_LATEST
+
+
+async def test_malformed_heartbeat_fields_are_tolerated_or_rejected(env):
+    odd = {"clientID": 5, "consumerDataSet": "abc", "producerDataSet": [1, None]}
+    assert (await heartbeat(env.client, env.addr, odd)).code == ResponseCode.SUCCESS
+    odd = {"clientID": "c", "consumerDataSet": [{"groupName": "GX", "subscriptionDataSet": [
+        {"topic": 5, "subVersion": "x", "tagsSet": 7}]}]}
+    resp = await heartbeat(env.client, env.addr, odd)
+    assert resp.code == ResponseCode.SUCCESS
+    assert env.broker.consumer_manager.get_consumer_group_info("GX").subscriptions["5"].tags_set == ()
+    odd = {"clientID": "c", "consumerDataSet": [{"groupName": {"x": 1}}, {"groupName": "bad group!"}]}
+    resp = await heartbeat(env.client, env.addr, odd)
+    assert resp.code == ResponseCode.SUCCESS
+    assert not any("bad" in t or "{" in t for t in env.broker.topic_config_manager.topic_config_table)
+    assert (await heartbeat(env.client, env.addr, cpp_heartbeat("ok", "GOK"))).code == ResponseCode.SUCCESS

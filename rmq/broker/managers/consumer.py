@@ -76,7 +76,9 @@ class SubscriptionData:
 
     @classmethod
     def from_json(cls, d: dict) -> "SubscriptionData":
-        tags = d.get("tagsSet") or ()
+        tags = d.get("tagsSet")
+        if not isinstance(tags, (list, tuple)):
+            tags = ()
         try:
             sub_version = int(d.get("subVersion") or 0)
         except (TypeError, ValueError):

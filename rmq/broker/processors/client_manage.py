@@ -18,7 +18,7 @@ from rmq.broker.managers.consumer import (
     SubscriptionData,
     parse_enum,
 )
-from rmq.broker.managers.topic_config import RETRY_GROUP_TOPIC_PREFIX, PermName
+from rmq.broker.managers.topic_config import RETRY_GROUP_TOPIC_PREFIX, PermName, validate_topic
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -48,13 +48,18 @@ class ClientManageProcessor:
         return self.unregister_client(conn, cmd)
 
     async def heart_beat(self, conn, cmd: RemotingCommand) -> RemotingCommand:
-        c = self.controller
         try:
             data = parse_json_body(cmd, "HEART_BEAT")
             if not isinstance(data, dict):
                 raise RemotingCommandError("HEART_BEAT: body is not a JSON object")
+            return await self._heart_beat(conn, cmd, data)
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
+        except (TypeError, ValueError, AttributeError) as e:
+            return bad_request(conn, cmd, RemotingCommandError(f"HEART_BEAT: malformed heartbeat data ({e})"))
+
+    async def _heart_beat(self, conn, cmd: RemotingCommand, data: dict) -> RemotingCommand:
+        c = self.controller
         client_id = str(data.get("clientID") or conn.remote_addr)
         new_topic = False
         for cd in data.get("consumerDataSet") or ():
@@ -63,7 +68,9 @@ class ClientManageProcessor:
             group = cd.get("groupName")
             if not group:  # ONS's unit test sends groupless entries: skip, still answer 0
                 continue
-            group = str(group)
+            if not isinstance(group, str) or validate_topic(RETRY_GROUP_TOPIC_PREFIX + group) is not None:
+                log.warning("heartbeat from %s: illegal consumer group name %r skipped", conn.remote_addr, group)
+                continue
             sgc = c.subscription_group_manager.find_subscription_group_config(group)
             notify = True
             if sgc is not None:
