@@ -31,7 +31,7 @@ class CommitLog:
     def __init__(self, config: StoreConfig, store_host: tuple[str, int]):
         self.config = config
         self.store_host = store_host
-        self.store_host_bytes = host_bytes(store_host)
+        self.store_host_bytes = host_bytes(store_host, resolve=True)
         self._id_prefix = self.store_host_bytes.hex().upper()     # offsetMsgId = prefix + %016X
         self._born_cache: dict[tuple[str, int], bytes] = {}
         self.file_size = config.mapped_file_size_commitlog

@@ -176,10 +176,16 @@ class MappedFileQueue:
             return
         names = sorted(n for n in os.listdir(self.store_path) if n.isdigit() and len(n) == 20)
         prev = None
-        for name in names:
+        for i, name in enumerate(names):
             path = os.path.join(self.store_path, name)
-            if os.path.getsize(path) != self.mapped_file_size:
-                raise StoreError(f"{path}: size {os.path.getsize(path)} does not match the configured "
+            size = os.path.getsize(path)
+            if size < self.mapped_file_size and i == len(names) - 1:
+                # A crash between creating the newest file and sizing it: the missing part
+                # reads as zeros, i.e. no data.
+                log.warning("%s: %d bytes, expected %d: a file creation was interrupted; extending it",
+                            path, size, self.mapped_file_size)
+            elif size != self.mapped_file_size:
+                raise StoreError(f"{path}: size {size} does not match the configured "
                                  f"mapped file size {self.mapped_file_size}")
             mf = MappedFile(path, self.mapped_file_size)
             if prev is not None and mf.file_from_offset != prev + self.mapped_file_size:

@@ -94,14 +94,26 @@ def string_to_properties(s: str | bytes | None) -> dict[str, str]:
     return out
 
 
-def host_bytes(host: tuple[str, int]) -> bytes:
-    """8 bytes: IPv4 octets then an int32 port (the v1 record's host fields)."""
+def host_bytes(host: tuple[str, int], resolve: bool = False) -> bytes:
+    """8 bytes: IPv4 octets then an int32 port (the v1 record's host fields).
+
+    The v1 layout has no room for IPv6 (and we never set the IPv6 sysFlag bits): an
+    IPv4-mapped address (``::ffff:a.b.c.d``) gives its IPv4 part, any other non-IPv4 address
+    0.0.0.0. Host names are resolved only with ``resolve`` (the advertised store host, once)."""
     ip, port = host
+    ip = (ip or "").strip("[]")
     try:
-        packed = socket.inet_aton(ip)
+        packed = socket.inet_aton(ip) if ip.count(".") == 3 else None
     except OSError:
-        packed = socket.inet_aton(socket.gethostbyname(ip))
-    return packed + struct.pack(">i", int(port))
+        packed = None
+    if packed is None:
+        if ip.lower().startswith("::ffff:") and ip.count(".") == 3:
+            packed = socket.inet_aton(ip[7:])
+        elif resolve and ip and ":" not in ip:
+            packed = socket.inet_aton(socket.gethostbyname(ip))
+        else:
+            packed = b"\x00\x00\x00\x00"
+    return packed + struct.pack(">i", int(port) & 0x7FFFFFFF)
 
 
 def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:

@@ -295,3 +295,11 @@ async def test_async_flush_error_refuses_writes_until_a_flush_succeeds(make_stor
         if store.last_flush_error is None:
             break
     assert (await store.put_message(MessageInner("T", 0, b"z"))).is_ok
+
+
+async def test_born_host_that_is_not_ipv4(make_store):
+    store = await make_store()
+    for host, want in ((("::ffff:10.1.2.3", 7), ("10.1.2.3", 7)), (("::1", 9), ("0.0.0.0", 9))):
+        r = await store.put_message(MessageInner("T", 0, b"x", born_host=host))
+        m = store.look_message_by_offset(r.append.wrote_offset)
+        assert m.born_host == want and m.sys_flag & 0x30 == 0

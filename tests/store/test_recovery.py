@@ -200,3 +200,19 @@ async def test_torn_tail_without_checkpoint(make_store, tmp_path, caplog):
     assert store.max_phy_offset == last.wrote_offset < end
     assert store.get_max_offset_in_queue("T", 0) == 29
     assert "truncating" in caplog.text
+
+
+async def test_interrupted_file_creation_is_repaired(make_store, tmp_path, caplog):
+    """SIGKILL between creating the next file and sizing it leaves a short last file."""
+    root = tmp_path / "s"
+    store = await make_store(root=root, **CRASH_CFG)
+    for _ in range(10):
+        await store.put_message(MessageInner("T", 0, os.urandom(700)))
+    end = store.max_phy_offset
+    await store.shutdown()
+    open(root / "abort", "wb").close()
+    (root / "commitlog" / f"{32 * 1024:020d}").write_bytes(b"")
+    store = await make_store(root=root, **CRASH_CFG)
+    assert "file creation was interrupted" in caplog.text
+    assert store.max_phy_offset == end and store.get_max_offset_in_queue("T", 0) == 10
+    assert (await store.put_message(MessageInner("T", 0, b"x"))).is_ok
