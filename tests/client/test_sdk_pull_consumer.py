@@ -73,7 +73,9 @@ async def test_subscribe_mode_shares_queues_and_auto_commits(cluster, namesrv_ad
     topic, g = unique("T"), unique("LG")
     await create_topic(broker.broker_addr, topic, queues=4)
     await _fill(namesrv_addr, topic, 40, unique("PG"), 4)
-    a = rmq.PullConsumer(namesrv_addr, g, consume_from_where=FIRST, instance_name="a", auto_commit_interval=1.0)
+    changes = []
+    a = rmq.PullConsumer(namesrv_addr, g, consume_from_where=FIRST, instance_name="a", auto_commit_interval=1.0,
+                         on_rebalance=lambda topic, mqs: changes.append((topic, len(mqs))))
     b = rmq.PullConsumer(namesrv_addr, g, consume_from_where=FIRST, instance_name="b", auto_commit_interval=1.0)
     for c in (a, b):
         c.subscribe(topic)
@@ -81,6 +83,7 @@ async def test_subscribe_mode_shares_queues_and_auto_commits(cluster, namesrv_ad
         await wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2, timeout=10,
                          what="2 + 2 queues")
         assert not a.assignment() & b.assignment()
+        assert changes and changes[-1] == (topic, 2)   # the listener saw the final share
         got_a, got_b = await asyncio.gather(_poll_n(a, 20), _poll_n(b, 20))
         assert sorted(int(m.body) for m in got_a + got_b) == list(range(40))
         await asyncio.sleep(1.1)

@@ -10,6 +10,7 @@ offset persisted first, so the next owner starts where we stopped); new ones get
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 import warnings
@@ -88,7 +89,7 @@ class ConsumerBase:
                  message_model: MessageModel, consume_from_where: ConsumeFromWhere,
                  consume_timestamp: int | None, allocate_strategy: str | AllocateStrategy,
                  instance_name: str, client_ip: str | None, pull_batch_size: int,
-                 offset_store_dir: str | None) -> None:
+                 offset_store_dir: str | None, on_rebalance=None) -> None:
         validate_group(group, reserved=DEFAULT_CONSUMER_GROUP)
         if not isinstance(message_model, MessageModel):
             raise ClientError(f"message_model must be a MessageModel, got {message_model!r}")
@@ -113,6 +114,9 @@ class ConsumerBase:
         self.client_ip = client_ip
         self.pull_batch_size = pull_batch_size
         self.offset_store_dir = offset_store_dir
+        if on_rebalance is not None and not callable(on_rebalance):
+            raise ClientError("on_rebalance must be callable")
+        self.on_rebalance = on_rebalance
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.topic_subscribe_info: dict[str, set[MessageQueue]] = {}
         self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
@@ -278,6 +282,13 @@ class ConsumerBase:
             log.info("group %s: rebalanced %s → %s", self.group, topic,
                      sorted(f"{m.broker_name}#{m.queue_id}" for m in mine))
             await self._on_message_queue_changed(topic, mine)
+            if self.on_rebalance is not None:
+                try:
+                    res = self.on_rebalance(topic, set(mine))
+                    if inspect.isawaitable(res):
+                        await res
+                except Exception:  # noqa: BLE001 - a listener must not break the rebalance
+                    log.exception("group %s: on_rebalance listener raised", self.group)
 
     async def _on_message_queue_changed(self, topic: str, mine: set[MessageQueue]) -> None:
         """Hook after the queue set of a topic changed."""

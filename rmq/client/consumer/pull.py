@@ -62,6 +62,8 @@ class PullConsumer(ConsumerBase):
         pull_threshold_for_all: messages buffered in total before pulling pauses; default 10000.
         poll_timeout: default ``poll`` timeout, seconds; default 5.0.
         offset_store_dir: broadcasting: directory of the local offset file.
+        on_rebalance: ``fn(topic, queues)`` (sync or async) after the queues of ``topic`` owned by
+            this member changed (subscribe mode); default None.
     """
 
     consume_type = "CONSUME_ACTIVELY"
@@ -74,12 +76,13 @@ class PullConsumer(ConsumerBase):
                  instance_name: str = "DEFAULT", client_ip: str | None = None,
                  auto_commit: bool = True, auto_commit_interval: float = 5.0, pull_batch_size: int = 32,
                  pull_threshold_for_queue: int = 1000, pull_threshold_for_all: int = 10000,
-                 poll_timeout: float = 5.0, offset_store_dir: str | None = None) -> None:
+                 poll_timeout: float = 5.0, offset_store_dir: str | None = None,
+                 on_rebalance=None) -> None:
         super().__init__(namesrv_addr, group, message_model=message_model,
                          consume_from_where=consume_from_where, consume_timestamp=consume_timestamp,
                          allocate_strategy=allocate_strategy, instance_name=instance_name,
                          client_ip=client_ip, pull_batch_size=pull_batch_size,
-                         offset_store_dir=offset_store_dir)
+                         offset_store_dir=offset_store_dir, on_rebalance=on_rebalance)
         _check_range("pull_threshold_for_queue", pull_threshold_for_queue, 1, 65535)
         _check_range("pull_threshold_for_all", pull_threshold_for_all, 1, 6553500)
         if auto_commit_interval < 1.0:

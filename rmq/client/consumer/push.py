@@ -107,6 +107,8 @@ class PushConsumer(ConsumerBase):
         offset_store_dir: broadcasting: directory of the local offset file; default
             ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
         iterator_buffer: iterator mode: messages handed to ``async for`` ahead of it; default 256.
+        on_rebalance: ``fn(topic, queues)`` (sync or async), called after this member's queues of
+            ``topic`` changed, with the queues it now owns; default None.
     """
 
     def __init__(self, namesrv_addr: str | list[str], group: str, *,
@@ -121,12 +123,13 @@ class PushConsumer(ConsumerBase):
                  pull_interval: float = 0.0, pull_threshold_for_queue: int = 1000,
                  pull_threshold_size_for_queue: int = 100, consume_concurrently_max_span: int = 2000,
                  max_reconsume_times: int | None = None, suspend_current_queue_time: float = 1.0,
-                 offset_store_dir: str | None = None, iterator_buffer: int = 256) -> None:
+                 offset_store_dir: str | None = None, iterator_buffer: int = 256,
+                 on_rebalance=None) -> None:
         super().__init__(namesrv_addr, group, message_model=message_model,
                          consume_from_where=consume_from_where, consume_timestamp=consume_timestamp,
                          allocate_strategy=allocate_strategy, instance_name=instance_name,
                          client_ip=client_ip, pull_batch_size=pull_batch_size,
-                         offset_store_dir=offset_store_dir)
+                         offset_store_dir=offset_store_dir, on_rebalance=on_rebalance)
         if handler is not None and batch_handler is not None:
             raise ClientError("give either handler or batch_handler, not both")
         for name, fn in (("handler", handler), ("batch_handler", batch_handler)):
