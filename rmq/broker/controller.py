@@ -349,6 +349,20 @@ class BrokerController:
             )
         return all(ok for _, ok in results)
 
+    async def register_broker_now(self, max_wait: float = 2.5) -> None:
+        """Start a registration and wait for it at most ``max_wait`` seconds.
+
+        Used on request paths (heartbeat creating ``%RETRY%<group>``, topic admin): the route
+        should exist before the reply when the name servers are healthy, but a slow or
+        unreachable name server must not delay the reply past the client's timeout (the C++
+        client drops a connection whose heartbeat is unanswered for 3 s). The registration
+        itself continues in the background.
+        """
+        if not self.ready or not self.broker_config.namesrv_addr_list:
+            return
+        task = self._spawn(self.register_broker_all(), "register-now")
+        await asyncio.wait({task}, timeout=max_wait)
+
     def register_broker_soon(self) -> None:
         """Schedule one registration (coalesced) after a topic was created on the send path."""
         if self._register_pending is not None and not self._register_pending.done():

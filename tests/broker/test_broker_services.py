@@ -106,3 +106,31 @@ def _route(topic):
     from rmq.remoting.command import RemotingCommand
 
     return RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+
+
+async def test_heartbeat_not_delayed_by_a_silent_name_server(tmp_path):
+    """A name server that accepts but never answers must not hold the heartbeat reply past
+    the C++ client's 3 s timeout (the %RETRY% topic registration runs in the background)."""
+    import json
+
+    async def black_hole(reader, writer):
+        await reader.read(-1)
+
+    hole = await asyncio.start_server(black_hole, "127.0.0.1", 0)
+    port = hole.sockets[0].getsockname()[1]
+    try:
+        async with run_broker(tmp_path / "s", namesrv=f"127.0.0.1:{port}") as broker:
+            env = Env(None, broker, RemotingClient())
+            try:
+                body = {"clientID": "c1", "consumerDataSet": [{"groupName": "GSilent", "consumeType": 1,
+                                                               "messageModel": 1, "subscriptionDataSet": []}]}
+                t0 = time.monotonic()
+                resp = await env.call(RequestCode.HEART_BEAT, {}, json.dumps(body).encode())
+                assert resp.code == ResponseCode.SUCCESS
+                assert time.monotonic() - t0 < 2.9
+                assert broker.topic_config_manager.select_topic_config("%RETRY%GSilent") is not None
+            finally:
+                await env.client.close()
+    finally:
+        hole.close()
+        await hole.wait_closed()

@@ -103,7 +103,7 @@ class AdminBrokerProcessor:
             bool(h.order),
         )
         c.topic_config_manager.update_topic_config(tc)
-        await c.register_broker_all(timeout=3.0)
+        await c.register_broker_now()
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     async def delete_topic(self, conn, cmd):
@@ -119,7 +119,7 @@ class AdminBrokerProcessor:
         except Exception as e:  # noqa: BLE001 - the config is gone; report the store part
             log.exception("store failed to delete topic %s", h.topic)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic config deleted but the store failed: {e}", {})
-        await c.register_broker_all(timeout=3.0)
+        await c.register_broker_now()
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def get_all_topic_config(self, conn, cmd):

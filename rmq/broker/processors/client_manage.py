@@ -104,7 +104,7 @@ class ClientManageProcessor:
                 )
         if new_topic:
             # Route %RETRY%<group> before the client asks for it (Java registers inline too).
-            await c.register_broker_all(timeout=2.0)
+            await c.register_broker_now()
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def unregister_client(self, conn, cmd: RemotingCommand) -> RemotingCommand:
