@@ -221,16 +221,17 @@ def find_property(props, str key):
 # The BLANK record that pads the end of a file: TOTALSIZE = the bytes left in the file,
 # MAGICCODE = 0xCBD43194, the rest is not written.
 # ---------------------------------------------------------------------------------------------
-DEF OFF_MAGIC = 4
-DEF OFF_CRC = 8
-DEF OFF_QID = 12
-DEF OFF_FLAG = 16
-DEF OFF_QOFF = 20
-DEF OFF_PHY = 28
-DEF OFF_SYSFLAG = 36
-DEF OFF_BORNTS = 40
-DEF OFF_BORNHOST = 48
-DEF FIXED = 91
+cdef enum:
+    OFF_MAGIC = 4
+    OFF_CRC = 8
+    OFF_QID = 12
+    OFF_FLAG = 16
+    OFF_QOFF = 20
+    OFF_PHY = 28
+    OFF_SYSFLAG = 36
+    OFF_BORNTS = 40
+    OFF_BORNHOST = 48
+    FIXED = 91
 
 
 def record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len) -> int:
