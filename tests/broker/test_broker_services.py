@@ -3,6 +3,7 @@ import asyncio
 import time
 
 import msgpack
+import pytest
 
 from rmq._testing import free_port, run_broker, run_namesrv, run_standalone
 from rmq.config import NamesrvConfig
@@ -108,6 +109,7 @@ def _route(topic):
     return RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
 
 
+@pytest.mark.slow
 async def test_heartbeat_not_delayed_by_a_silent_name_server(tmp_path):
     """A name server that accepts but never answers must not hold the heartbeat reply past
     the C++ client's 3 s timeout (the %RETRY% topic registration runs in the background)."""
