@@ -164,3 +164,22 @@ async def test_pipelined_pulls_on_one_connection(env):
     for i, resp in enumerate(resps):
         q = i // 3
         assert [r.body for r in decode_records(resp.body_bytes())] == [f"{q}-{j}".encode() for j in range(5)]
+
+
+async def test_pull_bodies_release_the_mapped_files_once_written(env):
+    """Pull bodies are views of the mapped CommitLog; once written, every hold is dropped."""
+    await env.create_topic("RH", 2)
+    for i in range(50):
+        await env.send("RH", b"r" * 2000, queue_id=i % 2)
+    woken = asyncio.ensure_future(env.pull("RH", queue_id=1, offset=25, sys_flag=6))
+    resps = await asyncio.gather(*(env.pull("RH", queue_id=q, offset=o, max_nums=8) for q in range(2)
+                                   for o in range(0, 25, 5)))
+    assert all(r.code == ResponseCode.SUCCESS for r in resps)
+    await env.send("RH", b"late", queue_id=1)
+    assert (await asyncio.wait_for(woken, 5)).code == ResponseCode.SUCCESS
+    files = env.broker.message_store.commit_log.mfq.files
+    for _ in range(100):
+        if all(f.hold_count == 0 for f in files):
+            break
+        await asyncio.sleep(0.01)
+    assert [f.hold_count for f in files] == [0] * len(files)
