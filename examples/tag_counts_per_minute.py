@@ -33,13 +33,14 @@ def start_query(spark, *, namesrv: str, source: str, target: str, out: str, chec
     from pyspark.sql import functions as F
 
     reader = (spark.readStream.format("rocketmq")
+              # Python sources build every declared column, so declare only what is used.
+              .schema("timestamp timestamp, tags string")
               .option("nameServer", namesrv)
               .option("subscribe", source)
               .option("startingOffsets", "earliest"))
     if group:
         reader = reader.option("group", group)
     counts = (reader.load()
-              # Declaring only what we use saves the connector building the other columns.
               .select("timestamp", F.coalesce("tags", F.lit("(none)")).alias("tag"))
               .withWatermark("timestamp", late)
               .groupBy(F.window("timestamp", window).alias("w"), "tag")
