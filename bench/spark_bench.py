@@ -63,7 +63,8 @@ def main(argv=None) -> int:
         proc = StandaloneProcess(os.path.join(tmp, "store")).start()
         namesrv = proc.namesrv_addr
     client = RocketMQClient([namesrv])
-    results: dict = {"messages": args.messages, "size": args.size, "queues": args.queues, "master": args.master}
+    results: dict = {"messages": args.messages, "size": args.size, "queues": args.queues, "master": args.master,
+                     "loadavg_start": round(os.getloadavg()[0], 1)}
     try:
         route_brokers = None
         if not args.skip_write:
@@ -125,6 +126,7 @@ def main(argv=None) -> int:
 
         if args.skip_read:
             spark.stop()
+            results["loadavg_end"] = round(os.getloadavg()[0], 1)
             print(json.dumps(results))
             return 0
         total = spark.read.format("rocketmq").option("nameServer", namesrv).option("subscribe", args.topic) \
@@ -132,6 +134,7 @@ def main(argv=None) -> int:
         results["rows_in_topic"] = total
         phase("read value,offset", lambda: read("value binary, offset long"), total)
         phase("read all 12 columns", lambda: read(), total)
+        results["loadavg_end"] = round(os.getloadavg()[0], 1)
         spark.stop()
     finally:
         client.close()
