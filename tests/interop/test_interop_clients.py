@@ -382,3 +382,42 @@ def test_ons_consumer_waiting_first_is_woken_by_new_messages(real_clients, broke
     sent_at = {plan[s["i"]]["body"]: s["t"] for s in producer.of("sent")}
     delays = sorted(got[b]["t"] - t for b, t in sent_at.items())
     assert delays[-1] < 5000, f"messages waited up to {delays[-1]} ms for a held pull to be answered: {delays}"
+
+
+def test_cpp_batch_send(real_clients, broker, names, tmp_path):
+    """The C++ client's send_batch (SEND_MESSAGE with batch=1 and a §5.2 batch body) stores every
+    item as its own message with its own properties."""
+    broker.create_topic(names.topic, queues=4)
+    plan = plan_messages(names, 6, send="batch")
+    producer = support.cpp(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
+                           "--group", names.producer_group,
+                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    batches = producer.of("sent_batch")
+    assert producer.returncode == 0 and len(batches) == 1 and batches[0]["status"] == "OK", \
+        failure_report(broker, producer)
+    consumer = support.cpp(real_clients, tmp_path / "c", "push", "--namesrv", broker.namesrv, "--group", names.group,
+                           "--topic", names.topic, "--expect", str(len(plan)), "--marker", names.marker,
+                           "--props", "run,idx,note", "--timeout", "30").result()
+    assert consumer.returncode == 0, failure_report(broker, producer, consumer)
+    got = check_delivered(broker, plan, consumer.of("recv"), names.marker, producer, consumer)
+    # one batch goes to one queue, at consecutive offsets in batch order
+    rows = sorted((got[m["body"]]["queue_offset"], int(m["props"]["idx"])) for m in plan)
+    assert len({got[m["body"]]["queue_id"] for m in plan}) == 1
+    assert [o for o, _ in rows] == list(range(rows[0][0], rows[0][0] + len(plan)))
+    assert [i for _, i in rows] == list(range(len(plan)))
+
+
+def test_ons_consume_tag_expression(real_clients, broker, names, tmp_path):
+    """ali-ons subscribed with 'TagA || TagC' (tagsSet and Java hash codes) gets exactly those."""
+    broker.create_topic(names.topic, queues=4)
+    plan = plan_messages(names, 12, tags=("TagA", "TagB", "TagC"))
+    producer = support.ons(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
+                           "--group", names.producer_group,
+                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    assert producer.returncode == 0, failure_report(broker, producer)
+    wanted = [m for m in plan if m["tags"] in ("TagA", "TagC")]
+    consumer = support.ons(real_clients, tmp_path / "c", "consume", "--namesrv", broker.namesrv, "--group", names.group,
+                           "--topic", names.topic, "--expression", "TagA || TagC", "--expect", str(len(wanted)),
+                           "--marker", names.marker, "--timeout", "30").result()
+    assert consumer.returncode == 0, failure_report(broker, producer, consumer)
+    check_delivered(broker, wanted, consumer.of("recv"), names.marker, producer, consumer)

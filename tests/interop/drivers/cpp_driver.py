@@ -5,8 +5,9 @@ from rmq. Every event is one JSON line on stdout; the test reads them and judges
 
   produce --namesrv A --group G --plan PLAN.json
       PLAN is a list of {"topic", "body", "tags"?, "keys"?, "props"?: {k: v},
-      "send": "sync" | "oneway" | "orderly", "arg"?: int}. "orderly" sends through
-      the client's hashing queue selector (queue = arg % queue count).
+      "send": "sync" | "oneway" | "orderly" | "batch", "arg"?: int}. "orderly" sends through
+      the client's hashing queue selector (queue = arg % queue count); consecutive "batch"
+      items go out together with send_batch (one SEND_MESSAGE flagged batch=1).
       Prints {"event": "sent", "i", "status", "msg_id", "offset"} per sync/orderly send.
 
   push --namesrv A --group G --topic T --expect N --marker M [--expression E]
@@ -55,6 +56,22 @@ def produce(args):
     producer.set_timeout(args.send_timeout_ms)
     producer.start()
     failures = 0
+    batch = []  # consecutive "batch" items leave together through send_batch
+
+    def flush_batch():
+        nonlocal failures
+        if not batch:
+            return
+        idx = [i for i, _ in batch]
+        try:
+            result = producer.send_batch([m for _, m in batch])
+            emit("sent_batch", i=idx, status=SendStatus(result.status).name, msg_id=result.msg_id,
+                 offset=result.offset)
+        except Exception as exc:
+            failures += 1
+            emit("send_error", i=idx, error=f"{type(exc).__name__}: {exc}")
+        batch.clear()
+
     try:
         for i, item in enumerate(plan):
             msg = Message(item["topic"])
@@ -66,6 +83,10 @@ def produce(args):
                 msg.set_property(key, value)
             msg.set_body(item["body"].encode("utf-8"))
             mode = item.get("send", "sync")
+            if mode == "batch":
+                batch.append((i, msg))
+                continue
+            flush_batch()
             try:
                 if mode == "oneway":
                     producer.send_oneway(msg)
@@ -81,6 +102,7 @@ def produce(args):
                 continue
             emit("sent", i=i, status=SendStatus(result.status).name, msg_id=result.msg_id,
                  offset=result.offset)
+        flush_batch()
     finally:
         # Oneway sends are queued in the client; give them a moment to leave before shutdown.
         if any(item.get("send") == "oneway" for item in plan):
