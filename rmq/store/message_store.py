@@ -41,8 +41,6 @@ log = logging.getLogger("rmq.store")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 WARM_CHUNK = 4 * 1024 * 1024                    # pre-fault this much CommitLog ahead of the writer
 _GET_STATUS = tuple(GetMessageStatus)           # index = value (the scan returns 0, 1 or 2)
-_TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-_NOT_DISPATCHED = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
 
 def _disk_used_ratio(path: str) -> float:
@@ -537,6 +535,7 @@ class MessageStore:
                         self.reput_from_offset, cl.min_offset)
             self.reput_from_offset = cl.min_offset
         arrived: dict[tuple[str, int, int], int] = {}
+        cqs: dict[tuple[str, int], ConsumeQueue] = {}
         n = 0
         while self.reput_from_offset < limit and n < max_records:
             mf = cl.mfq.find_by_offset(self.reput_from_offset)
@@ -548,11 +547,15 @@ class MessageStore:
             recs, at, outcome, _ = _store.scan_records(mf.mm, pos, stop, mf.file_from_offset, False,
                                                        max_records - n)
             for phy, size, topic, qid, qoff, tags, store_ts, sys_flag, ppos, plen in recs:
-                if (sys_flag & _TRAN_MASK) in _NOT_DISPATCHED:
+                if sys_flag & 0x4:
+                    # PREPARED (0x4) and ROLLBACK (0xC) records are not dispatched (Java).
                     continue
                 if topic == SCHEDULE_TOPIC:
                     tags = self._schedule_tags_code(mf, ppos, plen, store_ts, tags)
-                cq = self.find_consume_queue(topic, qid)
+                key = (topic, qid)
+                cq = cqs.get(key)
+                if cq is None:
+                    cq = cqs[key] = self.find_consume_queue(topic, qid)
                 if cq.put_message_position_info(phy, size, tags, qoff) and notify:
                     arrived[(topic, qid, tags)] = qoff + 1
             n += len(recs)
