@@ -105,3 +105,39 @@ async def test_local_transaction_outcomes_and_check_back(cluster, namesrv_addr, 
     with pytest.raises(rmq.ClientError, match="transaction_checker"):
         async with rmq.Producer(namesrv_addr, unique("PG")) as p2:
             await p2.send_in_transaction(rmq.Message(topic, b"x"), local_ok)
+
+
+def _raw_record(broker, offset_msg_id: str) -> bytes:
+    phy = decode_offset_msg_id(offset_msg_id)[2]
+    cl = broker.message_store.commit_log
+    mf, pos = cl.select(phy, 4)
+    size = int.from_bytes(mf.mm[pos:pos + 4], "big")
+    mf, pos = cl.select(phy, size)
+    return bytes(mf.mm[pos:pos + size])
+
+
+async def test_transactions_end_to_end(cluster, namesrv_addr, unique):
+    """With a broker that serves END_TRANSACTION (issue 5): committed and checked-back-committed
+    messages become visible, rolled-back ones never do."""
+    ns, broker = cluster
+    topic, pg = unique("TXE"), unique("TXPG")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    if not await _end_transaction_supported(broker.broker_addr):
+        pytest.skip("broker does not serve END_TRANSACTION yet (issue 5); the client side is covered by "
+                    "test_local_transaction_outcomes_and_check_back")
+    from rmq.client._codec import decode_messages
+    from sdk_support import drain
+
+    async with rmq.Producer(namesrv_addr, pg,
+                            transaction_checker=lambda m: rmq.LocalTransactionState.COMMIT_MESSAGE) as p:
+        await p.send_in_transaction(rmq.Message(topic, b"commit-me"), lambda m, r: rmq.LocalTransactionState.COMMIT_MESSAGE)
+        await p.send_in_transaction(rmq.Message(topic, b"roll-me"), lambda m, r: rmq.LocalTransactionState.ROLLBACK_MESSAGE)
+        r3 = await p.send_in_transaction(rmq.Message(topic, b"checked"), lambda m, r: rmq.LocalTransactionState.UNKNOW)
+        record = _raw_record(broker, r3.send_result.offset_msg_id)
+        (half,) = decode_messages(record)
+        conn = await wait_until(lambda: broker.producer_manager.get_available_channel(pg), what="producer heartbeat")
+        conn.invoke_oneway(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {
+            "tranStateTableOffset": str(r3.send_result.queue_offset), "commitLogOffset": str(half.commit_log_offset),
+            "msgId": half.msg_id, "transactionId": half.msg_id, "offsetMsgId": half.offset_msg_id}, record))
+        msgs = await drain(namesrv_addr, topic, 2, group=unique("TXC"), timeout=15)
+    assert sorted(m.body for m in msgs) == [b"checked", b"commit-me"]
