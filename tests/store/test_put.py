@@ -303,3 +303,25 @@ async def test_born_host_that_is_not_ipv4(make_store):
         r = await store.put_message(MessageInner("T", 0, b"x", born_host=host))
         m = store.look_message_by_offset(r.append.wrote_offset)
         assert m.born_host == want and m.sys_flag & 0x30 == 0
+
+
+async def test_async_flush_waits_for_enough_dirty_pages(make_store):
+    store = await make_store(mapped_file_size_commitlog=1024 * 1024, flush_interval_commitlog=10,
+                             flush_commitlog_least_pages=4, flush_commitlog_thorough_interval=10 ** 9)
+    cl = store.commit_log
+
+    async def settle():
+        for _ in range(10):
+            await asyncio.sleep(0.02)
+
+    await store.put_message(MessageInner("T", 0, b"x" * 1000))         # well under 4 pages
+    await settle()
+    assert cl.flushed_offset == 0 < cl.max_offset
+    for _ in range(20):                                                 # > 4 pages dirty
+        await store.put_message(MessageInner("T", 0, b"x" * 1000))
+    await settle()
+    assert cl.flushed_offset == cl.max_offset
+    store.config.flush_commitlog_thorough_interval = 0                 # "thorough": any dirty page
+    await store.put_message(MessageInner("T", 0, b"y"))
+    await settle()
+    assert cl.flushed_offset == cl.max_offset
