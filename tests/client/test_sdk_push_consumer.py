@@ -374,3 +374,46 @@ async def test_close_lets_running_handlers_finish_and_commits_them(cluster, name
     await c.close()
     assert finished == [b"slow"]
     assert (await _stored_offsets(broker.broker_addr, cg, topic, 1))[0] == 1
+
+
+@pytest.mark.slow
+async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
+    """With a broker that serves CONSUMER_SEND_MSG_BACK (issue 5): a message that always fails
+    is redelivered from %RETRY%group, then parked in %DLQ%group after max_reconsume_times."""
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    from rmq.remoting import RemotingClient
+
+    async with RemotingClient() as rc:
+        probe = await rc.invoke(broker.broker_addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
+            "offset": "0", "group": cg, "delayLevel": "0"}))
+    if probe.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        pytest.skip("broker does not serve CONSUMER_SEND_MSG_BACK yet (issue 5); the local-retry path is "
+                    "covered by test_failed_message_is_consumed_again")
+    (sent,) = await _produce(namesrv_addr, topic, [b"poison"], unique("PG"))
+    deliveries = []
+
+    async def handler(msg):
+        deliveries.append(msg.reconsume_times)
+        raise RuntimeError("always fails")
+
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST, max_reconsume_times=1)
+    c.subscribe(topic)
+    async with c:
+        await wait_until(lambda: deliveries[-2:] == [0, 1], timeout=40, what="one redelivery from %RETRY%")
+        await asyncio.sleep(1.0)
+    assert c.stats["sent_back"] == 2 and c.stats["local_retries"] == 0
+    # Java creates the DLQ write-only (consumers cannot pull it), so read the store directly.
+    from rmq.client._codec import decode_messages
+    dlq = "%DLQ%" + cg
+
+    def dlq_records():
+        res = broker.message_store.get_message(cg, dlq, 0, 0, 1)
+        try:
+            return decode_messages(b"".join(bytes(b) for b in res.buffers)) if res.buffers else []
+        finally:
+            res.release()
+
+    got = await wait_until(dlq_records, timeout=15, what="the message in the DLQ")
+    assert got[0].body == b"poison" and got[0].properties.get("ORIGIN_MESSAGE_ID") in (sent.msg_id, sent.offset_msg_id)
