@@ -91,12 +91,16 @@ class QueuePuller(asyncio.BufferedProtocol):
     """
 
     def __init__(self, mq: c.MessageQueue, args, stats: PullStats, start: int, target: int | None,
-                 on_body=None):
+                 on_body=None, known_max: int | None = None):
         self.mq = mq
         self.args = args
         self.stats = stats
         self.cursor = start
         self.target = target          # drain: stop at this offset; None: pull forever
+        # Highest maxOffset the broker reported. Without a target, new pulls never start past
+        # it: a pull at exactly maxOffset is held (long poll), one beyond it is answered
+        # PULL_OFFSET_MOVED (OFFSET_OVERFLOW_BADLY) by Java and rmq alike.
+        self.known_max = start if known_max is None else known_max
         self.holes: list[tuple[int, int]] = []
         self.in_flight: dict[int, tuple[int, int]] = {}   # opaque → (offset, max_nums)
         self.on_body = on_body        # latency bench: called with each FOUND body
@@ -146,6 +150,8 @@ class QueuePuller(asyncio.BufferedProtocol):
                 offset, n = self.cursor, min(max_msgs, self.target - self.cursor)
                 self.cursor += n
             else:
+                if self.cursor > self.known_max:
+                    break  # caught up: the pull at the old max is being held until messages arrive
                 offset, n = self.cursor, max_msgs
                 self.cursor += n
             self._send_pull(offset, n)
@@ -219,6 +225,9 @@ class QueuePuller(asyncio.BufferedProtocol):
         stats.pulls += 1
         code = cmd.code
         ext = cmd.ext_fields
+        max_offset = ext.get("maxOffset")
+        if max_offset is not None and int(max_offset) > self.known_max:
+            self.known_max = int(max_offset)
         if code == ResponseCode.SUCCESS:
             count = c.count_records(body)
             stats.messages += count
@@ -274,8 +283,8 @@ async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingC
         start = lo if start_at == "min" else hi
         host, port = mq.broker_addr.rsplit(":", 1)
         _, puller = await asyncio.wait_for(loop.create_connection(
-            lambda mq=mq: QueuePuller(mq, args, stats, start, hi if drain else None, on_body), host, int(port)),
-            args.timeout)
+            lambda mq=mq: QueuePuller(mq, args, stats, start, hi if drain else None, on_body, known_max=hi),
+            host, int(port)), args.timeout)
         pullers.append(puller)
     return pullers
 

@@ -309,3 +309,37 @@ def _record_starts(body):
         starts.append(pos)
         pos += struct.unpack_from(">i", body, pos)[0]
     return starts
+
+
+async def test_queue_puller_never_pulls_past_the_brokers_max_offset():
+    """Without a drain target, pipelined pulls stop at the max offset the broker reported (a pull
+    beyond it is answered PULL_OFFSET_MOVED); a reply raising maxOffset lets them go on."""
+    from rmq.remoting.codec import FrameDecoder, encode
+
+    args = Namespace(group="G", topic="TopicTest", inflight=4, max_msgs=32, suspend_ms=1000, timeout=1.0)
+    stats = pull_bench.PullStats()
+    puller = pull_bench.QueuePuller(c.MessageQueue("b", "127.0.0.1:1", 0), args, stats, start=0, target=None,
+                                    known_max=40)
+    transport = _FakeTransport()
+    puller.connection_made(transport)
+    puller.fill()
+
+    def sent_since(k):
+        dec = FrameDecoder()
+        dec.feed(b"".join(transport.sent[k:]))
+        return [(cm, cm.ext_fields["queueOffset"], cm.ext_fields["maxMsgNums"]) for cm in dec]
+
+    first = sent_since(0)
+    assert [(o, n) for _, o, n in first] == [("0", "32"), ("32", "32")]  # 64 would be past max 40
+    assert all(cm.ext_fields["sysFlag"] == "6" for cm, _, _ in first)  # subscription + suspend
+    # the pull at 32 finds 8 records (32..39) and the broker now reports maxOffset 100
+    _, body = golden_pull_replies()[0]
+    eight = body[: sum(struct.unpack_from(">i", body, p)[0] for p in _record_starts(body)[:8])]
+    reply = first[1][0].response(0, ext_fields={"nextBeginOffset": "40", "minOffset": "0", "maxOffset": "100"},
+                                 body=eight)
+    wire = b"".join(bytes(p) for p in encode(reply))
+    buf = puller.get_buffer(len(wire))
+    buf[:len(wire)] = wire
+    puller.buffer_updated(len(wire))
+    assert stats.messages == 8
+    assert [(o, n) for _, o, n in sent_since(1)] == [("40", "24"), ("64", "32"), ("96", "32")]
