@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from rmq.errors import ClientError, for_code
+from rmq.errors import ClientError, RemotingCommandError, for_code
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageQueue, PullResult, PullStatus, SendResult, SendStatus
@@ -136,7 +136,11 @@ class ClientAPI:
         body = resp.body_bytes()
         if not body:
             return None
-        return TopicRouteData.from_body(body)
+        try:
+            return TopicRouteData.from_body(body)
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.warning("route of %s from the name server is malformed: %r", topic, e)
+            raise RemotingCommandError(f"malformed route data for topic {topic}: {e!r}") from e
 
     # ---------------------------------------------------------------- producer
 
@@ -185,7 +189,12 @@ class ClientAPI:
         ext = _ext(resp)
         msgs = []
         if status is PullStatus.FOUND:
-            msgs = decode_messages(resp.body_bytes(), broker_name)
+            try:
+                msgs = decode_messages(resp.body_bytes(), broker_name)
+            except ValueError as e:
+                log.warning("pull of %s#%s from %s returned an undecodable body: %s", header.get("topic"),
+                            header.get("queueId"), addr, e)
+                raise RemotingCommandError(f"undecodable pull body from {addr}: {e}") from e
         return PullResult(status=status,
                           next_begin_offset=_int(ext, "nextBeginOffset", int(header.get("queueOffset", 0))),
                           min_offset=_int(ext, "minOffset", 0),
@@ -238,7 +247,10 @@ class ClientAPI:
         body = resp.body_bytes()
         if not body:
             return []
-        return [str(c) for c in json.loads(body).get("consumerIdList") or []]
+        try:
+            return [str(c) for c in json.loads(body).get("consumerIdList") or []]
+        except (ValueError, AttributeError, TypeError) as e:
+            raise RemotingCommandError(f"malformed consumer list from {addr}: {e!r}") from e
 
     async def consumer_send_msg_back(self, addr: str, *, group: str, commit_log_offset: int,
                                      delay_level: int, origin_msg_id: str, origin_topic: str,
@@ -257,8 +269,11 @@ class ClientAPI:
         resp = await self._invoke(addr, self._request(RequestCode.LOCK_BATCH_MQ, None, body), timeout)
         if resp.code != ResponseCode.SUCCESS:
             _raise_for(resp)
-        data = json.loads(resp.body_bytes() or b"{}")
-        return {MessageQueue.from_json(d) for d in data.get("lockOKMQSet") or []}
+        try:
+            data = json.loads(resp.body_bytes() or b"{}")
+            return {MessageQueue.from_json(d) for d in data.get("lockOKMQSet") or []}
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            raise RemotingCommandError(f"malformed LOCK_BATCH_MQ answer from {addr}: {e!r}") from e
 
     async def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
                               timeout: float = 1.0) -> None:

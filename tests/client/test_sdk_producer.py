@@ -111,3 +111,25 @@ async def test_retries_avoid_a_dead_broker(tmp_path, unique):
             finally:
                 if b_cm is not None:
                     await b_cm.__aexit__(None, None, None)
+
+
+async def test_malformed_route_is_a_clear_error(unique):
+    """A name server that answers GET_ROUTEINFO_BY_TOPIC with a broken body (adversity, not a
+    stand-in: nothing real can produce it) gives RemotingCommandError, not a JSON traceback."""
+    from rmq.remoting import RemotingServer
+    from rmq.remoting.codes import RequestCode
+
+    class BadNamesrv:
+        def process_request(self, conn, cmd):
+            return cmd.response(0, None, {}, b'{"queueDatas": [{"brokerName": 1}], "brokerDatas": 7}')
+
+    server = RemotingServer("127.0.0.1", 0, name="bad-namesrv")
+    server.register_processor(RequestCode.GET_ROUTEINFO_BY_TOPIC, BadNamesrv())
+    await server.start()
+    try:
+        async with rmq.Producer(server.address, unique("PG"), send_timeout=2.0) as p:
+            with pytest.raises(rmq.RemotingCommandError, match="malformed route") as ei:
+                await p.send(rmq.Message("T", b"x"))
+            assert not ei.value.retriable
+    finally:
+        await server.close()
