@@ -1,6 +1,7 @@
 """Fixtures of the interop tests: the real clients (installed once per machine) and a real
 ``rmq standalone`` process on free 127.0.0.1 ports with a temporary store."""
 import asyncio
+import json
 import sys
 import time
 import uuid
@@ -65,6 +66,31 @@ class Broker:
                 await client.close()
 
         asyncio.run(go())
+
+    def wait_for_members(self, group: str, count: int, timeout: float = 20.0) -> list[str]:
+        """Poll GET_CONSUMER_LIST_BY_GROUP (38) until ``group`` has ``count`` members; return their ids."""
+        from rmq.remoting.codes import RequestCode
+        from rmq.remoting.command import RemotingCommand
+
+        async def go():
+            client = RemotingClient([self.namesrv])
+            ids: list[str] = []
+            try:
+                deadline = time.monotonic() + timeout
+                while time.monotonic() < deadline:
+                    resp = await client.invoke(self.broker_addr, RemotingCommand.request(
+                        RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), timeout=3.0)
+                    if resp.code == 0 and resp.body:
+                        ids = json.loads(resp.body_bytes()).get("consumerIdList") or []
+                        if len(ids) >= count:
+                            return ids
+                    await asyncio.sleep(0.2)
+            finally:
+                await client.close()
+            pytest.fail(f"group {group} has members {ids} after {timeout:.0f}s, expected {count}:\n"
+                        f"{self.log_tail()}", pytrace=False)
+
+        return asyncio.run(go())
 
     def wait_registered(self, timeout: float = 20.0) -> None:
         """Until the name server routes TBW102, i.e. the broker has registered (the C++ client

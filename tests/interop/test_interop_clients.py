@@ -348,7 +348,8 @@ def test_cpp_two_consumers_of_one_group_share_the_queues(real_clients, broker, n
                            names.group, "--topic", names.topic, "--expect", str(len(plan)), "--marker",
                            names.marker, "--props", "run,idx,note", "--until-idle", "4", "--timeout", "40")
                for k in range(2)]
-    time.sleep(4)  # both have joined and rebalanced (the C++ client rebalances on code 40 at once)
+    broker.wait_for_members(names.group, 2)
+    time.sleep(2)  # both have rebalanced (the C++ client rebalances as soon as code 40 arrives)
     producer = support.cpp(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
                            "--group", names.producer_group,
                            "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
