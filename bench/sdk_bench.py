@@ -136,11 +136,13 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
     fill_s = time.monotonic() - t_fill
     done = asyncio.Event()
     count = 0
+    seen: set[tuple[int, int]] = set()
 
     async def handler(msg: rmq.MessageExt) -> None:
         nonlocal count
         count += 1
-        if count >= backlog:
+        seen.add((msg.queue_id, msg.queue_offset))
+        if len(seen) >= backlog:
             done.set()
 
     c = rmq.PushConsumer(namesrv, f"SdkBenchCG_{os.getpid()}", handler=handler,
@@ -157,7 +159,7 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
     elapsed = time.monotonic() - t0
     cpu1 = cpu_seconds(broker_pid)
     await c.close()
-    fig = {"phase": "drain", "size": size, "backlog": backlog, "consumed": count,
+    fig = {"phase": "drain", "size": size, "backlog": backlog, "consumed": count, "distinct": len(seen),
            "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed, 1),
            "prefill_seconds": round(fill_s, 1), "consume_concurrency": concurrency,
            "flow_controlled": c.stats["flow_controlled"]}
