@@ -109,6 +109,10 @@ class BrokerConfig:
         trace_topic_enable / msg_trace_topic_name: create the message-trace topic.
         region_id: returned as ``MSG_REGION`` in SEND replies (``DefaultRegion``).
         trace_on: returned as ``TRACE_ON`` in SEND replies (True).
+        transaction_time_out: ms before an unresolved half message is checked back (6000).
+        transaction_check_interval: ms between transaction check runs (60 000).
+        transaction_check_max: checks of one half message before it is rolled back (15).
+        reject_transaction_message: refuse prepared (half) messages (False).
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -138,6 +142,10 @@ class BrokerConfig:
     slave_read_enable: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    transaction_time_out: int = 6000
+    transaction_check_interval: int = 60_000
+    transaction_check_max: int = 15
+    reject_transaction_message: bool = False
 
     @property
     def namesrv_addr_list(self) -> list[str]:
