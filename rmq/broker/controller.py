@@ -43,8 +43,14 @@ from rmq.broker.managers.topic_config import TopicConfigManager
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.client_manage import ClientManageProcessor, ConsumerManageProcessor
+from rmq.broker.processors.end_transaction import EndTransactionProcessor
+from rmq.broker.processors.lock_batch import RebalanceLockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
+from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
+from rmq.broker.rebalance_lock import RebalanceLockManager
+from rmq.broker.schedule import ScheduleMessageService
+from rmq.broker.transaction import TransactionalMessageService
 from rmq.config import BrokerConfig
 from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
@@ -113,6 +119,10 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(self._notify_consumer_ids_changed, broker_config.channel_expired_seconds)
         self.producer_manager = ProducerManager(broker_config.channel_expired_seconds)
         self.stats = BrokerStats()
+        # Message semantics (issue 5): delay levels, orderly locks, transactions.
+        self.schedule_service = ScheduleMessageService(self)
+        self.rebalance_lock_manager = RebalanceLockManager()
+        self.transaction_service = TransactionalMessageService(self)
         self.server = RemotingServer(
             broker_config.listen_host, broker_config.listen_port, idle_timeout=broker_config.idle_timeout, name="broker"
         )
@@ -176,8 +186,15 @@ class BrokerController:
             s.register_processor(code, _Gate(self, consumer_manage), consumer_manage_pool)
         for code in admin.codes:
             s.register_processor(code, _Gate(self, admin), admin_pool)
-        # Issue 5 registers CONSUMER_SEND_MSG_BACK (36), END_TRANSACTION (37), LOCK/UNLOCK_BATCH_MQ
-        # (41/42) here; until then they answer REQUEST_CODE_NOT_SUPPORTED with the code named.
+        # Message semantics (issue 5), each with its own pool as in Java.
+        send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
+        end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)
+        lock_pool = ProcessorPool("rebalanceLock", max_in_flight=16, max_queue=10_000)
+        s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, _Gate(self, ConsumerSendMsgBackProcessor(self)), send_back_pool)
+        s.register_processor(RequestCode.END_TRANSACTION, _Gate(self, EndTransactionProcessor(self)), end_transaction_pool)
+        lock = RebalanceLockProcessor(self)
+        for code in lock.codes:
+            s.register_processor(code, _Gate(self, lock), lock_pool)
 
     async def start(self) -> None:
         """Bring the broker up (see module docstring). Raises ``OSError`` when the port is
@@ -188,6 +205,7 @@ class BrokerController:
         self._register_lock = asyncio.Lock()
         for m in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager):
             m.load()
+        self.schedule_service.load()
         self._register_processors()
         self.server.add_connection_listener(self._on_connection_event)
         await self.server.start()
@@ -204,6 +222,8 @@ class BrokerController:
         )
         self.pull_request_hold_service.start()
         self.message_store.add_arrival_listener(self.pull_request_hold_service.notify_message_arriving)
+        self.schedule_service.start()
+        self.transaction_service.start()
         self.ready = True
         self._spawn(self._register_loop(), "register")
         self._spawn(self._persist_loop(), "persist")
@@ -233,6 +253,9 @@ class BrokerController:
             t.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.message_store is not None:
+            await self.transaction_service.stop()
+            await self.schedule_service.stop()   # persists the delay progress
         if self.pull_request_hold_service is not None:
             await self.pull_request_hold_service.stop()
         await self.server.close()

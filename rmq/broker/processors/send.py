@@ -12,8 +12,8 @@ physical offset; for a batch the comma-joined list), ``queueId`` and ``queueOffs
 strings (§13).
 
 Retry and dead-letter handling (``%RETRY%`` topics past ``maxReconsumeTimes`` → ``%DLQ%``),
-delay levels and transactional half messages are issue 5; they plug in at
-``_before_store`` below. Until then a SEND into ``%RETRY%<group>`` is stored as-is.
+delay levels and transactional half messages plug in at ``_before_store`` below
+(``rmq.broker.processors.send_back.before_store``).
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from rmq.broker.managers.topic_config import (
     validate_topic,
 )
 from rmq.broker.processors.common import FAQ, bad_request, split_host
+from rmq.broker.processors.send_back import before_store
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -148,11 +149,11 @@ class SendMessageProcessor:
         return tc, None
 
     def _before_store(self, conn, cmd, header, tc, msg: MessageInner):
-        """Hook for issue 5 (retry → DLQ past maxReconsumeTimes, delay levels, transactions).
+        """Retry → DLQ past maxReconsumeTimes, transactions, delay levels (may rewrite ``msg``).
 
-        Returns None to store ``msg`` as it is, or a response to send instead.
+        Returns None to store ``msg``, or a response to send instead.
         """
-        return None
+        return before_store(self.controller, conn, cmd, header, tc, msg)
 
     # -- the send -------------------------------------------------------------------------
 

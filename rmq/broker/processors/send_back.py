@@ -1,0 +1,214 @@
+"""CONSUMER_SEND_MSG_BACK (36) and the message semantics of the SEND path (SPEC B6–B8).
+
+Send-back, as wire-contract §10 and Java ``asyncConsumerSendMsgBack``:
+
+1. the group must exist (SUBSCRIPTION_GROUP_NOT_EXIST) and the broker be writable;
+2. the original is looked up by its CommitLog offset (the header's ``offset``); not found →
+   SYSTEM_ERROR (1), on which ali-ons falls back to re-sending through its inner producer;
+3. ``maxReconsumeTimes`` is the header's value or the group's ``retryMaxTimes`` (16); when
+   the original's reconsumeTimes ≥ it, or ``delayLevel`` < 0, the copy goes to
+   ``%DLQ%<group>`` (1 queue, created on demand);
+4. otherwise to ``%RETRY%<group>`` (``retryQueueNums`` queues, 1 by default) with delay level
+   ``delayLevel`` or, when 0, ``3 + reconsumeTimes`` (10 s, 30 s, 1 m, …);
+5. the copy keeps body, flag, sysFlag, born time and host and every property, adds
+   ``RETRY_TOPIC`` (the original topic, if not set yet) and ``ORIGIN_MESSAGE_ID`` (kept from
+   the original, else its offsetMsgId), and has reconsumeTimes + 1.
+
+:func:`before_store` is the SEND path's hook (``SendMessageProcessor._before_store``), run on
+the message the broker is about to store, in Java's order: a SEND into ``%RETRY%<group>`` with
+reconsumeTimes above the max goes to ``%DLQ%<group>``; a ``TRAN_MSG`` message becomes a half
+message; a ``DELAY`` level parks the message in ``SCHEDULE_TOPIC_XXXX``.
+"""
+from __future__ import annotations
+
+import logging
+import random
+
+from rmq.broker.managers.topic_config import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    PermName,
+    validate_topic,
+)
+from rmq.broker.processors.common import FAQ, bad_request
+from rmq.broker.schedule import PROPERTY_DELAY_TIME_LEVEL
+from rmq.broker.transaction import PROPERTY_TRANSACTION_PREPARED
+from rmq.errors import RemotingCommandError
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+from rmq.remoting.headers import ConsumerSendMsgBackRequestHeader
+from rmq.store import MessageInner
+from rmq.store.message import properties_to_string, string_to_properties
+
+log = logging.getLogger("rmq.broker.retry")
+
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+DLQ_NUMS_PER_GROUP = 1
+_RW = PermName.PERM_READ | PermName.PERM_WRITE
+
+# Keys whose presence in a SEND's properties string means before_store has work to do.
+_MARKS = (PROPERTY_DELAY_TIME_LEVEL + "\x01", PROPERTY_TRANSACTION_PREPARED + "\x01")
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def _create_system_topic(controller, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0):
+    tc, created = controller.topic_config_manager.create_topic_in_send_message_back_method(
+        topic, queue_nums, perm, topic_sys_flag)
+    if created:
+        controller.register_broker_soon()   # route it, so a consumer of the topic finds it
+    return tc
+
+
+def _group_not_exist(cmd: RemotingCommand, group: str) -> RemotingCommand:
+    return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group} {FAQ}", {})
+
+
+def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: MessageInner) -> RemotingCommand | None:
+    """Apply retry → DLQ, transactions and delay levels to ``msg`` in place.
+
+    Returns None to store ``msg`` (possibly rewritten), or the response to send instead.
+    Batches are stored as they are (Java refuses delays on batches in the store; retry
+    batches are refused before this hook).
+    """
+    if cmd.code == RequestCode.SEND_BATCH_MESSAGE or bool(getattr(header, "batch", False)):
+        return None
+    topic = msg.topic
+    props_str = msg.properties_str
+    is_retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+    if not is_retry and (props_str is None or not any(m in props_str for m in _MARKS)):
+        return None   # the common case: a plain message
+    props = string_to_properties(props_str) if props_str is not None else dict(msg.properties)
+    changed = False
+
+    if is_retry:
+        group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        sgc = controller.subscription_group_manager.find_subscription_group_config(group)
+        if sgc is None:
+            return _group_not_exist(cmd, group)
+        max_times = header.max_reconsume_times if header.max_reconsume_times is not None else sgc.retry_max_times
+        reconsume = header.reconsume_times or 0
+        # wire-contract §10 / the issue: strictly above the max (ali-ons' fallback sends
+        # reconsumeTimes + 1 with maxReconsumeTimes + 1).
+        if reconsume > max_times:
+            dlq = dlq_topic(group)
+            if _create_system_topic(controller, dlq, DLQ_NUMS_PER_GROUP, _RW) is None:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist", {})
+            log.info("message for %s reconsumed %d times (max %d): to %s", topic, reconsume, max_times, dlq)
+            msg.topic = dlq
+            msg.queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
+            props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+            changed = True
+
+    if props.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true" and not (
+        msg.reconsume_times > 0 and _level(props) > 0
+    ):
+        if getattr(controller.broker_config, "reject_transaction_message", False):
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"the broker[{controller.broker_config.broker_ip1}] sending transaction message is forbidden", {})
+        controller.transaction_service.prepare(msg, props)
+        return None   # a half message is delayed, if at all, when it is committed
+
+    if changed:
+        msg.properties = props
+        msg.properties_str = properties_to_string(props)
+    controller.schedule_service.rewrite_if_delayed(msg)
+    return None
+
+
+def _level(props: dict[str, str]) -> int:
+    try:
+        return int(props.get(PROPERTY_DELAY_TIME_LEVEL) or 0)
+    except ValueError:
+        return 0
+
+
+class ConsumerSendMsgBackProcessor:
+    """Handles code 36 (async: the copy is a store put)."""
+
+    codes = (RequestCode.CONSUMER_SEND_MSG_BACK,)
+
+    def __init__(self, controller):
+        self.controller = controller
+
+    def reject_request(self) -> bool:
+        return False
+
+    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            header = ConsumerSendMsgBackRequestHeader.from_ext_fields(cmd.ext_fields)
+        except RemotingCommandError as e:
+            return bad_request(conn, cmd, e)
+        c = self.controller
+        group = header.group
+        who = getattr(conn, "remote_addr", "?")
+        if validate_topic(retry_topic(group)) is not None:
+            return bad_request(conn, cmd, RemotingCommandError(f"CONSUMER_SEND_MSG_BACK: illegal group name {group!r}"))
+        sgc = c.subscription_group_manager.find_subscription_group_config(group)
+        if sgc is None:
+            return _group_not_exist(cmd, group)
+        if not PermName.is_writeable(c.broker_config.broker_permission):
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"the broker[{c.broker_config.broker_ip1}] sending message is forbidden", {})
+        if sgc.retry_queue_nums <= 0:
+            return cmd.response(ResponseCode.SUCCESS, None, {})
+        new_topic = retry_topic(group)
+        queue_id = random.randrange(sgc.retry_queue_nums)
+        tc = _create_system_topic(c, new_topic, sgc.retry_queue_nums, _RW, 2 if header.unit_mode else 0)
+        if tc is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist", {})
+        if not PermName.is_writeable(tc.perm):
+            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden", {})
+        ext = c.message_store.look_message_by_offset(header.offset)
+        if ext is None:
+            log.warning("send-back from %s (group %s): no message at CommitLog offset %d", who, group, header.offset)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}", {})
+
+        props = dict(ext.properties)
+        props.setdefault(PROPERTY_RETRY_TOPIC, ext.topic)
+        delay_level = header.delay_level
+        max_times = header.max_reconsume_times if header.max_reconsume_times is not None else sgc.retry_max_times
+        if ext.reconsume_times >= max_times or delay_level < 0:
+            new_topic = dlq_topic(group)
+            queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
+            if _create_system_topic(c, new_topic, DLQ_NUMS_PER_GROUP, _RW) is None:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist", {})
+            props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+            log.info("message %s of group %s reconsumed %d times (max %d, delay level %d): to %s",
+                     ext.msg_id, group, ext.reconsume_times, max_times, delay_level, new_topic)
+        else:
+            if delay_level == 0:
+                delay_level = 3 + ext.reconsume_times
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+        if not props.get(PROPERTY_ORIGIN_MESSAGE_ID):
+            props[PROPERTY_ORIGIN_MESSAGE_ID] = ext.msg_id
+        inner = MessageInner(
+            topic=new_topic,
+            queue_id=queue_id,
+            body=ext.body,
+            flag=ext.flag,
+            properties=props,
+            born_timestamp=ext.born_timestamp,
+            born_host=ext.born_host,
+            sys_flag=ext.sys_flag,
+            reconsume_times=ext.reconsume_times + 1,
+        )
+        c.schedule_service.rewrite_if_delayed(inner)
+        try:
+            result = await c.message_store.put_message(inner)
+        except Exception as e:  # noqa: BLE001 - the consumer must hear about it (it retries locally)
+            log.exception("send-back of %s into %s failed", ext.msg_id, new_topic)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
+        if not result.is_ok:
+            status = getattr(result.status, "name", str(result.status))
+            log.warning("send-back of %s into %s failed: %s", ext.msg_id, new_topic, status)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, status, {})
+        c.stats.put_nums += 1
+        return cmd.response(ResponseCode.SUCCESS, None, {})
