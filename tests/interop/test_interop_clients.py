@@ -422,3 +422,33 @@ def test_ons_consume_tag_expression(real_clients, broker, names, tmp_path):
                            "--marker", names.marker, "--timeout", "30").result()
     assert consumer.returncode == 0, failure_report(broker, producer, consumer)
     check_delivered(broker, wanted, consumer.of("recv"), names.marker, producer, consumer)
+
+
+@pytest.mark.xfail(strict=True, reason="broker has no CONSUMER_SEND_MSG_BACK (36) processor yet (issue 5): ali-ons "
+                   "logs 'request code 36 not supported' and re-sends to %RETRY%<group> itself (its fallback)")
+def test_ons_failed_delivery_comes_back_through_the_retry_topic(real_clients, broker, names, tmp_path):
+    """A consumer that throws makes ali-ons send the message back (code 36); the broker stores a
+    copy in %RETRY%<group> with reconsumeTimes 1, ORIGIN_MESSAGE_ID and a 10 s delay (level 3),
+    and the same consumer gets it again (wire-contract §10)."""
+    broker.create_topic(names.topic, queues=4)
+    plan = plan_messages(names, 4)
+    producer = support.ons(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
+                           "--group", names.producer_group,
+                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    assert producer.returncode == 0, failure_report(broker, producer)
+    consumer = support.ons(real_clients, tmp_path / "c", "consume", "--fail-first", "--namesrv", broker.namesrv,
+                           "--group", names.group, "--topic", names.topic, "--expect", str(len(plan)),
+                           "--marker", names.marker, "--timeout", "40").result()
+    assert consumer.returncode == 0, failure_report(broker, producer, consumer)
+    recv = consumer.of("recv")
+    sent_ids = {plan[s["i"]]["body"]: s["msg_id"] for s in producer.of("sent")}
+    retried = {e["body"]: e for e in recv if e["reconsume_times"] == 1}
+    assert set(retried) == set(sent_ids), failure_report(broker, consumer)
+    for body, e in retried.items():
+        assert e["topic"] == names.topic  # ali-ons maps %RETRY%<group> back through RETRY_TOPIC
+        assert e["origin_id"] == sent_ids[body], f"ORIGIN_MESSAGE_ID {e['origin_id']!r} != {sent_ids[body]!r}"
+    first = {e["body"]: e["t"] for e in recv if e["reconsume_times"] == 0}
+    delays = sorted(retried[b]["t"] - first[b] for b in retried)
+    assert 8000 <= delays[0] and delays[-1] < 30000, f"retry delays (level 3 = 10 s): {delays}"
+    # the retry above also works through ali-ons' own fallback; code 36 must have been served
+    assert "code 36 not supported" not in consumer.stderr, "CONSUMER_SEND_MSG_BACK refused, ali-ons fell back"

@@ -7,7 +7,7 @@
 //       PLAN is a list of {"topic", "body", "tags"?, "keys"?, "props"?: {k: v}}.
 //       Prints {"event": "sent", i, status, msg_id, queue_id, offset} per message.
 //   consume --namesrv A --group G --topic T --expect N --marker M [--expression E]
-//       [--broadcast] [--from-first] [--timeout S]
+//       [--broadcast] [--from-first] [--fail-first] [--timeout S]
 //       Prints {"event": "recv", ...} per delivered message (all its properties included) and
 //       stops once N distinct bodies starting with M have arrived, or at the timeout.
 //
@@ -87,6 +87,7 @@ async function consume() {
   const consumer = new Consumer(options);
   consumer.on('error', err => console.error('[consumer-error]', err && err.message));
   const seen = new Set();
+  const failedOnce = new Set();
   let finish;
   const done = new Promise(r => { finish = r; });
   const started = Date.now();
@@ -98,9 +99,14 @@ async function consume() {
       body, id: msg.msgId, queue_id: msg.queueId, queue_offset: Number(msg.queueOffset),
       reconsume_times: msg.reconsumeTimes, commit_log_offset: Number(msg.commitLogOffset),
       born_timestamp: Number(msg.bornTimestamp), store_timestamp: Number(msg.storeTimestamp),
-      sys_flag: msg.sysFlag, props: msg.properties,
+      sys_flag: msg.sysFlag, props: msg.properties, origin_id: msg.originMessageId || null,
     });
     if (body.startsWith(marker)) {
+      if (args['fail-first'] && !failedOnce.has(body)) {
+        // first delivery fails: ali-ons sends it back (CONSUMER_SEND_MSG_BACK) for a retry
+        failedOnce.add(body);
+        throw new Error('failing the first delivery on purpose');
+      }
       seen.add(body);
       if (seen.size >= expect) finish();
     }
