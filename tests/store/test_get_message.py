@@ -261,3 +261,76 @@ async def test_differential_against_the_model(make_store):
     for k in queues:
         assert store.get_min_offset_in_queue(*k) == corrected_min(k)
     check("corrected", corrected_min, 1500)
+
+
+def test_scan_differential_over_thousands_of_random_queues():
+    """rmq._store.get_message_scan against the model on 3000 synthetic queues: random file
+    sizes, removed files, units past the readable end, tag collisions, memory settings."""
+    rng = random.Random(1234)
+    host = bytes(8)
+    tags_pool = ["A", "B", "Aa", "BB", "C", None]
+    for case in range(3000):
+        file_size = rng.choice([2048, 4096, 8192])
+        n_files = rng.randint(1, 4)
+        removed = rng.randint(0, 2)                 # leading files that no longer exist
+        files = [bytearray(file_size) for _ in range(n_files)]
+        first_from = removed * file_size
+        recs = []                                   # (phy, size, tags) for every record written
+        for f in range(removed + n_files):
+            pos = 0
+            while True:
+                tag = rng.choice(tags_pool)
+                props = f"TAGS\x01{tag}".encode() if tag else b""
+                body = bytes(rng.randint(0, 300))
+                size = _store.RECORD_FIXED_SIZE + len(body) + 1 + len(props)
+                if pos + size + 8 > file_size:
+                    break
+                phy = f * file_size + pos
+                if f >= removed:
+                    _store.encode_record(files[f - removed], pos, body, b"T", props, 0, 0, len(recs), phy,
+                                         0, 0, host, 0, host, 0, 0)
+                recs.append((phy, size, tag))
+                pos += size
+        max_py = (removed + n_files - 1) * file_size + rng.randint(0, file_size)
+        readable = rng.choice([max_py, rng.randint(0, max_py)])
+        # The queue: a random increasing subset of the records, some units with a wrong size.
+        queue = sorted(rng.sample(recs, rng.randint(1, min(len(recs), 400))))
+        units = []
+        for phy, size, tag in queue:
+            if rng.random() < 0.02:
+                size += 1                            # a unit that does not match its record
+            units.append((phy, size, _store.java_hash_code(tag) if tag else 0))
+        cq = bytearray()
+        for phy, size, code in units:
+            cq += struct.pack(">qiq", phy, size, code)
+        start = rng.randint(0, len(units) - 1)
+        n = rng.choice([1, 3, 8, 32, 64, 2000])
+        memory = rng.choice([10 ** 12, rng.randint(0, max_py + 1)])
+        pick = rng.sample(tags_pool[:-1], rng.randint(0, 2))
+        flt = MessageFilter.from_expression(" || ".join(pick)) if pick else None
+        limits = rng.choice([(256 * 1024, 32, 64 * 1024, 8), (3000, 5, 1000, 2)])
+        table = _store.CommitLogTable()
+        table.reset(file_size, first_from, list(files))
+        status, scanned, count, total, max_phy, segments = _store.get_message_scan(
+            cq, start * 20, len(cq), table, readable, n, max_py, memory,
+            None if flt is None else flt.codes, None if flt is None else flt.tag_bytes, *limits)
+        got_phys = []
+        for idx, s, e in segments:
+            pos = s
+            while pos < e:
+                r = _store.decode_record(files[idx], pos)
+                assert r["commit_log_offset"] == first_from + idx * file_size + pos
+                got_phys.append(r["commit_log_offset"])
+                pos += r["store_size"]
+        table.release()
+        live = {phy: (size, tag) for phy, size, tag in recs if phy >= first_from and phy + size <= readable}
+        cfg = _model.ModelConfig(cq_units_per_file=10 ** 9, commitlog_file_size=file_size, memory=memory,
+                                 max_bytes_mem=limits[0], max_count_mem=limits[1],
+                                 max_bytes_disk=limits[2], max_count_disk=limits[3])
+        exp = _model.get_message(cfg, units, 0, live, max_py, start, n,
+                                 None if flt is None else set(flt.codes),
+                                 None if flt is None else set(flt.tags))
+        got = (S(status).name, start + scanned // 20, got_phys, total,
+               (max_py - max_phy) > memory)
+        want = (exp.status, exp.next_begin_offset, exp.phys, exp.total, exp.suggest_pulling_from_slave)
+        assert got == want, (case, file_size, n_files, removed, start, n, pick, memory, limits)
