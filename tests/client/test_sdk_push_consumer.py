@@ -417,3 +417,31 @@ async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
 
     got = await wait_until(dlq_records, timeout=15, what="the message in the DLQ")
     assert got[0].body == b"poison" and got[0].properties.get("ORIGIN_MESSAGE_ID") in (sent.msg_id, sent.offset_msg_id)
+
+
+async def test_follows_suggest_which_broker_id(tmp_path, unique, caplog):
+    """A master that reads "from disk" (tiny total_physical_memory) with slave_read_enable
+    suggests the slave (whichBrokerWhenConsumeSlowly = 1) while there is a backlog, the master
+    again once caught up. The consumer follows (with no slave in the route it falls back to the
+    master's address) and loses nothing."""
+    topic, cg = unique("T"), unique("CG")
+    got = []
+
+    async def handler(msg):
+        got.append(msg.body)
+
+    async with run_namesrv() as ns:
+        nsaddr = f"127.0.0.1:{ns.port}"
+        async with run_broker(tmp_path / "b", namesrv=ns, slave_read_enable=True,
+                              total_physical_memory=1024) as broker:
+            await create_topic(broker.broker_addr, topic, queues=1)
+            await _produce(nsaddr, topic, [b"%d" % i for i in range(40)], unique("PG"))
+            c = rmq.PushConsumer(nsaddr, cg, handler=handler, consume_from_where=FIRST, pull_batch_size=8)
+            c.subscribe(topic)
+            async with c:
+                await wait_until(lambda: len(got) == 40, what="40 messages")
+                mq = rmq.MessageQueue(topic, broker.broker_config.broker_name, 0)
+                await wait_until(lambda: c.pull_from_which_node.get(mq) == 0, what="back to the master")
+    assert sorted(got, key=int) == [b"%d" % i for i in range(40)]
+    text = caplog.text
+    assert "from node 1" in text and "from node 0" in text[text.index("from node 1"):]
