@@ -43,6 +43,11 @@ WARM_CHUNK = 4 * 1024 * 1024                    # pre-fault this much CommitLog 
 _GET_STATUS = tuple(GetMessageStatus)           # index = value (the scan returns 0, 1 or 2)
 
 
+def _consume_result(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 def _disk_used_ratio(path: str) -> float:
     """Used fraction (0..1) of the file system holding ``path``."""
     try:
@@ -362,6 +367,8 @@ class MessageStore:
     async def _wait_flush(self, result: PutMessageResult) -> PutMessageResult:
         end = result.append.wrote_offset + result.append.wrote_bytes
         fut = self._loop.create_future()
+        # A put that timed out no longer awaits its future: mark a later error as retrieved.
+        fut.add_done_callback(_consume_result)
         self._group_requests.append((end, fut))
         self._flush_event.set()
         try:
@@ -430,7 +437,7 @@ class MessageStore:
                 continue
             try:
                 await self._run_blocking(self.commit_log.flush, 0)
-            except OSError as e:
+            except (OSError, ValueError) as e:        # ValueError: a file closed under us
                 self.last_flush_error = str(e)
                 log.error("CommitLog fdatasync failed: %s", e)
                 err = StoreError(f"flush to disk failed: {e}")
@@ -460,7 +467,7 @@ class MessageStore:
                 if self.last_flush_error is not None:
                     log.warning("CommitLog flush works again after: %s", self.last_flush_error)
                     self.last_flush_error = None
-            except OSError as e:
+            except (OSError, ValueError) as e:
                 self.last_flush_error = str(e)
                 log.error("CommitLog flush failed: %s; refusing writes until a flush succeeds", e)
 
@@ -484,7 +491,7 @@ class MessageStore:
             try:
                 await self._run_blocking(self._flush_consume_queues, least)
                 await self._run_blocking(self._write_checkpoint, False)
-            except OSError as e:
+            except (OSError, ValueError) as e:
                 log.error("ConsumeQueue flush / checkpoint failed: %s", e)
 
     # ======================================================================================
@@ -588,9 +595,15 @@ class MessageStore:
             except TimeoutError:
                 pass
             self._reput_event.clear()
-            # Bounded batches so a large backlog does not starve the loop.
-            while self.do_reput(max_records=4096) >= 4096:
-                await asyncio.sleep(0)
+            try:
+                # Bounded batches so a large backlog does not starve the loop.
+                while self.do_reput(max_records=4096) >= 4096:
+                    await asyncio.sleep(0)
+            except Exception:
+                # E.g. a ConsumeQueue file cannot be created (disk full): keep the service
+                # alive and retry; the backlog shows in dispatch_behind_bytes().
+                log.exception("dispatch failed at CommitLog offset %d; retrying in 1 s", self.reput_from_offset)
+                await asyncio.sleep(1.0)
 
     # ======================================================================================
     # get (S3)

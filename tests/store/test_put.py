@@ -325,3 +325,23 @@ async def test_async_flush_waits_for_enough_dirty_pages(make_store):
     await store.put_message(MessageInner("T", 0, b"y"))
     await settle()
     assert cl.flushed_offset == cl.max_offset
+
+
+async def test_flush_error_after_a_timed_out_put_is_not_left_unretrieved(make_store, monkeypatch):
+    import gc
+    store = await make_store(flush_disk_type="SYNC_FLUSH", sync_flush_timeout=0)
+
+    def broken(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", broken)
+    r = await store.put_message(MessageInner("T", 0, b"x"))
+    assert r.status == PutMessageStatus.FLUSH_DISK_TIMEOUT
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if store.last_flush_error:
+            break
+    assert store.last_flush_error
+    gc.collect()
+    await asyncio.sleep(0)          # the autouse guard fails the test on "never retrieved"
+    monkeypatch.undo()
