@@ -110,6 +110,11 @@ class MessageStore:
             return
         os.makedirs(self._root, exist_ok=True)
         self._lock()
+        if self.shutdown_flag:
+            # Restarting this object after shutdown(): fresh in-memory state, same files.
+            self.commit_log = CommitLog(self.config, self.store_host)
+            self.consume_queue_table = {}
+            self._group_requests = []
         self._loop = asyncio.get_running_loop()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-store-flush")
         self._warm_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-store-warm")

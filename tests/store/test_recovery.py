@@ -216,3 +216,17 @@ async def test_interrupted_file_creation_is_repaired(make_store, tmp_path, caplo
     assert "file creation was interrupted" in caplog.text
     assert store.max_phy_offset == end and store.get_max_offset_in_queue("T", 0) == 10
     assert (await store.put_message(MessageInner("T", 0, b"x"))).is_ok
+
+
+async def test_the_same_object_restarts(make_store):
+    store = await make_store()
+    r = await store.put_message(MessageInner("T", 0, b"one"))
+    await store.shutdown()
+    await store.start()
+    assert store.recovery_report["mode"] == "clean"
+    assert store.look_message_by_offset(r.append.wrote_offset).body == b"one"
+    assert (await store.put_message(MessageInner("T", 0, b"two"))).append.logics_offset == 1
+    store.do_reput()
+    res = store.get_message("G", "T", 0, 0, 32)
+    assert res.message_count == 2
+    res.release()
