@@ -8,7 +8,7 @@ import time
 from rmq import _store
 from rmq.store.config import StoreConfig
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
-from rmq.store.message import (AppendMessageResult, AppendMessageStatus, MessageInner,
+from rmq.store.message import (AppendMessageResult, MessageInner,
                                MessageSysFlag, PutMessageResult, PutMessageStatus, host_bytes)
 
 __all__ = ["CommitLog"]

@@ -32,7 +32,7 @@ from rmq.store.commitlog import CommitLog
 from rmq.store.config import StoreConfig
 from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rmq.store.message import (GetMessageResult, GetMessageStatus, MessageExt, MessageFilter,
-                               MessageInner, MessageSysFlag, PutMessageResult, PutMessageStatus)
+                               MessageInner, PutMessageResult, PutMessageStatus)
 
 __all__ = ["MessageStore"]
 

@@ -3,7 +3,6 @@ import logging
 import os
 import random
 import signal
-import struct
 import subprocess
 import sys
 import time
