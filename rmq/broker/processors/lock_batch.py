@@ -30,7 +30,9 @@ def _parse(cmd: RemotingCommand, what: str) -> tuple[str, str, list[MessageQueue
         raise RemotingCommandError(f"{what}: consumerGroup is missing")
     if not isinstance(client_id, str) or not client_id:
         raise RemotingCommandError(f"{what}: clientId is missing")
-    raw = body.get("mqSet") or []
+    raw = body.get("mqSet")
+    if raw is None:
+        raw = []
     if not isinstance(raw, list):
         raise RemotingCommandError(f"{what}: mqSet must be a JSON array")
     try:
