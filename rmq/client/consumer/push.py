@@ -56,6 +56,9 @@ PAUSED_DELAY = 3.0
 LOCAL_RETRY_DELAY = 5.0
 #: Orderly: how long to wait before retrying to lock a queue the broker refused.
 LOCK_RETRY_DELAY = 3.0
+#: Orderly: rebalance again this soon when a newly assigned queue is still locked by its
+#: previous owner.
+RELOCK_DELAY = 1.0
 #: Orderly: renew every queue lock this often (Java REBALANCE_LOCK_INTERVAL).
 LOCK_RENEW_INTERVAL = 20.0
 
@@ -163,6 +166,7 @@ class PushConsumer(ConsumerBase):
         self._resume.set()
         self._current: _ConsumeRequest | None = None    # iterator mode: the message being handled
         self._busy = 0                  # handler calls in progress (close() waits for them)
+        self._relock_task: asyncio.Task | None = None
         self._idle = asyncio.Event()
         self._flow_control_times = 0
         self.stats = {"pulled": 0, "consumed_ok": 0, "consumed_failed": 0, "sent_back": 0,
@@ -307,7 +311,18 @@ class PushConsumer(ConsumerBase):
     async def _lock_new_queue(self, mq: MessageQueue) -> bool:
         if not (self.orderly and self.message_model is MessageModel.CLUSTERING):
             return True
-        return mq in await self._lock_batch([mq])
+        if mq in await self._lock_batch([mq]):
+            return True
+        # The previous owner has not unlocked it yet (it does so right after its own rebalance).
+        # Try again in a moment rather than at the next 20 s rebalance.
+        if self._relock_task is None or self._relock_task.done():
+            self._relock_task = self._spawn(self._rebalance_soon(), "relock")
+        return False
+
+    async def _rebalance_soon(self) -> None:
+        await asyncio.sleep(RELOCK_DELAY)
+        if self._state == "RUNNING" and self._instance is not None:
+            self._instance.rebalance_immediately()
 
     async def _lock_batch(self, mqs: list[MessageQueue]) -> set[MessageQueue]:
         inst = self._instance
