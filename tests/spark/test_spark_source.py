@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from rmq._testing import StandaloneProcess
+from spark_support import Rmq
 
-from .conftest import Rmq
+from rmq._testing import StandaloneProcess
 
 pytestmark = pytest.mark.spark
 
