@@ -101,7 +101,8 @@ async def test_failed_message_is_consumed_again(cluster, namesrv_addr, unique):
         if msg.body == b"bad" and msg.reconsume_times == 0:
             return rmq.ConsumeResult.RECONSUME_LATER
 
-    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST)
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST,
+                         delay_level_when_next_consume=1)    # 1 s instead of 10 s
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: (b"bad", 1, topic) in deliveries, timeout=30, what="redelivery of bad")
@@ -398,7 +399,8 @@ async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
         deliveries.append(msg.reconsume_times)
         raise RuntimeError("always fails")
 
-    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST, max_reconsume_times=1)
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST, max_reconsume_times=1,
+                         delay_level_when_next_consume=1)
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: deliveries[-2:] == [0, 1], timeout=40, what="one redelivery from %RETRY%")

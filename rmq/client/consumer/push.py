@@ -110,6 +110,9 @@ class PushConsumer(ConsumerBase):
         offset_store_dir: broadcasting: directory of the local offset file; default
             ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
         iterator_buffer: iterator mode: messages handed to ``async for`` ahead of it; default 256.
+        delay_level_when_next_consume: delay level (1..18) of a message sent back after a failed
+            concurrent consumption; default 0 = the broker's choice, 3 + reconsume times (10 s,
+            30 s, 1 min …).
         on_rebalance: ``fn(topic, queues)`` (sync or async), called after this member's queues of
             ``topic`` changed, with the queues it now owns; default None.
     """
@@ -127,6 +130,7 @@ class PushConsumer(ConsumerBase):
                  pull_threshold_size_for_queue: int = 100, consume_concurrently_max_span: int = 2000,
                  max_reconsume_times: int | None = None, suspend_current_queue_time: float = 1.0,
                  offset_store_dir: str | None = None, iterator_buffer: int = 256,
+                 delay_level_when_next_consume: int = 0,
                  on_rebalance=None) -> None:
         super().__init__(namesrv_addr, group, message_model=message_model,
                          consume_from_where=consume_from_where, consume_timestamp=consume_timestamp,
@@ -159,6 +163,8 @@ class PushConsumer(ConsumerBase):
         self.max_reconsume_times = (max_reconsume_times if max_reconsume_times is not None
                                     else (-1 if orderly else 16))
         self.suspend_current_queue_time = suspend_current_queue_time
+        _check_range("delay_level_when_next_consume", delay_level_when_next_consume, 0, 18)
+        self.delay_level_when_next_consume = delay_level_when_next_consume
         self._consume_queue: asyncio.Queue[Any] = asyncio.Queue(
             maxsize=0 if self._has_handler else iterator_buffer)
         self._tasks: set[asyncio.Task] = set()
@@ -559,7 +565,7 @@ class PushConsumer(ConsumerBase):
             return
         failed_back: list[MessageExt] = []
         for m in req.msgs:
-            if not await self.send_message_back(m, 0):
+            if not await self.send_message_back(m, self.delay_level_when_next_consume):
                 failed_back.append(dataclasses.replace(m, reconsume_times=m.reconsume_times + 1))
         done = [m for m in req.msgs if m.queue_offset not in {f.queue_offset for f in failed_back}]
         if done:
