@@ -504,3 +504,30 @@ async def test_orderly_clustering_rebalance_hands_locks_over(cluster, namesrv_ad
         assert sorted(set(seqs)) == list(range(20)), (key, seqs)
         firsts = [s for i, s in enumerate(seqs) if s not in seqs[:i]]
         assert firsts == sorted(firsts), f"{key} out of order: {seqs}"
+
+
+async def test_batch_handler_gets_lists_and_a_failure_redelivers_the_batch(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    await _produce(namesrv_addr, topic, [b"%d" % i for i in range(24)], unique("PG"))
+    batches, failed_once = [], []
+
+    async def batch_handler(msgs):
+        assert 1 <= len(msgs) <= 4 and len({m.queue_id for m in msgs}) == 1
+        if not failed_once and any(m.body == b"5" for m in msgs):
+            failed_once.append([m.body for m in msgs])
+            raise RuntimeError("whole batch fails")
+        batches.append([m.body for m in msgs])
+
+    c = rmq.PushConsumer(namesrv_addr, cg, batch_handler=batch_handler, consume_batch_size=4,
+                         consume_from_where=FIRST, delay_level_when_next_consume=1)
+    c.subscribe(topic)
+    async with c:
+        await wait_until(lambda: {b for bs in batches for b in bs} >= {b"%d" % i for i in range(24)},
+                         timeout=20, what="all 24 in batches")
+    assert any(len(b) > 1 for b in batches)
+    redelivered = {b for bs in batches for b in bs if b in failed_once[0]}
+    assert redelivered == set(failed_once[0])
+    with pytest.raises(rmq.ClientError):
+        rmq.PushConsumer(namesrv_addr, cg, handler=batch_handler, consume_batch_size=4)
