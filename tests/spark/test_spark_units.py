@@ -370,3 +370,26 @@ def test_vectorized_sink_encoding_matches_the_row_path():
             {"value": [b"v"], "topic": ["T"], "properties": [{"TAGS": "no"}]},
             schema=pa.schema([("value", pa.binary()), ("topic", pa.string()),
                               ("properties", pa.map_(pa.string(), pa.string()))])))
+
+
+def test_auto_registration_hook_as_spark_looks_it_up(monkeypatch):
+    """Spark registers ``DefaultSource`` of every top-level ``pyspark_*`` module it finds on the
+    path (pyspark/sql/worker/lookup_data_sources.py); an installed rmq ships one."""
+    pytest.importorskip("pyspark", reason="pyspark comes with the spark extra")
+    import importlib
+    import pathlib
+    import pkgutil
+
+    from pyspark.sql.datasource import DataSource
+
+    root = str(pathlib.Path(__file__).resolve().parents[2])  # where an install puts it: on sys.path
+    monkeypatch.syspath_prepend(root)
+    found = {}
+    for info in pkgutil.iter_modules([root]):
+        if info.name.startswith("pyspark_"):
+            mod = importlib.import_module(info.name)
+            if hasattr(mod, "DefaultSource") and issubclass(mod.DefaultSource, DataSource):
+                found[mod.DefaultSource.name()] = mod.DefaultSource
+    from rmq.spark.source import RocketMQDataSource
+
+    assert found == {"rocketmq": RocketMQDataSource}
