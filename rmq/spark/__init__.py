@@ -4,7 +4,10 @@ Install with the ``spark`` extra (``pip install 'rmq[spark]'``: pyspark >= 4.0 a
 Nothing else in rmq imports this package, and importing it does not import pyspark: the
 data source class is loaded on first use.
 
-Register it once per session (executors must be able to import ``rmq``)::
+An installed rmq ships the top-level module ``pyspark_rocketmq``, Spark's auto-registration
+hook, so ``format("rocketmq")`` works without further ado. From an editable checkout (whose
+modules Spark's lookup does not list), register it once per session; either way the
+executors must be able to import ``rmq``::
 
     import rmq.spark
     rmq.spark.register(spark)
