@@ -332,7 +332,7 @@ class MessageStore:
             return refused
         try:
             result = self.commit_log.append(msg)
-        except (OSError, StoreError, ValueError) as e:
+        except (OSError, StoreError, ValueError, TypeError) as e:
             log.error("append to CommitLog failed: %s", e)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
         if self._after_append(result):
@@ -346,7 +346,7 @@ class MessageStore:
             return refused
         try:
             result = self.commit_log.append_batch(msg)
-        except (OSError, StoreError, ValueError) as e:
+        except (OSError, StoreError, ValueError, TypeError) as e:
             log.error("batch append to CommitLog failed: %s", e)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
         if self._after_append(result):

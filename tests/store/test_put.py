@@ -345,3 +345,11 @@ async def test_flush_error_after_a_timed_out_put_is_not_left_unretrieved(make_st
     gc.collect()
     await asyncio.sleep(0)          # the autouse guard fails the test on "never retrieved"
     monkeypatch.undo()
+
+
+async def test_a_body_that_is_not_bytes_is_refused_not_raised(make_store, caplog):
+    store = await make_store()
+    r = await store.put_message(MessageInner("T", 0, "not bytes"))
+    assert r.status == PutMessageStatus.UNKNOWN_ERROR and "append failed" in r.remark
+    assert "append to CommitLog failed" in caplog.text
+    assert (await store.put_message(MessageInner("T", 0, b"fine"))).is_ok
