@@ -6,6 +6,8 @@ call. This module must never fail to import (a failure would break Spark's looku
 Python data source), so without pyspark or pyarrow it simply offers nothing.
 """
 try:
-    from rmq.spark.source import RocketMQDataSource as DefaultSource
-except ImportError:  # rmq installed without the spark extra
+    from rmq.spark.source import RocketMQDataSource
+except ImportError:  # rmq installed without the spark extra: offer nothing
     pass
+else:
+    DefaultSource = RocketMQDataSource
