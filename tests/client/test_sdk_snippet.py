@@ -44,3 +44,28 @@ async def test_issue_snippet_verbatim_on_an_auto_created_topic(cluster, namesrv_
             assert (msg.msg_id, msg.queue_id, msg.queue_offset, msg.reconsume_times) == (r.msg_id, r.queue_id, 0, 0)
             break
     assert time.monotonic() - t0 < 5.0, "the first message took a rebalance period to arrive"
+
+
+async def test_consumer_started_before_the_topic_exists(cluster, namesrv_addr, unique):
+    """The consumer subscribes to a topic nobody created yet; the first send auto-creates it and
+    the consumer picks it up within seconds (early rebalances), not after a 20 s period."""
+    import asyncio
+    import time
+
+    topic = unique("LATE")
+    got = []
+
+    async def handler(msg):
+        got.append(msg.body)
+
+    c = rmq.PushConsumer(namesrv_addr=namesrv_addr, group=unique("CG"), handler=handler)
+    c.subscribe(topic)
+    async with c:
+        await asyncio.sleep(0.5)
+        async with rmq.Producer(namesrv_addr=namesrv_addr, group=unique("PG")) as p:
+            await p.send(rmq.Message(topic=topic, body=b"first"))
+        t0 = time.monotonic()
+        while not got and time.monotonic() - t0 < 15:
+            await asyncio.sleep(0.05)
+    assert got == [b"first"]
+    assert time.monotonic() - t0 < 6.0

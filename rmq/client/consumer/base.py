@@ -125,6 +125,8 @@ class ConsumerBase:
         self.offset_store: OffsetStore | None = None
         self._instance: ClientInstance | None = None
         self._rebalance_lock = asyncio.Lock()
+        self._early_rebalance: asyncio.TimerHandle | None = None
+        self._early_backoff = 1.0
         self._state = "CREATED"
         self._start_time = 0
 
@@ -214,6 +216,9 @@ class ConsumerBase:
     async def _stop_base(self) -> None:
         """Drop every queue (persisting its offset), then leave the group."""
         inst = self._instance
+        if self._early_rebalance is not None:
+            self._early_rebalance.cancel()
+            self._early_rebalance = None
         async with self._rebalance_lock:
             pqs = list(self.process_queue_table.items())
             for mq, pq in pqs:
@@ -244,11 +249,15 @@ class ConsumerBase:
         async with self._rebalance_lock:
             if self._state != "RUNNING":
                 return
+            missing = False
             for topic in list(self.subscriptions):
                 try:
-                    await self._rebalance_by_topic(topic)
+                    if not await self._rebalance_by_topic(topic):
+                        missing = missing or not topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
                 except RMQError as e:
+                    missing = True
                     log.warning("group %s: rebalance of %s failed: %r", self.group, topic, e)
+            self._schedule_early_rebalance(missing)
             # queues of topics no longer subscribed
             for mq in [mq for mq in self.process_queue_table if mq.topic not in self.subscriptions]:
                 pq = self.process_queue_table[mq]
@@ -256,7 +265,8 @@ class ConsumerBase:
                 if await self._remove_unnecessary_queue(mq, pq):
                     del self.process_queue_table[mq]
 
-    async def _rebalance_by_topic(self, topic: str) -> None:
+    async def _rebalance_by_topic(self, topic: str) -> bool:
+        """Rebalance one topic; False when its route or member list is not known yet."""
         inst = self._instance
         assert inst is not None
         mqs = self.topic_subscribe_info.get(topic)
@@ -266,16 +276,18 @@ class ConsumerBase:
         if not mqs:
             if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 log.warning("group %s: no route for subscribed topic %s yet", self.group, topic)
-            return
+            return False
+        known = True
         if self.message_model is MessageModel.BROADCASTING:
             mine = set(mqs)
         else:
             cids = await inst.find_consumer_id_list(topic, self.group)
             if not cids:
                 log.warning("group %s: the broker lists no member for topic %s", self.group, topic)
-                return
+                return False
             if inst.client_id not in cids:
                 log.info("group %s: %s not yet in the member list %s", self.group, inst.client_id, cids)
+                known = False
             mine = set(self.allocate_strategy(self.group, inst.client_id, sorted(mqs), sorted(set(cids))))
         changed = await self._update_process_queue_table(topic, mine)
         if changed:
@@ -289,6 +301,23 @@ class ConsumerBase:
                         await res
                 except Exception:  # noqa: BLE001 - a listener must not break the rebalance
                     log.exception("group %s: on_rebalance listener raised", self.group)
+        return known
+
+    def _schedule_early_rebalance(self, needed: bool) -> None:
+        """A subscribed topic had no route (or no member list) yet: rebalance again after 1 s,
+        2 s, 4 s … up to the regular 20 s, instead of waiting a whole period (a consumer started
+        before the first message of an auto-created topic starts consuming within seconds)."""
+        if self._early_rebalance is not None:
+            self._early_rebalance.cancel()
+            self._early_rebalance = None
+        if not needed:
+            self._early_backoff = 1.0
+            return
+        inst = self._instance
+        if inst is None or self._state != "RUNNING":
+            return
+        self._early_rebalance = asyncio.get_running_loop().call_later(self._early_backoff, inst.rebalance_immediately)
+        self._early_backoff = min(self._early_backoff * 2, 16.0)
 
     async def _on_message_queue_changed(self, topic: str, mine: set[MessageQueue]) -> None:
         """Hook after the queue set of a topic changed."""
