@@ -133,3 +133,24 @@ async def test_malformed_route_is_a_clear_error(unique):
             assert not ei.value.retriable
     finally:
         await server.close()
+
+
+async def test_callback_gets_the_failure_and_oneway_orderly(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic = unique("T")
+    await create_topic(broker.broker_addr, topic, queues=4)
+    seen = []
+
+    async def callback(result, exc):
+        seen.append((result, exc))
+
+    async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+        bad = rmq.MessageQueue(topic, "no-such-broker", 0)
+        task = p.send_with_callback(rmq.Message(topic, b"x"), callback, queue=bad)
+        with pytest.raises(rmq.ClientError):
+            await task
+        for i in range(3):
+            await p.send_oneway(rmq.Message(topic, b"ow%d" % i), sharding_key="same")
+    assert seen[0][0] is None and isinstance(seen[0][1], rmq.ClientError)
+    msgs = await drain(namesrv_addr, topic, 3, group=unique("DRAIN"))
+    assert [m.body for m in msgs] == [b"ow0", b"ow1", b"ow2"] and len({m.queue_id for m in msgs}) == 1
