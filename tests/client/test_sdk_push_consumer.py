@@ -253,17 +253,7 @@ async def test_orderly_clustering_locks_queues(cluster, namesrv_addr, unique):
     async with RemotingClient() as rc:
         probe = await rc.invoke(broker.broker_addr, RemotingCommand.request(
             RequestCode.LOCK_BATCH_MQ, None, json.dumps({"consumerGroup": cg, "clientId": "probe", "mqSet": []}).encode()))
-    if probe.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-        # The client side still must not consume without a lock: start and check it holds back.
-        got = []
-        c = rmq.PushConsumer(namesrv_addr, cg, handler=lambda m: asyncio.sleep(0, got.append(m)), orderly=True,
-                             consume_from_where=FIRST)
-        c.subscribe(topic)
-        await _produce(namesrv_addr, topic, [b"x"], unique("PG"))
-        async with c:
-            await asyncio.sleep(1.0)
-            assert got == [] and not any(pq.locked for pq in c.process_queue_table.values())
-        pytest.skip("broker lacks LOCK_BATCH_MQ (issue 5): verified only that nothing is consumed unlocked")
+    assert probe.code == ResponseCode.SUCCESS and json.loads(probe.body_bytes()) == {"lockOKMQSet": []}
     got = []
 
     async def handler(msg):
