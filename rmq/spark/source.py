@@ -299,14 +299,6 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         begin = offsets_from_json(start) if start else {}
         stop = offsets_from_json(end)
-        queues = {}
-        for k in stop:
-            addr = self._queues.get(k)
-            if addr is None:
-                addr = self._refresh_queues().get(k)
-            if addr is None:
-                addr = self._addr_of(k)
-            queues[k] = addr
         lo = {}
         for k, e in stop.items():
             b = begin.get(k, 0)  # a queue new since the last batch starts at its beginning
@@ -314,15 +306,22 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
                 msg = (f"queue {k[0]}/{k[1]}/{k[2]}: its offsets went back from {b} to {e}; "
                        f"the topic was probably deleted and recreated")
                 if self.opts.fail_on_data_loss:
-                    raise DataLossError(msg + ". Set failOnDataLoss=false to continue from the new offsets.")
-                log.warning("%s; continuing (failOnDataLoss=false)", msg)
-                b = e
+                    raise DataLossError(msg + ". Set failOnDataLoss=false to read it again from its beginning.")
+                log.warning("%s; reading it again from its beginning (failOnDataLoss=false)", msg)
+                b = 0
             lo[k] = b
-        live = {k: a for k, a in queues.items() if a is not None}
-        for k in queues:
-            if queues[k] is None and stop[k] > lo[k]:
-                raise RMQError(f"queue {k[0]}/{k[1]}/{k[2]} has offsets {lo[k]}..{stop[k]} to read but "
+        live: dict[tuple, str] = {}
+        refreshed = False
+        for k in sorted(k for k in stop if stop[k] > lo[k]):
+            addr = self._queues.get(k)
+            if addr is None and not refreshed:  # e.g. replaying a batch right after a restart
+                refreshed = True
+                addr = self._refresh_queues().get(k)
+            addr = addr or self._addr_of(k)
+            if addr is None:
+                raise RMQError(f"queue {k[0]}/{k[1]}/{k[2]} has offsets {lo[k]}..{stop[k] - 1} to read but "
                                f"broker {k[1]!r} has no master in the route now")
+            live[k] = addr
         ranges = plan_ranges(live, lo, {k: stop[k] for k in live}, min_partitions=self.opts.min_partitions,
                              max_records=self.opts.max_records_per_partition)
         return [RangePartition(r) for r in ranges]
