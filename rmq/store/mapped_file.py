@@ -103,8 +103,11 @@ class MappedFile:
     def zero(self, start: int, end: int) -> None:
         """Clear ``[start, end)`` so stale bytes past a truncation can never look valid."""
         end = min(end, self.file_size)
-        if end > start:
-            self.mm[start:end] = bytes(end - start)
+        chunk = bytes(min(max(end - start, 0), 1 << 20))
+        while start < end:
+            n = min(len(chunk), end - start)
+            self.mm[start:start + n] = chunk[:n] if n < len(chunk) else chunk
+            start += n
 
     def data_end(self, start: int) -> int:
         """An upper bound of where written data ends at or after ``start`` (holes are never
