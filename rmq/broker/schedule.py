@@ -157,6 +157,10 @@ class ScheduleMessageService:
                 off = min(max(off, lo), hi)
             self.table.offset_table[level] = off
         self._wakeup = asyncio.Event()
+        if getattr(self.controller, "is_slave", False):
+            # A slave's store is written by replication only; its master delivers (Java).
+            log.info("schedule service idle: this broker is a slave")
+            return
         store.add_arrival_listener(self._on_arrival)
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._deliver_loop(), name="broker-schedule")

@@ -242,8 +242,11 @@ class TransactionalMessageService:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        self._prime_resolved()
         self._kick = asyncio.Event()
+        if getattr(self.controller, "is_slave", False):
+            log.info("transaction check service idle: this broker is a slave")
+            return
+        self._prime_resolved()
         self._task = asyncio.get_running_loop().create_task(self._check_loop(), name="broker-transaction-check")
         log.info("transaction check service started: timeout %d ms, interval %d ms, max %d checks",
                  self.config.transaction_time_out, self.config.transaction_check_interval,
