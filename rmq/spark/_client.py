@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import socket
 import threading
 import time
@@ -192,6 +193,21 @@ class BlockingConnection:
         self._decoder = FrameDecoder(max_frame_length=64 * 1024 * 1024)
         self.closed = False
 
+    def looks_dead(self) -> bool:
+        """True when the peer has closed the connection (e.g. the broker's idle timeout while
+        a Spark worker sat between tasks): the socket reads EOF without blocking."""
+        if self.closed:
+            return True
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+            if not readable:
+                return False
+            return self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
@@ -276,6 +292,9 @@ class RocketMQClient:
 
     def _conn(self, addr: str) -> BlockingConnection:
         c = self._conns.get(addr)
+        if c is not None and not c.closed and c.looks_dead():
+            log.info("connection to %s was closed by the peer; reconnecting", addr)
+            c.close()
         if c is None or c.closed:
             c = BlockingConnection(addr, self.connect_timeout)
             self._conns[addr] = c

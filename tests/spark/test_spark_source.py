@@ -271,6 +271,7 @@ def test_data_loss_when_retention_deleted_the_start(spark, tmp_path):
       "endingOffsets": '{"orders": {"0": 5}}'}, "starting offset 15 is after the ending offset 5"),
     ({"subscribe": "orders", "endingOffsets": "earliest"}, "not allowed as an ending offset"),
     ({"topic": "orders", "assign": '{"orders": [0]}'}, "exactly one of subscribe"),
+    ({"subscribe": "orders", "nameServer": "127.0.0.1:1"}, "connect to 127.0.0.1:1 failed"),
 ])
 def test_bad_options_give_clear_errors(spark, rmq_server, prefilled, options, match):
     r = spark.read.format("rocketmq")

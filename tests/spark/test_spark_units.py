@@ -393,3 +393,51 @@ def test_auto_registration_hook_as_spark_looks_it_up(monkeypatch):
     from rmq.spark.source import RocketMQDataSource
 
     assert found == {"rocketmq": RocketMQDataSource}
+
+
+def test_client_replaces_a_connection_the_peer_closed():
+    """A cached connection the server closed (idle timeout between Spark tasks) is replaced
+    before use, so even a non-idempotent send does not fail on it."""
+    import socket
+    import threading
+    import time
+
+    from rmq.remoting.codec import FrameDecoder, encode
+    from rmq.remoting.command import RemotingCommand
+    from rmq.spark._client import RocketMQClient
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    addr = f"127.0.0.1:{srv.getsockname()[1]}"
+    accepted = []
+
+    def serve():
+        # First connection: closed at once without answering; later ones echo one reply.
+        for i in range(2):
+            conn, _ = srv.accept()
+            accepted.append(conn)
+            if i == 0:
+                conn.close()
+                continue
+            dec = FrameDecoder()
+            while True:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                dec.feed(data)
+                for cmd in dec:
+                    conn.sendall(b"".join(bytes(p) for p in encode(cmd.response(0, None, {"ok": "1"}))))
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    client = RocketMQClient(["127.0.0.1:9"], timeout=5)
+    try:
+        client._conn(addr)  # connect; the server closes it
+        deadline = time.monotonic() + 5
+        while not accepted and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.1)  # let the FIN arrive
+        resp = client.invoke(addr, RemotingCommand.request(10, {"x": "y"}), idempotent=False)
+        assert resp.ext_fields == {"ok": "1"} and len(accepted) == 2
+    finally:
+        client.close()
+        srv.close()
