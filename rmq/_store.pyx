@@ -386,6 +386,9 @@ def encode_batch(dst, Py_ssize_t pos, batch, list items, bytes topic, outer_prop
         bpos, blen, ppos, plen, flag, size = item
         if at + size > d.size:
             raise ValueError("batch does not fit in the buffer")
+        if bpos < 0 or blen < 0 or bpos + blen > b.shape[0] or ppos < 0 or plen < 0 or ppos + plen > b.shape[0] \
+                or size != FIXED + blen + tlen + plen + oplen + (1 if plen > 0 and oplen > 0 and b[ppos + plen - 1] != 2 else 0):
+            raise ValueError("batch items do not match the batch body")
         sep = plen > 0 and oplen > 0 and b[ppos + plen - 1] != 2
         tp = plen + oplen + (1 if sep else 0)
         p = d.wptr + at
@@ -455,6 +458,8 @@ cdef int _check(const uint8_t* p, Py_ssize_t avail, int64_t expect_phy, bint che
     bh = _host_len(sysflag, 0x10)
     sh = _host_len(sysflag, 0x20)
     at = 48 + bh + 8 + sh + 4 + 8
+    if at + 4 + 1 + 2 > total:
+        return SCAN_CORRUPT
     blen = rd32(p + at)
     if blen < 0 or at + 4 + blen + 1 + 2 > total:
         return SCAN_CORRUPT
@@ -781,7 +786,10 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     cdef bint matched
     if end > d.size:
         end = d.size
+    if start < 0:
+        start = 0
     n = end - start
+    n -= n % 20                     # whole units only
     if n < 0:
         n = 0
     budget = max_msg_nums * 20
@@ -828,7 +836,7 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
                         status = ST_NO_MATCHED_MESSAGE
                     i += 20
                     continue
-            rec = table.locate(offset_py, size_py, readable_offset, &fidx, &fpos)
+            rec = NULL if size_py < FIXED else table.locate(offset_py, size_py, readable_offset, &fidx, &fpos)
             if rec == NULL or rdu32(rec + 4) != _MAGIC or rd32(rec) != size_py:
                 if total == 0:
                     status = ST_MESSAGE_WAS_REMOVING

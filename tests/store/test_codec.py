@@ -171,3 +171,29 @@ def test_scan_records_classifies_corruption():
     _store.write_blank(buf, s1 + s2, len(buf) - s1 - s2)
     recs, end, outcome, blank = _store.scan_records(buf, 0, len(buf), 0)
     assert outcome == _store.SCAN_BLANK and blank == len(buf) - s1 - s2
+
+
+def test_malformed_records_never_read_out_of_bounds():
+    """Random garbage, truncated records and IPv6 sysFlag bits on a minimal record: the
+    scanner classifies, never crashes."""
+    import random
+    rng = random.Random(5)
+    host = host_bytes(("127.0.0.1", 1))
+    base = bytearray(200)
+    size = _store.encode_record(base, 0, b"", b"T", b"", 0, 0, 0, 0, 0, 0, host, 0, host, 0, 0)
+    v6 = bytearray(base[:size])
+    v6[36:40] = struct.pack(">i", 0x30)
+    recs, end, outcome, _ = _store.scan_records(bytes(v6), 0, len(v6), 0)
+    assert recs == [] and outcome == _store.SCAN_CORRUPT
+    for _ in range(3000):
+        n = rng.randint(0, 300)
+        buf = bytearray(rng.randbytes(n))
+        if n >= 8 and rng.random() < 0.7:
+            buf[4:8] = struct.pack(">I", _store.MESSAGE_MAGIC_CODE)
+            buf[0:4] = struct.pack(">i", rng.randint(-5, n + 5))
+        recs, end, outcome, _ = _store.scan_records(bytes(buf), 0, n, 0, rng.random() < 0.5)
+        assert 0 <= end <= n
+        try:
+            _store.decode_record(bytes(buf), 0)
+        except ValueError:
+            pass
