@@ -26,10 +26,19 @@ __all__ = ["RocketMQDataSource", "register", "SOURCE_SCHEMA"]
 
 
 def register(spark: Any) -> None:
-    """Register ``format("rocketmq")`` with a SparkSession (idempotent)."""
+    """Register ``format("rocketmq")`` with a SparkSession (idempotent).
+
+    When Spark already found it through the ``pyspark_rocketmq`` hook, Spark refuses a second
+    registration under the same name (DATA_SOURCE_ALREADY_EXISTS); that is the same source,
+    so it is not an error here.
+    """
     from rmq.spark.source import RocketMQDataSource
 
-    spark.dataSource.register(RocketMQDataSource)
+    try:
+        spark.dataSource.register(RocketMQDataSource)
+    except Exception as e:  # pyspark's AnalysisException; its module differs between versions
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(e):
+            raise
 
 
 def __getattr__(name: str) -> Any:
