@@ -97,6 +97,7 @@ class ScheduleMessageService:
         self._persist_task: asyncio.Task | None = None
         self._retry_at: dict[int, float] = {}   # level → monotonic time before which it waits
         self._dirty = False
+        self._stopping = False
         self.delivered = 0
         self.discarded = 0
 
@@ -168,8 +169,23 @@ class ScheduleMessageService:
         log.info("schedule service started: %d levels (%s), offsets %s", self.max_delay_level,
                  self.controller.store_config.message_delay_level, self.table.offset_table)
 
-    async def stop(self) -> None:
-        """Stop delivering (a delivery in progress finishes its put) and persist progress."""
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop delivering and persist progress.
+
+        The delivery task stops between two messages (a put in progress completes and its
+        offset is recorded), so a clean shutdown never delivers a message twice; after
+        ``grace`` seconds it is cancelled.
+        """
+        self._stopping = True
+        if self._wakeup is not None:
+            self._wakeup.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), grace)
+            except asyncio.TimeoutError:
+                log.warning("schedule service did not stop within %.0f s; cancelling it", grace)
+            except Exception:  # noqa: BLE001 - logged below when awaited
+                pass
         for t in (self._task, self._persist_task):
             if t is not None:
                 t.cancel()
@@ -210,10 +226,12 @@ class ScheduleMessageService:
                     log.exception("persisting the delay offset table failed")
 
     async def _deliver_loop(self) -> None:
-        while True:
+        while not self._stopping:
             self._wakeup.clear()
             next_due = None   # epoch ms of the earliest unit not yet due
             for level in range(1, self.max_delay_level + 1):
+                if self._stopping:
+                    return
                 try:
                     due = await self._deliver_level(level)
                 except asyncio.CancelledError:
@@ -246,7 +264,7 @@ class ScheduleMessageService:
             return None
         delay = self.delay_millis[level - 1]
         offset = self.table.offset_table.get(level, 0)
-        while True:
+        while not self._stopping:
             lo = cq.get_min_offset_in_queue()
             if offset < lo:
                 log.warning("delay level %d: offset %d is below the queue minimum %d (expired files); skipping ahead",

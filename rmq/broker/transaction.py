@@ -104,6 +104,7 @@ class TransactionalMessageService:
         self._task: asyncio.Task | None = None
         self._kick: asyncio.Event | None = None
         self._resolved: collections.OrderedDict[int, None] = collections.OrderedDict()
+        self._stopping = False
         self.checks_sent = 0
         self.discarded = 0
 
@@ -252,8 +253,19 @@ class TransactionalMessageService:
                  self.config.transaction_time_out, self.config.transaction_check_interval,
                  self.config.transaction_check_max)
 
-    async def stop(self) -> None:
+    async def stop(self, grace: float = 5.0) -> None:
+        """Stop checking; a check run in progress ends after its current message and
+        records its progress (cancelled after ``grace`` seconds)."""
+        self._stopping = True
+        if self._kick is not None:
+            self._kick.set()
         if self._task is not None:
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), grace)
+            except asyncio.TimeoutError:
+                log.warning("transaction check did not stop within %.0f s; cancelling it", grace)
+            except Exception:  # noqa: BLE001 - logged below when awaited
+                pass
             self._task.cancel()
             try:
                 await self._task
@@ -290,13 +302,15 @@ class TransactionalMessageService:
                 continue
 
     async def _check_loop(self) -> None:
-        while True:
+        while not self._stopping:
             interval = max(self.config.transaction_check_interval, 10) / 1000.0
             try:
                 await asyncio.wait_for(self._kick.wait(), interval)
             except asyncio.TimeoutError:
                 pass
             self._kick.clear()
+            if self._stopping:
+                return
             try:
                 await self.check()
             except asyncio.CancelledError:
@@ -349,7 +363,7 @@ class TransactionalMessageService:
         sent = 0
         now_ms = int(time.time() * 1000)
         i = half_offset
-        while i < half_hi:
+        while i < half_hi and not self._stopping:
             if time.monotonic() - start > MAX_PROCESS_TIME_LIMIT:
                 log.warning("transaction check stopped after %.0f s at half offset %d", MAX_PROCESS_TIME_LIMIT, i)
                 break

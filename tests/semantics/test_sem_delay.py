@@ -117,3 +117,34 @@ async def test_crash_without_persisted_progress_delivers_at_least_once(tmp_path)
             w = Wire(None, broker, client)
             await wait_for(lambda: len(w.messages("CrashT")) == 2, timeout=5, what="the redelivery")
             assert [m.body for m in w.messages("CrashT")] == [b"one", b"one"]
+
+
+async def test_shutdown_in_the_middle_of_a_delivery_burst_loses_and_repeats_nothing(tmp_path):
+    """Shut down while a burst of due messages is being delivered: the service stops between
+    two messages, so after the restart every message is in its topic exactly once."""
+    store = tmp_path / "store"
+    cfg = dict(message_delay_level=SHORT_LEVELS)
+    n = 3000
+    async with run_broker(store, **cfg) as broker:
+        async with RemotingClient() as client:
+            w = Wire(None, broker, client)
+            await w.create_topic("BurstT", queues=1)
+            sem = asyncio.Semaphore(64)
+
+            async def one(i):
+                async with sem:
+                    r = await w.send("BurstT", b"%d" % i, props={"DELAY": "1"})
+                    assert r.code == ResponseCode.SUCCESS
+            await asyncio.gather(*(one(i) for i in range(n)))
+            await w.dispatched()
+            await wait_for(lambda: w.store.get_max_offset_in_queue("BurstT", 0) > 0, timeout=5,
+                           interval=0.001, what="the burst to start")
+            during = w.store.get_max_offset_in_queue("BurstT", 0)
+    async with run_broker(store, **cfg) as broker:
+        async with RemotingClient() as client:
+            w = Wire(None, broker, client)
+            await wait_for(lambda: w.store.get_max_offset_in_queue("BurstT", 0) >= n, timeout=10, what="all delivered")
+            await asyncio.sleep(0.5)
+            bodies = [m.body for m in w.messages("BurstT")]
+    print(f"delivered before the shutdown: {during} of {n}")
+    assert len(bodies) == n and len(set(bodies)) == n, (len(bodies), len(set(bodies)), during)
