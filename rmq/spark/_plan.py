@@ -5,9 +5,10 @@
 * :func:`resolve_offsets` turns an :class:`~rmq.spark.options.OffsetSpec` into one offset per
   queue (GET_MIN/MAX_OFFSET and SEARCH_OFFSET_BY_TIMESTAMP, pipelined per broker);
 * :func:`plan_ranges` cuts ``[start, end)`` per queue into Spark partitions;
-* :func:`read_range` pulls exactly one range and yields decoded column chunks. It is
-  deterministic for its range: a retried task returns the same messages (or fails on data
-  loss when ``failOnDataLoss`` is true).
+* :func:`read_range` pulls exactly one range and yields chunks of pull bodies (turned into
+  Arrow by :func:`rmq.spark._records.chunk_to_arrow`). It is deterministic for its range: a
+  retried task returns the same messages (or fails on data loss when ``failOnDataLoss`` is
+  true).
 """
 from __future__ import annotations
 
