@@ -54,6 +54,23 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
+def _check_delay_levels(key: str, value: object) -> None:
+    """``messageDelayLevel``: 1..64 blank-separated durations such as ``1s 5s 1m 2h`` (s/m/h/d)."""
+    items = str(value).split()
+    if not items or len(items) > 64:
+        raise ConfigError(f"bad value for {key}: {value!r} (expected 1 to 64 delays like '1s 5s 10s 1m 2h')")
+    for item in items:
+        if not re.fullmatch(r"[0-9]+[smhd]", item):
+            raise ConfigError(f"bad value for {key}: delay {item!r} in {value!r} "
+                              f"(expected a whole number followed by s, m, h or d)")
+
+
+# Extra checks of values whose type alone does not make them usable.
+VALIDATORS = {
+    "messagedelaylevel": _check_delay_levels,
+}
+
+
 @dataclass(slots=True)
 class NamesrvConfig:
     """Name server settings (Java ``NamesrvConfig`` + ``NettyServerConfig``).
@@ -282,6 +299,9 @@ def apply_properties(props: dict[str, str], *targets: object) -> list[str]:
             converted = converted.upper()
             if converted not in choices:
                 raise ConfigError(f"bad value for {key}: {value!r} (expected one of {', '.join(choices)})")
+        validator = VALIDATORS.get(_norm(key))
+        if validator is not None:
+            validator(key, converted)
         setattr(target, f.name, converted)
     return warnings
 

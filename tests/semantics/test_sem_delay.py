@@ -148,3 +148,27 @@ async def test_shutdown_in_the_middle_of_a_delivery_burst_loses_and_repeats_noth
             bodies = [m.body for m in w.messages("BurstT")]
     print(f"delivered before the shutdown: {during} of {n}")
     assert len(bodies) == n and len(set(bodies)) == n, (len(bodies), len(set(bodies)), during)
+
+
+def test_bad_message_delay_level_is_a_clear_config_error(tmp_path):
+    """A bad messageDelayLevel stops the daemon with exit status 2 and a sentence, not a
+    traceback from the schedule service."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from rmq.config import BrokerConfig, ConfigError, apply_properties
+    from rmq.store import StoreConfig
+
+    for bad in ("1s 5x", "", "1.5s", "s"):
+        with pytest.raises(ConfigError, match="messageDelayLevel"):
+            apply_properties({"messageDelayLevel": bad}, BrokerConfig(), StoreConfig())
+    sc = StoreConfig()
+    apply_properties({"messageDelayLevel": "1s 2m 3h 1d"}, BrokerConfig(), sc)
+    assert sc.delay_level_millis() == [1000, 120_000, 10_800_000, 86_400_000]
+    proc = subprocess.run([sys.executable, "-m", "rmq", "standalone", "--namesrv-port=0", "--broker-port=0",
+                           f"--store-dir={tmp_path / 'store'}", "--messageDelayLevel=1s 5x"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "messageDelayLevel" in proc.stderr and "Traceback" not in proc.stderr
