@@ -86,7 +86,11 @@ class ScheduleMessageService:
 
     def __init__(self, controller, flush_delay_offset_interval: float = 10.0):
         self.controller = controller
-        self.delay_millis: list[int] = controller.store_config.delay_level_millis()
+        try:
+            self.delay_millis: list[int] = controller.store_config.delay_level_millis()
+        except (KeyError, ValueError, IndexError):
+            raise ValueError(f"bad messageDelayLevel {controller.store_config.message_delay_level!r} "
+                             "(expected delays like '1s 5s 10s 1m 2h')") from None
         if not self.delay_millis:
             raise ValueError("messageDelayLevel defines no level")
         self.max_delay_level = len(self.delay_millis)
