@@ -21,6 +21,7 @@ import time
 from argparse import Namespace
 
 import _common as c
+from rmq.errors import RMQError
 import pull_bench
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -150,8 +151,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         figures = c.run(latency(args))
-    except c.BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (c.BenchError, RMQError, OSError) as exc:  # unreachable name server or broker, refused request
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     print_summary(figures)
     if args.json:

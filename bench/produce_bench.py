@@ -22,6 +22,7 @@ import sys
 import time
 
 import _common as c
+from rmq.errors import RMQError
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -241,8 +242,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         figures = c.run(produce(args))
-    except c.BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (c.BenchError, RMQError, OSError) as exc:  # unreachable name server or broker, refused request
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     print_summary(figures)
     if args.json:

@@ -24,6 +24,7 @@ import time
 from argparse import Namespace
 
 import _common as c
+from rmq.errors import RMQError
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import decode_binary_header, decode_json_header, encode
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -401,8 +402,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     try:
         figures = c.run(pull(args))
-    except c.BenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (c.BenchError, RMQError, OSError) as exc:  # unreachable name server or broker, refused request
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     print_summary(figures)
     if args.json:

@@ -63,7 +63,12 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     standalone = c.Standalone()
     print(f"starting rmq standalone (store {standalone.store_dir}) ...", flush=True)
-    c.run(standalone.start())
+    try:
+        c.run(standalone.start())
+    except c.BenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        standalone.cleanup()
+        return 2
     ns, pid = standalone.namesrv_addr, str(standalone.pid)
     print(f"rmq standalone pid {pid}: name server {ns}, broker {standalone.broker_addr}", flush=True)
     results = []

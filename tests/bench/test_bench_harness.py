@@ -343,3 +343,15 @@ async def test_queue_puller_never_pulls_past_the_brokers_max_offset():
     puller.buffer_updated(len(wire))
     assert stats.messages == 8
     assert [(o, n) for _, o, n in sent_since(1)] == [("40", "24"), ("64", "32"), ("96", "32")]
+
+
+@pytest.mark.parametrize("script", ["produce", "pull", "latency"])
+def test_unreachable_name_server_is_a_clear_error(script, capsys):
+    port = c.free_port()  # nothing listens there
+    argv = ["--namesrv", f"127.0.0.1:{port}", "--topic", "T", "--timeout", "1"]
+    mod = {"produce": produce_bench, "pull": pull_bench, "latency": latency_bench}[script]
+    if script == "pull":
+        argv += ["--group", "G"]
+    assert mod.main(argv + ["--duration", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "error: RemotingConnectError" in err and f"127.0.0.1:{port}" in err
