@@ -94,3 +94,22 @@ async def test_subscribe_mode_shares_queues_and_auto_commits(cluster, namesrv_ad
         a2 = rmq.PullConsumer(namesrv_addr, g)
         a2.subscribe(topic)
         a2.assign([])
+
+
+async def test_broadcasting_lite_pull_with_local_offsets(cluster, namesrv_addr, unique, tmp_path):
+    ns, broker = cluster
+    topic, g = unique("T"), unique("LG")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    await _fill(namesrv_addr, topic, 10, unique("PG"), 2)
+    consumers = [rmq.PullConsumer(namesrv_addr, g, message_model=rmq.MessageModel.BROADCASTING,
+                                  consume_from_where=FIRST, instance_name=n, offset_store_dir=str(tmp_path))
+                 for n in ("x", "y")]
+    for c in consumers:
+        c.subscribe(topic)
+    async with consumers[0] as a, consumers[1] as b:
+        got_a, got_b = await asyncio.gather(_poll_n(a, 10), _poll_n(b, 10))
+        assert sorted(int(m.body) for m in got_a) == sorted(int(m.body) for m in got_b) == list(range(10))
+        await a.commit()
+        q0 = rmq.MessageQueue(topic, "broker-a", 0)
+        assert await a.committed(q0) == 5      # from a's local file
+        assert await b.committed(q0) == -1     # b has its own file and committed nothing yet
