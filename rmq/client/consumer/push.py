@@ -188,9 +188,6 @@ class PushConsumer(ConsumerBase):
         """Join the group and start pulling. Raises ClientError without subscriptions."""
         if not self.subscriptions:
             raise ClientError("subscribe to at least one topic before start()")
-        if self.orderly and not self._has_handler:
-            # iterator mode delivers through one buffer: per-queue order is kept anyway
-            pass
         await self._start_base()
         if self._has_handler and not self.orderly:
             for i in range(self.consume_concurrency):
@@ -300,8 +297,6 @@ class PushConsumer(ConsumerBase):
             return
         self.stats["consumed_ok"] += len(req.msgs)
         self._commit_consumed(req.pq, req.msgs)
-        if self.orderly:
-            self._after_orderly_iter(req)
 
     def _wake_iterators(self) -> None:
         try:
@@ -656,9 +651,6 @@ class PushConsumer(ConsumerBase):
     def _exceeds_max_reconsume(self, msgs: list[MessageExt]) -> bool:
         return self.max_reconsume_times >= 0 and any(m.reconsume_times >= self.max_reconsume_times
                                                      for m in msgs)
-
-    def _after_orderly_iter(self, req: _ConsumeRequest) -> None:
-        """Iterator mode keeps queue order through its single buffer; nothing else to do."""
 
     # ---------------------------------------------------------------- broker → client requests
 
