@@ -521,3 +521,24 @@ async def test_batch_handler_gets_lists_and_a_failure_redelivers_the_batch(clust
     assert redelivered == set(failed_once[0])
     with pytest.raises(rmq.ClientError):
         rmq.PushConsumer(namesrv_addr, cg, handler=batch_handler, consume_batch_size=4)
+
+
+async def test_iterator_reconsume_later(cluster, namesrv_addr, unique):
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    await _produce(namesrv_addr, topic, [b"a", b"b", b"c"], unique("PG"))
+    seen = []
+    c = rmq.PushConsumer(namesrv_addr, cg, consume_from_where=FIRST, delay_level_when_next_consume=1)
+    c.subscribe(topic)
+    async with c:
+        with pytest.raises(rmq.ClientError):
+            await c.reconsume_later()            # nothing returned yet
+        async for msg in c:
+            seen.append((msg.body, msg.reconsume_times))
+            if msg.body == b"b" and msg.reconsume_times == 0:
+                await c.reconsume_later(msg)
+            if len(seen) == 4:
+                break
+    assert seen[:3] == [(b"a", 0), (b"b", 0), (b"c", 0)] and seen[3] == (b"b", 1)
+    assert (await _stored_offsets(broker.broker_addr, cg, topic, 1))[0] == 3

@@ -551,6 +551,12 @@ class PushConsumer(ConsumerBase):
             self.stats["consumed_ok"] += len(req.msgs)
             self._commit_consumed(pq, req.msgs)
             return
+        await self._consume_failed(req)
+
+    async def _consume_failed(self, req: _ConsumeRequest) -> None:
+        """Concurrent mode: send the messages back to the broker; those it could not take are
+        consumed again here after 5 s. Broadcasting: log and drop (as Java does)."""
+        pq = req.pq
         self.stats["consumed_failed"] += len(req.msgs)
         if self.message_model is MessageModel.BROADCASTING:
             for m in req.msgs:
@@ -574,7 +580,26 @@ class PushConsumer(ConsumerBase):
     async def _retry_later(self, req: _ConsumeRequest) -> None:
         await asyncio.sleep(LOCAL_RETRY_DELAY)
         if not req.pq.dropped:
-            self._consume_queue.put_nowait(req)
+            if self._has_handler:
+                self._consume_queue.put_nowait(req)
+            else:
+                for m in req.msgs:      # iterator mode: one message per item, bounded buffer
+                    await self._consume_queue.put(_ConsumeRequest([m], req.pq))
+
+    async def reconsume_later(self, msg: MessageExt | None = None) -> None:
+        """Iterator mode: do not acknowledge the message ``async for`` returned last; hand it
+        back instead (``%RETRY%group`` via the broker, or locally after 5 s; BROADCASTING: drop
+        it), and go on with the next one.
+
+        Raises ClientError if there is no current message or ``msg`` is not it."""
+        req = self._current
+        if req is None or (msg is not None and msg is not req.msgs[0]):
+            raise ClientError("reconsume_later() applies to the message async for returned last")
+        if self.orderly:
+            raise ClientError("an orderly consumer cannot skip a message: handle it again, or leave "
+                              "the loop with an exception to have it redelivered")
+        self._current = None
+        await self._consume_failed(req)
 
     def _commit_consumed(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         assert self.offset_store is not None
