@@ -451,3 +451,29 @@ def test_ons_failed_delivery_comes_back_through_the_retry_topic(real_clients, br
     assert 8000 <= delays[0] and delays[-1] < 25000, f"retry delays (level 3 = 10 s): {delays}"
     # the retry above also works through ali-ons' own fallback; code 36 must have been served
     assert "code 36 not supported" not in consumer.stderr, "CONSUMER_SEND_MSG_BACK refused, ali-ons fell back"
+
+
+def test_cpp_delayed_messages_wait_for_their_level(real_clients, broker, names, tmp_path):
+    """Messages sent with delay level 2 (DELAY=2, 5 s) reach a consumer that is already waiting
+    no sooner than 5 s after they were sent; undelayed ones arrive at once."""
+    broker.create_topic(names.topic, queues=4)
+    plan = plan_messages(names, 6)
+    for m in plan[:3]:
+        m["delay"] = 2
+    consumer = support.cpp(real_clients, tmp_path / "c", "push", "--namesrv", broker.namesrv, "--group", names.group,
+                           "--topic", names.topic, "--expect", str(len(plan)), "--marker", names.marker,
+                           "--props", "run,idx,note", "--timeout", "40")
+    broker.wait_for_members(names.group, 1)
+    producer = support.cpp(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
+                           "--group", names.producer_group,
+                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    assert producer.returncode == 0, failure_report(broker, producer)
+    result = consumer.result()
+    assert result.returncode == 0, failure_report(broker, producer, result)
+    got = check_delivered(broker, plan, result.of("recv"), names.marker, producer, result)
+    sent_at = {plan[s["i"]]["body"]: s["t"] for s in producer.of("sent")}
+    waited = {i: got[m["body"]]["t"] - sent_at[m["body"]] for i, m in enumerate(plan)}
+    assert all(4800 <= waited[i] < 15000 for i in range(3)), f"delayed messages waited (ms): {waited}"
+    assert all(waited[i] < 3000 for i in range(3, 6)), f"undelayed messages waited (ms): {waited}"
+    # the consumer sees the real topic again (the broker parked them in SCHEDULE_TOPIC_XXXX)
+    assert {got[m["body"]]["topic"] for m in plan} == {names.topic}

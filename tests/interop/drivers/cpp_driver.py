@@ -4,7 +4,7 @@ Runs under the interpreter of the client's own virtualenv (never rmq's), so it i
 from rmq. Every event is one JSON line on stdout; the test reads them and judges. Commands:
 
   produce --namesrv A --group G --plan PLAN.json
-      PLAN is a list of {"topic", "body", "tags"?, "keys"?, "props"?: {k: v},
+      PLAN is a list of {"topic", "body", "tags"?, "keys"?, "props"?: {k: v}, "delay"?: level,
       "send": "sync" | "oneway" | "orderly" | "batch", "arg"?: int}. "orderly" sends through
       the client's hashing queue selector (queue = arg % queue count); consecutive "batch"
       items go out together with send_batch (one SEND_MESSAGE flagged batch=1).
@@ -82,6 +82,8 @@ def produce(args):
             for key, value in (item.get("props") or {}).items():
                 msg.set_property(key, value)
             msg.set_body(item["body"].encode("utf-8"))
+            if item.get("delay"):
+                msg.set_delay_time_level(int(item["delay"]))  # DELAY property: 1 = 1 s, 2 = 5 s, ...
             mode = item.get("send", "sync")
             if mode == "batch":
                 batch.append((i, msg))
