@@ -13,22 +13,16 @@ import math
 import os
 import re
 import shutil
-import signal
-import socket
 import struct
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 
-REPO = Path(__file__).resolve().parent.parent
 
 # ------------------------------------------------------------------------------ records
 #
@@ -334,110 +328,80 @@ def encode_batch(bodies: list[bytes], props: list[str]) -> bytes:
 # ------------------------------------------------------------------------------ rmq standalone
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _port_open(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+    """A 127.0.0.1 port that was free a moment ago."""
+    from rmq._testing import free_port as _free_port
+    return _free_port()
 
 
 class Standalone:
-    """``python -m rmq standalone`` on free 127.0.0.1 ports with a fresh store (a subprocess).
+    """``python -m rmq standalone`` on free 127.0.0.1 ports with a fresh store, for ``make bench``.
 
-    ``start()`` waits until the name server routes TBW102 or lists a broker; ``stop()``
-    sends SIGTERM and waits (then SIGKILL after ``stop_timeout``). The process log goes to
-    ``log_path``; :meth:`log_tail` shows its end when something fails.
+    A thin layer over ``rmq._testing.StandaloneProcess`` (which launches the daemon, retries
+    on a port clash and logs to a file): ``start()`` additionally waits until the name server
+    routes TBW102 or lists a broker, i.e. the broker has registered, because the benchmarks
+    find brokers through the name server. ``stop()`` sends SIGTERM and waits; ``cleanup()``
+    also removes a store directory this object created.
     """
 
     def __init__(self, store_dir: str | None = None, extra_args: list[str] | None = None,
                  ready_timeout: float = 30.0, stop_timeout: float = 15.0):
+        from rmq._testing import StandaloneProcess
+
         self._own_dir = store_dir is None
         self.store_dir = store_dir or tempfile.mkdtemp(prefix="rmq-bench-store-")
-        self.extra_args = list(extra_args or [])
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
-        self.namesrv_port = free_port()
-        self.broker_port = free_port()
-        self.log_path = os.path.join(self.store_dir, "standalone.log")
-        self.proc: subprocess.Popen | None = None
+        self.process = StandaloneProcess(os.path.join(self.store_dir, "store"), list(extra_args or []),
+                                         start_timeout=ready_timeout)
 
     @property
     def namesrv_addr(self) -> str:
-        return f"127.0.0.1:{self.namesrv_port}"
+        return self.process.namesrv_addr
 
     @property
     def broker_addr(self) -> str:
-        return f"127.0.0.1:{self.broker_port}"
+        return self.process.broker_addr
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.process.pid
 
-    def command(self) -> list[str]:
-        return [sys.executable, "-m", "rmq", "standalone", "--namesrv-port", str(self.namesrv_port),
-                "--broker-port", str(self.broker_port), "--store-dir", os.path.join(self.store_dir, "store"),
-                *self.extra_args]
+    @property
+    def log_path(self) -> str:
+        return self.process.log_path
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return "".join(f.readlines()[-lines:])
-        except OSError:
-            return "(no log)"
+        return "\n".join(self.process.log_text().splitlines()[-lines:]) or "(no log)"
 
     async def start(self) -> "Standalone":
-        log = open(self.log_path, "ab")
-        env = dict(os.environ)
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, cwd=REPO,
-                                     env=env, start_new_session=True)
-        log.close()
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.process.start)
+        except RuntimeError as exc:
+            raise BenchError(str(exc)) from None
         deadline = time.monotonic() + self.ready_timeout
         client = RemotingClient([self.namesrv_addr], connect_timeout=1.0)
         try:
             while True:
-                if self.proc.poll() is not None:
-                    raise BenchError(f"rmq standalone exited with {self.proc.returncode}:\n{self.log_tail()}")
-                if not _port_open(self.namesrv_port) or not _port_open(self.broker_port):
-                    if time.monotonic() > deadline:
-                        self.stop()
-                        raise BenchError(f"rmq standalone not listening within {self.ready_timeout:.0f}s:\n"
-                                         f"{self.log_tail()}")
-                    await asyncio.sleep(0.1)
-                    continue
+                if self.process.proc.poll() is not None:
+                    raise BenchError(f"rmq standalone exited with {self.process.proc.returncode}:\n{self.log_tail()}")
                 try:
                     if await get_route(client, "TBW102", timeout=1.0) is not None:
                         break
                     if await master_brokers(client, timeout=1.0):
                         break
-                except Exception:  # not up yet: connection refused, timeout, no broker registered
+                except Exception:  # the broker has not registered yet
                     pass
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise BenchError(f"rmq standalone not ready within {self.ready_timeout:.0f}s:\n{self.log_tail()}")
-                await asyncio.sleep(0.2)
+                    raise BenchError(f"the broker did not register with the name server within "
+                                     f"{self.ready_timeout:.0f}s:\n{self.log_tail()}")
+                await asyncio.sleep(0.1)
         finally:
             await client.close()
         return self
 
     def stop(self) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(self.stop_timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        rc = self.proc.returncode
-        return rc
+        return self.process.stop(self.stop_timeout)
 
     def cleanup(self) -> None:
         self.stop()
