@@ -581,3 +581,31 @@ async def test_pool_run_blocking_in_threads():
         assert await pool.run_blocking(sum, [1, 2, 3]) == 6
     finally:
         await pool.close()
+
+
+async def test_async_and_oneway_to_a_dead_address():
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    dead = f"127.0.0.1:{probe.sockets[0].getsockname()[1]}"
+    probe.close()
+    await probe.wait_closed()
+    client = RemotingClient(connect_timeout=1.0)
+    try:
+        fut = asyncio.get_running_loop().create_future()
+        client.invoke_async(dead, req(ECHO), 2.0, lambda r, e: fut.set_result((r, e)))
+        r, e = await asyncio.wait_for(fut, 5)
+        assert r is None and isinstance(e, RemotingConnectError)
+        assert client.async_in_flight == 0
+        with pytest.raises(RemotingConnectError):
+            await client.invoke_oneway(dead, req(ECHO))
+    finally:
+        await client.close()
+
+
+async def test_request_with_typed_header(env):
+    from rmq.remoting.headers import GetMaxOffsetRequestHeader
+
+    server, client, procs, _ = env
+    cmd = RemotingCommand.request(ECHO, GetMaxOffsetRequestHeader(topic="T", queue_id=2))
+    resp = await client.invoke(server.address, cmd)
+    assert procs["echo"].seen[-1].decode_header(GetMaxOffsetRequestHeader) == GetMaxOffsetRequestHeader(topic="T", queue_id=2)
+    assert resp.ext_fields["queueId"] == "2"
