@@ -477,3 +477,32 @@ def test_cpp_delayed_messages_wait_for_their_level(real_clients, broker, names, 
     assert all(waited[i] < 3000 for i in range(3, 6)), f"undelayed messages waited (ms): {waited}"
     # the consumer sees the real topic again (the broker parked them in SCHEDULE_TOPIC_XXXX)
     assert {got[m["body"]]["topic"] for m in plan} == {names.topic}
+
+
+def test_ons_large_messages_over_the_pull_transfer_limit(real_clients, broker, names, tmp_path):
+    """600 KB messages (more than a pull's 256 KiB transfer limit, and incompressible) from
+    ali-ons reach both an ali-ons and a C++ consumer whole: every pull still returns at least
+    one message."""
+    import base64
+    import random
+
+    broker.create_topic(names.topic, queues=2)
+    rnd = random.Random(7)
+    plan = [{"topic": names.topic, "tags": "Big", "keys": f"big-{i}", "props": {"idx": str(i)},
+             "body": f"{names.marker}{i}:" + base64.b64encode(rnd.randbytes(450_000)).decode()}
+            for i in range(4)]
+    producer = support.ons(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
+                           "--group", names.producer_group,
+                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    assert producer.returncode == 0 and len(producer.of("sent")) == 4, failure_report(broker, producer)
+    consumers = [
+        support.ons(real_clients, tmp_path / "c1", "consume", "--namesrv", broker.namesrv, "--group",
+                    names.group + "_ons", "--topic", names.topic, "--expect", "4", "--marker", names.marker,
+                    "--timeout", "30"),
+        support.cpp(real_clients, tmp_path / "c2", "push", "--namesrv", broker.namesrv, "--group",
+                    names.group + "_cpp", "--topic", names.topic, "--expect", "4", "--marker", names.marker,
+                    "--props", "idx", "--timeout", "30"),
+    ]
+    for r in [c.result() for c in consumers]:
+        assert r.returncode == 0, failure_report(broker, producer, r)
+        check_delivered(broker, plan, r.of("recv"), names.marker, producer, r)

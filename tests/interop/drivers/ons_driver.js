@@ -126,7 +126,14 @@ if (!commands[command]) {
   console.error(`usage: ons_driver.js produce|consume --namesrv A --group G ...`);
   process.exit(2);
 }
-commands[command]().then(rc => process.exit(rc), err => {
+// process.exit() drops whatever stdout still buffers for a pipe (writes to pipes are
+// asynchronous in Node), so leave only once every event line has been handed over.
+function exitAfterFlush(rc) {
+  if (process.stdout.writableLength === 0) process.exit(rc);
+  process.stdout.once('drain', () => process.exit(rc));
+}
+
+commands[command]().then(exitAfterFlush, err => {
   console.error(err && err.stack || err);
-  process.exit(2);
+  exitAfterFlush(2);
 });
