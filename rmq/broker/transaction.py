@@ -358,6 +358,9 @@ class TransactionalMessageService:
                 if target < half_offset:
                     done_op.add(off)
                 else:
+                    earlier = remove_map.get(target)
+                    if earlier is not None:
+                        done_op.add(earlier)   # settled twice: the first op record is done too
                     remove_map[target] = off
 
         sent = 0

@@ -126,6 +126,11 @@ async def test_end_transaction_checks_its_target(wire):
     assert (await end()).code == ResponseCode.SUCCESS
     await w.dispatched()
     assert _bodies(w, "TxBadT") == [b"half", b"plain"]
+    # both op records (one per END_TRANSACTION) are consumed by the next check run
+    com = w.broker.consumer_offset_manager
+    assert len(w.messages(OP)) == 2
+    await wait_for(lambda: com.query_offset("CID_RMQ_SYS_TRANS", OP, 0) == 2
+                   and com.query_offset("CID_RMQ_SYS_TRANS", HALF, 0) == 1, timeout=5, what="check progress")
 
 
 async def test_reject_transaction_message(wire):
