@@ -506,3 +506,29 @@ def test_ons_large_messages_over_the_pull_transfer_limit(real_clients, broker, n
     for r in [c.result() for c in consumers]:
         assert r.returncode == 0, failure_report(broker, producer, r)
         check_delivered(broker, plan, r.of("recv"), names.marker, producer, r)
+
+
+def test_ons_new_broadcasting_consumer_starts_at_the_queue_end(real_clients, broker, names, tmp_path):
+    """A new broadcasting consumer (offsets kept locally, CONSUME_FROM_LAST_OFFSET) starts at
+    GET_MAX_OFFSET: it skips what was sent before it started and gets what is sent after."""
+    broker.create_topic(names.topic, queues=4)
+    old = plan_messages(names, 4)
+    new = plan_messages(names, 6, start=100)
+    before = support.ons(real_clients, tmp_path / "p0", "produce", "--namesrv", broker.namesrv,
+                         "--group", names.producer_group,
+                         "--plan", support.write_plan(tmp_path / "old.json", old)).result()
+    assert before.returncode == 0, failure_report(broker, before)
+    consumer = support.ons(real_clients, tmp_path / "c", "consume", "--broadcast", "--namesrv", broker.namesrv,
+                           "--group", names.group, "--topic", names.topic, "--expect", str(len(new)),
+                           "--marker", names.marker, "--timeout", "30")
+    broker.wait_for_members(names.group, 1)
+    time.sleep(2)  # its rebalance has read the max offsets and the pulls are held
+    after = support.ons(real_clients, tmp_path / "p1", "produce", "--namesrv", broker.namesrv,
+                        "--group", names.producer_group,
+                        "--plan", support.write_plan(tmp_path / "new.json", new)).result()
+    assert after.returncode == 0, failure_report(broker, after)
+    result = consumer.result()
+    assert result.returncode == 0, failure_report(broker, after, result)
+    old_bodies = {m["body"] for m in old}
+    assert not [e for e in result.of("recv") if e["body"] in old_bodies], "got messages sent before it started"
+    check_delivered(broker, new, result.of("recv"), names.marker, after, result)
