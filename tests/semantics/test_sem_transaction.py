@@ -88,7 +88,9 @@ async def test_check_back_commit_rollback_unknown(wire):
         assert early == [], "half messages must not reach consumers"
         await wait_for(lambda: _bodies(w, "TxCheckT") == [b"c"], timeout=10, what="the checked commit")
         await wait_for(lambda: w.broker.transaction_service.discarded == 1, timeout=15, what="the give-up")
-    assert checks[b"c"] == 1 and checks[b"r"] == 1 and checks[b"u"] == 3
+    # COMMIT / ROLLBACK end after one check (a slow answer may draw a second check of the
+    # copy, which the broker settles without a second commit); UNKNOW exactly max times
+    assert checks[b"c"] >= 1 and checks[b"r"] >= 1 and checks[b"u"] == 3
     (kept,) = w.messages("TRANS_CHECK_MAX_TIME_TOPIC")
     assert kept.body == b"u" and kept.properties["TRANSACTION_CHECK_TIMES"] == "3"
     got = await _consumed(w, "TxCheckT", "GID_late", 1.5)
