@@ -104,6 +104,7 @@ class TransactionalMessageService:
         self._task: asyncio.Task | None = None
         self._kick: asyncio.Event | None = None
         self._resolved: collections.OrderedDict[int, None] = collections.OrderedDict()
+        self._ending: dict[int, asyncio.Future] = {}   # first offset → END_TRANSACTION in progress
         self._stopping = False
         self.checks_sent = 0
         self.discarded = 0
@@ -156,12 +157,24 @@ class TransactionalMessageService:
             log.warning("END_TRANSACTION from %s refused: %s", who, problem)
             return cmd.response(ResponseCode.SYSTEM_ERROR, problem, {})
         origin = _origin_offset(ext)
+        while origin in self._ending:
+            # Another END_TRANSACTION of the same transaction is storing its outcome (the
+            # producer's answer and a check answer racing): wait for it, then decide.
+            await asyncio.shield(self._ending[origin])
         if origin in self._resolved:
             # The same transaction was ended already (a late answer to a check, or the
             # producer's own answer racing a check-back copy): settle this copy too.
             log.info("transaction %s already ended; settling copy at half offset %d", header.msg_id, ext.queue_offset)
             await self._put_op(ext)
             return cmd.response(ResponseCode.SUCCESS, None, {})
+        done = self._ending[origin] = asyncio.get_running_loop().create_future()
+        try:
+            return await self._end(cmd, header, ext, origin, kind)
+        finally:
+            del self._ending[origin]
+            done.set_result(None)
+
+    async def _end(self, cmd, header, ext, origin: int, kind: int) -> RemotingCommand:
         if kind == MessageSysFlag.TRANSACTION_COMMIT_TYPE:
             final = self._end_message_transaction(ext, header)
             schedule = getattr(self.controller, "schedule_service", None)

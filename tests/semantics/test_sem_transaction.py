@@ -200,3 +200,24 @@ async def test_unresolved_half_message_survives_a_restart(tmp_path):
                 await asyncio.sleep(1.0)
             assert checked == ["AC110001TXRESTART"]
             assert [m.body for m in w.messages("TxRestartT")] == [b"pending"]
+
+
+async def test_concurrent_commits_of_one_transaction_store_it_once(tmp_path):
+    """The producer's own commit and a check answer can arrive together (also for the first
+    half message and its check-back copy): the message is committed once. SYNC_FLUSH, so a
+    commit really waits for the disk while the others arrive."""
+    async with run_standalone(tmp_path / "store", flush_disk_type="SYNC_FLUSH") as (ns, broker):
+        async with RemotingClient() as client:
+            w = Wire(ns, broker, client)
+            await w.create_topic("TxRaceT", queues=1)
+            resp = await w.send("TxRaceT", b"race", props={"TRAN_MSG": "true", "PGROUP": "PG1"}, sys_flag=0x4)
+            ext = {"producerGroup": "PG1", "tranStateTableOffset": resp.ext_fields["queueOffset"],
+                   "commitLogOffset": str(phy_offset(resp.ext_fields["msgId"])), "commitOrRollback": "8",
+                   "fromTransactionCheck": "false", "msgId": "X"}
+            replies = await asyncio.gather(*(
+                w.call(RequestCode.END_TRANSACTION, dict(ext, fromTransactionCheck=str(i % 2 == 1).lower()))
+                for i in range(6)))
+            assert all(r.code == ResponseCode.SUCCESS for r in replies), [r.remark for r in replies]
+            await w.dispatched()
+            assert _bodies(w, "TxRaceT") == [b"race"]
+            assert len(w.messages(OP)) == 6
