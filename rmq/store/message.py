@@ -227,10 +227,12 @@ class AppendMessageResult:
 class PutMessageResult:
     """``status`` says what happened; ``append`` is set when the record was written (also with
     FLUSH_DISK_TIMEOUT: the message is stored but not yet known durable); ``remark`` explains a
-    refusal in words for the reply."""
+    refusal in words for the reply. ``flush_wait`` is set by ``MessageStore.append_message``
+    when the append may only be acknowledged after ``MessageStore.wait_flush`` (SYNC_FLUSH)."""
     status: PutMessageStatus
     append: AppendMessageResult | None = None
     remark: str | None = None
+    flush_wait: bool = False
 
     @property
     def is_ok(self) -> bool:

@@ -323,34 +323,39 @@ class MessageStore:
                                     remark=f"message store is not writeable after a flush error: {self.last_flush_error}")
         return None
 
-    async def put_message(self, msg: MessageInner) -> PutMessageResult:
-        """Append one message. SYNC_FLUSH: returns after fsync (FLUSH_DISK_TIMEOUT after
-        ``sync_flush_timeout`` ms; an fsync error raises StoreError). Passing the properties
-        as ``properties_str`` (the SEND header's string as received) saves re-encoding them."""
+    def append_message(self, msg: MessageInner, batch: bool = False) -> PutMessageResult:
+        """Append one message (or a §5.2 batch body) now, without waiting for a flush.
+
+        This is the synchronous half of :meth:`put_message`: the broker's SEND path calls it
+        inline on the loop, and only when ``result.flush_wait`` is set (SYNC_FLUSH) awaits
+        :meth:`wait_flush` before acknowledging. In ASYNC_FLUSH mode a SEND is therefore
+        answered without creating a task. Passing the properties as ``properties_str`` (the
+        SEND header's string as received) saves re-encoding them.
+        """
         refused = self._refuse()
         if refused is not None:
             return refused
         try:
-            result = self.commit_log.append(msg)
+            result = self.commit_log.append_batch(msg) if batch else self.commit_log.append(msg)
         except (OSError, StoreError, ValueError, TypeError) as e:
-            log.error("append to CommitLog failed: %s", e)
+            log.error("%sappend to CommitLog failed: %s", "batch " if batch else "", e)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
-        if self._after_append(result):
-            return await self._wait_flush(result)
+        result.flush_wait = self._after_append(result)
+        return result
+
+    async def put_message(self, msg: MessageInner) -> PutMessageResult:
+        """Append one message. SYNC_FLUSH: returns after fsync (FLUSH_DISK_TIMEOUT after
+        ``sync_flush_timeout`` ms; an fsync error raises StoreError)."""
+        result = self.append_message(msg)
+        if result.flush_wait:
+            return await self.wait_flush(result)
         return result
 
     async def put_messages(self, msg: MessageInner) -> PutMessageResult:
         """Append a §5.2 batch body: each item its own record and queue offset."""
-        refused = self._refuse()
-        if refused is not None:
-            return refused
-        try:
-            result = self.commit_log.append_batch(msg)
-        except (OSError, StoreError, ValueError, TypeError) as e:
-            log.error("batch append to CommitLog failed: %s", e)
-            return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
-        if self._after_append(result):
-            return await self._wait_flush(result)
+        result = self.append_message(msg, batch=True)
+        if result.flush_wait:
+            return await self.wait_flush(result)
         return result
 
     def _after_append(self, result: PutMessageResult) -> bool:
@@ -369,7 +374,8 @@ class MessageStore:
             return False
         return True
 
-    async def _wait_flush(self, result: PutMessageResult) -> PutMessageResult:
+    async def wait_flush(self, result: PutMessageResult) -> PutMessageResult:
+        """Wait for the group commit that covers ``result`` (SYNC_FLUSH)."""
         end = result.append.wrote_offset + result.append.wrote_bytes
         fut = self._loop.create_future()
         # A put that timed out no longer awaits its future: mark a later error as retrieved.

@@ -1,18 +1,8 @@
 """Fixtures for the store tests: real MessageStores on small files in a temp directory."""
 import pytest
 
-from rmq.store import MessageStore, StoreConfig
-
-STORE_HOST = ("127.0.0.1", 10911)
-
-
-def small_config(root, **kw) -> StoreConfig:
-    """Small files so rolls, BLANK records and CQ file boundaries happen in every test."""
-    base = dict(store_path_root_dir=str(root), mapped_file_size_commitlog=64 * 1024,
-                mapped_file_size_consume_queue=20 * 100)
-    base.update(kw)
-    return StoreConfig(**base)
-
+from rmq.store import MessageStore
+from store_support import STORE_HOST, small_config
 
 @pytest.fixture
 async def make_store(tmp_path):

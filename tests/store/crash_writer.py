@@ -12,7 +12,7 @@ import sys
 import uvloop
 
 sys.path.insert(0, os.path.dirname(__file__))
-from conftest import STORE_HOST, small_config  # noqa: E402
+from store_support import STORE_HOST, small_config  # noqa: E402
 
 from rmq.store import MessageInner, MessageStore  # noqa: E402
 

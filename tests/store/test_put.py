@@ -12,7 +12,7 @@ from rmq.store import (GetMessageStatus, MessageFilter, MessageInner, MessageSto
                        MessageSysFlag, PutMessageStatus, offset_msg_id)
 from rmq.store.message import host_bytes
 
-from conftest import STORE_HOST, small_config
+from store_support import STORE_HOST, small_config
 
 
 def batch_item(body, props: bytes, flag=0):

@@ -84,13 +84,16 @@ class SendMessageProcessor:
     def reject_request(self) -> bool:
         return False
 
-    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    def process_request(self, conn, cmd: RemotingCommand):
+        """Synchronous in the common case: the append happens inline on the loop and the reply
+        joins the batch of replies for this read (one ``writelines``). Only a SYNC_FLUSH append
+        returns an awaitable, which the dispatcher runs as a task until the group commit."""
         try:
             header = SendMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
         batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)
-        return await self.send_message(conn, cmd, header, batch)
+        return self.send_message(conn, cmd, header, batch)
 
     # -- checks ---------------------------------------------------------------------------
 
@@ -157,7 +160,8 @@ class SendMessageProcessor:
 
     # -- the send -------------------------------------------------------------------------
 
-    async def send_message(self, conn, cmd: RemotingCommand, header: SendMessageRequestHeader, batch: bool):
+    def send_message(self, conn, cmd: RemotingCommand, header: SendMessageRequestHeader, batch: bool):
+        """Check, append and answer; returns a response, or an awaitable of one (SYNC_FLUSH)."""
         tc, error = self._msg_check(conn, cmd, header)
         if error is not None:
             log.warning("send to %s from %s rejected: %s", header.topic, conn.remote_addr, error.remark)
@@ -190,20 +194,34 @@ class SendMessageProcessor:
         if early is not None:
             return early
         try:
-            if batch:
-                result = await self.store.put_messages(msg)
-            else:
-                result = await self.store.put_message(msg)
+            result = self.store.append_message(msg, batch)
         except Exception as e:  # noqa: BLE001 - the store's failure must reach the producer
             log.exception("store failed to put a message into %s-%d", header.topic, queue_id)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
+        if result.flush_wait:
+            return self._reply_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result)
+        return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
+
+    async def _reply_after_flush(self, conn, cmd, header, queue_id, body, batch, max_body, result):
+        try:
+            result = await self.store.wait_flush(result)
+        except Exception as e:  # noqa: BLE001 - an fsync error must reach the producer
+            log.error("flush failed for a message in %s-%d: %s", header.topic, queue_id, e)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
+        return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
+
+    def _reply(self, conn, cmd, header, queue_id, body, batch, max_body, result):
         status_name = getattr(result.status, "name", str(result.status))
         code, remark = _PUT_STATUS.get(status_name, (ResponseCode.SYSTEM_ERROR, status_name))
         if remark is not None:
             remark = remark.format(max_body=max_body)
         if code not in _SENT_CODES or result.append is None:
-            log.warning("send to %s-%d from %s failed: %s", header.topic, queue_id, conn.remote_addr, status_name)
-            return cmd.response(code, remark or status_name, {})
+            # the store's own reason (e.g. "disk full: 93% used") is the useful part for the producer
+            detail = remark or status_name
+            if result.remark:
+                detail = f"{detail} ({result.remark})"
+            log.warning("send to %s-%d from %s failed: %s", header.topic, queue_id, conn.remote_addr, detail)
+            return cmd.response(code, detail, {})
         append = result.append
         if batch and getattr(append, "msg_ids", None):
             msg_id = ",".join(append.msg_ids)
