@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 
 import msgpack
@@ -66,6 +67,28 @@ class DelayOffsetTable(ConfigManager):
     def __init__(self, config_dir: str):
         super().__init__(config_dir)
         self.offset_table: dict[int, int] = {}
+        # The timed write runs in a thread; the final write at shutdown must come after it
+        # (never interleave on the temporary file, never let an older snapshot win).
+        self.write_lock = threading.Lock()
+        self.snapshots = 0        # snapshots taken (on the loop)
+        self.written = 0          # the newest snapshot on disk
+
+    def snapshot(self) -> tuple[int, dict]:
+        """A numbered copy of the table, taken on the loop."""
+        self.snapshots += 1
+        return self.snapshots, {"offsetTable": dict(self.offset_table)}
+
+    def write(self, number: int, obj: dict) -> bool:
+        """Write snapshot ``number`` unless a newer one is on disk already (any thread)."""
+        with self.write_lock:
+            if number <= self.written:
+                return False
+            atomic_write(self.path, msgpack.packb(obj, use_bin_type=True))
+            self.written = number
+            return True
+
+    def persist(self) -> None:
+        self.write(*self.snapshot())
 
     def encode(self) -> object:
         return {"offsetTable": self.offset_table}
@@ -222,9 +245,9 @@ class ScheduleMessageService:
             await asyncio.sleep(self.flush_interval)
             if self._dirty:
                 self._dirty = False
-                data = {"offsetTable": dict(self.table.offset_table)}   # snapshot on the loop
+                number, data = self.table.snapshot()
                 try:
-                    await asyncio.get_running_loop().run_in_executor(None, _write, self.table, data)
+                    await asyncio.get_running_loop().run_in_executor(None, self.table.write, number, data)
                 except OSError:
                     self._dirty = True
                     log.exception("persisting the delay offset table failed")
@@ -361,6 +384,3 @@ def _parse_level(value) -> int:
         log.warning("ignoring unreadable DELAY property %r", value)
         return 0
 
-
-def _write(table: DelayOffsetTable, obj) -> None:
-    atomic_write(table.path, msgpack.packb(obj, use_bin_type=True))
