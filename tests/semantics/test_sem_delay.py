@@ -172,3 +172,18 @@ def test_bad_message_delay_level_is_a_clear_config_error(tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "messageDelayLevel" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_progress_table_keeps_the_newest_snapshot(tmp_path):
+    """A timed write that runs late (its thread started before the shutdown's write) must
+    not replace the newer progress."""
+    from rmq.broker.schedule import DelayOffsetTable
+
+    t = DelayOffsetTable(str(tmp_path))
+    t.offset_table = {1: 5}
+    old = t.snapshot()
+    t.offset_table = {1: 9, 2: 3}
+    t.persist()                       # the shutdown's write (snapshot 2)
+    assert t.write(*old) is False     # the late timed write (snapshot 1) is dropped
+    again = DelayOffsetTable(str(tmp_path))
+    assert again.load() and again.offset_table == {1: 9, 2: 3}
