@@ -414,29 +414,13 @@ class BrokerController:
                 log.debug("notify consumer ids changed to %s failed: %s", getattr(conn, "remote_addr", "?"), e)
 
     def release_when_written(self, conn, result) -> None:
-        """Release a GetMessageResult once the transport no longer needs its views.
+        """Release a GetMessageResult once the connection no longer references its views.
 
-        Responses written while a connection is handling a read batch are handed to the
-        transport after ``data_received`` returns, and the transport may keep views that did
-        not fit in the socket buffer; so we release on a later loop turn, when the
-        transport's write buffer has drained (or the connection is gone).
+        The reply's body parts are zero-copy views of mapped CommitLog files; the transport
+        may keep the part that did not fit in the socket buffer, so the holds are dropped
+        only when the connection says everything written so far has left (or it closed).
         """
-        loop = asyncio.get_running_loop()
-
-        def check(attempt: int = 0) -> None:
-            transport = getattr(conn, "_transport", None)
-            pending = 0
-            if transport is not None and not getattr(conn, "closed", True):
-                try:
-                    pending = transport.get_write_buffer_size()
-                except Exception:  # noqa: BLE001
-                    pending = 0
-            if pending == 0 or attempt > 2000:
-                result.release()
-            else:
-                loop.call_later(0.005 if attempt < 100 else 0.05, check, attempt + 1)
-
-        loop.call_soon(check)
+        conn.when_written(result.release)
 
 
 def _perm_writable(perm: int) -> bool:

@@ -11,7 +11,11 @@ Netty's pipeline, flattened into one ``asyncio.Protocol`` whose stages are calle
 Flow control works both ways. Outgoing: when the transport's write buffer passes its high
 water mark (``pause_writing``) the connection stops reading, so a client that does not read
 its replies cannot make us buffer without bound; ``resume_writing`` reads again. Replies
-produced while handling one read are sent with one ``writelines`` (one vectored write).
+produced while handling one read are sent with one ``writelines`` (one vectored write), and
+so are commands written outside a read during one loop turn (replies finished by tasks, a
+client's pipelined requests): the first such write schedules a flush with ``call_soon``, the
+others join it. ``when_written`` tells the layer above when its buffers (zero-copy views of
+the store) are no longer referenced by the transport.
 
 Bad input (a malformed frame) closes only this connection, with one log line saying why.
 """
@@ -50,6 +54,10 @@ _TLS_HANDSHAKE = 0x16
 # pause reading after every few replies on a busy connection.
 DEFAULT_WRITE_BUFFER_HIGH = 4 * 1024 * 1024
 _FRAME_LEN = struct.Struct(">i")
+
+# when_written() gives up after ~95 s (100 × 5 ms + 1900 × 50 ms) of a peer not reading.
+_WRITTEN_MAX_CHECKS = 2000
+_WRITTEN_GIVE_UP_AFTER = 100 * 0.005 + 1900 * 0.05
 
 
 class ConnectionEvent(enum.Enum):
@@ -150,7 +158,8 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle: IdleStateHandler | None = None
-        self._batch: list | None = None  # replies collected during one data_received
+        self._batch: list | None = None  # writes collected during one read or one loop turn
+        self._in_read = False  # inside _process_frames (guards re-entry from resume_writing)
         self._batch_bytes = 0
         self._write_paused = False
         self._pending: dict[int, asyncio.Future | AsyncCall] = {}  # the response table
@@ -207,9 +216,12 @@ class Connection(asyncio.Protocol):
         high mark, which is what lets the transport tell us to pause.
         """
         decoder = self._decoder
-        batch = self._batch = []
-        self._batch_bytes = 0
+        batch = self._batch
+        if batch is None:  # (a batch deferred from earlier in this loop turn is joined)
+            batch = self._batch = []
+            self._batch_bytes = 0
         high = self._write_buffer_high
+        self._in_read = True
         try:
             while not self._write_paused:
                 try:
@@ -235,9 +247,8 @@ class Connection(asyncio.Protocol):
             self._broken = True
             self._transport.abort()  # type: ignore[union-attr]
         finally:
-            self._batch = None
-            if batch and not self._transport.is_closing():  # type: ignore[union-attr]
-                self._transport.writelines(batch)  # type: ignore[union-attr]
+            self._in_read = False
+            self._flush_batch()
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
@@ -266,7 +277,7 @@ class Connection(asyncio.Protocol):
                 self._loop.call_soon(self._resume_frames)  # type: ignore[union-attr]
 
     def _resume_frames(self) -> None:
-        if not self.closed and not self._broken and not self._write_paused and self._batch is None:
+        if not self.closed and not self._broken and not self._write_paused and not self._in_read:
             self._process_frames()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -335,11 +346,51 @@ class Connection(asyncio.Protocol):
             raise RemotingSendRequestError(self.remote_addr, f"connection to {self.remote_addr} is closed")
         parts = encode(cmd)
         self._idle.touch()  # type: ignore[union-attr]
-        if self._batch is not None:
-            self._batch.extend(parts)
-            self._batch_bytes += _FRAME_LEN.unpack_from(parts[0])[0]
-        else:
-            transport.writelines(parts)
+        batch = self._batch
+        if batch is None:
+            # First write of this loop turn outside a read: flush at the end of the turn, so
+            # that what else is written meanwhile leaves in the same vectored write.
+            batch = self._batch = []
+            self._batch_bytes = 0
+            self._loop.call_soon(self._flush_batch)  # type: ignore[union-attr]
+        batch.extend(parts)
+        self._batch_bytes += _FRAME_LEN.unpack_from(parts[0])[0]
+        if self._batch_bytes >= self._write_buffer_high and not self._in_read:
+            self._flush_batch()  # a large burst: let the transport see it (and pause us)
+
+    def _flush_batch(self) -> None:
+        """Hand the collected writes to the transport in one ``writelines``."""
+        batch = self._batch
+        if batch is None:
+            return
+        self._batch = None
+        self._batch_bytes = 0
+        transport = self._transport
+        if batch and transport is not None and not transport.is_closing():
+            transport.writelines(batch)  # may call pause_writing
+
+    def when_written(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once everything written so far has left this process.
+
+        That is when neither our batch nor the transport's buffer still references the
+        written buffers, so zero-copy views may be released. Also called when the
+        connection closes (the transport drops its buffer). asyncio reports no "drained"
+        event below the high-water mark, so this checks on the next loop turn and then polls.
+        """
+        self._loop.call_soon(self._check_written, callback, 0)  # type: ignore[union-attr]
+
+    def _check_written(self, callback: Callable[[], None], attempt: int) -> None:
+        transport = self._transport
+        done = self.closed or transport is None or (self._batch is None and transport.get_write_buffer_size() == 0)
+        if done or attempt >= _WRITTEN_MAX_CHECKS:
+            if not done:
+                log.warning("%s: %s has not read a reply for ~%.0fs; releasing its buffers anyway",
+                            self.role, self.remote_addr, _WRITTEN_GIVE_UP_AFTER)
+            callback()
+            return
+        # 5 ms steps for the first half second (a peer reading slowly), then 50 ms.
+        self._loop.call_later(0.005 if attempt < 100 else 0.05,  # type: ignore[union-attr]
+                              self._check_written, callback, attempt + 1)
 
     def send_response(self, cmd: RemotingCommand) -> None:
         """Write a response; ignored (debug log) if the connection has closed meanwhile."""
@@ -417,6 +468,7 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         """Close after flushing what is buffered; idempotent."""
+        self._flush_batch()
         self.closed = True
         if self._transport is not None and not self._transport.is_closing():
             self._transport.close()

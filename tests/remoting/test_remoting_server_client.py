@@ -1,6 +1,7 @@
 """A real RemotingServer and RemotingClient on ephemeral ports, talking over TCP."""
 import asyncio
 import logging
+import socket
 import struct
 
 import pytest
@@ -609,3 +610,94 @@ async def test_request_with_typed_header(env):
     resp = await client.invoke(server.address, cmd)
     assert procs["echo"].seen[-1].decode_header(GetMaxOffsetRequestHeader) == GetMaxOffsetRequestHeader(topic="T", queue_id=2)
     assert resp.ext_fields["queueId"] == "2"
+
+
+class _WriteSpy:
+    """Wraps a live transport and records each writelines (how many parts it carried)."""
+
+    def __init__(self, transport, writes):
+        self._t = transport
+        self._writes = writes
+
+    def writelines(self, parts):
+        self._writes.append(len(parts))
+        self._t.writelines(parts)
+
+    def __getattr__(self, name):
+        return getattr(self._t, name)
+
+
+async def test_writes_of_one_loop_turn_go_out_in_one_writelines(env):
+    """Pipelined requests written in one loop turn (outside a read) leave in one vectored write."""
+    server, client, procs, _ = env
+    await client.invoke(server.address, req(ECHO))  # connect
+    conn = client._conns[server.address]
+    writes = []
+    conn._transport = _WriteSpy(conn._transport, writes)
+    replies = await asyncio.gather(*(client.invoke(server.address, req(ECHO, n=i)) for i in range(8)))
+    assert [r.ext_fields["n"] for r in replies] == [str(i) for i in range(8)]
+    assert writes == [8]  # 8 header-only requests, one writelines
+
+
+async def test_replies_finished_by_tasks_are_coalesced(env):
+    """Replies that async processors finish in the same loop turn share one writelines."""
+    server, client, _, events = env
+    writes = []
+    server.add_connection_listener(
+        lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT and setattr(conn, "_transport", _WriteSpy(conn._transport, writes)))
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+    writer.write(b"".join(b"".join(encode(req(SLOW, n=i, delay="0"))) for i in range(6)))
+    dec, got = FrameDecoder(), []
+    while len(got) < 6:
+        dec.feed(await asyncio.wait_for(reader.read(65536), 5))
+        got.extend(dec)
+    assert sorted(int(c.ext_fields["n"]) for c in got) == list(range(6))
+    assert len(writes) < 6, writes  # not one syscall per reply
+    writer.close()
+    await writer.wait_closed()
+
+
+async def test_when_written_waits_for_a_peer_that_does_not_read():
+    """when_written fires only once the transport has handed everything to the kernel."""
+    size = 8 * 1024 * 1024
+    big = Big(size)
+    server = RemotingServer()
+    server.register_processor(BIG, big)
+    conns = []
+    server.add_connection_listener(lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT and conns.append(conn))
+    await server.start()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # keep loopback autotuning from absorbing it all
+    sock.setblocking(False)
+    await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", server.port))
+    reader, writer = await asyncio.open_connection(sock=sock)
+    try:
+        writer.write(b"".join(encode(req(BIG, n=0))))
+        async with asyncio.timeout(5):
+            while big.count == 0:
+                await asyncio.sleep(0.01)
+        fired = asyncio.Event()
+        conns[0].when_written(fired.set)
+        await asyncio.sleep(0.3)
+        assert not fired.is_set()  # 8 MiB cannot all sit in the socket buffers of a peer that reads nothing
+        dec, got = FrameDecoder(), []
+        async with asyncio.timeout(10):
+            while not got:
+                dec.feed(await reader.read(1 << 20))
+                got.extend(dec)
+            await fired.wait()
+        assert len(got[0].body) == size
+    finally:
+        writer.close()
+        await writer.wait_closed()
+        await server.close()
+
+
+async def test_when_written_fires_when_the_connection_closes(env):
+    server, client, procs, _ = env
+    await client.invoke(server.address, req(ECHO))
+    conn = client._conns[server.address]
+    fired = asyncio.Event()
+    conn.abort()
+    conn.when_written(fired.set)
+    await asyncio.wait_for(fired.wait(), 2)
