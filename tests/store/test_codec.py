@@ -11,11 +11,8 @@ from rmq import _store
 from rmq.store import MessageExt, decode_offset_msg_id, offset_msg_id, string_to_properties
 from rmq.store.message import host_bytes, properties_to_string
 
-GOLDEN = os.path.join(os.path.dirname(__file__), "..", "..", "..", "shared", "golden", "rocketmq-4.9.8",
-                      "quickstart-frames.jsonl")
-GOLDEN = os.path.normpath(os.environ.get("RMQ_GOLDEN_FRAMES", GOLDEN))
-if not os.path.exists(GOLDEN):
-    GOLDEN = "/work/shared/golden/rocketmq-4.9.8/quickstart-frames.jsonl"
+# Frames captured from Apache RocketMQ 4.9.8 (a project fixture copied from shared/golden).
+GOLDEN = os.path.join(os.path.dirname(__file__), "..", "golden", "remoting", "rocketmq-4.9.8-quickstart-frames.jsonl")
 
 
 def _pull_bodies():
