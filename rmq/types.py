@@ -12,6 +12,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
+from rmq.common.message import MessageConst
+
 __all__ = [
     "Message",
     "MessageExt",
@@ -27,42 +29,6 @@ __all__ = [
     "TransactionSendResult",
     "MessageConst",
 ]
-
-
-class MessageConst:
-    """Property names RocketMQ keeps in a message's properties string (Java ``MessageConst``)."""
-
-    KEYS = "KEYS"
-    TAGS = "TAGS"
-    WAIT_STORE_MSG_OK = "WAIT"
-    DELAY_TIME_LEVEL = "DELAY"
-    RETRY_TOPIC = "RETRY_TOPIC"
-    REAL_TOPIC = "REAL_TOPIC"
-    REAL_QUEUE_ID = "REAL_QID"
-    TRANSACTION_PREPARED = "TRAN_MSG"
-    PRODUCER_GROUP = "PGROUP"
-    MIN_OFFSET = "MIN_OFFSET"
-    MAX_OFFSET = "MAX_OFFSET"
-    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
-    RECONSUME_TIME = "RECONSUME_TIME"
-    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
-    CONSUME_START_TIME = "CONSUME_START_TIME"
-    UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-    TRANSACTION_ID = "__transactionId__"
-    TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
-    CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-    SHARDING_KEY = "__SHARDINGKEY"
-    KEY_SEPARATOR = " "
-
-    # Keys a user may not set through ``Message.properties``: the SDK owns them.
-    RESERVED = frozenset(
-        {
-            KEYS, TAGS, WAIT_STORE_MSG_OK, DELAY_TIME_LEVEL, RETRY_TOPIC, REAL_TOPIC,
-            REAL_QUEUE_ID, TRANSACTION_PREPARED, PRODUCER_GROUP, MIN_OFFSET, MAX_OFFSET,
-            ORIGIN_MESSAGE_ID, RECONSUME_TIME, MAX_RECONSUME_TIMES, CONSUME_START_TIME,
-            UNIQ_CLIENT_MESSAGE_ID_KEYIDX, TRANSACTION_ID,
-        }
-    )
 
 
 @dataclass(frozen=True, slots=True)

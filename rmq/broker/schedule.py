@@ -37,18 +37,14 @@ import msgpack
 
 from rmq.broker.managers.config_store import ConfigManager, atomic_write
 from rmq.broker.managers.topic_config import RMQ_SYS_SCHEDULE_TOPIC
+from rmq.common.message import MessageConst, MessageSysFlag, properties_to_string, string_to_properties
 from rmq.store import MessageInner
-from rmq.store.message import MessageSysFlag, properties_to_string, string_to_properties
 
 log = logging.getLogger("rmq.broker.schedule")
 
-# MessageConst property names
-PROPERTY_DELAY_TIME_LEVEL = "DELAY"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
 
 DELAY_FOR_A_PERIOD = 10.0   # Java: a failed delivery is retried after 10 s
-_DELAY_MARK = PROPERTY_DELAY_TIME_LEVEL + "\x01"
+_DELAY_MARK = MessageConst.DELAY_TIME_LEVEL + "\x01"
 
 
 def delay_level_to_queue_id(level: int) -> int:
@@ -150,17 +146,17 @@ class ScheduleMessageService:
             props = string_to_properties(msg.properties_str)
         else:
             props = msg.properties
-        level = _parse_level(props.get(PROPERTY_DELAY_TIME_LEVEL))
+        level = _parse_level(props.get(MessageConst.DELAY_TIME_LEVEL))
         if level <= 0:
             return False
         if level > self.max_delay_level:
             level = self.max_delay_level
         props = dict(props)
-        props[PROPERTY_DELAY_TIME_LEVEL] = str(level)
-        props[PROPERTY_REAL_TOPIC] = msg.topic
-        props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        props[MessageConst.DELAY_TIME_LEVEL] = str(level)
+        props[MessageConst.REAL_TOPIC] = msg.topic
+        props[MessageConst.REAL_QUEUE_ID] = str(msg.queue_id)
         msg.properties = props
-        msg.properties_str = properties_to_string(props)
+        msg.properties_str = properties_to_string(props, trailing_separator=False)
         msg.topic = RMQ_SYS_SCHEDULE_TOPIC
         msg.queue_id = delay_level_to_queue_id(level)
         msg.tags_code = None
@@ -337,20 +333,20 @@ class ScheduleMessageService:
     def _message_time_up(self, ext) -> MessageInner | None:
         """The record to put into its real topic (Java ``messageTimeup``), or None to discard."""
         props = dict(ext.properties)
-        real_topic = props.get(PROPERTY_REAL_TOPIC)
+        real_topic = props.get(MessageConst.REAL_TOPIC)
         try:
-            real_qid = int(props.get(PROPERTY_REAL_QUEUE_ID, ""))
+            real_qid = int(props.get(MessageConst.REAL_QUEUE_ID, ""))
         except ValueError:
             real_qid = None
         if not real_topic or real_qid is None:
             log.error("delayed message %s has no REAL_TOPIC/REAL_QID (%r/%r); discarded",
-                      ext.msg_id, real_topic, props.get(PROPERTY_REAL_QUEUE_ID))
+                      ext.msg_id, real_topic, props.get(MessageConst.REAL_QUEUE_ID))
             return None
         tran = MessageSysFlag.get_transaction_value(ext.sys_flag)
         if tran == MessageSysFlag.TRANSACTION_PREPARED_TYPE:
             log.error("delayed message %s is a prepared transaction message; discarded", ext.msg_id)
             return None
-        props.pop(PROPERTY_DELAY_TIME_LEVEL, None)
+        props.pop(MessageConst.DELAY_TIME_LEVEL, None)
         return MessageInner(
             topic=real_topic,
             queue_id=real_qid,

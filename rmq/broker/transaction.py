@@ -56,24 +56,14 @@ from rmq.broker.managers.topic_config import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
     PermName,
 )
+from rmq.common.message import MessageConst, MessageSysFlag, host_bytes, properties_to_string
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rmq.store import MessageInner
-from rmq.store.message import MessageSysFlag, host_bytes, properties_to_string
 
 log = logging.getLogger("rmq.broker.transaction")
 
-# MessageConst property names
-PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
-PROPERTY_PRODUCER_GROUP = "PGROUP"
-PROPERTY_REAL_TOPIC = "REAL_TOPIC"
-PROPERTY_REAL_QUEUE_ID = "REAL_QID"
-PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
-PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
-PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
-PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
-PROPERTY_TAGS = "TAGS"
 
 REMOVETAG = "d"
 CID_RMQ_SYS_TRANS = "CID_RMQ_SYS_TRANS"        # MixAll.CID_SYS_RMQ_TRANS's value
@@ -82,12 +72,6 @@ HALF_QUEUE_ID = 0
 MAX_PROCESS_TIME_LIMIT = 60.0                   # seconds one check run may take (Java)
 RESOLVED_MEMORY = 100_000                       # first-offsets remembered as resolved
 OP_TAIL_PRIMING = 10_000                        # op records re-read at start
-_TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-
-
-def reset_transaction_value(sys_flag: int, tran_type: int) -> int:
-    """Java ``MessageSysFlag.resetTransactionValue``."""
-    return (sys_flag & ~_TRAN_MASK) | tran_type
 
 
 class TransactionalMessageService:
@@ -126,11 +110,11 @@ class TransactionalMessageService:
         ``props`` are its decoded properties (the caller has them already).
         """
         props = dict(props)
-        props[PROPERTY_REAL_TOPIC] = msg.topic
-        props[PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        props[MessageConst.REAL_TOPIC] = msg.topic
+        props[MessageConst.REAL_QUEUE_ID] = str(msg.queue_id)
         msg.properties = props
         msg.properties_str = None
-        msg.sys_flag = reset_transaction_value(msg.sys_flag, MessageSysFlag.TRANSACTION_NOT_TYPE)
+        msg.sys_flag = MessageSysFlag.reset_transaction_value(msg.sys_flag, MessageSysFlag.TRANSACTION_NOT_TYPE)
         msg.topic = RMQ_SYS_TRANS_HALF_TOPIC
         msg.queue_id = HALF_QUEUE_ID
         msg.tags_code = None
@@ -197,7 +181,7 @@ class TransactionalMessageService:
         """Java ``checkPrepareMessage`` (plus: the record must be a half message)."""
         if ext.topic != RMQ_SYS_TRANS_HALF_TOPIC:
             return f"the message at CommitLog offset {header.commit_log_offset} is not a half message"
-        if ext.properties.get(PROPERTY_PRODUCER_GROUP) != header.producer_group:
+        if ext.properties.get(MessageConst.PRODUCER_GROUP) != header.producer_group:
             return "The producer group wrong"
         if ext.queue_offset != header.tran_state_table_offset:
             return "The transaction state table offset wrong"
@@ -208,13 +192,13 @@ class TransactionalMessageService:
     @staticmethod
     def _end_message_transaction(ext, header: EndTransactionRequestHeader) -> MessageInner:
         props = dict(ext.properties)
-        topic = props.pop(PROPERTY_REAL_TOPIC, None) or ext.topic
+        topic = props.pop(MessageConst.REAL_TOPIC, None) or ext.topic
         try:
-            queue_id = int(props.pop(PROPERTY_REAL_QUEUE_ID, "0"))
+            queue_id = int(props.pop(MessageConst.REAL_QUEUE_ID, "0"))
         except ValueError:
             queue_id = 0
-        props.pop(PROPERTY_TRANSACTION_PREPARED, None)
-        props.pop(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, None)
+        props.pop(MessageConst.TRANSACTION_PREPARED, None)
+        props.pop(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, None)
         return MessageInner(
             topic=topic,
             queue_id=queue_id,
@@ -223,15 +207,15 @@ class TransactionalMessageService:
             properties=props,
             born_timestamp=ext.born_timestamp,
             born_host=ext.born_host,
-            sys_flag=reset_transaction_value(ext.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
+            sys_flag=MessageSysFlag.reset_transaction_value(ext.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
             reconsume_times=ext.reconsume_times,
             prepared_transaction_offset=header.commit_log_offset,
         )
 
     async def _put_op(self, half_ext) -> bool:
         """Write the op record "d" for ``half_ext`` (Java ``addRemoveTagInTransactionOp``)."""
-        props = {PROPERTY_TAGS: REMOVETAG,
-                 PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET: str(_origin_offset(half_ext))}
+        props = {MessageConst.TAGS: REMOVETAG,
+                 MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET: str(_origin_offset(half_ext))}
         op = MessageInner(
             topic=RMQ_SYS_TRANS_OP_HALF_TOPIC,
             queue_id=half_ext.queue_id,
@@ -308,7 +292,7 @@ class TransactionalMessageService:
             op = store.look_message_by_offset(unit[0], unit[1])
             if op is None:
                 continue
-            origin = op.properties.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET)
+            origin = op.properties.get(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET)
             try:
                 self._remember(int(origin if origin is not None else op.body))
             except ValueError:
@@ -396,14 +380,14 @@ class TransactionalMessageService:
             if _origin_offset(ext) in self._resolved:
                 i += 1
                 continue
-            checks = _int(ext.properties.get(PROPERTY_TRANSACTION_CHECK_TIMES), 0)
+            checks = _int(ext.properties.get(MessageConst.TRANSACTION_CHECK_TIMES), 0)
             if checks >= check_max:
                 await self._discard(ext, checks)
                 i += 1
                 continue
             age = now_ms - ext.born_timestamp
             immunity = timeout
-            immunity_s = ext.properties.get(PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS)
+            immunity_s = ext.properties.get(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS)
             if immunity_s is not None:
                 immunity = max(_int(immunity_s, 0) * 1000, timeout)
             if 0 <= age < immunity:
@@ -430,8 +414,8 @@ class TransactionalMessageService:
         """Write ``ext`` again at the end of the half queue with its check count; the copy
         (a ``MessageExt``-like view with its new offsets) or None when the store refused."""
         props = dict(ext.properties)
-        props[PROPERTY_TRANSACTION_CHECK_TIMES] = str(check_times)
-        props.setdefault(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET, str(ext.queue_offset))
+        props[MessageConst.TRANSACTION_CHECK_TIMES] = str(check_times)
+        props.setdefault(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, str(ext.queue_offset))
         inner = MessageInner(
             topic=RMQ_SYS_TRANS_HALF_TOPIC,
             queue_id=ext.queue_id,
@@ -452,13 +436,13 @@ class TransactionalMessageService:
 
     def _send_check(self, copy: "_Copy") -> bool:
         """CHECK_TRANSACTION_STATE (39, oneway) to a producer of the message's group."""
-        group = copy.properties.get(PROPERTY_PRODUCER_GROUP)
+        group = copy.properties.get(MessageConst.PRODUCER_GROUP)
         conn = self.controller.producer_manager.get_available_channel(group) if group else None
         if conn is None:
             log.warning("cannot check transaction %s: no producer of group %s is connected",
-                        copy.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), group)
+                        copy.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), group)
             return False
-        uniq = copy.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        uniq = copy.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         header = CheckTransactionStateRequestHeader(
             tran_state_table_offset=copy.queue_offset,
             commit_log_offset=copy.commit_log_offset,
@@ -479,9 +463,9 @@ class TransactionalMessageService:
         ``MessageDecoder.encode(msgExt)`` after ``setTopic(REAL_TOPIC)``)."""
         ext = copy.ext
         props = copy.properties
-        topic_b = (props.get(PROPERTY_REAL_TOPIC) or ext.topic).encode()
-        queue_id = _int(props.get(PROPERTY_REAL_QUEUE_ID), ext.queue_id)
-        props_b = properties_to_string(props).encode()
+        topic_b = (props.get(MessageConst.REAL_TOPIC) or ext.topic).encode()
+        queue_id = _int(props.get(MessageConst.REAL_QUEUE_ID), ext.queue_id)
+        props_b = properties_to_string(props, trailing_separator=False).encode()
         buf = bytearray(_store.record_size(len(ext.body), len(topic_b), len(props_b)))
         _store.encode_record(buf, 0, ext.body, topic_b, props_b, queue_id, ext.flag, copy.queue_offset,
                              copy.commit_log_offset, ext.sys_flag, ext.born_timestamp, host_bytes(ext.born_host),
@@ -493,8 +477,8 @@ class TransactionalMessageService:
         """Give up after ``transactionCheckMax`` checks: roll back (op record) and keep a copy
         in TRANS_CHECK_MAX_TIME_TOPIC for inspection (Java ``resolveDiscardMsg``)."""
         log.warning("transaction %s of group %s checked %d times without an answer; rolled back "
-                    "(kept in %s)", ext.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                    ext.properties.get(PROPERTY_PRODUCER_GROUP), checks, TRANS_CHECK_MAX_TIME_TOPIC)
+                    "(kept in %s)", ext.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                    ext.properties.get(MessageConst.PRODUCER_GROUP), checks, TRANS_CHECK_MAX_TIME_TOPIC)
         tcm = self.controller.topic_config_manager
         _, created = tcm.create_topic_in_send_message_back_method(
             TRANS_CHECK_MAX_TIME_TOPIC, 1, PermName.PERM_READ | PermName.PERM_WRITE, 0)
@@ -529,7 +513,7 @@ class _Copy:
 
 
 def _origin_offset(ext) -> int:
-    return _int(ext.properties.get(PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET), ext.queue_offset)
+    return _int(ext.properties.get(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET), ext.queue_offset)
 
 
 def _int(value, default: int) -> int:

@@ -12,8 +12,13 @@ import struct
 import threading
 import time
 import zlib
-from typing import Iterable, Mapping
+from typing import Mapping
 
+from rmq.common import message as common
+from rmq.common.message import (MIN_RECORD_V4, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, RECORD_FIXED_V4,
+                                RECORD_HEAD, MessageSysFlag, PullSysFlag, RecordDecodeError,
+                                create_offset_msg_id, decode_offset_msg_id, encode_batch, java_string_hash,
+                                string_to_properties)
 from rmq.types import Message, MessageConst, MessageExt
 
 __all__ = [
@@ -32,66 +37,13 @@ __all__ = [
     "compress_body",
 ]
 
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
 
-
-class MessageSysFlag:
-    """Bits of a message's ``sysFlag`` (Java ``MessageSysFlag``)."""
-
-    COMPRESSED_FLAG = 0x1
-    MULTI_TAGS_FLAG = 0x2
-    TRANSACTION_NOT_TYPE = 0
-    TRANSACTION_PREPARED_TYPE = 0x1 << 2
-    TRANSACTION_COMMIT_TYPE = 0x2 << 2
-    TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
-    BORNHOST_V6_FLAG = 0x1 << 4
-    STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
-
-
-class PullSysFlag:
-    """Bits of PULL_MESSAGE's ``sysFlag`` (Java ``PullSysFlag``)."""
-
-    FLAG_COMMIT_OFFSET = 0x1
-    FLAG_SUSPEND = 0x2
-    FLAG_SUBSCRIPTION = 0x4
-    FLAG_CLASS_FILTER = 0x8
-
-    @staticmethod
-    def build(commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool = False) -> int:
-        return ((PullSysFlag.FLAG_COMMIT_OFFSET if commit_offset else 0)
-                | (PullSysFlag.FLAG_SUSPEND if suspend else 0)
-                | (PullSysFlag.FLAG_SUBSCRIPTION if subscription else 0)
-                | (PullSysFlag.FLAG_CLASS_FILTER if class_filter else 0))
-
-
-# ---------------------------------------------------------------------------------------------
-# Properties: "name\x01value\x02name\x01value\x02" (UTF-8, trailing \x02; wire-contract §9.2)
+# Properties: "name\x01value\x02name\x01value\x02" (UTF-8, trailing \x02 as Java clients write
+# it; wire-contract §9.2). Reading is rmq.common.message.string_to_properties.
 
 def properties_to_string(props: Mapping[str, str]) -> str:
-    return "".join(f"{k}{NAME_VALUE_SEPARATOR}{v}{PROPERTY_SEPARATOR}" for k, v in props.items())
-
-
-def string_to_properties(s: str | None) -> dict[str, str]:
-    """Parse a properties string leniently: empty items and items without \\x01 are skipped."""
-    out: dict[str, str] = {}
-    if not s:
-        return out
-    for item in s.split(PROPERTY_SEPARATOR):
-        k, sep, v = item.partition(NAME_VALUE_SEPARATOR)
-        if sep and k:
-            out[k] = v
-    return out
-
-
-def java_string_hash(s: str) -> int:
-    """Java ``String.hashCode`` (UTF-16 code units, 32-bit signed), used for tag codes and the
-    default sharding-key selector so that Java and Python producers pick the same queue."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
+    """The client form of a properties string (a ``\\x02`` after every pair)."""
+    return common.properties_to_string(props, trailing_separator=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,49 +88,13 @@ class UniqKeyGenerator:
 
 
 # ---------------------------------------------------------------------------------------------
-# offsetMsgId: HEX_UPPER( IPv4(4) | port int32 BE (4) | CommitLog offset int64 BE (8) ) (§11)
+# Pulled records: the Java v1 CommitLog layout back to back (diagram in rmq.common.message).
 
-def create_offset_msg_id(store_ip: str, store_port: int, commit_log_offset: int) -> str:
-    return (socket.inet_aton(store_ip) + struct.pack(">iq", store_port, commit_log_offset)).hex().upper()
-
-
-def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
-    """offsetMsgId → (store ip, store port, CommitLog offset). Raises ValueError if malformed."""
-    raw = bytes.fromhex(msg_id)
-    if len(raw) != 16:
-        raise ValueError(f"offsetMsgId must be 32 hex digits, got {msg_id!r}")
-    port, offset = struct.unpack(">iq", raw[4:])
-    return socket.inet_ntoa(raw[:4]), port, offset
-
-
-# ---------------------------------------------------------------------------------------------
-# Pulled records: the Java v1 CommitLog layout, back to back (wire-contract §9), big-endian:
-#
-#   0        4        8        12       16       20               28               36
-#   +--------+--------+--------+--------+--------+----------------+----------------+
-#   |TOTALSZ |MAGIC   |BODYCRC |QUEUEID |FLAG    |QUEUEOFFSET     |PHYSICALOFFSET  |
-#   +--------+--------+--------+--------+--------+----------------+----------------+
-#   36       40               48       52       56               64       68       72
-#   +--------+----------------+--------+--------+----------------+--------+--------+
-#   |SYSFLAG |BORNTIMESTAMP   |BORNHOST(ip,port)|STORETIMESTAMP  |STOREHOST(ip,port)|
-#   +--------+----------------+--------+--------+----------------+--------+--------+
-#   72       76               84       88
-#   +--------+----------------+--------+------+-------+------+--------+-------+
-#   |RECONSUM|PREPARED TX OFF |BODYLEN | body |TOPICLN| topic|PROPLEN | props |
-#   +--------+----------------+--------+------+-------+------+--------+-------+
-#                                        n      1 byte   n     int16     n
-#
-# With the IPv6 sysFlag bits a host takes 16 + 4 bytes instead of 4 + 4.
-
-_HEAD = struct.Struct(">iiiiiqqiq")          # 1..9: up to and including BORNTIMESTAMP (44 bytes)
+_HEAD = RECORD_HEAD                 # 1..9: up to and including BORNTIMESTAMP (48 bytes)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I16 = struct.Struct(">h")
-_MIN_RECORD = 4 * 5 + 8 * 2 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 2   # 91 for IPv4
-
-
-class RecordDecodeError(ValueError):
-    """A pulled record could not be parsed (truncated or inconsistent lengths)."""
+_MIN_RECORD = MIN_RECORD_V4         # 91 for IPv4
 
 
 def _host(buf: memoryview, pos: int, v6: bool) -> tuple[str, int]:
@@ -190,7 +106,7 @@ def _host(buf: memoryview, pos: int, v6: bool) -> tuple[str, int]:
 
 
 # The fixed part of an IPv4 record (fields 1..15 up to BODYLEN), read with one unpack.
-_FIXED_V4 = struct.Struct(">iiiiiqqiq4siq4siiqi")
+_FIXED_V4 = RECORD_FIXED_V4
 _V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
 # ip bytes + port → "ip:port" and the upper-hex offsetMsgId prefix; hosts repeat in every record
 _host_cache: dict[tuple[bytes, int], tuple[str, str]] = {}
@@ -335,30 +251,7 @@ def _decode_one_generic(buf: bytes, pos: int, end: int, broker_name: str, decomp
     return msg, rec_end
 
 
-# ---------------------------------------------------------------------------------------------
-# Batch body (wire-contract §5.2; Java MessageDecoder.encodeMessage), one item per message:
-#
-#   +-----------+----------+------------+--------+---------+------+---------+-------+
-#   | TOTALSIZE | MAGIC(0) | BODYCRC(0) | FLAG   | BODYLEN | body | PROPLEN | props |
-#   | int32     | int32    | int32      | int32  | int32   |  n   | int16   |  n    |
-#   +-----------+----------+------------+--------+---------+------+---------+-------+
-#   TOTALSIZE = 20 + BODYLEN + 2 + PROPLEN
-
-_BATCH_HEAD = struct.Struct(">iiiii")
-
-
-def encode_batch(items: Iterable[tuple[int, bytes, str]]) -> bytes:
-    """Encode (flag, body, properties string) items into one batch body."""
-    parts: list[bytes] = []
-    for flag, body, props in items:
-        pb = props.encode()
-        if len(pb) > 0x7FFF:
-            raise ValueError(f"properties of a batch item are {len(pb)} bytes (max 32767)")
-        parts.append(_BATCH_HEAD.pack(20 + len(body) + 2 + len(pb), 0, 0, flag, len(body)))
-        parts.append(body)
-        parts.append(_I16.pack(len(pb)))
-        parts.append(pb)
-    return b"".join(parts)
+# Batch bodies (wire-contract §5.2): rmq.common.message.encode_batch.
 
 
 def compress_body(body: bytes, level: int = 5) -> bytes:

@@ -16,14 +16,14 @@ import time
 import warnings
 from typing import Any, Awaitable, Callable, Sequence, Union
 
+from rmq.common.message import MessageSysFlag, decode_offset_msg_id, encode_batch, java_string_hash
 from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, RemotingConnectError,
                         RemotingError,
                         RemotingTimeoutError, RMQError, TopicNotExistError)
 from rmq.types import (LocalTransactionState, Message, MessageConst, MessageExt, MessageQueue,
                        SendResult, SendStatus, TransactionSendResult)
 
-from ._codec import (MessageSysFlag, UniqKeyGenerator, compress_body, decode_offset_msg_id,
-                     encode_batch, java_string_hash, message_properties, properties_to_string)
+from ._codec import UniqKeyGenerator, compress_body, message_properties, properties_to_string
 from .instance import ClientInstance, get_client_instance
 
 __all__ = ["Producer", "MessageQueueSelector", "select_by_hash", "validate_group", "validate_topic"]

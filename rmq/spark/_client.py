@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from rmq.common.message import PullSysFlag
 from rmq.errors import (
     RemotingCommandError,
     RemotingConnectError,
@@ -54,9 +55,9 @@ PERM_READ = 4  # Java PermName.PERM_READ
 PERM_WRITE = 2  # Java PermName.PERM_WRITE
 MASTER_ID = "0"  # MixAll.MASTER_ID, as a brokerAddrs key
 
-# PullSysFlag: bit 2 says the subscription expression is present. We never set bit 1
-# (suspend): a range read must answer at once, it never waits for new messages.
-_PULL_FLAG_SUBSCRIPTION = 4
+# PullSysFlag: FLAG_SUBSCRIPTION says the subscription expression is present. We never set
+# FLAG_SUSPEND: a range read must answer at once, it never waits for new messages.
+_PULL_FLAG_SUBSCRIPTION = PullSysFlag.FLAG_SUBSCRIPTION
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,10 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rmq.errors import RemotingCommandError
+from rmq.common import message as common
+from rmq.common.message import (HOST_V6_EXTRA, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, MIN_RECORD_HEADER,
+                                RECORD_HEAD, MessageConst, MessageSysFlag, RecordDecodeError,
+                                encode_batch_item, string_to_properties)
 
 __all__ = [
     "MAGIC_V1",
@@ -60,45 +63,30 @@ __all__ = [
     "to_arrow_batch",
 ]
 
-MAGIC_V1 = 0xDAA320A7  # MessageDecoder.MESSAGE_MAGIC_CODE (v1: 1-byte topic length)
-MAGIC_V2 = 0xDAA320AB  # MESSAGE_MAGIC_CODE_V2 (2-byte topic length)
+MAGIC_V1 = MESSAGE_MAGIC_CODE     # v1: 1-byte topic length
+MAGIC_V2 = MESSAGE_MAGIC_CODE_V2  # v2: 2-byte topic length
 
-_SYSFLAG_COMPRESSED = 0x1
-_SYSFLAG_BORNHOST_V6 = 0x10
-_SYSFLAG_STOREHOST_V6 = 0x20
+_SYSFLAG_COMPRESSED = MessageSysFlag.COMPRESSED_FLAG
+_SYSFLAG_BORNHOST_V6 = MessageSysFlag.BORNHOST_V6_FLAG
+_SYSFLAG_STOREHOST_V6 = MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_HOST_V4 = 8                          # ip + port
+_HOST_V6 = _HOST_V4 + HOST_V6_EXTRA
 
 # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
-_HEAD = struct.Struct(">iIiiiqqiq")  # 48 bytes, up to BORNHOST
-_I16 = struct.Struct(">h")
+_HEAD = RECORD_HEAD  # 48 bytes, up to BORNHOST
 _H16 = struct.Struct(">H")
+_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_ITEM_HEAD = struct.Struct(">iiiii")  # TOTALSIZE MAGIC BODYCRC FLAG BODYLEN
+_MIN = MIN_RECORD_HEADER  # 88: a record shorter than its fixed IPv4 part is truncated
 
-_PROP_SEP = "\x02"
-_NAME_SEP = "\x01"
-
-
-class RecordDecodeError(RemotingCommandError):
-    """A pulled record is truncated or malformed; names the record's position."""
-
-
-def parse_properties(s: str) -> dict[str, str]:
-    """``"k\\x01v\\x02k\\x01v\\x02"`` → dict; empty or malformed items are skipped."""
-    out = {}
-    for item in s.split(_PROP_SEP):
-        k, sep, v = item.partition(_NAME_SEP)
-        if sep and k:
-            out[k] = v
-    return out
+parse_properties = string_to_properties  # "k\x01v\x02k\x01v\x02" → dict; empty or malformed items skipped
 
 
 def encode_properties(props: Mapping[str, str]) -> str:
-    """dict → RocketMQ's properties string (trailing separator, as Java writes it)."""
-    for k, v in props.items():
-        if _PROP_SEP in k or _NAME_SEP in k or _PROP_SEP in v or _NAME_SEP in v:
-            raise ValueError(f"property {k!r} contains a reserved separator character (\\x01 or \\x02)")
-    return "".join(f"{k}{_NAME_SEP}{v}{_PROP_SEP}" for k, v in props.items())
+    """dict → RocketMQ's properties string (trailing separator, as Java clients write it);
+    ValueError when a name or value holds a separator character."""
+    return common.properties_to_string(props, trailing_separator=True, check_separators=True)
 
 
 class Columns:
@@ -154,18 +142,18 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
     first = None
     mv = memoryview(body)
     while pos < total:
-        if total - pos < 88:
+        if total - pos < _MIN:
             raise RecordDecodeError(f"truncated record header at byte {pos} of a {total}-byte pull body")
         (size, magic, _crc, qid, _flag, qoff, phy, sysflag, born_ts) = head_unpack(body, pos)
-        if size < 88 or pos + size > total:
+        if size < _MIN or pos + size > total:
             raise RecordDecodeError(f"record at byte {pos} claims {size} bytes; {total - pos} remain")
         if magic != MAGIC_V1 and magic != MAGIC_V2:
             raise RecordDecodeError(f"record at byte {pos} has unknown magic code 0x{magic:08X}")
-        p = pos + 48 + (20 if sysflag & _SYSFLAG_BORNHOST_V6 else 8)
+        p = pos + _HEAD.size + (_HOST_V6 if sysflag & _SYSFLAG_BORNHOST_V6 else _HOST_V4)
         (store_ts,) = _I64.unpack_from(body, p)
         p += 8
         store_host_at = p
-        p += 20 if sysflag & _SYSFLAG_STOREHOST_V6 else 8
+        p += _HOST_V6 if sysflag & _SYSFLAG_STOREHOST_V6 else _HOST_V4
         p += 12  # RECONSUMETIMES, PREPARED TX OFFSET
         (body_len,) = _I32.unpack_from(body, p)
         p += 4
@@ -197,7 +185,7 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
         last = qoff + 1
         if need_props:
             props = parse_properties(str(mv[props_at:props_at + prop_len], "utf-8", "replace"))
-            tag = props.get("TAGS")
+            tag = props.get(MessageConst.TAGS)
             if tags is not None and tag not in tags:
                 continue
         else:
@@ -212,7 +200,7 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
                     raise RecordDecodeError(f"body of queue offset {qoff} is flagged compressed but does not inflate: {e}") from e
             cols.value.append(v)
         if w_key:
-            k = props.get("KEYS")
+            k = props.get(MessageConst.KEYS)
             cols.key.append(None if k is None else k.encode("utf-8"))
         if w_topic:
             cols.topic.append(str(mv[topic_at:topic_at + topic_len], "utf-8", "replace"))
@@ -225,22 +213,13 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
         if w_bts:
             cols.bornTimestamp.append(born_ts)
         if w_tags:
-            cols.tags.append(props.get("TAGS"))
+            cols.tags.append(props.get(MessageConst.TAGS))
         if w_id:
-            host_len = 20 if sysflag & _SYSFLAG_STOREHOST_V6 else 8
+            host_len = _HOST_V6 if sysflag & _SYSFLAG_STOREHOST_V6 else _HOST_V4
             cols.msgId.append((body[store_host_at:store_host_at + host_len] + body[rec_start + 28:rec_start + 36]).hex().upper())
         if w_props:
             cols.properties.append(props)
     return first, last
-
-
-def encode_batch_item(body: bytes, props_str: str, flag: int = 0) -> bytes:
-    """One item of a SEND_BATCH_MESSAGE body (layout in the module docstring)."""
-    pb = props_str.encode("utf-8")
-    if len(pb) > 32767:
-        raise ValueError(f"message properties are {len(pb)} bytes; RocketMQ allows at most 32767")
-    return b"".join((_ITEM_HEAD.pack(20 + len(body) + 2 + len(pb), 0, 0, flag, len(body)), body,
-                     _I16.pack(len(pb)), pb))
 
 
 def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema, kinds: Sequence[str]):
@@ -299,10 +278,10 @@ def record_starts(body: bytes) -> list[int]:
     total = len(body)
     unpack = _I32.unpack_from
     while pos < total:
-        if total - pos < 88:
+        if total - pos < _MIN:
             raise RecordDecodeError(f"truncated record header at byte {pos} of a {total}-byte pull body")
         (size,) = unpack(body, pos)
-        if size < 88 or pos + size > total:
+        if size < _MIN or pos + size > total:
             raise RecordDecodeError(f"record at byte {pos} claims {size} bytes; {total - pos} remain")
         starts.append(pos)
         pos += size
@@ -425,7 +404,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
         return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)
     size = i32(0).astype(np.int64)
     blen = i32(84).astype(np.int64)
-    tpos = S + 88 + blen
+    tpos = S + _MIN + blen
     if (blen < 0).any() or (tpos + 3 > S + size).any():
         return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)  # raises the precise error
     tlen = u8[tpos].astype(np.int64)
@@ -442,7 +421,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
         got = _props_arrow(u8, data, ppos[idx] + 2, plen[idx])
         if got is None:
             return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)
-        match = pc.is_in(_prop_column(got, "TAGS"), value_set=pa.array(sorted(tags), pa.string()))
+        match = pc.is_in(_prop_column(got, MessageConst.TAGS), value_set=pa.array(sorted(tags), pa.string()))
         keep[idx[~np.asarray(match.fill_null(False))]] = False
     rows = np.flatnonzero(keep)
     n = len(rows)
@@ -457,7 +436,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
         t = field.type
         if name == "value":
             bl = blen[rows]
-            bs = Sk + 88
+            bs = Sk + _MIN
             if kind == "string":
                 arr = pa.array([data[a:a + b].decode("utf-8", "replace") for a, b in zip(bs.tolist(), bl.tolist())], type=t)
             else:
@@ -487,9 +466,9 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
             offs = np.arange(0, 32 * (n + 1), 32, dtype=np.int32)
             arr = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offs), pa.py_buffer(hexed)])
         elif name == "key":
-            arr = _prop_column(props, "KEYS").cast(t)
+            arr = _prop_column(props, MessageConst.KEYS).cast(t)
         elif name == "tags":
-            arr = _prop_column(props, "TAGS")
+            arr = _prop_column(props, MessageConst.TAGS)
         elif name == "properties":
             offs, keys, items = props
             arr = pa.MapArray.from_arrays(pa.array(offs.astype(np.int32)), keys, items, type=t)

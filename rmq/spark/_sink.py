@@ -21,11 +21,12 @@ import time
 import zlib
 from typing import Sequence
 
+from rmq.common.message import MessageConst, encode_batch_item
 from rmq.errors import ClientError, RequestCodeNotSupportedError, TopicNotExistError
 from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
 from rmq.spark._client import RocketMQClient, TopicRoute
-from rmq.spark._records import encode_batch_item, encode_properties
+from rmq.spark._records import encode_properties
 from rmq.spark.options import SinkOptions
 
 __all__ = ["MessageSender", "SinkError", "AUTO_CREATE_TOPIC"]
@@ -35,7 +36,8 @@ log = logging.getLogger("rmq.spark")
 AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 _DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
 _MAX_BATCH_BYTES = 1024 * 1024  # well under the broker's 4 MiB maxMessageSize for a whole batch
-_RESERVED = frozenset({"KEYS", "TAGS", "UNIQ_KEY", "WAIT"})
+_RESERVED = frozenset({MessageConst.KEYS, MessageConst.TAGS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+                       MessageConst.WAIT_STORE_MSG_OK})
 
 
 class SinkError(ClientError):
@@ -210,13 +212,13 @@ class MessageSender:
                     if pval is not None:
                         props[pk] = pval
             if k:
-                props["KEYS"] = k.decode("utf-8", "replace")
+                props[MessageConst.KEYS] = k.decode("utf-8", "replace")
             tg = tags[i] if tags is not None else None
             if tg is None:
                 tg = opt_tags
             if tg:
-                props["TAGS"] = tg
-            props["UNIQ_KEY"] = self._ids.next()
+                props[MessageConst.TAGS] = tg
+            props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = self._ids.next()
             try:
                 item = encode_batch_item(v, encode_properties(props))
             except ValueError as e:

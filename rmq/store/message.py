@@ -8,6 +8,9 @@ from enum import IntEnum
 from typing import Callable
 
 from rmq import _store
+from rmq.common import message as common
+from rmq.common.message import (MessageConst, MessageSysFlag, decode_offset_msg_id, host_bytes, offset_msg_id,
+                                string_to_properties)
 
 __all__ = [
     "PutMessageStatus", "AppendMessageStatus", "GetMessageStatus", "MessageSysFlag",
@@ -53,81 +56,14 @@ class GetMessageStatus(IntEnum):
     NO_MESSAGE_IN_QUEUE = 8
 
 
-class MessageSysFlag:
-    """Java ``MessageSysFlag`` bits."""
-    COMPRESSED_FLAG = 0x1
-    MULTI_TAGS_FLAG = 0x2
-    TRANSACTION_NOT_TYPE = 0
-    TRANSACTION_PREPARED_TYPE = 0x1 << 2
-    TRANSACTION_COMMIT_TYPE = 0x2 << 2
-    TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
-    BORNHOST_V6_FLAG = 0x1 << 4
-    STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
-
-    @staticmethod
-    def get_transaction_value(flag: int) -> int:
-        return flag & MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
-
-
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
+NAME_VALUE_SEPARATOR = common.NAME_VALUE_SEPARATOR
+PROPERTY_SEPARATOR = common.PROPERTY_SEPARATOR
 
 
 def properties_to_string(props: dict[str, str] | None) -> str:
-    """Java 4.9.8 ``messageProperties2String``: ``k\\x01v\\x02...`` without a trailing \\x02."""
-    if not props:
-        return ""
-    return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None)
-
-
-def string_to_properties(s: str | bytes | None) -> dict[str, str]:
-    """Java ``string2messageProperties`` (empty items are skipped)."""
-    if not s:
-        return {}
-    if isinstance(s, (bytes, bytearray, memoryview)):
-        s = bytes(s).decode("utf-8", "replace")
-    out = {}
-    for item in s.split(PROPERTY_SEPARATOR):
-        k, sep, v = item.partition(NAME_VALUE_SEPARATOR)
-        if sep and k:
-            out[k] = v
-    return out
-
-
-def host_bytes(host: tuple[str, int], resolve: bool = False) -> bytes:
-    """8 bytes: IPv4 octets then an int32 port (the v1 record's host fields).
-
-    The v1 layout has no room for IPv6 (and we never set the IPv6 sysFlag bits): an
-    IPv4-mapped address (``::ffff:a.b.c.d``) gives its IPv4 part, any other non-IPv4 address
-    0.0.0.0. Host names are resolved only with ``resolve`` (the advertised store host, once)."""
-    ip, port = host
-    ip = (ip or "").strip("[]")
-    try:
-        packed = socket.inet_aton(ip) if ip.count(".") == 3 else None
-    except OSError:
-        packed = None
-    if packed is None:
-        if ip.lower().startswith("::ffff:") and ip.count(".") == 3:
-            packed = socket.inet_aton(ip[7:])
-        elif resolve and ip and ":" not in ip:
-            packed = socket.inet_aton(socket.gethostbyname(ip))
-        else:
-            packed = b"\x00\x00\x00\x00"
-    return packed + struct.pack(">i", int(port) & 0x7FFFFFFF)
-
-
-def offset_msg_id(store_host: bytes, commit_log_offset: int) -> str:
-    """offsetMsgId = HEX_UPPER(IPv4 ‖ port int32 ‖ offset int64) (wire-contract §11)."""
-    return (store_host + struct.pack(">q", commit_log_offset)).hex().upper()
-
-
-def decode_offset_msg_id(msg_id: str) -> tuple[tuple[str, int], int]:
-    """``((ip, port), commit_log_offset)`` of a 32-character offsetMsgId; ValueError if bad."""
-    raw = bytes.fromhex(msg_id)
-    if len(raw) != 16:
-        raise ValueError(f"offsetMsgId must be 32 hex characters, got {msg_id!r}")
-    port, off = struct.unpack(">iq", raw[4:])
-    return (socket.inet_ntoa(raw[:4]), port), off
+    """Java 4.9.8 ``messageProperties2String``: ``k\\x01v\\x02...`` without a trailing \\x02
+    (the broker's form; see :func:`rmq.common.message.properties_to_string`)."""
+    return common.properties_to_string(props, trailing_separator=False)
 
 
 @dataclass(slots=True)
@@ -180,11 +116,11 @@ class MessageExt:
 
     @property
     def tags(self) -> str | None:
-        return self.properties.get("TAGS")
+        return self.properties.get(MessageConst.TAGS)
 
     @property
     def keys(self) -> str | None:
-        return self.properties.get("KEYS")
+        return self.properties.get(MessageConst.KEYS)
 
     @classmethod
     def from_record(cls, d: dict) -> "MessageExt":

@@ -27,6 +27,7 @@ from typing import Callable
 import msgpack
 
 from rmq import _store
+from rmq.common.message import decode_offset_msg_id
 from rmq.errors import StoreError
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import StoreConfig
@@ -760,9 +761,8 @@ class MessageStore:
         return MessageExt.from_record(rec)
 
     def look_message_by_offset_msg_id(self, msg_id: str) -> MessageExt | None:
-        from rmq.store.message import decode_offset_msg_id
         try:
-            _, off = decode_offset_msg_id(msg_id)
+            *_, off = decode_offset_msg_id(msg_id)
         except ValueError:
             return None
         return self.look_message_by_offset(off)

@@ -95,7 +95,7 @@ class Wire:
 
 
 def phy_offset(msg_id: str) -> int:
-    return decode_offset_msg_id(msg_id)[1]
+    return decode_offset_msg_id(msg_id)[2]
 
 
 async def wait_for(pred, timeout=15.0, interval=0.05, what="condition"):

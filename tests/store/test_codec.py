@@ -72,7 +72,7 @@ def test_golden_records_decode_and_reencode_byte_identical():
 def test_offset_msg_id_matches_wire_contract_example():
     host = host_bytes(("10.218.145.166", 10700))
     assert offset_msg_id(host, 0x6500E59F3E) == "0ADA91A6000029CC0000006500E59F3E"
-    assert decode_offset_msg_id("0ADA91A6000029CC0000006500E59F3E") == (("10.218.145.166", 10700), 0x6500E59F3E)
+    assert decode_offset_msg_id("0ADA91A6000029CC0000006500E59F3E") == ("10.218.145.166", 10700, 0x6500E59F3E)
     with pytest.raises(ValueError):
         decode_offset_msg_id("ABCD")
 

@@ -30,6 +30,7 @@ import logging
 from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.managers.topic_config import PermName
 from rmq.broker.processors.common import FAQ, bad_request
+from rmq.common.message import PullSysFlag
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -37,12 +38,6 @@ from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.store import MessageFilter
 
 log = logging.getLogger("rmq.broker")
-
-# PullSysFlag bits
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
 
 MASTER_ID = 0
 
@@ -123,9 +118,9 @@ class PullMessageProcessor:
         if not sgc.consume_enable:
             return cmd.response(ResponseCode.NO_PERMISSION, "subscription group no permission, " + h.consumer_group, {})
         # 3. flags
-        has_suspend = bool(h.sys_flag & FLAG_SUSPEND)
-        has_commit_offset = bool(h.sys_flag & FLAG_COMMIT_OFFSET)
-        has_subscription = bool(h.sys_flag & FLAG_SUBSCRIPTION)
+        has_suspend = bool(h.sys_flag & PullSysFlag.FLAG_SUSPEND)
+        has_commit_offset = bool(h.sys_flag & PullSysFlag.FLAG_COMMIT_OFFSET)
+        has_subscription = bool(h.sys_flag & PullSysFlag.FLAG_SUBSCRIPTION)
         suspend_timeout_millis = h.suspend_timeout_millis if has_suspend else 0
         # 4. topic
         tc = c.topic_config_manager.select_topic_config(h.topic)

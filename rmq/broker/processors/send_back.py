@@ -31,24 +31,20 @@ from rmq.broker.managers.topic_config import (
     validate_topic,
 )
 from rmq.broker.processors.common import FAQ, bad_request
-from rmq.broker.schedule import PROPERTY_DELAY_TIME_LEVEL
-from rmq.broker.transaction import PROPERTY_TRANSACTION_PREPARED
+from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import ConsumerSendMsgBackRequestHeader
 from rmq.store import MessageInner
-from rmq.store.message import properties_to_string, string_to_properties
 
 log = logging.getLogger("rmq.broker.retry")
 
-PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
-PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
 DLQ_NUMS_PER_GROUP = 1
 _RW = PermName.PERM_READ | PermName.PERM_WRITE
 
 # Keys whose presence in a SEND's properties string means before_store has work to do.
-_MARKS = (PROPERTY_DELAY_TIME_LEVEL + "\x01", PROPERTY_TRANSACTION_PREPARED + "\x01")
+_MARKS = (MessageConst.DELAY_TIME_LEVEL + "\x01", MessageConst.TRANSACTION_PREPARED + "\x01")
 
 
 def retry_topic(group: str) -> str:
@@ -104,10 +100,10 @@ def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: Messag
             log.info("message for %s reconsumed %d times (max %d): to %s", topic, reconsume, max_times, dlq)
             msg.topic = dlq
             msg.queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
-            props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+            props[MessageConst.DELAY_TIME_LEVEL] = "0"
             changed = True
 
-    if props.get(PROPERTY_TRANSACTION_PREPARED, "").lower() == "true" and not (
+    if props.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true" and not (
         msg.reconsume_times > 0 and _level(props) > 0
     ):
         if getattr(controller.broker_config, "reject_transaction_message", False):
@@ -118,14 +114,14 @@ def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: Messag
 
     if changed:
         msg.properties = props
-        msg.properties_str = properties_to_string(props)
+        msg.properties_str = properties_to_string(props, trailing_separator=False)
     controller.schedule_service.rewrite_if_delayed(msg)
     return None
 
 
 def _level(props: dict[str, str]) -> int:
     try:
-        return int(props.get(PROPERTY_DELAY_TIME_LEVEL) or 0)
+        return int(props.get(MessageConst.DELAY_TIME_LEVEL) or 0)
     except ValueError:
         return 0
 
@@ -172,7 +168,7 @@ class ConsumerSendMsgBackProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}", {})
 
         props = dict(ext.properties)
-        props.setdefault(PROPERTY_RETRY_TOPIC, ext.topic)
+        props.setdefault(MessageConst.RETRY_TOPIC, ext.topic)
         delay_level = header.delay_level
         max_times = header.max_reconsume_times if header.max_reconsume_times is not None else sgc.retry_max_times
         if ext.reconsume_times >= max_times or delay_level < 0:
@@ -180,15 +176,15 @@ class ConsumerSendMsgBackProcessor:
             queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
             if _create_system_topic(c, new_topic, DLQ_NUMS_PER_GROUP, _RW) is None:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist", {})
-            props[PROPERTY_DELAY_TIME_LEVEL] = "0"
+            props[MessageConst.DELAY_TIME_LEVEL] = "0"
             log.info("message %s of group %s reconsumed %d times (max %d, delay level %d): to %s",
                      ext.msg_id, group, ext.reconsume_times, max_times, delay_level, new_topic)
         else:
             if delay_level == 0:
                 delay_level = 3 + ext.reconsume_times
-            props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
-        if not props.get(PROPERTY_ORIGIN_MESSAGE_ID):
-            props[PROPERTY_ORIGIN_MESSAGE_ID] = ext.msg_id
+            props[MessageConst.DELAY_TIME_LEVEL] = str(delay_level)
+        if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
+            props[MessageConst.ORIGIN_MESSAGE_ID] = ext.msg_id
         inner = MessageInner(
             topic=new_topic,
             queue_id=queue_id,

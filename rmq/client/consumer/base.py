@@ -17,10 +17,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.common.message import PullSysFlag, java_string_hash
 from rmq.errors import ClientError, RemotingConnectError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullResult
 
-from .._codec import PullSysFlag, java_string_hash
 from ..instance import ClientInstance, get_client_instance
 from ..producer import validate_group, validate_topic
 from .allocate import STRATEGIES, AllocateStrategy
