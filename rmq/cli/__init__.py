@@ -1,4 +1,5 @@
-"""The ``rmq`` command: ``rmq namesrv``, ``rmq broker -c broker.conf``, ``rmq standalone``.
+"""The ``rmq`` command: ``rmq namesrv``, ``rmq broker -c broker.conf``, ``rmq standalone``,
+and ``rmq admin <mqadmin command>`` (see :mod:`rmq.cli.admin`).
 
 Every daemon listens on 127.0.0.1 unless told otherwise, logs one line saying where it
 listens, and stops cleanly on SIGINT/SIGTERM (held pulls answered, offsets and configs
@@ -19,7 +20,7 @@ import sys
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmq", description="RocketMQ-compatible name server and broker.",
                                      allow_abbrev=False)
-    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone}")
+    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,admin}")
 
     p = sub.add_parser("namesrv", help="run a name server", allow_abbrev=False)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -43,6 +44,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (default 9876)")
     p.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
     p.add_argument("--store-dir", default="./rmq-data", help="store root directory (default ./rmq-data)")
+
+    from rmq.cli import admin
+
+    admin.add_parser(sub)
     return parser
 
 
@@ -53,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command == "admin":
+        from rmq.cli.admin import run as run_admin
+
+        if extra:
+            print(f"rmq admin: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
+            return 2
+        return run_admin(args)
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
 

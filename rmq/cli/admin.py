@@ -1,0 +1,186 @@
+"""``rmq admin``: the mqadmin commands a new user needs first, with mqadmin's names and flags.
+
+ali-ons (and Java clients with ``autoCreateTopicEnable=false``) send only to topics that
+exist, so a user of ``make run`` needs a way to create one; these commands speak only the
+protocol, so they work against Apache RocketMQ too::
+
+    rmq admin updateTopic   -n 127.0.0.1:9876 -t TopicTest [-c DefaultCluster | -b 127.0.0.1:10911]
+                            [-r 8] [-w 8] [-p 6] [-o true]
+    rmq admin deleteTopic   -n 127.0.0.1:9876 -t TopicTest [-c DefaultCluster]
+    rmq admin updateSubGroup -n 127.0.0.1:9876 -g GID [-c DefaultCluster | -b ADDR] [-r 16]
+    rmq admin topicList     -n 127.0.0.1:9876
+    rmq admin topicRoute    -n 127.0.0.1:9876 -t TopicTest
+    rmq admin clusterList   -n 127.0.0.1:9876
+
+``-c`` (cluster) sends to the master of every broker of the cluster, ``-b`` to one broker;
+with neither, to every master the name server knows. Exit status: 0 done, 1 the broker or name
+server refused (its code and remark are printed), 2 bad arguments or unreachable.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+
+from rmq.errors import RMQError
+from rmq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
+from rmq.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+
+TIMEOUT = 5.0  # seconds per remote call, as mqadmin's default
+
+
+class AdminError(Exception):
+    """A refusal from a broker or the name server (exit status 1)."""
+
+
+def add_parser(sub) -> None:
+    """Register ``rmq admin <command>`` on the top-level subparsers."""
+    admin = sub.add_parser("admin", help="mqadmin-style commands: updateTopic, topicList, …", allow_abbrev=False)
+    cmds = admin.add_subparsers(dest="admin_command", metavar="{updateTopic,deleteTopic,updateSubGroup,"
+                                                                "topicList,topicRoute,clusterList}")
+
+    def command(name: str, help_: str) -> argparse.ArgumentParser:
+        p = cmds.add_parser(name, help=help_, allow_abbrev=False)
+        p.add_argument("-n", "--namesrvAddr", dest="namesrv", default="127.0.0.1:9876",
+                       help="name server address(es), ';'-separated (default 127.0.0.1:9876)")
+        return p
+
+    p = command("updateTopic", "create or update a topic on brokers")
+    p.add_argument("-t", "--topic", required=True)
+    _targets(p)
+    p.add_argument("-r", "--readQueueNums", type=int, default=8, help="read queues (default 8)")
+    p.add_argument("-w", "--writeQueueNums", type=int, default=8, help="write queues (default 8)")
+    p.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 both (default 6)")
+    p.add_argument("-o", "--order", default="false", help="orderly topic: true/false (default false)")
+
+    p = command("deleteTopic", "delete a topic from brokers and the name server")
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-c", "--clusterName", dest="cluster", default=None)
+
+    p = command("updateSubGroup", "create or update a subscription group on brokers")
+    p.add_argument("-g", "--groupName", dest="group", required=True)
+    _targets(p)
+    p.add_argument("-r", "--retryMaxTimes", type=int, default=16, help="maxReconsumeTimes (default 16)")
+    p.add_argument("-s", "--consumeEnable", default="true")
+    p.add_argument("-d", "--consumeBroadcastEnable", default="true")
+
+    command("topicList", "list the topics the name server knows")
+    p = command("topicRoute", "print a topic's route as the name server answers it")
+    p.add_argument("-t", "--topic", required=True)
+    command("clusterList", "list clusters, brokers and their addresses")
+
+
+def _targets(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("-c", "--clusterName", dest="cluster", default=None, help="every master of this cluster")
+    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, help="one broker ip:port")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run one admin command; returns the exit status."""
+    if args.admin_command is None:
+        print("rmq admin: a command is required (see rmq admin --help)", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_run(args))
+    except AdminError as e:
+        print(f"rmq admin {args.admin_command}: {e}", file=sys.stderr)
+        return 1
+    except (RMQError, OSError, ValueError) as e:
+        print(f"rmq admin {args.admin_command}: {e}", file=sys.stderr)
+        return 2
+
+
+async def _run(args: argparse.Namespace) -> int:
+    client = RemotingClient([a for a in args.namesrv.split(";") if a])
+    try:
+        name = args.admin_command
+        if name == "topicList":
+            body = await _namesrv_call(client, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
+            for topic in sorted(body.get("topicList") or []):
+                print(topic)
+        elif name == "topicRoute":
+            print(json.dumps(await _namesrv_call(client, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": args.topic}),
+                             indent=2, sort_keys=True))
+        elif name == "clusterList":
+            info = await _cluster_info(client)
+            print(f"{'#Cluster':<22}{'#Broker':<22}{'#BID':<6}#Addr")
+            for cluster, names in sorted((info.get("clusterAddrTable") or {}).items()):
+                for broker in sorted(names):
+                    addrs = (info.get("brokerAddrTable") or {}).get(broker, {}).get("brokerAddrs") or {}
+                    for bid, addr in sorted(addrs.items(), key=lambda kv: int(kv[0])):
+                        print(f"{cluster:<22}{broker:<22}{bid:<6}{addr}")
+        elif name == "updateTopic":
+            header = CreateTopicRequestHeader(
+                topic=args.topic, read_queue_nums=args.readQueueNums, write_queue_nums=args.writeQueueNums,
+                perm=args.perm, order=args.order.lower() == "true")
+            for addr in await _masters(client, args.cluster, args.broker):
+                await _broker_call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+                print(f"create topic to {addr} success.")
+        elif name == "deleteTopic":
+            for addr in await _masters(client, args.cluster, None):
+                await _broker_call(client, addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=args.topic))
+            for ns in client.namesrv_addrs:
+                await _broker_call(client, ns, RequestCode.DELETE_TOPIC_IN_NAMESRV, DeleteTopicRequestHeader(topic=args.topic))
+            print(f"delete topic [{args.topic}] from cluster success.")
+        elif name == "updateSubGroup":
+            body = json.dumps({
+                "groupName": args.group, "consumeEnable": _bool(args.consumeEnable),
+                "consumeFromMinEnable": True, "consumeBroadcastEnable": _bool(args.consumeBroadcastEnable),
+                "retryQueueNums": 1, "retryMaxTimes": args.retryMaxTimes, "brokerId": 0,
+                "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True,
+            }).encode()
+            for addr in await _masters(client, args.cluster, args.broker):
+                await _broker_call(client, addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+                print(f"create subscription group to {addr} success.")
+        return 0
+    finally:
+        await client.close()
+
+
+def _bool(text: str) -> bool:
+    return text.strip().lower() in ("true", "1", "yes")
+
+
+def _loads(body: bytes | None) -> dict:
+    """A JSON body as a name server or broker writes it; Java's fastjson leaves integer map keys
+    unquoted (``{0:"127.0.0.1:10911"}``), so those are quoted before a second attempt."""
+    text = (body or b"{}").decode("utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return json.loads(re.sub(r'([{,])\s*(-?\d+)\s*:', r'\1"\2":', text))
+
+
+async def _namesrv_call(client: RemotingClient, code: int, ext: dict) -> dict:
+    resp = await client.invoke_namesrv(RemotingCommand.request(code, ext), timeout=TIMEOUT)
+    if resp.code != ResponseCode.SUCCESS:
+        raise AdminError(f"name server answered code {resp.code}: {resp.remark}")
+    return _loads(resp.body_bytes())
+
+
+async def _broker_call(client: RemotingClient, addr: str, code: int, ext, body: bytes | None = None) -> None:
+    resp = await client.invoke(addr, RemotingCommand.request(code, ext, body), timeout=TIMEOUT)
+    if resp.code != ResponseCode.SUCCESS:
+        raise AdminError(f"{addr} answered code {resp.code}: {resp.remark}")
+
+
+async def _cluster_info(client: RemotingClient) -> dict:
+    return await _namesrv_call(client, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+
+
+async def _masters(client: RemotingClient, cluster: str | None, broker: str | None) -> list[str]:
+    """The broker addresses a write command goes to (masters only, as mqadmin does)."""
+    if broker:
+        return [broker]
+    info = await _cluster_info(client)
+    names = (info.get("clusterAddrTable") or {}).get(cluster) if cluster else list(info.get("brokerAddrTable") or {})
+    if cluster and names is None:
+        raise AdminError(f"cluster [{cluster}] is not known to the name server")
+    masters = [(info["brokerAddrTable"][n].get("brokerAddrs") or {}).get("0") for n in names or []]
+    masters = [m for m in masters if m]
+    if not masters:
+        raise AdminError("no master broker is registered with the name server")
+    return masters

@@ -1,0 +1,62 @@
+"""``rmq admin``: mqadmin-style commands run as a real CLI process against a real daemon."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rmq._testing import StandaloneProcess
+
+pytestmark = pytest.mark.slow
+
+
+def admin(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rmq", "admin", *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory):
+    with StandaloneProcess(tmp_path_factory.mktemp("admin") / "store") as p:
+        yield p
+
+
+def test_update_topic_creates_a_routed_topic(daemon):
+    ns = daemon.namesrv_addr
+    assert admin("topicRoute", "-n", ns, "-t", "AdminT").returncode == 1  # unknown before
+    r = admin("updateTopic", "-n", ns, "-t", "AdminT", "-r", "3", "-w", "2")
+    assert r.returncode == 0, r.stderr
+    assert f"create topic to {daemon.broker_addr} success." in r.stdout
+    route = admin("topicRoute", "-n", ns, "-t", "AdminT")
+    assert route.returncode == 0, route.stderr
+    qd = json.loads(route.stdout)["queueDatas"]
+    assert [(q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in qd] == [(3, 2, 6)]
+    assert "AdminT" in admin("topicList", "-n", ns).stdout.split()
+
+
+def test_update_topic_to_a_cluster_and_delete_it(daemon):
+    ns = daemon.namesrv_addr
+    assert admin("updateTopic", "-n", ns, "-t", "AdminDel", "-c", "DefaultCluster").returncode == 0
+    assert "AdminDel" in admin("topicList", "-n", ns).stdout.split()
+    r = admin("deleteTopic", "-n", ns, "-t", "AdminDel", "-c", "DefaultCluster")
+    assert r.returncode == 0, r.stderr
+    assert "AdminDel" not in admin("topicList", "-n", ns).stdout.split()
+    r = admin("updateTopic", "-n", ns, "-t", "AdminX", "-c", "NoSuchCluster")
+    assert r.returncode == 1 and "NoSuchCluster" in r.stderr
+
+
+def test_cluster_list_and_sub_group(daemon):
+    ns = daemon.namesrv_addr
+    r = admin("clusterList", "-n", ns)
+    assert r.returncode == 0
+    assert ["DefaultCluster", "broker-a", "0", daemon.broker_addr] in [line.split() for line in r.stdout.splitlines()]
+    r = admin("updateSubGroup", "-n", ns, "-g", "GID_admin", "-r", "3")
+    assert r.returncode == 0 and "success" in r.stdout, r.stderr
+
+
+def test_refusals_and_bad_arguments_are_clear(daemon):
+    r = admin("updateTopic", "-n", daemon.namesrv_addr, "-t", "bad topic!")
+    assert r.returncode == 1 and "answered code" in r.stderr  # the broker's own remark is shown
+    r = admin("topicList", "-n", "127.0.0.1:1")  # nobody listens there
+    assert r.returncode == 2 and "rmq admin topicList:" in r.stderr
+    r = admin("updateTopic", "-n", daemon.namesrv_addr)  # -t missing
+    assert r.returncode == 2 and "-t" in r.stderr
