@@ -58,3 +58,9 @@ def get_message_scan(cq_buf: ReadableBuffer, start: int, end: int, table: Commit
                      tag_codes: Iterable[int] | None, tag_bytes: list[bytes] | None,
                      max_bytes_mem: int, max_count_mem: int, max_bytes_disk: int,
                      max_count_disk: int) -> tuple[int, int, int, int, int, list[tuple[int, int, int]]]: ...
+
+# Remoting JSON header codec (rmq/_codec.pxi). Both return None for input they leave to the
+# pure-Python reference in rmq/remoting/codec.py (which then gives the result or the error).
+def json_header_decode(buf: ReadableBuffer, start: int, end: int, cmd_cls: type) -> object | None: ...
+def json_header_encode(code: int, ext: dict, flag: int, language: str, opaque: int, remark: str | None,
+                       version: int, body_len: int = -1) -> bytes | None: ...

@@ -906,3 +906,10 @@ def populate_write(buf, Py_ssize_t start, Py_ssize_t length) -> int:
         return err
     finally:
         PyBuffer_Release(&d)
+
+
+# ---------------------------------------------------------------------------------------------
+# Remoting: the JSON header codec (decode requests, encode replies). Kept in its own file and
+# compiled into this module so the project keeps a single extension.
+# ---------------------------------------------------------------------------------------------
+include "_codec.pxi"

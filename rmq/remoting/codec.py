@@ -31,6 +31,7 @@ NULL check when ``extFields`` is missing (wire-contract §2 rules 4 and 5).
 from __future__ import annotations
 
 import json
+import os
 import struct
 from typing import Any, Iterator
 
@@ -83,6 +84,17 @@ try:
 except ImportError:  # pragma: no cover - CPython always has _json
     _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), check_circular=False).encode
 
+# The Cython header codec (rmq/_codec.pxi, compiled into rmq._store): decodes the common
+# request header shape and encodes replies, returning None for anything it does not handle,
+# when the pure-Python code below (the reference) runs and gives the result or the error.
+# RMQ_NO_EXTENSIONS=1 at run time leaves it out (A/B measurements, debugging).
+_c_decode = _c_encode = None
+if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
+    try:
+        from rmq._store import json_header_decode as _c_decode, json_header_encode as _c_encode
+    except ImportError:  # pragma: no cover - an extension built before the codec existed
+        pass
+
 _scan_once = json.decoder.JSONDecoder().scan_once
 _JSON_WS = " \t\n\r"
 
@@ -118,6 +130,16 @@ def decode_json_header(header: bytes | bytearray) -> RemotingCommand:
     Raises:
         RemotingCommandError: not UTF-8 JSON, not an object, or a field of the wrong type.
     """
+    if _c_decode is not None:
+        cmd = _c_decode(header, 0, len(header), RemotingCommand)
+        if cmd is not None:
+            return cmd
+    return _decode_json_header_py(header)
+
+
+def _decode_json_header_py(header: bytes | bytearray) -> RemotingCommand:
+    """The reference JSON header decoder (``json`` + field checks); the Cython decoder
+    handles the common shape and leaves everything else, and every error, to this."""
     try:
         obj = _loads(header)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError
@@ -310,7 +332,9 @@ class FrameDecoder:
         hend = hstart + header_len
         self._pos = end
         if ser == 0:
-            cmd = decode_json_header(data[hstart:hend])
+            cmd = None if _c_decode is None else _c_decode(data, hstart, hend, RemotingCommand)
+            if cmd is None:
+                cmd = _decode_json_header_py(data[hstart:hend])
         else:
             cmd = decode_binary_header(data, hstart, header_len)
         if hend < end:
@@ -372,6 +396,15 @@ def _wire_ext(ext: dict) -> dict[str, str]:
 
 
 def _encode_json_header(cmd: RemotingCommand) -> bytes:
+    if _c_encode is not None:
+        header = _c_encode(cmd.code, cmd.ext_fields, cmd.flag, cmd.language, cmd.opaque, cmd.remark, cmd.version)
+        if header is not None:
+            return header
+    return _encode_json_header_py(cmd)
+
+
+def _encode_json_header_py(cmd: RemotingCommand) -> bytes:
+    """The reference JSON header encoder; the Cython one must write the same bytes."""
     ext = _wire_ext(cmd.ext_fields) if cmd.ext_fields else {}
     lang = cmd.language
     lang_json = f'"{lang}"' if lang in _BYTE_BY_LANG else _dumps(str(lang))
@@ -426,11 +459,32 @@ def encode(cmd: RemotingCommand) -> list:
     Raises:
         RemotingCommandError: the header is longer than 16 MiB - 1 (24-bit length).
     """
+    body = cmd.body
+    if cmd.serialize_type == 0 and _c_encode is not None:
+        # The fast path writes the two length words and the header in one bytes object.
+        if body is None:
+            blen = 0
+        elif type(body) is list:
+            blen = sum(map(len, body))
+        elif type(body) is memoryview:
+            blen = body.nbytes
+        elif type(body) is bytes or type(body) is bytearray:
+            blen = len(body)
+        else:
+            blen = -1  # the reference path below raises
+        if blen >= 0:
+            head = _c_encode(cmd.code, cmd.ext_fields, cmd.flag, cmd.language, cmd.opaque, cmd.remark,
+                             cmd.version, blen)
+            if head is not None:
+                if body is None:
+                    return [head]
+                if type(body) is list:
+                    return [head, *body]
+                return [head, body]
     header = encode_header(cmd)
     hlen = len(header)
     if hlen > _MAX_HEADER_LENGTH:
         raise RemotingCommandError(f"header of {hlen} bytes does not fit the 24-bit header length")
-    body = cmd.body
     if body is None:
         return [_LENGTHS.pack(4 + hlen, (cmd.serialize_type << 24) | hlen) + header]
     if type(body) is list:
