@@ -51,6 +51,7 @@ from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
 from rmq.broker.rebalance_lock import RebalanceLockManager
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.transaction import TransactionalMessageService
+from rmq.common.tasks import BackgroundTasks
 from rmq.config import BrokerConfig
 from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
@@ -131,7 +132,7 @@ class BrokerController:
         self.pull_request_hold_service: PullRequestHoldService | None = None
         self.broker_outer_api = BrokerOuterAPI(broker_config.namesrv_addr_list)
         self.ready = False
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks("broker", log)
         self._register_lock: asyncio.Lock | None = None
         self._register_pending: asyncio.Task | None = None
         self._started = False
@@ -249,10 +250,7 @@ class BrokerController:
             await self.broker_outer_api.unregister_broker_all(
                 bc.broker_cluster_name, self.broker_addr, bc.broker_name, bc.broker_id, timeout=2.0
             )
-        for t in list(self._tasks):
-            t.cancel()
-        if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._tasks.close()
         if self.message_store is not None:
             await self.transaction_service.stop()
             await self.schedule_service.stop()   # persists the delay progress
@@ -277,15 +275,7 @@ class BrokerController:
         await self.shutdown()
 
     def _spawn(self, coro, name: str) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro, name=f"broker-{name}")
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("broker task %s died", task.get_name(), exc_info=task.exception())
+        return self._tasks.spawn(coro, f"broker-{name}")
 
     # -- background tasks -----------------------------------------------------------------
 

@@ -38,6 +38,7 @@ import msgpack
 from rmq.broker.managers.config_store import ConfigManager, atomic_write
 from rmq.broker.managers.topic_config import RMQ_SYS_SCHEDULE_TOPIC
 from rmq.common.message import MessageConst, MessageSysFlag, properties_to_string, string_to_properties
+from rmq.common.tasks import stop_gracefully
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker.schedule")
@@ -202,24 +203,7 @@ class ScheduleMessageService:
         self._stopping = True
         if self._wakeup is not None:
             self._wakeup.set()
-        if self._task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._task), grace)
-            except asyncio.TimeoutError:
-                log.warning("schedule service did not stop within %.0f s; cancelling it", grace)
-            except Exception:  # noqa: BLE001 - logged below when awaited
-                pass
-        for t in (self._task, self._persist_task):
-            if t is not None:
-                t.cancel()
-        for t in (self._task, self._persist_task):
-            if t is not None:
-                try:
-                    await t
-                except asyncio.CancelledError:
-                    pass
-                except Exception:  # noqa: BLE001
-                    log.exception("schedule task failed")
+        await stop_gracefully(self._task, grace, log, "schedule service", also=(self._persist_task,))
         self._task = self._persist_task = None
         self.persist()
 

@@ -57,6 +57,7 @@ from rmq.broker.managers.topic_config import (
     PermName,
 )
 from rmq.common.message import MessageConst, MessageSysFlag, host_bytes, properties_to_string
+from rmq.common.tasks import stop_gracefully
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
@@ -257,19 +258,7 @@ class TransactionalMessageService:
         if self._kick is not None:
             self._kick.set()
         if self._task is not None:
-            try:
-                await asyncio.wait_for(asyncio.shield(self._task), grace)
-            except asyncio.TimeoutError:
-                log.warning("transaction check did not stop within %.0f s; cancelling it", grace)
-            except Exception:  # noqa: BLE001 - logged below when awaited
-                pass
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            except Exception:  # noqa: BLE001
-                log.exception("transaction check task failed")
+            await stop_gracefully(self._task, grace, log, "transaction check")
             self._task = None
 
     def wakeup(self) -> None:

@@ -25,6 +25,7 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -133,7 +134,7 @@ class ClientInstance:
         self.broker_addr_table: dict[str, dict[int, str]] = {}
         self.broker_version_table: dict[str, int] = {}
         self.start_time = int(time.time() * 1000)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks(f"client {client_id}", log)
         self._rebalance_wakeup = asyncio.Event()
         self._route_lock = asyncio.Lock()
         self._heartbeat_lock = asyncio.Lock()
@@ -149,16 +150,7 @@ class ClientInstance:
     # ---------------------------------------------------------------- lifecycle
 
     def _spawn(self, coro, name: str) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro, name=f"rmq-{name}-{self.client_id}")
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("client %s: background task %s died: %r", self.client_id, task.get_name(),
-                      task.exception(), exc_info=task.exception())
+        return self._tasks.spawn(coro, f"rmq-{name}-{self.client_id}")
 
     def _ensure_started(self) -> None:
         if self._closed:
@@ -261,10 +253,7 @@ class ClientInstance:
             return
         self._closed = True
         _forget(self)
-        tasks = list(self._tasks)
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._tasks.close()
         await self.remoting.close()
 
     @property

@@ -23,6 +23,7 @@ import logging
 import time
 from typing import Any, Callable, Iterable, Protocol
 
+from rmq.common.tasks import BackgroundTasks
 from rmq.errors import (
     RemotingConnectError,
     RemotingError,
@@ -99,7 +100,7 @@ class RemotingClient:
         self._async_in_flight = 0
         self._oneway_in_flight = 0
         self._hooks: list[RPCHook] = []
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks(name, log)
         self._scan_task: asyncio.Task | None = None
         self._namesrv_index = 0
         self._closed = False
@@ -355,15 +356,7 @@ class RemotingClient:
     # ------------------------------------------------------------------ background
 
     def _spawn(self, coro: Any) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("%s: background task failed", self.name, exc_info=task.exception())
+        return self._tasks.spawn(coro)
 
     def _ensure_scan(self) -> None:
         if self._scan_task is None and not self._closed:
@@ -403,10 +396,7 @@ class RemotingClient:
             self._scan_task.cancel()
             await asyncio.gather(self._scan_task, return_exceptions=True)
             self._scan_task = None
-        for task in list(self._connecting.values()) + list(self._tasks):
-            task.cancel()
-        if self._tasks or self._connecting:
-            await asyncio.gather(*self._tasks, *self._connecting.values(), return_exceptions=True)
+        await self._tasks.close(also=list(self._connecting.values()))
         conns = list(self.connection_manager.connections)
         for conn in conns:
             conn.close()

@@ -29,6 +29,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Union
 
+from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import (ConsumeFromWhere, ConsumeResult, MessageExt, MessageModel, MessageQueue,
                        PullStatus)
@@ -167,7 +168,7 @@ class PushConsumer(ConsumerBase):
         self.delay_level_when_next_consume = delay_level_when_next_consume
         self._consume_queue: asyncio.Queue[Any] = asyncio.Queue(
             maxsize=0 if self._has_handler else iterator_buffer)
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks(f"group {group}", log)
         self._resume = asyncio.Event()
         self._resume.set()
         self._current: _ConsumeRequest | None = None    # iterator mode: the message being handled
@@ -219,9 +220,7 @@ class PushConsumer(ConsumerBase):
                 log.warning("group %s: %d handler call(s) still running after %.1f s; cancelling them",
                             self.group, self._busy, timeout)
         await self._stop_base()
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self._tasks.close()
         self._wake_iterators()
         self._state = "CLOSED"
 
@@ -238,16 +237,7 @@ class PushConsumer(ConsumerBase):
         await self.close()
 
     def _spawn(self, coro, name: str) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro, name=f"rmq-{name}-{self.group}")
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-        return task
-
-    def _task_done(self, task: asyncio.Task) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group %s: task %s died: %r", self.group, task.get_name(), task.exception(),
-                      exc_info=task.exception())
+        return self._tasks.spawn(coro, f"rmq-{name}-{self.group}")
 
     # ---------------------------------------------------------------- pause / resume
 

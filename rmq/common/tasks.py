@@ -1,0 +1,87 @@
+"""One owner for background tasks (every background task has an owner and a clean stop).
+
+asyncio keeps only a weak reference to a running task, so an owner keeps a strong one until
+the task ends; a task that dies with an exception nobody awaits would otherwise vanish
+silently, so the owner logs it. ``close()`` cancels whatever still runs and waits for it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Coroutine, Iterable, Iterator
+
+__all__ = ["BackgroundTasks", "stop_gracefully"]
+
+
+class BackgroundTasks:
+    """A set of background tasks with one owner (like ``asyncio.TaskGroup``, but a task's
+    failure is logged, not propagated, and the owner decides when to stop).
+
+    Args:
+        owner: words naming the owner in log lines (``"broker"``, ``"group G"``).
+        logger: where an unexpected task exception is logged (at ERROR, with traceback).
+    """
+
+    __slots__ = ("owner", "log", "_tasks")
+
+    def __init__(self, owner: str, logger: logging.Logger) -> None:
+        self.owner = owner
+        self.log = logger
+        self._tasks: set[asyncio.Task] = set()
+
+    def spawn(self, coro: Coroutine, name: str | None = None) -> asyncio.Task:
+        """Run ``coro`` as a task on the running loop (``name`` defaults to asyncio's own) and
+        keep it until it ends."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("%s: background task %s died: %r", self.owner, task.get_name(),
+                           task.exception(), exc_info=task.exception())
+
+    async def close(self, also: Iterable[asyncio.Future] = ()) -> None:
+        """Cancel every task still running (and the futures in ``also``, which the owner keeps
+        elsewhere) and wait until all have ended; their exceptions are swallowed. Tasks spawned
+        afterwards are owned as before, so an owner that may restart keeps working."""
+        pending = list(also) + list(self._tasks)
+        for t in pending:
+            t.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __iter__(self) -> Iterator[asyncio.Task]:
+        return iter(list(self._tasks))
+
+
+async def stop_gracefully(task: asyncio.Task | None, grace: float, logger: logging.Logger, what: str,
+                          also: Iterable[asyncio.Task | None] = ()) -> None:
+    """Stop a service's task that ends by itself once told to (its stop flag is already set).
+
+    Waits up to ``grace`` seconds for ``task`` to finish (a warning names ``what`` when it does
+    not), then cancels it and the tasks in ``also`` (None entries are skipped) and awaits them
+    all; a task that failed is logged as ``"<what> task failed"``.
+    """
+    if task is not None:
+        try:
+            await asyncio.wait_for(asyncio.shield(task), grace)
+        except asyncio.TimeoutError:
+            logger.warning("%s did not stop within %.0f s; cancelling it", what, grace)
+        except Exception:  # noqa: BLE001 - logged below when awaited
+            pass
+    tasks = [t for t in (task, *also) if t is not None]
+    for t in tasks:
+        t.cancel()
+    for t in tasks:
+        try:
+            await t
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # noqa: BLE001
+            logger.exception("%s task failed", what)

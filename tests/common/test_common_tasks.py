@@ -1,0 +1,92 @@
+"""rmq.common.tasks: the owner of background tasks and the graceful stop of a service task."""
+import asyncio
+import logging
+
+from rmq.common.tasks import BackgroundTasks, stop_gracefully
+
+log = logging.getLogger("rmq.test.tasks")
+
+
+async def test_spawn_keeps_tasks_until_done_and_logs_a_death(caplog):
+    tasks = BackgroundTasks("owner-x", log)
+    done = asyncio.Event()
+
+    async def ok():
+        await done.wait()
+        return 1
+
+    async def boom():
+        raise RuntimeError("kaput")
+
+    t1 = tasks.spawn(ok(), "ok-task")
+    assert t1.get_name() == "ok-task" and len(tasks) == 1 and list(tasks) == [t1]
+    with caplog.at_level(logging.ERROR, logger="rmq.test.tasks"):
+        t2 = tasks.spawn(boom(), "boom-task")
+        await asyncio.gather(t2, return_exceptions=True)
+        await asyncio.sleep(0)
+    assert len(tasks) == 1                      # the dead one is dropped, the live one kept
+    died = [r for r in caplog.records if "boom-task" in r.getMessage()]
+    assert died and "owner-x" in died[0].getMessage() and died[0].exc_info[0] is RuntimeError
+    done.set()
+    assert await t1 == 1
+    await asyncio.sleep(0)
+    assert len(tasks) == 0
+
+
+async def test_close_cancels_owned_and_also_and_waits(caplog):
+    tasks = BackgroundTasks("owner-y", log)
+    stopped = []
+
+    async def forever(tag):
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            stopped.append(tag)
+
+    tasks.spawn(forever("a"))
+    tasks.spawn(forever("b"))
+    extra = asyncio.get_running_loop().create_task(forever("c"))
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.ERROR, logger="rmq.test.tasks"):
+        await tasks.close(also=[extra])
+    assert sorted(stopped) == ["a", "b", "c"] and extra.cancelled() and len(tasks) == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]   # a cancel is no death
+    await tasks.close()                         # idempotent, nothing left
+    t = tasks.spawn(asyncio.sleep(0, "again"))  # still usable after close (owners may restart)
+    assert await t == "again"
+
+
+async def test_stop_gracefully_lets_the_task_finish_within_grace():
+    stop = asyncio.Event()
+    finished = []
+
+    async def service():
+        await stop.wait()
+        await asyncio.sleep(0.01)
+        finished.append(True)
+
+    t = asyncio.get_running_loop().create_task(service())
+    other = asyncio.get_running_loop().create_task(asyncio.sleep(3600))
+    stop.set()
+    await stop_gracefully(t, 5.0, log, "svc", also=(other, None))
+    assert finished == [True] and not t.cancelled() and other.cancelled()
+
+
+async def test_stop_gracefully_cancels_after_grace_and_logs_failures(caplog):
+    async def stuck():
+        await asyncio.sleep(3600)
+
+    async def fails():
+        raise ValueError("bad")
+
+    t = asyncio.get_running_loop().create_task(stuck())
+    with caplog.at_level(logging.WARNING, logger="rmq.test.tasks"):
+        await stop_gracefully(t, 0.05, log, "stuck svc")
+    assert t.cancelled()
+    assert any("stuck svc did not stop within" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    f = asyncio.get_running_loop().create_task(fails())
+    with caplog.at_level(logging.ERROR, logger="rmq.test.tasks"):
+        await stop_gracefully(f, 1.0, log, "failing svc")
+        await stop_gracefully(None, 1.0, log, "absent svc")
+    assert [r.getMessage() for r in caplog.records] == ["failing svc task failed"]
