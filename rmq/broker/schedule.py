@@ -37,6 +37,7 @@ import msgpack
 
 from rmq.broker.managers.config_store import ConfigManager, atomic_write
 from rmq.broker.managers.topic_config import RMQ_SYS_SCHEDULE_TOPIC
+from rmq.broker.message_copy import copy_to_inner
 from rmq.common.message import MessageConst, MessageSysFlag, properties_to_string, string_to_properties
 from rmq.common.tasks import stop_gracefully
 from rmq.store import MessageInner
@@ -331,17 +332,7 @@ class ScheduleMessageService:
             log.error("delayed message %s is a prepared transaction message; discarded", ext.msg_id)
             return None
         props.pop(MessageConst.DELAY_TIME_LEVEL, None)
-        return MessageInner(
-            topic=real_topic,
-            queue_id=real_qid,
-            body=ext.body,
-            flag=ext.flag,
-            properties=props,
-            born_timestamp=ext.born_timestamp,
-            born_host=ext.born_host,
-            sys_flag=ext.sys_flag,
-            reconsume_times=ext.reconsume_times,
-        )
+        return copy_to_inner(ext, real_topic, real_qid, props)
 
     def stats(self) -> dict[str, object]:
         """Progress per level and how far each level is behind (for admin and tests)."""

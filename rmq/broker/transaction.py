@@ -56,6 +56,7 @@ from rmq.broker.managers.topic_config import (
     RMQ_SYS_TRANS_OP_HALF_TOPIC,
     PermName,
 )
+from rmq.broker.message_copy import copy_to_inner
 from rmq.common.message import MessageConst, MessageSysFlag, host_bytes, properties_to_string
 from rmq.common.tasks import stop_gracefully
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -200,16 +201,9 @@ class TransactionalMessageService:
             queue_id = 0
         props.pop(MessageConst.TRANSACTION_PREPARED, None)
         props.pop(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, None)
-        return MessageInner(
-            topic=topic,
-            queue_id=queue_id,
-            body=ext.body,
-            flag=ext.flag,
-            properties=props,
-            born_timestamp=ext.born_timestamp,
-            born_host=ext.born_host,
+        return copy_to_inner(
+            ext, topic, queue_id, props,
             sys_flag=MessageSysFlag.reset_transaction_value(ext.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
-            reconsume_times=ext.reconsume_times,
             prepared_transaction_offset=header.commit_log_offset,
         )
 
@@ -405,17 +399,7 @@ class TransactionalMessageService:
         props = dict(ext.properties)
         props[MessageConst.TRANSACTION_CHECK_TIMES] = str(check_times)
         props.setdefault(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, str(ext.queue_offset))
-        inner = MessageInner(
-            topic=RMQ_SYS_TRANS_HALF_TOPIC,
-            queue_id=ext.queue_id,
-            body=ext.body,
-            flag=ext.flag,
-            properties=props,
-            born_timestamp=ext.born_timestamp,
-            born_host=ext.born_host,
-            sys_flag=ext.sys_flag,
-            reconsume_times=ext.reconsume_times,
-        )
+        inner = copy_to_inner(ext, RMQ_SYS_TRANS_HALF_TOPIC, ext.queue_id, props)
         result = await self.store.put_message(inner)
         if not result.is_ok:
             log.error("putting back half message %s failed: %s %s", ext.msg_id, result.status.name, result.remark or "")
@@ -473,11 +457,7 @@ class TransactionalMessageService:
             TRANS_CHECK_MAX_TIME_TOPIC, 1, PermName.PERM_READ | PermName.PERM_WRITE, 0)
         if created:
             self.controller.register_broker_soon()
-        keep = MessageInner(
-            topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0, body=ext.body, flag=ext.flag,
-            properties=dict(ext.properties), born_timestamp=ext.born_timestamp, born_host=ext.born_host,
-            sys_flag=ext.sys_flag, reconsume_times=ext.reconsume_times,
-        )
+        keep = copy_to_inner(ext, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(ext.properties))
         result = await self.store.put_message(keep)
         if not result.is_ok:
             log.error("keeping discarded half message %s failed: %s", ext.msg_id, result.status.name)

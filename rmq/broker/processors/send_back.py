@@ -30,6 +30,7 @@ from rmq.broker.managers.topic_config import (
     PermName,
     validate_topic,
 )
+from rmq.broker.message_copy import copy_to_inner
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
@@ -185,17 +186,7 @@ class ConsumerSendMsgBackProcessor:
             props[MessageConst.DELAY_TIME_LEVEL] = str(delay_level)
         if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
             props[MessageConst.ORIGIN_MESSAGE_ID] = ext.msg_id
-        inner = MessageInner(
-            topic=new_topic,
-            queue_id=queue_id,
-            body=ext.body,
-            flag=ext.flag,
-            properties=props,
-            born_timestamp=ext.born_timestamp,
-            born_host=ext.born_host,
-            sys_flag=ext.sys_flag,
-            reconsume_times=ext.reconsume_times + 1,
-        )
+        inner = copy_to_inner(ext, new_topic, queue_id, props, reconsume_times=ext.reconsume_times + 1)
         c.schedule_service.rewrite_if_delayed(inner)
         try:
             result = await c.message_store.put_message(inner)
