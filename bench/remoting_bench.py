@@ -3,7 +3,8 @@
 
     python bench/remoting_bench.py [--connections 4] [--in-flight 16] [--seconds 5]
                                    [--warmup 1] [--slices 32] [--server-loop uvloop]
-                                   [--handler rmq|bare|bare-json] [--json]
+                                   [--handler rmq|bare|bare-json] [--py-codec] [--json]
+    python bench/remoting_bench.py --codec-micro [--json]
 
 What it measures: N connections each keep M requests in flight. A request is a ~350-byte
 JSON header shaped like a C++ client's PULL_MESSAGE; the answer is a ~200-byte header plus a
@@ -20,6 +21,12 @@ Handlers (server side):
   bare       an asyncio.Protocol that finds frame boundaries and answers with a canned
              header + the slices, no parsing (the floor for this machine).
   bare-json  bare plus json.loads of the request header and json.dumps of the reply header.
+
+``--py-codec`` runs the server with RMQ_NO_EXTENSIONS=1: the pure-Python header codec instead
+of the Cython one (rmq/_codec.pxi), for A/B figures. ``--codec-micro`` runs no sockets: it
+times, in this process, the header work of one SEND_MESSAGE_V2 round trip (decode the request
+header, parse SendMessageRequestHeader, build and encode the reply) and of one PULL request,
+Cython path against the pure-Python reference, in microseconds per call.
 
 The client is a minimal pipelining protocol that only counts frames, so it is not the
 bottleneck. Performance is reported, never asserted.
@@ -242,6 +249,60 @@ async def _client(args) -> dict:
     }
 
 
+# ============================================================================ codec micro
+
+
+# What a Java 4.9.8 producer sends for SEND_MESSAGE_V2 (fastjson: every extFields value a string).
+SEND_V2_EXT = {
+    "a": "please_rename_unique_group_name", "b": "BenchTopic", "c": "TBW102", "d": "4", "e": "3", "f": "0",
+    "g": "1763769600000", "h": "0",
+    "i": "UNIQ_KEY\u0001C0A8000100002A9F00000000000000A1\u0002WAIT\u0001true\u0002TAGS\u0001TagA",
+    "j": "0", "k": "false", "m": "false", "n": "broker-a",
+}
+SEND_REPLY_EXT = {"msgId": "7F00000100002A9F0000000000A1B2C3", "queueId": "3", "queueOffset": "123456",
+                  "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+
+
+def codec_micro() -> dict:
+    import timeit
+
+    from rmq.remoting import codec
+    from rmq.remoting.command import RemotingCommand
+    from rmq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
+
+    if codec._c_decode is None:
+        raise SystemExit("the Cython codec is off (RMQ_NO_EXTENSIONS=1 or not built)")
+    out = {}
+    for name, code, ext, hcls in (("send_v2", 310, SEND_V2_EXT, SendMessageRequestHeader),
+                                  ("pull", PULL_CODE, PULL_EXT, PullMessageRequestHeader)):
+        req = RemotingCommand(code, opaque=4711, ext_fields=dict(ext), body=b"x" * 1024)
+        frame = b"".join(codec.encode(req))
+        hlen = struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF
+        cmd = codec._c_decode(frame, 8, 8 + hlen, RemotingCommand)
+        reply = cmd.response(0, ext_fields=dict(SEND_REPLY_EXT))
+
+        def per_call(fn, n=100_000):
+            fn()
+            return round(min(timeit.repeat(fn, number=n, repeat=3)) / n * 1e6, 3)
+
+        fast_decode = codec._c_decode
+        out[name] = {
+            "header_bytes": hlen,
+            "decode_cython_us": per_call(lambda: fast_decode(frame, 8, 8 + hlen, RemotingCommand)),
+            "decode_python_us": per_call(lambda: codec._decode_json_header_py(frame[8 : 8 + hlen])),
+            "from_ext_fields_us": per_call(lambda: hcls.from_ext_fields(cmd.ext_fields)),
+            "response_us": per_call(lambda: cmd.response(0, ext_fields=SEND_REPLY_EXT)),
+            "encode_reply_cython_us": per_call(lambda: codec.encode(reply)),
+        }
+        saved = codec._c_encode
+        codec._c_encode = None
+        try:
+            out[name]["encode_reply_python_us"] = per_call(lambda: codec.encode(reply))
+        finally:
+            codec._c_encode = saved
+    return out
+
+
 # ============================================================================ driver
 
 
@@ -254,6 +315,9 @@ def main(argv=None) -> int:
     ap.add_argument("--slices", type=int, default=32, help="memoryview slices per 38 KiB body (default 32)")
     ap.add_argument("--handler", choices=["rmq", "bare", "bare-json"], default="rmq", help="server side (default rmq)")
     ap.add_argument("--server-loop", choices=["uvloop", "asyncio"], default="uvloop", help="server loop (default uvloop)")
+    ap.add_argument("--py-codec", action="store_true",
+                    help="server uses the pure-Python header codec (RMQ_NO_EXTENSIONS=1)")
+    ap.add_argument("--codec-micro", action="store_true", help="time the header codec in-process, no sockets")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     ap.add_argument("--role", choices=["driver", "server", "client"], default="driver", help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -265,10 +329,20 @@ def main(argv=None) -> int:
     if args.role == "client":
         run_client(args)
         return 0
+    if args.codec_micro:
+        figures = codec_micro()
+        if args.json:
+            print(json.dumps({"bench": "remoting_codec_micro", **figures}))
+        else:
+            for name, f in figures.items():
+                print(f"{name} ({f['header_bytes']} B header), us per call: "
+                      + ", ".join(f"{k[:-3]} {v}" for k, v in f.items() if k.endswith("_us")))
+        return 0
 
     common = ["--slices", str(args.slices), "--handler", args.handler, "--server-loop", args.server_loop]
+    env = dict(os.environ, RMQ_NO_EXTENSIONS="1") if args.py_codec else None
     server = subprocess.Popen([sys.executable, __file__, "--role", "server", *common],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     try:
         port = int(server.stdout.readline())
         client = subprocess.run(
@@ -286,11 +360,12 @@ def main(argv=None) -> int:
             server.kill()
             server.wait()
     figures.update(bench="remoting", handler=args.handler, slices=args.slices, connections=args.connections,
-                   in_flight=args.in_flight, server_loop=args.server_loop)
+                   in_flight=args.in_flight, server_loop=args.server_loop,
+                   codec="python" if args.py_codec else "cython")
     if args.json:
         print(json.dumps(figures))
     else:
-        print(f"remoting {args.handler} ({args.server_loop}, {args.slices} slices, "
+        print(f"remoting {args.handler} ({args.server_loop}, {figures['codec']} codec, {args.slices} slices, "
               f"{args.connections}x{args.in_flight} in flight): {figures['round_trips_per_s']:.0f} round trips/s, "
               f"{figures['mb_per_s']:.0f} MB/s, server CPU {figures['server_cpu_s_per_100k']} s per 100k round trips")
     return 0

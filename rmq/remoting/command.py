@@ -136,17 +136,22 @@ class RemotingCommand:
             ext_fields: a dict or a typed response header.
             body: optional body (bytes, memoryview or a list of them).
         """
-        if ext_fields is not None and not isinstance(ext_fields, dict):
+        if ext_fields is None:
+            ext_fields = {}
+        elif type(ext_fields) is not dict and not isinstance(ext_fields, dict):
             ext_fields = ext_fields.to_ext_fields()
-        return RemotingCommand(
-            int(code),
-            opaque=self.opaque,
-            flag=FLAG_RESPONSE,
-            remark=remark,
-            ext_fields=ext_fields,
-            body=body,
-            serialize_type=self.serialize_type,
-        )
+        # Built slot by slot: this runs once per reply, and a keyword __init__ call costs more.
+        r = _new(RemotingCommand)
+        r.code = int(code)
+        r.language = "JAVA"
+        r.version = DEFAULT_VERSION
+        r.opaque = self.opaque
+        r.flag = FLAG_RESPONSE
+        r.remark = remark
+        r.ext_fields = ext_fields
+        r.body = body
+        r.serialize_type = self.serialize_type
+        return r
 
     # ------------------------------------------------------------------ flags
 
@@ -201,6 +206,9 @@ class RemotingCommand:
             f"lang={self.language} v={self.version} remark={self.remark!r} "
             f"ext={self.ext_fields!r} body={self.body_length()}B ser={self.serialize_type}>"
         )
+
+
+_new = object.__new__
 
 
 def _parts_nbytes(parts: Iterable) -> int:

@@ -1,5 +1,6 @@
 """Typed headers read what real clients send (mixed JSON types, V1 and V2 send names)."""
 import dataclasses
+import typing
 
 import pytest
 
@@ -164,3 +165,58 @@ def test_create_topic_header_fields():
 def test_pull_response_header_to_ext_fields():
     h = H.PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=33, min_offset=0, max_offset=100)
     assert h.to_ext_fields() == {"suggestWhichBrokerId": "0", "nextBeginOffset": "33", "minOffset": "0", "maxOffset": "100"}
+
+
+# --------------------------------------------------------------------------- generated readers
+# The generated from_ext_fields inlines the common conversions ("3" → 3, "false" → False) and
+# builds the instance without __init__; an interpreted reference of the documented rules must
+# give the same header or the same error for any input.
+
+def _reference_read(cls, ext, names):
+    kw = {}
+    for f in dataclasses.fields(cls):
+        wire = names[f.name]
+        tp = H._base_type(typing.get_type_hints(cls)[f.name])
+        v = ext.get(wire)
+        if v is None:
+            if f.default is dataclasses.MISSING:
+                raise H._missing(cls.__name__, wire)
+            kw[f.name] = f.default
+        elif type(v) is tp:
+            kw[f.name] = v
+        else:
+            kw[f.name] = {int: H._int, bool: H._bool, str: H._str}[tp](v, cls.__name__, wire)
+    return cls(**kw)
+
+
+_ODD_VALUES = [None, 0, 1, -7, 2**70, True, False, 1.0, 2.5, "", " ", "3", " 12 ", "-4", "1_000", "１２", "0x1f",
+               "x", "true", "false", "TRUE", " False ", "0", "1", "2", "null", "tópic", [1], {"a": 1}]
+
+
+@pytest.mark.parametrize("cls", [H.SendMessageRequestHeader, H.PullMessageRequestHeader, H.EndTransactionRequestHeader,
+                                 H.ConsumerSendMsgBackRequestHeader, H.QueryConsumerOffsetRequestHeader],
+                         ids=lambda c: c.__name__)
+def test_generated_reader_matches_the_interpreted_rules(cls):
+    import random
+
+    rng = random.Random(cls.__name__)
+    variants = [(cls.from_ext_fields, cls.WIRE_NAMES)]
+    if hasattr(cls, "from_ext_fields_v2"):
+        variants.append((cls.from_ext_fields_v2, cls.WIRE_NAMES_V2))
+    for read, names in variants:
+        wires = list(names.values())
+        for _ in range(3000):
+            ext = {w: rng.choice(_ODD_VALUES) for w in wires if rng.random() < 0.9}
+            ext["unrelated"] = "x"
+            try:
+                expected = ("ok", _reference_read(cls, ext, names))
+            except RemotingCommandError as exc:
+                expected = ("error", str(exc))
+            try:
+                got = ("ok", read(ext))
+            except RemotingCommandError as exc:
+                got = ("error", str(exc))
+            assert got == expected, ext
+            if got[0] == "ok":
+                assert all(type(getattr(got[1], f)) is type(getattr(expected[1], f))
+                           for f in names)
