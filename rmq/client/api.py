@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from rmq.common.route import MASTER_ID, BrokerData, QueueData, loads_fastjson
 from rmq.errors import ClientError, RemotingCommandError, for_code
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -20,13 +20,12 @@ from rmq.types import MessageQueue, PullResult, PullStatus, SendResult, SendStat
 
 from ._codec import decode_messages
 
-__all__ = ["ClientAPI", "TopicRouteData", "QueueData", "BrokerData", "PERM_READ", "PERM_WRITE"]
+__all__ = ["ClientAPI", "TopicRouteData", "QueueData", "BrokerData", "PERM_READ", "PERM_WRITE", "MASTER_ID"]
 
 log = logging.getLogger("rmq.client")
 
 PERM_READ = 0x4
 PERM_WRITE = 0x2
-MASTER_ID = 0
 
 #: The language our requests declare. The broker replies in JSON whatever it is.
 LANGUAGE = "PYTHON"
@@ -56,26 +55,6 @@ def _int(ext: dict, name: str, default: int | None = None) -> int:
 # Route data (reply body of GET_ROUTEINFO_BY_TOPIC, wire-contract §4)
 
 @dataclass(slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-
-@dataclass(slots=True)
-class BrokerData:
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str]
-
-    def select_broker_addr(self) -> str | None:
-        """The master's address, else any slave's."""
-        return self.broker_addrs.get(MASTER_ID) or next(iter(self.broker_addrs.values()), None)
-
-
-@dataclass(slots=True)
 class TopicRouteData:
     queue_datas: list[QueueData]
     broker_datas: list[BrokerData]
@@ -84,19 +63,9 @@ class TopicRouteData:
 
     @classmethod
     def from_body(cls, body: bytes) -> TopicRouteData:
-        text = body.decode("utf-8")
-        try:
-            d = json.loads(text)
-        except json.JSONDecodeError:
-            # fastjson writes integer map keys unquoted ({0:"addr"}); quote them and retry.
-            d = json.loads(re.sub(r'([{,])\s*(-?\d+)\s*:', r'\1"\2":', text))
-        qds = [QueueData(str(q["brokerName"]), int(q.get("readQueueNums", 0)),
-                         int(q.get("writeQueueNums", 0)), int(q.get("perm", 6)),
-                         int(q.get("topicSysFlag", q.get("topicSynFlag", 0)) or 0))
-               for q in d.get("queueDatas") or []]
-        bds = [BrokerData(str(b.get("cluster", "")), str(b["brokerName"]),
-                          {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()})
-               for b in d.get("brokerDatas") or []]
+        d = loads_fastjson(body)
+        qds = [QueueData.from_json(q) for q in d.get("queueDatas") or []]
+        bds = [BrokerData.from_json(b) for b in d.get("brokerDatas") or []]
         qds.sort(key=lambda q: q.broker_name)
         bds.sort(key=lambda b: b.broker_name)
         return cls(qds, bds, d.get("orderTopicConf"), d)

@@ -18,49 +18,13 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+from rmq.common.route import MASTER_ID, BrokerData, QueueData
+
+__all__ = ["RouteInfoManager", "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult", "MASTER_ID"]
 
 log = logging.getLogger("rmq.namesrv")
-
-MASTER_ID = 0
-
-
-@dataclass(slots=True)
-class QueueData:
-    """One broker's queues of one topic (Java ``QueueData``)."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-    def to_json(self) -> dict:
-        return {
-            "brokerName": self.broker_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicSysFlag": self.topic_sys_flag,
-        }
-
-
-@dataclass(slots=True)
-class BrokerData:
-    """The addresses of one broker name, master (id 0) and slaves (Java ``BrokerData``)."""
-
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        # Standard JSON: the numeric ids become string keys ("0"), which both ONS and CPP
-        # accept (wire-contract §4), rather than fastjson's unquoted {0:"addr"}.
-        return {
-            "cluster": self.cluster,
-            "brokerName": self.broker_name,
-            "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
-        }
 
 
 @dataclass(slots=True)
