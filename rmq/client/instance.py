@@ -354,6 +354,17 @@ class ClientInstance:
         bid, addr = next(iter(sorted(table.items())))
         return addr, bid != MASTER_ID
 
+    async def find_broker_addr_refreshing(self, mq: MessageQueue, *, publish: bool) -> str | None:
+        """The address of ``mq``'s broker, fetching ``mq.topic``'s route once when the cache has
+        none: the master's (``publish=True``, for sends) or any (``find_broker_addr_in_admin``,
+        for offsets and admin calls). None when the fresh route has none either."""
+        find = self.find_broker_address_in_publish if publish else self.find_broker_addr_in_admin
+        addr = find(mq.broker_name)
+        if addr is None:
+            await self.update_topic_route(mq.topic)
+            addr = find(mq.broker_name)
+        return addr
+
     def find_broker_addr_in_admin(self, broker_name: str) -> str | None:
         table = self.broker_addr_table.get(broker_name)
         if not table:

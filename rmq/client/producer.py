@@ -473,10 +473,7 @@ class Producer:
         return mq
 
     async def _broker_addr(self, inst: ClientInstance, mq: MessageQueue) -> str:
-        addr = inst.find_broker_address_in_publish(mq.broker_name)
-        if addr is None:
-            await inst.update_topic_route(mq.topic)
-            addr = inst.find_broker_address_in_publish(mq.broker_name)
+        addr = await inst.find_broker_addr_refreshing(mq, publish=True)
         if addr is None:
             raise ClientError(f"the broker {mq.broker_name} of {mq} has no master address in the route")
         return addr

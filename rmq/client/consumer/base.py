@@ -387,10 +387,7 @@ class ConsumerBase:
     async def _admin_addr(self, mq: MessageQueue) -> str:
         inst = self._instance
         assert inst is not None
-        addr = inst.find_broker_addr_in_admin(mq.broker_name)
-        if addr is None:
-            await inst.update_topic_route(mq.topic)
-            addr = inst.find_broker_addr_in_admin(mq.broker_name)
+        addr = await inst.find_broker_addr_refreshing(mq, publish=False)
         if addr is None:
             raise ClientError(f"the broker {mq.broker_name} is not in any route")
         return addr

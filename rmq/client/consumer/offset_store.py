@@ -86,10 +86,7 @@ class RemoteBrokerOffsetStore(OffsetStore):
 
     async def _addr(self, mq: MessageQueue) -> str:
         inst = self._instance
-        addr = inst.find_broker_addr_in_admin(mq.broker_name)
-        if addr is None:
-            await inst.update_topic_route(mq.topic)
-            addr = inst.find_broker_addr_in_admin(mq.broker_name)
+        addr = await inst.find_broker_addr_refreshing(mq, publish=False)
         if addr is None:
             raise ClientError(f"the broker {mq.broker_name} of {mq} is not in any route")
         return addr
