@@ -11,7 +11,6 @@ import asyncio
 import json
 import math
 import os
-import re
 import shutil
 import struct
 import tempfile
@@ -19,6 +18,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from rmq.common.route import loads_fastjson
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -168,13 +168,8 @@ def print_json(figures: dict) -> None:
 
 # ------------------------------------------------------------------------------ protocol
 
-def _lenient_json(body: bytes):
-    """Parse a JSON body as fastjson writes it: maps may have bare integer keys ({0:"addr"})."""
-    text = bytes(body).decode("utf-8")
-    try:
-        return json.loads(text)
-    except ValueError:
-        return json.loads(re.sub(r'([{,])\s*(-?\d+)\s*:', r'\1"\2":', text))
+# JSON bodies as fastjson writes them: maps may have bare integer keys ({0:"addr"}).
+_lenient_json = loads_fastjson
 
 
 @dataclass(frozen=True)
