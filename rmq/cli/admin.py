@@ -21,9 +21,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import re
 import sys
 
+from rmq.common.route import loads_fastjson
 from rmq.errors import RMQError
 from rmq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
 from rmq.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
@@ -144,21 +144,11 @@ def _bool(text: str) -> bool:
     return text.strip().lower() in ("true", "1", "yes")
 
 
-def _loads(body: bytes | None) -> dict:
-    """A JSON body as a name server or broker writes it; Java's fastjson leaves integer map keys
-    unquoted (``{0:"127.0.0.1:10911"}``), so those are quoted before a second attempt."""
-    text = (body or b"{}").decode("utf-8")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return json.loads(re.sub(r'([{,])\s*(-?\d+)\s*:', r'\1"\2":', text))
-
-
 async def _namesrv_call(client: RemotingClient, code: int, ext: dict) -> dict:
     resp = await client.invoke_namesrv(RemotingCommand.request(code, ext), timeout=TIMEOUT)
     if resp.code != ResponseCode.SUCCESS:
         raise AdminError(f"name server answered code {resp.code}: {resp.remark}")
-    return _loads(resp.body_bytes())
+    return loads_fastjson(resp.body_bytes() or b"{}")
 
 
 async def _broker_call(client: RemotingClient, addr: str, code: int, ext, body: bytes | None = None) -> None:
