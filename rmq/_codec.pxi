@@ -664,3 +664,88 @@ def json_header_encode(code, ext, flag, language, opaque, remark, version, Py_ss
         return PyBytes_FromStringAndSize(o.p, o.n)
     finally:
         PyMem_Free(o.p)
+
+
+# ------------------------------------------------------------------------------ typed headers
+#
+# HeaderReader is the fast twin of the from_ext_fields functions that rmq/remoting/headers.py
+# generates: it fills a header's slots straight from the extFields dict for the values clients
+# really send (the exact type, or a decimal string for an int, "true"/"false" for a bool, null
+# or absent for an optional field) and hands any other input -- a missing required field, a
+# value needing the lenient rules, an error -- to the generated reader, which is the reference.
+
+cdef extern from "Python.h":
+    object PyLong_FromUnicodeObject(object u, int base)
+    PyObject* PyDict_GetItemWithError(object d, object key) except? NULL
+
+from sys import intern as sys_intern
+_object_new = object.__new__
+
+cdef enum:
+    _H_STR = 0
+    _H_INT = 1
+    _H_BOOL = 2
+
+
+cdef class HeaderReader:
+    """``reader(cls, ext)`` → a ``cls`` instance, like the generated ``from_ext_fields``.
+
+    Args:
+        fields: ``[(attribute, wire name, kind, required, default)]`` with kind 0 str,
+            1 int, 2 bool.
+        fallback: the reference reader ``fallback(cls, ext)``, called for anything else.
+    """
+    cdef tuple attrs, wires, defaults
+    cdef bytes kinds, required
+    cdef readonly object fallback
+    cdef Py_ssize_t n
+
+    def __init__(self, fields, fallback):
+        fields = list(fields)
+        self.n = len(fields)
+        self.attrs = tuple(sys_intern(f[0]) for f in fields)
+        self.wires = tuple(sys_intern(f[1]) for f in fields)
+        self.kinds = bytes(int(f[2]) for f in fields)
+        self.required = bytes(1 if f[3] else 0 for f in fields)
+        self.defaults = tuple(f[4] for f in fields)
+        self.fallback = fallback
+
+    def __call__(self, cls, ext):
+        cdef Py_ssize_t i
+        cdef PyObject* vp
+        cdef object v, o
+        cdef uint8_t kind
+        if not PyDict_CheckExact(ext):
+            return self.fallback(cls, ext)
+        o = _object_new(cls)
+        for i in range(self.n):
+            vp = PyDict_GetItemWithError(ext, self.wires[i])
+            kind = self.kinds[i]
+            if vp == NULL or <object>vp is None:
+                if self.required[i]:
+                    return self.fallback(cls, ext)  # it names the missing field
+                v = self.defaults[i]
+            else:
+                v = <object>vp
+                if kind == _H_STR:
+                    if not PyUnicode_CheckExact(v):
+                        return self.fallback(cls, ext)
+                elif kind == _H_INT:
+                    if not PyLong_CheckExact(v):
+                        if not PyUnicode_CheckExact(v):
+                            return self.fallback(cls, ext)
+                        try:
+                            v = PyLong_FromUnicodeObject(v, 10)  # = int(v), what the reference does
+                        except ValueError:
+                            return self.fallback(cls, ext)
+                else:
+                    if v is not True and v is not False:
+                        if PyUnicode_CheckExact(v) and v == "false":
+                            v = False
+                        elif PyUnicode_CheckExact(v) and v == "true":
+                            v = True
+                        else:
+                            return self.fallback(cls, ext)
+            setattr(o, self.attrs[i], v)
+        return o
+

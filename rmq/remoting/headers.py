@@ -20,6 +20,7 @@ Field names follow the Java classes of apache/rocketmq 4.9.8 exactly
 one-letter names of ``SendMessageRequestHeaderV2`` (``a``…``n``).
 """
 import dataclasses
+import os
 import typing
 from typing import Any, Callable, ClassVar
 
@@ -130,6 +131,16 @@ def _wstr(v: Any) -> str:
 
 _READERS = {int: "_int", bool: "_bool", str: "_str"}
 
+# The Cython twin of the generated readers (rmq/_codec.pxi): takes the common values, hands
+# everything else to the generated reader. RMQ_NO_EXTENSIONS=1 leaves it out.
+_HeaderReader = None
+if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
+    try:
+        from rmq._store import HeaderReader as _HeaderReader
+    except ImportError:  # pragma: no cover - an extension built before the reader existed
+        pass
+_KIND = {str: 0, int: 1, bool: 2}
+
 
 def _base_type(tp: Any) -> type:
     args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -166,8 +177,8 @@ def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
             lines.append(f"        try: a{i} = int(v)")
             lines.append(f"        except ValueError: a{i} = {slow}")
         elif tp is bool:
-            lines.append(f"    elif v == 'false': a{i} = False")
-            lines.append(f"    elif v == 'true': a{i} = True")
+            lines.append(f"    elif v == 'false' and type(v) is str: a{i} = False")
+            lines.append(f"    elif v == 'true' and type(v) is str: a{i} = True")
         lines.append(f"    else: a{i} = {slow}")
         args.append(f"{f.name}=a{i}")
     # Slot stores on a bare instance: a third cheaper than a 14-keyword __init__ call (the
@@ -176,7 +187,12 @@ def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
     lines += [f"    o.{a.split('=')[0]} = {a.split('=')[1]}" for a in args]
     lines.append("    return o")
     exec("\n".join(lines), ns)  # generated once per class at import time
-    return classmethod(ns["from_ext_fields"])
+    reader = ns["from_ext_fields"]
+    if _HeaderReader is not None:
+        spec = [(f.name, names[f.name], _KIND[tp], f.default is _REQUIRED,
+                 None if f.default is _REQUIRED else f.default) for f, tp in fields]
+        reader = _HeaderReader(spec, reader)  # .fallback is the generated reader
+    return classmethod(reader)
 
 
 def _gen_writer(cls: type, fields: list, names: dict[str, str], fname: str) -> Callable:

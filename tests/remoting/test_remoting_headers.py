@@ -1,5 +1,6 @@
 """Typed headers read what real clients send (mixed JSON types, V1 and V2 send names)."""
 import dataclasses
+import functools
 import typing
 
 import pytest
@@ -189,7 +190,17 @@ def _reference_read(cls, ext, names):
     return cls(**kw)
 
 
-_ODD_VALUES = [None, 0, 1, -7, 2**70, True, False, 1.0, 2.5, "", " ", "3", " 12 ", "-4", "1_000", "１２", "0x1f",
+class _DictSub(dict):
+    pass
+
+
+class _StrSub(str):
+    pass
+
+
+_COMMON = {str: ["GID_x", "TopicTest", "", "中文"], int: ["0", "3", "-1", "1763769600000", 7, 0],
+           bool: ["true", "false", True, False]}
+_ODD_VALUES = [_StrSub("false"), _StrSub("12"), None, 0, 1, -7, 2**70, True, False, 1.0, 2.5, "", " ", "3", " 12 ", "-4", "1_000", "１２", "0x1f",
                "x", "true", "false", "TRUE", " False ", "0", "1", "2", "null", "tópic", [1], {"a": 1}]
 
 
@@ -200,14 +211,30 @@ def test_generated_reader_matches_the_interpreted_rules(cls):
     import random
 
     rng = random.Random(cls.__name__)
-    variants = [(cls.from_ext_fields, cls.WIRE_NAMES)]
-    if hasattr(cls, "from_ext_fields_v2"):
-        variants.append((cls.from_ext_fields_v2, cls.WIRE_NAMES_V2))
+    variants = []
+    for attr, names in (("from_ext_fields", cls.WIRE_NAMES), ("from_ext_fields_v2", getattr(cls, "WIRE_NAMES_V2", None))):
+        if names is None:
+            continue
+        reader = vars(cls)[attr].__func__
+        if attr == "from_ext_fields" and cls is H.SendMessageRequestHeader:
+            reader = H._send_v1
+        variants.append((functools.partial(reader, cls), names))
+        if hasattr(reader, "fallback"):  # the Cython reader (rmq/_codec.pxi) and its reference
+            variants.append((functools.partial(reader.fallback, cls), names))
+    hints = typing.get_type_hints(cls)
     for read, names in variants:
         wires = list(names.values())
+        kinds = {names[a]: H._base_type(hints[a]) for a in names}
         for _ in range(3000):
-            ext = {w: rng.choice(_ODD_VALUES) for w in wires if rng.random() < 0.9}
+            if rng.random() < 0.5:
+                ext = {w: rng.choice(_ODD_VALUES) for w in wires if rng.random() < 0.9}
+            else:  # what clients send, with now and then one odd value
+                ext = {w: rng.choice(_COMMON[kinds[w]]) for w in wires if rng.random() < 0.95}
+                if rng.random() < 0.3:
+                    ext[rng.choice(wires)] = rng.choice(_ODD_VALUES)
             ext["unrelated"] = "x"
+            if rng.random() < 0.05:
+                ext = _DictSub(ext)  # not a plain dict: the Cython reader leaves it to the reference
             try:
                 expected = ("ok", _reference_read(cls, ext, names))
             except RemotingCommandError as exc:
