@@ -17,6 +17,7 @@ import warnings
 from typing import Any, Awaitable, Callable, Sequence, Union
 
 from rmq.common.message import MessageSysFlag, decode_offset_msg_id, encode_batch, java_string_hash
+from rmq.common.tasks import BackgroundTasks
 from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, RemotingConnectError,
                         RemotingError,
                         RemotingTimeoutError, RMQError, TopicNotExistError)
@@ -162,7 +163,7 @@ class Producer:
         self._uniq: UniqKeyGenerator | None = None
         self._faults = _FaultTolerance()
         self._topics: set[str] = set()
-        self._pending: set[asyncio.Task] = set()
+        self._pending = BackgroundTasks(f"producer {group}", log, death_level=logging.DEBUG)
         self._state = "CREATED"
 
     # ---------------------------------------------------------------- lifecycle
@@ -187,8 +188,7 @@ class Producer:
             self._state = "CLOSED"
             return
         self._state = "CLOSING"
-        if self._pending:
-            await asyncio.gather(*list(self._pending), return_exceptions=True)
+        await self._pending.wait()
         assert self._instance is not None
         await self._instance.unregister_producer(self.group)
         self._state = "CLOSED"
@@ -268,15 +268,7 @@ class Producer:
             await _call(callback, result, None)
             return result
 
-        task = asyncio.get_running_loop().create_task(run(), name=f"rmq-send-{self.group}")
-        self._pending.add(task)
-        task.add_done_callback(self._send_task_done)
-        return task
-
-    def _send_task_done(self, task: asyncio.Task) -> None:
-        self._pending.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.debug("producer %s: callback send failed: %r", self.group, task.exception())
+        return self._pending.spawn(run(), f"rmq-send-{self.group}")
 
     async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
                           selector: MessageQueueSelector | None = None, sharding_key: Any = None) -> None:
@@ -586,9 +578,7 @@ class Producer:
             except RMQError as e:
                 log.warning("producer %s: END_TRANSACTION after check failed: %r", self.group, e)
 
-        task = asyncio.get_running_loop().create_task(check(), name=f"rmq-txcheck-{self.group}")
-        self._pending.add(task)
-        task.add_done_callback(self._send_task_done)
+        self._pending.spawn(check(), f"rmq-txcheck-{self.group}")
 
 
 _COMMIT_OR_ROLLBACK = {

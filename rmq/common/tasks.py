@@ -19,14 +19,17 @@ class BackgroundTasks:
 
     Args:
         owner: words naming the owner in log lines (``"broker"``, ``"group G"``).
-        logger: where an unexpected task exception is logged (at ERROR, with traceback).
+        logger: where a task's exception is logged (with traceback).
+        death_level: the level of that line; default ERROR (unexpected). Owners whose tasks
+            report failures elsewhere (a send callback) pass DEBUG.
     """
 
-    __slots__ = ("owner", "log", "_tasks")
+    __slots__ = ("owner", "log", "death_level", "_tasks")
 
-    def __init__(self, owner: str, logger: logging.Logger) -> None:
+    def __init__(self, owner: str, logger: logging.Logger, death_level: int = logging.ERROR) -> None:
         self.owner = owner
         self.log = logger
+        self.death_level = death_level
         self._tasks: set[asyncio.Task] = set()
 
     def spawn(self, coro: Coroutine, name: str | None = None) -> asyncio.Task:
@@ -40,8 +43,14 @@ class BackgroundTasks:
     def _done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            self.log.error("%s: background task %s died: %r", self.owner, task.get_name(),
-                           task.exception(), exc_info=task.exception())
+            self.log.log(self.death_level, "%s: background task %s died: %r", self.owner, task.get_name(),
+                         task.exception(), exc_info=task.exception())
+
+    async def wait(self) -> None:
+        """Wait until the tasks running now have ended (nothing is cancelled; their exceptions
+        are swallowed)."""
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     async def close(self, also: Iterable[asyncio.Future] = ()) -> None:
         """Cancel every task still running (and the futures in ``also``, which the owner keeps

@@ -90,3 +90,24 @@ async def test_stop_gracefully_cancels_after_grace_and_logs_failures(caplog):
         await stop_gracefully(f, 1.0, log, "failing svc")
         await stop_gracefully(None, 1.0, log, "absent svc")
     assert [r.getMessage() for r in caplog.records] == ["failing svc task failed"]
+
+
+async def test_wait_lets_tasks_finish_and_death_level(caplog):
+    tasks = BackgroundTasks("producer P", log, death_level=logging.DEBUG)
+    finished = []
+
+    async def slow(tag):
+        await asyncio.sleep(0.02)
+        finished.append(tag)
+
+    async def fails():
+        raise OSError("send failed")
+
+    tasks.spawn(slow("a"))
+    with caplog.at_level(logging.DEBUG, logger="rmq.test.tasks"):
+        f = tasks.spawn(fails(), "send-1")
+        await tasks.wait()
+    assert finished == ["a"] and not f.cancelled() and len(tasks) == 0
+    died = [r for r in caplog.records if "send-1" in r.getMessage()]
+    assert died and died[0].levelno == logging.DEBUG and "producer P" in died[0].getMessage()
+    await tasks.wait()   # nothing running: returns at once
