@@ -412,3 +412,16 @@ def test_frames_survive_a_round_trip():
         back = decode_frame(b"".join(encode(cmd)))
         assert back.code == cmd.code and back.remark == cmd.remark and back.body_bytes() == b"body"
         assert back.ext_fields == {k: str(v) for k, v in cmd.ext_fields.items()}
+
+
+def test_fast_built_commands_have_every_slot_set():
+    """json_header_decode and RemotingCommand.response() fill the slots without __init__."""
+    assert RemotingCommand.__slots__ == ("code", "language", "version", "opaque", "flag", "remark", "ext_fields",
+                                         "body", "serialize_type")
+    cmd = FAST_DECODE(b'{"code":10}', 0, 11, RemotingCommand)
+    reply = cmd.response()
+    for c in (cmd, reply):
+        for slot in RemotingCommand.__slots__:
+            getattr(c, slot)  # AttributeError if one was left unset
+    assert _shape(cmd) == _shape(RemotingCommand(10, version=0))
+    assert (reply.code, reply.flag, reply.opaque, reply.ext_fields, reply.body) == (0, 1, 0, {}, None)
