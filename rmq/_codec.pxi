@@ -24,10 +24,10 @@
 
 from cpython.object cimport PyObject
 from cpython.long cimport PyLong_FromLongLong, PyLong_AsLongLong, PyLong_Check, PyLong_CheckExact
-from cpython.dict cimport PyDict_New, PyDict_SetItem, PyDict_Next, PyDict_CheckExact
+from cpython.dict cimport PyDict_SetItem, PyDict_Next, PyDict_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.exc cimport PyErr_Clear, PyErr_Occurred
+from cpython.exc cimport PyErr_Clear
 
 cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
