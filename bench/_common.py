@@ -13,12 +13,16 @@ import math
 import os
 import shutil
 import struct
+import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
 
+from rmq.common.message import encode_batch as encode_batch_items
+from rmq.common.message import properties_to_string
 from rmq.common.route import loads_fastjson
+from rmq.errors import RMQError
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -306,18 +310,28 @@ def uniq_key(seq: int) -> str:
 
 
 def properties_string(props: dict[str, str]) -> str:
-    return "".join(f"{k}\x01{v}\x02" for k, v in props.items())
+    """The SEND header's properties string, as clients write it (trailing separator)."""
+    return properties_to_string(props, trailing_separator=True)
 
 
 def encode_batch(bodies: list[bytes], props: list[str]) -> bytes:
     """The SEND_BATCH_MESSAGE body: items as ``TOTALSIZE MAGIC BODYCRC FLAG BODYLEN body PROPLEN props``."""
-    out = bytearray()
-    for body, prop in zip(bodies, props):
-        p = prop.encode()
-        out += struct.pack(">iiiii", 20 + len(body) + 2 + len(p), 0, 0, 0, len(body))
-        out += body
-        out += struct.pack(">h", len(p)) + p
-    return bytes(out)
+    return encode_batch_items((0, body, prop) for body, prop in zip(bodies, props))
+
+
+def bench_main(args, coro, print_summary, succeeded) -> int:
+    """Run one benchmark coroutine to its figures, print the summary (and, with ``--json``,
+    the JSON line). Exit status: 0 when ``succeeded(figures)``, 1 when the run finished but
+    failed, 2 when it could not run (unreachable name server or broker, refused request)."""
+    try:
+        figures = run(coro)
+    except (BenchError, RMQError, OSError) as exc:
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    print_summary(figures)
+    if args.json:
+        print_json(figures)
+    return 0 if succeeded(figures) else 1
 
 
 # ------------------------------------------------------------------------------ rmq standalone

@@ -21,7 +21,6 @@ import time
 from argparse import Namespace
 
 import _common as c
-from rmq.errors import RMQError
 import pull_bench
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -149,15 +148,7 @@ def print_summary(f: dict) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        figures = c.run(latency(args))
-    except (c.BenchError, RMQError, OSError) as exc:  # unreachable name server or broker, refused request
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    print_summary(figures)
-    if args.json:
-        c.print_json(figures)
-    return 0 if figures["sent"] and figures["consumed"] >= figures["sent"] and not figures["send_failed"] else 1
+    return c.bench_main(args, latency(args), print_summary, lambda f: f["sent"] and f["consumed"] >= f["sent"] and not f["send_failed"])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import sys
 import time
 
 import _common as c
-from rmq.errors import RMQError
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -240,15 +239,7 @@ async def produce(args, quiet: bool = False) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        figures = c.run(produce(args))
-    except (c.BenchError, RMQError, OSError) as exc:  # unreachable name server or broker, refused request
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    print_summary(figures)
-    if args.json:
-        c.print_json(figures)
-    return 0 if figures["messages"] and not figures["send_failed"] + figures["response_failed"] else 1
+    return c.bench_main(args, produce(args), print_summary, lambda f: f["messages"] and not f["send_failed"] + f["response_failed"])
 
 
 if __name__ == "__main__":

@@ -24,7 +24,6 @@ import time
 from argparse import Namespace
 
 import _common as c
-from rmq.errors import RMQError
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import decode_binary_header, decode_json_header, encode
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -400,16 +399,7 @@ def print_summary(f: dict) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    try:
-        figures = c.run(pull(args))
-    except (c.BenchError, RMQError, OSError) as exc:  # unreachable name server or broker, refused request
-        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
-    print_summary(figures)
-    if args.json:
-        c.print_json(figures)
-    incomplete = args.drain and figures["messages"] != figures["backlog"]
-    return 1 if figures["errors"] or incomplete else 0
+    return c.bench_main(args, pull(args), print_summary, lambda f: not f["errors"] and not (args.drain and f["messages"] != f["backlog"]))
 
 
 if __name__ == "__main__":
