@@ -214,12 +214,14 @@ class Header:
     __slots__ = ()
     WIRE_NAMES: ClassVar[dict[str, str]]
 
+    # Both are generated per class by the @header decorator (straight-line code, no reflection
+    # per call); reaching these means a header class was declared without it.
     @classmethod
-    def from_ext_fields(cls, ext: dict[str, Any]):  # replaced per class by @header
-        raise NotImplementedError
+    def from_ext_fields(cls, ext: dict[str, Any]):
+        raise TypeError(f"{cls.__name__} is not decorated with @header")
 
-    def to_ext_fields(self) -> dict[str, str]:  # replaced per class by @header
-        raise NotImplementedError
+    def to_ext_fields(self) -> dict[str, str]:
+        raise TypeError(f"{type(self).__name__} is not decorated with @header")
 
 
 def header(cls: type | None = None, *, v2: dict[str, str] | None = None):

@@ -247,3 +247,15 @@ def test_generated_reader_matches_the_interpreted_rules(cls):
             if got[0] == "ok":
                 assert all(type(getattr(got[1], f)) is type(getattr(expected[1], f))
                            for f in names)
+
+
+def test_a_header_class_without_the_decorator_says_so():
+    from rmq.remoting.headers import Header
+
+    class Forgotten(Header):
+        __slots__ = ()
+
+    with pytest.raises(TypeError, match="Forgotten is not decorated with @header"):
+        Forgotten.from_ext_fields({})
+    with pytest.raises(TypeError, match="Forgotten is not decorated with @header"):
+        Forgotten().to_ext_fields()

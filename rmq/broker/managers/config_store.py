@@ -9,6 +9,7 @@ manager starts empty, with an error in the log, rather than refusing to start.
 """
 from __future__ import annotations
 
+import abc
 import logging
 import os
 
@@ -34,7 +35,7 @@ def atomic_write(path: str, data: bytes) -> None:
         os.close(fd)
 
 
-class ConfigManager:
+class ConfigManager(abc.ABC):
     """Base of the persisted managers: ``encode()`` → msgpack object, ``decode(obj)`` back.
 
     Subclasses set ``file_name`` and implement ``encode``/``decode``. ``persist()`` is cheap
@@ -48,11 +49,13 @@ class ConfigManager:
         self.config_dir = config_dir
         self.path = os.path.join(config_dir, self.file_name)
 
-    def encode(self) -> object:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def encode(self) -> object:
+        """The manager's state as a msgpack-able object."""
 
-    def decode(self, obj: object) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def decode(self, obj: object) -> None:
+        """Restore the state written by :meth:`encode`."""
 
     def load(self) -> bool:
         """Load the file if present; True when something was loaded."""

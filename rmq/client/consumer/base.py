@@ -9,6 +9,7 @@ offset persisted first, so the next owner starts where we stopped); new ones get
 """
 from __future__ import annotations
 
+import abc
 import asyncio
 import inspect
 import logging
@@ -79,7 +80,7 @@ def _check_range(name: str, value: int, lo: int, hi: int) -> None:
         raise ClientError(f"{name} out of range [{lo}, {hi}]: {value}")
 
 
-class ConsumerBase:
+class ConsumerBase(abc.ABC):
     """Shared machinery; see :class:`rmq.PushConsumer` and :class:`rmq.PullConsumer`."""
 
     consume_type = "CONSUME_PASSIVELY"
@@ -364,8 +365,9 @@ class ConsumerBase:
         self.offset_store.remove(mq)
         return True
 
+    @abc.abstractmethod
     def _start_queue(self, pq: ProcessQueue) -> None:
-        raise NotImplementedError
+        """Begin pulling a newly assigned queue (push: a pull loop task; lite pull: a fetch task)."""
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """Where a newly assigned queue starts (Java ``computePullFromWhereWithException``):

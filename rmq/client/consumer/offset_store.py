@@ -6,6 +6,7 @@ is dropped or the consumer closes).
 """
 from __future__ import annotations
 
+import abc
 import asyncio
 import enum
 import json
@@ -31,7 +32,7 @@ class ReadOffsetType(enum.Enum):
     MEMORY_FIRST_THEN_STORE = "MEMORY_FIRST_THEN_STORE"
 
 
-class OffsetStore:
+class OffsetStore(abc.ABC):
     """Base: the in-memory table and the read/update rules shared by both stores."""
 
     def __init__(self) -> None:
@@ -60,11 +61,13 @@ class OffsetStore:
             self.update(mq, off)
         return off
 
+    @abc.abstractmethod
     async def _read_from_store(self, mq: MessageQueue) -> int:
-        raise NotImplementedError
+        """The offset held by the backing store (broker or local file), -1 when none."""
 
+    @abc.abstractmethod
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
-        raise NotImplementedError
+        """Write the offsets of ``mqs`` to the backing store."""
 
     async def persist(self, mq: MessageQueue) -> None:
         await self.persist_all([mq])
