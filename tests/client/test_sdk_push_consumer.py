@@ -369,19 +369,10 @@ async def test_close_lets_running_handlers_finish_and_commits_them(cluster, name
 
 @pytest.mark.slow
 async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
-    """With a broker that serves CONSUMER_SEND_MSG_BACK (issue 5): a message that always fails
-    is redelivered from %RETRY%group, then parked in %DLQ%group after max_reconsume_times."""
+    """A message that always fails (CONSUMER_SEND_MSG_BACK each time) is redelivered from %RETRY%group, then parked in %DLQ%group after max_reconsume_times."""
     ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=1)
-    from rmq.remoting import RemotingClient
-
-    async with RemotingClient() as rc:
-        probe = await rc.invoke(broker.broker_addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, {
-            "offset": "0", "group": cg, "delayLevel": "0"}))
-    if probe.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-        pytest.skip("broker does not serve CONSUMER_SEND_MSG_BACK yet (issue 5); the local-retry path is "
-                    "covered by test_failed_message_is_consumed_again")
     (sent,) = await _produce(namesrv_addr, topic, [b"poison"], unique("PG"))
     deliveries = []
 
@@ -446,13 +437,6 @@ async def test_orderly_clustering_rebalance_hands_locks_over(cluster, namesrv_ad
     ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=4)
-    from rmq.remoting import RemotingClient
-
-    async with RemotingClient() as rc:
-        probe = await rc.invoke(broker.broker_addr, RemotingCommand.request(
-            RequestCode.LOCK_BATCH_MQ, None, json.dumps({"consumerGroup": cg, "clientId": "probe", "mqSet": []}).encode()))
-    if probe.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-        pytest.skip("broker lacks LOCK_BATCH_MQ (issue 5)")
     seen: dict[str, list[int]] = {}
     fail_once = {"k1:3"}
 

@@ -1,24 +1,23 @@
 """Transactional send: half message, local transaction, END_TRANSACTION, and the check-back.
 
-The broker side of transactions (half-message topic, END_TRANSACTION, CHECK_TRANSACTION_STATE
-scheduling) is issue 5. When the broker does not serve END_TRANSACTION yet, these tests observe
-what the client sends by putting a recording processor on the *real* broker's server for code
-37, and drive the check-back by sending CHECK_TRANSACTION_STATE over the producer's real
-connection, as the broker will.
+The outcome tests observe exactly what the client sends by putting a recording processor in
+front of the *real* broker's END_TRANSACTION processor (which still commits / rolls back), and
+drive the check-back by sending CHECK_TRANSACTION_STATE over the producer's real connection, as
+the broker's check service does; the end-to-end test leaves everything to the broker.
 """
 
 import pytest
 
 import rmq
 from rmq.client._codec import MessageSysFlag, decode_offset_msg_id
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting import RemotingCommand
+from rmq.remoting.codes import RequestCode
 from sdk_support import create_topic, wait_until
 
 
 class _Recorder:
     """Records END_TRANSACTION headers, then hands the request to the broker's own processor
-    when it has one (issue 5), so the broker still commits / rolls back for real."""
+    (when given one), so the broker still commits / rolls back for real."""
 
     def __init__(self, delegate=None):
         self.calls = []
@@ -40,12 +39,6 @@ def _install_recorder(broker) -> _Recorder:
     rec = _Recorder(real)
     broker.server.register_processor(RequestCode.END_TRANSACTION, rec, found[1] if real is not None else None)
     return rec
-
-
-async def _end_transaction_supported(broker_addr) -> bool:
-    async with RemotingClient() as rc:
-        resp = await rc.invoke(broker_addr, RemotingCommand.request(RequestCode.END_TRANSACTION, {}))
-    return resp.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED
 
 
 async def test_local_transaction_outcomes_and_check_back(cluster, namesrv_addr, unique):
@@ -129,14 +122,10 @@ def _raw_record(broker, offset_msg_id: str) -> bytes:
 
 
 async def test_transactions_end_to_end(cluster, namesrv_addr, unique):
-    """With a broker that serves END_TRANSACTION (issue 5): committed and checked-back-committed
-    messages become visible, rolled-back ones never do."""
+    """Committed and checked-back-committed messages become visible, rolled-back ones never do."""
     ns, broker = cluster
     topic, pg = unique("TXE"), unique("TXPG")
     await create_topic(broker.broker_addr, topic, queues=2)
-    if not await _end_transaction_supported(broker.broker_addr):
-        pytest.skip("broker does not serve END_TRANSACTION yet (issue 5); the client side is covered by "
-                    "test_local_transaction_outcomes_and_check_back")
     from rmq.client._codec import decode_messages
     from sdk_support import drain
 
