@@ -29,12 +29,15 @@ import time
 from typing import AsyncIterator
 
 __all__ = [
+    "NoisyNeighbour",
     "StandaloneProcess",
     "free_port",
     "run_broker",
     "run_namesrv",
     "run_standalone",
     "wait_for_port",
+    "wait_until",
+    "wait_until_sync",
 ]
 
 
@@ -242,3 +245,150 @@ class StandaloneProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+# --- state waits ----------------------------------------------------------------------------
+
+async def wait_until(pred, timeout: float = 20.0, interval: float = 0.02, what: str = "condition"):
+    """Poll ``pred`` (a plain or async callable) until it returns something true, and return that.
+
+    The one way tests wait for a state: never ``sleep(x)`` and then assert. Raises
+    ``AssertionError`` naming ``what`` after ``timeout`` seconds.
+    """
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        v = pred()
+        if asyncio.iscoroutine(v):
+            v = await v
+        if v:
+            return v
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+def wait_until_sync(pred, timeout: float = 20.0, interval: float = 0.02, what: str = "condition"):
+    """:func:`wait_until` for code without an event loop (subprocess tests, threads)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+# --- the noisy-neighbour probe -------------------------------------------------------------
+
+class NoisyNeighbour:
+    """A well-behaved client that measures its own round trips while a bad one runs.
+
+    A thread with its own blocking socket (so it keeps measuring whatever the test's event
+    loop is doing) sends one cheap request after another to ``addr`` and records each round
+    trip; a request unanswered within ``timeout`` counts as a round trip of ``timeout`` and the
+    probe reconnects. The default request is GET_MAX_OFFSET for ``TBW102`` queue 0, which every
+    broker answers without touching the disk; pass ``code``/``ext_fields`` for a name server
+    (e.g. GET_ROUTEINFO_BY_TOPIC).
+
+    Use::
+
+        with NoisyNeighbour(proc.broker_addr) as probe:
+            ...  # the bad client does its worst
+        assert probe.worst < 1.0, probe.summary()
+
+    Attributes:
+        samples: round trips in seconds, in order.
+        worst: the longest round trip (``0.0`` before the first sample).
+        failures: requests that timed out or lost their connection.
+    """
+
+    def __init__(self, addr: str, *, code: int | None = None, ext_fields: dict | None = None,
+                 interval: float = 0.01, timeout: float = 5.0):
+        import threading
+
+        from rmq.remoting.codes import RequestCode
+
+        self.addr = addr
+        self.code = int(code if code is not None else RequestCode.GET_MAX_OFFSET)
+        self.ext_fields = ext_fields if ext_fields is not None else {"topic": "TBW102", "queueId": "0"}
+        self.interval = interval
+        self.timeout = timeout
+        self.samples: list[float] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="noisy-neighbour", daemon=True)
+
+    @property
+    def worst(self) -> float:
+        return max(self.samples, default=0.0)
+
+    def summary(self) -> str:
+        s = sorted(self.samples)
+        if not s:
+            return "no samples"
+        p50 = s[len(s) // 2]
+        p99 = s[min(len(s) - 1, int(len(s) * 0.99))]
+        return (f"{len(s)} round trips: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+                f"worst {s[-1] * 1000:.1f} ms, {self.failures} failures")
+
+    def start(self) -> "NoisyNeighbour":
+        self._thread.start()
+        # One answered round trip before the bad client starts, so "worst" is about it.
+        wait_until_sync(lambda: self.samples or not self._thread.is_alive(), timeout=self.timeout + 5,
+                        what=f"the first round trip to {self.addr}")
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(self.timeout + 5)
+
+    def __enter__(self) -> "NoisyNeighbour":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _connect(self) -> socket.socket:
+        host, port = self.addr.rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=self.timeout)
+        s.settimeout(self.timeout)
+        return s
+
+    def _run(self) -> None:
+        from rmq.remoting.codec import FrameDecoder, encode
+        from rmq.remoting.command import RemotingCommand
+
+        sock: socket.socket | None = None
+        decoder = FrameDecoder()
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            try:
+                if sock is None:
+                    sock = self._connect()
+                    decoder = FrameDecoder()
+                cmd = RemotingCommand.request(self.code, dict(self.ext_fields))
+                sock.sendall(b"".join(bytes(p) for p in encode(cmd)))
+                while True:
+                    reply = decoder.next_frame()
+                    if reply is not None and reply.opaque == cmd.opaque:
+                        break
+                    if reply is None:
+                        chunk = sock.recv(65536)
+                        if not chunk:
+                            raise ConnectionResetError("peer closed the connection")
+                        decoder.feed(chunk)
+                self.samples.append(time.monotonic() - t0)
+            except (OSError, ValueError) as exc:  # timeout, reset, undecodable reply
+                self.failures += 1
+                self.samples.append(max(time.monotonic() - t0, self.timeout if isinstance(exc, TimeoutError) else 0.0))
+                if sock is not None:
+                    sock.close()
+                    sock = None
+                self._stop.wait(0.05)
+            self._stop.wait(self.interval)
+        if sock is not None:
+            sock.close()
