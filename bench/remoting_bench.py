@@ -26,7 +26,7 @@ Handlers (server side):
 of the Cython one (rmq/_codec.pxi), for A/B figures. ``--codec-micro`` runs no sockets: it
 times, in this process, the header work of one SEND_MESSAGE_V2 round trip (decode the request
 header, parse SendMessageRequestHeader, build and encode the reply) and of one PULL request,
-Cython path against the pure-Python reference, in microseconds per call.
+fast path (msgspec decoder, Cython encoder) against the pure-Python reference, in microseconds per call.
 
 The client is a minimal pipelining protocol that only counts frames, so it is not the
 bottleneck. Performance is reported, never asserted.
@@ -270,36 +270,36 @@ def codec_micro() -> dict:
     from rmq.remoting.command import RemotingCommand
     from rmq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 
-    if codec._c_decode is None:
-        raise SystemExit("the Cython codec is off (RMQ_NO_EXTENSIONS=1 or not built)")
+    if codec._fast_decode is None or codec._fast_encode is None:
+        raise SystemExit("the fast codec is off (RMQ_NO_EXTENSIONS=1 or not built)")
     out = {}
     for name, code, ext, hcls in (("send_v2", 310, SEND_V2_EXT, SendMessageRequestHeader),
                                   ("pull", PULL_CODE, PULL_EXT, PullMessageRequestHeader)):
         req = RemotingCommand(code, opaque=4711, ext_fields=dict(ext), body=b"x" * 1024)
         frame = b"".join(codec.encode(req))
         hlen = struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF
-        cmd = codec._c_decode(frame, 8, 8 + hlen, RemotingCommand)
+        cmd = codec._fast_decode(frame, 8, 8 + hlen, RemotingCommand)
         reply = cmd.response(0, ext_fields=dict(SEND_REPLY_EXT))
 
         def per_call(fn, n=100_000):
             fn()
             return round(min(timeit.repeat(fn, number=n, repeat=3)) / n * 1e6, 3)
 
-        fast_decode = codec._c_decode
+        fast_decode = codec._fast_decode
         out[name] = {
             "header_bytes": hlen,
-            "decode_cython_us": per_call(lambda: fast_decode(frame, 8, 8 + hlen, RemotingCommand)),
+            "decode_fast_us": per_call(lambda: fast_decode(frame, 8, 8 + hlen, RemotingCommand)),
             "decode_python_us": per_call(lambda: codec._decode_json_header_py(frame[8 : 8 + hlen])),
             "from_ext_fields_us": per_call(lambda: hcls.from_ext_fields(cmd.ext_fields)),
             "response_us": per_call(lambda: cmd.response(0, ext_fields=SEND_REPLY_EXT)),
-            "encode_reply_cython_us": per_call(lambda: codec.encode(reply)),
+            "encode_reply_fast_us": per_call(lambda: codec.encode(reply)),
         }
-        saved = codec._c_encode
-        codec._c_encode = None
+        saved = codec._fast_encode
+        codec._fast_encode = None
         try:
             out[name]["encode_reply_python_us"] = per_call(lambda: codec.encode(reply))
         finally:
-            codec._c_encode = saved
+            codec._fast_encode = saved
     return out
 
 

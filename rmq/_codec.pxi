@@ -1,443 +1,28 @@
-# Included by rmq/_store.pyx: the JSON header codec of the remoting layer (issue 7).
+# Included by rmq/_store.pyx: the JSON reply-header encoder and the typed-header reader of
+# the remoting layer.
 #
-# A RemotingCommand's JSON header, as clients send it (ser_type 0 in the length word)::
+# Decoding JSON headers is msgspec's job (rmq/remoting/codec.py): a typed msgspec Struct
+# decodes the common header shape faster than the hand-written parser that used to live here.
+# Encoding stays here because writing a reply header straight into one buffer, with the frame's
+# two length words in front, measured faster than orjson and msgspec (figures in bench/
+# header_codec_bench.py).
 #
-#     {"code":310,"extFields":{"a":"group","b":"Topic","e":"3","i":"UNIQ_KEY\u0001C0A8…"},
-#      "flag":0,"language":"JAVA","opaque":42,"serializeTypeCurrentRPC":"JSON","version":409}
-#
-# a flat object (any key order, JSON whitespace allowed) whose values are numbers, strings,
-# booleans or null, except ``extFields``: a flat object of the same scalars.
-#
-# json_header_decode parses exactly that shape and returns None for anything else -- nested
-# values, floats, numbers over 18 digits, bad UTF-8, raw control characters, unknown escapes,
-# a field of the wrong type, trailing bytes. The caller then runs the pure-Python reference
-# decoder (rmq/remoting/codec.py), which either accepts the input too or raises the
-# reference error message. So the fast path never has an error message of its own, and
-# for every input it accepts it must build what ``json.loads`` + the reference checks build:
-# tests/remoting/test_remoting_codec_fast.py checks that differentially.
-#
-# json_header_encode writes a reply header byte for byte as the reference does (fastjson's
-# key order; strings escaped like ``json.dumps(ensure_ascii=False)``: ``"`` ``\`` and
-# U+0000..U+001F only, short forms \b \t \n \f \r, else \u00xx in lower case hex), or
-# returns None for anything it does not handle (non-str keys, non-int code, a str that does
-# not encode to UTF-8 ...) so that the reference runs and raises what it raises.
+# json_header_encode writes a reply header byte for byte as the reference encoder in
+# rmq/remoting/codec.py does (fastjson's key order; strings escaped like
+# ``json.dumps(ensure_ascii=False)``: ``"`` ``\`` and U+0000..U+001F only, short forms
+# \b \t \n \f \r, else \u00xx in lower case hex), or returns None for anything it does not
+# handle (non-str keys, non-int code, a str that does not encode to UTF-8 ...) so that the
+# reference runs and raises what it raises.
 
 from cpython.object cimport PyObject
-from cpython.long cimport PyLong_FromLongLong, PyLong_AsLongLong, PyLong_Check, PyLong_CheckExact
-from cpython.dict cimport PyDict_SetItem, PyDict_Next, PyDict_CheckExact
+from cpython.long cimport PyLong_AsLongLong, PyLong_Check, PyLong_CheckExact
+from cpython.dict cimport PyDict_Next, PyDict_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.exc cimport PyErr_Clear
 
 cdef extern from "Python.h":
-    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
-    object PyUnicode_FromKindAndData(int kind, const void* buffer, Py_ssize_t size)
     const char* PyUnicode_AsUTF8AndSize(object u, Py_ssize_t* size)
-    int PyUnicode_4BYTE_KIND
-
-ctypedef uint32_t UCS4
-
-# ------------------------------------------------------------------------------ decoding
-
-cdef inline Py_ssize_t _j_ws(const uint8_t* p, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
-    # JSON whitespace (what json.loads skips): space, tab, LF, CR
-    while i < n and (p[i] == 32 or p[i] == 9 or p[i] == 10 or p[i] == 13):
-        i += 1
-    return i
-
-
-cdef inline int _j_hex(uint8_t c) noexcept nogil:
-    if 48 <= c <= 57:
-        return c - 48
-    if 97 <= c <= 102:
-        return c - 87
-    if 65 <= c <= 70:
-        return c - 55
-    return -1
-
-
-cdef inline int _j_hex4(const uint8_t* p) noexcept nogil:
-    cdef int a = _j_hex(p[0]), b = _j_hex(p[1]), c = _j_hex(p[2]), d = _j_hex(p[3])
-    if a < 0 or b < 0 or c < 0 or d < 0:
-        return -1
-    return (a << 12) | (b << 8) | (c << 4) | d
-
-
-cdef Py_ssize_t _j_unescape(const uint8_t* p, Py_ssize_t i, Py_ssize_t end, UCS4* out) noexcept nogil:
-    """Decode the string body p[i:end] (escapes and strict UTF-8) into out; the number of
-    code points, or -1 when json.loads would refuse it (the reference then says why)."""
-    cdef Py_ssize_t k = 0
-    cdef uint8_t c, c1, c2, c3
-    cdef int u, u2
-    while i < end:
-        c = p[i]
-        if c == 92:  # backslash
-            if i + 1 >= end:
-                return -1
-            c = p[i + 1]
-            i += 2
-            if c == 34 or c == 92 or c == 47:   # \" \\ \/
-                out[k] = c
-            elif c == 98:
-                out[k] = 8
-            elif c == 102:
-                out[k] = 12
-            elif c == 110:
-                out[k] = 10
-            elif c == 114:
-                out[k] = 13
-            elif c == 116:
-                out[k] = 9
-            elif c == 117:  # \uXXXX; a high surrogate followed by \u<low> is one code point
-                if i + 4 > end:
-                    return -1
-                u = _j_hex4(p + i)
-                if u < 0:
-                    return -1
-                i += 4
-                if 0xD800 <= u <= 0xDBFF and i + 6 <= end and p[i] == 92 and p[i + 1] == 117:
-                    u2 = _j_hex4(p + i + 2)
-                    if u2 < 0:
-                        return -1  # json.loads raises on bad hex after a high surrogate
-                    if 0xDC00 <= u2 <= 0xDFFF:
-                        u = 0x10000 + ((u - 0xD800) << 10) + (u2 - 0xDC00)
-                        i += 6
-                out[k] = <UCS4>u  # lone surrogates stay, as json.loads keeps them
-            else:
-                return -1
-            k += 1
-        elif c < 0x80:
-            if c < 32:
-                return -1  # raw control character: json.loads (strict) refuses
-            out[k] = c
-            k += 1
-            i += 1
-        else:
-            # strict UTF-8, as bytes.decode("utf-8"): no overlongs, no surrogates, <= U+10FFFF
-            if 0xC2 <= c <= 0xDF:
-                if i + 1 >= end:
-                    return -1
-                c1 = p[i + 1]
-                if c1 & 0xC0 != 0x80:
-                    return -1
-                out[k] = ((c & 0x1F) << 6) | (c1 & 0x3F)
-                i += 2
-            elif 0xE0 <= c <= 0xEF:
-                if i + 2 >= end:
-                    return -1
-                c1 = p[i + 1]
-                c2 = p[i + 2]
-                if c1 & 0xC0 != 0x80 or c2 & 0xC0 != 0x80:
-                    return -1
-                if (c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 > 0x9F):
-                    return -1
-                out[k] = ((c & 0x0F) << 12) | ((c1 & 0x3F) << 6) | (c2 & 0x3F)
-                i += 3
-            elif 0xF0 <= c <= 0xF4:
-                if i + 3 >= end:
-                    return -1
-                c1 = p[i + 1]
-                c2 = p[i + 2]
-                c3 = p[i + 3]
-                if c1 & 0xC0 != 0x80 or c2 & 0xC0 != 0x80 or c3 & 0xC0 != 0x80:
-                    return -1
-                if (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 > 0x8F):
-                    return -1
-                out[k] = ((c & 0x07) << 18) | ((c1 & 0x3F) << 12) | ((c2 & 0x3F) << 6) | (c3 & 0x3F)
-                i += 4
-            else:
-                return -1
-            k += 1
-    return k
-
-
-cdef object _j_string(const uint8_t* p, Py_ssize_t* ip, Py_ssize_t n):
-    """p[*ip] is the opening quote. Returns the str and moves *ip past the closing quote, or
-    returns None (fallback)."""
-    cdef Py_ssize_t i = ip[0] + 1, start = i, cnt
-    cdef bint esc = False, wide = False
-    cdef uint8_t c
-    cdef UCS4 small[128]
-    cdef UCS4* out
-    while i < n:
-        c = p[i]
-        if c == 34:
-            break
-        if c == 92:
-            esc = True
-            i += 2
-            continue
-        if c < 32:
-            return None
-        if c >= 0x80:
-            wide = True
-        i += 1
-    if i >= n:
-        return None
-    ip[0] = i + 1
-    if not esc:
-        # the common case: one C call (ASCII fast path inside, strict UTF-8 otherwise)
-        try:
-            return PyUnicode_DecodeUTF8(<const char*>p + start, i - start, NULL)
-        except UnicodeDecodeError:
-            return None
-    if i - start <= 128:
-        out = &small[0]
-    else:
-        out = <UCS4*>PyMem_Malloc((i - start) * sizeof(UCS4))
-        if out == NULL:
-            raise MemoryError()
-    try:
-        cnt = _j_unescape(p, start, i, out)
-        if cnt < 0:
-            return None
-        return PyUnicode_FromKindAndData(PyUnicode_4BYTE_KIND, out, cnt)  # narrows to the smallest kind
-    finally:
-        if out != &small[0]:
-            PyMem_Free(out)
-
-
-# sentinel: "not a value this fast path takes"
-cdef object _J_FALLBACK = object()
-
-
-cdef object _j_scalar(const uint8_t* p, Py_ssize_t* ip, Py_ssize_t n):
-    """A string, integer (<= 18 digits), true, false or null at p[*ip]; _J_FALLBACK otherwise."""
-    cdef Py_ssize_t i = ip[0], d0
-    cdef uint8_t c = p[i]
-    cdef int64_t v = 0
-    cdef bint neg = False
-    cdef object s
-    if c == 34:
-        s = _j_string(p, ip, n)
-        return _J_FALLBACK if s is None else s
-    if c == 45 or 48 <= c <= 57:
-        # -?(0|[1-9][0-9]*) ; fractions, exponents and long numbers go to json.loads
-        if c == 45:
-            neg = True
-            i += 1
-        d0 = i
-        while i < n and 48 <= p[i] <= 57:
-            v = v * 10 + (p[i] - 48)
-            i += 1
-            if i - d0 > 18:
-                return _J_FALLBACK
-        if i == d0 or (p[d0] == 48 and i - d0 > 1):
-            return _J_FALLBACK
-        if i < n and (p[i] == 46 or p[i] == 101 or p[i] == 69):
-            return _J_FALLBACK
-        ip[0] = i
-        return PyLong_FromLongLong(-v if neg else v)
-    if c == 116 and i + 4 <= n and memcmp(p + i, b"true", 4) == 0:
-        ip[0] = i + 4
-        return True
-    if c == 102 and i + 5 <= n and memcmp(p + i, b"false", 5) == 0:
-        ip[0] = i + 5
-        return False
-    if c == 110 and i + 4 <= n and memcmp(p + i, b"null", 4) == 0:
-        ip[0] = i + 4
-        return None
-    return _J_FALLBACK
-
-
-cdef object _j_ext_object(const uint8_t* p, Py_ssize_t* ip, Py_ssize_t n):
-    """p[*ip] is '{': a flat object of scalars -> dict, or None (fallback)."""
-    cdef Py_ssize_t i = _j_ws(p, ip[0] + 1, n)
-    cdef dict d = {}
-    cdef object k, v
-    if i < n and p[i] == 125:
-        ip[0] = i + 1
-        return d
-    while True:
-        if i >= n or p[i] != 34:
-            return None
-        k = _j_string(p, &i, n)
-        if k is None:
-            return None
-        i = _j_ws(p, i, n)
-        if i >= n or p[i] != 58:
-            return None
-        i = _j_ws(p, i + 1, n)
-        if i >= n:
-            return None
-        v = _j_scalar(p, &i, n)
-        if v is _J_FALLBACK:
-            return None
-        PyDict_SetItem(d, k, v)  # a repeated key keeps its first position, last value (json.loads)
-        i = _j_ws(p, i, n)
-        if i >= n:
-            return None
-        if p[i] == 44:
-            i = _j_ws(p, i + 1, n)
-            continue
-        if p[i] == 125:
-            ip[0] = i + 1
-            return d
-        return None
-
-
-# top-level keys we read; others (serializeTypeCurrentRPC, anything new) are parsed and ignored
-cdef enum:
-    _K_OTHER = 0
-    _K_CODE = 1
-    _K_LANGUAGE = 2
-    _K_VERSION = 3
-    _K_OPAQUE = 4
-    _K_FLAG = 5
-    _K_REMARK = 6
-    _K_EXT = 7
-
-
-cdef dict _J_KEYS = {"code": _K_CODE, "language": _K_LANGUAGE, "version": _K_VERSION, "opaque": _K_OPAQUE,
-                     "flag": _K_FLAG, "remark": _K_REMARK, "extFields": _K_EXT}
-
-
-cdef inline int _j_key(const uint8_t* p, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
-    cdef Py_ssize_t L = b - a
-    if L == 4:
-        if memcmp(p + a, b"code", 4) == 0:
-            return _K_CODE
-        if memcmp(p + a, b"flag", 4) == 0:
-            return _K_FLAG
-    elif L == 6:
-        if memcmp(p + a, b"opaque", 6) == 0:
-            return _K_OPAQUE
-        if memcmp(p + a, b"remark", 6) == 0:
-            return _K_REMARK
-    elif L == 7:
-        if memcmp(p + a, b"version", 7) == 0:
-            return _K_VERSION
-    elif L == 8:
-        if memcmp(p + a, b"language", 8) == 0:
-            return _K_LANGUAGE
-    elif L == 9:
-        if memcmp(p + a, b"extFields", 9) == 0:
-            return _K_EXT
-    return _K_OTHER
-
-
-cdef object _j_header(const uint8_t* p, Py_ssize_t n, object cmd_cls):
-    cdef Py_ssize_t i = _j_ws(p, 0, n), ka, kb
-    cdef int key
-    cdef object v
-    cdef object code = None, language = None, version = None, opaque = None
-    cdef object flag = None, remark = None, ext = None
-    if i >= n or p[i] != 123:
-        return None
-    i = _j_ws(p, i + 1, n)
-    if i >= n or p[i] == 125:
-        return None  # {} has no code: the reference says so
-    while True:
-        if i >= n or p[i] != 34:
-            return None
-        ka = i + 1
-        kb = ka
-        while kb < n and p[kb] != 34 and p[kb] != 92 and 32 <= p[kb] < 0x80:
-            kb += 1
-        if kb >= n:
-            return None
-        if p[kb] == 34:
-            key = _j_key(p, ka, kb)
-            i = _j_ws(p, kb + 1, n)
-        else:
-            # an escaped or non-ASCII key (no real client writes one): decode, then look up
-            v = _j_string(p, &i, n)
-            if v is None:
-                return None
-            key = _J_KEYS.get(v, _K_OTHER)
-            i = _j_ws(p, i, n)
-        if i >= n or p[i] != 58:
-            return None
-        i = _j_ws(p, i + 1, n)
-        if i >= n:
-            return None
-        if p[i] == 123:
-            if key != _K_EXT:
-                return None
-            v = _j_ext_object(p, &i, n)
-            if v is None:
-                return None
-        else:
-            v = _j_scalar(p, &i, n)
-            if v is _J_FALLBACK:
-                return None
-        if key == _K_CODE:
-            code = v
-        elif key == _K_LANGUAGE:
-            language = v
-        elif key == _K_VERSION:
-            version = v
-        elif key == _K_OPAQUE:
-            opaque = v
-        elif key == _K_FLAG:
-            flag = v
-        elif key == _K_REMARK:
-            remark = v
-        elif key == _K_EXT:
-            ext = v
-        i = _j_ws(p, i, n)
-        if i >= n:
-            return None
-        if p[i] == 44:
-            i = _j_ws(p, i + 1, n)
-            continue
-        if p[i] == 125:
-            break
-        return None
-    if _j_ws(p, i + 1, n) != n:
-        return None  # trailing data
-    # The reference's field checks; any miss goes back to it for the error message.
-    if not PyLong_CheckExact(code):
-        return None
-    if language is None:
-        language = "JAVA"
-    elif not PyUnicode_CheckExact(language):
-        return None  # (an int language code is mapped by the reference)
-    if version is None:
-        version = 0
-    elif not PyLong_CheckExact(version):
-        return None
-    if opaque is None:
-        opaque = 0
-    elif not PyLong_CheckExact(opaque):
-        return None
-    if flag is None:
-        flag = 0
-    elif not PyLong_CheckExact(flag):
-        return None
-    if remark is not None and not PyUnicode_CheckExact(remark):
-        return None
-    if ext is None:
-        ext = {}
-    elif not PyDict_CheckExact(ext):
-        return None
-    cmd = cmd_cls.__new__(cmd_cls)
-    cmd.code = code
-    cmd.language = language
-    cmd.version = version
-    cmd.opaque = opaque
-    cmd.flag = flag
-    cmd.remark = remark
-    cmd.ext_fields = ext
-    cmd.body = None
-    cmd.serialize_type = 0
-    return cmd
-
-
-def json_header_decode(buf, Py_ssize_t start, Py_ssize_t end, cmd_cls):
-    """Decode the JSON header ``buf[start:end]`` into a new ``cmd_cls`` instance (a slotted
-    RemotingCommand: code, language, version, opaque, flag, remark, ext_fields, body=None,
-    serialize_type=0), or return None when the header is outside the common shape or is
-    malformed (the caller then runs the reference decoder, which gives the error)."""
-    cdef Py_buffer b
-    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
-    try:
-        if start < 0 or end > b.len or start > end:
-            raise ValueError(f"header span {start}:{end} outside a buffer of {b.len} bytes")
-        return _j_header(<const uint8_t*>b.buf + start, end - start, cmd_cls)
-    finally:
-        PyBuffer_Release(&b)
-
 
 # ------------------------------------------------------------------------------ encoding
 
@@ -489,13 +74,13 @@ cdef int _jo_int(_JOut* o, object v) except -1:
     u = (~<unsigned long long>x) + 1 if x < 0 else <unsigned long long>x  # (no signed overflow at INT64_MIN)
     while True:
         k -= 1
-        tmp[k] = <char>(48 + u % 10)
+        tmp[k] = <char>(c'0' + u % 10)
         u //= 10
         if u == 0:
             break
     if x < 0:
         k -= 1
-        tmp[k] = 45
+        tmp[k] = c'-'
     _jo_raw(o, tmp + k, 24 - k)
     return 0
 
@@ -518,48 +103,48 @@ cdef int _jo_str(_JOut* o, object s) except -1:
         return 1
     _jo_reserve(o, n * 6 + 2)  # worst case: every byte a \u00xx
     w = o.p + o.n
-    w[0] = 34
+    w[0] = c'"'
     w += 1
     i = 0
     while i < n:
         c = <uint8_t>u[i]
-        if c >= 32 and c != 34 and c != 92:
+        if c >= 0x20 and c != c'"' and c != c'\\':
             # copy the run of bytes that need no escape in one go
             run = i + 1
-            while run < n and <uint8_t>u[run] >= 32 and <uint8_t>u[run] != 34 and <uint8_t>u[run] != 92:
+            while run < n and <uint8_t>u[run] >= 0x20 and <uint8_t>u[run] != c'"' and <uint8_t>u[run] != c'\\':
                 run += 1
             memcpy(w, u + i, run - i)
             w += run - i
             i = run
             continue
-        w[0] = 92
-        if c == 34 or c == 92:
+        w[0] = c'\\'
+        if c == c'"' or c == c'\\':
             w[1] = c
             w += 2
-        elif c == 8:
-            w[1] = 98
+        elif c == c'\b':
+            w[1] = c'b'
             w += 2
-        elif c == 9:
-            w[1] = 116
+        elif c == c'\t':
+            w[1] = c't'
             w += 2
-        elif c == 10:
-            w[1] = 110
+        elif c == c'\n':
+            w[1] = c'n'
             w += 2
-        elif c == 12:
-            w[1] = 102
+        elif c == c'\f':
+            w[1] = c'f'
             w += 2
-        elif c == 13:
-            w[1] = 114
+        elif c == c'\r':
+            w[1] = c'r'
             w += 2
         else:
-            w[1] = 117
-            w[2] = 48
-            w[3] = 48
+            w[1] = c'u'
+            w[2] = c'0'
+            w[3] = c'0'
             w[4] = _HEXL[c >> 4]
             w[5] = _HEXL[c & 15]
             w += 6
         i += 1
-    w[0] = 34
+    w[0] = c'"'
     w += 1
     o.n = w - o.p
     return 0
