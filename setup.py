@@ -3,7 +3,11 @@
 Everything else lives in pyproject.toml. Environment switches:
 
 * ``RMQ_DEBUG=1``   build with line tracing, annotation and ``-O0 -g``.
-* ``RMQ_NO_EXTENSIONS=1`` at *run* time forces the pure-Python twin (not a build switch).
+* ``RMQ_NO_EXTENSIONS=1`` at *run* time (not a build switch) makes the JSON header codec and
+  the record walker (``rmq.common.message.walk_records``) use their pure-Python references.
+  The store itself has no pure-Python twin: ``rmq.store`` needs the extension.
+
+The extension links zlib (``crc32`` from zlib.h, called on the buffers themselves).
 """
 import os
 
@@ -28,6 +32,7 @@ def extensions():
         ["rmq/_store.pyx"],
         extra_compile_args=compile_args,
         define_macros=macros,
+        libraries=["z"],
     )
     return cythonize([ext], compiler_directives=directives, annotate=DEBUG)
 

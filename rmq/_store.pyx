@@ -1,34 +1,103 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: language_level=3, cdivision=True
 """rmq._store: the byte-level hot paths of the store.
 
 Everything here works on buffers (mmap'd CommitLog / ConsumeQueue files, bytes, bytearrays)
 through the buffer protocol and never copies message data it does not have to:
 
-* the CommitLog record codec (Java v1 layout, drawn below) and the batch-body splitter;
+* the record walker (``_walk``; Python: ``record_span``, ``walk_records``): one validation of a
+  CommitLog / pull-body record for every layer (the store's scan and decode, the SDK's
+  MessageExt, the Spark reader's Arrow columns), agreeing with the pure-Python reference
+  ``rmq.common.message.walk_record``;
+* the one record writer (``_write_record``) behind ``encode_record`` and ``encode_batch``, and the
+  batch-body splitter;
 * the record scanner used by the reput (dispatch) service and by crash recovery;
 * the ConsumeQueue unit codec;
-* the getMessage scan of seeds 000/001 over a mapped ConsumeQueue, returning the positions of
-  the CommitLog records it selected (the caller turns them into zero-copy memoryviews).
+* the loop of Java DefaultMessageStore.getMessage over a mapped ConsumeQueue, returning the
+  positions of the CommitLog records it selected (the caller turns them into zero-copy
+  memoryviews).
 
 All integers on disk are big-endian (Java ``ByteBuffer`` order).
+
+Buffers: one idiom, a ``Py_buffer`` held by a ``_Buf`` (or, for the mapped CommitLog files,
+by ``CommitLogTable``'s array) and read through ``const uint8_t*``. Typed memoryviews cannot
+sit in a C array (``CommitLogTable``) and cost more to acquire on the per-pull path; a raw
+pointer also runs without the GIL (``crc32``, ``madvise``). No function indexes a memoryview,
+so there is no bounds-check directive to set: every function compares its positions with the
+buffer's length before it reads (``_walk`` for records, explicit checks elsewhere).
 """
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN
 from libc.string cimport memcpy, memcmp, memset
 
-from zlib import crc32 as _zlib_crc32
+cdef extern from "zlib.h" nogil:
+    unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len)
 
 # ---------------------------------------------------------------------------------------------
-# Constants (Java names)
+# Constants (Java names). The record layout is drawn once, in rmq/common/message.py; the
+# offsets below carry the same names (tests/store/test_codec.py checks they agree).
 # ---------------------------------------------------------------------------------------------
-MESSAGE_MAGIC_CODE = 0xDAA320A7          # CommitLog.MESSAGE_MAGIC_CODE (-626843481 as int32)
+cdef enum:
+    OFF_TOTALSIZE = 0
+    OFF_MAGIC = 4
+    OFF_BODYCRC = 8
+    OFF_QUEUEID = 12
+    OFF_FLAG = 16
+    OFF_QUEUEOFFSET = 20
+    OFF_PHYSICALOFFSET = 28
+    OFF_SYSFLAG = 36
+    OFF_BORNTIMESTAMP = 40
+    OFF_BORNHOST = 48
+    HOST_V4_LEN = 8
+    HOST_V6_LEN = 20
+    STORETIMESTAMP_LEN = 8
+    # relative to the end of STOREHOST
+    REL_RECONSUMETIMES = 0
+    REL_PREPARED_TX_OFFSET = 4
+    REL_BODYLEN = 12
+    REL_BODY = 16
+    # v1 record with IPv4 hosts and an empty body, topic and properties
+    FIXED = OFF_BORNHOST + HOST_V4_LEN + STORETIMESTAMP_LEN + HOST_V4_LEN + REL_BODY + 1 + 2
+    # MessageSysFlag bits
+    SYSFLAG_BORNHOST_V6 = 0x10
+    SYSFLAG_STOREHOST_V6 = 0x20
+    # ConsumeQueue unit: CommitLog offset int64, size int32, tags code int64
+    CQ_UNIT = 20
+    CQ_OFF_PHY = 0
+    CQ_OFF_SIZE = 8
+    CQ_OFF_TAGS = 12
+    # batch item: TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN, body, PROPLEN int16, properties
+    BATCH_OFF_FLAG = 12
+    BATCH_OFF_BODYLEN = 16
+    BATCH_HEAD = 20
+    # properties separators (MessageDecoder.NAME_VALUE_SEPARATOR / PROPERTY_SEPARATOR)
+    NAME_VALUE_SEPARATOR = 1
+    PROPERTY_SEPARATOR = 2
+    MAX_PROPERTIES_LEN = 32767
+    MAX_TOPIC_LEN_V1 = 255
+    # bodies longer than this have their CRC computed without the GIL
+    CRC_NOGIL_MIN = 4096
+
+MESSAGE_MAGIC_CODE = 0xDAA320A7          # MessageDecoder.MESSAGE_MAGIC_CODE (v1)
+MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB       # RocketMQ 5 MessageDecoder.MESSAGE_MAGIC_CODE_V2
 BLANK_MAGIC_CODE = 0xCBD43194            # CommitLog.BLANK_MAGIC_CODE (-875286124 as int32)
-CQ_STORE_UNIT_SIZE = 20                  # ConsumeQueue.CQ_STORE_UNIT_SIZE
+CQ_STORE_UNIT_SIZE = CQ_UNIT             # ConsumeQueue.CQ_STORE_UNIT_SIZE
 END_FILE_MIN_BLANK_LENGTH = 8            # CommitLog.END_FILE_MIN_BLANK_LENGTH
-RECORD_FIXED_SIZE = 91                   # v1 record size with empty body, topic and properties
+RECORD_FIXED_SIZE = FIXED                # v1 record size with empty body, topic and properties
+
+# The offsets as Python ints, for the test that compares them with rmq.common.message.
+LAYOUT = {
+    "OFF_TOTALSIZE": OFF_TOTALSIZE, "OFF_MAGIC": OFF_MAGIC, "OFF_BODYCRC": OFF_BODYCRC,
+    "OFF_QUEUEID": OFF_QUEUEID, "OFF_FLAG": OFF_FLAG, "OFF_QUEUEOFFSET": OFF_QUEUEOFFSET,
+    "OFF_PHYSICALOFFSET": OFF_PHYSICALOFFSET, "OFF_SYSFLAG": OFF_SYSFLAG,
+    "OFF_BORNTIMESTAMP": OFF_BORNTIMESTAMP, "OFF_BORNHOST": OFF_BORNHOST,
+    "HOST_V4_LEN": HOST_V4_LEN, "HOST_V6_LEN": HOST_V6_LEN,
+    "REL_RECONSUMETIMES": REL_RECONSUMETIMES, "REL_PREPARED_TX_OFFSET": REL_PREPARED_TX_OFFSET,
+    "REL_BODYLEN": REL_BODYLEN, "REL_BODY": REL_BODY, "RECORD_FIXED_SIZE": FIXED,
+}
 
 cdef uint32_t _MAGIC = 0xDAA320A7u
+cdef uint32_t _MAGIC_V2 = 0xDAA320ABu
 cdef uint32_t _BLANK = 0xCBD43194u
 cdef int64_t _I64_MIN = INT64_MIN
 
@@ -50,6 +119,9 @@ ST_MESSAGE_WAS_REMOVING = 2
 # ---------------------------------------------------------------------------------------------
 cdef inline int16_t rd16(const uint8_t* p) noexcept nogil:
     return <int16_t>((<uint16_t>p[0] << 8) | p[1])
+
+cdef inline uint16_t rdu16(const uint8_t* p) noexcept nogil:
+    return <uint16_t>((<uint16_t>p[0] << 8) | p[1])
 
 cdef inline int32_t rd32(const uint8_t* p) noexcept nogil:
     return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
@@ -78,7 +150,8 @@ cdef inline void wr64(uint8_t* p, int64_t v) noexcept nogil:
 
 
 cdef class _Buf:
-    """A Py_buffer held for the lifetime of this object (read-only or writable view)."""
+    """A Py_buffer held for the lifetime of this object (read-only or writable view): the one
+    way this module reads or writes a buffer."""
     cdef Py_buffer view
     cdef bint held
     cdef const uint8_t* ptr
@@ -100,11 +173,26 @@ cdef class _Buf:
 
 
 # ---------------------------------------------------------------------------------------------
-# CRC and Java String.hashCode
+# CRC (zlib's, on the buffer itself) and Java String.hashCode
 # ---------------------------------------------------------------------------------------------
+cdef int32_t _crc(const uint8_t* p, Py_ssize_t n) noexcept:
+    """``crc32 & 0x7FFFFFFF`` of ``p[:n]`` as Java stores BODYCRC (UtilAll.crc32); the GIL
+    is released over bodies longer than CRC_NOGIL_MIN. ``n`` < 2**31 (a record's int32)."""
+    cdef unsigned long c
+    if n <= 0:
+        return 0
+    if n > CRC_NOGIL_MIN:
+        with nogil:
+            c = crc32(0, p, <unsigned int>n)
+    else:
+        c = crc32(0, p, <unsigned int>n)
+    return <int32_t>(c & 0x7FFFFFFFu)
+
+
 def body_crc(body) -> int:
     """CRC32 of a message body as Java stores it (``crc32 & 0x7FFFFFFF``)."""
-    return _zlib_crc32(body) & 0x7FFFFFFF
+    cdef _Buf b = _Buf(body)
+    return _crc(b.ptr, b.size)
 
 
 cdef int64_t _java_hash_utf8(const uint8_t* p, Py_ssize_t n) except? -1:
@@ -135,10 +223,8 @@ def java_hash_code(s) -> int:
     """Java ``String.hashCode`` of ``s`` (str, or UTF-8 bytes) as a signed 32-bit int."""
     if isinstance(s, str):
         s = (<str>s).encode("utf-8")
-    cdef const uint8_t[::1] b = s
-    if b.shape[0] == 0:
-        return 0
-    return _java_hash_utf8(&b[0], b.shape[0])
+    cdef _Buf b = _Buf(s)
+    return _java_hash_utf8(b.ptr, b.size)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,14 +236,14 @@ cdef Py_ssize_t _find_prop(const uint8_t* p, Py_ssize_t n, const uint8_t* key, P
     cdef Py_ssize_t i = 0, j
     while i < n:
         # i is at the start of an item
-        if i + klen < n and memcmp(p + i, key, klen) == 0 and p[i + klen] == 1:
+        if i + klen < n and memcmp(p + i, key, klen) == 0 and p[i + klen] == NAME_VALUE_SEPARATOR:
             j = i + klen + 1
             i = j
-            while i < n and p[i] != 2:
+            while i < n and p[i] != PROPERTY_SEPARATOR:
                 i += 1
             vlen[0] = i - j
             return j
-        while i < n and p[i] != 2:
+        while i < n and p[i] != PROPERTY_SEPARATOR:
             i += 1
         i += 1
     return -1
@@ -176,62 +262,178 @@ cdef inline int64_t _tags_code_of_props(const uint8_t* p, Py_ssize_t n) except? 
 
 def tags_code_of_properties(props) -> int:
     """The ConsumeQueue tags code for an encoded properties string (0 without TAGS)."""
-    cdef const uint8_t[::1] b = props
-    if b.shape[0] == 0:
-        return 0
-    return _tags_code_of_props(&b[0], b.shape[0])
+    cdef _Buf b = _Buf(props)
+    return _tags_code_of_props(b.ptr, b.size)
 
 
 def find_property(props, str key):
     """The value (bytes) of ``key`` in an encoded properties string, or None."""
-    cdef const uint8_t[::1] b = props
+    cdef _Buf b = _Buf(props)
     cdef bytes k = key.encode("utf-8")
     cdef Py_ssize_t vlen = 0, at
-    if b.shape[0] == 0:
-        return None
-    at = _find_prop(&b[0], b.shape[0], k, len(k), &vlen)
+    at = _find_prop(b.ptr, b.size, k, len(k), &vlen)
     if at < 0:
         return None
-    return bytes(b[at:at + vlen])
+    return (<const char*>(b.ptr + at))[:vlen]
 
 
 # ---------------------------------------------------------------------------------------------
-# The CommitLog record (Java v1, big-endian)
-#
-#  0                   4                   8                  12                  16
-#  +-------------------+-------------------+-------------------+-------------------+
-#  | TOTALSIZE  int32  | MAGICCODE  int32  | BODYCRC    int32  | QUEUEID    int32  |
-#  +-------------------+-------------------+-------------------+-------------------+
-#  | FLAG       int32  | QUEUEOFFSET  int64                    | PHYSICALOFFSET ...|
-#  +-------------------+---------------------------------------+-------------------+
-#  | ... int64 (28..36)| SYSFLAG    int32  | BORNTIMESTAMP  int64 (40..48)         |
-#  +-------------------+-------------------+---------------------------------------+
-#  | BORNHOST ip[4] port int32 (48..56)    | STORETIMESTAMP int64 (56..64)         |
-#  +---------------------------------------+---------------------------------------+
-#  | STOREHOST ip[4] port int32 (64..72)   | RECONSUMETIMES int32 (72..76)         |
-#  +---------------------------------------+-------------------+-------------------+
-#  | PREPARED TX OFFSET int64 (76..84)     | BODYLEN int32     | BODY ...          |
-#  +---------------------------------------+-------------------+-------------------+
-#  | TOPICLEN uint8 | TOPIC ... | PROPLEN int16 | PROPERTIES ...                     |
-#  +----------------+-----------+---------------+------------------------------------+
-#
-# TOTALSIZE = 91 + BODYLEN + TOPICLEN + PROPLEN. With SYSFLAG bit 0x10 (0x20) the born
-# (store) host is 16 + 4 bytes (IPv6); we never write those bits but decode them.
-#
-# The BLANK record that pads the end of a file: TOTALSIZE = the bytes left in the file,
-# MAGICCODE = 0xCBD43194, the rest is not written.
+# The record walker. Layout and field names: rmq/common/message.py (the one drawing).
 # ---------------------------------------------------------------------------------------------
+cdef struct RecordSpan:
+    int32_t total
+    int version               # 1 or 2 (magic code)
+    int32_t sys_flag
+    Py_ssize_t born_host_len  # born host at OFF_BORNHOST
+    Py_ssize_t store_host_at  # STORETIMESTAMP at store_host_at - STORETIMESTAMP_LEN
+    Py_ssize_t store_host_len
+    Py_ssize_t body_at        # BODYLEN at body_at - 4
+    Py_ssize_t body_len
+    Py_ssize_t topic_at
+    Py_ssize_t topic_len
+    Py_ssize_t props_at
+    Py_ssize_t props_len
+
+# _walk's verdicts
 cdef enum:
-    OFF_MAGIC = 4
-    OFF_CRC = 8
-    OFF_QID = 12
-    OFF_FLAG = 16
-    OFF_QOFF = 20
-    OFF_PHY = 28
-    OFF_SYSFLAG = 36
-    OFF_BORNTS = 40
-    OFF_BORNHOST = 48
-    FIXED = 91
+    W_OK = 0
+    W_TRUNCATED = 1    # fewer bytes than the smallest record
+    W_MAGIC = 2        # not a message magic code
+    W_TOTALSIZE = 3    # TOTALSIZE below the minimum for its layout
+    W_TORN = 4         # TOTALSIZE past the bytes available
+    W_BODYLEN = 5
+    W_TOPICLEN = 6
+    W_PROPLEN = 7      # negative, or the lengths do not add up to TOTALSIZE
+    W_CRC = 8
+
+
+cdef int _walk(const uint8_t* p, Py_ssize_t avail, bint check_crc, RecordSpan* r) noexcept:
+    """Validate the record at ``p`` (``avail`` bytes readable) and fill ``r`` with where its
+    fields are (offsets from ``p``); W_OK or the first check that failed. Reads nothing
+    before checking it lies inside ``avail`` (and inside TOTALSIZE)."""
+    cdef uint32_t magic
+    cdef Py_ssize_t tl_size, minimum, at
+    if avail < FIXED:
+        return W_TRUNCATED
+    magic = rdu32(p + OFF_MAGIC)
+    if magic == _MAGIC:
+        r.version = 1
+    elif magic == _MAGIC_V2:
+        r.version = 2
+    else:
+        return W_MAGIC
+    tl_size = r.version                     # TOPICLEN: 1 byte (v1) or 2 (v2)
+    r.total = rd32(p + OFF_TOTALSIZE)
+    r.sys_flag = rd32(p + OFF_SYSFLAG)
+    r.born_host_len = HOST_V6_LEN if r.sys_flag & SYSFLAG_BORNHOST_V6 else HOST_V4_LEN
+    r.store_host_len = HOST_V6_LEN if r.sys_flag & SYSFLAG_STOREHOST_V6 else HOST_V4_LEN
+    r.store_host_at = OFF_BORNHOST + r.born_host_len + STORETIMESTAMP_LEN
+    r.body_at = r.store_host_at + r.store_host_len + REL_BODY
+    minimum = r.body_at + tl_size + 2
+    if r.total < minimum:
+        return W_TOTALSIZE
+    if r.total > avail:
+        return W_TORN
+    r.body_len = rd32(p + r.body_at - 4)
+    if r.body_len < 0 or r.body_at + r.body_len + tl_size + 2 > r.total:
+        return W_BODYLEN
+    at = r.body_at + r.body_len
+    r.topic_len = p[at] if tl_size == 1 else rdu16(p + at)
+    r.topic_at = at + tl_size
+    if r.topic_at + r.topic_len + 2 > r.total:
+        return W_TOPICLEN
+    r.props_len = rd16(p + r.topic_at + r.topic_len)
+    r.props_at = r.topic_at + r.topic_len + 2
+    if r.props_len < 0 or r.props_at + r.props_len != r.total:
+        return W_PROPLEN
+    if check_crc and _crc(p + r.body_at, r.body_len) != rd32(p + OFF_BODYCRC):
+        return W_CRC
+    return W_OK
+
+
+cdef object _record_error(const uint8_t* p, Py_ssize_t pos, Py_ssize_t avail, int verdict,
+                          RecordSpan* r):
+    """The RecordDecodeError for a verdict, worded as rmq.common.message.walk_record words it
+    (imported here, not at module load: rmq.common.message imports this module)."""
+    from rmq.common.message import RecordDecodeError
+    cdef Py_ssize_t minimum
+    if verdict == W_TRUNCATED:
+        msg = f"truncated record at {pos}: {avail} bytes left, a record has at least {FIXED}"
+    elif verdict == W_MAGIC:
+        msg = f"record at {pos} has unknown magic code 0x{rdu32(p + OFF_MAGIC):08X}"
+    elif verdict == W_TOTALSIZE or verdict == W_TORN:
+        minimum = r.body_at + r.version + 2
+        msg = f"record at {pos} has TOTALSIZE {r.total}; it must be {minimum}..{avail}"
+    elif verdict == W_BODYLEN:
+        msg = f"record at {pos} has BODYLEN {r.body_len}, past its TOTALSIZE {r.total}"
+    elif verdict == W_TOPICLEN:
+        msg = f"record at {pos} has TOPICLEN {r.topic_len}, past its TOTALSIZE {r.total}"
+    elif verdict == W_PROPLEN:
+        msg = f"record at {pos} has PROPLEN {r.props_len}; the lengths do not add up to TOTALSIZE {r.total}"
+    else:
+        msg = (f"record at {pos} has BODYCRC {rd32(p + OFF_BODYCRC)}, "
+               f"the body's is {_crc(p + r.body_at, r.body_len)}")
+    return RecordDecodeError(msg)
+
+
+cdef inline tuple _span_tuple(Py_ssize_t pos, RecordSpan* r):
+    # the field order of rmq.common.message.RecordSpan, positions absolute
+    return (pos, r.total, r.version, r.sys_flag, pos + OFF_BORNHOST, r.born_host_len,
+            pos + r.store_host_at, r.store_host_len, pos + r.body_at, r.body_len,
+            pos + r.topic_at, r.topic_len, pos + r.props_at, r.props_len)
+
+
+cdef inline Py_ssize_t _clip_end(Py_ssize_t end, Py_ssize_t size) noexcept:
+    return size if end < 0 or end > size else end
+
+
+def record_span(buf, Py_ssize_t pos=0, Py_ssize_t end=-1, bint check_crc=False):
+    """Validate the record at ``pos`` of ``buf[:end]`` (-1: the whole buffer) and return where
+    its fields are: a tuple in the field order of ``rmq.common.message.RecordSpan``. The
+    Cython twin of ``rmq.common.message.walk_record`` (same checks, same messages).
+
+    Raises:
+        RecordDecodeError: naming the position and what is wrong.
+    """
+    cdef _Buf b = _Buf(buf)
+    cdef RecordSpan r
+    cdef int verdict
+    end = _clip_end(end, b.size)
+    if pos < 0 or pos > end:
+        from rmq.common.message import RecordDecodeError
+        raise RecordDecodeError(f"record position {pos} outside a buffer of {end} bytes")
+    verdict = _walk(b.ptr + pos, end - pos, check_crc, &r)
+    if verdict != W_OK:
+        raise _record_error(b.ptr + pos, pos, end - pos, verdict, &r)
+    return _span_tuple(pos, &r)
+
+
+def walk_records(buf, Py_ssize_t start=0, Py_ssize_t end=-1, bint check_crc=False):
+    """Every record of ``buf[start:end]`` back to back (a pull body), each as ``record_span``
+    returns it. All or nothing: the first bad record raises RecordDecodeError."""
+    cdef _Buf b = _Buf(buf)
+    cdef RecordSpan r
+    cdef int verdict
+    cdef Py_ssize_t pos = start
+    end = _clip_end(end, b.size)
+    if pos < 0 or pos > end:
+        from rmq.common.message import RecordDecodeError
+        raise RecordDecodeError(f"record position {pos} outside a buffer of {end} bytes")
+    out = []
+    while pos < end:
+        verdict = _walk(b.ptr + pos, end - pos, check_crc, &r)
+        if verdict != W_OK:
+            raise _record_error(b.ptr + pos, pos, end - pos, verdict, &r)
+        out.append(_span_tuple(pos, &r))
+        pos += r.total
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The record writer (v1, IPv4 hosts: Java CommitLog.DefaultAppendMessageCallback.doAppend)
+# ---------------------------------------------------------------------------------------------
+cdef inline Py_ssize_t _host_len(int32_t sysflag, int bit) noexcept nogil:
+    return HOST_V6_LEN if (sysflag & bit) else HOST_V4_LEN
 
 
 def record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len) -> int:
@@ -239,8 +441,76 @@ def record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len)
     return FIXED + body_len + topic_len + props_len
 
 
-cdef inline Py_ssize_t _host_len(int32_t sysflag, int bit) noexcept nogil:
-    return 20 if (sysflag & bit) else 8
+cdef struct _RecordHead:
+    # the fields of a record that are not its body, topic or properties
+    int32_t body_crc
+    int32_t queue_id
+    int32_t flag
+    int64_t queue_offset
+    int64_t phy_offset
+    int32_t sys_flag
+    int64_t born_timestamp
+    const char* born_host           # 8 bytes
+    int64_t store_timestamp
+    const char* store_host          # 8 bytes
+    int32_t reconsume_times
+    int64_t prepared_transaction_offset
+
+
+cdef Py_ssize_t _write_record(uint8_t* p, _RecordHead* h, const uint8_t* body, Py_ssize_t blen,
+                              const char* topic, Py_ssize_t tlen,
+                              const uint8_t* props, Py_ssize_t plen,
+                              const uint8_t* props2, Py_ssize_t plen2, bint sep) noexcept nogil:
+    """Write one v1 record at ``p`` (room checked by the caller); its properties are
+    ``props`` then, when ``plen2`` > 0, a PROPERTY_SEPARATOR if ``sep`` and ``props2``.
+    Returns TOTALSIZE."""
+    cdef Py_ssize_t tp = plen + plen2 + (1 if sep else 0)
+    cdef Py_ssize_t size = FIXED + blen + tlen + tp
+    cdef uint8_t* q
+    wr32(p + OFF_TOTALSIZE, size)
+    wr32(p + OFF_MAGIC, <int64_t>_MAGIC)
+    wr32(p + OFF_BODYCRC, h.body_crc)
+    wr32(p + OFF_QUEUEID, h.queue_id)
+    wr32(p + OFF_FLAG, h.flag)
+    wr64(p + OFF_QUEUEOFFSET, h.queue_offset)
+    wr64(p + OFF_PHYSICALOFFSET, h.phy_offset)
+    wr32(p + OFF_SYSFLAG, h.sys_flag & ~(SYSFLAG_BORNHOST_V6 | SYSFLAG_STOREHOST_V6))
+    wr64(p + OFF_BORNTIMESTAMP, h.born_timestamp)
+    memcpy(p + OFF_BORNHOST, h.born_host, HOST_V4_LEN)
+    q = p + OFF_BORNHOST + HOST_V4_LEN
+    wr64(q, h.store_timestamp)
+    q += STORETIMESTAMP_LEN
+    memcpy(q, h.store_host, HOST_V4_LEN)
+    q += HOST_V4_LEN
+    wr32(q + REL_RECONSUMETIMES, h.reconsume_times)
+    wr64(q + REL_PREPARED_TX_OFFSET, h.prepared_transaction_offset)
+    wr32(q + REL_BODYLEN, blen)
+    q += REL_BODY
+    if blen:
+        memcpy(q, body, blen)
+    q += blen
+    q[0] = <uint8_t>tlen
+    q += 1
+    if tlen:
+        memcpy(q, topic, tlen)
+    q += tlen
+    wr16(q, <int>tp)
+    q += 2
+    if plen:
+        memcpy(q, props, plen)
+        q += plen
+    if plen2:
+        if sep:
+            q[0] = PROPERTY_SEPARATOR
+            q += 1
+        memcpy(q, props2, plen2)
+    return size
+
+
+cdef int _check_hosts(bytes born_host, bytes store_host) except -1:
+    if len(born_host) != HOST_V4_LEN or len(store_host) != HOST_V4_LEN:
+        raise ValueError("born_host and store_host must be 8 bytes (IPv4 + int32 port)")
+    return 0
 
 
 def encode_record(dst, Py_ssize_t pos, body, bytes topic, props, int32_t queue_id,
@@ -253,72 +523,45 @@ def encode_record(dst, Py_ssize_t pos, body, bytes topic, props, int32_t queue_i
     ``born_host`` / ``store_host`` are 8 bytes (IPv4 octets + int32 port). ``body_crc`` is
     computed when -1. Raises ValueError when the record does not fit in ``dst``.
     """
-    cdef Py_buffer d, b, pr
-    cdef Py_ssize_t blen, tlen = len(topic), plen, size
-    cdef uint8_t* p
-    if len(born_host) != 8 or len(store_host) != 8:
-        raise ValueError("born_host and store_host must be 8 bytes (IPv4 + int32 port)")
-    if tlen > 255:
+    cdef Py_ssize_t tlen = len(topic), size
+    cdef _RecordHead h
+    _check_hosts(born_host, store_host)
+    if tlen > MAX_TOPIC_LEN_V1:
         raise ValueError("topic longer than 255 bytes")
-    PyObject_GetBuffer(dst, &d, PyBUF_WRITABLE)
-    try:
-        PyObject_GetBuffer(body, &b, PyBUF_SIMPLE)
-        try:
-            PyObject_GetBuffer(props, &pr, PyBUF_SIMPLE)
-            try:
-                blen = b.len
-                plen = pr.len
-                size = FIXED + blen + tlen + plen
-                if plen > 32767:
-                    raise ValueError("properties longer than 32767 bytes")
-                if pos < 0 or pos + size > d.len:
-                    raise ValueError("record does not fit in the buffer")
-                if body_crc == -1:
-                    body_crc = _zlib_crc32(body) & 0x7FFFFFFF
-                p = <uint8_t*>d.buf + pos
-                wr32(p, size)
-                wr32(p + 4, <int64_t>_MAGIC)
-                wr32(p + 8, body_crc)
-                wr32(p + 12, queue_id)
-                wr32(p + 16, flag)
-                wr64(p + 20, queue_offset)
-                wr64(p + 28, phy_offset)
-                wr32(p + 36, sys_flag & ~0x30)
-                wr64(p + 40, born_timestamp)
-                memcpy(p + 48, <const char*>born_host, 8)
-                wr64(p + 56, store_timestamp)
-                memcpy(p + 64, <const char*>store_host, 8)
-                wr32(p + 72, reconsume_times)
-                wr64(p + 76, prepared_transaction_offset)
-                wr32(p + 84, blen)
-                if blen:
-                    memcpy(p + 88, b.buf, blen)
-                p[88 + blen] = <uint8_t>tlen
-                if tlen:
-                    memcpy(p + 89 + blen, <const char*>topic, tlen)
-                wr16(p + 89 + blen + tlen, <int>plen)
-                if plen:
-                    memcpy(p + 91 + blen + tlen, pr.buf, plen)
-                return size
-            finally:
-                PyBuffer_Release(&pr)
-        finally:
-            PyBuffer_Release(&b)
-    finally:
-        PyBuffer_Release(&d)
+    cdef _Buf d = _Buf(dst, True)
+    cdef _Buf b = _Buf(body)
+    cdef _Buf pr = _Buf(props)
+    if pr.size > MAX_PROPERTIES_LEN:
+        raise ValueError("properties longer than 32767 bytes")
+    size = FIXED + b.size + tlen + pr.size
+    if pos < 0 or pos + size > d.size:
+        raise ValueError("record does not fit in the buffer")
+    h.body_crc = _crc(b.ptr, b.size) if body_crc == -1 else body_crc
+    h.queue_id = queue_id
+    h.flag = flag
+    h.queue_offset = queue_offset
+    h.phy_offset = phy_offset
+    h.sys_flag = sys_flag
+    h.born_timestamp = born_timestamp
+    h.born_host = born_host
+    h.store_timestamp = store_timestamp
+    h.store_host = store_host
+    h.reconsume_times = reconsume_times
+    h.prepared_transaction_offset = prepared_transaction_offset
+    return _write_record(d.wptr + pos, &h, b.ptr, b.size, topic, tlen, pr.ptr, pr.size, NULL, 0, False)
 
 
 def write_blank(dst, Py_ssize_t pos, int64_t size):
     """Write the 8-byte BLANK end-of-file record header (TOTALSIZE = ``size``)."""
     cdef _Buf d = _Buf(dst, True)
-    if pos < 0 or pos + 8 > d.size:
+    if pos < 0 or pos + END_FILE_MIN_BLANK_LENGTH > d.size:
         raise ValueError("blank record does not fit")
-    wr32(d.wptr + pos, size)
-    wr32(d.wptr + pos + 4, <int64_t>_BLANK)
+    wr32(d.wptr + pos + OFF_TOTALSIZE, size)
+    wr32(d.wptr + pos + OFF_MAGIC, <int64_t>_BLANK)
 
 
 # ---------------------------------------------------------------------------------------------
-# Batch bodies (wire-contract §5.2), one item:
+# Batch bodies (Java MessageDecoder.encodeMessages), one item:
 #
 #  +-----------------+-------------+---------------+-------------+----------------+
 #  | TOTALSIZE int32 | MAGIC int32 | BODYCRC int32 | FLAG int32  | BODYLEN int32  |
@@ -326,39 +569,44 @@ def write_blank(dst, Py_ssize_t pos, int64_t size):
 #  | BODY ...        | PROPLEN int16 | PROPERTIES ...                             |
 #  +-----------------+---------------+--------------------------------------------+
 #
-# TOTALSIZE = 20 + BODYLEN + 2 + PROPLEN. Java 4.9.8 (CommitLog.MessageExtEncoder) stores each
-# item as its own record with the item's properties followed by the batch's own properties
+# TOTALSIZE = 20 + BODYLEN + 2 + PROPLEN. Java 4.9.8 (CommitLog.MessageExtBatchEncoder) stores
+# each item as its own record with the item's properties followed by the batch's own properties
 # (WAIT, CLUSTER ...), joined by a \x02 when the item's properties do not end with one.
 # ---------------------------------------------------------------------------------------------
+cdef inline bint _needs_sep(const uint8_t* item_props, Py_ssize_t plen, Py_ssize_t oplen) noexcept nogil:
+    return plen > 0 and oplen > 0 and item_props[plen - 1] != PROPERTY_SEPARATOR
+
+
 def split_batch(batch, Py_ssize_t topic_len, outer_props):
     """Validate a batch body; return ``[(body_pos, body_len, props_pos, props_len, flag,
     record_size), ...]``. Raises ValueError naming the item and what is wrong."""
-    cdef const uint8_t[::1] b = batch
-    cdef const uint8_t[::1] op = outer_props
-    cdef Py_ssize_t n = b.shape[0], pos = 0, total, blen, plen, oplen = op.shape[0], tp
+    cdef _Buf bb = _Buf(batch)
+    cdef _Buf opb = _Buf(outer_props)
+    cdef const uint8_t* b = bb.ptr
+    cdef Py_ssize_t n = bb.size, pos = 0, total, blen, plen, oplen = opb.size, tp
     cdef int idx = 0
     cdef bint sep
     out = []
     if n == 0:
         raise ValueError("empty batch body")
     while pos < n:
-        if pos + 20 > n:
+        if pos + BATCH_HEAD > n:
             raise ValueError(f"batch item {idx}: truncated header at byte {pos}")
-        total = rd32(&b[pos])
-        blen = rd32(&b[pos + 16])
-        if blen < 0 or pos + 20 + blen + 2 > n:
+        total = rd32(b + pos + OFF_TOTALSIZE)
+        blen = rd32(b + pos + BATCH_OFF_BODYLEN)
+        if blen < 0 or pos + BATCH_HEAD + blen + 2 > n:
             raise ValueError(f"batch item {idx}: body length {blen} runs past the batch")
-        plen = rd16(&b[pos + 20 + blen])
-        if plen < 0 or pos + 22 + blen + plen > n:
+        plen = rd16(b + pos + BATCH_HEAD + blen)
+        if plen < 0 or pos + BATCH_HEAD + 2 + blen + plen > n:
             raise ValueError(f"batch item {idx}: properties length {plen} runs past the batch")
-        if total != 22 + blen + plen:
+        if total != BATCH_HEAD + 2 + blen + plen:
             raise ValueError(f"batch item {idx}: TOTALSIZE {total} != 22 + {blen} + {plen}")
-        sep = plen > 0 and oplen > 0 and b[pos + 22 + blen + plen - 1] != 2
+        sep = _needs_sep(b + pos + BATCH_HEAD + 2 + blen, plen, oplen)
         tp = plen + oplen + (1 if sep else 0)
-        if tp > 32767:
+        if tp > MAX_PROPERTIES_LEN:
             raise ValueError(f"batch item {idx}: properties longer than 32767 bytes")
-        out.append((pos + 20, blen, pos + 22 + blen, plen, rd32(&b[pos + 12]),
-                    FIXED + blen + topic_len + tp))
+        out.append((pos + BATCH_HEAD, blen, pos + BATCH_HEAD + 2 + blen, plen,
+                    rd32(b + pos + BATCH_OFF_FLAG), FIXED + blen + topic_len + tp))
         pos += total
         idx += 1
     return out
@@ -370,112 +618,81 @@ def encode_batch(dst, Py_ssize_t pos, batch, list items, bytes topic, outer_prop
                  int64_t first_queue_offset, int64_t first_phy_offset):
     """Write the records of a batch (``items`` from split_batch) back to back at ``pos``.
 
-    Returns the total size written. The caller has checked that it fits."""
+    Returns the total size written. Raises ValueError when an item does not match the batch
+    body or the records do not fit in ``dst``."""
     cdef _Buf d = _Buf(dst, True)
-    cdef const uint8_t[::1] b = batch
-    cdef const uint8_t[::1] op = outer_props
-    cdef Py_ssize_t oplen = op.shape[0], tlen = len(topic), blen, plen, bpos, ppos, size, tp
+    cdef _Buf bb = _Buf(batch)
+    cdef _Buf opb = _Buf(outer_props)
+    cdef const uint8_t* b = bb.ptr
+    cdef Py_ssize_t oplen = opb.size, tlen = len(topic), blen, plen, bpos, ppos, size
     cdef Py_ssize_t at = pos
-    cdef int64_t qoff = first_queue_offset, phy = first_phy_offset
-    cdef uint8_t* p
+    cdef _RecordHead h
     cdef bint sep
     cdef int32_t flag
-    if len(born_host) != 8 or len(store_host) != 8:
-        raise ValueError("born_host and store_host must be 8 bytes (IPv4 + int32 port)")
+    _check_hosts(born_host, store_host)
+    h.queue_id = queue_id
+    h.queue_offset = first_queue_offset
+    h.phy_offset = first_phy_offset
+    h.sys_flag = sys_flag
+    h.born_timestamp = born_timestamp
+    h.born_host = born_host
+    h.store_timestamp = store_timestamp
+    h.store_host = store_host
+    h.reconsume_times = reconsume_times
+    h.prepared_transaction_offset = 0
+    if pos < 0:
+        raise ValueError("batch does not fit in the buffer")
     for item in items:
         bpos, blen, ppos, plen, flag, size = item
         if at + size > d.size:
             raise ValueError("batch does not fit in the buffer")
-        if bpos < 0 or blen < 0 or bpos + blen > b.shape[0] or ppos < 0 or plen < 0 or ppos + plen > b.shape[0] \
-                or size != FIXED + blen + tlen + plen + oplen + (1 if plen > 0 and oplen > 0 and b[ppos + plen - 1] != 2 else 0):
+        if bpos < 0 or blen < 0 or bpos + blen > bb.size or ppos < 0 or plen < 0 or ppos + plen > bb.size:
             raise ValueError("batch items do not match the batch body")
-        sep = plen > 0 and oplen > 0 and b[ppos + plen - 1] != 2
-        tp = plen + oplen + (1 if sep else 0)
-        p = d.wptr + at
-        wr32(p, size)
-        wr32(p + 4, <int64_t>_MAGIC)
-        wr32(p + 8, _zlib_crc32(b[bpos:bpos + blen]) & 0x7FFFFFFF)
-        wr32(p + 12, queue_id)
-        wr32(p + 16, flag)
-        wr64(p + 20, qoff)
-        wr64(p + 28, phy)
-        wr32(p + 36, sys_flag & ~0x30)
-        wr64(p + 40, born_timestamp)
-        memcpy(p + 48, <const char*>born_host, 8)
-        wr64(p + 56, store_timestamp)
-        memcpy(p + 64, <const char*>store_host, 8)
-        wr32(p + 72, reconsume_times)
-        wr64(p + 76, 0)
-        wr32(p + 84, blen)
-        if blen:
-            memcpy(p + 88, &b[bpos], blen)
-        p[88 + blen] = <uint8_t>tlen
-        if tlen:
-            memcpy(p + 89 + blen, <const char*>topic, tlen)
-        p += 89 + blen + tlen
-        wr16(p, <int>tp)
-        p += 2
-        if plen:
-            memcpy(p, &b[ppos], plen)
-            p += plen
-        if oplen:
-            if sep:
-                p[0] = 2
-                p += 1
-            memcpy(p, &op[0], oplen)
+        sep = _needs_sep(b + ppos, plen, oplen)
+        if size != FIXED + blen + tlen + plen + oplen + (1 if sep else 0):
+            raise ValueError("batch items do not match the batch body")
+        h.body_crc = _crc(b + bpos, blen)
+        h.flag = flag
+        _write_record(d.wptr + at, &h, b + bpos, blen, topic, tlen, b + ppos, plen, opb.ptr, oplen, sep)
         at += size
-        phy += size
-        qoff += 1
+        h.phy_offset += size
+        h.queue_offset += 1
     return at - pos
 
 
 # ---------------------------------------------------------------------------------------------
-# Decoding and validation
+# Scanning and decoding CommitLog files
 # ---------------------------------------------------------------------------------------------
 cdef int _check(const uint8_t* p, Py_ssize_t avail, int64_t expect_phy, bint check_crc,
-                Py_ssize_t* out_size) except -1:
-    """Classify the record at ``p`` (``avail`` bytes readable): 0 ok, or SCAN_* code."""
+                RecordSpan* r, Py_ssize_t* out_size) noexcept:
+    """Classify the position ``p`` of a CommitLog file (``avail`` bytes readable): 0 for a
+    valid record (``r`` filled), or a SCAN_* code. PHYSICALOFFSET must equal ``expect_phy``
+    (unless -1)."""
     cdef int32_t total
     cdef uint32_t magic
-    cdef int32_t sysflag, blen, crc
-    cdef Py_ssize_t bh, sh, at, tlen, plen
-    if avail < 8:
-        if avail >= 4 and rd32(p) == 0:
+    cdef int verdict
+    if avail < END_FILE_MIN_BLANK_LENGTH:
+        if avail >= 4 and rd32(p + OFF_TOTALSIZE) == 0:
             return SCAN_END
         return SCAN_TORN if avail > 0 else SCAN_END
-    total = rd32(p)
-    magic = rdu32(p + 4)
+    total = rd32(p + OFF_TOTALSIZE)
+    magic = rdu32(p + OFF_MAGIC)
     if total == 0 and magic == 0:
         return SCAN_END
     if magic == _BLANK:
         out_size[0] = total
         return SCAN_BLANK
-    if magic != _MAGIC or total < FIXED:
+    verdict = _walk(p, avail, check_crc, r)
+    if verdict == W_TRUNCATED or verdict == W_TORN:
+        # a record cut short by the end of the data (its magic and TOTALSIZE are sane)
+        if magic == _MAGIC or magic == _MAGIC_V2:
+            return SCAN_TORN if total >= FIXED else SCAN_CORRUPT
         return SCAN_CORRUPT
-    if total > avail:
-        return SCAN_TORN
-    sysflag = rd32(p + OFF_SYSFLAG)
-    bh = _host_len(sysflag, 0x10)
-    sh = _host_len(sysflag, 0x20)
-    at = 48 + bh + 8 + sh + 4 + 8
-    if at + 4 + 1 + 2 > total:
+    if verdict != W_OK:
         return SCAN_CORRUPT
-    blen = rd32(p + at)
-    if blen < 0 or at + 4 + blen + 1 + 2 > total:
+    if expect_phy >= 0 and rd64(p + OFF_PHYSICALOFFSET) != expect_phy:
         return SCAN_CORRUPT
-    tlen = p[at + 4 + blen]
-    if at + 4 + blen + 1 + tlen + 2 > total:
-        return SCAN_CORRUPT
-    plen = rd16(p + at + 4 + blen + 1 + tlen)
-    if plen < 0 or at + 4 + blen + 1 + tlen + 2 + plen != total:
-        return SCAN_CORRUPT
-    if expect_phy >= 0 and rd64(p + OFF_PHY) != expect_phy:
-        return SCAN_CORRUPT
-    if check_crc:
-        crc = rd32(p + OFF_CRC)
-        if (_zlib_crc32((<const char*>(p + at + 4))[:blen]) & 0x7FFFFFFF) != crc:
-            return SCAN_CORRUPT
-    out_size[0] = total
+    out_size[0] = r.total
     return 0
 
 
@@ -487,87 +704,76 @@ def scan_records(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t file_from_offset
     ``(phy_offset, size, topic, queue_id, queue_offset, tags_code, store_timestamp, sys_flag,
     props_pos, props_len)``, ``end_pos`` is the position after the last valid record and
     ``outcome`` one of SCAN_LIMIT, SCAN_BLANK, SCAN_END, SCAN_CORRUPT, SCAN_TORN (for BLANK,
-    ``outcome_size`` is the declared blank size). Each record is validated: magic, sizes,
-    PHYSICALOFFSET == its own position and, with ``check_crc``, the body CRC.
+    ``outcome_size`` is the declared blank size). Each record is validated by the walker,
+    PHYSICALOFFSET must be its own position and, with ``check_crc``, the body CRC must match.
     """
     cdef _Buf d = _Buf(buf)
     cdef const uint8_t* base = d.ptr
-    cdef Py_ssize_t size = 0, at, bh, sh, blen, tlen, plen, ppos
+    cdef Py_ssize_t size = 0
     cdef int rc
-    cdef int32_t sysflag
+    cdef RecordSpan r
     cdef const uint8_t* p
     records = []
     if limit > d.size:
         limit = d.size
     while pos < limit and len(records) < max_records:
-        rc = _check(base + pos, limit - pos, file_from_offset + pos, check_crc, &size)
+        rc = _check(base + pos, limit - pos, file_from_offset + pos, check_crc, &r, &size)
         if rc != 0:
             return records, pos, rc, (size if rc == SCAN_BLANK else 0)
         p = base + pos
-        sysflag = rd32(p + OFF_SYSFLAG)
-        bh = _host_len(sysflag, 0x10)
-        sh = _host_len(sysflag, 0x20)
-        at = 48 + bh + 8 + sh + 4 + 8
-        blen = rd32(p + at)
-        tlen = p[at + 4 + blen]
-        ppos = at + 4 + blen + 1 + tlen + 2
-        plen = size - ppos
         records.append((file_from_offset + pos, size,
-                        (<const char*>(p + at + 5 + blen))[:tlen].decode("utf-8", "replace"),
-                        rd32(p + OFF_QID), rd64(p + OFF_QOFF),
-                        _tags_code_of_props(p + ppos, plen) if plen > 0 else 0,
-                        rd64(p + 48 + bh), sysflag, pos + ppos, plen))
+                        (<const char*>(p + r.topic_at))[:r.topic_len].decode("utf-8", "replace"),
+                        rd32(p + OFF_QUEUEID), rd64(p + OFF_QUEUEOFFSET),
+                        _tags_code_of_props(p + r.props_at, r.props_len),
+                        rd64(p + r.store_host_at - STORETIMESTAMP_LEN), r.sys_flag,
+                        pos + r.props_at, r.props_len))
         pos += size
     return records, pos, SCAN_LIMIT, 0
 
 
 def decode_record(buf, Py_ssize_t pos=0, bint check_crc=False):
     """Decode the record at ``pos`` into a dict of its fields (body and topic as bytes /
-    str, properties as the raw encoded bytes). Raises ValueError on a malformed record."""
+    str, properties as the raw encoded bytes): the store's projection of the walker.
+    Raises RecordDecodeError (a ValueError) on a malformed record."""
     cdef _Buf d = _Buf(buf)
-    cdef Py_ssize_t size = 0, at, bh, sh, blen, tlen, plen
-    cdef int rc
-    if pos < 0 or pos >= d.size:
-        raise ValueError("position outside the buffer")
-    rc = _check(d.ptr + pos, d.size - pos, -1, check_crc, &size)
-    if rc != 0:
-        raise ValueError(f"no valid message record at {pos} (scan outcome {rc})")
+    cdef RecordSpan r
+    cdef int verdict
+    if pos < 0 or pos > d.size:
+        from rmq.common.message import RecordDecodeError
+        raise RecordDecodeError(f"record position {pos} outside a buffer of {d.size} bytes")
     cdef const uint8_t* p = d.ptr + pos
-    cdef int32_t sysflag = rd32(p + OFF_SYSFLAG)
-    bh = _host_len(sysflag, 0x10)
-    sh = _host_len(sysflag, 0x20)
-    at = 48 + bh + 8 + sh + 4 + 8
-    blen = rd32(p + at)
-    tlen = p[at + 4 + blen]
-    plen = rd16(p + at + 5 + blen + tlen)
+    verdict = _walk(p, d.size - pos, check_crc, &r)
+    if verdict != W_OK:
+        raise _record_error(p, pos, d.size - pos, verdict, &r)
+    cdef const uint8_t* after_store_host = p + r.store_host_at + r.store_host_len
     return {
-        "store_size": size,
+        "store_size": r.total,
         "magic_code": rdu32(p + OFF_MAGIC),
-        "body_crc": rd32(p + OFF_CRC),
-        "queue_id": rd32(p + OFF_QID),
+        "body_crc": rd32(p + OFF_BODYCRC),
+        "queue_id": rd32(p + OFF_QUEUEID),
         "flag": rd32(p + OFF_FLAG),
-        "queue_offset": rd64(p + OFF_QOFF),
-        "commit_log_offset": rd64(p + OFF_PHY),
-        "sys_flag": sysflag,
-        "born_timestamp": rd64(p + OFF_BORNTS),
-        "born_host": (<const char*>(p + 48))[:bh],
-        "store_timestamp": rd64(p + 48 + bh),
-        "store_host": (<const char*>(p + 56 + bh))[:sh],
-        "reconsume_times": rd32(p + 56 + bh + sh),
-        "prepared_transaction_offset": rd64(p + 60 + bh + sh),
-        "body": (<const char*>(p + at + 4))[:blen],
-        "topic": (<const char*>(p + at + 5 + blen))[:tlen].decode("utf-8", "replace"),
-        "properties": (<const char*>(p + at + 7 + blen + tlen))[:plen],
+        "queue_offset": rd64(p + OFF_QUEUEOFFSET),
+        "commit_log_offset": rd64(p + OFF_PHYSICALOFFSET),
+        "sys_flag": r.sys_flag,
+        "born_timestamp": rd64(p + OFF_BORNTIMESTAMP),
+        "born_host": (<const char*>(p + OFF_BORNHOST))[:r.born_host_len],
+        "store_timestamp": rd64(p + r.store_host_at - STORETIMESTAMP_LEN),
+        "store_host": (<const char*>(p + r.store_host_at))[:r.store_host_len],
+        "reconsume_times": rd32(after_store_host + REL_RECONSUMETIMES),
+        "prepared_transaction_offset": rd64(after_store_host + REL_PREPARED_TX_OFFSET),
+        "body": (<const char*>(p + r.body_at))[:r.body_len],
+        "topic": (<const char*>(p + r.topic_at))[:r.topic_len].decode("utf-8", "replace"),
+        "properties": (<const char*>(p + r.props_at))[:r.props_len],
     }
 
 
 def record_store_timestamp(buf, Py_ssize_t pos) -> int:
     """STORETIMESTAMP of the record at ``pos`` (-1 when it is not a valid record)."""
     cdef _Buf d = _Buf(buf)
-    cdef Py_ssize_t size = 0
-    if pos < 0 or pos + FIXED > d.size or _check(d.ptr + pos, d.size - pos, -1, False, &size) != 0:
+    cdef RecordSpan r
+    if pos < 0 or pos > d.size or _walk(d.ptr + pos, d.size - pos, False, &r) != W_OK:
         return -1
-    return rd64(d.ptr + pos + 48 + _host_len(rd32(d.ptr + pos + OFF_SYSFLAG), 0x10))
+    return rd64(d.ptr + pos + r.store_host_at - STORETIMESTAMP_LEN)
 
 
 def last_nonzero(buf, Py_ssize_t start, Py_ssize_t end) -> int:
@@ -575,7 +781,8 @@ def last_nonzero(buf, Py_ssize_t start, Py_ssize_t end) -> int:
     cdef _Buf d = _Buf(buf)
     if end > d.size:
         end = d.size
-    cdef const uint64_t* w
+    if start < 0:
+        start = 0
     while end > start and (end & 7):
         if d.ptr[end - 1] != 0:
             return end
@@ -595,30 +802,26 @@ def last_nonzero(buf, Py_ssize_t start, Py_ssize_t end) -> int:
 #  +----------------------------------+-----------------+----------------------------------+
 #  | CommitLog offset int64           | size int32      | tags code int64                  |
 #  +----------------------------------+-----------------+----------------------------------+
-#  0                                  8                 12                                 20
+#  0 (CQ_OFF_PHY)                     8 (CQ_OFF_SIZE)   12 (CQ_OFF_TAGS)                   20
 # ---------------------------------------------------------------------------------------------
 def put_cq_unit(dst, Py_ssize_t pos, int64_t phy_offset, int32_t size, int64_t tags_code):
     """Write one 20-byte ConsumeQueue unit at ``pos``."""
-    cdef Py_buffer d
-    cdef uint8_t* p
-    PyObject_GetBuffer(dst, &d, PyBUF_WRITABLE)
-    try:
-        if pos < 0 or pos + 20 > d.len:
-            raise ValueError("ConsumeQueue unit does not fit")
-        p = <uint8_t*>d.buf + pos
-        wr64(p, phy_offset)
-        wr32(p + 8, size)
-        wr64(p + 12, tags_code)
-    finally:
-        PyBuffer_Release(&d)
+    cdef _Buf d = _Buf(dst, True)
+    if pos < 0 or pos + CQ_UNIT > d.size:
+        raise ValueError("ConsumeQueue unit does not fit")
+    cdef uint8_t* p = d.wptr + pos
+    wr64(p + CQ_OFF_PHY, phy_offset)
+    wr32(p + CQ_OFF_SIZE, size)
+    wr64(p + CQ_OFF_TAGS, tags_code)
 
 
 def read_cq_unit(buf, Py_ssize_t pos):
     """``(phy_offset, size, tags_code)`` of the unit at ``pos``."""
     cdef _Buf d = _Buf(buf)
-    if pos < 0 or pos + 20 > d.size:
+    if pos < 0 or pos + CQ_UNIT > d.size:
         raise ValueError("ConsumeQueue unit outside the buffer")
-    return rd64(d.ptr + pos), rd32(d.ptr + pos + 8), rd64(d.ptr + pos + 12)
+    cdef const uint8_t* p = d.ptr + pos
+    return rd64(p + CQ_OFF_PHY), rd32(p + CQ_OFF_SIZE), rd64(p + CQ_OFF_TAGS)
 
 
 def cq_first_used(buf, Py_ssize_t limit):
@@ -628,8 +831,8 @@ def cq_first_used(buf, Py_ssize_t limit):
     cdef Py_ssize_t pos = 0
     if limit > d.size:
         limit = d.size
-    while pos + 20 <= limit and rd32(d.ptr + pos + 8) <= 0:
-        pos += 20
+    while pos + CQ_UNIT <= limit and rd32(d.ptr + pos + CQ_OFF_SIZE) <= 0:
+        pos += CQ_UNIT
     return pos
 
 
@@ -642,12 +845,14 @@ def cq_valid_end(buf, Py_ssize_t limit, int64_t max_phy_end, Py_ssize_t start=0)
     cdef int32_t size
     if limit > d.size:
         limit = d.size
-    while pos + 20 <= limit:
-        phy = rd64(d.ptr + pos)
-        size = rd32(d.ptr + pos + 8)
+    if pos < 0:
+        pos = 0
+    while pos + CQ_UNIT <= limit:
+        phy = rd64(d.ptr + pos + CQ_OFF_PHY)
+        size = rd32(d.ptr + pos + CQ_OFF_SIZE)
         if size <= 0 or phy < 0 or (max_phy_end >= 0 and phy + size > max_phy_end):
             break
-        pos += 20
+        pos += CQ_UNIT
     return pos
 
 
@@ -728,28 +933,25 @@ cdef class CommitLogTable:
 
 
 cdef bint _record_tags_match(const uint8_t* rec, int32_t size, list tag_bytes):
-    """Second filter stage: the record's TAGS is one of ``tag_bytes``."""
-    cdef int32_t sysflag = rd32(rec + OFF_SYSFLAG)
-    cdef Py_ssize_t at = 48 + _host_len(sysflag, 0x10) + 8 + _host_len(sysflag, 0x20) + 12
-    cdef Py_ssize_t blen, tlen, ppos, plen, vlen = 0, v
-    if at + 4 > size:
+    """Second filter stage: the record's TAGS is one of ``tag_bytes`` (a record the walker
+    does not accept matches nothing)."""
+    cdef RecordSpan r
+    cdef Py_ssize_t vlen = 0, v
+    cdef bytes t
+    if _walk(rec, size, False, &r) != W_OK or r.props_len == 0:
         return False
-    blen = rd32(rec + at)
-    if blen < 0 or at + 4 + blen + 1 > size:
-        return False
-    tlen = rec[at + 4 + blen]
-    ppos = at + 4 + blen + 1 + tlen + 2
-    plen = size - ppos
-    if plen <= 0:
-        return False
-    v = _find_prop(rec + ppos, plen, _TAGS, 4, &vlen)
+    v = _find_prop(rec + r.props_at, r.props_len, _TAGS, 4, &vlen)
     if v < 0:
         return False
-    cdef bytes t
     for t in tag_bytes:
-        if len(t) == vlen and memcmp(<const char*>t, rec + ppos + v, vlen) == 0:
+        if len(t) == vlen and memcmp(<const char*>t, rec + r.props_at + v, vlen) == 0:
             return True
     return False
+
+
+cdef inline bint _is_message_magic(const uint8_t* rec) noexcept nogil:
+    cdef uint32_t m = rdu32(rec + OFF_MAGIC)
+    return m == _MAGIC or m == _MAGIC_V2
 
 
 def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable table,
@@ -757,7 +959,7 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
                      int64_t memory, tag_codes, list tag_bytes,
                      int max_bytes_mem, int max_count_mem, int max_bytes_disk,
                      int max_count_disk):
-    """The loop of DefaultMessageStore.getMessage (seeds 000/001) over ``cq_buf[start:end]``.
+    """The loop of Java DefaultMessageStore.getMessage over ``cq_buf[start:end]``.
 
     Scans at most ``max(16000, max_msg_nums * 20)`` bytes of units. For each unit: skip it
     when it lies below the next CommitLog file after a removed one; stop when the batch is
@@ -789,10 +991,10 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     if start < 0:
         start = 0
     n = end - start
-    n -= n % 20                     # whole units only
+    n -= n % CQ_UNIT                # whole units only
     if n < 0:
         n = 0
-    budget = max_msg_nums * 20
+    budget = max_msg_nums * CQ_UNIT
     if budget < 16000:
         budget = 16000
     segments = []
@@ -807,12 +1009,12 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
             k += 1
     try:
         while i < n and i < budget:
-            offset_py = rd64(cq + start + i)
-            size_py = rd32(cq + start + i + 8)
-            tags_code = rd64(cq + start + i + 12)
+            offset_py = rd64(cq + start + i + CQ_OFF_PHY)
+            size_py = rd32(cq + start + i + CQ_OFF_SIZE)
+            tags_code = rd64(cq + start + i + CQ_OFF_TAGS)
             max_phy_pulling = offset_py
             if next_phy_file_start != _I64_MIN and offset_py < next_phy_file_start:
-                i += 20
+                i += CQ_UNIT
                 continue
             in_disk = (max_offset_py - offset_py) > memory
             # isTheBatchFull
@@ -834,19 +1036,19 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
                 if not matched:
                     if total == 0:
                         status = ST_NO_MATCHED_MESSAGE
-                    i += 20
+                    i += CQ_UNIT
                     continue
             rec = NULL if size_py < FIXED else table.locate(offset_py, size_py, readable_offset, &fidx, &fpos)
-            if rec == NULL or rdu32(rec + 4) != _MAGIC or rd32(rec) != size_py:
+            if rec == NULL or not _is_message_magic(rec) or rd32(rec + OFF_TOTALSIZE) != size_py:
                 if total == 0:
                     status = ST_MESSAGE_WAS_REMOVING
                 next_phy_file_start = offset_py + table.file_size - (offset_py % table.file_size)
-                i += 20
+                i += CQ_UNIT
                 continue
             if filtering and not _record_tags_match(rec, size_py, tag_bytes):
                 if total == 0:
                     status = ST_NO_MATCHED_MESSAGE
-                i += 20
+                i += CQ_UNIT
                 continue
             # addMessage: merge with the previous record when adjacent in the same file
             if seg_idx == fidx and seg_end == fpos:
@@ -861,7 +1063,7 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
             total += size_py
             status = ST_FOUND
             next_phy_file_start = _I64_MIN
-            i += 20
+            i += CQ_UNIT
     finally:
         if codes != NULL:
             PyMem_Free(codes)
@@ -876,40 +1078,46 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
 # populates the page tables writable without changing the content, so a background thread can
 # run it ahead of the writer without racing it.
 # ---------------------------------------------------------------------------------------------
-cdef extern from "sys/mman.h" nogil:
-    int madvise(void* addr, size_t length, int advice)
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    #ifndef MADV_POPULATE_WRITE
+    #define MADV_POPULATE_WRITE 23  /* Linux 5.14 uapi value; older libc headers lack it */
+    #endif
+    """
+    const int C_MADV_POPULATE_WRITE "MADV_POPULATE_WRITE"
+    int madvise(void* addr, size_t length, int advice) nogil
 
 cdef extern from "errno.h":
     int errno
 
-MADV_POPULATE_WRITE = 23
+cdef enum:
+    PAGE_SIZE = 4096
+
+MADV_POPULATE_WRITE = C_MADV_POPULATE_WRITE
 
 
 def populate_write(buf, Py_ssize_t start, Py_ssize_t length) -> int:
     """Pre-fault ``buf[start:start+length]`` for writing without the GIL (``start`` is rounded
     down to a page). Returns 0, or the errno (EINVAL: the kernel does not support it)."""
-    cdef Py_buffer d
+    cdef _Buf d = _Buf(buf)
     cdef int rc = 0, err = 0
-    cdef Py_ssize_t s = start - (start % 4096)
-    PyObject_GetBuffer(buf, &d, PyBUF_SIMPLE)
-    try:
-        if s < 0:
-            s = 0
-        if s + length > d.len:
-            length = d.len - s
-        if length <= 0:
-            return 0
-        with nogil:
-            rc = madvise(<char*>d.buf + s, <size_t>length, 23)
-            if rc != 0:
-                err = errno
-        return err
-    finally:
-        PyBuffer_Release(&d)
+    cdef Py_ssize_t s = start - (start % PAGE_SIZE)
+    if s < 0:
+        s = 0
+    if s + length > d.size:
+        length = d.size - s
+    if length <= 0:
+        return 0
+    with nogil:
+        rc = madvise(<void*>(d.ptr + s), <size_t>length, C_MADV_POPULATE_WRITE)
+        if rc != 0:
+            err = errno
+    return err
 
 
 # ---------------------------------------------------------------------------------------------
-# Remoting: the JSON header codec (decode requests, encode replies). Kept in its own file and
-# compiled into this module so the project keeps a single extension.
+# Remoting: the JSON reply-header encoder and the typed-header reader. Kept in their own file
+# and compiled into this module so the project keeps a single extension.
 # ---------------------------------------------------------------------------------------------
 include "_codec.pxi"

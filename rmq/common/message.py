@@ -8,9 +8,11 @@ they share the layout constants and the helpers below.
 """
 from __future__ import annotations
 
+import os
 import socket
 import struct
-from typing import Iterable, Mapping
+import zlib
+from typing import Callable, Iterable, Mapping, NamedTuple
 
 from rmq.errors import RemotingCommandError
 
@@ -20,8 +22,12 @@ __all__ = [
     "properties_to_string", "string_to_properties", "java_string_hash",
     "host_bytes", "offset_msg_id", "create_offset_msg_id", "decode_offset_msg_id",
     "encode_batch_item", "encode_batch", "RecordDecodeError",
-    "MESSAGE_MAGIC_CODE", "MESSAGE_MAGIC_CODE_V2", "RECORD_HEAD", "RECORD_FIXED_V4",
-    "MIN_RECORD_HEADER", "MIN_RECORD_V4", "HOST_V6_EXTRA",
+    "MESSAGE_MAGIC_CODE", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE", "RECORD_HEAD", "RECORD_FIXED_V4",
+    "MIN_RECORD_HEADER", "MIN_RECORD_V4", "RECORD_FIXED_SIZE", "HOST_V4_LEN", "HOST_V6_LEN", "HOST_V6_EXTRA",
+    "OFF_TOTALSIZE", "OFF_MAGIC", "OFF_BODYCRC", "OFF_QUEUEID", "OFF_FLAG", "OFF_QUEUEOFFSET",
+    "OFF_PHYSICALOFFSET", "OFF_SYSFLAG", "OFF_BORNTIMESTAMP", "OFF_BORNHOST", "REL_RECONSUMETIMES",
+    "REL_PREPARED_TX_OFFSET", "REL_BODYLEN", "REL_BODY",
+    "RecordSpan", "walk_record", "walk_records_py", "walk_records",
 ]
 
 
@@ -215,39 +221,172 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Message records: the Java v1 CommitLog layout, also what PULL_MESSAGE bodies hold back to
-# back (wire-contract §9), big-endian; offsets from the start of the record, IPv4 hosts:
+# Message records: the CommitLog record, also what PULL_MESSAGE bodies hold back to back (Java
+# CommitLog.MessageExtEncoder writes it, MessageDecoder.decode reads it), big-endian. This is
+# the one drawing of the layout; the Cython walker (rmq/_store.pyx, ``_walk``) and the
+# pure-Python reference below (``walk_record``) use the names defined under it.
 #
-#   0        4        8        12       16       20               28               36
-#   +--------+--------+--------+--------+--------+----------------+----------------+
-#   |TOTALSZ |MAGIC   |BODYCRC |QUEUEID |FLAG    |QUEUEOFFSET     |PHYSICALOFFSET  |
-#   +--------+--------+--------+--------+--------+----------------+----------------+
-#   36       40               48       52       56               64       68       72
-#   +--------+----------------+--------+--------+----------------+--------+--------+
-#   |SYSFLAG |BORNTIMESTAMP   |BORNHOST(ip,port)|STORETIMESTAMP  |STOREHOST(ip,port)|
-#   +--------+----------------+--------+--------+----------------+--------+--------+
-#   72       76               84       88
-#   +--------+----------------+--------+------+-------+------+--------+-------+
-#   |RECONSUM|PREPARED TX OFF |BODYLEN | body |TOPICLN| topic|PROPLEN | props |
-#   +--------+----------------+--------+------+-------+------+--------+-------+
-#                                        n      1 byte   n     int16     n
+#   offset  field              size  name of the offset
+#   0       TOTALSIZE          4     OFF_TOTALSIZE
+#   4       MAGICCODE          4     OFF_MAGIC          v1 0xDAA320A7 | v2 0xDAA320AB
+#   8       BODYCRC            4     OFF_BODYCRC        crc32(body) & 0x7FFFFFFF
+#   12      QUEUEID            4     OFF_QUEUEID
+#   16      FLAG               4     OFF_FLAG
+#   20      QUEUEOFFSET        8     OFF_QUEUEOFFSET
+#   28      PHYSICALOFFSET     8     OFF_PHYSICALOFFSET
+#   36      SYSFLAG            4     OFF_SYSFLAG
+#   40      BORNTIMESTAMP      8     OFF_BORNTIMESTAMP
+#   48      BORNHOST           8|20  OFF_BORNHOST       ip (4, or 16 with SYSFLAG 0x10) + port int32
+#   ---- from here on offsets move with the host sizes: bh = 8|20, sh = 8|20 ----
+#   48+bh   STORETIMESTAMP     8     born_host_at + born_host_len
+#   56+bh   STOREHOST          8|20                     ip (4, or 16 with SYSFLAG 0x20) + port int32
+#   56+bh+sh RECONSUMETIMES    4     store_host_at + store_host_len
+#   +4      PREPARED TX OFFSET 8
+#   +8      BODYLEN            4     body_at - 4
+#   +4      BODY               n     body_at, body_len
+#           TOPICLEN           1|2   v1: uint8, v2: uint16 (RocketMQ 5 MessageVersion V2)
+#           TOPIC              n     topic_at, topic_len
+#           PROPLEN            2     int16 >= 0
+#           PROPERTIES         n     props_at, props_len  ("k\x01v\x02k\x01v")
 #
-# SYSFLAG bit 0x10 widens BORNHOST and bit 0x20 STOREHOST to 16 + 4 bytes (12 more each);
-# MAGIC v2 gives TOPICLEN 2 bytes.
+# TOTALSIZE = 72 + bh - 8 + sh - 8 + 8 + BODYLEN + TOPICLEN(1|2) + TOPIC + 2 + PROPLEN, so with
+# IPv4 hosts and v1: 91 + BODYLEN + TOPIC + PROPLEN (RECORD_FIXED_SIZE).
 
-MESSAGE_MAGIC_CODE = 0xDAA320A7      # v1: 1-byte topic length
-MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB   # v2: 2-byte topic length
-RECORD_HEAD = struct.Struct(">iIiiiqqiq")        # fields 1..9, up to BORNHOST (48 bytes)
-RECORD_FIXED_V4 = struct.Struct(">iIiiiqqiq4siq4siiqi")   # fields 1..15, IPv4 hosts (88 bytes)
+MESSAGE_MAGIC_CODE = 0xDAA320A7      # v1: 1-byte topic length (Java 4.9.8 MessageDecoder)
+MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB   # v2: 2-byte topic length (RocketMQ 5 MessageDecoder)
+BLANK_MAGIC_CODE = 0xCBD43194        # the end-of-file filler (Java CommitLog.BLANK_MAGIC_CODE)
+
+OFF_TOTALSIZE = 0
+OFF_MAGIC = 4
+OFF_BODYCRC = 8
+OFF_QUEUEID = 12
+OFF_FLAG = 16
+OFF_QUEUEOFFSET = 20
+OFF_PHYSICALOFFSET = 28
+OFF_SYSFLAG = 36
+OFF_BORNTIMESTAMP = 40
+OFF_BORNHOST = 48
+HOST_V4_LEN = 8                      # 4-byte address + int32 port
+HOST_V6_LEN = 20                     # 16-byte address + int32 port
+HOST_V6_EXTRA = HOST_V6_LEN - HOST_V4_LEN
+# Relative to the end of the STOREHOST field:
+REL_RECONSUMETIMES = 0
+REL_PREPARED_TX_OFFSET = 4
+REL_BODYLEN = 12
+REL_BODY = 16
+RECORD_FIXED_SIZE = OFF_BORNHOST + HOST_V4_LEN + 8 + HOST_V4_LEN + REL_BODY + 1 + 2   # 91
+
+RECORD_HEAD = struct.Struct(">iIiiiqqiq")        # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
+RECORD_FIXED_V4 = struct.Struct(">iIiiiqqiq4siq4siiqi")   # .. BODYLEN, IPv4 hosts (88 bytes)
 MIN_RECORD_HEADER = RECORD_FIXED_V4.size         # 88: everything before the body
-MIN_RECORD_V4 = MIN_RECORD_HEADER + 1 + 2        # 91: empty body, topic and properties
-HOST_V6_EXTRA = 12                               # bytes an IPv6 host adds to its field
+MIN_RECORD_V4 = RECORD_FIXED_SIZE                # 91: empty body, topic and properties
 
 
 class RecordDecodeError(RemotingCommandError, ValueError):
     """A message record or pull body is truncated or malformed; the message names where.
     Both a ``RemotingCommandError`` (not retriable: the same bytes fail again) and a
     ``ValueError``."""
+
+
+class RecordSpan(NamedTuple):
+    """Where the variable fields of one record are (absolute positions in the buffer walked).
+
+    The fixed fields sit at ``pos + OFF_*``; STORETIMESTAMP at ``born_host_at +
+    born_host_len``, RECONSUMETIMES at ``store_host_at + store_host_len`` (``REL_*``)."""
+
+    pos: int
+    total: int
+    version: int          # 1 or 2 (the magic code)
+    sys_flag: int
+    born_host_at: int
+    born_host_len: int
+    store_host_at: int
+    store_host_len: int
+    body_at: int
+    body_len: int
+    topic_at: int
+    topic_len: int
+    props_at: int
+    props_len: int
+
+
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_U16 = struct.Struct(">H")
+
+
+def walk_record(buf: bytes | bytearray | memoryview, pos: int = 0, end: int = -1,
+                check_crc: bool = False) -> RecordSpan:
+    """Validate the record at ``pos`` (of ``buf[:end]``; -1: the whole buffer) and return where
+    its fields are. The reference implementation of the Cython walker ``rmq._store``
+    (``record_span``), which must agree with it on every input.
+
+    Checks: room for the fixed part; magic v1 or v2; TOTALSIZE at least the minimum for its
+    host sizes and inside the buffer; BODYLEN, TOPICLEN, PROPLEN non-negative and adding up
+    to TOTALSIZE exactly; with ``check_crc`` (default False) the body CRC.
+
+    Raises:
+        RecordDecodeError: naming the position and what is wrong.
+    """
+    if end < 0 or end > len(buf):
+        end = len(buf)
+    if pos < 0 or pos > end:
+        raise RecordDecodeError(f"record position {pos} outside a buffer of {end} bytes")
+    avail = end - pos
+    if avail < RECORD_FIXED_SIZE:
+        raise RecordDecodeError(f"truncated record at {pos}: {avail} bytes left, a record has at least {RECORD_FIXED_SIZE}")
+    total = _I32.unpack_from(buf, pos + OFF_TOTALSIZE)[0]
+    magic = _U32.unpack_from(buf, pos + OFF_MAGIC)[0]
+    if magic == MESSAGE_MAGIC_CODE:
+        version = 1
+    elif magic == MESSAGE_MAGIC_CODE_V2:
+        version = 2
+    else:
+        raise RecordDecodeError(f"record at {pos} has unknown magic code 0x{magic:08X}")
+    sys_flag = _I32.unpack_from(buf, pos + OFF_SYSFLAG)[0]
+    bh = HOST_V6_LEN if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else HOST_V4_LEN
+    sh = HOST_V6_LEN if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else HOST_V4_LEN
+    store_host_at = pos + OFF_BORNHOST + bh + 8
+    body_at = store_host_at + sh + REL_BODY
+    tl_size = version                       # TOPICLEN is 1 (v1) or 2 (v2) bytes
+    minimum = body_at - pos + tl_size + 2
+    if total < minimum or total > avail:
+        raise RecordDecodeError(f"record at {pos} has TOTALSIZE {total}; it must be {minimum}..{avail}")
+    rec_end = pos + total
+    body_len = _I32.unpack_from(buf, body_at - 4)[0]
+    if body_len < 0 or body_at + body_len + tl_size + 2 > rec_end:
+        raise RecordDecodeError(f"record at {pos} has BODYLEN {body_len}, past its TOTALSIZE {total}")
+    tl_at = body_at + body_len
+    topic_len = buf[tl_at] if version == 1 else _U16.unpack_from(buf, tl_at)[0]
+    topic_at = tl_at + tl_size
+    if topic_at + topic_len + 2 > rec_end:
+        raise RecordDecodeError(f"record at {pos} has TOPICLEN {topic_len}, past its TOTALSIZE {total}")
+    props_len = _I16.unpack_from(buf, topic_at + topic_len)[0]
+    props_at = topic_at + topic_len + 2
+    if props_len < 0 or props_at + props_len != rec_end:
+        raise RecordDecodeError(f"record at {pos} has PROPLEN {props_len}; the lengths do not add up to TOTALSIZE {total}")
+    if check_crc:
+        crc = _I32.unpack_from(buf, pos + OFF_BODYCRC)[0]
+        actual = zlib.crc32(memoryview(buf)[body_at:body_at + body_len]) & 0x7FFFFFFF
+        if crc != actual:
+            raise RecordDecodeError(f"record at {pos} has BODYCRC {crc}, the body's is {actual}")
+    return RecordSpan(pos, total, version, sys_flag, pos + OFF_BORNHOST, bh, store_host_at, sh,
+                      body_at, body_len, topic_at, topic_len, props_at, props_len)
+
+
+def walk_records_py(buf: bytes | bytearray | memoryview, start: int = 0, end: int = -1,
+                    check_crc: bool = False) -> list[RecordSpan]:
+    """Every record of ``buf[start:end]`` back to back (a pull body); the pure-Python twin of
+    ``rmq._store.walk_records``. Raises RecordDecodeError at the first bad record."""
+    if end < 0 or end > len(buf):
+        end = len(buf)
+    out = []
+    pos = start
+    while pos < end:
+        span = walk_record(buf, pos, end, check_crc)
+        out.append(span)
+        pos += span.total
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,3 +422,14 @@ def encode_batch(items: Iterable[tuple[int, bytes, str]]) -> bytes:
     for flag, body, props in items:
         parts.extend(_batch_item_parts(flag, body, props))
     return b"".join(parts)
+
+
+# The walker the layers use: the Cython one (rmq._store.walk_records, same results and errors
+# as walk_records_py, tests/property and tests/store/test_codec.py check it) unless the
+# extension is missing or RMQ_NO_EXTENSIONS=1.
+walk_records: Callable[..., list[RecordSpan] | list[tuple[int, ...]]] = walk_records_py
+if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
+    try:
+        from rmq._store import walk_records
+    except ImportError:  # pragma: no cover - the extension is not built
+        pass
