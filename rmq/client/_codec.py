@@ -15,10 +15,10 @@ import zlib
 from typing import Mapping
 
 from rmq.common import message as common
-from rmq.common.message import (MIN_RECORD_V4, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, RECORD_FIXED_V4,
+from rmq.common.message import (HOST_V4_LEN, MAX_INFLATED_BODY, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
                                 RECORD_HEAD, MessageSysFlag, PullSysFlag, RecordDecodeError,
-                                create_offset_msg_id, decode_offset_msg_id, encode_batch, java_string_hash,
-                                string_to_properties)
+                                create_offset_msg_id, decode_offset_msg_id, encode_batch, inflate_body,
+                                java_string_hash, string_to_properties, walk_records)
 from rmq.types import Message, MessageConst, MessageExt
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "create_offset_msg_id",
     "decode_offset_msg_id",
     "decode_messages",
+    "RecordDecodeError",
     "encode_batch",
     "compress_body",
 ]
@@ -88,97 +89,72 @@ class UniqKeyGenerator:
 
 
 # ---------------------------------------------------------------------------------------------
-# Pulled records: the Java v1 CommitLog layout back to back (diagram in rmq.common.message).
+# Pulled records: the CommitLog layout back to back (drawn in rmq.common.message). The walker
+# (rmq.common.message.walk_records) validates each record and says where its fields are;
+# this is the SDK's projection of it onto MessageExt.
 
-_HEAD = RECORD_HEAD                 # 1..9: up to and including BORNTIMESTAMP (48 bytes)
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_I16 = struct.Struct(">h")
-_MIN_RECORD = MIN_RECORD_V4         # 91 for IPv4
-
-
-def _host(buf: memoryview, pos: int, v6: bool) -> tuple[str, int]:
-    if v6:
-        ip = socket.inet_ntop(socket.AF_INET6, bytes(buf[pos:pos + 16]))
-        return f"{ip}:{_I32.unpack_from(buf, pos + 16)[0]}", pos + 20
-    ip = socket.inet_ntoa(bytes(buf[pos:pos + 4]))
-    return f"{ip}:{_I32.unpack_from(buf, pos + 4)[0]}", pos + 8
-
-
-# The fixed part of an IPv4 record (fields 1..15 up to BODYLEN), read with one unpack.
-_FIXED_V4 = RECORD_FIXED_V4
-_V6_FLAGS = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
+_RECONSUME_PREPARED = struct.Struct(">iq")    # RECONSUMETIMES, PREPARED TX OFFSET
 # ip bytes + port → "ip:port" and the upper-hex offsetMsgId prefix; hosts repeat in every record
-_host_cache: dict[tuple[bytes, int], tuple[str, str]] = {}
+_host_cache: dict[bytes, tuple[str, str]] = {}
 
 
-def _host_v4(ip: bytes, port: int) -> tuple[str, str]:
-    key = (ip, port)
-    hit = _host_cache.get(key)
+def _host(buf: bytes, at: int, length: int) -> tuple[str, str]:
+    """``("ip:port", HEX(ip ‖ port))`` of a BORNHOST / STOREHOST field (8 or 20 bytes)."""
+    raw = buf[at:at + length]
+    hit = _host_cache.get(raw)
     if hit is None:
         if len(_host_cache) > 4096:
             _host_cache.clear()
-        hit = _host_cache[key] = (f"{socket.inet_ntoa(ip)}:{port}", (ip + _I32.pack(port)).hex().upper())
+        ip = socket.inet_ntoa(raw[:4]) if length == HOST_V4_LEN else socket.inet_ntop(socket.AF_INET6, raw[:16])
+        hit = _host_cache[raw] = (f"{ip}:{_I32.unpack_from(raw, length - 4)[0]}", raw.hex().upper())
     return hit
 
 
 def decode_messages(data: bytes | memoryview, broker_name: str = "", *, decompress: bool = True,
-                    ) -> list[MessageExt]:
-    """Decode back-to-back records. Raises :class:`RecordDecodeError` on a malformed record
-    (the records before it are not returned either: a batch is all or nothing)."""
+                    max_body_size: int = MAX_INFLATED_BODY) -> list[MessageExt]:
+    """Decode back-to-back records (a pull body) into messages.
+
+    Args:
+        decompress: inflate COMPRESSED_FLAG bodies (default True), into at most
+            ``max_body_size`` bytes each (default 4 MiB, the message size limit).
+
+    Raises:
+        RecordDecodeError: a malformed record, or a compressed body that does not inflate or
+            inflates past ``max_body_size`` (the records before it are not returned either:
+            a batch is all or nothing).
+    """
     buf = data if isinstance(data, bytes) else bytes(data)
-    end = len(buf)
-    pos = 0
     out: list[MessageExt] = []
     append = out.append
-    unpack_fixed = _FIXED_V4.unpack_from
-    fixed_size = _FIXED_V4.size
-    while pos < end:
-        if end - pos < _MIN_RECORD:
-            raise RecordDecodeError(f"truncated record at {pos}: {end - pos} bytes left")
-        sys_flag = _I32.unpack_from(buf, pos + 36)[0]
-        if sys_flag & _V6_FLAGS:
-            msg, pos = _decode_one_generic(buf, pos, end, broker_name, decompress)
-            append(msg)
-            continue
-        (total, _magic, body_crc, queue_id, flag, queue_offset, phy_offset, sys_flag, born_ts,  # 1..9
-         born_ip, born_port, store_ts, store_ip, store_port,                                # 10..12
-         reconsume, prepared, body_len) = unpack_fixed(buf, pos)                            # 13..15
-        rec_end = pos + total
-        if total < _MIN_RECORD or rec_end > end:
-            raise RecordDecodeError(f"bad TOTALSIZE {total} at {pos} (buffer {end})")
-        p = pos + fixed_size
-        if body_len < 0 or p + body_len + 3 > rec_end:
-            raise RecordDecodeError(f"bad BODYLEN {body_len} at {pos}")
-        body = buf[p:p + body_len]
-        p += body_len
-        topic_len = buf[p]                                                                  # 16 TOPIC
-        topic = buf[p + 1:p + 1 + topic_len].decode()
-        p += 1 + topic_len
-        if p + 2 > rec_end:
-            raise RecordDecodeError(f"record at {pos} ends inside the topic")
-        prop_len = _I16.unpack_from(buf, p)[0]                                             # 17 PROPERTIES
-        p += 2
-        if prop_len < 0 or p + prop_len > rec_end:
-            raise RecordDecodeError(f"bad PROPLEN {prop_len} at {pos}")
-        props = string_to_properties(buf[p:p + prop_len].decode("utf-8", "replace"))
+    unpack_head = RECORD_HEAD.unpack_from
+    unpack_i64 = _I64.unpack_from
+    unpack_rp = _RECONSUME_PREPARED.unpack_from
+    for (pos, _total, _version, sys_flag, bh_at, bh_len, sh_at, sh_len, body_at, body_len,
+         topic_at, topic_len, props_at, props_len) in walk_records(buf):
+        (_size, _magic, body_crc, queue_id, flag, queue_offset, phy_offset, _sf,
+         born_ts) = unpack_head(buf, pos)
+        store_ts = unpack_i64(buf, sh_at - 8)[0]
+        reconsume, prepared = unpack_rp(buf, sh_at + sh_len)
+        body = buf[body_at:body_at + body_len]
+        topic = buf[topic_at:topic_at + topic_len].decode("utf-8", "replace")
+        props = string_to_properties(buf[props_at:props_at + props_len].decode("utf-8", "replace"))
         if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-            try:
-                body = zlib.decompress(body)
-            except zlib.error as e:
-                raise RecordDecodeError(f"compressed body of {topic}@{queue_offset} does not inflate: {e}") from e
-        born_host = _host_v4(born_ip, born_port)[0]
-        store_host, id_prefix = _host_v4(store_ip, store_port)
-        offset_msg_id = f"{id_prefix}{phy_offset:016X}"
+            body = inflate_body(body, max_body_size, what=f"body of {topic}@{queue_offset}")
+        born_host = _host(buf, bh_at, bh_len)[0]
+        store_host, id_prefix = _host(buf, sh_at, sh_len)
+        offset_msg_id = f"{id_prefix}{phy_offset & 0xFFFFFFFFFFFFFFFF:016X}"
         append(_message_ext(topic, body, props, offset_msg_id, queue_id, queue_offset, reconsume, phy_offset,
                             born_ts, store_ts, born_host, store_host, sys_flag, flag, body_crc, prepared,
                             broker_name))
-        pos = rec_end
     return out
 
 
-def _message_ext(topic, body, props, offset_msg_id, queue_id, queue_offset, reconsume, phy_offset, born_ts,
-                 store_ts, born_host, store_host, sys_flag, flag, body_crc, prepared, broker_name) -> MessageExt:
+def _message_ext(topic: str, body: bytes, props: dict[str, str], offset_msg_id: str, queue_id: int,
+                 queue_offset: int, reconsume: int, phy_offset: int, born_ts: int, store_ts: int,
+                 born_host: str, store_host: str, sys_flag: int, flag: int, body_crc: int, prepared: int,
+                 broker_name: str) -> MessageExt:
     keys = props.get(MessageConst.KEYS)
     return MessageExt(
         topic=props.get(MessageConst.RETRY_TOPIC, topic),
@@ -203,52 +179,6 @@ def _message_ext(topic, body, props, offset_msg_id, queue_id, queue_offset, reco
         broker_name=broker_name,
         real_topic=topic,
     )
-
-
-def _decode_one_generic(buf: bytes, pos: int, end: int, broker_name: str, decompress: bool,
-                        ) -> tuple[MessageExt, int]:
-    """One record of any layout (IPv6 born/store hosts included); the slow path."""
-    (total, _magic, body_crc, queue_id, flag, queue_offset, phy_offset, sys_flag,
-     born_ts) = _HEAD.unpack_from(buf, pos)                         # 1..9
-    if total < _MIN_RECORD or pos + total > end:
-        raise RecordDecodeError(f"bad TOTALSIZE {total} at {pos} (buffer {end})")
-    rec_end = pos + total
-    mv = memoryview(buf)
-    p = pos + _HEAD.size
-    born_host, p = _host(mv, p, bool(sys_flag & MessageSysFlag.BORNHOST_V6_FLAG))   # 10
-    store_ts = _I64.unpack_from(buf, p)[0]                          # 11 STORETIMESTAMP
-    p += 8
-    store_v6 = bool(sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG)
-    store_host_pos = p
-    store_host, p = _host(mv, p, store_v6)                          # 12 STOREHOST
-    reconsume = _I32.unpack_from(buf, p)[0]                         # 13 RECONSUMETIMES
-    prepared = _I64.unpack_from(buf, p + 4)[0]                      # 14 PREPARED TX OFFSET
-    body_len = _I32.unpack_from(buf, p + 12)[0]                     # 15 BODY
-    p += 16
-    if body_len < 0 or p + body_len + 3 > rec_end:
-        raise RecordDecodeError(f"bad BODYLEN {body_len} at {pos}")
-    body = buf[p:p + body_len]
-    p += body_len
-    topic_len = buf[p]                                              # 16 TOPIC
-    topic = buf[p + 1:p + 1 + topic_len].decode()
-    p += 1 + topic_len
-    if p + 2 > rec_end:
-        raise RecordDecodeError(f"record at {pos} ends inside the topic")
-    prop_len = _I16.unpack_from(buf, p)[0]                          # 17 PROPERTIES
-    p += 2
-    if prop_len < 0 or p + prop_len > rec_end:
-        raise RecordDecodeError(f"bad PROPLEN {prop_len} at {pos}")
-    props = string_to_properties(buf[p:p + prop_len].decode("utf-8", "replace"))
-    if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        try:
-            body = zlib.decompress(body)
-        except zlib.error as e:
-            raise RecordDecodeError(f"compressed body of {topic}@{queue_offset} does not inflate: {e}") from e
-    host_len = 20 if store_v6 else 8
-    offset_msg_id = (buf[store_host_pos:store_host_pos + host_len] + _I64.pack(phy_offset)).hex().upper()
-    msg = _message_ext(topic, body, props, offset_msg_id, queue_id, queue_offset, reconsume, phy_offset, born_ts,
-                       store_ts, born_host, store_host, sys_flag, flag, body_crc, prepared, broker_name)
-    return msg, rec_end
 
 
 # Batch bodies (wire-contract §5.2): rmq.common.message.encode_batch.

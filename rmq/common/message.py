@@ -1,10 +1,12 @@
 """One message codec for every layer (Java ``MessageDecoder``, ``MessageSysFlag``,
 ``PullSysFlag``, ``MessageConst`` and ``UtilAll`` in RocketMQ's ``common``).
 
-Pure and synchronous, so it is tested byte for byte without a broker. The hot scans over
-records stay in their layers (``rmq._store.decode_record`` → dict, the SDK's
-``decode_messages`` → ``MessageExt``, the Spark reader's ``decode_records`` → Arrow columns):
-they share the layout constants and the helpers below.
+Pure and synchronous, so it is tested byte for byte without a broker. The record layout is
+drawn once, below, with the one record walker's reference implementation (``walk_record``);
+``walk_records`` is its Cython twin from ``rmq._store``. The layers project the walker's
+spans: the store (``rmq._store.decode_record`` → dict, ``scan_records`` → dispatch tuples),
+the SDK (``rmq.client._codec.decode_messages`` → ``MessageExt``) and the Spark reader
+(``rmq.spark._records`` → Arrow columns).
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ __all__ = [
     "OFF_TOTALSIZE", "OFF_MAGIC", "OFF_BODYCRC", "OFF_QUEUEID", "OFF_FLAG", "OFF_QUEUEOFFSET",
     "OFF_PHYSICALOFFSET", "OFF_SYSFLAG", "OFF_BORNTIMESTAMP", "OFF_BORNHOST", "REL_RECONSUMETIMES",
     "REL_PREPARED_TX_OFFSET", "REL_BODYLEN", "REL_BODY",
-    "RecordSpan", "walk_record", "walk_records_py", "walk_records",
+    "RecordSpan", "walk_record", "walk_records_py", "walk_records", "inflate_body", "MAX_INFLATED_BODY",
 ]
 
 
@@ -372,6 +374,32 @@ def walk_record(buf: bytes | bytearray | memoryview, pos: int = 0, end: int = -1
             raise RecordDecodeError(f"record at {pos} has BODYCRC {crc}, the body's is {actual}")
     return RecordSpan(pos, total, version, sys_flag, pos + OFF_BORNHOST, bh, store_host_at, sh,
                       body_at, body_len, topic_at, topic_len, props_at, props_len)
+
+
+MAX_INFLATED_BODY = 4 * 1024 * 1024
+"""Default bound on a decompressed body: the message size limit (Java
+DefaultMQProducer.maxMessageSize and the broker's maxMessageSize, 4 MiB)."""
+
+
+def inflate_body(data: bytes | memoryview, limit: int = MAX_INFLATED_BODY, *, what: str = "body") -> bytes:
+    """zlib-inflate a COMPRESSED_FLAG body (Java UtilAll.uncompress) into at most ``limit``
+    bytes (default 4 MiB), so that a small record from any producer cannot make a consumer
+    allocate without bound (a zlib bomb).
+
+    Raises:
+        RecordDecodeError: the body inflates past ``limit``, or is not a complete zlib stream;
+            ``what`` names the message in the text.
+    """
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(data, limit + 1)
+    except zlib.error as e:
+        raise RecordDecodeError(f"compressed {what} does not inflate: {e}") from None
+    if len(out) > limit:
+        raise RecordDecodeError(f"compressed {what} inflates past the limit of {limit} bytes")
+    if not d.eof:
+        raise RecordDecodeError(f"compressed {what} does not inflate: incomplete or truncated stream")
+    return out
 
 
 def walk_records_py(buf: bytes | bytearray | memoryview, start: int = 0, end: int = -1,

@@ -3,28 +3,10 @@
 Pure Python plus pyarrow (imported by the functions that need it), no pyspark, so the codec is
 unit-tested without a JVM.
 
-A PULL_MESSAGE body is message records back to back, each the CommitLog record layout
-(big-endian; wire-contract §9). Offsets below are from the start of the record, for IPv4 hosts
-(SYSFLAG bit 0x10 widens BORNHOST, bit 0x20 widens STOREHOST, each by 12 bytes)::
-
-      0               4               8               12              16
-     +---------------+---------------+---------------+---------------+
-   0 |   TOTALSIZE   |   MAGICCODE   |    BODYCRC    |    QUEUEID    |
-     +---------------+---------------+---------------+---------------+
-  16 |     FLAG      |          QUEUEOFFSET          |  PHYSICALOFF… |
-     +---------------+-------------------------------+---------------+
-  32 | …PHYSICALOFF  |    SYSFLAG    |        BORNTIMESTAMP          |
-     +---------------+---------------+-------------------------------+
-  48 |  BORNHOST ip  | BORNHOST port |        STORETIMESTAMP         |
-     +---------------+---------------+-------------------------------+
-  64 | STOREHOST ip  | STOREHOST port| RECONSUMETIMES| PREPARED TX … |
-     +---------------+---------------+---------------+---------------+
-  80 | … TX OFFSET   |    BODYLEN    | BODY (BODYLEN bytes) ...
-     +---------------+---------------+------------------------------
-     | TOPICLEN (1 byte; 2 bytes when MAGICCODE is v2) | TOPIC ...
-     | PROPLEN (int16) | PROPERTIES  "k\\x01v\\x02k\\x01v\\x02" (UTF-8) ...
-
-The offsetMsgId (wire-contract §11) is ``HEX(STOREHOST ip ‖ port ‖ PHYSICALOFFSET)``.
+A PULL_MESSAGE body is message records back to back, each the CommitLog record layout drawn in
+:mod:`rmq.common.message`; the record walker there (``walk_records``) validates every record
+and says where its fields are, and this module projects it onto Arrow columns. The offsetMsgId
+is ``HEX(STOREHOST ip ‖ port ‖ PHYSICALOFFSET)``.
 
 The SEND_BATCH_MESSAGE body (wire-contract §5.2) is items back to back::
 
@@ -37,15 +19,16 @@ The SEND_BATCH_MESSAGE body (wire-contract §5.2) is items back to back::
 from __future__ import annotations
 
 import struct
-import zlib
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
 from rmq.common import message as common
-from rmq.common.message import (HOST_V6_EXTRA, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, MIN_RECORD_HEADER,
-                                RECORD_HEAD, MessageConst, MessageSysFlag, RecordDecodeError,
-                                encode_batch_item, string_to_properties)
+from rmq.common.message import (HOST_V4_LEN, MAX_INFLATED_BODY, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
+                                MIN_RECORD_HEADER, OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_MAGIC,
+                                OFF_PHYSICALOFFSET, OFF_QUEUEID, OFF_QUEUEOFFSET, OFF_SYSFLAG, OFF_TOTALSIZE,
+                                RECORD_HEAD, MessageConst, MessageSysFlag, RecordDecodeError, encode_batch_item,
+                                inflate_body, string_to_properties, walk_records)
 
 __all__ = [
     "MAGIC_V1",
@@ -69,16 +52,13 @@ MAGIC_V2 = MESSAGE_MAGIC_CODE_V2  # v2: 2-byte topic length
 _SYSFLAG_COMPRESSED = MessageSysFlag.COMPRESSED_FLAG
 _SYSFLAG_BORNHOST_V6 = MessageSysFlag.BORNHOST_V6_FLAG
 _SYSFLAG_STOREHOST_V6 = MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-_HOST_V4 = 8                          # ip + port
-_HOST_V6 = _HOST_V4 + HOST_V6_EXTRA
-
-# TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTIMESTAMP
-_HEAD = RECORD_HEAD  # 48 bytes, up to BORNHOST
-_H16 = struct.Struct(">H")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+_HEAD = RECORD_HEAD  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
 _I64 = struct.Struct(">q")
-_MIN = MIN_RECORD_HEADER  # 88: a record shorter than its fixed IPv4 part is truncated
+# With IPv4 hosts (what the vectorized path handles) every field before the body is fixed:
+_V4_STORETIMESTAMP = OFF_BORNHOST + HOST_V4_LEN
+_V4_STOREHOST = _V4_STORETIMESTAMP + 8
+_V4_BODYLEN = MIN_RECORD_HEADER - 4
+_V4_BODY = MIN_RECORD_HEADER
 
 parse_properties = string_to_properties  # "k\x01v\x02k\x01v\x02" → dict; empty or malformed items skipped
 
@@ -109,7 +89,7 @@ class Columns:
 
 
 def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
-                   tags: frozenset[str] | None = None) -> int:
+                   tags: frozenset[str] | None = None) -> tuple[int | None, int]:
     """Decode every record of a pull body into ``cols``.
 
     Only records with ``start <= queue offset < end`` are kept, and with ``tags`` given only
@@ -121,7 +101,8 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
         there was none) and the offset after the last one (``start`` if there was none).
 
     Raises:
-        RecordDecodeError: a record is truncated or its magic code is unknown.
+        RecordDecodeError: a record is malformed (the walker checks the whole body first), or
+            a compressed body does not inflate or inflates past 4 MiB.
     """
     want = cols.want
     need_props = cols._need_props or tags is not None
@@ -136,46 +117,13 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
     w_id = "msgId" in want
     w_props = "properties" in want
     head_unpack = _HEAD.unpack_from
-    pos = 0
-    total = len(body)
     last = start
     first = None
     mv = memoryview(body)
-    while pos < total:
-        if total - pos < _MIN:
-            raise RecordDecodeError(f"truncated record header at byte {pos} of a {total}-byte pull body")
-        (size, magic, _crc, qid, _flag, qoff, phy, sysflag, born_ts) = head_unpack(body, pos)
-        if size < _MIN or pos + size > total:
-            raise RecordDecodeError(f"record at byte {pos} claims {size} bytes; {total - pos} remain")
-        if magic != MAGIC_V1 and magic != MAGIC_V2:
-            raise RecordDecodeError(f"record at byte {pos} has unknown magic code 0x{magic:08X}")
-        p = pos + _HEAD.size + (_HOST_V6 if sysflag & _SYSFLAG_BORNHOST_V6 else _HOST_V4)
-        (store_ts,) = _I64.unpack_from(body, p)
-        p += 8
-        store_host_at = p
-        p += _HOST_V6 if sysflag & _SYSFLAG_STOREHOST_V6 else _HOST_V4
-        p += 12  # RECONSUMETIMES, PREPARED TX OFFSET
-        (body_len,) = _I32.unpack_from(body, p)
-        p += 4
-        body_at = p
-        p += body_len
-        if magic == MAGIC_V1:
-            topic_len = body[p]
-            p += 1
-        else:
-            (topic_len,) = _H16.unpack_from(body, p)
-            p += 2
-        topic_at = p
-        p += topic_len
-        (prop_len,) = _I16.unpack_from(body, p)
-        p += 2
-        if body_len < 0 or prop_len < 0 or p + prop_len != pos + size:
-            raise RecordDecodeError(
-                f"record at byte {pos} (queue offset {qoff}) has inconsistent lengths: body {body_len}, "
-                f"topic {topic_len}, properties {prop_len}, total {size}")
-        props_at = p
-        rec_start = pos
-        pos += size
+    for (rec_start, _size, _version, sysflag, _bh_at, _bh_len, store_host_at, host_len, body_at, body_len,
+         topic_at, topic_len, props_at, prop_len) in walk_records(body):
+        (_s, _magic, _crc, qid, _flag, qoff, _phy, _sf, born_ts) = head_unpack(body, rec_start)
+        (store_ts,) = _I64.unpack_from(body, store_host_at - 8)
         if qoff < start or qoff >= end:
             if qoff >= end:
                 break
@@ -194,10 +142,7 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
         if w_value:
             v = body[body_at:body_at + body_len]
             if sysflag & _SYSFLAG_COMPRESSED:
-                try:
-                    v = zlib.decompress(v)
-                except zlib.error as e:
-                    raise RecordDecodeError(f"body of queue offset {qoff} is flagged compressed but does not inflate: {e}") from e
+                v = inflate_body(v, MAX_INFLATED_BODY, what=f"body of queue offset {qoff}")
             cols.value.append(v)
         if w_key:
             k = props.get(MessageConst.KEYS)
@@ -215,8 +160,8 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
         if w_tags:
             cols.tags.append(props.get(MessageConst.TAGS))
         if w_id:
-            host_len = _HOST_V6 if sysflag & _SYSFLAG_STOREHOST_V6 else _HOST_V4
-            cols.msgId.append((body[store_host_at:store_host_at + host_len] + body[rec_start + 28:rec_start + 36]).hex().upper())
+            phy_at = rec_start + OFF_PHYSICALOFFSET
+            cols.msgId.append((body[store_host_at:store_host_at + host_len] + body[phy_at:phy_at + 8]).hex().upper())
         if w_props:
             cols.properties.append(props)
     return first, last
@@ -272,25 +217,17 @@ _CHUNK_MAX_BYTES = 256 * 1024 * 1024  # keeps buffer offsets far below the int32
 
 
 def record_starts(body: bytes) -> list[int]:
-    """Byte positions of the records of a pull body (walks TOTALSIZE; checks each fits)."""
-    starts = []
-    pos = 0
-    total = len(body)
-    unpack = _I32.unpack_from
-    while pos < total:
-        if total - pos < _MIN:
-            raise RecordDecodeError(f"truncated record header at byte {pos} of a {total}-byte pull body")
-        (size,) = unpack(body, pos)
-        if size < _MIN or pos + size > total:
-            raise RecordDecodeError(f"record at byte {pos} claims {size} bytes; {total - pos} remain")
-        starts.append(pos)
-        pos += size
-    return starts
+    """Byte positions of the records of a pull body, each validated by the record walker.
+
+    Raises:
+        RecordDecodeError: a record is malformed (the walker's message says where and how).
+    """
+    return [span[0] for span in walk_records(body)]
 
 
 def queue_offset_at(body: bytes, start: int) -> int:
     """QUEUEOFFSET of the record at ``start``."""
-    return _I64.unpack_from(body, start + 20)[0]
+    return _I64.unpack_from(body, start + OFF_QUEUEOFFSET)[0]
 
 
 class Chunk:
@@ -398,13 +335,13 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
         idx = S if rows is None else rows
         return u8[idx[:, None] + at + ar8].view(">i8").ravel().astype(np.int64)
 
-    magic = u8[S[:, None] + 4 + ar4].view(">u4").ravel()
-    sysflag = i32(36)
+    magic = u8[S[:, None] + OFF_MAGIC + ar4].view(">u4").ravel()
+    sysflag = i32(OFF_SYSFLAG)
     if (magic != MAGIC_V1).any() or (sysflag & (_SYSFLAG_COMPRESSED | _SYSFLAG_BORNHOST_V6 | _SYSFLAG_STOREHOST_V6)).any():
         return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)
-    size = i32(0).astype(np.int64)
-    blen = i32(84).astype(np.int64)
-    tpos = S + _MIN + blen
+    size = i32(OFF_TOTALSIZE).astype(np.int64)
+    blen = i32(_V4_BODYLEN).astype(np.int64)
+    tpos = S + _V4_BODY + blen
     if (blen < 0).any() or (tpos + 3 > S + size).any():
         return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)  # raises the precise error
     tlen = u8[tpos].astype(np.int64)
@@ -412,7 +349,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
     plen = u8[ppos[:, None] + np.arange(2)].view(">i2").ravel().astype(np.int64)
     if (ppos + 2 + plen != S + size).any():
         return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)
-    qoff = i64(20)
+    qoff = i64(OFF_QUEUEOFFSET)
     keep = (qoff >= np.concatenate(lo_parts)) & (qoff < np.concatenate(hi_parts))
 
     want = set(names)
@@ -436,7 +373,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
         t = field.type
         if name == "value":
             bl = blen[rows]
-            bs = Sk + _MIN
+            bs = Sk + _V4_BODY
             if kind == "string":
                 arr = pa.array([data[a:a + b].decode("utf-8", "replace") for a, b in zip(bs.tolist(), bl.tolist())], type=t)
             else:
@@ -444,9 +381,9 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
         elif name == "offset":
             arr = pa.array(qoff[rows], type=t)
         elif name == "partition":
-            arr = pa.array(u8[Sk[:, None] + 12 + ar4].view(">i4").ravel().astype(np.int32), type=t)
+            arr = pa.array(u8[Sk[:, None] + OFF_QUEUEID + ar4].view(">i4").ravel().astype(np.int32), type=t)
         elif name in ("timestamp", "bornTimestamp"):
-            ms = i64(56 if name == "timestamp" else 40, Sk)
+            ms = i64(_V4_STORETIMESTAMP if name == "timestamp" else OFF_BORNTIMESTAMP, Sk)
             arr = pa.array(ms if kind == "long" else ms * 1000, type=t)
         elif name == "timestampType":
             arr = pa.array(np.ones(n, dtype=np.int32), type=t)
@@ -458,8 +395,8 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
             arr = pa.array([str(data[a:a + b], "utf-8", "replace") for a, b in zip(tp.tolist(), tl.tolist())], type=t)
         elif name == "msgId":
             hb = np.empty((n, 16), dtype=np.uint8)
-            hb[:, :8] = u8[Sk[:, None] + 64 + ar8]
-            hb[:, 8:] = u8[Sk[:, None] + 28 + ar8]
+            hb[:, :8] = u8[Sk[:, None] + _V4_STOREHOST + ar8]
+            hb[:, 8:] = u8[Sk[:, None] + OFF_PHYSICALOFFSET + ar8]
             hexed = np.empty((n, 32), dtype=np.uint8)
             hexed[:, 0::2] = _HEX[hb >> 4]
             hexed[:, 1::2] = _HEX[hb & 15]

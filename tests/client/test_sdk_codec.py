@@ -17,6 +17,7 @@ from rmq.client.consumer.allocate import (AllocateConsistentHash, allocate_avera
 from rmq.client.consumer.base import SubscriptionData
 from rmq.client.producer import select_by_hash, validate_group, validate_topic
 from rmq.remoting import decode_frame
+from rmq.common.message import MESSAGE_MAGIC_CODE
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "golden", "rocketmq-4.9.8-pull-responses.jsonl")
 
@@ -115,6 +116,48 @@ def test_decode_compressed_retry_record_and_truncation():
     bad[0:4] = struct.pack(">i", 10**6)
     with pytest.raises(RecordDecodeError):
         decode_messages(bytes(bad))
+
+
+def _zlib_bomb(inflated: int) -> bytes:
+    """A real zlib bomb: ``inflated`` zero bytes compress about a thousandfold."""
+    comp = zlib.compressobj(9)
+    chunk = bytes(1 << 20)
+    parts = [comp.compress(chunk) for _ in range(inflated >> 20)]
+    return b"".join(parts) + comp.flush()
+
+
+def test_zlib_bomb_record_is_a_bad_message_not_an_allocation():
+    bomb = _zlib_bomb(64 << 20)                 # 64 MiB of zeros in about 64 KiB
+    assert len(bomb) < 128 * 1024
+    props = properties_to_string({"TAGS": "A"})
+    good = _record(b"fine", "T", props, queue_offset=6)
+    rec = _record(bomb, "T", props, sys_flag=MessageSysFlag.COMPRESSED_FLAG)
+    with pytest.raises(RecordDecodeError, match=r"body of T@7 inflates past the limit of 4194304 bytes"):
+        decode_messages(good + rec)
+    # the bound is the caller's: a lower one refuses a body that the default allows
+    small = _record(zlib.compress(b"z" * 5000), "T", props, sys_flag=MessageSysFlag.COMPRESSED_FLAG)
+    assert decode_messages(small)[0].body == b"z" * 5000
+    with pytest.raises(RecordDecodeError, match="inflates past the limit of 4999 bytes"):
+        decode_messages(small, max_body_size=4999)
+    assert decode_messages(small, max_body_size=5000)[0].body == b"z" * 5000
+    # without decompression the compressed bytes come back as they are
+    assert decode_messages(rec, decompress=False)[0].body == bomb
+
+
+def test_truncated_or_garbage_compressed_bodies_are_bad_messages():
+    props = properties_to_string({"TAGS": "A"})
+    whole = zlib.compress(b"q" * 1000)
+    for body in (whole[:-3], b"not zlib at all", b""):
+        rec = _record(body, "T", props, sys_flag=MessageSysFlag.COMPRESSED_FLAG)
+        with pytest.raises(RecordDecodeError, match="T@7 does not inflate"):
+            decode_messages(rec)
+
+
+def test_records_with_a_bad_magic_are_refused():
+    rec = bytearray(_record(b"x", "T", ""))
+    rec[4:8] = b"\0\0\0\0"
+    with pytest.raises(RecordDecodeError, match="unknown magic code 0x00000000"):
+        decode_messages(bytes(rec))
 
 
 def test_batch_body_layout():
@@ -217,7 +260,7 @@ def test_decode_ipv6_hosts_record():
     tb, pb = topic.encode(), props.encode()
     flags = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
     v6 = bytes(15) + b"\x01"   # ::1
-    rec = (struct.pack(">iiiiiqqiq", 0, 0, 0, 1, 0, 5, 99, flags, 1)
+    rec = (struct.pack(">iIiiiqqiq", 0, MESSAGE_MAGIC_CODE, 0, 1, 0, 5, 99, flags, 1)
            + v6 + struct.pack(">i", 1234) + struct.pack(">q", 2) + v6 + struct.pack(">i", 10911)
            + struct.pack(">iq", 0, 0) + struct.pack(">i", len(body)) + body + bytes([len(tb)]) + tb
            + struct.pack(">h", len(pb)) + pb)

@@ -11,6 +11,7 @@ import pytest
 from rmq.spark._plan import QueueRange, plan_ranges, rate_limit
 from rmq.spark._records import (
     MAGIC_V1,
+    MAGIC_V2,
     Columns,
     RecordDecodeError,
     decode_records,
@@ -217,13 +218,32 @@ def test_decode_only_what_is_asked():
 
 
 @pytest.mark.parametrize("mangle, match", [
-    (lambda b: b[:50], "truncated record header"),
-    (lambda b: b[:-3], "claims"),
+    (lambda b: b[:50], "truncated record at 0: 50 bytes left"),
+    (lambda b: b[:-3], "has TOTALSIZE"),
     (lambda b: b[:4] + b"\x00\x00\x00\x01" + b[8:], "unknown magic"),
 ])
 def test_malformed_records_raise_clear_errors(mangle, match):
     with pytest.raises(RecordDecodeError, match=match):
         decode_records(mangle(_record(0, b"value", props={"TAGS": "A"})), Columns(["value"]), start=0, end=5)
+
+
+def test_a_zlib_bomb_is_a_bad_record_not_an_allocation():
+    comp = zlib.compressobj(9)
+    bomb = b"".join(comp.compress(bytes(1 << 20)) for _ in range(16)) + comp.flush()   # 16 MiB of zeros
+    body = _record(0, bomb, props={"TAGS": "A"}, sysflag=1)
+    with pytest.raises(RecordDecodeError, match="body of queue offset 0 inflates past the limit of 4194304 bytes"):
+        decode_records(body, Columns(["value"]), start=0, end=5)
+
+
+def test_v2_records_have_a_two_byte_topic_length():
+    v1 = _record(3, b"v2body", topic="TopicV2", props={"TAGS": "A"})
+    # rebuild as v2: magic, and the topic length as uint16
+    at = len(v1) - (2 + len(encode_properties({"TAGS": "A"}))) - len("TopicV2") - 1
+    v2 = bytearray(v1[:at] + struct.pack(">H", len("TopicV2")) + v1[at + 1:])
+    v2[0:8] = struct.pack(">iI", len(v2), MAGIC_V2)
+    cols = Columns(["topic", "value", "offset", "tags"])
+    assert decode_records(bytes(v2), cols, start=0, end=10) == (3, 4)
+    assert (cols.topic, cols.value, cols.offset, cols.tags) == (["TopicV2"], [b"v2body"], [3], ["A"])
 
 
 def test_properties_codec_and_reserved_separators():
