@@ -263,7 +263,7 @@ cdef extern from "Python.h":
     object PyLong_FromUnicodeObject(object u, int base)
     PyObject* PyDict_GetItemWithError(object d, object key) except? NULL
 
-from sys import intern as sys_intern
+from sys import intern as _sys_intern
 _object_new = object.__new__
 
 cdef enum:
@@ -288,8 +288,8 @@ cdef class HeaderReader:
     def __init__(self, fields, fallback):
         fields = list(fields)
         self.n = len(fields)
-        self.attrs = tuple(sys_intern(f[0]) for f in fields)
-        self.wires = tuple(sys_intern(f[1]) for f in fields)
+        self.attrs = tuple(_sys_intern(f[0]) for f in fields)
+        self.wires = tuple(_sys_intern(f[1]) for f in fields)
         self.kinds = bytes(int(f[2]) for f in fields)
         self.required = bytes(1 if f[3] else 0 for f in fields)
         self.defaults = tuple(f[4] for f in fields)

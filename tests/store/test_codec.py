@@ -194,3 +194,96 @@ def test_malformed_records_never_read_out_of_bounds():
             _store.decode_record(bytes(buf), 0)
         except ValueError:
             pass
+
+
+# ------------------------------------------------------------------------------ the record walker
+
+def _walk_both(buf, pos=0, end=-1, check_crc=False):
+    """('ok', span) or ('error', message) from the Cython walker and from the Python reference;
+    they must agree on every input."""
+    from rmq.common.message import RecordDecodeError, walk_record
+    out = []
+    for fn in (_store.record_span, walk_record):
+        try:
+            out.append(("ok", tuple(fn(buf, pos, end, check_crc))))
+        except RecordDecodeError as e:
+            out.append(("error", str(e)))
+    assert out[0] == out[1], buf[:100]
+    return out[0]
+
+
+def test_layout_constants_agree_with_rmq_common_message():
+    from rmq.common import message
+    assert _store.LAYOUT and all(getattr(message, k) == v for k, v in _store.LAYOUT.items())
+    assert _store.RECORD_FIXED_SIZE == message.RECORD_FIXED_SIZE == message.MIN_RECORD_V4 == 91
+    assert (_store.MESSAGE_MAGIC_CODE, _store.MESSAGE_MAGIC_CODE_V2, _store.BLANK_MAGIC_CODE) == (
+        message.MESSAGE_MAGIC_CODE, message.MESSAGE_MAGIC_CODE_V2, message.BLANK_MAGIC_CODE)
+
+
+def test_stub_declares_everything_the_extension_exports():
+    import ast
+    stub = ast.parse(open(os.path.join(os.path.dirname(_store.__file__), "_store.pyi")).read())
+    declared = set()
+    for node in stub.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            declared.add(node.name)
+        elif isinstance(node, ast.AnnAssign):
+            declared.add(node.target.id)
+    public = {n for n in dir(_store) if not n.startswith("_")}
+    assert public - declared == set()
+    assert "HeaderReader" in declared and "walk_records" in declared
+
+
+def test_walker_agrees_with_the_reference_on_golden_records_and_every_mutation():
+    import random
+    rng = random.Random(11)
+    bodies = _pull_bodies()[:4]
+    for body in bodies:
+        spans = _store.walk_records(body, 0, -1, True)
+        from rmq.common.message import walk_records_py
+        assert spans == [tuple(s) for s in walk_records_py(body, 0, -1, True)]
+        assert [s[0] for s in spans] == [pos for pos, _ in _records(body)]
+        raw = body[:spans[0][1]]
+        for cut in range(0, len(raw) + 1, 3):
+            _walk_both(raw[:cut])
+        for _ in range(400):
+            b = bytearray(raw)
+            i = rng.randrange(len(b))
+            b[i] = rng.randrange(256)
+            _walk_both(bytes(b), check_crc=rng.random() < 0.5)
+            _walk_both(bytes(b), rng.randrange(4), rng.choice([-1, len(b) - 1, len(b) + 5]))
+
+
+def test_walker_checks_the_crc_only_when_asked():
+    buf = bytearray(300)
+    host = host_bytes(("127.0.0.1", 1))
+    size = _store.encode_record(buf, 0, b"payload", b"T", b"", 0, 0, 0, 0, 0, 0, host, 0, host, 0, 0)
+    rec = bytearray(buf[:size])
+    rec[90] ^= 0x01                      # inside the body
+    assert _walk_both(bytes(rec))[0] == "ok"
+    verdict, msg = _walk_both(bytes(rec), check_crc=True)
+    assert verdict == "error" and "BODYCRC" in msg
+
+
+def test_crc_runs_on_large_buffers_without_a_copy_and_matches_zlib():
+    import mmap
+    big = mmap.mmap(-1, 3 << 20)
+    big[:11] = b"hello world"
+    big[-5:] = b"tail!"
+    assert _store.body_crc(big) == zlib.crc32(big) & 0x7FFFFFFF           # GIL released above 4 KiB
+    assert _store.body_crc(memoryview(big)[:100]) == zlib.crc32(big[:100]) & 0x7FFFFFFF
+    assert _store.body_crc(b"") == 0
+    big.close()                                                        # no export left behind
+
+
+def test_batch_records_are_written_by_the_same_writer_as_single_records():
+    host = host_bytes(("127.0.0.1", 1))
+    from rmq.common.message import encode_batch
+    batch = encode_batch([(0, b"one", "TAGS\x01a\x02"), (3, b"two", "")])
+    items = _store.split_batch(batch, 1, b"WAIT\x01true")
+    out = bytearray(1000)
+    n = _store.encode_batch(out, 0, batch, items, b"T", b"WAIT\x01true", 2, 0, 5, host, 6, host, 0, 10, 0)
+    one = bytearray(1000)
+    s1 = _store.encode_record(one, 0, b"one", b"T", b"TAGS\x01a\x02WAIT\x01true", 2, 0, 10, 0, 0, 5, host, 6, host, 0, 0)
+    s2 = _store.encode_record(one, s1, b"two", b"T", b"WAIT\x01true", 2, 3, 11, s1, 0, 5, host, 6, host, 0, 0)
+    assert n == s1 + s2 and out[:n] == one[:n]
