@@ -1,5 +1,6 @@
-"""getMessage (SPEC S3): every status and correction, the filter budget, transfer limits,
-suggestPullingFromSlave, and a randomized differential test against rmq.store._model."""
+"""getMessage (Java DefaultMessageStore.getMessage): every status and correction, the filter
+budget, transfer limits, suggestPullingFromSlave, and a randomized differential test against
+the pure-Python model in getmessage_model.py (beside this file)."""
 import asyncio
 import os
 import random
@@ -10,7 +11,8 @@ import pytest
 from rmq import _store
 from rmq.store import GetMessageStatus as S
 from rmq.store import MessageFilter, MessageInner
-from rmq.store import _model
+
+import getmessage_model as _model
 
 
 async def put_n(store, topic, qid, n, body=b"x" * 100, tags="TagA"):

@@ -1,8 +1,8 @@
-"""A small pure-Python model of getMessage (seeds 000/001, Java 4.9.8 DefaultMessageStore).
+"""A small pure-Python model of getMessage (Java 4.9.8 DefaultMessageStore.getMessage), a test
+model, not part of the package.
 
-It is written straight from the seed's algorithm, independently of ``rmq._store``, and is used
-by the differential test (tests/store/test_get_message.py) and as the "pure Python" column of
-bench/store_bench.py. It works on plain data:
+It is written straight from Java's algorithm, independently of ``rmq._store``, and is used by
+the differential test (tests/store/test_get_message.py). It works on plain data:
 
 * ``units``: the ConsumeQueue as a list indexed by logical offset of ``(phy, size, tags_code)``
   (entries below ``min_offset`` are ignored);
