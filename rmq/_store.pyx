@@ -25,6 +25,7 @@ pointer also runs without the GIL (``crc32``, ``madvise``). No function indexes 
 so there is no bounds-check directive to set: every function compares its positions with the
 buffer's length before it reads (``_walk`` for records, explicit checks elsewhere).
 """
+cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN
@@ -149,27 +150,36 @@ cdef inline void wr64(uint8_t* p, int64_t v) noexcept nogil:
     wr32(p + 4, <int64_t>(u & 0xFFFFFFFFu))
 
 
+@cython.freelist(16)
+@cython.final
 cdef class _Buf:
     """A Py_buffer held for the lifetime of this object (read-only or writable view): the one
-    way this module reads or writes a buffer."""
+    way this module reads or writes a buffer. Made by ``_buf`` (a freelist and no argument
+    parsing keep the per-call object cheap)."""
     cdef Py_buffer view
     cdef bint held
     cdef const uint8_t* ptr
     cdef uint8_t* wptr
     cdef Py_ssize_t size
 
-    def __cinit__(self, obj, bint writable=False):
+    def __cinit__(self):
         self.held = False
-        PyObject_GetBuffer(obj, &self.view, PyBUF_WRITABLE if writable else PyBUF_SIMPLE)
-        self.held = True
-        self.ptr = <const uint8_t*>self.view.buf
-        self.wptr = <uint8_t*>self.view.buf
-        self.size = self.view.len
 
     def __dealloc__(self):
         if self.held:
             PyBuffer_Release(&self.view)
             self.held = False
+
+
+cdef inline _Buf _buf(obj, bint writable=False):
+    """Hold ``obj``'s buffer (writable when asked) until the returned object goes away."""
+    cdef _Buf b = _Buf.__new__(_Buf)
+    PyObject_GetBuffer(obj, &b.view, PyBUF_WRITABLE if writable else PyBUF_SIMPLE)
+    b.held = True
+    b.ptr = <const uint8_t*>b.view.buf
+    b.wptr = <uint8_t*>b.view.buf
+    b.size = b.view.len
+    return b
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,7 +201,7 @@ cdef int32_t _crc(const uint8_t* p, Py_ssize_t n) noexcept:
 
 def body_crc(body) -> int:
     """CRC32 of a message body as Java stores it (``crc32 & 0x7FFFFFFF``)."""
-    cdef _Buf b = _Buf(body)
+    cdef _Buf b = _buf(body)
     return _crc(b.ptr, b.size)
 
 
@@ -223,7 +233,7 @@ def java_hash_code(s) -> int:
     """Java ``String.hashCode`` of ``s`` (str, or UTF-8 bytes) as a signed 32-bit int."""
     if isinstance(s, str):
         s = (<str>s).encode("utf-8")
-    cdef _Buf b = _Buf(s)
+    cdef _Buf b = _buf(s)
     return _java_hash_utf8(b.ptr, b.size)
 
 
@@ -262,13 +272,13 @@ cdef inline int64_t _tags_code_of_props(const uint8_t* p, Py_ssize_t n) except? 
 
 def tags_code_of_properties(props) -> int:
     """The ConsumeQueue tags code for an encoded properties string (0 without TAGS)."""
-    cdef _Buf b = _Buf(props)
+    cdef _Buf b = _buf(props)
     return _tags_code_of_props(b.ptr, b.size)
 
 
 def find_property(props, str key):
     """The value (bytes) of ``key`` in an encoded properties string, or None."""
-    cdef _Buf b = _Buf(props)
+    cdef _Buf b = _buf(props)
     cdef bytes k = key.encode("utf-8")
     cdef Py_ssize_t vlen = 0, at
     at = _find_prop(b.ptr, b.size, k, len(k), &vlen)
@@ -307,7 +317,7 @@ cdef enum:
     W_CRC = 8
 
 
-cdef int _walk(const uint8_t* p, Py_ssize_t avail, bint check_crc, RecordSpan* r) noexcept:
+cdef inline int _walk(const uint8_t* p, Py_ssize_t avail, bint check_crc, RecordSpan* r) noexcept:
     """Validate the record at ``p`` (``avail`` bytes readable) and fill ``r`` with where its
     fields are (offsets from ``p``); W_OK or the first check that failed. Reads nothing
     before checking it lies inside ``avail`` (and inside TOTALSIZE)."""
@@ -395,7 +405,7 @@ def record_span(buf, Py_ssize_t pos=0, Py_ssize_t end=-1, bint check_crc=False):
     Raises:
         RecordDecodeError: naming the position and what is wrong.
     """
-    cdef _Buf b = _Buf(buf)
+    cdef _Buf b = _buf(buf)
     cdef RecordSpan r
     cdef int verdict
     end = _clip_end(end, b.size)
@@ -411,7 +421,7 @@ def record_span(buf, Py_ssize_t pos=0, Py_ssize_t end=-1, bint check_crc=False):
 def walk_records(buf, Py_ssize_t start=0, Py_ssize_t end=-1, bint check_crc=False):
     """Every record of ``buf[start:end]`` back to back (a pull body), each as ``record_span``
     returns it. All or nothing: the first bad record raises RecordDecodeError."""
-    cdef _Buf b = _Buf(buf)
+    cdef _Buf b = _buf(buf)
     cdef RecordSpan r
     cdef int verdict
     cdef Py_ssize_t pos = start
@@ -528,9 +538,9 @@ def encode_record(dst, Py_ssize_t pos, body, bytes topic, props, int32_t queue_i
     _check_hosts(born_host, store_host)
     if tlen > MAX_TOPIC_LEN_V1:
         raise ValueError("topic longer than 255 bytes")
-    cdef _Buf d = _Buf(dst, True)
-    cdef _Buf b = _Buf(body)
-    cdef _Buf pr = _Buf(props)
+    cdef _Buf d = _buf(dst, True)
+    cdef _Buf b = _buf(body)
+    cdef _Buf pr = _buf(props)
     if pr.size > MAX_PROPERTIES_LEN:
         raise ValueError("properties longer than 32767 bytes")
     size = FIXED + b.size + tlen + pr.size
@@ -553,7 +563,7 @@ def encode_record(dst, Py_ssize_t pos, body, bytes topic, props, int32_t queue_i
 
 def write_blank(dst, Py_ssize_t pos, int64_t size):
     """Write the 8-byte BLANK end-of-file record header (TOTALSIZE = ``size``)."""
-    cdef _Buf d = _Buf(dst, True)
+    cdef _Buf d = _buf(dst, True)
     if pos < 0 or pos + END_FILE_MIN_BLANK_LENGTH > d.size:
         raise ValueError("blank record does not fit")
     wr32(d.wptr + pos + OFF_TOTALSIZE, size)
@@ -580,8 +590,8 @@ cdef inline bint _needs_sep(const uint8_t* item_props, Py_ssize_t plen, Py_ssize
 def split_batch(batch, Py_ssize_t topic_len, outer_props):
     """Validate a batch body; return ``[(body_pos, body_len, props_pos, props_len, flag,
     record_size), ...]``. Raises ValueError naming the item and what is wrong."""
-    cdef _Buf bb = _Buf(batch)
-    cdef _Buf opb = _Buf(outer_props)
+    cdef _Buf bb = _buf(batch)
+    cdef _Buf opb = _buf(outer_props)
     cdef const uint8_t* b = bb.ptr
     cdef Py_ssize_t n = bb.size, pos = 0, total, blen, plen, oplen = opb.size, tp
     cdef int idx = 0
@@ -620,9 +630,9 @@ def encode_batch(dst, Py_ssize_t pos, batch, list items, bytes topic, outer_prop
 
     Returns the total size written. Raises ValueError when an item does not match the batch
     body or the records do not fit in ``dst``."""
-    cdef _Buf d = _Buf(dst, True)
-    cdef _Buf bb = _Buf(batch)
-    cdef _Buf opb = _Buf(outer_props)
+    cdef _Buf d = _buf(dst, True)
+    cdef _Buf bb = _buf(batch)
+    cdef _Buf opb = _buf(outer_props)
     cdef const uint8_t* b = bb.ptr
     cdef Py_ssize_t oplen = opb.size, tlen = len(topic), blen, plen, bpos, ppos, size
     cdef Py_ssize_t at = pos
@@ -707,7 +717,7 @@ def scan_records(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t file_from_offset
     ``outcome_size`` is the declared blank size). Each record is validated by the walker,
     PHYSICALOFFSET must be its own position and, with ``check_crc``, the body CRC must match.
     """
-    cdef _Buf d = _Buf(buf)
+    cdef _Buf d = _buf(buf)
     cdef const uint8_t* base = d.ptr
     cdef Py_ssize_t size = 0
     cdef int rc
@@ -735,7 +745,7 @@ def decode_record(buf, Py_ssize_t pos=0, bint check_crc=False):
     """Decode the record at ``pos`` into a dict of its fields (body and topic as bytes /
     str, properties as the raw encoded bytes): the store's projection of the walker.
     Raises RecordDecodeError (a ValueError) on a malformed record."""
-    cdef _Buf d = _Buf(buf)
+    cdef _Buf d = _buf(buf)
     cdef RecordSpan r
     cdef int verdict
     if pos < 0 or pos > d.size:
@@ -769,7 +779,7 @@ def decode_record(buf, Py_ssize_t pos=0, bint check_crc=False):
 
 def record_store_timestamp(buf, Py_ssize_t pos) -> int:
     """STORETIMESTAMP of the record at ``pos`` (-1 when it is not a valid record)."""
-    cdef _Buf d = _Buf(buf)
+    cdef _Buf d = _buf(buf)
     cdef RecordSpan r
     if pos < 0 or pos > d.size or _walk(d.ptr + pos, d.size - pos, False, &r) != W_OK:
         return -1
@@ -778,7 +788,7 @@ def record_store_timestamp(buf, Py_ssize_t pos) -> int:
 
 def last_nonzero(buf, Py_ssize_t start, Py_ssize_t end) -> int:
     """Index after the last non-zero byte in ``buf[start:end]`` (``start`` when all zero)."""
-    cdef _Buf d = _Buf(buf)
+    cdef _Buf d = _buf(buf)
     if end > d.size:
         end = d.size
     if start < 0:
@@ -806,7 +816,7 @@ def last_nonzero(buf, Py_ssize_t start, Py_ssize_t end) -> int:
 # ---------------------------------------------------------------------------------------------
 def put_cq_unit(dst, Py_ssize_t pos, int64_t phy_offset, int32_t size, int64_t tags_code):
     """Write one 20-byte ConsumeQueue unit at ``pos``."""
-    cdef _Buf d = _Buf(dst, True)
+    cdef _Buf d = _buf(dst, True)
     if pos < 0 or pos + CQ_UNIT > d.size:
         raise ValueError("ConsumeQueue unit does not fit")
     cdef uint8_t* p = d.wptr + pos
@@ -817,7 +827,7 @@ def put_cq_unit(dst, Py_ssize_t pos, int64_t phy_offset, int32_t size, int64_t t
 
 def read_cq_unit(buf, Py_ssize_t pos):
     """``(phy_offset, size, tags_code)`` of the unit at ``pos``."""
-    cdef _Buf d = _Buf(buf)
+    cdef _Buf d = _buf(buf)
     if pos < 0 or pos + CQ_UNIT > d.size:
         raise ValueError("ConsumeQueue unit outside the buffer")
     cdef const uint8_t* p = d.ptr + pos
@@ -827,7 +837,7 @@ def read_cq_unit(buf, Py_ssize_t pos):
 def cq_first_used(buf, Py_ssize_t limit):
     """Position of the first unit with a size > 0 (``limit`` when none): where a queue that
     was recreated mid-file starts."""
-    cdef _Buf d = _Buf(buf)
+    cdef _Buf d = _buf(buf)
     cdef Py_ssize_t pos = 0
     if limit > d.size:
         limit = d.size
@@ -839,7 +849,7 @@ def cq_first_used(buf, Py_ssize_t limit):
 def cq_valid_end(buf, Py_ssize_t limit, int64_t max_phy_end, Py_ssize_t start=0):
     """Bytes of valid units from ``start`` in a ConsumeQueue file: stops at the first unit
     with size <= 0 or whose record would end past ``max_phy_end`` (-1: no bound)."""
-    cdef _Buf d = _Buf(buf)
+    cdef _Buf d = _buf(buf)
     cdef Py_ssize_t pos = start
     cdef int64_t phy
     cdef int32_t size
@@ -971,7 +981,7 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     Returns ``(status, scanned_bytes, message_count, total_bytes, max_phy_offset_pulling,
     segments)``; ``segments`` lists ``(file_index, start, end)`` of adjacent records merged.
     """
-    cdef _Buf d = _Buf(cq_buf)
+    cdef _Buf d = _buf(cq_buf)
     cdef const uint8_t* cq = d.ptr
     cdef Py_ssize_t i = 0, n, budget
     cdef int64_t offset_py, tags_code, next_phy_file_start = _I64_MIN, max_phy_pulling = 0
@@ -1100,7 +1110,7 @@ MADV_POPULATE_WRITE = C_MADV_POPULATE_WRITE
 def populate_write(buf, Py_ssize_t start, Py_ssize_t length) -> int:
     """Pre-fault ``buf[start:start+length]`` for writing without the GIL (``start`` is rounded
     down to a page). Returns 0, or the errno (EINVAL: the kernel does not support it)."""
-    cdef _Buf d = _Buf(buf)
+    cdef _Buf d = _buf(buf)
     cdef int rc = 0, err = 0
     cdef Py_ssize_t s = start - (start % PAGE_SIZE)
     if s < 0:
