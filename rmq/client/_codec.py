@@ -15,10 +15,23 @@ import zlib
 from typing import Mapping
 
 from rmq.common import message as common
-from rmq.common.message import (HOST_V4_LEN, MAX_INFLATED_BODY, NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR,
-                                RECORD_HEAD, MessageSysFlag, PullSysFlag, RecordDecodeError,
-                                create_offset_msg_id, decode_offset_msg_id, encode_batch, inflate_body,
-                                java_string_hash, string_to_properties, walk_records)
+from rmq.common.message import (
+    HOST_V4_LEN,
+    MAX_INFLATED_BODY,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    RECORD_HEAD,
+    MessageSysFlag,
+    PullSysFlag,
+    RecordDecodeError,
+    create_offset_msg_id,
+    decode_offset_msg_id,
+    encode_batch,
+    inflate_body,
+    java_string_hash,
+    string_to_properties,
+    walk_records,
+)
 from rmq.types import Message, MessageConst, MessageExt
 
 __all__ = [

@@ -14,7 +14,7 @@ import os
 import socket
 import struct
 import zlib
-from typing import Callable, Iterable, Mapping, NamedTuple
+from typing import Iterable, Mapping, NamedTuple, Protocol, Sequence
 
 from rmq.errors import RemotingCommandError
 
@@ -29,7 +29,7 @@ __all__ = [
     "OFF_TOTALSIZE", "OFF_MAGIC", "OFF_BODYCRC", "OFF_QUEUEID", "OFF_FLAG", "OFF_QUEUEOFFSET",
     "OFF_PHYSICALOFFSET", "OFF_SYSFLAG", "OFF_BORNTIMESTAMP", "OFF_BORNHOST", "REL_RECONSUMETIMES",
     "REL_PREPARED_TX_OFFSET", "REL_BODYLEN", "REL_BODY",
-    "RecordSpan", "walk_record", "walk_records_py", "walk_records", "inflate_body", "MAX_INFLATED_BODY",
+    "RecordSpan", "RecordWalker", "walk_record", "walk_records_py", "walk_records", "inflate_body", "MAX_INFLATED_BODY",
 ]
 
 
@@ -455,9 +455,25 @@ def encode_batch(items: Iterable[tuple[int, bytes, str]]) -> bytes:
 # The walker the layers use: the Cython one (rmq._store.walk_records, same results and errors
 # as walk_records_py, tests/property and tests/store/test_codec.py check it) unless the
 # extension is missing or RMQ_NO_EXTENSIONS=1.
-walk_records: Callable[..., list[RecordSpan] | list[tuple[int, ...]]] = walk_records_py
-if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
-    try:
-        from rmq._store import walk_records
-    except ImportError:  # pragma: no cover - the extension is not built
-        pass
+
+
+class RecordWalker(Protocol):
+    """``walk_records(buf, start=0, end=-1, check_crc=False)`` → the records' spans, each in
+    the field order of :class:`RecordSpan`."""
+
+    def __call__(self, buf: bytes | bytearray | memoryview, start: int = 0, end: int = -1,
+                 check_crc: bool = False, /) -> Sequence[tuple[int, ...]]: ...
+
+
+def _pick_walker() -> RecordWalker:
+    if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
+        try:
+            from rmq._store import walk_records as fast
+        except ImportError:  # pragma: no cover - the extension is not built
+            pass
+        else:
+            return fast
+    return walk_records_py
+
+
+walk_records: RecordWalker = _pick_walker()

@@ -24,11 +24,29 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from rmq.common import message as common
-from rmq.common.message import (HOST_V4_LEN, MAX_INFLATED_BODY, MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2,
-                                MIN_RECORD_HEADER, OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_MAGIC,
-                                OFF_PHYSICALOFFSET, OFF_QUEUEID, OFF_QUEUEOFFSET, OFF_SYSFLAG, OFF_TOTALSIZE,
-                                RECORD_HEAD, MessageConst, MessageSysFlag, RecordDecodeError, encode_batch_item,
-                                inflate_body, string_to_properties, walk_records)
+from rmq.common.message import (
+    HOST_V4_LEN,
+    MAX_INFLATED_BODY,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    MIN_RECORD_HEADER,
+    OFF_BORNHOST,
+    OFF_BORNTIMESTAMP,
+    OFF_MAGIC,
+    OFF_PHYSICALOFFSET,
+    OFF_QUEUEID,
+    OFF_QUEUEOFFSET,
+    OFF_SYSFLAG,
+    OFF_TOTALSIZE,
+    RECORD_HEAD,
+    MessageConst,
+    MessageSysFlag,
+    RecordDecodeError,
+    encode_batch_item,
+    inflate_body,
+    string_to_properties,
+    walk_records,
+)
 
 __all__ = [
     "MAGIC_V1",
@@ -307,7 +325,6 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
     is in it; columns exactly ``arrow_schema``. Same result as :func:`decode_records` +
     :func:`to_arrow_batch`, which it falls back to for IPv6 hosts, v2 magic or compressed bodies."""
     import pyarrow as pa
-
     import pyarrow.compute as pc
 
     if not chunk.records:

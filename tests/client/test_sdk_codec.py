@@ -8,16 +8,28 @@ import zlib
 import pytest
 
 import rmq
-from rmq.client._codec import (MessageSysFlag, RecordDecodeError, UniqKeyGenerator,
-                               create_offset_msg_id, decode_messages, decode_offset_msg_id,
-                               encode_batch, java_string_hash, message_properties,
-                               properties_to_string, string_to_properties)
-from rmq.client.consumer.allocate import (AllocateConsistentHash, allocate_averagely,
-                                          allocate_averagely_by_circle)
+from rmq.client._codec import (
+    MessageSysFlag,
+    RecordDecodeError,
+    UniqKeyGenerator,
+    create_offset_msg_id,
+    decode_messages,
+    decode_offset_msg_id,
+    encode_batch,
+    java_string_hash,
+    message_properties,
+    properties_to_string,
+    string_to_properties,
+)
+from rmq.client.consumer.allocate import (
+    AllocateConsistentHash,
+    allocate_averagely,
+    allocate_averagely_by_circle,
+)
 from rmq.client.consumer.base import SubscriptionData
 from rmq.client.producer import select_by_hash, validate_group, validate_topic
-from rmq.remoting import decode_frame
 from rmq.common.message import MESSAGE_MAGIC_CODE
+from rmq.remoting import decode_frame
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "..", "golden", "rocketmq-4.9.8-pull-responses.jsonl")
 

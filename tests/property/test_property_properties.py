@@ -7,7 +7,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmq import _store
-from rmq.common.message import java_string_hash, properties_to_string, string_to_properties
+from rmq.common.message import (
+    java_string_hash,
+    properties_to_string,
+    string_to_properties,
+)
 
 SETTINGS = settings(max_examples=300, deadline=None)
 

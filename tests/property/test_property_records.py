@@ -17,8 +17,16 @@ from hypothesis import strategies as st
 
 from rmq import _store
 from rmq.client._codec import decode_messages
-from rmq.common.message import (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2, RecordDecodeError, host_bytes,
-                                properties_to_string, string_to_properties, walk_record, walk_records_py)
+from rmq.common.message import (
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
+    RecordDecodeError,
+    host_bytes,
+    properties_to_string,
+    string_to_properties,
+    walk_record,
+    walk_records_py,
+)
 from rmq.spark._records import Columns, decode_records
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -144,6 +152,6 @@ def test_damaged_records_never_raise_anything_but_the_declared_error(version, v6
         decode_records(data, Columns(["value", "topic", "tags", "msgId", "properties"]), start=0, end=2**62)
     except RecordDecodeError:
         pass
-    recs, end, outcome, _ = _store.scan_records(data, 0, len(data), 0, True)
+    _recs, end, outcome, _ = _store.scan_records(data, 0, len(data), 0, True)
     assert 0 <= end <= len(data) and outcome in (_store.SCAN_LIMIT, _store.SCAN_BLANK, _store.SCAN_END,
                                                  _store.SCAN_CORRUPT, _store.SCAN_TORN)

@@ -8,7 +8,12 @@ import zlib
 import pytest
 
 from rmq import _store
-from rmq.store import MessageExt, decode_offset_msg_id, offset_msg_id, string_to_properties
+from rmq.store import (
+    MessageExt,
+    decode_offset_msg_id,
+    offset_msg_id,
+    string_to_properties,
+)
 from rmq.store.message import host_bytes, properties_to_string
 
 # Frames captured from Apache RocketMQ 4.9.8 (a project fixture copied from shared/golden).
@@ -222,7 +227,8 @@ def test_layout_constants_agree_with_rmq_common_message():
 
 def test_stub_declares_everything_the_extension_exports():
     import ast
-    stub = ast.parse(open(os.path.join(os.path.dirname(_store.__file__), "_store.pyi")).read())
+    with open(os.path.join(os.path.dirname(_store.__file__), "_store.pyi")) as f:
+        stub = ast.parse(f.read())
     declared = set()
     for node in stub.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
