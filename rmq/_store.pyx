@@ -78,6 +78,8 @@ cdef enum:
     MAX_TOPIC_LEN_V1 = 255
     # bodies longer than this have their CRC computed without the GIL
     CRC_NOGIL_MIN = 4096
+    # Java DefaultMessageStore.getMessage: maxFilterMessageCount = max(16000, maxMsgNums * 20)
+    MIN_FILTER_SCAN_BYTES = 16000
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7          # MessageDecoder.MESSAGE_MAGIC_CODE (v1)
 MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB       # RocketMQ 5 MessageDecoder.MESSAGE_MAGIC_CODE_V2
@@ -1005,8 +1007,8 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     if n < 0:
         n = 0
     budget = max_msg_nums * CQ_UNIT
-    if budget < 16000:
-        budget = 16000
+    if budget < MIN_FILTER_SCAN_BYTES:
+        budget = MIN_FILTER_SCAN_BYTES
     segments = []
     if filtering:
         ncodes = len(tag_codes)
