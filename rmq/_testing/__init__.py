@@ -15,6 +15,11 @@ As a subprocess (for interop tests and benches, which need a broker in its own p
         proc.namesrv_addr, proc.broker_addr                # "127.0.0.1:port"
         proc.stop()                                        # SIGTERM, wait, returns exit code
 
+A broker under test with a raw client and request helpers (tests/broker, tests/semantics)::
+
+    async with broker_env(tmp_path / "store") as env:      # BrokerEnv, see rmq._testing.env
+        await env.create_topic("T"); await env.send("T", b"x"); await env.pull("T")
+
 Everything binds 127.0.0.1 only.
 """
 from __future__ import annotations
@@ -28,10 +33,17 @@ import sys
 import time
 from typing import AsyncIterator
 
+from rmq._testing.env import BrokerEnv, broker_env, decode_props, encode_props, phy_offset
+
 __all__ = [
+    "BrokerEnv",
     "NoisyNeighbour",
     "StandaloneProcess",
+    "broker_env",
+    "decode_props",
+    "encode_props",
     "free_port",
+    "phy_offset",
     "run_broker",
     "run_namesrv",
     "run_standalone",
