@@ -27,7 +27,6 @@ from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 
-
 # ------------------------------------------------------------------------------ records
 #
 # A PULL_MESSAGE body is CommitLog records back to back (Java v1 layout, big-endian). The
@@ -254,7 +253,7 @@ async def ensure_topic(client: RemotingClient, topic: str, queues: int = 4, time
     brokers = await master_brokers(client, timeout)
     if not brokers:
         raise BenchError("the name server knows no master broker to create the topic on")
-    for name, addr in sorted(brokers.items()):
+    for _name, addr in sorted(brokers.items()):
         await create_topic(client, addr, topic, queues, timeout)
     deadline = time.monotonic() + wait
     while True:
@@ -316,7 +315,7 @@ def properties_string(props: dict[str, str]) -> str:
 
 def encode_batch(bodies: list[bytes], props: list[str]) -> bytes:
     """The SEND_BATCH_MESSAGE body: items as ``TOTALSIZE MAGIC BODYCRC FLAG BODYLEN body PROPLEN props``."""
-    return encode_batch_items((0, body, prop) for body, prop in zip(bodies, props))
+    return encode_batch_items((0, body, prop) for body, prop in zip(bodies, props, strict=False))
 
 
 def bench_main(args, coro, print_summary, succeeded) -> int:
@@ -382,7 +381,7 @@ class Standalone:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.process.log_text().splitlines()[-lines:]) or "(no log)"
 
-    async def start(self) -> "Standalone":
+    async def start(self) -> Standalone:
         try:
             await asyncio.get_running_loop().run_in_executor(None, self.process.start)
         except RuntimeError as exc:

@@ -22,6 +22,7 @@ from argparse import Namespace
 
 import _common as c
 import pull_bench
+
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -148,7 +149,8 @@ def print_summary(f: dict) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return c.bench_main(args, latency(args), print_summary, lambda f: f["sent"] and f["consumed"] >= f["sent"] and not f["send_failed"])
+    return c.bench_main(args, latency(args), print_summary,
+                        lambda f: f["sent"] and f["consumed"] >= f["sent"] and not f["send_failed"])
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@ REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO / "tests" / "interop"))  # interop_support: installs and drives the C++ client
 
-import _common as c  # noqa: E402
-import interop_support as support  # noqa: E402
+import _common as c
+import interop_support as support
 
 
 def main() -> int:

@@ -27,6 +27,7 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from rmq._testing import StandaloneProcess, phy_offset
 from rmq.remoting.client import RemotingClient

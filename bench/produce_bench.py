@@ -22,6 +22,7 @@ import sys
 import time
 
 import _common as c
+
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -239,7 +240,8 @@ async def produce(args, quiet: bool = False) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return c.bench_main(args, produce(args), print_summary, lambda f: f["messages"] and not f["send_failed"] + f["response_failed"])
+    return c.bench_main(args, produce(args), print_summary,
+                        lambda f: f["messages"] and not f["send_failed"] + f["response_failed"])
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import time
 from argparse import Namespace
 
 import _common as c
+
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import decode_binary_header, decode_json_header, encode
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -283,7 +284,8 @@ async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingC
         start = lo if start_at == "min" else hi
         host, port = mq.broker_addr.rsplit(":", 1)
         _, puller = await asyncio.wait_for(loop.create_connection(
-            lambda mq=mq: QueuePuller(mq, args, stats, start, hi if drain else None, on_body, known_max=hi),
+            lambda mq=mq, start=start, hi=hi: QueuePuller(mq, args, stats, start, hi if drain else None, on_body,
+                                                          known_max=hi),
             host, int(port)), args.timeout)
         pullers.append(puller)
     return pullers
@@ -399,7 +401,8 @@ def print_summary(f: dict) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return c.bench_main(args, pull(args), print_summary, lambda f: not f["errors"] and not (args.drain and f["messages"] != f["backlog"]))
+    return c.bench_main(args, pull(args), print_summary,
+                        lambda f: not f["errors"] and not (args.drain and f["messages"] != f["backlog"]))
 
 
 if __name__ == "__main__":

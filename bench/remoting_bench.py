@@ -228,7 +228,8 @@ async def _client(args) -> dict:
     frame = request_frame(1)
     transports = []
     for _ in range(args.connections):
-        t, _ = await loop.create_connection(lambda: CountingClient(frame, args.in_flight, stats), "127.0.0.1", args.port)
+        t, _ = await loop.create_connection(lambda: CountingClient(frame, args.in_flight, stats), "127.0.0.1",
+                                            args.port)
         transports.append(t)
     await asyncio.sleep(args.warmup)
     rt0, b0, cpu0, t0 = stats["round_trips"], stats["bytes"], cpu_seconds(args.server_pid), time.perf_counter()
@@ -314,7 +315,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured warm-up (default 1)")
     ap.add_argument("--slices", type=int, default=32, help="memoryview slices per 38 KiB body (default 32)")
     ap.add_argument("--handler", choices=["rmq", "bare", "bare-json"], default="rmq", help="server side (default rmq)")
-    ap.add_argument("--server-loop", choices=["uvloop", "asyncio"], default="uvloop", help="server loop (default uvloop)")
+    ap.add_argument("--server-loop", choices=["uvloop", "asyncio"], default="uvloop",
+                    help="server loop (default uvloop)")
     ap.add_argument("--py-codec", action="store_true",
                     help="server uses the pure-Python header codec (RMQ_NO_EXTENSIONS=1)")
     ap.add_argument("--codec-micro", action="store_true", help="time the header codec in-process, no sockets")

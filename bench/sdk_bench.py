@@ -36,9 +36,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import rmq  # noqa: E402
-from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
-from rmq.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+import rmq
+from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting.codes import RequestCode, ResponseCode
 
 
 def cpu_seconds(pid: int | None) -> float | None:
@@ -154,7 +154,7 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
     await c.start()
     try:
         await asyncio.wait_for(done.wait(), timeout=max(120.0, backlog / 500))
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     elapsed = time.monotonic() - t0
     cpu1 = cpu_seconds(broker_pid)

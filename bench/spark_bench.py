@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         if not args.skip_write:
             try:
                 route_brokers = client.topic_route("TBW102").broker_datas
-            except Exception:  # noqa: BLE001 - no template topic: use the first broker we know
+            except Exception:  # no template topic: use the first broker we know
                 route_brokers = None
             for b in route_brokers or ():
                 resp = client.invoke(b.master_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {

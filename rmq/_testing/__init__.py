@@ -31,7 +31,7 @@ import socket
 import subprocess
 import sys
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from rmq._testing.env import BrokerEnv, broker_env, decode_props, encode_props, phy_offset
 
@@ -74,7 +74,7 @@ def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def run_namesrv(**config) -> AsyncIterator["object"]:
+async def run_namesrv(**config) -> AsyncIterator[object]:
     """A started ``NamesrvController`` on 127.0.0.1:0 (``config``: ``NamesrvConfig`` fields)."""
     from rmq.config import NamesrvConfig
     from rmq.namesrv.controller import NamesrvController
@@ -113,7 +113,7 @@ def make_broker_configs(store_dir, namesrv=None, **overrides):
 
 
 @contextlib.asynccontextmanager
-async def run_broker(store_dir, namesrv=None, **overrides) -> AsyncIterator["object"]:
+async def run_broker(store_dir, namesrv=None, **overrides) -> AsyncIterator[object]:
     """A started ``BrokerController`` on 127.0.0.1:0 with its store in ``store_dir``.
 
     Args:
@@ -133,7 +133,7 @@ async def run_broker(store_dir, namesrv=None, **overrides) -> AsyncIterator["obj
 
 
 @contextlib.asynccontextmanager
-async def run_standalone(store_dir, **overrides) -> AsyncIterator[tuple["object", "object"]]:
+async def run_standalone(store_dir, **overrides) -> AsyncIterator[tuple[object, object]]:
     """A name server and a broker registered with it: yields ``(namesrv, broker)``."""
     async with run_namesrv() as ns:
         async with run_broker(store_dir, namesrv=ns, **overrides) as broker:
@@ -208,7 +208,7 @@ class StandaloneProcess:
             *self.extra_args,
         ]
 
-    def start(self) -> "StandaloneProcess":
+    def start(self) -> StandaloneProcess:
         os.makedirs(self.store_dir, exist_ok=True)
         attempts = 1 if all(self._fixed_ports) else 3
         last = ""
@@ -252,7 +252,7 @@ class StandaloneProcess:
         self.returncode = self.proc.returncode
         return self.returncode
 
-    def __enter__(self) -> "StandaloneProcess":
+    def __enter__(self) -> StandaloneProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -347,7 +347,7 @@ class NoisyNeighbour:
         return (f"{len(s)} round trips: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
                 f"worst {s[-1] * 1000:.1f} ms, {self.failures} failures")
 
-    def start(self) -> "NoisyNeighbour":
+    def start(self) -> NoisyNeighbour:
         self._thread.start()
         # One answered round trip before the bad client starts, so "worst" is about it.
         wait_until_sync(lambda: self.samples or not self._thread.is_alive(), timeout=self.timeout + 5,
@@ -358,7 +358,7 @@ class NoisyNeighbour:
         self._stop.set()
         self._thread.join(self.timeout + 5)
 
-    def __enter__(self) -> "NoisyNeighbour":
+    def __enter__(self) -> NoisyNeighbour:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -94,12 +94,12 @@ class BrokerEnv:
 
     # --- raw requests --------------------------------------------------------------------
 
-    async def call(self, code: int, ext: Mapping[str, Any] | None = None, body: bytes | None = None,
+    async def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
                    timeout: float = 5.0) -> RemotingCommand:
         """One request to the broker; returns the response command (any code)."""
         return await self.client.invoke(self.addr, RemotingCommand.request(code, ext, body), timeout=timeout)
 
-    async def ns_call(self, code: int, ext: Mapping[str, Any] | None = None, body: bytes | None = None,
+    async def ns_call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
                       timeout: float = 5.0) -> RemotingCommand:
         """One request to the name server."""
         return await self.client.invoke(self.ns_addr, RemotingCommand.request(code, ext, body), timeout=timeout)

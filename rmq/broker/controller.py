@@ -292,7 +292,7 @@ class BrokerController:
             ok = False
             try:
                 ok = await self.register_broker_all()
-            except Exception:  # noqa: BLE001 - next round retries
+            except Exception:  # next round retries
                 log.exception("registering with the name servers failed")
             if ok:
                 backoff = 1.0

@@ -99,7 +99,7 @@ class PullRequestHoldService:
             await asyncio.sleep(self.check_interval)
             try:
                 self.check_hold_request()
-            except Exception:  # noqa: BLE001 - one bad queue must not stop long polling
+            except Exception:  # one bad queue must not stop long polling
                 log.exception("pull hold check failed")
 
     def check_hold_request(self) -> None:
@@ -148,7 +148,7 @@ class PullRequestHoldService:
             response = self.processor.process(req.conn, req.cmd, allow_suspend=False)
             if response is not None:
                 self.processor.write_response(req.conn, response)
-        except Exception:  # noqa: BLE001 - answer the others even if one re-run fails
+        except Exception:  # answer the others even if one re-run fails
             log.exception("answering a held pull for %s failed", req.key)
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code=None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from rmq.errors import RemotingCommandError
 

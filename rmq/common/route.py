@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["MASTER_ID", "QueueData", "BrokerData", "loads_fastjson"]
 
@@ -39,7 +40,7 @@ class QueueData:
     perm: int
     topic_sys_flag: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "brokerName": self.broker_name,
             "readQueueNums": self.read_queue_nums,
@@ -49,7 +50,7 @@ class QueueData:
         }
 
     @classmethod
-    def from_json(cls, q: dict) -> QueueData:
+    def from_json(cls, q: dict[str, Any]) -> QueueData:
         """Lenient: missing counts are 0, a missing perm is 6 (read | write), and Java's old
         misspelling ``topicSynFlag`` is read too. KeyError without ``brokerName``."""
         return cls(str(q["brokerName"]), int(q.get("readQueueNums", 0)), int(q.get("writeQueueNums", 0)),
@@ -64,7 +65,7 @@ class BrokerData:
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         # Standard JSON: the numeric ids become string keys ("0"), which both ONS and CPP
         # accept (wire-contract §4), rather than fastjson's unquoted {0:"addr"}.
         return {
@@ -74,7 +75,7 @@ class BrokerData:
         }
 
     @classmethod
-    def from_json(cls, b: dict) -> BrokerData:
+    def from_json(cls, b: dict[str, Any]) -> BrokerData:
         """Broker ids become ints (they arrive as "0" or, via fastjson, 0)."""
         return cls(str(b.get("cluster", "")), str(b["brokerName"]),
                    {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()})

@@ -21,6 +21,7 @@ import _common as c  # noqa: E402
 import latency_bench  # noqa: E402
 import produce_bench  # noqa: E402
 import pull_bench  # noqa: E402
+
 from rmq.remoting.codec import decode_frame  # noqa: E402
 
 GOLDEN = REPO / "tests" / "golden" / "rocketmq-4.9.8-pull-responses.jsonl"
@@ -141,7 +142,8 @@ def test_lenient_route_json_accepts_fastjson_integer_keys():
 
 def test_route_skips_read_only_and_slave_only_brokers():
     body = json.dumps({
-        "brokerDatas": [{"brokerName": "a", "brokerAddrs": {"0": "h:1"}}, {"brokerName": "s", "brokerAddrs": {"1": "h:2"}}],
+        "brokerDatas": [{"brokerName": "a", "brokerAddrs": {"0": "h:1"}},
+                        {"brokerName": "s", "brokerAddrs": {"1": "h:2"}}],
         "queueDatas": [{"brokerName": "a", "perm": 4, "readQueueNums": 4, "writeQueueNums": 4},
                        {"brokerName": "s", "perm": 6, "readQueueNums": 4, "writeQueueNums": 4}],
     }).encode()

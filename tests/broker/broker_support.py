@@ -19,7 +19,8 @@ def encode_batch(items):
     out = b""
     for body, props in items:
         p = encode_props(props).encode()
-        out += struct.pack(">iiiii", 20 + len(body) + 2 + len(p), 0, 0, 0, len(body)) + body + struct.pack(">h", len(p)) + p
+        out += struct.pack(">iiiii", 20 + len(body) + 2 + len(p), 0, 0, 0, len(body)) + body
+        out += struct.pack(">h", len(p)) + p
     return out
 
 

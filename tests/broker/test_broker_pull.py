@@ -2,11 +2,11 @@
 import asyncio
 import time
 
+from broker_support import decode_records
+
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
-
-from broker_support import decode_records
 
 
 async def test_pull_found_header_and_body(env):
@@ -148,7 +148,7 @@ async def test_consumer_vanishing_mid_long_poll(env):
 
 async def test_pull_commits_carried_offset(env):
     await env.create_topic("PC", 1)
-    for i in range(3):
+    for _i in range(3):
         await env.send("PC", b"x")
     await env.pull("PC", offset=2, sys_flag=5, commit_offset=2, group="GC")
     resp = await env.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "GC", "topic": "PC", "queueId": 0})

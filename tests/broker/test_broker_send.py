@@ -3,9 +3,9 @@ import json
 import time
 import zlib
 
-from rmq.remoting.codes import RequestCode, ResponseCode
-
 from broker_support import decode_records, encode_batch, encode_props
+
+from rmq.remoting.codes import RequestCode, ResponseCode
 
 
 def _assert_send_reply(resp, addr):
@@ -77,10 +77,10 @@ async def test_batch_flag_and_code_320(env):
 
 
 async def test_unknown_topic_without_autocreate_is_17(tmp_path):
+    from broker_support import Env
+
     from rmq._testing import run_standalone
     from rmq.remoting.client import RemotingClient
-
-    from broker_support import Env
 
     async with run_standalone(tmp_path / "s", auto_create_topic_enable=False) as (ns, broker):
         client = RemotingClient()

@@ -4,13 +4,13 @@ import time
 
 import msgpack
 import pytest
+from broker_support import Env, decode_records
 
 from rmq._testing import free_port, run_broker, run_namesrv, run_standalone
 from rmq.config import NamesrvConfig
 from rmq.namesrv.controller import NamesrvController
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
-from broker_support import Env, decode_records
 
 
 async def test_short_polling_holds_one_second(tmp_path):
@@ -52,7 +52,7 @@ async def test_consumer_offsets_persisted_periodically(tmp_path):
 
 async def test_broker_started_before_its_name_server_registers_soon(tmp_path):
     port = free_port()
-    async with run_broker(tmp_path / "s", namesrv=f"127.0.0.1:{port}") as broker:
+    async with run_broker(tmp_path / "s", namesrv=f"127.0.0.1:{port}"):
         await asyncio.sleep(0.3)  # first registration fails: nobody listens yet
         ns = NamesrvController(NamesrvConfig(listen_port=port))
         await ns.start()

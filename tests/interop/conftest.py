@@ -7,9 +7,9 @@ import time
 import uuid
 from pathlib import Path
 
+import interop_support as support
 import pytest
 
-import interop_support as support
 from rmq._testing import StandaloneProcess
 from rmq.remoting.client import RemotingClient
 

@@ -11,9 +11,9 @@ import json
 import time
 import uuid
 
+import interop_support as support
 import pytest
 
-import interop_support as support
 from rmq._testing import StandaloneProcess
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -39,7 +39,8 @@ class ShortDelayBroker:
         async def go():
             client = RemotingClient([self.namesrv])
             try:
-                return await client.invoke(to or self.broker_addr, RemotingCommand.request(code, ext, body), timeout=5.0)
+                return await client.invoke(to or self.broker_addr, RemotingCommand.request(code, ext, body),
+                                           timeout=5.0)
             finally:
                 await client.close()
         return asyncio.run(go())

@@ -36,7 +36,8 @@ async def client():
 
 
 async def route(client, ns, topic):
-    return await client.invoke(ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+    return await client.invoke(ns.address,
+                               RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
 
 
 async def test_register_then_route_has_master_under_key_0(client):
@@ -100,7 +101,8 @@ async def test_slave_registration_is_told_its_master(client):
 async def test_unregister_removes_routes(client):
     async with run_namesrv() as ns:
         await client.invoke(ns.address, register_cmd(TopicA=2))
-        ext = {"brokerAddr": "127.0.0.1:10911", "brokerId": "0", "brokerName": "broker-a", "clusterName": "DefaultCluster"}
+        ext = {"brokerAddr": "127.0.0.1:10911", "brokerId": "0", "brokerName": "broker-a",
+               "clusterName": "DefaultCluster"}
         resp = await client.invoke(ns.address, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext))
         assert resp.code == ResponseCode.SUCCESS
         assert (await route(client, ns, "TopicA")).code == ResponseCode.TOPIC_NOT_EXIST
@@ -153,7 +155,8 @@ async def test_bad_crc_and_bad_header_are_errors(client):
 
 async def test_kv_by_value_is_an_error_but_not_unsupported(client):
     async with run_namesrv() as ns:
-        resp = await client.invoke(ns.address, RemotingCommand.request(217, {"namespace": "PROJECT_CONFIG", "key": "x"}))
+        resp = await client.invoke(ns.address,
+                                   RemotingCommand.request(217, {"namespace": "PROJECT_CONFIG", "key": "x"}))
         assert resp.code == ResponseCode.QUERY_NOT_FOUND
         resp = await client.invoke(ns.address, RemotingCommand.request(RequestCode.GET_KV_CONFIG,
                                                                        {"namespace": "n", "key": "k"}))

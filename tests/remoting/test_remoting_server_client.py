@@ -2,7 +2,6 @@
 import asyncio
 import logging
 import socket
-import struct
 
 import pytest
 
@@ -100,7 +99,8 @@ class Big:
         self.count += 1
         mv = memoryview(self.backing)
         step = len(self.backing) // 8
-        return cmd.response(ext_fields={"nextBeginOffset": self.count}, body=[mv[i : i + step] for i in range(0, len(mv), step)])
+        return cmd.response(ext_fields={"nextBeginOffset": self.count},
+                            body=[mv[i : i + step] for i in range(0, len(mv), step)])
 
 
 class BadBody:
@@ -464,7 +464,8 @@ async def test_replies_of_one_read_go_out_in_one_writelines(env):
         def __getattr__(self, name):
             return getattr(self._t, name)
 
-    server.add_connection_listener(lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT and setattr(conn, "_transport", Spy(conn._transport)))
+    server.add_connection_listener(
+        lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT and setattr(conn, "_transport", Spy(conn._transport)))
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     frames = b"".join(b"".join(encode(req(ECHO, n=i))) for i in range(10))
     writer.write(frames)
@@ -608,7 +609,8 @@ async def test_request_with_typed_header(env):
     server, client, procs, _ = env
     cmd = RemotingCommand.request(ECHO, GetMaxOffsetRequestHeader(topic="T", queue_id=2))
     resp = await client.invoke(server.address, cmd)
-    assert procs["echo"].seen[-1].decode_header(GetMaxOffsetRequestHeader) == GetMaxOffsetRequestHeader(topic="T", queue_id=2)
+    assert (procs["echo"].seen[-1].decode_header(GetMaxOffsetRequestHeader)
+            == GetMaxOffsetRequestHeader(topic="T", queue_id=2))
     assert resp.ext_fields["queueId"] == "2"
 
 
@@ -644,7 +646,8 @@ async def test_replies_finished_by_tasks_are_coalesced(env):
     server, client, _, events = env
     writes = []
     server.add_connection_listener(
-        lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT and setattr(conn, "_transport", _WriteSpy(conn._transport, writes)))
+        lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT
+        and setattr(conn, "_transport", _WriteSpy(conn._transport, writes)))
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(b"".join(b"".join(encode(req(SLOW, n=i, delay="0"))) for i in range(6)))
     dec, got = FrameDecoder(), []

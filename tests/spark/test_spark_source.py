@@ -10,7 +10,6 @@ import json
 import time
 
 import pytest
-
 from spark_support import Rmq
 
 from rmq._testing import StandaloneProcess
@@ -119,7 +118,7 @@ def test_write_then_read_back(spark, rmq_server):
             assert r.partition == partition
     # One key, one queue (rows without an explicit partition).
     queues_per_key: dict = {}
-    for value, key, topic, tags, props, partition in rows:
+    for value, key, topic, _tags, _props, partition in rows:
         if partition is None:
             queues_per_key.setdefault((topic, key), set()).add(by_value[value].partition)
     assert all(len(qs) == 1 for qs in queues_per_key.values())

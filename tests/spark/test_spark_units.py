@@ -152,7 +152,7 @@ def test_min_partitions_splits_in_proportion_and_covers_every_offset():
     for k in qs:
         mine = sorted((r.start, r.end) for r in ranges if r.key == k)
         assert mine[0][0] == start[k] and mine[-1][1] == end[k]
-        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))  # contiguous, no overlap
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:], strict=False))  # contiguous, no overlap
     assert sum(len(r) for r in ranges) == 1010
 
 
@@ -316,7 +316,8 @@ def test_vectorized_properties_parse_like_parse_properties():
     starts = np.cumsum([0] + [len(s.encode()) for s in strings[:-1]])
     lengths = np.array([len(s.encode()) for s in strings])
     offsets, keys, values = _props_arrow(np.frombuffer(data, np.uint8), data, starts, lengths)
-    rows = [dict(zip(keys.to_pylist()[a:b], values.to_pylist()[a:b])) for a, b in zip(offsets[:-1], offsets[1:])]
+    rows = [dict(zip(keys.to_pylist()[a:b], values.to_pylist()[a:b], strict=True))
+            for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
     assert rows == [parse_properties(s) for s in strings]
     assert _prop_column((offsets, keys, values), "KEYS").to_pylist() == [None, None, "k k2"]
     bad = b"\xff\xfe\x01x\x02"

@@ -9,13 +9,12 @@ import pytest
 
 from rmq import _store
 from rmq.store import GetMessageStatus as S
-from rmq.store import MessageFilter, MessageInner
-from rmq.store import _model
+from rmq.store import MessageFilter, MessageInner, _model
 
 
 async def put_n(store, topic, qid, n, body=b"x" * 100, tags="TagA"):
     results = []
-    for i in range(n):
+    for _i in range(n):
         props = {"TAGS": tags} if tags else {}
         r = await store.put_message(MessageInner(topic, qid, body, properties=props))
         assert r.is_ok, r

@@ -5,14 +5,20 @@ import os
 import struct
 
 import pytest
+from store_support import STORE_HOST, small_config
 
 from rmq import _store
 from rmq.errors import StoreError
-from rmq.store import (GetMessageStatus, MessageFilter, MessageInner, MessageStore,
-                       MessageSysFlag, PutMessageStatus, offset_msg_id)
+from rmq.store import (
+    GetMessageStatus,
+    MessageFilter,
+    MessageInner,
+    MessageStore,
+    MessageSysFlag,
+    PutMessageStatus,
+    offset_msg_id,
+)
 from rmq.store.message import host_bytes
-
-from store_support import STORE_HOST, small_config
 
 
 def batch_item(body, props: bytes, flag=0):
@@ -165,7 +171,7 @@ async def test_schedule_topic_units_carry_the_delivery_time(make_store):
 async def test_offsets_by_time_and_store_timestamp(make_store):
     store = await make_store()
     stamps = []
-    for i in range(6):
+    for _ in range(6):
         r = await store.put_message(MessageInner("T", 0, b"x"))
         stamps.append(r.append.store_timestamp)
         await asyncio.sleep(0.003)
@@ -201,7 +207,7 @@ async def test_sync_flush_group_commit_acknowledges_after_fsync(make_store, monk
 
     async def producer(p):
         out = []
-        for i in range(25):
+        for _i in range(25):
             r = await store.put_message(MessageInner("S", p, os.urandom(200)))
             assert r.is_ok
             # Acknowledged ⇒ durable and (SYNC) only then dispatched.

@@ -8,11 +8,10 @@ import sys
 import time
 
 import pytest
+from crash_writer import body_for
 
 from rmq import _store
 from rmq.store import GetMessageStatus, MessageInner
-
-from crash_writer import body_for
 
 HERE = os.path.dirname(__file__)
 CRASH_CFG = dict(mapped_file_size_commitlog=32 * 1024, mapped_file_size_consume_queue=20 * 64)
@@ -145,7 +144,7 @@ def _last_record(root):
     names = sorted(os.listdir(cdir))
     best = None
     for name in names:
-        data = open(cdir / name, "rb").read()
+        data = (cdir / name).read_bytes()
         recs, _, _, _ = _store.scan_records(data, 0, len(data), int(name))
         if recs:
             phy, size = recs[-1][0], recs[-1][1]

@@ -116,7 +116,7 @@ class AdminBrokerProcessor:
         c.consumer_offset_manager.remove_topic(h.topic)
         try:
             await _maybe_await(c.message_store.delete_topics({h.topic}))
-        except Exception as e:  # noqa: BLE001 - the config is gone; report the store part
+        except Exception as e:  # the config is gone; report the store part
             log.exception("store failed to delete topic %s", h.topic)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic config deleted but the store failed: {e}", {})
         await c.register_broker_now()
@@ -152,7 +152,7 @@ class AdminBrokerProcessor:
         table: dict[str, str] = {}
         try:
             table.update({str(k): str(v) for k, v in c.message_store.runtime_info().items()})
-        except Exception:  # noqa: BLE001 - stats are best effort
+        except Exception:  # stats are best effort
             log.exception("store runtime info failed")
         stats = c.stats
         table.update(

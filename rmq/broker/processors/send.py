@@ -195,7 +195,7 @@ class SendMessageProcessor:
             return early
         try:
             result = self.store.append_message(msg, batch)
-        except Exception as e:  # noqa: BLE001 - the store's failure must reach the producer
+        except Exception as e:  # the store's failure must reach the producer
             log.exception("store failed to put a message into %s-%d", header.topic, queue_id)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         if result.flush_wait:

@@ -190,7 +190,7 @@ class ConsumerSendMsgBackProcessor:
         c.schedule_service.rewrite_if_delayed(inner)
         try:
             result = await c.message_store.put_message(inner)
-        except Exception as e:  # noqa: BLE001 - the consumer must hear about it (it retries locally)
+        except Exception as e:  # the consumer must hear about it (it retries locally)
             log.exception("send-back of %s into %s failed", ext.msg_id, new_topic)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         if not result.is_ok:
