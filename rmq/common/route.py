@@ -1,5 +1,5 @@
-"""Route data as the name server sends it for GET_ROUTEINFO_BY_TOPIC (Java ``QueueData``,
-``BrokerData``; wire-contract §4): built by the name server, read by the SDK.
+"""Route data as the name server sends it for GET_ROUTEINFO_BY_TOPIC (Java ``TopicRouteData``,
+``QueueData``, ``BrokerData``): built by the name server, read by the SDK.
 
 (The Spark connector keeps its own frozen, string-keyed route types: its workers are
 synchronous and only ever read routes.)
@@ -67,7 +67,7 @@ class BrokerData:
 
     def to_json(self) -> dict[str, Any]:
         # Standard JSON: the numeric ids become string keys ("0"), which both ONS and CPP
-        # accept (wire-contract §4), rather than fastjson's unquoted {0:"addr"}.
+        # accept, rather than fastjson's unquoted {0:"addr"} (Java RemotingSerializable.toJson).
         return {
             "cluster": self.cluster,
             "brokerName": self.broker_name,
