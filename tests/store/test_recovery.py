@@ -11,6 +11,7 @@ import pytest
 from crash_writer import body_for
 
 from rmq import _store
+from rmq._testing import wait_until_sync
 from rmq.store import GetMessageStatus, MessageInner
 
 HERE = os.path.dirname(__file__)
@@ -90,7 +91,7 @@ def run_writer_and_kill(root, ack, seed, delay, mode="sync"):
     try:
         line = proc.stdout.readline()
         assert line.strip() == b"ready", proc.stderr.read().decode()
-        time.sleep(delay)
+        time.sleep(delay)  # the behaviour under test: a SIGKILL at a random moment of the writes
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -127,9 +128,7 @@ async def _write_then_crash(tmp_path, n=40):
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout.readline().strip() == b"ready"
-        deadline = time.monotonic() + 20
-        while len(read_acks(ack)) < n and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until_sync(lambda: len(read_acks(ack)) >= n, what=f"{n} acknowledged writes")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
