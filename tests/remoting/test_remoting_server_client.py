@@ -5,6 +5,7 @@ import socket
 
 import pytest
 
+from rmq._testing import wait_until
 from rmq.errors import (
     RemotingConnectError,
     RemotingSendRequestError,
@@ -44,9 +45,13 @@ class Echo:
 
 
 class Slow:
-    """Asynchronous: sleeps ext 'delay' seconds, then answers."""
+    """Asynchronous: sleeps ext 'delay' seconds (the processing time under test), then answers."""
+
+    def __init__(self):
+        self.started = 0
 
     async def process_request(self, conn, cmd):
+        self.started += 1
         await asyncio.sleep(float(cmd.ext_fields["delay"]))
         return cmd.response(ext_fields={"n": cmd.ext_fields["n"]})
 
@@ -71,7 +76,7 @@ class Boom:
 
 class AsyncBoom:
     async def process_request(self, conn, cmd):
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # fail after a real suspension, on the asynchronous path
         raise KeyError("async-boom")
 
 
@@ -128,7 +133,8 @@ async def env():
     server.register_processor(HOLD, procs["hold"])
     server.register_processor(BOOM, Boom())
     server.register_processor(ASYNC_BOOM, AsyncBoom())
-    server.register_processor(BLOCK, procs["block"], ProcessorPool("block", max_in_flight=1, max_queue=1))
+    procs["block_pool"] = ProcessorPool("block", max_in_flight=1, max_queue=1)
+    server.register_processor(BLOCK, procs["block"], procs["block_pool"])
     server.register_processor(RequestCode.HEART_BEAT, Rejecting())
     server.register_processor(BAD_BODY, BadBody())
     server.add_connection_listener(lambda ev, conn, exc=None: events.append((ev, conn)))
@@ -178,7 +184,7 @@ async def test_oneway_gets_no_reply(env):
     assert resp.ext_fields["n"] == "2"
     assert [c.ext_fields["n"] for c in procs["echo"].seen] == ["1", "2"]
     assert procs["echo"].seen[0].is_oneway
-    await asyncio.sleep(0.05)
+    await asyncio.sleep(0.05)  # the behaviour under test: nothing answers the oneway meanwhile
     assert client.pending_count == 0
 
 
@@ -236,10 +242,9 @@ async def test_dropped_connection_fails_all_waiters(env):
     loop = asyncio.get_running_loop()
     async_result = loop.create_future()
     waiters = [asyncio.ensure_future(client.invoke(server.address, req(HOLD), timeout=10)) for _ in range(3)]
-    await asyncio.sleep(0.05)
+    await wait_until(lambda: len(hold.held) == 3, what="3 held requests")
     client.invoke_async(server.address, req(HOLD), 10, lambda r, e: async_result.set_result(e))
-    while len(hold.held) < 4:
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: len(hold.held) == 4, what="4 held requests")
     hold.held[0][0].abort()  # the server drops the connection
     for w in waiters:
         with pytest.raises(RemotingConnectError) as info:
@@ -257,7 +262,7 @@ async def test_system_busy_when_pool_full(env):
     block = procs["block"]
     first = asyncio.ensure_future(client.invoke(server.address, req(BLOCK), timeout=5))
     second = asyncio.ensure_future(client.invoke(server.address, req(BLOCK), timeout=5))  # queued
-    await asyncio.sleep(0.1)
+    await wait_until(lambda: procs["block_pool"].in_flight == 2, what="one running, one queued")
     busy = await client.invoke(server.address, req(BLOCK), timeout=5)
     assert busy.code == ResponseCode.SYSTEM_BUSY and "block" in busy.remark
     assert block.started == 1
@@ -308,10 +313,7 @@ async def test_connection_events_reach_listeners(env):
     conn = events[0][1]
     assert conn.remote_addr.startswith("127.0.0.1:") and conn.local_addr == server.address
     await client.close()
-    for _ in range(100):
-        if len(events) == 2:
-            break
-        await asyncio.sleep(0.01)
+    await wait_until(lambda: len(events) == 2, what="the CLOSE event")
     assert [e for e, _ in events] == [ConnectionEvent.CONNECT, ConnectionEvent.CLOSE]
     assert events[1][1] is conn and conn.closed
 
@@ -328,19 +330,12 @@ async def test_idle_connection_closed():
         start = loop.time()
         for _ in range(8):  # 0.8 s of activity, longer than the idle time: reads reset the timer
             assert (await client.invoke(server.address, req(ECHO))).code == 0
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # the behaviour under test: activity spread over time
         assert ConnectionEvent.IDLE not in events
-        for _ in range(250):
-            if ConnectionEvent.CLOSE in events:
-                break
-            await asyncio.sleep(0.02)
+        await wait_until(lambda: ConnectionEvent.CLOSE in events, what="the idle connection closed")
         assert events == [ConnectionEvent.CONNECT, ConnectionEvent.IDLE, ConnectionEvent.CLOSE]
         assert loop.time() - start >= 1.2  # closed only after 0.5 s of silence
-        for _ in range(100):
-            if not client.connection_manager.connections:
-                break
-            await asyncio.sleep(0.01)
-        assert client.connection_manager.connections == set()  # the client saw the close too
+        await wait_until(lambda: not client.connection_manager.connections, what="the client to see the close")
         assert (await client.invoke(server.address, req(ECHO))).code == 0  # and reconnects
     finally:
         await client.close()
@@ -371,10 +366,7 @@ async def test_server_to_client_invoke(env):
         assert resp.code == 0 and resp.ext_fields == {"state": "COMMIT"}
         assert got[0].ext_fields == {"commitLogOffset": "5"}
         conn.invoke_oneway(req(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, consumerGroup="G"))
-        for _ in range(100):
-            if len(got) == 2:
-                break
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: len(got) == 2, what="the oneway notification")
         assert got[1].is_oneway and got[1].ext_fields == {"consumerGroup": "G"}
         assert conn.pending_count == 0
     finally:
@@ -497,7 +489,7 @@ async def test_slow_reader_pauses_reading(caplog):
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(10):
             while stable_since is None or loop.time() - stable_since < 0.3:
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)  # sampling: the state under test is "no progress for 0.3 s"
                 if big.count != processed:
                     processed, stable_since = big.count, loop.time()
         assert 0 < processed < n  # reading stopped while ~1 MiB replies piled up unread
@@ -540,12 +532,13 @@ async def test_tcp_nodelay_on_both_sides(env):
 
 async def test_close_answers_in_flight_requests():
     server = RemotingServer()
-    server.register_processor(SLOW, Slow())
+    slow = Slow()
+    server.register_processor(SLOW, slow)
     await server.start()
     client = RemotingClient()
     try:
         call = asyncio.ensure_future(client.invoke(server.address, req(SLOW, n=1, delay=0.3), timeout=5))
-        await asyncio.sleep(0.1)
+        await wait_until(lambda: slow.started == 1, what="the slow request to start")
         await server.close()
         resp = await call
         assert resp.code == 0 and resp.ext_fields == {"n": "1"}
@@ -676,12 +669,10 @@ async def test_when_written_waits_for_a_peer_that_does_not_read():
     reader, writer = await asyncio.open_connection(sock=sock)
     try:
         writer.write(b"".join(encode(req(BIG, n=0))))
-        async with asyncio.timeout(5):
-            while big.count == 0:
-                await asyncio.sleep(0.01)
+        await wait_until(lambda: big.count > 0, what="the big request processed")
         fired = asyncio.Event()
         conns[0].when_written(fired.set)
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.3)  # the behaviour under test: for a while, the reply stays unwritten
         assert not fired.is_set()  # 8 MiB cannot all sit in the socket buffers of a peer that reads nothing
         dec, got = FrameDecoder(), []
         async with asyncio.timeout(10):
