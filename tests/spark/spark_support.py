@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from rmq._testing import StandaloneProcess
+from rmq._testing import StandaloneProcess, wait_until_sync
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.spark._client import RocketMQClient
@@ -24,13 +24,12 @@ class Rmq:
             "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
             "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}))
         assert resp.code == ResponseCode.SUCCESS, resp.remark
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:  # the broker registers the new route with the name server
+
+        def routed():  # the broker registers the new route with the name server
             route = self.client.topic_route(topic)
-            if route.queue_datas and route.queue_datas[0].read_queue_nums == queues:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"route of {topic} never showed {queues} queues")
+            return route.queue_datas and route.queue_datas[0].read_queue_nums == queues
+
+        wait_until_sync(routed, what=f"the route of {topic} to show {queues} queues")
 
     def send(self, topic: str, queue_id: int, body: bytes, tags: str | None = None, keys: str | None = None,
              props: dict | None = None) -> tuple[int, str]:

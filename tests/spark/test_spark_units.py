@@ -8,6 +8,7 @@ import zlib
 
 import pytest
 
+from rmq._testing import wait_until_sync
 from rmq.spark._plan import QueueRange, plan_ranges, rate_limit
 from rmq.spark._records import (
     MAGIC_V1,
@@ -401,7 +402,6 @@ def test_client_replaces_a_connection_the_peer_closed():
     before use, so even a non-idempotent send does not fail on it."""
     import socket
     import threading
-    import time
 
     from rmq.remoting.codec import FrameDecoder, encode
     from rmq.remoting.command import RemotingCommand
@@ -432,11 +432,8 @@ def test_client_replaces_a_connection_the_peer_closed():
     t.start()
     client = RocketMQClient(["127.0.0.1:9"], timeout=5)
     try:
-        client._conn(addr)  # connect; the server closes it
-        deadline = time.monotonic() + 5
-        while not accepted and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.1)  # let the FIN arrive
+        conn = client._conn(addr)  # connect; the server closes it
+        wait_until_sync(conn.looks_dead, what="the server's FIN")
         resp = client.invoke(addr, RemotingCommand.request(10, {"x": "y"}), idempotent=False)
         assert resp.ext_fields == {"ok": "1"} and len(accepted) == 2
     finally:
