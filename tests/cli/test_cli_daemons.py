@@ -1,5 +1,4 @@
 """The daemons as real subprocesses: `rmq standalone`, `rmq namesrv`, `rmq broker -c` (O1)."""
-import asyncio
 import json
 import signal
 import socket
@@ -8,7 +7,7 @@ import sys
 
 import pytest
 
-from rmq._testing import StandaloneProcess, free_port, wait_for_port
+from rmq._testing import StandaloneProcess, free_port, wait_for_port, wait_until
 from rmq.config import ConfigError, apply_properties, parse_overrides, parse_properties
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -134,12 +133,12 @@ async def test_namesrv_and_broker_daemons_with_conf_file(tmp_path):
                                   stderr=subprocess.STDOUT)
     try:
         assert wait_for_port("127.0.0.1", ns_port) and wait_for_port("127.0.0.1", broker_port)
-        for _ in range(100):
+        async def registered():
             resp = await invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO)
             info = json.loads(resp.body_bytes())
-            if info["clusterAddrTable"]:
-                break
-            await asyncio.sleep(0.05)
+            return info if info["clusterAddrTable"] else None
+
+        info = await wait_until(registered, what="the broker in the name server's cluster table")
         assert info["clusterAddrTable"] == {"TestCluster": ["broker-x"]}
         assert info["brokerAddrTable"]["broker-x"]["brokerAddrs"] == {"0": f"127.0.0.1:{broker_port}"}
     finally:
