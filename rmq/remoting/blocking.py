@@ -18,7 +18,7 @@ import select
 import socket
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from rmq.errors import RemotingCommandError, RemotingConnectError, RemotingTimeoutError
 from rmq.remoting.codec import FrameDecoder, encode
@@ -97,7 +97,7 @@ class BlockingConnection:
         try:
             self._sock.settimeout(timeout)
             self._sock.sendall(b"".join(parts) if len(parts) > 1 else parts[0])
-        except socket.timeout:
+        except TimeoutError:
             self.close()
             raise RemotingTimeoutError(self.addr, timeout) from None
         except OSError as e:
@@ -132,13 +132,13 @@ class BlockingConnection:
                     break
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise socket.timeout()
+                    raise TimeoutError()
                 self._sock.settimeout(left)
                 data = self._sock.recv(_RECV_SIZE)
                 if not data:
                     raise ConnectionResetError("peer closed the connection")
                 self._decoder.feed(data)
-        except socket.timeout:
+        except TimeoutError:
             self.close()
             raise RemotingTimeoutError(self.addr, timeout) from None
         except OSError as e:

@@ -27,8 +27,9 @@ which themselves import only ``rmq.common``).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, NoReturn
+from typing import Any, NoReturn
 
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import RemotingCommandError, for_code

@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from rmq.common.constants import ExpressionType
 from rmq.common.message import PullSysFlag

@@ -16,8 +16,8 @@ import logging
 import math
 import re
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.route import TopicRouteData

@@ -19,7 +19,7 @@ import os
 import random
 import time
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
 from rmq.common.constants import TopicValidator
 from rmq.common.message import MessageConst, encode_batch_item, properties_to_string
@@ -29,9 +29,9 @@ from rmq.remoting import requests as rq
 from rmq.remoting.codes import RequestCode
 from rmq.remoting.headers import SendMessageRequestHeader
 from rmq.spark._client import RocketMQClient
-from rmq.types import MessageQueue
 from rmq.spark._records import encode_properties
 from rmq.spark.options import SinkOptions
+from rmq.types import MessageQueue
 
 __all__ = ["MessageSender", "SinkError", "AUTO_CREATE_TOPIC"]
 
