@@ -252,13 +252,18 @@ async def _client(args) -> dict:
 # ============================================================================ codec micro
 
 
-# What a Java 4.9.8 producer sends for SEND_MESSAGE_V2 (fastjson: every extFields value a string).
-SEND_V2_EXT = {
-    "a": "please_rename_unique_group_name", "b": "BenchTopic", "c": "TBW102", "d": "4", "e": "3", "f": "0",
-    "g": "1763769600000", "h": "0",
-    "i": "UNIQ_KEY\u0001C0A8000100002A9F00000000000000A1\u0002WAIT\u0001true\u0002TAGS\u0001TagA",
-    "j": "0", "k": "false", "m": "false", "n": "broker-a",
-}
+def send_v2_ext() -> dict[str, str]:
+    """What a Java 4.9.8 producer sends for SEND_MESSAGE_V2 (fastjson: every extFields value a
+    string, under SendMessageRequestHeaderV2's one-letter names)."""
+    from rmq.remoting.headers import SendMessageRequestHeader
+
+    return SendMessageRequestHeader(
+        producer_group="please_rename_unique_group_name", topic="BenchTopic", queue_id=3,
+        born_timestamp=1763769600000,
+        properties="UNIQ_KEY\u0001C0A8000100002A9F00000000000000A1\u0002WAIT\u0001true\u0002TAGS\u0001TagA",
+        reconsume_times=0, max_reconsume_times=None, broker_name="broker-a").to_ext_fields_v2()
+
+
 SEND_REPLY_EXT = {"msgId": "7F00000100002A9F0000000000A1B2C3", "queueId": "3", "queueOffset": "123456",
                   "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
@@ -273,7 +278,7 @@ def codec_micro() -> dict:
     if codec._c_decode is None:
         raise SystemExit("the Cython codec is off (RMQ_NO_EXTENSIONS=1 or not built)")
     out = {}
-    for name, code, ext, hcls in (("send_v2", 310, SEND_V2_EXT, SendMessageRequestHeader),
+    for name, code, ext, hcls in (("send_v2", 310, send_v2_ext(), SendMessageRequestHeader),
                                   ("pull", PULL_CODE, PULL_EXT, PullMessageRequestHeader)):
         req = RemotingCommand(code, opaque=4711, ext_fields=dict(ext), body=b"x" * 1024)
         frame = b"".join(codec.encode(req))

@@ -36,9 +36,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import _common as c  # noqa: E402  (this script's directory is on the path)
 import rmq  # noqa: E402
-from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
-from rmq.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+from rmq.remoting import RemotingClient  # noqa: E402
 
 
 def cpu_seconds(pid: int | None) -> float | None:
@@ -62,16 +62,8 @@ def pct(values: list[float], q: float) -> float:
 async def create_topic(namesrv: str, topic: str, queues: int) -> None:
     """UPDATE_AND_CREATE_TOPIC on every master the name server knows."""
     async with RemotingClient(namesrv) as rc:
-        resp = await rc.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
-        info = json.loads(resp.body_bytes() or b"{}")
-        masters = [bd["brokerAddrs"].get("0") for bd in (info.get("brokerAddrTable") or {}).values()]
-        for addr in filter(None, masters):
-            r = await rc.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
-                "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": "0", "order": "false"}), timeout=5.0)
-            if r.code != ResponseCode.SUCCESS:
-                raise SystemExit(f"creating {topic} on {addr} failed: {r.code} {r.remark}")
+        for addr in (await c.master_brokers(rc, 5.0)).values():
+            await c.create_topic(rc, addr, topic, queues, timeout=5.0)
     await asyncio.sleep(0.5)  # let the broker's registration reach the name server
 
 

@@ -50,8 +50,9 @@ def main(argv=None) -> int:
 
     import rmq.spark
     from rmq._testing import StandaloneProcess
-    from rmq.remoting.codes import RequestCode
-    from rmq.remoting.command import RemotingCommand
+    from rmq.common.constants import TopicValidator
+    from rmq.remoting import requests as rq
+    from rmq.remoting.headers import CreateTopicRequestHeader
     from rmq.spark._client import RocketMQClient
 
     proc = None
@@ -69,15 +70,16 @@ def main(argv=None) -> int:
         route_brokers = None
         if not args.skip_write:
             try:
-                route_brokers = client.topic_route("TBW102").broker_datas
+                route_brokers = client.topic_route(TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC).broker_datas
             except Exception:  # noqa: BLE001 - no template topic: use the first broker we know
                 route_brokers = None
             for b in route_brokers or ():
-                resp = client.invoke(b.master_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                    "topic": args.topic, "defaultTopic": "TBW102", "readQueueNums": args.queues,
-                    "writeQueueNums": args.queues, "perm": 6}))
-                if resp.code != 0:
-                    raise SystemExit(f"creating {args.topic} failed: {resp.remark}")
+                resp = client.invoke(b.master_addr, rq.create_topic(CreateTopicRequestHeader(
+                    topic=args.topic, read_queue_nums=args.queues, write_queue_nums=args.queues)))
+                try:
+                    rq.check_success(resp)
+                except rmq.errors.RMQError as e:
+                    raise SystemExit(f"creating {args.topic} failed: {e}") from None
             time.sleep(0.5)
 
         t0 = time.monotonic()
