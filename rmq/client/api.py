@@ -15,7 +15,6 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from rmq.common.constants import PermName
 from rmq.common.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 from rmq.errors import RemotingCommandError
 from rmq.remoting import RemotingClient, RemotingCommand
@@ -30,13 +29,9 @@ from rmq.types import MessageQueue, PullResult, PullStatus, SendResult
 
 from ._codec import decode_messages
 
-__all__ = ["ClientAPI", "TopicRouteData", "QueueData", "BrokerData", "PERM_READ", "PERM_WRITE", "MASTER_ID"]
+__all__ = ["ClientAPI", "TopicRouteData", "QueueData", "BrokerData", "MASTER_ID"]
 
 log = logging.getLogger("rmq.client")
-
-# Re-exported for callers that imported them from here (one copy: rmq.common.constants).
-PERM_READ = PermName.PERM_READ
-PERM_WRITE = PermName.PERM_WRITE
 
 
 def _typed(header_cls: Any, header: Any) -> Any:
