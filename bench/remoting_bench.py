@@ -50,14 +50,21 @@ sys.path.insert(0, str(HERE.parent))
 BODY_SIZE = 38 * 1024
 PULL_CODE = 11
 
-# A C++ push consumer's PULL_MESSAGE ext fields (wire-contract §7), padded with the signature
-# keys it always sends: about 350 bytes of JSON header.
-PULL_EXT = {
-    "AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "u9JItlQkBWYpUOviEj8UpknuZLY=",
-    "commitOffset": "0", "consumerGroup": "GID_bench_consumer", "maxMsgNums": 32, "queueId": 0,
-    "queueOffset": "0", "subVersion": "1795294299665", "subscription": "*",
-    "suspendTimeoutMillis": "15000", "sysFlag": 6, "topic": "BenchTopic",
-}
+
+def pull_ext() -> dict:
+    """A C++ push consumer's PULL_MESSAGE ext fields, padded with the signature keys it always
+    sends: about 350 bytes of JSON header. The C++ client writes queueId, maxMsgNums and
+    sysFlag as JSON numbers, the rest as strings."""
+    from rmq.remoting.headers import PullMessageRequestHeader
+
+    h = PullMessageRequestHeader(
+        consumer_group="GID_bench_consumer", topic="BenchTopic", queue_id=0, queue_offset=0, max_msg_nums=32,
+        sys_flag=6, commit_offset=0, suspend_timeout_millis=15000, subscription="*", sub_version=1795294299665)
+    ext: dict = h.to_ext_fields()
+    for name in ("queue_id", "max_msg_nums", "sys_flag"):
+        ext[PullMessageRequestHeader.WIRE_NAMES[name]] = getattr(h, name)
+    ext.update({"AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "u9JItlQkBWYpUOviEj8UpknuZLY="})
+    return ext
 
 
 def _clk_tck() -> int:
@@ -84,7 +91,7 @@ def request_frame(opaque: int) -> bytes:
     from rmq.remoting.codec import encode
     from rmq.remoting.command import RemotingCommand
 
-    cmd = RemotingCommand(PULL_CODE, language="CPP", version=63, opaque=opaque, ext_fields=dict(PULL_EXT))
+    cmd = RemotingCommand(PULL_CODE, language="CPP", version=63, opaque=opaque, ext_fields=pull_ext())
     cmd.remark = ""
     return b"".join(encode(cmd))
 
@@ -279,7 +286,7 @@ def codec_micro() -> dict:
         raise SystemExit("the Cython codec is off (RMQ_NO_EXTENSIONS=1 or not built)")
     out = {}
     for name, code, ext, hcls in (("send_v2", 310, send_v2_ext(), SendMessageRequestHeader),
-                                  ("pull", PULL_CODE, PULL_EXT, PullMessageRequestHeader)):
+                                  ("pull", PULL_CODE, pull_ext(), PullMessageRequestHeader)):
         req = RemotingCommand(code, opaque=4711, ext_fields=dict(ext), body=b"x" * 1024)
         frame = b"".join(codec.encode(req))
         hlen = struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF
