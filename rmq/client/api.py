@@ -10,7 +10,7 @@ normal outcome, and :class:`rmq.errors.RemotingError` for transport failures.
 """
 from __future__ import annotations
 
-import dataclasses
+import copy
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -41,7 +41,10 @@ def _typed(header_cls: Any, header: Any) -> Any:
 
 def _send_header(header: SendMessageRequestHeader | Mapping[str, Any], batch: bool) -> SendMessageRequestHeader:
     h: SendMessageRequestHeader = _typed(SendMessageRequestHeader, header)
-    return h if h.batch == batch else dataclasses.replace(h, batch=batch)
+    if h.batch != batch:
+        h = copy.copy(h)  # the caller's header stays as it was
+        h.batch = batch
+    return h
 
 
 class ClientAPI:

@@ -13,12 +13,13 @@ then the answers are matched back by ``opaque``, which is what the protocol is b
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from rmq.errors import RemotingCommandError, RemotingConnectError, RemotingTimeoutError
 from rmq.remoting.codec import FrameDecoder, encode
@@ -94,15 +95,25 @@ class BlockingConnection:
         parts: list[bytes | memoryview] = []
         for c in cmds:
             parts.extend(encode(c))
-        try:
+        with self._failing_closes(timeout):
             self._sock.settimeout(timeout)
             self._sock.sendall(b"".join(parts) if len(parts) > 1 else parts[0])
+
+    @contextlib.contextmanager
+    def _failing_closes(self, timeout: float) -> Iterator[None]:
+        """Any failure closes the connection (its stream position is unknown afterwards) and
+        becomes the matching rmq error."""
+        try:
+            yield
         except TimeoutError:
             self.close()
             raise RemotingTimeoutError(self.addr, timeout) from None
         except OSError as e:
             self.close()
             raise RemotingConnectError(self.addr, f"connection to {self.addr} failed: {e}") from e
+        except RemotingCommandError:  # a frame the decoder refuses
+            self.close()
+            raise
 
     def invoke_all(self, cmds: Sequence[RemotingCommand], timeout: float) -> list[RemotingCommand]:
         """Write every request, then wait up to ``timeout`` seconds (in total) for all answers.
@@ -116,12 +127,12 @@ class BlockingConnection:
         want = {c.opaque: i for i, c in enumerate(cmds)}
         out: list[RemotingCommand | None] = [None] * len(cmds)
         self._write(cmds, timeout)
-        try:
+        with self._failing_closes(timeout):
             missing = len(cmds)
             while missing:
                 for resp in self._decoder:
-                    i = want.pop(resp.opaque, None)
-                    if i is None or not resp.is_response:
+                    i = want.pop(resp.opaque, None) if resp.is_response else None
+                    if i is None:
                         # A late answer to an abandoned call, or a broker->client request
                         # (e.g. NOTIFY_CONSUMER_IDS_CHANGED) that a range reader can ignore.
                         log.debug("ignoring unexpected command from %s: %r", self.addr, resp)
@@ -138,15 +149,6 @@ class BlockingConnection:
                 if not data:
                     raise ConnectionResetError("peer closed the connection")
                 self._decoder.feed(data)
-        except TimeoutError:
-            self.close()
-            raise RemotingTimeoutError(self.addr, timeout) from None
-        except OSError as e:
-            self.close()
-            raise RemotingConnectError(self.addr, f"connection to {self.addr} failed: {e}") from e
-        except RemotingCommandError:
-            self.close()
-            raise
         return [r for r in out if r is not None]
 
 

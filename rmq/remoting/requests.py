@@ -200,7 +200,7 @@ def send_message(header: SendMessageRequestHeader, body: bytes | memoryview | li
     return cmd
 
 
-_SEND_STATUS = {
+_SEND_STATUS: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
@@ -253,7 +253,7 @@ class PullReply:
     remark: str | None = None
 
 
-_PULL_STATUS = {
+_PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -292,7 +292,8 @@ def parse_query_consumer_offset(resp: RemotingCommand) -> int | None:
     if resp.code == ResponseCode.QUERY_NOT_FOUND:
         return None
     check_success(resp)
-    return QueryConsumerOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+    offset: int = QueryConsumerOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+    return offset
 
 
 def update_consumer_offset(group: str, topic: str, queue_id: int, offset: int, *,

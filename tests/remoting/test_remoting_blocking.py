@@ -101,8 +101,11 @@ def _read_requests(conn: socket.socket, n: int) -> list:
 def test_pipelined_answers_are_matched_by_opaque_whatever_their_order():
     def serve(conn):
         reqs = _read_requests(conn, 3)
-        # answer in reverse order, with an unsolicited request from the "broker" in between
-        out = [reqs[2].response(0, None, {"offset": "2"}), rq.get_max_offset("X", 0),
+        # answer in reverse order, with a request from the "broker" in between that happens to
+        # carry the opaque of one of ours (its own counter): it is not an answer
+        unsolicited = rq.get_max_offset("X", 0)
+        unsolicited.opaque = reqs[1].opaque
+        out = [reqs[2].response(0, None, {"offset": "2"}), unsolicited,
                reqs[0].response(0, None, {"offset": "0"}), reqs[1].response(0, None, {"offset": "1"})]
         conn.sendall(b"".join(bytes(p) for c in out for p in encode(c)))
         conn.recv(1)  # until the client hangs up
