@@ -120,6 +120,16 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
+def cpu_seconds_or_none(pid: int | None) -> float | None:
+    """:func:`process_cpu_seconds`, or None without a pid or when /proc cannot say."""
+    if not pid:
+        return None
+    try:
+        return process_cpu_seconds(pid)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class CpuMeter:
     """Broker CPU seconds over a window (``--broker-pid``); inert when pid is None."""
 

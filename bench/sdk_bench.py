@@ -41,15 +41,6 @@ import rmq  # noqa: E402
 from rmq.remoting import RemotingClient  # noqa: E402
 
 
-def cpu_seconds(pid: int | None) -> float | None:
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
 
 
 def pct(values: list[float], q: float) -> float:
@@ -75,7 +66,7 @@ async def send_phase(namesrv: str, topic: str, size: int, concurrency: int, dura
     async with rmq.Producer(namesrv, f"SdkBenchPG_{concurrency}_{os.getpid()}") as p:
         await p.send(rmq.Message(topic, body))  # warm up: route, connection
         stop_at = time.monotonic() + duration
-        cpu0 = cpu_seconds(broker_pid)
+        cpu0 = c.cpu_seconds_or_none(broker_pid)
 
         async def worker() -> None:
             nonlocal failed
@@ -92,7 +83,7 @@ async def send_phase(namesrv: str, topic: str, size: int, concurrency: int, dura
         t0 = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.monotonic() - t0
-        cpu1 = cpu_seconds(broker_pid)
+        cpu1 = c.cpu_seconds_or_none(broker_pid)
     n = len(latencies)
     fig = {"phase": "send", "concurrency": concurrency, "size": size, "messages": n, "failed": failed,
            "seconds": round(elapsed, 3), "msgs_per_s": round(n / elapsed, 1),
@@ -141,7 +132,7 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
                          consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                          consume_concurrency=concurrency)
     c.subscribe(topic)
-    cpu0 = cpu_seconds(broker_pid)
+    cpu0 = c.cpu_seconds_or_none(broker_pid)
     t0 = time.monotonic()
     await c.start()
     try:
@@ -149,7 +140,7 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
     except asyncio.TimeoutError:
         pass
     elapsed = time.monotonic() - t0
-    cpu1 = cpu_seconds(broker_pid)
+    cpu1 = c.cpu_seconds_or_none(broker_pid)
     await c.close()
     fig = {"phase": "drain", "size": size, "backlog": backlog, "consumed": count, "distinct": len(seen),
            "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed, 1),

@@ -18,17 +18,7 @@ import sys
 import tempfile
 import time
 
-
-def _cpu_seconds(pid: int | None) -> float | None:
-    """utime + stime of a process from /proc (None when unavailable)."""
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+import _common as c  # this script's directory is on the path
 
 
 def main(argv=None) -> int:
@@ -95,11 +85,11 @@ def main(argv=None) -> int:
         results["pyspark"] = pyspark.__version__
 
         def phase(name, fn, rows):
-            cpu0 = _cpu_seconds(proc.pid if proc else None)
+            cpu0 = c.cpu_seconds_or_none(proc.pid if proc else None)
             t = time.monotonic()
             fn()
             dt = time.monotonic() - t
-            cpu1 = _cpu_seconds(proc.pid if proc else None)
+            cpu1 = c.cpu_seconds_or_none(proc.pid if proc else None)
             rate = rows / dt if dt else 0.0
             results[name] = {"seconds": round(dt, 2), "rows_per_s": round(rate),
                              "MiB_per_s": round(rate * args.size / 2**20, 1)}
