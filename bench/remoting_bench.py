@@ -148,8 +148,11 @@ class BareProtocol(asyncio.Protocol):
         self.parts = parts
         self.use_json = use_json
         self.buf = b""
-        header = json.dumps({"code": 0, "extFields": {"suggestWhichBrokerId": "0", "nextBeginOffset": "32",
-                             "minOffset": "0", "maxOffset": "1000"}, "flag": 1, "language": "JAVA",
+        from rmq.remoting.headers import PullMessageResponseHeader
+
+        self.reply_ext = PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=32, min_offset=0,
+                                                   max_offset=1000).to_ext_fields()
+        header = json.dumps({"code": 0, "extFields": self.reply_ext, "flag": 1, "language": "JAVA",
                              "opaque": 0, "serializeTypeCurrentRPC": "JSON", "version": 409},
                             separators=(",", ":")).encode()
         self.canned = struct.pack(">ii", 4 + len(header) + BODY_SIZE, len(header)) + header
@@ -168,8 +171,7 @@ class BareProtocol(asyncio.Protocol):
             if self.use_json:
                 hlen = hword & 0xFFFFFF
                 req = json.loads(buf[pos + 8 : pos + 8 + hlen])
-                header = json.dumps({"code": 0, "extFields": {"suggestWhichBrokerId": "0", "nextBeginOffset": "32",
-                                     "minOffset": "0", "maxOffset": "1000"}, "flag": 1, "language": "JAVA",
+                header = json.dumps({"code": 0, "extFields": self.reply_ext, "flag": 1, "language": "JAVA",
                                      "opaque": req["opaque"], "serializeTypeCurrentRPC": "JSON", "version": 409},
                                     separators=(",", ":")).encode()
                 out.append(struct.pack(">ii", 4 + len(header) + BODY_SIZE, len(header)) + header)
@@ -271,8 +273,13 @@ def send_v2_ext() -> dict[str, str]:
         reconsume_times=0, max_reconsume_times=None, broker_name="broker-a").to_ext_fields_v2()
 
 
-SEND_REPLY_EXT = {"msgId": "7F00000100002A9F0000000000A1B2C3", "queueId": "3", "queueOffset": "123456",
-                  "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+def send_reply_ext() -> dict[str, str]:
+    """A 4.9.8 broker's SEND reply header (with the two keys it adds beside the typed ones)."""
+    from rmq.remoting.headers import SendMessageResponseHeader
+
+    return {**SendMessageResponseHeader(msg_id="7F00000100002A9F0000000000A1B2C3", queue_id=3,
+                                        queue_offset=123456).to_ext_fields(),
+            "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
 
 def codec_micro() -> dict:
@@ -285,13 +292,14 @@ def codec_micro() -> dict:
     if codec._c_decode is None:
         raise SystemExit("the Cython codec is off (RMQ_NO_EXTENSIONS=1 or not built)")
     out = {}
+    reply_ext = send_reply_ext()
     for name, code, ext, hcls in (("send_v2", 310, send_v2_ext(), SendMessageRequestHeader),
                                   ("pull", PULL_CODE, pull_ext(), PullMessageRequestHeader)):
         req = RemotingCommand(code, opaque=4711, ext_fields=dict(ext), body=b"x" * 1024)
         frame = b"".join(codec.encode(req))
         hlen = struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF
         cmd = codec._c_decode(frame, 8, 8 + hlen, RemotingCommand)
-        reply = cmd.response(0, ext_fields=dict(SEND_REPLY_EXT))
+        reply = cmd.response(0, ext_fields=dict(reply_ext))
 
         def per_call(fn, n=100_000):
             fn()
@@ -303,7 +311,7 @@ def codec_micro() -> dict:
             "decode_cython_us": per_call(lambda: fast_decode(frame, 8, 8 + hlen, RemotingCommand)),
             "decode_python_us": per_call(lambda: codec._decode_json_header_py(frame[8 : 8 + hlen])),
             "from_ext_fields_us": per_call(lambda: hcls.from_ext_fields(cmd.ext_fields)),
-            "response_us": per_call(lambda: cmd.response(0, ext_fields=SEND_REPLY_EXT)),
+            "response_us": per_call(lambda: cmd.response(0, ext_fields=reply_ext)),
             "encode_reply_cython_us": per_call(lambda: codec.encode(reply)),
         }
         saved = codec._c_encode
