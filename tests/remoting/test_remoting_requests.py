@@ -301,3 +301,16 @@ def test_cluster_info_masters_and_names():
     with pytest.raises(KeyError):
         info.master_addrs("nope")
     assert info.names() == {"a", "s", "x", "C", "D", "C_REPLY_TOPIC", "D_REPLY_TOPIC"}
+
+
+def test_spark_and_the_shared_vocabulary_do_not_load_the_asyncio_sdk():
+    """The Spark connector's workers import the builders, parsers and blocking transport without
+    rmq.client (the layers import downwards only: spark → remoting → common)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, rmq.remoting.requests, rmq.remoting.blocking, rmq.spark._client, rmq.spark._sink, "
+            "rmq.spark._plan; print(sorted(m for m in sys.modules if m.startswith('rmq.client')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
