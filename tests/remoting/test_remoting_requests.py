@@ -211,6 +211,34 @@ def test_golden_pull_replies():
     assert e.value.retriable and "not latest" in e.value.remark
 
 
+def test_every_golden_4_9_8_pull_reply_parses_and_its_records_agree():
+    import base64
+    import struct
+    from pathlib import Path
+
+    lines = (Path(__file__).resolve().parent.parent / "golden" / "rocketmq-4.9.8-pull-responses.jsonl").read_text()
+    rows = [json.loads(line) for line in lines.splitlines() if line.strip()]
+    assert rows
+    found = 0
+    for row in rows:
+        resp = decode_frame(base64.b64decode(row["frame_b64"]))
+        if resp.code == ResponseCode.SUBSCRIPTION_NOT_LATEST:
+            with pytest.raises(SubscriptionNotLatestError):
+                rq.parse_pull(resp)
+            continue
+        reply = rq.parse_pull(resp)
+        assert reply.status is PullStatus.FOUND
+        found += 1
+        # the first record's QUEUEOFFSET (at byte 20) and the count agree with nextBeginOffset
+        first = struct.unpack_from(">q", reply.body, 20)[0]
+        count, pos = 0, 0
+        while pos < len(reply.body):
+            pos += struct.unpack_from(">i", reply.body, pos)[0]
+            count += 1
+        assert first + count == reply.next_begin_offset <= reply.max_offset
+    assert found >= 30
+
+
 def test_golden_offset_consumer_list_and_heartbeat_replies():
     assert [rq.parse_query_consumer_offset(r) for r in _golden(RequestCode.QUERY_CONSUMER_OFFSET)] == [0, 0, 0]
     for resp in _golden(RequestCode.GET_CONSUMER_LIST_BY_GROUP):
