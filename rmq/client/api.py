@@ -29,7 +29,7 @@ from rmq.types import MessageQueue, PullResult, PullStatus, SendResult
 
 from ._codec import decode_messages
 
-__all__ = ["ClientAPI", "TopicRouteData", "QueueData", "BrokerData", "MASTER_ID"]
+__all__ = ["MASTER_ID", "BrokerData", "ClientAPI", "QueueData", "TopicRouteData"]
 
 log = logging.getLogger("rmq.client")
 

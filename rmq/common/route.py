@@ -14,7 +14,7 @@ from typing import Any
 
 from rmq.common.constants import MixAll, PermName
 
-__all__ = ["MASTER_ID", "QueueData", "BrokerData", "TopicRouteData", "ClusterInfo", "loads_fastjson"]
+__all__ = ["MASTER_ID", "BrokerData", "ClusterInfo", "QueueData", "TopicRouteData", "loads_fastjson"]
 
 MASTER_ID = MixAll.MASTER_ID  # the broker id of a master
 

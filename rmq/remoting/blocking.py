@@ -25,7 +25,7 @@ from rmq.errors import RemotingCommandError, RemotingConnectError, RemotingTimeo
 from rmq.remoting.codec import FrameDecoder, encode
 from rmq.remoting.command import RemotingCommand
 
-__all__ = ["BlockingConnection", "BlockingRemotingClient", "DEFAULT_MAX_FRAME_LENGTH"]
+__all__ = ["DEFAULT_MAX_FRAME_LENGTH", "BlockingConnection", "BlockingRemotingClient"]
 
 log = logging.getLogger("rmq.remoting")
 

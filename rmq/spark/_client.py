@@ -29,7 +29,7 @@ from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.types import MessageQueue, SendResult
 
-__all__ = ["RocketMQClient", "shared_client", "close_shared_clients"]
+__all__ = ["RocketMQClient", "close_shared_clients", "shared_client"]
 
 log = logging.getLogger("rmq.spark")
 

@@ -14,7 +14,11 @@ from rmq.errors import RemotingConnectError, RemotingTimeoutError
 from rmq.remoting import requests as rq
 from rmq.remoting.blocking import BlockingConnection, BlockingRemotingClient
 from rmq.remoting.codec import FrameDecoder, encode
-from rmq.remoting.headers import CreateTopicRequestHeader, PullMessageRequestHeader, SendMessageRequestHeader
+from rmq.remoting.headers import (
+    CreateTopicRequestHeader,
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+)
 from rmq.types import MessageQueue, PullStatus, SendStatus
 
 
