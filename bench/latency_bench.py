@@ -24,8 +24,7 @@ import _common as c
 import pull_bench
 
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
+from rmq.remoting.codes import ResponseCode
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,8 +78,7 @@ async def latency(args, quiet: bool = False) -> dict:
     async def send_one(mq: c.MessageQueue) -> None:
         nonlocal sent, failed
         props = c.properties_string({"UNIQ_KEY": c.uniq_key(next(seq)), "WAIT": "true"})
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
-                                      c.send_header(args.group + "_producer", args.topic, mq.queue_id, props), body)
+        cmd = c.send_request(args.group + "_producer", args.topic, mq.queue_id, props, body)
         try:
             resp = await producer.invoke(mq.broker_addr, cmd, timeout=args.timeout)
             if resp.code == ResponseCode.SUCCESS:

@@ -28,6 +28,8 @@ import types
 import typing
 from dataclasses import dataclass, field
 
+from rmq.common.constants import TopicValidator
+
 __all__ = [
     "BrokerConfig",
     "ConfigError",
@@ -147,7 +149,7 @@ class BrokerConfig:
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
-    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    msg_trace_topic_name: str = TopicValidator.RMQ_SYS_TRACE_TOPIC
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1000
     notify_consumer_ids_changed_enable: bool = True

@@ -322,11 +322,14 @@ class NoisyNeighbour:
                  interval: float = 0.01, timeout: float = 5.0):
         import threading
 
+        from rmq.common.constants import TopicValidator
         from rmq.remoting.codes import RequestCode
+        from rmq.remoting.headers import GetMaxOffsetRequestHeader
 
         self.addr = addr
         self.code = int(code if code is not None else RequestCode.GET_MAX_OFFSET)
-        self.ext_fields = ext_fields if ext_fields is not None else {"topic": "TBW102", "queueId": "0"}
+        self.ext_fields = ext_fields if ext_fields is not None else GetMaxOffsetRequestHeader(
+            topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, queue_id=0).to_ext_fields()
         self.interval = interval
         self.timeout = timeout
         self.samples: list[float] = []

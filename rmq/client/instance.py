@@ -25,6 +25,8 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rmq.common.constants import PermName
+from rmq.common.route import MASTER_ID, TopicRouteData
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
@@ -32,7 +34,7 @@ from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageQueue
 
 from ._codec import decode_messages
-from .api import MASTER_ID, PERM_READ, PERM_WRITE, ClientAPI, TopicRouteData
+from .api import ClientAPI
 
 if TYPE_CHECKING:
     from .producer import Producer
@@ -92,7 +94,7 @@ class _TopicPublishInfo:
         else:
             masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
             for qd in route.queue_datas:
-                if qd.perm & PERM_WRITE and qd.broker_name in masters:
+                if PermName.is_writeable(qd.perm) and qd.broker_name in masters:
                     mqs.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
         self.message_queues = mqs
         self.send_which_queue = random.randrange(0, 1 << 16)
@@ -105,7 +107,7 @@ class _TopicPublishInfo:
 def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
     """Readable queues of a topic."""
     return {MessageQueue(topic, qd.broker_name, i)
-            for qd in route.queue_datas if qd.perm & PERM_READ
+            for qd in route.queue_datas if PermName.is_readable(qd.perm)
             for i in range(qd.read_queue_nums)}
 
 

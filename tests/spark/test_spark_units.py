@@ -329,7 +329,7 @@ def test_vectorized_sink_encoding_matches_the_row_path():
     """MessageSender's Arrow path and its per-row path produce the same batch bodies (routing
     and SEND are replaced by recording; the encoding is what is compared)."""
     pa = pytest.importorskip("pyarrow", reason="pyarrow comes with the spark extra")
-    from rmq.spark._client import BrokerData, QueueData, TopicRoute
+    from rmq.common.route import BrokerData, QueueData, TopicRouteData
     from rmq.spark._sink import MessageSender, _TopicTarget
 
     class Recording(MessageSender):
@@ -340,7 +340,7 @@ def test_vectorized_sink_encoding_matches_the_row_path():
             self._ids.array = lambda n: pa.array(["UNIQ_KEY\x01ID\x02"] * n)
 
         def _target(self, topic):
-            route = TopicRoute(topic, (QueueData("b", 2, 2, 6),), (BrokerData("b", {"0": "h:1"}),))
+            route = TopicRouteData([QueueData("b", 2, 2, 6)], [BrokerData("c", "b", {0: "h:1"})])
             t = self._targets[topic] = _TopicTarget(topic, route, None)
             t.rr = 0
             return t
