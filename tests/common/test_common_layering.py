@@ -3,9 +3,11 @@
     __main__                                python -m rmq
     → cli, _testing                         the command line and the test harness
       → broker | namesrv | client | spark   (siblings: none imports another)
-        → remoting | store | types          (siblings)
-          → common | config                 (siblings)
-            → errors, _version, _store      (_store: the Cython extension, imports nothing)
+        → remoting | store                  (siblings)
+          → types | config                  (value types and statuses the request parsers
+                                             return; configuration)
+            → common
+              → errors, _version, _store    (_store: the Cython extension, imports nothing)
 
 Every import counts, including the ones inside functions and under ``if TYPE_CHECKING``: a lazy
 import still ties the layers together. A module may import its own package freely. ``from rmq
@@ -23,11 +25,12 @@ ROOT = pathlib.Path(rmq.__file__).parent
 
 RANK = {
     "errors": 0, "_version": 0, "_store": 0,
-    "common": 1, "config": 1,
-    "remoting": 2, "store": 2, "types": 2,
-    "broker": 3, "namesrv": 3, "client": 3, "spark": 3,
-    "cli": 4, "_testing": 4,
-    "__main__": 5,
+    "common": 1,
+    "types": 2, "config": 2,
+    "remoting": 3, "store": 3,
+    "broker": 4, "namesrv": 4, "client": 4, "spark": 4,
+    "cli": 5, "_testing": 5,
+    "__main__": 6,
 }
 
 
