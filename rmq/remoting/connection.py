@@ -456,7 +456,7 @@ class Connection(asyncio.Protocol):
                 timer.cancel()
         self._frame_timer = self._close_timer = None
         if not self._broken and self._decoder.buffered:
-            _rlog.warning(f"closed-inside-frame:{self.remote_addr}", "%s: %s closed the connection inside a frame (%d bytes of an "
+            _rlog.warning("closed-inside-frame", "%s: %s closed the connection inside a frame (%d bytes of an "
                           "incomplete frame dropped)", self.role, self.remote_addr, self._decoder.buffered)
         self._release_budget()
         self._writable.set()  # wake writers; they will see `closed`
@@ -472,7 +472,7 @@ class Connection(asyncio.Protocol):
     def _bad_input(self, exc: RemotingCommandError) -> None:
         """One log line, EXCEPTION to listeners, close this connection only."""
         self._broken = True
-        _rlog.warning(f"bad-input:{self.remote_addr}", "%s: closing connection from %s: %s", self.role, self.remote_addr, clip(exc))
+        _rlog.warning("bad-input", "%s: closing connection from %s: %s", self.role, self.remote_addr, clip(exc))
         transport = self._transport
         if self._batch and transport is not None:  # replies to the good frames before the bad one still go out
             transport.writelines(self._batch)
@@ -610,7 +610,7 @@ class Connection(asyncio.Protocol):
         try:
             self.write(cmd)
         except RemotingCommandError as exc:  # unencodable (bad body type, header over 16 MiB)
-            _rlog.error(f"encode:{cmd.code}:{self.remote_addr}", "%s: cannot encode response code=%s opaque=%s: %s",
+            _rlog.error(f"encode:{cmd.code}", "%s: cannot encode response code=%s opaque=%s: %s",
                         self.role, cmd.code, cmd.opaque, clip(exc))
             # the requester still gets an answer rather than a timeout
             self.write(RemotingCommand(1, opaque=cmd.opaque, flag=cmd.flag, remark=f"cannot encode response: {clip(exc)}",
