@@ -18,11 +18,7 @@ from rmq.broker.managers.consumer import (
     SubscriptionData,
     parse_enum,
 )
-from rmq.broker.managers.topic_config import (
-    RETRY_GROUP_TOPIC_PREFIX,
-    PermName,
-    validate_topic,
-)
+from rmq.broker.managers.topic_config import RETRY_GROUP_TOPIC_PREFIX, PermName, validate_topic
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
 from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import RemotingCommandError
