@@ -145,15 +145,41 @@ class FrameBudget:
     16 MiB. Each connection charges what its decoder holds after a read and releases it when
     the frame completes or the connection closes.
 
+    When a read takes the total over the limit, the connection that read is closed, unless it
+    holds no more than 1/16 of the budget (4 MiB by default, a whole maximal message): then
+    the connections holding the largest unfinished frames are closed until it fits, so a
+    producer half-way through a normal message does not pay for a client parking 15 MiB.
+
     Args:
         limit: the budget in bytes (default 64 MiB); ``None`` or ``<= 0`` disables it.
     """
 
-    __slots__ = ("limit", "used")
+    __slots__ = ("holders", "limit", "used")
 
     def __init__(self, limit: int | None = DEFAULT_MAX_PARTIAL_FRAME_BYTES) -> None:
         self.limit = limit if limit is not None and limit > 0 else None
         self.used = 0
+        self.holders: dict[Connection, int] = {}  # connections with unfinished frames → bytes
+
+    def charge(self, conn: "Connection", buffered: int) -> None:
+        """Set what ``conn`` holds now; close the largest holders while over the limit."""
+        before = self.holders.pop(conn, 0)
+        if buffered:
+            self.holders[conn] = buffered
+        self.used += buffered - before
+        limit = self.limit
+        if buffered > before and limit is not None and self.used > limit:
+            while self.used > limit and self.holders:
+                victim = conn if conn in self.holders and buffered > limit // 16 else \
+                    max(self.holders, key=self.holders.__getitem__)
+                _rlog.warning("frame-budget", "%s: closing %s, holding %d bytes of an unfinished frame: unfinished "
+                              "frames of all connections hold %d bytes, over the budget of %d "
+                              "(maxPartialFrameBytes)", victim.role, victim.remote_addr, self.holders[victim],
+                              self.used, limit)
+                victim._drop_unfinished()
+
+    def release(self, conn: "Connection") -> None:
+        self.used -= self.holders.pop(conn, 0)
 
 
 class AsyncCall:
@@ -360,14 +386,9 @@ class Connection(asyncio.Protocol):
         buffered = self._decoder.buffered
         budget = self._frame_budget
         if budget is not None:
-            delta = buffered - self._budget_charged
-            budget.used += delta
             self._budget_charged = buffered
-            if delta > 0 and budget.limit is not None and budget.used > budget.limit:
-                _rlog.warning("frame-budget", "%s: closing %s: unfinished frames of all connections hold %d bytes, "
-                              "over the budget of %d (maxPartialFrameBytes)", self.role, self.remote_addr,
-                              budget.used, budget.limit)
-                self._drop_unfinished()
+            budget.charge(self, buffered)
+            if self._broken:  # closed to fit the budget
                 return
         if not buffered:
             self._frame_started = None
@@ -410,7 +431,7 @@ class Connection(asyncio.Protocol):
     def _release_budget(self) -> None:
         budget = self._frame_budget
         if budget is not None and self._budget_charged:
-            budget.used -= self._budget_charged
+            budget.release(self)
             self._budget_charged = 0
 
     def eof_received(self) -> bool | None:

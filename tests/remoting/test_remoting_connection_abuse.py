@@ -37,6 +37,7 @@ def test_idle_close_completes_for_a_client_that_does_not_read(tmp_path):
                 # idle after 1 s (the buffer cannot drain), aborted 1 s after the close began
                 wait_until_sync(lambda: not server_side_established(proc.broker_port, bad.local_port),
                                 timeout=30, what="the broker closing the idle connection")
+            assert probe.failures == 0, probe.summary()
             assert probe.worst < WORST_ROUND_TRIP, probe.summary()
             got = bad.drain_until_closed(limit=15 * MiB)  # EOF or reset before all 16 MiB
             assert got < 15 * MiB
@@ -55,13 +56,13 @@ def _start_of_big_frame(total: int, sent: int) -> bytes:
 @pytest.mark.slow
 def test_unfinished_frames_share_one_budget(tmp_path):
     """20 connections each send 15 MiB of a 16 MiB frame: 300 MB if each may buffer its own;
-    with the 64 MiB broker-wide budget the connections past it are closed."""
+    with the 64 MiB broker-wide budget the largest holders are closed, and a producer sending
+    a 2 MiB message meanwhile is not one of them."""
     n, sent = 20, 15 * MiB
     data = _start_of_big_frame(16 * MiB, sent)
     with StandaloneProcess(tmp_path / "store") as proc:
         rss_before = rss_bytes(proc.pid)
         socks: list[socket.socket] = []
-        refused = 0
         with NoisyNeighbour(proc.broker_addr) as probe:
             for _ in range(n):
                 s = socket.create_connection(("127.0.0.1", proc.broker_port), timeout=30)
@@ -69,12 +70,23 @@ def test_unfinished_frames_share_one_budget(tmp_path):
                 try:
                     s.sendall(data)
                 except (ConnectionResetError, BrokenPipeError):
-                    refused += 1
+                    pass  # closed while sending: over the budget
+            ports = [s.getsockname()[1] for s in socks]
+
+            def kept() -> int:
+                return sum(server_side_established(proc.broker_port, p) for p in ports)
+
+            wait_until_sync(lambda: kept() <= 64 // 15, timeout=30, what="the budget closing the largest holders")
             rss_peak = rss_bytes(proc.pid)
+            producer = Wire(proc.broker_addr)
+            try:
+                assert send_message(producer, "BudgetT", b"m" * (2 * MiB)).code == 0
+            finally:
+                producer.close()
         try:
-            kept = n - refused
-            print("neighbour:", probe.summary(), f"kept {kept}, RSS +{(rss_peak - rss_before) // MiB} MiB")
-            assert 1 <= kept <= 64 // 15, kept  # the budget holds 4 unfinished 15 MiB frames
+            survivors = kept()
+            print("neighbour:", probe.summary(), f"kept {survivors}, RSS +{(rss_peak - rss_before) // MiB} MiB")
+            assert 1 <= survivors <= 64 // 15, survivors  # the budget holds 4 unfinished 15 MiB frames
             assert rss_peak - rss_before < 160 * MiB
             assert probe.failures == 0, probe.summary()
             assert probe.worst < WORST_ROUND_TRIP, probe.summary()
@@ -82,6 +94,28 @@ def test_unfinished_frames_share_one_budget(tmp_path):
             for s in socks:
                 s.close()
         assert "maxPartialFrameBytes" in proc.log_text()
+
+
+def test_a_producer_mid_message_is_not_the_one_closed_for_the_budget(tmp_path):
+    """Five clients park 12.5 MiB unfinished frames (62.5 of the 64 MiB budget); a producer's
+    2 MiB message takes the total over: the largest holder is closed, the message is stored."""
+    data = _start_of_big_frame(16 * MiB, 12 * MiB + MiB // 2)
+    with StandaloneProcess(tmp_path / "store") as proc:
+        socks = [socket.create_connection(("127.0.0.1", proc.broker_port), timeout=30) for _ in range(5)]
+        try:
+            for s in socks:
+                s.sendall(data)
+            ports = [s.getsockname()[1] for s in socks]
+            producer = Wire(proc.broker_addr)
+            try:
+                assert send_message(producer, "FairT", b"m" * (2 * MiB)).code == 0
+            finally:
+                producer.close()
+            wait_until_sync(lambda: sum(server_side_established(proc.broker_port, p) for p in ports) == 4,
+                            timeout=30, what="one parked frame closed for the producer's message")
+        finally:
+            for s in socks:
+                s.close()
 
 
 def test_a_trickled_frame_is_closed_at_its_read_deadline(tmp_path):
