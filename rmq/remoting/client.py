@@ -169,8 +169,12 @@ class RemotingClient:
         self._ensure_scan()
 
         def factory() -> Connection:
+            # The broker is not an anonymous peer: its replies may be slow over a thin link
+            # (requests have their own timeouts), and our own burst of async sends must not
+            # abort the connection, so no frame deadline and no write-buffer abort here.
             c = Connection(self.dispatcher, self.connection_manager, role=self.name,
-                           idle_timeout=self.idle_timeout, max_frame_length=self.max_frame_length)
+                           idle_timeout=self.idle_timeout, max_frame_length=self.max_frame_length,
+                           write_buffer_limit=None, frame_read_timeout=None)
             c.attributes["addr"] = addr
             return c
 
