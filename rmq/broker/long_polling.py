@@ -57,8 +57,17 @@ DEFAULT_WAKE_BATCH = 256
 class PullRequest:
     """One suspended pull."""
 
-    __slots__ = ("conn", "cmd", "topic", "queue_id", "pull_from_this_offset", "deadline", "message_filter",
-                 "key", "done")
+    __slots__ = (
+        "cmd",
+        "conn",
+        "deadline",
+        "done",
+        "key",
+        "message_filter",
+        "pull_from_this_offset",
+        "queue_id",
+        "topic",
+    )
 
     def __init__(self, conn: Any, cmd: Any, topic: str, queue_id: int, pull_from_this_offset: int,
                  deadline: float, message_filter: Any) -> None:
@@ -161,7 +170,7 @@ class PullRequestHoldService:
             await asyncio.sleep(self.check_interval)
             try:
                 self.check_hold_request()
-            except Exception:  # noqa: BLE001 - one bad queue must not stop long polling
+            except Exception:
                 log.exception("pull hold check failed")
 
     def check_hold_request(self) -> None:

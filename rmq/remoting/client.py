@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
-from typing import Any, Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, Self
 
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.tasks import BackgroundTasks
@@ -35,10 +35,15 @@ from rmq.errors import (
 )
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
-from rmq.remoting.connection import AsyncCall, Connection, ConnectionEvent, ConnectionManager
+from rmq.remoting.connection import (
+    AsyncCall,
+    Connection,
+    ConnectionEvent,
+    ConnectionManager,
+)
 from rmq.remoting.dispatcher import Dispatcher, ProcessorPool
 
-__all__ = ["RemotingClient", "RPCHook"]
+__all__ = ["RPCHook", "RemotingClient"]
 
 log = logging.getLogger("rmq.remoting")
 _rlog = RateLimitedLog(log)
@@ -274,7 +279,7 @@ class RemotingClient:
                 for hook in self._hooks:
                     try:
                         hook.after(addr, cmd, response)
-                    except Exception as hook_exc:  # the response is delivered; report the hook's error with it
+                    except Exception as hook_exc:  # noqa: BLE001 - the response is delivered; report the hook's error with it
                         response, exc = None, hook_exc
                         break
             callback(response, exc)
@@ -417,7 +422,7 @@ class RemotingClient:
         self._conns.clear()
         await self.dispatcher.close(grace=1.0)
 
-    async def __aenter__(self) -> "RemotingClient":
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -39,7 +39,8 @@ import logging
 import socket
 import struct
 import time
-from typing import TYPE_CHECKING, Any, Callable, Union, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Union, cast
 
 from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import (
@@ -56,15 +57,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from rmq.remoting.dispatcher import Dispatcher
 
 __all__ = [
-    "AsyncCall",
-    "Connection",
-    "ConnectionEvent",
-    "ConnectionManager",
     "DEFAULT_CLOSE_GRACE",
     "DEFAULT_FRAME_READ_TIMEOUT",
     "DEFAULT_MAX_PARTIAL_FRAME_BYTES",
     "DEFAULT_WRITE_BUFFER_HIGH",
     "DEFAULT_WRITE_BUFFER_LIMIT",
+    "AsyncCall",
+    "Connection",
+    "ConnectionEvent",
+    "ConnectionManager",
     "FrameBudget",
 ]
 
@@ -122,7 +123,7 @@ class ConnectionManager:
     def add_listener(self, listener: Callable[..., Any]) -> None:
         self._listeners.append(listener)
 
-    def emit(self, event: ConnectionEvent, conn: "Connection", exc: BaseException | None = None) -> None:
+    def emit(self, event: ConnectionEvent, conn: Connection, exc: BaseException | None = None) -> None:
         if event is ConnectionEvent.CONNECT:
             self.connections.add(conn)
         elif event is ConnectionEvent.CLOSE:
@@ -161,7 +162,7 @@ class FrameBudget:
         self.used = 0
         self.holders: dict[Connection, int] = {}  # connections with unfinished frames → bytes
 
-    def charge(self, conn: "Connection", buffered: int) -> None:
+    def charge(self, conn: Connection, buffered: int) -> None:
         """Set what ``conn`` holds now; close the largest holders while over the limit."""
         before = self.holders.pop(conn, 0)
         if buffered:
@@ -178,7 +179,7 @@ class FrameBudget:
                               self.used, limit)
                 victim._drop_unfinished()
 
-    def release(self, conn: "Connection") -> None:
+    def release(self, conn: Connection) -> None:
         self.used -= self.holders.pop(conn, 0)
 
 
@@ -188,7 +189,7 @@ class AsyncCall:
     Completed exactly once, by the response, the timeout scan, or the connection dropping.
     """
 
-    __slots__ = ("opaque", "callback", "deadline", "timeout", "_release", "done")
+    __slots__ = ("_release", "callback", "deadline", "done", "opaque", "timeout")
 
     def __init__(self, opaque: int, callback: Callable[[RemotingCommand | None, BaseException | None], Any],
                  deadline: float, timeout: float, release: Callable[[], None] | None) -> None:
@@ -243,7 +244,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(
         self,
-        dispatcher: "Dispatcher",
+        dispatcher: Dispatcher,
         manager: ConnectionManager,
         *,
         role: str = "server",
@@ -370,7 +371,7 @@ class Connection(asyncio.Protocol):
                     self._batch_bytes = 0
                     if self._write_paused:
                         self._check_write_limit()
-        except Exception as exc:  # a bug in a stage: report it like uvloop does, drop the connection
+        except Exception as exc:  # noqa: BLE001 - a bug in a stage: report it like uvloop does, drop the connection
             self._loop.call_exception_handler(
                 {"message": f"rmq: unexpected error handling data from {self.remote_addr}",
                  "exception": exc, "protocol": self, "transport": transport}

@@ -26,7 +26,8 @@ import functools
 import inspect
 import logging
 import traceback
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rmq.common.log import RateLimitedLog, clip
 from rmq.remoting.codes import ResponseCode
@@ -50,7 +51,7 @@ class RequestProcessor(Protocol):
     """What ``register_processor`` accepts (``reject_request`` is optional)."""
 
     def process_request(
-        self, conn: "Connection", cmd: RemotingCommand
+        self, conn: Connection, cmd: RemotingCommand
     ) -> RemotingCommand | None | Awaitable[RemotingCommand | None]: ...
 
     def reject_request(self) -> bool: ...
@@ -111,7 +112,7 @@ class ProcessorPool:
                     result = await aw
                 except asyncio.CancelledError:
                     raise
-                except Exception as exc:  # reported to the requester as SYSTEM_ERROR
+                except Exception as exc:  # noqa: BLE001 - reported to the requester as SYSTEM_ERROR
                     on_done(None, exc)
                     return
                 on_done(result, None)
@@ -176,7 +177,7 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ the request path
 
-    def dispatch(self, conn: "Connection", cmd: RemotingCommand) -> None:
+    def dispatch(self, conn: Connection, cmd: RemotingCommand) -> None:
         """Process one request from ``conn``; every outcome but ``None``/oneway sends a reply."""
         entry = self._table.get(cmd.code)
         if entry is None:
@@ -200,7 +201,7 @@ class Dispatcher:
             return
         try:
             result = processor.process_request(conn, cmd)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any processor error becomes SYSTEM_ERROR
             self._failed(conn, cmd, exc)
             return
         if result is None:
@@ -213,7 +214,7 @@ class Dispatcher:
             return
         self._failed(conn, cmd, TypeError(f"processor returned {type(result).__name__}, not a RemotingCommand"))
 
-    def _on_async_done(self, conn: "Connection", cmd: RemotingCommand, result: Any, exc: BaseException | None) -> None:
+    def _on_async_done(self, conn: Connection, cmd: RemotingCommand, result: Any, exc: BaseException | None) -> None:
         if exc is not None:
             self._failed(conn, cmd, exc)
         elif result is None:
@@ -223,7 +224,7 @@ class Dispatcher:
         else:
             self._failed(conn, cmd, TypeError(f"processor returned {type(result).__name__}, not a RemotingCommand"))
 
-    def _failed(self, conn: "Connection", cmd: RemotingCommand, exc: BaseException) -> None:
+    def _failed(self, conn: Connection, cmd: RemotingCommand, exc: BaseException) -> None:
         """SYSTEM_ERROR to the requester; one log line per code and error type per interval.
 
         The error's text may quote the request (a 2-million-character header value), so the
@@ -237,7 +238,7 @@ class Dispatcher:
         self._reply(conn, cmd, _error(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {text}"))
 
     @staticmethod
-    def _reply(conn: "Connection", request: RemotingCommand, response: RemotingCommand) -> None:
+    def _reply(conn: Connection, request: RemotingCommand, response: RemotingCommand) -> None:
         if request.flag & FLAG_ONEWAY:
             return
         # Whatever the processor built, it answers this request, in this request's encoding.

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, Self
 
 from rmq.common.log import RateLimitedLog
 from rmq.errors import IllegalStateError
@@ -190,7 +191,7 @@ class RemotingServer:
         await self._server.wait_closed()
         log.info("%s: remoting server on %s closed", self.name, self.address)
 
-    async def __aenter__(self) -> "RemotingServer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
