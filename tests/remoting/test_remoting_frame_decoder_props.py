@@ -2,6 +2,8 @@
 commands decoded, and no input makes it fail other than with RemotingCommandError."""
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +46,7 @@ def _key(c: RemotingCommand) -> tuple[object, ...]:
 def test_any_split_of_a_stream_decodes_the_same_commands(cmds, cuts):
     data = _stream(cmds)
     points = sorted({min(c, len(data)) for c in cuts} | {0, len(data)})
-    chunks = [data[a:b] for a, b in zip(points, points[1:])]
+    chunks = [data[a:b] for a, b in itertools.pairwise(points)]
     whole = _decode([data])
     assert [_key(c) for c in _decode(chunks)] == [_key(c) for c in whole]
     assert [_key(c) for c in whole] == [_key(c) for c in cmds]
