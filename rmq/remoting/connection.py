@@ -331,7 +331,7 @@ class Connection(asyncio.Protocol):
         decoder = self._decoder
         decoder.feed(data)
         self._process_frames()
-        if decoder.buffered or self._budget_charged:
+        if (decoder.buffered or self._budget_charged) and not self._broken:
             self._track_unfinished()
 
     def _process_frames(self) -> None:
