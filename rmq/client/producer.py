@@ -16,6 +16,7 @@ import warnings
 from typing import Any, Awaitable, Callable, Sequence, Union
 
 from rmq.common.constants import MixAll, TopicValidator
+from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageSysFlag, decode_offset_msg_id, encode_batch, java_string_hash
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, RemotingCommandError,
@@ -32,6 +33,8 @@ from .instance import ClientInstance, get_client_instance
 __all__ = ["Producer", "MessageQueueSelector", "select_by_hash", "validate_group", "validate_topic"]
 
 log = logging.getLogger("rmq.client")
+# per-request failures repeat during an outage: one line per kind per 10 s, with a count
+_rlog = RateLimitedLog(log)
 
 DEFAULT_PRODUCER_GROUP = MixAll.DEFAULT_PRODUCER_GROUP
 CLIENT_INNER_PRODUCER_GROUP = MixAll.CLIENT_INNER_PRODUCER_GROUP
@@ -491,8 +494,8 @@ class Producer:
                 result = await self._send_to(mq, p, deadline)
             except RemotingError as e:
                 self._faults.update(mq.broker_name, time.monotonic() - start, True)
-                log.warning("producer %s: send to %s failed (attempt %d/%d): %r", self.group, mq,
-                            attempt + 1, attempts, e)
+                _rlog.warning(f"send-failed:{self.group}", "producer %s: send to %s failed (attempt %d/%d): %s",
+                              self.group, mq, attempt + 1, attempts, clip(repr(e)))
                 last_exc = e
                 if isinstance(e, RemotingConnectError):
                     try:   # the broker may have moved or gone: see what the name server says now
@@ -506,8 +509,9 @@ class Producer:
                 if not e.retriable:
                     raise       # about this message (e.g. MESSAGE_ILLEGAL), not the broker
                 self._faults.update(mq.broker_name, time.monotonic() - start, True)
-                log.warning("producer %s: broker refused send to %s (attempt %d/%d): %r", self.group, mq,
-                            attempt + 1, attempts, e)
+                _rlog.warning(f"send-refused:{self.group}",
+                              "producer %s: broker refused send to %s (attempt %d/%d): %s",
+                              self.group, mq, attempt + 1, attempts, clip(repr(e)))
                 last_exc = e
                 if e.refresh_route:
                     try:
