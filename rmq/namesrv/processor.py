@@ -28,7 +28,6 @@ from rmq.remoting.headers import (
 )
 
 log = logging.getLogger("rmq.namesrv")
-_rate_log = RateLimitedLog(log)
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 GET_KV_CONFIG_BY_VALUE = 217  # gone from Java's RequestCode; ali-ons still sends it
@@ -47,6 +46,7 @@ class NamesrvProcessor:
         self.controller = controller
         self.route = controller.route_info_manager
         self.kv: dict[str, dict[str, str]] = {}
+        self._rate_log = RateLimitedLog(log)
         self._handlers = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -70,13 +70,13 @@ class NamesrvProcessor:
     def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         handler = self._handlers.get(cmd.code)
         if handler is None:
-            _rate_log.warning(f"unsupported:{conn.remote_addr}", "namesrv: %s sent request code %s, which is not supported",
+            self._rate_log.warning(f"unsupported:{conn.remote_addr}", "namesrv: %s sent request code %s, which is not supported",
                               conn.remote_addr, cmd.code)
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported", {})
         try:
             return handler(conn, cmd)
         except RemotingCommandError as e:
-            _rate_log.warning(f"bad-request:{conn.remote_addr}", "namesrv: bad request code=%s from %s: %s",
+            self._rate_log.warning(f"bad-request:{conn.remote_addr}", "namesrv: bad request code=%s from %s: %s",
                               cmd.code, conn.remote_addr, clip(e))
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
 
@@ -91,7 +91,7 @@ class NamesrvProcessor:
         except (TypeError, ValueError):
             raise RemotingCommandError("RegisterBrokerRequestHeader.bodyCrc32 is not an integer") from None
         if crc and body and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
-            _rate_log.warning("register-crc", "register broker %s: body CRC mismatch, refused", clip(h.broker_addr))
+            self._rate_log.warning("register-crc", "register broker %s: body CRC mismatch, refused", clip(h.broker_addr))
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
         table, data_version = None, None
         if body:
@@ -183,7 +183,7 @@ class NamesrvProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def _kv_refused(self, conn, cmd, why: str) -> RemotingCommand:
-        _rate_log.warning(f"kv-refused:{conn.remote_addr}", "namesrv: PUT_KV_CONFIG from %s refused: %s",
+        self._rate_log.warning(f"kv-refused:{conn.remote_addr}", "namesrv: PUT_KV_CONFIG from %s refused: %s",
                           conn.remote_addr, why)
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"PUT_KV_CONFIG refused: {why}", {})
 

@@ -43,7 +43,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("rmq.namesrv")
-_rate_log = RateLimitedLog(log)
 
 #: Java keeps brokerId in a long; names and addresses are short in any real deployment.
 MAX_BROKER_ID = 2**63 - 1
@@ -168,6 +167,7 @@ class RouteInfoManager:
     def __init__(self, broker_channel_expired_seconds: float = 120.0, limits: RouteLimits | None = None):
         self.broker_channel_expired_seconds = broker_channel_expired_seconds
         self.limits = limits or RouteLimits()
+        self._rate_log = RateLimitedLog(log)  # per name server: one peer's repeats never hide another's
         self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
@@ -192,7 +192,7 @@ class RouteInfoManager:
         if held is not None and held != broker_addr:
             live = self.broker_live_table.get(held)
             if self._is_live(live, now) and (conn is None or live is None or conn not in live.conns):
-                _rate_log.warning(
+                self._rate_log.warning(
                     f"dup-broker:{broker_name}:{broker_id}",
                     "refused registration of %s id=%d from %s: %s holds that name and id over a live connection",
                     clip(broker_name), broker_id, clip(broker_addr), clip(held))
@@ -200,7 +200,7 @@ class RouteInfoManager:
                     f"broker {clip(broker_name)} id {broker_id} is already registered from {clip(held)}, which is "
                     f"alive; registration from {clip(broker_addr)} refused (two brokers with the same brokerName "
                     f"and brokerId?) until it unregisters or expires after "
-                    f"{self.broker_channel_expired_seconds:.0f} s")
+                    f"{self.broker_channel_expired_seconds:g} s")
         for bid, addr in broker_data.broker_addrs.items():
             if addr == broker_addr and bid != broker_id:
                 live = self.broker_live_table.get(addr)
@@ -247,14 +247,14 @@ class RouteInfoManager:
         now = time.monotonic()
         self._check_holder(broker_name, broker_id, broker_addr, conn, now)
         if broker_addr not in self.broker_live_table and len(self.broker_live_table) >= self.limits.max_brokers:
-            _rate_log.warning("broker-table-full", "refused registration of %s from %s: %d brokers registered (maxBrokers)",
+            self._rate_log.warning("broker-table-full", "refused registration of %s from %s: %d brokers registered (maxBrokers)",
                               clip(broker_name), clip(broker_addr), len(self.broker_live_table))
             raise RegistrationRefused(f"this name server already has {len(self.broker_live_table)} brokers "
                                       f"(maxBrokers={self.limits.max_brokers}); registration refused")
         if queue_datas is not None:
             new_topics = sum(1 for t in queue_datas if t not in self.topic_queue_table)
             if new_topics and len(self.topic_queue_table) + new_topics > self.limits.max_topics:
-                _rate_log.warning("topic-table-full", "refused registration of %s from %s: %d new topics past maxTopics",
+                self._rate_log.warning("topic-table-full", "refused registration of %s from %s: %d new topics past maxTopics",
                                   clip(broker_name), clip(broker_addr), new_topics)
                 raise RegistrationRefused(
                     f"registering {new_topics} new topics would pass this name server's maxTopics="
@@ -360,7 +360,7 @@ class RouteInfoManager:
         ]
         for addr in expired:
             live = self.broker_live_table.get(addr)
-            self._remove_by_addr(addr, f"no registration for {self.broker_channel_expired_seconds:.0f} s")
+            self._remove_by_addr(addr, f"no registration for {self.broker_channel_expired_seconds:g} s")
             # Java closes the expired broker's channel too (RouteInfoManager.scanNotActiveBroker).
             for c in live.conns if live is not None else ():
                 close = getattr(c, "close", None)
