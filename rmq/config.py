@@ -43,9 +43,9 @@ from rmq.common.settings import JAVA_INT, Allowed, allowed_of, setting
 __all__ = [
     "BrokerConfig",
     "ConfigError",
-    "check_config",
     "NamesrvConfig",
     "apply_properties",
+    "check_config",
     "load_properties",
     "parse_overrides",
     "parse_properties",

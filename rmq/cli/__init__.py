@@ -19,7 +19,6 @@ import argparse
 import sys
 
 
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmq", description="RocketMQ-compatible name server and broker.",
                                      allow_abbrev=False)

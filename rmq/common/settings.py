@@ -24,8 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "Allowed", "JAVA_INT", "JAVA_LONG", "METADATA_KEY", "allowed_of", "check_delay_levels", "check_hours_of_day",
-    "multiple_of", "setting",
+    "JAVA_INT",
+    "JAVA_LONG",
+    "METADATA_KEY",
+    "Allowed",
+    "allowed_of",
+    "check_delay_levels",
+    "check_hours_of_day",
+    "multiple_of",
+    "setting",
 ]
 
 #: the key under which :func:`setting` stores an :class:`Allowed` in ``Field.metadata``.
@@ -81,7 +88,7 @@ class Allowed:
         return None
 
 
-def _num(n: int | float) -> str:
+def _num(n: float) -> str:
     if isinstance(n, int) and abs(n) >= 2**20 and n & (n - 1) == 0:
         return f"{n} (2^{n.bit_length() - 1})"
     if isinstance(n, int) and (n + 1) & n == 0 and n >= 2**20:
@@ -99,8 +106,8 @@ def setting(
     default: Any = dataclasses.MISSING,
     *,
     default_factory: Callable[[], Any] | Any = dataclasses.MISSING,
-    lo: int | float | None = None,
-    hi: int | float | None = None,
+    lo: float | None = None,
+    hi: float | None = None,
     choices: Sequence[Any] | None = None,
     check: Callable[[Any], str | None] | None = None,
     unit: str = "",

@@ -117,6 +117,10 @@ class NamesrvProcessor:
 
     def unregister_broker(self, conn, cmd):
         h = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            self.route.check_unregister(h.broker_name, h.broker_addr, conn)
+        except RegistrationRefused as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
         self.route.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 

@@ -38,8 +38,15 @@ from rmq.common.route import MASTER_ID, BrokerData, QueueData
 from rmq.errors import RemotingCommandError
 
 __all__ = [
-    "RouteInfoManager", "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult", "MASTER_ID",
-    "RegistrationRefused", "RouteLimits", "parse_topic_config_table",
+    "MASTER_ID",
+    "BrokerData",
+    "BrokerLiveInfo",
+    "QueueData",
+    "RegisterBrokerResult",
+    "RegistrationRefused",
+    "RouteInfoManager",
+    "RouteLimits",
+    "parse_topic_config_table",
 ]
 
 log = logging.getLogger("rmq.namesrv")
@@ -318,6 +325,18 @@ class RouteInfoManager:
             log.debug("topic %s removed from broker %s", topic, broker_name)
             if not queues:
                 del self.topic_queue_table[topic]
+
+    def check_unregister(self, broker_name: str, broker_addr: str, conn: object | None) -> None:
+        """Refuse an UNREGISTER_BROKER for an address that a live broker registered over other
+        connections (a broker unregisters over the connection it registers over; Java accepts
+        it from anyone, which lets any client take a broker's routes away)."""
+        live = self.broker_live_table.get(broker_addr)
+        if live is not None and live.conns and conn not in live.conns and self._is_live(live, time.monotonic()):
+            self._rate_log.warning(f"unregister-refused:{broker_addr}",
+                                   "refused UNREGISTER_BROKER of %s %s from a connection it did not register over",
+                                   clip(broker_name), clip(broker_addr))
+            raise RegistrationRefused(f"broker {clip(broker_name)} at {clip(broker_addr)} is registered over another "
+                                      f"live connection; UNREGISTER_BROKER from this one refused")
 
     def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
         """Forget one broker address (UNREGISTER_BROKER, or expiry)."""

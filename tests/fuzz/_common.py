@@ -21,9 +21,9 @@ import base64
 import hashlib
 import json
 import os
-import traceback
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 

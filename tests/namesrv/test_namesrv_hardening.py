@@ -163,6 +163,10 @@ async def test_duplicate_live_registration_refused_until_the_holder_unregisters(
         # a slave of broker-a (another id) from the newcomer is no conflict
         resp = await newcomer.invoke(ns.address, register_cmd("127.0.0.1:10931", broker_id=1, TopicA=4))
         assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["masterAddr"] == REAL
+        # nor may another connection unregister it
+        resp = await newcomer.invoke(ns.address, unregister_cmd(REAL))
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "UNREGISTER_BROKER from this one refused" in resp.remark
+        assert (await route(observer, ns, "TopicA"))["brokerDatas"][0]["brokerAddrs"]["0"] == REAL
         # the holder refreshing its registration is fine
         assert (await real.invoke(ns.address, register_cmd(REAL, TopicA=4, counter=2))).code == ResponseCode.SUCCESS
 

@@ -1,6 +1,8 @@
 """Property tests of the frame decoder (rmq.remoting.codec.FrameDecoder): any command survives
 encode → decode whatever the chunking, several frames come out in order, and arbitrary bytes
 only ever raise RemotingCommandError."""
+import itertools
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,9 +15,12 @@ SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[Heal
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 
 
+SERIALIZE_TYPES = st.sampled_from([0, 1])
+
+
 @st.composite
-def commands(draw, serialize_type=st.sampled_from([0, 1])):
-    ser = draw(serialize_type)
+def commands(draw):
+    ser = draw(SERIALIZE_TYPES)
     return RemotingCommand(
         draw(st.integers(-(2**15), 2**15 - 1)),
         language=draw(st.sampled_from([lc.name for lc in LanguageCode])),
@@ -42,7 +47,7 @@ def same(a: RemotingCommand, b: RemotingCommand) -> None:
 
 def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
     points = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in zip(points, points[1:])]
+    return [data[a:b] for a, b in itertools.pairwise(points)]
 
 
 @SETTINGS

@@ -21,11 +21,11 @@ def command(ser, code, lang, version, opaque, flag, remark, ext):
                            ext_fields=ext, serialize_type=ser)
 
 
-fields = dict(
-    code=st.integers(-(2**15), 2**15 - 1), lang=st.sampled_from([lc.name for lc in LanguageCode]),
-    version=st.integers(0, 2**15 - 1), opaque=st.integers(-(2**31), 2**31 - 1), flag=st.integers(0, 3),
-    remark=st.none() | text.filter(bool), ext=st.dictionaries(text.filter(bool), text, max_size=10),
-)
+fields = {
+    "code": st.integers(-(2**15), 2**15 - 1), "lang": st.sampled_from([lc.name for lc in LanguageCode]),
+    "version": st.integers(0, 2**15 - 1), "opaque": st.integers(-(2**31), 2**31 - 1), "flag": st.integers(0, 3),
+    "remark": st.none() | text.filter(bool), "ext": st.dictionaries(text.filter(bool), text, max_size=10),
+}
 
 
 def key(cmd):
