@@ -6,7 +6,7 @@ DELETE_TOPIC_IN_NAMESRV (216), GET_TOPICS_BY_CLUSTER (224), QUERY_DATA_VERSION (
 KV config codes (PUT 100, GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219) with an in-memory
 table. GET_KV_CONFIG_BY_VALUE (217, which ali-ons sends and Java 4.x no longer knows) and
 DELETE_KV_CONFIG_BY_VALUE (218) answer QUERY_NOT_FOUND, which the client swallows, instead of
-REQUEST_CODE_NOT_SUPPORTED (wire-contract §3). Any other code gets REQUEST_CODE_NOT_SUPPORTED
+REQUEST_CODE_NOT_SUPPORTED. Any other code gets REQUEST_CODE_NOT_SUPPORTED
 naming it.
 """
 from __future__ import annotations
@@ -110,8 +110,6 @@ class NamesrvProcessor:
                 conn)
         except RegistrationRefused as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
-        except RemotingCommandError as e:
-            raise RemotingCommandError(f"REGISTER_BROKER body is not a RegisterBrokerBody: {e}") from None
         ext = {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr}
         return cmd.response(ResponseCode.SUCCESS, None, ext)
 

@@ -403,7 +403,7 @@ class RouteInfoManager:
     # -- queries --------------------------------------------------------------------------
 
     def pick_topic_route_data(self, topic: str) -> dict | None:
-        """The route JSON of ``topic`` (wire-contract §4), or ``None`` when nobody serves it."""
+        """The route JSON of ``topic`` (Java ``TopicRouteData``), or ``None`` when nobody serves it."""
         queues = self.topic_queue_table.get(topic)
         if not queues:
             return None

@@ -1,4 +1,4 @@
-"""The daemons as real subprocesses: `rmq standalone`, `rmq namesrv`, `rmq broker -c` (O1)."""
+"""The daemons as real subprocesses: `rmq standalone`, `rmq namesrv`, `rmq broker -c`."""
 import asyncio
 import json
 import os

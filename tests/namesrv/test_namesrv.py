@@ -1,4 +1,4 @@
-"""Name server over TCP: registration, routes, expiry, error paths (N1)."""
+"""Name server over TCP: registration, routes, expiry, error paths."""
 import json
 import zlib
 
