@@ -59,11 +59,6 @@ class ConfigError(ValueError):
     """
 
 
-#: ports: 0 binds an ephemeral port (tests), else a TCP port.
-_PORT = {"lo": 0, "hi": 65535}
-_SECONDS = {"lo": 0.001, "hi": 86_400.0, "unit": "s"}
-
-
 @dataclass(slots=True)
 class NamesrvConfig:
     """Name server settings (Java ``NamesrvConfig`` + ``NettyServerConfig``).
@@ -86,10 +81,10 @@ class NamesrvConfig:
     """
 
     listen_host: str = "127.0.0.1"
-    listen_port: int = setting(9876, **_PORT)
-    broker_channel_expired_seconds: float = setting(120.0, **_SECONDS)
-    scan_not_active_broker_interval: float = setting(10.0, **_SECONDS)
-    idle_timeout: float = setting(120.0, **_SECONDS)
+    listen_port: int = setting(9876, lo=0, hi=65535)
+    broker_channel_expired_seconds: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
+    scan_not_active_broker_interval: float = setting(10.0, lo=0.001, hi=86_400.0, unit="s")
+    idle_timeout: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
     max_brokers: int = setting(2048, lo=1, hi=1_000_000)
     max_topics_per_broker: int = setting(100_000, lo=1, hi=10_000_000)
     max_topics: int = setting(500_000, lo=1, hi=10_000_000)
@@ -153,7 +148,7 @@ class BrokerConfig:
     broker_ip1: str = "127.0.0.1"
     broker_ip2: str = "127.0.0.1"
     listen_host: str = "127.0.0.1"
-    listen_port: int = setting(10911, **_PORT)
+    listen_port: int = setting(10911, lo=0, hi=65535)
     namesrv_addr: str | None = None
     lenient_config: bool = False
     broker_permission: int = setting(6, choices=(2, 4, 6))
@@ -170,8 +165,8 @@ class BrokerConfig:
     register_name_server_period: int = setting(30_000, lo=100, hi=600_000, unit="ms")
     register_broker_timeout_mills: int = setting(6000, lo=1, hi=600_000, unit="ms")
     flush_consumer_offset_interval: int = setting(5000, lo=1, hi=3_600_000, unit="ms")
-    channel_expired_seconds: float = setting(120.0, **_SECONDS)
-    idle_timeout: float = setting(120.0, **_SECONDS)
+    channel_expired_seconds: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
+    idle_timeout: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
     slave_read_enable: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
@@ -268,7 +263,7 @@ def _convert(key: str, value: str, tp: typing.Any):
     return value.strip()
 
 
-def _index(targets: tuple[object, ...]) -> dict[str, tuple[object, dataclasses.Field, typing.Any]]:
+def _index(targets: tuple[typing.Any, ...]) -> dict[str, tuple[object, dataclasses.Field, typing.Any]]:
     index: dict[str, tuple[object, dataclasses.Field, typing.Any]] = {}
     for target in targets:
         hints = typing.get_type_hints(type(target))
@@ -299,7 +294,7 @@ def _check_value(key: str, raw: object, value: object, allowed: Allowed | None) 
     return value
 
 
-def apply_properties(props: dict[str, str], *targets: object, lenient: bool | None = None) -> list[str]:
+def apply_properties(props: dict[str, str], *targets: typing.Any, lenient: bool | None = None) -> list[str]:
     """Set every property on the first target dataclass that has a matching field.
 
     Args:
@@ -336,7 +331,7 @@ def apply_properties(props: dict[str, str], *targets: object, lenient: bool | No
     return warnings
 
 
-def check_config(*targets: object) -> None:
+def check_config(*targets: typing.Any) -> None:
     """Check every field of every target against its allowed values (declared ranges, or the
     Java ``long`` / finite default for numbers), whatever set it: a default, a property or a
     CLI flag. Raises :class:`ConfigError` naming the first bad property (camelCase)."""
@@ -355,7 +350,7 @@ def check_config(*targets: object) -> None:
                 raise ConfigError(f"bad value for {snake_to_camel(f.name)}: {value!r} ({problem})")
 
 
-def allowed_values(target: object) -> dict[str, str]:
+def allowed_values(target: typing.Any) -> dict[str, str]:
     """``{camelCaseKey: allowed values in words}`` of every field that has a range (for docs and
     ``--help`` style listings)."""
     hints = typing.get_type_hints(type(target))
@@ -373,6 +368,6 @@ def snake_to_camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-def describe(obj: object) -> dict[str, object]:
+def describe(obj: typing.Any) -> dict[str, object]:
     """A dataclass as ``{camelCaseKey: value}``, for GET_BROKER_CONFIG-style dumps."""
     return {snake_to_camel(f.name): getattr(obj, f.name) for f in dataclasses.fields(obj)}

@@ -5,7 +5,8 @@
 Each target runs in its own process (``-max_total_time``, ``FUZZ_SECONDS`` or ``--seconds``)
 and keeps going past crashes: the first input of each distinct crash is written under
 ``build/fuzz/<target>/``. Prints one line per target: executions, executions per second,
-crashing inputs and distinct crashes, then each distinct crash. Exit status 1 when any target
+crashing inputs (a lower bound: the count is saved at each power of two) and distinct crashes,
+then each distinct crash. Exit status 1 when any target
 crashed.
 """
 from __future__ import annotations

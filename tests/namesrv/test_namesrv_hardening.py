@@ -34,13 +34,17 @@ def unregister_cmd(addr=REAL, name="broker-a", broker_id=0):
     return RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext)
 
 
+def _addr(ns):
+    return getattr(ns, "address", None) or ns.namesrv_addr  # a NamesrvController or a StandaloneProcess
+
+
 async def cluster_info(client, ns):
-    resp = await client.invoke(ns.address, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+    resp = await client.invoke(_addr(ns), RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
     return json.loads(resp.body_bytes())
 
 
 async def route(client, ns, topic):
-    resp = await client.invoke(ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+    resp = await client.invoke(_addr(ns), RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
     return json.loads(resp.body_bytes()) if resp.code == ResponseCode.SUCCESS else None
 
 
@@ -251,3 +255,40 @@ async def test_kv_config_bounds(clients):
         for k in ("k",):
             await c.invoke(ns.address, RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, {"namespace": "n2", "key": k}))
         assert (await put("n3", "k", "v")).code == ResponseCode.SUCCESS
+
+
+@pytest.mark.slow
+async def test_standalone_broker_keeps_its_routes_against_a_spoofer(tmp_path):
+    """The real broker of `rmq standalone` (its own registration body passes the checks); a
+    client spoofing its name, flooding malformed registrations and disconnecting changes
+    nothing, while a second client's route lookups stay prompt."""
+    from rmq._testing import NoisyNeighbour, StandaloneProcess
+
+    with StandaloneProcess(tmp_path / "store") as proc:
+        observer, spoofer = RemotingClient(), RemotingClient()
+        try:
+            async def registered():
+                data = await route(observer, proc, "TBW102")
+                return data and data["brokerDatas"][0]["brokerAddrs"].get("0") == proc.broker_addr
+
+            await wait_until(registered, what="the standalone broker's registration")
+            with NoisyNeighbour(proc.namesrv_addr, code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
+                                ext_fields={"topic": "TBW102"}) as probe:
+                resp = await spoofer.invoke(proc.namesrv_addr, register_cmd(SPOOF, TBW102=8))
+                assert resp.code == ResponseCode.SYSTEM_ERROR and proc.broker_addr in resp.remark
+                bad = [body for body, _ in MALFORMED]
+                for body in bad * 5:
+                    resp = await spoofer.invoke(proc.namesrv_addr, register_cmd(SPOOF, name="broker-z", body=body))
+                    assert resp.code == ResponseCode.SYSTEM_ERROR
+                resp = await spoofer.invoke(proc.namesrv_addr, unregister_cmd(proc.broker_addr))
+                assert resp.code == ResponseCode.SYSTEM_ERROR
+                await spoofer.close()
+            assert probe.failures == 0 and probe.worst < 2.0, probe.summary()
+            data = await route(observer, proc, "TBW102")
+            assert data["brokerDatas"][0]["brokerAddrs"] == {"0": proc.broker_addr}
+            info = await cluster_info(observer, proc)
+            assert list(info["brokerAddrTable"]) == ["broker-a"]
+        finally:
+            await spoofer.close()
+            await observer.close()
+        assert "refused registration of broker-a id=0 from " + SPOOF in proc.log_text()
