@@ -101,6 +101,10 @@ class BrokerConfig:
     Store settings (``storePathRootDir``, ``flushDiskType``, ``brokerRole``, …) live in
     ``rmq.store.StoreConfig``; the same properties file fills both.
 
+    Each numeric field declares its allowed values with :func:`rmq.common.settings.setting`
+    (``my_field: int = setting(10, lo=1, hi=100)``); a plain default works too and accepts any
+    value of a Java ``long`` (floats: any finite number).
+
     Attributes:
         broker_cluster_name: ``DefaultCluster``.
         broker_name: ``broker-a`` (Java uses the host name; a fixed name keeps routes stable).
@@ -115,10 +119,6 @@ class BrokerConfig:
         broker_permission: 6 = read + write, 4 read only, 2 write only (``PermName``).
         default_topic_queue_nums: queues of TBW102, hence the cap for auto-created topics (8,
             1..1024).
-
-    Each numeric field declares its allowed values with :func:`rmq.common.settings.setting`
-    (``my_field: int = setting(10, lo=1, hi=100)``); a plain default works too and accepts any
-    value of a Java ``long`` (floats: any finite number).
         auto_create_topic_enable: create unknown topics from TBW102 on send (True).
         auto_create_subscription_group: create unknown consumer groups on use (True).
         long_polling_enable: hold suspended pulls until a message arrives (True).
