@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.common.constants import TopicValidator
+from rmq.common.constants import PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.route import MASTER_ID, BrokerData, QueueData
 from rmq.errors import RemotingCommandError
@@ -126,7 +126,8 @@ def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -
     """Check a RegisterBrokerBody's ``topicConfigTable`` and turn it into queue data.
 
     Every topic name must be legal (``TopicValidator``), every entry an object whose
-    ``readQueueNums`` / ``writeQueueNums`` are 0..65535, ``perm`` 0..7 and ``topicSysFlag`` a
+    ``readQueueNums`` / ``writeQueueNums`` are 0..65535, ``perm`` made of ``PermName`` bits (0..15,
+    default read + write) and ``topicSysFlag`` a
     non-negative int32. Raises :class:`RemotingCommandError` naming the first bad entry, or
     :class:`RegistrationRefused` past ``max_topics`` entries.
     """
@@ -147,7 +148,7 @@ def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -
             broker_name,
             _int_field(tc, "readQueueNums", 0, 0, MAX_QUEUE_NUMS, topic),
             _int_field(tc, "writeQueueNums", 0, 0, MAX_QUEUE_NUMS, topic),
-            _int_field(tc, "perm", 6, 0, 7, topic),
+            _int_field(tc, "perm", PermName.READ_WRITE, 0, PermName.ALL, topic),
             _int_field(tc, "topicSysFlag", 0, 0, _INT32_MAX, topic),
         )
     return out
