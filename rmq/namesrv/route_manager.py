@@ -126,9 +126,8 @@ def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -
     """Check a RegisterBrokerBody's ``topicConfigTable`` and turn it into queue data.
 
     Every topic name must be legal (``TopicValidator``), every entry an object whose
-    ``readQueueNums`` / ``writeQueueNums`` are 0..65535, ``perm`` made of ``PermName`` bits (0..15,
-    default read + write) and ``topicSysFlag`` a
-    non-negative int32. Raises :class:`RemotingCommandError` naming the first bad entry, or
+    ``readQueueNums`` / ``writeQueueNums`` are 0..65535, ``perm`` made of ``PermName`` bits
+    (0..15, default read + write) and ``topicSysFlag`` a non-negative int32. Raises :class:`RemotingCommandError` naming the first bad entry, or
     :class:`RegistrationRefused` past ``max_topics`` entries.
     """
     if not isinstance(table, dict):
