@@ -111,6 +111,8 @@ class RegisterBrokerResult:
 
 def _int_field(tc: dict[str, Any], key: str, default: int, lo: int, hi: int, topic: str) -> int:
     v = tc.get(key, default)
+    if type(v) is int and lo <= v <= hi:  # the usual case, first
+        return v
     if isinstance(v, bool) or not isinstance(v, (int, str)):
         raise RemotingCommandError(f"topicConfigTable[{clip(topic)}].{key} is not an integer: {clip(v)}")
     try:
@@ -137,9 +139,10 @@ def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -
             f"broker {clip(broker_name)} registers {len(table)} topics, more than this name server's "
             f"maxTopicsPerBroker={max_topics}")
     out: dict[str, QueueData] = {}
+    illegal = TopicValidator.is_topic_or_group_illegal
     for topic, tc in table.items():
-        reason = TopicValidator.check_topic(topic)
-        if reason is not None:
+        if not topic or len(topic) > TopicValidator.TOPIC_MAX_LENGTH or illegal(topic):
+            reason = TopicValidator.check_topic(topic)
             raise RemotingCommandError(f"topicConfigTable has an illegal topic name {clip(topic)!r}: {reason}")
         if not isinstance(tc, dict):
             raise RemotingCommandError(f"topicConfigTable[{clip(topic)}] is not an object")
@@ -216,6 +219,16 @@ class RouteInfoManager:
                         f"{clip(broker_addr)} is registered as {clip(broker_name)} id {bid} over another live "
                         f"connection; registration as id {broker_id} refused")
 
+    def _topics_changed(self, broker_name: str, broker_id: int, broker_addr: str, data_version: object) -> bool:
+        """Whether a master's registration must (re)apply its topic table: a first registration
+        of this name/id/address, or a new table version (Java ``isBrokerTopicConfigChanged``).
+        The steady state, the same version every 30 s, skips both checking and applying."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None or broker_data.broker_addrs.get(broker_id) != broker_addr:
+            return True
+        prev = self.broker_live_table.get(broker_addr)
+        return prev is None or prev.data_version != (data_version or {})
+
     def register_broker(
         self,
         cluster_name: str,
@@ -249,7 +262,8 @@ class RouteInfoManager:
         if data_version is not None and not isinstance(data_version, dict):
             raise RemotingCommandError("dataVersion is not an object")
         queue_datas = None
-        if topic_config_table is not None and broker_id == MASTER_ID:
+        if topic_config_table is not None and broker_id == MASTER_ID and self._topics_changed(
+                broker_name, broker_id, broker_addr, data_version):
             queue_datas = parse_topic_config_table(broker_name, topic_config_table, self.limits.max_topics_per_broker)
         now = time.monotonic()
         self._check_holder(broker_name, broker_id, broker_addr, conn, now)
@@ -287,8 +301,7 @@ class RouteInfoManager:
 
         prev = self.broker_live_table.get(broker_addr)
         if queue_datas is not None:
-            if first_register or prev is None or prev.data_version != data_version:
-                self._update_topics_of_broker(broker_name, queue_datas)
+            self._update_topics_of_broker(broker_name, queue_datas)
 
         conns = [c for c in prev.conns if not getattr(c, "closed", False)] if prev is not None else []
         if conn is not None and conn not in conns:
