@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.common.constants import PermName, TopicValidator
+from rmq.common.constants import PermName
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.route import MASTER_ID, BrokerData, QueueData
 from rmq.errors import RemotingCommandError
@@ -127,7 +127,9 @@ def _int_field(tc: dict[str, Any], key: str, default: int, lo: int, hi: int, top
 def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -> dict[str, QueueData]:
     """Check a RegisterBrokerBody's ``topicConfigTable`` and turn it into queue data.
 
-    Every topic name must be legal (``TopicValidator``), every entry an object whose
+    Every topic name must be 1..255 printable characters (looser than ``TopicValidator``: a Java
+    broker named after its host, ``broker.example.com``, registers a topic of that name), every
+    entry an object whose
     ``readQueueNums`` / ``writeQueueNums`` are 0..65535, ``perm`` made of ``PermName`` bits
     (0..15, default read + write) and ``topicSysFlag`` a non-negative int32. Raises :class:`RemotingCommandError` naming the first bad entry, or
     :class:`RegistrationRefused` past ``max_topics`` entries.
@@ -139,11 +141,10 @@ def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -
             f"broker {clip(broker_name)} registers {len(table)} topics, more than this name server's "
             f"maxTopicsPerBroker={max_topics}")
     out: dict[str, QueueData] = {}
-    illegal = TopicValidator.is_topic_or_group_illegal
     for topic, tc in table.items():
-        if not topic or len(topic) > TopicValidator.TOPIC_MAX_LENGTH or illegal(topic):
-            reason = TopicValidator.check_topic(topic)
-            raise RemotingCommandError(f"topicConfigTable has an illegal topic name {clip(topic)!r}: {reason}")
+        if not topic or len(topic) > MAX_NAME_CHARS or not topic.isprintable() or not topic.strip():
+            raise RemotingCommandError(f"topicConfigTable has an illegal topic name {clip(topic)!r}: expected 1 to "
+                                       f"{MAX_NAME_CHARS} printable characters")
         if not isinstance(tc, dict):
             raise RemotingCommandError(f"topicConfigTable[{clip(topic)}] is not an object")
         out[topic] = QueueData(

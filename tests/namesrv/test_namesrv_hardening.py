@@ -75,8 +75,9 @@ MALFORMED = [
     (body_with({"T": {"writeQueueNums": -1}}), "writeQueueNums"),
     (body_with({"T": {"topicSysFlag": [1]}}), "topicSysFlag"),
     (body_with({"T": "not an object"}), "topicConfigTable[T]"),
-    (body_with({"bad topic/..": {}}), "illegal topic name"),
+    (body_with({"bad\ntopic": {}}), "illegal topic name"),
     (body_with({"x" * 300: {}}), "illegal topic name"),
+    (body_with({"  ": {}}), "illegal topic name"),
     (body_with(["T"]), "topicConfigTable"),
     (json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": {}, "dataVersion": 5}}).encode(), "dataVersion"),
 ]
@@ -117,6 +118,16 @@ async def test_malformed_header_is_refused_and_leaves_no_broker(clients, field, 
         resp = await real.invoke(ns.address, cmd)
         assert resp.code == ResponseCode.SYSTEM_ERROR and why in resp.remark, resp
         assert await cluster_info(observer, ns) == {"brokerAddrTable": {}, "clusterAddrTable": {}}
+
+
+async def test_java_style_names_are_accepted(clients):
+    """A Java broker named after its host registers a topic of that name (brokerTopicEnable)."""
+    real, _, observer = clients
+    async with run_namesrv() as ns:
+        resp = await real.invoke(ns.address, register_cmd(name="host-1.example.com", **{
+            "host-1.example.com": 1, "DefaultCluster_REPLY_TOPIC": 1, "%RETRY%GID_x": 1, "SCHEDULE_TOPIC_XXXX": 18}))
+        assert resp.code == ResponseCode.SUCCESS, resp
+        assert (await route(observer, ns, "host-1.example.com"))["queueDatas"][0]["brokerName"] == "host-1.example.com"
 
 
 async def test_spoof_then_disconnect_leaves_the_real_brokers_routes(clients, caplog):
