@@ -15,17 +15,23 @@ protocol, so they work against Apache RocketMQ too::
 ``-c`` (cluster) sends to the master of every broker of the cluster, ``-b`` to one broker;
 with neither, to every master the name server knows. Exit status: 0 done, 1 the broker or name
 server refused (its code and remark are printed), 2 bad arguments or unreachable.
+
+Every flag is checked before anything is sent, and a bad one exits 2 naming the flag and the
+allowed values: topic and group names as Java's ``TopicValidator`` / ``Validators.checkGroup``
+(``[%|a-zA-Z0-9_-]``, at most 127 / 255 characters), queue counts 1..1024, ``-p`` one of 2, 4, 6
+(``PermName``), booleans ``true``/``false``, addresses ``host:port``.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Callable
 from typing import TypeVar
 
-from rmq.common.constants import MixAll
+from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.route import ClusterInfo
 from rmq.errors import BrokerResponseError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
@@ -41,6 +47,82 @@ class AdminError(Exception):
     """A refusal from a broker or the name server (exit status 1)."""
 
 
+# -- flag checks (argparse ``type=`` functions: a bad value exits 2 with argparse's message) ---
+
+MAX_QUEUE_NUMS = 1024          # the broker's cap on a topic's queues
+GROUP_MAX_LENGTH = 255         # Java Validators.CHARACTER_MAX_LENGTH
+PERMS = (2, 4, 6)              # write only, read only, read + write (PermName)
+_ADDR = re.compile(r"[^\s:;,]+:\d{1,5}")
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            n = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (expected {lo}..{hi})") from None
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"{n} is out of range (expected {lo}..{hi})")
+        return n
+
+    return parse
+
+
+def _perm(text: str) -> int:
+    try:
+        n = int(text.strip())
+    except ValueError:
+        n = -1
+    if n not in PERMS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a permission (expected 2 write only, 4 read only, "
+                                         f"or 6 read and write)")
+    return n
+
+
+def _true_false(text: str) -> str:
+    """``true`` or ``false`` (any case), returned lower-case."""
+    low = text.strip().lower()
+    if low not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (expected true or false)")
+    return low
+
+
+def _topic(text: str) -> str:
+    reason = TopicValidator.check_topic(text)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r}: {reason}")
+    return text
+
+
+def _group(text: str) -> str:
+    if not text.strip() or TopicValidator.is_topic_or_group_illegal(text) or len(text) > GROUP_MAX_LENGTH:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a group name (expected 1..{GROUP_MAX_LENGTH} "
+                                         f"characters of [%|a-zA-Z0-9_-])")
+    return text
+
+
+def _name(text: str) -> str:
+    if not text.strip() or len(text) > GROUP_MAX_LENGTH or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a name (expected 1..{GROUP_MAX_LENGTH} printable "
+                                         f"characters)")
+    return text
+
+
+def _addr(text: str) -> str:
+    if not _ADDR.fullmatch(text.strip()) or not 0 < int(text.strip().rsplit(":", 1)[1]) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not an address (expected host:port)")
+    return text.strip()
+
+
+def _addr_list(text: str) -> str:
+    addrs = [a for a in text.split(";") if a.strip()]
+    if not addrs:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} names no name server (expected host:port[;host:port...])")
+    for a in addrs:
+        _addr(a)
+    return ";".join(a.strip() for a in addrs)
+
+
 def add_parser(sub) -> None:
     """Register ``rmq admin <command>`` on the top-level subparsers."""
     admin = sub.add_parser("admin", help="mqadmin-style commands: updateTopic, topicList, …", allow_abbrev=False)
@@ -49,39 +131,42 @@ def add_parser(sub) -> None:
 
     def command(name: str, help_: str) -> argparse.ArgumentParser:
         p = cmds.add_parser(name, help=help_, allow_abbrev=False)
-        p.add_argument("-n", "--namesrvAddr", dest="namesrv", default="127.0.0.1:9876",
+        p.add_argument("-n", "--namesrvAddr", dest="namesrv", default="127.0.0.1:9876", type=_addr_list,
                        help="name server address(es), ';'-separated (default 127.0.0.1:9876)")
         return p
 
+    queues = _int_in(1, MAX_QUEUE_NUMS)
     p = command("updateTopic", "create or update a topic on brokers")
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, type=_topic)
     _targets(p)
-    p.add_argument("-r", "--readQueueNums", type=int, default=8, help="read queues (default 8)")
-    p.add_argument("-w", "--writeQueueNums", type=int, default=8, help="write queues (default 8)")
-    p.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 both (default 6)")
-    p.add_argument("-o", "--order", default="false", help="orderly topic: true/false (default false)")
+    p.add_argument("-r", "--readQueueNums", type=queues, default=8, help="read queues, 1..1024 (default 8)")
+    p.add_argument("-w", "--writeQueueNums", type=queues, default=8, help="write queues, 1..1024 (default 8)")
+    p.add_argument("-p", "--perm", type=_perm, default=6, help="2 write, 4 read, 6 both (default 6)")
+    p.add_argument("-o", "--order", type=_true_false, default="false", help="orderly topic: true/false (default false)")
 
     p = command("deleteTopic", "delete a topic from brokers and the name server")
-    p.add_argument("-t", "--topic", required=True)
-    p.add_argument("-c", "--clusterName", dest="cluster", default=None)
+    p.add_argument("-t", "--topic", required=True, type=_topic)
+    p.add_argument("-c", "--clusterName", dest="cluster", default=None, type=_name)
 
     p = command("updateSubGroup", "create or update a subscription group on brokers")
-    p.add_argument("-g", "--groupName", dest="group", required=True)
+    p.add_argument("-g", "--groupName", dest="group", required=True, type=_group)
     _targets(p)
-    p.add_argument("-r", "--retryMaxTimes", type=int, default=16, help="maxReconsumeTimes (default 16)")
-    p.add_argument("-s", "--consumeEnable", default="true")
-    p.add_argument("-d", "--consumeBroadcastEnable", default="true")
+    p.add_argument("-r", "--retryMaxTimes", type=_int_in(0, 1000), default=16,
+                   help="maxReconsumeTimes, 0..1000 (default 16)")
+    p.add_argument("-s", "--consumeEnable", type=_true_false, default="true", help="true/false (default true)")
+    p.add_argument("-d", "--consumeBroadcastEnable", type=_true_false, default="true",
+                   help="true/false (default true)")
 
     command("topicList", "list the topics the name server knows")
     p = command("topicRoute", "print a topic's route as the name server answers it")
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, type=_topic)
     command("clusterList", "list clusters, brokers and their addresses")
 
 
 def _targets(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
-    g.add_argument("-c", "--clusterName", dest="cluster", default=None, help="every master of this cluster")
-    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, help="one broker ip:port")
+    g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=_name, help="every master of this cluster")
+    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=_addr, help="one broker ip:port")
 
 
 def run(args: argparse.Namespace) -> int:

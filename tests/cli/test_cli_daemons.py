@@ -1,4 +1,4 @@
-"""The daemons as real subprocesses: `rmq standalone`, `rmq namesrv`, `rmq broker -c` (O1)."""
+"""The daemons as real subprocesses: `rmq standalone`, `rmq namesrv`, `rmq broker -c`."""
 import json
 import signal
 import socket
@@ -103,9 +103,11 @@ def test_bad_property_value_and_unknown_key(tmp_path):
     r = run(["broker", "-c", str(tmp_path / "missing.conf")])
     assert r.returncode == 2 and "cannot read config file" in r.stderr
 
-    proc = StandaloneProcess(tmp_path / "store2", ["--noSuchKey=1"]).start()
+    r = run(["standalone", "--store-dir", str(tmp_path / "s"), "--noSuchKey=1", "--flushDiskTyp=SYNC_FLUSH"])
+    assert r.returncode == 2 and "noSuchKey" in r.stderr and "Traceback" not in r.stderr
+    proc = StandaloneProcess(tmp_path / "store2", ["--noSuchKey=1", "--lenient-config"]).start()
     try:
-        assert "unknown config key 'noSuchKey' ignored" in proc.log_text()
+        assert "unknown config key 'noSuchKey' (ignored)" in proc.log_text()
     finally:
         assert proc.stop() == 0
 
@@ -160,8 +162,11 @@ def test_properties_loader_units():
     from rmq.store import StoreConfig
 
     bc, sc = BrokerConfig(), StoreConfig()
-    warnings = apply_properties({**props, "flushDiskType": "sync_flush", "mappedFileSizeCommitLog": "1048576"}, bc, sc)
-    assert warnings == ["unknown config key 'longKey' ignored"]
+    with pytest.raises(ConfigError, match="longKey"):
+        apply_properties({**props}, bc, sc)
+    warnings = apply_properties({**props, "flushDiskType": "sync_flush", "mappedFileSizeCommitLog": "1048576"}, bc, sc,
+                                lenient=True)
+    assert warnings == ["unknown config key 'longKey' (ignored)"]
     assert bc.namesrv_addr_list == ["1.2.3.4:9876", "5.6.7.8:9876"] and bc.listen_port == 10
     assert sc.flush_disk_type == "SYNC_FLUSH" and sc.mapped_file_size_commitlog == 1048576
     assert parse_overrides(["--a=1", "--b"]) == {"a": "1", "b": "true"}
