@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from typing import Callable
 
 from rmq import _store
 from rmq.store.config import StoreConfig
@@ -35,13 +36,16 @@ class CommitLog:
         self._id_prefix = self.store_host_bytes.hex().upper()     # offsetMsgId = prefix + %016X
         self._born_cache: dict[tuple[str, int], bytes] = {}
         self.file_size = config.mapped_file_size_commitlog
-        self.mfq = MappedFileQueue(config.commitlog_dir, self.file_size)
+        self.mfq = MappedFileQueue(config.commitlog_dir, self.file_size, sync_dir=True)
         self.mfq.on_change = self._refresh_table
         self.table = _store.CommitLogTable()
         self.table_files: list[MappedFile] = []
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self._topic_cache: dict[str, bytes] = {}
         self.confirm_offset = 0
+        # Called with (topic, queue_id) before the first record of a queue that has no
+        # ConsumeQueue yet; a PutMessageResult refuses it (the store's mapping budget).
+        self.admit_new_queue: Callable[[str, int], PutMessageResult | None] | None = None
 
     # -- table for the getMessage scan -------------------------------------------------------
     def _refresh_table(self) -> None:
@@ -113,6 +117,8 @@ class CommitLog:
             _store.write_blank(mf.mm, mf.wrote_position, blank)
             mf.wrote_position = self.file_size
             mf = self.mfq.get_last_mapped_file(0)
+        if not mf.allocated:
+            mf.allocate()       # a file loaded on a full disk (DiskSpaceError until space frees)
         return mf
 
     def append(self, msg: MessageInner) -> PutMessageResult:
@@ -135,7 +141,16 @@ class CommitLog:
                                     remark=f"message is {size} bytes, larger than a CommitLog file")
         key = (msg.topic, msg.queue_id)
         tran = msg.sys_flag & _TRAN_MASK
-        queue_offset = 0 if tran in _NO_QUEUE_OFFSET else self.topic_queue_table.get(key, 0)
+        if tran in _NO_QUEUE_OFFSET:
+            queue_offset = 0
+        else:
+            queue_offset = self.topic_queue_table.get(key)
+            if queue_offset is None:
+                if self.admit_new_queue is not None:
+                    refused = self.admit_new_queue(msg.topic, msg.queue_id)
+                    if refused is not None:
+                        return refused
+                queue_offset = 0
         mf = self._file_for(size)
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
@@ -177,7 +192,13 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"batch is {total} bytes, larger than a CommitLog file")
         key = (msg.topic, msg.queue_id)
-        queue_offset = self.topic_queue_table.get(key, 0)
+        queue_offset = self.topic_queue_table.get(key)
+        if queue_offset is None:
+            if self.admit_new_queue is not None:
+                refused = self.admit_new_queue(msg.topic, msg.queue_id)
+                if refused is not None:
+                    return refused
+            queue_offset = 0
         mf = self._file_for(total)
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos

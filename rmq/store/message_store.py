@@ -31,7 +31,10 @@ from rmq.common.message import decode_offset_msg_id
 from rmq.errors import StoreError
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import StoreConfig
+from rmq.common.log import RateLimitedLog, clip
 from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from rmq.store.mapped_file import DiskSpaceError, MappingBudgetError
+from rmq.store.resources import MAPPINGS, configure_mapping_budget, free_bytes, fsync_dir
 from rmq.store.message import (GetMessageResult, GetMessageStatus, MessageExt, MessageFilter,
                                MessageInner, PutMessageResult, PutMessageStatus)
 
@@ -41,6 +44,7 @@ log = logging.getLogger("rmq.store")
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 WARM_CHUNK = 4 * 1024 * 1024                    # pre-fault this much CommitLog ahead of the writer
+DISPATCH_BACKOFF_MAX = 5.0                     # seconds between dispatch retries, at most
 _GET_STATUS = tuple(GetMessageStatus)           # index = value (the scan returns 0, 1 or 2)
 
 
@@ -74,6 +78,11 @@ class MessageStore:
         self.config = config
         self.store_host = store_host
         self.commit_log = CommitLog(config, store_host)
+        self.commit_log.admit_new_queue = self._admit_new_queue
+        self._pending_queues: set[tuple[str, int]] = set()
+        self._space_needed = 0               # free bytes needed before a disk-full refusal ends
+        self.dispatch_error: str | None = None
+        self._rl_log = RateLimitedLog(log)   # warnings a client can repeat: one line per key per 10 s
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self._listeners: list[Callable] = []
         self._disk_used_ratio = disk_used_ratio or _disk_used_ratio
@@ -110,10 +119,13 @@ class MessageStore:
         if self.running:
             return
         os.makedirs(self._root, exist_ok=True)
+        configure_mapping_budget(self.config.max_mapped_files)
         self._lock()
         if self.shutdown_flag:
             # Restarting this object after shutdown(): fresh in-memory state, same files.
             self.commit_log = CommitLog(self.config, self.store_host)
+            self.commit_log.admit_new_queue = self._admit_new_queue
+            self._pending_queues = set()
             self.consume_queue_table = {}
             self._group_requests = []
         self._loop = asyncio.get_running_loop()
@@ -127,8 +139,8 @@ class MessageStore:
             self._unlock()
             raise
         with open(self._abort_path, "wb") as f:
-            f.write(b"")
             os.fsync(f.fileno())
+        fsync_dir(self._root)            # the marker itself must survive a power cut
         self._check_disk()
         self.running = True
         self.shutdown_flag = False
@@ -143,7 +155,10 @@ class MessageStore:
         ]
 
     async def shutdown(self) -> None:
-        """Flush everything, write the checkpoint, remove the abort marker, release the lock."""
+        """Flush everything, write the checkpoint, remove the abort marker, release the lock.
+
+        Never raises: a step that fails is logged, the rest still runs, and the abort marker
+        stays (the next start then runs crash recovery)."""
         if not self.running:
             return
         self.running = False
@@ -159,14 +174,23 @@ class MessageStore:
         clean = True
         try:
             await self._run_blocking(self.commit_log.flush, 0)
-            self._fail_group_requests(None)
-            self.do_reput()
-            self._last_checkpoint["logics_pending"] = self.reput_from_offset
-            await self._run_blocking(self._flush_consume_queues, 0)
-            await self._run_blocking(self._write_checkpoint, True)
-        except OSError as e:
+        except (OSError, ValueError) as e:
             clean = False
-            log.error("store shutdown: flush failed (%s); the next start will run crash recovery", e)
+            log.error("store shutdown: CommitLog flush failed (%s); the next start will run crash recovery", e)
+        self._fail_group_requests(None if clean else StoreError("message store shut down before the flush"))
+        try:
+            self.do_reput()
+        except Exception as e:   # noqa: BLE001 - the rest is dispatched again at the next start
+            log.error("store shutdown: dispatch stopped at CommitLog offset %d (%s); the next start "
+                      "dispatches the rest", self.reput_from_offset, e)
+        self._last_checkpoint["logics_pending"] = self.reput_from_offset
+        try:
+            await self._run_blocking(self._flush_consume_queues, 0)
+            await self._run_blocking(self._write_checkpoint, clean)
+        except (OSError, ValueError) as e:
+            clean = False
+            log.error("store shutdown: ConsumeQueue flush / checkpoint failed (%s); the next start will run "
+                      "crash recovery", e)
         self._warm_executor.shutdown(wait=True)
         for queues in self.consume_queue_table.values():
             for cq in queues.values():
@@ -176,8 +200,11 @@ class MessageStore:
         if clean:
             try:
                 os.unlink(self._abort_path)
+                fsync_dir(self._root)
             except FileNotFoundError:
                 pass
+            except OSError as e:
+                log.warning("store shutdown: removing the abort marker: %s", e)
         self._unlock()
 
     def _lock(self) -> None:
@@ -232,6 +259,7 @@ class MessageStore:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._checkpoint_path)
+        fsync_dir(self._root)            # the rename is durable only with its directory
         self._last_checkpoint.update(data)
 
     def _recover(self) -> None:
@@ -338,11 +366,34 @@ class MessageStore:
             return refused
         try:
             result = self.commit_log.append_batch(msg) if batch else self.commit_log.append(msg)
+        except MappingBudgetError as e:
+            self._rl_log.warning("append-budget", "append to CommitLog refused: %s", e)
+            return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(e))
+        except DiskSpaceError as e:
+            self._set_disk_full(f"disk full: {e}; message store is not writeable", e.needed)
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self.disk_full_remark)
         except (OSError, StoreError, ValueError, TypeError) as e:
             log.error("%sappend to CommitLog failed: %s", "batch " if batch else "", e)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
         result.flush_wait = self._after_append(result)
         return result
+
+    def _admit_new_queue(self, topic: str, queue_id: int) -> PutMessageResult | None:
+        """Before the first record of a queue without a ConsumeQueue: refuse it while the
+        mapping budget (file descriptors, vm.max_map_count) is nearly used up, so dispatch
+        never meets a ConsumeQueue it cannot create."""
+        key = (topic, queue_id)
+        queues = self.consume_queue_table.get(topic)
+        if (queues is not None and queue_id in queues) or key in self._pending_queues:
+            return None
+        if not MAPPINGS.can_add_queues(len(self._pending_queues)):
+            remark = (f"too many mapped files to create ConsumeQueue {clip(topic)}-{queue_id}: "
+                      f"{MAPPINGS.describe()}, {MAPPINGS.queue_headroom} kept for file rolls; "
+                      f"raise the open file limit (ulimit -n) or vm.max_map_count, or delete unused topics")
+            self._rl_log.warning("queue-budget", "%s", remark)
+            return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=remark)
+        self._pending_queues.add(key)
+        return None
 
     async def put_message(self, msg: MessageInner) -> PutMessageResult:
         """Append one message. SYNC_FLUSH: returns after fsync (FLUSH_DISK_TIMEOUT after
@@ -362,7 +413,8 @@ class MessageStore:
     def _after_append(self, result: PutMessageResult) -> bool:
         """Bookkeeping after an append; True when the caller must wait for the group commit."""
         if result.status != PutMessageStatus.PUT_OK:
-            log.warning("put refused: %s (%s)", result.status.name, result.remark)
+            self._rl_log.warning(f"put-refused-{result.status.name}", "put refused: %s (%s)",
+                            result.status.name, result.remark)
             return False
         a = result.append
         stats = self._stats
@@ -527,6 +579,7 @@ class MessageStore:
         if cq is None and create:
             cq = queues[queue_id] = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir,
                                                  self.config.mapped_file_size_consume_queue)
+            self._pending_queues.discard((topic, queue_id))
         return cq
 
     def _schedule_tags_code(self, mf, props_pos: int, props_len: int, store_ts: int, tags_code: int) -> int:
@@ -565,18 +618,26 @@ class MessageStore:
             stop = min(mf.wrote_position, limit - mf.file_from_offset)
             recs, at, outcome, _ = _store.scan_records(mf.mm, pos, stop, mf.file_from_offset, False,
                                                        max_records - n)
-            for phy, size, topic, qid, qoff, tags, store_ts, sys_flag, ppos, plen in recs:
-                if sys_flag & 0x4:
-                    # PREPARED (0x4) and ROLLBACK (0xC) records are not dispatched (Java).
-                    continue
-                if topic == SCHEDULE_TOPIC:
-                    tags = self._schedule_tags_code(mf, ppos, plen, store_ts, tags)
-                key = (topic, qid)
-                cq = cqs.get(key)
-                if cq is None:
-                    cq = cqs[key] = self.find_consume_queue(topic, qid)
-                if cq.put_message_position_info(phy, size, tags, qoff) and notify:
-                    arrived[(topic, qid, tags)] = qoff + 1
+            try:
+                for phy, size, topic, qid, qoff, tags, store_ts, sys_flag, ppos, plen in recs:
+                    if sys_flag & 0x4:
+                        # PREPARED (0x4) and ROLLBACK (0xC) records are not dispatched (Java).
+                        continue
+                    if topic == SCHEDULE_TOPIC:
+                        tags = self._schedule_tags_code(mf, ppos, plen, store_ts, tags)
+                    key = (topic, qid)
+                    cq = cqs.get(key)
+                    if cq is None:
+                        cq = cqs[key] = self.find_consume_queue(topic, qid)
+                    if cq.put_message_position_info(phy, size, tags, qoff) and notify:
+                        arrived[(topic, qid, tags)] = qoff + 1
+            except BaseException:
+                # `phy` is the record that failed: the ones before it are in their queues (and
+                # their waiters are told); the next run starts again at this one.
+                self.reput_from_offset = phy
+                self._stats["dispatched"] += n
+                self._notify_arrivals(arrived)
+                raise
             n += len(recs)
             self.reput_from_offset = mf.file_from_offset + at
             if outcome == _store.SCAN_BLANK:
@@ -588,6 +649,10 @@ class MessageStore:
             elif outcome == _store.SCAN_END or (at >= stop and not recs):
                 break
         self._stats["dispatched"] += n
+        self._notify_arrivals(arrived)
+        return n
+
+    def _notify_arrivals(self, arrived: dict[tuple[str, int, int], int]) -> None:
         if arrived and self._listeners:
             for (topic, qid, tags), next_offset in arrived.items():
                 for fn in self._listeners:
@@ -595,14 +660,18 @@ class MessageStore:
                         fn(topic, qid, next_offset, tags)
                     except Exception:
                         log.exception("arrival listener %r failed", fn)
-        return n
 
     async def _reput_service(self) -> None:
+        """Java ReputMessageService: dispatch whenever woken (or every second). A failure (a
+        ConsumeQueue file that cannot be created: disk full, no descriptors left) is logged
+        (rate-limited), shown in ``dispatch_error`` / runtime_info and retried with backoff
+        from the record that failed; nothing is skipped."""
+        backoff = 0.0
         while self.running:
             try:
                 # (asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that
                 # races with the event being set, and the task would never stop.)
-                async with asyncio.timeout(1.0):
+                async with asyncio.timeout(backoff or 1.0):
                     await self._reput_event.wait()
             except TimeoutError:
                 pass
@@ -611,11 +680,19 @@ class MessageStore:
                 # Bounded batches so a large backlog does not starve the loop.
                 while self.do_reput(max_records=4096) >= 4096:
                     await asyncio.sleep(0)
-            except Exception:
-                # E.g. a ConsumeQueue file cannot be created (disk full): keep the service
-                # alive and retry; the backlog shows in dispatch_behind_bytes().
-                log.exception("dispatch failed at CommitLog offset %d; retrying in 1 s", self.reput_from_offset)
-                await asyncio.sleep(1.0)
+            except Exception as e:
+                backoff = min(max(backoff * 2, 0.05), DISPATCH_BACKOFF_MAX)
+                self.dispatch_error = f"{type(e).__name__}: {e}"
+                self._rl_log.warning("dispatch", "dispatch failed at CommitLog offset %d (%d bytes behind): %s; "
+                                "retrying in %.2f s", self.reput_from_offset, self.dispatch_behind_bytes(),
+                                self.dispatch_error, backoff)
+                if backoff == DISPATCH_BACKOFF_MAX or not isinstance(e, StoreError):
+                    log.debug("dispatch failure", exc_info=True)
+                continue
+            if self.dispatch_error is not None:
+                log.warning("dispatch works again (after: %s)", self.dispatch_error)
+                self.dispatch_error = None
+            backoff = 0.0
 
     # ======================================================================================
     # get (S3)
@@ -813,28 +890,42 @@ class MessageStore:
             "flushDiskType": self.config.flush_disk_type,
             "brokerRole": self.config.broker_role,
             "lastFlushError": self.last_flush_error or "",
+            "dispatchError": self.dispatch_error or "",
+            "mappedFiles": MAPPINGS.live,
+            "mappedFilesBudget": MAPPINGS.limit,
         }
         return {k: str(v) for k, v in info.items()}
 
     # ======================================================================================
     # retention (S6)
     # ======================================================================================
+    def _set_disk_full(self, remark: str, needed: int = 0) -> None:
+        if not self.disk_full:
+            log.error("%s: refusing writes", remark)
+        self.disk_full = True
+        self.disk_full_remark = remark
+        self._space_needed = max(self._space_needed, needed)
+
     def _check_disk(self) -> float:
+        """Java CleanCommitLogService.isSpaceFull: above ``disk_space_warning_level_ratio`` the
+        store refuses writes; it accepts them again once the disk is below it and, after a
+        file could not be allocated, has room for that file."""
         path = self.commit_log.mfq.store_path
-        ratio = self._disk_used_ratio(path if os.path.isdir(path) else self._root)
+        if not os.path.isdir(path):
+            path = self._root
+        ratio = self._disk_used_ratio(path)
         limit = self.config.disk_space_warning_level_ratio / 100.0
         if ratio > limit:
-            if not self.disk_full:
-                log.error("disk use %.1f%% above %d%%: refusing writes", ratio * 100,
-                          self.config.disk_space_warning_level_ratio)
-            self.disk_full = True
-            self.disk_full_remark = (f"disk full: {ratio * 100:.1f}% used, above "
-                                     f"{self.config.disk_space_warning_level_ratio}%; message store is not writeable")
+            self._set_disk_full(f"disk full: {ratio * 100:.1f}% used, above "
+                                f"{self.config.disk_space_warning_level_ratio}%; message store is not writeable")
         elif self.disk_full:
-            log.info("disk use %.1f%% back below %d%%: accepting writes", ratio * 100,
-                     self.config.disk_space_warning_level_ratio)
+            if self._space_needed and free_bytes(path) < self._space_needed:
+                return ratio
+            log.warning("disk use %.1f%% back below %d%%: accepting writes", ratio * 100,
+                        self.config.disk_space_warning_level_ratio)
             self.disk_full = False
             self.disk_full_remark = ""
+            self._space_needed = 0
         return ratio
 
     def _is_time_to_delete(self) -> bool:

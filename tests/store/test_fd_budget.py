@@ -1,0 +1,107 @@
+"""File descriptors and memory maps: a broker started with a low open file limit refuses new
+ConsumeQueues with a clear error before the limit runs out, keeps serving what it acknowledged,
+shuts down cleanly and starts again."""
+import sys
+
+from rmq._testing import StandaloneProcess, wait_until
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+
+NOFILE = 256
+
+_LIMITED = ("import os, resource, sys; "
+            "resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n})); "
+            "os.execv(sys.executable, sys.argv[1:])")
+
+
+class LimitedStandalone(StandaloneProcess):
+    """``rmq standalone`` under ``RLIMIT_NOFILE = (n, n)`` (what ``prlimit --nofile=n`` does)."""
+
+    def __init__(self, *a, nofile=NOFILE, **kw):
+        super().__init__(*a, **kw)
+        self.nofile = nofile
+
+    def command(self):
+        return [sys.executable, "-c", _LIMITED.format(n=self.nofile), *super().command()]
+
+
+SMALL_FILES = ["--mappedFileSizeCommitLog=1048576", "--mappedFileSizeConsumeQueue=20000",
+               "--flushDiskType=SYNC_FLUSH"]
+
+
+def _props(d):
+    return "".join(f"{k}\x01{v}\x02" for k, v in d.items())
+
+
+async def _send(client, addr, topic, qid, body):
+    ext = {"producerGroup": "PG", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
+           "queueId": qid, "sysFlag": 0, "bornTimestamp": "0", "flag": 0,
+           "properties": _props({"TAGS": "t", "WAIT": "true"}), "reconsumeTimes": "0", "unitMode": "0",
+           "batch": "0"}
+    return await client.invoke(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE, ext, body), timeout=10.0)
+
+
+async def _pull(client, addr, topic, qid, offset):
+    ext = {"consumerGroup": "CG", "topic": topic, "queueId": qid, "queueOffset": str(offset), "maxMsgNums": 32,
+           "sysFlag": 4, "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
+    return await client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, ext), timeout=10.0)
+
+
+async def _assert_pullable(client, addr, acked):
+    for (topic, qid, offset), body in acked.items():
+        async def found():
+            r = await _pull(client, addr, topic, qid, offset)
+            return r if r.code == ResponseCode.SUCCESS else None
+        # (dispatch runs right after the flush that acknowledged the send, not before it)
+        r = await wait_until(found, timeout=20, what=f"{topic}-{qid}@{offset} pullable")
+        assert body in r.body_bytes(), (topic, qid, offset)
+
+
+async def test_low_fd_limit_refuses_new_queues_and_keeps_acked_messages(tmp_path):
+    store_dir = tmp_path / "store"
+    acked = {}
+    refused = []
+    proc = LimitedStandalone(store_dir, SMALL_FILES)
+    proc.start()
+    client = RemotingClient(name="fd-test")
+    try:
+        # 4 queues per auto-created topic, one message each, until well past the point where
+        # new queues are refused (the budget is about 190 mapped files under 256 descriptors).
+        for t in range(70):
+            topic = f"FdTopic{t}"
+            for qid in range(4):
+                body = f"body-{topic}-{qid}".encode()
+                r = await _send(client, proc.broker_addr, topic, qid, body)
+                if r.code == ResponseCode.SUCCESS:
+                    acked[(topic, qid, int(r.ext_fields["queueOffset"]))] = body
+                else:
+                    refused.append((topic, qid, r.code, r.remark))
+        assert len(acked) >= 100, len(acked)                 # 256 fds used to allow ~60 queues
+        assert refused, "no send was refused under a 256 descriptor limit"
+        code, remark = refused[0][2], refused[0][3]
+        assert code == ResponseCode.SYSTEM_ERROR and "too many mapped files" in remark, (code, remark)
+        # Existing queues keep working after the refusals.
+        (topic, qid, _), _ = next(iter(acked.items()))
+        r = await _send(client, proc.broker_addr, topic, qid, b"after-the-refusals")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        acked[(topic, qid, int(r.ext_fields["queueOffset"]))] = b"after-the-refusals"
+        await _assert_pullable(client, proc.broker_addr, acked)
+        log = proc.log_text()
+        assert "file descriptors: soft limit 256" in log and "budget" in log
+        assert "Too many open files" not in log and "Traceback" not in log
+    finally:
+        await client.close()
+        rc = proc.stop()
+    assert rc == 0, proc.log_text()[-3000:]
+
+    # The same store starts again under the same limit and still serves every acked message.
+    proc = LimitedStandalone(store_dir, SMALL_FILES)
+    proc.start()
+    client = RemotingClient(name="fd-test-2")
+    try:
+        await _assert_pullable(client, proc.broker_addr, acked)
+    finally:
+        await client.close()
+        rc = proc.stop()
+    assert rc == 0, proc.log_text()[-3000:]
