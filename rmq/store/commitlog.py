@@ -36,7 +36,9 @@ class CommitLog:
         self._id_prefix = self.store_host_bytes.hex().upper()     # offsetMsgId = prefix + %016X
         self._born_cache: dict[tuple[str, int], bytes] = {}
         self.file_size = config.mapped_file_size_commitlog
-        self.mfq = MappedFileQueue(config.commitlog_dir, self.file_size, sync_dir=True)
+        # A new CommitLog file leaves room for the ConsumeQueue files its records need.
+        self.mfq = MappedFileQueue(config.commitlog_dir, self.file_size, sync_dir=True,
+                                   keep_free=max(2 * config.mapped_file_size_consume_queue, 1 << 20))
         self.mfq.on_change = self._refresh_table
         self.table = _store.CommitLogTable()
         self.table_files: list[MappedFile] = []
@@ -46,6 +48,9 @@ class CommitLog:
         # Called with (topic, queue_id) before the first record of a queue that has no
         # ConsumeQueue yet; a PutMessageResult refuses it (the store's mapping budget).
         self.admit_new_queue: Callable[[str, int], PutMessageResult | None] | None = None
+        # Called after a new CommitLog file was created (the store re-checks the disk: with
+        # preallocated files, disk use only grows here).
+        self.on_new_file: Callable[[], object] | None = None
 
     # -- table for the getMessage scan -------------------------------------------------------
     def _refresh_table(self) -> None:
@@ -111,14 +116,27 @@ class CommitLog:
     def _file_for(self, size: int) -> MappedFile:
         """The file the next ``size`` bytes go to: pads the current one with a BLANK record
         when they do not fit (with the 8 bytes a later BLANK needs)."""
-        mf = self.mfq.get_last_mapped_file(0)
-        if size + _store.END_FILE_MIN_BLANK_LENGTH > mf.remaining:
-            blank = mf.remaining
-            _store.write_blank(mf.mm, mf.wrote_position, blank)
+        mf = self.mfq.last
+        if mf is None or mf.is_full:
+            mf = self._new_file()
+        elif size + _store.END_FILE_MIN_BLANK_LENGTH > mf.remaining:
+            # Create the next file first: when that fails the current one stays open.
+            nxt = self._new_file(mf)
+            _store.write_blank(mf.mm, mf.wrote_position, mf.remaining)
             mf.wrote_position = self.file_size
-            mf = self.mfq.get_last_mapped_file(0)
+            mf = nxt
         if not mf.allocated:
             mf.allocate()       # a file loaded on a full disk (DiskSpaceError until space frees)
+        return mf
+
+    def _new_file(self, full: MappedFile | None = None) -> MappedFile:
+        """Map the file after ``full`` (or the first / next one); StoreError when it cannot be."""
+        if full is None:
+            mf = self.mfq.get_last_mapped_file(0)
+        else:
+            mf = self.mfq.create_after(full)
+        if self.on_new_file is not None:
+            self.on_new_file()
         return mf
 
     def append(self, msg: MessageInner) -> PutMessageResult:
@@ -306,8 +324,10 @@ class CommitLog:
         self.mfq.flushed_where = end
         self._refresh_table()
 
-    def delete_expired_files(self, expired_ms: int, clean_immediately: bool) -> int:
-        n = self.mfq.delete_expired_by_time(expired_ms, clean_immediately)
+    def delete_expired_files(self, expired_ms: int, clean_immediately: bool, keep_from: int | None = None) -> int:
+        """Delete expired files, never one holding records at or past ``keep_from`` (the
+        dispatch position: those records are not in their ConsumeQueues yet)."""
+        n = self.mfq.delete_expired_by_time(expired_ms, clean_immediately, keep_from=keep_from)
         self.mfq.retry_pending_destroy()
         return n
 

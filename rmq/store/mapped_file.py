@@ -65,7 +65,8 @@ class MappedFile:
                  "wrote_position", "flushed_position", "_holds", "available", "destroyed",
                  "warmed_to", "allocated", "__weakref__")
 
-    def __init__(self, path: str, file_size: int, *, create: bool = False, allocate: bool = False):
+    def __init__(self, path: str, file_size: int, *, create: bool = False, allocate: bool = False,
+                 keep_free: int = 0):
         self.path = path
         self.file_name = os.path.basename(path)
         try:
@@ -78,9 +79,9 @@ class MappedFile:
             if not MAPPINGS.can_map():
                 raise MappingBudgetError(f"cannot create {path}: {MAPPINGS.describe()}")
             free = free_bytes(os.path.dirname(path) or ".")
-            if free < file_size:
-                raise DiskSpaceError(f"cannot create {path}: {file_size} bytes needed, {free} free on its disk",
-                                     needed=file_size)
+            if free < file_size + keep_free:
+                raise DiskSpaceError(f"cannot create {path}: {file_size} bytes needed and {keep_free} kept free, "
+                                     f"{free} free on its disk", needed=file_size + keep_free)
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
@@ -272,11 +273,14 @@ class MappedFile:
 class MappedFileQueue:
     """The files of one CommitLog or one ConsumeQueue, contiguous in offset order."""
 
-    def __init__(self, store_path: str, mapped_file_size: int, *, sync_dir: bool = False):
+    def __init__(self, store_path: str, mapped_file_size: int, *, sync_dir: bool = False, keep_free: int = 0):
         """``sync_dir``: fsync the directory after creating a file (the CommitLog: a file whose
-        directory entry is lost at a power cut loses acknowledged SYNC_FLUSH messages)."""
+        directory entry is lost at a power cut loses acknowledged SYNC_FLUSH messages).
+        ``keep_free``: bytes a new file must leave free on the disk (the CommitLog keeps room
+        for the ConsumeQueue files and the checkpoint that its records still need)."""
         self.store_path = store_path
         self.sync_dir = sync_dir
+        self.keep_free = keep_free
         self.mapped_file_size = mapped_file_size
         self.files: list[MappedFile] = []
         self.flushed_where = 0
@@ -365,10 +369,18 @@ class MappedFileQueue:
             create_offset = start_offset - (start_offset % self.mapped_file_size)
         else:
             create_offset = last.file_from_offset + self.mapped_file_size
+        return self._create(create_offset)
+
+    def create_after(self, last: MappedFile) -> MappedFile:
+        """Create the file after ``last`` (which must be the last one) before it is full, so
+        that a failure leaves ``last`` writable."""
+        return self._create(last.file_from_offset + self.mapped_file_size)
+
+    def _create(self, create_offset: int) -> MappedFile:
         os.makedirs(self.store_path, exist_ok=True)
         path = os.path.join(self.store_path, f"{create_offset:020d}")
         try:
-            mf = MappedFile(path, self.mapped_file_size, create=True)
+            mf = MappedFile(path, self.mapped_file_size, create=True, keep_free=self.keep_free)
         except OSError as e:
             raise StoreError(f"cannot create mapped file {path}: {e}") from e
         if self.sync_dir:
@@ -440,13 +452,17 @@ class MappedFileQueue:
             self._destroy(mf)
         return gone
 
-    def delete_expired_by_time(self, expired_ms: int, clean_immediately: bool, max_files: int = 10) -> int:
+    def delete_expired_by_time(self, expired_ms: int, clean_immediately: bool, max_files: int = 10,
+                               keep_from: int | None = None) -> int:
         """Java ``deleteExpiredFileByTime``: files (never the last) older than ``expired_ms``,
-        or any when ``clean_immediately``; at most ``max_files`` per call."""
+        or any when ``clean_immediately``; at most ``max_files`` per call; never a file that
+        ends past ``keep_from`` (records not dispatched yet)."""
         now = time.time()
         n = 0
         for mf in self.files[:-1]:
             if n >= max_files:
+                break
+            if keep_from is not None and mf.file_from_offset + self.mapped_file_size > keep_from:
                 break
             if clean_immediately or now - mf.last_modified() >= expired_ms / 1000.0:
                 n += 1

@@ -79,6 +79,7 @@ class MessageStore:
         self.store_host = store_host
         self.commit_log = CommitLog(config, store_host)
         self.commit_log.admit_new_queue = self._admit_new_queue
+        self.commit_log.on_new_file = self._check_disk
         self._pending_queues: set[tuple[str, int]] = set()
         self._space_needed = 0               # free bytes needed before a disk-full refusal ends
         self.dispatch_error: str | None = None
@@ -125,6 +126,7 @@ class MessageStore:
             # Restarting this object after shutdown(): fresh in-memory state, same files.
             self.commit_log = CommitLog(self.config, self.store_host)
             self.commit_log.admit_new_queue = self._admit_new_queue
+            self.commit_log.on_new_file = self._check_disk
             self._pending_queues = set()
             self.consume_queue_table = {}
             self._group_requests = []
@@ -556,7 +558,7 @@ class MessageStore:
                 await self._run_blocking(self._flush_consume_queues, least)
                 await self._run_blocking(self._write_checkpoint, False)
             except (OSError, ValueError) as e:
-                log.error("ConsumeQueue flush / checkpoint failed: %s", e)
+                self._rl_log.log(logging.ERROR, "cq-flush", "ConsumeQueue flush / checkpoint failed: %s", e)
 
     # ======================================================================================
     # reput / dispatch (S2)
@@ -683,6 +685,9 @@ class MessageStore:
             except Exception as e:
                 backoff = min(max(backoff * 2, 0.05), DISPATCH_BACKOFF_MAX)
                 self.dispatch_error = f"{type(e).__name__}: {e}"
+                if isinstance(e, DiskSpaceError):
+                    # No new messages until the queues they need can be written.
+                    self._set_disk_full(f"disk full: {e}; message store is not writeable", e.needed)
                 self._rl_log.warning("dispatch", "dispatch failed at CommitLog offset %d (%d bytes behind): %s; "
                                 "retrying in %.2f s", self.reput_from_offset, self.dispatch_behind_bytes(),
                                 self.dispatch_error, backoff)
@@ -950,7 +955,8 @@ class MessageStore:
         n = 0
         if manual or space_full or self._is_time_to_delete():
             expired_ms = cfg.file_reserved_time * 3600 * 1000
-            n = self.commit_log.delete_expired_files(expired_ms, space_full or clean_now)
+            n = self.commit_log.delete_expired_files(expired_ms, space_full or clean_now,
+                                                     keep_from=self.reput_from_offset)
             if n:
                 log.info("retention deleted %d CommitLog file(s); CommitLog now starts at %d",
                          n, self.commit_log.min_offset)
