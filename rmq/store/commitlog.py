@@ -313,17 +313,6 @@ class CommitLog:
         self._refresh_table()
         return {"end": end, "truncated_bytes": dropped, "reason": reason if dropped else None}
 
-    def set_clean_end(self, end: int) -> None:
-        """After a clean stop: trust the checkpointed end (no scan)."""
-        for f in self.mfq.files:
-            if f.file_from_offset + self.file_size <= end:
-                f.wrote_position = f.flushed_position = self.file_size
-            elif f.file_from_offset <= end:
-                f.wrote_position = f.flushed_position = end - f.file_from_offset
-        self.mfq.truncate_dirty_files(end)
-        self.mfq.flushed_where = end
-        self._refresh_table()
-
     def delete_expired_files(self, expired_ms: int, clean_immediately: bool, keep_from: int | None = None) -> int:
         """Delete expired files, never one holding records at or past ``keep_from`` (the
         dispatch position: those records are not in their ConsumeQueues yet)."""

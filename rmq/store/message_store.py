@@ -53,6 +53,12 @@ def _consume_result(fut: asyncio.Future) -> None:
         fut.exception()
 
 
+def _cp_int(cp: dict, key: str, default: int) -> int:
+    """An offset from the checkpoint (``default`` when missing or not a non-negative int)."""
+    v = cp.get(key, default)
+    return v if isinstance(v, int) and v >= 0 else default
+
+
 def _disk_used_ratio(path: str) -> float:
     """Used fraction (0..1) of the file system holding ``path``."""
     try:
@@ -271,25 +277,24 @@ class MessageStore:
         cp = self._read_checkpoint()
         self.commit_log.mfq.load()
         self._load_consume_queues()
-        if not abnormal and cp.get("clean") and self.commit_log.mfq.files:
-            end = int(cp.get("max_offset", 0))
-            last = self.commit_log.mfq.last
-            if self.commit_log.mfq.min_offset <= end <= last.file_from_offset + last.file_size:
-                self.commit_log.set_clean_end(end)
-                report = {"mode": "clean", "end": end, "truncated_bytes": 0, "reason": None}
-            else:
-                log.warning("checkpoint end %d outside the CommitLog files: scanning", end)
-                abnormal = True
-        elif self.commit_log.mfq.files:
-            abnormal = True
-        if abnormal:
-            start = min(int(cp.get("physic_offset", 0)), int(cp.get("logics_offset", 0))) if cp else 0
+        if self.commit_log.mfq.files:
+            # Clean or not, records past the checkpoint are validated (CRC) to the end of the
+            # data instead of trusted or dropped: after a power cut the abort marker can be
+            # gone and the checkpoint older than SYNC_FLUSH-acknowledged records (Java
+            # CommitLog.recoverNormally re-validates the last files too). Below the
+            # checkpoint's offsets everything was fsynced before the checkpoint was written.
+            start = min(_cp_int(cp, "physic_offset", 0), _cp_int(cp, "logics_offset", 0))
             report = self.commit_log.recover(start, cfg.check_crc_on_recover)
-            report["mode"] = "crash"
+            report["mode"] = "crash" if abnormal else "clean"
             report["scanned_from"] = start
-            log.warning("store %s was not shut down cleanly: recovered CommitLog to %d from %d",
-                        self._root, report["end"], start)
-        elif not self.commit_log.mfq.files:
+            if abnormal:
+                log.warning("store %s was not shut down cleanly: recovered CommitLog to %d from %d",
+                            self._root, report["end"], start)
+            elif report["end"] != _cp_int(cp, "max_offset", -1) or report["truncated_bytes"]:
+                log.warning("store %s: the checkpoint ends at %s but the CommitLog's valid records end at %d "
+                            "(%d bytes truncated): the last stop was not clean or the checkpoint is stale",
+                            self._root, cp.get("max_offset"), report["end"], report["truncated_bytes"])
+        else:
             report = {"mode": "empty", "end": 0, "truncated_bytes": 0, "reason": None}
         end = self.commit_log.max_offset
         min_phy = self.commit_log.min_offset
@@ -300,11 +305,11 @@ class MessageStore:
                 cq.recover(end)
                 cq.correct_min_offset(min_phy)
                 cq_max_end = max(cq_max_end, cq.max_physic_offset)
-        if report["mode"] == "crash":
+        if report["mode"] != "empty":
             # Units are written in CommitLog order, so everything below the highest unit's
             # record is indexed; re-dispatch from there (idempotent) to the end.
             reput_from = max(min_phy, min(end, cq_max_end if cq_max_end >= 0 else min_phy,
-                                          int(cp.get("logics_offset", end)) if cp else min_phy))
+                                          _cp_int(cp, "logics_offset", end) if cp else min_phy))
         self.reput_from_offset = reput_from
         self.do_reput(limit=end, notify=False)
         self.commit_log.topic_queue_table = {}
