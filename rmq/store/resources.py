@@ -16,8 +16,16 @@ import os
 import resource
 import shutil
 
-__all__ = ["MappingBudget", "MAPPINGS", "raise_nofile_limit", "read_max_map_count",
-           "configure_mapping_budget", "free_bytes", "fsync_dir", "FDS_PER_MAPPING"]
+__all__ = [
+    "FDS_PER_MAPPING",
+    "MAPPINGS",
+    "MappingBudget",
+    "configure_mapping_budget",
+    "free_bytes",
+    "fsync_dir",
+    "raise_nofile_limit",
+    "read_max_map_count",
+]
 
 log = logging.getLogger("rmq.store")
 
@@ -39,7 +47,7 @@ class MappingBudget:
     existing queues can still roll into their next file once new queues are refused.
     """
 
-    __slots__ = ("live", "limit", "queue_headroom", "source")
+    __slots__ = ("limit", "live", "queue_headroom", "source")
 
     def __init__(self) -> None:
         self.live = 0
