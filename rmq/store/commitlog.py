@@ -1,4 +1,4 @@
-"""CommitLog: the append-only log of every message (SPEC S1) and its recovery (S5)."""
+"""CommitLog: the append-only log of every message and its recovery (Java CommitLog)."""
 from __future__ import annotations
 
 import logging
@@ -99,7 +99,7 @@ class CommitLog:
         return b
 
     def msg_id(self, phy: int) -> str:
-        """offsetMsgId of the record at ``phy`` (wire-contract §11)."""
+        """offsetMsgId of the record at ``phy`` (Java MessageDecoder.createMessageId: store host + offset, hex)."""
         return f"{self._id_prefix}{phy:016X}"
 
     def _check(self, topic_b: bytes, msg: MessageInner) -> PutMessageResult | None:
@@ -186,7 +186,7 @@ class CommitLog:
             logics_offset=queue_offset, msg_num=1, msg_ids=[mid]))
 
     def append_batch(self, msg: MessageInner) -> PutMessageResult:
-        """Write every item of a §5.2 batch body as its own record (one queue offset each)."""
+        """Write every item of a batch body (Java MessageDecoder.encodeMessages) as its own record (one queue offset each)."""
         topic_b = self._encode_topic(msg.topic)
         bad = self._check(topic_b, msg)
         if bad is not None:

@@ -48,7 +48,7 @@ from rmq.store.mapped_file import DiskSpaceError, MappingBudgetError
 from rmq.store.message import (
     GetMessageResult,
     GetMessageStatus,
-    MessageExt,
+    StoredMessage,
     MessageFilter,
     MessageInner,
     PutMessageResult,
@@ -314,7 +314,7 @@ class MessageStore:
         return None
 
     def append_message(self, msg: MessageInner, batch: bool = False) -> PutMessageResult:
-        """Append one message (or a §5.2 batch body) now, without waiting for a flush.
+        """Append one message (or a batch body, Java MessageDecoder.encodeMessages) now, without waiting for a flush.
 
         This is the synchronous half of :meth:`put_message`: the broker's SEND path calls it
         inline on the loop, and only when ``result.flush_wait`` is set (SYNC_FLUSH) awaits
@@ -365,7 +365,7 @@ class MessageStore:
         return result
 
     async def put_messages(self, msg: MessageInner) -> PutMessageResult:
-        """Append a §5.2 batch body: each item its own record and queue offset."""
+        """Append a batch body (Java MessageDecoder.encodeMessages): each item its own record and queue offset."""
         result = self.append_message(msg, batch=True)
         if result.flush_wait:
             return await self.wait_flush(result)
@@ -544,7 +544,7 @@ class MessageStore:
                 hi = mid
         return lo
 
-    def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> MessageExt | None:
+    def look_message_by_offset(self, phy_offset: int, size: int | None = None) -> StoredMessage | None:
         """The decoded record at CommitLog offset ``phy_offset`` (None when not there)."""
         if size is None:
             head = self.commit_log.select(phy_offset, 8)
@@ -562,9 +562,9 @@ class MessageStore:
             return None
         if rec["commit_log_offset"] != phy_offset:
             return None
-        return MessageExt.from_record(rec)
+        return StoredMessage.from_record(rec)
 
-    def look_message_by_offset_msg_id(self, msg_id: str) -> MessageExt | None:
+    def look_message_by_offset_msg_id(self, msg_id: str) -> StoredMessage | None:
         try:
             *_, off = decode_offset_msg_id(msg_id)
         except ValueError:
