@@ -349,7 +349,8 @@ class MessageStore:
             return None
         if not MAPPINGS.can_add_queues(len(self._pending_queues)):
             remark = (f"too many mapped files to create ConsumeQueue {clip(topic)}-{queue_id}: "
-                      f"{MAPPINGS.describe()}, {MAPPINGS.queue_headroom} kept for file rolls; "
+                      f"{MAPPINGS.describe()}, {len(self._pending_queues)} new queues not mapped yet, "
+                      f"{MAPPINGS.queue_headroom} kept for file rolls; "
                       f"raise the open file limit (ulimit -n) or vm.max_map_count, or delete unused topics")
             self.rl_log.warning("queue-budget", "%s", remark)
             return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=remark)

@@ -105,3 +105,44 @@ async def test_low_fd_limit_refuses_new_queues_and_keeps_acked_messages(tmp_path
         await client.close()
         rc = proc.stop()
     assert rc == 0, proc.log_text()[-3000:]
+
+
+async def test_dispatch_error_is_surfaced_retried_and_loses_nothing(make_store, caplog):
+    """A ConsumeQueue that cannot roll into its next file (no mapping left) stops dispatch at
+    that record: the error shows in runtime_info and the log (rate-limited), dispatch retries
+    with backoff, and once a mapping frees up every message is dispatched, none skipped."""
+    import logging
+
+    from rmq.store import GetMessageStatus, MessageInner
+    from rmq.store.resources import MAPPINGS
+
+    caplog.set_level(logging.WARNING, "rmq.store")
+    base = MAPPINGS.live
+    # budget: base + 12 mapped files; new queues keep 4 back for rolls
+    store = await make_store(max_mapped_files=base + 12, mapped_file_size_commitlog=256 * 1024)
+    for t in range(7):                                           # 1 CommitLog + 7 queue files
+        assert (await store.put_message(MessageInner(f"Q{t}", 0, b"first"))).is_ok
+    refused = await store.put_message(MessageInner("Q7", 0, b"one queue too many"))
+    assert refused.status.name == "CREATE_MAPEDFILE_FAILED" and "too many mapped files" in refused.remark
+    await wait_until(lambda: store.dispatch_behind_bytes() == 0, what="dispatch")
+
+    # Q0's file holds 100 units: each 100 messages need one more mapping; the 5th roll fails.
+    for i in range(1, 501):
+        r = await store.put_message(MessageInner("Q0", 0, b"m%d" % i))
+        assert r.is_ok, (i, r.remark)
+    await wait_until(lambda: store.runtime_info()["dispatchError"], what="dispatch error shown")
+    info = store.runtime_info()
+    assert "MappingBudgetError" in info["dispatchError"] and int(info["dispatchBehindBytes"]) > 0
+    assert store.get_max_offset_in_queue("Q0", 0) == 500      # units up to the failed record
+    assert "dispatch failed at CommitLog offset" in caplog.text
+    # Free two mappings: dispatch resumes by itself (backoff) and nothing was skipped.
+    store.delete_topics(["Q5", "Q6"])
+    await wait_until(lambda: store.dispatch_behind_bytes() == 0, timeout=30, what="dispatch resumes")
+    assert store.runtime_info()["dispatchError"] == ""
+    assert store.get_max_offset_in_queue("Q0", 0) == 501
+    for offset in (0, 499, 500):
+        res = store.get_message("G", "Q0", 0, offset, 1)
+        assert res.status == GetMessageStatus.FOUND, (offset, res.status)
+        res.release()
+    lines = [r for r in caplog.records if "dispatch failed" in r.getMessage()]
+    assert len(lines) <= 2, [r.getMessage() for r in lines]  # rate-limited, not one per retry
