@@ -36,6 +36,9 @@ class DiskSpaceError(StoreError):
         self.needed = needed
 
 
+_warned_no_fallocate = False
+
+
 def _unlink_quietly(path: str) -> None:
     try:
         os.unlink(path)
@@ -98,8 +101,6 @@ class MappedFile:
         except OSError as e:
             if create:
                 _unlink_quietly(path)
-            if isinstance(e, StoreError):
-                raise
             if e.errno == errno.ENOMEM:
                 raise MappingBudgetError(f"cannot map {path}: {e.strerror} (vm.max_map_count? "
                                          f"{MAPPINGS.describe()})") from e
@@ -119,25 +120,30 @@ class MappedFile:
         self.destroyed = False
 
     def _fallocate(self, fd: int, created: bool) -> None:
+        global _warned_no_fallocate
         try:
             os.posix_fallocate(fd, 0, self.file_size)
             self.allocated = True
+            return
         except OSError as e:
-            if e.errno in (errno.EOPNOTSUPP, errno.EINVAL) and not created:
-                pass
-            elif e.errno in (errno.ENOSPC, errno.EDQUOT):
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 if created:
                     raise DiskSpaceError(f"cannot allocate {self.path} ({self.file_size} bytes): {e.strerror}",
                                          needed=self.file_size) from e
                 log.error("cannot allocate the blocks of %s: %s; no writes into it until space frees",
                           self.path, e.strerror)
+                os.ftruncate(fd, self.file_size)    # sized (sparse) so that reads stay inside it
                 return
-            else:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                 raise
-            # posix_fallocate is emulated by glibc where the file system lacks it; a file
-            # system that refuses even that keeps sparse files (and the SIGBUS risk).
-            os.ftruncate(fd, self.file_size)
-            self.allocated = True
+            # glibc emulates posix_fallocate where the file system lacks it; one that refuses
+            # even that keeps sparse files, and with them the risk of SIGBUS on a full disk.
+            if not _warned_no_fallocate:
+                _warned_no_fallocate = True
+                log.warning("the file system of %s cannot preallocate files (%s): mapped files stay sparse",
+                            self.path, e.strerror)
+        os.ftruncate(fd, self.file_size)
+        self.allocated = True
 
     def allocate(self) -> None:
         """Allocate the blocks of an existing file before writing into it (DiskSpaceError

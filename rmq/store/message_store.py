@@ -265,11 +265,19 @@ class MessageStore:
             reput_from = max(min_phy, min(end, cq_max_end if cq_max_end >= 0 else min_phy,
                                           checkpoint_offset(cp, "logics_offset", end) if cp else min_phy))
         self.reput.reput_from_offset = reput_from
-        self.reput.do_reput(limit=end, notify=False)
-        self.commit_log.topic_queue_table = {}
+        try:
+            self.reput.do_reput(limit=end, notify=False)
+        except StoreError as e:
+            # The reput service retries (and shows the error) once the store runs.
+            log.error("store recovery: dispatch stopped at CommitLog offset %d: %s", self.reput.reput_from_offset, e)
+        table = self.commit_log.topic_queue_table = {}
         for topic, queues in self.consume_queue_table.items():
             for qid, cq in queues.items():
-                self.commit_log.topic_queue_table[(topic, qid)] = cq.get_max_offset_in_queue()
+                table[(topic, qid)] = cq.get_max_offset_in_queue()
+        if self.reput.reput_from_offset < end:
+            for key, next_offset in self.reput.undispatched_queue_offsets(end).items():
+                if next_offset > table.get(key, 0):
+                    table[key] = next_offset
         report["reput_from"] = reput_from
         report["seconds"] = round(time.monotonic() - t0, 3)
         self.recovery_report = report

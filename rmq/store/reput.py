@@ -114,14 +114,41 @@ class ReputMessageService:
             if outcome == _store.SCAN_BLANK:
                 self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
             elif outcome in (_store.SCAN_CORRUPT, _store.SCAN_TORN):
-                log.error("reput: unreadable record at CommitLog offset %d (outcome %d); dispatch stops here",
-                          self.reput_from_offset, outcome)
-                break
+                self.dispatched += n
+                self._notify(arrived)
+                raise StoreError(f"unreadable record at CommitLog offset {self.reput_from_offset} "
+                                 f"({'corrupt' if outcome == _store.SCAN_CORRUPT else 'torn'}); dispatch stops here")
             elif outcome == _store.SCAN_END or (at >= stop and not recs):
                 break
         self.dispatched += n
         self._notify(arrived)
         return n
+
+    def undispatched_queue_offsets(self, limit: int) -> dict[tuple[str, int], int]:
+        """The next queue offset of every queue with records between ``reput_from_offset``
+        and ``limit`` (records not dispatched yet): recovery adds them to the CommitLog's
+        queue offsets so that new appends never reuse an offset dispatch has still to write."""
+        cl = self.store.commit_log
+        out: dict[tuple[str, int], int] = {}
+        at_offset = max(self.reput_from_offset, cl.min_offset)
+        while at_offset < limit:
+            mf = cl.mfq.find_by_offset(at_offset)
+            if mf is None:
+                break
+            pos = at_offset - mf.file_from_offset
+            recs, at, outcome, _ = _store.scan_records(mf.mm, pos, min(mf.wrote_position, limit - mf.file_from_offset),
+                                                       mf.file_from_offset, False)
+            for _phy, _size, topic, qid, qoff, _tags, _ts, sys_flag, _ppos, _plen in recs:
+                if not sys_flag & 0x4:
+                    key = (topic, qid)
+                    if qoff + 1 > out.get(key, 0):
+                        out[key] = qoff + 1
+            at_offset = mf.file_from_offset + at
+            if outcome == _store.SCAN_BLANK:
+                at_offset = cl.roll_next_file(at_offset)
+            elif not recs:
+                break
+        return out
 
     def _notify(self, arrived: dict[tuple[str, int, int], int]) -> None:
         if arrived and self.listeners:

@@ -146,3 +146,35 @@ async def test_dispatch_error_is_surfaced_retried_and_loses_nothing(make_store, 
         res.release()
     lines = [r for r in caplog.records if "dispatch failed" in r.getMessage()]
     assert len(lines) <= 2, [r.getMessage() for r in lines]  # rate-limited, not one per retry
+
+
+async def test_restart_with_dispatch_blocked_never_reuses_a_queue_offset(make_store, tmp_path):
+    """Records the dispatch could not index before a stop still own their queue offsets after
+    the restart: a new message gets the next offset, and both are found once dispatch can run."""
+    from rmq.store import GetMessageStatus, MessageInner
+    from rmq.store.resources import MAPPINGS
+
+    root = tmp_path / "blocked"
+    base = MAPPINGS.live
+    cfg = dict(mapped_file_size_commitlog=256 * 1024)
+    # a budget of 8 (the least there is): the CommitLog file + 7 files of 100 units for "B"
+    store = await make_store(root=root, max_mapped_files=base + 8, **cfg)
+    for i in range(701):                           # unit 700 would need an 8th queue file
+        assert (await store.put_message(MessageInner("B", 0, b"b%d" % i))).is_ok
+    await wait_until(lambda: store.runtime_info()["dispatchError"], what="dispatch blocked")
+    await store.shutdown()
+
+    store = await make_store(root=root, max_mapped_files=base + 8, **cfg)
+    assert store.get_max_offset_in_queue("B", 0) == 700          # unit 700 still not indexed
+    r = await store.put_message(MessageInner("B", 0, b"after the restart"))
+    assert r.is_ok and r.append.logics_offset == 701              # not 700: that one is taken
+    await store.shutdown()
+
+    store = await make_store(root=root, **cfg)                    # budget back: all dispatched
+    await wait_until(lambda: store.dispatch_behind_bytes() == 0, what="dispatch")
+    assert store.get_max_offset_in_queue("B", 0) == 702
+    for offset, body in ((700, b"b700"), (701, b"after the restart")):
+        res = store.get_message("G", "B", 0, offset, 1)
+        assert res.status == GetMessageStatus.FOUND
+        assert next(iter(res.iter_records())).tobytes().find(body) > 0
+        res.release()
