@@ -48,11 +48,11 @@ from rmq.store.mapped_file import DiskSpaceError, MappingBudgetError
 from rmq.store.message import (
     GetMessageResult,
     GetMessageStatus,
-    StoredMessage,
     MessageFilter,
     MessageInner,
     PutMessageResult,
     PutMessageStatus,
+    StoredMessage,
 )
 from rmq.store.reput import ReputMessageService
 from rmq.store.resources import MAPPINGS, configure_mapping_budget

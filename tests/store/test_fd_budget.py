@@ -50,7 +50,7 @@ async def _pull(client, addr, topic, qid, offset):
 
 async def _assert_pullable(client, addr, acked):
     for (topic, qid, offset), body in acked.items():
-        async def found():
+        async def found(topic=topic, qid=qid, offset=offset):
             r = await _pull(client, addr, topic, qid, offset)
             return r if r.code == ResponseCode.SUCCESS else None
         # (dispatch runs right after the flush that acknowledged the send, not before it)
@@ -156,7 +156,7 @@ async def test_restart_with_dispatch_blocked_never_reuses_a_queue_offset(make_st
 
     root = tmp_path / "blocked"
     base = MAPPINGS.live
-    cfg = dict(mapped_file_size_commitlog=256 * 1024)
+    cfg = {"mapped_file_size_commitlog": 256 * 1024}
     # a budget of 8 (the least there is): the CommitLog file + 7 files of 100 units for "B"
     store = await make_store(root=root, max_mapped_files=base + 8, **cfg)
     for i in range(701):                           # unit 700 would need an 8th queue file
