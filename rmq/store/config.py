@@ -64,6 +64,9 @@ class StoreConfig:
     offset_check_in_slave: bool = False
     check_crc_on_recover: bool = True
     message_delay_level: str = setting(DEFAULT_MESSAGE_DELAY_LEVEL, check=check_delay_levels, text="1..64 delays like 1s 5m 2h 1d")
+    # Not in Java: mapped files (CommitLog + ConsumeQueue) the process may hold; 0 derives it
+    # from the open file limit and vm.max_map_count (rmq.store.resources).
+    max_mapped_files: int = setting(0, lo=0, hi=1 << 31)
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):

@@ -227,3 +227,35 @@ async def test_the_same_object_restarts(make_store):
     res = store.get_message("G", "T", 0, 0, 32)
     assert res.message_count == 2
     res.release()
+
+
+async def test_power_loss_lost_abort_marker_and_older_checkpoint(make_store, tmp_path, caplog):
+    """After a power cut the abort marker (created after the last clean stop) can be gone and
+    the checkpoint older than SYNC_FLUSH-acknowledged records. The start then looks clean, and
+    must still keep every acknowledged record: records past the checkpoint are validated, not
+    dropped."""
+    root, ack = tmp_path / "s", tmp_path / "acks"
+    store = await make_store(root=root, flush_disk_type="SYNC_FLUSH", **CRASH_CFG)
+    for i in range(20):
+        assert (await store.put_message(MessageInner("T0", 0, b"before the clean stop %d" % i))).is_ok
+    await store.shutdown()
+    old_checkpoint = (root / "checkpoint").read_bytes()       # the clean stop's checkpoint
+    clean_end = store.max_phy_offset
+
+    run_writer_and_kill(root, ack, 5, 0.4)                     # SYNC_FLUSH writer, acks after fsync
+    acked = read_acks(ack)
+    assert acked and max(a[0] for a in acked) > clean_end
+    # The power cut: the writer's abort marker and its newer checkpoints never reached the disk.
+    os.unlink(root / "abort")
+    (root / "checkpoint").write_bytes(old_checkpoint)
+
+    caplog.set_level(logging.WARNING, "rmq.store")
+    store = await make_store(root=root, **CRASH_CFG)
+    assert store.recovery_report["mode"] == "clean"
+    assert store.max_phy_offset >= max(a[0] + a[1] for a in acked)
+    verify_store(store, acked)
+    assert "the checkpoint ends at" in caplog.text
+    for i in range(20):
+        res = store.get_message("G", "T0", 0, i, 1)
+        assert res.status == GetMessageStatus.FOUND
+        res.release()
