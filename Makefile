@@ -1,14 +1,18 @@
 # Everything a fresh machine needs, from python3 and a C compiler.
 #   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data)
 #   make test    the whole suite (builds the extension, installs test deps and real clients)
+#   make lint    ruff (rules in pyproject.toml) and mypy (strict on rmq.common, rmq.remoting, rmq.client)
 #   make bench   short produce / pull benchmarks against a fresh `rmq standalone`
+#   make fuzz    every atheris target in tests/fuzz for FUZZ_SECONDS (default 60) each
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.rmq-installed
 
-.PHONY: all venv compile debug run test quicktest bench clean distclean
+FUZZ_SECONDS ?= 60
+
+.PHONY: all venv compile debug run lint test quicktest bench fuzz clean distclean
 
 all: compile
 
@@ -30,6 +34,10 @@ debug: $(PY)
 run: $(STAMP)
 	$(VENV)/bin/rmq standalone
 
+lint: $(STAMP)
+	$(VENV)/bin/ruff check rmq tests bench
+	$(VENV)/bin/mypy
+
 test: $(STAMP)
 	$(PY) -m pytest tests
 
@@ -38,6 +46,10 @@ quicktest: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py
+
+# Prints executions, exec/s and distinct crashes per target; crash inputs go to build/fuzz/.
+fuzz: $(STAMP)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) tests/fuzz/run_all.py
 
 clean:
 	rm -rf build *.egg-info rmq/_store.c rmq/_store*.so rmq/*.html .pytest_cache

@@ -1,4 +1,4 @@
-"""Daemon configuration: the broker's and name server's settings, and a RocketMQ-style loader.
+r"""Daemon configuration: the broker's and name server's settings, and a RocketMQ-style loader.
 
 RocketMQ configures its daemons with Java ``.properties`` files whose keys are the camelCase
 field names of ``BrokerConfig``, ``NettyServerConfig`` and ``MessageStoreConfig``
@@ -13,26 +13,40 @@ Loading is two steps, so the CLI can layer ``--key=value`` overrides on top of a
     props.update(parse_overrides(["--flushDiskType=SYNC_FLUSH"]))
     warnings = apply_properties(props, broker_config, store_config)
 
-``apply_properties`` converts each value to the field's type and raises :class:`ConfigError`
-(naming the key, the value and what was expected) on a bad value; keys that match no field
-come back as warning strings, never silently dropped and never fatal, as in Java.
+``apply_properties`` converts each value to the field's type and checks it against the range
+the field declares (:func:`rmq.common.settings.setting`); it raises :class:`ConfigError` (naming
+the property, the value and the allowed values) on a bad value, and on a key that matches no
+field, with a "did you mean" suggestion. With ``lenientConfig=true`` (a property, or the CLI's
+``--lenient-config``) unknown keys only come back as warning strings, as in Java.
+:func:`check_config` checks every field of the finished objects, defaults and CLI flags
+included, so a daemon never starts with a value outside its range.
 
-This module sits beside the layers rather than in one: it imports nothing from rmq, and takes
-the store's ``StoreConfig`` as just another dataclass target.
+Files are read as Java reads them (``java.util.Properties.load``, through ``javaproperties``):
+``\:`` and ``\=`` escapes, ``\uXXXX``, and backslash-continued lines are decoded.
+
+This module sits beside the layers rather than in one: it imports only ``rmq.common``, and
+takes the store's ``StoreConfig`` as just another dataclass target.
 """
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import javaproperties
+
+from rmq.common.constants import TopicValidator
+from rmq.common.settings import JAVA_INT, Allowed, allowed_of, setting
 
 __all__ = [
     "BrokerConfig",
     "ConfigError",
     "NamesrvConfig",
     "apply_properties",
+    "check_config",
     "load_properties",
     "parse_overrides",
     "parse_properties",
@@ -46,31 +60,6 @@ class ConfigError(ValueError):
     """
 
 
-# Values for string settings that Java models as enums. Checked wherever the key appears,
-# including on the store's config, which this module does not own.
-CHOICES: dict[str, tuple[str, ...]] = {
-    "brokerrole": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
-    "flushdisktype": ("ASYNC_FLUSH", "SYNC_FLUSH"),
-}
-
-
-def _check_delay_levels(key: str, value: object) -> None:
-    """``messageDelayLevel``: 1..64 blank-separated durations such as ``1s 5s 1m 2h`` (s/m/h/d)."""
-    items = str(value).split()
-    if not items or len(items) > 64:
-        raise ConfigError(f"bad value for {key}: {value!r} (expected 1 to 64 delays like '1s 5s 10s 1m 2h')")
-    for item in items:
-        if not re.fullmatch(r"[0-9]+[smhd]", item):
-            raise ConfigError(f"bad value for {key}: delay {item!r} in {value!r} "
-                              f"(expected a whole number followed by s, m, h or d)")
-
-
-# Extra checks of values whose type alone does not make them usable.
-VALIDATORS = {
-    "messagedelaylevel": _check_delay_levels,
-}
-
-
 @dataclass(slots=True)
 class NamesrvConfig:
     """Name server settings (Java ``NamesrvConfig`` + ``NettyServerConfig``).
@@ -82,13 +71,28 @@ class NamesrvConfig:
             dropped from every route (Java ``BROKER_CHANNEL_EXPIRED_TIME``, 120 s).
         scan_not_active_broker_interval: seconds between expiry sweeps (Java 10 s).
         idle_timeout: connections with no traffic for this long are closed (120 s).
+        max_brokers: broker addresses registered at once; past it REGISTER_BROKER is refused
+            (2048).
+        max_topics_per_broker: topics one registration may carry (100 000).
+        max_topics: distinct topics over all brokers (500 000).
+        max_kv_namespaces / max_kv_entries_per_namespace: bounds of the KV config table
+            (256 namespaces of 10 000 keys); past them PUT_KV_CONFIG is refused.
+        max_kv_key_chars / max_kv_value_chars: longest namespace or key (1024) and value
+            (65 536) PUT_KV_CONFIG accepts.
     """
 
     listen_host: str = "127.0.0.1"
-    listen_port: int = 9876
-    broker_channel_expired_seconds: float = 120.0
-    scan_not_active_broker_interval: float = 10.0
-    idle_timeout: float = 120.0
+    listen_port: int = setting(9876, lo=0, hi=65535)
+    broker_channel_expired_seconds: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
+    scan_not_active_broker_interval: float = setting(10.0, lo=0.001, hi=86_400.0, unit="s")
+    idle_timeout: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
+    max_brokers: int = setting(2048, lo=1, hi=1_000_000)
+    max_topics_per_broker: int = setting(100_000, lo=1, hi=10_000_000)
+    max_topics: int = setting(500_000, lo=1, hi=10_000_000)
+    max_kv_namespaces: int = setting(256, lo=1, hi=1_000_000)
+    max_kv_entries_per_namespace: int = setting(10_000, lo=1, hi=10_000_000)
+    max_kv_key_chars: int = setting(1024, lo=1, hi=65_535)
+    max_kv_value_chars: int = setting(65_536, lo=1, hi=16 * 1024 * 1024)
 
 
 @dataclass(slots=True)
@@ -97,6 +101,10 @@ class BrokerConfig:
 
     Store settings (``storePathRootDir``, ``flushDiskType``, ``brokerRole``, …) live in
     ``rmq.store.StoreConfig``; the same properties file fills both.
+
+    Each numeric field declares its allowed values with :func:`rmq.common.settings.setting`
+    (``my_field: int = setting(10, lo=1, hi=100)``); a plain default works too and accepts any
+    value of a Java ``long`` (floats: any finite number).
 
     Attributes:
         broker_cluster_name: ``DefaultCluster``.
@@ -107,8 +115,11 @@ class BrokerConfig:
         listen_host: address to bind; ``127.0.0.1`` unless told otherwise.
         listen_port: TCP port, 10911.
         namesrv_addr: ``host:port`` list separated by ``;`` (Java's format); ``None`` = none.
-        broker_permission: 6 = read + write (``PermName``).
-        default_topic_queue_nums: queues of TBW102, hence the cap for auto-created topics (8).
+        lenient_config: unknown property names are warned about instead of stopping the
+            start (False; ``--lenient-config`` on the command line sets it).
+        broker_permission: 6 = read + write, 4 read only, 2 write only (``PermName``).
+        default_topic_queue_nums: queues of TBW102, hence the cap for auto-created topics (8,
+            1..1024).
         auto_create_topic_enable: create unknown topics from TBW102 on send (True).
         auto_create_subscription_group: create unknown consumer groups on use (True).
         long_polling_enable: hold suspended pulls until a message arrives (True).
@@ -130,39 +141,61 @@ class BrokerConfig:
         transaction_check_interval: ms between transaction check runs (60 000).
         transaction_check_max: checks of one half message before it is rolled back (15).
         reject_transaction_message: refuse prepared (half) messages (False).
+        write_buffer_high: bytes buffered for one client before its connection stops reading
+            requests until the client catches up (4 MiB).
+        write_buffer_limit: bytes buffered for one client before its connection is aborted as
+            one that does not read its replies (32 MiB: one maximal frame behind a full high
+            mark); 0 disables.
+        frame_read_timeout_seconds: a frame once started must arrive within this many
+            seconds, or the connection is closed (30; 0 disables).
+        max_partial_frame_bytes: bytes of unfinished frames all connections may buffer
+            together; the connection that goes past it is closed (64 MiB; 0 disables).
+        close_grace_seconds: a closing connection whose client does not take the last replies
+            is aborted after this many seconds (3).
+        max_held_pulls_per_connection: suspended (long-polling) pulls one connection may
+            have held; past it a pull is answered SYSTEM_BUSY (10 000).
+        max_held_pulls_total: suspended pulls held by the broker in all (100 000).
     """
 
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
-    broker_id: int = 0
+    broker_id: int = setting(0, lo=0, hi=2**63 - 1)
     broker_ip1: str = "127.0.0.1"
     broker_ip2: str = "127.0.0.1"
     listen_host: str = "127.0.0.1"
-    listen_port: int = 10911
+    listen_port: int = setting(10911, lo=0, hi=65535)
     namesrv_addr: str | None = None
-    broker_permission: int = 6
-    default_topic_queue_nums: int = 8
+    lenient_config: bool = False
+    broker_permission: int = setting(6, choices=(2, 4, 6))
+    default_topic_queue_nums: int = setting(8, lo=1, hi=1024)
     auto_create_topic_enable: bool = True
     auto_create_subscription_group: bool = True
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
-    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    msg_trace_topic_name: str = TopicValidator.RMQ_SYS_TRACE_TOPIC
     long_polling_enable: bool = True
-    short_polling_time_mills: int = 1000
+    short_polling_time_mills: int = setting(1000, lo=0, hi=600_000, unit="ms")
     notify_consumer_ids_changed_enable: bool = True
-    register_name_server_period: int = 30_000
-    register_broker_timeout_mills: int = 6000
-    flush_consumer_offset_interval: int = 5000
-    channel_expired_seconds: float = 120.0
-    idle_timeout: float = 120.0
+    register_name_server_period: int = setting(30_000, lo=100, hi=600_000, unit="ms")
+    register_broker_timeout_mills: int = setting(6000, lo=1, hi=600_000, unit="ms")
+    flush_consumer_offset_interval: int = setting(5000, lo=1, hi=3_600_000, unit="ms")
+    channel_expired_seconds: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
+    idle_timeout: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
     slave_read_enable: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
-    transaction_time_out: int = 6000
-    transaction_check_interval: int = 60_000
-    transaction_check_max: int = 15
+    transaction_time_out: int = setting(6000, lo=1, hi=JAVA_INT.hi, unit="ms")
+    transaction_check_interval: int = setting(60_000, lo=1, hi=JAVA_INT.hi, unit="ms")
+    transaction_check_max: int = setting(15, lo=1, hi=10_000)
     reject_transaction_message: bool = False
+    write_buffer_high: int = 4 * 1024 * 1024
+    write_buffer_limit: int = 32 * 1024 * 1024
+    frame_read_timeout_seconds: float = 30.0
+    max_partial_frame_bytes: int = 64 * 1024 * 1024
+    close_grace_seconds: float = 3.0
+    max_held_pulls_per_connection: int = 10_000
+    max_held_pulls_total: int = 100_000
 
     @property
     def namesrv_addr_list(self) -> list[str]:
@@ -182,32 +215,16 @@ class BrokerConfig:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java ``.properties`` text: ``key=value``, ``key: value`` or ``key value`` lines,
-    ``#``/``!`` comments, a trailing backslash continues the line. Values are stripped of the
-    surrounding blanks (Java trims leading ones; trailing blanks in a conf file are a typo).
-    """
-    props: dict[str, str] = {}
-    logical: list[str] = []
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.lstrip() if pending else raw.strip()
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        pending = ""
-        logical.append(line)
-    if pending:
-        logical.append(pending)
-    for line in logical:
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        m = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if m is None:
-            props[line] = ""
-        else:
-            props[m.group(1)] = m.group(2).strip()
-    return props
+    r"""Parse Java ``.properties`` text as ``java.util.Properties.load`` does: ``key=value``,
+    ``key: value`` or ``key value`` lines, ``#``/``!`` comments, backslash continuations, and the
+    escapes ``\:``, ``\=``, ``\ ``, ``\t``, ``\n``, ``\uXXXX``. Values keep Java's
+    meaning except that trailing blanks are dropped (in a conf file they are a typo).
+    A later duplicate key wins, as in Java. :class:`ConfigError` on a malformed escape."""
+    try:
+        props = javaproperties.loads(text)
+    except (ValueError, UnicodeError) as e:
+        raise ConfigError(f"bad properties text: {e}") from None
+    return {k: v.rstrip() for k, v in props.items()}
 
 
 def load_properties(path: str) -> dict[str, str]:
@@ -268,42 +285,103 @@ def _convert(key: str, value: str, tp: typing.Any):
     return value.strip()
 
 
-def apply_properties(props: dict[str, str], *targets: object) -> list[str]:
-    """Set every property on the first target dataclass that has a matching field.
-
-    Args:
-        props: camelCase (or snake_case) keys to string values.
-        targets: dataclass instances, searched in order (e.g. ``broker_config, store_config``).
-
-    Returns:
-        One warning string per key that matched no field (the daemon logs them).
-
-    Raises:
-        ConfigError: a value that cannot be converted or is not one of the allowed choices.
-    """
+def _index(targets: tuple[typing.Any, ...]) -> dict[str, tuple[object, dataclasses.Field, typing.Any]]:
     index: dict[str, tuple[object, dataclasses.Field, typing.Any]] = {}
     for target in targets:
         hints = typing.get_type_hints(type(target))
         for f in dataclasses.fields(target):
             index.setdefault(_norm(f.name), (target, f, hints.get(f.name, str)))
+    return index
+
+
+def _is_true(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in ("true", "1", "yes", "on")
+
+
+def _suggest(key: str, index: dict[str, tuple[object, dataclasses.Field, typing.Any]]) -> str:
+    close = difflib.get_close_matches(_norm(key), list(index), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    return f"; did you mean {snake_to_camel(index[close[0]][1].name)}?"
+
+
+def _check_value(key: str, raw: object, value: object, allowed: Allowed | None) -> object:
+    if allowed is None:
+        return value
+    if allowed.choices is not None and isinstance(value, str):
+        value = value.upper()
+    problem = allowed.problem(value)
+    if problem is not None:
+        raise ConfigError(f"bad value for {key}: {raw!r} ({problem})")
+    return value
+
+
+def apply_properties(props: dict[str, str], *targets: typing.Any, lenient: bool | None = None) -> list[str]:
+    """Set every property on the first target dataclass that has a matching field.
+
+    Args:
+        props: camelCase (or snake_case) keys to string values.
+        targets: dataclass instances, searched in order (e.g. ``broker_config, store_config``).
+        lenient: unknown keys only warn. ``None`` (default): as the ``lenientConfig`` property
+            in ``props`` says (false when absent).
+
+    Returns:
+        One warning string per unknown key when lenient (the daemon logs them).
+
+    Raises:
+        ConfigError: a value that cannot be converted or is outside the field's allowed
+            values (the message names the property and the allowed values), or, unless
+            lenient, a key that matches no field ("did you mean ..." when one is close).
+    """
+    index = _index(targets)
+    if lenient is None:
+        lenient = _is_true(next((v for k, v in props.items() if _norm(k) == "lenientconfig"), None))
     warnings: list[str] = []
     for key, value in props.items():
         entry = index.get(_norm(key))
         if entry is None:
-            warnings.append(f"unknown config key {key!r} ignored")
+            if _norm(key) == "lenientconfig":
+                continue
+            message = f"unknown config key {key!r}{_suggest(key, index)}"
+            if not lenient:
+                raise ConfigError(message + " (set lenientConfig=true or pass --lenient-config to only warn)")
+            warnings.append(message + " (ignored)")
             continue
         target, f, tp = entry
-        converted = _convert(key, value, tp)
-        choices = CHOICES.get(_norm(key))
-        if choices is not None and isinstance(converted, str):
-            converted = converted.upper()
-            if converted not in choices:
-                raise ConfigError(f"bad value for {key}: {value!r} (expected one of {', '.join(choices)})")
-        validator = VALIDATORS.get(_norm(key))
-        if validator is not None:
-            validator(key, converted)
+        converted = _check_value(key, value, _convert(key, value, tp), allowed_of(f, tp))
         setattr(target, f.name, converted)
     return warnings
+
+
+def check_config(*targets: typing.Any) -> None:
+    """Check every field of every target against its allowed values (declared ranges, or the
+    Java ``long`` / finite default for numbers), whatever set it: a default, a property or a
+    CLI flag. Raises :class:`ConfigError` naming the first bad property (camelCase)."""
+    for target in targets:
+        hints = typing.get_type_hints(type(target))
+        for f in dataclasses.fields(target):
+            tp = hints.get(f.name, str)
+            value = getattr(target, f.name)
+            if value is None:
+                continue
+            allowed = allowed_of(f, tp)
+            if allowed is None:
+                continue
+            problem = allowed.problem(value)
+            if problem is not None:
+                raise ConfigError(f"bad value for {snake_to_camel(f.name)}: {value!r} ({problem})")
+
+
+def allowed_values(target: typing.Any) -> dict[str, str]:
+    """``{camelCaseKey: allowed values in words}`` of every field that has a range (for docs and
+    ``--help`` style listings)."""
+    hints = typing.get_type_hints(type(target))
+    out = {}
+    for f in dataclasses.fields(target):
+        allowed = allowed_of(f, hints.get(f.name, str))
+        if allowed is not None:
+            out[snake_to_camel(f.name)] = allowed.describe()
+    return out
 
 
 def snake_to_camel(name: str) -> str:
@@ -312,6 +390,6 @@ def snake_to_camel(name: str) -> str:
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
-def describe(obj: object) -> dict[str, object]:
+def describe(obj: typing.Any) -> dict[str, object]:
     """A dataclass as ``{camelCaseKey: value}``, for GET_BROKER_CONFIG-style dumps."""
     return {snake_to_camel(f.name): getattr(obj, f.name) for f in dataclasses.fields(obj)}

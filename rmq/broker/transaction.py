@@ -295,7 +295,7 @@ class TransactionalMessageService:
                 await self.check()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - next round retries
+            except Exception:  # next round retries
                 log.exception("transaction check failed")
 
     # -- the check --------------------------------------------------------------------------
@@ -395,7 +395,7 @@ class TransactionalMessageService:
 
     async def _put_back(self, ext, check_times: int):
         """Write ``ext`` again at the end of the half queue with its check count; the copy
-        (a ``MessageExt``-like view with its new offsets) or None when the store refused."""
+        (a ``StoredMessage``-like view with its new offsets) or None when the store refused."""
         props = dict(ext.properties)
         props[MessageConst.TRANSACTION_CHECK_TIMES] = str(check_times)
         props.setdefault(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, str(ext.queue_offset))

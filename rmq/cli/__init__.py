@@ -8,13 +8,15 @@ message on stderr and a non-zero exit status, when a port is taken (exit 3), the
 directory is locked by another broker (exit 4) or the configuration is bad (exit 2).
 
 Broker properties use RocketMQ's names, in a properties file (``-c``) and/or as
-``--key=value`` overrides (``--flushDiskType=SYNC_FLUSH``); unknown keys are warned about.
+``--key=value`` overrides (``--flushDiskType=SYNC_FLUSH``). Every value is checked against the
+range its field declares (exit 2 naming the property and the allowed values); an unknown key
+stops the start with a "did you mean" suggestion, unless ``--lenient-config`` (or the property
+``lenientConfig=true``) is given, which turns that into a warning.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Any broker or store property may follow as --key=value (e.g. --listenPort=10911).",
     )
     p.add_argument("-c", "--config", dest="config_file", default=None, help="broker.conf (Java properties format)")
+    _lenient(p)
 
     p = sub.add_parser(
         "standalone",
@@ -44,11 +47,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (default 9876)")
     p.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
     p.add_argument("--store-dir", default="./rmq-data", help="store root directory (default ./rmq-data)")
+    _lenient(p)
 
     from rmq.cli import admin
 
     admin.add_parser(sub)
     return parser
+
+
+def _lenient(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lenient-config", action="store_true",
+                   help="only warn about unknown property names (same as --lenientConfig=true)")
+
+
+def _check_namesrv_flags(host: str, port: int) -> str | None:
+    from rmq.config import ConfigError, NamesrvConfig, check_config
+
+    try:
+        check_config(NamesrvConfig(listen_host=host, listen_port=port))
+    except ConfigError as e:
+        return str(e).replace("listenPort", "--port")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         if extra:
             print(f"rmq namesrv: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
             return EXIT_BAD_CONFIG
+        problem = _check_namesrv_flags(args.host, args.port)
+        if problem is not None:
+            print(f"rmq namesrv: {problem}", file=sys.stderr)
+            return EXIT_BAD_CONFIG
         return run_namesrv(args.host, args.port)
+    if args.lenient_config:
+        extra = [*extra, "--lenientConfig=true"]
     if args.command == "broker":
         return run_broker(args.config_file, extra)
     return run_standalone(args.host, args.namesrv_port, args.broker_port, args.store_dir, extra)

@@ -15,24 +15,112 @@ protocol, so they work against Apache RocketMQ too::
 ``-c`` (cluster) sends to the master of every broker of the cluster, ``-b`` to one broker;
 with neither, to every master the name server knows. Exit status: 0 done, 1 the broker or name
 server refused (its code and remark are printed), 2 bad arguments or unreachable.
+
+Every flag is checked before anything is sent, and a bad one exits 2 naming the flag and the
+allowed values: topic and group names as Java's ``TopicValidator`` / ``Validators.checkGroup``
+(``[%|a-zA-Z0-9_-]``, at most 127 / 255 characters), queue counts 1..1024, ``-p`` one of 2, 4, 6
+(``PermName``), booleans ``true``/``false``, addresses ``host:port``.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
+import re
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
-from rmq.common.route import loads_fastjson
-from rmq.errors import RMQError
-from rmq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
-from rmq.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from rmq.common.constants import MixAll, TopicValidator
+from rmq.common.route import ClusterInfo
+from rmq.errors import BrokerResponseError, RMQError
+from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting import requests as rq
+from rmq.remoting.headers import CreateTopicRequestHeader
+
+T = TypeVar("T")
 
 TIMEOUT = 5.0  # seconds per remote call, as mqadmin's default
 
 
 class AdminError(Exception):
     """A refusal from a broker or the name server (exit status 1)."""
+
+
+# -- flag checks (argparse ``type=`` functions: a bad value exits 2 with argparse's message) ---
+
+MAX_QUEUE_NUMS = 1024          # the broker's cap on a topic's queues
+GROUP_MAX_LENGTH = 255         # Java Validators.CHARACTER_MAX_LENGTH
+PERMS = (2, 4, 6)              # write only, read only, read + write (PermName)
+_ADDR = re.compile(r"[^\s:;,]+:\d{1,5}")
+
+
+def _int_in(lo: int, hi: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            n = int(text.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (expected {lo}..{hi})") from None
+        if not lo <= n <= hi:
+            raise argparse.ArgumentTypeError(f"{n} is out of range (expected {lo}..{hi})")
+        return n
+
+    return parse
+
+
+def _perm(text: str) -> int:
+    try:
+        n = int(text.strip())
+    except ValueError:
+        n = -1
+    if n not in PERMS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a permission (expected 2 write only, 4 read only, "
+                                         f"or 6 read and write)")
+    return n
+
+
+def _true_false(text: str) -> str:
+    """``true`` or ``false`` (any case), returned lower-case."""
+    low = text.strip().lower()
+    if low not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a boolean (expected true or false)")
+    return low
+
+
+def _topic(text: str) -> str:
+    reason = TopicValidator.check_topic(text)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r}: {reason}")
+    return text
+
+
+def _group(text: str) -> str:
+    if not text.strip() or TopicValidator.is_topic_or_group_illegal(text) or len(text) > GROUP_MAX_LENGTH:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a group name (expected 1..{GROUP_MAX_LENGTH} "
+                                         f"characters of [%|a-zA-Z0-9_-])")
+    return text
+
+
+def _name(text: str) -> str:
+    if not text.strip() or len(text) > GROUP_MAX_LENGTH or not text.isprintable():
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a name (expected 1..{GROUP_MAX_LENGTH} printable "
+                                         f"characters)")
+    return text
+
+
+def _addr(text: str) -> str:
+    if not _ADDR.fullmatch(text.strip()) or not 0 < int(text.strip().rsplit(":", 1)[1]) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not an address (expected host:port)")
+    return text.strip()
+
+
+def _addr_list(text: str) -> str:
+    addrs = [a for a in text.split(";") if a.strip()]
+    if not addrs:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} names no name server (expected host:port[;host:port...])")
+    for a in addrs:
+        _addr(a)
+    return ";".join(a.strip() for a in addrs)
 
 
 def add_parser(sub) -> None:
@@ -43,39 +131,42 @@ def add_parser(sub) -> None:
 
     def command(name: str, help_: str) -> argparse.ArgumentParser:
         p = cmds.add_parser(name, help=help_, allow_abbrev=False)
-        p.add_argument("-n", "--namesrvAddr", dest="namesrv", default="127.0.0.1:9876",
+        p.add_argument("-n", "--namesrvAddr", dest="namesrv", default="127.0.0.1:9876", type=_addr_list,
                        help="name server address(es), ';'-separated (default 127.0.0.1:9876)")
         return p
 
+    queues = _int_in(1, MAX_QUEUE_NUMS)
     p = command("updateTopic", "create or update a topic on brokers")
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, type=_topic)
     _targets(p)
-    p.add_argument("-r", "--readQueueNums", type=int, default=8, help="read queues (default 8)")
-    p.add_argument("-w", "--writeQueueNums", type=int, default=8, help="write queues (default 8)")
-    p.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 both (default 6)")
-    p.add_argument("-o", "--order", default="false", help="orderly topic: true/false (default false)")
+    p.add_argument("-r", "--readQueueNums", type=queues, default=8, help="read queues, 1..1024 (default 8)")
+    p.add_argument("-w", "--writeQueueNums", type=queues, default=8, help="write queues, 1..1024 (default 8)")
+    p.add_argument("-p", "--perm", type=_perm, default=6, help="2 write, 4 read, 6 both (default 6)")
+    p.add_argument("-o", "--order", type=_true_false, default="false", help="orderly topic: true/false (default false)")
 
     p = command("deleteTopic", "delete a topic from brokers and the name server")
-    p.add_argument("-t", "--topic", required=True)
-    p.add_argument("-c", "--clusterName", dest="cluster", default=None)
+    p.add_argument("-t", "--topic", required=True, type=_topic)
+    p.add_argument("-c", "--clusterName", dest="cluster", default=None, type=_name)
 
     p = command("updateSubGroup", "create or update a subscription group on brokers")
-    p.add_argument("-g", "--groupName", dest="group", required=True)
+    p.add_argument("-g", "--groupName", dest="group", required=True, type=_group)
     _targets(p)
-    p.add_argument("-r", "--retryMaxTimes", type=int, default=16, help="maxReconsumeTimes (default 16)")
-    p.add_argument("-s", "--consumeEnable", default="true")
-    p.add_argument("-d", "--consumeBroadcastEnable", default="true")
+    p.add_argument("-r", "--retryMaxTimes", type=_int_in(0, 1000), default=16,
+                   help="maxReconsumeTimes, 0..1000 (default 16)")
+    p.add_argument("-s", "--consumeEnable", type=_true_false, default="true", help="true/false (default true)")
+    p.add_argument("-d", "--consumeBroadcastEnable", type=_true_false, default="true",
+                   help="true/false (default true)")
 
     command("topicList", "list the topics the name server knows")
     p = command("topicRoute", "print a topic's route as the name server answers it")
-    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-t", "--topic", required=True, type=_topic)
     command("clusterList", "list clusters, brokers and their addresses")
 
 
 def _targets(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
-    g.add_argument("-c", "--clusterName", dest="cluster", default=None, help="every master of this cluster")
-    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, help="one broker ip:port")
+    g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=_name, help="every master of this cluster")
+    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=_addr, help="one broker ip:port")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,42 +189,44 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         name = args.admin_command
         if name == "topicList":
-            body = await _namesrv_call(client, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
-            for topic in sorted(body.get("topicList") or []):
+            for topic in await _namesrv_call(client, rq.get_all_topic_list(), rq.parse_topic_list):
                 print(topic)
         elif name == "topicRoute":
-            print(json.dumps(await _namesrv_call(client, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": args.topic}),
-                             indent=2, sort_keys=True))
+            route = await _namesrv_call(client, rq.get_route_info(args.topic), rq.parse_topic_route)
+            if route is None:
+                raise AdminError(f"the name server has no route for topic {args.topic}")
+            print(json.dumps(route.to_json(), indent=2, sort_keys=True))
         elif name == "clusterList":
             info = await _cluster_info(client)
             print(f"{'#Cluster':<22}{'#Broker':<22}{'#BID':<6}#Addr")
-            for cluster, names in sorted((info.get("clusterAddrTable") or {}).items()):
+            for cluster, names in sorted(info.cluster_addr_table.items()):
                 for broker in sorted(names):
-                    addrs = (info.get("brokerAddrTable") or {}).get(broker, {}).get("brokerAddrs") or {}
-                    for bid, addr in sorted(addrs.items(), key=lambda kv: int(kv[0])):
+                    bd = info.broker_addr_table.get(broker)
+                    for bid, addr in sorted(bd.broker_addrs.items() if bd is not None else ()):
                         print(f"{cluster:<22}{broker:<22}{bid:<6}{addr}")
         elif name == "updateTopic":
             header = CreateTopicRequestHeader(
                 topic=args.topic, read_queue_nums=args.readQueueNums, write_queue_nums=args.writeQueueNums,
                 perm=args.perm, order=args.order.lower() == "true")
             for addr in await _masters(client, args.cluster, args.broker):
-                await _broker_call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+                await _broker_call(client, addr, rq.create_topic(header))
                 print(f"create topic to {addr} success.")
         elif name == "deleteTopic":
             for addr in await _masters(client, args.cluster, None):
-                await _broker_call(client, addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=args.topic))
+                await _broker_call(client, addr, rq.delete_topic_in_broker(args.topic))
             for ns in client.namesrv_addrs:
-                await _broker_call(client, ns, RequestCode.DELETE_TOPIC_IN_NAMESRV, DeleteTopicRequestHeader(topic=args.topic))
+                await _broker_call(client, ns, rq.delete_topic_in_namesrv(args.topic))
             print(f"delete topic [{args.topic}] from cluster success.")
         elif name == "updateSubGroup":
-            body = json.dumps({
+            # Java SubscriptionGroupConfig, with mqadmin updateSubGroup's defaults.
+            config = {
                 "groupName": args.group, "consumeEnable": _bool(args.consumeEnable),
                 "consumeFromMinEnable": True, "consumeBroadcastEnable": _bool(args.consumeBroadcastEnable),
-                "retryQueueNums": 1, "retryMaxTimes": args.retryMaxTimes, "brokerId": 0,
+                "retryQueueNums": 1, "retryMaxTimes": args.retryMaxTimes, "brokerId": MixAll.MASTER_ID,
                 "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True,
-            }).encode()
+            }
             for addr in await _masters(client, args.cluster, args.broker):
-                await _broker_call(client, addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+                await _broker_call(client, addr, rq.create_subscription_group(config))
                 print(f"create subscription group to {addr} success.")
         return 0
     finally:
@@ -144,21 +237,24 @@ def _bool(text: str) -> bool:
     return text.strip().lower() in ("true", "1", "yes")
 
 
-async def _namesrv_call(client: RemotingClient, code: int, ext: dict) -> dict:
-    resp = await client.invoke_namesrv(RemotingCommand.request(code, ext), timeout=TIMEOUT)
-    if resp.code != ResponseCode.SUCCESS:
-        raise AdminError(f"name server answered code {resp.code}: {resp.remark}")
-    return loads_fastjson(resp.body_bytes() or b"{}")
+async def _namesrv_call(client: RemotingClient, cmd: RemotingCommand, parse: Callable[[RemotingCommand], T]) -> T:
+    resp = await client.invoke_namesrv(cmd, timeout=TIMEOUT)
+    try:
+        return parse(resp)
+    except BrokerResponseError as e:
+        raise AdminError(f"name server answered code {e.code}: {e.remark}") from None
 
 
-async def _broker_call(client: RemotingClient, addr: str, code: int, ext, body: bytes | None = None) -> None:
-    resp = await client.invoke(addr, RemotingCommand.request(code, ext, body), timeout=TIMEOUT)
-    if resp.code != ResponseCode.SUCCESS:
-        raise AdminError(f"{addr} answered code {resp.code}: {resp.remark}")
+async def _broker_call(client: RemotingClient, addr: str, cmd: RemotingCommand) -> None:
+    resp = await client.invoke(addr, cmd, timeout=TIMEOUT)
+    try:
+        rq.check_success(resp)
+    except BrokerResponseError as e:
+        raise AdminError(f"{addr} answered code {e.code}: {e.remark}") from None
 
 
-async def _cluster_info(client: RemotingClient) -> dict:
-    return await _namesrv_call(client, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+async def _cluster_info(client: RemotingClient) -> ClusterInfo:
+    return await _namesrv_call(client, rq.get_broker_cluster_info(), rq.parse_cluster_info)
 
 
 async def _masters(client: RemotingClient, cluster: str | None, broker: str | None) -> list[str]:
@@ -166,11 +262,9 @@ async def _masters(client: RemotingClient, cluster: str | None, broker: str | No
     if broker:
         return [broker]
     info = await _cluster_info(client)
-    names = (info.get("clusterAddrTable") or {}).get(cluster) if cluster else list(info.get("brokerAddrTable") or {})
-    if cluster and names is None:
+    if cluster and cluster not in info.cluster_addr_table:
         raise AdminError(f"cluster [{cluster}] is not known to the name server")
-    masters = [(info["brokerAddrTable"][n].get("brokerAddrs") or {}).get("0") for n in names or []]
-    masters = [m for m in masters if m]
+    masters = list(info.master_addrs(cluster or None).values())
     if not masters:
         raise AdminError("no master broker is registered with the name server")
     return masters

@@ -17,6 +17,7 @@ import uvloop
 
 from rmq.broker.controller import BrokerController
 from rmq.config import BrokerConfig, ConfigError, NamesrvConfig, apply_properties, load_properties, parse_overrides
+from rmq.config import check_config
 from rmq.errors import StoreError
 from rmq.namesrv.controller import NamesrvController
 from rmq.store import StoreConfig
@@ -79,6 +80,7 @@ def build_broker_configs(props: dict[str, str], base_dir_default: str | None = N
     if base_dir_default is not None:
         store_config.store_path_root_dir = base_dir_default
     warnings = apply_properties(props, broker_config, store_config)
+    check_config(broker_config, store_config)  # defaults and flags too, against each field's range
     if not 0 <= broker_config.listen_port <= 65535:
         raise ConfigError(f"bad value for listenPort: {broker_config.listen_port} (expected 0..65535)")
     if broker_config.broker_id != 0 and store_config.broker_role != "SLAVE":

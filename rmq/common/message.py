@@ -14,7 +14,8 @@ import os
 import socket
 import struct
 import zlib
-from typing import Iterable, Mapping, NamedTuple, Protocol, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import NamedTuple, Protocol
 
 from rmq.errors import RemotingCommandError
 
@@ -111,7 +112,7 @@ class MessageConst:
 
 
 # ---------------------------------------------------------------------------------------------
-# Properties: "name\x01value\x02name\x01value" in UTF-8 (wire-contract §9.2).
+# Properties: "name\x01value\x02name\x01value" in UTF-8.
 #
 # Java 4.9.8 writes two forms: the broker (``MessageDecoder.messageProperties2String`` as the
 # store and the broker's rewrites use it) puts no \x02 after the last pair; the clients (Java,
@@ -172,7 +173,8 @@ def java_string_hash(s: str) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # Hosts and offsetMsgId: HEX_UPPER( IPv4 (4) | port int32 BE (4) | CommitLog offset int64 BE (8) )
-# (wire-contract §11; with an IPv6 store host the 16-byte address takes the IPv4 slot).
+# (Java MessageDecoder.createMessageId; with an IPv6 store host the 16-byte address takes the
+# IPv4 slot).
 
 _PORT = struct.Struct(">i")
 _PORT_OFFSET = struct.Struct(">iq")
@@ -223,10 +225,10 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Message records: the CommitLog record, also what PULL_MESSAGE bodies hold back to back (Java
-# CommitLog.MessageExtEncoder writes it, MessageDecoder.decode reads it), big-endian. This is
-# the one drawing of the layout; the Cython walker (rmq/_store.pyx, ``_walk``) and the
-# pure-Python reference below (``walk_record``) use the names defined under it.
+# Message records: the CommitLog record, also what PULL_MESSAGE bodies hold back to back
+# (Java CommitLog.DefaultAppendMessageCallback.doAppend writes it, MessageDecoder.decode reads
+# it), big-endian. This is the one drawing of the layout; the Cython walker (rmq/_store.pyx,
+# ``_walk``) and the pure-Python reference below (``walk_record``) use the names defined under it.
 #
 #   offset  field              size  name of the offset
 #   0       TOTALSIZE          4     OFF_TOTALSIZE
@@ -418,7 +420,7 @@ def walk_records_py(buf: bytes | bytearray | memoryview, start: int = 0, end: in
 
 
 # ---------------------------------------------------------------------------------------------
-# Batch body (wire-contract §5.2; Java MessageDecoder.encodeMessage), one item per message:
+# Batch body (Java MessageDecoder.encodeMessages, one MessageDecoder.encodeMessage per message):
 #
 #   +-----------+----------+------------+--------+---------+------+---------+-------+
 #   | TOTALSIZE | MAGIC(0) | BODYCRC(0) | FLAG   | BODYLEN | body | PROPLEN | props |

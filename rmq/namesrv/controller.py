@@ -12,7 +12,7 @@ import logging
 
 from rmq.config import NamesrvConfig
 from rmq.namesrv.processor import NamesrvProcessor
-from rmq.namesrv.route_manager import RouteInfoManager
+from rmq.namesrv.route_manager import RouteInfoManager, RouteLimits
 from rmq.remoting.connection import ConnectionEvent
 from rmq.remoting.dispatcher import ProcessorPool
 from rmq.remoting.server import RemotingServer
@@ -29,7 +29,9 @@ class NamesrvController:
 
     def __init__(self, config: NamesrvConfig | None = None):
         self.config = config or NamesrvConfig()
-        self.route_info_manager = RouteInfoManager(self.config.broker_channel_expired_seconds)
+        c = self.config
+        self.route_info_manager = RouteInfoManager(
+            c.broker_channel_expired_seconds, RouteLimits(c.max_brokers, c.max_topics_per_broker, c.max_topics))
         self.server = RemotingServer(
             self.config.listen_host, self.config.listen_port, idle_timeout=self.config.idle_timeout, name="namesrv"
         )

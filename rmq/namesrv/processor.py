@@ -6,7 +6,7 @@ DELETE_TOPIC_IN_NAMESRV (216), GET_TOPICS_BY_CLUSTER (224), QUERY_DATA_VERSION (
 KV config codes (PUT 100, GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219) with an in-memory
 table. GET_KV_CONFIG_BY_VALUE (217, which ali-ons sends and Java 4.x no longer knows) and
 DELETE_KV_CONFIG_BY_VALUE (218) answer QUERY_NOT_FOUND, which the client swallows, instead of
-REQUEST_CODE_NOT_SUPPORTED (wire-contract §3). Any other code gets REQUEST_CODE_NOT_SUPPORTED
+REQUEST_CODE_NOT_SUPPORTED. Any other code gets REQUEST_CODE_NOT_SUPPORTED
 naming it.
 """
 from __future__ import annotations
@@ -15,7 +15,9 @@ import json
 import logging
 import zlib
 
+from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import RemotingCommandError
+from rmq.namesrv.route_manager import RegistrationRefused
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -44,6 +46,7 @@ class NamesrvProcessor:
         self.controller = controller
         self.route = controller.route_info_manager
         self.kv: dict[str, dict[str, str]] = {}
+        self._rate_log = RateLimitedLog(log)
         self._handlers = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
@@ -67,12 +70,14 @@ class NamesrvProcessor:
     def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         handler = self._handlers.get(cmd.code)
         if handler is None:
-            log.warning("namesrv: %s sent request code %s, which is not supported", conn.remote_addr, cmd.code)
+            self._rate_log.warning(f"unsupported:{conn.remote_addr}", "namesrv: %s sent request code %s, which is not supported",
+                              conn.remote_addr, cmd.code)
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported", {})
         try:
             return handler(conn, cmd)
         except RemotingCommandError as e:
-            log.warning("namesrv: bad request code=%s from %s: %s", cmd.code, conn.remote_addr, e)
+            self._rate_log.warning(f"bad-request:{conn.remote_addr}", "namesrv: bad request code=%s from %s: %s",
+                              cmd.code, conn.remote_addr, clip(e))
             return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
 
     # -- brokers --------------------------------------------------------------------------
@@ -86,7 +91,7 @@ class NamesrvProcessor:
         except (TypeError, ValueError):
             raise RemotingCommandError("RegisterBrokerRequestHeader.bodyCrc32 is not an integer") from None
         if crc and body and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
-            log.warning("register broker %s: body CRC mismatch, refused", h.broker_addr)
+            self._rate_log.warning("register-crc", "register broker %s: body CRC mismatch, refused", clip(h.broker_addr))
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
         table, data_version = None, None
         if body:
@@ -97,18 +102,23 @@ class NamesrvProcessor:
                 wrapper = data.get("topicConfigSerializeWrapper") or {}
                 table = wrapper.get("topicConfigTable") or {}
                 data_version = wrapper.get("dataVersion") or {}
-                if not isinstance(table, dict):
-                    raise ValueError("topicConfigTable is not an object")
-            except (ValueError, AttributeError, UnicodeDecodeError) as e:
-                raise RemotingCommandError(f"REGISTER_BROKER body is not a RegisterBrokerBody: {e}") from None
-        result = self.route.register_broker(
-            h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, h.ha_server_addr or "", table, data_version, conn
-        )
+            except (ValueError, AttributeError, RecursionError) as e:
+                raise RemotingCommandError(f"REGISTER_BROKER body is not a RegisterBrokerBody: {clip(e)}") from None
+        try:
+            result = self.route.register_broker(
+                h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, h.ha_server_addr or "", table, data_version,
+                conn)
+        except RegistrationRefused as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
         ext = {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr}
         return cmd.response(ResponseCode.SUCCESS, None, ext)
 
     def unregister_broker(self, conn, cmd):
         h = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            self.route.check_unregister(h.broker_name, h.broker_addr, conn)
+        except RegistrationRefused as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
         self.route.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
@@ -154,8 +164,30 @@ class NamesrvProcessor:
         ns, key, value = (cmd.ext_fields.get(k) for k in ("namespace", "key", "value"))
         if not ns or not key or value is None:
             raise RemotingCommandError("PutKVConfigRequestHeader needs namespace, key and value")
-        self.kv.setdefault(str(ns), {})[str(key)] = str(value)
+        ns, key, value = str(ns), str(key), str(value)
+        cfg = self.controller.config
+        if len(ns) > cfg.max_kv_key_chars or len(key) > cfg.max_kv_key_chars:
+            return self._kv_refused(conn, cmd, f"namespace and key are at most {cfg.max_kv_key_chars} characters "
+                                               f"(maxKvKeyChars)")
+        if len(value) > cfg.max_kv_value_chars:
+            return self._kv_refused(conn, cmd, f"value of {len(value)} characters is longer than maxKvValueChars="
+                                               f"{cfg.max_kv_value_chars}")
+        table = self.kv.get(ns)
+        if table is None:
+            if len(self.kv) >= cfg.max_kv_namespaces:
+                return self._kv_refused(conn, cmd, f"{len(self.kv)} namespaces already (maxKvNamespaces="
+                                                   f"{cfg.max_kv_namespaces})")
+            table = self.kv[ns] = {}
+        if key not in table and len(table) >= cfg.max_kv_entries_per_namespace:
+            return self._kv_refused(conn, cmd, f"namespace {clip(ns)} already has {len(table)} keys "
+                                               f"(maxKvEntriesPerNamespace={cfg.max_kv_entries_per_namespace})")
+        table[key] = value
         return cmd.response(ResponseCode.SUCCESS, None, {})
+
+    def _kv_refused(self, conn, cmd, why: str) -> RemotingCommand:
+        self._rate_log.warning(f"kv-refused:{conn.remote_addr}", "namesrv: PUT_KV_CONFIG from %s refused: %s",
+                          conn.remote_addr, why)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, f"PUT_KV_CONFIG refused: {why}", {})
 
     def get_kv_config(self, conn, cmd):
         h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -166,7 +198,11 @@ class NamesrvProcessor:
 
     def delete_kv_config(self, conn, cmd):
         h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
-        self.kv.get(h.namespace, {}).pop(h.key, None)
+        table = self.kv.get(h.namespace)
+        if table is not None:
+            table.pop(h.key, None)
+            if not table:
+                del self.kv[h.namespace]
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def get_kv_list_by_namespace(self, conn, cmd):

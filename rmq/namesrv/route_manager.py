@@ -6,33 +6,99 @@ topic at a time. Four tables, as in Java's ``RouteInfoManager``::
     topic_queue_table   topic        -> {broker_name: QueueData}
     broker_addr_table   broker_name  -> BrokerData(cluster, broker_name, {broker_id: addr})
     cluster_addr_table  cluster      -> {broker_name, ...}
-    broker_live_table   broker_addr  -> BrokerLiveInfo(last_update, data_version, conn, ha addr)
+    broker_live_table   broker_addr  -> BrokerLiveInfo(last_update, data_version, conns, ha addr)
 
-A broker that has not registered for ``broker_channel_expired_seconds`` (120 s), or whose
-connection closed, is removed from all four (``scan_not_active_broker``, ``on_channel_destroy``).
+A broker that has not registered for ``broker_channel_expired_seconds`` (120 s) is removed
+from all four (``scan_not_active_broker``); so is one whose every registering connection has
+closed (``on_channel_destroy``). A connection that never registered an address cannot remove
+it: closing it is a no-op for the routes.
+
+A registration is checked whole before any table changes (:func:`parse_topic_config_table`
+and the header checks in :meth:`RouteInfoManager.register_broker`), so a malformed one leaves
+nothing behind. A registration of a ``brokerName`` + ``brokerId`` that a live broker holds from
+another address, over another connection, is refused with :class:`RegistrationRefused`: two
+masters named ``broker-a`` (a misconfiguration, or a spoof) must not take each other's routes.
+The holder keeps them until it unregisters or expires. Java's name server lets the newcomer
+replace the holder silently (``RouteInfoManager.registerBroker``).
 
 Everything runs on the event loop, so there is no lock: each method is atomic between awaits.
-Route JSON is built here in Java's field names (wire-contract §4).
+Route JSON is built here in Java's field names.
 """
 from __future__ import annotations
 
 import logging
+import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from rmq.common.constants import PermName
+from rmq.common.log import RateLimitedLog, clip
 from rmq.common.route import MASTER_ID, BrokerData, QueueData
+from rmq.errors import RemotingCommandError
 
-__all__ = ["RouteInfoManager", "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult", "MASTER_ID"]
+__all__ = [
+    "MASTER_ID",
+    "BrokerData",
+    "BrokerLiveInfo",
+    "QueueData",
+    "RegisterBrokerResult",
+    "RegistrationRefused",
+    "RouteInfoManager",
+    "RouteLimits",
+    "parse_topic_config_table",
+]
 
 log = logging.getLogger("rmq.namesrv")
+
+#: Java keeps brokerId in a long; names and addresses are short in any real deployment.
+MAX_BROKER_ID = 2**63 - 1
+MAX_NAME_CHARS = 255
+#: queue counts a name server accepts in a registration. Java's broker caps a topic's queues
+#: at 1024 for clients but its own retry topics may carry more; 65535 keeps route JSON sane.
+MAX_QUEUE_NUMS = 65535
+_INT32_MAX = 2**31 - 1
+_ADDR = re.compile(r"[^\s:;,]+:\d{1,5}")
+#: connections remembered per broker address (a broker uses one per name server; a restart or
+#: a reconnect adds one until the old one's close is seen).
+MAX_CONNS_PER_BROKER = 8
+
+
+class RegistrationRefused(RemotingCommandError):
+    """A REGISTER_BROKER the name server will not accept (answered SYSTEM_ERROR with the
+    message as remark). Not retriable as such: the registration is refused until the other
+    holder of the name unregisters or expires, or a bound is raised."""
+
+
+@dataclass(slots=True)
+class RouteLimits:
+    """Bounds of the name server's tables (``NamesrvConfig`` carries the configured values).
+
+    Attributes:
+        max_brokers: broker addresses registered at once (default 2048).
+        max_topics_per_broker: topics in one registration (default 100 000).
+        max_topics: distinct topics over all brokers (default 500 000).
+    """
+
+    max_brokers: int = 2048
+    max_topics_per_broker: int = 100_000
+    max_topics: int = 500_000
 
 
 @dataclass(slots=True)
 class BrokerLiveInfo:
+    """One registered broker address: when it last registered, its topic table's version, the
+    connections it registered over, and its HA address."""
+
     last_update: float
-    data_version: dict
-    conn: object | None
-    ha_server_addr: str
+    data_version: dict[str, Any]
+    conns: list[object] = field(default_factory=list)
+    ha_server_addr: str = ""
+
+    @property
+    def conn(self) -> object | None:
+        """The most recent registering connection (``None`` for in-process registrations)."""
+        return self.conns[-1] if self.conns else None
 
 
 @dataclass(slots=True)
@@ -43,21 +109,126 @@ class RegisterBrokerResult:
     master_addr: str = ""
 
 
+def _int_field(tc: dict[str, Any], key: str, default: int, lo: int, hi: int, topic: str) -> int:
+    v = tc.get(key, default)
+    if type(v) is int and lo <= v <= hi:  # the usual case, first
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, str)):
+        raise RemotingCommandError(f"topicConfigTable[{clip(topic)}].{key} is not an integer: {clip(v)}")
+    try:
+        n = int(v)
+    except ValueError:
+        raise RemotingCommandError(f"topicConfigTable[{clip(topic)}].{key} is not an integer: {clip(v)}") from None
+    if not lo <= n <= hi:
+        raise RemotingCommandError(f"topicConfigTable[{clip(topic)}].{key}={n} is out of range {lo}..{hi}")
+    return n
+
+
+def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -> dict[str, QueueData]:
+    """Check a RegisterBrokerBody's ``topicConfigTable`` and turn it into queue data.
+
+    Every topic name must be 1..255 printable characters (looser than ``TopicValidator``: a Java
+    broker named after its host, ``broker.example.com``, registers a topic of that name), every
+    entry an object whose
+    ``readQueueNums`` / ``writeQueueNums`` are 0..65535, ``perm`` made of ``PermName`` bits
+    (0..15, default read + write) and ``topicSysFlag`` a non-negative int32. Raises :class:`RemotingCommandError` naming the first bad entry, or
+    :class:`RegistrationRefused` past ``max_topics`` entries.
+    """
+    if not isinstance(table, dict):
+        raise RemotingCommandError("topicConfigTable is not an object")
+    if len(table) > max_topics:
+        raise RegistrationRefused(
+            f"broker {clip(broker_name)} registers {len(table)} topics, more than this name server's "
+            f"maxTopicsPerBroker={max_topics}")
+    out: dict[str, QueueData] = {}
+    for topic, tc in table.items():
+        if not topic or len(topic) > MAX_NAME_CHARS or not topic.isprintable() or not topic.strip():
+            raise RemotingCommandError(f"topicConfigTable has an illegal topic name {clip(topic)!r}: expected 1 to "
+                                       f"{MAX_NAME_CHARS} printable characters")
+        if not isinstance(tc, dict):
+            raise RemotingCommandError(f"topicConfigTable[{clip(topic)}] is not an object")
+        out[topic] = QueueData(
+            broker_name,
+            _int_field(tc, "readQueueNums", 0, 0, MAX_QUEUE_NUMS, topic),
+            _int_field(tc, "writeQueueNums", 0, 0, MAX_QUEUE_NUMS, topic),
+            _int_field(tc, "perm", PermName.READ_WRITE, 0, PermName.ALL, topic),
+            _int_field(tc, "topicSysFlag", 0, 0, _INT32_MAX, topic),
+        )
+    return out
+
+
+def _check_name(what: str, value: str, required: bool = True) -> None:
+    if required and not value:
+        raise RemotingCommandError(f"RegisterBrokerRequestHeader.{what} is empty")
+    if len(value) > MAX_NAME_CHARS or not value.isprintable():
+        raise RemotingCommandError(
+            f"RegisterBrokerRequestHeader.{what} {clip(value)!r} is not a printable name of at most "
+            f"{MAX_NAME_CHARS} characters")
+
+
 class RouteInfoManager:
     """The name server's routing tables (see module docstring).
 
     Args:
-        broker_channel_expired_seconds: expiry of a silent broker (default 120 s).
+        broker_channel_expired_seconds: expiry of a silent broker (default 120 s, Java
+            ``BROKER_CHANNEL_EXPIRED_TIME``).
+        limits: table bounds (:class:`RouteLimits` defaults).
     """
 
-    def __init__(self, broker_channel_expired_seconds: float = 120.0):
+    def __init__(self, broker_channel_expired_seconds: float = 120.0, limits: RouteLimits | None = None):
         self.broker_channel_expired_seconds = broker_channel_expired_seconds
+        self.limits = limits or RouteLimits()
+        self._rate_log = RateLimitedLog(log)  # per name server: one peer's repeats never hide another's
         self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
 
     # -- registration ---------------------------------------------------------------------
+
+    def _is_live(self, live: BrokerLiveInfo | None, now: float) -> bool:
+        """Registered within the expiry over a connection that is still open (or in-process)."""
+        if live is None or now - live.last_update > self.broker_channel_expired_seconds:
+            return False
+        return not live.conns or any(not getattr(c, "closed", False) for c in live.conns)
+
+    def _check_holder(self, broker_name: str, broker_id: int, broker_addr: str, conn: object | None,
+                      now: float) -> None:
+        """Refuse taking ``broker_name``/``broker_id`` (or ``broker_addr`` under another id) from a
+        live broker that registered over another connection."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None:
+            return
+        held = broker_data.broker_addrs.get(broker_id)
+        if held is not None and held != broker_addr:
+            live = self.broker_live_table.get(held)
+            if self._is_live(live, now) and (conn is None or live is None or conn not in live.conns):
+                self._rate_log.warning(
+                    f"dup-broker:{broker_name}:{broker_id}",
+                    "refused registration of %s id=%d from %s: %s holds that name and id over a live connection",
+                    clip(broker_name), broker_id, clip(broker_addr), clip(held))
+                raise RegistrationRefused(
+                    f"broker {clip(broker_name)} id {broker_id} is already registered from {clip(held)}, which is "
+                    f"alive; registration from {clip(broker_addr)} refused (two brokers with the same brokerName "
+                    f"and brokerId?) until it unregisters or expires after "
+                    f"{self.broker_channel_expired_seconds:g} s")
+        for bid, addr in broker_data.broker_addrs.items():
+            if addr == broker_addr and bid != broker_id:
+                live = self.broker_live_table.get(addr)
+                if self._is_live(live, now) and live is not None and live.conns and conn not in live.conns:
+                    raise RegistrationRefused(
+                        f"{clip(broker_addr)} is registered as {clip(broker_name)} id {bid} over another live "
+                        f"connection; registration as id {broker_id} refused")
+
+    def _topics_changed(self, broker_name: str, broker_id: int, broker_addr: str, data_version: object) -> bool:
+        """Whether a master's registration must (re)apply its topic table: a first registration
+        of this name/id/address, or a new table version (Java ``isBrokerTopicConfigChanged``).
+        The steady state, the same version every 30 s, skips both checking and applying."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None or broker_data.broker_addrs.get(broker_id) != broker_addr:
+            return True
+        prev = self.broker_live_table.get(broker_addr)
+        return prev is None or prev.data_version != (data_version or {})
 
     def register_broker(
         self,
@@ -66,8 +237,8 @@ class RouteInfoManager:
         broker_name: str,
         broker_id: int,
         ha_server_addr: str,
-        topic_config_table: dict[str, dict] | None,
-        data_version: dict | None,
+        topic_config_table: dict[str, Any] | None,
+        data_version: dict[str, Any] | None,
         conn: object | None = None,
     ) -> RegisterBrokerResult:
         """Record (or refresh) one broker and, for a master, its topic table.
@@ -76,7 +247,42 @@ class RouteInfoManager:
         ``writeQueueNums``, ``perm``, ``topicSysFlag``). When a master sends its table, topics
         it no longer lists lose this broker's queues, so a deleted topic disappears from
         routes on the next registration.
+
+        Everything is checked before anything changes. Raises :class:`RemotingCommandError`
+        for a malformed header value or table entry, :class:`RegistrationRefused` when a live
+        broker on another connection holds the name and id, or a table bound would be passed.
         """
+        _check_name("clusterName", cluster_name)
+        _check_name("brokerName", broker_name)
+        _check_name("brokerAddr", broker_addr)
+        _check_name("haServerAddr", ha_server_addr, required=False)
+        if not _ADDR.fullmatch(broker_addr):
+            raise RemotingCommandError(f"RegisterBrokerRequestHeader.brokerAddr {clip(broker_addr)!r} is not host:port")
+        if not 0 <= broker_id <= MAX_BROKER_ID:
+            raise RemotingCommandError(f"RegisterBrokerRequestHeader.brokerId {broker_id} is out of range 0..{MAX_BROKER_ID}")
+        if data_version is not None and not isinstance(data_version, dict):
+            raise RemotingCommandError("dataVersion is not an object")
+        queue_datas = None
+        if topic_config_table is not None and broker_id == MASTER_ID and self._topics_changed(
+                broker_name, broker_id, broker_addr, data_version):
+            queue_datas = parse_topic_config_table(broker_name, topic_config_table, self.limits.max_topics_per_broker)
+        now = time.monotonic()
+        self._check_holder(broker_name, broker_id, broker_addr, conn, now)
+        if broker_addr not in self.broker_live_table and len(self.broker_live_table) >= self.limits.max_brokers:
+            self._rate_log.warning("broker-table-full", "refused registration of %s from %s: %d brokers registered (maxBrokers)",
+                              clip(broker_name), clip(broker_addr), len(self.broker_live_table))
+            raise RegistrationRefused(f"this name server already has {len(self.broker_live_table)} brokers "
+                                      f"(maxBrokers={self.limits.max_brokers}); registration refused")
+        if queue_datas is not None:
+            new_topics = sum(1 for t in queue_datas if t not in self.topic_queue_table)
+            if new_topics and len(self.topic_queue_table) + new_topics > self.limits.max_topics:
+                self._rate_log.warning("topic-table-full", "refused registration of %s from %s: %d new topics past maxTopics",
+                                  clip(broker_name), clip(broker_addr), new_topics)
+                raise RegistrationRefused(
+                    f"registering {new_topics} new topics would pass this name server's maxTopics="
+                    f"{self.limits.max_topics} ({len(self.topic_queue_table)} known); registration refused")
+
+        # From here on nothing raises: the tables change together.
         self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
         broker_data = self.broker_addr_table.get(broker_name)
         first_register = broker_data is None
@@ -94,16 +300,18 @@ class RouteInfoManager:
         broker_data.broker_addrs[broker_id] = broker_addr
         first_register = first_register or old_addr is None
 
-        if topic_config_table is not None and broker_id == MASTER_ID:
-            prev = self.broker_live_table.get(broker_addr)
-            if first_register or prev is None or prev.data_version != data_version:
-                self._update_topics_of_broker(broker_name, topic_config_table)
+        prev = self.broker_live_table.get(broker_addr)
+        if queue_datas is not None:
+            self._update_topics_of_broker(broker_name, queue_datas)
 
-        self.broker_live_table[broker_addr] = BrokerLiveInfo(
-            time.monotonic(), dict(data_version or {}), conn, ha_server_addr
-        )
+        conns = [c for c in prev.conns if not getattr(c, "closed", False)] if prev is not None else []
+        if conn is not None and conn not in conns:
+            conns.append(conn)
+            del conns[:-MAX_CONNS_PER_BROKER]
+        self.broker_live_table[broker_addr] = BrokerLiveInfo(now, dict(data_version or {}), conns, ha_server_addr)
         if first_register:
-            log.info("new broker registered: %s %s id=%d cluster=%s", broker_name, broker_addr, broker_id, cluster_name)
+            log.info("new broker registered: %s %s id=%d cluster=%s", clip(broker_name), clip(broker_addr), broker_id,
+                     clip(cluster_name))
 
         result = RegisterBrokerResult()
         if broker_id != MASTER_ID:
@@ -114,22 +322,15 @@ class RouteInfoManager:
                 result.ha_server_addr = master_live.ha_server_addr if master_live else ""
         return result
 
-    def _update_topics_of_broker(self, broker_name: str, topic_config_table: dict[str, dict]) -> None:
-        for topic, tc in topic_config_table.items():
-            qd = QueueData(
-                broker_name,
-                int(tc.get("readQueueNums", 0)),
-                int(tc.get("writeQueueNums", 0)),
-                int(tc.get("perm", 6)),
-                int(tc.get("topicSysFlag", 0)),
-            )
+    def _update_topics_of_broker(self, broker_name: str, queue_datas: dict[str, QueueData]) -> None:
+        for topic, qd in queue_datas.items():
             queues = self.topic_queue_table.setdefault(topic, {})
             if queues.get(broker_name) != qd:
                 if broker_name not in queues:
                     log.debug("new topic registered: %s on %s", topic, broker_name)
                 queues[broker_name] = qd
         for topic in list(self.topic_queue_table):
-            if topic not in topic_config_table:
+            if topic not in queue_datas:
                 self._remove_topic_of_broker(topic, broker_name)
 
     def _remove_topic_of_broker(self, topic: str, broker_name: str) -> None:
@@ -138,6 +339,18 @@ class RouteInfoManager:
             log.debug("topic %s removed from broker %s", topic, broker_name)
             if not queues:
                 del self.topic_queue_table[topic]
+
+    def check_unregister(self, broker_name: str, broker_addr: str, conn: object | None) -> None:
+        """Refuse an UNREGISTER_BROKER for an address that a live broker registered over other
+        connections (a broker unregisters over the connection it registers over; Java accepts
+        it from anyone, which lets any client take a broker's routes away)."""
+        live = self.broker_live_table.get(broker_addr)
+        if live is not None and live.conns and conn not in live.conns and self._is_live(live, time.monotonic()):
+            self._rate_log.warning(f"unregister-refused:{broker_addr}",
+                                   "refused UNREGISTER_BROKER of %s %s from a connection it did not register over",
+                                   clip(broker_name), clip(broker_addr))
+            raise RegistrationRefused(f"broker {clip(broker_name)} at {clip(broker_addr)} is registered over another "
+                                      f"live connection; UNREGISTER_BROKER from this one refused")
 
     def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
         """Forget one broker address (UNREGISTER_BROKER, or expiry)."""
@@ -159,7 +372,7 @@ class RouteInfoManager:
                         del self.cluster_addr_table[cluster_name]
                 for topic in list(self.topic_queue_table):
                     self._remove_topic_of_broker(topic, broker_name)
-        log.info("broker unregistered: %s %s id=%d", broker_name, broker_addr, broker_id)
+        log.info("broker unregistered: %s %s id=%d", clip(broker_name), clip(broker_addr), broker_id)
 
     def _remove_by_addr(self, broker_addr: str, why: str) -> None:
         for broker_data in list(self.broker_addr_table.values()):
@@ -180,18 +393,23 @@ class RouteInfoManager:
         ]
         for addr in expired:
             live = self.broker_live_table.get(addr)
-            if live is not None and live.conn is not None:
-                close = getattr(live.conn, "close", None)
+            self._remove_by_addr(addr, f"no registration for {self.broker_channel_expired_seconds:g} s")
+            # Java closes the expired broker's channel too (RouteInfoManager.scanNotActiveBroker).
+            for c in live.conns if live is not None else ():
+                close = getattr(c, "close", None)
                 if close is not None:
                     close()
-            self._remove_by_addr(addr, f"no registration for {self.broker_channel_expired_seconds:.0f} s")
         return expired
 
     def on_channel_destroy(self, conn: object) -> None:
-        """A connection closed: drop the broker that registered over it, if any."""
+        """A connection closed: forget it; drop a broker only when the last connection it
+        registered over closed (Java ``onChannelDestroy`` drops whatever broker the channel
+        named; here a connection that did not register an address cannot remove it)."""
         for addr, live in list(self.broker_live_table.items()):
-            if live.conn is conn:
-                self._remove_by_addr(addr, "its connection closed")
+            if conn in live.conns:
+                live.conns.remove(conn)
+                if not live.conns:
+                    self._remove_by_addr(addr, "its connection closed")
 
     def delete_topic(self, topic: str) -> None:
         self.topic_queue_table.pop(topic, None)
@@ -199,7 +417,7 @@ class RouteInfoManager:
     # -- queries --------------------------------------------------------------------------
 
     def pick_topic_route_data(self, topic: str) -> dict | None:
-        """The route JSON of ``topic`` (wire-contract §4), or ``None`` when nobody serves it."""
+        """The route JSON of ``topic`` (Java ``TopicRouteData``), or ``None`` when nobody serves it."""
         queues = self.topic_queue_table.get(topic)
         if not queues:
             return None

@@ -1,11 +1,12 @@
-"""CommitLog: the append-only log of every message (SPEC S1) and its recovery (S5)."""
+"""CommitLog: the append-only log of every message and its recovery (Java CommitLog)."""
 from __future__ import annotations
 
 import logging
-import re
 import time
+from typing import Callable
 
 from rmq import _store
+from rmq.common.constants import TopicValidator
 from rmq.store.config import StoreConfig
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
 from rmq.store.message import (AppendMessageResult, MessageInner,
@@ -17,7 +18,6 @@ log = logging.getLogger("rmq.store")
 
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 # Java TopicValidator.VALID_PATTERN_STR: also keeps topic names safe as directory names.
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
 
@@ -35,13 +35,21 @@ class CommitLog:
         self._id_prefix = self.store_host_bytes.hex().upper()     # offsetMsgId = prefix + %016X
         self._born_cache: dict[tuple[str, int], bytes] = {}
         self.file_size = config.mapped_file_size_commitlog
-        self.mfq = MappedFileQueue(config.commitlog_dir, self.file_size)
+        # A new CommitLog file leaves room for the ConsumeQueue files its records need.
+        self.mfq = MappedFileQueue(config.commitlog_dir, self.file_size, sync_dir=True,
+                                   keep_free=max(2 * config.mapped_file_size_consume_queue, 1 << 20))
         self.mfq.on_change = self._refresh_table
         self.table = _store.CommitLogTable()
         self.table_files: list[MappedFile] = []
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self._topic_cache: dict[str, bytes] = {}
         self.confirm_offset = 0
+        # Called with (topic, queue_id) before the first record of a queue that has no
+        # ConsumeQueue yet; a PutMessageResult refuses it (the store's mapping budget).
+        self.admit_new_queue: Callable[[str, int], PutMessageResult | None] | None = None
+        # Called after a new CommitLog file was created (the store re-checks the disk: with
+        # preallocated files, disk use only grows here).
+        self.on_new_file: Callable[[], object] | None = None
 
     # -- table for the getMessage scan -------------------------------------------------------
     def _refresh_table(self) -> None:
@@ -76,7 +84,8 @@ class CommitLog:
         b = self._topic_cache.get(topic)
         if b is None:
             b = topic.encode("utf-8")
-            if len(self._topic_cache) < 100_000 and _VALID_TOPIC.match(topic) and len(b) <= 127:
+            if (len(self._topic_cache) < 100_000 and not TopicValidator.is_topic_or_group_illegal(topic)
+                    and len(b) <= 127):
                 self._topic_cache[topic] = b
         return b
 
@@ -90,14 +99,14 @@ class CommitLog:
         return b
 
     def msg_id(self, phy: int) -> str:
-        """offsetMsgId of the record at ``phy`` (wire-contract §11)."""
+        """offsetMsgId of the record at ``phy`` (Java MessageDecoder.createMessageId: store host + offset, hex)."""
         return f"{self._id_prefix}{phy:016X}"
 
     def _check(self, topic_b: bytes, msg: MessageInner) -> PutMessageResult | None:
         if not topic_b or len(topic_b) > 127:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"topic must be 1..127 bytes, got {len(topic_b)}")
-        if msg.topic not in self._topic_cache and not _VALID_TOPIC.match(msg.topic):
+        if msg.topic not in self._topic_cache and TopicValidator.is_topic_or_group_illegal(msg.topic):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"topic {msg.topic!r} has characters outside [%|a-zA-Z0-9_-]")
         if msg.queue_id < 0:
@@ -107,12 +116,27 @@ class CommitLog:
     def _file_for(self, size: int) -> MappedFile:
         """The file the next ``size`` bytes go to: pads the current one with a BLANK record
         when they do not fit (with the 8 bytes a later BLANK needs)."""
-        mf = self.mfq.get_last_mapped_file(0)
-        if size + _store.END_FILE_MIN_BLANK_LENGTH > mf.remaining:
-            blank = mf.remaining
-            _store.write_blank(mf.mm, mf.wrote_position, blank)
+        mf = self.mfq.last
+        if mf is None or mf.is_full:
+            mf = self._new_file()
+        elif size + _store.END_FILE_MIN_BLANK_LENGTH > mf.remaining:
+            # Create the next file first: when that fails the current one stays open.
+            nxt = self._new_file(mf)
+            _store.write_blank(mf.mm, mf.wrote_position, mf.remaining)
             mf.wrote_position = self.file_size
+            mf = nxt
+        if not mf.allocated:
+            mf.allocate()       # a file loaded on a full disk (DiskSpaceError until space frees)
+        return mf
+
+    def _new_file(self, full: MappedFile | None = None) -> MappedFile:
+        """Map the file after ``full`` (or the first / next one); StoreError when it cannot be."""
+        if full is None:
             mf = self.mfq.get_last_mapped_file(0)
+        else:
+            mf = self.mfq.create_after(full)
+        if self.on_new_file is not None:
+            self.on_new_file()
         return mf
 
     def append(self, msg: MessageInner) -> PutMessageResult:
@@ -135,7 +159,16 @@ class CommitLog:
                                     remark=f"message is {size} bytes, larger than a CommitLog file")
         key = (msg.topic, msg.queue_id)
         tran = msg.sys_flag & _TRAN_MASK
-        queue_offset = 0 if tran in _NO_QUEUE_OFFSET else self.topic_queue_table.get(key, 0)
+        if tran in _NO_QUEUE_OFFSET:
+            queue_offset = 0
+        else:
+            queue_offset = self.topic_queue_table.get(key)
+            if queue_offset is None:
+                if self.admit_new_queue is not None:
+                    refused = self.admit_new_queue(msg.topic, msg.queue_id)
+                    if refused is not None:
+                        return refused
+                queue_offset = 0
         mf = self._file_for(size)
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
@@ -153,7 +186,7 @@ class CommitLog:
             logics_offset=queue_offset, msg_num=1, msg_ids=[mid]))
 
     def append_batch(self, msg: MessageInner) -> PutMessageResult:
-        """Write every item of a §5.2 batch body as its own record (one queue offset each)."""
+        """Write every item of a batch body (Java MessageDecoder.encodeMessages) as its own record (one queue offset each)."""
         topic_b = self._encode_topic(msg.topic)
         bad = self._check(topic_b, msg)
         if bad is not None:
@@ -177,7 +210,13 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"batch is {total} bytes, larger than a CommitLog file")
         key = (msg.topic, msg.queue_id)
-        queue_offset = self.topic_queue_table.get(key, 0)
+        queue_offset = self.topic_queue_table.get(key)
+        if queue_offset is None:
+            if self.admit_new_queue is not None:
+                refused = self.admit_new_queue(msg.topic, msg.queue_id)
+                if refused is not None:
+                    return refused
+            queue_offset = 0
         mf = self._file_for(total)
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
@@ -274,19 +313,10 @@ class CommitLog:
         self._refresh_table()
         return {"end": end, "truncated_bytes": dropped, "reason": reason if dropped else None}
 
-    def set_clean_end(self, end: int) -> None:
-        """After a clean stop: trust the checkpointed end (no scan)."""
-        for f in self.mfq.files:
-            if f.file_from_offset + self.file_size <= end:
-                f.wrote_position = f.flushed_position = self.file_size
-            elif f.file_from_offset <= end:
-                f.wrote_position = f.flushed_position = end - f.file_from_offset
-        self.mfq.truncate_dirty_files(end)
-        self.mfq.flushed_where = end
-        self._refresh_table()
-
-    def delete_expired_files(self, expired_ms: int, clean_immediately: bool) -> int:
-        n = self.mfq.delete_expired_by_time(expired_ms, clean_immediately)
+    def delete_expired_files(self, expired_ms: int, clean_immediately: bool, keep_from: int | None = None) -> int:
+        """Delete expired files, never one holding records at or past ``keep_from`` (the
+        dispatch position: those records are not in their ConsumeQueues yet)."""
+        n = self.mfq.delete_expired_by_time(expired_ms, clean_immediately, keep_from=keep_from)
         self.mfq.retry_pending_destroy()
         return n
 

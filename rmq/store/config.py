@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from rmq.common.settings import JAVA_INT, check_delay_levels, check_hours_of_day, multiple_of, setting
+
 __all__ = ["StoreConfig", "detect_total_physical_memory", "DEFAULT_MESSAGE_DELAY_LEVEL"]
 
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
@@ -24,40 +26,47 @@ class StoreConfig:
     Defaults are RocketMQ 4.9.8's. Sizes are bytes, intervals milliseconds unless the name says
     otherwise. Tests shrink the file sizes and can force "in disk" with
     ``total_physical_memory`` / ``access_message_in_memory_max_ratio``.
+
+    Each numeric field declares its allowed values where it is declared
+    (``setting(default, lo=, hi=)``, :mod:`rmq.common.settings`); the daemons check them at start.
     """
 
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
     store_path_commit_log: str | None = None          # default <root>/commitlog
-    mapped_file_size_commitlog: int = 1024 * 1024 * 1024
-    mapped_file_size_consume_queue: int = 300_000 * 20
-    flush_disk_type: str = "ASYNC_FLUSH"               # or "SYNC_FLUSH"
-    flush_interval_commitlog: int = 500
-    flush_commitlog_least_pages: int = 4
-    flush_commitlog_thorough_interval: int = 10_000
-    flush_interval_consume_queue: int = 1000
-    flush_consume_queue_least_pages: int = 2
-    flush_consume_queue_thorough_interval: int = 60_000
-    sync_flush_timeout: int = 5000
-    max_message_size: int = 4 * 1024 * 1024
-    file_reserved_time: int = 72                       # hours
-    delete_when: str = "04"                            # hours of day, "04;05" for several
-    disk_max_used_space_ratio: int = 75                # percent
-    disk_space_warning_level_ratio: int = 90           # percent: refuse writes above
-    disk_space_clean_forcibly_ratio: int = 85          # percent: delete immediately above
-    clean_resource_interval: int = 10_000
-    delete_commitlog_files_interval: int = 100
-    destroy_mapped_file_interval_forcibly: int = 120_000
+    mapped_file_size_commitlog: int = setting(1024 * 1024 * 1024, lo=4096, hi=JAVA_INT.hi, unit="bytes")
+    mapped_file_size_consume_queue: int = setting(300_000 * 20, lo=20, hi=JAVA_INT.hi, check=multiple_of(20),
+                                                 text="a multiple of 20")
+    flush_disk_type: str = setting("ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH"))
+    flush_interval_commitlog: int = setting(500, lo=1, hi=3_600_000, unit="ms")
+    flush_commitlog_least_pages: int = setting(4, lo=0, hi=JAVA_INT.hi)
+    flush_commitlog_thorough_interval: int = setting(10_000, lo=0, hi=JAVA_INT.hi, unit="ms")
+    flush_interval_consume_queue: int = setting(1000, lo=1, hi=3_600_000, unit="ms")
+    flush_consume_queue_least_pages: int = setting(2, lo=0, hi=JAVA_INT.hi)
+    flush_consume_queue_thorough_interval: int = setting(60_000, lo=0, hi=JAVA_INT.hi, unit="ms")
+    sync_flush_timeout: int = setting(5000, lo=1, hi=600_000, unit="ms")
+    max_message_size: int = setting(4 * 1024 * 1024, lo=1, hi=1024 * 1024 * 1024, unit="bytes")
+    file_reserved_time: int = setting(72, lo=0, hi=87_600, unit="hours")
+    delete_when: str = setting("04", check=check_hours_of_day, text="hours 0..23 separated by ;")  # hours of day, "04;05" for several
+    disk_max_used_space_ratio: int = setting(75, lo=0, hi=100, unit="%")
+    disk_space_warning_level_ratio: int = setting(90, lo=0, hi=100, unit="%")  # refuse writes above
+    disk_space_clean_forcibly_ratio: int = setting(85, lo=0, hi=100, unit="%")  # delete immediately above
+    clean_resource_interval: int = setting(10_000, lo=1, hi=JAVA_INT.hi, unit="ms")
+    delete_commitlog_files_interval: int = setting(100, lo=0, hi=JAVA_INT.hi, unit="ms")
+    destroy_mapped_file_interval_forcibly: int = setting(120_000, lo=0, hi=JAVA_INT.hi, unit="ms")
     clean_file_forcibly_enable: bool = True
-    access_message_in_memory_max_ratio: int = 40       # percent of total_physical_memory
-    total_physical_memory: int = field(default_factory=detect_total_physical_memory)
-    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
-    max_transfer_count_on_message_in_memory: int = 32
-    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
-    max_transfer_count_on_message_in_disk: int = 8
-    broker_role: str = "ASYNC_MASTER"                  # ASYNC_MASTER, SYNC_MASTER, SLAVE
+    access_message_in_memory_max_ratio: int = setting(40, lo=0, hi=100, unit="% of total_physical_memory")
+    total_physical_memory: int = setting(default_factory=detect_total_physical_memory, lo=1, unit="bytes")
+    max_transfer_bytes_on_message_in_memory: int = setting(256 * 1024, lo=1, hi=JAVA_INT.hi, unit="bytes")
+    max_transfer_count_on_message_in_memory: int = setting(32, lo=1, hi=JAVA_INT.hi)
+    max_transfer_bytes_on_message_in_disk: int = setting(64 * 1024, lo=1, hi=JAVA_INT.hi, unit="bytes")
+    max_transfer_count_on_message_in_disk: int = setting(8, lo=1, hi=JAVA_INT.hi)
+    broker_role: str = setting("ASYNC_MASTER", choices=("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"))
     offset_check_in_slave: bool = False
     check_crc_on_recover: bool = True
-    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    message_delay_level: str = setting(DEFAULT_MESSAGE_DELAY_LEVEL, check=check_delay_levels, text="1..64 delays like 1s 5m 2h 1d")
+    # Not in Java: mapped files (CommitLog + ConsumeQueue) the process may hold; 0 derives it
+    # from the open file limit and vm.max_map_count (rmq.store.resources).
+    max_mapped_files: int = setting(0, lo=0, hi=1 << 31)
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):

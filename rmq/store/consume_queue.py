@@ -1,4 +1,4 @@
-"""ConsumeQueue: the per-(topic, queue) index of 20-byte units into the CommitLog (SPEC S2)."""
+"""ConsumeQueue: the per-(topic, queue) index of 20-byte units into the CommitLog (Java ConsumeQueue)."""
 from __future__ import annotations
 
 import logging

@@ -6,18 +6,44 @@ loop thread; ``flush`` runs in the store's flush thread and only reads positions
 """
 from __future__ import annotations
 
+import errno
 import logging
 import mmap
 import os
 import time
 
 from rmq.errors import StoreError
+from rmq.store.resources import MAPPINGS, free_bytes, fsync_dir
 
-__all__ = ["MappedFile", "MappedFileQueue", "OS_PAGE_SIZE"]
+__all__ = ["MappedFile", "MappedFileQueue", "OS_PAGE_SIZE", "MappingBudgetError", "DiskSpaceError"]
 
 log = logging.getLogger("rmq.store")
 
 OS_PAGE_SIZE = 4096
+
+
+class MappingBudgetError(StoreError):
+    """A new mapped file would exceed the process's file descriptor / map budget."""
+    retriable = True
+
+
+class DiskSpaceError(StoreError):
+    """The disk cannot hold a new mapped file (no free space, or posix_fallocate failed)."""
+    retriable = True
+
+    def __init__(self, message: str, needed: int = 0):
+        super().__init__(message)
+        self.needed = needed
+
+
+_warned_no_fallocate = False
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 class MappedFile:
@@ -26,13 +52,24 @@ class MappedFile:
     ``wrote_position`` is where the next append goes, ``flushed_position`` what fdatasync has
     made durable. ``hold()``/``release()`` count users of views into the mapping (an in-flight
     pull response); ``destroy()`` only unmaps once nothing holds the file.
+
+    A new file (``create=True``) is refused with :class:`MappingBudgetError` when the process
+    holds its budget of mappings, and with :class:`DiskSpaceError` when the disk cannot hold it:
+    its blocks are allocated for real (``posix_fallocate``) before it is mapped, so a later
+    write into the mapping can never fault on a full disk (SIGBUS). An existing file is
+    allocated too when ``allocate`` is set (the last file, which is written next); when that
+    fails ``allocated`` stays False and the writer must call :meth:`allocate` first.
+
+    The descriptor used to map the file is closed right away (the mmap object keeps its own
+    duplicate); ``flush`` opens the file for the duration of one fdatasync.
     """
 
-    __slots__ = ("path", "file_name", "file_from_offset", "file_size", "fd", "mm",
+    __slots__ = ("path", "file_name", "file_from_offset", "file_size", "mm",
                  "wrote_position", "flushed_position", "_holds", "available", "destroyed",
-                 "warmed_to", "__weakref__")
+                 "warmed_to", "allocated", "__weakref__")
 
-    def __init__(self, path: str, file_size: int):
+    def __init__(self, path: str, file_size: int, *, create: bool = False, allocate: bool = False,
+                 keep_free: int = 0):
         self.path = path
         self.file_name = os.path.basename(path)
         try:
@@ -40,25 +77,88 @@ class MappedFile:
         except ValueError:
             raise StoreError(f"mapped file name is not an offset: {path}") from None
         self.file_size = file_size
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.allocated = False
+        if create:
+            if not MAPPINGS.can_map():
+                raise MappingBudgetError(f"cannot create {path}: {MAPPINGS.describe()}")
+            free = free_bytes(os.path.dirname(path) or ".")
+            if free < file_size + keep_free:
+                raise DiskSpaceError(f"cannot create {path}: {file_size} bytes needed and {keep_free} kept free, "
+                                     f"{free} free on its disk", needed=file_size + keep_free)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                raise MappingBudgetError(f"cannot open {path}: {e.strerror} ({MAPPINGS.describe()})") from e
+            raise
         try:
             size = os.fstat(fd).st_size
-            if size < file_size:
-                # Sparse allocation: cheap, no page is touched until written.
-                os.ftruncate(fd, file_size)
-            elif size > file_size:
+            if size > file_size:
                 raise StoreError(f"{path} is {size} bytes, expected {file_size}: wrong mapped file size setting?")
+            if create or allocate or size < file_size:
+                self._fallocate(fd, created=create)
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        except BaseException:
-            os.close(fd)
+        except OSError as e:
+            if create:
+                _unlink_quietly(path)
+            if e.errno == errno.ENOMEM:
+                raise MappingBudgetError(f"cannot map {path}: {e.strerror} (vm.max_map_count? "
+                                         f"{MAPPINGS.describe()})") from e
             raise
-        self.fd = fd
+        except BaseException:
+            if create:
+                _unlink_quietly(path)
+            raise
+        finally:
+            os.close(fd)
+        MAPPINGS.live += 1
         self.wrote_position = 0
         self.flushed_position = 0
         self.warmed_to = 0               # pages below this were pre-faulted for writing
         self._holds = 0
         self.available = True
         self.destroyed = False
+
+    def _fallocate(self, fd: int, created: bool) -> None:
+        global _warned_no_fallocate
+        try:
+            os.posix_fallocate(fd, 0, self.file_size)
+            self.allocated = True
+            return
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                if created:
+                    raise DiskSpaceError(f"cannot allocate {self.path} ({self.file_size} bytes): {e.strerror}",
+                                         needed=self.file_size) from e
+                log.error("cannot allocate the blocks of %s: %s; no writes into it until space frees",
+                          self.path, e.strerror)
+                os.ftruncate(fd, self.file_size)    # sized (sparse) so that reads stay inside it
+                return
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise
+            # glibc emulates posix_fallocate where the file system lacks it; one that refuses
+            # even that keeps sparse files, and with them the risk of SIGBUS on a full disk.
+            if not _warned_no_fallocate:
+                _warned_no_fallocate = True
+                log.warning("the file system of %s cannot preallocate files (%s): mapped files stay sparse",
+                            self.path, e.strerror)
+        os.ftruncate(fd, self.file_size)
+        self.allocated = True
+
+    def allocate(self) -> None:
+        """Allocate the blocks of an existing file before writing into it (DiskSpaceError
+        when the disk cannot hold it)."""
+        if self.allocated:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, 0, self.file_size)
+        except OSError as e:
+            raise DiskSpaceError(f"cannot allocate {self.path} ({self.file_size} bytes): {e.strerror}",
+                                 needed=self.file_size) from e
+        finally:
+            os.close(fd)
+        self.allocated = True
 
     # -- reference counting ----------------------------------------------------------------
     def hold(self) -> bool:
@@ -96,7 +196,16 @@ class MappedFile:
         if least_pages > 0 and wrote < self.file_size:
             if (wrote // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) < least_pages:
                 return flushed
-        os.fdatasync(self.fd)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            if not self.available:       # deleted by retention meanwhile
+                return flushed
+            raise
+        try:
+            os.fdatasync(fd)             # any descriptor of the file flushes its dirty pages
+        finally:
+            os.close(fd)
         self.flushed_position = wrote
         return wrote
 
@@ -113,9 +222,15 @@ class MappedFile:
         """An upper bound of where written data ends at or after ``start`` (holes are never
         written, so SEEK_HOLE bounds it cheaply; without hole support, the file end)."""
         try:
-            return min(os.lseek(self.fd, start, os.SEEK_HOLE), self.file_size)
+            fd = os.open(self.path, os.O_RDONLY)
         except OSError:
             return self.file_size
+        try:
+            return min(os.lseek(fd, start, os.SEEK_HOLE), self.file_size)
+        except OSError:
+            return self.file_size
+        finally:
+            os.close(fd)
 
     def last_modified(self) -> float:
         try:
@@ -132,7 +247,7 @@ class MappedFile:
         except BufferError:
             # A view (memoryview slice) is still referenced somewhere: try again later.
             return False
-        os.close(self.fd)
+        MAPPINGS.live -= 1
         self.destroyed = True
         return True
 
@@ -164,8 +279,14 @@ class MappedFile:
 class MappedFileQueue:
     """The files of one CommitLog or one ConsumeQueue, contiguous in offset order."""
 
-    def __init__(self, store_path: str, mapped_file_size: int):
+    def __init__(self, store_path: str, mapped_file_size: int, *, sync_dir: bool = False, keep_free: int = 0):
+        """``sync_dir``: fsync the directory after creating a file (the CommitLog: a file whose
+        directory entry is lost at a power cut loses acknowledged SYNC_FLUSH messages).
+        ``keep_free``: bytes a new file must leave free on the disk (the CommitLog keeps room
+        for the ConsumeQueue files and the checkpoint that its records still need)."""
         self.store_path = store_path
+        self.sync_dir = sync_dir
+        self.keep_free = keep_free
         self.mapped_file_size = mapped_file_size
         self.files: list[MappedFile] = []
         self.flushed_where = 0
@@ -190,7 +311,7 @@ class MappedFileQueue:
             elif size != self.mapped_file_size:
                 raise StoreError(f"{path}: size {size} does not match the configured "
                                  f"mapped file size {self.mapped_file_size}")
-            mf = MappedFile(path, self.mapped_file_size)
+            mf = MappedFile(path, self.mapped_file_size, allocate=i == len(names) - 1)
             if prev is not None and mf.file_from_offset != prev + self.mapped_file_size:
                 log.warning("%s: gap before %s (previous file starts at %d)", self.store_path, name, prev)
             prev = mf.file_from_offset
@@ -254,12 +375,26 @@ class MappedFileQueue:
             create_offset = start_offset - (start_offset % self.mapped_file_size)
         else:
             create_offset = last.file_from_offset + self.mapped_file_size
+        return self._create(create_offset)
+
+    def create_after(self, last: MappedFile) -> MappedFile:
+        """Create the file after ``last`` (which must be the last one) before it is full, so
+        that a failure leaves ``last`` writable."""
+        return self._create(last.file_from_offset + self.mapped_file_size)
+
+    def _create(self, create_offset: int) -> MappedFile:
         os.makedirs(self.store_path, exist_ok=True)
         path = os.path.join(self.store_path, f"{create_offset:020d}")
         try:
-            mf = MappedFile(path, self.mapped_file_size)
+            mf = MappedFile(path, self.mapped_file_size, create=True, keep_free=self.keep_free)
         except OSError as e:
             raise StoreError(f"cannot create mapped file {path}: {e}") from e
+        if self.sync_dir:
+            try:
+                fsync_dir(self.store_path)
+            except OSError as e:
+                mf.destroy()
+                raise StoreError(f"cannot sync the directory of new mapped file {path}: {e}") from e
         self.files.append(mf)
         if len(self.files) == 1:
             self.flushed_where = create_offset
@@ -323,13 +458,17 @@ class MappedFileQueue:
             self._destroy(mf)
         return gone
 
-    def delete_expired_by_time(self, expired_ms: int, clean_immediately: bool, max_files: int = 10) -> int:
+    def delete_expired_by_time(self, expired_ms: int, clean_immediately: bool, max_files: int = 10,
+                               keep_from: int | None = None) -> int:
         """Java ``deleteExpiredFileByTime``: files (never the last) older than ``expired_ms``,
-        or any when ``clean_immediately``; at most ``max_files`` per call."""
+        or any when ``clean_immediately``; at most ``max_files`` per call; never a file that
+        ends past ``keep_from`` (records not dispatched yet)."""
         now = time.time()
         n = 0
         for mf in self.files[:-1]:
             if n >= max_files:
+                break
+            if keep_from is not None and mf.file_from_offset + self.mapped_file_size > keep_from:
                 break
             if clean_immediately or now - mf.last_modified() >= expired_ms / 1000.0:
                 n += 1

@@ -14,7 +14,7 @@ from rmq.common.message import (MessageConst, MessageSysFlag, decode_offset_msg_
 
 __all__ = [
     "PutMessageStatus", "AppendMessageStatus", "GetMessageStatus", "MessageSysFlag",
-    "MessageInner", "MessageExt", "AppendMessageResult", "PutMessageResult", "GetMessageResult",
+    "MessageInner", "StoredMessage", "AppendMessageResult", "PutMessageResult", "GetMessageResult",
     "MessageFilter", "properties_to_string", "string_to_properties", "offset_msg_id",
     "decode_offset_msg_id", "host_bytes",
 ]
@@ -94,8 +94,9 @@ class MessageInner:
 
 
 @dataclass(slots=True)
-class MessageExt:
-    """A decoded CommitLog record (Java ``MessageExt``)."""
+class StoredMessage:
+    """A decoded CommitLog record: the store's view of Java ``MessageExt`` (the SDK's is
+    :class:`rmq.types.MessageExt`; the two differ in field types, hence two names)."""
     topic: str
     queue_id: int
     flag: int
@@ -123,7 +124,7 @@ class MessageExt:
         return self.properties.get(MessageConst.KEYS)
 
     @classmethod
-    def from_record(cls, d: dict) -> "MessageExt":
+    def from_record(cls, d: dict) -> "StoredMessage":
         """Build from ``rmq._store.decode_record``'s dict."""
         def host(b: bytes) -> tuple[str, int]:
             if len(b) == 8:

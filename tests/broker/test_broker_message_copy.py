@@ -1,7 +1,7 @@
-"""copy_to_inner: the one place the broker turns a stored MessageExt into a MessageInner."""
+"""copy_to_inner: the one place the broker turns a StoredMessage into a MessageInner."""
 from rmq.broker.message_copy import copy_to_inner
 from rmq.common.message import MessageSysFlag
-from rmq.store import MessageExt
+from rmq.store import StoredMessage
 
 
 def _ext(**kw):
@@ -11,7 +11,7 @@ def _ext(**kw):
              store_host=("10.0.0.1", 10911), reconsume_times=2, prepared_transaction_offset=99,
              body=b"payload", properties={"TAGS": "A"}, body_crc=1, store_size=200, msg_id="X")
     d.update(kw)
-    return MessageExt(**d)
+    return StoredMessage(**d)
 
 
 def test_copy_keeps_the_message_and_takes_the_new_place():

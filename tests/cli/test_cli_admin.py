@@ -55,8 +55,11 @@ def test_cluster_list_and_sub_group(daemon):
 
 def test_refusals_and_bad_arguments_are_clear(daemon):
     r = admin("updateTopic", "-n", daemon.namesrv_addr, "-t", "bad topic!")
-    assert r.returncode == 1 and "answered code" in r.stderr  # the broker's own remark is shown
+    assert r.returncode == 2 and "illegal characters" in r.stderr  # refused before sending
     r = admin("topicList", "-n", "127.0.0.1:1")  # nobody listens there
     assert r.returncode == 2 and "rmq admin topicList:" in r.stderr
     r = admin("updateTopic", "-n", daemon.namesrv_addr)  # -t missing
     assert r.returncode == 2 and "-t" in r.stderr
+    r = admin("updateTopic", "-n", daemon.namesrv_addr, "-t", "AdminBadFlags", "-p", "9", "-o", "maybe")
+    assert r.returncode == 2 and "-p/--perm" in r.stderr and "success" not in r.stdout
+    assert "AdminBadFlags" not in admin("topicList", "-n", daemon.namesrv_addr).stdout.split()

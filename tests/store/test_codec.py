@@ -8,12 +8,7 @@ import zlib
 import pytest
 
 from rmq import _store
-from rmq.store import (
-    MessageExt,
-    decode_offset_msg_id,
-    offset_msg_id,
-    string_to_properties,
-)
+from rmq.store import StoredMessage, decode_offset_msg_id, offset_msg_id, string_to_properties
 from rmq.store.message import host_bytes, properties_to_string
 
 # Frames captured from Apache RocketMQ 4.9.8 (a project fixture copied from shared/golden).
@@ -67,7 +62,7 @@ def test_golden_records_decode_and_reencode_byte_identical():
             assert bytes(buf) == raw
             # Our properties codec round-trips Java's string (no trailing separator in 4.9.8).
             assert properties_to_string(props).encode() == r["properties"]
-            ext = MessageExt.from_record(r)
+            ext = StoredMessage.from_record(r)
             assert ext.store_host == ("127.0.0.1", 10911)
             assert ext.msg_id == (raw[64:72] + raw[28:36]).hex().upper()
             n += 1

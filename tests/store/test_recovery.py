@@ -8,11 +8,11 @@ import sys
 import time
 
 import pytest
+from crash_writer import body_for
 
 from rmq import _store
+from rmq._testing import wait_until_sync
 from rmq.store import GetMessageStatus, MessageInner
-
-from crash_writer import body_for
 
 HERE = os.path.dirname(__file__)
 CRASH_CFG = dict(mapped_file_size_commitlog=32 * 1024, mapped_file_size_consume_queue=20 * 64)
@@ -91,7 +91,7 @@ def run_writer_and_kill(root, ack, seed, delay, mode="sync"):
     try:
         line = proc.stdout.readline()
         assert line.strip() == b"ready", proc.stderr.read().decode()
-        time.sleep(delay)
+        time.sleep(delay)  # the behaviour under test: a SIGKILL at a random moment of the writes
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -128,9 +128,7 @@ async def _write_then_crash(tmp_path, n=40):
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout.readline().strip() == b"ready"
-        deadline = time.monotonic() + 20
-        while len(read_acks(ack)) < n and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until_sync(lambda: len(read_acks(ack)) >= n, what=f"{n} acknowledged writes")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -145,7 +143,7 @@ def _last_record(root):
     names = sorted(os.listdir(cdir))
     best = None
     for name in names:
-        data = open(cdir / name, "rb").read()
+        data = (cdir / name).read_bytes()
         recs, _, _, _ = _store.scan_records(data, 0, len(data), int(name))
         if recs:
             phy, size = recs[-1][0], recs[-1][1]
@@ -229,3 +227,35 @@ async def test_the_same_object_restarts(make_store):
     res = store.get_message("G", "T", 0, 0, 32)
     assert res.message_count == 2
     res.release()
+
+
+async def test_power_loss_lost_abort_marker_and_older_checkpoint(make_store, tmp_path, caplog):
+    """After a power cut the abort marker (created after the last clean stop) can be gone and
+    the checkpoint older than SYNC_FLUSH-acknowledged records. The start then looks clean, and
+    must still keep every acknowledged record: records past the checkpoint are validated, not
+    dropped."""
+    root, ack = tmp_path / "s", tmp_path / "acks"
+    store = await make_store(root=root, flush_disk_type="SYNC_FLUSH", **CRASH_CFG)
+    for i in range(20):
+        assert (await store.put_message(MessageInner("T0", 0, b"before the clean stop %d" % i))).is_ok
+    await store.shutdown()
+    old_checkpoint = (root / "checkpoint").read_bytes()       # the clean stop's checkpoint
+    clean_end = store.max_phy_offset
+
+    run_writer_and_kill(root, ack, 5, 0.4)                     # SYNC_FLUSH writer, acks after fsync
+    acked = read_acks(ack)
+    assert acked and max(a[0] for a in acked) > clean_end
+    # The power cut: the writer's abort marker and its newer checkpoints never reached the disk.
+    os.unlink(root / "abort")
+    (root / "checkpoint").write_bytes(old_checkpoint)
+
+    caplog.set_level(logging.WARNING, "rmq.store")
+    store = await make_store(root=root, **CRASH_CFG)
+    assert store.recovery_report["mode"] == "clean"
+    assert store.max_phy_offset >= max(a[0] + a[1] for a in acked)
+    verify_store(store, acked)
+    assert "the checkpoint ends at" in caplog.text
+    for i in range(20):
+        res = store.get_message("G", "T0", 0, i, 1)
+        assert res.status == GetMessageStatus.FOUND
+        res.release()

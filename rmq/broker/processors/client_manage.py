@@ -20,6 +20,7 @@ from rmq.broker.managers.consumer import (
 )
 from rmq.broker.managers.topic_config import RETRY_GROUP_TOPIC_PREFIX, PermName, validate_topic
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
+from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -31,6 +32,7 @@ from rmq.remoting.headers import (
 )
 
 log = logging.getLogger("rmq.broker")
+_rlog = RateLimitedLog(log)
 
 
 class ClientManageProcessor:
@@ -69,7 +71,8 @@ class ClientManageProcessor:
             if not group:  # ONS's unit test sends groupless entries: skip, still answer 0
                 continue
             if not isinstance(group, str) or validate_topic(RETRY_GROUP_TOPIC_PREFIX + group) is not None:
-                log.warning("heartbeat from %s: illegal consumer group name %r skipped", conn.remote_addr, group)
+                _rlog.warning("heartbeat-bad-group", "heartbeat from %s: illegal consumer group name %s skipped", conn.remote_addr,
+                              clip(group))
                 continue
             sgc = c.subscription_group_manager.find_subscription_group_config(group)
             notify = True
@@ -149,9 +152,9 @@ class ConsumerManageProcessor:
             ids = info.all_client_ids()
             if ids:
                 return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes({"consumerIdList": ids}))
-            log.warning("getAllClientId failed, %s %s", h.consumer_group, conn.remote_addr)
+            _rlog.warning("get-client-ids", "getAllClientId failed, %s %s", clip(h.consumer_group), conn.remote_addr)
         else:
-            log.warning("getConsumerGroupInfo failed, %s %s", h.consumer_group, conn.remote_addr)
+            _rlog.warning("get-group-info", "getConsumerGroupInfo failed, %s %s", clip(h.consumer_group), conn.remote_addr)
         return cmd.response(ResponseCode.SYSTEM_ERROR, "no consumer for this group, " + h.consumer_group, {})
 
     def update_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:

@@ -1,0 +1,200 @@
+"""Flush services (Java CommitLog.FlushRealTimeService / GroupCommitService and
+DefaultMessageStore.FlushConsumeQueueService).
+
+Each runs as one background task owned by the MessageStore; the fdatasync calls run in the
+store's flush thread (``store.run_blocking``), never on the event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from rmq.errors import StoreError
+from rmq.store.message import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from rmq.store.message_store import MessageStore
+
+__all__ = [
+    "CommitLogFlushService",
+    "FlushConsumeQueueService",
+    "FlushRealTimeService",
+    "GroupCommitService",
+    "ThoroughInterval",
+]
+
+log = logging.getLogger("rmq.store")
+
+
+def _consume_result(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+class ThoroughInterval:
+    """Java's "flush at least N dirty pages, but everything every T ms" rule, shared by the
+    CommitLog and ConsumeQueue flush loops (both read their settings on every round, as Java
+    does, so a changed setting applies at once).
+
+    ``least_pages(least, thorough_ms)`` returns ``least`` normally and 0 (flush every dirty
+    page) once ``thorough_ms`` have passed since the last thorough round.
+    """
+
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last = time.monotonic()
+
+    def least_pages(self, least: int, thorough_ms: int) -> int:
+        now = time.monotonic()
+        if (now - self._last) * 1000 >= thorough_ms:
+            self._last = now
+            return 0
+        return least
+
+
+class CommitLogFlushService:
+    """What both CommitLog flush modes share: the last flush error (while set, the store
+    refuses puts with SERVICE_NOT_AVAILABLE) and the flush call itself."""
+
+    def __init__(self, store: MessageStore):
+        self.store = store
+        self.last_error: str | None = None
+
+    def wakeup(self) -> None:
+        """Ask for a flush soon (a put after a flush error)."""
+
+    async def _flush(self, least_pages: int) -> bool:
+        try:
+            await self.store.run_blocking(self.store.commit_log.flush, least_pages)
+        except (OSError, ValueError) as e:        # ValueError: a file closed under us
+            self.last_error = str(e)
+            log.error("CommitLog fdatasync failed: %s; refusing writes until a flush succeeds", e)
+            return False
+        if self.last_error is not None:
+            log.warning("CommitLog flush works again after: %s", self.last_error)
+            self.last_error = None
+        return True
+
+    async def run(self) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Called by the store's shutdown after the task was cancelled."""
+
+
+class FlushRealTimeService(CommitLogFlushService):
+    """ASYNC_FLUSH: every ``flush_interval_commitlog`` ms, fdatasync once
+    ``flush_commitlog_least_pages`` pages are dirty (everything every
+    ``flush_commitlog_thorough_interval`` ms)."""
+
+    async def run(self) -> None:
+        cfg = self.store.config
+        interval = ThoroughInterval()
+        while self.store.running:
+            await asyncio.sleep(cfg.flush_interval_commitlog / 1000.0)
+            least = interval.least_pages(cfg.flush_commitlog_least_pages, cfg.flush_commitlog_thorough_interval)
+            await self._flush(least if self.last_error is None else 0)
+
+
+class GroupCommitService(CommitLogFlushService):
+    """SYNC_FLUSH: one fdatasync serves every append that arrived before it started; a put
+    is acknowledged once the flushed offset covers it (then dispatch runs: nothing is
+    dispatched before it is durable)."""
+
+    def __init__(self, store: MessageStore):
+        super().__init__(store)
+        self.requests: list[tuple[int, asyncio.Future]] = []
+        self.event = asyncio.Event()
+
+    def wakeup(self) -> None:
+        self.event.set()
+
+    async def wait_flush(self, result: PutMessageResult) -> PutMessageResult:
+        """Wait for the group commit that covers ``result``: FLUSH_DISK_TIMEOUT after
+        ``sync_flush_timeout`` ms, StoreError when the fdatasync fails."""
+        store = self.store
+        timeout_ms = store.config.sync_flush_timeout
+        end = result.append.wrote_offset + result.append.wrote_bytes
+        fut = asyncio.get_running_loop().create_future()
+        # A put that timed out no longer awaits its future: mark a later error as retrieved.
+        fut.add_done_callback(_consume_result)
+        self.requests.append((end, fut))
+        self.event.set()
+        try:
+            async with asyncio.timeout(timeout_ms / 1000.0):
+                await asyncio.shield(fut)
+        except TimeoutError:
+            store.count_flush_timeout()
+            log.warning("flush to disk timed out after %d ms (offset %d)", timeout_ms, end)
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            result.remark = f"flush to disk did not finish in {timeout_ms} ms"
+        return result
+
+    def complete(self, exc: BaseException | None) -> None:
+        """Fail every waiting put with ``exc``, or acknowledge those the flushed offset covers."""
+        reqs, self.requests = self.requests, []
+        flushed = self.store.commit_log.flushed_offset
+        for end, fut in reqs:
+            if fut.done():
+                continue
+            if exc is not None:
+                fut.set_exception(exc)
+            elif end <= flushed:
+                fut.set_result(True)
+            else:
+                self.requests.append((end, fut))
+
+    async def run(self) -> None:
+        while self.store.running:
+            await self.event.wait()
+            self.event.clear()
+            if not self.requests and self.last_error is None:
+                continue
+            if not await self._flush(0):
+                self.complete(StoreError(f"flush to disk failed: {self.last_error}"))
+                continue
+            self.complete(None)
+            self.store.reput.wakeup()
+            if self.requests:
+                self.event.set()
+
+    def stop(self) -> None:
+        self.complete(StoreError("message store shut down before the flush"))
+
+
+class FlushConsumeQueueService:
+    """Every ``flush_interval_consume_queue`` ms: fdatasync the ConsumeQueues with at least
+    ``flush_consume_queue_least_pages`` dirty pages (all every
+    ``flush_consume_queue_thorough_interval`` ms), then write the checkpoint."""
+
+    def __init__(self, store: MessageStore):
+        self.store = store
+
+    def flush_all(self, least_pages: int) -> None:
+        """Flush thread: every ConsumeQueue."""
+        for queues in list(self.store.consume_queue_table.values()):
+            for cq in list(queues.values()):
+                cq.flush(least_pages)
+
+    async def flush_and_checkpoint(self, least_pages: int, clean: bool = False) -> None:
+        store = self.store
+        # Units below this offset are in the files being flushed now.
+        logics = store.reput.reput_from_offset
+        await store.run_blocking(self.flush_all, least_pages)
+        cl = store.commit_log
+        await store.run_blocking(store.checkpoint.write, cl.flushed_offset, logics, cl.max_offset, clean)
+
+    async def run(self) -> None:
+        store = self.store
+        cfg = store.config
+        interval = ThoroughInterval()
+        while store.running:
+            await asyncio.sleep(cfg.flush_interval_consume_queue / 1000.0)
+            least = interval.least_pages(cfg.flush_consume_queue_least_pages, cfg.flush_consume_queue_thorough_interval)
+            try:
+                await self.flush_and_checkpoint(least)
+            except (OSError, ValueError) as e:
+                store.rl_log.log(logging.ERROR, "cq-flush", "ConsumeQueue flush / checkpoint failed: %s", e)

@@ -1,0 +1,193 @@
+"""ReputMessageService (Java DefaultMessageStore.ReputMessageService): builds the
+ConsumeQueues from the CommitLog and tells the arrival listeners."""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from rmq import _store
+from rmq.common.constants import TopicValidator
+from rmq.errors import StoreError
+from rmq.store.consume_queue import ConsumeQueue
+from rmq.store.mapped_file import DiskSpaceError
+
+if TYPE_CHECKING:
+    from rmq.store.message_store import MessageStore
+
+__all__ = ["DISPATCH_BACKOFF_MAX", "SCHEDULE_TOPIC", "ReputMessageService"]
+
+log = logging.getLogger("rmq.store")
+
+SCHEDULE_TOPIC = TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
+DISPATCH_BACKOFF_MAX = 5.0                     # seconds between dispatch retries, at most
+BATCH_RECORDS = 4096                           # records per run before yielding to the loop
+
+
+class ReputMessageService:
+    """Dispatches CommitLog records from ``reput_from_offset`` into their ConsumeQueues.
+
+    Woken right after an append (ASYNC_FLUSH) or after the group commit's fdatasync
+    (SYNC_FLUSH: nothing is dispatched before it is durable), and every second. A failure (a
+    ConsumeQueue file that cannot be created: disk full, no descriptors left) is logged
+    (rate-limited), shown in ``dispatch_error`` and retried with backoff from the record that
+    failed; nothing is skipped.
+    """
+
+    def __init__(self, store: MessageStore):
+        self.store = store
+        self.reput_from_offset = 0
+        self.listeners: list[Callable[[str, int, int, int], None]] = []
+        self.dispatch_error: str | None = None
+        self.dispatched = 0
+        self.event = asyncio.Event()
+        self._delay_millis = store.config.delay_level_millis()
+
+    def wakeup(self) -> None:
+        self.event.set()
+
+    def dispatch_limit(self) -> int:
+        cl = self.store.commit_log
+        return cl.flushed_offset if self.store.config.sync_flush else cl.max_offset
+
+    def _schedule_tags_code(self, mf, props_pos: int, props_len: int, store_ts: int, tags_code: int) -> int:
+        """SCHEDULE_TOPIC_XXXX units carry the delivery time as their tags code (Java)."""
+        v = _store.find_property(mf.mm[props_pos:props_pos + props_len], "DELAY")
+        if v is None:
+            return tags_code
+        try:
+            level = int(v)
+        except ValueError:
+            return tags_code
+        level = min(level, len(self._delay_millis))
+        if level <= 0:
+            return tags_code
+        return store_ts + self._delay_millis[level - 1]
+
+    def do_reput(self, limit: int | None = None, notify: bool = True, max_records: int = 1 << 30) -> int:
+        """Dispatch CommitLog records from ``reput_from_offset`` to ``limit`` into the
+        ConsumeQueues. Returns the number of records dispatched. Raises (e.g. StoreError when a
+        ConsumeQueue file cannot be created) with ``reput_from_offset`` at the failed record."""
+        store = self.store
+        cl = store.commit_log
+        find_consume_queue = store.find_consume_queue
+        if limit is None:
+            limit = self.dispatch_limit()
+        if self.reput_from_offset < cl.min_offset:
+            log.warning("reput offset %d below the CommitLog minimum %d: skipping ahead",
+                        self.reput_from_offset, cl.min_offset)
+            self.reput_from_offset = cl.min_offset
+        arrived: dict[tuple[str, int, int], int] = {}
+        cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        n = 0
+        while self.reput_from_offset < limit and n < max_records:
+            mf = cl.mfq.find_by_offset(self.reput_from_offset)
+            if mf is None:
+                log.error("reput: no CommitLog file holds offset %d", self.reput_from_offset)
+                break
+            pos = self.reput_from_offset - mf.file_from_offset
+            stop = min(mf.wrote_position, limit - mf.file_from_offset)
+            recs, at, outcome, _ = _store.scan_records(mf.mm, pos, stop, mf.file_from_offset, False,
+                                                       max_records - n)
+            try:
+                for phy, size, topic, qid, qoff, tags, store_ts, sys_flag, ppos, plen in recs:
+                    if sys_flag & 0x4:
+                        # PREPARED (0x4) and ROLLBACK (0xC) records are not dispatched (Java).
+                        continue
+                    if topic == SCHEDULE_TOPIC:
+                        tags = self._schedule_tags_code(mf, ppos, plen, store_ts, tags)
+                    key = (topic, qid)
+                    cq = cqs.get(key)
+                    if cq is None:
+                        cq = cqs[key] = find_consume_queue(topic, qid)
+                    if cq.put_message_position_info(phy, size, tags, qoff) and notify:
+                        arrived[(topic, qid, tags)] = qoff + 1
+            except BaseException:
+                # `phy` is the record that failed: the ones before it are in their queues (and
+                # their waiters are told); the next run starts again at this one.
+                self.reput_from_offset = phy
+                self.dispatched += n
+                self._notify(arrived)
+                raise
+            n += len(recs)
+            self.reput_from_offset = mf.file_from_offset + at
+            if outcome == _store.SCAN_BLANK:
+                self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
+            elif outcome in (_store.SCAN_CORRUPT, _store.SCAN_TORN):
+                self.dispatched += n
+                self._notify(arrived)
+                raise StoreError(f"unreadable record at CommitLog offset {self.reput_from_offset} "
+                                 f"({'corrupt' if outcome == _store.SCAN_CORRUPT else 'torn'}); dispatch stops here")
+            elif outcome == _store.SCAN_END or (at >= stop and not recs):
+                break
+        self.dispatched += n
+        self._notify(arrived)
+        return n
+
+    def undispatched_queue_offsets(self, limit: int) -> dict[tuple[str, int], int]:
+        """The next queue offset of every queue with records between ``reput_from_offset``
+        and ``limit`` (records not dispatched yet): recovery adds them to the CommitLog's
+        queue offsets so that new appends never reuse an offset dispatch has still to write."""
+        cl = self.store.commit_log
+        out: dict[tuple[str, int], int] = {}
+        at_offset = max(self.reput_from_offset, cl.min_offset)
+        while at_offset < limit:
+            mf = cl.mfq.find_by_offset(at_offset)
+            if mf is None:
+                break
+            pos = at_offset - mf.file_from_offset
+            recs, at, outcome, _ = _store.scan_records(mf.mm, pos, min(mf.wrote_position, limit - mf.file_from_offset),
+                                                       mf.file_from_offset, False)
+            for _phy, _size, topic, qid, qoff, _tags, _ts, sys_flag, _ppos, _plen in recs:
+                if not sys_flag & 0x4:
+                    key = (topic, qid)
+                    if qoff + 1 > out.get(key, 0):
+                        out[key] = qoff + 1
+            at_offset = mf.file_from_offset + at
+            if outcome == _store.SCAN_BLANK:
+                at_offset = cl.roll_next_file(at_offset)
+            elif not recs:
+                break
+        return out
+
+    def _notify(self, arrived: dict[tuple[str, int, int], int]) -> None:
+        if arrived and self.listeners:
+            for (topic, qid, tags), next_offset in arrived.items():
+                for fn in self.listeners:
+                    try:
+                        fn(topic, qid, next_offset, tags)
+                    except Exception:
+                        log.exception("arrival listener %r failed", fn)
+
+    async def run(self) -> None:
+        store = self.store
+        backoff = 0.0
+        while store.running:
+            try:
+                # (asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that
+                # races with the event being set, and the task would never stop.)
+                async with asyncio.timeout(backoff or 1.0):
+                    await self.event.wait()
+            except TimeoutError:
+                pass
+            self.event.clear()
+            try:
+                # Bounded batches so a large backlog does not starve the loop.
+                while self.do_reput(max_records=BATCH_RECORDS) >= BATCH_RECORDS:
+                    await asyncio.sleep(0)
+            except Exception as e:
+                backoff = min(max(backoff * 2, 0.05), DISPATCH_BACKOFF_MAX)
+                self.dispatch_error = f"{type(e).__name__}: {e}"
+                if isinstance(e, DiskSpaceError):
+                    # No new messages until the queues they need can be written.
+                    store.clean_commit_log.set_disk_full(f"disk full: {e}; message store is not writeable",
+                                                         e.needed)
+                store.rl_log.warning("dispatch", "dispatch failed at CommitLog offset %d (%d bytes behind): %s; "
+                                     "retrying in %.2f s", self.reput_from_offset, store.dispatch_behind_bytes(),
+                                     self.dispatch_error, backoff, exc_info=not isinstance(e, StoreError))
+                continue
+            if self.dispatch_error is not None:
+                log.warning("dispatch works again (after: %s)", self.dispatch_error)
+                self.dispatch_error = None
+            backoff = 0.0
