@@ -30,11 +30,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-import msgspec  # noqa: E402
-import orjson  # noqa: E402
+import msgspec
+import orjson
 
-from rmq.remoting import codec  # noqa: E402
-from rmq.remoting.command import RemotingCommand  # noqa: E402
+from rmq.remoting import codec
+from rmq.remoting.command import RemotingCommand
 
 GOLDEN = HERE.parent / "tests" / "golden" / "remoting"
 REPLY_EXT = {"msgId": "7F0000010000000000000000000012AB", "queueId": "3", "queueOffset": "1234",
@@ -65,7 +65,8 @@ def _orjson_decode(h: bytes):
     if type(obj) is not dict or type(obj.get("code")) is not int:
         return None
     g = obj.get
-    lang, ver, op, fl, rm, ext = g("language", "JAVA"), g("version", 0), g("opaque", 0), g("flag", 0), g("remark"), g("extFields")
+    lang, ver, op, fl = g("language", "JAVA"), g("version", 0), g("opaque", 0), g("flag", 0)
+    rm, ext = g("remark"), g("extFields")
     if type(lang) is not str or type(ver) is not int or type(op) is not int or type(fl) is not int:
         return None
     if rm is not None and type(rm) is not str:
@@ -109,7 +110,8 @@ def main() -> None:
         def loop() -> None:
             for h in headers:
                 fn(h)
-        return round(min(timeit.repeat(loop, number=100, repeat=5, timer=time.thread_time)) / 100 / len(headers) * 1e6, 3)
+        best = min(timeit.repeat(loop, number=100, repeat=5, timer=time.thread_time))
+        return round(best / 100 / len(headers) * 1e6, 3)
 
     decode = {
         "msgspec": per_header(lambda h: fast(h, 0, len(h), RemotingCommand)),

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rmq import _store  # noqa: E402
+from rmq import _store
 
 HOST = b"\x7f\x00\x00\x01\x00\x00\x2a\x9f"
 N = 4000

@@ -53,7 +53,7 @@ __all__ = [
 
 
 # Properties: "name\x01value\x02name\x01value\x02" (UTF-8, trailing \x02 as Java clients write
-# it; wire-contract §9.2). Reading is rmq.common.message.string_to_properties.
+# it). Reading is rmq.common.message.string_to_properties.
 
 def properties_to_string(props: Mapping[str, str]) -> str:
     """The client form of a properties string (a ``\\x02`` after every pair)."""
@@ -194,7 +194,7 @@ def _message_ext(topic: str, body: bytes, props: dict[str, str], offset_msg_id: 
     )
 
 
-# Batch bodies (wire-contract §5.2): rmq.common.message.encode_batch.
+# Batch bodies (Java MessageDecoder.encodeMessages): rmq.common.message.encode_batch.
 
 
 def compress_body(body: bytes, level: int = 5) -> bytes:

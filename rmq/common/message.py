@@ -338,7 +338,8 @@ def walk_record(buf: bytes | bytearray | memoryview, pos: int = 0, end: int = -1
         raise RecordDecodeError(f"record position {pos} outside a buffer of {end} bytes")
     avail = end - pos
     if avail < RECORD_FIXED_SIZE:
-        raise RecordDecodeError(f"truncated record at {pos}: {avail} bytes left, a record has at least {RECORD_FIXED_SIZE}")
+        raise RecordDecodeError(
+            f"truncated record at {pos}: {avail} bytes left, a record has at least {RECORD_FIXED_SIZE}")
     total = _I32.unpack_from(buf, pos + OFF_TOTALSIZE)[0]
     magic = _U32.unpack_from(buf, pos + OFF_MAGIC)[0]
     if magic == MESSAGE_MAGIC_CODE:
@@ -368,7 +369,8 @@ def walk_record(buf: bytes | bytearray | memoryview, pos: int = 0, end: int = -1
     props_len = _I16.unpack_from(buf, topic_at + topic_len)[0]
     props_at = topic_at + topic_len + 2
     if props_len < 0 or props_at + props_len != rec_end:
-        raise RecordDecodeError(f"record at {pos} has PROPLEN {props_len}; the lengths do not add up to TOTALSIZE {total}")
+        raise RecordDecodeError(
+            f"record at {pos} has PROPLEN {props_len}; the lengths do not add up to TOTALSIZE {total}")
     if check_crc:
         crc = _I32.unpack_from(buf, pos + OFF_BODYCRC)[0]
         actual = zlib.crc32(memoryview(buf)[body_at:body_at + body_len]) & 0x7FFFFFFF

@@ -26,7 +26,7 @@ ROCKETMQ binary header (Java ``RocketMQSerializable``)::
 
 Replies always carry an ``extFields`` object whose values are all strings: the C++ client
 reads reply fields only when they are JSON strings and dereferences the header without a
-NULL check when ``extFields`` is missing (wire-contract §2 rules 4 and 5).
+NULL check when ``extFields`` is missing (C++ RemotingCommand::Decode).
 """
 from __future__ import annotations
 
@@ -236,7 +236,7 @@ def _decode_json_header_py(header: bytes | bytearray) -> RemotingCommand:
     else:
         for k, v in ext.items():
             tv = type(v)
-            # Clients send strings, numbers and booleans (wire-contract §2 rule 3); nested
+            # Clients send strings, numbers and booleans (fastjson writes a Java header's fields); nested
             # values have no meaning in a RocketMQ header.
             if tv is not str and tv is not int and tv is not bool and tv is not float and v is not None:
                 raise RemotingCommandError(f"extFields[{k!r}] must be a string, number or boolean, got {tv.__name__}")
@@ -448,7 +448,7 @@ def _str_value(v: Any) -> str:
 
 
 def _wire_ext(ext: dict) -> dict[str, str]:
-    # Every value leaves as a string (wire-contract §2 rule 4); None means "absent".
+    # Every value leaves as a string (Java RemotingCommand.makeCustomHeaderToNet); None means "absent".
     for v in ext.values():
         if type(v) is not str:
             return {k: _str_value(v) for k, v in ext.items() if v is not None}

@@ -8,7 +8,7 @@ A PULL_MESSAGE body is message records back to back, each the CommitLog record l
 and says where its fields are, and this module projects it onto Arrow columns. The offsetMsgId
 is ``HEX(STOREHOST ip ‖ port ‖ PHYSICALOFFSET)``.
 
-The SEND_BATCH_MESSAGE body (wire-contract §5.2) is items back to back::
+The SEND_BATCH_MESSAGE body (Java MessageDecoder.encodeMessages) is items back to back::
 
      +-----------+-----------+-----------+-----------+-----------+--------+---------+-------+
      | TOTALSIZE | MAGIC (0) | BODYCRC(0)|   FLAG    |  BODYLEN  |  BODY  | PROPLEN | PROPS |

@@ -23,7 +23,7 @@ def test_batch_round_trip_through_the_broker_splitter_and_writer(items, outer):
     batch = encode_batch(items)
     split = _store.split_batch(batch, 1, outer)
     assert len(split) == len(items)
-    for (flag, body, props), (bpos, blen, ppos, plen, got_flag, size) in zip(items, split):
+    for (flag, body, props), (bpos, blen, ppos, plen, got_flag, _size) in zip(items, split, strict=True):
         assert batch[bpos:bpos + blen] == body and got_flag == flag
         assert batch[ppos:ppos + plen] == props.encode()
     host = host_bytes(("127.0.0.1", 1))
@@ -31,7 +31,7 @@ def test_batch_round_trip_through_the_broker_splitter_and_writer(items, outer):
     n = _store.encode_batch(out, 0, batch, split, b"T", outer, 0, 0, 1, host, 2, host, 0, 0, 0)
     assert n == len(out)
     pos = 0
-    for (flag, body, props), s in zip(items, split):
+    for _flag, body, props in items:
         span = walk_record(bytes(out), pos, -1, True)
         assert out[span.body_at:span.body_at + span.body_len] == body
         stored = bytes(out[span.props_at:span.props_at + span.props_len])

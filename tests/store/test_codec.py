@@ -285,6 +285,7 @@ def test_batch_records_are_written_by_the_same_writer_as_single_records():
     out = bytearray(1000)
     n = _store.encode_batch(out, 0, batch, items, b"T", b"WAIT\x01true", 2, 0, 5, host, 6, host, 0, 10, 0)
     one = bytearray(1000)
-    s1 = _store.encode_record(one, 0, b"one", b"T", b"TAGS\x01a\x02WAIT\x01true", 2, 0, 10, 0, 0, 5, host, 6, host, 0, 0)
+    s1 = _store.encode_record(one, 0, b"one", b"T", b"TAGS\x01a\x02WAIT\x01true", 2, 0, 10, 0, 0, 5, host, 6, host,
+                              0, 0)
     s2 = _store.encode_record(one, s1, b"two", b"T", b"WAIT\x01true", 2, 3, 11, s1, 0, 5, host, 6, host, 0, 0)
     assert n == s1 + s2 and out[:n] == one[:n]
