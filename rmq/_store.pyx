@@ -232,7 +232,10 @@ cdef int64_t _java_hash_utf8(const uint8_t* p, Py_ssize_t n) except? -1:
 
 
 def java_hash_code(s) -> int:
-    """Java ``String.hashCode`` of ``s`` (str, or UTF-8 bytes) as a signed 32-bit int."""
+    """Java ``String.hashCode`` of ``s`` (str, or UTF-8 bytes; None hashes as "") as a signed
+    32-bit int."""
+    if s is None:
+        return 0
     if isinstance(s, str):
         s = (<str>s).encode("utf-8")
     cdef _Buf b = _buf(s)
@@ -273,13 +276,17 @@ cdef inline int64_t _tags_code_of_props(const uint8_t* p, Py_ssize_t n) except? 
 
 
 def tags_code_of_properties(props) -> int:
-    """The ConsumeQueue tags code for an encoded properties string (0 without TAGS)."""
+    """The ConsumeQueue tags code for an encoded properties string (0 without TAGS or for None)."""
+    if props is None:
+        return 0
     cdef _Buf b = _buf(props)
     return _tags_code_of_props(b.ptr, b.size)
 
 
 def find_property(props, str key):
-    """The value (bytes) of ``key`` in an encoded properties string, or None."""
+    """The value (bytes) of ``key`` in an encoded properties string (None: empty), or None."""
+    if props is None:
+        return None
     cdef _Buf b = _buf(props)
     cdef bytes k = key.encode("utf-8")
     cdef Py_ssize_t vlen = 0, at
@@ -591,9 +598,10 @@ cdef inline bint _needs_sep(const uint8_t* item_props, Py_ssize_t plen, Py_ssize
 
 def split_batch(batch, Py_ssize_t topic_len, outer_props):
     """Validate a batch body; return ``[(body_pos, body_len, props_pos, props_len, flag,
-    record_size), ...]``. Raises ValueError naming the item and what is wrong."""
+    record_size), ...]`` (``outer_props`` None: none). Raises ValueError naming the item and
+    what is wrong."""
     cdef _Buf bb = _buf(batch)
-    cdef _Buf opb = _buf(outer_props)
+    cdef _Buf opb = _buf(b"" if outer_props is None else outer_props)
     cdef const uint8_t* b = bb.ptr
     cdef Py_ssize_t n = bb.size, pos = 0, total, blen, plen, oplen = opb.size, tp
     cdef int idx = 0
@@ -634,7 +642,7 @@ def encode_batch(dst, Py_ssize_t pos, batch, list items, bytes topic, outer_prop
     body or the records do not fit in ``dst``."""
     cdef _Buf d = _buf(dst, True)
     cdef _Buf bb = _buf(batch)
-    cdef _Buf opb = _buf(outer_props)
+    cdef _Buf opb = _buf(b"" if outer_props is None else outer_props)
     cdef const uint8_t* b = bb.ptr
     cdef Py_ssize_t oplen = opb.size, tlen = len(topic), blen, plen, bpos, ppos, size
     cdef Py_ssize_t at = pos

@@ -289,3 +289,12 @@ def test_batch_records_are_written_by_the_same_writer_as_single_records():
                               0, 0)
     s2 = _store.encode_record(one, s1, b"two", b"T", b"WAIT\x01true", 2, 3, 11, s1, 0, 5, host, 6, host, 0, 0)
     assert n == s1 + s2 and out[:n] == one[:n]
+
+
+def test_none_is_read_as_empty_where_it_always_was():
+    assert _store.java_hash_code(None) == 0 == _store.java_hash_code("")
+    assert _store.tags_code_of_properties(None) == 0
+    assert _store.find_property(None, "TAGS") is None
+    from rmq.common.message import encode_batch
+    assert _store.split_batch(encode_batch([(0, b"x", "")]), 1, None) == _store.split_batch(
+        encode_batch([(0, b"x", "")]), 1, b"")
