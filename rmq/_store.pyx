@@ -370,11 +370,23 @@ cdef inline int _walk(const uint8_t* p, Py_ssize_t avail, bint check_crc, Record
     return W_OK
 
 
+# The exception the walker raises: rmq.common.message registers its RecordDecodeError (a
+# ValueError) when it loads, so this module imports nothing from rmq (it sits below common).
+cdef object _RecordDecodeError = ValueError
+
+
+def set_record_error(cls) -> None:
+    """Make the walker raise ``cls`` (a ValueError subclass; rmq.common.message passes its
+    RecordDecodeError at import). Until then it raises ValueError."""
+    global _RecordDecodeError
+    if not (isinstance(cls, type) and issubclass(cls, ValueError)):
+        raise TypeError("the record error must be a ValueError subclass")
+    _RecordDecodeError = cls
+
+
 cdef object _record_error(const uint8_t* p, Py_ssize_t pos, Py_ssize_t avail, int verdict,
                           RecordSpan* r):
-    """The RecordDecodeError for a verdict, worded as rmq.common.message.walk_record words it
-    (imported here, not at module load: rmq.common.message imports this module)."""
-    from rmq.common.message import RecordDecodeError
+    """The RecordDecodeError for a verdict, worded as rmq.common.message.walk_record words it."""
     cdef Py_ssize_t minimum
     if verdict == W_TRUNCATED:
         msg = f"truncated record at {pos}: {avail} bytes left, a record has at least {FIXED}"
@@ -392,7 +404,7 @@ cdef object _record_error(const uint8_t* p, Py_ssize_t pos, Py_ssize_t avail, in
     else:
         msg = (f"record at {pos} has BODYCRC {rd32(p + OFF_BODYCRC)}, "
                f"the body's is {_crc(p + r.body_at, r.body_len)}")
-    return RecordDecodeError(msg)
+    return _RecordDecodeError(msg)
 
 
 cdef inline tuple _span_tuple(Py_ssize_t pos, RecordSpan* r):
@@ -419,8 +431,7 @@ def record_span(buf, Py_ssize_t pos=0, Py_ssize_t end=-1, bint check_crc=False):
     cdef int verdict
     end = _clip_end(end, b.size)
     if pos < 0 or pos > end:
-        from rmq.common.message import RecordDecodeError
-        raise RecordDecodeError(f"record position {pos} outside a buffer of {end} bytes")
+        raise _RecordDecodeError(f"record position {pos} outside a buffer of {end} bytes")
     verdict = _walk(b.ptr + pos, end - pos, check_crc, &r)
     if verdict != W_OK:
         raise _record_error(b.ptr + pos, pos, end - pos, verdict, &r)
@@ -436,8 +447,7 @@ def walk_records(buf, Py_ssize_t start=0, Py_ssize_t end=-1, bint check_crc=Fals
     cdef Py_ssize_t pos = start
     end = _clip_end(end, b.size)
     if pos < 0 or pos > end:
-        from rmq.common.message import RecordDecodeError
-        raise RecordDecodeError(f"record position {pos} outside a buffer of {end} bytes")
+        raise _RecordDecodeError(f"record position {pos} outside a buffer of {end} bytes")
     out = []
     while pos < end:
         verdict = _walk(b.ptr + pos, end - pos, check_crc, &r)
@@ -600,7 +610,7 @@ def split_batch(batch, Py_ssize_t topic_len, outer_props):
     """Validate a batch body; return ``[(body_pos, body_len, props_pos, props_len, flag,
     record_size), ...]`` (``outer_props`` None: none). Raises ValueError naming the item and
     what is wrong."""
-    cdef _Buf bb = _buf(batch)
+    cdef _Buf bb = _buf(b"" if batch is None else batch)
     cdef _Buf opb = _buf(b"" if outer_props is None else outer_props)
     cdef const uint8_t* b = bb.ptr
     cdef Py_ssize_t n = bb.size, pos = 0, total, blen, plen, oplen = opb.size, tp
@@ -759,8 +769,7 @@ def decode_record(buf, Py_ssize_t pos=0, bint check_crc=False):
     cdef RecordSpan r
     cdef int verdict
     if pos < 0 or pos > d.size:
-        from rmq.common.message import RecordDecodeError
-        raise RecordDecodeError(f"record position {pos} outside a buffer of {d.size} bytes")
+        raise _RecordDecodeError(f"record position {pos} outside a buffer of {d.size} bytes")
     cdef const uint8_t* p = d.ptr + pos
     verdict = _walk(p, d.size - pos, check_crc, &r)
     if verdict != W_OK:

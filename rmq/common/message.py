@@ -470,14 +470,14 @@ class RecordWalker(Protocol):
 
 
 def _pick_walker() -> RecordWalker:
-    if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
-        try:
-            from rmq._store import walk_records as fast
-        except ImportError:  # pragma: no cover - the extension is not built
-            pass
-        else:
-            return fast
-    return walk_records_py
+    try:
+        from rmq import _store
+    except ImportError:  # pragma: no cover - the extension is not built
+        return walk_records_py
+    _store.set_record_error(RecordDecodeError)   # the store's decoders raise ours too
+    if os.environ.get("RMQ_NO_EXTENSIONS") == "1":
+        return walk_records_py
+    return _store.walk_records
 
 
 walk_records: RecordWalker = _pick_walker()

@@ -298,3 +298,15 @@ def test_none_is_read_as_empty_where_it_always_was():
     from rmq.common.message import encode_batch
     assert _store.split_batch(encode_batch([(0, b"x", "")]), 1, None) == _store.split_batch(
         encode_batch([(0, b"x", "")]), 1, b"")
+
+
+def test_the_extension_raises_the_common_record_error_registered_at_import():
+    """rmq._store imports nothing from rmq; rmq.common.message registers its RecordDecodeError."""
+    from rmq.common.message import RecordDecodeError
+    with pytest.raises(RecordDecodeError, match="truncated record at 0"):
+        _store.decode_record(b"\0" * 10)
+    with pytest.raises(TypeError):
+        _store.set_record_error(KeyError)
+    with open(os.path.join(os.path.dirname(_store.__file__), "_store.pyx")) as f:
+        src = f.read()
+    assert "from rmq" not in src.replace("nothing from rmq", "") and "import rmq" not in src
