@@ -23,19 +23,17 @@ import random
 import socket
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
+from rmq.common.constants import MixAll, PermName
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.types import MessageQueue
+from rmq.types import MessageExt, MessageQueue
 
 from ._codec import decode_messages
-from .api import MASTER_ID, PERM_READ, PERM_WRITE, ClientAPI, TopicRouteData
-
-if TYPE_CHECKING:
-    from .producer import Producer
+from .api import ClientAPI, TopicRouteData
 
 __all__ = ["ClientInstance", "get_client_instance", "local_ip"]
 
@@ -49,16 +47,35 @@ PERSIST_OFFSET_INTERVAL = 5.0
 REBALANCE_INTERVAL = 20.0
 
 
+MASTER_ID = MixAll.MASTER_ID
+
+
 class ConsumerInner(Protocol):
-    """What the instance needs from a consumer (push or lite pull)."""
+    """What the instance needs from a consumer (Java ``MQConsumerInner``). The consumers the
+    application holds (``rmq.PushConsumer``, ``rmq.PullConsumer``) keep this side private: they
+    register their inner ``PushConsumerImpl`` / ``PullConsumerImpl``."""
 
-    group: str
-
-    def heartbeat_data(self) -> dict: ...
+    @property
+    def group(self) -> str: ...
+    def heartbeat_data(self) -> dict[str, Any]: ...
     def subscribed_topics(self) -> set[str]: ...
+    def has_subscribe_info(self, topic: str) -> bool: ...
     def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None: ...
     async def do_rebalance(self) -> None: ...
     async def persist_consumer_offset(self) -> None: ...
+    def running_info(self) -> dict[str, Any]: ...
+    def offset_table_json(self, topic: str) -> dict[str, int]: ...
+    async def reset_offset(self, topic: str, table: dict[MessageQueue, int]) -> None: ...
+    async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]: ...
+
+
+class ProducerInner(Protocol):
+    """What the instance needs from a producer (Java ``MQProducerInner``)."""
+
+    @property
+    def group(self) -> str: ...
+    def publish_topics(self) -> set[str]: ...
+    def check_transaction_state(self, broker_addr: str, ext: dict[str, Any], msg: MessageExt) -> None: ...
 
 
 def local_ip(target: str | None = None) -> str:
@@ -85,14 +102,15 @@ class _TopicPublishInfo:
         self.order_topic = bool(route.order_topic_conf)
         mqs: list[MessageQueue] = []
         if route.order_topic_conf:
-            # "broker-a:8;broker-b:8" replaces queueDatas for publishing (wire-contract §4)
+            # "broker-a:8;broker-b:8" replaces queueDatas for publishing (Java
+            # MQClientInstance.topicRouteData2TopicPublishInfo, orderTopicConf)
             for item in route.order_topic_conf.split(";"):
                 name, _, n = item.partition(":")
                 mqs.extend(MessageQueue(topic, name, i) for i in range(int(n or 0)))
         else:
             masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
             for qd in route.queue_datas:
-                if qd.perm & PERM_WRITE and qd.broker_name in masters:
+                if PermName.is_writeable(qd.perm) and qd.broker_name in masters:
                     mqs.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
         self.message_queues = mqs
         self.send_which_queue = random.randrange(0, 1 << 16)
@@ -105,7 +123,7 @@ class _TopicPublishInfo:
 def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
     """Readable queues of a topic."""
     return {MessageQueue(topic, qd.broker_name, i)
-            for qd in route.queue_datas if qd.perm & PERM_READ
+            for qd in route.queue_datas if PermName.is_readable(qd.perm)
             for i in range(qd.read_queue_nums)}
 
 
@@ -126,7 +144,7 @@ class ClientInstance:
         self.namesrv_addrs = addrs
         self.remoting = RemotingClient(addrs)
         self.api = ClientAPI(self.remoting)
-        self.producers: dict[str, Producer] = {}
+        self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
         self.topic_route_table: dict[str, TopicRouteData] = {}
         self.publish_info: dict[str, _TopicPublishInfo] = {}
@@ -205,7 +223,7 @@ class ClientInstance:
                 log.warning("client %s: rebalance of group %s failed: %r", self.client_id,
                             consumer.group, e, exc_info=True)
 
-    async def register_producer(self, group: str, producer: Producer) -> None:
+    async def register_producer(self, group: str, producer: ProducerInner) -> None:
         if group in self.producers:
             raise ClientError(f"producer group {group!r} is already registered in client {self.client_id}; "
                               "use another instance_name for a second producer of the same group")
@@ -428,7 +446,7 @@ class ClientInstance:
 
 
 class _ClientRemotingProcessor:
-    """Serves the requests a broker sends to a client (SPEC R3)."""
+    """Serves the requests a broker sends to a client (Java ClientRemotingProcessor)."""
 
     def __init__(self, instance: ClientInstance) -> None:
         self._instance = weakref.ref(instance)
@@ -466,7 +484,7 @@ class _ClientRemotingProcessor:
         if producer is None:
             log.warning("client %s: CHECK_TRANSACTION_STATE for unknown producer group %r", inst.client_id, group)
             return None
-        producer._on_check_transaction_state(conn.remote_addr, cmd.ext_fields or {}, msg)
+        producer.check_transaction_state(conn.remote_addr, cmd.ext_fields or {}, msg)
         return None
 
     async def _consumer_request(self, inst: ClientInstance, cmd: RemotingCommand) -> RemotingCommand:

@@ -135,17 +135,17 @@ async def test_second_consumer_joins_and_leaves_without_loss(cluster, namesrv_ad
                 await asyncio.sleep(0.002)
 
         await c1.start()
-        await wait_until(lambda: len(c1.process_queue_table) == 9, what="c1 owns all queues")  # 8 + retry
+        await wait_until(lambda: len(c1._impl.process_queue_table) == 9, what="c1 owns all queues")  # 8 + retry
         await produce(0, 100)
         await c2.start()
         # NOTIFY_CONSUMER_IDS_CHANGED makes c1 give up half at once (not after the 20 s timer)
-        await wait_until(lambda: sum(1 for mq in c1.process_queue_table if mq.topic == topic) == 4,
+        await wait_until(lambda: sum(1 for mq in c1._impl.process_queue_table if mq.topic == topic) == 4,
                          timeout=8, what="c1 rebalanced to 4 queues")
-        await wait_until(lambda: sum(1 for mq in c2.process_queue_table if mq.topic == topic) == 4,
+        await wait_until(lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 4,
                          timeout=8, what="c2 took 4 queues")
         await produce(100, 300)
         await c1.close()
-        await wait_until(lambda: sum(1 for mq in c2.process_queue_table if mq.topic == topic) == 8,
+        await wait_until(lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 8,
                          timeout=8, what="c2 owns all queues after c1 left")
         await produce(300, total)
     try:
@@ -203,7 +203,7 @@ async def test_flow_control_and_pause(cluster, namesrv_addr, unique):
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: c.stats["flow_controlled"] > 0, what="flow control")
-        pq = next(pq for mq, pq in c.process_queue_table.items() if mq.topic == topic)
+        pq = next(pq for mq, pq in c._impl.process_queue_table.items() if mq.topic == topic)
         assert pq.msg_count <= 20 + 8
         c.pause()
         gate.set()
@@ -266,7 +266,7 @@ async def test_orderly_clustering_locks_queues(cluster, namesrv_addr, unique):
             for i in range(10):
                 await p.send(rmq.Message(topic, b"%d" % i), sharding_key="k")
         await wait_until(lambda: len(got) == 10, what="10 orderly messages")
-        assert all(pq.locked for mq, pq in c.process_queue_table.items() if mq.topic == topic)
+        assert all(pq.locked for mq, pq in c._impl.process_queue_table.items() if mq.topic == topic)
     assert got == [b"%d" % i for i in range(10)]
 
 
@@ -424,7 +424,7 @@ async def test_follows_suggest_which_broker_id(tmp_path, unique, caplog):
             async with c:
                 await wait_until(lambda: len(got) == 40, what="40 messages")
                 mq = rmq.MessageQueue(topic, broker.broker_config.broker_name, 0)
-                await wait_until(lambda: c.pull_from_which_node.get(mq) == 0, what="back to the master")
+                await wait_until(lambda: c._impl.pull_from_which_node.get(mq) == 0, what="back to the master")
     assert sorted(got, key=int) == [b"%d" % i for i in range(40)]
     text = caplog.text
     assert "from node 1" in text and "from node 0" in text[text.index("from node 1"):]
@@ -464,7 +464,7 @@ async def test_orderly_clustering_rebalance_hands_locks_over(cluster, namesrv_ad
         await c1.start()
         await produce(0, 10)
         await c2.start()
-        await wait_until(lambda: sum(1 for mq in c2.process_queue_table if mq.topic == topic) == 2, timeout=15,
+        await wait_until(lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 2, timeout=15,
                          what="c2 took 2 queues")
         await produce(10, 20)
         try:
