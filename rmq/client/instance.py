@@ -23,7 +23,7 @@ import random
 import socket
 import time
 import weakref
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Coroutine, Protocol
 
 from rmq.common.constants import MixAll, PermName
 from rmq.common.tasks import BackgroundTasks
@@ -87,7 +87,7 @@ def local_ip(target: str | None = None) -> str:
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((host, 9))
-            return s.getsockname()[0]
+            return str(s.getsockname()[0])
     except OSError:
         return "127.0.0.1"
 
@@ -167,7 +167,7 @@ class ClientInstance:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def _spawn(self, coro, name: str) -> asyncio.Task:
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         return self._tasks.spawn(coro, f"rmq-{name}-{self.client_id}")
 
     def _ensure_started(self) -> None:
@@ -182,7 +182,7 @@ class ClientInstance:
                                    PERSIST_OFFSET_INTERVAL), "persist")
         self._spawn(self._rebalance_service(), "rebalance")
 
-    async def _periodic(self, interval: float, fn, first_delay: float) -> None:
+    async def _periodic(self, interval: float, fn: Callable[[], Awaitable[None]], first_delay: float) -> None:
         """Run ``fn`` every ``interval`` seconds until cancelled; a failing run is logged and the
         timer goes on (a broker or name server being down must not stop the client)."""
         await asyncio.sleep(first_delay)
@@ -409,7 +409,8 @@ class ClientInstance:
 
     # ---------------------------------------------------------------- heartbeats and offsets
 
-    def heartbeat_data(self) -> dict:
+    def heartbeat_data(self) -> dict[str, Any]:
+        """The HEART_BEAT body (Java ``HeartbeatData``)."""
         return {
             "clientID": self.client_id,
             "producerDataSet": [{"groupName": g} for g in self.producers],
@@ -454,7 +455,8 @@ class _ClientRemotingProcessor:
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn: Any, cmd: RemotingCommand):
+    def process_request(self, conn: Any, cmd: RemotingCommand
+                        ) -> RemotingCommand | None | Awaitable[RemotingCommand]:
         inst = self._instance()
         if inst is None or inst.closed:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "client instance closed", {})
@@ -466,10 +468,11 @@ class _ClientRemotingProcessor:
             inst.rebalance_immediately()
             return None
         if code == RequestCode.CHECK_TRANSACTION_STATE:
-            return self._check_transaction_state(inst, conn, cmd)
+            self._check_transaction_state(inst, conn, cmd)     # oneway: no response
+            return None
         return self._consumer_request(inst, cmd)
 
-    def _check_transaction_state(self, inst: ClientInstance, conn: Any, cmd: RemotingCommand):
+    def _check_transaction_state(self, inst: ClientInstance, conn: Any, cmd: RemotingCommand) -> None:
         try:
             msgs = decode_messages(cmd.body_bytes())
         except ValueError as e:
@@ -501,9 +504,9 @@ class _ClientRemotingProcessor:
                 info["properties"]["PROP_CLIENT_VERSION"] = "V4_9_8"
                 return cmd.response(ResponseCode.SUCCESS, None, {}, json.dumps(info).encode())
             if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
-                table = consumer.offset_table_json(str(ext.get("topic") or ""))
+                status = consumer.offset_table_json(str(ext.get("topic") or ""))
                 return cmd.response(ResponseCode.SUCCESS, None, {},
-                                    json.dumps({"messageQueueTable": table}).encode())
+                                    json.dumps({"messageQueueTable": status}).encode())
             if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
                 table = _parse_offset_table(cmd.body_bytes(), str(ext.get("topic") or ""))
                 await consumer.reset_offset(str(ext.get("topic") or ""), table)

@@ -14,7 +14,7 @@ import logging
 import re
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Coroutine, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, TypeVar, Union
 
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.message import MessageSysFlag, decode_offset_msg_id, encode_batch, java_string_hash
@@ -281,7 +281,7 @@ class Producer:
     def send_with_callback(self, msg: Message,
                            callback: Callable[[SendResult | None, BaseException | None], Any], *,
                            queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
-                           sharding_key: Any = None, timeout: float | None = None) -> asyncio.Task:
+                           sharding_key: Any = None, timeout: float | None = None) -> asyncio.Task[SendResult]:
         """Start a send in the background and call ``callback(result, None)`` on success or
         ``callback(None, exc)`` on failure (``callback`` may be ``async``). Returns the task, which
         :meth:`close` waits for; its own result is the SendResult (or the exception)."""
@@ -440,7 +440,7 @@ class Producer:
             "batch": "true" if p.batch else "false",
         }
 
-    async def _publish_info(self, topic: str, deadline: float | None = None):
+    async def _publish_info(self, topic: str, deadline: float | None = None) -> _TopicPublishInfo:
         inst = self._check_running()
         self._topics.add(topic)
         info = inst.publish_info.get(topic)
@@ -467,7 +467,7 @@ class Producer:
             raise TopicNotExistError(17, f"No route info of this topic: {topic}")
         return info
 
-    def _select_queue(self, info, last_broker: str | None) -> MessageQueue:
+    def _select_queue(self, info: _TopicPublishInfo, last_broker: str | None) -> MessageQueue:
         mqs = info.message_queues
         n = len(mqs)
         if self._send_latency_fault_enable:
@@ -575,10 +575,11 @@ class Producer:
         }
         await inst.api.end_transaction_oneway(addr, header, None)
 
-    def _on_check_transaction_state(self, broker_addr: str, ext: dict, msg: MessageExt) -> None:
+    def _on_check_transaction_state(self, broker_addr: str, ext: dict[str, Any], msg: MessageExt) -> None:
         """CHECK_TRANSACTION_STATE from a broker: ask the checker in a task, answer with a oneway
         END_TRANSACTION (the broker expects no response to the check itself)."""
-        if self._transaction_checker is None or self._instance is None:
+        checker = self._transaction_checker
+        if checker is None or self._instance is None:
             log.warning("producer %s: broker %s checks transaction %s but no transaction_checker is set",
                         self.group, broker_addr, msg.msg_id)
             return
@@ -587,7 +588,7 @@ class Producer:
         async def check() -> None:
             remark = None
             try:
-                state = await _maybe_await(self._transaction_checker(msg))
+                state = await _maybe_await(checker(msg))
                 if not isinstance(state, LocalTransactionState):
                     state = LocalTransactionState.UNKNOW
             except Exception as e:  # noqa: BLE001 - reported to the broker in the remark
@@ -658,13 +659,13 @@ def _with_props(msg: Message, props: dict[str, str]) -> Message:
                    flag=msg.flag, delay_level=msg.delay_level, wait_store_msg_ok=msg.wait_store_msg_ok)
 
 
-async def _maybe_await(value):
+async def _maybe_await(value: _T | Awaitable[_T]) -> _T:
     if inspect.isawaitable(value):
         return await value
     return value
 
 
-async def _call(callback, *args) -> None:
+async def _call(callback: Callable[..., Any], *args: Any) -> None:
     try:
         await _maybe_await(callback(*args))
     except Exception:  # noqa: BLE001 - a user callback must not break the producer

@@ -22,7 +22,7 @@ import logging
 import time
 import warnings
 from types import TracebackType
-from typing import Any, Coroutine
+from typing import Any, Callable, Coroutine
 
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, IllegalStateError, RMQError
@@ -88,6 +88,7 @@ class PushConsumerImpl(ConsumerBase):
         if handler is None and batch_handler is None:
             self.consume_service = ConsumeMessageIteratorService(self, orderly=orderly)
         else:
+            call: Callable[[list[MessageExt]], object]
             if batch_handler is not None:
                 call = batch_handler
             else:
@@ -554,7 +555,8 @@ class PushConsumer:
     # ---------------------------------------------------------------- iterator mode
 
     def __aiter__(self) -> PushConsumer:
-        self._impl.iterator
+        """Iterator mode (a consumer without a handler); ClientError otherwise."""
+        _ = self._impl.iterator     # raises for a consumer with a handler
         return self
 
     async def __anext__(self) -> MessageExt:
