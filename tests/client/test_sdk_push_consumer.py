@@ -9,7 +9,7 @@ import rmq
 from rmq._testing import run_broker, run_namesrv
 from rmq.remoting import RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
-from sdk_support import create_topic, wait_until
+from sdk_support import create_topic, holds, wait_until
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -42,17 +42,23 @@ async def test_handler_filters_tags_and_commits_offsets(cluster, namesrv_addr, u
     async def handler(msg):
         got.append(msg)
 
+    ends: dict[int, int] = {}
+    for r in sent:
+        ends[r.queue_id] = max(ends.get(r.queue_id, 0), r.queue_offset + 1)
+
+    def consumed_offsets() -> dict[int, int]:
+        store = c._impl.offset_store
+        return {mq.queue_id: off for mq, off in store.offset_table.items() if mq.topic == topic} if store else {}
+
     c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST)
     c.subscribe(topic, "A || B")
     async with c:
         await wait_until(lambda: len(got) >= 20, what="20 A/B messages")
-        await asyncio.sleep(0.3)
+        # the filtered C messages at the end of a queue are consumed too (skipped)
+        await wait_until(lambda: consumed_offsets() == ends, what="every queue consumed to its end")
     assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(30) if i % 3 != 2)
     assert {m.tags for m in got} == {"A", "B"}
     # close() persisted the consumed offsets: every queue is at its end (C messages skipped too)
-    ends = {}
-    for r in sent:
-        ends[r.queue_id] = max(ends.get(r.queue_id, 0), r.queue_offset + 1)
     assert await _stored_offsets(broker.broker_addr, cg, topic, 4) == ends
 
 
@@ -132,7 +138,7 @@ async def test_second_consumer_joins_and_leaves_without_loss(cluster, namesrv_ad
         async def produce(lo, hi):
             for i in range(lo, hi):
                 await p.send(rmq.Message(topic, b"%d" % i))
-                await asyncio.sleep(0.002)
+                await asyncio.sleep(0.002)      # pacing: sends spread over the rebalance
 
         await c1.start()
         await wait_until(lambda: len(c1._impl.process_queue_table) == 9, what="c1 owns all queues")  # 8 + retry
@@ -209,8 +215,8 @@ async def test_flow_control_and_pause(cluster, namesrv_addr, unique):
         gate.set()
         await wait_until(lambda: len(got) == c.stats["pulled"], what="cached messages consumed")
         pulled = c.stats["pulled"]
-        await asyncio.sleep(0.3)
-        assert c.stats["pulled"] == pulled < 200     # paused: no more pulls
+        assert pulled < 200
+        await holds(lambda: c.stats["pulled"] == pulled, 0.3, "paused: no more pulls")
         c.resume()
         await wait_until(lambda: len(got) == 200, what="all 200 after resume")
     assert sorted(got) == list(range(200))
@@ -337,7 +343,7 @@ async def test_consumer_survives_broker_restart(tmp_path, unique):
             await wait_until(lambda: len(got) >= 10, what="10 before restart")
         try:
             # broker down: the consumer keeps retrying; same port and store on restart
-            await asyncio.sleep(1.0)
+            await wait_until(lambda: c.stats["pull_errors"] > 0, what="pulls failing while the broker is down")
             async with run_broker(tmp_path / "b", namesrv=ns, listen_port=port):
                 await _produce(nsaddr, topic, [b"after-%d" % i for i in range(10)], unique("PG"))
                 await wait_until(lambda: len(got) >= 20, timeout=30, what="10 after restart")
@@ -385,7 +391,7 @@ async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: deliveries[-2:] == [0, 1], timeout=40, what="one redelivery from %RETRY%")
-        await asyncio.sleep(1.0)
+        await wait_until(lambda: c.stats["sent_back"] == 2, what="the second send-back (to the DLQ)")
     assert c.stats["sent_back"] == 2 and c.stats["local_retries"] == 0
     # Java creates the DLQ write-only (consumers cannot pull it), so read the store directly.
     from rmq.client._codec import decode_messages
