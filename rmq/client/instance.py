@@ -32,6 +32,7 @@ from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageExt, MessageQueue
 
+from ._aio import wait_event
 from ._codec import decode_messages
 from .api import ClientAPI, TopicRouteData
 
@@ -203,10 +204,7 @@ class ClientInstance:
         """Rebalance every consumer every 20 s, or as soon as :meth:`rebalance_immediately` is
         called (a broker's NOTIFY_CONSUMER_IDS_CHANGED, a consumer starting)."""
         while True:
-            try:
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), REBALANCE_INTERVAL)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._rebalance_wakeup, REBALANCE_INTERVAL)
             self._rebalance_wakeup.clear()
             await self.do_rebalance()
 

@@ -156,7 +156,7 @@ class Producer:
         if not 0 < max_message_size <= MAX_MESSAGE_SIZE:
             raise ClientError(f"max_message_size must be in 1..{MAX_MESSAGE_SIZE}")
         self._namesrv_addr = namesrv_addr
-        self.group = group
+        self._group = group
         self._instance_name = instance_name
         self._client_ip = client_ip
         self._send_timeout = send_timeout
@@ -221,6 +221,11 @@ class Producer:
 
     def __repr__(self) -> str:
         return f"<Producer group={self.group!r} {self._state.name}>"
+
+    @property
+    def group(self) -> str:
+        """The producer group."""
+        return self._group
 
     @property
     def state(self) -> ServiceState:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
 from rmq.errors import ClientError, IllegalStateError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
 
+from .._aio import wait_event
 from .process_queue import ProcessQueue
 
 if TYPE_CHECKING:
@@ -132,9 +133,7 @@ class _HandlerService(ConsumeMessageService):
     async def wait_idle(self, timeout: float) -> None:
         if not self._busy:
             return
-        try:
-            await asyncio.wait_for(self._idle.wait(), timeout)
-        except asyncio.TimeoutError:
+        if not await wait_event(self._idle, timeout):
             log.warning("group %s: %d handler call(s) still running after %.1f s; cancelling them",
                         self._consumer.group, self._busy, timeout)
 

@@ -28,6 +28,7 @@ from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, RMQError, TopicNotExistError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
+from .._aio import wait_event
 from ..instance import subscribe_queues
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, SubscriptionData
@@ -193,18 +194,12 @@ class PullConsumerImpl(ConsumerBase):
         while not pq.dropped:
             if mq in self._paused:
                 self._resume.clear()
-                try:
-                    await asyncio.wait_for(self._resume.wait(), PAUSED_DELAY)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(self._resume, PAUSED_DELAY)
                 continue
             if (pq.msg_count > self.options.pull_threshold_for_queue
                     or self._buffered > self.options.pull_threshold_for_all):
                 pq.wakeup.clear()
-                try:
-                    await asyncio.wait_for(pq.wakeup.wait(), FLOW_CONTROL_DELAY)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(pq.wakeup, FLOW_CONTROL_DELAY)
                 continue
             # assign mode has no group subscription: the pull carries "*" itself (subscription
             # flag set), so the broker does not look for one from our heartbeat
@@ -248,8 +243,9 @@ class PullConsumerImpl(ConsumerBase):
         while not out:
             remaining = deadline - time.monotonic()
             try:
-                batch = await asyncio.wait_for(self._buffer.get(), max(remaining, 0))
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(max(remaining, 0)):
+                    batch = await self._buffer.get()
+            except TimeoutError:
                 break
             self._take(batch, out, limit)
             for _ in range(self._buffer.qsize()):

@@ -28,6 +28,7 @@ from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
+from .._aio import wait_event
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase
 from .consume_service import (LOCK_RETRY_DELAY, BatchMessageHandler, ConsumeMessageConcurrentlyService,
@@ -217,8 +218,9 @@ class PushConsumerImpl(ConsumerBase):
             # Do not give the queue away while a handler runs on it: the next owner could
             # otherwise consume the same message concurrently. Retried at the next rebalance.
             try:
-                await asyncio.wait_for(pq.consume_lock.acquire(), 1.0)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(1.0):
+                    await pq.consume_lock.acquire()
+            except TimeoutError:
                 return False
             try:
                 await super()._remove_unnecessary_queue(mq, pq)
@@ -259,10 +261,7 @@ class PushConsumerImpl(ConsumerBase):
         assert self.offset_store is not None
         while not pq.dropped:
             if not self._resume.is_set():
-                try:
-                    await asyncio.wait_for(self._resume.wait(), PAUSED_DELAY)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(self._resume, PAUSED_DELAY)
                 continue
             if (pq.msg_count > opts.pull_threshold_for_queue
                     or pq.msg_size > threshold_size
@@ -273,10 +272,7 @@ class PushConsumerImpl(ConsumerBase):
                     log.info("group %s: flow control on %s: %d msgs, %d bytes, span %d", self.group, mq,
                              pq.msg_count, pq.msg_size, pq.max_span)
                 pq.wakeup.clear()
-                try:
-                    await asyncio.wait_for(pq.wakeup.wait(), FLOW_CONTROL_DELAY)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(pq.wakeup, FLOW_CONTROL_DELAY)
                 continue
             if self.locks_queues:
                 if not pq.locked or pq.lock_expired():
