@@ -36,7 +36,8 @@ from ._aio import wait_event
 from ._codec import decode_messages
 from .api import ClientAPI, TopicRouteData
 
-__all__ = ["ClientInstance", "get_client_instance", "local_ip"]
+__all__ = ["ClientInstance", "ConsumerInner", "ProducerInner", "get_client_instance", "local_ip",
+           "subscribe_queues"]
 
 log = logging.getLogger("rmq.client")
 

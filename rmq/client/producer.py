@@ -66,10 +66,11 @@ def validate_group(group: str, *, reserved: str) -> None:
         raise ClientError(f"group name {group!r} is reserved; choose your own")
 
 
-def validate_topic(topic: str) -> None:
-    """A topic a producer may send to or a consumer subscribe to (Java ``Validators.checkTopic``):
-    legal characters, ≤ 127 bytes, not TBW102 and not a topic only the broker writes
-    (``SCHEDULE_TOPIC_XXXX``, the transaction topics …). Raises :class:`rmq.errors.ClientError`."""
+def validate_topic(topic: str, *, for_send: bool = True) -> None:
+    """A topic a producer may send to (``for_send``, the default) or a consumer subscribe to
+    (Java ``Validators.checkTopic``): legal characters, ≤ 127 bytes, not TBW102; for sends also
+    not a topic only the broker writes (``SCHEDULE_TOPIC_XXXX``, the transaction topics …).
+    Raises :class:`rmq.errors.ClientError`."""
     if not topic:
         raise ClientError("topic is empty")
     if len(topic.encode()) > 127:
@@ -78,7 +79,7 @@ def validate_topic(topic: str) -> None:
         raise ClientError(f"topic {topic!r} contains illegal characters (allowed: ^[%|a-zA-Z0-9_-]+$)")
     if topic == AUTO_CREATE_TOPIC_KEY:
         raise ClientError(f"topic {topic!r} is reserved for auto-creation; send to a real topic")
-    if TopicValidator.is_not_allowed_send_topic(topic):
+    if for_send and TopicValidator.is_not_allowed_send_topic(topic):
         raise ClientError(f"topic {topic!r} is a system topic only the broker writes")
 
 

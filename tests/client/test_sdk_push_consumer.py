@@ -532,3 +532,32 @@ async def test_iterator_reconsume_later(cluster, namesrv_addr, unique):
                 break
     assert seen[:3] == [(b"a", 0), (b"b", 0), (b"c", 0)] and seen[3] == (b"b", 1)
     assert (await _stored_offsets(broker.broker_addr, cg, topic, 1))[0] == 3
+
+
+async def test_orderly_iterator_holds_the_queue_locks_and_cannot_skip(cluster, namesrv_addr, unique, monkeypatch):
+    import rmq.client.consumer.push as push
+    monkeypatch.setattr(push, "LOCK_RENEW_INTERVAL", 0.2)     # Java's 20 s lockAll, shortened
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    mqs = [rmq.MessageQueue(topic, broker.broker_config.broker_name, q) for q in (0, 1)]
+    async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+        for i in range(10):
+            await p.send(rmq.Message(topic, b"%d" % i), queue=mqs[i % 2])
+    c = rmq.PushConsumer(namesrv_addr, cg, orderly=True, consume_from_where=FIRST)
+    c.subscribe(topic)
+    seen: dict[int, list[int]] = {0: [], 1: []}
+    async with c:
+        async for msg in c:
+            seen[msg.queue_id].append(int(msg.body))
+            with pytest.raises(rmq.ClientError, match="orderly"):
+                await c.reconsume_later(msg)
+            if sum(map(len, seen.values())) == 10:
+                break
+        # the queues were consumed under the broker's locks, and the locks are renewed
+        pqs = [pq for mq, pq in c._impl.process_queue_table.items() if mq.topic == topic]
+        assert len(pqs) == 2 and all(pq.locked for pq in pqs)
+        renewed_after = max(pq.last_lock_time for pq in pqs)
+        await wait_until(lambda: min(pq.last_lock_time for pq in pqs) > renewed_after, what="locks renewed")
+    assert seen == {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
+    assert await _stored_offsets(broker.broker_addr, cg, topic, 2) == {0: 5, 1: 5}

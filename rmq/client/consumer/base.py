@@ -131,7 +131,7 @@ class ConsumerBase(abc.ABC):
         May be called before or after start; a later call for the same topic replaces the
         expression."""
         if not MixAll.is_retry_topic(topic):
-            validate_topic(topic)
+            validate_topic(topic, for_send=False)
         self.subscriptions[topic] = SubscriptionData.build(topic, expression)
         if self._instance is not None and self.active:
             self.spawn(self._after_subscription_change(), "subscribe")

@@ -306,10 +306,6 @@ class ConsumeMessageOrderlyService(_HandlerService):
 
     orderly = True
 
-    def start(self) -> None:
-        if self._consumer.message_model is MessageModel.CLUSTERING:
-            self._consumer.spawn(self._consumer.lock_all_periodically(), "lock-renew")
-
     async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         if not pq.consuming:
             pq.consuming = True

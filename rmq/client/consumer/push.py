@@ -118,6 +118,10 @@ class PushConsumerImpl(ConsumerBase):
         if not self.subscriptions:
             raise ClientError("subscribe to at least one topic before start()")
         await self._start_base()
+        if self.locks_queues:
+            # Java ConsumeMessageOrderlyService.start → lockMQPeriodically; also for the
+            # orderly iterator, which pulls only queues it holds
+            self.spawn(self.lock_all_periodically(), "lock-renew")
         self.consume_service.start()
 
     async def close(self, timeout: float) -> None:
