@@ -23,9 +23,9 @@ import dataclasses
 import inspect
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple, Union
 
-from rmq.errors import ClientError, IllegalStateError
+from rmq.errors import ClientError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
 
 from .._aio import wait_event
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .push import PushConsumerImpl
 
 __all__ = ["ConsumeMessageService", "ConsumeMessageConcurrentlyService", "ConsumeMessageOrderlyService",
-           "ConsumeMessageIteratorService", "HandlerResult", "MessageHandler", "BatchMessageHandler"]
+           "ConsumeMessageIteratorService", "Handlers", "HandlerResult", "MessageHandler", "BatchMessageHandler"]
 
 log = logging.getLogger("rmq.client")
 
@@ -89,21 +89,29 @@ class ConsumeMessageService(abc.ABC):
         """CONSUME_MESSAGE_DIRECTLY (an admin tool): consume ``msg`` now, report the outcome."""
 
 
+class Handlers(NamedTuple):
+    """The application's handler: one of the two is set."""
+
+    single: MessageHandler | None
+    batch: BatchMessageHandler | None
+
+
 class _HandlerService(ConsumeMessageService):
     """Calls the application's handler, counting calls in progress so close() can wait."""
 
-    def __init__(self, consumer: PushConsumerImpl,
-                 handler: Callable[[list[MessageExt]], object]) -> None:
+    def __init__(self, consumer: PushConsumerImpl, handlers: Handlers) -> None:
         super().__init__(consumer)
-        self._handler = handler
+        self._single = handlers.single
+        self._batch = handlers.batch
         self._busy = 0
         self._idle = asyncio.Event()
         self._idle.set()
 
     async def call_handler(self, msgs: list[MessageExt]) -> bool:
         """True when the handler consumed ``msgs`` (returned None/SUCCESS)."""
+        if not self._busy:
+            self._idle.clear()
         self._busy += 1
-        self._idle.clear()
         try:
             return await self._call(msgs)
         finally:
@@ -112,22 +120,25 @@ class _HandlerService(ConsumeMessageService):
                 self._idle.set()
 
     async def _call(self, msgs: list[MessageExt]) -> bool:
-        group = self._consumer.group
         try:
-            result = self._handler(msgs)
+            if self._batch is not None:
+                result = self._batch(msgs)
+            else:
+                assert self._single is not None
+                result = self._single(msgs[0])
             if inspect.isawaitable(result):
                 result = await result
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - "consume later"
-            log.warning("group %s: handler raised on %s@%d: %r (will consume later)", group,
+            log.warning("group %s: handler raised on %s@%d: %r (will consume later)", self._consumer.group,
                         msgs[0].topic, msgs[0].queue_offset, e, exc_info=True)
             return False
         if result is None or result is ConsumeResult.SUCCESS:
             return True
         if isinstance(result, ConsumeResult):
             return False
-        log.warning("group %s: handler returned %r; treating as RECONSUME_LATER", group, result)
+        log.warning("group %s: handler returned %r; treating as RECONSUME_LATER", self._consumer.group, result)
         return False
 
     async def wait_idle(self, timeout: float) -> None:
@@ -149,9 +160,8 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
     """Worker tasks call the handler on any queue's messages (Java
     ``ConsumeMessageConcurrentlyService``); offsets advance past the smallest unconsumed one."""
 
-    def __init__(self, consumer: PushConsumerImpl,
-                 handler: Callable[[list[MessageExt]], object]) -> None:
-        super().__init__(consumer, handler)
+    def __init__(self, consumer: PushConsumerImpl, handlers: Handlers) -> None:
+        super().__init__(consumer, handlers)
         self._requests: asyncio.Queue[ConsumeRequest] = asyncio.Queue()
 
     def start(self) -> None:
@@ -230,7 +240,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
     be skipped (:meth:`reconsume_later` refuses)."""
 
     def __init__(self, consumer: PushConsumerImpl, *, orderly: bool) -> None:
-        super().__init__(consumer, _no_handler)
+        super().__init__(consumer, Handlers(None, None))
         self.orderly = orderly
         # None wakes a waiting loop at close()
         self._items: asyncio.Queue[ConsumeRequest | None] = asyncio.Queue(
@@ -293,10 +303,6 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
 
     async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:
         raise ClientError("consume directly needs a handler (iterator-mode consumer)")
-
-
-def _no_handler(msgs: list[MessageExt]) -> object:
-    raise IllegalStateError("an iterator-mode consumer has no handler")
 
 
 class ConsumeMessageOrderlyService(_HandlerService):

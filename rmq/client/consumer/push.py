@@ -22,7 +22,7 @@ import logging
 import time
 import warnings
 from types import TracebackType
-from typing import Any, Callable, Coroutine
+from typing import Any, Coroutine
 
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, IllegalStateError, RMQError
@@ -33,7 +33,7 @@ from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase
 from .consume_service import (LOCK_RETRY_DELAY, BatchMessageHandler, ConsumeMessageConcurrentlyService,
                               ConsumeMessageIteratorService, ConsumeMessageOrderlyService,
-                              ConsumeMessageService, MessageHandler)
+                              ConsumeMessageService, Handlers, MessageHandler)
 from .offset_store import ReadOffsetType
 from .options import PushConsumerOptions, RebalanceListener, build_options
 from .process_queue import ProcessQueue
@@ -89,19 +89,11 @@ class PushConsumerImpl(ConsumerBase):
         if handler is None and batch_handler is None:
             self.consume_service = ConsumeMessageIteratorService(self, orderly=orderly)
         else:
-            call: Callable[[list[MessageExt]], object]
-            if batch_handler is not None:
-                call = batch_handler
-            else:
-                single = handler
-                assert single is not None
-
-                def call(msgs: list[MessageExt]) -> object:
-                    return single(msgs[0])
+            handlers = Handlers(handler, batch_handler)
             if orderly:
-                self.consume_service = ConsumeMessageOrderlyService(self, call)
+                self.consume_service = ConsumeMessageOrderlyService(self, handlers)
             else:
-                self.consume_service = ConsumeMessageConcurrentlyService(self, call)
+                self.consume_service = ConsumeMessageConcurrentlyService(self, handlers)
 
     @property
     def iterator(self) -> ConsumeMessageIteratorService:
