@@ -197,3 +197,20 @@ async def test_pull_consumer_life_cycle(cluster, namesrv_addr, unique):
         with pytest.raises(rmq.IllegalStateError):
             await call()
     assert [m async for m in c] == []               # a closed consumer iterates nothing
+
+
+async def test_a_consumer_whose_start_failed_cannot_start_again(cluster, namesrv_addr, unique):
+    S = rmq.ServiceState
+    group, topic = unique("CG"), unique("T")
+    first = rmq.PushConsumer(namesrv_addr, group)
+    twin = rmq.PushConsumer(namesrv_addr, group)        # same group, same client id
+    for c in (first, twin):
+        c.subscribe(topic)
+    async with first:
+        with pytest.raises(rmq.ClientError, match="already registered"):
+            await twin.start()
+        assert twin.state is S.START_FAILED
+        with pytest.raises(rmq.IllegalStateError):
+            await twin.start()
+        await twin.close()                              # nothing to do, no harm to the first
+        assert first.state is S.RUNNING and first._impl._instance.consumers[group] is first._impl

@@ -178,6 +178,7 @@ class ConsumerBase(abc.ABC):
 
     @property
     def client_id(self) -> str | None:
+        """``ip@pid#instance_name`` once started, else None."""
         return self._instance.client_id if self._instance else None
 
     @abc.abstractmethod

@@ -453,8 +453,7 @@ class PullConsumer:
     @property
     def client_id(self) -> str | None:
         """``ip@pid#instance_name`` once started, else None."""
-        inst = self._impl._instance
-        return inst.client_id if inst is not None else None
+        return self._impl.client_id
 
     # ---------------------------------------------------------------- subscription / assignment
 

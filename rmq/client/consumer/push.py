@@ -471,8 +471,7 @@ class PushConsumer:
     @property
     def client_id(self) -> str | None:
         """``ip@pid#instance_name`` once started, else None."""
-        inst = self._impl._instance
-        return inst.client_id if inst is not None else None
+        return self._impl.client_id
 
     @property
     def stats(self) -> dict[str, int]:
