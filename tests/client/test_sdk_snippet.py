@@ -24,10 +24,11 @@ async def test_issue_snippet(cluster, namesrv_addr, unique):
             break
 
 
-async def test_issue_snippet_verbatim_on_an_auto_created_topic(cluster, namesrv_addr, unique):
-    """The C4 snippet with every default: the topic does not exist before the first send (the
-    broker creates it from TBW102) and the new group starts CONSUME_FROM_LAST_OFFSET, which for a
-    queue that still starts at 0 means from 0 (wire-contract §8)."""
+async def test_readme_snippet_verbatim_on_an_auto_created_topic(cluster, namesrv_addr, unique):
+    """The README's SDK snippet with every default: the topic does not exist before the first send
+    (the broker creates it from TBW102) and the new group starts CONSUME_FROM_LAST_OFFSET, which
+    for a queue whose minimum offset is still 0 means from 0 (the broker answers the offset query
+    with 0: Java ConsumerManageProcessor.queryConsumerOffset)."""
     import time
 
     topic, pg, cg = unique("T"), unique("PG"), unique("CG")

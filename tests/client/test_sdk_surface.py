@@ -15,7 +15,8 @@ from sdk_support import SilentServer
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
-# What docs/design.md §5 and the README document, plus the read-only state/options properties.
+# The documented SDK (the design notes' SDK section and the README), plus the read-only
+# state/options properties.
 DOCUMENTED = {
     rmq.Producer: {"start", "close", "send", "send_with_callback", "send_oneway", "send_batch",
                    "send_in_transaction", "fetch_publish_message_queues", "client_id", "group", "state"},
