@@ -27,7 +27,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Protocol
 
 from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip
-from rmq.common.route import MASTER_ID, TopicRouteData
+from rmq.common.route import TopicRouteData
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
