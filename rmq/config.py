@@ -130,6 +130,18 @@ class BrokerConfig:
         transaction_check_interval: ms between transaction check runs (60 000).
         transaction_check_max: checks of one half message before it is rolled back (15).
         reject_transaction_message: refuse prepared (half) messages (False).
+        config_persist_interval: ms between two writes of a changed topic or subscription-group
+            table (200); writes run off the event loop and coalesce every change in between.
+        max_topic_queue_nums: queues of one topic at most, for UPDATE_AND_CREATE_TOPIC and a
+            group's ``retryQueueNums`` alike (1024).
+        max_consumer_offset_keys: topic@group pairs in the consumer offset table at most; a
+            commit for one more is refused (100 000).
+        rebalance_lock_max_live_time: ms a queue lock (LOCK_BATCH_MQ) lives without renewal
+            (Java ``rebalanceLockMaxLiveTime``, 60 000); expired entries leave the table.
+        rebalance_lock_max_batch_size: queues one LOCK_BATCH_MQ / UNLOCK_BATCH_MQ may name (4096);
+            a larger request is refused.
+        rebalance_lock_max_entries: queue locks held in all (100 000); past it new locks are
+            not granted.
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -163,6 +175,12 @@ class BrokerConfig:
     transaction_check_interval: int = 60_000
     transaction_check_max: int = 15
     reject_transaction_message: bool = False
+    config_persist_interval: int = 200
+    max_topic_queue_nums: int = 1024
+    max_consumer_offset_keys: int = 100_000
+    rebalance_lock_max_live_time: int = 60_000
+    rebalance_lock_max_batch_size: int = 4096
+    rebalance_lock_max_entries: int = 100_000
 
     @property
     def namesrv_addr_list(self) -> list[str]:

@@ -5,11 +5,13 @@ import json
 import logging
 from typing import Any
 
+from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
 
 log = logging.getLogger("rmq.broker")
+_rl = RateLimitedLog(log)
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
@@ -31,9 +33,11 @@ def parse_json_body(cmd: RemotingCommand, what: str) -> Any:
 
 
 def bad_request(conn, cmd: RemotingCommand, err: Exception, code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
-    """The reply to a request we cannot read (bad header or body), with a log line."""
-    log.warning("bad request code=%s from %s: %s", cmd.code, getattr(conn, "remote_addr", "?"), err)
-    return cmd.response(code, str(err), ext_fields={})
+    """The reply to a request we cannot read (bad header or body), with a rate-limited log
+    line (one per request code per 10 s); the remark is clipped too."""
+    _rl.warning(f"bad-request-{cmd.code}", "bad request code=%s from %s: %s", cmd.code,
+                getattr(conn, "remote_addr", "?"), clip(err))
+    return cmd.response(code, clip(str(err), 1000), ext_fields={})
 
 
 def split_host(addr: str) -> tuple[str, int]:

@@ -28,8 +28,8 @@ from __future__ import annotations
 import logging
 
 from rmq.broker.managers.consumer import MessageModel
-from rmq.broker.managers.topic_config import PermName
 from rmq.broker.processors.common import FAQ, bad_request
+from rmq.common.constants import MixAll, PermName
 from rmq.common.message import PullSysFlag
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
@@ -39,7 +39,7 @@ from rmq.store import MessageFilter
 
 log = logging.getLogger("rmq.broker")
 
-MASTER_ID = 0
+MASTER_ID = MixAll.MASTER_ID
 
 # GetMessageStatus name -> response code, except NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE,
 # which depend on the requested offset (seed 001).
