@@ -27,7 +27,7 @@ from rmq.broker.processors.common import (
     parse_json_body,
     to_json_bytes,
 )
-from rmq.common.constants import PermName, TopicValidator
+from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.config import describe
 from rmq.errors import RemotingCommandError
@@ -104,8 +104,6 @@ class AdminBrokerProcessor:
         if not (0 <= h.read_queue_nums <= cap and 0 <= h.write_queue_nums <= cap):
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"queue numbers must be between 0 and {cap} "
                                 f"(maxTopicQueueNums), not read {h.read_queue_nums} write {h.write_queue_nums}", {})
-        if not PermName.is_valid(h.perm):
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"perm {h.perm} is not a valid permission (0..{PermName.ALL})", {})
         tc = TopicConfig(
             h.topic,
             h.read_queue_nums,
