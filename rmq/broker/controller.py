@@ -68,6 +68,7 @@ from rmq.store import MessageStore, StoreConfig
 log = logging.getLogger("rmq.broker")
 
 HOUSEKEEPING_INTERVAL = 10.0  # Java ClientHousekeepingService scans every 10 s
+REGISTER_MIN_GAP = 0.2        # seconds between two change-triggered registrations
 
 
 class BrokerStats:
@@ -149,6 +150,7 @@ class BrokerController:
         self._tasks = BackgroundTasks("broker", log)
         self._register_lock: asyncio.Lock | None = None
         self._register_pending: asyncio.Task | None = None   # queued, not yet started
+        self._register_not_before = 0.0   # loop time before which no queued registration starts
         self._started = False
         self._stopped = False
 
@@ -199,8 +201,12 @@ class BrokerController:
             RequestCode.QUERY_CONSUMER_OFFSET,
         ):
             s.register_processor(code, _Gate(self, consumer_manage), consumer_manage_pool)
+        # Admin writes wait for a name-server registration; the read-only admin codes (offset
+        # lookups consumers use too) get their own pool so a burst of writes cannot queue them.
+        admin_query_pool = ProcessorPool("adminQuery", max_in_flight=64, max_queue=10_000)
         for code in admin.codes:
-            s.register_processor(code, _Gate(self, admin), admin_pool)
+            pool = admin_pool if code in AdminBrokerProcessor.WRITE_CODES else admin_query_pool
+            s.register_processor(code, _Gate(self, admin), pool)
         # Message semantics (issue 5), each with its own pool as in Java.
         send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)
@@ -391,10 +397,19 @@ class BrokerController:
 
     async def _queued_registration(self) -> bool:
         assert self._register_lock is not None
+        loop = asyncio.get_running_loop()
         async with self._register_lock:
+            # At most one change-triggered registration per REGISTER_MIN_GAP: each carries the
+            # whole topic table, and changes arriving meanwhile join this one.
+            delay = self._register_not_before - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
             if self._register_pending is asyncio.current_task():
                 self._register_pending = None   # started: later changes need a new one
-            return await self._register_locked()
+            try:
+                return await self._register_locked()
+            finally:
+                self._register_not_before = loop.time() + REGISTER_MIN_GAP
 
     async def register_broker_now(self, max_wait: float = 2.5) -> None:
         """Queue a registration and wait for it at most ``max_wait`` seconds.

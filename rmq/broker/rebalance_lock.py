@@ -83,6 +83,7 @@ class RebalanceLockManager:
         self.mq_lock_table: dict[str, dict[MessageQueue, LockEntry]] = {}
         self.entries = 0
         self.refused_full = 0
+        self._next_sweep = 0.0
 
     def try_lock_batch(self, group: str, mqs, client_id: str, now: float | None = None) -> set[MessageQueue]:
         """Lock (or renew) every queue of ``mqs`` that is free, expired or already ``client_id``'s;
@@ -91,16 +92,21 @@ class RebalanceLockManager:
         table = self.mq_lock_table.setdefault(group, {})
         locked: set[MessageQueue] = set()
         new = taken_over = refused = full = 0
+        scanned = False
         max_live = self.lock_max_live_time
         for mq in mqs:
             entry = table.get(mq)
             if entry is None:
                 if self.entries >= self.max_entries:
-                    self.scan_expired(now)
+                    # A sweep costs O(table): at most one per request and one per second.
+                    if not scanned and now >= self._next_sweep:
+                        scanned = True
+                        self._next_sweep = now + 1.0
+                        self.scan_expired(now)
+                        table = self.mq_lock_table.setdefault(group, table)
                     if self.entries >= self.max_entries:
                         full += 1
                         continue
-                    table = self.mq_lock_table.setdefault(group, table)
                 table[mq] = LockEntry(client_id, now)
                 self.entries += 1
                 new += 1

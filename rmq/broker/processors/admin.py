@@ -72,6 +72,9 @@ class AdminBrokerProcessor:
         }
 
     codes = property(lambda self: list(self._handlers))
+    #: the codes that change a table (and wait for the name-server registration).
+    WRITE_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
+                             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP})
 
     def reject_request(self) -> bool:
         return False

@@ -10,6 +10,7 @@ them all, so a heartbeat naming thousands of new groups costs O(groups).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from rmq.broker.managers.consumer import (
@@ -36,6 +37,8 @@ from rmq.remoting.headers import (
 
 log = logging.getLogger("rmq.broker")
 _rl = RateLimitedLog(log)
+
+_GROUPS_PER_SLICE = 50   # consumer groups of one heartbeat handled between two yields to the loop
 
 
 class ClientManageProcessor:
@@ -67,9 +70,13 @@ class ClientManageProcessor:
         c = self.controller
         client_id = str(data.get("clientID") or conn.remote_addr)
         new_topic = False
-        for cd in data.get("consumerDataSet") or ():
+        for n, cd in enumerate(data.get("consumerDataSet") or ()):
             if not isinstance(cd, dict):
                 continue
+            if n and n % _GROUPS_PER_SLICE == 0:
+                # Java runs heartbeats on a thread pool; here one heartbeat naming thousands of
+                # groups yields between slices so other connections are served meanwhile.
+                await asyncio.sleep(0)
             group = cd.get("groupName")
             if not group:  # ONS's unit test sends groupless entries: skip, still answer 0
                 continue

@@ -23,7 +23,16 @@ from rmq.remoting.command import RemotingCommand
 log = logging.getLogger("rmq.broker.lock")
 
 
+#: bytes of JSON one queue may take in a request body (a 127-character topic and a broker name
+#: fit): a larger body cannot be within the batch limit and is refused before it is parsed.
+_BYTES_PER_QUEUE = 400
+
+
 def _parse(cmd: RemotingCommand, what: str, max_batch: int) -> tuple[str, str, list[MessageQueue]]:
+    size = len(cmd.body_bytes())
+    if size > max_batch * _BYTES_PER_QUEUE + 4096:
+        raise RemotingCommandError(f"{what}: a body of {size} bytes names more queues than allowed, at most "
+                                   f"{max_batch} (rebalanceLockMaxBatchSize)")
     body = parse_json_body(cmd, what)
     if not isinstance(body, dict):
         raise RemotingCommandError(f"{what}: body must be a JSON object")
