@@ -142,6 +142,9 @@ class BrokerConfig:
             a larger request is refused.
         rebalance_lock_max_entries: queue locks held in all (100 000); past it new locks are
             not granted.
+        max_subscription_group_nums: consumer groups auto-created at most (100 000); past it an
+            unknown group is answered SUBSCRIPTION_GROUP_NOT_EXIST (groups created explicitly
+            by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP are not limited).
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -181,6 +184,7 @@ class BrokerConfig:
     rebalance_lock_max_live_time: int = 60_000
     rebalance_lock_max_batch_size: int = 4096
     rebalance_lock_max_entries: int = 100_000
+    max_subscription_group_nums: int = 100_000
 
     @property
     def namesrv_addr_list(self) -> list[str]:

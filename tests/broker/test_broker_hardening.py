@@ -352,3 +352,24 @@ def test_sigterm_during_a_burst_exits_0(tmp_path):
         assert reply.code == ResponseCode.SUCCESS
         _stop_clean(proc)
     assert {f"SG_{i}" for i in range(500)} <= set(_config(store, "subscriptionGroup.msgpack")["subscriptionGroupTable"])
+
+
+async def test_auto_created_groups_are_bounded(tmp_path):
+    """Unknown groups named by pulls, commits or heartbeats are auto-created only up to
+    maxSubscriptionGroupNums (the table holds 8 system groups to begin with)."""
+    store = tmp_path / "store"
+    with StandaloneProcess(store, extra_args=["--maxSubscriptionGroupNums=12"]) as proc:
+        c = Client(proc.broker_addr)
+        try:
+            assert (await c.create_topic("AT", 4)).code == ResponseCode.SUCCESS
+            reply = await asyncio.to_thread(raw_call, proc.broker_addr, _header(RequestCode.HEART_BEAT, "{}"),
+                                            _heartbeat([f"AG{i}" for i in range(10)]))
+            assert reply.code == ResponseCode.SUCCESS
+            codes = [(await c.commit(f"CG{i}", "AT", 0, 1)).code for i in range(2)]
+            assert codes == [ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST] * 2, codes
+            resp = await c.call(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            table = json.loads(resp.body_bytes())["subscriptionGroupTable"]
+            assert len(table) == 12 and {f"AG{i}" for i in range(4)} <= set(table), sorted(table)
+        finally:
+            await c.close()
+        _stop_clean(proc)

@@ -125,10 +125,16 @@ class SubscriptionGroupManager(ConfigManager):
         self.data_version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
 
     def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
-        """The group's config, created on first use when auto-create is on and the name is
-        legal (:func:`check_group_name`); None otherwise."""
+        """The group's config, created on first use when auto-create is on, the name is legal
+        (:func:`check_group_name`) and the table holds fewer than ``maxSubscriptionGroupNums``
+        groups; None otherwise."""
         cfg = self.subscription_group_table.get(group)
         if cfg is None and self.broker_config.auto_create_subscription_group and check_group_name(group) is None:
+            limit = int(getattr(self.broker_config, "max_subscription_group_nums", 100_000))
+            if len(self.subscription_group_table) >= limit:
+                _rl.warning("group-table-full", "subscription group table full (%d groups, maxSubscriptionGroupNums): "
+                            "group %s not auto-created", len(self.subscription_group_table), clip(group))
+                return None
             cfg = SubscriptionGroupConfig(group)
             self.subscription_group_table[group] = cfg
             _rl.info("group-auto-created", "auto-created subscription group %s", group)
