@@ -249,7 +249,7 @@ def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
     return classmethod(reader)
 
 
-def _check_expr(var: str, f: dataclasses.Field, tp: type) -> str | None:
+def _check_expr(var: str, f: "dataclasses.Field[Any]", tp: type) -> str | None:
     """A Python expression true when ``var`` fails its check (None: nothing to check)."""
     maybe_none = f.default is not _REQUIRED and f.default is None
     if tp is int:
@@ -260,7 +260,7 @@ def _check_expr(var: str, f: dataclasses.Field, tp: type) -> str | None:
     return None
 
 
-def _check_lines(var: str, f: dataclasses.Field, tp: type, cname: str, wire: str, indent: str) -> list[str]:
+def _check_lines(var: str, f: "dataclasses.Field[Any]", tp: type, cname: str, wire: str, indent: str) -> list[str]:
     """Generated checks of one decoded value: the int range, or text encodable as UTF-8."""
     maybe_none = f.default is not _REQUIRED and f.default is None
     guard = f"{var} is not None and " if maybe_none else ""
