@@ -158,6 +158,9 @@ async def test_values_that_cannot_be_written_are_refused_and_persistence_goes_on
                                             _header(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, "{}"),
                                             b'{"groupName":"SG\\ud800","retryQueueNums":1}')
             assert reply.code == ResponseCode.SYSTEM_ERROR, reply.remark
+            reply = await asyncio.to_thread(raw_call, proc.broker_addr, _header(RequestCode.HEART_BEAT, "{}"),
+                                            b'{"clientID":"c\\udc00","consumerDataSet":[{"groupName":"HG"}]}')
+            assert reply.code == ResponseCode.SYSTEM_ERROR and "surrogate" in reply.remark, reply.remark
             resp = await c.call(RequestCode.PULL_MESSAGE, {
                 "consumerGroup": "G", "topic": "T", "queueId": "0", "queueOffset": "0", "maxMsgNums": str(2**40),
                 "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0"})
