@@ -1,6 +1,7 @@
 # Everything a fresh machine needs, from python3 and a C compiler.
 #   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data)
 #   make test    the whole suite (builds the extension, installs test deps and real clients)
+#   make lint    ruff (rules in pyproject.toml) and mypy (strict on rmq.common, rmq.remoting, rmq.client)
 #   make bench   short produce / pull benchmarks against a fresh `rmq standalone`
 PYTHON ?= python3
 VENV   ?= .venv
@@ -8,7 +9,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.rmq-installed
 
-.PHONY: all venv compile debug run test quicktest bench clean distclean
+.PHONY: all venv compile debug run lint test quicktest bench clean distclean
 
 all: compile
 
@@ -29,6 +30,10 @@ debug: $(PY)
 
 run: $(STAMP)
 	$(VENV)/bin/rmq standalone
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check rmq tests bench
+	$(VENV)/bin/mypy
 
 test: $(STAMP)
 	$(PY) -m pytest tests

@@ -19,14 +19,16 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from rmq.common.constants import PermName, TopicValidator
 from rmq.common.message import encode_batch as encode_batch_items
 from rmq.common.message import properties_to_string
-from rmq.common.route import loads_fastjson
+from rmq.common.route import TopicRouteData
 from rmq.errors import RMQError
+from rmq.remoting import requests as rq
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
-
+from rmq.remoting.headers import CreateTopicRequestHeader, SendMessageRequestHeader
 
 # ------------------------------------------------------------------------------ records
 #
@@ -117,6 +119,16 @@ def process_cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
+def cpu_seconds_or_none(pid: int | None) -> float | None:
+    """:func:`process_cpu_seconds`, or None without a pid or when /proc cannot say."""
+    if not pid:
+        return None
+    try:
+        return process_cpu_seconds(pid)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class CpuMeter:
     """Broker CPU seconds over a window (``--broker-pid``); inert when pid is None."""
 
@@ -173,7 +185,6 @@ def print_json(figures: dict) -> None:
 # ------------------------------------------------------------------------------ protocol
 
 # JSON bodies as fastjson writes them: maps may have bare integer keys ({0:"addr"}).
-_lenient_json = loads_fastjson
 
 
 @dataclass(frozen=True)
@@ -195,23 +206,26 @@ class BenchError(RuntimeError):
     """A protocol step of the harness failed; the message says which and why."""
 
 
-def parse_route(topic: str, body: bytes) -> Route:
-    data = _lenient_json(body)
+def route_view(topic: str, data: TopicRouteData) -> Route:
+    """The bench's view of a route: the queues of brokers that have a master, with its address."""
     route = Route(topic)
-    for bd in data.get("brokerDatas") or []:
-        addr = (bd.get("brokerAddrs") or {}).get("0")
-        if addr:
-            route.brokers[bd["brokerName"]] = addr
-    for qd in sorted(data.get("queueDatas") or [], key=lambda q: q["brokerName"]):
-        addr = route.brokers.get(qd["brokerName"])
+    for bd in data.broker_datas:
+        if bd.master_addr:
+            route.brokers[bd.broker_name] = bd.master_addr
+    for qd in data.queue_datas:  # sorted by broker name
+        addr = route.brokers.get(qd.broker_name)
         if not addr:
             continue
-        perm = int(qd.get("perm", 6))
-        if perm & 4:
-            route.read_queues += [MessageQueue(qd["brokerName"], addr, i) for i in range(int(qd["readQueueNums"]))]
-        if perm & 2:
-            route.write_queues += [MessageQueue(qd["brokerName"], addr, i) for i in range(int(qd["writeQueueNums"]))]
+        if PermName.is_readable(qd.perm):
+            route.read_queues += [MessageQueue(qd.broker_name, addr, i) for i in range(qd.read_queue_nums)]
+        if PermName.is_writeable(qd.perm):
+            route.write_queues += [MessageQueue(qd.broker_name, addr, i) for i in range(qd.write_queue_nums)]
     return route
+
+
+def parse_route(topic: str, body: bytes) -> Route:
+    """:func:`route_view` of a GET_ROUTEINFO_BY_TOPIC body (fastjson's integer keys accepted)."""
+    return route_view(topic, TopicRouteData.from_body(body))
 
 
 def namesrv_list(addr: str) -> list[str]:
@@ -219,25 +233,26 @@ def namesrv_list(addr: str) -> list[str]:
 
 
 async def get_route(client: RemotingClient, topic: str, timeout: float = 3.0) -> Route | None:
-    """The topic's route from the name server, or None when it answers TOPIC_NOT_EXIST."""
-    resp = await client.invoke_namesrv(
-        RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout=timeout)
-    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-        return None
-    if resp.code != ResponseCode.SUCCESS or not resp.body:
-        raise BenchError(f"GET_ROUTEINFO_BY_TOPIC {topic}: code {resp.code} {resp.remark or ''}")
-    return parse_route(topic, resp.body_bytes())
+    """The topic's route from the name server, or None when it has none (TOPIC_NOT_EXIST)."""
+    resp = await client.invoke_namesrv(rq.get_route_info(topic), timeout=timeout)
+    try:
+        data = rq.parse_topic_route(resp)
+    except RMQError as exc:
+        raise BenchError(f"GET_ROUTEINFO_BY_TOPIC {topic}: {exc}") from None
+    return None if data is None else route_view(topic, data)
 
 
 async def master_brokers(client: RemotingClient, timeout: float = 3.0) -> dict[str, str]:
-    """Master brokers known to the name server (GET_BROKER_CLUSTER_INFO), brokerName → address."""
-    resp = await client.invoke_namesrv(
-        RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), timeout=timeout)
-    if resp.code != ResponseCode.SUCCESS or not resp.body:
-        raise BenchError(f"GET_BROKER_CLUSTER_INFO: code {resp.code} {resp.remark or ''}")
-    table = _lenient_json(resp.body_bytes()).get("brokerAddrTable") or {}
-    return {name: bd["brokerAddrs"]["0"] for name, bd in table.items()
-            if (bd.get("brokerAddrs") or {}).get("0")}
+    """Master brokers known to the name server (GET_BROKER_CLUSTER_INFO), brokerName → address.
+
+    Transport errors propagate as they are; a refusal or a malformed answer is a BenchError
+    (so are those of the helpers below)."""
+    resp = await client.invoke_namesrv(rq.get_broker_cluster_info(), timeout=timeout)
+    try:
+        info = rq.parse_cluster_info(resp)
+    except RMQError as exc:
+        raise BenchError(f"GET_BROKER_CLUSTER_INFO: {exc}") from None
+    return info.master_addrs()
 
 
 async def ensure_topic(client: RemotingClient, topic: str, queues: int = 4, timeout: float = 3.0,
@@ -254,7 +269,7 @@ async def ensure_topic(client: RemotingClient, topic: str, queues: int = 4, time
     brokers = await master_brokers(client, timeout)
     if not brokers:
         raise BenchError("the name server knows no master broker to create the topic on")
-    for name, addr in sorted(brokers.items()):
+    for _name, addr in sorted(brokers.items()):
         await create_topic(client, addr, topic, queues, timeout)
     deadline = time.monotonic() + wait
     while True:
@@ -266,39 +281,45 @@ async def ensure_topic(client: RemotingClient, topic: str, queues: int = 4, time
         await asyncio.sleep(0.2)
 
 
+def create_topic_request(topic: str, queues: int = 4, order: bool = False) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC (17) with ``queues`` read and write queues, read + write."""
+    return rq.create_topic(CreateTopicRequestHeader(topic=topic, read_queue_nums=queues, write_queue_nums=queues,
+                                                    perm=PermName.READ_WRITE, topic_sys_flag=0, order=order))
+
+
 async def create_topic(client: RemotingClient, broker_addr: str, topic: str, queues: int = 4,
                        timeout: float = 3.0, order: bool = False) -> None:
     """UPDATE_AND_CREATE_TOPIC (17) on one broker with ``queues`` read and write queues, perm 6."""
-    header = {
-        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
-        "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
-        "topicSysFlag": "0", "order": "true" if order else "false",
-    }
-    resp = await client.invoke(broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header),
-                               timeout=timeout)
-    if resp.code != ResponseCode.SUCCESS:
-        raise BenchError(f"UPDATE_AND_CREATE_TOPIC {topic} on {broker_addr}: code {resp.code} {resp.remark or ''}")
+    resp = await client.invoke(broker_addr, create_topic_request(topic, queues, order), timeout=timeout)
+    try:
+        rq.check_success(resp)
+    except RMQError as exc:
+        raise BenchError(f"UPDATE_AND_CREATE_TOPIC {topic} on {broker_addr}: {exc}") from None
 
 
 async def queue_offset(client: RemotingClient, mq: MessageQueue, code: int, topic: str,
                        timeout: float = 3.0) -> int:
     """GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31) of one queue."""
-    resp = await client.invoke(mq.broker_addr, RemotingCommand.request(
-        code, {"topic": topic, "queueId": str(mq.queue_id)}), timeout=timeout)
-    if resp.code != ResponseCode.SUCCESS:
-        raise BenchError(f"offset query {code} for {topic}/{mq.queue_id}: code {resp.code} {resp.remark or ''}")
-    return int(resp.ext_fields["offset"])
+    build = rq.get_min_offset if code == RequestCode.GET_MIN_OFFSET else rq.get_max_offset
+    resp = await client.invoke(mq.broker_addr, build(topic, mq.queue_id), timeout=timeout)
+    try:
+        return rq.parse_offset(resp)
+    except RMQError as exc:
+        raise BenchError(f"offset query {code} for {topic}/{mq.queue_id}: {exc}") from None
 
 
-# SEND_MESSAGE_V2 (310) names its header fields a..m to keep the JSON short:
-# a producerGroup, b topic, c defaultTopic, d defaultTopicQueueNums, e queueId, f sysFlag,
-# g bornTimestamp, h flag, i properties, j reconsumeTimes, k unitMode, l maxReconsumeTimes, m batch.
-def send_header(group: str, topic: str, queue_id: int, properties: str, batch: bool = False) -> dict:
-    return {
-        "a": group, "b": topic, "c": "TBW102", "d": "4", "e": str(queue_id), "f": "0",
-        "g": str(int(time.time() * 1000)), "h": "0", "i": properties, "j": "0", "k": "false",
-        "m": "true" if batch else "false",
-    }
+def send_header(group: str, topic: str, queue_id: int, properties: str, batch: bool = False) -> SendMessageRequestHeader:
+    """A SEND header as Java's producer fills it (sent with V2's one-letter names by
+    :func:`rmq.remoting.requests.send_message`)."""
+    return SendMessageRequestHeader(
+        producer_group=group, topic=topic, queue_id=queue_id, born_timestamp=int(time.time() * 1000),
+        properties=properties, reconsume_times=0, unit_mode=False, batch=batch)
+
+
+def send_request(group: str, topic: str, queue_id: int, properties: str, body: bytes,
+                 batch: bool = False) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (310), or SEND_BATCH_MESSAGE (320) with ``batch``."""
+    return rq.send_message(send_header(group, topic, queue_id, properties, batch), body)
 
 
 _uniq_prefix = uuid.uuid4().hex[:16].upper()
@@ -316,7 +337,7 @@ def properties_string(props: dict[str, str]) -> str:
 
 def encode_batch(bodies: list[bytes], props: list[str]) -> bytes:
     """The SEND_BATCH_MESSAGE body: items as ``TOTALSIZE MAGIC BODYCRC FLAG BODYLEN body PROPLEN props``."""
-    return encode_batch_items((0, body, prop) for body, prop in zip(bodies, props))
+    return encode_batch_items((0, body, prop) for body, prop in zip(bodies, props, strict=False))
 
 
 def bench_main(args, coro, print_summary, succeeded) -> int:
@@ -382,7 +403,7 @@ class Standalone:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.process.log_text().splitlines()[-lines:]) or "(no log)"
 
-    async def start(self) -> "Standalone":
+    async def start(self) -> Standalone:
         try:
             await asyncio.get_running_loop().run_in_executor(None, self.process.start)
         except RuntimeError as exc:
@@ -394,7 +415,7 @@ class Standalone:
                 if self.process.proc.poll() is not None:
                     raise BenchError(f"rmq standalone exited with {self.process.proc.returncode}:\n{self.log_tail()}")
                 try:
-                    if await get_route(client, "TBW102", timeout=1.0) is not None:
+                    if await get_route(client, TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, timeout=1.0) is not None:
                         break
                     if await master_brokers(client, timeout=1.0):
                         break

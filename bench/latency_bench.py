@@ -22,9 +22,9 @@ from argparse import Namespace
 
 import _common as c
 import pull_bench
+
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
+from rmq.remoting.codes import ResponseCode
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,8 +78,7 @@ async def latency(args, quiet: bool = False) -> dict:
     async def send_one(mq: c.MessageQueue) -> None:
         nonlocal sent, failed
         props = c.properties_string({"UNIQ_KEY": c.uniq_key(next(seq)), "WAIT": "true"})
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
-                                      c.send_header(args.group + "_producer", args.topic, mq.queue_id, props), body)
+        cmd = c.send_request(args.group + "_producer", args.topic, mq.queue_id, props, body)
         try:
             resp = await producer.invoke(mq.broker_addr, cmd, timeout=args.timeout)
             if resp.code == ResponseCode.SUCCESS:
@@ -148,7 +147,8 @@ def print_summary(f: dict) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return c.bench_main(args, latency(args), print_summary, lambda f: f["sent"] and f["consumed"] >= f["sent"] and not f["send_failed"])
+    return c.bench_main(args, latency(args), print_summary,
+                        lambda f: f["sent"] and f["consumed"] >= f["sent"] and not f["send_failed"])
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ import sys
 import time
 
 import _common as c
+
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
 
 # SEND results that still count as stored (Java SendStatus other than OK)
@@ -98,13 +99,11 @@ class Producer:
         mq = self.queues[next(self._rr) % len(self.queues)]
         if self.args.batch == 1:
             props = c.properties_string({"UNIQ_KEY": c.uniq_key(next(self._seq)), "WAIT": "true"})
-            header = c.send_header(self.args.group, self.args.topic, mq.queue_id, props)
-            return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, self.body), mq
+            return c.send_request(self.args.group, self.args.topic, mq.queue_id, props, self.body), mq
         items = [c.properties_string({"UNIQ_KEY": c.uniq_key(next(self._seq))}) for _ in range(self.args.batch)]
         blob = c.encode_batch([self.body] * self.args.batch, items)
-        header = c.send_header(self.args.group, self.args.topic, mq.queue_id,
-                               c.properties_string({"WAIT": "true"}), batch=True)
-        return RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, header, blob), mq
+        return c.send_request(self.args.group, self.args.topic, mq.queue_id,
+                              c.properties_string({"WAIT": "true"}), blob, batch=True), mq
 
     async def _worker(self, client: RemotingClient) -> None:
         stats, timeout, batch = self.stats, self.args.timeout, self.args.batch
@@ -239,7 +238,8 @@ async def produce(args, quiet: bool = False) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return c.bench_main(args, produce(args), print_summary, lambda f: f["messages"] and not f["send_failed"] + f["response_failed"])
+    return c.bench_main(args, produce(args), print_summary,
+                        lambda f: f["messages"] and not f["send_failed"] + f["response_failed"])
 
 
 if __name__ == "__main__":

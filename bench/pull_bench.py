@@ -24,14 +24,20 @@ import time
 from argparse import Namespace
 
 import _common as c
+
+from rmq.common.constants import ExpressionType
+from rmq.common.message import PullSysFlag
+from rmq.errors import RMQError
+from rmq.remoting import requests as rq
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import decode_binary_header, decode_json_header, encode
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
+from rmq.remoting.headers import PullMessageRequestHeader
+from rmq.types import PullStatus
 
-# PullSysFlag bits: 1 commitOffset, 2 suspend (long poll), 4 subscription present
-SYS_FLAG_SUBSCRIPTION = 0x4
-SYS_FLAG_SUSPEND = 0x2
+SYS_FLAG_SUBSCRIPTION = PullSysFlag.FLAG_SUBSCRIPTION
+SYS_FLAG_SUSPEND = PullSysFlag.FLAG_SUSPEND
 
 _LENGTHS = struct.Struct(">ii")
 
@@ -112,18 +118,15 @@ class QueuePuller(asyncio.BufferedProtocol):
         self.done = asyncio.get_running_loop().create_future()
         self.stopping = False
         self.sys_flag = SYS_FLAG_SUBSCRIPTION | (SYS_FLAG_SUSPEND if target is None else 0)
-        self.suspend_ms = str(args.suspend_ms if target is None else 0)
+        self.suspend_ms = args.suspend_ms if target is None else 0
 
     # ------------------------------------------------------------------ requests
 
     def _send_pull(self, offset: int, n: int) -> None:
-        header = {
-            "consumerGroup": self.args.group, "topic": self.args.topic, "queueId": str(self.mq.queue_id),
-            "queueOffset": str(offset), "maxMsgNums": str(n), "sysFlag": str(self.sys_flag),
-            "commitOffset": "0", "suspendTimeoutMillis": self.suspend_ms, "subscription": "*",
-            "subVersion": "0", "expressionType": "TAG",
-        }
-        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, header)
+        cmd = rq.pull_message(PullMessageRequestHeader(
+            consumer_group=self.args.group, topic=self.args.topic, queue_id=self.mq.queue_id, queue_offset=offset,
+            max_msg_nums=n, sys_flag=self.sys_flag, suspend_timeout_millis=self.suspend_ms, subscription="*",
+            expression_type=ExpressionType.TAG))
         self.in_flight[cmd.opaque] = (offset, n)
         self._out.extend(encode(cmd))
 
@@ -224,39 +227,43 @@ class QueuePuller(asyncio.BufferedProtocol):
         stats = self.stats
         stats.pulls += 1
         code = cmd.code
-        ext = cmd.ext_fields
-        max_offset = ext.get("maxOffset")
-        if max_offset is not None and int(max_offset) > self.known_max:
-            self.known_max = int(max_offset)
-        if code == ResponseCode.SUCCESS:
+        try:
+            reply = rq.parse_pull(cmd)  # the body travels apart (zero copy): `body`
+        except RMQError as exc:
+            reply = None
+            error = str(exc)
+        if reply is not None and reply.max_offset > self.known_max:
+            self.known_max = reply.max_offset
+        if reply is not None and reply.status is PullStatus.FOUND:
             count = c.count_records(body)
             stats.messages += count
             stats.bytes += len(body)
             if self.on_body is not None:
                 self.on_body(body)
-            nxt = int(ext.get("nextBeginOffset", offset + count))
+            nxt = reply.next_begin_offset
             if nxt <= offset:
                 stats.errors += 1
                 stats.last_error = f"PULL {self.mq.queue_id}@{offset}: FOUND but nextBeginOffset {nxt}"
                 nxt = offset + count
             if nxt < offset + n and not (self.target is not None and nxt >= self.target):
                 self.holes.append((nxt, offset + n - nxt))
-        elif code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY):
+        elif reply is not None and reply.status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             stats.empty_pulls += 1
-            if self.target is not None and code == ResponseCode.PULL_NOT_FOUND:
+            if self.target is not None and reply.status is PullStatus.NO_NEW_MSG:
                 # draining below the max offset the broker reported: a message is missing
                 stats.errors += 1
                 stats.last_error = f"PULL {self.mq.queue_id}@{offset}: no message below max offset {self.target}"
                 if stats.errors > 1000:
                     self.stopping = True
                     return
-            nxt = int(ext.get("nextBeginOffset", offset))
+            nxt = reply.next_begin_offset
             if nxt < offset + n:
                 self.holes.append((max(nxt, offset), offset + n - max(nxt, offset)))
         else:
             stats.errors += 1
-            stats.last_error = f"PULL {self.mq.queue_id}@{offset}: code {code} {cmd.remark or ''}"
-            if code == ResponseCode.PULL_OFFSET_MOVED or stats.errors > 1000:
+            stats.last_error = f"PULL {self.mq.queue_id}@{offset}: " + (
+                error if reply is None else f"code {code} {cmd.remark or ''}")
+            if (reply is not None and reply.status is PullStatus.OFFSET_ILLEGAL) or stats.errors > 1000:
                 self.stopping = True
                 self.holes.clear()
                 self.cursor = self.target if self.target is not None else self.cursor

@@ -50,14 +50,21 @@ sys.path.insert(0, str(HERE.parent))
 BODY_SIZE = 38 * 1024
 PULL_CODE = 11
 
-# A C++ push consumer's PULL_MESSAGE ext fields (wire-contract §7), padded with the signature
-# keys it always sends: about 350 bytes of JSON header.
-PULL_EXT = {
-    "AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "u9JItlQkBWYpUOviEj8UpknuZLY=",
-    "commitOffset": "0", "consumerGroup": "GID_bench_consumer", "maxMsgNums": 32, "queueId": 0,
-    "queueOffset": "0", "subVersion": "1795294299665", "subscription": "*",
-    "suspendTimeoutMillis": "15000", "sysFlag": 6, "topic": "BenchTopic",
-}
+
+def pull_ext() -> dict:
+    """A C++ push consumer's PULL_MESSAGE ext fields, padded with the signature keys it always
+    sends: about 350 bytes of JSON header. The C++ client writes queueId, maxMsgNums and
+    sysFlag as JSON numbers, the rest as strings."""
+    from rmq.remoting.headers import PullMessageRequestHeader
+
+    h = PullMessageRequestHeader(
+        consumer_group="GID_bench_consumer", topic="BenchTopic", queue_id=0, queue_offset=0, max_msg_nums=32,
+        sys_flag=6, commit_offset=0, suspend_timeout_millis=15000, subscription="*", sub_version=1795294299665)
+    ext: dict = h.to_ext_fields()
+    for name in ("queue_id", "max_msg_nums", "sys_flag"):
+        ext[PullMessageRequestHeader.WIRE_NAMES[name]] = getattr(h, name)
+    ext.update({"AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "u9JItlQkBWYpUOviEj8UpknuZLY="})
+    return ext
 
 
 def _clk_tck() -> int:
@@ -84,7 +91,7 @@ def request_frame(opaque: int) -> bytes:
     from rmq.remoting.codec import encode
     from rmq.remoting.command import RemotingCommand
 
-    cmd = RemotingCommand(PULL_CODE, language="CPP", version=63, opaque=opaque, ext_fields=dict(PULL_EXT))
+    cmd = RemotingCommand(PULL_CODE, language="CPP", version=63, opaque=opaque, ext_fields=pull_ext())
     cmd.remark = ""
     return b"".join(encode(cmd))
 
@@ -141,8 +148,11 @@ class BareProtocol(asyncio.Protocol):
         self.parts = parts
         self.use_json = use_json
         self.buf = b""
-        header = json.dumps({"code": 0, "extFields": {"suggestWhichBrokerId": "0", "nextBeginOffset": "32",
-                             "minOffset": "0", "maxOffset": "1000"}, "flag": 1, "language": "JAVA",
+        from rmq.remoting.headers import PullMessageResponseHeader
+
+        self.reply_ext = PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=32, min_offset=0,
+                                                   max_offset=1000).to_ext_fields()
+        header = json.dumps({"code": 0, "extFields": self.reply_ext, "flag": 1, "language": "JAVA",
                              "opaque": 0, "serializeTypeCurrentRPC": "JSON", "version": 409},
                             separators=(",", ":")).encode()
         self.canned = struct.pack(">ii", 4 + len(header) + BODY_SIZE, len(header)) + header
@@ -161,8 +171,7 @@ class BareProtocol(asyncio.Protocol):
             if self.use_json:
                 hlen = hword & 0xFFFFFF
                 req = json.loads(buf[pos + 8 : pos + 8 + hlen])
-                header = json.dumps({"code": 0, "extFields": {"suggestWhichBrokerId": "0", "nextBeginOffset": "32",
-                                     "minOffset": "0", "maxOffset": "1000"}, "flag": 1, "language": "JAVA",
+                header = json.dumps({"code": 0, "extFields": self.reply_ext, "flag": 1, "language": "JAVA",
                                      "opaque": req["opaque"], "serializeTypeCurrentRPC": "JSON", "version": 409},
                                     separators=(",", ":")).encode()
                 out.append(struct.pack(">ii", 4 + len(header) + BODY_SIZE, len(header)) + header)
@@ -228,7 +237,8 @@ async def _client(args) -> dict:
     frame = request_frame(1)
     transports = []
     for _ in range(args.connections):
-        t, _ = await loop.create_connection(lambda: CountingClient(frame, args.in_flight, stats), "127.0.0.1", args.port)
+        t, _ = await loop.create_connection(lambda: CountingClient(frame, args.in_flight, stats), "127.0.0.1",
+                                            args.port)
         transports.append(t)
     await asyncio.sleep(args.warmup)
     rt0, b0, cpu0, t0 = stats["round_trips"], stats["bytes"], cpu_seconds(args.server_pid), time.perf_counter()
@@ -252,15 +262,25 @@ async def _client(args) -> dict:
 # ============================================================================ codec micro
 
 
-# What a Java 4.9.8 producer sends for SEND_MESSAGE_V2 (fastjson: every extFields value a string).
-SEND_V2_EXT = {
-    "a": "please_rename_unique_group_name", "b": "BenchTopic", "c": "TBW102", "d": "4", "e": "3", "f": "0",
-    "g": "1763769600000", "h": "0",
-    "i": "UNIQ_KEY\u0001C0A8000100002A9F00000000000000A1\u0002WAIT\u0001true\u0002TAGS\u0001TagA",
-    "j": "0", "k": "false", "m": "false", "n": "broker-a",
-}
-SEND_REPLY_EXT = {"msgId": "7F00000100002A9F0000000000A1B2C3", "queueId": "3", "queueOffset": "123456",
-                  "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+def send_v2_ext() -> dict[str, str]:
+    """What a Java 4.9.8 producer sends for SEND_MESSAGE_V2 (fastjson: every extFields value a
+    string, under SendMessageRequestHeaderV2's one-letter names)."""
+    from rmq.remoting.headers import SendMessageRequestHeader
+
+    return SendMessageRequestHeader(
+        producer_group="please_rename_unique_group_name", topic="BenchTopic", queue_id=3,
+        born_timestamp=1763769600000,
+        properties="UNIQ_KEY\u0001C0A8000100002A9F00000000000000A1\u0002WAIT\u0001true\u0002TAGS\u0001TagA",
+        reconsume_times=0, max_reconsume_times=None, broker_name="broker-a").to_ext_fields_v2()
+
+
+def send_reply_ext() -> dict[str, str]:
+    """A 4.9.8 broker's SEND reply header (with the two keys it adds beside the typed ones)."""
+    from rmq.remoting.headers import SendMessageResponseHeader
+
+    return {**SendMessageResponseHeader(msg_id="7F00000100002A9F0000000000A1B2C3", queue_id=3,
+                                        queue_offset=123456).to_ext_fields(),
+            "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
 
 
 def codec_micro() -> dict:
@@ -273,13 +293,14 @@ def codec_micro() -> dict:
     if codec._c_decode is None:
         raise SystemExit("the Cython codec is off (RMQ_NO_EXTENSIONS=1 or not built)")
     out = {}
-    for name, code, ext, hcls in (("send_v2", 310, SEND_V2_EXT, SendMessageRequestHeader),
-                                  ("pull", PULL_CODE, PULL_EXT, PullMessageRequestHeader)):
+    reply_ext = send_reply_ext()
+    for name, code, ext, hcls in (("send_v2", 310, send_v2_ext(), SendMessageRequestHeader),
+                                  ("pull", PULL_CODE, pull_ext(), PullMessageRequestHeader)):
         req = RemotingCommand(code, opaque=4711, ext_fields=dict(ext), body=b"x" * 1024)
         frame = b"".join(codec.encode(req))
         hlen = struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF
         cmd = codec._c_decode(frame, 8, 8 + hlen, RemotingCommand)
-        reply = cmd.response(0, ext_fields=dict(SEND_REPLY_EXT))
+        reply = cmd.response(0, ext_fields=dict(reply_ext))
 
         def per_call(fn, n=100_000):
             fn()
@@ -291,7 +312,7 @@ def codec_micro() -> dict:
             "decode_cython_us": per_call(lambda: fast_decode(frame, 8, 8 + hlen, RemotingCommand)),
             "decode_python_us": per_call(lambda: codec._decode_json_header_py(frame[8 : 8 + hlen])),
             "from_ext_fields_us": per_call(lambda: hcls.from_ext_fields(cmd.ext_fields)),
-            "response_us": per_call(lambda: cmd.response(0, ext_fields=SEND_REPLY_EXT)),
+            "response_us": per_call(lambda: cmd.response(0, ext_fields=reply_ext)),
             "encode_reply_cython_us": per_call(lambda: codec.encode(reply)),
         }
         saved = codec._c_encode
@@ -314,7 +335,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured warm-up (default 1)")
     ap.add_argument("--slices", type=int, default=32, help="memoryview slices per 38 KiB body (default 32)")
     ap.add_argument("--handler", choices=["rmq", "bare", "bare-json"], default="rmq", help="server side (default rmq)")
-    ap.add_argument("--server-loop", choices=["uvloop", "asyncio"], default="uvloop", help="server loop (default uvloop)")
+    ap.add_argument("--server-loop", choices=["uvloop", "asyncio"], default="uvloop",
+                    help="server loop (default uvloop)")
     ap.add_argument("--py-codec", action="store_true",
                     help="server uses the pure-Python header codec (RMQ_NO_EXTENSIONS=1)")
     ap.add_argument("--codec-micro", action="store_true", help="time the header codec in-process, no sockets")

@@ -36,20 +36,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import rmq  # noqa: E402
-from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
-from rmq.remoting.codes import RequestCode, ResponseCode  # noqa: E402
+import _common as c
 
-
-def cpu_seconds(pid: int | None) -> float | None:
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+import rmq
+from rmq.remoting import RemotingClient
 
 
 def pct(values: list[float], q: float) -> float:
@@ -62,16 +52,8 @@ def pct(values: list[float], q: float) -> float:
 async def create_topic(namesrv: str, topic: str, queues: int) -> None:
     """UPDATE_AND_CREATE_TOPIC on every master the name server knows."""
     async with RemotingClient(namesrv) as rc:
-        resp = await rc.invoke_namesrv(RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
-        info = json.loads(resp.body_bytes() or b"{}")
-        masters = [bd["brokerAddrs"].get("0") for bd in (info.get("brokerAddrTable") or {}).values()]
-        for addr in filter(None, masters):
-            r = await rc.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
-                "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": "0", "order": "false"}), timeout=5.0)
-            if r.code != ResponseCode.SUCCESS:
-                raise SystemExit(f"creating {topic} on {addr} failed: {r.code} {r.remark}")
+        for addr in (await c.master_brokers(rc, 5.0)).values():
+            await c.create_topic(rc, addr, topic, queues, timeout=5.0)
     await asyncio.sleep(0.5)  # let the broker's registration reach the name server
 
 
@@ -83,7 +65,7 @@ async def send_phase(namesrv: str, topic: str, size: int, concurrency: int, dura
     async with rmq.Producer(namesrv, f"SdkBenchPG_{concurrency}_{os.getpid()}") as p:
         await p.send(rmq.Message(topic, body))  # warm up: route, connection
         stop_at = time.monotonic() + duration
-        cpu0 = cpu_seconds(broker_pid)
+        cpu0 = c.cpu_seconds_or_none(broker_pid)
 
         async def worker() -> None:
             nonlocal failed
@@ -100,7 +82,7 @@ async def send_phase(namesrv: str, topic: str, size: int, concurrency: int, dura
         t0 = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         elapsed = time.monotonic() - t0
-        cpu1 = cpu_seconds(broker_pid)
+        cpu1 = c.cpu_seconds_or_none(broker_pid)
     n = len(latencies)
     fig = {"phase": "send", "concurrency": concurrency, "size": size, "messages": n, "failed": failed,
            "seconds": round(elapsed, 3), "msgs_per_s": round(n / elapsed, 1),
@@ -149,15 +131,15 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
                          consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
                          consume_concurrency=concurrency)
     c.subscribe(topic)
-    cpu0 = cpu_seconds(broker_pid)
+    cpu0 = c.cpu_seconds_or_none(broker_pid)
     t0 = time.monotonic()
     await c.start()
     try:
         await asyncio.wait_for(done.wait(), timeout=max(120.0, backlog / 500))
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     elapsed = time.monotonic() - t0
-    cpu1 = cpu_seconds(broker_pid)
+    cpu1 = c.cpu_seconds_or_none(broker_pid)
     await c.close()
     fig = {"phase": "drain", "size": size, "backlog": backlog, "consumed": count, "distinct": len(seen),
            "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed, 1),

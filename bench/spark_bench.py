@@ -18,17 +18,7 @@ import sys
 import tempfile
 import time
 
-
-def _cpu_seconds(pid: int | None) -> float | None:
-    """utime + stime of a process from /proc (None when unavailable)."""
-    if not pid:
-        return None
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError):
-        return None
+import _common as c  # this script's directory is on the path
 
 
 def main(argv=None) -> int:
@@ -50,8 +40,9 @@ def main(argv=None) -> int:
 
     import rmq.spark
     from rmq._testing import StandaloneProcess
-    from rmq.remoting.codes import RequestCode
-    from rmq.remoting.command import RemotingCommand
+    from rmq.common.constants import TopicValidator
+    from rmq.remoting import requests as rq
+    from rmq.remoting.headers import CreateTopicRequestHeader
     from rmq.spark._client import RocketMQClient
 
     proc = None
@@ -69,15 +60,16 @@ def main(argv=None) -> int:
         route_brokers = None
         if not args.skip_write:
             try:
-                route_brokers = client.topic_route("TBW102").broker_datas
-            except Exception:  # noqa: BLE001 - no template topic: use the first broker we know
+                route_brokers = client.topic_route(TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC).broker_datas
+            except Exception:
                 route_brokers = None
             for b in route_brokers or ():
-                resp = client.invoke(b.master_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                    "topic": args.topic, "defaultTopic": "TBW102", "readQueueNums": args.queues,
-                    "writeQueueNums": args.queues, "perm": 6}))
-                if resp.code != 0:
-                    raise SystemExit(f"creating {args.topic} failed: {resp.remark}")
+                resp = client.invoke(b.master_addr, rq.create_topic(CreateTopicRequestHeader(
+                    topic=args.topic, read_queue_nums=args.queues, write_queue_nums=args.queues)))
+                try:
+                    rq.check_success(resp)
+                except rmq.errors.RMQError as e:
+                    raise SystemExit(f"creating {args.topic} failed: {e}") from None
             time.sleep(0.5)
 
         t0 = time.monotonic()
@@ -93,11 +85,11 @@ def main(argv=None) -> int:
         results["pyspark"] = pyspark.__version__
 
         def phase(name, fn, rows):
-            cpu0 = _cpu_seconds(proc.pid if proc else None)
+            cpu0 = c.cpu_seconds_or_none(proc.pid if proc else None)
             t = time.monotonic()
             fn()
             dt = time.monotonic() - t
-            cpu1 = _cpu_seconds(proc.pid if proc else None)
+            cpu1 = c.cpu_seconds_or_none(proc.pid if proc else None)
             rate = rows / dt if dt else 0.0
             results[name] = {"seconds": round(dt, 2), "rows_per_s": round(rate),
                              "MiB_per_s": round(rate * args.size / 2**20, 1)}

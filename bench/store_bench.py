@@ -34,11 +34,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import uvloop  # noqa: E402
+import uvloop
 
-from rmq import _store  # noqa: E402
-from rmq.store import GetMessageStatus, MessageInner, MessageStore, StoreConfig  # noqa: E402
-from rmq.store.message import host_bytes  # noqa: E402
+from rmq import _store
+from rmq.store import GetMessageStatus, MessageInner, MessageStore, StoreConfig
+from rmq.store.message import host_bytes
 
 HOST = ("127.0.0.1", 10911)
 
@@ -179,7 +179,7 @@ def bench_append_baselines(args, record_size):
     rec = bytes(mm[:record_size])
     t0 = time.perf_counter()
     pos = 0
-    for i in range(n):
+    for _ in range(n):
         mm[pos:pos + record_size] = rec
         pos += record_size
     copy_dt = time.perf_counter() - t0

@@ -28,6 +28,8 @@ import types
 import typing
 from dataclasses import dataclass, field
 
+from rmq.common.constants import TopicValidator
+
 __all__ = [
     "BrokerConfig",
     "ConfigError",
@@ -130,6 +132,20 @@ class BrokerConfig:
         transaction_check_interval: ms between transaction check runs (60 000).
         transaction_check_max: checks of one half message before it is rolled back (15).
         reject_transaction_message: refuse prepared (half) messages (False).
+        write_buffer_high: bytes buffered for one client before its connection stops reading
+            requests until the client catches up (4 MiB).
+        write_buffer_limit: bytes buffered for one client before its connection is aborted as
+            one that does not read its replies (32 MiB: one maximal frame behind a full high
+            mark); 0 disables.
+        frame_read_timeout_seconds: a frame once started must arrive within this many
+            seconds, or the connection is closed (30; 0 disables).
+        max_partial_frame_bytes: bytes of unfinished frames all connections may buffer
+            together; the connection that goes past it is closed (64 MiB; 0 disables).
+        close_grace_seconds: a closing connection whose client does not take the last replies
+            is aborted after this many seconds (3).
+        max_held_pulls_per_connection: suspended (long-polling) pulls one connection may
+            have held; past it a pull is answered SYSTEM_BUSY (10 000).
+        max_held_pulls_total: suspended pulls held by the broker in all (100 000).
         config_persist_interval: ms between two writes of a changed topic or subscription-group
             table (200); writes run off the event loop and coalesce every change in between.
         max_topic_queue_nums: queues of one topic at most, for UPDATE_AND_CREATE_TOPIC and a
@@ -162,7 +178,7 @@ class BrokerConfig:
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
-    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    msg_trace_topic_name: str = TopicValidator.RMQ_SYS_TRACE_TOPIC
     long_polling_enable: bool = True
     short_polling_time_mills: int = 1000
     notify_consumer_ids_changed_enable: bool = True
@@ -178,6 +194,13 @@ class BrokerConfig:
     transaction_check_interval: int = 60_000
     transaction_check_max: int = 15
     reject_transaction_message: bool = False
+    write_buffer_high: int = 4 * 1024 * 1024
+    write_buffer_limit: int = 32 * 1024 * 1024
+    frame_read_timeout_seconds: float = 30.0
+    max_partial_frame_bytes: int = 64 * 1024 * 1024
+    close_grace_seconds: float = 3.0
+    max_held_pulls_per_connection: int = 10_000
+    max_held_pulls_total: int = 100_000
     config_persist_interval: int = 200
     max_topic_queue_nums: int = 1024
     max_consumer_offset_keys: int = 100_000

@@ -136,7 +136,7 @@ class RemotingCommandError(RemotingError):
 
 # --------------------------------------------------------------------------- broker answers
 
-_REGISTRY: dict[int, type["BrokerResponseError"]] = {}
+_REGISTRY: dict[int, type[BrokerResponseError]] = {}
 
 
 class BrokerResponseError(RMQError):

@@ -15,6 +15,11 @@ As a subprocess (for interop tests and benches, which need a broker in its own p
         proc.namesrv_addr, proc.broker_addr                # "127.0.0.1:port"
         proc.stop()                                        # SIGTERM, wait, returns exit code
 
+A broker under test with a raw client and request helpers (tests/broker, tests/semantics)::
+
+    async with broker_env(tmp_path / "store") as env:      # BrokerEnv, see rmq._testing.env
+        await env.create_topic("T"); await env.send("T", b"x"); await env.pull("T")
+
 Everything binds 127.0.0.1 only.
 """
 from __future__ import annotations
@@ -26,12 +31,19 @@ import socket
 import subprocess
 import sys
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
+
+from rmq._testing.env import BrokerEnv, broker_env, decode_props, encode_props, phy_offset
 
 __all__ = [
+    "BrokerEnv",
     "NoisyNeighbour",
     "StandaloneProcess",
+    "broker_env",
+    "decode_props",
+    "encode_props",
     "free_port",
+    "phy_offset",
     "run_broker",
     "run_namesrv",
     "run_standalone",
@@ -62,7 +74,7 @@ def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def run_namesrv(**config) -> AsyncIterator["object"]:
+async def run_namesrv(**config) -> AsyncIterator[object]:
     """A started ``NamesrvController`` on 127.0.0.1:0 (``config``: ``NamesrvConfig`` fields)."""
     from rmq.config import NamesrvConfig
     from rmq.namesrv.controller import NamesrvController
@@ -101,7 +113,7 @@ def make_broker_configs(store_dir, namesrv=None, **overrides):
 
 
 @contextlib.asynccontextmanager
-async def run_broker(store_dir, namesrv=None, **overrides) -> AsyncIterator["object"]:
+async def run_broker(store_dir, namesrv=None, **overrides) -> AsyncIterator[object]:
     """A started ``BrokerController`` on 127.0.0.1:0 with its store in ``store_dir``.
 
     Args:
@@ -121,7 +133,7 @@ async def run_broker(store_dir, namesrv=None, **overrides) -> AsyncIterator["obj
 
 
 @contextlib.asynccontextmanager
-async def run_standalone(store_dir, **overrides) -> AsyncIterator[tuple["object", "object"]]:
+async def run_standalone(store_dir, **overrides) -> AsyncIterator[tuple[object, object]]:
     """A name server and a broker registered with it: yields ``(namesrv, broker)``."""
     async with run_namesrv() as ns:
         async with run_broker(store_dir, namesrv=ns, **overrides) as broker:
@@ -196,7 +208,7 @@ class StandaloneProcess:
             *self.extra_args,
         ]
 
-    def start(self) -> "StandaloneProcess":
+    def start(self) -> StandaloneProcess:
         os.makedirs(self.store_dir, exist_ok=True)
         attempts = 1 if all(self._fixed_ports) else 3
         last = ""
@@ -240,7 +252,7 @@ class StandaloneProcess:
         self.returncode = self.proc.returncode
         return self.returncode
 
-    def __enter__(self) -> "StandaloneProcess":
+    def __enter__(self) -> StandaloneProcess:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -310,11 +322,14 @@ class NoisyNeighbour:
                  interval: float = 0.01, timeout: float = 5.0):
         import threading
 
+        from rmq.common.constants import TopicValidator
         from rmq.remoting.codes import RequestCode
+        from rmq.remoting.headers import GetMaxOffsetRequestHeader
 
         self.addr = addr
         self.code = int(code if code is not None else RequestCode.GET_MAX_OFFSET)
-        self.ext_fields = ext_fields if ext_fields is not None else {"topic": "TBW102", "queueId": "0"}
+        self.ext_fields = ext_fields if ext_fields is not None else GetMaxOffsetRequestHeader(
+            topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, queue_id=0).to_ext_fields()
         self.interval = interval
         self.timeout = timeout
         self.samples: list[float] = []
@@ -335,7 +350,7 @@ class NoisyNeighbour:
         return (f"{len(s)} round trips: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
                 f"worst {s[-1] * 1000:.1f} ms, {self.failures} failures")
 
-    def start(self) -> "NoisyNeighbour":
+    def start(self) -> NoisyNeighbour:
         self._thread.start()
         # One answered round trip before the bad client starts, so "worst" is about it.
         wait_until_sync(lambda: self.samples or not self._thread.is_alive(), timeout=self.timeout + 5,
@@ -346,7 +361,7 @@ class NoisyNeighbour:
         self._stop.set()
         self._thread.join(self.timeout + 5)
 
-    def __enter__(self) -> "NoisyNeighbour":
+    def __enter__(self) -> NoisyNeighbour:
         return self.start()
 
     def __exit__(self, *exc) -> None:

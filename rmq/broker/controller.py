@@ -140,7 +140,12 @@ class BrokerController:
                                   max(broker_config.flush_consumer_offset_interval, 100) / 1000.0)
         self.config_persister.add(self.schedule_service.table, self.schedule_service.flush_interval)
         self.server = RemotingServer(
-            broker_config.listen_host, broker_config.listen_port, idle_timeout=broker_config.idle_timeout, name="broker"
+            broker_config.listen_host, broker_config.listen_port, idle_timeout=broker_config.idle_timeout, name="broker",
+            write_buffer_high=broker_config.write_buffer_high,
+            write_buffer_limit=broker_config.write_buffer_limit or None,
+            frame_read_timeout=broker_config.frame_read_timeout_seconds or None,
+            max_partial_frame_bytes=broker_config.max_partial_frame_bytes or None,
+            close_grace=broker_config.close_grace_seconds,
         )
         self.message_store: MessageStore | None = None
         self.pull_message_processor: PullMessageProcessor | None = None
@@ -239,7 +244,9 @@ class BrokerController:
             await self.broker_outer_api.close()
             raise
         self.pull_request_hold_service = PullRequestHoldService(
-            self.pull_message_processor, self.message_store, self.broker_config.long_polling_enable
+            self.pull_message_processor, self.message_store, self.broker_config.long_polling_enable,
+            max_per_connection=self.broker_config.max_held_pulls_per_connection,
+            max_total=self.broker_config.max_held_pulls_total,
         )
         self.pull_request_hold_service.start()
         self.message_store.add_arrival_listener(self.pull_request_hold_service.notify_message_arriving)
@@ -318,7 +325,7 @@ class BrokerController:
             ok = False
             try:
                 ok = await self.register_broker_all()
-            except Exception:  # noqa: BLE001 - next round retries
+            except Exception:  # next round retries
                 log.exception("registering with the name servers failed")
             if ok:
                 backoff = 1.0

@@ -211,7 +211,7 @@ class ScheduleMessageService:
                     due = await self._deliver_level(level)
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # noqa: BLE001 - one bad level must not stop the others
+                except Exception:  # one bad level must not stop the others
                     log.exception("delay level %d: delivery failed; retrying in %.0f s", level, DELAY_FOR_A_PERIOD)
                     self._retry_at[level] = time.monotonic() + DELAY_FOR_A_PERIOD
                     due = int(time.time() * 1000 + DELAY_FOR_A_PERIOD * 1000)

@@ -301,7 +301,7 @@ class TransactionalMessageService:
                 await self.check()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - next round retries
+            except Exception:  # next round retries
                 log.exception("transaction check failed")
 
     # -- the check --------------------------------------------------------------------------

@@ -22,11 +22,17 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
-from rmq.common.route import loads_fastjson
-from rmq.errors import RMQError
-from rmq.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode
-from rmq.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader
+from rmq.common.constants import MixAll
+from rmq.common.route import ClusterInfo
+from rmq.errors import BrokerResponseError, RMQError
+from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting import requests as rq
+from rmq.remoting.headers import CreateTopicRequestHeader
+
+T = TypeVar("T")
 
 TIMEOUT = 5.0  # seconds per remote call, as mqadmin's default
 
@@ -98,42 +104,44 @@ async def _run(args: argparse.Namespace) -> int:
     try:
         name = args.admin_command
         if name == "topicList":
-            body = await _namesrv_call(client, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {})
-            for topic in sorted(body.get("topicList") or []):
+            for topic in await _namesrv_call(client, rq.get_all_topic_list(), rq.parse_topic_list):
                 print(topic)
         elif name == "topicRoute":
-            print(json.dumps(await _namesrv_call(client, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": args.topic}),
-                             indent=2, sort_keys=True))
+            route = await _namesrv_call(client, rq.get_route_info(args.topic), rq.parse_topic_route)
+            if route is None:
+                raise AdminError(f"the name server has no route for topic {args.topic}")
+            print(json.dumps(route.to_json(), indent=2, sort_keys=True))
         elif name == "clusterList":
             info = await _cluster_info(client)
             print(f"{'#Cluster':<22}{'#Broker':<22}{'#BID':<6}#Addr")
-            for cluster, names in sorted((info.get("clusterAddrTable") or {}).items()):
+            for cluster, names in sorted(info.cluster_addr_table.items()):
                 for broker in sorted(names):
-                    addrs = (info.get("brokerAddrTable") or {}).get(broker, {}).get("brokerAddrs") or {}
-                    for bid, addr in sorted(addrs.items(), key=lambda kv: int(kv[0])):
+                    bd = info.broker_addr_table.get(broker)
+                    for bid, addr in sorted(bd.broker_addrs.items() if bd is not None else ()):
                         print(f"{cluster:<22}{broker:<22}{bid:<6}{addr}")
         elif name == "updateTopic":
             header = CreateTopicRequestHeader(
                 topic=args.topic, read_queue_nums=args.readQueueNums, write_queue_nums=args.writeQueueNums,
                 perm=args.perm, order=args.order.lower() == "true")
             for addr in await _masters(client, args.cluster, args.broker):
-                await _broker_call(client, addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+                await _broker_call(client, addr, rq.create_topic(header))
                 print(f"create topic to {addr} success.")
         elif name == "deleteTopic":
             for addr in await _masters(client, args.cluster, None):
-                await _broker_call(client, addr, RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=args.topic))
+                await _broker_call(client, addr, rq.delete_topic_in_broker(args.topic))
             for ns in client.namesrv_addrs:
-                await _broker_call(client, ns, RequestCode.DELETE_TOPIC_IN_NAMESRV, DeleteTopicRequestHeader(topic=args.topic))
+                await _broker_call(client, ns, rq.delete_topic_in_namesrv(args.topic))
             print(f"delete topic [{args.topic}] from cluster success.")
         elif name == "updateSubGroup":
-            body = json.dumps({
+            # Java SubscriptionGroupConfig, with mqadmin updateSubGroup's defaults.
+            config = {
                 "groupName": args.group, "consumeEnable": _bool(args.consumeEnable),
                 "consumeFromMinEnable": True, "consumeBroadcastEnable": _bool(args.consumeBroadcastEnable),
-                "retryQueueNums": 1, "retryMaxTimes": args.retryMaxTimes, "brokerId": 0,
+                "retryQueueNums": 1, "retryMaxTimes": args.retryMaxTimes, "brokerId": MixAll.MASTER_ID,
                 "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True,
-            }).encode()
+            }
             for addr in await _masters(client, args.cluster, args.broker):
-                await _broker_call(client, addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+                await _broker_call(client, addr, rq.create_subscription_group(config))
                 print(f"create subscription group to {addr} success.")
         return 0
     finally:
@@ -144,21 +152,24 @@ def _bool(text: str) -> bool:
     return text.strip().lower() in ("true", "1", "yes")
 
 
-async def _namesrv_call(client: RemotingClient, code: int, ext: dict) -> dict:
-    resp = await client.invoke_namesrv(RemotingCommand.request(code, ext), timeout=TIMEOUT)
-    if resp.code != ResponseCode.SUCCESS:
-        raise AdminError(f"name server answered code {resp.code}: {resp.remark}")
-    return loads_fastjson(resp.body_bytes() or b"{}")
+async def _namesrv_call(client: RemotingClient, cmd: RemotingCommand, parse: Callable[[RemotingCommand], T]) -> T:
+    resp = await client.invoke_namesrv(cmd, timeout=TIMEOUT)
+    try:
+        return parse(resp)
+    except BrokerResponseError as e:
+        raise AdminError(f"name server answered code {e.code}: {e.remark}") from None
 
 
-async def _broker_call(client: RemotingClient, addr: str, code: int, ext, body: bytes | None = None) -> None:
-    resp = await client.invoke(addr, RemotingCommand.request(code, ext, body), timeout=TIMEOUT)
-    if resp.code != ResponseCode.SUCCESS:
-        raise AdminError(f"{addr} answered code {resp.code}: {resp.remark}")
+async def _broker_call(client: RemotingClient, addr: str, cmd: RemotingCommand) -> None:
+    resp = await client.invoke(addr, cmd, timeout=TIMEOUT)
+    try:
+        rq.check_success(resp)
+    except BrokerResponseError as e:
+        raise AdminError(f"{addr} answered code {e.code}: {e.remark}") from None
 
 
-async def _cluster_info(client: RemotingClient) -> dict:
-    return await _namesrv_call(client, RequestCode.GET_BROKER_CLUSTER_INFO, {})
+async def _cluster_info(client: RemotingClient) -> ClusterInfo:
+    return await _namesrv_call(client, rq.get_broker_cluster_info(), rq.parse_cluster_info)
 
 
 async def _masters(client: RemotingClient, cluster: str | None, broker: str | None) -> list[str]:
@@ -166,11 +177,9 @@ async def _masters(client: RemotingClient, cluster: str | None, broker: str | No
     if broker:
         return [broker]
     info = await _cluster_info(client)
-    names = (info.get("clusterAddrTable") or {}).get(cluster) if cluster else list(info.get("brokerAddrTable") or {})
-    if cluster and names is None:
+    if cluster and cluster not in info.cluster_addr_table:
         raise AdminError(f"cluster [{cluster}] is not known to the name server")
-    masters = [(info["brokerAddrTable"][n].get("brokerAddrs") or {}).get("0") for n in names or []]
-    masters = [m for m in masters if m]
+    masters = list(info.master_addrs(cluster or None).values())
     if not masters:
         raise AdminError("no master broker is registered with the name server")
     return masters

@@ -1,81 +1,51 @@
 """Typed calls a client makes over the remoting layer (Java ``MQClientAPIImpl``).
 
+Each call is build → invoke → parse: the request comes from a pure builder of
+:mod:`rmq.remoting.requests` (every wire name from the typed headers), the answer is read by the
+matching pure parser there (the Spark connector's blocking transport shares both).
+
 Every method takes a timeout in seconds, raises :class:`rmq.errors.BrokerResponseError`
 (subclass chosen by the response code, ``retriable`` set) for a non-success answer that is not a
-normal outcome, and :class:`rmq.errors.RemotingError` for transport failures. Request
-``extFields`` are built here with the camelCase wire names, every value a string.
+normal outcome, and :class:`rmq.errors.RemotingError` for transport failures.
 """
 from __future__ import annotations
 
-import json
+import copy
 import logging
-from dataclasses import dataclass, field
-from typing import Any, Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-from rmq.common.route import MASTER_ID, BrokerData, QueueData, loads_fastjson
-from rmq.errors import ClientError, RemotingCommandError, for_code
+from rmq.common.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
+from rmq.errors import RemotingCommandError
 from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.types import MessageQueue, PullResult, PullStatus, SendResult, SendStatus
+from rmq.remoting import requests as rq
+from rmq.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    EndTransactionRequestHeader,
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+)
+from rmq.types import MessageQueue, PullResult, PullStatus, SendResult
 
 from ._codec import decode_messages
 
-__all__ = ["ClientAPI", "TopicRouteData", "QueueData", "BrokerData", "PERM_READ", "PERM_WRITE", "MASTER_ID"]
+__all__ = ["MASTER_ID", "BrokerData", "ClientAPI", "QueueData", "TopicRouteData"]
 
 log = logging.getLogger("rmq.client")
 
-PERM_READ = 0x4
-PERM_WRITE = 0x2
 
-#: The language our requests declare. The broker replies in JSON whatever it is.
-LANGUAGE = "PYTHON"
-
-
-def _raise_for(resp: RemotingCommand) -> None:
-    raise for_code(resp.code)(resp.code, resp.remark)
+def _typed(header_cls: Any, header: Any) -> Any:
+    """A typed header as is; a dict of camelCase wire names read into one (older call sites)."""
+    return header if isinstance(header, header_cls) else header_cls.from_ext_fields(dict(header))
 
 
-def _ext(resp: RemotingCommand) -> dict:
-    return resp.ext_fields or {}
+def _send_header(header: SendMessageRequestHeader | Mapping[str, Any], batch: bool) -> SendMessageRequestHeader:
+    h: SendMessageRequestHeader = _typed(SendMessageRequestHeader, header)
+    if h.batch != batch:
+        h = copy.copy(h)  # the caller's header stays as it was
+        h.batch = batch
+    return h
 
-
-def _int(ext: dict, name: str, default: int | None = None) -> int:
-    v = ext.get(name)
-    if v is None or v == "":
-        if default is None:
-            raise ClientError(f"response lacks the field {name!r}")
-        return default
-    try:
-        return int(v)
-    except (TypeError, ValueError):
-        raise ClientError(f"response field {name!r} is not a number: {v!r}") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Route data (reply body of GET_ROUTEINFO_BY_TOPIC, wire-contract §4)
-
-@dataclass(slots=True)
-class TopicRouteData:
-    queue_datas: list[QueueData]
-    broker_datas: list[BrokerData]
-    order_topic_conf: str | None = None
-    raw: dict = field(default_factory=dict, repr=False, compare=False)
-
-    @classmethod
-    def from_body(cls, body: bytes) -> TopicRouteData:
-        d = loads_fastjson(body)
-        qds = [QueueData.from_json(q) for q in d.get("queueDatas") or []]
-        bds = [BrokerData.from_json(b) for b in d.get("brokerDatas") or []]
-        qds.sort(key=lambda q: q.broker_name)
-        bds.sort(key=lambda b: b.broker_name)
-        return cls(qds, bds, d.get("orderTopicConf"), d)
-
-    def same_as(self, other: TopicRouteData | None) -> bool:
-        return other is not None and (self.queue_datas, self.broker_datas, self.order_topic_conf) == (
-            other.queue_datas, other.broker_datas, other.order_topic_conf)
-
-
-# ---------------------------------------------------------------------------------------------
 
 class ClientAPI:
     """The request/response vocabulary of a client, over one :class:`RemotingClient`."""
@@ -83,216 +53,111 @@ class ClientAPI:
     def __init__(self, remoting: RemotingClient) -> None:
         self.remoting = remoting
 
-    @staticmethod
-    def _request(code: int, ext: dict[str, Any] | None = None, body: bytes | None = None) -> RemotingCommand:
-        cmd = RemotingCommand.request(code, {k: str(v) for k, v in (ext or {}).items() if v is not None}, body)
-        cmd.language = LANGUAGE
-        return cmd
-
     async def _invoke(self, addr: str, cmd: RemotingCommand, timeout: float) -> RemotingCommand:
-        return await self.remoting.invoke(addr, cmd, timeout=timeout)
+        resp: RemotingCommand = await self.remoting.invoke(addr, cmd, timeout=timeout)
+        return resp
 
     # ---------------------------------------------------------------- name server
 
     async def get_topic_route(self, topic: str, timeout: float = 3.0) -> TopicRouteData | None:
         """Route of ``topic``; None when the name server does not know it (code 17)."""
-        cmd = self._request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-        resp = await self.remoting.invoke_namesrv(cmd, timeout=timeout)
-        if resp.code == ResponseCode.TOPIC_NOT_EXIST:
-            return None
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
-        body = resp.body_bytes()
-        if not body:
-            return None
+        resp = await self.remoting.invoke_namesrv(rq.get_route_info(topic), timeout=timeout)
         try:
-            return TopicRouteData.from_body(body)
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            log.warning("route of %s from the name server is malformed: %r", topic, e)
-            raise RemotingCommandError(f"malformed route data for topic {topic}: {e!r}") from e
+            return rq.parse_topic_route(resp)
+        except RemotingCommandError as e:
+            log.warning("route of %s from the name server is malformed: %s", topic, e)
+            e.add_note(f"route of topic {topic}")
+            raise
 
     # ---------------------------------------------------------------- producer
 
-    async def send_message(self, addr: str, mq: MessageQueue, header: dict[str, Any], body: bytes,
+    async def send_message(self, addr: str, mq: MessageQueue,
+                           header: SendMessageRequestHeader | Mapping[str, Any], body: bytes,
                            *, batch: bool, uniq_id: str, timeout: float) -> SendResult:
         """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE); ``uniq_id`` becomes ``SendResult.msg_id``."""
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        resp = await self._invoke(addr, self._request(code, _v2(header), body), timeout)
-        return self.process_send_response(mq, uniq_id, resp)
+        resp = await self._invoke(addr, rq.send_message(_send_header(header, batch), body), timeout)
+        return rq.parse_send(resp, mq, uniq_id)
 
-    async def send_message_oneway(self, addr: str, header: dict[str, Any], body: bytes, *, batch: bool) -> None:
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        cmd = self._request(code, _v2(header), body)
-        await self.remoting.invoke_oneway(addr, cmd)
+    async def send_message_oneway(self, addr: str, header: SendMessageRequestHeader | Mapping[str, Any],
+                                  body: bytes, *, batch: bool) -> None:
+        await self.remoting.invoke_oneway(addr, rq.send_message(_send_header(header, batch), body, oneway=True))
 
     @staticmethod
     def process_send_response(mq: MessageQueue, uniq: str, resp: RemotingCommand) -> SendResult:
-        status = _SEND_STATUS.get(resp.code)
-        if status is None:
-            _raise_for(resp)
-        ext = _ext(resp)
-        offset_msg_id = str(ext.get("msgId", ""))
-        return SendResult(
-            status=status,
-            msg_id=uniq or offset_msg_id,
-            offset_msg_id=offset_msg_id,
-            message_queue=MessageQueue(mq.topic, mq.broker_name, _int(ext, "queueId", mq.queue_id)),
-            queue_offset=_int(ext, "queueOffset", -1),
-            transaction_id=ext.get("transactionId") or None,
-        )
+        """See :func:`rmq.remoting.requests.parse_send`."""
+        return rq.parse_send(resp, mq, uniq)
 
-    async def end_transaction_oneway(self, addr: str, header: dict[str, Any], remark: str | None) -> None:
-        cmd = self._request(RequestCode.END_TRANSACTION, header)
-        cmd.remark = remark
-        await self.remoting.invoke_oneway(addr, cmd)
+    async def end_transaction_oneway(self, addr: str, header: EndTransactionRequestHeader | Mapping[str, Any],
+                                     remark: str | None) -> None:
+        await self.remoting.invoke_oneway(addr, rq.end_transaction(_typed(EndTransactionRequestHeader, header),
+                                                                   remark))
 
     # ---------------------------------------------------------------- consumer
 
-    async def pull_message(self, addr: str, header: dict[str, Any], broker_name: str,
-                           timeout: float) -> PullResult:
+    async def pull_message(self, addr: str, header: PullMessageRequestHeader | Mapping[str, Any],
+                           broker_name: str, timeout: float) -> PullResult:
         """One PULL_MESSAGE; statuses for 0/19/20/21, an exception for anything else."""
-        resp = await self._invoke(addr, self._request(RequestCode.PULL_MESSAGE, header), timeout)
-        status = _PULL_STATUS.get(resp.code)
-        if status is None:
-            _raise_for(resp)
-        ext = _ext(resp)
+        h = _typed(PullMessageRequestHeader, header)
+        reply = rq.parse_pull(await self._invoke(addr, rq.pull_message(h), timeout))
         msgs = []
-        if status is PullStatus.FOUND:
+        if reply.status is PullStatus.FOUND:
             try:
-                msgs = decode_messages(resp.body_bytes(), broker_name)
+                msgs = decode_messages(reply.body, broker_name)
             except ValueError as e:
-                log.warning("pull of %s#%s from %s returned an undecodable body: %s", header.get("topic"),
-                            header.get("queueId"), addr, e)
+                log.warning("pull of %s#%s from %s returned an undecodable body: %s", h.topic, h.queue_id, addr, e)
                 raise RemotingCommandError(f"undecodable pull body from {addr}: {e}") from e
-        return PullResult(status=status,
-                          next_begin_offset=_int(ext, "nextBeginOffset", int(header.get("queueOffset", 0))),
-                          min_offset=_int(ext, "minOffset", 0),
-                          max_offset=_int(ext, "maxOffset", 0),
-                          messages=msgs,
-                          suggest_which_broker_id=_int(ext, "suggestWhichBrokerId", 0))
+        return PullResult(status=reply.status, next_begin_offset=reply.next_begin_offset,
+                          min_offset=reply.min_offset, max_offset=reply.max_offset, messages=msgs,
+                          suggest_which_broker_id=reply.suggest_which_broker_id)
 
     async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue, timeout: float = 3.0) -> int:
         """The stored offset, or -1 when the broker has none (QUERY_NOT_FOUND)."""
-        resp = await self._invoke(addr, self._request(RequestCode.QUERY_CONSUMER_OFFSET, {
-            "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id}), timeout)
-        if resp.code == ResponseCode.QUERY_NOT_FOUND:
-            return -1
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
-        return _int(_ext(resp), "offset")
+        resp = await self._invoke(addr, rq.query_consumer_offset(group, mq.topic, mq.queue_id), timeout)
+        offset = rq.parse_query_consumer_offset(resp)
+        return -1 if offset is None else offset
 
     async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int,
                                      timeout: float = 3.0) -> None:
-        resp = await self._invoke(addr, self._request(RequestCode.UPDATE_CONSUMER_OFFSET, {
-            "consumerGroup": group, "topic": mq.topic, "queueId": mq.queue_id,
-            "commitOffset": offset}), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
-
-    async def _offset_call(self, code: int, addr: str, ext: dict, timeout: float) -> int:
-        resp = await self._invoke(addr, self._request(code, ext), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
-        return _int(_ext(resp), "offset")
+        rq.check_success(await self._invoke(
+            addr, rq.update_consumer_offset(group, mq.topic, mq.queue_id, offset), timeout))
 
     async def get_max_offset(self, addr: str, mq: MessageQueue, timeout: float = 3.0) -> int:
-        return await self._offset_call(RequestCode.GET_MAX_OFFSET, addr,
-                                       {"topic": mq.topic, "queueId": mq.queue_id}, timeout)
+        return rq.parse_offset(await self._invoke(addr, rq.get_max_offset(mq.topic, mq.queue_id), timeout))
 
     async def get_min_offset(self, addr: str, mq: MessageQueue, timeout: float = 3.0) -> int:
-        return await self._offset_call(RequestCode.GET_MIN_OFFSET, addr,
-                                       {"topic": mq.topic, "queueId": mq.queue_id}, timeout)
+        return rq.parse_offset(await self._invoke(addr, rq.get_min_offset(mq.topic, mq.queue_id), timeout))
 
     async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout: float = 3.0) -> int:
-        return await self._offset_call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr,
-                                       {"topic": mq.topic, "queueId": mq.queue_id,
-                                        "timestamp": timestamp_ms}, timeout)
+        return rq.parse_offset(await self._invoke(
+            addr, rq.search_offset(mq.topic, mq.queue_id, timestamp_ms), timeout))
 
     async def get_consumer_id_list(self, addr: str, group: str, timeout: float = 3.0) -> list[str]:
-        resp = await self._invoke(addr, self._request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                                      {"consumerGroup": group}), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
-        body = resp.body_bytes()
-        if not body:
-            return []
-        try:
-            return [str(c) for c in json.loads(body).get("consumerIdList") or []]
-        except (ValueError, AttributeError, TypeError) as e:
-            raise RemotingCommandError(f"malformed consumer list from {addr}: {e!r}") from e
+        return rq.parse_consumer_list(await self._invoke(addr, rq.get_consumer_list_by_group(group), timeout))
 
     async def consumer_send_msg_back(self, addr: str, *, group: str, commit_log_offset: int,
                                      delay_level: int, origin_msg_id: str, origin_topic: str,
                                      max_reconsume_times: int, timeout: float = 3.0) -> None:
-        resp = await self._invoke(addr, self._request(RequestCode.CONSUMER_SEND_MSG_BACK, {
-            "offset": commit_log_offset, "group": group, "delayLevel": delay_level,
-            "originMsgId": origin_msg_id, "originTopic": origin_topic, "unitMode": "false",
-            "maxReconsumeTimes": max_reconsume_times}), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=commit_log_offset, group=group, delay_level=delay_level, origin_msg_id=origin_msg_id,
+            origin_topic=origin_topic, unit_mode=False, max_reconsume_times=max_reconsume_times)
+        rq.check_success(await self._invoke(addr, rq.consumer_send_msg_back(header), timeout))
 
     async def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
                             timeout: float = 1.0) -> set[MessageQueue]:
-        body = json.dumps({"consumerGroup": group, "clientId": client_id,
-                           "mqSet": [mq.to_json() for mq in mqs]}).encode()
-        resp = await self._invoke(addr, self._request(RequestCode.LOCK_BATCH_MQ, None, body), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
-        try:
-            data = json.loads(resp.body_bytes() or b"{}")
-            return {MessageQueue.from_json(d) for d in data.get("lockOKMQSet") or []}
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise RemotingCommandError(f"malformed LOCK_BATCH_MQ answer from {addr}: {e!r}") from e
+        return rq.parse_lock_batch_mq(await self._invoke(addr, rq.lock_batch_mq(group, client_id, mqs), timeout))
 
     async def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
                               timeout: float = 1.0) -> None:
-        body = json.dumps({"consumerGroup": group, "clientId": client_id,
-                           "mqSet": [mq.to_json() for mq in mqs]}).encode()
-        resp = await self._invoke(addr, self._request(RequestCode.UNLOCK_BATCH_MQ, None, body), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
+        rq.check_success(await self._invoke(addr, rq.unlock_batch_mq(group, client_id, mqs), timeout))
 
     # ---------------------------------------------------------------- both
 
-    async def send_heartbeat(self, addr: str, heartbeat: dict, timeout: float = 3.0) -> int:
+    async def send_heartbeat(self, addr: str, heartbeat: Mapping[str, Any], timeout: float = 3.0) -> int:
         """HEART_BEAT; returns the broker's version from the reply header."""
-        resp = await self._invoke(addr, self._request(RequestCode.HEART_BEAT, None,
-                                                      json.dumps(heartbeat).encode()), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
-        return resp.version
+        return rq.parse_heart_beat(await self._invoke(addr, rq.heart_beat(heartbeat), timeout))
 
     async def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
                                 consumer_group: str | None, timeout: float = 3.0) -> None:
-        resp = await self._invoke(addr, self._request(RequestCode.UNREGISTER_CLIENT, {
-            "clientID": client_id, "producerGroup": producer_group,
-            "consumerGroup": consumer_group}), timeout)
-        if resp.code != ResponseCode.SUCCESS:
-            _raise_for(resp)
-
-
-_SEND_STATUS = {
-    ResponseCode.SUCCESS: SendStatus.SEND_OK,
-    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
-}
-
-_PULL_STATUS = {
-    ResponseCode.SUCCESS: PullStatus.FOUND,
-    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
-    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
-    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
-}
-
-# SendMessageRequestHeaderV2: single-letter names keep the header small (Java's "smart" send).
-_V2_NAMES = {
-    "producerGroup": "a", "topic": "b", "defaultTopic": "c", "defaultTopicQueueNums": "d",
-    "queueId": "e", "sysFlag": "f", "bornTimestamp": "g", "flag": "h", "properties": "i",
-    "reconsumeTimes": "j", "unitMode": "k", "maxReconsumeTimes": "l", "batch": "m",
-}
-
-
-def _v2(header: dict[str, Any]) -> dict[str, Any]:
-    return {_V2_NAMES[k]: v for k, v in header.items() if k in _V2_NAMES}
+        rq.check_success(await self._invoke(
+            addr, rq.unregister_client(client_id, producer_group, consumer_group), timeout))
 

@@ -25,6 +25,9 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any, Protocol
 
+from rmq.common.constants import PermName
+from rmq.common.route import MASTER_ID, TopicRouteData
+from rmq.common.log import RateLimitedLog, clip
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
@@ -32,7 +35,7 @@ from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageQueue
 
 from ._codec import decode_messages
-from .api import MASTER_ID, PERM_READ, PERM_WRITE, ClientAPI, TopicRouteData
+from .api import ClientAPI
 
 if TYPE_CHECKING:
     from .producer import Producer
@@ -40,6 +43,8 @@ if TYPE_CHECKING:
 __all__ = ["ClientInstance", "get_client_instance", "local_ip"]
 
 log = logging.getLogger("rmq.client")
+# per-request failures repeat during an outage: one line per kind per 10 s, with a count
+_rlog = RateLimitedLog(log)
 
 #: Java's defaults (ClientConfig): pollNameServerInterval, heartbeatBrokerInterval,
 #: persistConsumerOffsetInterval, and RebalanceService's waitInterval.
@@ -92,7 +97,7 @@ class _TopicPublishInfo:
         else:
             masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.broker_addrs}
             for qd in route.queue_datas:
-                if qd.perm & PERM_WRITE and qd.broker_name in masters:
+                if PermName.is_writeable(qd.perm) and qd.broker_name in masters:
                     mqs.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
         self.message_queues = mqs
         self.send_which_queue = random.randrange(0, 1 << 16)
@@ -105,7 +110,7 @@ class _TopicPublishInfo:
 def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
     """Readable queues of a topic."""
     return {MessageQueue(topic, qd.broker_name, i)
-            for qd in route.queue_datas if qd.perm & PERM_READ
+            for qd in route.queue_datas if PermName.is_readable(qd.perm)
             for i in range(qd.read_queue_nums)}
 
 
@@ -174,7 +179,8 @@ class ClientInstance:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - logged, timer keeps going
-                log.warning("client %s: %s failed: %r", self.client_id, fn.__name__, e)
+                _rlog.warning(f"timer:{fn.__name__}", "client %s: %s failed: %s", self.client_id, fn.__name__,
+                              clip(repr(e)))
             await asyncio.sleep(interval)
 
     async def _heartbeat_tick(self) -> None:
@@ -275,7 +281,8 @@ class ClientInstance:
             try:
                 await self.update_topic_route(topic)
             except RMQError as e:
-                log.warning("client %s: route of %s not refreshed: %r", self.client_id, topic, e)
+                _rlog.warning("route-refresh", "client %s: route of %s not refreshed: %s", self.client_id, topic,
+                              clip(repr(e)))
 
     async def update_topic_route(self, topic: str, *, default_topic: str | None = None,
                                  default_queue_nums: int = 4, timeout: float = 3.0) -> bool:
@@ -412,8 +419,8 @@ class ClientInstance:
                 try:
                     self.broker_version_table[addr] = await self.api.send_heartbeat(addr, data)
                 except RMQError as e:
-                    log.warning("client %s: heartbeat to %s[%d] %s failed: %r", self.client_id, name,
-                                bid, addr, e)
+                    _rlog.warning(f"heartbeat:{addr}", "client %s: heartbeat to %s[%d] %s failed: %s",
+                                  self.client_id, name, bid, addr, clip(repr(e)))
 
             await asyncio.gather(*(one(*t) for t in targets))
 

@@ -11,16 +11,19 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import re
 import time
 import warnings
 from typing import Any, Awaitable, Callable, Sequence, Union
 
+from rmq.common.constants import MixAll, TopicValidator
+from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageSysFlag, decode_offset_msg_id, encode_batch, java_string_hash
 from rmq.common.tasks import BackgroundTasks
-from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, RemotingConnectError,
-                        RemotingError,
+from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, RemotingCommandError,
+                        RemotingConnectError, RemotingError,
                         RemotingTimeoutError, RMQError, TopicNotExistError)
+from rmq.remoting.headers import (CheckTransactionStateRequestHeader, EndTransactionRequestHeader,
+                                  SendMessageRequestHeader)
 from rmq.types import (LocalTransactionState, Message, MessageConst, MessageExt, MessageQueue,
                        SendResult, SendStatus, TransactionSendResult)
 
@@ -30,11 +33,12 @@ from .instance import ClientInstance, get_client_instance
 __all__ = ["Producer", "MessageQueueSelector", "select_by_hash", "validate_group", "validate_topic"]
 
 log = logging.getLogger("rmq.client")
+# per-request failures repeat during an outage: one line per kind per 10 s, with a count
+_rlog = RateLimitedLog(log)
 
-_NAME_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
-CLIENT_INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
-AUTO_CREATE_TOPIC_KEY = "TBW102"
+DEFAULT_PRODUCER_GROUP = MixAll.DEFAULT_PRODUCER_GROUP
+CLIENT_INNER_PRODUCER_GROUP = MixAll.CLIENT_INNER_PRODUCER_GROUP
+AUTO_CREATE_TOPIC_KEY = TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 #: A selector picks one queue of a topic: ``selector(queues, message, arg) -> MessageQueue``.
@@ -57,19 +61,19 @@ def validate_group(group: str, *, reserved: str) -> None:
         raise ClientError("group name is empty")
     if len(group) > 255:
         raise ClientError(f"group name is longer than 255 characters: {group[:40]}…")
-    if not _NAME_RE.match(group):
-        raise ClientError(f"group name {group!r} contains illegal characters (allowed: ^[%|a-zA-Z0-9_-]+$)")
+    if TopicValidator.is_topic_or_group_illegal(group):
+        raise ClientError(f"group name {group!r} contains illegal characters (allowed: "
+                          f"{TopicValidator.VALID_PATTERN_STR})")
     if group == reserved:
         raise ClientError(f"group name {group!r} is reserved; choose your own")
 
 
 def validate_topic(topic: str) -> None:
-    if not topic:
-        raise ClientError("topic is empty")
-    if len(topic.encode()) > 127:
-        raise ClientError(f"topic is longer than 127 bytes: {topic[:40]}…")
-    if not _NAME_RE.match(topic):
-        raise ClientError(f"topic {topic!r} contains illegal characters (allowed: ^[%|a-zA-Z0-9_-]+$)")
+    """Java ``Validators.checkTopic`` (``TopicValidator.validateTopic``), and the auto-create
+    template is not a topic to send to. Raises :class:`rmq.errors.ClientError`."""
+    reason = TopicValidator.check_topic(topic)
+    if reason is not None:
+        raise ClientError(f"{reason} (topic {topic[:40]!r})")
     if topic == AUTO_CREATE_TOPIC_KEY:
         raise ClientError(f"topic {topic!r} is reserved for auto-creation; send to a real topic")
 
@@ -380,7 +384,7 @@ class Producer:
                 raise ClientError(f"all messages of a batch must have the same topic ({topic!r} != {m.topic!r})")
             if m.delay_level:
                 raise ClientError("delayed messages are not supported in a batch")
-            if topic.startswith("%RETRY%"):
+            if MixAll.is_retry_topic(topic):
                 raise ClientError("retry-topic messages are not supported in a batch")
             if m.wait_store_msg_ok != msgs[0].wait_store_msg_ok:
                 raise ClientError("all messages of a batch must have the same wait_store_msg_ok")
@@ -395,21 +399,12 @@ class Producer:
         outer = {MessageConst.WAIT_STORE_MSG_OK: "true" if msgs[0].wait_store_msg_ok else "false"}
         return _Prepared(topic, body, properties_to_string(outer), 0, 0, ",".join(ids), True)
 
-    def _header(self, p: _Prepared, mq: MessageQueue) -> dict[str, Any]:
-        return {
-            "producerGroup": self.group,
-            "topic": p.topic,
-            "defaultTopic": AUTO_CREATE_TOPIC_KEY,
-            "defaultTopicQueueNums": self.default_topic_queue_nums,
-            "queueId": mq.queue_id,
-            "sysFlag": p.sys_flag,
-            "bornTimestamp": int(time.time() * 1000),
-            "flag": p.flag,
-            "properties": p.properties,
-            "reconsumeTimes": 0,
-            "unitMode": "false",
-            "batch": "true" if p.batch else "false",
-        }
+    def _header(self, p: _Prepared, mq: MessageQueue) -> SendMessageRequestHeader:
+        return SendMessageRequestHeader(
+            producer_group=self.group, topic=p.topic, default_topic=AUTO_CREATE_TOPIC_KEY,
+            default_topic_queue_nums=self.default_topic_queue_nums, queue_id=mq.queue_id,
+            sys_flag=p.sys_flag, born_timestamp=int(time.time() * 1000), flag=p.flag,
+            properties=p.properties, reconsume_times=0, unit_mode=False, batch=p.batch)
 
     async def _publish_info(self, topic: str, deadline: float | None = None):
         inst = self._check_running()
@@ -499,8 +494,8 @@ class Producer:
                 result = await self._send_to(mq, p, deadline)
             except RemotingError as e:
                 self._faults.update(mq.broker_name, time.monotonic() - start, True)
-                log.warning("producer %s: send to %s failed (attempt %d/%d): %r", self.group, mq,
-                            attempt + 1, attempts, e)
+                _rlog.warning(f"send-failed:{self.group}", "producer %s: send to %s failed (attempt %d/%d): %s",
+                              self.group, mq, attempt + 1, attempts, clip(repr(e)))
                 last_exc = e
                 if isinstance(e, RemotingConnectError):
                     try:   # the broker may have moved or gone: see what the name server says now
@@ -514,8 +509,9 @@ class Producer:
                 if not e.retriable:
                     raise       # about this message (e.g. MESSAGE_ILLEGAL), not the broker
                 self._faults.update(mq.broker_name, time.monotonic() - start, True)
-                log.warning("producer %s: broker refused send to %s (attempt %d/%d): %r", self.group, mq,
-                            attempt + 1, attempts, e)
+                _rlog.warning(f"send-refused:{self.group}",
+                              "producer %s: broker refused send to %s (attempt %d/%d): %s",
+                              self.group, mq, attempt + 1, attempts, clip(repr(e)))
                 last_exc = e
                 if e.refresh_route:
                     try:
@@ -535,15 +531,11 @@ class Producer:
                                state: LocalTransactionState) -> None:
         _, _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
         addr = await self._broker_addr(inst, result.message_queue)
-        header = {
-            "producerGroup": self.group,
-            "tranStateTableOffset": result.queue_offset,
-            "commitLogOffset": commit_log_offset,
-            "commitOrRollback": _COMMIT_OR_ROLLBACK[state],
-            "fromTransactionCheck": "false",
-            "msgId": result.msg_id,
-            "transactionId": result.transaction_id or result.msg_id,
-        }
+        header = EndTransactionRequestHeader(
+            producer_group=self.group, tran_state_table_offset=result.queue_offset,
+            commit_log_offset=commit_log_offset, commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
+            from_transaction_check=False, msg_id=result.msg_id,
+            transaction_id=result.transaction_id or result.msg_id)
         await inst.api.end_transaction_oneway(addr, header, None)
 
     def _on_check_transaction_state(self, broker_addr: str, ext: dict, msg: MessageExt) -> None:
@@ -564,15 +556,18 @@ class Producer:
             except Exception as e:  # noqa: BLE001 - reported to the broker in the remark
                 state = LocalTransactionState.UNKNOW
                 remark = f"checkLocalTransactionState Exception: {type(e).__name__}: {e}"
-            header = {
-                "producerGroup": self.group,
-                "tranStateTableOffset": ext.get("tranStateTableOffset", 0),
-                "commitLogOffset": ext.get("commitLogOffset", msg.commit_log_offset),
-                "commitOrRollback": _COMMIT_OR_ROLLBACK[state],
-                "fromTransactionCheck": "true",
-                "msgId": msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id,
-                "transactionId": ext.get("transactionId") or msg.transaction_id or msg.msg_id,
-            }
+            try:
+                check = CheckTransactionStateRequestHeader.from_ext_fields(ext)
+            except RemotingCommandError as e:
+                log.warning("producer %s: malformed CHECK_TRANSACTION_STATE from %s: %s", self.group,
+                            broker_addr, e)
+                return
+            header = EndTransactionRequestHeader(
+                producer_group=self.group, tran_state_table_offset=check.tran_state_table_offset,
+                commit_log_offset=check.commit_log_offset, commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
+                from_transaction_check=True,
+                msg_id=msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id,
+                transaction_id=check.transaction_id or msg.transaction_id or msg.msg_id)
             try:
                 await inst.api.end_transaction_oneway(broker_addr, header, remark)
             except RMQError as e:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["MixAll", "PermName", "TopicValidator"]
+__all__ = ["ExpressionType", "MixAll", "PermName", "TopicValidator"]
 
 
 class PermName:
@@ -47,6 +47,13 @@ class PermName:
         return (("R" if PermName.is_readable(perm) else "-")
                 + ("W" if PermName.is_writeable(perm) else "-")
                 + ("X" if PermName.is_inherited(perm) else "-"))
+
+
+class ExpressionType:
+    """How a subscription's expression is read (Java ``ExpressionType``)."""
+
+    TAG: Final = "TAG"
+    SQL92: Final = "SQL92"
 
 
 class MixAll:

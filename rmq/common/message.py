@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from rmq.errors import RemotingCommandError
 
@@ -103,7 +103,7 @@ class MessageConst:
 
 
 # ---------------------------------------------------------------------------------------------
-# Properties: "name\x01value\x02name\x01value" in UTF-8 (wire-contract §9.2).
+# Properties: "name\x01value\x02name\x01value" in UTF-8.
 #
 # Java 4.9.8 writes two forms: the broker (``MessageDecoder.messageProperties2String`` as the
 # store and the broker's rewrites use it) puts no \x02 after the last pair; the clients (Java,
@@ -164,7 +164,8 @@ def java_string_hash(s: str) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # Hosts and offsetMsgId: HEX_UPPER( IPv4 (4) | port int32 BE (4) | CommitLog offset int64 BE (8) )
-# (wire-contract §11; with an IPv6 store host the 16-byte address takes the IPv4 slot).
+# (Java MessageDecoder.createMessageId; with an IPv6 store host the 16-byte address takes the
+# IPv4 slot).
 
 _PORT = struct.Struct(">i")
 _PORT_OFFSET = struct.Struct(">iq")
@@ -216,7 +217,8 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
 
 # ---------------------------------------------------------------------------------------------
 # Message records: the Java v1 CommitLog layout, also what PULL_MESSAGE bodies hold back to
-# back (wire-contract §9), big-endian; offsets from the start of the record, IPv4 hosts:
+# back (Java CommitLog.DefaultAppendMessageCallback.doAppend writes it, MessageDecoder.decode
+# reads it), big-endian; offsets from the start of the record, IPv4 hosts:
 #
 #   0        4        8        12       16       20               28               36
 #   +--------+--------+--------+--------+--------+----------------+----------------+
@@ -251,7 +253,7 @@ class RecordDecodeError(RemotingCommandError, ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Batch body (wire-contract §5.2; Java MessageDecoder.encodeMessage), one item per message:
+# Batch body (Java MessageDecoder.encodeMessages, one MessageDecoder.encodeMessage per message):
 #
 #   +-----------+----------+------------+--------+---------+------+---------+-------+
 #   | TOTALSIZE | MAGIC(0) | BODYCRC(0) | FLAG   | BODYLEN | body | PROPLEN | props |

@@ -1,23 +1,27 @@
-"""Route data as the name server sends it for GET_ROUTEINFO_BY_TOPIC (Java ``QueueData``,
-``BrokerData``; wire-contract §4): built by the name server, read by the SDK.
+"""Route data as the name server sends it (Java ``TopicRouteData``, ``QueueData``,
+``BrokerData``, ``ClusterInfo``): built by the name server, read by the SDK, the Spark
+connector, the admin CLI and the bench harness.
 
-(The Spark connector keeps its own frozen, string-keyed route types: its workers are
-synchronous and only ever read routes.)
+Broker ids are ints here (``MixAll.MASTER_ID`` is 0) whatever the JSON carried ("0" or, from
+fastjson, an unquoted 0).
 """
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["MASTER_ID", "QueueData", "BrokerData", "loads_fastjson"]
+from rmq.common.constants import MixAll, PermName
 
-MASTER_ID = 0   # MixAll.MASTER_ID: the broker id of a master
+__all__ = ["MASTER_ID", "BrokerData", "ClusterInfo", "QueueData", "TopicRouteData", "loads_fastjson"]
+
+MASTER_ID = MixAll.MASTER_ID  # the broker id of a master
 
 _UNQUOTED_INT_KEY = re.compile(r'([{,])\s*(-?\d+)\s*:')
 
 
-def loads_fastjson(text: str | bytes) -> object:
+def loads_fastjson(text: str | bytes | bytearray | memoryview) -> Any:
     """``json.loads`` that also reads fastjson's integer map keys, which Java writes unquoted
     (``{"brokerAddrs":{0:"addr"}}``): on a decode error they are quoted and parsing retried.
     Raises ``json.JSONDecodeError`` (a ValueError) when the text is still not JSON."""
@@ -39,7 +43,7 @@ class QueueData:
     perm: int
     topic_sys_flag: int = 0
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "brokerName": self.broker_name,
             "readQueueNums": self.read_queue_nums,
@@ -49,11 +53,11 @@ class QueueData:
         }
 
     @classmethod
-    def from_json(cls, q: dict) -> QueueData:
+    def from_json(cls, q: dict[str, Any]) -> QueueData:
         """Lenient: missing counts are 0, a missing perm is 6 (read | write), and Java's old
         misspelling ``topicSynFlag`` is read too. KeyError without ``brokerName``."""
         return cls(str(q["brokerName"]), int(q.get("readQueueNums", 0)), int(q.get("writeQueueNums", 0)),
-                   int(q.get("perm", 6)), int(q.get("topicSysFlag", q.get("topicSynFlag", 0)) or 0))
+                   int(q.get("perm", PermName.READ_WRITE)), int(q.get("topicSysFlag", q.get("topicSynFlag", 0)) or 0))
 
 
 @dataclass(slots=True)
@@ -64,7 +68,7 @@ class BrokerData:
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         # Standard JSON: the numeric ids become string keys ("0"), which both ONS and CPP
         # accept (wire-contract §4), rather than fastjson's unquoted {0:"addr"}.
         return {
@@ -74,7 +78,7 @@ class BrokerData:
         }
 
     @classmethod
-    def from_json(cls, b: dict) -> BrokerData:
+    def from_json(cls, b: dict[str, Any]) -> BrokerData:
         """Broker ids become ints (they arrive as "0" or, via fastjson, 0)."""
         return cls(str(b.get("cluster", "")), str(b["brokerName"]),
                    {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()})
@@ -82,3 +86,112 @@ class BrokerData:
     def select_broker_addr(self) -> str | None:
         """The master's address, else any slave's."""
         return self.broker_addrs.get(MASTER_ID) or next(iter(self.broker_addrs.values()), None)
+
+    @property
+    def master_addr(self) -> str | None:
+        """The master's address (broker id 0), None when the master is down."""
+        return self.broker_addrs.get(MASTER_ID)
+
+
+@dataclass(slots=True)
+class TopicRouteData:
+    """The reply body of GET_ROUTEINFO_BY_TOPIC (Java ``TopicRouteData``), sorted by broker name."""
+
+    queue_datas: list[QueueData]
+    broker_datas: list[BrokerData]
+    order_topic_conf: str | None = None
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TopicRouteData:
+        qds = [QueueData.from_json(q) for q in d.get("queueDatas") or []]
+        bds = [BrokerData.from_json(b) for b in d.get("brokerDatas") or []]
+        qds.sort(key=lambda q: q.broker_name)
+        bds.sort(key=lambda b: b.broker_name)
+        conf = d.get("orderTopicConf")
+        return cls(qds, bds, None if conf is None else str(conf))
+
+    @classmethod
+    def from_body(cls, body: str | bytes | bytearray | memoryview) -> TopicRouteData:
+        """Parse the JSON body (fastjson's unquoted integer keys accepted). Raises ValueError,
+        KeyError, TypeError or AttributeError when it is not a route."""
+        d = loads_fastjson(body)
+        if not isinstance(d, dict):
+            raise TypeError(f"a route is a JSON object, not {type(d).__name__}")
+        return cls.from_json(d)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"queueDatas": [q.to_json() for q in self.queue_datas],
+                             "brokerDatas": [b.to_json() for b in self.broker_datas]}
+        if self.order_topic_conf is not None:
+            d["orderTopicConf"] = self.order_topic_conf
+        return d
+
+    def same_as(self, other: TopicRouteData | None) -> bool:
+        """Java ``topicRouteDataIsChange`` negated: the same queues, brokers and order conf."""
+        return other is not None and self == other
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        for b in self.broker_datas:
+            if b.broker_name == broker_name:
+                return b
+        return None
+
+    def master_addr(self, broker_name: str) -> str | None:
+        """The master address of ``broker_name`` in this route, None when it has none."""
+        b = self.broker(broker_name)
+        return None if b is None else b.master_addr
+
+    def readable_queues(self) -> list[tuple[str, int]]:
+        """``(broker_name, queue_id)`` of every readable queue whose broker has a master, sorted."""
+        return sorted((q.broker_name, i) for q in self.queue_datas
+                      if PermName.is_readable(q.perm) and self.master_addr(q.broker_name)
+                      for i in range(q.read_queue_nums))
+
+    def writable_queues(self) -> list[tuple[str, int]]:
+        """``(broker_name, queue_id)`` of every writable queue whose broker has a master, sorted."""
+        return sorted((q.broker_name, i) for q in self.queue_datas
+                      if PermName.is_writeable(q.perm) and self.master_addr(q.broker_name)
+                      for i in range(q.write_queue_nums))
+
+
+@dataclass(slots=True)
+class ClusterInfo:
+    """The reply body of GET_BROKER_CLUSTER_INFO (Java ``ClusterInfo``)."""
+
+    broker_addr_table: dict[str, BrokerData] = field(default_factory=dict)
+    cluster_addr_table: dict[str, list[str]] = field(default_factory=dict)
+
+    @classmethod
+    def from_body(cls, body: str | bytes | bytearray | memoryview) -> ClusterInfo:
+        """Parse the JSON body. Raises ValueError, KeyError, TypeError or AttributeError when
+        it is not a cluster info."""
+        d = loads_fastjson(body or b"{}")
+        if not isinstance(d, dict):
+            raise TypeError(f"a cluster info is a JSON object, not {type(d).__name__}")
+        brokers = {str(name): BrokerData.from_json({"brokerName": name, **bd})
+                   for name, bd in (d.get("brokerAddrTable") or {}).items()}
+        clusters = {str(c): sorted(str(n) for n in names or ())
+                    for c, names in (d.get("clusterAddrTable") or {}).items()}
+        return cls(brokers, clusters)
+
+    def master_addrs(self, cluster: str | None = None) -> dict[str, str]:
+        """brokerName → master address, of every broker (or of ``cluster``'s) that has a master.
+        Raises KeyError for a cluster the name server does not know."""
+        names = self.cluster_addr_table[cluster] if cluster is not None else list(self.broker_addr_table)
+        out = {}
+        for n in sorted(names):
+            b = self.broker_addr_table.get(n)
+            addr = None if b is None else b.master_addr
+            if addr:
+                out[n] = addr
+        return out
+
+    def names(self) -> set[str]:
+        """Cluster and broker names: RocketMQ lists them among the topics (the name server's
+        topic list includes them, and ``<cluster>_REPLY_TOPIC``)."""
+        out = set(self.broker_addr_table)
+        for cluster, brokers in self.cluster_addr_table.items():
+            out.add(cluster)
+            out.add(MixAll.get_reply_topic(cluster))
+            out.update(brokers)
+        return out

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Coroutine, Iterable, Iterator
+from collections.abc import Coroutine, Iterable, Iterator
+from typing import Any
 
 __all__ = ["BackgroundTasks", "stop_gracefully"]
 
@@ -30,9 +31,9 @@ class BackgroundTasks:
         self.owner = owner
         self.log = logger
         self.death_level = death_level
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
-    def spawn(self, coro: Coroutine, name: str | None = None) -> asyncio.Task:
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
         """Run ``coro`` as a task on the running loop (``name`` defaults to asyncio's own) and
         keep it until it ends."""
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -40,7 +41,7 @@ class BackgroundTasks:
         task.add_done_callback(self._done)
         return task
 
-    def _done(self, task: asyncio.Task) -> None:
+    def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             self.log.log(self.death_level, "%s: background task %s died: %r", self.owner, task.get_name(),
@@ -52,7 +53,7 @@ class BackgroundTasks:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def close(self, also: Iterable[asyncio.Future] = (), timeout: float | None = 10.0) -> None:
+    async def close(self, also: Iterable[asyncio.Future[Any]] = (), timeout: float | None = 10.0) -> None:
         """Cancel every task still running (and the futures in ``also``, which the owner keeps
         elsewhere) and wait until all have ended; their exceptions are swallowed. Tasks spawned
         afterwards are owned as before, so an owner that may restart keeps working.
@@ -76,12 +77,12 @@ class BackgroundTasks:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def __iter__(self) -> Iterator[asyncio.Task]:
+    def __iter__(self) -> Iterator[asyncio.Task[Any]]:
         return iter(list(self._tasks))
 
 
-async def stop_gracefully(task: asyncio.Task | None, grace: float, logger: logging.Logger, what: str,
-                          also: Iterable[asyncio.Task | None] = ()) -> None:
+async def stop_gracefully(task: asyncio.Task[Any] | None, grace: float, logger: logging.Logger, what: str,
+                          also: Iterable[asyncio.Task[Any] | None] = ()) -> None:
     """Stop a service's task that ends by itself once told to (its stop flag is already set).
 
     Waits up to ``grace`` seconds for ``task`` to finish (a warning names ``what`` when it does
@@ -91,7 +92,7 @@ async def stop_gracefully(task: asyncio.Task | None, grace: float, logger: loggi
     if task is not None:
         try:
             await asyncio.wait_for(asyncio.shield(task), grace)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             logger.warning("%s did not stop within %.0f s; cancelling it", what, grace)
         except Exception:  # noqa: BLE001 - logged below when awaited
             pass
@@ -103,5 +104,5 @@ async def stop_gracefully(task: asyncio.Task | None, grace: float, logger: loggi
             await t
         except asyncio.CancelledError:
             pass
-        except Exception:  # noqa: BLE001
+        except Exception:
             logger.exception("%s task failed", what)

@@ -20,6 +20,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from rmq.common.constants import PermName
 from rmq.common.route import MASTER_ID, BrokerData, QueueData
 
 __all__ = ["RouteInfoManager", "QueueData", "BrokerData", "BrokerLiveInfo", "RegisterBrokerResult", "MASTER_ID"]
@@ -120,7 +121,7 @@ class RouteInfoManager:
                 broker_name,
                 int(tc.get("readQueueNums", 0)),
                 int(tc.get("writeQueueNums", 0)),
-                int(tc.get("perm", 6)),
+                int(tc.get("perm", PermName.READ_WRITE)),
                 int(tc.get("topicSysFlag", 0)),
             )
             queues = self.topic_queue_table.setdefault(topic, {})

@@ -19,10 +19,12 @@ NOTIFY_CONSUMER_IDS_CHANGED, …), served by processors registered with
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-import time
-from typing import Any, Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, Self
 
+from rmq.common.log import RateLimitedLog, clip
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import (
     RemotingConnectError,
@@ -33,12 +35,18 @@ from rmq.errors import (
 )
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
-from rmq.remoting.connection import AsyncCall, Connection, ConnectionEvent, ConnectionManager
+from rmq.remoting.connection import (
+    AsyncCall,
+    Connection,
+    ConnectionEvent,
+    ConnectionManager,
+)
 from rmq.remoting.dispatcher import Dispatcher, ProcessorPool
 
-__all__ = ["RemotingClient", "RPCHook"]
+__all__ = ["RPCHook", "RemotingClient"]
 
 log = logging.getLogger("rmq.remoting")
+_rlog = RateLimitedLog(log)
 
 # Java NettyRemotingClient scans its response table every second.
 _SCAN_INTERVAL = 1.0
@@ -96,12 +104,12 @@ class RemotingClient:
         self.connection_manager = ConnectionManager(name)
         self.connection_manager.add_listener(self._on_event)
         self._conns: dict[str, Connection] = {}
-        self._connecting: dict[str, asyncio.Task] = {}
+        self._connecting: dict[str, asyncio.Task[Connection]] = {}
         self._async_in_flight = 0
         self._oneway_in_flight = 0
         self._hooks: list[RPCHook] = []
         self._tasks = BackgroundTasks(name, log)
-        self._scan_task: asyncio.Task | None = None
+        self._scan_task: asyncio.Task[Any] | None = None
         self._namesrv_index = 0
         self._closed = False
 
@@ -150,11 +158,11 @@ class RemotingClient:
         if task is None:
             task = asyncio.get_running_loop().create_task(self._connect(addr))
             self._connecting[addr] = task
-            task.add_done_callback(lambda t, addr=addr: self._connect_done(addr, t))
+            task.add_done_callback(functools.partial(self._connect_done, addr))
         # shield: one caller giving up must not cancel the connect the others wait on
         return await asyncio.shield(task)
 
-    def _connect_done(self, addr: str, task: asyncio.Task) -> None:
+    def _connect_done(self, addr: str, task: asyncio.Task[Connection]) -> None:
         if self._connecting.get(addr) is task:
             del self._connecting[addr]
         if not task.cancelled():
@@ -166,8 +174,12 @@ class RemotingClient:
         self._ensure_scan()
 
         def factory() -> Connection:
+            # The broker is not an anonymous peer: its replies may be slow over a thin link
+            # (requests have their own timeouts), and our own burst of async sends must not
+            # abort the connection, so no frame deadline and no write-buffer abort here.
             c = Connection(self.dispatcher, self.connection_manager, role=self.name,
-                           idle_timeout=self.idle_timeout, max_frame_length=self.max_frame_length)
+                           idle_timeout=self.idle_timeout, max_frame_length=self.max_frame_length,
+                           write_buffer_limit=None, frame_read_timeout=None)
             c.attributes["addr"] = addr
             return c
 
@@ -267,7 +279,7 @@ class RemotingClient:
                 for hook in self._hooks:
                     try:
                         hook.after(addr, cmd, response)
-                    except Exception as hook_exc:  # the response is delivered; report the hook's error with it
+                    except Exception as hook_exc:
                         response, exc = None, hook_exc
                         break
             callback(response, exc)
@@ -279,9 +291,11 @@ class RemotingClient:
         else:
             task = self._spawn(self._connect_and_send_async(addr, cmd, call))
             # A task cancelled before its first step never runs its body: fail the call here.
-            task.add_done_callback(
-                lambda t: t.cancelled() and call.complete(None, RemotingConnectError(addr, f"{self.name} closed"))
-            )
+            def fail_if_cancelled(t: asyncio.Task[Any]) -> None:
+                if t.cancelled():
+                    call.complete(None, RemotingConnectError(addr, f"{self.name} closed"))
+
+            task.add_done_callback(fail_if_cancelled)
 
     def _send_async(self, conn: Connection, cmd: RemotingCommand, call: AsyncCall) -> None:
         conn.register_async(call)
@@ -345,7 +359,8 @@ class RemotingClient:
             try:
                 response = await self.invoke(addr, cmd, timeout)
             except (RemotingConnectError, RemotingSendRequestError) as exc:
-                log.warning("%s: name server %s unreachable (%s), trying the next", self.name, addr, exc)
+                _rlog.warning(f"namesrv-unreachable:{addr}", "%s: name server %s unreachable (%s), trying the next",
+                              self.name, addr, clip(exc))
                 last_exc = exc
                 continue
             self._namesrv_index = idx
@@ -355,7 +370,7 @@ class RemotingClient:
 
     # ------------------------------------------------------------------ background
 
-    def _spawn(self, coro: Any) -> asyncio.Task:
+    def _spawn(self, coro: Any) -> asyncio.Task[Any]:
         return self._tasks.spawn(coro)
 
     def _ensure_scan(self) -> None:
@@ -407,7 +422,7 @@ class RemotingClient:
         self._conns.clear()
         await self.dispatcher.close(grace=1.0)
 
-    async def __aenter__(self) -> "RemotingClient":
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:

@@ -10,12 +10,24 @@ Netty's pipeline, flattened into one ``asyncio.Protocol`` whose stages are calle
 
 Flow control works both ways. Outgoing: when the transport's write buffer passes its high
 water mark (``pause_writing``) the connection stops reading, so a client that does not read
-its replies cannot make us buffer without bound; ``resume_writing`` reads again. Replies
-produced while handling one read are sent with one ``writelines`` (one vectored write), and
-so are commands written outside a read during one loop turn (replies finished by tasks, a
-client's pipelined requests): the first such write schedules a flush with ``call_soon``, the
-others join it. ``when_written`` tells the layer above when its buffers (zero-copy views of
-the store) are no longer referenced by the transport.
+its replies cannot make us buffer without bound; ``resume_writing`` reads again. Replies that
+are not requested by a read (long-polling wake-ups, async completions) can still grow the
+buffer of such a client: past ``write_buffer_limit`` the connection is aborted, its buffered
+replies dropped, and nobody else waits for it. Replies produced while handling one read are
+sent with one ``writelines`` (one vectored write), and so are commands written outside a read
+during one loop turn (replies finished by tasks, a client's pipelined requests): the first
+such write schedules a flush with ``call_soon``, the others join it. ``when_written`` tells the
+layer above when its buffers (zero-copy views of the store) are no longer referenced by the
+transport; its callbacks are kept per connection and released together (one check per
+connection, not per reply).
+
+Incoming: a frame once started must be complete within ``frame_read_timeout`` (a client
+trickling one byte a second is closed, although each byte resets the idle timer), and the
+bytes of all unfinished frames of a server count against one shared :class:`FrameBudget`;
+the connection whose read takes it over the budget is closed.
+
+Closing: ``close()`` flushes and closes gracefully, but a peer that does not read would keep a
+graceful close waiting forever, so the transport is aborted after ``close_grace`` seconds.
 
 Bad input (a malformed frame) closes only this connection, with one log line saying why.
 """
@@ -27,8 +39,10 @@ import logging
 import socket
 import struct
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Union, cast
 
+from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import (
     RemotingCommandError,
     RemotingConnectError,
@@ -42,9 +56,22 @@ from rmq.remoting.idle import IdleStateHandler
 if TYPE_CHECKING:  # pragma: no cover
     from rmq.remoting.dispatcher import Dispatcher
 
-__all__ = ["Connection", "ConnectionEvent", "ConnectionManager", "AsyncCall"]
+__all__ = [
+    "DEFAULT_CLOSE_GRACE",
+    "DEFAULT_FRAME_READ_TIMEOUT",
+    "DEFAULT_MAX_PARTIAL_FRAME_BYTES",
+    "DEFAULT_WRITE_BUFFER_HIGH",
+    "DEFAULT_WRITE_BUFFER_LIMIT",
+    "AsyncCall",
+    "Connection",
+    "ConnectionEvent",
+    "ConnectionManager",
+    "FrameBudget",
+]
 
 log = logging.getLogger("rmq.remoting")
+# Peers can repeat these as often as they like: one line per kind per 10 s.
+_rlog = RateLimitedLog(log)
 
 # A TLS ClientHello starts with record type 0x16; as a RocketMQ length word that would be a
 # frame of ≥ 369 MiB, so the first byte alone tells a TLS client apart.
@@ -53,11 +80,23 @@ _TLS_HANDSHAKE = 0x16
 # Write buffer marks: a pull reply is up to ~256 KiB, so the asyncio default (64 KiB) would
 # pause reading after every few replies on a busy connection.
 DEFAULT_WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+#: Above this many buffered bytes the peer is not reading at all: abort. Twice the largest
+#: frame, so one maximal reply always fits behind a full high mark.
+DEFAULT_WRITE_BUFFER_LIMIT = 2 * DEFAULT_MAX_FRAME_LENGTH
+#: Seconds a started frame may take to arrive completely.
+DEFAULT_FRAME_READ_TIMEOUT = 30.0
+#: Bytes of unfinished frames buffered by all connections of one server together.
+DEFAULT_MAX_PARTIAL_FRAME_BYTES = 64 * 1024 * 1024
+#: Seconds a graceful close may wait for the peer to take our buffered writes.
+DEFAULT_CLOSE_GRACE = 3.0
+
 _FRAME_LEN = struct.Struct(">i")
 
-# when_written() gives up after ~95 s (100 × 5 ms + 1900 × 50 ms) of a peer not reading.
-_WRITTEN_MAX_CHECKS = 2000
-_WRITTEN_GIVE_UP_AFTER = 100 * 0.005 + 1900 * 0.05
+# when_written(): first re-check of a still-buffered reply after 5 ms, backing off to 50 ms.
+_WRITTEN_FIRST_DELAY = 0.005
+_WRITTEN_MAX_DELAY = 0.05
+
+Waiter = Union["asyncio.Future[RemotingCommand]", "AsyncCall"]
 
 
 class ConnectionEvent(enum.Enum):
@@ -84,7 +123,7 @@ class ConnectionManager:
     def add_listener(self, listener: Callable[..., Any]) -> None:
         self._listeners.append(listener)
 
-    def emit(self, event: ConnectionEvent, conn: "Connection", exc: BaseException | None = None) -> None:
+    def emit(self, event: ConnectionEvent, conn: Connection, exc: BaseException | None = None) -> None:
         if event is ConnectionEvent.CONNECT:
             self.connections.add(conn)
         elif event is ConnectionEvent.CLOSE:
@@ -99,15 +138,61 @@ class ConnectionManager:
                 log.exception("%s: connection listener %r failed on %s", self.name, listener, event.name)
 
 
+class FrameBudget:
+    """Bytes of unfinished frames that all connections of one server may buffer together.
+
+    Every connection may buffer one frame of up to ``max_frame_length`` (16 MiB) while it
+    arrives; without a shared budget, N connections sending the start of a big frame hold N ×
+    16 MiB. Each connection charges what its decoder holds after a read and releases it when
+    the frame completes or the connection closes.
+
+    When a read takes the total over the limit, the connection that read is closed, unless it
+    holds no more than 1/16 of the budget (4 MiB by default, a whole maximal message): then
+    the connections holding the largest unfinished frames are closed until it fits, so a
+    producer half-way through a normal message does not pay for a client parking 15 MiB.
+
+    Args:
+        limit: the budget in bytes (default 64 MiB); ``None`` or ``<= 0`` disables it.
+    """
+
+    __slots__ = ("holders", "limit", "used")
+
+    def __init__(self, limit: int | None = DEFAULT_MAX_PARTIAL_FRAME_BYTES) -> None:
+        self.limit = limit if limit is not None and limit > 0 else None
+        self.used = 0
+        self.holders: dict[Connection, int] = {}  # connections with unfinished frames → bytes
+
+    def charge(self, conn: Connection, buffered: int) -> None:
+        """Set what ``conn`` holds now; close the largest holders while over the limit."""
+        before = self.holders.pop(conn, 0)
+        if buffered:
+            self.holders[conn] = buffered
+        self.used += buffered - before
+        limit = self.limit
+        if buffered > before and limit is not None and self.used > limit:
+            while self.used > limit and self.holders:
+                victim = conn if conn in self.holders and buffered > limit // 16 else \
+                    max(self.holders, key=self.holders.__getitem__)
+                _rlog.warning("frame-budget", "%s: closing %s, holding %d bytes of an unfinished frame: unfinished "
+                              "frames of all connections hold %d bytes, over the budget of %d "
+                              "(maxPartialFrameBytes)", victim.role, victim.remote_addr, self.holders[victim],
+                              self.used, limit)
+                victim._drop_unfinished()
+
+    def release(self, conn: Connection) -> None:
+        self.used -= self.holders.pop(conn, 0)
+
+
 class AsyncCall:
     """A pending ``invoke_async``: its callback, deadline and semaphore release.
 
     Completed exactly once, by the response, the timeout scan, or the connection dropping.
     """
 
-    __slots__ = ("opaque", "callback", "deadline", "timeout", "_release", "done")
+    __slots__ = ("_release", "callback", "deadline", "done", "opaque", "timeout")
 
-    def __init__(self, opaque: int, callback: Callable, deadline: float, timeout: float, release: Callable[[], None] | None) -> None:
+    def __init__(self, opaque: int, callback: Callable[[RemotingCommand | None, BaseException | None], Any],
+                 deadline: float, timeout: float, release: Callable[[], None] | None) -> None:
         self.opaque = opaque
         self.callback = callback
         self.deadline = deadline
@@ -131,6 +216,24 @@ class AsyncCall:
 class Connection(asyncio.Protocol):
     """One TCP connection carrying RemotingCommands both ways.
 
+    Args:
+        dispatcher: serves the requests the peer sends.
+        manager: told about connect / close / idle / bad input.
+        role: ``"server"``, ``"client"``, … (for logs).
+        idle_timeout: close after this many seconds without reads or writes (default 120);
+            None disables.
+        max_frame_length: refuse larger frames (default 16 MiB).
+        write_buffer_high: stop reading requests while more than this is buffered for the
+            peer (default 4 MiB).
+        write_buffer_limit: abort the connection when more than this is buffered (default
+            32 MiB): the peer does not read, and replies it did not pace (long-polling
+            wake-ups) keep coming.
+        frame_read_timeout: seconds a started frame may take to arrive (default 30); None
+            disables.
+        frame_budget: the server-wide :class:`FrameBudget` for unfinished frames (default
+            none).
+        close_grace: seconds ``close()`` waits for buffered writes before aborting (default 3).
+
     Attributes:
         remote_addr: peer ``"ip:port"``.
         local_addr: our ``"ip:port"``.
@@ -141,13 +244,17 @@ class Connection(asyncio.Protocol):
 
     def __init__(
         self,
-        dispatcher: "Dispatcher",
+        dispatcher: Dispatcher,
         manager: ConnectionManager,
         *,
         role: str = "server",
         idle_timeout: float | None = 120.0,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         write_buffer_high: int = DEFAULT_WRITE_BUFFER_HIGH,
+        write_buffer_limit: int | None = DEFAULT_WRITE_BUFFER_LIMIT,
+        frame_read_timeout: float | None = DEFAULT_FRAME_READ_TIMEOUT,
+        frame_budget: FrameBudget | None = None,
+        close_grace: float = DEFAULT_CLOSE_GRACE,
     ) -> None:
         self._dispatcher = dispatcher
         self._manager = manager
@@ -155,18 +262,35 @@ class Connection(asyncio.Protocol):
         self._idle_timeout = idle_timeout
         self._decoder = FrameDecoder(max_frame_length)
         self._write_buffer_high = write_buffer_high
-        self._transport: asyncio.Transport | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._write_buffer_limit = max(write_buffer_limit, write_buffer_high) if write_buffer_limit else None
+        self._frame_read_timeout = frame_read_timeout if frame_read_timeout and frame_read_timeout > 0 else None
+        self._frame_budget = frame_budget if frame_budget is not None and frame_budget.limit is not None else None
+        self._close_grace = close_grace
+        # Created by a protocol factory on the running loop (create_server / create_connection).
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None  # set by connection_made
         self._idle: IdleStateHandler | None = None
-        self._batch: list | None = None  # writes collected during one read or one loop turn
+        self._batch: list[Any] | None = None  # writes collected during one read or one loop turn
         self._in_read = False  # inside _process_frames (guards re-entry from resume_writing)
         self._batch_bytes = 0
         self._write_paused = False
-        self._pending: dict[int, asyncio.Future | AsyncCall] = {}  # the response table
-        self._writable: asyncio.Event | None = None
+        self._pending: dict[int, Waiter] = {}  # the response table
+        self._writable = asyncio.Event()
+        self._writable.set()
         self._seen_data = False
         self._broken = False  # bad input seen: ignore anything else that arrives
-        self._lost: asyncio.Future | None = None
+        self._lost: asyncio.Future[None] | None = None
+        # when_written callbacks waiting for the write buffer to empty, and the one check
+        self._written_waiters: list[Callable[[], None]] = []
+        self._written_check: asyncio.Handle | None = None
+        self._written_delay = _WRITTEN_FIRST_DELAY
+        # unfinished frame: when it started, frames completed by then, the deadline timer
+        self._frames_done = 0
+        self._frame_started: float | None = None
+        self._frame_started_at_count = 0
+        self._frame_timer: asyncio.TimerHandle | None = None
+        self._budget_charged = 0
+        self._close_timer: asyncio.TimerHandle | None = None
         self.remote_addr = "?"
         self.local_addr = "?"
         self.attributes: dict[str, Any] = {}
@@ -176,11 +300,9 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------------ asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        self._loop = loop = asyncio.get_running_loop()
-        self._lost = loop.create_future()
-        self._writable = asyncio.Event()
-        self._writable.set()
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        transport = self._transport = cast(asyncio.Transport, transport)
+        self._lost = self._loop.create_future()
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -191,7 +313,7 @@ class Connection(asyncio.Protocol):
         self.remote_addr = _fmt_addr(transport.get_extra_info("peername"))
         self.local_addr = _fmt_addr(transport.get_extra_info("sockname"))
         transport.set_write_buffer_limits(high=self._write_buffer_high)
-        self._idle = IdleStateHandler(loop, self._idle_timeout, self._on_idle)
+        self._idle = IdleStateHandler(self._loop, self._idle_timeout, self._on_idle)
         self._idle.start()
         self._manager.emit(ConnectionEvent.CONNECT, self)
 
@@ -203,9 +325,14 @@ class Connection(asyncio.Protocol):
             if data and data[0] == _TLS_HANDSHAKE:
                 self._bad_input(RemotingCommandError("TLS handshake received, but this port speaks plain TCP"))
                 return
-        self._idle.touch()  # type: ignore[union-attr]
-        self._decoder.feed(data)
+        idle = self._idle
+        if idle is not None:
+            idle.touch()
+        decoder = self._decoder
+        decoder.feed(data)
         self._process_frames()
+        if (decoder.buffered or self._budget_charged) and not self._broken:
+            self._track_unfinished()
 
     def _process_frames(self) -> None:
         """Decode and handle the buffered frames; replies are batched into one writelines.
@@ -221,6 +348,8 @@ class Connection(asyncio.Protocol):
             batch = self._batch = []
             self._batch_bytes = 0
         high = self._write_buffer_high
+        transport = self._transport
+        assert transport is not None
         self._in_read = True
         try:
             while not self._write_paused:
@@ -231,24 +360,80 @@ class Connection(asyncio.Protocol):
                     return
                 if cmd is None:
                     break
+                self._frames_done += 1
                 if cmd.flag & 1:
                     self._on_response(cmd)
                 else:
                     self._dispatcher.dispatch(self, cmd)
                 if self._batch_bytes >= high and batch:
-                    self._transport.writelines(batch)  # type: ignore[union-attr]  # may call pause_writing
+                    transport.writelines(batch)  # may call pause_writing
                     batch.clear()
                     self._batch_bytes = 0
-        except Exception as exc:  # a bug in a stage: report it like uvloop does, drop the connection
-            self._loop.call_exception_handler(  # type: ignore[union-attr]
+                    if self._write_paused:
+                        self._check_write_limit()
+        except Exception as exc:
+            self._loop.call_exception_handler(
                 {"message": f"rmq: unexpected error handling data from {self.remote_addr}",
-                 "exception": exc, "protocol": self, "transport": self._transport}
+                 "exception": exc, "protocol": self, "transport": transport}
             )
             self._broken = True
-            self._transport.abort()  # type: ignore[union-attr]
+            transport.abort()
         finally:
             self._in_read = False
             self._flush_batch()
+
+    def _track_unfinished(self) -> None:
+        """After a read: charge the unfinished frame to the budget and watch its deadline."""
+        buffered = self._decoder.buffered
+        budget = self._frame_budget
+        if budget is not None:
+            self._budget_charged = buffered
+            budget.charge(self, buffered)
+            if self._broken:  # closed to fit the budget
+                return
+        if not buffered:
+            self._frame_started = None
+            return
+        if self._frame_started is None or self._frames_done != self._frame_started_at_count:
+            # a new frame started in this read (the previous one, if any, completed)
+            self._frame_started = self._loop.time()
+            self._frame_started_at_count = self._frames_done
+        if self._frame_timer is None and self._frame_read_timeout is not None:
+            self._frame_timer = self._loop.call_later(self._frame_read_timeout, self._check_frame_deadline)
+
+    def _check_frame_deadline(self) -> None:
+        self._frame_timer = None
+        started = self._frame_started
+        timeout = self._frame_read_timeout
+        if self.closed or self._broken or started is None or timeout is None:
+            return
+        if not self._decoder.buffered:  # the frame completed since
+            self._frame_started = None
+            return
+        if self._write_paused:
+            # the frames waiting are whole ones we stopped decoding; the peer is not reading
+            self._frame_started = started = self._loop.time()
+        left = started + timeout - self._loop.time()
+        if left > 0:
+            self._frame_timer = self._loop.call_later(left, self._check_frame_deadline)
+            return
+        _rlog.warning("frame-deadline", "%s: closing %s: a frame started %.0f s ago is still incomplete "
+                      "(%d bytes so far; frameReadTimeoutSeconds)", self.role, self.remote_addr,
+                      timeout, self._decoder.buffered)
+        self._drop_unfinished()
+
+    def _drop_unfinished(self) -> None:
+        self._broken = True
+        self._release_budget()
+        self._manager.emit(ConnectionEvent.EXCEPTION, self,
+                           RemotingCommandError(f"unfinished frame from {self.remote_addr} dropped"))
+        self.abort()
+
+    def _release_budget(self) -> None:
+        budget = self._frame_budget
+        if budget is not None and self._budget_charged:
+            budget.release(self)
+            self._budget_charged = 0
 
     def eof_received(self) -> bool | None:
         return None  # close our side too
@@ -256,39 +441,48 @@ class Connection(asyncio.Protocol):
     def pause_writing(self) -> None:
         # The peer is not reading what we send: stop reading its requests until it catches up.
         self._write_paused = True
-        self._writable.clear()  # type: ignore[union-attr]
-        if not self.closed:
+        self._writable.clear()
+        transport = self._transport
+        if not self.closed and transport is not None:
             try:
-                self._transport.pause_reading()  # type: ignore[union-attr]
+                transport.pause_reading()
             except (RuntimeError, AttributeError):
                 pass
         log.debug("%s: write buffer full, paused reading from %s", self.role, self.remote_addr)
 
     def resume_writing(self) -> None:
         self._write_paused = False
-        self._writable.set()  # type: ignore[union-attr]
-        if not self.closed:
+        self._writable.set()
+        transport = self._transport
+        if not self.closed and transport is not None:
             try:
-                self._transport.resume_reading()  # type: ignore[union-attr]
+                transport.resume_reading()
             except (RuntimeError, AttributeError):
                 pass
             if self._decoder.buffered and not self._broken:
                 # frames left over when we paused; not from inside the transport's callback
-                self._loop.call_soon(self._resume_frames)  # type: ignore[union-attr]
+                self._loop.call_soon(self._resume_frames)
 
     def _resume_frames(self) -> None:
         if not self.closed and not self._broken and not self._write_paused and not self._in_read:
             self._process_frames()
+            if not self.closed and (self._decoder.buffered or self._budget_charged):
+                self._track_unfinished()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._idle is not None:
             self._idle.stop()
+        for timer in (self._frame_timer, self._close_timer):
+            if timer is not None:
+                timer.cancel()
+        self._frame_timer = self._close_timer = None
         if not self._broken and self._decoder.buffered:
-            log.warning("%s: %s closed the connection inside a frame (%d bytes of an incomplete frame dropped)",
-                        self.role, self.remote_addr, self._decoder.buffered)
-        if self._writable is not None:
-            self._writable.set()  # wake writers; they will see `closed`
+            _rlog.warning("closed-inside-frame", "%s: %s closed the connection inside a frame (%d bytes of an "
+                          "incomplete frame dropped)", self.role, self.remote_addr, self._decoder.buffered)
+        self._release_budget()
+        self._writable.set()  # wake writers; they will see `closed`
+        self._release_written()
         cause = exc if exc is not None else ConnectionResetError(f"connection to {self.remote_addr} closed")
         self._fail_pending(cause)
         if self._lost is not None and not self._lost.done():
@@ -300,9 +494,10 @@ class Connection(asyncio.Protocol):
     def _bad_input(self, exc: RemotingCommandError) -> None:
         """One log line, EXCEPTION to listeners, close this connection only."""
         self._broken = True
-        log.warning("%s: closing connection from %s: %s", self.role, self.remote_addr, exc)
-        if self._batch:  # replies to the good frames before the bad one still go out
-            self._transport.writelines(self._batch)  # type: ignore[union-attr]
+        _rlog.warning("bad-input", "%s: closing connection from %s: %s", self.role, self.remote_addr, clip(exc))
+        transport = self._transport
+        if self._batch and transport is not None:  # replies to the good frames before the bad one still go out
+            transport.writelines(self._batch)
             self._batch.clear()
         self._manager.emit(ConnectionEvent.EXCEPTION, self, exc)
         self.close()
@@ -318,7 +513,7 @@ class Connection(asyncio.Protocol):
             # Timed out already, or a peer answering something we never asked: harmless.
             log.debug("%s: response opaque=%s from %s matches no waiting request", self.role, cmd.opaque, self.remote_addr)
             return
-        if type(waiter) is AsyncCall:
+        if isinstance(waiter, AsyncCall):
             waiter.complete(cmd, None)
         elif not waiter.done():
             waiter.set_result(cmd)
@@ -328,7 +523,7 @@ class Connection(asyncio.Protocol):
         for waiter in pending.values():
             err = RemotingConnectError(self.remote_addr, f"connection to {self.remote_addr} closed while waiting for a response")
             err.__cause__ = cause
-            if type(waiter) is AsyncCall:
+            if isinstance(waiter, AsyncCall):
                 waiter.complete(None, err)
             elif not waiter.done():
                 waiter.set_exception(err)
@@ -345,14 +540,16 @@ class Connection(asyncio.Protocol):
         if transport is None or self.closed or transport.is_closing():
             raise RemotingSendRequestError(self.remote_addr, f"connection to {self.remote_addr} is closed")
         parts = encode(cmd)
-        self._idle.touch()  # type: ignore[union-attr]
+        idle = self._idle
+        if idle is not None:
+            idle.touch()
         batch = self._batch
         if batch is None:
             # First write of this loop turn outside a read: flush at the end of the turn, so
             # that what else is written meanwhile leaves in the same vectored write.
             batch = self._batch = []
             self._batch_bytes = 0
-            self._loop.call_soon(self._flush_batch)  # type: ignore[union-attr]
+            self._loop.call_soon(self._flush_batch)
         batch.extend(parts)
         self._batch_bytes += _FRAME_LEN.unpack_from(parts[0])[0]
         if self._batch_bytes >= self._write_buffer_high and not self._in_read:
@@ -368,41 +565,77 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if batch and transport is not None and not transport.is_closing():
             transport.writelines(batch)  # may call pause_writing
+            if self._write_paused:
+                self._check_write_limit()
+
+    def _check_write_limit(self) -> None:
+        """Abort a peer that lets more than ``write_buffer_limit`` pile up (it does not read)."""
+        limit = self._write_buffer_limit
+        transport = self._transport
+        if limit is None or transport is None or self.closed:
+            return
+        size = transport.get_write_buffer_size()
+        if size > limit:
+            _rlog.warning("write-limit", "%s: aborting %s: %d bytes of replies it does not read are buffered, "
+                          "over the limit of %d (writeBufferLimit)", self.role, self.remote_addr, size, limit)
+            self._broken = True
+            self._manager.emit(ConnectionEvent.EXCEPTION, self,
+                               RemotingCommandError(f"{self.remote_addr} does not read its replies"))
+            self.abort()
 
     def when_written(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` once everything written so far has left this process.
 
         That is when neither our batch nor the transport's buffer still references the
-        written buffers, so zero-copy views may be released. Also called when the
-        connection closes (the transport drops its buffer). asyncio reports no "drained"
-        event below the high-water mark, so this checks on the next loop turn and then polls.
+        written buffers, so zero-copy views may be released; or when the connection closes
+        (the transport drops its buffer). asyncio reports no "drained" event below the high
+        mark, so the connection checks on the next loop turn and, while its buffer is not
+        empty, again with a backoff from 5 ms to 50 ms: one check per connection however many
+        callbacks wait. A peer that never reads is aborted past ``write_buffer_limit`` or
+        closed when idle, which releases its callbacks.
         """
-        self._loop.call_soon(self._check_written, callback, 0)  # type: ignore[union-attr]
-
-    def _check_written(self, callback: Callable[[], None], attempt: int) -> None:
-        transport = self._transport
-        done = self.closed or transport is None or (self._batch is None and transport.get_write_buffer_size() == 0)
-        if done or attempt >= _WRITTEN_MAX_CHECKS:
-            if not done:
-                log.warning("%s: %s has not read a reply for ~%.0fs; releasing its buffers anyway",
-                            self.role, self.remote_addr, _WRITTEN_GIVE_UP_AFTER)
+        if self.closed:
             callback()
             return
-        # 5 ms steps for the first half second (a peer reading slowly), then 50 ms.
-        self._loop.call_later(0.005 if attempt < 100 else 0.05,  # type: ignore[union-attr]
-                              self._check_written, callback, attempt + 1)
+        self._written_waiters.append(callback)
+        if self._written_check is None:
+            self._written_delay = _WRITTEN_FIRST_DELAY
+            self._written_check = self._loop.call_soon(self._check_written)
+
+    def _check_written(self) -> None:
+        self._written_check = None
+        transport = self._transport
+        if self.closed or transport is None or (self._batch is None and transport.get_write_buffer_size() == 0):
+            self._release_written()
+            return
+        delay = self._written_delay
+        self._written_delay = min(delay * 2, _WRITTEN_MAX_DELAY)
+        self._written_check = self._loop.call_later(delay, self._check_written)
+
+    def _release_written(self) -> None:
+        if self._written_check is not None:
+            self._written_check.cancel()
+            self._written_check = None
+        waiters, self._written_waiters = self._written_waiters, []
+        for callback in waiters:
+            try:
+                callback()
+            except Exception:
+                log.exception("%s: when_written callback %r raised", self.role, callback)
 
     def send_response(self, cmd: RemotingCommand) -> None:
         """Write a response; ignored (debug log) if the connection has closed meanwhile."""
-        if self.closed or self._transport is None or self._transport.is_closing():
+        transport = self._transport
+        if self.closed or transport is None or transport.is_closing():
             log.debug("%s: dropping response opaque=%s to closed %s", self.role, cmd.opaque, self.remote_addr)
             return
         try:
             self.write(cmd)
         except RemotingCommandError as exc:  # unencodable (bad body type, header over 16 MiB)
-            log.error("%s: cannot encode response code=%s opaque=%s: %s", self.role, cmd.code, cmd.opaque, exc)
+            _rlog.error(f"encode:{cmd.code}", "%s: cannot encode response code=%s opaque=%s: %s",
+                        self.role, cmd.code, cmd.opaque, clip(exc))
             # the requester still gets an answer rather than a timeout
-            self.write(RemotingCommand(1, opaque=cmd.opaque, flag=cmd.flag, remark=f"cannot encode response: {exc}",
+            self.write(RemotingCommand(1, opaque=cmd.opaque, flag=cmd.flag, remark=f"cannot encode response: {clip(exc)}",
                                        serialize_type=cmd.serialize_type if cmd.serialize_type in (0, 1) else 0))
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
@@ -425,12 +658,12 @@ class Connection(asyncio.Protocol):
         opaque = cmd.opaque
         if opaque in self._pending:
             raise RemotingSendRequestError(self.remote_addr, f"opaque {opaque} is already waiting on {self.remote_addr}")
-        fut = self._loop.create_future()  # type: ignore[union-attr]
+        fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = fut
         try:
             async with asyncio.timeout(timeout):
-                if not self._writable.is_set():  # type: ignore[union-attr]
-                    await self._writable.wait()  # type: ignore[union-attr]
+                if not self._writable.is_set():
+                    await self._writable.wait()
                 self.write(cmd)
                 return await fut
         except TimeoutError:
@@ -448,7 +681,7 @@ class Connection(asyncio.Protocol):
 
     def expire(self, now: float) -> int:
         """Fail ``AsyncCall`` entries past their deadline (the 1 s scan). Returns how many."""
-        expired = [c for c in self._pending.values() if type(c) is AsyncCall and c.deadline <= now]
+        expired = [c for c in self._pending.values() if isinstance(c, AsyncCall) and c.deadline <= now]
         for call in expired:
             self._pending.pop(call.opaque, None)
             call.complete(None, RemotingTimeoutError(self.remote_addr, call.timeout))
@@ -462,16 +695,31 @@ class Connection(asyncio.Protocol):
     @property
     def writable(self) -> bool:
         """False while the peer is not reading (write buffer above the high mark)."""
-        return self._writable is None or self._writable.is_set()
+        return self._writable.is_set()
 
     # ------------------------------------------------------------------ closing
 
     def close(self) -> None:
-        """Close after flushing what is buffered; idempotent."""
+        """Close after flushing what is buffered; idempotent.
+
+        A peer that does not read would keep the graceful close waiting for ever: if the
+        connection is not gone after ``close_grace`` seconds, it is aborted.
+        """
         self._flush_batch()
         self.closed = True
-        if self._transport is not None and not self._transport.is_closing():
-            self._transport.close()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            transport.close()
+            if self._close_timer is None and self._lost is not None and not self._lost.done():
+                self._close_timer = self._loop.call_later(self._close_grace, self._close_expired)
+
+    def _close_expired(self) -> None:
+        self._close_timer = None
+        if self._lost is not None and not self._lost.done():
+            _rlog.info("close-grace", "%s: %s did not take its last %d bytes within %.0f s of closing; aborting",
+                       self.role, self.remote_addr,
+                       self._transport.get_write_buffer_size() if self._transport is not None else 0, self._close_grace)
+            self.abort()
 
     def abort(self) -> None:
         """Close now, dropping buffered writes."""
@@ -483,6 +731,11 @@ class Connection(asyncio.Protocol):
         """Wait until ``connection_lost`` ran."""
         if self._lost is not None:
             await asyncio.shield(self._lost)
+
+    @property
+    def lost(self) -> bool:
+        """True once ``connection_lost`` ran (the socket is gone)."""
+        return self._lost is not None and self._lost.done()
 
     def __repr__(self) -> str:
         return f"<Connection {self.role} {self.local_addr}->{self.remote_addr}{' closed' if self.closed else ''}>"

@@ -25,9 +25,11 @@ import concurrent.futures
 import functools
 import inspect
 import logging
-import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Protocol
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
+from rmq.common.log import RateLimitedLog, clip
 from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 
@@ -38,16 +40,18 @@ __all__ = ["Dispatcher", "ProcessorPool", "RequestProcessor"]
 
 log = logging.getLogger("rmq.remoting")
 
-# Overload and unknown-code warnings repeat per request; one line per key per interval is
-# enough to see what is happening without flooding the log during a storm.
-_WARN_INTERVAL = 10.0
+# Overload, unknown-code and failure lines repeat per request; one line per key per interval
+# (with the count of the rest) is enough to see what is happening without flooding the log.
+_rlog = RateLimitedLog(log)
+# Frames of a failed request's traceback kept in its log line.
+_TRACEBACK_FRAMES = 12
 
 
 class RequestProcessor(Protocol):
     """What ``register_processor`` accepts (``reject_request`` is optional)."""
 
     def process_request(
-        self, conn: "Connection", cmd: RemotingCommand
+        self, conn: Connection, cmd: RemotingCommand
     ) -> RemotingCommand | None | Awaitable[RemotingCommand | None]: ...
 
     def reject_request(self) -> bool: ...
@@ -74,7 +78,7 @@ class ProcessorPool:
         self.threads = threads
         self._admitted = 0  # running + waiting
         self._slots: asyncio.Semaphore | None = None  # created lazily on the running loop
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     @property
@@ -87,7 +91,7 @@ class ProcessorPool:
         """True when one more request would exceed ``max_in_flight + max_queue``."""
         return self._admitted >= self.max_in_flight + self.max_queue
 
-    def submit(self, aw: Awaitable[Any], on_done: Callable[[Any, BaseException | None], None]) -> asyncio.Task:
+    def submit(self, aw: Awaitable[Any], on_done: Callable[[Any, BaseException | None], None]) -> asyncio.Task[None]:
         """Run ``aw`` when a slot is free; ``on_done(result, exc)`` is called on the loop.
 
         The caller checks :attr:`full` first.
@@ -108,7 +112,7 @@ class ProcessorPool:
                     result = await aw
                 except asyncio.CancelledError:
                     raise
-                except Exception as exc:  # reported to the requester as SYSTEM_ERROR
+                except Exception as exc:
                     on_done(None, exc)
                     return
                 on_done(result, None)
@@ -150,7 +154,6 @@ class Dispatcher:
         self._default: tuple[Any, ProcessorPool, Any] | None = None
         self._default_pool = ProcessorPool("default", max_in_flight=256)
         self._pools: list[ProcessorPool] = [self._default_pool]
-        self._warned: dict[object, float] = {}
 
     def register_processor(self, code: int, processor: Any, pool: ProcessorPool | None = None) -> None:
         """Serve ``code`` with ``processor``; async work is bounded by ``pool`` (default: shared pool)."""
@@ -174,14 +177,14 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ the request path
 
-    def dispatch(self, conn: "Connection", cmd: RemotingCommand) -> None:
+    def dispatch(self, conn: Connection, cmd: RemotingCommand) -> None:
         """Process one request from ``conn``; every outcome but ``None``/oneway sends a reply."""
         entry = self._table.get(cmd.code)
         if entry is None:
             entry = self._default
             if entry is None:
-                self._warn_limited(("code", cmd.code), "%s: %s sent request code %s, which is not supported",
-                                   self.name, conn.remote_addr, cmd.code)
+                _rlog.warning(f"unsupported-code:{cmd.code}", "%s: %s sent request code %s, which is not supported",
+                              self.name, conn.remote_addr, cmd.code)
                 self._reply(conn, cmd, _error(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                               f"request code {cmd.code} not supported"))
                 return
@@ -191,8 +194,8 @@ class Dispatcher:
                                           "[REJECTREQUEST]system busy, start flow control for a while"))
             return
         if pool.full:
-            self._warn_limited(("pool", pool.name), "%s: pool %r is full (%d in flight), SYSTEM_BUSY to %s code %s",
-                               self.name, pool.name, pool.in_flight, conn.remote_addr, cmd.code)
+            _rlog.warning(f"pool-full:{pool.name}", "%s: pool %r is full (%d in flight), SYSTEM_BUSY to %s code %s",
+                          self.name, pool.name, pool.in_flight, conn.remote_addr, cmd.code)
             self._reply(conn, cmd, _error(cmd, ResponseCode.SYSTEM_BUSY,
                                           f"[OVERLOAD]system busy, pool {pool.name} is full"))
             return
@@ -211,13 +214,7 @@ class Dispatcher:
             return
         self._failed(conn, cmd, TypeError(f"processor returned {type(result).__name__}, not a RemotingCommand"))
 
-    def _warn_limited(self, key: object, msg: str, *args: object) -> None:
-        now = time.monotonic()
-        if now - self._warned.get(key, -_WARN_INTERVAL) >= _WARN_INTERVAL:
-            self._warned[key] = now
-            log.warning(msg, *args)
-
-    def _on_async_done(self, conn: "Connection", cmd: RemotingCommand, result: Any, exc: BaseException | None) -> None:
+    def _on_async_done(self, conn: Connection, cmd: RemotingCommand, result: Any, exc: BaseException | None) -> None:
         if exc is not None:
             self._failed(conn, cmd, exc)
         elif result is None:
@@ -227,12 +224,21 @@ class Dispatcher:
         else:
             self._failed(conn, cmd, TypeError(f"processor returned {type(result).__name__}, not a RemotingCommand"))
 
-    def _failed(self, conn: "Connection", cmd: RemotingCommand, exc: BaseException) -> None:
-        log.error("%s: processing code %s from %s failed", self.name, cmd.code, conn.remote_addr, exc_info=exc)
-        self._reply(conn, cmd, _error(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}"))
+    def _failed(self, conn: Connection, cmd: RemotingCommand, exc: BaseException) -> None:
+        """SYSTEM_ERROR to the requester; one log line per code and error type per interval.
+
+        The error's text may quote the request (a 2-million-character header value), so the
+        line carries it clipped, with the stack (innermost frames) but not ``exc_info``, whose
+        formatting would repeat the whole message.
+        """
+        text = clip(exc)
+        _rlog.error(f"failed:{cmd.code}:{type(exc).__name__}", "%s: processing code %s from %s failed: %s: %s\n%s",
+                    self.name, cmd.code, conn.remote_addr, type(exc).__name__, text,
+                    "".join(traceback.format_tb(exc.__traceback__, -_TRACEBACK_FRAMES)).rstrip())
+        self._reply(conn, cmd, _error(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {text}"))
 
     @staticmethod
-    def _reply(conn: "Connection", request: RemotingCommand, response: RemotingCommand) -> None:
+    def _reply(conn: Connection, request: RemotingCommand, response: RemotingCommand) -> None:
         if request.flag & FLAG_ONEWAY:
             return
         # Whatever the processor built, it answers this request, in this request's encoding.

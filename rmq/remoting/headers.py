@@ -32,7 +32,7 @@ import os
 import typing
 from typing import Any, Callable, ClassVar
 
-from rmq.common.constants import PermName
+from rmq.common.constants import PermName, TopicValidator
 from rmq.errors import RemotingCommandError
 
 __all__ = [
@@ -357,7 +357,7 @@ class SendMessageRequestHeader(Header):
 
     producer_group: str = w("producerGroup")
     topic: str = w("topic")
-    default_topic: str = w("defaultTopic", "TBW102")
+    default_topic: str = w("defaultTopic", TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC)
     default_topic_queue_nums: int = w("defaultTopicQueueNums", 4)
     queue_id: int = w("queueId")
     sys_flag: int = w("sysFlag", 0)
@@ -534,10 +534,10 @@ class CreateTopicRequestHeader(Header):
     """UPDATE_AND_CREATE_TOPIC (17). ``perm``: 2 write, 4 read, 6 both."""
 
     topic: str = w("topic")
-    default_topic: str = w("defaultTopic", "TBW102")
+    default_topic: str = w("defaultTopic", TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC)
     read_queue_nums: int = w("readQueueNums")
     write_queue_nums: int = w("writeQueueNums")
-    perm: int = w("perm", 6, lo=0, hi=PermName.ALL)
+    perm: int = w("perm", PermName.READ_WRITE, lo=0, hi=PermName.ALL)
     topic_filter_type: str = w("topicFilterType", "SINGLE_TAG")
     topic_sys_flag: int | None = w("topicSysFlag", None)
     order: bool = w("order", False)

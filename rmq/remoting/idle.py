@@ -9,7 +9,7 @@ if the connection really was idle for ``timeout`` seconds, calls ``on_idle``.
 from __future__ import annotations
 
 import asyncio
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["IdleStateHandler"]
 
@@ -24,7 +24,7 @@ class IdleStateHandler:
         on_idle: called once, on the loop, when the connection went idle.
     """
 
-    __slots__ = ("_loop", "_timeout", "_on_idle", "_handle", "last_io")
+    __slots__ = ("_handle", "_loop", "_on_idle", "_timeout", "last_io")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, timeout: float | None, on_idle: Callable[[], None]) -> None:
         self._loop = loop

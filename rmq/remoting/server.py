@@ -16,21 +16,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, Self
 
+from rmq.common.log import RateLimitedLog
 from rmq.errors import IllegalStateError
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rmq.remoting.connection import (
+    DEFAULT_CLOSE_GRACE,
+    DEFAULT_FRAME_READ_TIMEOUT,
+    DEFAULT_MAX_PARTIAL_FRAME_BYTES,
     DEFAULT_WRITE_BUFFER_HIGH,
+    DEFAULT_WRITE_BUFFER_LIMIT,
     Connection,
     ConnectionEvent,
     ConnectionManager,
+    FrameBudget,
 )
 from rmq.remoting.dispatcher import Dispatcher, ProcessorPool
 
 __all__ = ["RemotingServer"]
 
 log = logging.getLogger("rmq.remoting")
+_rlog = RateLimitedLog(log)
 
 
 class RemotingServer:
@@ -45,6 +53,15 @@ class RemotingServer:
         max_connections: refuse connections beyond this many (default 65 536).
         write_buffer_high: per-connection write buffer high mark in bytes (default 4 MiB);
             above it the connection stops reading requests until the peer catches up.
+        write_buffer_limit: per-connection bytes buffered for a peer before it is aborted
+            as one that does not read (default 32 MiB); None disables.
+        frame_read_timeout: seconds a started frame may take to arrive completely (default
+            30); None disables.
+        max_partial_frame_bytes: bytes of unfinished frames all connections may buffer
+            together (default 64 MiB); the connection whose read goes past it is closed.
+            None disables.
+        close_grace: seconds a closing connection may wait for its peer to take the last
+            replies before it is aborted (default 3).
         name: used in logs (default ``"remoting"``).
     """
 
@@ -57,6 +74,10 @@ class RemotingServer:
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         max_connections: int = 65536,
         write_buffer_high: int = DEFAULT_WRITE_BUFFER_HIGH,
+        write_buffer_limit: int | None = DEFAULT_WRITE_BUFFER_LIMIT,
+        frame_read_timeout: float | None = DEFAULT_FRAME_READ_TIMEOUT,
+        max_partial_frame_bytes: int | None = DEFAULT_MAX_PARTIAL_FRAME_BYTES,
+        close_grace: float = DEFAULT_CLOSE_GRACE,
         name: str = "remoting",
     ) -> None:
         self.host = host
@@ -65,6 +86,10 @@ class RemotingServer:
         self.max_frame_length = max_frame_length
         self.max_connections = max_connections
         self.write_buffer_high = write_buffer_high
+        self.write_buffer_limit = write_buffer_limit
+        self.frame_read_timeout = frame_read_timeout
+        self.frame_budget = FrameBudget(max_partial_frame_bytes)
+        self.close_grace = close_grace
         self.name = name
         self.dispatcher = Dispatcher(name)
         self.connection_manager = ConnectionManager(name)
@@ -100,6 +125,10 @@ class RemotingServer:
             idle_timeout=self.idle_timeout,
             max_frame_length=self.max_frame_length,
             write_buffer_high=self.write_buffer_high,
+            write_buffer_limit=self.write_buffer_limit,
+            frame_read_timeout=self.frame_read_timeout,
+            frame_budget=self.frame_budget,
+            close_grace=self.close_grace,
         )
 
     async def start(self) -> None:
@@ -122,16 +151,17 @@ class RemotingServer:
             if self._closing:
                 conn.abort()
             elif len(self.connection_manager.connections) > self.max_connections:
-                log.warning("%s: %d connections is over the cap of %d, refusing %s",
+                _rlog.warning("connection-cap", "%s: %d connections is over the cap of %d, refusing %s",
                             self.name, len(self.connection_manager.connections), self.max_connections, conn.remote_addr)
                 conn.abort()
 
     @property
     def port(self) -> int:
         """The bound port (after ``start()``)."""
-        if self._server is None or not self._server.sockets:
+        sockets = getattr(self._server, "sockets", None)  # asyncio.Server / uvloop Server
+        if not sockets:
             return self._port
-        return self._server.sockets[0].getsockname()[1]
+        return int(sockets[0].getsockname()[1])
 
     @property
     def address(self) -> str:
@@ -156,12 +186,12 @@ class RemotingServer:
             for t in pending:
                 t.cancel()
             for conn in conns:
-                if not conn._lost or not conn._lost.done():
+                if not conn.lost:
                     conn.abort()
         await self._server.wait_closed()
         log.info("%s: remoting server on %s closed", self.name, self.address)
 
-    async def __aenter__(self) -> "RemotingServer":
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 

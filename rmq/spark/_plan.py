@@ -16,14 +16,16 @@ import logging
 import math
 import re
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Iterator, Mapping
 
+from rmq.common.constants import MixAll, TopicValidator
+from rmq.common.route import TopicRouteData
 from rmq.errors import ClientError, RMQError, TopicNotExistError
-from rmq.remoting.codes import ResponseCode
-from rmq.spark._client import RocketMQClient, TopicRoute
+from rmq.spark._client import RocketMQClient
 from rmq.spark._records import Chunk, queue_offset_at, record_starts
 from rmq.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
+from rmq.types import PullStatus
 
 __all__ = [
     "QueueRange",
@@ -33,15 +35,17 @@ __all__ = [
     "plan_ranges",
     "rate_limit",
     "read_range",
-    "SYSTEM_TOPIC_PREFIXES",
+    "is_internal_topic",
 ]
 
 log = logging.getLogger("rmq.spark")
 
-# Topics a pattern never matches: RocketMQ's own (retry, DLQ, schedule, trace, the
-# auto-create template) — like Kafka's internal topics for subscribePattern.
-SYSTEM_TOPIC_PREFIXES = ("%RETRY%", "%DLQ%", "RMQ_SYS_", "rmq_sys_", "SCHEDULE_TOPIC_XXXX", "TBW102",
-                         "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "BenchmarkTest")
+
+def is_internal_topic(topic: str) -> bool:
+    """Topics a pattern never matches: RocketMQ's own (Java ``TopicValidator.isSystemTopic``:
+    schedule, transaction, trace, the auto-create template, ...) and every group's retry and
+    dead-letter topics; like Kafka's internal topics for subscribePattern."""
+    return TopicValidator.is_system_topic(topic) or MixAll.is_retry_topic(topic) or MixAll.is_dlq_topic(topic)
 
 
 class DataLossError(RMQError):
@@ -71,7 +75,7 @@ class QueueRange:
 # ------------------------------------------------------------------------------ queues
 
 
-def _routes(client: RocketMQClient, topics, *, missing_ok: bool) -> dict[str, TopicRoute]:
+def _routes(client: RocketMQClient, topics, *, missing_ok: bool) -> dict[str, TopicRouteData]:
     out = {}
     for t in topics:
         try:
@@ -96,7 +100,7 @@ def resolve_queues(client: RocketMQClient, opts: SourceOptions) -> dict[tuple, s
         rx = re.compile(opts.subscribe_pattern)
         skip = client.cluster_names()
         topics = [t for t in client.all_topics()
-                  if rx.fullmatch(t) and not t.startswith(SYSTEM_TOPIC_PREFIXES) and t not in skip]
+                  if rx.fullmatch(t) and not is_internal_topic(t) and t not in skip]
         routes = _routes(client, topics, missing_ok=True)
     else:
         routes = _routes(client, list(opts.assign), missing_ok=missing_ok)
@@ -293,7 +297,7 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
             if req_off != cursor:
                 break  # an earlier answer came up short; re-request from the cursor
             resp = client.pull_response(addr, raw, rng.topic, rng.queue_id)
-            if resp.code == ResponseCode.SUCCESS:
+            if resp.status is PullStatus.FOUND:
                 body = resp.body
                 starts = record_starts(body)
                 first, after = _span(body, starts, cursor, end)
@@ -309,7 +313,7 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
                 chunk.add(body, starts, cursor, end)
                 cursor = nxt
                 retries = 0
-            elif resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:
+            elif resp.status is PullStatus.NO_MATCHED_MSG:
                 if resp.next_begin_offset > cursor:  # the tag filter skipped these offsets
                     cursor = min(resp.next_begin_offset, end)
                     retries = 0
@@ -320,7 +324,7 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
                                           f"{rng.broker_name}/{rng.queue_id} at {cursor}: {resp.remark}")
                     time.sleep(0.05 * retries)
                     break
-            elif resp.code == ResponseCode.PULL_OFFSET_MOVED:
+            elif resp.status is PullStatus.OFFSET_ILLEGAL:
                 if resp.next_begin_offset > cursor:
                     hi = min(resp.next_begin_offset, end)
                     _lost(opts, rng, cursor, hi, f"the queue now starts at {resp.min_offset}")

@@ -19,22 +19,27 @@ import os
 import random
 import time
 import zlib
-from typing import Sequence
+from collections.abc import Sequence
 
-from rmq.common.message import MessageConst, encode_batch_item
+from rmq.common.constants import TopicValidator
+from rmq.common.message import MessageConst, encode_batch_item, properties_to_string
+from rmq.common.route import TopicRouteData
 from rmq.errors import ClientError, RequestCodeNotSupportedError, TopicNotExistError
+from rmq.remoting import requests as rq
 from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
-from rmq.spark._client import RocketMQClient, TopicRoute
+from rmq.remoting.headers import SendMessageRequestHeader
+from rmq.spark._client import RocketMQClient
 from rmq.spark._records import encode_properties
 from rmq.spark.options import SinkOptions
+from rmq.types import MessageQueue
 
 __all__ = ["MessageSender", "SinkError", "AUTO_CREATE_TOPIC"]
 
 log = logging.getLogger("rmq.spark")
 
-AUTO_CREATE_TOPIC = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
+AUTO_CREATE_TOPIC = TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 _DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
+_BATCH_PROPERTIES = properties_to_string({MessageConst.WAIT_STORE_MSG_OK: "true"}, trailing_separator=True)
 _MAX_BATCH_BYTES = 1024 * 1024  # well under the broker's 4 MiB maxMessageSize for a whole batch
 _RESERVED = frozenset({MessageConst.KEYS, MessageConst.TAGS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
                        MessageConst.WAIT_STORE_MSG_OK})
@@ -112,7 +117,7 @@ def _user_properties(col):
 class _TopicTarget:
     __slots__ = ("topic", "queues", "addrs", "default_topic", "rr", "by_qid")
 
-    def __init__(self, topic: str, route: TopicRoute, default_topic: str | None) -> None:
+    def __init__(self, topic: str, route: TopicRouteData, default_topic: str | None) -> None:
         self.topic = topic
         self.queues = route.writable_queues()
         if default_topic:
@@ -381,44 +386,40 @@ class MessageSender:
 
     def _queue_send(self, topic: str, broker: str, qid: int, body: bytes, count: int) -> None:
         t = self._targets[topic]
-        fields = {
-            "a": self.opts.producer_group,
-            "b": topic,
-            "c": t.default_topic or AUTO_CREATE_TOPIC,
-            "d": _DEFAULT_TOPIC_QUEUE_NUMS,
-            "e": qid,
-            "f": 0,
-            "g": int(time.time() * 1000),
-            "h": 0,
-            "i": "WAIT\x01true\x02",
-            "j": 0,
-            "k": False,
-            "m": True,
-        }
+        # The batch's own properties: the broker waits for the store (WAIT=true), as Java's
+        # DefaultMQProducer sends; each item carries its own keys, tags and UNIQ_KEY.
+        header = SendMessageRequestHeader(
+            producer_group=self.opts.producer_group, topic=topic,
+            default_topic=t.default_topic or AUTO_CREATE_TOPIC,
+            default_topic_queue_nums=_DEFAULT_TOPIC_QUEUE_NUMS, queue_id=qid, sys_flag=0,
+            born_timestamp=int(time.time() * 1000), flag=0, properties=_BATCH_PROPERTIES,
+            reconsume_times=0, unit_mode=False, batch=True)
         addr = t.addrs[broker]
         ready = self._ready.setdefault(addr, [])
-        ready.append((fields, body, f"sending {count} messages to {topic}/{broker}/{qid}", count))
+        ready.append((header, body, MessageQueue(topic, broker, qid),
+                      f"sending {count} messages to {topic}/{broker}/{qid}", count))
         if len(ready) >= self.opts.max_in_flight:
             self._send(addr)
+
+    def _requests(self, ready: list) -> list:
+        return [(rq.send_message(h, body, code=self._batch_code), mq, desc) for h, body, mq, desc, _ in ready]
 
     def _send(self, addr: str) -> None:
         ready = self._ready.pop(addr, [])
         if not ready:
             return
         timeout = self.opts.send_timeout_ms / 1000.0
-        cmds = [RemotingCommand.request(self._batch_code, f, body) for f, body, _, _ in ready]
         try:
-            self.client.send_requests(addr, cmds, [d for _, _, d, _ in ready], timeout=timeout)
+            self.client.send_requests(addr, self._requests(ready), timeout=timeout)
         except RequestCodeNotSupportedError:
             if self._batch_code != RequestCode.SEND_BATCH_MESSAGE:
                 raise
             # Brokers that only know the C++ clients' form: SEND_MESSAGE_V2 with the batch flag.
             # Nothing of a refused request was stored, so re-sending them all is safe.
-            log.info("broker %s does not support SEND_BATCH_MESSAGE; using SEND_MESSAGE_V2 with m=true", addr)
+            log.info("broker %s does not support SEND_BATCH_MESSAGE; using SEND_MESSAGE_V2 with the batch flag", addr)
             self._batch_code = RequestCode.SEND_MESSAGE_V2
-            cmds = [RemotingCommand.request(self._batch_code, f, body) for f, body, _, _ in ready]
-            self.client.send_requests(addr, cmds, [d for _, _, d, _ in ready], timeout=timeout)
-        self.sent += sum(c for _, _, _, c in ready)
+            self.client.send_requests(addr, self._requests(ready), timeout=timeout)
+        self.sent += sum(r[-1] for r in ready)
 
     def flush(self) -> int:
         """Send everything buffered; returns the number of messages sent so far."""

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from rmq.common.constants import TopicValidator
 from rmq.errors import ClientError
 
 __all__ = [
@@ -337,7 +338,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     group = opts.get("group")
     if group is not None:
         group = group.strip()
-        if not group or not re.fullmatch(r"[%|a-zA-Z0-9_-]{1,255}", group):
+        if not group or len(group) > 255 or TopicValidator.is_topic_or_group_illegal(group):
             raise OptionError(f"group: {opts.get('group')!r} is not a valid consumer group name")
         if not streaming:
             raise OptionError("group: committing offsets to a consumer group is for streaming queries only")
@@ -385,9 +386,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None:
         topic = topic.strip()
-        if not re.fullmatch(r"[%|a-zA-Z0-9_-]{1,127}", topic):
-            raise OptionError(f"topic: {opts.get('topic')!r} is not a valid topic name "
-                              "(letters, digits, %, |, _ and -, at most 127 characters)")
+        reason = TopicValidator.check_topic(topic)
+        if reason is not None:
+            raise OptionError(f"topic: {opts.get('topic')!r} is not a valid topic name: {reason}")
     return SinkOptions(
         name_servers=servers,
         topic=topic,

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import logging
-import re
 import time
 
 from rmq import _store
+from rmq.common.constants import TopicValidator
 from rmq.store.config import StoreConfig
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
 from rmq.store.message import (AppendMessageResult, MessageInner,
@@ -17,7 +17,6 @@ log = logging.getLogger("rmq.store")
 
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 # Java TopicValidator.VALID_PATTERN_STR: also keeps topic names safe as directory names.
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
 
@@ -76,7 +75,8 @@ class CommitLog:
         b = self._topic_cache.get(topic)
         if b is None:
             b = topic.encode("utf-8")
-            if len(self._topic_cache) < 100_000 and _VALID_TOPIC.match(topic) and len(b) <= 127:
+            if (len(self._topic_cache) < 100_000 and not TopicValidator.is_topic_or_group_illegal(topic)
+                    and len(b) <= 127):
                 self._topic_cache[topic] = b
         return b
 
@@ -97,7 +97,7 @@ class CommitLog:
         if not topic_b or len(topic_b) > 127:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"topic must be 1..127 bytes, got {len(topic_b)}")
-        if msg.topic not in self._topic_cache and not _VALID_TOPIC.match(msg.topic):
+        if msg.topic not in self._topic_cache and TopicValidator.is_topic_or_group_illegal(msg.topic):
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"topic {msg.topic!r} has characters outside [%|a-zA-Z0-9_-]")
         if msg.queue_id < 0:

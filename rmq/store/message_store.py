@@ -27,6 +27,7 @@ from typing import Callable
 import msgpack
 
 from rmq import _store
+from rmq.common.constants import TopicValidator
 from rmq.common.message import decode_offset_msg_id
 from rmq.errors import StoreError
 from rmq.store.commitlog import CommitLog
@@ -39,7 +40,7 @@ __all__ = ["MessageStore"]
 
 log = logging.getLogger("rmq.store")
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+SCHEDULE_TOPIC = TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 WARM_CHUNK = 4 * 1024 * 1024                    # pre-fault this much CommitLog ahead of the writer
 _GET_STATUS = tuple(GetMessageStatus)           # index = value (the scan returns 0, 1 or 2)
 

@@ -21,6 +21,7 @@ import _common as c  # noqa: E402
 import latency_bench  # noqa: E402
 import produce_bench  # noqa: E402
 import pull_bench  # noqa: E402
+
 from rmq.remoting.codec import decode_frame  # noqa: E402
 
 GOLDEN = REPO / "tests" / "golden" / "rocketmq-4.9.8-pull-responses.jsonl"
@@ -141,7 +142,8 @@ def test_lenient_route_json_accepts_fastjson_integer_keys():
 
 def test_route_skips_read_only_and_slave_only_brokers():
     body = json.dumps({
-        "brokerDatas": [{"brokerName": "a", "brokerAddrs": {"0": "h:1"}}, {"brokerName": "s", "brokerAddrs": {"1": "h:2"}}],
+        "brokerDatas": [{"brokerName": "a", "brokerAddrs": {"0": "h:1"}},
+                        {"brokerName": "s", "brokerAddrs": {"1": "h:2"}}],
         "queueDatas": [{"brokerName": "a", "perm": 4, "readQueueNums": 4, "writeQueueNums": 4},
                        {"brokerName": "s", "perm": 6, "readQueueNums": 4, "writeQueueNums": 4}],
     }).encode()
@@ -284,9 +286,11 @@ async def test_queue_puller_frames_split_replies_and_refills_holes():
     ext0, body0 = replies[0]
     ext1, body1 = replies[1]
     short = body1[: sum(struct.unpack_from(">i", body1, p)[0] for p in _record_starts(body1)[:10])]
-    answer0 = cmds[0].response(0, ext_fields={"nextBeginOffset": "32", "minOffset": "0", "maxOffset": "64"},
+    answer0 = cmds[0].response(0, ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "32", "minOffset": "0",
+                                                       "maxOffset": "64"},
                                body=body0)
-    answer1 = cmds[1].response(0, ext_fields={"nextBeginOffset": "42", "minOffset": "0", "maxOffset": "64"},
+    answer1 = cmds[1].response(0, ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "42", "minOffset": "0",
+                                                       "maxOffset": "64"},
                                body=short)
     wire = b"".join(bytes(p) for a in (answer0, answer1) for p in encode(a))
     for i in range(0, len(wire), 777):  # split at arbitrary places
@@ -335,7 +339,8 @@ async def test_queue_puller_never_pulls_past_the_brokers_max_offset():
     # the pull at 32 finds 8 records (32..39) and the broker now reports maxOffset 100
     _, body = golden_pull_replies()[0]
     eight = body[: sum(struct.unpack_from(">i", body, p)[0] for p in _record_starts(body)[:8])]
-    reply = first[1][0].response(0, ext_fields={"nextBeginOffset": "40", "minOffset": "0", "maxOffset": "100"},
+    reply = first[1][0].response(0, ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "40", "minOffset": "0",
+                                                            "maxOffset": "100"},
                                  body=eight)
     wire = b"".join(bytes(p) for p in encode(reply))
     buf = puller.get_buffer(len(wire))

@@ -1,18 +1,10 @@
 """Fixtures for the broker's protocol tests: a real name server + broker on ephemeral ports."""
 import pytest
-from broker_support import Env
 
-from rmq._testing import run_standalone
-from rmq.remoting.client import RemotingClient
+from rmq._testing import broker_env
 
 
 @pytest.fixture
 async def env(tmp_path):
-    async with run_standalone(tmp_path / "store") as (ns, broker):
-        client = RemotingClient()
-        try:
-            yield Env(ns, broker, client)
-        finally:
-            await client.close()
-
-
+    async with broker_env(tmp_path / "store") as e:
+        yield e

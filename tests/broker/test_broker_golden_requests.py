@@ -50,7 +50,7 @@ def load(name):
 @pytest.mark.parametrize("name", FILES)
 async def test_replayed_client_requests_get_usable_replies(env, name):
     requests = load(name)
-    for to, header, _ in requests:  # ali-ons has no TBW102 fallback: its topics exist first
+    for _to, header, _ in requests:  # ali-ons has no TBW102 fallback: its topics exist first
         topic = header.get("extFields", {}).get("topic") or header.get("extFields", {}).get("b")
         if topic and not topic.startswith("%"):
             await env.create_topic(topic, 4)

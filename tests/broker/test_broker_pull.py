@@ -2,11 +2,12 @@
 import asyncio
 import time
 
+from broker_support import decode_records
+
+from rmq._testing import wait_until
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
-
-from broker_support import decode_records
 
 
 async def test_pull_found_header_and_body(env):
@@ -84,9 +85,8 @@ async def test_long_poll_answered_on_arrival(env):
     await env.create_topic("LP", 1)
     t0 = time.monotonic()
     pull = asyncio.ensure_future(env.pull("LP", sys_flag=6, suspend_ms=15000))
-    await asyncio.sleep(0.3)
+    await wait_until(lambda: env.broker.pull_request_hold_service.held_count == 1, what="the pull to be held")
     assert not pull.done()
-    assert env.broker.pull_request_hold_service.held_count == 1
     await env.send("LP", b"wake-up")
     resp = await asyncio.wait_for(pull, 5)
     assert resp.code == ResponseCode.SUCCESS
@@ -108,10 +108,10 @@ async def test_long_poll_times_out_with_pull_not_found(env):
 async def test_long_poll_ignores_non_matching_tags(env):
     await env.create_topic("LF", 1)
     pull = asyncio.ensure_future(env.pull("LF", sys_flag=6, subscription="TagB", suspend_ms=15000))
-    await asyncio.sleep(0.2)
+    await wait_until(lambda: env.broker.pull_request_hold_service.held_count == 1, what="the pull to be held")
     await env.send("LF", b"a", tags="TagA")
-    await asyncio.sleep(0.5)
-    assert not pull.done()
+    await asyncio.sleep(0.5)  # the behaviour under test: for a while, a non-matching arrival wakes nothing
+    assert not pull.done() and env.broker.pull_request_hold_service.held_count == 1
     await env.send("LF", b"b", tags="TagB")
     resp = await asyncio.wait_for(pull, 5)
     assert [r.body for r in decode_records(resp.body_bytes())] == [b"b"]
@@ -125,21 +125,13 @@ async def test_consumer_vanishing_mid_long_poll(env):
         "commitOffset": "0", "suspendTimeoutMillis": "15000", "subscription": "*", "subVersion": "0"})
     pending = asyncio.ensure_future(other.invoke(env.addr, cmd, timeout=20))
     hold = env.broker.pull_request_hold_service
-    for _ in range(100):
-        if hold.held_count:
-            break
-        await asyncio.sleep(0.02)
-    assert hold.held_count == 1
+    await wait_until(lambda: hold.held_count == 1, what="the pull to be held")
     await other.close()
     try:
         await pending
     except Exception:
         pass
-    for _ in range(100):
-        if hold.held_count == 0:
-            break
-        await asyncio.sleep(0.02)
-    assert hold.held_count == 0
+    await wait_until(lambda: hold.held_count == 0, what="the vanished consumer's pull to be dropped")
     # the message that arrives later is served normally to someone else
     await env.send("LV", b"after")
     resp = await env.pull("LV")
@@ -148,7 +140,7 @@ async def test_consumer_vanishing_mid_long_poll(env):
 
 async def test_pull_commits_carried_offset(env):
     await env.create_topic("PC", 1)
-    for i in range(3):
+    for _i in range(3):
         await env.send("PC", b"x")
     await env.pull("PC", offset=2, sys_flag=5, commit_offset=2, group="GC")
     resp = await env.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "GC", "topic": "PC", "queueId": 0})
@@ -178,8 +170,5 @@ async def test_pull_bodies_release_the_mapped_files_once_written(env):
     await env.send("RH", b"late", queue_id=1)
     assert (await asyncio.wait_for(woken, 5)).code == ResponseCode.SUCCESS
     files = env.broker.message_store.commit_log.mfq.files
-    for _ in range(100):
-        if all(f.hold_count == 0 for f in files):
-            break
-        await asyncio.sleep(0.01)
-    assert [f.hold_count for f in files] == [0] * len(files)
+    await wait_until(lambda: all(f.hold_count == 0 for f in files),
+                     what=f"every mapped file released, holds {[f.hold_count for f in files]}")

@@ -1,11 +1,11 @@
 """Restart on the same store: topics, groups, offsets and messages all survive."""
 import json
 
+from broker_support import Env, decode_records
+
 from rmq._testing import run_standalone
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
-
-from broker_support import Env, decode_records
 
 
 async def test_restart_keeps_topics_offsets_and_messages(tmp_path):

@@ -3,9 +3,10 @@ import json
 import time
 import zlib
 
-from rmq.remoting.codes import RequestCode, ResponseCode
-
 from broker_support import decode_records, encode_batch, encode_props
+
+from rmq._testing import wait_until
+from rmq.remoting.codes import RequestCode, ResponseCode
 
 
 def _assert_send_reply(resp, addr):
@@ -28,12 +29,11 @@ async def test_send_v1_autocreates_topic_and_routes_it(env):
     assert resp.ext_fields["queueOffset"] == "1"
 
     # the name server learns the topic (registration after auto-create)
-    for _ in range(100):
+    async def routed():
         r = await env.ns_call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "AutoTopic"})
-        if r.code == ResponseCode.SUCCESS:
-            break
-        await _sleep(0.02)
-    assert r.code == ResponseCode.SUCCESS
+        return r if r.code == ResponseCode.SUCCESS else None
+
+    r = await wait_until(routed, what="AutoTopic's route on the name server")
     assert json.loads(r.body_bytes())["brokerDatas"][0]["brokerAddrs"] == {"0": env.broker.broker_addr}
 
     pulled = await env.pull("AutoTopic", queue_id=1, sys_flag=4)
@@ -77,10 +77,10 @@ async def test_batch_flag_and_code_320(env):
 
 
 async def test_unknown_topic_without_autocreate_is_17(tmp_path):
+    from broker_support import Env
+
     from rmq._testing import run_standalone
     from rmq.remoting.client import RemotingClient
-
-    from broker_support import Env
 
     async with run_standalone(tmp_path / "s", auto_create_topic_enable=False) as (ns, broker):
         client = RemotingClient()
@@ -130,8 +130,3 @@ async def test_send_into_retry_topic_is_stored(env):
     recs = decode_records((await env.pull("%RETRY%G1", group="G1")).body_bytes())
     assert recs[0].body == b"retry-me" and recs[0].topic == "%RETRY%G1"
 
-
-async def _sleep(s):
-    import asyncio
-
-    await asyncio.sleep(s)

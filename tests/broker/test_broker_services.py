@@ -4,13 +4,13 @@ import time
 
 import msgpack
 import pytest
+from broker_support import Env, decode_records
 
-from rmq._testing import free_port, run_broker, run_namesrv, run_standalone
+from rmq._testing import free_port, run_broker, run_namesrv, run_standalone, wait_until
 from rmq.config import NamesrvConfig
 from rmq.namesrv.controller import NamesrvController
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
-from broker_support import Env, decode_records
 
 
 async def test_short_polling_holds_one_second(tmp_path):
@@ -24,7 +24,7 @@ async def test_short_polling_holds_one_second(tmp_path):
             assert resp.code == ResponseCode.PULL_NOT_FOUND and 0.9 <= took < 3.0
             # a message arriving during the hold still wakes it early
             pull = asyncio.ensure_future(env.pull("SP", sys_flag=6, suspend_ms=15000))
-            await asyncio.sleep(0.1)
+            await wait_until(lambda: broker.pull_request_hold_service.held_count == 1, what="the pull to be held")
             await env.send("SP", b"m")
             resp = await asyncio.wait_for(pull, 3)
             assert [r.body for r in decode_records(resp.body_bytes())] == [b"m"]
@@ -40,31 +40,32 @@ async def test_consumer_offsets_persisted_periodically(tmp_path):
             await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "PG", "topic": "T", "queueId": 2,
                                                                 "commitOffset": "42"})
             path = tmp_path / "s" / "config" / "consumerOffset.msgpack"
-            for _ in range(50):
-                if path.exists():
-                    data = msgpack.unpackb(path.read_bytes(), strict_map_key=False)
-                    if data["offsetTable"].get("T@PG", {}).get(2) == 42:
-                        break
-                await asyncio.sleep(0.05)
-            assert msgpack.unpackb(path.read_bytes(), strict_map_key=False)["offsetTable"]["T@PG"][2] == 42
+
+            def persisted():
+                if not path.exists():
+                    return False
+                data = msgpack.unpackb(path.read_bytes(), strict_map_key=False)
+                return data["offsetTable"].get("T@PG", {}).get(2) == 42
+
+            await wait_until(persisted, what="offset 42 of T@PG queue 2 in consumerOffset.msgpack")
         finally:
             await env.client.close()
 
 
-async def test_broker_started_before_its_name_server_registers_soon(tmp_path):
+async def test_broker_started_before_its_name_server_registers_soon(tmp_path, caplog):
     port = free_port()
-    async with run_broker(tmp_path / "s", namesrv=f"127.0.0.1:{port}") as broker:
-        await asyncio.sleep(0.3)  # first registration fails: nobody listens yet
+    async with run_broker(tmp_path / "s", namesrv=f"127.0.0.1:{port}"):
+        # first registration fails: nobody listens yet
+        await wait_until(lambda: any(f"127.0.0.1:{port}" in r.getMessage() for r in caplog.records),
+                         what="a warning about the failed registration")
         ns = NamesrvController(NamesrvConfig(listen_port=port))
         await ns.start()
         client = RemotingClient()
         try:
-            for _ in range(100):
-                resp = await client.invoke(ns.address, _route("TBW102"))
-                if resp.code == ResponseCode.SUCCESS:
-                    break
-                await asyncio.sleep(0.05)
-            assert resp.code == ResponseCode.SUCCESS
+            async def routed():
+                return (await client.invoke(ns.address, _route("TBW102"))).code == ResponseCode.SUCCESS
+
+            await wait_until(routed, what="the broker's registration with the late name server")
         finally:
             await client.close()
             await ns.shutdown()
@@ -78,7 +79,8 @@ async def test_broker_shutdown_unregisters_and_answers_held_pulls(tmp_path):
                 env = Env(ns, broker, client)
                 await env.create_topic("SD", 1)
                 pull = asyncio.ensure_future(env.pull("SD", sys_flag=6, suspend_ms=15000))
-                await asyncio.sleep(0.2)
+                await wait_until(lambda: broker.pull_request_hold_service.held_count == 1,
+                                 what="the pull to be held")
             resp = await asyncio.wait_for(pull, 3)  # answered at shutdown, not after 15 s
             assert resp.code == ResponseCode.PULL_NOT_FOUND
             resp = await client.invoke(ns.address, _route("SD"))

@@ -1,16 +1,13 @@
 """The daemons as real subprocesses: `rmq standalone`, `rmq namesrv`, `rmq broker -c` (O1)."""
-import asyncio
 import json
-import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 
-from rmq._testing import StandaloneProcess, free_port, wait_for_port
+from rmq._testing import StandaloneProcess, free_port, wait_for_port, wait_until
 from rmq.config import ConfigError, apply_properties, parse_overrides, parse_properties
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -129,27 +126,25 @@ async def test_namesrv_and_broker_daemons_with_conf_file(tmp_path):
         "autoCreateTopicEnable=true\n"
         "deleteWhen=04\n"
     )
-    log_ns = open(tmp_path / "ns.log", "w")
-    log_b = open(tmp_path / "b.log", "w")
-    ns = subprocess.Popen(RMQ + ["namesrv", "--port", str(ns_port)], stdout=log_ns, stderr=subprocess.STDOUT)
-    broker = subprocess.Popen(RMQ + ["broker", "-c", str(conf), f"--listenPort={broker_port}"], stdout=log_b,
-                              stderr=subprocess.STDOUT)
+    with open(tmp_path / "ns.log", "w") as log_ns:  # the child keeps its own copy of the descriptor
+        ns = subprocess.Popen(RMQ + ["namesrv", "--port", str(ns_port)], stdout=log_ns, stderr=subprocess.STDOUT)
+    with open(tmp_path / "b.log", "w") as log_b:
+        broker = subprocess.Popen(RMQ + ["broker", "-c", str(conf), f"--listenPort={broker_port}"], stdout=log_b,
+                                  stderr=subprocess.STDOUT)
     try:
         assert wait_for_port("127.0.0.1", ns_port) and wait_for_port("127.0.0.1", broker_port)
-        for _ in range(100):
+        async def registered():
             resp = await invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO)
             info = json.loads(resp.body_bytes())
-            if info["clusterAddrTable"]:
-                break
-            await asyncio.sleep(0.05)
+            return info if info["clusterAddrTable"] else None
+
+        info = await wait_until(registered, what="the broker in the name server's cluster table")
         assert info["clusterAddrTable"] == {"TestCluster": ["broker-x"]}
         assert info["brokerAddrTable"]["broker-x"]["brokerAddrs"] == {"0": f"127.0.0.1:{broker_port}"}
     finally:
         for p in (broker, ns):
             p.send_signal(signal.SIGINT)
         assert broker.wait(20) == 0 and ns.wait(20) == 0
-        log_ns.close()
-        log_b.close()
     text = (tmp_path / "b.log").read_text()
     assert f"rmq broker broker-x listening on 127.0.0.1:{broker_port}" in text
     assert "rmq namesrv listening on" in (tmp_path / "ns.log").read_text()

@@ -1,26 +1,115 @@
-"""rmq.common is the bottom layer: it imports nothing from rmq but rmq.errors (and itself)."""
+"""Layers import downwards only, read from each module's syntax tree (nothing is imported):
+
+    __main__                                python -m rmq
+    → cli, _testing                         the command line and the test harness
+      → broker | namesrv | client | spark   (siblings: none imports another)
+        → remoting | store                  (siblings)
+          → types | config                  (value types and statuses the request parsers
+                                             return; configuration)
+            → common
+              → errors, _version, _store    (_store: the Cython extension, imports nothing)
+
+Every import counts, including the ones inside functions and under ``if TYPE_CHECKING``: a lazy
+import still ties the layers together. A module may import its own package freely. ``from rmq
+import __version__`` counts as ``rmq._version``; anything else taken from the package root (the
+public facade, which re-exports the client) must be imported from where it is defined.
+"""
 import ast
 import pathlib
 
-import rmq.common
+import pytest
 
-COMMON = pathlib.Path(rmq.common.__file__).parent
+import rmq
+
+ROOT = pathlib.Path(rmq.__file__).parent
+
+RANK = {
+    "errors": 0, "_version": 0, "_store": 0,
+    "common": 1,
+    "types": 2, "config": 2,
+    "remoting": 3, "store": 3,
+    "broker": 4, "namesrv": 4, "client": 4, "spark": 4,
+    "cli": 5, "_testing": 5,
+    "__main__": 6,
+}
 
 
-def _rmq_imports(path: pathlib.Path) -> set[str]:
+def _top_units() -> set[str]:
+    """Every first-level module or package of rmq (the extension by its stem)."""
     out = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.split(".")[0] == "rmq"}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "rmq":
-            out.add(node.module)
+    for p in ROOT.iterdir():
+        if p.name.startswith("__pycache__") or p.name == "__init__.py":
+            continue
+        if p.is_dir() and (p / "__init__.py").exists():
+            out.add(p.name)
+        elif p.suffix in (".py", ".pyx", ".so", ".pyi"):
+            out.add(p.name.split(".")[0])
     return out
 
 
-def test_common_imports_only_errors_and_itself():
-    files = sorted(COMMON.glob("*.py"))
-    assert {f.name for f in files} >= {"__init__.py", "message.py", "tasks.py", "route.py"}
-    for f in files:
-        bad = {m for m in _rmq_imports(f) if m != "rmq.errors" and not m.startswith("rmq.common")}
-        assert not bad, f"{f.name} imports {sorted(bad)}"
+def _unit_of(path: pathlib.Path) -> str:
+    return path.relative_to(ROOT).parts[0].removesuffix(".py")
 
+
+def _imported_units(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple[int, str]]:
+    """``(line, first-level unit of rmq)`` for every rmq import in ``path``, in line order."""
+    rel = path.relative_to(root.parent).with_suffix("").parts
+    package = rel[:-1] if rel[-1] != "__init__" else rel[:-1]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(package[:len(package) - (node.level - 1)])
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module == "rmq":  # from rmq import x: x is a first-level unit or a re-export
+                names = ["rmq._version" if a.name == "__version__" else f"rmq.{a.name}" for a in node.names]
+            else:
+                names = [module]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "rmq" and len(parts) > 1:
+                out.append((node.lineno, parts[1]))
+    return sorted(out)
+
+
+def test_every_first_level_unit_has_a_layer():
+    missing = _top_units() - set(RANK)
+    assert not missing, f"place {sorted(missing)} in a layer in RANK (and in the docstring's drawing)"
+
+
+@pytest.mark.parametrize("unit", sorted(u for u in RANK if u not in ("_store",)))
+def test_imports_go_downwards_only(unit):
+    path = ROOT / unit
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [ROOT / f"{unit}.py"]
+    files = [f for f in files if f.exists()]
+    assert files, f"no source for rmq.{unit}"
+    bad = []
+    for f in files:
+        for line, target in _imported_units(f):
+            if target == unit:
+                continue
+            if target not in RANK:
+                bad.append(f"{f.relative_to(ROOT.parent)}:{line} imports rmq.{target}, which no layer holds "
+                           "(a re-export of the package root? import it from where it is defined)")
+            elif RANK[target] >= RANK[unit]:
+                bad.append(f"{f.relative_to(ROOT.parent)}:{line} imports rmq.{target} "
+                           f"(layer {RANK[target]}) from rmq.{unit} (layer {RANK[unit]})")
+    assert not bad, "imports must go downwards only:\n  " + "\n  ".join(bad)
+
+
+def test_the_check_sees_a_violation(tmp_path):
+    """The walker itself: an upward import inside a function and a relative one are both found."""
+    pkg = tmp_path / "rmq" / "common"
+    pkg.mkdir(parents=True)
+    (tmp_path / "rmq" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    mod = pkg / "m.py"
+    mod.write_text("def f():\n    from rmq.broker import controller\nfrom ..remoting import codec\n"
+                   "from . import n\nfrom rmq import __version__\n")
+    assert _imported_units(mod, tmp_path / "rmq") == [(2, "broker"), (3, "remoting"), (4, "common"), (5, "_version")]

@@ -4,11 +4,24 @@ import struct
 import pytest
 
 from rmq import _store
-from rmq.common.message import (MIN_RECORD_HEADER, RECORD_FIXED_V4, RECORD_HEAD, MessageConst,
-                                MessageSysFlag, PullSysFlag, RecordDecodeError, create_offset_msg_id,
-                                decode_offset_msg_id, encode_batch, encode_batch_item, host_bytes,
-                                java_string_hash, offset_msg_id, properties_to_string,
-                                string_to_properties)
+from rmq.common.message import (
+    MIN_RECORD_HEADER,
+    RECORD_FIXED_V4,
+    RECORD_HEAD,
+    MessageConst,
+    MessageSysFlag,
+    PullSysFlag,
+    RecordDecodeError,
+    create_offset_msg_id,
+    decode_offset_msg_id,
+    encode_batch,
+    encode_batch_item,
+    host_bytes,
+    java_string_hash,
+    offset_msg_id,
+    properties_to_string,
+    string_to_properties,
+)
 from rmq.errors import RemotingCommandError
 
 

@@ -30,3 +30,35 @@ def test_fastjson_unquoted_int_keys_and_lenient_queue_data():
         loads_fastjson(b"{not json")
     with pytest.raises(KeyError):
         QueueData.from_json({"perm": 6})
+
+
+def test_topic_route_data_queues_of_brokers_with_a_master():
+    from rmq.common.route import TopicRouteData
+
+    text = ('{"brokerDatas":[{"brokerAddrs":{0:"h:1",1:"h:2"},"brokerName":"b","cluster":"C"},'
+            '{"brokerAddrs":{1:"h:3"},"brokerName":"s","cluster":"C"},'
+            '{"brokerAddrs":{"0":"h:4"},"brokerName":"a","cluster":"C"}],'
+            '"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":2,"writeQueueNums":3},'
+            '{"brokerName":"s","perm":6,"readQueueNums":4,"writeQueueNums":4},'
+            '{"brokerName":"a","perm":4,"readQueueNums":1,"writeQueueNums":1}],"orderTopicConf":null}')
+    route = TopicRouteData.from_body(text)
+    assert [b.broker_name for b in route.broker_datas] == ["a", "b", "s"]  # sorted, as Java's client sorts
+    assert route.master_addr("b") == "h:1" and route.master_addr("s") is None and route.master_addr("x") is None
+    # "s" has only a slave; "a" is read-only (perm 4)
+    assert route.readable_queues() == [("a", 0), ("b", 0), ("b", 1)]
+    assert route.writable_queues() == [("b", 0), ("b", 1), ("b", 2)]
+    again = TopicRouteData.from_body(json.dumps(route.to_json()))
+    assert again == route and again.same_as(route) and not again.same_as(None)
+    again.queue_datas[0].perm = 6
+    assert not again.same_as(route)
+    with pytest.raises(TypeError):
+        TopicRouteData.from_body(b"[1, 2]")
+
+
+def test_cluster_info_reads_fastjson_ids():
+    from rmq.common.route import ClusterInfo
+
+    info = ClusterInfo.from_body('{"brokerAddrTable":{"b":{"brokerAddrs":{0:"h:1"},"brokerName":"b",'
+                                 '"cluster":"C"}},"clusterAddrTable":{"C":["b"]}}')
+    assert info.broker_addr_table["b"].broker_addrs == {0: "h:1"} and info.master_addrs("C") == {"b": "h:1"}
+    assert ClusterInfo.from_body(b"") == ClusterInfo()

@@ -23,13 +23,13 @@ async def test_spawn_keeps_tasks_until_done_and_logs_a_death(caplog):
     with caplog.at_level(logging.ERROR, logger="rmq.test.tasks"):
         t2 = tasks.spawn(boom(), "boom-task")
         await asyncio.gather(t2, return_exceptions=True)
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)                  # one loop turn: done callbacks run through call_soon
     assert len(tasks) == 1                      # the dead one is dropped, the live one kept
     died = [r for r in caplog.records if "boom-task" in r.getMessage()]
     assert died and "owner-x" in died[0].getMessage() and died[0].exc_info[0] is RuntimeError
     done.set()
     assert await t1 == 1
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)                      # one loop turn: done callbacks run through call_soon
     assert len(tasks) == 0
 
 
@@ -46,7 +46,7 @@ async def test_close_cancels_owned_and_also_and_waits(caplog):
     tasks.spawn(forever("a"))
     tasks.spawn(forever("b"))
     extra = asyncio.get_running_loop().create_task(forever("c"))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn: the tasks start and reach their sleep
     with caplog.at_level(logging.ERROR, logger="rmq.test.tasks"):
         await tasks.close(also=[extra])
     assert sorted(stopped) == ["a", "b", "c"] and extra.cancelled() and len(tasks) == 0
@@ -62,7 +62,7 @@ async def test_stop_gracefully_lets_the_task_finish_within_grace():
 
     async def service():
         await stop.wait()
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # the behaviour under test: some work left after the stop request
         finished.append(True)
 
     t = asyncio.get_running_loop().create_task(service())
@@ -97,7 +97,7 @@ async def test_wait_lets_tasks_finish_and_death_level(caplog):
     finished = []
 
     async def slow(tag):
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(0.02)  # the behaviour under test: a task that takes a moment
         finished.append(tag)
 
     async def fails():

@@ -3,14 +3,13 @@
 import asyncio
 import json
 import sys
-import time
 import uuid
 from pathlib import Path
 
+import interop_support as support
 import pytest
 
-import interop_support as support
-from rmq._testing import StandaloneProcess
+from rmq._testing import StandaloneProcess, wait_until, wait_until_sync
 from rmq.remoting.client import RemotingClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,42 +74,75 @@ class Broker:
         async def go():
             client = RemotingClient([self.namesrv])
             ids: list[str] = []
+
+            async def enough():
+                nonlocal ids
+                resp = await client.invoke(self.broker_addr, RemotingCommand.request(
+                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), timeout=3.0)
+                if resp.code == 0 and resp.body:
+                    ids = json.loads(resp.body_bytes()).get("consumerIdList") or []
+                return len(ids) >= count
+
             try:
-                deadline = time.monotonic() + timeout
-                while time.monotonic() < deadline:
-                    resp = await client.invoke(self.broker_addr, RemotingCommand.request(
-                        RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), timeout=3.0)
-                    if resp.code == 0 and resp.body:
-                        ids = json.loads(resp.body_bytes()).get("consumerIdList") or []
-                        if len(ids) >= count:
-                            return ids
-                    await asyncio.sleep(0.2)
+                await wait_until(enough, timeout=timeout, interval=0.2, what=f"{count} members of {group}")
+                return ids
+            except AssertionError:
+                pytest.fail(f"group {group} has members {ids} after {timeout:.0f}s, expected {count}:\n"
+                            f"{self.log_tail()}", pytrace=False)
             finally:
                 await client.close()
-            pytest.fail(f"group {group} has members {ids} after {timeout:.0f}s, expected {count}:\n"
-                        f"{self.log_tail()}", pytrace=False)
 
         return asyncio.run(go())
+
+    def held_pulls(self) -> int:
+        """Pulls the broker holds right now (GET_BROKER_RUNTIME_INFO ``pullHoldRequestCount``):
+        a consumer that is long-polling a queue shows here."""
+        from rmq.remoting.codes import RequestCode
+        from rmq.remoting.command import RemotingCommand
+
+        async def go():
+            client = RemotingClient([self.namesrv])
+            try:
+                resp = await client.invoke(self.broker_addr, RemotingCommand.request(
+                    RequestCode.GET_BROKER_RUNTIME_INFO), timeout=3.0)
+                return int(json.loads(resp.body_bytes())["table"]["pullHoldRequestCount"])
+            finally:
+                await client.close()
+
+        return asyncio.run(go())
+
+    def wait_pulls_held(self, count: int, timeout: float = 20.0) -> None:
+        """Until at least ``count`` pulls are held (consumers started, rebalanced and polling)."""
+        try:
+            wait_until_sync(lambda: self.held_pulls() >= count, timeout=timeout, interval=0.2,
+                            what=f"{count} held pulls")
+        except AssertionError:
+            pytest.fail(f"the broker holds {self.held_pulls()} pulls after {timeout:.0f}s, expected {count}:\n"
+                        f"{self.log_tail()}", pytrace=False)
 
     def wait_registered(self, timeout: float = 20.0) -> None:
         """Until the name server routes TBW102, i.e. the broker has registered (the C++ client
         falls back to TBW102 for new topics)."""
         async def go():
             client = RemotingClient([self.namesrv])
+            last: object = None
+
+            async def routed():
+                nonlocal last
+                try:
+                    if await bench_common.get_route(client, "TBW102", timeout=1.0) is not None:
+                        return True
+                except Exception as exc:  # not up yet
+                    last = exc
+                else:
+                    last = "TOPIC_NOT_EXIST"
+                return False
+
             try:
-                deadline = time.monotonic() + timeout
-                while True:
-                    try:
-                        if await bench_common.get_route(client, "TBW102", timeout=1.0) is not None:
-                            return
-                    except Exception as exc:  # not up yet
-                        last = exc
-                    else:
-                        last = "TOPIC_NOT_EXIST"
-                    if time.monotonic() > deadline:
-                        pytest.fail(f"broker not registered with the name server after {timeout:.0f}s ({last}):\n"
-                                    f"{self.log_tail()}", pytrace=False)
-                    await asyncio.sleep(0.1)
+                await wait_until(routed, timeout=timeout, interval=0.1, what="TBW102 routed")
+            except AssertionError:
+                pytest.fail(f"broker not registered with the name server after {timeout:.0f}s ({last}):\n"
+                            f"{self.log_tail()}", pytrace=False)
             finally:
                 await client.close()
 

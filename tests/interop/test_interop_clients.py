@@ -12,11 +12,9 @@ the driver's output, the C++ core's own log and the broker's log tail.
 import asyncio
 import struct
 import time
-from pathlib import Path
-
-import pytest
 
 import interop_support as support
+import pytest
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(120)]
 
@@ -346,7 +344,10 @@ def test_cpp_two_consumers_of_one_group_share_the_queues(real_clients, broker, n
                            names.marker, "--props", "run,idx,note", "--until-idle", "4", "--timeout", "40")
                for k in range(2)]
     broker.wait_for_members(names.group, 2)
-    time.sleep(2)  # both have rebalanced (the C++ client rebalances as soon as code 40 arrives)
+    # Settle time, not a state wait: both members must have finished rebalancing (the C++ client
+    # rebalances as soon as code 40 arrives), and nothing on the wire says a member is done (held
+    # pulls already count 4 while the first member still polls all queues).
+    time.sleep(2)
     producer = support.cpp(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
                            "--group", names.producer_group,
                            "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
@@ -369,7 +370,7 @@ def test_ons_consumer_waiting_first_is_woken_by_new_messages(real_clients, broke
     consumer = support.ons(real_clients, tmp_path / "c", "consume", "--namesrv", broker.namesrv, "--group",
                            names.group, "--topic", names.topic, "--expect", str(len(plan)), "--marker",
                            names.marker, "--timeout", "40")
-    time.sleep(4)  # ready, rebalanced and pulling on every queue
+    broker.wait_pulls_held(4)  # ready, rebalanced and long-polling every queue
     producer = support.ons(real_clients, tmp_path / "p", "produce", "--namesrv", broker.namesrv,
                            "--group", names.producer_group,
                            "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
@@ -448,7 +449,7 @@ def test_ons_failed_delivery_comes_back_through_the_retry_topic(real_clients, br
         assert e["origin_id"] == sent_ids[body], f"ORIGIN_MESSAGE_ID {e['origin_id']!r} != {sent_ids[body]!r}"
     first = {e["body"]: e["t"] for e in recv if e["reconsume_times"] == 0}
     delays = sorted(retried[b]["t"] - first[b] for b in retried)
-    assert 8000 <= delays[0] and delays[-1] < 25000, f"retry delays (level 3 = 10 s): {delays}"
+    assert delays[0] >= 8000 and delays[-1] < 25000, f"retry delays (level 3 = 10 s): {delays}"
     # the retry above also works through ali-ons' own fallback; code 36 must have been served
     assert "code 36 not supported" not in consumer.stderr, "CONSUMER_SEND_MSG_BACK refused, ali-ons fell back"
 
@@ -522,7 +523,7 @@ def test_ons_new_broadcasting_consumer_starts_at_the_queue_end(real_clients, bro
                            "--group", names.group, "--topic", names.topic, "--expect", str(len(new)),
                            "--marker", names.marker, "--timeout", "30")
     broker.wait_for_members(names.group, 1)
-    time.sleep(2)  # its rebalance has read the max offsets and the pulls are held
+    broker.wait_pulls_held(4)  # its rebalance has read the max offsets and the pulls are held
     after = support.ons(real_clients, tmp_path / "p1", "produce", "--namesrv", broker.namesrv,
                         "--group", names.producer_group,
                         "--plan", support.write_plan(tmp_path / "new.json", new)).result()

@@ -11,10 +11,10 @@ import json
 import time
 import uuid
 
+import interop_support as support
 import pytest
 
-import interop_support as support
-from rmq._testing import StandaloneProcess
+from rmq._testing import StandaloneProcess, wait_until_sync
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -39,7 +39,8 @@ class ShortDelayBroker:
         async def go():
             client = RemotingClient([self.namesrv])
             try:
-                return await client.invoke(to or self.broker_addr, RemotingCommand.request(code, ext, body), timeout=5.0)
+                return await client.invoke(to or self.broker_addr, RemotingCommand.request(code, ext, body),
+                                           timeout=5.0)
             finally:
                 await client.close()
         return asyncio.run(go())
@@ -52,14 +53,14 @@ class ShortDelayBroker:
         self.wait_routed(topic)
 
     def wait_routed(self, topic: str, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while True:
+        def routed():
             resp = self.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, to=self.namesrv)
-            if resp.code == ResponseCode.SUCCESS:
-                return
-            if time.monotonic() > deadline:
-                pytest.fail(f"{topic} not routed after {timeout:.0f}s:\n{self.log_tail()}", pytrace=False)
-            time.sleep(0.1)
+            return resp.code == ResponseCode.SUCCESS
+
+        try:
+            wait_until_sync(routed, timeout=timeout, interval=0.1, what=f"{topic} routed")
+        except AssertionError:
+            pytest.fail(f"{topic} not routed after {timeout:.0f}s:\n{self.log_tail()}", pytrace=False)
 
     def members(self, group: str) -> list[str]:
         resp = self.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
@@ -167,17 +168,17 @@ def test_cpp_two_orderly_consumers_never_share_a_queue(real_clients, short_broke
                            "--namesrv", b.namesrv, "--group", group, "--topic", topic, "--expect", str(len(plan)),
                            "--marker", marker, "--props", "seq", "--until-idle", "8", "--timeout", "60")
                for k in range(2)]
-    deadline = time.monotonic() + 20
-    while len(b.members(group)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until_sync(lambda: len(b.members(group)) >= 2, interval=0.2, what="both orderly members in the group")
     assert len(b.members(group)) == 2, "both orderly members joined the group\n" + b.log_tail()
-    time.sleep(2)   # both rebalance at once on NOTIFY_CONSUMER_IDS_CHANGED
+    # Settle time, not a state wait: both rebalance at once on NOTIFY_CONSUMER_IDS_CHANGED and
+    # lock their queues; nothing on the wire says a C++ member has finished.
+    time.sleep(2)
     producer = support.cpp(real_clients, tmp_path / "p", "produce", "--namesrv", b.namesrv, "--group", pgroup,
                            "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
     assert producer.returncode == 0, _report(b, producer)
 
     # an outsider's LOCK_BATCH_MQ on the queues that have been consumed from gets nothing
-    time.sleep(1.0)
+    time.sleep(1.0)  # settle time: the members' lock renewals after consuming (not observable)
     probed_at = int(time.time() * 1000)
     probe = b.call(RequestCode.LOCK_BATCH_MQ, None, json.dumps({
         "consumerGroup": group, "clientId": f"outsider-{tag}",

@@ -6,6 +6,7 @@ import struct
 
 import pytest
 
+from rmq._testing import wait_until
 from rmq.remoting import ConnectionEvent, RemotingClient, RemotingCommand, RemotingServer
 from rmq.remoting.codec import encode
 
@@ -102,14 +103,10 @@ async def test_truncated_frame_then_hang_up(env, caplog):
     good = _good(1)
     writer.write(good + good[:-5])
     await writer.drain()
-    await asyncio.sleep(0.05)
+    assert await asyncio.wait_for(reader.read(1), 10)  # the good frame was answered
     writer.close()
     await writer.wait_closed()
-    for _ in range(200):
-        if _warnings(caplog):
-            break
-        await asyncio.sleep(0.01)
-    warnings = _warnings(caplog)
+    warnings = await wait_until(lambda: _warnings(caplog), what="the warning about the incomplete frame")
     assert len(warnings) == 1 and "incomplete frame" in warnings[0].getMessage()
     assert (await client.invoke(server.address, RemotingCommand.request(ECHO, {"n": "x"}))).code == 0
 

@@ -3,13 +3,12 @@ import json
 import struct
 
 import pytest
+from remoting_golden import quickstart, serialize_frames
 
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codec import FrameDecoder, decode_frame, encode
 from rmq.remoting.codes import LanguageCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
-
-from remoting_golden import quickstart, serialize_frames
 
 QUICKSTART = quickstart()
 SERIALIZE = serialize_frames()
@@ -117,7 +116,7 @@ def test_glued_frames_in_odd_chunks():
             dec.feed(stream[i : i + chunk])
             got.extend(dec)
         assert len(got) == len(expected)
-        assert all(_same(a, b) for a, b in zip(got, expected)), chunk
+        assert all(_same(a, b) for a, b in zip(got, expected, strict=False)), chunk
 
 
 @pytest.mark.parametrize("ser", [0, 1])
@@ -143,7 +142,7 @@ def test_encode_body_parts_are_not_copied():
     views = [memoryview(backing)[i : i + 100] for i in range(0, 2000, 100)]
     cmd = RemotingCommand(0, flag=1, ext_fields={"nextBeginOffset": 5}, body=views)
     parts = encode(cmd)
-    assert parts[1:] == views and all(a is b for a, b in zip(parts[1:], views))
+    assert parts[1:] == views and all(a is b for a, b in zip(parts[1:], views, strict=False))
     back = decode_frame(b"".join(bytes(p) for p in parts))
     assert back.body_bytes() == bytes(backing[:2000])
     assert back.ext_fields == {"nextBeginOffset": "5"}
@@ -231,7 +230,8 @@ def test_decode_frame_rejects_partial_and_trailing():
 
 
 def test_mixed_json_types_from_clients_are_kept():
-    header = b'{"code":310,"extFields":{"d":4,"k":false,"g":"17","x":null,"f":1.0},"flag":0,"language":"JAVA","opaque":4,"version":121}'
+    header = (b'{"code":310,"extFields":{"d":4,"k":false,"g":"17","x":null,"f":1.0},'
+              b'"flag":0,"language":"JAVA","opaque":4,"version":121}')
     cmd = decode_frame(_frame(header))
     assert cmd.ext_fields == {"d": 4, "k": False, "g": "17", "x": None, "f": 1.0}
     assert cmd.version == 121

@@ -12,14 +12,13 @@ import random
 import struct
 
 import pytest
+from remoting_golden import client_requests, quickstart, serialize_frames
 
 from rmq.errors import RemotingCommandError
 from rmq.remoting import codec
 from rmq.remoting.codec import FrameDecoder, decode_frame, decode_json_header, encode
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
-
-from remoting_golden import client_requests, quickstart, serialize_frames
 
 if codec._c_decode is None or codec._c_encode is None:  # pragma: no cover
     pytest.skip("the Cython header codec is not built or RMQ_NO_EXTENSIONS=1: nothing to compare",
@@ -201,7 +200,8 @@ def _rand_header(rng: random.Random) -> dict:
         ext = {}
         for _ in range(rng.randint(0, 12)):
             k = rng.choice(["topic", "a", "b", "queueId", "properties", _rand_str(rng, 6)])
-            ext[k] = _rand_scalar(rng, 0.8 if rng.random() < 0.95 else 1.0) if rng.random() < 0.5 else _rand_str(rng, 40)
+            ext[k] = (_rand_scalar(rng, 0.8 if rng.random() < 0.95 else 1.0) if rng.random() < 0.5
+                      else _rand_str(rng, 40))
         h["extFields"] = ext if tame or rng.random() < 0.9 else rng.choice([None, [1], "x"])
     keys = list(h)
     rng.shuffle(keys)
@@ -232,7 +232,7 @@ def test_surrogate_pairs_and_lone_surrogates_like_json_loads():
         r'"\ud83d\u"', r'"\ud83d\uzzzz"', r'"\u00e9\u4e2d\u0000"', r'"\u12"', r'"\x"', r'"a\/b"',
     ]
     for lit in cases:
-        header = ('{"code":10,"remark":%s,"extFields":{"k":%s,%s:"v"}}' % (lit, lit, lit)).encode()
+        header = f'{{"code":10,"remark":{lit},"extFields":{{"k":{lit},{lit}:"v"}}}}'.encode()
         _check_decode(header)
     ok = decode_json_header(b'{"code":1,"extFields":{"e":"\\ud83d\\ude00\\ud800"}}')
     assert ok.ext_fields["e"] == "\U0001F600\ud800"
@@ -333,7 +333,7 @@ def _encode_both(cmd: RemotingCommand):
     def run(fn):
         try:
             return b"".join(fn(cmd))
-        except Exception as exc:  # noqa: BLE001 - compared, not swallowed
+        except Exception as exc:  # compared, not swallowed
             return type(exc), str(exc)
 
     fast = run(encode)
@@ -349,7 +349,7 @@ def _encode_both(cmd: RemotingCommand):
 def test_random_replies_encode_to_the_reference_bytes():
     rng = random.Random(11)
     taken = 0
-    for i in range(3000):
+    for _i in range(3000):
         ext = {}
         for _ in range(rng.randint(0, 8)):
             r = rng.random()

@@ -24,14 +24,15 @@ def test_producer_retry_policy_matches_java(code, retriable):
 
 def test_registry_refuses_duplicates():
     with pytest.raises(TypeError, match="already mapped"):
-        class Again(errors.BrokerResponseError):  # noqa: F841
+        class Again(errors.BrokerResponseError):
             code = 17
 
 
 def test_every_registered_class_names_a_real_code():
     for name in errors.__all__:
         cls = getattr(errors, name)
-        if isinstance(cls, type) and issubclass(cls, errors.BrokerResponseError) and cls is not errors.BrokerResponseError:
+        if (isinstance(cls, type) and issubclass(cls, errors.BrokerResponseError)
+                and cls is not errors.BrokerResponseError):
             assert cls.code in {c.value for c in ResponseCode}, cls
             assert errors.for_code(cls.code) is cls
 

@@ -4,13 +4,12 @@ import functools
 import typing
 
 import pytest
+from remoting_golden import client_requests, quickstart, serialize_frames
 
 from rmq.errors import RemotingCommandError
 from rmq.remoting import headers as H
 from rmq.remoting.codec import decode_frame
 from rmq.remoting.codes import RequestCode
-
-from remoting_golden import client_requests, quickstart, serialize_frames
 
 REQUEST_HEADERS = {
     RequestCode.SEND_MESSAGE: H.SendMessageRequestHeader,
@@ -45,7 +44,8 @@ def _wire_value(v):
     return str(v)
 
 
-@pytest.mark.parametrize("name,row", CLIENT_ROWS, ids=[f"{n.split('-')[0]}-{i}-{r['header']['code']}" for i, (n, r) in enumerate(CLIENT_ROWS)])
+@pytest.mark.parametrize("name,row", CLIENT_ROWS,
+                         ids=[f"{n.split('-')[0]}-{i}-{r['header']['code']}" for i, (n, r) in enumerate(CLIENT_ROWS)])
 def test_client_captures_parse(name, row):
     header = row["header"]
     cls = REQUEST_HEADERS.get(header["code"])
@@ -92,16 +92,19 @@ def test_java_binary_send_v2_parses():
 
 
 def test_java_json_pull_and_replies_parse():
-    pulls = [decode_frame(r["frame"]) for r in quickstart() if r["code"] == RequestCode.PULL_MESSAGE and not r["flag"] & 1]
+    pulls = [decode_frame(r["frame"]) for r in quickstart()
+             if r["code"] == RequestCode.PULL_MESSAGE and not r["flag"] & 1]
     assert pulls
     for cmd in pulls:
         h = H.PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         assert h.max_msg_nums == 32 and h.topic
-    replies = [decode_frame(r["frame"]) for r in quickstart() if r.get("request_code") == RequestCode.PULL_MESSAGE and r["code"] == 0]
+    replies = [decode_frame(r["frame"]) for r in quickstart()
+               if r.get("request_code") == RequestCode.PULL_MESSAGE and r["code"] == 0]
     for cmd in replies:
         h = H.PullMessageResponseHeader.from_ext_fields(cmd.ext_fields)
         assert h.next_begin_offset > 0 and h.max_offset >= h.min_offset
-    sends = [decode_frame(r["frame"]) for r in quickstart() if r.get("request_code") == RequestCode.SEND_MESSAGE_V2 and r["code"] == 0]
+    sends = [decode_frame(r["frame"]) for r in quickstart()
+             if r.get("request_code") == RequestCode.SEND_MESSAGE_V2 and r["code"] == 0]
     for cmd in sends:
         h = H.SendMessageResponseHeader.from_ext_fields(cmd.ext_fields)
         assert len(h.msg_id) == 32
@@ -165,7 +168,8 @@ def test_create_topic_header_fields():
 
 def test_pull_response_header_to_ext_fields():
     h = H.PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=33, min_offset=0, max_offset=100)
-    assert h.to_ext_fields() == {"suggestWhichBrokerId": "0", "nextBeginOffset": "33", "minOffset": "0", "maxOffset": "100"}
+    assert h.to_ext_fields() == {"suggestWhichBrokerId": "0", "nextBeginOffset": "33", "minOffset": "0",
+                                 "maxOffset": "100"}
 
 
 # --------------------------------------------------------------------------- generated readers
@@ -220,7 +224,8 @@ def test_generated_reader_matches_the_interpreted_rules(cls):
 
     rng = random.Random(cls.__name__)
     variants = []
-    for attr, names in (("from_ext_fields", cls.WIRE_NAMES), ("from_ext_fields_v2", getattr(cls, "WIRE_NAMES_V2", None))):
+    for attr, names in (("from_ext_fields", cls.WIRE_NAMES),
+                        ("from_ext_fields_v2", getattr(cls, "WIRE_NAMES_V2", None))):
         if names is None:
             continue
         reader = vars(cls)[attr].__func__

@@ -87,12 +87,12 @@ async def test_restart_during_the_delay_delivers_once(tmp_path):
             await w.send("RestartT", b"late", props={"DELAY": "4"})   # 2 s
             await w.dispatched()
     # the broker is down while "late" becomes due
-    await asyncio.sleep(2.5)
+    await asyncio.sleep(2.5)  # the behaviour under test: real time passes while the broker is down
     async with run_broker(store, **cfg) as broker:
         async with RemotingClient() as client:
             w = Wire(None, broker, client)
             await wait_for(lambda: len(w.messages("RestartT")) >= 2, timeout=5, what="the late message")
-            await asyncio.sleep(1.5)   # time enough for a wrong second delivery
+            await asyncio.sleep(1.5)   # the behaviour under test: no second delivery for a while
             assert [m.body for m in w.messages("RestartT")] == [b"early", b"late"]
             assert broker.schedule_service.table.offset_table[1] == 1
             assert broker.schedule_service.table.offset_table[4] == 1
@@ -144,7 +144,7 @@ async def test_shutdown_in_the_middle_of_a_delivery_burst_loses_and_repeats_noth
         async with RemotingClient() as client:
             w = Wire(None, broker, client)
             await wait_for(lambda: w.store.get_max_offset_in_queue("BurstT", 0) >= n, timeout=10, what="all delivered")
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the behaviour under test: nothing more arrives afterwards
             bodies = [m.body for m in w.messages("BurstT")]
     print(f"delivered before the shutdown: {during} of {n}")
     assert len(bodies) == n and len(set(bodies)) == n, (len(bodies), len(set(bodies)), during)

@@ -1,5 +1,4 @@
 """CONSUMER_SEND_MSG_BACK (36), %RETRY% / %DLQ% topics and the SEND path's retry → DLQ rule."""
-import asyncio
 import json
 
 import pytest
@@ -70,13 +69,12 @@ async def test_max_reconsume_times_reached_goes_to_dlq_and_is_routed(wire):
     assert w.messages(SCHEDULE, 2) == []
     tc = w.broker.topic_config_manager.select_topic_config("%DLQ%GID_c")
     assert tc.read_queue_nums == 1 and tc.perm == 6   # Java 4.9.8: PERM_WRITE | PERM_READ
-    route = await w.route("%DLQ%GID_c")
-    for _ in range(50):   # registration with the name server follows the topic's creation
-        if route.code == ResponseCode.SUCCESS:
-            break
-        await asyncio.sleep(0.1)
+
+    async def routed():  # registration with the name server follows the topic's creation
         route = await w.route("%DLQ%GID_c")
-    assert route.code == ResponseCode.SUCCESS, "the name server must route %DLQ%<group>"
+        return route if route.code == ResponseCode.SUCCESS else None
+
+    route = await wait_for(routed, what="the name server to route %DLQ%<group>")
     assert json.loads(route.body_bytes())["queueDatas"][0]["readQueueNums"] == 1
 
     # a consumer of the DLQ topic finds it (our SDK's lite pull consumer)

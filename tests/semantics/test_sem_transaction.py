@@ -34,7 +34,7 @@ async def _consumed(w, topic, group, seconds):
                          consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     c.subscribe(topic)
     async with c:
-        await asyncio.sleep(seconds)
+        await asyncio.sleep(seconds)  # the behaviour under test: what arrives within this window
     return got
 
 
@@ -61,7 +61,7 @@ async def test_commit_rollback_and_op_records(wire):
     assert "REAL_TOPIC" not in final.properties and final.properties["PGROUP"] == "PID_tx"
     assert final.queue_id == r_commit.send_result.message_queue.queue_id
     assert r_roll.local_transaction_state is S.ROLLBACK_MESSAGE
-    # settled: the checker sends nothing for them
+    # settled: the checker sends nothing for them (the behaviour under test: for a few check rounds)
     await asyncio.sleep(1.0)
     assert w.broker.transaction_service.checks_sent == 0
 
@@ -194,10 +194,10 @@ async def test_unresolved_half_message_survives_a_restart(tmp_path):
                 await p.fetch_publish_message_queues("TxRestartT")
                 await wait_for(lambda: broker.producer_manager.get_available_channel("PID_rs"), timeout=40,
                                what="the producer's heartbeat")
-                await asyncio.sleep(0.7)   # older than transactionTimeOut (600 ms)
+                await asyncio.sleep(0.7)   # a real age: older than transactionTimeOut (600 ms)
                 broker.transaction_service.wakeup()
                 await wait_for(lambda: w.messages("TxRestartT"), timeout=10, what="the commit after the restart")
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(1.0)  # the behaviour under test: no second check-back follows
             assert checked == ["AC110001TXRESTART"]
             assert [m.body for m in w.messages("TxRestartT")] == [b"pending"]
 

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import time
 
-from rmq._testing import StandaloneProcess
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
+from rmq._testing import StandaloneProcess, wait_until_sync
+from rmq.remoting import requests as rq
+from rmq.remoting.headers import CreateTopicRequestHeader, SendMessageRequestHeader
 from rmq.spark._client import RocketMQClient
 from rmq.spark._records import encode_properties
+from rmq.types import MessageQueue
 
 
 class Rmq:
@@ -20,17 +21,14 @@ class Rmq:
         self.client = RocketMQClient([self.namesrv])
 
     def create_topic(self, topic: str, queues: int = 2) -> None:
-        resp = self.client.invoke(self.broker, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
-            "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": False}))
-        assert resp.code == ResponseCode.SUCCESS, resp.remark
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:  # the broker registers the new route with the name server
+        rq.check_success(self.client.invoke(self.broker, rq.create_topic(CreateTopicRequestHeader(
+            topic=topic, read_queue_nums=queues, write_queue_nums=queues, topic_sys_flag=0))))
+
+        def routed():  # the broker registers the new route with the name server
             route = self.client.topic_route(topic)
-            if route.queue_datas and route.queue_datas[0].read_queue_nums == queues:
-                return
-            time.sleep(0.05)
-        raise AssertionError(f"route of {topic} never showed {queues} queues")
+            return route.queue_datas and route.queue_datas[0].read_queue_nums == queues
+
+        wait_until_sync(routed, what=f"the route of {topic} to show {queues} queues")
 
     def send(self, topic: str, queue_id: int, body: bytes, tags: str | None = None, keys: str | None = None,
              props: dict | None = None) -> tuple[int, str]:
@@ -40,11 +38,12 @@ class Rmq:
             p["TAGS"] = tags
         if keys:
             p["KEYS"] = keys
-        resp = self.client.invoke(self.broker, RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {
-            "a": "test-producer", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": 0,
-            "g": int(time.time() * 1000), "h": 0, "i": encode_properties(p), "j": 0, "k": False}, body))
-        assert resp.code == ResponseCode.SUCCESS, resp.remark
-        return int(resp.ext_fields["queueOffset"]), resp.ext_fields["msgId"]
+        header = SendMessageRequestHeader(producer_group="test-producer", topic=topic, queue_id=queue_id,
+                                          born_timestamp=int(time.time() * 1000), properties=encode_properties(p),
+                                          reconsume_times=0)
+        result = rq.parse_send(self.client.invoke(self.broker, rq.send_message(header, body)),
+                               MessageQueue(topic, "", queue_id))
+        return result.queue_offset, result.offset_msg_id
 
     def max_offset(self, topic: str, queue_id: int) -> int:
         return self.client.max_offset(self.broker, topic, queue_id)

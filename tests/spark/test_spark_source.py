@@ -10,10 +10,9 @@ import json
 import time
 
 import pytest
-
 from spark_support import Rmq
 
-from rmq._testing import StandaloneProcess
+from rmq._testing import StandaloneProcess, wait_until_sync
 
 pytestmark = pytest.mark.spark
 
@@ -75,9 +74,11 @@ def test_batch_read_by_timestamp(spark, rmq_server):
     rmq_server.create_topic("ticks", 1)
     for i in range(3):
         rmq_server.send("ticks", 0, f"old{i}".encode())
-    time.sleep(0.05)
+    # store timestamps have millisecond resolution: let the clock move on around ``cut``
+    first = int(time.time() * 1000)
+    wait_until_sync(lambda: int(time.time() * 1000) > first, interval=0.001, what="the next millisecond")
     cut = int(time.time() * 1000)
-    time.sleep(0.05)
+    wait_until_sync(lambda: int(time.time() * 1000) > cut, interval=0.001, what="the next millisecond")
     for i in range(4):
         rmq_server.send("ticks", 0, f"new{i}".encode())
     df = _read(spark, rmq_server, subscribe="ticks", startingTimestamp=str(cut)).load()
@@ -119,7 +120,7 @@ def test_write_then_read_back(spark, rmq_server):
             assert r.partition == partition
     # One key, one queue (rows without an explicit partition).
     queues_per_key: dict = {}
-    for value, key, topic, tags, props, partition in rows:
+    for value, key, topic, _tags, _props, partition in rows:
         if partition is None:
             queues_per_key.setdefault((topic, key), set()).add(by_value[value].partition)
     assert all(len(qs) == 1 for qs in queues_per_key.values())
@@ -243,11 +244,8 @@ def test_data_loss_when_retention_deleted_the_start(spark, tmp_path):
             r.create_topic("aged", 1)
             for i in range(400):  # ~1 KiB each: several 64 KiB CommitLog files
                 r.send("aged", 0, b"%04d" % i + b"x" * 1000)
-            deadline = time.monotonic() + 20
-            while r.client.min_offset(r.broker, "aged", 0) == 0 and time.monotonic() < deadline:
-                time.sleep(0.2)
-            low = r.client.min_offset(r.broker, "aged", 0)
-            assert low > 0, "retention never deleted anything"
+            low = wait_until_sync(lambda: r.client.min_offset(r.broker, "aged", 0), timeout=30, interval=0.2,
+                                  what="retention to delete the oldest CommitLog file")
             start = json.dumps({"aged": {"0": 0}})
             with pytest.raises(Exception, match="no longer available"):
                 _read(spark, r, subscribe="aged", startingOffsets=start).load().count()

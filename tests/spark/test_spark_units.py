@@ -8,6 +8,7 @@ import zlib
 
 import pytest
 
+from rmq._testing import wait_until_sync
 from rmq.spark._plan import QueueRange, plan_ranges, rate_limit
 from rmq.spark._records import (
     MAGIC_V1,
@@ -152,7 +153,7 @@ def test_min_partitions_splits_in_proportion_and_covers_every_offset():
     for k in qs:
         mine = sorted((r.start, r.end) for r in ranges if r.key == k)
         assert mine[0][0] == start[k] and mine[-1][1] == end[k]
-        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))  # contiguous, no overlap
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:], strict=False))  # contiguous, no overlap
     assert sum(len(r) for r in ranges) == 1010
 
 
@@ -316,7 +317,8 @@ def test_vectorized_properties_parse_like_parse_properties():
     starts = np.cumsum([0] + [len(s.encode()) for s in strings[:-1]])
     lengths = np.array([len(s.encode()) for s in strings])
     offsets, keys, values = _props_arrow(np.frombuffer(data, np.uint8), data, starts, lengths)
-    rows = [dict(zip(keys.to_pylist()[a:b], values.to_pylist()[a:b])) for a, b in zip(offsets[:-1], offsets[1:])]
+    rows = [dict(zip(keys.to_pylist()[a:b], values.to_pylist()[a:b], strict=True))
+            for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
     assert rows == [parse_properties(s) for s in strings]
     assert _prop_column((offsets, keys, values), "KEYS").to_pylist() == [None, None, "k k2"]
     bad = b"\xff\xfe\x01x\x02"
@@ -327,7 +329,7 @@ def test_vectorized_sink_encoding_matches_the_row_path():
     """MessageSender's Arrow path and its per-row path produce the same batch bodies (routing
     and SEND are replaced by recording; the encoding is what is compared)."""
     pa = pytest.importorskip("pyarrow", reason="pyarrow comes with the spark extra")
-    from rmq.spark._client import BrokerData, QueueData, TopicRoute
+    from rmq.common.route import BrokerData, QueueData, TopicRouteData
     from rmq.spark._sink import MessageSender, _TopicTarget
 
     class Recording(MessageSender):
@@ -338,7 +340,7 @@ def test_vectorized_sink_encoding_matches_the_row_path():
             self._ids.array = lambda n: pa.array(["UNIQ_KEY\x01ID\x02"] * n)
 
         def _target(self, topic):
-            route = TopicRoute(topic, (QueueData("b", 2, 2, 6),), (BrokerData("b", {"0": "h:1"}),))
+            route = TopicRouteData([QueueData("b", 2, 2, 6)], [BrokerData("c", "b", {0: "h:1"})])
             t = self._targets[topic] = _TopicTarget(topic, route, None)
             t.rr = 0
             return t
@@ -400,7 +402,6 @@ def test_client_replaces_a_connection_the_peer_closed():
     before use, so even a non-idempotent send does not fail on it."""
     import socket
     import threading
-    import time
 
     from rmq.remoting.codec import FrameDecoder, encode
     from rmq.remoting.command import RemotingCommand
@@ -431,11 +432,8 @@ def test_client_replaces_a_connection_the_peer_closed():
     t.start()
     client = RocketMQClient(["127.0.0.1:9"], timeout=5)
     try:
-        client._conn(addr)  # connect; the server closes it
-        deadline = time.monotonic() + 5
-        while not accepted and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(0.1)  # let the FIN arrive
+        conn = client._conn(addr)  # connect; the server closes it
+        wait_until_sync(conn.looks_dead, what="the server's FIN")
         resp = client.invoke(addr, RemotingCommand.request(10, {"x": "y"}), idempotent=False)
         assert resp.ext_fields == {"ok": "1"} and len(accepted) == 2
     finally:

@@ -1,8 +1,9 @@
 """Fixtures for the store tests: real MessageStores on small files in a temp directory."""
 import pytest
+from store_support import STORE_HOST, small_config
 
 from rmq.store import MessageStore
-from store_support import STORE_HOST, small_config
+
 
 @pytest.fixture
 async def make_store(tmp_path):

@@ -12,9 +12,9 @@ import sys
 import uvloop
 
 sys.path.insert(0, os.path.dirname(__file__))
-from store_support import STORE_HOST, small_config  # noqa: E402
+from store_support import STORE_HOST, small_config
 
-from rmq.store import MessageInner, MessageStore  # noqa: E402
+from rmq.store import MessageInner, MessageStore
 
 
 def body_for(seed: int, seq: int) -> bytes:
@@ -42,7 +42,8 @@ async def main(root, ack_path, seed, mode):
             r = await store.put_message(MessageInner(topic, qid, body_for(seed, my), properties=props))
             if r.is_ok:
                 a = r.append
-                os.write(ack, f"{a.wrote_offset} {a.wrote_bytes} {topic} {qid} {a.logics_offset} {seed} {my}\n".encode())
+                line = f"{a.wrote_offset} {a.wrote_bytes} {topic} {qid} {a.logics_offset} {seed} {my}\n"
+                os.write(ack, line.encode())
 
     await asyncio.gather(*(producer(p) for p in range(4)))
 

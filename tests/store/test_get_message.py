@@ -1,6 +1,5 @@
 """getMessage (SPEC S3): every status and correction, the filter budget, transfer limits,
 suggestPullingFromSlave, and a randomized differential test against rmq.store._model."""
-import asyncio
 import os
 import random
 import struct
@@ -8,14 +7,14 @@ import struct
 import pytest
 
 from rmq import _store
+from rmq._testing import wait_until
 from rmq.store import GetMessageStatus as S
-from rmq.store import MessageFilter, MessageInner
-from rmq.store import _model
+from rmq.store import MessageFilter, MessageInner, _model
 
 
 async def put_n(store, topic, qid, n, body=b"x" * 100, tags="TagA"):
     results = []
-    for i in range(n):
+    for _i in range(n):
         props = {"TAGS": tags} if tags else {}
         r = await store.put_message(MessageInner(topic, qid, body, properties=props))
         assert r.is_ok, r
@@ -182,12 +181,14 @@ async def test_views_hold_the_file_until_released(make_store):
     assert bytes(res.buffers[0]) == data
     res.release()
     # Unmapped now, or (if the warm-ahead thread still touches it) on the next clean run.
-    for _ in range(200):
-        if first.destroyed:
-            break
-        await asyncio.sleep(0.01)
-        store.commit_log.mfq.retry_pending_destroy()
-    assert first.destroyed and not os.path.exists(first.path)
+
+    def destroyed():
+        if not first.destroyed:
+            store.commit_log.mfq.retry_pending_destroy()
+        return first.destroyed
+
+    await wait_until(destroyed, what="the first file unmapped")
+    assert not os.path.exists(first.path)
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,16 +3,24 @@ import asyncio
 import errno
 import os
 import struct
+import time
 
 import pytest
+from store_support import STORE_HOST, small_config
 
 from rmq import _store
+from rmq._testing import wait_until
 from rmq.errors import StoreError
-from rmq.store import (GetMessageStatus, MessageFilter, MessageInner, MessageStore,
-                       MessageSysFlag, PutMessageStatus, offset_msg_id)
+from rmq.store import (
+    GetMessageStatus,
+    MessageFilter,
+    MessageInner,
+    MessageStore,
+    MessageSysFlag,
+    PutMessageStatus,
+    offset_msg_id,
+)
 from rmq.store.message import host_bytes
-
-from store_support import STORE_HOST, small_config
 
 
 def batch_item(body, props: bytes, flag=0):
@@ -122,7 +130,7 @@ async def test_arrival_listener_is_called_promptly_after_dispatch(make_store):
     calls = []
     store.add_arrival_listener(lambda *a: calls.append(a))
     await store.put_message(MessageInner("T", 3, b"x", properties={"TAGS": "TagA"}))
-    for _ in range(5):
+    for _ in range(5):  # the behaviour under test: within a few turns of the event loop
         await asyncio.sleep(0)
         if calls:
             break
@@ -162,13 +170,18 @@ async def test_schedule_topic_units_carry_the_delivery_time(make_store):
     assert cq.get_unit(0)[2] == r.append.store_timestamp + 10_000          # level 3 = 10 s
 
 
+def _now_ms():
+    return int(time.time() * 1000)
+
+
 async def test_offsets_by_time_and_store_timestamp(make_store):
     store = await make_store()
     stamps = []
-    for i in range(6):
+    for _ in range(6):
         r = await store.put_message(MessageInner("T", 0, b"x"))
         stamps.append(r.append.store_timestamp)
-        await asyncio.sleep(0.003)
+        # store timestamps have millisecond resolution: the next put gets a later one
+        await wait_until(lambda: _now_ms() > stamps[-1], interval=0.001, what="the next millisecond")
     store.do_reput()
     for i, ts in enumerate(stamps):
         assert store.get_message_store_timestamp("T", 0, i) == ts
@@ -201,7 +214,7 @@ async def test_sync_flush_group_commit_acknowledges_after_fsync(make_store, monk
 
     async def producer(p):
         out = []
-        for i in range(25):
+        for _i in range(25):
             r = await store.put_message(MessageInner("S", p, os.urandom(200)))
             assert r.is_ok
             # Acknowledged ⇒ durable and (SYNC) only then dispatched.
@@ -212,8 +225,8 @@ async def test_sync_flush_group_commit_acknowledges_after_fsync(make_store, monk
     results = await asyncio.gather(*(producer(p) for p in range(8)))
     assert sum(len(r) for r in results) == 200
     assert 0 < len(syncs) < 200                          # group commit: fewer fsyncs than puts
-    await asyncio.sleep(0.01)
-    assert sum(store.get_max_offset_in_queue("S", p) for p in range(8)) == 200
+    await wait_until(lambda: sum(store.get_max_offset_in_queue("S", p) for p in range(8)) == 200,
+                     what="all 200 dispatched")
     assert calls
 
 
@@ -240,10 +253,7 @@ async def test_fsync_error_reaches_the_producer(make_store, monkeypatch, caplog)
     assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE and "flush error" in r.remark
     monkeypatch.undo()
     # The refusal triggered another flush; once one succeeds, writes are accepted again.
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if store.last_flush_error is None:
-            break
+    await wait_until(lambda: store.last_flush_error is None, what="a successful flush")
     assert (await store.put_message(MessageInner("T", 0, b"back"))).is_ok
     assert "works again" in caplog.text
 
@@ -281,19 +291,13 @@ async def test_async_flush_error_refuses_writes_until_a_flush_succeeds(make_stor
 
     monkeypatch.setattr(os, "fdatasync", broken)
     assert (await store.put_message(MessageInner("T", 0, b"x" * 5000))).is_ok   # acked before flush
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if store.last_flush_error:
-            break
+    await wait_until(lambda: store.last_flush_error, what="the flush error")
     r = await store.put_message(MessageInner("T", 0, b"y"))
     assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE and "Input/output error" in r.remark
     assert "refusing writes until a flush succeeds" in caplog.text
     assert store.runtime_info()["lastFlushError"]
     monkeypatch.undo()
-    for _ in range(100):
-        await asyncio.sleep(0.01)
-        if store.last_flush_error is None:
-            break
+    await wait_until(lambda: store.last_flush_error is None, what="a successful flush")
     assert (await store.put_message(MessageInner("T", 0, b"z"))).is_ok
 
 
@@ -310,21 +314,15 @@ async def test_async_flush_waits_for_enough_dirty_pages(make_store):
                              flush_commitlog_least_pages=4, flush_commitlog_thorough_interval=10 ** 9)
     cl = store.commit_log
 
-    async def settle():
-        for _ in range(10):
-            await asyncio.sleep(0.02)
-
     await store.put_message(MessageInner("T", 0, b"x" * 1000))         # well under 4 pages
-    await settle()
+    await asyncio.sleep(0.2)  # the behaviour under test: some 20 flush rounds (10 ms) flush nothing
     assert cl.flushed_offset == 0 < cl.max_offset
     for _ in range(20):                                                 # > 4 pages dirty
         await store.put_message(MessageInner("T", 0, b"x" * 1000))
-    await settle()
-    assert cl.flushed_offset == cl.max_offset
+    await wait_until(lambda: cl.flushed_offset == cl.max_offset, what="the dirty pages flushed")
     store.config.flush_commitlog_thorough_interval = 0                 # "thorough": any dirty page
     await store.put_message(MessageInner("T", 0, b"y"))
-    await settle()
-    assert cl.flushed_offset == cl.max_offset
+    await wait_until(lambda: cl.flushed_offset == cl.max_offset, what="the last page flushed")
 
 
 async def test_flush_error_after_a_timed_out_put_is_not_left_unretrieved(make_store, monkeypatch):
@@ -337,13 +335,9 @@ async def test_flush_error_after_a_timed_out_put_is_not_left_unretrieved(make_st
     monkeypatch.setattr(os, "fdatasync", broken)
     r = await store.put_message(MessageInner("T", 0, b"x"))
     assert r.status == PutMessageStatus.FLUSH_DISK_TIMEOUT
-    for _ in range(50):
-        await asyncio.sleep(0.01)
-        if store.last_flush_error:
-            break
-    assert store.last_flush_error
+    await wait_until(lambda: store.last_flush_error, what="the flush error")
     gc.collect()
-    await asyncio.sleep(0)          # the autouse guard fails the test on "never retrieved"
+    await asyncio.sleep(0)          # one loop turn: the autouse guard fails the test on "never retrieved"
     monkeypatch.undo()
 
 

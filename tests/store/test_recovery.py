@@ -8,11 +8,11 @@ import sys
 import time
 
 import pytest
+from crash_writer import body_for
 
 from rmq import _store
+from rmq._testing import wait_until_sync
 from rmq.store import GetMessageStatus, MessageInner
-
-from crash_writer import body_for
 
 HERE = os.path.dirname(__file__)
 CRASH_CFG = dict(mapped_file_size_commitlog=32 * 1024, mapped_file_size_consume_queue=20 * 64)
@@ -91,7 +91,7 @@ def run_writer_and_kill(root, ack, seed, delay, mode="sync"):
     try:
         line = proc.stdout.readline()
         assert line.strip() == b"ready", proc.stderr.read().decode()
-        time.sleep(delay)
+        time.sleep(delay)  # the behaviour under test: a SIGKILL at a random moment of the writes
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -128,9 +128,7 @@ async def _write_then_crash(tmp_path, n=40):
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout.readline().strip() == b"ready"
-        deadline = time.monotonic() + 20
-        while len(read_acks(ack)) < n and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_until_sync(lambda: len(read_acks(ack)) >= n, what=f"{n} acknowledged writes")
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
@@ -145,7 +143,7 @@ def _last_record(root):
     names = sorted(os.listdir(cdir))
     best = None
     for name in names:
-        data = open(cdir / name, "rb").read()
+        data = (cdir / name).read_bytes()
         recs, _, _, _ = _store.scan_records(data, 0, len(data), int(name))
         if recs:
             phy, size = recs[-1][0], recs[-1][1]

@@ -44,7 +44,7 @@ from rmq.remoting.headers import (
 )
 
 log = logging.getLogger("rmq.broker")
-_rl = RateLimitedLog(log)
+_rlog = RateLimitedLog(log)
 
 # Java's MQVersion.CURRENT_VERSION for 4.9.8 (brokerVersion in GET_BROKER_RUNTIME_INFO).
 BROKER_VERSION = 409
@@ -94,7 +94,7 @@ class AdminBrokerProcessor:
     async def update_and_create_topic(self, conn, cmd):
         c = self.controller
         h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)
-        _rl.info("update-topic", "updateAndCreateTopic called by %s: %s", conn.remote_addr, clip(cmd.ext_fields))
+        _rlog.info("update-topic", "updateAndCreateTopic called by %s: %s", conn.remote_addr, clip(cmd.ext_fields))
         # Java AdminBrokerProcessor.updateAndCreateTopic: a legal name, not a system topic.
         problem = TopicValidator.check_topic(h.topic)
         if problem is not None:
@@ -123,15 +123,15 @@ class AdminBrokerProcessor:
     async def delete_topic(self, conn, cmd):
         c = self.controller
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
-        _rl.info("delete-topic", "deleteTopic called by %s: %s", conn.remote_addr, clip(h.topic))
+        _rlog.info("delete-topic", "deleteTopic called by %s: %s", conn.remote_addr, clip(h.topic))
         if c.topic_config_manager.is_system_topic(h.topic):
             return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] is a system topic and cannot be deleted", {})
         c.topic_config_manager.delete_topic_config(h.topic)
         c.consumer_offset_manager.remove_topic(h.topic)
         try:
             await _maybe_await(c.message_store.delete_topics({h.topic}))
-        except Exception as e:  # noqa: BLE001 - the config is gone; report the store part
-            log.exception("store failed to delete topic %s", h.topic)
+        except Exception as e:
+            log.exception("store failed to delete topic %s", clip(h.topic))
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic config deleted but the store failed: {e}", {})
         await c.register_broker_now()
         return cmd.response(ResponseCode.SUCCESS, None, {})
@@ -154,7 +154,7 @@ class AdminBrokerProcessor:
         if not 0 <= cfg.retry_queue_nums <= cap:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"retryQueueNums {cfg.retry_queue_nums} is out of range "
                                 f"0..{cap} (maxTopicQueueNums)", {})
-        _rl.info("update-group", "updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_addr, cfg.group_name)
+        _rlog.info("update-group", "updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_addr, cfg.group_name)
         self.controller.subscription_group_manager.update_subscription_group_config(cfg)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
@@ -173,7 +173,7 @@ class AdminBrokerProcessor:
         table: dict[str, str] = {}
         try:
             table.update({str(k): str(v) for k, v in c.message_store.runtime_info().items()})
-        except Exception:  # noqa: BLE001 - stats are best effort
+        except Exception:  # stats are best effort
             log.exception("store runtime info failed")
         stats = c.stats
         table.update(

@@ -36,7 +36,7 @@ from rmq.remoting.headers import (
 )
 
 log = logging.getLogger("rmq.broker")
-_rl = RateLimitedLog(log)
+_rlog = RateLimitedLog(log)
 
 _GROUPS_PER_SLICE = 50   # consumer groups of one heartbeat handled between two yields to the loop
 
@@ -81,7 +81,7 @@ class ClientManageProcessor:
             if not group:  # ONS's unit test sends groupless entries: skip, still answer 0
                 continue
             if check_group_name(group) is not None:
-                _rl.warning("heartbeat-bad-group", "heartbeat from %s: illegal consumer group name %s skipped",
+                _rlog.warning("heartbeat-bad-group", "heartbeat from %s: illegal consumer group name %s skipped",
                             conn.remote_addr, clip(group))
                 continue
             sgc = c.subscription_group_manager.find_subscription_group_config(group)
@@ -162,9 +162,9 @@ class ConsumerManageProcessor:
             ids = info.all_client_ids()
             if ids:
                 return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes({"consumerIdList": ids}))
-            log.warning("getAllClientId failed, %s %s", h.consumer_group, conn.remote_addr)
+            _rlog.warning("get-client-ids", "getAllClientId failed, %s %s", clip(h.consumer_group), conn.remote_addr)
         else:
-            log.warning("getConsumerGroupInfo failed, %s %s", h.consumer_group, conn.remote_addr)
+            _rlog.warning("get-group-info", "getConsumerGroupInfo failed, %s %s", clip(h.consumer_group), conn.remote_addr)
         return cmd.response(ResponseCode.SYSTEM_ERROR, "no consumer for this group, " + h.consumer_group, {})
 
     def update_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:

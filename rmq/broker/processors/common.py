@@ -12,7 +12,7 @@ from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
 
 log = logging.getLogger("rmq.broker")
-_rl = RateLimitedLog(log)
+_rlog = RateLimitedLog(log)
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
@@ -62,7 +62,7 @@ def _has_lone_surrogate(obj: Any) -> bool:
 def bad_request(conn, cmd: RemotingCommand, err: Exception, code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
     """The reply to a request we cannot read (bad header or body), with a rate-limited log
     line (one per request code per 10 s); the remark is clipped too."""
-    _rl.warning(f"bad-request-{cmd.code}", "bad request code=%s from %s: %s", cmd.code,
+    _rlog.warning(f"bad-request-{cmd.code}", "bad request code=%s from %s: %s", cmd.code,
                 getattr(conn, "remote_addr", "?"), clip(err))
     return cmd.response(code, clip(str(err), 1000), ext_fields={})
 

@@ -30,6 +30,7 @@ import logging
 from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName
+from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import PullSysFlag
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
@@ -38,6 +39,7 @@ from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.store import MessageFilter
 
 log = logging.getLogger("rmq.broker")
+_rlog = RateLimitedLog(log)
 
 MASTER_ID = MixAll.MASTER_ID
 
@@ -125,7 +127,8 @@ class PullMessageProcessor:
         # 4. topic
         tc = c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
-            log.warning("pull from %s: topic %s does not exist (consumer %s)", h.consumer_group, h.topic, conn.remote_addr)
+            _rlog.warning("pull-topic-not-exist", "pull from %s: topic %s does not exist (consumer %s)",
+                          clip(h.consumer_group), clip(h.topic), conn.remote_addr)
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!" + FAQ, {})
         if not PermName.is_readable(tc.perm):
             return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden", {})
@@ -135,7 +138,7 @@ class PullMessageProcessor:
                 f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
                 f"[{tc.read_queue_nums}] consumer:[{conn.remote_addr}]"
             )
-            log.warning(remark)
+            _rlog.warning("pull-bad-queue", "%s", clip(remark, 400))
             return cmd.response(ResponseCode.SYSTEM_ERROR, remark, {})
         # 6. subscription
         if has_subscription:
@@ -150,7 +153,8 @@ class PullMessageProcessor:
             try:
                 message_filter = self._filter(sub_string)
             except Exception as e:  # noqa: BLE001 - any parse failure is the client's expression
-                log.warning("parse the consumer's subscription[%s] failed, group: %s: %s", sub_string, h.consumer_group, e)
+                _rlog.warning("pull-bad-subscription", "parse the consumer's subscription[%s] failed, group: %s: %s",
+                              clip(sub_string), clip(h.consumer_group), clip(e))
                 return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed", {})
         else:
             cgi = c.consumer_manager.get_consumer_group_info(h.consumer_group)
@@ -212,14 +216,19 @@ class PullMessageProcessor:
                 polling_millis = suspend_timeout_millis
                 if not self.broker_config.long_polling_enable:
                     polling_millis = self.broker_config.short_polling_time_mills
-                c.pull_request_hold_service.suspend_pull_request(
+                if c.pull_request_hold_service.suspend_pull_request(
                     conn, cmd, h.topic, h.queue_id, h.queue_offset, polling_millis, message_filter
-                )
-                response = None
+                ):
+                    response = None
+                else:  # this connection or the broker holds as many pulls as allowed
+                    response = cmd.response(
+                        ResponseCode.SYSTEM_BUSY,
+                        "[PULL_HOLD_LIMIT]too many suspended pulls, try again later", {},
+                    )
             elif code == ResponseCode.PULL_OFFSET_MOVED:
                 log.info(
                     "pull offset moved: group=%s topic=%s queue=%d requested=%d next=%d (%s)",
-                    h.consumer_group, h.topic, h.queue_id, h.queue_offset, result.next_begin_offset, status,
+                    clip(h.consumer_group), clip(h.topic), h.queue_id, h.queue_offset, result.next_begin_offset, status,
                 )
 
         # Commit the consumer offset the pull carried (master only, first pass only).

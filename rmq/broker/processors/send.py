@@ -31,7 +31,7 @@ from rmq.remoting.headers import SendMessageRequestHeader
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker")
-_rl = RateLimitedLog(log)
+_rlog = RateLimitedLog(log)
 
 # PutMessageStatus name -> (response code, remark). Names, not members, so a status the store
 # adds later falls through to SYSTEM_ERROR with its name instead of breaking the import.
@@ -161,7 +161,7 @@ class SendMessageProcessor:
         """Check, append and answer; returns a response, or an awaitable of one (SYNC_FLUSH)."""
         tc, error = self._msg_check(conn, cmd, header)
         if error is not None:
-            _rl.warning(f"send-rejected-{error.code}", "send to %s from %s rejected: %s", clip(header.topic),
+            _rlog.warning(f"send-rejected-{error.code}", "send to %s from %s rejected: %s", clip(header.topic),
                         conn.remote_addr, clip(error.remark))
             return error
         queue_id = header.queue_id
@@ -194,7 +194,7 @@ class SendMessageProcessor:
         try:
             result = self.store.append_message(msg, batch)
         except Exception as e:  # noqa: BLE001 - the store's failure must reach the producer
-            log.exception("store failed to put a message into %s-%d", header.topic, queue_id)
+            _rlog.error("store-put", "store failed to put a message into %s-%d", clip(header.topic), queue_id, exc_info=True)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         if result.flush_wait:
             return self._reply_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result)
@@ -204,7 +204,7 @@ class SendMessageProcessor:
         try:
             result = await self.store.wait_flush(result)
         except Exception as e:  # noqa: BLE001 - an fsync error must reach the producer
-            log.error("flush failed for a message in %s-%d: %s", header.topic, queue_id, e)
+            _rlog.error("store-flush", "flush failed for a message in %s-%d: %s", clip(header.topic), queue_id, e)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
 
@@ -218,7 +218,7 @@ class SendMessageProcessor:
             detail = remark or status_name
             if result.remark:
                 detail = f"{detail} ({result.remark})"
-            _rl.warning(f"send-failed-{code}", "send to %s-%d from %s failed: %s", clip(header.topic), queue_id,
+            _rlog.warning(f"send-failed-{code}", "send to %s-%d from %s failed: %s", clip(header.topic), queue_id,
                         conn.remote_addr, clip(detail))
             return cmd.response(code, detail, {})
         append = result.append

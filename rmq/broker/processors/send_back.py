@@ -27,6 +27,7 @@ import random
 from rmq.broker.message_copy import copy_to_inner
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName, TopicValidator
+from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -35,6 +36,7 @@ from rmq.remoting.headers import ConsumerSendMsgBackRequestHeader
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker.retry")
+_rlog = RateLimitedLog(log)
 
 DLQ_NUMS_PER_GROUP = 1
 _RW = PermName.PERM_READ | PermName.PERM_WRITE
@@ -161,7 +163,8 @@ class ConsumerSendMsgBackProcessor:
             return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden", {})
         ext = c.message_store.look_message_by_offset(header.offset)
         if ext is None:
-            log.warning("send-back from %s (group %s): no message at CommitLog offset %d", who, group, header.offset)
+            _rlog.warning("send-back-no-message", "send-back from %s (group %s): no message at CommitLog offset %d", who, clip(group),
+                          header.offset)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}", {})
 
         props = dict(ext.properties)
@@ -187,11 +190,11 @@ class ConsumerSendMsgBackProcessor:
         try:
             result = await c.message_store.put_message(inner)
         except Exception as e:  # noqa: BLE001 - the consumer must hear about it (it retries locally)
-            log.exception("send-back of %s into %s failed", ext.msg_id, new_topic)
+            _rlog.error("send-back-failed", "send-back of %s into %s failed", ext.msg_id, clip(new_topic), exc_info=True)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         if not result.is_ok:
             status = getattr(result.status, "name", str(result.status))
-            log.warning("send-back of %s into %s failed: %s", ext.msg_id, new_topic, status)
+            _rlog.warning("send-back-status", "send-back of %s into %s failed: %s", ext.msg_id, clip(new_topic), status)
             return cmd.response(ResponseCode.SYSTEM_ERROR, status, {})
         c.stats.put_nums += 1
         return cmd.response(ResponseCode.SUCCESS, None, {})

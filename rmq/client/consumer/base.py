@@ -18,8 +18,10 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.common.constants import ExpressionType, MixAll
 from rmq.common.message import PullSysFlag, java_string_hash
 from rmq.errors import ClientError, RemotingConnectError, RMQError
+from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullResult
 
 from ..instance import ClientInstance, get_client_instance
@@ -32,8 +34,8 @@ __all__ = ["SubscriptionData", "ConsumerBase", "retry_topic", "RETRY_GROUP_TOPIC
 
 log = logging.getLogger("rmq.client")
 
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DEFAULT_CONSUMER_GROUP = "DEFAULT_CONSUMER"
+RETRY_GROUP_TOPIC_PREFIX = MixAll.RETRY_GROUP_TOPIC_PREFIX
+DEFAULT_CONSUMER_GROUP = MixAll.DEFAULT_CONSUMER_GROUP
 #: Long polling: the broker holds a pull up to 15 s; we wait 30 s for its answer (Java
 #: brokerSuspendMaxTimeMillis / consumerTimeoutMillisWhenSuspend).
 BROKER_SUSPEND_MAX_TIME = 15.0
@@ -43,7 +45,7 @@ PULL_DELAY_WHEN_EXCEPTION = 3.0
 
 
 def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
+    return MixAll.get_retry_topic(group)
 
 
 @dataclass(slots=True)
@@ -72,7 +74,7 @@ class SubscriptionData:
     def to_json(self) -> dict:
         return {"classFilterMode": False, "topic": self.topic, "subString": self.sub_string,
                 "tagsSet": sorted(self.tags_set), "codeSet": sorted(self.code_set),
-                "subVersion": self.sub_version, "expressionType": "TAG"}
+                "subVersion": self.sub_version, "expressionType": ExpressionType.TAG}
 
 
 def _check_range(name: str, value: int, lo: int, hi: int) -> None:
@@ -410,16 +412,14 @@ class ConsumerBase(abc.ABC):
             raise ClientError(f"the broker {mq.broker_name} of {mq} is not in any route")
         addr, is_slave = found
         commit = commit_offset > 0 and not is_slave and self.message_model is MessageModel.CLUSTERING
-        header = {
-            "consumerGroup": self.group, "topic": mq.topic, "queueId": mq.queue_id,
-            "queueOffset": offset, "maxMsgNums": max_nums,
-            "sysFlag": PullSysFlag.build(commit, suspend, sub is not None),
-            "commitOffset": commit_offset if commit else 0,
-            "suspendTimeoutMillis": int(BROKER_SUSPEND_MAX_TIME * 1000) if suspend else 0,
-            "subscription": sub.sub_string if sub is not None else "*",
-            "subVersion": sub.sub_version if sub is not None else 0,
-            "expressionType": "TAG",
-        }
+        header = PullMessageRequestHeader(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            max_msg_nums=max_nums, sys_flag=PullSysFlag.build(commit, suspend, sub is not None),
+            commit_offset=commit_offset if commit else 0,
+            suspend_timeout_millis=int(BROKER_SUSPEND_MAX_TIME * 1000) if suspend else 0,
+            subscription=sub.sub_string if sub is not None else "*",
+            sub_version=sub.sub_version if sub is not None else 0,
+            expression_type=ExpressionType.TAG)
         timeout = CONSUMER_TIMEOUT_WHEN_SUSPEND if suspend else 10.0
         result = await inst.api.pull_message(addr, header, mq.broker_name, timeout)
         if result.suggest_which_broker_id != self.pull_from_which_node.get(mq, 0):

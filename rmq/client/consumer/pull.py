@@ -20,6 +20,7 @@ import logging
 import time
 from typing import Iterable
 
+from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus
 
@@ -30,6 +31,8 @@ from .process_queue import ProcessQueue
 __all__ = ["PullConsumer"]
 
 log = logging.getLogger("rmq.client")
+# per-request failures repeat during an outage: one line per kind per 10 s, with a count
+_rlog = RateLimitedLog(log)
 
 PAUSED_DELAY = 1.0
 FLOW_CONTROL_DELAY = 0.05
@@ -264,7 +267,8 @@ class PullConsumer(ConsumerBase):
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - wait and pull again
-                log.warning("group %s: pull of %s at %d failed: %r", self.group, mq, pq.next_offset, e)
+                _rlog.warning(f"pull-failed:{self.group}", "group %s: pull of %s at %d failed: %s", self.group, mq,
+                              pq.next_offset, clip(repr(e)))
                 await self._on_pull_error(mq, e)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
                 continue

@@ -29,6 +29,7 @@ import logging
 import time
 from typing import Any, Awaitable, Callable, Union
 
+from rmq.common.log import RateLimitedLog, clip
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import (ConsumeFromWhere, ConsumeResult, MessageExt, MessageModel, MessageQueue,
@@ -42,6 +43,8 @@ from .process_queue import ProcessQueue
 __all__ = ["PushConsumer", "MessageHandler", "BatchMessageHandler"]
 
 log = logging.getLogger("rmq.client")
+# per-request failures repeat during an outage: one line per kind per 10 s, with a count
+_rlog = RateLimitedLog(log)
 
 HandlerResult = Union[ConsumeResult, None]
 #: ``async def handler(msg) -> ConsumeResult | None``; raising means "consume later".
@@ -445,7 +448,8 @@ class PushConsumer(ConsumerBase):
                 raise
             except Exception as e:  # noqa: BLE001 - any failure: wait and pull again
                 self.stats["pull_errors"] += 1
-                log.warning("group %s: pull of %s at %d failed: %r", self.group, mq, pq.next_offset, e)
+                _rlog.warning(f"pull-failed:{self.group}", "group %s: pull of %s at %d failed: %s", self.group, mq,
+                              pq.next_offset, clip(repr(e)))
                 await self._on_pull_error(mq, e)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
                 continue

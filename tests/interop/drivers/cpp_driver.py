@@ -219,7 +219,7 @@ def pull(args):
         for msg in consumer.pull(args.topic, args.expression):
             collector(msg)
         if not collector.done.is_set():
-            time.sleep(0.2)
+            time.sleep(0.2)  # the pull loop's poll interval (a lite pull consumer), not a wait
     emit("done", received=len(collector.seen), rounds=rounds,
          seconds=round(time.monotonic() - started, 3))
     consumer.shutdown()

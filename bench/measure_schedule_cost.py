@@ -3,7 +3,7 @@
 the ``rmq standalone`` process (``/proc/<pid>/stat`` utime + stime), with the clients in this
 separate process.
 
-    .venv/bin/python tests/semantics/measure_schedule_cost.py [--messages 10000] [--json]
+    .venv/bin/python bench/measure_schedule_cost.py [--messages 10000] [--json]
 
 Phases, on one fresh broker (default delay levels: level 3 = 10 s, level 4 = 30 s):
 
@@ -29,16 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from semantics_support import phy_offset  # noqa: E402
-
-from rmq._testing import StandaloneProcess  # noqa: E402
-from rmq.remoting.client import RemotingClient  # noqa: E402
-from rmq.remoting.codes import RequestCode, ResponseCode  # noqa: E402
-from rmq.remoting.command import RemotingCommand  # noqa: E402
-from rmq.store.message import properties_to_string  # noqa: E402
+from rmq._testing import StandaloneProcess, phy_offset
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+from rmq.store.message import properties_to_string
 
 CLK = os.sysconf("SC_CLK_TCK")
 

@@ -2,7 +2,7 @@
 """Measure (not a test): how long the real C++ push consumer takes to drain a backlog from
 ``rmq standalone``, and the broker's CPU seconds per 100,000 messages while it does.
 
-    .venv/bin/python tests/interop/measure_cpp_drain.py [--messages 200000] [--size 1024] [--json]
+    .venv/bin/python bench/measure_cpp_drain.py [--messages 200000] [--size 1024] [--json]
 
 Starts ``rmq standalone`` on free ports with a fresh store, prefills a 4-queue topic with
 bench/produce_bench.py (SEND_MESSAGE_V2), then runs the C++ client (PyPI rocketmq==0.4.4)
@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
+REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO / "tests" / "interop"))  # interop_support: installs and drives the C++ client
 
-import _common as c  # noqa: E402
-import interop_support as support  # noqa: E402
+import _common as c
+import interop_support as support
 
 
 def main() -> int:

@@ -1,0 +1,417 @@
+"""Request builders and response parsers of the client side of the protocol, as pure functions.
+
+Java keeps this vocabulary in ``MQClientAPIImpl`` (and ``MQAdminImpl``), each method building a
+``RemotingCommand`` from a typed ``*RequestHeader``, invoking it and decoding the reply. Here
+the two halves without the I/O are separate functions, so the one vocabulary serves every
+transport:
+
+* the asyncio SDK (``rmq.client.api.ClientAPI``: build → ``RemotingClient.invoke`` → parse),
+* the blocking transport of the Spark connector (``rmq.remoting.blocking``; Spark runs in
+  plain Python workers without an event loop),
+* the admin CLI and the bench harness.
+
+Builders take plain arguments or a typed header and return a fresh :class:`RemotingCommand`
+(new opaque). Every wire name comes from the typed headers of :mod:`rmq.remoting.headers`.
+
+Parsers take the reply and return a typed result. A normal outcome is a value or a status (a
+pull that found nothing, a topic without a route → None, a group without a stored offset →
+None); any other non-success code raises the :class:`~rmq.errors.BrokerResponseError`
+subclass for it (``retriable`` and ``refresh_route`` set by :func:`rmq.errors.for_code`), and a
+malformed reply raises :class:`~rmq.errors.RemotingCommandError` (not retriable).
+
+This module lives in ``rmq.remoting`` (not in ``rmq.client``) because the Spark connector and
+the bench harness use it without the asyncio SDK; it imports only the remoting layer, the
+route types of ``rmq.common`` and the value types of ``rmq.types`` (statuses and results,
+which themselves import only ``rmq.common``).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from rmq.common.route import ClusterInfo, TopicRouteData
+from rmq.errors import RemotingCommandError, for_code
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+from rmq.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    EndTransactionRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetRouteInfoRequestHeader,
+    Header,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryConsumerOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from rmq.types import MessageQueue, PullStatus, SendResult, SendStatus
+
+__all__ = [
+    "LANGUAGE",
+    "PullReply",
+    "check_success",
+    "consumer_send_msg_back",
+    "create_subscription_group",
+    "create_topic",
+    "delete_topic_in_broker",
+    "delete_topic_in_namesrv",
+    "end_transaction",
+    "get_all_topic_list",
+    "get_broker_cluster_info",
+    "get_consumer_list_by_group",
+    "get_max_offset",
+    "get_min_offset",
+    "get_route_info",
+    "heart_beat",
+    "lock_batch_mq",
+    "parse_cluster_info",
+    "parse_consumer_list",
+    "parse_heart_beat",
+    "parse_lock_batch_mq",
+    "parse_offset",
+    "parse_pull",
+    "parse_query_consumer_offset",
+    "parse_send",
+    "parse_topic_list",
+    "parse_topic_route",
+    "pull_message",
+    "query_consumer_offset",
+    "raise_for",
+    "search_offset",
+    "send_message",
+    "unlock_batch_mq",
+    "unregister_client",
+    "update_consumer_offset",
+]
+
+#: The LanguageCode our requests declare (Java ``LanguageCode.PYTHON``); brokers answer in
+#: JSON whatever it is.
+LANGUAGE = "PYTHON"
+
+
+def _request(code: int, header: Header | None = None, body: bytes | memoryview | list[Any] | None = None,
+             *, oneway: bool = False) -> RemotingCommand:
+    cmd = RemotingCommand.request(code, header.to_ext_fields() if header is not None else None, body,
+                                  oneway=oneway)
+    cmd.language = LANGUAGE
+    return cmd
+
+
+def raise_for(resp: RemotingCommand) -> NoReturn:
+    """Raise the :class:`~rmq.errors.BrokerResponseError` subclass for ``resp.code``."""
+    raise for_code(resp.code)(resp.code, resp.remark)
+
+
+def check_success(resp: RemotingCommand) -> None:
+    """The parser of calls whose only answer is SUCCESS (UPDATE_CONSUMER_OFFSET, UNREGISTER_CLIENT,
+    UNLOCK_BATCH_MQ, CONSUMER_SEND_MSG_BACK, admin writes): raise for anything else."""
+    if resp.code != ResponseCode.SUCCESS:
+        raise_for(resp)
+
+
+def _json_body(resp: RemotingCommand, what: str) -> dict[str, Any]:
+    try:
+        d = json.loads(resp.body_bytes() or b"{}")
+    except ValueError as e:
+        raise RemotingCommandError(f"malformed {what} body: {e}") from e
+    if not isinstance(d, dict):
+        raise RemotingCommandError(f"malformed {what} body: a JSON object was expected, not {type(d).__name__}")
+    return d
+
+
+# ============================================================================ name server
+
+
+def get_route_info(topic: str) -> RemotingCommand:
+    """GET_ROUTEINFO_BY_TOPIC (105)."""
+    return _request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic=topic))
+
+
+def parse_topic_route(resp: RemotingCommand) -> TopicRouteData | None:
+    """The route, or None when the name server has none (TOPIC_NOT_EXIST, or an empty body)."""
+    if resp.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    check_success(resp)
+    body = resp.body_bytes()
+    if not body:
+        return None
+    try:
+        return TopicRouteData.from_body(body)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise RemotingCommandError(f"malformed route data: {e!r}") from e
+
+
+def get_all_topic_list() -> RemotingCommand:
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206)."""
+    return _request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+
+
+def parse_topic_list(resp: RemotingCommand) -> list[str]:
+    """Every topic the name server knows, sorted (Java ``TopicList.topicList``)."""
+    check_success(resp)
+    topics = _json_body(resp, "topic list").get("topicList") or ()
+    if not isinstance(topics, (list, tuple)):
+        raise RemotingCommandError(f"malformed topic list: {type(topics).__name__}")
+    return sorted(str(t) for t in topics)
+
+
+def get_broker_cluster_info() -> RemotingCommand:
+    """GET_BROKER_CLUSTER_INFO (106)."""
+    return _request(RequestCode.GET_BROKER_CLUSTER_INFO)
+
+
+def parse_cluster_info(resp: RemotingCommand) -> ClusterInfo:
+    check_success(resp)
+    try:
+        return ClusterInfo.from_body(resp.body_bytes())
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise RemotingCommandError(f"malformed cluster info: {e!r}") from e
+
+
+# ============================================================================ producer
+
+
+def send_message(header: SendMessageRequestHeader, body: bytes | memoryview | list[Any], *,
+                 code: int | None = None, oneway: bool = False) -> RemotingCommand:
+    """A send with ``SendMessageRequestHeaderV2``'s one-letter names (Java's "smart" send).
+
+    ``code`` defaults to SEND_BATCH_MESSAGE (320) when ``header.batch`` and SEND_MESSAGE_V2
+    (310) otherwise; brokers that predate SEND_BATCH_MESSAGE take a batch as SEND_MESSAGE_V2
+    with the batch flag (``m``).
+    """
+    if code is None:
+        code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
+    cmd = RemotingCommand.request(code, header.to_ext_fields_v2(), body, oneway=oneway)  # type: ignore[attr-defined]
+    cmd.language = LANGUAGE
+    return cmd
+
+
+_SEND_STATUS: dict[int, SendStatus] = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+
+def parse_send(resp: RemotingCommand, mq: MessageQueue, uniq_id: str = "") -> SendResult:
+    """Java ``MQClientAPIImpl.processSendResponse``: SEND_OK or a flush/replication status
+    (the message is stored on the master either way); any other code raises.
+
+    ``uniq_id`` (the client's ``UNIQ_KEY``) becomes ``msg_id``; without it the broker's
+    offset message id does.
+    """
+    status = _SEND_STATUS.get(resp.code)
+    if status is None:
+        raise_for(resp)
+    h = SendMessageResponseHeader.from_ext_fields(resp.ext_fields)
+    return SendResult(
+        status=status,
+        msg_id=uniq_id or h.msg_id,
+        offset_msg_id=h.msg_id,
+        message_queue=MessageQueue(mq.topic, mq.broker_name, h.queue_id),
+        queue_offset=h.queue_offset,
+        transaction_id=h.transaction_id or None,
+    )
+
+
+def end_transaction(header: EndTransactionRequestHeader, remark: str | None = None) -> RemotingCommand:
+    """END_TRANSACTION (37), oneway as Java's ``endTransactionOneway``."""
+    cmd = _request(RequestCode.END_TRANSACTION, header, oneway=True)
+    cmd.remark = remark
+    return cmd
+
+
+# ============================================================================ consumer
+
+
+@dataclass(slots=True)
+class PullReply:
+    """A PULL_MESSAGE answer before its records are decoded (the SDK decodes them into
+    ``MessageExt``; the Spark connector slices them into Arrow)."""
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int
+    body: bytes
+    remark: str | None = None
+
+
+_PULL_STATUS: dict[int, PullStatus] = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+def pull_message(header: PullMessageRequestHeader) -> RemotingCommand:
+    """PULL_MESSAGE (11)."""
+    return _request(RequestCode.PULL_MESSAGE, header)
+
+
+def parse_pull(resp: RemotingCommand) -> PullReply:
+    """Java ``MQClientAPIImpl.processPullResponse``: a status for 0/19/20/21, raise otherwise."""
+    status = _PULL_STATUS.get(resp.code)
+    if status is None:
+        raise_for(resp)
+    h = PullMessageResponseHeader.from_ext_fields(resp.ext_fields)
+    body = resp.body
+    if body is None:
+        body = b""
+    elif type(body) is not bytes:
+        body = resp.body_bytes()
+    return PullReply(status, h.next_begin_offset, h.min_offset, h.max_offset, h.suggest_which_broker_id,
+                     body, resp.remark)
+
+
+def query_consumer_offset(group: str, topic: str, queue_id: int) -> RemotingCommand:
+    """QUERY_CONSUMER_OFFSET (14)."""
+    return _request(RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(
+        consumer_group=group, topic=topic, queue_id=queue_id))
+
+
+def parse_query_consumer_offset(resp: RemotingCommand) -> int | None:
+    """The stored offset, or None when the broker has none for the group (QUERY_NOT_FOUND)."""
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    check_success(resp)
+    offset: int = QueryConsumerOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+    return offset
+
+
+def update_consumer_offset(group: str, topic: str, queue_id: int, offset: int, *,
+                           oneway: bool = False) -> RemotingCommand:
+    """UPDATE_CONSUMER_OFFSET (15); answered by SUCCESS (see :func:`check_success`)."""
+    return _request(RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
+        consumer_group=group, topic=topic, queue_id=queue_id, commit_offset=offset), oneway=oneway)
+
+
+def get_max_offset(topic: str, queue_id: int) -> RemotingCommand:
+    """GET_MAX_OFFSET (30): the next queue offset to be written. Parse with :func:`parse_offset`."""
+    return _request(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id))
+
+
+def get_min_offset(topic: str, queue_id: int) -> RemotingCommand:
+    """GET_MIN_OFFSET (31): the smallest queue offset still stored. Parse with :func:`parse_offset`."""
+    return _request(RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id))
+
+
+def search_offset(topic: str, queue_id: int, timestamp_ms: int) -> RemotingCommand:
+    """SEARCH_OFFSET_BY_TIMESTAMP (29): the first offset stored at or after ``timestamp_ms``."""
+    return _request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(
+        topic=topic, queue_id=queue_id, timestamp=timestamp_ms))
+
+
+def parse_offset(resp: RemotingCommand) -> int:
+    """The ``offset`` of a GET_MAX_OFFSET / GET_MIN_OFFSET / SEARCH_OFFSET_BY_TIMESTAMP reply
+    (Java's three response headers are the same single required field)."""
+    check_success(resp)
+    offset: int = GetMaxOffsetResponseHeader.from_ext_fields(resp.ext_fields).offset
+    return offset
+
+
+def get_consumer_list_by_group(group: str) -> RemotingCommand:
+    """GET_CONSUMER_LIST_BY_GROUP (38)."""
+    return _request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, GetConsumerListByGroupRequestHeader(consumer_group=group))
+
+
+def parse_consumer_list(resp: RemotingCommand) -> list[str]:
+    """The client ids of the group's live consumers (Java ``GetConsumerListByGroupResponseBody``)."""
+    check_success(resp)
+    if not resp.body_bytes():
+        return []
+    ids = _json_body(resp, "consumer list").get("consumerIdList") or []
+    if not isinstance(ids, list):
+        raise RemotingCommandError(f"malformed consumer list: {type(ids).__name__}")
+    return [str(c) for c in ids]
+
+
+def consumer_send_msg_back(header: ConsumerSendMsgBackRequestHeader) -> RemotingCommand:
+    """CONSUMER_SEND_MSG_BACK (36); answered by SUCCESS."""
+    return _request(RequestCode.CONSUMER_SEND_MSG_BACK, header)
+
+
+def _mq_set_body(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> bytes:
+    # Java LockBatchRequestBody / UnlockBatchRequestBody
+    return json.dumps({"consumerGroup": group, "clientId": client_id,
+                       "mqSet": [mq.to_json() for mq in mqs]}).encode()
+
+
+def lock_batch_mq(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> RemotingCommand:
+    """LOCK_BATCH_MQ (41)."""
+    return _request(RequestCode.LOCK_BATCH_MQ, None, _mq_set_body(group, client_id, mqs))
+
+
+def parse_lock_batch_mq(resp: RemotingCommand) -> set[MessageQueue]:
+    """The queues the broker locked for us (Java ``LockBatchResponseBody.lockOKMQSet``)."""
+    check_success(resp)
+    try:
+        return {MessageQueue.from_json(d) for d in _json_body(resp, "LOCK_BATCH_MQ").get("lockOKMQSet") or []}
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise RemotingCommandError(f"malformed LOCK_BATCH_MQ answer: {e!r}") from e
+
+
+def unlock_batch_mq(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> RemotingCommand:
+    """UNLOCK_BATCH_MQ (42); answered by SUCCESS."""
+    return _request(RequestCode.UNLOCK_BATCH_MQ, None, _mq_set_body(group, client_id, mqs))
+
+
+# ============================================================================ both
+
+
+def heart_beat(data: Mapping[str, Any]) -> RemotingCommand:
+    """HEART_BEAT (34) with Java ``HeartbeatData`` as the JSON body."""
+    return _request(RequestCode.HEART_BEAT, None, json.dumps(data).encode())
+
+
+def parse_heart_beat(resp: RemotingCommand) -> int:
+    """The broker's version (from the reply's command header)."""
+    check_success(resp)
+    return resp.version
+
+
+def unregister_client(client_id: str, producer_group: str | None = None,
+                      consumer_group: str | None = None) -> RemotingCommand:
+    """UNREGISTER_CLIENT (35); answered by SUCCESS."""
+    return _request(RequestCode.UNREGISTER_CLIENT, UnregisterClientRequestHeader(
+        client_id=client_id, producer_group=producer_group, consumer_group=consumer_group))
+
+
+# ============================================================================ admin
+
+
+def create_topic(header: CreateTopicRequestHeader) -> RemotingCommand:
+    """UPDATE_AND_CREATE_TOPIC (17) to one broker; answered by SUCCESS."""
+    return _request(RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+
+
+def delete_topic_in_broker(topic: str) -> RemotingCommand:
+    """DELETE_TOPIC_IN_BROKER (215); answered by SUCCESS."""
+    return _request(RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic=topic))
+
+
+def delete_topic_in_namesrv(topic: str) -> RemotingCommand:
+    """DELETE_TOPIC_IN_NAMESRV (216; Java ``DeleteTopicFromNamesrvRequestHeader``, the same
+    single field); answered by SUCCESS."""
+    return _request(RequestCode.DELETE_TOPIC_IN_NAMESRV, DeleteTopicRequestHeader(topic=topic))
+
+
+def create_subscription_group(config: Mapping[str, Any]) -> RemotingCommand:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) with Java ``SubscriptionGroupConfig`` as the
+    JSON body; answered by SUCCESS."""
+    return _request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, json.dumps(dict(config)).encode())

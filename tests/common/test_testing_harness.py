@@ -1,0 +1,34 @@
+"""rmq._testing.BrokerEnv against a broker in another process (``python -m rmq standalone``):
+the same helpers the in-process fixtures of tests/broker and tests/semantics use."""
+import pytest
+
+from rmq._testing import BrokerEnv, StandaloneProcess, decode_props, encode_props, phy_offset
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.codes import ResponseCode
+
+
+@pytest.mark.slow
+async def test_broker_env_of_a_subprocess(tmp_path):
+    with StandaloneProcess(tmp_path / "store") as proc:
+        async with RemotingClient() as client:
+            env = BrokerEnv.of_process(proc, client)
+            assert env.addr == proc.broker_addr and env.ns_addr == proc.namesrv_addr
+            await env.create_topic("EnvT", queues=2)
+            resp = await env.send("EnvT", b"over-tcp", queue_id=1, keys="k1", props={"p": "v"})
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            assert phy_offset(resp.ext_fields["msgId"]) >= 0
+            pulled = await env.pull("EnvT", queue_id=1, sys_flag=6)  # held until dispatched over there
+            assert pulled.code == ResponseCode.SUCCESS and b"over-tcp" in pulled.body_bytes()
+            assert (await env.route("EnvT")).code == ResponseCode.SUCCESS
+            with pytest.raises(RuntimeError, match="another process"):
+                _ = env.store
+            await env.dispatched()  # a no-op for a subprocess
+            bad = await env.create_topic("bad name", expect=None)
+            assert bad.code != ResponseCode.SUCCESS
+            with pytest.raises(AssertionError):
+                await env.create_topic("bad name")
+
+
+def test_properties_round_trip():
+    props = {"TAGS": "a", "KEYS": "k1 k2", "x": ""}
+    assert decode_props(encode_props(props)) == props
