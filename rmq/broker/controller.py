@@ -1,4 +1,4 @@
-"""BrokerController: builds the broker and owns everything it starts (seed 000's shape).
+"""BrokerController: builds the broker and owns everything it starts (Java ``BrokerController``'s shape).
 
 Construction only wires objects; :meth:`start` brings them up in this order:
 
@@ -126,7 +126,7 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(self._notify_consumer_ids_changed, broker_config.channel_expired_seconds)
         self.producer_manager = ProducerManager(broker_config.channel_expired_seconds)
         self.stats = BrokerStats()
-        # Message semantics (issue 5): delay levels, orderly locks, transactions.
+        # Message semantics: delay levels, orderly locks, transactions.
         self.schedule_service = ScheduleMessageService(self)
         self.rebalance_lock_manager = RebalanceLockManager(
             broker_config.rebalance_lock_max_live_time / 1000.0, broker_config.rebalance_lock_max_entries
@@ -212,7 +212,7 @@ class BrokerController:
         for code in admin.codes:
             pool = admin_pool if code in AdminBrokerProcessor.WRITE_CODES else admin_query_pool
             s.register_processor(code, _Gate(self, admin), pool)
-        # Message semantics (issue 5), each with its own pool as in Java.
+        # Message semantics, each with its own pool as in Java.
         send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)
         lock_pool = ProcessorPool("rebalanceLock", max_in_flight=16, max_queue=10_000)

@@ -1,4 +1,4 @@
-"""ScheduleMessageService: delay levels (SPEC B6, Java ``ScheduleMessageService``).
+"""ScheduleMessageService: delay levels (Java ``ScheduleMessageService``).
 
 A message whose ``DELAY`` property names a level ``1..N`` (``messageDelayLevel``, by default
 ``1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h``) is not stored in its topic:

@@ -1,4 +1,4 @@
-"""Transactional messages: half messages, END_TRANSACTION, op records and check-back (SPEC B8).
+"""Transactional messages: half messages, END_TRANSACTION, op records and check-back (Java ``TransactionalMessageServiceImpl``).
 
 Java's ``TransactionalMessageServiceImpl`` + ``TransactionalMessageBridge`` +
 ``TransactionalMessageCheckService`` in one asyncio-owned service.

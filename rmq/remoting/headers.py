@@ -7,8 +7,9 @@ functions per class, so parsing costs no reflection per call (this is on the sen
 hot paths):
 
 * ``Header.from_ext_fields(ext)`` reads leniently, as real clients send mixed JSON types
-  (wire-contract §2 rule 3): integers from JSON numbers or decimal strings; booleans from
-  ``true/false``, ``"true"/"false"`` (any case), ``"0"/"1"`` and ``0/1``; strings from
+  (Java's fastjson and the C++ client's JsonCpp differ): integers from JSON numbers or
+  decimal strings; booleans from ``true/false``, ``"true"/"false"`` (any case), ``"0"/"1"``
+  and ``0/1``; strings from
   strings or numbers. Unknown keys are ignored, JSON ``null`` counts as absent. A missing
   required field or an unparsable value raises ``RemotingCommandError`` naming the class
   and the wire field.

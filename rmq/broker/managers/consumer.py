@@ -4,7 +4,7 @@ Membership comes from heartbeats (HEART_BEAT every 30 s per client) and leaves b
 UNREGISTER_CLIENT, by the connection closing, or after ``channel_expired_seconds`` (120 s)
 without a heartbeat. Clients rebalance on the member list GET_CONSUMER_LIST_BY_GROUP returns,
 so whenever a group's membership changes the remaining members get
-NOTIFY_CONSUMER_IDS_CHANGED (code 40, oneway) and rebalance at once (wire-contract §6).
+NOTIFY_CONSUMER_IDS_CHANGED (code 40, oneway) and rebalance at once (Java ``ConsumerManager.registerConsumer``).
 
 Heartbeats arrive in two dialects: C++ writes enum ordinals (``"consumeType":1``), Java and
 ali-ons write enum names (``"CONSUME_PASSIVELY"``). Both parse into the IntEnums below,
@@ -69,7 +69,7 @@ class SubscriptionData:
     """One topic subscription of a group (Java ``SubscriptionData``).
 
     ``tags_set`` is what we match on; the heartbeat's ``codeSet`` is never trusted because the
-    C++ client fills it with ``atoi(tag)`` (wire-contract §6).
+    C++ client fills it with ``atoi(tag)``.
     """
 
     topic: str
@@ -269,7 +269,7 @@ class ConsumerManager:
 
 
 class ProducerManager:
-    """Producer groups and their connections (used by transaction check-back, issue 5)."""
+    """Producer groups and their connections (used by transaction check-back)."""
 
     def __init__(self, channel_expired_seconds: float = 120.0):
         self.group_channel_table: dict[str, dict[object, ClientChannelInfo]] = {}

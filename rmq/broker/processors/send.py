@@ -4,12 +4,12 @@ The checks run in Java's order (``AbstractSendMessageProcessor.msgCheck`` then
 ``SendMessageProcessor.sendMessage``): broker writable, topic name legal and not reserved,
 topic config (created from TBW102 when allowed, or the group's ``%RETRY%`` topic), queue id
 in range, then the store's verdict. Each failure has RocketMQ's response code and a remark a
-user can act on. A SEND never requires a prior heartbeat (wire-contract §5).
+user can act on. A SEND never requires a prior heartbeat.
 
 Bodies are stored exactly as sent (a compressed body stays compressed, sysFlag bit 0 tells
 the consumer). The reply carries ``msgId`` = offsetMsgId of the stored record (store host +
 physical offset; for a batch the comma-joined list), ``queueId`` and ``queueOffset``, all as
-strings (§13).
+strings (the C++ client reads reply fields only when they are).
 
 Retry and dead-letter handling (``%RETRY%`` topics past ``maxReconsumeTimes`` → ``%DLQ%``),
 delay levels and transactional half messages plug in at ``_before_store`` below

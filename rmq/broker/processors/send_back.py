@@ -1,6 +1,6 @@
-"""CONSUMER_SEND_MSG_BACK (36) and the message semantics of the SEND path (SPEC B6–B8).
+"""CONSUMER_SEND_MSG_BACK (36) and the message semantics of the SEND path (Java ``SendMessageProcessor``).
 
-Send-back, as wire-contract §10 and Java ``asyncConsumerSendMsgBack``:
+Send-back, as Java ``asyncConsumerSendMsgBack``:
 
 1. the group must exist (SUBSCRIPTION_GROUP_NOT_EXIST) and the broker be writable;
 2. the original is looked up by its CommitLog offset (the header's ``offset``); not found →
@@ -89,7 +89,7 @@ def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: Messag
             return _group_not_exist(cmd, group)
         max_times = header.max_reconsume_times if header.max_reconsume_times is not None else sgc.retry_max_times
         reconsume = header.reconsume_times or 0
-        # wire-contract §10 / the issue: strictly above the max (ali-ons' fallback sends
+        # Strictly above the max (ali-ons' fallback sends
         # reconsumeTimes + 1 with maxReconsumeTimes + 1).
         if reconsume > max_times:
             dlq = dlq_topic(group)
