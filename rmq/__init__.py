@@ -13,12 +13,14 @@ The SDK::
         async for msg in c:
             ...
 """
+from typing import Any
+
 from rmq._version import __version__
 from rmq import errors
 from rmq.errors import *  # noqa: F401,F403  (the exception tree is public API)
 from rmq.types import (ConsumeFromWhere, ConsumeResult, LocalTransactionState, Message,  # noqa: F401
                        MessageExt, MessageModel, MessageQueue, PullResult, PullStatus, SendResult,
-                       SendStatus, TransactionSendResult)
+                       SendStatus, ServiceState, TransactionSendResult)
 
 __all__ = [
     "__version__",
@@ -26,6 +28,9 @@ __all__ = [
     "Producer",
     "PushConsumer",
     "PullConsumer",
+    "ConsumerOptions",
+    "PushConsumerOptions",
+    "PullConsumerOptions",
     # Value types
     "Message",
     "MessageExt",
@@ -39,14 +44,19 @@ __all__ = [
     "ConsumeFromWhere",
     "LocalTransactionState",
     "TransactionSendResult",
+    "ServiceState",
 ]
 __all__ += errors.__all__
 
 
-def __getattr__(name: str):
+_LAZY = ("Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
+         "PullConsumerOptions")
+
+
+def __getattr__(name: str) -> Any:
     # The clients import the remoting layer (and with it uvloop); load them on first use so
     # that `import rmq` stays cheap for the broker, the CLI and the store.
-    if name in ("Producer", "PushConsumer", "PullConsumer"):
+    if name in _LAZY:
         from rmq import client
 
         return getattr(client, name)

@@ -155,6 +155,21 @@ class BrokerConfig:
         max_held_pulls_per_connection: suspended (long-polling) pulls one connection may
             have held; past it a pull is answered SYSTEM_BUSY (10 000).
         max_held_pulls_total: suspended pulls held by the broker in all (100 000).
+        config_persist_interval: ms between two writes of a changed topic or subscription-group
+            table (200); writes run off the event loop and coalesce every change in between.
+        max_topic_queue_nums: queues of one topic at most, for UPDATE_AND_CREATE_TOPIC and a
+            group's ``retryQueueNums`` alike (1024).
+        max_consumer_offset_keys: topic@group pairs in the consumer offset table at most; a
+            commit for one more is refused (100 000).
+        rebalance_lock_max_live_time: ms a queue lock (LOCK_BATCH_MQ) lives without renewal
+            (Java ``rebalanceLockMaxLiveTime``, 60 000); expired entries leave the table.
+        rebalance_lock_max_batch_size: queues one LOCK_BATCH_MQ / UNLOCK_BATCH_MQ may name (4096);
+            a larger request is refused.
+        rebalance_lock_max_entries: queue locks held in all (100 000); past it new locks are
+            not granted.
+        max_subscription_group_nums: consumer groups auto-created at most (100 000); past it an
+            unknown group is answered SUBSCRIPTION_GROUP_NOT_EXIST (groups created explicitly
+            by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP are not limited).
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -196,6 +211,13 @@ class BrokerConfig:
     close_grace_seconds: float = 3.0
     max_held_pulls_per_connection: int = 10_000
     max_held_pulls_total: int = 100_000
+    config_persist_interval: int = 200
+    max_topic_queue_nums: int = 1024
+    max_consumer_offset_keys: int = 100_000
+    rebalance_lock_max_live_time: int = 60_000
+    rebalance_lock_max_batch_size: int = 4096
+    rebalance_lock_max_entries: int = 100_000
+    max_subscription_group_nums: int = 100_000
 
     @property
     def namesrv_addr_list(self) -> list[str]:

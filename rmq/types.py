@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from rmq.common.message import MessageConst
 
@@ -28,6 +28,7 @@ __all__ = [
     "LocalTransactionState",
     "TransactionSendResult",
     "MessageConst",
+    "ServiceState",
 ]
 
 
@@ -49,12 +50,13 @@ class MessageQueue:
     def __str__(self) -> str:
         return f"{self.topic}@{self.broker_name}#{self.queue_id}"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The Java/fastjson shape, as used in LOCK_BATCH_MQ bodies."""
         return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id}
 
     @classmethod
-    def from_json(cls, d: Mapping) -> MessageQueue:
+    def from_json(cls, d: Mapping[str, Any]) -> MessageQueue:
+        """The inverse of :meth:`to_json`."""
         return cls(str(d["topic"]), str(d["brokerName"]), int(d["queueId"]))
 
 
@@ -169,12 +171,29 @@ class MessageExt:
 
     @property
     def delay_level(self) -> int:
+        """The ``DELAY`` property (0 when not delayed)."""
         return int(self.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") or 0)
 
     @property
     def transaction_id(self) -> str | None:
+        """The transaction id (``__transactionId__``, else the client message id), if any."""
         return self.properties.get(MessageConst.TRANSACTION_ID) or self.properties.get(
             MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+
+class ServiceState(enum.Enum):
+    """Life cycle of a producer or consumer (Java ``ServiceState``).
+
+    ``CREATE_JUST`` until :meth:`start` succeeds (then ``RUNNING``) or fails (then
+    ``START_FAILED``: create a new object); ``SHUTDOWN_ALREADY`` after :meth:`close`. Only a
+    ``CREATE_JUST`` object can be started; calls that need a running client raise
+    :class:`rmq.errors.IllegalStateError` in every other state.
+    """
+
+    CREATE_JUST = "CREATE_JUST"
+    RUNNING = "RUNNING"
+    SHUTDOWN_ALREADY = "SHUTDOWN_ALREADY"
+    START_FAILED = "START_FAILED"
 
 
 class SendStatus(enum.Enum):

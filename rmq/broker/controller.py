@@ -1,4 +1,4 @@
-"""BrokerController: builds the broker and owns everything it starts (seed 000's shape).
+"""BrokerController: builds the broker and owns everything it starts (Java ``BrokerController``'s shape).
 
 Construction only wires objects; :meth:`start` brings them up in this order:
 
@@ -12,15 +12,18 @@ Construction only wires objects; :meth:`start` brings them up in this order:
 
 :meth:`shutdown` reverses it: unregister from the name servers, stop the tasks, answer held
 pulls, close the server (in-flight sends finish), persist offsets and configs, shut the
-store down (flush, checkpoint, remove the abort marker, release the lock).
+store down (flush, checkpoint, remove the abort marker, release the lock). Every step runs
+whatever the steps before it raised: the store is always shut down.
 
 Background tasks, each owned here and cancelled (and awaited) in ``shutdown``:
 
 * ``register``  — REGISTER_BROKER to every name server every ``registerNameServerPeriod``
   (30 s), plus on demand (``register_broker_soon``) after a topic is created;
-* ``persist``   — consumer offsets every ``flushConsumerOffsetInterval`` (5 s) when changed;
+* ``persist``   — the ConfigPersister: topics and groups every ``configPersistInterval``
+  (200 ms), consumer offsets every ``flushConsumerOffsetInterval`` (5 s), delay progress every
+  10 s, each only when changed, snapshotted on the loop and written in a thread;
 * ``housekeep`` — every 10 s, drop clients whose last heartbeat is older than 120 s (Java's
-  ``ClientHousekeepingService``).
+  ``ClientHousekeepingService``) and queue locks past ``rebalanceLockMaxLiveTime``.
 
 Each processor is registered by request code with its own ``ProcessorPool``, Java's
 ``registerProcessor(code, processor, executor)``.
@@ -32,17 +35,18 @@ import logging
 import os
 import time
 
-import msgpack
-
 from rmq.broker.long_polling import PullRequestHoldService
-from rmq.broker.managers.config_store import atomic_write
+from rmq.broker.managers.config_store import ConfigPersister
 from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
 from rmq.broker.managers.consumer_offset import ConsumerOffsetManager
 from rmq.broker.managers.subscription_group import SubscriptionGroupManager
 from rmq.broker.managers.topic_config import TopicConfigManager
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.broker.processors.admin import AdminBrokerProcessor
-from rmq.broker.processors.client_manage import ClientManageProcessor, ConsumerManageProcessor
+from rmq.broker.processors.client_manage import (
+    ClientManageProcessor,
+    ConsumerManageProcessor,
+)
 from rmq.broker.processors.end_transaction import EndTransactionProcessor
 from rmq.broker.processors.lock_batch import RebalanceLockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
@@ -51,6 +55,7 @@ from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
 from rmq.broker.rebalance_lock import RebalanceLockManager
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.transaction import TransactionalMessageService
+from rmq.common.constants import PermName
 from rmq.common.tasks import BackgroundTasks
 from rmq.config import BrokerConfig
 from rmq.remoting.codes import RequestCode
@@ -63,6 +68,7 @@ from rmq.store import MessageStore, StoreConfig
 log = logging.getLogger("rmq.broker")
 
 HOUSEKEEPING_INTERVAL = 10.0  # Java ClientHousekeepingService scans every 10 s
+REGISTER_MIN_GAP = 0.2        # seconds between two change-triggered registrations
 
 
 class BrokerStats:
@@ -116,14 +122,23 @@ class BrokerController:
         self.config_dir = os.path.join(store_config.store_path_root_dir, "config")
         self.topic_config_manager = TopicConfigManager(self.config_dir, broker_config)
         self.subscription_group_manager = SubscriptionGroupManager(self.config_dir, broker_config)
-        self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir)
+        self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir, broker_config.max_consumer_offset_keys)
         self.consumer_manager = ConsumerManager(self._notify_consumer_ids_changed, broker_config.channel_expired_seconds)
         self.producer_manager = ProducerManager(broker_config.channel_expired_seconds)
         self.stats = BrokerStats()
-        # Message semantics (issue 5): delay levels, orderly locks, transactions.
+        # Message semantics: delay levels, orderly locks, transactions.
         self.schedule_service = ScheduleMessageService(self)
-        self.rebalance_lock_manager = RebalanceLockManager()
+        self.rebalance_lock_manager = RebalanceLockManager(
+            broker_config.rebalance_lock_max_live_time / 1000.0, broker_config.rebalance_lock_max_entries
+        )
         self.transaction_service = TransactionalMessageService(self)
+        # Every persisted table, written off the loop when changed (never on a request path).
+        self.config_persister = ConfigPersister(broker_config.config_persist_interval / 1000.0)
+        self.config_persister.add(self.topic_config_manager)
+        self.config_persister.add(self.subscription_group_manager)
+        self.config_persister.add(self.consumer_offset_manager,
+                                  max(broker_config.flush_consumer_offset_interval, 100) / 1000.0)
+        self.config_persister.add(self.schedule_service.table, self.schedule_service.flush_interval)
         self.server = RemotingServer(
             broker_config.listen_host, broker_config.listen_port, idle_timeout=broker_config.idle_timeout, name="broker",
             write_buffer_high=broker_config.write_buffer_high,
@@ -139,7 +154,8 @@ class BrokerController:
         self.ready = False
         self._tasks = BackgroundTasks("broker", log)
         self._register_lock: asyncio.Lock | None = None
-        self._register_pending: asyncio.Task | None = None
+        self._register_pending: asyncio.Task | None = None   # queued, not yet started
+        self._register_not_before = 0.0   # loop time before which no queued registration starts
         self._started = False
         self._stopped = False
 
@@ -190,9 +206,13 @@ class BrokerController:
             RequestCode.QUERY_CONSUMER_OFFSET,
         ):
             s.register_processor(code, _Gate(self, consumer_manage), consumer_manage_pool)
+        # Admin writes wait for a name-server registration; the read-only admin codes (offset
+        # lookups consumers use too) get their own pool so a burst of writes cannot queue them.
+        admin_query_pool = ProcessorPool("adminQuery", max_in_flight=64, max_queue=10_000)
         for code in admin.codes:
-            s.register_processor(code, _Gate(self, admin), admin_pool)
-        # Message semantics (issue 5), each with its own pool as in Java.
+            pool = admin_pool if code in AdminBrokerProcessor.WRITE_CODES else admin_query_pool
+            s.register_processor(code, _Gate(self, admin), pool)
+        # Message semantics, each with its own pool as in Java.
         send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)
         lock_pool = ProcessorPool("rebalanceLock", max_in_flight=16, max_queue=10_000)
@@ -234,7 +254,8 @@ class BrokerController:
         self.transaction_service.start()
         self.ready = True
         self._spawn(self._register_loop(), "register")
-        self._spawn(self._persist_loop(), "persist")
+        self._spawn(self.config_persister.run(), "persist")
+        self._spawn(self._stats_loop(), "stats")
         self._spawn(self._housekeeping_loop(), "housekeep")
         log.info(
             "broker %s (cluster %s) listening on %s, advertised as %s, store %s, role %s",
@@ -247,31 +268,36 @@ class BrokerController:
         )
 
     async def shutdown(self) -> None:
-        """Stop everything cleanly (idempotent)."""
+        """Stop everything cleanly (idempotent). Each step is guarded: whatever one of them
+        raises is logged and the next still runs, so the store is always shut down (flushed,
+        checkpointed, abort marker removed)."""
         if self._stopped or not self._started:
             return
         self._stopped = True
         self.ready = False
         bc = self.broker_config
+        steps = []
         if self.message_store is not None and bc.namesrv_addr_list:
-            await self.broker_outer_api.unregister_broker_all(
-                bc.broker_cluster_name, self.broker_addr, bc.broker_name, bc.broker_id, timeout=2.0
-            )
-        await self._tasks.close()
+            steps.append(("unregister", lambda: self.broker_outer_api.unregister_broker_all(
+                bc.broker_cluster_name, self.broker_addr, bc.broker_name, bc.broker_id, timeout=2.0)))
+        steps.append(("background tasks", self._tasks.close))
         if self.message_store is not None:
-            await self.transaction_service.stop()
-            await self.schedule_service.stop()   # persists the delay progress
+            steps.append(("transaction service", self.transaction_service.stop))
+            steps.append(("schedule service", self.schedule_service.stop))   # persists the delay progress
         if self.pull_request_hold_service is not None:
-            await self.pull_request_hold_service.stop()
-        await self.server.close()
-        for m in (self.consumer_offset_manager, self.topic_config_manager, self.subscription_group_manager):
-            try:
-                m.persist()
-            except OSError:
-                log.exception("persisting %s at shutdown failed", m.path)
+            steps.append(("pull hold service", self.pull_request_hold_service.stop))
+        steps.append(("server", self.server.close))
+        steps.append(("config tables", self.config_persister.flush_all))
         if self.message_store is not None:
-            await self.message_store.shutdown()
-        await self.broker_outer_api.close()
+            steps.append(("store", self.message_store.shutdown))
+        steps.append(("name server client", self.broker_outer_api.close))
+        for what, step in steps:
+            try:
+                result = step()
+                if hasattr(result, "__await__"):
+                    await result
+            except Exception:  # noqa: BLE001 - the remaining steps must run
+                log.exception("broker shutdown: %s failed; continuing", what)
         log.info("broker %s stopped", bc.broker_name)
 
     async def __aenter__(self) -> "BrokerController":
@@ -308,27 +334,18 @@ class BrokerController:
                 await asyncio.sleep(min(backoff, period))
                 backoff *= 2
 
-    async def _persist_loop(self) -> None:
+    async def _stats_loop(self) -> None:
+        """Samples for the TPS figures of GET_BROKER_RUNTIME_INFO (7 samples kept)."""
         interval = max(self.broker_config.flush_consumer_offset_interval, 100) / 1000.0
         while True:
             await asyncio.sleep(interval)
             self.stats.sample()
-            com = self.consumer_offset_manager
-            if com.dirty:
-                # Snapshot on the loop (the table only changes there), write + fsync in a
-                # thread so a slow disk does not stall every connection.
-                data = msgpack.packb(com.encode(), use_bin_type=True)
-                com.dirty = False
-                try:
-                    await asyncio.get_running_loop().run_in_executor(None, atomic_write, com.path, data)
-                except OSError:
-                    com.dirty = True
-                    log.exception("persisting consumer offsets failed")
 
     async def _housekeeping_loop(self) -> None:
         while True:
             await asyncio.sleep(min(HOUSEKEEPING_INTERVAL, self.broker_config.channel_expired_seconds))
             self.scan_not_active_channels()
+            self.rebalance_lock_manager.scan_expired()
 
     def scan_not_active_channels(self) -> None:
         """Drop consumers and producers silent for 120 s and close their connections."""
@@ -348,29 +365,61 @@ class BrokerController:
 
         Returns True when every name server accepted it (or there are none).
         """
+        if not self.broker_config.namesrv_addr_list or self._register_lock is None or self._stopped:
+            return True
+        async with self._register_lock:
+            return await self._register_locked(timeout)
+
+    async def _register_locked(self, timeout: float | None = None) -> bool:
         bc = self.broker_config
-        if not bc.namesrv_addr_list or self._register_lock is None or self._stopped:
+        if self._stopped:
             return True
         timeout = timeout if timeout is not None else bc.register_broker_timeout_mills / 1000.0
-        async with self._register_lock:
-            wrapper = self.topic_config_manager.serialize_wrapper()
-            if not _perm_writable(bc.broker_permission) or not _perm_readable(bc.broker_permission):
-                # Java: a broker without read/write perm advertises every topic with its perm.
-                for tc in wrapper["topicConfigTable"].values():
-                    tc["perm"] &= bc.broker_permission
-            results = await self.broker_outer_api.register_broker_all(
-                bc.broker_cluster_name,
-                self.broker_addr,
-                bc.broker_name,
-                bc.broker_id,
-                f"{bc.broker_ip2}:{self.server.port + 1}",
-                wrapper,
-                timeout,
-            )
+        wrapper = self.topic_config_manager.serialize_wrapper()
+        if not PermName.is_writeable(bc.broker_permission) or not PermName.is_readable(bc.broker_permission):
+            # Java: a broker without read/write perm advertises every topic with its perm.
+            for tc in wrapper["topicConfigTable"].values():
+                tc["perm"] &= bc.broker_permission
+        results = await self.broker_outer_api.register_broker_all(
+            bc.broker_cluster_name,
+            self.broker_addr,
+            bc.broker_name,
+            bc.broker_id,
+            f"{bc.broker_ip2}:{self.server.port + 1}",
+            wrapper,
+            timeout,
+        )
         return all(ok for _, ok in results)
 
+    def _queue_registration(self) -> asyncio.Task:
+        """A registration that starts after the one running now (if any), so it carries every
+        change made before this call. Calls made while it still waits share it: a burst of N
+        topic or group creations costs one or two registrations, not N (each serializes the
+        whole topic table)."""
+        pending = self._register_pending
+        if pending is not None and not pending.done():
+            return pending
+        task = self._register_pending = self._spawn(self._queued_registration(), "register-now")
+        return task
+
+    async def _queued_registration(self) -> bool:
+        assert self._register_lock is not None
+        loop = asyncio.get_running_loop()
+        async with self._register_lock:
+            # At most one change-triggered registration per REGISTER_MIN_GAP: each carries the
+            # whole topic table, and changes arriving meanwhile join this one.
+            delay = self._register_not_before - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self._register_pending is asyncio.current_task():
+                self._register_pending = None   # started: later changes need a new one
+            try:
+                return await self._register_locked()
+            finally:
+                self._register_not_before = loop.time() + REGISTER_MIN_GAP
+
     async def register_broker_now(self, max_wait: float = 2.5) -> None:
-        """Start a registration and wait for it at most ``max_wait`` seconds.
+        """Queue a registration and wait for it at most ``max_wait`` seconds.
 
         Used on request paths (heartbeat creating ``%RETRY%<group>``, topic admin): the route
         should exist before the reply when the name servers are healthy, but a slow or
@@ -378,18 +427,16 @@ class BrokerController:
         client drops a connection whose heartbeat is unanswered for 3 s). The registration
         itself continues in the background.
         """
-        if not self.ready or not self.broker_config.namesrv_addr_list:
+        if not self.ready or not self.broker_config.namesrv_addr_list or self._register_lock is None:
             return
-        task = self._spawn(self.register_broker_all(), "register-now")
+        task = self._queue_registration()
         await asyncio.wait({task}, timeout=max_wait)
 
     def register_broker_soon(self) -> None:
-        """Schedule one registration (coalesced) after a topic was created on the send path."""
-        if self._register_pending is not None and not self._register_pending.done():
+        """Queue one registration (coalesced) after a topic was created on the send path."""
+        if not self.ready or not self.broker_config.namesrv_addr_list or self._register_lock is None:
             return
-        if not self.ready:
-            return
-        self._register_pending = self._spawn(self.register_broker_all(), "register-now")
+        self._queue_registration()
 
     # -- connections ----------------------------------------------------------------------
 
@@ -419,10 +466,3 @@ class BrokerController:
         """
         conn.when_written(result.release)
 
-
-def _perm_writable(perm: int) -> bool:
-    return bool(perm & 0x2)
-
-
-def _perm_readable(perm: int) -> bool:
-    return bool(perm & 0x4)

@@ -46,7 +46,7 @@ class BrokerOuterAPI:
         timeout: float,
     ) -> list[tuple[str, bool]]:
         """Register with every name server; returns ``[(addr, ok), ...]``."""
-        body = to_json_bytes({"topicConfigSerializeWrapper": topic_config_wrapper, "filterServerList": []})
+        body = await encode_register_body(topic_config_wrapper)
         ext = {
             "brokerAddr": broker_addr,
             "brokerId": str(broker_id),
@@ -86,3 +86,28 @@ class BrokerOuterAPI:
                 log.warning("unregister broker from name server %s failed: %s", addr, e)
 
         await asyncio.gather(*(one(a) for a in self.namesrv_addrs))
+
+
+_TOPICS_PER_SLICE = 256
+
+
+async def encode_register_body(topic_config_wrapper: dict) -> bytes:
+    """The REGISTER_BROKER body (Java ``RegisterBrokerBody`` JSON) for ``topic_config_wrapper``.
+
+    Encoded in slices of 256 topics with a yield to the loop between them: the body carries
+    the whole topic table (Java registers it all too), and one ``json.dumps`` of some thousand
+    topics would hold the loop for tens of milliseconds. ``topic_config_wrapper`` must be a
+    snapshot (``TopicConfigManager.serialize_wrapper`` builds new dicts), so the table may
+    change meanwhile.
+    """
+    items = list(topic_config_wrapper["topicConfigTable"].items())
+    parts: list[bytes] = []
+    for i in range(0, len(items), _TOPICS_PER_SLICE):
+        if i:
+            await asyncio.sleep(0)
+        chunk = dict(items[i:i + _TOPICS_PER_SLICE])
+        parts.append(to_json_bytes(chunk)[1:-1])   # the members, without the braces
+    table = b"{" + b",".join(p for p in parts if p) + b"}"
+    version = to_json_bytes(topic_config_wrapper.get("dataVersion", {}))
+    return (b'{"topicConfigSerializeWrapper":{"topicConfigTable":' + table + b',"dataVersion":' + version
+            + b'},"filterServerList":[]}')

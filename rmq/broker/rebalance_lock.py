@@ -1,10 +1,10 @@
-"""RebalanceLockManager: which client of a group holds which queue (SPEC B7, Java's class).
+"""RebalanceLockManager: which client of a group holds which queue (Java's class of the same name).
 
 Orderly consumers lock their queues on the master broker (LOCK_BATCH_MQ) before pulling and
 renew the locks every 20 s; a lock belongs to one ``clientId`` and lapses when it has not
 been renewed for ``lock_max_live_time`` (60 s, Java ``REBALANCE_LOCK_MAX_LIVE_TIME``), so a
-crashed consumer's queues go to another member after a minute. UNLOCK_BATCH_MQ releases
-only the caller's own locks. Everything runs on the event loop: no lock object is needed
+crashed consumer's queues go to another member after a minute, and the dead entry leaves the
+table. UNLOCK_BATCH_MQ releases only the caller's own locks. Everything runs on the event loop: no lock object is needed
 (Java's ReentrantLock guards the same table against its thread pool).
 """
 from __future__ import annotations
@@ -13,9 +13,14 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from rmq.common.log import RateLimitedLog, clip
+
 log = logging.getLogger("rmq.broker.lock")
+_rl = RateLimitedLog(log)
 
 REBALANCE_LOCK_MAX_LIVE_TIME = 60.0  # seconds
+DEFAULT_MAX_ENTRIES = 100_000        # BrokerConfig rebalanceLockMaxEntries
+DEFAULT_MAX_BATCH_SIZE = 4096        # BrokerConfig rebalanceLockMaxBatchSize
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,13 +65,25 @@ class LockEntry:
 class RebalanceLockManager:
     """``group → {MessageQueue: LockEntry}``.
 
+    Bounded: an entry not renewed within ``lock_max_live_time`` is dead (Java's live-holder
+    rule) and leaves the table at the next :meth:`scan_expired` (the broker's housekeeping,
+    every 10 s) or when a request finds it; past ``max_entries`` live entries no new lock is
+    granted (renewals still are). One log line per request, rate-limited, never one per queue.
+
     Args:
-        lock_max_live_time: seconds a lock lives without renewal (60).
+        lock_max_live_time: seconds a lock lives without renewal (60, Java
+            ``rebalanceLockMaxLiveTime``).
+        max_entries: locks held in all groups at most (100 000).
     """
 
-    def __init__(self, lock_max_live_time: float = REBALANCE_LOCK_MAX_LIVE_TIME):
+    def __init__(self, lock_max_live_time: float = REBALANCE_LOCK_MAX_LIVE_TIME,
+                 max_entries: int = DEFAULT_MAX_ENTRIES):
         self.lock_max_live_time = lock_max_live_time
+        self.max_entries = max_entries
         self.mq_lock_table: dict[str, dict[MessageQueue, LockEntry]] = {}
+        self.entries = 0
+        self.refused_full = 0
+        self._next_sweep = 0.0
 
     def try_lock_batch(self, group: str, mqs, client_id: str, now: float | None = None) -> set[MessageQueue]:
         """Lock (or renew) every queue of ``mqs`` that is free, expired or already ``client_id``'s;
@@ -74,22 +91,44 @@ class RebalanceLockManager:
         now = time.monotonic() if now is None else now
         table = self.mq_lock_table.setdefault(group, {})
         locked: set[MessageQueue] = set()
+        new = taken_over = refused = full = 0
+        scanned = False
+        max_live = self.lock_max_live_time
         for mq in mqs:
             entry = table.get(mq)
             if entry is None:
+                if self.entries >= self.max_entries:
+                    # A sweep costs O(table): at most one per request and one per second.
+                    if not scanned and now >= self._next_sweep:
+                        scanned = True
+                        self._next_sweep = now + 1.0
+                        self.scan_expired(now)
+                        table = self.mq_lock_table.setdefault(group, table)
+                    if self.entries >= self.max_entries:
+                        full += 1
+                        continue
                 table[mq] = LockEntry(client_id, now)
-                log.info("group %s: %s locked by %s", group, mq, client_id)
+                self.entries += 1
+                new += 1
             elif entry.client_id == client_id:
                 entry.last_update = now
-            elif entry.is_expired(now, self.lock_max_live_time):
-                log.warning("group %s: %s lock of %s expired; now locked by %s", group, mq, entry.client_id, client_id)
-                table[mq] = LockEntry(client_id, now)
+            elif entry.is_expired(now, max_live):
+                entry.client_id = client_id
+                entry.last_update = now
+                taken_over += 1
             else:
-                log.debug("group %s: %s is locked by %s, refused to %s", group, mq, entry.client_id, client_id)
+                refused += 1
                 continue
             locked.add(mq)
         if not table:
-            del self.mq_lock_table[group]
+            self.mq_lock_table.pop(group, None)
+        if new or taken_over:
+            _rl.info("lock-" + group, "group %s: %s locked %d new queues, took over %d expired ones (%d held by others)",
+                     clip(group), clip(client_id), new, taken_over, refused)
+        if full:
+            self.refused_full += full
+            _rl.warning("lock-table-full", "queue lock table full (%d locks, rebalanceLockMaxEntries): %d locks "
+                        "for group %s refused", self.entries, full, clip(group))
         return locked
 
     def unlock_batch(self, group: str, mqs, client_id: str) -> int:
@@ -97,18 +136,37 @@ class RebalanceLockManager:
         table = self.mq_lock_table.get(group)
         if not table:
             return 0
-        n = 0
+        n = others = 0
         for mq in mqs:
             entry = table.get(mq)
             if entry is not None and entry.client_id == client_id:
                 del table[mq]
                 n += 1
-                log.info("group %s: %s unlocked by %s", group, mq, client_id)
             elif entry is not None:
-                log.warning("group %s: %s is locked by %s, %s may not unlock it", group, mq, entry.client_id, client_id)
+                others += 1
+        self.entries -= n
         if not table:
             del self.mq_lock_table[group]
+        if n or others:
+            _rl.info("unlock-" + group, "group %s: %s unlocked %d queues (%d held by others left alone)",
+                     clip(group), clip(client_id), n, others)
         return n
+
+    def scan_expired(self, now: float | None = None) -> int:
+        """Drop every expired entry (and empty groups); returns how many were dropped."""
+        now = time.monotonic() if now is None else now
+        max_live = self.lock_max_live_time
+        dropped = 0
+        for group in list(self.mq_lock_table):
+            table = self.mq_lock_table[group]
+            dead = [mq for mq, e in table.items() if now - e.last_update > max_live]
+            for mq in dead:
+                del table[mq]
+            dropped += len(dead)
+            if not table:
+                del self.mq_lock_table[group]
+        self.entries -= dropped
+        return dropped
 
     def is_locked(self, group: str, mq: MessageQueue, client_id: str, now: float | None = None) -> bool:
         """True when ``client_id`` holds a live lock on ``mq``."""

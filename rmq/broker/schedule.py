@@ -1,4 +1,4 @@
-"""ScheduleMessageService: delay levels (SPEC B6, Java ``ScheduleMessageService``).
+"""ScheduleMessageService: delay levels (Java ``ScheduleMessageService``).
 
 A message whose ``DELAY`` property names a level ``1..N`` (``messageDelayLevel``, by default
 ``1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h``) is not stored in its topic:
@@ -22,7 +22,7 @@ earliest head is due, or until the store reports a new unit in ``SCHEDULE_TOPIC_
 (arrival listener): an idle broker spends no CPU here.
 
 Progress (level → next offset of its queue) is kept in ``<root>/config/delayOffset.msgpack``
-(Java ``delayOffset.json``), written every ``flush_delay_offset_interval`` seconds when it
+(Java ``delayOffset.json``), written by the broker's ConfigPersister every ``flush_interval`` s when it
 changed and at shutdown. A clean restart resumes exactly (nothing twice, nothing lost); after
 a crash the messages delivered since the last write are delivered again (at-least-once).
 """
@@ -30,21 +30,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 
-import msgpack
-
-from rmq.broker.managers.config_store import ConfigManager, atomic_write
-from rmq.broker.managers.topic_config import RMQ_SYS_SCHEDULE_TOPIC
+from rmq.broker.managers.config_store import ConfigManager
 from rmq.broker.message_copy import copy_to_inner
-from rmq.common.message import MessageConst, MessageSysFlag, properties_to_string, string_to_properties
+from rmq.common.constants import TopicValidator
+from rmq.common.message import (
+    MessageConst,
+    MessageSysFlag,
+    properties_to_string,
+    string_to_properties,
+)
 from rmq.common.tasks import stop_gracefully
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker.schedule")
 
 
+RMQ_SYS_SCHEDULE_TOPIC = TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
 DELAY_FOR_A_PERIOD = 10.0   # Java: a failed delivery is retried after 10 s
 _DELAY_MARK = MessageConst.DELAY_TIME_LEVEL + "\x01"
 
@@ -65,28 +68,6 @@ class DelayOffsetTable(ConfigManager):
     def __init__(self, config_dir: str):
         super().__init__(config_dir)
         self.offset_table: dict[int, int] = {}
-        # The timed write runs in a thread; the final write at shutdown must come after it
-        # (never interleave on the temporary file, never let an older snapshot win).
-        self.write_lock = threading.Lock()
-        self.snapshots = 0        # snapshots taken (on the loop)
-        self.written = 0          # the newest snapshot on disk
-
-    def snapshot(self) -> tuple[int, dict]:
-        """A numbered copy of the table, taken on the loop."""
-        self.snapshots += 1
-        return self.snapshots, {"offsetTable": dict(self.offset_table)}
-
-    def write(self, number: int, obj: dict) -> bool:
-        """Write snapshot ``number`` unless a newer one is on disk already (any thread)."""
-        with self.write_lock:
-            if number <= self.written:
-                return False
-            atomic_write(self.path, msgpack.packb(obj, use_bin_type=True))
-            self.written = number
-            return True
-
-    def persist(self) -> None:
-        self.write(*self.snapshot())
 
     def encode(self) -> object:
         return {"offsetTable": self.offset_table}
@@ -119,9 +100,7 @@ class ScheduleMessageService:
         self.flush_interval = flush_delay_offset_interval
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
-        self._persist_task: asyncio.Task | None = None
         self._retry_at: dict[int, float] = {}   # level → monotonic time before which it waits
-        self._dirty = False
         self._stopping = False
         self.delivered = 0
         self.discarded = 0
@@ -190,7 +169,6 @@ class ScheduleMessageService:
         store.add_arrival_listener(self._on_arrival)
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._deliver_loop(), name="broker-schedule")
-        self._persist_task = loop.create_task(self._persist_loop(), name="broker-schedule-persist")
         log.info("schedule service started: %d levels (%s), offsets %s", self.max_delay_level,
                  self.controller.store_config.message_delay_level, self.table.offset_table)
 
@@ -204,15 +182,16 @@ class ScheduleMessageService:
         self._stopping = True
         if self._wakeup is not None:
             self._wakeup.set()
-        await stop_gracefully(self._task, grace, log, "schedule service", also=(self._persist_task,))
-        self._task = self._persist_task = None
+        await stop_gracefully(self._task, grace, log, "schedule service")
+        self._task = None
         self.persist()
 
     def persist(self) -> None:
+        """Write the progress now (shutdown); the broker's ConfigPersister writes it on its
+        timer otherwise (every ``flush_interval`` seconds when it changed)."""
         try:
             self.table.persist()
-            self._dirty = False
-        except OSError:
+        except Exception:  # noqa: BLE001 - shutdown goes on; the timed writes retried already
             log.exception("persisting the delay offset table failed")
 
     def _on_arrival(self, topic: str, queue_id: int, next_offset: int, tags_code: int) -> None:
@@ -220,18 +199,6 @@ class ScheduleMessageService:
             self._wakeup.set()
 
     # -- delivery ---------------------------------------------------------------------------
-
-    async def _persist_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.flush_interval)
-            if self._dirty:
-                self._dirty = False
-                number, data = self.table.snapshot()
-                try:
-                    await asyncio.get_running_loop().run_in_executor(None, self.table.write, number, data)
-                except OSError:
-                    self._dirty = True
-                    log.exception("persisting the delay offset table failed")
 
     async def _deliver_loop(self) -> None:
         while not self._stopping:
@@ -313,7 +280,7 @@ class ScheduleMessageService:
 
     def _advance(self, level: int, offset: int) -> None:
         self.table.offset_table[level] = offset
-        self._dirty = True
+        self.table.mark_dirty()
 
     def _message_time_up(self, ext) -> MessageInner | None:
         """The record to put into its real topic (Java ``messageTimeup``), or None to discard."""

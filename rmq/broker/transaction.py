@@ -1,4 +1,4 @@
-"""Transactional messages: half messages, END_TRANSACTION, op records and check-back (SPEC B8).
+"""Transactional messages: half messages, END_TRANSACTION, op records and check-back (Java ``TransactionalMessageServiceImpl``).
 
 Java's ``TransactionalMessageServiceImpl`` + ``TransactionalMessageBridge`` +
 ``TransactionalMessageCheckService`` in one asyncio-owned service.
@@ -51,25 +51,31 @@ import logging
 import time
 
 from rmq import _store
-from rmq.broker.managers.topic_config import (
-    RMQ_SYS_TRANS_HALF_TOPIC,
-    RMQ_SYS_TRANS_OP_HALF_TOPIC,
-    PermName,
-)
 from rmq.broker.message_copy import copy_to_inner
-from rmq.common.message import MessageConst, MessageSysFlag, host_bytes, properties_to_string
+from rmq.common.constants import MixAll, PermName, TopicValidator
+from rmq.common.message import (
+    MessageConst,
+    MessageSysFlag,
+    host_bytes,
+    properties_to_string,
+)
 from rmq.common.tasks import stop_gracefully
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rmq.remoting.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+)
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker.transaction")
 
 
 REMOVETAG = "d"
-CID_RMQ_SYS_TRANS = "CID_RMQ_SYS_TRANS"        # MixAll.CID_SYS_RMQ_TRANS's value
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+CID_RMQ_SYS_TRANS = MixAll.CID_SYS_RMQ_TRANS
+RMQ_SYS_TRANS_HALF_TOPIC = TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC
+RMQ_SYS_TRANS_OP_HALF_TOPIC = TopicValidator.RMQ_SYS_TRANS_OP_HALF_TOPIC
+TRANS_CHECK_MAX_TIME_TOPIC = TopicValidator.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC
 HALF_QUEUE_ID = 0
 MAX_PROCESS_TIME_LIMIT = 60.0                   # seconds one check run may take (Java)
 RESOLVED_MEMORY = 100_000                       # first-offsets remembered as resolved

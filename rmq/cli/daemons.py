@@ -2,7 +2,9 @@
 
 Each builds its controllers, runs them on one uvloop until SIGINT/SIGTERM, then shuts them
 down in reverse order. Start-up failures the user can fix (port taken, store locked, bad
-configuration) become one clear line on stderr and an exit status, not a traceback.
+configuration) become one clear line on stderr and an exit status, not a traceback. Once
+started, SIGTERM always runs the full shutdown (each controller's, whatever another one or a
+background task raised: the error is logged) and the process exits 0.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import typing
 
 import uvloop
 
@@ -66,6 +69,15 @@ def _translate_start_error(e: BaseException, what: str, addr: str, store_dir: st
     raise e
 
 
+async def _shut_down(what: str, shutdown: typing.Callable[[], typing.Awaitable[None]]) -> None:
+    """Run one controller's shutdown; an error is logged, never raised, so the next
+    controller is still shut down and the process still exits 0."""
+    try:
+        await shutdown()
+    except Exception:  # noqa: BLE001 - shutdown must complete whatever went wrong
+        log.exception("%s shutdown failed", what)
+
+
 def _stop_event() -> asyncio.Event:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -107,7 +119,7 @@ def run_namesrv(host: str, port: int) -> int:
             await stop.wait()
         finally:
             log.info("rmq namesrv stopping")
-            await ctl.shutdown()
+            await _shut_down("name server", ctl.shutdown)
 
     try:
         uvloop.run(main())
@@ -145,7 +157,7 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
             await stop.wait()
         finally:
             log.info("rmq broker stopping")
-            await broker.shutdown()
+            await _shut_down("broker", broker.shutdown)
 
     try:
         uvloop.run(main())
@@ -197,9 +209,9 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
                 await stop.wait()
             finally:
                 log.info("rmq standalone stopping")
-                await broker.shutdown()
+                await _shut_down("broker", broker.shutdown)
         finally:
-            await namesrv.shutdown()
+            await _shut_down("name server", namesrv.shutdown)
 
     try:
         uvloop.run(main())

@@ -23,24 +23,23 @@ import random
 import socket
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Awaitable, Callable, Coroutine, Protocol
 
-from rmq.common.constants import PermName
-from rmq.common.route import MASTER_ID, TopicRouteData
+from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip
+from rmq.common.route import TopicRouteData
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import ClientError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.types import MessageQueue
+from rmq.types import MessageExt, MessageQueue
 
+from ._aio import wait_event
 from ._codec import decode_messages
 from .api import ClientAPI
 
-if TYPE_CHECKING:
-    from .producer import Producer
-
-__all__ = ["ClientInstance", "get_client_instance", "local_ip"]
+__all__ = ["ClientInstance", "ConsumerInner", "ProducerInner", "get_client_instance", "local_ip",
+           "subscribe_queues"]
 
 log = logging.getLogger("rmq.client")
 # per-request failures repeat during an outage: one line per kind per 10 s, with a count
@@ -54,16 +53,35 @@ PERSIST_OFFSET_INTERVAL = 5.0
 REBALANCE_INTERVAL = 20.0
 
 
+MASTER_ID = MixAll.MASTER_ID
+
+
 class ConsumerInner(Protocol):
-    """What the instance needs from a consumer (push or lite pull)."""
+    """What the instance needs from a consumer (Java ``MQConsumerInner``). The consumers the
+    application holds (``rmq.PushConsumer``, ``rmq.PullConsumer``) keep this side private: they
+    register their inner ``PushConsumerImpl`` / ``PullConsumerImpl``."""
 
-    group: str
-
-    def heartbeat_data(self) -> dict: ...
+    @property
+    def group(self) -> str: ...
+    def heartbeat_data(self) -> dict[str, Any]: ...
     def subscribed_topics(self) -> set[str]: ...
+    def has_subscribe_info(self, topic: str) -> bool: ...
     def update_topic_subscribe_info(self, topic: str, mqs: set[MessageQueue]) -> None: ...
     async def do_rebalance(self) -> None: ...
     async def persist_consumer_offset(self) -> None: ...
+    def running_info(self) -> dict[str, Any]: ...
+    def offset_table_json(self, topic: str) -> dict[str, int]: ...
+    async def reset_offset(self, topic: str, table: dict[MessageQueue, int]) -> None: ...
+    async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]: ...
+
+
+class ProducerInner(Protocol):
+    """What the instance needs from a producer (Java ``MQProducerInner``)."""
+
+    @property
+    def group(self) -> str: ...
+    def publish_topics(self) -> set[str]: ...
+    def check_transaction_state(self, broker_addr: str, ext: dict[str, Any], msg: MessageExt) -> None: ...
 
 
 def local_ip(target: str | None = None) -> str:
@@ -75,7 +93,7 @@ def local_ip(target: str | None = None) -> str:
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((host, 9))
-            return s.getsockname()[0]
+            return str(s.getsockname()[0])
     except OSError:
         return "127.0.0.1"
 
@@ -90,7 +108,8 @@ class _TopicPublishInfo:
         self.order_topic = bool(route.order_topic_conf)
         mqs: list[MessageQueue] = []
         if route.order_topic_conf:
-            # "broker-a:8;broker-b:8" replaces queueDatas for publishing (wire-contract §4)
+            # "broker-a:8;broker-b:8" replaces queueDatas for publishing (Java
+            # MQClientInstance.topicRouteData2TopicPublishInfo, orderTopicConf)
             for item in route.order_topic_conf.split(";"):
                 name, _, n = item.partition(":")
                 mqs.extend(MessageQueue(topic, name, i) for i in range(int(n or 0)))
@@ -131,7 +150,7 @@ class ClientInstance:
         self.namesrv_addrs = addrs
         self.remoting = RemotingClient(addrs)
         self.api = ClientAPI(self.remoting)
-        self.producers: dict[str, Producer] = {}
+        self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
         self.topic_route_table: dict[str, TopicRouteData] = {}
         self.publish_info: dict[str, _TopicPublishInfo] = {}
@@ -154,7 +173,7 @@ class ClientInstance:
 
     # ---------------------------------------------------------------- lifecycle
 
-    def _spawn(self, coro, name: str) -> asyncio.Task:
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
         return self._tasks.spawn(coro, f"rmq-{name}-{self.client_id}")
 
     def _ensure_started(self) -> None:
@@ -169,7 +188,7 @@ class ClientInstance:
                                    PERSIST_OFFSET_INTERVAL), "persist")
         self._spawn(self._rebalance_service(), "rebalance")
 
-    async def _periodic(self, interval: float, fn, first_delay: float) -> None:
+    async def _periodic(self, interval: float, fn: Callable[[], Awaitable[None]], first_delay: float) -> None:
         """Run ``fn`` every ``interval`` seconds until cancelled; a failing run is logged and the
         timer goes on (a broker or name server being down must not stop the client)."""
         await asyncio.sleep(first_delay)
@@ -191,10 +210,7 @@ class ClientInstance:
         """Rebalance every consumer every 20 s, or as soon as :meth:`rebalance_immediately` is
         called (a broker's NOTIFY_CONSUMER_IDS_CHANGED, a consumer starting)."""
         while True:
-            try:
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), REBALANCE_INTERVAL)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._rebalance_wakeup, REBALANCE_INTERVAL)
             self._rebalance_wakeup.clear()
             await self.do_rebalance()
 
@@ -211,7 +227,7 @@ class ClientInstance:
                 log.warning("client %s: rebalance of group %s failed: %r", self.client_id,
                             consumer.group, e, exc_info=True)
 
-    async def register_producer(self, group: str, producer: Producer) -> None:
+    async def register_producer(self, group: str, producer: ProducerInner) -> None:
         if group in self.producers:
             raise ClientError(f"producer group {group!r} is already registered in client {self.client_id}; "
                               "use another instance_name for a second producer of the same group")
@@ -398,7 +414,8 @@ class ClientInstance:
 
     # ---------------------------------------------------------------- heartbeats and offsets
 
-    def heartbeat_data(self) -> dict:
+    def heartbeat_data(self) -> dict[str, Any]:
+        """The HEART_BEAT body (Java ``HeartbeatData``)."""
         return {
             "clientID": self.client_id,
             "producerDataSet": [{"groupName": g} for g in self.producers],
@@ -435,7 +452,7 @@ class ClientInstance:
 
 
 class _ClientRemotingProcessor:
-    """Serves the requests a broker sends to a client (SPEC R3)."""
+    """Serves the requests a broker sends to a client (Java ClientRemotingProcessor)."""
 
     def __init__(self, instance: ClientInstance) -> None:
         self._instance = weakref.ref(instance)
@@ -443,7 +460,8 @@ class _ClientRemotingProcessor:
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn: Any, cmd: RemotingCommand):
+    def process_request(self, conn: Any, cmd: RemotingCommand
+                        ) -> RemotingCommand | None | Awaitable[RemotingCommand]:
         inst = self._instance()
         if inst is None or inst.closed:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "client instance closed", {})
@@ -455,10 +473,11 @@ class _ClientRemotingProcessor:
             inst.rebalance_immediately()
             return None
         if code == RequestCode.CHECK_TRANSACTION_STATE:
-            return self._check_transaction_state(inst, conn, cmd)
+            self._check_transaction_state(inst, conn, cmd)     # oneway: no response
+            return None
         return self._consumer_request(inst, cmd)
 
-    def _check_transaction_state(self, inst: ClientInstance, conn: Any, cmd: RemotingCommand):
+    def _check_transaction_state(self, inst: ClientInstance, conn: Any, cmd: RemotingCommand) -> None:
         try:
             msgs = decode_messages(cmd.body_bytes())
         except ValueError as e:
@@ -473,7 +492,7 @@ class _ClientRemotingProcessor:
         if producer is None:
             log.warning("client %s: CHECK_TRANSACTION_STATE for unknown producer group %r", inst.client_id, group)
             return None
-        producer._on_check_transaction_state(conn.remote_addr, cmd.ext_fields or {}, msg)
+        producer.check_transaction_state(conn.remote_addr, cmd.ext_fields or {}, msg)
         return None
 
     async def _consumer_request(self, inst: ClientInstance, cmd: RemotingCommand) -> RemotingCommand:
@@ -490,9 +509,9 @@ class _ClientRemotingProcessor:
                 info["properties"]["PROP_CLIENT_VERSION"] = "V4_9_8"
                 return cmd.response(ResponseCode.SUCCESS, None, {}, json.dumps(info).encode())
             if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
-                table = consumer.offset_table_json(str(ext.get("topic") or ""))
+                status = consumer.offset_table_json(str(ext.get("topic") or ""))
                 return cmd.response(ResponseCode.SUCCESS, None, {},
-                                    json.dumps({"messageQueueTable": table}).encode())
+                                    json.dumps({"messageQueueTable": status}).encode())
             if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
                 table = _parse_offset_table(cmd.body_bytes(), str(ext.get("topic") or ""))
                 await consumer.reset_offset(str(ext.get("topic") or ""), table)

@@ -1,4 +1,4 @@
-"""The producer (SPEC C1): send, send with a callback, oneway, batch, orderly and transactional sends.
+"""The producer: send, send with a callback, oneway, batch, orderly and transactional sends.
 
 Example::
 
@@ -13,7 +13,7 @@ import inspect
 import logging
 import time
 import warnings
-from typing import Any, Awaitable, Callable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, TypeVar, Union
 
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
@@ -25,10 +25,13 @@ from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, Rem
 from rmq.remoting.headers import (CheckTransactionStateRequestHeader, EndTransactionRequestHeader,
                                   SendMessageRequestHeader)
 from rmq.types import (LocalTransactionState, Message, MessageConst, MessageExt, MessageQueue,
-                       SendResult, SendStatus, TransactionSendResult)
+                       SendResult, SendStatus, ServiceState, TransactionSendResult)
 
 from ._codec import UniqKeyGenerator, compress_body, message_properties, properties_to_string
 from .instance import ClientInstance, get_client_instance
+
+if TYPE_CHECKING:
+    from .instance import _TopicPublishInfo
 
 __all__ = ["Producer", "MessageQueueSelector", "select_by_hash", "validate_group", "validate_topic"]
 
@@ -45,6 +48,7 @@ MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 #: What a local-transaction function or check-back handler may return (or await).
 TransactionOutcome = Union[LocalTransactionState, Awaitable[LocalTransactionState]]
+_T = TypeVar("_T")
 
 
 def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
@@ -68,14 +72,18 @@ def validate_group(group: str, *, reserved: str) -> None:
         raise ClientError(f"group name {group!r} is reserved; choose your own")
 
 
-def validate_topic(topic: str) -> None:
-    """Java ``Validators.checkTopic`` (``TopicValidator.validateTopic``), and the auto-create
-    template is not a topic to send to. Raises :class:`rmq.errors.ClientError`."""
+def validate_topic(topic: str, *, for_send: bool = True) -> None:
+    """A topic a producer may send to (``for_send``, the default) or a consumer subscribe to
+    (Java ``Validators.checkTopic`` / ``TopicValidator.validateTopic``): legal characters,
+    at most 127 characters, not TBW102; for sends also not a topic only the broker writes
+    (``SCHEDULE_TOPIC_XXXX``, the transaction topics ...). Raises :class:`rmq.errors.ClientError`."""
     reason = TopicValidator.check_topic(topic)
     if reason is not None:
         raise ClientError(f"{reason} (topic {topic[:40]!r})")
     if topic == AUTO_CREATE_TOPIC_KEY:
         raise ClientError(f"topic {topic!r} is reserved for auto-creation; send to a real topic")
+    if for_send and TopicValidator.is_not_allowed_send_topic(topic):
+        raise ClientError(f"topic {topic!r} is a system topic only the broker writes")
 
 
 class _FaultTolerance:
@@ -144,62 +152,89 @@ class Producer:
                  max_message_size: int = MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
                  send_latency_fault_enable: bool = True,
                  transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None) -> None:
-        validate_group(group, reserved=DEFAULT_PRODUCER_GROUP)
+        validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
         if send_timeout <= 0:
             raise ClientError(f"send_timeout must be > 0, got {send_timeout}")
         if retry_times < 0:
             raise ClientError(f"retry_times must be >= 0, got {retry_times}")
         if not 0 < max_message_size <= MAX_MESSAGE_SIZE:
             raise ClientError(f"max_message_size must be in 1..{MAX_MESSAGE_SIZE}")
-        self.namesrv_addr = namesrv_addr
-        self.group = group
-        self.instance_name = instance_name
-        self.client_ip = client_ip
-        self.send_timeout = send_timeout
-        self.retry_times = retry_times
-        self.compress_over = compress_over
-        self.compress_level = compress_level
-        self.max_message_size = max_message_size
-        self.default_topic_queue_nums = default_topic_queue_nums
-        self.send_latency_fault_enable = send_latency_fault_enable
-        self.transaction_checker = transaction_checker
+        self._namesrv_addr = namesrv_addr
+        self._group = group
+        self._instance_name = instance_name
+        self._client_ip = client_ip
+        self._send_timeout = send_timeout
+        self._retry_times = retry_times
+        self._compress_over = compress_over
+        self._compress_level = compress_level
+        self._max_message_size = max_message_size
+        self._default_topic_queue_nums = default_topic_queue_nums
+        self._send_latency_fault_enable = send_latency_fault_enable
+        self._transaction_checker = transaction_checker
         self._instance: ClientInstance | None = None
         self._uniq: UniqKeyGenerator | None = None
         self._faults = _FaultTolerance()
         self._topics: set[str] = set()
         self._pending = BackgroundTasks(f"producer {group}", log, death_level=logging.DEBUG)
-        self._state = "CREATED"
+        self._state = ServiceState.CREATE_JUST
+        self._closing = False
+        self._member = _ProducerMember(self)
 
     # ---------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
-        """Register with the client instance. Raises ClientError if the group is already in use
-        by another producer with the same client id."""
-        if self._state == "RUNNING":
-            return
-        if self._state != "CREATED":
-            raise IllegalStateError(f"producer {self.group} is {self._state}; create a new one")
-        inst = get_client_instance(self.namesrv_addr, instance_name=self.instance_name,
-                                   client_ip=self.client_ip)
-        await inst.register_producer(self.group, self)
+        """Register with the client instance.
+
+        Raises:
+            rmq.errors.IllegalStateError: started before (a producer starts once; after
+                :meth:`close` or a failed start, create a new one).
+            rmq.errors.ClientError: another producer with the same client id already uses the
+                group (give it another ``instance_name``).
+        """
+        if self._state is not ServiceState.CREATE_JUST:
+            raise IllegalStateError(f"producer {self.group} is {self._state.name}; only a new producer "
+                                    "can be started (create another one)")
+        inst = get_client_instance(self._namesrv_addr, instance_name=self._instance_name,
+                                   client_ip=self._client_ip)
+        try:
+            await inst.register_producer(self.group, self._member)
+        except BaseException:
+            self._state = ServiceState.START_FAILED
+            raise
         self._instance = inst
         self._uniq = UniqKeyGenerator(inst.client_ip)
-        self._state = "RUNNING"
+        self._state = ServiceState.RUNNING
 
     async def close(self) -> None:
         """Wait for callback sends in flight, then unregister. Idempotent."""
-        if self._state != "RUNNING":
-            self._state = "CLOSED"
+        if self._state is not ServiceState.RUNNING:
+            if self._state is ServiceState.CREATE_JUST:
+                self._state = ServiceState.SHUTDOWN_ALREADY
             return
-        self._state = "CLOSING"
+        if self._closing:
+            return
+        self._closing = True
         await self._pending.wait()
         assert self._instance is not None
         await self._instance.unregister_producer(self.group)
-        self._state = "CLOSED"
+        self._state = ServiceState.SHUTDOWN_ALREADY
 
-    def __del__(self, _warn=warnings.warn) -> None:
-        if getattr(self, "_state", None) == "RUNNING":
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        if getattr(self, "_state", None) is ServiceState.RUNNING and not self._closing:
             _warn(f"producer {self.group!r} was not closed", ResourceWarning, source=self)
+
+    def __repr__(self) -> str:
+        return f"<Producer group={self.group!r} {self._state.name}>"
+
+    @property
+    def group(self) -> str:
+        """The producer group."""
+        return self._group
+
+    @property
+    def state(self) -> ServiceState:
+        """CREATE_JUST → RUNNING → SHUTDOWN_ALREADY (or START_FAILED)."""
+        return self._state
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -210,14 +245,13 @@ class Producer:
 
     @property
     def client_id(self) -> str | None:
+        """``ip@pid#instance_name`` once started, else None."""
         return self._instance.client_id if self._instance else None
 
-    def publish_topics(self) -> set[str]:
-        return self._topics
-
     def _check_running(self) -> ClientInstance:
-        if self._state != "RUNNING" or self._instance is None:
-            raise IllegalStateError(f"producer {self.group} is not running ({self._state}); call start()")
+        if self._state is not ServiceState.RUNNING or self._instance is None or self._closing:
+            raise IllegalStateError(f"producer {self.group} is not running ({self._state.name}); "
+                                    "call start() on a new producer")
         return self._instance
 
     # ---------------------------------------------------------------- public send API
@@ -248,7 +282,7 @@ class Producer:
         self._check_running()
         prepared = self._prepare(msg)
         if queue is not None or selector is not None or sharding_key is not None:
-            deadline = time.monotonic() + (timeout or self.send_timeout)
+            deadline = time.monotonic() + (timeout or self._send_timeout)
             mq = queue or await self._select_with(msg, selector or select_by_hash, sharding_key, deadline)
             return await self._send_to(mq, prepared, deadline)
         return await self._send_default(prepared, timeout)
@@ -256,7 +290,7 @@ class Producer:
     def send_with_callback(self, msg: Message,
                            callback: Callable[[SendResult | None, BaseException | None], Any], *,
                            queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
-                           sharding_key: Any = None, timeout: float | None = None) -> asyncio.Task:
+                           sharding_key: Any = None, timeout: float | None = None) -> asyncio.Task[SendResult]:
         """Start a send in the background and call ``callback(result, None)`` on success or
         ``callback(None, exc)`` on failure (``callback`` may be ``async``). Returns the task, which
         :meth:`close` waits for; its own result is the SendResult (or the exception)."""
@@ -301,7 +335,7 @@ class Producer:
         self._check_running()
         prepared = self._prepare_batch(msgs)
         if queue is not None:
-            deadline = time.monotonic() + (timeout or self.send_timeout)
+            deadline = time.monotonic() + (timeout or self._send_timeout)
             return await self._send_to(queue, prepared, deadline)
         return await self._send_default(prepared, timeout)
 
@@ -315,7 +349,7 @@ class Producer:
         Raises ClientError when the producer has no ``transaction_checker``.
         """
         inst = self._check_running()
-        if self.transaction_checker is None:
+        if self._transaction_checker is None:
             raise ClientError("send_in_transaction needs a transaction_checker for the broker's check-back")
         if msg.delay_level:
             raise ClientError("transactional messages cannot be delayed")
@@ -364,11 +398,11 @@ class Producer:
             props.update(extra)
         body = msg.body
         sys_flag = 0
-        if len(body) > self.compress_over:
-            body = compress_body(body, self.compress_level)
+        if len(body) > self._compress_over:
+            body = compress_body(body, self._compress_level)
             sys_flag |= MessageSysFlag.COMPRESSED_FLAG
-        if len(body) > self.max_message_size:
-            raise ClientError(f"message body is {len(body)} bytes; the maximum is {self.max_message_size}")
+        if len(body) > self._max_message_size:
+            raise ClientError(f"message body is {len(body)} bytes; the maximum is {self._max_message_size}")
         return _Prepared(msg.topic, body, properties_to_string(props), sys_flag, msg.flag, uniq, False)
 
     def _prepare_batch(self, msgs: Sequence[Message]) -> _Prepared:
@@ -394,29 +428,29 @@ class Producer:
             ids.append(uniq)
             items.append((m.flag, m.body, properties_to_string(message_properties(m, uniq))))
         body = encode_batch(items)
-        if len(body) > self.max_message_size:
-            raise ClientError(f"batch is {len(body)} bytes encoded; the maximum is {self.max_message_size}")
+        if len(body) > self._max_message_size:
+            raise ClientError(f"batch is {len(body)} bytes encoded; the maximum is {self._max_message_size}")
         outer = {MessageConst.WAIT_STORE_MSG_OK: "true" if msgs[0].wait_store_msg_ok else "false"}
         return _Prepared(topic, body, properties_to_string(outer), 0, 0, ",".join(ids), True)
 
     def _header(self, p: _Prepared, mq: MessageQueue) -> SendMessageRequestHeader:
         return SendMessageRequestHeader(
             producer_group=self.group, topic=p.topic, default_topic=AUTO_CREATE_TOPIC_KEY,
-            default_topic_queue_nums=self.default_topic_queue_nums, queue_id=mq.queue_id,
+            default_topic_queue_nums=self._default_topic_queue_nums, queue_id=mq.queue_id,
             sys_flag=p.sys_flag, born_timestamp=int(time.time() * 1000), flag=p.flag,
             properties=p.properties, reconsume_times=0, unit_mode=False, batch=p.batch)
 
-    async def _publish_info(self, topic: str, deadline: float | None = None):
+    async def _publish_info(self, topic: str, deadline: float | None = None) -> _TopicPublishInfo:
         inst = self._check_running()
         self._topics.add(topic)
         info = inst.publish_info.get(topic)
 
         def remaining() -> float:
             if deadline is None:
-                return self.send_timeout
+                return self._send_timeout
             left = deadline - time.monotonic()
             if left <= 0:
-                raise RemotingTimeoutError("<namesrv>", self.send_timeout,
+                raise RemotingTimeoutError("<namesrv>", self._send_timeout,
                                            f"no route of {topic} within the send timeout")
             return left
 
@@ -426,17 +460,17 @@ class Producer:
         if info is None or not info.ok:
             # Unknown topic: publish through TBW102's brokers; they auto-create it (if allowed).
             await inst.update_topic_route(topic, default_topic=AUTO_CREATE_TOPIC_KEY,
-                                          default_queue_nums=self.default_topic_queue_nums,
+                                          default_queue_nums=self._default_topic_queue_nums,
                                           timeout=remaining())
             info = inst.publish_info.get(topic)
         if info is None or not info.ok:
             raise TopicNotExistError(17, f"No route info of this topic: {topic}")
         return info
 
-    def _select_queue(self, info, last_broker: str | None) -> MessageQueue:
+    def _select_queue(self, info: _TopicPublishInfo, last_broker: str | None) -> MessageQueue:
         mqs = info.message_queues
         n = len(mqs)
-        if self.send_latency_fault_enable:
+        if self._send_latency_fault_enable:
             for _ in range(n):
                 info.send_which_queue += 1
                 mq = mqs[info.send_which_queue % n]
@@ -471,19 +505,19 @@ class Producer:
         self._topics.add(mq.topic)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise RemotingTimeoutError(mq.broker_name, self.send_timeout, "send timed out before an attempt")
+            raise RemotingTimeoutError(mq.broker_name, self._send_timeout, "send timed out before an attempt")
         addr = await self._broker_addr(inst, mq)
         return await inst.api.send_message(addr, mq, self._header(p, mq), p.body, batch=p.batch,
                                            uniq_id=p.uniq_id, timeout=remaining)
 
     async def _send_default(self, p: _Prepared, timeout: float | None) -> SendResult:
         """Send with retries on another queue, preferably another broker (Java ``sendDefaultImpl``)."""
-        timeout = timeout or self.send_timeout
+        timeout = timeout or self._send_timeout
         deadline = time.monotonic() + timeout
         info = await self._publish_info(p.topic, deadline)
         last_broker: str | None = None
         last_exc: Exception | None = None
-        attempts = 1 + self.retry_times
+        attempts = 1 + self._retry_times
         for attempt in range(attempts):
             if time.monotonic() >= deadline:
                 break
@@ -538,10 +572,11 @@ class Producer:
             transaction_id=result.transaction_id or result.msg_id)
         await inst.api.end_transaction_oneway(addr, header, None)
 
-    def _on_check_transaction_state(self, broker_addr: str, ext: dict, msg: MessageExt) -> None:
+    def _on_check_transaction_state(self, broker_addr: str, ext: dict[str, Any], msg: MessageExt) -> None:
         """CHECK_TRANSACTION_STATE from a broker: ask the checker in a task, answer with a oneway
         END_TRANSACTION (the broker expects no response to the check itself)."""
-        if self.transaction_checker is None or self._instance is None:
+        checker = self._transaction_checker
+        if checker is None or self._instance is None:
             log.warning("producer %s: broker %s checks transaction %s but no transaction_checker is set",
                         self.group, broker_addr, msg.msg_id)
             return
@@ -550,7 +585,7 @@ class Producer:
         async def check() -> None:
             remark = None
             try:
-                state = await _maybe_await(self.transaction_checker(msg))
+                state = await _maybe_await(checker(msg))
                 if not isinstance(state, LocalTransactionState):
                     state = LocalTransactionState.UNKNOW
             except Exception as e:  # noqa: BLE001 - reported to the broker in the remark
@@ -574,6 +609,26 @@ class Producer:
                 log.warning("producer %s: END_TRANSACTION after check failed: %r", self.group, e)
 
         self._pending.spawn(check(), f"rmq-txcheck-{self.group}")
+
+
+class _ProducerMember:
+    """What the client instance sees of a producer (Java ``MQProducerInner``): the topics it
+    publishes to (their routes are kept fresh) and the broker's transaction check-backs."""
+
+    __slots__ = ("_producer",)
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+
+    @property
+    def group(self) -> str:
+        return self._producer.group
+
+    def publish_topics(self) -> set[str]:
+        return self._producer._topics
+
+    def check_transaction_state(self, broker_addr: str, ext: dict[str, Any], msg: MessageExt) -> None:
+        self._producer._on_check_transaction_state(broker_addr, ext, msg)
 
 
 _COMMIT_OR_ROLLBACK = {
@@ -604,13 +659,13 @@ def _with_props(msg: Message, props: dict[str, str]) -> Message:
                    flag=msg.flag, delay_level=msg.delay_level, wait_store_msg_ok=msg.wait_store_msg_ok)
 
 
-async def _maybe_await(value):
+async def _maybe_await(value: _T | Awaitable[_T]) -> _T:
     if inspect.isawaitable(value):
         return await value
     return value
 
 
-async def _call(callback, *args) -> None:
+async def _call(callback: Callable[..., Any], *args: Any) -> None:
     try:
         await _maybe_await(callback(*args))
     except Exception:  # noqa: BLE001 - a user callback must not break the producer

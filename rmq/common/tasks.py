@@ -53,15 +53,26 @@ class BackgroundTasks:
         if self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
-    async def close(self, also: Iterable[asyncio.Future[Any]] = ()) -> None:
+    async def close(self, also: Iterable[asyncio.Future[Any]] = (), timeout: float | None = 10.0) -> None:
         """Cancel every task still running (and the futures in ``also``, which the owner keeps
         elsewhere) and wait until all have ended; their exceptions are swallowed. Tasks spawned
-        afterwards are owned as before, so an owner that may restart keeps working."""
+        afterwards are owned as before, so an owner that may restart keeps working.
+
+        A task that does not end within ``timeout`` seconds of its cancellation (it swallows
+        ``CancelledError`` or blocks) is named in a warning and left behind, so a shutdown
+        always goes on (``None`` waits forever)."""
         pending = list(also) + list(self._tasks)
         for t in pending:
             t.cancel()
-        if pending:
-            await asyncio.gather(*pending, return_exceptions=True)
+        if not pending:
+            return
+        gathered = asyncio.gather(*pending, return_exceptions=True)
+        try:
+            await asyncio.wait_for(asyncio.shield(gathered), timeout)
+        except asyncio.TimeoutError:
+            stuck = [t.get_name() if isinstance(t, asyncio.Task) else repr(t) for t in pending if not t.done()]
+            self.log.warning("%s: %d background task(s) did not stop within %.0f s of cancellation: %s",
+                             self.owner, len(stuck), timeout, ", ".join(stuck))
 
     def __len__(self) -> int:
         return len(self._tasks)

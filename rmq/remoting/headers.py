@@ -7,13 +7,22 @@ functions per class, so parsing costs no reflection per call (this is on the sen
 hot paths):
 
 * ``Header.from_ext_fields(ext)`` reads leniently, as real clients send mixed JSON types
-  (wire-contract §2 rule 3): integers from JSON numbers or decimal strings; booleans from
-  ``true/false``, ``"true"/"false"`` (any case), ``"0"/"1"`` and ``0/1``; strings from
+  (Java's fastjson and the C++ client's JsonCpp differ): integers from JSON numbers or
+  decimal strings; booleans from ``true/false``, ``"true"/"false"`` (any case), ``"0"/"1"``
+  and ``0/1``; strings from
   strings or numbers. Unknown keys are ignored, JSON ``null`` counts as absent. A missing
   required field or an unparsable value raises ``RemotingCommandError`` naming the class
   and the wire field.
 * ``header.to_ext_fields()`` returns ``dict[str, str]``: every value as a string (the C++
   client reads reply fields only when they are strings), absent (None) fields omitted.
+
+Ranges, as Java's parsers enforce them: an int field is a Java ``Integer`` (int32) unless
+declared ``w(..., int64=True)`` (a Java ``Long``), and a field may narrow that with ``lo``/``hi``
+(``perm`` is 0..15). A value outside its range, or a string that cannot be encoded as UTF-8
+(a lone surrogate from a ``\ud800`` JSON escape), raises ``RemotingCommandError`` when the
+header is read, so no such value ever reaches a table that is persisted. Both readers check:
+the generated Python one inline, the Cython ``HeaderReader`` through a generated check of
+the header it filled.
 
 Field names follow the Java classes of apache/rocketmq 4.9.8 exactly
 (``common/.../protocol/header/**``). ``SendMessageRequestHeader`` also reads and writes the
@@ -71,9 +80,20 @@ __all__ = [
 _REQUIRED = dataclasses.MISSING
 
 
-def w(wire: str, default: Any = _REQUIRED) -> Any:
-    """Declare a header field: its camelCase wire name and, if optional, its default."""
-    return dataclasses.field(default=default, metadata={"wire": wire})
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def w(wire: str, default: Any = _REQUIRED, *, int64: bool = False, lo: int | None = None,
+      hi: int | None = None) -> Any:
+    """Declare a header field: its camelCase wire name and, if optional, its default.
+
+    For an int field: ``int64=True`` when Java declares it ``Long`` (else it is an ``Integer``,
+    int32); ``lo``/``hi`` narrow the range further. A value outside is refused on reading.
+    """
+    lo_t, hi_t = (INT64_MIN, INT64_MAX) if int64 else (INT32_MIN, INT32_MAX)
+    rng = (lo_t if lo is None else max(lo, lo_t), hi_t if hi is None else min(hi, hi_t))
+    return dataclasses.field(default=default, metadata={"wire": wire, "range": rng})
 
 
 # --------------------------------------------------------------------------- lenient readers
@@ -122,6 +142,20 @@ def _missing(cls: str, name: str) -> RemotingCommandError:
     return RemotingCommandError(f"{cls}: missing required field {name!r}")
 
 
+def _out_of_range(cls: str, name: str, v: int, lo: int, hi: int) -> RemotingCommandError:
+    shown = str(v) if abs(v) < 10**30 else f"a {v.bit_length()}-bit integer"
+    return RemotingCommandError(f"{cls}: field {name!r} is out of range {lo}..{hi}: {shown}")
+
+
+def _check_text(v: str, cls: str, name: str) -> None:
+    """Refuse text that cannot be written as UTF-8 (lone surrogates)."""
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RemotingCommandError(f"{cls}: field {name!r} is not valid Unicode text "
+                                   "(a lone surrogate)") from None
+
+
 def _wstr(v: Any) -> str:
     if type(v) is str:
         return v
@@ -158,7 +192,7 @@ def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
     if "__post_init__" in vars(cls):
         raise TypeError(f"{cls.__name__}: headers are built without __init__, so no __post_init__")
     ns: dict[str, Any] = {"_missing": _missing, "_int": _int, "_bool": _bool, "_str": _str,
-                          "_new": object.__new__}
+                          "_new": object.__new__, "_oor": _out_of_range, "_text": _check_text}
     lines = ["def from_ext_fields(cls, ext):", "    g = ext.get"]
     args = []
     for i, (f, tp) in enumerate(fields):
@@ -181,6 +215,7 @@ def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
             lines.append(f"    elif v == 'false' and type(v) is str: a{i} = False")
             lines.append(f"    elif v == 'true' and type(v) is str: a{i} = True")
         lines.append(f"    else: a{i} = {slow}")
+        lines += _check_lines(f"a{i}", f, tp, cname, wire, "    ")
         args.append(f"{f.name}=a{i}")
     # Slot stores on a bare instance: a third cheaper than a 14-keyword __init__ call (the
     # generated dataclass __init__ only assigns; no header has a __post_init__).
@@ -192,8 +227,50 @@ def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
     if _HeaderReader is not None:
         spec = [(f.name, names[f.name], _KIND[tp], f.default is _REQUIRED,
                  None if f.default is _REQUIRED else f.default) for f, tp in fields]
-        reader = _HeaderReader(spec, reader)  # .fallback is the generated reader
+        fast = _HeaderReader(spec, reader)  # .fallback is the generated reader
+        # The Cython reader converts but does not check ranges or text: check what it filled,
+        # with one boolean expression on the common path (the per-field checks, which word
+        # the error, run only when it fails).
+        conds, detail = [], ["def _detail(o):"]
+        for f, tp in fields:
+            expr = _check_expr(f"o.{f.name}", f, tp)
+            if expr is not None:
+                conds.append(expr)
+                detail.append(f"    v = o.{f.name}")
+                detail += _check_lines("v", f, tp, cname, names[f.name], "    ")
+        check = ["def from_ext_fields(cls, ext):", "    o = _fast(cls, ext)"]
+        if conds:
+            check.append(f"    if {' or '.join(conds)}: _detail(o)")
+        check.append("    return o")
+        cns: dict[str, Any] = {"_fast": fast, "_oor": _out_of_range, "_text": _check_text}
+        exec("\n".join(detail + ["    pass"] + check), cns)
+        reader = cns["from_ext_fields"]
+        reader.fast = fast
+        reader.fallback = fast.fallback
     return classmethod(reader)
+
+
+def _check_expr(var: str, f: "dataclasses.Field[Any]", tp: type) -> str | None:
+    """A Python expression true when ``var`` fails its check (None: nothing to check)."""
+    maybe_none = f.default is not _REQUIRED and f.default is None
+    if tp is int:
+        lo, hi = f.metadata["range"]
+        return f"({var} is not None and not ({lo} <= {var} <= {hi}))" if maybe_none else f"not ({lo} <= {var} <= {hi})"
+    if tp is str:
+        return f"({var} is not None and not {var}.isascii())" if maybe_none else f"not {var}.isascii()"
+    return None
+
+
+def _check_lines(var: str, f: "dataclasses.Field[Any]", tp: type, cname: str, wire: str, indent: str) -> list[str]:
+    """Generated checks of one decoded value: the int range, or text encodable as UTF-8."""
+    maybe_none = f.default is not _REQUIRED and f.default is None
+    guard = f"{var} is not None and " if maybe_none else ""
+    if tp is int:
+        lo, hi = f.metadata["range"]
+        return [f"{indent}if {guard}not ({lo} <= {var} <= {hi}): raise _oor({cname!r}, {wire!r}, {var}, {lo}, {hi})"]
+    if tp is str:
+        return [f"{indent}if {guard}not {var}.isascii(): _text({var}, {cname!r}, {wire!r})"]
+    return []
 
 
 def _gen_writer(cls: type, fields: list, names: dict[str, str], fname: str) -> Callable:
@@ -285,7 +362,7 @@ class SendMessageRequestHeader(Header):
     default_topic_queue_nums: int = w("defaultTopicQueueNums", 4)
     queue_id: int = w("queueId")
     sys_flag: int = w("sysFlag", 0)
-    born_timestamp: int = w("bornTimestamp", 0)
+    born_timestamp: int = w("bornTimestamp", 0, int64=True)
     flag: int = w("flag", 0)
     properties: str | None = w("properties", None)
     reconsume_times: int | None = w("reconsumeTimes", None)
@@ -312,15 +389,15 @@ SendMessageRequestHeader.from_ext_fields = classmethod(_send_from_ext_fields)
 class SendMessageResponseHeader(Header):
     msg_id: str = w("msgId")
     queue_id: int = w("queueId")
-    queue_offset: int = w("queueOffset")
+    queue_offset: int = w("queueOffset", int64=True)
     transaction_id: str | None = w("transactionId", None)
 
 
 @header
 class EndTransactionRequestHeader(Header):
     producer_group: str = w("producerGroup")
-    tran_state_table_offset: int = w("tranStateTableOffset")
-    commit_log_offset: int = w("commitLogOffset")
+    tran_state_table_offset: int = w("tranStateTableOffset", int64=True)
+    commit_log_offset: int = w("commitLogOffset", int64=True)
     commit_or_rollback: int = w("commitOrRollback")  # MessageSysFlag.TRANSACTION_*_TYPE
     from_transaction_check: bool = w("fromTransactionCheck", False)
     msg_id: str = w("msgId")
@@ -329,8 +406,8 @@ class EndTransactionRequestHeader(Header):
 
 @header
 class CheckTransactionStateRequestHeader(Header):
-    tran_state_table_offset: int = w("tranStateTableOffset")
-    commit_log_offset: int = w("commitLogOffset")
+    tran_state_table_offset: int = w("tranStateTableOffset", int64=True)
+    commit_log_offset: int = w("commitLogOffset", int64=True)
     msg_id: str | None = w("msgId", None)
     transaction_id: str | None = w("transactionId", None)
     offset_msg_id: str | None = w("offsetMsgId", None)
@@ -346,22 +423,22 @@ class PullMessageRequestHeader(Header):
     consumer_group: str = w("consumerGroup")
     topic: str = w("topic")
     queue_id: int = w("queueId")
-    queue_offset: int = w("queueOffset")
+    queue_offset: int = w("queueOffset", int64=True)
     max_msg_nums: int = w("maxMsgNums")
     sys_flag: int = w("sysFlag")
-    commit_offset: int = w("commitOffset", 0)
-    suspend_timeout_millis: int = w("suspendTimeoutMillis", 0)
+    commit_offset: int = w("commitOffset", 0, int64=True)
+    suspend_timeout_millis: int = w("suspendTimeoutMillis", 0, int64=True)
     subscription: str | None = w("subscription", None)
-    sub_version: int = w("subVersion", 0)
+    sub_version: int = w("subVersion", 0, int64=True)
     expression_type: str | None = w("expressionType", None)
 
 
 @header
 class PullMessageResponseHeader(Header):
-    suggest_which_broker_id: int = w("suggestWhichBrokerId")
-    next_begin_offset: int = w("nextBeginOffset")
-    min_offset: int = w("minOffset")
-    max_offset: int = w("maxOffset")
+    suggest_which_broker_id: int = w("suggestWhichBrokerId", int64=True)
+    next_begin_offset: int = w("nextBeginOffset", int64=True)
+    min_offset: int = w("minOffset", int64=True)
+    max_offset: int = w("maxOffset", int64=True)
 
 
 @header
@@ -373,7 +450,7 @@ class QueryConsumerOffsetRequestHeader(Header):
 
 @header
 class QueryConsumerOffsetResponseHeader(Header):
-    offset: int = w("offset")
+    offset: int = w("offset", int64=True)
 
 
 @header
@@ -381,7 +458,7 @@ class UpdateConsumerOffsetRequestHeader(Header):
     consumer_group: str = w("consumerGroup")
     topic: str = w("topic")
     queue_id: int = w("queueId")
-    commit_offset: int = w("commitOffset")
+    commit_offset: int = w("commitOffset", int64=True)
 
 
 @header
@@ -392,7 +469,7 @@ class GetMaxOffsetRequestHeader(Header):
 
 @header
 class GetMaxOffsetResponseHeader(Header):
-    offset: int = w("offset")
+    offset: int = w("offset", int64=True)
 
 
 @header
@@ -403,7 +480,7 @@ class GetMinOffsetRequestHeader(Header):
 
 @header
 class GetMinOffsetResponseHeader(Header):
-    offset: int = w("offset")
+    offset: int = w("offset", int64=True)
 
 
 @header
@@ -412,12 +489,12 @@ class SearchOffsetRequestHeader(Header):
 
     topic: str = w("topic")
     queue_id: int = w("queueId")
-    timestamp: int = w("timestamp")
+    timestamp: int = w("timestamp", int64=True)
 
 
 @header
 class SearchOffsetResponseHeader(Header):
-    offset: int = w("offset")
+    offset: int = w("offset", int64=True)
 
 
 @header
@@ -436,7 +513,7 @@ class UnregisterClientRequestHeader(Header):
 class ConsumerSendMsgBackRequestHeader(Header):
     """CONSUMER_SEND_MSG_BACK (36); ``offset`` is the message's commit-log offset."""
 
-    offset: int = w("offset")
+    offset: int = w("offset", int64=True)
     group: str = w("group")
     delay_level: int = w("delayLevel", 0)
     origin_msg_id: str | None = w("originMsgId", None)
@@ -461,7 +538,7 @@ class CreateTopicRequestHeader(Header):
     default_topic: str = w("defaultTopic", TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC)
     read_queue_nums: int = w("readQueueNums")
     write_queue_nums: int = w("writeQueueNums")
-    perm: int = w("perm", PermName.READ_WRITE)
+    perm: int = w("perm", PermName.READ_WRITE, lo=0, hi=PermName.ALL)
     topic_filter_type: str = w("topicFilterType", "SINGLE_TAG")
     topic_sys_flag: int | None = w("topicSysFlag", None)
     order: bool = w("order", False)
@@ -495,7 +572,7 @@ class ResetOffsetRequestHeader(Header):
 
     topic: str = w("topic")
     group: str = w("group")
-    timestamp: int = w("timestamp")
+    timestamp: int = w("timestamp", int64=True)
     is_force: bool = w("isForce", False)
 
 
@@ -527,7 +604,7 @@ class GetConsumerStatusRequestHeader(Header):
 class ViewMessageRequestHeader(Header):
     """VIEW_MESSAGE_BY_ID (33): ``offset`` is the commit-log offset from the offsetMsgId."""
 
-    offset: int = w("offset")
+    offset: int = w("offset", int64=True)
 
 
 @header
@@ -535,8 +612,8 @@ class QueryMessageRequestHeader(Header):
     topic: str = w("topic")
     key: str = w("key")
     max_num: int = w("maxNum")
-    begin_timestamp: int = w("beginTimestamp")
-    end_timestamp: int = w("endTimestamp")
+    begin_timestamp: int = w("beginTimestamp", int64=True)
+    end_timestamp: int = w("endTimestamp", int64=True)
 
 
 # ============================================================================ name server
@@ -548,7 +625,7 @@ class RegisterBrokerRequestHeader(Header):
     broker_addr: str = w("brokerAddr")
     cluster_name: str = w("clusterName")
     ha_server_addr: str = w("haServerAddr", "")
-    broker_id: int = w("brokerId")
+    broker_id: int = w("brokerId", int64=True)
     compressed: bool = w("compressed", False)
 
 
@@ -563,7 +640,7 @@ class UnRegisterBrokerRequestHeader(Header):
     broker_name: str = w("brokerName")
     broker_addr: str = w("brokerAddr")
     cluster_name: str = w("clusterName")
-    broker_id: int = w("brokerId")
+    broker_id: int = w("brokerId", int64=True)
 
 
 @header

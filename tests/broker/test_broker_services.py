@@ -36,6 +36,7 @@ async def test_consumer_offsets_persisted_periodically(tmp_path):
     async with run_standalone(tmp_path / "s", flush_consumer_offset_interval=100) as (ns, broker):
         env = Env(ns, broker, RemotingClient())
         try:
+            await env.create_topic("T", 4)   # offsets are only kept for existing queues
             await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "PG", "topic": "T", "queueId": 2,
                                                                 "commitOffset": "42"})
             path = tmp_path / "s" / "config" / "consumerOffset.msgpack"

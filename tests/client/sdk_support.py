@@ -1,10 +1,15 @@
-"""Helpers for the SDK tests (imported by the test modules)."""
+"""Helpers for the SDK tests (imported by the test modules). ``wait_until`` is rmq._testing's."""
 from __future__ import annotations
 
 import asyncio
 
+from typing import Callable
+
+from rmq._testing import wait_until
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
+
+__all__ = ["create_topic", "wait_until", "holds", "drain", "SilentServer"]
 
 
 async def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -> None:
@@ -17,19 +22,15 @@ async def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int 
         assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
-async def wait_until(pred, timeout: float = 20.0, interval: float = 0.05, what: str = "condition"):
-    """Poll ``pred`` (sync or async) until true; fail the test with ``what`` on timeout."""
+async def holds(pred: Callable[[], object], duration: float, what: str, interval: float = 0.02) -> None:
+    """Assert that ``pred`` stays true for ``duration`` seconds: the observation window of a
+    "nothing more happens" check (a state wait is :func:`wait_until`)."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        v = pred()
-        if asyncio.iscoroutine(v):
-            v = await v
-        if v:
-            return v
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    deadline = loop.time() + duration
+    while loop.time() < deadline:
+        assert pred(), f"{what} stopped holding"
         await asyncio.sleep(interval)
+    assert pred(), f"{what} stopped holding"
 
 
 async def drain(namesrv_addr: str, topic: str, expected: int, *, group: str, timeout: float = 20.0) -> list:

@@ -205,6 +205,13 @@ def test_group_and_topic_validation():
     for bad in ("", "TBW102", "a/b", "t" * 128):
         with pytest.raises(rmq.ClientError):
             validate_topic(bad)
+    # topics only the broker writes (Java TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET): no sends,
+    # but a consumer (an admin tool) may read them
+    for system in ("SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"):
+        with pytest.raises(rmq.ClientError, match="only the broker writes"):
+            validate_topic(system)
+        validate_topic(system, for_send=False)
+        rmq.PullConsumer("127.0.0.1:1", "G").subscribe(system)
     with pytest.raises(rmq.ClientError):
         rmq.Producer("127.0.0.1:1", "DEFAULT_PRODUCER")
     with pytest.raises(rmq.ClientError, match="out of range"):

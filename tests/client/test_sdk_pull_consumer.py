@@ -57,8 +57,7 @@ async def test_assign_poll_seek_commit_pause(cluster, namesrv_addr, unique):
         c.pause([q1])
         await _fill(namesrv_addr, topic, 4, unique("PG"), 2)   # 2 to q0, 2 to q1
         got = await _poll_n(c, 2, timeout=3)
-        await asyncio.sleep(0.5)
-        got += await c.poll(timeout=0.5)
+        got += await c.poll(timeout=1.0)    # the window in which q1's messages must not come
         assert {m.queue_id for m in got} == {0} and len(got) == 2
         c.resume([q1])
         got = await _poll_n(c, 2)
@@ -86,10 +85,13 @@ async def test_subscribe_mode_shares_queues_and_auto_commits(cluster, namesrv_ad
         assert changes and changes[-1] == (topic, 2)   # the listener saw the final share
         got_a, got_b = await asyncio.gather(_poll_n(a, 20), _poll_n(b, 20))
         assert sorted(int(m.body) for m in got_a + got_b) == list(range(40))
-        await asyncio.sleep(1.1)
-        await a.poll(timeout=0.1)   # auto-commit happens in poll once the interval passed
-        await b.poll(timeout=0.1)
-        assert all([await a.committed(mq) == 10 for mq in a.assignment()])
+
+        async def auto_committed(c: rmq.PullConsumer) -> bool:
+            await c.poll(timeout=0.1)   # auto-commit happens in poll once the interval passed
+            return all([await c.committed(mq) == 10 for mq in c.assignment()])
+
+        await wait_until(lambda: auto_committed(a), timeout=10, what="a's positions auto-committed")
+        await wait_until(lambda: auto_committed(b), timeout=10, what="b's positions auto-committed")
     with pytest.raises(rmq.ClientError):
         a2 = rmq.PullConsumer(namesrv_addr, g)
         a2.subscribe(topic)

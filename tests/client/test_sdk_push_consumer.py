@@ -9,7 +9,7 @@ import rmq
 from rmq._testing import run_broker, run_namesrv
 from rmq.remoting import RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
-from sdk_support import create_topic, wait_until
+from sdk_support import create_topic, holds, wait_until
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -42,17 +42,23 @@ async def test_handler_filters_tags_and_commits_offsets(cluster, namesrv_addr, u
     async def handler(msg):
         got.append(msg)
 
+    ends: dict[int, int] = {}
+    for r in sent:
+        ends[r.queue_id] = max(ends.get(r.queue_id, 0), r.queue_offset + 1)
+
+    def consumed_offsets() -> dict[int, int]:
+        store = c._impl.offset_store
+        return {mq.queue_id: off for mq, off in store.offset_table.items() if mq.topic == topic} if store else {}
+
     c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST)
     c.subscribe(topic, "A || B")
     async with c:
         await wait_until(lambda: len(got) >= 20, what="20 A/B messages")
-        await asyncio.sleep(0.3)
+        # the filtered C messages at the end of a queue are consumed too (skipped)
+        await wait_until(lambda: consumed_offsets() == ends, what="every queue consumed to its end")
     assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(30) if i % 3 != 2)
     assert {m.tags for m in got} == {"A", "B"}
     # close() persisted the consumed offsets: every queue is at its end (C messages skipped too)
-    ends = {}
-    for r in sent:
-        ends[r.queue_id] = max(ends.get(r.queue_id, 0), r.queue_offset + 1)
     assert await _stored_offsets(broker.broker_addr, cg, topic, 4) == ends
 
 
@@ -132,20 +138,20 @@ async def test_second_consumer_joins_and_leaves_without_loss(cluster, namesrv_ad
         async def produce(lo, hi):
             for i in range(lo, hi):
                 await p.send(rmq.Message(topic, b"%d" % i))
-                await asyncio.sleep(0.002)
+                await asyncio.sleep(0.002)      # pacing: sends spread over the rebalance
 
         await c1.start()
-        await wait_until(lambda: len(c1.process_queue_table) == 9, what="c1 owns all queues")  # 8 + retry
+        await wait_until(lambda: len(c1._impl.process_queue_table) == 9, what="c1 owns all queues")  # 8 + retry
         await produce(0, 100)
         await c2.start()
         # NOTIFY_CONSUMER_IDS_CHANGED makes c1 give up half at once (not after the 20 s timer)
-        await wait_until(lambda: sum(1 for mq in c1.process_queue_table if mq.topic == topic) == 4,
+        await wait_until(lambda: sum(1 for mq in c1._impl.process_queue_table if mq.topic == topic) == 4,
                          timeout=8, what="c1 rebalanced to 4 queues")
-        await wait_until(lambda: sum(1 for mq in c2.process_queue_table if mq.topic == topic) == 4,
+        await wait_until(lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 4,
                          timeout=8, what="c2 took 4 queues")
         await produce(100, 300)
         await c1.close()
-        await wait_until(lambda: sum(1 for mq in c2.process_queue_table if mq.topic == topic) == 8,
+        await wait_until(lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 8,
                          timeout=8, what="c2 owns all queues after c1 left")
         await produce(300, total)
     try:
@@ -203,14 +209,14 @@ async def test_flow_control_and_pause(cluster, namesrv_addr, unique):
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: c.stats["flow_controlled"] > 0, what="flow control")
-        pq = next(pq for mq, pq in c.process_queue_table.items() if mq.topic == topic)
+        pq = next(pq for mq, pq in c._impl.process_queue_table.items() if mq.topic == topic)
         assert pq.msg_count <= 20 + 8
         c.pause()
         gate.set()
         await wait_until(lambda: len(got) == c.stats["pulled"], what="cached messages consumed")
         pulled = c.stats["pulled"]
-        await asyncio.sleep(0.3)
-        assert c.stats["pulled"] == pulled < 200     # paused: no more pulls
+        assert pulled < 200
+        await holds(lambda: c.stats["pulled"] == pulled, 0.3, "paused: no more pulls")
         c.resume()
         await wait_until(lambda: len(got) == 200, what="all 200 after resume")
     assert sorted(got) == list(range(200))
@@ -266,7 +272,7 @@ async def test_orderly_clustering_locks_queues(cluster, namesrv_addr, unique):
             for i in range(10):
                 await p.send(rmq.Message(topic, b"%d" % i), sharding_key="k")
         await wait_until(lambda: len(got) == 10, what="10 orderly messages")
-        assert all(pq.locked for mq, pq in c.process_queue_table.items() if mq.topic == topic)
+        assert all(pq.locked for mq, pq in c._impl.process_queue_table.items() if mq.topic == topic)
     assert got == [b"%d" % i for i in range(10)]
 
 
@@ -337,7 +343,7 @@ async def test_consumer_survives_broker_restart(tmp_path, unique):
             await wait_until(lambda: len(got) >= 10, what="10 before restart")
         try:
             # broker down: the consumer keeps retrying; same port and store on restart
-            await asyncio.sleep(1.0)
+            await wait_until(lambda: c.stats["pull_errors"] > 0, what="pulls failing while the broker is down")
             async with run_broker(tmp_path / "b", namesrv=ns, listen_port=port):
                 await _produce(nsaddr, topic, [b"after-%d" % i for i in range(10)], unique("PG"))
                 await wait_until(lambda: len(got) >= 20, timeout=30, what="10 after restart")
@@ -385,7 +391,7 @@ async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: deliveries[-2:] == [0, 1], timeout=40, what="one redelivery from %RETRY%")
-        await asyncio.sleep(1.0)
+        await wait_until(lambda: c.stats["sent_back"] == 2, what="the second send-back (to the DLQ)")
     assert c.stats["sent_back"] == 2 and c.stats["local_retries"] == 0
     # Java creates the DLQ write-only (consumers cannot pull it), so read the store directly.
     from rmq.client._codec import decode_messages
@@ -424,7 +430,7 @@ async def test_follows_suggest_which_broker_id(tmp_path, unique, caplog):
             async with c:
                 await wait_until(lambda: len(got) == 40, what="40 messages")
                 mq = rmq.MessageQueue(topic, broker.broker_config.broker_name, 0)
-                await wait_until(lambda: c.pull_from_which_node.get(mq) == 0, what="back to the master")
+                await wait_until(lambda: c._impl.pull_from_which_node.get(mq) == 0, what="back to the master")
     assert sorted(got, key=int) == [b"%d" % i for i in range(40)]
     text = caplog.text
     assert "from node 1" in text and "from node 0" in text[text.index("from node 1"):]
@@ -464,7 +470,7 @@ async def test_orderly_clustering_rebalance_hands_locks_over(cluster, namesrv_ad
         await c1.start()
         await produce(0, 10)
         await c2.start()
-        await wait_until(lambda: sum(1 for mq in c2.process_queue_table if mq.topic == topic) == 2, timeout=15,
+        await wait_until(lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 2, timeout=15,
                          what="c2 took 2 queues")
         await produce(10, 20)
         try:
@@ -526,3 +532,32 @@ async def test_iterator_reconsume_later(cluster, namesrv_addr, unique):
                 break
     assert seen[:3] == [(b"a", 0), (b"b", 0), (b"c", 0)] and seen[3] == (b"b", 1)
     assert (await _stored_offsets(broker.broker_addr, cg, topic, 1))[0] == 3
+
+
+async def test_orderly_iterator_holds_the_queue_locks_and_cannot_skip(cluster, namesrv_addr, unique, monkeypatch):
+    import rmq.client.consumer.push as push
+    monkeypatch.setattr(push, "LOCK_RENEW_INTERVAL", 0.2)     # Java's 20 s lockAll, shortened
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    mqs = [rmq.MessageQueue(topic, broker.broker_config.broker_name, q) for q in (0, 1)]
+    async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+        for i in range(10):
+            await p.send(rmq.Message(topic, b"%d" % i), queue=mqs[i % 2])
+    c = rmq.PushConsumer(namesrv_addr, cg, orderly=True, consume_from_where=FIRST)
+    c.subscribe(topic)
+    seen: dict[int, list[int]] = {0: [], 1: []}
+    async with c:
+        async for msg in c:
+            seen[msg.queue_id].append(int(msg.body))
+            with pytest.raises(rmq.ClientError, match="orderly"):
+                await c.reconsume_later(msg)
+            if sum(map(len, seen.values())) == 10:
+                break
+        # the queues were consumed under the broker's locks, and the locks are renewed
+        pqs = [pq for mq, pq in c._impl.process_queue_table.items() if mq.topic == topic]
+        assert len(pqs) == 2 and all(pq.locked for pq in pqs)
+        renewed_after = max(pq.last_lock_time for pq in pqs)
+        await wait_until(lambda: min(pq.last_lock_time for pq in pqs) > renewed_after, what="locks renewed")
+    assert seen == {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
+    assert await _stored_offsets(broker.broker_addr, cg, topic, 2) == {0: 5, 1: 5}

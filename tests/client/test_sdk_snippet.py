@@ -1,6 +1,6 @@
 
 import rmq
-from sdk_support import create_topic
+from sdk_support import create_topic, wait_until
 
 
 async def test_issue_snippet(cluster, namesrv_addr, unique):
@@ -24,10 +24,11 @@ async def test_issue_snippet(cluster, namesrv_addr, unique):
             break
 
 
-async def test_issue_snippet_verbatim_on_an_auto_created_topic(cluster, namesrv_addr, unique):
-    """The C4 snippet with every default: the topic does not exist before the first send (the
-    broker creates it from TBW102) and the new group starts CONSUME_FROM_LAST_OFFSET, which for a
-    queue that still starts at 0 means from 0 (wire-contract §8)."""
+async def test_readme_snippet_verbatim_on_an_auto_created_topic(cluster, namesrv_addr, unique):
+    """The README's SDK snippet with every default: the topic does not exist before the first send
+    (the broker creates it from TBW102) and the new group starts CONSUME_FROM_LAST_OFFSET, which
+    for a queue whose minimum offset is still 0 means from 0 (the broker answers the offset query
+    with 0: Java ConsumerManageProcessor.queryConsumerOffset)."""
     import time
 
     topic, pg, cg = unique("T"), unique("PG"), unique("CG")
@@ -49,7 +50,6 @@ async def test_issue_snippet_verbatim_on_an_auto_created_topic(cluster, namesrv_
 async def test_consumer_started_before_the_topic_exists(cluster, namesrv_addr, unique):
     """The consumer subscribes to a topic nobody created yet; the first send auto-creates it and
     the consumer picks it up within seconds (early rebalances), not after a 20 s period."""
-    import asyncio
     import time
 
     topic = unique("LATE")
@@ -61,11 +61,11 @@ async def test_consumer_started_before_the_topic_exists(cluster, namesrv_addr, u
     c = rmq.PushConsumer(namesrv_addr=namesrv_addr, group=unique("CG"), handler=handler)
     c.subscribe(topic)
     async with c:
-        await asyncio.sleep(0.5)
+        # the first rebalance found no route and scheduled an early one
+        await wait_until(lambda: c._impl._early_rebalance is not None, what="an early rebalance scheduled")
         async with rmq.Producer(namesrv_addr=namesrv_addr, group=unique("PG")) as p:
             await p.send(rmq.Message(topic=topic, body=b"first"))
         t0 = time.monotonic()
-        while not got and time.monotonic() - t0 < 15:
-            await asyncio.sleep(0.05)
+        await wait_until(lambda: got, timeout=15, what="the first message")
     assert got == [b"first"]
     assert time.monotonic() - t0 < 6.0

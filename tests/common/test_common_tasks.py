@@ -111,3 +111,31 @@ async def test_wait_lets_tasks_finish_and_death_level(caplog):
     died = [r for r in caplog.records if "send-1" in r.getMessage()]
     assert died and died[0].levelno == logging.DEBUG and "producer P" in died[0].getMessage()
     await tasks.wait()   # nothing running: returns at once
+
+
+async def test_close_gives_up_on_a_task_that_refuses_to_stop(caplog):
+    """A task that swallows its cancellation cannot hold a shutdown: close() names it after
+    ``timeout`` seconds and returns."""
+    tasks = BackgroundTasks("broker", log)
+    release = asyncio.Event()
+
+    async def stubborn():
+        while not release.is_set():
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                continue   # refuses to stop
+
+    async def dies():
+        raise ValueError("a value that cannot be written")
+
+    t = tasks.spawn(stubborn(), "stubborn")
+    tasks.spawn(dies(), "dies")
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.WARNING, logger="rmq.test.tasks"):
+        await asyncio.wait_for(tasks.close(timeout=0.2), 5)
+    assert any("did not stop" in r.getMessage() and "stubborn" in r.getMessage() for r in caplog.records)
+    assert not t.done()
+    release.set()
+    t.cancel()
+    await asyncio.gather(t, return_exceptions=True)

@@ -191,6 +191,13 @@ def _reference_read(cls, ext, names):
             kw[f.name] = v
         else:
             kw[f.name] = {int: H._int, bool: H._bool, str: H._str}[tp](v, cls.__name__, wire)
+        v = kw[f.name]
+        if tp is int and v is not None:   # Java's Integer / Long (or a narrower declared) range
+            lo, hi = f.metadata["range"]
+            if not lo <= v <= hi:
+                raise H._out_of_range(cls.__name__, wire, v, lo, hi)
+        if tp is str and v is not None:   # text that UTF-8 can carry
+            H._check_text(v, cls.__name__, wire)
     return cls(**kw)
 
 
@@ -204,9 +211,9 @@ class _StrSub(str):
 
 _COMMON = {str: ["GID_x", "TopicTest", "", "中文"], int: ["0", "3", "-1", "1763769600000", 7, 0],
            bool: ["true", "false", True, False]}
-_ODD_VALUES = [_StrSub("false"), _StrSub("12"), None, 0, 1, -7, 2**70, True, False, 1.0, 2.5,
-               "", " ", "3", " 12 ", "-4", "1_000", "１２", "0x1f",
-               "x", "true", "false", "TRUE", " False ", "0", "1", "2", "null", "tópic", [1], {"a": 1}]
+_ODD_VALUES = [_StrSub("false"), _StrSub("12"), None, 0, 1, -7, 2**70, True, False, 1.0, 2.5, "", " ", "3", " 12 ", "-4", "1_000", "１２", "0x1f",
+               "x", "true", "false", "TRUE", " False ", "0", "1", "2", "null", "tópic", [1], {"a": 1},
+               2**31, -2**31 - 1, str(2**31 - 1), str(2**63), -2**63, str(2**64), "\ud800", "a\udfff", 2.0**40]
 
 
 @pytest.mark.parametrize("cls", [H.SendMessageRequestHeader, H.PullMessageRequestHeader, H.EndTransactionRequestHeader,
@@ -265,3 +272,31 @@ def test_a_header_class_without_the_decorator_says_so():
         Forgotten.from_ext_fields({})
     with pytest.raises(TypeError, match="Forgotten is not decorated with @header"):
         Forgotten().to_ext_fields()
+
+
+# --------------------------------------------------------------------------- ranges and text
+
+@pytest.mark.parametrize("path", ["generated", "cython"])
+def test_ranges_and_text_are_checked_on_both_reader_paths(path):
+    """Java's parsers refuse an Integer past int32 and a Long past int64; a declared narrower
+    range (perm 0..15) and text with a lone surrogate are refused too, whichever reader runs."""
+    def read(cls, ext):
+        f = vars(cls)["from_ext_fields"].__func__
+        if path == "generated":
+            f = getattr(f, "fallback", f)
+        elif not hasattr(f, "fast"):
+            pytest.skip("the Cython HeaderReader is not built (RMQ_NO_EXTENSIONS=1)")
+        return f(cls, ext)
+
+    base = {"consumerGroup": "G", "topic": "T", "queueId": "1", "commitOffset": "5"}
+    assert read(H.UpdateConsumerOffsetRequestHeader, base).commit_offset == 5
+    for key, bad in (("commitOffset", str(2**64)), ("commitOffset", 2**63), ("queueId", str(2**31)),
+                     ("queueId", -2**31 - 1), ("consumerGroup", "\ud800")):
+        with pytest.raises(RemotingCommandError, match=key):
+            read(H.UpdateConsumerOffsetRequestHeader, {**base, key: bad})
+    assert read(H.UpdateConsumerOffsetRequestHeader, {**base, "commitOffset": str(2**63 - 1)}).commit_offset == 2**63 - 1
+    topic = {"topic": "T", "readQueueNums": "4", "writeQueueNums": "4"}
+    for perm in (str(2**70), "16", "-1"):
+        with pytest.raises(RemotingCommandError, match="perm"):
+            read(H.CreateTopicRequestHeader, {**topic, "perm": perm})
+    assert read(H.CreateTopicRequestHeader, {**topic, "perm": "15"}).perm == 15

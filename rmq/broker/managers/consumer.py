@@ -4,7 +4,7 @@ Membership comes from heartbeats (HEART_BEAT every 30 s per client) and leaves b
 UNREGISTER_CLIENT, by the connection closing, or after ``channel_expired_seconds`` (120 s)
 without a heartbeat. Clients rebalance on the member list GET_CONSUMER_LIST_BY_GROUP returns,
 so whenever a group's membership changes the remaining members get
-NOTIFY_CONSUMER_IDS_CHANGED (code 40, oneway) and rebalance at once (wire-contract §6).
+NOTIFY_CONSUMER_IDS_CHANGED (code 40, oneway) and rebalance at once (Java ``ConsumerManager.registerConsumer``).
 
 Heartbeats arrive in two dialects: C++ writes enum ordinals (``"consumeType":1``), Java and
 ali-ons write enum names (``"CONSUME_PASSIVELY"``). Both parse into the IntEnums below,
@@ -18,7 +18,11 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Callable
 
+from rmq.common.log import RateLimitedLog, clip
+
 log = logging.getLogger("rmq.broker")
+# Per-group and per-client lines: one heartbeat may name thousands of groups.
+_rl = RateLimitedLog(log)
 
 
 class ConsumeType(IntEnum):
@@ -65,7 +69,7 @@ class SubscriptionData:
     """One topic subscription of a group (Java ``SubscriptionData``).
 
     ``tags_set`` is what we match on; the heartbeat's ``codeSet`` is never trusted because the
-    C++ client fills it with ``atoi(tag)`` (wire-contract §6).
+    C++ client fills it with ``atoi(tag)``.
     """
 
     topic: str
@@ -186,7 +190,8 @@ class ConsumerManager:
         old = info.channels.get(channel.conn)
         if old is None:
             info.channels[channel.conn] = channel
-            log.info("new consumer connected, group %s %s %s", group, channel.client_id, channel.remote_addr)
+            _rl.info("consumer-connected", "new consumer connected, group %s %s %s", clip(group), clip(channel.client_id),
+                     channel.remote_addr)
             changed = True
         else:
             if old.client_id != channel.client_id:
@@ -200,7 +205,8 @@ class ConsumerManager:
             if cur is None:
                 info.subscriptions[sub.topic] = sub
                 changed = True
-                log.info("subscription changed, group %s add %s %s", group, sub.topic, sub.sub_string)
+                _rl.info("subscription-added", "subscription changed, group %s add %s %s", clip(group), clip(sub.topic),
+                         clip(sub.sub_string))
             elif sub.sub_version > cur.sub_version:
                 if sub.sub_string != cur.sub_string:
                     changed = True
@@ -212,7 +218,7 @@ class ConsumerManager:
                 if topic not in new_topics:
                     del info.subscriptions[topic]
                     changed = True
-                    log.info("subscription changed, group %s remove %s", group, topic)
+                    _rl.info("subscription-removed", "subscription changed, group %s remove %s", clip(group), clip(topic))
         if changed:
             self._notify(group, notify_enabled)
         return changed
@@ -225,10 +231,10 @@ class ConsumerManager:
         removed = info.channels.pop(conn, None)
         if removed is None:
             return False
-        log.info("unregister consumer ok, group %s %s", group, removed.client_id)
+        _rl.info("consumer-unregistered", "unregister consumer ok, group %s %s", clip(group), clip(removed.client_id))
         if not info.channels:
             del self.consumer_table[group]
-            log.info("consumer group %s has no member left, removed", group)
+            _rl.info("consumer-group-empty", "consumer group %s has no member left, removed", clip(group))
         else:
             self._notify(group, notify_enabled)
         return True
@@ -241,7 +247,8 @@ class ConsumerManager:
             if removed is None:
                 continue
             groups.append(group)
-            log.info("consumer %s of group %s removed: connection %s (%s)", removed.client_id, group, removed.remote_addr, why)
+            _rl.info("consumer-removed", "consumer %s of group %s removed: connection %s (%s)", clip(removed.client_id),
+                     clip(group), removed.remote_addr, why)
             if not info.channels:
                 del self.consumer_table[group]
             else:
@@ -262,7 +269,7 @@ class ConsumerManager:
 
 
 class ProducerManager:
-    """Producer groups and their connections (used by transaction check-back, issue 5)."""
+    """Producer groups and their connections (used by transaction check-back)."""
 
     def __init__(self, channel_expired_seconds: float = 120.0):
         self.group_channel_table: dict[str, dict[object, ClientChannelInfo]] = {}
@@ -273,7 +280,8 @@ class ProducerManager:
         old = chans.get(channel.conn)
         if old is None:
             chans[channel.conn] = channel
-            log.info("new producer connected, group %s %s %s", group, channel.client_id, channel.remote_addr)
+            _rl.info("producer-connected", "new producer connected, group %s %s %s", clip(group), clip(channel.client_id),
+                     channel.remote_addr)
         else:
             old.last_update = time.monotonic()
 

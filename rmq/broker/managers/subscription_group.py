@@ -6,21 +6,42 @@ from dataclasses import dataclass
 
 from rmq.broker.managers.config_store import ConfigManager
 from rmq.broker.managers.topic_config import DataVersion
+from rmq.common.constants import MixAll, TopicValidator
+from rmq.common.log import RateLimitedLog, clip
 
 log = logging.getLogger("rmq.broker")
+_rl = RateLimitedLog(log)
+
+
+def check_group_name(group: object) -> str | None:
+    """None for a legal consumer group name, else the reason: groups follow the topic rule
+    (Java ``TopicValidator.isTopicOrGroupIllegal``) and their ``%RETRY%`` topic must be legal."""
+    if not isinstance(group, str) or not group:
+        return "The specified group is blank."
+    if TopicValidator.is_topic_or_group_illegal(group):
+        return f"The specified group[{clip(group)}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(MixAll.get_retry_topic(group)) > TopicValidator.TOPIC_MAX_LENGTH:
+        return f"The specified group[{clip(group)}] is longer than {TopicValidator.TOPIC_MAX_LENGTH - 7} characters."
+    return None
 
 # Java seeds these so its own tools work without creating groups first.
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
                  "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_SYS_RMQ_TRANS")
 
 
+_I32 = (-(1 << 31), (1 << 31) - 1)
+_I64 = (-(1 << 63), (1 << 63) - 1)
+# Java's field types: a value its parser would refuse is refused here too.
+_INT_RANGE = {"retryQueueNums": _I32, "retryMaxTimes": _I32, "brokerId": _I64, "whichBrokerWhenConsumeSlowly": _I64}
+
+
 @dataclass(slots=True)
 class SubscriptionGroupConfig:
     """One consumer group's settings (Java ``SubscriptionGroupConfig``, JSON names on the wire).
 
-    ``retry_queue_nums`` sizes ``%RETRY%<group>``; ``retry_max_times`` is the DLQ threshold
-    (issue 5); ``which_broker_when_consume_slowly`` is suggested to a consumer that reads
-    from disk (seed 003).
+    ``retry_queue_nums`` sizes ``%RETRY%<group>``; ``retry_max_times`` is the DLQ threshold;
+    ``which_broker_when_consume_slowly`` is suggested to a consumer that reads from disk
+    (Java PullMessageProcessor.processRequest).
     """
 
     group_name: str
@@ -62,12 +83,18 @@ class SubscriptionGroupConfig:
                         v = v.lower() in ("true", "1")
                     kwargs[attr] = bool(v)
                 else:
-                    kwargs[attr] = tp(v)
+                    v = tp(v)
+                    if tp is int:
+                        lo, hi = _INT_RANGE[wire]
+                        if not lo <= v <= hi:
+                            raise ValueError(f"{wire} {v} is out of range {lo}..{hi}")
+                    kwargs[attr] = v
         return cls(**kwargs)
 
 
 class SubscriptionGroupManager(ConfigManager):
-    """Consumer groups known to this broker.
+    """Consumer groups known to this broker (every change marks the table dirty for the
+    broker's ConfigPersister).
 
     Args:
         config_dir: where ``subscriptionGroup.msgpack`` lives.
@@ -98,26 +125,36 @@ class SubscriptionGroupManager(ConfigManager):
         self.data_version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
 
     def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
-        """The group's config, created (and persisted) on first use when auto-create is on."""
+        """The group's config, created on first use when auto-create is on, the name is legal
+        (:func:`check_group_name`) and the table holds fewer than ``maxSubscriptionGroupNums``
+        groups; None otherwise."""
         cfg = self.subscription_group_table.get(group)
-        if cfg is None and self.broker_config.auto_create_subscription_group and group:
+        if cfg is None and self.broker_config.auto_create_subscription_group and check_group_name(group) is None:
+            limit = int(getattr(self.broker_config, "max_subscription_group_nums", 100_000))
+            if len(self.subscription_group_table) >= limit:
+                _rl.warning("group-table-full", "subscription group table full (%d groups, maxSubscriptionGroupNums): "
+                            "group %s not auto-created", len(self.subscription_group_table), clip(group))
+                return None
             cfg = SubscriptionGroupConfig(group)
             self.subscription_group_table[group] = cfg
-            log.info("auto-created subscription group %s", group)
+            _rl.info("group-auto-created", "auto-created subscription group %s", group)
             self.data_version.next_version()
-            self.persist()
+            self.mark_dirty()
         return cfg
+
+    def contains(self, group: str) -> bool:
+        return group in self.subscription_group_table
 
     def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> None:
         old = self.subscription_group_table.get(cfg.group_name)
         self.subscription_group_table[cfg.group_name] = cfg
-        log.info("%s subscription group %s", "updated" if old else "created", cfg.to_json())
+        _rl.info("group-config", "%s subscription group %s", "updated" if old else "created", clip(cfg.to_json()))
         self.data_version.next_version()
-        self.persist()
+        self.mark_dirty()
 
     def delete_subscription_group_config(self, group: str) -> bool:
         if self.subscription_group_table.pop(group, None) is None:
             return False
         self.data_version.next_version()
-        self.persist()
+        self.mark_dirty()
         return True

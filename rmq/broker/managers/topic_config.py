@@ -2,73 +2,29 @@
 
 Java's ``TopicConfigManager`` seeds a handful of system topics, of which ``TBW102`` matters to
 clients: it is the template for topics created on first send (``autoCreateTopicEnable``), and
-the C++ producer falls back to its route when its own topic has none (wire-contract §4).
+the C++ producer falls back to its route when its own topic has none.
 Every change bumps ``data_version``; the name-server registration carries it so name servers
 can skip unchanged tables.
 """
 from __future__ import annotations
 
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 
 from rmq.broker.managers.config_store import ConfigManager
+from rmq.common.constants import PermName, TopicValidator
+from rmq.common.log import RateLimitedLog, clip
 
 log = logging.getLogger("rmq.broker")
+_rl = RateLimitedLog(log)
 
 
-class PermName:
-    """Permission bits of a topic or broker (Java ``PermName``)."""
-
-    PERM_PRIORITY = 0x1 << 3
-    PERM_READ = 0x1 << 2
-    PERM_WRITE = 0x1 << 1
-    PERM_INHERIT = 0x1 << 0
-
-    @staticmethod
-    def is_readable(perm: int) -> bool:
-        return bool(perm & PermName.PERM_READ)
-
-    @staticmethod
-    def is_writeable(perm: int) -> bool:
-        return bool(perm & PermName.PERM_WRITE)
-
-    @staticmethod
-    def is_inherited(perm: int) -> bool:
-        return bool(perm & PermName.PERM_INHERIT)
-
-
-AUTO_CREATE_TOPIC_KEY_TOPIC = "TBW102"
-RMQ_SYS_SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-RMQ_SYS_BENCHMARK_TOPIC = "BenchmarkTest"
-RMQ_SYS_TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-RMQ_SYS_TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-RMQ_SYS_TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-RMQ_SYS_SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-RMQ_SYS_OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
-DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+AUTO_CREATE_TOPIC_KEY_TOPIC = TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 SCHEDULE_TOPIC_QUEUE_NUM = 18  # one queue per delay level (1s … 2h)
-
-# Producers may not write into these directly (Java TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC, "CID_RMQ_SYS_TRANS"}
-)
-
-TOPIC_MAX_LENGTH = 127  # CPP reads the record's 1-byte topic length as a signed char
-_VALID_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-
-
-def validate_topic(topic: str | None) -> str | None:
-    """None when ``topic`` is a legal name, else the reason (Java ``TopicValidator``)."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if not _VALID_TOPIC.match(topic):
-        return "The specified topic contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic.encode()) > TOPIC_MAX_LENGTH:
-        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
-    return None
+#: queues of one topic at most (Java has no cap; one topic's queue count sizes replies such as
+#: GET_TOPIC_STATS_INFO and the name server's routes). BrokerConfig ``maxTopicQueueNums``.
+DEFAULT_MAX_TOPIC_QUEUE_NUMS = 1024
 
 
 @dataclass(slots=True)
@@ -123,7 +79,8 @@ class DataVersion:
 
 
 class TopicConfigManager(ConfigManager):
-    """The topic table, seeded with the system topics and persisted on every change.
+    """The topic table, seeded with the system topics; every change marks it dirty for the
+    broker's ConfigPersister (never written inline).
 
     Args:
         config_dir: where ``topics.msgpack`` lives (``<storePathRootDir>/config``).
@@ -148,15 +105,16 @@ class TopicConfigManager(ConfigManager):
     def _seed_system_topics(self) -> None:
         bc = self.broker_config
         rw = PermName.PERM_READ | PermName.PERM_WRITE
-        self._system(RMQ_SYS_SELF_TEST_TOPIC, 1, 1)
+        tv = TopicValidator
+        self._system(tv.RMQ_SYS_SELF_TEST_TOPIC, 1, 1)
         if bc.auto_create_topic_enable:
             n = bc.default_topic_queue_nums
             self._system(AUTO_CREATE_TOPIC_KEY_TOPIC, n, n, PermName.PERM_INHERIT | rw)
-        self._system(RMQ_SYS_BENCHMARK_TOPIC, 1024, 1024)
+        self._system(tv.RMQ_SYS_BENCHMARK_TOPIC, 1024, 1024)
         self._system(bc.broker_cluster_name, 16, 16, PermName.PERM_INHERIT | (rw if bc.cluster_topic_enable else 0))
         self._system(bc.broker_name, 1, 1, PermName.PERM_INHERIT | (rw if bc.broker_topic_enable else 0))
-        self._system(RMQ_SYS_OFFSET_MOVED_EVENT, 1, 1)
-        self._system(RMQ_SYS_SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM, SCHEDULE_TOPIC_QUEUE_NUM)
+        self._system(tv.RMQ_SYS_OFFSET_MOVED_EVENT, 1, 1)
+        self._system(tv.RMQ_SYS_SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUM, SCHEDULE_TOPIC_QUEUE_NUM)
         if bc.trace_topic_enable:
             self._system(bc.msg_trace_topic_name, 1, 1)
         self._system(f"{bc.broker_cluster_name}_REPLY_TOPIC", 1, 1)
@@ -183,7 +141,7 @@ class TopicConfigManager(ConfigManager):
 
     def _changed(self) -> None:
         self.data_version.next_version()
-        self.persist()
+        self.mark_dirty()
 
     # -- queries and changes --------------------------------------------------------------
 
@@ -191,12 +149,17 @@ class TopicConfigManager(ConfigManager):
         return self.topic_config_table.get(topic)
 
     def is_system_topic(self, topic: str) -> bool:
-        return topic in self.system_topics
+        """A topic this broker seeded itself or one of Java's system topics."""
+        return topic in self.system_topics or TopicValidator.is_system_topic(topic)
+
+    @property
+    def max_queue_nums(self) -> int:
+        return int(getattr(self.broker_config, "max_topic_queue_nums", DEFAULT_MAX_TOPIC_QUEUE_NUMS))
 
     def update_topic_config(self, tc: TopicConfig) -> None:
         old = self.topic_config_table.get(tc.topic_name)
         self.topic_config_table[tc.topic_name] = tc
-        log.info("%s topic config %s", "updated" if old else "created", tc.to_json())
+        _rl.info("topic-config", "%s topic config %s", "updated" if old else "created", clip(tc.to_json()))
         self._changed()
 
     def delete_topic_config(self, topic: str) -> TopicConfig | None:
@@ -219,12 +182,14 @@ class TopicConfigManager(ConfigManager):
             return tc, False
         default = self.topic_config_table.get(default_topic)
         if default is None:
-            log.warning("create topic %s failed: default topic %s does not exist (producer %s)", topic, default_topic, remote_addr)
+            _rl.warning("create-topic-no-default", "create topic %s failed: default topic %s does not exist (producer %s)",
+                        topic, clip(default_topic), remote_addr)
             return None, False
         if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.auto_create_topic_enable:
             return None, False
         if not PermName.is_inherited(default.perm):
-            log.warning("create topic %s failed: default topic %s has no inherit perm (producer %s)", topic, default_topic, remote_addr)
+            _rl.warning("create-topic-no-inherit", "create topic %s failed: default topic %s has no inherit perm (producer %s)",
+                        topic, clip(default_topic), remote_addr)
             return None, False
         queue_nums = max(0, min(int(client_default_topic_queue_nums), default.write_queue_nums))
         tc = TopicConfig(
@@ -235,7 +200,8 @@ class TopicConfigManager(ConfigManager):
             default.topic_filter_type,
             topic_sys_flag,
         )
-        log.info("auto-created topic %s from %s for %s: %d queues", topic, default_topic, remote_addr, queue_nums)
+        _rl.info("topic-auto-created", "auto-created topic %s from %s for %s: %d queues", topic, default_topic, remote_addr,
+                 queue_nums)
         self.topic_config_table[topic] = tc
         self._changed()
         return tc, True
@@ -243,12 +209,20 @@ class TopicConfigManager(ConfigManager):
     def create_topic_in_send_message_back_method(
         self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int
     ) -> tuple[TopicConfig, bool]:
-        """The ``%RETRY%<group>`` (and later ``%DLQ%``) topics, created on heartbeat."""
+        """The ``%RETRY%<group>`` (and ``%DLQ%``, transaction) topics, created on heartbeat and
+        send-back. ``queue_nums`` (a group's ``retryQueueNums``) is capped at
+        ``maxTopicQueueNums`` like every other topic."""
         tc = self.topic_config_table.get(topic)
         if tc is not None:
             return tc, False
+        cap = self.max_queue_nums
+        if queue_nums > cap:
+            _rl.warning("retry-queue-cap", "topic %s: %d queues asked, capped at maxTopicQueueNums %d", clip(topic),
+                        queue_nums, cap)
+            queue_nums = cap
+        queue_nums = max(0, queue_nums)
         tc = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
-        log.info("created topic %s (%d queues)", topic, queue_nums)
+        _rl.info("topic-created", "created topic %s (%d queues)", topic, queue_nums)
         self.topic_config_table[topic] = tc
         self._changed()
         return tc, True

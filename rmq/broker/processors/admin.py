@@ -16,14 +16,18 @@ from __future__ import annotations
 import logging
 
 from rmq import __version__
-from rmq.broker.managers.subscription_group import SubscriptionGroupConfig
-from rmq.broker.managers.topic_config import TopicConfig, validate_topic
+from rmq.broker.managers.subscription_group import (
+    SubscriptionGroupConfig,
+    check_group_name,
+)
+from rmq.broker.managers.topic_config import TopicConfig
 from rmq.broker.processors.common import (
     bad_request,
     fastjson_object_key_map,
     parse_json_body,
     to_json_bytes,
 )
+from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.config import describe
 from rmq.errors import RemotingCommandError
@@ -68,6 +72,9 @@ class AdminBrokerProcessor:
         }
 
     codes = property(lambda self: list(self._handlers))
+    #: the codes that change a table (and wait for the name-server registration).
+    WRITE_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
+                             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP})
 
     def reject_request(self) -> bool:
         return False
@@ -87,14 +94,19 @@ class AdminBrokerProcessor:
     async def update_and_create_topic(self, conn, cmd):
         c = self.controller
         h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)
-        log.info("updateAndCreateTopic called by %s: %s", conn.remote_addr, clip(cmd.ext_fields, 400))
-        problem = validate_topic(h.topic)
+        _rlog.info("update-topic", "updateAndCreateTopic called by %s: %s", conn.remote_addr, clip(cmd.ext_fields))
+        # Java AdminBrokerProcessor.updateAndCreateTopic: a legal name, not a system topic.
+        problem = TopicValidator.check_topic(h.topic)
         if problem is not None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, problem, {})
+        if TopicValidator.is_system_topic(h.topic):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, TopicValidator.system_topic_remark(h.topic), {})
         if h.topic == c.broker_config.broker_cluster_name:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.", {})
-        if h.read_queue_nums < 0 or h.write_queue_nums < 0 or max(h.read_queue_nums, h.write_queue_nums) > 1024:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "queue numbers must be between 0 and 1024", {})
+        cap = c.topic_config_manager.max_queue_nums
+        if not (0 <= h.read_queue_nums <= cap and 0 <= h.write_queue_nums <= cap):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"queue numbers must be between 0 and {cap} "
+                                f"(maxTopicQueueNums), not read {h.read_queue_nums} write {h.write_queue_nums}", {})
         tc = TopicConfig(
             h.topic,
             h.read_queue_nums,
@@ -111,7 +123,7 @@ class AdminBrokerProcessor:
     async def delete_topic(self, conn, cmd):
         c = self.controller
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
-        log.info("deleteTopic called by %s: %s", conn.remote_addr, clip(h.topic))
+        _rlog.info("delete-topic", "deleteTopic called by %s: %s", conn.remote_addr, clip(h.topic))
         if c.topic_config_manager.is_system_topic(h.topic):
             return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] is a system topic and cannot be deleted", {})
         c.topic_config_manager.delete_topic_config(h.topic)
@@ -133,9 +145,16 @@ class AdminBrokerProcessor:
         data = parse_json_body(cmd, "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP")
         try:
             cfg = SubscriptionGroupConfig.from_json(data)
-        except (ValueError, TypeError) as e:
-            raise RemotingCommandError(f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: {e}") from None
-        log.info("updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_addr, clip(cfg.group_name))
+        except (ValueError, TypeError, OverflowError) as e:
+            raise RemotingCommandError(f"UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: {clip(e)}") from None
+        problem = check_group_name(cfg.group_name)
+        if problem is not None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, problem, {})
+        cap = self.controller.topic_config_manager.max_queue_nums
+        if not 0 <= cfg.retry_queue_nums <= cap:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"retryQueueNums {cfg.retry_queue_nums} is out of range "
+                                f"0..{cap} (maxTopicQueueNums)", {})
+        _rlog.info("update-group", "updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_addr, cfg.group_name)
         self.controller.subscription_group_manager.update_subscription_group_config(cfg)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 

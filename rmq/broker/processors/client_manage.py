@@ -1,13 +1,16 @@
 """HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38),
 QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15).
 
-Heartbeats register producers and consumers (wire-contract §6). For each consumer group the
+Heartbeats register producers and consumers (Java ClientManageProcessor.heartBeat). For each consumer group the
 broker makes sure ``%RETRY%<group>`` exists (1 queue, read + write, as Java does on
 heartbeat) and, when it had to create it, re-registers with the name servers before
-answering, so the client's next route lookup for ``%RETRY%<group>`` succeeds (§4).
+answering, so the client's next route lookup for ``%RETRY%<group>`` succeeds. New groups and
+topics only mark their tables dirty (written off the loop) and one registration carries
+them all, so a heartbeat naming thousands of new groups costs O(groups).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from rmq.broker.managers.consumer import (
@@ -18,8 +21,9 @@ from rmq.broker.managers.consumer import (
     SubscriptionData,
     parse_enum,
 )
-from rmq.broker.managers.topic_config import RETRY_GROUP_TOPIC_PREFIX, PermName, validate_topic
+from rmq.broker.managers.subscription_group import check_group_name
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
+from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -33,6 +37,8 @@ from rmq.remoting.headers import (
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
+
+_GROUPS_PER_SLICE = 50   # consumer groups of one heartbeat handled between two yields to the loop
 
 
 class ClientManageProcessor:
@@ -64,15 +70,19 @@ class ClientManageProcessor:
         c = self.controller
         client_id = str(data.get("clientID") or conn.remote_addr)
         new_topic = False
-        for cd in data.get("consumerDataSet") or ():
+        for n, cd in enumerate(data.get("consumerDataSet") or ()):
             if not isinstance(cd, dict):
                 continue
+            if n and n % _GROUPS_PER_SLICE == 0:
+                # Java runs heartbeats on a thread pool; here one heartbeat naming thousands of
+                # groups yields between slices so other connections are served meanwhile.
+                await asyncio.sleep(0)
             group = cd.get("groupName")
             if not group:  # ONS's unit test sends groupless entries: skip, still answer 0
                 continue
-            if not isinstance(group, str) or validate_topic(RETRY_GROUP_TOPIC_PREFIX + group) is not None:
-                _rlog.warning("heartbeat-bad-group", "heartbeat from %s: illegal consumer group name %s skipped", conn.remote_addr,
-                              clip(group))
+            if check_group_name(group) is not None:
+                _rlog.warning("heartbeat-bad-group", "heartbeat from %s: illegal consumer group name %s skipped",
+                            conn.remote_addr, clip(group))
                 continue
             sgc = c.subscription_group_manager.find_subscription_group_config(group)
             notify = True
@@ -80,7 +90,7 @@ class ClientManageProcessor:
                 notify = sgc.notify_consumer_ids_changed_enable and c.broker_config.notify_consumer_ids_changed_enable
                 topic_sys_flag = 2 if cd.get("unitMode") in (True, "true", 1, "1") else 0
                 _, created = c.topic_config_manager.create_topic_in_send_message_back_method(
-                    RETRY_GROUP_TOPIC_PREFIX + group,
+                    MixAll.get_retry_topic(group),
                     sgc.retry_queue_nums,
                     PermName.PERM_READ | PermName.PERM_WRITE,
                     topic_sys_flag,
@@ -158,15 +168,27 @@ class ConsumerManageProcessor:
         return cmd.response(ResponseCode.SYSTEM_ERROR, "no consumer for this group, " + h.consumer_group, {})
 
     def update_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        """Only for a known group (auto-created when ``autoCreateSubscriptionGroup`` allows, as
+        a pull would), an existing topic and a queue of it (Java
+        ConsumerManageProcessor.updateConsumerOffset): junk keys never reach the table."""
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        self.controller.consumer_offset_manager.commit_offset(
-            conn.remote_addr, h.consumer_group, h.topic, h.queue_id, h.commit_offset
-        )
+        c = self.controller
+        if c.subscription_group_manager.find_subscription_group_config(h.consumer_group) is None:
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {clip(h.consumer_group)} not exist!", {})
+        tc = c.topic_config_manager.select_topic_config(h.topic)
+        if tc is None:
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {clip(h.topic)} not exist!", {})
+        if not 0 <= h.queue_id < max(tc.read_queue_nums, tc.write_queue_nums):
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+                                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]", {})
+        if not c.consumer_offset_manager.commit_offset(conn.remote_addr, h.consumer_group, h.topic, h.queue_id,
+                                                       h.commit_offset):
+            return cmd.response(ResponseCode.SYSTEM_BUSY, "the consumer offset table is full (maxConsumerOffsetKeys)", {})
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def query_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         """Java 4.9.8 ``queryConsumerOffset``: a group with no stored offset gets 0 while the
-        queue still starts at 0 (wire-contract §8), else QUERY_NOT_FOUND."""
+        queue still starts at 0, else QUERY_NOT_FOUND."""
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         c = self.controller
         offset = c.consumer_offset_manager.query_offset(h.consumer_group, h.topic, h.queue_id)

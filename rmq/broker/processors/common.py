@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 from rmq.common.log import RateLimitedLog, clip
@@ -27,16 +28,43 @@ def parse_json_body(cmd: RemotingCommand, what: str) -> Any:
     if not raw:
         raise RemotingCommandError(f"{what}: request body is empty")
     try:
-        return json.loads(raw)
+        obj = json.loads(raw)
     except (UnicodeDecodeError, ValueError) as e:
-        raise RemotingCommandError(f"{what}: request body is not valid JSON ({e})") from None
+        raise RemotingCommandError(f"{what}: request body is not valid JSON ({clip(e)})") from None
+    # A "\ud800" escape decodes to a lone surrogate, which no reply or table could encode
+    # again; escapes of surrogates are rare (pairs for emoji), so only then is the tree walked.
+    if _SURROGATE_ESCAPE.search(raw) and _has_lone_surrogate(obj):
+        raise RemotingCommandError(f"{what}: request body has text that is not valid Unicode (a lone surrogate)")
+    return obj
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+
+
+def _has_lone_surrogate(obj: Any) -> bool:
+    stack = [obj]
+    while stack:
+        o = stack.pop()
+        if isinstance(o, str):
+            if not o.isascii():
+                try:
+                    o.encode("utf-8")
+                except UnicodeEncodeError:
+                    return True
+        elif isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+        elif isinstance(o, list):
+            stack.extend(o)
+    return False
 
 
 def bad_request(conn, cmd: RemotingCommand, err: Exception, code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
-    """The reply to a request we cannot read (bad header or body), with a log line."""
-    _rlog.warning(f"bad-request:{cmd.code}", "bad request code=%s from %s: %s", cmd.code,
-                  getattr(conn, "remote_addr", "?"), clip(err))
-    return cmd.response(code, clip(err, 1000), ext_fields={})
+    """The reply to a request we cannot read (bad header or body), with a rate-limited log
+    line (one per request code per 10 s); the remark is clipped too."""
+    _rlog.warning(f"bad-request-{cmd.code}", "bad request code=%s from %s: %s", cmd.code,
+                getattr(conn, "remote_addr", "?"), clip(err))
+    return cmd.response(code, clip(str(err), 1000), ext_fields={})
 
 
 def split_host(addr: str) -> tuple[str, int]:

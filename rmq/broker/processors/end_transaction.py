@@ -1,4 +1,4 @@
-"""END_TRANSACTION (37): a producer commits or rolls back a half message (SPEC B8).
+"""END_TRANSACTION (37): a producer commits or rolls back a half message (Java ``EndTransactionProcessor``).
 
 Header (``EndTransactionRequestHeader``): ``producerGroup``, ``tranStateTableOffset`` (the
 half message's queue offset), ``commitLogOffset`` (its CommitLog offset), ``commitOrRollback``

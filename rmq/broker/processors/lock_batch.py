@@ -1,12 +1,14 @@
-"""LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): queue locks of orderly consumers (SPEC B7).
+"""LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): queue locks of orderly consumers.
 
-Request body (both codes, wire-contract §3)::
+Request body (both codes, Java ``LockBatchRequestBody`` / ``UnlockBatchRequestBody``)::
 
     {"consumerGroup": "G", "clientId": "ip@pid", "mqSet": [{"topic","brokerName","queueId"}, ...]}
 
 LOCK answers ``{"lockOKMQSet": [...same shape...]}``: the queues the client holds after the
 call (newly locked or renewed); queues held by another live client are left out. UNLOCK
-answers SUCCESS without a body. Synchronous: the table lives on the event loop.
+answers SUCCESS without a body. Synchronous: the table lives on the event loop. A request
+naming more than ``rebalanceLockMaxBatchSize`` queues (4096) is refused with SYSTEM_ERROR
+before any of them is looked at.
 """
 from __future__ import annotations
 
@@ -21,7 +23,16 @@ from rmq.remoting.command import RemotingCommand
 log = logging.getLogger("rmq.broker.lock")
 
 
-def _parse(cmd: RemotingCommand, what: str) -> tuple[str, str, list[MessageQueue]]:
+#: bytes of JSON one queue may take in a request body (a 127-character topic and a broker name
+#: fit): a larger body cannot be within the batch limit and is refused before it is parsed.
+_BYTES_PER_QUEUE = 400
+
+
+def _parse(cmd: RemotingCommand, what: str, max_batch: int) -> tuple[str, str, list[MessageQueue]]:
+    size = len(cmd.body_bytes())
+    if size > max_batch * _BYTES_PER_QUEUE + 4096:
+        raise RemotingCommandError(f"{what}: a body of {size} bytes names more queues than allowed, at most "
+                                   f"{max_batch} (rebalanceLockMaxBatchSize)")
     body = parse_json_body(cmd, what)
     if not isinstance(body, dict):
         raise RemotingCommandError(f"{what}: body must be a JSON object")
@@ -35,6 +46,9 @@ def _parse(cmd: RemotingCommand, what: str) -> tuple[str, str, list[MessageQueue
         raw = []
     if not isinstance(raw, list):
         raise RemotingCommandError(f"{what}: mqSet must be a JSON array")
+    if len(raw) > max_batch:
+        raise RemotingCommandError(f"{what}: {len(raw)} queues in one request, at most {max_batch} "
+                                   "(rebalanceLockMaxBatchSize)")
     try:
         mqs = list(dict.fromkeys(MessageQueue.from_json(d) for d in raw))
     except ValueError as e:
@@ -49,6 +63,7 @@ class RebalanceLockProcessor:
 
     def __init__(self, controller):
         self.controller = controller
+        self.max_batch = int(controller.broker_config.rebalance_lock_max_batch_size)
 
     def reject_request(self) -> bool:
         return False
@@ -57,14 +72,14 @@ class RebalanceLockProcessor:
         manager = self.controller.rebalance_lock_manager
         if cmd.code == RequestCode.LOCK_BATCH_MQ:
             try:
-                group, client_id, mqs = _parse(cmd, "LOCK_BATCH_MQ")
+                group, client_id, mqs = _parse(cmd, "LOCK_BATCH_MQ", self.max_batch)
             except RemotingCommandError as e:
                 return bad_request(conn, cmd, e)
             locked = manager.try_lock_batch(group, mqs, client_id)
             ordered = [mq.to_json() for mq in mqs if mq in locked]
             return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes({"lockOKMQSet": ordered}))
         try:
-            group, client_id, mqs = _parse(cmd, "UNLOCK_BATCH_MQ")
+            group, client_id, mqs = _parse(cmd, "UNLOCK_BATCH_MQ", self.max_batch)
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
         manager.unlock_batch(group, mqs, client_id)

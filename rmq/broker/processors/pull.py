@@ -5,7 +5,7 @@ no pool hop), asks the store for the messages (a Cython scan returning zero-copy
 mapped CommitLog) and writes those views as the response body. The views hold the mapped
 files; ``GetMessageResult.release()`` drops the holds once the transport no longer needs them.
 
-The checks run in Java's order (seed 003, ``PullMessageProcessor.processRequest``):
+The checks run in Java's order (``PullMessageProcessor.processRequest``):
 
 1. broker readable                                       → NO_PERMISSION
 2. subscription group exists (auto-created) and enabled  → SUBSCRIPTION_GROUP_NOT_EXIST / NO_PERMISSION
@@ -18,7 +18,7 @@ The checks run in Java's order (seed 003, ``PullMessageProcessor.processRequest`
    (SUBSCRIPTION_NOT_LATEST)
 7. expression type TAG (SQL92 is not supported here)     → SYSTEM_ERROR
 
-Then GetMessageStatus → response code (seed 001), the response header (nextBeginOffset,
+Then GetMessageStatus → response code (Java's switch on it), the response header (nextBeginOffset,
 minOffset, maxOffset, suggestWhichBrokerId), a hold in the PullRequestHoldService when nothing
 was found and the suspend bit is set, and finally the commit of the offset the pull carried
 (commitOffset bit, master only).
@@ -28,8 +28,8 @@ from __future__ import annotations
 import logging
 
 from rmq.broker.managers.consumer import MessageModel
-from rmq.broker.managers.topic_config import PermName
 from rmq.broker.processors.common import FAQ, bad_request
+from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import PullSysFlag
 from rmq.errors import RemotingCommandError
@@ -41,10 +41,10 @@ from rmq.store import MessageFilter
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
-MASTER_ID = 0
+MASTER_ID = MixAll.MASTER_ID
 
 # GetMessageStatus name -> response code, except NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE,
-# which depend on the requested offset (seed 001).
+# which depend on the requested offset.
 _STATUS_CODE = {
     "FOUND": ResponseCode.SUCCESS,
     "MESSAGE_WAS_REMOVING": ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -188,7 +188,7 @@ class PullMessageProcessor:
             "minOffset": str(result.min_offset),
             "maxOffset": str(result.max_offset),
         }
-        # seed 003: suggest the slave to a consumer reading from disk only when slaves serve
+        # Suggest the slave to a consumer reading from disk only when slaves serve
         # reads; otherwise always the master.
         if self.broker_config.slave_read_enable:
             suggest = sgc.which_broker_when_consume_slowly if result.suggest_pulling_from_slave else sgc.broker_id

@@ -4,12 +4,12 @@ The checks run in Java's order (``AbstractSendMessageProcessor.msgCheck`` then
 ``SendMessageProcessor.sendMessage``): broker writable, topic name legal and not reserved,
 topic config (created from TBW102 when allowed, or the group's ``%RETRY%`` topic), queue id
 in range, then the store's verdict. Each failure has RocketMQ's response code and a remark a
-user can act on. A SEND never requires a prior heartbeat (wire-contract §5).
+user can act on. A SEND never requires a prior heartbeat.
 
 Bodies are stored exactly as sent (a compressed body stays compressed, sysFlag bit 0 tells
 the consumer). The reply carries ``msgId`` = offsetMsgId of the stored record (store host +
 physical offset; for a batch the comma-joined list), ``queueId`` and ``queueOffset``, all as
-strings (§13).
+strings (the C++ client reads reply fields only when they are).
 
 Retry and dead-letter handling (``%RETRY%`` topics past ``maxReconsumeTimes`` → ``%DLQ%``),
 delay levels and transactional half messages plug in at ``_before_store`` below
@@ -20,14 +20,9 @@ from __future__ import annotations
 import logging
 import random
 
-from rmq.broker.managers.topic_config import (
-    NOT_ALLOWED_SEND_TOPICS,
-    RETRY_GROUP_TOPIC_PREFIX,
-    PermName,
-    validate_topic,
-)
 from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
+from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -107,25 +102,25 @@ class SendMessageProcessor:
             return None, cmd.response(
                 ResponseCode.NO_PERMISSION, f"the broker[{bc.broker_ip1}] sending message is forbidden", {}
             )
-        if topic in NOT_ALLOWED_SEND_TOPICS:
-            return None, cmd.response(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.", {})
+        if TopicValidator.is_not_allowed_send_topic(topic):
+            return None, cmd.response(ResponseCode.NO_PERMISSION, TopicValidator.not_allowed_send_remark(topic), {})
 
         tcm = self.topic_config_manager
         tc = tcm.select_topic_config(topic)
         if tc is None:
             # Names are validated before anything is created, so a topic already in the
             # table is known to be legal: the common case skips the regex.
-            problem = validate_topic(topic)
+            problem = TopicValidator.check_topic(topic)
             if problem is not None:
                 return None, cmd.response(ResponseCode.SYSTEM_ERROR, problem, {})
             topic_sys_flag = 0
             if header.unit_mode:
-                topic_sys_flag = 1 if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else 2
+                topic_sys_flag = 1 if not topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX) else 2
             tc, created = tcm.create_topic_in_send_message_method(
                 topic, header.default_topic or "TBW102", conn.remote_addr, header.default_topic_queue_nums or 4,
                 topic_sys_flag,
             )
-            if tc is None and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            if tc is None and topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
                 tc, created = tcm.create_topic_in_send_message_back_method(
                     topic, 1, PermName.PERM_READ | PermName.PERM_WRITE, topic_sys_flag
                 )
@@ -166,14 +161,14 @@ class SendMessageProcessor:
         """Check, append and answer; returns a response, or an awaitable of one (SYNC_FLUSH)."""
         tc, error = self._msg_check(conn, cmd, header)
         if error is not None:
-            _rlog.warning(f"send-rejected:{error.code}", "send to %s from %s rejected: %s", clip(header.topic), conn.remote_addr,
-                          clip(error.remark))
+            _rlog.warning(f"send-rejected-{error.code}", "send to %s from %s rejected: %s", clip(header.topic),
+                        conn.remote_addr, clip(error.remark))
             return error
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(max(1, tc.write_queue_nums))
         body = cmd.body_bytes()
-        if batch and header.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        if batch and header.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group " + header.topic, {})
         max_body = getattr(self.store.config, "max_message_size", 4 * 1024 * 1024)
         if not batch and len(body) > max_body:
@@ -223,8 +218,8 @@ class SendMessageProcessor:
             detail = remark or status_name
             if result.remark:
                 detail = f"{detail} ({result.remark})"
-            _rlog.warning(f"send-failed:{code}", "send to %s-%d from %s failed: %s", clip(header.topic), queue_id, conn.remote_addr,
-                          clip(detail))
+            _rlog.warning(f"send-failed-{code}", "send to %s-%d from %s failed: %s", clip(header.topic), queue_id,
+                        conn.remote_addr, clip(detail))
             return cmd.response(code, detail, {})
         append = result.append
         if batch and getattr(append, "msg_ids", None):

@@ -1,6 +1,6 @@
-"""CONSUMER_SEND_MSG_BACK (36) and the message semantics of the SEND path (SPEC B6–B8).
+"""CONSUMER_SEND_MSG_BACK (36) and the message semantics of the SEND path (Java ``SendMessageProcessor``).
 
-Send-back, as wire-contract §10 and Java ``asyncConsumerSendMsgBack``:
+Send-back, as Java ``asyncConsumerSendMsgBack``:
 
 1. the group must exist (SUBSCRIPTION_GROUP_NOT_EXIST) and the broker be writable;
 2. the original is looked up by its CommitLog offset (the header's ``offset``); not found →
@@ -24,14 +24,9 @@ from __future__ import annotations
 import logging
 import random
 
-from rmq.broker.managers.topic_config import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    PermName,
-    validate_topic,
-)
 from rmq.broker.message_copy import copy_to_inner
 from rmq.broker.processors.common import FAQ, bad_request
+from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
@@ -51,11 +46,11 @@ _MARKS = (MessageConst.DELAY_TIME_LEVEL + "\x01", MessageConst.TRANSACTION_PREPA
 
 
 def retry_topic(group: str) -> str:
-    return RETRY_GROUP_TOPIC_PREFIX + group
+    return MixAll.RETRY_GROUP_TOPIC_PREFIX + group
 
 
 def dlq_topic(group: str) -> str:
-    return DLQ_GROUP_TOPIC_PREFIX + group
+    return MixAll.DLQ_GROUP_TOPIC_PREFIX + group
 
 
 def _create_system_topic(controller, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0):
@@ -81,20 +76,20 @@ def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: Messag
         return None
     topic = msg.topic
     props_str = msg.properties_str
-    is_retry = topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+    is_retry = topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
     if not is_retry and (props_str is None or not any(m in props_str for m in _MARKS)):
         return None   # the common case: a plain message
     props = string_to_properties(props_str) if props_str is not None else dict(msg.properties)
     changed = False
 
     if is_retry:
-        group = topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+        group = topic[len(MixAll.RETRY_GROUP_TOPIC_PREFIX):]
         sgc = controller.subscription_group_manager.find_subscription_group_config(group)
         if sgc is None:
             return _group_not_exist(cmd, group)
         max_times = header.max_reconsume_times if header.max_reconsume_times is not None else sgc.retry_max_times
         reconsume = header.reconsume_times or 0
-        # wire-contract §10 / the issue: strictly above the max (ali-ons' fallback sends
+        # Strictly above the max (ali-ons' fallback sends
         # reconsumeTimes + 1 with maxReconsumeTimes + 1).
         if reconsume > max_times:
             dlq = dlq_topic(group)
@@ -148,7 +143,7 @@ class ConsumerSendMsgBackProcessor:
         c = self.controller
         group = header.group
         who = getattr(conn, "remote_addr", "?")
-        if validate_topic(retry_topic(group)) is not None:
+        if TopicValidator.check_topic(retry_topic(group)) is not None:
             return bad_request(conn, cmd, RemotingCommandError(f"CONSUMER_SEND_MSG_BACK: illegal group name {group!r}"))
         sgc = c.subscription_group_manager.find_subscription_group_config(group)
         if sgc is None:
@@ -159,10 +154,11 @@ class ConsumerSendMsgBackProcessor:
         if sgc.retry_queue_nums <= 0:
             return cmd.response(ResponseCode.SUCCESS, None, {})
         new_topic = retry_topic(group)
-        queue_id = random.randrange(sgc.retry_queue_nums)
         tc = _create_system_topic(c, new_topic, sgc.retry_queue_nums, _RW, 2 if header.unit_mode else 0)
         if tc is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist", {})
+        # The topic's own count: retryQueueNums may exceed the cap the topic was created with.
+        queue_id = random.randrange(max(1, tc.write_queue_nums))
         if not PermName.is_writeable(tc.perm):
             return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden", {})
         ext = c.message_store.look_message_by_offset(header.offset)

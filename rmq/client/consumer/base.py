@@ -14,38 +14,32 @@ import asyncio
 import inspect
 import logging
 import time
-import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Coroutine
 
 from rmq.common.constants import ExpressionType, MixAll
 from rmq.common.message import PullSysFlag, java_string_hash
-from rmq.errors import ClientError, RemotingConnectError, RMQError
+from rmq.errors import ClientError, IllegalStateError, RemotingConnectError, RMQError
 from rmq.remoting.headers import PullMessageRequestHeader
-from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullResult
+from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullResult, ServiceState
 
 from ..instance import ClientInstance, get_client_instance
 from ..producer import validate_group, validate_topic
-from .allocate import STRATEGIES, AllocateStrategy
+from .allocate import AllocateStrategy
+from .options import ConsumerOptions, resolve_allocate_strategy
 from .offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from .process_queue import ProcessQueue
 
-__all__ = ["SubscriptionData", "ConsumerBase", "retry_topic", "RETRY_GROUP_TOPIC_PREFIX"]
+__all__ = ["SubscriptionData", "ConsumerBase"]
 
 log = logging.getLogger("rmq.client")
 
-RETRY_GROUP_TOPIC_PREFIX = MixAll.RETRY_GROUP_TOPIC_PREFIX
-DEFAULT_CONSUMER_GROUP = MixAll.DEFAULT_CONSUMER_GROUP
 #: Long polling: the broker holds a pull up to 15 s; we wait 30 s for its answer (Java
 #: brokerSuspendMaxTimeMillis / consumerTimeoutMillisWhenSuspend).
 BROKER_SUSPEND_MAX_TIME = 15.0
 CONSUMER_TIMEOUT_WHEN_SUSPEND = 30.0
 #: After a failed pull, wait before the next (Java PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION).
 PULL_DELAY_WHEN_EXCEPTION = 3.0
-
-
-def retry_topic(group: str) -> str:
-    return MixAll.get_retry_topic(group)
 
 
 @dataclass(slots=True)
@@ -60,6 +54,7 @@ class SubscriptionData:
 
     @classmethod
     def build(cls, topic: str, expression: str | None) -> SubscriptionData:
+        """Parse a tag expression; ClientError when it names no tag."""
         expr = (expression or "").strip()
         if not expr or expr == "*":
             return cls(topic, "*")
@@ -69,57 +64,40 @@ class SubscriptionData:
         return cls(topic, expr, tags, {java_string_hash(t) for t in tags})
 
     def matches(self, tags: str | None) -> bool:
+        """True when a message with ``tags`` passes this subscription's filter."""
         return not self.tags_set or (tags is not None and tags in self.tags_set)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"classFilterMode": False, "topic": self.topic, "subString": self.sub_string,
                 "tagsSet": sorted(self.tags_set), "codeSet": sorted(self.code_set),
                 "subVersion": self.sub_version, "expressionType": ExpressionType.TAG}
 
 
-def _check_range(name: str, value: int, lo: int, hi: int) -> None:
-    if not lo <= value <= hi:
-        raise ClientError(f"{name} out of range [{lo}, {hi}]: {value}")
-
-
 class ConsumerBase(abc.ABC):
-    """Shared machinery; see :class:`rmq.PushConsumer` and :class:`rmq.PullConsumer`."""
+    """What the push and lite pull consumers share (Java ``RebalanceImpl`` plus the common parts of
+    ``DefaultMQPushConsumerImpl`` / ``DefaultLitePullConsumerImpl``).
+
+    This is the consumer the :class:`~rmq.client.instance.ClientInstance` registers and talks to
+    (heartbeats, rebalance, offsets, the broker's requests); applications use the facades
+    :class:`rmq.PushConsumer` and :class:`rmq.PullConsumer`, which hold one.
+    """
 
     consume_type = "CONSUME_PASSIVELY"
     orderly = False
 
-    def __init__(self, namesrv_addr: str | list[str], group: str, *,
-                 message_model: MessageModel, consume_from_where: ConsumeFromWhere,
-                 consume_timestamp: int | None, allocate_strategy: str | AllocateStrategy,
-                 instance_name: str, client_ip: str | None, pull_batch_size: int,
-                 offset_store_dir: str | None, on_rebalance=None) -> None:
-        validate_group(group, reserved=DEFAULT_CONSUMER_GROUP)
-        if not isinstance(message_model, MessageModel):
-            raise ClientError(f"message_model must be a MessageModel, got {message_model!r}")
-        if not isinstance(consume_from_where, ConsumeFromWhere):
-            raise ClientError(f"consume_from_where must be a ConsumeFromWhere, got {consume_from_where!r}")
-        _check_range("pull_batch_size", pull_batch_size, 1, 1024)
-        if isinstance(allocate_strategy, str):
-            if allocate_strategy not in STRATEGIES:
-                raise ClientError(f"unknown allocate_strategy {allocate_strategy!r}; one of {sorted(STRATEGIES)}")
-            allocate_strategy = STRATEGIES[allocate_strategy]
-        if not callable(allocate_strategy):
-            raise ClientError("allocate_strategy must be a name or a callable")
+    def __init__(self, namesrv_addr: str | list[str], group: str, options: ConsumerOptions) -> None:
+        validate_group(group, reserved=MixAll.DEFAULT_CONSUMER_GROUP)
         self.namesrv_addr = namesrv_addr
         self.group = group
-        self.message_model = message_model
-        self.consume_from_where = consume_from_where
+        self.options = options
+        self.message_model = options.message_model
+        self.consume_from_where = options.consume_from_where
         # Java's default: half an hour before start.
-        self.consume_timestamp = (consume_timestamp if consume_timestamp is not None
+        self.consume_timestamp = (options.consume_timestamp if options.consume_timestamp is not None
                                   else int(time.time() * 1000) - 30 * 60 * 1000)
-        self.allocate_strategy: AllocateStrategy = allocate_strategy
-        self.instance_name = instance_name
-        self.client_ip = client_ip
-        self.pull_batch_size = pull_batch_size
-        self.offset_store_dir = offset_store_dir
-        if on_rebalance is not None and not callable(on_rebalance):
-            raise ClientError("on_rebalance must be callable")
-        self.on_rebalance = on_rebalance
+        self.allocate_strategy: AllocateStrategy = resolve_allocate_strategy(options.allocate_strategy)
+        self.pull_batch_size = options.pull_batch_size
+        self.on_rebalance = options.on_rebalance
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.topic_subscribe_info: dict[str, set[MessageQueue]] = {}
         self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
@@ -130,12 +108,21 @@ class ConsumerBase(abc.ABC):
         self._rebalance_lock = asyncio.Lock()
         self._early_rebalance: asyncio.TimerHandle | None = None
         self._early_backoff = 1.0
-        self._state = "CREATED"
+        self.state = ServiceState.CREATE_JUST
+        #: set when close() begins: RUNNING but starting no new work
+        self.closing = False
         self._start_time = 0
 
-    def __del__(self, _warn=warnings.warn) -> None:
-        if getattr(self, "_state", None) == "RUNNING":
-            _warn(f"consumer {self.group!r} was not closed", ResourceWarning, source=self)
+    @property
+    def active(self) -> bool:
+        """Running and not closing: new pulls, rebalances and handler calls may start."""
+        return self.state is ServiceState.RUNNING and not self.closing
+
+    def check_running(self) -> ClientInstance:
+        """The client instance; IllegalStateError unless running."""
+        if self.state is not ServiceState.RUNNING or self._instance is None or self.closing:
+            raise IllegalStateError(f"consumer {self.group} is not running ({self.state.name})")
+        return self._instance
 
     # ---------------------------------------------------------------- subscription
 
@@ -144,14 +131,17 @@ class ConsumerBase(abc.ABC):
 
         May be called before or after start; a later call for the same topic replaces the
         expression."""
-        validate_topic(topic) if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX) else None
+        if not MixAll.is_retry_topic(topic):
+            validate_topic(topic, for_send=False)
         self.subscriptions[topic] = SubscriptionData.build(topic, expression)
-        if self._instance is not None and self._state == "RUNNING":
-            asyncio.get_running_loop().create_task(self._after_subscription_change())
+        if self._instance is not None and self.active:
+            self.spawn(self._after_subscription_change(), "subscribe")
 
     def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic``; its queues are dropped at the next rebalance (at once when
+        running)."""
         self.subscriptions.pop(topic, None)
-        if self._instance is not None and self._state == "RUNNING":
+        if self._instance is not None and self.active:
             self._instance.rebalance_immediately()
 
     async def _after_subscription_change(self) -> None:
@@ -175,7 +165,7 @@ class ConsumerBase(abc.ABC):
         if topic in self.subscriptions:
             self.topic_subscribe_info[topic] = set(mqs)
 
-    def heartbeat_data(self) -> dict:
+    def heartbeat_data(self) -> dict[str, Any]:
         return {
             "groupName": self.group,
             "consumeType": self.consume_type,
@@ -189,26 +179,44 @@ class ConsumerBase(abc.ABC):
 
     @property
     def client_id(self) -> str | None:
+        """``ip@pid#instance_name`` once started, else None."""
         return self._instance.client_id if self._instance else None
 
+    @abc.abstractmethod
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        """Run ``coro`` as a task owned by this consumer (cancelled by close())."""
+
+    def check_startable(self) -> None:
+        """IllegalStateError unless never started (Java: "maybe started once")."""
+        if self.state is not ServiceState.CREATE_JUST:
+            raise IllegalStateError(f"consumer {self.group} is {self.state.name}; only a new consumer "
+                                    "can be started (create another one)")
+
     async def _start_base(self) -> None:
-        if self._state == "RUNNING":
-            return
-        if self._state != "CREATED":
-            raise ClientError(f"consumer {self.group} is {self._state}; create a new one")
+        self.check_startable()
+        try:
+            await self._start_base_inner()
+        except BaseException:
+            self.state = ServiceState.START_FAILED
+            inst, self._instance = self._instance, None
+            if inst is not None:
+                await inst.unregister_consumer(self.group)
+            raise
+
+    async def _start_base_inner(self) -> None:
         if self.message_model is MessageModel.CLUSTERING and self.consume_type == "CONSUME_PASSIVELY":
-            self.subscriptions.setdefault(retry_topic(self.group),
-                                          SubscriptionData.build(retry_topic(self.group), "*"))
-        inst = get_client_instance(self.namesrv_addr, instance_name=self.instance_name,
-                                   client_ip=self.client_ip)
+            retry = MixAll.get_retry_topic(self.group)
+            self.subscriptions.setdefault(retry, SubscriptionData.build(retry, "*"))
+        inst = get_client_instance(self.namesrv_addr, instance_name=self.options.instance_name,
+                                   client_ip=self.options.client_ip)
         if self.message_model is MessageModel.BROADCASTING:
-            self.offset_store = LocalFileOffsetStore(self.offset_store_dir, inst.client_id, self.group)
+            self.offset_store = LocalFileOffsetStore(self.options.offset_store_dir, inst.client_id, self.group)
         else:
             self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
         await self.offset_store.load()
         await inst.register_consumer(self.group, self)
         self._instance = inst
-        self._state = "RUNNING"
+        self.state = ServiceState.RUNNING
         self._start_time = int(time.time() * 1000)
         # Routes first (so heartbeats know the brokers), then a heartbeat (so the broker lists us
         # as a member), then rebalance at once rather than after 20 s.
@@ -240,23 +248,26 @@ class ConsumerBase(abc.ABC):
         """Hook: orderly consumers unlock the queues."""
 
     async def persist_consumer_offset(self) -> None:
-        if self.offset_store is None or self._state not in ("RUNNING", "CLOSING"):
+        """Write the offsets of the queues we own to the offset store's backing (every 5 s from
+        the client instance, and on close)."""
+        if self.offset_store is None or self.state is not ServiceState.RUNNING:
             return
         await self.offset_store.persist_all(list(self.process_queue_table))
 
     # ---------------------------------------------------------------- rebalance
 
     async def do_rebalance(self) -> None:
-        if self._state != "RUNNING":
+        """Recompute this member's queues of every subscribed topic (Java ``RebalanceImpl.doRebalance``)."""
+        if not self.active:
             return
         async with self._rebalance_lock:
-            if self._state != "RUNNING":
+            if not self.active:
                 return
             missing = False
             for topic in list(self.subscriptions):
                 try:
                     if not await self._rebalance_by_topic(topic):
-                        missing = missing or not topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+                        missing = missing or not topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
                 except RMQError as e:
                     missing = True
                     log.warning("group %s: rebalance of %s failed: %r", self.group, topic, e)
@@ -277,7 +288,7 @@ class ConsumerBase(abc.ABC):
             await inst.update_topic_route(topic)
             mqs = self.topic_subscribe_info.get(topic)
         if not mqs:
-            if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            if not topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
                 log.warning("group %s: no route for subscribed topic %s yet", self.group, topic)
             return False
         known = True
@@ -317,7 +328,7 @@ class ConsumerBase(abc.ABC):
             self._early_backoff = 1.0
             return
         inst = self._instance
-        if inst is None or self._state != "RUNNING":
+        if inst is None or not self.active:
             return
         self._early_rebalance = asyncio.get_running_loop().call_later(self._early_backoff, inst.rebalance_immediately)
         self._early_backoff = min(self._early_backoff * 2, 16.0)
@@ -378,7 +389,7 @@ class ConsumerBase(abc.ABC):
         last = await self.offset_store.read(mq, ReadOffsetType.READ_FROM_STORE)
         if last >= 0:
             return last
-        is_retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        is_retry = mq.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
         cfw = self.consume_from_where
         if cfw is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or is_retry and (
                 cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
@@ -445,12 +456,14 @@ class ConsumerBase(abc.ABC):
 
     # ---------------------------------------------------------------- broker → client requests
 
-    def offset_table_json(self, topic: str) -> dict:
+    def offset_table_json(self, topic: str) -> dict[str, int]:
+        """GET_CONSUMER_STATUS_FROM_CLIENT: ``"topic|broker|queueId" -> offset``."""
         assert self.offset_store is not None
         return {f"{mq.topic}|{mq.broker_name}|{mq.queue_id}": off
                 for mq, off in self.offset_store.clone_table(topic or None).items()}
 
-    def running_info(self) -> dict:
+    def running_info(self) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO: Java ``ConsumerRunningInfo`` as JSON."""
         assert self.offset_store is not None
         props: dict[str, Any] = {
             "PROP_CONSUME_ORDERLY": str(self.orderly).lower(),
@@ -459,7 +472,7 @@ class ConsumerBase(abc.ABC):
             "messageModel": self.message_model.value,
             "consumeFromWhere": self.consume_from_where.value,
         }
-        mq_table = {}
+        mq_table: dict[str, dict[str, Any]] = {}
         for mq, pq in self.process_queue_table.items():
             info = pq.info()
             info["commitOffset"] = self.offset_store.offset_table.get(mq, -1)
@@ -488,5 +501,6 @@ class ConsumerBase(abc.ABC):
         if self._instance is not None:
             self._instance.rebalance_immediately()
 
-    async def consume_message_directly(self, msg: MessageExt) -> dict:
+    async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY: only a push consumer with a handler can."""
         raise ClientError("this consumer cannot consume directly")

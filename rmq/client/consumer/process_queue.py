@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 from rmq.types import MessageExt, MessageQueue
 
@@ -39,7 +40,7 @@ class ProcessQueue:
         self.consuming = False               # orderly: a consume task runs for this queue
         self.consuming_msgs: dict[int, MessageExt] = {}   # orderly: taken, not yet committed
         self.consume_lock = asyncio.Lock()   # orderly: held while the handler runs
-        self.pull_task: asyncio.Task | None = None
+        self.pull_task: asyncio.Task[None] | None = None
         self.wakeup = asyncio.Event()        # set when consumption frees room (flow control)
 
     @property
@@ -86,7 +87,7 @@ class ProcessQueue:
     # --------------------------------------------------------------- orderly
 
     def take_messages(self, n: int) -> list[MessageExt]:
-        out = []
+        out: list[MessageExt] = []
         it = iter(list(self.msgs))
         for off in it:
             if len(out) >= n:
@@ -129,7 +130,7 @@ class ProcessQueue:
         self.queue_offset_max = -1
         self.wakeup.set()
 
-    def info(self) -> dict:
+    def info(self) -> dict[str, Any]:
         """The ``ProcessQueueInfo`` shape of GET_CONSUMER_RUNNING_INFO."""
         first = next(iter(self.msgs), 0)
         return {

@@ -1,4 +1,4 @@
-"""The lite pull consumer (SPEC C3): you ``poll`` for messages, ``seek`` and ``commit`` yourself.
+"""The lite pull consumer: you ``poll`` for messages, ``seek`` and ``commit`` yourself.
 
 Example::
 
@@ -12,23 +12,32 @@ Like Java's ``DefaultLitePullConsumer``: a background task per queue pulls ahead
 polling) into a buffer; ``poll`` takes from it and advances the consumed position of each queue;
 ``commit`` (or auto-commit every ``auto_commit_interval``) writes those positions to the broker
 (or to a local file when broadcasting).
+
+:class:`PullConsumer` is the application's object; it holds a :class:`PullConsumerImpl`, which
+the client instance drives.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import Iterable
+import warnings
+from typing import Any, Coroutine, Iterable
 
 from rmq.common.log import RateLimitedLog, clip
-from rmq.errors import ClientError, IllegalStateError, RMQError
-from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus
+from rmq.common.tasks import BackgroundTasks
+from rmq.errors import ClientError, RMQError, TopicNotExistError
+from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
+from .._aio import wait_event
+from ..instance import subscribe_queues
 from .allocate import AllocateStrategy
-from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, SubscriptionData, _check_range
+from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, SubscriptionData
+from .offset_store import ReadOffsetType
+from .options import PullConsumerOptions, RebalanceListener, build_options
 from .process_queue import ProcessQueue
 
-__all__ = ["PullConsumer"]
+__all__ = ["PullConsumer", "PullConsumerImpl"]
 
 log = logging.getLogger("rmq.client")
 # per-request failures repeat during an outage: one line per kind per 10 s, with a count
@@ -46,55 +55,15 @@ class _Batch:
         self.msgs = msgs
 
 
-class PullConsumer(ConsumerBase):
-    """An asyncio lite pull consumer.
-
-    Args:
-        namesrv_addr: name server address(es).
-        group: consumer group (same rules as the push consumer).
-        message_model: ``CLUSTERING`` (default; ``subscribe`` shares queues with the group) or
-            ``BROADCASTING`` (every member gets every queue; offsets in a local file).
-        consume_from_where: start of a queue without a stored offset; default LAST.
-        consume_timestamp: ms since the epoch for CONSUME_FROM_TIMESTAMP; default 30 min ago.
-        allocate_strategy: as for :class:`rmq.PushConsumer`; default ``"AVG"``.
-        instance_name / client_ip: client id parts; defaults ``"DEFAULT"`` / auto.
-        auto_commit: commit consumed positions every ``auto_commit_interval`` s; default True.
-        auto_commit_interval: seconds; default 5.0.
-        pull_batch_size: messages per pull and the default ``poll`` maximum, [1, 1024]; default 32.
-        pull_threshold_for_queue: messages buffered per queue before its pulling pauses; default 1000.
-        pull_threshold_for_all: messages buffered in total before pulling pauses; default 10000.
-        poll_timeout: default ``poll`` timeout, seconds; default 5.0.
-        offset_store_dir: broadcasting: directory of the local offset file.
-        on_rebalance: ``fn(topic, queues)`` (sync or async) after the queues of ``topic`` owned by
-            this member changed (subscribe mode); default None.
-    """
+class PullConsumerImpl(ConsumerBase):
+    """The lite pull consumer's machinery (Java ``DefaultLitePullConsumerImpl``): subscribe or
+    assign mode, one fetch task per queue into a shared buffer, consumed positions per queue."""
 
     consume_type = "CONSUME_ACTIVELY"
 
-    def __init__(self, namesrv_addr: str | list[str], group: str, *,
-                 message_model: MessageModel = MessageModel.CLUSTERING,
-                 consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 consume_timestamp: int | None = None,
-                 allocate_strategy: str | AllocateStrategy = "AVG",
-                 instance_name: str = "DEFAULT", client_ip: str | None = None,
-                 auto_commit: bool = True, auto_commit_interval: float = 5.0, pull_batch_size: int = 32,
-                 pull_threshold_for_queue: int = 1000, pull_threshold_for_all: int = 10000,
-                 poll_timeout: float = 5.0, offset_store_dir: str | None = None,
-                 on_rebalance=None) -> None:
-        super().__init__(namesrv_addr, group, message_model=message_model,
-                         consume_from_where=consume_from_where, consume_timestamp=consume_timestamp,
-                         allocate_strategy=allocate_strategy, instance_name=instance_name,
-                         client_ip=client_ip, pull_batch_size=pull_batch_size,
-                         offset_store_dir=offset_store_dir, on_rebalance=on_rebalance)
-        _check_range("pull_threshold_for_queue", pull_threshold_for_queue, 1, 65535)
-        _check_range("pull_threshold_for_all", pull_threshold_for_all, 1, 6553500)
-        if auto_commit_interval < 1.0:
-            raise ClientError("auto_commit_interval must be >= 1 s")
-        self.auto_commit = auto_commit
-        self.auto_commit_interval = auto_commit_interval
-        self.pull_threshold_for_queue = pull_threshold_for_queue
-        self.pull_threshold_for_all = pull_threshold_for_all
-        self.poll_timeout = poll_timeout
+    def __init__(self, namesrv_addr: str | list[str], group: str, options: PullConsumerOptions) -> None:
+        super().__init__(namesrv_addr, group, options)
+        self.options: PullConsumerOptions = options
         self._assigned: set[MessageQueue] | None = None      # None = subscribe mode
         self._paused: set[MessageQueue] = set()
         self._resume = asyncio.Event()
@@ -104,7 +73,7 @@ class PullConsumer(ConsumerBase):
         self._pending_seek: dict[MessageQueue, int] = {}
         self._held: dict[MessageQueue, list[_Batch]] = {}     # taken from the buffer while paused
         self._last_commit = time.monotonic()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = BackgroundTasks(f"group {group}", log)
         self._assign_subs: dict[str, SubscriptionData] = {}
 
     # ---------------------------------------------------------------- subscription / assignment
@@ -120,8 +89,8 @@ class PullConsumer(ConsumerBase):
         if self.subscriptions:
             raise ClientError("subscribe() and assign() cannot be mixed on one consumer")
         self._assigned = set(mqs)
-        if self._state == "RUNNING":
-            self._spawn(self._apply_assignment(), "assign")
+        if self.active:
+            self.spawn(self._apply_assignment(), "assign")
 
     def assignment(self) -> set[MessageQueue]:
         """The queues this consumer currently pulls."""
@@ -129,16 +98,14 @@ class PullConsumer(ConsumerBase):
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """All readable queues of ``topic`` (sorted)."""
-        inst = self._running()
+        inst = self.check_running()
         await inst.update_topic_route(topic)
         route = inst.topic_route_table.get(topic)
         if route is None:
-            from rmq.errors import TopicNotExistError
             raise TopicNotExistError(17, f"No route info of this topic: {topic}")
-        from ..instance import subscribe_queues
         return sorted(subscribe_queues(topic, route))
 
-    def _assign_sub(self, topic: str):
+    def _assign_sub(self, topic: str) -> SubscriptionData:
         sub = self._assign_subs.get(topic)
         if sub is None:
             sub = self._assign_subs[topic] = SubscriptionData.build(topic, "*")
@@ -179,57 +146,41 @@ class PullConsumer(ConsumerBase):
 
     # ---------------------------------------------------------------- lifecycle
 
-    def _running(self):
-        if self._state != "RUNNING" or self._instance is None:
-            raise IllegalStateError(f"pull consumer {self.group} is not running ({self._state})")
-        return self._instance
-
     async def start(self) -> None:
-        """Join the group (subscribe mode) or start the assigned queues."""
         await self._start_base()
         self._resume.set()
         if self._assigned is not None:
             await self._apply_assignment()
 
     async def close(self) -> None:
-        """Commit (when auto-commit is on), stop pulling and leave the group. Idempotent."""
-        if self._state != "RUNNING":
-            self._state = "CLOSED"
+        if self.state is not ServiceState.RUNNING:
+            if self.state is ServiceState.CREATE_JUST:
+                self.state = ServiceState.SHUTDOWN_ALREADY
             return
-        if self.auto_commit:
+        if self.closing:
+            return
+        if self.options.auto_commit:
             self._copy_consumed_to_store()
-        self._state = "CLOSING"
+        self.closing = True
         await self._stop_base()
-        for t in list(self._tasks):
-            t.cancel()
-        await asyncio.gather(*list(self._tasks), return_exceptions=True)
-        self._state = "CLOSED"
+        await self._tasks.close()
+        self.state = ServiceState.SHUTDOWN_ALREADY
 
-    async def __aenter__(self) -> PullConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def _spawn(self, coro, name: str) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro, name=f"rmq-{name}-{self.group}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> asyncio.Task[Any]:
+        return self._tasks.spawn(coro, f"rmq-{name}-{self.group}")
 
     def _start_queue(self, pq: ProcessQueue) -> None:
-        pq.pull_task = self._spawn(self._pull_loop(pq), f"litepull-{pq.mq}")
+        pq.pull_task = self.spawn(self._pull_loop(pq), f"litepull-{pq.mq}")
 
     async def _remove_unnecessary_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
-        if self.auto_commit and mq in self._consumed:
+        if self.options.auto_commit and mq in self._consumed:
             assert self.offset_store is not None
             self.offset_store.update(mq, self._consumed[mq])
         self._consumed.pop(mq, None)
         return await super()._remove_unnecessary_queue(mq, pq)
 
     async def persist_consumer_offset(self) -> None:
-        if self.auto_commit:
+        if self.options.auto_commit:
             self._copy_consumed_to_store()
         await super().persist_consumer_offset()
 
@@ -246,17 +197,12 @@ class PullConsumer(ConsumerBase):
         while not pq.dropped:
             if mq in self._paused:
                 self._resume.clear()
-                try:
-                    await asyncio.wait_for(self._resume.wait(), PAUSED_DELAY)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(self._resume, PAUSED_DELAY)
                 continue
-            if pq.msg_count > self.pull_threshold_for_queue or self._buffered > self.pull_threshold_for_all:
+            if (pq.msg_count > self.options.pull_threshold_for_queue
+                    or self._buffered > self.options.pull_threshold_for_all):
                 pq.wakeup.clear()
-                try:
-                    await asyncio.wait_for(pq.wakeup.wait(), FLOW_CONTROL_DELAY)
-                except asyncio.TimeoutError:
-                    pass
+                await wait_event(pq.wakeup, FLOW_CONTROL_DELAY)
                 continue
             # assign mode has no group subscription: the pull carries "*" itself (subscription
             # flag set), so the broker does not look for one from our heartbeat
@@ -293,23 +239,25 @@ class PullConsumer(ConsumerBase):
 
         The consumed position of each queue moves past what is returned; it reaches the broker
         on :meth:`commit` (or the next auto-commit)."""
-        self._running()
+        self.check_running()
         limit = max_messages or self.pull_batch_size
-        timeout = self.poll_timeout if timeout is None else timeout
+        timeout = self.options.poll_timeout if timeout is None else timeout
         out: list[MessageExt] = []
         deadline = time.monotonic() + timeout
         while not out:
             remaining = deadline - time.monotonic()
             try:
-                batch = await asyncio.wait_for(self._buffer.get(), max(remaining, 0))
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(max(remaining, 0)):
+                    batch = await self._buffer.get()
+            except TimeoutError:
                 break
             self._take(batch, out, limit)
             for _ in range(self._buffer.qsize()):
                 if len(out) >= limit:
                     break
                 self._take(self._buffer.get_nowait(), out, limit)
-        if self.auto_commit and time.monotonic() - self._last_commit >= self.auto_commit_interval:
+        if (self.options.auto_commit
+                and time.monotonic() - self._last_commit >= self.options.auto_commit_interval):
             await self.commit()
         return out
 
@@ -339,12 +287,10 @@ class PullConsumer(ConsumerBase):
         if offset >= 0:
             self._consumed[pq.mq] = offset
 
-    def __aiter__(self) -> PullConsumer:
-        return self
-
-    async def __anext__(self) -> MessageExt:
+    async def next(self) -> MessageExt:
+        """``async for``: the next message; StopAsyncIteration once closed."""
         while True:
-            if self._state != "RUNNING":
+            if not self.active:
                 raise StopAsyncIteration
             msgs = await self.poll(timeout=1.0, max_messages=1)
             if msgs:
@@ -357,7 +303,7 @@ class PullConsumer(ConsumerBase):
 
         Raises ClientError if ``mq`` is not assigned to this consumer or ``offset`` is outside
         [min, max] of the queue."""
-        inst = self._running()
+        inst = self.check_running()
         assigned = set(self.process_queue_table) | (self._assigned or set())
         if mq not in assigned:
             raise ClientError(f"{mq} is not assigned to this consumer; assigned: "
@@ -382,14 +328,14 @@ class PullConsumer(ConsumerBase):
             self._start_queue(pq)
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
-        await self.seek(mq, await self._running().api.get_min_offset(await self._admin_addr(mq), mq))
+        await self.seek(mq, await self.check_running().api.get_min_offset(await self._admin_addr(mq), mq))
 
     async def seek_to_end(self, mq: MessageQueue) -> None:
-        await self.seek(mq, await self._running().api.get_max_offset(await self._admin_addr(mq), mq))
+        await self.seek(mq, await self.check_running().api.get_max_offset(await self._admin_addr(mq), mq))
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
-        return await self._running().api.search_offset(await self._admin_addr(mq), mq, timestamp_ms)
+        return await self.check_running().api.search_offset(await self._admin_addr(mq), mq, timestamp_ms)
 
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
         """Write consumed positions to the offset store and persist them now.
@@ -397,7 +343,7 @@ class PullConsumer(ConsumerBase):
         Args:
             offsets: explicit next-offsets per queue; default: the positions reached by ``poll``.
         """
-        self._running()
+        self.check_running()
         assert self.offset_store is not None
         table = dict(self._consumed) if offsets is None else dict(offsets)
         for mq, off in table.items():
@@ -410,9 +356,8 @@ class PullConsumer(ConsumerBase):
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored for ``mq`` (on the broker, or the local file when broadcasting);
         -1 when none."""
-        self._running()
+        self.check_running()
         assert self.offset_store is not None
-        from .offset_store import ReadOffsetType
         return await self.offset_store.read(mq, ReadOffsetType.READ_FROM_STORE)
 
     def pause(self, mqs: Iterable[MessageQueue]) -> None:
@@ -428,3 +373,194 @@ class PullConsumer(ConsumerBase):
 
     def paused(self) -> set[MessageQueue]:
         return set(self._paused)
+
+
+class PullConsumer:
+    """An asyncio lite pull consumer (Java ``DefaultLitePullConsumer``).
+
+    Args:
+        namesrv_addr: name server address(es), ``"host:port"``, ``"a:1;b:2"`` or a list.
+        group: consumer group (same rules as the push consumer).
+        options: a :class:`PullConsumerOptions` with all the settings below; give either it or
+            the keyword arguments. Default None: built from the keyword arguments.
+        message_model: ``CLUSTERING`` (default; ``subscribe`` shares queues with the group) or
+            ``BROADCASTING`` (every member gets every queue; offsets in a local file).
+        consume_from_where: start of a queue without a stored offset; default
+            ``CONSUME_FROM_LAST_OFFSET``.
+        consume_timestamp: ms since the epoch for CONSUME_FROM_TIMESTAMP; default 30 min ago.
+        allocate_strategy: as for :class:`rmq.PushConsumer`; default ``"AVG"``.
+        instance_name: part of the client id ``ip@pid#instance_name``; default ``"DEFAULT"``.
+        client_ip: address in the client id; default: the one used to reach the name server.
+        auto_commit: commit consumed positions every ``auto_commit_interval`` s; default True.
+        auto_commit_interval: seconds, >= 1; default 5.0.
+        pull_batch_size: messages per pull and the default ``poll`` maximum, [1, 1024]; default 32.
+        pull_threshold_for_queue: messages buffered per queue before its pulling pauses,
+            [1, 65535]; default 1000.
+        pull_threshold_for_all: messages buffered in total before pulling pauses, [1, 6553500];
+            default 10000.
+        poll_timeout: default ``poll`` timeout, seconds; default 5.0.
+        offset_store_dir: broadcasting: directory of the local offset file; default
+            ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
+        on_rebalance: ``fn(topic, queues)`` (sync or async) after the queues of ``topic`` owned by
+            this member changed (subscribe mode); default None.
+
+    Raises:
+        rmq.errors.ClientError: a setting out of range, a bad group name, or ``options=``
+            together with keyword settings.
+    """
+
+    def __init__(self, namesrv_addr: str | list[str], group: str, *,
+                 options: PullConsumerOptions | None = None,
+                 message_model: MessageModel = MessageModel.CLUSTERING,
+                 consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp: int | None = None,
+                 allocate_strategy: str | AllocateStrategy = "AVG",
+                 instance_name: str = "DEFAULT", client_ip: str | None = None,
+                 auto_commit: bool = True, auto_commit_interval: float = 5.0, pull_batch_size: int = 32,
+                 pull_threshold_for_queue: int = 1000, pull_threshold_for_all: int = 10000,
+                 poll_timeout: float = 5.0, offset_store_dir: str | None = None,
+                 on_rebalance: RebalanceListener | None = None) -> None:
+        opts = build_options(PullConsumerOptions, options, dict(
+            message_model=message_model, consume_from_where=consume_from_where,
+            consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
+            instance_name=instance_name, client_ip=client_ip, pull_batch_size=pull_batch_size,
+            offset_store_dir=offset_store_dir, on_rebalance=on_rebalance, auto_commit=auto_commit,
+            auto_commit_interval=auto_commit_interval, pull_threshold_for_queue=pull_threshold_for_queue,
+            pull_threshold_for_all=pull_threshold_for_all, poll_timeout=poll_timeout))
+        self._impl = PullConsumerImpl(namesrv_addr, group, opts)
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        impl = getattr(self, "_impl", None)
+        if impl is not None and impl.state is ServiceState.RUNNING and not impl.closing:
+            _warn(f"consumer {impl.group!r} was not closed", ResourceWarning, source=self)
+
+    def __repr__(self) -> str:
+        return f"<PullConsumer group={self.group!r} {self.state.name}>"
+
+    # ---------------------------------------------------------------- properties
+
+    @property
+    def group(self) -> str:
+        """The consumer group."""
+        return self._impl.group
+
+    @property
+    def options(self) -> PullConsumerOptions:
+        """The settings (frozen)."""
+        return self._impl.options
+
+    @property
+    def state(self) -> ServiceState:
+        """CREATE_JUST → RUNNING → SHUTDOWN_ALREADY (or START_FAILED)."""
+        return self._impl.state
+
+    @property
+    def client_id(self) -> str | None:
+        """``ip@pid#instance_name`` once started, else None."""
+        return self._impl.client_id
+
+    # ---------------------------------------------------------------- subscription / assignment
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Subscribe (group-managed queues) with a tag expression (``"*"``, ``"TagA || TagB"``).
+        Not combinable with :meth:`assign`."""
+        self._impl.subscribe(topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic`` (subscribe mode)."""
+        self._impl.unsubscribe(topic)
+
+    def assign(self, mqs: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues (no group rebalance). Replaces the previous assignment.
+        Not combinable with :meth:`subscribe`."""
+        self._impl.assign(mqs)
+
+    def assignment(self) -> set[MessageQueue]:
+        """The queues this consumer currently pulls."""
+        return self._impl.assignment()
+
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """All readable queues of ``topic`` (sorted). Raises TopicNotExistError without a route."""
+        return await self._impl.fetch_message_queues(topic)
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        """Join the group (subscribe mode) or start the assigned queues.
+
+        Raises IllegalStateError when started before (after :meth:`close` or a failed start,
+        create a new consumer)."""
+        await self._impl.start()
+
+    async def close(self) -> None:
+        """Commit (when auto-commit is on), stop pulling and leave the group. Idempotent."""
+        await self._impl.close()
+
+    async def __aenter__(self) -> PullConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ---------------------------------------------------------------- poll / iterate
+
+    async def poll(self, timeout: float | None = None, max_messages: int | None = None) -> list[MessageExt]:
+        """Up to ``max_messages`` (default ``pull_batch_size``) buffered messages, waiting at most
+        ``timeout`` seconds (default ``poll_timeout``) for the first; ``[]`` on timeout.
+
+        The consumed position of each queue moves past what is returned; it reaches the broker
+        on :meth:`commit` (or the next auto-commit). Raises IllegalStateError unless running."""
+        return await self._impl.poll(timeout, max_messages)
+
+    def __aiter__(self) -> PullConsumer:
+        return self
+
+    async def __anext__(self) -> MessageExt:
+        return await self._impl.next()
+
+    # ---------------------------------------------------------------- seek / commit / pause
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Consume ``mq`` from ``offset`` next (buffered messages of it are discarded).
+
+        Raises ClientError if ``mq`` is not assigned to this consumer or ``offset`` is outside
+        [min, max] of the queue."""
+        await self._impl.seek(mq, offset)
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        """:meth:`seek` to the queue's smallest offset."""
+        await self._impl.seek_to_begin(mq)
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        """:meth:`seek` to the queue's largest offset (only new messages)."""
+        await self._impl.seek_to_end(mq)
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
+        return await self._impl.offset_for_timestamp(mq, timestamp_ms)
+
+    async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
+        """Write consumed positions to the offset store and persist them now.
+
+        Args:
+            offsets: explicit next-offsets per queue; default: the positions reached by ``poll``.
+        """
+        await self._impl.commit(offsets)
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The offset stored for ``mq`` (on the broker, or the local file when broadcasting);
+        -1 when none."""
+        return await self._impl.committed(mq)
+
+    def pause(self, mqs: Iterable[MessageQueue]) -> None:
+        """Stop returning and pulling messages of these queues until :meth:`resume`."""
+        self._impl.pause(mqs)
+
+    def resume(self, mqs: Iterable[MessageQueue]) -> None:
+        """Return and pull messages of these queues again."""
+        self._impl.resume(mqs)
+
+    def paused(self) -> set[MessageQueue]:
+        """The queues paused now."""
+        return self._impl.paused()

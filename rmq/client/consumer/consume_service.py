@@ -1,0 +1,369 @@
+"""How a push consumer hands pulled messages to the application (Java ``ConsumeMessageService``).
+
+The pull loop of each queue puts what it pulled into the queue's :class:`ProcessQueue` and calls
+:meth:`ConsumeMessageService.submit`. One service is chosen when the consumer is built:
+
+* :class:`ConsumeMessageConcurrentlyService` (a handler, ``orderly=False``): ``consume_concurrency``
+  worker tasks call the handler; a failure sends the message back to the broker
+  (CONSUMER_SEND_MSG_BACK → ``%RETRY%group``), or when that fails consumes it again here after
+  5 s (Java ``ConsumeMessageConcurrentlyService``);
+* :class:`ConsumeMessageOrderlyService` (a handler, ``orderly=True``): one task per queue
+  consumes in offset order while holding the queue's broker lock; a failure suspends the queue
+  for ``suspend_current_queue_time`` and retries the same messages (Java
+  ``ConsumeMessageOrderlyService``);
+* :class:`ConsumeMessageIteratorService` (no handler): ``async for`` takes messages from a
+  bounded buffer; a message counts as consumed when the loop asks for the next one. Failures
+  go back as in the concurrent service (it is one, without workers).
+"""
+from __future__ import annotations
+
+import abc
+import asyncio
+import dataclasses
+import inspect
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple, Union
+
+from rmq.errors import ClientError
+from rmq.types import ConsumeResult, MessageExt, MessageModel
+
+from .._aio import wait_event
+from .process_queue import ProcessQueue
+
+if TYPE_CHECKING:
+    from .push import PushConsumerImpl
+
+__all__ = ["ConsumeMessageService", "ConsumeMessageConcurrentlyService", "ConsumeMessageOrderlyService",
+           "ConsumeMessageIteratorService", "Handlers", "HandlerResult", "MessageHandler", "BatchMessageHandler"]
+
+log = logging.getLogger("rmq.client")
+
+HandlerResult = Union[ConsumeResult, None]
+#: ``async def handler(msg) -> ConsumeResult | None``; raising means "consume later".
+MessageHandler = Callable[[MessageExt], Union[Awaitable[HandlerResult], HandlerResult]]
+#: ``async def handler(msgs) -> ConsumeResult | None`` for ``consume_batch_size`` > 1.
+BatchMessageHandler = Callable[[list[MessageExt]], Union[Awaitable[HandlerResult], HandlerResult]]
+
+#: Local retry after a failed send-back (Java submitConsumeRequestLater: 5 s).
+LOCAL_RETRY_DELAY = 5.0
+#: Orderly: how long to wait before retrying to lock a queue the broker refused.
+LOCK_RETRY_DELAY = 3.0
+
+
+class ConsumeRequest:
+    """Messages of one queue handed to the application together."""
+
+    __slots__ = ("msgs", "pq")
+
+    def __init__(self, msgs: list[MessageExt], pq: ProcessQueue) -> None:
+        self.msgs = msgs
+        self.pq = pq
+
+
+class ConsumeMessageService(abc.ABC):
+    """The interface the push consumer drives (Java ``ConsumeMessageService``)."""
+
+    #: Consumes each queue in offset order (reported in running info; no offset-span limit).
+    orderly = False
+
+    def __init__(self, consumer: PushConsumerImpl) -> None:
+        self._consumer = consumer
+
+    def start(self) -> None:
+        """Begin consuming (spawn workers in the consumer's task group)."""
+
+    @abc.abstractmethod
+    async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Messages just pulled from ``pq`` (already in it): consume them (Java
+        ``submitConsumeRequest``). May wait (iterator back-pressure)."""
+
+    async def wait_idle(self, timeout: float) -> None:
+        """close(): wait up to ``timeout`` s for handler calls in progress."""
+
+    def stop(self) -> None:
+        """close(), after the queues are dropped: wake whoever waits for messages."""
+
+    @abc.abstractmethod
+    async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:
+        """CONSUME_MESSAGE_DIRECTLY (an admin tool): consume ``msg`` now, report the outcome."""
+
+
+class Handlers(NamedTuple):
+    """The application's handler: one of the two is set."""
+
+    single: MessageHandler | None
+    batch: BatchMessageHandler | None
+
+
+class _HandlerService(ConsumeMessageService):
+    """Calls the application's handler, counting calls in progress so close() can wait."""
+
+    def __init__(self, consumer: PushConsumerImpl, handlers: Handlers) -> None:
+        super().__init__(consumer)
+        self._single = handlers.single
+        self._batch = handlers.batch
+        self._busy = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    async def call_handler(self, msgs: list[MessageExt]) -> bool:
+        """True when the handler consumed ``msgs`` (returned None/SUCCESS)."""
+        if not self._busy:
+            self._idle.clear()
+        self._busy += 1
+        try:
+            return await self._call(msgs)
+        finally:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.set()
+
+    async def _call(self, msgs: list[MessageExt]) -> bool:
+        try:
+            if self._batch is not None:
+                result = self._batch(msgs)
+            else:
+                assert self._single is not None
+                result = self._single(msgs[0])
+            if inspect.isawaitable(result):
+                result = await result
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - "consume later"
+            log.warning("group %s: handler raised on %s@%d: %r (will consume later)", self._consumer.group,
+                        msgs[0].topic, msgs[0].queue_offset, e, exc_info=True)
+            return False
+        if result is None or result is ConsumeResult.SUCCESS:
+            return True
+        if isinstance(result, ConsumeResult):
+            return False
+        log.warning("group %s: handler returned %r; treating as RECONSUME_LATER", self._consumer.group, result)
+        return False
+
+    async def wait_idle(self, timeout: float) -> None:
+        if not self._busy:
+            return
+        if not await wait_event(self._idle, timeout):
+            log.warning("group %s: %d handler call(s) still running after %.1f s; cancelling them",
+                        self._consumer.group, self._busy, timeout)
+
+    async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:
+        start = time.monotonic()
+        ok = await self.call_handler([msg])
+        return {"order": self.orderly, "autoCommit": True,
+                "consumeResult": "CR_SUCCESS" if ok else "CR_LATER",
+                "remark": None, "spentTimeMills": int((time.monotonic() - start) * 1000)}
+
+
+class ConsumeMessageConcurrentlyService(_HandlerService):
+    """Worker tasks call the handler on any queue's messages (Java
+    ``ConsumeMessageConcurrentlyService``); offsets advance past the smallest unconsumed one."""
+
+    def __init__(self, consumer: PushConsumerImpl, handlers: Handlers) -> None:
+        super().__init__(consumer, handlers)
+        self._requests: asyncio.Queue[ConsumeRequest] = asyncio.Queue()
+
+    def start(self) -> None:
+        for i in range(self._consumer.options.consume_concurrency):
+            self._consumer.spawn(self._worker(), f"consume-{i}")
+
+    async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        n = self._consumer.options.consume_batch_size
+        for i in range(0, len(msgs), n):
+            self._requests.put_nowait(ConsumeRequest(msgs[i:i + n], pq))
+
+    async def _resubmit(self, req: ConsumeRequest) -> None:
+        """A local retry (after a failed send-back) comes back in."""
+        self._requests.put_nowait(req)
+
+    async def _worker(self) -> None:
+        while True:
+            req = await self._requests.get()
+            if req.pq.dropped or not self._consumer.active:
+                continue    # closing: start nothing new; it is redelivered from the offset
+            ok = await self.call_handler(req.msgs)
+            if req.pq.dropped:
+                continue    # the queue moved to another member: it redelivers from the offset
+            if ok:
+                self._consumer.stats["consumed_ok"] += len(req.msgs)
+                self.commit_consumed(req.pq, req.msgs)
+            else:
+                await self.consume_failed(req)
+
+    def commit_consumed(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """``msgs`` are done: the queue's committable offset moves past the smallest left."""
+        c = self._consumer
+        assert c.offset_store is not None
+        offset = pq.remove_messages(msgs)
+        if offset >= 0 and not pq.dropped:
+            c.offset_store.update(pq.mq, offset, increase_only=True)
+
+    async def consume_failed(self, req: ConsumeRequest) -> None:
+        """Send the messages back to the broker; those it could not take are consumed again here
+        after 5 s. Broadcasting: log and drop, as Java does (Java
+        ``ConsumeMessageConcurrentlyService.processConsumeResult``)."""
+        c = self._consumer
+        pq = req.pq
+        c.stats["consumed_failed"] += len(req.msgs)
+        if c.message_model is MessageModel.BROADCASTING:
+            for m in req.msgs:
+                log.warning("group %s: BROADCASTING consume failed, dropped: %s@%d", c.group, m.topic,
+                            m.queue_offset)
+            self.commit_consumed(pq, req.msgs)
+            return
+        failed_back: list[MessageExt] = []
+        for m in req.msgs:
+            if not await c.send_message_back(m, c.options.delay_level_when_next_consume):
+                failed_back.append(dataclasses.replace(m, reconsume_times=m.reconsume_times + 1))
+        failed_offsets = {f.queue_offset for f in failed_back}
+        done = [m for m in req.msgs if m.queue_offset not in failed_offsets]
+        if done:
+            self.commit_consumed(pq, done)
+        if failed_back:
+            c.stats["local_retries"] += len(failed_back)
+            for m in failed_back:
+                pq.replace(m)
+            c.spawn(self._retry_later(ConsumeRequest(failed_back, pq)), "local-retry")
+
+    async def _retry_later(self, req: ConsumeRequest) -> None:
+        await asyncio.sleep(LOCAL_RETRY_DELAY)
+        if not req.pq.dropped:
+            await self._resubmit(req)
+
+
+class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
+    """``async for msg in consumer``: the concurrent service without workers, the loop being the
+    one consumer. The buffer is bounded (``iterator_buffer``): pulling waits when the loop lags.
+
+    With ``orderly=True`` the queues are locked as for the orderly service and a message cannot
+    be skipped (:meth:`reconsume_later` refuses)."""
+
+    def __init__(self, consumer: PushConsumerImpl, *, orderly: bool) -> None:
+        super().__init__(consumer, Handlers(None, None))
+        self.orderly = orderly
+        # None wakes a waiting loop at close()
+        self._items: asyncio.Queue[ConsumeRequest | None] = asyncio.Queue(
+            maxsize=consumer.options.iterator_buffer)
+        self._current: ConsumeRequest | None = None
+
+    def start(self) -> None:
+        pass
+
+    async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        for m in msgs:      # one message per item; ``put`` waits when the loop lags
+            await self._items.put(ConsumeRequest([m], pq))
+
+    async def _resubmit(self, req: ConsumeRequest) -> None:
+        await self.submit(req.pq, req.msgs)
+
+    def stop(self) -> None:
+        try:
+            self._items.put_nowait(None)
+        except asyncio.QueueFull:
+            pass
+
+    async def next(self) -> MessageExt:
+        """The next message; the previous one counts as consumed. StopAsyncIteration once the
+        consumer is closed."""
+        self.ack_current()
+        while True:
+            if not self._consumer.active and self._items.empty():
+                raise StopAsyncIteration
+            req = await self._items.get()
+            if req is None:
+                self.stop()     # wake the next waiter too
+                raise StopAsyncIteration
+            if req.pq.dropped:
+                continue
+            self._current = req
+            return req.msgs[0]
+
+    def ack_current(self) -> None:
+        """The message last returned is consumed."""
+        req, self._current = self._current, None
+        if req is not None:
+            self._consumer.stats["consumed_ok"] += len(req.msgs)
+            self.commit_consumed(req.pq, req.msgs)
+
+    def forget_current(self) -> None:
+        """Leave the message last returned unacknowledged (redelivered from the offset)."""
+        self._current = None
+
+    async def reconsume_later(self, msg: MessageExt | None) -> None:
+        """Hand the message last returned back instead of acknowledging it."""
+        req = self._current
+        if req is None or (msg is not None and msg is not req.msgs[0]):
+            raise ClientError("reconsume_later() applies to the message async for returned last")
+        if self.orderly:
+            raise ClientError("an orderly consumer cannot skip a message: handle it again, or leave "
+                              "the loop with an exception to have it redelivered")
+        self._current = None
+        await self.consume_failed(req)
+
+    async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:
+        raise ClientError("consume directly needs a handler (iterator-mode consumer)")
+
+
+class ConsumeMessageOrderlyService(_HandlerService):
+    """One task per queue consumes in offset order while the queue's broker lock is held (Java
+    ``ConsumeMessageOrderlyService``). A failure suspends the queue and retries the same
+    messages; past ``max_reconsume_times`` (when not -1) they go to the DLQ via the broker."""
+
+    orderly = True
+
+    async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        if not pq.consuming:
+            pq.consuming = True
+            self._consumer.spawn(self._consume_queue(pq), f"orderly-{pq.mq}")
+
+    async def _consume_queue(self, pq: ProcessQueue) -> None:
+        """Consume one queue in order while we hold its lock; ends when the queue is empty and is
+        started again by :meth:`submit` when new messages arrive."""
+        c = self._consumer
+        opts = c.options
+        assert c.offset_store is not None
+        clustering = c.message_model is MessageModel.CLUSTERING
+        try:
+            while not pq.dropped and c.active:
+                if clustering and (not pq.locked or pq.lock_expired()):
+                    if pq.mq not in await c.lock_batch([pq.mq]):
+                        await asyncio.sleep(LOCK_RETRY_DELAY if not pq.dropped else 0)
+                        continue
+                async with pq.consume_lock:
+                    if pq.dropped:
+                        return
+                    msgs = pq.take_messages(opts.consume_batch_size)
+                    if not msgs:
+                        return
+                    ok = await self.call_handler(msgs)
+                    if pq.dropped:
+                        return
+                    if ok:
+                        c.stats["consumed_ok"] += len(msgs)
+                        self._commit(pq)
+                        continue
+                    c.stats["consumed_failed"] += len(msgs)
+                    if self._exceeds_max_reconsume(msgs):
+                        # give up on these: to the DLQ via the broker, then go on
+                        if all([await c.send_message_back(m, 0) for m in msgs]):
+                            self._commit(pq)
+                            continue
+                    pq.make_messages_consume_again(
+                        [dataclasses.replace(m, reconsume_times=m.reconsume_times + 1) for m in msgs])
+                await asyncio.sleep(opts.suspend_current_queue_time)
+        finally:
+            pq.consuming = False
+            if pq.msgs and not pq.dropped and c.active:
+                pq.consuming = True
+                c.spawn(self._consume_queue(pq), f"orderly-{pq.mq}")
+
+    def _commit(self, pq: ProcessQueue) -> None:
+        offset = pq.commit()
+        if offset >= 0:
+            assert self._consumer.offset_store is not None
+            self._consumer.offset_store.update(pq.mq, offset, increase_only=False)
+
+    def _exceeds_max_reconsume(self, msgs: list[MessageExt]) -> bool:
+        limit = self._consumer.max_reconsume_times
+        return limit >= 0 and any(m.reconsume_times >= limit for m in msgs)

@@ -1,0 +1,186 @@
+"""Consumer settings as frozen dataclasses, validated once when built.
+
+:class:`ConsumerOptions` holds what every consumer has (Java ``DefaultMQPushConsumer`` and
+``DefaultLitePullConsumer`` share these fields); :class:`PushConsumerOptions` and
+:class:`PullConsumerOptions` add their own. The consumer constructors take the same names as
+keyword arguments and build the options from them, so ``PushConsumer(ns, g, pull_batch_size=8)``
+and ``PushConsumer(ns, g, options=PushConsumerOptions(pull_batch_size=8))`` are the same.
+Out-of-range values raise :class:`rmq.errors.ClientError` naming the field and the range.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, TypeVar, Union
+
+from rmq.errors import ClientError
+from rmq.types import ConsumeFromWhere, MessageModel, MessageQueue
+
+from .allocate import STRATEGIES, AllocateStrategy
+
+__all__ = ["ConsumerOptions", "PushConsumerOptions", "PullConsumerOptions", "RebalanceListener",
+           "resolve_allocate_strategy", "build_options"]
+
+#: ``fn(topic, owned_queues)``, sync or async: called after the queues of ``topic`` owned by this
+#: member changed, with the queues it now owns.
+RebalanceListener = Callable[[str, "set[MessageQueue]"], Union[None, Awaitable[None]]]
+
+_O = TypeVar("_O", bound="ConsumerOptions")
+
+
+def check_range(name: str, value: float, lo: float, hi: float) -> None:
+    """Raise ClientError unless ``lo <= value <= hi``."""
+    if not lo <= value <= hi:
+        raise ClientError(f"{name} out of range [{lo}, {hi}]: {value}")
+
+
+def resolve_allocate_strategy(strategy: str | AllocateStrategy) -> AllocateStrategy:
+    """The callable behind a strategy name (``"AVG"``, ``"AVG_BY_CIRCLE"``,
+    ``"CONSISTENT_HASH"``), or the callable itself."""
+    if isinstance(strategy, str):
+        if strategy not in STRATEGIES:
+            raise ClientError(f"unknown allocate_strategy {strategy!r}; one of {sorted(STRATEGIES)}")
+        return STRATEGIES[strategy]
+    if not callable(strategy):
+        raise ClientError("allocate_strategy must be a name or a callable")
+    return strategy
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOptions:
+    """Settings every consumer has.
+
+    Attributes:
+        message_model: ``CLUSTERING`` (default: each message to one member of the group) or
+            ``BROADCASTING`` (every member gets every message; offsets kept in a local file).
+        consume_from_where: where a queue without a stored offset starts; default
+            ``CONSUME_FROM_LAST_OFFSET``.
+        consume_timestamp: ms since the epoch for ``CONSUME_FROM_TIMESTAMP``; default None =
+            half an hour before the consumer starts (Java's default).
+        allocate_strategy: ``"AVG"`` (default), ``"AVG_BY_CIRCLE"``, ``"CONSISTENT_HASH"`` or a
+            callable ``(group, cid, mqs, cids) -> list[MessageQueue]``.
+        instance_name: part of the client id ``ip@pid#instance_name``; default ``"DEFAULT"``.
+            Two consumers of one group in one process need different names.
+        client_ip: address in the client id; default None = the one used to reach the name
+            server.
+        pull_batch_size: messages per pull, [1, 1024]; default 32.
+        offset_store_dir: broadcasting: directory of the local offset file; default None =
+            ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
+        on_rebalance: :data:`RebalanceListener` ``fn(topic, queues)``; default None.
+    """
+
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
+    consume_timestamp: int | None = None
+    allocate_strategy: str | AllocateStrategy = "AVG"
+    instance_name: str = "DEFAULT"
+    client_ip: str | None = None
+    pull_batch_size: int = 32
+    offset_store_dir: str | None = None
+    on_rebalance: RebalanceListener | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.message_model, MessageModel):
+            raise ClientError(f"message_model must be a MessageModel, got {self.message_model!r}")
+        if not isinstance(self.consume_from_where, ConsumeFromWhere):
+            raise ClientError(f"consume_from_where must be a ConsumeFromWhere, got {self.consume_from_where!r}")
+        check_range("pull_batch_size", self.pull_batch_size, 1, 1024)
+        resolve_allocate_strategy(self.allocate_strategy)
+        if not self.instance_name:
+            raise ClientError("instance_name is empty")
+        if self.on_rebalance is not None and not callable(self.on_rebalance):
+            raise ClientError("on_rebalance must be callable")
+
+
+@dataclass(frozen=True, slots=True)
+class PushConsumerOptions(ConsumerOptions):
+    """Settings of a :class:`rmq.PushConsumer` (and those of :class:`ConsumerOptions`).
+
+    Attributes:
+        consume_concurrency: handler tasks running at once (concurrently), [1, 1000]; default 20.
+        consume_batch_size: messages per handler call, [1, 1024]; default 1 (more needs a
+            ``batch_handler``).
+        pull_interval: seconds between pulls of a queue, [0, 65.535]; default 0.
+        pull_threshold_for_queue: cached messages per queue before pulling pauses, [1, 65535];
+            default 1000.
+        pull_threshold_size_for_queue: cached MiB per queue, [1, 1024]; default 100.
+        consume_concurrently_max_span: largest offset span cached per queue (concurrently),
+            [1, 65535]; default 2000.
+        max_reconsume_times: deliveries before a message goes to ``%DLQ%group``; default None =
+            16 concurrently, -1 (retry in place forever) orderly.
+        suspend_current_queue_time: orderly: pause after a failure, seconds, [0, 60]; default 1.0.
+        iterator_buffer: iterator mode: messages handed to ``async for`` ahead of it,
+            [1, 1000000]; default 256.
+        delay_level_when_next_consume: delay level (0..18) of a message sent back after a failed
+            concurrent consumption; default 0 = the broker's choice, 3 + reconsume times.
+    """
+
+    consume_concurrency: int = 20
+    consume_batch_size: int = 1
+    pull_interval: float = 0.0
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100
+    consume_concurrently_max_span: int = 2000
+    max_reconsume_times: int | None = None
+    suspend_current_queue_time: float = 1.0
+    iterator_buffer: int = 256
+    delay_level_when_next_consume: int = 0
+
+    def __post_init__(self) -> None:
+        super(PushConsumerOptions, self).__post_init__()
+        check_range("consume_concurrency", self.consume_concurrency, 1, 1000)
+        check_range("consume_batch_size", self.consume_batch_size, 1, 1024)
+        check_range("pull_threshold_for_queue", self.pull_threshold_for_queue, 1, 65535)
+        check_range("pull_threshold_size_for_queue", self.pull_threshold_size_for_queue, 1, 1024)
+        check_range("consume_concurrently_max_span", self.consume_concurrently_max_span, 1, 65535)
+        check_range("pull_interval (ms)", int(self.pull_interval * 1000), 0, 65535)
+        check_range("iterator_buffer", self.iterator_buffer, 1, 1_000_000)
+        check_range("delay_level_when_next_consume", self.delay_level_when_next_consume, 0, 18)
+        check_range("suspend_current_queue_time", self.suspend_current_queue_time, 0, 60)
+        if self.max_reconsume_times is not None:
+            check_range("max_reconsume_times", self.max_reconsume_times, -1, 16 * 1024)
+
+
+@dataclass(frozen=True, slots=True)
+class PullConsumerOptions(ConsumerOptions):
+    """Settings of a :class:`rmq.PullConsumer` (and those of :class:`ConsumerOptions`).
+
+    Attributes:
+        auto_commit: commit consumed positions every ``auto_commit_interval``; default True.
+        auto_commit_interval: seconds, >= 1; default 5.0.
+        pull_threshold_for_queue: messages buffered per queue before its pulling pauses,
+            [1, 65535]; default 1000.
+        pull_threshold_for_all: messages buffered in total before pulling pauses,
+            [1, 6553500]; default 10000.
+        poll_timeout: default ``poll`` timeout, seconds, >= 0; default 5.0.
+    """
+
+    auto_commit: bool = True
+    auto_commit_interval: float = 5.0
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_for_all: int = 10000
+    poll_timeout: float = 5.0
+
+    def __post_init__(self) -> None:
+        super(PullConsumerOptions, self).__post_init__()
+        check_range("pull_threshold_for_queue", self.pull_threshold_for_queue, 1, 65535)
+        check_range("pull_threshold_for_all", self.pull_threshold_for_all, 1, 6553500)
+        if self.auto_commit_interval < 1.0:
+            raise ClientError("auto_commit_interval must be >= 1 s")
+        if self.poll_timeout < 0:
+            raise ClientError("poll_timeout must be >= 0")
+
+
+def build_options(cls: type[_O], given: _O | None, kwargs: dict[str, Any]) -> _O:
+    """The constructors' rule: ``options=`` or keyword arguments, not both. ``kwargs`` holds
+    every keyword option of the constructor; those left at their default do not count as
+    given."""
+    if given is None:
+        return cls(**kwargs)
+    if not isinstance(given, cls):
+        raise ClientError(f"options must be a {cls.__name__}, got {type(given).__name__}")
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+    changed = sorted(k for k, v in kwargs.items() if v != defaults[k])
+    if changed:
+        raise ClientError(f"give either options= or keyword options, not both (also given: {', '.join(changed)})")
+    return given
