@@ -253,7 +253,14 @@ class BrokerController:
         self.schedule_service.start()
         self.transaction_service.start()
         self.ready = True
-        self._spawn(self._register_loop(), "register")
+        # Java BrokerController.start registers once before returning: a client that sees the
+        # broker up can route to it. Failures are retried by the loop, sooner than a period.
+        try:
+            registered = await self.register_broker_all()
+        except Exception:  # noqa: BLE001 - the loop retries
+            log.exception("registering with the name servers failed")
+            registered = False
+        self._spawn(self._register_loop(registered), "register")
         self._spawn(self.config_persister.run(), "persist")
         self._spawn(self._stats_loop(), "stats")
         self._spawn(self._housekeeping_loop(), "housekeep")
@@ -312,7 +319,7 @@ class BrokerController:
 
     # -- background tasks -----------------------------------------------------------------
 
-    async def _register_loop(self) -> None:
+    async def _register_loop(self, registered: bool = False) -> None:
         """Register at start, then every ``registerNameServerPeriod`` (bounded 10 s–60 s as Java).
 
         A round in which some name server could not be reached is retried sooner (1 s, 2 s,
@@ -321,6 +328,7 @@ class BrokerController:
         """
         period = min(max(self.broker_config.register_name_server_period, 10_000), 60_000) / 1000.0
         backoff = 1.0
+        await asyncio.sleep(period if registered else backoff)
         while True:
             ok = False
             try:

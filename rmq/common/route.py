@@ -24,13 +24,18 @@ _UNQUOTED_INT_KEY = re.compile(r'([{,])\s*(-?\d+)\s*:')
 def loads_fastjson(text: str | bytes | bytearray | memoryview) -> Any:
     """``json.loads`` that also reads fastjson's integer map keys, which Java writes unquoted
     (``{"brokerAddrs":{0:"addr"}}``): on a decode error they are quoted and parsing retried.
-    Raises ``json.JSONDecodeError`` (a ValueError) when the text is still not JSON."""
+    Raises ``ValueError`` (``json.JSONDecodeError``, ``UnicodeDecodeError``, or for nesting
+    deeper than Python's recursion limit a plain ValueError) when the text is not JSON."""
     if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("utf-8")
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2":', text))
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2":', text))
+    except RecursionError:
+        # a peer's body nested thousands deep: bad input, not a crash of the reader
+        raise ValueError("route JSON nested too deeply") from None
 
 
 @dataclass(slots=True)

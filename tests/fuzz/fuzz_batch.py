@@ -5,9 +5,9 @@ Allowed: ``RecordDecodeError`` (the documented error: a batch is all or nothing)
 """
 from __future__ import annotations
 
-import _common
+import fuzzlib
 
-with _common.instrument():
+with fuzzlib.instrument():
     from rmq.client._codec import decode_messages
     from rmq.common.message import RecordDecodeError
 
@@ -25,8 +25,8 @@ def target(data: bytes) -> None:
 
 
 def seeds() -> list[bytes]:
-    return _common.golden_pull_bodies()
+    return fuzzlib.golden_pull_bodies()
 
 
 if __name__ == "__main__":
-    _common.main(target, ALLOWED, seeds)
+    fuzzlib.main(target, ALLOWED, seeds)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import struct
 
-import _common
+import fuzzlib
 
-with _common.instrument():
+with fuzzlib.instrument():
     from rmq.errors import RemotingCommandError
     from rmq.remoting.codec import decode_binary_header
 
@@ -28,7 +28,7 @@ def target(data: bytes) -> None:
 
 def seeds() -> list[bytes]:
     out = []
-    for frame in _common.golden_frames():
+    for frame in fuzzlib.golden_frames():
         length, word = struct.unpack_from(">ii", frame)
         if (word >> 24) & 0xFF == 1:
             out.append(b"\x00" + frame[8:8 + (word & 0xFFFFFF)])
@@ -36,4 +36,4 @@ def seeds() -> list[bytes]:
 
 
 if __name__ == "__main__":
-    _common.main(target, ALLOWED, seeds)
+    fuzzlib.main(target, ALLOWED, seeds)

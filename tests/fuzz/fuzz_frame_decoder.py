@@ -5,9 +5,9 @@ decoder that neither yields a frame nor asks for more bytes, is a crash.
 """
 from __future__ import annotations
 
-import _common
+import fuzzlib
 
-with _common.instrument():
+with fuzzlib.instrument():
     from rmq.errors import RemotingCommandError
     from rmq.remoting.codec import FrameDecoder
 
@@ -33,8 +33,8 @@ def target(data: bytes) -> None:
 
 
 def seeds() -> list[bytes]:
-    return [b"\x07" + f for f in _common.golden_frames()] + [b"\xff" + f for f in _common.golden_frames()[:20]]
+    return [b"\x07" + f for f in fuzzlib.golden_frames()] + [b"\xff" + f for f in fuzzlib.golden_frames()[:20]]
 
 
 if __name__ == "__main__":
-    _common.main(target, ALLOWED, seeds)
+    fuzzlib.main(target, ALLOWED, seeds)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import struct
 
-import _common
+import fuzzlib
 
-with _common.instrument():
+with fuzzlib.instrument():
     from rmq.errors import RemotingCommandError
     from rmq.remoting import codec
     from rmq.remoting.codec import decode_json_header
@@ -37,7 +37,7 @@ def _check(cmd: object) -> None:
 
 def seeds() -> list[bytes]:
     out = []
-    for frame in _common.golden_frames():
+    for frame in fuzzlib.golden_frames():
         length, word = struct.unpack_from(">ii", frame)
         if (word >> 24) & 0xFF == 0:
             out.append(frame[8:8 + (word & 0xFFFFFF)])
@@ -45,4 +45,4 @@ def seeds() -> list[bytes]:
 
 
 if __name__ == "__main__":
-    _common.main(target, ALLOWED, seeds)
+    fuzzlib.main(target, ALLOWED, seeds)

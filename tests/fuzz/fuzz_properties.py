@@ -5,9 +5,9 @@ Allowed: nothing.
 """
 from __future__ import annotations
 
-import _common
+import fuzzlib
 
-with _common.instrument():
+with fuzzlib.instrument():
     from rmq.common.message import string_to_properties
 
 ALLOWED: tuple[type[BaseException], ...] = ()
@@ -25,4 +25,4 @@ def seeds() -> list[bytes]:
 
 
 if __name__ == "__main__":
-    _common.main(target, ALLOWED, seeds)
+    fuzzlib.main(target, ALLOWED, seeds)

@@ -9,9 +9,9 @@ inputs that get further into a record's layout there are kept and mutated.
 """
 from __future__ import annotations
 
-import _common
+import fuzzlib
 
-with _common.instrument():
+with fuzzlib.instrument():
     from rmq._store import decode_record
     from rmq.client._codec import decode_messages as _guide
 
@@ -36,11 +36,11 @@ def target(data: bytes) -> None:
 
 def seeds() -> list[bytes]:
     out = []
-    for body in _common.golden_pull_bodies():
+    for body in fuzzlib.golden_pull_bodies():
         total = int.from_bytes(body[:4], "big")
         out += [b"\x00" + body[:total], b"\x01" + body[:total]]
     return out
 
 
 if __name__ == "__main__":
-    _common.main(target, ALLOWED, seeds)
+    fuzzlib.main(target, ALLOWED, seeds)

@@ -5,9 +5,9 @@ Allowed: ``ValueError`` (``json.JSONDecodeError`` and ``UnicodeDecodeError`` are
 """
 from __future__ import annotations
 
-import _common
+import fuzzlib
 
-with _common.instrument():
+with fuzzlib.instrument():
     from rmq.common.route import loads_fastjson
 
 ALLOWED = (ValueError,)
@@ -30,4 +30,4 @@ def seeds() -> list[bytes]:
 
 
 if __name__ == "__main__":
-    _common.main(target, ALLOWED, seeds)
+    fuzzlib.main(target, ALLOWED, seeds)
