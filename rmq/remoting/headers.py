@@ -31,10 +31,14 @@ one-letter names of ``SendMessageRequestHeaderV2`` (``a``…``n``).
 import dataclasses
 import os
 import typing
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, dataclass_transform, overload
 
 from rmq.common.constants import PermName, TopicValidator
 from rmq.errors import RemotingCommandError
+
+if TYPE_CHECKING:
+    from rmq._store import HeaderReader
 
 __all__ = [
     "Header",
@@ -168,7 +172,7 @@ _READERS = {int: "_int", bool: "_bool", str: "_str"}
 
 # The Cython twin of the generated readers (rmq/_codec.pxi): takes the common values, hands
 # everything else to the generated reader. RMQ_NO_EXTENSIONS=1 leaves it out.
-_HeaderReader = None
+_HeaderReader: "type[HeaderReader] | None" = None
 if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
     try:
         from rmq._store import HeaderReader as _HeaderReader
@@ -176,16 +180,19 @@ if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
         pass
 _KIND = {str: 0, int: 1, bool: 2}
 
+# (field, its base type: int, str or bool) per header field, in declaration order.
+_Fields = list[tuple["dataclasses.Field[Any]", type]]
+
 
 def _base_type(tp: Any) -> type:
     args = [a for a in typing.get_args(tp) if a is not type(None)]
-    base = args[0] if args else tp
+    base: type = args[0] if args else tp
     if base not in _READERS:
         raise TypeError(f"header fields must be int, str or bool (optionally | None), not {tp!r}")
     return base
 
 
-def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
+def _gen_reader(cls: type, fields: _Fields, names: dict[str, str]) -> "classmethod[Any, ..., Any]":
     # Straight-line code, one local per field, one keyword call at the end: about twice as
     # fast as filling a dict and calling cls(**kw).
     cname = cls.__name__
@@ -245,8 +252,7 @@ def _gen_reader(cls: type, fields: list, names: dict[str, str]) -> Callable:
         cns: dict[str, Any] = {"_fast": fast, "_oor": _out_of_range, "_text": _check_text}
         exec("\n".join(detail + ["    pass"] + check), cns)
         reader = cns["from_ext_fields"]
-        reader.fast = fast
-        reader.fallback = fast.fallback
+        vars(reader).update(fast=fast, fallback=fast.fallback)
     return classmethod(reader)
 
 
@@ -273,7 +279,7 @@ def _check_lines(var: str, f: "dataclasses.Field[Any]", tp: type, cname: str, wi
     return []
 
 
-def _gen_writer(cls: type, fields: list, names: dict[str, str], fname: str) -> Callable:
+def _gen_writer(cls: type, fields: _Fields, names: dict[str, str], fname: str) -> Callable[..., dict[str, str]]:
     lines = [f"def {fname}(self):", "    d = {}"]
     for f, tp in fields:
         wire = names[f.name]
@@ -281,9 +287,10 @@ def _gen_writer(cls: type, fields: list, names: dict[str, str], fname: str) -> C
         lines.append(f"    v = self.{f.name}")
         lines.append(f"    if v is not None: d[{wire!r}] = {conv}")
     lines.append("    return d")
-    ns = {"_wstr": _wstr}
+    ns: dict[str, Any] = {"_wstr": _wstr}
     exec("\n".join(lines), ns)
-    return ns[fname]
+    writer: Callable[..., dict[str, str]] = ns[fname]
+    return writer
 
 
 class Header:
@@ -291,38 +298,74 @@ class Header:
 
     __slots__ = ()
     WIRE_NAMES: ClassVar[dict[str, str]]
+    __dataclass_fields__: ClassVar[dict[str, "dataclasses.Field[Any]"]]  # set by @header
 
     # Both are generated per class by the @header decorator (straight-line code, no reflection
     # per call); reaching these means a header class was declared without it.
     @classmethod
-    def from_ext_fields(cls, ext: dict[str, Any]):
+    def from_ext_fields(cls, ext: Mapping[str, Any]) -> Self:
         raise TypeError(f"{cls.__name__} is not decorated with @header")
 
     def to_ext_fields(self) -> dict[str, str]:
         raise TypeError(f"{type(self).__name__} is not decorated with @header")
 
 
-def header(cls: type | None = None, *, v2: dict[str, str] | None = None):
+_H = TypeVar("_H", bound=Header)
+
+
+def _either(v1: Callable[..., Any], v2: Callable[..., Any], key: str) -> Callable[..., Any]:
+    """A reader taking the V2 names when ``key`` (a V2 wire name) is present, else the V1 names."""
+
+    def from_ext_fields(cls: type, ext: Mapping[str, Any]) -> Any:
+        if key in ext:
+            return v2(cls, ext)
+        return v1(cls, ext)
+
+    vars(from_ext_fields).update(v1=v1, v2=v2)  # for the tests of each reader
+    return from_ext_fields
+
+
+@overload
+def header(cls: type[_H], /) -> type[_H]: ...
+
+
+@overload
+def header(*, v2: dict[str, str] | None = None, v2_key: str | None = None) -> Callable[[type[_H]], type[_H]]: ...
+
+
+@dataclass_transform(kw_only_default=True, field_specifiers=(w,))
+def header(cls: type[_H] | None = None, *, v2: dict[str, str] | None = None,
+           v2_key: str | None = None) -> type[_H] | Callable[[type[_H]], type[_H]]:
     """Class decorator: make ``cls`` a slotted kw-only dataclass and generate its codecs.
 
     Args:
         v2: optional second set of wire names (snake_case attribute → wire name), which
-            generates ``from_ext_fields_v2`` / ``to_ext_fields_v2``.
+            generates ``from_ext_fields_v2`` / ``to_ext_fields_v2`` (the class declares them
+            for the type checker).
+        v2_key: with ``v2``, a V2 wire name always present in V2 requests: ``from_ext_fields``
+            then reads either naming (V2 when the key is present).
     """
 
-    def wrap(cls: type) -> type:
+    def wrap(cls: type[_H]) -> type[_H]:
         dc = dataclasses.dataclass(slots=True, kw_only=True)(cls)
         hints = typing.get_type_hints(dc)
         fields = [(f, _base_type(hints[f.name])) for f in dataclasses.fields(dc)]
         names = {f.name: f.metadata["wire"] for f, _ in fields}
-        dc.WIRE_NAMES = names
-        dc.from_ext_fields = _gen_reader(dc, fields, names)
-        dc.to_ext_fields = _gen_writer(dc, fields, names, "to_ext_fields")
+        # The generated members replace the base class's stubs (set with setattr: they are
+        # not declared in the class body).
+        reader = _gen_reader(dc, fields, names)
+        members: dict[str, Any] = {"WIRE_NAMES": names,
+                                   "to_ext_fields": _gen_writer(dc, fields, names, "to_ext_fields")}
         if v2 is not None:
             v2_names = {f.name: v2.get(f.name, names[f.name]) for f, _ in fields}
-            dc.WIRE_NAMES_V2 = v2_names
-            dc.from_ext_fields_v2 = _gen_reader(dc, fields, v2_names)
-            dc.to_ext_fields_v2 = _gen_writer(dc, fields, v2_names, "to_ext_fields_v2")
+            reader_v2 = _gen_reader(dc, fields, v2_names)
+            members.update(WIRE_NAMES_V2=v2_names, from_ext_fields_v2=reader_v2,
+                           to_ext_fields_v2=_gen_writer(dc, fields, v2_names, "to_ext_fields_v2"))
+            if v2_key is not None:
+                reader = classmethod(_either(reader.__func__, reader_v2.__func__, v2_key))
+        members["from_ext_fields"] = reader
+        for name, value in members.items():
+            setattr(dc, name, value)
         return dc
 
     return wrap if cls is None else wrap(cls)
@@ -349,7 +392,7 @@ SEND_MESSAGE_V2_NAMES = {
 }
 
 
-@header(v2=SEND_MESSAGE_V2_NAMES)
+@header(v2=SEND_MESSAGE_V2_NAMES, v2_key="b")  # V2 always carries the topic as `b`
 class SendMessageRequestHeader(Header):
     """SEND_MESSAGE (10, V1 names) and SEND_MESSAGE_V2 (310, ``a``…``n``); also SEND_BATCH_MESSAGE.
 
@@ -358,31 +401,28 @@ class SendMessageRequestHeader(Header):
 
     producer_group: str = w("producerGroup")
     topic: str = w("topic")
-    default_topic: str = w("defaultTopic", TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC)
-    default_topic_queue_nums: int = w("defaultTopicQueueNums", 4)
+    default_topic: str = w("defaultTopic", default=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC)
+    default_topic_queue_nums: int = w("defaultTopicQueueNums", default=4)
     queue_id: int = w("queueId")
-    sys_flag: int = w("sysFlag", 0)
-    born_timestamp: int = w("bornTimestamp", 0, int64=True)
-    flag: int = w("flag", 0)
-    properties: str | None = w("properties", None)
-    reconsume_times: int | None = w("reconsumeTimes", None)
-    unit_mode: bool = w("unitMode", False)
-    batch: bool = w("batch", False)
-    max_reconsume_times: int | None = w("maxReconsumeTimes", None)
-    broker_name: str | None = w("brokerName", None)  # V2 only in Java (`n`)
+    sys_flag: int = w("sysFlag", default=0)
+    born_timestamp: int = w("bornTimestamp", default=0, int64=True)
+    flag: int = w("flag", default=0)
+    properties: str | None = w("properties", default=None)
+    reconsume_times: int | None = w("reconsumeTimes", default=None)
+    unit_mode: bool = w("unitMode", default=False)
+    batch: bool = w("batch", default=False)
+    max_reconsume_times: int | None = w("maxReconsumeTimes", default=None)
+    broker_name: str | None = w("brokerName", default=None)  # V2 only in Java (`n`)
+
+    if TYPE_CHECKING:  # generated by @header(v2=...)
+        WIRE_NAMES_V2: ClassVar[dict[str, str]]
+
+        @classmethod
+        def from_ext_fields_v2(cls, ext: Mapping[str, Any]) -> Self: ...
+
+        def to_ext_fields_v2(self) -> dict[str, str]: ...
 
 
-_send_v1 = SendMessageRequestHeader.from_ext_fields.__func__
-_send_v2 = SendMessageRequestHeader.from_ext_fields_v2.__func__
-
-
-def _send_from_ext_fields(cls, ext: dict[str, Any]) -> SendMessageRequestHeader:
-    if "b" in ext:  # V2 always carries the topic as `b`
-        return _send_v2(cls, ext)
-    return _send_v1(cls, ext)
-
-
-SendMessageRequestHeader.from_ext_fields = classmethod(_send_from_ext_fields)
 
 
 @header
@@ -390,7 +430,7 @@ class SendMessageResponseHeader(Header):
     msg_id: str = w("msgId")
     queue_id: int = w("queueId")
     queue_offset: int = w("queueOffset", int64=True)
-    transaction_id: str | None = w("transactionId", None)
+    transaction_id: str | None = w("transactionId", default=None)
 
 
 @header
@@ -399,18 +439,18 @@ class EndTransactionRequestHeader(Header):
     tran_state_table_offset: int = w("tranStateTableOffset", int64=True)
     commit_log_offset: int = w("commitLogOffset", int64=True)
     commit_or_rollback: int = w("commitOrRollback")  # MessageSysFlag.TRANSACTION_*_TYPE
-    from_transaction_check: bool = w("fromTransactionCheck", False)
+    from_transaction_check: bool = w("fromTransactionCheck", default=False)
     msg_id: str = w("msgId")
-    transaction_id: str | None = w("transactionId", None)
+    transaction_id: str | None = w("transactionId", default=None)
 
 
 @header
 class CheckTransactionStateRequestHeader(Header):
     tran_state_table_offset: int = w("tranStateTableOffset", int64=True)
     commit_log_offset: int = w("commitLogOffset", int64=True)
-    msg_id: str | None = w("msgId", None)
-    transaction_id: str | None = w("transactionId", None)
-    offset_msg_id: str | None = w("offsetMsgId", None)
+    msg_id: str | None = w("msgId", default=None)
+    transaction_id: str | None = w("transactionId", default=None)
+    offset_msg_id: str | None = w("offsetMsgId", default=None)
 
 
 # ============================================================================ consumer
@@ -426,11 +466,11 @@ class PullMessageRequestHeader(Header):
     queue_offset: int = w("queueOffset", int64=True)
     max_msg_nums: int = w("maxMsgNums")
     sys_flag: int = w("sysFlag")
-    commit_offset: int = w("commitOffset", 0, int64=True)
-    suspend_timeout_millis: int = w("suspendTimeoutMillis", 0, int64=True)
-    subscription: str | None = w("subscription", None)
-    sub_version: int = w("subVersion", 0, int64=True)
-    expression_type: str | None = w("expressionType", None)
+    commit_offset: int = w("commitOffset", default=0, int64=True)
+    suspend_timeout_millis: int = w("suspendTimeoutMillis", default=0, int64=True)
+    subscription: str | None = w("subscription", default=None)
+    sub_version: int = w("subVersion", default=0, int64=True)
+    expression_type: str | None = w("expressionType", default=None)
 
 
 @header
@@ -505,8 +545,8 @@ class GetConsumerListByGroupRequestHeader(Header):
 @header
 class UnregisterClientRequestHeader(Header):
     client_id: str = w("clientID")
-    producer_group: str | None = w("producerGroup", None)
-    consumer_group: str | None = w("consumerGroup", None)
+    producer_group: str | None = w("producerGroup", default=None)
+    consumer_group: str | None = w("consumerGroup", default=None)
 
 
 @header
@@ -515,11 +555,11 @@ class ConsumerSendMsgBackRequestHeader(Header):
 
     offset: int = w("offset", int64=True)
     group: str = w("group")
-    delay_level: int = w("delayLevel", 0)
-    origin_msg_id: str | None = w("originMsgId", None)
-    origin_topic: str | None = w("originTopic", None)
-    unit_mode: bool = w("unitMode", False)
-    max_reconsume_times: int | None = w("maxReconsumeTimes", None)
+    delay_level: int = w("delayLevel", default=0)
+    origin_msg_id: str | None = w("originMsgId", default=None)
+    origin_topic: str | None = w("originTopic", default=None)
+    unit_mode: bool = w("unitMode", default=False)
+    max_reconsume_times: int | None = w("maxReconsumeTimes", default=None)
 
 
 @header
@@ -535,13 +575,13 @@ class CreateTopicRequestHeader(Header):
     """UPDATE_AND_CREATE_TOPIC (17). ``perm``: 2 write, 4 read, 6 both."""
 
     topic: str = w("topic")
-    default_topic: str = w("defaultTopic", TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC)
+    default_topic: str = w("defaultTopic", default=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC)
     read_queue_nums: int = w("readQueueNums")
     write_queue_nums: int = w("writeQueueNums")
-    perm: int = w("perm", PermName.READ_WRITE, lo=0, hi=PermName.ALL)
-    topic_filter_type: str = w("topicFilterType", "SINGLE_TAG")
-    topic_sys_flag: int | None = w("topicSysFlag", None)
-    order: bool = w("order", False)
+    perm: int = w("perm", default=PermName.READ_WRITE, lo=0, hi=PermName.ALL)
+    topic_filter_type: str = w("topicFilterType", default="SINGLE_TAG")
+    topic_sys_flag: int | None = w("topicSysFlag", default=None)
+    order: bool = w("order", default=False)
 
 
 @header
@@ -552,13 +592,13 @@ class DeleteTopicRequestHeader(Header):
 @header
 class GetRouteInfoRequestHeader(Header):
     topic: str = w("topic")
-    accept_standard_json_only: bool | None = w("acceptStandardJsonOnly", None)
+    accept_standard_json_only: bool | None = w("acceptStandardJsonOnly", default=None)
 
 
 @header
 class GetConsumeStatsRequestHeader(Header):
     consumer_group: str = w("consumerGroup")
-    topic: str | None = w("topic", None)
+    topic: str | None = w("topic", default=None)
 
 
 @header
@@ -573,14 +613,14 @@ class ResetOffsetRequestHeader(Header):
     topic: str = w("topic")
     group: str = w("group")
     timestamp: int = w("timestamp", int64=True)
-    is_force: bool = w("isForce", False)
+    is_force: bool = w("isForce", default=False)
 
 
 @header
 class GetConsumerRunningInfoRequestHeader(Header):
     consumer_group: str = w("consumerGroup")
     client_id: str = w("clientId")
-    jstack_enable: bool = w("jstackEnable", False)
+    jstack_enable: bool = w("jstackEnable", default=False)
 
 
 @header
@@ -588,16 +628,16 @@ class ConsumeMessageDirectlyResultRequestHeader(Header):
     """CONSUME_MESSAGE_DIRECTLY (309)."""
 
     consumer_group: str = w("consumerGroup")
-    client_id: str | None = w("clientId", None)
-    msg_id: str | None = w("msgId", None)
-    broker_name: str | None = w("brokerName", None)
+    client_id: str | None = w("clientId", default=None)
+    msg_id: str | None = w("msgId", default=None)
+    broker_name: str | None = w("brokerName", default=None)
 
 
 @header
 class GetConsumerStatusRequestHeader(Header):
     topic: str = w("topic")
     group: str = w("group")
-    client_addr: str | None = w("clientAddr", None)
+    client_addr: str | None = w("clientAddr", default=None)
 
 
 @header
@@ -624,15 +664,15 @@ class RegisterBrokerRequestHeader(Header):
     broker_name: str = w("brokerName")
     broker_addr: str = w("brokerAddr")
     cluster_name: str = w("clusterName")
-    ha_server_addr: str = w("haServerAddr", "")
+    ha_server_addr: str = w("haServerAddr", default="")
     broker_id: int = w("brokerId", int64=True)
-    compressed: bool = w("compressed", False)
+    compressed: bool = w("compressed", default=False)
 
 
 @header
 class RegisterBrokerResponseHeader(Header):
-    ha_server_addr: str | None = w("haServerAddr", None)
-    master_addr: str | None = w("masterAddr", None)
+    ha_server_addr: str | None = w("haServerAddr", default=None)
+    master_addr: str | None = w("masterAddr", default=None)
 
 
 @header

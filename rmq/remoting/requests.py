@@ -193,7 +193,7 @@ def send_message(header: SendMessageRequestHeader, body: bytes | memoryview | li
     """
     if code is None:
         code = RequestCode.SEND_BATCH_MESSAGE if header.batch else RequestCode.SEND_MESSAGE_V2
-    cmd = RemotingCommand.request(code, header.to_ext_fields_v2(), body, oneway=oneway)  # type: ignore[attr-defined]
+    cmd = RemotingCommand.request(code, header.to_ext_fields_v2(), body, oneway=oneway)
     cmd.language = LANGUAGE
     return cmd
 
