@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 
 from rmq.errors import RemotingCommandError, RemotingConnectError, RemotingTimeoutError
 from rmq.remoting.codec import FrameDecoder, encode
-from rmq.remoting.command import RemotingCommand
+from rmq.remoting.command import BodyPart, RemotingCommand
 
 __all__ = ["DEFAULT_MAX_FRAME_LENGTH", "BlockingConnection", "BlockingRemotingClient"]
 
@@ -92,7 +92,7 @@ class BlockingConnection:
     def _write(self, cmds: Sequence[RemotingCommand], timeout: float) -> None:
         if self.closed:
             raise RemotingConnectError(self.addr, f"connection to {self.addr} is closed")
-        parts: list[bytes | memoryview] = []
+        parts: list[BodyPart] = []
         for c in cmds:
             parts.extend(encode(c))
         with self._failing_closes(timeout):

@@ -33,13 +33,14 @@ from __future__ import annotations
 import json
 import os
 import struct
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import msgspec
 
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import LanguageCode
-from rmq.remoting.command import RemotingCommand
+from rmq.remoting.command import BodyPart, RemotingCommand
 
 __all__ = [
     "FrameDecoder",
@@ -74,10 +75,10 @@ def _unserializable(o: Any) -> Any:
 # new C encoder on every call, and json.loads detects the encoding and strips whitespace
 # with a regex first. On the request path that is a third of the header cost.
 try:
-    from json.encoder import c_encode_basestring, c_make_encoder
+    # json.encoder's c_make_encoder / c_encode_basestring, from the C module that defines them
+    from _json import encode_basestring as c_encode_basestring
+    from _json import make_encoder as c_make_encoder
 
-    if c_make_encoder is None or c_encode_basestring is None:
-        raise ImportError
     _fast_encoder = c_make_encoder(None, _unserializable, c_encode_basestring, None, ":", ",", False, False, True)
 
     def _dumps(o: Any) -> str:
@@ -155,7 +156,8 @@ if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
     except ImportError:  # pragma: no cover - the extension is not built
         pass
 
-_scan_once = json.decoder.JSONDecoder().scan_once
+# An instance attribute typeshed does not declare (the C scanner bound to a default decoder).
+_scan_once: Callable[[str, int], tuple[Any, int]] = vars(json.decoder.JSONDecoder())["scan_once"]
 _JSON_WS = " \t\n\r"
 
 
@@ -245,7 +247,7 @@ def _decode_json_header_py(header: bytes | bytearray) -> RemotingCommand:
     )
 
 
-def _read_str(buf, pos: int, end: int, n: int, what: str) -> str | None:
+def _read_str(buf: BodyPart, pos: int, end: int, n: int, what: str) -> str | None:
     if n < 0 or pos + n > end:
         raise RemotingCommandError(f"binary header: {what} length {n} runs past the header end")
     if n == 0:
@@ -256,7 +258,7 @@ def _read_str(buf, pos: int, end: int, n: int, what: str) -> str | None:
         raise RemotingCommandError(f"binary header: {what} is not UTF-8: {exc}") from None
 
 
-def decode_binary_header(buf, start: int, header_len: int) -> RemotingCommand:
+def decode_binary_header(buf: BodyPart, start: int, header_len: int) -> RemotingCommand:
     """Decode a ROCKETMQ binary header occupying ``buf[start:start+header_len]``.
 
     Raises:
@@ -447,7 +449,7 @@ def _str_value(v: Any) -> str:
     return str(v)
 
 
-def _wire_ext(ext: dict) -> dict[str, str]:
+def _wire_ext(ext: dict[str, Any]) -> dict[str, str]:
     # Every value leaves as a string (Java RemotingCommand.makeCustomHeaderToNet); None means "absent".
     for v in ext.values():
         if type(v) is not str:
@@ -509,7 +511,7 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     return _encode_json_header(cmd)
 
 
-def encode(cmd: RemotingCommand) -> list:
+def encode(cmd: RemotingCommand) -> list[BodyPart]:
     """Encode a command as ``[length word + header word + header, *body parts]``.
 
     The body parts are the command's own buffers (bytes or memoryviews), never copied:
@@ -538,7 +540,7 @@ def encode(cmd: RemotingCommand) -> list:
             if head is not None:
                 if body is None:
                     return [head]
-                if type(body) is list:
+                if isinstance(body, list):
                     return [head, *body]
                 return [head, body]
     header = encode_header(cmd)
@@ -551,11 +553,11 @@ def encode(cmd: RemotingCommand) -> list:
         # len() of a byte-format memoryview is its size in bytes (documented requirement).
         blen = sum(map(len, body))
         return [_LENGTHS.pack(4 + hlen + blen, (cmd.serialize_type << 24) | hlen) + header, *body]
-    tb = type(body)
-    if tb is memoryview:
+    if type(body) is memoryview:
         blen = body.nbytes
-    elif tb is bytes or tb is bytearray:
+    elif type(body) is bytes or type(body) is bytearray:
         blen = len(body)
     else:
-        raise RemotingCommandError(f"body must be bytes, bytearray, memoryview or a list of them, not {tb.__name__}")
+        raise RemotingCommandError(
+            f"body must be bytes, bytearray, memoryview or a list of them, not {type(body).__name__}")
     return [_LENGTHS.pack(4 + hlen + blen, (cmd.serialize_type << 24) | hlen) + header, body]

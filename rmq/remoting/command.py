@@ -12,14 +12,20 @@ one from a process-wide counter (like Java's static ``AtomicInteger requestId``)
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any, Iterable, TypeVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from rmq.remoting.codes import ResponseCode
 
 if TYPE_CHECKING:  # pragma: no cover
     from rmq.remoting.headers import Header
 
-__all__ = ["RemotingCommand", "next_opaque", "FLAG_RESPONSE", "FLAG_ONEWAY", "DEFAULT_VERSION"]
+__all__ = ["RemotingCommand", "Body", "BodyPart", "next_opaque", "FLAG_RESPONSE", "FLAG_ONEWAY", "DEFAULT_VERSION"]
+
+# A body is one buffer or a list of them (sent with writelines, never joined); memoryviews
+# are flat byte views (format ``B``), as slices of an mmap are.
+BodyPart: TypeAlias = "bytes | bytearray | memoryview"
+Body: TypeAlias = "bytes | bytearray | memoryview | list[BodyPart]"
 
 FLAG_RESPONSE = 1  # 1 << RPC_TYPE
 FLAG_ONEWAY = 2  # 1 << RPC_ONEWAY
@@ -81,7 +87,7 @@ class RemotingCommand:
         flag: int = 0,
         remark: str | None = None,
         ext_fields: dict[str, Any] | None = None,
-        body: bytes | memoryview | list | None = None,
+        body: Body | None = None,
         serialize_type: int = 0,
     ) -> None:
         self.code = code
@@ -101,7 +107,7 @@ class RemotingCommand:
         cls,
         code: int,
         ext_fields: "dict[str, Any] | Header | None" = None,
-        body: bytes | memoryview | list | None = None,
+        body: Body | None = None,
         *,
         oneway: bool = False,
     ) -> "RemotingCommand":
@@ -128,7 +134,7 @@ class RemotingCommand:
         code: int = ResponseCode.SUCCESS,
         remark: str | None = None,
         ext_fields: "dict[str, Any] | Header | None" = None,
-        body: bytes | memoryview | list | None = None,
+        body: Body | None = None,
     ) -> "RemotingCommand":
         """The reply to this request: same opaque and serialize type, flag = response.
 
@@ -177,7 +183,7 @@ class RemotingCommand:
         """Parse ``ext_fields`` into a typed header; raises ``RemotingCommandError`` naming the field."""
         return header_cls.from_ext_fields(self.ext_fields)
 
-    def body_parts(self) -> list:
+    def body_parts(self) -> list[BodyPart]:
         """The body as a list of buffers (empty when there is no body)."""
         body = self.body
         if body is None:
@@ -213,7 +219,7 @@ class RemotingCommand:
 _new = object.__new__
 
 
-def _parts_nbytes(parts: Iterable) -> int:
+def _parts_nbytes(parts: Iterable[BodyPart]) -> int:
     n = 0
     for p in parts:
         n += p.nbytes if type(p) is memoryview else len(p)

@@ -2,7 +2,7 @@
 
 Each header is a slotted, keyword-only dataclass with snake_case attributes; the camelCase
 wire name of every field is declared once, with ``w("wireName")`` (required) or
-``w("wireName", default)`` (optional). The ``@header`` decorator then *generates* two plain
+``w("wireName", default=...)`` (optional). The ``@header`` decorator then *generates* two plain
 functions per class, so parsing costs no reflection per call (this is on the send and pull
 hot paths):
 
@@ -88,9 +88,12 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def w(wire: str, default: Any = _REQUIRED, *, int64: bool = False, lo: int | None = None,
+def w(wire: str, *, default: Any = _REQUIRED, int64: bool = False, lo: int | None = None,
       hi: int | None = None) -> Any:
-    """Declare a header field: its camelCase wire name and, if optional, its default.
+    """Declare a header field: its camelCase wire name and, if optional, its ``default``.
+
+    ``default`` is keyword-only: it is how type checkers (``dataclass_transform``) tell an
+    optional field from a required one.
 
     For an int field: ``int64=True`` when Java declares it ``Long`` (else it is an ``Integer``,
     int32); ``lo``/``hi`` narrow the range further. A value outside is refused on reading.
