@@ -308,7 +308,8 @@ async def queue_offset(client: RemotingClient, mq: MessageQueue, code: int, topi
         raise BenchError(f"offset query {code} for {topic}/{mq.queue_id}: {exc}") from None
 
 
-def send_header(group: str, topic: str, queue_id: int, properties: str, batch: bool = False) -> SendMessageRequestHeader:
+def send_header(group: str, topic: str, queue_id: int, properties: str,
+                batch: bool = False) -> SendMessageRequestHeader:
     """A SEND header as Java's producer fills it (sent with V2's one-letter names by
     :func:`rmq.remoting.requests.send_message`)."""
     return SendMessageRequestHeader(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import struct
 import sys
 import time
@@ -289,8 +290,9 @@ async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingC
         hi = await c.queue_offset(client, mq, RequestCode.GET_MAX_OFFSET, args.topic, args.timeout)
         start = lo if start_at == "min" else hi
         host, port = mq.broker_addr.rsplit(":", 1)
+        # partial binds this queue's mq, start and hi now (a lambda would read the loop's latest)
         _, puller = await asyncio.wait_for(loop.create_connection(
-            lambda mq=mq: QueuePuller(mq, args, stats, start, hi if drain else None, on_body, known_max=hi),
+            functools.partial(QueuePuller, mq, args, stats, start, hi if drain else None, on_body, known_max=hi),
             host, int(port)), args.timeout)
         pullers.append(puller)
     return pullers
@@ -406,7 +408,8 @@ def print_summary(f: dict) -> None:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return c.bench_main(args, pull(args), print_summary, lambda f: not f["errors"] and not (args.drain and f["messages"] != f["backlog"]))
+    return c.bench_main(args, pull(args), print_summary,
+                        lambda f: not f["errors"] and not (args.drain and f["messages"] != f["backlog"]))
 
 
 if __name__ == "__main__":

@@ -257,7 +257,7 @@ class BrokerController:
         # broker up can route to it. Failures are retried by the loop, sooner than a period.
         try:
             registered = await self.register_broker_all()
-        except Exception:  # noqa: BLE001 - the loop retries
+        except Exception:  # the loop retries
             log.exception("registering with the name servers failed")
             registered = False
         self._spawn(self._register_loop(registered), "register")
@@ -303,7 +303,7 @@ class BrokerController:
                 result = step()
                 if hasattr(result, "__await__"):
                     await result
-            except Exception:  # noqa: BLE001 - the remaining steps must run
+            except Exception:  # the remaining steps must run
                 log.exception("broker shutdown: %s failed; continuing", what)
         log.info("broker %s stopped", bc.broker_name)
 

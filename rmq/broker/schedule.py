@@ -191,7 +191,7 @@ class ScheduleMessageService:
         timer otherwise (every ``flush_interval`` seconds when it changed)."""
         try:
             self.table.persist()
-        except Exception:  # noqa: BLE001 - shutdown goes on; the timed writes retried already
+        except Exception:  # shutdown goes on; the timed writes retried already
             log.exception("persisting the delay offset table failed")
 
     def _on_arrival(self, topic: str, queue_id: int, next_offset: int, tags_code: int) -> None:

@@ -74,7 +74,7 @@ async def _shut_down(what: str, shutdown: typing.Callable[[], typing.Awaitable[N
     controller is still shut down and the process still exits 0."""
     try:
         await shutdown()
-    except Exception:  # noqa: BLE001 - shutdown must complete whatever went wrong
+    except Exception:  # shutdown must complete whatever went wrong
         log.exception("%s shutdown failed", what)
 
 

@@ -69,7 +69,7 @@ class BackgroundTasks:
         gathered = asyncio.gather(*pending, return_exceptions=True)
         try:
             await asyncio.wait_for(asyncio.shield(gathered), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             stuck = [t.get_name() if isinstance(t, asyncio.Task) else repr(t) for t in pending if not t.done()]
             self.log.warning("%s: %d background task(s) did not stop within %.0f s of cancellation: %s",
                              self.owner, len(stuck), timeout, ", ".join(stuck))

@@ -286,7 +286,8 @@ async def test_lock_batch_is_bounded_and_expired_locks_leave_the_table(tmp_path)
         c = Client(proc.broker_addr)
         try:
             huge = _lock_body("LG", "c1", [(f"T{i // 1000}", i % 1000) for i in range(100_000)])
-            bodies = [_lock_body(group, "c1", [(f"Q{n}", i) for i in range(4000)]) for n, group in enumerate(("LG1", "LG2"))]
+            bodies = [_lock_body(group, "c1", [(f"Q{n}", i) for i in range(4000)])
+                      for n, group in enumerate(("LG1", "LG2"))]
             with NoisyNeighbour(proc.broker_addr) as probe:
                 resp = await c.call(RequestCode.LOCK_BATCH_MQ, body=huge, timeout=30)
                 assert resp.code == ResponseCode.SYSTEM_ERROR and "at most 4096" in resp.remark, resp.remark

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from typing import Callable
+from collections.abc import Callable
 
 from rmq._testing import wait_until
 from rmq.remoting import RemotingClient, RemotingCommand

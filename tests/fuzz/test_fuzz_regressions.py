@@ -29,7 +29,8 @@ def _target(name: str):
 def test_every_target_has_seeds_that_pass():
     """The targets themselves work: each one's seeds run clean (so a crash file means a bug)."""
     names = sorted(p.stem[len("fuzz_"):] for p in HERE.glob("fuzz_*.py"))
-    assert {"frame_decoder", "json_header", "binary_header", "record", "batch", "properties", "route_json"} <= set(names)
+    assert {"frame_decoder", "json_header", "binary_header", "record", "batch", "properties",
+            "route_json"} <= set(names)
     for name in names:
         mod = _target(name)
         from fuzzlib import guarded

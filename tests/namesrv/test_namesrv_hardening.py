@@ -265,7 +265,8 @@ async def test_kv_config_bounds(clients):
         assert resp.code == ResponseCode.SYSTEM_ERROR and "maxKvKeyChars" in resp.remark
         # deleting the last key of a namespace frees the namespace
         for k in ("k",):
-            await c.invoke(ns.address, RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, {"namespace": "n2", "key": k}))
+            await c.invoke(ns.address,
+                           RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, {"namespace": "n2", "key": k}))
         assert (await put("n3", "k", "v")).code == ResponseCode.SUCCESS
 
 

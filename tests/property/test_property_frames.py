@@ -61,7 +61,7 @@ def test_frames_round_trip_in_order_whatever_the_chunking(cmds, cuts):
         while (cmd := dec.next_frame()) is not None:
             out.append(cmd)
     assert len(out) == len(cmds) and dec.buffered == 0
-    for got, sent in zip(out, cmds):
+    for got, sent in zip(out, cmds, strict=True):
         same(got, sent)
 
 

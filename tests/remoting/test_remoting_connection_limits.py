@@ -33,7 +33,8 @@ class Big:
         return cmd.response(body=b"b" * (2 * MiB))
 
 
-async def _raw(port: int, rcvbuf: int | None = 4096) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, socket.socket]:
+async def _raw(port: int,
+               rcvbuf: int | None = 4096) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, socket.socket]:
     sock = socket.socket()
     if rcvbuf is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)

@@ -211,7 +211,8 @@ class _StrSub(str):
 
 _COMMON = {str: ["GID_x", "TopicTest", "", "中文"], int: ["0", "3", "-1", "1763769600000", 7, 0],
            bool: ["true", "false", True, False]}
-_ODD_VALUES = [_StrSub("false"), _StrSub("12"), None, 0, 1, -7, 2**70, True, False, 1.0, 2.5, "", " ", "3", " 12 ", "-4", "1_000", "１２", "0x1f",
+_ODD_VALUES = [_StrSub("false"), _StrSub("12"), None, 0, 1, -7, 2**70, True, False, 1.0, 2.5, "", " ", "3", " 12 ",
+               "-4", "1_000", "１２", "0x1f",
                "x", "true", "false", "TRUE", " False ", "0", "1", "2", "null", "tópic", [1], {"a": 1},
                2**31, -2**31 - 1, str(2**31 - 1), str(2**63), -2**63, str(2**64), "\ud800", "a\udfff", 2.0**40]
 
@@ -294,7 +295,8 @@ def test_ranges_and_text_are_checked_on_both_reader_paths(path):
                      ("queueId", -2**31 - 1), ("consumerGroup", "\ud800")):
         with pytest.raises(RemotingCommandError, match=key):
             read(H.UpdateConsumerOffsetRequestHeader, {**base, key: bad})
-    assert read(H.UpdateConsumerOffsetRequestHeader, {**base, "commitOffset": str(2**63 - 1)}).commit_offset == 2**63 - 1
+    top = read(H.UpdateConsumerOffsetRequestHeader, {**base, "commitOffset": str(2**63 - 1)})
+    assert top.commit_offset == 2**63 - 1
     topic = {"topic": "T", "readQueueNums": "4", "writeQueueNums": "4"}
     for perm in (str(2**70), "16", "-1"):
         with pytest.raises(RemotingCommandError, match="perm"):

@@ -120,7 +120,8 @@ def test_end_transaction_is_oneway_with_its_remark():
 
 def test_body_requests_carry_java_json_bodies():
     mqs = [MessageQueue("T", "b", 0), MessageQueue("T", "b", 1)]
-    for build, code in ((rq.lock_batch_mq, RequestCode.LOCK_BATCH_MQ), (rq.unlock_batch_mq, RequestCode.UNLOCK_BATCH_MQ)):
+    for build, code in ((rq.lock_batch_mq, RequestCode.LOCK_BATCH_MQ),
+                        (rq.unlock_batch_mq, RequestCode.UNLOCK_BATCH_MQ)):
         got = _wire(build("G", "cid", mqs))
         assert got.code == code and got.ext_fields == {}
         body = json.loads(got.body_bytes())

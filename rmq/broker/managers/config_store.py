@@ -208,5 +208,5 @@ class ConfigPersister:
         for m in self.managers:
             try:
                 m.persist()
-            except Exception:  # noqa: BLE001 - shutdown continues whatever one table does
+            except Exception:  # shutdown continues whatever one table does
                 log.exception("persisting %s at shutdown failed", m.path)
