@@ -13,14 +13,36 @@ The SDK::
         async for msg in c:
             ...
 """
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rmq._version import __version__
 from rmq import errors
-from rmq.errors import *  # noqa: F401,F403  (the exception tree is public API)
-from rmq.types import (ConsumeFromWhere, ConsumeResult, LocalTransactionState, Message,  # noqa: F401
-                       MessageExt, MessageModel, MessageQueue, PullResult, PullStatus, SendResult,
-                       SendStatus, ServiceState, TransactionSendResult)
+from rmq._version import __version__
+from rmq.errors import *  # noqa: F403  (the exception tree is public API)
+from rmq.types import (
+    ConsumeFromWhere,
+    ConsumeResult,
+    LocalTransactionState,
+    Message,
+    MessageExt,
+    MessageModel,
+    MessageQueue,
+    PullResult,
+    PullStatus,
+    SendResult,
+    SendStatus,
+    ServiceState,
+    TransactionSendResult,
+)
+
+if TYPE_CHECKING:  # loaded lazily by __getattr__ below
+    from rmq.client import (
+        ConsumerOptions,
+        Producer,
+        PullConsumer,
+        PullConsumerOptions,
+        PushConsumer,
+        PushConsumerOptions,
+    )
 
 __all__ = [
     "__version__",

@@ -1,6 +1,7 @@
 """Type stubs for the Cython extension rmq._store (rmq/_store.pyx; the record layout is drawn in
 rmq/common/message.py)."""
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from _typeshed import ReadableBuffer, WriteableBuffer
 

@@ -9,8 +9,9 @@ counterparts so a RocketMQ user recognises them (``SendStatus.SEND_OK``,
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rmq.common.message import MessageConst
 

@@ -97,7 +97,7 @@ class BrokerStats:
 class _Gate:
     """Wraps a processor: SYSTEM_BUSY until the controller is ready (store started)."""
 
-    def __init__(self, controller: "BrokerController", processor) -> None:
+    def __init__(self, controller: BrokerController, processor) -> None:
         self._controller = controller
         self._processor = processor
         self.process_request = processor.process_request
@@ -307,7 +307,7 @@ class BrokerController:
                 log.exception("broker shutdown: %s failed; continuing", what)
         log.info("broker %s stopped", bc.broker_name)
 
-    async def __aenter__(self) -> "BrokerController":
+    async def __aenter__(self) -> BrokerController:
         await self.start()
         return self
 

@@ -32,7 +32,7 @@ class MessageQueue:
     queue_id: int
 
     @classmethod
-    def from_json(cls, d) -> "MessageQueue":
+    def from_json(cls, d) -> MessageQueue:
         """Raises ``ValueError`` naming what is wrong with ``d``."""
         if not isinstance(d, dict):
             raise ValueError(f"a message queue must be a JSON object, not {type(d).__name__}")

@@ -222,7 +222,7 @@ class ScheduleMessageService:
                 continue
             try:
                 await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
     async def _deliver_level(self, level: int) -> int | None:

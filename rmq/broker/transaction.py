@@ -292,7 +292,7 @@ class TransactionalMessageService:
             interval = max(self.config.transaction_check_interval, 10) / 1000.0
             try:
                 await asyncio.wait_for(self._kick.wait(), interval)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             self._kick.clear()
             if self._stopping:
@@ -413,7 +413,7 @@ class TransactionalMessageService:
         a = result.append
         return _Copy(ext, props, a.wrote_offset, a.logics_offset, a.msg_id, a.store_timestamp)
 
-    def _send_check(self, copy: "_Copy") -> bool:
+    def _send_check(self, copy: _Copy) -> bool:
         """CHECK_TRANSACTION_STATE (39, oneway) to a producer of the message's group."""
         group = copy.properties.get(MessageConst.PRODUCER_GROUP)
         conn = self.controller.producer_manager.get_available_channel(group) if group else None
@@ -437,7 +437,7 @@ class TransactionalMessageService:
             return False
         return True
 
-    def _check_body(self, copy: "_Copy") -> bytes:
+    def _check_body(self, copy: _Copy) -> bytes:
         """The half message as one record with its real topic and queue (Java sends
         ``MessageDecoder.encode(msgExt)`` after ``setTopic(REAL_TOPIC)``)."""
         ext = copy.ext

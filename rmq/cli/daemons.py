@@ -19,8 +19,15 @@ import typing
 import uvloop
 
 from rmq.broker.controller import BrokerController
-from rmq.config import BrokerConfig, ConfigError, NamesrvConfig, apply_properties, load_properties, parse_overrides
-from rmq.config import check_config
+from rmq.config import (
+    BrokerConfig,
+    ConfigError,
+    NamesrvConfig,
+    apply_properties,
+    check_config,
+    load_properties,
+    parse_overrides,
+)
 from rmq.errors import StoreError
 from rmq.namesrv.controller import NamesrvController
 from rmq.store import StoreConfig

@@ -2,8 +2,16 @@
 
 Import from :mod:`rmq` directly (``rmq.Producer``); this package holds the implementation.
 """
-from .consumer import (AllocateConsistentHash, ConsumerOptions, PullConsumer, PullConsumerOptions,
-                       PushConsumer, PushConsumerOptions, allocate_averagely, allocate_averagely_by_circle)
+from .consumer import (
+                       AllocateConsistentHash,
+                       ConsumerOptions,
+                       PullConsumer,
+                       PullConsumerOptions,
+                       PushConsumer,
+                       PushConsumerOptions,
+                       allocate_averagely,
+                       allocate_averagely_by_circle,
+)
 from .producer import MessageQueueSelector, Producer, select_by_hash
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",

@@ -12,7 +12,7 @@ import struct
 import threading
 import time
 import zlib
-from typing import Mapping
+from collections.abc import Mapping
 
 from rmq.common import message as common
 from rmq.common.message import (

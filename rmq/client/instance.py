@@ -23,7 +23,8 @@ import random
 import socket
 import time
 import weakref
-from typing import Any, Awaitable, Callable, Coroutine, Protocol
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, Protocol
 
 from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip
@@ -223,7 +224,7 @@ class ClientInstance:
                 await consumer.do_rebalance()
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 log.warning("client %s: rebalance of group %s failed: %r", self.client_id,
                             consumer.group, e, exc_info=True)
 
@@ -522,7 +523,7 @@ class _ClientRemotingProcessor:
                     return cmd.response(ResponseCode.SYSTEM_ERROR, "no message in the request", {})
                 result = await consumer.consume_message_directly(msgs[0])
                 return cmd.response(ResponseCode.SUCCESS, None, {}, json.dumps(result).encode())
-        except Exception as e:  # noqa: BLE001 - answered, not raised
+        except Exception as e:
             log.warning("client %s: request %d failed: %r", inst.client_id, cmd.code, e, exc_info=True)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}", {})
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"code {cmd.code} not supported", {})
@@ -560,7 +561,7 @@ def _parse_offset_table(body: bytes, topic: str) -> dict[MessageQueue, int]:
 # ---------------------------------------------------------------------------------------------
 # The registry: one instance per (event loop, client id)
 
-_instances: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]]" = (
+_instances: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]] = (
     weakref.WeakKeyDictionary())
 
 

@@ -13,19 +13,40 @@ import inspect
 import logging
 import time
 import warnings
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence, TypeVar, Union
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageSysFlag, decode_offset_msg_id, encode_batch, java_string_hash
 from rmq.common.tasks import BackgroundTasks
-from rmq.errors import (BrokerResponseError, ClientError, IllegalStateError, RemotingCommandError,
-                        RemotingConnectError, RemotingError,
-                        RemotingTimeoutError, RMQError, TopicNotExistError)
-from rmq.remoting.headers import (CheckTransactionStateRequestHeader, EndTransactionRequestHeader,
-                                  SendMessageRequestHeader)
-from rmq.types import (LocalTransactionState, Message, MessageConst, MessageExt, MessageQueue,
-                       SendResult, SendStatus, ServiceState, TransactionSendResult)
+from rmq.errors import (
+    BrokerResponseError,
+    ClientError,
+    IllegalStateError,
+    RemotingCommandError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingTimeoutError,
+    RMQError,
+    TopicNotExistError,
+)
+from rmq.remoting.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    SendMessageRequestHeader,
+)
+from rmq.types import (
+    LocalTransactionState,
+    Message,
+    MessageConst,
+    MessageExt,
+    MessageQueue,
+    SendResult,
+    SendStatus,
+    ServiceState,
+    TransactionSendResult,
+)
 
 from ._codec import UniqKeyGenerator, compress_body, message_properties, properties_to_string
 from .instance import ClientInstance, get_client_instance
@@ -300,7 +321,7 @@ class Producer:
             try:
                 result = await self.send(msg, queue=queue, selector=selector, sharding_key=sharding_key,
                                          timeout=timeout)
-            except Exception as e:  # noqa: BLE001 - given to the callback
+            except Exception as e:
                 await _call(callback, None, e)
                 raise
             await _call(callback, result, None)
@@ -668,5 +689,5 @@ async def _maybe_await(value: _T | Awaitable[_T]) -> _T:
 async def _call(callback: Callable[..., Any], *args: Any) -> None:
     try:
         await _maybe_await(callback(*args))
-    except Exception:  # noqa: BLE001 - a user callback must not break the producer
+    except Exception:
         log.exception("send callback raised")

@@ -64,7 +64,7 @@ class NamesrvController:
         await self.server.close()
         log.info("name server on %s stopped", self.server.address)
 
-    async def __aenter__(self) -> "NamesrvController":
+    async def __aenter__(self) -> NamesrvController:
         await self.start()
         return self
 
@@ -77,7 +77,7 @@ class NamesrvController:
             await asyncio.sleep(self.config.scan_not_active_broker_interval)
             try:
                 self.route_info_manager.scan_not_active_broker()
-            except Exception:  # noqa: BLE001 - keep scanning
+            except Exception:
                 log.exception("scanning inactive brokers failed")
 
     def _on_connection_event(self, event, conn, exc=None) -> None:

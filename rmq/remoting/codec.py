@@ -477,7 +477,7 @@ def _encode_json_header_py(cmd: RemotingCommand) -> bytes:
         f'{{"code":{int(cmd.code)},"extFields":{_dumps(ext) if ext else "{}"},"flag":{int(cmd.flag)},'
         f'"language":{lang_json},"opaque":{int(cmd.opaque)}{remark_json},'
         f'"serializeTypeCurrentRPC":"JSON","version":{int(cmd.version)}}}'
-    ).encode("utf-8")
+    ).encode()
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:

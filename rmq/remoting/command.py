@@ -106,11 +106,11 @@ class RemotingCommand:
     def request(
         cls,
         code: int,
-        ext_fields: "dict[str, Any] | Header | None" = None,
+        ext_fields: dict[str, Any] | Header | None = None,
         body: Body | None = None,
         *,
         oneway: bool = False,
-    ) -> "RemotingCommand":
+    ) -> RemotingCommand:
         """A new request with a fresh opaque.
 
         Args:
@@ -133,9 +133,9 @@ class RemotingCommand:
         self,
         code: int = ResponseCode.SUCCESS,
         remark: str | None = None,
-        ext_fields: "dict[str, Any] | Header | None" = None,
+        ext_fields: dict[str, Any] | Header | None = None,
         body: Body | None = None,
-    ) -> "RemotingCommand":
+    ) -> RemotingCommand:
         """The reply to this request: same opaque and serialize type, flag = response.
 
         Args:

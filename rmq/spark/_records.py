@@ -19,7 +19,7 @@ The SEND_BATCH_MESSAGE body (Java MessageDecoder.encodeMessages) is items back t
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 

@@ -19,8 +19,9 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from rmq.common.constants import TopicValidator
 from rmq.errors import ClientError

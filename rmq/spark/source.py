@@ -20,8 +20,8 @@ in Spark-Kafka's numbering). ``msgId`` is the offsetMsgId; ``key`` is the KEYS p
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from pyspark.sql.datasource import (
     DataSource,

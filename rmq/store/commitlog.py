@@ -3,14 +3,20 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rmq import _store
 from rmq.common.constants import TopicValidator
 from rmq.store.config import StoreConfig
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
-from rmq.store.message import (AppendMessageResult, MessageInner,
-                               MessageSysFlag, PutMessageResult, PutMessageStatus, host_bytes)
+from rmq.store.message import (
+    AppendMessageResult,
+    MessageInner,
+    MessageSysFlag,
+    PutMessageResult,
+    PutMessageStatus,
+    host_bytes,
+)
 
 __all__ = ["CommitLog"]
 

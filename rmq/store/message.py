@@ -3,14 +3,20 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Callable
 
 from rmq import _store
 from rmq.common import message as common
-from rmq.common.message import (MessageConst, MessageSysFlag, decode_offset_msg_id, host_bytes, offset_msg_id,
-                                string_to_properties)
+from rmq.common.message import (
+    MessageConst,
+    MessageSysFlag,
+    decode_offset_msg_id,
+    host_bytes,
+    offset_msg_id,
+    string_to_properties,
+)
 
 __all__ = [
     "PutMessageStatus", "AppendMessageStatus", "GetMessageStatus", "MessageSysFlag",
@@ -124,7 +130,7 @@ class StoredMessage:
         return self.properties.get(MessageConst.KEYS)
 
     @classmethod
-    def from_record(cls, d: dict) -> "StoredMessage":
+    def from_record(cls, d: dict) -> StoredMessage:
         """Build from ``rmq._store.decode_record``'s dict."""
         def host(b: bytes) -> tuple[str, int]:
             if len(b) == 8:
@@ -239,7 +245,7 @@ class MessageFilter:
         self.tag_bytes = None if tags is None else [t.encode("utf-8") for t in self.tags]
 
     @classmethod
-    def from_expression(cls, expression: str | None) -> "MessageFilter":
+    def from_expression(cls, expression: str | None) -> MessageFilter:
         expr = (expression or "").strip()
         if not expr or expr == "*":
             return cls(None)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-
 from collections.abc import Callable
 
 from rmq._testing import wait_until

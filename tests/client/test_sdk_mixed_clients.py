@@ -11,13 +11,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from sdk_support import create_topic, wait_until
 
 import rmq
 from rmq._testing import StandaloneProcess
-from sdk_support import create_topic, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
-import interop_support as support  # noqa: E402
+import interop_support as support
 
 pytestmark = pytest.mark.interop
 

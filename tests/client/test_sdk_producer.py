@@ -2,11 +2,11 @@
 import time
 
 import pytest
+from sdk_support import SilentServer, create_topic, drain
 
 import rmq
 from rmq._testing import run_broker, run_namesrv
 from rmq.client._codec import MessageSysFlag
-from sdk_support import SilentServer, create_topic, drain
 
 
 async def test_send_variants(cluster, namesrv_addr, unique):

@@ -3,9 +3,9 @@ import asyncio
 import time
 
 import pytest
+from sdk_support import create_topic, wait_until
 
 import rmq
-from sdk_support import create_topic, wait_until
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

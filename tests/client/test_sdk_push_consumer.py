@@ -4,12 +4,12 @@ import json
 import os
 
 import pytest
+from sdk_support import create_topic, holds, wait_until
 
 import rmq
 from rmq._testing import run_broker, run_namesrv
 from rmq.remoting import RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
-from sdk_support import create_topic, holds, wait_until
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

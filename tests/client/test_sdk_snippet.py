@@ -1,6 +1,7 @@
 
-import rmq
 from sdk_support import create_topic, wait_until
+
+import rmq
 
 
 async def test_issue_snippet(cluster, namesrv_addr, unique):

@@ -6,12 +6,14 @@ import importlib
 import inspect
 
 import pytest
+from sdk_support import SilentServer
 
 import rmq
-from rmq.client.consumer.consume_service import (ConsumeMessageConcurrentlyService,
-                                                  ConsumeMessageIteratorService,
-                                                  ConsumeMessageOrderlyService)
-from sdk_support import SilentServer
+from rmq.client.consumer.consume_service import (
+    ConsumeMessageConcurrentlyService,
+    ConsumeMessageIteratorService,
+    ConsumeMessageOrderlyService,
+)
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

@@ -7,12 +7,12 @@ the broker's check service does; the end-to-end test leaves everything to the br
 """
 
 import pytest
+from sdk_support import create_topic, wait_until
 
 import rmq
 from rmq.client._codec import MessageSysFlag, decode_offset_msg_id
 from rmq.remoting import RemotingCommand
 from rmq.remoting.codes import RequestCode
-from sdk_support import create_topic, wait_until
 
 
 class _Recorder:
@@ -126,8 +126,9 @@ async def test_transactions_end_to_end(cluster, namesrv_addr, unique):
     ns, broker = cluster
     topic, pg = unique("TXE"), unique("TXPG")
     await create_topic(broker.broker_addr, topic, queues=2)
-    from rmq.client._codec import decode_messages
     from sdk_support import drain
+
+    from rmq.client._codec import decode_messages
 
     async with rmq.Producer(namesrv_addr, pg,
                             transaction_checker=lambda m: rmq.LocalTransactionState.COMMIT_MESSAGE) as p:

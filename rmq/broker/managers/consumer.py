@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Callable
 
 from rmq.common.log import RateLimitedLog, clip
 
@@ -79,7 +79,7 @@ class SubscriptionData:
     expression_type: str = "TAG"
 
     @classmethod
-    def from_json(cls, d: dict) -> "SubscriptionData":
+    def from_json(cls, d: dict) -> SubscriptionData:
         tags = d.get("tagsSet")
         if not isinstance(tags, (list, tuple)):
             tags = ()

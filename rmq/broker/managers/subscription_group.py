@@ -70,7 +70,7 @@ class SubscriptionGroupConfig:
         return {wire: getattr(self, attr) for wire, attr, _ in self._JSON}
 
     @classmethod
-    def from_json(cls, d: dict) -> "SubscriptionGroupConfig":
+    def from_json(cls, d: dict) -> SubscriptionGroupConfig:
         """Build from Java JSON; raises ``ValueError`` on a missing name or a bad value."""
         if not isinstance(d, dict) or not d.get("groupName"):
             raise ValueError("subscription group config needs a groupName")

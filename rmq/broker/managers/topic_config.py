@@ -51,7 +51,7 @@ class TopicConfig:
         }
 
     @classmethod
-    def from_json(cls, d: dict) -> "TopicConfig":
+    def from_json(cls, d: dict) -> TopicConfig:
         return cls(
             topic_name=str(d["topicName"]),
             read_queue_nums=int(d.get("readQueueNums", 16)),

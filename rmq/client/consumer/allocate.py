@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rmq.types import MessageQueue
 

@@ -14,8 +14,9 @@ import asyncio
 import inspect
 import logging
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Coroutine
+from typing import Any
 
 from rmq.common.constants import ExpressionType, MixAll
 from rmq.common.message import PullSysFlag, java_string_hash
@@ -26,8 +27,8 @@ from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, 
 from ..instance import ClientInstance, get_client_instance
 from ..producer import validate_group, validate_topic
 from .allocate import AllocateStrategy
-from .options import ConsumerOptions, resolve_allocate_strategy
 from .offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
+from .options import ConsumerOptions, resolve_allocate_strategy
 from .process_queue import ProcessQueue
 
 __all__ = ["SubscriptionData", "ConsumerBase"]
@@ -313,7 +314,7 @@ class ConsumerBase(abc.ABC):
                     res = self.on_rebalance(topic, set(mine))
                     if inspect.isawaitable(res):
                         await res
-                except Exception:  # noqa: BLE001 - a listener must not break the rebalance
+                except Exception:
                     log.exception("group %s: on_rebalance listener raised", self.group)
         return known
 

@@ -23,7 +23,8 @@ import dataclasses
 import inspect
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple, Union
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, NamedTuple, Union
 
 from rmq.errors import ClientError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
@@ -41,9 +42,9 @@ log = logging.getLogger("rmq.client")
 
 HandlerResult = Union[ConsumeResult, None]
 #: ``async def handler(msg) -> ConsumeResult | None``; raising means "consume later".
-MessageHandler = Callable[[MessageExt], Union[Awaitable[HandlerResult], HandlerResult]]
+MessageHandler = Callable[[MessageExt], Awaitable[HandlerResult] | HandlerResult]
 #: ``async def handler(msgs) -> ConsumeResult | None`` for ``consume_batch_size`` > 1.
-BatchMessageHandler = Callable[[list[MessageExt]], Union[Awaitable[HandlerResult], HandlerResult]]
+BatchMessageHandler = Callable[[list[MessageExt]], Awaitable[HandlerResult] | HandlerResult]
 
 #: Local retry after a failed send-back (Java submitConsumeRequestLater: 5 s).
 LOCAL_RETRY_DELAY = 5.0
@@ -130,7 +131,7 @@ class _HandlerService(ConsumeMessageService):
                 result = await result
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - "consume later"
+        except Exception as e:
             log.warning("group %s: handler raised on %s@%d: %r (will consume later)", self._consumer.group,
                         msgs[0].topic, msgs[0].queue_offset, e, exc_info=True)
             return False

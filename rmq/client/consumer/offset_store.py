@@ -13,7 +13,8 @@ import json
 import logging
 import os
 import tempfile
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rmq.errors import ClientError, RMQError
 from rmq.types import MessageQueue

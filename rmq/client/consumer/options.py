@@ -10,8 +10,9 @@ Out-of-range values raise :class:`rmq.errors.ClientError` naming the field and t
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, TypeVar, Union
+from typing import Any, TypeVar
 
 from rmq.errors import ClientError
 from rmq.types import ConsumeFromWhere, MessageModel, MessageQueue
@@ -23,7 +24,7 @@ __all__ = ["ConsumerOptions", "PushConsumerOptions", "PullConsumerOptions", "Reb
 
 #: ``fn(topic, owned_queues)``, sync or async: called after the queues of ``topic`` owned by this
 #: member changed, with the queues it now owns.
-RebalanceListener = Callable[[str, "set[MessageQueue]"], Union[None, Awaitable[None]]]
+RebalanceListener = Callable[[str, "set[MessageQueue]"], None | Awaitable[None]]
 
 _O = TypeVar("_O", bound="ConsumerOptions")
 

@@ -22,7 +22,8 @@ import asyncio
 import logging
 import time
 import warnings
-from typing import Any, Coroutine, Iterable
+from collections.abc import Coroutine, Iterable
+from typing import Any
 
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.tasks import BackgroundTasks

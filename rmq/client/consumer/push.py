@@ -21,8 +21,9 @@ import asyncio
 import logging
 import time
 import warnings
+from collections.abc import Coroutine
 from types import TracebackType
-from typing import Any, Coroutine
+from typing import Any
 
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.tasks import BackgroundTasks
@@ -32,9 +33,16 @@ from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, 
 from .._aio import wait_event
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase
-from .consume_service import (LOCK_RETRY_DELAY, BatchMessageHandler, ConsumeMessageConcurrentlyService,
-                              ConsumeMessageIteratorService, ConsumeMessageOrderlyService,
-                              ConsumeMessageService, Handlers, MessageHandler)
+from .consume_service import (
+    LOCK_RETRY_DELAY,
+    BatchMessageHandler,
+    ConsumeMessageConcurrentlyService,
+    ConsumeMessageIteratorService,
+    ConsumeMessageOrderlyService,
+    ConsumeMessageService,
+    Handlers,
+    MessageHandler,
+)
 from .offset_store import ReadOffsetType
 from .options import PushConsumerOptions, RebalanceListener, build_options
 from .process_queue import ProcessQueue
