@@ -67,8 +67,8 @@ def _translate_start_error(e: BaseException, what: str, addr: str, store_dir: st
     if isinstance(e, OSError) and e.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
         reason = {errno.EADDRINUSE: "address already in use", errno.EACCES: "permission denied",
                   errno.EADDRNOTAVAIL: "address not available"}[e.errno]
-        return StartupError(f"cannot listen on {addr} for the {what}: {reason} (is another broker or name server running?)",
-                            EXIT_PORT_TAKEN)
+        return StartupError(f"cannot listen on {addr} for the {what}: {reason} "
+                            "(is another broker or name server running?)", EXIT_PORT_TAKEN)
     if isinstance(e, StoreError):
         return StartupError(f"cannot open the store at {store_dir}: {e}", EXIT_STORE_LOCKED)
     if isinstance(e, OSError):
@@ -93,7 +93,8 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
-def build_broker_configs(props: dict[str, str], base_dir_default: str | None = None) -> tuple[BrokerConfig, StoreConfig, list[str]]:
+def build_broker_configs(props: dict[str, str],
+                         base_dir_default: str | None = None) -> tuple[BrokerConfig, StoreConfig, list[str]]:
     broker_config = BrokerConfig()
     store_config = StoreConfig()
     if base_dir_default is not None:
@@ -156,8 +157,8 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
             await broker.start()
         except (OSError, StoreError) as e:
             raise _translate_start_error(
-                e, "broker", f"{broker_config.listen_host}:{broker_config.listen_port}", store_config.store_path_root_dir
-            ) from None
+                e, "broker", f"{broker_config.listen_host}:{broker_config.listen_port}",
+                store_config.store_path_root_dir) from None
         log.info("rmq broker %s listening on %s (store %s)", broker_config.broker_name, broker.server.address,
                  store_config.store_path_root_dir)
         try:

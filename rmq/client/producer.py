@@ -14,7 +14,7 @@ import logging
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
@@ -68,7 +68,7 @@ MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 #: A selector picks one queue of a topic: ``selector(queues, message, arg) -> MessageQueue``.
 MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 #: What a local-transaction function or check-back handler may return (or await).
-TransactionOutcome = Union[LocalTransactionState, Awaitable[LocalTransactionState]]
+TransactionOutcome = LocalTransactionState | Awaitable[LocalTransactionState]
 _T = TypeVar("_T")
 
 
@@ -129,7 +129,7 @@ class _FaultTolerance:
             duration = self.ISOLATION
         else:
             duration = 0.0
-            for lat, na in zip(reversed(self.LATENCY_MAX), reversed(self.NOT_AVAILABLE)):
+            for lat, na in zip(reversed(self.LATENCY_MAX), reversed(self.NOT_AVAILABLE), strict=True):
                 if latency >= lat:
                     duration = na
                     break

@@ -70,8 +70,9 @@ class NamesrvProcessor:
     def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         handler = self._handlers.get(cmd.code)
         if handler is None:
-            self._rate_log.warning(f"unsupported:{conn.remote_addr}", "namesrv: %s sent request code %s, which is not supported",
-                              conn.remote_addr, cmd.code)
+            self._rate_log.warning(f"unsupported:{conn.remote_addr}",
+                                   "namesrv: %s sent request code %s, which is not supported",
+                                   conn.remote_addr, cmd.code)
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported", {})
         try:
             return handler(conn, cmd)
@@ -91,7 +92,8 @@ class NamesrvProcessor:
         except (TypeError, ValueError):
             raise RemotingCommandError("RegisterBrokerRequestHeader.bodyCrc32 is not an integer") from None
         if crc and body and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
-            self._rate_log.warning("register-crc", "register broker %s: body CRC mismatch, refused", clip(h.broker_addr))
+            self._rate_log.warning("register-crc", "register broker %s: body CRC mismatch, refused",
+                                   clip(h.broker_addr))
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
         table, data_version = None, None
         if body:
@@ -149,7 +151,8 @@ class NamesrvProcessor:
 
     def get_topics_by_cluster(self, conn, cmd):
         cluster = str(cmd.ext_fields.get("cluster") or "")
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": self.route.get_topics_by_cluster(cluster)}))
+        topics = self.route.get_topics_by_cluster(cluster)
+        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": topics}))
 
     def delete_topic(self, conn, cmd):
         topic = cmd.ext_fields.get("topic")
@@ -193,7 +196,8 @@ class NamesrvProcessor:
         h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
         value = self.kv.get(h.namespace, {}).get(h.key)
         if value is None:
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {h.namespace} Key: {h.key}", {})
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                                f"No config item, Namespace: {h.namespace} Key: {h.key}", {})
         return cmd.response(ResponseCode.SUCCESS, None, {"value": value})
 
     def delete_kv_config(self, conn, cmd):
@@ -213,4 +217,5 @@ class NamesrvProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"table": table}))
 
     def kv_by_value(self, conn, cmd):
-        return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"request code {cmd.code} (KV config by value) is not kept here", {})
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                            f"request code {cmd.code} (KV config by value) is not kept here", {})

@@ -131,7 +131,8 @@ def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -
     broker named after its host, ``broker.example.com``, registers a topic of that name), every
     entry an object whose
     ``readQueueNums`` / ``writeQueueNums`` are 0..65535, ``perm`` made of ``PermName`` bits
-    (0..15, default read + write) and ``topicSysFlag`` a non-negative int32. Raises :class:`RemotingCommandError` naming the first bad entry, or
+    (0..15, default read + write) and ``topicSysFlag`` a non-negative int32. Raises
+    :class:`RemotingCommandError` naming the first bad entry, or
     :class:`RegistrationRefused` past ``max_topics`` entries.
     """
     if not isinstance(table, dict):
@@ -259,7 +260,8 @@ class RouteInfoManager:
         if not _ADDR.fullmatch(broker_addr):
             raise RemotingCommandError(f"RegisterBrokerRequestHeader.brokerAddr {clip(broker_addr)!r} is not host:port")
         if not 0 <= broker_id <= MAX_BROKER_ID:
-            raise RemotingCommandError(f"RegisterBrokerRequestHeader.brokerId {broker_id} is out of range 0..{MAX_BROKER_ID}")
+            raise RemotingCommandError(
+                f"RegisterBrokerRequestHeader.brokerId {broker_id} is out of range 0..{MAX_BROKER_ID}")
         if data_version is not None and not isinstance(data_version, dict):
             raise RemotingCommandError("dataVersion is not an object")
         queue_datas = None
@@ -269,15 +271,17 @@ class RouteInfoManager:
         now = time.monotonic()
         self._check_holder(broker_name, broker_id, broker_addr, conn, now)
         if broker_addr not in self.broker_live_table and len(self.broker_live_table) >= self.limits.max_brokers:
-            self._rate_log.warning("broker-table-full", "refused registration of %s from %s: %d brokers registered (maxBrokers)",
-                              clip(broker_name), clip(broker_addr), len(self.broker_live_table))
+            self._rate_log.warning("broker-table-full",
+                                   "refused registration of %s from %s: %d brokers registered (maxBrokers)",
+                                   clip(broker_name), clip(broker_addr), len(self.broker_live_table))
             raise RegistrationRefused(f"this name server already has {len(self.broker_live_table)} brokers "
                                       f"(maxBrokers={self.limits.max_brokers}); registration refused")
         if queue_datas is not None:
             new_topics = sum(1 for t in queue_datas if t not in self.topic_queue_table)
             if new_topics and len(self.topic_queue_table) + new_topics > self.limits.max_topics:
-                self._rate_log.warning("topic-table-full", "refused registration of %s from %s: %d new topics past maxTopics",
-                                  clip(broker_name), clip(broker_addr), new_topics)
+                self._rate_log.warning("topic-table-full",
+                                       "refused registration of %s from %s: %d new topics past maxTopics",
+                                       clip(broker_name), clip(broker_addr), new_topics)
                 raise RegistrationRefused(
                     f"registering {new_topics} new topics would pass this name server's maxTopics="
                     f"{self.limits.max_topics} ({len(self.topic_queue_table)} known); registration refused")

@@ -371,7 +371,7 @@ class Connection(asyncio.Protocol):
                     self._batch_bytes = 0
                     if self._write_paused:
                         self._check_write_limit()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - to the loop's exception handler; the connection closes
             self._loop.call_exception_handler(
                 {"message": f"rmq: unexpected error handling data from {self.remote_addr}",
                  "exception": exc, "protocol": self, "transport": transport}
@@ -511,7 +511,8 @@ class Connection(asyncio.Protocol):
         waiter = self._pending.pop(cmd.opaque, None)
         if waiter is None:
             # Timed out already, or a peer answering something we never asked: harmless.
-            log.debug("%s: response opaque=%s from %s matches no waiting request", self.role, cmd.opaque, self.remote_addr)
+            log.debug("%s: response opaque=%s from %s matches no waiting request",
+                      self.role, cmd.opaque, self.remote_addr)
             return
         if isinstance(waiter, AsyncCall):
             waiter.complete(cmd, None)
@@ -521,7 +522,8 @@ class Connection(asyncio.Protocol):
     def _fail_pending(self, cause: BaseException) -> None:
         pending, self._pending = self._pending, {}
         for waiter in pending.values():
-            err = RemotingConnectError(self.remote_addr, f"connection to {self.remote_addr} closed while waiting for a response")
+            err = RemotingConnectError(self.remote_addr,
+                                       f"connection to {self.remote_addr} closed while waiting for a response")
             err.__cause__ = cause
             if isinstance(waiter, AsyncCall):
                 waiter.complete(None, err)
@@ -635,7 +637,8 @@ class Connection(asyncio.Protocol):
             _rlog.error(f"encode:{cmd.code}", "%s: cannot encode response code=%s opaque=%s: %s",
                         self.role, cmd.code, cmd.opaque, clip(exc))
             # the requester still gets an answer rather than a timeout
-            self.write(RemotingCommand(1, opaque=cmd.opaque, flag=cmd.flag, remark=f"cannot encode response: {clip(exc)}",
+            self.write(RemotingCommand(1, opaque=cmd.opaque, flag=cmd.flag,
+                                       remark=f"cannot encode response: {clip(exc)}",
                                        serialize_type=cmd.serialize_type if cmd.serialize_type in (0, 1) else 0))
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
@@ -657,7 +660,8 @@ class Connection(asyncio.Protocol):
         """
         opaque = cmd.opaque
         if opaque in self._pending:
-            raise RemotingSendRequestError(self.remote_addr, f"opaque {opaque} is already waiting on {self.remote_addr}")
+            raise RemotingSendRequestError(self.remote_addr,
+                                           f"opaque {opaque} is already waiting on {self.remote_addr}")
         fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = fut
         try:

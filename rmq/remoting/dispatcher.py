@@ -69,7 +69,8 @@ class ProcessorPool:
             uses the loop's default executor.
     """
 
-    def __init__(self, name: str = "default", max_in_flight: int = 64, max_queue: int = 10_000, threads: int = 0) -> None:
+    def __init__(self, name: str = "default", max_in_flight: int = 64, max_queue: int = 10_000,
+                 threads: int = 0) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         self.name = name
@@ -112,7 +113,7 @@ class ProcessorPool:
                     result = await aw
                 except asyncio.CancelledError:
                     raise
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - on_done answers with the error
                     on_done(None, exc)
                     return
                 on_done(result, None)
@@ -201,7 +202,7 @@ class Dispatcher:
             return
         try:
             result = processor.process_request(conn, cmd)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - _failed answers with an error response
             self._failed(conn, cmd, exc)
             return
         if result is None:

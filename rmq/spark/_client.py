@@ -109,7 +109,7 @@ class RocketMQClient(BlockingRemotingClient):
             else:
                 raise ValueError(f"unknown offset query kind {kind!r}")
         return [_parse(addr, resp, rq.parse_offset, f"reading the {kind} offset of {topic}/{qid}")
-                for (kind, topic, qid, _), resp in zip(queries, self.invoke_all(addr, cmds))]
+                for (kind, topic, qid, _), resp in zip(queries, self.invoke_all(addr, cmds), strict=True)]
 
     # ------------------------------------------------------------------ broker: pull
 
@@ -138,14 +138,14 @@ class RocketMQClient(BlockingRemotingClient):
         # (Spark retries the task; delivery is at-least-once either way).
         answers = self.invoke_all(addr, [cmd for cmd, _, _ in sends], timeout, idempotent=False)
         return [_parse(addr, resp, lambda r: rq.parse_send(r, mq), desc)  # noqa: B023 - called at once
-                for (_, mq, desc), resp in zip(sends, answers)]
+                for (_, mq, desc), resp in zip(sends, answers, strict=True)]
 
     # ------------------------------------------------------------------ broker: consumer offsets
 
     def update_consumer_offsets(self, addr: str, group: str, items: Sequence[tuple[str, int, int]]) -> None:
         """UPDATE_CONSUMER_OFFSET for many ``(topic, queue_id, offset)`` in one pipelined round trip."""
         cmds = [rq.update_consumer_offset(group, t, q, o) for t, q, o in items]
-        for (t, q, o), resp in zip(items, self.invoke_all(addr, cmds)):
+        for (t, q, o), resp in zip(items, self.invoke_all(addr, cmds), strict=True):
             _parse(addr, resp, rq.check_success, f"committing offset {o} of {t}/{q} for group {group!r}")
 
     def update_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:

@@ -189,7 +189,7 @@ def resolve_offsets(client: RocketMQClient, spec: OffsetSpec, queues: Mapping[tu
             by_addr.setdefault(queues[k], []).append((k, what))
     for addr, items in by_addr.items():
         got = client.queue_offsets(addr, [(kind, k[0], k[2], ts) for k, (kind, ts) in items])
-        for (k, _), off in zip(items, got):
+        for (k, _), off in zip(items, got, strict=True):
             out[k] = off
     return out
 
@@ -293,7 +293,7 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
             time.sleep(0.2 * retries)
             addr = _refresh_addr(client, rng) or addr
             continue
-        for (req_off, n, _), raw in zip(reqs, answers):
+        for (req_off, n, _), raw in zip(reqs, answers, strict=True):
             if req_off != cursor:
                 break  # an earlier answer came up short; re-request from the cursor
             resp = client.pull_response(addr, raw, rng.topic, rng.queue_id)

@@ -196,7 +196,7 @@ def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema, kinds: Seq
 
     n = cols.n
     arrays = []
-    for name, field, kind in zip(names, arrow_schema, kinds):
+    for name, field, kind in zip(names, arrow_schema, kinds, strict=True):
         t = field.type
         if name in ("timestamp", "bornTimestamp"):
             ms = np.fromiter(getattr(cols, name), dtype=np.int64, count=n)
@@ -275,7 +275,7 @@ class Chunk:
 def _slow_chunk(chunk: Chunk, names, arrow_schema, kinds, tags, broker_name):
     cols = Columns(names)
     cols.brokerName = broker_name
-    for body, (lo, hi) in zip(chunk.bodies, chunk.bounds):
+    for body, (lo, hi) in zip(chunk.bodies, chunk.bounds, strict=True):
         decode_records(body, cols, start=lo, end=hi, tags=tags)
     return to_arrow_batch(cols, names, arrow_schema, kinds)
 
@@ -335,7 +335,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
     parts = []
     lo_parts = []
     hi_parts = []
-    for body, starts, (lo, hi) in zip(chunk.bodies, chunk.starts, chunk.bounds):
+    for body, starts, (lo, hi) in zip(chunk.bodies, chunk.starts, chunk.bounds, strict=True):
         s = np.asarray(starts, dtype=np.int64)
         parts.append(s + base)
         lo_parts.append(np.full(len(s), lo, dtype=np.int64))
@@ -354,7 +354,8 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
 
     magic = u8[S[:, None] + OFF_MAGIC + ar4].view(">u4").ravel()
     sysflag = i32(OFF_SYSFLAG)
-    if (magic != MAGIC_V1).any() or (sysflag & (_SYSFLAG_COMPRESSED | _SYSFLAG_BORNHOST_V6 | _SYSFLAG_STOREHOST_V6)).any():
+    if ((magic != MAGIC_V1).any()
+            or (sysflag & (_SYSFLAG_COMPRESSED | _SYSFLAG_BORNHOST_V6 | _SYSFLAG_STOREHOST_V6)).any()):
         return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)
     size = i32(OFF_TOTALSIZE).astype(np.int64)
     blen = i32(_V4_BODYLEN).astype(np.int64)
@@ -386,13 +387,14 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
         if props is None:  # not valid UTF-8: the per-record path decodes with replacement
             return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)
     arrays = []
-    for name, field, kind in zip(names, arrow_schema, kinds):
+    for name, field, kind in zip(names, arrow_schema, kinds, strict=True):
         t = field.type
         if name == "value":
             bl = blen[rows]
             bs = Sk + _V4_BODY
             if kind == "string":
-                arr = pa.array([data[a:a + b].decode("utf-8", "replace") for a, b in zip(bs.tolist(), bl.tolist())], type=t)
+                arr = pa.array([data[a:a + b].decode("utf-8", "replace")
+                                for a, b in zip(bs.tolist(), bl.tolist(), strict=True)], type=t)
             else:
                 arr = _binary_view(u8, data, bs, bl, n).cast(t)
         elif name == "offset":
@@ -409,7 +411,8 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
         elif name == "topic":
             tl = tlen[rows]
             tp = tpos[rows] + 1
-            arr = pa.array([str(data[a:a + b], "utf-8", "replace") for a, b in zip(tp.tolist(), tl.tolist())], type=t)
+            arr = pa.array([str(data[a:a + b], "utf-8", "replace")
+                            for a, b in zip(tp.tolist(), tl.tolist(), strict=True)], type=t)
         elif name == "msgId":
             hb = np.empty((n, 16), dtype=np.uint8)
             hb[:, :8] = u8[Sk[:, None] + _V4_STOREHOST + ar8]

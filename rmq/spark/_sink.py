@@ -268,7 +268,7 @@ class MessageSender:
         import pyarrow.compute as pc
 
         n = batch.num_rows
-        cols = dict(zip(batch.schema.names, batch.columns))
+        cols = dict(zip(batch.schema.names, batch.columns, strict=True))
         value = cols["value"]
         if value.null_count:
             raise SinkError("a row has a null 'value'; a RocketMQ message needs a body")
@@ -354,10 +354,12 @@ class MessageSender:
         head = np.zeros((n, 5), dtype=">i4")
         head[:, 0] = 20 + blen + 2 + plen
         head[:, 4] = blen
-        head_arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(0, 20 * n + 1, 20, dtype=np.int32)),
-                                                          pa.py_buffer(head.view(np.uint8))])
-        plen_arr = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
-                                                          pa.py_buffer(plen.astype(">i2").view(np.uint8))])
+        head_arr = pa.Array.from_buffers(pa.binary(), n,
+                                         [None, pa.py_buffer(np.arange(0, 20 * n + 1, 20, dtype=np.int32)),
+                                          pa.py_buffer(head.view(np.uint8))])
+        plen_arr = pa.Array.from_buffers(pa.binary(), n,
+                                         [None, pa.py_buffer(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
+                                          pa.py_buffer(plen.astype(">i2").view(np.uint8))])
         order = np.argsort(dest, kind="stable")
         items = pc.binary_join_element_wise(head_arr, value, plen_arr, props, b"").take(pa.array(order))
         offs = np.frombuffer(items.buffers()[1], dtype=np.int32)[items.offset:items.offset + n + 1].astype(np.int64)
@@ -368,7 +370,7 @@ class MessageSender:
         starts = np.concatenate([[0], bounds]).tolist()
         ends = np.concatenate([bounds, [n]]).tolist()
         limit = self.opts.batch_size
-        for a, b in zip(starts, ends):
+        for a, b in zip(starts, ends, strict=True):
             topic, broker, qid = dests[int(sorted_dest[a])]
             i = a
             while i < b:  # split at batch_size messages or ~1 MiB

@@ -48,7 +48,7 @@ class StoreCheckpoint:
             return data
         except FileNotFoundError:
             return {}
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any unreadable checkpoint: recover from the first file
             log.warning("checkpoint %s unreadable (%s): recovering from the first file", self.path, e)
             return {}
 

@@ -192,7 +192,8 @@ class CommitLog:
             logics_offset=queue_offset, msg_num=1, msg_ids=[mid]))
 
     def append_batch(self, msg: MessageInner) -> PutMessageResult:
-        """Write every item of a batch body (Java MessageDecoder.encodeMessages) as its own record (one queue offset each)."""
+        """Write every item of a batch body (Java MessageDecoder.encodeMessages) as its own record
+        (one queue offset each)."""
         topic_b = self._encode_topic(msg.topic)
         bad = self._check(topic_b, msg)
         if bad is not None:
@@ -201,7 +202,8 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be transactional")
         if len(msg.body) > self.config.max_message_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch is {len(msg.body)} bytes, the maximum is {self.config.max_message_size}")
+                                    remark=f"batch is {len(msg.body)} bytes, "
+                                           f"the maximum is {self.config.max_message_size}")
         outer = msg.encoded_properties()
         if len(outer) > 32767:
             return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,

@@ -46,7 +46,8 @@ class StoreConfig:
     sync_flush_timeout: int = setting(5000, lo=1, hi=600_000, unit="ms")
     max_message_size: int = setting(4 * 1024 * 1024, lo=1, hi=1024 * 1024 * 1024, unit="bytes")
     file_reserved_time: int = setting(72, lo=0, hi=87_600, unit="hours")
-    delete_when: str = setting("04", check=check_hours_of_day, text="hours 0..23 separated by ;")  # hours of day, "04;05" for several
+    # hours of day, "04;05" for several
+    delete_when: str = setting("04", check=check_hours_of_day, text="hours 0..23 separated by ;")
     disk_max_used_space_ratio: int = setting(75, lo=0, hi=100, unit="%")
     disk_space_warning_level_ratio: int = setting(90, lo=0, hi=100, unit="%")  # refuse writes above
     disk_space_clean_forcibly_ratio: int = setting(85, lo=0, hi=100, unit="%")  # delete immediately above
@@ -63,7 +64,8 @@ class StoreConfig:
     broker_role: str = setting("ASYNC_MASTER", choices=("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"))
     offset_check_in_slave: bool = False
     check_crc_on_recover: bool = True
-    message_delay_level: str = setting(DEFAULT_MESSAGE_DELAY_LEVEL, check=check_delay_levels, text="1..64 delays like 1s 5m 2h 1d")
+    message_delay_level: str = setting(DEFAULT_MESSAGE_DELAY_LEVEL, check=check_delay_levels,
+                                       text="1..64 delays like 1s 5m 2h 1d")
     # Not in Java: mapped files (CommitLog + ConsumeQueue) the process may hold; 0 derives it
     # from the open file limit and vm.max_map_count (rmq.store.resources).
     max_mapped_files: int = setting(0, lo=0, hi=1 << 31)

@@ -193,9 +193,9 @@ class MappedFile:
         flushed = self.flushed_position
         if wrote <= flushed or self.destroyed:
             return flushed
-        if least_pages > 0 and wrote < self.file_size:
-            if (wrote // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) < least_pages:
-                return flushed
+        if (least_pages > 0 and wrote < self.file_size
+                and (wrote // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) < least_pages):
+            return flushed
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:

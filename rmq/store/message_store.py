@@ -198,7 +198,7 @@ class MessageStore:
         self.flush_commit_log.stop()
         try:
             self.reput.do_reput()
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - shutdown goes on; the next start dispatches the rest
             log.error("store shutdown: dispatch stopped at CommitLog offset %d (%s); the next start "
                       "dispatches the rest", self.reput.reput_from_offset, e)
         try:

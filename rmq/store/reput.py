@@ -176,7 +176,7 @@ class ReputMessageService:
                 # Bounded batches so a large backlog does not starve the loop.
                 while self.do_reput(max_records=BATCH_RECORDS) >= BATCH_RECORDS:
                     await asyncio.sleep(0)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - dispatch survives anything: it records the error, backs off
                 backoff = min(max(backoff * 2, 0.05), DISPATCH_BACKOFF_MAX)
                 self.dispatch_error = f"{type(e).__name__}: {e}"
                 if isinstance(e, DiskSpaceError):

@@ -62,7 +62,7 @@ async def test_our_producer_to_cpp_and_ons_consumers(clients, standalone, names,
     msgs.append(rmq.Message(names.topic, (names.marker + "big:" + "z" * 6000).encode(), tags="TagA"))  # compressed
     async with rmq.Producer(standalone.namesrv_addr, names.pgroup) as p:
         results = [await p.send(m) for m in msgs]
-    by_body = {m.body.decode(): (m, r) for m, r in zip(msgs, results)}
+    by_body = {m.body.decode(): (m, r) for m, r in zip(msgs, results, strict=True)}
 
     cpp, ons = await asyncio.gather(
         _driver(support.cpp(clients, tmp_path / "cpp", "push", "--namesrv", standalone.namesrv_addr,

@@ -188,7 +188,8 @@ async def test_broadcasting_delivers_everything_to_everyone(cluster, namesrv_add
     assert sorted(got["x"]) == sorted(got["y"]) == sorted(b"%d" % i for i in range(12))
     files = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "offsets") for f in fs if f == "offsets.json"]
     assert len(files) == 2
-    table = json.load(open(files[0]))["offsetTable"]
+    with open(files[0]) as f:
+        table = json.load(f)["offsetTable"]
     assert sum(e["offset"] for e in table) == 12
 
 
@@ -258,7 +259,8 @@ async def test_orderly_clustering_locks_queues(cluster, namesrv_addr, unique):
 
     async with RemotingClient() as rc:
         probe = await rc.invoke(broker.broker_addr, RemotingCommand.request(
-            RequestCode.LOCK_BATCH_MQ, None, json.dumps({"consumerGroup": cg, "clientId": "probe", "mqSet": []}).encode()))
+            RequestCode.LOCK_BATCH_MQ, None,
+            json.dumps({"consumerGroup": cg, "clientId": "probe", "mqSet": []}).encode()))
     assert probe.code == ResponseCode.SUCCESS and json.loads(probe.body_bytes()) == {"lockOKMQSet": []}
     got = []
 
@@ -375,7 +377,8 @@ async def test_close_lets_running_handlers_finish_and_commits_them(cluster, name
 
 @pytest.mark.slow
 async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
-    """A message that always fails (CONSUMER_SEND_MSG_BACK each time) is redelivered from %RETRY%group, then parked in %DLQ%group after max_reconsume_times."""
+    """A message that always fails (CONSUMER_SEND_MSG_BACK each time) is redelivered from %RETRY%group,
+    then parked in %DLQ%group after max_reconsume_times."""
     ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=1)

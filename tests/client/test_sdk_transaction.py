@@ -132,8 +132,10 @@ async def test_transactions_end_to_end(cluster, namesrv_addr, unique):
 
     async with rmq.Producer(namesrv_addr, pg,
                             transaction_checker=lambda m: rmq.LocalTransactionState.COMMIT_MESSAGE) as p:
-        await p.send_in_transaction(rmq.Message(topic, b"commit-me"), lambda m, r: rmq.LocalTransactionState.COMMIT_MESSAGE)
-        await p.send_in_transaction(rmq.Message(topic, b"roll-me"), lambda m, r: rmq.LocalTransactionState.ROLLBACK_MESSAGE)
+        await p.send_in_transaction(rmq.Message(topic, b"commit-me"),
+                                    lambda m, r: rmq.LocalTransactionState.COMMIT_MESSAGE)
+        await p.send_in_transaction(rmq.Message(topic, b"roll-me"),
+                                    lambda m, r: rmq.LocalTransactionState.ROLLBACK_MESSAGE)
         r3 = await p.send_in_transaction(rmq.Message(topic, b"checked"), lambda m, r: rmq.LocalTransactionState.UNKNOW)
         record = _raw_record(broker, r3.send_result.offset_msg_id)
         (half,) = decode_messages(record)

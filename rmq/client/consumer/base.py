@@ -233,7 +233,7 @@ class ConsumerBase(abc.ABC):
             self._early_rebalance = None
         async with self._rebalance_lock:
             pqs = list(self.process_queue_table.items())
-            for mq, pq in pqs:
+            for _mq, pq in pqs:
                 pq.dropped = True
                 if pq.pull_task is not None:
                     pq.pull_task.cancel()

@@ -24,7 +24,7 @@ import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from rmq.errors import ClientError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
@@ -40,7 +40,7 @@ __all__ = ["ConsumeMessageService", "ConsumeMessageConcurrentlyService", "Consum
 
 log = logging.getLogger("rmq.client")
 
-HandlerResult = Union[ConsumeResult, None]
+HandlerResult = ConsumeResult | None
 #: ``async def handler(msg) -> ConsumeResult | None``; raising means "consume later".
 MessageHandler = Callable[[MessageExt], Awaitable[HandlerResult] | HandlerResult]
 #: ``async def handler(msgs) -> ConsumeResult | None`` for ``consume_batch_size`` > 1.
@@ -327,10 +327,9 @@ class ConsumeMessageOrderlyService(_HandlerService):
         clustering = c.message_model is MessageModel.CLUSTERING
         try:
             while not pq.dropped and c.active:
-                if clustering and (not pq.locked or pq.lock_expired()):
-                    if pq.mq not in await c.lock_batch([pq.mq]):
-                        await asyncio.sleep(LOCK_RETRY_DELAY if not pq.dropped else 0)
-                        continue
+                if clustering and (not pq.locked or pq.lock_expired()) and pq.mq not in await c.lock_batch([pq.mq]):
+                    await asyncio.sleep(LOCK_RETRY_DELAY if not pq.dropped else 0)
+                    continue
                 async with pq.consume_lock:
                     if pq.dropped:
                         return
@@ -345,11 +344,10 @@ class ConsumeMessageOrderlyService(_HandlerService):
                         self._commit(pq)
                         continue
                     c.stats["consumed_failed"] += len(msgs)
-                    if self._exceeds_max_reconsume(msgs):
-                        # give up on these: to the DLQ via the broker, then go on
-                        if all([await c.send_message_back(m, 0) for m in msgs]):
-                            self._commit(pq)
-                            continue
+                    # give up on these: to the DLQ via the broker, then go on
+                    if self._exceeds_max_reconsume(msgs) and all([await c.send_message_back(m, 0) for m in msgs]):
+                        self._commit(pq)
+                        continue
                     pq.make_messages_consume_again(
                         [dataclasses.replace(m, reconsume_times=m.reconsume_times + 1) for m in msgs])
                 await asyncio.sleep(opts.suspend_current_queue_time)

@@ -282,10 +282,9 @@ class PushConsumerImpl(ConsumerBase):
                 await wait_event(pq.wakeup, FLOW_CONTROL_DELAY)
                 continue
             if self.locks_queues:
-                if not pq.locked or pq.lock_expired():
-                    if mq not in await self.lock_batch([mq]):
-                        await asyncio.sleep(LOCK_RETRY_DELAY)
-                        continue
+                if (not pq.locked or pq.lock_expired()) and mq not in await self.lock_batch([mq]):
+                    await asyncio.sleep(LOCK_RETRY_DELAY)
+                    continue
                 if not pq.lock_first_done:
                     # the previous owner may have committed more since we computed the offset
                     try:
