@@ -123,7 +123,8 @@ class BrokerController:
         self.topic_config_manager = TopicConfigManager(self.config_dir, broker_config)
         self.subscription_group_manager = SubscriptionGroupManager(self.config_dir, broker_config)
         self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir, broker_config.max_consumer_offset_keys)
-        self.consumer_manager = ConsumerManager(self._notify_consumer_ids_changed, broker_config.channel_expired_seconds)
+        self.consumer_manager = ConsumerManager(self._notify_consumer_ids_changed,
+                                                broker_config.channel_expired_seconds)
         self.producer_manager = ProducerManager(broker_config.channel_expired_seconds)
         self.stats = BrokerStats()
         # Message semantics: delay levels, orderly locks, transactions.
@@ -140,7 +141,8 @@ class BrokerController:
                                   max(broker_config.flush_consumer_offset_interval, 100) / 1000.0)
         self.config_persister.add(self.schedule_service.table, self.schedule_service.flush_interval)
         self.server = RemotingServer(
-            broker_config.listen_host, broker_config.listen_port, idle_timeout=broker_config.idle_timeout, name="broker",
+            broker_config.listen_host, broker_config.listen_port, idle_timeout=broker_config.idle_timeout,
+            name="broker",
             write_buffer_high=broker_config.write_buffer_high,
             write_buffer_limit=broker_config.write_buffer_limit or None,
             frame_read_timeout=broker_config.frame_read_timeout_seconds or None,
@@ -216,8 +218,10 @@ class BrokerController:
         send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)
         lock_pool = ProcessorPool("rebalanceLock", max_in_flight=16, max_queue=10_000)
-        s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, _Gate(self, ConsumerSendMsgBackProcessor(self)), send_back_pool)
-        s.register_processor(RequestCode.END_TRANSACTION, _Gate(self, EndTransactionProcessor(self)), end_transaction_pool)
+        s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, _Gate(self, ConsumerSendMsgBackProcessor(self)),
+                             send_back_pool)
+        s.register_processor(RequestCode.END_TRANSACTION, _Gate(self, EndTransactionProcessor(self)),
+                             end_transaction_pool)
         lock = RebalanceLockProcessor(self)
         for code in lock.codes:
             s.register_processor(code, _Gate(self, lock), lock_pool)
@@ -461,7 +465,8 @@ class BrokerController:
             if getattr(conn, "closed", False):
                 continue
             try:
-                conn.invoke_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
+                conn.invoke_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                           {"consumerGroup": group}))
             except Exception as e:  # noqa: BLE001 - a closing member simply misses it
                 log.debug("notify consumer ids changed to %s failed: %s", getattr(conn, "remote_addr", "?"), e)
 

@@ -76,11 +76,13 @@ class BrokerOuterAPI:
     async def unregister_broker_all(
         self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int, timeout: float
     ) -> None:
-        ext = {"brokerAddr": broker_addr, "brokerId": str(broker_id), "brokerName": broker_name, "clusterName": cluster_name}
+        ext = {"brokerAddr": broker_addr, "brokerId": str(broker_id), "brokerName": broker_name,
+               "clusterName": cluster_name}
 
         async def one(addr: str) -> None:
             try:
-                await self.client.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, dict(ext)), timeout=timeout)
+                await self.client.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, dict(ext)),
+                                         timeout=timeout)
                 log.info("unregistered broker from name server %s", addr)
             except Exception as e:  # noqa: BLE001 - shutting down anyway
                 log.warning("unregister broker from name server %s failed: %s", addr, e)

@@ -123,7 +123,8 @@ class RebalanceLockManager:
         if not table:
             self.mq_lock_table.pop(group, None)
         if new or taken_over:
-            _rl.info("lock-" + group, "group %s: %s locked %d new queues, took over %d expired ones (%d held by others)",
+            _rl.info("lock-" + group,
+                     "group %s: %s locked %d new queues, took over %d expired ones (%d held by others)",
                      clip(group), clip(client_id), new, taken_over, refused)
         if full:
             self.refused_full += full

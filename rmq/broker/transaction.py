@@ -1,4 +1,5 @@
-"""Transactional messages: half messages, END_TRANSACTION, op records and check-back (Java ``TransactionalMessageServiceImpl``).
+"""Transactional messages: half messages, END_TRANSACTION, op records and check-back
+(Java ``TransactionalMessageServiceImpl``).
 
 Java's ``TransactionalMessageServiceImpl`` + ``TransactionalMessageBridge`` +
 ``TransactionalMessageCheckService`` in one asyncio-owned service.
@@ -142,7 +143,8 @@ class TransactionalMessageService:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"illegal commitOrRollback value {kind}", {})
         ext = self.store.look_message_by_offset(header.commit_log_offset)
         if ext is None:
-            log.warning("END_TRANSACTION from %s: no half message at CommitLog offset %d", who, header.commit_log_offset)
+            log.warning("END_TRANSACTION from %s: no half message at CommitLog offset %d", who,
+                        header.commit_log_offset)
             return cmd.response(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed", {})
         problem = self._check_prepare_message(ext, header)
         if problem is not None:

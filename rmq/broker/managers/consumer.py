@@ -190,7 +190,8 @@ class ConsumerManager:
         old = info.channels.get(channel.conn)
         if old is None:
             info.channels[channel.conn] = channel
-            _rl.info("consumer-connected", "new consumer connected, group %s %s %s", clip(group), clip(channel.client_id),
+            _rl.info("consumer-connected", "new consumer connected, group %s %s %s", clip(group),
+                     clip(channel.client_id),
                      channel.remote_addr)
             changed = True
         else:
@@ -218,7 +219,8 @@ class ConsumerManager:
                 if topic not in new_topics:
                     del info.subscriptions[topic]
                     changed = True
-                    _rl.info("subscription-removed", "subscription changed, group %s remove %s", clip(group), clip(topic))
+                    _rl.info("subscription-removed", "subscription changed, group %s remove %s", clip(group),
+                             clip(topic))
         if changed:
             self._notify(group, notify_enabled)
         return changed
@@ -280,7 +282,8 @@ class ProducerManager:
         old = chans.get(channel.conn)
         if old is None:
             chans[channel.conn] = channel
-            _rl.info("producer-connected", "new producer connected, group %s %s %s", clip(group), clip(channel.client_id),
+            _rl.info("producer-connected", "new producer connected, group %s %s %s", clip(group),
+                     clip(channel.client_id),
                      channel.remote_addr)
         else:
             old.last_update = time.monotonic()

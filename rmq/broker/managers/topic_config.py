@@ -170,7 +170,8 @@ class TopicConfigManager(ConfigManager):
         return old
 
     def create_topic_in_send_message_method(
-        self, topic: str, default_topic: str, remote_addr: str, client_default_topic_queue_nums: int, topic_sys_flag: int
+        self, topic: str, default_topic: str, remote_addr: str, client_default_topic_queue_nums: int,
+        topic_sys_flag: int,
     ) -> tuple[TopicConfig | None, bool]:
         """Create ``topic`` from the template ``default_topic`` (TBW102) on first send.
 
@@ -182,13 +183,15 @@ class TopicConfigManager(ConfigManager):
             return tc, False
         default = self.topic_config_table.get(default_topic)
         if default is None:
-            _rl.warning("create-topic-no-default", "create topic %s failed: default topic %s does not exist (producer %s)",
+            _rl.warning("create-topic-no-default",
+                        "create topic %s failed: default topic %s does not exist (producer %s)",
                         topic, clip(default_topic), remote_addr)
             return None, False
         if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.auto_create_topic_enable:
             return None, False
         if not PermName.is_inherited(default.perm):
-            _rl.warning("create-topic-no-inherit", "create topic %s failed: default topic %s has no inherit perm (producer %s)",
+            _rl.warning("create-topic-no-inherit",
+                        "create topic %s failed: default topic %s has no inherit perm (producer %s)",
                         topic, clip(default_topic), remote_addr)
             return None, False
         queue_nums = max(0, min(int(client_default_topic_queue_nums), default.write_queue_nums))
@@ -200,7 +203,8 @@ class TopicConfigManager(ConfigManager):
             default.topic_filter_type,
             topic_sys_flag,
         )
-        _rl.info("topic-auto-created", "auto-created topic %s from %s for %s: %d queues", topic, default_topic, remote_addr,
+        _rl.info("topic-auto-created", "auto-created topic %s from %s for %s: %d queues", topic, default_topic,
+                 remote_addr,
                  queue_nums)
         self.topic_config_table[topic] = tc
         self._changed()

@@ -102,7 +102,8 @@ class AdminBrokerProcessor:
         if TopicValidator.is_system_topic(h.topic):
             return cmd.response(ResponseCode.SYSTEM_ERROR, TopicValidator.system_topic_remark(h.topic), {})
         if h.topic == c.broker_config.broker_cluster_name:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is conflict with system reserved words.", {})
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"the topic[{h.topic}] is conflict with system reserved words.", {})
         cap = c.topic_config_manager.max_queue_nums
         if not (0 <= h.read_queue_nums <= cap and 0 <= h.write_queue_nums <= cap):
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"queue numbers must be between 0 and {cap} "
@@ -125,7 +126,8 @@ class AdminBrokerProcessor:
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
         _rlog.info("delete-topic", "deleteTopic called by %s: %s", conn.remote_addr, clip(h.topic))
         if c.topic_config_manager.is_system_topic(h.topic):
-            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] is a system topic and cannot be deleted", {})
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"the topic[{h.topic}] is a system topic and cannot be deleted", {})
         c.topic_config_manager.delete_topic_config(h.topic)
         c.consumer_offset_manager.remove_topic(h.topic)
         try:
@@ -137,7 +139,8 @@ class AdminBrokerProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def get_all_topic_config(self, conn, cmd):
-        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(self.controller.topic_config_manager.serialize_wrapper()))
+        return cmd.response(ResponseCode.SUCCESS, None, {},
+                            to_json_bytes(self.controller.topic_config_manager.serialize_wrapper()))
 
     # -- subscription groups --------------------------------------------------------------
 
@@ -154,7 +157,8 @@ class AdminBrokerProcessor:
         if not 0 <= cfg.retry_queue_nums <= cap:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"retryQueueNums {cfg.retry_queue_nums} is out of range "
                                 f"0..{cap} (maxTopicQueueNums)", {})
-        _rlog.info("update-group", "updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_addr, cfg.group_name)
+        _rlog.info("update-group", "updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_addr,
+                   cfg.group_name)
         self.controller.subscription_group_manager.update_subscription_group_config(cfg)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
@@ -211,7 +215,8 @@ class AdminBrokerProcessor:
             max_off = store.get_max_offset_in_queue(h.topic, qid)
             min_off = max(0, store.get_min_offset_in_queue(h.topic, qid))
             last = store.get_message_store_timestamp(h.topic, qid, max_off - 1) if max_off > 0 else 0
-            entries.append((self._queue(h.topic, qid), {"minOffset": min_off, "maxOffset": max_off, "lastUpdateTimestamp": last}))
+            entries.append((self._queue(h.topic, qid), {"minOffset": min_off, "maxOffset": max_off,
+                                                        "lastUpdateTimestamp": last}))
         body = '{"offsetTable":' + fastjson_object_key_map(entries) + "}"
         return cmd.response(ResponseCode.SUCCESS, None, {}, body.encode())
 
@@ -250,7 +255,8 @@ class AdminBrokerProcessor:
         c = self.controller
         lines = [f"{k}={'' if v is None else v}" for k, v in describe(c.broker_config).items()]
         return cmd.response(
-            ResponseCode.SUCCESS, None, {"version": str(c.topic_config_manager.data_version.to_json())}, "\n".join(lines).encode()
+            ResponseCode.SUCCESS, None, {"version": str(c.topic_config_manager.data_version.to_json())},
+            "\n".join(lines).encode()
         )
 
     # -- offsets --------------------------------------------------------------------------
@@ -274,7 +280,9 @@ class AdminBrokerProcessor:
         h = GetMinOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         store = self.controller.message_store
         min_off = store.get_min_offset_in_queue(h.topic, h.queue_id)
-        ts = store.get_message_store_timestamp(h.topic, h.queue_id, min_off) if store.get_max_offset_in_queue(h.topic, h.queue_id) > min_off else -1
+        ts = -1
+        if store.get_max_offset_in_queue(h.topic, h.queue_id) > min_off:
+            ts = store.get_message_store_timestamp(h.topic, h.queue_id, min_off)
         return cmd.response(ResponseCode.SUCCESS, None, {"timestamp": str(ts)})
 
 

@@ -164,7 +164,8 @@ class ConsumerManageProcessor:
                 return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes({"consumerIdList": ids}))
             _rlog.warning("get-client-ids", "getAllClientId failed, %s %s", clip(h.consumer_group), conn.remote_addr)
         else:
-            _rlog.warning("get-group-info", "getConsumerGroupInfo failed, %s %s", clip(h.consumer_group), conn.remote_addr)
+            _rlog.warning("get-group-info", "getConsumerGroupInfo failed, %s %s", clip(h.consumer_group),
+                          conn.remote_addr)
         return cmd.response(ResponseCode.SYSTEM_ERROR, "no consumer for this group, " + h.consumer_group, {})
 
     def update_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:
@@ -174,7 +175,8 @@ class ConsumerManageProcessor:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         c = self.controller
         if c.subscription_group_manager.find_subscription_group_config(h.consumer_group) is None:
-            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {clip(h.consumer_group)} not exist!", {})
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"Group {clip(h.consumer_group)} not exist!", {})
         tc = c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {clip(h.topic)} not exist!", {})
@@ -183,7 +185,8 @@ class ConsumerManageProcessor:
                                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}]", {})
         if not c.consumer_offset_manager.commit_offset(conn.remote_addr, h.consumer_group, h.topic, h.queue_id,
                                                        h.commit_offset):
-            return cmd.response(ResponseCode.SYSTEM_BUSY, "the consumer offset table is full (maxConsumerOffsetKeys)", {})
+            return cmd.response(ResponseCode.SYSTEM_BUSY,
+                                "the consumer offset table is full (maxConsumerOffsetKeys)", {})
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def query_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:
@@ -197,4 +200,5 @@ class ConsumerManageProcessor:
         min_offset = c.message_store.get_min_offset_in_queue(h.topic, h.queue_id)
         if min_offset <= 0:
             return cmd.response(ResponseCode.SUCCESS, None, {"offset": "0"})
-        return cmd.response(ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", {})
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND,
+                            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", {})

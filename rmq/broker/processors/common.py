@@ -85,5 +85,6 @@ def fastjson_object_key_map(entries: list[tuple[dict, dict]]) -> str:
     """
     parts = []
     for key, value in entries:
-        parts.append(json.dumps(key, separators=(",", ":"), sort_keys=True) + ":" + json.dumps(value, separators=(",", ":")))
+        parts.append(json.dumps(key, separators=(",", ":"), sort_keys=True) + ":"
+                     + json.dumps(value, separators=(",", ":")))
     return "{" + ",".join(parts) + "}"

@@ -109,13 +109,15 @@ class PullMessageProcessor:
         # 1. broker readable
         if not PermName.is_readable(self.broker_config.broker_permission):
             return cmd.response(
-                ResponseCode.NO_PERMISSION, f"the broker[{self.broker_config.broker_ip1}] pulling message is forbidden", {}
+                ResponseCode.NO_PERMISSION, f"the broker[{self.broker_config.broker_ip1}] pulling message is forbidden",
+                {}
             )
         # 2. subscription group
         sgc = c.subscription_group_manager.find_subscription_group_config(h.consumer_group)
         if sgc is None:
             return cmd.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{h.consumer_group}] does not exist" + FAQ, {}
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{h.consumer_group}] does not exist" + FAQ, {}
             )
         if not sgc.consume_enable:
             return cmd.response(ResponseCode.NO_PERMISSION, "subscription group no permission, " + h.consumer_group, {})
@@ -129,7 +131,8 @@ class PullMessageProcessor:
         if tc is None:
             _rlog.warning("pull-topic-not-exist", "pull from %s: topic %s does not exist (consumer %s)",
                           clip(h.consumer_group), clip(h.topic), conn.remote_addr)
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!" + FAQ, {})
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
+                                f"topic[{h.topic}] not exist, apply first please!" + FAQ, {})
         if not PermName.is_readable(tc.perm):
             return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden", {})
         # 5. queue id
@@ -155,18 +158,22 @@ class PullMessageProcessor:
             except Exception as e:  # noqa: BLE001 - any parse failure is the client's expression
                 _rlog.warning("pull-bad-subscription", "parse the consumer's subscription[%s] failed, group: %s: %s",
                               clip(sub_string), clip(h.consumer_group), clip(e))
-                return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed", {})
+                return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                    "parse the consumer's subscription failed", {})
         else:
             cgi = c.consumer_manager.get_consumer_group_info(h.consumer_group)
             if cgi is None:
-                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ, {})
+                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                    "the consumer's group info not exist" + FAQ, {})
             if not sgc.consume_broadcast_enable and cgi.message_model == MessageModel.BROADCASTING:
                 return cmd.response(
-                    ResponseCode.NO_PERMISSION, f"the consumer group[{h.consumer_group}] can not consume by broadcast way", {}
+                    ResponseCode.NO_PERMISSION,
+                    f"the consumer group[{h.consumer_group}] can not consume by broadcast way", {}
                 )
             sub = cgi.find_subscription_data(h.topic)
             if sub is None:
-                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ, {})
+                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                    "the consumer's subscription not exist" + FAQ, {})
             if sub.sub_version < h.sub_version:
                 return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", {})
             # 7. expression type

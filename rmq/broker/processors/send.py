@@ -169,7 +169,8 @@ class SendMessageProcessor:
             queue_id = random.randrange(max(1, tc.write_queue_nums))
         body = cmd.body_bytes()
         if batch and header.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group " + header.topic, {})
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
+                                "batch request does not support retry group " + header.topic, {})
         max_body = getattr(self.store.config, "max_message_size", 4 * 1024 * 1024)
         if not batch and len(body) > max_body:
             return cmd.response(
@@ -194,7 +195,8 @@ class SendMessageProcessor:
         try:
             result = self.store.append_message(msg, batch)
         except Exception as e:  # noqa: BLE001 - the store's failure must reach the producer
-            _rlog.error("store-put", "store failed to put a message into %s-%d", clip(header.topic), queue_id, exc_info=True)
+            _rlog.error("store-put", "store failed to put a message into %s-%d", clip(header.topic), queue_id,
+                        exc_info=True)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         if result.flush_wait:
             return self._reply_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result)

@@ -106,7 +106,8 @@ def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: Messag
     ):
         if getattr(controller.broker_config, "reject_transaction_message", False):
             return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the broker[{controller.broker_config.broker_ip1}] sending transaction message is forbidden", {})
+                                f"the broker[{controller.broker_config.broker_ip1}] "
+                                "sending transaction message is forbidden", {})
         controller.transaction_service.prepare(msg, props)
         return None   # a half message is delayed, if at all, when it is committed
 
@@ -163,7 +164,8 @@ class ConsumerSendMsgBackProcessor:
             return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden", {})
         ext = c.message_store.look_message_by_offset(header.offset)
         if ext is None:
-            _rlog.warning("send-back-no-message", "send-back from %s (group %s): no message at CommitLog offset %d", who, clip(group),
+            _rlog.warning("send-back-no-message", "send-back from %s (group %s): no message at CommitLog offset %d",
+                          who, clip(group),
                           header.offset)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}", {})
 
@@ -190,7 +192,8 @@ class ConsumerSendMsgBackProcessor:
         try:
             result = await c.message_store.put_message(inner)
         except Exception as e:  # noqa: BLE001 - the consumer must hear about it (it retries locally)
-            _rlog.error("send-back-failed", "send-back of %s into %s failed", ext.msg_id, clip(new_topic), exc_info=True)
+            _rlog.error("send-back-failed", "send-back of %s into %s failed", ext.msg_id, clip(new_topic),
+                        exc_info=True)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         if not result.is_ok:
             status = getattr(result.status, "name", str(result.status))
