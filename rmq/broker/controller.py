@@ -34,6 +34,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 
 from rmq.broker.long_polling import PullRequestHoldService
 from rmq.broker.managers.config_store import ConfigPersister
@@ -287,7 +288,7 @@ class BrokerController:
         self._stopped = True
         self.ready = False
         bc = self.broker_config
-        steps = []
+        steps: list[tuple[str, Callable[[], object]]] = []  # each may return an awaitable
         if self.message_store is not None and bc.namesrv_addr_list:
             steps.append(("unregister", lambda: self.broker_outer_api.unregister_broker_all(
                 bc.broker_cluster_name, self.broker_addr, bc.broker_name, bc.broker_id, timeout=2.0)))
@@ -364,7 +365,8 @@ class BrokerController:
         stale = self.consumer_manager.scan_not_active_channel() + self.producer_manager.scan_not_active_channel()
         for conn in set(stale):
             log.warning("client connection %s expired (no heartbeat), closing", getattr(conn, "remote_addr", "?"))
-            self.pull_request_hold_service.on_connection_closed(conn)
+            if self.pull_request_hold_service is not None:
+                self.pull_request_hold_service.on_connection_closed(conn)
             try:
                 conn.close()
             except Exception:  # noqa: BLE001

@@ -201,8 +201,10 @@ class ScheduleMessageService:
     # -- delivery ---------------------------------------------------------------------------
 
     async def _deliver_loop(self) -> None:
+        wakeup = self._wakeup
+        assert wakeup is not None  # created by start() before this loop runs
         while not self._stopping:
-            self._wakeup.clear()
+            wakeup.clear()
             next_due = None   # epoch ms of the earliest unit not yet due
             for level in range(1, self.max_delay_level + 1):
                 if self._stopping:
@@ -221,7 +223,7 @@ class ScheduleMessageService:
             if timeout == 0.0:
                 continue
             try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
+                await asyncio.wait_for(wakeup.wait(), timeout)
             except TimeoutError:
                 pass
 
@@ -277,6 +279,7 @@ class ScheduleMessageService:
                     self.delivered += 1
             offset += 1
             self._advance(level, offset)
+        return None  # stopping
 
     def _advance(self, level: int, offset: int) -> None:
         self.table.offset_table[level] = offset

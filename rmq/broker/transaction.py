@@ -290,13 +290,15 @@ class TransactionalMessageService:
                 continue
 
     async def _check_loop(self) -> None:
+        kick = self._kick
+        assert kick is not None  # created by start() before this loop runs
         while not self._stopping:
             interval = max(self.config.transaction_check_interval, 10) / 1000.0
             try:
-                await asyncio.wait_for(self._kick.wait(), interval)
+                await asyncio.wait_for(kick.wait(), interval)
             except TimeoutError:
                 pass
-            self._kick.clear()
+            kick.clear()
             if self._stopping:
                 return
             try:

@@ -165,6 +165,7 @@ class CommitLog:
                                     remark=f"message is {size} bytes, larger than a CommitLog file")
         key = (msg.topic, msg.queue_id)
         tran = msg.sys_flag & _TRAN_MASK
+        queue_offset: int | None
         if tran in _NO_QUEUE_OFFSET:
             queue_offset = 0
         else:

@@ -117,7 +117,9 @@ class GroupCommitService(CommitLogFlushService):
         ``sync_flush_timeout`` ms, StoreError when the fdatasync fails."""
         store = self.store
         timeout_ms = store.config.sync_flush_timeout
-        end = result.append.wrote_offset + result.append.wrote_bytes
+        a = result.append
+        assert a is not None  # only PUT_OK results wait for the flush
+        end = a.wrote_offset + a.wrote_bytes
         fut = asyncio.get_running_loop().create_future()
         # A put that timed out no longer awaits its future: mark a later error as retrieved.
         fut.add_done_callback(_consume_result)

@@ -11,6 +11,7 @@ import logging
 import mmap
 import os
 import time
+from collections.abc import Callable
 
 from rmq.errors import StoreError
 from rmq.store.resources import MAPPINGS, free_bytes, fsync_dir
@@ -291,7 +292,7 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         self.flushed_where = 0
         self._pending_destroy: list[MappedFile] = []
-        self.on_change = None            # callable() after files are added or removed
+        self.on_change: Callable[[], None] | None = None  # called after files are added or removed
 
     # -- loading -----------------------------------------------------------------------------
     def load(self) -> None:
@@ -364,12 +365,10 @@ class MappedFileQueue:
         return self.flushed_where
 
     # -- growth ------------------------------------------------------------------------------
-    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = True) -> MappedFile | None:
+    def get_last_mapped_file(self, start_offset: int = 0) -> MappedFile:
         """The file to append to, creating the next one when the last is full."""
         last = self.last
         if last is not None and not last.is_full:
-            return last
-        if not need_create:
             return last
         if last is None:
             create_offset = start_offset - (start_offset % self.mapped_file_size)

@@ -239,10 +239,11 @@ class MessageFilter:
     __slots__ = ("expression", "tags", "codes", "tag_bytes")
 
     def __init__(self, tags: list[str] | None):
-        self.tags = None if tags is None else list(dict.fromkeys(tags))
-        self.expression = "*" if tags is None else " || ".join(self.tags)
-        self.codes = None if tags is None else frozenset(_store.java_hash_code(t) for t in self.tags)
-        self.tag_bytes = None if tags is None else [t.encode("utf-8") for t in self.tags]
+        uniq = None if tags is None else list(dict.fromkeys(tags))
+        self.tags = uniq
+        self.expression = "*" if uniq is None else " || ".join(uniq)
+        self.codes = None if uniq is None else frozenset(_store.java_hash_code(t) for t in uniq)
+        self.tag_bytes = None if uniq is None else [t.encode("utf-8") for t in uniq]
 
     @classmethod
     def from_expression(cls, expression: str | None) -> MessageFilter:

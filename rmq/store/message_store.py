@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal, overload
 
 from rmq import _store
 from rmq.common.log import RateLimitedLog, clip
@@ -387,6 +387,7 @@ class MessageStore:
                                 result.status.name, result.remark)
             return False
         a = result.append
+        assert a is not None  # a PUT_OK result carries its append
         stats = self._stats
         stats["put_total"] += a.msg_num
         stats["put_bytes"] += a.wrote_bytes
@@ -416,6 +417,12 @@ class MessageStore:
     def do_reput(self, limit: int | None = None, notify: bool = True, max_records: int = 1 << 30) -> int:
         """Dispatch now (ReputMessageService.do_reput); returns the records dispatched."""
         return self.reput.do_reput(limit, notify, max_records)
+
+    @overload
+    def find_consume_queue(self, topic: str, queue_id: int, create: Literal[True] = True) -> ConsumeQueue: ...
+
+    @overload
+    def find_consume_queue(self, topic: str, queue_id: int, create: bool) -> ConsumeQueue | None: ...
 
     def find_consume_queue(self, topic: str, queue_id: int, create: bool = True) -> ConsumeQueue | None:
         queues = self.consume_queue_table.get(topic)

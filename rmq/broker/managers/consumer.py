@@ -17,8 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from rmq.common.log import RateLimitedLog, clip
+
+if TYPE_CHECKING:
+    from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker")
 # Per-group and per-client lines: one heartbeat may name thousands of groups.
@@ -109,7 +113,7 @@ class SubscriptionData:
 class ClientChannelInfo:
     """One client connection as a group member."""
 
-    conn: object
+    conn: Connection
     client_id: str
     language: str = "JAVA"
     version: int = 0
@@ -128,7 +132,7 @@ class ConsumerGroupInfo:
     consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
     message_model: MessageModel = MessageModel.CLUSTERING
     consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
-    channels: dict[object, ClientChannelInfo] = field(default_factory=dict)  # conn -> info
+    channels: dict[Connection, ClientChannelInfo] = field(default_factory=dict)  # conn -> info
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
     last_update: float = field(default_factory=time.monotonic)
 
@@ -225,7 +229,7 @@ class ConsumerManager:
             self._notify(group, notify_enabled)
         return changed
 
-    def unregister_consumer(self, group: str, conn: object, notify_enabled: bool = True) -> bool:
+    def unregister_consumer(self, group: str, conn: Connection, notify_enabled: bool = True) -> bool:
         """Remove one member (UNREGISTER_CLIENT); True when it was there."""
         info = self.consumer_table.get(group)
         if info is None:
@@ -241,7 +245,7 @@ class ConsumerManager:
             self._notify(group, notify_enabled)
         return True
 
-    def do_channel_close_event(self, conn: object, why: str = "closed") -> list[str]:
+    def do_channel_close_event(self, conn: Connection, why: str = "closed") -> list[str]:
         """A connection went away: remove it from every group and notify the rest."""
         groups = []
         for group, info in list(self.consumer_table.items()):
@@ -257,7 +261,7 @@ class ConsumerManager:
                 self._notify(group, True)
         return groups
 
-    def scan_not_active_channel(self, now: float | None = None) -> list[object]:
+    def scan_not_active_channel(self, now: float | None = None) -> list[Connection]:
         """Members silent for longer than the expiry: removed; their conns returned to close."""
         now = time.monotonic() if now is None else now
         stale = []
@@ -274,7 +278,7 @@ class ProducerManager:
     """Producer groups and their connections (used by transaction check-back)."""
 
     def __init__(self, channel_expired_seconds: float = 120.0):
-        self.group_channel_table: dict[str, dict[object, ClientChannelInfo]] = {}
+        self.group_channel_table: dict[str, dict[Connection, ClientChannelInfo]] = {}
         self.channel_expired_seconds = channel_expired_seconds
 
     def register_producer(self, group: str, channel: ClientChannelInfo) -> None:
@@ -288,7 +292,7 @@ class ProducerManager:
         else:
             old.last_update = time.monotonic()
 
-    def unregister_producer(self, group: str, conn: object) -> bool:
+    def unregister_producer(self, group: str, conn: Connection) -> bool:
         chans = self.group_channel_table.get(group)
         if not chans or chans.pop(conn, None) is None:
             return False
@@ -296,11 +300,11 @@ class ProducerManager:
             del self.group_channel_table[group]
         return True
 
-    def do_channel_close_event(self, conn: object) -> None:
+    def do_channel_close_event(self, conn: Connection) -> None:
         for group in list(self.group_channel_table):
             self.unregister_producer(group, conn)
 
-    def scan_not_active_channel(self, now: float | None = None) -> list[object]:
+    def scan_not_active_channel(self, now: float | None = None) -> list[Connection]:
         now = time.monotonic() if now is None else now
         stale = [
             conn
@@ -312,7 +316,7 @@ class ProducerManager:
             self.do_channel_close_event(conn)
         return stale
 
-    def get_available_channel(self, group: str) -> object | None:
+    def get_available_channel(self, group: str) -> Connection | None:
         chans = self.group_channel_table.get(group)
         if not chans:
             return None

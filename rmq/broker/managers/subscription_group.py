@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from rmq.broker.managers.config_store import ConfigManager
 from rmq.broker.managers.topic_config import DataVersion
@@ -74,7 +75,7 @@ class SubscriptionGroupConfig:
         """Build from Java JSON; raises ``ValueError`` on a missing name or a bad value."""
         if not isinstance(d, dict) or not d.get("groupName"):
             raise ValueError("subscription group config needs a groupName")
-        kwargs = {}
+        kwargs: dict[str, Any] = {}  # field name -> value, typed per _JSON
         for wire, attr, tp in cls._JSON:
             if wire in d and d[wire] is not None:
                 v = d[wire]
@@ -82,13 +83,14 @@ class SubscriptionGroupConfig:
                     if isinstance(v, str):
                         v = v.lower() in ("true", "1")
                     kwargs[attr] = bool(v)
+                elif tp is int:
+                    n = int(v)
+                    lo, hi = _INT_RANGE[wire]
+                    if not lo <= n <= hi:
+                        raise ValueError(f"{wire} {n} is out of range {lo}..{hi}")
+                    kwargs[attr] = n
                 else:
-                    v = tp(v)
-                    if tp is int:
-                        lo, hi = _INT_RANGE[wire]
-                        if not lo <= v <= hi:
-                            raise ValueError(f"{wire} {v} is out of range {lo}..{hi}")
-                    kwargs[attr] = v
+                    kwargs[attr] = tp(v)
         return cls(**kwargs)
 
 

@@ -213,7 +213,8 @@ class PullMessageProcessor:
         if code == ResponseCode.SUCCESS and result.message_count > 0:
             c.stats.get_nums += result.message_count
             c.stats.get_size += result.buffer_total_size
-            response = cmd.response(code, status, ext, _Holder(result))
+            # The holder rides in the body slot only until write_response swaps in its buffers.
+            response = cmd.response(code, status, ext, _Holder(result))  # type: ignore[arg-type]
         else:
             result.release()
             if code == ResponseCode.SUCCESS:  # FOUND without a message: never send an empty body
