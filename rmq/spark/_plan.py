@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.route import TopicRouteData
 from rmq.errors import ClientError, RMQError, TopicNotExistError
+from rmq.remoting.command import RemotingCommand
 from rmq.spark._client import RocketMQClient
 from rmq.spark._records import Chunk, queue_offset_at, record_starts
 from rmq.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
@@ -75,6 +76,14 @@ class QueueRange:
 # ------------------------------------------------------------------------------ queues
 
 
+def _listed_master(route: TopicRouteData, broker: str) -> str:
+    """The master address of a broker from ``route.readable_queues()``, which lists only brokers
+    that have one."""
+    addr = route.master_addr(broker)
+    assert addr is not None
+    return addr
+
+
 def _routes(client: RocketMQClient, topics, *, missing_ok: bool) -> dict[str, TopicRouteData]:
     out = {}
     for t in topics:
@@ -120,10 +129,10 @@ def resolve_queues(client: RocketMQClient, opts: SourceOptions) -> dict[tuple, s
                         raise OptionError(f"assign: queue {qid} of topic {topic!r} exists on brokers "
                                           f"{', '.join(owners)}; name the broker: "
                                           f'{{"{topic}": {{"{owners[0]}": [{qid}]}}}}')
-                    out[(topic, owners[0], qid)] = route.master_addr(owners[0])
+                    out[(topic, owners[0], qid)] = _listed_master(route, owners[0])
         else:
             for broker, qid in readable:
-                out[(topic, broker, qid)] = route.master_addr(broker)
+                out[(topic, broker, qid)] = _listed_master(route, broker)
     return out
 
 
@@ -275,7 +284,7 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
     timeout = opts.pull_timeout_ms / 1000.0
     retries = 0
     while cursor < end:
-        reqs = []
+        reqs: list[tuple[int, int, RemotingCommand]] = []  # (offset, count, PULL_MESSAGE)
         off = cursor
         while len(reqs) < depth and off < end:
             n = min(batch, end - off)

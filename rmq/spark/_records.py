@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 
@@ -87,6 +89,9 @@ def encode_properties(props: Mapping[str, str]) -> str:
     return common.properties_to_string(props, trailing_separator=True, check_separators=True)
 
 
+_NO_PROPS: Mapping[str, str] = MappingProxyType({})
+
+
 class Columns:
     """Column lists filled by :func:`decode_records`; ``want`` limits the work to the columns asked for."""
 
@@ -95,15 +100,23 @@ class Columns:
 
     def __init__(self, want: Iterable[str]) -> None:
         self.want = frozenset(want)
-        self.n = 0
-        for name in ("key", "value", "topic", "partition", "offset", "timestamp", "bornTimestamp",
-                     "tags", "msgId", "properties"):
-            setattr(self, name, [])
-        self.brokerName = None
         self._need_props = bool(self.want & {"key", "tags", "properties"})
+        self.clear()
 
     def clear(self) -> None:
-        self.__init__(self.want)
+        """Empty every column (``want`` stays)."""
+        self.n = 0
+        self.key: list[bytes | None] = []
+        self.value: list[bytes] = []
+        self.topic: list[str] = []
+        self.partition: list[int] = []
+        self.offset: list[int] = []
+        self.timestamp: list[int] = []
+        self.bornTimestamp: list[int] = []
+        self.tags: list[str | None] = []
+        self.msgId: list[str] = []
+        self.properties: list[Mapping[str, str]] = []
+        self.brokerName: str | None = None
 
 
 def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
@@ -137,6 +150,7 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
     head_unpack = _HEAD.unpack_from
     last = start
     first = None
+    props: Mapping[str, str]
     mv = memoryview(body)
     for (rec_start, _size, _version, sysflag, _bh_at, _bh_len, store_host_at, host_len, body_at, body_len,
          topic_at, topic_len, props_at, prop_len) in walk_records(body):
@@ -155,7 +169,7 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
             if tags is not None and tag not in tags:
                 continue
         else:
-            props = None
+            props = _NO_PROPS  # read only when need_props (every column that reads it sets it)
         cols.n += 1
         if w_value:
             v = body[body_at:body_at + body_len]
@@ -280,7 +294,7 @@ def _slow_chunk(chunk: Chunk, names, arrow_schema, kinds, tags, broker_name):
     return to_arrow_batch(cols, names, arrow_schema, kinds)
 
 
-def _props_arrow(u8, data: bytes, starts, lengths):
+def _props_arrow(u8, data: bytes, starts, lengths) -> tuple[Any, Any, Any] | None:  # arrays: pyarrow has no stubs
     """Parse properties strings for many records at once (Arrow compute, no per-row Python).
 
     Returns ``(offsets, keys, values)``: record ``i``'s properties are items
@@ -381,7 +395,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
     rows = np.flatnonzero(keep)
     n = len(rows)
     Sk = S[rows]
-    props = None
+    props: tuple[Any, Any, Any] | None = None
     if want & {"key", "tags", "properties"}:
         props = _props_arrow(u8, data, ppos[rows] + 2, plen[rows])
         if props is None:  # not valid UTF-8: the per-record path decodes with replacement
@@ -427,6 +441,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
         elif name == "tags":
             arr = _prop_column(props, MessageConst.TAGS)
         elif name == "properties":
+            assert props is not None  # parsed above when "properties" is wanted
             offs, keys, items = props
             arr = pa.MapArray.from_arrays(pa.array(offs.astype(np.int32)), keys, items, type=t)
         else:  # pragma: no cover - _column_plan only lets known names through

@@ -123,7 +123,8 @@ class _TopicTarget:
         if default_topic:
             # Java's producer caps the template's queues at defaultTopicQueueNums.
             self.queues = [q for q in self.queues if q[1] < _DEFAULT_TOPIC_QUEUE_NUMS]
-        self.addrs = {b: route.master_addr(b) for b, _ in self.queues}
+        # writable_queues() lists only brokers with a master: the filter drops nothing
+        self.addrs = {b: a for b, _ in self.queues if (a := route.master_addr(b)) is not None}
         self.default_topic = default_topic
         self.rr = random.randrange(len(self.queues)) if self.queues else 0
         self.by_qid: dict[int, tuple] = {}
@@ -143,7 +144,7 @@ class MessageSender:
         self.client = client
         self.opts = opts
         self._targets: dict[str, _TopicTarget] = {}
-        self._buffers: dict[tuple, list] = {}  # (topic, broker, qid) -> [items, bytes]
+        self._buffers: dict[tuple[str, str, int], list] = {}  # (topic, broker, qid) -> [items, bytes]
         self._ready: dict[str, list] = {}  # addr -> [(cmd, description, count)]
         self._ids = _UniqId()
         self.sent = 0
@@ -382,7 +383,7 @@ class MessageSender:
 
     # ------------------------------------------------------------------ sending
 
-    def _seal(self, bkey: tuple) -> None:
+    def _seal(self, bkey: tuple[str, str, int]) -> None:
         items, _ = self._buffers.pop(bkey)
         self._queue_send(*bkey, b"".join(items), len(items))
 

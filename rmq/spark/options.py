@@ -21,7 +21,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 from rmq.common.constants import TopicValidator
 from rmq.errors import ClientError
@@ -158,19 +158,19 @@ def _offset_spec(opts: Mapping[str, str], prefix: str, default: str, allow_lates
     if opts.get(name_by_ts.lower()) is not None:
         per = parse_offsets_json(name_by_ts, opts[name_by_ts.lower()], timestamps=True)
         return OffsetSpec("timestamps", per_queue=per, default=default, option=name_by_ts)
-    raw = opts.get(name_off.lower())
-    if raw is None:
+    given = opts.get(name_off.lower())
+    if given is None:
         return OffsetSpec(default, default=default, option=name_off)
-    word = raw.strip().lower()
+    word = given.strip().lower()
     if word in ("earliest", "latest"):
         if word == "earliest" and prefix == "ending":
             raise OptionError(f"{name_off}: 'earliest' is not allowed as an ending offset (use 'latest' or JSON)")
         if word == "latest" and not allow_latest:
             raise OptionError(f"{name_off}: 'latest' is not allowed for a batch query's start (use 'earliest' or JSON)")
         return OffsetSpec(word, default=word, option=name_off)
-    if not raw.strip().startswith("{"):
-        raise OptionError(f"{name_off}: expected 'earliest', 'latest' or a JSON object, got {raw!r}")
-    per = parse_offsets_json(name_off, raw)
+    if not given.strip().startswith("{"):
+        raise OptionError(f"{name_off}: expected 'earliest', 'latest' or a JSON object, got {given!r}")
+    per = parse_offsets_json(name_off, given)
     if prefix == "ending" and any(v == EARLIEST for v in per.values()):
         raise OptionError(f"{name_off}: -2 (earliest) is not allowed as an ending offset")
     if prefix == "starting" and not allow_latest and any(v == LATEST for v in per.values()):
@@ -248,6 +248,14 @@ def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
     raise OptionError(f"{name}: expected true or false, got {raw!r}")
 
 
+@overload
+def _positive_int(opts: Mapping[str, str], name: str, default: int, maximum: int | None = None) -> int: ...
+
+
+@overload
+def _positive_int(opts: Mapping[str, str], name: str, default: None, maximum: int | None = None) -> int | None: ...
+
+
 def _positive_int(opts: Mapping[str, str], name: str, default: int | None, maximum: int | None = None) -> int | None:
     raw = opts.get(name.lower())
     if raw is None:
@@ -322,6 +330,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         except re.error as e:
             raise OptionError(f"subscribePattern: invalid regular expression {pattern!r}: {e}") from None
     else:
+        assert assign_raw  # exactly one of the three is given (checked above)
         assign = _parse_assign(assign_raw)
 
     starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest", allow_latest=streaming)

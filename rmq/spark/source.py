@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -34,6 +35,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import (
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     MapType,
@@ -108,7 +110,8 @@ SOURCE_SCHEMA = StructType([
 ])
 
 # Our column -> the Spark types a user may declare for it, and how it is then built.
-_ACCEPTED = {
+# column → the Spark types it may be declared as → how decode_records fills it
+_ACCEPTED: dict[str, dict[DataType, str]] = {
     "key": {BinaryType(): "native", StringType(): "string"},
     "value": {BinaryType(): "native", StringType(): "string"},
     "topic": {StringType(): "native"},
@@ -428,7 +431,10 @@ class RocketMQBatchWriter(_Sending, DataSourceArrowWriter):
         log.warning("rocketmq sink: write aborted; %d messages were already sent and stay in the topics", sent)
 
 
-_StreamWriterBase = DataSourceStreamArrowWriter or DataSourceStreamWriter
+if TYPE_CHECKING:  # the Arrow writer (Spark >= 4.1) subclasses the row writer
+    _StreamWriterBase = DataSourceStreamWriter
+else:
+    _StreamWriterBase = DataSourceStreamArrowWriter or DataSourceStreamWriter
 
 
 class RocketMQStreamWriter(_Sending, _StreamWriterBase):
