@@ -14,6 +14,8 @@ with JSON objects as keys; we write the same bytes so Java's admin tools read th
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from rmq import __version__
 from rmq.broker.managers.subscription_group import (
@@ -55,7 +57,8 @@ class AdminBrokerProcessor:
 
     def __init__(self, controller):
         self.controller = controller
-        self._handlers = {
+        # keyed by int: a command's code is a plain int (RequestCode is an IntEnum, same hash)
+        self._handlers: dict[int, Callable[[Any, RemotingCommand], Any]] = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
