@@ -278,7 +278,7 @@ def _norm(name: str) -> str:
     return name.replace("_", "").replace("-", "").lower()
 
 
-def _convert(key: str, value: str, tp: typing.Any):
+def _convert(key: str, value: str, tp: typing.Any) -> typing.Any:
     """Convert one property string to ``tp`` (bool, int, float, str, or ``X | None``)."""
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
@@ -307,8 +307,8 @@ def _convert(key: str, value: str, tp: typing.Any):
     return value.strip()
 
 
-def _index(targets: tuple[typing.Any, ...]) -> dict[str, tuple[object, dataclasses.Field, typing.Any]]:
-    index: dict[str, tuple[object, dataclasses.Field, typing.Any]] = {}
+def _index(targets: tuple[typing.Any, ...]) -> dict[str, tuple[object, dataclasses.Field[typing.Any], typing.Any]]:
+    index: dict[str, tuple[object, dataclasses.Field[typing.Any], typing.Any]] = {}
     for target in targets:
         hints = typing.get_type_hints(type(target))
         for f in dataclasses.fields(target):
@@ -320,7 +320,7 @@ def _is_true(value: str | None) -> bool:
     return value is not None and value.strip().lower() in ("true", "1", "yes", "on")
 
 
-def _suggest(key: str, index: dict[str, tuple[object, dataclasses.Field, typing.Any]]) -> str:
+def _suggest(key: str, index: dict[str, tuple[object, dataclasses.Field[typing.Any], typing.Any]]) -> str:
     close = difflib.get_close_matches(_norm(key), list(index), n=1, cutoff=0.6)
     if not close:
         return ""

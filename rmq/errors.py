@@ -173,7 +173,8 @@ class BrokerResponseError(RMQError):
         self.remark = remark
         super().__init__(f"CODE: {self.code} DESC: {remark}")
 
-    def __reduce__(self):  # keep pickling (multiprocessing, Spark) working
+    # keep pickling (multiprocessing, Spark) working
+    def __reduce__(self) -> tuple[type[BrokerResponseError], tuple[int, str | None]]:
         return (type(self), (self.code, self.remark))
 
 

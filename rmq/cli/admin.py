@@ -123,7 +123,7 @@ def _addr_list(text: str) -> str:
     return ";".join(a.strip() for a in addrs)
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``rmq admin <command>`` on the top-level subparsers."""
     admin = sub.add_parser("admin", help="mqadmin-style commands: updateTopic, topicList, …", allow_abbrev=False)
     cmds = admin.add_subparsers(dest="admin_command", metavar="{updateTopic,deleteTopic,updateSubGroup,"

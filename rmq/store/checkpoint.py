@@ -6,6 +6,7 @@ import fcntl
 import logging
 import os
 import time
+from typing import Any
 
 import msgpack
 
@@ -17,7 +18,7 @@ __all__ = ["StoreCheckpoint", "StoreLock", "checkpoint_offset"]
 log = logging.getLogger("rmq.store")
 
 
-def checkpoint_offset(cp: dict, key: str, default: int) -> int:
+def checkpoint_offset(cp: dict[str, Any], key: str, default: int) -> int:
     """An offset from a checkpoint map (``default`` when missing or not a non-negative int)."""
     v = cp.get(key, default)
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else default
@@ -35,9 +36,9 @@ class StoreCheckpoint:
     def __init__(self, root: str):
         self.path = os.path.join(root, "checkpoint")
         self.root = root
-        self.last: dict = {}
+        self.last: dict[str, Any] = {}
 
-    def read(self) -> dict:
+    def read(self) -> dict[str, Any]:
         """The last checkpoint, or {} when there is none or it cannot be read (recovery then
         scans from the first file)."""
         try:

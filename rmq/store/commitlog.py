@@ -4,6 +4,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rmq import _store
 from rmq.common.constants import TopicValidator
@@ -246,7 +247,7 @@ class CommitLog:
             logics_offset=queue_offset, msg_num=len(items), msg_ids=ids))
 
     # -- reading -------------------------------------------------------------------------------
-    def select(self, offset: int, size: int, readable: int | None = None):
+    def select(self, offset: int, size: int, readable: int | None = None) -> tuple[MappedFile, int] | None:
         """``(mapped_file, pos)`` of ``size`` readable bytes at ``offset`` or None."""
         if readable is None:
             readable = self.max_offset
@@ -261,7 +262,7 @@ class CommitLog:
         return mf, pos
 
     # -- recovery --------------------------------------------------------------------------------
-    def recover(self, start_offset: int, check_crc: bool) -> dict:
+    def recover(self, start_offset: int, check_crc: bool) -> dict[str, Any]:
         """Validate every record from ``start_offset`` (a record boundary known good) to the end
         of the data, truncate a torn or corrupt tail and drop later files.
 

@@ -5,7 +5,7 @@ import logging
 import os
 
 from rmq import _store
-from rmq.store.mapped_file import MappedFileQueue
+from rmq.store.mapped_file import MappedFile, MappedFileQueue
 
 __all__ = ["ConsumeQueue", "CQ_STORE_UNIT_SIZE"]
 
@@ -114,7 +114,7 @@ class ConsumeQueue:
         return True
 
     # -- reading ----------------------------------------------------------------------------------
-    def get_index_buffer(self, index: int):
+    def get_index_buffer(self, index: int) -> tuple[MappedFile, int, int] | None:
         """``(mapped_file, start, end)``: from unit ``index`` to the written end of its file
         (Java ``getIndexBuffer``), or None."""
         offset = index * CQ_STORE_UNIT_SIZE
@@ -128,7 +128,7 @@ class ConsumeQueue:
             return None
         return mf, pos, mf.wrote_position
 
-    def get_unit(self, index: int):
+    def get_unit(self, index: int) -> tuple[int, int, int] | None:
         """``(phy_offset, size, tags_code)`` of unit ``index`` or None."""
         r = self.get_index_buffer(index)
         if r is None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rmq.errors import StoreError
 from rmq.store.message import PutMessageResult, PutMessageStatus
@@ -28,7 +28,7 @@ __all__ = [
 log = logging.getLogger("rmq.store")
 
 
-def _consume_result(fut: asyncio.Future) -> None:
+def _consume_result(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled():
         fut.exception()
 
@@ -106,7 +106,7 @@ class GroupCommitService(CommitLogFlushService):
 
     def __init__(self, store: MessageStore):
         super().__init__(store)
-        self.requests: list[tuple[int, asyncio.Future]] = []
+        self.requests: list[tuple[int, asyncio.Future[Any]]] = []
         self.event = asyncio.Event()
 
     def wakeup(self) -> None:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TYPE_CHECKING, Any
 
 from rmq import _store
 from rmq.common import message as common
@@ -17,6 +18,9 @@ from rmq.common.message import (
     offset_msg_id,
     string_to_properties,
 )
+
+if TYPE_CHECKING:
+    from rmq.store.mapped_file import MappedFile
 
 __all__ = [
     "PutMessageStatus", "AppendMessageStatus", "GetMessageStatus", "MessageSysFlag",
@@ -130,7 +134,7 @@ class StoredMessage:
         return self.properties.get(MessageConst.KEYS)
 
     @classmethod
-    def from_record(cls, d: dict) -> StoredMessage:
+    def from_record(cls, d: dict[str, Any]) -> StoredMessage:
         """Build from ``rmq._store.decode_record``'s dict."""
         def host(b: bytes) -> tuple[str, int]:
             if len(b) == 8:
@@ -196,7 +200,7 @@ class GetMessageResult:
     def __init__(self, status: GetMessageStatus, next_begin_offset: int, min_offset: int,
                  max_offset: int, suggest_pulling_from_slave: bool = False, message_count: int = 0,
                  buffer_total_size: int = 0, buffers: list[memoryview] | None = None,
-                 holds: list | None = None):
+                 holds: list[MappedFile] | None = None):
         self.status = status
         self.next_begin_offset = next_begin_offset
         self.min_offset = min_offset
@@ -215,7 +219,7 @@ class GetMessageResult:
             for mf in holds:
                 mf.release()
 
-    def iter_records(self):
+    def iter_records(self) -> Iterator[memoryview]:
         """Yield one memoryview per record (splits the merged buffers; for tests and tools)."""
         for buf in self.buffers:
             pos = 0

@@ -20,7 +20,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, overload
 
@@ -598,7 +598,7 @@ class MessageStore:
     def dispatch_behind_bytes(self) -> int:
         return max(0, self.commit_log.max_offset - self.reput_from_offset)
 
-    def delete_topics(self, topics) -> int:
+    def delete_topics(self, topics: Iterable[str]) -> int:
         """Drop the ConsumeQueues of ``topics`` (their CommitLog records age out normally)."""
         n = 0
         for topic in topics:

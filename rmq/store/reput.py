@@ -11,7 +11,7 @@ from rmq import _store
 from rmq.common.constants import TopicValidator
 from rmq.errors import StoreError
 from rmq.store.consume_queue import ConsumeQueue
-from rmq.store.mapped_file import DiskSpaceError
+from rmq.store.mapped_file import DiskSpaceError, MappedFile
 
 if TYPE_CHECKING:
     from rmq.store.message_store import MessageStore
@@ -51,7 +51,7 @@ class ReputMessageService:
         cl = self.store.commit_log
         return cl.flushed_offset if self.store.config.sync_flush else cl.max_offset
 
-    def _schedule_tags_code(self, mf, props_pos: int, props_len: int, store_ts: int, tags_code: int) -> int:
+    def _schedule_tags_code(self, mf: MappedFile, props_pos: int, props_len: int, store_ts: int, tags_code: int) -> int:
         """SCHEDULE_TOPIC_XXXX units carry the delivery time as their tags code (Java)."""
         v = _store.find_property(mf.mm[props_pos:props_pos + props_len], "DELAY")
         if v is None:

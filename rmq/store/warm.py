@@ -7,7 +7,7 @@ import errno
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rmq import _store
 
@@ -73,7 +73,7 @@ class WarmAheadService:
             log.warning("pre-faulting %s failed: %s", mf.path, os.strerror(rc))
         mf.warmed_to = max(mf.warmed_to, start + length)
 
-    def _done(self, fut: asyncio.Future) -> None:
+    def _done(self, fut: asyncio.Future[Any]) -> None:
         self.idle = self.supported and self._executor is not None
         if not fut.cancelled() and fut.exception() is not None:
             log.warning("warm-ahead failed: %r", fut.exception())
