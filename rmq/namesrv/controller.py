@@ -13,7 +13,7 @@ import logging
 from rmq.config import NamesrvConfig
 from rmq.namesrv.processor import NamesrvProcessor
 from rmq.namesrv.route_manager import RouteInfoManager, RouteLimits
-from rmq.remoting.connection import ConnectionEvent
+from rmq.remoting.connection import Connection, ConnectionEvent
 from rmq.remoting.dispatcher import ProcessorPool
 from rmq.remoting.server import RemotingServer
 
@@ -27,7 +27,7 @@ class NamesrvController:
         config: ``NamesrvConfig`` (``listen_port=0`` binds an ephemeral port).
     """
 
-    def __init__(self, config: NamesrvConfig | None = None):
+    def __init__(self, config: NamesrvConfig | None = None) -> None:
         self.config = config or NamesrvConfig()
         c = self.config
         self.route_info_manager = RouteInfoManager(
@@ -38,7 +38,7 @@ class NamesrvController:
         self.processor = NamesrvProcessor(self)
         self.server.register_default_processor(self.processor, ProcessorPool("namesrv", max_in_flight=64))
         self.server.add_connection_listener(self._on_connection_event)
-        self._scan_task: asyncio.Task | None = None
+        self._scan_task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -68,7 +68,7 @@ class NamesrvController:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
     async def _scan_loop(self) -> None:
@@ -80,6 +80,7 @@ class NamesrvController:
             except Exception:
                 log.exception("scanning inactive brokers failed")
 
-    def _on_connection_event(self, event, conn, exc=None) -> None:
+    def _on_connection_event(self, event: ConnectionEvent, conn: Connection,
+                             exc: BaseException | None = None) -> None:
         if event in (ConnectionEvent.CLOSE, ConnectionEvent.EXCEPTION, ConnectionEvent.IDLE):
             self.route_info_manager.on_channel_destroy(conn)

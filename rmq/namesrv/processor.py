@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 import zlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import RemotingCommandError
@@ -27,6 +29,10 @@ from rmq.remoting.headers import (
     UnRegisterBrokerRequestHeader,
 )
 
+if TYPE_CHECKING:
+    from rmq.namesrv.controller import NamesrvController
+    from rmq.remoting.connection import Connection
+
 log = logging.getLogger("rmq.namesrv")
 
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -35,19 +41,19 @@ DELETE_KV_CONFIG_BY_VALUE = 218
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 
 
-def _json(obj) -> bytes:
+def _json(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class NamesrvProcessor:
     """Serves every name-server code (registered as the default processor)."""
 
-    def __init__(self, controller):
+    def __init__(self, controller: NamesrvController) -> None:
         self.controller = controller
         self.route = controller.route_info_manager
         self.kv: dict[str, dict[str, str]] = {}
         self._rate_log = RateLimitedLog(log)
-        self._handlers = {
+        self._handlers: dict[int, Callable[[Connection, RemotingCommand], RemotingCommand]] = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
@@ -67,7 +73,7 @@ class NamesrvProcessor:
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         handler = self._handlers.get(cmd.code)
         if handler is None:
             self._rate_log.warning(f"unsupported:{conn.remote_addr}",
@@ -83,7 +89,7 @@ class NamesrvProcessor:
 
     # -- brokers --------------------------------------------------------------------------
 
-    def register_broker(self, conn, cmd):
+    def register_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = RegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
         body = cmd.body_bytes()
         crc = cmd.ext_fields.get("bodyCrc32")
@@ -115,7 +121,7 @@ class NamesrvProcessor:
         ext = {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr}
         return cmd.response(ResponseCode.SUCCESS, None, ext)
 
-    def unregister_broker(self, conn, cmd):
+    def unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
         try:
             self.route.check_unregister(h.broker_name, h.broker_addr, conn)
@@ -124,14 +130,14 @@ class NamesrvProcessor:
         self.route.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
-    def query_data_version(self, conn, cmd):
+    def query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         addr = cmd.ext_fields.get("brokerAddr")
         dv = self.route.query_data_version(str(addr)) if addr else None
         return cmd.response(ResponseCode.SUCCESS, None, {"changed": "true" if dv is None else "false"}, _json(dv or {}))
 
     # -- routes ---------------------------------------------------------------------------
 
-    def get_route_info_by_topic(self, conn, cmd):
+    def get_route_info_by_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetRouteInfoRequestHeader.from_ext_fields(cmd.ext_fields)
         route = self.route.pick_topic_route_data(h.topic)
         if route is None:
@@ -143,18 +149,18 @@ class NamesrvProcessor:
             route["orderTopicConf"] = order_conf
         return cmd.response(ResponseCode.SUCCESS, None, {}, _json(route))
 
-    def get_broker_cluster_info(self, conn, cmd):
+    def get_broker_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, {}, _json(self.route.get_all_cluster_info()))
 
-    def get_all_topic_list(self, conn, cmd):
+    def get_all_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": self.route.get_all_topic_list()}))
 
-    def get_topics_by_cluster(self, conn, cmd):
+    def get_topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         cluster = str(cmd.ext_fields.get("cluster") or "")
         topics = self.route.get_topics_by_cluster(cluster)
         return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": topics}))
 
-    def delete_topic(self, conn, cmd):
+    def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields.get("topic")
         if not topic:
             raise RemotingCommandError("DeleteTopicFromNamesrvRequestHeader.topic is missing")
@@ -163,7 +169,7 @@ class NamesrvProcessor:
 
     # -- KV config ------------------------------------------------------------------------
 
-    def put_kv_config(self, conn, cmd):
+    def put_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         ns, key, value = (cmd.ext_fields.get(k) for k in ("namespace", "key", "value"))
         if not ns or not key or value is None:
             raise RemotingCommandError("PutKVConfigRequestHeader needs namespace, key and value")
@@ -187,12 +193,12 @@ class NamesrvProcessor:
         table[key] = value
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
-    def _kv_refused(self, conn, cmd, why: str) -> RemotingCommand:
+    def _kv_refused(self, conn: Connection, cmd: RemotingCommand, why: str) -> RemotingCommand:
         self._rate_log.warning(f"kv-refused:{conn.remote_addr}", "namesrv: PUT_KV_CONFIG from %s refused: %s",
                           conn.remote_addr, why)
         return cmd.response(ResponseCode.SYSTEM_ERROR, f"PUT_KV_CONFIG refused: {why}", {})
 
-    def get_kv_config(self, conn, cmd):
+    def get_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
         value = self.kv.get(h.namespace, {}).get(h.key)
         if value is None:
@@ -200,7 +206,7 @@ class NamesrvProcessor:
                                 f"No config item, Namespace: {h.namespace} Key: {h.key}", {})
         return cmd.response(ResponseCode.SUCCESS, None, {"value": value})
 
-    def delete_kv_config(self, conn, cmd):
+    def delete_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
         table = self.kv.get(h.namespace)
         if table is not None:
@@ -209,13 +215,13 @@ class NamesrvProcessor:
                 del self.kv[h.namespace]
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
-    def get_kv_list_by_namespace(self, conn, cmd):
+    def get_kv_list_by_namespace(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         ns = str(cmd.ext_fields.get("namespace") or "")
         table = self.kv.get(ns)
         if not table:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}", {})
         return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"table": table}))
 
-    def kv_by_value(self, conn, cmd):
+    def kv_by_value(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.QUERY_NOT_FOUND,
                             f"request code {cmd.code} (KV config by value) is not kept here", {})

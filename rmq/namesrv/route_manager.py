@@ -420,7 +420,7 @@ class RouteInfoManager:
 
     # -- queries --------------------------------------------------------------------------
 
-    def pick_topic_route_data(self, topic: str) -> dict | None:
+    def pick_topic_route_data(self, topic: str) -> dict[str, Any] | None:
         """The route JSON of ``topic`` (Java ``TopicRouteData``), or ``None`` when nobody serves it."""
         queues = self.topic_queue_table.get(topic)
         if not queues:
@@ -438,7 +438,7 @@ class RouteInfoManager:
             "filterServerTable": {},
         }
 
-    def get_all_cluster_info(self) -> dict:
+    def get_all_cluster_info(self) -> dict[str, Any]:
         """Java ``ClusterInfo``: brokerAddrTable and clusterAddrTable."""
         return {
             "brokerAddrTable": {name: bd.to_json() for name, bd in sorted(self.broker_addr_table.items())},
@@ -452,6 +452,6 @@ class RouteInfoManager:
         names = self.cluster_addr_table.get(cluster, set())
         return sorted(t for t, queues in self.topic_queue_table.items() if names & queues.keys())
 
-    def query_data_version(self, broker_addr: str) -> dict | None:
+    def query_data_version(self, broker_addr: str) -> dict[str, Any] | None:
         live = self.broker_live_table.get(broker_addr)
         return live.data_version if live else None
