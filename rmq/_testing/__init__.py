@@ -31,9 +31,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from rmq._testing.env import BrokerEnv, broker_env, decode_props, encode_props, phy_offset
+
+if TYPE_CHECKING:  # imported where used: `import rmq._testing` stays cheap
+    from rmq.broker.controller import BrokerController
+    from rmq.config import BrokerConfig
+    from rmq.namesrv.controller import NamesrvController
+    from rmq.store import StoreConfig
+
+StrPath = str | os.PathLike[str]
+_T = TypeVar("_T")
 
 __all__ = [
     "BrokerEnv",
@@ -58,7 +68,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     subprocess helper retries on a clash."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
@@ -74,7 +85,7 @@ def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def run_namesrv(**config) -> AsyncIterator[object]:
+async def run_namesrv(**config: Any) -> AsyncIterator[NamesrvController]:
     """A started ``NamesrvController`` on 127.0.0.1:0 (``config``: ``NamesrvConfig`` fields)."""
     from rmq.config import NamesrvConfig
     from rmq.namesrv.controller import NamesrvController
@@ -90,7 +101,8 @@ async def run_namesrv(**config) -> AsyncIterator[object]:
         await ctl.shutdown()
 
 
-def make_broker_configs(store_dir, namesrv=None, **overrides):
+def make_broker_configs(store_dir: StrPath, namesrv: NamesrvController | str | None = None,
+                        **overrides: Any) -> tuple[BrokerConfig, StoreConfig]:
     """``(BrokerConfig, StoreConfig)`` for a test broker: port 0, small CommitLog files (4 MiB)
     so tests do not map 1 GiB, ``overrides`` given as snake_case fields of either."""
     from rmq.config import BrokerConfig
@@ -113,7 +125,8 @@ def make_broker_configs(store_dir, namesrv=None, **overrides):
 
 
 @contextlib.asynccontextmanager
-async def run_broker(store_dir, namesrv=None, **overrides) -> AsyncIterator[object]:
+async def run_broker(store_dir: StrPath, namesrv: NamesrvController | str | None = None,
+                     **overrides: Any) -> AsyncIterator[BrokerController]:
     """A started ``BrokerController`` on 127.0.0.1:0 with its store in ``store_dir``.
 
     Args:
@@ -133,7 +146,8 @@ async def run_broker(store_dir, namesrv=None, **overrides) -> AsyncIterator[obje
 
 
 @contextlib.asynccontextmanager
-async def run_standalone(store_dir, **overrides) -> AsyncIterator[tuple[object, object]]:
+async def run_standalone(store_dir: StrPath,
+                         **overrides: Any) -> AsyncIterator[tuple[NamesrvController, BrokerController]]:
     """A name server and a broker registered with it: yields ``(namesrv, broker)``."""
     async with run_namesrv() as ns:
         async with run_broker(store_dir, namesrv=ns, **overrides) as broker:
@@ -167,15 +181,16 @@ class StandaloneProcess:
     returns the exit status (0 on a clean stop).
     """
 
-    def __init__(self, store_dir, extra_args=(), namesrv_port: int | None = None, broker_port: int | None = None,
-                 start_timeout: float = 20.0, env: dict | None = None, name: str = "rmq-standalone"):
+    def __init__(self, store_dir: StrPath, extra_args: Iterable[str] = (), namesrv_port: int | None = None,
+                 broker_port: int | None = None, start_timeout: float = 20.0, env: dict[str, str] | None = None,
+                 name: str = "rmq-standalone") -> None:
         self.store_dir = os.path.abspath(str(store_dir))
         self.extra_args = list(extra_args)
         self._fixed_ports = (namesrv_port, broker_port)
         self.start_timeout = start_timeout
         self.env = env
         self.log_path = os.path.join(os.path.dirname(self.store_dir), f"{name}-{os.getpid()}-{id(self):x}.log")
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self.namesrv_port = 0
         self.broker_port = 0
         self.returncode: int | None = None
@@ -255,13 +270,24 @@ class StandaloneProcess:
     def __enter__(self) -> StandaloneProcess:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
 # --- state waits ----------------------------------------------------------------------------
 
-async def wait_until(pred, timeout: float = 20.0, interval: float = 0.02, what: str = "condition"):
+@overload
+async def wait_until(pred: Callable[[], Awaitable[_T]], timeout: float = 20.0, interval: float = 0.02,
+                     what: str = "condition") -> _T: ...
+
+
+@overload
+async def wait_until(pred: Callable[[], _T], timeout: float = 20.0, interval: float = 0.02,
+                     what: str = "condition") -> _T: ...
+
+
+async def wait_until(pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02,
+                     what: str = "condition") -> Any:
     """Poll ``pred`` (a plain or async callable) until it returns something true, and return that.
 
     The one way tests wait for a state: never ``sleep(x)`` and then assert. Raises
@@ -282,7 +308,8 @@ async def wait_until(pred, timeout: float = 20.0, interval: float = 0.02, what: 
         await asyncio.sleep(interval)
 
 
-def wait_until_sync(pred, timeout: float = 20.0, interval: float = 0.02, what: str = "condition"):
+def wait_until_sync(pred: Callable[[], _T], timeout: float = 20.0, interval: float = 0.02,
+                    what: str = "condition") -> _T:
     """:func:`wait_until` for code without an event loop (subprocess tests, threads)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -318,8 +345,8 @@ class NoisyNeighbour:
         failures: requests that timed out or lost their connection.
     """
 
-    def __init__(self, addr: str, *, code: int | None = None, ext_fields: dict | None = None,
-                 interval: float = 0.01, timeout: float = 5.0):
+    def __init__(self, addr: str, *, code: int | None = None, ext_fields: dict[str, str] | None = None,
+                 interval: float = 0.01, timeout: float = 5.0) -> None:
         import threading
 
         from rmq.common.constants import TopicValidator
@@ -364,7 +391,7 @@ class NoisyNeighbour:
     def __enter__(self) -> NoisyNeighbour:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     def _connect(self) -> socket.socket:
