@@ -16,7 +16,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from rmq.common.constants import MixAll, TopicValidator
@@ -25,7 +25,7 @@ from rmq.errors import ClientError, RMQError, TopicNotExistError
 from rmq.remoting.command import RemotingCommand
 from rmq.spark._client import RocketMQClient
 from rmq.spark._records import Chunk, queue_offset_at, record_starts
-from rmq.spark.options import EARLIEST, LATEST, OffsetSpec, OptionError, SourceOptions
+from rmq.spark.options import EARLIEST, LATEST, OffsetKey, OffsetSpec, OptionError, QueueKey, SourceOptions
 from rmq.types import PullStatus
 
 __all__ = [
@@ -66,7 +66,7 @@ class QueueRange:
     addr: str
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> QueueKey:
         return (self.topic, self.broker_name, self.queue_id)
 
     def __len__(self) -> int:
@@ -84,7 +84,7 @@ def _listed_master(route: TopicRouteData, broker: str) -> str:
     return addr
 
 
-def _routes(client: RocketMQClient, topics, *, missing_ok: bool) -> dict[str, TopicRouteData]:
+def _routes(client: RocketMQClient, topics: Iterable[str], *, missing_ok: bool) -> dict[str, TopicRouteData]:
     out = {}
     for t in topics:
         try:
@@ -96,7 +96,7 @@ def _routes(client: RocketMQClient, topics, *, missing_ok: bool) -> dict[str, To
     return out
 
 
-def resolve_queues(client: RocketMQClient, opts: SourceOptions) -> dict[tuple, str]:
+def resolve_queues(client: RocketMQClient, opts: SourceOptions) -> dict[QueueKey, str]:
     """``{(topic, broker_name, queue_id): master address}`` for the subscribed queues.
 
     A batch query refuses topics that do not exist; a stream treats them as empty for now
@@ -113,7 +113,7 @@ def resolve_queues(client: RocketMQClient, opts: SourceOptions) -> dict[tuple, s
         routes = _routes(client, topics, missing_ok=True)
     else:
         routes = _routes(client, list(opts.assign), missing_ok=missing_ok)
-    out: dict[tuple, str] = {}
+    out: dict[QueueKey, str] = {}
     for topic, route in routes.items():
         readable = route.readable_queues()
         if opts.assign:
@@ -136,20 +136,20 @@ def resolve_queues(client: RocketMQClient, opts: SourceOptions) -> dict[tuple, s
     return out
 
 
-def _describe(readable) -> str:
-    by: dict = {}
+def _describe(readable: Iterable[tuple[str, int]]) -> str:
+    by: dict[str, list[int]] = {}
     for b, q in readable:
         by.setdefault(b, []).append(q)
     return "; ".join(f"{b}: {min(qs)}..{max(qs)}" for b, qs in by.items()) or "none"
 
 
-def _resolve_key(spec: OffsetSpec, key: tuple, queues: Mapping[tuple, str]) -> tuple:
+def _resolve_key(spec: OffsetSpec, key: OffsetKey, queues: Mapping[QueueKey, str]) -> QueueKey:
     topic, broker, qid = key
     if broker is not None:
         if key not in queues:
             raise OptionError(f"{spec.option}: queue {qid} on broker {broker!r} of topic {topic!r} is not part of "
                               f"this query (queues: {_describe([(b, q) for t, b, q in queues if t == topic])})")
-        return key
+        return (topic, broker, qid)
     owners = sorted(b for t, b, q in queues if t == topic and q == qid)
     if not owners:
         raise OptionError(f"{spec.option}: queue {qid} of topic {topic!r} is not part of this query "
@@ -161,11 +161,12 @@ def _resolve_key(spec: OffsetSpec, key: tuple, queues: Mapping[tuple, str]) -> t
     return (topic, owners[0], qid)
 
 
-def resolve_offsets(client: RocketMQClient, spec: OffsetSpec, queues: Mapping[tuple, str]) -> dict[tuple, int]:
+def resolve_offsets(client: RocketMQClient, spec: OffsetSpec,
+                    queues: Mapping[QueueKey, str]) -> dict[QueueKey, int]:
     """One concrete offset per queue for ``spec``, asking each broker once (pipelined)."""
     # What to ask per queue: ("min"|"max", None) or ("time", ts), or a literal offset.
-    plan: dict[tuple, object] = {}
-    default = ("min", None) if spec.default == "earliest" else ("max", None)
+    plan: dict[QueueKey, int | tuple[str, int | None]] = {}
+    default: tuple[str, int | None] = ("min", None) if spec.default == "earliest" else ("max", None)
     if spec.kind in ("earliest", "latest"):
         plan = {k: (("min", None) if spec.kind == "earliest" else ("max", None)) for k in queues}
     elif spec.kind == "timestamp":
@@ -189,8 +190,8 @@ def resolve_offsets(client: RocketMQClient, spec: OffsetSpec, queues: Mapping[tu
                 plan[k] = ("time", v)
             else:
                 plan[k] = int(v)
-    out: dict[tuple, int] = {}
-    by_addr: dict[str, list] = {}
+    out: dict[QueueKey, int] = {}
+    by_addr: dict[str, list[tuple[QueueKey, tuple[str, int | None]]]] = {}
     for k, what in plan.items():
         if isinstance(what, int):
             out[k] = what
@@ -206,7 +207,7 @@ def resolve_offsets(client: RocketMQClient, spec: OffsetSpec, queues: Mapping[tu
 # ------------------------------------------------------------------------------ partitions
 
 
-def plan_ranges(queues: Mapping[tuple, str], start: Mapping[tuple, int], end: Mapping[tuple, int], *,
+def plan_ranges(queues: Mapping[QueueKey, str], start: Mapping[QueueKey, int], end: Mapping[QueueKey, int], *,
                 min_partitions: int | None = None, max_records: int | None = None) -> list[QueueRange]:
     """Cut ``[start, end)`` of every queue into ranges; empty ranges are dropped.
 
@@ -234,7 +235,7 @@ def plan_ranges(queues: Mapping[tuple, str], start: Mapping[tuple, int], end: Ma
     return out
 
 
-def rate_limit(begin: dict, end: dict, max_rows: int) -> dict:
+def rate_limit(begin: dict[QueueKey, int], end: dict[QueueKey, int], max_rows: int) -> dict[QueueKey, int]:
     """Cap the batch at ``max_rows`` offsets, shared in proportion to each queue's backlog
     (Spark-Kafka's ``maxOffsetsPerTrigger``); at least one offset moves when any is waiting."""
     backlog = {k: e - begin.get(k, 0) for k, e in end.items() if e > begin.get(k, 0)}

@@ -46,7 +46,11 @@ log = logging.getLogger("rmq.spark")
 EARLIEST = -2  # Kafka's and rocketmq-spark's sentinel in offsets JSON
 LATEST = -1
 
-QueueKey = tuple  # (topic: str, broker_name: str, queue_id: int)
+QueueKey = tuple[str, str, int]  # (topic, broker_name, queue_id)
+#: a queue named in an offsets option: the broker is None in the Kafka form (resolved against the route)
+OffsetKey = tuple[str, str | None, int]
+#: the assign option: topic -> {broker or None (any broker): [queue ids]}
+Assignment = dict[str, dict[str | None, list[int]]]
 
 
 class OptionError(ClientError, ValueError):
@@ -73,7 +77,7 @@ class OffsetSpec:
     """
 
     kind: str
-    per_queue: Mapping = field(default_factory=dict)
+    per_queue: Mapping[OffsetKey, int] = field(default_factory=dict)
     timestamp: int | None = None
     default: str = "earliest"
     option: str = "startingOffsets"  # the option it came from, for error messages
@@ -98,7 +102,7 @@ def _queue_id(option: str, topic: str, k: Any) -> int:
     return q
 
 
-def parse_offsets_json(option: str, text: str, *, timestamps: bool = False) -> dict:
+def parse_offsets_json(option: str, text: str, *, timestamps: bool = False) -> dict[OffsetKey, int]:
     """Parse a per-queue offsets (or timestamps) JSON object into ``{(topic, broker|None, qid): value}``.
 
     Raises:
@@ -113,7 +117,7 @@ def parse_offsets_json(option: str, text: str, *, timestamps: bool = False) -> d
         raise OptionError(f"{option}: expected a JSON object like "
                           f'{{"topic": {{"broker-a": {{"0": 42}}}}}}, got {text!r}')
     what = "timestamp" if timestamps else "offset"
-    out: dict = {}
+    out: dict[OffsetKey, int] = {}
     for topic, per in d.items():
         if not isinstance(per, dict) or not per:
             raise OptionError(f"{option}: topic {topic!r} must map to a non-empty object, got {per!r}")
@@ -188,9 +192,9 @@ class SourceOptions:
     name_servers: tuple[str, ...]
     subscribe: tuple[str, ...] = ()  # subscribe / topic
     subscribe_pattern: str | None = None
-    assign: Mapping = field(default_factory=dict)  # topic -> {broker|None: [queue ids]} (None key = any broker)
+    assign: Mapping[str, Mapping[str | None, list[int]]] = field(default_factory=dict)  # see Assignment
     sub_expression: str = "*"
-    tags: frozenset | None = None  # the tag set of sub_expression, None for "*"
+    tags: frozenset[str] | None = None  # the tag set of sub_expression, None for "*"
     starting: OffsetSpec = OffsetSpec("earliest")
     ending: OffsetSpec = OffsetSpec("latest", option="endingOffsets")
     fail_on_data_loss: bool = True
@@ -271,7 +275,7 @@ def _positive_int(opts: Mapping[str, str], name: str, default: int | None, maxim
     return v
 
 
-def tag_set(expression: str) -> frozenset | None:
+def tag_set(expression: str) -> frozenset[str] | None:
     """RocketMQ's tag expression: ``*`` (or empty) matches all, else ``"TagA || TagB"``."""
     expr = (expression or "").strip()
     if expr in ("", "*"):
@@ -282,14 +286,14 @@ def tag_set(expression: str) -> frozenset | None:
     return tags
 
 
-def _parse_assign(raw: str) -> dict:
+def _parse_assign(raw: str) -> Assignment:
     try:
         d = json.loads(raw)
     except ValueError as e:
         raise OptionError(f"assign: not valid JSON ({e}): {raw!r}") from None
     if not isinstance(d, dict) or not d:
         raise OptionError(f'assign: expected {{"topic": [0, 1]}} or {{"topic": {{"broker-a": [0, 1]}}}}, got {raw!r}')
-    out: dict = {}
+    out: Assignment = {}
     for topic, v in d.items():
         if isinstance(v, list):
             out[topic] = {None: sorted({_queue_id("assign", topic, q) for q in v})}
@@ -319,7 +323,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         raise OptionError("exactly one of subscribe (or topic), subscribePattern, assign is required"
                           + (f"; got {', '.join(given)}" if given else ""))
     topics: tuple[str, ...] = ()
-    assign: dict = {}
+    assign: Assignment = {}
     if sub:
         topics = tuple(dict.fromkeys(t.strip() for t in sub.split(",") if t.strip()))
         if not topics:
@@ -413,17 +417,17 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
 # ------------------------------------------------------------------------------ offsets <-> JSON
 
 
-def offsets_to_json(offsets: Mapping[QueueKey, int]) -> dict:
+def offsets_to_json(offsets: Mapping[QueueKey, int]) -> dict[str, dict[str, dict[str, int]]]:
     """``{(topic, broker, qid): next}`` → ``{topic: {broker: {"qid": next}}}`` (the checkpoint form)."""
-    out: dict = {}
+    out: dict[str, dict[str, dict[str, int]]] = {}
     for (topic, broker, qid), off in sorted(offsets.items()):
         out.setdefault(topic, {}).setdefault(broker, {})[str(qid)] = int(off)
     return out
 
 
-def offsets_from_json(d: Mapping) -> dict:
+def offsets_from_json(d: Mapping[str, Any]) -> dict[QueueKey, int]:
     """Inverse of :func:`offsets_to_json`; raises :class:`OptionError` on a malformed checkpoint."""
-    out = {}
+    out: dict[QueueKey, int] = {}
     try:
         for topic, brokers in d.items():
             for broker, queues in brokers.items():
