@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from rmq.common import message as common
 from rmq.common.message import (
@@ -90,6 +91,13 @@ def encode_properties(props: Mapping[str, str]) -> str:
 
 
 _NO_PROPS: Mapping[str, str] = MappingProxyType({})
+
+# pyarrow ships no type stubs: its arrays, schemas and batches are Any to the type checker.
+ArrowArray = Any
+ArrowSchema = Any
+RecordBatch = Any
+#: record i's properties are items offsets[i]:offsets[i+1] of the flat key and value arrays
+ArrowProps = tuple["npt.NDArray[np.int64]", ArrowArray, ArrowArray]
 
 
 class Columns:
@@ -199,7 +207,8 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
     return first, last
 
 
-def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema, kinds: Sequence[str]):
+def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema: ArrowSchema,
+                   kinds: Sequence[str]) -> RecordBatch:
     """Build a ``pyarrow.RecordBatch`` with exactly ``arrow_schema`` from decoded columns.
 
     ``names[i]`` is our column name for schema field ``i``; ``kinds[i]`` says how the user
@@ -220,8 +229,8 @@ def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema, kinds: Seq
         elif name == "brokerName":
             arr = pa.array([cols.brokerName] * n, type=t)
         elif name == "properties":
-            keys: list = []
-            items: list = []
+            keys: list[str] = []
+            items: list[str] = []
             offs = [0]
             for d in cols.properties:
                 keys.extend(d.keys())
@@ -259,7 +268,8 @@ def record_starts(body: bytes) -> list[int]:
 
 def queue_offset_at(body: bytes, start: int) -> int:
     """QUEUEOFFSET of the record at ``start``."""
-    return _I64.unpack_from(body, start + OFF_QUEUEOFFSET)[0]
+    offset: int = _I64.unpack_from(body, start + OFF_QUEUEOFFSET)[0]
+    return offset
 
 
 class Chunk:
@@ -286,7 +296,8 @@ class Chunk:
         return self.records >= rows or self.nbytes >= _CHUNK_MAX_BYTES
 
 
-def _slow_chunk(chunk: Chunk, names, arrow_schema, kinds, tags, broker_name):
+def _slow_chunk(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema, kinds: Sequence[str],
+                tags: frozenset[str] | None, broker_name: str) -> RecordBatch:
     cols = Columns(names)
     cols.brokerName = broker_name
     for body, (lo, hi) in zip(chunk.bodies, chunk.bounds, strict=True):
@@ -294,7 +305,8 @@ def _slow_chunk(chunk: Chunk, names, arrow_schema, kinds, tags, broker_name):
     return to_arrow_batch(cols, names, arrow_schema, kinds)
 
 
-def _props_arrow(u8, data: bytes, starts, lengths) -> tuple[Any, Any, Any] | None:  # arrays: pyarrow has no stubs
+def _props_arrow(u8: npt.NDArray[np.uint8], data: bytes, starts: npt.NDArray[np.int64],
+                 lengths: npt.NDArray[np.int64]) -> ArrowProps | None:
     """Parse properties strings for many records at once (Arrow compute, no per-row Python).
 
     Returns ``(offsets, keys, values)``: record ``i``'s properties are items
@@ -319,7 +331,7 @@ def _props_arrow(u8, data: bytes, starts, lengths) -> tuple[Any, Any, Any] | Non
     return offsets, pc.list_element(kv, 0), pc.list_element(kv, 1)
 
 
-def _prop_column(props, name: str):
+def _prop_column(props: ArrowProps, name: str) -> ArrowArray:
     """One property as a string column (null where absent; the last one wins, as in a dict)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -333,8 +345,8 @@ def _prop_column(props, name: str):
     return values.take(pa.array(pick, mask=pick < 0))
 
 
-def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequence[str], *,
-                   tags: frozenset[str] | None, broker_name: str):
+def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema, kinds: Sequence[str], *,
+                   tags: frozenset[str] | None, broker_name: str) -> RecordBatch:
     """The RecordBatch of a chunk: records inside their bounds and, with ``tags``, whose TAGS
     is in it; columns exactly ``arrow_schema``. Same result as :func:`decode_records` +
     :func:`to_arrow_batch`, which it falls back to for IPv6 hosts, v2 magic or compressed bodies."""
@@ -346,9 +358,9 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
     data = b"".join(chunk.bodies)
     u8 = np.frombuffer(data, dtype=np.uint8)
     base = 0
-    parts = []
-    lo_parts = []
-    hi_parts = []
+    parts: list[npt.NDArray[np.int64]] = []
+    lo_parts: list[npt.NDArray[np.int64]] = []
+    hi_parts: list[npt.NDArray[np.int64]] = []
     for body, starts, (lo, hi) in zip(chunk.bodies, chunk.starts, chunk.bounds, strict=True):
         s = np.asarray(starts, dtype=np.int64)
         parts.append(s + base)
@@ -359,12 +371,14 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
     ar8 = np.arange(8)
     ar4 = np.arange(4)
 
-    def i32(at):
-        return u8[S[:, None] + at + ar4].view(">i4").ravel().astype(np.int32)
+    def i32(at: int) -> npt.NDArray[np.int32]:
+        out: npt.NDArray[np.int32] = u8[S[:, None] + at + ar4].view(">i4").ravel().astype(np.int32)
+        return out
 
-    def i64(at, rows=None):
+    def i64(at: int, rows: npt.NDArray[np.int64] | None = None) -> npt.NDArray[np.int64]:
         idx = S if rows is None else rows
-        return u8[idx[:, None] + at + ar8].view(">i8").ravel().astype(np.int64)
+        out: npt.NDArray[np.int64] = u8[idx[:, None] + at + ar8].view(">i8").ravel().astype(np.int64)
+        return out
 
     magic = u8[S[:, None] + OFF_MAGIC + ar4].view(">u4").ravel()
     sysflag = i32(OFF_SYSFLAG)
@@ -395,7 +409,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
     rows = np.flatnonzero(keep)
     n = len(rows)
     Sk = S[rows]
-    props: tuple[Any, Any, Any] | None = None
+    props: ArrowProps | None = None
     if want & {"key", "tags", "properties"}:
         props = _props_arrow(u8, data, ppos[rows] + 2, plen[rows])
         if props is None:  # not valid UTF-8: the per-record path decodes with replacement
@@ -434,14 +448,16 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
             hexed = np.empty((n, 32), dtype=np.uint8)
             hexed[:, 0::2] = _HEX[hb >> 4]
             hexed[:, 1::2] = _HEX[hb & 15]
-            offs = np.arange(0, 32 * (n + 1), 32, dtype=np.int32)
-            arr = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offs), pa.py_buffer(hexed)])
+            hex_offs = np.arange(0, 32 * (n + 1), 32, dtype=np.int32)
+            arr = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(hex_offs), pa.py_buffer(hexed)])
         elif name == "key":
+            assert props is not None  # parsed above when key, tags or properties is wanted
             arr = _prop_column(props, MessageConst.KEYS).cast(t)
         elif name == "tags":
+            assert props is not None
             arr = _prop_column(props, MessageConst.TAGS)
         elif name == "properties":
-            assert props is not None  # parsed above when "properties" is wanted
+            assert props is not None
             offs, keys, items = props
             arr = pa.MapArray.from_arrays(pa.array(offs.astype(np.int32)), keys, items, type=t)
         else:  # pragma: no cover - _column_plan only lets known names through
@@ -453,7 +469,8 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema, kinds: Sequ
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 
 
-def _binary_view(u8, data: bytes, starts, lengths, n: int):
+def _binary_view(u8: npt.NDArray[np.uint8], data: bytes, starts: npt.NDArray[np.int64],
+                 lengths: npt.NDArray[np.int64], n: int) -> ArrowArray:
     """An Arrow binary-view array of ``data[starts[i]:starts[i]+lengths[i]]`` (no copies).
 
     Each view is 16 bytes, little-endian: ``length | 12 inline bytes`` when length <= 12,
