@@ -20,6 +20,7 @@ import random
 import time
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 from rmq.common.constants import TopicValidator
 from rmq.common.message import MessageConst, encode_batch_item, properties_to_string
@@ -27,15 +28,19 @@ from rmq.common.route import TopicRouteData
 from rmq.errors import ClientError, RequestCodeNotSupportedError, TopicNotExistError
 from rmq.remoting import requests as rq
 from rmq.remoting.codes import RequestCode
+from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import SendMessageRequestHeader
 from rmq.spark._client import RocketMQClient
-from rmq.spark._records import encode_properties
+from rmq.spark._records import ArrowArray, RecordBatch, encode_properties
 from rmq.spark.options import SinkOptions
 from rmq.types import MessageQueue
 
 __all__ = ["MessageSender", "SinkError", "AUTO_CREATE_TOPIC"]
 
 log = logging.getLogger("rmq.spark")
+
+#: a send waiting for its pipeline: (header, batch body, queue, description, message count)
+_Ready = tuple[SendMessageRequestHeader, bytes, MessageQueue, str, int]
 
 AUTO_CREATE_TOPIC = TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 _DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
@@ -60,7 +65,7 @@ class _UniqId:
     def next(self) -> str:
         return f"{self._prefix}{int(time.time() * 1000) & 0xFFFFFFFF:08X}{next(self._seq) & 0xFFFF:04X}"
 
-    def array(self, n: int):
+    def array(self, n: int) -> ArrowArray:
         """``n`` ``UNIQ_KEY\\x01<id>\\x02`` property strings as one Arrow string array."""
         import numpy as np
         import pyarrow as pa
@@ -84,14 +89,14 @@ class _FallBack(Exception):
     """The vectorized encoder cannot take this batch; use the per-row path."""
 
 
-def _check_separators(arr, what: str) -> None:
+def _check_separators(arr: ArrowArray, what: str) -> None:
     import pyarrow.compute as pc
 
     if pc.any(pc.match_substring_regex(arr, "[\x01\x02]")).as_py():
         raise SinkError(f"a {what} value contains a reserved separator character (\\x01 or \\x02)")
 
 
-def _user_properties(col):
+def _user_properties(col: ArrowArray) -> ArrowArray:
     """``k\\x01v\\x02`` strings per row from a ``map<string,string>`` column (null maps and
     null values are skipped; reserved names and separator characters are refused)."""
     import numpy as np
@@ -127,7 +132,7 @@ class _TopicTarget:
         self.addrs = {b: a for b, _ in self.queues if (a := route.master_addr(b)) is not None}
         self.default_topic = default_topic
         self.rr = random.randrange(len(self.queues)) if self.queues else 0
-        self.by_qid: dict[int, tuple] = {}
+        self.by_qid: dict[int, tuple[str, int]] = {}
         for b, q in self.queues:
             self.by_qid.setdefault(q, (b, q))
 
@@ -144,8 +149,9 @@ class MessageSender:
         self.client = client
         self.opts = opts
         self._targets: dict[str, _TopicTarget] = {}
-        self._buffers: dict[tuple[str, str, int], list] = {}  # (topic, broker, qid) -> [items, bytes]
-        self._ready: dict[str, list] = {}  # addr -> [(cmd, description, count)]
+        # (topic, broker, qid) -> [items: list[bytes], their byte count: int]
+        self._buffers: dict[tuple[str, str, int], list[Any]] = {}
+        self._ready: dict[str, list[_Ready]] = {}  # addr -> sends waiting for the pipeline
         self._ids = _UniqId()
         self.sent = 0
         self._batch_code = RequestCode.SEND_BATCH_MESSAGE
@@ -170,7 +176,7 @@ class MessageSender:
             self._targets[topic] = t
         return t
 
-    def _pick(self, t: _TopicTarget, partition, key: bytes | None) -> tuple:
+    def _pick(self, t: _TopicTarget, partition: int | None, key: bytes | None) -> tuple[str, int]:
         if partition is not None:
             q = t.by_qid.get(int(partition))
             if q is None:
@@ -184,9 +190,10 @@ class MessageSender:
 
     # ------------------------------------------------------------------ adding rows
 
-    def add_columns(self, n: int, value: Sequence, key: Sequence | None = None, topic: Sequence | None = None,
-                    tags: Sequence | None = None, properties: Sequence | None = None,
-                    partition: Sequence | None = None) -> None:
+    def add_columns(self, n: int, value: Sequence[bytes | str | None], key: Sequence[bytes | str | None] | None = None,
+                    topic: Sequence[str | None] | None = None, tags: Sequence[str | None] | None = None,
+                    properties: Sequence[Any] | None = None,
+                    partition: Sequence[int | None] | None = None) -> None:
         """Queue ``n`` messages given as column lists (None = column absent).
 
         ``value``/``key`` hold bytes or str; ``properties`` holds dicts or lists of (k, v) pairs.
@@ -239,7 +246,7 @@ class MessageSender:
             if len(buf[0]) >= self.opts.batch_size or buf[1] >= _MAX_BATCH_BYTES:
                 self._seal(bkey)
 
-    def add_arrow_batch(self, batch) -> None:
+    def add_arrow_batch(self, batch: RecordBatch) -> None:
         """Queue every row of a ``pyarrow.RecordBatch`` (columns looked up by name).
 
         Builds the SEND batch items for all rows at once with Arrow compute and numpy (no
@@ -255,15 +262,17 @@ class MessageSender:
         except _FallBack:
             names = batch.schema.names
 
-            def col(name):
+            def col(name: str) -> list[Any] | None:
                 return batch.column(names.index(name)).to_pylist() if name in names else None
 
-            self.add_columns(batch.num_rows, col("value"), col("key"), col("topic"), col("tags"),
+            value = col("value")
+            assert value is not None  # the fast path read it before falling back
+            self.add_columns(batch.num_rows, value, col("key"), col("topic"), col("tags"),
                              col("properties"), col("partition"))
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
             raise SinkError(f"cannot encode the rows: {e}") from None
 
-    def _add_arrow_fast(self, batch) -> None:
+    def _add_arrow_fast(self, batch: RecordBatch) -> None:
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -295,7 +304,7 @@ class MessageSender:
                     raise _FallBack() from None
             key_valid = np.asarray(pc.fill_null(pc.greater(pc.utf8_length(key), 0), False))
         partition = cols.get("partition")
-        dests: list[tuple] = []
+        dests: list[tuple[str, str, int]] = []
         dest = np.empty(n, dtype=np.int64)
         for ti, topic in enumerate(topic_names):
             t = self._target(topic)
@@ -404,7 +413,7 @@ class MessageSender:
         if len(ready) >= self.opts.max_in_flight:
             self._send(addr)
 
-    def _requests(self, ready: list) -> list:
+    def _requests(self, ready: list[_Ready]) -> list[tuple[RemotingCommand, MessageQueue, str]]:
         return [(rq.send_message(h, body, code=self._batch_code), mq, desc) for h, body, mq, desc, _ in ready]
 
     def _send(self, addr: str) -> None:
