@@ -47,6 +47,8 @@ EARLIEST = -2  # Kafka's and rocketmq-spark's sentinel in offsets JSON
 LATEST = -1
 
 QueueKey = tuple[str, str, int]  # (topic, broker_name, queue_id)
+#: offsets in Spark's checkpoint form: {topic: {broker: {"queue id": offset}}}
+OffsetsJson = dict[str, dict[str, dict[str, int]]]
 #: a queue named in an offsets option: the broker is None in the Kafka form (resolved against the route)
 OffsetKey = tuple[str, str | None, int]
 #: the assign option: topic -> {broker or None (any broker): [queue ids]}
@@ -417,9 +419,9 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
 # ------------------------------------------------------------------------------ offsets <-> JSON
 
 
-def offsets_to_json(offsets: Mapping[QueueKey, int]) -> dict[str, dict[str, dict[str, int]]]:
+def offsets_to_json(offsets: Mapping[QueueKey, int]) -> OffsetsJson:
     """``{(topic, broker, qid): next}`` → ``{topic: {broker: {"qid": next}}}`` (the checkpoint form)."""
-    out: dict[str, dict[str, dict[str, int]]] = {}
+    out: OffsetsJson = {}
     for (topic, broker, qid), off in sorted(offsets.items()):
         out.setdefault(topic, {}).setdefault(broker, {})[str(qid)] = int(off)
     return out

@@ -22,8 +22,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from pyspark.sql import Row
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceArrowWriter,
@@ -46,7 +47,7 @@ from pyspark.sql.types import (
 )
 
 from rmq.errors import RMQError
-from rmq.spark._client import shared_client
+from rmq.spark._client import RocketMQClient, shared_client
 from rmq.spark._plan import (
     DataLossError,
     QueueRange,
@@ -56,11 +57,13 @@ from rmq.spark._plan import (
     resolve_offsets,
     resolve_queues,
 )
-from rmq.spark._records import chunk_to_arrow
+from rmq.spark._records import ArrowSchema, RecordBatch, chunk_to_arrow
 from rmq.spark._sink import MessageSender
 from rmq.spark.options import (
+    OffsetsJson,
     OffsetSpec,
     OptionError,
+    QueueKey,
     SinkOptions,
     SourceOptions,
     offsets_from_json,
@@ -145,7 +148,7 @@ def _column_plan(schema: StructType) -> tuple[list[str], list[str]]:
     return names, kinds
 
 
-def _arrow_schema(schema: StructType):
+def _arrow_schema(schema: StructType) -> ArrowSchema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     try:
@@ -178,7 +181,7 @@ class _RangeReading:
         self.schema = schema
         self._names, self._kinds = _column_plan(schema)
 
-    def read(self, partition: InputPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator[RecordBatch]:
         rng = partition.value
         if rng is None:  # Spark's placeholder when there is nothing to read
             return
@@ -229,27 +232,27 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
         self._setup_columns(schema)
-        self._initial: dict | None = None
-        self._queues: dict[tuple, str] = {}
-        self._latest: dict | None = None
-        self._target: dict[tuple, int] | None = None  # Trigger.AvailableNow's stopping point
-        self._committed: dict | None = None  # last offsets stored in the consumer group
+        self._initial: OffsetsJson | None = None
+        self._queues: dict[QueueKey, str] = {}
+        self._latest: OffsetsJson | None = None
+        self._target: dict[QueueKey, int] | None = None  # Trigger.AvailableNow's stopping point
+        self._committed: OffsetsJson | None = None  # last offsets stored in the consumer group
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         # The runner's caches must not travel to the executors (reference/spark.md §2.5.1).
         d = dict(self.__dict__)
         d["_queues"] = {}
         d["_latest"] = None
         return d
 
-    def _client(self):
+    def _client(self) -> RocketMQClient:
         return shared_client(self.opts.name_servers, self.opts.pull_timeout_ms / 1000.0)
 
-    def _refresh_queues(self) -> dict[tuple, str]:
+    def _refresh_queues(self) -> dict[QueueKey, str]:
         self._queues = resolve_queues(self._client(), self.opts)
         return self._queues
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> OffsetsJson:
         # Memoized: Spark 4.3 calls this twice for a new query (reference/spark.md §2.5.3);
         # resolving "latest" twice would skip whatever arrived in between.
         if self._initial is None:
@@ -258,11 +261,11 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
             log.info("rocketmq stream: initial offsets %s", self._initial)
         return self._initial
 
-    def _latest_now(self) -> dict[tuple, int]:
+    def _latest_now(self) -> dict[QueueKey, int]:
         queues = self._refresh_queues()
         return resolve_offsets(self._client(), OffsetSpec("latest", option="latest"), queues)
 
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+    def latestOffset(self, start: OffsetsJson | None = None, limit: ReadLimit | None = None) -> OffsetsJson:
         # Spark >= 4.2 passes (start, limit) because the signature has parameters; 4.0/4.1
         # call it without arguments (reference/spark.md §2.2).
         if start:
@@ -273,7 +276,7 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         latest = self._latest_now()
         self._latest = offsets_to_json(latest)
         begin = offsets_from_json(start) if start else {}
-        end: dict[tuple, int] = dict(begin)  # vanished queues keep their offsets
+        end: dict[QueueKey, int] = dict(begin)  # vanished queues keep their offsets
         for k, off in latest.items():
             if self._target is not None:
                 if k not in self._target:
@@ -287,19 +290,19 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
             end = rate_limit(begin, end, max_rows)
         return offsets_to_json(end)
 
-    def getDefaultReadLimit(self):
+    def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger:
             return ReadMaxRows(self.opts.max_offsets_per_trigger)
         return ReadAllAvailable()
 
-    def reportLatestOffset(self):
+    def reportLatestOffset(self) -> OffsetsJson | None:
         return self._latest
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest_now()
         log.info("rocketmq stream: Trigger.AvailableNow stops at %s", offsets_to_json(self._target))
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: OffsetsJson, end: OffsetsJson) -> list[InputPartition]:
         begin = offsets_from_json(start) if start else {}
         stop = offsets_from_json(end)
         lo = {}
@@ -313,7 +316,7 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
                 log.warning("%s; reading it again from its beginning (failOnDataLoss=false)", msg)
                 b = 0
             lo[k] = b
-        live: dict[tuple, str] = {}
+        live: dict[QueueKey, str] = {}
         refreshed = False
         for k in sorted(k for k in stop if stop[k] > lo[k]):
             addr = self._queues.get(k)
@@ -329,17 +332,17 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
                              max_records=self.opts.max_records_per_partition)
         return [RangePartition(r) for r in ranges]
 
-    def _addr_of(self, k: tuple) -> str | None:
+    def _addr_of(self, k: QueueKey) -> str | None:
         try:
             return self._client().topic_route(k[0]).master_addr(k[1])
         except RMQError as e:
             log.warning("no route for %s: %s", k[0], e)
             return None
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: OffsetsJson) -> None:
         self._commit_group(end)
 
-    def _commit_group(self, offsets: dict) -> None:
+    def _commit_group(self, offsets: OffsetsJson) -> None:
         """Store processed offsets in the optional consumer group (one pipelined round trip
         per broker). Spark's checkpoint stays the source of truth; the group's offsets feed
         rmq's consumer-lag tools, so a failed commit is logged, not fatal."""
@@ -347,7 +350,7 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         if not group or not offsets or offsets == self._committed:
             return
         client = self._client()
-        by_addr: dict = {}
+        by_addr: dict[str, list[tuple[str, int, int]]] = {}
         for (topic, broker, qid), off in offsets_from_json(offsets).items():
             addr = self._queues.get((topic, broker, qid)) or self._addr_of((topic, broker, qid))
             if addr is not None:
@@ -398,13 +401,18 @@ def _check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
                               f"not {f.dataType.simpleString()}")
 
 
+def _sent(messages: list[WriterCommitMessage | None]) -> int:
+    """Messages sent by the tasks that reported (a failed task reports None)."""
+    return sum(m.sent for m in messages if isinstance(m, SendCommitMessage))
+
+
 class _Sending:
     opts: SinkOptions
 
     def _sender(self) -> MessageSender:
         return MessageSender(shared_client(self.opts.name_servers, self.opts.send_timeout_ms / 1000.0), self.opts)
 
-    def write(self, iterator) -> SendCommitMessage:
+    def write(self, iterator: Iterator[Row | RecordBatch]) -> SendCommitMessage:
         sender = self._sender()
         for batch in iterator:
             if hasattr(batch, "num_rows"):
@@ -423,11 +431,11 @@ class RocketMQBatchWriter(_Sending, DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
-    def commit(self, messages) -> None:
-        log.info("rocketmq sink: %d messages sent", sum(m.sent for m in messages if m is not None))
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("rocketmq sink: %d messages sent", _sent(messages))
 
-    def abort(self, messages) -> None:
-        sent = sum(m.sent for m in messages if m is not None)
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        sent = _sent(messages)
         log.warning("rocketmq sink: write aborted; %d messages were already sent and stay in the topics", sent)
 
 
@@ -443,12 +451,11 @@ class RocketMQStreamWriter(_Sending, _StreamWriterBase):
     def __init__(self, opts: SinkOptions) -> None:
         self.opts = opts
 
-    def commit(self, messages, batchId) -> None:
-        log.info("rocketmq sink: batch %d: %d messages sent", batchId, sum(m.sent for m in messages if m))
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.info("rocketmq sink: batch %d: %d messages sent", batchId, _sent(messages))
 
-    def abort(self, messages, batchId) -> None:
-        log.warning("rocketmq sink: batch %d aborted after %d messages were sent", batchId,
-                    sum(m.sent for m in messages if m))
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("rocketmq sink: batch %d aborted after %d messages were sent", batchId, _sent(messages))
 
 
 # ------------------------------------------------------------------------------ the source
