@@ -59,7 +59,7 @@ from rmq.common.message import (
     host_bytes,
     properties_to_string,
 )
-from rmq.common.tasks import stop_gracefully
+from rmq.common.tasks import stop_gracefully, wait_event
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -290,10 +290,7 @@ class TransactionalMessageService:
     async def _check_loop(self) -> None:
         while not self._stopping:
             interval = max(self.config.transaction_check_interval, 10) / 1000.0
-            try:
-                await asyncio.wait_for(self._kick.wait(), interval)
-            except asyncio.TimeoutError:
-                pass
+            await wait_event(self._kick, interval)
             self._kick.clear()
             if self._stopping:
                 return

@@ -28,13 +28,12 @@ from typing import Any, Awaitable, Callable, Coroutine, Protocol
 from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.route import TopicRouteData
-from rmq.common.tasks import BackgroundTasks
+from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageExt, MessageQueue
 
-from ._aio import wait_event
 from ._codec import decode_messages
 from .api import ClientAPI
 

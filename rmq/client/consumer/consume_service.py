@@ -25,10 +25,10 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, NamedTuple, Union
 
+from rmq.common.tasks import wait_event
 from rmq.errors import ClientError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
 
-from .._aio import wait_event
 from .process_queue import ProcessQueue
 
 if TYPE_CHECKING:
