@@ -24,7 +24,7 @@ from rmq.broker.managers.consumer import (
 from rmq.broker.managers.subscription_group import check_group_name
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
 from rmq.common.constants import MixAll, PermName
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -165,7 +165,7 @@ class ConsumerManageProcessor:
             _rlog.warning("get-client-ids", "getAllClientId failed, %s %s", clip(h.consumer_group), conn.remote_addr)
         else:
             _rlog.warning("get-group-info", "getConsumerGroupInfo failed, %s %s", clip(h.consumer_group), conn.remote_addr)
-        return cmd.response(ResponseCode.SYSTEM_ERROR, "no consumer for this group, " + h.consumer_group, {})
+        return cmd.response(ResponseCode.SYSTEM_ERROR, "no consumer for this group, " + clip_remark(h.consumer_group), {})
 
     def update_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         """Only for a known group (auto-created when ``autoCreateSubscriptionGroup`` allows, as
@@ -174,12 +174,12 @@ class ConsumerManageProcessor:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         c = self.controller
         if c.subscription_group_manager.find_subscription_group_config(h.consumer_group) is None:
-            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {clip(h.consumer_group)} not exist!", {})
+            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {clip_remark(h.consumer_group)} not exist!", {})
         tc = c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {clip(h.topic)} not exist!", {})
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {clip_remark(h.topic)} not exist!", {})
         if not 0 <= h.queue_id < max(tc.read_queue_nums, tc.write_queue_nums):
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"queueId[{h.queue_id}] is illegal, topic:[{clip_remark(h.topic)}] "
                                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}]", {})
         if not c.consumer_offset_manager.commit_offset(conn.remote_addr, h.consumer_group, h.topic, h.queue_id,
                                                        h.commit_offset):

@@ -30,7 +30,7 @@ import logging
 from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import PullSysFlag
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
@@ -115,10 +115,10 @@ class PullMessageProcessor:
         sgc = c.subscription_group_manager.find_subscription_group_config(h.consumer_group)
         if sgc is None:
             return cmd.response(
-                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{h.consumer_group}] does not exist" + FAQ, {}
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group [{clip_remark(h.consumer_group)}] does not exist" + FAQ, {}
             )
         if not sgc.consume_enable:
-            return cmd.response(ResponseCode.NO_PERMISSION, "subscription group no permission, " + h.consumer_group, {})
+            return cmd.response(ResponseCode.NO_PERMISSION, "subscription group no permission, " + clip_remark(h.consumer_group), {})
         # 3. flags
         has_suspend = bool(h.sys_flag & PullSysFlag.FLAG_SUSPEND)
         has_commit_offset = bool(h.sys_flag & PullSysFlag.FLAG_COMMIT_OFFSET)
@@ -129,13 +129,13 @@ class PullMessageProcessor:
         if tc is None:
             _rlog.warning("pull-topic-not-exist", "pull from %s: topic %s does not exist (consumer %s)",
                           clip(h.consumer_group), clip(h.topic), conn.remote_addr)
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first please!" + FAQ, {})
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{clip_remark(h.topic)}] not exist, apply first please!" + FAQ, {})
         if not PermName.is_readable(tc.perm):
-            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden", {})
+            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{clip_remark(h.topic)}] pulling message is forbidden", {})
         # 5. queue id
         if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
             remark = (
-                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                f"queueId[{h.queue_id}] is illegal, topic:[{clip_remark(h.topic)}] topicConfig.readQueueNums:"
                 f"[{tc.read_queue_nums}] consumer:[{conn.remote_addr}]"
             )
             _rlog.warning("pull-bad-queue", "%s", clip(remark, 400))
@@ -147,7 +147,7 @@ class PullMessageProcessor:
             if expression_type.upper() != "TAG":
                 return cmd.response(
                     ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {expression_type}",
+                    f"The broker does not support consumer to filter message by {clip_remark(expression_type)}",
                     {},
                 )
             try:
@@ -162,7 +162,7 @@ class PullMessageProcessor:
                 return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ, {})
             if not sgc.consume_broadcast_enable and cgi.message_model == MessageModel.BROADCASTING:
                 return cmd.response(
-                    ResponseCode.NO_PERMISSION, f"the consumer group[{h.consumer_group}] can not consume by broadcast way", {}
+                    ResponseCode.NO_PERMISSION, f"the consumer group[{clip_remark(h.consumer_group)}] can not consume by broadcast way", {}
                 )
             sub = cgi.find_subscription_data(h.topic)
             if sub is None:
@@ -173,7 +173,7 @@ class PullMessageProcessor:
             if sub.expression_type.upper() != "TAG":
                 return cmd.response(
                     ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {sub.expression_type}",
+                    f"The broker does not support consumer to filter message by {clip_remark(sub.expression_type)}",
                     {},
                 )
             sub_string = sub.sub_string
