@@ -218,6 +218,12 @@ class BrokerConfig:
     rebalance_lock_max_batch_size: int = 4096
     rebalance_lock_max_entries: int = 100_000
     max_subscription_group_nums: int = 100_000
+    # What one client connection may register through heartbeats: group memberships (consumer
+    # and producer groups; each is one client entry), the subscriptions its consumer groups
+    # declare, and the groups one HEART_BEAT may name. Past them the heartbeat is refused.
+    max_groups_per_heartbeat: int = setting(5_000, lo=1, hi=1_000_000)
+    max_clients_per_connection: int = setting(10_000, lo=1, hi=1_000_000)
+    max_subscriptions_per_connection: int = setting(10_000, lo=1, hi=10_000_000)
 
     @property
     def namesrv_addr_list(self) -> list[str]:

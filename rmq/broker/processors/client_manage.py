@@ -66,11 +66,45 @@ class ClientManageProcessor:
         except (TypeError, ValueError, AttributeError) as e:
             return bad_request(conn, cmd, RemotingCommandError(f"HEART_BEAT: malformed heartbeat data ({e})"))
 
+    def _over_bounds(self, conn, consumer_set, producer_set) -> str | None:
+        """Why this heartbeat would take ``conn`` past its bounds (BrokerConfig
+        ``maxGroupsPerHeartbeat``, ``maxClientsPerConnection``, ``maxSubscriptionsPerConnection``),
+        else None. Java has no such limits; they keep one connection's share of the consumer
+        and producer tables bounded. Checked before anything is registered."""
+        bc = self.controller.broker_config
+        n = len(consumer_set) + len(producer_set)
+        if n > bc.max_groups_per_heartbeat:
+            return f"it names {n} groups, at most {bc.max_groups_per_heartbeat} (maxGroupsPerHeartbeat)"
+        declared: dict = {}   # consumer group -> subscriptions declared (illegal names counted too)
+        for cd in consumer_set:
+            if isinstance(cd, dict) and isinstance(cd.get("groupName"), str) and cd["groupName"]:
+                declared[cd["groupName"]] = sum(1 for s in (cd.get("subscriptionDataSet") or ())
+                                                if isinstance(s, dict) and s.get("topic"))
+        producers = {str(pd["groupName"]) for pd in producer_set if isinstance(pd, dict) and pd.get("groupName")}
+        held = self.controller.consumer_manager.memberships(conn)
+        clients = len(held.keys() | declared.keys()) + len(self.controller.producer_manager.groups_of(conn) | producers)
+        if clients > bc.max_clients_per_connection:
+            return (f"the connection would be a member of {clients} groups, at most "
+                    f"{bc.max_clients_per_connection} (maxClientsPerConnection)")
+        subs = sum(v for g, v in held.items() if g not in declared) + sum(declared.values())
+        if subs > bc.max_subscriptions_per_connection:
+            return (f"the connection would hold {subs} subscriptions, at most "
+                    f"{bc.max_subscriptions_per_connection} (maxSubscriptionsPerConnection)")
+        return None
+
     async def _heart_beat(self, conn, cmd: RemotingCommand, data: dict) -> RemotingCommand:
         c = self.controller
         client_id = str(data.get("clientID") or conn.remote_addr)
+        consumer_set, producer_set = data.get("consumerDataSet") or (), data.get("producerDataSet") or ()
+        # anything but an array holds no group (tolerated, as the entries that are not objects)
+        consumer_set = consumer_set if isinstance(consumer_set, list) else ()
+        producer_set = producer_set if isinstance(producer_set, list) else ()
+        why = self._over_bounds(conn, consumer_set, producer_set)
+        if why is not None:
+            _rlog.warning("heartbeat-refused", "heartbeat from %s (%s) refused: %s", conn.remote_addr, clip(client_id), why)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"HEART_BEAT refused: {why}", {})
         new_topic = False
-        for n, cd in enumerate(data.get("consumerDataSet") or ()):
+        for n, cd in enumerate(consumer_set):
             if not isinstance(cd, dict):
                 continue
             if n and n % _GROUPS_PER_SLICE == 0:
@@ -110,7 +144,7 @@ class ClientManageProcessor:
                 subs,
                 notify,
             )
-        for pd in data.get("producerDataSet") or ():
+        for pd in producer_set:
             if isinstance(pd, dict) and pd.get("groupName"):
                 c.producer_manager.register_producer(
                     str(pd["groupName"]), ClientChannelInfo(conn, client_id, str(cmd.language), int(cmd.version or 0))
