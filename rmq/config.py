@@ -274,7 +274,7 @@ def parse_overrides(args: typing.Iterable[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for arg in args:
         if not arg.startswith("--") or len(arg) <= 2:
-            raise ConfigError(f"unexpected argument {arg!r} (broker properties are given as --key=value)")
+            raise ConfigError(f"unexpected argument {arg!r} (properties are given as --key=value)")
         key, sep, value = arg[2:].partition("=")
         out[key] = value if sep else "true"
     return out
