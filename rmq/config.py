@@ -170,6 +170,12 @@ class BrokerConfig:
         max_subscription_group_nums: consumer groups auto-created at most (100 000); past it an
             unknown group is answered SUBSCRIPTION_GROUP_NOT_EXIST (groups created explicitly
             by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP are not limited).
+        max_groups_per_heartbeat: consumer and producer groups one HEART_BEAT may name (5000).
+        max_clients_per_connection: group memberships (consumer and producer) one connection
+            may hold (10 000).
+        max_subscriptions_per_connection: subscriptions the consumer groups of one connection
+            may declare (10 000). Past any of the three a heartbeat is refused (SYSTEM_ERROR)
+            and registers nothing.
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -204,20 +210,20 @@ class BrokerConfig:
     transaction_check_interval: int = setting(60_000, lo=1, hi=JAVA_INT.hi, unit="ms")
     transaction_check_max: int = setting(15, lo=1, hi=10_000)
     reject_transaction_message: bool = False
-    write_buffer_high: int = 4 * 1024 * 1024
-    write_buffer_limit: int = 32 * 1024 * 1024
-    frame_read_timeout_seconds: float = 30.0
-    max_partial_frame_bytes: int = 64 * 1024 * 1024
-    close_grace_seconds: float = 3.0
-    max_held_pulls_per_connection: int = 10_000
-    max_held_pulls_total: int = 100_000
-    config_persist_interval: int = 200
-    max_topic_queue_nums: int = 1024
-    max_consumer_offset_keys: int = 100_000
-    rebalance_lock_max_live_time: int = 60_000
-    rebalance_lock_max_batch_size: int = 4096
-    rebalance_lock_max_entries: int = 100_000
-    max_subscription_group_nums: int = 100_000
+    write_buffer_high: int = setting(4 * 1024 * 1024, lo=64 * 1024, hi=1 << 30, unit="bytes")
+    write_buffer_limit: int = setting(32 * 1024 * 1024, lo=64 * 1024, hi=1 << 32, unit="bytes")
+    frame_read_timeout_seconds: float = setting(30.0, lo=0.1, hi=3600.0, unit="s")
+    max_partial_frame_bytes: int = setting(64 * 1024 * 1024, lo=1024 * 1024, hi=1 << 40, unit="bytes")
+    close_grace_seconds: float = setting(3.0, lo=0.0, hi=600.0, unit="s")
+    max_held_pulls_per_connection: int = setting(10_000, lo=1, hi=10_000_000)
+    max_held_pulls_total: int = setting(100_000, lo=1, hi=100_000_000)
+    config_persist_interval: int = setting(200, lo=10, hi=3_600_000, unit="ms")
+    max_topic_queue_nums: int = setting(1024, lo=1, hi=65_535)
+    max_consumer_offset_keys: int = setting(100_000, lo=1, hi=100_000_000)
+    rebalance_lock_max_live_time: int = setting(60_000, lo=1000, hi=86_400_000, unit="ms")
+    rebalance_lock_max_batch_size: int = setting(4096, lo=1, hi=1_000_000)
+    rebalance_lock_max_entries: int = setting(100_000, lo=1, hi=100_000_000)
+    max_subscription_group_nums: int = setting(100_000, lo=1, hi=100_000_000)
     # What one client connection may register through heartbeats: group memberships (consumer
     # and producer groups; each is one client entry), the subscriptions its consumer groups
     # declare, and the groups one HEART_BEAT may name. Past them the heartbeat is refused.

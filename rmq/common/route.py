@@ -75,7 +75,7 @@ class BrokerData:
 
     def to_json(self) -> dict[str, Any]:
         # Standard JSON: the numeric ids become string keys ("0"), which both ONS and CPP
-        # accept (wire-contract §4), rather than fastjson's unquoted {0:"addr"}.
+        # accept (their JSON readers take quoted keys), rather than fastjson's unquoted {0:"addr"}.
         return {
             "cluster": self.cluster,
             "brokerName": self.broker_name,

@@ -1,4 +1,4 @@
-"""RemotingCommand: one request or response on the wire (seed 000, Java ``RemotingCommand``).
+"""RemotingCommand: one request or response on the wire (Java ``RemotingCommand``).
 
 A command is a header (code, language, version, opaque, flag, remark, extFields) plus an
 optional body. Requests and responses share the shape; ``flag`` tells them apart:

@@ -1,4 +1,4 @@
-"""PySpark data source ``format("rocketmq")`` for rmq topics (SPEC O5).
+"""PySpark data source ``format("rocketmq")`` for rmq topics.
 
 Install with the ``spark`` extra (``pip install 'rmq[spark]'``: pyspark >= 4.0 and pyarrow).
 Nothing else in rmq imports this package, and importing it does not import pyspark: the

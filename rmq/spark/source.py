@@ -1,7 +1,7 @@
 """The PySpark data source ``format("rocketmq")``: batch and streaming read and write.
 
 Needs the ``spark`` extra (``pyspark>=4.0``, ``pyarrow``). Spark runs these classes in its own
-Python worker processes (reference/spark.md §2.3): ``DataSource``, ``reader()`` and batch
+Python worker processes (PySpark's Python data source API, ``pyspark.sql.datasource``): ``DataSource``, ``reader()`` and batch
 ``partitions()`` in short-lived workers on the driver, the stream reader's offset methods in one
 long-lived runner process per query, ``read()`` / ``write()`` in executor workers that receive
 the reader or writer pickled. So nothing here holds a socket across pickling: clients come from
@@ -233,7 +233,7 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         self._committed: dict | None = None  # last offsets stored in the consumer group
 
     def __getstate__(self):
-        # The runner's caches must not travel to the executors (reference/spark.md §2.5.1).
+        # The runner's caches must not travel to the executors: Spark pickles the reader for them.
         d = dict(self.__dict__)
         d["_queues"] = {}
         d["_latest"] = None
@@ -247,7 +247,7 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         return self._queues
 
     def initialOffset(self) -> dict:
-        # Memoized: Spark 4.3 calls this twice for a new query (reference/spark.md §2.5.3);
+        # Memoized: Spark 4.3 calls this twice for a new query;
         # resolving "latest" twice would skip whatever arrived in between.
         if self._initial is None:
             queues = self._refresh_queues()
@@ -261,7 +261,7 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
         # Spark >= 4.2 passes (start, limit) because the signature has parameters; 4.0/4.1
-        # call it without arguments (reference/spark.md §2.2).
+        # call it without arguments (PySpark's DataSourceStreamReader.latestOffset).
         if start:
             # Spark asks for the next batch only once the previous one is in its commit log,
             # so `start` is processed: commit it now (Spark calls commit() for the last batch

@@ -1,5 +1,5 @@
 """rmq.store: CommitLog, ConsumeQueues, getMessage, recovery and retention (Java
-DefaultMessageStore and its services); see docs/design.md §2."""
+DefaultMessageStore and its services); the layout is described in docs/design.md, "Store"."""
 from rmq.store.config import StoreConfig
 from rmq.store.message import (AppendMessageResult, AppendMessageStatus, GetMessageResult, GetMessageStatus,
                                MessageFilter, MessageInner, MessageSysFlag, PutMessageResult, PutMessageStatus,

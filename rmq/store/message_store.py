@@ -1,4 +1,4 @@
-"""MessageStore: the facade the broker uses (docs/design.md §2), Java DefaultMessageStore.
+"""MessageStore: the facade the broker uses, Java DefaultMessageStore.
 
 It keeps put, get and the queries, and owns the services, each one background task started
 by ``start()`` and stopped by ``shutdown()`` (a BackgroundTasks owner):
@@ -66,7 +66,7 @@ _GET_STATUS = tuple(GetMessageStatus)           # index = value (the scan return
 
 
 class MessageStore:
-    """CommitLog + ConsumeQueues + services. See the module docstring and docs/design.md §2.
+    """CommitLog + ConsumeQueues + services. See the module docstring.
 
     Args:
         config: StoreConfig (Java MessageStoreConfig names and defaults).

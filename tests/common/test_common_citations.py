@@ -4,8 +4,6 @@ reader of the code cannot follow those, and they go stale silently."""
 import pathlib
 import re
 
-import pytest
-
 import rmq
 
 ROOT = pathlib.Path(rmq.__file__).parent
@@ -47,8 +45,6 @@ def test_the_patterns_catch_each_form(tmp_path):
         ["rmq/a.py", "7"], ["rmq/b.pxi", "1"]]
 
 
-@pytest.mark.xfail(strict=False, reason="rmq/ still cites outside documents in files being rewritten by "
-                                        "others during the merge window; the lead removes the rest after merging")
 def test_no_citations_of_outside_documents():
     hits = find_citations()
     if hits:
