@@ -258,10 +258,45 @@ def json_header_encode(code, ext, flag, language, opaque, remark, version, Py_ss
 # really send (the exact type, or a decimal string for an int, "true"/"false" for a bool, null
 # or absent for an optional field) and hands any other input -- a missing required field, a
 # value needing the lenient rules, an error -- to the generated reader, which is the reference.
+# It also checks what the reference checks, so that nothing else runs after it on the common
+# path: an int outside its declared range (Java's Integer / Long, or narrower) and text with a
+# lone surrogate (not UTF-8) go to the reference, which raises the RemotingCommandError.
 
 cdef extern from "Python.h":
     object PyLong_FromUnicodeObject(object u, int base)
     PyObject* PyDict_GetItemWithError(object d, object key) except? NULL
+    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
+    bint PyUnicode_IS_ASCII(object o)
+    int PyUnicode_KIND(object o)
+    void* PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+
+
+cdef bint _has_surrogate(object s):
+    """True when ``s`` (an exact str) holds a surrogate code point: in a Python str any
+    surrogate is a lone one, which UTF-8 cannot carry."""
+    cdef int kind
+    cdef Py_ssize_t i, n
+    cdef uint32_t c
+    cdef void* data
+    if PyUnicode_IS_ASCII(s):
+        return False
+    kind = PyUnicode_KIND(s)
+    if kind == 1:
+        return False
+    data = PyUnicode_DATA(s)
+    n = PyUnicode_GET_LENGTH(s)
+    if kind == 2:
+        for i in range(n):
+            c = (<uint16_t*>data)[i]
+            if 0xD800 <= c <= 0xDFFF:
+                return True
+    else:
+        for i in range(n):
+            c = (<uint32_t*>data)[i]
+            if 0xD800 <= c <= 0xDFFF:
+                return True
+    return False
 
 from sys import intern as _sys_intern
 _object_new = object.__new__
@@ -276,18 +311,40 @@ cdef class HeaderReader:
     """``reader(cls, ext)`` → a ``cls`` instance, like the generated ``from_ext_fields``.
 
     Args:
-        fields: ``[(attribute, wire name, kind, required, default)]`` with kind 0 str,
-            1 int, 2 bool.
-        fallback: the reference reader ``fallback(cls, ext)``, called for anything else.
+        fields: ``[(attribute, wire name, kind, required, default, lo, hi)]`` with kind 0 str,
+            1 int, 2 bool; ``lo``/``hi`` the inclusive range of an int (within int64).
+        fallback: the reference reader ``fallback(cls, ext)``, called for anything else
+            (including a value it refuses, so the error is worded in one place).
     """
     cdef tuple attrs, wires, defaults
     cdef bytes kinds, required
     cdef readonly object fallback
     cdef Py_ssize_t n
+    cdef int64_t* lo
+    cdef int64_t* hi
+    checks_ranges = True  # headers.py refuses a build without the checks (an older extension)
+
+    def __cinit__(self):
+        self.lo = NULL
+        self.hi = NULL
+
+    def __dealloc__(self):
+        PyMem_Free(self.lo)
+        PyMem_Free(self.hi)
 
     def __init__(self, fields, fallback):
+        cdef Py_ssize_t i
         fields = list(fields)
         self.n = len(fields)
+        PyMem_Free(self.lo)
+        PyMem_Free(self.hi)
+        self.lo = <int64_t*>PyMem_Malloc(max(self.n, 1) * sizeof(int64_t))
+        self.hi = <int64_t*>PyMem_Malloc(max(self.n, 1) * sizeof(int64_t))
+        if self.lo == NULL or self.hi == NULL:
+            raise MemoryError()
+        for i in range(self.n):
+            self.lo[i] = fields[i][5]  # OverflowError for a range past int64
+            self.hi[i] = fields[i][6]
         self.attrs = tuple(_sys_intern(f[0]) for f in fields)
         self.wires = tuple(_sys_intern(f[1]) for f in fields)
         self.kinds = bytes(int(f[2]) for f in fields)
@@ -300,6 +357,8 @@ cdef class HeaderReader:
         cdef PyObject* vp
         cdef object v, o
         cdef uint8_t kind
+        cdef int overflow
+        cdef long long x
         if not PyDict_CheckExact(ext):
             return self.fallback(cls, ext)
         o = _object_new(cls)
@@ -313,7 +372,7 @@ cdef class HeaderReader:
             else:
                 v = <object>vp
                 if kind == _H_STR:
-                    if not PyUnicode_CheckExact(v):
+                    if not PyUnicode_CheckExact(v) or _has_surrogate(v):
                         return self.fallback(cls, ext)
                 elif kind == _H_INT:
                     if not PyLong_CheckExact(v):
@@ -323,6 +382,9 @@ cdef class HeaderReader:
                             v = PyLong_FromUnicodeObject(v, 10)  # = int(v), what the reference does
                         except ValueError:
                             return self.fallback(cls, ext)
+                    x = PyLong_AsLongLongAndOverflow(v, &overflow)
+                    if overflow or x < self.lo[i] or x > self.hi[i]:
+                        return self.fallback(cls, ext)  # it words the range error
                 else:
                     if v is not True and v is not False:
                         if PyUnicode_CheckExact(v) and v == "false":

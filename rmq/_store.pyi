@@ -79,8 +79,9 @@ def json_header_encode(code: int, ext: dict[str, Any], flag: int, language: str,
 
 class HeaderReader:
     """``reader(cls, ext)``: a typed header from extFields, like the generated
-    ``from_ext_fields`` (which it calls, as ``fallback``, for anything it does not handle)."""
+    ``from_ext_fields`` (which it calls, as ``fallback``, for anything it does not handle or
+    refuses: an int outside ``lo..hi``, text with a lone surrogate)."""
     fallback: Callable[[type, dict[str, Any]], Any]
-    def __init__(self, fields: Iterable[tuple[str, str, int, bool, Any]],
+    def __init__(self, fields: Iterable[tuple[str, str, int, bool, Any, int, int]],
                  fallback: Callable[[type, dict[str, Any]], Any]) -> None: ...
     def __call__(self, cls: type, ext: dict[str, Any]) -> Any: ...

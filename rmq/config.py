@@ -170,6 +170,12 @@ class BrokerConfig:
         max_subscription_group_nums: consumer groups auto-created at most (100 000); past it an
             unknown group is answered SUBSCRIPTION_GROUP_NOT_EXIST (groups created explicitly
             by UPDATE_AND_CREATE_SUBSCRIPTIONGROUP are not limited).
+        max_groups_per_heartbeat: consumer and producer groups one HEART_BEAT may name (5000).
+        max_clients_per_connection: group memberships (consumer and producer) one connection
+            may hold (10 000).
+        max_subscriptions_per_connection: subscriptions the consumer groups of one connection
+            may declare (10 000). Past any of the three a heartbeat is refused (SYSTEM_ERROR)
+            and registers nothing.
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -218,6 +224,12 @@ class BrokerConfig:
     rebalance_lock_max_batch_size: int = setting(4096, lo=1, hi=1_000_000)
     rebalance_lock_max_entries: int = setting(100_000, lo=1, hi=100_000_000)
     max_subscription_group_nums: int = setting(100_000, lo=1, hi=100_000_000)
+    # What one client connection may register through heartbeats: group memberships (consumer
+    # and producer groups; each is one client entry), the subscriptions its consumer groups
+    # declare, and the groups one HEART_BEAT may name. Past them the heartbeat is refused.
+    max_groups_per_heartbeat: int = setting(5_000, lo=1, hi=1_000_000)
+    max_clients_per_connection: int = setting(10_000, lo=1, hi=1_000_000)
+    max_subscriptions_per_connection: int = setting(10_000, lo=1, hi=10_000_000)
 
     @property
     def namesrv_addr_list(self) -> list[str]:
@@ -268,7 +280,7 @@ def parse_overrides(args: typing.Iterable[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for arg in args:
         if not arg.startswith("--") or len(arg) <= 2:
-            raise ConfigError(f"unexpected argument {arg!r} (broker properties are given as --key=value)")
+            raise ConfigError(f"unexpected argument {arg!r} (properties are given as --key=value)")
         key, sep, value = arg[2:].partition("=")
         out[key] = value if sep else "true"
     return out

@@ -63,6 +63,7 @@ from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.connection import ConnectionEvent
 from rmq.remoting.dispatcher import ProcessorPool
+from rmq.remoting.headers import NotifyConsumerIdsChangedRequestHeader
 from rmq.remoting.server import RemotingServer
 from rmq.store import MessageStore, StoreConfig
 
@@ -468,7 +469,7 @@ class BrokerController:
                 continue
             try:
                 conn.invoke_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                                           {"consumerGroup": group}))
+                                                          NotifyConsumerIdsChangedRequestHeader(consumer_group=group)))
             except Exception as e:  # noqa: BLE001 - a closing member simply misses it
                 log.debug("notify consumer ids changed to %s failed: %s", getattr(conn, "remote_addr", "?"), e)
 

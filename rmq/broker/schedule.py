@@ -41,7 +41,7 @@ from rmq.common.message import (
     properties_to_string,
     string_to_properties,
 )
-from rmq.common.tasks import stop_gracefully
+from rmq.common.tasks import stop_gracefully, wait_event
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker.schedule")
@@ -222,10 +222,7 @@ class ScheduleMessageService:
             timeout = None if next_due is None else max(0.0, next_due / 1000.0 - time.time())
             if timeout == 0.0:
                 continue
-            try:
-                await asyncio.wait_for(wakeup.wait(), timeout)
-            except TimeoutError:
-                pass
+            await wait_event(wakeup, timeout)
 
     async def _deliver_level(self, level: int) -> int | None:
         """Deliver every due unit of ``level``; the epoch ms when the next one is due, or None."""

@@ -60,7 +60,7 @@ from rmq.common.message import (
     host_bytes,
     properties_to_string,
 )
-from rmq.common.tasks import stop_gracefully
+from rmq.common.tasks import stop_gracefully, wait_event
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -294,10 +294,7 @@ class TransactionalMessageService:
         assert kick is not None  # created by start() before this loop runs
         while not self._stopping:
             interval = max(self.config.transaction_check_interval, 10) / 1000.0
-            try:
-                await asyncio.wait_for(kick.wait(), interval)
-            except TimeoutError:
-                pass
+            await wait_event(kick, interval)
             kick.clear()
             if self._stopping:
                 return

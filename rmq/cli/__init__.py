@@ -7,8 +7,8 @@ persisted, store flushed, no abort marker left). It refuses to start, with a one
 message on stderr and a non-zero exit status, when a port is taken (exit 3), the store
 directory is locked by another broker (exit 4) or the configuration is bad (exit 2).
 
-Broker properties use RocketMQ's names, in a properties file (``-c``) and/or as
-``--key=value`` overrides (``--flushDiskType=SYNC_FLUSH``). Every value is checked against the
+Broker and name server properties use RocketMQ's names, in a properties file (``-c``) and/or
+as ``--key=value`` overrides (``--flushDiskType=SYNC_FLUSH``, ``--listenPort=9877``). Every value is checked against the
 range its field declares (exit 2 naming the property and the allowed values); an unknown key
 stops the start with a "did you mean" suggestion, unless ``--lenient-config`` (or the property
 ``lenientConfig=true``) is given, which turns that into a warning.
@@ -24,9 +24,16 @@ def _parser() -> argparse.ArgumentParser:
                                      allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,admin}")
 
-    p = sub.add_parser("namesrv", help="run a name server", allow_abbrev=False)
-    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=9876, help="port to bind (default 9876)")
+    p = sub.add_parser(
+        "namesrv",
+        help="run a name server",
+        allow_abbrev=False,
+        epilog="Any name server property may follow as --key=value (e.g. --maxBrokers=4096).",
+    )
+    p.add_argument("-c", "--config", dest="config_file", default=None, help="namesrv.conf (Java properties format)")
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1; same as --listenHost)")
+    p.add_argument("--port", type=int, default=None, help="port to bind (default 9876; same as --listenPort)")
+    _lenient(p)
 
     p = sub.add_parser(
         "broker",
@@ -60,11 +67,14 @@ def _lenient(p: argparse.ArgumentParser) -> None:
                    help="only warn about unknown property names (same as --lenientConfig=true)")
 
 
-def _check_namesrv_flags(host: str, port: int) -> str | None:
+def _check_namesrv_flags(host: str | None, port: int | None) -> str | None:
     from rmq.config import ConfigError, NamesrvConfig, check_config
 
+    cfg = NamesrvConfig()
+    cfg.listen_host = cfg.listen_host if host is None else host
+    cfg.listen_port = cfg.listen_port if port is None else port
     try:
-        check_config(NamesrvConfig(listen_host=host, listen_port=port))
+        check_config(cfg)
     except ConfigError as e:
         return str(e).replace("listenPort", "--port")
     return None
@@ -87,17 +97,14 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
 
+    if args.lenient_config:
+        extra = [*extra, "--lenientConfig=true"]
     if args.command == "namesrv":
-        if extra:
-            print(f"rmq namesrv: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
-            return EXIT_BAD_CONFIG
         problem = _check_namesrv_flags(args.host, args.port)
         if problem is not None:
             print(f"rmq namesrv: {problem}", file=sys.stderr)
             return EXIT_BAD_CONFIG
-        return run_namesrv(args.host, args.port)
-    if args.lenient_config:
-        extra = [*extra, "--lenientConfig=true"]
+        return run_namesrv(args.config_file, extra, host=args.host, port=args.port)
     if args.command == "broker":
         return run_broker(args.config_file, extra)
     return run_standalone(args.host, args.namesrv_port, args.broker_port, args.store_dir, extra)

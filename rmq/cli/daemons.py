@@ -112,16 +112,40 @@ def build_broker_configs(props: dict[str, str],
 # -- rmq namesrv ------------------------------------------------------------------------------
 
 
-def run_namesrv(host: str, port: int) -> int:
+def build_namesrv_config(props: dict[str, str]) -> tuple[NamesrvConfig, list[str]]:
+    """A checked NamesrvConfig from properties, and the warnings to log (unknown keys when
+    lenient). :class:`ConfigError` for a bad value or, unless lenient, an unknown key."""
+    config = NamesrvConfig()
+    warnings = apply_properties(props, config)
+    check_config(config)
+    return config, warnings
+
+
+def run_namesrv(config_file: str | None = None, overrides: typing.Sequence[str] = (), *,
+                host: str | None = None, port: int | None = None) -> int:
+    """``rmq namesrv``: properties from ``config_file``, then ``--host``/``--port``, then the
+    ``--key=value`` ``overrides`` (each later source wins)."""
     setup_logging()
+    try:
+        props = load_properties(config_file) if config_file else {}
+        if host is not None:
+            props["listenHost"] = host
+        if port is not None:
+            props["listenPort"] = str(port)
+        props.update(parse_overrides(overrides))
+        config, warnings = build_namesrv_config(props)
+    except ConfigError as e:
+        return _fail("rmq namesrv", str(e), EXIT_BAD_CONFIG)
+    for w in warnings:
+        log.warning("%s", w)
 
     async def main() -> None:
-        ctl = NamesrvController(NamesrvConfig(listen_host=host, listen_port=port))
+        ctl = NamesrvController(config)
         stop = _stop_event()
         try:
             await ctl.start()
         except OSError as e:
-            raise _translate_start_error(e, "name server", f"{host}:{port}") from None
+            raise _translate_start_error(e, "name server", f"{config.listen_host}:{config.listen_port}") from None
         log.info("rmq namesrv listening on %s", ctl.address)
         try:
             await stop.wait()

@@ -27,15 +27,22 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 from rmq.common.constants import MixAll, PermName
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.route import TopicRouteData
-from rmq.common.tasks import BackgroundTasks
-from rmq.errors import ClientError, RMQError
+from rmq.common.tasks import BackgroundTasks, wait_event
+from rmq.errors import ClientError, RemotingCommandError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+    Header,
+    NotifyConsumerIdsChangedRequestHeader,
+    ResetOffsetRequestHeader,
+)
 from rmq.types import MessageExt, MessageQueue
 
-from ._aio import wait_event
 from ._codec import decode_messages
 from .api import ClientAPI
 
@@ -466,11 +473,14 @@ class _ClientRemotingProcessor:
         inst = self._instance()
         if inst is None or inst.closed:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "client instance closed", {})
-        ext = cmd.ext_fields or {}
         code = cmd.code
         if code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            try:
+                group = clip(NotifyConsumerIdsChangedRequestHeader.from_ext_fields(cmd.ext_fields or {}).consumer_group)
+            except RemotingCommandError:
+                group = "?"   # rebalance anyway: the broker means some group of ours changed
             log.info("client %s: broker %s says the members of %s changed; rebalancing now",
-                     inst.client_id, getattr(conn, "remote_addr", "?"), ext.get("consumerGroup"))
+                     inst.client_id, getattr(conn, "remote_addr", "?"), group)
             inst.rebalance_immediately()
             return None
         if code == RequestCode.CHECK_TRANSACTION_STATE:
@@ -497,12 +507,20 @@ class _ClientRemotingProcessor:
         return None
 
     async def _consumer_request(self, inst: ClientInstance, cmd: RemotingCommand) -> RemotingCommand:
-        ext = cmd.ext_fields or {}
-        group = str(ext.get("consumerGroup") or ext.get("group") or "")
+        header_cls = _CONSUMER_REQUEST_HEADERS.get(cmd.code)
+        if header_cls is None:
+            return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"code {cmd.code} not supported", {})
+        try:
+            h: Any = header_cls.from_ext_fields(cmd.ext_fields or {})
+        except RemotingCommandError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(e), {})
+        # the group is `consumerGroup` in some of Java's headers and `group` in others
+        group = h.consumer_group if hasattr(h, "consumer_group") else h.group
         consumer = inst.consumers.get(group)
         if consumer is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"the consumer group {group!r} is not online in client {inst.client_id}", {})
+                                f"the consumer group {clip_remark(group)!r} is not online "
+                                f"in client {inst.client_id}", {})
         try:
             if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
                 info = consumer.running_info()
@@ -510,15 +528,15 @@ class _ClientRemotingProcessor:
                 info["properties"]["PROP_CLIENT_VERSION"] = "V4_9_8"
                 return cmd.response(ResponseCode.SUCCESS, None, {}, json.dumps(info).encode())
             if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
-                status = consumer.offset_table_json(str(ext.get("topic") or ""))
+                status = consumer.offset_table_json(h.topic)
                 return cmd.response(ResponseCode.SUCCESS, None, {},
                                     json.dumps({"messageQueueTable": status}).encode())
             if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
-                table = _parse_offset_table(cmd.body_bytes(), str(ext.get("topic") or ""))
-                await consumer.reset_offset(str(ext.get("topic") or ""), table)
+                table = _parse_offset_table(cmd.body_bytes(), h.topic)
+                await consumer.reset_offset(h.topic, table)
                 return cmd.response(ResponseCode.SUCCESS, None, {})
             if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
-                msgs = decode_messages(cmd.body_bytes(), str(ext.get("brokerName") or ""))
+                msgs = decode_messages(cmd.body_bytes(), h.broker_name or "")
                 if not msgs:
                     return cmd.response(ResponseCode.SYSTEM_ERROR, "no message in the request", {})
                 result = await consumer.consume_message_directly(msgs[0])
@@ -527,6 +545,16 @@ class _ClientRemotingProcessor:
             log.warning("client %s: request %d failed: %r", inst.client_id, cmd.code, e, exc_info=True)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"{type(e).__name__}: {e}", {})
         return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"code {cmd.code} not supported", {})
+
+
+# The broker → client requests a consumer answers, each read through its typed header
+# (Java ClientRemotingProcessor.processRequest).
+_CONSUMER_REQUEST_HEADERS: dict[int, type[Header]] = {
+    RequestCode.GET_CONSUMER_RUNNING_INFO: GetConsumerRunningInfoRequestHeader,
+    RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT: GetConsumerStatusRequestHeader,
+    RequestCode.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader,
+    RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
+}
 
 
 def _parse_offset_table(body: bytes, topic: str) -> dict[MessageQueue, int]:

@@ -32,6 +32,15 @@ def clip(value: Any, limit: int = CLIP_CHARS) -> str:
     return f"{s}... ({n} chars)" if n > limit else s
 
 
+REMARK_CHARS = 1000
+
+
+def clip_remark(value: Any) -> str:
+    """Peer text quoted in a reply's remark (a topic, a group): ``clip`` at ``REMARK_CHARS``
+    (1000) characters, so a request cannot make its reply (or a log of it) huge."""
+    return clip(value, REMARK_CHARS)
+
+
 class RateLimitedLog:
     """At most one line per ``key`` per ``interval`` seconds through ``logger``.
 

@@ -3,6 +3,12 @@
 asyncio keeps only a weak reference to a running task, so an owner keeps a strong one until
 the task ends; a task that dies with an exception nobody awaits would otherwise vanish
 silently, so the owner logs it. ``close()`` cancels whatever still runs and waits for it.
+
+``wait_event`` is the timed event wait of every "wait for a wake-up or a timeout, then work"
+loop: on Python 3.11, ``asyncio.wait_for(event.wait(), t)`` swallows a ``cancel()`` that
+arrives in the same loop iteration as the event (the task goes on as if nothing happened, so a
+stop that cancels it can wait forever). ``asyncio.timeout`` counts cancellations
+(``Task.uncancel``) and does not lose them.
 """
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ import logging
 from collections.abc import Coroutine, Iterable, Iterator
 from typing import Any
 
-__all__ = ["BackgroundTasks", "stop_gracefully"]
+__all__ = ["BackgroundTasks", "stop_gracefully", "wait_event"]
 
 
 class BackgroundTasks:
@@ -89,11 +95,15 @@ async def stop_gracefully(task: asyncio.Task[Any] | None, grace: float, logger: 
     not), then cancels it and the tasks in ``also`` (None entries are skipped) and awaits them
     all; a task that failed is logged as ``"<what> task failed"``.
     """
-    if task is not None:
+    if task is not None and not task.done():
         try:
             await asyncio.wait_for(asyncio.shield(task), grace)
         except TimeoutError:
             logger.warning("%s did not stop within %.0f s; cancelling it", what, grace)
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not task.cancelled() or (current is not None and current.cancelling()):
+                raise  # the stop itself was cancelled, not the task it waited for
         except Exception:  # noqa: BLE001 - logged below when awaited
             pass
     tasks = [t for t in (task, *also) if t is not None]
@@ -106,3 +116,16 @@ async def stop_gracefully(task: asyncio.Task[Any] | None, grace: float, logger: 
             pass
         except Exception:
             logger.exception("%s task failed", what)
+
+
+async def wait_event(event: asyncio.Event, timeout: float | None) -> bool:
+    """Wait until ``event`` is set or ``timeout`` seconds pass (None: no limit); True when it
+    is set. A cancellation is never lost, even one arriving together with the event."""
+    if event.is_set():
+        return True
+    try:
+        async with asyncio.timeout(timeout):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True

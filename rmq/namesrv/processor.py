@@ -17,7 +17,7 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.namesrv.route_manager import RegistrationRefused
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -85,7 +85,7 @@ class NamesrvProcessor:
         except RemotingCommandError as e:
             self._rate_log.warning(f"bad-request:{conn.remote_addr}", "namesrv: bad request code=%s from %s: %s",
                               cmd.code, conn.remote_addr, clip(e))
-            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
+            return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(e), {})
 
     # -- brokers --------------------------------------------------------------------------
 
@@ -117,7 +117,7 @@ class NamesrvProcessor:
                 h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, h.ha_server_addr or "", table, data_version,
                 conn)
         except RegistrationRefused as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
+            return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(e), {})
         ext = {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr}
         return cmd.response(ResponseCode.SUCCESS, None, ext)
 
@@ -126,7 +126,7 @@ class NamesrvProcessor:
         try:
             self.route.check_unregister(h.broker_name, h.broker_addr, conn)
         except RegistrationRefused as e:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, str(e), {})
+            return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(e), {})
         self.route.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
@@ -142,7 +142,8 @@ class NamesrvProcessor:
         route = self.route.pick_topic_route_data(h.topic)
         if route is None:
             return cmd.response(
-                ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {h.topic}" + FAQ, {}
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"No topic route info in name server for the topic: {clip_remark(h.topic)}" + FAQ, {}
             )
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, {}).get(h.topic)
         if order_conf:
@@ -203,7 +204,7 @@ class NamesrvProcessor:
         value = self.kv.get(h.namespace, {}).get(h.key)
         if value is None:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND,
-                                f"No config item, Namespace: {h.namespace} Key: {h.key}", {})
+                                f"No config item, Namespace: {clip_remark(h.namespace)} Key: {clip_remark(h.key)}", {})
         return cmd.response(ResponseCode.SUCCESS, None, {"value": value})
 
     def delete_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -219,7 +220,7 @@ class NamesrvProcessor:
         ns = str(cmd.ext_fields.get("namespace") or "")
         table = self.kv.get(ns)
         if not table:
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {ns}", {})
+            return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {clip_remark(ns)}", {})
         return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"table": table}))
 
     def kv_by_value(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

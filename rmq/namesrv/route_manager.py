@@ -205,7 +205,7 @@ class RouteInfoManager:
             live = self.broker_live_table.get(held)
             if self._is_live(live, now) and (conn is None or live is None or conn not in live.conns):
                 self._rate_log.warning(
-                    f"dup-broker:{broker_name}:{broker_id}",
+                    f"dup-broker:{clip(broker_name)}:{broker_id}",
                     "refused registration of %s id=%d from %s: %s holds that name and id over a live connection",
                     clip(broker_name), broker_id, clip(broker_addr), clip(held))
                 raise RegistrationRefused(
@@ -350,7 +350,7 @@ class RouteInfoManager:
         it from anyone, which lets any client take a broker's routes away)."""
         live = self.broker_live_table.get(broker_addr)
         if live is not None and live.conns and conn not in live.conns and self._is_live(live, time.monotonic()):
-            self._rate_log.warning(f"unregister-refused:{broker_addr}",
+            self._rate_log.warning(f"unregister-refused:{clip(broker_addr)}",
                                    "refused UNREGISTER_BROKER of %s %s from a connection it did not register over",
                                    clip(broker_name), clip(broker_addr))
             raise RegistrationRefused(f"broker {clip(broker_name)} at {clip(broker_addr)} is registered over another "
@@ -382,7 +382,8 @@ class RouteInfoManager:
         for broker_data in list(self.broker_addr_table.values()):
             for bid, addr in list(broker_data.broker_addrs.items()):
                 if addr == broker_addr:
-                    log.warning("broker %s (%s id=%d) removed: %s", broker_addr, broker_data.broker_name, bid, why)
+                    log.warning("broker %s (%s id=%d) removed: %s", clip(broker_addr), clip(broker_data.broker_name),
+                                bid, why)
                     self.unregister_broker(broker_data.cluster, broker_addr, broker_data.broker_name, bid)
                     return
         self.broker_live_table.pop(broker_addr, None)

@@ -377,3 +377,61 @@ async def test_auto_created_groups_are_bounded(tmp_path):
         finally:
             await c.close()
         _stop_clean(proc)
+
+
+# --------------------------------------------------------------------------- per-connection bounds
+
+
+def _hb(groups, subs_per_group=1, client_id="bounded@1"):
+    return json.dumps({"clientID": client_id, "producerDataSet": [], "consumerDataSet": [
+        {"groupName": g, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+         "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+         "subscriptionDataSet": [{"topic": f"T{i}", "subString": "*", "subVersion": 0} for i in range(subs_per_group)]}
+        for g in groups]}).encode()
+
+
+async def test_heartbeats_are_bounded_per_connection(tmp_path):
+    """Groups per heartbeat, group memberships and subscriptions per connection are bounded
+    (maxGroupsPerHeartbeat, maxClientsPerConnection, maxSubscriptionsPerConnection): past them
+    a heartbeat gets SYSTEM_ERROR and registers nothing, with one rate-limited log line; other
+    connections keep their own budget, and a connection may always refresh what it holds."""
+    args = ["--maxGroupsPerHeartbeat=5", "--maxClientsPerConnection=8", "--maxSubscriptionsPerConnection=10"]
+    with StandaloneProcess(tmp_path / "store", extra_args=args) as proc:
+        a, b, watcher = Client(proc.broker_addr), Client(proc.broker_addr), Client(proc.broker_addr)
+
+        async def members(group):
+            r = await watcher.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+            return json.loads(r.body_bytes())["consumerIdList"] if r.code == ResponseCode.SUCCESS else []
+
+        try:
+            r = await a.call(RequestCode.HEART_BEAT, body=_hb([f"G{i}" for i in range(6)]))
+            assert r.code == ResponseCode.SYSTEM_ERROR and "maxGroupsPerHeartbeat" in r.remark, r.remark
+            assert await members("G0") == []                       # nothing was registered
+            first = [f"G{i}" for i in range(5)]
+            assert (await a.call(RequestCode.HEART_BEAT, body=_hb(first))).code == ResponseCode.SUCCESS
+            assert await members("G0") == ["bounded@1"]
+            r = await a.call(RequestCode.HEART_BEAT, body=_hb([f"H{i}" for i in range(4)]))  # 9 groups > 8
+            assert r.code == ResponseCode.SYSTEM_ERROR and "maxClientsPerConnection" in r.remark, r.remark
+            assert await members("H0") == []
+            assert (await a.call(RequestCode.HEART_BEAT, body=_hb(first))).code == ResponseCode.SUCCESS  # refresh
+            assert (await a.call(RequestCode.HEART_BEAT, body=_hb(["H0", "H1", "H2"]))).code == ResponseCode.SUCCESS
+            r = await a.call(RequestCode.HEART_BEAT, body=_hb(["G0"], subs_per_group=3))  # 7 + 3 = 10: fits
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await a.call(RequestCode.HEART_BEAT, body=_hb(["G1"], subs_per_group=3))  # 12 > 10
+            assert r.code == ResponseCode.SYSTEM_ERROR and "maxSubscriptionsPerConnection" in r.remark, r.remark
+            # another connection has its own budget
+            assert (await b.call(RequestCode.HEART_BEAT, body=_hb(first,
+                                                                  client_id="other@2"))).code == ResponseCode.SUCCESS
+            assert sorted(await members("G0")) == ["bounded@1", "other@2"]
+            # the connection's memberships leave with it
+            await a.close()
+
+            async def gone():
+                return await members("H0") == [] and await members("G0") == ["other@2"]
+            await wait_until(gone, what="the closed connection's memberships removed")
+        finally:
+            for c in (a, b, watcher):
+                await c.close()
+        refused = [ln for ln in proc.log_text().splitlines() if "heartbeat from" in ln and "refused" in ln]
+        assert len(refused) == 1, refused      # three refusals within 10 s: one line
+        _stop_clean(proc)

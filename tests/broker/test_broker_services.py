@@ -139,3 +139,18 @@ async def test_heartbeat_not_delayed_by_a_silent_name_server(tmp_path):
     finally:
         hole.close()
         await hole.wait_closed()
+
+
+async def test_schedule_and_transaction_loops_end_on_a_cancel_that_arrives_with_their_wakeup(tmp_path):
+    """Their loops wait for a wake-up or a timeout; a cancel arriving in the same loop iteration
+    as the wake-up must end them (Python 3.11's wait_for lost it and the loop ran on, so a stop
+    that cancels could wait forever)."""
+    async with run_standalone(tmp_path / "s") as (ns, broker):
+        sched, trans = broker.schedule_service, broker.transaction_service
+        for task, wake in ((sched._task, sched._wakeup), (trans._task, trans._kick)):
+            assert task is not None and not task.done()
+            await asyncio.sleep(0.05)     # let the loop settle into its wait (not a sync point)
+            wake.set()
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=10)
+            assert task in done and task.cancelled(), task

@@ -179,3 +179,52 @@ def test_properties_loader_units():
 def test_help_works():
     r = run(["--help"])
     assert r.returncode == 0 and "standalone" in r.stdout
+
+
+async def test_namesrv_conf_file_and_overrides(tmp_path):
+    """`rmq namesrv -c namesrv.conf --key=value`: NamesrvConfig properties from the file, the
+    overrides win, and the values take effect (PUT_KV_CONFIG bounds)."""
+    port = free_port()
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"# a namesrv.conf\nlistenPort={port}\nmaxKvValueChars=10\nmaxKvKeyChars=100\n")
+    with open(tmp_path / "ns.log", "w") as log_ns:
+        ns = subprocess.Popen(RMQ + ["namesrv", "-c", str(conf), "--maxKvKeyChars=5"], stdout=log_ns,
+                              stderr=subprocess.STDOUT)
+    try:
+        assert wait_for_port("127.0.0.1", port)
+        addr = f"127.0.0.1:{port}"
+
+        async def put(key, value):
+            return await invoke(addr, RequestCode.PUT_KV_CONFIG, {"namespace": "NS", "key": key, "value": value})
+
+        assert (await put("k", "0123456789")).code == ResponseCode.SUCCESS
+        r = await put("k", "01234567890")                     # 11 > maxKvValueChars=10 (file)
+        assert r.code == ResponseCode.SYSTEM_ERROR and "maxKvValueChars" in r.remark
+        r = await put("kkkkkk", "v")                          # 6 > maxKvKeyChars=5 (override beats the file)
+        assert r.code == ResponseCode.SYSTEM_ERROR and "maxKvKeyChars" in r.remark
+    finally:
+        ns.send_signal(signal.SIGINT)
+        assert ns.wait(20) == 0
+    assert f"rmq namesrv listening on 127.0.0.1:{port}" in (tmp_path / "ns.log").read_text()
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--maxBrokers=0"], ["maxBrokers", "1..1000000"]),
+    (["--listenPort=70000"], ["listenPort", "0..65535"]),
+    (["--maxBrokerz=5"], ["did you mean maxBrokers?"]),
+    (["--idleTimeout=soon"], ["idleTimeout"]),
+    (["stray"], ["stray"]),
+])
+def test_namesrv_bad_properties_exit_2(args, words):
+    r = run(["namesrv", "--port", "0", *args])
+    assert r.returncode == 2, (r.returncode, r.stderr[-2000:])
+    assert all(w in r.stderr for w in words) and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def test_namesrv_bad_conf_file_exit_2(tmp_path):
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("maxTopics=-1\n")
+    r = run(["namesrv", "-c", str(conf), "--port", "0"])
+    assert r.returncode == 2 and "maxTopics" in r.stderr, r.stderr[-2000:]
+    r = run(["namesrv", "-c", str(tmp_path / "missing.conf")])
+    assert r.returncode == 2 and "missing.conf" in r.stderr, r.stderr[-2000:]

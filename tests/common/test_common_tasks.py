@@ -139,3 +139,19 @@ async def test_close_gives_up_on_a_task_that_refuses_to_stop(caplog):
     release.set()
     t.cancel()
     await asyncio.gather(t, return_exceptions=True)
+
+
+async def test_stop_gracefully_accepts_a_task_cancelled_before_or_during_the_stop():
+    async def forever():
+        await asyncio.Event().wait()
+
+    early = asyncio.create_task(forever())
+    await asyncio.sleep(0)
+    early.cancel()
+    await asyncio.sleep(0)
+    await stop_gracefully(early, 5.0, log, "early")      # already cancelled: nothing to wait for
+    during = asyncio.create_task(forever())
+    await asyncio.sleep(0)
+    asyncio.get_running_loop().call_soon(during.cancel)  # someone else cancels it while we wait
+    await stop_gracefully(during, 5.0, log, "during")
+    assert early.cancelled() and during.cancelled()

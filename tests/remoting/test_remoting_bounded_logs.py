@@ -91,3 +91,33 @@ def _thousand_bad_requests(proc) -> None:
         w.close()
     lines = _warnings_since(proc, text_before)
     assert 2 <= len(lines) <= 6, lines  # one per kind (illegal topic, unknown topic), not 2000
+
+
+def test_reply_remarks_quote_request_data_clipped(proc):
+    """A remark quoting the request (a group, a topic, a namespace) is cut to about 1000
+    characters per quoted value: a 2-million-character name must not come back as a 2 MB remark."""
+    huge_group, huge_topic = "g" * 2_000_000, "T" * 2_000_000
+    R = RequestCode
+    broker_requests = [
+        pull("LogT", 0, group=huge_group),
+        pull(huge_topic, 0),
+        RemotingCommand.request(R.QUERY_CONSUMER_OFFSET, {"consumerGroup": huge_group, "topic": "LogT",
+                                                          "queueId": "0"}),
+        RemotingCommand.request(R.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": huge_group}),
+        RemotingCommand.request(R.CONSUMER_SEND_MSG_BACK, {"group": huge_group, "offset": "0", "delayLevel": "0",
+                                                           "originMsgId": "x", "originTopic": "LogT"}),
+        RemotingCommand.request(R.GET_MAX_OFFSET, {"topic": "LogT", "queueId": "x" * 2_000_000}),
+    ]
+    namesrv_requests = [
+        RemotingCommand.request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": huge_topic}),
+        RemotingCommand.request(R.GET_KV_CONFIG, {"namespace": huge_group, "key": huge_topic}),
+    ]
+    for addr, requests in ((proc.broker_addr, broker_requests), (proc.namesrv_addr, namesrv_requests)):
+        w = Wire(addr)
+        try:
+            for req in requests:
+                reply = w.call(req)
+                assert reply.flag & 1 and len(reply.remark or "") < 2200, (req.code, len(reply.remark),
+                                                                           reply.remark[:200])
+        finally:
+            w.close()

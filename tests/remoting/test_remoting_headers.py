@@ -214,11 +214,16 @@ _COMMON = {str: ["GID_x", "TopicTest", "", "中文"], int: ["0", "3", "-1", "176
 _ODD_VALUES = [_StrSub("false"), _StrSub("12"), None, 0, 1, -7, 2**70, True, False, 1.0, 2.5, "", " ", "3", " 12 ",
                "-4", "1_000", "１２", "0x1f",
                "x", "true", "false", "TRUE", " False ", "0", "1", "2", "null", "tópic", [1], {"a": 1},
-               2**31, -2**31 - 1, str(2**31 - 1), str(2**63), -2**63, str(2**64), "\ud800", "a\udfff", 2.0**40]
+               2**31, -2**31 - 1, str(2**31 - 1), str(2**63), -2**63, str(2**64), "\ud800", "a\udfff", 2.0**40,
+               # range edges (int32, int64, perm 0..15) and text of each width, with and without a
+               # lone surrogate: the Cython reader must refuse exactly what the reference refuses
+               2**31 - 1, str(-2**31), str(2**63 - 1), -2**63 - 1, str(-2**63), 2**64, "15", "16", 16, -1,
+               "é\ud800", "中\udbff", "\U0001F600", "\U0001F600\udc00", "\ud83d\ude00"]
 
 
 @pytest.mark.parametrize("cls", [H.SendMessageRequestHeader, H.PullMessageRequestHeader, H.EndTransactionRequestHeader,
-                                 H.ConsumerSendMsgBackRequestHeader, H.QueryConsumerOffsetRequestHeader],
+                                 H.ConsumerSendMsgBackRequestHeader, H.QueryConsumerOffsetRequestHeader,
+                                 H.UpdateConsumerOffsetRequestHeader, H.CreateTopicRequestHeader],
                          ids=lambda c: c.__name__)
 def test_generated_reader_matches_the_interpreted_rules(cls):
     import random
@@ -285,7 +290,7 @@ def test_ranges_and_text_are_checked_on_both_reader_paths(path):
         f = vars(cls)["from_ext_fields"].__func__
         if path == "generated":
             f = getattr(f, "fallback", f)
-        elif not hasattr(f, "fast"):
+        elif H._HeaderReader is None or not isinstance(f, H._HeaderReader):
             pytest.skip("the Cython HeaderReader is not built (RMQ_NO_EXTENSIONS=1)")
         return f(cls, ext)
 
@@ -298,7 +303,32 @@ def test_ranges_and_text_are_checked_on_both_reader_paths(path):
     top = read(H.UpdateConsumerOffsetRequestHeader, {**base, "commitOffset": str(2**63 - 1)})
     assert top.commit_offset == 2**63 - 1
     topic = {"topic": "T", "readQueueNums": "4", "writeQueueNums": "4"}
-    for perm in (str(2**70), "16", "-1"):
+    for perm in (str(2**70), "16", "-1", 16, 2**64):
         with pytest.raises(RemotingCommandError, match="perm"):
             read(H.CreateTopicRequestHeader, {**topic, "perm": perm})
     assert read(H.CreateTopicRequestHeader, {**topic, "perm": "15"}).perm == 15
+
+
+def test_cython_reader_checks_ranges_itself_and_leaves_refusals_to_the_reference():
+    """The Cython reader takes in-range values and clean text without the reference, and hands
+    anything out of range (or with a lone surrogate) to it, so the error is worded once."""
+    if H._HeaderReader is None:
+        pytest.skip("the Cython HeaderReader is not built (RMQ_NO_EXTENSIONS=1)")
+    calls = []
+
+    def reference(cls, ext):
+        calls.append(dict(ext))
+        raise RemotingCommandError("refused")
+
+    class Box:
+        __slots__ = ("n", "s")
+
+    read = H._HeaderReader([("n", "n", 1, True, None, -5, 15), ("s", "s", 0, False, "", 0, 0)], reference)
+    for ok in ({"n": "15"}, {"n": -5}, {"n": "0", "s": "中\U0001F600é"}):
+        box = read(Box, ok)
+        assert box.n == int(ok["n"]) and calls == []
+    for bad in ({"n": "16"}, {"n": -6}, {"n": 2**63}, {"n": str(-2**64)}, {"n": "1", "s": "a\ud800"},
+                {"n": "1", "s": "\U0001F600\udfff"}):
+        with pytest.raises(RemotingCommandError):
+            read(Box, bad)
+        assert calls[-1] == bad

@@ -159,6 +159,21 @@ class ConsumerManager:
         self.consumer_table: dict[str, ConsumerGroupInfo] = {}
         self.notify = notify
         self.channel_expired_seconds = channel_expired_seconds
+        # conn -> {group: subscriptions it declared in its last heartbeat}: what one connection
+        # holds here, for the per-connection bounds the heartbeat checks.
+        self._by_conn: dict[Connection, dict[str, int]] = {}
+
+    def memberships(self, conn: Connection) -> dict[str, int]:
+        """The groups ``conn`` is a member of, each with the number of subscriptions it
+        declared (read-only; empty when none)."""
+        return self._by_conn.get(conn) or {}
+
+    def _forget(self, conn: Connection, group: str) -> None:
+        groups = self._by_conn.get(conn)
+        if groups is not None:
+            groups.pop(group, None)
+            if not groups:
+                del self._by_conn[conn]
 
     def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumer_table.get(group)
@@ -190,6 +205,7 @@ class ConsumerManager:
             info = self.consumer_table[group] = ConsumerGroupInfo(group)
         info.consume_type, info.message_model, info.consume_from_where = consume_type, message_model, consume_from_where
         info.last_update = time.monotonic()
+        self._by_conn.setdefault(channel.conn, {})[group] = len(subscriptions)
         changed = False
         old = info.channels.get(channel.conn)
         if old is None:
@@ -237,6 +253,7 @@ class ConsumerManager:
         removed = info.channels.pop(conn, None)
         if removed is None:
             return False
+        self._forget(conn, group)
         _rl.info("consumer-unregistered", "unregister consumer ok, group %s %s", clip(group), clip(removed.client_id))
         if not info.channels:
             del self.consumer_table[group]
@@ -248,7 +265,10 @@ class ConsumerManager:
     def do_channel_close_event(self, conn: Connection, why: str = "closed") -> list[str]:
         """A connection went away: remove it from every group and notify the rest."""
         groups = []
-        for group, info in list(self.consumer_table.items()):
+        for group in self._by_conn.pop(conn, {}):  # only the groups it is in, not every group
+            info = self.consumer_table.get(group)
+            if info is None:
+                continue
             removed = info.channels.pop(conn, None)
             if removed is None:
                 continue
@@ -280,12 +300,18 @@ class ProducerManager:
     def __init__(self, channel_expired_seconds: float = 120.0):
         self.group_channel_table: dict[str, dict[Connection, ClientChannelInfo]] = {}
         self.channel_expired_seconds = channel_expired_seconds
+        self._by_conn: dict[Connection, set[str]] = {}  # conn -> its producer groups
+
+    def groups_of(self, conn: Connection) -> set[str]:
+        """The producer groups ``conn`` registered (read-only; empty when none)."""
+        return self._by_conn.get(conn) or set()
 
     def register_producer(self, group: str, channel: ClientChannelInfo) -> None:
         chans = self.group_channel_table.setdefault(group, {})
         old = chans.get(channel.conn)
         if old is None:
             chans[channel.conn] = channel
+            self._by_conn.setdefault(channel.conn, set()).add(group)
             _rl.info("producer-connected", "new producer connected, group %s %s %s", clip(group),
                      clip(channel.client_id),
                      channel.remote_addr)
@@ -296,12 +322,17 @@ class ProducerManager:
         chans = self.group_channel_table.get(group)
         if not chans or chans.pop(conn, None) is None:
             return False
+        groups = self._by_conn.get(conn)
+        if groups is not None:
+            groups.discard(group)
+            if not groups:
+                del self._by_conn[conn]
         if not chans:
             del self.group_channel_table[group]
         return True
 
     def do_channel_close_event(self, conn: Connection) -> None:
-        for group in list(self.group_channel_table):
+        for group in list(self._by_conn.get(conn, ())):
             self.unregister_producer(group, conn)
 
     def scan_not_active_channel(self, now: float | None = None) -> list[Connection]:

@@ -139,7 +139,7 @@ class SubscriptionGroupManager(ConfigManager):
                 return None
             cfg = SubscriptionGroupConfig(group)
             self.subscription_group_table[group] = cfg
-            _rl.info("group-auto-created", "auto-created subscription group %s", group)
+            _rl.info("group-auto-created", "auto-created subscription group %s", clip(group))
             self.data_version.next_version()
             self.mark_dirty()
         return cfg

@@ -165,7 +165,7 @@ class TopicConfigManager(ConfigManager):
     def delete_topic_config(self, topic: str) -> TopicConfig | None:
         old = self.topic_config_table.pop(topic, None)
         if old is not None:
-            log.info("deleted topic config %s", topic)
+            log.info("deleted topic config %s", clip(topic))
             self._changed()
         return old
 
@@ -185,14 +185,14 @@ class TopicConfigManager(ConfigManager):
         if default is None:
             _rl.warning("create-topic-no-default",
                         "create topic %s failed: default topic %s does not exist (producer %s)",
-                        topic, clip(default_topic), remote_addr)
+                        clip(topic), clip(default_topic), remote_addr)
             return None, False
         if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.auto_create_topic_enable:
             return None, False
         if not PermName.is_inherited(default.perm):
             _rl.warning("create-topic-no-inherit",
                         "create topic %s failed: default topic %s has no inherit perm (producer %s)",
-                        topic, clip(default_topic), remote_addr)
+                        clip(topic), clip(default_topic), remote_addr)
             return None, False
         queue_nums = max(0, min(int(client_default_topic_queue_nums), default.write_queue_nums))
         tc = TopicConfig(
@@ -203,8 +203,8 @@ class TopicConfigManager(ConfigManager):
             default.topic_filter_type,
             topic_sys_flag,
         )
-        _rl.info("topic-auto-created", "auto-created topic %s from %s for %s: %d queues", topic, default_topic,
-                 remote_addr,
+        _rl.info("topic-auto-created", "auto-created topic %s from %s for %s: %d queues", clip(topic),
+                 clip(default_topic), remote_addr,
                  queue_nums)
         self.topic_config_table[topic] = tc
         self._changed()
@@ -226,7 +226,7 @@ class TopicConfigManager(ConfigManager):
             queue_nums = cap
         queue_nums = max(0, queue_nums)
         tc = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
-        _rl.info("topic-created", "created topic %s (%d queues)", topic, queue_nums)
+        _rl.info("topic-created", "created topic %s (%d queues)", clip(topic), queue_nums)
         self.topic_config_table[topic] = tc
         self._changed()
         return tc, True

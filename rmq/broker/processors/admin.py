@@ -30,7 +30,7 @@ from rmq.broker.processors.common import (
     to_json_bytes,
 )
 from rmq.common.constants import TopicValidator
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.config import describe
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -106,7 +106,7 @@ class AdminBrokerProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, TopicValidator.system_topic_remark(h.topic), {})
         if h.topic == c.broker_config.broker_cluster_name:
             return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"the topic[{h.topic}] is conflict with system reserved words.", {})
+                                f"the topic[{clip_remark(h.topic)}] is conflict with system reserved words.", {})
         cap = c.topic_config_manager.max_queue_nums
         if not (0 <= h.read_queue_nums <= cap and 0 <= h.write_queue_nums <= cap):
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"queue numbers must be between 0 and {cap} "
@@ -130,7 +130,7 @@ class AdminBrokerProcessor:
         _rlog.info("delete-topic", "deleteTopic called by %s: %s", conn.remote_addr, clip(h.topic))
         if c.topic_config_manager.is_system_topic(h.topic):
             return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the topic[{h.topic}] is a system topic and cannot be deleted", {})
+                                f"the topic[{clip_remark(h.topic)}] is a system topic and cannot be deleted", {})
         c.topic_config_manager.delete_topic_config(h.topic)
         c.consumer_offset_manager.remove_topic(h.topic)
         try:
@@ -211,7 +211,7 @@ class AdminBrokerProcessor:
         h = GetTopicStatsInfoRequestHeader.from_ext_fields(cmd.ext_fields)
         tc = c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist", {})
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{clip_remark(h.topic)}] not exist", {})
         store = c.message_store
         entries = []
         for qid in range(tc.write_queue_nums):

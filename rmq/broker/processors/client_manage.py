@@ -24,7 +24,7 @@ from rmq.broker.managers.consumer import (
 from rmq.broker.managers.subscription_group import check_group_name
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
 from rmq.common.constants import MixAll, PermName
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -66,11 +66,46 @@ class ClientManageProcessor:
         except (TypeError, ValueError, AttributeError) as e:
             return bad_request(conn, cmd, RemotingCommandError(f"HEART_BEAT: malformed heartbeat data ({e})"))
 
+    def _over_bounds(self, conn, consumer_set, producer_set) -> str | None:
+        """Why this heartbeat would take ``conn`` past its bounds (BrokerConfig
+        ``maxGroupsPerHeartbeat``, ``maxClientsPerConnection``, ``maxSubscriptionsPerConnection``),
+        else None. Java has no such limits; they keep one connection's share of the consumer
+        and producer tables bounded. Checked before anything is registered."""
+        bc = self.controller.broker_config
+        n = len(consumer_set) + len(producer_set)
+        if n > bc.max_groups_per_heartbeat:
+            return f"it names {n} groups, at most {bc.max_groups_per_heartbeat} (maxGroupsPerHeartbeat)"
+        declared: dict = {}   # consumer group -> subscriptions declared (illegal names counted too)
+        for cd in consumer_set:
+            if isinstance(cd, dict) and isinstance(cd.get("groupName"), str) and cd["groupName"]:
+                declared[cd["groupName"]] = sum(1 for s in (cd.get("subscriptionDataSet") or ())
+                                                if isinstance(s, dict) and s.get("topic"))
+        producers = {str(pd["groupName"]) for pd in producer_set if isinstance(pd, dict) and pd.get("groupName")}
+        held = self.controller.consumer_manager.memberships(conn)
+        clients = len(held.keys() | declared.keys()) + len(self.controller.producer_manager.groups_of(conn) | producers)
+        if clients > bc.max_clients_per_connection:
+            return (f"the connection would be a member of {clients} groups, at most "
+                    f"{bc.max_clients_per_connection} (maxClientsPerConnection)")
+        subs = sum(v for g, v in held.items() if g not in declared) + sum(declared.values())
+        if subs > bc.max_subscriptions_per_connection:
+            return (f"the connection would hold {subs} subscriptions, at most "
+                    f"{bc.max_subscriptions_per_connection} (maxSubscriptionsPerConnection)")
+        return None
+
     async def _heart_beat(self, conn, cmd: RemotingCommand, data: dict) -> RemotingCommand:
         c = self.controller
         client_id = str(data.get("clientID") or conn.remote_addr)
+        consumer_set, producer_set = data.get("consumerDataSet") or (), data.get("producerDataSet") or ()
+        # anything but an array holds no group (tolerated, as the entries that are not objects)
+        consumer_set = consumer_set if isinstance(consumer_set, list) else ()
+        producer_set = producer_set if isinstance(producer_set, list) else ()
+        why = self._over_bounds(conn, consumer_set, producer_set)
+        if why is not None:
+            _rlog.warning("heartbeat-refused", "heartbeat from %s (%s) refused: %s", conn.remote_addr, clip(client_id),
+                          why)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"HEART_BEAT refused: {why}", {})
         new_topic = False
-        for n, cd in enumerate(data.get("consumerDataSet") or ()):
+        for n, cd in enumerate(consumer_set):
             if not isinstance(cd, dict):
                 continue
             if n and n % _GROUPS_PER_SLICE == 0:
@@ -110,7 +145,7 @@ class ClientManageProcessor:
                 subs,
                 notify,
             )
-        for pd in data.get("producerDataSet") or ():
+        for pd in producer_set:
             if isinstance(pd, dict) and pd.get("groupName"):
                 c.producer_manager.register_producer(
                     str(pd["groupName"]), ClientChannelInfo(conn, client_id, str(cmd.language), int(cmd.version or 0))
@@ -166,7 +201,8 @@ class ConsumerManageProcessor:
         else:
             _rlog.warning("get-group-info", "getConsumerGroupInfo failed, %s %s", clip(h.consumer_group),
                           conn.remote_addr)
-        return cmd.response(ResponseCode.SYSTEM_ERROR, "no consumer for this group, " + h.consumer_group, {})
+        return cmd.response(ResponseCode.SYSTEM_ERROR,
+                            "no consumer for this group, " + clip_remark(h.consumer_group), {})
 
     def update_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:
         """Only for a known group (auto-created when ``autoCreateSubscriptionGroup`` allows, as
@@ -176,12 +212,13 @@ class ConsumerManageProcessor:
         c = self.controller
         if c.subscription_group_manager.find_subscription_group_config(h.consumer_group) is None:
             return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                f"Group {clip(h.consumer_group)} not exist!", {})
+                                f"Group {clip_remark(h.consumer_group)} not exist!", {})
         tc = c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {clip(h.topic)} not exist!", {})
+            return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {clip_remark(h.topic)} not exist!", {})
         if not 0 <= h.queue_id < max(tc.read_queue_nums, tc.write_queue_nums):
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+            return cmd.response(ResponseCode.SYSTEM_ERROR,
+                                f"queueId[{h.queue_id}] is illegal, topic:[{clip_remark(h.topic)}] "
                                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}]", {})
         if not c.consumer_offset_manager.commit_offset(conn.remote_addr, h.consumer_group, h.topic, h.queue_id,
                                                        h.commit_offset):

@@ -6,7 +6,7 @@ import logging
 import re
 from typing import Any
 
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -64,7 +64,7 @@ def bad_request(conn, cmd: RemotingCommand, err: Exception, code: int = Response
     line (one per request code per 10 s); the remark is clipped too."""
     _rlog.warning(f"bad-request-{cmd.code}", "bad request code=%s from %s: %s", cmd.code,
                 getattr(conn, "remote_addr", "?"), clip(err))
-    return cmd.response(code, clip(str(err), 1000), ext_fields={})
+    return cmd.response(code, clip_remark(err), ext_fields={})
 
 
 def split_host(addr: str) -> tuple[str, int]:

@@ -30,7 +30,7 @@ import logging
 from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import PullSysFlag
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
@@ -117,10 +117,11 @@ class PullMessageProcessor:
         if sgc is None:
             return cmd.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{h.consumer_group}] does not exist" + FAQ, {}
+                f"subscription group [{clip_remark(h.consumer_group)}] does not exist" + FAQ, {}
             )
         if not sgc.consume_enable:
-            return cmd.response(ResponseCode.NO_PERMISSION, "subscription group no permission, " + h.consumer_group, {})
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                "subscription group no permission, " + clip_remark(h.consumer_group), {})
         # 3. flags
         has_suspend = bool(h.sys_flag & PullSysFlag.FLAG_SUSPEND)
         has_commit_offset = bool(h.sys_flag & PullSysFlag.FLAG_COMMIT_OFFSET)
@@ -132,13 +133,14 @@ class PullMessageProcessor:
             _rlog.warning("pull-topic-not-exist", "pull from %s: topic %s does not exist (consumer %s)",
                           clip(h.consumer_group), clip(h.topic), conn.remote_addr)
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                f"topic[{h.topic}] not exist, apply first please!" + FAQ, {})
+                                f"topic[{clip_remark(h.topic)}] not exist, apply first please!" + FAQ, {})
         if not PermName.is_readable(tc.perm):
-            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden", {})
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"the topic[{clip_remark(h.topic)}] pulling message is forbidden", {})
         # 5. queue id
         if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
             remark = (
-                f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] topicConfig.readQueueNums:"
+                f"queueId[{h.queue_id}] is illegal, topic:[{clip_remark(h.topic)}] topicConfig.readQueueNums:"
                 f"[{tc.read_queue_nums}] consumer:[{conn.remote_addr}]"
             )
             _rlog.warning("pull-bad-queue", "%s", clip(remark, 400))
@@ -150,7 +152,7 @@ class PullMessageProcessor:
             if expression_type.upper() != "TAG":
                 return cmd.response(
                     ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {expression_type}",
+                    f"The broker does not support consumer to filter message by {clip_remark(expression_type)}",
                     {},
                 )
             try:
@@ -168,7 +170,7 @@ class PullMessageProcessor:
             if not sgc.consume_broadcast_enable and cgi.message_model == MessageModel.BROADCASTING:
                 return cmd.response(
                     ResponseCode.NO_PERMISSION,
-                    f"the consumer group[{h.consumer_group}] can not consume by broadcast way", {}
+                    f"the consumer group[{clip_remark(h.consumer_group)}] can not consume by broadcast way", {}
                 )
             sub = cgi.find_subscription_data(h.topic)
             if sub is None:
@@ -180,7 +182,7 @@ class PullMessageProcessor:
             if sub.expression_type.upper() != "TAG":
                 return cmd.response(
                     ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {sub.expression_type}",
+                    f"The broker does not support consumer to filter message by {clip_remark(sub.expression_type)}",
                     {},
                 )
             sub_string = sub.sub_string

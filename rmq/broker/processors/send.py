@@ -23,7 +23,7 @@ import random
 from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
 from rmq.common.constants import MixAll, PermName, TopicValidator
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -127,7 +127,7 @@ class SendMessageProcessor:
             if tc is None:
                 return None, cmd.response(
                     ResponseCode.TOPIC_NOT_EXIST,
-                    f"topic[{topic}] not exist, apply first please!" + FAQ,
+                    f"topic[{clip_remark(topic)}] not exist, apply first please!" + FAQ,
                     {},
                 )
             if created:
@@ -135,14 +135,14 @@ class SendMessageProcessor:
 
         if not PermName.is_writeable(tc.perm):
             return None, cmd.response(
-                ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden", {}
+                ResponseCode.NO_PERMISSION, f"the topic[{clip_remark(topic)}] sending message is forbidden", {}
             )
         queue_id = header.queue_id
         id_valid = max(tc.write_queue_nums, tc.read_queue_nums)
         if queue_id >= id_valid:
             return None, cmd.response(
                 ResponseCode.SYSTEM_ERROR,
-                f"request queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.writeQueueNums:"
+                f"request queueId[{queue_id}] is illegal, topic:[{clip_remark(topic)}] topicConfig.writeQueueNums:"
                 f"[{tc.write_queue_nums}] Producer:[{conn.remote_addr}]",
                 {},
             )
@@ -170,7 +170,7 @@ class SendMessageProcessor:
         body = cmd.body_bytes()
         if batch and header.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
-                                "batch request does not support retry group " + header.topic, {})
+                                "batch request does not support retry group " + clip_remark(header.topic), {})
         max_body = getattr(self.store.config, "max_message_size", 4 * 1024 * 1024)
         if not batch and len(body) > max_body:
             return cmd.response(

@@ -27,7 +27,7 @@ import random
 from rmq.broker.message_copy import copy_to_inner
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName, TopicValidator
-from rmq.common.log import RateLimitedLog, clip
+from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -62,7 +62,8 @@ def _create_system_topic(controller, topic: str, queue_nums: int, perm: int, top
 
 
 def _group_not_exist(cmd: RemotingCommand, group: str) -> RemotingCommand:
-    return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group} {FAQ}", {})
+    return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                        f"subscription group not exist, {clip_remark(group)} {FAQ}", {})
 
 
 def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: MessageInner) -> RemotingCommand | None:
@@ -94,7 +95,7 @@ def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: Messag
         if reconsume > max_times:
             dlq = dlq_topic(group)
             if _create_system_topic(controller, dlq, DLQ_NUMS_PER_GROUP, _RW) is None:
-                return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{dlq}] not exist", {})
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{clip_remark(dlq)}] not exist", {})
             log.info("message for %s reconsumed %d times (max %d): to %s", topic, reconsume, max_times, dlq)
             msg.topic = dlq
             msg.queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
@@ -145,7 +146,8 @@ class ConsumerSendMsgBackProcessor:
         group = header.group
         who = getattr(conn, "remote_addr", "?")
         if TopicValidator.check_topic(retry_topic(group)) is not None:
-            return bad_request(conn, cmd, RemotingCommandError(f"CONSUMER_SEND_MSG_BACK: illegal group name {group!r}"))
+            return bad_request(conn, cmd,
+                               RemotingCommandError(f"CONSUMER_SEND_MSG_BACK: illegal group name {clip_remark(group)}"))
         sgc = c.subscription_group_manager.find_subscription_group_config(group)
         if sgc is None:
             return _group_not_exist(cmd, group)
@@ -157,11 +159,12 @@ class ConsumerSendMsgBackProcessor:
         new_topic = retry_topic(group)
         tc = _create_system_topic(c, new_topic, sgc.retry_queue_nums, _RW, 2 if header.unit_mode else 0)
         if tc is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist", {})
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{clip_remark(new_topic)}] not exist", {})
         # The topic's own count: retryQueueNums may exceed the cap the topic was created with.
         queue_id = random.randrange(max(1, tc.write_queue_nums))
         if not PermName.is_writeable(tc.perm):
-            return cmd.response(ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden", {})
+            return cmd.response(ResponseCode.NO_PERMISSION,
+                                f"the topic[{clip_remark(new_topic)}] sending message is forbidden", {})
         ext = c.message_store.look_message_by_offset(header.offset)
         if ext is None:
             _rlog.warning("send-back-no-message", "send-back from %s (group %s): no message at CommitLog offset %d",
@@ -177,7 +180,7 @@ class ConsumerSendMsgBackProcessor:
             new_topic = dlq_topic(group)
             queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
             if _create_system_topic(c, new_topic, DLQ_NUMS_PER_GROUP, _RW) is None:
-                return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{new_topic}] not exist", {})
+                return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{clip_remark(new_topic)}] not exist", {})
             props[MessageConst.DELAY_TIME_LEVEL] = "0"
             log.info("message %s of group %s reconsumed %d times (max %d, delay level %d): to %s",
                      ext.msg_id, group, ext.reconsume_times, max_times, delay_level, new_topic)

@@ -26,10 +26,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rmq.common.tasks import wait_event
 from rmq.errors import ClientError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
 
-from .._aio import wait_event
 from .process_queue import ProcessQueue
 
 if TYPE_CHECKING:

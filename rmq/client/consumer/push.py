@@ -26,11 +26,10 @@ from types import TracebackType
 from typing import Any
 
 from rmq.common.log import RateLimitedLog, clip
-from rmq.common.tasks import BackgroundTasks
+from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
-from .._aio import wait_event
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase
 from .consume_service import (
