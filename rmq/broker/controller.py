@@ -370,7 +370,7 @@ class BrokerController:
                 self.pull_request_hold_service.on_connection_closed(conn)
             try:
                 conn.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - an expired client: closing it is best effort
                 pass
 
     # -- name-server registration ---------------------------------------------------------

@@ -455,7 +455,7 @@ class ClientInstance:
                 await c.persist_consumer_offset()
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - one consumer failing must not stop the others
                 log.warning("client %s: persisting offsets of %s failed: %r", self.client_id, c.group, e)
 
 
