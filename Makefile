@@ -1,7 +1,7 @@
 # Everything a fresh machine needs, from python3 and a C compiler.
 #   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data)
 #   make test    the whole suite (builds the extension, installs test deps and real clients)
-#   make lint    ruff (rules in pyproject.toml) and mypy (strict on rmq.common, rmq.remoting, rmq.client)
+#   make lint    ruff and mypy (rules in pyproject.toml; mypy strict on every package but rmq.broker)
 #   make bench   short produce / pull benchmarks against a fresh `rmq standalone`
 #   make fuzz    every atheris target in tests/fuzz for FUZZ_SECONDS (default 60) each
 PYTHON ?= python3
