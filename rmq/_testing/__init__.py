@@ -214,12 +214,20 @@ class StandaloneProcess:
         except FileNotFoundError:
             return ""
 
+    #: Store files for tests: the store allocates its files for real (posix_fallocate), and
+    #: a 1 GiB CommitLog plus 6 MB per ConsumeQueue for every daemon a suite starts would take
+    #: many GB of the machine's disk. Given unless ``extra_args`` sets them.
+    TEST_FILE_SIZES = ("--mappedFileSizeCommitLog=67108864", "--mappedFileSizeConsumeQueue=600000")
+
     def command(self) -> list[str]:
+        sizes = [a for a in self.TEST_FILE_SIZES
+                 if not any(x.startswith(a.split("=")[0] + "=") for x in self.extra_args)]
         return [
             sys.executable, "-m", "rmq", "standalone",
             "--namesrv-port", str(self.namesrv_port),
             "--broker-port", str(self.broker_port),
             "--store-dir", self.store_dir,
+            *sizes,
             *self.extra_args,
         ]
 

@@ -14,9 +14,10 @@ import asyncio
 import inspect
 import logging
 import time
+import warnings
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from rmq.common.constants import ExpressionType, MixAll
 from rmq.common.message import PullSysFlag, java_string_hash
@@ -31,7 +32,7 @@ from .offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, Rem
 from .options import ConsumerOptions, resolve_allocate_strategy
 from .process_queue import ProcessQueue
 
-__all__ = ["SubscriptionData", "ConsumerBase"]
+__all__ = ["ConsumerBase", "ConsumerFacade", "SubscriptionData"]
 
 log = logging.getLogger("rmq.client")
 
@@ -505,3 +506,37 @@ class ConsumerBase(abc.ABC):
     async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:
         """CONSUME_MESSAGE_DIRECTLY: only a push consumer with a handler can."""
         raise ClientError("this consumer cannot consume directly")
+
+
+_ImplT = TypeVar("_ImplT", bound=ConsumerBase)
+
+
+class ConsumerFacade(Generic[_ImplT]):
+    """What the public consumers share (Java ``DefaultMQPushConsumer`` / ``DefaultLitePullConsumer``
+    over their ``…Impl``): the implementation they front, their group, state and client id, and
+    the warning for a consumer dropped while running."""
+
+    _impl: _ImplT
+
+    def __del__(self, _warn: Any = warnings.warn) -> None:
+        impl = getattr(self, "_impl", None)
+        if impl is not None and impl.state is ServiceState.RUNNING and not impl.closing:
+            _warn(f"consumer {impl.group!r} was not closed", ResourceWarning, source=self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} group={self.group!r} {self.state.name}>"
+
+    @property
+    def group(self) -> str:
+        """The consumer group."""
+        return self._impl.group
+
+    @property
+    def state(self) -> ServiceState:
+        """CREATE_JUST → RUNNING → SHUTDOWN_ALREADY (or START_FAILED)."""
+        return self._impl.state
+
+    @property
+    def client_id(self) -> str | None:
+        """``ip@pid#instance_name`` once started, else None."""
+        return self._impl.client_id

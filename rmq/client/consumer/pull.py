@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import warnings
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
@@ -32,7 +31,7 @@ from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, 
 
 from ..instance import subscribe_queues
 from .allocate import AllocateStrategy
-from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, SubscriptionData
+from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade, SubscriptionData
 from .offset_store import ReadOffsetType
 from .options import PullConsumerOptions, RebalanceListener, build_options
 from .process_queue import ProcessQueue
@@ -375,7 +374,7 @@ class PullConsumerImpl(ConsumerBase):
         return set(self._paused)
 
 
-class PullConsumer:
+class PullConsumer(ConsumerFacade[PullConsumerImpl]):
     """An asyncio lite pull consumer (Java ``DefaultLitePullConsumer``).
 
     Args:
@@ -429,35 +428,12 @@ class PullConsumer:
             pull_threshold_for_all=pull_threshold_for_all, poll_timeout=poll_timeout))
         self._impl = PullConsumerImpl(namesrv_addr, group, opts)
 
-    def __del__(self, _warn: Any = warnings.warn) -> None:
-        impl = getattr(self, "_impl", None)
-        if impl is not None and impl.state is ServiceState.RUNNING and not impl.closing:
-            _warn(f"consumer {impl.group!r} was not closed", ResourceWarning, source=self)
-
-    def __repr__(self) -> str:
-        return f"<PullConsumer group={self.group!r} {self.state.name}>"
-
     # ---------------------------------------------------------------- properties
-
-    @property
-    def group(self) -> str:
-        """The consumer group."""
-        return self._impl.group
 
     @property
     def options(self) -> PullConsumerOptions:
         """The settings (frozen)."""
         return self._impl.options
-
-    @property
-    def state(self) -> ServiceState:
-        """CREATE_JUST → RUNNING → SHUTDOWN_ALREADY (or START_FAILED)."""
-        return self._impl.state
-
-    @property
-    def client_id(self) -> str | None:
-        """``ip@pid#instance_name`` once started, else None."""
-        return self._impl.client_id
 
     # ---------------------------------------------------------------- subscription / assignment
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import warnings
 from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any
@@ -31,7 +30,7 @@ from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
 from .allocate import AllocateStrategy
-from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase
+from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade
 from .consume_service import (
     LOCK_RETRY_DELAY,
     BatchMessageHandler,
@@ -374,7 +373,7 @@ class PushConsumerImpl(ConsumerBase):
         return await self.consume_service.consume_message_directly(msg)
 
 
-class PushConsumer:
+class PushConsumer(ConsumerFacade[PushConsumerImpl]):
     """An asyncio push consumer (Java ``DefaultMQPushConsumer``).
 
     Args:
@@ -453,35 +452,12 @@ class PushConsumer:
         self._impl = PushConsumerImpl(namesrv_addr, group, opts, handler=handler,
                                       batch_handler=batch_handler, orderly=orderly)
 
-    def __del__(self, _warn: Any = warnings.warn) -> None:
-        impl = getattr(self, "_impl", None)
-        if impl is not None and impl.state is ServiceState.RUNNING and not impl.closing:
-            _warn(f"consumer {impl.group!r} was not closed", ResourceWarning, source=self)
-
-    def __repr__(self) -> str:
-        return f"<PushConsumer group={self.group!r} {self.state.name}>"
-
     # ---------------------------------------------------------------- properties
-
-    @property
-    def group(self) -> str:
-        """The consumer group."""
-        return self._impl.group
 
     @property
     def options(self) -> PushConsumerOptions:
         """The settings (frozen)."""
         return self._impl.options
-
-    @property
-    def state(self) -> ServiceState:
-        """CREATE_JUST → RUNNING → SHUTDOWN_ALREADY (or START_FAILED)."""
-        return self._impl.state
-
-    @property
-    def client_id(self) -> str | None:
-        """``ip@pid#instance_name`` once started, else None."""
-        return self._impl.client_id
 
     @property
     def stats(self) -> dict[str, int]:
