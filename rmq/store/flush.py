@@ -6,6 +6,7 @@ store's flush thread (``store.run_blocking``), never on the event loop.
 """
 from __future__ import annotations
 
+import abc
 import asyncio
 import logging
 import time
@@ -55,7 +56,7 @@ class ThoroughInterval:
         return least
 
 
-class CommitLogFlushService:
+class CommitLogFlushService(abc.ABC):
     """What both CommitLog flush modes share: the last flush error (while set, the store
     refuses puts with SERVICE_NOT_AVAILABLE) and the flush call itself."""
 
@@ -78,8 +79,10 @@ class CommitLogFlushService:
             self.last_error = None
         return True
 
+    @abc.abstractmethod
     async def run(self) -> None:
-        raise NotImplementedError
+        """The service's task (Java ServiceThread.run): FlushRealTimeService flushes on an
+        interval, GroupCommitService per group of waiting puts."""
 
     def stop(self) -> None:
         """Called by the store's shutdown after the task was cancelled."""
