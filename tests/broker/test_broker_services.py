@@ -141,6 +141,15 @@ async def test_heartbeat_not_delayed_by_a_silent_name_server(tmp_path):
         await hole.wait_closed()
 
 
+def _awaiting(task: asyncio.Task) -> list[str]:
+    """The chain of coroutines ``task`` is suspended in (Task.get_stack shows only the outer one)."""
+    names, coro = [], task.get_coro()
+    while coro is not None:
+        names.append(getattr(coro, "__name__", type(coro).__name__))
+        coro = getattr(coro, "cr_await", None)
+    return names
+
+
 async def test_schedule_and_transaction_loops_end_on_a_cancel_that_arrives_with_their_wakeup(tmp_path):
     """Their loops wait for a wake-up or a timeout; a cancel arriving in the same loop iteration
     as the wake-up must end them (Python 3.11's wait_for lost it and the loop ran on, so a stop
@@ -149,7 +158,8 @@ async def test_schedule_and_transaction_loops_end_on_a_cancel_that_arrives_with_
         sched, trans = broker.schedule_service, broker.transaction_service
         for task, wake in ((sched._task, sched._wakeup), (trans._task, trans._kick)):
             assert task is not None and not task.done()
-            await asyncio.sleep(0.05)     # let the loop settle into its wait (not a sync point)
+            await wait_until(lambda t=task: "wait_event" in _awaiting(t),
+                             what="the service loop to wait for its wake-up")
             wake.set()
             task.cancel()
             done, _ = await asyncio.wait({task}, timeout=10)

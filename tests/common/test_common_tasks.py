@@ -118,8 +118,10 @@ async def test_close_gives_up_on_a_task_that_refuses_to_stop(caplog):
     ``timeout`` seconds and returns."""
     tasks = BackgroundTasks("broker", log)
     release = asyncio.Event()
+    started = asyncio.Event()
 
     async def stubborn():
+        started.set()
         while not release.is_set():
             try:
                 await asyncio.sleep(10)
@@ -130,8 +132,9 @@ async def test_close_gives_up_on_a_task_that_refuses_to_stop(caplog):
         raise ValueError("a value that cannot be written")
 
     t = tasks.spawn(stubborn(), "stubborn")
-    tasks.spawn(dies(), "dies")
-    await asyncio.sleep(0)
+    died = tasks.spawn(dies(), "dies")
+    await started.wait()
+    await asyncio.wait({died})
     with caplog.at_level(logging.WARNING, logger="rmq.test.tasks"):
         await asyncio.wait_for(tasks.close(timeout=0.2), 5)
     assert any("did not stop" in r.getMessage() and "stubborn" in r.getMessage() for r in caplog.records)
@@ -146,12 +149,10 @@ async def test_stop_gracefully_accepts_a_task_cancelled_before_or_during_the_sto
         await asyncio.Event().wait()
 
     early = asyncio.create_task(forever())
-    await asyncio.sleep(0)
     early.cancel()
-    await asyncio.sleep(0)
+    await asyncio.wait({early})
     await stop_gracefully(early, 5.0, log, "early")      # already cancelled: nothing to wait for
     during = asyncio.create_task(forever())
-    await asyncio.sleep(0)
     asyncio.get_running_loop().call_soon(during.cancel)  # someone else cancels it while we wait
     await stop_gracefully(during, 5.0, log, "during")
     assert early.cancelled() and during.cancelled()
