@@ -375,15 +375,18 @@ class Standalone:
     """
 
     def __init__(self, store_dir: str | None = None, extra_args: list[str] | None = None,
-                 ready_timeout: float = 30.0, stop_timeout: float = 15.0):
+                 ready_timeout: float = 30.0, stop_timeout: float = 15.0, tree: str | None = None):
         from rmq._testing import StandaloneProcess
 
         self._own_dir = store_dir is None
         self.store_dir = store_dir or tempfile.mkdtemp(prefix="rmq-bench-store-")
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
+        # The daemon's real defaults (1 GiB CommitLog files), not the test harness's small files;
+        # ``tree``: run the broker of another checkout (bench/rounds.py compares two).
+        env = {"PYTHONPATH": os.path.abspath(tree)} if tree else None
         self.process = StandaloneProcess(os.path.join(self.store_dir, "store"), list(extra_args or []),
-                                         start_timeout=ready_timeout)
+                                         start_timeout=ready_timeout, small_files=False, env=env, cwd=tree)
 
     @property
     def namesrv_addr(self) -> str:

@@ -170,6 +170,10 @@ class StandaloneProcess:
         namesrv_port / broker_port: fixed ports instead of free ones (default: free ones).
         start_timeout: seconds to wait for the daemon to listen (default 20).
         env: extra environment variables for the daemon.
+        small_files: give the daemon 64 MiB CommitLog and 600 KB ConsumeQueue files (default
+            True: the store allocates its files for real); False for its real defaults.
+        cwd: the daemon's working directory (default this process's); with
+            ``env={"PYTHONPATH": tree}`` it runs another checkout's rmq (benchmarks).
 
     Attributes:
         namesrv_addr / broker_addr: ``"127.0.0.1:<port>"`` once started.
@@ -183,12 +187,14 @@ class StandaloneProcess:
 
     def __init__(self, store_dir: StrPath, extra_args: Iterable[str] = (), namesrv_port: int | None = None,
                  broker_port: int | None = None, start_timeout: float = 20.0, env: dict[str, str] | None = None,
-                 name: str = "rmq-standalone") -> None:
+                 name: str = "rmq-standalone", small_files: bool = True, cwd: StrPath | None = None) -> None:
         self.store_dir = os.path.abspath(str(store_dir))
         self.extra_args = list(extra_args)
         self._fixed_ports = (namesrv_port, broker_port)
         self.start_timeout = start_timeout
         self.env = env
+        self.small_files = small_files
+        self.cwd = cwd
         self.log_path = os.path.join(os.path.dirname(self.store_dir), f"{name}-{os.getpid()}-{id(self):x}.log")
         self.proc: subprocess.Popen[bytes] | None = None
         self.namesrv_port = 0
@@ -216,11 +222,12 @@ class StandaloneProcess:
 
     #: Store files for tests: the store allocates its files for real (posix_fallocate), and
     #: a 1 GiB CommitLog plus 6 MB per ConsumeQueue for every daemon a suite starts would take
-    #: many GB of the machine's disk. Given unless ``extra_args`` sets them.
+    #: many GB of the machine's disk. Given unless ``extra_args`` sets them or ``small_files``
+    #: is False (benchmarks measure the daemon's real defaults).
     TEST_FILE_SIZES = ("--mappedFileSizeCommitLog=67108864", "--mappedFileSizeConsumeQueue=600000")
 
     def command(self) -> list[str]:
-        sizes = [a for a in self.TEST_FILE_SIZES
+        sizes = [a for a in (self.TEST_FILE_SIZES if self.small_files else ())
                  if not any(x.startswith(a.split("=")[0] + "=") for x in self.extra_args)]
         return [
             sys.executable, "-m", "rmq", "standalone",
@@ -244,7 +251,7 @@ class StandaloneProcess:
             env.update(self.env or {})
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                             stdin=subprocess.DEVNULL)
+                                             cwd=self.cwd, stdin=subprocess.DEVNULL)
             deadline = time.monotonic() + self.start_timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Repeated produce and drain rounds against fresh brokers: medians with their min–max.
+
+    .venv/bin/python bench/rounds.py [--rounds 3] [--duration 30] [--prefill 1000000]
+                                     [--tree PATH ...] [--json-out FILE]
+
+Each round starts a fresh ``rmq standalone`` (free ports, new store, the daemon's defaults:
+1 GiB CommitLog files, ASYNC_FLUSH) for ``produce_bench.py`` (1 KiB, 4 connections × 16 in
+flight, ``--duration`` s) and another for ``pull_bench.py`` (``--prefill`` messages in batches
+of 32, then a drain with 4 pulls of 32 in flight per queue), both with ``--broker-pid`` so the
+broker's CPU is measured. ``--tree`` (repeatable) runs the broker of another checkout — e.g.
+``git worktree add ../base <commit>`` with its extension built — and the rounds alternate the
+trees, so that two brokers are compared on the same machine at the same time; the client is
+always this checkout's. Prints one line per run, then per tree the median (min–max) of each
+figure, and the load average before each run (say it next to the figures).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import _common as c
+
+HERE = Path(__file__).resolve().parent
+FIGURES = {
+    "produce": ("tps", "broker_cpu_s_per_1m", "rt_ms_p99"),
+    "drain": ("msgs_per_s", "broker_cpu_s_per_1m"),
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per tree (default 3)")
+    ap.add_argument("--duration", type=int, default=30, help="produce seconds per round (default 30)")
+    ap.add_argument("--prefill", type=int, default=1_000_000, help="messages to drain per round")
+    ap.add_argument("--tree", action="append", default=[],
+                    help="a checkout whose broker to measure (default: this one); repeat to compare")
+    ap.add_argument("--json-out", help="write every run's figures to this file")
+    args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    return args
+
+
+def one_run(kind: str, tree: str | None, args: argparse.Namespace) -> dict:
+    """A fresh broker, one benchmark against it, the benchmark's JSON figures."""
+    standalone = c.Standalone(tree=tree)
+    c.run(standalone.start())
+    try:
+        ns, pid = standalone.namesrv_addr, str(standalone.pid)
+        if kind == "produce":
+            cmd = [sys.executable, str(HERE / "produce_bench.py"), "--namesrv", ns, "--topic", "BenchP",
+                   "--size", "1024", "--connections", "4", "--inflight", "16",
+                   "--duration", str(args.duration), "--broker-pid", pid, "--json"]
+        else:
+            cmd = [sys.executable, str(HERE / "pull_bench.py"), "--namesrv", ns, "--topic", "BenchD", "--group", "G",
+                   "--prefill", str(args.prefill), "--prefill-batch", "32", "--size", "1024", "--inflight", "4",
+                   "--max-msgs", "32", "--drain", "--broker-pid", pid, "--json"]
+        out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False).stdout
+        lines = [line for line in out.splitlines() if line.startswith("{")]
+        if not lines:
+            raise c.BenchError(f"{kind} printed no figures:\n{out[-2000:]}\n{standalone.log_tail()}")
+        return dict(json.loads(lines[-1]))
+    finally:
+        standalone.stop()
+        standalone.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    trees: list[str | None] = list(args.tree) or [None]
+    runs: dict[str, dict[str, list[dict]]] = {str(t or "."): {k: [] for k in FIGURES} for t in trees}
+    for rnd in range(args.rounds):
+        for tree in trees:
+            for kind in FIGURES:
+                load = os.getloadavg()[0]
+                fig = one_run(kind, tree, args)
+                fig["load_before"] = round(load, 2)
+                runs[str(tree or ".")][kind].append(fig)
+                shown = ", ".join(f"{f} {fig.get(f)}" for f in FIGURES[kind])
+                print(f"round {rnd + 1} {tree or '.'} {kind}: {shown} (load {load:.2f})", flush=True)
+    print()
+    for tree_name, kinds in runs.items():
+        for kind, figs in kinds.items():
+            for f in FIGURES[kind]:
+                values = [x[f] for x in figs if isinstance(x.get(f), (int, float))]
+                if values:
+                    print(f"{tree_name} {kind} {f}: median {statistics.median(values):g} "
+                          f"({min(values):g}–{max(values):g}) over {len(values)} runs")
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(runs, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
