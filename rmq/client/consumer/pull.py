@@ -380,11 +380,28 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
     Args:
         namesrv_addr: name server address(es), ``"host:port"``, ``"a:1;b:2"`` or a list.
         group: consumer group (same rules as the push consumer).
-        options: a :class:`PullConsumerOptions` with all the settings; give either it or
+        options: a :class:`PullConsumerOptions` with all the settings below; give either it or
             the keyword arguments. Default None: built from the keyword arguments.
-        message_model, consume_from_where, …, on_rebalance: the settings, as keyword
-            arguments; their ranges and defaults are documented once, on
-            :class:`ConsumerOptions` and :class:`PullConsumerOptions`.
+        message_model: ``CLUSTERING`` (default; ``subscribe`` shares queues with the group) or
+            ``BROADCASTING`` (every member gets every queue; offsets in a local file).
+        consume_from_where: start of a queue without a stored offset; default
+            ``CONSUME_FROM_LAST_OFFSET``.
+        consume_timestamp: ms since the epoch for CONSUME_FROM_TIMESTAMP; default 30 min ago.
+        allocate_strategy: as for :class:`rmq.PushConsumer`; default ``"AVG"``.
+        instance_name: part of the client id ``ip@pid#instance_name``; default ``"DEFAULT"``.
+        client_ip: address in the client id; default: the one used to reach the name server.
+        auto_commit: commit consumed positions every ``auto_commit_interval`` s; default True.
+        auto_commit_interval: seconds, >= 1; default 5.0.
+        pull_batch_size: messages per pull and the default ``poll`` maximum, [1, 1024]; default 32.
+        pull_threshold_for_queue: messages buffered per queue before its pulling pauses,
+            [1, 65535]; default 1000.
+        pull_threshold_for_all: messages buffered in total before pulling pauses, [1, 6553500];
+            default 10000.
+        poll_timeout: default ``poll`` timeout, seconds; default 5.0.
+        offset_store_dir: broadcasting: directory of the local offset file; default
+            ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
+        on_rebalance: ``fn(topic, queues)`` (sync or async) after the queues of ``topic`` owned by
+            this member changed (subscribe mode); default None.
 
     Raises:
         rmq.errors.ClientError: a setting out of range, a bad group name, or ``options=``

@@ -386,11 +386,37 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             messages of one queue. Give at most one of the two.
         orderly: consume each queue in order, one message at a time per queue, under a broker
             lock (LOCK_BATCH_MQ) in clustering mode; default False (concurrently).
-        options: a :class:`PushConsumerOptions` with all the settings; give either it or
+        options: a :class:`PushConsumerOptions` with all the settings below; give either it or
             the keyword arguments. Default None: built from the keyword arguments.
-        message_model, consume_from_where, …, on_rebalance: the settings, as keyword
-            arguments; their ranges and defaults are documented once, on
-            :class:`ConsumerOptions` and :class:`PushConsumerOptions`.
+        message_model: ``CLUSTERING`` (default) or ``BROADCASTING``.
+        consume_from_where: where a group with no stored offset starts; default
+            ``CONSUME_FROM_LAST_OFFSET``.
+        consume_timestamp: ms since the epoch for ``CONSUME_FROM_TIMESTAMP``; default 30 min ago.
+        allocate_strategy: ``"AVG"`` (default), ``"AVG_BY_CIRCLE"``, ``"CONSISTENT_HASH"`` or a
+            callable ``(group, cid, mqs, cids) -> list[MessageQueue]``.
+        instance_name: part of the client id ``ip@pid#instance_name``; default ``"DEFAULT"``.
+            Two consumers of one group in one process need different names.
+        client_ip: address in the client id; default: the one used to reach the name server.
+        consume_concurrency: handler tasks running at once, [1, 1000]; default 20.
+        consume_batch_size: messages per handler call, [1, 1024]; default 1.
+        pull_batch_size: messages per pull, [1, 1024]; default 32.
+        pull_interval: seconds between pulls of a queue, [0, 65.535]; default 0.
+        pull_threshold_for_queue: cached messages per queue before pulling pauses, [1, 65535];
+            default 1000.
+        pull_threshold_size_for_queue: cached MiB per queue, [1, 1024]; default 100.
+        consume_concurrently_max_span: largest offset span cached per queue (concurrently),
+            [1, 65535]; default 2000.
+        max_reconsume_times: deliveries before a message goes to ``%DLQ%group``; default 16
+            (orderly: -1 = retry in place forever).
+        suspend_current_queue_time: orderly: pause after a failure, seconds, [0, 60]; default 1.0.
+        offset_store_dir: broadcasting: directory of the local offset file; default
+            ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
+        iterator_buffer: iterator mode: messages handed to ``async for`` ahead of it; default 256.
+        delay_level_when_next_consume: delay level (1..18) of a message sent back after a failed
+            concurrent consumption; default 0 = the broker's choice, 3 + reconsume times (10 s,
+            30 s, 1 min …).
+        on_rebalance: ``fn(topic, queues)`` (sync or async), called after this member's queues of
+            ``topic`` changed, with the queues it now owns; default None.
 
     Raises:
         rmq.errors.ClientError: a setting out of range, a bad group name, both handlers, or
