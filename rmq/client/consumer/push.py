@@ -406,8 +406,8 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         pull_threshold_size_for_queue: cached MiB per queue, [1, 1024]; default 100.
         consume_concurrently_max_span: largest offset span cached per queue (concurrently),
             [1, 65535]; default 2000.
-        max_reconsume_times: deliveries before a message goes to ``%DLQ%group``; default 16
-            (orderly: -1 = retry in place forever).
+        max_reconsume_times: deliveries before a message goes to ``%DLQ%group``; default None =
+            16 concurrently, -1 (retry in place forever) orderly.
         suspend_current_queue_time: orderly: pause after a failure, seconds, [0, 60]; default 1.0.
         offset_store_dir: broadcasting: directory of the local offset file; default
             ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
