@@ -664,3 +664,29 @@ class GetKVConfigRequestHeader(Header):
 
     namespace: str = w("namespace")
     key: str = w("key")
+
+
+# ---------------------------------------------------------------------------- topics
+# Admin headers: topics, clusters, sendMessage/consumeMessage/printMsg, allocateMQ.
+# (the topics engineer adds here)
+
+
+# ---------------------------------------------------------------------------- index
+# Admin headers: QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33, QUERY_TOPIC_CONSUME_BY_WHO 300.
+# (the index engineer adds here)
+
+
+# ---------------------------------------------------------------------------- conns
+# Admin headers: connections, consumer status, offset resets (203, 204, 220-223, 307, 309).
+# (the conns engineer adds here)
+
+
+# ---------------------------------------------------------------------------- stats
+# Admin headers: broker statistics and configuration (25, 315, 317).
+# (the stats engineer adds here)
+
+
+# ---------------------------------------------------------------------------- ops
+# Admin headers: name-server config, write perm, KV config, store maintenance
+# (43, 45, 100-102, 205, 207, 306, 318, 319, 321, 327, 329).
+# (the ops engineer adds here)
