@@ -213,12 +213,12 @@ class PullMessageProcessor:
 
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS and result.message_count > 0:
-            c.stats.get_nums += result.message_count
-            c.stats.get_size += result.buffer_total_size
+            c.stats.on_pull(h.consumer_group, h.topic, result.message_count, result.buffer_total_size)
             # The holder rides in the body slot only until write_response swaps in its buffers.
             response = cmd.response(code, status, ext, _Holder(result))  # type: ignore[arg-type]
         else:
             result.release()
+            c.stats.on_pull_miss()
             if code == ResponseCode.SUCCESS:  # FOUND without a message: never send an empty body
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
             response = cmd.response(code, status, ext)
