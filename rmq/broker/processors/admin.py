@@ -287,7 +287,9 @@ class AdminBrokerProcessor:
         # No thread-pool queues: requests run on the event loop (the dispatcher's pool is
         # what waits); the sizes are 0 and the capacities Java's defaults.
         table.update({
-            "brokerVersionDesc": f"rmq {__version__} (V4_9_8 compatible)",
+            # Java MQVersion.getVersionDesc: tools print and compare it (clusterList's #Version)
+            "brokerVersionDesc": "V4_9_8",
+            "rmqVersion": __version__,
             "brokerVersion": str(BROKER_VERSION),
             "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueCapacity": "10000",
             "pullThreadPoolQueueSize": "0", "pullThreadPoolQueueCapacity": "100000",
