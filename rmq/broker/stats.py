@@ -350,7 +350,7 @@ class BrokerStatsManager:
         self._broker_get = self.sets[BROKER_GET_NUMS].get_or_create(cluster_name)
         # Java samples every set at once on start (initial delay 0)
         self._next = {"store": now, "sec": now, "min": now, "hour": now, "print": now + 6 * self.interval_ms}
-        self._day = self._local_day(now)
+        self._next_midnight = self._midnight_after(now)
         self.tick()
 
     def _now(self) -> int:
@@ -374,8 +374,10 @@ class BrokerStatsManager:
             s.max_items = n
 
     @staticmethod
-    def _local_day(now_ms: int) -> datetime.date:
-        return datetime.datetime.fromtimestamp(now_ms / 1000).date()
+    def _midnight_after(now_ms: int) -> int:
+        """The next local midnight, in ms (Java UtilAll.computeNextMorningTimeMillis)."""
+        day = datetime.datetime.fromtimestamp(now_ms / 1000).date() + datetime.timedelta(days=1)
+        return int(datetime.datetime.combine(day, datetime.time()).timestamp() * 1000)
 
     # -- counting (one call per request) -------------------------------------------------
 
@@ -475,9 +477,8 @@ class BrokerStatsManager:
             # the BROKER_* items never go idle-dropped for good: recreate them
             self._broker_put = self.sets[BROKER_PUT_NUMS].get_or_create(self.cluster_name)
             self._broker_get = self.sets[BROKER_GET_NUMS].get_or_create(self.cluster_name)
-        day = self._local_day(now)
-        if day != self._day:
-            self._day = day
+        if now >= self._next_midnight:
+            self._next_midnight = self._midnight_after(now)
             self.store.record_day()
 
     @property

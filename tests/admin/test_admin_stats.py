@@ -14,6 +14,7 @@ import json
 import os
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -222,8 +223,8 @@ async def test_update_broker_config_applies_live_checks_and_persists(env):
         await p.send(rmq.Message(topic, b"s" * 500))  # the whole record (headers too) counts
         with pytest.raises(rmq.errors.RMQError, match="1000"):
             await p.send(rmq.Message(topic, b"b" * 2000))
-    persisted = (broker.store_config.store_path_root_dir + "/config/broker.properties")
-    assert "maxMessageSize=1000" in open(persisted).read().splitlines()
+    persisted = Path(broker.store_config.store_path_root_dir) / "config" / "broker.properties"
+    assert "maxMessageSize=1000" in persisted.read_text().splitlines()
 
     # refusals name the property and why; nothing of a refused update is applied
     with pytest.raises(AdminError, match=r"maxMessageSize: '-5' \(expected 1\.\.1073741824"):
