@@ -245,6 +245,11 @@ class StoreStats:
         if ms > self.put_time_max:
             self.put_time_max = ms
 
+    def record_get_time(self, ms: int) -> None:
+        """One store read's duration (Java ``setGetMessageEntireTimeMax``)."""
+        if ms > self.get_time_max:
+            self.get_time_max = ms
+
     def sample(self, now_ms: int) -> None:
         self.samples.append((now_ms, self.put_nums, self.get_found, self.get_miss, self.get_transferred))
 

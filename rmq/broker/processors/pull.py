@@ -26,6 +26,7 @@ was found and the suspend bit is set, and finally the commit of the offset the p
 from __future__ import annotations
 
 import logging
+import time
 
 from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.processors.common import FAQ, bad_request
@@ -188,9 +189,11 @@ class PullMessageProcessor:
             sub_string = sub.sub_string
             message_filter = self._filter(sub_string)
 
-        # The store scan.
+        # The store scan (its duration: Java StoreStatsService.setGetMessageEntireTimeMax).
+        t0 = time.monotonic_ns()
         result = self.store.get_message(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
                                         message_filter)
+        c.stats.store.record_get_time((time.monotonic_ns() - t0) // 1_000_000)
         status = result.status.name
         ext = {
             "nextBeginOffset": str(result.next_begin_offset),

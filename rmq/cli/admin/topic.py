@@ -21,6 +21,7 @@ from ._cmd import (
     topic_name,
     true_false,
 )
+from .broker import cluster_row_cells
 
 _queues = int_in(1, MAX_QUEUE_NUMS)
 
@@ -101,8 +102,6 @@ def _cluster_list_flags(p: argparse.ArgumentParser) -> None:
 async def cluster_list(admin: Admin, args: argparse.Namespace) -> None:
     # Java ClusterListSubCommand: the brokers with their load (from each broker's runtime info),
     # or with -m their message totals of yesterday and today.
-    from .broker import cluster_row_cells
-
     while True:
         info = await admin.examine_broker_cluster_info()
         if args.moreStats:
