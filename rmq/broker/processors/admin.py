@@ -216,7 +216,7 @@ class AdminBrokerProcessor:
         table: dict = {}
         tps = 0.0
         for topic in topics:
-            part = self._consume_stats(h.consumer_group, topic, order_only=False)
+            part = self._consume_stats(h.consumer_group, topic, order_only=False, read_queues=True)
             if part is not None:
                 table.update(part.offset_table)
                 tps += part.consume_tps
@@ -312,10 +312,12 @@ class AdminBrokerProcessor:
         })
         return table
 
-    def _consume_stats(self, group: str, topic: str, *, order_only: bool) -> ConsumeStats | None:
-        """One group's ConsumeStats on one topic (Java getConsumeStats' loop body), or None when
-        Java skips the topic (no config; not orderly when asked; not subscribed while the group
-        subscribes to others)."""
+    def _consume_stats(self, group: str, topic: str, *, order_only: bool,
+                       read_queues: bool = False) -> ConsumeStats | None:
+        """One group's ConsumeStats on one topic (Java getConsumeStats' loop body, over the read
+        queues; fetchAllConsumeStatsInBroker's, over the write queues), or None when Java skips
+        the topic (no config; not orderly when asked; not subscribed while the group subscribes
+        to others)."""
         c = self.controller
         tc = c.topic_config_manager.select_topic_config(topic)
         if tc is None or (order_only and not tc.order):
@@ -327,7 +329,7 @@ class AdminBrokerProcessor:
         offsets = c.consumer_offset_manager.query_offsets(group, topic)
         name = c.broker_config.broker_name
         table = {}
-        for qid in range(tc.write_queue_nums):
+        for qid in range(tc.read_queue_nums if read_queues else tc.write_queue_nums):
             broker_offset = max(0, store.get_max_offset_in_queue(topic, qid))
             consumer_offset = max(0, offsets.get(qid, 0))
             last = 0

@@ -14,6 +14,7 @@ from rmq.common.constants import MixAll
 from rmq.errors import RMQError
 from rmq.remoting.body.stats import BrokerStatsData, ConsumeStats
 
+from ._cmd import addr as addr_flag
 from ._cmd import command, int_in, name, targets, topic_name, true_false
 
 
@@ -62,7 +63,7 @@ async def broker_status(admin: Admin, args: argparse.Namespace) -> int | None:
 
 
 def _consume_stats_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-b", "--brokerAddr", dest="broker", required=True, help="Broker address")
+    p.add_argument("-b", "--brokerAddr", dest="broker", required=True, type=addr_flag, help="Broker address")
     p.add_argument("-t", "--timeoutMillis", type=int_in(1, 3_600_000), default=50_000,
                    help="request timeout in ms, 1..3600000 (default 50000)")
     p.add_argument("-l", "--level", type=int_in(-(2**63), 2**63 - 1), default=0,
