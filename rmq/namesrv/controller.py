@@ -11,6 +11,8 @@ import asyncio
 import logging
 
 from rmq.config import NamesrvConfig
+from rmq.namesrv.configuration import NamesrvConfiguration
+from rmq.namesrv.kv_config import KVConfigManager
 from rmq.namesrv.processor import NamesrvProcessor
 from rmq.namesrv.route_manager import RouteInfoManager, RouteLimits
 from rmq.remoting.connection import Connection, ConnectionEvent
@@ -35,6 +37,8 @@ class NamesrvController:
         self.server = RemotingServer(
             self.config.listen_host, self.config.listen_port, idle_timeout=self.config.idle_timeout, name="namesrv"
         )
+        self.kv_config_manager = KVConfigManager(c)
+        self.configuration = NamesrvConfiguration(c, self._config_changed)
         self.processor = NamesrvProcessor(self)
         self.server.register_default_processor(self.processor, ProcessorPool("namesrv", max_in_flight=64))
         self.server.add_connection_listener(self._on_connection_event)
@@ -48,7 +52,14 @@ class NamesrvController:
     def address(self) -> str:
         return self.server.address
 
+    def _config_changed(self) -> None:
+        """UPDATE_NAMESRV_CONFIG applied: the route tables take the new expiry and bounds."""
+        c = self.config
+        self.route_info_manager.broker_channel_expired_seconds = c.broker_channel_expired_seconds
+        self.route_info_manager.limits = RouteLimits(c.max_brokers, c.max_topics_per_broker, c.max_topics)
+
     async def start(self) -> None:
+        self.kv_config_manager.load()
         await self.server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan-brokers")
         log.info("name server listening on %s", self.server.address)
