@@ -220,9 +220,9 @@ class BrokerController:
         # Store maintenance and metadata dumps (mqadmin deleteSubGroup, cleanExpiredCQ,
         # deleteExpiredCommitLog, queryCq; a slave's sync of offsets and delay progress).
         ops = OpsAdminProcessor(self)
-        for code in ops.codes:
-            s.register_processor(code, _Gate(self, ops),
-                                 admin_pool if code in OpsAdminProcessor.WRITE_CODES else admin_query_pool)
+        for ops_code in ops.codes:
+            s.register_processor(ops_code, _Gate(self, ops),
+                                 admin_pool if ops_code in OpsAdminProcessor.WRITE_CODES else admin_query_pool)
         # Message semantics, each with its own pool as in Java.
         send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)

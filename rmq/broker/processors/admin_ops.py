@@ -12,6 +12,7 @@ bounded (QUERY_CONSUME_QUEUE's ``count`` at :data:`MAX_QUERY_CONSUME_QUEUE_COUNT
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from rmq.broker.processors.common import bad_request
@@ -47,7 +48,7 @@ class OpsAdminProcessor:
 
     def __init__(self, controller: Any) -> None:
         self.controller = controller
-        self._handlers = {
+        self._handlers: dict[int, Callable[[Any, RemotingCommand], RemotingCommand]] = {
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
