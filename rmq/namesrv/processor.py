@@ -259,8 +259,10 @@ class NamesrvProcessor:
     # -- configuration (Java DefaultRequestProcessor.getConfig / updateConfig) --------------
 
     def get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, None, {},
-                            encode_properties(self.controller.configuration.properties()))
+        props = self.controller.configuration.properties()
+        if props.get("listenPort") == 0:  # an ephemeral port: show the bound one
+            props["listenPort"] = self.controller.port
+        return cmd.response(ResponseCode.SUCCESS, None, {}, encode_properties(props))
 
     async def update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         body = cmd.body_bytes()

@@ -274,3 +274,117 @@ async def test_delay_offsets_dump(tmp_path):
             await wait_until(lambda: broker.schedule_service.table.offset_table.get(1, 0) == 1,
                              what="the level-1 message delivered", timeout=30)
             assert (await admin.get_all_delay_offset(broker.broker_addr))[1] == 1
+
+
+# -- golden: Apache RocketMQ 4.9.8's answers decoded, ours compared in shape -------------------
+
+
+def _golden(capture: str, code: int) -> list[tuple]:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
+    import remoting_golden as g
+
+    rows = g.ha_frames() if capture == "ha" else g.mqadmin_frames()
+    pairs = [(q["cmd"], a["cmd"]) for q, a in g.exchanges(rows, code) if a is not None]
+    assert pairs, f"no answered {code} in the {capture} capture"
+    return pairs
+
+
+def _types(d: dict) -> dict:
+    return {k: type(v).__name__ for k, v in d.items()}
+
+
+async def _ask(admin: Admin, addr: str, java_request) -> "rmq.remoting.RemotingCommand":
+    """Java's request, as captured (minus its ACL signature), sent to ``addr``."""
+    from rmq.remoting import RemotingCommand
+
+    ext = {k: v for k, v in java_request.ext_fields.items() if k not in ("Signature", "AccessKey")}
+    return await admin._remote.invoke(addr, RemotingCommand.request(java_request.code, ext,
+                                                                    java_request.body_bytes() or None), timeout=10)
+
+
+@pytest.fixture
+async def parity(tmp_path):
+    """A broker with the capture's topic (ParityT, messages in queue 0) and group (AdmG)."""
+    async with run_standalone(tmp_path) as (ns, broker):
+        async with Admin(ns.address) as admin:
+            await admin.create_and_update_topic_config(broker.broker_addr, "ParityT", read_queue_nums=1,
+                                                       write_queue_nums=1)
+            await admin.create_and_update_subscription_group_config(broker.broker_addr, "AdmG")
+            async with rmq.Producer(ns.address, "PG_Parity") as p:
+                for i in range(12):
+                    await p.send(rmq.Message("ParityT", b"p%d" % i, tags="T"))
+            yield ns, broker, admin
+
+
+async def test_golden_metadata_dumps_match_the_java_masters_shape(parity):
+    """GET_ALL_TOPIC_CONFIG 21, GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201, GET_ALL_CONSUMER_OFFSET 43,
+    GET_ALL_DELAY_OFFSET 45: what a Java slave's SlaveSynchronize reads."""
+    from rmq.remoting import requests as rq
+
+    ns, broker, admin = parity
+    addr = broker.broker_addr
+    c = broker.consumer_offset_manager
+    c.commit_offset("test", "AdmG", "ParityT", 0, 5)
+    for code, table in ((21, "topicConfigTable"), (201, "subscriptionGroupTable")):
+        for java_req, java in _golden("ha", code):
+            ours = await _ask(admin, addr, java_req)
+            assert ours.code == java.code == 0 and ours.ext_fields == java.ext_fields == {}
+            j, o = json.loads(java.body_bytes()), json.loads(ours.body_bytes())
+            assert set(j) == set(o) == {"dataVersion", table}
+            assert _types(j["dataVersion"]) == _types(o["dataVersion"])
+            java_entry, our_entries = next(iter(j[table].values())), list(o[table].values())
+            assert our_entries and all(_types(e) == _types(java_entry) for e in our_entries)
+            shared = set(j[table]) & set(o[table])
+            assert shared, "system topics/groups in common"
+            for name in shared:  # the system entries Java and rmq both have agree in value too
+                assert set(o[table][name]) == set(j[table][name])
+    for java_req, java in _golden("ha", 43):
+        assert rq.parse_all_consumer_offset(java) == {}
+        ours = await _ask(admin, addr, java_req)
+        assert json.loads(ours.body_bytes()) == {"offsetTable": {"ParityT@AdmG": {"0": 5}}}
+        assert rq.parse_all_consumer_offset(ours) == {"ParityT@AdmG": {0: 5}}
+    for java_req, java in _golden("ha", 45):
+        assert rq.parse_all_delay_offset(java) == {}
+        ours = await _ask(admin, addr, java_req)
+        assert list(json.loads(ours.body_bytes())) == ["offsetTable"] and ours.code == 0
+
+
+async def test_golden_write_perm_config_and_maintenance_answers(parity):
+    """205/327 (name server), 319 (name server), 207/306/329/321 (broker): Java's answers
+    decoded by rmq.Admin's parsers, ours to the same requests compared field by field."""
+    from rmq.remoting import requests as rq
+
+    ns, broker, admin = parity
+    for code, parse, key in ((205, rq.parse_wipe_write_perm, "wipeTopicCount"),
+                             (327, rq.parse_add_write_perm, "addTopicCount")):
+        for java_req, java in _golden("mqadmin", code):
+            assert java_req.ext_fields["brokerName"] == "broker-a"
+            assert parse(java) == 13
+            ours = await _ask(admin, ns.address, java_req)
+            assert ours.code == java.code == 0 and set(ours.ext_fields) == set(java.ext_fields) == {key}
+            assert parse(ours) == len([q for q in ns.route_info_manager.topic_queue_table.values() if "broker-a" in q])
+            assert not ours.body_bytes() and not java.body_bytes()
+    for java_req, java in _golden("mqadmin", 319):
+        java_cfg, our_cfg = rq.parse_namesrv_config(java), rq.parse_namesrv_config(await _ask(admin, ns.address,
+                                                                                                java_req))
+        assert java_cfg["listenPort"] == "29876" and java_cfg["kvConfigPath"].endswith("kvConfig.json")
+        assert our_cfg["listenPort"] == str(ns.port) and {"kvConfigPath", "configStorePath"} <= set(our_cfg)
+    for code in (207, 306, 329):
+        for java_req, java in _golden("mqadmin", code):
+            rq.check_success(java)
+            ours = await _ask(admin, broker.broker_addr, java_req)
+            assert (ours.code, ours.remark, ours.ext_fields, ours.body_bytes()) == (0, None, {}, b"")
+            assert (java.code, java.remark, java.ext_fields, java.body_bytes()) == (0, None, {}, b"")
+    assert "AdmG" not in broker.subscription_group_manager.subscription_group_table  # the 207 applied
+    for java_req, java in _golden("mqadmin", 321):
+        jb = rq.parse_query_consume_queue(java)
+        assert (jb.min_queue_index, len(jb.queue_data)) == (0, 10) and jb.queue_data[1].physic_offset == 848
+        ours = await _ask(admin, broker.broker_addr, java_req)
+        ob = rq.parse_query_consume_queue(ours)
+        assert (ob.min_queue_index, ob.max_queue_index, len(ob.queue_data)) == (0, 12, 10)
+        j, o = json.loads(java.body_bytes()), json.loads(ours.body_bytes())
+        assert set(j) == set(o) and [_types(u) for u in o["queueData"]] == [_types(u) for u in j["queueData"]]
+        assert o["queueData"][0]["tagsCode"] == java_string_hash("T")
