@@ -202,8 +202,8 @@ async def test_query_consume_queue_shows_the_sent_messages(tmp_path):
             stored = [broker.message_store.look_message_by_offset_msg_id(r.offset_msg_id) for r in results]
             assert [(u.physic_offset, u.physic_size, u.tags_code) for u in body.queue_data] == [
                 (m.commit_log_offset, m.store_size, java_string_hash("TagA")) for m in stored[1:4]]
-            assert "physicOffset=%d, physicSize=%d" % (stored[1].commit_log_offset, stored[1].store_size) in str(
-                body.queue_data[0])
+            m1 = stored[1]
+            assert f"physicOffset={m1.commit_log_offset}, physicSize={m1.store_size}" in str(body.queue_data[0])
 
             assert len((await admin.query_consume_queue(addr, "CqT", 0, 3, count=10)).queue_data) == 2
             past = await admin.query_consume_queue(addr, "CqT", 0, 5)  # Java: remark, no units
