@@ -58,18 +58,25 @@ class KVConfigManager:
     def load(self) -> None:
         """Read ``kvConfigPath`` (Java ``KVConfigManager.load``). A missing file is an empty
         table; one that is not a KVConfigSerializeWrapper is kept aside as
-        ``<file>.corrupt`` and the table starts empty, with an error in the log."""
+        ``<file>.corrupt`` and the table starts empty, with an error in the log (so is one that
+        cannot be read, which stays where it is)."""
         path = self.path
         if not path or not os.path.exists(path):
             return
         try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
+            with open(path, "rb") as f:
+                text = f.read()
+        except OSError as e:
+            # unreadable is not corrupt: leave it where it is for the operator
+            log.error("KV config file %s cannot be read (%s): starting with an empty table", path, clip(e))
+            return
+        try:
+            data = json.loads(text)
             table = data.get("configTable") or {}
             if not isinstance(table, dict) or not all(isinstance(t, dict) for t in table.values()):
                 raise ValueError("configTable is not an object of objects")
             self.table = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items() if kv}
-        except (OSError, ValueError, AttributeError, RecursionError) as e:
+        except (ValueError, AttributeError, RecursionError) as e:
             aside = path + ".corrupt"
             log.error("KV config file %s is unreadable (%s): kept aside as %s, starting with an empty table",
                       path, clip(e), aside)
