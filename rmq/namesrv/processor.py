@@ -247,13 +247,15 @@ class NamesrvProcessor:
     def wipe_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
         n = self.route.wipe_write_perm_of_broker(h.broker_name)
-        log.info("wipe write perm of broker[%s], client: %s, %d", clip(h.broker_name), conn.remote_addr, n)
+        self._rate_log.info("wipe-perm", "wipe write perm of broker[%s], client: %s, %d", clip(h.broker_name),
+                            conn.remote_addr, n)
         return cmd.response(ResponseCode.SUCCESS, None, {"wipeTopicCount": str(n)})
 
     def add_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
         n = self.route.add_write_perm_of_broker(h.broker_name)
-        log.info("add write perm of broker[%s], client: %s, %d", clip(h.broker_name), conn.remote_addr, n)
+        self._rate_log.info("add-perm", "add write perm of broker[%s], client: %s, %d", clip(h.broker_name),
+                            conn.remote_addr, n)
         return cmd.response(ResponseCode.SUCCESS, None, {"addTopicCount": str(n)})
 
     # -- configuration (Java DefaultRequestProcessor.getConfig / updateConfig) --------------
@@ -272,7 +274,7 @@ class NamesrvProcessor:
             props = decode_properties(body)
         except RemotingCommandError:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "string2Properties error", {})
-        log.info("updateConfig called by %s: %s", conn.remote_addr, clip(props))
+        self._rate_log.info("update-config", "updateConfig called by %s: %s", conn.remote_addr, clip(props))
         try:
             await self.controller.configuration.update(props)
         except ConfigUpdateRefused as e:

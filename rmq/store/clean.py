@@ -55,9 +55,10 @@ class CleanCommitLogService:
         """DELETE_EXPIRED_COMMITLOG (Java ``executeDeleteFilesManually``): the next
         ``MAX_MANUAL_DELETE_FILE_TIMES`` (20) clean runs delete expired files whatever the hour
         (``deleteWhen``); files younger than ``fileReservedTime`` are still kept."""
+        if self.manual_delete_runs == 0:  # one line per request burst, however often it is repeated
+            log.info("executeDeleteFilesManually was invoked: the next %d clean runs delete expired CommitLog files",
+                     MAX_MANUAL_DELETE_FILE_TIMES)
         self.manual_delete_runs = MAX_MANUAL_DELETE_FILE_TIMES
-        log.info("executeDeleteFilesManually was invoked: the next %d clean runs delete expired CommitLog files",
-                 MAX_MANUAL_DELETE_FILE_TIMES)
 
     def _path(self) -> str:
         path = self.store.commit_log.mfq.store_path

@@ -665,7 +665,7 @@ class MessageStore:
                 last = cq.max_physic_offset
                 if last != -1 and last < min_phy:
                     log.info("cleanExpiredConsumerQueue: %s %d destroyed, CommitLog min offset %d, queue's last "
-                             "record ends at %d", topic, qid, min_phy, last)
+                             "record ends at %d", clip(topic), qid, min_phy, last)
                     self.commit_log.topic_queue_table.pop((topic, qid), None)
                     cq.destroy()
                     del queues[qid]

@@ -26,7 +26,7 @@ async def test_namesrv_config_read_updated_checked_and_persisted(tmp_path):
     async with run_namesrv(config_store_path=str(conf)) as ns:
         async with Admin(ns.address) as admin:
             cfg = (await admin.get_name_server_config())[ns.address]
-            assert cfg["maxBrokers"] == "2048" and cfg["listenPort"] == str(ns.config.listen_port)
+            assert cfg["maxBrokers"] == "2048" and cfg["listenPort"] == str(ns.port)
             assert cfg["configStorePath"] == str(conf)
 
             await admin.update_name_server_config({"maxBrokers": "5", "brokerChannelExpiredSeconds": "30"})

@@ -88,15 +88,15 @@ class OpsAdminProcessor:
 
     def clean_expired_consume_queue(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         """Java cleanExpiredConsumeQueue (DefaultMessageStore.cleanExpiredConsumerQueue)."""
-        log.warning("cleanExpiredConsumeQueue called by %s", conn.remote_addr)
         n = self.controller.message_store.clean_expired_consumer_queue()
-        log.warning("cleanExpiredConsumeQueue done: %d consume queue(s) destroyed", n)
+        _rlog.warning("clean-cq", "cleanExpiredConsumeQueue called by %s: %d consume queue(s) destroyed",
+                      conn.remote_addr, n)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def delete_expired_commit_log(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         """Java deleteExpiredCommitLog: the store's next clean runs delete expired files at any
         hour; answered at once."""
-        log.warning("deleteExpiredCommitLog called by %s", conn.remote_addr)
+        _rlog.warning("delete-commitlog", "deleteExpiredCommitLog called by %s", conn.remote_addr)
         self.controller.message_store.execute_delete_files_manually()
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
