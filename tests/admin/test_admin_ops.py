@@ -85,6 +85,24 @@ async def test_wipe_write_perm_stops_sends_until_added_back(tmp_path):
             assert await admin.wipe_write_perm_of_broker(ns.address, "no-such-broker") == 0
 
 
+async def test_sends_fail_over_to_the_broker_that_keeps_its_write_perm(tmp_path):
+    async with run_namesrv() as ns, \
+            run_broker(tmp_path / "a", namesrv=ns, broker_name="broker-a") as a, \
+            run_broker(tmp_path / "b", namesrv=ns, broker_name="broker-b") as b:
+        async with Admin(ns.address) as admin:
+            for broker in (a, b):
+                await admin.create_and_update_topic_config(broker.broker_addr, "FailT", read_queue_nums=2,
+                                                           write_queue_nums=2)
+            assert await admin.wipe_write_perm_of_broker(ns.address, "broker-a") >= 1
+            async with rmq.Producer(ns.address, "PG_FailT") as p:
+                sent = [await p.send(rmq.Message("FailT", b"%d" % i)) for i in range(6)]
+            assert {r.message_queue.broker_name for r in sent} == {"broker-b"}
+            await admin.add_write_perm_of_broker(ns.address, "broker-a")
+            async with rmq.Producer(ns.address, "PG_FailT2") as p:
+                sent = [await p.send(rmq.Message("FailT", b"%d" % i)) for i in range(8)]
+            assert {r.message_queue.broker_name for r in sent} == {"broker-a", "broker-b"}
+
+
 async def test_a_changed_topic_table_restores_the_brokers_own_perms(tmp_path):
     """Java's name server rebuilds a broker's queue data when its topic table's version
     changes: a topic update on the broker ends a wipe."""
