@@ -23,6 +23,7 @@ import dataclasses
 import logging
 import os
 import re
+from collections.abc import Callable
 
 from rmq.common.files import atomic_write
 from rmq.config import ConfigError, NamesrvConfig, apply_properties, check_config, describe, snake_to_camel
@@ -65,7 +66,7 @@ class NamesrvConfiguration:
             to the route tables).
     """
 
-    def __init__(self, config: NamesrvConfig, on_change: object = None) -> None:
+    def __init__(self, config: NamesrvConfig, on_change: Callable[[], None] | None = None) -> None:
         self.config = config
         self._on_change = on_change
         self._write_lock = asyncio.Lock()
@@ -78,7 +79,7 @@ class NamesrvConfiguration:
     def check_update(self, props: dict[str, str]) -> dict[str, object]:
         """``{field: new value}`` of an update, checked whole; :class:`ConfigUpdateRefused`
         naming the first problem."""
-        black = [k for k in props if k in BLACK_LIST]
+        black = [k for k in props if _norm(k) in {_norm(b) for b in BLACK_LIST}]
         if black:
             raise ConfigUpdateRefused("Can not update config in black list.", black_list=True)
         for key in props:
@@ -106,7 +107,7 @@ class NamesrvConfiguration:
         if changes:
             log.info("name server config updated: %s",
                      ", ".join(f"{snake_to_camel(n)}={v}" for n, v in changes.items()))
-            if callable(self._on_change):
+            if self._on_change is not None:
                 self._on_change()
         if props:
             await self.persist({snake_to_camel(self._fields[_norm(k)]): v.strip() for k, v in props.items()})

@@ -1,9 +1,12 @@
 """NamesrvController: the name server's server, route tables and expiry task.
 
-``start()`` binds the server (raises ``OSError`` when the port is taken) and starts the
+``start()`` loads the KV config file (``kvConfigPath``, rmq.namesrv.kv_config), binds the
+server (raises ``OSError`` when the port is taken) and starts the
 ``scan-not-active-broker`` task (every 10 s, drops brokers silent for 120 s); ``shutdown()``
 cancels it and closes the server. Brokers that disconnect are dropped at once through the
-connection listener (Java ``BrokerHousekeepingService``).
+connection listener (Java ``BrokerHousekeepingService``). ``configuration``
+(rmq.namesrv.configuration) serves GET/UPDATE_NAMESRV_CONFIG; an accepted update reaches the
+route tables through ``_config_changed``.
 """
 from __future__ import annotations
 
