@@ -406,3 +406,30 @@ async def test_golden_write_perm_config_and_maintenance_answers(parity):
         j, o = json.loads(java.body_bytes()), json.loads(ours.body_bytes())
         assert set(j) == set(o) and [_types(u) for u in o["queueData"]] == [_types(u) for u in j["queueData"]]
         assert o["queueData"][0]["tagsCode"] == java_string_hash("T")
+
+
+def test_bodies_read_fastjson_integer_keys_and_refuse_malformed_ones():
+    """Java's fastjson writes Integer map keys unquoted (ConsumerOffsetManager's queue ids,
+    DelayOffsetSerializeWrapper's levels)."""
+    from rmq.errors import RemotingCommandError
+    from rmq.remoting.body.ops import (
+        ConsumerOffsetTable,
+        DelayOffsetTable,
+        QueryConsumeQueueResponseBody,
+        decode_properties,
+        encode_properties,
+    )
+
+    assert ConsumerOffsetTable.decode(b'{"offsetTable":{"T@G":{0:5,1:7}}}').offset_table == {"T@G": {0: 5, 1: 7}}
+    assert DelayOffsetTable.decode(b'{"offsetTable":{1:3,18:0}}').offset_table == {1: 3, 18: 0}
+    table = ConsumerOffsetTable({"T@G": {1: 2}})
+    assert ConsumerOffsetTable.decode(table.encode()) == table
+    assert decode_properties(encode_properties({"a": True, "b": 1, "c": None, "d": "x=y"})) == {
+        "a": "true", "b": "1", "d": "x=y"}
+    for bad in (b"[1]", b"{", b'{"offsetTable":{"T@G":{"x":1}}}', b'{"offsetTable":[1]}'):
+        with pytest.raises(RemotingCommandError):
+            ConsumerOffsetTable.decode(bad)
+    with pytest.raises(RemotingCommandError):
+        QueryConsumeQueueResponseBody.decode(b'{"queueData":[1]}')
+    with pytest.raises(RemotingCommandError):
+        decode_properties(b"\xff\xfe")
