@@ -79,6 +79,10 @@ class NamesrvConfig:
             (256 namespaces of 10 000 keys); past them PUT_KV_CONFIG is refused.
         max_kv_key_chars / max_kv_value_chars: longest namespace or key (1024) and value
             (65 536) PUT_KV_CONFIG accepts.
+        kv_config_path: the KV config file, Java's ``kvConfig.json`` format (Java
+            ``kvConfigPath``); "" (default) keeps the table in memory only.
+        config_store_path: where UPDATE_NAMESRV_CONFIG persists an accepted change (Java
+            ``configStorePath``); "" (default) = ``rmq namesrv -c FILE``'s FILE, else nowhere.
     """
 
     listen_host: str = "127.0.0.1"
@@ -93,6 +97,8 @@ class NamesrvConfig:
     max_kv_entries_per_namespace: int = setting(10_000, lo=1, hi=10_000_000)
     max_kv_key_chars: int = setting(1024, lo=1, hi=65_535)
     max_kv_value_chars: int = setting(65_536, lo=1, hi=16 * 1024 * 1024)
+    kv_config_path: str = ""
+    config_store_path: str = ""
 
 
 @dataclass(slots=True)

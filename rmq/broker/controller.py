@@ -44,6 +44,7 @@ from rmq.broker.managers.subscription_group import SubscriptionGroupManager
 from rmq.broker.managers.topic_config import TopicConfigManager
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.broker.processors.admin import AdminBrokerProcessor
+from rmq.broker.processors.admin_ops import OpsAdminProcessor
 from rmq.broker.processors.client_manage import (
     ClientManageProcessor,
     ConsumerManageProcessor,
@@ -196,6 +197,12 @@ class BrokerController:
         for code in admin.codes:
             pool = admin_pool if code in AdminBrokerProcessor.WRITE_CODES else admin_query_pool
             s.register_processor(code, _Gate(self, admin), pool)
+        # Store maintenance and metadata dumps (mqadmin deleteSubGroup, cleanExpiredCQ,
+        # deleteExpiredCommitLog, queryCq; a slave's sync of offsets and delay progress).
+        ops = OpsAdminProcessor(self)
+        for ops_code in ops.codes:
+            s.register_processor(ops_code, _Gate(self, ops),
+                                 admin_pool if ops_code in OpsAdminProcessor.WRITE_CODES else admin_query_pool)
         # Message semantics, each with its own pool as in Java.
         send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)

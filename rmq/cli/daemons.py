@@ -136,6 +136,10 @@ def run_namesrv(config_file: str | None = None, overrides: typing.Sequence[str] 
         config, warnings = build_namesrv_config(props)
     except ConfigError as e:
         return _fail("rmq namesrv", str(e), EXIT_BAD_CONFIG)
+    if config_file and not config.config_store_path:
+        # Java persists UPDATE_NAMESRV_CONFIG to configStorePath; the -c file is where an
+        # operator looks for (and a restart rereads) the name server's settings.
+        config.config_store_path = os.path.abspath(config_file)
     for w in warnings:
         log.warning("%s", w)
 
@@ -219,7 +223,10 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
         return _fail("rmq standalone", f"bad --namesrv-port {namesrv_port} (expected 0..65535)", EXIT_BAD_CONFIG)
 
     async def main() -> None:
-        namesrv = NamesrvController(NamesrvConfig(listen_host=host, listen_port=namesrv_port))
+        # The KV config (mqadmin updateKvConfig) lives with the store, as Java's under ~/namesrv.
+        namesrv = NamesrvController(NamesrvConfig(
+            listen_host=host, listen_port=namesrv_port,
+            kv_config_path=os.path.join(store_config.store_path_root_dir, "namesrv", "kvConfig.json")))
         stop = _stop_event()
         try:
             await namesrv.start()

@@ -1,9 +1,12 @@
 """NamesrvController: the name server's server, route tables and expiry task.
 
-``start()`` binds the server (raises ``OSError`` when the port is taken) and starts the
+``start()`` loads the KV config file (``kvConfigPath``, rmq.namesrv.kv_config), binds the
+server (raises ``OSError`` when the port is taken) and starts the
 ``scan-not-active-broker`` task (every 10 s, drops brokers silent for 120 s); ``shutdown()``
 cancels it and closes the server. Brokers that disconnect are dropped at once through the
-connection listener (Java ``BrokerHousekeepingService``).
+connection listener (Java ``BrokerHousekeepingService``). ``configuration``
+(rmq.namesrv.configuration) serves GET/UPDATE_NAMESRV_CONFIG; an accepted update reaches the
+route tables through ``_config_changed``.
 """
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ import asyncio
 import logging
 
 from rmq.config import NamesrvConfig
+from rmq.namesrv.configuration import NamesrvConfiguration
+from rmq.namesrv.kv_config import KVConfigManager
 from rmq.namesrv.processor import NamesrvProcessor
 from rmq.namesrv.route_manager import RouteInfoManager, RouteLimits
 from rmq.remoting.connection import Connection, ConnectionEvent
@@ -35,6 +40,8 @@ class NamesrvController:
         self.server = RemotingServer(
             self.config.listen_host, self.config.listen_port, idle_timeout=self.config.idle_timeout, name="namesrv"
         )
+        self.kv_config_manager = KVConfigManager(c)
+        self.configuration = NamesrvConfiguration(c, self._config_changed)
         self.processor = NamesrvProcessor(self)
         self.server.register_default_processor(self.processor, ProcessorPool("namesrv", max_in_flight=64))
         self.server.add_connection_listener(self._on_connection_event)
@@ -48,7 +55,14 @@ class NamesrvController:
     def address(self) -> str:
         return self.server.address
 
+    def _config_changed(self) -> None:
+        """UPDATE_NAMESRV_CONFIG applied: the route tables take the new expiry and bounds."""
+        c = self.config
+        self.route_info_manager.broker_channel_expired_seconds = c.broker_channel_expired_seconds
+        self.route_info_manager.limits = RouteLimits(c.max_brokers, c.max_topics_per_broker, c.max_topics)
+
     async def start(self) -> None:
+        self.kv_config_manager.load()
         await self.server.start()
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan-brokers")
         log.info("name server listening on %s", self.server.address)

@@ -2,31 +2,39 @@
 
 REGISTER_BROKER (103), UNREGISTER_BROKER (104), GET_ROUTEINFO_BY_TOPIC (105),
 GET_BROKER_CLUSTER_INFO (106), GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206),
-DELETE_TOPIC_IN_NAMESRV (216), GET_TOPICS_BY_CLUSTER (224), QUERY_DATA_VERSION (322), and the
-KV config codes (PUT 100, GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219) with an in-memory
-table. GET_KV_CONFIG_BY_VALUE (217, which ali-ons sends and Java 4.x no longer knows) and
-DELETE_KV_CONFIG_BY_VALUE (218) answer QUERY_NOT_FOUND, which the client swallows, instead of
-REQUEST_CODE_NOT_SUPPORTED. Any other code gets REQUEST_CODE_NOT_SUPPORTED
-naming it.
+DELETE_TOPIC_IN_NAMESRV (216), GET_TOPICS_BY_CLUSTER (224), QUERY_DATA_VERSION (322),
+WIPE_WRITE_PERM_OF_BROKER (205) / ADD_WRITE_PERM_OF_BROKER (327), GET_NAMESRV_CONFIG (319) /
+UPDATE_NAMESRV_CONFIG (318, rmq.namesrv.configuration), and the KV config codes (PUT 100,
+GET 101, DELETE 102, GET_KVLIST_BY_NAMESPACE 219; rmq.namesrv.kv_config, bounded and persisted
+as Java's kvConfig.json when ``kvConfigPath`` is set). GET_KV_CONFIG_BY_VALUE (217, which
+ali-ons sends and Java 4.x no longer knows) and DELETE_KV_CONFIG_BY_VALUE (218) answer
+QUERY_NOT_FOUND, which the client swallows, instead of REQUEST_CODE_NOT_SUPPORTED. Any other
+code gets REQUEST_CODE_NOT_SUPPORTED naming it.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
+from rmq.namesrv.configuration import ConfigUpdateRefused
+from rmq.namesrv.kv_config import KVConfigRefused
 from rmq.namesrv.route_manager import RegistrationRefused
+from rmq.remoting.body.ops import KVTable, decode_properties, encode_properties
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
     GetKVConfigRequestHeader,
     GetRouteInfoRequestHeader,
+    PutKVConfigRequestHeader,
     RegisterBrokerRequestHeader,
     UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
 )
 
 if TYPE_CHECKING:
@@ -51,9 +59,10 @@ class NamesrvProcessor:
     def __init__(self, controller: NamesrvController) -> None:
         self.controller = controller
         self.route = controller.route_info_manager
-        self.kv: dict[str, dict[str, str]] = {}
+        self.kv = controller.kv_config_manager
         self._rate_log = RateLimitedLog(log)
-        self._handlers: dict[int, Callable[[Connection, RemotingCommand], RemotingCommand]] = {
+        self._handlers: dict[int, Callable[[Connection, RemotingCommand],
+                                           RemotingCommand | Awaitable[RemotingCommand]]] = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
@@ -68,12 +77,17 @@ class NamesrvProcessor:
             RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
             GET_KV_CONFIG_BY_VALUE: self.kv_by_value,
             DELETE_KV_CONFIG_BY_VALUE: self.kv_by_value,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_config,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
         }
 
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    def process_request(self, conn: Connection,
+                        cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         handler = self._handlers.get(cmd.code)
         if handler is None:
             self._rate_log.warning(f"unsupported:{conn.remote_addr}",
@@ -81,11 +95,24 @@ class NamesrvProcessor:
                                    conn.remote_addr, cmd.code)
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported", {})
         try:
-            return handler(conn, cmd)
+            result = handler(conn, cmd)
         except RemotingCommandError as e:
-            self._rate_log.warning(f"bad-request:{conn.remote_addr}", "namesrv: bad request code=%s from %s: %s",
-                              cmd.code, conn.remote_addr, clip(e))
-            return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(e), {})
+            return self._bad_request(conn, cmd, e)
+        if inspect.isawaitable(result):
+            return self._finish(conn, cmd, result)
+        return result
+
+    async def _finish(self, conn: Connection, cmd: RemotingCommand,
+                      result: Awaitable[RemotingCommand]) -> RemotingCommand:
+        try:
+            return await result
+        except RemotingCommandError as e:
+            return self._bad_request(conn, cmd, e)
+
+    def _bad_request(self, conn: Connection, cmd: RemotingCommand, e: RemotingCommandError) -> RemotingCommand:
+        self._rate_log.warning(f"bad-request:{conn.remote_addr}", "namesrv: bad request code=%s from %s: %s",
+                               cmd.code, conn.remote_addr, clip(e))
+        return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(e), {})
 
     # -- brokers --------------------------------------------------------------------------
 
@@ -145,7 +172,7 @@ class NamesrvProcessor:
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {clip_remark(h.topic)}" + FAQ, {}
             )
-        order_conf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, {}).get(h.topic)
+        order_conf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, h.topic)
         if order_conf:
             route["orderTopicConf"] = order_conf
         return cmd.response(ResponseCode.SUCCESS, None, {}, _json(route))
@@ -170,59 +197,93 @@ class NamesrvProcessor:
 
     # -- KV config ------------------------------------------------------------------------
 
-    def put_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        ns, key, value = (cmd.ext_fields.get(k) for k in ("namespace", "key", "value"))
-        if not ns or not key or value is None:
-            raise RemotingCommandError("PutKVConfigRequestHeader needs namespace, key and value")
-        ns, key, value = str(ns), str(key), str(value)
-        cfg = self.controller.config
-        if len(ns) > cfg.max_kv_key_chars or len(key) > cfg.max_kv_key_chars:
-            return self._kv_refused(conn, cmd, f"namespace and key are at most {cfg.max_kv_key_chars} characters "
-                                               f"(maxKvKeyChars)")
-        if len(value) > cfg.max_kv_value_chars:
-            return self._kv_refused(conn, cmd, f"value of {len(value)} characters is longer than maxKvValueChars="
-                                               f"{cfg.max_kv_value_chars}")
-        table = self.kv.get(ns)
-        if table is None:
-            if len(self.kv) >= cfg.max_kv_namespaces:
-                return self._kv_refused(conn, cmd, f"{len(self.kv)} namespaces already (maxKvNamespaces="
-                                                   f"{cfg.max_kv_namespaces})")
-            table = self.kv[ns] = {}
-        if key not in table and len(table) >= cfg.max_kv_entries_per_namespace:
-            return self._kv_refused(conn, cmd, f"namespace {clip(ns)} already has {len(table)} keys "
-                                               f"(maxKvEntriesPerNamespace={cfg.max_kv_entries_per_namespace})")
-        table[key] = value
-        return cmd.response(ResponseCode.SUCCESS, None, {})
+    async def put_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Java DefaultRequestProcessor.putKVConfig; answered once the file (if any) is written."""
+        h = PutKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            self.kv.put(h.namespace, h.key, h.value)
+        except KVConfigRefused as e:
+            self._rate_log.warning(f"kv-refused:{conn.remote_addr}", "namesrv: PUT_KV_CONFIG from %s refused: %s",
+                                   conn.remote_addr, e)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"PUT_KV_CONFIG refused: {clip_remark(e)}", {})
+        return await self._persist_kv(cmd)
 
-    def _kv_refused(self, conn: Connection, cmd: RemotingCommand, why: str) -> RemotingCommand:
-        self._rate_log.warning(f"kv-refused:{conn.remote_addr}", "namesrv: PUT_KV_CONFIG from %s refused: %s",
-                          conn.remote_addr, why)
-        return cmd.response(ResponseCode.SYSTEM_ERROR, f"PUT_KV_CONFIG refused: {why}", {})
+    async def _persist_kv(self, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            await self.kv.persist()
+        except OSError as e:
+            self._rate_log.warning("kv-persist", "namesrv: writing %s failed: %s", self.kv.path, e)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"KV config changed in memory but writing "
+                                f"{self.kv.path} failed: {clip_remark(e)}", {})
+        return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def get_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
-        value = self.kv.get(h.namespace, {}).get(h.key)
+        value = self.kv.get(h.namespace, h.key)
         if value is None:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND,
                                 f"No config item, Namespace: {clip_remark(h.namespace)} Key: {clip_remark(h.key)}", {})
         return cmd.response(ResponseCode.SUCCESS, None, {"value": value})
 
-    def delete_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+    async def delete_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Java deleteKVConfig: SUCCESS whether or not the item existed."""
         h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
-        table = self.kv.get(h.namespace)
-        if table is not None:
-            table.pop(h.key, None)
-            if not table:
-                del self.kv[h.namespace]
-        return cmd.response(ResponseCode.SUCCESS, None, {})
+        self.kv.delete(h.namespace, h.key)
+        return await self._persist_kv(cmd)
 
     def get_kv_list_by_namespace(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         ns = str(cmd.ext_fields.get("namespace") or "")
-        table = self.kv.get(ns)
+        table = self.kv.namespace(ns)
         if not table:
             return cmd.response(ResponseCode.QUERY_NOT_FOUND, f"No config item, Namespace: {clip_remark(ns)}", {})
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"table": table}))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, KVTable(table).encode())
 
     def kv_by_value(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.QUERY_NOT_FOUND,
                             f"request code {cmd.code} (KV config by value) is not kept here", {})
+
+    # -- write permission (Java RouteInfoManager.wipeWritePermOfBrokerByLock) ---------------
+
+    def wipe_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        n = self.route.wipe_write_perm_of_broker(h.broker_name)
+        self._rate_log.info("wipe-perm", "wipe write perm of broker[%s], client: %s, %d", clip(h.broker_name),
+                            conn.remote_addr, n)
+        return cmd.response(ResponseCode.SUCCESS, None, {"wipeTopicCount": str(n)})
+
+    def add_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
+        n = self.route.add_write_perm_of_broker(h.broker_name)
+        self._rate_log.info("add-perm", "add write perm of broker[%s], client: %s, %d", clip(h.broker_name),
+                            conn.remote_addr, n)
+        return cmd.response(ResponseCode.SUCCESS, None, {"addTopicCount": str(n)})
+
+    # -- configuration (Java DefaultRequestProcessor.getConfig / updateConfig) --------------
+
+    def get_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        props = self.controller.configuration.properties()
+        if props.get("listenPort") == 0:  # an ephemeral port: show the bound one
+            props["listenPort"] = self.controller.port
+        return cmd.response(ResponseCode.SUCCESS, None, {}, encode_properties(props))
+
+    async def update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        body = cmd.body_bytes()
+        if not body:
+            return cmd.response(ResponseCode.SUCCESS, None, {})  # Java: nothing to update
+        try:
+            props = decode_properties(body)
+        except RemotingCommandError:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "string2Properties error", {})
+        self._rate_log.info("update-config", "updateConfig called by %s: %s", conn.remote_addr, clip(props))
+        try:
+            await self.controller.configuration.update(props)
+        except ConfigUpdateRefused as e:
+            self._rate_log.warning(f"config-refused:{conn.remote_addr}", "namesrv: UPDATE_NAMESRV_CONFIG from %s "
+                                   "refused: %s", conn.remote_addr, clip(e))
+            code = ResponseCode.NO_PERMISSION if e.black_list else ResponseCode.SYSTEM_ERROR
+            return cmd.response(code, clip_remark(e), {})
+        except OSError as e:
+            self._rate_log.warning("config-persist", "namesrv: persisting the config failed: %s", e)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"config updated in memory but writing "
+                                f"{self.controller.config.config_store_path} failed: {clip_remark(e)}", {})
+        return cmd.response(ResponseCode.SUCCESS, None, {})

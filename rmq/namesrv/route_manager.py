@@ -419,6 +419,37 @@ class RouteInfoManager:
     def delete_topic(self, topic: str) -> None:
         self.topic_queue_table.pop(topic, None)
 
+    # -- write permission (Java RouteInfoManager.operateWritePermOfBroker) ------------------
+
+    def wipe_write_perm_of_broker(self, broker_name: str) -> int:
+        """Clear the write bit of ``broker_name``'s queue data in every topic route, so
+        producers stop sending to it (a broker being drained); returns how many topics.
+
+        It lasts until the broker's next registration that carries a changed topic table
+        (a topic created, updated or deleted there): the name server then takes the broker's
+        own perms again, as Java's (``registerBroker`` rebuilds the queue data only when the
+        table's dataVersion changed; the periodic registration with the same version keeps the
+        wiped perm). ADD_WRITE_PERM_OF_BROKER undoes it.
+        """
+        n = 0
+        for queues in self.topic_queue_table.values():
+            qd = queues.get(broker_name)
+            if qd is not None:
+                qd.perm &= ~PermName.PERM_WRITE
+                n += 1
+        return n
+
+    def add_write_perm_of_broker(self, broker_name: str) -> int:
+        """Set ``broker_name``'s queue data in every topic route to read + write (Java sets
+        ``PERM_READ | PERM_WRITE``, dropping any other bit); returns how many topics."""
+        n = 0
+        for queues in self.topic_queue_table.values():
+            qd = queues.get(broker_name)
+            if qd is not None:
+                qd.perm = PermName.READ_WRITE
+                n += 1
+        return n
+
     # -- queries --------------------------------------------------------------------------
 
     def pick_topic_route_data(self, topic: str) -> dict[str, Any] | None:

@@ -706,3 +706,60 @@ __all__ += ["GetConsumeStatsInBrokerHeader", "ViewBrokerStatsDataRequestHeader"]
 # Admin headers: name-server config, write perm, KV config, store maintenance
 # (43, 45, 100-102, 205, 207, 306, 318, 319, 321, 327, 329).
 # (the ops engineer adds here)
+
+
+@header
+class WipeWritePermOfBrokerRequestHeader(Header):
+    """WIPE_WRITE_PERM_OF_BROKER (205) and ADD_WRITE_PERM_OF_BROKER (327; Java
+    ``AddWritePermOfBrokerRequestHeader``, the same single field), to a name server."""
+
+    broker_name: str = w("brokerName")
+
+
+@header
+class WipeWritePermOfBrokerResponseHeader(Header):
+    """The topics whose queue data of that broker lost write permission."""
+
+    wipe_topic_count: int = w("wipeTopicCount", default=0)
+
+
+@header
+class AddWritePermOfBrokerResponseHeader(Header):
+    """The topics whose queue data of that broker got read + write permission back."""
+
+    add_topic_count: int = w("addTopicCount", default=0)
+
+
+@header
+class PutKVConfigRequestHeader(Header):
+    """PUT_KV_CONFIG (100)."""
+
+    namespace: str = w("namespace")
+    key: str = w("key")
+    value: str = w("value")
+
+
+@header
+class DeleteSubscriptionGroupRequestHeader(Header):
+    """DELETE_SUBSCRIPTIONGROUP (207): ``remove_offset`` also drops the group's committed
+    offsets (Java 4.9.8's field; default false)."""
+
+    group_name: str = w("groupName")
+    remove_offset: bool = w("removeOffset", default=False)
+
+
+@header
+class QueryConsumeQueueRequestHeader(Header):
+    """QUERY_CONSUME_QUEUE (321): ``count`` units of ``topic``/``queue_id`` from ``index``;
+    ``consumer_group`` adds the group's subscription."""
+
+    topic: str = w("topic")
+    queue_id: int = w("queueId")
+    index: int = w("index", int64=True)
+    count: int = w("count")
+    consumer_group: str | None = w("consumerGroup", default=None)
+
+
+__all__ += ["AddWritePermOfBrokerResponseHeader", "DeleteSubscriptionGroupRequestHeader", "PutKVConfigRequestHeader",
+            "QueryConsumeQueueRequestHeader", "WipeWritePermOfBrokerRequestHeader",
+            "WipeWritePermOfBrokerResponseHeader"]

@@ -513,3 +513,145 @@ __all__ += ["get_broker_config", "get_broker_consume_stats", "get_broker_runtime
 # Admin builders and parsers: name-server config, write perm, KV config, store maintenance
 # (43, 45, 100-102, 205, 207, 306, 318, 319, 321, 327, 329).
 # (the ops engineer adds here)
+from rmq.remoting.body import ops as _ops_body  # noqa: E402  (this section's bodies)
+
+
+def get_namesrv_config() -> RemotingCommand:
+    """GET_NAMESRV_CONFIG (319) to one name server."""
+    return _request(RequestCode.GET_NAMESRV_CONFIG)
+
+
+def parse_namesrv_config(resp: RemotingCommand) -> dict[str, str]:
+    """The name server's configuration as ``{key: value}`` (Java properties text)."""
+    check_success(resp)
+    return _ops_body.decode_properties(resp.body_bytes())
+
+
+def update_namesrv_config(props: Mapping[str, str]) -> RemotingCommand:
+    """UPDATE_NAMESRV_CONFIG (318) with ``props`` as properties text; answered by SUCCESS."""
+    return _request(RequestCode.UPDATE_NAMESRV_CONFIG, None, _ops_body.encode_properties(props))
+
+
+def wipe_write_perm_of_broker(broker_name: str) -> RemotingCommand:
+    """WIPE_WRITE_PERM_OF_BROKER (205) to one name server."""
+    return _request(RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+                    _h.WipeWritePermOfBrokerRequestHeader(broker_name=broker_name))
+
+
+def parse_wipe_write_perm(resp: RemotingCommand) -> int:
+    """``wipeTopicCount``: the topics of that broker that lost write permission."""
+    check_success(resp)
+    return _h.WipeWritePermOfBrokerResponseHeader.from_ext_fields(resp.ext_fields).wipe_topic_count
+
+
+def add_write_perm_of_broker(broker_name: str) -> RemotingCommand:
+    """ADD_WRITE_PERM_OF_BROKER (327) to one name server."""
+    return _request(RequestCode.ADD_WRITE_PERM_OF_BROKER,
+                    _h.WipeWritePermOfBrokerRequestHeader(broker_name=broker_name))
+
+
+def parse_add_write_perm(resp: RemotingCommand) -> int:
+    """``addTopicCount``: the topics of that broker made read + write again."""
+    check_success(resp)
+    return _h.AddWritePermOfBrokerResponseHeader.from_ext_fields(resp.ext_fields).add_topic_count
+
+
+def put_kv_config(namespace: str, key: str, value: str) -> RemotingCommand:
+    """PUT_KV_CONFIG (100); answered by SUCCESS."""
+    return _request(RequestCode.PUT_KV_CONFIG, _h.PutKVConfigRequestHeader(namespace=namespace, key=key, value=value))
+
+
+def get_kv_config(namespace: str, key: str) -> RemotingCommand:
+    """GET_KV_CONFIG (101)."""
+    return _request(RequestCode.GET_KV_CONFIG, _h.GetKVConfigRequestHeader(namespace=namespace, key=key))
+
+
+def parse_kv_config(resp: RemotingCommand) -> str | None:
+    """The value, or None when the name server has no such item (QUERY_NOT_FOUND)."""
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    check_success(resp)
+    value = resp.ext_fields.get("value")
+    return None if value is None else str(value)
+
+
+def delete_kv_config(namespace: str, key: str) -> RemotingCommand:
+    """DELETE_KV_CONFIG (102; Java ``DeleteKVConfigRequestHeader``, namespace and key);
+    answered by SUCCESS whether or not the item existed."""
+    return _request(RequestCode.DELETE_KV_CONFIG, _h.GetKVConfigRequestHeader(namespace=namespace, key=key))
+
+
+def get_kv_list_by_namespace(namespace: str) -> RemotingCommand:
+    """GET_KVLIST_BY_NAMESPACE (219; the header's only field is ``namespace``)."""
+    cmd = _request(RequestCode.GET_KVLIST_BY_NAMESPACE)
+    cmd.ext_fields = {"namespace": namespace}
+    return cmd
+
+
+def parse_kv_list(resp: RemotingCommand) -> dict[str, str]:
+    """The namespace's ``{key: value}``; empty when the name server has none (QUERY_NOT_FOUND)."""
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return {}
+    check_success(resp)
+    return _ops_body.KVTable.decode(resp.body_bytes()).table
+
+
+def delete_subscription_group(group: str, remove_offset: bool = False) -> RemotingCommand:
+    """DELETE_SUBSCRIPTIONGROUP (207) to one broker; answered by SUCCESS."""
+    return _request(RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                    _h.DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset))
+
+
+def clean_expired_consume_queue() -> RemotingCommand:
+    """CLEAN_EXPIRED_CONSUMEQUEUE (306) to one broker; answered by SUCCESS."""
+    return _request(RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+
+
+def delete_expired_commit_log() -> RemotingCommand:
+    """DELETE_EXPIRED_COMMITLOG (329) to one broker; answered by SUCCESS (the deletion runs
+    at the broker's next clean run)."""
+    return _request(RequestCode.DELETE_EXPIRED_COMMITLOG)
+
+
+def query_consume_queue(topic: str, queue_id: int, index: int, count: int,
+                        consumer_group: str | None = None) -> RemotingCommand:
+    """QUERY_CONSUME_QUEUE (321) to one broker."""
+    return _request(RequestCode.QUERY_CONSUME_QUEUE, _h.QueryConsumeQueueRequestHeader(
+        topic=topic, queue_id=queue_id, index=index, count=count, consumer_group=consumer_group))
+
+
+def parse_query_consume_queue(resp: RemotingCommand) -> _ops_body.QueryConsumeQueueResponseBody:
+    """A :class:`rmq.remoting.body.ops.QueryConsumeQueueResponseBody`; an answer without a body
+    (Java: the index is past the queue's end) has no units and index range 0..0."""
+    check_success(resp)
+    return _ops_body.QueryConsumeQueueResponseBody.decode(resp.body_bytes())
+
+
+def get_all_consumer_offset() -> RemotingCommand:
+    """GET_ALL_CONSUMER_OFFSET (43) to one broker (a slave syncs its master's offsets with it)."""
+    return _request(RequestCode.GET_ALL_CONSUMER_OFFSET)
+
+
+def parse_all_consumer_offset(resp: RemotingCommand) -> dict[str, dict[int, int]]:
+    """``{"topic@group": {queue_id: offset}}``."""
+    check_success(resp)
+    return _ops_body.ConsumerOffsetTable.decode(resp.body_bytes()).offset_table
+
+
+def get_all_delay_offset() -> RemotingCommand:
+    """GET_ALL_DELAY_OFFSET (45) to one broker."""
+    return _request(RequestCode.GET_ALL_DELAY_OFFSET)
+
+
+def parse_all_delay_offset(resp: RemotingCommand) -> dict[int, int]:
+    """``{delay_level: offset}`` in SCHEDULE_TOPIC_XXXX."""
+    check_success(resp)
+    return _ops_body.DelayOffsetTable.decode(resp.body_bytes()).offset_table
+
+
+__all__ += ["add_write_perm_of_broker", "clean_expired_consume_queue", "delete_expired_commit_log",
+            "delete_kv_config", "delete_subscription_group", "get_all_consumer_offset", "get_all_delay_offset",
+            "get_kv_config", "get_kv_list_by_namespace", "get_namesrv_config", "parse_add_write_perm",
+            "parse_all_consumer_offset", "parse_all_delay_offset", "parse_kv_config", "parse_kv_list",
+            "parse_namesrv_config", "parse_query_consume_queue", "parse_wipe_write_perm", "put_kv_config",
+            "query_consume_queue", "update_namesrv_config", "wipe_write_perm_of_broker"]

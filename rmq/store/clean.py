@@ -19,6 +19,10 @@ __all__ = ["CleanCommitLogService", "CleanConsumeQueueService", "disk_used_ratio
 
 log = logging.getLogger("rmq.store")
 
+#: Clean runs a DELETE_EXPIRED_COMMITLOG request makes "manual" (Java
+#: CleanCommitLogService.MAX_MANUAL_DELETE_FILE_TIMES).
+MAX_MANUAL_DELETE_FILE_TIMES = 20
+
 
 def disk_used_ratio(path: str) -> float:
     """Used fraction (0..1) of the file system holding ``path`` (1.0 when unreadable)."""
@@ -45,6 +49,16 @@ class CleanCommitLogService:
         self.disk_full = False
         self.disk_full_remark = ""
         self._space_needed = 0              # free bytes needed before a disk-full refusal ends
+        self.manual_delete_runs = 0         # clean runs still to delete as if at deleteWhen
+
+    def execute_delete_files_manually(self) -> None:
+        """DELETE_EXPIRED_COMMITLOG (Java ``executeDeleteFilesManually``): the next
+        ``MAX_MANUAL_DELETE_FILE_TIMES`` (20) clean runs delete expired files whatever the hour
+        (``deleteWhen``); files younger than ``fileReservedTime`` are still kept."""
+        if self.manual_delete_runs == 0:  # one line per request burst, however often it is repeated
+            log.info("executeDeleteFilesManually was invoked: the next %d clean runs delete expired CommitLog files",
+                     MAX_MANUAL_DELETE_FILE_TIMES)
+        self.manual_delete_runs = MAX_MANUAL_DELETE_FILE_TIMES
 
     def _path(self) -> str:
         path = self.store.commit_log.mfq.store_path
@@ -96,6 +110,9 @@ class CleanCommitLogService:
         clean_now = cfg.clean_file_forcibly_enable and (
             ratio > cfg.disk_space_clean_forcibly_ratio / 100.0 or self.disk_full)
         n = 0
+        if not manual and self.manual_delete_runs > 0:
+            self.manual_delete_runs -= 1
+            manual = True
         if manual or space_full or self._is_time_to_delete():
             expired_ms = cfg.file_reserved_time * 3600 * 1000
             n = store.commit_log.delete_expired_files(expired_ms, space_full or clean_now,

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, overload
 
 from rmq import _store
+from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import decode_offset_msg_id
 from rmq.common.tasks import BackgroundTasks
@@ -654,6 +655,42 @@ class MessageStore:
     # ======================================================================================
     # retention
     # ======================================================================================
+    def execute_delete_files_manually(self) -> None:
+        """DELETE_EXPIRED_COMMITLOG: the next clean runs delete expired CommitLog files at any
+        hour (rmq.store.clean.CleanCommitLogService.execute_delete_files_manually)."""
+        self.clean_commit_log.execute_delete_files_manually()
+
+    def clean_expired_consumer_queue(self) -> int:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (Java ``DefaultMessageStore.cleanExpiredConsumerQueue``):
+        destroy every ConsumeQueue (but ``SCHEDULE_TOPIC_XXXX``'s) whose last record ends below
+        the CommitLog's minimum offset, i.e. whose messages all aged out, and forget its next
+        queue offset (a new message there starts at 0 again, as in Java); a topic left without
+        queues is dropped. Then trim the other queues' leading units below that minimum (the
+        clean service's usual pass). Returns how many queues were destroyed."""
+        min_phy = self.commit_log.min_offset
+        n = 0
+        for topic in list(self.consume_queue_table):
+            if topic == TopicValidator.RMQ_SYS_SCHEDULE_TOPIC:
+                continue
+            queues = self.consume_queue_table[topic]
+            for qid, cq in list(queues.items()):
+                last = cq.max_physic_offset
+                if last != -1 and last < min_phy:
+                    log.info("cleanExpiredConsumerQueue: %s %d destroyed, CommitLog min offset %d, queue's last "
+                             "record ends at %d", clip(topic), qid, min_phy, last)
+                    self.commit_log.topic_queue_table.pop((topic, qid), None)
+                    cq.destroy()
+                    del queues[qid]
+                    n += 1
+            if not queues:
+                del self.consume_queue_table[topic]
+                try:
+                    os.rmdir(os.path.join(self.config.consume_queue_dir, topic))
+                except OSError:
+                    pass
+        self.clean_consume_queue.clean()
+        return n
+
     def delete_expired_files(self, manual: bool = False) -> int:
         """One clean run (CleanCommitLogService then CleanConsumeQueueService): returns how
         many CommitLog files were deleted. See rmq.store.clean."""

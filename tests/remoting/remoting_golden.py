@@ -57,3 +57,31 @@ def mqadmin_exchanges(request_code: int) -> list[tuple[dict, dict | None]]:
                        and r["cmd"].opaque == row["cmd"].opaque), None)
         out.append((row, answer))
     return out
+
+
+def ha_frames() -> list[dict]:
+    """Apache RocketMQ 4.9.8 master and slave with the Java name server: the slave's
+    registrations and its metadata sync from the master (GET_ALL_TOPIC_CONFIG 21,
+    GET_ALL_CONSUMER_OFFSET 43, GET_ALL_DELAY_OFFSET 45, GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201,
+    GET_BROKER_RUNTIME_INFO 28, ...), requests and answers."""
+    return load("rocketmq-4.9.8-ha-frames.jsonl")
+
+
+def exchanges(rows: list[dict], request_code: int) -> list[tuple[dict, dict | None]]:
+    """``(request row, response row or None)`` for every request with ``request_code`` in
+    ``rows`` (a capture's rows): the answer is the first later response row that names the same
+    ``request_code`` and opaque. (Each mqadmin command runs in its own JVM and starts its
+    opaques anew, so an opaque alone pairs a request with another command's answer.) Each row
+    gets ``cmd``, its decoded RemotingCommand."""
+    from rmq.remoting.codec import decode_frame
+
+    for row in rows:
+        row.setdefault("cmd", decode_frame(row["frame"]))
+    out = []
+    for i, row in enumerate(rows):
+        if row["flag"] & 1 or row["code"] != request_code:
+            continue
+        answer = next((r for r in rows[i + 1:] if r["flag"] & 1 and r.get("request_code") == request_code
+                       and r["cmd"].opaque == row["cmd"].opaque), None)
+        out.append((row, answer))
+    return out

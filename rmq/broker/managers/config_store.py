@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import msgpack
 
+from rmq.common.files import atomic_write
 from rmq.common.log import RateLimitedLog
 
 log = logging.getLogger("rmq.broker")
@@ -36,23 +37,6 @@ _rl = RateLimitedLog(log)
 # "surrogatepass" is only a last line of defence: a name that slipped through must not make
 # its whole table unwritable.
 _UNICODE_ERRORS = "surrogatepass"
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new content."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ConfigManager(abc.ABC):

@@ -98,3 +98,14 @@ class ConsumerOffsetManager(ConfigManager):
         for key in [k for k in self.offset_table if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic]:
             del self.offset_table[key]
             self.dirty = True
+
+    def remove_offset(self, group: str) -> int:
+        """Drop every ``topic@group`` entry of ``group`` (Java ``removeOffset``, used by
+        DELETE_SUBSCRIPTIONGROUP with removeOffset); returns how many topics it had."""
+        keys = [k for k in self.offset_table if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group]
+        for key in keys:
+            del self.offset_table[key]
+        if keys:
+            self.dirty = True
+            _rl.info("offsets-removed", "removed the offsets of group %s (%d topics)", group, len(keys))
+        return len(keys)

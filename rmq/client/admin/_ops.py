@@ -1,10 +1,131 @@
 """Name-server configuration, broker write permission, KV config and store maintenance (Java
-``DefaultMQAdminExt`` getNameServerConfig, wipeWritePermOfBroker, cleanExpiredConsumerQueue,
-deleteExpiredCommitLog, queryConsumeQueue, deleteSubscriptionGroup)."""
+``DefaultMQAdminExt`` getNameServerConfig, updateNameServerConfig, wipeWritePermOfBroker,
+addWritePermOfBroker, createAndUpdateKvConfig, deleteKvConfig, deleteSubscriptionGroup,
+cleanExpiredConsumerQueue, deleteExpiredCommitLog, queryConsumeQueue; and the metadata dumps a
+slave syncs, GET_ALL_CONSUMER_OFFSET / GET_ALL_DELAY_OFFSET)."""
 from __future__ import annotations
 
-from ._base import AdminBase
+from collections.abc import Mapping, Sequence
+
+from rmq.remoting import requests as rq
+from rmq.remoting.body.ops import ConsumeQueueData, QueryConsumeQueueResponseBody
+
+from ._base import AdminBase, AdminError
+
+__all__ = ["ConsumeQueueData", "OpsAdmin", "QueryConsumeQueueResponseBody"]
 
 
 class OpsAdmin(AdminBase):
     """Operations of :class:`rmq.client.admin.Admin` on name servers and brokers' stores."""
+
+    def _namesrvs(self, namesrv_addrs: Sequence[str] | None) -> list[str]:
+        return list(namesrv_addrs) if namesrv_addrs else list(self.namesrv_addrs)
+
+    # -- name servers ---------------------------------------------------------------------
+
+    async def get_name_server_config(self, namesrv_addrs: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
+        """GET_NAMESRV_CONFIG from each name server (default: every one the admin knows):
+        ``{namesrv_addr: {key: value}}``."""
+        return {a: await self._call(a, rq.get_namesrv_config(), rq.parse_namesrv_config)
+                for a in self._namesrvs(namesrv_addrs)}
+
+    async def update_name_server_config(self, properties: Mapping[str, str],
+                                        namesrv_addrs: Sequence[str] | None = None) -> None:
+        """UPDATE_NAMESRV_CONFIG to each name server (default: every one); the first refusal
+        raises AdminError (an rmq name server refuses unknown keys, bad values and properties
+        that need a restart, and changes nothing then)."""
+        if not properties:
+            raise ValueError("no property to update")
+        for a in self._namesrvs(namesrv_addrs):
+            await self._call_ok(a, rq.update_namesrv_config(properties))
+
+    async def wipe_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER on one name server: producers stop routing to
+        ``broker_name``; returns how many topics were changed."""
+        return await self._call(namesrv_addr, rq.wipe_write_perm_of_broker(broker_name), rq.parse_wipe_write_perm)
+
+    async def add_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
+        """ADD_WRITE_PERM_OF_BROKER on one name server (undoes a wipe); returns how many topics."""
+        return await self._call(namesrv_addr, rq.add_write_perm_of_broker(broker_name), rq.parse_add_write_perm)
+
+    # -- KV config ------------------------------------------------------------------------
+
+    async def create_and_update_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """PUT_KV_CONFIG to every name server (as Java's admin)."""
+        await self._call_each_namesrv(lambda: rq.put_kv_config(namespace, key, value), rq.check_success)
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        """DELETE_KV_CONFIG on every name server (succeeds whether or not the item exists)."""
+        await self._call_each_namesrv(lambda: rq.delete_kv_config(namespace, key), rq.check_success)
+
+    async def get_kv_config(self, namespace: str, key: str) -> str | None:
+        """GET_KV_CONFIG from the first name server that answers; None when it has no such item."""
+        return await self._call_namesrv(rq.get_kv_config(namespace, key), rq.parse_kv_config)
+
+    async def get_kv_list_by_namespace(self, namespace: str) -> dict[str, str]:
+        """GET_KVLIST_BY_NAMESPACE: the namespace's items (empty when there are none)."""
+        return await self._call_namesrv(rq.get_kv_list_by_namespace(namespace), rq.parse_kv_list)
+
+    # -- brokers --------------------------------------------------------------------------
+
+    async def delete_subscription_group(self, addr: str, group: str, remove_offset: bool = False) -> None:
+        """DELETE_SUBSCRIPTIONGROUP on one broker; ``remove_offset`` (default False) also drops
+        the group's committed offsets there."""
+        await self._call_ok(addr, rq.delete_subscription_group(group, remove_offset))
+
+    async def _all_addrs(self, cluster: str | None) -> list[str]:
+        """Every broker address (masters and slaves) of ``cluster``, or of every cluster (Java
+        ``ClusterInfo.retrieveAllAddrByCluster``)."""
+        info = await self.examine_broker_cluster_info()
+        if cluster and cluster not in info.cluster_addr_table:
+            raise AdminError(f"cluster [{cluster}] is not known to the name server")
+        clusters = [cluster] if cluster else list(info.cluster_addr_table)
+        out: list[str] = []
+        for c in clusters:
+            for name in info.cluster_addr_table.get(c, ()):
+                bd = info.broker_addr_table.get(name)
+                if bd is not None:
+                    out += [a for _, a in sorted(bd.broker_addrs.items()) if a not in out]
+        if not out:
+            raise AdminError("no broker is registered with the name server")
+        return out
+
+    async def clean_expired_consumer_queue_by_addr(self, addr: str) -> bool:
+        """CLEAN_EXPIRED_CONSUMEQUEUE on one broker: destroys the consume queues whose messages
+        all aged out of the CommitLog. True when the broker answered SUCCESS."""
+        await self._call_ok(addr, rq.clean_expired_consume_queue())
+        return True
+
+    async def clean_expired_consumer_queue(self, cluster: str | None = None) -> bool:
+        """CLEAN_EXPIRED_CONSUMEQUEUE on every broker of ``cluster`` (default: of every cluster)."""
+        for addr in await self._all_addrs(cluster):
+            await self.clean_expired_consumer_queue_by_addr(addr)
+        return True
+
+    async def delete_expired_commit_log_by_addr(self, addr: str) -> bool:
+        """DELETE_EXPIRED_COMMITLOG on one broker: its next clean runs delete CommitLog files
+        older than ``fileReservedTime`` whatever ``deleteWhen`` says. True on SUCCESS."""
+        await self._call_ok(addr, rq.delete_expired_commit_log())
+        return True
+
+    async def delete_expired_commit_log(self, cluster: str | None = None) -> bool:
+        """DELETE_EXPIRED_COMMITLOG on every broker of ``cluster`` (default: of every cluster)."""
+        for addr in await self._all_addrs(cluster):
+            await self.delete_expired_commit_log_by_addr(addr)
+        return True
+
+    async def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int, count: int = 10,
+                                  consumer_group: str | None = None) -> QueryConsumeQueueResponseBody:
+        """QUERY_CONSUME_QUEUE: ``count`` (default 10, as mqadmin) units of one queue from
+        ``index``, the queue's index range and, with ``consumer_group``, its subscription."""
+        return await self._call(broker_addr, rq.query_consume_queue(topic, queue_id, index, count, consumer_group),
+                                rq.parse_query_consume_queue)
+
+    async def get_all_consumer_offset(self, broker_addr: str) -> dict[str, dict[int, int]]:
+        """GET_ALL_CONSUMER_OFFSET: the broker's committed offsets, ``{"topic@group": {queue_id:
+        offset}}``."""
+        return await self._call(broker_addr, rq.get_all_consumer_offset(), rq.parse_all_consumer_offset)
+
+    async def get_all_delay_offset(self, broker_addr: str) -> dict[int, int]:
+        """GET_ALL_DELAY_OFFSET: the schedule service's progress, ``{delay_level: offset}``."""
+        return await self._call(broker_addr, rq.get_all_delay_offset(), rq.parse_all_delay_offset)

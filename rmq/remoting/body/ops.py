@@ -1,0 +1,209 @@
+"""Bodies of the operations codes: name-server configuration (GET/UPDATE_NAMESRV_CONFIG 319/318,
+Java properties text), the KV table (GET_KVLIST_BY_NAMESPACE 219, Java ``KVTable``), a consume
+queue's units (QUERY_CONSUME_QUEUE 321, Java ``QueryConsumeQueueResponseBody`` /
+``ConsumeQueueData``) and the metadata dumps a slave syncs from its master
+(GET_ALL_CONSUMER_OFFSET 43, Java ``ConsumerOffsetManager.encode``; GET_ALL_DELAY_OFFSET 45,
+Java ``DelayOffsetSerializeWrapper``).
+
+Each type writes what the broker or name server sends (``to_json`` / ``encode``, Java's field
+names) and reads what Java sends (``from_json`` / ``decode``; fastjson writes integer map keys
+unquoted, which :func:`rmq.common.route.loads_fastjson` reads).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from rmq.common.route import loads_fastjson
+from rmq.config import ConfigError, parse_properties
+from rmq.errors import RemotingCommandError
+
+__all__ = [
+    "ConsumeQueueData",
+    "ConsumerOffsetTable",
+    "DelayOffsetTable",
+    "KVTable",
+    "QueryConsumeQueueResponseBody",
+    "decode_properties",
+    "encode_properties",
+]
+
+
+def encode_properties(props: Mapping[str, object]) -> bytes:
+    """``key=value`` lines as Java ``MixAll.properties2String`` writes them (no escaping; a
+    ``None`` value is left out; booleans as ``true``/``false``)."""
+    lines = []
+    for k, v in props.items():
+        if v is None:
+            continue
+        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
+        lines.append(f"{k}={text}\n")
+    return "".join(lines).encode()
+
+
+def decode_properties(body: bytes | None) -> dict[str, str]:
+    """Properties text (Java ``MixAll.string2Properties``, i.e. ``Properties.load``) to a dict;
+    :class:`~rmq.errors.RemotingCommandError` when it is not UTF-8 properties text."""
+    try:
+        return parse_properties((body or b"").decode("utf-8"))
+    except (UnicodeDecodeError, ConfigError) as e:
+        raise RemotingCommandError(f"malformed properties body: {e}") from None
+
+
+def _obj(body: bytes | memoryview | None, what: str) -> dict[str, Any]:
+    try:
+        d = loads_fastjson(bytes(body or b"") or b"{}")
+    except ValueError as e:
+        raise RemotingCommandError(f"malformed {what} body: {e}") from None
+    if not isinstance(d, dict):
+        raise RemotingCommandError(f"malformed {what} body: a JSON object was expected")
+    return d
+
+
+def _dumps(obj: object) -> bytes:
+    """Compact UTF-8 JSON; integer map keys become strings. msgspec, not json: the largest
+    answer (GET_ALL_CONSUMER_OFFSET at maxConsumerOffsetKeys=100 000 topic@group pairs of 8
+    queues, 11 MB) encodes in ~30 ms instead of ~1.8 s on the broker's event loop."""
+    return msgspec.json.encode(obj)
+
+
+@dataclass(frozen=True, slots=True)
+class KVTable:
+    """One namespace of the name server's KV config (Java ``KVTable``: ``{"table": {...}}``)."""
+
+    table: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return _dumps({"table": self.table})
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | None) -> KVTable:
+        d = _obj(body, "KVTable")
+        table = d.get("table") or {}
+        if not isinstance(table, dict):
+            raise RemotingCommandError("malformed KVTable body: table is not an object")
+        return cls({str(k): str(v) for k, v in table.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeQueueData:
+    """One ConsumeQueue unit (Java ``ConsumeQueueData``): where the message is in the CommitLog
+    (``physic_offset``, ``physic_size``), its tag hash (``tags_code``), and, for units with an
+    extension (not written by rmq), the extension as JSON, its filter bit map, whether the
+    queried group's filter matches it (``eval``) and a note (``msg``)."""
+
+    physic_offset: int
+    physic_size: int
+    tags_code: int
+    extend_data_json: str | None = None
+    bit_map: str | None = None
+    eval: bool = False
+    msg: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"eval": self.eval, "physicOffset": self.physic_offset, "physicSize": self.physic_size,
+                             "tagsCode": self.tags_code}
+        for wire, v in (("extendDataJson", self.extend_data_json), ("bitMap", self.bit_map), ("msg", self.msg)):
+            if v is not None:
+                d[wire] = v
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ConsumeQueueData:
+        def opt(k: str) -> str | None:
+            v = d.get(k)
+            return None if v is None else str(v)
+
+        return cls(int(d.get("physicOffset", 0)), int(d.get("physicSize", 0)), int(d.get("tagsCode", 0)),
+                   opt("extendDataJson"), opt("bitMap"), bool(d.get("eval", False)), opt("msg"))
+
+    def __str__(self) -> str:
+        """As Java's ``ConsumeQueueData.toString`` (what mqadmin queryCq prints)."""
+        return (f"ConsumeQueueData{{physicOffset={self.physic_offset}, physicSize={self.physic_size}, "
+                f"tagsCode={self.tags_code}, extendDataJson='{_null(self.extend_data_json)}', "
+                f"bitMap='{_null(self.bit_map)}', eval={'true' if self.eval else 'false'}, msg='{_null(self.msg)}'}}")
+
+
+def _null(v: str | None) -> str:
+    return "null" if v is None else v
+
+
+@dataclass(frozen=True, slots=True)
+class QueryConsumeQueueResponseBody:
+    """QUERY_CONSUME_QUEUE's answer: the queue's index range and the units asked for; with a
+    consumer group, the group's subscription of the topic (Java ``SubscriptionData`` JSON,
+    None when the group is not online) and its filter data (text)."""
+
+    max_queue_index: int
+    min_queue_index: int
+    queue_data: list[ConsumeQueueData] | None = None
+    subscription_data: dict[str, Any] | None = None
+    filter_data: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"maxQueueIndex": self.max_queue_index, "minQueueIndex": self.min_queue_index}
+        if self.queue_data is not None:
+            d["queueData"] = [u.to_json() for u in self.queue_data]
+        if self.subscription_data is not None:
+            d["subscriptionData"] = self.subscription_data
+        if self.filter_data is not None:
+            d["filterData"] = self.filter_data
+        return d
+
+    def encode(self) -> bytes:
+        return _dumps(self.to_json())
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | None) -> QueryConsumeQueueResponseBody:
+        d = _obj(body, "QueryConsumeQueueResponseBody")
+        try:
+            units = d.get("queueData")
+            sub = d.get("subscriptionData")
+            return cls(int(d.get("maxQueueIndex", 0)), int(d.get("minQueueIndex", 0)),
+                       None if units is None else [ConsumeQueueData.from_json(u) for u in units],
+                       dict(sub) if isinstance(sub, dict) else None,
+                       None if d.get("filterData") is None else str(d["filterData"]))
+        except (TypeError, ValueError, AttributeError) as e:
+            raise RemotingCommandError(f"malformed QueryConsumeQueueResponseBody: {e}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOffsetTable:
+    """GET_ALL_CONSUMER_OFFSET's answer: ``{"topic@group": {queue_id: offset}}`` (Java
+    ``ConsumerOffsetManager`` JSON, ``offsetTable``)."""
+
+    offset_table: dict[str, dict[int, int]] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return _dumps({"offsetTable": self.offset_table})
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | None) -> ConsumerOffsetTable:
+        d = _obj(body, "ConsumerOffsetManager")
+        try:
+            return cls({str(k): {int(q): int(o) for q, o in v.items()}
+                        for k, v in (d.get("offsetTable") or {}).items()})
+        except (TypeError, ValueError, AttributeError) as e:
+            raise RemotingCommandError(f"malformed ConsumerOffsetManager body: {e}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class DelayOffsetTable:
+    """GET_ALL_DELAY_OFFSET's answer: ``{delay_level: offset}`` in ``SCHEDULE_TOPIC_XXXX`` (Java
+    ``DelayOffsetSerializeWrapper``, ``offsetTable``)."""
+
+    offset_table: dict[int, int] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return _dumps({"offsetTable": self.offset_table})
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | None) -> DelayOffsetTable:
+        d = _obj(body, "DelayOffsetSerializeWrapper")
+        try:
+            return cls({int(k): int(v) for k, v in (d.get("offsetTable") or {}).items()})
+        except (TypeError, ValueError, AttributeError) as e:
+            raise RemotingCommandError(f"malformed DelayOffsetSerializeWrapper body: {e}") from None
