@@ -40,23 +40,9 @@ def mqadmin_frames() -> list[dict]:
 
 def mqadmin_exchanges(request_code: int) -> list[tuple[dict, dict | None]]:
     """``(request row, response row or None)`` for every captured request with ``request_code``
-    in the mqadmin capture; each row has ``cmd``, its decoded RemotingCommand. Responses are
-    matched by opaque on the reverse stream."""
-    from rmq.remoting.codec import decode_frame
-
-    rows = mqadmin_frames()
-    for row in rows:
-        row["cmd"] = decode_frame(row["frame"])
-    reverse = {"client->broker": "broker->client", "client->namesrv": "namesrv->client",
-               "broker->client": "client->broker", "namesrv->client": "client->namesrv"}
-    out = []
-    for row in rows:
-        if row["flag"] & 1 or row["code"] != request_code:
-            continue
-        answer = next((r for r in rows if r["flag"] & 1 and r["stream"] == reverse[row["stream"]]
-                       and r["cmd"].opaque == row["cmd"].opaque), None)
-        out.append((row, answer))
-    return out
+    in the mqadmin capture (see :func:`exchanges`); each row has ``cmd``, its decoded
+    RemotingCommand."""
+    return exchanges(mqadmin_frames(), request_code)
 
 
 def ha_frames() -> list[dict]:

@@ -82,6 +82,7 @@ class OpsAdminProcessor:
         _rlog.info("delete-group", "deleteSubscriptionGroup called by %s: %s removeOffset=%s", conn.remote_addr,
                    clip(h.group_name), h.remove_offset)
         c.subscription_group_manager.delete_subscription_group_config(h.group_name)
+        c.stats.on_group_deleted(h.group_name)   # Java: brokerStatsManager.onGroupDeleted
         if h.remove_offset:
             c.consumer_offset_manager.remove_offset(h.group_name)
         return cmd.response(ResponseCode.SUCCESS, None, {})
