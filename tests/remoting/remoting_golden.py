@@ -50,10 +50,14 @@ def mqadmin_exchanges(request_code: int) -> list[tuple[dict, dict | None]]:
     reverse = {"client->broker": "broker->client", "client->namesrv": "namesrv->client",
                "broker->client": "client->broker", "namesrv->client": "client->namesrv"}
     out = []
-    for row in rows:
+    for i, row in enumerate(rows):
         if row["flag"] & 1 or row["code"] != request_code:
             continue
-        answer = next((r for r in rows if r["flag"] & 1 and r["stream"] == reverse[row["stream"]]
-                       and r["cmd"].opaque == row["cmd"].opaque), None)
+        # Opaques repeat across the capture's connections: an answer is the first later one on
+        # the reverse stream with the same opaque and (when the capture recorded it) the same
+        # request code.
+        answer = next((r for r in rows[i + 1:] if r["flag"] & 1 and r["stream"] == reverse[row["stream"]]
+                       and r["cmd"].opaque == row["cmd"].opaque
+                       and r.get("request_code", request_code) == request_code), None)
         out.append((row, answer))
     return out
