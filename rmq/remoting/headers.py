@@ -668,7 +668,23 @@ class GetKVConfigRequestHeader(Header):
 
 # ---------------------------------------------------------------------------- topics
 # Admin headers: topics, clusters, sendMessage/consumeMessage/printMsg, allocateMQ.
-# (the topics engineer adds here)
+
+
+@header
+class GetTopicsByClusterRequestHeader(Header):
+    """GET_TOPICS_BY_CLUSTER (224)."""
+
+    cluster: str = w("cluster")
+
+
+@header
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+    topic: str = w("topic")
+
+
+__all__ += ["GetTopicsByClusterRequestHeader", "QueryTopicConsumeByWhoRequestHeader"]
 
 
 # ---------------------------------------------------------------------------- index
