@@ -57,8 +57,10 @@ def command(name: str, help: str, *, flags: Callable[[argparse.ArgumentParser], 
 def targets(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     """mqadmin's ``-c clusterName`` / ``-b brokerAddr`` pair (one or the other)."""
     g = p.add_mutually_exclusive_group(required=required)
-    g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name, help="every master of this cluster")
-    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help="one broker ip:port")
+    either = "one of -c and -b is required" if required else "default with neither: every master"
+    g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name,
+                   help=f"every master of this cluster ({either})")
+    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help=f"one broker ip:port ({either})")
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[object]], widths: Sequence[int]) -> None:

@@ -40,7 +40,7 @@ def _printf(fmt: str, *values: object) -> None:
 
 
 def _update_topic_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--topic", required=True, type=topic_name)
+    p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic name")
     targets(p)
     p.add_argument("-r", "--readQueueNums", type=_queues, default=8, help="read queues, 1..1024 (default 8)")
     p.add_argument("-w", "--writeQueueNums", type=_queues, default=8, help="write queues, 1..1024 (default 8)")
@@ -62,8 +62,9 @@ async def update_topic(admin: Admin, args: argparse.Namespace) -> None:
 
 
 def _delete_topic_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--topic", required=True, type=topic_name)
-    p.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name)
+    p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic name")
+    p.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name,
+                   help="delete from every master of this cluster (default: every master)")
 
 
 @command("deleteTopic", "delete a topic from brokers and the name server", flags=_delete_topic_flags)
@@ -75,7 +76,7 @@ async def delete_topic(admin: Admin, args: argparse.Namespace) -> None:
 
 
 def _update_sub_group_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-g", "--groupName", dest="group", required=True, type=group_name)
+    p.add_argument("-g", "--groupName", dest="group", required=True, type=group_name, help="consumer group name")
     targets(p)
     p.add_argument("-r", "--retryMaxTimes", type=int_in(0, 1000), default=16,
                    help="maxReconsumeTimes, 0..1000 (default 16)")
@@ -129,7 +130,7 @@ async def topic_list(admin: Admin, args: argparse.Namespace) -> None:
 
 
 def _topic_flag(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--topic", required=True, type=topic_name)
+    p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic name")
 
 
 def _topic_route_flags(p: argparse.ArgumentParser) -> None:
@@ -177,7 +178,7 @@ async def cluster_list(admin: Admin, args: argparse.Namespace) -> None:
 
 
 def _update_topic_perm_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-t", "--topic", required=True, type=topic_name)
+    p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic name")
     p.add_argument("-p", "--perm", required=True, type=perm, help="2 write, 4 read, 6 both")
     targets(p, required=True)
 
