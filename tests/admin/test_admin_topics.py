@@ -305,6 +305,29 @@ def test_golden_pull_request_fields_are_ones_java_sends():
     assert set(rq.pull_message(header).ext_fields) <= set(java_req.ext_fields) | {"subscription"}
 
 
+async def test_golden_min_max_offset_decoded_and_ours_in_the_same_shape(cluster):
+    ns, broker = cluster
+    async with Admin(ns) as a:
+        await a.create_and_update_topic_config(broker.broker_addr, "ParityT", read_queue_nums=4, write_queue_nums=4)
+    await _produce(ns, "ParityT", [(0, "A", "x")] * 3)
+    for code, ours_value in ((RequestCode.GET_MAX_OFFSET, 3), (RequestCode.GET_MIN_OFFSET, 0)):
+        java_req, java_resp = _answer(code)
+        assert rq.parse_offset(java_resp) >= 0
+        ours_resp = await _ours(broker.broker_addr, java_req, queueId="0")
+        assert set(ours_resp.ext_fields) == set(java_resp.ext_fields) == {"offset"}
+        assert rq.parse_offset(ours_resp) == ours_value
+
+
+def test_golden_pull_answer_decoded_as_the_admin_does():
+    from rmq.client._codec import decode_messages
+    _, java_resp = _answer(RequestCode.PULL_MESSAGE)
+    reply = rq.parse_pull(java_resp)
+    msgs = decode_messages(reply.body, "broker-a")
+    assert reply.next_begin_offset == len(msgs) == 32
+    assert (msgs[0].body, msgs[0].tags, msgs[0].topic, msgs[1].queue_offset) == (b"Hello RocketMQ 0", "TagA",
+                                                                                 "ParityT", 1)
+
+
 # --------------------------------------------------------------------------- body types
 
 def test_fastjson_reader_takes_object_and_integer_keys_and_refuses_garbage():

@@ -252,7 +252,11 @@ def test_consume_message_prints_up_to_count(daemon):
     r = admin("consumeMessage", "-n", ns, "-t", "CliConsume", "-i", "0")
     assert r.returncode == 2 and "brokerName before queueId" in r.stderr
     r = admin("consumeMessage", "-n", ns, "-t", "CliConsume", "-s", "20", "-e", "10")
-    assert r.returncode == 2 and "beginTimestamp" in r.stderr
+    assert r.returncode == 2 and "beginTimestamp is less than or equal to the endTimestamp" in r.stderr
+    r = admin("consumeMessage", "-n", ns, "-t", "CliConsume", "-s", str(int(time.time() * 1000) + 3_600_000))
+    assert r.returncode == 2 and "beginTimestamp before now" in r.stderr
+    r = admin("consumeMessage", "-n", ns, "-t", "CliConsume", "-b", "broker-x", "-i", "0")
+    assert r.returncode == 1 and "broker-x" in r.stderr
 
 
 def test_print_msg_filters_by_tag_and_time_and_hides_bodies(daemon):

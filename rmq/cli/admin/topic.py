@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections import Counter
 from collections.abc import Sequence
 
@@ -302,11 +303,16 @@ def _consume_message_flags(p: argparse.ArgumentParser) -> None:
 @command("consumeMessage", "pull and print a topic's (or one queue's) messages", flags=_consume_message_flags)
 async def consume_message(admin: Admin, args: argparse.Namespace) -> int | None:
     # Java ConsumeMessageCommand's checks, as bad arguments (exit 2)
+    now_ms = int(time.time() * 1000)
     problem = None
     if args.queueId is not None and args.brokerName is None:
         problem = "Please set the brokerName before queueId!"
     elif args.offset is not None and args.queueId is None:
         problem = "Please set queueId before offset!"
+    elif args.beginTimestamp is not None and args.beginTimestamp > now_ms:
+        problem = "Please set the beginTimestamp before now!"
+    elif args.endTimestamp is not None and args.endTimestamp > now_ms:
+        problem = "Please set the endTimestamp before now!"
     elif args.beginTimestamp is not None and args.endTimestamp is not None and args.beginTimestamp > args.endTimestamp:
         problem = "Please make sure that the beginTimestamp is less than or equal to the endTimestamp"
     if problem:
