@@ -168,6 +168,14 @@ async def test_check_msg_send_rt_round_robins_the_queues(cluster, admin):
     assert [stats.offset_table[MessageQueue("AdmRT", "broker-a", q)].max_offset for q in range(3)] == [2, 2, 2]
 
 
+async def test_cluster_send_msg_rt_sends_to_each_brokers_own_topic(cluster, admin):
+    [row] = await admin.cluster_send_msg_rt(amount=3, size=8)
+    assert (row.cluster, row.broker_name, row.success_count, row.fail_count) == ("DefaultCluster", "broker-a", 3, 0)
+    assert sum(o.max_offset for o in (await admin.examine_topic_stats("broker-a")).offset_table.values()) == 3
+    with pytest.raises(AdminError, match="not exist"):
+        await admin.cluster_send_msg_rt("NoSuchCluster")
+
+
 async def test_update_sub_group_sends_every_field(cluster, admin):
     _, broker = cluster
     await admin.create_and_update_subscription_group_config(

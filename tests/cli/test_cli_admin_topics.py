@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 TOPIC_COMMANDS = ["updateTopic", "deleteTopic", "updateSubGroup", "topicList", "topicRoute", "clusterList",
                   "updateTopicPerm", "topicStatus", "topicClusterList", "allocateMQ", "sendMessage",
-                  "consumeMessage", "printMsg", "printMsgByQueue", "checkMsgSendRT"]
+                  "consumeMessage", "printMsg", "printMsgByQueue", "checkMsgSendRT", "clusterRT"]
 
 
 def admin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -303,6 +303,29 @@ def test_check_msg_send_rt_prints_each_send(daemon):
     assert table[5][:2] == ["Avg", "RT:"] and float(table[5][2]) >= 0
     status = rows(admin("topicStatus", "-n", daemon.namesrv_addr, "-t", "CliRT").stdout)
     assert [int(c[3]) for c in status[1:]] == [2, 2]
+
+
+async def test_cluster_rt_prints_a_line_per_broker_each_round_until_stopped(daemon):
+    tlog = ["room1", "DefaultCluster", "broker-a"]
+    for extra, check in (([], lambda line: line.split()[:2] == ["DefaultCluster", "broker-a"]),
+                         (["-p", "true", "-m", "room1"], lambda line: line.split("|")[1:4] == tlog)):
+        p = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "rmq", "admin", "clusterRT", "-n", daemon.namesrv_addr, "-a", "3", "-s", "8",
+            "-i", "3600", *extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert p.stdout is not None
+            first = (await asyncio.wait_for(p.stdout.readline(), 60)).decode()
+            if not extra:
+                assert first.split() == ["#Cluster", "Name", "#Broker", "Name", "#RT", "#successCount", "#failCount"]
+                first = (await asyncio.wait_for(p.stdout.readline(), 60)).decode()
+                assert first.split()[3:] == ["3", "0"] and float(first.split()[2]) >= 0
+            assert check(first.strip()), first
+            assert p.returncode is None  # still running: a round each interval, as Java's
+        finally:
+            p.terminate()
+            await p.wait()
+    r = admin("clusterRT", "-n", daemon.namesrv_addr, "-c", "NoSuchCluster", "-a", "1")
+    assert r.returncode == 1 and "cluster [NoSuchCluster] not exist" in r.stderr
 
 
 def test_update_sub_group_sends_the_new_flags(daemon):

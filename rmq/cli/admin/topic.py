@@ -6,6 +6,9 @@ as mqadmin prints it (its printf formats), booleans as ``true``/``false``."""
 from __future__ import annotations
 
 import argparse
+import asyncio
+import datetime
+import decimal
 import json
 import sys
 import time
@@ -442,3 +445,38 @@ async def check_msg_send_rt(admin: Admin, args: argparse.Namespace) -> None:
         _printf(_SEND_FORMAT, s.broker_name, s.queue_id, "true" if s.ok else "false", f"{s.rt_ms:.0f}")
     print(f"Avg RT: {result.avg_rt_ms:.2f}")
 
+
+
+def _cluster_rt_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-a", "--amount", default=100, type=int_in(1, 1_000_000),
+                   help="messages per broker each round (default 100)")
+    p.add_argument("-s", "--size", default=128, type=int_in(0, 4 * 1024 * 1024), help="body bytes (default 128)")
+    p.add_argument("-c", "--cluster", default=None, type=name, help="one cluster (default: every cluster)")
+    p.add_argument("-p", "--printLog", default="false", type=true_false,
+                   help="print as tlog lines time|room|cluster|broker|rt: true/false (default false)")
+    p.add_argument("-m", "--machineRoom", default="noname", type=name, help="machine room for -p (default noname)")
+    p.add_argument("-i", "--interval", default=10, type=int_in(0, 86_400),
+                   help="seconds between rounds (default 10); runs until interrupted")
+
+
+# Java CLusterSendMsgRTCommand.getCurTime formats in GMT+8 whatever the local zone.
+_TLOG_ZONE = datetime.timezone(datetime.timedelta(hours=8))
+
+
+@command("clusterRT", "send to every broker of every (or one) cluster each interval and print the send RT",
+         flags=_cluster_rt_flags)
+async def cluster_rt(admin: Admin, args: argparse.Namespace) -> None:
+    tlog = args.printLog == "true"
+    if not tlog:
+        _printf("%-24s  %-24s  %-4s  %-8s  %-8s", "#Cluster Name", "#Broker Name", "#RT", "#successCount", "#failCount")
+    while True:
+        for r in await admin.cluster_send_msg_rt(args.cluster, amount=args.amount, size=args.size):
+            if tlog:
+                now = datetime.datetime.now(_TLOG_ZONE).strftime("%Y-%m-%d %H:%M:%S")
+                rt = decimal.Decimal(r.rt_ms).quantize(decimal.Decimal(1), decimal.ROUND_HALF_UP)
+                print(f"{now}|{args.machineRoom}|{r.cluster}|{r.broker_name}|{rt}", flush=True)
+            else:
+                _printf("%-24s  %-24s  %-8s  %-16s  %-16s", r.cluster, r.broker_name, f"{r.rt_ms:.2f}",
+                        r.success_count, r.fail_count)
+        sys.stdout.flush()
+        await asyncio.sleep(args.interval)

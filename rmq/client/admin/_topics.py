@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from rmq.client._codec import decode_messages
 from rmq.client.consumer.allocate import allocate_averagely
 from rmq.client.consumer.base import SubscriptionData
-from rmq.client.producer import Producer
+from rmq.client.producer import MessageQueueSelector, Producer
 from rmq.common.constants import ExpressionType, MixAll, PermName
 from rmq.common.message import PullSysFlag
 from rmq.common.route import TopicRouteData
@@ -33,7 +33,7 @@ from rmq.types import Message, MessageQueue, PullResult, PullStatus, SendResult
 
 from ._base import AdminBase, AdminError
 
-__all__ = ["MsgSendRT", "SendRT", "TopicConsumers", "TopicPermUpdate", "TopicAdmin", "topic_sys_flag"]
+__all__ = ["ClusterRT", "MsgSendRT", "SendRT", "TopicConsumers", "TopicPermUpdate", "TopicAdmin", "topic_sys_flag"]
 
 #: How many route / QUERY_TOPIC_CONSUME_BY_WHO lookups topicList -c keeps in flight at once.
 TOPIC_LOOKUP_CONCURRENCY = 8
@@ -90,6 +90,37 @@ class MsgSendRT:
 
     sends: tuple[SendRT, ...]
     avg_rt_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterRT:
+    """One broker's line of clusterRT: the average send RT (ms, all sends but the first) to the
+    topic named after the broker, and how many sends succeeded and failed."""
+
+    cluster: str
+    broker_name: str
+    rt_ms: float
+    success_count: int
+    fail_count: int
+
+
+def _average_but_first(rts: Sequence[float]) -> float:
+    # Java's tools leave the first send out (it pays for the route lookup and the connection)
+    # and divide by amount - 1; with a single send there is nothing left to average.
+    rest = list(itertools.islice(rts, 1, None))
+    return sum(rest) / len(rest) if rest else 0.0
+
+
+async def _timed_send(producer: Producer, msg: Message, selector: MessageQueueSelector | None = None,
+                      sharding_key: object = None) -> tuple[bool, float]:
+    """One send and its time in ms; a failure is a False, not an exception."""
+    start = time.perf_counter()
+    try:
+        await producer.send(msg, selector=selector, sharding_key=sharding_key)
+        ok = True
+    except (RMQError, OSError):
+        ok = False
+    return ok, (time.perf_counter() - start) * 1000
 
 
 class TopicAdmin(AdminBase):
@@ -361,17 +392,31 @@ class TopicAdmin(AdminBase):
         sends = []
         async with self._producer() as producer:
             for i in range(amount):
-                start = time.perf_counter()
-                try:
-                    await producer.send(msg, selector=round_robin, sharding_key=i)
-                    ok = True
-                except (RMQError, OSError):
-                    ok = False
-                rt = (time.perf_counter() - start) * 1000
+                ok, rt = await _timed_send(producer, msg, selector=round_robin, sharding_key=i)
                 last = picked[-1] if picked else MessageQueue(topic, "", 0)
                 sends.append(SendRT(last.broker_name, last.queue_id, ok, rt))
-        rest = [s.rt_ms for s in itertools.islice(sends, 1, None)]
-        return MsgSendRT(tuple(sends), sum(rest) / len(rest) if rest else 0.0)
+        return MsgSendRT(tuple(sends), _average_but_first([s.rt_ms for s in sends]))
+
+    async def cluster_send_msg_rt(self, cluster: str | None = None, *, amount: int = 100,
+                                  size: int = 128) -> list[ClusterRT]:
+        """One round of mqadmin clusterRT: for every broker of ``cluster`` (default every
+        cluster), send ``amount`` (default 100) messages of ``size`` bytes (default 128) to the
+        topic named after the broker, one at a time; AdminError for an unknown cluster."""
+        if amount < 1 or size < 0:
+            raise ValueError(f"amount must be >= 1 and size >= 0, not {amount} and {size}")
+        info = await self.examine_broker_cluster_info()
+        if cluster is not None and cluster not in info.cluster_addr_table:
+            raise AdminError(f"cluster [{cluster}] not exist")
+        clusters = [cluster] if cluster is not None else sorted(info.cluster_addr_table)
+        out = []
+        async with self._producer() as producer:
+            for c in clusters:
+                for broker in sorted(info.cluster_addr_table[c]):
+                    msg = Message(broker, b"a" * size)
+                    results = [await _timed_send(producer, msg) for _ in range(amount)]
+                    ok = sum(1 for good, _ in results if good)
+                    out.append(ClusterRT(c, broker, _average_but_first([rt for _, rt in results]), ok, amount - ok))
+        return out
 
 
 def _readable_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
