@@ -178,6 +178,7 @@ def test_allocate_mq_prints_the_averagely_allocation(daemon):
     assert {ip: [q["queueId"] for q in mqs] for ip, mqs in result.items()} == {
         "10.0.0.1": [0, 1], "10.0.0.2": [2], "10.0.0.3": [3]}
     assert result["10.0.0.2"][0] == {"topic": "CliAlloc", "brokerName": "broker-a", "queueId": 2}
+    assert '{"brokerName":"broker-a","queueId":2,"topic":"CliAlloc"}' in r.stdout  # fastjson's field order
     r = admin("allocateMQ", "-n", daemon.namesrv_addr, "-t", "CliAlloc", "-i", "a,a")
     assert r.returncode == 2 and "twice" in r.stderr
 
@@ -289,6 +290,12 @@ def test_print_msg_by_queue_counts_by_tag(daemon):
     assert rows(r.stdout) == [["Tag:", "TagA", "Count:", "3"], ["Tag:", "TagB", "Count:", "1"]]  # no -p: no messages
     r = admin("printMsgByQueue", "-n", ns, "-t", "CliByQ", "-a", "broker-a", "-i", "1", "-p", "true", "-d", "true")
     assert [line.rsplit("BODY: ", 1)[1] for line in r.stdout.splitlines()] == ["a", "a", "a", "b"]
+    produce(daemon, "CliByQ", [(0, "TagC", "c")] * 40 + [(0, "TagD", "d")])  # a whole batch without TagD first
+    r = admin("printMsgByQueue", "-n", ns, "-t", "CliByQ", "-a", "broker-a", "-i", "0", "-s", "TagD", "-p", "true",
+              "-d", "true", "-f", "true")
+    assert r.returncode == 0, r.stderr
+    assert [line.rsplit("BODY: ", 1)[1] for line in r.stdout.splitlines() if line.startswith("MSGID")] == ["d"]
+    assert rows(r.stdout)[-1] == ["Tag:", "TagD", "Count:", "1"]
     r = admin("printMsgByQueue", "-n", ns, "-t", "CliByQ", "-i", "1")
     assert r.returncode == 2 and "-a/--brokerName" in r.stderr
 

@@ -230,7 +230,10 @@ def _ip_list(text: str) -> list[str]:
          flags=_allocate_mq_flags)
 async def allocate_mq(admin: Admin, args: argparse.Namespace) -> None:
     result = await admin.allocate_mq(args.topic, args.ipList)
-    print(json.dumps(result.to_json(), separators=(",", ":")))
+    # fastjson's compact form, each MessageQueue's fields sorted as fastjson writes them; the
+    # clients in the order given (Java's HashMap order is arbitrary)
+    table = {ip: [dict(sorted(q.items())) for q in mqs] for ip, mqs in result.to_json()["result"].items()}
+    print(json.dumps({"result": table}, separators=(",", ":")))
 
 
 def _send_message_flags(p: argparse.ArgumentParser) -> None:
@@ -419,8 +422,10 @@ async def print_msg_by_queue(admin: Admin, args: argparse.Namespace) -> None:
     lo, hi = await _offsets(admin, mq, args.beginTimestamp, args.endTimestamp)
     tags: Counter[str] = Counter()
     async for result in admin.iter_pull(mq, lo, hi, expression=args.subExpression):
+        # Java's loop stops at the first NO_MATCHED_MSG, which hides matches after a batch without
+        # one; iter_pull goes on past it (to hi, or NO_NEW_MSG / OFFSET_ILLEGAL)
         if result.status is not PullStatus.FOUND:
-            break  # Java stops on NO_MATCHED_MSG too
+            continue
         msgs = _in_range(result, hi)
         if args.calculate == "true":
             tags.update(m.tags for m in msgs if m.tags and m.tags.strip())
