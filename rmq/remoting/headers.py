@@ -677,6 +677,7 @@ class GetTopicsByClusterRequestHeader(Header):
     cluster: str = w("cluster")
 
 
+# (the index section owns this one; it stands in, same name and field, until both meet)
 @header
 class QueryTopicConsumeByWhoRequestHeader(Header):
     """QUERY_TOPIC_CONSUME_BY_WHO (300)."""

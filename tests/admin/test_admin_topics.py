@@ -18,7 +18,7 @@ from rmq.common import fastjson
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.remoting import RemotingCommand
 from rmq.remoting import requests as rq
-from rmq.remoting.body.topic import GroupList, RebalanceResult, TopicList, TopicOffset, TopicStatsTable
+from rmq.remoting.body.topic import RebalanceResult, TopicList, TopicOffset, TopicStatsTable
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageQueue, PullStatus, SendStatus
 
@@ -268,7 +268,6 @@ async def test_golden_topic_consume_by_who_decoded_and_ours_answers_or_refuses(c
     ns, broker = cluster
     java_req, java_resp = _answer(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
     assert rq.parse_group_list(java_resp) == []
-    assert GroupList.from_json(json.loads(java_resp.body_bytes())) == GroupList([])
     ours_resp = await _ours(broker.broker_addr, java_req, topic="TBW102")
     if ours_resp.code == ResponseCode.SUCCESS:
         assert shape(json.loads(ours_resp.body_bytes())) in (shape(json.loads(java_resp.body_bytes())),

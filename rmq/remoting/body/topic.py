@@ -1,5 +1,5 @@
 """Topic and cluster bodies of the admin protocol (Java ``TopicStatsTable``, ``TopicOffset``,
-``TopicList``, ``GroupList``, the tools' ``RebalanceResult``).
+``TopicList``, the tools' ``RebalanceResult``).
 
 ``to_json()`` gives Java's field names (what our broker and name server send), ``from_json``
 reads what Java's send; :meth:`TopicStatsTable.from_body` reads fastjson's ``MessageQueue``
@@ -15,7 +15,7 @@ from typing import Any
 from rmq.common import fastjson
 from rmq.types import MessageQueue
 
-__all__ = ["GroupList", "RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable", "mq_key"]
+__all__ = ["RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable", "mq_key"]
 
 
 def mq_key(mq: MessageQueue) -> str:
@@ -91,21 +91,6 @@ class TopicList:
         d = _object(d, "a TopicList")
         addr = d.get("brokerAddr")
         return cls([str(t) for t in d.get("topicList") or ()], None if addr is None else str(addr))
-
-
-@dataclass(frozen=True, slots=True)
-class GroupList:
-    """QUERY_TOPIC_CONSUME_BY_WHO's body (Java ``GroupList``): the groups consuming a topic."""
-
-    group_list: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"groupList": list(self.group_list)}
-
-    @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> GroupList:
-        d = _object(d, "a GroupList")
-        return cls([str(g) for g in d.get("groupList") or ()])
 
 
 @dataclass(frozen=True, slots=True)
