@@ -134,7 +134,7 @@ def test_topic_status_prints_each_queue_offsets(daemon):
     assert r.returncode == 1 and "CliNoSuchTopic" in r.stderr
 
 
-def test_topic_route_list_and_cluster_list(daemon):
+def test_topic_route_list_and_topic_cluster_list(daemon):
     make_topic(daemon, "CliRoute", 5)
     r = admin("topicRoute", "-n", daemon.namesrv_addr, "-t", "CliRoute", "-l")
     assert r.returncode == 0, r.stderr
