@@ -8,22 +8,21 @@ fastjson, an unquoted 0).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.common import fastjson
 from rmq.common.constants import MixAll, PermName
 
 __all__ = ["MASTER_ID", "BrokerData", "ClusterInfo", "QueueData", "TopicRouteData", "loads_fastjson"]
 
 MASTER_ID = MixAll.MASTER_ID  # the broker id of a master
 
-_UNQUOTED_INT_KEY = re.compile(r'([{,])\s*(-?\d+)\s*:')
-
 
 def loads_fastjson(text: str | bytes | bytearray | memoryview) -> Any:
-    """``json.loads`` that also reads fastjson's integer map keys, which Java writes unquoted
-    (``{"brokerAddrs":{0:"addr"}}``): on a decode error they are quoted and parsing retried.
+    """``json.loads`` that also reads fastjson's non-string map keys: integers, which Java writes
+    unquoted (``{"brokerAddrs":{0:"addr"}}``), and objects (``Map<MessageQueue, V>``); see
+    :func:`rmq.common.fastjson.loads` for the keys they become.
     Raises ``ValueError`` (``json.JSONDecodeError``, ``UnicodeDecodeError``, or for nesting
     deeper than Python's recursion limit a plain ValueError) when the text is not JSON."""
     if isinstance(text, (bytes, bytearray, memoryview)):
@@ -32,7 +31,8 @@ def loads_fastjson(text: str | bytes | bytearray | memoryview) -> Any:
         try:
             return json.loads(text)
         except json.JSONDecodeError:
-            return json.loads(_UNQUOTED_INT_KEY.sub(r'\1"\2":', text))
+            # fastjson's unquoted integer keys and object keys (a Map<MessageQueue, V>)
+            return fastjson.loads(text)
     except RecursionError:
         # a peer's body nested thousands deep: bad input, not a crash of the reader
         raise ValueError("route JSON nested too deeply") from None

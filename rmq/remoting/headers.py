@@ -668,7 +668,24 @@ class GetKVConfigRequestHeader(Header):
 
 # ---------------------------------------------------------------------------- topics
 # Admin headers: topics, clusters, sendMessage/consumeMessage/printMsg, allocateMQ.
-# (the topics engineer adds here)
+
+
+@header
+class GetTopicsByClusterRequestHeader(Header):
+    """GET_TOPICS_BY_CLUSTER (224)."""
+
+    cluster: str = w("cluster")
+
+
+# (the index section owns this one; it stands in, same name and field, until both meet)
+@header
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+    topic: str = w("topic")
+
+
+__all__ += ["GetTopicsByClusterRequestHeader", "QueryTopicConsumeByWhoRequestHeader"]
 
 
 # ---------------------------------------------------------------------------- index

@@ -53,12 +53,16 @@ def ha_frames() -> list[dict]:
     return load("rocketmq-4.9.8-ha-frames.jsonl")
 
 
+_REVERSE = {"client->broker": "broker->client", "client->namesrv": "namesrv->client",
+            "broker->client": "client->broker", "namesrv->client": "client->namesrv"}
+
+
 def exchanges(rows: list[dict], request_code: int) -> list[tuple[dict, dict | None]]:
     """``(request row, response row or None)`` for every request with ``request_code`` in
-    ``rows`` (a capture's rows): the answer is the first later response row that names the same
-    ``request_code`` and opaque. (Each mqadmin command runs in its own JVM and starts its
-    opaques anew, so an opaque alone pairs a request with another command's answer.) Each row
-    gets ``cmd``, its decoded RemotingCommand."""
+    ``rows`` (a capture's rows): the answer is the first later response row on the reverse stream
+    with the same opaque and (when the capture recorded it) the same ``request_code``. (Each
+    mqadmin command runs in its own JVM and starts its opaques anew, so an opaque alone pairs a
+    request with another command's answer.) Each row gets ``cmd``, its decoded RemotingCommand."""
     from rmq.remoting.codec import decode_frame
 
     for row in rows:
@@ -67,7 +71,8 @@ def exchanges(rows: list[dict], request_code: int) -> list[tuple[dict, dict | No
     for i, row in enumerate(rows):
         if row["flag"] & 1 or row["code"] != request_code:
             continue
-        answer = next((r for r in rows[i + 1:] if r["flag"] & 1 and r.get("request_code") == request_code
-                       and r["cmd"].opaque == row["cmd"].opaque), None)
+        answer = next((r for r in rows[i + 1:] if r["flag"] & 1 and r["stream"] == _REVERSE[row["stream"]]
+                       and r["cmd"].opaque == row["cmd"].opaque
+                       and r.get("request_code", request_code) == request_code), None)
         out.append((row, answer))
     return out

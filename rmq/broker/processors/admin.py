@@ -27,7 +27,6 @@ from rmq.broker.managers.subscription_group import (
 from rmq.broker.managers.topic_config import TopicConfig
 from rmq.broker.processors.common import (
     bad_request,
-    fastjson_object_key_map,
     parse_json_body,
     to_json_bytes,
 )
@@ -37,6 +36,7 @@ from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.config import ConfigError, parse_properties
 from rmq.errors import RemotingCommandError
 from rmq.remoting.body.stats import BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, OffsetWrapper
+from rmq.remoting.body.topic import TopicOffset, TopicStatsTable
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -199,15 +199,15 @@ class AdminBrokerProcessor:
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{clip_remark(h.topic)}] not exist", {})
         store = c.message_store
-        entries = []
+        broker_name = c.broker_config.broker_name
+        table = {}
         for qid in range(tc.write_queue_nums):
             max_off = store.get_max_offset_in_queue(h.topic, qid)
             min_off = max(0, store.get_min_offset_in_queue(h.topic, qid))
             last = store.get_message_store_timestamp(h.topic, qid, max_off - 1) if max_off > 0 else 0
-            entries.append((self._queue(h.topic, qid), {"minOffset": min_off, "maxOffset": max_off,
-                                                        "lastUpdateTimestamp": last}))
-        body = '{"offsetTable":' + fastjson_object_key_map(entries) + "}"
-        return cmd.response(ResponseCode.SUCCESS, None, {}, body.encode())
+            table[MessageQueue(h.topic, broker_name, qid)] = TopicOffset(min_off, max_off, last)
+        # fastjson's MessageQueue object keys, which Java's tools and rmq.Admin read
+        return cmd.response(ResponseCode.SUCCESS, None, {}, TopicStatsTable(table).to_body())
 
     def get_consume_stats(self, conn, cmd):
         c = self.controller

@@ -40,9 +40,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Register ``rmq admin <command>`` on the top-level subparsers."""
     admin = sub.add_parser("admin", help="mqadmin commands: updateTopic, topicList, queryMsgByKey, …",
                            allow_abbrev=False)
-    cmds = admin.add_subparsers(dest="admin_command", metavar="{" + ",".join(COMMANDS) + "}")
+    # "<command>" rather than argparse's {a,b,...}: with every mqadmin command that set is
+    # longer than a screen; the list below names each with its help line.
+    cmds = admin.add_subparsers(dest="admin_command", metavar="<command>", title="commands")
     for c in COMMANDS.values():
-        p = cmds.add_parser(c.name, help=c.help, allow_abbrev=False)
+        p = cmds.add_parser(c.name, help=c.help, description=c.help, allow_abbrev=False)
         p.add_argument("-n", "--namesrvAddr", dest="namesrv", default=None, type=addr_list,
                        help=f"name server address(es), ';'-separated (default ${NAMESRV_ADDR_ENV}, "
                             f"else {DEFAULT_NAMESRV})")

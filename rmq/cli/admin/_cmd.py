@@ -18,6 +18,8 @@ name server or an unreachable peer exits 2.
 from __future__ import annotations
 
 import argparse
+import codecs
+import datetime
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -55,8 +57,10 @@ def command(name: str, help: str, *, flags: Callable[[argparse.ArgumentParser], 
 def targets(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     """mqadmin's ``-c clusterName`` / ``-b brokerAddr`` pair (one or the other)."""
     g = p.add_mutually_exclusive_group(required=required)
-    g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name, help="every master of this cluster")
-    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help="one broker ip:port")
+    either = "one of -c and -b is required" if required else "default with neither: every master"
+    g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name,
+                   help=f"every master of this cluster ({either})")
+    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help=f"one broker ip:port ({either})")
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[object]], widths: Sequence[int]) -> None:
@@ -151,3 +155,34 @@ def addr_list(text: str) -> str:
     for a in addrs:
         addr(a)
     return ";".join(a.strip() for a in addrs)
+
+
+def timestamp_ms(text: str) -> int:
+    """Java tools' timestamps (``PrintMessageSubCommand.timestampFormat``): milliseconds since
+    the epoch, or local time as ``yyyy-MM-dd#HH:mm:ss:SSS`` (UtilAll.YYYY_MM_DD_HH_MM_SS_SSS)."""
+    value = text.strip()
+    try:
+        ms = int(value)
+    except ValueError:
+        try:
+            ms = int(datetime.datetime.strptime(value, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a timestamp (expected milliseconds since "
+                                             f"the epoch or yyyy-MM-dd#HH:mm:ss:SSS)") from None
+    if ms < 0:
+        raise argparse.ArgumentTypeError(f"{ms} is not a timestamp (expected >= 0)")
+    return ms
+
+
+def charset(text: str) -> str:
+    """A character set name Python knows (UTF-8, GBK, ISO-8859-1, ...)."""
+    try:
+        return codecs.lookup(text.strip()).name
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a known charset (e.g. UTF-8, GBK)") from None
+
+
+def human_time_ms(ms: int) -> str:
+    """Java ``UtilAll.timeMillisToHumanString2``: local ``yyyy-MM-dd HH:mm:ss,SSS``."""
+    t = datetime.datetime.fromtimestamp(ms / 1000)
+    return t.strftime("%Y-%m-%d %H:%M:%S,") + f"{ms % 1000:03d}"

@@ -1,0 +1,110 @@
+"""Topic and cluster bodies of the admin protocol (Java ``TopicStatsTable``, ``TopicOffset``,
+``TopicList``, the tools' ``RebalanceResult``).
+
+``to_json()`` gives Java's field names (what our broker and name server send), ``from_json``
+reads what Java's send; :meth:`TopicStatsTable.from_body` reads fastjson's ``MessageQueue``
+object keys.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmq.common import fastjson
+from rmq.types import MessageQueue
+
+__all__ = ["RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable", "mq_key"]
+
+
+def mq_key(mq: MessageQueue) -> str:
+    """A ``MessageQueue`` as fastjson writes it when it keys a map (fields sorted, compact)."""
+    return json.dumps(mq.to_json(), sort_keys=True, separators=(",", ":"))
+
+
+def _object(d: object, what: str) -> Mapping[str, Any]:
+    if not isinstance(d, Mapping):
+        raise ValueError(f"{what} is a JSON object, not {type(d).__name__}")
+    return d
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOffset:
+    """One queue's offsets (Java ``TopicOffset``): the smallest offset still stored, the next
+    offset to be written, and when the last message was stored (ms, 0 when the queue is empty)."""
+
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"minOffset": self.min_offset, "maxOffset": self.max_offset,
+                "lastUpdateTimestamp": self.last_update_timestamp}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TopicOffset:
+        d = _object(d, "a TopicOffset")
+        return cls(int(d.get("minOffset", 0)), int(d.get("maxOffset", 0)), int(d.get("lastUpdateTimestamp", 0)))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicStatsTable:
+    """GET_TOPIC_STATS_INFO's body (Java ``TopicStatsTable``): offsets per queue."""
+
+    offset_table: dict[MessageQueue, TopicOffset] = field(default_factory=dict)
+
+    def to_body(self) -> bytes:
+        """fastjson's bytes: the map keyed by MessageQueue objects (not standard JSON; it is what
+        Java's tools parse)."""
+        parts = [mq_key(mq) + ":" + json.dumps(off.to_json(), separators=(",", ":"))
+                 for mq, off in sorted(self.offset_table.items())]
+        return ('{"offsetTable":{' + ",".join(parts) + "}}").encode()
+
+    @classmethod
+    def from_body(cls, body: bytes | str) -> TopicStatsTable:
+        """Parse fastjson's body; ValueError when it is not a TopicStatsTable."""
+        d = _object(fastjson.loads(body or b"{}"), "a TopicStatsTable")
+        table = _object(d.get("offsetTable") or {}, "offsetTable")
+        try:
+            return cls({MessageQueue.from_json(_object(fastjson.object_key(k), "a MessageQueue key")):
+                        TopicOffset.from_json(v) for k, v in table.items()})
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"malformed TopicStatsTable: {e!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicList:
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GET_TOPICS_BY_CLUSTER's body (Java ``TopicList``)."""
+
+    topic_list: list[str] = field(default_factory=list)
+    broker_addr: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"topicList": list(self.topic_list)}
+        if self.broker_addr is not None:
+            d["brokerAddr"] = self.broker_addr
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TopicList:
+        d = _object(d, "a TopicList")
+        addr = d.get("brokerAddr")
+        return cls([str(t) for t in d.get("topicList") or ()], None if addr is None else str(addr))
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceResult:
+    """What mqadmin allocateMQ prints (Java tools ``RebalanceResult``): each client ip and the
+    queues AllocateMessageQueueAveragely gives it."""
+
+    result: dict[str, list[MessageQueue]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"result": {ip: [mq.to_json() for mq in mqs] for ip, mqs in self.result.items()}}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> RebalanceResult:
+        d = _object(d, "a RebalanceResult")
+        table: Mapping[str, Sequence[Mapping[str, Any]]] = _object(d.get("result") or {}, "result")
+        return cls({str(ip): [MessageQueue.from_json(m) for m in mqs] for ip, mqs in table.items()})
