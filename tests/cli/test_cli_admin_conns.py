@@ -51,11 +51,11 @@ async def test_connections_progress_status_and_resets(daemon):
 
             rc, out, err = await admin("consumerConnection", "-n", ns, "-g", "GID_cli_conns")
             assert rc == 0, err
-            assert out.splitlines()[0].split() == ["#", "#ClientId", "#ClientAddr", "#Language", "#Version"]
-            assert out.splitlines()[1].split()[1:] [0] == consumer.client_id
-            assert out.splitlines()[1].split()[3:] == ["PYTHON", "V4_9_8"]
+            assert out.splitlines()[0].split() == ["#ClientId", "#ClientAddr", "#Language", "#Version"]
+            assert out.splitlines()[1].split()[0] == consumer.client_id
+            assert out.splitlines()[1].split()[2:] == ["PYTHON", "V4_9_8"]
             assert "ConsumeType: CONSUME_PASSIVELY" in out and "MessageModel: CLUSTERING" in out
-            assert any(line.split()[1:] == ["CliConnsT", "*"] for line in out.splitlines())
+            assert "CliConnsT            *" in out.splitlines()   # Java's %-20s %s
 
             rc, out, err = await admin("producerConnection", "-n", ns, "-g", "PID_cli_conns", "-t", "CliConnsT")
             assert rc == 0, err
@@ -66,7 +66,8 @@ async def test_connections_progress_status_and_resets(daemon):
                 return out if rc == 0 and "Diff Total: 0" in out else None
             out = await wait_until(progress_done, timeout=30, interval=0.5, what="the group's progress at diff 0")
             lines = out.splitlines()
-            assert lines[0].split("  ")[0].strip() == "#Topic" and "#Broker Offset" in lines[0] and "#LastTime" in lines[0]
+            assert [c.strip() for c in lines[0].split("  ") if c.strip()] == [
+                "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"]
             rows = [line.split() for line in lines[1:] if line.startswith("CliConnsT")]
             assert sorted((r[2], r[3], r[4], r[5]) for r in rows) == [("0", "3", "3", "0"), ("1", "3", "3", "0")]
             assert "Consume TPS:" in out
@@ -83,9 +84,16 @@ async def test_connections_progress_status_and_resets(daemon):
 
             rc, out, err = await admin("consumerStatus", "-n", ns, "-g", "GID_cli_conns", "-i", consumer.client_id)
             assert rc == 0, err
-            assert "PROP_CLIENT_VERSION" in out and "CliConnsT" in out
+            assert out.startswith("#Consumer Properties#\n") and "#Consumer RT&TPS#" in out
+            assert any(line.split()[0] == "PROP_CLIENT_VERSION" and line.split()[-1] == "V4_9_8"
+                       for line in out.splitlines() if line.strip())
+            offsets = [line.split() for line in out.split("#Consumer Offset#")[1].split("#Consumer MQ")[0].splitlines()
+                       if line.startswith("CliConnsT")]
+            assert sorted((r[2], r[3]) for r in offsets) == [("0", "3"), ("1", "3")]
             rc, out, err = await admin("consumerStatus", "-n", ns, "-g", "GID_cli_conns")
-            assert rc == 0 and consumer.client_id in out, err
+            assert rc == 0, err
+            assert out.splitlines()[1].split()[:3] == ["1", consumer.client_id, "V4_9_8"]
+            assert "Same subscription in the same group of consumer" in out and "Rebalance OK" in out
 
             # back to the start: the live consumer gets every message again
             rc, out, err = await admin("resetOffsetByTime", "-n", ns, "-g", "GID_cli_conns", "-t", "CliConnsT",

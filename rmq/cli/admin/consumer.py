@@ -9,7 +9,7 @@ from datetime import datetime
 from rmq.client.admin import Admin, AdminError
 from rmq.client.admin._consumers import RollbackStats
 from rmq.common.constants import MixAll
-from rmq.remoting.body.conns import version_desc
+from rmq.remoting.body.conns import ConsumerRunningInfo, version_desc
 from rmq.remoting.codes import ResponseCode
 from rmq.types import MessageQueue
 
@@ -54,19 +54,19 @@ async def consumer_progress(admin: Admin, args: argparse.Namespace) -> int | Non
         owner: dict[MessageQueue, str] = {}
         if args.show_ip == "true":
             owner = await _allocation(admin, args.group)
-        header = ["#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset"]
-        if args.show_ip == "true":
-            header.append("#Client IP")
-        header += ["#Diff", "#LastTime"]
-        rows = []
+        ip = args.show_ip == "true"
+
+        def line(topic: object, broker: object, qid: object, b_off: object, c_off: object, client: object,
+                 diff: object, last: object) -> str:
+            # Java ConsumerProgressSubCommand's printf, with and without the client column
+            head = f"{topic!s:<64}  {broker!s:<32}  {qid!s:<4}  {b_off!s:<20}  {c_off!s:<20}  "
+            return head + (f"{client!s:<20} {diff!s:<20}  {last}" if ip else f"{diff!s:<20}  {last}")
+
+        print(line("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff",
+                   "#LastTime"))
         for mq, w in sorted(stats.offset_table.items()):
-            row: list[object] = [mq.topic, mq.broker_name, mq.queue_id, w.broker_offset, w.consumer_offset]
-            if args.show_ip == "true":
-                row.append(owner.get(mq, "N/A"))
-            row += [w.diff, _fmt_time(w.last_timestamp)]
-            rows.append(row)
-        widths = [64, 32, 4, 20, 20] + ([20] if args.show_ip == "true" else []) + [20, 0]
-        print_table(header, rows, widths)
+            print(line(mq.topic, mq.broker_name, mq.queue_id, w.broker_offset, w.consumer_offset,
+                       owner.get(mq, "N/A"), w.diff, _fmt_time(w.last_timestamp)))
         print()
         print(f"Consume TPS: {stats.consume_tps:.2f}")
         print(f"Diff Total: {stats.compute_total_diff()}")
@@ -91,8 +91,8 @@ async def consumer_progress(admin: Admin, args: argparse.Namespace) -> int | Non
         except AdminError:
             pass
         rows.append([group, count, version, ctype, model, tps, diff])
-    print_table(["#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"], rows,
-                [64, 6, 24, 5, 14, 7, 0])
+    for r in [["#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"], *rows]:
+        print(f"{r[0]!s:<64}  {r[1]!s:<6}  {r[2]!s:<24} {r[3]!s:<5}  {r[4]!s:<14}  {r[5]!s:<7}  {r[6]}")
     return None
 
 
@@ -124,15 +124,15 @@ def _consumer_connection_flags(p: argparse.ArgumentParser) -> None:
          flags=_consumer_connection_flags)
 async def consumer_connection(admin: Admin, args: argparse.Namespace) -> int | None:
     cc = await admin.examine_consumer_connection_info(args.group)
-    rows = [[i, c.client_id, c.client_addr, c.language, version_desc(c.version)]
-            for i, c in enumerate(cc.connection_set, 1)]
-    print_table(["#", "#ClientId", "#ClientAddr", "#Language", "#Version"],
-                [[f"{r[0]:03d}", *r[1:]] for r in rows], [3, 36, 22, 10, 0])
+    # Java ConsumerConnectionSubCommand's printf
+    print(f"{'#ClientId':<36} {'#ClientAddr':<22} {'#Language':<10} #Version")
+    for c in cc.connection_set:
+        print(f"{c.client_id:<36} {c.client_addr:<22} {c.language:<10} {version_desc(c.version)}")
     print()
     print("Below is subscription:")
-    print_table(["#", "#Topic", "#SubExpression"],
-                [[f"{i:03d}", t, s.sub_string] for i, (t, s) in enumerate(sorted(cc.subscription_table.items()), 1)],
-                [3, 20, 0])
+    print(f"{'#Topic':<20} #SubExpression")
+    for topic, sub in sorted(cc.subscription_table.items()):
+        print(f"{topic:<20} {sub.sub_string}")
     print()
     print(f"ConsumeType: {cc.consume_type}")
     print(f"MessageModel: {cc.message_model}")
@@ -165,26 +165,39 @@ def _status_flags(p: argparse.ArgumentParser) -> None:
 @command("consumerStatus", "query a consumer's running status (its settings, queues and statistics)",
          flags=_status_flags)
 async def consumer_status(admin: Admin, args: argparse.Namespace) -> int | None:
-    cc = await admin.examine_consumer_connection_info(args.group)
     if args.client_id:
         info = await admin.get_consumer_running_info(args.group, args.client_id, args.jstack)
-        for k, v in sorted(info.properties.items()):
-            print(f"{k:<40}: {v}")
-        print()
-        print_table(["#Topic", "#Broker Name", "#QID", "#Commit Offset", "#Cached Msgs", "#Locked"],
-                    [[mq.topic, mq.broker_name, mq.queue_id, q.get("commitOffset", ""), q.get("cachedMsgCount", ""),
-                      java_bool(q.get("locked"))] for mq, q in sorted(info.mq_table.items())],
-                    [64, 32, 4, 20, 12, 0])
-        print()
-        for topic, st in sorted(info.status_table.items()):
-            print(f"{topic:<64}  pullTPS {st.get('pullTPS', 0)} consumeOKTPS {st.get('consumeOKTPS', 0)} "
-                  f"consumeFailedMsgs {st.get('consumeFailedMsgs', 0)}")
-        if info.jstack:
-            print(info.jstack)
+        print(info.format_string(), end="")
         return None
-    print_table(["#", "#ClientId", "#Version", "#ConsumerRunningInfoFile"],
-                [[f"{i:03d}", c.client_id, version_desc(c.version), "-"] for i, c in enumerate(cc.connection_set, 1)],
-                [3, 36, 24, 0])
+    cc = await admin.examine_consumer_connection_info(args.group)
+    # Java ConsumerStatusSubCommand writes each client's formatString to a file; here it is
+    # printed after the table instead (no files written where the command runs).
+    print(f"{'#Index':<10} {'#ClientId':<40} {'#Version':<20} #ConsumerRunningInfoFile")
+    infos: dict[str, ConsumerRunningInfo] = {}
+    for i, c in enumerate(cc.connection_set, 1):
+        try:
+            infos[c.client_id] = await admin.get_consumer_running_info(args.group, c.client_id, args.jstack)
+        except AdminError as e:
+            print(f"{i:<10d} {c.client_id:<40} {version_desc(c.version):<20} ({e})")
+            continue
+        print(f"{i:<10d} {c.client_id:<40} {version_desc(c.version):<20} -")
+    if infos:
+        subs = {tuple(sorted((s.topic, s.sub_string) for s in info.subscription_set)) for info in infos.values()}
+        held = [mq for info in infos.values() for mq in info.mq_table]
+        if len(subs) == 1:
+            print()
+            print()
+            print("Same subscription in the same group of consumer")
+            print()
+            print(f"Rebalance {'OK' if len(held) == len(set(held)) else 'Failed'}")
+            for cid, info in sorted(infos.items()):
+                print()
+                print(f"#{cid}")
+                print(info.format_string(), end="")
+        else:
+            print()
+            print()
+            print("WARN: Different subscription in the same group of consumer!!!")
     return None
 
 

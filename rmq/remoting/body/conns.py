@@ -328,6 +328,37 @@ class ConsumerRunningInfo:
                                                     separators=(",", ":"))]
         return ("{" + ",".join(parts) + "}").encode()
 
+    def format_string(self) -> str:
+        """The text mqadmin consumerStatus prints for one client (Java ``formatString``)."""
+        out = ["#Consumer Properties#"]
+        out += [f"{k:<40}: {v}" for k, v in sorted(self.properties.items())]
+        out += ["", "", "#Consumer Subscription#"]
+        out += [f"{i:03d} Topic: {s.topic:<40} ClassFilter: {str(s.class_filter_mode).lower():<8} "
+                f"SubExpression: {s.sub_string}" for i, s in enumerate(self.subscription_set, 1)]
+        out += ["", "", "#Consumer Offset#",
+                f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Consumer Offset':<20}"]
+        out += [f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  {_int(q.get('commitOffset')):<20}"
+                for mq, q in sorted(self.mq_table.items())]
+        out += ["", "", "#Consumer MQ Detail#",
+                f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#ProcessQueueInfo':<20}"]
+        out += [f"{mq.topic:<64}  {mq.broker_name:<32}  {mq.queue_id:<4}  "
+                + json.dumps(q, separators=(",", ":"), sort_keys=True) for mq, q in sorted(self.mq_table.items())]
+        out += ["", "", "#Consumer RT&TPS#",
+                f"{'#Topic':<64}  {'#Pull RT':>14} {'#Pull TPS':>14} {'#Consume RT':>14} {'#ConsumeOK TPS':>14} "
+                f"{'#ConsumeFailed TPS':>18} {'#ConsumeFailedMsgsInHour':>25}"]
+        for topic, st in sorted(self.status_table.items()):
+            def f(k: str, st: dict[str, Any] = st) -> float:
+                try:
+                    return float(st.get(k) or 0.0)
+                except (TypeError, ValueError):
+                    return 0.0
+            out.append(f"{topic:<32}  {f('pullRT'):>14.2f} {f('pullTPS'):>14.2f} {f('consumeRT'):>14.2f} "
+                       f"{f('consumeOKTPS'):>14.2f} {f('consumeFailedTPS'):>18.2f} "
+                       f"{_int(st.get('consumeFailedMsgs')):>25d}")
+        if self.jstack:
+            out += ["", "", "#Consumer jstack#", self.jstack]
+        return "\n".join(out) + "\n"
+
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ConsumerRunningInfo:
         d = loads_java_json(body)
