@@ -73,7 +73,7 @@ async def consumer_progress(admin: Admin, args: argparse.Namespace) -> int | Non
         return None
     groups = sorted(t[len(MixAll.RETRY_GROUP_TOPIC_PREFIX):] for t in await admin.fetch_all_topic_list()
                     if t.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX))
-    rows = []
+    rows: list[list[object]] = []
     for group in groups:
         tps, diff = 0, 0
         try:
@@ -91,7 +91,8 @@ async def consumer_progress(admin: Admin, args: argparse.Namespace) -> int | Non
         except AdminError:
             pass
         rows.append([group, count, version, ctype, model, tps, diff])
-    for r in [["#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"], *rows]:
+    header: list[object] = ["#Group", "#Count", "#Version", "#Type", "#Model", "#TPS", "#Diff Total"]
+    for r in [header, *rows]:
         print(f"{r[0]!s:<64}  {r[1]!s:<6}  {r[2]!s:<24} {r[3]!s:<5}  {r[4]!s:<14}  {r[5]!s:<7}  {r[6]}")
     return None
 
