@@ -3,6 +3,7 @@ SDK producers and consumers connected, the bodies they read checked against Apac
 4.9.8's captured answers (tests/golden), and the bounds of the producer table."""
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 import time
@@ -288,3 +289,63 @@ async def test_producer_table_is_bounded(tmp_path):
             # and an expired one (no heartbeat for channelExpiredSeconds)
             broker.producer_manager.scan_not_active_channel(time.monotonic() + 121)
             assert broker.producer_manager.group_channel_table == {}
+
+
+class _Hang:
+    """A client-side processor that never answers (a consumer stuck in its handler)."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+
+    def reject_request(self) -> bool:
+        return False
+
+    async def process_request(self, conn, cmd):
+        self.asked.set()
+        await asyncio.Event().wait()
+
+
+def _consumer_heartbeat(client_id: str, group: str, version: int = 409) -> RemotingCommand:
+    cmd = rq.heart_beat({"clientID": client_id, "producerDataSet": [], "consumerDataSet": [{
+        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "subscriptionDataSet": [], "unitMode": False}]})
+    cmd.version = version
+    return cmd
+
+
+async def test_relay_timeout_unsupported_and_old_clients(tmp_path):
+    async with run_standalone(tmp_path / "store", call_client_timeout_mills=500) as (ns, broker):
+        addr = broker.broker_addr
+        hang = _Hang()
+        async with RemotingClient() as stuck, RemotingClient() as plain, RemotingClient() as old, \
+                Admin(f"127.0.0.1:{ns.port}") as admin:
+            stuck.register_processor(RequestCode.GET_CONSUMER_RUNNING_INFO, hang)
+            for client, cid, version in ((stuck, "stuck", 409), (plain, "plain", 409), (old, "old", 30)):
+                resp = await client.invoke(addr, _consumer_heartbeat(cid, "GID_relay", version), timeout=5)
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+            async def running_info(cid: str) -> AdminError:
+                with pytest.raises(AdminError) as e:
+                    await admin._call(addr, rq.get_consumer_running_info("GID_relay", cid), rq.body_of)
+                return e.value
+
+            e = await running_info("stuck")
+            assert hang.asked.is_set() and e.code == ResponseCode.CONSUME_MSG_TIMEOUT
+            assert e.remark.startswith("consumer <GID_relay> <stuck> Timeout:")
+            e = await running_info("plain")   # its client has no processor for 307: its answer, relayed
+            assert e.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+            e = await running_info("old")
+            assert e.remark == ("The Consumer <old> Version <V3_0_8_SNAPSHOT> too low to finish, please upgrade it "
+                                "to V3_1_8_SNAPSHOT")
+            # the connection listing has all three, each with the version it declared
+            cc = await admin._call(addr, rq.get_consumer_connection_list("GID_relay"),
+                                   lambda r: ConsumerConnection.from_json(loads_java_json(rq.body_of(r))))
+            assert sorted((c.client_id, c.version) for c in cc.connection_set) == [("old", 30), ("plain", 409),
+                                                                                  ("stuck", 409)]
+            # status from every member: the ones that cannot answer are left out, as Java does
+            status = await admin._call(addr, rq.invoke_broker_to_get_consumer_status("T", "GID_relay"),
+                                       lambda r: GetConsumerStatusBody.decode(rq.body_of(r)))
+            assert status.consumer_table == {}
+            with pytest.raises(AdminError) as err:
+                await admin._call(addr, rq.invoke_broker_to_get_consumer_status("T", "GID_none"), rq.body_of)
+            assert err.value.remark == "No Any Consumer online in the consumer group: [GID_none]"
