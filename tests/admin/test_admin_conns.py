@@ -349,3 +349,48 @@ async def test_relay_timeout_unsupported_and_old_clients(tmp_path):
             with pytest.raises(AdminError) as err:
                 await admin._call(addr, rq.invoke_broker_to_get_consumer_status("T", "GID_none"), rq.body_of)
             assert err.value.remark == "No Any Consumer online in the consumer group: [GID_none]"
+
+
+async def test_a_member_that_ignores_the_reset_is_moved_on_its_next_pull(tmp_path):
+    """ali-ons has no handler for RESET_CONSUMER_CLIENT_OFFSET: its next pull of each queue at
+    another offset is answered PULL_OFFSET_MOVED to the reset offset, once; a pull at the reset
+    offset (a member that applied it) is served as usual."""
+    from rmq.remoting.headers import PullMessageRequestHeader
+
+    async with run_standalone(tmp_path / "store") as (ns, broker):
+        addr = broker.broker_addr
+        async with Admin(f"127.0.0.1:{ns.port}") as admin, RemotingClient() as member:
+            await admin.create_and_update_topic_config(addr, "IgnT", read_queue_nums=2, write_queue_nums=2)
+            async with rmq.Producer(f"127.0.0.1:{ns.port}", "PID_ign") as p:
+                for i in range(4):
+                    await p.send(rmq.Message("IgnT", b"x"), queue=rmq.MessageQueue("IgnT", "broker-a", i % 2))
+            assert (await member.invoke(addr, _consumer_heartbeat("ign", "GID_ign"), timeout=5)).code == 0
+            for qid in (0, 1):
+                await admin.update_consume_offset(addr, "GID_ign", rmq.MessageQueue("IgnT", "broker-a", qid), 2)
+            table = await admin.reset_offset_by_timestamp("IgnT", "GID_ign", 0)
+            assert sorted(table.values()) == [0, 0]
+
+            async def pull(qid: int, offset: int) -> rq.PullReply:
+                cmd = rq.pull_message(PullMessageRequestHeader(
+                    consumer_group="GID_ign", topic="IgnT", queue_id=qid, queue_offset=offset, max_msg_nums=32,
+                    sys_flag=4, subscription="*"))
+                return rq.parse_pull(await member.invoke(addr, cmd, timeout=5))
+
+            moved = await pull(0, 2)                   # still at its old offset
+            assert moved.status.name == "OFFSET_ILLEGAL" and moved.next_begin_offset == 0
+            again = await pull(0, 2)                   # once only
+            assert again.status.name != "OFFSET_ILLEGAL"
+            applied = await pull(1, 0)                 # at the reset offset: served, the entry dropped
+            assert applied.status.name == "FOUND"
+            assert (await pull(1, 2)).status.name != "OFFSET_ILLEGAL"
+            assert len(broker.pending_resets) == 0
+
+
+def test_pending_resets_expire_and_are_bounded():
+    from rmq.broker.offset_reset import PendingResets
+
+    p = PendingResets(ttl=60, max_entries=3)
+    p.add("G", "T", {0: 5, 1: 5, 2: 5, 3: 5})
+    assert len(p) == 3 and p.redirect("G", "T", 0, 9) is None    # the oldest (queue 0) was dropped
+    assert p.redirect("G", "T", 3, 9) == 5 and p.redirect("G", "T", 3, 9) is None
+    assert p.expire(time.monotonic() + 61) == 2 and len(p) == 0
