@@ -57,6 +57,19 @@ async def test_connections_progress_status_and_resets(daemon):
             assert "ConsumeType: CONSUME_PASSIVELY" in out and "MessageModel: CLUSTERING" in out
             assert "CliConnsT            *" in out.splitlines()   # Java's %-20s %s
 
+            rc, out2, err = await admin("consumerConnection", "-n", ns, "-g", "GID_cli_conns", "-b",
+                                        daemon.broker_addr)
+            assert rc == 0 and out2 == out, err
+
+            rc, out, err = await admin("getConsumerConfig", "-n", ns, "-g", "GID_cli_conns")
+            assert rc == 0, err
+            assert out.splitlines()[0] == "=" * 29 + "DefaultCluster:broker-a" + "=" * 29
+            assert [line.split("=  ")[0].strip() for line in out.splitlines()[1:]][:3] == [
+                "groupName", "consumeEnable", "consumeFromMinEnable"]
+            assert "retryMaxTimes                           =  16" in out.splitlines()
+            rc, out, err = await admin("getConsumerConfig", "-n", ns, "-g", "GID_no_such_group")
+            assert rc == 0 and out == "", err
+
             rc, out, err = await admin("producerConnection", "-n", ns, "-g", "PID_cli_conns", "-t", "CliConnsT")
             assert rc == 0, err
             assert out.split()[0] == "0001" and out.split()[3:5] == ["PYTHON", "V4_9_8"]

@@ -13,7 +13,7 @@ from rmq.remoting.body.conns import ConsumerRunningInfo, version_desc
 from rmq.remoting.codes import ResponseCode
 from rmq.types import MessageQueue
 
-from ._cmd import command, group_name, java_bool, print_table, topic_name, true_false
+from ._cmd import addr, command, group_name, java_bool, name, print_table, topic_name, true_false
 
 
 def _fmt_time(ms: int) -> str:
@@ -119,12 +119,13 @@ async def _allocation(admin: Admin, group: str) -> dict[MessageQueue, str]:
 
 def _consumer_connection_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_name, help="consumer group name")
+    p.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help="ask only this broker")
 
 
 @command("consumerConnection", "query a consumer group's connections, client versions and subscriptions",
          flags=_consumer_connection_flags)
 async def consumer_connection(admin: Admin, args: argparse.Namespace) -> int | None:
-    cc = await admin.examine_consumer_connection_info(args.group)
+    cc = await admin.examine_consumer_connection_info(args.group, args.broker)
     # Java ConsumerConnectionSubCommand's printf
     print(f"{'#ClientId':<36} {'#ClientAddr':<22} {'#Language':<10} #Version")
     for c in cc.connection_set:
@@ -159,7 +160,9 @@ async def producer_connection(admin: Admin, args: argparse.Namespace) -> int | N
 
 def _status_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_name, help="consumer group name")
-    p.add_argument("-i", "--clientId", dest="client_id", default=None, help="the consumer's client id")
+    p.add_argument("-i", "--clientId", dest="client_id", default=None, type=name, help="the consumer's client id")
+    p.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help="list the members this "
+                                                                                      "broker knows")
     p.add_argument("-s", "--jstackEnable", dest="jstack", action="store_true", help="ask for a thread dump too")
 
 
@@ -170,7 +173,7 @@ async def consumer_status(admin: Admin, args: argparse.Namespace) -> int | None:
         info = await admin.get_consumer_running_info(args.group, args.client_id, args.jstack)
         print(info.format_string(), end="")
         return None
-    cc = await admin.examine_consumer_connection_info(args.group)
+    cc = await admin.examine_consumer_connection_info(args.group, args.broker)
     # Java ConsumerStatusSubCommand writes each client's formatString to a file; here it is
     # printed after the table instead (no files written where the command runs).
     print(f"{'#Index':<10} {'#ClientId':<40} {'#Version':<20} #ConsumerRunningInfoFile")
@@ -274,3 +277,27 @@ async def clone_group_offset(admin: Admin, args: argparse.Namespace) -> int | No
     return None
 
 
+
+
+# -- getConsumerConfig -------------------------------------------------------------------
+
+# Java SubscriptionGroupConfig's fields in declaration order (what mqadmin prints, one a line).
+_SUBSCRIPTION_GROUP_FIELDS = ("groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable",
+                              "retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly",
+                              "notifyConsumerIdsChangedEnable")
+
+
+def _consumer_config_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-g", "--groupName", dest="group", required=True, type=group_name, help="subscription group name")
+
+
+@command("getConsumerConfig", "print a subscription group's configuration on every broker",
+         flags=_consumer_config_flags)
+async def get_consumer_config(admin: Admin, args: argparse.Namespace) -> int | None:
+    for info in await admin.get_consumer_config(args.group):
+        print(f"============================={info.cluster_name}:{info.broker_name}=============================")
+        for key in _SUBSCRIPTION_GROUP_FIELDS:
+            value = info.config.get(key)
+            text = "" if value is None else java_bool(value) if isinstance(value, bool) else str(value)
+            print(f"{key:<40}=  {text}")
+    return None

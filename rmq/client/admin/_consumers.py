@@ -25,7 +25,7 @@ from rmq.remoting.body.conns import (
     loads_java_json,
     mq_of,
 )
-from rmq.remoting.codes import ResponseCode
+from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageQueue
 
 from ._base import AdminBase, AdminError
@@ -129,12 +129,14 @@ class ConsumerAdmin(AdminBase):
                              f"maybe the consumer not consume any message (group {group})")
         return ConsumeStats(table, tps)
 
-    async def examine_consumer_connection_info(self, group: str) -> ConsumerConnection:
-        """GET_CONSUMER_CONNECTION_LIST on every broker of the group, the connections merged;
-        AdminError with code CONSUMER_NOT_ONLINE (206) when no member is connected anywhere."""
+    async def examine_consumer_connection_info(self, group: str, broker_addr: str | None = None,
+                                               ) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST on every broker of the group (or only ``broker_addr``),
+        the connections merged; AdminError with code CONSUMER_NOT_ONLINE (206) when no member
+        is connected anywhere."""
         merged: ConsumerConnection | None = None
         conns = []
-        for addr in await self._group_brokers(group):
+        for addr in [broker_addr] if broker_addr else await self._group_brokers(group):
             try:
                 cc = await self._call(addr, rq.get_consumer_connection_list(group),
                                       _json_parser(ConsumerConnection.from_json))
@@ -264,3 +266,45 @@ class ConsumerAdmin(AdminBase):
                 await self.update_consume_offset(addr, dest_group, mq, w.consumer_offset)
                 n += 1
         return n
+
+    async def get_consumer_config(self, group: str) -> list[ConsumerConfigInfo]:
+        """A subscription group's configuration on every broker that has it (mqadmin
+        getConsumerConfig: GET_ALL_SUBSCRIPTIONGROUP_CONFIG from each broker's master, the
+        group picked out), in broker-name order."""
+        info = await self.examine_broker_cluster_info()
+        out = []
+        for name, bd in sorted(info.broker_addr_table.items()):
+            addr = bd.broker_addrs.get(MixAll.MASTER_ID) or next(iter(bd.broker_addrs.values()), None)
+            if addr is None:
+                continue
+            table = await self._call(addr, _get_all_subscription_groups(), _parse_subscription_groups)
+            config = table.get(group)
+            if config is None:
+                continue
+            cluster = next((c for c, names in info.cluster_addr_table.items() if name in names), "")
+            out.append(ConsumerConfigInfo(cluster, name, config))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConfigInfo:
+    """One broker's copy of a subscription group's configuration: Java
+    ``SubscriptionGroupConfig``'s fields by their wire names (``groupName``, ``consumeEnable``,
+    ``retryQueueNums``, ``retryMaxTimes``, ``brokerId``…)."""
+
+    cluster_name: str
+    broker_name: str
+    config: dict[str, Any]
+
+
+def _get_all_subscription_groups() -> RemotingCommand:
+    return RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, None)
+
+
+def _parse_subscription_groups(resp: RemotingCommand) -> dict[str, dict[str, Any]]:
+    try:
+        d = loads_java_json(rq.body_of(resp) or b"{}")
+        table = d.get("subscriptionGroupTable") or {}
+        return {str(g): dict(c) for g, c in table.items() if isinstance(c, Mapping)}
+    except (ValueError, TypeError, AttributeError) as e:
+        raise RemotingCommandError(f"malformed SubscriptionGroupWrapper body: {e}") from None
