@@ -148,6 +148,13 @@ def test_reset_offset_moves_live_cpp_ons_and_sdk_consumers(real_clients, broker,
         assert [c.language for c in conns["cpp"].connection_set] == ["CPP"]
         assert [c.language for c in conns["ons"].connection_set] == ["JAVA"]   # ali-ons says JAVA
         assert [c.client_id for c in conns["sdk"].connection_set] == [sdk.client_id]
+        # the C++ core answers GET_CONSUMER_RUNNING_INFO through the broker's relay
+        cpp_id = conns["cpp"].connection_set[0].client_id
+        info = admin_call(broker.namesrv, lambda a: a.get_consumer_running_info(groups["cpp"], cpp_id))
+        assert info.properties["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert sorted((mq.queue_id, int(q["commitOffset"])) for mq, q in info.mq_table.items()
+                      if mq.topic == topic) == [(q, OLD // QUEUES) for q in range(QUEUES)]
+        assert "#Consumer Offset#" in info.format_string()    # C++ writes numbers as strings: still prints
 
         # back to the beginning, every group while its consumer runs
         for name, group in groups.items():
