@@ -188,6 +188,13 @@ class BrokerConfig:
         max_subscriptions_per_connection: subscriptions the consumer groups of one connection
             may declare (10 000). Past any of the three a heartbeat is refused (SYSTEM_ERROR)
             and registers nothing.
+        max_producer_groups: producer groups the producer table (GET_PRODUCER_CONNECTION_LIST)
+            holds at most (10 000); a heartbeat naming one more is not recorded for it.
+        max_producers_per_group: connections one producer group holds at most (1000); past it
+            the one silent for longest is evicted.
+        call_client_timeout_mills: ms the broker waits for a client it relays a request to
+            (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, GET_CONSUMER_STATUS_FROM_CLIENT;
+            Java ``Broker2Client.callClient`` waits 10 000).
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -249,6 +256,9 @@ class BrokerConfig:
     # The properties file the broker was started from (-c); UPDATE_BROKER_CONFIG persists
     # changes there (Java brokerConfigPath); None: <storePathRootDir>/config/broker.properties.
     broker_config_path: str | None = None
+    max_producer_groups: int = setting(10_000, lo=1, hi=10_000_000)
+    max_producers_per_group: int = setting(1_000, lo=1, hi=1_000_000)
+    call_client_timeout_mills: int = setting(10_000, lo=1, hi=600_000, unit="ms")
 
     @property
     def namesrv_addr_list(self) -> list[str]:

@@ -43,7 +43,9 @@ from rmq.broker.managers.consumer_offset import ConsumerOffsetManager
 from rmq.broker.managers.subscription_group import SubscriptionGroupManager
 from rmq.broker.managers.topic_config import TopicConfigManager
 from rmq.broker.namesrv_api import BrokerOuterAPI
+from rmq.broker.offset_reset import PendingResets
 from rmq.broker.processors.admin import AdminBrokerProcessor
+from rmq.broker.processors.admin_conns import ConnsAdminProcessor
 from rmq.broker.processors.admin_ops import OpsAdminProcessor
 from rmq.broker.processors.client_manage import (
     ClientManageProcessor,
@@ -106,7 +108,10 @@ class BrokerController:
         self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir, broker_config.max_consumer_offset_keys)
         self.consumer_manager = ConsumerManager(self._notify_consumer_ids_changed,
                                                 broker_config.channel_expired_seconds)
-        self.producer_manager = ProducerManager(broker_config.channel_expired_seconds)
+        self.producer_manager = ProducerManager(broker_config.channel_expired_seconds,
+                                                broker_config.max_producer_groups,
+                                                broker_config.max_producers_per_group)
+        self.pending_resets = PendingResets(broker_config.channel_expired_seconds)
         self.configuration = BrokerConfiguration(self)
         self.stats = BrokerStatsManager(broker_config.broker_cluster_name, max_items=broker_config.max_stats_items,
                                         sample_interval_ms=broker_config.stats_sample_interval_ms)
@@ -214,6 +219,12 @@ class BrokerController:
         lock = RebalanceLockProcessor(self)
         for code in lock.codes:
             s.register_processor(code, _Gate(self, lock), lock_pool)
+        # Connections, consumer status and offset resets (they may wait for a client's answer:
+        # their own pool, so a slow client cannot hold up the other admin codes).
+        conns = ConnsAdminProcessor(self)
+        conns_pool = ProcessorPool("adminConns", max_in_flight=16, max_queue=1_000)
+        for code in ConnsAdminProcessor.CODES:
+            s.register_processor(code, _Gate(self, conns), conns_pool)
 
     async def start(self) -> None:
         """Bring the broker up (see module docstring). Raises ``OSError`` when the port is
@@ -346,6 +357,7 @@ class BrokerController:
             await asyncio.sleep(min(HOUSEKEEPING_INTERVAL, self.broker_config.channel_expired_seconds))
             self.scan_not_active_channels()
             self.rebalance_lock_manager.scan_expired()
+            self.pending_resets.expire()
 
     def scan_not_active_channels(self) -> None:
         """Drop consumers and producers silent for 120 s and close their connections."""

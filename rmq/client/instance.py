@@ -32,6 +32,7 @@ from rmq.common.route import TopicRouteData
 from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, RemotingCommandError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting.body.conns import ConsumerRunningInfo, GetConsumerStatusBody, ResetOffsetBody, SubscriptionInfo
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
@@ -78,7 +79,7 @@ class ConsumerInner(Protocol):
     async def do_rebalance(self) -> None: ...
     async def persist_consumer_offset(self) -> None: ...
     def running_info(self) -> dict[str, Any]: ...
-    def offset_table_json(self, topic: str) -> dict[str, int]: ...
+    def offset_table_json(self, topic: str) -> dict[MessageQueue, int]: ...
     async def reset_offset(self, topic: str, table: dict[MessageQueue, int]) -> None: ...
     async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]: ...
 
@@ -524,15 +525,24 @@ class _ClientRemotingProcessor:
         try:
             if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
                 info = consumer.running_info()
-                info.setdefault("properties", {})["PROP_NAMESERVER_ADDR"] = ";".join(inst.namesrv_addrs)
-                info["properties"]["PROP_CLIENT_VERSION"] = "V4_9_8"
-                return cmd.response(ResponseCode.SUCCESS, None, {}, json.dumps(info).encode())
+                props = {str(k): str(v) for k, v in info.get("properties", {}).items()}
+                props["PROP_NAMESERVER_ADDR"] = ";".join(inst.namesrv_addrs)
+                props["PROP_CLIENT_VERSION"] = "V4_9_8"
+                running = ConsumerRunningInfo(
+                    props, tuple(SubscriptionInfo.from_json(sd) for sd in info.get("subscriptionSet", ())),
+                    dict(info.get("mqTable", {})), dict(info.get("statusTable", {})), str(info.get("jstack") or ""))
+                return cmd.response(ResponseCode.SUCCESS, None, {}, running.encode())
             if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
-                status = consumer.offset_table_json(h.topic)
-                return cmd.response(ResponseCode.SUCCESS, None, {},
-                                    json.dumps({"messageQueueTable": status}).encode())
+                status = GetConsumerStatusBody(consumer.offset_table_json(h.topic))
+                return cmd.response(ResponseCode.SUCCESS, None, {}, status.encode())
             if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
-                table = _parse_offset_table(cmd.body_bytes(), h.topic)
+                # Java MQClientInstance.resetOffset: the body's table (fastjson object keys, or
+                # the C++ list form), applied to this topic's queues
+                try:
+                    body = ResetOffsetBody.decode(cmd.body_bytes() or b"{}")
+                    table = {mq: off for mq, off in body.offset_table.items() if mq.topic == h.topic}
+                except ValueError as e:
+                    raise ClientError(f"RESET_CONSUMER_CLIENT_OFFSET body is not understood: {e}") from None
                 await consumer.reset_offset(h.topic, table)
                 return cmd.response(ResponseCode.SUCCESS, None, {})
             if cmd.code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
@@ -555,35 +565,6 @@ _CONSUMER_REQUEST_HEADERS: dict[int, type[Header]] = {
     RequestCode.RESET_CONSUMER_CLIENT_OFFSET: ResetOffsetRequestHeader,
     RequestCode.CONSUME_MESSAGE_DIRECTLY: ConsumeMessageDirectlyResultRequestHeader,
 }
-
-
-def _parse_offset_table(body: bytes, topic: str) -> dict[MessageQueue, int]:
-    """ResetOffsetBody: ``{"offsetTable": {<MessageQueue json>: offset}}``.
-
-    fastjson writes object keys as JSON objects, which is not JSON; accept both that and a list
-    of ``[mq, offset]`` pairs or ``"topic|broker|qid"`` string keys.
-    """
-    import re
-
-    text = body.decode("utf-8", "replace") if body else "{}"
-    out: dict[MessageQueue, int] = {}
-    for m in re.finditer(r'\{"brokerName":"([^"]*)","queueId":(\d+),"topic":"([^"]*)"\}:(-?\d+)', text):
-        out[MessageQueue(m.group(3), m.group(1), int(m.group(2)))] = int(m.group(4))
-    if out:
-        return out
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        raise ClientError("RESET_CONSUMER_CLIENT_OFFSET body is not understood") from None
-    table = data.get("offsetTable", data)
-    if isinstance(table, list):
-        for mq, off in table:
-            out[MessageQueue.from_json(mq)] = int(off)
-    else:
-        for k, off in table.items():
-            t, b, q = k.split("|") if "|" in k else (topic, *k.rsplit(":", 1))
-            out[MessageQueue(t, b, int(q))] = int(off)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

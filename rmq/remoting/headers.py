@@ -698,6 +698,23 @@ __all__ += ["GetTopicsByClusterRequestHeader", "QueryTopicConsumeByWhoRequestHea
 # (the conns engineer adds here)
 
 
+@header
+class GetConsumerConnectionListRequestHeader(Header):
+    """GET_CONSUMER_CONNECTION_LIST (203)."""
+
+    consumer_group: str = w("consumerGroup")
+
+
+@header
+class GetProducerConnectionListRequestHeader(Header):
+    """GET_PRODUCER_CONNECTION_LIST (204)."""
+
+    producer_group: str = w("producerGroup")
+
+
+__all__ += ["GetConsumerConnectionListRequestHeader", "GetProducerConnectionListRequestHeader"]
+
+
 # ---------------------------------------------------------------------------- stats
 # Admin headers: broker statistics and configuration (25, 315, 317).
 

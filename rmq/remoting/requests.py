@@ -488,6 +488,65 @@ __all__ += ["get_topic_stats_info", "get_topics_by_cluster", "parse_group_list",
 # (the conns engineer adds here)
 
 
+def get_consumer_connection_list(group: str) -> RemotingCommand:
+    """GET_CONSUMER_CONNECTION_LIST (203); the answer's body is a ``ConsumerConnection``,
+    CONSUMER_NOT_ONLINE when no member is connected."""
+    return _request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
+                    _h.GetConsumerConnectionListRequestHeader(consumer_group=group))
+
+
+def get_producer_connection_list(group: str) -> RemotingCommand:
+    """GET_PRODUCER_CONNECTION_LIST (204); the answer's body is a ``ProducerConnection``."""
+    return _request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
+                    _h.GetProducerConnectionListRequestHeader(producer_group=group))
+
+
+def get_consumer_running_info(group: str, client_id: str, jstack: bool = False) -> RemotingCommand:
+    """GET_CONSUMER_RUNNING_INFO (307), to a broker (which relays it) or from a broker to the
+    client; the answer's body is a ``ConsumerRunningInfo``."""
+    return _request(RequestCode.GET_CONSUMER_RUNNING_INFO, _h.GetConsumerRunningInfoRequestHeader(
+        consumer_group=group, client_id=client_id, jstack_enable=jstack))
+
+
+def consume_message_directly(group: str, client_id: str, msg_id: str,
+                             broker_name: str | None = None) -> RemotingCommand:
+    """CONSUME_MESSAGE_DIRECTLY (309) to the broker holding ``msg_id`` (an offset message id),
+    which relays it with the message to the client; the answer's body is a
+    ``ConsumeMessageDirectlyResult``."""
+    return _request(RequestCode.CONSUME_MESSAGE_DIRECTLY, _h.ConsumeMessageDirectlyResultRequestHeader(
+        consumer_group=group, client_id=client_id, msg_id=msg_id, broker_name=broker_name))
+
+
+def invoke_broker_to_reset_offset(topic: str, group: str, timestamp_ms: int, force: bool = True) -> RemotingCommand:
+    """INVOKE_BROKER_TO_RESET_OFFSET (222): ``timestamp_ms`` -1 means each queue's max offset;
+    the answer's body is a ``ResetOffsetBody``, CONSUMER_NOT_ONLINE when no member is connected."""
+    return _request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, _h.ResetOffsetRequestHeader(
+        topic=topic, group=group, timestamp=timestamp_ms, is_force=force))
+
+
+def invoke_broker_to_get_consumer_status(topic: str, group: str, client_addr: str | None = None) -> RemotingCommand:
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): the broker asks each member (or the one whose
+    client id is ``client_addr``, Java's name for it); the answer is a ``GetConsumerStatusBody``."""
+    return _request(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, _h.GetConsumerStatusRequestHeader(
+        topic=topic, group=group, client_addr=client_addr))
+
+
+def get_consume_stats(group: str, topic: str | None = None) -> RemotingCommand:
+    """GET_CONSUME_STATS (208): the group's per-queue broker and consumer offsets."""
+    return _request(RequestCode.GET_CONSUME_STATS, _h.GetConsumeStatsRequestHeader(consumer_group=group, topic=topic))
+
+
+def body_of(resp: RemotingCommand) -> bytes:
+    """A SUCCESS answer's body (raises the BrokerResponseError of any other code)."""
+    check_success(resp)
+    return resp.body_bytes() or b""
+
+
+__all__ += ["body_of", "consume_message_directly", "get_consume_stats",
+            "get_consumer_connection_list", "get_consumer_running_info", "get_producer_connection_list",
+            "invoke_broker_to_get_consumer_status", "invoke_broker_to_reset_offset"]
+
+
 # ---------------------------------------------------------------------------- stats
 # Admin builders and parsers: broker statistics and configuration (25, 26, 28, 315, 317).
 

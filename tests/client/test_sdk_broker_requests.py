@@ -2,13 +2,13 @@
 own connection, against a real in-process broker: each is read through its typed header."""
 from __future__ import annotations
 
-import json
 import logging
 
 from sdk_support import create_topic, wait_until
 
 import rmq
 from rmq.remoting import RemotingCommand
+from rmq.remoting.body.conns import ConsumerRunningInfo, GetConsumerStatusBody, ResetOffsetBody
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.headers import (
     ConsumeMessageDirectlyResultRequestHeader,
@@ -46,13 +46,16 @@ async def test_broker_to_client_requests_use_typed_headers(cluster, namesrv_addr
         r = await ask(RequestCode.GET_CONSUMER_RUNNING_INFO,
                       GetConsumerRunningInfoRequestHeader(consumer_group=cg, client_id="x"))
         assert r.code == ResponseCode.SUCCESS, r.remark
-        assert topic in [s["topic"] for s in json.loads(r.body_bytes())["subscriptionSet"]]
+        running = ConsumerRunningInfo.decode(r.body_bytes())    # Java's shape: fastjson object keys
+        assert topic in [s.topic for s in running.subscription_set]
+        assert rmq.MessageQueue(topic, broker.broker_config.broker_name, 0) in running.mq_table
+        assert running.properties["PROP_CONSUMEORDERLY"] == "false" and running.properties["consumerGroup"] == cg
 
         r = await ask(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, GetConsumerStatusRequestHeader(topic=topic,
                                                                                                   group=cg))
         assert r.code == ResponseCode.SUCCESS, r.remark
-        table = json.loads(r.body_bytes())["messageQueueTable"]
-        assert list(table) == [f"{topic}|{broker.broker_config.broker_name}|0"]
+        table = GetConsumerStatusBody.decode(r.body_bytes()).message_queue_table
+        assert list(table) == [rmq.MessageQueue(topic, broker.broker_config.broker_name, 0)]
         r = await ask(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, GetConsumerStatusRequestHeader(topic=topic,
                                                                                                   group="nope"))
         assert r.code == ResponseCode.SYSTEM_ERROR and "not online" in r.remark
@@ -67,7 +70,7 @@ async def test_broker_to_client_requests_use_typed_headers(cluster, namesrv_addr
         assert r.code == ResponseCode.SYSTEM_ERROR and "no message" in r.remark, r.remark
 
         # reset the queue to 0: the message is consumed again
-        body = json.dumps({"offsetTable": {f"{topic}|{broker.broker_config.broker_name}|0": 0}}).encode()
+        body = ResetOffsetBody({rmq.MessageQueue(topic, broker.broker_config.broker_name, 0): 0}).encode()
         r = await conn.invoke(RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
                                                       ResetOffsetRequestHeader(topic=topic, group=cg, timestamp=0),
                                                       body), timeout=10)

@@ -9,6 +9,7 @@ from sdk_support import create_topic, holds, wait_until
 import rmq
 from rmq._testing import run_broker, run_namesrv
 from rmq.remoting import RemotingCommand
+from rmq.remoting.body.conns import ConsumerRunningInfo, GetConsumerStatusBody
 from rmq.remoting.codes import RequestCode, ResponseCode
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -299,13 +300,13 @@ async def test_broker_requests_to_client(cluster, namesrv_addr, unique):
         resp = await conn.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, {
             "consumerGroup": cg, "clientId": c.client_id}), 3.0)
         assert resp.code == ResponseCode.SUCCESS
-        running = json.loads(resp.body_bytes())
-        assert running["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
-        assert any(s["topic"] == topic for s in running["subscriptionSet"])
+        running = ConsumerRunningInfo.decode(resp.body_bytes())   # fastjson object keys, as Java's
+        assert running.properties["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
+        assert any(s.topic == topic for s in running.subscription_set)
         resp = await conn.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, {
             "group": cg, "topic": topic, "clientAddr": ""}), 3.0)
         assert resp.code == ResponseCode.SUCCESS
-        table = json.loads(resp.body_bytes())["messageQueueTable"]
+        table = GetConsumerStatusBody.decode(resp.body_bytes()).message_queue_table
         assert list(table.values()) == [3]
         # the stored record of "a" (queue offset 0) from the broker's store, consumed directly
         result = broker.message_store.get_message(cg, topic, 0, 0, 1)

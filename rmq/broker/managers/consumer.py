@@ -295,28 +295,58 @@ class ConsumerManager:
 
 
 class ProducerManager:
-    """Producer groups and their connections (used by transaction check-back)."""
+    """Producer groups and their connections (Java ``ProducerManager``): fed by heartbeats, read
+    by GET_PRODUCER_CONNECTION_LIST and the transaction check-back.
 
-    def __init__(self, channel_expired_seconds: float = 120.0):
+    Args:
+        channel_expired_seconds: heartbeat expiry (120 s, Java ``CHANNEL_EXPIRED_TIMEOUT``).
+        max_groups: producer groups held at most (10 000); a heartbeat naming one more group is
+            not recorded for it (one rate-limited warning). Java has no bound.
+        max_per_group: connections one group holds at most (1000); past it the connection silent
+            for longest is evicted to make room (one rate-limited warning).
+    """
+
+    def __init__(self, channel_expired_seconds: float = 120.0, max_groups: int = 10_000,
+                 max_per_group: int = 1_000):
         self.group_channel_table: dict[str, dict[Connection, ClientChannelInfo]] = {}
         self.channel_expired_seconds = channel_expired_seconds
+        self.max_groups = max_groups
+        self.max_per_group = max_per_group
         self._by_conn: dict[Connection, set[str]] = {}  # conn -> its producer groups
 
     def groups_of(self, conn: Connection) -> set[str]:
         """The producer groups ``conn`` registered (read-only; empty when none)."""
         return self._by_conn.get(conn) or set()
 
-    def register_producer(self, group: str, channel: ClientChannelInfo) -> None:
-        chans = self.group_channel_table.setdefault(group, {})
+    def register_producer(self, group: str, channel: ClientChannelInfo) -> bool:
+        """Add or refresh one producer connection; False when the table is full and ``group``
+        is a new group (nothing recorded)."""
+        chans = self.group_channel_table.get(group)
+        if chans is None:
+            if len(self.group_channel_table) >= self.max_groups:
+                _rl.warning("producer-groups-full", "producer group %s of %s not recorded: the producer table "
+                            "holds %d groups (maxProducerGroups)", clip(group), clip(channel.client_id),
+                            self.max_groups)
+                return False
+            chans = self.group_channel_table[group] = {}
         old = chans.get(channel.conn)
         if old is None:
+            if len(chans) >= self.max_per_group:
+                oldest = min(chans.values(), key=lambda c: c.last_update)
+                _rl.warning("producer-group-full", "producer group %s holds %d connections "
+                            "(maxProducersPerGroup): evicting %s (%s) for %s", clip(group), self.max_per_group,
+                            clip(oldest.client_id), oldest.remote_addr, clip(channel.client_id))
+                self.unregister_producer(group, oldest.conn)
+                chans = self.group_channel_table.setdefault(group, {})
             chans[channel.conn] = channel
             self._by_conn.setdefault(channel.conn, set()).add(group)
             _rl.info("producer-connected", "new producer connected, group %s %s %s", clip(group),
                      clip(channel.client_id),
                      channel.remote_addr)
         else:
+            old.client_id, old.language, old.version = channel.client_id, channel.language, channel.version
             old.last_update = time.monotonic()
+        return True
 
     def unregister_producer(self, group: str, conn: Connection) -> bool:
         chans = self.group_channel_table.get(group)

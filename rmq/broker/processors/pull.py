@@ -189,6 +189,15 @@ class PullMessageProcessor:
             sub_string = sub.sub_string
             message_filter = self._filter(sub_string)
 
+        # A reset this member may not have applied (ali-ons ignores RESET_CONSUMER_CLIENT_OFFSET):
+        # move it to the reset offset (rmq.broker.offset_reset).
+        if c.pending_resets:
+            moved_to = c.pending_resets.redirect(h.consumer_group, h.topic, h.queue_id, h.queue_offset)
+            if moved_to is not None:
+                return cmd.response(ResponseCode.PULL_OFFSET_MOVED, None, {
+                    "nextBeginOffset": str(moved_to), "suggestWhichBrokerId": str(MASTER_ID),
+                    "minOffset": str(max(0, self.store.get_min_offset_in_queue(h.topic, h.queue_id))),
+                    "maxOffset": str(self.store.get_max_offset_in_queue(h.topic, h.queue_id))})
         # The store scan (its duration: Java StoreStatsService.setGetMessageEntireTimeMax).
         t0 = time.monotonic_ns()
         result = self.store.get_message(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,

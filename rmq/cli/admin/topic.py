@@ -170,7 +170,8 @@ async def topic_route(admin: Admin, args: argparse.Namespace) -> None:
 
 
 def _cluster_list_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--moreStats", action="store_true", help="message totals of yesterday and today instead of the load (default off)")
+    p.add_argument("-m", "--moreStats", action="store_true",
+                   help="message totals of yesterday and today instead of the load (default off)")
     p.add_argument("-i", "--interval", type=int_in(1, 86_400), default=None,
                    help="print again every this many seconds, 1..86400, until interrupted (default: once)")
 

@@ -458,27 +458,29 @@ class ConsumerBase(abc.ABC):
 
     # ---------------------------------------------------------------- broker → client requests
 
-    def offset_table_json(self, topic: str) -> dict[str, int]:
-        """GET_CONSUMER_STATUS_FROM_CLIENT: ``"topic|broker|queueId" -> offset``."""
+    def offset_table_json(self, topic: str) -> dict[MessageQueue, int]:
+        """GET_CONSUMER_STATUS_FROM_CLIENT: this member's offsets of ``topic`` (every topic when
+        empty)."""
         assert self.offset_store is not None
-        return {f"{mq.topic}|{mq.broker_name}|{mq.queue_id}": off
-                for mq, off in self.offset_store.clone_table(topic or None).items()}
+        return dict(self.offset_store.clone_table(topic or None))
 
     def running_info(self) -> dict[str, Any]:
-        """GET_CONSUMER_RUNNING_INFO: Java ``ConsumerRunningInfo`` as JSON."""
+        """GET_CONSUMER_RUNNING_INFO: Java ``ConsumerRunningInfo``'s parts (``mqTable`` keyed by
+        MessageQueue; the client instance encodes it as Java's fastjson does)."""
         assert self.offset_store is not None
         props: dict[str, Any] = {
-            "PROP_CONSUME_ORDERLY": str(self.orderly).lower(),
+            "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
             "PROP_CONSUME_TYPE": self.consume_type,
             "PROP_CONSUMER_START_TIMESTAMP": str(self._start_time),
+            "consumerGroup": self.group,
             "messageModel": self.message_model.value,
             "consumeFromWhere": self.consume_from_where.value,
         }
-        mq_table: dict[str, dict[str, Any]] = {}
+        mq_table: dict[MessageQueue, dict[str, Any]] = {}
         for mq, pq in self.process_queue_table.items():
             info = pq.info()
             info["commitOffset"] = self.offset_store.offset_table.get(mq, -1)
-            mq_table[f"{mq.topic}|{mq.broker_name}|{mq.queue_id}"] = info
+            mq_table[mq] = info
         return {"properties": props,
                 "subscriptionSet": [s.to_json() for s in self.subscriptions.values()],
                 "mqTable": mq_table, "statusTable": {}, "jstack": ""}

@@ -365,7 +365,10 @@ class PushConsumerImpl(ConsumerBase):
     def running_info(self) -> dict[str, Any]:
         info = super().running_info()
         info["properties"]["PROP_THREADPOOL_CORE_SIZE"] = str(self.options.consume_concurrency)
-        info["statusTable"] = {t: dict(self.stats) for t in self.subscriptions}
+        # Java ConsumeStatus per topic (rates are not sampled here: 0.0)
+        info["statusTable"] = {t: {"consumeFailedMsgs": self.stats["consumed_failed"], "consumeFailedTPS": 0.0,
+                                   "consumeOKTPS": 0.0, "consumeRT": 0.0, "pullRT": 0.0, "pullTPS": 0.0}
+                               for t in self.subscriptions}
         return info
 
     async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:

@@ -1,0 +1,430 @@
+"""Bodies of the connection, consumer-status and offset-reset requests (Java
+``org.apache.rocketmq.common.protocol.body``: ``Connection``, ``ConsumerConnection``,
+``ProducerConnection``, ``ResetOffsetBody`` / ``ResetOffsetBodyForC``, ``GetConsumerStatusBody``,
+``ConsumerRunningInfo``, ``ConsumeMessageDirectlyResult``).
+
+Several of them are ``Map<MessageQueue, …>`` in Java, which fastjson writes with JSON objects
+as keys (``{{"brokerName":"b","queueId":0,"topic":"T"}:12}``): :func:`loads_java_json` reads
+that, :func:`dumps_mq_map` writes it.
+"""
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmq.types import MessageQueue
+
+__all__ = [
+    "ConnectionInfo", "ConsumeMessageDirectlyResult", "ConsumerConnection", "ConsumerRunningInfo",
+    "GetConsumerStatusBody", "ObjectKey", "ProducerConnection", "ResetOffsetBody", "SubscriptionInfo",
+    "dumps_mq_map", "loads_java_json", "mq_of",
+]
+
+#: A fastjson object key (``{"brokerName":…}`` before the colon), hashable: its sorted items.
+ObjectKey = tuple[tuple[str, Any], ...]
+
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_WS = " \t\r\n"
+_MAX_DEPTH = 64
+_decoder = json.JSONDecoder()
+
+
+def loads_java_json(text: str | bytes | bytearray | memoryview) -> Any:
+    """Parse a fastjson body: JSON plus map keys that are objects (returned as
+    :data:`ObjectKey` tuples, see :func:`mq_of`) or bare integers (returned as ints).
+    Raises ``ValueError`` on anything else, and on nesting deeper than 64."""
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8")
+    value, end = _value(text, _skip(text, 0), 0)
+    if _skip(text, end) != len(text):
+        raise ValueError(f"trailing data at {end}")
+    return value
+
+
+def _skip(s: str, i: int) -> int:
+    while i < len(s) and s[i] in _WS:
+        i += 1
+    return i
+
+
+def _value(s: str, i: int, depth: int) -> tuple[Any, int]:
+    if depth > _MAX_DEPTH:
+        raise ValueError("JSON nested too deeply")
+    if i >= len(s):
+        raise ValueError("unexpected end of JSON")
+    ch = s[i]
+    if ch == "{":
+        return _object(s, i + 1, depth + 1)
+    if ch == "[":
+        out: list[Any] = []
+        i = _skip(s, i + 1)
+        if i < len(s) and s[i] == "]":
+            return out, i + 1
+        while True:
+            v, i = _value(s, _skip(s, i), depth + 1)
+            out.append(v)
+            i = _skip(s, i)
+            if i < len(s) and s[i] == ",":
+                i += 1
+                continue
+            if i < len(s) and s[i] == "]":
+                return out, i + 1
+            raise ValueError(f"expected , or ] at {i}")
+    if ch == '"' or ch in "tfn":
+        return _decoder.raw_decode(s, i)
+    m = _NUMBER.match(s, i)
+    if m is None:
+        raise ValueError(f"unexpected {ch!r} at {i}")
+    text = m.group()
+    return (float(text) if any(c in text for c in ".eE") else int(text)), m.end()
+
+
+def _object(s: str, i: int, depth: int) -> tuple[dict[Any, Any], int]:
+    out: dict[Any, Any] = {}
+    i = _skip(s, i)
+    if i < len(s) and s[i] == "}":
+        return out, i + 1
+    while True:
+        i = _skip(s, i)
+        if i >= len(s):
+            raise ValueError("unexpected end of JSON object")
+        key: Any
+        if s[i] == "{":
+            obj, i = _object(s, i + 1, depth + 1)
+            key = tuple(sorted(obj.items()))
+        elif s[i] == '"':
+            key, i = _decoder.raw_decode(s, i)
+        else:
+            m = _NUMBER.match(s, i)
+            if m is None:
+                raise ValueError(f"bad object key at {i}")
+            key, i = int(float(m.group())), m.end()
+        i = _skip(s, i)
+        if i >= len(s) or s[i] != ":":
+            raise ValueError(f"expected : at {i}")
+        value, i = _value(s, _skip(s, i + 1), depth)
+        try:
+            out[key] = value
+        except TypeError:   # an object key holding a list or object: not a map we read
+            raise ValueError(f"unhashable object key before {i}") from None
+        i = _skip(s, i)
+        if i < len(s) and s[i] == ",":
+            i += 1
+            continue
+        if i < len(s) and s[i] == "}":
+            return out, i + 1
+        raise ValueError(f"expected , or }} at {i}")
+
+
+def mq_of(key: Any) -> MessageQueue:
+    """The MessageQueue a map key names: a fastjson object key, a ``{…}`` dict, or our SDK's
+    older ``"topic|broker|queueId"`` string. Raises ``ValueError`` otherwise."""
+    try:
+        if isinstance(key, tuple):
+            return MessageQueue.from_json(dict(key))
+        if isinstance(key, Mapping):
+            return MessageQueue.from_json(key)
+        if isinstance(key, str) and key.count("|") == 2:
+            topic, broker, qid = key.split("|")
+            return MessageQueue(topic, broker, int(qid))
+    except (KeyError, TypeError, ValueError):
+        pass
+    raise ValueError(f"not a message queue: {str(key)[:200]!r}")
+
+
+def _mq_key(mq: MessageQueue) -> str:
+    # fastjson writes a MessageQueue's fields in alphabetical order
+    return json.dumps({"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic},
+                      separators=(",", ":"))
+
+
+def dumps_mq_map(table: Mapping[MessageQueue, Any]) -> str:
+    """A Java ``Map<MessageQueue, V>`` as fastjson writes it (object keys; values as JSON)."""
+    return "{" + ",".join(_mq_key(mq) + ":" + json.dumps(v, separators=(",", ":"))
+                          for mq, v in sorted(table.items())) + "}"
+
+
+def _mq_table(raw: Any) -> dict[MessageQueue, Any]:
+    if isinstance(raw, list):   # a list of [mq, value] pairs
+        return {mq_of(k): v for k, v in raw}
+    if not isinstance(raw, Mapping):
+        return {}
+    return {mq_of(k): v for k, v in raw.items()}
+
+
+def _int(v: Any, default: int = 0) -> int:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    """One client connection (Java ``Connection``): its client id, ``ip:port`` as the broker
+    sees it, language (``JAVA``, ``CPP``, ``PYTHON``…) and version ordinal (409 = V4_9_8)."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"clientAddr": self.client_addr, "clientId": self.client_id, "language": self.language,
+                "version": self.version}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ConnectionInfo:
+        return cls(str(d.get("clientId", "")), str(d.get("clientAddr", "")), str(d.get("language", "")),
+                   _int(d.get("version")))
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionInfo:
+    """One topic subscription of a group (Java ``SubscriptionData``)."""
+
+    topic: str
+    sub_string: str = "*"
+    tags_set: tuple[str, ...] = ()
+    code_set: tuple[int, ...] = ()
+    sub_version: int = 0
+    expression_type: str = "TAG"
+    class_filter_mode: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"classFilterMode": self.class_filter_mode, "codeSet": list(self.code_set),
+                "expressionType": self.expression_type, "subString": self.sub_string,
+                "subVersion": self.sub_version, "tagsSet": list(self.tags_set), "topic": self.topic}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SubscriptionInfo:
+        tags = d.get("tagsSet") if isinstance(d.get("tagsSet"), list) else []
+        codes = d.get("codeSet") if isinstance(d.get("codeSet"), list) else []
+        return cls(str(d.get("topic", "")), str(d.get("subString") or "*"), tuple(str(t) for t in tags or ()),
+                   tuple(_int(c) for c in codes or ()), _int(d.get("subVersion")),
+                   str(d.get("expressionType") or "TAG"), bool(d.get("classFilterMode")))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConnection:
+    """GET_CONSUMER_CONNECTION_LIST's answer (Java ``ConsumerConnection``): the group's
+    connections, merged subscriptions and the consume type / message model / start point its
+    members declared (Java's enum names, e.g. ``CONSUME_PASSIVELY``, ``CLUSTERING``)."""
+
+    connection_set: tuple[ConnectionInfo, ...]
+    subscription_table: dict[str, SubscriptionInfo] = field(default_factory=dict)
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"connectionSet": [c.to_json() for c in self.connection_set],
+                "consumeFromWhere": self.consume_from_where, "consumeType": self.consume_type,
+                "messageModel": self.message_model,
+                "subscriptionTable": {t: s.to_json() for t, s in sorted(self.subscription_table.items())}}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ConsumerConnection:
+        subs = d.get("subscriptionTable") if isinstance(d.get("subscriptionTable"), Mapping) else {}
+        return cls(tuple(ConnectionInfo.from_json(c) for c in d.get("connectionSet") or () if isinstance(c, Mapping)),
+                   {str(t): SubscriptionInfo.from_json(s) for t, s in (subs or {}).items() if isinstance(s, Mapping)},
+                   str(d.get("consumeType") or ""), str(d.get("messageModel") or ""),
+                   str(d.get("consumeFromWhere") or ""))
+
+    def compute_min_version(self) -> int:
+        """The lowest client version among the connections (Java ``computeMinVersion``)."""
+        return min((c.version for c in self.connection_set), default=2147483647)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConnection:
+    """GET_PRODUCER_CONNECTION_LIST's answer (Java ``ProducerConnection``)."""
+
+    connection_set: tuple[ConnectionInfo, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"connectionSet": [c.to_json() for c in self.connection_set]}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ProducerConnection:
+        return cls(tuple(ConnectionInfo.from_json(c) for c in d.get("connectionSet") or () if isinstance(c, Mapping)))
+
+
+@dataclass(frozen=True, slots=True)
+class ResetOffsetBody:
+    """RESET_CONSUMER_CLIENT_OFFSET's body and INVOKE_BROKER_TO_RESET_OFFSET's answer (Java
+    ``ResetOffsetBody``: ``{"offsetTable": {MessageQueue: offset}}``, object keys); the C++
+    client reads Java's ``ResetOffsetBodyForC`` instead (a list of ``{topic, brokerName,
+    queueId, offset}``), which :meth:`encode_for_c` writes and :meth:`decode` also reads."""
+
+    offset_table: dict[MessageQueue, int]
+
+    def encode(self) -> bytes:
+        return ('{"offsetTable":' + dumps_mq_map(self.offset_table) + "}").encode()
+
+    def encode_for_c(self) -> bytes:
+        return json.dumps({"offsetTable": [
+            {"brokerName": mq.broker_name, "offset": off, "queueId": mq.queue_id, "topic": mq.topic}
+            for mq, off in sorted(self.offset_table.items())]}, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | str) -> ResetOffsetBody:
+        """Either form; ``ValueError`` when the body is neither."""
+        d = loads_java_json(body)
+        if not isinstance(d, Mapping):
+            raise ValueError("ResetOffsetBody is not a JSON object")
+        raw = d.get("offsetTable")
+        if isinstance(raw, list) and all(isinstance(e, Mapping) and "offset" in e for e in raw):
+            return cls({MessageQueue.from_json(e): int(e["offset"]) for e in raw})
+        return cls({mq: int(v) for mq, v in _mq_table(raw).items()})
+
+
+@dataclass(frozen=True, slots=True)
+class GetConsumerStatusBody:
+    """GET_CONSUMER_STATUS_FROM_CLIENT's answer (``message_queue_table``: one client's offsets)
+    and INVOKE_BROKER_TO_GET_CONSUMER_STATUS's (``consumer_table``: client id → its offsets)."""
+
+    message_queue_table: dict[MessageQueue, int] = field(default_factory=dict)
+    consumer_table: dict[str, dict[MessageQueue, int]] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        clients = ",".join(json.dumps(cid) + ":" + dumps_mq_map(t) for cid, t in sorted(self.consumer_table.items()))
+        return ('{"consumerTable":{' + clients + '},"messageQueueTable":' + dumps_mq_map(self.message_queue_table)
+                + "}").encode()
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | str) -> GetConsumerStatusBody:
+        d = loads_java_json(body)
+        if not isinstance(d, Mapping):
+            raise ValueError("GetConsumerStatusBody is not a JSON object")
+        consumers = d.get("consumerTable") if isinstance(d.get("consumerTable"), Mapping) else {}
+        return cls({mq: int(v) for mq, v in _mq_table(d.get("messageQueueTable")).items()},
+                   {str(cid): {mq: int(v) for mq, v in _mq_table(t).items()} for cid, t in (consumers or {}).items()})
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRunningInfo:
+    """GET_CONSUMER_RUNNING_INFO's answer (Java ``ConsumerRunningInfo``): the consumer's
+    settings as strings (``PROP_*`` and its fields), subscriptions, per-queue process-queue
+    state (Java ``ProcessQueueInfo`` fields: ``commitOffset``, ``cachedMsgCount``…), per-topic
+    consume statistics (``ConsumeStatus``: ``pullTPS``, ``consumeOKTPS``…) and a thread dump
+    (``jstack``, empty unless asked for)."""
+
+    properties: dict[str, str] = field(default_factory=dict)
+    subscription_set: tuple[SubscriptionInfo, ...] = ()
+    mq_table: dict[MessageQueue, dict[str, Any]] = field(default_factory=dict)
+    status_table: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jstack: str = ""
+
+    def encode(self) -> bytes:
+        parts = ['"jstack":' + json.dumps(self.jstack)] if self.jstack else []
+        parts += ['"mqTable":' + dumps_mq_map(self.mq_table),
+                  '"properties":' + json.dumps(self.properties, separators=(",", ":")),
+                  '"statusTable":' + json.dumps(self.status_table, separators=(",", ":")),
+                  '"subscriptionSet":' + json.dumps([s.to_json() for s in self.subscription_set],
+                                                    separators=(",", ":"))]
+        return ("{" + ",".join(parts) + "}").encode()
+
+    def format_string(self) -> str:
+        """The text mqadmin consumerStatus prints for one client (Java ``formatString``)."""
+        out = ["#Consumer Properties#"]
+        out += [f"{k:<40}: {v}" for k, v in sorted(self.properties.items())]
+        out += ["", "", "#Consumer Subscription#"]
+        out += [f"{i:03d} Topic: {s.topic:<40} ClassFilter: {str(s.class_filter_mode).lower():<8} "
+                f"SubExpression: {s.sub_string}" for i, s in enumerate(self.subscription_set, 1)]
+        out += ["", "", "#Consumer Offset#",
+                f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Consumer Offset':<20}"]
+        out += [f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  {_int(q.get('commitOffset')):<20}"
+                for mq, q in sorted(self.mq_table.items())]
+        out += ["", "", "#Consumer MQ Detail#",
+                f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#ProcessQueueInfo':<20}"]
+        out += [f"{mq.topic:<64}  {mq.broker_name:<32}  {mq.queue_id:<4}  "
+                + json.dumps(q, separators=(",", ":"), sort_keys=True) for mq, q in sorted(self.mq_table.items())]
+        out += ["", "", "#Consumer RT&TPS#",
+                f"{'#Topic':<64}  {'#Pull RT':>14} {'#Pull TPS':>14} {'#Consume RT':>14} {'#ConsumeOK TPS':>14} "
+                f"{'#ConsumeFailed TPS':>18} {'#ConsumeFailedMsgsInHour':>25}"]
+        for topic, st in sorted(self.status_table.items()):
+            def f(k: str, st: dict[str, Any] = st) -> float:
+                try:
+                    return float(st.get(k) or 0.0)
+                except (TypeError, ValueError):
+                    return 0.0
+            out.append(f"{topic:<32}  {f('pullRT'):>14.2f} {f('pullTPS'):>14.2f} {f('consumeRT'):>14.2f} "
+                       f"{f('consumeOKTPS'):>14.2f} {f('consumeFailedTPS'):>18.2f} "
+                       f"{_int(st.get('consumeFailedMsgs')):>25d}")
+        if self.jstack:
+            out += ["", "", "#Consumer jstack#", self.jstack]
+        return "\n".join(out) + "\n"
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | str) -> ConsumerRunningInfo:
+        d = loads_java_json(body)
+        if not isinstance(d, Mapping):
+            raise ValueError("ConsumerRunningInfo is not a JSON object")
+        props = d.get("properties") if isinstance(d.get("properties"), Mapping) else {}
+        status = d.get("statusTable") if isinstance(d.get("statusTable"), Mapping) else {}
+        return cls({str(k): str(v) for k, v in (props or {}).items()},
+                   tuple(SubscriptionInfo.from_json(s) for s in d.get("subscriptionSet") or ()
+                         if isinstance(s, Mapping)),
+                   {mq: dict(v) for mq, v in _mq_table(d.get("mqTable")).items() if isinstance(v, Mapping)},
+                   {str(t): dict(v) for t, v in (status or {}).items() if isinstance(v, Mapping)},
+                   str(d.get("jstack") or ""))
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeMessageDirectlyResult:
+    """CONSUME_MESSAGE_DIRECTLY's answer (Java ``ConsumeMessageDirectlyResult``):
+    ``consume_result`` is ``CR_SUCCESS``, ``CR_LATER``, ``CR_ROLLBACK``, ``CR_COMMIT``,
+    ``CR_THROW_EXCEPTION`` or ``CR_RETURN_NULL``."""
+
+    order: bool = False
+    auto_commit: bool = True
+    consume_result: str = ""
+    remark: str | None = None
+    spent_time_mills: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"autoCommit": self.auto_commit, "consumeResult": self.consume_result, "order": self.order,
+                "remark": self.remark, "spentTimeMills": self.spent_time_mills}
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | str) -> ConsumeMessageDirectlyResult:
+        d = loads_java_json(body)
+        if not isinstance(d, Mapping):
+            raise ValueError("ConsumeMessageDirectlyResult is not a JSON object")
+        remark = d.get("remark")
+        return cls(bool(d.get("order")), bool(d.get("autoCommit", True)), str(d.get("consumeResult") or ""),
+                   None if remark is None else str(remark), _int(d.get("spentTimeMills")))
+
+
+def connections_of(items: Iterable[ConnectionInfo]) -> tuple[ConnectionInfo, ...]:
+    """Connections in a stable order (client id, then address)."""
+    return tuple(sorted(items, key=lambda c: (c.client_id, c.client_addr)))
+
+
+# Java MQVersion.Version: the first 16 ordinals are 3.0.0's pre-releases, then every version
+# comes as X_SNAPSHOT, X (V3_0_1_SNAPSHOT = 16, V4_9_8 = 409).
+_VERSION_HEAD = ("V3_0_0_SNAPSHOT", "V3_0_0_ALPHA1", *(f"V3_0_0_BETA{i}" for i in range(1, 6)),
+                 *(n for i in range(6, 10) for n in (f"V3_0_0_BETA{i}_SNAPSHOT", f"V3_0_0_BETA{i}")), "V3_0_0_FINAL")
+_VERSION_RUNS = ((3, 0, 1, 15), (3, 1, 0, 9), (3, 2, 0, 9), *((3, m, 1, 9) for m in range(3, 10)),
+                 *((major, m, 0, 9) for major in (4, 5) for m in range(10)))
+_VERSIONS = _VERSION_HEAD + tuple(n for a, b, lo, hi in _VERSION_RUNS for p in range(lo, hi + 1)
+                                  for n in (f"V{a}_{b}_{p}_SNAPSHOT", f"V{a}_{b}_{p}"))
+
+#: Ordinals of the versions the broker checks (Java ``MQVersion.Version``).
+V3_0_7_SNAPSHOT = _VERSIONS.index("V3_0_7_SNAPSHOT")
+V3_1_8_SNAPSHOT = _VERSIONS.index("V3_1_8_SNAPSHOT")
+
+
+def version_desc(version: int) -> str:
+    """Java ``MQVersion.getVersionDesc``: the name of a version ordinal (409 → ``V4_9_8``);
+    past the table, ``HIGHER_VERSION`` as Java; below 0 the first one."""
+    if version >= len(_VERSIONS):
+        return "HIGHER_VERSION"
+    return _VERSIONS[max(0, version)]
+
+
+__all__ += ["V3_0_7_SNAPSHOT", "V3_1_8_SNAPSHOT", "version_desc"]
