@@ -71,13 +71,15 @@ cdef uint32_t _hash_str(uint32_t h, str s):
     """Extend a Java String.hashCode state with ``s``'s UTF-16 code units (a code point above
     U+FFFF is a surrogate pair; a lone surrogate in ``s`` is one unit, as in Java)."""
     cdef Py_UCS4 c
+    cdef uint32_t u
     for c in s:
-        if c > 0xFFFF:
-            c -= 0x10000
-            h = _hash_unit(h, 0xD800 + (c >> 10))
-            h = _hash_unit(h, 0xDC00 + (c & 0x3FF))
+        u = <uint32_t>c
+        if u > 0xFFFF:
+            u -= 0x10000
+            h = _hash_unit(h, 0xD800 + (u >> 10))
+            h = _hash_unit(h, 0xDC00 + (u & 0x3FF))
         else:
-            h = _hash_unit(h, c)
+            h = _hash_unit(h, u)
     return h
 
 

@@ -79,6 +79,8 @@ __all__ = [
     "ViewMessageRequestHeader",
     "QueryMessageRequestHeader",
     "GetKVConfigRequestHeader",
+    "QueryMessageResponseHeader",
+    "QueryTopicConsumeByWhoRequestHeader",
 ]
 
 _REQUIRED = dataclasses.MISSING
@@ -664,3 +666,21 @@ class GetKVConfigRequestHeader(Header):
 
     namespace: str = w("namespace")
     key: str = w("key")
+
+
+# -- index: message queries (Java QueryMessageProcessor, AdminBrokerProcessor.queryTopicConsumeByWho)
+
+
+@header
+class QueryMessageResponseHeader(Header):
+    """QUERY_MESSAGE (12) reply: where the index ended when it answered."""
+
+    index_last_update_timestamp: int = w("indexLastUpdateTimestamp", int64=True)
+    index_last_update_phyoffset: int = w("indexLastUpdatePhyoffset", int64=True)
+
+
+@header
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+    topic: str = w("topic")

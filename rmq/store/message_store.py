@@ -278,7 +278,9 @@ class MessageStore:
         if self.index is not None:
             self.checkpoint.index_state = {k: v for k, v in cp.items() if k.startswith("index_")}
             self.index.load(abnormal, cp)
-            if report["mode"] != "empty":
+            if abnormal and report["mode"] != "empty":
+                # After a clean stop the index ends where dispatch ended (shutdown flushed it);
+                # like Java, no backfill then (a store that ran without the index stays so).
                 self._rebuild_index(self.index.rebuild_from(min_phy), reput_from)
         try:
             self.reput.do_reput(limit=end, notify=False)
