@@ -42,22 +42,22 @@ from rmq.store.clean import (
 from rmq.store.commitlog import CommitLog
 from rmq.store.config import StoreConfig
 from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
-from rmq.store.index import IndexService, QueryOffsetResult
 from rmq.store.flush import (
     CommitLogFlushService,
     FlushConsumeQueueService,
     FlushRealTimeService,
     GroupCommitService,
 )
+from rmq.store.index import IndexService, QueryOffsetResult
 from rmq.store.mapped_file import DiskSpaceError, MappingBudgetError
 from rmq.store.message import (
     GetMessageResult,
-    QueryMessageResult,
     GetMessageStatus,
     MessageFilter,
     MessageInner,
     PutMessageResult,
     PutMessageStatus,
+    QueryMessageResult,
     StoredMessage,
 )
 from rmq.store.reput import ReputMessageService

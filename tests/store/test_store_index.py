@@ -144,7 +144,7 @@ async def test_files_roll_over_and_every_key_is_found_once(make_store):
     assert len(files) == 60 * 3 // 19 + 1                        # 19 entries per file (entry 0 unused)
     names = [f.name for f in files]
     assert names == sorted(names) and all(len(n) == 17 and n.isdigit() for n in names)
-    for prev, nxt in zip(files, files[1:]):
+    for prev, nxt in zip(files, files[1:], strict=False):
         # A new file starts at the end of the previous one (Java IndexFile's constructor).
         assert nxt.header()[2] == prev.end_phy_offset or nxt.header()[5] > 1
     for i in range(60):
@@ -153,7 +153,7 @@ async def test_files_roll_over_and_every_key_is_found_once(make_store):
     # max count: newest first in the index, answered oldest first; capped at maxMsgsNumBatch
     assert found(store, "all", max_num=5)[0] == [offs[i] for i in range(55, 60)]
     assert len(found(store, "all", max_num=1000)[0]) == 60         # 60 < 64
-    for i in range(60, 80):
+    for _ in range(60, 80):
         await put(store, keys="all")
     store.do_reput()
     assert len(found(store, "all", max_num=1000)[0]) == 64         # maxMsgsNumBatch
