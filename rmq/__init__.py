@@ -36,6 +36,8 @@ from rmq.types import (
 
 if TYPE_CHECKING:  # loaded lazily by __getattr__ below
     from rmq.client import (
+        Admin,
+        AdminError,
         ConsumerOptions,
         Producer,
         PullConsumer,
@@ -53,6 +55,8 @@ __all__ = [
     "ConsumerOptions",
     "PushConsumerOptions",
     "PullConsumerOptions",
+    "Admin",
+    "AdminError",
     # Value types
     "Message",
     "MessageExt",
@@ -72,7 +76,7 @@ __all__ += errors.__all__
 
 
 _LAZY = ("Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
-         "PullConsumerOptions")
+         "PullConsumerOptions", "Admin", "AdminError")
 
 
 def __getattr__(name: str) -> Any:

@@ -22,6 +22,9 @@ import sys
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmq", description="RocketMQ-compatible name server and broker.",
                                      allow_abbrev=False)
+    from rmq import __version__
+
+    parser.add_argument("--version", action="version", version=f"rmq {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,admin}")
 
     p = sub.add_parser(

@@ -1,7 +1,9 @@
-"""The asyncio RocketMQ client SDK: :class:`Producer`, :class:`PushConsumer`, :class:`PullConsumer`.
+"""The asyncio RocketMQ client SDK: :class:`Producer`, :class:`PushConsumer`, :class:`PullConsumer`,
+and the admin client :class:`Admin`.
 
 Import from :mod:`rmq` directly (``rmq.Producer``); this package holds the implementation.
 """
+from .admin import Admin, AdminError
 from .consumer import (
                        AllocateConsistentHash,
                        ConsumerOptions,
@@ -16,4 +18,4 @@ from .producer import MessageQueueSelector, Producer, select_by_hash
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
            "PullConsumerOptions", "MessageQueueSelector", "select_by_hash", "allocate_averagely",
-           "allocate_averagely_by_circle", "AllocateConsistentHash"]
+           "allocate_averagely_by_circle", "AllocateConsistentHash", "Admin", "AdminError"]

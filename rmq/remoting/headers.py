@@ -668,7 +668,14 @@ class GetKVConfigRequestHeader(Header):
     key: str = w("key")
 
 
-# -- index: message queries (Java QueryMessageProcessor, AdminBrokerProcessor.queryTopicConsumeByWho)
+# ---------------------------------------------------------------------------- topics
+# Admin headers: topics, clusters, sendMessage/consumeMessage/printMsg, allocateMQ.
+# (the topics engineer adds here)
+
+
+# ---------------------------------------------------------------------------- index
+# Admin headers: QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33, QUERY_TOPIC_CONSUME_BY_WHO 300.
+# (the index engineer adds here)
 
 
 @header
@@ -684,3 +691,19 @@ class QueryTopicConsumeByWhoRequestHeader(Header):
     """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
 
     topic: str = w("topic")
+
+
+# ---------------------------------------------------------------------------- conns
+# Admin headers: connections, consumer status, offset resets (203, 204, 220-223, 307, 309).
+# (the conns engineer adds here)
+
+
+# ---------------------------------------------------------------------------- stats
+# Admin headers: broker statistics and configuration (25, 315, 317).
+# (the stats engineer adds here)
+
+
+# ---------------------------------------------------------------------------- ops
+# Admin headers: name-server config, write perm, KV config, store maintenance
+# (43, 45, 100-102, 205, 207, 306, 318, 319, 321, 327, 329).
+# (the ops engineer adds here)

@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import RemotingCommandError, for_code
+from rmq.remoting import headers as _h  # noqa: F401  (the admin sections below name headers as _h.X)
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -415,3 +416,29 @@ def create_subscription_group(config: Mapping[str, Any]) -> RemotingCommand:
     """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) with Java ``SubscriptionGroupConfig`` as the
     JSON body; answered by SUCCESS."""
     return _request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, json.dumps(dict(config)).encode())
+
+
+# ---------------------------------------------------------------------------- topics
+# Admin builders and parsers: topics, clusters, sendMessage/consumeMessage/printMsg, allocateMQ.
+# (the topics engineer adds here)
+
+
+# ---------------------------------------------------------------------------- index
+# Admin builders and parsers: QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33, QUERY_TOPIC_CONSUME_BY_WHO 300.
+# (the index engineer adds here)
+
+
+# ---------------------------------------------------------------------------- conns
+# Admin builders and parsers: connections, consumer status, offset resets (203, 204, 220-223, 307, 309).
+# (the conns engineer adds here)
+
+
+# ---------------------------------------------------------------------------- stats
+# Admin builders and parsers: broker statistics and configuration (25, 315, 317).
+# (the stats engineer adds here)
+
+
+# ---------------------------------------------------------------------------- ops
+# Admin builders and parsers: name-server config, write perm, KV config, store maintenance
+# (43, 45, 100-102, 205, 207, 306, 318, 319, 321, 327, 329).
+# (the ops engineer adds here)

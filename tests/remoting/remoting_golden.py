@@ -30,3 +30,30 @@ def client_requests() -> list[tuple[str, dict]]:
     for name in ("alions-3.12.0-requests.jsonl", "cpp1-rocketmq-0.4.4-requests.jsonl"):
         out += [(name, row) for row in load(name)]
     return out
+
+
+def mqadmin_frames() -> list[dict]:
+    """Apache RocketMQ 4.9.8's mqadmin (39 commands) against the Java name server and broker,
+    with a Java push consumer and the benchmark Producer running: admin requests and answers."""
+    return load("rocketmq-4.9.8-mqadmin-frames.jsonl")
+
+
+def mqadmin_exchanges(request_code: int) -> list[tuple[dict, dict | None]]:
+    """``(request row, response row or None)`` for every captured request with ``request_code``
+    in the mqadmin capture; each row has ``cmd``, its decoded RemotingCommand. Responses are
+    matched by opaque on the reverse stream."""
+    from rmq.remoting.codec import decode_frame
+
+    rows = mqadmin_frames()
+    for row in rows:
+        row["cmd"] = decode_frame(row["frame"])
+    reverse = {"client->broker": "broker->client", "client->namesrv": "namesrv->client",
+               "broker->client": "client->broker", "namesrv->client": "client->namesrv"}
+    out = []
+    for row in rows:
+        if row["flag"] & 1 or row["code"] != request_code:
+            continue
+        answer = next((r for r in rows if r["flag"] & 1 and r["stream"] == reverse[row["stream"]]
+                       and r["cmd"].opaque == row["cmd"].opaque), None)
+        out.append((row, answer))
+    return out

@@ -1,0 +1,3 @@
+"""Broker configuration and statistics: brokerStatus, brokerConsumeStats, getBrokerConfig,
+updateBrokerConfig, statsAll (Java ``tools/command/broker``, ``stats``)."""
+from __future__ import annotations
