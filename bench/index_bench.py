@@ -31,8 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._common import percentile, print_json, run  # noqa: E402
-from rmq.store import MessageInner, MessageStore, StoreConfig  # noqa: E402
+from bench._common import percentile, print_json, run
+from rmq.store import MessageInner, MessageStore, StoreConfig
 
 HOST = ("127.0.0.1", 10911)
 TOPIC = "IndexBench"

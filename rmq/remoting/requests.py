@@ -33,7 +33,7 @@ from typing import Any, NoReturn
 
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import RemotingCommandError, for_code
-from rmq.remoting import headers as _h  # noqa: F401  (the admin sections below name headers as _h.X)
+from rmq.remoting import headers as _h
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -426,6 +426,61 @@ def create_subscription_group(config: Mapping[str, Any]) -> RemotingCommand:
 # ---------------------------------------------------------------------------- index
 # Admin builders and parsers: QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33, QUERY_TOPIC_CONSUME_BY_WHO 300.
 # (the index engineer adds here)
+
+
+@dataclass
+class QueryMessageReply:
+    """A QUERY_MESSAGE answer: the records back to back (undecoded) and where the broker's
+    index ended (QueryMessageResponseHeader)."""
+
+    body: bytes
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+def query_message(header: _h.QueryMessageRequestHeader, *, unique_key: bool = False) -> RemotingCommand:
+    """QUERY_MESSAGE (12); ``unique_key`` sets the ``_UNIQUE_KEY_QUERY`` extField (the broker
+    then answers at most its defaultQueryMaxNum)."""
+    cmd = _request(RequestCode.QUERY_MESSAGE, header)
+    assert cmd.ext_fields is not None
+    cmd.ext_fields["_UNIQUE_KEY_QUERY"] = "true" if unique_key else "false"
+    return cmd
+
+
+def parse_query_message(resp: RemotingCommand) -> QueryMessageReply | None:
+    """The records found, or None for QUERY_NOT_FOUND; raise for any other refusal."""
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    check_success(resp)
+    h = _h.QueryMessageResponseHeader.from_ext_fields(resp.ext_fields)
+    return QueryMessageReply(resp.body_bytes(), h.index_last_update_timestamp, h.index_last_update_phyoffset)
+
+
+def view_message(offset: int) -> RemotingCommand:
+    """VIEW_MESSAGE_BY_ID (33): the record at CommitLog ``offset``."""
+    return _request(RequestCode.VIEW_MESSAGE_BY_ID, _h.ViewMessageRequestHeader(offset=offset))
+
+
+def parse_view_message(resp: RemotingCommand) -> bytes:
+    """The record (raise when the broker has none: SYSTEM_ERROR "can not find message ...")."""
+    check_success(resp)
+    return resp.body_bytes()
+
+
+def query_topic_consume_by_who(topic: str) -> RemotingCommand:
+    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+    return _request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, _h.QueryTopicConsumeByWhoRequestHeader(topic=topic))
+
+
+def parse_group_list(resp: RemotingCommand) -> list[str]:
+    """The group names of a GroupList answer (sorted)."""
+    from rmq.remoting.body.message import GroupList
+
+    check_success(resp)
+    try:
+        return sorted(GroupList.decode(resp.body_bytes()).group_list)
+    except ValueError as e:
+        raise RemotingCommandError(str(e)) from None
 
 
 # ---------------------------------------------------------------------------- conns

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 
-from rmq.broker.processors.common import bad_request, to_json_bytes
+from rmq.broker.processors.common import bad_request
 from rmq.common.constants import MixAll
 from rmq.errors import RemotingCommandError
+from rmq.remoting.body.message import GroupList
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -84,4 +85,4 @@ class QueryMessageProcessor:
         groups = {group for group, info in c.consumer_manager.consumer_table.items()
                   if info.find_subscription_data(h.topic) is not None}
         groups |= c.consumer_offset_manager.which_group_by_topic(h.topic)
-        return cmd.response(ResponseCode.SUCCESS, None, {}, body=to_json_bytes({"groupList": sorted(groups)}))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, body=GroupList(sorted(groups)).encode())
