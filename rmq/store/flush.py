@@ -195,7 +195,7 @@ class FlushConsumeQueueService:
                 if store.index is not None else None)
         await store.run_blocking(self.flush_all, least_pages)
         if snap is not None and store.index is not None:
-            store.checkpoint.index_state = await store.run_blocking(store.index.sync, snap)
+            store.checkpoint.index_state = await store.index.flush(snap)
         cl = store.commit_log
         await store.run_blocking(store.checkpoint.write, cl.flushed_offset, logics, cl.max_offset, clean)
 

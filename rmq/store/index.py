@@ -8,7 +8,7 @@ read and written. The dispatch (reput) service indexes each record's UNIQ_KEY an
 new one whose begin offset / timestamp are the previous file's end.
 
 Durability: index files are written through their mapping on the loop thread. The
-ConsumeQueue flush service fdatasyncs them in the store's flush thread (at a roll, and at most
+ConsumeQueue flush service fdatasyncs them in a thread of their own (at a roll, and at most
 every ``flushConsumeQueueThoroughInterval`` ms) and then records in the checkpoint the last
 file's name, its flushed entry count and header (``index_*``, next to Java's
 ``indexMsgTimestamp``). After a crash, files newer than that are dropped, that file is cut back
@@ -18,12 +18,14 @@ its endPhyOffset. Without index state in the checkpoint every file is dropped an
 """
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import mmap
 import os
 import struct
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -204,13 +206,22 @@ class IndexService:
         self.error: str | None = None          # the last failure to create a file, until one works
         self.keys_capped = 0
         self._last_sync = 0.0
+        # fdatasync of index files in a thread of their own: a 420 MB file's scattered slot
+        # pages must not hold up the CommitLog's group commits in the store's flush thread.
+        self._executor: ThreadPoolExecutor | None = None
 
     # -- life cycle ------------------------------------------------------------------------------
     def load(self, abnormal: bool, cp: dict[str, Any]) -> None:
         """Map the files (IndexService.load). After a crash (``abnormal``), cut the index back
         to what the checkpoint says was flushed (see the module docstring)."""
-        os.makedirs(self.dir, exist_ok=True)
-        names = sorted(n for n in os.listdir(self.dir) if n.isdigit())
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            names = sorted(n for n in os.listdir(self.dir) if n.isdigit())
+        except OSError as e:
+            # The store still starts: messages are stored and dispatched, just not indexed.
+            self.error = f"index directory {self.dir} unusable: {e}"
+            log.error("%s; messages are not indexed until it is fixed", self.error)
+            return
         cp_name = cp.get("index_file")
         cp_count = cp.get("index_count")
         cp_header = cp.get("index_header")
@@ -242,6 +253,9 @@ class IndexService:
         for f in self.files:
             f.close()
         self.files = []
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
 
     def rebuild_from(self, min_phy: int) -> int:
         """The CommitLog offset from which records may be missing from the index: the last
@@ -344,6 +358,12 @@ class IndexService:
             f.dirty = False
         last = self.files[-1]
         return IndexSnapshot(dirty, last.name, last.index_count, bytes(last.mm[0:_HEADER.size]))
+
+    async def flush(self, snap: IndexSnapshot) -> dict[str, Any]:
+        """:meth:`sync` in the index flush thread; returns the checkpoint's index state."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-index-flush")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self.sync, snap)
 
     def sync(self, snap: IndexSnapshot) -> dict[str, Any]:
         """Flush thread: fdatasync the snapshot's files; returns the checkpoint's index state

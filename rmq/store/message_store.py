@@ -64,11 +64,14 @@ from rmq.store.reput import ReputMessageService
 from rmq.store.resources import MAPPINGS, configure_mapping_budget
 from rmq.store.warm import WarmAheadService
 
-__all__ = ["MessageStore"]
+__all__ = ["MessageStore", "QUERY_MESSAGE_MAX_BYTES"]
 
 log = logging.getLogger("rmq.store")
 
-_GET_STATUS = tuple(GetMessageStatus)           # index = value (the scan returns 0, 1 or 2)
+_GET_STATUS = tuple(GetMessageStatus)
+# Bytes of records one query_message answer may hold (at least one record); Java bounds only
+# the count (maxMsgsNumBatch) and sends from the page cache, we copy.
+QUERY_MESSAGE_MAX_BYTES = 32 * 1024 * 1024           # index = value (the scan returns 0, 1 or 2)
 
 
 class MessageStore:
@@ -652,7 +655,8 @@ class MessageStore:
     def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
         """Java DefaultMessageStore.queryMessage: the records indexed under ``key`` (a KEYS
         item or a UNIQ_KEY) of ``topic`` stored within [begin, end] ms, oldest first, at most
-        ``min(max_num, maxMsgsNumBatch)``; with the index's last update timestamp and offset.
+        ``min(max_num, maxMsgsNumBatch)`` and (past the first) ``QUERY_MESSAGE_MAX_BYTES``; with
+        the index's last update timestamp and offset.
         Empty when the index is disabled. Records whose hash merely collides are included,
         as Java does (the client filters by key)."""
         result = QueryMessageResult()
@@ -674,6 +678,8 @@ class MessageStore:
                     continue
                 if m == 0:
                     last_query_time = _store.record_store_timestamp(data, 0)
+                if result.buffers and result.buffer_total_size + len(data) > QUERY_MESSAGE_MAX_BYTES:
+                    break                # the answer is copied: bounded (64 x 4 MiB would be 256 MiB)
                 result.add(data)
             if result.buffer_total_size > 0 or last_query_time < begin:
                 break

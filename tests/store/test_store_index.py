@@ -340,3 +340,36 @@ async def test_clean_restart_keeps_the_index(make_store, tmp_path):
     store3 = await make_store(root=root, max_hash_slot_num=17, max_index_num=50)
     assert store3.index.files == []
     assert found(store3, "r1")[0] == []
+
+
+async def test_query_answer_is_bounded_in_bytes(make_store, monkeypatch):
+    from rmq.store import message_store
+
+    store = await make_store()
+    offs = [await put(store, keys="big", body=b"y" * 500) for _ in range(3)]
+    store.do_reput()
+    assert found(store, "big")[0] == offs
+    monkeypatch.setattr(message_store, "QUERY_MESSAGE_MAX_BYTES", 1200)
+    assert found(store, "big")[0] == offs[:2]                       # 2 records of ~600 bytes fit
+    monkeypatch.setattr(message_store, "QUERY_MESSAGE_MAX_BYTES", 10)
+    assert found(store, "big")[0] == offs[:1]                       # always at least one
+
+
+async def test_an_index_file_that_cannot_be_created_does_not_stop_dispatch(make_store, tmp_path):
+    root = tmp_path / "blocked"
+    root.mkdir()
+    (root / "index").write_bytes(b"a file where the index directory should be")
+    store = await make_store(root=root)
+    assert "unusable" in store.runtime_info()["indexError"]
+    await put(store, keys="k1")
+    store.do_reput()
+    assert store.get_max_offset_in_queue("T", 0) == 1               # dispatched all the same
+    info = store.runtime_info()
+    assert "cannot create an index file" in info["indexError"] and info["indexFiles"] == "0"
+    assert found(store, "k1")[0] == []
+    # fixed by the operator: the next dispatch creates the file and indexes again
+    (root / "index").unlink()
+    await put(store, keys="k2")
+    store.do_reput()
+    assert store.runtime_info()["indexError"] == ""
+    assert len(found(store, "k2")[0]) == 1
