@@ -21,7 +21,8 @@ from rmq.remoting.headers import (
     ViewMessageRequestHeader,
 )
 
-GOLDEN = Path("/work/shared/golden/rocketmq-4.9.8/mqadmin-frames.jsonl")
+# Apache RocketMQ 4.9.8's mqadmin against the Java broker (the in-repository copy).
+GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "remoting" / "rocketmq-4.9.8-mqadmin-frames.jsonl"
 FOREVER = str((1 << 63) - 1)
 
 
@@ -232,3 +233,22 @@ async def test_index_rebuilt_after_kill_minus_9(tmp_path):
     finally:
         await client.close()
         assert proc2.stop() == 0, proc2.log_text()[-3000:]
+
+
+async def test_message_index_enable_false_in_a_daemon(tmp_path):
+    """``messageIndexEnable=false`` (how produce CPU is compared without the index): no index
+    file, queries find nothing, sends and pulls work."""
+    store = tmp_path / "store"
+    with StandaloneProcess(store, ["--messageIndexEnable=false"]) as proc:
+        client = RemotingClient()
+        try:
+            env = BrokerEnv.of_process(proc, client)
+            await env.create_topic("NI", 1)
+            assert (await env.send("NI", b"m", keys="k")).code == ResponseCode.SUCCESS
+            resp = await env.pull("NI", suspend_ms=0)
+            assert resp.code == ResponseCode.SUCCESS and decode_records(resp.body)[0].body == b"m"
+            resp = await env.call(RequestCode.QUERY_MESSAGE, query("k", topic="NI"))
+            assert resp.code == ResponseCode.QUERY_NOT_FOUND
+        finally:
+            await client.close()
+    assert not (store / "index").exists() or os.listdir(store / "index") == []
