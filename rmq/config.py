@@ -134,6 +134,12 @@ class BrokerConfig:
         slave_read_enable: a slave serves pulls itself (False).
         cluster_topic_enable / broker_topic_enable: the system topics named after the cluster
             and the broker are readable and writable (True).
+        max_stats_items: keys (topics, topic@group pairs) per runtime-statistics set (100 000);
+            past it a new key is not counted. Items idle for 25 h are dropped.
+        stats_sample_interval_ms: the "10 s" statistics sampling tick (10 000; 10..10 000, a
+            shorter one only for tests: the 1 s, 10 min and 1 h ticks scale with it).
+        broker_config_path: the properties file UPDATE_BROKER_CONFIG persists to (the ``-c``
+            file; default ``<storePathRootDir>/config/broker.properties``).
         trace_topic_enable / msg_trace_topic_name: create the message-trace topic.
         region_id: returned as ``MSG_REGION`` in SEND replies (``DefaultRegion``).
         trace_on: returned as ``TRACE_ON`` in SEND replies (True).
@@ -230,6 +236,13 @@ class BrokerConfig:
     max_groups_per_heartbeat: int = setting(5_000, lo=1, hi=1_000_000)
     max_clients_per_connection: int = setting(10_000, lo=1, hi=1_000_000)
     max_subscriptions_per_connection: int = setting(10_000, lo=1, hi=10_000_000)
+    # Runtime statistics (rmq.broker.stats): keys per stats set, and the "10 s" sampling tick
+    # (the 1 s, 10 min and 1 h ticks keep Java's ratios to it; shorter only for tests).
+    max_stats_items: int = setting(100_000, lo=1, hi=10_000_000)
+    stats_sample_interval_ms: int = setting(10_000, lo=10, hi=10_000, unit="ms")
+    # The properties file the broker was started from (-c); UPDATE_BROKER_CONFIG persists
+    # changes there (Java brokerConfigPath); None: <storePathRootDir>/config/broker.properties.
+    broker_config_path: str | None = None
 
     @property
     def namesrv_addr_list(self) -> list[str]:

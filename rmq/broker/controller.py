@@ -33,9 +33,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from collections.abc import Callable
 
+from rmq.broker.config_update import BrokerConfiguration
 from rmq.broker.long_polling import PullRequestHoldService
 from rmq.broker.managers.config_store import ConfigPersister
 from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
@@ -56,6 +56,7 @@ from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
 from rmq.broker.rebalance_lock import RebalanceLockManager
 from rmq.broker.schedule import ScheduleMessageService
+from rmq.broker.stats import BrokerStatsManager
 from rmq.broker.transaction import TransactionalMessageService
 from rmq.common.constants import PermName
 from rmq.common.tasks import BackgroundTasks
@@ -72,29 +73,6 @@ log = logging.getLogger("rmq.broker")
 
 HOUSEKEEPING_INTERVAL = 10.0  # Java ClientHousekeepingService scans every 10 s
 REGISTER_MIN_GAP = 0.2        # seconds between two change-triggered registrations
-
-
-class BrokerStats:
-    """Counters for GET_BROKER_RUNTIME_INFO (messages put/got since boot, recent TPS)."""
-
-    def __init__(self) -> None:
-        self.boot_timestamp = int(time.time() * 1000)
-        self.put_nums = 0
-        self.put_size = 0
-        self.get_nums = 0
-        self.get_size = 0
-        self._samples: list[tuple[float, int, int]] = [(time.monotonic(), 0, 0)]
-
-    def sample(self) -> None:
-        self._samples.append((time.monotonic(), self.put_nums, self.get_nums))
-        del self._samples[:-7]
-
-    def tps_string(self, which: str) -> str:
-        t0, p0, g0 = self._samples[0]
-        t1, p1, g1 = time.monotonic(), self.put_nums, self.get_nums
-        dt = max(t1 - t0, 1e-3)
-        tps = (p1 - p0) / dt if which == "put" else (g1 - g0) / dt
-        return f"{tps:.2f} {tps:.2f} {tps:.2f}"
 
 
 class _Gate:
@@ -129,7 +107,9 @@ class BrokerController:
         self.consumer_manager = ConsumerManager(self._notify_consumer_ids_changed,
                                                 broker_config.channel_expired_seconds)
         self.producer_manager = ProducerManager(broker_config.channel_expired_seconds)
-        self.stats = BrokerStats()
+        self.configuration = BrokerConfiguration(self)
+        self.stats = BrokerStatsManager(broker_config.broker_cluster_name, max_items=broker_config.max_stats_items,
+                                        sample_interval_ms=broker_config.stats_sample_interval_ms)
         # Message semantics: delay levels, orderly locks, transactions.
         self.schedule_service = ScheduleMessageService(self)
         self.rebalance_lock_manager = RebalanceLockManager(
@@ -355,11 +335,10 @@ class BrokerController:
                 backoff *= 2
 
     async def _stats_loop(self) -> None:
-        """Samples for the TPS figures of GET_BROKER_RUNTIME_INFO (7 samples kept)."""
-        interval = max(self.broker_config.flush_consumer_offset_interval, 100) / 1000.0
+        """The statistics samples (rmq.broker.stats): ``tick`` takes whichever is due."""
         while True:
-            await asyncio.sleep(interval)
-            self.stats.sample()
+            await asyncio.sleep(self.stats.tick_period)
+            self.stats.tick()
 
     async def _housekeeping_loop(self) -> None:
         while True:

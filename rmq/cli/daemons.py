@@ -169,6 +169,9 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
         props = load_properties(config_file) if config_file else {}
         props.update(parse_overrides(overrides))
         broker_config, store_config, warnings = build_broker_configs(props)
+        if config_file and not broker_config.broker_config_path:
+            # Java BrokerStartup: updateBrokerConfig persists to the -c file
+            broker_config.broker_config_path = os.path.abspath(config_file)
     except ConfigError as e:
         return _fail("rmq broker", str(e), EXIT_BAD_CONFIG)
     for w in warnings:

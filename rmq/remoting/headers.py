@@ -700,7 +700,23 @@ class QueryTopicConsumeByWhoRequestHeader(Header):
 
 # ---------------------------------------------------------------------------- stats
 # Admin headers: broker statistics and configuration (25, 315, 317).
-# (the stats engineer adds here)
+
+
+@header
+class ViewBrokerStatsDataRequestHeader(Header):
+    """VIEW_BROKER_STATS_DATA (315): one stats item (``TOPIC_PUT_NUMS`` / ``topic``,
+    ``GROUP_GET_NUMS`` / ``topic@group``, ...)."""
+    stats_name: str = w("statsName")
+    stats_key: str = w("statsKey")
+
+
+@header
+class GetConsumeStatsInBrokerHeader(Header):
+    """GET_BROKER_CONSUME_STATS (317): ``isOrder`` keeps only orderly topics."""
+    is_order: bool = w("isOrder", default=False)
+
+
+__all__ += ["GetConsumeStatsInBrokerHeader", "ViewBrokerStatsDataRequestHeader"]
 
 
 # ---------------------------------------------------------------------------- ops

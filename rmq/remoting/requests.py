@@ -489,8 +489,79 @@ def parse_group_list(resp: RemotingCommand) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- stats
-# Admin builders and parsers: broker statistics and configuration (25, 315, 317).
-# (the stats engineer adds here)
+# Admin builders and parsers: broker statistics and configuration (25, 26, 28, 315, 317).
+
+
+def get_broker_runtime_info() -> RemotingCommand:
+    """GET_BROKER_RUNTIME_INFO (28): the broker's KVTable of runtime figures."""
+    return _request(RequestCode.GET_BROKER_RUNTIME_INFO)
+
+
+def parse_kv_table(resp: RemotingCommand) -> dict[str, str]:
+    """A KVTable answer (GET_BROKER_RUNTIME_INFO) as ``{key: value}``."""
+    from rmq.remoting.body.stats import parse_kv_table as _parse
+    check_success(resp)
+    try:
+        return _parse(resp.body_bytes())
+    except (ValueError, TypeError, AttributeError) as e:
+        raise RemotingCommandError(f"malformed KVTable: {e}") from e
+
+
+def get_broker_config() -> RemotingCommand:
+    """GET_BROKER_CONFIG (26): the broker's properties as text."""
+    return _request(RequestCode.GET_BROKER_CONFIG)
+
+
+def parse_broker_config(resp: RemotingCommand) -> dict[str, str]:
+    """GET_BROKER_CONFIG's properties text as ``{key: value}`` in the broker's order."""
+    from rmq.config import parse_properties
+    check_success(resp)
+    try:
+        return parse_properties(bytes(resp.body_bytes() or b"").decode("utf-8"))
+    except (ValueError, UnicodeError) as e:
+        raise RemotingCommandError(f"malformed broker config: {e}") from e
+
+
+def update_broker_config(properties: Mapping[str, object]) -> RemotingCommand:
+    """UPDATE_BROKER_CONFIG (25): ``properties`` as properties text; answered by SUCCESS."""
+    from rmq.remoting.body.stats import format_properties
+    return _request(RequestCode.UPDATE_BROKER_CONFIG, None, format_properties(properties).encode())
+
+
+def view_broker_stats_data(stats_name: str, stats_key: str) -> RemotingCommand:
+    """VIEW_BROKER_STATS_DATA (315): one item's minute, hour and day windows."""
+    return _request(RequestCode.VIEW_BROKER_STATS_DATA,
+                    _h.ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key))
+
+
+def parse_broker_stats_data(resp: RemotingCommand) -> Any:
+    """VIEW_BROKER_STATS_DATA's :class:`rmq.remoting.body.stats.BrokerStatsData`."""
+    from rmq.remoting.body.stats import BrokerStatsData
+    check_success(resp)
+    try:
+        return BrokerStatsData.from_json(_json_body(resp, "BrokerStatsData"))
+    except (ValueError, TypeError, AttributeError) as e:
+        raise RemotingCommandError(f"malformed BrokerStatsData: {e}") from e
+
+
+def get_broker_consume_stats(is_order: bool = False) -> RemotingCommand:
+    """GET_BROKER_CONSUME_STATS (317): every group's ConsumeStats on the broker."""
+    return _request(RequestCode.GET_BROKER_CONSUME_STATS, _h.GetConsumeStatsInBrokerHeader(is_order=is_order))
+
+
+def parse_consume_stats_list(resp: RemotingCommand) -> Any:
+    """GET_BROKER_CONSUME_STATS's :class:`rmq.remoting.body.stats.ConsumeStatsList`."""
+    from rmq.remoting.body.stats import ConsumeStatsList
+    check_success(resp)
+    try:
+        return ConsumeStatsList.decode(resp.body_bytes())
+    except (ValueError, TypeError, AttributeError, KeyError) as e:
+        raise RemotingCommandError(f"malformed ConsumeStatsList: {e}") from e
+
+
+__all__ += ["get_broker_config", "get_broker_consume_stats", "get_broker_runtime_info", "parse_broker_config",
+            "parse_broker_stats_data", "parse_consume_stats_list", "parse_kv_table", "update_broker_config",
+            "view_broker_stats_data"]
 
 
 # ---------------------------------------------------------------------------- ops

@@ -586,6 +586,18 @@ class MessageStore:
         mf, pos = sel
         return _store.record_store_timestamp(mf.mm, pos)
 
+    def get_earliest_message_time(self) -> int:
+        """STORETIMESTAMP of the oldest message in the CommitLog, -1 when it is empty (Java
+        ``DefaultMessageStore.getEarliestMessageTime``)."""
+        cl = self.commit_log
+        if cl.max_offset <= cl.min_offset:
+            return -1
+        sel = cl.select(cl.min_offset, 1)
+        if sel is None:
+            return -1
+        mf, pos = sel
+        return _store.record_store_timestamp(mf.mm, pos)
+
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first queue offset whose message was stored at or after ``timestamp_ms``
         (binary search over the queue); the max offset when every message is older, the min

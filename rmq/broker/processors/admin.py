@@ -14,10 +14,12 @@ with JSON objects as keys; we write the same bytes so Java's admin tools read th
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
 from rmq import __version__
+from rmq.broker.config_update import BrokerConfigRefused
 from rmq.broker.managers.subscription_group import (
     SubscriptionGroupConfig,
     check_group_name,
@@ -29,21 +31,26 @@ from rmq.broker.processors.common import (
     parse_json_body,
     to_json_bytes,
 )
+from rmq.broker.stats import StatsItem, human_bytes
 from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
-from rmq.config import describe
+from rmq.config import ConfigError, parse_properties
 from rmq.errors import RemotingCommandError
+from rmq.remoting.body.stats import BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, OffsetWrapper
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
     GetTopicStatsInfoRequestHeader,
     SearchOffsetRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
+from rmq.types import MessageQueue
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -72,6 +79,9 @@ class AdminBrokerProcessor:
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
+            RequestCode.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats,
         }
 
     codes = property(lambda self: list(self._handlers))
@@ -132,6 +142,7 @@ class AdminBrokerProcessor:
             return cmd.response(ResponseCode.NO_PERMISSION,
                                 f"the topic[{clip_remark(h.topic)}] is a system topic and cannot be deleted", {})
         c.topic_config_manager.delete_topic_config(h.topic)
+        c.stats.on_topic_deleted(h.topic)
         c.consumer_offset_manager.remove_topic(h.topic)
         try:
             await _maybe_await(c.message_store.delete_topics({h.topic}))
@@ -176,32 +187,7 @@ class AdminBrokerProcessor:
     # -- runtime info and stats -----------------------------------------------------------
 
     def get_broker_runtime_info(self, conn, cmd):
-        c = self.controller
-        table: dict[str, str] = {}
-        try:
-            table.update({str(k): str(v) for k, v in c.message_store.runtime_info().items()})
-        except Exception:  # stats are best effort
-            log.exception("store runtime info failed")
-        stats = c.stats
-        table.update(
-            {
-                "brokerVersionDesc": f"rmq {__version__} (V4_9_8 compatible)",
-                "brokerVersion": str(BROKER_VERSION),
-                "bootTimestamp": str(stats.boot_timestamp),
-                "msgPutTotalTodayNow": str(stats.put_nums),
-                "msgGetTotalTodayNow": str(stats.get_nums),
-                "msgPutTotalYesterdayMorning": "0",
-                "msgGetTotalYesterdayMorning": "0",
-                "msgPutTotalTodayMorning": "0",
-                "msgGetTotalTodayMorning": "0",
-                "putTps": stats.tps_string("put"),
-                "getTransferedTps": stats.tps_string("get"),
-                "brokerRole": c.store_role,
-                "brokerActive": "true",
-                "pullHoldRequestCount": str(c.pull_request_hold_service.held_count),
-            }
-        )
-        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes({"table": table}))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes({"table": self.runtime_info()}))
 
     def _queue(self, topic: str, queue_id: int) -> dict:
         return {"brokerName": self.controller.broker_config.broker_name, "queueId": queue_id, "topic": topic}
@@ -227,40 +213,21 @@ class AdminBrokerProcessor:
         c = self.controller
         h = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
         topics = [h.topic] if h.topic else sorted(c.consumer_offset_manager.which_topic_by_consumer(h.consumer_group))
-        store = c.message_store
-        entries = []
+        table: dict = {}
+        tps = 0.0
         for topic in topics:
-            tc = c.topic_config_manager.select_topic_config(topic)
-            if tc is None:
-                continue
-            # Java skips topics the group neither subscribes to nor has offsets for.
-            cgi = c.consumer_manager.get_consumer_group_info(h.consumer_group)
-            subscribed = cgi is not None and cgi.find_subscription_data(topic) is not None
-            offsets = c.consumer_offset_manager.query_offsets(h.consumer_group, topic)
-            if not subscribed and not offsets:
-                continue
-            for qid in range(tc.write_queue_nums):
-                broker_offset = max(0, store.get_max_offset_in_queue(topic, qid))
-                consumer_offset = offsets.get(qid, 0)
-                last = 0
-                if consumer_offset > 0:
-                    last = store.get_message_store_timestamp(topic, qid, consumer_offset - 1)
-                entries.append(
-                    (
-                        self._queue(topic, qid),
-                        {"brokerOffset": broker_offset, "consumerOffset": consumer_offset, "lastTimestamp": last},
-                    )
-                )
-        body = '{"consumeTps":0.0,"offsetTable":' + fastjson_object_key_map(entries) + "}"
+            part = self._consume_stats(h.consumer_group, topic, order_only=False, read_queues=True)
+            if part is not None:
+                table.update(part.offset_table)
+                tps += part.consume_tps
+        body = ConsumeStats(table, tps).encode()
         return cmd.response(ResponseCode.SUCCESS, None, {}, body.encode())
 
     def get_broker_config(self, conn, cmd):
-        c = self.controller
-        lines = [f"{k}={'' if v is None else v}" for k, v in describe(c.broker_config).items()]
-        return cmd.response(
-            ResponseCode.SUCCESS, None, {"version": str(c.topic_config_manager.data_version.to_json())},
-            "\n".join(lines).encode()
-        )
+        # Java getBrokerConfig: every property (broker and store), and the config's data version
+        configuration = self.controller.configuration
+        return cmd.response(ResponseCode.SUCCESS, None, {"version": configuration.version_json()},
+                            configuration.format().encode())
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -287,6 +254,135 @@ class AdminBrokerProcessor:
         if store.get_max_offset_in_queue(h.topic, h.queue_id) > min_off:
             ts = store.get_message_store_timestamp(h.topic, h.queue_id, min_off)
         return cmd.response(ResponseCode.SUCCESS, None, {"timestamp": str(ts)})
+
+
+    # -- stats -------------------------------------------------------------------------------
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table (Java AdminBrokerProcessor.prepareRuntimeInfo): the
+        store's figures, the statistics (rmq.broker.stats), and the broker's."""
+        c = self.controller
+        store = c.message_store
+        table: dict[str, str] = {}
+        try:
+            # Java prints booleans true/false
+            table.update({str(k): {"True": "true", "False": "false"}.get(str(v), str(v))
+                          for k, v in store.runtime_info().items()})
+        except Exception:  # stats are best effort
+            log.exception("store runtime info failed")
+        table.update(c.stats.runtime_info())
+        ratio = table.get("commitLogDiskRatio", "0")
+        root = c.store_config.store_path_root_dir
+        try:
+            fs = os.statvfs(root)
+            capacity = (f"Total : {human_bytes(fs.f_blocks * fs.f_frsize)}, "
+                        f"Free : {human_bytes(fs.f_bavail * fs.f_frsize)}.")
+        except OSError:
+            capacity = ""
+        try:
+            to_flush = max(0, store.commit_log.max_offset - store.commit_log.flushed_offset)
+            earliest = store.get_earliest_message_time()
+        except Exception:  # noqa: BLE001 - best effort, as the store's part
+            to_flush, earliest = 0, -1
+        # No thread-pool queues: requests run on the event loop (the dispatcher's pool is
+        # what waits); the sizes are 0 and the capacities Java's defaults.
+        table.update({
+            # Java MQVersion.getVersionDesc: tools print and compare it (clusterList's #Version)
+            "brokerVersionDesc": "V4_9_8",
+            "rmqVersion": __version__,
+            "brokerVersion": str(BROKER_VERSION),
+            "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueCapacity": "10000",
+            "pullThreadPoolQueueSize": "0", "pullThreadPoolQueueCapacity": "100000",
+            "queryThreadPoolQueueSize": "0", "queryThreadPoolQueueCapacity": "20000",
+            "EndTransactionQueueSize": "0", "EndTransactionThreadPoolQueueCapacity": "100000",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "queryThreadPoolQueueHeadWaitTimeMills": "0",
+            "pageCacheLockTimeMills": "0",
+            "earliestMessageTimeStamp": str(earliest),
+            "startAcceptSendRequestTimeStamp": "0",
+            "remainTransientStoreBufferNumbs": str(2**31 - 1),
+            "remainHowManyDataToFlush": human_bytes(to_flush),
+            "commitLogDiskRatio": ratio,
+            f"commitLogDiskRatio_{c.store_config.commitlog_dir}": ratio,
+            "consumeQueueDiskRatio": ratio,
+            "commitLogDirCapacity": capacity,
+            "brokerRole": c.store_role,
+            "brokerActive": "true",
+            "pullHoldRequestCount": str(c.pull_request_hold_service.held_count),
+        })
+        return table
+
+    def _consume_stats(self, group: str, topic: str, *, order_only: bool,
+                       read_queues: bool = False) -> ConsumeStats | None:
+        """One group's ConsumeStats on one topic (Java getConsumeStats' loop body, over the read
+        queues; fetchAllConsumeStatsInBroker's, over the write queues), or None when Java skips
+        the topic (no config; not orderly when asked; not subscribed while the group subscribes
+        to others)."""
+        c = self.controller
+        tc = c.topic_config_manager.select_topic_config(topic)
+        if tc is None or (order_only and not tc.order):
+            return None
+        cgi = c.consumer_manager.get_consumer_group_info(group)
+        if cgi is not None and cgi.find_subscription_data(topic) is None and cgi.subscriptions:
+            return None
+        store = c.message_store
+        offsets = c.consumer_offset_manager.query_offsets(group, topic)
+        name = c.broker_config.broker_name
+        table = {}
+        for qid in range(tc.read_queue_nums if read_queues else tc.write_queue_nums):
+            broker_offset = max(0, store.get_max_offset_in_queue(topic, qid))
+            consumer_offset = max(0, offsets.get(qid, 0))
+            last = 0
+            if consumer_offset > 0:
+                last = max(0, store.get_message_store_timestamp(topic, qid, consumer_offset - 1))
+            table[MessageQueue(topic, name, qid)] = OffsetWrapper(broker_offset, consumer_offset, last)
+        return ConsumeStats(table, c.stats.tps_group_get_nums(group, topic))
+
+    def view_broker_stats_data(self, conn, cmd):
+        h = ViewBrokerStatsDataRequestHeader.from_ext_fields(cmd.ext_fields)
+        item = self.controller.stats.get_stats_item(h.stats_name, h.stats_key)
+        if item is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"The stats <{clip_remark(h.stats_name)}> "
+                                f"<{clip_remark(h.stats_key)}> not exist", {})
+        data = BrokerStatsData(*(BrokerStatsItem(*StatsItem.compute(w)) for w in (item.minute, item.hour, item.day)))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(data.to_json()))
+
+    def get_broker_consume_stats(self, conn, cmd):
+        """Java fetchAllConsumeStatsInBroker: every subscription group, each topic it has
+        offsets on."""
+        c = self.controller
+        h = GetConsumeStatsInBrokerHeader.from_ext_fields(cmd.ext_fields)
+        entries = []
+        total_diff = 0
+        for group in list(c.subscription_group_manager.subscription_group_table):
+            stats = []
+            for topic in sorted(c.consumer_offset_manager.which_topic_by_consumer(group)):
+                cs = self._consume_stats(group, topic, order_only=h.is_order)
+                if cs is not None:
+                    total_diff += cs.compute_total_diff()
+                    stats.append(cs)
+            entries.append({group: stats})
+        body = ConsumeStatsList(c.broker_addr, total_diff, entries).encode()
+        return cmd.response(ResponseCode.SUCCESS, None, {}, body.encode())
+
+    async def update_broker_config(self, conn, cmd):
+        _rlog.info("update-broker-config", "updateBrokerConfig called by %s", conn.remote_addr)
+        try:
+            props = parse_properties(bytes(cmd.body_bytes() or b"").decode("utf-8"))
+        except (ConfigError, UnicodeError) as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {clip(e)}", {})
+        if not props:  # Java answers SUCCESS for an empty body
+            return cmd.response(ResponseCode.SUCCESS, None, {})
+        try:
+            await self.controller.configuration.update(props)
+        except BrokerConfigRefused as e:
+            code = ResponseCode.NO_PERMISSION if e.black_list else ResponseCode.SYSTEM_ERROR
+            return cmd.response(code, clip(str(e), 2000), {})
+        except OSError as e:
+            log.exception("updateBrokerConfig: the config file could not be written")
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"applied, but the config file could not be written: {e}",
+                                {})
+        return cmd.response(ResponseCode.SUCCESS, None, {})
 
 
 async def _maybe_await(x):

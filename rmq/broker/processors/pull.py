@@ -26,6 +26,7 @@ was found and the suspend bit is set, and finally the commit of the offset the p
 from __future__ import annotations
 
 import logging
+import time
 
 from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.processors.common import FAQ, bad_request
@@ -188,9 +189,11 @@ class PullMessageProcessor:
             sub_string = sub.sub_string
             message_filter = self._filter(sub_string)
 
-        # The store scan.
+        # The store scan (its duration: Java StoreStatsService.setGetMessageEntireTimeMax).
+        t0 = time.monotonic_ns()
         result = self.store.get_message(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
                                         message_filter)
+        c.stats.store.record_get_time((time.monotonic_ns() - t0) // 1_000_000)
         status = result.status.name
         ext = {
             "nextBeginOffset": str(result.next_begin_offset),
@@ -213,12 +216,12 @@ class PullMessageProcessor:
 
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS and result.message_count > 0:
-            c.stats.get_nums += result.message_count
-            c.stats.get_size += result.buffer_total_size
+            c.stats.on_pull(h.consumer_group, h.topic, result.message_count, result.buffer_total_size)
             # The holder rides in the body slot only until write_response swaps in its buffers.
             response = cmd.response(code, status, ext, _Holder(result))  # type: ignore[arg-type]
         else:
             result.release()
+            c.stats.on_pull_miss()
             if code == ResponseCode.SUCCESS:  # FOUND without a message: never send an empty body
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
             response = cmd.response(code, status, ext)

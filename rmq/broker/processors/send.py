@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 
 from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
@@ -201,12 +202,15 @@ class SendMessageProcessor:
         early = self._before_store(conn, cmd, header, tc, msg)
         if early is not None:
             return early
+        t0 = time.monotonic_ns()
         try:
             result = self.store.append_message(msg, batch)
         except Exception as e:  # noqa: BLE001 - the store's failure must reach the producer
             _rlog.error("store-put", "store failed to put a message into %s-%d", clip(header.topic), queue_id,
                         exc_info=True)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
+        # Java StoreStatsService.setPutMessageEntireTimeMax: the store put's duration
+        self.controller.stats.store.record_put_time((time.monotonic_ns() - t0) // 1_000_000)
         if result.flush_wait:
             return self._reply_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result)
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
@@ -231,14 +235,14 @@ class SendMessageProcessor:
                 detail = f"{detail} ({result.remark})"
             _rlog.warning(f"send-failed-{code}", "send to %s-%d from %s failed: %s", clip(header.topic), queue_id,
                         conn.remote_addr, clip(detail))
+            self.controller.stats.on_put_failed()
             return cmd.response(code, detail, {})
         append = result.append
         if batch and getattr(append, "msg_ids", None):
             msg_id = ",".join(append.msg_ids)
         else:
             msg_id = append.msg_id
-        self.controller.stats.put_nums += getattr(append, "msg_num", 1) or 1
-        self.controller.stats.put_size += len(body)
+        self.controller.stats.on_put(header.topic, getattr(append, "msg_num", 1) or 1, len(body))
         ext = {
             "msgId": msg_id,
             "queueId": str(queue_id),

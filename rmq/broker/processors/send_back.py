@@ -202,5 +202,6 @@ class ConsumerSendMsgBackProcessor:
             status = getattr(result.status, "name", str(result.status))
             _rlog.warning("send-back-status", "send-back of %s into %s failed: %s", ext.msg_id, clip(new_topic), status)
             return cmd.response(ResponseCode.SYSTEM_ERROR, status, {})
-        c.stats.put_nums += 1
+        c.stats.on_put(new_topic, 1, len(ext.body or b""))
+        c.stats.on_send_back(group, ext.topic)
         return cmd.response(ResponseCode.SUCCESS, None, {})

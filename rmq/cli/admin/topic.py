@@ -3,9 +3,12 @@ topicList, topicRoute, clusterList (Java ``tools/command/topic``, ``cluster``, `
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import sys
 
-from rmq.client.admin import Admin
+from rmq.client.admin import Admin, AdminError
+from rmq.errors import RMQError
 
 from ._cmd import (
     MAX_QUEUE_NUMS,
@@ -18,6 +21,7 @@ from ._cmd import (
     topic_name,
     true_false,
 )
+from .broker import cluster_row_cells
 
 _queues = int_in(1, MAX_QUEUE_NUMS)
 
@@ -88,12 +92,46 @@ async def topic_route(admin: Admin, args: argparse.Namespace) -> None:
     print(json.dumps(route.to_json(), indent=2, sort_keys=True))
 
 
-@command("clusterList", "list clusters, brokers and their addresses")
+def _cluster_list_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-m", "--moreStats", action="store_true", help="Print more stats")
+    p.add_argument("-i", "--interval", type=int_in(1, 86_400), default=None,
+                   help="print again every this many seconds, 1..86400 (until interrupted)")
+
+
+@command("clusterList", "List all of clusters", flags=_cluster_list_flags)
 async def cluster_list(admin: Admin, args: argparse.Namespace) -> None:
-    info = await admin.examine_broker_cluster_info()
-    print(f"{'#Cluster':<22}{'#Broker':<22}{'#BID':<6}#Addr")
-    for cluster, names in sorted(info.cluster_addr_table.items()):
-        for broker in sorted(names):
-            bd = info.broker_addr_table.get(broker)
-            for bid, addr in sorted(bd.broker_addrs.items() if bd is not None else ()):
-                print(f"{cluster:<22}{broker:<22}{bid:<6}{addr}")
+    # Java ClusterListSubCommand: the brokers with their load (from each broker's runtime info),
+    # or with -m their message totals of yesterday and today.
+    while True:
+        info = await admin.examine_broker_cluster_info()
+        if args.moreStats:
+            print(f"{'#Cluster Name':<16}  {'#Broker Name':<32} {'#InTotalYest':>14} {'#OutTotalYest':>14} "
+                  f"{'#InTotalToday':>14} {'#OutTotalToday':>14}")
+        else:
+            print(f"{'#Cluster Name':<16}  {'#Broker Name':<22}  {'#BID':<4}  {'#Addr':<22} {'#Version':<16} "
+                  f"{'#InTPS(LOAD)':>19} {'#OutTPS(LOAD)':>19} {'#PCWait(ms)':>10} {'#Hour':>5} {'#SPACE':>6}")
+        for cluster, names in sorted(info.cluster_addr_table.items()):
+            for broker in sorted(names):
+                bd = info.broker_addr_table.get(broker)
+                for bid, addr in sorted(bd.broker_addrs.items() if bd is not None else ()):
+                    try:
+                        table = await admin.fetch_broker_runtime_stats(addr)
+                    except (AdminError, RMQError, OSError):  # Java prints the row with blanks
+                        table = {}
+                    if args.moreStats:
+                        def n(key: str, t: dict[str, str] = table) -> int:
+                            v = t.get(key, "0")
+                            return int(v) if v.lstrip("-").isdigit() else 0
+                        print(f"{cluster:<16}  {broker:<32} "
+                              f"{n('msgPutTotalTodayMorning') - n('msgPutTotalYesterdayMorning'):>14} "
+                              f"{n('msgGetTotalTodayMorning') - n('msgGetTotalYesterdayMorning'):>14} "
+                              f"{n('msgPutTotalTodayNow') - n('msgPutTotalTodayMorning'):>14} "
+                              f"{n('msgGetTotalTodayNow') - n('msgGetTotalTodayMorning'):>14}")
+                        continue
+                    version, in_tps, out_tps, pc_wait, hour, space = cluster_row_cells(table)
+                    print(f"{cluster:<16}  {broker:<22}  {bid:<4}  {addr:<22} {version:<16} {in_tps:>19} "
+                          f"{out_tps:>19} {pc_wait:>10} {hour:>5} {space:>6}")
+        if args.interval is None:
+            return
+        sys.stdout.flush()
+        await asyncio.sleep(args.interval)
