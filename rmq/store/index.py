@@ -304,8 +304,15 @@ class IndexService:
             if f is None:
                 return
             f.dirty = True
-            rec_i, key_i, capped = _store.index_build(f.mm, self.hash_slot_num, self.index_num, records_buf,
-                                                      records, rec_i, key_i, MAX_KEYS_PER_RECORD)
+            try:
+                rec_i, key_i, capped = _store.index_build(f.mm, self.hash_slot_num, self.index_num, records_buf,
+                                                          records, rec_i, key_i, MAX_KEYS_PER_RECORD)
+            except (ValueError, TypeError, IndexError) as e:
+                # Never expected (the walker validated the records), but the index must not
+                # stop dispatch: this batch stays unindexed.
+                self.error = f"indexing a batch failed: {e}"
+                self.store.rl_log.warning("index-build", "%s", self.error)
+                return
             if capped:
                 self.keys_capped += capped
                 self.store.rl_log.warning("index-keys-capped", "%d records had more than %d keys: the rest are "
