@@ -313,6 +313,8 @@ class IndexService:
                 self.error = f"indexing a batch failed: {e}"
                 self.store.rl_log.warning("index-build", "%s", self.error)
                 return
+            if self.error is not None and self.error.startswith("indexing a batch failed"):
+                self.error = None
             if capped:
                 self.keys_capped += capped
                 self.store.rl_log.warning("index-keys-capped", "%d records had more than %d keys: the rest are "
