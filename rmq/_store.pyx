@@ -1150,3 +1150,8 @@ def populate_write(buf, Py_ssize_t start, Py_ssize_t length) -> int:
 # and compiled into this module so the project keeps a single extension.
 # ---------------------------------------------------------------------------------------------
 include "_codec.pxi"
+
+# ---------------------------------------------------------------------------------------------
+# The message index (Java IndexFile): layout drawn in the file.
+# ---------------------------------------------------------------------------------------------
+include "_index.pxi"

@@ -104,7 +104,7 @@ async def run_namesrv(**config: Any) -> AsyncIterator[NamesrvController]:
 def make_broker_configs(store_dir: StrPath, namesrv: NamesrvController | str | None = None,
                         **overrides: Any) -> tuple[BrokerConfig, StoreConfig]:
     """``(BrokerConfig, StoreConfig)`` for a test broker: port 0, small CommitLog files (4 MiB)
-    so tests do not map 1 GiB, ``overrides`` given as snake_case fields of either."""
+    and index files (1.7 MB) so tests do not map 1 GiB, ``overrides`` given as snake_case fields of either."""
     from rmq.config import BrokerConfig
     from rmq.store import StoreConfig
 
@@ -112,6 +112,7 @@ def make_broker_configs(store_dir: StrPath, namesrv: NamesrvController | str | N
     sc = StoreConfig(store_path_root_dir=str(store_dir))
     sc.mapped_file_size_commitlog = 4 * 1024 * 1024
     sc.mapped_file_size_consume_queue = 3000 * 20
+    sc.max_hash_slot_num, sc.max_index_num = 20_000, 80_000      # a 1.7 MB index file, not 420 MB
     if namesrv is not None:
         bc.namesrv_addr = namesrv if isinstance(namesrv, str) else f"127.0.0.1:{namesrv.port}"
     for k, v in overrides.items():
@@ -224,7 +225,8 @@ class StandaloneProcess:
     #: a 1 GiB CommitLog plus 6 MB per ConsumeQueue for every daemon a suite starts would take
     #: many GB of the machine's disk. Given unless ``extra_args`` sets them or ``small_files``
     #: is False (benchmarks measure the daemon's real defaults).
-    TEST_FILE_SIZES = ("--mappedFileSizeCommitLog=67108864", "--mappedFileSizeConsumeQueue=600000")
+    TEST_FILE_SIZES = ("--mappedFileSizeCommitLog=67108864", "--mappedFileSizeConsumeQueue=600000",
+                       "--maxHashSlotNum=20000", "--maxIndexNum=80000")
 
     def command(self) -> list[str]:
         sizes = [a for a in (self.TEST_FILE_SIZES if self.small_files else ())

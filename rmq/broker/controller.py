@@ -54,6 +54,7 @@ from rmq.broker.processors.client_manage import (
 from rmq.broker.processors.end_transaction import EndTransactionProcessor
 from rmq.broker.processors.lock_batch import RebalanceLockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
+from rmq.broker.processors.query_message import QueryMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
 from rmq.broker.rebalance_lock import RebalanceLockManager
@@ -225,6 +226,11 @@ class BrokerController:
         conns_pool = ProcessorPool("adminConns", max_in_flight=16, max_queue=1_000)
         for code in ConnsAdminProcessor.CODES:
             s.register_processor(code, _Gate(self, conns), conns_pool)
+        # Java registers QueryMessageProcessor with its own executor (queryMessageThreadPoolNums).
+        query_pool = ProcessorPool("queryMessage", max_in_flight=16, max_queue=10_000)
+        query = QueryMessageProcessor(self)
+        for code in query.codes:
+            s.register_processor(code, _Gate(self, query), query_pool)
 
     async def start(self) -> None:
         """Bring the broker up (see module docstring). Raises ``OSError`` when the port is

@@ -79,6 +79,8 @@ __all__ = [
     "ViewMessageRequestHeader",
     "QueryMessageRequestHeader",
     "GetKVConfigRequestHeader",
+    "QueryMessageResponseHeader",
+    "QueryTopicConsumeByWhoRequestHeader",
 ]
 
 _REQUIRED = dataclasses.MISSING
@@ -677,20 +679,27 @@ class GetTopicsByClusterRequestHeader(Header):
     cluster: str = w("cluster")
 
 
-# (the index section owns this one; it stands in, same name and field, until both meet)
-@header
-class QueryTopicConsumeByWhoRequestHeader(Header):
-    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
-
-    topic: str = w("topic")
-
-
-__all__ += ["GetTopicsByClusterRequestHeader", "QueryTopicConsumeByWhoRequestHeader"]
+__all__ += ["GetTopicsByClusterRequestHeader"]
 
 
 # ---------------------------------------------------------------------------- index
 # Admin headers: QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33, QUERY_TOPIC_CONSUME_BY_WHO 300.
 # (the index engineer adds here)
+
+
+@header
+class QueryMessageResponseHeader(Header):
+    """QUERY_MESSAGE (12) reply: where the index ended when it answered."""
+
+    index_last_update_timestamp: int = w("indexLastUpdateTimestamp", int64=True)
+    index_last_update_phyoffset: int = w("indexLastUpdatePhyoffset", int64=True)
+
+
+@header
+class QueryTopicConsumeByWhoRequestHeader(Header):
+    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+
+    topic: str = w("topic")
 
 
 # ---------------------------------------------------------------------------- conns

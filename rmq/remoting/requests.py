@@ -424,7 +424,6 @@ def create_subscription_group(config: Mapping[str, Any]) -> RemotingCommand:
 from collections.abc import Callable  # noqa: E402
 from typing import TypeVar  # noqa: E402
 
-from rmq.common.route import loads_fastjson  # noqa: E402
 from rmq.remoting.body.topic import TopicStatsTable  # noqa: E402
 
 _T = TypeVar("_T")
@@ -455,32 +454,71 @@ def get_topics_by_cluster(cluster: str) -> RemotingCommand:
     return _request(RequestCode.GET_TOPICS_BY_CLUSTER, _h.GetTopicsByClusterRequestHeader(cluster=cluster))
 
 
-# QUERY_TOPIC_CONSUME_BY_WHO (300) belongs to the index section (its builder, parser, header and
-# GroupList body); these two stand in for them until both sections meet, with the same names.
-def query_topic_consume_by_who(topic: str) -> RemotingCommand:
-    """QUERY_TOPIC_CONSUME_BY_WHO (300) to a broker. Parse with :func:`parse_group_list`."""
-    return _request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, _h.QueryTopicConsumeByWhoRequestHeader(topic=topic))
-
-
-def _group_list(body: bytes) -> list[str]:
-    groups = loads_fastjson(body).get("groupList") or []
-    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
-        raise ValueError("groupList must be a list of names")
-    return sorted(groups)
-
-
-def parse_group_list(resp: RemotingCommand) -> list[str]:
-    """Java ``GroupList.groupList``, sorted."""
-    return _admin_body(resp, "GroupList", _group_list)
-
-
-__all__ += ["get_topic_stats_info", "get_topics_by_cluster", "parse_group_list", "parse_topic_stats",
-            "query_topic_consume_by_who"]
+__all__ += ["get_topic_stats_info", "get_topics_by_cluster", "parse_topic_stats"]
 
 
 # ---------------------------------------------------------------------------- index
 # Admin builders and parsers: QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33, QUERY_TOPIC_CONSUME_BY_WHO 300.
 # (the index engineer adds here)
+
+
+@dataclass
+class QueryMessageReply:
+    """A QUERY_MESSAGE answer: the records back to back (undecoded) and where the broker's
+    index ended (QueryMessageResponseHeader)."""
+
+    body: bytes
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+def query_message(header: _h.QueryMessageRequestHeader, *, unique_key: bool = False) -> RemotingCommand:
+    """QUERY_MESSAGE (12); ``unique_key`` sets the ``_UNIQUE_KEY_QUERY`` extField (the broker
+    then answers at most its defaultQueryMaxNum)."""
+    cmd = _request(RequestCode.QUERY_MESSAGE, header)
+    assert cmd.ext_fields is not None
+    cmd.ext_fields["_UNIQUE_KEY_QUERY"] = "true" if unique_key else "false"
+    return cmd
+
+
+def parse_query_message(resp: RemotingCommand) -> QueryMessageReply | None:
+    """The records found, or None for QUERY_NOT_FOUND; raise for any other refusal."""
+    if resp.code == ResponseCode.QUERY_NOT_FOUND:
+        return None
+    check_success(resp)
+    h = _h.QueryMessageResponseHeader.from_ext_fields(resp.ext_fields)
+    return QueryMessageReply(resp.body_bytes(), h.index_last_update_timestamp, h.index_last_update_phyoffset)
+
+
+def view_message(offset: int) -> RemotingCommand:
+    """VIEW_MESSAGE_BY_ID (33): the record at CommitLog ``offset``."""
+    return _request(RequestCode.VIEW_MESSAGE_BY_ID, _h.ViewMessageRequestHeader(offset=offset))
+
+
+def parse_view_message(resp: RemotingCommand) -> bytes:
+    """The record (raise when the broker has none: SYSTEM_ERROR "can not find message ...")."""
+    check_success(resp)
+    return resp.body_bytes()
+
+
+def query_topic_consume_by_who(topic: str) -> RemotingCommand:
+    """QUERY_TOPIC_CONSUME_BY_WHO (300)."""
+    return _request(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, _h.QueryTopicConsumeByWhoRequestHeader(topic=topic))
+
+
+def parse_group_list(resp: RemotingCommand) -> list[str]:
+    """The group names of a GroupList answer (sorted)."""
+    from rmq.remoting.body.message import GroupList
+
+    check_success(resp)
+    try:
+        return sorted(GroupList.decode(resp.body_bytes()).group_list)
+    except ValueError as e:
+        raise RemotingCommandError(str(e)) from None
+
+
+__all__ += ["QueryMessageReply", "parse_group_list", "parse_query_message", "parse_view_message", "query_message",
+            "query_topic_consume_by_who", "view_message"]
 
 
 # ---------------------------------------------------------------------------- conns

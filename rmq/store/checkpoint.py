@@ -29,7 +29,10 @@ class StoreCheckpoint:
 
     ``physic_offset``: the CommitLog is fsynced up to here; ``logics_offset``: every record
     below here has its ConsumeQueue unit fsynced; ``max_offset``: the CommitLog's end when it
-    was written; ``clean``: written by a clean shutdown. Written to a temporary file, fsynced,
+    was written; ``clean``: written by a clean shutdown; ``index_msg_timestamp`` (Java
+    StoreCheckpoint.indexMsgTimestamp), ``index_file``, ``index_count``, ``index_header``: what the
+    last index flush made durable (rmq.store.index, kept in ``index_state``). Written to a
+    temporary file, fsynced,
     renamed over the old one and the directory fsynced (a rename is durable only with it).
     """
 
@@ -37,6 +40,7 @@ class StoreCheckpoint:
         self.path = os.path.join(root, "checkpoint")
         self.root = root
         self.last: dict[str, Any] = {}
+        self.index_state: dict[str, Any] = {}
 
     def read(self) -> dict[str, Any]:
         """The last checkpoint, or {} when there is none or it cannot be read (recovery then
@@ -63,6 +67,7 @@ class StoreCheckpoint:
             "clean": clean,
             "timestamp": int(time.time() * 1000),
         }
+        data.update(self.index_state)
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
             f.write(msgpack.packb(data))

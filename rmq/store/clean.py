@@ -125,8 +125,8 @@ class CleanCommitLogService:
 
 
 class CleanConsumeQueueService:
-    """Deletes ConsumeQueue files whose units all point below the CommitLog minimum and
-    moves each queue's minimum offset past such units."""
+    """Deletes ConsumeQueue files whose units all point below the CommitLog minimum, moves
+    each queue's minimum offset past such units, and deletes the index files wholly below it."""
 
     def __init__(self, store: MessageStore):
         self.store = store
@@ -137,6 +137,9 @@ class CleanConsumeQueueService:
             for cq in queues.values():
                 cq.delete_expired_file(min_phy)
                 cq.mfq.retry_pending_destroy()
+        if self.store.index is not None:
+            # Java CleanConsumeQueueService.deleteExpiredFiles → IndexService.deleteExpiredFile
+            self.store.index.delete_expired_file(min_phy)
 
 
 async def run_clean_services(store: MessageStore) -> None:

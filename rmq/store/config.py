@@ -66,6 +66,14 @@ class StoreConfig:
     check_crc_on_recover: bool = True
     message_delay_level: str = setting(DEFAULT_MESSAGE_DELAY_LEVEL, check=check_delay_levels,
                                        text="1..64 delays like 1s 5m 2h 1d")
+    # The message index (Java IndexService): keys of each record → CommitLog offsets.
+    message_index_enable: bool = True
+    max_hash_slot_num: int = setting(5_000_000, lo=1, hi=100_000_000)
+    max_index_num: int = setting(5_000_000 * 4, lo=2, hi=100_000_000)
+    # QUERY_MESSAGE answers at most this many records (Java maxMsgsNumBatch) ...
+    max_msgs_num_batch: int = setting(64, lo=1, hi=10_000)
+    # ... and a unique-key query this many (Java defaultQueryMaxNum).
+    default_query_max_num: int = setting(32, lo=1, hi=10_000)
     # Not in Java: mapped files (CommitLog + ConsumeQueue) the process may hold; 0 derives it
     # from the open file limit and vm.max_map_count (rmq.store.resources).
     max_mapped_files: int = setting(0, lo=0, hi=1 << 31)

@@ -184,11 +184,18 @@ class FlushConsumeQueueService:
             for cq in list(queues.values()):
                 cq.flush(least_pages)
 
-    async def flush_and_checkpoint(self, least_pages: int, clean: bool = False) -> None:
+    async def flush_and_checkpoint(self, least_pages: int, clean: bool = False, force_index: bool = False) -> None:
         store = self.store
         # Units below this offset are in the files being flushed now.
         logics = store.reput.reput_from_offset
+        # Index files at most every thorough interval (they are written at random slots: an
+        # fdatasync each second would rewrite pages all over the hash table), at a roll, and
+        # at shutdown; the checkpoint then records the flushed cut (rmq.store.index).
+        snap = (store.index.snapshot(store.config.flush_consume_queue_thorough_interval, force_index)
+                if store.index is not None else None)
         await store.run_blocking(self.flush_all, least_pages)
+        if snap is not None and store.index is not None:
+            store.checkpoint.index_state = await store.index.flush(snap)
         cl = store.commit_log
         await store.run_blocking(store.checkpoint.write, cl.flushed_offset, logics, cl.max_offset, clean)
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from rmq.store.mapped_file import MappedFile
 
 __all__ = [
+    "QueryMessageResult",
     "PutMessageStatus", "AppendMessageStatus", "GetMessageStatus", "MessageSysFlag",
     "MessageInner", "StoredMessage", "AppendMessageResult", "PutMessageResult", "GetMessageResult",
     "MessageFilter", "properties_to_string", "string_to_properties", "offset_msg_id",
@@ -184,6 +185,19 @@ class PutMessageResult:
     @property
     def is_ok(self) -> bool:
         return self.status == PutMessageStatus.PUT_OK
+
+
+@dataclass
+class QueryMessageResult:
+    """Java QueryMessageResult: whole records (copies) found by the index, oldest first."""
+    buffers: list[bytes] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+    buffer_total_size: int = 0
+
+    def add(self, record: bytes) -> None:
+        self.buffers.append(record)
+        self.buffer_total_size += len(record)
 
 
 class GetMessageResult:

@@ -11,6 +11,10 @@ by ``start()`` and stopped by ``shutdown()`` (a BackgroundTasks owner):
   guard, every ``clean_resource_interval`` ms;
 * ``warm`` (rmq.store.warm): pre-faults the CommitLog ahead of the writer.
 
+The message index (``index``, rmq.store.index.IndexService, None with messageIndexEnable=false)
+is built by the reput service, flushed by the ConsumeQueue flush service, trimmed by the clean
+service and read by ``query_message``.
+
 The directory lock and the abort marker are ``lock`` (rmq.store.checkpoint.StoreLock).
 Blocking work (fdatasync, checkpoint writes) runs in one dedicated flush thread.
 """
@@ -45,6 +49,7 @@ from rmq.store.flush import (
     FlushRealTimeService,
     GroupCommitService,
 )
+from rmq.store.index import IndexService, QueryOffsetResult
 from rmq.store.mapped_file import DiskSpaceError, MappingBudgetError
 from rmq.store.message import (
     GetMessageResult,
@@ -53,17 +58,21 @@ from rmq.store.message import (
     MessageInner,
     PutMessageResult,
     PutMessageStatus,
+    QueryMessageResult,
     StoredMessage,
 )
 from rmq.store.reput import ReputMessageService
 from rmq.store.resources import MAPPINGS, configure_mapping_budget
 from rmq.store.warm import WarmAheadService
 
-__all__ = ["MessageStore"]
+__all__ = ["MessageStore", "QUERY_MESSAGE_MAX_BYTES"]
 
 log = logging.getLogger("rmq.store")
 
-_GET_STATUS = tuple(GetMessageStatus)           # index = value (the scan returns 0, 1 or 2)
+_GET_STATUS = tuple(GetMessageStatus)
+# Bytes of records one query_message answer may hold (at least one record); Java bounds only
+# the count (maxMsgsNumBatch) and sends from the page cache, we copy.
+QUERY_MESSAGE_MAX_BYTES = 32 * 1024 * 1024           # index = value (the scan returns 0, 1 or 2)
 
 
 class MessageStore:
@@ -95,6 +104,7 @@ class MessageStore:
         self.flush_consume_queue = FlushConsumeQueueService(self)
         self.flush_commit_log: CommitLogFlushService = self._new_flush_service()
         self.warm = WarmAheadService(self)
+        self.index: IndexService | None = IndexService(self) if config.message_index_enable else None
         self.commit_log = self._new_commit_log()
         self._pending_queues: set[tuple[str, int]] = set()
         self._tasks = BackgroundTasks("message store", log)
@@ -159,6 +169,7 @@ class MessageStore:
             self.reput = ReputMessageService(self)
             self.flush_commit_log = self._new_flush_service()
             self.warm = WarmAheadService(self)
+            self.index = IndexService(self) if self.config.message_index_enable else None
         self._loop = asyncio.get_running_loop()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-store-flush")
         try:
@@ -203,7 +214,7 @@ class MessageStore:
             log.error("store shutdown: dispatch stopped at CommitLog offset %d (%s); the next start "
                       "dispatches the rest", self.reput.reput_from_offset, e)
         try:
-            await self.flush_consume_queue.flush_and_checkpoint(0, clean)
+            await self.flush_consume_queue.flush_and_checkpoint(0, clean, force_index=True)
         except (OSError, ValueError) as e:
             clean = False
             log.error("store shutdown: ConsumeQueue flush / checkpoint failed (%s); the next start will run "
@@ -220,6 +231,8 @@ class MessageStore:
         for queues in self.consume_queue_table.values():
             for cq in queues.values():
                 cq.shutdown()
+        if self.index is not None:
+            self.index.shutdown()
         self.commit_log.shutdown()
 
     # ======================================================================================
@@ -266,6 +279,13 @@ class MessageStore:
             reput_from = max(min_phy, min(end, cq_max_end if cq_max_end >= 0 else min_phy,
                                           checkpoint_offset(cp, "logics_offset", end) if cp else min_phy))
         self.reput.reput_from_offset = reput_from
+        if self.index is not None:
+            self.checkpoint.index_state = {k: v for k, v in cp.items() if k.startswith("index_")}
+            self.index.load(abnormal, cp)
+            if abnormal and report["mode"] != "empty":
+                # After a clean stop the index ends where dispatch ended (shutdown flushed it);
+                # like Java, no backfill then (a store that ran without the index stays so).
+                self._rebuild_index(self.index.rebuild_from(min_phy), reput_from)
         try:
             self.reput.do_reput(limit=end, notify=False)
         except StoreError as e:
@@ -285,6 +305,32 @@ class MessageStore:
         log.info("store recovered (%s) in %.3fs: CommitLog [%d, %d), %d queues", report["mode"],
                  report["seconds"], self.commit_log.min_offset, end,
                  sum(len(q) for q in self.consume_queue_table.values()))
+
+    def _rebuild_index(self, start: int, limit: int) -> None:
+        """Index the records in [start, limit) (dispatched before, but missing from the index
+        after a crash cut it back); the dispatch from ``limit`` indexes the rest."""
+        index = self.index
+        cl = self.commit_log
+        if index is None or start >= limit:
+            return
+        t0 = time.monotonic()
+        at_offset, n = start, 0
+        while at_offset < limit:
+            mf = cl.mfq.find_by_offset(at_offset)
+            if mf is None:
+                break
+            pos = at_offset - mf.file_from_offset
+            recs, at, outcome, _ = _store.scan_records(mf.mm, pos, min(mf.wrote_position, limit - mf.file_from_offset),
+                                                       mf.file_from_offset, False)
+            index.build(mf.mm, recs)
+            n += len(recs)
+            at_offset = mf.file_from_offset + at
+            if outcome == _store.SCAN_BLANK:
+                at_offset = cl.roll_next_file(at_offset)
+            elif not recs:
+                break
+        log.info("index rebuilt from CommitLog offset %d to %d: %d records in %.3fs", start, at_offset, n,
+                 time.monotonic() - t0)
 
     def _load_consume_queues(self) -> None:
         root = self.config.consume_queue_dir
@@ -593,6 +639,65 @@ class MessageStore:
             return None
         return StoredMessage.from_record(rec)
 
+    def select_one_message_by_offset(self, phy_offset: int) -> bytes | None:
+        """The raw record at CommitLog offset ``phy_offset`` (Java
+        DefaultMessageStore.selectOneMessageByOffset), validated by the walker; None when
+        there is none."""
+        if phy_offset < 0:
+            return None
+        head = self.commit_log.select(phy_offset, 8)
+        if head is None:
+            return None
+        mf, pos = head
+        size = int.from_bytes(mf.mm[pos:pos + 4], "big", signed=True)
+        if size <= 0:
+            return None
+        sel = self.commit_log.select(phy_offset, size)
+        if sel is None:
+            return None
+        mf, pos = sel
+        data = bytes(mf.mm[pos:pos + size])
+        try:
+            span = _store.record_span(data, 0)
+        except ValueError:
+            return None
+        if span is None or int.from_bytes(data[28:36], "big", signed=True) != phy_offset:
+            return None
+        return data
+
+    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
+        """Java DefaultMessageStore.queryMessage: the records indexed under ``key`` (a KEYS
+        item or a UNIQ_KEY) of ``topic`` stored within [begin, end] ms, oldest first, at most
+        ``min(max_num, maxMsgsNumBatch)`` and (past the first) ``QUERY_MESSAGE_MAX_BYTES``; with
+        the index's last update timestamp and offset.
+        Empty when the index is disabled. Records whose hash merely collides are included,
+        as Java does (the client filters by key)."""
+        result = QueryMessageResult()
+        index = self.index
+        if index is None or max_num <= 0:
+            return result
+        max_num = min(max_num, self.config.max_msgs_num_batch)
+        last_query_time = end
+        for _ in range(3):
+            q: QueryOffsetResult = index.query_offset(topic, key, max_num, begin, last_query_time)
+            if not q.phy_offsets:
+                break
+            q.phy_offsets.sort()
+            result.index_last_update_timestamp = q.index_last_update_timestamp
+            result.index_last_update_phyoffset = q.index_last_update_phyoffset
+            for m, off in enumerate(q.phy_offsets):
+                data = self.select_one_message_by_offset(off)
+                if data is None:
+                    continue
+                if m == 0:
+                    last_query_time = _store.record_store_timestamp(data, 0)
+                if result.buffers and result.buffer_total_size + len(data) > QUERY_MESSAGE_MAX_BYTES:
+                    break                # the answer is copied: bounded (64 x 4 MiB would be 256 MiB)
+                result.add(data)
+            if result.buffer_total_size > 0 or last_query_time < begin:
+                break
+        return result
+
     def look_message_by_offset_msg_id(self, msg_id: str) -> StoredMessage | None:
         try:
             *_, off = decode_offset_msg_id(msg_id)
@@ -650,6 +755,8 @@ class MessageStore:
             "mappedFiles": MAPPINGS.live,
             "mappedFilesBudget": MAPPINGS.limit,
         }
+        if self.index is not None:
+            info.update(self.index.runtime_info())
         return {k: str(v) for k, v in info.items()}
 
     # ======================================================================================

@@ -80,6 +80,7 @@ class ReputMessageService:
             self.reput_from_offset = cl.min_offset
         arrived: dict[tuple[str, int, int], int] = {}
         cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        index = store.index
         n = 0
         while self.reput_from_offset < limit and n < max_records:
             mf = cl.mfq.find_by_offset(self.reput_from_offset)
@@ -90,6 +91,11 @@ class ReputMessageService:
             stop = min(mf.wrote_position, limit - mf.file_from_offset)
             recs, at, outcome, _ = _store.scan_records(mf.mm, pos, stop, mf.file_from_offset, False,
                                                        max_records - n)
+            if index is not None and recs:
+                # Java CommitLogDispatcherBuildIndex, one Cython call per batch. Before the
+                # queues: a retry from a failed record finds these at or below the index's
+                # endPhyOffset and skips them.
+                index.build(mf.mm, recs)
             try:
                 for phy, size, topic, qid, qoff, tags, store_ts, sys_flag, ppos, plen in recs:
                     if sys_flag & 0x4:

@@ -119,7 +119,9 @@ async def test_dispatch_error_is_surfaced_retried_and_loses_nothing(make_store, 
     caplog.set_level(logging.WARNING, "rmq.store")
     base = MAPPINGS.live
     # budget: base + 12 mapped files; new queues keep 4 back for rolls
-    store = await make_store(max_mapped_files=base + 12, mapped_file_size_commitlog=256 * 1024)
+    # (no index file: this counts ConsumeQueue mappings)
+    store = await make_store(max_mapped_files=base + 12, mapped_file_size_commitlog=256 * 1024,
+                             message_index_enable=False)
     for t in range(7):                                           # 1 CommitLog + 7 queue files
         assert (await store.put_message(MessageInner(f"Q{t}", 0, b"first"))).is_ok
     refused = await store.put_message(MessageInner("Q7", 0, b"one queue too many"))
@@ -156,7 +158,7 @@ async def test_restart_with_dispatch_blocked_never_reuses_a_queue_offset(make_st
 
     root = tmp_path / "blocked"
     base = MAPPINGS.live
-    cfg = {"mapped_file_size_commitlog": 256 * 1024}
+    cfg = {"mapped_file_size_commitlog": 256 * 1024, "message_index_enable": False}
     # a budget of 8 (the least there is): the CommitLog file + 7 files of 100 units for "B"
     store = await make_store(root=root, max_mapped_files=base + 8, **cfg)
     for i in range(701):                           # unit 700 would need an 8th queue file

@@ -31,7 +31,8 @@ from rmq.remoting.body.topic import RebalanceResult, TopicOffset, TopicStatsTabl
 from rmq.remoting.headers import CreateTopicRequestHeader, PullMessageRequestHeader
 from rmq.types import Message, MessageQueue, PullResult, PullStatus, SendResult
 
-from ._base import AdminBase, AdminError
+from ._base import AdminError
+from ._messages import MessageAdmin
 
 __all__ = ["ClusterRT", "MsgSendRT", "SendRT", "TopicConsumers", "TopicPermUpdate", "TopicAdmin", "topic_sys_flag"]
 
@@ -123,7 +124,7 @@ async def _timed_send(producer: Producer, msg: Message, selector: MessageQueueSe
     return ok, (time.perf_counter() - start) * 1000
 
 
-class TopicAdmin(AdminBase):
+class TopicAdmin(MessageAdmin):
     """Topic, subscription-group, cluster and message-tool operations of
     :class:`rmq.client.admin.Admin`."""
 
@@ -179,16 +180,6 @@ class TopicAdmin(AdminBase):
             return []
         first = route.broker_datas[0].broker_name
         return sorted(c for c, names in info.cluster_addr_table.items() if first in names)
-
-    async def query_topic_consume_by_who(self, topic: str) -> list[str]:
-        """QUERY_TOPIC_CONSUME_BY_WHO on the topic's first broker: the groups that consume it
-        (subscribed now or with stored offsets), sorted (Java ``queryTopicConsumeByWho``)."""
-        route = await self.examine_topic_route_info(topic)
-        for bd in route.broker_datas:
-            addr = bd.select_broker_addr()
-            if addr is not None:
-                return await self._call(addr, rq.query_topic_consume_by_who(topic), rq.parse_group_list)
-        return []
 
     async def examine_topic_consumers(self) -> list[TopicConsumers]:
         """mqadmin ``topicList -c``: every topic but retry and DLQ topics, with its cluster and

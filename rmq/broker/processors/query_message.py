@@ -1,0 +1,88 @@
+"""QUERY_MESSAGE (12), VIEW_MESSAGE_BY_ID (33) and QUERY_TOPIC_CONSUME_BY_WHO (300).
+
+Java QueryMessageProcessor (12, 33) and AdminBrokerProcessor.queryTopicConsumeByWho (300):
+
+* QUERY_MESSAGE: ``QueryMessageRequestHeader`` (topic, key, maxNum, beginTimestamp,
+  endTimestamp); with extField ``_UNIQUE_KEY_QUERY=true`` maxNum becomes
+  ``defaultQueryMaxNum``. The store caps it at ``maxMsgsNumBatch``. SUCCESS carries the
+  records back to back as the body; nothing found is QUERY_NOT_FOUND "can not find message,
+  maybe time range not correct". Both carry ``QueryMessageResponseHeader``
+  (indexLastUpdateTimestamp, indexLastUpdatePhyoffset).
+* VIEW_MESSAGE_BY_ID: ``ViewMessageRequestHeader`` (offset) → the record as the body, or
+  SYSTEM_ERROR "can not find message by the offset, <offset>".
+* QUERY_TOPIC_CONSUME_BY_WHO: ``{"groupList":[...]}``: the groups subscribed to the topic
+  (consumer manager) and the groups with offsets for it.
+
+Synchronous: the index and the CommitLog are read on the event loop (a query walks at most
+``maxMsgsNumBatch`` entries per matching file and copies as many records).
+"""
+from __future__ import annotations
+
+import logging
+
+from rmq.broker.processors.common import bad_request
+from rmq.common.constants import MixAll
+from rmq.errors import RemotingCommandError
+from rmq.remoting.body.message import GroupList
+from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand
+from rmq.remoting.headers import (
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+    ViewMessageRequestHeader,
+)
+
+log = logging.getLogger("rmq.broker")
+
+QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
+
+
+class QueryMessageProcessor:
+    """Codes 12 and 33 (Java QueryMessageProcessor) and 300."""
+
+    codes = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
+
+    def __init__(self, controller):
+        self.controller = controller
+
+    def reject_request(self) -> bool:
+        return False
+
+    def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            if cmd.code == RequestCode.QUERY_MESSAGE:
+                return self.query_message(cmd)
+            if cmd.code == RequestCode.VIEW_MESSAGE_BY_ID:
+                return self.view_message_by_id(cmd)
+            return self.query_topic_consume_by_who(cmd)
+        except RemotingCommandError as e:
+            return bad_request(conn, cmd, e)
+
+    def query_message(self, cmd: RemotingCommand) -> RemotingCommand:
+        h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        store = self.controller.message_store
+        max_num = h.max_num
+        if (cmd.ext_fields or {}).get(MixAll.UNIQUE_MSG_QUERY_FLAG) == "true":
+            max_num = store.config.default_query_max_num
+        result = store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
+        ext = QueryMessageResponseHeader(index_last_update_timestamp=result.index_last_update_timestamp,
+                                         index_last_update_phyoffset=result.index_last_update_phyoffset).to_ext_fields()
+        if result.buffer_total_size > 0:
+            return cmd.response(ResponseCode.SUCCESS, None, ext, body=list(result.buffers))
+        return cmd.response(ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK, ext)
+
+    def view_message_by_id(self, cmd: RemotingCommand) -> RemotingCommand:
+        h = ViewMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        data = self.controller.message_store.select_one_message_by_offset(h.offset)
+        if data is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}", {})
+        return cmd.response(ResponseCode.SUCCESS, None, {}, body=data)
+
+    def query_topic_consume_by_who(self, cmd: RemotingCommand) -> RemotingCommand:
+        h = QueryTopicConsumeByWhoRequestHeader.from_ext_fields(cmd.ext_fields)
+        c = self.controller
+        groups = {group for group, info in c.consumer_manager.consumer_table.items()
+                  if info.find_subscription_data(h.topic) is not None}
+        groups |= c.consumer_offset_manager.which_group_by_topic(h.topic)
+        return cmd.response(ResponseCode.SUCCESS, None, {}, body=GroupList(sorted(groups)).encode())
