@@ -39,7 +39,8 @@ def _status_flags(p: argparse.ArgumentParser) -> None:
     targets(p, required=True)
 
 
-@command("brokerStatus", "Fetch broker runtime status data", flags=_status_flags)
+@command("brokerStatus", "print a broker's runtime figures (brokerStatus keys: TPS, totals, latency, disk)",
+         flags=_status_flags)
 async def broker_status(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.broker:
         table = await admin.fetch_broker_runtime_stats(args.broker)
@@ -75,7 +76,8 @@ def _fmt_time(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
-@command("brokerConsumeStats", "Fetch broker consume stats data", flags=_consume_stats_flags)
+@command("brokerConsumeStats", "print every group's per-queue progress on a broker, with the total lag",
+         flags=_consume_stats_flags)
 async def broker_consume_stats(admin: Admin, args: argparse.Namespace) -> None:
     admin.timeout = args.timeoutMillis / 1000.0
     stats = await admin.fetch_consume_stats_in_broker(args.broker, args.order == "true")
@@ -112,7 +114,8 @@ async def _print_config(admin: Admin, title: str, addr: str) -> None:
     print()
 
 
-@command("getBrokerConfig", "Get broker config by cluster or special broker!", flags=_get_config_flags)
+@command("getBrokerConfig", "print the configuration of one broker or of every master of a cluster",
+         flags=_get_config_flags)
 async def get_broker_config(admin: Admin, args: argparse.Namespace) -> None:
     if args.broker:
         await _print_config(admin, f"============{args.broker}============", args.broker)
@@ -137,7 +140,8 @@ def _update_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--value", required=True, help="config value")
 
 
-@command("updateBrokerConfig", "Update broker's config", flags=_update_config_flags)
+@command("updateBrokerConfig", "change a runtime property of brokers (applied live and written to their config file)",
+         flags=_update_config_flags)
 async def update_broker_config(admin: Admin, args: argparse.Namespace) -> int | None:
     props = {args.key.strip(): args.value.strip()}
     if args.broker:
@@ -170,7 +174,7 @@ async def _stats(admin: Admin, addr: str, stats_name: str, key: str) -> BrokerSt
         return None
 
 
-@command("statsAll", "Topic and Consumer tps stats", flags=_stats_all_flags)
+@command("statsAll", "per topic and consumer group: lag, in/out TPS and 24-hour totals", flags=_stats_all_flags)
 async def stats_all(admin: Admin, args: argparse.Namespace) -> None:
     topics = await admin.fetch_all_topic_list()
     print(f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} {'#OutTPS':>11} "

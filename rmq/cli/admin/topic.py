@@ -176,7 +176,8 @@ def _cluster_list_flags(p: argparse.ArgumentParser) -> None:
                    help="print again every this many seconds, 1..86400, until interrupted (default: once)")
 
 
-@command("clusterList", "List all of clusters", flags=_cluster_list_flags)
+@command("clusterList", "list clusters and brokers with their load, page-cache wait and disk use",
+         flags=_cluster_list_flags)
 async def cluster_list(admin: Admin, args: argparse.Namespace) -> None:
     # Java ClusterListSubCommand: the brokers with their load (from each broker's runtime info),
     # or with -m their message totals of yesterday and today.
