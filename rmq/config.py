@@ -176,6 +176,13 @@ class BrokerConfig:
         max_subscriptions_per_connection: subscriptions the consumer groups of one connection
             may declare (10 000). Past any of the three a heartbeat is refused (SYSTEM_ERROR)
             and registers nothing.
+        acl_enable: check every client request as Java 4.9.8's plain ACL does (False). The
+            accounts are read from ``<rocketmq_home>/conf/plain_acl.yml`` (plus any ``*.yml``
+            under ``<rocketmq_home>/conf/acl/``) and reloaded when a file changes.
+        rocketmq_home: Java's ``rocketmqHome``; None (default) = the ``ROCKETMQ_HOME``
+            environment variable. Needed when ``acl_enable`` is on.
+        acl_watch_interval_ms: how often the ACL files are checked for changes (500 ms, Java
+            ``FileWatchService``; 50..60 000).
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -230,6 +237,11 @@ class BrokerConfig:
     max_groups_per_heartbeat: int = setting(5_000, lo=1, hi=1_000_000)
     max_clients_per_connection: int = setting(10_000, lo=1, hi=1_000_000)
     max_subscriptions_per_connection: int = setting(10_000, lo=1, hi=10_000_000)
+    # ACL 1.0 (Java BrokerConfig aclEnable, PlainAccessValidator): every client request signed
+    # against ${rocketmqHome}/conf/plain_acl.yml (and conf/acl/*.yml), reloaded on change.
+    acl_enable: bool = setting(False, choices=(False, True))
+    rocketmq_home: str | None = None
+    acl_watch_interval_ms: int = setting(500, lo=50, hi=60_000, unit="ms")
 
     @property
     def namesrv_addr_list(self) -> list[str]:

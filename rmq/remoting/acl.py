@@ -34,6 +34,7 @@ __all__ = [
     "SessionCredentials",
     "AclClientRPCHook",
     "combine_request_content",
+    "Signer",
     "cal_signature",
     "request_signature",
     "sign_request",
@@ -114,20 +115,35 @@ def combine_request_content(ext_fields: Mapping[str, Any], *, skip_none: bool = 
     return "".join(parts).encode("utf-8", "surrogatepass")
 
 
-def cal_signature(content: bytes, body: Body | None, secret_key: str | bytes) -> str:
-    """base64(HMAC-SHA1(secret_key, content + body)) (Java ``AclUtils.calSignature``).
+class Signer:
+    """HMAC-SHA1 keyed once with a secret; :meth:`sign` copies the keyed state per request
+    (cheaper than keying again). Java ``AclSigner.calSignature``."""
 
-    The body parts are fed to the MAC one by one, never joined.
-    """
-    key = secret_key.encode("utf-8") if isinstance(secret_key, str) else secret_key
-    mac = hmac.new(key, content, hashlib.sha1)
-    if body is not None:
-        if isinstance(body, list):
-            for part in body:
-                mac.update(part)
-        else:
-            mac.update(body)
-    return base64.b64encode(mac.digest()).decode("ascii")
+    __slots__ = ("_mac",)
+
+    def __init__(self, secret_key: str | bytes) -> None:
+        key = secret_key.encode("utf-8") if isinstance(secret_key, str) else secret_key
+        self._mac = hmac.new(key, digestmod=hashlib.sha1)
+
+    def sign(self, content: bytes, body: Body | None) -> str:
+        """base64(HMAC-SHA1(content + body)); the body parts are fed one by one, never joined."""
+        mac = self._mac.copy()
+        mac.update(content)
+        if body is not None:
+            if isinstance(body, list):
+                for part in body:
+                    mac.update(part)
+            else:
+                mac.update(body)
+        return base64.b64encode(mac.digest()).decode("ascii")
+
+    def __repr__(self) -> str:
+        return "Signer(<secret>)"
+
+
+def cal_signature(content: bytes, body: Body | None, secret_key: str | bytes) -> str:
+    """base64(HMAC-SHA1(secret_key, content + body)) (Java ``AclUtils.calSignature``)."""
+    return Signer(secret_key).sign(content, body)
 
 
 def request_signature(cmd: RemotingCommand, secret_key: str | bytes) -> str:
