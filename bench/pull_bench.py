@@ -305,7 +305,7 @@ async def prefill(args, quiet: bool) -> dict:
                       json=False, timeout=args.timeout, group="BenchmarkPrefillGroup", connections=4, inflight=16,
                       duration=None, batch=args.prefill_batch, interval=args.interval)
     namesrv = c.namesrv_list(args.namesrv)
-    admin = RemotingClient(namesrv)
+    admin = c.client(args, namesrv)
     try:
         route = await c.ensure_topic(admin, args.topic, args.queues, timeout=args.timeout)
     finally:
@@ -346,7 +346,7 @@ async def pull(args, quiet: bool = False) -> dict:
                      "mode": "drain" if args.drain else "duration"}
     if args.prefill:
         figures.update(await prefill(args, quiet))
-    client = RemotingClient(c.namesrv_list(args.namesrv))
+    client = c.client(args, c.namesrv_list(args.namesrv))
     stats = PullStats()
     cpu = c.CpuMeter(args.broker_pid)
     try:
