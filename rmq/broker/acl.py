@@ -418,7 +418,11 @@ def _read_yaml(path: str) -> tuple[Any, str]:
     try:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as e:
-        raise AclConfigError(f"{path}: not valid YAML: {clip(e)}") from None
+        # PyYAML's text quotes the offending line, which may hold a secretKey: say where only.
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise AclConfigError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or type(e).__name__}") \
+            from None
     if data is not None and not isinstance(data, dict):
         raise AclConfigError(f"{path}: the top level must be a mapping, not {type(data).__name__}")
     return data, digest

@@ -161,7 +161,7 @@ class RocketMQClient(BlockingRemotingClient):
 
 # --------------------------------------------------------------------------- per-process cache
 
-_shared: dict[tuple[tuple[str, ...], float], RocketMQClient] = {}
+_shared: dict[tuple[tuple[str, ...], float, SessionCredentials | None], RocketMQClient] = {}
 _shared_pid = os.getpid()
 _shared_lock = threading.Lock()
 

@@ -30,7 +30,7 @@ from rmq.remoting.headers import (
 
 log = logging.getLogger("rmq.broker.acl")
 
-_FAILED = {
+_FAILED: dict[int, int] = {
     RequestCode.UPDATE_AND_CREATE_ACL_CONFIG: ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED,
     RequestCode.DELETE_ACL_CONFIG: ResponseCode.DELETE_ACL_CONFIG_FAILED,
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
@@ -52,7 +52,7 @@ def _split(text: str | None) -> list[str] | None:
 class AclAdminProcessor:
     """Codes 50-54 (async: the yml is written off the loop)."""
 
-    codes = tuple(_FAILED)
+    codes: tuple[RequestCode, ...] = tuple(RequestCode(c) for c in _FAILED)
 
     def __init__(self, controller) -> None:
         self.controller = controller
