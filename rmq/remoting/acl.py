@@ -104,15 +104,12 @@ def combine_request_content(ext_fields: Mapping[str, Any], *, skip_none: bool = 
     ``skip_none`` drops None values, which the encoder does not send (the signing side).
     The body follows this on the wire of the signature, see :func:`cal_signature`.
     """
-    parts = []
-    for key in sorted(ext_fields):
-        if key in _EXCLUDED:
-            continue
-        v = ext_fields[key]
-        if v is None and skip_none:
-            continue
-        parts.append(_wire_str(v))
-    return "".join(parts).encode("utf-8", "surrogatepass")
+    values = [ext_fields[k] for k in sorted(ext_fields) if k not in _EXCLUDED]
+    try:
+        text = "".join(values)  # the usual case: every value a str (binary headers, Java's JSON)
+    except TypeError:  # JSON numbers/booleans as a peer sent them, or our fields before encoding
+        text = "".join([_wire_str(v) for v in values if not (skip_none and v is None)])
+    return text.encode("utf-8", "surrogatepass")
 
 
 class Signer:
@@ -126,15 +123,13 @@ class Signer:
         self._mac = hmac.new(key, digestmod=hashlib.sha1)
 
     def sign(self, content: bytes, body: Body | None) -> str:
-        """base64(HMAC-SHA1(content + body)); the body parts are fed one by one, never joined."""
+        """base64(HMAC-SHA1(content + body)); the body parts are fed one by one, never joined
+        (copying the keyed state measured faster than a one-shot ``hmac.digest`` by name)."""
         mac = self._mac.copy()
         mac.update(content)
         if body is not None:
-            if isinstance(body, list):
-                for part in body:
-                    mac.update(part)
-            else:
-                mac.update(body)
+            for part in body if isinstance(body, list) else (body,):
+                mac.update(part)
         return base64.b64encode(mac.digest()).decode("ascii")
 
     def __repr__(self) -> str:
