@@ -25,6 +25,7 @@ import asyncio
 import functools
 import hashlib
 import hmac
+import inspect
 import ipaddress
 import json
 import logging
@@ -47,6 +48,7 @@ __all__ = [
     "AclConfigError",
     "Permission",
     "PlainPermissionManager",
+    "acl_guard",
     "acl_home",
     "refuse_acl",
     "remote_address_strategy",
@@ -868,3 +870,35 @@ def refuse_acl(conn: Any, cmd: RemotingCommand, refusal: AclError) -> None:
     response = cmd.response(ResponseCode.SYSTEM_ERROR, refusal.remark)
     response.serialize_type = 0
     conn.send_response(response)
+
+
+# Bodies above this are signed-checked in a worker thread (hashlib releases the GIL): a 4 MiB
+# body costs milliseconds of HMAC, which must not stall the event loop.
+OFF_LOOP_BODY_BYTES = 64 * 1024
+
+
+def acl_guard(acl: PlainPermissionManager, process_request: Callable[[Any, RemotingCommand], Any]
+              ) -> Callable[[Any, RemotingCommand], Any]:
+    """``process_request`` behind the ACL check (Java registers the validator as the server's
+    RPCHook ``doBeforeRequest``): a refused request is answered here and never dispatched."""
+
+    def checked(conn: Any, cmd: RemotingCommand) -> Any:
+        if cmd.body is not None and cmd.body_length() > OFF_LOOP_BODY_BYTES:
+            return _checked_off_loop(conn, cmd)
+        refusal = acl.check(cmd, conn.remote_addr.rpartition(":")[0])
+        if refusal is None:
+            return process_request(conn, cmd)
+        refuse_acl(conn, cmd, refusal)
+        return None
+
+    async def _checked_off_loop(conn: Any, cmd: RemotingCommand) -> RemotingCommand | None:
+        refusal = await asyncio.to_thread(acl.check, cmd, conn.remote_addr.rpartition(":")[0])
+        if refusal is not None:
+            refuse_acl(conn, cmd, refusal)
+            return None
+        result = process_request(conn, cmd)
+        if inspect.isawaitable(result):
+            result = await result
+        return result
+
+    return checked

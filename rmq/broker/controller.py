@@ -36,7 +36,7 @@ import os
 import time
 from collections.abc import Callable
 
-from rmq.broker.acl import PlainPermissionManager, acl_home, refuse_acl
+from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
 from rmq.broker.long_polling import PullRequestHoldService
 from rmq.broker.managers.config_store import ConfigPersister
 from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
@@ -107,15 +107,7 @@ class _Gate:
         self._processor = processor
         self.process_request = processor.process_request
         if controller.acl is not None:
-            self._acl = controller.acl
-            self.process_request = self._checked
-
-    def _checked(self, conn, cmd: RemotingCommand):
-        refusal = self._acl.check(cmd, conn.remote_addr.rpartition(":")[0])
-        if refusal is None:
-            return self._processor.process_request(conn, cmd)
-        refuse_acl(conn, cmd, refusal)
-        return None
+            self.process_request = acl_guard(controller.acl, processor.process_request)
 
     def reject_request(self) -> bool:
         return not self._controller.ready

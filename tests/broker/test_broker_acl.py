@@ -363,3 +363,16 @@ async def test_namesrv_does_no_acl_check(acl_broker):
     c = acl_broker.test_client(None)
     route = await c.invoke_namesrv(rq.get_route_info("TBW102"))
     assert route.code == ResponseCode.SUCCESS
+
+
+async def test_big_bodies_are_checked_off_the_loop_with_the_same_outcome(acl_broker):
+    from rmq.broker.acl import OFF_LOOP_BODY_BYTES
+    body = os.urandom(OFF_LOOP_BODY_BYTES + 1000)
+    addr = acl_broker.broker_addr
+    ok = await acl_broker.test_client(USER).invoke(addr, send_cmd("AclTopic", body))
+    assert ok.code == ResponseCode.SUCCESS, ok.remark
+    bad = await acl_broker.test_client(SessionCredentials("RocketMQ", "wrongwrong")).invoke(
+        addr, send_cmd("AclTopic", body))
+    assert bad.remark == refusal("Check signature failed for accessKey=RocketMQ", VALIDATE.format(684))
+    denied = await acl_broker.test_client(USER).invoke(addr, send_cmd("DeniedTopic", body))
+    assert denied.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
