@@ -4,6 +4,8 @@ rocketmq 0.4.4 (which signs with an empty secret when it has no credentials)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from remoting_golden import acl_frames, load
 
 from rmq.remoting.acl import (
@@ -102,3 +104,21 @@ def test_credentials_hide_the_secret_and_go_in_pairs():
         SessionCredentials.of("ak12345", None)
     with pytest.raises(ValueError):
         SessionCredentials("", "x")
+
+
+_keys = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x2FF, exclude_characters='"\\'), min_size=1,
+                max_size=8)
+_values = st.one_of(st.text(max_size=20), st.integers(-2**40, 2**40), st.booleans())
+
+
+@settings(max_examples=200, deadline=None)
+@given(ext=st.dictionaries(_keys, _values, max_size=12), body=st.one_of(st.none(), st.binary(max_size=300)),
+       serialize_type=st.sampled_from([0, 1]))
+def test_a_signed_request_verifies_after_the_wire_in_both_encodings(ext, body, serialize_type):
+    ext = {k: v for k, v in ext.items() if k not in (SIGNATURE, ACCESS_KEY, "SecurityToken")}
+    ext = {k: v for k, v in ext.items() if not (isinstance(v, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in v))}
+    cmd = RemotingCommand(310, ext_fields=dict(ext), body=body, serialize_type=serialize_type)
+    sign_request(cmd, SessionCredentials("ak12345", "sk12345"))
+    decoded = decode_frame(b"".join(bytes(p) for p in encode(cmd)))
+    assert request_signature(decoded, "sk12345") == cmd.ext_fields[SIGNATURE]
+    assert request_signature(decoded, "sk12346") != cmd.ext_fields[SIGNATURE]
