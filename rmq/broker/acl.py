@@ -39,6 +39,7 @@ import yaml
 
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
+from rmq.config import ConfigError
 from rmq.remoting.acl import ACCESS_KEY, SIGNATURE, Signer, combine_request_content
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
@@ -86,8 +87,9 @@ class AclError(Exception):
         return f"{_EXC}: {self.message}, {self.origin}"
 
 
-class AclConfigError(ValueError):
-    """A plain_acl.yml (or an admin update) that cannot be used; the text says why."""
+class AclConfigError(ConfigError):
+    """A plain_acl.yml (or an admin update) that cannot be used; the text says why (a
+    ``ConfigError``: at start the daemon exits 2 with it)."""
 
 
 class Permission:
