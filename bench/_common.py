@@ -167,10 +167,15 @@ def add_common_args(ap) -> None:
     ap.add_argument("--secret-key", default=None, help="the secretKey of --access-key")
 
 
+def credentials(args) -> SessionCredentials | None:
+    """The ACL credentials of ``--access-key``/``--secret-key`` (None when not given)."""
+    return SessionCredentials.of(getattr(args, "access_key", None), getattr(args, "secret_key", None))
+
+
 def client(args, namesrv=None) -> RemotingClient:
     """A RemotingClient for a bench run, signing with ``--access-key``/``--secret-key`` if given."""
     rc = RemotingClient(namesrv)
-    creds = SessionCredentials.of(getattr(args, "access_key", None), getattr(args, "secret_key", None))
+    creds = credentials(args)
     if creds is not None:
         rc.add_rpc_hook(AclClientRPCHook(creds))
     return rc
