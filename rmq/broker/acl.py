@@ -634,6 +634,8 @@ class PlainPermissionManager:
                     new = await asyncio.to_thread(self._reload_if_changed)
                     if new is not None:
                         self._install(new)
+                    else:
+                        self._last_error = None  # back to the state in force: report anew next time
             except AclConfigError as e:
                 text = str(e)
                 if text != self._last_error:  # once per distinct problem
