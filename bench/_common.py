@@ -25,6 +25,7 @@ from rmq.common.message import properties_to_string
 from rmq.common.route import TopicRouteData
 from rmq.errors import RMQError
 from rmq.remoting import requests as rq
+from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
@@ -162,6 +163,22 @@ def add_common_args(ap) -> None:
                     help="pid of the broker process: report its CPU seconds over the measured window")
     ap.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     ap.add_argument("--timeout", type=float, default=5.0, help="per-request timeout in seconds (default 5)")
+    ap.add_argument("--access-key", default=None, help="ACL accessKey: sign every request (brokers with aclEnable)")
+    ap.add_argument("--secret-key", default=None, help="the secretKey of --access-key")
+
+
+def credentials(args) -> SessionCredentials | None:
+    """The ACL credentials of ``--access-key``/``--secret-key`` (None when not given)."""
+    return SessionCredentials.of(getattr(args, "access_key", None), getattr(args, "secret_key", None))
+
+
+def client(args, namesrv=None) -> RemotingClient:
+    """A RemotingClient for a bench run, signing with ``--access-key``/``--secret-key`` if given."""
+    rc = RemotingClient(namesrv)
+    creds = credentials(args)
+    if creds is not None:
+        rc.add_rpc_hook(AclClientRPCHook(creds))
+    return rc
 
 
 def positive(name, value, minimum=1):

@@ -23,7 +23,6 @@ from argparse import Namespace
 import _common as c
 import pull_bench
 
-from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import ResponseCode
 
 
@@ -50,8 +49,8 @@ def parse_args(argv=None) -> Namespace:
 
 async def latency(args, quiet: bool = False) -> dict:
     namesrv = c.namesrv_list(args.namesrv)
-    client = RemotingClient(namesrv)
-    producer = RemotingClient(namesrv)
+    client = c.client(args, namesrv)
+    producer = c.client(args, namesrv)
     stats = pull_bench.PullStats()
     lat: list[int] = []
     born_to_store: list[int] = []

@@ -30,6 +30,7 @@ from rmq.common.constants import ExpressionType
 from rmq.common.message import PullSysFlag
 from rmq.errors import RMQError
 from rmq.remoting import requests as rq
+from rmq.remoting.acl import sign_request
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import decode_binary_header, decode_json_header, encode
 from rmq.remoting.codes import RequestCode
@@ -120,6 +121,7 @@ class QueuePuller(asyncio.BufferedProtocol):
         self.stopping = False
         self.sys_flag = SYS_FLAG_SUBSCRIPTION | (SYS_FLAG_SUSPEND if target is None else 0)
         self.suspend_ms = args.suspend_ms if target is None else 0
+        self.credentials = c.credentials(args)  # --access-key/--secret-key: each pull signed
 
     # ------------------------------------------------------------------ requests
 
@@ -128,6 +130,8 @@ class QueuePuller(asyncio.BufferedProtocol):
             consumer_group=self.args.group, topic=self.args.topic, queue_id=self.mq.queue_id, queue_offset=offset,
             max_msg_nums=n, sys_flag=self.sys_flag, suspend_timeout_millis=self.suspend_ms, subscription="*",
             expression_type=ExpressionType.TAG))
+        if self.credentials is not None:
+            sign_request(cmd, self.credentials)
         self.in_flight[cmd.opaque] = (offset, n)
         self._out.extend(encode(cmd))
 
@@ -303,9 +307,10 @@ async def prefill(args, quiet: bool) -> dict:
     import produce_bench
     pargs = Namespace(namesrv=args.namesrv, topic=args.topic, size=args.size, queues=args.queues, broker_pid=None,
                       json=False, timeout=args.timeout, group="BenchmarkPrefillGroup", connections=4, inflight=16,
-                      duration=None, batch=args.prefill_batch, interval=args.interval)
+                      duration=None, batch=args.prefill_batch, interval=args.interval,
+                      access_key=args.access_key, secret_key=args.secret_key)
     namesrv = c.namesrv_list(args.namesrv)
-    admin = RemotingClient(namesrv)
+    admin = c.client(args, namesrv)
     try:
         route = await c.ensure_topic(admin, args.topic, args.queues, timeout=args.timeout)
     finally:
@@ -346,7 +351,7 @@ async def pull(args, quiet: bool = False) -> dict:
                      "mode": "drain" if args.drain else "duration"}
     if args.prefill:
         figures.update(await prefill(args, quiet))
-    client = RemotingClient(c.namesrv_list(args.namesrv))
+    client = c.client(args, c.namesrv_list(args.namesrv))
     stats = PullStats()
     cpu = c.CpuMeter(args.broker_pid)
     try:

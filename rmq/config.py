@@ -195,6 +195,13 @@ class BrokerConfig:
         call_client_timeout_mills: ms the broker waits for a client it relays a request to
             (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY, GET_CONSUMER_STATUS_FROM_CLIENT;
             Java ``Broker2Client.callClient`` waits 10 000).
+        acl_enable: check every client request as Java 4.9.8's plain ACL does (False). The
+            accounts are read from ``<rocketmq_home>/conf/plain_acl.yml`` (plus any ``*.yml``
+            under ``<rocketmq_home>/conf/acl/``) and reloaded when a file changes.
+        rocketmq_home: Java's ``rocketmqHome``; None (default) = the ``ROCKETMQ_HOME``
+            environment variable. Needed when ``acl_enable`` is on.
+        acl_watch_interval_ms: how often the ACL files are checked for changes (500 ms, Java
+            ``FileWatchService``; 50..60 000).
     """
 
     broker_cluster_name: str = "DefaultCluster"
@@ -259,6 +266,11 @@ class BrokerConfig:
     max_producer_groups: int = setting(10_000, lo=1, hi=10_000_000)
     max_producers_per_group: int = setting(1_000, lo=1, hi=1_000_000)
     call_client_timeout_mills: int = setting(10_000, lo=1, hi=600_000, unit="ms")
+    # ACL 1.0 (Java BrokerConfig aclEnable, PlainAccessValidator): every client request signed
+    # against ${rocketmqHome}/conf/plain_acl.yml (and conf/acl/*.yml), reloaded on change.
+    acl_enable: bool = setting(False, choices=(False, True))
+    rocketmq_home: str | None = None
+    acl_watch_interval_ms: int = setting(500, lo=50, hi=60_000, unit="ms")
 
     @property
     def namesrv_addr_list(self) -> list[str]:

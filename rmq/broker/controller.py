@@ -35,6 +35,7 @@ import logging
 import os
 from collections.abc import Callable
 
+from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
 from rmq.broker.config_update import BrokerConfiguration
 from rmq.broker.long_polling import PullRequestHoldService
 from rmq.broker.managers.config_store import ConfigPersister
@@ -44,6 +45,7 @@ from rmq.broker.managers.subscription_group import SubscriptionGroupManager
 from rmq.broker.managers.topic_config import TopicConfigManager
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.broker.offset_reset import PendingResets
+from rmq.broker.processors.acl_admin import AclAdminProcessor
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_conns import ConnsAdminProcessor
 from rmq.broker.processors.admin_ops import OpsAdminProcessor
@@ -79,12 +81,15 @@ REGISTER_MIN_GAP = 0.2        # seconds between two change-triggered registratio
 
 
 class _Gate:
-    """Wraps a processor: SYSTEM_BUSY until the controller is ready (store started)."""
+    """Wraps a processor: SYSTEM_BUSY until the controller is ready (store started); with
+    ``aclEnable`` every request is checked first (Java registers the ACL as a server RPCHook)."""
 
     def __init__(self, controller: BrokerController, processor) -> None:
         self._controller = controller
         self._processor = processor
         self.process_request = processor.process_request
+        if controller.acl is not None:
+            self.process_request = acl_guard(controller.acl, processor.process_request)
 
     def reject_request(self) -> bool:
         return not self._controller.ready
@@ -143,6 +148,11 @@ class BrokerController:
         self.pull_request_hold_service: PullRequestHoldService | None = None
         self.broker_outer_api = BrokerOuterAPI(broker_config.namesrv_addr_list)
         self.ready = False
+        # ACL 1.0 (aclEnable): loaded at start, watched by the "acl-watch" task.
+        self.acl: PlainPermissionManager | None = None
+        if broker_config.acl_enable:
+            self.acl = PlainPermissionManager(acl_home(broker_config.rocketmq_home),
+                                              broker_config.acl_watch_interval_ms / 1000.0)
         self._tasks = BackgroundTasks("broker", log)
         self._register_lock: asyncio.Lock | None = None
         self._register_pending: asyncio.Task | None = None   # queued, not yet started
@@ -231,6 +241,9 @@ class BrokerController:
         query = QueryMessageProcessor(self)
         for code in query.codes:
             s.register_processor(code, _Gate(self, query), query_pool)
+        acl_admin = AclAdminProcessor(self)
+        for code in acl_admin.codes:
+            s.register_processor(code, _Gate(self, acl_admin), admin_pool)
 
     async def start(self) -> None:
         """Bring the broker up (see module docstring). Raises ``OSError`` when the port is
@@ -242,6 +255,8 @@ class BrokerController:
         for m in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager):
             m.load()
         self.schedule_service.load()
+        if self.acl is not None:
+            await asyncio.to_thread(self.acl.load)  # a bad plain_acl.yml fails the start
         self._register_processors()
         self.server.add_connection_listener(self._on_connection_event)
         await self.server.start()
@@ -274,6 +289,8 @@ class BrokerController:
         self._spawn(self.config_persister.run(), "persist")
         self._spawn(self._stats_loop(), "stats")
         self._spawn(self._housekeeping_loop(), "housekeep")
+        if self.acl is not None:
+            self._spawn(self.acl.watch(), "acl-watch")
         log.info(
             "broker %s (cluster %s) listening on %s, advertised as %s, store %s, role %s",
             self.broker_config.broker_name,

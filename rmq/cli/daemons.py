@@ -182,10 +182,12 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
         log.warning("%s", w)
 
     async def main() -> None:
-        broker = BrokerController(broker_config, store_config)
         stop = _stop_event()
         try:
+            broker = BrokerController(broker_config, store_config)
             await broker.start()
+        except ConfigError as e:  # a bad plain_acl.yml (aclEnable)
+            raise StartupError(str(e), EXIT_BAD_CONFIG) from None
         except (OSError, StoreError) as e:
             raise _translate_start_error(
                 e, "broker", f"{broker_config.listen_host}:{broker_config.listen_port}",
@@ -236,9 +238,11 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
             ns_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
             if not broker_config.namesrv_addr:
                 broker_config.namesrv_addr = f"{ns_host}:{namesrv.port}"
-            broker = BrokerController(broker_config, store_config)
             try:
+                broker = BrokerController(broker_config, store_config)
                 await broker.start()
+            except ConfigError as e:  # a bad plain_acl.yml (aclEnable)
+                raise StartupError(str(e), EXIT_BAD_CONFIG) from None
             except (OSError, StoreError) as e:
                 raise _translate_start_error(
                     e, "broker", f"{host}:{broker_port}", store_config.store_path_root_dir

@@ -32,6 +32,7 @@ from rmq.common.route import TopicRouteData
 from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, RemotingCommandError, RMQError
 from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.body.conns import ConsumerRunningInfo, GetConsumerStatusBody, ResetOffsetBody, SubscriptionInfo
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.headers import (
@@ -149,8 +150,10 @@ class ClientInstance:
     :func:`get_client_instance`.
     """
 
-    def __init__(self, client_id: str, namesrv_addr: str | list[str], client_ip: str) -> None:
+    def __init__(self, client_id: str, namesrv_addr: str | list[str], client_ip: str,
+                 credentials: SessionCredentials | None = None) -> None:
         self.client_id = client_id
+        self.credentials = credentials
         self.client_ip = client_ip
         addrs = namesrv_addr if isinstance(namesrv_addr, list) else [
             a.strip() for a in namesrv_addr.split(";") if a.strip()]
@@ -158,6 +161,9 @@ class ClientInstance:
             raise ClientError("namesrv_addr is empty")
         self.namesrv_addrs = addrs
         self.remoting = RemotingClient(addrs)
+        if credentials is not None:
+            # Java MQClientInstance gets the AclClientRPCHook: every request it sends is signed.
+            self.remoting.add_rpc_hook(AclClientRPCHook(credentials))
         self.api = ClientAPI(self.remoting)
         self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
@@ -581,8 +587,14 @@ def _forget(inst: ClientInstance) -> None:
 
 
 def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "DEFAULT",
-                        client_ip: str | None = None) -> ClientInstance:
-    """The instance for ``ip@pid#instance_name`` on the running loop, created on first use."""
+                        client_ip: str | None = None,
+                        credentials: SessionCredentials | None = None) -> ClientInstance:
+    """The instance for ``ip@pid#instance_name`` on the running loop, created on first use.
+
+    Raises:
+        ClientError: the instance exists with other ACL credentials (one client id signs with
+            one account: give the client another ``instance_name``).
+    """
     loop = asyncio.get_running_loop()
     first = namesrv_addr[0] if isinstance(namesrv_addr, list) else namesrv_addr
     ip = client_ip or local_ip(first)
@@ -590,6 +602,9 @@ def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "
     table = _instances.setdefault(loop, {})
     inst = table.get(client_id)
     if inst is None or inst.closed:
-        inst = ClientInstance(client_id, namesrv_addr, ip)
+        inst = ClientInstance(client_id, namesrv_addr, ip, credentials)
         table[client_id] = inst
+    elif inst.credentials != credentials:
+        raise ClientError(f"client {client_id} already runs with other ACL credentials; give this producer or "
+                          "consumer another instance_name")
     return inst

@@ -31,6 +31,7 @@ from rmq.errors import (
     RMQError,
     TopicNotExistError,
 )
+from rmq.remoting.acl import SessionCredentials
 from rmq.remoting.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
@@ -163,6 +164,10 @@ class Producer:
         transaction_checker: ``checker(msg: MessageExt) -> LocalTransactionState`` (sync or
             async), answers the broker's CHECK_TRANSACTION_STATE; required for
             :meth:`send_in_transaction`. Default None.
+        access_key: ACL accessKey; every request is then signed as Java's ``AclClientRPCHook``
+            does (brokers with ``aclEnable=true``); default None = unsigned.
+        secret_key: the account's secretKey, given together with ``access_key``; default None.
+        security_token: optional ``SecurityToken`` sent with each signed request; default None.
 
     Use ``async with Producer(...) as p`` or ``await p.start()`` / ``await p.close()``.
     """
@@ -172,8 +177,14 @@ class Producer:
                  compress_over: int = 4096, compress_level: int = 5,
                  max_message_size: int = MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
                  send_latency_fault_enable: bool = True,
-                 transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None) -> None:
+                 transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None,
+                 access_key: str | None = None, secret_key: str | None = None,
+                 security_token: str | None = None) -> None:
         validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
+        try:
+            self._credentials = SessionCredentials.of(access_key, secret_key, security_token)
+        except ValueError as e:
+            raise ClientError(str(e)) from None
         if send_timeout <= 0:
             raise ClientError(f"send_timeout must be > 0, got {send_timeout}")
         if retry_times < 0:
@@ -216,7 +227,7 @@ class Producer:
             raise IllegalStateError(f"producer {self.group} is {self._state.name}; only a new producer "
                                     "can be started (create another one)")
         inst = get_client_instance(self._namesrv_addr, instance_name=self._instance_name,
-                                   client_ip=self._client_ip)
+                                   client_ip=self._client_ip, credentials=self._credentials)
         try:
             await inst.register_producer(self.group, self._member)
         except BaseException:

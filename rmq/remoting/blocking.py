@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from rmq.errors import RemotingCommandError, RemotingConnectError, RemotingTimeoutError
 from rmq.remoting.codec import FrameDecoder, encode
@@ -172,6 +173,12 @@ class BlockingRemotingClient:
         self.connect_timeout = connect_timeout
         self._conns: dict[str, BlockingConnection] = {}
         self._lock = threading.Lock()
+        self._hooks: list[Any] = []
+
+    def add_rpc_hook(self, hook: Any) -> None:
+        """``hook.before(addr, cmd)`` before each request is sent (ACL signing), as
+        ``RemotingClient.add_rpc_hook``."""
+        self._hooks.append(hook)
 
     def _conn(self, addr: str) -> BlockingConnection:
         c = self._conns.get(addr)
@@ -193,6 +200,9 @@ class BlockingRemotingClient:
                    idempotent: bool = True) -> list[RemotingCommand]:
         """Pipelined requests to one address; see :meth:`BlockingConnection.invoke_all`."""
         timeout = self.timeout if timeout is None else timeout
+        for hook in self._hooks:
+            for cmd in cmds:
+                hook.before(addr, cmd)
         with self._lock:
             conn = self._conns.get(addr)
             reused = conn is not None and not conn.closed

@@ -50,6 +50,8 @@ class RequestCode(IntEnum):
     DELETE_ACL_CONFIG = 51
     GET_BROKER_CLUSTER_ACL_INFO = 52
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    # Java 4.8-4.9.3 (dropped from 4.9.8's RequestCode; its mqadmin no longer sends it).
+    GET_BROKER_CLUSTER_ACL_CONFIG = 54
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102

@@ -81,6 +81,10 @@ __all__ = [
     "GetKVConfigRequestHeader",
     "QueryMessageResponseHeader",
     "QueryTopicConsumeByWhoRequestHeader",
+    "CreateAccessConfigRequestHeader",
+    "DeleteAccessConfigRequestHeader",
+    "GetBrokerAclConfigResponseHeader",
+    "UpdateGlobalWhiteAddrsConfigRequestHeader",
 ]
 
 _REQUIRED = dataclasses.MISSING
@@ -806,3 +810,47 @@ class QueryConsumeQueueRequestHeader(Header):
 __all__ += ["AddWritePermOfBrokerResponseHeader", "DeleteSubscriptionGroupRequestHeader", "PutKVConfigRequestHeader",
             "QueryConsumeQueueRequestHeader", "WipeWritePermOfBrokerRequestHeader",
             "WipeWritePermOfBrokerResponseHeader"]
+# ---------------------------------------------------------------------------- acl
+# ACL admin headers: UPDATE_AND_CREATE_ACL_CONFIG 50, DELETE_ACL_CONFIG 51,
+# GET_BROKER_CLUSTER_ACL_INFO 52, UPDATE_GLOBAL_WHITE_ADDRS_CONFIG 53.
+
+
+@header
+class CreateAccessConfigRequestHeader(Header):
+    """UPDATE_AND_CREATE_ACL_CONFIG (50): one account; the perm lists are comma-separated."""
+
+    access_key: str = w("accessKey")
+    secret_key: str | None = w("secretKey", default=None)
+    white_remote_address: str | None = w("whiteRemoteAddress", default=None)
+    admin: bool = w("admin", default=False)
+    default_topic_perm: str | None = w("defaultTopicPerm", default=None)
+    default_group_perm: str | None = w("defaultGroupPerm", default=None)
+    topic_perms: str | None = w("topicPerms", default=None)
+    group_perms: str | None = w("groupPerms", default=None)
+
+
+@header
+class DeleteAccessConfigRequestHeader(Header):
+    """DELETE_ACL_CONFIG (51)."""
+
+    access_key: str = w("accessKey")
+
+
+@header
+class GetBrokerAclConfigResponseHeader(Header):
+    """GET_BROKER_CLUSTER_ACL_INFO (52) reply: the data versions of the ACL files."""
+
+    version: str = w("version")
+    all_acl_file_version: str | None = w("allAclFileVersion", default=None)
+    broker_name: str = w("brokerName")
+    broker_addr: str = w("brokerAddr")
+    cluster_name: str = w("clusterName")
+
+
+@header
+class UpdateGlobalWhiteAddrsConfigRequestHeader(Header):
+    """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): comma-separated addresses; an empty file path
+    means the default plain_acl.yml."""
+
+    global_white_addrs: str = w("globalWhiteAddrs")
+    acl_file_full_path: str | None = w("aclFileFullPath", default=None)

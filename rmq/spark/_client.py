@@ -23,6 +23,7 @@ from rmq.common.message import PullSysFlag
 from rmq.common.route import TopicRouteData
 from rmq.errors import RMQError, TopicNotExistError
 from rmq.remoting import requests as rq
+from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.blocking import BlockingRemotingClient
 from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -160,19 +161,21 @@ class RocketMQClient(BlockingRemotingClient):
 
 # --------------------------------------------------------------------------- per-process cache
 
-_shared: dict[tuple[tuple[str, ...], float], RocketMQClient] = {}
+_shared: dict[tuple[tuple[str, ...], float, SessionCredentials | None], RocketMQClient] = {}
 _shared_pid = os.getpid()
 _shared_lock = threading.Lock()
 
 
-def shared_client(name_servers: Sequence[str], timeout: float) -> RocketMQClient:
-    """The process's client for these name servers (created on first use).
+def shared_client(name_servers: Sequence[str], timeout: float,
+                  credentials: SessionCredentials | None = None) -> RocketMQClient:
+    """The process's client for these name servers (created on first use); with
+    ``credentials`` every request it sends is signed (ACL, ``accessKey``/``secretKey`` options).
 
     Spark reuses Python workers across tasks, so connections outlive one task; a forked
     child never inherits its parent's sockets (the cache is reset when the pid changes).
     """
     global _shared_pid
-    key = (tuple(name_servers), float(timeout))
+    key = (tuple(name_servers), float(timeout), credentials)
     with _shared_lock:
         if os.getpid() != _shared_pid:
             _shared.clear()
@@ -180,6 +183,8 @@ def shared_client(name_servers: Sequence[str], timeout: float) -> RocketMQClient
         c = _shared.get(key)
         if c is None:
             c = _shared[key] = RocketMQClient(name_servers, timeout=timeout)
+            if credentials is not None:
+                c.add_rpc_hook(AclClientRPCHook(credentials))
         return c
 
 

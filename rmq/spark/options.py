@@ -4,7 +4,8 @@ Nothing here imports pyspark: the parsing and the offset specifications are plai
 unit-tested on their own. Option names are Spark-Kafka's where the concept matches
 (``subscribe``, ``startingOffsets``, ``failOnDataLoss``, ``maxOffsetsPerTrigger``,
 ``minPartitions``) and RocketMQ's otherwise (``nameServer``, ``subExpression``, ``group``,
-``pullBatchSize``); Spark hands them over case-insensitively.
+``pullBatchSize``); Spark hands them over case-insensitively. ``accessKey`` / ``secretKey``
+(source and sink) sign every request for brokers with ACL on (``aclEnable=true``).
 
 Offsets JSON names each queue as topic → broker name → queue id, the rocketmq-spark layout::
 
@@ -25,6 +26,7 @@ from typing import Any, overload
 
 from rmq.common.constants import TopicValidator
 from rmq.errors import ClientError
+from rmq.remoting.acl import SessionCredentials
 
 __all__ = [
     "OptionError",
@@ -208,6 +210,13 @@ class SourceOptions:
     group: str | None = None  # consumer group to commit streaming progress to
     consumer_group: str = "rmq-spark"  # the group name put in pull requests (not committed)
     streaming: bool = False
+    access_key: str | None = None  # ACL: sign every request (accessKey / secretKey options)
+    secret_key: str | None = field(default=None, repr=False)
+
+    @property
+    def credentials(self) -> SessionCredentials | None:
+        """The ACL credentials of the ``accessKey`` / ``secretKey`` options, or None."""
+        return SessionCredentials.of(self.access_key, self.secret_key)
 
 
 _SOURCE_KNOWN = {
@@ -215,9 +224,19 @@ _SOURCE_KNOWN = {
     "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
     "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "failondataloss",
     "minpartitions", "maxrecordsperpartition", "maxoffsetspertrigger", "pullbatchsize",
-    "pulltimeoutms", "group", "path",
+    "pulltimeoutms", "group", "path", "accesskey", "secretkey",
 }
-_SINK_KNOWN = {"nameserver", "topic", "producergroup", "sendtimeoutms", "batchsize", "maxinflight", "tags", "path"}
+_SINK_KNOWN = {"nameserver", "topic", "producergroup", "sendtimeoutms", "batchsize", "maxinflight", "tags", "path",
+               "accesskey", "secretkey"}
+
+
+def _credentials(opts: Mapping[str, str | None]) -> tuple[str | None, str | None]:
+    ak, sk = opts.get("accesskey"), opts.get("secretkey")
+    try:
+        SessionCredentials.of(ak or None, sk or None)
+    except ValueError:
+        raise OptionError("accessKey and secretKey: give both (ACL credentials) or neither") from None
+    return ak or None, sk or None
 
 
 def _lower(options: Mapping[str, str], known: set[str], what: str) -> dict[str, str]:
@@ -376,6 +395,8 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         group=group,
         consumer_group=group or "rmq-spark",
         streaming=streaming,
+        access_key=_credentials(opts)[0],
+        secret_key=_credentials(opts)[1],
     )
 
 
@@ -393,6 +414,13 @@ class SinkOptions:
     send_timeout_ms: int = 10_000
     batch_size: int = 256  # messages per SEND_BATCH_MESSAGE
     max_in_flight: int = 8  # pipelined batches per broker
+    access_key: str | None = None  # ACL: sign every request (accessKey / secretKey options)
+    secret_key: str | None = field(default=None, repr=False)
+
+    @property
+    def credentials(self) -> SessionCredentials | None:
+        """The ACL credentials of the ``accessKey`` / ``secretKey`` options, or None."""
+        return SessionCredentials.of(self.access_key, self.secret_key)
 
 
 def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
@@ -413,6 +441,8 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         send_timeout_ms=_positive_int(opts, "sendTimeoutMs", 10_000),
         batch_size=_positive_int(opts, "batchSize", 256, maximum=10_000),
         max_in_flight=_positive_int(opts, "maxInFlight", 8, maximum=1024),
+        access_key=_credentials(opts)[0],
+        secret_key=_credentials(opts)[1],
     )
 
 

@@ -76,3 +76,15 @@ def exchanges(rows: list[dict], request_code: int) -> list[tuple[dict, dict | No
                        and r.get("request_code", request_code) == request_code), None)
         out.append((row, answer))
     return out
+
+
+def acl_frames() -> list[dict]:
+    """A Java 4.9.8 broker with aclEnable=true (accounts RocketMQ and rocketmq2, secret
+    ``12345678``): the benchmark Producer and Consumer signing, a wrong secret, a DENY topic and
+    an unsigned client; each row has ``cmd``, its decoded RemotingCommand."""
+    from rmq.remoting.codec import decode_frame
+
+    rows = load("rocketmq-4.9.8-acl-frames.jsonl")
+    for row in rows:
+        row["cmd"] = decode_frame(row["frame"])
+    return rows

@@ -17,6 +17,9 @@ exits 2 naming the flag and the allowed values: topic and group names as Java's
 ``TopicValidator`` / ``Validators.checkGroup`` (``[%|a-zA-Z0-9_-]``, at most 127 / 255
 characters), queue counts 1..1024, ``-p`` one of 2, 4, 6 (``PermName``), booleans
 ``true``/``false``, addresses ``host:port``. Unknown flags are errors.
+
+Against brokers with ACL on, ``--aclAccessKey``/``--aclSecretKey`` (or Java's
+``$ROCKETMQ_HOME/conf/tools.yml``) sign every request (see :mod:`rmq.cli.admin.acl`).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from rmq.client.admin import NAMESRV_ADDR_ENV, Admin, AdminError
 from rmq.errors import RMQError
 
 # The area modules register their commands on import, in this order (``rmq admin --help``).
-from . import broker, consumer, message, topic  # noqa: F401
+from . import acl, broker, consumer, message, topic  # noqa: F401
 from . import namesrv as _namesrv  # noqa: F401
 from ._cmd import COMMANDS, addr_list
 
@@ -48,6 +51,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         p.add_argument("-n", "--namesrvAddr", dest="namesrv", default=None, type=addr_list,
                        help=f"name server address(es), ';'-separated (default ${NAMESRV_ADDR_ENV}, "
                             f"else {DEFAULT_NAMESRV})")
+        acl.add_signing_flags(p)
         if c.flags is not None:
             c.flags(p)
 
@@ -76,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, namesrv: str) -> int:
-    async with Admin(namesrv) as admin:
+    access_key, secret_key = acl.credentials(args)
+    async with Admin(namesrv, access_key=access_key, secret_key=secret_key) as admin:
         status = await COMMANDS[args.admin_command].run(admin, args)
         return 0 if status is None else status

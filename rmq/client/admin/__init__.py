@@ -10,6 +10,7 @@ Every method is one or a few remote calls, each with the admin's timeout (defaul
 refusal raises :class:`AdminError` (a :class:`~rmq.errors.BrokerResponseError` with the
 peer's code, remark and address); transport failures raise the remoting errors.
 """
+from ._acl import AclAdmin
 from ._base import DEFAULT_TIMEOUT, NAMESRV_ADDR_ENV, AdminError, resolve_namesrv_addr
 from ._brokers import BrokerAdmin
 from ._consumers import ConsumerAdmin
@@ -20,7 +21,7 @@ from ._topics import TopicAdmin
 __all__ = ["Admin", "AdminError", "DEFAULT_TIMEOUT", "NAMESRV_ADDR_ENV", "resolve_namesrv_addr"]
 
 
-class Admin(TopicAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin):
+class Admin(TopicAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin, AclAdmin):
     """The admin client: topics and clusters, message lookups, consumer groups and
     connections, broker configuration and statistics, name-server and store operations.
 
@@ -28,4 +29,5 @@ class Admin(TopicAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin):
         namesrv_addr: ``"host:port"``, ``"h1:p1;h2:p2"`` or a list; default ``$NAMESRV_ADDR``
             (``ValueError`` when neither is given).
         timeout: seconds per remote call (default 5.0, as mqadmin).
+        access_key / secret_key: ACL credentials; every request is then signed (default None).
     """

@@ -11,6 +11,7 @@ from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import BrokerResponseError
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting import requests as rq
+from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 
 T = TypeVar("T")
 
@@ -67,15 +68,21 @@ class AdminBase:
     Args:
         namesrv_addr: ``"host:port"``, ``"h1:p1;h2:p2"`` or a list; default ``$NAMESRV_ADDR``.
         timeout: seconds per remote call (default 5.0, mqadmin's).
+        access_key / secret_key: ACL credentials: every request is signed (Java
+            ``AclClientRPCHook``); default None = unsigned.
     """
 
     def __init__(self, namesrv_addr: str | Sequence[str] | None = None, *,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, access_key: str | None = None,
+                 secret_key: str | None = None) -> None:
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
         self.namesrv_addrs = resolve_namesrv_addr(namesrv_addr)
         self.timeout = timeout
+        credentials = SessionCredentials.of(access_key, secret_key)  # ValueError when half given
         self._remote = RemotingClient(self.namesrv_addrs)
+        if credentials is not None:
+            self._remote.add_rpc_hook(AclClientRPCHook(credentials))
 
     async def close(self) -> None:
         """Close every connection (idempotent)."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rmq.errors import ClientError
+from rmq.remoting.acl import SessionCredentials
 from rmq.types import ConsumeFromWhere, MessageModel, MessageQueue
 
 from .allocate import STRATEGIES, AllocateStrategy
@@ -68,6 +69,11 @@ class ConsumerOptions:
         offset_store_dir: broadcasting: directory of the local offset file; default None =
             ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
         on_rebalance: :data:`RebalanceListener` ``fn(topic, queues)``; default None.
+        access_key: ACL accessKey: every request is signed as Java's ``AclClientRPCHook``
+            does (for brokers with ``aclEnable=true``); default None = unsigned.
+        secret_key: the account's secretKey, given with ``access_key``; default None. Never
+            shown in the options' repr.
+        security_token: optional ``SecurityToken`` sent with each signed request; default None.
     """
 
     message_model: MessageModel = MessageModel.CLUSTERING
@@ -79,6 +85,9 @@ class ConsumerOptions:
     pull_batch_size: int = 32
     offset_store_dir: str | None = None
     on_rebalance: RebalanceListener | None = None
+    access_key: str | None = None
+    secret_key: str | None = dataclasses.field(default=None, repr=False)
+    security_token: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.message_model, MessageModel):
@@ -91,6 +100,15 @@ class ConsumerOptions:
             raise ClientError("instance_name is empty")
         if self.on_rebalance is not None and not callable(self.on_rebalance):
             raise ClientError("on_rebalance must be callable")
+        try:
+            SessionCredentials.of(self.access_key, self.secret_key, self.security_token)
+        except ValueError as e:
+            raise ClientError(str(e)) from None
+
+    @property
+    def credentials(self) -> SessionCredentials | None:
+        """The ACL credentials, or None when the consumer does not sign."""
+        return SessionCredentials.of(self.access_key, self.secret_key, self.security_token)
 
 
 @dataclass(frozen=True, slots=True)

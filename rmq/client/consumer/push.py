@@ -420,6 +420,10 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             30 s, 1 min …).
         on_rebalance: ``fn(topic, queues)`` (sync or async), called after this member's queues of
             ``topic`` changed, with the queues it now owns; default None.
+        access_key: ACL accessKey; every request is then signed as Java's ``AclClientRPCHook``
+            does (brokers with ``aclEnable=true``); default None = unsigned.
+        secret_key: the account's secretKey, given together with ``access_key``; default None.
+        security_token: optional ``SecurityToken`` sent with each signed request; default None.
 
     Raises:
         rmq.errors.ClientError: a setting out of range, a bad group name, both handlers, or
@@ -440,7 +444,8 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
                  max_reconsume_times: int | None = None, suspend_current_queue_time: float = 1.0,
                  offset_store_dir: str | None = None, iterator_buffer: int = 256,
                  delay_level_when_next_consume: int = 0,
-                 on_rebalance: RebalanceListener | None = None) -> None:
+                 on_rebalance: RebalanceListener | None = None, access_key: str | None = None,
+                 secret_key: str | None = None, security_token: str | None = None) -> None:
         opts = build_options(PushConsumerOptions, options, dict(
             message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
@@ -451,7 +456,8 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             pull_threshold_size_for_queue=pull_threshold_size_for_queue,
             consume_concurrently_max_span=consume_concurrently_max_span,
             max_reconsume_times=max_reconsume_times, suspend_current_queue_time=suspend_current_queue_time,
-            iterator_buffer=iterator_buffer, delay_level_when_next_consume=delay_level_when_next_consume))
+            iterator_buffer=iterator_buffer, delay_level_when_next_consume=delay_level_when_next_consume,
+            access_key=access_key, secret_key=secret_key, security_token=security_token))
         self._impl = PushConsumerImpl(namesrv_addr, group, opts, handler=handler,
                                       batch_handler=batch_handler, orderly=orderly)
 

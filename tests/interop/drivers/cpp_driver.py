@@ -13,6 +13,8 @@ from rmq. Every event is one JSON line on stdout; the test reads them and judges
   push --namesrv A --group G --topic T --expect N --marker M [--expression E]
        [--orderly] [--broadcast] [--props k1,k2] [--timeout S]
   pull --namesrv A --group G --topic T --expect N --marker M [--expression E] [--props ...]
+
+Every command takes [--access-key AK --secret-key SK [--channel C]]: ACL credentials.
       Print {"event": "recv", ...} for every delivered message and stop once N distinct
       bodies starting with M have arrived (or at the timeout), then {"event": "done"}.
 
@@ -48,10 +50,17 @@ def _text(value):
     return str(value)
 
 
+def credentials(client, args):
+    """ACL: the C API's SetXxxSessionCredentials (the core then signs every request)."""
+    if args.access_key:
+        client.set_session_credentials(args.access_key, args.secret_key, args.channel)
+
+
 def produce(args):
     with open(args.plan, encoding="utf-8") as f:
         plan = json.load(f)
     producer = Producer(args.group)
+    credentials(producer, args)
     producer.set_namesrv_addr(args.namesrv)
     producer.set_timeout(args.send_timeout_ms)
     producer.start()
@@ -176,6 +185,7 @@ def push(args):
     collector = _Collector(args.expect, args.marker, args.prop_names, quiet=args.quiet)
     model = MessageModel.BROADCASTING if args.broadcast else MessageModel.CLUSTERING
     consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
+    credentials(consumer, args)
     consumer.set_namesrv_addr(args.namesrv)
     if args.instance:
         consumer.set_instance_name(args.instance)
@@ -208,6 +218,7 @@ def push(args):
 def pull(args):
     collector = _Collector(args.expect, args.marker, args.prop_names)
     consumer = PullConsumer(args.group)
+    credentials(consumer, args)
     consumer.set_namesrv_addr(args.namesrv)
     consumer.start()
     emit("started")
@@ -246,6 +257,9 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="push: consume thread count (client default if 0)")
     ap.add_argument("--timeout", type=float, default=45.0)
     ap.add_argument("--send-timeout-ms", type=int, default=3000)
+    ap.add_argument("--access-key", default="", help="ACL: sign with these credentials")
+    ap.add_argument("--secret-key", default="")
+    ap.add_argument("--channel", default="ALIYUN", help="ACL: the OnsChannel the core sends (default ALIYUN)")
     args = ap.parse_args()
     args.prop_names = [p for p in args.props.split(",") if p]
     rc = {"produce": produce, "push": push, "pull": pull}[args.command](args)

@@ -10,6 +10,7 @@
 //       [--broadcast] [--from-first] [--fail-first] [--timeout S]
 //       Prints {"event": "recv", ...} per delivered message (all its properties included) and
 //       stops once N distinct bodies starting with M have arrived, or at the timeout.
+//   Both take [--access-key AK --secret-key SK]: ACL credentials (accessKeyId/accessKeySecret).
 //
 // Only 127.0.0.1 addresses are ever passed in.
 'use strict';
@@ -43,7 +44,7 @@ const logger = process.env.ONS_VERBOSE ? console : {
 };
 
 function clientOptions() {
-  return {
+  return Object.assign({
     nameSrv: args.namesrv,
     // ali-ons insists on an http client even with a fixed name server; it would only be used
     // to look name servers up over HTTP, which these tests never do.
@@ -51,7 +52,11 @@ function clientOptions() {
     logger,
     // distinct client ids per process, so two consumers of one group are two members
     instanceName: `ons${process.pid}`,
-  };
+  }, args['access-key'] ? {
+    // ACL: ali-ons signs every request (lib/channel.js beforeRequest) when it has both.
+    accessKeyId: args['access-key'],
+    accessKeySecret: args['secret-key'],
+  } : {});
 }
 
 async function produce() {
