@@ -30,6 +30,7 @@ from rmq.config import (
 )
 from rmq.errors import StoreError
 from rmq.namesrv.controller import NamesrvController
+from rmq.remoting.tls import TlsSettings, split_tls_properties
 from rmq.store import StoreConfig
 
 log = logging.getLogger("rmq")
@@ -93,6 +94,18 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
+def build_tls_settings(props: dict[str, str]) -> tuple[dict[str, str], TlsSettings]:
+    """Take the ``tls.*`` properties out of ``props`` and check them: the files they name are
+    loaded now, so a missing certificate stops start-up naming its property
+    (:class:`ConfigError`). Returns the other properties and the settings."""
+    rest, tls_props = split_tls_properties(props)
+    settings = TlsSettings.from_properties(tls_props)
+    settings.server_options()
+    if settings.client_enabled:
+        settings.client_context()
+    return rest, settings
+
+
 def build_broker_configs(props: dict[str, str],
                          base_dir_default: str | None = None) -> tuple[BrokerConfig, StoreConfig, list[str]]:
     broker_config = BrokerConfig()
@@ -133,14 +146,16 @@ def run_namesrv(config_file: str | None = None, overrides: typing.Sequence[str] 
         if port is not None:
             props["listenPort"] = str(port)
         props.update(parse_overrides(overrides))
+        props, tls = build_tls_settings(props)
         config, warnings = build_namesrv_config(props)
+        tls_options = tls.server_options()
     except ConfigError as e:
         return _fail("rmq namesrv", str(e), EXIT_BAD_CONFIG)
     for w in warnings:
         log.warning("%s", w)
 
     async def main() -> None:
-        ctl = NamesrvController(config)
+        ctl = NamesrvController(config, tls=tls_options)
         stop = _stop_event()
         try:
             await ctl.start()
@@ -168,6 +183,7 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
     try:
         props = load_properties(config_file) if config_file else {}
         props.update(parse_overrides(overrides))
+        props, tls = build_tls_settings(props)
         broker_config, store_config, warnings = build_broker_configs(props)
     except ConfigError as e:
         return _fail("rmq broker", str(e), EXIT_BAD_CONFIG)
@@ -175,7 +191,7 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
         log.warning("%s", w)
 
     async def main() -> None:
-        broker = BrokerController(broker_config, store_config)
+        broker = BrokerController(broker_config, store_config, tls=tls)
         stop = _stop_event()
         try:
             await broker.start()
@@ -207,7 +223,9 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
     try:
         props = {"listenHost": host, "listenPort": str(broker_port), "storePathRootDir": store_dir}
         props.update(parse_overrides(overrides))
+        props, tls = build_tls_settings(props)
         broker_config, store_config, warnings = build_broker_configs(props)
+        tls_options = tls.server_options()
     except ConfigError as e:
         return _fail("rmq standalone", str(e), EXIT_BAD_CONFIG)
     for w in warnings:
@@ -216,7 +234,9 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
         return _fail("rmq standalone", f"bad --namesrv-port {namesrv_port} (expected 0..65535)", EXIT_BAD_CONFIG)
 
     async def main() -> None:
-        namesrv = NamesrvController(NamesrvConfig(listen_host=host, listen_port=namesrv_port))
+        # One set of tls.* properties for both: the broker registers over TLS when the name
+        # server (the same mode) enforces it.
+        namesrv = NamesrvController(NamesrvConfig(listen_host=host, listen_port=namesrv_port), tls=tls_options)
         stop = _stop_event()
         try:
             await namesrv.start()
@@ -226,7 +246,7 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
             ns_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
             if not broker_config.namesrv_addr:
                 broker_config.namesrv_addr = f"{ns_host}:{namesrv.port}"
-            broker = BrokerController(broker_config, store_config)
+            broker = BrokerController(broker_config, store_config, tls=tls)
             try:
                 await broker.start()
             except (OSError, StoreError) as e:

@@ -52,6 +52,7 @@ from rmq.errors import (
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode
 from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.idle import IdleStateHandler
+from rmq.remoting.tls import TLS_RECORD_HANDSHAKE
 
 if TYPE_CHECKING:  # pragma: no cover
     from rmq.remoting.dispatcher import Dispatcher
@@ -74,8 +75,9 @@ log = logging.getLogger("rmq.remoting")
 _rlog = RateLimitedLog(log)
 
 # A TLS ClientHello starts with record type 0x16; as a RocketMQ length word that would be a
-# frame of ≥ 369 MiB, so the first byte alone tells a TLS client apart.
-_TLS_HANDSHAKE = 0x16
+# frame of ≥ 369 MiB, so the first byte alone tells a TLS client apart. A server with TLS on
+# looks at it before the connection exists (RemotingServer); here it is refused.
+_TLS_HANDSHAKE = TLS_RECORD_HANDSHAKE
 
 # Write buffer marks: a pull reply is up to ~256 KiB, so the asyncio default (64 KiB) would
 # pause reading after every few replies on a busy connection.
@@ -323,7 +325,8 @@ class Connection(asyncio.Protocol):
         if not self._seen_data:
             self._seen_data = True
             if data and data[0] == _TLS_HANDSHAKE:
-                self._bad_input(RemotingCommandError("TLS handshake received, but this port speaks plain TCP"))
+                self._bad_input(RemotingCommandError("TLS handshake received, but this port speaks plain TCP "
+                                                    "(tls.server.mode=disabled)"))
                 return
         idle = self._idle
         if idle is not None:
@@ -690,6 +693,12 @@ class Connection(asyncio.Protocol):
             self._pending.pop(call.opaque, None)
             call.complete(None, RemotingTimeoutError(self.remote_addr, call.timeout))
         return len(expired)
+
+    def transport_info(self, name: str, default: Any = None) -> Any:
+        """The transport's ``get_extra_info(name)``: ``"peername"``, and on a TLS connection
+        ``"ssl_object"``, ``"peercert"`` (the client certificate the server verified), ``"cipher"``."""
+        transport = self._transport
+        return transport.get_extra_info(name, default) if transport is not None else default
 
     @property
     def pending_count(self) -> int:
