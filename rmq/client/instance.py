@@ -21,6 +21,7 @@ import logging
 import os
 import random
 import socket
+import ssl
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
@@ -41,6 +42,7 @@ from rmq.remoting.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
 )
+from rmq.remoting.tls import resolve_client_tls
 from rmq.types import MessageExt, MessageQueue
 
 from ._codec import decode_messages
@@ -148,7 +150,8 @@ class ClientInstance:
     :func:`get_client_instance`.
     """
 
-    def __init__(self, client_id: str, namesrv_addr: str | list[str], client_ip: str) -> None:
+    def __init__(self, client_id: str, namesrv_addr: str | list[str], client_ip: str,
+                 tls: bool | ssl.SSLContext | None = None) -> None:
         self.client_id = client_id
         self.client_ip = client_ip
         addrs = namesrv_addr if isinstance(namesrv_addr, list) else [
@@ -156,7 +159,9 @@ class ClientInstance:
         if not addrs:
             raise ClientError("namesrv_addr is empty")
         self.namesrv_addrs = addrs
-        self.remoting = RemotingClient(addrs)
+        #: the ``tls=`` its first client gave (Java: the instance's ``NettyClientConfig.useTLS``)
+        self.tls = tls
+        self.remoting = RemotingClient(addrs, tls=resolve_client_tls(tls))
         self.api = ClientAPI(self.remoting)
         self.producers: dict[str, ProducerInner] = {}
         self.consumers: dict[str, ConsumerInner] = {}
@@ -600,8 +605,11 @@ def _forget(inst: ClientInstance) -> None:
 
 
 def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "DEFAULT",
-                        client_ip: str | None = None) -> ClientInstance:
-    """The instance for ``ip@pid#instance_name`` on the running loop, created on first use."""
+                        client_ip: str | None = None, tls: bool | ssl.SSLContext | None = None) -> ClientInstance:
+    """The instance for ``ip@pid#instance_name`` on the running loop, created on first use.
+
+    Clients sharing an instance share its connections, so they must agree on ``tls``
+    (:class:`ClientError` otherwise: give one of them another ``instance_name``)."""
     loop = asyncio.get_running_loop()
     first = namesrv_addr[0] if isinstance(namesrv_addr, list) else namesrv_addr
     ip = client_ip or local_ip(first)
@@ -609,6 +617,9 @@ def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "
     table = _instances.setdefault(loop, {})
     inst = table.get(client_id)
     if inst is None or inst.closed:
-        inst = ClientInstance(client_id, namesrv_addr, ip)
+        inst = ClientInstance(client_id, namesrv_addr, ip, tls)
         table[client_id] = inst
+    elif not (inst.tls is tls or (not inst.tls and not tls)):
+        raise ClientError(f"client id {client_id} already connects with tls={inst.tls!r}; a client asking "
+                          f"for tls={tls!r} needs another instance_name")
     return inst

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import ssl
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
@@ -163,6 +164,10 @@ class Producer:
         transaction_checker: ``checker(msg: MessageExt) -> LocalTransactionState`` (sync or
             async), answers the broker's CHECK_TRANSACTION_STATE; required for
             :meth:`send_in_transaction`. Default None.
+        tls: ``True`` to connect over TLS, verifying the servers' certificates against the
+            system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
+            (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
+            (Java ``useTLS``).
 
     Use ``async with Producer(...) as p`` or ``await p.start()`` / ``await p.close()``.
     """
@@ -172,7 +177,8 @@ class Producer:
                  compress_over: int = 4096, compress_level: int = 5,
                  max_message_size: int = MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
                  send_latency_fault_enable: bool = True,
-                 transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None) -> None:
+                 transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None,
+                 tls: bool | ssl.SSLContext | None = None) -> None:
         validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
         if send_timeout <= 0:
             raise ClientError(f"send_timeout must be > 0, got {send_timeout}")
@@ -192,6 +198,9 @@ class Producer:
         self._default_topic_queue_nums = default_topic_queue_nums
         self._send_latency_fault_enable = send_latency_fault_enable
         self._transaction_checker = transaction_checker
+        if tls is not None and not isinstance(tls, (bool, ssl.SSLContext)):
+            raise ClientError(f"tls must be True, False, None or an ssl.SSLContext, got {type(tls).__name__}")
+        self._tls = tls
         self._instance: ClientInstance | None = None
         self._uniq: UniqKeyGenerator | None = None
         self._faults = _FaultTolerance()
@@ -216,7 +225,7 @@ class Producer:
             raise IllegalStateError(f"producer {self.group} is {self._state.name}; only a new producer "
                                     "can be started (create another one)")
         inst = get_client_instance(self._namesrv_addr, instance_name=self._instance_name,
-                                   client_ip=self._client_ip)
+                                   client_ip=self._client_ip, tls=self._tls)
         try:
             await inst.register_producer(self.group, self._member)
         except BaseException:

@@ -28,4 +28,7 @@ class Admin(TopicAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin):
         namesrv_addr: ``"host:port"``, ``"h1:p1;h2:p2"`` or a list; default ``$NAMESRV_ADDR``
             (``ValueError`` when neither is given).
         timeout: seconds per remote call (default 5.0, as mqadmin).
+        tls: ``True`` (TLS, servers' certificates verified against the system's trust store),
+            an ``ssl.SSLContext`` (own CA, client certificate), default None = plain TCP
+            (Java ``-Dtls.enable=true``).
     """

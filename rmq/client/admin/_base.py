@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Callable, Sequence
 from typing import Any, Self, TypeVar
 
@@ -11,6 +12,7 @@ from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import BrokerResponseError
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting import requests as rq
+from rmq.remoting.tls import resolve_client_tls
 
 T = TypeVar("T")
 
@@ -67,15 +69,16 @@ class AdminBase:
     Args:
         namesrv_addr: ``"host:port"``, ``"h1:p1;h2:p2"`` or a list; default ``$NAMESRV_ADDR``.
         timeout: seconds per remote call (default 5.0, mqadmin's).
+        tls: ``True``, an ``ssl.SSLContext``, or None (default, plain TCP): as for the producer.
     """
 
     def __init__(self, namesrv_addr: str | Sequence[str] | None = None, *,
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, tls: bool | ssl.SSLContext | None = None) -> None:
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
         self.namesrv_addrs = resolve_namesrv_addr(namesrv_addr)
         self.timeout = timeout
-        self._remote = RemotingClient(self.namesrv_addrs)
+        self._remote = RemotingClient(self.namesrv_addrs, tls=resolve_client_tls(tls))
 
     async def close(self) -> None:
         """Close every connection (idempotent)."""

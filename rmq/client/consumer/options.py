@@ -10,6 +10,7 @@ Out-of-range values raise :class:`rmq.errors.ClientError` naming the field and t
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -68,6 +69,10 @@ class ConsumerOptions:
         offset_store_dir: broadcasting: directory of the local offset file; default None =
             ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
         on_rebalance: :data:`RebalanceListener` ``fn(topic, queues)``; default None.
+        tls: ``True`` to connect over TLS, verifying the servers' certificates against the
+            system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
+            (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
+            (Java ``useTLS``).
     """
 
     message_model: MessageModel = MessageModel.CLUSTERING
@@ -79,6 +84,7 @@ class ConsumerOptions:
     pull_batch_size: int = 32
     offset_store_dir: str | None = None
     on_rebalance: RebalanceListener | None = None
+    tls: bool | ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.message_model, MessageModel):
@@ -91,6 +97,8 @@ class ConsumerOptions:
             raise ClientError("instance_name is empty")
         if self.on_rebalance is not None and not callable(self.on_rebalance):
             raise ClientError("on_rebalance must be callable")
+        if self.tls is not None and not isinstance(self.tls, (bool, ssl.SSLContext)):
+            raise ClientError(f"tls must be True, False, None or an ssl.SSLContext, got {type(self.tls).__name__}")
 
 
 @dataclass(frozen=True, slots=True)

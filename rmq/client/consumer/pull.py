@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Coroutine, Iterable
 from typing import Any
@@ -402,6 +403,10 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
             ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
         on_rebalance: ``fn(topic, queues)`` (sync or async) after the queues of ``topic`` owned by
             this member changed (subscribe mode); default None.
+        tls: ``True`` to connect over TLS, verifying the servers' certificates against the
+            system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
+            (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
+            (Java ``useTLS``).
 
     Raises:
         rmq.errors.ClientError: a setting out of range, a bad group name, or ``options=``
@@ -418,14 +423,15 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
                  auto_commit: bool = True, auto_commit_interval: float = 5.0, pull_batch_size: int = 32,
                  pull_threshold_for_queue: int = 1000, pull_threshold_for_all: int = 10000,
                  poll_timeout: float = 5.0, offset_store_dir: str | None = None,
-                 on_rebalance: RebalanceListener | None = None) -> None:
+                 on_rebalance: RebalanceListener | None = None,
+                 tls: bool | ssl.SSLContext | None = None) -> None:
         opts = build_options(PullConsumerOptions, options, dict(
             message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
             instance_name=instance_name, client_ip=client_ip, pull_batch_size=pull_batch_size,
             offset_store_dir=offset_store_dir, on_rebalance=on_rebalance, auto_commit=auto_commit,
             auto_commit_interval=auto_commit_interval, pull_threshold_for_queue=pull_threshold_for_queue,
-            pull_threshold_for_all=pull_threshold_for_all, poll_timeout=poll_timeout))
+            pull_threshold_for_all=pull_threshold_for_all, poll_timeout=poll_timeout, tls=tls))
         self._impl = PullConsumerImpl(namesrv_addr, group, opts)
 
     # ---------------------------------------------------------------- properties

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Coroutine
 from types import TracebackType
@@ -417,6 +418,10 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             30 s, 1 min …).
         on_rebalance: ``fn(topic, queues)`` (sync or async), called after this member's queues of
             ``topic`` changed, with the queues it now owns; default None.
+        tls: ``True`` to connect over TLS, verifying the servers' certificates against the
+            system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
+            (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
+            (Java ``useTLS``).
 
     Raises:
         rmq.errors.ClientError: a setting out of range, a bad group name, both handlers, or
@@ -437,7 +442,8 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
                  max_reconsume_times: int | None = None, suspend_current_queue_time: float = 1.0,
                  offset_store_dir: str | None = None, iterator_buffer: int = 256,
                  delay_level_when_next_consume: int = 0,
-                 on_rebalance: RebalanceListener | None = None) -> None:
+                 on_rebalance: RebalanceListener | None = None,
+                 tls: bool | ssl.SSLContext | None = None) -> None:
         opts = build_options(PushConsumerOptions, options, dict(
             message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
@@ -448,7 +454,7 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             pull_threshold_size_for_queue=pull_threshold_size_for_queue,
             consume_concurrently_max_span=consume_concurrently_max_span,
             max_reconsume_times=max_reconsume_times, suspend_current_queue_time=suspend_current_queue_time,
-            iterator_buffer=iterator_buffer, delay_level_when_next_consume=delay_level_when_next_consume))
+            iterator_buffer=iterator_buffer, delay_level_when_next_consume=delay_level_when_next_consume, tls=tls))
         self._impl = PushConsumerImpl(namesrv_addr, group, opts, handler=handler,
                                       batch_handler=batch_handler, orderly=orderly)
 
