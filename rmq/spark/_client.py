@@ -27,6 +27,7 @@ from rmq.remoting.blocking import BlockingRemotingClient
 from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import PullMessageRequestHeader
+from rmq.spark.options import TlsProperties, client_tls_context
 from rmq.types import MessageQueue, SendResult
 
 __all__ = ["RocketMQClient", "close_shared_clients", "shared_client"]
@@ -160,26 +161,26 @@ class RocketMQClient(BlockingRemotingClient):
 
 # --------------------------------------------------------------------------- per-process cache
 
-_shared: dict[tuple[tuple[str, ...], float], RocketMQClient] = {}
+_shared: dict[tuple[tuple[str, ...], float, TlsProperties], RocketMQClient] = {}
 _shared_pid = os.getpid()
 _shared_lock = threading.Lock()
 
 
-def shared_client(name_servers: Sequence[str], timeout: float) -> RocketMQClient:
-    """The process's client for these name servers (created on first use).
+def shared_client(name_servers: Sequence[str], timeout: float, tls: TlsProperties = ()) -> RocketMQClient:
+    """The process's client for these name servers and TLS options (created on first use).
 
     Spark reuses Python workers across tasks, so connections outlive one task; a forked
     child never inherits its parent's sockets (the cache is reset when the pid changes).
     """
     global _shared_pid
-    key = (tuple(name_servers), float(timeout))
+    key = (tuple(name_servers), float(timeout), tuple(tls))
     with _shared_lock:
         if os.getpid() != _shared_pid:
             _shared.clear()
             _shared_pid = os.getpid()
         c = _shared.get(key)
         if c is None:
-            c = _shared[key] = RocketMQClient(name_servers, timeout=timeout)
+            c = _shared[key] = RocketMQClient(name_servers, timeout=timeout, tls=client_tls_context(tls))
         return c
 
 
