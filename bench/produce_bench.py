@@ -88,7 +88,7 @@ class Producer:
         if not self.queues:
             raise c.BenchError(f"topic {route.topic} has no writable queue")
         self.stats = stats
-        self.clients = [RemotingClient(namesrv) for _ in range(args.connections)]
+        self.clients = [RemotingClient(namesrv, tls=c.client_tls(args)) for _ in range(args.connections)]
         self.body = (b"RocketMQ benchmark " * (args.size // 19 + 1))[: args.size]
         self._rr = itertools.count()
         self._seq = itertools.count()
@@ -213,7 +213,7 @@ def print_summary(f: dict, out=None) -> None:
 async def produce(args, quiet: bool = False) -> dict:
     """Run the produce benchmark with parsed ``args``; return the figures."""
     namesrv = c.namesrv_list(args.namesrv)
-    admin = RemotingClient(namesrv)
+    admin = RemotingClient(namesrv, tls=c.client_tls(args))
     try:
         route = await c.ensure_topic(admin, args.topic, args.queues, timeout=args.timeout)
     finally:

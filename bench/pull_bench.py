@@ -285,6 +285,7 @@ async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingC
     """One connected :class:`QueuePuller` per readable queue, positioned at its min (or max) offset."""
     loop = asyncio.get_running_loop()
     pullers = []
+    tls = c.client_tls(args)
     for mq in route.read_queues:
         lo = await c.queue_offset(client, mq, RequestCode.GET_MIN_OFFSET, args.topic, args.timeout)
         hi = await c.queue_offset(client, mq, RequestCode.GET_MAX_OFFSET, args.topic, args.timeout)
@@ -293,7 +294,7 @@ async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingC
         # partial binds this queue's mq, start and hi now (a lambda would read the loop's latest)
         _, puller = await asyncio.wait_for(loop.create_connection(
             functools.partial(QueuePuller, mq, args, stats, start, hi if drain else None, on_body, known_max=hi),
-            host, int(port)), args.timeout)
+            host, int(port), ssl=tls, server_hostname=host if tls else None), args.timeout)
         pullers.append(puller)
     return pullers
 
@@ -302,10 +303,11 @@ async def prefill(args, quiet: bool) -> dict:
     """Send ``args.prefill`` messages with the produce bench's sender; return its figures."""
     import produce_bench
     pargs = Namespace(namesrv=args.namesrv, topic=args.topic, size=args.size, queues=args.queues, broker_pid=None,
-                      json=False, timeout=args.timeout, group="BenchmarkPrefillGroup", connections=4, inflight=16,
+                      json=False, timeout=args.timeout, tls=args.tls, tls_ca=args.tls_ca,
+                      group="BenchmarkPrefillGroup", connections=4, inflight=16,
                       duration=None, batch=args.prefill_batch, interval=args.interval)
     namesrv = c.namesrv_list(args.namesrv)
-    admin = RemotingClient(namesrv)
+    admin = RemotingClient(namesrv, tls=c.client_tls(args))
     try:
         route = await c.ensure_topic(admin, args.topic, args.queues, timeout=args.timeout)
     finally:
@@ -346,7 +348,7 @@ async def pull(args, quiet: bool = False) -> dict:
                      "mode": "drain" if args.drain else "duration"}
     if args.prefill:
         figures.update(await prefill(args, quiet))
-    client = RemotingClient(c.namesrv_list(args.namesrv))
+    client = RemotingClient(c.namesrv_list(args.namesrv), tls=c.client_tls(args))
     stats = PullStats()
     cpu = c.CpuMeter(args.broker_pid)
     try:
