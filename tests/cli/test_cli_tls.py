@@ -145,3 +145,27 @@ def test_daemon_start_checks_the_tls_files(pki, tmp_path):
     conf.write_text(f"tls.config.file={tmp_path / 'nope.properties'}\n")
     r = start("-c", str(conf))
     assert r.returncode == 2 and "tls.config.file" in r.stderr, r.stderr
+
+
+def test_namesrv_daemon_reads_tls_from_its_conf_file(pki, tmp_path):
+    """``rmq namesrv -c namesrv.conf`` with tls.* lines (and tls.config.file) serves TLS only."""
+    tls_file = tmp_path / "tls.properties"
+    tls_file.write_text(f"tls.server.certPath={pki.server_cert}\ntls.server.keyPath={pki.server_key}\n")
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"tls.server.mode=enforcing\ntls.config.file={tls_file}\n")
+    port = free_port()
+    log_path = tmp_path / "namesrv.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "rmq", "namesrv", "-c", str(conf), "--port", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_until_sync(lambda: "TLS enforcing" in log_path.read_text() or proc.poll() is not None,
+                        timeout=30, what="rmq namesrv listening")
+        assert proc.poll() is None, log_path.read_text()
+        r = admin(pki, "topicList", "-n", f"127.0.0.1:{port}")
+        assert r.returncode == 0, r.stderr
+        plain = admin(pki, "topicList", "-n", f"127.0.0.1:{port}", tls_args=())
+        assert plain.returncode == 2, plain.stdout
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
