@@ -169,3 +169,25 @@ def test_namesrv_daemon_reads_tls_from_its_conf_file(pki, tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(30) == 0
+
+
+def test_broker_daemon_registers_over_tls_with_an_enforcing_name_server(pki, daemon, tmp_path):
+    """``rmq broker`` with tls.enable=true (its own port plain) registers with the enforcing
+    name server of the standalone (Java BrokerStartup: useTLS from tls.enable)."""
+    port = free_port()
+    common = ["--brokerName=broker-tls", f"--namesrvAddr={daemon.namesrv_addr}", f"--listenPort={port}",
+              f"--storePathRootDir={tmp_path / 'store'}", *StandaloneProcess.TEST_FILE_SIZES]
+    log_path = tmp_path / "broker.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "rmq", "broker", *common, "--tls.enable=true",
+                                 f"--tls.client.trustCertPath={pki.ca_pem}"],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        def listed() -> bool:
+            assert proc.poll() is None, log_path.read_text()
+            r = admin(pki, "clusterList", "-n", daemon.namesrv_addr)
+            return f"127.0.0.1:{port}" in r.stdout
+        wait_until_sync(listed, timeout=60, what="broker-tls in the cluster list")
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0, log_path.read_text()
