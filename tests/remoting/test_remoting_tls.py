@@ -170,7 +170,7 @@ async def test_stuck_handshake_is_closed_and_does_not_hurt_a_second_client(pki, 
                 await wait_until(all_closed, timeout=30, what="stuck handshakes closed")
             finally:
                 await asyncio.to_thread(probe.stop)
-            assert probe.worst < 2.0, probe.summary()
+            assert probe.worst < 3.0, probe.summary()
         finally:
             for s in socks:
                 s.close()
