@@ -278,3 +278,15 @@ def test_bad_files_name_the_property(pki):
 def test_options_need_a_context():
     with pytest.raises(ValueError):
         TlsServerOptions(TlsMode.ENFORCING, None)
+
+
+def test_small_parts_are_joined_for_tls_records():
+    from rmq.remoting.connection import _join_small_parts
+
+    big = memoryview(b"B" * 20_000)
+    parts = [b"\x00\x00\x00\x10", b"h" * 100, b"b" * 50, big, b"t" * 10, b"x" * 16_000, b"y" * 500]
+    out = _join_small_parts(parts)
+    assert b"".join(bytes(p) for p in out) == b"".join(bytes(p) for p in parts)  # same bytes, same order
+    assert out[1] is big  # a part of a record's size or more is passed on as it is (no copy)
+    assert [len(p) for p in out] == [154, 20_000, 16_010, 500]
+    assert _join_small_parts([b"only"]) == [b"only"]
