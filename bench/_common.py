@@ -12,7 +12,9 @@ import json
 import math
 import os
 import shutil
+import ssl
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -163,8 +165,33 @@ def add_common_args(ap) -> None:
                     help="pid of the broker process: report its CPU seconds over the measured window")
     ap.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     ap.add_argument("--timeout", type=float, default=5.0, help="per-request timeout in seconds (default 5)")
+    ap.add_argument("--tls", action="store_true",
+                    help="connect over TLS (the broker must run permissive or enforcing; see Standalone(tls=True))")
+    ap.add_argument("--tls-ca", default=None, metavar="PEM",
+                    help="CA certificate(s) the server's certificate must chain to (default: the system's "
+                         "trust store); implies --tls")
     ap.add_argument("--access-key", default=None, help="ACL accessKey: sign every request (brokers with aclEnable)")
     ap.add_argument("--secret-key", default=None, help="the secretKey of --access-key")
+
+
+def client_tls(args) -> ssl.SSLContext | None:
+    """The client context ``--tls`` / ``--tls-ca`` ask for (None: plain TCP)."""
+    if not (getattr(args, "tls", False) or getattr(args, "tls_ca", None)):
+        return None
+    from rmq.remoting.tls import client_context
+    return client_context(trust_cert_path=args.tls_ca)
+
+
+def make_bench_certificate(directory: str) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (EC P-256, one day) made with the ``openssl``
+    command: ``(cert_path, key_path)``. The certificate is also the trust anchor clients use."""
+    cert = os.path.join(directory, "bench-cert.pem")
+    key = os.path.join(directory, "bench-key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                   check=True, capture_output=True)
+    return cert, key
 
 
 def credentials(args) -> SessionCredentials | None:
@@ -173,8 +200,9 @@ def credentials(args) -> SessionCredentials | None:
 
 
 def client(args, namesrv=None) -> RemotingClient:
-    """A RemotingClient for a bench run, signing with ``--access-key``/``--secret-key`` if given."""
-    rc = RemotingClient(namesrv)
+    """A RemotingClient for a bench run: over TLS with ``--tls``/``--tls-ca``, signing with
+    ``--access-key``/``--secret-key`` if given."""
+    rc = RemotingClient(namesrv, tls=client_tls(args))
     creds = credentials(args)
     if creds is not None:
         rc.add_rpc_hook(AclClientRPCHook(creds))
@@ -392,17 +420,26 @@ class Standalone:
     """
 
     def __init__(self, store_dir: str | None = None, extra_args: list[str] | None = None,
-                 ready_timeout: float = 30.0, stop_timeout: float = 15.0, tree: str | None = None):
+                 ready_timeout: float = 30.0, stop_timeout: float = 15.0, tree: str | None = None,
+                 tls: bool = False):
         from rmq._testing import StandaloneProcess
 
         self._own_dir = store_dir is None
         self.store_dir = store_dir or tempfile.mkdtemp(prefix="rmq-bench-store-")
+        # tls: enforcing, with a self-signed certificate made now; clients pass --tls-ca tls_ca.
+        self.tls_ca: str | None = None
+        extra_args = list(extra_args or [])
+        if tls:
+            cert, key = make_bench_certificate(self.store_dir)
+            self.tls_ca = cert
+            extra_args += ["--tls.server.mode=enforcing", f"--tls.server.certPath={cert}",
+                           f"--tls.server.keyPath={key}", f"--tls.client.trustCertPath={cert}"]
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
         # The daemon's real defaults (1 GiB CommitLog files), not the test harness's small files;
         # ``tree``: run the broker of another checkout (bench/rounds.py compares two).
         env = {"PYTHONPATH": os.path.abspath(tree)} if tree else None
-        self.process = StandaloneProcess(os.path.join(self.store_dir, "store"), list(extra_args or []),
+        self.process = StandaloneProcess(os.path.join(self.store_dir, "store"), extra_args,
                                          start_timeout=ready_timeout, small_files=False, env=env, cwd=tree)
 
     @property
@@ -430,7 +467,11 @@ class Standalone:
         except RuntimeError as exc:
             raise BenchError(str(exc)) from None
         deadline = time.monotonic() + self.ready_timeout
-        client = RemotingClient([self.namesrv_addr], connect_timeout=1.0)
+        tls = None
+        if self.tls_ca is not None:
+            from rmq.remoting.tls import client_context
+            tls = client_context(trust_cert_path=self.tls_ca)
+        client = RemotingClient([self.namesrv_addr], connect_timeout=1.0, tls=tls)
         try:
             while True:
                 if self.process.proc.poll() is not None:

@@ -289,6 +289,7 @@ async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingC
     """One connected :class:`QueuePuller` per readable queue, positioned at its min (or max) offset."""
     loop = asyncio.get_running_loop()
     pullers = []
+    tls = c.client_tls(args)
     for mq in route.read_queues:
         lo = await c.queue_offset(client, mq, RequestCode.GET_MIN_OFFSET, args.topic, args.timeout)
         hi = await c.queue_offset(client, mq, RequestCode.GET_MAX_OFFSET, args.topic, args.timeout)
@@ -297,7 +298,7 @@ async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingC
         # partial binds this queue's mq, start and hi now (a lambda would read the loop's latest)
         _, puller = await asyncio.wait_for(loop.create_connection(
             functools.partial(QueuePuller, mq, args, stats, start, hi if drain else None, on_body, known_max=hi),
-            host, int(port)), args.timeout)
+            host, int(port), ssl=tls, server_hostname=host if tls else None), args.timeout)
         pullers.append(puller)
     return pullers
 
@@ -308,7 +309,8 @@ async def prefill(args, quiet: bool) -> dict:
     pargs = Namespace(namesrv=args.namesrv, topic=args.topic, size=args.size, queues=args.queues, broker_pid=None,
                       json=False, timeout=args.timeout, group="BenchmarkPrefillGroup", connections=4, inflight=16,
                       duration=None, batch=args.prefill_batch, interval=args.interval,
-                      access_key=args.access_key, secret_key=args.secret_key)
+                      access_key=args.access_key, secret_key=args.secret_key,
+                      tls=args.tls, tls_ca=args.tls_ca)
     namesrv = c.namesrv_list(args.namesrv)
     admin = c.client(args, namesrv)
     try:

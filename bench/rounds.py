@@ -2,7 +2,7 @@
 """Repeated produce and drain rounds against fresh brokers: medians with their min–max.
 
     .venv/bin/python bench/rounds.py [--rounds 3] [--duration 30] [--prefill 1000000]
-                                     [--tree PATH ...] [--json-out FILE]
+                                     [--tree PATH ...] [--json-out FILE] [--tls]
 
 Each round starts a fresh ``rmq standalone`` (free ports, new store, the daemon's defaults:
 1 GiB CommitLog files, ASYNC_FLUSH) for ``produce_bench.py`` (1 KiB, 4 connections × 16 in
@@ -12,7 +12,9 @@ broker's CPU is measured. ``--tree`` (repeatable) runs the broker of another che
 ``git worktree add ../base <commit>`` with its extension built — and the rounds alternate the
 trees, so that two brokers are compared on the same machine at the same time; the client is
 always this checkout's. Prints one line per run, then per tree the median (min–max) of each
-figure, and the load average before each run (say it next to the figures).
+figure, and the load average before each run (say it next to the figures). ``--tls`` starts
+each broker with ``tls.server.mode=enforcing`` and a self-signed certificate made with
+``openssl`` for the run, and runs both benchmarks with ``--tls --tls-ca`` that certificate.
 """
 from __future__ import annotations
 
@@ -41,6 +43,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--tree", action="append", default=[],
                     help="a checkout whose broker to measure (default: this one); repeat to compare")
     ap.add_argument("--json-out", help="write every run's figures to this file")
+    ap.add_argument("--tls", action="store_true",
+                    help="brokers enforce TLS (self-signed certificate per run), clients connect over TLS")
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
@@ -49,7 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def one_run(kind: str, tree: str | None, args: argparse.Namespace) -> dict:
     """A fresh broker, one benchmark against it, the benchmark's JSON figures."""
-    standalone = c.Standalone(tree=tree)
+    standalone = c.Standalone(tree=tree, tls=args.tls)
     c.run(standalone.start())
     try:
         ns, pid = standalone.namesrv_addr, str(standalone.pid)
@@ -61,6 +65,8 @@ def one_run(kind: str, tree: str | None, args: argparse.Namespace) -> dict:
             cmd = [sys.executable, str(HERE / "pull_bench.py"), "--namesrv", ns, "--topic", "BenchD", "--group", "G",
                    "--prefill", str(args.prefill), "--prefill-batch", "32", "--size", "1024", "--inflight", "4",
                    "--max-msgs", "32", "--drain", "--broker-pid", pid, "--json"]
+        if standalone.tls_ca is not None:
+            cmd += ["--tls-ca", standalone.tls_ca]
         out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False).stdout
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if not lines:

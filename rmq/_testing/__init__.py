@@ -37,9 +37,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from rmq._testing.env import BrokerEnv, broker_env, decode_props, encode_props, phy_offset
 
 if TYPE_CHECKING:  # imported where used: `import rmq._testing` stays cheap
+    import ssl
+
     from rmq.broker.controller import BrokerController
     from rmq.config import BrokerConfig
     from rmq.namesrv.controller import NamesrvController
+    from rmq.remoting.tls import TlsSettings
     from rmq.store import StoreConfig
 
 StrPath = str | os.PathLike[str]
@@ -85,15 +88,16 @@ def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def run_namesrv(**config: Any) -> AsyncIterator[NamesrvController]:
-    """A started ``NamesrvController`` on 127.0.0.1:0 (``config``: ``NamesrvConfig`` fields)."""
+async def run_namesrv(*, tls: TlsSettings | None = None, **config: Any) -> AsyncIterator[NamesrvController]:
+    """A started ``NamesrvController`` on 127.0.0.1:0 (``config``: ``NamesrvConfig`` fields;
+    ``tls``: its ``tls.*`` settings, default none)."""
     from rmq.config import NamesrvConfig
     from rmq.namesrv.controller import NamesrvController
 
     cfg = NamesrvConfig(listen_host="127.0.0.1", listen_port=0)
     for k, v in config.items():
         setattr(cfg, k, v)
-    ctl = NamesrvController(cfg)
+    ctl = NamesrvController(cfg, tls=tls.server_options() if tls is not None else None)
     await ctl.start()
     try:
         yield ctl
@@ -126,19 +130,20 @@ def make_broker_configs(store_dir: StrPath, namesrv: NamesrvController | str | N
 
 
 @contextlib.asynccontextmanager
-async def run_broker(store_dir: StrPath, namesrv: NamesrvController | str | None = None,
-                     **overrides: Any) -> AsyncIterator[BrokerController]:
+async def run_broker(store_dir: StrPath, namesrv: NamesrvController | str | None = None, *,
+                     tls: TlsSettings | None = None, **overrides: Any) -> AsyncIterator[BrokerController]:
     """A started ``BrokerController`` on 127.0.0.1:0 with its store in ``store_dir``.
 
     Args:
         store_dir: the store root (reuse it to test a restart).
         namesrv: a NamesrvController or ``"host:port"`` to register with (default none).
+        tls: the broker's ``tls.*`` settings (``rmq.remoting.tls.TlsSettings``); default none.
         overrides: snake_case ``BrokerConfig`` / ``StoreConfig`` fields.
     """
     from rmq.broker.controller import BrokerController
 
     bc, sc = make_broker_configs(store_dir, namesrv, **overrides)
-    broker = BrokerController(bc, sc)
+    broker = BrokerController(bc, sc, tls=tls)
     await broker.start()
     try:
         yield broker
@@ -147,11 +152,12 @@ async def run_broker(store_dir: StrPath, namesrv: NamesrvController | str | None
 
 
 @contextlib.asynccontextmanager
-async def run_standalone(store_dir: StrPath,
+async def run_standalone(store_dir: StrPath, *, tls: TlsSettings | None = None,
                          **overrides: Any) -> AsyncIterator[tuple[NamesrvController, BrokerController]]:
-    """A name server and a broker registered with it: yields ``(namesrv, broker)``."""
-    async with run_namesrv() as ns:
-        async with run_broker(store_dir, namesrv=ns, **overrides) as broker:
+    """A name server and a broker registered with it: yields ``(namesrv, broker)``; ``tls``
+    (both daemons' ``tls.*`` settings) as ``rmq standalone`` takes them."""
+    async with run_namesrv(tls=tls) as ns:
+        async with run_broker(store_dir, namesrv=ns, tls=tls, **overrides) as broker:
             yield ns, broker
 
 
@@ -348,7 +354,8 @@ class NoisyNeighbour:
     trip; a request unanswered within ``timeout`` counts as a round trip of ``timeout`` and the
     probe reconnects. The default request is GET_MAX_OFFSET for ``TBW102`` queue 0, which every
     broker answers without touching the disk; pass ``code``/``ext_fields`` for a name server
-    (e.g. GET_ROUTEINFO_BY_TOPIC).
+    (e.g. GET_ROUTEINFO_BY_TOPIC), and ``tls`` (an ``ssl.SSLContext``) for a server that
+    enforces TLS.
 
     Use::
 
@@ -363,7 +370,7 @@ class NoisyNeighbour:
     """
 
     def __init__(self, addr: str, *, code: int | None = None, ext_fields: dict[str, str] | None = None,
-                 interval: float = 0.01, timeout: float = 5.0) -> None:
+                 interval: float = 0.01, timeout: float = 5.0, tls: ssl.SSLContext | None = None) -> None:
         import threading
 
         from rmq.common.constants import TopicValidator
@@ -376,6 +383,7 @@ class NoisyNeighbour:
             topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, queue_id=0).to_ext_fields()
         self.interval = interval
         self.timeout = timeout
+        self.tls = tls
         self.samples: list[float] = []
         self.failures = 0
         self._stop = threading.Event()
@@ -414,6 +422,8 @@ class NoisyNeighbour:
     def _connect(self) -> socket.socket:
         host, port = self.addr.rsplit(":", 1)
         s = socket.create_connection((host, int(port)), timeout=self.timeout)
+        if self.tls is not None:
+            s = self.tls.wrap_socket(s, server_hostname=host)
         s.settimeout(self.timeout)
         return s
 

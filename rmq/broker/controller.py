@@ -72,6 +72,7 @@ from rmq.remoting.connection import ConnectionEvent
 from rmq.remoting.dispatcher import ProcessorPool
 from rmq.remoting.headers import NotifyConsumerIdsChangedRequestHeader
 from rmq.remoting.server import RemotingServer
+from rmq.remoting.tls import TlsSettings
 from rmq.store import MessageStore, StoreConfig
 
 log = logging.getLogger("rmq.broker")
@@ -103,9 +104,13 @@ class BrokerController:
             port is then advertised).
         store_config: the store's ``StoreConfig``; its ``store_path_root_dir`` also holds
             ``config/`` with our topic, group and offset tables.
+        tls: the ``tls.*`` settings (``rmq.remoting.tls.TlsSettings``): the server mode and
+            certificate, and whether registrations with name servers use TLS (``tls.enable``,
+            by default when the mode is enforcing, Java ``BrokerStartup``). Default None =
+            plain TCP, TLS refused.
     """
 
-    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig):
+    def __init__(self, broker_config: BrokerConfig, store_config: StoreConfig, tls: TlsSettings | None = None):
         self.broker_config = broker_config
         self.store_config = store_config
         self.config_dir = os.path.join(store_config.store_path_root_dir, "config")
@@ -142,11 +147,14 @@ class BrokerController:
             frame_read_timeout=broker_config.frame_read_timeout_seconds or None,
             max_partial_frame_bytes=broker_config.max_partial_frame_bytes or None,
             close_grace=broker_config.close_grace_seconds,
+            tls=tls.server_options() if tls is not None else None,
         )
         self.message_store: MessageStore | None = None
         self.pull_message_processor: PullMessageProcessor | None = None
         self.pull_request_hold_service: PullRequestHoldService | None = None
-        self.broker_outer_api = BrokerOuterAPI(broker_config.namesrv_addr_list)
+        self.broker_outer_api = BrokerOuterAPI(
+            broker_config.namesrv_addr_list,
+            tls=tls.client_context() if tls is not None and tls.client_enabled else None)
         self.ready = False
         # ACL 1.0 (aclEnable): loaded at start, watched by the "acl-watch" task.
         self.acl: PlainPermissionManager | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import zlib
 
 from rmq.broker.processors.common import to_json_bytes
@@ -26,11 +27,13 @@ class BrokerOuterAPI:
     Args:
         namesrv_addrs: ``["host:port", ...]``; may be empty (a broker without name servers
             still serves clients that know its address).
+        tls: an ``ssl.SSLContext`` to reach the name servers over TLS (Java
+            ``NettyClientConfig.useTLS``); default None = plain TCP.
     """
 
-    def __init__(self, namesrv_addrs: list[str]):
+    def __init__(self, namesrv_addrs: list[str], tls: ssl.SSLContext | None = None):
         self.namesrv_addrs = list(namesrv_addrs)
-        self.client = RemotingClient(self.namesrv_addrs or None)
+        self.client = RemotingClient(self.namesrv_addrs or None, tls=tls)
 
     async def close(self) -> None:
         await self.client.close()

@@ -30,6 +30,7 @@ from rmq.config import (
 )
 from rmq.errors import StoreError
 from rmq.namesrv.controller import NamesrvController
+from rmq.remoting.tls import TlsSettings, split_tls_properties
 from rmq.store import StoreConfig
 
 log = logging.getLogger("rmq")
@@ -93,6 +94,18 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
+def build_tls_settings(props: dict[str, str]) -> tuple[dict[str, str], TlsSettings]:
+    """Take the ``tls.*`` properties out of ``props`` and check them: the files they name are
+    loaded now, so a missing certificate stops start-up naming its property
+    (:class:`ConfigError`). Returns the other properties and the settings."""
+    rest, tls_props = split_tls_properties(props)
+    settings = TlsSettings.from_properties(tls_props)
+    settings.server_options()
+    if settings.client_enabled:
+        settings.client_context()
+    return rest, settings
+
+
 def build_broker_configs(props: dict[str, str],
                          base_dir_default: str | None = None) -> tuple[BrokerConfig, StoreConfig, list[str]]:
     broker_config = BrokerConfig()
@@ -133,7 +146,9 @@ def run_namesrv(config_file: str | None = None, overrides: typing.Sequence[str] 
         if port is not None:
             props["listenPort"] = str(port)
         props.update(parse_overrides(overrides))
+        props, tls = build_tls_settings(props)
         config, warnings = build_namesrv_config(props)
+        tls_options = tls.server_options()
     except ConfigError as e:
         return _fail("rmq namesrv", str(e), EXIT_BAD_CONFIG)
     if config_file and not config.config_store_path:
@@ -144,7 +159,7 @@ def run_namesrv(config_file: str | None = None, overrides: typing.Sequence[str] 
         log.warning("%s", w)
 
     async def main() -> None:
-        ctl = NamesrvController(config)
+        ctl = NamesrvController(config, tls=tls_options)
         stop = _stop_event()
         try:
             await ctl.start()
@@ -172,6 +187,7 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
     try:
         props = load_properties(config_file) if config_file else {}
         props.update(parse_overrides(overrides))
+        props, tls = build_tls_settings(props)
         broker_config, store_config, warnings = build_broker_configs(props)
         if config_file and not broker_config.broker_config_path:
             # Java BrokerStartup: updateBrokerConfig persists to the -c file
@@ -184,7 +200,7 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
     async def main() -> None:
         stop = _stop_event()
         try:
-            broker = BrokerController(broker_config, store_config)
+            broker = BrokerController(broker_config, store_config, tls=tls)
             await broker.start()
         except ConfigError as e:  # a bad plain_acl.yml (aclEnable)
             raise StartupError(str(e), EXIT_BAD_CONFIG) from None
@@ -216,7 +232,9 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
     try:
         props = {"listenHost": host, "listenPort": str(broker_port), "storePathRootDir": store_dir}
         props.update(parse_overrides(overrides))
+        props, tls = build_tls_settings(props)
         broker_config, store_config, warnings = build_broker_configs(props)
+        tls_options = tls.server_options()
     except ConfigError as e:
         return _fail("rmq standalone", str(e), EXIT_BAD_CONFIG)
     for w in warnings:
@@ -228,7 +246,8 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
         # The KV config (mqadmin updateKvConfig) lives with the store, as Java's under ~/namesrv.
         namesrv = NamesrvController(NamesrvConfig(
             listen_host=host, listen_port=namesrv_port,
-            kv_config_path=os.path.join(store_config.store_path_root_dir, "namesrv", "kvConfig.json")))
+            kv_config_path=os.path.join(store_config.store_path_root_dir, "namesrv", "kvConfig.json")),
+            tls=tls_options)
         stop = _stop_event()
         try:
             await namesrv.start()
@@ -239,7 +258,7 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
             if not broker_config.namesrv_addr:
                 broker_config.namesrv_addr = f"{ns_host}:{namesrv.port}"
             try:
-                broker = BrokerController(broker_config, store_config)
+                broker = BrokerController(broker_config, store_config, tls=tls)
                 await broker.start()
             except ConfigError as e:  # a bad plain_acl.yml (aclEnable)
                 raise StartupError(str(e), EXIT_BAD_CONFIG) from None

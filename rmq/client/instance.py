@@ -21,6 +21,7 @@ import logging
 import os
 import random
 import socket
+import ssl
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
@@ -43,6 +44,7 @@ from rmq.remoting.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     ResetOffsetRequestHeader,
 )
+from rmq.remoting.tls import resolve_client_tls
 from rmq.types import MessageExt, MessageQueue
 
 from ._codec import decode_messages
@@ -151,7 +153,8 @@ class ClientInstance:
     """
 
     def __init__(self, client_id: str, namesrv_addr: str | list[str], client_ip: str,
-                 credentials: SessionCredentials | None = None) -> None:
+                 credentials: SessionCredentials | None = None,
+                 tls: bool | ssl.SSLContext | None = None) -> None:
         self.client_id = client_id
         self.credentials = credentials
         self.client_ip = client_ip
@@ -160,7 +163,9 @@ class ClientInstance:
         if not addrs:
             raise ClientError("namesrv_addr is empty")
         self.namesrv_addrs = addrs
-        self.remoting = RemotingClient(addrs)
+        #: the ``tls=`` its first client gave (Java: the instance's ``NettyClientConfig.useTLS``)
+        self.tls = tls
+        self.remoting = RemotingClient(addrs, tls=resolve_client_tls(tls))
         if credentials is not None:
             # Java MQClientInstance gets the AclClientRPCHook: every request it sends is signed.
             self.remoting.add_rpc_hook(AclClientRPCHook(credentials))
@@ -587,13 +592,16 @@ def _forget(inst: ClientInstance) -> None:
 
 
 def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "DEFAULT",
-                        client_ip: str | None = None,
-                        credentials: SessionCredentials | None = None) -> ClientInstance:
+                        client_ip: str | None = None, credentials: SessionCredentials | None = None,
+                        tls: bool | ssl.SSLContext | None = None) -> ClientInstance:
     """The instance for ``ip@pid#instance_name`` on the running loop, created on first use.
 
+    Clients sharing an instance share its connections and its signer, so they must agree on
+    ``tls`` and the ACL credentials.
+
     Raises:
-        ClientError: the instance exists with other ACL credentials (one client id signs with
-            one account: give the client another ``instance_name``).
+        ClientError: the instance exists with other ACL credentials or another ``tls`` (give
+            the client another ``instance_name``).
     """
     loop = asyncio.get_running_loop()
     first = namesrv_addr[0] if isinstance(namesrv_addr, list) else namesrv_addr
@@ -602,9 +610,12 @@ def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "
     table = _instances.setdefault(loop, {})
     inst = table.get(client_id)
     if inst is None or inst.closed:
-        inst = ClientInstance(client_id, namesrv_addr, ip, credentials)
+        inst = ClientInstance(client_id, namesrv_addr, ip, credentials, tls)
         table[client_id] = inst
     elif inst.credentials != credentials:
         raise ClientError(f"client {client_id} already runs with other ACL credentials; give this producer or "
                           "consumer another instance_name")
+    elif not (inst.tls is tls or (not inst.tls and not tls)):
+        raise ClientError(f"client id {client_id} already connects with tls={inst.tls!r}; a client asking "
+                          f"for tls={tls!r} needs another instance_name")
     return inst

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import ssl
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
@@ -168,6 +169,10 @@ class Producer:
             does (brokers with ``aclEnable=true``); default None = unsigned.
         secret_key: the account's secretKey, given together with ``access_key``; default None.
         security_token: optional ``SecurityToken`` sent with each signed request; default None.
+        tls: ``True`` to connect over TLS, verifying the servers' certificates against the
+            system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
+            (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
+            (Java ``useTLS``).
 
     Use ``async with Producer(...) as p`` or ``await p.start()`` / ``await p.close()``.
     """
@@ -179,7 +184,7 @@ class Producer:
                  send_latency_fault_enable: bool = True,
                  transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None,
                  access_key: str | None = None, secret_key: str | None = None,
-                 security_token: str | None = None) -> None:
+                 security_token: str | None = None, tls: bool | ssl.SSLContext | None = None) -> None:
         validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
         try:
             self._credentials = SessionCredentials.of(access_key, secret_key, security_token)
@@ -203,6 +208,9 @@ class Producer:
         self._default_topic_queue_nums = default_topic_queue_nums
         self._send_latency_fault_enable = send_latency_fault_enable
         self._transaction_checker = transaction_checker
+        if tls is not None and not isinstance(tls, (bool, ssl.SSLContext)):
+            raise ClientError(f"tls must be True, False, None or an ssl.SSLContext, got {type(tls).__name__}")
+        self._tls = tls
         self._instance: ClientInstance | None = None
         self._uniq: UniqKeyGenerator | None = None
         self._faults = _FaultTolerance()
@@ -227,7 +235,8 @@ class Producer:
             raise IllegalStateError(f"producer {self.group} is {self._state.name}; only a new producer "
                                     "can be started (create another one)")
         inst = get_client_instance(self._namesrv_addr, instance_name=self._instance_name,
-                                   client_ip=self._client_ip, credentials=self._credentials)
+                                   client_ip=self._client_ip, credentials=self._credentials,
+                                   tls=self._tls)
         try:
             await inst.register_producer(self.group, self._member)
         except BaseException:

@@ -21,6 +21,7 @@ from rmq.namesrv.route_manager import RouteInfoManager, RouteLimits
 from rmq.remoting.connection import Connection, ConnectionEvent
 from rmq.remoting.dispatcher import ProcessorPool
 from rmq.remoting.server import RemotingServer
+from rmq.remoting.tls import TlsServerOptions
 
 log = logging.getLogger("rmq.namesrv")
 
@@ -30,15 +31,18 @@ class NamesrvController:
 
     Args:
         config: ``NamesrvConfig`` (``listen_port=0`` binds an ephemeral port).
+        tls: the server side of TLS (``rmq.remoting.tls.TlsServerOptions``: mode, context,
+            handshake timeout); default None = plain TCP, TLS refused.
     """
 
-    def __init__(self, config: NamesrvConfig | None = None) -> None:
+    def __init__(self, config: NamesrvConfig | None = None, tls: TlsServerOptions | None = None) -> None:
         self.config = config or NamesrvConfig()
         c = self.config
         self.route_info_manager = RouteInfoManager(
             c.broker_channel_expired_seconds, RouteLimits(c.max_brokers, c.max_topics_per_broker, c.max_topics))
         self.server = RemotingServer(
-            self.config.listen_host, self.config.listen_port, idle_timeout=self.config.idle_timeout, name="namesrv"
+            self.config.listen_host, self.config.listen_port, idle_timeout=self.config.idle_timeout, name="namesrv",
+            tls=tls,
         )
         self.kv_config_manager = KVConfigManager(c)
         self.configuration = NamesrvConfiguration(c, self._config_changed)

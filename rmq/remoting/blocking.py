@@ -17,6 +17,7 @@ import contextlib
 import logging
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -45,17 +46,27 @@ class BlockingConnection:
         connect_timeout: seconds allowed for the TCP connect (default 3.0).
         max_frame_length: largest frame accepted (default 64 MiB); a bigger one closes the
             connection with a ``RemotingCommandError``.
+        tls: an ``ssl.SSLContext`` to wrap the socket with (the handshake counts against
+            ``connect_timeout``); default None = plain TCP.
     """
 
     def __init__(self, addr: str, connect_timeout: float = 3.0, *,
-                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
+                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH, tls: ssl.SSLContext | None = None) -> None:
         self.addr = addr
         host, _, port = addr.rpartition(":")
         try:
-            self._sock = socket.create_connection((host, int(port)), timeout=connect_timeout)
+            sock = socket.create_connection((host, int(port)), timeout=connect_timeout)
         except (OSError, ValueError) as e:
             raise RemotingConnectError(addr, f"connect to {addr} failed: {e}") from e
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:
+            try:
+                sock = tls.wrap_socket(sock, server_hostname=host.strip("[]"))
+            except (OSError, ValueError) as e:  # SSLError, a timeout, a reset during the handshake
+                sock.close()
+                raise RemotingConnectError(addr, f"TLS handshake with {addr} failed: {e}") from e
+        self._sock = sock
+        self._tls = tls is not None
         self._decoder = FrameDecoder(max_frame_length=max_frame_length)
         self.closed = False
 
@@ -68,8 +79,17 @@ class BlockingConnection:
             readable, _, _ = select.select([self._sock], [], [], 0)
             if not readable:
                 return False
+            if self._tls:
+                # TLS has no peek: read what is there (a record or the close) into the decoder,
+                # where an unsolicited frame waits like any other.
+                self._sock.settimeout(0)
+                data = self._sock.recv(_RECV_SIZE)
+                if not data:
+                    return True
+                self._decoder.feed(data)
+                return False
             return self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-        except BlockingIOError:
+        except (BlockingIOError, ssl.SSLWantReadError):
             return False
         except OSError:
             return True
@@ -163,11 +183,14 @@ class BlockingRemotingClient:
         name_servers: ``host:port`` addresses, tried in order on failure.
         timeout: seconds allowed for each call unless one is given (default 10.0).
         connect_timeout: seconds allowed for each TCP connect (default 3.0).
+        tls: an ``ssl.SSLContext`` for TLS to every peer; default None = plain TCP.
     """
 
-    def __init__(self, name_servers: Sequence[str], *, timeout: float = 10.0, connect_timeout: float = 3.0) -> None:
+    def __init__(self, name_servers: Sequence[str], *, timeout: float = 10.0, connect_timeout: float = 3.0,
+                 tls: ssl.SSLContext | None = None) -> None:
         if not name_servers:
             raise ValueError("at least one name server address is required")
+        self.tls = tls
         self.name_servers = list(name_servers)
         self.timeout = timeout
         self.connect_timeout = connect_timeout
@@ -186,7 +209,7 @@ class BlockingRemotingClient:
             log.info("connection to %s was closed by the peer; reconnecting", addr)
             c.close()
         if c is None or c.closed:
-            c = BlockingConnection(addr, self.connect_timeout)
+            c = BlockingConnection(addr, self.connect_timeout, tls=self.tls)
             self._conns[addr] = c
         return c
 

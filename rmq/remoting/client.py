@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import ssl
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, Self
 
@@ -79,6 +80,8 @@ class RemotingClient:
         idle_timeout: close connections idle this long (default 120 s); None disables.
         max_frame_length: refuse larger frames (default 16 MiB).
         name: used in logs (default ``"client"``).
+        tls: an ``ssl.SSLContext`` to speak TLS to every peer (Java ``NettyClientConfig.useTLS``);
+            default None = plain TCP. The handshake counts against ``connect_timeout``.
     """
 
     def __init__(
@@ -91,8 +94,10 @@ class RemotingClient:
         idle_timeout: float | None = 120.0,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         name: str = "client",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.namesrv_addrs: list[str] = []
+        self.tls = tls
         self.update_namesrv_addrs(namesrv_addrs or [])
         self.connect_timeout = connect_timeout
         self.max_async_in_flight = max_async_in_flight
@@ -185,7 +190,11 @@ class RemotingClient:
 
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, conn = await loop.create_connection(factory, host, port)
+                if self.tls is None:
+                    _, conn = await loop.create_connection(factory, host, port)
+                else:
+                    _, conn = await loop.create_connection(factory, host, port, ssl=self.tls, server_hostname=host,
+                                                           ssl_handshake_timeout=self.connect_timeout)
         except TimeoutError:
             raise RemotingConnectError(addr, f"connect to {addr} timed out after {self.connect_timeout}s") from None
         except OSError as exc:

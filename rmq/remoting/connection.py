@@ -52,6 +52,7 @@ from rmq.errors import (
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode
 from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.idle import IdleStateHandler
+from rmq.remoting.tls import TLS_RECORD_HANDSHAKE
 
 if TYPE_CHECKING:  # pragma: no cover
     from rmq.remoting.dispatcher import Dispatcher
@@ -74,8 +75,9 @@ log = logging.getLogger("rmq.remoting")
 _rlog = RateLimitedLog(log)
 
 # A TLS ClientHello starts with record type 0x16; as a RocketMQ length word that would be a
-# frame of ≥ 369 MiB, so the first byte alone tells a TLS client apart.
-_TLS_HANDSHAKE = 0x16
+# frame of ≥ 369 MiB, so the first byte alone tells a TLS client apart. A server with TLS on
+# looks at it before the connection exists (RemotingServer); here it is refused.
+_TLS_HANDSHAKE = TLS_RECORD_HANDSHAKE
 
 # Write buffer marks: a pull reply is up to ~256 KiB, so the asyncio default (64 KiB) would
 # pause reading after every few replies on a busy connection.
@@ -91,6 +93,11 @@ DEFAULT_MAX_PARTIAL_FRAME_BYTES = 64 * 1024 * 1024
 DEFAULT_CLOSE_GRACE = 3.0
 
 _FRAME_LEN = struct.Struct(">i")
+
+# TLS transports (uvloop's and asyncio's SSL protocols) encrypt each element of a writelines
+# into at least one record of its own; runs of smaller parts are joined up to one record's
+# payload (16 KiB), so a small reply is one record rather than one per part.
+_TLS_RECORD_PAYLOAD = 16 * 1024
 
 # when_written(): first re-check of a still-buffered reply after 5 ms, backing off to 50 ms.
 _WRITTEN_FIRST_DELAY = 0.005
@@ -274,6 +281,7 @@ class Connection(asyncio.Protocol):
         self._in_read = False  # inside _process_frames (guards re-entry from resume_writing)
         self._batch_bytes = 0
         self._write_paused = False
+        self._tls = False  # set by connection_made: small parts are joined before writing
         self._pending: dict[int, Waiter] = {}  # the response table
         self._writable = asyncio.Event()
         self._writable.set()
@@ -313,6 +321,7 @@ class Connection(asyncio.Protocol):
         self.remote_addr = _fmt_addr(transport.get_extra_info("peername"))
         self.local_addr = _fmt_addr(transport.get_extra_info("sockname"))
         transport.set_write_buffer_limits(high=self._write_buffer_high)
+        self._tls = transport.get_extra_info("ssl_object") is not None
         self._idle = IdleStateHandler(self._loop, self._idle_timeout, self._on_idle)
         self._idle.start()
         self._manager.emit(ConnectionEvent.CONNECT, self)
@@ -323,7 +332,8 @@ class Connection(asyncio.Protocol):
         if not self._seen_data:
             self._seen_data = True
             if data and data[0] == _TLS_HANDSHAKE:
-                self._bad_input(RemotingCommandError("TLS handshake received, but this port speaks plain TCP"))
+                self._bad_input(RemotingCommandError("TLS handshake received, but this port speaks plain TCP "
+                                                    "(tls.server.mode=disabled)"))
                 return
         idle = self._idle
         if idle is not None:
@@ -366,7 +376,7 @@ class Connection(asyncio.Protocol):
                 else:
                     self._dispatcher.dispatch(self, cmd)
                 if self._batch_bytes >= high and batch:
-                    transport.writelines(batch)  # may call pause_writing
+                    self._writelines(batch)  # may call pause_writing
                     batch.clear()
                     self._batch_bytes = 0
                     if self._write_paused:
@@ -497,7 +507,7 @@ class Connection(asyncio.Protocol):
         _rlog.warning("bad-input", "%s: closing connection from %s: %s", self.role, self.remote_addr, clip(exc))
         transport = self._transport
         if self._batch and transport is not None:  # replies to the good frames before the bad one still go out
-            transport.writelines(self._batch)
+            self._writelines(self._batch)
             self._batch.clear()
         self._manager.emit(ConnectionEvent.EXCEPTION, self, exc)
         self.close()
@@ -566,9 +576,14 @@ class Connection(asyncio.Protocol):
         self._batch_bytes = 0
         transport = self._transport
         if batch and transport is not None and not transport.is_closing():
-            transport.writelines(batch)  # may call pause_writing
+            self._writelines(batch)  # may call pause_writing
             if self._write_paused:
                 self._check_write_limit()
+
+    def _writelines(self, parts: list[Any]) -> None:
+        """One vectored write of the parts (over TLS, with runs of small parts joined)."""
+        assert self._transport is not None
+        self._transport.writelines(_join_small_parts(parts) if self._tls else parts)
 
     def _check_write_limit(self) -> None:
         """Abort a peer that lets more than ``write_buffer_limit`` pile up (it does not read)."""
@@ -691,6 +706,12 @@ class Connection(asyncio.Protocol):
             call.complete(None, RemotingTimeoutError(self.remote_addr, call.timeout))
         return len(expired)
 
+    def transport_info(self, name: str, default: Any = None) -> Any:
+        """The transport's ``get_extra_info(name)``: ``"peername"``, and on a TLS connection
+        ``"ssl_object"``, ``"peercert"`` (the client certificate the server verified), ``"cipher"``."""
+        transport = self._transport
+        return transport.get_extra_info(name, default) if transport is not None else default
+
     @property
     def pending_count(self) -> int:
         """Entries in this connection's response table."""
@@ -749,3 +770,26 @@ def _fmt_addr(addr: Any) -> str:
     if isinstance(addr, tuple) and len(addr) >= 2:
         return f"{addr[0]}:{addr[1]}"
     return str(addr) if addr else "?"
+
+def _join_small_parts(parts: list[Any]) -> list[Any]:
+    """``parts`` with runs of parts smaller than a TLS record joined (up to one record each):
+    a TLS transport encrypts every element of a writelines into records of its own."""
+    out: list[Any] = []
+    run: list[Any] = []
+    run_bytes = 0
+    for part in parts:
+        size = len(part)
+        if size >= _TLS_RECORD_PAYLOAD:
+            if run:
+                out.append(b"".join(run) if len(run) > 1 else run[0])
+                run, run_bytes = [], 0
+            out.append(part)
+            continue
+        run.append(part)
+        run_bytes += size
+        if run_bytes >= _TLS_RECORD_PAYLOAD:
+            out.append(b"".join(run))
+            run, run_bytes = [], 0
+    if run:
+        out.append(b"".join(run) if len(run) > 1 else run[0])
+    return out

@@ -11,15 +11,29 @@ Lifecycle::
     await server.start()          # listening; server.port / server.address
     ...
     await server.close()          # stop accepting, finish in-flight work, close connections
+
+TLS (``tls=TlsServerOptions(...)``, Java ``NettyRemotingServer.HandshakeHandler``): in the
+disabled mode the loop's own server accepts, as without TLS, and a ClientHello is refused by
+the connection. In the permissive and enforcing modes the server accepts sockets itself and
+peeks at the first byte without consuming it (``MSG_PEEK``) before the loop takes the socket
+over: 0x16 (a ClientHello) gets ``connect_accepted_socket(ssl=...)``, anything else a plain
+transport (permissive) or a close with one rate-limited log line (enforcing). The first byte
+must come within the idle timeout (Java's idle handler sits beside its handshake handler) and
+the handshake must complete within ``handshake_timeout``; sockets waiting for either count
+against ``max_connections``, so handshakes that never finish cannot pile up. Once connected, a
+TLS connection is the same :class:`~rmq.remoting.connection.Connection` with the same write
+buffer marks and limits (the TLS transport counts its unencrypted backlog in its write buffer
+size).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any, Self
 
-from rmq.common.log import RateLimitedLog
+from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import IllegalStateError
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rmq.remoting.connection import (
@@ -34,6 +48,7 @@ from rmq.remoting.connection import (
     FrameBudget,
 )
 from rmq.remoting.dispatcher import Dispatcher, ProcessorPool
+from rmq.remoting.tls import TLS_RECORD_HANDSHAKE, TlsMode, TlsServerOptions
 
 __all__ = ["RemotingServer"]
 
@@ -63,6 +78,8 @@ class RemotingServer:
         close_grace: seconds a closing connection may wait for its peer to take the last
             replies before it is aborted (default 3).
         name: used in logs (default ``"remoting"``).
+        tls: :class:`~rmq.remoting.tls.TlsServerOptions` (mode, context, handshake timeout);
+            default None = plain TCP, TLS refused (the disabled mode).
     """
 
     def __init__(
@@ -79,6 +96,7 @@ class RemotingServer:
         max_partial_frame_bytes: int | None = DEFAULT_MAX_PARTIAL_FRAME_BYTES,
         close_grace: float = DEFAULT_CLOSE_GRACE,
         name: str = "remoting",
+        tls: TlsServerOptions | None = None,
     ) -> None:
         self.host = host
         self._port = port
@@ -95,6 +113,10 @@ class RemotingServer:
         self.connection_manager = ConnectionManager(name)
         self._server: asyncio.AbstractServer | None = None
         self._closing = False
+        self.tls = tls if tls is not None and tls.mode is not TlsMode.DISABLED else None
+        self._listen_sock: socket.socket | None = None  # the TLS modes accept themselves
+        self._accept_task: asyncio.Task[None] | None = None
+        self._admitting: set[asyncio.Task[None]] = set()  # sockets before their first byte / handshake
 
     # ------------------------------------------------------------------ configuration
 
@@ -137,14 +159,75 @@ class RemotingServer:
         Raises:
             OSError: the address is in use or cannot be bound.
         """
-        if self._server is not None:
+        if self._server is not None or self._listen_sock is not None:
             raise IllegalStateError(f"{self.name} server already started")
         self.connection_manager.add_listener(self._enforce_cap)
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            self._make_protocol, self.host, self._port, reuse_address=True, backlog=1024
-        )
-        log.info("%s: remoting server listening on %s", self.name, self.address)
+        if self.tls is None:
+            self._server = await loop.create_server(
+                self._make_protocol, self.host, self._port, reuse_address=True, backlog=1024
+            )
+            log.info("%s: remoting server listening on %s", self.name, self.address)
+            return
+        self._listen_sock = _listen(self.host, self._port)
+        self._port = int(self._listen_sock.getsockname()[1])
+        self._accept_task = loop.create_task(self._accept_loop(self._listen_sock), name=f"{self.name}-accept")
+        log.info("%s: remoting server listening on %s (TLS %s)", self.name, self.address, self.tls.mode.value)
+
+    # ------------------------------------------------------------------ TLS accept
+
+    async def _accept_loop(self, lsock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                sock, _ = await loop.sock_accept(lsock)
+            except OSError as e:  # EMFILE and friends: the next accept may work
+                _rlog.warning("accept", "%s: accept failed: %s", self.name, e)
+                await asyncio.sleep(0.1)
+                continue
+            if self._closing:
+                sock.close()
+                continue
+            if len(self._admitting) + len(self.connection_manager.connections) >= self.max_connections:
+                _rlog.warning("connection-cap", "%s: %d connections and %d handshakes is the cap of %d, refusing %s",
+                              self.name, len(self.connection_manager.connections), len(self._admitting),
+                              self.max_connections, _peer(sock))
+                sock.close()
+                continue
+            sock.setblocking(False)
+            task = loop.create_task(self._admit(sock))
+            self._admitting.add(task)
+            task.add_done_callback(self._admitting.discard)
+
+    async def _admit(self, sock: socket.socket) -> None:
+        """Peek at the first byte, then hand the socket to the loop with or without TLS."""
+        assert self.tls is not None
+        loop = asyncio.get_running_loop()
+        peer = _peer(sock)
+        handed_over = False
+        try:
+            first = await _peek_first_byte(loop, sock, self.idle_timeout)
+            if first is None:
+                return  # closed, or silent for the idle timeout, before saying anything
+            if first == TLS_RECORD_HANDSHAKE:
+                try:
+                    await loop.connect_accepted_socket(self._make_protocol, sock, ssl=self.tls.context,
+                                                       ssl_handshake_timeout=self.tls.handshake_timeout)
+                    handed_over = True
+                except (OSError, TimeoutError, ConnectionError) as e:
+                    _rlog.warning("tls-handshake", "%s: TLS handshake with %s failed: %s",
+                                  self.name, peer, clip(e) or type(e).__name__)
+            elif self.tls.mode is TlsMode.ENFORCING:
+                _rlog.warning("tls-enforcing", "%s: closing plain-TCP connection from %s: this server only "
+                              "accepts TLS (tls.server.mode=enforcing)", self.name, peer)
+            else:
+                await loop.connect_accepted_socket(self._make_protocol, sock)
+                handed_over = True
+        except OSError as e:
+            log.debug("%s: connection from %s lost before it was served: %s", self.name, peer, e)
+        finally:
+            if not handed_over:
+                sock.close()
 
     def _enforce_cap(self, event: ConnectionEvent, conn: Connection, exc: BaseException | None = None) -> None:
         if event is ConnectionEvent.CONNECT:
@@ -158,6 +241,8 @@ class RemotingServer:
     @property
     def port(self) -> int:
         """The bound port (after ``start()``)."""
+        if self._listen_sock is not None:
+            return self._port
         sockets = getattr(self._server, "sockets", None)  # asyncio.Server / uvloop Server
         if not sockets:
             return self._port
@@ -173,10 +258,20 @@ class RemotingServer:
 
         Idempotent.
         """
-        if self._server is None or self._closing:
+        if (self._server is None and self._listen_sock is None) or self._closing:
             return
         self._closing = True
-        self._server.close()
+        if self._server is not None:
+            self._server.close()
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            await asyncio.gather(self._accept_task, return_exceptions=True)
+        for task in list(self._admitting):
+            task.cancel()
+        if self._admitting:
+            await asyncio.gather(*self._admitting, return_exceptions=True)
+        if self._listen_sock is not None:
+            self._listen_sock.close()
         await self.dispatcher.close(grace)
         conns = list(self.connection_manager.connections)
         for conn in conns:
@@ -188,7 +283,8 @@ class RemotingServer:
             for conn in conns:
                 if not conn.lost:
                     conn.abort()
-        await self._server.wait_closed()
+        if self._server is not None:
+            await self._server.wait_closed()
         log.info("%s: remoting server on %s closed", self.name, self.address)
 
     async def __aenter__(self) -> Self:
@@ -197,3 +293,53 @@ class RemotingServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket as ``loop.create_server`` would make it (reuse_address, backlog 1024)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host or ("::" if family == socket.AF_INET6 else "0.0.0.0"), port))
+        sock.listen(1024)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _peer(sock: socket.socket) -> str:
+    try:
+        addr = sock.getpeername()
+    except OSError:
+        return "?"
+    return f"{addr[0]}:{addr[1]}"
+
+
+async def _peek_first_byte(loop: asyncio.AbstractEventLoop, sock: socket.socket,
+                           timeout: float | None) -> int | None:
+    """The first byte the peer sent, left in the socket; None on EOF, error or timeout."""
+    fut: asyncio.Future[bytes] = loop.create_future()
+
+    def readable() -> None:
+        try:
+            data = sock.recv(1, socket.MSG_PEEK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not fut.done():
+            fut.set_result(data)
+
+    fd = sock.fileno()
+    loop.add_reader(fd, readable)
+    try:
+        async with asyncio.timeout(timeout):
+            data = await fut
+    except TimeoutError:
+        return None
+    finally:
+        loop.remove_reader(fd)
+    return data[0] if data else None

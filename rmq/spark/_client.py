@@ -28,6 +28,7 @@ from rmq.remoting.blocking import BlockingRemotingClient
 from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import PullMessageRequestHeader
+from rmq.spark.options import TlsProperties, client_tls_context
 from rmq.types import MessageQueue, SendResult
 
 __all__ = ["RocketMQClient", "close_shared_clients", "shared_client"]
@@ -161,28 +162,29 @@ class RocketMQClient(BlockingRemotingClient):
 
 # --------------------------------------------------------------------------- per-process cache
 
-_shared: dict[tuple[tuple[str, ...], float, SessionCredentials | None], RocketMQClient] = {}
+_shared: dict[tuple[tuple[str, ...], float, SessionCredentials | None, TlsProperties], RocketMQClient] = {}
 _shared_pid = os.getpid()
 _shared_lock = threading.Lock()
 
 
 def shared_client(name_servers: Sequence[str], timeout: float,
-                  credentials: SessionCredentials | None = None) -> RocketMQClient:
-    """The process's client for these name servers (created on first use); with
-    ``credentials`` every request it sends is signed (ACL, ``accessKey``/``secretKey`` options).
+                  credentials: SessionCredentials | None = None, tls: TlsProperties = ()) -> RocketMQClient:
+    """The process's client for these name servers, ACL credentials and TLS options (created
+    on first use); with ``credentials`` every request it sends is signed (``accessKey`` /
+    ``secretKey`` options).
 
     Spark reuses Python workers across tasks, so connections outlive one task; a forked
     child never inherits its parent's sockets (the cache is reset when the pid changes).
     """
     global _shared_pid
-    key = (tuple(name_servers), float(timeout), credentials)
+    key = (tuple(name_servers), float(timeout), credentials, tuple(tls))
     with _shared_lock:
         if os.getpid() != _shared_pid:
             _shared.clear()
             _shared_pid = os.getpid()
         c = _shared.get(key)
         if c is None:
-            c = _shared[key] = RocketMQClient(name_servers, timeout=timeout)
+            c = _shared[key] = RocketMQClient(name_servers, timeout=timeout, tls=client_tls_context(tls))
             if credentials is not None:
                 c.add_rpc_hook(AclClientRPCHook(credentials))
         return c

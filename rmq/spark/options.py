@@ -14,19 +14,27 @@ Offsets JSON names each queue as topic → broker name → queue id, the rocketm
 or, Spark-Kafka style, topic → queue id, allowed when that queue id exists on one broker only::
 
     {"T1": {"0": 42}}
+
+TLS: ``.option("tls", "true")`` connects over TLS, verifying the servers' certificates against
+the system's trust store; Java's client-side names set the rest
+(``tls.client.trustCertPath``, ``tls.client.certPath``, ``tls.client.keyPath``,
+``tls.client.keyPassword``, ``tls.client.authServer``, ``tls.config.file``) and imply ``tls``.
 """
 from __future__ import annotations
 
 import json
 import logging
 import re
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
 from rmq.common.constants import TopicValidator
+from rmq.config import ConfigError
 from rmq.errors import ClientError
 from rmq.remoting.acl import SessionCredentials
+from rmq.remoting.tls import TlsSettings
 
 __all__ = [
     "OptionError",
@@ -41,6 +49,7 @@ __all__ = [
     "parse_offsets_json",
     "offsets_to_json",
     "offsets_from_json",
+    "client_tls_context",
 ]
 
 log = logging.getLogger("rmq.spark")
@@ -55,6 +64,9 @@ OffsetsJson = dict[str, dict[str, dict[str, int]]]
 OffsetKey = tuple[str, str | None, int]
 #: the assign option: topic -> {broker or None (any broker): [queue ids]}
 Assignment = dict[str, dict[str | None, list[int]]]
+#: The ``tls.*`` options as sorted ``(name, value)`` pairs: strings, so the options stay
+#: picklable for the executors, which build their ``ssl.SSLContext`` from them.
+TlsProperties = tuple[tuple[str, str], ...]
 
 
 class OptionError(ClientError, ValueError):
@@ -210,6 +222,7 @@ class SourceOptions:
     group: str | None = None  # consumer group to commit streaming progress to
     consumer_group: str = "rmq-spark"  # the group name put in pull requests (not committed)
     streaming: bool = False
+    tls: TlsProperties = ()  # the tls.* client properties; () = plain TCP (see _tls_properties)
     access_key: str | None = None  # ACL: sign every request (accessKey / secretKey options)
     secret_key: str | None = field(default=None, repr=False)
 
@@ -237,6 +250,34 @@ def _credentials(opts: Mapping[str, str | None]) -> tuple[str | None, str | None
     except ValueError:
         raise OptionError("accessKey and secretKey: give both (ACL credentials) or neither") from None
     return ak or None, sk or None
+# TLS: ``tls=true`` and Java's client-side property names (``tls.client.trustCertPath`` …,
+# ``tls.config.file``); Spark hands options over lower-cased, the TLS settings match any case.
+_TLS_KNOWN = {"tls", "tls.config.file", "tls.client.certpath", "tls.client.keypath", "tls.client.keypassword",
+              "tls.client.trustcertpath", "tls.client.authserver"}
+_SOURCE_KNOWN |= _TLS_KNOWN
+_SINK_KNOWN |= _TLS_KNOWN
+
+def _tls_properties(opts: Mapping[str, str]) -> TlsProperties:
+    """The TLS options, checked here on the driver (a missing file names its option): ``tls``
+    (true/false, default false) turns TLS on, and any ``tls.client.*`` / ``tls.config.file``
+    option implies it. Executors build the same context from the returned pairs."""
+    props = tuple(sorted((k, v) for k, v in opts.items() if k in _TLS_KNOWN and k != "tls" and v is not None))
+    if not _bool(opts, "tls", bool(props)):
+        if props:
+            raise OptionError(f"tls: false, but {props[0][0]} is set")
+        return ()
+    try:
+        client_tls_context(props or (("tls.client.authserver", "true"),))
+    except ConfigError as e:
+        raise OptionError(str(e)) from None
+    return props or (("tls.client.authserver", "true"),)
+
+
+def client_tls_context(props: TlsProperties) -> ssl.SSLContext | None:
+    """The client ``ssl.SSLContext`` the parsed TLS options describe (None for plain TCP)."""
+    if not props:
+        return None
+    return TlsSettings.from_properties(dict(props)).client_context()
 
 
 def _lower(options: Mapping[str, str], known: set[str], what: str) -> dict[str, str]:
@@ -397,6 +438,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         streaming=streaming,
         access_key=_credentials(opts)[0],
         secret_key=_credentials(opts)[1],
+        tls=_tls_properties(opts),
     )
 
 
@@ -414,6 +456,7 @@ class SinkOptions:
     send_timeout_ms: int = 10_000
     batch_size: int = 256  # messages per SEND_BATCH_MESSAGE
     max_in_flight: int = 8  # pipelined batches per broker
+    tls: TlsProperties = ()  # as for the source
     access_key: str | None = None  # ACL: sign every request (accessKey / secretKey options)
     secret_key: str | None = field(default=None, repr=False)
 
@@ -443,6 +486,7 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
         max_in_flight=_positive_int(opts, "maxInFlight", 8, maximum=1024),
         access_key=_credentials(opts)[0],
         secret_key=_credentials(opts)[1],
+        tls=_tls_properties(opts),
     )
 
 

@@ -360,3 +360,38 @@ def test_unreachable_name_server_is_a_clear_error(script, capsys):
     assert mod.main(argv + ["--duration", "1"]) == 2
     err = capsys.readouterr().err
     assert "error: RemotingConnectError" in err and f"127.0.0.1:{port}" in err
+
+
+def test_tls_flags_and_the_bench_certificate(tmp_path):
+    """--tls / --tls-ca give a client context; the certificate Standalone(tls=True) makes with
+    openssl loads as a server certificate and is trusted by that context (no daemon started)."""
+    import ssl
+
+    from rmq.remoting.tls import TlsSettings
+
+    plain = produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T"])
+    assert c.client_tls(plain) is None
+    cert, key = c.make_bench_certificate(str(tmp_path))
+    for argv in (["--tls-ca", cert], ["--tls", "--tls-ca", cert]):
+        a = pull_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--group", "G", *argv])
+        ctx = c.client_tls(a)
+        assert isinstance(ctx, ssl.SSLContext) and ctx.verify_mode is ssl.CERT_REQUIRED
+    server = TlsSettings.from_properties({"tls.server.mode": "enforcing", "tls.server.certPath": cert,
+                                          "tls.server.keyPath": key}).server_options()
+    assert server.context is not None
+    # a handshake in memory: the bench client trusts the bench server for 127.0.0.1
+    client = c.client_tls(produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--tls-ca", cert]))
+    c_in, c_out, s_in, s_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    cs = client.wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
+    ss = server.context.wrap_bio(s_in, s_out, server_side=True)
+    done = set()
+    for _ in range(10):
+        for name, obj, src, dst in (("client", cs, c_out, s_in), ("server", ss, s_out, c_in)):
+            if name not in done:
+                try:
+                    obj.do_handshake()
+                    done.add(name)
+                except ssl.SSLWantReadError:
+                    pass
+            dst.write(src.read())
+    assert done == {"client", "server"}

@@ -68,7 +68,7 @@ def test_constructor_keywords_are_the_options_fields_with_the_same_defaults(cls,
                 if p.kind is p.KEYWORD_ONLY and n not in ("handler", "batch_handler", "orderly", "options")}
     assert keywords == fields
     shared = {f.name for f in dataclasses.fields(rmq.ConsumerOptions)}
-    assert shared < set(fields) and len(shared) == 12
+    assert shared < set(fields) and len(shared) == 13
     for name in fields:     # each setting is documented with its default
         assert f"{name}:" in (cls.__doc__ or ""), f"{cls.__name__} does not document {name}"
         assert f"{name}:" in (options_cls.__doc__ or "") + (rmq.ConsumerOptions.__doc__ or "")

@@ -26,10 +26,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import ssl
 import sys
 
 from rmq.client.admin import NAMESRV_ADDR_ENV, Admin, AdminError
 from rmq.errors import RMQError
+from rmq.remoting.tls import TlsSettings
 
 # The area modules register their commands on import, in this order (``rmq admin --help``).
 from . import acl, broker, consumer, message, topic  # noqa: F401
@@ -52,6 +54,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                        help=f"name server address(es), ';'-separated (default ${NAMESRV_ADDR_ENV}, "
                             f"else {DEFAULT_NAMESRV})")
         acl.add_signing_flags(p)
+        _tls_flags(p)
         if c.flags is not None:
             c.flags(p)
 
@@ -79,8 +82,25 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
+def _tls_flags(p: argparse.ArgumentParser) -> None:
+    # Java's mqadmin takes -Dtls.enable=true and -Dtls.config.file=... (ClientConfig.useTLS).
+    p.add_argument("--tls", action="store_true",
+                   help="connect over TLS (Java -Dtls.enable=true); servers' certificates are verified "
+                        "against the system's trust store ($SSL_CERT_FILE) unless --tls-config says otherwise")
+    p.add_argument("--tls-config", metavar="FILE", default=None,
+                   help="tls.properties with tls.client.trustCertPath / certPath / keyPath / authServer "
+                        "(Java -Dtls.config.file); implies --tls")
+
+
+def _client_tls(args: argparse.Namespace) -> bool | ssl.SSLContext:
+    if args.tls_config:
+        return TlsSettings.from_properties({"tls.config.file": args.tls_config}).client_context()
+    return bool(args.tls)
+
+
 async def _run(args: argparse.Namespace, namesrv: str) -> int:
     access_key, secret_key = acl.credentials(args)
-    async with Admin(namesrv, access_key=access_key, secret_key=secret_key) as admin:
+    async with Admin(namesrv, access_key=access_key, secret_key=secret_key,
+                     tls=_client_tls(args)) as admin:
         status = await COMMANDS[args.admin_command].run(admin, args)
         return 0 if status is None else status

@@ -30,4 +30,7 @@ class Admin(TopicAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin, AclA
             (``ValueError`` when neither is given).
         timeout: seconds per remote call (default 5.0, as mqadmin).
         access_key / secret_key: ACL credentials; every request is then signed (default None).
+        tls: ``True`` (TLS, servers' certificates verified against the system's trust store),
+            an ``ssl.SSLContext`` (own CA, client certificate), default None = plain TCP
+            (Java ``-Dtls.enable=true``).
     """

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Callable, Sequence
 from typing import Any, Self, TypeVar
 
@@ -12,6 +13,7 @@ from rmq.errors import BrokerResponseError
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting import requests as rq
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
+from rmq.remoting.tls import resolve_client_tls
 
 T = TypeVar("T")
 
@@ -70,17 +72,18 @@ class AdminBase:
         timeout: seconds per remote call (default 5.0, mqadmin's).
         access_key / secret_key: ACL credentials: every request is signed (Java
             ``AclClientRPCHook``); default None = unsigned.
+        tls: ``True``, an ``ssl.SSLContext``, or None (default, plain TCP): as for the producer.
     """
 
     def __init__(self, namesrv_addr: str | Sequence[str] | None = None, *,
                  timeout: float = DEFAULT_TIMEOUT, access_key: str | None = None,
-                 secret_key: str | None = None) -> None:
+                 secret_key: str | None = None, tls: bool | ssl.SSLContext | None = None) -> None:
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
         self.namesrv_addrs = resolve_namesrv_addr(namesrv_addr)
         self.timeout = timeout
         credentials = SessionCredentials.of(access_key, secret_key)  # ValueError when half given
-        self._remote = RemotingClient(self.namesrv_addrs)
+        self._remote = RemotingClient(self.namesrv_addrs, tls=resolve_client_tls(tls))
         if credentials is not None:
             self._remote.add_rpc_hook(AclClientRPCHook(credentials))
 

@@ -210,7 +210,8 @@ class ConsumerBase(abc.ABC):
             retry = MixAll.get_retry_topic(self.group)
             self.subscriptions.setdefault(retry, SubscriptionData.build(retry, "*"))
         inst = get_client_instance(self.namesrv_addr, instance_name=self.options.instance_name,
-                                   client_ip=self.options.client_ip, credentials=self.options.credentials)
+                                   client_ip=self.options.client_ip, credentials=self.options.credentials,
+                                   tls=self.options.tls)
         if self.message_model is MessageModel.BROADCASTING:
             self.offset_store = LocalFileOffsetStore(self.options.offset_store_dir, inst.client_id, self.group)
         else:

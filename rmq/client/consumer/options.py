@@ -10,6 +10,7 @@ Out-of-range values raise :class:`rmq.errors.ClientError` naming the field and t
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -74,6 +75,10 @@ class ConsumerOptions:
         secret_key: the account's secretKey, given with ``access_key``; default None. Never
             shown in the options' repr.
         security_token: optional ``SecurityToken`` sent with each signed request; default None.
+        tls: ``True`` to connect over TLS, verifying the servers' certificates against the
+            system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
+            (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
+            (Java ``useTLS``).
     """
 
     message_model: MessageModel = MessageModel.CLUSTERING
@@ -88,6 +93,7 @@ class ConsumerOptions:
     access_key: str | None = None
     secret_key: str | None = dataclasses.field(default=None, repr=False)
     security_token: str | None = None
+    tls: bool | ssl.SSLContext | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.message_model, MessageModel):
@@ -100,6 +106,9 @@ class ConsumerOptions:
             raise ClientError("instance_name is empty")
         if self.on_rebalance is not None and not callable(self.on_rebalance):
             raise ClientError("on_rebalance must be callable")
+        if self.tls is not None and not isinstance(self.tls, (bool, ssl.SSLContext)):
+            raise ClientError(f"tls must be True, False, None or an ssl.SSLContext, got {type(self.tls).__name__}")
+
         try:
             SessionCredentials.of(self.access_key, self.secret_key, self.security_token)
         except ValueError as e:

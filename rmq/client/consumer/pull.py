@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Coroutine, Iterable
 from typing import Any
@@ -406,6 +407,10 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
             does (brokers with ``aclEnable=true``); default None = unsigned.
         secret_key: the account's secretKey, given together with ``access_key``; default None.
         security_token: optional ``SecurityToken`` sent with each signed request; default None.
+        tls: ``True`` to connect over TLS, verifying the servers' certificates against the
+            system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
+            (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
+            (Java ``useTLS``).
 
     Raises:
         rmq.errors.ClientError: a setting out of range, a bad group name, or ``options=``
@@ -423,7 +428,8 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
                  pull_threshold_for_queue: int = 1000, pull_threshold_for_all: int = 10000,
                  poll_timeout: float = 5.0, offset_store_dir: str | None = None,
                  on_rebalance: RebalanceListener | None = None, access_key: str | None = None,
-                 secret_key: str | None = None, security_token: str | None = None) -> None:
+                 secret_key: str | None = None, security_token: str | None = None,
+                 tls: bool | ssl.SSLContext | None = None) -> None:
         opts = build_options(PullConsumerOptions, options, dict(
             message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
@@ -431,7 +437,7 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
             offset_store_dir=offset_store_dir, on_rebalance=on_rebalance, auto_commit=auto_commit,
             auto_commit_interval=auto_commit_interval, pull_threshold_for_queue=pull_threshold_for_queue,
             pull_threshold_for_all=pull_threshold_for_all, poll_timeout=poll_timeout,
-            access_key=access_key, secret_key=secret_key, security_token=security_token))
+            access_key=access_key, secret_key=secret_key, security_token=security_token, tls=tls))
         self._impl = PullConsumerImpl(namesrv_addr, group, opts)
 
     # ---------------------------------------------------------------- properties

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Coroutine
 from types import TracebackType
@@ -424,6 +425,10 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             does (brokers with ``aclEnable=true``); default None = unsigned.
         secret_key: the account's secretKey, given together with ``access_key``; default None.
         security_token: optional ``SecurityToken`` sent with each signed request; default None.
+        tls: ``True`` to connect over TLS, verifying the servers' certificates against the
+            system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
+            (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
+            (Java ``useTLS``).
 
     Raises:
         rmq.errors.ClientError: a setting out of range, a bad group name, both handlers, or
@@ -445,7 +450,8 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
                  offset_store_dir: str | None = None, iterator_buffer: int = 256,
                  delay_level_when_next_consume: int = 0,
                  on_rebalance: RebalanceListener | None = None, access_key: str | None = None,
-                 secret_key: str | None = None, security_token: str | None = None) -> None:
+                 secret_key: str | None = None, security_token: str | None = None,
+                 tls: bool | ssl.SSLContext | None = None) -> None:
         opts = build_options(PushConsumerOptions, options, dict(
             message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
@@ -457,7 +463,7 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             consume_concurrently_max_span=consume_concurrently_max_span,
             max_reconsume_times=max_reconsume_times, suspend_current_queue_time=suspend_current_queue_time,
             iterator_buffer=iterator_buffer, delay_level_when_next_consume=delay_level_when_next_consume,
-            access_key=access_key, secret_key=secret_key, security_token=security_token))
+            access_key=access_key, secret_key=secret_key, security_token=security_token, tls=tls))
         self._impl = PushConsumerImpl(namesrv_addr, group, opts, handler=handler,
                                       batch_handler=batch_handler, orderly=orderly)
 
