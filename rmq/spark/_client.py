@@ -167,7 +167,7 @@ _shared_pid = os.getpid()
 _shared_lock = threading.Lock()
 
 
-def shared_client(name_servers: Sequence[str], timeout: float,
+def shared_client(name_servers: Sequence[str], timeout: float, *,
                   credentials: SessionCredentials | None = None, tls: TlsProperties = ()) -> RocketMQClient:
     """The process's client for these name servers, ACL credentials and TLS options (created
     on first use); with ``credentials`` every request it sends is signed (``accessKey`` /

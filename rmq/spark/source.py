@@ -186,8 +186,8 @@ class _RangeReading:
         rng = partition.value
         if rng is None:  # Spark's placeholder when there is nothing to read
             return
-        client = shared_client(self.opts.name_servers, self.opts.pull_timeout_ms / 1000.0, self.opts.credentials,
-                               self.opts.tls)
+        client = shared_client(self.opts.name_servers, self.opts.pull_timeout_ms / 1000.0,
+                               credentials=self.opts.credentials, tls=self.opts.tls)
         arrow_schema = _arrow_schema(self.schema)
         for chunk in read_range(client, rng, self.opts):
             batch = chunk_to_arrow(chunk, self._names, arrow_schema, self._kinds, tags=self.opts.tags,
@@ -205,7 +205,8 @@ class RocketMQBatchReader(_RangeReading, DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         opts = self.opts
-        client = shared_client(opts.name_servers, opts.pull_timeout_ms / 1000.0, opts.credentials, opts.tls)
+        client = shared_client(opts.name_servers, opts.pull_timeout_ms / 1000.0, credentials=opts.credentials,
+                               tls=opts.tls)
         queues = resolve_queues(client, opts)
         if not queues:
             log.warning("rocketmq: no readable queue matches the query; the result is empty")
@@ -248,8 +249,8 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         return d
 
     def _client(self) -> RocketMQClient:
-        return shared_client(self.opts.name_servers, self.opts.pull_timeout_ms / 1000.0, self.opts.credentials,
-                             self.opts.tls)
+        return shared_client(self.opts.name_servers, self.opts.pull_timeout_ms / 1000.0,
+                             credentials=self.opts.credentials, tls=self.opts.tls)
 
     def _refresh_queues(self) -> dict[QueueKey, str]:
         self._queues = resolve_queues(self._client(), self.opts)
@@ -413,8 +414,8 @@ class _Sending:
     opts: SinkOptions
 
     def _sender(self) -> MessageSender:
-        client = shared_client(self.opts.name_servers, self.opts.send_timeout_ms / 1000.0, self.opts.credentials,
-                               self.opts.tls)
+        client = shared_client(self.opts.name_servers, self.opts.send_timeout_ms / 1000.0,
+                               credentials=self.opts.credentials, tls=self.opts.tls)
         return MessageSender(client, self.opts)
 
     def write(self, iterator: Iterator[Row | RecordBatch]) -> SendCommitMessage:

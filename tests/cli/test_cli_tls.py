@@ -85,7 +85,7 @@ def test_blocking_transport_and_spark_options_over_tls(pki, daemon):
                                  "tls.client.trustCertPath": pki.ca_pem}, streaming=False)
     assert opts.tls
     try:
-        c = shared_client(opts.name_servers, 5.0, opts.tls)
+        c = shared_client(opts.name_servers, 5.0, tls=opts.tls)
         assert "DefaultCluster" in c.cluster_names()
         route = c.topic_route("TBW102")
         addr = route.broker_datas[0].broker_addrs[0]

@@ -34,7 +34,7 @@ def test_blocking_client_signs(tmp_path):
         try:
             opts = parse_sink_options({"nameServer": p.namesrv_addr, "accessKey": "RocketMQ",
                                        "secretKey": "12345678"})
-            signed = shared_client(opts.name_servers, 5.0, opts.credentials)
+            signed = shared_client(opts.name_servers, 5.0, credentials=opts.credentials)
             assert signed.max_offset(p.broker_addr, "TBW102", 0) == 0
             unsigned = shared_client(opts.name_servers, 5.0)
             with pytest.raises(BrokerResponseError, match="No accessKey is configured"):
