@@ -14,6 +14,7 @@ import pytest
 import rmq
 from rmq._testing import run_standalone, wait_until
 from rmq.client.admin import Admin, AdminError
+from rmq.common.fastjson import loads as loads_java_json
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting import requests as rq
 from rmq.remoting.body.conns import (
@@ -22,7 +23,6 @@ from rmq.remoting.body.conns import (
     GetConsumerStatusBody,
     ProducerConnection,
     ResetOffsetBody,
-    loads_java_json,
     version_desc,
 )
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -83,7 +83,7 @@ def test_fastjson_bodies_round_trip():
                                                                  "queueId": 3, "topic": "T"}
     status = GetConsumerStatusBody({}, {"c1": {mq: 5}})
     assert GetConsumerStatusBody.decode(status.encode()) == status
-    assert loads_java_json('{"a":{0:"x"},"b":[1,2.5,true,null]}') == {"a": {0: "x"}, "b": [1, 2.5, True, None]}
+    assert loads_java_json('{"a":{0:"x"},"b":[1,2.5,true,null]}') == {"a": {"0": "x"}, "b": [1, 2.5, True, None]}
     for bad in ('{"a":', '{{"x":1}:', "[1,2", '{"a":1}junk', "{" * 100 + "}" * 100):
         with pytest.raises(ValueError):
             loads_java_json(bad)

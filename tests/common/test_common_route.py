@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from rmq.common.route import BrokerData, QueueData, loads_fastjson
+from rmq.common.fastjson import loads as loads_fastjson
+from rmq.common.route import BrokerData, QueueData
 
 
 def test_round_trip_name_server_json_to_client_types():

@@ -1,4 +1,4 @@
-"""Property tests of the route JSON reader (rmq.common.route.loads_fastjson) and the route
+"""Property tests of the route JSON reader (rmq.common.fastjson.loads) and the route
 types it feeds (QueueData, BrokerData)."""
 import json
 import re
@@ -6,7 +6,8 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq.common.route import BrokerData, QueueData, loads_fastjson
+from rmq.common.fastjson import loads as loads_fastjson
+from rmq.common.route import BrokerData, QueueData
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)

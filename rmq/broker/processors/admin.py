@@ -9,7 +9,7 @@ GET_EARLIEST_MSG_STORETIME (32), GET_BROKER_CONFIG (26).
 Replies are Java's JSON (``TopicConfigSerializeWrapper``, ``KVTable``, ``TopicStatsTable``,
 ``ConsumeStats``). The last two are ``Map<MessageQueue, …>`` in Java, which fastjson writes
 with JSON objects as keys; we write the same bytes so Java's admin tools read them (see
-``fastjson_object_key_map``).
+``rmq.remoting.body._mq.dumps_mq_map``).
 """
 from __future__ import annotations
 

@@ -74,17 +74,3 @@ def split_host(addr: str) -> tuple[str, int]:
         return host.strip("[]") or "0.0.0.0", int(port)
     except ValueError:
         return "0.0.0.0", 0
-
-
-def fastjson_object_key_map(entries: list[tuple[dict, dict]]) -> str:
-    """Serialize a Java ``Map<MessageQueue, V>`` the way fastjson does: object keys.
-
-    ``{{"brokerName":"b","queueId":0,"topic":"T"}:{...},...}`` is not standard JSON, but it is
-    what Java's ``TopicStatsTable`` / ``ConsumeStats`` look like on the wire and what Java
-    admin tools parse (``RemotingSerializable.fromJson``). Our own readers must accept it too.
-    """
-    parts = []
-    for key, value in entries:
-        parts.append(json.dumps(key, separators=(",", ":"), sort_keys=True) + ":"
-                     + json.dumps(value, separators=(",", ":")))
-    return "{" + ",".join(parts) + "}"

@@ -8,12 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.common import fastjson
 from rmq.common.constants import MixAll
 from rmq.common.message import decode_offset_msg_id
 from rmq.common.route import TopicRouteData
 from rmq.errors import RemotingCommandError
 from rmq.remoting import RemotingCommand
 from rmq.remoting import requests as rq
+from rmq.remoting.body._mq import mq_of
 from rmq.remoting.body.conns import (
     ConsumeMessageDirectlyResult,
     ConsumerConnection,
@@ -22,8 +24,6 @@ from rmq.remoting.body.conns import (
     ProducerConnection,
     ResetOffsetBody,
     connections_of,
-    loads_java_json,
-    mq_of,
 )
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageQueue
@@ -73,7 +73,7 @@ class RollbackStats:
 
 def _parse_consume_stats(resp: RemotingCommand) -> ConsumeStats:
     try:
-        d = loads_java_json(rq.body_of(resp) or b"{}")
+        d = fastjson.loads(rq.body_of(resp) or b"{}")
         table = d.get("offsetTable") or {}
         out = {mq_of(k): OffsetWrapper(int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)),
                                        int(v.get("lastTimestamp", 0)))
@@ -94,7 +94,7 @@ def _body_parser(decode: Any) -> Any:
 
 
 def _json_parser(from_json: Any) -> Any:
-    return _body_parser(lambda body: from_json(loads_java_json(body or b"{}")))
+    return _body_parser(lambda body: from_json(fastjson.loads(body or b"{}")))
 
 
 def _broker_addrs(route: TopicRouteData) -> list[str]:
@@ -303,7 +303,7 @@ def _get_all_subscription_groups() -> RemotingCommand:
 
 def _parse_subscription_groups(resp: RemotingCommand) -> dict[str, dict[str, Any]]:
     try:
-        d = loads_java_json(rq.body_of(resp) or b"{}")
+        d = fastjson.loads(rq.body_of(resp) or b"{}")
         table = d.get("subscriptionGroupTable") or {}
         return {str(g): dict(c) for g, c in table.items() if isinstance(c, Mapping)}
     except (ValueError, TypeError, AttributeError) as e:

@@ -7,7 +7,7 @@ Java ``DelayOffsetSerializeWrapper``).
 
 Each type writes what the broker or name server sends (``to_json`` / ``encode``, Java's field
 names) and reads what Java sends (``from_json`` / ``decode``; fastjson writes integer map keys
-unquoted, which :func:`rmq.common.route.loads_fastjson` reads).
+unquoted, which :func:`rmq.common.fastjson.loads` reads).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from rmq.common.route import loads_fastjson
+from rmq.common import fastjson
 from rmq.config import ConfigError, parse_properties
 from rmq.errors import RemotingCommandError
 
@@ -55,7 +55,7 @@ def decode_properties(body: bytes | None) -> dict[str, str]:
 
 def _obj(body: bytes | memoryview | None, what: str) -> dict[str, Any]:
     try:
-        d = loads_fastjson(bytes(body or b"") or b"{}")
+        d = fastjson.loads(bytes(body or b"") or b"{}")
     except ValueError as e:
         raise RemotingCommandError(f"malformed {what} body: {e}") from None
     if not isinstance(d, dict):
