@@ -30,8 +30,16 @@ import tempfile
 
 from rmq.broker.managers.topic_config import DataVersion
 from rmq.common.log import clip
-from rmq.config import ConfigError, apply_properties, check_config, describe, parse_properties, snake_to_camel
-from rmq.remoting.body.stats import format_properties
+from rmq.config import (
+    ConfigError,
+    apply_properties,
+    check_config,
+    describe,
+    format_properties,
+    parse_properties,
+    property_text,
+    snake_to_camel,
+)
 
 log = logging.getLogger("rmq.broker")
 
@@ -114,7 +122,7 @@ class BrokerConfiguration:
 
     def format(self) -> str:
         """GET_BROKER_CONFIG's body: ``key=value`` lines, Java's ``true``/``false``."""
-        return format_properties(self.all_configs())
+        return format_properties({k: property_text(v) for k, v in self.all_configs().items()})
 
     def version_json(self) -> str:
         """Java ``Configuration.getDataVersionJson`` (fastjson's key order)."""
@@ -154,7 +162,7 @@ class BrokerConfiguration:
             apply_properties(props, c.broker_config, c.store_config, lenient=False)
             after = self.all_configs()
             after_norm = {_norm(k): v for k, v in after.items()}
-            applied = {_LIVE_NORM[_norm(k)]: _text(after_norm[_norm(k)]) for k in props}
+            applied = {_LIVE_NORM[_norm(k)]: property_text(after_norm[_norm(k)]) for k in props}
             self.data_version.next_version()
             log.info("updateBrokerConfig: %s", clip(", ".join(
                 f"{k} {before_norm.get(_norm(k))!r} -> {v}" for k, v in applied.items())))
@@ -172,12 +180,6 @@ class BrokerConfiguration:
             c.stats.set_sample_interval(c.broker_config.stats_sample_interval_ms)
         if "maxStatsItems" in applied:
             c.stats.max_items = c.broker_config.max_stats_items
-
-
-def _text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
 
 
 def _camel_of(key: str, controller) -> str:

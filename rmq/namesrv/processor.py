@@ -21,11 +21,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from rmq.common.log import RateLimitedLog, clip, clip_remark
+from rmq.config import ConfigError, format_properties, parse_properties
 from rmq.errors import RemotingCommandError
 from rmq.namesrv.configuration import ConfigUpdateRefused
 from rmq.namesrv.kv_config import KVConfigRefused
 from rmq.namesrv.route_manager import RegistrationRefused
-from rmq.remoting.body.ops import KVTable, decode_properties, encode_properties
+from rmq.remoting.body.ops import KVTable
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -264,15 +265,15 @@ class NamesrvProcessor:
         props = self.controller.configuration.properties()
         if props.get("listenPort") == 0:  # an ephemeral port: show the bound one
             props["listenPort"] = self.controller.port
-        return cmd.response(ResponseCode.SUCCESS, None, {}, encode_properties(props))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, format_properties(props).encode())
 
     async def update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         body = cmd.body_bytes()
         if not body:
             return cmd.response(ResponseCode.SUCCESS, None, {})  # Java: nothing to update
         try:
-            props = decode_properties(body)
-        except RemotingCommandError:
+            props = parse_properties(body)
+        except ConfigError:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "string2Properties error", {})
         self._rate_log.info("update-config", "updateConfig called by %s: %s", conn.remote_addr, clip(props))
         try:

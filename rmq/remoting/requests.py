@@ -27,9 +27,9 @@ which themselves import only ``rmq.common``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import RemotingCommandError, for_code
@@ -81,6 +81,7 @@ __all__ = [
     "parse_consumer_list",
     "parse_heart_beat",
     "parse_lock_batch_mq",
+    "parse_body",
     "parse_offset",
     "parse_pull",
     "parse_query_consumer_offset",
@@ -120,6 +121,21 @@ def check_success(resp: RemotingCommand) -> None:
     UNLOCK_BATCH_MQ, CONSUMER_SEND_MSG_BACK, admin writes): raise for anything else."""
     if resp.code != ResponseCode.SUCCESS:
         raise_for(resp)
+
+
+_T = TypeVar("_T")
+
+
+def parse_body(resp: RemotingCommand, what: str, decode: Callable[[bytes], _T]) -> _T:
+    """The one way a SUCCESS answer's body becomes a typed object: any other code raises (see
+    :func:`raise_for`), then ``decode(body)`` (``b""`` when there is none); a body ``decode``
+    refuses (ValueError, KeyError, TypeError, AttributeError) is a
+    :class:`~rmq.errors.RemotingCommandError` naming ``what``."""
+    check_success(resp)
+    try:
+        return decode(resp.body_bytes() or b"")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise RemotingCommandError(f"malformed {what} body: {e}") from None
 
 
 def _json_body(resp: RemotingCommand, what: str) -> dict[str, Any]:
@@ -421,12 +437,7 @@ def create_subscription_group(config: Mapping[str, Any]) -> RemotingCommand:
 # ---------------------------------------------------------------------------- topics
 # Admin builders and parsers: topics, clusters, sendMessage/consumeMessage/printMsg, allocateMQ.
 # (imports here rather than in the top block, so the areas' sections merge independently)
-from collections.abc import Callable  # noqa: E402
-from typing import TypeVar  # noqa: E402
-
 from rmq.remoting.body.topic import TopicStatsTable  # noqa: E402
-
-_T = TypeVar("_T")
 
 
 def _admin_body(resp: RemotingCommand, what: str, parse: Callable[[bytes], _T]) -> _T:
@@ -596,12 +607,9 @@ def get_broker_runtime_info() -> RemotingCommand:
 
 def parse_kv_table(resp: RemotingCommand) -> dict[str, str]:
     """A KVTable answer (GET_BROKER_RUNTIME_INFO) as ``{key: value}``."""
-    from rmq.remoting.body.stats import parse_kv_table as _parse
+    from rmq.remoting.body.ops import KVTable
     check_success(resp)
-    try:
-        return _parse(resp.body_bytes())
-    except (ValueError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed KVTable: {e}") from e
+    return KVTable.decode(resp.body_bytes()).table
 
 
 def get_broker_config() -> RemotingCommand:
@@ -612,16 +620,12 @@ def get_broker_config() -> RemotingCommand:
 def parse_broker_config(resp: RemotingCommand) -> dict[str, str]:
     """GET_BROKER_CONFIG's properties text as ``{key: value}`` in the broker's order."""
     from rmq.config import parse_properties
-    check_success(resp)
-    try:
-        return parse_properties(bytes(resp.body_bytes() or b"").decode("utf-8"))
-    except (ValueError, UnicodeError) as e:
-        raise RemotingCommandError(f"malformed broker config: {e}") from e
+    return parse_body(resp, "broker config", parse_properties)
 
 
 def update_broker_config(properties: Mapping[str, object]) -> RemotingCommand:
     """UPDATE_BROKER_CONFIG (25): ``properties`` as properties text; answered by SUCCESS."""
-    from rmq.remoting.body.stats import format_properties
+    from rmq.config import format_properties
     return _request(RequestCode.UPDATE_BROKER_CONFIG, None, format_properties(properties).encode())
 
 
@@ -675,13 +679,14 @@ def get_namesrv_config() -> RemotingCommand:
 
 def parse_namesrv_config(resp: RemotingCommand) -> dict[str, str]:
     """The name server's configuration as ``{key: value}`` (Java properties text)."""
-    check_success(resp)
-    return _ops_body.decode_properties(resp.body_bytes())
+    from rmq.config import parse_properties
+    return parse_body(resp, "name server config", parse_properties)
 
 
 def update_namesrv_config(props: Mapping[str, str]) -> RemotingCommand:
     """UPDATE_NAMESRV_CONFIG (318) with ``props`` as properties text; answered by SUCCESS."""
-    return _request(RequestCode.UPDATE_NAMESRV_CONFIG, None, _ops_body.encode_properties(props))
+    from rmq.config import format_properties
+    return _request(RequestCode.UPDATE_NAMESRV_CONFIG, None, format_properties(props).encode())
 
 
 def wipe_write_perm_of_broker(broker_name: str) -> RemotingCommand:

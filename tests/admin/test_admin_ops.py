@@ -416,20 +416,15 @@ def test_bodies_read_fastjson_integer_keys_and_refuse_malformed_ones():
         ConsumerOffsetTable,
         DelayOffsetTable,
         QueryConsumeQueueResponseBody,
-        decode_properties,
-        encode_properties,
     )
 
     assert ConsumerOffsetTable.decode(b'{"offsetTable":{"T@G":{0:5,1:7}}}').offset_table == {"T@G": {0: 5, 1: 7}}
     assert DelayOffsetTable.decode(b'{"offsetTable":{1:3,18:0}}').offset_table == {1: 3, 18: 0}
     table = ConsumerOffsetTable({"T@G": {1: 2}})
     assert ConsumerOffsetTable.decode(table.encode()) == table
-    assert decode_properties(encode_properties({"a": True, "b": 1, "c": None, "d": "x=y"})) == {
-        "a": "true", "b": "1", "d": "x=y"}
     for bad in (b"[1]", b"{", b'{"offsetTable":{"T@G":{"x":1}}}', b'{"offsetTable":[1]}'):
         with pytest.raises(RemotingCommandError):
             ConsumerOffsetTable.decode(bad)
     with pytest.raises(RemotingCommandError):
         QueryConsumeQueueResponseBody.decode(b'{"queueData":[1]}')
-    with pytest.raises(RemotingCommandError):
-        decode_properties(b"\xff\xfe")
+

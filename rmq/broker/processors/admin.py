@@ -35,6 +35,7 @@ from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.config import ConfigError, parse_properties
 from rmq.errors import RemotingCommandError
+from rmq.remoting.body.ops import KVTable
 from rmq.remoting.body.stats import BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, OffsetWrapper
 from rmq.remoting.body.topic import TopicOffset, TopicStatsTable
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -187,7 +188,7 @@ class AdminBrokerProcessor:
     # -- runtime info and stats -----------------------------------------------------------
 
     def get_broker_runtime_info(self, conn, cmd):
-        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes({"table": self.runtime_info()}))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, KVTable(self.runtime_info()).encode())
 
     def _queue(self, topic: str, queue_id: int) -> dict:
         return {"brokerName": self.controller.broker_config.broker_name, "queueId": queue_id, "topic": topic}
@@ -368,8 +369,8 @@ class AdminBrokerProcessor:
     async def update_broker_config(self, conn, cmd):
         _rlog.info("update-broker-config", "updateBrokerConfig called by %s", conn.remote_addr)
         try:
-            props = parse_properties(bytes(cmd.body_bytes() or b"").decode("utf-8"))
-        except (ConfigError, UnicodeError) as e:
+            props = parse_properties(cmd.body_bytes() or b"")
+        except ConfigError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {clip(e)}", {})
         if not props:  # Java answers SUCCESS for an empty body
             return cmd.response(ResponseCode.SUCCESS, None, {})

@@ -1,5 +1,5 @@
-"""Bodies of the operations codes: name-server configuration (GET/UPDATE_NAMESRV_CONFIG 319/318,
-Java properties text), the KV table (GET_KVLIST_BY_NAMESPACE 219, Java ``KVTable``), a consume
+"""Bodies of the operations codes: the KV table (GET_KVLIST_BY_NAMESPACE 219 and
+GET_BROKER_RUNTIME_INFO 28, Java ``KVTable``), a consume
 queue's units (QUERY_CONSUME_QUEUE 321, Java ``QueryConsumeQueueResponseBody`` /
 ``ConsumeQueueData``) and the metadata dumps a slave syncs from its master
 (GET_ALL_CONSUMER_OFFSET 43, Java ``ConsumerOffsetManager.encode``; GET_ALL_DELAY_OFFSET 45,
@@ -18,7 +18,6 @@ from typing import Any
 import msgspec
 
 from rmq.common import fastjson
-from rmq.config import ConfigError, parse_properties
 from rmq.errors import RemotingCommandError
 
 __all__ = [
@@ -27,30 +26,7 @@ __all__ = [
     "DelayOffsetTable",
     "KVTable",
     "QueryConsumeQueueResponseBody",
-    "decode_properties",
-    "encode_properties",
 ]
-
-
-def encode_properties(props: Mapping[str, object]) -> bytes:
-    """``key=value`` lines as Java ``MixAll.properties2String`` writes them (no escaping; a
-    ``None`` value is left out; booleans as ``true``/``false``)."""
-    lines = []
-    for k, v in props.items():
-        if v is None:
-            continue
-        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
-        lines.append(f"{k}={text}\n")
-    return "".join(lines).encode()
-
-
-def decode_properties(body: bytes | None) -> dict[str, str]:
-    """Properties text (Java ``MixAll.string2Properties``, i.e. ``Properties.load``) to a dict;
-    :class:`~rmq.errors.RemotingCommandError` when it is not UTF-8 properties text."""
-    try:
-        return parse_properties((body or b"").decode("utf-8"))
-    except (UnicodeDecodeError, ConfigError) as e:
-        raise RemotingCommandError(f"malformed properties body: {e}") from None
 
 
 def _obj(body: bytes | memoryview | None, what: str) -> dict[str, Any]:
@@ -72,7 +48,9 @@ def _dumps(obj: object) -> bytes:
 
 @dataclass(frozen=True, slots=True)
 class KVTable:
-    """One namespace of the name server's KV config (Java ``KVTable``: ``{"table": {...}}``)."""
+    """Java ``KVTable`` (``{"table": {...}}``): one namespace of the name server's KV config
+    (GET_KVLIST_BY_NAMESPACE) and the broker's runtime figures (GET_BROKER_RUNTIME_INFO).
+    :meth:`decode` reads a ``null`` value as ``""``."""
 
     table: dict[str, str] = field(default_factory=dict)
 
@@ -85,7 +63,7 @@ class KVTable:
         table = d.get("table") or {}
         if not isinstance(table, dict):
             raise RemotingCommandError("malformed KVTable body: table is not an object")
-        return cls({str(k): str(v) for k, v in table.items()})
+        return cls({str(k): "" if v is None else str(v) for k, v in table.items()})
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,9 @@
-"""Bodies of the broker statistics and configuration requests (Java
-``org.apache.rocketmq.common.protocol.body``: ``KVTable`` of GET_BROKER_RUNTIME_INFO,
+"""Bodies of the broker statistics requests (Java ``org.apache.rocketmq.common.protocol.body``:
 ``BrokerStatsData`` / ``BrokerStatsItem`` of VIEW_BROKER_STATS_DATA, ``ConsumeStats`` /
-``OffsetWrapper`` of GET_CONSUME_STATS and ``ConsumeStatsList`` of GET_BROKER_CONSUME_STATS),
-and the properties text of GET_BROKER_CONFIG / UPDATE_BROKER_CONFIG.
+``OffsetWrapper`` of GET_CONSUME_STATS and ``ConsumeStatsList`` of GET_BROKER_CONSUME_STATS).
+GET_BROKER_RUNTIME_INFO's ``KVTable`` is :class:`rmq.remoting.body.ops.KVTable`; the properties
+text of GET/UPDATE_BROKER_CONFIG is :func:`rmq.config.format_properties` /
+:func:`~rmq.config.parse_properties`.
 
 ``ConsumeStats.offsetTable`` is a Java ``Map<MessageQueue, OffsetWrapper>``, which fastjson
 writes with JSON objects as keys (``{{"brokerName":"b","queueId":0,"topic":"T"}:{…}}``):
@@ -25,8 +26,6 @@ __all__ = [
     "ConsumeStats",
     "ConsumeStatsList",
     "OffsetWrapper",
-    "format_properties",
-    "parse_kv_table",
 ]
 
 def _num(d: Mapping[str, Any], key: str, kind: type = int) -> Any:
@@ -34,27 +33,6 @@ def _num(d: Mapping[str, Any], key: str, kind: type = int) -> Any:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{key} is not a number: {str(v)[:100]!r}")
     return kind(v)
-
-
-def parse_kv_table(body: bytes | memoryview | None) -> dict[str, str]:
-    """A ``KVTable`` body (``{"table": {k: v}}``, GET_BROKER_RUNTIME_INFO) as a dict of strings."""
-    d = fastjson.loads(body or b"{}")
-    table = d.get("table") if isinstance(d, dict) else None
-    if not isinstance(table, dict):
-        raise ValueError("not a KVTable: no table object")
-    return {str(k): "" if v is None else str(v) for k, v in table.items()}
-
-
-def format_properties(props: Mapping[str, object]) -> str:
-    """Properties text as Java's ``MixAll.properties2String`` writes it (``key=value`` lines),
-    booleans as ``true``/``false`` and ``None`` as an empty value."""
-    def text(v: object) -> str:
-        if v is None:
-            return ""
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        return str(v)
-    return "".join(f"{k}={text(v)}\n" for k, v in props.items())
 
 
 @dataclass(frozen=True, slots=True)
