@@ -21,9 +21,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from rmq.common.log import RateLimitedLog, clip, clip_remark
-from rmq.config import ConfigError, format_properties, parse_properties
+from rmq.config import ConfigError, ConfigUpdateRefused, format_properties, parse_properties
 from rmq.errors import RemotingCommandError
-from rmq.namesrv.configuration import ConfigUpdateRefused
 from rmq.namesrv.kv_config import KVConfigRefused
 from rmq.namesrv.route_manager import RegistrationRefused
 from rmq.remoting.body.ops import KVTable

@@ -152,3 +152,41 @@ def test_properties_text_codec_is_javas():
         assert parse_properties(format_properties(props)) == expect
 
     round_trip()
+
+
+async def test_runtime_configuration_checks_whole_applies_and_persists(tmp_path):
+    """rmq.config.Configuration (Java Configuration): black list, start-up-only keys, unknown
+    keys and bad values refuse the whole update; an accepted one is applied, announced once and
+    written into the file in place (values escaped as Properties.store)."""
+    from rmq.config import Configuration, ConfigUpdateRefused, NamesrvConfig
+
+    conf = tmp_path / "n.conf"
+    conf.write_text("# mine\nmax_topics = 1\nlistenPort=1\n")
+    seen = []
+
+    class Conf(Configuration):
+        live = frozenset({"maxTopics", "maxBrokers", "kvConfigPath"})
+        black_list = frozenset({"configStorePath"})
+
+        def path(self):
+            return str(conf)
+
+        async def changed(self, applied):
+            seen.append(dict(applied))
+
+    cfg = NamesrvConfig()
+    c = Conf(cfg)
+    for props, match in (({"configStorePath": "x"}, "black list"), ({"listenPort": "5"}, "cannot be changed"),
+                         ({"maxTopics": "9", "maxBrokerz": "1"}, "did you mean maxBrokers"),
+                         ({"maxTopics": "9", "maxBrokers": "0"}, "maxBrokers")):
+        with pytest.raises(ConfigUpdateRefused, match=match) as e:
+            await c.update(props)
+        assert e.value.black_list == (match == "black list")
+    assert cfg.max_topics == NamesrvConfig().max_topics and seen == [] and conf.read_text().startswith("# mine\nmax_")
+    assert await c.update({"max_topics": "9", "maxBrokers": "7", "kvConfigPath": " a\\b"}) == {
+        "maxTopics": "9", "maxBrokers": "7", "kvConfigPath": "a\\b"}
+    assert (cfg.max_topics, cfg.max_brokers, seen) == (9, 7, [{"maxTopics": "9", "maxBrokers": "7",
+                                                                "kvConfigPath": "a\\b"}])
+    assert conf.read_text() == "# mine\nmaxTopics=9\nlistenPort=1\nmaxBrokers=7\nkvConfigPath=a\\\\b\n"
+    assert load_properties(str(conf))["kvConfigPath"] == "a\\b"
+    assert "maxTopics=9\n" in c.get_all_configs_format_string()

@@ -4,7 +4,7 @@ import json
 import os
 
 from rmq._testing import run_namesrv
-from rmq.namesrv.configuration import _rewrite
+from rmq.config import rewrite_properties_file as _rewrite
 from rmq.namesrv.route_manager import RouteInfoManager
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode

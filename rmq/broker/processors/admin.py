@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 from rmq import __version__
-from rmq.broker.config_update import BrokerConfigRefused
 from rmq.broker.managers.subscription_group import (
     SubscriptionGroupConfig,
     check_group_name,
@@ -33,7 +32,7 @@ from rmq.broker.processors.common import (
 from rmq.broker.stats import StatsItem, human_bytes
 from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
-from rmq.config import ConfigError, parse_properties
+from rmq.config import ConfigError, ConfigUpdateRefused, parse_properties
 from rmq.errors import RemotingCommandError
 from rmq.remoting.body.ops import KVTable
 from rmq.remoting.body.stats import BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, OffsetWrapper
@@ -376,7 +375,7 @@ class AdminBrokerProcessor:
             return cmd.response(ResponseCode.SUCCESS, None, {})
         try:
             await self.controller.configuration.update(props)
-        except BrokerConfigRefused as e:
+        except ConfigUpdateRefused as e:
             code = ResponseCode.NO_PERMISSION if e.black_list else ResponseCode.SYSTEM_ERROR
             return cmd.response(code, clip(str(e), 2000), {})
         except OSError as e:
