@@ -158,7 +158,7 @@ async def test_runtime_configuration_checks_whole_applies_and_persists(tmp_path)
     """rmq.config.Configuration (Java Configuration): black list, start-up-only keys, unknown
     keys and bad values refuse the whole update; an accepted one is applied, announced once and
     written into the file in place (values escaped as Properties.store)."""
-    from rmq.config import Configuration, ConfigUpdateRefused, NamesrvConfig
+    from rmq.config import ConfigUpdateRefused, Configuration, NamesrvConfig
 
     conf = tmp_path / "n.conf"
     conf.write_text("# mine\nmax_topics = 1\nlistenPort=1\n")
