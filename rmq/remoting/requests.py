@@ -34,6 +34,7 @@ from typing import Any, NoReturn, TypeVar
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import RemotingCommandError, for_code
 from rmq.remoting import headers as _h
+from rmq.remoting.body import json_object
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -139,13 +140,8 @@ def parse_body(resp: RemotingCommand, what: str, decode: Callable[[bytes], _T]) 
 
 
 def _json_body(resp: RemotingCommand, what: str) -> dict[str, Any]:
-    try:
-        d = json.loads(resp.body_bytes() or b"{}")
-    except ValueError as e:
-        raise RemotingCommandError(f"malformed {what} body: {e}") from e
-    if not isinstance(d, dict):
-        raise RemotingCommandError(f"malformed {what} body: a JSON object was expected, not {type(d).__name__}")
-    return d
+    """A SUCCESS answer's body that must be a JSON object (:func:`parse_body`)."""
+    return parse_body(resp, what, lambda body: json_object(body, what))
 
 
 # ============================================================================ name server
@@ -161,13 +157,9 @@ def parse_topic_route(resp: RemotingCommand) -> TopicRouteData | None:
     if resp.code == ResponseCode.TOPIC_NOT_EXIST:
         return None
     check_success(resp)
-    body = resp.body_bytes()
-    if not body:
+    if not resp.body_bytes():
         return None
-    try:
-        return TopicRouteData.from_body(body)
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed route data: {e!r}") from e
+    return parse_body(resp, "route", TopicRouteData.from_body)
 
 
 def get_all_topic_list() -> RemotingCommand:
@@ -177,7 +169,6 @@ def get_all_topic_list() -> RemotingCommand:
 
 def parse_topic_list(resp: RemotingCommand) -> list[str]:
     """Every topic the name server knows, sorted (Java ``TopicList.topicList``)."""
-    check_success(resp)
     topics = _json_body(resp, "topic list").get("topicList") or ()
     if not isinstance(topics, (list, tuple)):
         raise RemotingCommandError(f"malformed topic list: {type(topics).__name__}")
@@ -190,11 +181,7 @@ def get_broker_cluster_info() -> RemotingCommand:
 
 
 def parse_cluster_info(resp: RemotingCommand) -> ClusterInfo:
-    check_success(resp)
-    try:
-        return ClusterInfo.from_body(resp.body_bytes())
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed cluster info: {e!r}") from e
+    return parse_body(resp, "cluster info", ClusterInfo.from_body)
 
 
 # ============================================================================ producer
@@ -376,11 +363,8 @@ def lock_batch_mq(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> Re
 
 def parse_lock_batch_mq(resp: RemotingCommand) -> set[MessageQueue]:
     """The queues the broker locked for us (Java ``LockBatchResponseBody.lockOKMQSet``)."""
-    check_success(resp)
-    try:
-        return {MessageQueue.from_json(d) for d in _json_body(resp, "LOCK_BATCH_MQ").get("lockOKMQSet") or []}
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed LOCK_BATCH_MQ answer: {e!r}") from e
+    return parse_body(resp, "LOCK_BATCH_MQ", lambda body: {
+        MessageQueue.from_json(d) for d in json_object(body, "LockBatchResponseBody").get("lockOKMQSet") or []})
 
 
 def unlock_batch_mq(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> RemotingCommand:
@@ -440,15 +424,6 @@ def create_subscription_group(config: Mapping[str, Any]) -> RemotingCommand:
 from rmq.remoting.body.topic import TopicStatsTable  # noqa: E402
 
 
-def _admin_body(resp: RemotingCommand, what: str, parse: Callable[[bytes], _T]) -> _T:
-    """Check SUCCESS, then parse the body; a body that does not parse is RemotingCommandError."""
-    check_success(resp)
-    try:
-        return parse(resp.body_bytes() or b"{}")
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed {what} body: {e!r}") from e
-
-
 def get_topic_stats_info(topic: str) -> RemotingCommand:
     """GET_TOPIC_STATS_INFO (202): every queue's min/max offset on one broker. Parse with
     :func:`parse_topic_stats`."""
@@ -457,7 +432,7 @@ def get_topic_stats_info(topic: str) -> RemotingCommand:
 
 def parse_topic_stats(resp: RemotingCommand) -> TopicStatsTable:
     """Java ``TopicStatsTable`` (fastjson's MessageQueue object keys read); TOPIC_NOT_EXIST raises."""
-    return _admin_body(resp, "TopicStatsTable", TopicStatsTable.from_body)
+    return parse_body(resp, "TopicStatsTable", TopicStatsTable.from_body)
 
 
 def get_topics_by_cluster(cluster: str) -> RemotingCommand:
@@ -521,11 +496,7 @@ def parse_group_list(resp: RemotingCommand) -> list[str]:
     """The group names of a GroupList answer (sorted)."""
     from rmq.remoting.body.message import GroupList
 
-    check_success(resp)
-    try:
-        return sorted(GroupList.decode(resp.body_bytes()).group_list)
-    except ValueError as e:
-        raise RemotingCommandError(str(e)) from None
+    return sorted(parse_body(resp, "GroupList", GroupList.decode).group_list)
 
 
 __all__ += ["QueryMessageReply", "parse_group_list", "parse_query_message", "parse_view_message", "query_message",
@@ -608,8 +579,7 @@ def get_broker_runtime_info() -> RemotingCommand:
 def parse_kv_table(resp: RemotingCommand) -> dict[str, str]:
     """A KVTable answer (GET_BROKER_RUNTIME_INFO) as ``{key: value}``."""
     from rmq.remoting.body.ops import KVTable
-    check_success(resp)
-    return KVTable.decode(resp.body_bytes()).table
+    return parse_body(resp, "KVTable", KVTable.decode).table
 
 
 def get_broker_config() -> RemotingCommand:
@@ -638,11 +608,8 @@ def view_broker_stats_data(stats_name: str, stats_key: str) -> RemotingCommand:
 def parse_broker_stats_data(resp: RemotingCommand) -> Any:
     """VIEW_BROKER_STATS_DATA's :class:`rmq.remoting.body.stats.BrokerStatsData`."""
     from rmq.remoting.body.stats import BrokerStatsData
-    check_success(resp)
-    try:
-        return BrokerStatsData.from_json(_json_body(resp, "BrokerStatsData"))
-    except (ValueError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed BrokerStatsData: {e}") from e
+    return parse_body(resp, "BrokerStatsData",
+                      lambda body: BrokerStatsData.from_json(json_object(body, "BrokerStatsData")))
 
 
 def get_broker_consume_stats(is_order: bool = False) -> RemotingCommand:
@@ -653,11 +620,7 @@ def get_broker_consume_stats(is_order: bool = False) -> RemotingCommand:
 def parse_consume_stats_list(resp: RemotingCommand) -> Any:
     """GET_BROKER_CONSUME_STATS's :class:`rmq.remoting.body.stats.ConsumeStatsList`."""
     from rmq.remoting.body.stats import ConsumeStatsList
-    check_success(resp)
-    try:
-        return ConsumeStatsList.decode(resp.body_bytes())
-    except (ValueError, TypeError, AttributeError, KeyError) as e:
-        raise RemotingCommandError(f"malformed ConsumeStatsList: {e}") from e
+    return parse_body(resp, "ConsumeStatsList", ConsumeStatsList.decode)
 
 
 __all__ += ["get_broker_config", "get_broker_consume_stats", "get_broker_runtime_info", "parse_broker_config",
@@ -749,8 +712,7 @@ def parse_kv_list(resp: RemotingCommand) -> dict[str, str]:
     """The namespace's ``{key: value}``; empty when the name server has none (QUERY_NOT_FOUND)."""
     if resp.code == ResponseCode.QUERY_NOT_FOUND:
         return {}
-    check_success(resp)
-    return _ops_body.KVTable.decode(resp.body_bytes()).table
+    return parse_body(resp, "KVTable", _ops_body.KVTable.decode).table
 
 
 def delete_subscription_group(group: str, remove_offset: bool = False) -> RemotingCommand:
@@ -780,8 +742,7 @@ def query_consume_queue(topic: str, queue_id: int, index: int, count: int,
 def parse_query_consume_queue(resp: RemotingCommand) -> _ops_body.QueryConsumeQueueResponseBody:
     """A :class:`rmq.remoting.body.ops.QueryConsumeQueueResponseBody`; an answer without a body
     (Java: the index is past the queue's end) has no units and index range 0..0."""
-    check_success(resp)
-    return _ops_body.QueryConsumeQueueResponseBody.decode(resp.body_bytes())
+    return parse_body(resp, "QueryConsumeQueueResponseBody", _ops_body.QueryConsumeQueueResponseBody.decode)
 
 
 def get_all_consumer_offset() -> RemotingCommand:
@@ -791,8 +752,7 @@ def get_all_consumer_offset() -> RemotingCommand:
 
 def parse_all_consumer_offset(resp: RemotingCommand) -> dict[str, dict[int, int]]:
     """``{"topic@group": {queue_id: offset}}``."""
-    check_success(resp)
-    return _ops_body.ConsumerOffsetTable.decode(resp.body_bytes()).offset_table
+    return parse_body(resp, "ConsumerOffsetManager", _ops_body.ConsumerOffsetTable.decode).offset_table
 
 
 def get_all_delay_offset() -> RemotingCommand:
@@ -802,8 +762,7 @@ def get_all_delay_offset() -> RemotingCommand:
 
 def parse_all_delay_offset(resp: RemotingCommand) -> dict[int, int]:
     """``{delay_level: offset}`` in SCHEDULE_TOPIC_XXXX."""
-    check_success(resp)
-    return _ops_body.DelayOffsetTable.decode(resp.body_bytes()).offset_table
+    return parse_body(resp, "DelayOffsetSerializeWrapper", _ops_body.DelayOffsetTable.decode).offset_table
 
 
 __all__ += ["add_write_perm_of_broker", "clean_expired_consume_queue", "delete_expired_commit_log",

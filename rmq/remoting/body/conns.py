@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.common import fastjson
+from rmq.remoting.body import json_object
 from rmq.remoting.body._mq import dumps_mq_map, mq_table
 from rmq.types import MessageQueue
 
@@ -102,6 +102,10 @@ class ConsumerConnection:
                    str(d.get("consumeType") or ""), str(d.get("messageModel") or ""),
                    str(d.get("consumeFromWhere") or ""))
 
+    @classmethod
+    def decode(cls, body: bytes | memoryview | str) -> ConsumerConnection:
+        return cls.from_json(json_object(body, "ConsumerConnection"))
+
     def compute_min_version(self) -> int:
         """The lowest client version among the connections (Java ``computeMinVersion``)."""
         return min((c.version for c in self.connection_set), default=2147483647)
@@ -119,6 +123,10 @@ class ProducerConnection:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ProducerConnection:
         return cls(tuple(ConnectionInfo.from_json(c) for c in d.get("connectionSet") or () if isinstance(c, Mapping)))
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | str) -> ProducerConnection:
+        return cls.from_json(json_object(body, "ProducerConnection"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,9 +149,7 @@ class ResetOffsetBody:
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ResetOffsetBody:
         """Either form; ``ValueError`` when the body is neither."""
-        d = fastjson.loads(body)
-        if not isinstance(d, Mapping):
-            raise ValueError("ResetOffsetBody is not a JSON object")
+        d = json_object(body, "ResetOffsetBody")
         raw = d.get("offsetTable")
         if isinstance(raw, list) and all(isinstance(e, Mapping) and "offset" in e for e in raw):
             return cls({MessageQueue.from_json(e): int(e["offset"]) for e in raw})
@@ -165,9 +171,7 @@ class GetConsumerStatusBody:
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> GetConsumerStatusBody:
-        d = fastjson.loads(body)
-        if not isinstance(d, Mapping):
-            raise ValueError("GetConsumerStatusBody is not a JSON object")
+        d = json_object(body, "GetConsumerStatusBody")
         consumers = d.get("consumerTable") if isinstance(d.get("consumerTable"), Mapping) else {}
         return cls({mq: int(v) for mq, v in mq_table(d.get("messageQueueTable")).items()},
                    {str(cid): {mq: int(v) for mq, v in mq_table(t).items()} for cid, t in (consumers or {}).items()})
@@ -229,9 +233,7 @@ class ConsumerRunningInfo:
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ConsumerRunningInfo:
-        d = fastjson.loads(body)
-        if not isinstance(d, Mapping):
-            raise ValueError("ConsumerRunningInfo is not a JSON object")
+        d = json_object(body, "ConsumerRunningInfo")
         props = d.get("properties") if isinstance(d.get("properties"), Mapping) else {}
         status = d.get("statusTable") if isinstance(d.get("statusTable"), Mapping) else {}
         return cls({str(k): str(v) for k, v in (props or {}).items()},
@@ -260,9 +262,7 @@ class ConsumeMessageDirectlyResult:
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ConsumeMessageDirectlyResult:
-        d = fastjson.loads(body)
-        if not isinstance(d, Mapping):
-            raise ValueError("ConsumeMessageDirectlyResult is not a JSON object")
+        d = json_object(body, "ConsumeMessageDirectlyResult")
         remark = d.get("remark")
         return cls(bool(d.get("order")), bool(d.get("autoCommit", True)), str(d.get("consumeResult") or ""),
                    None if remark is None else str(remark), _int(d.get("spentTimeMills")))

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.common import fastjson
+from rmq.remoting.body import json_object
 from rmq.remoting.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
 
@@ -91,6 +91,11 @@ class OffsetWrapper:
     consumer_offset: int = 0
     last_timestamp: int = 0
 
+    @property
+    def diff(self) -> int:
+        """Messages not consumed yet."""
+        return self.broker_offset - self.consumer_offset
+
     def to_json(self) -> dict[str, Any]:
         return {"brokerOffset": self.broker_offset, "consumerOffset": self.consumer_offset,
                 "lastTimestamp": self.last_timestamp}
@@ -128,9 +133,7 @@ class ConsumeStats:
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> ConsumeStats:
-        d = fastjson.loads(body or b"{}")
-        if not isinstance(d, dict):
-            raise ValueError("ConsumeStats is not an object")
+        d = json_object(body, "ConsumeStats")
         return cls.from_json(d)
 
 
@@ -154,9 +157,7 @@ class ConsumeStatsList:
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> ConsumeStatsList:
-        d = fastjson.loads(body or b"{}")
-        if not isinstance(d, dict):
-            raise ValueError("ConsumeStatsList is not an object")
+        d = json_object(body, "ConsumeStatsList")
         entries = d.get("consumeStatsList") or []
         if not isinstance(entries, list):
             raise ValueError("consumeStatsList is not a list")

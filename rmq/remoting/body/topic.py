@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.common import fastjson
+from rmq.remoting.body import json_object
 from rmq.remoting.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
 
@@ -57,7 +57,7 @@ class TopicStatsTable:
     @classmethod
     def from_body(cls, body: bytes | str) -> TopicStatsTable:
         """Parse fastjson's body; ValueError when it is not a TopicStatsTable."""
-        d = _object(fastjson.loads(body or b"{}"), "a TopicStatsTable")
+        d = json_object(body, "TopicStatsTable")
         table = _object(d.get("offsetTable") or {}, "offsetTable")
         try:
             return cls({mq_of(k): TopicOffset.from_json(v) for k, v in table.items()})
