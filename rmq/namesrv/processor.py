@@ -245,18 +245,20 @@ class NamesrvProcessor:
     # -- write permission (Java RouteInfoManager.wipeWritePermOfBrokerByLock) ---------------
 
     def wipe_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
-        n = self.route.wipe_write_perm_of_broker(h.broker_name)
-        self._rate_log.info("wipe-perm", "wipe write perm of broker[%s], client: %s, %d", clip(h.broker_name),
-                            conn.remote_addr, n)
-        return cmd.response(ResponseCode.SUCCESS, None, {"wipeTopicCount": str(n)})
+        return self._write_perm(conn, cmd, "wipe")
 
     def add_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return self._write_perm(conn, cmd, "add")
+
+    def _write_perm(self, conn: Connection, cmd: RemotingCommand, op: str) -> RemotingCommand:
+        # Java wipeWritePermOfBroker / addWritePermOfBroker: the same header, log and answer
+        # (``wipeTopicCount`` / ``addTopicCount``)
         h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
-        n = self.route.add_write_perm_of_broker(h.broker_name)
-        self._rate_log.info("add-perm", "add write perm of broker[%s], client: %s, %d", clip(h.broker_name),
+        n = (self.route.wipe_write_perm_of_broker if op == "wipe" else self.route.add_write_perm_of_broker)(
+            h.broker_name)
+        self._rate_log.info(f"{op}-perm", "%s write perm of broker[%s], client: %s, %d", op, clip(h.broker_name),
                             conn.remote_addr, n)
-        return cmd.response(ResponseCode.SUCCESS, None, {"addTopicCount": str(n)})
+        return cmd.response(ResponseCode.SUCCESS, None, {f"{op}TopicCount": str(n)})
 
     # -- configuration (Java DefaultRequestProcessor.getConfig / updateConfig) --------------
 
