@@ -320,9 +320,9 @@ async def test_golden_view_stats_and_consume_stats_decode_and_match(env):
     (cs,) = [c for c in ours_list.groups()[group] if any(mq.topic == topic for mq in c.offset_table)]
     assert cs.consume_tps > 0 and cs.compute_total_diff() == 0
     raw_ours = await invoke_once(addr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
-    from rmq.common.fastjson import loads as loads_fastjson_mq
+    from rmq.common import fastjson
 
-    java_d, ours_d = loads_fastjson_mq(answer.body_bytes()), loads_fastjson_mq(raw_ours.body_bytes())
+    java_d, ours_d = fastjson.loads(answer.body_bytes()), fastjson.loads(raw_ours.body_bytes())
     assert set(java_d) == set(ours_d) == {"brokerAddr", "consumeStatsList", "totalDiff"}
     java_cs = next(iter(java_d["consumeStatsList"][1].values()))[1]
     ours_cs = next(v for e in ours_d["consumeStatsList"] for g, v in e.items() if g == group)[-1]
