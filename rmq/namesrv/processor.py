@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from rmq.common import fastjson
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.config import ConfigError, ConfigUpdateRefused, format_properties, parse_properties
 from rmq.errors import RemotingCommandError
@@ -133,7 +134,7 @@ class NamesrvProcessor:
             if h.compressed:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, "compressed broker registration is not supported", {})
             try:
-                data = json.loads(body)
+                data = fastjson.loads(body)
                 wrapper = data.get("topicConfigSerializeWrapper") or {}
                 table = wrapper.get("topicConfigTable") or {}
                 data_version = wrapper.get("dataVersion") or {}

@@ -6,6 +6,7 @@ import logging
 import re
 from typing import Any
 
+from rmq.common import fastjson
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
@@ -28,7 +29,7 @@ def parse_json_body(cmd: RemotingCommand, what: str) -> Any:
     if not raw:
         raise RemotingCommandError(f"{what}: request body is empty")
     try:
-        obj = json.loads(raw)
+        obj = fastjson.loads(raw)
     except (UnicodeDecodeError, ValueError) as e:
         raise RemotingCommandError(f"{what}: request body is not valid JSON ({clip(e)})") from None
     # A "\ud800" escape decodes to a lone surrogate, which no reply or table could encode
