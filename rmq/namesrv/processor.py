@@ -14,7 +14,6 @@ code gets REQUEST_CODE_NOT_SUPPORTED naming it.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
@@ -48,10 +47,6 @@ FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 GET_KV_CONFIG_BY_VALUE = 217  # gone from Java's RequestCode; ali-ons still sends it
 DELETE_KV_CONFIG_BY_VALUE = 218
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
-
-
-def _json(obj: object) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class NamesrvProcessor:
@@ -161,7 +156,8 @@ class NamesrvProcessor:
     def query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         addr = cmd.ext_fields.get("brokerAddr")
         dv = self.route.query_data_version(str(addr)) if addr else None
-        return cmd.response(ResponseCode.SUCCESS, None, {"changed": "true" if dv is None else "false"}, _json(dv or {}))
+        return cmd.response(ResponseCode.SUCCESS, None, {"changed": "true" if dv is None else "false"},
+                            fastjson.dumps(dv or {}))
 
     # -- routes ---------------------------------------------------------------------------
 
@@ -176,18 +172,19 @@ class NamesrvProcessor:
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, h.topic)
         if order_conf:
             route["orderTopicConf"] = order_conf
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json(route))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, fastjson.dumps(route))
 
     def get_broker_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json(self.route.get_all_cluster_info()))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, fastjson.dumps(self.route.get_all_cluster_info()))
 
     def get_all_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": self.route.get_all_topic_list()}))
+        return cmd.response(ResponseCode.SUCCESS, None, {},
+                            fastjson.dumps({"topicList": self.route.get_all_topic_list()}))
 
     def get_topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         cluster = str(cmd.ext_fields.get("cluster") or "")
         topics = self.route.get_topics_by_cluster(cluster)
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": topics}))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, fastjson.dumps({"topicList": topics}))
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields.get("topic")

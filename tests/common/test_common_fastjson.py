@@ -88,3 +88,11 @@ def test_a_pathological_body_stays_linear():
 
 def test_non_string_scalar_keys():
     assert fastjson.loads('{true:1,null:2,1.5:3,"s":4}') == {"true": 1, "null": 2, "1.5": 3, "s": 4}
+
+
+@given(values)
+@settings(max_examples=100, deadline=None)
+def test_dumps_is_compact_utf8_and_reads_back(v):
+    raw = fastjson.dumps(v)
+    assert raw == json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode()
+    assert fastjson.loads(raw) == json.loads(raw)
