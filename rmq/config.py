@@ -29,16 +29,21 @@ takes the store's ``StoreConfig`` as just another dataclass target.
 """
 from __future__ import annotations
 
+import asyncio
+import copy
 import dataclasses
 import difflib
+import os
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import javaproperties
 
 from rmq.common.constants import TopicValidator
+from rmq.common.files import atomic_write
 from rmq.common.settings import JAVA_INT, Allowed, allowed_of, setting
 
 __all__ = [
@@ -47,9 +52,11 @@ __all__ = [
     "NamesrvConfig",
     "apply_properties",
     "check_config",
+    "format_properties",
     "load_properties",
     "parse_overrides",
     "parse_properties",
+    "property_text",
 ]
 
 
@@ -289,17 +296,39 @@ class BrokerConfig:
 # Java .properties parsing
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    r"""Parse Java ``.properties`` text as ``java.util.Properties.load`` does: ``key=value``,
-    ``key: value`` or ``key value`` lines, ``#``/``!`` comments, backslash continuations, and the
-    escapes ``\:``, ``\=``, ``\ ``, ``\t``, ``\n``, ``\uXXXX``. Values keep Java's
-    meaning except that trailing blanks are dropped (in a conf file they are a typo).
-    A later duplicate key wins, as in Java. :class:`ConfigError` on a malformed escape."""
+def parse_properties(text: str | bytes | bytearray | memoryview) -> dict[str, str]:
+    r"""Parse Java ``.properties`` text as ``java.util.Properties.load`` does (Java
+    ``MixAll.string2Properties``; the one decoder of properties text, files and bodies alike):
+    ``key=value``, ``key: value`` or ``key value`` lines, ``#``/``!`` comments, backslash
+    continuations, and the escapes ``\:``, ``\=``, ``\ ``, ``\t``, ``\n``, ``\uXXXX``. Values keep
+    Java's meaning except that trailing blanks are dropped (in a conf file they are a typo).
+    A later duplicate key wins, as in Java. Bytes are read as UTF-8. :class:`ConfigError` on a
+    malformed escape or bytes that are not UTF-8."""
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"bad properties text: not UTF-8 ({e})") from None
     try:
         props = javaproperties.loads(text)
     except (ValueError, UnicodeError) as e:
         raise ConfigError(f"bad properties text: {e}") from None
     return {k: v.rstrip() for k, v in props.items()}
+
+
+def format_properties(props: Mapping[str, object]) -> str:
+    """Properties text as Java ``MixAll.properties2String`` writes it (the one encoder): a
+    ``key=value`` line per property, in the mapping's order, no escaping; a ``None`` value is
+    left out (Java skips null values) and booleans are Java's ``true``/``false``."""
+    return "".join(f"{k}={property_text(v)}\n" for k, v in props.items() if v is not None)
+
+
+def property_text(value: object) -> str:
+    """One value as Java's ``toString`` writes it in properties text: ``true``/``false`` for
+    booleans, ``""`` for ``None``, ``str`` otherwise."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
 
 
 def load_properties(path: str) -> dict[str, str]:
@@ -468,3 +497,166 @@ def snake_to_camel(name: str) -> str:
 def describe(obj: typing.Any) -> dict[str, object]:
     """A dataclass as ``{camelCaseKey: value}``, for GET_BROKER_CONFIG-style dumps."""
     return {snake_to_camel(f.name): getattr(obj, f.name) for f in dataclasses.fields(obj)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Runtime configuration (Java Configuration): read, checked update, persistence
+
+
+class ConfigUpdateRefused(ConfigError):
+    """A runtime update that changed nothing: ``black_list`` when it names a key of the black
+    list (answered NO_PERMISSION, as Java), otherwise a bad, unknown or start-up-only key or a
+    bad value (SYSTEM_ERROR)."""
+
+    def __init__(self, message: str, *, black_list: bool = False) -> None:
+        super().__init__(message)
+        self.black_list = black_list
+
+
+_LENIENT_HINT = " (set lenientConfig=true or pass --lenient-config to only warn)"
+_KEY_LINE = re.compile(r"^\s*([^#!\s=:][^=:\s]*)\s*[=:\s]")
+
+
+class Configuration:
+    """A running daemon's configuration (Java ``Configuration``): the live config dataclasses,
+    their dump, checked updates and their persistence. The broker and the name server subclass
+    it with their lists (:attr:`live`, :attr:`black_list`) and reactions (:meth:`changed`).
+
+    An update (:meth:`update`) is checked whole before anything changes, with the start-up rules
+    (:func:`apply_properties` on copies, then :func:`check_config`): a key of the black list, a
+    known key not in :attr:`live` (read once at start-up; :meth:`refusal` says why), an unknown
+    key or a value outside the field's range refuses it all. Java sets any field by reflection
+    and may take a value it cannot use; we refuse what could not take effect instead.
+
+    Persistence (:meth:`persist`, Java ``Configuration.persist``) writes the changed keys into the
+    properties file :meth:`path` names: Java rewrites the file with every property; here the
+    changed keys' lines are replaced (their continuation lines and later duplicates dropped),
+    new keys appended and the operator's other lines and comments kept; the file is replaced
+    atomically (``rmq.common.files.atomic_write``), off the event loop.
+
+    Args:
+        targets: the live config dataclasses, searched in order (updates are applied in place).
+    """
+
+    #: camelCase keys a running daemon applies at once.
+    live: frozenset[str] = frozenset()
+    #: camelCase keys never changed remotely (Java ``configBlackList``).
+    black_list: frozenset[str] = frozenset()
+
+    def __init__(self, *targets: typing.Any) -> None:
+        self.targets = targets
+        self._lock = asyncio.Lock()
+        self._camel = {_norm(f.name): snake_to_camel(f.name) for t in targets for f in dataclasses.fields(t)}
+        self._live = {_norm(k) for k in self.live}
+        self._black = {_norm(k) for k in self.black_list}
+
+    def path(self) -> str | None:
+        """The properties file updates are persisted to; None (the default): not persisted."""
+        return None
+
+    def all_configs(self) -> dict[str, object]:
+        """Every property, camelCase, in declaration order (the first target's wins)."""
+        out: dict[str, object] = {}
+        for t in self.targets:
+            for k, v in describe(t).items():
+                out.setdefault(k, v)
+        return out
+
+    def get_all_configs_format_string(self) -> str:
+        """Java ``getAllConfigsFormatString``: every property as properties text, Java's
+        ``true``/``false``, a ``None`` value as an empty one."""
+        return format_properties({k: property_text(v) for k, v in self.all_configs().items()})
+
+    def refusal(self, key: str) -> str:
+        """Why the start-up-only property ``key`` (camelCase) cannot change now."""
+        return (f"{key} cannot be changed at runtime; put it in the config file and restart. "
+                f"Properties that change live: {', '.join(sorted(self.live))}")
+
+    def check(self, props: Mapping[str, str]) -> None:
+        """Raise :class:`ConfigUpdateRefused` unless every property may change now to its value."""
+        if any(_norm(k) in self._black for k in props):
+            raise ConfigUpdateRefused("Can not update config in black list.", black_list=True)
+        for key in props:
+            camel = self._camel.get(_norm(key))
+            if camel is not None and _norm(key) not in self._live:
+                raise ConfigUpdateRefused(self.refusal(camel))
+        trial = [copy.copy(t) for t in self.targets]
+        try:
+            apply_properties(dict(props), *trial, lenient=False)
+            check_config(*trial)
+        except ConfigError as e:
+            raise ConfigUpdateRefused(str(e).replace(_LENIENT_HINT, "")) from None
+
+    async def update(self, props: Mapping[str, str]) -> dict[str, str]:
+        """Java ``Configuration.update``: check, apply and persist ``props``; returns the applied
+        ``{camelKey: value}`` (values as :meth:`get_all_configs_format_string` writes them).
+        Raises :class:`ConfigUpdateRefused` (nothing applied) or ``OSError`` (applied, but the
+        file could not be written)."""
+        if not props:
+            return {}
+        async with self._lock:
+            self.check(props)
+            apply_properties(dict(props), *self.targets, lenient=False)
+            now = {_norm(k): v for k, v in self.all_configs().items()}
+            applied = {self._camel[_norm(k)]: property_text(now[_norm(k)]) for k in props
+                       if _norm(k) in self._camel}
+            await self.changed(applied)
+            await self.persist(applied)
+            return applied
+
+    async def changed(self, applied: dict[str, str]) -> None:
+        """Called once an update is applied, before it is persisted (subclasses pass the new
+        values on to the components that copied them)."""
+
+    async def persist(self, applied: Mapping[str, str]) -> None:
+        """Java ``Configuration.persist``: write ``applied`` into :meth:`path`'s file (none: no-op)."""
+        path = self.path()
+        if path:
+            await asyncio.to_thread(rewrite_properties_file, os.path.expanduser(path), dict(applied))
+
+
+def rewrite_properties_file(path: str, updated: Mapping[str, str]) -> None:
+    """Replace the lines of ``updated``'s keys in the properties file at ``path`` (created if
+    missing; keys matched in camelCase or snake_case spellings, as the loader does): the first
+    line of a key gets its new value, its continuation lines and later duplicates are dropped,
+    missing keys are appended, every other line is kept. Values are escaped as
+    ``java.util.Properties.store`` does. Atomic (temporary file, fsync, rename); ``OSError``."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        lines = []
+    wanted = {_norm(k): (k, v) for k, v in updated.items()}
+    done: set[str] = set()
+    out: list[str] = []
+    continued = skipping = False  # inside a backslash-continued value; dropping its lines
+    for line in lines:
+        ends_continued = line.endswith("\\") and not line.endswith("\\\\")
+        if continued:
+            continued = ends_continued
+            if not skipping:
+                out.append(line)
+            continue
+        m = _KEY_LINE.match(line)
+        continued = ends_continued
+        skipping = False
+        if m is not None and _norm(m.group(1)) in wanted:
+            n = _norm(m.group(1))
+            skipping = True
+            if n not in done:
+                key, value = wanted[n]
+                out.append(f"{key}={_escape_value(value)}")
+                done.add(n)
+            continue
+        out.append(line)
+    out.extend(f"{key}={_escape_value(value)}" for n, (key, value) in wanted.items() if n not in done)
+    atomic_write(path, ("\n".join(out) + "\n").encode())
+
+
+def _escape_value(value: str) -> str:
+    # java.util.Properties.store: backslashes, line breaks and a leading blank are escaped
+    out = value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return "\\" + out if out.startswith(" ") else out
+
+
+__all__ += ["ConfigUpdateRefused", "Configuration", "rewrite_properties_file"]

@@ -461,3 +461,19 @@ class NoisyNeighbour:
             self._stop.wait(self.interval)
         if sock is not None:
             sock.close()
+
+
+async def invoke_once(addr: str, code: int, ext_fields: dict[str, Any] | None = None, body: bytes | None = None,
+                      timeout: float = 10.0) -> Any:
+    """One request to ``addr`` on a fresh connection, closed afterwards: the answer
+    (RemotingCommand); raises as ``RemotingClient.invoke`` does. ``timeout`` defaults to 10 s."""
+    from rmq.remoting import RemotingClient, RemotingCommand
+
+    client = RemotingClient()
+    try:
+        return await client.invoke(addr, RemotingCommand.request(code, ext_fields, body), timeout=timeout)
+    finally:
+        await client.close()
+
+
+__all__ += ["invoke_once"]

@@ -393,18 +393,7 @@ class BrokerStatsManager:
         st = self.store
         st.put_nums += nums
         st.put_size += size
-        item = self._topic_put_nums.items.get(topic) or self._topic_put_nums.get_or_create(topic)
-        if item is not None:
-            item.value += nums
-            item.times += 1
-        item = self._topic_put_size.items.get(topic) or self._topic_put_size.get_or_create(topic)
-        if item is not None:
-            item.value += size
-            item.times += 1
-        b = self._broker_put
-        if b is not None:
-            b.value += nums
-            b.times += 1
+        _count(self._topic_put_nums, self._topic_put_size, self._broker_put, topic, nums, size)
 
     def on_put_failed(self) -> None:
         self.store.put_failed += 1
@@ -426,18 +415,7 @@ class BrokerStatsManager:
         st.get_transferred += nums
         st.get_size += size
         key = f"{topic}@{group}"
-        item = self._group_get_nums.items.get(key) or self._group_get_nums.get_or_create(key)
-        if item is not None:
-            item.value += nums
-            item.times += 1
-        item = self._group_get_size.items.get(key) or self._group_get_size.get_or_create(key)
-        if item is not None:
-            item.value += size
-            item.times += 1
-        b = self._broker_get
-        if b is not None:
-            b.value += nums
-            b.times += 1
+        _count(self._group_get_nums, self._group_get_size, self._broker_get, key, nums, size)
 
     # -- table upkeep --------------------------------------------------------------------
 
@@ -540,3 +518,13 @@ class BrokerStatsManager:
 
 
 human_bytes = _human_bytes
+
+
+def _count(nums: StatsItemSet, sizes: StatsItemSet, total: StatsItem | None, key: str, n: int, size: int) -> None:
+    """One put or pull of ``n`` messages of ``size`` bytes: the key's count and size items and
+    the broker's total (Java incTopicPutNums + incTopicPutSize + incBrokerPutNums, and the
+    GET counterparts)."""
+    nums.add(key, n)
+    sizes.add(key, size)
+    if total is not None:
+        total.add(n)

@@ -7,35 +7,15 @@ fastjson, an unquoted 0).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from rmq.common import fastjson
 from rmq.common.constants import MixAll, PermName
 
-__all__ = ["MASTER_ID", "BrokerData", "ClusterInfo", "QueueData", "TopicRouteData", "loads_fastjson"]
+__all__ = ["MASTER_ID", "BrokerData", "ClusterInfo", "QueueData", "TopicRouteData"]
 
 MASTER_ID = MixAll.MASTER_ID  # the broker id of a master
-
-
-def loads_fastjson(text: str | bytes | bytearray | memoryview) -> Any:
-    """``json.loads`` that also reads fastjson's non-string map keys: integers, which Java writes
-    unquoted (``{"brokerAddrs":{0:"addr"}}``), and objects (``Map<MessageQueue, V>``); see
-    :func:`rmq.common.fastjson.loads` for the keys they become.
-    Raises ``ValueError`` (``json.JSONDecodeError``, ``UnicodeDecodeError``, or for nesting
-    deeper than Python's recursion limit a plain ValueError) when the text is not JSON."""
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        text = bytes(text).decode("utf-8")
-    try:
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            # fastjson's unquoted integer keys and object keys (a Map<MessageQueue, V>)
-            return fastjson.loads(text)
-    except RecursionError:
-        # a peer's body nested thousands deep: bad input, not a crash of the reader
-        raise ValueError("route JSON nested too deeply") from None
 
 
 @dataclass(slots=True)
@@ -119,7 +99,7 @@ class TopicRouteData:
     def from_body(cls, body: str | bytes | bytearray | memoryview) -> TopicRouteData:
         """Parse the JSON body (fastjson's unquoted integer keys accepted). Raises ValueError,
         KeyError, TypeError or AttributeError when it is not a route."""
-        d = loads_fastjson(body)
+        d = fastjson.loads(body)
         if not isinstance(d, dict):
             raise TypeError(f"a route is a JSON object, not {type(d).__name__}")
         return cls.from_json(d)
@@ -170,7 +150,7 @@ class ClusterInfo:
     def from_body(cls, body: str | bytes | bytearray | memoryview) -> ClusterInfo:
         """Parse the JSON body. Raises ValueError, KeyError, TypeError or AttributeError when
         it is not a cluster info."""
-        d = loads_fastjson(body or b"{}")
+        d = fastjson.loads(body or b"{}")
         if not isinstance(d, dict):
             raise TypeError(f"a cluster info is a JSON object, not {type(d).__name__}")
         brokers = {str(name): BrokerData.from_json({"brokerName": name, **bd})

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 
+from rmq.common import fastjson
 from rmq.common.files import atomic_write
 from rmq.common.log import RateLimitedLog, clip
 from rmq.config import NamesrvConfig
@@ -71,7 +72,7 @@ class KVConfigManager:
             log.error("KV config file %s cannot be read (%s): starting with an empty table", path, clip(e))
             return
         try:
-            data = json.loads(text)
+            data = fastjson.loads(text)
             table = data.get("configTable") or {}
             if not isinstance(table, dict) or not all(isinstance(t, dict) for t in table.values()):
                 raise ValueError("configTable is not an object of objects")

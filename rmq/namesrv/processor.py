@@ -14,18 +14,18 @@ code gets REQUEST_CODE_NOT_SUPPORTED naming it.
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from rmq.common import fastjson
 from rmq.common.log import RateLimitedLog, clip, clip_remark
+from rmq.config import ConfigError, ConfigUpdateRefused, format_properties, parse_properties
 from rmq.errors import RemotingCommandError
-from rmq.namesrv.configuration import ConfigUpdateRefused
 from rmq.namesrv.kv_config import KVConfigRefused
 from rmq.namesrv.route_manager import RegistrationRefused
-from rmq.remoting.body.ops import KVTable, decode_properties, encode_properties
+from rmq.remoting.body.ops import KVTable
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -47,10 +47,6 @@ FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 GET_KV_CONFIG_BY_VALUE = 217  # gone from Java's RequestCode; ali-ons still sends it
 DELETE_KV_CONFIG_BY_VALUE = 218
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
-
-
-def _json(obj: object) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class NamesrvProcessor:
@@ -133,7 +129,7 @@ class NamesrvProcessor:
             if h.compressed:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, "compressed broker registration is not supported", {})
             try:
-                data = json.loads(body)
+                data = fastjson.loads(body)
                 wrapper = data.get("topicConfigSerializeWrapper") or {}
                 table = wrapper.get("topicConfigTable") or {}
                 data_version = wrapper.get("dataVersion") or {}
@@ -160,7 +156,8 @@ class NamesrvProcessor:
     def query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         addr = cmd.ext_fields.get("brokerAddr")
         dv = self.route.query_data_version(str(addr)) if addr else None
-        return cmd.response(ResponseCode.SUCCESS, None, {"changed": "true" if dv is None else "false"}, _json(dv or {}))
+        return cmd.response(ResponseCode.SUCCESS, None, {"changed": "true" if dv is None else "false"},
+                            fastjson.dumps(dv or {}))
 
     # -- routes ---------------------------------------------------------------------------
 
@@ -175,18 +172,19 @@ class NamesrvProcessor:
         order_conf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, h.topic)
         if order_conf:
             route["orderTopicConf"] = order_conf
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json(route))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, fastjson.dumps(route))
 
     def get_broker_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json(self.route.get_all_cluster_info()))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, fastjson.dumps(self.route.get_all_cluster_info()))
 
     def get_all_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": self.route.get_all_topic_list()}))
+        return cmd.response(ResponseCode.SUCCESS, None, {},
+                            fastjson.dumps({"topicList": self.route.get_all_topic_list()}))
 
     def get_topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         cluster = str(cmd.ext_fields.get("cluster") or "")
         topics = self.route.get_topics_by_cluster(cluster)
-        return cmd.response(ResponseCode.SUCCESS, None, {}, _json({"topicList": topics}))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, fastjson.dumps({"topicList": topics}))
 
     def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         topic = cmd.ext_fields.get("topic")
@@ -245,18 +243,20 @@ class NamesrvProcessor:
     # -- write permission (Java RouteInfoManager.wipeWritePermOfBrokerByLock) ---------------
 
     def wipe_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
-        n = self.route.wipe_write_perm_of_broker(h.broker_name)
-        self._rate_log.info("wipe-perm", "wipe write perm of broker[%s], client: %s, %d", clip(h.broker_name),
-                            conn.remote_addr, n)
-        return cmd.response(ResponseCode.SUCCESS, None, {"wipeTopicCount": str(n)})
+        return self._write_perm(conn, cmd, "wipe")
 
     def add_write_perm_of_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        return self._write_perm(conn, cmd, "add")
+
+    def _write_perm(self, conn: Connection, cmd: RemotingCommand, op: str) -> RemotingCommand:
+        # Java wipeWritePermOfBroker / addWritePermOfBroker: the same header, log and answer
+        # (``wipeTopicCount`` / ``addTopicCount``)
         h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
-        n = self.route.add_write_perm_of_broker(h.broker_name)
-        self._rate_log.info("add-perm", "add write perm of broker[%s], client: %s, %d", clip(h.broker_name),
+        n = (self.route.wipe_write_perm_of_broker if op == "wipe" else self.route.add_write_perm_of_broker)(
+            h.broker_name)
+        self._rate_log.info(f"{op}-perm", "%s write perm of broker[%s], client: %s, %d", op, clip(h.broker_name),
                             conn.remote_addr, n)
-        return cmd.response(ResponseCode.SUCCESS, None, {"addTopicCount": str(n)})
+        return cmd.response(ResponseCode.SUCCESS, None, {f"{op}TopicCount": str(n)})
 
     # -- configuration (Java DefaultRequestProcessor.getConfig / updateConfig) --------------
 
@@ -264,15 +264,15 @@ class NamesrvProcessor:
         props = self.controller.configuration.properties()
         if props.get("listenPort") == 0:  # an ephemeral port: show the bound one
             props["listenPort"] = self.controller.port
-        return cmd.response(ResponseCode.SUCCESS, None, {}, encode_properties(props))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, format_properties(props).encode())
 
     async def update_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         body = cmd.body_bytes()
         if not body:
             return cmd.response(ResponseCode.SUCCESS, None, {})  # Java: nothing to update
         try:
-            props = decode_properties(body)
-        except RemotingCommandError:
+            props = parse_properties(body)
+        except ConfigError:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "string2Properties error", {})
         self._rate_log.info("update-config", "updateConfig called by %s: %s", conn.remote_addr, clip(props))
         try:

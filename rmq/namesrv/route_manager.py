@@ -431,22 +431,20 @@ class RouteInfoManager:
         table's dataVersion changed; the periodic registration with the same version keeps the
         wiped perm). ADD_WRITE_PERM_OF_BROKER undoes it.
         """
-        n = 0
-        for queues in self.topic_queue_table.values():
-            qd = queues.get(broker_name)
-            if qd is not None:
-                qd.perm &= ~PermName.PERM_WRITE
-                n += 1
-        return n
+        return self._operate_write_perm(broker_name, wipe=True)
 
     def add_write_perm_of_broker(self, broker_name: str) -> int:
         """Set ``broker_name``'s queue data in every topic route to read + write (Java sets
         ``PERM_READ | PERM_WRITE``, dropping any other bit); returns how many topics."""
+        return self._operate_write_perm(broker_name, wipe=False)
+
+    def _operate_write_perm(self, broker_name: str, *, wipe: bool) -> int:
+        # Java RouteInfoManager.operateWritePermOfBroker: one walk for both request codes
         n = 0
         for queues in self.topic_queue_table.values():
             qd = queues.get(broker_name)
             if qd is not None:
-                qd.perm = PermName.READ_WRITE
+                qd.perm = qd.perm & ~PermName.PERM_WRITE if wipe else PermName.READ_WRITE
                 n += 1
         return n
 

@@ -27,13 +27,14 @@ which themselves import only ``rmq.common``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import RemotingCommandError, for_code
 from rmq.remoting import headers as _h
+from rmq.remoting.body import json_object
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -81,6 +82,7 @@ __all__ = [
     "parse_consumer_list",
     "parse_heart_beat",
     "parse_lock_batch_mq",
+    "parse_body",
     "parse_offset",
     "parse_pull",
     "parse_query_consumer_offset",
@@ -122,14 +124,24 @@ def check_success(resp: RemotingCommand) -> None:
         raise_for(resp)
 
 
-def _json_body(resp: RemotingCommand, what: str) -> dict[str, Any]:
+_T = TypeVar("_T")
+
+
+def parse_body(resp: RemotingCommand, what: str, decode: Callable[[bytes], _T]) -> _T:
+    """The one way a SUCCESS answer's body becomes a typed object: any other code raises (see
+    :func:`raise_for`), then ``decode(body)`` (``b""`` when there is none); a body ``decode``
+    refuses (ValueError, KeyError, TypeError, AttributeError) is a
+    :class:`~rmq.errors.RemotingCommandError` naming ``what``."""
+    check_success(resp)
     try:
-        d = json.loads(resp.body_bytes() or b"{}")
-    except ValueError as e:
-        raise RemotingCommandError(f"malformed {what} body: {e}") from e
-    if not isinstance(d, dict):
-        raise RemotingCommandError(f"malformed {what} body: a JSON object was expected, not {type(d).__name__}")
-    return d
+        return decode(resp.body_bytes() or b"")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise RemotingCommandError(f"malformed {what} body: {e}") from None
+
+
+def _json_body(resp: RemotingCommand, what: str) -> dict[str, Any]:
+    """A SUCCESS answer's body that must be a JSON object (:func:`parse_body`)."""
+    return parse_body(resp, what, lambda body: json_object(body, what))
 
 
 # ============================================================================ name server
@@ -145,13 +157,9 @@ def parse_topic_route(resp: RemotingCommand) -> TopicRouteData | None:
     if resp.code == ResponseCode.TOPIC_NOT_EXIST:
         return None
     check_success(resp)
-    body = resp.body_bytes()
-    if not body:
+    if not resp.body_bytes():
         return None
-    try:
-        return TopicRouteData.from_body(body)
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed route data: {e!r}") from e
+    return parse_body(resp, "route", TopicRouteData.from_body)
 
 
 def get_all_topic_list() -> RemotingCommand:
@@ -161,7 +169,6 @@ def get_all_topic_list() -> RemotingCommand:
 
 def parse_topic_list(resp: RemotingCommand) -> list[str]:
     """Every topic the name server knows, sorted (Java ``TopicList.topicList``)."""
-    check_success(resp)
     topics = _json_body(resp, "topic list").get("topicList") or ()
     if not isinstance(topics, (list, tuple)):
         raise RemotingCommandError(f"malformed topic list: {type(topics).__name__}")
@@ -174,11 +181,7 @@ def get_broker_cluster_info() -> RemotingCommand:
 
 
 def parse_cluster_info(resp: RemotingCommand) -> ClusterInfo:
-    check_success(resp)
-    try:
-        return ClusterInfo.from_body(resp.body_bytes())
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed cluster info: {e!r}") from e
+    return parse_body(resp, "cluster info", ClusterInfo.from_body)
 
 
 # ============================================================================ producer
@@ -360,11 +363,8 @@ def lock_batch_mq(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> Re
 
 def parse_lock_batch_mq(resp: RemotingCommand) -> set[MessageQueue]:
     """The queues the broker locked for us (Java ``LockBatchResponseBody.lockOKMQSet``)."""
-    check_success(resp)
-    try:
-        return {MessageQueue.from_json(d) for d in _json_body(resp, "LOCK_BATCH_MQ").get("lockOKMQSet") or []}
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed LOCK_BATCH_MQ answer: {e!r}") from e
+    return parse_body(resp, "LOCK_BATCH_MQ", lambda body: {
+        MessageQueue.from_json(d) for d in json_object(body, "LockBatchResponseBody").get("lockOKMQSet") or []})
 
 
 def unlock_batch_mq(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> RemotingCommand:
@@ -421,21 +421,7 @@ def create_subscription_group(config: Mapping[str, Any]) -> RemotingCommand:
 # ---------------------------------------------------------------------------- topics
 # Admin builders and parsers: topics, clusters, sendMessage/consumeMessage/printMsg, allocateMQ.
 # (imports here rather than in the top block, so the areas' sections merge independently)
-from collections.abc import Callable  # noqa: E402
-from typing import TypeVar  # noqa: E402
-
 from rmq.remoting.body.topic import TopicStatsTable  # noqa: E402
-
-_T = TypeVar("_T")
-
-
-def _admin_body(resp: RemotingCommand, what: str, parse: Callable[[bytes], _T]) -> _T:
-    """Check SUCCESS, then parse the body; a body that does not parse is RemotingCommandError."""
-    check_success(resp)
-    try:
-        return parse(resp.body_bytes() or b"{}")
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed {what} body: {e!r}") from e
 
 
 def get_topic_stats_info(topic: str) -> RemotingCommand:
@@ -446,7 +432,7 @@ def get_topic_stats_info(topic: str) -> RemotingCommand:
 
 def parse_topic_stats(resp: RemotingCommand) -> TopicStatsTable:
     """Java ``TopicStatsTable`` (fastjson's MessageQueue object keys read); TOPIC_NOT_EXIST raises."""
-    return _admin_body(resp, "TopicStatsTable", TopicStatsTable.from_body)
+    return parse_body(resp, "TopicStatsTable", TopicStatsTable.from_body)
 
 
 def get_topics_by_cluster(cluster: str) -> RemotingCommand:
@@ -510,11 +496,7 @@ def parse_group_list(resp: RemotingCommand) -> list[str]:
     """The group names of a GroupList answer (sorted)."""
     from rmq.remoting.body.message import GroupList
 
-    check_success(resp)
-    try:
-        return sorted(GroupList.decode(resp.body_bytes()).group_list)
-    except ValueError as e:
-        raise RemotingCommandError(str(e)) from None
+    return sorted(parse_body(resp, "GroupList", GroupList.decode).group_list)
 
 
 __all__ += ["QueryMessageReply", "parse_group_list", "parse_query_message", "parse_view_message", "query_message",
@@ -596,12 +578,8 @@ def get_broker_runtime_info() -> RemotingCommand:
 
 def parse_kv_table(resp: RemotingCommand) -> dict[str, str]:
     """A KVTable answer (GET_BROKER_RUNTIME_INFO) as ``{key: value}``."""
-    from rmq.remoting.body.stats import parse_kv_table as _parse
-    check_success(resp)
-    try:
-        return _parse(resp.body_bytes())
-    except (ValueError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed KVTable: {e}") from e
+    from rmq.remoting.body.ops import KVTable
+    return parse_body(resp, "KVTable", KVTable.decode).table
 
 
 def get_broker_config() -> RemotingCommand:
@@ -612,16 +590,12 @@ def get_broker_config() -> RemotingCommand:
 def parse_broker_config(resp: RemotingCommand) -> dict[str, str]:
     """GET_BROKER_CONFIG's properties text as ``{key: value}`` in the broker's order."""
     from rmq.config import parse_properties
-    check_success(resp)
-    try:
-        return parse_properties(bytes(resp.body_bytes() or b"").decode("utf-8"))
-    except (ValueError, UnicodeError) as e:
-        raise RemotingCommandError(f"malformed broker config: {e}") from e
+    return parse_body(resp, "broker config", parse_properties)
 
 
 def update_broker_config(properties: Mapping[str, object]) -> RemotingCommand:
     """UPDATE_BROKER_CONFIG (25): ``properties`` as properties text; answered by SUCCESS."""
-    from rmq.remoting.body.stats import format_properties
+    from rmq.config import format_properties
     return _request(RequestCode.UPDATE_BROKER_CONFIG, None, format_properties(properties).encode())
 
 
@@ -634,11 +608,8 @@ def view_broker_stats_data(stats_name: str, stats_key: str) -> RemotingCommand:
 def parse_broker_stats_data(resp: RemotingCommand) -> Any:
     """VIEW_BROKER_STATS_DATA's :class:`rmq.remoting.body.stats.BrokerStatsData`."""
     from rmq.remoting.body.stats import BrokerStatsData
-    check_success(resp)
-    try:
-        return BrokerStatsData.from_json(_json_body(resp, "BrokerStatsData"))
-    except (ValueError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed BrokerStatsData: {e}") from e
+    return parse_body(resp, "BrokerStatsData",
+                      lambda body: BrokerStatsData.from_json(json_object(body, "BrokerStatsData")))
 
 
 def get_broker_consume_stats(is_order: bool = False) -> RemotingCommand:
@@ -649,11 +620,7 @@ def get_broker_consume_stats(is_order: bool = False) -> RemotingCommand:
 def parse_consume_stats_list(resp: RemotingCommand) -> Any:
     """GET_BROKER_CONSUME_STATS's :class:`rmq.remoting.body.stats.ConsumeStatsList`."""
     from rmq.remoting.body.stats import ConsumeStatsList
-    check_success(resp)
-    try:
-        return ConsumeStatsList.decode(resp.body_bytes())
-    except (ValueError, TypeError, AttributeError, KeyError) as e:
-        raise RemotingCommandError(f"malformed ConsumeStatsList: {e}") from e
+    return parse_body(resp, "ConsumeStatsList", ConsumeStatsList.decode)
 
 
 __all__ += ["get_broker_config", "get_broker_consume_stats", "get_broker_runtime_info", "parse_broker_config",
@@ -675,13 +642,14 @@ def get_namesrv_config() -> RemotingCommand:
 
 def parse_namesrv_config(resp: RemotingCommand) -> dict[str, str]:
     """The name server's configuration as ``{key: value}`` (Java properties text)."""
-    check_success(resp)
-    return _ops_body.decode_properties(resp.body_bytes())
+    from rmq.config import parse_properties
+    return parse_body(resp, "name server config", parse_properties)
 
 
 def update_namesrv_config(props: Mapping[str, str]) -> RemotingCommand:
     """UPDATE_NAMESRV_CONFIG (318) with ``props`` as properties text; answered by SUCCESS."""
-    return _request(RequestCode.UPDATE_NAMESRV_CONFIG, None, _ops_body.encode_properties(props))
+    from rmq.config import format_properties
+    return _request(RequestCode.UPDATE_NAMESRV_CONFIG, None, format_properties(props).encode())
 
 
 def wipe_write_perm_of_broker(broker_name: str) -> RemotingCommand:
@@ -744,8 +712,7 @@ def parse_kv_list(resp: RemotingCommand) -> dict[str, str]:
     """The namespace's ``{key: value}``; empty when the name server has none (QUERY_NOT_FOUND)."""
     if resp.code == ResponseCode.QUERY_NOT_FOUND:
         return {}
-    check_success(resp)
-    return _ops_body.KVTable.decode(resp.body_bytes()).table
+    return parse_body(resp, "KVTable", _ops_body.KVTable.decode).table
 
 
 def delete_subscription_group(group: str, remove_offset: bool = False) -> RemotingCommand:
@@ -775,8 +742,7 @@ def query_consume_queue(topic: str, queue_id: int, index: int, count: int,
 def parse_query_consume_queue(resp: RemotingCommand) -> _ops_body.QueryConsumeQueueResponseBody:
     """A :class:`rmq.remoting.body.ops.QueryConsumeQueueResponseBody`; an answer without a body
     (Java: the index is past the queue's end) has no units and index range 0..0."""
-    check_success(resp)
-    return _ops_body.QueryConsumeQueueResponseBody.decode(resp.body_bytes())
+    return parse_body(resp, "QueryConsumeQueueResponseBody", _ops_body.QueryConsumeQueueResponseBody.decode)
 
 
 def get_all_consumer_offset() -> RemotingCommand:
@@ -786,8 +752,7 @@ def get_all_consumer_offset() -> RemotingCommand:
 
 def parse_all_consumer_offset(resp: RemotingCommand) -> dict[str, dict[int, int]]:
     """``{"topic@group": {queue_id: offset}}``."""
-    check_success(resp)
-    return _ops_body.ConsumerOffsetTable.decode(resp.body_bytes()).offset_table
+    return parse_body(resp, "ConsumerOffsetManager", _ops_body.ConsumerOffsetTable.decode).offset_table
 
 
 def get_all_delay_offset() -> RemotingCommand:
@@ -797,8 +762,7 @@ def get_all_delay_offset() -> RemotingCommand:
 
 def parse_all_delay_offset(resp: RemotingCommand) -> dict[int, int]:
     """``{delay_level: offset}`` in SCHEDULE_TOPIC_XXXX."""
-    check_success(resp)
-    return _ops_body.DelayOffsetTable.decode(resp.body_bytes()).offset_table
+    return parse_body(resp, "DelayOffsetSerializeWrapper", _ops_body.DelayOffsetTable.decode).offset_table
 
 
 __all__ += ["add_write_perm_of_broker", "clean_expired_consume_queue", "delete_expired_commit_log",

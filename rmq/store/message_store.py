@@ -61,7 +61,7 @@ from rmq.store.message import (
     QueryMessageResult,
     StoredMessage,
 )
-from rmq.store.reput import ReputMessageService
+from rmq.store.reput import ReputMessageService, scan_committed
 from rmq.store.resources import MAPPINGS, configure_mapping_budget
 from rmq.store.warm import WarmAheadService
 
@@ -314,22 +314,12 @@ class MessageStore:
         if index is None or start >= limit:
             return
         t0 = time.monotonic()
-        at_offset, n = start, 0
-        while at_offset < limit:
-            mf = cl.mfq.find_by_offset(at_offset)
-            if mf is None:
-                break
-            pos = at_offset - mf.file_from_offset
-            recs, at, outcome, _ = _store.scan_records(mf.mm, pos, min(mf.wrote_position, limit - mf.file_from_offset),
-                                                       mf.file_from_offset, False)
+        reached, n = start, 0
+        for mf, recs, after in scan_committed(cl, start, limit):
             index.build(mf.mm, recs)
             n += len(recs)
-            at_offset = mf.file_from_offset + at
-            if outcome == _store.SCAN_BLANK:
-                at_offset = cl.roll_next_file(at_offset)
-            elif not recs:
-                break
-        log.info("index rebuilt from CommitLog offset %d to %d: %d records in %.3fs", start, at_offset, n,
+            reached = after
+        log.info("index rebuilt from CommitLog offset %d to %d: %d records in %.3fs", start, reached, n,
                  time.monotonic() - t0)
 
     def _load_consume_queues(self) -> None:

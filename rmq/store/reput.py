@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from rmq import _store
 from rmq.common.constants import TopicValidator
@@ -14,9 +14,10 @@ from rmq.store.consume_queue import ConsumeQueue
 from rmq.store.mapped_file import DiskSpaceError, MappedFile
 
 if TYPE_CHECKING:
+    from rmq.store.commitlog import CommitLog
     from rmq.store.message_store import MessageStore
 
-__all__ = ["DISPATCH_BACKOFF_MAX", "SCHEDULE_TOPIC", "ReputMessageService"]
+__all__ = ["DISPATCH_BACKOFF_MAX", "SCHEDULE_TOPIC", "ReputMessageService", "scan_committed"]
 
 log = logging.getLogger("rmq.store")
 
@@ -138,23 +139,12 @@ class ReputMessageService:
         cl = self.store.commit_log
         out: dict[tuple[str, int], int] = {}
         at_offset = max(self.reput_from_offset, cl.min_offset)
-        while at_offset < limit:
-            mf = cl.mfq.find_by_offset(at_offset)
-            if mf is None:
-                break
-            pos = at_offset - mf.file_from_offset
-            recs, at, outcome, _ = _store.scan_records(mf.mm, pos, min(mf.wrote_position, limit - mf.file_from_offset),
-                                                       mf.file_from_offset, False)
+        for _mf, recs, _next in scan_committed(cl, at_offset, limit):
             for _phy, _size, topic, qid, qoff, _tags, _ts, sys_flag, _ppos, _plen in recs:
                 if not sys_flag & 0x4:
                     key = (topic, qid)
                     if qoff + 1 > out.get(key, 0):
                         out[key] = qoff + 1
-            at_offset = mf.file_from_offset + at
-            if outcome == _store.SCAN_BLANK:
-                at_offset = cl.roll_next_file(at_offset)
-            elif not recs:
-                break
         return out
 
     def _notify(self, arrived: dict[tuple[str, int, int], int]) -> None:
@@ -197,3 +187,25 @@ class ReputMessageService:
                 log.warning("dispatch works again (after: %s)", self.dispatch_error)
                 self.dispatch_error = None
             backoff = 0.0
+
+
+def scan_committed(cl: CommitLog, start: int, limit: int) -> Iterator[tuple[MappedFile, list[tuple[Any, ...]], int]]:
+    """Walk the CommitLog records in [``start``, ``limit``) a mapped file at a time: yields
+    ``(mapped file, its records scanned this step, the offset after them)`` and stops at the
+    first gap, a record that does not decode, or ``limit``; a file's blank tail (Java's
+    BLANK_MAGIC_CODE) moves on to the next file. Recovery's queue offsets and the index
+    rebuild both read the CommitLog this way."""
+    at_offset = start
+    while at_offset < limit:
+        mf = cl.mfq.find_by_offset(at_offset)
+        if mf is None:
+            return
+        pos = at_offset - mf.file_from_offset
+        recs, at, outcome, _ = _store.scan_records(mf.mm, pos, min(mf.wrote_position, limit - mf.file_from_offset),
+                                                   mf.file_from_offset, False)
+        at_offset = mf.file_from_offset + at
+        if outcome == _store.SCAN_BLANK:
+            at_offset = cl.roll_next_file(at_offset)
+        yield mf, recs, at_offset
+        if outcome != _store.SCAN_BLANK and not recs:
+            return

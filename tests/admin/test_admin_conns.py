@@ -14,6 +14,7 @@ import pytest
 import rmq
 from rmq._testing import run_standalone, wait_until
 from rmq.client.admin import Admin, AdminError
+from rmq.common import fastjson
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting import requests as rq
 from rmq.remoting.body.conns import (
@@ -22,7 +23,6 @@ from rmq.remoting.body.conns import (
     GetConsumerStatusBody,
     ProducerConnection,
     ResetOffsetBody,
-    loads_java_json,
     version_desc,
 )
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -83,10 +83,10 @@ def test_fastjson_bodies_round_trip():
                                                                  "queueId": 3, "topic": "T"}
     status = GetConsumerStatusBody({}, {"c1": {mq: 5}})
     assert GetConsumerStatusBody.decode(status.encode()) == status
-    assert loads_java_json('{"a":{0:"x"},"b":[1,2.5,true,null]}') == {"a": {0: "x"}, "b": [1, 2.5, True, None]}
+    assert fastjson.loads('{"a":{0:"x"},"b":[1,2.5,true,null]}') == {"a": {"0": "x"}, "b": [1, 2.5, True, None]}
     for bad in ('{"a":', '{{"x":1}:', "[1,2", '{"a":1}junk', "{" * 100 + "}" * 100):
         with pytest.raises(ValueError):
-            loads_java_json(bad)
+            fastjson.loads(bad)
     assert (version_desc(409), version_desc(62), version_desc(10_000)) == ("V4_9_8", "V3_1_8_SNAPSHOT",
                                                                            "HIGHER_VERSION")
 
@@ -94,7 +94,7 @@ def test_fastjson_bodies_round_trip():
 def test_java_answers_decode():
     """Each captured Java answer reads into the admin's types."""
     (_, a203), *_ = golden_answers(RequestCode.GET_CONSUMER_CONNECTION_LIST)
-    cc = ConsumerConnection.from_json(loads_java_json(a203.body_bytes()))
+    cc = ConsumerConnection.from_json(fastjson.loads(a203.body_bytes()))
     assert [(c.client_id, c.language, version_desc(c.version)) for c in cc.connection_set] == [
         ("192.0.2.2@29011#2226785937209", "JAVA", "V4_9_8")]
     assert (cc.consume_type, cc.message_model, cc.consume_from_where) == ("CONSUME_PASSIVELY", "CLUSTERING",
@@ -103,7 +103,7 @@ def test_java_answers_decode():
     assert cc.subscription_table["ParityT"].sub_string == "*"
 
     (_, a204), = golden_answers(RequestCode.GET_PRODUCER_CONNECTION_LIST)
-    pc = ProducerConnection.from_json(loads_java_json(a204.body_bytes()))
+    pc = ProducerConnection.from_json(fastjson.loads(a204.body_bytes()))
     assert [c.client_addr for c in pc.connection_set] == ["127.0.0.1:43928"]
 
     for req, a222 in golden_answers(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET):
@@ -185,7 +185,7 @@ async def test_ours_have_javas_shape(live):
         (_, java), *_ = golden_answers(code)
         ours = await admin._call(broker.broker_addr, live_req, lambda r: r)
         assert ours.code == java.code == ResponseCode.SUCCESS, (code, ours.remark)
-        mine, theirs = shape(loads_java_json(ours.body_bytes())), shape(loads_java_json(java.body_bytes()))
+        mine, theirs = shape(fastjson.loads(ours.body_bytes())), shape(fastjson.loads(java.body_bytes()))
         if code == 307:   # Java's properties carry its own fields (pullBatchSize, ...): the keys we share
             for k in ("mqTable", "subscriptionSet", "statusTable"):
                 assert mine[k] == theirs[k], (code, k, mine[k], theirs[k])
@@ -280,7 +280,7 @@ async def test_producer_table_is_bounded(tmp_path):
             assert await _heartbeat(b, addr, "client-b", ["P1"]) == ResponseCode.SUCCESS
             async with Admin(f"127.0.0.1:{ns.port}") as admin:
                 pc = await admin._call(addr, rq.get_producer_connection_list("P1"),
-                                       lambda r: ProducerConnection.from_json(loads_java_json(rq.body_of(r))))
+                                       lambda r: ProducerConnection.from_json(fastjson.loads(rq.body_of(r))))
             assert [c.client_id for c in pc.connection_set] == ["client-b"]   # the older one evicted
             # a closed connection leaves the table
             await b.close()
@@ -339,7 +339,7 @@ async def test_relay_timeout_unsupported_and_old_clients(tmp_path):
                                 "to V3_1_8_SNAPSHOT")
             # the connection listing has all three, each with the version it declared
             cc = await admin._call(addr, rq.get_consumer_connection_list("GID_relay"),
-                                   lambda r: ConsumerConnection.from_json(loads_java_json(rq.body_of(r))))
+                                   lambda r: ConsumerConnection.from_json(fastjson.loads(rq.body_of(r))))
             assert sorted((c.client_id, c.version) for c in cc.connection_set) == [("old", 30), ("plain", 409),
                                                                                   ("stuck", 409)]
             # status from every member: the ones that cannot answer are left out, as Java does

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import rmq
-from rmq._testing import run_standalone, wait_until
+from rmq._testing import invoke_once, run_standalone, wait_until
 from rmq.broker.stats import java_double
 from rmq.client.admin import Admin, AdminError
 from rmq.remoting import RemotingCommand
@@ -80,14 +80,6 @@ async def consume(ns, topic: str, group: str, n: int) -> None:
         await wait_until(lambda: len(got) >= n, what=f"{n} messages consumed")
 
 
-async def raw(addr: str, code: int, ext=None) -> RemotingCommand:
-    client = RemotingClient()
-    try:
-        return await client.invoke(addr, RemotingCommand.request(code, ext), timeout=10)
-    finally:
-        await client.close()
-
-
 async def test_counts_and_windows_match_what_was_sent_and_consumed(env):
     ns, broker, admin, clock = env
     addr = broker.broker_addr
@@ -146,7 +138,7 @@ async def test_consume_tps_and_broker_consume_stats(env):
     await produce(ns, topic, [b"b"] * 4)  # a backlog of 4 the stopped consumer leaves
     advance(broker, clock, 10)
     # GET_CONSUME_STATS' consumeTps: GROUP_GET_NUMS over the minute window (30 in 10 s)
-    resp = await raw(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
+    resp = await invoke_once(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
     cs = ConsumeStats.decode(resp.body_bytes())
     assert cs.consume_tps == pytest.approx(3.0)
     await wait_until(lambda: broker.consumer_offset_manager.query_offsets(group, topic).get(0) == 30,
@@ -240,7 +232,7 @@ async def test_update_broker_config_applies_live_checks_and_persists(env):
         await admin.update_broker_config(addr, {"brokerConfigPath": "/tmp/x"})
     assert e.value.code == ResponseCode.NO_PERMISSION and e.value.remark == "Can not update config in black list."
     # the version moves on each update (GET_BROKER_CONFIG's header)
-    resp = await raw(addr, RequestCode.GET_BROKER_CONFIG)
+    resp = await invoke_once(addr, RequestCode.GET_BROKER_CONFIG)
     assert json.loads(resp.ext_fields["version"])["counter"] == 1
 
 
@@ -306,13 +298,13 @@ async def test_golden_view_stats_and_consume_stats_decode_and_match(env):
     await produce(ns, topic, [b"v"] * 6)
     await consume(ns, topic, group, 6)
     advance(broker, clock, 10)
-    ours_resp = await raw(addr, RequestCode.VIEW_BROKER_STATS_DATA,
+    ours_resp = await invoke_once(addr, RequestCode.VIEW_BROKER_STATS_DATA,
                           {"statsName": "TOPIC_PUT_NUMS", "statsKey": topic})
     assert _shape(json.loads(ours_resp.body_bytes())) == _shape(json.loads(found[0].body_bytes()))
     ours = rq.parse_broker_stats_data(ours_resp)
     assert isinstance(ours, BrokerStatsData) and ours.stats_minute.sum == 6
     with pytest.raises(rmq.errors.BrokerResponseError, match="The stats <TOPIC_PUT_NUMS> <X> not exist"):
-        rq.parse_broker_stats_data(await raw(addr, RequestCode.VIEW_BROKER_STATS_DATA,
+        rq.parse_broker_stats_data(await invoke_once(addr, RequestCode.VIEW_BROKER_STATS_DATA,
                                              {"statsName": "TOPIC_PUT_NUMS", "statsKey": "X"}))
 
     # 317: Java's list decodes; ours has the same fields and per-group shape
@@ -327,10 +319,10 @@ async def test_golden_view_stats_and_consume_stats_decode_and_match(env):
     ours_list = await admin.fetch_consume_stats_in_broker(addr)
     (cs,) = [c for c in ours_list.groups()[group] if any(mq.topic == topic for mq in c.offset_table)]
     assert cs.consume_tps > 0 and cs.compute_total_diff() == 0
-    raw_ours = await raw(addr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
-    from rmq.remoting.body.stats import loads_fastjson_mq
+    raw_ours = await invoke_once(addr, RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"})
+    from rmq.common import fastjson
 
-    java_d, ours_d = loads_fastjson_mq(answer.body_bytes()), loads_fastjson_mq(raw_ours.body_bytes())
+    java_d, ours_d = fastjson.loads(answer.body_bytes()), fastjson.loads(raw_ours.body_bytes())
     assert set(java_d) == set(ours_d) == {"brokerAddr", "consumeStatsList", "totalDiff"}
     java_cs = next(iter(java_d["consumeStatsList"][1].values()))[1]
     ours_cs = next(v for e in ours_d["consumeStatsList"] for g, v in e.items() if g == group)[-1]
@@ -354,7 +346,7 @@ async def test_golden_broker_config_and_update(env):
     for key in common:  # booleans print the same way
         assert (java[key] in ("true", "false")) == (ours[key] in ("true", "false")), key
     assert set(json.loads(answer.ext_fields["version"])) == {"counter", "timestamp"}
-    resp = await raw(addr, RequestCode.GET_BROKER_CONFIG)
+    resp = await invoke_once(addr, RequestCode.GET_BROKER_CONFIG)
     assert list(json.loads(resp.ext_fields["version"])) == ["counter", "timestamp"]
     # 25: Java's request (fileReservedTime=48) applies live here too, and Java's SUCCESS decodes
     (req,) = [r for r in mqadmin_frames() if not r["flag"] & 1 and r["code"] == RequestCode.UPDATE_BROKER_CONFIG]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rmq.broker.config_update import _persist
 from rmq.broker.stats import BrokerStatsManager, StatsItem, human_bytes, java_double
 from rmq.config import load_properties
+from rmq.config import rewrite_properties_file as _persist
 
 
 @pytest.mark.parametrize(("value", "java"), [

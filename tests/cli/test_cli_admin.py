@@ -1,23 +1,10 @@
 """``rmq admin``: mqadmin-style commands run as a real CLI process against a real daemon."""
 import json
-import subprocess
-import sys
 
 import pytest
-
-from rmq._testing import StandaloneProcess
+from cli_support import admin
 
 pytestmark = pytest.mark.slow
-
-
-def admin(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rmq", "admin", *args], capture_output=True, text=True, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    with StandaloneProcess(tmp_path_factory.mktemp("admin") / "store") as p:
-        yield p
 
 
 def test_update_topic_creates_a_routed_topic(daemon):

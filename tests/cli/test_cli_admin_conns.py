@@ -5,31 +5,15 @@ consumers connected (they run in the test's loop while the CLI runs, so the brok
 to them are answered)."""
 from __future__ import annotations
 
-import asyncio
-import sys
-
 import pytest
+from cli_support import admin_async as admin
 
 import rmq
-from rmq._testing import StandaloneProcess, wait_until
+from rmq._testing import wait_until
 
 pytestmark = pytest.mark.slow
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-
-
-async def admin(*args: str) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "rmq", "admin", *args,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    with StandaloneProcess(tmp_path_factory.mktemp("admin-conns") / "store") as p:
-        yield p
 
 
 async def test_connections_progress_status_and_resets(daemon):

@@ -3,26 +3,15 @@ CLI process against a real broker, messages sent by the SDK producer; and ``rmq.
 message lookups directly."""
 import asyncio
 import os
-import subprocess
-import sys
 
 import pytest
+from cli_support import admin
 
 import rmq
-from rmq._testing import StandaloneProcess, wait_until
+from rmq._testing import wait_until
 from rmq.client.admin import Admin
 
 pytestmark = pytest.mark.slow
-
-
-def admin(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rmq", "admin", *args], capture_output=True, text=True, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    with StandaloneProcess(tmp_path_factory.mktemp("admin-msg") / "store") as p:
-        yield p
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,11 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cli_support import RMQ, admin
 
 import rmq
 from rmq._testing import StandaloneProcess, free_port, wait_for_port, wait_until
@@ -20,23 +20,12 @@ from rmq.remoting import requests as rq
 
 pytestmark = pytest.mark.slow
 
-RMQ = [sys.executable, "-m", "rmq"]
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-
-
-def admin(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(RMQ + ["admin", *args], capture_output=True, text=True, timeout=60)
 
 
 async def aadmin(*args: str) -> subprocess.CompletedProcess:
     """``admin`` off the event loop, so SDK clients in the test keep their heartbeats."""
     return await asyncio.to_thread(admin, *args)
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    with StandaloneProcess(tmp_path_factory.mktemp("adminops") / "store") as p:
-        yield p
 
 
 class Daemons:

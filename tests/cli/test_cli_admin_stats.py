@@ -10,33 +10,24 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import uuid
 
 import pytest
+from cli_support import RMQ, admin
 
 import rmq
-from rmq._testing import StandaloneProcess, free_port, wait_for_port, wait_until, wait_until_sync
+from rmq._testing import free_port, wait_for_port, wait_until, wait_until_sync
 
 pytestmark = pytest.mark.slow
 
+#: the daemon samples its statistics every 200 ms instead of every 10 s (see the docstring)
+DAEMON_ARGS = ["--statsSampleIntervalMs=200"]
+
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-RMQ = [sys.executable, "-m", "rmq"]
-
-
-def admin(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(RMQ + ["admin", *args], capture_output=True, text=True, timeout=60)
 
 
 def unique(prefix: str) -> str:
     return f"{prefix}{uuid.uuid4().hex[:8]}"
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    with StandaloneProcess(tmp_path_factory.mktemp("stats") / "store",
-                           extra_args=["--statsSampleIntervalMs=200"]) as p:
-        yield p
 
 
 def status(daemon) -> dict[str, str]:

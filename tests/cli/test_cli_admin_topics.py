@@ -12,6 +12,7 @@ import sys
 import time
 
 import pytest
+from cli_support import admin, admin_async
 
 import rmq
 from rmq._testing import StandaloneProcess, wait_until
@@ -26,26 +27,6 @@ pytestmark = pytest.mark.slow
 TOPIC_COMMANDS = ["updateTopic", "deleteTopic", "updateSubGroup", "topicList", "topicRoute", "clusterList",
                   "updateTopicPerm", "topicStatus", "topicClusterList", "allocateMQ", "sendMessage",
                   "consumeMessage", "printMsg", "printMsgByQueue", "checkMsgSendRT", "clusterRT"]
-
-
-def admin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "rmq", "admin", *args], capture_output=True, text=True,
-                          timeout=120, env=env)
-
-
-async def admin_async(*args: str) -> tuple[int, str, str]:
-    """The CLI while this loop keeps SDK clients running."""
-    p = await asyncio.create_subprocess_exec(sys.executable, "-m", "rmq", "admin", *args,
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = await asyncio.wait_for(p.communicate(), 120)
-    assert p.returncode is not None
-    return p.returncode, out.decode(), err.decode()
-
-
-@pytest.fixture(scope="module")
-def daemon(tmp_path_factory):
-    with StandaloneProcess(tmp_path_factory.mktemp("admin_topics") / "store") as p:
-        yield p
 
 
 def make_topic(daemon: StandaloneProcess, topic: str, queues: int = 4) -> None:

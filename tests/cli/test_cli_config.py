@@ -125,3 +125,68 @@ def test_field_without_a_declared_range_still_works():
 def test_namesrv_port_flag_checked():
     r = run(["namesrv", "--port", "70000"])
     assert r.returncode == 2 and "--port" in r.stderr and "0..65535" in r.stderr
+
+
+def test_properties_text_codec_is_javas():
+    """format_properties is Java MixAll.properties2String (None left out, booleans true/false,
+    no escaping); parse_properties is string2Properties and reads it back, from bytes too."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from rmq.config import format_properties, parse_properties
+
+    text = format_properties({"a": True, "b": 1, "c": None, "d": "x=y", "e": False, "f": 2.5})
+    assert text == "a=true\nb=1\nd=x=y\ne=false\nf=2.5\n"
+    assert parse_properties(text.encode()) == {"a": "true", "b": "1", "d": "x=y", "e": "false", "f": "2.5"}
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        parse_properties(b"a=\xff\xfe")
+
+    keys = st.from_regex(r"[A-Za-z][A-Za-z0-9_.]{0,15}", fullmatch=True)
+    values = st.text(st.characters(blacklist_characters="\\\r\n\f", blacklist_categories=("Cs", "Zs", "Cc")),
+                     max_size=20) | st.booleans() | st.integers()
+
+    @given(st.dictionaries(keys, values, max_size=8))
+    @settings(max_examples=150, deadline=None)
+    def round_trip(props):
+        expect = {k: ("true" if v else "false") if isinstance(v, bool) else str(v) for k, v in props.items()}
+        assert parse_properties(format_properties(props)) == expect
+
+    round_trip()
+
+
+async def test_runtime_configuration_checks_whole_applies_and_persists(tmp_path):
+    """rmq.config.Configuration (Java Configuration): black list, start-up-only keys, unknown
+    keys and bad values refuse the whole update; an accepted one is applied, announced once and
+    written into the file in place (values escaped as Properties.store)."""
+    from rmq.config import ConfigUpdateRefused, Configuration, NamesrvConfig
+
+    conf = tmp_path / "n.conf"
+    conf.write_text("# mine\nmax_topics = 1\nlistenPort=1\n")
+    seen = []
+
+    class Conf(Configuration):
+        live = frozenset({"maxTopics", "maxBrokers", "kvConfigPath"})
+        black_list = frozenset({"configStorePath"})
+
+        def path(self):
+            return str(conf)
+
+        async def changed(self, applied):
+            seen.append(dict(applied))
+
+    cfg = NamesrvConfig()
+    c = Conf(cfg)
+    for props, match in (({"configStorePath": "x"}, "black list"), ({"listenPort": "5"}, "cannot be changed"),
+                         ({"maxTopics": "9", "maxBrokerz": "1"}, "did you mean maxBrokers"),
+                         ({"maxTopics": "9", "maxBrokers": "0"}, "maxBrokers")):
+        with pytest.raises(ConfigUpdateRefused, match=match) as e:
+            await c.update(props)
+        assert e.value.black_list == (match == "black list")
+    assert cfg.max_topics == NamesrvConfig().max_topics and seen == [] and conf.read_text().startswith("# mine\nmax_")
+    assert await c.update({"max_topics": "9", "maxBrokers": "7", "kvConfigPath": " a\\b"}) == {
+        "maxTopics": "9", "maxBrokers": "7", "kvConfigPath": "a\\b"}
+    assert (cfg.max_topics, cfg.max_brokers, seen) == (9, 7, [{"maxTopics": "9", "maxBrokers": "7",
+                                                                "kvConfigPath": "a\\b"}])
+    assert conf.read_text() == "# mine\nmaxTopics=9\nlistenPort=1\nmaxBrokers=7\nkvConfigPath=a\\\\b\n"
+    assert load_properties(str(conf))["kvConfigPath"] == "a\\b"
+    assert "maxTopics=9\n" in c.get_all_configs_format_string()

@@ -7,11 +7,9 @@ import sys
 
 import pytest
 
-from rmq._testing import StandaloneProcess, free_port, wait_for_port, wait_until
+from rmq._testing import StandaloneProcess, free_port, invoke_once, wait_for_port, wait_until
 from rmq.config import ConfigError, apply_properties, parse_overrides, parse_properties
-from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 RMQ = [sys.executable, "-m", "rmq"]
 
@@ -20,20 +18,12 @@ def run(args, timeout=30):
     return subprocess.run(RMQ + args, capture_output=True, text=True, timeout=timeout)
 
 
-async def invoke(addr, code, ext=None, body=None):
-    client = RemotingClient()
-    try:
-        return await client.invoke(addr, RemotingCommand.request(code, ext, body), timeout=5)
-    finally:
-        await client.close()
-
-
 async def test_standalone_listens_serves_and_stops_cleanly(tmp_path):
     proc = StandaloneProcess(tmp_path / "store", ["--flushDiskType=SYNC_FLUSH"]).start()
     try:
         log = proc.log_text()
         assert f"name server on {proc.namesrv_addr}" in log and f"on {proc.broker_addr}" in log
-        resp = await invoke(proc.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+        resp = await invoke_once(proc.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
         assert resp.code == ResponseCode.SUCCESS
         assert json.loads(resp.body_bytes())["brokerDatas"][0]["brokerAddrs"] == {"0": proc.broker_addr}
         assert (tmp_path / "store" / "abort").exists()  # running: the marker is there
@@ -49,22 +39,22 @@ async def test_restart_on_same_store_keeps_data(tmp_path):
     with StandaloneProcess(store) as proc:
         ext = {"producerGroup": "P", "topic": "Restart", "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
                "queueId": 0, "sysFlag": 0, "bornTimestamp": "0", "flag": 0, "properties": "TAGS\x01a\x02"}
-        resp = await invoke(proc.broker_addr, RequestCode.SEND_MESSAGE, ext, b"persisted")
+        resp = await invoke_once(proc.broker_addr, RequestCode.SEND_MESSAGE, ext, b"persisted")
         assert resp.code == ResponseCode.SUCCESS
         msg_id = resp.ext_fields["msgId"]
-        await invoke(proc.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
+        await invoke_once(proc.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
                      {"consumerGroup": "G", "topic": "Restart", "queueId": 0, "commitOffset": "1"})
         ports = (proc.namesrv_port, proc.broker_port)
     assert proc.returncode == 0
     with StandaloneProcess(store, namesrv_port=ports[0], broker_port=ports[1]) as proc:
-        resp = await invoke(proc.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Restart"})
+        resp = await invoke_once(proc.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Restart"})
         assert resp.code == ResponseCode.SUCCESS
-        resp = await invoke(proc.broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
+        resp = await invoke_once(proc.broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
                             {"consumerGroup": "G", "topic": "Restart", "queueId": 0})
         assert resp.ext_fields["offset"] == "1"
         pull = {"consumerGroup": "G", "topic": "Restart", "queueId": 0, "queueOffset": "0", "maxMsgNums": 32,
                 "sysFlag": 4, "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
-        resp = await invoke(proc.broker_addr, RequestCode.PULL_MESSAGE, pull)
+        resp = await invoke_once(proc.broker_addr, RequestCode.PULL_MESSAGE, pull)
         assert resp.code == ResponseCode.SUCCESS and b"persisted" in resp.body_bytes()
         assert bytes.fromhex(msg_id)[8:] in resp.body_bytes()  # same physical offset
 
@@ -136,7 +126,7 @@ async def test_namesrv_and_broker_daemons_with_conf_file(tmp_path):
     try:
         assert wait_for_port("127.0.0.1", ns_port) and wait_for_port("127.0.0.1", broker_port)
         async def registered():
-            resp = await invoke(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO)
+            resp = await invoke_once(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO)
             info = json.loads(resp.body_bytes())
             return info if info["clusterAddrTable"] else None
 
@@ -195,7 +185,7 @@ async def test_namesrv_conf_file_and_overrides(tmp_path):
         addr = f"127.0.0.1:{port}"
 
         async def put(key, value):
-            return await invoke(addr, RequestCode.PUT_KV_CONFIG, {"namespace": "NS", "key": key, "value": value})
+            return await invoke_once(addr, RequestCode.PUT_KV_CONFIG, {"namespace": "NS", "key": key, "value": value})
 
         assert (await put("k", "0123456789")).code == ResponseCode.SUCCESS
         r = await put("k", "01234567890")                     # 11 > maxKvValueChars=10 (file)

@@ -1,4 +1,4 @@
-"""Fuzz target: ``rmq.common.route.loads_fastjson`` (the route / cluster JSON reader, which also
+"""Fuzz target: ``rmq.common.fastjson.loads`` (the route / cluster JSON reader, which also
 reads fastjson's unquoted integer keys).
 
 Allowed: ``ValueError`` (``json.JSONDecodeError`` and ``UnicodeDecodeError`` are ValueErrors).
@@ -8,13 +8,13 @@ from __future__ import annotations
 import fuzzlib
 
 with fuzzlib.instrument():
-    from rmq.common.route import loads_fastjson
+    from rmq.common.fastjson import loads
 
 ALLOWED = (ValueError,)
 
 
 def target(data: bytes) -> None:
-    loads_fastjson(data)
+    loads(data)
 
 
 def seeds() -> list[bytes]:

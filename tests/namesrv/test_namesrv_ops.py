@@ -3,12 +3,10 @@ brokers, UPDATE_NAMESRV_CONFIG's file rewrite and refusals, KV config persistenc
 import json
 import os
 
-from rmq._testing import run_namesrv
-from rmq.namesrv.configuration import _rewrite
+from rmq._testing import invoke_once, run_namesrv
+from rmq.config import rewrite_properties_file as _rewrite
 from rmq.namesrv.route_manager import RouteInfoManager
-from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 
 def _table(**topics):
@@ -49,37 +47,29 @@ def test_config_file_rewrite_keeps_the_operators_lines(tmp_path):
     assert (tmp_path / "new.conf").read_text() == "maxTopics=5\n"
 
 
-async def _invoke(addr, code, ext=None, body=None):
-    client = RemotingClient()
-    try:
-        return await client.invoke(addr, RemotingCommand.request(code, ext, body), timeout=5)
-    finally:
-        await client.close()
-
-
 async def test_update_config_bodies_and_a_failed_persist(tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     async with run_namesrv(config_store_path=str(not_a_dir / "namesrv.conf")) as ns:
-        resp = await _invoke(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG)  # no body: nothing to do
+        resp = await invoke_once(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG)  # no body: nothing to do
         assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, None)
-        resp = await _invoke(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"maxTopics=\\uZZZZ\n")
+        resp = await invoke_once(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"maxTopics=\\uZZZZ\n")
         assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "string2Properties error")
-        resp = await _invoke(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"maxTopics=77\n")
+        resp = await invoke_once(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"maxTopics=77\n")
         assert resp.code == ResponseCode.SYSTEM_ERROR and "config updated in memory but writing" in resp.remark
         assert ns.config.max_topics == 77 and ns.route_info_manager.limits.max_topics == 77
-        resp = await _invoke(ns.address, RequestCode.GET_NAMESRV_CONFIG)
+        resp = await invoke_once(ns.address, RequestCode.GET_NAMESRV_CONFIG)
         assert b"maxTopics=77\n" in resp.body_bytes() and b"listenPort=%d\n" % ns.port in resp.body_bytes()
 
 
 async def test_kv_persist_failure_is_reported_and_memory_kept(tmp_path):
     (tmp_path / "file").write_text("")  # a file where the directory should be
     async with run_namesrv(kv_config_path=str(tmp_path / "file" / "kv.json")) as ns:
-        resp = await _invoke(ns.address, RequestCode.PUT_KV_CONFIG, {"namespace": "N", "key": "k", "value": "v"})
+        resp = await invoke_once(ns.address, RequestCode.PUT_KV_CONFIG, {"namespace": "N", "key": "k", "value": "v"})
         assert resp.code == ResponseCode.SYSTEM_ERROR and "KV config changed in memory but writing" in resp.remark
-        resp = await _invoke(ns.address, RequestCode.GET_KV_CONFIG, {"namespace": "N", "key": "k"})
+        resp = await invoke_once(ns.address, RequestCode.GET_KV_CONFIG, {"namespace": "N", "key": "k"})
         assert resp.ext_fields["value"] == "v"
-        resp = await _invoke(ns.address, RequestCode.PUT_KV_CONFIG, {"namespace": "N", "key": "k"})
+        resp = await invoke_once(ns.address, RequestCode.PUT_KV_CONFIG, {"namespace": "N", "key": "k"})
         assert resp.code == ResponseCode.SYSTEM_ERROR and "value" in resp.remark  # a required field
-        resp = await _invoke(ns.address, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "N"})
+        resp = await invoke_once(ns.address, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "N"})
         assert json.loads(resp.body_bytes()) == {"table": {"k": "v"}}

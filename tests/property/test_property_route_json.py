@@ -1,4 +1,4 @@
-"""Property tests of the route JSON reader (rmq.common.route.loads_fastjson) and the route
+"""Property tests of the route JSON reader (rmq.common.fastjson.loads) and the route
 types it feeds (QueueData, BrokerData)."""
 import json
 import re
@@ -6,7 +6,8 @@ import re
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rmq.common.route import BrokerData, QueueData, loads_fastjson
+from rmq.common import fastjson
+from rmq.common.route import BrokerData, QueueData
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
@@ -21,8 +22,8 @@ addrs = st.builds(lambda a, p: f"10.0.0.{a}:{p}", st.integers(0, 255), st.intege
 @given(json_values)
 def test_plain_json_reads_as_json(value):
     raw = json.dumps(value, ensure_ascii=False)
-    assert loads_fastjson(raw) == value
-    assert loads_fastjson(raw.encode()) == value
+    assert fastjson.loads(raw) == value
+    assert fastjson.loads(raw.encode()) == value
 
 
 @SETTINGS
@@ -36,16 +37,16 @@ def test_fastjson_unquoted_int_keys_read_like_quoted_ones(brokers, queues):
              "filterServerTable": {}}
     quoted = json.dumps(route)
     unquoted = re.sub(r'"(\d+)":', r"\1:", quoted)
-    assert loads_fastjson(unquoted) == loads_fastjson(quoted) == route
-    assert [BrokerData.from_json(b) for b in loads_fastjson(unquoted)["brokerDatas"]] == brokers
-    assert [QueueData.from_json(q) for q in loads_fastjson(unquoted)["queueDatas"]] == queues
+    assert fastjson.loads(unquoted) == fastjson.loads(quoted) == route
+    assert [BrokerData.from_json(b) for b in fastjson.loads(unquoted)["brokerDatas"]] == brokers
+    assert [QueueData.from_json(q) for q in fastjson.loads(unquoted)["queueDatas"]] == queues
 
 
 @SETTINGS
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_raise_value_error_only(raw):
     try:
-        loads_fastjson(raw)
+        fastjson.loads(raw)
     except ValueError:
         pass
 
@@ -54,6 +55,6 @@ def test_arbitrary_bytes_raise_value_error_only(raw):
 @given(st.text(alphabet='{}[]:,"0123456789-ab \\', max_size=200))
 def test_json_shaped_text_raises_value_error_only(raw):
     try:
-        loads_fastjson(raw)
+        fastjson.loads(raw)
     except ValueError:
         pass

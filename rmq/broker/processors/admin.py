@@ -9,7 +9,7 @@ GET_EARLIEST_MSG_STORETIME (32), GET_BROKER_CONFIG (26).
 Replies are Java's JSON (``TopicConfigSerializeWrapper``, ``KVTable``, ``TopicStatsTable``,
 ``ConsumeStats``). The last two are ``Map<MessageQueue, …>`` in Java, which fastjson writes
 with JSON objects as keys; we write the same bytes so Java's admin tools read them (see
-``fastjson_object_key_map``).
+``rmq.remoting.body._mq.dumps_mq_map``).
 """
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 from rmq import __version__
-from rmq.broker.config_update import BrokerConfigRefused
 from rmq.broker.managers.subscription_group import (
     SubscriptionGroupConfig,
     check_group_name,
@@ -33,8 +32,9 @@ from rmq.broker.processors.common import (
 from rmq.broker.stats import StatsItem, human_bytes
 from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
-from rmq.config import ConfigError, parse_properties
+from rmq.config import ConfigError, ConfigUpdateRefused, parse_properties
 from rmq.errors import RemotingCommandError
+from rmq.remoting.body.ops import KVTable
 from rmq.remoting.body.stats import BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, OffsetWrapper
 from rmq.remoting.body.topic import TopicOffset, TopicStatsTable
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -187,7 +187,7 @@ class AdminBrokerProcessor:
     # -- runtime info and stats -----------------------------------------------------------
 
     def get_broker_runtime_info(self, conn, cmd):
-        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes({"table": self.runtime_info()}))
+        return cmd.response(ResponseCode.SUCCESS, None, {}, KVTable(self.runtime_info()).encode())
 
     def _queue(self, topic: str, queue_id: int) -> dict:
         return {"brokerName": self.controller.broker_config.broker_name, "queueId": queue_id, "topic": topic}
@@ -368,14 +368,14 @@ class AdminBrokerProcessor:
     async def update_broker_config(self, conn, cmd):
         _rlog.info("update-broker-config", "updateBrokerConfig called by %s", conn.remote_addr)
         try:
-            props = parse_properties(bytes(cmd.body_bytes() or b"").decode("utf-8"))
-        except (ConfigError, UnicodeError) as e:
+            props = parse_properties(cmd.body_bytes() or b"")
+        except ConfigError as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"string2Properties error: {clip(e)}", {})
         if not props:  # Java answers SUCCESS for an empty body
             return cmd.response(ResponseCode.SUCCESS, None, {})
         try:
             await self.controller.configuration.update(props)
-        except BrokerConfigRefused as e:
+        except ConfigUpdateRefused as e:
             code = ResponseCode.NO_PERMISSION if e.black_list else ResponseCode.SYSTEM_ERROR
             return cmd.response(code, clip(str(e), 2000), {})
         except OSError as e:

@@ -177,23 +177,11 @@ class ConnsAdminProcessor:
 
     def _record_of(self, msg_id: str) -> bytes | None:
         """The stored CommitLog record an offset message id names (None when not here)."""
-        store = self.controller.message_store
         try:
             _, _, offset = decode_offset_msg_id(msg_id)
         except ValueError:
             return None
-        if store.look_message_by_offset(offset) is None:   # not the start of a record
-            return None
-        head = store.commit_log.select(offset, 4)
-        if head is None:
-            return None
-        mf, pos = head
-        size = int.from_bytes(mf.mm[pos:pos + 4], "big", signed=True)
-        sel = store.commit_log.select(offset, size)
-        if sel is None:
-            return None
-        mf, pos = sel
-        return bytes(mf.mm[pos:pos + size])
+        return self.controller.message_store.select_one_message_by_offset(offset)
 
     # -- offset reset and status (Java Broker2Client) ---------------------------------------
 

@@ -1,11 +1,11 @@
 """Helpers shared by the broker's request processors."""
 from __future__ import annotations
 
-import json
 import logging
 import re
 from typing import Any
 
+from rmq.common import fastjson
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
@@ -17,9 +17,8 @@ _rlog = RateLimitedLog(log)
 FAQ = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
 
-def to_json_bytes(obj: Any) -> bytes:
-    """Compact UTF-8 JSON, as Java's fastjson writes it (no spaces)."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+#: Compact UTF-8 JSON, as Java's fastjson writes it (no spaces).
+to_json_bytes = fastjson.dumps
 
 
 def parse_json_body(cmd: RemotingCommand, what: str) -> Any:
@@ -28,7 +27,7 @@ def parse_json_body(cmd: RemotingCommand, what: str) -> Any:
     if not raw:
         raise RemotingCommandError(f"{what}: request body is empty")
     try:
-        obj = json.loads(raw)
+        obj = fastjson.loads(raw)
     except (UnicodeDecodeError, ValueError) as e:
         raise RemotingCommandError(f"{what}: request body is not valid JSON ({clip(e)})") from None
     # A "\ud800" escape decodes to a lone surrogate, which no reply or table could encode
@@ -74,17 +73,3 @@ def split_host(addr: str) -> tuple[str, int]:
         return host.strip("[]") or "0.0.0.0", int(port)
     except ValueError:
         return "0.0.0.0", 0
-
-
-def fastjson_object_key_map(entries: list[tuple[dict, dict]]) -> str:
-    """Serialize a Java ``Map<MessageQueue, V>`` the way fastjson does: object keys.
-
-    ``{{"brokerName":"b","queueId":0,"topic":"T"}:{...},...}`` is not standard JSON, but it is
-    what Java's ``TopicStatsTable`` / ``ConsumeStats`` look like on the wire and what Java
-    admin tools parse (``RemotingSerializable.fromJson``). Our own readers must accept it too.
-    """
-    parts = []
-    for key, value in entries:
-        parts.append(json.dumps(key, separators=(",", ":"), sort_keys=True) + ":"
-                     + json.dumps(value, separators=(",", ":")))
-    return "{" + ",".join(parts) + "}"

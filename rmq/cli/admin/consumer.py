@@ -13,7 +13,7 @@ from rmq.remoting.body.conns import ConsumerRunningInfo, version_desc
 from rmq.remoting.codes import ResponseCode
 from rmq.types import MessageQueue
 
-from ._cmd import addr, command, group_name, java_bool, name, print_table, topic_name, true_false
+from ._cmd import addr, command, group_name, java_bool, name, print_table, timestamp_ms, topic_name, true_false
 
 
 def _fmt_time(ms: int) -> str:
@@ -21,22 +21,10 @@ def _fmt_time(ms: int) -> str:
 
 
 def timestamp_arg(text: str) -> int:
-    """mqadmin's ``-s``: ``now`` (or -1: each queue's end), milliseconds since the epoch, or
-    ``yyyy-MM-dd#HH:mm:ss:SSS`` local time."""
-    t = text.strip()
-    if t in ("now", "-1"):
-        return -1
-    try:
-        n = int(t)
-    except ValueError:
-        try:
-            return int(datetime.strptime(t, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{t[:200]!r} is not a timestamp (expected now, milliseconds since "
-                                             f"the epoch, or yyyy-MM-dd#HH:mm:ss:SSS)") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{n} is not a timestamp (expected now, -1 or milliseconds >= 0)")
-    return n
+    """mqadmin resetOffsetByTime's ``-s``: ``now`` (or -1: each queue's end), else
+    :func:`~rmq.cli.admin._cmd.timestamp_ms` (milliseconds since the epoch, or
+    ``yyyy-MM-dd#HH:mm:ss:SSS`` local time)."""
+    return -1 if text.strip() in ("now", "-1") else timestamp_ms(text)
 
 
 # -- consumerProgress --------------------------------------------------------------------

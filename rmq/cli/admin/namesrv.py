@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from rmq.client.admin import Admin, AdminError
 from rmq.common.constants import MixAll
@@ -154,20 +154,19 @@ async def delete_sub_group(admin: Admin, args: argparse.Namespace) -> None:
 
 @command("cleanExpiredCQ", "destroy consume queues whose messages all left the CommitLog", flags=_broker_or_cluster)
 async def clean_expired_cq(admin: Admin, args: argparse.Namespace) -> None:
-    if args.broker:
-        ok = await admin.clean_expired_consumer_queue_by_addr(args.broker)
-    else:
-        ok = await admin.clean_expired_consumer_queue(args.cluster)
-    print("success" if ok else "false")
+    await _on_broker_or_cluster(args, admin.clean_expired_consumer_queue_by_addr, admin.clean_expired_consumer_queue)
 
 
 @command("deleteExpiredCommitLog", "delete expired CommitLog files now, whatever deleteWhen says",
          flags=_broker_or_cluster)
 async def delete_expired_commit_log(admin: Admin, args: argparse.Namespace) -> None:
-    if args.broker:
-        ok = await admin.delete_expired_commit_log_by_addr(args.broker)
-    else:
-        ok = await admin.delete_expired_commit_log(args.cluster)
+    await _on_broker_or_cluster(args, admin.delete_expired_commit_log_by_addr, admin.delete_expired_commit_log)
+
+
+async def _on_broker_or_cluster(args: argparse.Namespace, by_addr: Callable[[str], Awaitable[bool]],
+                                by_cluster: Callable[[str | None], Awaitable[bool]]) -> None:
+    # mqadmin cleanExpiredCQ / deleteExpiredCommitLog: -b one broker, else every broker of -c
+    ok = await (by_addr(args.broker) if args.broker else by_cluster(args.cluster))
     print("success" if ok else "false")
 
 

@@ -409,14 +409,19 @@ async def _walk(admin: Admin, mq: MessageQueue, lo: int, hi: int, expression: st
         print(f"{_mq_text(mq)} print msg finished. status={PullStatus.NO_NEW_MSG.value}, offset={max(offset, hi)}")
 
 
-def _print_msg_flags(p: argparse.ArgumentParser) -> None:
-    _topic_flag(p)
+def _range_flags(p: argparse.ArgumentParser) -> None:
+    # printMsg and printMsgByQueue (Java PrintMessageSubCommand / PrintMessageByQueueCommand)
     p.add_argument("-c", "--charsetName", default="utf-8", type=charset, help="body charset (default UTF-8)")
     p.add_argument("-s", "--subExpression", default="*", help="tag expression, e.g. 'TagA || TagB' (default *)")
     p.add_argument("-b", "--beginTimestamp", default=None, type=timestamp_ms,
                    help="begin at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the min offset)")
     p.add_argument("-e", "--endTimestamp", default=None, type=timestamp_ms,
                    help="end at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the max offset)")
+
+
+def _print_msg_flags(p: argparse.ArgumentParser) -> None:
+    _topic_flag(p)
+    _range_flags(p)
     p.add_argument("-d", "--printBody", default="true", type=true_false, help="print bodies: true/false (default true)")
 
 
@@ -440,12 +445,7 @@ def _print_msg_by_queue_flags(p: argparse.ArgumentParser) -> None:
     _topic_flag(p)
     p.add_argument("-a", "--brokerName", required=True, type=name, help="broker name")
     p.add_argument("-i", "--queueId", required=True, type=int_in(0, MAX_QUEUE_NUMS - 1), help="queue id")
-    p.add_argument("-c", "--charsetName", default="utf-8", type=charset, help="body charset (default UTF-8)")
-    p.add_argument("-s", "--subExpression", default="*", help="tag expression, e.g. 'TagA || TagB' (default *)")
-    p.add_argument("-b", "--beginTimestamp", default=None, type=timestamp_ms,
-                   help="begin at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the min offset)")
-    p.add_argument("-e", "--endTimestamp", default=None, type=timestamp_ms,
-                   help="end at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the max offset)")
+    _range_flags(p)
     p.add_argument("-p", "--printMsg", default="false", type=true_false,
                    help="print the messages: true/false (default false)")
     p.add_argument("-d", "--printBody", default="false", type=true_false,

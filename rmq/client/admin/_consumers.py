@@ -4,17 +4,19 @@ examineProducerConnectionInfo, getConsumerRunningInfo, consumeMessageDirectly,
 resetOffsetByTimestamp, resetOffsetByTimestampOld, getConsumeStatus, updateConsumeOffset)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from rmq.common.constants import MixAll
 from rmq.common.message import decode_offset_msg_id
 from rmq.common.route import TopicRouteData
-from rmq.errors import RemotingCommandError
 from rmq.remoting import RemotingCommand
 from rmq.remoting import requests as rq
+from rmq.remoting.body import json_object
 from rmq.remoting.body.conns import (
+    ConnectionInfo,
     ConsumeMessageDirectlyResult,
     ConsumerConnection,
     ConsumerRunningInfo,
@@ -22,40 +24,14 @@ from rmq.remoting.body.conns import (
     ProducerConnection,
     ResetOffsetBody,
     connections_of,
-    loads_java_json,
-    mq_of,
 )
+from rmq.remoting.body.stats import ConsumeStats, OffsetWrapper
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageQueue
 
 from ._base import AdminBase, AdminError
 
-
-@dataclass(frozen=True, slots=True)
-class OffsetWrapper:
-    """One queue of GET_CONSUME_STATS (Java ``OffsetWrapper``): the queue's max offset, the
-    group's committed offset, and the store time of the last consumed message (ms, 0 = none)."""
-
-    broker_offset: int
-    consumer_offset: int
-    last_timestamp: int = 0
-
-    @property
-    def diff(self) -> int:
-        """Messages not consumed yet."""
-        return self.broker_offset - self.consumer_offset
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumeStats:
-    """A group's progress (Java ``ConsumeStats``), merged over the brokers."""
-
-    offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
-    consume_tps: float = 0.0
-
-    def compute_total_diff(self) -> int:
-        """Java ``computeTotalDiff``: the sum of every queue's diff."""
-        return sum(w.diff for w in self.offset_table.values())
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,40 +48,17 @@ class RollbackStats:
 
 
 def _parse_consume_stats(resp: RemotingCommand) -> ConsumeStats:
-    try:
-        d = loads_java_json(rq.body_of(resp) or b"{}")
-        table = d.get("offsetTable") or {}
-        out = {mq_of(k): OffsetWrapper(int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)),
-                                       int(v.get("lastTimestamp", 0)))
-               for k, v in table.items()}
-        return ConsumeStats(out, float(d.get("consumeTps") or 0.0))
-    except (ValueError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed ConsumeStats body: {e}") from None
+    return rq.parse_body(resp, "ConsumeStats", ConsumeStats.decode)
 
 
-def _body_parser(decode: Any) -> Any:
-    def parse(resp: RemotingCommand) -> Any:
-        body = rq.body_of(resp)
-        try:
-            return decode(body)
-        except (ValueError, TypeError, AttributeError) as e:
-            raise RemotingCommandError(f"malformed answer body: {e}") from None
-    return parse
-
-
-def _json_parser(from_json: Any) -> Any:
-    return _body_parser(lambda body: from_json(loads_java_json(body or b"{}")))
+def _parser(what: str, decode: Callable[[bytes], _T]) -> Callable[[RemotingCommand], _T]:
+    return functools.partial(rq.parse_body, what=what, decode=decode)
 
 
 def _broker_addrs(route: TopicRouteData) -> list[str]:
     """Each broker of a route once, its master when it has one (Java ``BrokerData.selectBrokerAddr``
     picks the master, else any)."""
-    out = []
-    for bd in route.broker_datas:
-        addr = bd.broker_addrs.get(MixAll.MASTER_ID) or next(iter(bd.broker_addrs.values()), None)
-        if addr:
-            out.append(addr)
-    return out
+    return [addr for bd in route.broker_datas if (addr := bd.select_broker_addr())]
 
 
 class ConsumerAdmin(AdminBase):
@@ -135,11 +88,11 @@ class ConsumerAdmin(AdminBase):
         the connections merged; AdminError with code CONSUMER_NOT_ONLINE (206) when no member
         is connected anywhere."""
         merged: ConsumerConnection | None = None
-        conns = []
+        conns: list[ConnectionInfo] = []
         for addr in [broker_addr] if broker_addr else await self._group_brokers(group):
             try:
                 cc = await self._call(addr, rq.get_consumer_connection_list(group),
-                                      _json_parser(ConsumerConnection.from_json))
+                                      _parser("ConsumerConnection", ConsumerConnection.decode))
             except AdminError as e:
                 if e.code == ResponseCode.CONSUMER_NOT_ONLINE:
                     continue
@@ -154,10 +107,10 @@ class ConsumerAdmin(AdminBase):
     async def examine_producer_connection_info(self, group: str, topic: str) -> ProducerConnection:
         """GET_PRODUCER_CONNECTION_LIST on every broker of ``topic``, merged (the brokers a
         producer of the topic sends heartbeats to)."""
-        conns = []
+        conns: list[ConnectionInfo] = []
         for addr in _broker_addrs(await self.examine_topic_route_info(topic)):
             pc = await self._call(addr, rq.get_producer_connection_list(group),
-                                  _json_parser(ProducerConnection.from_json))
+                                  _parser("ProducerConnection", ProducerConnection.decode))
             conns.extend(pc.connection_set)
         return ProducerConnection(connections_of(set(conns)))
 
@@ -168,7 +121,7 @@ class ConsumerAdmin(AdminBase):
         if not addrs:
             raise AdminError(f"no broker serves the consumer group {group}")
         return await self._call(addrs[0], rq.get_consumer_running_info(group, client_id, jstack),
-                                _body_parser(ConsumerRunningInfo.decode))
+                                _parser("ConsumerRunningInfo", ConsumerRunningInfo.decode))
 
     async def consume_message_directly(self, group: str, client_id: str, msg_id: str) -> ConsumeMessageDirectlyResult:
         """CONSUME_MESSAGE_DIRECTLY: the broker that stored ``msg_id`` (an offset message id,
@@ -178,7 +131,7 @@ class ConsumerAdmin(AdminBase):
         except ValueError:
             raise AdminError(f"{msg_id!r} is not an offset message id (32 hex digits)") from None
         return await self._call(f"{host}:{port}", rq.consume_message_directly(group, client_id, msg_id),
-                                _body_parser(ConsumeMessageDirectlyResult.decode))
+                                _parser("ConsumeMessageDirectlyResult", ConsumeMessageDirectlyResult.decode))
 
     async def reset_offset_by_timestamp(self, topic: str, group: str, timestamp_ms: int, force: bool = True,
                                         ) -> dict[MessageQueue, int]:
@@ -190,7 +143,7 @@ class ConsumerAdmin(AdminBase):
         table: dict[MessageQueue, int] = {}
         for addr in _broker_addrs(await self.examine_topic_route_info(topic)):
             body = await self._call(addr, rq.invoke_broker_to_reset_offset(topic, group, timestamp_ms, force),
-                                    _body_parser(ResetOffsetBody.decode))
+                                    _parser("ResetOffsetBody", ResetOffsetBody.decode))
             table.update(body.offset_table)
         return table
 
@@ -203,7 +156,7 @@ class ConsumerAdmin(AdminBase):
         read_queues = {qd.broker_name: qd.read_queue_nums for qd in route.queue_datas}
         out: list[RollbackStats] = []
         for bd in route.broker_datas:
-            addr = bd.broker_addrs.get(MixAll.MASTER_ID) or next(iter(bd.broker_addrs.values()), None)
+            addr = bd.select_broker_addr()
             if addr is None:
                 continue
             offsets: dict[int, tuple[int, int]] = {}   # qid -> (broker offset, consumer offset)
@@ -241,7 +194,7 @@ class ConsumerAdmin(AdminBase):
         out: dict[str, dict[MessageQueue, int]] = {}
         for addr in _broker_addrs(await self.examine_topic_route_info(topic)):
             body = await self._call(addr, rq.invoke_broker_to_get_consumer_status(topic, group, client_id or None),
-                                    _body_parser(GetConsumerStatusBody.decode))
+                                    _parser("GetConsumerStatusBody", GetConsumerStatusBody.decode))
             for cid, table in body.consumer_table.items():
                 out.setdefault(cid, {}).update(table)
         return out
@@ -274,7 +227,7 @@ class ConsumerAdmin(AdminBase):
         info = await self.examine_broker_cluster_info()
         out = []
         for name, bd in sorted(info.broker_addr_table.items()):
-            addr = bd.broker_addrs.get(MixAll.MASTER_ID) or next(iter(bd.broker_addrs.values()), None)
+            addr = bd.select_broker_addr()
             if addr is None:
                 continue
             table = await self._call(addr, _get_all_subscription_groups(), _parse_subscription_groups)
@@ -301,10 +254,9 @@ def _get_all_subscription_groups() -> RemotingCommand:
     return RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, None)
 
 
-def _parse_subscription_groups(resp: RemotingCommand) -> dict[str, dict[str, Any]]:
-    try:
-        d = loads_java_json(rq.body_of(resp) or b"{}")
-        table = d.get("subscriptionGroupTable") or {}
-        return {str(g): dict(c) for g, c in table.items() if isinstance(c, Mapping)}
-    except (ValueError, TypeError, AttributeError) as e:
-        raise RemotingCommandError(f"malformed SubscriptionGroupWrapper body: {e}") from None
+def _subscription_groups(body: bytes) -> dict[str, dict[str, Any]]:
+    table = json_object(body, "SubscriptionGroupWrapper").get("subscriptionGroupTable") or {}
+    return {str(g): dict(c) for g, c in table.items() if isinstance(c, Mapping)}
+
+
+_parse_subscription_groups = _parser("SubscriptionGroupWrapper", _subscription_groups)

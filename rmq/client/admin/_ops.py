@@ -5,7 +5,7 @@ cleanExpiredConsumerQueue, deleteExpiredCommitLog, queryConsumeQueue; and the me
 slave syncs, GET_ALL_CONSUMER_OFFSET / GET_ALL_DELAY_OFFSET)."""
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from rmq.remoting import requests as rq
 from rmq.remoting.body.ops import ConsumeQueueData, QueryConsumeQueueResponseBody
@@ -98,9 +98,7 @@ class OpsAdmin(AdminBase):
 
     async def clean_expired_consumer_queue(self, cluster: str | None = None) -> bool:
         """CLEAN_EXPIRED_CONSUMEQUEUE on every broker of ``cluster`` (default: of every cluster)."""
-        for addr in await self._all_addrs(cluster):
-            await self.clean_expired_consumer_queue_by_addr(addr)
-        return True
+        return await self._on_all_brokers(cluster, self.clean_expired_consumer_queue_by_addr)
 
     async def delete_expired_commit_log_by_addr(self, addr: str) -> bool:
         """DELETE_EXPIRED_COMMITLOG on one broker: its next clean runs delete CommitLog files
@@ -110,8 +108,13 @@ class OpsAdmin(AdminBase):
 
     async def delete_expired_commit_log(self, cluster: str | None = None) -> bool:
         """DELETE_EXPIRED_COMMITLOG on every broker of ``cluster`` (default: of every cluster)."""
+        return await self._on_all_brokers(cluster, self.delete_expired_commit_log_by_addr)
+
+    async def _on_all_brokers(self, cluster: str | None, by_addr: Callable[[str], Awaitable[bool]]) -> bool:
+        # Java DefaultMQAdminExtImpl cleanExpiredConsumerQueue / deleteExpiredCommitLog: each
+        # broker of the cluster(s) in turn; the first refusal raises
         for addr in await self._all_addrs(cluster):
-            await self.delete_expired_commit_log_by_addr(addr)
+            await by_addr(addr)
         return True
 
     async def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int, count: int = 10,

@@ -4,156 +4,24 @@
 ``ConsumerRunningInfo``, ``ConsumeMessageDirectlyResult``).
 
 Several of them are ``Map<MessageQueue, …>`` in Java, which fastjson writes with JSON objects
-as keys (``{{"brokerName":"b","queueId":0,"topic":"T"}:12}``): :func:`loads_java_json` reads
-that, :func:`dumps_mq_map` writes it.
+as keys (``{{"brokerName":"b","queueId":0,"topic":"T"}:12}``): :func:`rmq.common.fastjson.loads`
+reads that, :func:`rmq.remoting.body._mq.dumps_mq_map` writes it.
 """
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.remoting.body import json_object
+from rmq.remoting.body._mq import dumps_mq_map, mq_table
 from rmq.types import MessageQueue
 
 __all__ = [
     "ConnectionInfo", "ConsumeMessageDirectlyResult", "ConsumerConnection", "ConsumerRunningInfo",
-    "GetConsumerStatusBody", "ObjectKey", "ProducerConnection", "ResetOffsetBody", "SubscriptionInfo",
-    "dumps_mq_map", "loads_java_json", "mq_of",
+    "GetConsumerStatusBody", "ProducerConnection", "ResetOffsetBody", "SubscriptionInfo",
 ]
-
-#: A fastjson object key (``{"brokerName":…}`` before the colon), hashable: its sorted items.
-ObjectKey = tuple[tuple[str, Any], ...]
-
-_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_WS = " \t\r\n"
-_MAX_DEPTH = 64
-_decoder = json.JSONDecoder()
-
-
-def loads_java_json(text: str | bytes | bytearray | memoryview) -> Any:
-    """Parse a fastjson body: JSON plus map keys that are objects (returned as
-    :data:`ObjectKey` tuples, see :func:`mq_of`) or bare integers (returned as ints).
-    Raises ``ValueError`` on anything else, and on nesting deeper than 64."""
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        text = bytes(text).decode("utf-8")
-    value, end = _value(text, _skip(text, 0), 0)
-    if _skip(text, end) != len(text):
-        raise ValueError(f"trailing data at {end}")
-    return value
-
-
-def _skip(s: str, i: int) -> int:
-    while i < len(s) and s[i] in _WS:
-        i += 1
-    return i
-
-
-def _value(s: str, i: int, depth: int) -> tuple[Any, int]:
-    if depth > _MAX_DEPTH:
-        raise ValueError("JSON nested too deeply")
-    if i >= len(s):
-        raise ValueError("unexpected end of JSON")
-    ch = s[i]
-    if ch == "{":
-        return _object(s, i + 1, depth + 1)
-    if ch == "[":
-        out: list[Any] = []
-        i = _skip(s, i + 1)
-        if i < len(s) and s[i] == "]":
-            return out, i + 1
-        while True:
-            v, i = _value(s, _skip(s, i), depth + 1)
-            out.append(v)
-            i = _skip(s, i)
-            if i < len(s) and s[i] == ",":
-                i += 1
-                continue
-            if i < len(s) and s[i] == "]":
-                return out, i + 1
-            raise ValueError(f"expected , or ] at {i}")
-    if ch == '"' or ch in "tfn":
-        return _decoder.raw_decode(s, i)
-    m = _NUMBER.match(s, i)
-    if m is None:
-        raise ValueError(f"unexpected {ch!r} at {i}")
-    text = m.group()
-    return (float(text) if any(c in text for c in ".eE") else int(text)), m.end()
-
-
-def _object(s: str, i: int, depth: int) -> tuple[dict[Any, Any], int]:
-    out: dict[Any, Any] = {}
-    i = _skip(s, i)
-    if i < len(s) and s[i] == "}":
-        return out, i + 1
-    while True:
-        i = _skip(s, i)
-        if i >= len(s):
-            raise ValueError("unexpected end of JSON object")
-        key: Any
-        if s[i] == "{":
-            obj, i = _object(s, i + 1, depth + 1)
-            key = tuple(sorted(obj.items()))
-        elif s[i] == '"':
-            key, i = _decoder.raw_decode(s, i)
-        else:
-            m = _NUMBER.match(s, i)
-            if m is None:
-                raise ValueError(f"bad object key at {i}")
-            key, i = int(float(m.group())), m.end()
-        i = _skip(s, i)
-        if i >= len(s) or s[i] != ":":
-            raise ValueError(f"expected : at {i}")
-        value, i = _value(s, _skip(s, i + 1), depth)
-        try:
-            out[key] = value
-        except TypeError:   # an object key holding a list or object: not a map we read
-            raise ValueError(f"unhashable object key before {i}") from None
-        i = _skip(s, i)
-        if i < len(s) and s[i] == ",":
-            i += 1
-            continue
-        if i < len(s) and s[i] == "}":
-            return out, i + 1
-        raise ValueError(f"expected , or }} at {i}")
-
-
-def mq_of(key: Any) -> MessageQueue:
-    """The MessageQueue a map key names: a fastjson object key, a ``{…}`` dict, or our SDK's
-    older ``"topic|broker|queueId"`` string. Raises ``ValueError`` otherwise."""
-    try:
-        if isinstance(key, tuple):
-            return MessageQueue.from_json(dict(key))
-        if isinstance(key, Mapping):
-            return MessageQueue.from_json(key)
-        if isinstance(key, str) and key.count("|") == 2:
-            topic, broker, qid = key.split("|")
-            return MessageQueue(topic, broker, int(qid))
-    except (KeyError, TypeError, ValueError):
-        pass
-    raise ValueError(f"not a message queue: {str(key)[:200]!r}")
-
-
-def _mq_key(mq: MessageQueue) -> str:
-    # fastjson writes a MessageQueue's fields in alphabetical order
-    return json.dumps({"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic},
-                      separators=(",", ":"))
-
-
-def dumps_mq_map(table: Mapping[MessageQueue, Any]) -> str:
-    """A Java ``Map<MessageQueue, V>`` as fastjson writes it (object keys; values as JSON)."""
-    return "{" + ",".join(_mq_key(mq) + ":" + json.dumps(v, separators=(",", ":"))
-                          for mq, v in sorted(table.items())) + "}"
-
-
-def _mq_table(raw: Any) -> dict[MessageQueue, Any]:
-    if isinstance(raw, list):   # a list of [mq, value] pairs
-        return {mq_of(k): v for k, v in raw}
-    if not isinstance(raw, Mapping):
-        return {}
-    return {mq_of(k): v for k, v in raw.items()}
-
 
 def _int(v: Any, default: int = 0) -> int:
     try:
@@ -234,6 +102,10 @@ class ConsumerConnection:
                    str(d.get("consumeType") or ""), str(d.get("messageModel") or ""),
                    str(d.get("consumeFromWhere") or ""))
 
+    @classmethod
+    def decode(cls, body: bytes | memoryview | str) -> ConsumerConnection:
+        return cls.from_json(json_object(body, "ConsumerConnection"))
+
     def compute_min_version(self) -> int:
         """The lowest client version among the connections (Java ``computeMinVersion``)."""
         return min((c.version for c in self.connection_set), default=2147483647)
@@ -251,6 +123,10 @@ class ProducerConnection:
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ProducerConnection:
         return cls(tuple(ConnectionInfo.from_json(c) for c in d.get("connectionSet") or () if isinstance(c, Mapping)))
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | str) -> ProducerConnection:
+        return cls.from_json(json_object(body, "ProducerConnection"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,13 +149,11 @@ class ResetOffsetBody:
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ResetOffsetBody:
         """Either form; ``ValueError`` when the body is neither."""
-        d = loads_java_json(body)
-        if not isinstance(d, Mapping):
-            raise ValueError("ResetOffsetBody is not a JSON object")
+        d = json_object(body, "ResetOffsetBody")
         raw = d.get("offsetTable")
         if isinstance(raw, list) and all(isinstance(e, Mapping) and "offset" in e for e in raw):
             return cls({MessageQueue.from_json(e): int(e["offset"]) for e in raw})
-        return cls({mq: int(v) for mq, v in _mq_table(raw).items()})
+        return cls({mq: int(v) for mq, v in mq_table(raw).items()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,12 +171,10 @@ class GetConsumerStatusBody:
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> GetConsumerStatusBody:
-        d = loads_java_json(body)
-        if not isinstance(d, Mapping):
-            raise ValueError("GetConsumerStatusBody is not a JSON object")
+        d = json_object(body, "GetConsumerStatusBody")
         consumers = d.get("consumerTable") if isinstance(d.get("consumerTable"), Mapping) else {}
-        return cls({mq: int(v) for mq, v in _mq_table(d.get("messageQueueTable")).items()},
-                   {str(cid): {mq: int(v) for mq, v in _mq_table(t).items()} for cid, t in (consumers or {}).items()})
+        return cls({mq: int(v) for mq, v in mq_table(d.get("messageQueueTable")).items()},
+                   {str(cid): {mq: int(v) for mq, v in mq_table(t).items()} for cid, t in (consumers or {}).items()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -361,15 +233,13 @@ class ConsumerRunningInfo:
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ConsumerRunningInfo:
-        d = loads_java_json(body)
-        if not isinstance(d, Mapping):
-            raise ValueError("ConsumerRunningInfo is not a JSON object")
+        d = json_object(body, "ConsumerRunningInfo")
         props = d.get("properties") if isinstance(d.get("properties"), Mapping) else {}
         status = d.get("statusTable") if isinstance(d.get("statusTable"), Mapping) else {}
         return cls({str(k): str(v) for k, v in (props or {}).items()},
                    tuple(SubscriptionInfo.from_json(s) for s in d.get("subscriptionSet") or ()
                          if isinstance(s, Mapping)),
-                   {mq: dict(v) for mq, v in _mq_table(d.get("mqTable")).items() if isinstance(v, Mapping)},
+                   {mq: dict(v) for mq, v in mq_table(d.get("mqTable")).items() if isinstance(v, Mapping)},
                    {str(t): dict(v) for t, v in (status or {}).items() if isinstance(v, Mapping)},
                    str(d.get("jstack") or ""))
 
@@ -392,9 +262,7 @@ class ConsumeMessageDirectlyResult:
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ConsumeMessageDirectlyResult:
-        d = loads_java_json(body)
-        if not isinstance(d, Mapping):
-            raise ValueError("ConsumeMessageDirectlyResult is not a JSON object")
+        d = json_object(body, "ConsumeMessageDirectlyResult")
         remark = d.get("remark")
         return cls(bool(d.get("order")), bool(d.get("autoCommit", True)), str(d.get("consumeResult") or ""),
                    None if remark is None else str(remark), _int(d.get("spentTimeMills")))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+
+from rmq.remoting.body import json_object
 
 __all__ = ["GroupList"]
 
@@ -22,11 +23,7 @@ class GroupList:
     @classmethod
     def decode(cls, body: bytes | None) -> GroupList:
         """Raises ValueError when ``body`` is not a GroupList."""
-        try:
-            d: Any = json.loads(body or b"{}")
-        except (ValueError, UnicodeDecodeError) as e:
-            raise ValueError(f"GroupList body is not JSON: {e}") from None
-        groups = d.get("groupList") if isinstance(d, dict) else None
+        groups = json_object(body, "GroupList").get("groupList")
         if groups is None:
             groups = []
         if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):

@@ -1,5 +1,5 @@
-"""Bodies of the operations codes: name-server configuration (GET/UPDATE_NAMESRV_CONFIG 319/318,
-Java properties text), the KV table (GET_KVLIST_BY_NAMESPACE 219, Java ``KVTable``), a consume
+"""Bodies of the operations codes: the KV table (GET_KVLIST_BY_NAMESPACE 219 and
+GET_BROKER_RUNTIME_INFO 28, Java ``KVTable``), a consume
 queue's units (QUERY_CONSUME_QUEUE 321, Java ``QueryConsumeQueueResponseBody`` /
 ``ConsumeQueueData``) and the metadata dumps a slave syncs from its master
 (GET_ALL_CONSUMER_OFFSET 43, Java ``ConsumerOffsetManager.encode``; GET_ALL_DELAY_OFFSET 45,
@@ -7,7 +7,7 @@ Java ``DelayOffsetSerializeWrapper``).
 
 Each type writes what the broker or name server sends (``to_json`` / ``encode``, Java's field
 names) and reads what Java sends (``from_json`` / ``decode``; fastjson writes integer map keys
-unquoted, which :func:`rmq.common.route.loads_fastjson` reads).
+unquoted, which :func:`rmq.common.fastjson.loads` reads).
 """
 from __future__ import annotations
 
@@ -15,11 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from rmq.common.route import loads_fastjson
-from rmq.config import ConfigError, parse_properties
-from rmq.errors import RemotingCommandError
+from rmq.remoting.body import dumps_json, json_object
 
 __all__ = [
     "ConsumeQueueData",
@@ -27,65 +23,27 @@ __all__ = [
     "DelayOffsetTable",
     "KVTable",
     "QueryConsumeQueueResponseBody",
-    "decode_properties",
-    "encode_properties",
 ]
-
-
-def encode_properties(props: Mapping[str, object]) -> bytes:
-    """``key=value`` lines as Java ``MixAll.properties2String`` writes them (no escaping; a
-    ``None`` value is left out; booleans as ``true``/``false``)."""
-    lines = []
-    for k, v in props.items():
-        if v is None:
-            continue
-        text = ("true" if v else "false") if isinstance(v, bool) else str(v)
-        lines.append(f"{k}={text}\n")
-    return "".join(lines).encode()
-
-
-def decode_properties(body: bytes | None) -> dict[str, str]:
-    """Properties text (Java ``MixAll.string2Properties``, i.e. ``Properties.load``) to a dict;
-    :class:`~rmq.errors.RemotingCommandError` when it is not UTF-8 properties text."""
-    try:
-        return parse_properties((body or b"").decode("utf-8"))
-    except (UnicodeDecodeError, ConfigError) as e:
-        raise RemotingCommandError(f"malformed properties body: {e}") from None
-
-
-def _obj(body: bytes | memoryview | None, what: str) -> dict[str, Any]:
-    try:
-        d = loads_fastjson(bytes(body or b"") or b"{}")
-    except ValueError as e:
-        raise RemotingCommandError(f"malformed {what} body: {e}") from None
-    if not isinstance(d, dict):
-        raise RemotingCommandError(f"malformed {what} body: a JSON object was expected")
-    return d
-
-
-def _dumps(obj: object) -> bytes:
-    """Compact UTF-8 JSON; integer map keys become strings. msgspec, not json: the largest
-    answer (GET_ALL_CONSUMER_OFFSET at maxConsumerOffsetKeys=100 000 topic@group pairs of 8
-    queues, 11 MB) encodes in ~30 ms instead of ~1.8 s on the broker's event loop."""
-    return msgspec.json.encode(obj)
 
 
 @dataclass(frozen=True, slots=True)
 class KVTable:
-    """One namespace of the name server's KV config (Java ``KVTable``: ``{"table": {...}}``)."""
+    """Java ``KVTable`` (``{"table": {...}}``): one namespace of the name server's KV config
+    (GET_KVLIST_BY_NAMESPACE) and the broker's runtime figures (GET_BROKER_RUNTIME_INFO).
+    :meth:`decode` reads a ``null`` value as ``""``."""
 
     table: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        return _dumps({"table": self.table})
+        return dumps_json({"table": self.table})
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> KVTable:
-        d = _obj(body, "KVTable")
+        d = json_object(body, "KVTable")
         table = d.get("table") or {}
         if not isinstance(table, dict):
-            raise RemotingCommandError("malformed KVTable body: table is not an object")
-        return cls({str(k): str(v) for k, v in table.items()})
+            raise ValueError("KVTable: table is not an object")
+        return cls({str(k): "" if v is None else str(v) for k, v in table.items()})
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +112,11 @@ class QueryConsumeQueueResponseBody:
         return d
 
     def encode(self) -> bytes:
-        return _dumps(self.to_json())
+        return dumps_json(self.to_json())
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> QueryConsumeQueueResponseBody:
-        d = _obj(body, "QueryConsumeQueueResponseBody")
+        d = json_object(body, "QueryConsumeQueueResponseBody")
         try:
             units = d.get("queueData")
             sub = d.get("subscriptionData")
@@ -166,8 +124,8 @@ class QueryConsumeQueueResponseBody:
                        None if units is None else [ConsumeQueueData.from_json(u) for u in units],
                        dict(sub) if isinstance(sub, dict) else None,
                        None if d.get("filterData") is None else str(d["filterData"]))
-        except (TypeError, ValueError, AttributeError) as e:
-            raise RemotingCommandError(f"malformed QueryConsumeQueueResponseBody: {e}") from None
+        except (TypeError, AttributeError) as e:
+            raise ValueError(f"malformed QueryConsumeQueueResponseBody: {e}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,16 +136,16 @@ class ConsumerOffsetTable:
     offset_table: dict[str, dict[int, int]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        return _dumps({"offsetTable": self.offset_table})
+        return dumps_json({"offsetTable": self.offset_table})
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> ConsumerOffsetTable:
-        d = _obj(body, "ConsumerOffsetManager")
+        d = json_object(body, "ConsumerOffsetManager")
         try:
             return cls({str(k): {int(q): int(o) for q, o in v.items()}
                         for k, v in (d.get("offsetTable") or {}).items()})
-        except (TypeError, ValueError, AttributeError) as e:
-            raise RemotingCommandError(f"malformed ConsumerOffsetManager body: {e}") from None
+        except (TypeError, AttributeError) as e:
+            raise ValueError(f"malformed ConsumerOffsetManager body: {e}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,12 +156,12 @@ class DelayOffsetTable:
     offset_table: dict[int, int] = field(default_factory=dict)
 
     def encode(self) -> bytes:
-        return _dumps({"offsetTable": self.offset_table})
+        return dumps_json({"offsetTable": self.offset_table})
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> DelayOffsetTable:
-        d = _obj(body, "DelayOffsetSerializeWrapper")
+        d = json_object(body, "DelayOffsetSerializeWrapper")
         try:
             return cls({int(k): int(v) for k, v in (d.get("offsetTable") or {}).items()})
-        except (TypeError, ValueError, AttributeError) as e:
-            raise RemotingCommandError(f"malformed DelayOffsetSerializeWrapper body: {e}") from None
+        except (TypeError, AttributeError) as e:
+            raise ValueError(f"malformed DelayOffsetSerializeWrapper body: {e}") from None

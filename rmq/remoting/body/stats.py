@@ -1,22 +1,23 @@
-"""Bodies of the broker statistics and configuration requests (Java
-``org.apache.rocketmq.common.protocol.body``: ``KVTable`` of GET_BROKER_RUNTIME_INFO,
+"""Bodies of the broker statistics requests (Java ``org.apache.rocketmq.common.protocol.body``:
 ``BrokerStatsData`` / ``BrokerStatsItem`` of VIEW_BROKER_STATS_DATA, ``ConsumeStats`` /
-``OffsetWrapper`` of GET_CONSUME_STATS and ``ConsumeStatsList`` of GET_BROKER_CONSUME_STATS),
-and the properties text of GET_BROKER_CONFIG / UPDATE_BROKER_CONFIG.
+``OffsetWrapper`` of GET_CONSUME_STATS and ``ConsumeStatsList`` of GET_BROKER_CONSUME_STATS).
+GET_BROKER_RUNTIME_INFO's ``KVTable`` is :class:`rmq.remoting.body.ops.KVTable`; the properties
+text of GET/UPDATE_BROKER_CONFIG is :func:`rmq.config.format_properties` /
+:func:`~rmq.config.parse_properties`.
 
 ``ConsumeStats.offsetTable`` is a Java ``Map<MessageQueue, OffsetWrapper>``, which fastjson
 writes with JSON objects as keys (``{{"brokerName":"b","queueId":0,"topic":"T"}:{…}}``):
-:meth:`ConsumeStats.encode` writes that and :func:`loads_fastjson_mq` reads it.
+:meth:`ConsumeStats.encode` writes that and :func:`rmq.common.fastjson.loads` reads it.
 """
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.common.route import loads_fastjson
+from rmq.remoting.body import json_object
+from rmq.remoting.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
 
 __all__ = [
@@ -25,59 +26,13 @@ __all__ = [
     "ConsumeStats",
     "ConsumeStatsList",
     "OffsetWrapper",
-    "format_properties",
-    "loads_fastjson_mq",
-    "parse_kv_table",
 ]
-
-# A fastjson MessageQueue map key (fields in fastjson's alphabetical order) where a key goes.
-_MQ_KEY = re.compile(r'(?<=[{,])\{("brokerName":"(?:[^"\\]|\\.)*","queueId":-?\d+,"topic":"(?:[^"\\]|\\.)*")\}:')
-
-
-def loads_fastjson_mq(text: str | bytes | bytearray | memoryview) -> Any:
-    """Parse a fastjson body whose maps may be keyed by MessageQueue objects: such a key comes
-    back as the JSON text of the object (read it with :func:`_mq_of`). ``ValueError`` when the
-    text is not that."""
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        text = bytes(text).decode("utf-8")
-    return loads_fastjson(_MQ_KEY.sub(lambda m: json.dumps("{" + m.group(1) + "}") + ":", text))
-
-
-def _mq_of(key: str) -> MessageQueue:
-    return MessageQueue.from_json(json.loads(key))
-
-
-def _mq_key(mq: MessageQueue) -> str:
-    return json.dumps({"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic},
-                      separators=(",", ":"))
-
 
 def _num(d: Mapping[str, Any], key: str, kind: type = int) -> Any:
     v = d.get(key, 0)
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         raise ValueError(f"{key} is not a number: {str(v)[:100]!r}")
     return kind(v)
-
-
-def parse_kv_table(body: bytes | memoryview | None) -> dict[str, str]:
-    """A ``KVTable`` body (``{"table": {k: v}}``, GET_BROKER_RUNTIME_INFO) as a dict of strings."""
-    d = loads_fastjson(body or b"{}")
-    table = d.get("table") if isinstance(d, dict) else None
-    if not isinstance(table, dict):
-        raise ValueError("not a KVTable: no table object")
-    return {str(k): "" if v is None else str(v) for k, v in table.items()}
-
-
-def format_properties(props: Mapping[str, object]) -> str:
-    """Properties text as Java's ``MixAll.properties2String`` writes it (``key=value`` lines),
-    booleans as ``true``/``false`` and ``None`` as an empty value."""
-    def text(v: object) -> str:
-        if v is None:
-            return ""
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        return str(v)
-    return "".join(f"{k}={text(v)}\n" for k, v in props.items())
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +91,11 @@ class OffsetWrapper:
     consumer_offset: int = 0
     last_timestamp: int = 0
 
+    @property
+    def diff(self) -> int:
+        """Messages not consumed yet."""
+        return self.broker_offset - self.consumer_offset
+
     def to_json(self) -> dict[str, Any]:
         return {"brokerOffset": self.broker_offset, "consumerOffset": self.consumer_offset,
                 "lastTimestamp": self.last_timestamp}
@@ -159,24 +119,21 @@ class ConsumeStats:
 
     def encode(self) -> str:
         """The fastjson text (object keys), as Java's broker writes it."""
-        table = ",".join(_mq_key(mq) + ":" + json.dumps(o.to_json(), separators=(",", ":"))
-                         for mq, o in self.offset_table.items())
-        return f'{{"consumeTps":{json.dumps(self.consume_tps)},"offsetTable":{{{table}}}}}'
+        table = dumps_mq_map(self.offset_table, OffsetWrapper.to_json, sort=False)
+        return f'{{"consumeTps":{json.dumps(self.consume_tps)},"offsetTable":{table}}}'
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ConsumeStats:
-        """From :func:`loads_fastjson_mq` output."""
+        """From :func:`rmq.common.fastjson.loads` output."""
         raw = d.get("offsetTable") or {}
         if not isinstance(raw, Mapping):
             raise ValueError("offsetTable is not an object")
-        table = {_mq_of(k): OffsetWrapper.from_json(v) for k, v in raw.items()}
+        table = {mq_of(k): OffsetWrapper.from_json(v) for k, v in raw.items()}
         return cls(table, _num(d, "consumeTps", float))
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> ConsumeStats:
-        d = loads_fastjson_mq(body or b"{}")
-        if not isinstance(d, dict):
-            raise ValueError("ConsumeStats is not an object")
+        d = json_object(body, "ConsumeStats")
         return cls.from_json(d)
 
 
@@ -200,9 +157,7 @@ class ConsumeStatsList:
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> ConsumeStatsList:
-        d = loads_fastjson_mq(body or b"{}")
-        if not isinstance(d, dict):
-            raise ValueError("ConsumeStatsList is not an object")
+        d = json_object(body, "ConsumeStatsList")
         entries = d.get("consumeStatsList") or []
         if not isinstance(entries, list):
             raise ValueError("consumeStatsList is not a list")

@@ -7,20 +7,15 @@ object keys.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.common import fastjson
+from rmq.remoting.body import json_object
+from rmq.remoting.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
 
-__all__ = ["RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable", "mq_key"]
-
-
-def mq_key(mq: MessageQueue) -> str:
-    """A ``MessageQueue`` as fastjson writes it when it keys a map (fields sorted, compact)."""
-    return json.dumps(mq.to_json(), sort_keys=True, separators=(",", ":"))
+__all__ = ["RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable"]
 
 
 def _object(d: object, what: str) -> Mapping[str, Any]:
@@ -57,18 +52,15 @@ class TopicStatsTable:
     def to_body(self) -> bytes:
         """fastjson's bytes: the map keyed by MessageQueue objects (not standard JSON; it is what
         Java's tools parse)."""
-        parts = [mq_key(mq) + ":" + json.dumps(off.to_json(), separators=(",", ":"))
-                 for mq, off in sorted(self.offset_table.items())]
-        return ('{"offsetTable":{' + ",".join(parts) + "}}").encode()
+        return ('{"offsetTable":' + dumps_mq_map(self.offset_table, TopicOffset.to_json) + "}").encode()
 
     @classmethod
     def from_body(cls, body: bytes | str) -> TopicStatsTable:
         """Parse fastjson's body; ValueError when it is not a TopicStatsTable."""
-        d = _object(fastjson.loads(body or b"{}"), "a TopicStatsTable")
+        d = json_object(body, "TopicStatsTable")
         table = _object(d.get("offsetTable") or {}, "offsetTable")
         try:
-            return cls({MessageQueue.from_json(_object(fastjson.object_key(k), "a MessageQueue key")):
-                        TopicOffset.from_json(v) for k, v in table.items()})
+            return cls({mq_of(k): TopicOffset.from_json(v) for k, v in table.items()})
         except (KeyError, TypeError) as e:
             raise ValueError(f"malformed TopicStatsTable: {e!r}") from None
 
