@@ -2,7 +2,8 @@
 """Repeated produce and drain rounds against fresh brokers: medians with their min–max.
 
     .venv/bin/python bench/rounds.py [--rounds 3] [--duration 30] [--prefill 1000000]
-                                     [--tree PATH ...] [--json-out FILE] [--tls]
+                                     [--tree PATH ...] [--variant plain|noindex|acl|tls ...]
+                                     [--json-out FILE] [--tls]
 
 Each round starts a fresh ``rmq standalone`` (free ports, new store, the daemon's defaults:
 1 GiB CommitLog files, ASYNC_FLUSH) for ``produce_bench.py`` (1 KiB, 4 connections × 16 in
@@ -11,8 +12,12 @@ of 32, then a drain with 4 pulls of 32 in flight per queue), both with ``--broke
 broker's CPU is measured. ``--tree`` (repeatable) runs the broker of another checkout — e.g.
 ``git worktree add ../base <commit>`` with its extension built — and the rounds alternate the
 trees, so that two brokers are compared on the same machine at the same time; the client is
-always this checkout's. Prints one line per run, then per tree the median (min–max) of each
-figure, and the load average before each run (say it next to the figures). ``--tls`` starts
+always this checkout's. ``--variant`` (repeatable) compares configurations of each tree the same
+way: ``plain`` (the defaults), ``noindex`` (``messageIndexEnable=false``), ``acl`` (``aclEnable``
+with one admin account in a fresh ``plain_acl.yml``; the clients sign every request) and ``tls``
+(enforcing TLS with a self-signed certificate; the clients connect over TLS). Prints one line
+per run, then per tree (and variant) the median (min–max) of each figure, and the load average
+before each run (say it next to the figures). ``--tls`` starts
 each broker with ``tls.server.mode=enforcing`` and a self-signed certificate made with
 ``openssl`` for the run, and runs both benchmarks with ``--tls --tls-ca`` that certificate.
 """
@@ -21,14 +26,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import _common as c
 
 HERE = Path(__file__).resolve().parent
+VARIANTS = ("plain", "noindex", "acl", "tls")
+# The account the acl variant's brokers know and its clients sign with (admin: it creates topics).
+ACL_ACCESS_KEY, ACL_SECRET_KEY = "benchAccessKey", "benchSecretKey"
 FIGURES = {
     "produce": ("tps", "broker_cpu_s_per_1m", "rt_ms_p99"),
     "drain": ("msgs_per_s", "broker_cpu_s_per_1m"),
@@ -44,16 +54,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="a checkout whose broker to measure (default: this one); repeat to compare")
     ap.add_argument("--json-out", help="write every run's figures to this file")
     ap.add_argument("--tls", action="store_true",
-                    help="brokers enforce TLS (self-signed certificate per run), clients connect over TLS")
+                    help="brokers enforce TLS (self-signed certificate per run), clients connect over TLS "
+                         "(the same as --variant tls alone)")
+    ap.add_argument("--variant", action="append", default=[], choices=VARIANTS,
+                    help="a broker configuration to measure (default plain); repeat to compare, alternating")
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     return args
 
 
-def one_run(kind: str, tree: str | None, args: argparse.Namespace) -> dict:
+def _acl_home() -> str:
+    """A ``rocketmqHome`` whose conf/plain_acl.yml has the bench's admin account."""
+    home = tempfile.mkdtemp(prefix="rmq-bench-acl-")
+    os.makedirs(os.path.join(home, "conf"))
+    with open(os.path.join(home, "conf", "plain_acl.yml"), "w") as f:
+        f.write(f"accounts:\n  - accessKey: {ACL_ACCESS_KEY}\n    secretKey: {ACL_SECRET_KEY}\n    admin: true\n")
+    return home
+
+
+def one_run(kind: str, tree: str | None, args: argparse.Namespace, variant: str = "plain") -> dict:
     """A fresh broker, one benchmark against it, the benchmark's JSON figures."""
-    standalone = c.Standalone(tree=tree, tls=args.tls)
+    extra: list[str] = []
+    client_args: list[str] = []
+    acl_home = None
+    if variant == "noindex":
+        extra.append("--messageIndexEnable=false")
+    elif variant == "acl":
+        acl_home = _acl_home()
+        extra += ["--aclEnable=true", f"--rocketmqHome={acl_home}"]
+        client_args += ["--access-key", ACL_ACCESS_KEY, "--secret-key", ACL_SECRET_KEY]
+    standalone = c.Standalone(tree=tree, tls=args.tls or variant == "tls", extra_args=extra)
     c.run(standalone.start())
     try:
         ns, pid = standalone.namesrv_addr, str(standalone.pid)
@@ -67,6 +98,7 @@ def one_run(kind: str, tree: str | None, args: argparse.Namespace) -> dict:
                    "--max-msgs", "32", "--drain", "--broker-pid", pid, "--json"]
         if standalone.tls_ca is not None:
             cmd += ["--tls-ca", standalone.tls_ca]
+        cmd += client_args
         out = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=False).stdout
         lines = [line for line in out.splitlines() if line.startswith("{")]
         if not lines:
@@ -75,21 +107,30 @@ def one_run(kind: str, tree: str | None, args: argparse.Namespace) -> dict:
     finally:
         standalone.stop()
         standalone.cleanup()
+        if acl_home is not None:
+            shutil.rmtree(acl_home, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     trees: list[str | None] = list(args.tree) or [None]
-    runs: dict[str, dict[str, list[dict]]] = {str(t or "."): {k: [] for k in FIGURES} for t in trees}
+    variants: list[str] = list(dict.fromkeys(args.variant)) or ["plain"]
+
+    def label(tree: str | None, variant: str) -> str:
+        return str(tree or ".") + ("" if variants == ["plain"] else f" [{variant}]")
+
+    runs: dict[str, dict[str, list[dict]]] = {label(t, v): {k: [] for k in FIGURES} for t in trees for v in variants}
     for rnd in range(args.rounds):
         for tree in trees:
-            for kind in FIGURES:
-                load = os.getloadavg()[0]
-                fig = one_run(kind, tree, args)
-                fig["load_before"] = round(load, 2)
-                runs[str(tree or ".")][kind].append(fig)
-                shown = ", ".join(f"{f} {fig.get(f)}" for f in FIGURES[kind])
-                print(f"round {rnd + 1} {tree or '.'} {kind}: {shown} (load {load:.2f})", flush=True)
+            for variant in variants:
+                name = label(tree, variant)
+                for kind in FIGURES:
+                    load = os.getloadavg()[0]
+                    fig = one_run(kind, tree, args, variant)
+                    fig["load_before"] = round(load, 2)
+                    runs[name][kind].append(fig)
+                    shown = ", ".join(f"{f} {fig.get(f)}" for f in FIGURES[kind])
+                    print(f"round {rnd + 1} {name} {kind}: {shown} (load {load:.2f})", flush=True)
     print()
     for tree_name, kinds in runs.items():
         for kind, figs in kinds.items():
