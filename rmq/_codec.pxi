@@ -602,3 +602,116 @@ def binary_header_encode(code, ext, flag, int language, opaque, remark, version,
         return PyBytes_FromStringAndSize(o.p, o.n)
     finally:
         PyMem_Free(o.p)
+
+
+# ------------------------------------------------------------------------------ SEND reply
+#
+# The reply to a stored SEND (Java SendMessageProcessor: SendMessageResponseHeader msgId,
+# queueId, queueOffset, then the TRACE_ON and MSG_REGION fields the Java broker adds, in the
+# order its binary replies carry them) written straight into one frame, in the request's
+# serialization, without the extFields dict, the response command or the generic encoder. The
+# bytes are those the generic encoder writes for the same command (a differential test).
+
+cdef int _jo_i64(_JOut* o, int64_t x) except -1:
+    cdef uint64_t u = (~<uint64_t>x) + 1 if x < 0 else <uint64_t>x
+    cdef char tmp[24]
+    cdef int k = 24
+    while True:
+        k -= 1
+        tmp[k] = <char>(c'0' + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if x < 0:
+        k -= 1
+        tmp[k] = c'-'
+    _jo_raw(o, tmp + k, 24 - k)
+    return 0
+
+
+cdef inline int _bo_dec(_JOut* o, int64_t x) except -1:
+    """A decimal string value of the binary form: int32 length, then the digits."""
+    cdef Py_ssize_t at
+    _jo_reserve(o, 4)
+    at = o.n
+    o.n += 4
+    _jo_i64(o, x)
+    wr32(<uint8_t*>o.p + at, o.n - at - 4)
+    return 0
+
+
+cdef inline int _bo_key(_JOut* o, bytes key) except -1:
+    _jo_reserve(o, 2)
+    wr16(<uint8_t*>o.p + o.n, <int>PyBytes_GET_SIZE(key))
+    o.n += 2
+    _jo_lit(o, key)
+    return 0
+
+
+def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64_t queue_id,
+                     int64_t queue_offset, region, bint trace_on):
+    """The frame (length words and header, no body) of a SEND reply with code ``code``
+    (SUCCESS or a flush/slave status), flag 1, language JAVA, version 409 and extFields
+    ``{"msgId", "queueId", "queueOffset", "TRACE_ON", "MSG_REGION"}``, every value a string;
+    ``serialize_type`` 0 JSON, 1 ROCKETMQ. None when a text is not a str that UTF-8 can carry
+    (the caller then builds the reply the general way)."""
+    cdef _JOut o
+    cdef Py_ssize_t ext_at
+    if serialize_type not in (0, 1) or not PyUnicode_CheckExact(msg_id) or not PyUnicode_CheckExact(region):
+        return None
+    if code < -32768 or code > 32767:
+        return None
+    o.cap = 256
+    o.n = 8
+    o.p = <char*>PyMem_Malloc(o.cap)
+    if o.p == NULL:
+        raise MemoryError()
+    try:
+        if serialize_type == 1:
+            _jo_reserve(&o, 21)
+            wr16(<uint8_t*>o.p + 8, code)
+            o.p[10] = 0                      # LanguageCode.JAVA
+            wr16(<uint8_t*>o.p + 11, 409)    # version V4_9_8
+            wr32(<uint8_t*>o.p + 13, opaque)
+            wr32(<uint8_t*>o.p + 17, 1)      # flag: response
+            wr32(<uint8_t*>o.p + 21, 0)      # remark: null
+            o.n = 25
+            ext_at = o.n
+            _jo_raw(&o, b"\0\0\0\0", 4)
+            _bo_key(&o, b"msgId")
+            if _bo_utf8(&o, msg_id, 4):
+                return None
+            _bo_key(&o, b"queueId")
+            _bo_dec(&o, queue_id)
+            _bo_key(&o, b"queueOffset")
+            _bo_dec(&o, queue_offset)
+            _bo_key(&o, b"TRACE_ON")
+            if trace_on:
+                _jo_raw(&o, b"\0\0\0\4true", 8)
+            else:
+                _jo_raw(&o, b"\0\0\0\5false", 9)
+            _bo_key(&o, b"MSG_REGION")
+            if _bo_utf8(&o, region, 4):
+                return None
+            wr32(<uint8_t*>o.p + ext_at, o.n - ext_at - 4)
+        else:
+            _jo_lit(&o, b'{"code":')
+            _jo_i64(&o, code)
+            _jo_lit(&o, b',"extFields":{"msgId":')
+            if _jo_str(&o, msg_id):
+                return None
+            _jo_lit(&o, b',"queueId":"')
+            _jo_i64(&o, queue_id)
+            _jo_lit(&o, b'","queueOffset":"')
+            _jo_i64(&o, queue_offset)
+            _jo_lit(&o, b'","TRACE_ON":"true","MSG_REGION":' if trace_on else b'","TRACE_ON":"false","MSG_REGION":')
+            if _jo_str(&o, region):
+                return None
+            _jo_lit(&o, b'},"flag":1,"language":"JAVA","opaque":')
+            _jo_i64(&o, opaque)
+            _jo_lit(&o, b',"serializeTypeCurrentRPC":"JSON","version":409}')
+        wr32(<uint8_t*>o.p, o.n - 4)
+        wr32(<uint8_t*>o.p + 4, (serialize_type << 24) | (o.n - 8))
+        return PyBytes_FromStringAndSize(o.p, o.n)
+    finally:
+        PyMem_Free(o.p)

@@ -26,12 +26,17 @@ from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
+from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.headers import SendMessageRequestHeader
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
+
+try:  # the SEND reply written straight into one frame (rmq/_codec.pxi)
+    from rmq._store import send_reply_frame as _send_reply_frame
+except ImportError:  # pragma: no cover - the store needs the extension anyway
+    _send_reply_frame = None
 
 # The SEND path reads V2 headers straight with the V2 reader (one call fewer than the reader
 # that picks V1 or V2 by the presence of V2's topic name).
@@ -92,7 +97,11 @@ class SendMessageProcessor:
     def process_request(self, conn, cmd: RemotingCommand):
         """Synchronous in the common case: the append happens inline on the loop and the reply
         joins the batch of replies for this read (one ``writelines``). Only a SYNC_FLUSH append
-        returns an awaitable, which the dispatcher runs as a task until the group commit."""
+        returns an awaitable, which the dispatcher runs as a task until the group commit.
+
+        A stored message is answered with a frame written by ``rmq._store.send_reply_frame``
+        straight to the connection (the method then returns None, "answered"); refusals and
+        errors are ordinary response commands."""
         try:
             ext = cmd.ext_fields
             header = _read_v2(ext) if _V2_TOPIC in ext else _read_either(ext)
@@ -237,13 +246,25 @@ class SendMessageProcessor:
             msg_id = ",".join(append.msg_ids)
         else:
             msg_id = append.msg_id
-        self.controller.stats.put_nums += getattr(append, "msg_num", 1) or 1
-        self.controller.stats.put_size += len(body)
+        stats = self.controller.stats
+        stats.put_nums += getattr(append, "msg_num", 1) or 1
+        stats.put_size += len(body)
+        if cmd.flag & FLAG_ONEWAY:
+            return None  # (Java sendOneway: stored, nobody waits for the answer)
+        bc = self.broker_config
+        if _send_reply_frame is not None and remark is None:
+            # Java SendMessageResponseHeader (msgId, queueId, queueOffset) plus TRACE_ON and
+            # MSG_REGION, in the request's serialization: one bytes object, no dict, no command.
+            frame = _send_reply_frame(cmd.serialize_type, code, cmd.opaque, msg_id, queue_id, append.logics_offset,
+                                      bc.region_id, bc.trace_on)
+            if frame is not None:
+                conn.send_response_frame(frame)
+                return None
         ext = {
             "msgId": msg_id,
             "queueId": str(queue_id),
             "queueOffset": str(append.logics_offset),
-            "MSG_REGION": self.broker_config.region_id,
-            "TRACE_ON": "true" if self.broker_config.trace_on else "false",
+            "TRACE_ON": "true" if bc.trace_on else "false",
+            "MSG_REGION": bc.region_id,
         }
         return cmd.response(code, remark, ext)
