@@ -33,10 +33,9 @@ from rmq.store import MessageInner
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
-try:  # the SEND reply written straight into one frame (rmq/_codec.pxi)
-    from rmq._store import send_reply_frame as _send_reply_frame
-except ImportError:  # pragma: no cover - the store needs the extension anyway
-    _send_reply_frame = None
+# The SEND reply written straight into one frame (rmq/_codec.pxi); the store needs the
+# extension anyway.
+from rmq._store import send_reply_frame as _send_reply_frame
 
 # The SEND path reads V2 headers straight with the V2 reader (one call fewer than the reader
 # that picks V1 or V2 by the presence of V2's topic name).
@@ -45,6 +44,14 @@ _read_v2 = SendMessageRequestHeader.from_ext_fields_v2
 _read_either = SendMessageRequestHeader.from_ext_fields
 _PERM_WRITE = PermName.PERM_WRITE
 _NOT_ALLOWED_SEND = TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET
+
+def _born_host(conn) -> tuple[str, int]:
+    """The producer's ``(ip, port)``, parsed once per connection."""
+    host = conn.attributes.get("born_host")
+    if host is None:
+        host = conn.attributes["born_host"] = split_host(conn.remote_addr)
+    return host
+
 
 # PutMessageStatus name -> (response code, remark). Names, not members, so a status the store
 # adds later falls through to SYSTEM_ERROR with its name instead of breaking the import.
@@ -185,33 +192,27 @@ class SendMessageProcessor:
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(max(1, tc.write_queue_nums))
-        body = cmd.body_bytes()
+        body = cmd.body
+        if type(body) is not bytes:
+            body = cmd.body_bytes()  # (a frame's body is bytes; other shapes are joined)
         if batch and header.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
                                 "batch request does not support retry group " + clip_remark(header.topic), {})
-        max_body = getattr(self.store.config, "max_message_size", 4 * 1024 * 1024)
+        store = self.controller.message_store
+        max_body = getattr(store.config, "max_message_size", 4 * 1024 * 1024)
         if not batch and len(body) > max_body:
             return cmd.response(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"the message body size {len(body)} is over the limit {max_body}",
                 {},
             )
-        msg = MessageInner(
-            topic=header.topic,
-            queue_id=queue_id,
-            body=body,
-            flag=header.flag,
-            properties_str=header.properties or "",
-            born_timestamp=header.born_timestamp,
-            born_host=split_host(conn.remote_addr),
-            sys_flag=header.sys_flag,
-            reconsume_times=header.reconsume_times or 0,
-        )
+        msg = MessageInner(header.topic, queue_id, body, header.flag, {}, header.properties or "",
+                           header.born_timestamp, _born_host(conn), header.sys_flag, header.reconsume_times or 0)
         early = self._before_store(conn, cmd, header, tc, msg)
         if early is not None:
             return early
         try:
-            result = self.store.append_message(msg, batch)
+            result = store.append_message(msg, batch)
         except Exception as e:  # noqa: BLE001 - the store's failure must reach the producer
             _rlog.error("store-put", "store failed to put a message into %s-%d", clip(header.topic), queue_id,
                         exc_info=True)
@@ -252,7 +253,7 @@ class SendMessageProcessor:
         if cmd.flag & FLAG_ONEWAY:
             return None  # (Java sendOneway: stored, nobody waits for the answer)
         bc = self.broker_config
-        if _send_reply_frame is not None and remark is None:
+        if remark is None:
             # Java SendMessageResponseHeader (msgId, queueId, queueOffset) plus TRACE_ON and
             # MSG_REGION, in the request's serialization: one bytes object, no dict, no command.
             frame = _send_reply_frame(cmd.serialize_type, code, cmd.opaque, msg_id, queue_id, append.logics_offset,
