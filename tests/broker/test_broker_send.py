@@ -171,3 +171,31 @@ async def test_oneway_send_is_stored_without_a_reply(env):
     assert resp.ext_fields["queueOffset"] == "1"  # the oneway message took offset 0
     recs = decode_records((await env.pull("OnewayTopic")).body_bytes())
     assert [r.body for r in recs] == [b"fire and forget", b"answered"]
+
+
+async def test_sync_flush_sends_are_answered_once_durable_by_callback_or_task(tmp_path):
+    """SYNC_FLUSH: every SEND is answered only once the group commit covers it, through the
+    group commit's callback, and the same way through a send-pool task when too many
+    callbacks wait (max_callbacks 0 here)."""
+    import asyncio
+
+    from rmq._testing import broker_env
+
+    async with broker_env(tmp_path / "store", flush_disk_type="SYNC_FLUSH") as env:
+        await env.create_topic("SyncTopic", 2)
+        store = env.store
+
+        async def one(i):
+            resp = await env.send("SyncTopic", b"m%d" % i, queue_id=i % 2, wait_dispatch=False)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            return resp
+
+        for max_callbacks in (10_000, 0):
+            store.flush_commit_log.max_callbacks = max_callbacks
+            replies = await asyncio.gather(*(one(i) for i in range(20)))
+            assert store.commit_log.flushed_offset == store.commit_log.max_offset  # durable when answered
+            assert len({r.ext_fields["msgId"] for r in replies}) == 20
+        await env.dispatched()
+        bodies = [r.body for q in (0, 1)
+                  for r in decode_records((await env.pull("SyncTopic", queue_id=q)).body_bytes())]
+        assert sorted(bodies) == sorted([b"m%d" % i for i in range(20)] * 2)

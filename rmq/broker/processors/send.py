@@ -17,25 +17,24 @@ delay levels and transactional half messages plug in at ``_before_store`` below
 """
 from __future__ import annotations
 
+import functools
 import logging
 import random
 
+# (send_reply_frame: the SEND reply written straight into one frame, rmq/_codec.pxi)
+from rmq._store import send_reply_frame as _send_reply_frame
 from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
+from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from rmq.remoting.headers import SendMessageRequestHeader
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
-
-# The SEND reply written straight into one frame (rmq/_codec.pxi); the store needs the
-# extension anyway.
-from rmq._store import send_reply_frame as _send_reply_frame
 
 # The SEND path reads V2 headers straight with the V2 reader (one call fewer than the reader
 # that picks V1 or V2 by the presence of V2's topic name).
@@ -218,8 +217,26 @@ class SendMessageProcessor:
                         exc_info=True)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         if result.flush_wait:
+            # SYNC_FLUSH: answered from the group commit's callback (no task per message);
+            # past its bound of waiting callbacks, as a task of the send pool, which is bounded.
+            if store.add_flush_callback(result, functools.partial(
+                    self._answer_after_flush, conn, cmd, header, queue_id, body, batch, max_body)):
+                return None
             return self._reply_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result)
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
+
+    def _answer_after_flush(self, conn, cmd, header, queue_id, body, batch, max_body, result, exc):
+        """The group commit covered ``result`` (or timed out, or failed with ``exc``)."""
+        if exc is not None:
+            _rlog.error("store-flush", "flush failed for a message in %s-%d: %s", clip(header.topic), queue_id, exc)
+            resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {exc}", {})
+        else:
+            resp = self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
+        if resp is not None and not cmd.flag & FLAG_ONEWAY:
+            resp.opaque = cmd.opaque  # (what the dispatcher does for the replies it writes)
+            resp.flag |= FLAG_RESPONSE
+            resp.serialize_type = cmd.serialize_type
+            conn.send_response(resp)
 
     async def _reply_after_flush(self, conn, cmd, header, queue_id, body, batch, max_body, result):
         try:
