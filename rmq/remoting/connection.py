@@ -652,6 +652,14 @@ class Connection(asyncio.Protocol):
         if self.closed or transport is None or transport.is_closing():
             log.debug("%s: dropping a response frame to closed %s", self.role, self.remote_addr)
             return
+        batch = self._batch
+        if batch is not None and self._in_read:  # (the common case: a reply to this read)
+            idle = self._idle
+            if idle is not None:
+                idle.touch()
+            batch.append(frame)
+            self._batch_bytes += len(frame)
+            return
         self._queue_parts([frame])
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:

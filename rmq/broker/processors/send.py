@@ -31,7 +31,7 @@ from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from rmq.remoting.headers import SendMessageRequestHeader
-from rmq.store import MessageInner
+from rmq.store import MessageInner, PutMessageStatus
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -79,6 +79,9 @@ _PUT_STATUS = {
     "OS_PAGECACHE_BUSY": (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
     "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
+
+_PUT_OK = PutMessageStatus.PUT_OK
+_SUCCESS = int(ResponseCode.SUCCESS)
 
 # Responses that still count as "sent" carry the send result header (Java sendOK).
 _SENT_CODES = (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
@@ -247,11 +250,15 @@ class SendMessageProcessor:
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
 
     def _reply(self, conn, cmd, header, queue_id, body, batch, max_body, result):
-        status_name = getattr(result.status, "name", str(result.status))
-        code, remark = _PUT_STATUS.get(status_name, (ResponseCode.SYSTEM_ERROR, status_name))
-        if remark is not None:
-            remark = remark.format(max_body=max_body)
-        if code not in _SENT_CODES or result.append is None:
+        if result.status is _PUT_OK:  # the common case, without the table
+            code, remark = _SUCCESS, None
+        else:
+            status_name = getattr(result.status, "name", str(result.status))
+            code, remark = _PUT_STATUS.get(status_name, (ResponseCode.SYSTEM_ERROR, status_name))
+            if remark is not None:
+                remark = remark.format(max_body=max_body)
+        if result.append is None or code not in _SENT_CODES:
+            status_name = getattr(result.status, "name", str(result.status))
             # the store's own reason (e.g. "disk full: 93% used") is the useful part for the producer
             detail = remark or status_name
             if result.remark:
