@@ -8,8 +8,9 @@ user can act on. A SEND never requires a prior heartbeat.
 
 Bodies are stored exactly as sent (a compressed body stays compressed, sysFlag bit 0 tells
 the consumer). The reply carries ``msgId`` = offsetMsgId of the stored record (store host +
-physical offset; for a batch the comma-joined list), ``queueId`` and ``queueOffset``, all as
-strings (the C++ client reads reply fields only when they are).
+physical offset; for a batch the comma-joined list), ``queueId`` and ``queueOffset``, then
+``TRACE_ON`` and ``MSG_REGION`` as Java's broker adds them, all as strings (the C++ client reads
+reply fields only when they are), in the request's serialization (JSON or ROCKETMQ binary).
 
 Retry and dead-letter handling (``%RETRY%`` topics past ``maxReconsumeTimes`` → ``%DLQ%``),
 delay levels and transactional half messages plug in at ``_before_store`` below
@@ -43,6 +44,7 @@ _read_v2 = SendMessageRequestHeader.from_ext_fields_v2
 _read_either = SendMessageRequestHeader.from_ext_fields
 _PERM_WRITE = PermName.PERM_WRITE
 _NOT_ALLOWED_SEND = TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET
+
 
 def _born_host(conn) -> tuple[str, int]:
     """The producer's ``(ip, port)``, parsed once per connection."""
@@ -104,13 +106,15 @@ class SendMessageProcessor:
         return False
 
     def process_request(self, conn, cmd: RemotingCommand):
-        """Synchronous in the common case: the append happens inline on the loop and the reply
-        joins the batch of replies for this read (one ``writelines``). Only a SYNC_FLUSH append
-        returns an awaitable, which the dispatcher runs as a task until the group commit.
+        """Synchronous: the append happens inline on the loop and the reply joins the batch of
+        replies for this read (one ``writelines``). A stored message is answered with a frame
+        written by ``rmq._store.send_reply_frame`` straight to the connection (the method then
+        returns None, "answered"); refusals and errors are ordinary response commands.
 
-        A stored message is answered with a frame written by ``rmq._store.send_reply_frame``
-        straight to the connection (the method then returns None, "answered"); refusals and
-        errors are ordinary response commands."""
+        SYNC_FLUSH: the reply waits for the group commit as a callback
+        (``MessageStore.add_flush_callback``, no task per message); only past its bound of
+        waiting callbacks does the method return an awaitable, which the dispatcher runs as a
+        task of the send pool."""
         try:
             ext = cmd.ext_fields
             header = _read_v2(ext) if _V2_TOPIC in ext else _read_either(ext)
