@@ -298,6 +298,31 @@ cdef bint _has_surrogate(object s):
                 return True
     return False
 
+cdef inline bint _ascii_decimal(object s, long long* out) noexcept:
+    """True with ``out`` set when the exact str ``s`` is ``-?[0-9]{1,18}`` (int(s) gives the
+    same value; 18 digits cannot overflow int64); False for anything else (left to int())."""
+    cdef Py_ssize_t n, i = 0
+    cdef const uint8_t* d
+    cdef long long x = 0
+    cdef bint neg = False
+    if not PyUnicode_IS_ASCII(s):
+        return False
+    n = PyUnicode_GET_LENGTH(s)
+    d = <const uint8_t*>PyUnicode_DATA(s)
+    if n > 0 and d[0] == c'-':
+        neg = True
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return False
+    while i < n:
+        if d[i] < c'0' or d[i] > c'9':
+            return False
+        x = x * 10 + (d[i] - c'0')
+        i += 1
+    out[0] = -x if neg else x
+    return True
+
+
 from sys import intern as _sys_intern
 _object_new = object.__new__
 
@@ -378,6 +403,12 @@ cdef class HeaderReader:
                     if not PyLong_CheckExact(v):
                         if not PyUnicode_CheckExact(v):
                             return self.fallback(cls, ext)
+                        if _ascii_decimal(v, &x):
+                            # the common shape, "-?[0-9]{1,18}", read without an int() call
+                            if x < self.lo[i] or x > self.hi[i]:
+                                return self.fallback(cls, ext)  # it words the range error
+                            setattr(o, self.attrs[i], x)
+                            continue
                         try:
                             v = PyLong_FromUnicodeObject(v, 10)  # = int(v), what the reference does
                         except ValueError:
