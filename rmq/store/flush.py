@@ -127,6 +127,7 @@ class GroupCommitService(CommitLogFlushService):
         # (end offset, deadline on the loop's clock, result, callback), in append order
         self.callbacks: list[tuple[int, float, PutMessageResult, FlushCallback]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the store's, taken at the first callback
         self.event = asyncio.Event()
 
     def add_callback(self, result: PutMessageResult, callback: FlushCallback) -> bool:
@@ -139,7 +140,9 @@ class GroupCommitService(CommitLogFlushService):
             return False
         a = result.append
         assert a is not None  # only PUT_OK results wait for the flush
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:  # (asyncio.get_running_loop costs a getpid syscall in Python 3.11)
+            loop = self._loop = asyncio.get_running_loop()
         deadline = loop.time() + self.store.config.sync_flush_timeout / 1000.0
         callbacks.append((a.wrote_offset + a.wrote_bytes, deadline, result, callback))
         self.event.set()
@@ -153,7 +156,7 @@ class GroupCommitService(CommitLogFlushService):
         callbacks = self.callbacks
         if not callbacks:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop or asyncio.get_running_loop()
         now = loop.time()
         n = 0
         while n < len(callbacks) and callbacks[n][1] <= now:
