@@ -155,8 +155,9 @@ class CpuMeter:
         return self.seconds * 1_000_000 / messages
 
 
-def add_common_args(ap) -> None:
-    ap.add_argument("--namesrv", required=True, help="name server address host:port (';' separates several)")
+def add_common_args(ap, namesrv_required: bool = True) -> None:
+    ap.add_argument("--namesrv", required=namesrv_required,
+                    help="name server address host:port (';' separates several)")
     ap.add_argument("--topic", required=True)
     ap.add_argument("--size", type=int, default=1024, help="message body size in bytes (default 1024)")
     ap.add_argument("--queues", type=int, default=4,
@@ -354,18 +355,30 @@ async def queue_offset(client: RemotingClient, mq: MessageQueue, code: int, topi
 
 
 def send_header(group: str, topic: str, queue_id: int, properties: str,
-                batch: bool = False) -> SendMessageRequestHeader:
+                batch: bool = False, broker_name: str | None = None) -> SendMessageRequestHeader:
     """A SEND header as Java's producer fills it (sent with V2's one-letter names by
     :func:`rmq.remoting.requests.send_message`)."""
     return SendMessageRequestHeader(
         producer_group=group, topic=topic, queue_id=queue_id, born_timestamp=int(time.time() * 1000),
-        properties=properties, reconsume_times=0, unit_mode=False, batch=batch)
+        properties=properties, reconsume_times=0, unit_mode=False, batch=batch, broker_name=broker_name)
+
+
+#: ``--serialize`` names → the frame's serialize type (0 JSON, 1 ROCKETMQ binary).
+SERIALIZE_TYPES = {"json": 0, "rocketmq": 1}
 
 
 def send_request(group: str, topic: str, queue_id: int, properties: str, body: bytes,
-                 batch: bool = False) -> RemotingCommand:
-    """SEND_MESSAGE_V2 (310), or SEND_BATCH_MESSAGE (320) with ``batch``."""
-    return rq.send_message(send_header(group, topic, queue_id, properties, batch), body)
+                 batch: bool = False, serialize: int = 0, broker_name: str | None = None) -> RemotingCommand:
+    """SEND_MESSAGE_V2 (310), or SEND_BATCH_MESSAGE (320) with ``batch``.
+
+    ``serialize=1`` sends the header as ROCKETMQ binary the way the Java client does with
+    ``rocketmq.serialize.type=ROCKETMQ`` (language JAVA, the broker name in V2's ``n``); the
+    broker answers in kind."""
+    cmd = rq.send_message(send_header(group, topic, queue_id, properties, batch, broker_name), body)
+    if serialize:
+        cmd.serialize_type = serialize
+        cmd.language = "JAVA"
+    return cmd
 
 
 _uniq_prefix = uuid.uuid4().hex[:16].upper()

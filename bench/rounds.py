@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/rounds.py [--rounds 3] [--duration 30] [--prefill 1000000]
                                      [--tree PATH ...] [--variant plain|noindex|acl|tls ...]
-                                     [--json-out FILE] [--tls]
+                                     [--serialize rocketmq] [--threads 16] [--json-out FILE] [--tls]
 
 Each round starts a fresh ``rmq standalone`` (free ports, new store, the daemon's defaults:
 1 GiB CommitLog files, ASYNC_FLUSH) for ``produce_bench.py`` (1 KiB, 4 connections × 16 in
@@ -52,6 +52,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--prefill", type=int, default=1_000_000, help="messages to drain per round")
     ap.add_argument("--tree", action="append", default=[],
                     help="a checkout whose broker to measure (default: this one); repeat to compare")
+    ap.add_argument("--serialize", choices=("json", "rocketmq"), default="json",
+                    help="produce rounds: request header encoding (produce_bench.py --serialize)")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="produce rounds: N synchronous senders over one connection (produce_bench.py --threads) "
+                         "instead of 4 connections x 16 in flight")
     ap.add_argument("--json-out", help="write every run's figures to this file")
     ap.add_argument("--tls", action="store_true",
                     help="brokers enforce TLS (self-signed certificate per run), clients connect over TLS "
@@ -89,8 +94,9 @@ def one_run(kind: str, tree: str | None, args: argparse.Namespace, variant: str 
     try:
         ns, pid = standalone.namesrv_addr, str(standalone.pid)
         if kind == "produce":
+            shape = ["--threads", str(args.threads)] if args.threads else ["--connections", "4", "--inflight", "16"]
             cmd = [sys.executable, str(HERE / "produce_bench.py"), "--namesrv", ns, "--topic", "BenchP",
-                   "--size", "1024", "--connections", "4", "--inflight", "16",
+                   "--size", "1024", *shape, "--serialize", args.serialize,
                    "--duration", str(args.duration), "--broker-pid", pid, "--json"]
         else:
             cmd = [sys.executable, str(HERE / "pull_bench.py"), "--namesrv", ns, "--topic", "BenchD", "--group", "G",

@@ -1,5 +1,5 @@
-# Included by rmq/_store.pyx: the JSON reply-header encoder and the typed-header reader of
-# the remoting layer.
+# Included by rmq/_store.pyx: the JSON reply-header encoder, the ROCKETMQ binary header
+# decoder and encoder, and the typed-header reader of the remoting layer.
 #
 # Decoding JSON headers is msgspec's job (rmq/remoting/codec.py): a typed msgspec Struct
 # decodes the common header shape faster than the hand-written parser that used to live here.
@@ -298,6 +298,31 @@ cdef bint _has_surrogate(object s):
                 return True
     return False
 
+cdef inline bint _ascii_decimal(object s, long long* out) noexcept:
+    """True with ``out`` set when the exact str ``s`` is ``-?[0-9]{1,18}`` (int(s) gives the
+    same value; 18 digits cannot overflow int64); False for anything else (left to int())."""
+    cdef Py_ssize_t n, i = 0
+    cdef const uint8_t* d
+    cdef long long x = 0
+    cdef bint neg = False
+    if not PyUnicode_IS_ASCII(s):
+        return False
+    n = PyUnicode_GET_LENGTH(s)
+    d = <const uint8_t*>PyUnicode_DATA(s)
+    if n > 0 and d[0] == c'-':
+        neg = True
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return False
+    while i < n:
+        if d[i] < c'0' or d[i] > c'9':
+            return False
+        x = x * 10 + (d[i] - c'0')
+        i += 1
+    out[0] = -x if neg else x
+    return True
+
+
 from sys import intern as _sys_intern
 _object_new = object.__new__
 
@@ -378,6 +403,12 @@ cdef class HeaderReader:
                     if not PyLong_CheckExact(v):
                         if not PyUnicode_CheckExact(v):
                             return self.fallback(cls, ext)
+                        if _ascii_decimal(v, &x):
+                            # the common shape, "-?[0-9]{1,18}", read without an int() call
+                            if x < self.lo[i] or x > self.hi[i]:
+                                return self.fallback(cls, ext)  # it words the range error
+                            setattr(o, self.attrs[i], x)
+                            continue
                         try:
                             v = PyLong_FromUnicodeObject(v, 10)  # = int(v), what the reference does
                         except ValueError:
@@ -396,3 +427,322 @@ cdef class HeaderReader:
             setattr(o, self.attrs[i], v)
         return o
 
+
+
+# ------------------------------------------------------------------------------ ROCKETMQ binary
+#
+# The ROCKETMQ binary header (Java RocketMQSerializable): code int16, language int8, version
+# int16, opaque int32, flag int32, remark (int32 length + UTF-8), extFields (int32 length, then
+# entries of int16 key length + key + int32 value length + value). A zero length is null.
+#
+# binary_header_decode and binary_header_encode are the fast twins of the pure-Python
+# reference in rmq/remoting/codec.py (decode_binary_header / _encode_binary_header). Like the
+# JSON encoder above they return None for anything they do not take -- a length that points
+# outside the header, text that is not UTF-8, a value out of range -- so that the reference
+# runs and raises (or writes) what it does: one wording of every error, and a differential
+# test keeps the two equal.
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+
+_EMPTY_STR = ""
+
+
+cdef inline object _utf8(const uint8_t* p, Py_ssize_t n):
+    """``p[:n]`` decoded as strict UTF-8 (UnicodeDecodeError otherwise)."""
+    return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+
+
+def binary_header_decode(buf, Py_ssize_t start, Py_ssize_t header_len, cmd_cls, tuple lang_names):
+    """A ROCKETMQ binary header ``buf[start:start+header_len]`` as a new ``cmd_cls`` (slots
+    set as rmq/remoting/codec.py's reference sets them, ``serialize_type`` 1, ``body`` None),
+    or None when the header is malformed or the span lies outside ``buf`` (the reference then
+    raises its error). ``lang_names[b]`` names the language byte ``b`` (0..255)."""
+    cdef _Buf b = _buf(buf)
+    cdef const uint8_t* p
+    cdef Py_ssize_t pos, end, ext_end
+    cdef int32_t remark_len, ext_len, vlen
+    cdef int16_t klen
+    cdef object remark, key, val, cmd
+    cdef dict ext
+    if start < 0 or header_len < 21 or start > b.size or header_len > b.size - start:
+        return None
+    if len(lang_names) != 256:
+        raise ValueError("lang_names must have 256 entries")
+    p = b.ptr + start
+    end = header_len
+    remark_len = rd32(p + 13)
+    pos = 17
+    if remark_len < 0 or remark_len > end - pos:
+        return None
+    remark = None
+    try:
+        if remark_len > 0:
+            remark = _utf8(p + pos, remark_len)
+        pos += remark_len
+        if end - pos < 4:
+            return None
+        ext_len = rd32(p + pos)
+        pos += 4
+        if ext_len < 0 or ext_len > end - pos:
+            return None
+        ext = {}
+        ext_end = pos + ext_len
+        while pos < ext_end:
+            if ext_end - pos < 2:
+                return None
+            klen = rd16(p + pos)
+            pos += 2
+            if klen < 0 or klen > ext_end - pos:
+                return None
+            key = _utf8(p + pos, klen) if klen > 0 else None
+            pos += klen
+            if ext_end - pos < 4:
+                return None
+            vlen = rd32(p + pos)
+            pos += 4
+            if vlen < 0 or vlen > ext_end - pos:
+                return None
+            # Java reads a zero-length value as null; an empty string is the useful reading.
+            val = _utf8(p + pos, vlen) if vlen > 0 else _EMPTY_STR
+            pos += vlen
+            if key is not None:
+                ext[key] = val
+    except UnicodeDecodeError:
+        return None
+    cmd = _object_new(cmd_cls)
+    cmd.code = rd16(p)
+    cmd.language = lang_names[p[2]]
+    cmd.version = rd16(p + 3)
+    cmd.opaque = rd32(p + 5)
+    cmd.flag = rd32(p + 9)
+    cmd.remark = remark
+    cmd.ext_fields = ext
+    cmd.body = None
+    cmd.serialize_type = 1
+    return cmd
+
+
+cdef inline int _bo_utf8(_JOut* o, object s, Py_ssize_t len_bytes) except -1:
+    """Append ``s`` (an exact str) as its length (int16 or int32 by ``len_bytes``) and UTF-8
+    bytes; 1 = not handled (a lone surrogate, or too long for an int16 key length)."""
+    cdef Py_ssize_t n
+    cdef const char* u = PyUnicode_AsUTF8AndSize(s, &n)
+    if u == NULL:
+        PyErr_Clear()
+        return 1
+    if len_bytes == 2 and n > 32767:
+        return 1
+    _jo_reserve(o, n + len_bytes)
+    if len_bytes == 2:
+        wr16(<uint8_t*>o.p + o.n, <int>n)
+    else:
+        wr32(<uint8_t*>o.p + o.n, n)
+    o.n += len_bytes
+    memcpy(o.p + o.n, u, n)
+    o.n += n
+    return 0
+
+
+cdef int _bo_int(object v, int64_t lo, int64_t hi, int64_t* out) except -1:
+    """``v`` as an int within ``lo..hi``; 1 = not handled (not an int, or out of range)."""
+    cdef int overflow = 0
+    cdef long long x
+    if not PyLong_Check(v):
+        return 1
+    x = PyLong_AsLongLongAndOverflow(v, &overflow)
+    if overflow or x < lo or x > hi:
+        return 1
+    out[0] = x
+    return 0
+
+
+def binary_header_encode(code, ext, flag, int language, opaque, remark, version,
+                         Py_ssize_t body_len=-1):
+    """The ROCKETMQ binary header of a command, byte for byte as the reference encoder in
+    rmq/remoting/codec.py writes it (extFields in dict order, every value a string: True/False
+    as true/false, None left out, anything else through ``str``), or None when an argument is
+    outside what this path takes (the reference then encodes it or raises).
+
+    ``language`` is the language byte. With ``body_len >= 0`` the frame's two leading words
+    come first (length = 4 + header length + body_len, then serialize type 1 and the header
+    length)."""
+    cdef _JOut o
+    cdef Py_ssize_t off = 8 if body_len >= 0 else 0, hlen, ext_at, pos = 0
+    cdef int64_t c16, ver, opq, flg
+    cdef PyObject* kp
+    cdef PyObject* vp
+    cdef object k, v
+    if _bo_int(code, -32768, 32767, &c16) or _bo_int(version, -32768, 32767, &ver) \
+            or _bo_int(opaque, -2147483648, 2147483647, &opq) or _bo_int(flag, -2147483648, 2147483647, &flg):
+        return None
+    if language < -128 or language > 127:
+        return None
+    if remark is not None and not PyUnicode_CheckExact(remark):
+        return None
+    if ext is not None and not PyDict_CheckExact(ext):
+        return None
+    o.cap = 256
+    o.n = off
+    o.p = <char*>PyMem_Malloc(o.cap)
+    if o.p == NULL:
+        raise MemoryError()
+    try:
+        _jo_reserve(&o, 17)
+        wr16(<uint8_t*>o.p + o.n, <int>c16)
+        o.p[o.n + 2] = <char>language
+        wr16(<uint8_t*>o.p + o.n + 3, <int>ver)
+        wr32(<uint8_t*>o.p + o.n + 5, opq)
+        wr32(<uint8_t*>o.p + o.n + 9, flg)
+        o.n += 13
+        if remark:  # (an empty remark is written as null, as the reference does)
+            if _bo_utf8(&o, remark, 4):
+                return None
+        else:
+            _jo_raw(&o, b"\0\0\0\0", 4)
+        ext_at = o.n
+        _jo_raw(&o, b"\0\0\0\0", 4)
+        if ext:
+            while PyDict_Next(ext, &pos, &kp, &vp):
+                k = <object>kp
+                v = <object>vp
+                if v is None:
+                    continue
+                if not PyUnicode_CheckExact(k):
+                    return None
+                if v is True:
+                    v = "true"
+                elif v is False:
+                    v = "false"
+                elif not PyUnicode_CheckExact(v):
+                    try:
+                        v = str(v)
+                    except Exception:
+                        return None  # the reference raises it
+                    if not PyUnicode_CheckExact(v):
+                        return None
+                if _bo_utf8(&o, k, 2) or _bo_utf8(&o, v, 4):
+                    return None
+        wr32(<uint8_t*>o.p + ext_at, o.n - ext_at - 4)
+        hlen = o.n - off
+        if hlen > 0xFFFFFF or (off and 4 + hlen + body_len > 0x7FFFFFFF):
+            return None  # the reference raises for these
+        if off:
+            wr32(<uint8_t*>o.p, 4 + hlen + body_len)
+            wr32(<uint8_t*>o.p + 4, (1 << 24) | hlen)
+        return PyBytes_FromStringAndSize(o.p, o.n)
+    finally:
+        PyMem_Free(o.p)
+
+
+# ------------------------------------------------------------------------------ SEND reply
+#
+# The reply to a stored SEND (Java SendMessageProcessor: SendMessageResponseHeader msgId,
+# queueId, queueOffset, then the TRACE_ON and MSG_REGION fields the Java broker adds, in the
+# order its binary replies carry them) written straight into one frame, in the request's
+# serialization, without the extFields dict, the response command or the generic encoder. The
+# bytes are those the generic encoder writes for the same command (a differential test).
+
+cdef int _jo_i64(_JOut* o, int64_t x) except -1:
+    cdef uint64_t u = (~<uint64_t>x) + 1 if x < 0 else <uint64_t>x
+    cdef char tmp[24]
+    cdef int k = 24
+    while True:
+        k -= 1
+        tmp[k] = <char>(c'0' + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if x < 0:
+        k -= 1
+        tmp[k] = c'-'
+    _jo_raw(o, tmp + k, 24 - k)
+    return 0
+
+
+cdef inline int _bo_dec(_JOut* o, int64_t x) except -1:
+    """A decimal string value of the binary form: int32 length, then the digits."""
+    cdef Py_ssize_t at
+    _jo_reserve(o, 4)
+    at = o.n
+    o.n += 4
+    _jo_i64(o, x)
+    wr32(<uint8_t*>o.p + at, o.n - at - 4)
+    return 0
+
+
+cdef inline int _bo_key(_JOut* o, bytes key) except -1:
+    _jo_reserve(o, 2)
+    wr16(<uint8_t*>o.p + o.n, <int>PyBytes_GET_SIZE(key))
+    o.n += 2
+    _jo_lit(o, key)
+    return 0
+
+
+def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64_t queue_id,
+                     int64_t queue_offset, region, bint trace_on):
+    """The frame (length words and header, no body) of a SEND reply with code ``code``
+    (SUCCESS or a flush/slave status), flag 1, language JAVA, version 409 and extFields
+    ``{"msgId", "queueId", "queueOffset", "TRACE_ON", "MSG_REGION"}``, every value a string;
+    ``serialize_type`` 0 JSON, 1 ROCKETMQ. None when a text is not a str that UTF-8 can carry
+    (the caller then builds the reply the general way)."""
+    cdef _JOut o
+    cdef Py_ssize_t ext_at
+    if serialize_type not in (0, 1) or not PyUnicode_CheckExact(msg_id) or not PyUnicode_CheckExact(region):
+        return None
+    if code < -32768 or code > 32767:
+        return None
+    o.cap = 256
+    o.n = 8
+    o.p = <char*>PyMem_Malloc(o.cap)
+    if o.p == NULL:
+        raise MemoryError()
+    try:
+        if serialize_type == 1:
+            _jo_reserve(&o, 21)
+            wr16(<uint8_t*>o.p + 8, code)
+            o.p[10] = 0                      # LanguageCode.JAVA
+            wr16(<uint8_t*>o.p + 11, 409)    # version V4_9_8
+            wr32(<uint8_t*>o.p + 13, opaque)
+            wr32(<uint8_t*>o.p + 17, 1)      # flag: response
+            wr32(<uint8_t*>o.p + 21, 0)      # remark: null
+            o.n = 25
+            ext_at = o.n
+            _jo_raw(&o, b"\0\0\0\0", 4)
+            _bo_key(&o, b"msgId")
+            if _bo_utf8(&o, msg_id, 4):
+                return None
+            _bo_key(&o, b"queueId")
+            _bo_dec(&o, queue_id)
+            _bo_key(&o, b"queueOffset")
+            _bo_dec(&o, queue_offset)
+            _bo_key(&o, b"TRACE_ON")
+            if trace_on:
+                _jo_raw(&o, b"\0\0\0\4true", 8)
+            else:
+                _jo_raw(&o, b"\0\0\0\5false", 9)
+            _bo_key(&o, b"MSG_REGION")
+            if _bo_utf8(&o, region, 4):
+                return None
+            wr32(<uint8_t*>o.p + ext_at, o.n - ext_at - 4)
+        else:
+            _jo_lit(&o, b'{"code":')
+            _jo_i64(&o, code)
+            _jo_lit(&o, b',"extFields":{"msgId":')
+            if _jo_str(&o, msg_id):
+                return None
+            _jo_lit(&o, b',"queueId":"')
+            _jo_i64(&o, queue_id)
+            _jo_lit(&o, b'","queueOffset":"')
+            _jo_i64(&o, queue_offset)
+            _jo_lit(&o, b'","TRACE_ON":"true","MSG_REGION":' if trace_on else b'","TRACE_ON":"false","MSG_REGION":')
+            if _jo_str(&o, region):
+                return None
+            _jo_lit(&o, b'},"flag":1,"language":"JAVA","opaque":')
+            _jo_i64(&o, opaque)
+            _jo_lit(&o, b',"serializeTypeCurrentRPC":"JSON","version":409}')
+        wr32(<uint8_t*>o.p, o.n - 4)
+        wr32(<uint8_t*>o.p + 4, (serialize_type << 24) | (o.n - 8))
+        return PyBytes_FromStringAndSize(o.p, o.n)
+    finally:
+        PyMem_Free(o.p)

@@ -77,6 +77,16 @@ def get_message_scan(cq_buf: ReadableBuffer, start: int, end: int, table: Commit
 def json_header_encode(code: int, ext: dict[str, Any], flag: int, language: str, opaque: int,
                        remark: str | None, version: int, body_len: int = -1) -> bytes | None: ...
 
+# The ROCKETMQ binary twins: None for what the reference in rmq/remoting/codec.py must handle.
+def binary_header_decode(buf: ReadableBuffer, start: int, header_len: int, cmd_cls: type[Any],
+                         lang_names: tuple[str, ...]) -> Any: ...
+def binary_header_encode(code: int, ext: dict[str, Any] | None, flag: int, language: int, opaque: int,
+                         remark: str | None, version: int, body_len: int = -1) -> bytes | None: ...
+
+# The whole frame of a stored SEND's reply (msgId, queueId, queueOffset, TRACE_ON, MSG_REGION).
+def send_reply_frame(serialize_type: int, code: int, opaque: int, msg_id: str, queue_id: int,
+                     queue_offset: int, region: str, trace_on: bool) -> bytes | None: ...
+
 class HeaderReader:
     """``reader(cls, ext)``: a typed header from extFields, like the generated
     ``from_ext_fields`` (which it calls, as ``fallback``, for anything it does not handle or

@@ -64,6 +64,9 @@ _I32 = struct.Struct(">i")
 
 _LANG_BY_BYTE = {lc.value: lc.name for lc in LanguageCode}
 _BYTE_BY_LANG = {lc.name: lc.value for lc in LanguageCode}
+# The language name of each unsigned header byte (the field is a signed int8).
+_LANG_BY_UBYTE = tuple(_LANG_BY_BYTE.get(b - 256 if b > 127 else b, "OTHER") for b in range(256))
+_LANG_OTHER = int(LanguageCode.OTHER)
 
 
 
@@ -149,9 +152,17 @@ def _msgspec_decode(buf: bytes | bytearray | memoryview, start: int, end: int,
 _fast_decode: Callable[[bytes | bytearray | memoryview, int, int, type[RemotingCommand]],
                        RemotingCommand | None] | None = None
 _fast_encode: Callable[..., bytes | None] | None = None
+# The binary twins (rmq/_codec.pxi): binary_header_decode(buf, start, header_len, cmd_cls,
+# lang_names) and binary_header_encode(code, ext, flag, language_byte, opaque, remark,
+# version, body_len=-1), each returning None for what the reference below must handle.
+_fast_bin_decode: Callable[[BodyPart, int, int, type[RemotingCommand], tuple[str, ...]],
+                           RemotingCommand | None] | None = None
+_fast_bin_encode: Callable[..., bytes | None] | None = None
 if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
     _fast_decode = _msgspec_decode
     try:
+        from rmq._store import binary_header_decode as _fast_bin_decode
+        from rmq._store import binary_header_encode as _fast_bin_encode
         from rmq._store import json_header_encode as _fast_encode
     except ImportError:  # pragma: no cover - the extension is not built
         pass
@@ -264,6 +275,16 @@ def decode_binary_header(buf: BodyPart, start: int, header_len: int) -> Remoting
     Raises:
         RemotingCommandError: a length field points outside the header, or text is not UTF-8.
     """
+    if _fast_bin_decode is not None:
+        cmd = _fast_bin_decode(buf, start, header_len, RemotingCommand, _LANG_BY_UBYTE)
+        if cmd is not None:
+            return cmd
+    return _decode_binary_header_py(buf, start, header_len)
+
+
+def _decode_binary_header_py(buf: BodyPart, start: int, header_len: int) -> RemotingCommand:
+    """The reference binary header decoder: the Cython one handles well-formed headers and
+    leaves everything else, and every error, to this."""
     end = start + header_len
     if header_len < _BIN_FIXED.size + 4:
         raise RemotingCommandError(f"binary header of {header_len} bytes is shorter than its fixed part (21)")
@@ -481,6 +502,16 @@ def _encode_json_header_py(cmd: RemotingCommand) -> bytes:
 
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:
+    if _fast_bin_encode is not None:
+        header = _fast_bin_encode(cmd.code, cmd.ext_fields, cmd.flag, _BYTE_BY_LANG.get(cmd.language, _LANG_OTHER),
+                                  cmd.opaque, cmd.remark, cmd.version)
+        if header is not None:
+            return header
+    return _encode_binary_header_py(cmd)
+
+
+def _encode_binary_header_py(cmd: RemotingCommand) -> bytes:
+    """The reference binary header encoder; the fast one must write the same bytes."""
     out = bytearray()
     remark = cmd.remark.encode("utf-8") if cmd.remark else b""
     out += _BIN_FIXED.pack(
@@ -511,6 +542,20 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     return _encode_json_header(cmd)
 
 
+def _body_len(body: Any) -> int:
+    """Bytes in a body (None, a buffer or a list of them); -1 for anything else (the
+    reference path raises for it)."""
+    if body is None:
+        return 0
+    if type(body) is list:
+        return sum(map(len, body))
+    if type(body) is memoryview:
+        return body.nbytes
+    if type(body) is bytes or type(body) is bytearray:
+        return len(body)
+    return -1
+
+
 def encode(cmd: RemotingCommand) -> list[BodyPart]:
     """Encode a command as ``[length word + header word + header, *body parts]``.
 
@@ -523,20 +568,22 @@ def encode(cmd: RemotingCommand) -> list[BodyPart]:
     """
     body = cmd.body
     if cmd.serialize_type == 0 and _fast_encode is not None:
-        # The fast path writes the two length words and the header in one bytes object.
-        if body is None:
-            blen = 0
-        elif type(body) is list:
-            blen = sum(map(len, body))
-        elif type(body) is memoryview:
-            blen = body.nbytes
-        elif type(body) is bytes or type(body) is bytearray:
-            blen = len(body)
-        else:
-            blen = -1  # the reference path below raises
+        # The fast paths write the two length words and the header in one bytes object.
+        blen = _body_len(body)
         if blen >= 0:
             head = _fast_encode(cmd.code, cmd.ext_fields, cmd.flag, cmd.language, cmd.opaque, cmd.remark,
                              cmd.version, blen)
+            if head is not None:
+                if body is None:
+                    return [head]
+                if isinstance(body, list):
+                    return [head, *body]
+                return [head, body]
+    elif cmd.serialize_type == 1 and _fast_bin_encode is not None:
+        blen = _body_len(body)
+        if blen >= 0:
+            head = _fast_bin_encode(cmd.code, cmd.ext_fields, cmd.flag, _BYTE_BY_LANG.get(cmd.language, _LANG_OTHER),
+                                    cmd.opaque, cmd.remark, cmd.version, blen)
             if head is not None:
                 if body is None:
                     return [head]

@@ -551,7 +551,10 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self.closed or transport.is_closing():
             raise RemotingSendRequestError(self.remote_addr, f"connection to {self.remote_addr} is closed")
-        parts = encode(cmd)
+        self._queue_parts(encode(cmd))
+
+    def _queue_parts(self, parts: list[Any]) -> None:
+        """Join the current batch of writes (one ``writelines`` per read or loop turn)."""
         idle = self._idle
         if idle is not None:
             idle.touch()
@@ -655,6 +658,24 @@ class Connection(asyncio.Protocol):
             self.write(RemotingCommand(1, opaque=cmd.opaque, flag=cmd.flag,
                                        remark=f"cannot encode response: {clip(exc)}",
                                        serialize_type=cmd.serialize_type if cmd.serialize_type in (0, 1) else 0))
+
+    def send_response_frame(self, frame: bytes) -> None:
+        """Write a response already encoded as a whole frame (length words, header and body,
+        e.g. the SEND path's reply from ``rmq._store.send_reply_frame``); like
+        :meth:`send_response`, ignored if the connection has closed meanwhile."""
+        transport = self._transport
+        if self.closed or transport is None or transport.is_closing():
+            log.debug("%s: dropping a response frame to closed %s", self.role, self.remote_addr)
+            return
+        batch = self._batch
+        if batch is not None and self._in_read:  # (the common case: a reply to this read)
+            idle = self._idle
+            if idle is not None:
+                idle.touch()
+            batch.append(frame)
+            self._batch_bytes += len(frame)
+            return
+        self._queue_parts([frame])
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Write ``cmd`` as a oneway request (no reply expected)."""

@@ -24,6 +24,8 @@ __all__ = ["CommitLog"]
 log = logging.getLogger("rmq.store")
 
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+_RECORD_FIXED_SIZE = _store.RECORD_FIXED_SIZE
+_END_FILE_MIN_BLANK = _store.END_FILE_MIN_BLANK_LENGTH
 # Java TopicValidator.VALID_PATTERN_STR: also keeps topic names safe as directory names.
 _NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
@@ -148,20 +150,24 @@ class CommitLog:
 
     def append(self, msg: MessageInner) -> PutMessageResult:
         """Write one record; returns PUT_OK with the AppendMessageResult, or a refusal."""
-        topic_b = self._encode_topic(msg.topic)
-        bad = self._check(topic_b, msg)
-        if bad is not None:
-            return bad
-        props = msg.encoded_properties()
+        topic_b = self._topic_cache.get(msg.topic)  # cached = checked legal and short enough
+        if topic_b is None or msg.queue_id < 0:
+            topic_b = self._encode_topic(msg.topic)
+            bad = self._check(topic_b, msg)
+            if bad is not None:
+                return bad
+        props_str = msg.properties_str
+        props = props_str.encode("utf-8") if props_str is not None else msg.encoded_properties()
         if len(props) > 32767:
             return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
                                     remark=f"properties are {len(props)} bytes, the maximum is 32767")
         body = msg.body
-        size = _store.RECORD_FIXED_SIZE + len(body) + len(topic_b) + len(props)
-        if len(body) > self.config.max_message_size or size > self.config.max_message_size:
+        size = _RECORD_FIXED_SIZE + len(body) + len(topic_b) + len(props)
+        max_size = self.config.max_message_size
+        if len(body) > max_size or size > max_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"message is {size} bytes, the maximum is {self.config.max_message_size}")
-        if size + _store.END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                                    remark=f"message is {size} bytes, the maximum is {max_size}")
+        if size + _END_FILE_MIN_BLANK > self.file_size:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
                                     remark=f"message is {size} bytes, larger than a CommitLog file")
         key = (msg.topic, msg.queue_id)
@@ -177,21 +183,26 @@ class CommitLog:
                     if refused is not None:
                         return refused
                 queue_offset = 0
-        mf = self._file_for(size)
+        files = self.mfq.files
+        mf = files[-1] if files else None
+        if mf is None or mf.wrote_position + size + _END_FILE_MIN_BLANK > mf.file_size or not mf.allocated:
+            mf = self._file_for(size)  # a new file, a roll, or one to allocate
         pos = mf.wrote_position
         phy = mf.file_from_offset + pos
         now = int(time.time() * 1000)
         msg.store_timestamp = now
+        born = self._born_cache.get(msg.born_host)
+        if born is None:
+            born = self._born(msg.born_host)
         _store.encode_record(mf.mm, pos, body, topic_b, props, msg.queue_id, msg.flag, queue_offset,
-                             phy, msg.sys_flag, msg.born_timestamp, self._born(msg.born_host), now,
+                             phy, msg.sys_flag, msg.born_timestamp, born, now,
                              self.store_host_bytes, msg.reconsume_times, msg.prepared_transaction_offset)
         mf.wrote_position = pos + size
         if tran not in _NO_QUEUE_OFFSET:
             self.topic_queue_table[key] = queue_offset + 1
-        mid = self.msg_id(phy)
+        # (msg_ids stays empty for a single message: only a batch reply lists them)
         return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
-            wrote_offset=phy, wrote_bytes=size, msg_id=mid, store_timestamp=now,
-            logics_offset=queue_offset, msg_num=1, msg_ids=[mid]))
+            phy, size, f"{self._id_prefix}{phy:016X}", now, queue_offset))
 
     def append_batch(self, msg: MessageInner) -> PutMessageResult:
         """Write every item of a batch body (Java MessageDecoder.encodeMessages) as its own record

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import socket
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
@@ -167,7 +167,7 @@ class AppendMessageResult:
     store_timestamp: int
     logics_offset: int
     msg_num: int = 1
-    msg_ids: list[str] = field(default_factory=list)
+    msg_ids: Sequence[str] = ()  # (empty for a single message: its id is msg_id)
     status: AppendMessageStatus = AppendMessageStatus.PUT_OK
 
 

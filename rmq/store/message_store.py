@@ -436,6 +436,16 @@ class MessageStore:
             return False
         return True
 
+    def add_flush_callback(self, result: PutMessageResult,
+                           callback: Callable[[PutMessageResult, BaseException | None], None]) -> bool:
+        """SYNC_FLUSH without a task: ``callback(result, exc)`` once the group commit covers
+        ``result`` (GroupCommitService.add_callback). False when this store does not group
+        commit or too many callbacks wait already: then ``await wait_flush(result)``."""
+        flush = self.flush_commit_log
+        if not isinstance(flush, GroupCommitService):
+            return False
+        return flush.add_callback(result, callback)
+
     async def wait_flush(self, result: PutMessageResult) -> PutMessageResult:
         """Wait for the group commit that covers ``result`` (SYNC_FLUSH)."""
         flush = self.flush_commit_log

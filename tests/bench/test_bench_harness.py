@@ -395,3 +395,40 @@ def test_tls_flags_and_the_bench_certificate(tmp_path):
                     pass
             dst.write(src.read())
     assert done == {"client", "server"}
+
+
+def test_produce_threads_serialize_and_repeat_options(capsys):
+    a = produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--threads", "16", "--serialize", "rocketmq"])
+    # Java's benchmark Producer: N synchronous senders over one connection, the raw sender
+    assert (a.connections, a.inflight, a.client, a.serialize, a.repeat) == (1, 16, "raw", "rocketmq", None)
+    a = produce_bench.parse_args(["--topic", "T", "--repeat", "3", "--broker-arg=--flushDiskType=SYNC_FLUSH"])
+    assert a.repeat == 3 and a.namesrv is None and a.broker_arg == ["--flushDiskType=SYNC_FLUSH"]
+    assert a.client == "sdk" and a.serialize == "json"
+    for bad in (["--topic", "T", "--repeat", "2", "--namesrv", "x:1"],
+                ["--topic", "T", "--namesrv", "x:1", "--tree", "/x"],
+                ["--topic", "T", "--namesrv", "x:1", "--client", "raw", "--batch", "4"]):
+        with pytest.raises(SystemExit) as e:
+            produce_bench.parse_args(bad)
+        assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--threads", "0"])
+    assert "--threads must be >= 1" in str(e.value)
+
+
+@pytest.mark.parametrize("serialize", ["json", "rocketmq"])
+def test_raw_sender_template_patches_fixed_width_fields(serialize):
+    """The raw sender's per-request frame decodes as a SEND with the patched opaque,
+    timestamp and UNIQ_KEY, in the requested serialization."""
+    args = produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--threads", "2",
+                                     "--serialize", serialize])
+    mq = c.MessageQueue("broker-a", "127.0.0.1:1", 3)
+    route = c.Route("T", write_queues=[mq])
+    producer = produce_bench.RawProducer(args, route, produce_bench.ProduceStats())
+    frame = producer.templates[mq].build(1_234_567_890, 0xABC, 1_795_000_000_123)
+    cmd = decode_frame(bytes(frame))
+    assert cmd.serialize_type == c.SERIALIZE_TYPES[serialize] and cmd.code == 310
+    assert cmd.opaque == 1_234_567_890
+    ext = cmd.ext_fields
+    assert (ext["b"], ext["e"], ext["g"], ext["n"]) == ("T", "3", "1795000000123", "broker-a")
+    assert ext["i"] == f"UNIQ_KEY\x01{c.uniq_key(0xABC)}\x02WAIT\x01true\x02"
+    assert cmd.body_bytes() == producer.body and len(producer.body) == 1024

@@ -44,3 +44,21 @@ def test_run_all_short(tmp_path):
     text = proc.stdout
     assert "Send TPS:" in text and "Max RT(ms):" in text and "Response Failed:" in text
     assert "== figures" in text and "rmq standalone stopped (exit code 0)" in text
+
+
+@pytest.mark.parametrize("serialize", ["rocketmq", "json"])
+def test_produce_repeat_threads_against_fresh_brokers(serialize):
+    """``--repeat 2 --threads 4``: two fresh brokers, the raw sender over one connection, every
+    message acknowledged, the medians over both rounds printed and in the JSON line."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "produce_bench.py"), "--topic", "BenchR", "--repeat", "2",
+         "--threads", "4", "--serialize", serialize, "--count", "2000", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=170, cwd=REPO)
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    summary = json.loads(proc.stdout.splitlines()[-1])
+    assert [r["messages"] for r in summary["runs"]] == [2000, 2000]
+    assert all(r["serialize"] == serialize and r["client"] == "raw" and r["connections"] == 1
+               for r in summary["runs"])
+    tps = summary["tps"]
+    assert tps["min"] <= tps["median"] <= tps["max"] and summary["broker_cpu_s_per_1m"]["median"] > 0
+    assert "tps: median" in proc.stdout and "(load " in proc.stdout

@@ -130,3 +130,72 @@ async def test_send_into_retry_topic_is_stored(env):
     recs = decode_records((await env.pull("%RETRY%G1", group="G1")).body_bytes())
     assert recs[0].body == b"retry-me" and recs[0].topic == "%RETRY%G1"
 
+
+
+async def test_binary_send_is_answered_in_binary_with_javas_reply_fields(env):
+    """A ROCKETMQ-serialized SEND_MESSAGE_V2 (Java's client with rocketmq.serialize.type=ROCKETMQ)
+    gets a binary reply carrying what Java's broker puts there, in its order."""
+    from rmq.remoting.command import RemotingCommand
+
+    await env.create_topic("BinTopic", 2)
+    ext = {"a": "PG", "b": "BinTopic", "c": "TBW102", "d": "4", "e": "1", "f": "0",
+           "g": str(int(time.time() * 1000)), "h": "0", "i": encode_props({"UNIQ_KEY": "U1", "WAIT": "true"}),
+           "j": "0", "k": "false", "m": "false", "n": "broker-a"}
+    for expect_offset in ("0", "1"):
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"binary body")
+        cmd.serialize_type, cmd.language = 1, "JAVA"
+        resp = await env.client.invoke(env.addr, cmd, timeout=5)
+        assert resp.serialize_type == 1 and resp.opaque == cmd.opaque and resp.flag == 1
+        assert list(resp.ext_fields) == ["msgId", "queueId", "queueOffset", "TRACE_ON", "MSG_REGION"]
+        reply = _assert_send_reply(resp, env.addr)
+        assert (reply["queueId"], reply["queueOffset"], reply["TRACE_ON"], reply["MSG_REGION"]) == (
+            "1", expect_offset, "true", "DefaultRegion")
+        assert (resp.language, resp.version, resp.remark) == ("JAVA", 409, None)
+    await env.dispatched()
+    recs = decode_records((await env.pull("BinTopic", queue_id=1)).body_bytes())
+    assert [r.body for r in recs] == [b"binary body"] * 2 and recs[0].properties["UNIQ_KEY"] == "U1"
+
+
+async def test_oneway_send_is_stored_without_a_reply(env):
+    """Java sendOneway: the broker stores the message and writes nothing back (a reply would
+    match no waiting request); the next ordinary request on the connection is answered."""
+    from rmq.remoting.command import RemotingCommand
+
+    await env.create_topic("OnewayTopic", 1)
+    ext = {"a": "PG", "b": "OnewayTopic", "c": "TBW102", "d": "4", "e": "0", "f": "0",
+           "g": str(int(time.time() * 1000)), "h": "0", "i": encode_props({"WAIT": "true"}), "j": "0",
+           "k": "false", "m": "false"}
+    conn = await env.client.get_connection(env.addr)
+    conn.invoke_oneway(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"fire and forget"))
+    resp = await env.send("OnewayTopic", b"answered", code=RequestCode.SEND_MESSAGE_V2)
+    assert resp.ext_fields["queueOffset"] == "1"  # the oneway message took offset 0
+    recs = decode_records((await env.pull("OnewayTopic")).body_bytes())
+    assert [r.body for r in recs] == [b"fire and forget", b"answered"]
+
+
+async def test_sync_flush_sends_are_answered_once_durable_by_callback_or_task(tmp_path):
+    """SYNC_FLUSH: every SEND is answered only once the group commit covers it, through the
+    group commit's callback, and the same way through a send-pool task when too many
+    callbacks wait (max_callbacks 0 here)."""
+    import asyncio
+
+    from rmq._testing import broker_env
+
+    async with broker_env(tmp_path / "store", flush_disk_type="SYNC_FLUSH") as env:
+        await env.create_topic("SyncTopic", 2)
+        store = env.store
+
+        async def one(i):
+            resp = await env.send("SyncTopic", b"m%d" % i, queue_id=i % 2, wait_dispatch=False)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            return resp
+
+        for max_callbacks in (10_000, 0):
+            store.flush_commit_log.max_callbacks = max_callbacks
+            replies = await asyncio.gather(*(one(i) for i in range(20)))
+            assert store.commit_log.flushed_offset == store.commit_log.max_offset  # durable when answered
+            assert len({r.ext_fields["msgId"] for r in replies}) == 20
+        await env.dispatched()
+        bodies = [r.body for q in (0, 1)
+                  for r in decode_records((await env.pull("SyncTopic", queue_id=q)).body_bytes())]
+        assert sorted(bodies) == sorted([b"m%d" % i for i in range(20)] * 2)

@@ -332,3 +332,30 @@ def test_cython_reader_checks_ranges_itself_and_leaves_refusals_to_the_reference
         with pytest.raises(RemotingCommandError):
             read(Box, bad)
         assert calls[-1] == bad
+
+
+@pytest.mark.parametrize("text", ["0", "-0", "007", "-000", "9" * 18, "-" + "9" * 18, "9" * 19, str(2**63 - 1),
+                                  str(-2**63), str(-2**63 - 1), "-", "", "+5", " 5", "5 ", "1_0", "٣", "5-", "--5"])
+def test_cython_reader_reads_decimal_text_as_int_does(text):
+    """The Cython reader reads ``-?[0-9]{1,18}`` itself and hands every other text to int()
+    (or, refused, to the reference): either way the value is int(text)'s."""
+    if H._HeaderReader is None:
+        pytest.skip("the Cython HeaderReader is not built (RMQ_NO_EXTENSIONS=1)")
+
+    def reference(cls, ext):
+        raise RemotingCommandError("refused")
+
+    class Box:
+        __slots__ = ("n",)
+
+    read = H._HeaderReader([("n", "n", 1, True, None, -2**63, 2**63 - 1)], reference)
+    try:
+        want = int(text)
+    except ValueError:
+        want = None
+    if want is None or not -2**63 <= want < 2**63:
+        with pytest.raises(RemotingCommandError):
+            read(Box, {"n": text})
+    else:
+        got = read(Box, {"n": text}).n
+        assert type(got) is int and got == want

@@ -347,3 +347,55 @@ async def test_a_body_that_is_not_bytes_is_refused_not_raised(make_store, caplog
     assert r.status == PutMessageStatus.UNKNOWN_ERROR and "append failed" in r.remark
     assert "append to CommitLog failed" in caplog.text
     assert (await store.put_message(MessageInner("T", 0, b"fine"))).is_ok
+
+
+async def test_flush_callbacks_answer_after_the_group_commit_covers_them(make_store):
+    """The SEND path's SYNC_FLUSH wait without a task: each callback runs once, after the
+    flushed offset covers its record, in append order."""
+    store = await make_store(flush_disk_type="SYNC_FLUSH")
+    seen = []
+
+    def cb(result, exc):
+        assert exc is None and result.is_ok
+        assert store.commit_log.flushed_offset >= result.append.wrote_offset + result.append.wrote_bytes
+        seen.append(result.append.wrote_offset)
+
+    offsets = []
+    for i in range(30):
+        r = store.append_message(MessageInner("S", i % 3, b"m%d" % i))
+        assert r.flush_wait
+        assert store.add_flush_callback(r, cb)
+        offsets.append(r.append.wrote_offset)
+    await wait_until(lambda: len(seen) == 30, what="every callback")
+    assert seen == offsets
+    assert not store.flush_commit_log.callbacks
+
+
+async def test_flush_callbacks_time_out_fail_and_are_bounded(make_store, monkeypatch):
+    store = await make_store(flush_disk_type="SYNC_FLUSH", sync_flush_timeout=0)
+    got = []
+    r = store.append_message(MessageInner("T", 0, b"x"))
+    assert store.add_flush_callback(r, lambda res, exc: got.append((res.status, exc)))
+    await wait_until(lambda: got, what="the timed-out callback")
+    assert got == [(PutMessageStatus.FLUSH_DISK_TIMEOUT, None)] and "flush" in r.remark
+    assert store.runtime_info()["flushDiskTimeoutTimes"] == "1"
+
+    store.config.sync_flush_timeout = 5000
+    gcs = store.flush_commit_log
+    gcs.max_callbacks = 1
+
+    def broken(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", broken)
+    failed = []
+    r1 = store.append_message(MessageInner("T", 0, b"y"))
+    r2 = store.append_message(MessageInner("T", 0, b"z"))
+    assert store.add_flush_callback(r1, lambda res, exc: failed.append(exc))
+    assert not store.add_flush_callback(r2, lambda res, exc: failed.append(exc))  # over max_callbacks
+    await wait_until(lambda: failed, what="the failed flush reaching the callback")
+    assert isinstance(failed[0], StoreError) and "Input/output error" in str(failed[0])
+    monkeypatch.undo()
+    # the caller that was told no waits the ordinary way; the flush works again
+    store.flush_commit_log.wakeup()
+    assert (await store.wait_flush(r2)).is_ok

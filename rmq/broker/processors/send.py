@@ -8,8 +8,9 @@ user can act on. A SEND never requires a prior heartbeat.
 
 Bodies are stored exactly as sent (a compressed body stays compressed, sysFlag bit 0 tells
 the consumer). The reply carries ``msgId`` = offsetMsgId of the stored record (store host +
-physical offset; for a batch the comma-joined list), ``queueId`` and ``queueOffset``, all as
-strings (the C++ client reads reply fields only when they are).
+physical offset; for a batch the comma-joined list), ``queueId`` and ``queueOffset``, then
+``TRACE_ON`` and ``MSG_REGION`` as Java's broker adds them, all as strings (the C++ client reads
+reply fields only when they are), in the request's serialization (JSON or ROCKETMQ binary).
 
 Retry and dead-letter handling (``%RETRY%`` topics past ``maxReconsumeTimes`` → ``%DLQ%``),
 delay levels and transactional half messages plug in at ``_before_store`` below
@@ -17,19 +18,22 @@ delay levels and transactional half messages plug in at ``_before_store`` below
 """
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
 
+# (send_reply_frame: the SEND reply written straight into one frame, rmq/_codec.pxi)
+from rmq._store import send_reply_frame as _send_reply_frame
 from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
+from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from rmq.remoting.headers import SendMessageRequestHeader
-from rmq.store import MessageInner
+from rmq.store import MessageInner, PutMessageStatus
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -41,6 +45,15 @@ _read_v2 = SendMessageRequestHeader.from_ext_fields_v2
 _read_either = SendMessageRequestHeader.from_ext_fields
 _PERM_WRITE = PermName.PERM_WRITE
 _NOT_ALLOWED_SEND = TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET
+
+
+def _born_host(conn) -> tuple[str, int]:
+    """The producer's ``(ip, port)``, parsed once per connection."""
+    host = conn.attributes.get("born_host")
+    if host is None:
+        host = conn.attributes["born_host"] = split_host(conn.remote_addr)
+    return host
+
 
 # PutMessageStatus name -> (response code, remark). Names, not members, so a status the store
 # adds later falls through to SYSTEM_ERROR with its name instead of breaking the import.
@@ -70,6 +83,9 @@ _PUT_STATUS = {
     "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 
+_PUT_OK = PutMessageStatus.PUT_OK
+_SUCCESS = int(ResponseCode.SUCCESS)
+
 # Responses that still count as "sent" carry the send result header (Java sendOK).
 _SENT_CODES = (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
                ResponseCode.SLAVE_NOT_AVAILABLE)
@@ -91,9 +107,15 @@ class SendMessageProcessor:
         return False
 
     def process_request(self, conn, cmd: RemotingCommand):
-        """Synchronous in the common case: the append happens inline on the loop and the reply
-        joins the batch of replies for this read (one ``writelines``). Only a SYNC_FLUSH append
-        returns an awaitable, which the dispatcher runs as a task until the group commit."""
+        """Synchronous: the append happens inline on the loop and the reply joins the batch of
+        replies for this read (one ``writelines``). A stored message is answered with a frame
+        written by ``rmq._store.send_reply_frame`` straight to the connection (the method then
+        returns None, "answered"); refusals and errors are ordinary response commands.
+
+        SYNC_FLUSH: the reply waits for the group commit as a callback
+        (``MessageStore.add_flush_callback``, no task per message); only past its bound of
+        waiting callbacks does the method return an awaitable, which the dispatcher runs as a
+        task of the send pool."""
         try:
             ext = cmd.ext_fields
             header = _read_v2(ext) if _V2_TOPIC in ext else _read_either(ext)
@@ -177,34 +199,28 @@ class SendMessageProcessor:
         queue_id = header.queue_id
         if queue_id < 0:
             queue_id = random.randrange(max(1, tc.write_queue_nums))
-        body = cmd.body_bytes()
+        body = cmd.body
+        if type(body) is not bytes:
+            body = cmd.body_bytes()  # (a frame's body is bytes; other shapes are joined)
         if batch and header.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
                                 "batch request does not support retry group " + clip_remark(header.topic), {})
-        max_body = getattr(self.store.config, "max_message_size", 4 * 1024 * 1024)
+        store = self.controller.message_store
+        max_body = getattr(store.config, "max_message_size", 4 * 1024 * 1024)
         if not batch and len(body) > max_body:
             return cmd.response(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"the message body size {len(body)} is over the limit {max_body}",
                 {},
             )
-        msg = MessageInner(
-            topic=header.topic,
-            queue_id=queue_id,
-            body=body,
-            flag=header.flag,
-            properties_str=header.properties or "",
-            born_timestamp=header.born_timestamp,
-            born_host=split_host(conn.remote_addr),
-            sys_flag=header.sys_flag,
-            reconsume_times=header.reconsume_times or 0,
-        )
+        msg = MessageInner(header.topic, queue_id, body, header.flag, {}, header.properties or "",
+                           header.born_timestamp, _born_host(conn), header.sys_flag, header.reconsume_times or 0)
         early = self._before_store(conn, cmd, header, tc, msg)
         if early is not None:
             return early
         t0 = time.monotonic_ns()
         try:
-            result = self.store.append_message(msg, batch)
+            result = store.append_message(msg, batch)
         except Exception as e:  # noqa: BLE001 - the store's failure must reach the producer
             _rlog.error("store-put", "store failed to put a message into %s-%d", clip(header.topic), queue_id,
                         exc_info=True)
@@ -212,8 +228,26 @@ class SendMessageProcessor:
         # Java StoreStatsService.setPutMessageEntireTimeMax: the store put's duration
         self.controller.stats.store.record_put_time((time.monotonic_ns() - t0) // 1_000_000)
         if result.flush_wait:
+            # SYNC_FLUSH: answered from the group commit's callback (no task per message);
+            # past its bound of waiting callbacks, as a task of the send pool, which is bounded.
+            if store.add_flush_callback(result, functools.partial(
+                    self._answer_after_flush, conn, cmd, header, queue_id, body, batch, max_body)):
+                return None
             return self._reply_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result)
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
+
+    def _answer_after_flush(self, conn, cmd, header, queue_id, body, batch, max_body, result, exc):
+        """The group commit covered ``result`` (or timed out, or failed with ``exc``)."""
+        if exc is not None:
+            _rlog.error("store-flush", "flush failed for a message in %s-%d: %s", clip(header.topic), queue_id, exc)
+            resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {exc}", {})
+        else:
+            resp = self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
+        if resp is not None and not cmd.flag & FLAG_ONEWAY:
+            resp.opaque = cmd.opaque  # (what the dispatcher does for the replies it writes)
+            resp.flag |= FLAG_RESPONSE
+            resp.serialize_type = cmd.serialize_type
+            conn.send_response(resp)
 
     async def _reply_after_flush(self, conn, cmd, header, queue_id, body, batch, max_body, result):
         try:
@@ -224,11 +258,15 @@ class SendMessageProcessor:
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
 
     def _reply(self, conn, cmd, header, queue_id, body, batch, max_body, result):
-        status_name = getattr(result.status, "name", str(result.status))
-        code, remark = _PUT_STATUS.get(status_name, (ResponseCode.SYSTEM_ERROR, status_name))
-        if remark is not None:
-            remark = remark.format(max_body=max_body)
-        if code not in _SENT_CODES or result.append is None:
+        if result.status is _PUT_OK:  # the common case, without the table
+            code, remark = _SUCCESS, None
+        else:
+            status_name = getattr(result.status, "name", str(result.status))
+            code, remark = _PUT_STATUS.get(status_name, (ResponseCode.SYSTEM_ERROR, status_name))
+            if remark is not None:
+                remark = remark.format(max_body=max_body)
+        if result.append is None or code not in _SENT_CODES:
+            status_name = getattr(result.status, "name", str(result.status))
             # the store's own reason (e.g. "disk full: 93% used") is the useful part for the producer
             detail = remark or status_name
             if result.remark:
@@ -243,11 +281,22 @@ class SendMessageProcessor:
         else:
             msg_id = append.msg_id
         self.controller.stats.on_put(header.topic, getattr(append, "msg_num", 1) or 1, len(body))
+        if cmd.flag & FLAG_ONEWAY:
+            return None  # (Java sendOneway: stored, nobody waits for the answer)
+        bc = self.broker_config
+        if remark is None:
+            # Java SendMessageResponseHeader (msgId, queueId, queueOffset) plus TRACE_ON and
+            # MSG_REGION, in the request's serialization: one bytes object, no dict, no command.
+            frame = _send_reply_frame(cmd.serialize_type, code, cmd.opaque, msg_id, queue_id, append.logics_offset,
+                                      bc.region_id, bc.trace_on)
+            if frame is not None:
+                conn.send_response_frame(frame)
+                return None
         ext = {
             "msgId": msg_id,
             "queueId": str(queue_id),
             "queueOffset": str(append.logics_offset),
-            "MSG_REGION": self.broker_config.region_id,
-            "TRACE_ON": "true" if self.broker_config.trace_on else "false",
+            "TRACE_ON": "true" if bc.trace_on else "false",
+            "MSG_REGION": bc.region_id,
         }
         return cmd.response(code, remark, ext)

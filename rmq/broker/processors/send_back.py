@@ -78,7 +78,7 @@ def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: Messag
     topic = msg.topic
     props_str = msg.properties_str
     is_retry = topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
-    if not is_retry and (props_str is None or not any(m in props_str for m in _MARKS)):
+    if not is_retry and (props_str is None or (_MARKS[0] not in props_str and _MARKS[1] not in props_str)):
         return None   # the common case: a plain message
     props = string_to_properties(props_str) if props_str is not None else dict(msg.properties)
     changed = False
