@@ -86,10 +86,11 @@ def _tls_flags(p: argparse.ArgumentParser) -> None:
     # Java's mqadmin takes -Dtls.enable=true and -Dtls.config.file=... (ClientConfig.useTLS).
     p.add_argument("--tls", action="store_true",
                    help="connect over TLS (Java -Dtls.enable=true); servers' certificates are verified "
-                        "against the system's trust store ($SSL_CERT_FILE) unless --tls-config says otherwise")
+                        "against the system's trust store ($SSL_CERT_FILE) unless --tls-config says otherwise "
+                        "(default: plain TCP)")
     p.add_argument("--tls-config", metavar="FILE", default=None,
                    help="tls.properties with tls.client.trustCertPath / certPath / keyPath / authServer "
-                        "(Java -Dtls.config.file); implies --tls")
+                        "(Java -Dtls.config.file); implies --tls (default: none)")
 
 
 def _client_tls(args: argparse.Namespace) -> bool | ssl.SSLContext:

@@ -51,7 +51,8 @@ def add_signing_flags(p: argparse.ArgumentParser) -> None:
     """The signer's flags every ``rmq admin`` command takes."""
     p.add_argument("--aclAccessKey", default=None, metavar="AK",
                    help="sign requests with this ACL accessKey (default: $ROCKETMQ_HOME/conf/tools.yml)")
-    p.add_argument("--aclSecretKey", default=None, metavar="SK", help="the secretKey of --aclAccessKey")
+    p.add_argument("--aclSecretKey", default=None, metavar="SK",
+                   help="the secretKey of --aclAccessKey (default: tools.yml's)")
 
 
 def _perm(text: str) -> str:
