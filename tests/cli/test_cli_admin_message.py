@@ -5,7 +5,7 @@ import asyncio
 import os
 
 import pytest
-from cli_support import admin
+from cli_support import admin, admin_async
 
 import rmq
 from rmq._testing import wait_until
@@ -118,3 +118,34 @@ def test_admin_api_and_consume_by_who(daemon, sent):
                 assert await a.query_topic_consume_by_who("MsgT") == ["MsgCG"]
     asyncio.run(run())
     assert os.path.isdir("/tmp/rocketmq/msgbodys")
+
+
+async def test_query_msg_pushes_a_message_to_one_consumer_with_g_and_d(daemon, sent):
+    """queryMsgByUniqueKey / queryMsgById -g -d: the broker that stores the message hands it to
+    that consumer's handler again (CONSUME_MESSAGE_DIRECTLY) and Java's result line is printed."""
+    ns = daemon.namesrv_addr
+    got: list[bytes] = []
+
+    async def handler(msg):
+        got.append(msg.body)
+
+    consumer = rmq.PushConsumer(ns, "MsgPushG", handler=handler,
+                                consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe("MsgT", "*")
+    async with consumer:
+        await wait_until(lambda: len(got) == 3, what="the three messages consumed")
+        first = sent[0]
+        rc, out, err = await admin_async("queryMsgByUniqueKey", "-n", ns, "-t", "MsgT", "-i", first.msg_id,
+                                         "-g", "MsgPushG", "-d", consumer.client_id)
+        assert rc == 0, err
+        assert out.strip().startswith("ConsumeMessageDirectlyResult [order=false, autoCommit=true, "
+                                      "consumeResult=CR_SUCCESS"), out
+        assert got.count(b"first") == 2
+        rc, out, err = await admin_async("queryMsgById", "-n", ns, "-i", sent[1].offset_msg_id,
+                                         "-g", "MsgPushG", "-d", consumer.client_id)
+        assert rc == 0 and "consumeResult=CR_SUCCESS" in out, err
+        assert got.count(b"second") == 2
+        # -g without -d is refused before anything is sent
+        rc, out, err = await admin_async("queryMsgById", "-n", ns, "-i", sent[1].offset_msg_id, "-g", "MsgPushG")
+        assert rc == 2 and "-g and -d go together" in err
+        assert got.count(b"second") == 2

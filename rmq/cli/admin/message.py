@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 
-from rmq.client.admin import Admin
+from rmq.client.admin import Admin, AdminError
 from rmq.client.admin._messages import LONG_MAX
 from rmq.types import MessageExt
 
-from ._cmd import command, group_name, int_in, name, topic_name
+from ._cmd import command, group_name, int_in, java_bool, name, topic_name
 
 BODY_DIR = "/tmp/rocketmq/msgbodys"          # Java QueryMsgByIdSubCommand.createBodyFile
 _LONG = int_in(0, LONG_MAX)
@@ -95,18 +94,19 @@ async def query_msg_by_key(admin: Admin, args: argparse.Namespace) -> None:
 def _by_unique_key_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_id", required=True, type=name, help="the client message id (UNIQ_KEY)")
     p.add_argument("-t", "--topic", required=True, type=topic_name)
-    p.add_argument("-g", "--consumerGroup", dest="group", default=None, type=group_name,
-                   help="with -d: have that consumer consume it again (not supported here)")
-    p.add_argument("-d", "--clientId", dest="client_id", default=None, type=name)
+    _push_flags(p)
     p.add_argument("-a", "--showAll", dest="show_all", action="store_true", help="print all, at most 32")
 
 
 @command("queryMsgByUniqueKey", "query a message by its unique key (client message id)", flags=_by_unique_key_flags)
 async def query_msg_by_unique_key(admin: Admin, args: argparse.Namespace) -> int | None:
-    if args.group is not None and args.client_id is not None:
-        print("rmq admin queryMsgByUniqueKey: -g/-d (consumeMessageDirectly) is not supported by rmq admin",
-              file=sys.stderr)
-        return 2
+    if args.group is not None or args.client_id is not None:
+        _check_push_flags(args)
+        found = await admin.query_message_by_unique_key(args.topic, args.msg_id)
+        if not found.messages:
+            raise AdminError(f"no message with unique key {args.msg_id} in topic {args.topic}")
+        await _push(admin, args, found.messages[0])
+        return None
     result = await admin.query_message_by_unique_key(args.topic, args.msg_id)
     shown = result.messages if args.show_all else result.messages[:1]
     for i, msg in enumerate(shown):
@@ -118,14 +118,45 @@ def _by_id_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_ids", required=True, type=name,
                    help="offset message id(s), comma-separated")
     p.add_argument("-t", "--topic", default=None, type=topic_name,
-                   help="look ids that are not offset ids (or not found) up as unique keys of this topic")
+                   help="look ids that are not offset ids (or not found) up as unique keys of this topic "
+                        "(default: none)")
+    _push_flags(p)
 
 
 @command("queryMsgById", "query messages by offset message id", flags=_by_id_flags)
 async def query_msg_by_id(admin: Admin, args: argparse.Namespace) -> None:
+    if args.group is not None or args.client_id is not None:
+        _check_push_flags(args)
     for msg_id in (m.strip() for m in args.msg_ids.split(",")):
         if msg_id:
-            await print_msg(admin, await admin.view_message(msg_id, args.topic))
+            msg = await admin.view_message(msg_id, args.topic)
+            if args.group is None:
+                await print_msg(admin, msg)
+            elif msg is None:
+                raise AdminError(f"no message with id {msg_id}")
+            else:
+                await _push(admin, args, msg)
+
+
+def _push_flags(p: argparse.ArgumentParser) -> None:
+    # Java QueryMsgByUniqueKeySubCommand / QueryMsgByIdSubCommand -g -d: push the message to
+    # one consumer (CONSUME_MESSAGE_DIRECTLY through the broker that stores it).
+    p.add_argument("-g", "--consumerGroup", dest="group", default=None, type=group_name,
+                   help="with -d: have this group's consumer -d consume the message again (default: print it)")
+    p.add_argument("-d", "--clientId", dest="client_id", default=None, type=name,
+                   help="the consumer's client id, with -g (default: none)")
+
+
+def _check_push_flags(args: argparse.Namespace) -> None:
+    if args.group is None or args.client_id is None:
+        raise ValueError("-g and -d go together: the consumer group and the client id to push the message to")
+
+
+async def _push(admin: Admin, args: argparse.Namespace, msg: MessageExt) -> None:
+    """CONSUME_MESSAGE_DIRECTLY of ``msg`` to one consumer; Java prints the result's toString."""
+    r = await admin.consume_message_directly(args.group, args.client_id, msg.offset_msg_id)
+    print(f"ConsumeMessageDirectlyResult [order={java_bool(r.order)}, autoCommit={java_bool(r.auto_commit)}, "
+          f"consumeResult={r.consume_result}, remark={r.remark}, spentTimeMills={r.spent_time_mills}]")
 
 
 def _by_offset_flags(p: argparse.ArgumentParser) -> None:
