@@ -54,9 +54,9 @@ async def test_sdk_over_tls(pki, tmp_path, mode):
             # the admin's connections are TLS; when enforcing, every connection is (the broker's
             # registration with the name server included: tls.enable follows the mode)
             for server in (ns.server, broker.server):
-                kinds = {c.transport_info("ssl_object") is not None for c in server.connections}
-                assert True in kinds
-                assert kinds == {True} or mode == "permissive"
+                tls_flags = [c.transport_info("ssl_object") is not None for c in server.connections]
+                assert any(tls_flags), f"no TLS connection to {server.address}"
+                assert all(tls_flags) or mode == "permissive", tls_flags
 
 
 async def test_plain_sdk_in_permissive_and_refused_in_enforcing(pki, tmp_path):

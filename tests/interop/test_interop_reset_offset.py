@@ -11,12 +11,12 @@ import asyncio
 import json
 import subprocess
 import threading
-import time
 
 import interop_support as support
 import pytest
 
 import rmq
+from rmq._testing import wait_until_sync
 from rmq.client.admin import Admin
 from rmq.errors import RMQError
 
@@ -64,11 +64,16 @@ class SdkConsumer:
     def __init__(self, namesrv: str, group: str, topic: str):
         self.bodies: list[str] = []
         self.client_id: str | None = None
-        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopping: asyncio.Event | None = None
+        self._ready = threading.Event()   # the loop and its stop event exist
         self._thread = threading.Thread(target=asyncio.run, args=(self._main(namesrv, group, topic),), daemon=True)
         self._thread.start()
 
     async def _main(self, namesrv: str, group: str, topic: str) -> None:
+        self._loop, self._stopping = asyncio.get_running_loop(), asyncio.Event()
+        self._ready.set()
+
         async def handler(msg):
             self.bodies.append(msg.body.decode())
 
@@ -77,21 +82,21 @@ class SdkConsumer:
         c.subscribe(topic, "*")
         async with c:
             self.client_id = c.client_id
-            while not self._stop.is_set():
-                await asyncio.sleep(0.05)
+            await self._stopping.wait()
 
     def stop(self) -> None:
-        self._stop.set()
+        if self._ready.wait(30):
+            assert self._loop is not None and self._stopping is not None
+            self._loop.call_soon_threadsafe(self._stopping.set)
         self._thread.join(30)
 
 
 def wait_for(pred, timeout: float, what: str, detail=lambda: "") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.2)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}\n{detail()}", pytrace=False)
+    """``wait_until_sync`` with the broker's log (``detail()``) in the failure."""
+    try:
+        wait_until_sync(pred, timeout, interval=0.2, what=what)
+    except AssertionError as e:
+        pytest.fail(f"{e}\n{detail()}", pytrace=False)
 
 
 def produce(namesrv: str, topic: str, bodies: list[str]) -> None:
