@@ -134,6 +134,19 @@ class ProduceStats:
     def snapshot(self) -> tuple[int, int, float]:
         return self.messages_ok, self.requests_ok, self.rt_total_ms
 
+    def answered(self, code: int, remark: str | None, messages: int, rt: float) -> None:
+        """Count one answered request: sent (Java's sent codes) or refused by the broker."""
+        if code in _SENT_CODES:
+            self.requests_ok += 1
+            self.messages_ok += messages
+            self.rt_total_ms += rt
+            self.rts.append(rt)
+            if rt > self.rt_max_ms:
+                self.rt_max_ms = rt
+        else:
+            self.response_failed += 1
+            self.last_error = f"code {code} {remark or ''}"
+
 
 class Producer:
     """Sends fixed-size messages over several connections until told to stop."""
@@ -183,17 +196,7 @@ class Producer:
                 stats.last_error = f"{type(exc).__name__}: {exc}"
                 await asyncio.sleep(0.05)
                 continue
-            rt = (perf() - t0) * 1000.0
-            if resp.code in _SENT_CODES:
-                stats.requests_ok += 1
-                stats.messages_ok += batch
-                stats.rt_total_ms += rt
-                stats.rts.append(rt)
-                if rt > stats.rt_max_ms:
-                    stats.rt_max_ms = rt
-            else:
-                stats.response_failed += 1
-                stats.last_error = f"code {resp.code} {resp.remark or ''}"
+            stats.answered(resp.code, resp.remark, batch, (perf() - t0) * 1000.0)
 
     async def run(self, duration: float) -> float:
         tasks = [asyncio.create_task(self._worker(cl)) for cl in self.clients for _ in range(self.args.inflight)]
@@ -385,17 +388,7 @@ class RawProducer:
                 stats.last_error = f"{type(exc).__name__}: {exc}"
                 await asyncio.sleep(0.05)
                 continue
-            rt = (perf() - t0) * 1000.0
-            if code in _SENT_CODES:
-                stats.requests_ok += 1
-                stats.messages_ok += 1
-                stats.rt_total_ms += rt
-                stats.rts.append(rt)
-                if rt > stats.rt_max_ms:
-                    stats.rt_max_ms = rt
-            else:
-                stats.response_failed += 1
-                stats.last_error = f"code {code} {remark or ''}"
+            stats.answered(code, remark, 1, (perf() - t0) * 1000.0)
 
     async def _expire(self) -> None:
         while True:
