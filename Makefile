@@ -22,7 +22,7 @@ $(PY):
 
 # Reinstall when the build inputs change; editable install builds rmq._store in place.
 $(STAMP): $(PY) pyproject.toml setup.py rmq/_store.pyx $(wildcard rmq/*.pxd rmq/*.pxi)
-	$(PIP) install -q -e '.[test,spark]'
+	$(PIP) install -q -e '.[test,spark,console]'
 	$(PY) -c 'import rmq._store'
 	touch $(STAMP)
 
