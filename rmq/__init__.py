@@ -45,6 +45,14 @@ if TYPE_CHECKING:  # loaded lazily by __getattr__ below
         PushConsumer,
         PushConsumerOptions,
     )
+    from rmq.client import (
+        ConsumeMessageContext,
+        ConsumeMessageHook,
+        SendMessageContext,
+        SendMessageHook,
+        create_reply_message,
+        reply,
+    )
 
 __all__ = [
     "__version__",
@@ -71,12 +79,22 @@ __all__ = [
     "LocalTransactionState",
     "TransactionSendResult",
     "ServiceState",
+    # Request-reply and hooks
+    "reply",
+    "create_reply_message",
+    "SendMessageHook",
+    "SendMessageContext",
+    "ConsumeMessageHook",
+    "ConsumeMessageContext",
 ]
 __all__ += errors.__all__
 
 
 _LAZY = ("Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
-         "PullConsumerOptions", "Admin", "AdminError")
+         "PullConsumerOptions", "Admin", "AdminError",
+         # request-reply and the send/consume hooks
+         "reply", "create_reply_message", "SendMessageHook", "SendMessageContext", "ConsumeMessageHook",
+         "ConsumeMessageContext")
 
 
 def __getattr__(name: str) -> Any:

@@ -154,6 +154,11 @@ class BrokerConfig:
         broker_config_path: the properties file UPDATE_BROKER_CONFIG persists to (the ``-c``
             file; default ``<storePathRootDir>/config/broker.properties``).
         trace_topic_enable / msg_trace_topic_name: create the message-trace topic.
+        store_reply_message_enable: a request-reply reply is also stored in the cluster's
+            ``<cluster>_REPLY_TOPIC`` as Java does (True).
+        max_reply_pushes_per_client: replies being pushed to one requesting client at a time
+            (64); past it a reply is refused with SYSTEM_ERROR, so a requester that does not
+            answer its pushes holds only its own replies.
         region_id: returned as ``MSG_REGION`` in SEND replies (``DefaultRegion``).
         trace_on: returned as ``TRACE_ON`` in SEND replies (True).
         transaction_time_out: ms before an unresolved half message is checked back (6000).
@@ -228,6 +233,8 @@ class BrokerConfig:
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = TopicValidator.RMQ_SYS_TRACE_TOPIC
+    store_reply_message_enable: bool = True
+    max_reply_pushes_per_client: int = setting(64, lo=1, hi=100_000)
     long_polling_enable: bool = True
     short_polling_time_mills: int = setting(1000, lo=0, hi=600_000, unit="ms")
     notify_consumer_ids_changed_enable: bool = True

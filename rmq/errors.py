@@ -328,3 +328,14 @@ class IllegalStateError(ClientError):
 
 class StoreError(RMQError):
     """The message store failed (I/O error, corrupt file, lock held by another process)."""
+
+
+class RequestTimeoutError(RMQError):
+    """A request-reply request was sent, but no reply came within its timeout (Java
+    ``RequestTimeoutException``). Retriable: the responder may only have been slow; a retry
+    sends a new request (with a new correlation id), so the responder may see both."""
+
+    retriable = True
+
+
+__all__ += ["RequestTimeoutError"]

@@ -57,6 +57,7 @@ from rmq.broker.processors.end_transaction import EndTransactionProcessor
 from rmq.broker.processors.lock_batch import RebalanceLockProcessor
 from rmq.broker.processors.pull import PullMessageProcessor
 from rmq.broker.processors.query_message import QueryMessageProcessor
+from rmq.broker.processors.reply import ReplyMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
 from rmq.broker.rebalance_lock import RebalanceLockManager
@@ -249,6 +250,12 @@ class BrokerController:
         query = QueryMessageProcessor(self)
         for code in query.codes:
             s.register_processor(code, _Gate(self, query), query_pool)
+        # Request-reply's replies (Java registers ReplyMessageProcessor with replyMessageExecutor,
+        # queue replyThreadPoolQueueCapacity 10 000): a push waits for the requester's answer.
+        reply = ReplyMessageProcessor(self)
+        reply_pool = ProcessorPool("reply", max_in_flight=256, max_queue=10_000)
+        for code in ReplyMessageProcessor.CODES:
+            s.register_processor(code, _Gate(self, reply), reply_pool)
         acl_admin = AclAdminProcessor(self)
         for code in acl_admin.codes:
             s.register_processor(code, _Gate(self, acl_admin), admin_pool)

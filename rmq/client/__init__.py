@@ -14,8 +14,12 @@ from .consumer import (
                        allocate_averagely,
                        allocate_averagely_by_circle,
 )
+from .hooks import ConsumeMessageContext, ConsumeMessageHook, SendMessageContext, SendMessageHook
 from .producer import MessageQueueSelector, Producer, select_by_hash
+from .request_reply import create_reply_message, reply
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
            "PullConsumerOptions", "MessageQueueSelector", "select_by_hash", "allocate_averagely",
            "allocate_averagely_by_circle", "AllocateConsistentHash", "Admin", "AdminError"]
+__all__ += ["reply", "create_reply_message", "SendMessageHook", "SendMessageContext", "ConsumeMessageHook",
+            "ConsumeMessageContext"]

@@ -73,9 +73,10 @@ class ClientAPI:
 
     async def send_message(self, addr: str, mq: MessageQueue,
                            header: SendMessageRequestHeader | Mapping[str, Any], body: bytes,
-                           *, batch: bool, uniq_id: str, timeout: float) -> SendResult:
-        """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE); ``uniq_id`` becomes ``SendResult.msg_id``."""
-        resp = await self._invoke(addr, rq.send_message(_send_header(header, batch), body), timeout)
+                           *, batch: bool, uniq_id: str, timeout: float, code: int | None = None) -> SendResult:
+        """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE, or ``code``: SEND_REPLY_MESSAGE_V2 for a
+        reply); ``uniq_id`` becomes ``SendResult.msg_id``."""
+        resp = await self._invoke(addr, rq.send_message(_send_header(header, batch), body, code=code), timeout)
         return rq.parse_send(resp, mq, uniq_id)
 
     async def send_message_oneway(self, addr: str, header: SendMessageRequestHeader | Mapping[str, Any],

@@ -49,6 +49,7 @@ from rmq.types import MessageExt, MessageQueue
 
 from ._codec import decode_messages
 from .api import ClientAPI
+from .request_reply import ReplyMessageClientProcessor, RequestFutureTable
 
 __all__ = ["ClientInstance", "ConsumerInner", "ProducerInner", "get_client_instance", "local_ip",
            "subscribe_queues"]
@@ -190,6 +191,11 @@ class ClientInstance:
                      RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
                      RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.CONSUME_MESSAGE_DIRECTLY):
             self.remoting.register_processor(code, processor)
+        #: requests waiting for their replies (Java RequestFutureHolder), completed by the broker's
+        #: PUSH_REPLY_MESSAGE_TO_CLIENT over this instance's connections
+        self.request_futures = RequestFutureTable()
+        self.remoting.register_processor(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT,
+                                         ReplyMessageClientProcessor(self.request_futures, client_id))
 
     # ---------------------------------------------------------------- lifecycle
 

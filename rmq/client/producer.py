@@ -29,10 +29,12 @@ from rmq.errors import (
     RemotingConnectError,
     RemotingError,
     RemotingTimeoutError,
+    RequestTimeoutError,
     RMQError,
     TopicNotExistError,
 )
 from rmq.remoting.acl import SessionCredentials
+from rmq.remoting.codes import RequestCode
 from rmq.remoting.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
@@ -50,6 +52,8 @@ from rmq.types import (
     TransactionSendResult,
 )
 
+from . import hooks as _hooks
+from . import request_reply as _rr
 from ._codec import UniqKeyGenerator, compress_body, message_properties, properties_to_string
 from .instance import ClientInstance, get_client_instance
 
@@ -173,6 +177,11 @@ class Producer:
             system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
             (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
             (Java ``useTLS``).
+        max_outstanding_requests: :meth:`request` calls waiting for their replies at once;
+            default 10 000 (past it ``request`` raises ``RemotingTooMuchRequestError``).
+        trace: record a Pub message trace of each send in the trace topic (Java's
+            ``enableMsgTrace``), batched off the send path; default False.
+        trace_topic: the trace topic; default ``RMQ_SYS_TRACE_TOPIC``.
 
     Use ``async with Producer(...) as p`` or ``await p.start()`` / ``await p.close()``.
     """
@@ -184,8 +193,14 @@ class Producer:
                  send_latency_fault_enable: bool = True,
                  transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None,
                  access_key: str | None = None, secret_key: str | None = None,
-                 security_token: str | None = None, tls: bool | ssl.SSLContext | None = None) -> None:
+                 security_token: str | None = None, tls: bool | ssl.SSLContext | None = None,
+                 max_outstanding_requests: int = _rr.DEFAULT_MAX_OUTSTANDING_REQUESTS,
+                 trace: bool = False, trace_topic: str | None = None) -> None:
         validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
+        if max_outstanding_requests < 1:
+            raise ClientError(f"max_outstanding_requests must be >= 1, got {max_outstanding_requests}")
+        self._max_outstanding_requests = max_outstanding_requests
+        self._send_hooks: list[_hooks.SendMessageHook] = []
         try:
             self._credentials = SessionCredentials.of(access_key, secret_key, security_token)
         except ValueError as e:
@@ -219,6 +234,12 @@ class Producer:
         self._state = ServiceState.CREATE_JUST
         self._closing = False
         self._member = _ProducerMember(self)
+        if trace:
+            from .trace import SendMessageTraceHook, TraceDispatcher
+
+            self.add_send_hook(SendMessageTraceHook(TraceDispatcher(
+                namesrv_addr, group, "PRODUCER", trace_topic, instance_name=instance_name,
+                credentials=self._credentials, tls=tls)))
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -256,6 +277,7 @@ class Producer:
             return
         self._closing = True
         await self._pending.wait()
+        await _hooks.close_hooks(self._send_hooks)
         assert self._instance is not None
         await self._instance.unregister_producer(self.group)
         self._state = ServiceState.SHUTDOWN_ALREADY
@@ -426,6 +448,61 @@ class Producer:
         self._check_running()
         return list((await self._publish_info(topic)).message_queues)
 
+    def add_send_hook(self, hook: _hooks.SendMessageHook) -> None:
+        """Call ``hook.send_message_before(ctx)`` / ``send_message_after(ctx)`` around every send
+        attempt (Java ``registerSendMessageHook``); see :mod:`rmq.client.hooks`. An exception
+        in a hook is logged and does not affect the send."""
+        if not (callable(getattr(hook, "send_message_before", None))
+                and callable(getattr(hook, "send_message_after", None))):
+            raise ClientError("a send hook needs send_message_before(ctx) and send_message_after(ctx)")
+        self._send_hooks.append(hook)
+
+    async def request(self, msg: Message, timeout: float = 3.0) -> MessageExt:
+        """Send ``msg`` as a request and wait for its reply (Java ``DefaultMQProducer.request``).
+
+        A responder answers with :func:`rmq.reply` (or any client sending
+        :func:`rmq.create_reply_message`'s message, Java's ``MessageUtil.createReplyMessage``);
+        the broker pushes the reply to this client.
+
+        Args:
+            msg: the request.
+            timeout: seconds for the send and the reply together; default 3.0.
+
+        Returns:
+            The reply message (``properties`` carry ``CORRELATION_ID`` and ``ARRIVE_TIME``).
+
+        Raises:
+            rmq.errors.RequestTimeoutError: sent, but no reply within ``timeout`` (retriable:
+                a retry is a new request).
+            rmq.errors.RemotingTooMuchRequestError: ``max_outstanding_requests`` requests
+                already wait.
+            rmq.errors.BrokerResponseError, rmq.errors.RemotingError: the send failed.
+        """
+        inst = self._check_running()
+        if timeout <= 0:
+            raise ClientError(f"timeout must be > 0, got {timeout}")
+        start = time.monotonic()
+        correlation_id, extra = _rr.request_properties(inst.client_id, timeout)
+        prepared = self._prepare(msg, extra)
+        if msg.topic not in inst.publish_info:
+            # Java prepareSendRequest: a new route may mean a new broker, which must know our
+            # connection before the reply comes back
+            await self._publish_info(msg.topic, start + timeout)
+            await inst.send_heartbeat_to_all_brokers()
+        table = inst.request_futures
+        fut = table.add(correlation_id, self, self._max_outstanding_requests)
+        try:
+            await self._send_default(prepared, max(0.001, timeout - (time.monotonic() - start)))
+            try:
+                async with asyncio.timeout(max(0.0, timeout - (time.monotonic() - start))):
+                    return await fut
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    f"send request message to <{msg.topic}> OK, but wait reply message timeout, "
+                    f"{int(timeout * 1000)} ms.") from None
+        finally:
+            table.remove(correlation_id)
+
     # ---------------------------------------------------------------- internals
 
     def _prepare(self, msg: Message, extra: dict[str, str] | None = None) -> _Prepared:
@@ -548,8 +625,14 @@ class Producer:
         if remaining <= 0:
             raise RemotingTimeoutError(mq.broker_name, self._send_timeout, "send timed out before an attempt")
         addr = await self._broker_addr(inst, mq)
-        return await inst.api.send_message(addr, mq, self._header(p, mq), p.body, batch=p.batch,
-                                           uniq_id=p.uniq_id, timeout=remaining)
+        # a reply (MSG_TYPE=reply) goes as SEND_REPLY_MESSAGE_V2 (Java MQClientAPIImpl.sendMessage)
+        code = RequestCode.SEND_REPLY_MESSAGE_V2 if _rr.is_reply_message(p.properties) else None
+        send = inst.api.send_message(addr, mq, self._header(p, mq), p.body, batch=p.batch,
+                                     uniq_id=p.uniq_id, timeout=remaining, code=code)
+        if self._send_hooks:
+            ctx = _hooks.SendMessageContext.of(self.group, p.topic, p.properties, len(p.body), p.sys_flag, mq, addr)
+            return await _hooks.run_send_hooks(self._send_hooks, ctx, send)
+        return await send
 
     async def _send_default(self, p: _Prepared, timeout: float | None) -> SendResult:
         """Send with retries on another queue, preferably another broker (Java ``sendDefaultImpl``)."""

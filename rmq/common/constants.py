@@ -78,6 +78,8 @@ class MixAll:
     #: the transaction service's own consumer group (its progress in the half/op queues).
     CID_SYS_RMQ_TRANS: Final = "CID_RMQ_SYS_TRANS"
     REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
+    #: the MSG_TYPE of a reply message (Java ``MixAll.REPLY_MESSAGE_FLAG``)
+    REPLY_MESSAGE_FLAG: Final = "reply"
     UNIQUE_MSG_QUERY_FLAG: Final = "_UNIQUE_KEY_QUERY"
 
     @staticmethod

@@ -868,6 +868,31 @@ class UpdateGlobalWhiteAddrsConfigRequestHeader(Header):
 # ---------------------------------------------------------------------------- reqreply
 
 
+@header
+class ReplyMessageRequestHeader(Header):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker → requesting client (Java
+    ``ReplyMessageRequestHeader``): the reply's send header plus where it was born and stored.
+    ``properties`` carry CORRELATION_ID, which the requester matches to its waiting request."""
+
+    producer_group: str = w("producerGroup")
+    topic: str = w("topic")
+    default_topic: str = w("defaultTopic")
+    default_topic_queue_nums: int = w("defaultTopicQueueNums")
+    queue_id: int = w("queueId")
+    sys_flag: int = w("sysFlag")
+    born_timestamp: int = w("bornTimestamp", int64=True)
+    flag: int = w("flag")
+    properties: str | None = w("properties", default=None)
+    reconsume_times: int | None = w("reconsumeTimes", default=None)
+    unit_mode: bool = w("unitMode", default=False)
+    born_host: str = w("bornHost")
+    store_host: str = w("storeHost")
+    store_timestamp: int = w("storeTimestamp", int64=True)
+
+
+__all__ += ["ReplyMessageRequestHeader"]
+
+
 # ---------------------------------------------------------------------------- sdk
 
 

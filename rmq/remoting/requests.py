@@ -843,6 +843,28 @@ def parse_broker_acl_config(resp: RemotingCommand) -> dict[str, Any]:
 # ---------------------------------------------------------------------------- reqreply
 
 
+def send_reply_message(header: _h.SendMessageRequestHeader, body: bytes, *, v2: bool = True) -> RemotingCommand:
+    """SEND_REPLY_MESSAGE_V2 (325, the one-letter names) or SEND_REPLY_MESSAGE (324): a reply
+    message, which the broker pushes to the requesting client (Java
+    ``MQClientAPIImpl.sendMessage`` picks these codes when ``MSG_TYPE`` is ``reply``). The
+    answer is a SEND answer (:func:`parse_send`)."""
+    if v2:
+        cmd = RemotingCommand.request(RequestCode.SEND_REPLY_MESSAGE_V2, header.to_ext_fields_v2(), body)
+    else:
+        cmd = RemotingCommand.request(RequestCode.SEND_REPLY_MESSAGE, header.to_ext_fields(), body)
+    cmd.language = LANGUAGE
+    return cmd
+
+
+def push_reply_message(header: _h.ReplyMessageRequestHeader, body: bytes) -> RemotingCommand:
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker → client (Java
+    ``ReplyMessageProcessor.pushReplyMessage``); the client answers SUCCESS or SYSTEM_ERROR."""
+    return RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, header, body)
+
+
+__all__ += ["send_reply_message", "push_reply_message"]
+
+
 # ---------------------------------------------------------------------------- sdk
 
 

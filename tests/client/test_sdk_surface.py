@@ -21,9 +21,10 @@ FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 # state/options properties.
 DOCUMENTED = {
     rmq.Producer: {"start", "close", "send", "send_with_callback", "send_oneway", "send_batch",
-                   "send_in_transaction", "fetch_publish_message_queues", "client_id", "group", "state"},
+                   "send_in_transaction", "fetch_publish_message_queues", "client_id", "group", "state",
+                   "request", "add_send_hook"},
     rmq.PushConsumer: {"subscribe", "unsubscribe", "start", "close", "pause", "resume", "paused", "stats",
-                       "getone", "reconsume_later", "client_id", "group", "options", "state"},
+                       "getone", "reconsume_later", "client_id", "group", "options", "state", "add_consume_hook"},
     rmq.PullConsumer: {"subscribe", "unsubscribe", "assign", "assignment", "fetch_message_queues", "start",
                        "close", "poll", "seek", "seek_to_begin", "seek_to_end", "offset_for_timestamp",
                        "commit", "committed", "pause", "resume", "paused", "client_id", "group", "options",

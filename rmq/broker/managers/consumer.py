@@ -162,6 +162,9 @@ class ConsumerManager:
         # conn -> {group: subscriptions it declared in its last heartbeat}: what one connection
         # holds here, for the per-connection bounds the heartbeat checks.
         self._by_conn: dict[Connection, dict[str, int]] = {}
+        # client id -> its connection, while the connection is a member of some group (the
+        # reply processor finds a requester that is only a consumer here)
+        self._by_client: dict[str, Connection] = {}
 
     def memberships(self, conn: Connection) -> dict[str, int]:
         """The groups ``conn`` is a member of, each with the number of subscriptions it
@@ -174,6 +177,16 @@ class ConsumerManager:
             groups.pop(group, None)
             if not groups:
                 del self._by_conn[conn]
+                self._forget_client(conn)
+
+    def _forget_client(self, conn: Connection) -> None:
+        client_id = conn.attributes.get("consumer_client_id") if hasattr(conn, "attributes") else None
+        if client_id is not None and self._by_client.get(client_id) is conn:
+            del self._by_client[client_id]
+
+    def find_channel(self, client_id: str) -> Connection | None:
+        """The connection of the consumer client ``client_id``, if it is a member of a group."""
+        return self._by_client.get(client_id)
 
     def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumer_table.get(group)
@@ -206,6 +219,9 @@ class ConsumerManager:
         info.consume_type, info.message_model, info.consume_from_where = consume_type, message_model, consume_from_where
         info.last_update = time.monotonic()
         self._by_conn.setdefault(channel.conn, {})[group] = len(subscriptions)
+        self._by_client[channel.client_id] = channel.conn
+        if hasattr(channel.conn, "attributes"):
+            channel.conn.attributes["consumer_client_id"] = channel.client_id
         changed = False
         old = info.channels.get(channel.conn)
         if old is None:
@@ -265,6 +281,7 @@ class ConsumerManager:
     def do_channel_close_event(self, conn: Connection, why: str = "closed") -> list[str]:
         """A connection went away: remove it from every group and notify the rest."""
         groups = []
+        self._forget_client(conn)
         for group in self._by_conn.pop(conn, {}):  # only the groups it is in, not every group
             info = self.consumer_table.get(group)
             if info is None:
@@ -313,6 +330,9 @@ class ProducerManager:
         self.max_groups = max_groups
         self.max_per_group = max_per_group
         self._by_conn: dict[Connection, set[str]] = {}  # conn -> its producer groups
+        # client id -> its connection (Java ProducerManager.clientChannelTable): the reply
+        # processor finds a requester here; an entry lives while the connection has a group
+        self._by_client: dict[str, Connection] = {}
 
     def groups_of(self, conn: Connection) -> set[str]:
         """The producer groups ``conn`` registered (read-only; empty when none)."""
@@ -340,6 +360,7 @@ class ProducerManager:
                 chans = self.group_channel_table.setdefault(group, {})
             chans[channel.conn] = channel
             self._by_conn.setdefault(channel.conn, set()).add(group)
+            self._by_client[channel.client_id] = channel.conn
             _rl.info("producer-connected", "new producer connected, group %s %s %s", clip(group),
                      clip(channel.client_id),
                      channel.remote_addr)
@@ -350,13 +371,16 @@ class ProducerManager:
 
     def unregister_producer(self, group: str, conn: Connection) -> bool:
         chans = self.group_channel_table.get(group)
-        if not chans or chans.pop(conn, None) is None:
+        removed = chans.pop(conn, None) if chans else None
+        if removed is None:
             return False
         groups = self._by_conn.get(conn)
         if groups is not None:
             groups.discard(group)
             if not groups:
                 del self._by_conn[conn]
+                if self._by_client.get(removed.client_id) is conn:
+                    del self._by_client[removed.client_id]
         if not chans:
             del self.group_channel_table[group]
         return True
@@ -376,6 +400,10 @@ class ProducerManager:
         for conn in stale:
             self.do_channel_close_event(conn)
         return stale
+
+    def find_channel(self, client_id: str) -> Connection | None:
+        """The connection of the producer client ``client_id`` (Java ``findChannel``)."""
+        return self._by_client.get(client_id)
 
     def get_available_channel(self, group: str) -> Connection | None:
         chans = self.group_channel_table.get(group)

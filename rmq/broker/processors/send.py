@@ -29,6 +29,7 @@ from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
+from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
@@ -45,6 +46,20 @@ _read_v2 = SendMessageRequestHeader.from_ext_fields_v2
 _read_either = SendMessageRequestHeader.from_ext_fields
 _PERM_WRITE = PermName.PERM_WRITE
 _NOT_ALLOWED_SEND = TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET
+
+
+# A request-reply request (it names the client to reply to) gets the CLUSTER property, which
+# the responder's reply needs to name the reply topic (Java SendMessageProcessor.sendMessage
+# puts CLUSTER into every message; here only into requests, so other sends keep their bytes).
+_REPLY_TO = MessageConst.MESSAGE_REPLY_TO_CLIENT + "\x01"
+
+
+def _with_cluster(properties: str, cluster: str) -> str:
+    props = string_to_properties(properties)
+    if MessageConst.MESSAGE_REPLY_TO_CLIENT not in props:
+        return properties  # (the text was inside a value)
+    props[MessageConst.CLUSTER] = cluster
+    return properties_to_string(props, trailing_separator=False)
 
 
 def _born_host(conn) -> tuple[str, int]:
@@ -213,7 +228,10 @@ class SendMessageProcessor:
                 f"the message body size {len(body)} is over the limit {max_body}",
                 {},
             )
-        msg = MessageInner(header.topic, queue_id, body, header.flag, {}, header.properties or "",
+        properties = header.properties or ""
+        if _REPLY_TO in properties:
+            properties = _with_cluster(properties, self.broker_config.broker_cluster_name)
+        msg = MessageInner(header.topic, queue_id, body, header.flag, {}, properties,
                            header.born_timestamp, _born_host(conn), header.sys_flag, header.reconsume_times or 0)
         early = self._before_store(conn, cmd, header, tc, msg)
         if early is not None:

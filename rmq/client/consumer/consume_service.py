@@ -30,6 +30,7 @@ from rmq.common.tasks import wait_event
 from rmq.errors import ClientError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
 
+from ..hooks import ConsumeMessageContext, run_consume_after, run_consume_before
 from .process_queue import ProcessQueue
 
 if TYPE_CHECKING:
@@ -114,7 +115,16 @@ class _HandlerService(ConsumeMessageService):
             self._idle.clear()
         self._busy += 1
         try:
-            return await self._call(msgs)
+            hooks = self._consumer.consume_hooks    # (Java ConsumeMessageHook around the listener)
+            if not hooks:
+                return await self._call(msgs)
+            ctx = run_consume_before(hooks, self._consumer.group, msgs)
+            ok = False
+            try:
+                ok = await self._call(msgs)
+            finally:
+                run_consume_after(hooks, ctx, ok)
+            return ok
         finally:
             self._busy -= 1
             if not self._busy:
@@ -247,6 +257,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
         self._items: asyncio.Queue[ConsumeRequest | None] = asyncio.Queue(
             maxsize=consumer.options.iterator_buffer)
         self._current: ConsumeRequest | None = None
+        self._current_ctx: ConsumeMessageContext | None = None   # the consume hooks' context
 
     def start(self) -> None:
         pass
@@ -278,11 +289,19 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
             if req.pq.dropped:
                 continue
             self._current = req
+            if self._consumer.consume_hooks:
+                self._current_ctx = run_consume_before(self._consumer.consume_hooks, self._consumer.group, req.msgs)
             return req.msgs[0]
+
+    def _hooks_after(self, success: bool) -> None:
+        ctx, self._current_ctx = self._current_ctx, None
+        if ctx is not None:
+            run_consume_after(self._consumer.consume_hooks, ctx, success)
 
     def ack_current(self) -> None:
         """The message last returned is consumed."""
         req, self._current = self._current, None
+        self._hooks_after(True)
         if req is not None:
             self._consumer.stats["consumed_ok"] += len(req.msgs)
             self.commit_consumed(req.pq, req.msgs)
@@ -290,6 +309,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
     def forget_current(self) -> None:
         """Leave the message last returned unacknowledged (redelivered from the offset)."""
         self._current = None
+        self._hooks_after(False)
 
     async def reconsume_later(self, msg: MessageExt | None) -> None:
         """Hand the message last returned back instead of acknowledging it."""
@@ -300,6 +320,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
             raise ClientError("an orderly consumer cannot skip a message: handle it again, or leave "
                               "the loop with an exception to have it redelivered")
         self._current = None
+        self._hooks_after(False)
         await self.consume_failed(req)
 
     async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:

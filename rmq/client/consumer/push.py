@@ -30,6 +30,7 @@ from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
+from ..hooks import ConsumeMessageHook, close_hooks
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade
 from .consume_service import (
@@ -95,6 +96,8 @@ class PushConsumerImpl(ConsumerBase):
         self._resume.set()
         self._relock_task: asyncio.Task[Any] | None = None
         self._flow_control_times = 0
+        #: ConsumeMessageHooks (PushConsumer.add_consume_hook), called by the consume service
+        self.consume_hooks: list[ConsumeMessageHook] = []
         self.consume_service: ConsumeMessageService
         if handler is None and batch_handler is None:
             self.consume_service = ConsumeMessageIteratorService(self, orderly=orderly)
@@ -139,6 +142,7 @@ class PushConsumerImpl(ConsumerBase):
             t.cancel()
         await asyncio.gather(*pulls, return_exceptions=True)
         await self.consume_service.wait_idle(timeout)
+        await close_hooks(self.consume_hooks)
         await self._stop_base()
         await self._tasks.close()
         self.consume_service.stop()
@@ -429,6 +433,9 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
             (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
             (Java ``useTLS``).
+        trace: record SubBefore/SubAfter message traces of each consumption in the trace topic
+            (Java's ``enableMsgTrace``), batched off the consume path; default False.
+        trace_topic: the trace topic; default ``RMQ_SYS_TRACE_TOPIC``.
 
     Raises:
         rmq.errors.ClientError: a setting out of range, a bad group name, both handlers, or
@@ -451,7 +458,8 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
                  delay_level_when_next_consume: int = 0,
                  on_rebalance: RebalanceListener | None = None, access_key: str | None = None,
                  secret_key: str | None = None, security_token: str | None = None,
-                 tls: bool | ssl.SSLContext | None = None) -> None:
+                 tls: bool | ssl.SSLContext | None = None,
+                 trace: bool = False, trace_topic: str | None = None) -> None:
         opts = build_options(PushConsumerOptions, options, dict(
             message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
@@ -466,6 +474,22 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             access_key=access_key, secret_key=secret_key, security_token=security_token, tls=tls))
         self._impl = PushConsumerImpl(namesrv_addr, group, opts, handler=handler,
                                       batch_handler=batch_handler, orderly=orderly)
+        if trace:
+            from ..trace import ConsumeMessageTraceHook, TraceDispatcher
+
+            self.add_consume_hook(ConsumeMessageTraceHook(TraceDispatcher(
+                namesrv_addr, group, "CONSUMER", trace_topic, instance_name=opts.instance_name,
+                credentials=opts.credentials, tls=opts.tls)))
+
+    def add_consume_hook(self, hook: ConsumeMessageHook) -> None:
+        """Call ``hook.consume_message_before(ctx)`` / ``consume_message_after(ctx)`` around
+        every handler call, or around each message of ``async for`` (Java
+        ``registerConsumeMessageHook``); see :mod:`rmq.client.hooks`. An exception in a hook is
+        logged and does not affect the consumption."""
+        if not (callable(getattr(hook, "consume_message_before", None))
+                and callable(getattr(hook, "consume_message_after", None))):
+            raise ClientError("a consume hook needs consume_message_before(ctx) and consume_message_after(ctx)")
+        self._impl.consume_hooks.append(hook)
 
     # ---------------------------------------------------------------- properties
 
