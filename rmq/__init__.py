@@ -38,16 +38,14 @@ if TYPE_CHECKING:  # loaded lazily by __getattr__ below
     from rmq.client import (
         Admin,
         AdminError,
+        ConsumeMessageContext,
+        ConsumeMessageHook,
         ConsumerOptions,
         Producer,
         PullConsumer,
         PullConsumerOptions,
         PushConsumer,
         PushConsumerOptions,
-    )
-    from rmq.client import (
-        ConsumeMessageContext,
-        ConsumeMessageHook,
         SendMessageContext,
         SendMessageHook,
         create_reply_message,

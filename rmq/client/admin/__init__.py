@@ -17,11 +17,12 @@ from ._consumers import ConsumerAdmin
 from ._messages import MessageAdmin
 from ._ops import OpsAdmin
 from ._topics import TopicAdmin
+from ._trace import TraceAdmin
 
 __all__ = ["Admin", "AdminError", "DEFAULT_TIMEOUT", "NAMESRV_ADDR_ENV", "resolve_namesrv_addr"]
 
 
-class Admin(TopicAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin, AclAdmin):
+class Admin(TopicAdmin, TraceAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin, AclAdmin):
     """The admin client: topics and clusters, message lookups, consumer groups and
     connections, broker configuration and statistics, name-server and store operations.
 

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from rmq.common.constants import TopicValidator
 from rmq.errors import ClientError
 from rmq.remoting.acl import SessionCredentials
 from rmq.types import ConsumeFromWhere, MessageModel, MessageQueue
@@ -141,6 +142,8 @@ class PushConsumerOptions(ConsumerOptions):
             [1, 1000000]; default 256.
         delay_level_when_next_consume: delay level (0..18) of a message sent back after a failed
             concurrent consumption; default 0 = the broker's choice, 3 + reconsume times.
+        trace: record SubBefore/SubAfter message traces in the trace topic; default False.
+        trace_topic: the trace topic; default None = ``RMQ_SYS_TRACE_TOPIC``.
     """
 
     consume_concurrency: int = 20
@@ -153,9 +156,13 @@ class PushConsumerOptions(ConsumerOptions):
     suspend_current_queue_time: float = 1.0
     iterator_buffer: int = 256
     delay_level_when_next_consume: int = 0
+    trace: bool = False
+    trace_topic: str | None = None
 
     def __post_init__(self) -> None:
         super(PushConsumerOptions, self).__post_init__()
+        if self.trace_topic is not None and TopicValidator.check_topic(self.trace_topic) is not None:
+            raise ClientError(f"trace_topic {self.trace_topic[:40]!r}: {TopicValidator.check_topic(self.trace_topic)}")
         check_range("consume_concurrency", self.consume_concurrency, 1, 1000)
         check_range("consume_batch_size", self.consume_batch_size, 1, 1024)
         check_range("pull_threshold_for_queue", self.pull_threshold_for_queue, 1, 65535)

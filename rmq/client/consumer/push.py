@@ -471,14 +471,15 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             consume_concurrently_max_span=consume_concurrently_max_span,
             max_reconsume_times=max_reconsume_times, suspend_current_queue_time=suspend_current_queue_time,
             iterator_buffer=iterator_buffer, delay_level_when_next_consume=delay_level_when_next_consume,
-            access_key=access_key, secret_key=secret_key, security_token=security_token, tls=tls))
+            access_key=access_key, secret_key=secret_key, security_token=security_token, tls=tls,
+            trace=trace, trace_topic=trace_topic))
         self._impl = PushConsumerImpl(namesrv_addr, group, opts, handler=handler,
                                       batch_handler=batch_handler, orderly=orderly)
-        if trace:
+        if opts.trace:
             from ..trace import ConsumeMessageTraceHook, TraceDispatcher
 
             self.add_consume_hook(ConsumeMessageTraceHook(TraceDispatcher(
-                namesrv_addr, group, "CONSUMER", trace_topic, instance_name=opts.instance_name,
+                namesrv_addr, group, "CONSUMER", opts.trace_topic, instance_name=opts.instance_name,
                 credentials=opts.credentials, tls=opts.tls)))
 
     def add_consume_hook(self, hook: ConsumeMessageHook) -> None:
