@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 
+import pytest
 from sdk_support import create_topic
 
 import rmq
@@ -38,7 +39,8 @@ class JavaRequester:
     """A Java producer's side of request-reply: its heartbeat, its SEND_MESSAGE_V2 request,
     and its answers to PUSH_REPLY_MESSAGE_TO_CLIENT (ClientRemotingProcessor.receiveReplyMessage)."""
 
-    def __init__(self, broker_addr: str, *, answer: str = "ok") -> None:
+    def __init__(self, broker_addr: str, *, answer: str = "ok", as_consumer: bool = False) -> None:
+        self.as_consumer = as_consumer  # heartbeat a consumer group only (no producer group)
         self.broker_addr = broker_addr
         self.client_id = f"10.9.8.7@{uuid.uuid4().hex[:6]}#java"
         self.pushes: list[RemotingCommand] = []
@@ -62,8 +64,16 @@ class JavaRequester:
         return cmd.response(0, None, {})
 
     async def heartbeat(self) -> None:
-        body = {"clientID": self.client_id, "consumerDataSet": [],
-                "producerDataSet": [{"groupName": "JPG"}, {"groupName": "CLIENT_INNER_PRODUCER"}]}
+        body: dict[str, object] = {
+            "clientID": self.client_id, "consumerDataSet": [],
+            "producerDataSet": [{"groupName": "JPG"}, {"groupName": "CLIENT_INNER_PRODUCER"}]}
+        if self.as_consumer:
+            body["producerDataSet"] = []
+            body["consumerDataSet"] = [{
+                "groupName": "JCG_ONLY", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
+                "subscriptionDataSet": [{"topic": "JOnly", "subString": "*", "tagsSet": [], "codeSet": [],
+                                         "subVersion": 1, "classFilterMode": False, "expressionType": "TAG"}]}]
         resp = await self.remoting.invoke(self.broker_addr, _java(HEART_BEAT, {}, json.dumps(body).encode()))
         assert resp.code == 0, resp.remark
 
@@ -111,11 +121,14 @@ async def _message_with(namesrv: str, topic: str, group: str, body: bytes) -> rm
         return got[0]
 
 
-async def test_a_java_request_answered_by_an_rmq_consumer(tmp_path, unique):
+@pytest.mark.parametrize("as_consumer", [False, True], ids=["producer", "consumer-only"])
+async def test_a_java_request_answered_by_an_rmq_consumer(tmp_path, unique, as_consumer):
+    """The requester is found by its client id among the producer connections, or, for a
+    client that only consumes, among the consumer connections."""
     async with run_standalone(tmp_path / "store") as (ns, broker):
         namesrv, topic = f"127.0.0.1:{ns.port}", unique("JRQ")
         await create_topic(broker.broker_addr, topic)
-        java = JavaRequester(broker.broker_addr)
+        java = JavaRequester(broker.broker_addr, as_consumer=as_consumer)
         try:
             await java.heartbeat()
 
