@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageConst, string_to_properties
@@ -35,6 +35,7 @@ __all__ = ["SendMessageContext", "SendMessageHook", "ConsumeMessageContext", "Co
 
 log = logging.getLogger("rmq.client")
 _rlog = RateLimitedLog(log)
+_R = TypeVar("_R")
 
 
 class MessageType:
@@ -58,7 +59,7 @@ class SendMessageContext:
         body_length: bytes of the body as sent (after compression, if any).
         mq: the queue this attempt goes to.
         broker_addr: the broker's address.
-        communication_mode: ``"SYNC"`` or ``"ONEWAY"``.
+        communication_mode: ``"SYNC"`` or ``"ONEWAY"`` (no ``send_result`` then).
         msg_type: a :class:`MessageType` ordinal (normal, transactional half, delayed).
         send_result: set before ``send_message_after`` when the broker accepted the message.
         exception: set before ``send_message_after`` when the attempt failed.
@@ -164,9 +165,9 @@ def _call(hook: object, method: str, ctx: object) -> None:
 
 
 async def run_send_hooks(hooks: Sequence[SendMessageHook], ctx: SendMessageContext,
-                         send: Awaitable[SendResult]) -> SendResult:
+                         send: Awaitable[_R]) -> _R:
     """``send_message_before`` of each hook, the send, then ``send_message_after`` of each with
-    the result or the exception (which is then raised as it was)."""
+    the result (a oneway send has none) or the exception (which is then raised as it was)."""
     for h in hooks:
         _call(h, "send_message_before", ctx)
     try:
@@ -176,7 +177,8 @@ async def run_send_hooks(hooks: Sequence[SendMessageHook], ctx: SendMessageConte
         for h in hooks:
             _call(h, "send_message_after", ctx)
         raise
-    ctx.send_result = result
+    if isinstance(result, SendResult):
+        ctx.send_result = result
     for h in hooks:
         _call(h, "send_message_after", ctx)
     return result

@@ -385,7 +385,13 @@ class Producer:
                 queue = self._select_queue(info, None)
         addr = await self._broker_addr(inst, queue)
         header = self._header(prepared, queue)
-        await inst.api.send_message_oneway(addr, header, prepared.body, batch=prepared.batch)
+        send = inst.api.send_message_oneway(addr, header, prepared.body, batch=prepared.batch)
+        if self._send_hooks:    # (Java sendKernelImpl runs the hooks for ONEWAY too; no result)
+            ctx = _hooks.SendMessageContext.of(self.group, prepared.topic, prepared.properties, len(prepared.body),
+                                               prepared.sys_flag, queue, addr, "ONEWAY")
+            await _hooks.run_send_hooks(self._send_hooks, ctx, send)
+            return
+        await send
 
     async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout: float | None = None) -> SendResult:

@@ -136,3 +136,16 @@ async def test_consume_hook_in_iterator_mode(cluster, namesrv_addr, unique):
                 break
     assert [k for k, _ in rec.calls[:3]] == ["before", "after", "before"]
     assert rec.calls[1][1].success
+
+
+async def test_send_hook_sees_a_oneway_send(cluster, namesrv_addr, unique):
+    _, broker = cluster
+    topic = unique("HO")
+    await create_topic(broker.broker_addr, topic)
+    rec = Recorder()
+    async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+        p.add_send_hook(rec)
+        await p.send_oneway(rmq.Message(topic=topic, body=b"x"))
+    assert [k for k, _ in rec.calls] == ["before", "after"]
+    ctx = rec.calls[1][1]
+    assert ctx.communication_mode == "ONEWAY" and ctx.send_result is None and ctx.exception is None

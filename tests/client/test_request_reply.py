@@ -139,3 +139,14 @@ async def test_create_reply_message_needs_a_request(cluster, namesrv_addr, uniqu
         assert MessageConst.CLUSTER not in msgs[0].properties
         with pytest.raises(rmq.ClientError, match=r"property\[CLUSTER\] is null"):
             rmq.create_reply_message(msgs[0], b"x")
+
+
+async def test_requester_and_responder_in_one_client_instance(cluster, namesrv_addr, unique):
+    """Both on the default instance name: one client id, one connection per broker, which
+    carries the request, the reply and its push."""
+    topic = unique("RQ")
+    await create_topic(_broker_addr(cluster), topic)
+    async with responder(namesrv_addr, topic, unique("RG"), lambda m: m.body[::-1], instance_name="DEFAULT"), \
+            rmq.Producer(namesrv_addr, unique("PG")) as p:
+        reply = await p.request(rmq.Message(topic=topic, body=b"abc"), timeout=15)
+        assert reply.body == b"cba"

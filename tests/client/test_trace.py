@@ -182,3 +182,39 @@ async def test_a_trace_hook_skips_messages_with_the_switch_off():
     hook.consume_message_before(ctx)
     assert "trace_before" not in ctx.props
     await hook.close()
+
+
+async def test_a_trace_written_by_a_java_client_is_found_by_id(trace_cluster, unique):
+    """What Java's AsyncTraceDispatcher sends (SEND_MESSAGE_V2 to RMQ_SYS_TRACE_TOPIC, the body
+    TraceDataEncoder's text, KEYS the message ids and user keys), written frame by frame, is
+    found and read by rmq.Admin.query_msg_trace_by_id."""
+    from rmq.remoting import RemotingClient, RemotingCommand
+
+    _, broker = trace_cluster
+    namesrv = trace_cluster[0]
+    msg_id = "0A0B0C0D00002A9F0000000000000042"
+    body = ("Pub" + C + "1700000000000" + C + "DefaultRegion" + C + "JavaPG" + C + "JT" + C + msg_id + C + "null" + C
+            + "jk" + C + "10.0.0.1:10911" + C + "6" + C + "2" + C + "0" + C + "0A00000100002A9F00000000000000AA" + C
+            + "true" + F
+            + "SubBefore" + C + "1700000000100" + C + "null" + C + "JavaCG" + C + "REQ1" + C + msg_id + C + "0" + C
+            + "jk" + F
+            + "SubAfter" + C + "REQ1" + C + msg_id + C + "5" + C + "true" + C + "jk" + C + "0" + C + "1700000000105"
+            + C + "JavaCG" + F)
+    props = f"KEYS{C}{msg_id} jk{F}UNIQ_KEY{C}7F00000100002A9F00000000000000FF{F}WAIT{C}true{F}"
+    ext = {"a": "_INNER_TRACE_PRODUCER-JavaPG-PRODUCER-1", "b": "RMQ_SYS_TRACE_TOPIC", "c": "TBW102", "d": "4",
+           "e": "0", "f": "0", "g": "1700000000200", "h": "0", "i": props, "j": "0", "k": "false", "m": "false"}
+    cmd = RemotingCommand.request(310, ext, body.encode())
+    cmd.language = "JAVA"
+    java = RemotingClient()
+    try:
+        resp = await java.invoke(broker.broker_addr, cmd)
+        assert resp.code == 0, resp.remark
+    finally:
+        await java.close()
+    async with rmq.Admin(namesrv) as admin:
+        views = await wait_until(lambda: admin.query_msg_trace_by_id(msg_id), 20, what="the Java trace indexed")
+    assert [(v.msg_type, v.group_name, v.status) for v in views] == [
+        ("Pub", "JavaPG", "success"), ("SubBefore", "JavaCG", "success"), ("SubAfter", "JavaCG", "success")]
+    pub = views[0]
+    assert (pub.topic, pub.tags, pub.keys, pub.cost_time, pub.time_stamp) == ("JT", "null", "jk", 2, 1700000000000)
+    assert pub.client_host == "127.0.0.1"
