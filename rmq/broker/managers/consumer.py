@@ -219,9 +219,12 @@ class ConsumerManager:
         info.consume_type, info.message_model, info.consume_from_where = consume_type, message_model, consume_from_where
         info.last_update = time.monotonic()
         self._by_conn.setdefault(channel.conn, {})[group] = len(subscriptions)
-        self._by_client[channel.client_id] = channel.conn
         if hasattr(channel.conn, "attributes"):
-            channel.conn.attributes["consumer_client_id"] = channel.client_id
+            previous = channel.conn.attributes.get("consumer_client_id")
+            if previous != channel.client_id:   # one id per connection: a changed id replaces the old
+                self._forget_client(channel.conn)
+                channel.conn.attributes["consumer_client_id"] = channel.client_id
+        self._by_client[channel.client_id] = channel.conn
         changed = False
         old = info.channels.get(channel.conn)
         if old is None:
@@ -331,8 +334,10 @@ class ProducerManager:
         self.max_per_group = max_per_group
         self._by_conn: dict[Connection, set[str]] = {}  # conn -> its producer groups
         # client id -> its connection (Java ProducerManager.clientChannelTable): the reply
-        # processor finds a requester here; an entry lives while the connection has a group
+        # processor finds a requester here; one id per connection (its latest heartbeat's),
+        # kept while the connection has a group
         self._by_client: dict[str, Connection] = {}
+        self._client_of: dict[Connection, str] = {}
 
     def groups_of(self, conn: Connection) -> set[str]:
         """The producer groups ``conn`` registered (read-only; empty when none)."""
@@ -360,11 +365,12 @@ class ProducerManager:
                 chans = self.group_channel_table.setdefault(group, {})
             chans[channel.conn] = channel
             self._by_conn.setdefault(channel.conn, set()).add(group)
-            self._by_client[channel.client_id] = channel.conn
+            self._index_client(channel.conn, channel.client_id)
             _rl.info("producer-connected", "new producer connected, group %s %s %s", clip(group),
                      clip(channel.client_id),
                      channel.remote_addr)
         else:
+            self._index_client(channel.conn, channel.client_id)
             old.client_id, old.language, old.version = channel.client_id, channel.language, channel.version
             old.last_update = time.monotonic()
         return True
@@ -379,8 +385,7 @@ class ProducerManager:
             groups.discard(group)
             if not groups:
                 del self._by_conn[conn]
-                if self._by_client.get(removed.client_id) is conn:
-                    del self._by_client[removed.client_id]
+                self._unindex_client(conn)
         if not chans:
             del self.group_channel_table[group]
         return True
@@ -400,6 +405,17 @@ class ProducerManager:
         for conn in stale:
             self.do_channel_close_event(conn)
         return stale
+
+    def _index_client(self, conn: Connection, client_id: str) -> None:
+        if self._client_of.get(conn) != client_id:
+            self._unindex_client(conn)
+            self._client_of[conn] = client_id
+        self._by_client[client_id] = conn
+
+    def _unindex_client(self, conn: Connection) -> None:
+        client_id = self._client_of.pop(conn, None)
+        if client_id is not None and self._by_client.get(client_id) is conn:
+            del self._by_client[client_id]
 
     def find_channel(self, client_id: str) -> Connection | None:
         """The connection of the producer client ``client_id`` (Java ``findChannel``)."""
