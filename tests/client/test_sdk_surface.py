@@ -50,7 +50,8 @@ def test_public_names_are_the_documented_ones(cls):
 @pytest.mark.parametrize("module", ["rmq", "rmq.types", "rmq.client", "rmq.client.consumer",
                                     "rmq.client.consumer.options", "rmq.client.consumer.push",
                                     "rmq.client.consumer.pull", "rmq.client.consumer.consume_service",
-                                    "rmq.client.producer", "rmq.client.instance"])
+                                    "rmq.client.producer", "rmq.client.instance", "rmq.client.hooks",
+                                    "rmq.client.request_reply", "rmq.client.trace"])
 def test_every_module_declares_what_it_exports(module):
     mod = importlib.import_module(module)
     assert mod.__all__ and len(set(mod.__all__)) == len(mod.__all__)
