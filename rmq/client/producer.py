@@ -234,6 +234,8 @@ class Producer:
         self._state = ServiceState.CREATE_JUST
         self._closing = False
         self._member = _ProducerMember(self)
+        if trace_topic is not None and TopicValidator.check_topic(trace_topic) is not None:
+            raise ClientError(f"trace_topic {trace_topic[:40]!r}: {TopicValidator.check_topic(trace_topic)}")
         if trace:
             from .trace import SendMessageTraceHook, TraceDispatcher
 

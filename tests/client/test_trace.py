@@ -218,3 +218,10 @@ async def test_a_trace_written_by_a_java_client_is_found_by_id(trace_cluster, un
     pub = views[0]
     assert (pub.topic, pub.tags, pub.keys, pub.cost_time, pub.time_stamp) == ("JT", "null", "jk", 2, 1700000000000)
     assert pub.client_host == "127.0.0.1"
+
+
+def test_a_bad_trace_topic_fails_at_construction():
+    with pytest.raises(rmq.ClientError, match="trace_topic"):
+        rmq.Producer("127.0.0.1:1", "PG", trace=True, trace_topic="no spaces")
+    with pytest.raises(rmq.ClientError, match="trace_topic"):
+        rmq.PushConsumer("127.0.0.1:1", "CG", trace=True, trace_topic="x" * 200)
