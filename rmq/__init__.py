@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # loaded lazily by __getattr__ below
         Admin,
         AdminError,
         ConsumerOptions,
+        ConsumerRebalanceListener,
         Producer,
         PullConsumer,
         PullConsumerOptions,
@@ -73,10 +74,11 @@ __all__ = [
     "ServiceState",
 ]
 __all__ += errors.__all__
+__all__ += ["ConsumerRebalanceListener"]
 
 
 _LAZY = ("Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
-         "PullConsumerOptions", "Admin", "AdminError")
+         "PullConsumerOptions", "Admin", "AdminError", "ConsumerRebalanceListener")
 
 
 def __getattr__(name: str) -> Any:

@@ -7,6 +7,7 @@ from .admin import Admin, AdminError
 from .consumer import (
                        AllocateConsistentHash,
                        ConsumerOptions,
+                       ConsumerRebalanceListener,
                        PullConsumer,
                        PullConsumerOptions,
                        PushConsumer,
@@ -19,3 +20,4 @@ from .producer import MessageQueueSelector, Producer, select_by_hash
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
            "PullConsumerOptions", "MessageQueueSelector", "select_by_hash", "allocate_averagely",
            "allocate_averagely_by_circle", "AllocateConsistentHash", "Admin", "AdminError"]
+__all__ += ["ConsumerRebalanceListener"]

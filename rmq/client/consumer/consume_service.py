@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rmq.common.log import RateLimitedLog
 from rmq.common.tasks import wait_event
 from rmq.errors import ClientError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
@@ -39,6 +40,8 @@ __all__ = ["ConsumeMessageService", "ConsumeMessageConcurrentlyService", "Consum
            "ConsumeMessageIteratorService", "Handlers", "HandlerResult", "MessageHandler", "BatchMessageHandler"]
 
 log = logging.getLogger("rmq.client")
+# a stuck handler repeats on every message: one line per group per 10 s, with a count
+_rlog = RateLimitedLog(log)
 
 HandlerResult = ConsumeResult | None
 #: ``async def handler(msg) -> ConsumeResult | None``; raising means "consume later".
@@ -50,6 +53,9 @@ BatchMessageHandler = Callable[[list[MessageExt]], Awaitable[HandlerResult] | Ha
 LOCAL_RETRY_DELAY = 5.0
 #: Orderly: how long to wait before retrying to lock a queue the broker refused.
 LOCK_RETRY_DELAY = 3.0
+#: The delay level of a message whose handler ran past ``consume_timeout`` (Java
+#: ``ProcessQueue.cleanExpiredMsg`` sends it back with level 3, 10 s).
+CONSUME_TIMEOUT_DELAY_LEVEL = 3
 
 
 class ConsumeRequest:
@@ -122,11 +128,12 @@ class _HandlerService(ConsumeMessageService):
 
     async def _call(self, msgs: list[MessageExt]) -> bool:
         try:
+            app = self._consumer.app_messages(msgs)
             if self._batch is not None:
-                result = self._batch(msgs)
+                result = self._batch(app)
             else:
                 assert self._single is not None
-                result = self._single(msgs[0])
+                result = self._single(app[0])
             if inspect.isawaitable(result):
                 result = await result
         except asyncio.CancelledError:
@@ -183,7 +190,24 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
             req = await self._requests.get()
             if req.pq.dropped or not self._consumer.active:
                 continue    # closing: start nothing new; it is redelivered from the offset
-            ok = await self.call_handler(req.msgs)
+            timeout = self._consumer.options.consume_timeout
+            try:
+                async with asyncio.timeout(timeout):
+                    ok = await self.call_handler(req.msgs)
+            except TimeoutError:
+                # Java ConsumeMessageConcurrentlyService.cleanExpireMsg: a message consumed for
+                # longer than consumeTimeout is sent back (level 3) and leaves the ProcessQueue.
+                # Java leaves its thread running; here the call is cancelled, which frees the
+                # worker (a sync handler that blocks the loop cannot be interrupted).
+                c = self._consumer
+                c.stats["consume_timeouts"] = c.stats.get("consume_timeouts", 0) + len(req.msgs)
+                _rlog.warning(f"consume-timeout:{c.group}", "group %s: handler ran longer than consume_timeout "
+                              "(%.3g s) on %s#%d@%d; cancelled, sending %d message(s) back (delay level %d)",
+                              c.group, timeout, req.msgs[0].topic, req.msgs[0].queue_id, req.msgs[0].queue_offset,
+                              len(req.msgs), CONSUME_TIMEOUT_DELAY_LEVEL)
+                if not req.pq.dropped:
+                    await self.consume_failed(req, CONSUME_TIMEOUT_DELAY_LEVEL)
+                continue
             if req.pq.dropped:
                 continue    # the queue moved to another member: it redelivers from the offset
             if ok:
@@ -200,11 +224,14 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         if offset >= 0 and not pq.dropped:
             c.offset_store.update(pq.mq, offset, increase_only=True)
 
-    async def consume_failed(self, req: ConsumeRequest) -> None:
-        """Send the messages back to the broker; those it could not take are consumed again here
+    async def consume_failed(self, req: ConsumeRequest, delay_level: int | None = None) -> None:
+        """Send the messages back to the broker (``delay_level``, default
+        ``delay_level_when_next_consume``); those it could not take are consumed again here
         after 5 s. Broadcasting: log and drop, as Java does (Java
         ``ConsumeMessageConcurrentlyService.processConsumeResult``)."""
         c = self._consumer
+        if delay_level is None:
+            delay_level = c.options.delay_level_when_next_consume
         pq = req.pq
         c.stats["consumed_failed"] += len(req.msgs)
         if c.message_model is MessageModel.BROADCASTING:
@@ -215,7 +242,7 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
             return
         failed_back: list[MessageExt] = []
         for m in req.msgs:
-            if not await c.send_message_back(m, c.options.delay_level_when_next_consume):
+            if not await c.send_message_back(m, delay_level):
                 failed_back.append(dataclasses.replace(m, reconsume_times=m.reconsume_times + 1))
         failed_offsets = {f.queue_offset for f in failed_back}
         done = [m for m in req.msgs if m.queue_offset not in failed_offsets]
@@ -247,6 +274,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
         self._items: asyncio.Queue[ConsumeRequest | None] = asyncio.Queue(
             maxsize=consumer.options.iterator_buffer)
         self._current: ConsumeRequest | None = None
+        self._current_app: MessageExt | None = None   # what the loop got (topic without namespace)
 
     def start(self) -> None:
         pass
@@ -278,7 +306,8 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
             if req.pq.dropped:
                 continue
             self._current = req
-            return req.msgs[0]
+            self._current_app = self._consumer.app_messages(req.msgs)[0]
+            return self._current_app
 
     def ack_current(self) -> None:
         """The message last returned is consumed."""
@@ -294,7 +323,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
     async def reconsume_later(self, msg: MessageExt | None) -> None:
         """Hand the message last returned back instead of acknowledging it."""
         req = self._current
-        if req is None or (msg is not None and msg is not req.msgs[0]):
+        if req is None or (msg is not None and msg is not self._current_app and msg is not req.msgs[0]):
             raise ClientError("reconsume_later() applies to the message async for returned last")
         if self.orderly:
             raise ClientError("an orderly consumer cannot skip a message: handle it again, or leave "
