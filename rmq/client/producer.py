@@ -311,6 +311,13 @@ class Producer:
         """``ip@pid#instance_name`` once started, else None."""
         return self._instance.client_id if self._instance else None
 
+    def _in_flight_instance(self) -> ClientInstance:
+        """The client instance for a send already accepted: close() waits for those, so they may
+        go on while it does (``_closing``), but not after it."""
+        if self._state is not ServiceState.RUNNING or self._instance is None:
+            raise IllegalStateError(f"producer {self._group} is {self._state.name}")
+        return self._instance
+
     def _check_running(self) -> ClientInstance:
         if self._state is not ServiceState.RUNNING or self._instance is None or self._closing:
             raise IllegalStateError(f"producer {self._group} is not running ({self._state.name}); "
@@ -536,7 +543,7 @@ class Producer:
             properties=p.properties, reconsume_times=0, unit_mode=False, batch=p.batch)
 
     async def _publish_info(self, topic: str, deadline: float | None = None) -> _TopicPublishInfo:
-        inst = self._check_running()
+        inst = self._in_flight_instance()
         self._topics.add(topic)
         info = inst.publish_info.get(topic)
 
@@ -599,7 +606,7 @@ class Producer:
 
     async def _send_to(self, mq: MessageQueue, p: _Prepared, deadline: float) -> SendResult:
         """One attempt to ``mq`` within ``deadline`` (monotonic)."""
-        inst = self._check_running()
+        inst = self._in_flight_instance()
         self._topics.add(mq.topic)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -639,7 +646,7 @@ class Producer:
                 last_exc = e
                 if isinstance(e, RemotingConnectError):
                     try:   # the broker may have moved or gone: see what the name server says now
-                        await self._check_running().update_topic_route(
+                        await self._in_flight_instance().update_topic_route(
                             p.topic, timeout=max(0.1, min(1.0, deadline - time.monotonic())))
                         info = await self._publish_info(p.topic, deadline)
                     except RMQError:
@@ -653,7 +660,7 @@ class Producer:
                 last_exc = e
                 if e.refresh_route:
                     try:
-                        await self._check_running().update_topic_route(p.topic)
+                        await self._in_flight_instance().update_topic_route(p.topic)
                         info = await self._publish_info(p.topic)
                     except RMQError:
                         pass
