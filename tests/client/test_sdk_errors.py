@@ -62,6 +62,33 @@ async def test_handler_past_consume_timeout_is_failed_and_redelivered(fast_retry
     assert "sending 1 message(s) back (delay level 3)" in lines[0].getMessage()
 
 
+async def test_a_handler_swallowing_the_cancellation_still_times_out(fast_retry_cluster, unique):
+    ns, broker = fast_retry_cluster
+    nsaddr = f"127.0.0.1:{ns.port}"
+    topic = unique("T")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    calls: list[int] = []
+
+    async def stubborn(msg: rmq.MessageExt) -> None:
+        calls.append(msg.reconsume_times)
+        if len(calls) == 1:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                return None         # "consumed", says the handler: too late, it timed out
+
+    c = rmq.PushConsumer(nsaddr, unique("CG"), handler=stubborn, consume_from_where=FIRST, consume_timeout=0.5,
+                         consume_concurrency=1)
+    c.subscribe(topic)
+    async with rmq.Producer(nsaddr, unique("PG")) as p, c:
+        await p.send(rmq.Message(topic, b"x"))
+        await wait_until(lambda: len(calls) >= 2, timeout=30, what="redelivery")
+        assert calls == [0, 1] and c.stats["consume_timeouts"] == 1
+        # the single worker goes on (its cancellation was consumed, not left pending)
+        await p.send(rmq.Message(topic, b"y"))
+        await wait_until(lambda: len(calls) >= 3, timeout=30, what="the next message")
+
+
 async def test_orderly_consumer_has_no_consume_timeout(fast_retry_cluster, unique):
     # Java ProcessQueue.cleanExpiredMsg returns at once for an orderly consumer
     ns, broker = fast_retry_cluster

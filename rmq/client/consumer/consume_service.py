@@ -173,8 +173,29 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         self._requests: asyncio.Queue[ConsumeRequest] = asyncio.Queue()
 
     def start(self) -> None:
-        for i in range(self._consumer.options.consume_concurrency):
-            self._consumer.spawn(self._worker(), f"consume-{i}")
+        n = self._consumer.options.consume_concurrency
+        #: per worker: monotonic start of the handler call in progress, or None when idle
+        self._call_started: list[float | None] = [None] * n
+        self._expired: set[int] = set()     # workers the sweep cancelled for consume_timeout
+        self._worker_tasks = [self._consumer.spawn(self._worker(i), f"consume-{i}") for i in range(n)]
+        self._consumer.spawn(self._expire_calls(), "consume-timeout")
+
+    async def _expire_calls(self) -> None:
+        """Cancel handler calls running past ``consume_timeout`` (Java
+        ``ConsumeMessageConcurrentlyService.cleanExpireMsg``, which runs every consumeTimeout
+        minutes; here every quarter of it, at most every second). A sweep rather than a timer per
+        call: a timer costs more per message than the whole bookkeeping of this one."""
+        timeout = self._consumer.options.consume_timeout
+        interval = max(0.05, min(timeout / 4, 1.0))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for i, started in enumerate(self._call_started):
+                if started is not None and now - started > timeout and i not in self._expired:
+                    # The worker is suspended inside the handler's await (a sync handler never
+                    # yields, so the sweep cannot run during it): the cancellation lands there.
+                    self._expired.add(i)
+                    self._worker_tasks[i].cancel()
 
     async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         n = self._consumer.options.consume_batch_size
@@ -185,28 +206,27 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         """A local retry (after a failed send-back) comes back in."""
         self._requests.put_nowait(req)
 
-    async def _worker(self) -> None:
+    async def _worker(self, i: int) -> None:
+        task = asyncio.current_task()
+        assert task is not None
         while True:
             req = await self._requests.get()
             if req.pq.dropped or not self._consumer.active:
                 continue    # closing: start nothing new; it is redelivered from the offset
-            timeout = self._consumer.options.consume_timeout
+            self._call_started[i] = time.monotonic()
             try:
-                async with asyncio.timeout(timeout):
-                    ok = await self.call_handler(req.msgs)
-            except TimeoutError:
-                # Java ConsumeMessageConcurrentlyService.cleanExpireMsg: a message consumed for
-                # longer than consumeTimeout is sent back (level 3) and leaves the ProcessQueue.
-                # Java leaves its thread running; here the call is cancelled, which frees the
-                # worker (a sync handler that blocks the loop cannot be interrupted).
-                c = self._consumer
-                c.stats["consume_timeouts"] = c.stats.get("consume_timeouts", 0) + len(req.msgs)
-                _rlog.warning(f"consume-timeout:{c.group}", "group %s: handler ran longer than consume_timeout "
-                              "(%.3g s) on %s#%d@%d; cancelled, sending %d message(s) back (delay level %d)",
-                              c.group, timeout, req.msgs[0].topic, req.msgs[0].queue_id, req.msgs[0].queue_offset,
-                              len(req.msgs), CONSUME_TIMEOUT_DELAY_LEVEL)
-                if not req.pq.dropped:
-                    await self.consume_failed(req, CONSUME_TIMEOUT_DELAY_LEVEL)
+                ok = await self.call_handler(req.msgs)
+            except asyncio.CancelledError:
+                if i not in self._expired or task.uncancel() > 0:
+                    raise       # close() (too): stop
+                ok = False
+            finally:
+                self._call_started[i] = None
+            if i in self._expired:
+                self._expired.discard(i)
+                if task.cancelling():   # the handler swallowed the cancellation and returned
+                    task.uncancel()
+                await self._consume_timed_out(req)
                 continue
             if req.pq.dropped:
                 continue    # the queue moved to another member: it redelivers from the offset
@@ -215,6 +235,20 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
                 self.commit_consumed(req.pq, req.msgs)
             else:
                 await self.consume_failed(req)
+
+    async def _consume_timed_out(self, req: ConsumeRequest) -> None:
+        """A handler call ran past ``consume_timeout`` and was cancelled: as Java's
+        ``ProcessQueue.cleanExpiredMsg``, its messages go back to the broker with delay level 3
+        (Java leaves the thread running; cancelling frees the worker)."""
+        c = self._consumer
+        c.stats["consume_timeouts"] += len(req.msgs)
+        m = req.msgs[0]
+        _rlog.warning(f"consume-timeout:{c.group}", "group %s: handler ran longer than consume_timeout (%.3g s) on "
+                      "%s#%d@%d; cancelled, sending %d message(s) back (delay level %d)", c.group,
+                      c.options.consume_timeout, m.topic, m.queue_id, m.queue_offset, len(req.msgs),
+                      CONSUME_TIMEOUT_DELAY_LEVEL)
+        if not req.pq.dropped:
+            await self.consume_failed(req, CONSUME_TIMEOUT_DELAY_LEVEL)
 
     def commit_consumed(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """``msgs`` are done: the queue's committable offset moves past the smallest left."""
