@@ -231,7 +231,7 @@ class Producer:
         self._send_latency_fault_enable = send_latency_fault_enable
         self._transaction_checker = transaction_checker
         if tls is not None and not isinstance(tls, (bool, ssl.SSLContext)):
-            raise ConfigError("tls", f"got {type(tls).__name__}", "True, False, None or an ssl.SSLContext")
+            raise ConfigError("tls", f"must be True, False, None or an ssl.SSLContext, got {type(tls).__name__}")
         self._tls = tls
         self._instance: ClientInstance | None = None
         self._uniq: UniqKeyGenerator | None = None
@@ -697,11 +697,14 @@ class Producer:
                         self._group, broker_addr, msg.msg_id)
             return
         inst = self._instance
+        # the checker sees the topic as the application names it (Java
+        # ClientRemotingProcessor.checkTransactionState unwraps the namespace)
+        app_msg = dataclasses.replace(msg, topic=self._ns.unwrap(msg.topic)) if self._ns else msg
 
         async def check() -> None:
             remark = None
             try:
-                state = await _maybe_await(checker(msg))
+                state = await _maybe_await(checker(app_msg))
                 if not isinstance(state, LocalTransactionState):
                     state = LocalTransactionState.UNKNOW
             except Exception as e:  # noqa: BLE001 - reported to the broker in the remark

@@ -141,7 +141,8 @@ class ConsumerOptions:
             raise ConfigError("on_rebalance", f"{self.on_rebalance!r} is not callable",
                               "fn(topic, queues) or a ConsumerRebalanceListener")
         if self.tls is not None and not isinstance(self.tls, (bool, ssl.SSLContext)):
-            raise ConfigError("tls", f"got {type(self.tls).__name__}", "True, False, None or an ssl.SSLContext")
+            raise ConfigError("tls", f"must be True, False, None or an ssl.SSLContext, got "
+                              f"{type(self.tls).__name__}")
         if self.consume_timestamp is not None:
             check_range("consume_timestamp", self.consume_timestamp, 0, 2**63 - 1)
         check_namespace(self.namespace)
@@ -181,7 +182,8 @@ class PushConsumerOptions(ConsumerOptions):
         consume_timeout: seconds a concurrent handler call may run (Java ``consumeTimeout``,
             15 min); past it the call is cancelled, counted as failed and its messages sent
             back with delay level 3 as Java's ``ProcessQueue.cleanExpiredMsg`` does. (0, 86400];
-            default 900. Orderly consumers have no consume timeout, as in Java.
+            default 900. Orderly consumers have none, as in Java, nor
+            does ``async for`` (the loop body is the application's own code).
         on_error: ``fn(error)`` (sync or async), called with a :class:`rmq.errors.RMQError` after
             ``error_retries`` consecutive failures of one kind that need the application (no
             subscription group, no topic or route, no permission); the consumer keeps trying.

@@ -464,7 +464,7 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             default 900 (15 min). Past it the call is cancelled and counts as failed: its
             messages go back to the broker with delay level 3 (Java
             ``ProcessQueue.cleanExpiredMsg``), with a warning. Orderly consumers have none (as
-            in Java).
+            in Java), nor does ``async for``.
         on_error: ``fn(error)`` (sync or async), called with the :class:`rmq.errors.RMQError`
             after ``error_retries`` failures in a row that need the application
             (SubscriptionGroupNotExistError, TopicNotExistError, NoPermissionError, RouteError);
