@@ -172,6 +172,22 @@ async def test_no_route_reaches_poll_and_on_error(cluster, namesrv_addr, unique)
         assert isinstance(errors[0], rmq.TopicNotExistError) and errors[0].retriable
 
 
+async def test_poll_raises_topic_not_exist_from_the_broker(cluster, namesrv_addr, unique):
+    # the topic is deleted on the broker while a consumer reads it (the cached route still
+    # names it): every pull is answered TOPIC_NOT_EXIST
+    _, broker = cluster
+    topic = unique("T")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    c = rmq.PullConsumer(namesrv_addr, unique("LG"), error_retries=2, poll_timeout=1.0, auto_commit=False)
+    async with c:
+        c.assign(await c.fetch_message_queues(topic))
+        async with rmq.Admin(namesrv_addr) as admin:
+            await admin.delete_topic_in_broker(broker.broker_addr, topic)
+        with pytest.raises(rmq.TopicNotExistError) as ei:
+            await _poll_until_raises(c, 40)
+        assert ei.value.code == 17 and topic in str(ei.value)
+
+
 async def test_push_consumer_without_on_error_logs_the_error(tmp_path, unique, caplog):
     async with run_standalone(tmp_path / "s", auto_create_subscription_group=False) as (ns, broker):
         topic = unique("T")
