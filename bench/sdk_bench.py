@@ -127,24 +127,24 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
         if len(seen) >= backlog:
             done.set()
 
-    c = rmq.PushConsumer(namesrv, f"SdkBenchCG_{os.getpid()}", handler=handler,
-                         consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                         consume_concurrency=concurrency)
-    c.subscribe(topic)
+    consumer = rmq.PushConsumer(namesrv, f"SdkBenchCG_{os.getpid()}", handler=handler,
+                                consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                consume_concurrency=concurrency)
+    consumer.subscribe(topic)
     cpu0 = c.cpu_seconds_or_none(broker_pid)
     t0 = time.monotonic()
-    await c.start()
+    await consumer.start()
     try:
         await asyncio.wait_for(done.wait(), timeout=max(120.0, backlog / 500))
     except TimeoutError:
         pass
     elapsed = time.monotonic() - t0
     cpu1 = c.cpu_seconds_or_none(broker_pid)
-    await c.close()
+    await consumer.close()
     fig = {"phase": "drain", "size": size, "backlog": backlog, "consumed": count, "distinct": len(seen),
            "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed, 1),
            "prefill_seconds": round(fill_s, 1), "consume_concurrency": concurrency,
-           "flow_controlled": c.stats["flow_controlled"]}
+           "flow_controlled": consumer.stats["flow_controlled"]}
     if cpu0 is not None and cpu1 is not None and count:
         fig["broker_cpu_s_per_1M"] = round((cpu1 - cpu0) / count * 1e6, 1)
     return fig

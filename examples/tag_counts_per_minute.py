@@ -98,7 +98,11 @@ def main(argv=None) -> int:
     spark = (SparkSession.builder.master("local[2]").appName("tag-counts-per-minute")
              .config("spark.sql.shuffle.partitions", "2").config("spark.sql.session.timeZone", "UTC")
              .getOrCreate())
-    rmq.spark.register(spark)
+    # An installed rmq is found by Spark itself (its pyspark_rocketmq module); an editable
+    # checkout is registered here. register() first checks that Spark's Python workers can
+    # import rmq (PYSPARK_PYTHON) and says so clearly when they cannot.
+    if not rmq.spark.is_registered(spark):
+        rmq.spark.register(spark)
     if args.demo_messages:
         produce_demo(spark, args.namesrv, args.source, args.demo_messages)
     q = start_query(spark, namesrv=args.namesrv, source=args.source, target=args.target, out=args.out,

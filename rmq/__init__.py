@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # loaded lazily by __getattr__ below
         ConsumeMessageContext,
         ConsumeMessageHook,
         ConsumerOptions,
+        ConsumerRebalanceListener,
         Producer,
         PullConsumer,
         PullConsumerOptions,
@@ -86,10 +87,11 @@ __all__ = [
     "ConsumeMessageContext",
 ]
 __all__ += errors.__all__
+__all__ += ["ConsumerRebalanceListener"]
 
 
 _LAZY = ("Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
-         "PullConsumerOptions", "Admin", "AdminError",
+         "PullConsumerOptions", "Admin", "AdminError", "ConsumerRebalanceListener",
          # request-reply and the send/consume hooks
          "reply", "create_reply_message", "SendMessageHook", "SendMessageContext", "ConsumeMessageHook",
          "ConsumeMessageContext")

@@ -15,7 +15,9 @@ timed out flushing to disk) are status enums on results, not exceptions.
      │    ├── RemotingTooMuchRequestError  in-flight semaphore exhausted         retriable
      │    └── RemotingCommandError      malformed frame / header / field         not retriable
      ├── BrokerResponseError(code, remark)   a non-success answer; see for_code()
+     ├── RouteError                     no route for a topic, or a broker missing from it  retriable
      ├── ClientError                    misuse of the SDK (IllegalStateError, …)
+     │    └── ConfigError               a bad constructor argument (also a ValueError)
      └── StoreError                     the message store failed
 """
 from __future__ import annotations
@@ -59,8 +61,10 @@ __all__ = [
     "NoMessageError",
     "FlowControlError",
     "for_code",
+    "RouteError",
     "ClientError",
     "IllegalStateError",
+    "ConfigError",
     "StoreError",
 ]
 
@@ -318,12 +322,45 @@ class FlowControlError(BrokerResponseError):
 # --------------------------------------------------------------------------- misc
 
 
+class RouteError(RMQError):
+    """The client has no usable route: the name server knows no route for the topic, or the
+    route names a broker with no address. Retriable once the route is refreshed (the topic may
+    be created, the broker may register again)."""
+
+    retriable = True
+    refresh_route = True
+
+
 class ClientError(RMQError):
     """The SDK was used wrongly (bad arguments, wrong state). Not retriable."""
 
 
 class IllegalStateError(ClientError):
     """The object is not in a state that allows this call (not started, already closed)."""
+
+
+class ConfigError(ClientError, ValueError):
+    """A constructor argument of the SDK is invalid (a group name, a timeout, a batch size, a
+    name server address ...). Raised when the object is built, never later; not retriable.
+
+    Also a ``ValueError``, so ``except ValueError`` catches it.
+
+    Attributes:
+        argument: the argument's name (``"pull_batch_size"``).
+        allowed: the allowed values in words (``"[1, 1024]"``), or None.
+    """
+
+    def __init__(self, argument: str, message: str, allowed: str | None = None) -> None:
+        self.argument = argument
+        self.detail = message
+        self.allowed = allowed
+        text = f"{argument}: {message}"
+        if allowed is not None:
+            text += f" (allowed: {allowed})"
+        super().__init__(text)
+
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[str, str, str | None]]:
+        return (type(self), (self.argument, self.detail, self.allowed))
 
 
 class StoreError(RMQError):

@@ -7,6 +7,7 @@ from .admin import Admin, AdminError
 from .consumer import (
                        AllocateConsistentHash,
                        ConsumerOptions,
+                       ConsumerRebalanceListener,
                        PullConsumer,
                        PullConsumerOptions,
                        PushConsumer,
@@ -23,3 +24,4 @@ __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushC
            "allocate_averagely_by_circle", "AllocateConsistentHash", "Admin", "AdminError"]
 __all__ += ["reply", "create_reply_message", "SendMessageHook", "SendMessageContext", "ConsumeMessageHook",
             "ConsumeMessageContext"]
+__all__ += ["ConsumerRebalanceListener"]

@@ -9,6 +9,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import ssl
@@ -24,6 +25,7 @@ from rmq.common.tasks import BackgroundTasks
 from rmq.errors import (
     BrokerResponseError,
     ClientError,
+    ConfigError,
     IllegalStateError,
     RemotingCommandError,
     RemotingConnectError,
@@ -55,6 +57,7 @@ from rmq.types import (
 from . import hooks as _hooks
 from . import request_reply as _rr
 from ._codec import UniqKeyGenerator, compress_body, message_properties, properties_to_string
+from .arguments import Namespace, check_namesrv_addr, check_range
 from .instance import ClientInstance, get_client_instance
 
 if TYPE_CHECKING:
@@ -87,16 +90,16 @@ def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> Me
 
 def validate_group(group: str, *, reserved: str) -> None:
     """RocketMQ's group rule: non-empty, ``^[%|a-zA-Z0-9_-]+$``, ≤ 255 chars, not the reserved
-    default. Raises :class:`rmq.errors.ClientError`."""
-    if not group:
-        raise ClientError("group name is empty")
+    default. Raises :class:`rmq.errors.ConfigError` naming ``group``."""
+    allowed = f"1..255 characters matching {TopicValidator.VALID_PATTERN_STR}, not {reserved}"
+    if not isinstance(group, str) or not group:
+        raise ConfigError("group", f"must be a non-empty string, got {group!r}", allowed)
     if len(group) > 255:
-        raise ClientError(f"group name is longer than 255 characters: {group[:40]}…")
+        raise ConfigError("group", f"longer than 255 characters: {group[:40]}…", allowed)
     if TopicValidator.is_topic_or_group_illegal(group):
-        raise ClientError(f"group name {group!r} contains illegal characters (allowed: "
-                          f"{TopicValidator.VALID_PATTERN_STR})")
+        raise ConfigError("group", f"{group[:80]!r} contains illegal characters", allowed)
     if group == reserved:
-        raise ClientError(f"group name {group!r} is reserved; choose your own")
+        raise ConfigError("group", f"{group!r} is reserved; choose your own", allowed)
 
 
 def validate_topic(topic: str, *, for_send: bool = True) -> None:
@@ -182,8 +185,17 @@ class Producer:
         trace: record a Pub message trace of each send in the trace topic (Java's
             ``enableMsgTrace``), batched off the send path; default False.
         trace_topic: the trace topic; default ``RMQ_SYS_TRACE_TOPIC``.
+        namespace: Java's client namespace: topics and the group are ``namespace%name`` on the
+            broker; results (``SendResult.message_queue``) carry the plain names. Default None.
+        retry_backoff: seconds before the first retry of a failed send, doubling per retry up
+            to 1 s and never past the send's deadline (aiokafka ``retry_backoff_ms``);
+            [0, 10]; default 0.1.
 
     Use ``async with Producer(...) as p`` or ``await p.start()`` / ``await p.close()``.
+
+    Raises:
+        rmq.errors.ConfigError: an argument out of range (it names the argument and the
+            allowed values).
     """
 
     def __init__(self, namesrv_addr: str | list[str], group: str, *, instance_name: str = "DEFAULT",
@@ -195,24 +207,33 @@ class Producer:
                  access_key: str | None = None, secret_key: str | None = None,
                  security_token: str | None = None, tls: bool | ssl.SSLContext | None = None,
                  max_outstanding_requests: int = _rr.DEFAULT_MAX_OUTSTANDING_REQUESTS,
-                 trace: bool = False, trace_topic: str | None = None) -> None:
+                 trace: bool = False, trace_topic: str | None = None,
+                 namespace: str | None = None, retry_backoff: float = 0.1) -> None:
+        check_namesrv_addr(namesrv_addr)
         validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
-        if max_outstanding_requests < 1:
-            raise ClientError(f"max_outstanding_requests must be >= 1, got {max_outstanding_requests}")
+        self._ns = Namespace(namespace)
+        check_range("max_outstanding_requests", max_outstanding_requests, 1, 10_000_000)
         self._max_outstanding_requests = max_outstanding_requests
         self._send_hooks: list[_hooks.SendMessageHook] = []
         try:
             self._credentials = SessionCredentials.of(access_key, secret_key, security_token)
         except ValueError as e:
-            raise ClientError(str(e)) from None
-        if send_timeout <= 0:
-            raise ClientError(f"send_timeout must be > 0, got {send_timeout}")
-        if retry_times < 0:
-            raise ClientError(f"retry_times must be >= 0, got {retry_times}")
-        if not 0 < max_message_size <= MAX_MESSAGE_SIZE:
-            raise ClientError(f"max_message_size must be in 1..{MAX_MESSAGE_SIZE}")
+            raise ConfigError("access_key", str(e)) from None
+        check_range("send_timeout", send_timeout, 0.001, 86400)
+        check_range("retry_times", retry_times, 0, 100)
+        check_range("max_message_size", max_message_size, 1, MAX_MESSAGE_SIZE)
+        check_range("compress_over", compress_over, 0, 2**31 - 1)
+        check_range("compress_level", compress_level, 0, 9)
+        check_range("default_topic_queue_nums", default_topic_queue_nums, 1, 1024)
+        check_range("retry_backoff", retry_backoff, 0, 10)
+        if not instance_name or not isinstance(instance_name, str):
+            raise ConfigError("instance_name", f"must be a non-empty string, got {instance_name!r}")
+        if transaction_checker is not None and not callable(transaction_checker):
+            raise ConfigError("transaction_checker", f"{transaction_checker!r} is not callable", "fn(msg) or None")
+        self._retry_backoff = retry_backoff
         self._namesrv_addr = namesrv_addr
-        self._group = group
+        self._user_group = group
+        self._group = self._ns.wrap(group)
         self._instance_name = instance_name
         self._client_ip = client_ip
         self._send_timeout = send_timeout
@@ -224,7 +245,7 @@ class Producer:
         self._send_latency_fault_enable = send_latency_fault_enable
         self._transaction_checker = transaction_checker
         if tls is not None and not isinstance(tls, (bool, ssl.SSLContext)):
-            raise ClientError(f"tls must be True, False, None or an ssl.SSLContext, got {type(tls).__name__}")
+            raise ConfigError("tls", f"must be True, False, None or an ssl.SSLContext, got {type(tls).__name__}")
         self._tls = tls
         self._instance: ClientInstance | None = None
         self._uniq: UniqKeyGenerator | None = None
@@ -255,13 +276,13 @@ class Producer:
                 group (give it another ``instance_name``).
         """
         if self._state is not ServiceState.CREATE_JUST:
-            raise IllegalStateError(f"producer {self.group} is {self._state.name}; only a new producer "
+            raise IllegalStateError(f"producer {self._group} is {self._state.name}; only a new producer "
                                     "can be started (create another one)")
         inst = get_client_instance(self._namesrv_addr, instance_name=self._instance_name,
                                    client_ip=self._client_ip, credentials=self._credentials,
                                    tls=self._tls)
         try:
-            await inst.register_producer(self.group, self._member)
+            await inst.register_producer(self._group, self._member)
         except BaseException:
             self._state = ServiceState.START_FAILED
             raise
@@ -281,20 +302,20 @@ class Producer:
         await self._pending.wait()
         await _hooks.close_hooks(self._send_hooks)
         assert self._instance is not None
-        await self._instance.unregister_producer(self.group)
+        await self._instance.unregister_producer(self._group)
         self._state = ServiceState.SHUTDOWN_ALREADY
 
     def __del__(self, _warn: Any = warnings.warn) -> None:
         if getattr(self, "_state", None) is ServiceState.RUNNING and not self._closing:
-            _warn(f"producer {self.group!r} was not closed", ResourceWarning, source=self)
+            _warn(f"producer {self._group!r} was not closed", ResourceWarning, source=self)
 
     def __repr__(self) -> str:
-        return f"<Producer group={self.group!r} {self._state.name}>"
+        return f"<Producer group={self._group!r} {self._state.name}>"
 
     @property
     def group(self) -> str:
-        """The producer group."""
-        return self._group
+        """The producer group (without the namespace)."""
+        return self._user_group
 
     @property
     def state(self) -> ServiceState:
@@ -313,21 +334,34 @@ class Producer:
         """``ip@pid#instance_name`` once started, else None."""
         return self._instance.client_id if self._instance else None
 
+    def _in_flight_instance(self) -> ClientInstance:
+        """The client instance for a send already accepted: close() waits for those, so they may
+        go on while it does (``_closing``), but not after it."""
+        if self._state is not ServiceState.RUNNING or self._instance is None:
+            raise IllegalStateError(f"producer {self._group} is {self._state.name}")
+        return self._instance
+
     def _check_running(self) -> ClientInstance:
         if self._state is not ServiceState.RUNNING or self._instance is None or self._closing:
-            raise IllegalStateError(f"producer {self.group} is not running ({self._state.name}); "
+            raise IllegalStateError(f"producer {self._group} is not running ({self._state.name}); "
                                     "call start() on a new producer")
         return self._instance
 
     # ---------------------------------------------------------------- public send API
 
-    async def send(self, msg: Message, *, queue: MessageQueue | None = None,
-                   selector: MessageQueueSelector | None = None, sharding_key: Any = None,
-                   timeout: float | None = None) -> SendResult:
-        """Send one message and wait for the broker's answer.
+    def send(self, msg: Message, *, queue: MessageQueue | None = None,
+             selector: MessageQueueSelector | None = None, sharding_key: Any = None,
+             timeout: float | None = None) -> asyncio.Future[SendResult]:
+        """Start sending one message; returns a future of its :class:`SendResult` (aiokafka's
+        ``send``). ``await producer.send(m)`` waits for the broker's answer as before; keep the
+        future to await it later, or use :meth:`send_and_wait`.
+
+        The message is checked (and encoded) at once: a ClientError for an invalid message or a
+        producer that is not running is raised by this call, not by the future. :meth:`close`
+        waits for the futures still pending.
 
         Args:
-            msg: the message.
+            msg: the message (its topic without the namespace).
             queue: send to exactly this queue (no retry on another one). Default: choose.
             selector: orderly send: ``selector(queues, msg, sharding_key)`` picks the queue; no
                 retry on another queue, to keep per-key order. Default None.
@@ -336,21 +370,44 @@ class Producer:
             timeout: seconds for the whole send including retries; default ``send_timeout``.
 
         Returns:
-            SendResult (``status`` is SEND_OK unless the broker reported a flush/replication
-            problem; the message is stored on the master either way).
+            A future (an ``asyncio.Task``) resolving to the SendResult (``status`` is SEND_OK
+            unless the broker reported a flush/replication problem; the message is stored on the
+            master either way), or failing with:
 
-        Raises:
-            rmq.errors.BrokerResponseError: the broker refused it (``code``, ``retriable``).
-            rmq.errors.RemotingError: connection failure or timeout after all retries.
-            rmq.errors.ClientError: invalid message or producer not running.
+            - rmq.errors.BrokerResponseError: the broker refused it (``code``, ``retriable``).
+            - rmq.errors.RemotingError: connection failure or timeout after all retries.
         """
         self._check_running()
         prepared = self._prepare(msg)
+        return self._pending.spawn(self._send_prepared(msg, prepared, queue, selector, sharding_key, timeout),
+                                   f"rmq-send-{self._group}")
+
+    async def send_and_wait(self, msg: Message, *, queue: MessageQueue | None = None,
+                            selector: MessageQueueSelector | None = None, sharding_key: Any = None,
+                            timeout: float | None = None) -> SendResult:
+        """Send one message and wait for the broker's answer (aiokafka's ``send_and_wait``); the
+        arguments and errors of :meth:`send`, raised here."""
+        self._check_running()
+        prepared = self._prepare(msg)
+        return await self._send_prepared(msg, prepared, queue, selector, sharding_key, timeout)
+
+    async def _send_prepared(self, msg: Message, prepared: _Prepared, queue: MessageQueue | None,
+                             selector: MessageQueueSelector | None, sharding_key: Any,
+                             timeout: float | None) -> SendResult:
         if queue is not None or selector is not None or sharding_key is not None:
             deadline = time.monotonic() + (timeout or self._send_timeout)
-            mq = queue or await self._select_with(msg, selector or select_by_hash, sharding_key, deadline)
-            return await self._send_to(mq, prepared, deadline)
-        return await self._send_default(prepared, timeout)
+            if queue is not None:
+                mq = self._ns.wrap_mq(queue)
+            else:
+                mq = await self._select_with(msg, selector or select_by_hash, sharding_key, deadline)
+            return self._unwrap_result(await self._send_to(mq, prepared, deadline))
+        return self._unwrap_result(await self._send_default(prepared, timeout))
+
+    def _unwrap_result(self, result: SendResult) -> SendResult:
+        """A SendResult as the application sees it: its queue's topic without the namespace."""
+        if not self._ns:
+            return result
+        return dataclasses.replace(result, message_queue=self._ns.unwrap_mq(result.message_queue))
 
     def send_with_callback(self, msg: Message,
                            callback: Callable[[SendResult | None, BaseException | None], Any], *,
@@ -363,15 +420,15 @@ class Producer:
 
         async def run() -> SendResult:
             try:
-                result = await self.send(msg, queue=queue, selector=selector, sharding_key=sharding_key,
-                                         timeout=timeout)
+                result = await self.send_and_wait(msg, queue=queue, selector=selector,
+                                                  sharding_key=sharding_key, timeout=timeout)
             except Exception as e:
                 await _call(callback, None, e)
                 raise
             await _call(callback, result, None)
             return result
 
-        return self._pending.spawn(run(), f"rmq-send-{self.group}")
+        return self._pending.spawn(run(), f"rmq-send-{self._group}")
 
     async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
                           selector: MessageQueueSelector | None = None, sharding_key: Any = None) -> None:
@@ -379,12 +436,13 @@ class Producer:
         outcome is unknown). Raises only if no queue or connection could be found."""
         inst = self._check_running()
         prepared = self._prepare(msg)
-        if queue is None:
-            if selector is not None or sharding_key is not None:
-                queue = await self._select_with(msg, selector or select_by_hash, sharding_key)
-            else:
-                info = await self._publish_info(msg.topic)
-                queue = self._select_queue(info, None)
+        if queue is not None:
+            queue = self._ns.wrap_mq(queue)
+        elif selector is not None or sharding_key is not None:
+            queue = await self._select_with(msg, selector or select_by_hash, sharding_key)
+        else:
+            info = await self._publish_info(prepared.topic)
+            queue = self._select_queue(info, None)
         addr = await self._broker_addr(inst, queue)
         header = self._header(prepared, queue)
         send = inst.api.send_message_oneway(addr, header, prepared.body, batch=prepared.batch)
@@ -407,8 +465,8 @@ class Producer:
         prepared = self._prepare_batch(msgs)
         if queue is not None:
             deadline = time.monotonic() + (timeout or self._send_timeout)
-            return await self._send_to(queue, prepared, deadline)
-        return await self._send_default(prepared, timeout)
+            return self._unwrap_result(await self._send_to(self._ns.wrap_mq(queue), prepared, deadline))
+        return self._unwrap_result(await self._send_default(prepared, timeout))
 
     async def send_in_transaction(self, msg: Message,
                                   local_transaction: Callable[[Message, SendResult], TransactionOutcome], *,
@@ -427,34 +485,35 @@ class Producer:
         props = dict(msg.properties)
         half = _with_props(msg, props)
         prepared = self._prepare(half, extra={MessageConst.TRANSACTION_PREPARED: "true",
-                                              MessageConst.PRODUCER_GROUP: self.group})
+                                              MessageConst.PRODUCER_GROUP: self._group})
         prepared.sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
-        result = await self._send_default(prepared, timeout)
+        raw = await self._send_default(prepared, timeout)
+        result = self._unwrap_result(raw)
         state = LocalTransactionState.UNKNOW
         if result.status is SendStatus.SEND_OK:
             try:
                 state = await _maybe_await(local_transaction(msg, result))
                 if not isinstance(state, LocalTransactionState):
                     log.warning("producer %s: local transaction returned %r; treating as UNKNOW",
-                                self.group, state)
+                                self._group, state)
                     state = LocalTransactionState.UNKNOW
             except Exception as e:  # noqa: BLE001 - the broker's check-back decides later
                 log.warning("producer %s: local transaction of %s raised %r; state UNKNOW",
-                            self.group, result.msg_id, e)
+                            self._group, result.msg_id, e)
                 state = LocalTransactionState.UNKNOW
         else:
             state = LocalTransactionState.ROLLBACK_MESSAGE
         try:
-            await self._end_transaction(inst, result, state)
+            await self._end_transaction(inst, raw, state)
         except RMQError as e:
             log.warning("producer %s: END_TRANSACTION for %s failed (the broker will check back): %r",
-                        self.group, result.msg_id, e)
+                        self._group, result.msg_id, e)
         return TransactionSendResult(result, state)
 
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         """The writable queues of ``topic`` (from the route cache, fetched if needed)."""
         self._check_running()
-        return list((await self._publish_info(topic)).message_queues)
+        return [self._ns.unwrap_mq(mq) for mq in (await self._publish_info(self._ns.wrap(topic))).message_queues]
 
     def add_send_hook(self, hook: _hooks.SendMessageHook) -> None:
         """Call ``hook.send_message_before(ctx)`` / ``send_message_after(ctx)`` around every send
@@ -492,10 +551,10 @@ class Producer:
         start = time.monotonic()
         correlation_id, extra = _rr.request_properties(inst.client_id, timeout)
         prepared = self._prepare(msg, extra)
-        if msg.topic not in inst.publish_info:
+        if prepared.topic not in inst.publish_info:
             # Java prepareSendRequest: a new route may mean a new broker, which must know our
             # connection before the reply comes back
-            await self._publish_info(msg.topic, start + timeout)
+            await self._publish_info(prepared.topic, start + timeout)
             await inst.send_heartbeat_to_all_brokers()
         table = inst.request_futures
         fut = table.add(correlation_id, self, self._max_outstanding_requests)
@@ -529,7 +588,8 @@ class Producer:
             sys_flag |= MessageSysFlag.COMPRESSED_FLAG
         if len(body) > self._max_message_size:
             raise ClientError(f"message body is {len(body)} bytes; the maximum is {self._max_message_size}")
-        return _Prepared(msg.topic, body, properties_to_string(props), sys_flag, msg.flag, uniq, False)
+        return _Prepared(self._ns.wrap(msg.topic), body, properties_to_string(props), sys_flag, msg.flag, uniq,
+                         False)
 
     def _prepare_batch(self, msgs: Sequence[Message]) -> _Prepared:
         if not msgs:
@@ -557,17 +617,17 @@ class Producer:
         if len(body) > self._max_message_size:
             raise ClientError(f"batch is {len(body)} bytes encoded; the maximum is {self._max_message_size}")
         outer = {MessageConst.WAIT_STORE_MSG_OK: "true" if msgs[0].wait_store_msg_ok else "false"}
-        return _Prepared(topic, body, properties_to_string(outer), 0, 0, ",".join(ids), True)
+        return _Prepared(self._ns.wrap(topic), body, properties_to_string(outer), 0, 0, ",".join(ids), True)
 
     def _header(self, p: _Prepared, mq: MessageQueue) -> SendMessageRequestHeader:
         return SendMessageRequestHeader(
-            producer_group=self.group, topic=p.topic, default_topic=AUTO_CREATE_TOPIC_KEY,
+            producer_group=self._group, topic=p.topic, default_topic=AUTO_CREATE_TOPIC_KEY,
             default_topic_queue_nums=self._default_topic_queue_nums, queue_id=mq.queue_id,
             sys_flag=p.sys_flag, born_timestamp=int(time.time() * 1000), flag=p.flag,
             properties=p.properties, reconsume_times=0, unit_mode=False, batch=p.batch)
 
     async def _publish_info(self, topic: str, deadline: float | None = None) -> _TopicPublishInfo:
-        inst = self._check_running()
+        inst = self._in_flight_instance()
         self._topics.add(topic)
         info = inst.publish_info.get(topic)
 
@@ -612,9 +672,12 @@ class Producer:
 
     async def _select_with(self, msg: Message, selector: MessageQueueSelector, arg: Any,
                            deadline: float | None = None) -> MessageQueue:
-        info = await self._publish_info(msg.topic, deadline)
+        info = await self._publish_info(self._ns.wrap(msg.topic), deadline)
         mqs = info.message_queues
-        mq = selector(mqs, msg, arg)
+        if self._ns:    # the selector sees the queues as the application names them
+            mq = self._ns.wrap_mq(selector([self._ns.unwrap_mq(q) for q in mqs], msg, arg))
+        else:
+            mq = selector(mqs, msg, arg)
         if not isinstance(mq, MessageQueue):
             raise ClientError(f"selector returned {mq!r}, not a MessageQueue")
         return mq
@@ -627,7 +690,7 @@ class Producer:
 
     async def _send_to(self, mq: MessageQueue, p: _Prepared, deadline: float) -> SendResult:
         """One attempt to ``mq`` within ``deadline`` (monotonic)."""
-        inst = self._check_running()
+        inst = self._in_flight_instance()
         self._topics.add(mq.topic)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -643,14 +706,23 @@ class Producer:
         return await send
 
     async def _send_default(self, p: _Prepared, timeout: float | None) -> SendResult:
-        """Send with retries on another queue, preferably another broker (Java ``sendDefaultImpl``)."""
+        """Send with retries on another queue, preferably another broker (Java ``sendDefaultImpl``).
+
+        Retries wait ``retry_backoff`` seconds, doubling up to 1 s, within the deadline (Java
+        retries at once; a broker that just refused is given a moment). The failures are logged
+        once per send, when it finally fails or succeeds after a retry, not once per attempt."""
         timeout = timeout or self._send_timeout
         deadline = time.monotonic() + timeout
         info = await self._publish_info(p.topic, deadline)
         last_broker: str | None = None
         last_exc: Exception | None = None
+        failures: list[str] = []
         attempts = 1 + self._retry_times
         for attempt in range(attempts):
+            if attempt and self._retry_backoff:
+                pause = min(self._retry_backoff * 2 ** (attempt - 1), 1.0, deadline - time.monotonic())
+                if pause > 0:
+                    await asyncio.sleep(pause)
             if time.monotonic() >= deadline:
                 break
             mq = self._select_queue(info, last_broker)
@@ -660,12 +732,11 @@ class Producer:
                 result = await self._send_to(mq, p, deadline)
             except RemotingError as e:
                 self._faults.update(mq.broker_name, time.monotonic() - start, True)
-                _rlog.warning(f"send-failed:{self.group}", "producer %s: send to %s failed (attempt %d/%d): %s",
-                              self.group, mq, attempt + 1, attempts, clip(repr(e)))
+                failures.append(f"{mq.broker_name}#{mq.queue_id}: {clip(repr(e))}")
                 last_exc = e
                 if isinstance(e, RemotingConnectError):
                     try:   # the broker may have moved or gone: see what the name server says now
-                        await self._check_running().update_topic_route(
+                        await self._in_flight_instance().update_topic_route(
                             p.topic, timeout=max(0.1, min(1.0, deadline - time.monotonic())))
                         info = await self._publish_info(p.topic, deadline)
                     except RMQError:
@@ -675,22 +746,25 @@ class Producer:
                 if not e.retriable:
                     raise       # about this message (e.g. MESSAGE_ILLEGAL), not the broker
                 self._faults.update(mq.broker_name, time.monotonic() - start, True)
-                _rlog.warning(f"send-refused:{self.group}",
-                              "producer %s: broker refused send to %s (attempt %d/%d): %s",
-                              self.group, mq, attempt + 1, attempts, clip(repr(e)))
+                failures.append(f"{mq.broker_name}#{mq.queue_id}: {clip(repr(e))}")
                 last_exc = e
                 if e.refresh_route:
                     try:
-                        await self._check_running().update_topic_route(p.topic)
+                        await self._in_flight_instance().update_topic_route(p.topic)
                         info = await self._publish_info(p.topic)
                     except RMQError:
                         pass
                 continue
             self._faults.update(mq.broker_name, time.monotonic() - start, False)
+            if failures:
+                _rlog.warning(f"send-retried:{self._group}", "producer %s: send to %s succeeded at attempt %d "
+                              "after: %s", self._group, p.topic, attempt + 1, "; ".join(failures))
             return result
         if last_exc is None:
             raise RemotingTimeoutError(p.topic, timeout, f"send to {p.topic} timed out after {timeout}s")
-        last_exc.add_note(f"send to topic {p.topic} failed after {attempts} attempt(s)")
+        _rlog.warning(f"send-failed:{self._group}", "producer %s: send to %s failed after %d attempt(s): %s",
+                      self._group, p.topic, len(failures), "; ".join(failures))
+        last_exc.add_note(f"send to topic {p.topic} failed after {len(failures)} attempt(s)")
         raise last_exc
 
     async def _end_transaction(self, inst: ClientInstance, result: SendResult,
@@ -698,7 +772,7 @@ class Producer:
         _, _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
         addr = await self._broker_addr(inst, result.message_queue)
         header = EndTransactionRequestHeader(
-            producer_group=self.group, tran_state_table_offset=result.queue_offset,
+            producer_group=self._group, tran_state_table_offset=result.queue_offset,
             commit_log_offset=commit_log_offset, commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
             from_transaction_check=False, msg_id=result.msg_id,
             transaction_id=result.transaction_id or result.msg_id)
@@ -710,14 +784,17 @@ class Producer:
         checker = self._transaction_checker
         if checker is None or self._instance is None:
             log.warning("producer %s: broker %s checks transaction %s but no transaction_checker is set",
-                        self.group, broker_addr, msg.msg_id)
+                        self._group, broker_addr, msg.msg_id)
             return
         inst = self._instance
+        # the checker sees the topic as the application names it (Java
+        # ClientRemotingProcessor.checkTransactionState unwraps the namespace)
+        app_msg = dataclasses.replace(msg, topic=self._ns.unwrap(msg.topic)) if self._ns else msg
 
         async def check() -> None:
             remark = None
             try:
-                state = await _maybe_await(checker(msg))
+                state = await _maybe_await(checker(app_msg))
                 if not isinstance(state, LocalTransactionState):
                     state = LocalTransactionState.UNKNOW
             except Exception as e:  # noqa: BLE001 - reported to the broker in the remark
@@ -726,11 +803,11 @@ class Producer:
             try:
                 check = CheckTransactionStateRequestHeader.from_ext_fields(ext)
             except RemotingCommandError as e:
-                log.warning("producer %s: malformed CHECK_TRANSACTION_STATE from %s: %s", self.group,
+                log.warning("producer %s: malformed CHECK_TRANSACTION_STATE from %s: %s", self._group,
                             broker_addr, e)
                 return
             header = EndTransactionRequestHeader(
-                producer_group=self.group, tran_state_table_offset=check.tran_state_table_offset,
+                producer_group=self._group, tran_state_table_offset=check.tran_state_table_offset,
                 commit_log_offset=check.commit_log_offset, commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
                 from_transaction_check=True,
                 msg_id=msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id,
@@ -738,9 +815,9 @@ class Producer:
             try:
                 await inst.api.end_transaction_oneway(broker_addr, header, remark)
             except RMQError as e:
-                log.warning("producer %s: END_TRANSACTION after check failed: %r", self.group, e)
+                log.warning("producer %s: END_TRANSACTION after check failed: %r", self._group, e)
 
-        self._pending.spawn(check(), f"rmq-txcheck-{self.group}")
+        self._pending.spawn(check(), f"rmq-txcheck-{self._group}")
 
 
 class _ProducerMember:
@@ -754,7 +831,7 @@ class _ProducerMember:
 
     @property
     def group(self) -> str:
-        return self._producer.group
+        return self._producer._group      # on the wire: with the namespace
 
     def publish_topics(self) -> set[str]:
         return self._producer._topics

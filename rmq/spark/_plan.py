@@ -198,9 +198,23 @@ def resolve_offsets(client: RocketMQClient, spec: OffsetSpec,
         else:
             by_addr.setdefault(queues[k], []).append((k, what))
     for addr, items in by_addr.items():
-        got = client.queue_offsets(addr, [(kind, k[0], k[2], ts) for k, (kind, ts) in items])
-        for (k, _), off in zip(items, got, strict=True):
+        queries = [(kind, k[0], k[2], ts) for k, (kind, ts) in items]
+        # a timestamp search answers the max offset when no message is at or after it: ask for
+        # the max in the same round trip to tell "no match" from a match
+        timed = [(k, ts) for k, (kind, ts) in items if kind == "time"]
+        queries += [("max", k[0], k[2], None) for k, _ in timed]
+        got = client.queue_offsets(addr, queries)
+        for (k, _), off in zip(items, got[:len(items)], strict=True):
             out[k] = off
+        for (k, ts), max_off in zip(timed, got[len(items):], strict=True):
+            if out[k] < max_off:
+                continue
+            if spec.no_match == "error":
+                raise OptionError(
+                    f"{spec.option}: no message of queue {k[0]}/{k[1]}/{k[2]} was stored at or after {ts} "
+                    f"(its latest offset is {max_off}); set startingOffsetsByTimestampStrategy=latest to "
+                    f"start such queues at their latest offset")
+            out[k] = max_off
     return out
 
 

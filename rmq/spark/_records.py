@@ -65,6 +65,7 @@ __all__ = [
     "queue_offset_at",
     "chunk_to_arrow",
     "to_arrow_batch",
+    "headers_array",
 ]
 
 MAGIC_V1 = MESSAGE_MAGIC_CODE     # v1: 1-byte topic length
@@ -108,7 +109,7 @@ class Columns:
 
     def __init__(self, want: Iterable[str]) -> None:
         self.want = frozenset(want)
-        self._need_props = bool(self.want & {"key", "tags", "properties"})
+        self._need_props = bool(self.want & {"key", "tags", "properties", "headers"})
         self.clear()
 
     def clear(self) -> None:
@@ -154,7 +155,7 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
     w_bts = "bornTimestamp" in want
     w_tags = "tags" in want
     w_id = "msgId" in want
-    w_props = "properties" in want
+    w_props = "properties" in want or "headers" in want
     head_unpack = _HEAD.unpack_from
     last = start
     first = None
@@ -238,6 +239,16 @@ def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema: ArrowSchem
                 offs.append(len(keys))
             arr = pa.MapArray.from_arrays(pa.array(offs, pa.int32()), pa.array(keys, t.key_type),
                                           pa.array(items, t.item_type), type=t)
+        elif name == "headers":
+            hkeys: list[str] = []
+            hvalues: list[bytes] = []
+            hoffs = [0]
+            for d in cols.properties:
+                hkeys.extend(d.keys())
+                hvalues.extend(v.encode("utf-8") for v in d.values())
+                hoffs.append(len(hkeys))
+            arr = headers_array(np.asarray(hoffs, dtype=np.int32), pa.array(hkeys, pa.string()),
+                                pa.array(hvalues, pa.binary()), t)
         elif name in ("key", "value") and kind == "string":
             arr = pa.array([None if b is None else b.decode("utf-8", "replace") for b in getattr(cols, name)], type=t)
         else:
@@ -410,7 +421,7 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema
     n = len(rows)
     Sk = S[rows]
     props: ArrowProps | None = None
-    if want & {"key", "tags", "properties"}:
+    if want & {"key", "tags", "properties", "headers"}:
         props = _props_arrow(u8, data, ppos[rows] + 2, plen[rows])
         if props is None:  # not valid UTF-8: the per-record path decodes with replacement
             return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)
@@ -460,6 +471,10 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema
             assert props is not None
             offs, keys, items = props
             arr = pa.MapArray.from_arrays(pa.array(offs.astype(np.int32)), keys, items, type=t)
+        elif name == "headers":
+            assert props is not None
+            offs, keys, items = props
+            arr = headers_array(offs.astype(np.int32), keys, items.cast(pa.binary()), t)
         else:  # pragma: no cover - _column_plan only lets known names through
             raise ValueError(f"unknown column {name!r}")
         arrays.append(arr)
@@ -467,6 +482,17 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema
 
 
 _HEX = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
+
+
+def headers_array(offsets: npt.NDArray[np.int32], keys: ArrowArray, values: ArrowArray, t: Any) -> ArrowArray:
+    """Spark-Kafka's ``headers`` column, ``array<struct<key string, value binary>>``: record
+    ``i``'s properties are items ``offsets[i]:offsets[i+1]`` (values as UTF-8 bytes)."""
+    import pyarrow as pa
+
+    struct_type = t.value_type
+    items = pa.StructArray.from_arrays([keys.cast(struct_type[0].type), values.cast(struct_type[1].type)],
+                                       fields=list(struct_type))
+    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, type=t)
 
 
 def _binary_view(u8: npt.NDArray[np.uint8], data: bytes, starts: npt.NDArray[np.int64],

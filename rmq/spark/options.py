@@ -22,6 +22,7 @@ the system's trust store; Java's client-side names set the rest
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -45,6 +46,8 @@ __all__ = [
     "SourceOptions",
     "SinkOptions",
     "parse_source_options",
+    "include_headers",
+    "TIMESTAMP_STRATEGIES",
     "parse_sink_options",
     "parse_offsets_json",
     "offsets_to_json",
@@ -97,6 +100,10 @@ class OffsetSpec:
     timestamp: int | None = None
     default: str = "earliest"
     option: str = "startingOffsets"  # the option it came from, for error messages
+    #: a timestamp no message of a queue is at or after: ``"error"`` fails the query,
+    #: ``"latest"`` starts that queue at its latest offset (Spark-Kafka's
+    #: ``startingOffsetsByTimestampStrategy``; ending timestamps always take the latest)
+    no_match: str = "latest"
 
 
 def _int_value(option: str, where: str, v: Any) -> int:
@@ -225,6 +232,7 @@ class SourceOptions:
     tls: TlsProperties = ()  # the tls.* client properties; () = plain TCP (see _tls_properties)
     access_key: str | None = None  # ACL: sign every request (accessKey / secretKey options)
     secret_key: str | None = field(default=None, repr=False)
+    include_headers: bool = False  # includeHeaders: add the headers column to the schema
 
     @property
     def credentials(self) -> SessionCredentials | None:
@@ -237,8 +245,11 @@ _SOURCE_KNOWN = {
     "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
     "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "failondataloss",
     "minpartitions", "maxrecordsperpartition", "maxoffsetspertrigger", "pullbatchsize",
-    "pulltimeoutms", "group", "path", "accesskey", "secretkey",
+    "pulltimeoutms", "group", "path", "accesskey", "secretkey", "includeheaders",
+    "startingoffsetsbytimestampstrategy",
 }
+#: Spark-Kafka's ``startingOffsetsByTimestampStrategy`` values
+TIMESTAMP_STRATEGIES = ("error", "latest")
 _SINK_KNOWN = {"nameserver", "topic", "producergroup", "sendtimeoutms", "batchsize", "maxinflight", "tags", "path",
                "accesskey", "secretkey"}
 
@@ -369,6 +380,12 @@ def _parse_assign(raw: str) -> Assignment:
     return out
 
 
+def include_headers(options: Mapping[str, str]) -> bool:
+    """The ``includeHeaders`` option (Spark-Kafka's): add the ``headers`` column; default false."""
+    opts = {k.lower(): v for k, v in options.items() if v is not None}
+    return _bool(opts, "includeHeaders", False)
+
+
 def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
     """Check and parse the reader options.
 
@@ -400,6 +417,11 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         assign = _parse_assign(assign_raw)
 
     starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest", allow_latest=streaming)
+    strategy = (opts.get("startingoffsetsbytimestampstrategy") or "error").strip().lower()
+    if strategy not in TIMESTAMP_STRATEGIES:
+        raise OptionError(f"startingOffsetsByTimestampStrategy: expected one of {', '.join(TIMESTAMP_STRATEGIES)}, "
+                          f"got {opts.get('startingoffsetsbytimestampstrategy')!r}")
+    starting = dataclasses.replace(starting, no_match=strategy)
     if streaming:
         for name in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):
             if opts.get(name) is not None:
@@ -438,6 +460,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         streaming=streaming,
         access_key=_credentials(opts)[0],
         secret_key=_credentials(opts)[1],
+        include_headers=_bool(opts, "includeHeaders", False),
         tls=_tls_properties(opts),
     )
 

@@ -15,6 +15,10 @@ Schema (fixed; declare a subset with ``.schema(...)`` to skip building unused co
     brokerName string, tags string, bornTimestamp timestamp, msgId string,
     properties map<string,string>
 
+and with ``.option("includeHeaders", "true")`` (as Spark-Kafka's source) also
+``headers array<struct<key string, value binary>>``: the message properties as Kafka-style
+headers (value = the property's UTF-8 bytes). A declared schema may name ``headers`` too.
+
 ``timestamp`` is the broker's store time, so ``timestampType`` is always 1 (log-append time,
 in Spark-Kafka's numbering). ``msgId`` is the offsetMsgId; ``key`` is the KEYS property.
 """
@@ -36,6 +40,7 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     DataType,
     IntegerType,
@@ -67,6 +72,7 @@ from rmq.spark.options import (
     QueueKey,
     SinkOptions,
     SourceOptions,
+    include_headers,
     offsets_from_json,
     offsets_to_json,
     parse_sink_options,
@@ -112,6 +118,10 @@ SOURCE_SCHEMA = StructType([
     StructField("msgId", StringType()),
     StructField("properties", MapType(StringType(), StringType())),
 ])
+#: Spark-Kafka's headers column type
+HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+#: the schema with ``includeHeaders=true``
+SOURCE_SCHEMA_WITH_HEADERS = StructType(SOURCE_SCHEMA.fields + [StructField("headers", HEADERS_TYPE)])
 
 # Our column -> the Spark types a user may declare for it, and how it is then built.
 # column → the Spark types it may be declared as → how decode_records fills it
@@ -128,6 +138,7 @@ _ACCEPTED: dict[str, dict[DataType, str]] = {
     "bornTimestamp": {TimestampType(): "native", LongType(): "long"},
     "msgId": {StringType(): "native"},
     "properties": {MapType(StringType(), StringType()): "native", MapType(StringType(), StringType(), False): "native"},
+    "headers": {HEADERS_TYPE: "native"},
 }
 _CANONICAL = {n.lower(): n for n in _ACCEPTED}
 
@@ -475,7 +486,7 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> StructType:
-        return SOURCE_SCHEMA
+        return SOURCE_SCHEMA_WITH_HEADERS if include_headers(self.options) else SOURCE_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return RocketMQBatchReader(parse_source_options(self.options, streaming=False), schema)

@@ -100,9 +100,9 @@ async def test_client_certificate_required(pki, tmp_path):
 
 
 def test_tls_argument_is_checked():
-    with pytest.raises(ClientError, match="tls must be"):
+    with pytest.raises(ClientError, match="tls: must be"):
         rmq.Producer("127.0.0.1:1", "G", tls="yes")  # type: ignore[arg-type]
-    with pytest.raises(ClientError, match="tls must be"):
+    with pytest.raises(ClientError, match="tls: must be"):
         rmq.PullConsumer("127.0.0.1:1", "G", tls=1.5)  # type: ignore[arg-type]
     assert rmq.PushConsumer("127.0.0.1:1", "G", tls=True).options.tls is True
 

@@ -22,13 +22,14 @@ FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 DOCUMENTED = {
     rmq.Producer: {"start", "close", "send", "send_with_callback", "send_oneway", "send_batch",
                    "send_in_transaction", "fetch_publish_message_queues", "client_id", "group", "state",
-                   "request", "add_send_hook"},
+                   "request", "add_send_hook", "send_and_wait"},
     rmq.PushConsumer: {"subscribe", "unsubscribe", "start", "close", "pause", "resume", "paused", "stats",
-                       "getone", "reconsume_later", "client_id", "group", "options", "state", "add_consume_hook"},
+                       "getone", "reconsume_later", "client_id", "group", "options", "state", "add_consume_hook",
+                       "paused_queues", "assignment", "namespace"},
     rmq.PullConsumer: {"subscribe", "unsubscribe", "assign", "assignment", "fetch_message_queues", "start",
                        "close", "poll", "seek", "seek_to_begin", "seek_to_end", "offset_for_timestamp",
                        "commit", "committed", "pause", "resume", "paused", "client_id", "group", "options",
-                       "state"},
+                       "state", "namespace"},
 }
 # What the client instance calls on its members: none of it may show on the public classes.
 INTERNAL = {"do_rebalance", "heartbeat_data", "offset_table_json", "running_info", "reset_offset",
@@ -70,7 +71,7 @@ def test_constructor_keywords_are_the_options_fields_with_the_same_defaults(cls,
                 if p.kind is p.KEYWORD_ONLY and n not in ("handler", "batch_handler", "orderly", "options")}
     assert keywords == fields
     shared = {f.name for f in dataclasses.fields(rmq.ConsumerOptions)}
-    assert shared < set(fields) and len(shared) == 13
+    assert shared < set(fields) and len(shared) == 15
     for name in fields:     # each setting is documented with its default
         assert f"{name}:" in (cls.__doc__ or ""), f"{cls.__name__} does not document {name}"
         assert f"{name}:" in (options_cls.__doc__ or "") + (rmq.ConsumerOptions.__doc__ or "")

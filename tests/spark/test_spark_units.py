@@ -305,13 +305,14 @@ def test_vectorized_chunk_decoding_matches_the_record_loop(tags, compressed):
                                     qid=1, store_ts=1_700_000_000_000 + q))
         bodies.append(b"".join(recs))
     names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "brokerName", "tags",
-             "bornTimestamp", "msgId", "properties"]
+             "bornTimestamp", "msgId", "properties", "headers"]
     ts = pa.timestamp("us", tz="UTC")
     schema = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
                         ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", ts),
                         ("timestampType", pa.int32()), ("brokerName", pa.string()), ("tags", pa.string()),
                         ("bornTimestamp", ts), ("msgId", pa.string()),
-                        ("properties", pa.map_(pa.string(), pa.string()))])
+                        ("properties", pa.map_(pa.string(), pa.string())),
+                        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))])
     chunk = Chunk()
     slow = Columns(names)
     slow.brokerName = "broker-a"
@@ -324,6 +325,25 @@ def test_vectorized_chunk_decoding_matches_the_record_loop(tags, compressed):
     assert fast.to_pylist() == ref.to_pylist()
     offsets = fast.column(4).to_pylist()
     assert offsets == [q for q in range(3, 13) if tags is None or q % 2 or (compressed and q == 7)]
+    for row in fast.to_pylist():    # headers: the properties as Spark-Kafka's key/value structs
+        assert row["headers"] == [{"key": k, "value": v.encode()} for k, v in row["properties"]]
+
+
+def test_include_headers_and_timestamp_strategy_options():
+    from rmq.spark.options import include_headers
+
+    o = parse_source_options({**NS, "subscribe": "T"}, streaming=False)
+    assert not o.include_headers and o.starting.no_match == "error" and o.ending.no_match == "latest"
+    o = parse_source_options({**NS, "subscribe": "T", "INCLUDEHEADERS": "true",
+                              "startingOffsetsByTimestampStrategy": "Latest", "startingTimestamp": "5"},
+                             streaming=True)
+    assert o.include_headers and o.starting.no_match == "latest" and o.starting.timestamp == 5
+    assert include_headers({"includeHeaders": "true"}) and not include_headers({})
+    with pytest.raises(OptionError, match="includeHeaders: expected true or false"):
+        include_headers({"includeheaders": "maybe"})
+    with pytest.raises(OptionError, match="startingOffsetsByTimestampStrategy: expected one of error, latest"):
+        parse_source_options({**NS, "subscribe": "T", "startingOffsetsByTimestampStrategy": "earliest"},
+                             streaming=False)
 
 
 def test_vectorized_properties_parse_like_parse_properties():

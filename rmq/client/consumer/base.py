@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import dataclasses
 import inspect
 import logging
 import time
@@ -20,19 +21,30 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from rmq.common.constants import ExpressionType, MixAll
+from rmq.common.log import clip
 from rmq.common.message import PullSysFlag, java_string_hash
-from rmq.errors import ClientError, IllegalStateError, RemotingConnectError, RMQError
+from rmq.errors import (
+    ClientError,
+    IllegalStateError,
+    NoPermissionError,
+    RemotingConnectError,
+    RMQError,
+    RouteError,
+    SubscriptionGroupNotExistError,
+    TopicNotExistError,
+)
 from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullResult, ServiceState
 
+from ..arguments import Namespace, check_namesrv_addr
 from ..instance import ClientInstance, get_client_instance
 from ..producer import validate_group, validate_topic
 from .allocate import AllocateStrategy
 from .offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
-from .options import ConsumerOptions, resolve_allocate_strategy
+from .options import ConsumerOptions, ConsumerRebalanceListener, resolve_allocate_strategy
 from .process_queue import ProcessQueue
 
-__all__ = ["ConsumerBase", "ConsumerFacade", "SubscriptionData"]
+__all__ = ["ConsumerBase", "ConsumerFacade", "SubscriptionData", "needs_application"]
 
 log = logging.getLogger("rmq.client")
 
@@ -42,6 +54,15 @@ BROKER_SUSPEND_MAX_TIME = 15.0
 CONSUMER_TIMEOUT_WHEN_SUSPEND = 30.0
 #: After a failed pull, wait before the next (Java PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION).
 PULL_DELAY_WHEN_EXCEPTION = 3.0
+
+#: Failures that do not heal by retrying alone: someone must create the group or the topic, or
+#: grant permission. After ``error_retries`` of them in a row the application is told.
+_NEEDS_APPLICATION = (SubscriptionGroupNotExistError, TopicNotExistError, NoPermissionError, RouteError)
+
+
+def needs_application(exc: BaseException) -> bool:
+    """True for the failures reported to the application after ``error_retries`` in a row."""
+    return isinstance(exc, _NEEDS_APPLICATION)
 
 
 @dataclass(slots=True)
@@ -88,10 +109,17 @@ class ConsumerBase(abc.ABC):
     orderly = False
 
     def __init__(self, namesrv_addr: str | list[str], group: str, options: ConsumerOptions) -> None:
+        check_namesrv_addr(namesrv_addr)
         validate_group(group, reserved=MixAll.DEFAULT_CONSUMER_GROUP)
         self.namesrv_addr = namesrv_addr
-        self.group = group
+        #: Java's client namespace: wraps topic and group names on the wire
+        self.ns = Namespace(options.namespace)
+        #: the group as the broker knows it (with the namespace); ``user_group`` without
+        self.group = self.ns.wrap(group)
+        self.user_group = group
         self.options = options
+        #: failure kind → (failures in a row, the last one); see note_failure
+        self._failures: dict[str, tuple[int, RMQError]] = {}
         self.message_model = options.message_model
         self.consume_from_where = options.consume_from_where
         # Java's default: half an hour before start.
@@ -135,6 +163,7 @@ class ConsumerBase(abc.ABC):
         expression."""
         if not MixAll.is_retry_topic(topic):
             validate_topic(topic, for_send=False)
+        topic = self.ns.wrap(topic)
         self.subscriptions[topic] = SubscriptionData.build(topic, expression)
         if self._instance is not None and self.active:
             self.spawn(self._after_subscription_change(), "subscribe")
@@ -142,7 +171,7 @@ class ConsumerBase(abc.ABC):
     def unsubscribe(self, topic: str) -> None:
         """Stop consuming ``topic``; its queues are dropped at the next rebalance (at once when
         running)."""
-        self.subscriptions.pop(topic, None)
+        self.subscriptions.pop(self.ns.wrap(topic), None)
         if self._instance is not None and self.active:
             self._instance.rebalance_immediately()
 
@@ -293,7 +322,10 @@ class ConsumerBase(abc.ABC):
         if not mqs:
             if not topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
                 log.warning("group %s: no route for subscribed topic %s yet", self.group, topic)
+                self.note_failure(f"route:{topic}", TopicNotExistError(
+                    17, f"No route info of this topic: {self.ns.unwrap(topic)}"))
             return False
+        self.note_success(f"route:{topic}")
         known = True
         if self.message_model is MessageModel.BROADCASTING:
             mine = set(mqs)
@@ -306,19 +338,69 @@ class ConsumerBase(abc.ABC):
                 log.info("group %s: %s not yet in the member list %s", self.group, inst.client_id, cids)
                 known = False
             mine = set(self.allocate_strategy(self.group, inst.client_id, sorted(mqs), sorted(set(cids))))
+        before = {mq for mq in self.process_queue_table if mq.topic == topic}
+        if isinstance(self.on_rebalance, ConsumerRebalanceListener):
+            revoked = {mq for mq in before if mq not in mine or self.process_queue_table[mq].dropped}
+            if revoked:
+                await self._tell_listener(self.on_rebalance.on_queues_revoked, revoked)
         changed = await self._update_process_queue_table(topic, mine)
         if changed:
             log.info("group %s: rebalanced %s → %s", self.group, topic,
                      sorted(f"{m.broker_name}#{m.queue_id}" for m in mine))
             await self._on_message_queue_changed(topic, mine)
-            if self.on_rebalance is not None:
-                try:
-                    res = self.on_rebalance(topic, set(mine))
-                    if inspect.isawaitable(res):
-                        await res
-                except Exception:
-                    log.exception("group %s: on_rebalance listener raised", self.group)
+            if isinstance(self.on_rebalance, ConsumerRebalanceListener):
+                assigned = {mq for mq in self.process_queue_table if mq.topic == topic} - before
+                if assigned:
+                    await self._tell_listener(self.on_rebalance.on_queues_assigned, assigned)
+            elif self.on_rebalance is not None:
+                listener = self.on_rebalance
+                user_topic = self.ns.unwrap(topic)
+                await self._tell_listener(lambda mqs: listener(user_topic, mqs), set(mine))
         return known
+
+    async def _tell_listener(self, fn: Any, mqs: set[MessageQueue]) -> None:
+        """Call a rebalance listener with the queues as the application names them; its
+        exception is logged (a listener cannot stop the rebalance)."""
+        try:
+            res = fn(self.ns.unwrap_mqs(mqs))
+            if inspect.isawaitable(res):
+                await res
+        except Exception:
+            log.exception("group %s: on_rebalance listener raised", self.group)
+
+    def app_messages(self, msgs: list[MessageExt]) -> list[MessageExt]:
+        """The messages as the application sees them: topics without the namespace (Java
+        ``DefaultMQPushConsumerImpl.resetRetryAndNamespace``)."""
+        if not self.ns:
+            return msgs
+        return [dataclasses.replace(m, topic=self.ns.unwrap(m.topic)) for m in msgs]
+
+    # ---------------------------------------------------------------- errors the application must see
+
+    def note_failure(self, kind: str, exc: BaseException) -> None:
+        """Count a failure of ``kind`` (``"pull:T"``, ``"route:T"``); after ``error_retries``
+        in a row of one that needs the application (:func:`needs_application`), report it with
+        :meth:`report_error` and count again from zero."""
+        if not isinstance(exc, RMQError) or not needs_application(exc):
+            return
+        count = self._failures.get(kind, (0, exc))[0] + 1
+        if count < self.options.error_retries:
+            self._failures[kind] = (count, exc)
+            return
+        self._failures.pop(kind, None)
+        exc.add_note(f"consumer group {self.user_group}: {count} failure(s) in a row ({kind.split(':')[0]} of "
+                     f"{self.ns.unwrap(kind.partition(':')[2])})")
+        self.report_error(exc)
+
+    def note_success(self, kind: str) -> None:
+        """A call of ``kind`` worked: its failures no longer count."""
+        if self._failures:
+            self._failures.pop(kind, None)
+
+    def report_error(self, exc: RMQError) -> None:
+        """Hand a persistent failure to the application (push: ``on_error``; pull: the next
+        ``poll`` raises it)."""
+        log.error("group %s: %s", self.group, clip(str(exc)))
 
     def _schedule_early_rebalance(self, needed: bool) -> None:
         """A subscribed topic had no route (or no member list) yet: rebalance again after 1 s,
@@ -423,7 +505,7 @@ class ConsumerBase(abc.ABC):
             await inst.update_topic_route(mq.topic)
             found = inst.find_broker_address_in_subscribe(mq.broker_name, self.pull_from_which_node.get(mq, 0))
         if found is None:
-            raise ClientError(f"the broker {mq.broker_name} of {mq} is not in any route")
+            raise RouteError(f"the broker {mq.broker_name} of {mq} is not in any route")
         addr, is_slave = found
         commit = commit_offset > 0 and not is_slave and self.message_model is MessageModel.CLUSTERING
         header = PullMessageRequestHeader(
@@ -531,8 +613,13 @@ class ConsumerFacade(Generic[_ImplT]):
 
     @property
     def group(self) -> str:
-        """The consumer group."""
-        return self._impl.group
+        """The consumer group (without the namespace)."""
+        return self._impl.user_group
+
+    @property
+    def namespace(self) -> str | None:
+        """The client namespace (Java ``ClientConfig.namespace``), or None."""
+        return self._impl.ns.name
 
     @property
     def state(self) -> ServiceState:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rmq.common.log import RateLimitedLog
 from rmq.common.tasks import wait_event
 from rmq.errors import ClientError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
@@ -40,6 +41,8 @@ __all__ = ["ConsumeMessageService", "ConsumeMessageConcurrentlyService", "Consum
            "ConsumeMessageIteratorService", "Handlers", "HandlerResult", "MessageHandler", "BatchMessageHandler"]
 
 log = logging.getLogger("rmq.client")
+# a stuck handler repeats on every message: one line per group per 10 s, with a count
+_rlog = RateLimitedLog(log)
 
 HandlerResult = ConsumeResult | None
 #: ``async def handler(msg) -> ConsumeResult | None``; raising means "consume later".
@@ -51,6 +54,9 @@ BatchMessageHandler = Callable[[list[MessageExt]], Awaitable[HandlerResult] | Ha
 LOCAL_RETRY_DELAY = 5.0
 #: Orderly: how long to wait before retrying to lock a queue the broker refused.
 LOCK_RETRY_DELAY = 3.0
+#: The delay level of a message whose handler ran past ``consume_timeout`` (Java
+#: ``ProcessQueue.cleanExpiredMsg`` sends it back with level 3, 10 s).
+CONSUME_TIMEOUT_DELAY_LEVEL = 3
 
 
 class ConsumeRequest:
@@ -132,11 +138,12 @@ class _HandlerService(ConsumeMessageService):
 
     async def _call(self, msgs: list[MessageExt]) -> bool:
         try:
+            app = self._consumer.app_messages(msgs)
             if self._batch is not None:
-                result = self._batch(msgs)
+                result = self._batch(app)
             else:
                 assert self._single is not None
-                result = self._single(msgs[0])
+                result = self._single(app[0])
             if inspect.isawaitable(result):
                 result = await result
         except asyncio.CancelledError:
@@ -176,8 +183,29 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         self._requests: asyncio.Queue[ConsumeRequest] = asyncio.Queue()
 
     def start(self) -> None:
-        for i in range(self._consumer.options.consume_concurrency):
-            self._consumer.spawn(self._worker(), f"consume-{i}")
+        n = self._consumer.options.consume_concurrency
+        #: per worker: monotonic start of the handler call in progress, or None when idle
+        self._call_started: list[float | None] = [None] * n
+        self._expired: set[int] = set()     # workers the sweep cancelled for consume_timeout
+        self._worker_tasks = [self._consumer.spawn(self._worker(i), f"consume-{i}") for i in range(n)]
+        self._consumer.spawn(self._expire_calls(), "consume-timeout")
+
+    async def _expire_calls(self) -> None:
+        """Cancel handler calls running past ``consume_timeout`` (Java
+        ``ConsumeMessageConcurrentlyService.cleanExpireMsg``, which runs every consumeTimeout
+        minutes; here every quarter of it, at most every second). A sweep rather than a timer per
+        call: a timer costs more per message than the whole bookkeeping of this one."""
+        timeout = self._consumer.options.consume_timeout
+        interval = max(0.05, min(timeout / 4, 1.0))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for i, started in enumerate(self._call_started):
+                if started is not None and now - started > timeout and i not in self._expired:
+                    # The worker is suspended inside the handler's await (a sync handler never
+                    # yields, so the sweep cannot run during it): the cancellation lands there.
+                    self._expired.add(i)
+                    self._worker_tasks[i].cancel()
 
     async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         n = self._consumer.options.consume_batch_size
@@ -188,12 +216,28 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         """A local retry (after a failed send-back) comes back in."""
         self._requests.put_nowait(req)
 
-    async def _worker(self) -> None:
+    async def _worker(self, i: int) -> None:
+        task = asyncio.current_task()
+        assert task is not None
         while True:
             req = await self._requests.get()
             if req.pq.dropped or not self._consumer.active:
                 continue    # closing: start nothing new; it is redelivered from the offset
-            ok = await self.call_handler(req.msgs)
+            self._call_started[i] = time.monotonic()
+            try:
+                ok = await self.call_handler(req.msgs)
+            except asyncio.CancelledError:
+                if i not in self._expired or task.uncancel() > 0:
+                    raise       # close() (too): stop
+                ok = False
+            finally:
+                self._call_started[i] = None
+            if i in self._expired:
+                self._expired.discard(i)
+                if task.cancelling():   # the handler swallowed the cancellation and returned
+                    task.uncancel()
+                await self._consume_timed_out(req)
+                continue
             if req.pq.dropped:
                 continue    # the queue moved to another member: it redelivers from the offset
             if ok:
@@ -201,6 +245,20 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
                 self.commit_consumed(req.pq, req.msgs)
             else:
                 await self.consume_failed(req)
+
+    async def _consume_timed_out(self, req: ConsumeRequest) -> None:
+        """A handler call ran past ``consume_timeout`` and was cancelled: as Java's
+        ``ProcessQueue.cleanExpiredMsg``, its messages go back to the broker with delay level 3
+        (Java leaves the thread running; cancelling frees the worker)."""
+        c = self._consumer
+        c.stats["consume_timeouts"] += len(req.msgs)
+        m = req.msgs[0]
+        _rlog.warning(f"consume-timeout:{c.group}", "group %s: handler ran longer than consume_timeout (%.3g s) on "
+                      "%s#%d@%d; cancelled, sending %d message(s) back (delay level %d)", c.group,
+                      c.options.consume_timeout, m.topic, m.queue_id, m.queue_offset, len(req.msgs),
+                      CONSUME_TIMEOUT_DELAY_LEVEL)
+        if not req.pq.dropped:
+            await self.consume_failed(req, CONSUME_TIMEOUT_DELAY_LEVEL)
 
     def commit_consumed(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """``msgs`` are done: the queue's committable offset moves past the smallest left."""
@@ -210,11 +268,14 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         if offset >= 0 and not pq.dropped:
             c.offset_store.update(pq.mq, offset, increase_only=True)
 
-    async def consume_failed(self, req: ConsumeRequest) -> None:
-        """Send the messages back to the broker; those it could not take are consumed again here
+    async def consume_failed(self, req: ConsumeRequest, delay_level: int | None = None) -> None:
+        """Send the messages back to the broker (``delay_level``, default
+        ``delay_level_when_next_consume``); those it could not take are consumed again here
         after 5 s. Broadcasting: log and drop, as Java does (Java
         ``ConsumeMessageConcurrentlyService.processConsumeResult``)."""
         c = self._consumer
+        if delay_level is None:
+            delay_level = c.options.delay_level_when_next_consume
         pq = req.pq
         c.stats["consumed_failed"] += len(req.msgs)
         if c.message_model is MessageModel.BROADCASTING:
@@ -225,7 +286,7 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
             return
         failed_back: list[MessageExt] = []
         for m in req.msgs:
-            if not await c.send_message_back(m, c.options.delay_level_when_next_consume):
+            if not await c.send_message_back(m, delay_level):
                 failed_back.append(dataclasses.replace(m, reconsume_times=m.reconsume_times + 1))
         failed_offsets = {f.queue_offset for f in failed_back}
         done = [m for m in req.msgs if m.queue_offset not in failed_offsets]
@@ -258,6 +319,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
             maxsize=consumer.options.iterator_buffer)
         self._current: ConsumeRequest | None = None
         self._current_ctx: ConsumeMessageContext | None = None   # the consume hooks' context
+        self._current_app: MessageExt | None = None   # what the loop got (topic without namespace)
 
     def start(self) -> None:
         pass
@@ -289,9 +351,10 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
             if req.pq.dropped:
                 continue
             self._current = req
+            self._current_app = self._consumer.app_messages(req.msgs)[0]
             if self._consumer.consume_hooks:
                 self._current_ctx = run_consume_before(self._consumer.consume_hooks, self._consumer.group, req.msgs)
-            return req.msgs[0]
+            return self._current_app
 
     def _hooks_after(self, success: bool) -> None:
         ctx, self._current_ctx = self._current_ctx, None
@@ -314,7 +377,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
     async def reconsume_later(self, msg: MessageExt | None) -> None:
         """Hand the message last returned back instead of acknowledging it."""
         req = self._current
-        if req is None or (msg is not None and msg is not req.msgs[0]):
+        if req is None or (msg is not None and msg is not self._current_app and msg is not req.msgs[0]):
             raise ClientError("reconsume_later() applies to the message async for returned last")
         if self.orderly:
             raise ClientError("an orderly consumer cannot skip a message: handle it again, or leave "

@@ -16,26 +16,42 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rmq.common.constants import TopicValidator
-from rmq.errors import ClientError
+from rmq.errors import ClientError, ConfigError, RMQError
 from rmq.remoting.acl import SessionCredentials
 from rmq.types import ConsumeFromWhere, MessageModel, MessageQueue
 
+from ..arguments import check_namespace
+from ..arguments import check_range as check_range
 from .allocate import STRATEGIES, AllocateStrategy
 
 __all__ = ["ConsumerOptions", "PushConsumerOptions", "PullConsumerOptions", "RebalanceListener",
-           "resolve_allocate_strategy", "build_options"]
+           "ConsumerRebalanceListener", "ErrorHandler", "resolve_allocate_strategy", "build_options"]
+
+
+class ConsumerRebalanceListener:
+    """Told which queues a rebalance took from this member and which it gave (aiokafka's
+    ``ConsumerRebalanceListener``; Java ``MessageQueueListener`` gives only the new share).
+
+    Subclass it and pass an instance as ``on_rebalance=``. Both methods may be ``async``; the
+    consumer waits for them. ``on_queues_revoked`` runs before the revoked queues' offsets are
+    persisted and their pulling stops (a pull consumer may still :meth:`commit` them);
+    ``on_queues_assigned`` runs after the new queues started. Queue topics carry no namespace.
+    """
+
+    def on_queues_revoked(self, revoked: set[MessageQueue]) -> None | Awaitable[None]:
+        """``revoked``: the queues of one topic this member no longer owns (may be empty)."""
+
+    def on_queues_assigned(self, assigned: set[MessageQueue]) -> None | Awaitable[None]:
+        """``assigned``: the queues of one topic newly owned by this member (may be empty)."""
+
 
 #: ``fn(topic, owned_queues)``, sync or async: called after the queues of ``topic`` owned by this
-#: member changed, with the queues it now owns.
-RebalanceListener = Callable[[str, "set[MessageQueue]"], None | Awaitable[None]]
+#: member changed, with the queues it now owns; or a :class:`ConsumerRebalanceListener`.
+RebalanceListener = Callable[[str, "set[MessageQueue]"], None | Awaitable[None]] | ConsumerRebalanceListener
+#: ``fn(error)``, sync or async: a push consumer's persistent failure (see ``on_error``).
+ErrorHandler = Callable[[RMQError], None | Awaitable[None]]
 
 _O = TypeVar("_O", bound="ConsumerOptions")
-
-
-def check_range(name: str, value: float, lo: float, hi: float) -> None:
-    """Raise ClientError unless ``lo <= value <= hi``."""
-    if not lo <= value <= hi:
-        raise ClientError(f"{name} out of range [{lo}, {hi}]: {value}")
 
 
 def resolve_allocate_strategy(strategy: str | AllocateStrategy) -> AllocateStrategy:
@@ -43,10 +59,12 @@ def resolve_allocate_strategy(strategy: str | AllocateStrategy) -> AllocateStrat
     ``"CONSISTENT_HASH"``), or the callable itself."""
     if isinstance(strategy, str):
         if strategy not in STRATEGIES:
-            raise ClientError(f"unknown allocate_strategy {strategy!r}; one of {sorted(STRATEGIES)}")
+            raise ConfigError("allocate_strategy", f"unknown strategy {strategy!r}",
+                              f"one of {sorted(STRATEGIES)} or a callable")
         return STRATEGIES[strategy]
     if not callable(strategy):
-        raise ClientError("allocate_strategy must be a name or a callable")
+        raise ConfigError("allocate_strategy", f"{strategy!r} is neither a name nor a callable",
+                          f"one of {sorted(STRATEGIES)} or a callable")
     return strategy
 
 
@@ -70,7 +88,17 @@ class ConsumerOptions:
         pull_batch_size: messages per pull, [1, 1024]; default 32.
         offset_store_dir: broadcasting: directory of the local offset file; default None =
             ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
-        on_rebalance: :data:`RebalanceListener` ``fn(topic, queues)``; default None.
+        on_rebalance: ``fn(topic, queues)`` (sync or async) after the queues of ``topic`` owned
+            by this member changed, with those it now owns; or a
+            :class:`ConsumerRebalanceListener` told the revoked and the assigned queues.
+            Default None.
+        namespace: Java's client namespace: topics and groups are ``namespace%name`` on the
+            broker (retry and DLQ topics ``%RETRY%namespace%group``); the application sees the
+            plain names. Default None (no namespace).
+        error_retries: consecutive failures of one kind that cannot heal by themselves
+            (SUBSCRIPTION_GROUP_NOT_EXIST, TOPIC_NOT_EXIST, NO_PERMISSION, no route for a
+            subscribed topic) before the application is told: ``poll`` raises, a push consumer
+            calls ``on_error``; [1, 1000]; default 5 (with the 3 s pull back-off, about 15 s).
         access_key: ACL accessKey: every request is signed as Java's ``AclClientRPCHook``
             does (for brokers with ``aclEnable=true``); default None = unsigned.
         secret_key: the account's secretKey, given with ``access_key``; default None. Never
@@ -95,25 +123,35 @@ class ConsumerOptions:
     secret_key: str | None = dataclasses.field(default=None, repr=False)
     security_token: str | None = None
     tls: bool | ssl.SSLContext | None = None
+    namespace: str | None = None
+    error_retries: int = 5
 
     def __post_init__(self) -> None:
         if not isinstance(self.message_model, MessageModel):
-            raise ClientError(f"message_model must be a MessageModel, got {self.message_model!r}")
+            raise ConfigError("message_model", f"must be a MessageModel, got {self.message_model!r}",
+                              "MessageModel.CLUSTERING or MessageModel.BROADCASTING")
         if not isinstance(self.consume_from_where, ConsumeFromWhere):
-            raise ClientError(f"consume_from_where must be a ConsumeFromWhere, got {self.consume_from_where!r}")
+            raise ConfigError("consume_from_where", f"must be a ConsumeFromWhere, got {self.consume_from_where!r}",
+                              ", ".join(f"ConsumeFromWhere.{c.name}" for c in ConsumeFromWhere))
         check_range("pull_batch_size", self.pull_batch_size, 1, 1024)
         resolve_allocate_strategy(self.allocate_strategy)
-        if not self.instance_name:
-            raise ClientError("instance_name is empty")
-        if self.on_rebalance is not None and not callable(self.on_rebalance):
-            raise ClientError("on_rebalance must be callable")
+        if not self.instance_name or not isinstance(self.instance_name, str):
+            raise ConfigError("instance_name", f"must be a non-empty string, got {self.instance_name!r}")
+        if (self.on_rebalance is not None and not callable(self.on_rebalance)
+                and not isinstance(self.on_rebalance, ConsumerRebalanceListener)):
+            raise ConfigError("on_rebalance", f"{self.on_rebalance!r} is not callable",
+                              "fn(topic, queues) or a ConsumerRebalanceListener")
         if self.tls is not None and not isinstance(self.tls, (bool, ssl.SSLContext)):
-            raise ClientError(f"tls must be True, False, None or an ssl.SSLContext, got {type(self.tls).__name__}")
-
+            raise ConfigError("tls", f"must be True, False, None or an ssl.SSLContext, got "
+                              f"{type(self.tls).__name__}")
+        if self.consume_timestamp is not None:
+            check_range("consume_timestamp", self.consume_timestamp, 0, 2**63 - 1)
+        check_namespace(self.namespace)
+        check_range("error_retries", self.error_retries, 1, 1000)
         try:
             SessionCredentials.of(self.access_key, self.secret_key, self.security_token)
         except ValueError as e:
-            raise ClientError(str(e)) from None
+            raise ConfigError("access_key", str(e)) from None
 
     @property
     def credentials(self) -> SessionCredentials | None:
@@ -144,6 +182,15 @@ class PushConsumerOptions(ConsumerOptions):
             concurrent consumption; default 0 = the broker's choice, 3 + reconsume times.
         trace: record SubBefore/SubAfter message traces in the trace topic; default False.
         trace_topic: the trace topic; default None = ``RMQ_SYS_TRACE_TOPIC``.
+        consume_timeout: seconds a concurrent handler call may run (Java ``consumeTimeout``,
+            15 min); past it the call is cancelled, counted as failed and its messages sent
+            back with delay level 3 as Java's ``ProcessQueue.cleanExpiredMsg`` does. (0, 86400];
+            default 900. Orderly consumers have none, as in Java, nor
+            does ``async for`` (the loop body is the application's own code).
+        on_error: ``fn(error)`` (sync or async), called with a :class:`rmq.errors.RMQError` after
+            ``error_retries`` consecutive failures of one kind that need the application (no
+            subscription group, no topic or route, no permission); the consumer keeps trying.
+            Default None: the error is logged.
     """
 
     consume_concurrency: int = 20
@@ -158,11 +205,17 @@ class PushConsumerOptions(ConsumerOptions):
     delay_level_when_next_consume: int = 0
     trace: bool = False
     trace_topic: str | None = None
+    consume_timeout: float = 900.0
+    on_error: ErrorHandler | None = None
 
     def __post_init__(self) -> None:
         super(PushConsumerOptions, self).__post_init__()
-        if self.trace_topic is not None and TopicValidator.check_topic(self.trace_topic) is not None:
-            raise ClientError(f"trace_topic {self.trace_topic[:40]!r}: {TopicValidator.check_topic(self.trace_topic)}")
+        reason = None if self.trace_topic is None else TopicValidator.check_topic(self.trace_topic)
+        if reason is not None:
+            raise ConfigError("trace_topic", f"{str(self.trace_topic)[:40]!r}: {reason}", "a valid topic name or None")
+        check_range("consume_timeout", self.consume_timeout, 0.001, 86400)
+        if self.on_error is not None and not callable(self.on_error):
+            raise ConfigError("on_error", f"{self.on_error!r} is not callable", "fn(error) or None")
         check_range("consume_concurrency", self.consume_concurrency, 1, 1000)
         check_range("consume_batch_size", self.consume_batch_size, 1, 1024)
         check_range("pull_threshold_for_queue", self.pull_threshold_for_queue, 1, 65535)
@@ -200,10 +253,8 @@ class PullConsumerOptions(ConsumerOptions):
         super(PullConsumerOptions, self).__post_init__()
         check_range("pull_threshold_for_queue", self.pull_threshold_for_queue, 1, 65535)
         check_range("pull_threshold_for_all", self.pull_threshold_for_all, 1, 6553500)
-        if self.auto_commit_interval < 1.0:
-            raise ClientError("auto_commit_interval must be >= 1 s")
-        if self.poll_timeout < 0:
-            raise ClientError("poll_timeout must be >= 0")
+        check_range("auto_commit_interval", self.auto_commit_interval, 1.0, 86400)
+        check_range("poll_timeout", self.poll_timeout, 0, 86400)
 
 
 def build_options(cls: type[_O], given: _O | None, kwargs: dict[str, Any]) -> _O:

@@ -50,7 +50,7 @@ FLOW_CONTROL_DELAY = 0.05
 class _Batch:
     __slots__ = ("pq", "msgs")
 
-    def __init__(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def __init__(self, pq: ProcessQueue | None, msgs: list[MessageExt]) -> None:
         self.pq = pq
         self.msgs = msgs
 
@@ -75,6 +75,8 @@ class PullConsumerImpl(ConsumerBase):
         self._last_commit = time.monotonic()
         self._tasks = BackgroundTasks(f"group {group}", log)
         self._assign_subs: dict[str, SubscriptionData] = {}
+        #: a persistent failure the next poll raises (see ConsumerBase.note_failure)
+        self._error: RMQError | None = None
 
     # ---------------------------------------------------------------- subscription / assignment
 
@@ -216,8 +218,10 @@ class PullConsumerImpl(ConsumerBase):
                 _rlog.warning(f"pull-failed:{self.group}", "group %s: pull of %s at %d failed: %s", self.group, mq,
                               pq.next_offset, clip(repr(e)))
                 await self._on_pull_error(mq, e)
+                self.note_failure(f"pull:{mq.topic}", e)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
                 continue
+            self.note_success(f"pull:{mq.topic}")
             if pq.dropped:
                 return
             if result.status is PullStatus.OFFSET_ILLEGAL:
@@ -240,6 +244,7 @@ class PullConsumerImpl(ConsumerBase):
         The consumed position of each queue moves past what is returned; it reaches the broker
         on :meth:`commit` (or the next auto-commit)."""
         self.check_running()
+        self._raise_error()
         limit = max_messages or self.pull_batch_size
         timeout = self.options.poll_timeout if timeout is None else timeout
         out: list[MessageExt] = []
@@ -251,6 +256,9 @@ class PullConsumerImpl(ConsumerBase):
                     batch = await self._buffer.get()
             except TimeoutError:
                 break
+            if batch.pq is None:    # report_error's wake-up
+                self._raise_error()
+                continue
             self._take(batch, out, limit)
             for _ in range(self._buffer.qsize()):
                 if len(out) >= limit:
@@ -261,10 +269,21 @@ class PullConsumerImpl(ConsumerBase):
             await self.commit()
         return out
 
+    def report_error(self, exc: RMQError) -> None:
+        """The next (or the waiting) ``poll`` raises ``exc``."""
+        super().report_error(exc)
+        self._error = exc
+        self._buffer.put_nowait(_Batch(None, []))
+
+    def _raise_error(self) -> None:
+        exc, self._error = self._error, None
+        if exc is not None:
+            raise exc
+
     def _take(self, batch: _Batch, out: list[MessageExt], limit: int) -> None:
         self._buffered -= len(batch.msgs)
         pq = batch.pq
-        if pq.dropped:
+        if pq is None or pq.dropped:
             return
         if pq.mq in self._paused:
             # paused after pulling: hold the messages back until resume()
@@ -282,7 +301,7 @@ class PullConsumerImpl(ConsumerBase):
                 items.append(q.get_nowait())
             for it in items:
                 q.put_nowait(it)
-        out.extend(taken)
+        out.extend(self.app_messages(taken))
         offset = pq.remove_messages(taken)
         if offset >= 0:
             self._consumed[pq.mq] = offset
@@ -402,7 +421,15 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
         offset_store_dir: broadcasting: directory of the local offset file; default
             ``$RMQ_CLIENT_OFFSET_DIR`` or ``~/.rmq_offsets``.
         on_rebalance: ``fn(topic, queues)`` (sync or async) after the queues of ``topic`` owned by
-            this member changed (subscribe mode); default None.
+            this member changed (subscribe mode); or a :class:`rmq.ConsumerRebalanceListener`,
+            told the revoked queues before they are dropped (commit them there) and the
+            assigned ones after they started. Default None.
+        error_retries: failures in a row that need the application (SubscriptionGroupNotExistError,
+            TopicNotExistError, NoPermissionError, RouteError) before :meth:`poll` raises the
+            last one, [1, 1000]; default 5. The consumer keeps retrying after it raised.
+        namespace: Java's client namespace: the broker sees ``namespace%topic`` and
+            ``namespace%group``; messages, queues and ``group`` carry the plain names.
+            Default None.
         access_key: ACL accessKey; every request is then signed as Java's ``AclClientRPCHook``
             does (brokers with ``aclEnable=true``); default None = unsigned.
         secret_key: the account's secretKey, given together with ``access_key``; default None.
@@ -413,8 +440,9 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
             (Java ``useTLS``).
 
     Raises:
-        rmq.errors.ClientError: a setting out of range, a bad group name, or ``options=``
-            together with keyword settings.
+        rmq.errors.ConfigError: a setting out of range or a bad group name or name server
+            address (a ClientError and a ValueError naming the argument and its allowed values).
+        rmq.errors.ClientError: ``options=`` together with keyword settings.
     """
 
     def __init__(self, namesrv_addr: str | list[str], group: str, *,
@@ -429,8 +457,10 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
                  poll_timeout: float = 5.0, offset_store_dir: str | None = None,
                  on_rebalance: RebalanceListener | None = None, access_key: str | None = None,
                  secret_key: str | None = None, security_token: str | None = None,
-                 tls: bool | ssl.SSLContext | None = None) -> None:
+                 tls: bool | ssl.SSLContext | None = None, error_retries: int = 5,
+                 namespace: str | None = None) -> None:
         opts = build_options(PullConsumerOptions, options, dict(
+            error_retries=error_retries, namespace=namespace,
             message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
             instance_name=instance_name, client_ip=client_ip, pull_batch_size=pull_batch_size,
@@ -461,15 +491,19 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
     def assign(self, mqs: Iterable[MessageQueue]) -> None:
         """Consume exactly these queues (no group rebalance). Replaces the previous assignment.
         Not combinable with :meth:`subscribe`."""
-        self._impl.assign(mqs)
+        self._impl.assign([self._wrap(mq) for mq in mqs])
 
     def assignment(self) -> set[MessageQueue]:
         """The queues this consumer currently pulls."""
-        return self._impl.assignment()
+        return self._impl.ns.unwrap_mqs(self._impl.assignment())
 
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """All readable queues of ``topic`` (sorted). Raises TopicNotExistError without a route."""
-        return await self._impl.fetch_message_queues(topic)
+        ns = self._impl.ns
+        return [ns.unwrap_mq(mq) for mq in await self._impl.fetch_message_queues(ns.wrap(topic))]
+
+    def _wrap(self, mq: MessageQueue) -> MessageQueue:
+        return self._impl.ns.wrap_mq(mq)
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -498,7 +532,15 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
         ``timeout`` seconds (default ``poll_timeout``) for the first; ``[]`` on timeout.
 
         The consumed position of each queue moves past what is returned; it reaches the broker
-        on :meth:`commit` (or the next auto-commit). Raises IllegalStateError unless running."""
+        on :meth:`commit` (or the next auto-commit).
+
+        Raises:
+            rmq.errors.IllegalStateError: not running.
+            rmq.errors.RMQError: after ``error_retries`` failures in a row that need the
+                application: SubscriptionGroupNotExistError, TopicNotExistError (also: no route
+                for a subscribed topic), NoPermissionError, RouteError. The consumer goes on
+                retrying; the next poll returns messages again once the cause is fixed.
+        """
         return await self._impl.poll(timeout, max_messages)
 
     def __aiter__(self) -> PullConsumer:
@@ -514,19 +556,19 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
 
         Raises ClientError if ``mq`` is not assigned to this consumer or ``offset`` is outside
         [min, max] of the queue."""
-        await self._impl.seek(mq, offset)
+        await self._impl.seek(self._wrap(mq), offset)
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
         """:meth:`seek` to the queue's smallest offset."""
-        await self._impl.seek_to_begin(mq)
+        await self._impl.seek_to_begin(self._wrap(mq))
 
     async def seek_to_end(self, mq: MessageQueue) -> None:
         """:meth:`seek` to the queue's largest offset (only new messages)."""
-        await self._impl.seek_to_end(mq)
+        await self._impl.seek_to_end(self._wrap(mq))
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
-        return await self._impl.offset_for_timestamp(mq, timestamp_ms)
+        return await self._impl.offset_for_timestamp(self._wrap(mq), timestamp_ms)
 
     async def commit(self, offsets: dict[MessageQueue, int] | None = None) -> None:
         """Write consumed positions to the offset store and persist them now.
@@ -534,21 +576,21 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
         Args:
             offsets: explicit next-offsets per queue; default: the positions reached by ``poll``.
         """
-        await self._impl.commit(offsets)
+        await self._impl.commit(None if offsets is None else {self._wrap(mq): o for mq, o in offsets.items()})
 
     async def committed(self, mq: MessageQueue) -> int:
         """The offset stored for ``mq`` (on the broker, or the local file when broadcasting);
         -1 when none."""
-        return await self._impl.committed(mq)
+        return await self._impl.committed(self._wrap(mq))
 
     def pause(self, mqs: Iterable[MessageQueue]) -> None:
         """Stop returning and pulling messages of these queues until :meth:`resume`."""
-        self._impl.pause(mqs)
+        self._impl.pause([self._wrap(mq) for mq in mqs])
 
     def resume(self, mqs: Iterable[MessageQueue]) -> None:
         """Return and pull messages of these queues again."""
-        self._impl.resume(mqs)
+        self._impl.resume([self._wrap(mq) for mq in mqs])
 
     def paused(self) -> set[MessageQueue]:
         """The queues paused now."""
-        return self._impl.paused()
+        return self._impl.ns.unwrap_mqs(self._impl.paused())

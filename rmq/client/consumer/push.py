@@ -18,10 +18,11 @@ PullMessageService queue). It long-polls the broker, puts what it gets into the 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import ssl
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -44,7 +45,7 @@ from .consume_service import (
     MessageHandler,
 )
 from .offset_store import ReadOffsetType
-from .options import PushConsumerOptions, RebalanceListener, build_options
+from .options import ErrorHandler, PushConsumerOptions, RebalanceListener, build_options
 from .process_queue import ProcessQueue
 
 __all__ = ["PushConsumer", "PushConsumerImpl", "MessageHandler", "BatchMessageHandler"]
@@ -66,7 +67,7 @@ LOCK_RENEW_INTERVAL = 20.0
 
 def _stats() -> dict[str, int]:
     return {"pulled": 0, "consumed_ok": 0, "consumed_failed": 0, "sent_back": 0,
-            "local_retries": 0, "pull_errors": 0, "flow_controlled": 0}
+            "local_retries": 0, "pull_errors": 0, "flow_controlled": 0, "consume_timeouts": 0}
 
 
 class PushConsumerImpl(ConsumerBase):
@@ -94,6 +95,8 @@ class PushConsumerImpl(ConsumerBase):
         self._tasks = BackgroundTasks(f"group {group}", log)
         self._resume = asyncio.Event()
         self._resume.set()
+        #: queues paused one by one (``pause(queues)``), wire names
+        self._paused_queues: set[MessageQueue] = set()
         self._relock_task: asyncio.Task[Any] | None = None
         self._flow_control_times = 0
         #: ConsumeMessageHooks (PushConsumer.add_consume_hook), called by the consume service
@@ -153,15 +156,43 @@ class PushConsumerImpl(ConsumerBase):
 
     # ---------------------------------------------------------------- pause / resume
 
-    def pause(self) -> None:
-        self._resume.clear()
+    def pause(self, mqs: Iterable[MessageQueue] | None = None) -> None:
+        """Stop pulling every queue (``mqs`` None) or these queues (wire names)."""
+        if mqs is None:
+            self._resume.clear()
+        else:
+            self._paused_queues |= set(mqs)
 
-    def resume(self) -> None:
-        self._resume.set()
+    def resume(self, mqs: Iterable[MessageQueue] | None = None) -> None:
+        """Pull again: every queue (``mqs`` None: also those paused one by one) or these."""
+        if mqs is None:
+            self._paused_queues.clear()
+            self._resume.set()
+        else:
+            self._paused_queues -= set(mqs)
+        for pq in self.process_queue_table.values():
+            pq.wakeup.set()     # a paused pull loop waits on it
 
     @property
     def paused(self) -> bool:
         return not self._resume.is_set()
+
+    def report_error(self, exc: RMQError) -> None:
+        """``on_error(exc)`` in a task of this consumer; without it, one error line per 10 s."""
+        handler = self.options.on_error
+        if handler is None:
+            _rlog.warning(f"needs-application:{self.group}", "group %s: %s (no on_error handler; retrying)",
+                          self.group, clip(str(exc)))
+            return
+        self.spawn(self._call_on_error(handler, exc), "on-error")
+
+    async def _call_on_error(self, handler: ErrorHandler, exc: RMQError) -> None:
+        try:
+            res = handler(exc)
+            if inspect.isawaitable(res):
+                await res
+        except Exception:
+            log.exception("group %s: on_error handler raised", self.group)
 
     # ---------------------------------------------------------------- queues
 
@@ -273,6 +304,10 @@ class PushConsumerImpl(ConsumerBase):
             if not self._resume.is_set():
                 await wait_event(self._resume, PAUSED_DELAY)
                 continue
+            if mq in self._paused_queues:
+                pq.wakeup.clear()
+                await wait_event(pq.wakeup, PAUSED_DELAY)
+                continue
             if (pq.msg_count > opts.pull_threshold_for_queue
                     or pq.msg_size > threshold_size
                     or not self.orderly and pq.max_span > opts.consume_concurrently_max_span):
@@ -315,8 +350,10 @@ class PushConsumerImpl(ConsumerBase):
                 _rlog.warning(f"pull-failed:{self.group}", "group %s: pull of %s at %d failed: %s", self.group, mq,
                               pq.next_offset, clip(repr(e)))
                 await self._on_pull_error(mq, e)
+                self.note_failure(f"pull:{mq.topic}", e)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
                 continue
+            self.note_success(f"pull:{mq.topic}")
             if pq.dropped:
                 break
             status = result.status
@@ -424,7 +461,22 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             concurrent consumption; default 0 = the broker's choice, 3 + reconsume times (10 s,
             30 s, 1 min …).
         on_rebalance: ``fn(topic, queues)`` (sync or async), called after this member's queues of
-            ``topic`` changed, with the queues it now owns; default None.
+            ``topic`` changed, with the queues it now owns; or a
+            :class:`rmq.ConsumerRebalanceListener`, told the revoked queues before they are
+            dropped and the assigned ones after they started. Default None.
+        consume_timeout: seconds a handler call may run (Java ``consumeTimeout``), (0, 86400];
+            default 900 (15 min). Past it the call is cancelled and counts as failed: its
+            messages go back to the broker with delay level 3 (Java
+            ``ProcessQueue.cleanExpiredMsg``), with a warning. Orderly consumers have none (as
+            in Java), nor does ``async for``.
+        on_error: ``fn(error)`` (sync or async), called with the :class:`rmq.errors.RMQError`
+            after ``error_retries`` failures in a row that need the application
+            (SubscriptionGroupNotExistError, TopicNotExistError, NoPermissionError, RouteError);
+            the consumer keeps retrying. Default None: an error line per 10 s.
+        error_retries: failures in a row before ``on_error``, [1, 1000]; default 5.
+        namespace: Java's client namespace: the broker sees ``namespace%topic`` and
+            ``namespace%group`` (retry topic ``%RETRY%namespace%group``); messages, queues and
+            ``group`` carry the plain names. Default None.
         access_key: ACL accessKey; every request is then signed as Java's ``AclClientRPCHook``
             does (brokers with ``aclEnable=true``); default None = unsigned.
         secret_key: the account's secretKey, given together with ``access_key``; default None.
@@ -438,8 +490,9 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         trace_topic: the trace topic; default ``RMQ_SYS_TRACE_TOPIC``.
 
     Raises:
-        rmq.errors.ClientError: a setting out of range, a bad group name, both handlers, or
-            ``options=`` together with keyword settings.
+        rmq.errors.ConfigError: a setting out of range or a bad group name or name server
+            address (a ClientError and a ValueError naming the argument and its allowed values).
+        rmq.errors.ClientError: both handlers, or ``options=`` together with keyword settings.
     """
 
     def __init__(self, namesrv_addr: str | list[str], group: str, *,
@@ -458,9 +511,12 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
                  delay_level_when_next_consume: int = 0,
                  on_rebalance: RebalanceListener | None = None, access_key: str | None = None,
                  secret_key: str | None = None, security_token: str | None = None,
-                 tls: bool | ssl.SSLContext | None = None,
-                 trace: bool = False, trace_topic: str | None = None) -> None:
+                 tls: bool | ssl.SSLContext | None = None, consume_timeout: float = 900.0,
+                 on_error: ErrorHandler | None = None, error_retries: int = 5,
+                 namespace: str | None = None, trace: bool = False, trace_topic: str | None = None) -> None:
         opts = build_options(PushConsumerOptions, options, dict(
+            consume_timeout=consume_timeout, on_error=on_error, error_retries=error_retries,
+            namespace=namespace,
             message_model=message_model, consume_from_where=consume_from_where,
             consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
             instance_name=instance_name, client_ip=client_ip, pull_batch_size=pull_batch_size,
@@ -502,7 +558,7 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
     @property
     def stats(self) -> dict[str, int]:
         """Counters: pulled, consumed_ok, consumed_failed, sent_back, local_retries, pull_errors,
-        flow_controlled (a live dict; read, do not write)."""
+        flow_controlled, consume_timeouts (a live dict; read, do not write)."""
         return self._impl.stats
 
     @property
@@ -513,7 +569,8 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
     # ---------------------------------------------------------------- subscription / lifecycle
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA"``, ``"TagA || TagB"``).
+        """Subscribe to ``topic`` (without the namespace) with a tag expression (``"*"``,
+        ``"TagA"``, ``"TagA || TagB"``).
 
         May be called before or after start; a later call for the same topic replaces the
         expression. Raises ClientError for an illegal topic name or an empty expression."""
@@ -561,13 +618,23 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
 
     # ---------------------------------------------------------------- pause / resume
 
-    def pause(self) -> None:
-        """Stop pulling (cached messages are still consumed)."""
-        self._impl.pause()
+    def pause(self, queues: Iterable[MessageQueue] | None = None) -> None:
+        """Stop pulling every queue, or only ``queues`` (messages already pulled are still
+        consumed; rebalance keeps the queues owned)."""
+        self._impl.pause(None if queues is None else [self._impl.ns.wrap_mq(q) for q in queues])
 
-    def resume(self) -> None:
-        """Pull again after :meth:`pause`."""
-        self._impl.resume()
+    def resume(self, queues: Iterable[MessageQueue] | None = None) -> None:
+        """Pull again after :meth:`pause`: every queue (also those paused one by one), or only
+        ``queues``."""
+        self._impl.resume(None if queues is None else [self._impl.ns.wrap_mq(q) for q in queues])
+
+    def paused_queues(self) -> set[MessageQueue]:
+        """The queues paused one by one (:meth:`pause` with queues)."""
+        return self._impl.ns.unwrap_mqs(self._impl._paused_queues)
+
+    def assignment(self) -> set[MessageQueue]:
+        """The queues this member pulls now."""
+        return self._impl.ns.unwrap_mqs(self._impl.process_queue_table)
 
     # ---------------------------------------------------------------- iterator mode
 
