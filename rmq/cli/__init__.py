@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="name server address(es), host:port[;host:port] (default $NAMESRV_ADDR)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
+    p.add_argument("--sample-interval", type=float, default=10.0,
+                   help="seconds between the dashboard's TPS samples (default 10)")
 
     from rmq.cli import admin
 
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         if extra:
             print(f"rmq console: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
             return 2
-        return run_console(args.namesrv, args.host, args.port)
+        return run_console(args.namesrv, args.host, args.port, sample_interval=args.sample_interval)
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
 

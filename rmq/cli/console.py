@@ -51,7 +51,7 @@ async def stop_console(server: object | None) -> None:
         await server.stop()
 
 
-def run_console(namesrv_addr: str | None, host: str, port: int) -> int:
+def run_console(namesrv_addr: str | None, host: str, port: int, *, sample_interval: float = 10.0) -> int:
     """``rmq console``: serve until SIGINT/SIGTERM; exit 2 for a bad argument, 3 when the port
     is taken, 1 when aiohttp is missing."""
     from rmq.cli.daemons import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_PORT_TAKEN, _stop_event, setup_logging
@@ -64,6 +64,9 @@ def run_console(namesrv_addr: str | None, host: str, port: int) -> int:
     if not 0 <= port <= 65535:
         print(f"rmq console: bad --port {port} (expected 0..65535)", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    if not 0.1 <= sample_interval <= 3600:
+        print(f"rmq console: bad --sample-interval {sample_interval} (expected 0.1..3600 s)", file=sys.stderr)
+        return EXIT_BAD_CONFIG
     from rmq.client.admin import resolve_namesrv_addr
     from rmq.console import ConsoleConfig, ConsoleServer
 
@@ -75,7 +78,8 @@ def run_console(namesrv_addr: str | None, host: str, port: int) -> int:
 
     async def main() -> int:
         stop = _stop_event()
-        server = ConsoleServer(ConsoleConfig(";".join(addrs), host=host, port=port))
+        server = ConsoleServer(ConsoleConfig(";".join(addrs), host=host, port=port,
+                                             sample_interval=sample_interval))
         try:
             await server.start()
         except OSError as e:

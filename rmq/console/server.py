@@ -240,7 +240,7 @@ class ConsoleServer:
         return web.FileResponse(STATIC_DIR / "index.html")
 
     async def _version(self, request: web.Request) -> Any:
-        return _now({"version": __version__, "namesrvAddr": self.config.namesrv_addr})
+        return {"version": __version__, "namesrvAddr": self.config.namesrv_addr}
 
     async def _messages(self, request: web.Request) -> Any:
         q = request.query

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from rmq.remoting.body.stats import ConsumeStats
 from rmq.remoting.codes import ResponseCode
 from rmq.types import MessageExt, MessageQueue
 
-__all__ = ["ConsoleService", "topic_kind", "first_number", "MAX_TIME_RANGE_MESSAGES", "MAX_KEY_MESSAGES",
+__all__ = ["ConsoleService", "topic_kind", "is_system_group", "SYSTEM_GROUPS", "first_number", "MAX_TIME_RANGE_MESSAGES", "MAX_KEY_MESSAGES",
            "BODY_PREVIEW_BYTES"]
 
 _T = TypeVar("_T")
@@ -43,6 +44,20 @@ ROW_PREVIEW_BYTES = 120
 MAX_TEST_BODY = 64 * 1024
 #: Groups whose connections the group list looks up (beyond it: "?" online).
 MAX_GROUP_LOOKUPS = 500
+
+
+#: The groups a broker creates itself (Java ``SubscriptionGroupManager.init``) and the tools'
+#: groups: rocketmq-dashboard's system groups, hidden from the group list unless asked for.
+SYSTEM_GROUPS = frozenset({
+    MixAll.TOOLS_CONSUMER_GROUP, MixAll.FILTERSRV_CONSUMER_GROUP, MixAll.SELF_TEST_CONSUMER_GROUP,
+    "CID_ONS-HTTP-PROXY", MixAll.CID_ONSAPI_PERMISSION_GROUP, MixAll.CID_ONSAPI_OWNER_GROUP,
+    MixAll.CID_ONSAPI_PULL_GROUP, MixAll.MONITOR_CONSUMER_GROUP,
+})
+
+
+def is_system_group(group: str) -> bool:
+    """A broker's own or a tool's group (see ``SYSTEM_GROUPS``, and ``CID_RMQ_SYS_*``)."""
+    return group in SYSTEM_GROUPS or MixAll.is_sys_consumer_group(group)
 
 
 def topic_kind(topic: str) -> str:
@@ -174,7 +189,8 @@ class ConsoleService:
         sorted by name (the name server lists cluster and broker names among topics too, as
         Java's does: they are system topics here)."""
         info = await self.admin.examine_broker_cluster_info()
-        non_topics = set(info.cluster_addr_table) | set(info.broker_addr_table)
+        non_topics = (set(info.cluster_addr_table) | set(info.broker_addr_table)
+                      | {MixAll.get_reply_topic(c) for c in info.cluster_addr_table})
         out = []
         for t in sorted(set(await self.admin.fetch_all_topic_list())):
             kind = "system" if t in non_topics else topic_kind(t)
@@ -265,7 +281,7 @@ class ConsoleService:
                 stats = None
             for g, cfg in configs.items():
                 row = rows.setdefault(g, {"group": g, "brokers": [], "diffTotal": 0, "consumeTps": 0.0,
-                                          "system": MixAll.is_sys_consumer_group(g),
+                                          "system": is_system_group(g),
                                           "consumeEnable": bool(cfg.get("consumeEnable", True)),
                                           "consumeBroadcastEnable": bool(cfg.get("consumeBroadcastEnable", False)),
                                           "retryMaxTimes": cfg.get("retryMaxTimes", 16)})
@@ -275,7 +291,7 @@ class ConsoleService:
             for entry in stats.consume_stats_list:
                 for g, per_topic in entry.items():
                     row = rows.setdefault(g, {"group": g, "brokers": [name], "diffTotal": 0, "consumeTps": 0.0,
-                                              "system": MixAll.is_sys_consumer_group(g)})
+                                              "system": is_system_group(g)})
                     for cs in per_topic:
                         row["diffTotal"] += cs.compute_total_diff()
                         row["consumeTps"] += cs.consume_tps
@@ -287,8 +303,8 @@ class ConsoleService:
             try:
                 cc = await self.admin.examine_consumer_connection_info(row["group"])
             except (AdminError, BrokerResponseError) as e:
-                row["count"] = 0
-                if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
+                row["count"] = 0      # not online, or never used (no retry topic, so no route)
+                if e.code != ResponseCode.CONSUMER_NOT_ONLINE and getattr(e, "addr", None) is not None:
                     row["countError"] = str(e)
                 return
             row["count"] = len(cc.connection_set)
@@ -325,8 +341,8 @@ class ConsoleService:
             out["connections"] = []
             out["subscriptions"] = []
             out["connectionError"] = str(e)
-        out["topics"] = sorted({q["topic"] for q in out["queues"]}
-                               | {s["topic"] for s in out["subscriptions"]})
+        out["topics"] = sorted({q["topic"] for q in out["queues"]} | {s["topic"] for s in out["subscriptions"]},
+                               key=lambda t: (MixAll.is_retry_topic(t), t))   # its own topics first
         return out
 
     async def running_info(self, group: str, client_id: str) -> dict[str, Any]:
@@ -454,6 +470,11 @@ class ConsoleService:
             raise ValueError(f"{e}") from None
         if msg is None:
             raise LookupError(f"no message with id {msg_id}" + (f" in topic {topic}" if topic else ""))
+        if not msg.broker_name:    # read by offset id: name the broker from its address
+            info = await self.admin.examine_broker_cluster_info()
+            name = next((n for n, bd in info.broker_addr_table.items() if msg.store_host in bd.broker_addrs.values()),
+                        "")
+            msg = dataclasses.replace(msg, broker_name=name)
         return msg
 
     async def message_detail(self, msg_id: str, topic: str | None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ function el(tag, attrs, ...children) {
     else if (k === "className") node.className = v;
     else node.setAttribute(k, v === true ? "" : String(v));
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === null || c === undefined || c === false) continue;
     node.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -21,7 +21,7 @@ function el(tag, attrs, ...children) {
 }
 
 function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
-function fill(node, ...children) { clear(node); for (const c of children.flat()) if (c) node.appendChild(c instanceof Node ? c : document.createTextNode(String(c))); return node; }
+function fill(node, ...children) { clear(node); for (const c of children.flat(Infinity)) if (c) node.appendChild(c instanceof Node ? c : document.createTextNode(String(c))); return node; }
 
 function fmtTime(ms) {
   if (!ms || ms <= 0) return "-";
@@ -128,15 +128,15 @@ function svg(tag, attrs, ...children) {
 }
 
 // series: [{name, points: [[ms, value], ...]}]; the x axis spans the last `span` ms.
-function lineChart(series, span, id) {
-  const W = 800, H = 240, L = 52, R = 12, T = 10, B = 26;
+function lineChart(series, span, id, width) {
+  const W = Math.max(320, Math.round(width || 800)), H = 240, L = 52, R = 24, T = 10, B = 26;
   const now = Date.now(), x0 = now - span;
   let max = 0;
   for (const s of series) for (const [, v] of s.points) max = Math.max(max, v);
   max = max <= 0 ? 1 : niceMax(max);
   const X = t => L + (W - L - R) * Math.max(0, (t - x0)) / span;
   const Y = v => T + (H - T - B) * (1 - v / max);
-  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", role: "img" });
+  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img" });
   for (let i = 0; i <= 4; i++) {
     const v = max * i / 4, y = Y(v);
     g.appendChild(svg("line", { x1: L, x2: W - R, y1: y, y2: y, class: "grid" }));
@@ -145,7 +145,8 @@ function lineChart(series, span, id) {
   for (let i = 0; i <= 6; i++) {
     const t = x0 + span * i / 6, x = X(t);
     const d = new Date(t);
-    g.appendChild(svg("text", { x, y: H - 8, "text-anchor": "middle" }, `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`));
+    const hm = `${String(d.getHours()).padStart(2, "0")}:${String(d.getMinutes()).padStart(2, "0")}`;
+    g.appendChild(svg("text", { x, y: H - 8, "text-anchor": i === 6 ? "end" : "middle" }, span <= 600_000 ? hm + ":" + String(d.getSeconds()).padStart(2, "0") : hm));
   }
   g.appendChild(svg("line", { x1: L, x2: W - R, y1: H - B, y2: H - B, class: "axis" }));
   series.forEach((s, i) => {
@@ -258,7 +259,8 @@ async function showBroker(r, what) {
   fill(brokerPanel, el("h2", {}, `${what === "config" ? "Configuration" : "Runtime status"} of ${r.brokerName} (${r.addr})`), el("p", { className: "muted" }, "Loading…"));
   try {
     const data = await api("broker/" + what, { addr: r.addr });
-    fill(brokerPanel, el("h2", {}, `${what === "config" ? "Configuration" : "Runtime status"} of ${r.brokerName} (${r.addr})`), kvTable(data, "broker-" + what));
+    fill(brokerPanel, el("h2", {}, `${what === "config" ? "Configuration" : "Runtime status"} of ${r.brokerName} (${r.addr})`),
+         el("div", { className: "scroll" }, kvTable(data, "broker-" + what)));
   } catch (e) { brokerPanel.appendChild(errorBox(e)); }
 }
 
@@ -329,7 +331,7 @@ pages.topic = async (main, p) => {
   const consumers = card("Consuming groups");
   grid.append(status, consumers);
   main.appendChild(grid);
-  live(status, 5000, () => api("topic/status", { topic }), rows => table([
+  const statusView = live(status, 5000, () => api("topic/status", { topic }), rows => table([
     { key: "brokerName", title: "Broker" }, { key: "queueId", title: "Queue", num: true },
     { key: "minOffset", title: "Min offset", num: true }, { key: "maxOffset", title: "Max offset", num: true },
     { key: "lastUpdateTimestamp", title: "Last stored", render: r => fmtTime(r.lastUpdateTimestamp) }], rows, { id: "topic-status" }));
@@ -350,6 +352,7 @@ pages.topic = async (main, p) => {
     fill(out);
     try {
       const r = await post("topic/send", { topic, body: body.value, keys: keys.value, tags: tags.value });
+      statusView.refresh();
       fill(out, notice(`${r.sendStatus}: stored in ${r.brokerName} queue ${r.queueId} at offset ${r.queueOffset}.`),
            kvTable({ "Message id": r.msgId, "Offset message id": r.offsetMsgId }, "send-ids"),
            el("p", {}, link("message", { id: r.msgId, topic }, "Open the message")));
@@ -513,7 +516,7 @@ pages.group = async (main, p) => {
   const cfg = detail && detail.configs.length ? detail.configs[0].config : {};
   manage.appendChild(groupForm(group, () => view.refresh(), cfg));
   if (detail && detail.configs.length) manage.appendChild(table([{ key: "cluster", title: "Cluster" }, { key: "brokerName", title: "Broker" },
-      { title: "Config", render: r => el("span", { className: "mono" }, JSON.stringify(r.config)) }], detail.configs));
+      { title: "Config", cls: "mono wrap", render: r => Object.entries(r.config).map(([k, v]) => `${k}=${v}`).join("  ") }], detail.configs));
   const delOut = el("div", {});
   manage.appendChild(el("div", { className: "row" }, el("button", { className: "danger", id: "delete-group", onclick: async () => {
     if (!confirm(`Delete consumer group ${group} and its offsets?`)) return;
@@ -663,24 +666,27 @@ pages.dashboard = async (main) => {
   main.appendChild(el("h1", {}, "Dashboard"));
   const totals = el("div", { className: "stats", id: "dash-totals" });
   main.appendChild(totals);
-  const brokers = card("Broker TPS, last hour");
-  const topics = card("Topic TPS, last hour");
+  const brokers = card("Broker TPS (put and get), up to the last hour");
+  const topics = card("Topic TPS, up to the last hour");
   main.append(brokers, topics);
   const bHolder = el("div", {}), tHolder = el("div", {});
   brokers.appendChild(bHolder); topics.appendChild(tHolder);
   const draw = async () => {
     try {
       const [d, cl] = await Promise.all([api("dashboard"), api("cluster")]);
-      const span = d.history * 1000;
+      // the x axis: from the first sample (at least 5 minutes back) to now, at most the history kept
+      let first = Date.now();
+      for (const pts of [...Object.values(d.brokers), ...Object.values(d.topics)]) if (pts.length) first = Math.min(first, pts[0][0]);
+      const span = Math.min(d.history * 1000, Math.max(300_000, Date.now() - first));
       const bs = [];
       for (const [name, pts] of Object.entries(d.brokers)) {
         bs.push({ name: name + " put", points: pts.map(x => [x[0], x[1]]) });
         bs.push({ name: name + " get", points: pts.map(x => [x[0], x[2]]) });
       }
-      fill(bHolder, lineChart(bs, span, "broker-chart"));
+      fill(bHolder, lineChart(bs, span, "broker-chart", bHolder.clientWidth));
       const ts = Object.entries(d.topics).map(([name, pts]) => ({ name, points: pts, last: pts.length ? pts[pts.length - 1][1] : 0 }))
         .sort((a, b) => b.last - a.last).slice(0, 10);
-      fill(tHolder, lineChart(ts, span, "topic-chart"),
+      fill(tHolder, lineChart(ts, span, "topic-chart", tHolder.clientWidth),
            d.topicsSkipped ? el("p", { className: "muted" }, `${d.topicsSkipped} more topics are not sampled.`) : null,
            d.lastError ? errorBox(d.lastError) : null,
            el("p", { className: "muted" }, `One sample every ${d.interval} s; ${d.rounds} rounds so far. The ten busiest topics are drawn.`));
