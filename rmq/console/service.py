@@ -25,8 +25,10 @@ from rmq.remoting.body.stats import ConsumeStats
 from rmq.remoting.codes import ResponseCode
 from rmq.types import MessageExt, MessageQueue
 
-__all__ = ["ConsoleService", "topic_kind", "is_system_group", "SYSTEM_GROUPS", "first_number", "MAX_TIME_RANGE_MESSAGES", "MAX_KEY_MESSAGES",
-           "BODY_PREVIEW_BYTES"]
+__all__ = [
+    "BODY_PREVIEW_BYTES", "MAX_KEY_MESSAGES", "MAX_TIME_RANGE_MESSAGES", "SYSTEM_GROUPS",
+    "ConsoleService", "first_number", "is_system_group", "topic_kind",
+]
 
 _T = TypeVar("_T")
 
@@ -208,7 +210,7 @@ class ConsoleService:
         for name, n in (("readQueueNums", read_queue_nums), ("writeQueueNums", write_queue_nums)):
             if not 1 <= n <= 1024:
                 raise ValueError(f"{name} must be 1..1024, not {n}")
-        if not PermName.is_valid(perm):
+        if perm not in (PermName.PERM_WRITE, PermName.PERM_READ, PermName.PERM_READ | PermName.PERM_WRITE):
             raise ValueError(f"perm must be 2 (W), 4 (R) or 6 (RW), not {perm}")
         addrs = await self.admin.master_addrs(cluster, broker_addr)
         for addr in addrs:
