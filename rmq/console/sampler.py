@@ -78,7 +78,10 @@ class TpsSampler:
     async def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                await self.sample_once()
+                # a round may not outlast three intervals (at least 30 s): a hung broker
+                # delays the charts, it does not stop them
+                async with asyncio.timeout(max(30.0, 3 * self.interval)):
+                    await self.sample_once()
                 self.last_error = ""
             except (RMQError, OSError, TimeoutError) as e:
                 self.last_error = str(e) or type(e).__name__

@@ -551,11 +551,16 @@ class ConsoleService:
     async def dlq_messages(self, group: str, begin_ms: int, end_ms: int) -> dict[str, Any]:
         """The messages of ``group``'s ``%DLQ%`` topic within [begin, end] ms (DlqMessageServiceImpl)."""
         dlq = MixAll.get_dlq_topic(group)
+        empty: dict[str, Any] = {"messages": [], "truncated": False, "limit": MAX_TIME_RANGE_MESSAGES}
         try:
-            await self.admin.examine_topic_route_info(dlq)
+            route = await self.admin.examine_topic_route_info(dlq)
         except AdminError:
-            return {"messages": [], "truncated": False, "limit": MAX_TIME_RANGE_MESSAGES,
-                    "note": f"the group {group} has no dead-letter topic (nothing has gone there yet)"}
+            return {**empty, "note": f"the group {group} has no dead-letter topic (nothing has gone there yet)"}
+        if not any(PermName.is_readable(q.perm) for q in route.queue_datas):
+            # Java's broker creates %DLQ% topics write-only (SendMessageProcessor.consumerSendMsgBack)
+            return {**empty, "note": f"{dlq} is write-only (perm {PermName.perm_to_string(route.queue_datas[0].perm)}"
+                                     f" on the broker): make it readable (perm 6) in its topic page to browse it"
+                    if route.queue_datas else f"{dlq} has no queues"}
         return await self.messages_by_time(dlq, begin_ms, end_ms)
 
     async def dlq_resend(self, group: str, msg_ids: list[str]) -> list[dict[str, Any]]:

@@ -231,3 +231,26 @@ def test_a_bad_console_port_stops_standalone(tmp_path: pathlib.Path) -> None:
     done = subprocess.run([sys.executable, "-m", "rmq", "standalone", "--store-dir", str(tmp_path),
                            "--consolePort=http"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "consolePort" in done.stderr, done
+
+
+def test_the_console_stands_on_the_client_only() -> None:
+    """rmq.console is over rmq.Admin: it never reaches into a daemon's internals."""
+    import rmq.console
+    from tests.common.test_common_layering import _imported_units
+
+    root = pathlib.Path(rmq.console.__file__).parent
+    used = {unit for f in root.rglob("*.py") for _, unit in _imported_units(f)}
+    assert used and used <= {"console", "client", "common", "remoting", "types", "errors", "_version"}, used
+
+
+def test_the_page_ships_as_package_data() -> None:
+    """Every file the page needs is matched by pyproject's package-data for rmq.console (an
+    installed rmq serves the page without the source tree)."""
+    import fnmatch
+    import tomllib
+
+    cfg = tomllib.loads((pathlib.Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    patterns = cfg["tool"]["setuptools"]["package-data"]["rmq.console"]
+    files = sorted(p.relative_to(STATIC_DIR.parent).as_posix() for p in STATIC_DIR.iterdir())
+    assert {"static/index.html", "static/app.js", "static/app.css"} <= set(files)
+    assert all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files), (files, patterns)

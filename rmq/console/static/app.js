@@ -238,7 +238,7 @@ function brokerTable(rows, full) {
     { key: "brokerName", title: "Broker" },
     { key: "brokerId", title: "Id", num: true },
     { key: "addr", title: "Address", cls: "mono" },
-    { key: "version", title: "Version", render: r => r.error ? el("span", { className: "badge bad" }, r.error) : r.version },
+    { key: "version", title: "Version", cls: "wrap", render: r => r.error ? el("span", { className: "badge bad" }, r.error) : r.version },
     { key: "putTps", title: "Put TPS", num: true },
     { key: "getTps", title: "Get TPS", num: true },
     { key: "msgPutTotalTodayNow", title: "Put today", num: true },
@@ -246,7 +246,7 @@ function brokerTable(rows, full) {
   ];
   if (full) {
     cols.push({ key: "commitLogDiskRatio", title: "Disk used", num: true, render: r => r.error ? "-" : (r.commitLogDiskRatio * 100).toFixed(1) + " %" });
-    cols.push({ key: "runtime", title: "Running for", render: r => (r.runtime || "").replace(/^\[ | \]$/g, "") });
+    cols.push({ key: "runtime", title: "Running for", render: r => (r.runtime || "").replace(/^\[ | \]$/g, "").replace(/ days?,?/, "d").replace(/ hours?,?/, "h").replace(/ minutes?,?/, "m").replace(/ seconds?/, "s") });
     cols.push({ title: "", render: r => [el("button", { className: "small secondary", "data-action": "status", onclick: () => showBroker(r, "runtime") }, "Status"), " ",
                                       el("button", { className: "small secondary", "data-action": "config", onclick: () => showBroker(r, "config") }, "Config")] });
   }
@@ -552,7 +552,7 @@ function messageTable(rows, topic, opts = {}) {
   const cols = [];
   if (opts.select) cols.push({ title: "", render: r => el("input", { type: "checkbox", className: "pick", value: r.offsetMsgId }) });
   cols.push({ key: "msgId", title: "Message id", cls: "mono", render: r => link("message", { id: r.msgId, topic: r.topic }, r.msgId) },
-            { key: "tags", title: "Tag" }, { key: "keys", title: "Keys", render: r => r.keys.join(" ") },
+            { key: "tags", title: "Tag" }, { key: "keys", title: "Keys", cls: "wrap", render: r => r.keys.join(" ") },
             { key: "storeTimestamp", title: "Stored", render: r => fmtTime(r.storeTimestamp) },
             { key: "queueId", title: "Queue", num: true }, { key: "queueOffset", title: "Offset", num: true },
             { key: "preview", title: "Body", cls: "mono wrap" });
@@ -616,7 +616,7 @@ pages.message = async (main, p) => {
   const out = el("div", { id: "resend-result" });
   tracks.appendChild(table([{ key: "group", title: "Group", render: r => r.group ? link("group", { name: r.group }, r.group) : "-" },
     { key: "status", title: "Status", render: r => el("span", { className: "badge " + (r.status === "CONSUMED" ? "ok" : r.status === "NOT_CONSUME_YET" ? "warn" : "bad") }, r.status) },
-    { key: "error", title: "Note", render: r => r.error || (r.clients || []).join(", ") },
+    { key: "error", title: "Note", cls: "wrap", render: r => r.error || (r.clients || []).join(", ") },
     { title: "", render: r => r.group ? el("button", { className: "small secondary", "data-action": "resend", "data-group": r.group, onclick: async () => {
         fill(out, el("p", { className: "muted" }, "Resending…"));
         try { const x = await post("message/resend", { msgId: m.offsetMsgId, group: r.group, topic: m.topic });
