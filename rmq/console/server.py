@@ -65,6 +65,8 @@ class ConsoleConfig:
         admin_timeout: seconds per remote call of the admin (default 5, mqadmin's).
         request_timeout: seconds one API call may take in all (default 30).
         max_concurrent: API calls served at once (default 8).
+        max_waiting: API calls in the house at once, running or waiting (default 64); past it
+            a call is answered 503 at once.
         cache_ttl / cache_entries: GET answers reused for 2 s, at most 128 kept.
         sample_interval / history: the dashboard's TPS sampling (10 s, 3600 s kept).
         max_topics_sampled: topics whose TPS is sampled (default 64).
@@ -77,6 +79,7 @@ class ConsoleConfig:
     admin_timeout: float = 5.0
     request_timeout: float = 30.0
     max_concurrent: int = 8
+    max_waiting: int = 64
     cache_ttl: float = 2.0
     cache_entries: int = 128
     sample_interval: float = 10.0
@@ -159,6 +162,7 @@ class ConsoleServer:
                                   max_topics=config.max_topics_sampled)
         self._cache = _Cache(config.cache_ttl, config.cache_entries)
         self._gate = asyncio.Semaphore(config.max_concurrent)
+        self._waiting = 0
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.app = self._build_app()
@@ -315,7 +319,17 @@ class ConsoleServer:
         return handler
 
     async def _run(self, call: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
-        """One API call under the gate and the timeout; errors become (status, {"error"…})."""
+        """One API call under the gate and the timeout; errors become (status, {"error"…}).
+        Past ``max_waiting`` calls waiting for the gate, a call is refused at once (503)."""
+        if self._waiting >= self.config.max_waiting:
+            return 503, {"error": f"the console is busy ({self._waiting} requests waiting); try again shortly"}
+        self._waiting += 1
+        try:
+            return await self._run_gated(call)
+        finally:
+            self._waiting -= 1
+
+    async def _run_gated(self, call: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
         try:
             async with self._gate, asyncio.timeout(self.config.request_timeout):
                 return 200, await call()

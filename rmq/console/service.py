@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
+import heapq
+import itertools
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
@@ -437,27 +439,31 @@ class ConsoleService:
         if end_ms < begin_ms:
             raise ValueError("the end of the time range is before its beginning")
         mqs = await self.admin.fetch_subscribe_message_queues(topic)
-        found: list[MessageExt] = []
+        # the newest ``limit`` rows over all queues, in a min-heap by store time: memory stays at
+        # ``limit`` small rows (bodies cut to a preview at once) however many queues there are
+        newest: list[tuple[int, int, int, dict[str, Any]]] = []
+        seq = itertools.count()
         truncated = False
 
-        async def one(mq: MessageQueue) -> list[MessageExt]:
+        async def one(mq: MessageQueue) -> None:
+            nonlocal truncated
             lo = await self.admin.search_offset(mq, begin_ms)
             hi = await self.admin.search_offset(mq, end_ms + 1)
-            hi = max(hi, lo)
-            hi = min(hi, await self.admin.max_offset(mq))
-            lo = max(lo, hi - limit)     # the newest ``limit`` of this queue at most
-            msgs: list[MessageExt] = []
+            hi = min(max(hi, lo), await self.admin.max_offset(mq))
+            if hi - lo > limit:          # only the newest ``limit`` of this queue can be kept
+                lo = hi - limit
+                truncated = True
             async for result in self.admin.iter_pull(mq, lo, hi):
-                msgs += [m for m in result.messages if begin_ms <= m.store_timestamp <= end_ms]
-            return msgs
+                for m in result.messages:
+                    if begin_ms <= m.store_timestamp <= end_ms:
+                        heapq.heappush(newest, (m.store_timestamp, m.queue_offset, next(seq), message_row(m)))
+                        if len(newest) > limit:
+                            heapq.heappop(newest)
+                            truncated = True
 
-        for msgs in await _bounded(mqs, one):
-            found += msgs
-        found.sort(key=lambda m: (m.store_timestamp, m.queue_offset), reverse=True)
-        if len(found) > limit:
-            truncated = True
-            found = found[:limit]
-        return {"messages": [message_row(m) for m in found], "truncated": truncated, "limit": limit}
+        await _bounded(mqs, one)
+        newest.sort(reverse=True)
+        return {"messages": [row for *_, row in newest], "truncated": truncated, "limit": limit}
 
     async def messages_by_key(self, topic: str, key: str) -> dict[str, Any]:
         """The messages of ``topic`` carrying ``key`` (at most ``MAX_KEY_MESSAGES``)."""

@@ -254,3 +254,20 @@ def test_the_page_ships_as_package_data() -> None:
     files = sorted(p.relative_to(STATIC_DIR.parent).as_posix() for p in STATIC_DIR.iterdir())
     assert {"static/index.html", "static/app.js", "static/app.css"} <= set(files)
     assert all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files), (files, patterns)
+
+
+async def test_a_time_range_query_keeps_the_newest_within_its_limit(env: Any) -> None:
+    _, server, http = env
+    status, _ = await post(http, "/api/topic", {"topic": "RangeTopic", "readQueueNums": 2, "writeQueueNums": 2})
+    assert status == 200
+    async with rmq.Producer(server.config.namesrv_addr, "RangeProducer") as p:
+        sent = [(await p.send(rmq.Message("RangeTopic", b"r%d" % i))).msg_id for i in range(12)]
+    got = await server.service.messages_by_time("RangeTopic", 0, 2 ** 62, limit=5)
+    assert got["truncated"] is True and len(got["messages"]) == 5
+    stamps = [(m["storeTimestamp"], m["queueOffset"]) for m in got["messages"]]
+    assert stamps == sorted(stamps, reverse=True)
+    everything = await server.service.messages_by_time("RangeTopic", 0, 2 ** 62)
+    assert everything["truncated"] is False and {m["msgId"] for m in everything["messages"]} == set(sent)
+    assert {m["msgId"] for m in got["messages"]} <= set(sent)
+    status, data, _ = await get(http, "/api/messages", topic="RangeTopic", begin=5, end=4)
+    assert status == 400 and "before its beginning" in data["error"]
