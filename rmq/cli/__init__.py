@@ -52,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
         "standalone",
         help="run a name server and a broker in one process (what `make run` starts)",
         allow_abbrev=False,
-        epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH).",
+        epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH). "
+               "--consolePort=N serves the web console on 127.0.0.1:N (default 8080; 0 = no console).",
     )
     p.add_argument("--host", default="127.0.0.1", help="address both servers bind (default 127.0.0.1)")
     p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (default 9876)")

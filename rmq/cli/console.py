@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 import uvloop
+
+if TYPE_CHECKING:
+    from rmq.console import ConsoleServer
 
 log = logging.getLogger("rmq")
 
@@ -22,7 +26,7 @@ def console_missing() -> str | None:
     return None
 
 
-async def start_console(namesrv_addr: str, host: str, port: int) -> object | None:
+async def start_console(namesrv_addr: str, host: str, port: int) -> ConsoleServer | None:
     """Start a console beside a daemon; a missing aiohttp or a taken port is a warning and
     None (the daemon carries on without it)."""
     missing = console_missing()
@@ -42,12 +46,9 @@ async def start_console(namesrv_addr: str, host: str, port: int) -> object | Non
     return server
 
 
-async def stop_console(server: object | None) -> None:
+async def stop_console(server: ConsoleServer | None) -> None:
     """Stop what :func:`start_console` started (None: nothing)."""
     if server is not None:
-        from rmq.console import ConsoleServer
-
-        assert isinstance(server, ConsoleServer)
         await server.stop()
 
 

@@ -271,3 +271,28 @@ async def test_a_time_range_query_keeps_the_newest_within_its_limit(env: Any) ->
     assert {m["msgId"] for m in got["messages"]} <= set(sent)
     status, data, _ = await get(http, "/api/messages", topic="RangeTopic", begin=5, end=4)
     assert status == 400 and "before its beginning" in data["error"]
+
+
+def test_standalone_without_aiohttp_warns_and_runs(tmp_path: pathlib.Path) -> None:
+    """With aiohttp not importable, ``rmq standalone`` logs why there is no console and serves
+    its broker all the same."""
+    from rmq._testing import wait_for_port, wait_until_sync
+
+    log_path = tmp_path / "standalone.log"
+    ns_port, broker_port = free_port(), free_port()
+    code = ("import sys; sys.modules['aiohttp'] = None\n"     # `import aiohttp` now raises ImportError
+            "from rmq.cli import main; sys.exit(main(sys.argv[1:]))")
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-c", code, "standalone", "--store-dir", str(tmp_path / "store"),
+                                 "--namesrv-port", str(ns_port), "--broker-port", str(broker_port),
+                                 f"--consolePort={free_port()}", *StandaloneProcess.TEST_FILE_SIZES],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_until_sync(lambda: "console not started" in log_path.read_text() or proc.poll() is not None,
+                        timeout=60, what="the console's warning")
+        text = log_path.read_text()
+        assert "the console needs aiohttp" in text, text
+        assert "rmq standalone listening" in text and wait_for_port("127.0.0.1", broker_port, 10.0)
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0, log_path.read_text()
