@@ -177,7 +177,7 @@ def test_topic_create_send_and_find(page: Any, shots: Any) -> None:
 def test_group_lag_falls_reset_and_skip(page: Any, cluster: Any, loop_thread: Any, shots: Any) -> None:
     ns, topic, group = cluster.namesrv_addr, "ConsoleLagTopic", "ConsoleLagGroup"
     loop_thread.run(_create_topic(ns, topic, 2))
-    loop_thread.run(_produce(ns, topic, 30))
+    ids = loop_thread.run(_produce(ns, topic, 30))
     c = Consumer(loop_thread, ns, group, topic).start()
     wait_for(lambda: len({m.msg_id for m in c.seen}) >= 30, what="the consumer to take all 30 messages")
     c.stop()
@@ -209,9 +209,23 @@ def test_group_lag_falls_reset_and_skip(page: Any, cluster: Any, loop_thread: An
         page.locator("#reset-button").click()
         expect()(page.locator("#reset-result")).to_contain_text("broker", timeout=WAIT)
         wait_for(lambda: len(c2.seen) >= seen_before + 30, what="the member to consume the 30 messages again")
+        open_page(page, f"group?name={group}", "group")     # fresh figures: the lag is 0 once it commits
         expect()(lag).to_have_text("0", timeout=WAIT)
+
+        # a message's detail: consumed by the group; resent to its online member
+        page.goto(f"/#/message?id={ids[0]}&topic={topic}")
+        tracks = page.locator("#message-tracks")
+        expect()(tracks).to_contain_text(group, timeout=WAIT)
+        expect()(tracks).to_contain_text("CONSUMED")
+        seen_before = sum(m.msg_id == ids[0] for m in c2.seen)
+        tracks.locator(f"button[data-group='{group}']").click()
+        expect()(page.locator("#resend-result")).to_contain_text("CR_SUCCESS", timeout=WAIT)
+        wait_for(lambda: sum(m.msg_id == ids[0] for m in c2.seen) > seen_before, what="the resent message")
+        shots(page, "console-message-consumed")
     finally:
         c2.stop()
+    open_page(page, f"group?name={group}", "group")
+    expect()(lag).to_have_text("0", timeout=WAIT)
 
     # skip accumulated: 10 new messages nobody consumes, then skipped
     loop_thread.run(_produce(ns, topic, 10))
@@ -257,6 +271,33 @@ def test_dlq_browse_and_resend(page: Any, cluster: Any, loop_thread: Any, shots:
         wait_for(lambda: sum(m.body == b"poison0" for m in c.seen) >= 2, what="the resent dead letter's delivery")
     finally:
         c.stop()
+
+
+def test_group_and_topic_create_and_delete_in_the_page(page: Any) -> None:
+    open_page(page, "groups", "groups")
+    form = page.locator("#group-form")
+    form.locator("input[name=group]").fill("ConsolePageGroup")
+    form.locator("input[name=retryMaxTimes]").fill("5")
+    form.locator("button[type=submit]").click()
+    expect()(page.locator(".notice")).to_contain_text("Group ConsolePageGroup written", timeout=WAIT)
+    expect()(page.locator("#group-list")).to_contain_text("ConsolePageGroup", timeout=WAIT)
+    page.locator("#group-list").get_by_role("link", name="ConsolePageGroup", exact=True).click()
+    expect()(page.locator("#group-form input[name=retryMaxTimes]")).to_have_value("5", timeout=WAIT)
+    page.locator("#delete-group").click()
+    expect()(page.locator(".notice")).to_contain_text("Group ConsolePageGroup deleted", timeout=WAIT)
+
+    open_page(page, "topics", "topics")
+    page.locator("#topic-form input[name=topic]").fill("ConsolePageTopic")
+    page.locator("#topic-form button[type=submit]").click()
+    expect()(page.locator(".notice")).to_contain_text("written", timeout=WAIT)
+    page.goto("/#/topic?name=ConsolePageTopic")
+    expect()(page.locator("#topic-status tbody tr")).to_have_count(8, timeout=WAIT)
+    page.locator("#delete-topic").click()
+    expect()(page.locator(".notice")).to_contain_text("Topic ConsolePageTopic deleted", timeout=WAIT)
+    open_page(page, "topics", "topics")
+    expect()(page.locator("#topic-list")).to_be_visible(timeout=WAIT)
+    expect()(page.locator("#topic-list")).not_to_contain_text("ConsolePageTopic")
+    no_errors(page)
 
 
 def test_dashboard_draws_topic_tps(page: Any, cluster: Any, loop_thread: Any, shots: Any) -> None:

@@ -521,7 +521,8 @@ pages.group = async (main, p) => {
   manage.appendChild(el("div", { className: "row" }, el("button", { className: "danger", id: "delete-group", onclick: async () => {
     if (!confirm(`Delete consumer group ${group} and its offsets?`)) return;
     try { await post("group/delete", { group }); fill(delOut, notice(`Group ${group} deleted.`)); } catch (e) { fill(delOut, errorBox(e)); }
-  } }, "Delete group")), delOut);
+  } }, "Delete group")));
+  manage.appendChild(delOut);
 };
 
 // ---- producers
@@ -614,7 +615,7 @@ pages.message = async (main, p) => {
                         el("pre", { className: "body", id: "message-body" }, m.body.text)));
   const tracks = card("Consume status per group");
   const out = el("div", { id: "resend-result" });
-  tracks.appendChild(table([{ key: "group", title: "Group", render: r => r.group ? link("group", { name: r.group }, r.group) : "-" },
+  tracks.append(table([{ key: "group", title: "Group", render: r => r.group ? link("group", { name: r.group }, r.group) : "-" },
     { key: "status", title: "Status", render: r => el("span", { className: "badge " + (r.status === "CONSUMED" ? "ok" : r.status === "NOT_CONSUME_YET" ? "warn" : "bad") }, r.status) },
     { key: "error", title: "Note", cls: "wrap", render: r => r.error || (r.clients || []).join(", ") },
     { title: "", render: r => r.group ? el("button", { className: "small secondary", "data-action": "resend", "data-group": r.group, onclick: async () => {
