@@ -188,9 +188,13 @@ function route() {
   document.querySelectorAll("#nav a").forEach(a => a.classList.toggle("active", a.dataset.page === page ||
       (page === "topic" && a.dataset.page === "topics") || (page === "group" && a.dataset.page === "groups") ||
       (page === "message" && a.dataset.page === "messages")));
+  // each visit renders into its own element: a page still awaiting an answer after the user
+  // moved on writes into its detached element, never into the next page
   const main = clear(document.getElementById("main"));
   main.dataset.page = page;
-  Promise.resolve(pages[page](main, params)).catch(e => main.appendChild(errorBox(e)));
+  const view = el("div", { className: "view" });
+  main.appendChild(view);
+  Promise.resolve(pages[page](view, params)).catch(e => view.appendChild(errorBox(e)));
 }
 window.addEventListener("hashchange", route);
 window.addEventListener("DOMContentLoaded", () => {
