@@ -1,7 +1,8 @@
 """Consumer groups and connections: progress, connections, status, offset resets (Java
 ``DefaultMQAdminExt`` examineConsumeStats, examineConsumerConnectionInfo,
 examineProducerConnectionInfo, getConsumerRunningInfo, consumeMessageDirectly,
-resetOffsetByTimestamp, resetOffsetByTimestampOld, getConsumeStatus, updateConsumeOffset)."""
+resetOffsetByTimestamp, resetOffsetByTimestampOld, getConsumeStatus, updateConsumeOffset,
+getAllSubscriptionGroup)."""
 from __future__ import annotations
 
 import functools
