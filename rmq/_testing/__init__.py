@@ -237,6 +237,10 @@ class StandaloneProcess:
     def command(self) -> list[str]:
         sizes = [a for a in (self.TEST_FILE_SIZES if self.small_files else ())
                  if not any(x.startswith(a.split("=")[0] + "=") for x in self.extra_args)]
+        # No web console unless asked for: test and bench daemons run side by side, and the
+        # console's sampler would add connections and CPU to what they measure.
+        if not any(a.startswith("--consolePort=") for a in self.extra_args):
+            sizes.append("--consolePort=0")
         return [
             sys.executable, "-m", "rmq", "standalone",
             "--namesrv-port", str(self.namesrv_port),

@@ -1,5 +1,6 @@
 """The ``rmq`` command: ``rmq namesrv``, ``rmq broker -c broker.conf``, ``rmq standalone``,
-and ``rmq admin <mqadmin command>`` (see :mod:`rmq.cli.admin`).
+``rmq console --namesrv host:port`` (the web console, :mod:`rmq.console`) and ``rmq admin
+<mqadmin command>`` (see :mod:`rmq.cli.admin`).
 
 Every daemon listens on 127.0.0.1 unless told otherwise, logs one line saying where it
 listens, and stops cleanly on SIGINT/SIGTERM (held pulls answered, offsets and configs
@@ -25,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     from rmq import __version__
 
     parser.add_argument("--version", action="version", version=f"rmq {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,admin}")
+    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,console,admin}")
 
     p = sub.add_parser(
         "namesrv",
@@ -51,13 +52,26 @@ def _parser() -> argparse.ArgumentParser:
         "standalone",
         help="run a name server and a broker in one process (what `make run` starts)",
         allow_abbrev=False,
-        epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH).",
+        epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH). "
+               "--consolePort=N serves the web console on 127.0.0.1:N (default 8080; 0 = no console).",
     )
     p.add_argument("--host", default="127.0.0.1", help="address both servers bind (default 127.0.0.1)")
     p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (default 9876)")
     p.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
     p.add_argument("--store-dir", default="./rmq-data", help="store root directory (default ./rmq-data)")
     _lenient(p)
+
+    p = sub.add_parser(
+        "console",
+        help="run the web console for a cluster (needs aiohttp: the console extra)",
+        allow_abbrev=False,
+    )
+    p.add_argument("-n", "--namesrv", dest="namesrv", default=None,
+                   help="name server address(es), host:port[;host:port] (default $NAMESRV_ADDR)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
+    p.add_argument("--sample-interval", type=float, default=10.0,
+                   help="seconds between the dashboard's TPS samples (default 10)")
 
     from rmq.cli import admin
 
@@ -97,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rmq admin: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
             return 2
         return run_admin(args)
+    if args.command == "console":
+        from rmq.cli.console import run_console
+
+        if extra:
+            print(f"rmq console: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
+            return 2
+        return run_console(args.namesrv, args.host, args.port, sample_interval=args.sample_interval)
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
 

@@ -19,6 +19,7 @@ import typing
 import uvloop
 
 from rmq.broker.controller import BrokerController
+from rmq.cli.console import DEFAULT_CONSOLE_PORT, start_console, stop_console
 from rmq.config import (
     BrokerConfig,
     ConfigError,
@@ -226,12 +227,27 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
 # -- rmq standalone ---------------------------------------------------------------------------
 
 
+def _console_port(props: dict[str, str]) -> int:
+    """Take ``consolePort`` (a standalone property: the web console's port on 127.0.0.1,
+    default 8080, 0 = no console) out of ``props``; ConfigError when it is not a port."""
+    text = props.pop("consolePort", str(DEFAULT_CONSOLE_PORT)).strip()
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"bad value for consolePort: {text!r} (expected 0..65535; 0 = no console)")
+    return port
+
+
+
 def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: str, overrides: list[str]) -> int:
     """Name server and broker on one loop: the embedded default (``make run``)."""
     setup_logging()
     try:
         props = {"listenHost": host, "listenPort": str(broker_port), "storePathRootDir": store_dir}
         props.update(parse_overrides(overrides))
+        console_port = _console_port(props)
         props, tls = build_tls_settings(props)
         broker_config, store_config, warnings = build_broker_configs(props)
         tls_options = tls.server_options()
@@ -270,10 +286,13 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
                 "rmq standalone listening: name server on %s, broker %s on %s, store %s",
                 namesrv.address, broker_config.broker_name, broker.server.address, store_config.store_path_root_dir,
             )
+            console = (await start_console(broker_config.namesrv_addr, "127.0.0.1", console_port)
+                       if console_port else None)
             try:
                 await stop.wait()
             finally:
                 log.info("rmq standalone stopping")
+                await _shut_down("console", lambda: stop_console(console))
                 await _shut_down("broker", broker.shutdown)
         finally:
             await _shut_down("name server", namesrv.shutdown)

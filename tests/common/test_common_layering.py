@@ -2,6 +2,7 @@
 
     __main__                                python -m rmq
     → cli, _testing                         the command line and the test harness
+      → console                             the web console (over the client's Admin)
       → broker | namesrv | client | spark   (siblings: none imports another)
         → remoting | store                  (siblings)
           → types | config                  (value types and statuses the request parsers
@@ -29,8 +30,9 @@ RANK = {
     "types": 2, "config": 2,
     "remoting": 3, "store": 3,
     "broker": 4, "namesrv": 4, "client": 4, "spark": 4,
-    "cli": 5, "_testing": 5,
-    "__main__": 6,
+    "console": 5,
+    "cli": 6, "_testing": 6,
+    "__main__": 7,
 }
 
 

@@ -1,7 +1,8 @@
 """Consumer groups and connections: progress, connections, status, offset resets (Java
 ``DefaultMQAdminExt`` examineConsumeStats, examineConsumerConnectionInfo,
 examineProducerConnectionInfo, getConsumerRunningInfo, consumeMessageDirectly,
-resetOffsetByTimestamp, resetOffsetByTimestampOld, getConsumeStatus, updateConsumeOffset)."""
+resetOffsetByTimestamp, resetOffsetByTimestampOld, getConsumeStatus, updateConsumeOffset,
+getAllSubscriptionGroup)."""
 from __future__ import annotations
 
 import functools
@@ -219,6 +220,12 @@ class ConsumerAdmin(AdminBase):
                 await self.update_consume_offset(addr, dest_group, mq, w.consumer_offset)
                 n += 1
         return n
+
+    async def get_all_subscription_group(self, addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: every subscription group of the broker at ``addr``,
+        ``{group: config}`` with Java ``SubscriptionGroupConfig``'s wire names (Java
+        ``DefaultMQAdminExt.getAllSubscriptionGroup``)."""
+        return await self._call(addr, _get_all_subscription_groups(), _parse_subscription_groups)
 
     async def get_consumer_config(self, group: str) -> list[ConsumerConfigInfo]:
         """A subscription group's configuration on every broker that has it (mqadmin

@@ -1,0 +1,389 @@
+"""The console's HTTP server (aiohttp): the page and its assets, and the JSON API under
+``/api/`` that the page's script calls.
+
+Every API call runs under a timeout (``request_timeout``) and at most ``max_concurrent`` at
+once (further ones wait their turn), so a page left open in many tabs cannot flood the
+brokers; GET answers are cached for ``cache_ttl`` seconds in a table of at most
+``cache_entries`` (pages poll every few seconds). Any write empties the cache.
+
+A broker's refusal becomes ``{"error": text, "code": n, "remark": text}`` with status 502, a
+bad request 400, a missing message 404, an unreachable peer 503, a timeout 504; anything else
+is logged with its traceback and answered ``{"error": "internal error: <type>"}`` (500), never
+a traceback in the page. Writes must be ``application/json`` POSTs or DELETEs from the
+console's own origin (a form on another site cannot send them), and every answer forbids
+framing and inline script (Content-Security-Policy).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import pathlib
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+from rmq import __version__
+from rmq.client.admin import Admin, AdminError
+from rmq.common.log import RateLimitedLog, clip
+from rmq.errors import BrokerResponseError, RemotingError
+
+from .sampler import TpsSampler
+from .service import ConsoleService, now_ms
+
+__all__ = ["ConsoleConfig", "ConsoleServer", "STATIC_DIR"]
+
+log = logging.getLogger("rmq.console")
+_warn = RateLimitedLog(log)
+
+#: The page, its script and its style sheet (package data).
+STATIC_DIR = pathlib.Path(__file__).parent / "static"
+
+_SECURITY_HEADERS = {
+    "Content-Security-Policy": ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+@dataclass
+class ConsoleConfig:
+    """Settings of ``rmq console``.
+
+    Attributes:
+        namesrv_addr: the name server(s), ``"host:port"`` or ``"h1:p1;h2:p2"``.
+        host: address the HTTP server binds (default 127.0.0.1: the console can change the
+            cluster and has no login, so it is not exposed unless asked for).
+        port: HTTP port (default 8080; 0 picks a free one).
+        admin_timeout: seconds per remote call of the admin (default 5, mqadmin's).
+        request_timeout: seconds one API call may take in all (default 30).
+        max_concurrent: API calls served at once (default 8).
+        max_waiting: API calls in the house at once, running or waiting (default 64); past it
+            a call is answered 503 at once.
+        cache_ttl / cache_entries: GET answers reused for 2 s, at most 128 kept.
+        sample_interval / history: the dashboard's TPS sampling (10 s, 3600 s kept).
+        max_topics_sampled: topics whose TPS is sampled (default 64).
+        max_body_bytes: the largest request body accepted (default 256 KiB).
+    """
+
+    namesrv_addr: str
+    host: str = "127.0.0.1"
+    port: int = 8080
+    admin_timeout: float = 5.0
+    request_timeout: float = 30.0
+    max_concurrent: int = 8
+    max_waiting: int = 64
+    cache_ttl: float = 2.0
+    cache_entries: int = 128
+    sample_interval: float = 10.0
+    history: float = 3600.0
+    max_topics_sampled: int = 64
+    max_body_bytes: int = 256 * 1024
+
+
+class _Cache:
+    """GET answers by URL for ``ttl`` seconds, at most ``entries`` (oldest dropped)."""
+
+    def __init__(self, ttl: float, entries: int) -> None:
+        self.ttl = ttl
+        self.entries = entries
+        self._data: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+
+    def get(self, key: str) -> Any:
+        hit = self._data.get(key)
+        if hit is None or time.monotonic() - hit[0] > self.ttl:
+            return None
+        return hit[1]
+
+    def put(self, key: str, value: Any) -> None:
+        self._data[key] = (time.monotonic(), value)
+        self._data.move_to_end(key)
+        while len(self._data) > self.entries:
+            self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+class ApiError(Exception):
+    """An answer other than 200 that the handler decided on (status and text)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+Handler = Callable[[web.Request], Awaitable[Any]]
+
+
+def _int(value: str | None, name: str, default: int | None = None) -> int:
+    if value is None or value == "":
+        if default is None:
+            raise ValueError(f"{name} is required")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, not {clip(value, 40)!r}") from None
+
+
+def _str(q: Any, name: str, *, required: bool = True, limit: int = 1024) -> str:
+    v = q.get(name)
+    if v is None or v == "":
+        if required:
+            raise ValueError(f"{name} is required")
+        return ""
+    if not isinstance(v, str):
+        raise ValueError(f"{name} must be text")
+    if len(v) > limit:
+        raise ValueError(f"{name} is longer than {limit} characters")
+    return v.strip()
+
+
+class ConsoleServer:
+    """The console: an :class:`Admin`, the TPS sampler and the HTTP server.
+
+    ``await start()`` binds (OSError when the port is taken), ``await stop()`` closes all;
+    ``port`` is the bound port (useful with port 0).
+    """
+
+    def __init__(self, config: ConsoleConfig) -> None:
+        self.config = config
+        self.admin = Admin(config.namesrv_addr, timeout=config.admin_timeout)
+        self.service = ConsoleService(self.admin)
+        self.sampler = TpsSampler(self.service, interval=config.sample_interval, history=config.history,
+                                  max_topics=config.max_topics_sampled)
+        self._cache = _Cache(config.cache_ttl, config.cache_entries)
+        self._gate = asyncio.Semaphore(config.max_concurrent)
+        self._waiting = 0
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.app = self._build_app()
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind and serve; start sampling. OSError (port taken) leaves nothing running."""
+        runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.config.host, self.config.port, reuse_address=True)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            await self.admin.close()
+            raise
+        self._runner = runner
+        addrs = runner.addresses
+        self.port = int(addrs[0][1]) if addrs else self.config.port
+        self.sampler.start()
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.config.host in ("", "0.0.0.0") else self.config.host
+        return f"http://{host}:{self.port}/"
+
+    async def stop(self) -> None:
+        """Stop sampling, close the HTTP server and the admin's connections (idempotent)."""
+        await self.sampler.stop()
+        if self._runner is not None:
+            runner, self._runner = self._runner, None
+            await runner.cleanup()
+        await self.admin.close()
+
+    # -- the app ---------------------------------------------------------------------------
+
+    def _build_app(self) -> web.Application:
+        app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[_headers])
+        r = app.router
+        r.add_get("/", self._index)
+        r.add_static("/static/", STATIC_DIR, follow_symlinks=False)
+        s = self.service
+        get = self._get
+        r.add_get("/api/version", get(self._version))
+        r.add_get("/api/cluster", get(lambda q: s.cluster()))
+        r.add_get("/api/broker/runtime", get(lambda q: s.broker_runtime(_str(q.query, "addr"))))
+        r.add_get("/api/broker/config", get(lambda q: s.broker_config(_str(q.query, "addr"))))
+        r.add_get("/api/topics", get(lambda q: s.topics()))
+        r.add_get("/api/topic/status", get(lambda q: s.topic_status(_str(q.query, "topic"))))
+        r.add_get("/api/topic/route", get(lambda q: s.topic_route(_str(q.query, "topic"))))
+        r.add_get("/api/topic/consumers", get(lambda q: s.topic_consumers(_str(q.query, "topic"))))
+        r.add_get("/api/groups", get(lambda q: s.groups()))
+        r.add_get("/api/group", get(lambda q: s.group_detail(_str(q.query, "group"))))
+        r.add_get("/api/group/running", get(lambda q: s.running_info(_str(q.query, "group"),
+                                                                       _str(q.query, "clientId"))))
+        r.add_get("/api/producers", get(lambda q: s.producers(_str(q.query, "topic"), _str(q.query, "group"))))
+        r.add_get("/api/messages", get(self._messages))
+        r.add_get("/api/message", get(lambda q: s.message_detail(_str(q.query, "msgId"),
+                                                                 _str(q.query, "topic", required=False) or None)))
+        r.add_get("/api/dlq", get(lambda q: s.dlq_messages(_str(q.query, "group"), *_range(q))))
+        r.add_get("/api/dashboard", get(lambda q: _now(self.sampler.snapshot())))
+        post = self._write
+        r.add_post("/api/topic", post(self._topic_update))
+        r.add_post("/api/topic/delete", post(lambda b: s.delete_topic(_str(b, "topic"))))
+        r.add_post("/api/topic/send", post(lambda b: s.send_test_message(
+            _str(b, "topic"), _str(b, "body", required=False, limit=self.config.max_body_bytes),
+            _str(b, "keys", required=False), _str(b, "tags", required=False))))
+        r.add_post("/api/group", post(self._group_update))
+        r.add_post("/api/group/delete", post(lambda b: s.delete_group(_str(b, "group"))))
+        r.add_post("/api/group/reset", post(self._reset))
+        r.add_post("/api/message/resend", post(lambda b: s.resend(
+            _str(b, "msgId"), _str(b, "group"), _str(b, "clientId", required=False),
+            _str(b, "topic", required=False) or None)))
+        r.add_post("/api/dlq/resend", post(self._dlq_resend))
+        return app
+
+    async def _index(self, request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(STATIC_DIR / "index.html")
+
+    async def _version(self, request: web.Request) -> Any:
+        return {"version": __version__, "namesrvAddr": self.config.namesrv_addr}
+
+    async def _messages(self, request: web.Request) -> Any:
+        q = request.query
+        topic = _str(q, "topic")
+        if q.get("key"):
+            return await self.service.messages_by_key(topic, _str(q, "key"))
+        return await self.service.messages_by_time(topic, *_range(request))
+
+    async def _topic_update(self, b: dict[str, Any]) -> Any:
+        return await self.service.create_or_update_topic(
+            _str(b, "topic"), read_queue_nums=_int(str(b.get("readQueueNums", "")), "readQueueNums", 8),
+            write_queue_nums=_int(str(b.get("writeQueueNums", "")), "writeQueueNums", 8),
+            perm=_int(str(b.get("perm", "")), "perm", 6), order=bool(b.get("order", False)),
+            cluster=_str(b, "cluster", required=False) or None,
+            broker_addr=_str(b, "brokerAddr", required=False) or None)
+
+    async def _group_update(self, b: dict[str, Any]) -> Any:
+        config = b.get("config") or {}
+        if not isinstance(config, dict):
+            raise ValueError("config must be an object")
+        return await self.service.create_or_update_group(
+            _str(b, "group"), config, cluster=_str(b, "cluster", required=False) or None,
+            broker_addr=_str(b, "brokerAddr", required=False) or None)
+
+    async def _reset(self, b: dict[str, Any]) -> Any:
+        topics = b.get("topics")
+        if not isinstance(topics, list) or not all(isinstance(t, str) for t in topics) or len(topics) > 1000:
+            raise ValueError("topics must be a list of topic names")
+        ts = b.get("timestamp")
+        if not isinstance(ts, int) or isinstance(ts, bool) or ts < -1:
+            raise ValueError("timestamp must be ms since the epoch, or -1 for the end (skip accumulated)")
+        return await self.service.reset_offset(_str(b, "group"), topics, ts)
+
+    async def _dlq_resend(self, b: dict[str, Any]) -> Any:
+        ids = b.get("msgIds")
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids) or not 0 < len(ids) <= 100:
+            raise ValueError("msgIds must be a list of 1 to 100 message ids")
+        return await self.service.dlq_resend(_str(b, "group"), ids)
+
+    # -- request plumbing --------------------------------------------------------------------
+
+    def _get(self, fn: Callable[[web.Request], Awaitable[Any]]) -> Handler:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            key = str(request.rel_url)
+            cached = self._cache.get(key)
+            if cached is not None:
+                return web.json_response(cached)
+            status, data = await self._run(lambda: fn(request))
+            if status == 200:
+                self._cache.put(key, data)
+            return web.json_response(data, status=status)
+        return handler
+
+    def _write(self, fn: Callable[[dict[str, Any]], Awaitable[Any]]) -> Handler:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            problem = _check_write(request)
+            if problem is not None:
+                return web.json_response({"error": problem}, status=403)
+            try:
+                body = await request.json(loads=json.loads)
+            except (ValueError, UnicodeDecodeError):
+                return web.json_response({"error": "the request body is not JSON"}, status=400)
+            except web.HTTPRequestEntityTooLarge:
+                return web.json_response({"error": f"the request body is over {self.config.max_body_bytes} bytes"},
+                                         status=413)
+            if not isinstance(body, dict):
+                return web.json_response({"error": "the request body must be a JSON object"}, status=400)
+            self._cache.clear()
+            status, data = await self._run(lambda: fn(body))
+            self._cache.clear()
+            return web.json_response(data if status != 200 else {"result": data}, status=status)
+        return handler
+
+    async def _run(self, call: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
+        """One API call under the gate and the timeout; errors become (status, {"error"…}).
+        Past ``max_waiting`` calls waiting for the gate, a call is refused at once (503)."""
+        if self._waiting >= self.config.max_waiting:
+            return 503, {"error": f"the console is busy ({self._waiting} requests waiting); try again shortly"}
+        self._waiting += 1
+        try:
+            return await self._run_gated(call)
+        finally:
+            self._waiting -= 1
+
+    async def _run_gated(self, call: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
+        try:
+            async with self._gate, asyncio.timeout(self.config.request_timeout):
+                return 200, await call()
+        except (AdminError, BrokerResponseError) as e:
+            return 502, {"error": str(e), "code": e.code, "remark": e.remark,
+                         "addr": getattr(e, "addr", None)}
+        except TimeoutError:
+            return 504, {"error": f"no answer within {self.config.request_timeout:g} s"}
+        except RemotingError as e:
+            return 503, {"error": f"cannot reach the cluster: {e}"}
+        except OSError as e:
+            return 503, {"error": f"cannot reach the cluster: {e.strerror or e}"}
+        except LookupError as e:
+            return 404, {"error": str(e.args[0]) if e.args else "not found"}
+        except ValueError as e:
+            return 400, {"error": str(e)}
+        except ApiError as e:
+            return e.status, {"error": str(e)}
+        except Exception as e:  # a page gets a line, the log gets the traceback
+            log.exception("console: API call failed")
+            return 500, {"error": f"internal error: {type(e).__name__} (details in the console's log)"}
+
+
+def _check_write(request: web.Request) -> str | None:
+    """Writes only as JSON from this origin: a cross-site form can send neither the type nor
+    (in a browser) a same-origin Origin header."""
+    if request.content_type != "application/json":
+        return "writes must be sent as application/json"
+    origin = request.headers.get("Origin")
+    if origin is not None and origin != f"{request.scheme}://{request.host}":
+        return "writes are accepted from the console's own pages only"
+    return None
+
+
+def _range(request: web.Request) -> tuple[int, int]:
+    q = request.query
+    end = _int(q.get("end"), "end", now_ms())
+    begin = _int(q.get("begin"), "begin", end - 3600_000)
+    return begin, end
+
+
+async def _now(value: Any) -> Any:
+    return value
+
+
+@web.middleware
+async def _headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        response: web.StreamResponse = await handler(request)
+    except web.HTTPException as e:
+        if request.path.startswith("/api/"):
+            response = web.json_response({"error": e.reason}, status=e.status)
+        else:
+            raise
+    for k, v in _SECURITY_HEADERS.items():
+        response.headers.setdefault(k, v)
+    return response
