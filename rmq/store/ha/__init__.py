@@ -14,7 +14,7 @@ slave acknowledged), ``haSlaveFallBehindMuch`` (CommitLog end − that, bytes), 
 (``addr,ackOffset,lagBytes,lagMillis`` per slave, ``;``-separated), ``haTransferredBytes``,
 ``haSlaveTimeoutTimes``;
 slave: ``haMasterAddress``, ``haMasterConnected``, ``haSlaveReportedOffset``,
-``haReceivedBytes``, ``haLastTransferMillisAgo``, ``haDiverged``, ``haLastError``.
+``haReceivedBytes``, ``haConnectTimes``, ``haLastTransferMillisAgo``, ``haDiverged``, ``haLastError``.
 """
 from rmq.store.ha.client import HAClient
 from rmq.store.ha.service import GroupTransferService, HAConnection, HAService, SlaveState

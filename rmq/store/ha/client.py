@@ -287,6 +287,7 @@ class HAClient:
             "haMasterConnected": "true" if self.connected else "false",
             "haSlaveReportedOffset": str(self.reported_offset),
             "haReceivedBytes": str(self.bytes_received),
+            "haConnectTimes": str(self.connects),
             "haLastTransferMillisAgo": str(ago),
             "haDiverged": self.diverged or "",
             "haLastError": self.last_error or "",

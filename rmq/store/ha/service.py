@@ -205,7 +205,7 @@ class HAConnection(asyncio.Protocol):
         if not self.service.add_connection(self):
             self.transport.abort()
             return
-        log.info("HA: slave %s connected", self.address)
+        log.debug("HA: slave %s connected", self.address)
         self._task = self.service.tasks_spawn(self._write_loop(), f"ha-write-{self.address}")
 
     def data_received(self, data: bytes) -> None:
@@ -224,15 +224,15 @@ class HAConnection(asyncio.Protocol):
             if offset > store_max:
                 # Java keeps such a slave connected and sends it nothing; we say so and tell the
                 # slave where our log ends (a heartbeat at our end: any slave refuses it).
-                log.error("HA: slave %s has CommitLog up to %d but this master's ends at %d: the slave's data "
-                          "diverged from the master's; not replicating to it (rebuild the slave's store)",
-                          self.address, offset, store_max)
+                _rlog.error("ha-diverged", "HA: slave %s has CommitLog up to %d but this master's ends at %d: the "
+                            "slave's data diverged from the master's; not replicating to it (rebuild the slave's "
+                            "store)", self.address, offset, store_max)
                 if self.transport is not None:
                     self.transport.write(encode_transfer_header(store_max, 0))
                 self.close("diverged", log_it=False)
                 return
             self.slave_request_offset = offset
-            log.info("HA: slave %s requests offset %d", self.address, offset)
+            _rlog.info("ha-request", "HA: slave %s requests offset %d", self.address, offset)
             self._first_report.set()
         elif offset > store_max:
             self.close(f"reported offset {offset} past this master's CommitLog end {store_max}")
@@ -259,11 +259,12 @@ class HAConnection(asyncio.Protocol):
         self.service.remove_connection(self)
         if self._task is not None:
             self._task.cancel()
-        log.info("HA: slave %s disconnected%s", self.address, f" ({exc})" if exc else "")
+        if self.slave_request_offset >= 0:
+            _rlog.info("ha-disconnect", "HA: slave %s disconnected%s", self.address, f" ({exc})" if exc else "")
 
     def close(self, why: str, log_it: bool = True) -> None:
         if log_it:
-            _rlog.warning(f"ha-close-{self.address}", "HA: closing slave %s: %s", self.address, why)
+            _rlog.warning("ha-close", "HA: closing slave %s: %s", self.address, why)
         if self.transport is not None and not self.closed:
             self.transport.close()
 
@@ -288,7 +289,7 @@ class HAConnection(asyncio.Protocol):
             self.next_transfer_from = end - end % cl.file_size
         else:
             self.next_transfer_from = self.slave_request_offset
-        log.info("HA: transferring to slave %s from offset %d (it requested %d)", self.address,
+        _rlog.info("ha-transfer", "HA: transferring to slave %s from offset %d (it requested %d)", self.address,
                  self.next_transfer_from, self.slave_request_offset)
         last_write = time.monotonic()
         transport = self.transport
@@ -299,7 +300,7 @@ class HAConnection(asyncio.Protocol):
                 self.close(f"no report for {int((now - self.last_read) * 1000)} ms")
                 return
             if self.next_transfer_from < cl.min_offset:
-                _rlog.error(f"ha-gone-{self.address}", "HA: slave %s needs offset %d but this master's CommitLog "
+                _rlog.error("ha-gone", "HA: slave %s needs offset %d but this master's CommitLog "
                             "starts at %d (older files were deleted): rebuild the slave's store",
                             self.address, self.next_transfer_from, cl.min_offset)
                 self.close("data gone", log_it=False)
