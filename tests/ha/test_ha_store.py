@@ -365,3 +365,45 @@ async def test_slave_longer_than_master_stops_replicating(stores):
     assert slave.runtime_info()["haDiverged"]
     # the slave's data is kept as it was
     assert slave.commit_log.max_offset == master.commit_log.max_offset
+
+
+async def test_slave_follows_the_golden_java_master_stream(stores):
+    """The bytes a Java 4.9.8 master sent its slave, replayed by a fake master one transfer at a
+    time: our slave stores the records at the same offsets, reports what Java's slave reported,
+    and dispatches the 200 messages."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
+    from remoting_golden import ha_stream
+
+    g = ha_stream()
+    raw = g["master_to_slave"]
+    transfers = []
+    pos = 0
+    for t in g["master_transfers"]:
+        transfers.append(raw[pos:pos + 12 + t["size"]])
+        pos += 12 + t["size"]
+    reports = []
+
+    async def handle(reader, writer):
+        reports.append(struct.unpack(">q", await reader.readexactly(8))[0])
+        for t in transfers[:3]:                      # heartbeat at 0, then the two data transfers
+            writer.write(t)
+            await writer.drain()
+            if len(t) > 12:
+                reports.append(struct.unpack(">q", await reader.readexactly(8))[0])
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        slave = await stores.slave(f"127.0.0.1:{server.sockets[0].getsockname()[1]}", mapped_file_size_commitlog=FILE)
+        end = g["master_transfers"][2]["phy_offset"] + g["master_transfers"][2]["size"]
+        await wait_until(lambda: slave.commit_log.max_offset == end and slave.reput_from_offset == end)
+        assert reports == g["slave_reports"][:3] == [0, 32768, end]
+        body = b"".join(t[12:] for t in transfers)
+        assert mapped_bytes(slave, 0, end) == body
+        queues = slave.consume_queue_table["HaTopic"]
+        assert sum(cq.get_max_offset_in_queue() for cq in queues.values()) == 200
+    finally:
+        server.close()

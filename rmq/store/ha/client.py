@@ -210,6 +210,7 @@ class HAClient:
         store = self.store
         cl = store.commit_log
         appended = False
+        sync_flush = store.config.sync_flush
         try:
             for offset, body in self._decoder.feed(data):
                 end = cl.max_offset
@@ -224,6 +225,8 @@ class HAClient:
                     continue
                 cl.append_data(offset, body)
                 appended = True
+                if not sync_flush:
+                    self._report()          # after each stored transfer, as Java's HAClient
                 self.transfers += 1
                 self.bytes_received += len(body)
                 self.last_transfer_at = self._last_read
@@ -237,10 +240,8 @@ class HAClient:
         finally:
             if appended:
                 store.reput.wakeup()
-                if store.config.sync_flush:
+                if sync_flush:
                     self._flush_soon()
-                else:
-                    self._report()
 
     def _refuse(self, proto: _Protocol, why: str) -> None:
         _rlog.warning("ha-refuse", "HA: closing the connection to master %s: %s", clip(self.master_address or "?"),
