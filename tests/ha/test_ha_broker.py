@@ -106,3 +106,40 @@ async def test_async_master_answers_at_once_without_a_slave(cluster):
     await env.create_topic("AT", 1)
     r = await env.send("AT", b"x")
     assert r.code == ResponseCode.SUCCESS
+
+
+async def test_ha_listen_port_is_validated(tmp_path):
+    from rmq._testing import free_port
+    port = free_port()
+    with pytest.raises(ValueError, match="haListenPort"):
+        async with run_broker(tmp_path / "b", listen_port=port, ha_listen_port=port):
+            pass
+    # the default: listenPort + 1 (a port pair that was free a moment ago; the machine is shared)
+    for attempt in range(5):
+        port = _free_pair()
+        try:
+            async with run_broker(tmp_path / f"c{attempt}", listen_port=port) as broker:
+                assert broker.message_store.ha.port == port + 1
+                assert broker.ha_server_addr == f"127.0.0.1:{port + 1}"
+            return
+        except OSError as e:
+            print(f"port pair {port}/{port + 1} taken meanwhile ({e}); trying another")
+    raise AssertionError("no free port pair in 5 attempts")
+
+
+def _free_pair() -> int:
+    while True:
+        a = socket.socket()
+        b = socket.socket()
+        try:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            if port < 65535:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                    return port
+                except OSError:
+                    pass
+        finally:
+            a.close()
+            b.close()

@@ -292,6 +292,7 @@ class HAConnection(asyncio.Protocol):
         _rlog.info("ha-transfer", "HA: transferring to slave %s from offset %d (it requested %d)", self.address,
                  self.next_transfer_from, self.slave_request_offset)
         last_write = time.monotonic()
+        since_yield = 0
         transport = self.transport
         assert transport is not None
         while not self.closed:
@@ -320,6 +321,12 @@ class HAConnection(asyncio.Protocol):
                 finally:
                     mf.release()
                 last_write = time.monotonic()
+                since_yield += 1
+                if since_yield >= 32:
+                    # A fast reader never pauses the transport: let the loop breathe while a
+                    # slave catches up (one file is up to 32768 transfers).
+                    since_yield = 0
+                    await asyncio.sleep(0)
                 continue
             interval = cfg.ha_send_heartbeat_interval / 1000.0
             wait = last_write + interval - time.monotonic()
