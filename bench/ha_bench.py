@@ -160,8 +160,9 @@ async def one_role(args, role: str, root: str) -> dict:
             "lag_bytes_mean": round(statistics.mean(lags)) if lags else None,
             "lag_bytes_max": max(lags) if lags else None,
             "catch_up_bytes": caught, "catch_up_s": round(catch_up_s, 3),
-            "catch_up_mb_per_s": round(caught / catch_up_s / 1e6, 1),
-            "catch_up_msgs_per_s": round(caught / record / catch_up_s),
+            # (None: the late slave had everything at the first look; run longer)
+            "catch_up_mb_per_s": round(caught / catch_up_s / 1e6, 1) if caught else None,
+            "catch_up_msgs_per_s": round(caught / record / catch_up_s) if caught else None,
         }
     finally:
         await client.close()

@@ -407,3 +407,27 @@ async def test_slave_follows_the_golden_java_master_stream(stores):
         assert sum(cq.get_max_offset_in_queue() for cq in queues.values()) == 200
     finally:
         server.close()
+
+
+async def test_slave_refuses_a_master_announcing_a_huge_transfer(stores):
+    """A bad "master" announcing a 2 GiB transfer: the slave closes before buffering it and
+    tries again later (with backoff), appending nothing."""
+    accepted = []
+
+    async def handle(reader, writer):
+        accepted.append(1)
+        await reader.readexactly(8)
+        writer.write(struct.pack(">qi", 0, 0x7FFFFFFF) + b"\x00" * 1000)
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        slave = await stores.slave(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        await wait_until(lambda: len(accepted) >= 2, 30)
+        assert "transfer size" in slave.ha_client.last_error
+        assert slave.ha_client._decoder.buffered == 0 or slave.ha_client._decoder.buffered <= 12
+        assert slave.commit_log.max_offset == 0
+    finally:
+        server.close()

@@ -225,8 +225,6 @@ class HAClient:
                     continue
                 cl.append_data(offset, body)
                 appended = True
-                if not sync_flush:
-                    self._report()          # after each stored transfer, as Java's HAClient
                 self.transfers += 1
                 self.bytes_received += len(body)
                 self.last_transfer_at = self._last_read
@@ -242,6 +240,10 @@ class HAClient:
                 store.reput.wakeup()
                 if sync_flush:
                     self._flush_soon()
+                else:
+                    # After the transfers of this read (Java reports after each one; the master
+                    # keeps only the newest report, so one per read says the same with fewer writes).
+                    self._report()
 
     def _refuse(self, proto: _Protocol, why: str) -> None:
         _rlog.warning("ha-refuse", "HA: closing the connection to master %s: %s", clip(self.master_address or "?"),
