@@ -431,3 +431,19 @@ async def test_slave_refuses_a_master_announcing_a_huge_transfer(stores):
         assert slave.commit_log.max_offset == 0
     finally:
         server.close()
+
+
+async def test_silent_peers_cannot_lock_a_slave_out(stores):
+    """haMaxConnections peers that connect and say nothing: a real slave still gets in (the
+    oldest silent connection makes room)."""
+    master = await stores.master(ha_max_connections=3)
+    await put(master, 20)
+    peers = [await asyncio.to_thread(socket.create_connection, ("127.0.0.1", master.ha.port), 10) for _ in range(3)]
+    try:
+        await wait_until(lambda: master.ha.connection_count == 3)
+        slave = await stores.slave(master)
+        await caught_up(master, slave)
+        assert master.ha.connection_count <= 3
+    finally:
+        for p in peers:
+            p.close()

@@ -426,6 +426,14 @@ class HAService:
     def add_connection(self, conn: HAConnection) -> bool:
         limit = self.store.config.ha_max_connections
         if len(self.connections) >= limit:
+            # Make room by closing the oldest connection that has not reported an offset yet
+            # (a real slave reports at once, Java's within haSendHeartbeatInterval), so idle
+            # peers cannot lock a slave out until their housekeeping deadline.
+            silent = next((c for c in self.connections if c.slave_request_offset < 0), None)
+            if silent is not None:
+                self.connections.remove(silent)
+                silent.close("no report yet and the connection limit is reached")
+        if len(self.connections) >= limit:
             self.refused += 1
             _rlog.warning("ha-limit", "HA: refusing a connection from %s: %d slaves connected (haMaxConnections)",
                           conn.address, len(self.connections))
