@@ -10,6 +10,7 @@ import pytest
 
 from rmq._testing import wait_until
 from rmq.store import MessageInner, MessageStore, PutMessageStatus, StoreConfig
+from rmq.store.ha import ha_state
 from rmq.store.ha.codec import encode_offset_report, encode_transfer_header
 
 HOST = ("127.0.0.1", 10911)
@@ -134,6 +135,10 @@ async def test_slave_follows_master_byte_identical_with_queues_and_index(stores)
     assert info["haConnectionCount"] == "1" and info["haSlaveFallBehindMuch"] == "0"
     sinfo = slave.runtime_info()
     assert sinfo["haMasterConnected"] == "true" and int(sinfo["haSlaveReportedOffset"]) == end
+    ms, ss = ha_state(master), ha_state(slave)
+    assert ms.role == "ASYNC_MASTER" and len(ms.slaves) == 1 and ms.fall_behind_bytes == 0
+    assert ms.slaves[0].ack_offset == end and ms.slaves[0].lag_bytes == 0
+    assert ss.role == "SLAVE" and ss.connected and ss.reported_offset == end and ss.max_offset == end
     # the slave refuses puts
     r = await slave.put_message(MessageInner("HA", 0, b"x"))
     assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
