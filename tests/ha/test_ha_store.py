@@ -137,7 +137,7 @@ async def test_slave_follows_master_byte_identical_with_queues_and_index(stores)
     assert sinfo["haMasterConnected"] == "true" and int(sinfo["haSlaveReportedOffset"]) == end
     ms, ss = ha_state(master), ha_state(slave)
     assert ms.role == "ASYNC_MASTER" and len(ms.slaves) == 1 and ms.fall_behind_bytes == 0
-    assert ms.slaves[0].ack_offset == end and ms.slaves[0].lag_bytes == 0
+    assert ms.slaves[0].ack_offset == end and ms.slaves[0].lag_bytes == 0 and ms.slaves[0].lag_millis == 0
     assert ss.role == "SLAVE" and ss.connected and ss.reported_offset == end and ss.max_offset == end
     # the slave refuses puts
     r = await slave.put_message(MessageInner("HA", 0, b"x"))
@@ -262,6 +262,9 @@ async def test_stalled_slave_gives_flush_slave_timeout(stores):
         r = await master.put_message(MessageInner("S", 0, b"stalled"))
         assert r.status == PutMessageStatus.FLUSH_SLAVE_TIMEOUT and r.append is not None
         assert master.runtime_info()["haSlaveTimeoutTimes"] == "1"
+        # what was sent and never acknowledged shows as lag in bytes and in time
+        [state] = ha_state(master).slaves
+        assert state.lag_bytes > 0 and state.lag_millis >= 200
         # callbacks too (the SEND path's way)
         done = asyncio.get_running_loop().create_future()
         r = master.append_message(MessageInner("S", 0, b"stalled2"))

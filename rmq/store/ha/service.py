@@ -14,6 +14,7 @@ more, and is closed after ``haHousekeepingInterval`` without a report.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import socket
 import time
@@ -45,7 +46,7 @@ class SlaveState:
     address: str
     ack_offset: int            # the slave has everything below this (-1 before its first report)
     lag_bytes: int             # master's CommitLog end − ack_offset
-    lag_millis: int            # ms since the slave last had everything the master had
+    lag_millis: int            # ms the oldest byte sent and not acknowledged has been out (0: none)
     connected_millis: int      # ms since it connected
 
 
@@ -183,7 +184,9 @@ class HAConnection(asyncio.Protocol):
         self.next_transfer_from = -1
         self.connected_at = time.monotonic()
         self.last_read = self.connected_at
-        self.caught_up_at = self.connected_at
+        # (end offset, monotonic time) of each transfer not acknowledged yet, oldest first:
+        # the slave's lag in time is how long the oldest unacknowledged byte has been out.
+        self._unacked: collections.deque[tuple[int, float]] = collections.deque(maxlen=4096)
         self.bytes_sent = 0
         self._first_report = asyncio.Event()
         self._writable: asyncio.Future[None] | None = None
@@ -239,8 +242,9 @@ class HAConnection(asyncio.Protocol):
             return
         if offset > self.slave_ack_offset:
             self.slave_ack_offset = offset
-        if offset >= store_max:
-            self.caught_up_at = time.monotonic()
+        unacked = self._unacked
+        while unacked and unacked[0][0] <= offset:
+            unacked.popleft()
         self.service.notify_transfer_some(offset)
 
     def pause_writing(self) -> None:
@@ -352,6 +356,7 @@ class HAConnection(asyncio.Protocol):
         transport.writelines([encode_transfer_header(at, size), view])
         del view        # (the transport keeps its own reference while it holds unwritten bytes)
         self.next_transfer_from = at + size
+        self._unacked.append((at + size, time.monotonic()))
         self.bytes_sent += size
         self.service.bytes_sent += size
         return mf
@@ -359,9 +364,9 @@ class HAConnection(asyncio.Protocol):
     def state(self, store_max: int) -> SlaveState:
         now = time.monotonic()
         ack = self.slave_ack_offset
-        caught = self.caught_up_at if ack < store_max else now
+        lag_ms = int((now - self._unacked[0][1]) * 1000) if self._unacked and ack < store_max else 0
         return SlaveState(self.address, ack, max(0, store_max - ack) if ack >= 0 else store_max,
-                          int((now - caught) * 1000), int((now - self.connected_at) * 1000))
+                          lag_ms, int((now - self.connected_at) * 1000))
 
 
 class HAService:
