@@ -455,3 +455,14 @@ async def test_silent_peers_cannot_lock_a_slave_out(stores):
     finally:
         for p in peers:
             p.close()
+
+
+async def test_a_silent_peer_is_not_a_slave_for_sync_master(stores):
+    master = await stores.master(broker_role="SYNC_MASTER", slave_timeout=20_000)
+    peer = await asyncio.to_thread(socket.create_connection, ("127.0.0.1", master.ha.port), 10)
+    try:
+        await wait_until(lambda: master.ha.connection_count == 1)
+        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 5)
+        assert r.status == PutMessageStatus.SLAVE_NOT_AVAILABLE and r.remark == "no slave connected"
+    finally:
+        peer.close()

@@ -482,8 +482,11 @@ class HAService:
             self.group_transfer.notify_transfer_some(acked)
 
     def is_slave_ok(self, master_put_where: int) -> bool:
-        return (bool(self.connections)
-                and master_put_where - self.push2slave_max_offset < self.store.config.ha_slave_fallbehind_max)
+        """Java ``isSlaveOK``, counting only connections that have reported an offset (Java
+        counts every accepted socket, so any peer on the HA port would make puts wait)."""
+        if master_put_where - self.push2slave_max_offset >= self.store.config.ha_slave_fallbehind_max:
+            return False
+        return any(c.slave_request_offset >= 0 for c in self.connections)
 
     # -- state -------------------------------------------------------------------------------------
     def slaves(self) -> list[SlaveState]:
