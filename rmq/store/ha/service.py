@@ -404,7 +404,7 @@ class HAService:
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: HAConnection(self), self.host, port, reuse_address=True)
         self.port = self.server.sockets[0].getsockname()[1]
-        log.info("HA service listening on %s:%d (%s)", self.host, self.port, cfg.broker_role)
+        log.info("HA service accepting slaves on %s:%d (%s)", self.host, self.port, cfg.broker_role)
 
     def tasks_spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         assert self._spawn is not None
