@@ -242,3 +242,50 @@ async def test_slave_kill_9_and_restart_while_traffic_runs(pair, tmp_path):
     assert master.stop() == 0
     # no gap, no duplicate: the slave's CommitLog is the master's, byte for byte
     assert _commitlog(tmp_path / "slave", end) == _commitlog(tmp_path / "master", end)
+
+
+async def test_master_kill_9_and_restart_while_traffic_runs(pair, tmp_path):
+    master, slave, ha_port = pair("ASYNC_MASTER")
+    client = RemotingClient()
+    env = BrokerEnv(None, None, client, broker_addr=master.broker_addr, namesrv_addr=master.namesrv_addr)
+    try:
+        await env.create_topic("MT", 2)
+        await wait_until(lambda: _connected(client, slave.addr), 60, what="the slave following the master")
+        stored = 0
+        stop = asyncio.Event()
+
+        async def producer() -> None:
+            nonlocal stored
+            while not stop.is_set():
+                try:
+                    r = await env.send("MT", b"m%06d" % stored + b"." * 300, stored % 2, wait_dispatch=False)
+                except Exception:
+                    await asyncio.sleep(0.05)          # the master is down: try again
+                    continue
+                if r.code == ResponseCode.SUCCESS:
+                    stored += 1
+
+        task = asyncio.create_task(producer())
+        await wait_until(lambda: stored >= 500, 60)
+        os.kill(master.pid, signal.SIGKILL)            # kill -9 while traffic runs
+        master.proc.wait()
+        at_kill = stored
+        master._fixed_ports = (master.namesrv_port, master.broker_port)
+        master.start()                                 # same ports, same store: recovers, serves the slave
+        await wait_until(lambda: stored >= at_kill + 500, 90, what="traffic after the master's restart")
+        stop.set()
+        await task
+
+        async def same_end() -> bool:
+            try:
+                m, s = await runtime(client, master.broker_addr), await runtime(client, slave.addr)
+            except Exception:
+                return False
+            return m["commitLogMaxOffset"] == s["commitLogMaxOffset"]
+        await wait_until(same_end, 60, what="the slave caught up with the restarted master")
+        end = int((await runtime(client, master.broker_addr))["commitLogMaxOffset"])
+    finally:
+        await client.close()
+    assert slave.stop() == 0
+    assert master.stop() == 0
+    assert _commitlog(tmp_path / "slave", end) == _commitlog(tmp_path / "master", end)
