@@ -34,6 +34,10 @@ class BrokerOuterAPI:
     def __init__(self, namesrv_addrs: list[str], tls: ssl.SSLContext | None = None):
         self.namesrv_addrs = list(namesrv_addrs)
         self.client = RemotingClient(self.namesrv_addrs or None, tls=tls)
+        # The last REGISTER_BROKER answer's masterAddr / haServerAddr (Java RegisterBrokerResult:
+        # set for a slave once its master registered; empty strings otherwise).
+        self.master_addr = ""
+        self.ha_server_addr = ""
 
     async def close(self) -> None:
         await self.client.close()
@@ -70,6 +74,9 @@ class BrokerOuterAPI:
             if resp.code != ResponseCode.SUCCESS:
                 log.warning("register broker to name server %s refused: code=%s %s", addr, resp.code, resp.remark)
                 return addr, False
+            answer = resp.ext_fields or {}
+            self.master_addr = str(answer.get("masterAddr") or "")
+            self.ha_server_addr = str(answer.get("haServerAddr") or "")
             return addr, True
 
         if not self.namesrv_addrs:
