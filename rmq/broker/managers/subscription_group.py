@@ -27,7 +27,7 @@ def check_group_name(group: object) -> str | None:
 
 # Java seeds these so its own tools work without creating groups first.
 SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
-                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", "CID_SYS_RMQ_TRANS")
+                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", MixAll.CID_SYS_RMQ_TRANS)
 
 
 _I32 = (-(1 << 31), (1 << 31) - 1)
