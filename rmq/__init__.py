@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # loaded lazily by __getattr__ below
         Admin,
         AdminError,
         ConsumerOptions,
+        MessageSelector,
         Producer,
         PullConsumer,
         PullConsumerOptions,
@@ -57,6 +58,7 @@ __all__ = [
     "PullConsumerOptions",
     "Admin",
     "AdminError",
+    "MessageSelector",
     # Value types
     "Message",
     "MessageExt",
@@ -76,7 +78,7 @@ __all__ += errors.__all__
 
 
 _LAZY = ("Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
-         "PullConsumerOptions", "Admin", "AdminError")
+         "PullConsumerOptions", "Admin", "AdminError", "MessageSelector")
 
 
 def __getattr__(name: str) -> Any:

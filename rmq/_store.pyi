@@ -70,7 +70,9 @@ def get_message_scan(cq_buf: ReadableBuffer, start: int, end: int, table: Commit
                      readable_offset: int, max_msg_nums: int, max_offset_py: int, memory: int,
                      tag_codes: Iterable[int] | None, tag_bytes: list[bytes] | None,
                      max_bytes_mem: int, max_count_mem: int, max_bytes_disk: int,
-                     max_count_disk: int) -> tuple[int, int, int, int, int, list[tuple[int, int, int]]]: ...
+                     max_count_disk: int, prop_keys: tuple[bytes, ...] | None = None,
+                     prop_evaluate: Callable[[list[str | None]], bool] | None = None,
+                     ) -> tuple[int, int, int, int, int, list[tuple[int, int, int]]]: ...
 
 # Remoting (rmq/_codec.pxi). json_header_encode returns None for input it leaves to the
 # pure-Python reference encoder in rmq/remoting/codec.py (which then encodes it or raises).

@@ -15,7 +15,9 @@ from .consumer import (
                        allocate_averagely_by_circle,
 )
 from .producer import MessageQueueSelector, Producer, select_by_hash
+from .selector import MessageSelector
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
            "PullConsumerOptions", "MessageQueueSelector", "select_by_hash", "allocate_averagely",
-           "allocate_averagely_by_circle", "AllocateConsistentHash", "Admin", "AdminError"]
+           "allocate_averagely_by_circle", "AllocateConsistentHash", "Admin", "AdminError",
+           "MessageSelector"]

@@ -30,6 +30,7 @@ from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, RMQError, TopicNotExistError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
+from ..selector import MessageSelector
 from ..instance import subscribe_queues
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade, SubscriptionData
@@ -78,7 +79,7 @@ class PullConsumerImpl(ConsumerBase):
 
     # ---------------------------------------------------------------- subscription / assignment
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Subscribe (group-managed queues). Not combinable with :meth:`assign`."""
         if self._assigned is not None:
             raise ClientError("subscribe() and assign() cannot be mixed on one consumer")
@@ -449,7 +450,7 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
 
     # ---------------------------------------------------------------- subscription / assignment
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Subscribe (group-managed queues) with a tag expression (``"*"``, ``"TagA || TagB"``).
         Not combinable with :meth:`assign`."""
         self._impl.subscribe(topic, expression)

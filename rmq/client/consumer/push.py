@@ -30,6 +30,7 @@ from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
+from ..selector import MessageSelector
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade
 from .consume_service import (
@@ -487,7 +488,7 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
 
     # ---------------------------------------------------------------- subscription / lifecycle
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA"``, ``"TagA || TagB"``).
 
         May be called before or after start; a later call for the same topic replaces the
