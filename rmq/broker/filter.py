@@ -102,7 +102,7 @@ class CheckClientConfigProcessor:
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
         sub = body.get("subscriptionData") if isinstance(body, dict) else None
-        if not isinstance(sub, dict):
+        if not isinstance(body, dict) or not isinstance(sub, dict):
             return cmd.response(ResponseCode.SUCCESS, None, {})
         expression_type = str(sub.get("expressionType") or "")
         if is_tag_type(expression_type):

@@ -40,7 +40,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Union
+from typing import Any, Final, Union
 
 __all__ = [
     "MAX_DEPTH",
@@ -80,8 +80,8 @@ class JLong(int):
     __slots__ = ()
 
 
-Value = Union[None, bool, int, float, str]
-Fn = Callable[[Sequence[Union[str, None]]], Value]
+Value = Union[None, bool, int, float, str]  # noqa: UP007 - a runtime alias
+Fn = Callable[[Sequence["str | None"]], Value]
 
 # ------------------------------------------------------------------------------------- lexer
 _TOKEN = re.compile(
@@ -138,7 +138,7 @@ def _tokenize(text: str) -> list[_Tok]:
 #   ("eq", left, right)          ComparisonExpression.doCreateEqual (also IS NULL)
 #   ("cmp", op, left, right)     ComparisonExpression >, >=, <, <=
 #   ("and", [nodes]) ("or", [nodes])  LogicExpression chains (left-folded in Java; same result)
-Node = tuple
+Node = tuple[Any, ...]
 
 _BOOLEAN_KINDS = frozenset({"not", "cast", "in", "eq", "cmp", "and", "or"})
 
@@ -158,10 +158,10 @@ def _describe(node: Node) -> str:
             return "TRUE" if v else "FALSE"
         if isinstance(v, str):
             return "'" + v.replace("'", "''") + "'"
-        return repr(v)
+        return str(v)
     if kind == "prop":
         return str(node[1])
-    return kind.upper() + " expression"
+    return f"{kind.upper()} expression"
 
 
 class _Parser:
@@ -509,7 +509,7 @@ def _negate(v: Value) -> Value:
     if type(v) is JLong:
         n = -int(v)
         return JLong(n - (1 << 64) if n > _LONG_MAX else n)
-    n = -int(v)  # type: ignore[arg-type]
+    n = -int(v)
     return n - (1 << 32) if n > _INT_MAX else n
 
 
@@ -680,7 +680,8 @@ def compile_sql92(expression: str) -> Sql92Filter:
     The expression may be at most :data:`MAX_EXPRESSION_LENGTH` characters and nest at most
     :data:`MAX_DEPTH` levels."""
     if not isinstance(expression, str):
-        raise SelectorError(f"Invalid MessageSelector. the expression must be a string, not {type(expression).__name__}")
+        raise SelectorError("Invalid MessageSelector. the expression must be a string, "
+                            f"not {type(expression).__name__}")
     if len(expression) > MAX_EXPRESSION_LENGTH:
         raise SelectorError(f"Invalid MessageSelector. the expression has {len(expression)} characters, "
                             f"at most {MAX_EXPRESSION_LENGTH} are allowed")

@@ -21,7 +21,8 @@ async def fcluster(tmp_path):
 
 def _props(i: int) -> dict[str, str]:
     """A string, a long, a double and a boolean property; ``opt`` on every fourth message."""
-    p = {"color": "red" if i % 2 else "blue", "n": str(i), "price": f"{i * 1.25}", "vip": "true" if i % 3 == 0 else "false"}
+    p = {"color": "red" if i % 2 else "blue", "n": str(i), "price": f"{i * 1.25}",
+         "vip": "true" if i % 3 == 0 else "false"}
     if i % 4 == 0:
         p["opt"] = "x"
     return p

@@ -27,10 +27,10 @@ from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, 
 
 from ..instance import ClientInstance, get_client_instance
 from ..producer import validate_group, validate_topic
+from ..selector import MessageSelector
 from .allocate import AllocateStrategy
 from .offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from .options import ConsumerOptions, resolve_allocate_strategy
-from ..selector import MessageSelector
 from .process_queue import ProcessQueue
 
 __all__ = ["ConsumerBase", "ConsumerFacade", "SubscriptionData"]

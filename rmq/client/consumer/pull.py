@@ -30,8 +30,8 @@ from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, RMQError, TopicNotExistError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
-from ..selector import MessageSelector
 from ..instance import subscribe_queues
+from ..selector import MessageSelector
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade, SubscriptionData
 from .offset_store import ReadOffsetType
