@@ -539,7 +539,125 @@ def _tree_depth(root: Node) -> int:
     return deepest
 
 
-def _compile(node: Node, slots: Mapping[str, int]) -> Fn:
+def _constant_of(node: Node) -> tuple[bool, Value]:
+    """(True, value) for a constant, or a negated constant folded (its value never changes;
+    Java negates it at each evaluation with the same result)."""
+    if node[0] == "const":
+        return True, node[1]
+    if node[0] == "neg":
+        ok, v = _constant_of(node[1])
+        if ok:
+            return True, _negate(v)
+    return False, None
+
+
+def _fast_int32(x: str) -> int:
+    if len(x) <= 9 and x.isdigit() and x.isascii():
+        return int(x)
+    return _parse_int(x, _INT_MIN, _INT_MAX)
+
+
+def _fast_int64(x: str) -> int:
+    if len(x) <= 18 and x.isdigit() and x.isascii():
+        return int(x)
+    return _parse_int(x, _LONG_MIN, _LONG_MAX)
+
+
+def _fast_double(x: str) -> float:
+    # Python's float() takes what Java's Double.valueOf takes for ASCII text without '_',
+    # except the spellings of NaN and infinity, which go through the exact reader.
+    if x.isascii() and "_" not in x:
+        try:
+            d = float(x)
+        except ValueError:
+            return _parse_double(x)
+        if d - d == 0.0:
+            return d
+    return _parse_double(x)
+
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+}
+
+
+def _specialize(node: Node, slots: Mapping[str, int]) -> Fn | None:
+    """A faster closure for the common shapes: a property against a constant in = and the
+    ordering comparisons, and IS [NOT] NULL of a property; None for every other shape. Each
+    gives exactly the generic path's result (the tests compare both on the same inputs)."""
+    kind = node[0]
+    if kind == "not":
+        inner = node[1]
+        if inner[0] == "eq" and inner[1][0] == "prop" and inner[2] == ("const", None):
+            i = slots[inner[1][1]]
+            return lambda v: v[i] is not None
+        return None
+    if kind == "eq":
+        left, right = node[1], node[2]
+    elif kind == "cmp":
+        left, right = node[2], node[3]
+    else:
+        return None
+    if left[0] == "prop":
+        prop_left, name = True, left[1]
+        ok, k = _constant_of(right)
+    elif right[0] == "prop":
+        prop_left, name = False, right[1]
+        ok, k = _constant_of(left)
+    else:
+        return None
+    if not ok:
+        return None
+    i = slots[name]
+    if kind == "eq" and k is None and prop_left:       # IS NULL
+        return lambda v: v[i] is None
+    tk = type(k)
+    if tk is int:
+        conv: Callable[[str], Any] = _fast_int32
+    elif tk is JLong:
+        conv = _fast_int64
+    elif tk is float and k == k and k != 0.0:
+        conv = _fast_double
+    elif kind == "eq" and tk is str:
+        conv = str
+    elif kind == "eq" and tk is bool and prop_left:
+        conv = _java_boolean
+    else:
+        return None
+    missing: Value = None if prop_left or kind == "cmp" else False  # Java's asymmetric null in =
+    if kind == "eq":
+        def eq(v: Sequence[str | None]) -> Value:
+            x = v[i]
+            if x is None:
+                return missing
+            return conv(x) == k
+        return eq
+    op = _OPS[node[1]]
+    nan_answer = _ANSWER[node[1]](1 if prop_left else -1)  # Double.compare puts NaN above all
+
+    def cmp(v: Sequence[str | None]) -> Value:
+        x = v[i]
+        if x is None:
+            return None
+        n = conv(x)
+        if n != n:
+            return nan_answer
+        return op(n, k) if prop_left else op(k, n)
+    return cmp
+
+
+def _java_boolean(x: str) -> bool:
+    """Java ``Boolean.valueOf(String)``."""
+    return x.lower() == "true"
+
+
+def _compile(node: Node, slots: Mapping[str, int], fast: bool = True) -> Fn:
+    """The closure of ``node``; ``fast=False`` skips the specialized shapes (tests compare
+    both)."""
+    if fast:
+        spec = _specialize(node, slots)
+        if spec is not None:
+            return spec
     kind = node[0]
     if kind == "const":
         value = node[1]
@@ -548,10 +666,10 @@ def _compile(node: Node, slots: Mapping[str, int]) -> Fn:
         i = slots[node[1]]
         return lambda v: v[i]
     if kind == "neg":
-        inner = _compile(node[1], slots)
+        inner = _compile(node[1], slots, fast)
         return lambda v: _negate(inner(v))
     if kind == "not":
-        inner = _compile(node[1], slots)
+        inner = _compile(node[1], slots, fast)
 
         def not_(v: Sequence[str | None]) -> Value:
             x = inner(v)
@@ -562,7 +680,7 @@ def _compile(node: Node, slots: Mapping[str, int]) -> Fn:
             return not x
         return not_
     if kind == "cast":
-        inner = _compile(node[1], slots)
+        inner = _compile(node[1], slots, fast)
 
         def cast(v: Sequence[str | None]) -> Value:
             x = inner(v)
@@ -582,7 +700,7 @@ def _compile(node: Node, slots: Mapping[str, int]) -> Fn:
             return (x in members) != negated
         return in_
     if kind == "eq":
-        left, right = _compile(node[1], slots), _compile(node[2], slots)
+        left, right = _compile(node[1], slots, fast), _compile(node[2], slots, fast)
 
         def eq(v: Sequence[str | None]) -> Value:
             lv = left(v)
@@ -594,9 +712,9 @@ def _compile(node: Node, slots: Mapping[str, int]) -> Fn:
             return _compare(lv, rv) == 0
         return eq
     if kind == "cmp":
-        return _compile_cmp(node[1], _compile(node[2], slots), _compile(node[3], slots))
+        return _compile_cmp(node[1], _compile(node[2], slots, fast), _compile(node[3], slots, fast))
     if kind in ("and", "or"):
-        parts = tuple(_compile(n, slots) for n in node[1])
+        parts = tuple(_compile(n, slots, fast) for n in node[1])
         stop = kind == "or"  # OR stops at the first TRUE, AND at the first FALSE
 
         def logic(v: Sequence[str | None]) -> Value:
@@ -674,7 +792,7 @@ class Sql92Filter:
         return f"Sql92Filter({self.expression!r})"
 
 
-def compile_sql92(expression: str) -> Sql92Filter:
+def compile_sql92(expression: str, *, _fast: bool = True) -> Sql92Filter:
     """Parse and compile a SQL92 selector; :class:`SelectorError` when it is not valid.
 
     The expression may be at most :data:`MAX_EXPRESSION_LENGTH` characters and nest at most
@@ -692,4 +810,4 @@ def compile_sql92(expression: str) -> Sql92Filter:
     if _tree_depth(node) > 2 * MAX_DEPTH:
         raise SelectorError(f"Invalid MessageSelector. the expression nests deeper than {2 * MAX_DEPTH} operators")
     keys = tuple(parser.names)
-    return Sql92Filter(expression, keys, _compile(node, parser.names))
+    return Sql92Filter(expression, keys, _compile(node, parser.names, _fast))

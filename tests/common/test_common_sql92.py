@@ -303,3 +303,32 @@ def test_arbitrary_text_compiles_or_is_refused(text):
 def test_evaluation_never_raises_through_matches(props):
     for expr in ("a > 5", "a = b", "a BETWEEN 1.5 AND b", "a IN ('x') OR b <> 'y'", "-a < 3", "a = TRUE"):
         assert isinstance(compile_sql92(expr).matches(props), bool)
+
+
+# ------------------------------------------------- the specialized closures equal the generic
+_SHAPES = ["a = 5", "a > 5", "a >= 5", "a < 5", "a <= 5", "a = -5", "a > -5", "5 < a", "5 = a", "-5 >= a",
+           "a = 2147483648", "a > 2147483648", "a < -2147483649", "a = 1.5", "a > 1.5", "a < -1.5", "1.5 > a",
+           "1.5 = a", "a = 'x'", "'x' = a", "a = TRUE", "a = FALSE", "a IS NULL", "a IS NOT NULL",
+           "a <> 5", "a <> 'x'", "NOT a = 'x'", "a BETWEEN 1 AND 2.5", "a = -'x'"]
+_VALUES = st.one_of(st.none(), st.sampled_from(
+    ["5", "-5", "+5", "05", "6", "4", "2147483648", "-2147483649", "9223372036854775807", "9223372036854775808",
+     "1.5", "-1.5", "1.50", "1e0", " 5 ", "5 ", "NaN", "Infinity", "-Infinity", "inf", "nan", "-0.0", "0.0",
+     "1_0", "1.5f", "1.5d", "x", "", "true", "TRUE", "false", "٥", "0x5", "1e400"]), st.text(max_size=6))
+
+
+_PAIRS = [(e, compile_sql92(e), compile_sql92(e, _fast=False)) for e in _SHAPES]
+
+
+def _outcome(f, props):
+    try:
+        return f.evaluate(props)
+    except EvaluationError:
+        return "error"
+
+
+@settings(max_examples=300, deadline=None)
+@given(_VALUES)
+def test_specialized_shapes_match_the_generic_evaluator(value):
+    props = {} if value is None else {"a": value}
+    for expr, fast, slow in _PAIRS:
+        assert _outcome(fast, props) == _outcome(slow, props), (expr, value)
