@@ -630,7 +630,7 @@ def _specialize(node: Node, slots: Mapping[str, int]) -> Fn | None:
             x = v[i]
             if x is None:
                 return missing
-            return conv(x) == k
+            return bool(conv(x) == k)
         return eq
     op = _OPS[node[1]]
     nan_answer = _ANSWER[node[1]](1 if prop_left else -1)  # Double.compare puts NaN above all
