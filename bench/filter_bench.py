@@ -86,7 +86,7 @@ def scan_figures(n: int, cases: tuple[tuple[str, str, str], ...]) -> dict[str, f
             from rmq.common.sql92 import compile_sql92
 
             f = compile_sql92(expr)
-            extra = (f.key_bytes, f.match_values)
+            extra = (_store.SqlProgram(f.plan, f.key_bytes), f.match_values)
         found = [0]
 
         def drain(codes=codes, tag_bytes=tag_bytes, extra=extra, found=found) -> None:

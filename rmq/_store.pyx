@@ -978,37 +978,19 @@ cdef bint _record_tags_match(const uint8_t* rec, int32_t size, list tag_bytes):
     return False
 
 
-cdef bint _record_props_match(const uint8_t* rec, int32_t size, tuple keys, object evaluate) except -1:
-    """Third filter stage, only for property (SQL92) subscriptions: ``evaluate`` gets the values
-    of ``keys`` (UTF-8 bytes) in the record's properties, decoded (``None`` when absent), and
-    answers whether the record matches (a record the walker does not accept matches nothing)."""
-    cdef RecordSpan r
-    cdef Py_ssize_t vlen = 0, v
-    cdef bytes k
-    cdef const uint8_t* props
-    if _walk(rec, size, False, &r) != W_OK:
-        return False
-    props = rec + r.props_at
-    values = []
-    for k in keys:
-        v = _find_prop(props, r.props_len, <const uint8_t*><const char*>k, len(k), &vlen) if r.props_len else -1
-        if v < 0:
-            values.append(None)
-        else:
-            values.append((<const char*>(props + v))[:vlen].decode("utf-8", "replace"))
-    return bool(evaluate(values))
-
-
 cdef inline bint _is_message_magic(const uint8_t* rec) noexcept nogil:
     cdef uint32_t m = rdu32(rec + OFF_MAGIC)
     return m == _MAGIC or m == _MAGIC_V2
+
+
+include "_sql92.pxi"
 
 
 def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable table,
                      int64_t readable_offset, int max_msg_nums, int64_t max_offset_py,
                      int64_t memory, tag_codes, list tag_bytes,
                      int max_bytes_mem, int max_count_mem, int max_bytes_disk,
-                     int max_count_disk, tuple prop_keys=None, object prop_evaluate=None):
+                     int max_count_disk, SqlProgram prop_program=None, object prop_evaluate=None):
     """The loop of Java DefaultMessageStore.getMessage over ``cq_buf[start:end]``.
 
     Scans at most ``max(16000, max_msg_nums * 20)`` bytes of units. For each unit: skip it
@@ -1017,8 +999,9 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     tags code (``tag_codes``: a set of ints, or None for "match all"); look the record up
     (``readable_offset`` bounds what is readable; a missing record means MESSAGE_WAS_REMOVING
     and a jump to the next CommitLog file); filter on the record's TAGS (``tag_bytes``); for a
-    property (SQL92) subscription only, ``prop_evaluate(values)`` with the values of
-    ``prop_keys`` in the record's properties decides (Java ``isMatchedByCommitLog``). TAG
+    property (SQL92) subscription only, ``prop_program`` (a :class:`SqlProgram`) decides on the
+    record's properties, handing the records it cannot decide exactly to ``prop_evaluate``
+    (the Python evaluator, given the values as strings) (Java ``isMatchedByCommitLog``). TAG
     subscriptions pass ``None`` and pay one pointer test per record.
 
     Returns ``(status, scanned_bytes, message_count, total_bytes, max_phy_offset_pulling,
@@ -1103,7 +1086,7 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
                     status = ST_NO_MATCHED_MESSAGE
                 i += CQ_UNIT
                 continue
-            if prop_evaluate is not None and not _record_props_match(rec, size_py, prop_keys, prop_evaluate):
+            if prop_program is not None and not _record_sql_match(rec, size_py, prop_program, prop_evaluate):
                 if total == 0:
                     status = ST_NO_MATCHED_MESSAGE
                 i += CQ_UNIT

@@ -646,6 +646,62 @@ def _specialize(node: Node, slots: Mapping[str, int]) -> Fn | None:
     return cmp
 
 
+class _NoPlan(Exception):
+    """A node the C program does not take (the Python evaluator handles the expression)."""
+
+
+def _plan(node: Node, slots: Mapping[str, int]) -> tuple[Any, ...]:
+    """The plan the store's ``SqlProgram`` evaluates without Python objects: AND / OR / NOT
+    over the leaves :func:`_specialize` knows (a property against a number, a string or a
+    boolean constant; IN; IS NULL). Raises ``_NoPlan`` for anything else."""
+    kind = node[0]
+    if kind in ("and", "or"):
+        return (kind, [_plan(n, slots) for n in node[1]])
+    if kind == "not":
+        return ("not", _plan(node[1], slots))
+    if kind == "in":
+        members = sorted(node[2])
+        try:
+            encoded = [m.encode("utf-8") for m in members]
+        except UnicodeEncodeError:
+            raise _NoPlan() from None
+        return ("in", slots[node[1][1]], encoded, bool(node[3]), any("\ufffd" in m for m in members))
+    if kind == "eq":
+        left, right, op = node[1], node[2], "="
+    elif kind == "cmp":
+        left, right, op = node[2], node[3], node[1]
+    else:
+        raise _NoPlan()
+    if left[0] == "prop":
+        prop_left, name = True, left[1]
+        ok, k = _constant_of(right)
+    elif right[0] == "prop":
+        prop_left, name = False, right[1]
+        ok, k = _constant_of(left)
+    else:
+        raise _NoPlan()
+    if not ok:
+        raise _NoPlan()
+    i = slots[name]
+    tk = type(k)
+    if kind == "eq" and k is None and prop_left:
+        return ("isnull", i)
+    if tk is int:
+        return ("int", i, op, k, _INT_MIN, _INT_MAX, prop_left)
+    if tk is JLong:
+        return ("int", i, op, int(k), _LONG_MIN, _LONG_MAX, prop_left)  # type: ignore[arg-type]
+    if tk is float and k == k and k != 0.0:
+        return ("dbl", i, op, k, prop_left)
+    if kind == "eq" and isinstance(k, str):
+        try:
+            return ("str", i, k.encode("utf-8"), prop_left, "\ufffd" in k)
+        except UnicodeEncodeError:
+            raise _NoPlan() from None
+    if kind == "eq" and tk is bool and prop_left:
+        return ("bool", i, k)
+    raise _NoPlan()
+
+
 def _java_boolean(x: str) -> bool:
     """Java ``Boolean.valueOf(String)``."""
     return x.lower() == "true"
@@ -762,12 +818,16 @@ class Sql92Filter:
         key_bytes: the same names UTF-8 encoded (what the store's scan looks up).
     """
 
-    __slots__ = ("expression", "keys", "key_bytes", "_fn")
+    __slots__ = ("expression", "keys", "key_bytes", "plan", "_fn")
 
-    def __init__(self, expression: str, keys: tuple[str, ...], fn: Fn) -> None:
+    def __init__(self, expression: str, keys: tuple[str, ...], fn: Fn,
+                 plan: tuple[Any, ...] | None = None) -> None:
         self.expression = expression
         self.keys = keys
-        self.key_bytes = tuple(k.encode("utf-8") for k in keys)
+        self.key_bytes = tuple(k.encode("utf-8", "surrogatepass") for k in keys)
+        #: the nested tuples ``rmq._store.SqlProgram`` evaluates in C, or None when the
+        #: expression has a shape only the Python evaluator takes
+        self.plan = plan
         self._fn = fn
 
     def evaluate(self, properties: Mapping[str, str]) -> bool | None:
@@ -810,4 +870,8 @@ def compile_sql92(expression: str, *, _fast: bool = True) -> Sql92Filter:
     if _tree_depth(node) > 2 * MAX_DEPTH:
         raise SelectorError(f"Invalid MessageSelector. the expression nests deeper than {2 * MAX_DEPTH} operators")
     keys = tuple(parser.names)
-    return Sql92Filter(expression, keys, _compile(node, parser.names, _fast))
+    try:
+        plan: tuple[Any, ...] | None = _plan(node, parser.names) if _fast else None
+    except _NoPlan:
+        plan = None
+    return Sql92Filter(expression, keys, _compile(node, parser.names, _fast), plan)

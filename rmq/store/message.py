@@ -254,11 +254,12 @@ class MessageFilter:
 
     ``codes`` are the Java ``String.hashCode`` of each tag (matched against the ConsumeQueue
     unit), ``tags`` the UTF-8 tag strings (matched against the record's TAGS). ``properties``
-    is a compiled property filter (``rmq.common.sql92.Sql92Filter``: ``key_bytes`` and
-    ``match_values``) evaluated on each record after the tag stages, or None (every TAG
+    is a compiled property filter (``rmq.common.sql92.Sql92Filter``: ``key_bytes``, ``plan``
+    and ``match_values``) evaluated on each record after the tag stages by its C program
+    (``program``, with ``match_values`` for what the program hands back), or None (every TAG
     subscription), in which case the scan never looks at properties.
     """
-    __slots__ = ("expression", "tags", "codes", "tag_bytes", "properties")
+    __slots__ = ("expression", "tags", "codes", "tag_bytes", "properties", "program")
 
     def __init__(self, tags: list[str] | None, properties: Any = None):
         uniq = None if tags is None else list(dict.fromkeys(tags))
@@ -267,6 +268,8 @@ class MessageFilter:
         self.codes = None if uniq is None else frozenset(_store.java_hash_code(t) for t in uniq)
         self.tag_bytes = None if uniq is None else [t.encode("utf-8") for t in uniq]
         self.properties = properties
+        #: the C form of ``properties`` the scan runs (``_store.SqlProgram``)
+        self.program = None if properties is None else _store.SqlProgram(properties.plan, properties.key_bytes)
         if properties is not None:
             self.expression = properties.expression
 

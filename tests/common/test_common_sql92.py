@@ -332,3 +332,75 @@ def test_specialized_shapes_match_the_generic_evaluator(value):
     props = {} if value is None else {"a": value}
     for expr, fast, slow in _PAIRS:
         assert _outcome(fast, props) == _outcome(slow, props), (expr, value)
+
+
+# ------------------------------------------------------ the store's C program equals Python
+def _java_properties(raw: bytes) -> dict[str, str]:
+    """Java MessageDecoder.string2messageProperties, written out: split on \\x02, each item on
+    \\x01 with trailing empty parts dropped, kept only when exactly two parts remain."""
+    out = {}
+    for item in raw.decode("utf-8", "replace").split("\x02"):
+        parts = item.split("\x01")
+        while parts and parts[-1] == "":
+            parts.pop()
+        if len(parts) == 2:
+            out[parts[0]] = parts[1]
+    return out
+
+
+_PLANNED = [e for e in _SHAPES if e != "NOT a = 'x'"] + [
+    "a > 5 AND b = 'x'", "a > 5 OR b IN ('x', 'y')", "NOT (a >= 1.5 AND b IS NULL)", "a IN ('5', 'x') AND b <> 'x'",
+    "a = 5 OR a = 5.5 OR a = 'x' OR b = TRUE", "(a < 3 OR b > 2147483648) AND NOT (b IS NOT NULL)",
+    "a NOT IN ('5') OR b = 'é'", "a = '\ufffd'", "a IN ('\ufffd', 'x')",
+]
+_RAW_VALUES = st.sampled_from(
+    [b"5", b"-5", b"+5", b"05", b"6", b"2147483648", b"-2147483649", b"9223372036854775807", b"9223372036854775808",
+     b"1.5", b"-1.5", b"1e0", b" 5 ", b"\t5", b"NaN", b"-Infinity", b"Infinity", b"inf", b"-0.0", b"0.0", b"1.5f",
+     b"1.5D", b"x", b"y", b"", b"true", b"TRUE", b"tRuE", b"false", b"\xd9\xa5", b"\xc3\xa9", b"\xff", b"0x5",
+     b"1e400", b"5.", b".5", b"+.5e-3", b"1e", b"--5", b"1\x015"]) | st.binary(max_size=5)
+
+
+@st.composite
+def _raw_properties(draw):
+    items = []
+    for _ in range(draw(st.integers(0, 4))):
+        key = draw(st.sampled_from([b"a", b"b", b"c", b"TAGS", b""]))
+        items.append(key + b"\x01" + draw(_RAW_VALUES))
+    return b"\x02".join(items) + draw(st.sampled_from([b"", b"\x02"]))
+
+
+_PROGRAM_CACHE: list = []
+
+
+def _compiled_programs():
+    from rmq import _store
+
+    if not _PROGRAM_CACHE:
+        for expr in _PLANNED:
+            f = compile_sql92(expr)
+            assert f.plan is not None, expr
+            _PROGRAM_CACHE.append((expr, f, _store.SqlProgram(f.plan, f.key_bytes)))
+    return _PROGRAM_CACHE
+
+
+@settings(max_examples=400, deadline=None)
+@given(_raw_properties())
+def test_store_program_matches_the_python_evaluator(raw):
+    java = _java_properties(raw)
+    for expr, f, program in _compiled_programs():
+        values = program.values(raw)
+        assert values == [java.get(k) for k in f.keys], (expr, raw)
+        verdict = program.evaluate(raw)
+        if verdict == 4:   # handed to the Python evaluator
+            continue
+        want = _outcome(f, java)
+        assert {0: False, 1: True, 2: None, 3: "error"}[verdict] == want, (expr, raw, verdict, want)
+
+
+def test_unplanned_shapes_go_to_python():
+    from rmq import _store
+
+    for expr in ("a", "NOT a", "TRUE", "a = b", "a > -b", "TRUE = a", "(a > 1) = TRUE", "a BETWEEN b AND 5"):
+        f = compile_sql92(expr)
+        assert f.plan is None, expr
+        assert _store.SqlProgram(f.plan, f.key_bytes).evaluate(b"a\x015") == 4
