@@ -172,3 +172,21 @@ def test_selector_values():
     assert rmq.MessageSelector.by_tag(" A || B ").expression == "A || B"
     with pytest.raises(ValueError):
         rmq.MessageSelector.sql("  ")
+
+
+async def test_bad_expression_subscribed_while_running_is_dropped(fcluster, unique, caplog):
+    nsaddr, broker = fcluster
+    t1, t2, cg = unique("T"), unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, t1, queues=1)
+    await create_topic(broker.broker_addr, t2, queues=1)
+    c = rmq.PushConsumer(nsaddr, cg, handler=lambda m: None)
+    c.subscribe(t1, "*")
+    async with c:
+        c.subscribe(t2, rmq.MessageSelector.sql("n >"))
+        await wait_until(lambda: t2 not in c._impl.subscriptions, what="the refused subscription dropped")
+        assert "the broker refuses a subscription, dropped" in caplog.text
+        assert t1 in c._impl.subscriptions
+        c.subscribe(t2, rmq.MessageSelector.sql("n > 1"))
+        await wait_until(lambda: broker.consumer_manager.get_consumer_group_info(cg).find_subscription_data(t2)
+                         is not None, what="the good subscription reaching the broker")
+        assert t2 in c._impl.subscriptions
