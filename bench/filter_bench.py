@@ -18,9 +18,10 @@ scan    in this process: ``rmq._store.get_message_scan`` over an in-memory Commi
         with ``time.thread_time`` (best of 5). Figure: CPU seconds per 1M scanned messages.
 broker  ``rmq standalone`` (``--enablePropertyFilter=true``) filled with N messages by batch
         sends; each subscription drains the topic from offset 0 with raw PULL_MESSAGE (four
-        queues, one pull in flight per queue, the subscription in the request). Figures: the
-        broker's CPU seconds (utime + stime of its process) per 1M scanned messages, the drain
-        time, and the matched and scanned messages per second.
+        queues, one pull in flight per queue, the subscription in the request), ``--repeat``
+        times with fresh groups. Figures: the broker's CPU seconds (utime + stime of its
+        process, summed over the drains) per 1M scanned messages, the mean drain time, and the
+        matched and scanned messages per second.
 
 ``--before TREE`` runs the scan part's TAG cases again with ``rmq`` imported from another
 checkout (e.g. ``/work/main``, before the SQL92 change) in a subprocess, so the TAG path can be
@@ -107,7 +108,7 @@ def scan_figures(n: int, cases: tuple[tuple[str, str, str], ...]) -> dict[str, f
 
 
 # ---------------------------------------------------------------------------------- broker
-async def broker_figures(n: int) -> dict[str, float]:
+async def broker_figures(n: int, repeat: int) -> dict[str, float]:
     import _common as c
 
     from rmq.common.message import PullSysFlag
@@ -134,10 +135,9 @@ async def broker_figures(n: int) -> dict[str, float]:
                     raise c.BenchError(f"send failed: {resp.code} {resp.remark}")
             await asyncio.sleep(1.0)  # let the reput service dispatch the last batch
             for name, etype, expr in CASES:
-                group = f"FilterBench_{name}_{time.monotonic_ns()}"
                 matched = [0]
 
-                async def drain_queue(qid: int, group=group, etype=etype, expr=expr, matched=matched) -> None:
+                async def drain_queue(qid: int, group: str, etype=etype, expr=expr, matched=matched) -> None:
                     offset = 0
                     while True:
                         h = PullMessageRequestHeader(
@@ -153,14 +153,16 @@ async def broker_figures(n: int) -> dict[str, float]:
 
                 cpu0 = c.process_cpu_seconds(proc.pid)
                 t0 = time.monotonic()
-                await asyncio.gather(*(drain_queue(q) for q in range(4)))
-                wall = time.monotonic() - t0
+                for r in range(repeat):   # each round a new group, from offset 0
+                    group = f"FilterBench_{name}_{r}"
+                    await asyncio.gather(*(drain_queue(q, group) for q in range(4)))
+                wall = (time.monotonic() - t0) / repeat
                 cpu = c.process_cpu_seconds(proc.pid) - cpu0
-                out[f"broker_{name}_cpu_s_per_1m"] = round(cpu * 1_000_000 / n, 3)
+                out[f"broker_{name}_cpu_s_per_1m"] = round(cpu * 1_000_000 / (n * repeat), 3)
                 out[f"broker_{name}_drain_s"] = round(wall, 3)
-                out[f"broker_{name}_matched_per_s"] = round(matched[0] / wall)
+                out[f"broker_{name}_matched_per_s"] = round(matched[0] / repeat / wall)
                 out[f"broker_{name}_scanned_per_s"] = round(n / wall)
-                out[f"broker_{name}_matched"] = matched[0]
+                out[f"broker_{name}_matched"] = matched[0] // repeat
     finally:
         proc.stop()
         proc.cleanup()
@@ -171,6 +173,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--messages", type=int, default=20_000, help="messages scanned per case (20 000)")
     ap.add_argument("--no-broker", action="store_true", help="only the in-process scan part")
+    ap.add_argument("--repeat", type=int, default=10,
+                    help="broker drains per subscription, CPU summed over them (10; /proc counts 10 ms ticks)")
     ap.add_argument("--before", metavar="TREE", help="also run the scan's TAG cases with rmq from TREE")
     ap.add_argument("--tag-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
@@ -187,7 +191,7 @@ def main() -> None:
         before = json.loads(done.stdout.strip().splitlines()[-1])
         figures.update({f"before_{k}": v for k, v in before.items() if k.startswith("scan_")})
     if not args.no_broker:
-        figures.update(asyncio.run(broker_figures(args.messages)))
+        figures.update(asyncio.run(broker_figures(args.messages, max(1, args.repeat))))
     if args.json:
         print(json.dumps({"bench": "filter", **figures}))
     else:
