@@ -108,23 +108,44 @@ class _Tok:
     pos: int
 
 
-def _tokenize(text: str) -> list[_Tok]:
-    out: list[_Tok] = []
-    pos, n = 0, len(text)
-    while pos < n:
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise SelectorError(f"Invalid MessageSelector. unexpected character {text[pos]!r} at {pos}")
-        kind = m.lastgroup
-        assert kind is not None
-        s = m.group()
-        if kind == "id" and s.upper() in _KEYWORDS:
-            out.append(_Tok("kw", s.upper(), pos))
-        elif kind not in ("ws", "line", "block"):
-            out.append(_Tok(kind, s, pos))
-        pos = m.end()
-    out.append(_Tok("eof", "", n))
-    return out
+class _Tokens:
+    """Tokens read on demand, as JavaCC's token manager does: a parse that ends before the end
+    of the text never reads the rest, so what follows a complete expression is ignored unless
+    the parser had to look at it (Java ``SelectorParser.JmsSelector`` does not ask for EOF:
+    ``a = 1 b = 2`` selects by ``a = 1``, while ``a = 1 !`` fails on the ``!`` the parser
+    peeks at)."""
+
+    __slots__ = ("text", "pos", "toks")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.toks: list[_Tok] = []
+
+    def __getitem__(self, i: int) -> _Tok:
+        toks = self.toks
+        while len(toks) <= i:
+            if toks and toks[-1].kind == "eof":
+                return toks[-1]
+            toks.append(self._next())
+        return toks[i]
+
+    def _next(self) -> _Tok:
+        text, n = self.text, len(self.text)
+        while self.pos < n:
+            pos = self.pos
+            m = _TOKEN.match(text, pos)
+            if m is None:
+                raise SelectorError(f"Invalid MessageSelector. unexpected character {text[pos]!r} at {pos}")
+            kind = m.lastgroup
+            assert kind is not None
+            self.pos = m.end()
+            s = m.group()
+            if kind == "id" and s.upper() in _KEYWORDS:
+                return _Tok("kw", s.upper(), pos)
+            if kind not in ("ws", "line", "block"):
+                return _Tok(kind, s, pos)
+        return _Tok("eof", "", n)
 
 
 # ------------------------------------------------------------------------------- syntax tree
@@ -166,7 +187,7 @@ def _describe(node: Node) -> str:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.toks = _tokenize(text)
+        self.toks = _Tokens(text)
         self.i = 0
         self.depth = 0
         self.names: dict[str, int] = {}
@@ -181,8 +202,11 @@ class _Parser:
         return t.kind == kind and (text is None or t.text == text)
 
     def _is_kw2(self, a: str, b: str) -> bool:
-        t1, t2 = self.toks[self.i], self.toks[min(self.i + 1, len(self.toks) - 1)]
-        return t1.kind == "kw" and t1.text == a and t2.kind == "kw" and t2.text == b
+        t1 = self.toks[self.i]
+        if t1.kind != "kw" or t1.text != a:
+            return False
+        t2 = self.toks[self.i + 1]   # JavaCC's LOOKAHEAD(2) reads the second token only here
+        return t2.kind == "kw" and t2.text == b
 
     def _take(self, kind: str, text: str | None = None) -> _Tok:
         t = self.toks[self.i]
@@ -208,10 +232,8 @@ class _Parser:
 
     # -- grammar
     def parse(self) -> Node:
-        node = self._bool(self._or())
-        if not self._is("eof"):
-            raise SelectorError(f"Invalid MessageSelector. unexpected {self.tok.text!r} at {self.tok.pos}")
-        return node
+        # No check for the end of the text: Java ignores what follows (see _Tokens).
+        return self._bool(self._or())
 
     def _or(self) -> Node:
         left = self._and()
@@ -278,6 +300,12 @@ class _Parser:
             elif self._is_kw2("NOT", "IN"):
                 self.i += 2
                 left = self._in(left, True)
+            elif t.kind == "kw" and t.text == "NOT":
+                # Java enters this loop on NOT and then needs BETWEEN or IN after it
+                nxt = self.toks[self.i + 1]
+                got = "end of expression" if nxt.kind == "eof" else repr(nxt.text)
+                raise SelectorError(f"Invalid MessageSelector. expected BETWEEN or IN after NOT at {nxt.pos}, "
+                                    f"found {got}")
             else:
                 return left
 

@@ -193,6 +193,19 @@ def test_precedence_and_case():
     assert m("a NoT BeTwEeN 1 aNd 2", a="3")
 
 
+def test_text_after_a_complete_expression_is_ignored_as_in_java():
+    """Java's SelectorParser.JmsSelector does not require the end of the text, and its token
+    manager reads only what the parser peeks at: after a complete expression, a token that
+    cannot continue it ends the parse and the rest is never read."""
+    assert m("a = 1 b = 2", a="1", b="3")
+    assert m("a = 1)", a="1")
+    assert compile_sql92("a = 007").evaluate({"a": "0"}) is True     # parsed as a = 0
+    assert m("a = 1 'junk' ! é", a="1")           # only the token after 1 is read
+    with pytest.raises(SelectorError):
+        compile_sql92("a = 1 'junk")                              # ... and it must be a token
+    assert not m("a = 1 b = 2 OR TRUE", a="2")                        # the OR is never seen
+
+
 def test_comments_and_whitespace():
     assert m("a = 1 -- trailing comment\n AND /* block */ b = 2", a="1", b="2")
     assert m("\ta\n=\r1\f", a="1")
@@ -233,11 +246,11 @@ def test_numeric_literals():
     ("a > 1e400", "greater than"),
     ("a != 1", "unexpected character"),
     ("a = 'unterminated", "unexpected character"),
-    ("a = 1 b = 2", "unexpected"),
-    ("a = 007", "unexpected"),
+    ("007 = 7", "boolean"),                      # 0, then 07 ignored: a number alone
     ("(a = 1", r"expected \)"),
-    ("a = 1)", "unexpected"),
     ("a IS 5", "expected NOT"),
+    ("a = 1 NOT 5", "expected BETWEEN or IN"),   # NOT after an operand must be NOT BETWEEN/IN
+    ("a = 1 !", "unexpected character"),         # the parser peeks at the token after 1
     ("é = 1", "unexpected character"),
 ])
 def test_refused_expressions(expr, why):
