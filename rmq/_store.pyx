@@ -14,7 +14,8 @@ through the buffer protocol and never copies message data it does not have to:
 * the ConsumeQueue unit codec;
 * the loop of Java DefaultMessageStore.getMessage over a mapped ConsumeQueue, returning the
   positions of the CommitLog records it selected (the caller turns them into zero-copy
-  memoryviews).
+  memoryviews), with its property stage for SQL92 subscriptions (``SqlProgram``, in
+  ``_sql92.pxi``: the common selector shapes evaluated on the property bytes).
 
 All integers on disk are big-endian (Java ``ByteBuffer`` order).
 
