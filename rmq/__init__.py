@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # loaded lazily by __getattr__ below
         ConsumeMessageHook,
         ConsumerOptions,
         ConsumerRebalanceListener,
+        MessageSelector,
         Producer,
         PullConsumer,
         PullConsumerOptions,
@@ -64,6 +65,7 @@ __all__ = [
     "PullConsumerOptions",
     "Admin",
     "AdminError",
+    "MessageSelector",
     # Value types
     "Message",
     "MessageExt",
@@ -91,7 +93,7 @@ __all__ += ["ConsumerRebalanceListener"]
 
 
 _LAZY = ("Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
-         "PullConsumerOptions", "Admin", "AdminError", "ConsumerRebalanceListener",
+         "PullConsumerOptions", "Admin", "AdminError", "ConsumerRebalanceListener", "MessageSelector",
          # request-reply and the send/consume hooks
          "reply", "create_reply_message", "SendMessageHook", "SendMessageContext", "ConsumeMessageHook",
          "ConsumeMessageContext")

@@ -14,7 +14,8 @@ through the buffer protocol and never copies message data it does not have to:
 * the ConsumeQueue unit codec;
 * the loop of Java DefaultMessageStore.getMessage over a mapped ConsumeQueue, returning the
   positions of the CommitLog records it selected (the caller turns them into zero-copy
-  memoryviews).
+  memoryviews), with its property stage for SQL92 subscriptions (``SqlProgram``, in
+  ``_sql92.pxi``: the common selector shapes evaluated on the property bytes).
 
 All integers on disk are big-endian (Java ``ByteBuffer`` order).
 
@@ -983,11 +984,14 @@ cdef inline bint _is_message_magic(const uint8_t* rec) noexcept nogil:
     return m == _MAGIC or m == _MAGIC_V2
 
 
+include "_sql92.pxi"
+
+
 def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable table,
                      int64_t readable_offset, int max_msg_nums, int64_t max_offset_py,
                      int64_t memory, tag_codes, list tag_bytes,
                      int max_bytes_mem, int max_count_mem, int max_bytes_disk,
-                     int max_count_disk):
+                     int max_count_disk, SqlProgram prop_program=None, object prop_evaluate=None):
     """The loop of Java DefaultMessageStore.getMessage over ``cq_buf[start:end]``.
 
     Scans at most ``max(16000, max_msg_nums * 20)`` bytes of units. For each unit: skip it
@@ -995,7 +999,11 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     full (transfer limits chosen by ``max_offset_py - offset_py > memory``); filter on the
     tags code (``tag_codes``: a set of ints, or None for "match all"); look the record up
     (``readable_offset`` bounds what is readable; a missing record means MESSAGE_WAS_REMOVING
-    and a jump to the next CommitLog file); filter on the record's TAGS (``tag_bytes``).
+    and a jump to the next CommitLog file); filter on the record's TAGS (``tag_bytes``); for a
+    property (SQL92) subscription only, ``prop_program`` (a :class:`SqlProgram`) decides on the
+    record's properties, handing the records it cannot decide exactly to ``prop_evaluate``
+    (the Python evaluator, given the values as strings) (Java ``isMatchedByCommitLog``). TAG
+    subscriptions pass ``None`` and pay one pointer test per record.
 
     Returns ``(status, scanned_bytes, message_count, total_bytes, max_phy_offset_pulling,
     segments)``; ``segments`` lists ``(file_index, start, end)`` of adjacent records merged.
@@ -1075,6 +1083,11 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
                 i += CQ_UNIT
                 continue
             if filtering and not _record_tags_match(rec, size_py, tag_bytes):
+                if total == 0:
+                    status = ST_NO_MATCHED_MESSAGE
+                i += CQ_UNIT
+                continue
+            if prop_program is not None and not _record_sql_match(rec, size_py, prop_program, prop_evaluate):
                 if total == 0:
                     status = ST_NO_MATCHED_MESSAGE
                 i += CQ_UNIT

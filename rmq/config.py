@@ -145,6 +145,10 @@ class BrokerConfig:
             dropped (Java 120 s).
         idle_timeout: connections with no traffic for this long are closed (120 s).
         slave_read_enable: a slave serves pulls itself (False).
+        enable_property_filter: consumers may filter by SQL92 expressions on message
+            properties (False, as Java).
+        filter_cache_size: compiled SQL92 filters kept, one per (group, topic, subscription
+            version, expression) (4096, 16..1 000 000); past it the least recently used goes.
         cluster_topic_enable / broker_topic_enable: the system topics named after the cluster
             and the broker are readable and writable (True).
         max_stats_items: keys (topics, topic@group pairs) per runtime-statistics set (100 000);
@@ -244,6 +248,8 @@ class BrokerConfig:
     channel_expired_seconds: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
     idle_timeout: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
     slave_read_enable: bool = False
+    enable_property_filter: bool = False
+    filter_cache_size: int = setting(4096, lo=16, hi=1_000_000)
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     transaction_time_out: int = setting(6000, lo=1, hi=JAVA_INT.hi, unit="ms")

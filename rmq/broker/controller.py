@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
 from rmq.broker.config_update import BrokerConfiguration
+from rmq.broker.filter import CheckClientConfigProcessor
 from rmq.broker.long_polling import PullRequestHoldService
 from rmq.broker.managers.config_store import ConfigPersister
 from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
@@ -210,6 +211,8 @@ class BrokerController:
         s.register_processor(RequestCode.PULL_MESSAGE, _Gate(self, pull), pull_pool)
         for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
             s.register_processor(code, _Gate(self, client_manage), heartbeat_pool)
+        s.register_processor(RequestCode.CHECK_CLIENT_CONFIG, _Gate(self, CheckClientConfigProcessor(self)),
+                             heartbeat_pool)
         for code in (
             RequestCode.GET_CONSUMER_LIST_BY_GROUP,
             RequestCode.UPDATE_CONSUMER_OFFSET,

@@ -18,10 +18,12 @@ from .consumer import (
 from .hooks import ConsumeMessageContext, ConsumeMessageHook, SendMessageContext, SendMessageHook
 from .producer import MessageQueueSelector, Producer, select_by_hash
 from .request_reply import create_reply_message, reply
+from .selector import MessageSelector
 
 __all__ = ["Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
            "PullConsumerOptions", "MessageQueueSelector", "select_by_hash", "allocate_averagely",
-           "allocate_averagely_by_circle", "AllocateConsistentHash", "Admin", "AdminError"]
+           "allocate_averagely_by_circle", "AllocateConsistentHash", "Admin", "AdminError",
+           "MessageSelector"]
 __all__ += ["reply", "create_reply_message", "SendMessageHook", "SendMessageContext", "ConsumeMessageHook",
             "ConsumeMessageContext"]
 __all__ += ["ConsumerRebalanceListener"]

@@ -157,6 +157,12 @@ class ClientAPI:
         """HEART_BEAT; returns the broker's version from the reply header."""
         return rq.parse_heart_beat(await self._invoke(addr, rq.heart_beat(heartbeat), timeout))
 
+    async def check_client_config(self, addr: str, client_id: str, group: str, subscription: Mapping[str, Any],
+                                  timeout: float = 3.0) -> None:
+        """CHECK_CLIENT_CONFIG: raises the broker's refusal (SubscriptionParseFailedError for a
+        bad expression, SystemError... when the broker does not filter by its type)."""
+        rq.check_success(await self._invoke(addr, rq.check_client_config(client_id, group, subscription), timeout))
+
     async def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
                                 consumer_group: str | None, timeout: float = 3.0) -> None:
         rq.check_success(await self._invoke(

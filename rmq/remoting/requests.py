@@ -838,6 +838,15 @@ def parse_broker_acl_config(resp: RemotingCommand) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- sql92
+def check_client_config(client_id: str, group: str, subscription: Mapping[str, Any]) -> RemotingCommand:
+    """CHECK_CLIENT_CONFIG (46) with Java ``CheckClientRequestBody``: can the broker filter by
+    this subscription (a SubscriptionData JSON object)? SUCCESS, or SUBSCRIPTION_PARSE_FAILED /
+    SYSTEM_ERROR with the broker's reason; :func:`check_success` raises for those."""
+    return _request(RequestCode.CHECK_CLIENT_CONFIG, None, json.dumps(
+        {"clientId": client_id, "group": group, "subscriptionData": dict(subscription)}).encode())
+
+
+__all__ += ["check_client_config"]
 
 
 # ---------------------------------------------------------------------------- reqreply

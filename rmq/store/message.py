@@ -252,18 +252,35 @@ class GetMessageResult:
 
 class MessageFilter:
     """A TAG subscription: ``from_expression("TagA || TagB")``; ``*``, empty and None match all.
+    A property (SQL92) subscription: ``for_properties(compiled)``.
 
     ``codes`` are the Java ``String.hashCode`` of each tag (matched against the ConsumeQueue
-    unit), ``tags`` the UTF-8 tag strings (matched against the record's TAGS).
+    unit), ``tags`` the UTF-8 tag strings (matched against the record's TAGS). ``properties``
+    is a compiled property filter (``rmq.common.sql92.Sql92Filter``: ``key_bytes``, ``plan``
+    and ``match_values``) evaluated on each record after the tag stages by its C program
+    (``program``, with ``match_values`` for what the program hands back), or None (every TAG
+    subscription), in which case the scan never looks at properties.
     """
-    __slots__ = ("expression", "tags", "codes", "tag_bytes")
+    __slots__ = ("expression", "tags", "codes", "tag_bytes", "properties", "program")
 
-    def __init__(self, tags: list[str] | None):
+    def __init__(self, tags: list[str] | None, properties: Any = None):
         uniq = None if tags is None else list(dict.fromkeys(tags))
         self.tags = uniq
         self.expression = "*" if uniq is None else " || ".join(uniq)
         self.codes = None if uniq is None else frozenset(_store.java_hash_code(t) for t in uniq)
         self.tag_bytes = None if uniq is None else [t.encode("utf-8") for t in uniq]
+        self.properties = properties
+        #: the C form of ``properties`` the scan runs (``_store.SqlProgram``)
+        self.program = None if properties is None else _store.SqlProgram(properties.plan, properties.key_bytes)
+        if properties is not None:
+            self.expression = properties.expression
+
+    @classmethod
+    def for_properties(cls, compiled: Any) -> MessageFilter:
+        """A filter on message properties: every tag passes (Java's SQL92 filter matches by
+        ConsumeQueue only through its optional bloom filter, which rmq does not keep), then
+        ``compiled.match_values`` decides per record."""
+        return cls(None, compiled)
 
     @classmethod
     def from_expression(cls, expression: str | None) -> MessageFilter:
@@ -278,7 +295,7 @@ class MessageFilter:
 
     @property
     def matches_all(self) -> bool:
-        return self.tags is None
+        return self.tags is None and self.properties is None
 
     def is_matched_by_tags_code(self, tags_code: int | None) -> bool:
         """The ConsumeQueue stage (Java ``isMatchedByConsumeQueue``)."""

@@ -620,12 +620,16 @@ class MessageStore:
             codes, tag_bytes = None, None
         else:
             codes, tag_bytes = message_filter.codes, message_filter.tag_bytes
+        program, prop_evaluate = None, None
+        if message_filter is not None and message_filter.properties is not None:
+            program, prop_evaluate = message_filter.program, message_filter.properties.match_values
         status, scanned, count, total, max_phy_pulling, segments = _store.get_message_scan(
             cq_file.mm, start, end, cl.table,
             cl.mfq.flushed_where if cfg.flush_disk_type == "SYNC_FLUSH" else max_offset_py,
             max_msg_nums, max_offset_py, memory, codes, tag_bytes,
             cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
-            cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk)
+            cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk,
+            program, prop_evaluate)
         buffers = []
         holds = []
         if segments:

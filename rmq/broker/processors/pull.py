@@ -16,7 +16,10 @@ The checks run in Java's order (``PullMessageProcessor.processRequest``):
    otherwise from the group's heartbeats: group known (SUBSCRIPTION_NOT_EXIST), broadcast
    allowed (NO_PERMISSION), topic subscribed (SUBSCRIPTION_NOT_EXIST), subVersion not older
    (SUBSCRIPTION_NOT_LATEST)
-7. expression type TAG (SQL92 is not supported here)     → SYSTEM_ERROR
+   For a SQL92 subscription the compiled filter comes from the ConsumerFilterManager (one
+   compile per group, topic, subscription version and expression): a bad expression carried
+   by the pull → SUBSCRIPTION_PARSE_FAILED, one from the heartbeats → FILTER_DATA_NOT_EXIST
+7. a non-TAG expression while ``enablePropertyFilter`` is off → SYSTEM_ERROR
 
 Then GetMessageStatus → response code (Java's switch on it), the response header (nextBeginOffset,
 minOffset, maxOffset, suggestWhichBrokerId), a hold in the PullRequestHoldService when nothing
@@ -28,11 +31,13 @@ from __future__ import annotations
 import logging
 import time
 
+from rmq.broker.filter import ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import PullSysFlag
+from rmq.common.sql92 import SelectorError
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -64,6 +69,7 @@ class PullMessageProcessor:
         self.controller = controller
         self.broker_config = controller.broker_config
         self._filters: dict[str, MessageFilter] = {}
+        self.consumer_filter_manager = ConsumerFilterManager(self.broker_config.filter_cache_size)
 
     @property
     def store(self):
@@ -150,14 +156,12 @@ class PullMessageProcessor:
         if has_subscription:
             expression_type = h.expression_type or "TAG"
             sub_string = h.subscription
-            if expression_type.upper() != "TAG":
-                return cmd.response(
-                    ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {clip_remark(expression_type)}",
-                    {},
-                )
             try:
-                message_filter = self._filter(sub_string)
+                if is_tag_type(expression_type):
+                    message_filter = self._filter(sub_string)
+                else:
+                    message_filter = self.consumer_filter_manager.get(
+                        h.consumer_group, h.topic, h.sub_version or 0, expression_type, sub_string)
             except Exception as e:  # noqa: BLE001 - any parse failure is the client's expression
                 _rlog.warning("pull-bad-subscription", "parse the consumer's subscription[%s] failed, group: %s: %s",
                               clip(sub_string), clip(h.consumer_group), clip(e))
@@ -179,15 +183,26 @@ class PullMessageProcessor:
                                     "the consumer's subscription not exist" + FAQ, {})
             if sub.sub_version < h.sub_version:
                 return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", {})
-            # 7. expression type
-            if sub.expression_type.upper() != "TAG":
-                return cmd.response(
-                    ResponseCode.SYSTEM_ERROR,
-                    f"The broker does not support consumer to filter message by {clip_remark(sub.expression_type)}",
-                    {},
-                )
+            expression_type = sub.expression_type
             sub_string = sub.sub_string
-            message_filter = self._filter(sub_string)
+            if is_tag_type(expression_type):
+                message_filter = self._filter(sub_string)
+            else:
+                # Java keeps the filter data registered from the heartbeats; a version older than
+                # the pull's (FILTER_DATA_NOT_LATEST) cannot happen here: the subscription the
+                # filter is compiled from passed the SUBSCRIPTION_NOT_LATEST check above.
+                try:
+                    message_filter = self.consumer_filter_manager.get(
+                        h.consumer_group, h.topic, sub.sub_version, expression_type, sub_string)
+                except SelectorError as e:
+                    _rlog.warning("pull-bad-filter", "the consumer filter data of group %s topic %s does not "
+                                  "compile: %s", clip(h.consumer_group), clip(h.topic), clip(e))
+                    return cmd.response(ResponseCode.FILTER_DATA_NOT_EXIST,
+                                        "The broker's consumer filter data is not exist!Your expression may be wrong!",
+                                        {})
+        # 7. property filtering enabled
+        if not is_tag_type(expression_type) and not self.broker_config.enable_property_filter:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
 
         # A reset this member may not have applied (ali-ons ignores RESET_CONSUMER_CLIENT_OFFSET):
         # move it to the reset offset (rmq.broker.offset_reset).

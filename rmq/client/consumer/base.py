@@ -24,6 +24,7 @@ from rmq.common.constants import ExpressionType, MixAll
 from rmq.common.log import clip
 from rmq.common.message import PullSysFlag, java_string_hash
 from rmq.errors import (
+    BrokerResponseError,
     ClientError,
     IllegalStateError,
     NoPermissionError,
@@ -39,6 +40,7 @@ from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, 
 from ..arguments import Namespace, check_namesrv_addr
 from ..instance import ClientInstance, get_client_instance
 from ..producer import validate_group, validate_topic
+from ..selector import MessageSelector
 from .allocate import AllocateStrategy
 from .offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from .options import ConsumerOptions, ConsumerRebalanceListener, resolve_allocate_strategy
@@ -67,17 +69,24 @@ def needs_application(exc: BaseException) -> bool:
 
 @dataclass(slots=True)
 class SubscriptionData:
-    """A topic and its tag expression (``"TagA || TagB"``; ``"*"`` or empty for all)."""
+    """A topic and its expression: tags (``"TagA || TagB"``; ``"*"`` or empty for all) or a
+    SQL92 selector the broker evaluates (``expression_type`` ``"SQL92"``)."""
 
     topic: str
     sub_string: str = "*"
     tags_set: set[str] = field(default_factory=set)
     code_set: set[int] = field(default_factory=set)
     sub_version: int = field(default_factory=lambda: int(time.time() * 1000))
+    expression_type: str = ExpressionType.TAG
 
     @classmethod
-    def build(cls, topic: str, expression: str | None) -> SubscriptionData:
-        """Parse a tag expression; ClientError when it names no tag."""
+    def build(cls, topic: str, expression: str | MessageSelector | None) -> SubscriptionData:
+        """Parse a tag expression (a string or ``MessageSelector.tag``) or take a SQL92 one
+        as is (Java ``FilterAPI.build``); ClientError when a tag expression names no tag."""
+        if isinstance(expression, MessageSelector):
+            if expression.expression_type != ExpressionType.TAG:
+                return cls(topic, expression.expression, expression_type=expression.expression_type)
+            expression = expression.expression
         expr = (expression or "").strip()
         if not expr or expr == "*":
             return cls(topic, "*")
@@ -93,7 +102,7 @@ class SubscriptionData:
     def to_json(self) -> dict[str, Any]:
         return {"classFilterMode": False, "topic": self.topic, "subString": self.sub_string,
                 "tagsSet": sorted(self.tags_set), "codeSet": sorted(self.code_set),
-                "subVersion": self.sub_version, "expressionType": ExpressionType.TAG}
+                "subVersion": self.sub_version, "expressionType": self.expression_type}
 
 
 class ConsumerBase(abc.ABC):
@@ -156,11 +165,14 @@ class ConsumerBase(abc.ABC):
 
     # ---------------------------------------------------------------- subscription
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA"``, ``"TagA || TagB"``).
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Subscribe to ``topic`` with a tag expression (``"*"``, ``"TagA"``, ``"TagA || TagB"``)
+        or a :class:`~rmq.MessageSelector`.
 
         May be called before or after start; a later call for the same topic replaces the
-        expression."""
+        expression. A SQL92 selector is checked by a broker of the topic (CHECK_CLIENT_CONFIG)
+        at start; one added while running is checked in the background and dropped, with an
+        ERROR line, when the broker refuses it."""
         if not MixAll.is_retry_topic(topic):
             validate_topic(topic, for_send=False)
         topic = self.ns.wrap(topic)
@@ -181,6 +193,10 @@ class ConsumerBase(abc.ABC):
             return
         try:
             await inst.update_all_topic_routes()
+            try:
+                await self.check_client_config()
+            except BrokerResponseError as e:
+                log.error("group %s: the broker refuses a subscription, dropped: %s", self.group, e)
             await inst.send_heartbeat_to_all_brokers()
         except RMQError as e:
             log.warning("group %s: refresh after subscribe failed: %r", self.group, e)
@@ -253,8 +269,39 @@ class ConsumerBase(abc.ABC):
         # Routes first (so heartbeats know the brokers), then a heartbeat (so the broker lists us
         # as a member), then rebalance at once rather than after 20 s.
         await inst.update_all_topic_routes()
+        await self.check_client_config()
         await inst.send_heartbeat_to_all_brokers()
         inst.rebalance_immediately()
+
+    async def check_client_config(self) -> None:
+        """Ask a broker of each non-TAG subscription's topic whether it can filter by it (Java
+        ``MQClientInstance.checkClientInBroker``, called when a consumer starts). A refused
+        subscription is removed and the broker's error raised (SubscriptionParseFailedError for
+        a bad expression, a SYSTEM_ERROR one when ``enablePropertyFilter`` is off); a broker that
+        cannot be reached is skipped for the next one of the route."""
+        inst = self._instance
+        assert inst is not None
+        for topic, sub in list(self.subscriptions.items()):
+            if sub.expression_type == ExpressionType.TAG:
+                continue
+            route = inst.topic_route_table.get(topic)
+            names = [bd.broker_name for bd in route.broker_datas] if route else []
+            for name in names:
+                addr = inst.find_broker_addr_in_admin(name)
+                if addr is None:
+                    continue
+                try:
+                    await inst.api.check_client_config(addr, inst.client_id, self.group, sub.to_json())
+                except BrokerResponseError as e:
+                    if self.subscriptions.get(topic) is sub:
+                        del self.subscriptions[topic]
+                    e.add_note(f"subscription of group {self.group} to {topic}: {sub.expression_type} "
+                               f"{sub.sub_string!r}")
+                    raise
+                except RMQError as e:
+                    log.warning("group %s: CHECK_CLIENT_CONFIG to %s failed: %r", self.group, addr, e)
+                    continue
+                break
 
     async def _stop_base(self) -> None:
         """Drop every queue (persisting its offset), then leave the group."""
@@ -515,7 +562,7 @@ class ConsumerBase(abc.ABC):
             suspend_timeout_millis=int(BROKER_SUSPEND_MAX_TIME * 1000) if suspend else 0,
             subscription=sub.sub_string if sub is not None else "*",
             sub_version=sub.sub_version if sub is not None else 0,
-            expression_type=ExpressionType.TAG)
+            expression_type=sub.expression_type if sub is not None else ExpressionType.TAG)
         timeout = CONSUMER_TIMEOUT_WHEN_SUSPEND if suspend else 10.0
         result = await inst.api.pull_message(addr, header, mq.broker_name, timeout)
         if result.suggest_which_broker_id != self.pull_from_which_node.get(mq, 0):

@@ -31,6 +31,7 @@ from rmq.errors import ClientError, RMQError, TopicNotExistError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
 from ..instance import subscribe_queues
+from ..selector import MessageSelector
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade, SubscriptionData
 from .offset_store import ReadOffsetType
@@ -80,7 +81,7 @@ class PullConsumerImpl(ConsumerBase):
 
     # ---------------------------------------------------------------- subscription / assignment
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Subscribe (group-managed queues). Not combinable with :meth:`assign`."""
         if self._assigned is not None:
             raise ClientError("subscribe() and assign() cannot be mixed on one consumer")
@@ -479,7 +480,7 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
 
     # ---------------------------------------------------------------- subscription / assignment
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Subscribe (group-managed queues) with a tag expression (``"*"``, ``"TagA || TagB"``).
         Not combinable with :meth:`assign`."""
         self._impl.subscribe(topic, expression)

@@ -32,6 +32,7 @@ from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
 from ..hooks import ConsumeMessageHook, close_hooks
+from ..selector import MessageSelector
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade
 from .consume_service import (
@@ -568,9 +569,9 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
 
     # ---------------------------------------------------------------- subscription / lifecycle
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Subscribe to ``topic`` (without the namespace) with a tag expression (``"*"``,
-        ``"TagA"``, ``"TagA || TagB"``).
+        ``"TagA"``, ``"TagA || TagB"``) or a :class:`~rmq.MessageSelector`.
 
         May be called before or after start; a later call for the same topic replaces the
         expression. Raises ClientError for an illegal topic name or an empty expression."""
