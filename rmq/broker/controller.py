@@ -38,12 +38,12 @@ from collections.abc import Callable
 from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
 from rmq.broker.config_update import BrokerConfiguration
 from rmq.broker.long_polling import PullRequestHoldService
-from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.managers.config_store import ConfigPersister
 from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
 from rmq.broker.managers.consumer_offset import ConsumerOffsetManager
 from rmq.broker.managers.subscription_group import SubscriptionGroupManager
 from rmq.broker.managers.topic_config import TopicConfigManager
+from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.broker.offset_reset import PendingResets
 from rmq.broker.processors.acl_admin import AclAdminProcessor

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from rmq.broker.stats import (
     BROKER_GET_NUMS,
@@ -94,7 +95,7 @@ class BrokerMetrics:
         self._times: dict[tuple[str, int, int], int] = {}
         self._labels = LabelCache()
         self._sources: list[MetricsSource] = []
-        self._admin = None
+        self._admin: Any = None   # the AdminBrokerProcessor whose runtime_info GET_BROKER_RUNTIME_INFO answers
         #: seconds each phase of the last collection took (also served as rmq_metrics_collect_seconds)
         self.last_phases: dict[str, float] = {}
 
@@ -299,6 +300,7 @@ class BrokerMetrics:
         def minute(item: StatsItem) -> tuple[int, float, float]:
             return StatsItem.compute(tuple(item.minute))  # type: ignore[arg-type]
 
+        labels: tuple[str, ...]
         for key, item in items(TOPIC_PUT_NUMS):
             labels = (cluster, broker, key)
             b.set("rocketmq_producer_tps", labels, minute(item)[1])

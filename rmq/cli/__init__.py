@@ -1,5 +1,6 @@
 """The ``rmq`` command: ``rmq namesrv``, ``rmq broker -c broker.conf``, ``rmq standalone``,
-and ``rmq admin <mqadmin command>`` (see :mod:`rmq.cli.admin`).
+``rmq exporter`` (a cluster's Prometheus metrics, :mod:`rmq.cli.exporter`) and ``rmq admin
+<mqadmin command>`` (see :mod:`rmq.cli.admin`).
 
 Every daemon listens on 127.0.0.1 unless told otherwise, logs one line saying where it
 listens, and stops cleanly on SIGINT/SIGTERM (held pulls answered, offsets and configs
@@ -25,7 +26,7 @@ def _parser() -> argparse.ArgumentParser:
     from rmq import __version__
 
     parser.add_argument("--version", action="version", version=f"rmq {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,admin}")
+    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,exporter,admin}")
 
     p = sub.add_parser(
         "namesrv",
@@ -59,10 +60,44 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--store-dir", default="./rmq-data", help="store root directory (default ./rmq-data)")
     _lenient(p)
 
+    p = sub.add_parser(
+        "exporter",
+        help="serve a whole cluster's metrics for Prometheus, as rocketmq-exporter (rmq or Apache brokers)",
+        allow_abbrev=False,
+    )
+    p.add_argument("-n", "--namesrv", default=None,
+                   help="name server address(es), host:port[;host:port] (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
+    p.add_argument("--host", default="127.0.0.1", help="address to serve /metrics on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=5557, help="port to serve /metrics on (default 5557)")
+    p.add_argument("--interval", type=_positive, default=30.0, help="seconds between refreshes (default 30)")
+    p.add_argument("--timeout", type=_positive, default=5.0, help="seconds per remote call (default 5)")
+    p.add_argument("--max-lag-lookups", type=int, default=1000,
+                   help="message reads for lag latency per refresh (default 1000)")
+
     from rmq.cli import admin
 
     admin.add_parser(sub)
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r} (expected 0..65535)") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port: {value} (expected 0..65535)")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 86_400:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (expected more than 0, less than a day)")
+    return value
 
 
 def _lenient(p: argparse.ArgumentParser) -> None:
@@ -97,6 +132,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rmq admin: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
             return 2
         return run_admin(args)
+    if args.command == "exporter":
+        import os
+
+        from rmq.cli.exporter import run_exporter
+
+        if extra:
+            print(f"rmq exporter: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
+            return 2
+        namesrv = args.namesrv or os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876"
+        return run_exporter(namesrv, args.host, args.port, args.interval, args.timeout, args.max_lag_lookups)
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
 

@@ -32,12 +32,13 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
+from prometheus_client import utils as _pc_utils
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.utils import floatToGoString
 
 __all__ = [
     "BROKER_RUNTIME_LABELS",
@@ -55,6 +56,9 @@ __all__ = [
     "msg_model_label",
     "render",
 ]
+
+# prometheus_client's float text (``1.0``, ``+Inf``, ``1e+20``), the one generate_latest writes
+_go_float = cast(Callable[[float], str], _pc_utils.floatToGoString)
 
 #: the Content-Type of :func:`render`'s text (Prometheus text format 0.0.4).
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -387,7 +391,7 @@ class MetricsBuilder:
                     running = 0
                     for le, n in zip((*bounds, math.inf), counts, strict=True):
                         running += n
-                        cumulative.append((floatToGoString(le), float(running)))
+                        cumulative.append((_go_float(le), float(running)))
                     h.add_metric(labels, cumulative, total)
                 out.append(h)
                 continue
@@ -454,5 +458,5 @@ def render(families: Iterable[Metric], cache: LabelCache | None = None) -> bytes
             raise ValueError(f"render does not write {mtype} metrics")
         out.append(f"# HELP {name} {_escape_help(m.documentation)}\n# TYPE {name} {mtype}\n")
         for s in m.samples:
-            out.append(cache.text(s.name, s.labels) + floatToGoString(s.value) + "\n")
+            out.append(cache.text(s.name, s.labels) + _go_float(s.value) + "\n")
     return "".join(out).encode()

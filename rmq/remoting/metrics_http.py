@@ -105,7 +105,7 @@ class MetricsHttpServer:
         self._handlers.add(task)
         try:
             await self._serve(reader, writer)
-        except (asyncio.TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+        except (TimeoutError, ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
             pass
         finally:
             self._handlers.discard(task)
