@@ -75,9 +75,10 @@ class MetricsHttpServer:
             self._server = await asyncio.start_server(self._on_connection, self.host, self.requested_port,
                                                       limit=_MAX_HEAD, reuse_address=True)
         except OSError as e:
-            _rlog.warning(f"metrics-bind-{self.name}", "%s: cannot serve metrics on %s:%d (%s); carrying on "
-                          "without a metrics endpoint (set metricsPort to a free port, or 0 for none)",
-                          self.name, self.host, self.requested_port, e.strerror or e)
+            where = f"{self.host}:{self.requested_port}"
+            _rlog.warning(f"metrics-bind-{where}", "%s: cannot serve metrics on %s (%s); carrying on without a "
+                          "metrics endpoint (set metricsPort to a free port, or 0 for none)",
+                          self.name, where, e.strerror or e)
             return False
         log.info("%s: metrics on http://%s:%d/metrics", self.name, self.host, self.port)
         return True
