@@ -376,10 +376,38 @@ class MetricsBuilder:
             now = time.time() * 1000 if now_ms is None else now_ms
             self.set("rocketmq_storage_message_reserve_time", b, max(0.0, now - earliest))
 
-    def families(self) -> list[Metric]:
-        """prometheus_client metric families of everything set, in :data:`FAMILIES` order."""
+    def render(self, cache: LabelCache | None = None, pause: Callable[[], None] | None = None) -> bytes:
+        """The text of everything set: the same bytes as :func:`render` of :meth:`families`
+        (hence as ``generate_latest``), written straight from the tables, without a metric
+        object per sample. ``pause()`` is called every 1024 samples (the broker passes
+        ``time.sleep(0)`` so its event loop gets the GIL at once)."""
+        cache = cache if cache is not None else LabelCache()
+        out: list[str] = []
+        n = 0
+        for fam in _FAMILY_LIST:
+            if fam.kind == "histogram":
+                if self._hist.get(fam.name):
+                    out.append(render(self.families(only=fam.name), cache).decode())
+                continue
+            values = self._values.get(fam.name)
+            if not values:
+                continue
+            out.append(f"# HELP {fam.name} {_escape_help(fam.help)}\n# TYPE {fam.name} {fam.kind}\n")
+            text = cache.series_text
+            for labels, value in values.items():
+                out.append(text(fam, labels) + _go_float(value) + "\n")
+                n += 1
+                if pause is not None and n % 1024 == 0:
+                    pause()
+        return "".join(out).encode()
+
+    def families(self, only: str | None = None) -> list[Metric]:
+        """prometheus_client metric families of everything set (or of the family ``only``),
+        in :data:`FAMILIES` order."""
         out: list[Metric] = []
         for fam in _FAMILY_LIST:
+            if only is not None and fam.name != only:
+                continue
             values = self._values.get(fam.name)
             hist = self._hist.get(fam.name)
             if fam.kind == "histogram":
@@ -427,6 +455,19 @@ class LabelCache:
     def __init__(self, max_entries: int = 400_000) -> None:
         self.max_entries = max_entries
         self._texts: dict[tuple[str, ...], str] = {}
+
+    def series_text(self, fam: Family, labels: tuple[str, ...]) -> str:
+        """``name{labels} `` of a gauge or counter sample of ``fam`` (labels in ``fam.labels``
+        order; written sorted by name, as prometheus_client does)."""
+        key = (fam.name, *labels)
+        t = self._texts.get(key)
+        if t is None:
+            if len(self._texts) >= self.max_entries:
+                self._texts.clear()
+            inner = ",".join(f'{k}="{_escape_label(v)}"' for k, v in sorted(zip(fam.labels, labels, strict=True)))
+            t = f"{fam.name}{{{inner}}} " if inner else fam.name + " "
+            self._texts[key] = t
+        return t
 
     def text(self, name: str, labels: Mapping[str, str]) -> str:
         key = (name, *labels.keys(), *labels.values())

@@ -42,8 +42,11 @@ def test_render_is_generate_latest_byte_for_byte(labels, value):
     b.histogram("rocketmq_rpc_latency", (labels[0], labels[1], "send_message"), RPC_LATENCY_BUCKETS_MS,
                 [1, 0, 2, 0, 0, 0, 0, 0, 0, 4], 9.25)
     cache = LabelCache()
-    assert render(b.families(), cache) == _reference(b)
-    assert render(b.families(), cache) == _reference(b)   # the cached label texts give the same bytes
+    reference = _reference(b)
+    assert render(b.families(), cache) == reference
+    assert render(b.families(), cache) == reference   # the cached label texts give the same bytes
+    assert b.render(cache) == reference                # straight from the tables
+    assert b.render(cache, pause=lambda: None) == reference
 
 
 def test_builder_checks_names_labels_and_sums():
