@@ -10,9 +10,10 @@ import sys
 
 from metrics_support import GROUP, LAG, TOPIC, consumer_online, http_get, lag_workload, parse, scrape, value
 
-from rmq._testing import broker_env, free_port, wait_until
+from rmq._testing import BrokerEnv, broker_env, free_port, run_broker, wait_until
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.common.metrics import FAMILIES
+from rmq.remoting.codes import RequestCode, ResponseCode
 
 
 class Exporter:
@@ -109,6 +110,33 @@ async def test_a_dead_broker_does_not_stop_the_others(tmp_path):
     assert up == {"broker-a": 1.0, "broker-b": 0.0}
     assert value(s, "rocketmq_group_diff", group=GROUP) == 700
     assert "exporter:" in exp.log.read_text()     # the failure was logged
+
+
+async def test_group_diff_is_the_total_over_the_brokers(tmp_path):
+    async with broker_env(tmp_path / "a") as env:
+        await lag_workload(env)      # broker-a: 700 behind
+        async with run_broker(tmp_path / "b", namesrv=env.ns, broker_name="broker-b") as b:
+            env_b = BrokerEnv(env.ns, b, env.client)
+            await env_b.create_topic(TOPIC, 2)
+            for i in range(60):
+                await env_b.send(TOPIC, b"b", queue_id=i % 2, wait_dispatch=False)
+            await env_b.dispatched()
+            for qid in range(2):     # broker-b: committed 10 of 30 on each queue, 40 behind
+                resp = await env_b.call(RequestCode.UPDATE_CONSUMER_OFFSET, {
+                    "consumerGroup": GROUP, "topic": TOPIC, "queueId": str(qid), "commitOffset": "10"})
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+            exp = Exporter(tmp_path, env.ns_addr)
+            try:
+                s = await exp.samples_with(lambda s: any(lab.get("broker") == "broker-b" and v == 20 for lab, v in
+                                                         s.get("rocketmq_consumer_lag_messages", [])))
+            finally:
+                assert exp.stop() == 0
+    assert value(s, "rocketmq_group_diff", group=GROUP, topic=TOPIC) == 740
+    by_broker = {(lab["broker"], int(lab["queue_id"])): v for lab, v in s["rocketmq_consumer_lag_messages"]
+                 if lab["consumer_group"] == GROUP and lab["topic"] == TOPIC}
+    assert by_broker == {**{("broker-a", q): v for q, v in LAG.items()}, ("broker-b", 0): 20, ("broker-b", 1): 20}
+    assert value(s, "rocketmq_consumer_offset", broker="broker-b", topic=TOPIC, group=GROUP) == 20
+    assert value(s, "rocketmq_producer_offset", broker="broker-b", topic=TOPIC) == 60
 
 
 def test_exporter_flags_are_checked():
