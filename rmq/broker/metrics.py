@@ -13,8 +13,13 @@ What a scrape costs, and where (measured in ``bench/metrics_bench.py``):
    *lagging* queue (RocketMQ 5's lag latency: a ConsumeQueue unit and a CommitLog read, which
    must not race the store's file deletion, hence the loop). Times are cached by
    ``(topic, queue, offset)``: a group that has not moved costs a dict lookup, not a read.
-4. **In the metrics thread**: the families (``rmq.common.metrics.MetricsBuilder``) and the
-   text (``rmq.common.metrics.render``, which keeps each series' label text between scrapes).
+4. **In the metrics thread**: the samples (``rmq.common.metrics.MetricsBuilder``) and the
+   text (``MetricsBuilder.render``, which keeps each series' label text between scrapes).
+
+The thread pauses (a zero sleep, which hands the GIL over) every 1024 queues or samples, so the
+loop waits for it at most that slice of work rather than the interpreter's 5 ms switch
+interval each time. With 10 000 lagging queues a warm scrape is about 0.2 CPU-seconds on a
+loaded 2-core machine, most of it rendering 30 000 series (3.9 MB).
 
 Scrapes are serialized; one that arrives while another collects gets that one's text. The
 thread is one worker (``rmq-metrics``), so metrics never use more than one thread beside the loop.
