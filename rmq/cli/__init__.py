@@ -43,7 +43,8 @@ def _parser() -> argparse.ArgumentParser:
         "broker",
         help="run a broker from a RocketMQ-style properties file",
         allow_abbrev=False,
-        epilog="Any broker or store property may follow as --key=value (e.g. --listenPort=10911).",
+        epilog="Any broker or store property may follow as --key=value (e.g. --listenPort=10911). "
+               "Prometheus metrics: http://<listenHost>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
     )
     p.add_argument("-c", "--config", dest="config_file", default=None, help="broker.conf (Java properties format)")
     _lenient(p)
@@ -52,7 +53,8 @@ def _parser() -> argparse.ArgumentParser:
         "standalone",
         help="run a name server and a broker in one process (what `make run` starts)",
         allow_abbrev=False,
-        epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH).",
+        epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH). "
+               "Prometheus metrics: http://<host>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
     )
     p.add_argument("--host", default="127.0.0.1", help="address both servers bind (default 127.0.0.1)")
     p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (default 9876)")
