@@ -75,6 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_positive, default=5.0, help="seconds per remote call (default 5)")
     p.add_argument("--max-lag-lookups", type=int, default=1000,
                    help="message reads for lag latency per refresh (default 1000)")
+    p.add_argument("--aclAccessKey", default=None, help="sign requests (brokers with aclEnable) with this accessKey")
+    p.add_argument("--aclSecretKey", default=None, help="the secretKey of --aclAccessKey")
+    p.add_argument("--tls", action="store_true", help="talk to the cluster over TLS (system trust store)")
 
     from rmq.cli import admin
 
@@ -143,7 +146,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rmq exporter: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
             return 2
         namesrv = args.namesrv or os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876"
-        return run_exporter(namesrv, args.host, args.port, args.interval, args.timeout, args.max_lag_lookups)
+        if (args.aclAccessKey is None) != (args.aclSecretKey is None) or args.max_lag_lookups < 0:
+            print("rmq exporter: --aclAccessKey and --aclSecretKey go together; --max-lag-lookups is 0 or more",
+                  file=sys.stderr)
+            return 2
+        return run_exporter(namesrv, args.host, args.port, args.interval, args.timeout, args.max_lag_lookups,
+                            access_key=args.aclAccessKey, secret_key=args.aclSecretKey, tls=args.tls)
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
 

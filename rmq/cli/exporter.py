@@ -271,8 +271,10 @@ class ClusterCollector:
                 pass
 
 
-def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: float, max_lag_lookups: int) -> int:
-    """``rmq exporter``: serve the cluster's metrics on ``host:port`` until SIGINT/SIGTERM.
+def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: float, max_lag_lookups: int, *,
+                 access_key: str | None = None, secret_key: str | None = None, tls: bool = False) -> int:
+    """``rmq exporter``: serve the cluster's metrics on ``host:port`` until SIGINT/SIGTERM
+    (``access_key``/``secret_key`` sign every request, ``tls`` uses the system trust store).
     Exit 3 when the port is taken (the exporter has nothing else to do)."""
     import signal
 
@@ -287,7 +289,8 @@ def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: f
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        async with Admin(namesrv, timeout=timeout) as admin:
+        async with Admin(namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key,
+                         tls=True if tls else None) as admin:
             collector = ClusterCollector(admin, interval=interval, max_lag_lookups=max_lag_lookups)
 
             async def latest() -> bytes:

@@ -61,6 +61,12 @@ __all__ = [
 # prometheus_client's float text (``1.0``, ``+Inf``, ``1e+20``), the one generate_latest writes
 _go_float = cast(Callable[[float], str], _pc_utils.floatToGoString)
 
+
+def _fmt(value: float) -> str:
+    """:data:`_go_float` of a float, with its common case inline: below a million in size
+    it is Python's ``repr`` (Go writes exponents only from 1e+06 up; NaN fails the test)."""
+    return repr(value) if -1e6 < value < 1e6 else _go_float(value)
+
 #: the Content-Type of :func:`render`'s text (Prometheus text format 0.0.4).
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
@@ -396,7 +402,7 @@ class MetricsBuilder:
             out.append(f"# HELP {fam.name} {_escape_help(fam.help)}\n# TYPE {fam.name} {fam.kind}\n")
             text = cache.series_text
             for labels, value in values.items():
-                out.append(text(fam, labels) + _go_float(value) + "\n")
+                out.append(text(fam, labels) + _fmt(value) + "\n")
                 n += 1
                 if pause is not None and n % 1024 == 0:
                     pause()

@@ -141,7 +141,8 @@ async def test_group_diff_is_the_total_over_the_brokers(tmp_path):
 
 def test_exporter_flags_are_checked():
     for args, text in ((["--port", "70000"], "0..65535"), (["--interval", "0"], "out of range"),
-                       (["--timeout", "x"], "not a number")):
+                       (["--timeout", "x"], "not a number"), (["--aclAccessKey", "k"], "go together"),
+                       (["--max-lag-lookups", "-1"], "0 or more")):
         r = subprocess.run([sys.executable, "-m", "rmq", "exporter", *args], capture_output=True, text=True,
                            timeout=60)
         assert r.returncode == 2 and text in r.stderr, r.stderr
