@@ -16,7 +16,7 @@ What a scrape costs, and where (measured in ``bench/metrics_bench.py``):
 4. **In the metrics thread**: the samples (``rmq.common.metrics.MetricsBuilder``) and the
    text (``MetricsBuilder.render``, which keeps each series' label text between scrapes).
 
-The thread pauses (a zero sleep, which hands the GIL over) every 1024 queues or samples, so the
+The thread pauses (a zero sleep, which hands the GIL over) every 256 queues or samples, so the
 loop waits for it at most that slice of work rather than the interpreter's 5 ms switch
 interval each time. With 10 000 lagging queues a warm scrape is about 0.2 CPU-seconds on a
 loaded 2-core machine, most of it rendering 30 000 series (3.9 MB).
@@ -66,7 +66,7 @@ _RETRY = MixAll.RETRY_GROUP_TOPIC_PREFIX
 _DLQ = MixAll.DLQ_GROUP_TOPIC_PREFIX
 _SLICE = 256          # store reads per loop turn
 _HITS_PER_TURN = 4096  # cache lookups per loop turn
-_PAUSE_EVERY = 1024   # queues or samples between two pauses of the metrics thread
+_PAUSE_EVERY = 256    # queues or samples between two pauses of the metrics thread
 
 
 def _pause() -> None:

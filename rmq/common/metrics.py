@@ -386,7 +386,7 @@ class MetricsBuilder:
     def render(self, cache: LabelCache | None = None, pause: Callable[[], None] | None = None) -> bytes:
         """The text of everything set: the same bytes as :func:`render` of :meth:`families`
         (hence as ``generate_latest``), written straight from the tables, without a metric
-        object per sample. ``pause()`` is called every 1024 samples (the broker passes
+        object per sample. ``pause()`` is called every 256 samples (the broker passes
         ``time.sleep(0)`` so its event loop gets the GIL at once)."""
         cache = cache if cache is not None else LabelCache()
         out: list[str] = []
@@ -404,7 +404,7 @@ class MetricsBuilder:
             for labels, value in values.items():
                 out.append(text(fam, labels) + _fmt(value) + "\n")
                 n += 1
-                if pause is not None and n % 1024 == 0:
+                if pause is not None and n % 256 == 0:
                     pause()
         return "".join(out).encode()
 
