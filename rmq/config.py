@@ -167,6 +167,11 @@ class BrokerConfig:
         trace_on: returned as ``TRACE_ON`` in SEND replies (True).
         transaction_time_out: ms before an unresolved half message is checked back (6000).
         transaction_check_interval: ms between transaction check runs (60 000).
+        metrics_port: the Prometheus ``/metrics`` HTTP port, bound on ``listen_host`` (5557 as
+            rocketmq-exporter's; 0 = no endpoint; a port already taken is one warning and the
+            broker runs without it).
+        metrics_max_queue_series: per-queue lag series one scrape carries at most (100 000;
+            the per-group totals are always complete).
         transaction_check_max: checks of one half message before it is rolled back (15).
         reject_transaction_message: refuse prepared (half) messages (False).
         write_buffer_high: bytes buffered for one client before its connection stops reading
@@ -291,6 +296,10 @@ class BrokerConfig:
     acl_enable: bool = setting(False, choices=(False, True))
     rocketmq_home: str | None = None
     acl_watch_interval_ms: int = setting(500, lo=50, hi=60_000, unit="ms")
+    # Prometheus /metrics (rmq.broker.metrics): the HTTP port (rocketmq-exporter's 5557; 0 = none;
+    # a taken port is a warning, the broker runs on) and the per-queue lag series a scrape carries.
+    metrics_port: int = setting(5557, lo=0, hi=65535)
+    metrics_max_queue_series: int = setting(100_000, lo=0, hi=10_000_000)
 
     @property
     def namesrv_addr_list(self) -> list[str]:

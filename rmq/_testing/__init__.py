@@ -112,7 +112,8 @@ def make_broker_configs(store_dir: StrPath, namesrv: NamesrvController | str | N
     from rmq.config import BrokerConfig
     from rmq.store import StoreConfig
 
-    bc = BrokerConfig(listen_host="127.0.0.1", listen_port=0, broker_ip1="127.0.0.1")
+    # metrics_port 0: many test brokers run side by side; a test that scrapes asks for a port
+    bc = BrokerConfig(listen_host="127.0.0.1", listen_port=0, broker_ip1="127.0.0.1", metrics_port=0)
     sc = StoreConfig(store_path_root_dir=str(store_dir))
     sc.mapped_file_size_commitlog = 4 * 1024 * 1024
     sc.mapped_file_size_consume_queue = 3000 * 20
@@ -234,8 +235,11 @@ class StandaloneProcess:
     TEST_FILE_SIZES = ("--mappedFileSizeCommitLog=67108864", "--mappedFileSizeConsumeQueue=600000",
                        "--maxHashSlotNum=20000", "--maxIndexNum=80000")
 
+    #: No metrics endpoint unless ``extra_args`` sets ``--metricsPort`` (daemons run side by side).
+    TEST_QUIET = ("--metricsPort=0",)
+
     def command(self) -> list[str]:
-        sizes = [a for a in (self.TEST_FILE_SIZES if self.small_files else ())
+        sizes = [a for a in (*(self.TEST_FILE_SIZES if self.small_files else ()), *self.TEST_QUIET)
                  if not any(x.startswith(a.split("=")[0] + "=") for x in self.extra_args)]
         # No web console unless asked for: test and bench daemons run side by side, and the
         # console's sampler would add connections and CPU to what they measure.

@@ -34,6 +34,7 @@ LIVE_PROPERTIES = frozenset({
     "transactionTimeOut", "transactionCheckInterval", "transactionCheckMax", "maxGroupsPerHeartbeat",
     "maxClientsPerConnection", "maxSubscriptionsPerConnection", "rebalanceLockMaxBatchSize",
     "maxStatsItems", "statsSampleIntervalMs",
+    "metricsMaxQueueSeries",
     # StoreConfig (Java MessageStoreConfig)
     "maxMessageSize", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceWarningLevelRatio",
     "diskSpaceCleanForciblyRatio", "cleanFileForciblyEnable", "cleanResourceInterval",
@@ -46,6 +47,7 @@ LIVE_PROPERTIES = frozenset({
 _WHY = {
     "listenPort": "the server socket is bound at start-up",
     "listenHost": "the server socket is bound at start-up",
+    "metricsPort": "the metrics socket is bound at start-up",
     "storePathRootDir": "the store's files are opened from it at start-up",
     "storePathCommitLog": "the CommitLog files are opened from it at start-up",
     "brokerName": "it names the broker in every route and message id already given out",

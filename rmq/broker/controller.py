@@ -44,6 +44,7 @@ from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
 from rmq.broker.managers.consumer_offset import ConsumerOffsetManager
 from rmq.broker.managers.subscription_group import SubscriptionGroupManager
 from rmq.broker.managers.topic_config import TopicConfigManager
+from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.broker.offset_reset import PendingResets
 from rmq.broker.processors.acl_admin import AclAdminProcessor
@@ -163,6 +164,8 @@ class BrokerController:
         if broker_config.acl_enable:
             self.acl = PlainPermissionManager(acl_home(broker_config.rocketmq_home),
                                               broker_config.acl_watch_interval_ms / 1000.0)
+        # Prometheus /metrics on metricsPort (rmq.broker.metrics), started with the broker.
+        self.metrics = BrokerMetrics(self)
         self._tasks = BackgroundTasks("broker", log)
         self._register_lock: asyncio.Lock | None = None
         self._register_pending: asyncio.Task | None = None   # queued, not yet started
@@ -309,6 +312,7 @@ class BrokerController:
         self._spawn(self.config_persister.run(), "persist")
         self._spawn(self._stats_loop(), "stats")
         self._spawn(self._housekeeping_loop(), "housekeep")
+        await self.metrics.start()
         if self.acl is not None:
             self._spawn(self.acl.watch(), "acl-watch")
         log.info(
@@ -340,6 +344,7 @@ class BrokerController:
             steps.append(("schedule service", self.schedule_service.stop))   # persists the delay progress
         if self.pull_request_hold_service is not None:
             steps.append(("pull hold service", self.pull_request_hold_service.stop))
+        steps.append(("metrics endpoint", self.metrics.close))
         steps.append(("server", self.server.close))
         steps.append(("config tables", self.config_persister.flush_all))
         if self.message_store is not None:

@@ -1,5 +1,6 @@
 """The ``rmq`` command: ``rmq namesrv``, ``rmq broker -c broker.conf``, ``rmq standalone``,
-``rmq console --namesrv host:port`` (the web console, :mod:`rmq.console`) and ``rmq admin
+``rmq console --namesrv host:port`` (the web console, :mod:`rmq.console`), ``rmq exporter`` (a
+cluster's Prometheus metrics, :mod:`rmq.cli.exporter`) and ``rmq admin
 <mqadmin command>`` (see :mod:`rmq.cli.admin`).
 
 Every daemon listens on 127.0.0.1 unless told otherwise, logs one line saying where it
@@ -26,7 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     from rmq import __version__
 
     parser.add_argument("--version", action="version", version=f"rmq {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,console,admin}")
+    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,console,exporter,admin}")
 
     p = sub.add_parser(
         "namesrv",
@@ -43,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
         "broker",
         help="run a broker from a RocketMQ-style properties file",
         allow_abbrev=False,
-        epilog="Any broker or store property may follow as --key=value (e.g. --listenPort=10911).",
+        epilog="Any broker or store property may follow as --key=value (e.g. --listenPort=10911). "
+               "Prometheus metrics: http://<listenHost>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
     )
     p.add_argument("-c", "--config", dest="config_file", default=None, help="broker.conf (Java properties format)")
     _lenient(p)
@@ -53,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run a name server and a broker in one process (what `make run` starts)",
         allow_abbrev=False,
         epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH). "
-               "--consolePort=N serves the web console on 127.0.0.1:N (default 8080; 0 = no console).",
+               "--consolePort=N serves the web console on 127.0.0.1:N (default 8080; 0 = no console). "
+               "Prometheus metrics: http://<host>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
     )
     p.add_argument("--host", default="127.0.0.1", help="address both servers bind (default 127.0.0.1)")
     p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (default 9876)")
@@ -73,10 +76,47 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--sample-interval", type=float, default=10.0,
                    help="seconds between the dashboard's TPS samples (default 10)")
 
+    p = sub.add_parser(
+        "exporter",
+        help="serve a whole cluster's metrics for Prometheus, as rocketmq-exporter (rmq or Apache brokers)",
+        allow_abbrev=False,
+    )
+    p.add_argument("-n", "--namesrv", default=None,
+                   help="name server address(es), host:port[;host:port] (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
+    p.add_argument("--host", default="127.0.0.1", help="address to serve /metrics on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=5557, help="port to serve /metrics on (default 5557)")
+    p.add_argument("--interval", type=_positive, default=30.0, help="seconds between refreshes (default 30)")
+    p.add_argument("--timeout", type=_positive, default=5.0, help="seconds per remote call (default 5)")
+    p.add_argument("--max-lag-lookups", type=int, default=1000,
+                   help="message reads for lag latency per refresh (default 1000)")
+    p.add_argument("--aclAccessKey", default=None, help="sign requests (brokers with aclEnable) with this accessKey")
+    p.add_argument("--aclSecretKey", default=None, help="the secretKey of --aclAccessKey")
+    p.add_argument("--tls", action="store_true", help="talk to the cluster over TLS (system trust store)")
+
     from rmq.cli import admin
 
     admin.add_parser(sub)
     return parser
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port: {text!r} (expected 0..65535)") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port: {value} (expected 0..65535)")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < 86_400:
+        raise argparse.ArgumentTypeError(f"{value} is out of range (expected more than 0, less than a day)")
+    return value
 
 
 def _lenient(p: argparse.ArgumentParser) -> None:
@@ -118,6 +158,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"rmq console: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
             return 2
         return run_console(args.namesrv, args.host, args.port, sample_interval=args.sample_interval)
+    if args.command == "exporter":
+        import os
+
+        from rmq.cli.exporter import run_exporter
+
+        if extra:
+            print(f"rmq exporter: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
+            return 2
+        namesrv = args.namesrv or os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876"
+        if (args.aclAccessKey is None) != (args.aclSecretKey is None) or args.max_lag_lookups < 0:
+            print("rmq exporter: --aclAccessKey and --aclSecretKey go together; --max-lag-lookups is 0 or more",
+                  file=sys.stderr)
+            return 2
+        return run_exporter(namesrv, args.host, args.port, args.interval, args.timeout, args.max_lag_lookups,
+                            access_key=args.aclAccessKey, secret_key=args.aclSecretKey, tls=args.tls)
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
 

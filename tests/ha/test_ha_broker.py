@@ -6,8 +6,9 @@ import asyncio
 import socket
 
 import pytest
+from metrics_support import scrape
 
-from rmq._testing import run_broker, run_namesrv, wait_until
+from rmq._testing import free_port, run_broker, run_namesrv, wait_until
 from rmq._testing.env import BrokerEnv
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import ResponseCode
@@ -143,3 +144,19 @@ def _free_pair() -> int:
         finally:
             a.close()
             b.close()
+
+
+async def test_master_metrics_show_each_slaves_commitlog_diff(cluster):
+    """rocketmq-exporter's rocketmq_broker_commitlog_diff, one series per acknowledging slave,
+    served by the master's /metrics; 0 once the slave has caught up."""
+    port = free_port()
+    ns, master, slave, env = await cluster(metrics_port=port)
+    await wait_until(lambda: master.message_store.ha.push2slave_max_offset >= 0, 30, what="slave reported")
+    await env.create_topic("MT", 1)
+    for i in range(20):
+        assert (await env.send("MT", b"m%d" % i)).code == ResponseCode.SUCCESS
+    end = master.message_store.commit_log.max_offset
+    await wait_until(lambda: master.message_store.ha.push2slave_max_offset == end, 30, what="slave acked the end")
+    samples = await scrape(port)
+    [(labels, diff)] = samples["rocketmq_broker_commitlog_diff"]
+    assert labels["broker"] == "b1" and labels["brokerIP"] and diff == 0

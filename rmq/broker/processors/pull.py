@@ -217,7 +217,9 @@ class PullMessageProcessor:
         t0 = time.monotonic_ns()
         result = self.store.get_message(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
                                         message_filter)
-        c.stats.store.record_get_time((time.monotonic_ns() - t0) // 1_000_000)
+        get_ns = time.monotonic_ns() - t0
+        c.stats.store.record_get_time(get_ns // 1_000_000)
+        c.stats.pull_latency.observe_ns(get_ns)
         status = result.status.name
         ext = {
             "nextBeginOffset": str(result.next_begin_offset),

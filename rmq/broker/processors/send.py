@@ -244,7 +244,9 @@ class SendMessageProcessor:
                         exc_info=True)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         # Java StoreStatsService.setPutMessageEntireTimeMax: the store put's duration
-        self.controller.stats.store.record_put_time((time.monotonic_ns() - t0) // 1_000_000)
+        put_ns = time.monotonic_ns() - t0
+        self.controller.stats.store.record_put_time(put_ns // 1_000_000)
+        self.controller.stats.send_latency.observe_ns(put_ns)
         if result.flush_wait:
             # SYNC_FLUSH: answered from the group commit's callback (no task per message);
             # past its bound of waiting callbacks, as a task of the send pool, which is bounded.

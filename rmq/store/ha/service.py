@@ -494,7 +494,7 @@ class HAService:
     # -- state -------------------------------------------------------------------------------------
     def slaves(self) -> list[SlaveState]:
         store_max = self.store.commit_log.max_offset
-        return [c.state(store_max) for c in self.connections]
+        return [c.state(store_max) for c in list(self.connections)]   # (the metrics thread reads it too)
 
     def runtime_info(self) -> dict[str, str]:
         """The master's replication keys of ``MessageStore.runtime_info`` (see rmq.store.ha)."""

@@ -1,0 +1,313 @@
+"""``rmq exporter``: the broker's ``/metrics`` for a whole cluster, through ``rmq.Admin``.
+
+As rocketmq-exporter (Java ``MetricsCollectTask``) does, it asks the name server for the
+cluster and the topics and every master for its runtime info, statistics and consume stats,
+so it works with rmq and Apache brokers alike. It serves the families of
+:data:`rmq.common.metrics.FAMILIES` with the same labels as a broker's own endpoint; what only
+a broker can see from inside (the RPC latency histograms, the ``*_total`` counters since
+start, connections by group, half messages) is left to the broker's endpoint.
+
+Collection runs in the background every ``interval`` seconds; a scrape returns the latest
+result at once. Bounds: every remote call has the admin's timeout; at most ``concurrency``
+calls are in flight; a refresh stops at ``interval`` seconds (what it has is served, the rest
+waits for the next round); a broker that fails is logged (rate-limited) and reported by
+``rmq_exporter_up 0`` without stopping the others; lag latency is looked up (one message
+read per lagging queue, Java ``MQAdminExtImpl.queryMsgByOffset``) for at most
+``max_lag_lookups`` queues per round, cached while the group does not move.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from rmq.client.admin import Admin, AdminError
+from rmq.common.constants import MixAll
+from rmq.common.log import RateLimitedLog, clip
+from rmq.common.metrics import DEFAULT_MAX_QUEUE_SERIES, LabelCache, MetricsBuilder, msg_model_label, render
+from rmq.errors import RMQError
+from rmq.remoting.body.stats import BrokerStatsData
+from rmq.remoting.metrics_http import MetricsHttpServer
+
+__all__ = ["ClusterCollector", "run_exporter"]
+
+log = logging.getLogger("rmq.exporter")
+_rlog = RateLimitedLog(log, interval=60)
+_T = TypeVar("_T")
+
+_RETRY = MixAll.RETRY_GROUP_TOPIC_PREFIX
+_DLQ = MixAll.DLQ_GROUP_TOPIC_PREFIX
+
+# Java BrokerStatsManager stats names, as VIEW_BROKER_STATS_DATA takes them
+_TOPIC_PUT_NUMS, _TOPIC_PUT_SIZE = "TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE"
+_GROUP_GET_NUMS, _GROUP_GET_SIZE, _SNDBCK = "GROUP_GET_NUMS", "GROUP_GET_SIZE", "SNDBCK_PUT_NUMS"
+_BROKER_PUT_NUMS, _BROKER_GET_NUMS = "BROKER_PUT_NUMS", "BROKER_GET_NUMS"
+
+
+class ClusterCollector:
+    """Collects a cluster's metrics through ``admin`` (see the module docstring).
+
+    Args:
+        admin: a started ``rmq.Admin`` (its ``timeout`` bounds every call).
+        interval: seconds between refreshes (30, as the exporter's default crons are 15–60 s).
+        concurrency: remote calls in flight at most (8).
+        max_lag_lookups: message reads for lag latency per refresh (1000).
+        max_queue_series: per-queue lag series served (100 000).
+    """
+
+    def __init__(self, admin: Admin, *, interval: float = 30.0, concurrency: int = 8, max_lag_lookups: int = 1000,
+                 max_queue_series: int = DEFAULT_MAX_QUEUE_SERIES) -> None:
+        self.admin = admin
+        self.interval = interval
+        self.max_lag_lookups = max_lag_lookups
+        self.max_queue_series = max_queue_series
+        self._sem = asyncio.Semaphore(concurrency)
+        self._labels = LabelCache()
+        self._times: dict[tuple[str, str, int, int], int] = {}
+        self.latest: bytes = b""
+        self.refreshes = 0
+        self.last_error: str | None = None
+
+    async def _call(self, what: str, fn: Callable[[], Awaitable[_T]]) -> _T | None:
+        """One remote call under the concurrency bound; a failure is logged and gives None."""
+        async with self._sem:
+            try:
+                return await fn()
+            except (RMQError, OSError, TimeoutError) as e:
+                if not (isinstance(e, AdminError) and what.startswith("stats")):  # idle items are normal
+                    _rlog.warning(f"exporter-{what}", "exporter: %s failed: %s", what, clip(e))
+                return None
+
+    async def _stats(self, addr: str, stats_name: str, key: str) -> BrokerStatsData | None:
+        """VIEW_BROKER_STATS_DATA; None when the broker has no such item (it was idle)."""
+        return await self._call(f"stats-{stats_name}", lambda: self.admin.view_broker_stats_data(addr, stats_name, key))
+
+    async def _runtime(self, addr: str) -> dict[str, str] | None:
+        return await self._call(f"runtime-{addr}", lambda: self.admin.fetch_broker_runtime_stats(addr))
+
+    async def refresh(self) -> bytes:
+        """One collection of the whole cluster, rendered; also kept as :attr:`latest`."""
+        b = MetricsBuilder(self.max_queue_series)
+        t0 = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.interval):
+                await self._collect(b)
+            self.last_error = None
+        except (TimeoutError, RMQError, OSError) as e:
+            self.last_error = str(e) or type(e).__name__
+            _rlog.warning("exporter-refresh", "exporter: refresh incomplete: %s", clip(self.last_error))
+        b.set("rmq_metrics_collect_seconds", ("refresh",), time.perf_counter() - t0)
+        body = await asyncio.to_thread(render, b.families(), self._labels)
+        self.latest = body
+        self.refreshes += 1
+        return body
+
+    async def _collect(self, b: MetricsBuilder) -> None:
+        admin = self.admin
+        info = await admin.examine_broker_cluster_info()
+        masters: dict[str, tuple[str, str]] = {}   # broker name → (cluster, master addr)
+        for name, bd in sorted(info.broker_addr_table.items()):
+            master = bd.broker_addrs.get(MixAll.MASTER_ID)
+            if master:
+                masters[name] = (bd.cluster, master)
+        rows: list[tuple[str, str, str, int, int, int]] = []   # topic, group, broker, qid, max, committed
+        groups: set[str] = set()
+        await asyncio.gather(*(self._broker(b, name, cluster, master, info.broker_addr_table[name].broker_addrs,
+                                            rows, groups) for name, (cluster, master) in masters.items()))
+        online = await self._groups(b, groups)
+        await self._topics(b, masters)
+        await self._lag(b, masters, rows, online)
+
+    async def _broker(self, b: MetricsBuilder, name: str, cluster: str, master: str, addrs: dict[int, str],
+                      rows: list[tuple[str, str, str, int, int, int]], groups: set[str]) -> None:
+        admin = self.admin
+        kv = await self._runtime(master)
+        b.set("rmq_exporter_up", (cluster, master, name), 1.0 if kv is not None else 0.0)
+        if kv is None:
+            return
+        b.broker_runtime(cluster, name, master, kv)
+        for bid, addr in addrs.items():
+            if bid == MixAll.MASTER_ID:
+                continue
+            skv = await self._runtime(addr)
+            if skv is not None:
+                diff = int(kv.get("commitLogMaxOffset", "0") or 0) - int(skv.get("commitLogMaxOffset", "0") or 0)
+                b.set("rocketmq_broker_commitlog_diff", (cluster, addr, name), diff)
+        for stats, metric in ((_BROKER_PUT_NUMS, "rocketmq_broker_tps"), (_BROKER_GET_NUMS, "rocketmq_broker_qps")):
+            bsd = await self._stats(master, stats, cluster)
+            if bsd is not None:
+                b.set(metric, (cluster, master, name), bsd.stats_minute.tps)
+        csl = await self._call(f"consume-stats-{master}", lambda: admin.fetch_consume_stats_in_broker(master))
+        if csl is None:
+            return
+        for entry in csl.consume_stats_list:
+            for group, stats_list in entry.items():
+                groups.add(group)
+                for cs in stats_list:
+                    consumer_totals: dict[str, int] = {}
+                    for mq, ow in sorted(cs.offset_table.items(), key=lambda kv_: (kv_[0].topic, kv_[0].queue_id)):
+                        rows.append((mq.topic, group, mq.broker_name, mq.queue_id, ow.broker_offset,
+                                     ow.consumer_offset))
+                        consumer_totals[mq.topic] = consumer_totals.get(mq.topic, 0) + ow.consumer_offset
+                    for topic, total in consumer_totals.items():
+                        b.set("rocketmq_consumer_offset", (cluster, name, topic, group), total)
+                        for stats, metric in ((_GROUP_GET_NUMS, "rocketmq_consumer_tps"),
+                                              (_GROUP_GET_SIZE, "rocketmq_consumer_message_size")):
+                            bsd = await self._stats(master, stats, f"{topic}@{group}")
+                            if bsd is not None:
+                                b.set(metric, (cluster, name, topic, group), bsd.stats_minute.tps)
+                        bsd = await self._stats(master, _SNDBCK, f"{topic}@{group}")
+                        if bsd is not None:
+                            b.set("rocketmq_send_back_nums", (cluster, name, topic, group), bsd.stats_minute.sum)
+
+    async def _groups(self, b: MetricsBuilder, groups: set[str]) -> dict[str, tuple[int, bool]]:
+        """Online consumers of each group: ``group → (count, clustering)``."""
+        admin = self.admin
+        online: dict[str, tuple[int, bool]] = {}
+
+        async def one(group: str) -> None:
+            async with self._sem:
+                try:
+                    cc = await admin.examine_consumer_connection_info(group)
+                except AdminError:  # not online (CONSUMER_NOT_ONLINE) or not known
+                    cc = None
+                except (RMQError, OSError, TimeoutError) as e:
+                    _rlog.warning("exporter-connections", "exporter: connections of %s: %s", clip(group), clip(e))
+                    cc = None
+            conns = cc.connection_set if cc is not None else ()
+            clustering = cc is None or cc.message_model != "BROADCASTING"
+            online[group] = (len(conns), clustering)
+            b.set("rocketmq_group_count", (",".join(sorted(c.client_addr for c in conns)),
+                                           ",".join(sorted(c.client_id for c in conns)), group), len(conns))
+
+        await asyncio.gather(*(one(g) for g in sorted(groups)))
+        return online
+
+    async def _topics(self, b: MetricsBuilder, masters: dict[str, tuple[str, str]]) -> None:
+        admin = self.admin
+        topics = await admin.fetch_all_topic_list()
+
+        async def one(topic: str) -> None:
+            stats = await self._call(f"topic-stats-{topic}", lambda: admin.examine_topic_stats(topic))
+            if stats is None:
+                return
+            per_broker: dict[str, int] = {}
+            for mq, off in stats.offset_table.items():
+                per_broker[mq.broker_name] = per_broker.get(mq.broker_name, 0) + off.max_offset
+            for name, total in per_broker.items():
+                cluster, master = masters.get(name, ("", ""))
+                if topic.startswith(_RETRY):
+                    b.set("rocketmq_topic_retry_offset", (cluster, name, topic), total)
+                elif topic.startswith(_DLQ):
+                    b.set("rocketmq_topic_dlq_offset", (cluster, name, topic[len(_DLQ):]), total)
+                else:
+                    b.set("rocketmq_producer_offset", (cluster, name, topic), total)
+                if not master or topic.startswith((_RETRY, _DLQ)):
+                    continue
+                for stats_name, metric in ((_TOPIC_PUT_NUMS, "rocketmq_producer_tps"),
+                                           (_TOPIC_PUT_SIZE, "rocketmq_producer_message_size")):
+                    bsd = await self._stats(master, stats_name, topic)
+                    if bsd is not None:
+                        b.set(metric, (cluster, name, topic), bsd.stats_minute.tps)
+
+        await asyncio.gather(*(one(t) for t in sorted(topics)))
+
+    async def _lag(self, b: MetricsBuilder, masters: dict[str, tuple[str, str]],
+                   rows: list[tuple[str, str, str, int, int, int]], online: dict[str, tuple[int, bool]]) -> None:
+        admin = self.admin
+        old, new = self._times, {}
+        lookups: list[tuple[str, str, int, int]] = []
+        for topic, _group, broker, qid, broker_off, consumer_off in rows:
+            key = (topic, broker, qid, consumer_off)
+            if broker_off > consumer_off and key not in new:
+                if key in old:
+                    new[key] = old[key]
+                elif len(lookups) < self.max_lag_lookups:
+                    lookups.append(key)
+                    new[key] = -1
+
+        async def look(key: tuple[str, str, int, int]) -> None:
+            msg = await self._call("lag-latency", lambda: admin.view_message_by_queue_offset(*key))
+            new[key] = msg.store_timestamp if msg is not None else -1
+
+        await asyncio.gather(*(look(k) for k in lookups))
+        self._times = {k: v for k, v in new.items() if v > 0}
+        now = time.time() * 1000
+        worst: dict[tuple[str, str, str], float] = {}
+        for topic, group, broker, qid, broker_off, consumer_off in rows:
+            lag = broker_off - consumer_off
+            latency: float | None = 0.0
+            if lag > 0:
+                ts = new.get((topic, broker, qid, consumer_off), -1)
+                latency = max(0.0, now - ts) if ts > 0 else None
+            b.queue_lag(topic, group, broker, qid, lag, latency)
+            if latency is not None and latency > worst.get((topic, group, broker), -1.0):
+                worst[(topic, group, broker)] = latency
+            count, clustering = online.get(group, (0, True))
+            if clustering:
+                labels = (group, topic, str(count), msg_model_label(True))
+                metric = ("rocketmq_group_retrydiff" if topic.startswith(_RETRY)
+                          else "rocketmq_group_dlqdiff" if topic.startswith(_DLQ) else "rocketmq_group_diff")
+                b.add(metric, labels, lag)
+        for (topic, group, broker), latency in worst.items():
+            cluster = masters.get(broker, ("", ""))[0]
+            b.set("rocketmq_group_get_latency_by_storetime", (cluster, broker, topic, group), latency)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Refresh every :attr:`interval` seconds until ``stop`` is set."""
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                await self.refresh()
+            except Exception:  # noqa: BLE001 - the next round tries again
+                _rlog.error("exporter-round", "exporter: refresh failed", exc_info=True)
+            wait = max(0.5, self.interval - (time.monotonic() - started))
+            try:
+                async with asyncio.timeout(wait):
+                    await stop.wait()
+            except TimeoutError:
+                pass
+
+
+def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: float, max_lag_lookups: int, *,
+                 access_key: str | None = None, secret_key: str | None = None, tls: bool = False) -> int:
+    """``rmq exporter``: serve the cluster's metrics on ``host:port`` until SIGINT/SIGTERM
+    (``access_key``/``secret_key`` sign every request, ``tls`` uses the system trust store).
+    Exit 3 when the port is taken (the exporter has nothing else to do)."""
+    import signal
+
+    import uvloop
+
+    from rmq.cli.daemons import EXIT_OK, EXIT_PORT_TAKEN, setup_logging
+
+    setup_logging()
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        async with Admin(namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key,
+                         tls=True if tls else None) as admin:
+            collector = ClusterCollector(admin, interval=interval, max_lag_lookups=max_lag_lookups)
+
+            async def latest() -> bytes:
+                return collector.latest
+
+            server = MetricsHttpServer(host, port, latest, name="exporter")
+            if not await server.start():
+                return EXIT_PORT_TAKEN
+            log.info("rmq exporter listening on http://%s:%d/metrics (name server %s, every %.0f s)",
+                     host, server.port, namesrv, interval)
+            task = asyncio.create_task(collector.run(stop), name="exporter-refresh")
+            try:
+                await stop.wait()
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                await server.close()
+        return EXIT_OK
+
+    return uvloop.run(main())
