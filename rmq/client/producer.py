@@ -255,8 +255,9 @@ class Producer:
         self._state = ServiceState.CREATE_JUST
         self._closing = False
         self._member = _ProducerMember(self)
-        if trace_topic is not None and TopicValidator.check_topic(trace_topic) is not None:
-            raise ClientError(f"trace_topic {trace_topic[:40]!r}: {TopicValidator.check_topic(trace_topic)}")
+        reason = None if trace_topic is None else TopicValidator.check_topic(trace_topic)
+        if reason is not None:
+            raise ConfigError("trace_topic", f"{str(trace_topic)[:40]!r}: {reason}", "a valid topic name or None")
         if trace:
             from .trace import SendMessageTraceHook, TraceDispatcher
 
