@@ -23,7 +23,9 @@ Background tasks, each owned here and cancelled (and awaited) in ``shutdown``:
   (200 ms), consumer offsets every ``flushConsumerOffsetInterval`` (5 s), delay progress every
   10 s, each only when changed, snapshotted on the loop and written in a thread;
 * ``housekeep`` — every 10 s, drop clients whose last heartbeat is older than 120 s (Java's
-  ``ClientHousekeepingService``) and queue locks past ``rebalanceLockMaxLiveTime``.
+  ``ClientHousekeepingService``) and queue locks past ``rebalanceLockMaxLiveTime``;
+* ``slave-sync`` — on a SLAVE only, every ``slaveSyncIntervalMs`` (10 s), copy the master's
+  topics, groups, consumer offsets and delay progress (rmq.broker.slave_sync).
 
 Each processor is registered by request code with its own ``ProcessorPool``, Java's
 ``registerProcessor(code, processor, executor)``.
@@ -61,6 +63,7 @@ from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
 from rmq.broker.rebalance_lock import RebalanceLockManager
 from rmq.broker.schedule import ScheduleMessageService
+from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.stats import BrokerStatsManager
 from rmq.broker.transaction import TransactionalMessageService
 from rmq.common.constants import PermName
@@ -155,6 +158,8 @@ class BrokerController:
         self.broker_outer_api = BrokerOuterAPI(
             broker_config.namesrv_addr_list,
             tls=tls.client_context() if tls is not None and tls.client_enabled else None)
+        # A SLAVE copies its master's metadata (started in start() only for a slave).
+        self.slave_synchronize = SlaveSynchronize(self, broker_config.slave_sync_interval_ms / 1000.0)
         self.ready = False
         # ACL 1.0 (aclEnable): loaded at start, watched by the "acl-watch" task.
         self.acl: PlainPermissionManager | None = None
@@ -297,6 +302,8 @@ class BrokerController:
         self._spawn(self.config_persister.run(), "persist")
         self._spawn(self._stats_loop(), "stats")
         self._spawn(self._housekeeping_loop(), "housekeep")
+        if self.is_slave:
+            self._spawn(self.slave_synchronize.run(), "slave-sync")
         if self.acl is not None:
             self._spawn(self.acl.watch(), "acl-watch")
         log.info(
@@ -433,6 +440,10 @@ class BrokerController:
             wrapper,
             timeout,
         )
+        answer = self.broker_outer_api.register_answer
+        if answer is not None and any(ok for _, ok in results):
+            # Java doRegisterBrokerAll: the answer names our master (none while it is down)
+            self.slave_synchronize.set_master_addr(answer.get("masterAddr"))
         return all(ok for _, ok in results)
 
     def _queue_registration(self) -> asyncio.Task:

@@ -34,6 +34,10 @@ class BrokerOuterAPI:
     def __init__(self, namesrv_addrs: list[str], tls: ssl.SSLContext | None = None):
         self.namesrv_addrs = list(namesrv_addrs)
         self.client = RemotingClient(self.namesrv_addrs or None, tls=tls)
+        #: the extFields of the last accepted REGISTER_BROKER answer (Java RegisterBrokerResult:
+        #: ``masterAddr`` and ``haServerAddr`` of this broker's master, for a slave), None until
+        #: a name server accepted a registration.
+        self.register_answer: dict[str, str] | None = None
 
     async def close(self) -> None:
         await self.client.close()
@@ -60,7 +64,10 @@ class BrokerOuterAPI:
             "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
         }
 
+        first_answer: dict[str, str] | None = None
+
         async def one(addr: str) -> tuple[str, bool]:
+            nonlocal first_answer
             cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(ext), body)
             try:
                 resp = await self.client.invoke(addr, cmd, timeout=timeout)
@@ -70,11 +77,16 @@ class BrokerOuterAPI:
             if resp.code != ResponseCode.SUCCESS:
                 log.warning("register broker to name server %s refused: code=%s %s", addr, resp.code, resp.remark)
                 return addr, False
+            if first_answer is None:   # Java takes the first result of the round
+                first_answer = {str(k): str(v) for k, v in (resp.ext_fields or {}).items()}
             return addr, True
 
         if not self.namesrv_addrs:
             return []
-        return list(await asyncio.gather(*(one(a) for a in self.namesrv_addrs)))
+        results = list(await asyncio.gather(*(one(a) for a in self.namesrv_addrs)))
+        if first_answer is not None:
+            self.register_answer = first_answer
+        return results
 
     async def unregister_broker_all(
         self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int, timeout: float
