@@ -325,3 +325,63 @@ async def test_master_suggests_the_slave_to_a_consumer_reading_from_disk(tmp_pat
             assert resp.ext_fields["suggestWhichBrokerId"] == "1"
         finally:
             await client.close()
+
+
+# -- golden: a Java 4.9.8 slave's requests and its Java master's answers ---------------------------
+
+
+def _golden_pairs(code: int) -> list[tuple]:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
+    import remoting_golden as g
+
+    pairs = [(q["cmd"], a["cmd"]) for q, a in g.exchanges(g.ha_frames(), code) if a is not None]
+    assert pairs, f"no answered {code} in the HA capture"
+    return pairs
+
+
+SYNC_CODES = (RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
+              RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+
+
+def test_golden_our_sync_requests_are_the_java_slaves():
+    from rmq.remoting import requests as rq
+
+    ours = {RequestCode.GET_ALL_TOPIC_CONFIG: rq.get_all_topic_config(),
+            RequestCode.GET_ALL_CONSUMER_OFFSET: rq.get_all_consumer_offset(),
+            RequestCode.GET_ALL_DELAY_OFFSET: rq.get_all_delay_offset(),
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: rq.get_all_subscription_group_config()}
+    for code in SYNC_CODES:
+        for java, _ in _golden_pairs(code):
+            mine = ours[code]
+            assert (mine.code, mine.flag, mine.ext_fields or {}, mine.body_bytes() or b"") == (
+                java.code, java.flag, java.ext_fields or {}, java.body_bytes() or b"")
+
+
+async def test_golden_slave_copies_a_java_masters_answers(tmp_path):
+    """The Java master's captured answers (its last answer to each code), served at the master's
+    address: our slave takes the Java topic table (HaTopic, 4 queues) and groups with their
+    dataVersions."""
+    answers = {code: (ResponseCode.SUCCESS, _golden_pairs(code)[-1][1].body_bytes()) for code in SYNC_CODES}
+    fake = _GarbageMaster(answers)
+    await fake.server.start()
+    try:
+        async with run_broker(tmp_path / "s", **SLAVE) as slave:
+            slave.slave_synchronize.set_master_addr(fake.addr)
+            assert await slave.slave_synchronize.sync_all() is True
+            java_topics = json.loads(answers[RequestCode.GET_ALL_TOPIC_CONFIG][1])
+            java_groups = json.loads(answers[RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG][1])
+            tcm, sgm = slave.topic_config_manager, slave.subscription_group_manager
+            assert set(tcm.topic_config_table) == set(java_topics["topicConfigTable"])
+            assert tcm.select_topic_config("HaTopic").to_json() == java_topics["topicConfigTable"]["HaTopic"]
+            assert tcm.data_version.to_json() == java_topics["dataVersion"]
+            assert set(sgm.subscription_group_table) == set(java_groups["subscriptionGroupTable"])
+            assert sgm.data_version.to_json() == java_groups["dataVersion"]
+            # the same versions again: nothing is replaced (Java compares DataVersion)
+            tcm.topic_config_table["LocalOnly"] = tcm.topic_config_table["HaTopic"]
+            assert await slave.slave_synchronize.sync_all() is True
+            assert "LocalOnly" in tcm.topic_config_table
+    finally:
+        await fake.server.close()
