@@ -440,10 +440,6 @@ class BrokerController:
             wrapper,
             timeout,
         )
-        answer = self.broker_outer_api.register_answer
-        if answer is not None and any(ok for _, ok in results):
-            # Java doRegisterBrokerAll: the answer names our master (none while it is down)
-            self.slave_synchronize.set_master_addr(answer.get("masterAddr"))
         return all(ok for _, ok in results)
 
     def _queue_registration(self) -> asyncio.Task:

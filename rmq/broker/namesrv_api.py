@@ -34,10 +34,10 @@ class BrokerOuterAPI:
     def __init__(self, namesrv_addrs: list[str], tls: ssl.SSLContext | None = None):
         self.namesrv_addrs = list(namesrv_addrs)
         self.client = RemotingClient(self.namesrv_addrs or None, tls=tls)
-        #: the extFields of the last accepted REGISTER_BROKER answer (Java RegisterBrokerResult:
-        #: ``masterAddr`` and ``haServerAddr`` of this broker's master, for a slave), None until
-        #: a name server accepted a registration.
-        self.register_answer: dict[str, str] | None = None
+        # The last REGISTER_BROKER answer's masterAddr / haServerAddr (Java RegisterBrokerResult:
+        # set for a slave once its master registered; empty strings otherwise).
+        self.master_addr = ""
+        self.ha_server_addr = ""
 
     async def close(self) -> None:
         await self.client.close()
@@ -64,10 +64,7 @@ class BrokerOuterAPI:
             "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
         }
 
-        first_answer: dict[str, str] | None = None
-
         async def one(addr: str) -> tuple[str, bool]:
-            nonlocal first_answer
             cmd = RemotingCommand.request(RequestCode.REGISTER_BROKER, dict(ext), body)
             try:
                 resp = await self.client.invoke(addr, cmd, timeout=timeout)
@@ -77,16 +74,14 @@ class BrokerOuterAPI:
             if resp.code != ResponseCode.SUCCESS:
                 log.warning("register broker to name server %s refused: code=%s %s", addr, resp.code, resp.remark)
                 return addr, False
-            if first_answer is None:   # Java takes the first result of the round
-                first_answer = {str(k): str(v) for k, v in (resp.ext_fields or {}).items()}
+            answer = resp.ext_fields or {}
+            self.master_addr = str(answer.get("masterAddr") or "")
+            self.ha_server_addr = str(answer.get("haServerAddr") or "")
             return addr, True
 
         if not self.namesrv_addrs:
             return []
-        results = list(await asyncio.gather(*(one(a) for a in self.namesrv_addrs)))
-        if first_answer is not None:
-            self.register_answer = first_answer
-        return results
+        return list(await asyncio.gather(*(one(a) for a in self.namesrv_addrs)))
 
     async def unregister_broker_all(
         self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int, timeout: float

@@ -11,8 +11,8 @@ Every ``slaveSyncIntervalMs`` (10 s; the first round 3 s after start, as Java's
 * GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201): the subscription groups, taken whole when the
   ``dataVersion`` differs.
 
-The master's address is what the name server answered to our REGISTER_BROKER (``masterAddr``,
-Java ``doRegisterBrokerAll`` → ``slaveSynchronize.setMasterAddr``): while the master is not
+The master's address is what the name server answered to our last REGISTER_BROKER
+(``masterAddr``, Java ``doRegisterBrokerAll`` → ``slaveSynchronize.setMasterAddr``): while the master is not
 registered there is no address and nothing is asked, so a dead master never empties a slave's
 tables. A master that does not answer, answers an error or a body that is not the table it
 should be leaves the table as it was (one rate-limited warning); each of the four is
@@ -63,8 +63,7 @@ class SlaveSynchronize:
         self.controller = controller
         self.interval = interval
         self.timeout = timeout
-        #: the master's ``ip:port``; None while the name server knows no master for us.
-        self.master_addr: str | None = None
+        self._master_addr: str | None = None
         #: rounds that reached the master for each table (tests and brokerStatus read them).
         self.synced: dict[str, int] = {"topicConfig": 0, "consumerOffset": 0, "delayOffset": 0,
                                        "subscriptionGroup": 0}
@@ -73,12 +72,20 @@ class SlaveSynchronize:
         #: wall-clock ms of the last round in which all four tables were copied, 0 before.
         self.last_sync_timestamp = 0
 
+    @property
+    def master_addr(self) -> str | None:
+        """The master's ``ip:port``: the one set by :meth:`set_master_addr`, else the
+        ``masterAddr`` of the last REGISTER_BROKER answer (Java ``doRegisterBrokerAll`` sets it
+        from every answer); None while the name server knows no master for us."""
+        if self._master_addr is not None:
+            return self._master_addr
+        return getattr(self.controller.broker_outer_api, "master_addr", "") or None
+
     def set_master_addr(self, addr: str | None) -> None:
-        """Java ``setMasterAddr`` from a registration's answer ("" or None: no master now)."""
-        addr = addr or None
-        if addr != self.master_addr:
-            log.info("slave sync: master address is now %s (was %s)", clip(addr), clip(self.master_addr))
-        self.master_addr = addr
+        """Sync from ``addr`` whatever the name server answers (None: follow its answers)."""
+        if addr != self._master_addr:
+            log.info("slave sync: master address set to %s (was %s)", clip(addr), clip(self._master_addr))
+        self._master_addr = addr or None
 
     async def run(self) -> None:
         """The periodic task (owned and cancelled by the controller)."""
