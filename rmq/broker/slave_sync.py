@@ -87,6 +87,14 @@ class SlaveSynchronize:
             log.info("slave sync: master address set to %s (was %s)", clip(addr), clip(self._master_addr))
         self._master_addr = addr or None
 
+    def runtime_info(self) -> dict[str, str]:
+        """This slave's sync state for GET_BROKER_RUNTIME_INFO (not in Java 4.9.8, whose slave
+        only logs it): the master it copies from ("" when none), the wall-clock ms of the last
+        complete copy (0 before the first) and the rounds that failed."""
+        return {"slaveSyncMasterAddr": self.master_addr or "",
+                "slaveSyncLastTimestamp": str(self.last_sync_timestamp),
+                "slaveSyncFailedRounds": str(self.failures)}
+
     async def run(self) -> None:
         """The periodic task (owned and cancelled by the controller)."""
         await asyncio.sleep(min(FIRST_SYNC_DELAY, self.interval))
