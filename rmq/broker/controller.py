@@ -66,6 +66,7 @@ from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.stats import BrokerStatsManager
 from rmq.broker.transaction import TransactionalMessageService
+from rmq.broker.vip_channel import VipChannel, vip_port
 from rmq.common.constants import PermName
 from rmq.common.tasks import BackgroundTasks
 from rmq.config import BrokerConfig
@@ -142,9 +143,8 @@ class BrokerController:
         self.config_persister.add(self.consumer_offset_manager,
                                   max(broker_config.flush_consumer_offset_interval, 100) / 1000.0)
         self.config_persister.add(self.schedule_service.table, self.schedule_service.flush_interval)
-        self.server = RemotingServer(
-            broker_config.listen_host, broker_config.listen_port, idle_timeout=broker_config.idle_timeout,
-            name="broker",
+        server_settings = dict(
+            idle_timeout=broker_config.idle_timeout,
             write_buffer_high=broker_config.write_buffer_high,
             write_buffer_limit=broker_config.write_buffer_limit or None,
             frame_read_timeout=broker_config.frame_read_timeout_seconds or None,
@@ -152,6 +152,11 @@ class BrokerController:
             close_grace=broker_config.close_grace_seconds,
             tls=tls.server_options() if tls is not None else None,
         )
+        self.server = RemotingServer(broker_config.listen_host, broker_config.listen_port, name="broker",
+                                     **server_settings)
+        # Java's fastRemotingServer on listenPort - 2 (rmq.broker.vip_channel), fixed ports only.
+        self.vip_channel: VipChannel | None = None
+        self._vip_settings = server_settings
         self.message_store: MessageStore | None = None
         self.pull_message_processor: PullMessageProcessor | None = None
         self.pull_request_hold_service: PullRequestHoldService | None = None
@@ -232,6 +237,11 @@ class BrokerController:
         for ops_code in ops.codes:
             s.register_processor(ops_code, _Gate(self, ops),
                                  admin_pool if ops_code in OpsAdminProcessor.WRITE_CODES else admin_query_pool)
+        port = vip_port(self.broker_config.listen_port)
+        if port is not None:
+            gated = {code: _Gate(self, admin) for code in admin.codes}
+            gated.update({code: _Gate(self, ops) for code in ops.codes})
+            self.vip_channel = VipChannel(self.broker_config.listen_host, port, gated, **self._vip_settings)
         # Message semantics, each with its own pool as in Java.
         send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)
@@ -273,12 +283,16 @@ class BrokerController:
         self._register_processors()
         self.server.add_connection_listener(self._on_connection_event)
         await self.server.start()
+        if self.vip_channel is not None:
+            await self.vip_channel.start()
         try:
             self.message_store = MessageStore(self.store_config, (self.broker_config.broker_ip1, self.server.port))
             await self.message_store.start()
         except BaseException:
             self.message_store = None
             await self.server.close()
+            if self.vip_channel is not None:
+                await self.vip_channel.close()
             await self.broker_outer_api.close()
             raise
         self.pull_request_hold_service = PullRequestHoldService(
@@ -336,6 +350,8 @@ class BrokerController:
         if self.pull_request_hold_service is not None:
             steps.append(("pull hold service", self.pull_request_hold_service.stop))
         steps.append(("server", self.server.close))
+        if self.vip_channel is not None:
+            steps.append(("VIP channel", self.vip_channel.close))
         steps.append(("config tables", self.config_persister.flush_all))
         if self.message_store is not None:
             steps.append(("store", self.message_store.shutdown))

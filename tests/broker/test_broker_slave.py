@@ -385,3 +385,45 @@ async def test_golden_slave_copies_a_java_masters_answers(tmp_path):
             assert "LocalOnly" in tcm.topic_config_table
     finally:
         await fake.server.close()
+
+
+async def test_vip_channel_serves_what_a_java_slave_reads_there(tmp_path):
+    """Java's slave asks GET_ALL_TOPIC_CONFIG on its master's listenPort - 2 (MixAll
+    .brokerVIPChannel); a broker on a fixed port answers it there, and nothing that writes."""
+    port = _port_with_free_vip()
+    async with run_broker(tmp_path / "m", listen_port=port) as master:
+        client = RemotingClient()
+        try:
+            assert master.vip_channel is not None and master.vip_channel.started
+            vip = f"127.0.0.1:{port - 2}"
+            m = BrokerEnv(None, master, client)
+            await m.create_topic("VipT", queues=2)
+            for code in SYNC_CODES:
+                resp = await client.invoke(vip, RemotingCommand.request(code, None), timeout=5)
+                assert resp.code == ResponseCode.SUCCESS, (code, resp.remark)
+            resp = await client.invoke(vip, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG, None), timeout=5)
+            assert "VipT" in json.loads(resp.body)["topicConfigTable"]
+            resp = await client.invoke(vip, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
+                "topic": "NoT", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}), timeout=5)
+            assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+        finally:
+            await client.close()
+    async with run_broker(tmp_path / "e") as ephemeral:
+        assert ephemeral.vip_channel is None
+
+
+def _port_with_free_vip() -> int:
+    """A free port whose port - 2 is free too (bound and released just now)."""
+    import socket
+
+    from rmq._testing import free_port
+
+    for _ in range(100):
+        port = free_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port - 2))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no free port pair found")
