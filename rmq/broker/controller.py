@@ -286,7 +286,9 @@ class BrokerController:
         if self.vip_channel is not None:
             await self.vip_channel.start()
         try:
+            self._resolve_ha_listen_port()
             self.message_store = MessageStore(self.store_config, (self.broker_config.broker_ip1, self.server.port))
+            self.message_store.ha_listen_host = self.broker_config.listen_host
             await self.message_store.start()
         except BaseException:
             self.message_store = None
@@ -452,11 +454,40 @@ class BrokerController:
             self.broker_addr,
             bc.broker_name,
             bc.broker_id,
-            f"{bc.broker_ip2}:{self.server.port + 1}",
+            self.ha_server_addr,
             wrapper,
             timeout,
         )
+        self._on_register_answer()
         return all(ok for _, ok in results)
+
+    # -- replication (rmq.store.ha) ---------------------------------------------------------------
+
+    def _resolve_ha_listen_port(self) -> None:
+        """haListenPort -1 (the default): listenPort + 1 as Java's BrokerStartup sets it, or
+        an ephemeral port while the broker's own port was ephemeral."""
+        sc = self.store_config
+        if sc.ha_listen_port < 0:
+            sc.ha_listen_port = self.server.port + 1 if self.broker_config.listen_port else 0
+        if sc.broker_role != "SLAVE" and sc.ha_listen_port and sc.ha_listen_port == self.server.port:
+            raise ValueError(f"haListenPort {sc.ha_listen_port} is the broker's listenPort")
+
+    @property
+    def ha_server_addr(self) -> str:
+        """The HA address this broker registers (Java getHAServerAddr: brokerIP2:haListenPort)."""
+        store = self.message_store
+        port = store.ha.port if store is not None and store.ha is not None else self.server.port + 1
+        return f"{self.broker_config.broker_ip2}:{port}"
+
+    def _on_register_answer(self) -> None:
+        """A slave follows the master's HA address from the name server's answer unless
+        haMasterAddress is configured (Java BrokerController.registerBrokerAll)."""
+        store = self.message_store
+        if store is None or not self.is_slave or self.store_config.ha_master_address:
+            return
+        addr = self.broker_outer_api.ha_server_addr
+        if addr:
+            store.update_ha_master_address(addr)
 
     def _queue_registration(self) -> asyncio.Task:
         """A registration that starts after the one running now (if any), so it carries every

@@ -8,6 +8,7 @@ from typing import Any
 
 from rmq import _store
 from rmq.common.constants import TopicValidator
+from rmq.errors import StoreError
 from rmq.store.config import StoreConfig
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
 from rmq.store.message import (
@@ -256,6 +257,41 @@ class CommitLog:
         return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
             wrote_offset=phy, wrote_bytes=total, msg_id=ids[0], store_timestamp=now,
             logics_offset=queue_offset, msg_num=len(items), msg_ids=ids))
+
+    def append_data(self, offset: int, data: bytes | bytearray | memoryview) -> None:
+        """A slave's append of replicated bytes (Java ``CommitLog.appendData``): ``data`` is
+        raw CommitLog (records, a file's BLANK tail) from the master's mapped file at
+        ``offset``, written at exactly that offset.
+
+        ``offset`` must be this log's end (the caller checked it); the first bytes of an empty
+        log create the file ``offset`` falls in (a master starts a new slave at a file
+        start), a full last file rolls to the next. Raises StoreError when the bytes do not
+        fit the current file (the master's ``mappedFileSizeCommitLog`` differs from ours) or
+        do not start at the end; DiskSpaceError / MappingBudgetError when no file can be made.
+        """
+        n = len(data)
+        if n == 0:
+            return
+        mf = self.mfq.last
+        if mf is None:
+            if offset % self.file_size:
+                raise StoreError(f"replicated data starts at {offset}, inside a CommitLog file of "
+                                 f"{self.file_size} bytes: is the master's mappedFileSizeCommitLog the same?")
+            mf = self.mfq.get_last_mapped_file(offset)
+        elif mf.is_full:
+            mf = self._new_file(mf)
+        end = mf.file_from_offset + mf.wrote_position
+        if end != offset:
+            raise StoreError(f"replicated data at {offset} but the CommitLog ends at {end}")
+        if n > mf.remaining:
+            raise StoreError(f"replicated data of {n} bytes at {offset} crosses the end of the CommitLog file at "
+                             f"{mf.file_from_offset + self.file_size}: is the master's mappedFileSizeCommitLog "
+                             f"({self.file_size} here) the same?")
+        if not mf.allocated:
+            mf.allocate()
+        pos = mf.wrote_position
+        mf.mm[pos:pos + n] = data
+        mf.wrote_position = pos + n
 
     # -- reading -------------------------------------------------------------------------------
     def select(self, offset: int, size: int, readable: int | None = None) -> tuple[MappedFile, int] | None:

@@ -77,6 +77,18 @@ class StoreConfig:
     # Not in Java: mapped files (CommitLog + ConsumeQueue) the process may hold; 0 derives it
     # from the open file limit and vm.max_map_count (rmq.store.resources).
     max_mapped_files: int = setting(0, lo=0, hi=1 << 31)
+    # Replication (Java HAService / HAConnection, rmq.store.ha). -1: the broker's listenPort + 1
+    # (0 while the broker's port is ephemeral); 0: an ephemeral port.
+    ha_listen_port: int = setting(-1, lo=-1, hi=65535)
+    ha_send_heartbeat_interval: int = setting(5000, lo=10, hi=3_600_000, unit="ms")
+    ha_housekeeping_interval: int = setting(20_000, lo=100, hi=3_600_000, unit="ms")
+    ha_transfer_batch_size: int = setting(32 * 1024, lo=1024, hi=4 * 1024 * 1024 - 12, unit="bytes")
+    ha_master_address: str | None = None              # "host:port" of the master's HA port (a slave)
+    ha_slave_fallbehind_max: int = setting(256 * 1024 * 1024, lo=0, hi=JAVA_INT.hi, unit="bytes")
+    # A SYNC_MASTER put waits this long for a slave's ack (Java slaveTimeout), then FLUSH_SLAVE_TIMEOUT.
+    slave_timeout: int = setting(3000, lo=1, hi=600_000, unit="ms")
+    # Not in Java: slaves one master serves at once (HA connections past it are closed at once).
+    ha_max_connections: int = setting(8, lo=1, hi=1024)
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):

@@ -181,6 +181,8 @@ class PutMessageResult:
     append: AppendMessageResult | None = None
     remark: str | None = None
     flush_wait: bool = False
+    # SYNC_MASTER: also wait for a slave's ack (rmq.store.ha.GroupTransferService); set with flush_wait.
+    replica_wait: bool = False
 
     @property
     def is_ok(self) -> bool:

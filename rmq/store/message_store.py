@@ -49,6 +49,7 @@ from rmq.store.flush import (
     FlushRealTimeService,
     GroupCommitService,
 )
+from rmq.store.ha import HAClient, HAService
 from rmq.store.index import IndexService, QueryOffsetResult
 from rmq.store.mapped_file import DiskSpaceError, MappingBudgetError
 from rmq.store.message import (
@@ -73,6 +74,21 @@ _GET_STATUS = tuple(GetMessageStatus)
 # Bytes of records one query_message answer may hold (at least one record); Java bounds only
 # the count (maxMsgsNumBatch) and sends from the page cache, we copy.
 QUERY_MESSAGE_MAX_BYTES = 32 * 1024 * 1024           # index = value (the scan returns 0, 1 or 2)
+
+
+def _wait_store_msg_ok(msg: MessageInner) -> bool:
+    """Java ``Message.isWaitStoreMsgOK``: the WAIT property, true when absent."""
+    props = msg.properties_str
+    if props is None:
+        value = msg.properties.get("WAIT") if msg.properties else None
+    else:
+        at = 0 if props.startswith("WAIT\x01") else props.find("\x02WAIT\x01") + 1
+        if at == 0 and not props.startswith("WAIT\x01"):
+            return True
+        start = at + 5
+        stop = props.find("\x02", start)
+        value = props[start:stop if stop >= 0 else len(props)]
+    return value is None or value.lower() == "true"
 
 
 class MessageStore:
@@ -111,6 +127,10 @@ class MessageStore:
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stats = {"put_total": 0, "put_bytes": 0, "get_total": 0, "get_found": 0, "flush_timeouts": 0}
+        # Replication (rmq.store.ha): the listener on a master, the follower on a slave.
+        self.ha: HAService | None = None
+        self.ha_client: HAClient | None = None
+        self.ha_listen_host = "0.0.0.0"      # the broker sets its own listen host
 
     def _new_commit_log(self) -> CommitLog:
         cl = CommitLog(self.config, self.store_host)
@@ -188,6 +208,28 @@ class MessageStore:
         self._tasks.spawn(self.flush_commit_log.run(), name="store-flush-commitlog")
         self._tasks.spawn(self.flush_consume_queue.run(), name="store-flush-consumequeue")
         self._tasks.spawn(run_clean_services(self), name="store-clean")
+        await self._start_ha()
+
+    async def _start_ha(self) -> None:
+        """A master listens for slaves on haListenPort (OSError when taken: the start fails);
+        a slave follows haMasterAddress, or the address the broker learns from the name server."""
+        cfg = self.config
+        if cfg.broker_role == "SLAVE":
+            self.ha_client = HAClient(self, cfg.ha_master_address)
+            self._tasks.spawn(self.ha_client.run(), name="store-ha-client")
+            return
+        ha = HAService(self, self.ha_listen_host)
+        try:
+            await ha.start(self._tasks.spawn)
+        except BaseException:
+            await self.shutdown()
+            raise
+        self.ha = ha
+
+    def update_ha_master_address(self, addr: str | None) -> None:
+        """Java ``DefaultMessageStore.updateHaMasterAddress``: a slave follows ``addr`` ("host:port")."""
+        if self.ha_client is not None:
+            self.ha_client.update_master_address(addr)
 
     async def shutdown(self) -> None:
         """Flush everything, write the checkpoint, remove the abort marker, release the lock.
@@ -198,6 +240,10 @@ class MessageStore:
             return
         self.running = False
         self.shutdown_flag = True
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        if self.ha is not None:
+            await self.ha.shutdown()
         await self._tasks.close()
         clean = True
         try:
@@ -382,7 +428,29 @@ class MessageStore:
             log.error("%sappend to CommitLog failed: %s", "batch " if batch else "", e)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
         result.flush_wait = self._after_append(result)
+        if self.ha is not None:
+            self.ha.notify_append()
+            if self.config.broker_role == "SYNC_MASTER" and result.append is not None:
+                result.flush_wait |= self._replica_wait(result, msg)
         return result
+
+    def _replica_wait(self, result: PutMessageResult, msg: MessageInner) -> bool:
+        """SYNC_MASTER (Java ``CommitLog.submitReplicaRequest``): wait for a slave's ack when
+        one is connected and not too far behind, else SLAVE_NOT_AVAILABLE (the message is
+        stored all the same). A message with WAIT=false is acknowledged at once."""
+        ha = self.ha
+        if ha is None or result.status != PutMessageStatus.PUT_OK or not _wait_store_msg_ok(msg):
+            return False
+        a = result.append
+        assert a is not None
+        if ha.is_slave_ok(a.wrote_offset + a.wrote_bytes):
+            result.replica_wait = True
+            return True
+        result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+        result.remark = ("no slave connected" if not ha.connections else
+                         f"the slave is more than {self.config.ha_slave_fallbehind_max} bytes behind")
+        self.rl_log.warning("slave-not-available", "SYNC_MASTER put answered SLAVE_NOT_AVAILABLE: %s", result.remark)
+        return False
 
     def _admit_new_queue(self, topic: str, queue_id: int) -> PutMessageResult | None:
         """Before the first record of a queue without a ConsumeQueue: refuse it while the
@@ -442,6 +510,18 @@ class MessageStore:
         ``result`` (GroupCommitService.add_callback). False when this store does not group
         commit or too many callbacks wait already: then ``await wait_flush(result)``."""
         flush = self.flush_commit_log
+        if result.replica_wait and self.ha is not None:
+            transfer = self.ha.group_transfer
+            if not isinstance(flush, GroupCommitService):
+                return transfer.add_callback(result, callback)
+
+            def flushed(res: PutMessageResult, exc: BaseException | None) -> None:
+                # Java: the flush's status first, then the replica's.
+                if exc is not None or res.status != PutMessageStatus.PUT_OK:
+                    callback(res, exc)
+                else:
+                    transfer.add_callback(res, callback, force=True)
+            return flush.add_callback(result, flushed)
         if not isinstance(flush, GroupCommitService):
             return False
         return flush.add_callback(result, callback)
@@ -449,9 +529,11 @@ class MessageStore:
     async def wait_flush(self, result: PutMessageResult) -> PutMessageResult:
         """Wait for the group commit that covers ``result`` (SYNC_FLUSH)."""
         flush = self.flush_commit_log
-        if not isinstance(flush, GroupCommitService):
-            return result
-        return await flush.wait_flush(result)
+        if isinstance(flush, GroupCommitService) and self.config.sync_flush:
+            result = await flush.wait_flush(result)
+        if result.replica_wait and self.ha is not None and result.status == PutMessageStatus.PUT_OK:
+            result = await self.ha.group_transfer.wait_transfer(result)
+        return result
 
     # ======================================================================================
     # dispatch
@@ -757,6 +839,10 @@ class MessageStore:
         }
         if self.index is not None:
             info.update(self.index.runtime_info())
+        if self.ha is not None:
+            info.update(self.ha.runtime_info())
+        if self.ha_client is not None:
+            info.update(self.ha_client.runtime_info())
         return {k: str(v) for k, v in info.items()}
 
     # ======================================================================================

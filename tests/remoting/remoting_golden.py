@@ -88,3 +88,13 @@ def acl_frames() -> list[dict]:
     for row in rows:
         row["cmd"] = decode_frame(row["frame"])
     return rows
+
+
+def ha_stream() -> dict:
+    """The HA connection of the same run, both directions as sent (``slave_to_master`` and
+    ``master_to_slave`` bytes) with their decoding (``slave_reports``, ``master_transfers``:
+    ``phy_offset``/``size`` per 12-byte header, each followed by that many CommitLog bytes)."""
+    row = json.loads((GOLDEN / "rocketmq-4.9.8-ha-stream.json").read_text())[0]
+    row["slave_to_master"] = base64.b64decode(row["slave_to_master_b64"])
+    row["master_to_slave"] = base64.b64decode(row["master_to_slave_b64"])
+    return row

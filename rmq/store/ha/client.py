@@ -1,0 +1,293 @@
+"""The slave's side of replication (Java ``HAService.HAClient``).
+
+One connection to the master's HA port at a time. The slave reports its CommitLog end at
+connect, after each stored read and every ``haSendHeartbeatInterval``; each transfer it
+receives must start exactly at its own end (else the connection is closed and made again after
+a backoff) and is written at that offset (``CommitLog.append_data``), so the slave's log is
+byte-identical to the master's; the normal dispatch (``ReputMessageService``) then builds the
+ConsumeQueues and the index from it.
+
+A SYNC_FLUSH slave reports only what it has fsynced (one fdatasync per group of reads, in the
+store's flush thread); an ASYNC_FLUSH slave reports what it has written and flushes on its own
+schedule. A transfer that starts *below* the slave's end means the master's log is shorter
+than the slave's: the data diverged. The slave says so once, clearly, and stops replicating
+(its data is kept as it is for an operator to look at).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING, cast
+
+from rmq.common.log import RateLimitedLog, clip
+from rmq.errors import StoreError
+from rmq.store.ha.codec import HAProtocolError, TransferDecoder, encode_offset_report
+
+if TYPE_CHECKING:
+    from rmq.store.message_store import MessageStore
+
+__all__ = ["HAClient"]
+
+log = logging.getLogger("rmq.store.ha")
+_rlog = RateLimitedLog(log)
+
+BACKOFF_MIN = 0.2        # seconds before reconnecting after a failure, doubling ...
+BACKOFF_MAX = 5.0        # ... up to Java's 5 s between connection attempts
+CONNECT_TIMEOUT = 3.0
+
+
+def split_address(addr: str) -> tuple[str, int]:
+    host, _, port = addr.strip().rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not a host:port address: {clip(addr)!r}")
+    return host.strip("[]"), int(port)
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, client: HAClient) -> None:
+        self.client = client
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)    # (uvloop's is not a subclass)
+
+    def data_received(self, data: bytes) -> None:
+        self.client._on_data(self, data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class HAClient:
+    """Follows the master at ``master_address`` (``haMasterAddress``, or the name server's
+    ``haServerAddr`` through :meth:`update_master_address`).
+
+    State for admin and metrics: ``connected``, ``reported_offset``, ``bytes_received``,
+    ``last_transfer_at`` / ``last_heartbeat_at`` (monotonic), ``diverged`` (a reason, or None).
+    """
+
+    def __init__(self, store: MessageStore, master_address: str | None = None) -> None:
+        self.store = store
+        self.master_address = master_address or None
+        self.connected = False
+        self.diverged: str | None = None
+        self.reported_offset = -1
+        self.bytes_received = 0
+        self.transfers = 0
+        self.connects = 0
+        self.last_transfer_at = 0.0
+        self.last_heartbeat_at = 0.0
+        self.last_error: str | None = None
+        self._proto: _Protocol | None = None
+        self._last_read = 0.0
+        self._address_changed = asyncio.Event()
+        self._flush_task: asyncio.Task[None] | None = None
+        self._flush_again = False
+        self._stopped = False
+
+    def update_master_address(self, addr: str | None) -> None:
+        """Java ``HAClient.updateMasterAddress``: follow another master from the next connection
+        (the current one, to another address, is closed)."""
+        addr = addr or None
+        if addr == self.master_address:
+            return
+        log.info("HA: master address %s -> %s", self.master_address, addr)
+        self.master_address = addr
+        self._address_changed.set()
+        if self._proto is not None and self._proto.transport is not None:
+            self._proto.transport.close()
+
+    # -- the connection loop --------------------------------------------------------------------
+    async def run(self) -> None:
+        backoff = BACKOFF_MIN
+        while not self._stopped:
+            if self.diverged is not None:
+                return
+            addr = self.master_address
+            if addr is None:
+                self._address_changed.clear()
+                try:
+                    async with asyncio.timeout(BACKOFF_MAX):
+                        await self._address_changed.wait()
+                except TimeoutError:
+                    pass
+                continue
+            received_before = self.bytes_received + self.transfers
+            try:
+                await self._session(addr)
+            except (OSError, TimeoutError, ValueError) as e:
+                self.last_error = f"{type(e).__name__}: {e}"
+                _rlog.warning(f"ha-connect-{addr}", "HA: cannot follow master %s: %s; retrying", clip(addr),
+                              self.last_error)
+            if self.diverged is not None or self._stopped:
+                return
+            if self.bytes_received + self.transfers > received_before:
+                backoff = BACKOFF_MIN
+            self._address_changed.clear()
+            try:
+                async with asyncio.timeout(backoff):
+                    await self._address_changed.wait()
+            except TimeoutError:
+                pass
+            backoff = min(backoff * 2, BACKOFF_MAX)
+
+    async def _session(self, addr: str) -> None:
+        host, port = split_address(addr)
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            transport, proto = await loop.create_connection(lambda: _Protocol(self), host, port)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self._proto = proto
+        self._decoder = TransferDecoder()
+        self.connected = True
+        self.connects += 1
+        self._last_read = time.monotonic()
+        cfg = self.store.config
+        log.info("HA: connected to master %s, reporting offset %d", addr, self._report_value())
+        try:
+            self._report(force=True)
+            heartbeat = cfg.ha_send_heartbeat_interval / 1000.0
+            while not proto.closed.done():
+                try:
+                    async with asyncio.timeout(heartbeat):
+                        await asyncio.shield(proto.closed)
+                except TimeoutError:
+                    pass
+                if proto.closed.done():
+                    break
+                if time.monotonic() - self._last_read > cfg.ha_housekeeping_interval / 1000.0:
+                    _rlog.warning(f"ha-silent-{addr}", "HA: master %s sent nothing for %d ms; reconnecting",
+                                  clip(addr), cfg.ha_housekeeping_interval)
+                    break
+                self._report(force=True)       # Java: every haSendHeartbeatInterval
+        finally:
+            self.connected = False
+            self._proto = None
+            transport.close()
+            log.info("HA: disconnected from master %s", addr)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        self._address_changed.set()
+        proto = self._proto
+        if proto is not None and proto.transport is not None:
+            proto.transport.abort()
+        task = self._flush_task
+        if task is not None and not task.done():
+            try:
+                await task
+            except Exception:  # noqa: BLE001 - logged by the flush itself
+                pass
+
+    # -- reports ----------------------------------------------------------------------------------
+    def _report_value(self) -> int:
+        cl = self.store.commit_log
+        return cl.flushed_offset if self.store.config.sync_flush else cl.max_offset
+
+    def _report(self, force: bool = False) -> None:
+        proto = self._proto
+        if proto is None or proto.transport is None or proto.transport.is_closing():
+            return
+        value = self._report_value()
+        if force or value > self.reported_offset:
+            self.reported_offset = value
+            proto.transport.write(encode_offset_report(value))
+
+    # -- received data --------------------------------------------------------------------------------
+    def _on_data(self, proto: _Protocol, data: bytes) -> None:
+        if proto is not self._proto or self.diverged is not None:
+            return
+        self._last_read = time.monotonic()
+        store = self.store
+        cl = store.commit_log
+        appended = False
+        try:
+            for offset, body in self._decoder.feed(data):
+                end = cl.max_offset
+                if offset != end and (cl.mfq.files or offset < end):
+                    if offset < end:
+                        self._diverge(offset, end)
+                    else:
+                        self._refuse(proto, f"master sent offset {offset} but this slave's CommitLog ends at {end}")
+                    return
+                if not body:
+                    self.last_heartbeat_at = self._last_read
+                    continue
+                cl.append_data(offset, body)
+                appended = True
+                self.transfers += 1
+                self.bytes_received += len(body)
+                self.last_transfer_at = self._last_read
+                self.last_error = None
+        except HAProtocolError as e:
+            self._refuse(proto, f"bad transfer from master: {e}")
+        except StoreError as e:
+            # (DiskSpaceError, a file that cannot be created, a mapped file size mismatch)
+            self._refuse(proto, f"cannot store replicated data: {e}")
+            store.rl_log.error("ha-append", "HA: %s", e)
+        finally:
+            if appended:
+                store.reput.wakeup()
+                if store.config.sync_flush:
+                    self._flush_soon()
+                else:
+                    self._report()
+
+    def _refuse(self, proto: _Protocol, why: str) -> None:
+        _rlog.warning("ha-refuse", "HA: closing the connection to master %s: %s", clip(self.master_address or "?"),
+                      why)
+        self.last_error = why
+        if proto.transport is not None:
+            proto.transport.close()
+
+    def _diverge(self, master_offset: int, slave_end: int) -> None:
+        self.diverged = (f"the master's CommitLog ends at {master_offset}, before this slave's end {slave_end}: "
+                         f"the slave holds data the master does not have")
+        log.error("HA: replication stopped: %s. The slave's data diverged from master %s; it keeps serving what "
+                  "it has but replicates nothing more. Rebuild the slave's store from the master to resume.",
+                  self.diverged, clip(self.master_address or "?"))
+        proto = self._proto
+        if proto is not None and proto.transport is not None:
+            proto.transport.close()
+
+    def _flush_soon(self) -> None:
+        """SYNC_FLUSH slave: fdatasync what arrived (one flush covers every read meanwhile),
+        then report and dispatch it."""
+        self._flush_again = True
+        if self._flush_task is None or self._flush_task.done():
+            self._flush_task = asyncio.get_running_loop().create_task(self._flush_loop(), name="ha-slave-flush")
+
+    async def _flush_loop(self) -> None:
+        store = self.store
+        while self._flush_again and not self._stopped:
+            self._flush_again = False
+            try:
+                await store.run_blocking(store.commit_log.flush, 0)
+            except (OSError, ValueError) as e:
+                store.rl_log.error("ha-flush", "HA: flushing replicated data failed: %s", e)
+                return
+            store.reput.wakeup()
+            self._report()
+
+    # -- state ------------------------------------------------------------------------------------------
+    def runtime_info(self) -> dict[str, str]:
+        """The slave's replication keys of ``MessageStore.runtime_info`` (see rmq.store.ha)."""
+        ago = int((time.monotonic() - self.last_transfer_at) * 1000) if self.last_transfer_at else -1
+        return {
+            "haMasterAddress": self.master_address or "",
+            "haMasterConnected": "true" if self.connected else "false",
+            "haSlaveReportedOffset": str(self.reported_offset),
+            "haReceivedBytes": str(self.bytes_received),
+            "haLastTransferMillisAgo": str(ago),
+            "haDiverged": self.diverged or "",
+            "haLastError": self.last_error or "",
+        }

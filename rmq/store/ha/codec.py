@@ -1,0 +1,171 @@
+"""The HA wire protocol (Java ``HAService.HAClient`` / ``HAConnection``), sans-IO.
+
+Two raw byte streams over one TCP connection, no framing beyond what is drawn here; all
+integers big-endian.
+
+slave → master: an offset report, "I have everything below this CommitLog offset", sent at
+connect, after each stored transfer and every ``haSendHeartbeatInterval`` (5 s)::
+
+    +0                        +8
+    | maxPhyOffset  int64     |
+
+master → slave: a transfer, a 12-byte header followed by ``size`` bytes of CommitLog taken
+from one mapped file at ``phyOffset`` (raw records, BLANK tail included, at most
+``haTransferBatchSize``, 32 KiB, per transfer); ``size`` 0 is a heartbeat, sent when there was
+nothing new for ``haSendHeartbeatInterval``, and carries the offset the next transfer starts at::
+
+    +0                        +8              +12                       +12+size
+    | phyOffset  int64        | size  int32   | CommitLog bytes ...     |
+
+The master reads only whole 8-byte reports and keeps the newest one that arrived (Java
+``ReadSocketService.processReadEvent`` takes the last complete value of a read); the slave
+refuses a transfer whose ``phyOffset`` is not its own CommitLog end (Java
+``HAClient.dispatchReadRequest``), which the caller checks with the offsets the decoder yields.
+"""
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+__all__ = [
+    "HAProtocolError",
+    "MAX_TRANSFER_BODY",
+    "OffsetReportDecoder",
+    "REPORT_SIZE",
+    "TRANSFER_HEADER_SIZE",
+    "TransferDecoder",
+    "encode_offset_report",
+    "encode_transfer_header",
+]
+
+REPORT_SIZE = 8
+TRANSFER_HEADER_SIZE = 12
+#: The largest transfer body a slave accepts: Java's slave reads into a 4 MiB buffer
+#: (``HAClient.READ_MAX_BUFFER_SIZE``) and could never complete a bigger transfer.
+MAX_TRANSFER_BODY = 4 * 1024 * 1024 - TRANSFER_HEADER_SIZE
+_MAX_OFFSET = (1 << 63) - 1
+
+_REPORT = struct.Struct(">q")
+_HEADER = struct.Struct(">qi")
+
+
+class HAProtocolError(ValueError):
+    """The peer sent bytes that are not the HA protocol (negative offset or size, a size past
+    the bound): the connection is closed."""
+
+
+def encode_offset_report(offset: int) -> bytes:
+    """The slave's 8-byte report of ``offset`` (0 ≤ offset < 2**63)."""
+    if not 0 <= offset <= _MAX_OFFSET:
+        raise ValueError(f"offset {offset} out of range")
+    return _REPORT.pack(offset)
+
+
+def encode_transfer_header(phy_offset: int, size: int) -> bytes:
+    """The master's 12-byte header; ``size`` 0 is a heartbeat."""
+    if not 0 <= phy_offset <= _MAX_OFFSET:
+        raise ValueError(f"offset {phy_offset} out of range")
+    if not 0 <= size <= 0x7FFFFFFF:
+        raise ValueError(f"size {size} out of range")
+    return _HEADER.pack(phy_offset, size)
+
+
+class OffsetReportDecoder:
+    """The master's side: feed received bytes, read ``latest`` (None until a whole report
+    arrived). Holds at most 7 bytes between feeds."""
+
+    __slots__ = ("_partial", "latest", "reports")
+
+    def __init__(self) -> None:
+        self._partial = b""
+        self.latest: int | None = None
+        self.reports = 0
+
+    def feed(self, data: bytes) -> int | None:
+        """Consume ``data``; returns the newest complete report in it (None when ``data``
+        completed none). Raises HAProtocolError for a negative offset."""
+        if self._partial:
+            data = self._partial + data
+        n = len(data) - len(data) % REPORT_SIZE
+        self._partial = bytes(data[n:])
+        if n == 0:
+            return None
+        value: int = _REPORT.unpack_from(data, n - REPORT_SIZE)[0]
+        if value < 0:
+            raise HAProtocolError(f"negative offset report {value}")
+        self.reports += n // REPORT_SIZE
+        self.latest = value
+        return value
+
+
+class TransferDecoder:
+    """The slave's side: ``feed(data)`` yields ``(phy_offset, body)`` per complete transfer
+    (``body`` a memoryview, empty for a heartbeat, valid until the next ``feed``).
+
+    A transfer split across reads is kept in one bytearray of at most
+    ``TRANSFER_HEADER_SIZE + max_body`` bytes; a complete transfer inside one read is yielded
+    as a view of that read without a copy.
+
+    Args:
+        max_body: the largest size accepted (default :data:`MAX_TRANSFER_BODY`); a larger one
+            raises HAProtocolError before any of its bytes are buffered.
+    """
+
+    __slots__ = ("_buf", "max_body", "transfers", "bytes")
+
+    def __init__(self, max_body: int = MAX_TRANSFER_BODY) -> None:
+        self._buf = bytearray()
+        self.max_body = max_body
+        self.transfers = 0
+        self.bytes = 0
+
+    @property
+    def buffered(self) -> int:
+        """Bytes of an incomplete transfer held now."""
+        return len(self._buf)
+
+    def _header(self, view: memoryview | bytearray, at: int) -> tuple[int, int]:
+        offset, size = _HEADER.unpack_from(view, at)
+        if offset < 0:
+            raise HAProtocolError(f"negative transfer offset {offset}")
+        if size < 0 or size > self.max_body:
+            raise HAProtocolError(f"transfer size {size} outside 0..{self.max_body}")
+        return offset, size
+
+    def feed(self, data: bytes | bytearray | memoryview) -> Iterator[tuple[int, memoryview]]:
+        view = memoryview(data)
+        buf = self._buf
+        if buf:
+            # Complete the pending transfer first (copying only what it still needs).
+            if len(buf) < TRANSFER_HEADER_SIZE:
+                need = TRANSFER_HEADER_SIZE - len(buf)
+                buf += view[:need]
+                view = view[need:]
+                if len(buf) < TRANSFER_HEADER_SIZE:
+                    return
+            offset, size = self._header(buf, 0)
+            need = TRANSFER_HEADER_SIZE + size - len(buf)
+            buf += view[:need]
+            view = view[need:]
+            if len(buf) < TRANSFER_HEADER_SIZE + size:
+                return
+            self._buf = bytearray()
+            self.transfers += 1
+            self.bytes += size
+            yield offset, memoryview(buf)[TRANSFER_HEADER_SIZE:]
+        at = 0
+        end = len(view)
+        while end - at >= TRANSFER_HEADER_SIZE:
+            offset, size = self._header(view, at)
+            if end - at - TRANSFER_HEADER_SIZE < size:
+                break
+            start = at + TRANSFER_HEADER_SIZE
+            at = start + size
+            self.transfers += 1
+            self.bytes += size
+            yield offset, view[start:at]
+        if at < end:
+            rest = view[at:]
+            if len(rest) >= TRANSFER_HEADER_SIZE:
+                self._header(rest, 0)      # refuse an oversized transfer before buffering it
+            self._buf = bytearray(rest)

@@ -1,0 +1,490 @@
+"""The master's side of replication: Java ``HAService`` (accepting slaves), ``HAConnection``
+(one per slave: its reports in, CommitLog out) and ``GroupTransferService`` (SYNC_MASTER puts
+waiting for a slave's ack).
+
+Everything runs on the store's event loop, like the CommitLog appends, so a transfer reads the
+mapped file the writer writes without a lock. A transfer is a view of the mapped file
+(``memoryview(mm)[a:b]``) handed to the transport with its header in one ``writelines``: the
+bytes are never copied into a Python object. The file is held (``MappedFile.hold``) until the
+transport has written the view out; one transfer per slave is in flight at a time
+(``set_write_buffer_limits(0)``: the transport asks to pause as soon as anything is left in
+its buffer), so a slave that stops reading holds one transfer and its socket buffers, nothing
+more, and is closed after ``haHousekeepingInterval`` without a report.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from rmq.common.log import RateLimitedLog
+from rmq.store.ha.codec import HAProtocolError, OffsetReportDecoder, encode_transfer_header
+from rmq.store.message import PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from rmq.store.mapped_file import MappedFile
+    from rmq.store.message_store import MessageStore
+
+__all__ = ["GroupTransferService", "HAConnection", "HAService", "SlaveState", "TransferCallback"]
+
+log = logging.getLogger("rmq.store.ha")
+_rlog = RateLimitedLog(log)
+
+#: ``callback(result, exc)``: a SYNC_MASTER put's replication outcome (``result.status`` is
+#: PUT_OK or FLUSH_SLAVE_TIMEOUT; ``exc`` set when the store shut down first).
+TransferCallback = Callable[[PutMessageResult, "BaseException | None"], None]
+
+
+@dataclass(frozen=True)
+class SlaveState:
+    """One connected slave as the master sees it (for admin and metrics)."""
+    address: str
+    ack_offset: int            # the slave has everything below this (-1 before its first report)
+    lag_bytes: int             # master's CommitLog end − ack_offset
+    lag_millis: int            # ms since the slave last had everything the master had
+    connected_millis: int      # ms since it connected
+
+
+class GroupTransferService:
+    """SYNC_MASTER waiters (Java ``HAService.GroupTransferService``): a put is answered once
+    the highest offset a slave acknowledged (``push2SlaveMaxOffset``) reaches its end, or with
+    FLUSH_SLAVE_TIMEOUT after ``slaveTimeout`` ms. No polling: each ack completes the waiters
+    it covers (they wait in append order, so their ends and deadlines are ordered), and one
+    timer, armed for the oldest, expires them.
+
+    ``max_callbacks`` (10,000) bounds the callbacks the SEND path registers directly; past it
+    ``add_callback`` says no and the caller waits with ``wait_transfer`` (a task its pool bounds).
+    """
+
+    max_callbacks = 10_000
+
+    def __init__(self, service: HAService) -> None:
+        self.service = service
+        self.callbacks: list[tuple[int, float, PutMessageResult, TransferCallback]] = []
+        self.futures: list[tuple[int, asyncio.Future[bool]]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self.timeouts = 0
+
+    def add_callback(self, result: PutMessageResult, callback: TransferCallback, force: bool = False) -> bool:
+        if len(self.callbacks) >= self.max_callbacks and not force:
+            return False
+        a = result.append
+        assert a is not None
+        end = a.wrote_offset + a.wrote_bytes
+        if self.service.push2slave_max_offset >= end:
+            _call(callback, result, None)
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.service.store.config.slave_timeout / 1000.0
+        self.callbacks.append((end, deadline, result, callback))
+        if self._timer is None:
+            self._timer = loop.call_at(deadline, self._expire)
+        return True
+
+    async def wait_transfer(self, result: PutMessageResult) -> PutMessageResult:
+        a = result.append
+        assert a is not None
+        end = a.wrote_offset + a.wrote_bytes
+        if self.service.push2slave_max_offset >= end:
+            return result
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self.futures.append((end, fut))
+        try:
+            async with asyncio.timeout(self.service.store.config.slave_timeout / 1000.0):
+                await fut
+        except TimeoutError:
+            self._timed_out(result, 1)
+        return result
+
+    def _timed_out(self, result: PutMessageResult, n: int) -> None:
+        self.timeouts += n
+        result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        result.remark = f"no slave acknowledged the message within {self.service.store.config.slave_timeout} ms"
+
+    def _expire(self) -> None:
+        self._timer = None
+        callbacks = self.callbacks
+        if not callbacks:
+            return
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        n = 0
+        while n < len(callbacks) and callbacks[n][1] <= now:
+            n += 1
+        expired, self.callbacks = callbacks[:n], callbacks[n:]
+        if expired:
+            _rlog.warning("slave-timeout", "no slave acknowledged %d puts within %d ms (offsets up to %d, "
+                          "slaves acked %d)", len(expired), self.service.store.config.slave_timeout,
+                          expired[-1][0], self.service.push2slave_max_offset)
+            for _end, _deadline, result, callback in expired:
+                self._timed_out(result, 1)
+                _call(callback, result, None)
+        if self.callbacks:
+            self._timer = loop.call_at(self.callbacks[0][1], self._expire)
+
+    def notify_transfer_some(self, acked: int) -> None:
+        """A slave acknowledged ``acked``: answer every waiter it covers."""
+        if self.futures:
+            keep = []
+            for end, fut in self.futures:
+                if fut.done():
+                    continue
+                if end <= acked:
+                    fut.set_result(True)
+                else:
+                    keep.append((end, fut))
+            self.futures = keep
+        callbacks = self.callbacks
+        if not callbacks or callbacks[0][0] > acked:
+            return
+        n = 0
+        while n < len(callbacks) and callbacks[n][0] <= acked:
+            n += 1
+        done, self.callbacks = callbacks[:n], callbacks[n:]
+        for _end, _deadline, result, callback in done:
+            _call(callback, result, None)
+
+    def stop(self, exc: BaseException) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        callbacks, self.callbacks = self.callbacks, []
+        for _end, _deadline, result, callback in callbacks:
+            _call(callback, result, exc)
+        futures, self.futures = self.futures, []
+        for _end, fut in futures:
+            if not fut.done():
+                fut.set_exception(exc)
+                fut.exception()      # (retrieved: a waiter that timed out no longer awaits it)
+
+
+def _call(callback: TransferCallback, result: PutMessageResult, exc: BaseException | None) -> None:
+    try:
+        callback(result, exc)
+    except Exception:
+        log.exception("replication callback %r failed", callback)
+
+
+class HAConnection(asyncio.Protocol):
+    """One slave (Java ``HAConnection``: its ``ReadSocketService`` and ``WriteSocketService``
+    as one protocol object and one writer task)."""
+
+    def __init__(self, service: HAService) -> None:
+        self.service = service
+        self.transport: asyncio.Transport | None = None
+        self.address = "?"
+        self.decoder = OffsetReportDecoder()
+        self.slave_request_offset = -1          # the first report: where transfers start
+        self.slave_ack_offset = -1
+        self.next_transfer_from = -1
+        self.connected_at = time.monotonic()
+        self.last_read = self.connected_at
+        self.caught_up_at = self.connected_at
+        self.bytes_sent = 0
+        self._first_report = asyncio.Event()
+        self._writable: asyncio.Future[None] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.closed = False
+
+    # -- protocol ----------------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)    # (uvloop's is not a subclass)
+        peer = transport.get_extra_info("peername")
+        self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self.transport.set_write_buffer_limits(high=0)
+        if not self.service.add_connection(self):
+            self.transport.abort()
+            return
+        log.info("HA: slave %s connected", self.address)
+        self._task = self.service.tasks_spawn(self._write_loop(), f"ha-write-{self.address}")
+
+    def data_received(self, data: bytes) -> None:
+        self.last_read = time.monotonic()
+        try:
+            report = self.decoder.feed(data)
+        except HAProtocolError as e:
+            self.close(f"bad report: {e}")
+            return
+        if report is not None:
+            self._on_report(report)
+
+    def _on_report(self, offset: int) -> None:
+        store_max = self.service.store.commit_log.max_offset
+        if self.slave_request_offset < 0:
+            if offset > store_max:
+                # Java keeps such a slave connected and sends it nothing; we say so and tell the
+                # slave where our log ends (a heartbeat at our end: any slave refuses it).
+                log.error("HA: slave %s has CommitLog up to %d but this master's ends at %d: the slave's data "
+                          "diverged from the master's; not replicating to it (rebuild the slave's store)",
+                          self.address, offset, store_max)
+                if self.transport is not None:
+                    self.transport.write(encode_transfer_header(store_max, 0))
+                self.close("diverged", log_it=False)
+                return
+            self.slave_request_offset = offset
+            log.info("HA: slave %s requests offset %d", self.address, offset)
+            self._first_report.set()
+        elif offset > store_max:
+            self.close(f"reported offset {offset} past this master's CommitLog end {store_max}")
+            return
+        if offset > self.slave_ack_offset:
+            self.slave_ack_offset = offset
+        if offset >= store_max:
+            self.caught_up_at = time.monotonic()
+        self.service.notify_transfer_some(offset)
+
+    def pause_writing(self) -> None:
+        if self._writable is None:
+            self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        fut, self._writable = self._writable, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.resume_writing()
+        self._first_report.set()
+        self.service.remove_connection(self)
+        if self._task is not None:
+            self._task.cancel()
+        log.info("HA: slave %s disconnected%s", self.address, f" ({exc})" if exc else "")
+
+    def close(self, why: str, log_it: bool = True) -> None:
+        if log_it:
+            _rlog.warning(f"ha-close-{self.address}", "HA: closing slave %s: %s", self.address, why)
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+
+    # -- the writer ----------------------------------------------------------------------------
+    async def _write_loop(self) -> None:
+        service = self.service
+        store = service.store
+        cfg = store.config
+        cl = store.commit_log
+        housekeeping = cfg.ha_housekeeping_interval / 1000.0
+        try:
+            async with asyncio.timeout(housekeeping):
+                await self._first_report.wait()
+        except TimeoutError:
+            self.close(f"no offset report within {cfg.ha_housekeeping_interval} ms")
+            return
+        if self.closed:
+            return
+        if self.slave_request_offset == 0:
+            # Java: a new slave starts at the beginning of the master's last CommitLog file.
+            end = cl.max_offset
+            self.next_transfer_from = end - end % cl.file_size
+        else:
+            self.next_transfer_from = self.slave_request_offset
+        log.info("HA: transferring to slave %s from offset %d (it requested %d)", self.address,
+                 self.next_transfer_from, self.slave_request_offset)
+        last_write = time.monotonic()
+        transport = self.transport
+        assert transport is not None
+        while not self.closed:
+            now = time.monotonic()
+            if now - self.last_read > housekeeping:
+                self.close(f"no report for {int((now - self.last_read) * 1000)} ms")
+                return
+            if self.next_transfer_from < cl.min_offset:
+                _rlog.error(f"ha-gone-{self.address}", "HA: slave %s needs offset %d but this master's CommitLog "
+                            "starts at %d (older files were deleted): rebuild the slave's store",
+                            self.address, self.next_transfer_from, cl.min_offset)
+                self.close("data gone", log_it=False)
+                return
+            mf = self._transfer_some(transport, cl, cfg.ha_transfer_batch_size)
+            if mf is not None:
+                try:
+                    writable = self._writable
+                    if writable is not None:
+                        # One transfer in flight: wait until the transport has written it.
+                        try:
+                            async with asyncio.timeout(housekeeping):
+                                await writable
+                        except TimeoutError:
+                            self.close(f"transfer not written out in {cfg.ha_housekeeping_interval} ms")
+                            return
+                finally:
+                    mf.release()
+                last_write = time.monotonic()
+                continue
+            interval = cfg.ha_send_heartbeat_interval / 1000.0
+            wait = last_write + interval - time.monotonic()
+            if wait <= 0:
+                transport.write(encode_transfer_header(self.next_transfer_from, 0))
+                last_write = time.monotonic()
+                continue
+            await service.wait_for_data(min(wait, housekeeping / 4))
+
+    def _transfer_some(self, transport: asyncio.Transport, cl: Any, batch: int) -> MappedFile | None:
+        """Write one transfer from ``next_transfer_from`` when there is data (at most ``batch``
+        bytes of one mapped file, Java ``CommitLog.getData``): returns the mapped file, held
+        (the caller releases it once the transport has written the view), or None."""
+        at = self.next_transfer_from
+        mf: MappedFile | None = cl.mfq.find_by_offset(at)
+        if mf is None:
+            return None
+        pos = at - mf.file_from_offset
+        if pos >= mf.wrote_position or not mf.hold():
+            return None
+        size = min(mf.wrote_position - pos, batch)
+        view = memoryview(mf.mm)[pos:pos + size]
+        transport.writelines([encode_transfer_header(at, size), view])
+        del view        # (the transport keeps its own reference while it holds unwritten bytes)
+        self.next_transfer_from = at + size
+        self.bytes_sent += size
+        self.service.bytes_sent += size
+        return mf
+
+    def state(self, store_max: int) -> SlaveState:
+        now = time.monotonic()
+        ack = self.slave_ack_offset
+        caught = self.caught_up_at if ack < store_max else now
+        return SlaveState(self.address, ack, max(0, store_max - ack) if ack >= 0 else store_max,
+                          int((now - caught) * 1000), int((now - self.connected_at) * 1000))
+
+
+class HAService:
+    """The master's HA listener and its slaves (Java ``HAService``).
+
+    ``push2slave_max_offset`` is the highest offset any slave acknowledged (never lowered);
+    ``is_slave_ok(end)`` (Java ``isSlaveOK``) says whether a SYNC_MASTER put may wait for a
+    slave: at least one connected and ``end − push2slave_max_offset`` below
+    ``haSlaveFallbehindMax``.
+
+    Args:
+        store: the master's MessageStore.
+        host: the address to listen on (the broker's listen host; default all interfaces).
+    """
+
+    def __init__(self, store: MessageStore, host: str = "0.0.0.0") -> None:
+        self.store = store
+        self.host = host
+        self.connections: list[HAConnection] = []
+        self.push2slave_max_offset = 0
+        self.group_transfer = GroupTransferService(self)
+        self.server: asyncio.AbstractServer | None = None
+        self.port = 0
+        self.bytes_sent = 0
+        self.refused = 0
+        self._data: asyncio.Future[None] | None = None
+        self._spawn: Callable[..., asyncio.Task[Any]] | None = None
+
+    async def start(self, spawn: Callable[..., asyncio.Task[Any]]) -> None:
+        """Listen on ``haListenPort`` (OSError when it is taken); ``spawn(coro, name)`` runs
+        the per-slave writer tasks under the store's task owner."""
+        self._spawn = spawn
+        cfg = self.store.config
+        port = max(cfg.ha_listen_port, 0)
+        loop = asyncio.get_running_loop()
+        self.server = await loop.create_server(lambda: HAConnection(self), self.host, port, reuse_address=True)
+        self.port = self.server.sockets[0].getsockname()[1]
+        log.info("HA service listening on %s:%d (%s)", self.host, self.port, cfg.broker_role)
+
+    def tasks_spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        assert self._spawn is not None
+        return self._spawn(coro, name)
+
+    async def shutdown(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for conn in list(self.connections):
+            if conn.transport is not None:
+                conn.transport.abort()
+        self.connections.clear()
+        self.group_transfer.stop(_shutdown_error())
+        self.notify_append()
+        if self.server is not None:
+            try:
+                async with asyncio.timeout(2.0):
+                    await self.server.wait_closed()
+            except TimeoutError:
+                pass
+            self.server = None
+
+    # -- connections -------------------------------------------------------------------------
+    def add_connection(self, conn: HAConnection) -> bool:
+        limit = self.store.config.ha_max_connections
+        if len(self.connections) >= limit:
+            self.refused += 1
+            _rlog.warning("ha-limit", "HA: refusing a connection from %s: %d slaves connected (haMaxConnections)",
+                          conn.address, len(self.connections))
+            return False
+        self.connections.append(conn)
+        return True
+
+    def remove_connection(self, conn: HAConnection) -> None:
+        try:
+            self.connections.remove(conn)
+        except ValueError:
+            pass
+
+    @property
+    def connection_count(self) -> int:
+        return len(self.connections)
+
+    # -- data and acks --------------------------------------------------------------------------
+    def notify_append(self) -> None:
+        """New CommitLog data (called after each append): wake the idle writers."""
+        fut = self._data
+        if fut is not None:
+            self._data = None
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_for_data(self, timeout: float) -> None:
+        fut = self._data
+        if fut is None or fut.done():
+            fut = self._data = asyncio.get_running_loop().create_future()
+        try:
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(fut)
+        except TimeoutError:
+            pass
+
+    def notify_transfer_some(self, acked: int) -> None:
+        """Java ``HAService.notifyTransferSome``: the slaves' highest ack only grows."""
+        if acked > self.push2slave_max_offset:
+            self.push2slave_max_offset = acked
+            self.group_transfer.notify_transfer_some(acked)
+
+    def is_slave_ok(self, master_put_where: int) -> bool:
+        return (bool(self.connections)
+                and master_put_where - self.push2slave_max_offset < self.store.config.ha_slave_fallbehind_max)
+
+    # -- state -------------------------------------------------------------------------------------
+    def slaves(self) -> list[SlaveState]:
+        store_max = self.store.commit_log.max_offset
+        return [c.state(store_max) for c in self.connections]
+
+    def runtime_info(self) -> dict[str, str]:
+        """The master's replication keys of ``MessageStore.runtime_info`` (see rmq.store.ha)."""
+        store_max = self.store.commit_log.max_offset
+        slaves = self.slaves()
+        return {
+            "haListenPort": str(self.port),
+            "haConnectionCount": str(len(slaves)),
+            "haPush2SlaveMaxOffset": str(self.push2slave_max_offset),
+            # Java DefaultMessageStore.slaveFallBehindMuch (logged by BrokerController every minute)
+            "haSlaveFallBehindMuch": str(max(0, store_max - self.push2slave_max_offset)),
+            "haSlaves": ";".join(f"{s.address},{s.ack_offset},{s.lag_bytes},{s.lag_millis}" for s in slaves),
+            "haTransferredBytes": str(self.bytes_sent),
+            "haSlaveTimeoutTimes": str(self.group_transfer.timeouts),
+        }
+
+
+def _shutdown_error() -> Exception:
+    from rmq.errors import StoreError
+    return StoreError("message store shut down before a slave acknowledged the message")
