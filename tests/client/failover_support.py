@@ -40,18 +40,25 @@ class BrokerProcess:
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in base.items()))
         self.log_path = self.dir / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
 
     @property
     def addr(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def log_text(self) -> str:
+    def log_text(self, start: int = 0) -> str:
+        """The log from byte ``start`` (every run of this broker appends to it)."""
         try:
-            return self.log_path.read_text(errors="replace")
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
+        """Start and return once this run logged "rmq broker ... listening" (the broker is ready
+        and registered) and its port accepts connections."""
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "rmq", "broker", "-c", str(self.conf)],
                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -60,7 +67,7 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"rmq broker exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}")
-            if wait_for_port("127.0.0.1", self.port, 0.5) and "listening" in self.log_text():
+            if "rmq broker" in self.log_text(self._log_start) and wait_for_port("127.0.0.1", self.port, 0.5):
                 return self
             time.sleep(0.05)
         self.kill()
