@@ -2,6 +2,7 @@
 README tells an operator to run them, so a test can ``kill -9`` one."""
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -72,6 +73,11 @@ class BrokerProcess:
             time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"rmq broker did not start within {timeout}s:\n{self.log_text()[-3000:]}")
+
+    async def astart(self, timeout: float = 30.0) -> BrokerProcess:
+        """:meth:`start` in a thread, so the caller's event loop (an in-process name server
+        answering the broker's registration) keeps running meanwhile."""
+        return await asyncio.to_thread(self.start, timeout)
 
     def kill(self) -> None:
         """``kill -9``: no shutdown, no unregistration, no flush."""

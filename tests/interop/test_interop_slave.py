@@ -50,7 +50,7 @@ async def test_cpp_push_consumer_keeps_consuming_from_the_slave_after_the_master
     topic, group = names.topic, names.group
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
-        master = BrokerProcess(tmp_path / "m", nsaddr).start()
+        master = await BrokerProcess(tmp_path / "m", nsaddr).astart()
         slave = BrokerProcess(tmp_path / "s", nsaddr, brokerId=1, brokerRole="SLAVE")
         rc = RemotingClient()
         consumer = None
@@ -59,19 +59,19 @@ async def test_cpp_push_consumer_keeps_consuming_from_the_slave_after_the_master
                 "topic": topic, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
                 "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"}), timeout=5)
             assert resp.code == 0, resp.remark
-            assert master.stop() == 0
+            assert await asyncio.to_thread(master.stop) == 0
             shutil.copytree(tmp_path / "m" / "store", tmp_path / "before")       # the topic, no message
-            master.start()
+            await master.astart()
             bodies = [f"{names.marker}{i}" for i in range(N)]
             async with rmq.Producer(nsaddr, names.producer_group) as p:
                 for b in bodies:
                     assert (await p.send(rmq.Message(topic, b.encode()))).status is rmq.SendStatus.SEND_OK
-            assert master.stop() == 0
+            assert await asyncio.to_thread(master.stop) == 0
             shutil.copytree(tmp_path / "m" / "store", tmp_path / "s" / "store")  # the slave: 30 messages
             shutil.rmtree(tmp_path / "m" / "store")
             shutil.copytree(tmp_path / "before", tmp_path / "m" / "store")      # the master: none
-            master.start()
-            slave.start()
+            await master.astart()
+            await slave.astart()
             await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="master and slave routed")
 
             consumer = support.cpp(real_clients, tmp_path / "cpp", "push", "--namesrv", nsaddr, "--group", group,
