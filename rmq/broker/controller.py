@@ -36,6 +36,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from typing import Any
 
 from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
 from rmq.broker.config_update import BrokerConfiguration
@@ -143,7 +144,7 @@ class BrokerController:
         self.config_persister.add(self.consumer_offset_manager,
                                   max(broker_config.flush_consumer_offset_interval, 100) / 1000.0)
         self.config_persister.add(self.schedule_service.table, self.schedule_service.flush_interval)
-        server_settings = dict(
+        server_settings: dict[str, Any] = dict(
             idle_timeout=broker_config.idle_timeout,
             write_buffer_high=broker_config.write_buffer_high,
             write_buffer_limit=broker_config.write_buffer_limit or None,

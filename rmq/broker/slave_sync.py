@@ -103,7 +103,7 @@ class SlaveSynchronize:
                 await self.sync_all()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # noqa: BLE001 - the next round tries again
+            except Exception:  # the next round tries again
                 log.exception("slave sync round failed")
             await asyncio.sleep(self.interval)
 
@@ -120,7 +120,7 @@ class SlaveSynchronize:
             try:
                 await step(master)
                 self.synced[name] += 1
-            except (RMQError, OSError, asyncio.TimeoutError, ValueError) as e:
+            except (TimeoutError, RMQError, OSError, ValueError) as e:
                 ok = False
                 _rlog.warning(f"slave-sync-{name}", "slave sync of %s from master %s failed, keeping ours: %s",
                               name, clip(master), clip(e))

@@ -11,7 +11,6 @@ from the name server's REGISTER_BROKER answer, as Java's does.
 import json
 
 import pytest
-
 from broker_support import decode_records
 
 from rmq._testing import BrokerEnv, run_broker, run_namesrv, wait_until
@@ -318,7 +317,7 @@ async def test_master_suggests_the_slave_to_a_consumer_reading_from_disk(tmp_pat
         try:
             m = BrokerEnv(ns, master, client)
             await m.create_topic("DiskT", queues=1)
-            for i in range(3):
+            for _ in range(3):
                 await m.send("DiskT", b"x" * 100)
             resp = await m.pull("DiskT", offset=0, group="CG_Disk", suspend_ms=0)
             assert resp.code == ResponseCode.SUCCESS
