@@ -447,7 +447,7 @@ class MessageStore:
             result.replica_wait = True
             return True
         result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
-        result.remark = ("no slave connected" if not ha.connections else
+        result.remark = ("no slave connected" if not any(c.slave_request_offset >= 0 for c in ha.connections) else
                          f"the slave is more than {self.config.ha_slave_fallbehind_max} bytes behind")
         self.rl_log.warning("slave-not-available", "SYNC_MASTER put answered SLAVE_NOT_AVAILABLE: %s", result.remark)
         return False

@@ -121,6 +121,10 @@ class ReputMessageService:
             self.reput_from_offset = mf.file_from_offset + at
             if outcome == _store.SCAN_BLANK:
                 self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
+            elif outcome == _store.SCAN_TORN and store.config.broker_role == "SLAVE":
+                # A slave's data can end inside a record (Java's master cuts transfers at
+                # haTransferBatchSize, not at records): the rest comes with the next transfer.
+                break
             elif outcome in (_store.SCAN_CORRUPT, _store.SCAN_TORN):
                 self.dispatched += n
                 self._notify(arrived)

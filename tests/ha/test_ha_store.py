@@ -10,6 +10,7 @@ import pytest
 
 from rmq._testing import wait_until
 from rmq.store import MessageInner, MessageStore, PutMessageStatus, StoreConfig
+from rmq.store.ha import ha_state
 from rmq.store.ha.codec import encode_offset_report, encode_transfer_header
 
 HOST = ("127.0.0.1", 10911)
@@ -134,6 +135,10 @@ async def test_slave_follows_master_byte_identical_with_queues_and_index(stores)
     assert info["haConnectionCount"] == "1" and info["haSlaveFallBehindMuch"] == "0"
     sinfo = slave.runtime_info()
     assert sinfo["haMasterConnected"] == "true" and int(sinfo["haSlaveReportedOffset"]) == end
+    ms, ss = ha_state(master), ha_state(slave)
+    assert ms.role == "ASYNC_MASTER" and len(ms.slaves) == 1 and ms.fall_behind_bytes == 0
+    assert ms.slaves[0].ack_offset == end and ms.slaves[0].lag_bytes == 0 and ms.slaves[0].lag_millis == 0
+    assert ss.role == "SLAVE" and ss.connected and ss.reported_offset == end and ss.max_offset == end
     # the slave refuses puts
     r = await slave.put_message(MessageInner("HA", 0, b"x"))
     assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
@@ -257,6 +262,9 @@ async def test_stalled_slave_gives_flush_slave_timeout(stores):
         r = await master.put_message(MessageInner("S", 0, b"stalled"))
         assert r.status == PutMessageStatus.FLUSH_SLAVE_TIMEOUT and r.append is not None
         assert master.runtime_info()["haSlaveTimeoutTimes"] == "1"
+        # what was sent and never acknowledged shows as lag in bytes and in time
+        [state] = ha_state(master).slaves
+        assert state.lag_bytes > 0 and state.lag_millis >= 200
         # callbacks too (the SEND path's way)
         done = asyncio.get_running_loop().create_future()
         r = master.append_message(MessageInner("S", 0, b"stalled2"))
@@ -365,3 +373,96 @@ async def test_slave_longer_than_master_stops_replicating(stores):
     assert slave.runtime_info()["haDiverged"]
     # the slave's data is kept as it was
     assert slave.commit_log.max_offset == master.commit_log.max_offset
+
+
+async def test_slave_follows_the_golden_java_master_stream(stores):
+    """The bytes a Java 4.9.8 master sent its slave, replayed by a fake master one transfer at a
+    time: our slave stores the records at the same offsets, reports what Java's slave reported,
+    and dispatches the 200 messages."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
+    from remoting_golden import ha_stream
+
+    g = ha_stream()
+    raw = g["master_to_slave"]
+    transfers = []
+    pos = 0
+    for t in g["master_transfers"]:
+        transfers.append(raw[pos:pos + 12 + t["size"]])
+        pos += 12 + t["size"]
+    reports = []
+
+    async def handle(reader, writer):
+        reports.append(struct.unpack(">q", await reader.readexactly(8))[0])
+        for t in transfers[:3]:                      # heartbeat at 0, then the two data transfers
+            writer.write(t)
+            await writer.drain()
+            if len(t) > 12:
+                reports.append(struct.unpack(">q", await reader.readexactly(8))[0])
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        slave = await stores.slave(f"127.0.0.1:{server.sockets[0].getsockname()[1]}", mapped_file_size_commitlog=FILE)
+        end = g["master_transfers"][2]["phy_offset"] + g["master_transfers"][2]["size"]
+        await wait_until(lambda: slave.commit_log.max_offset == end and slave.reput_from_offset == end)
+        assert reports == g["slave_reports"][:3] == [0, 32768, end]
+        body = b"".join(t[12:] for t in transfers)
+        assert mapped_bytes(slave, 0, end) == body
+        queues = slave.consume_queue_table["HaTopic"]
+        assert sum(cq.get_max_offset_in_queue() for cq in queues.values()) == 200
+    finally:
+        server.close()
+
+
+async def test_slave_refuses_a_master_announcing_a_huge_transfer(stores):
+    """A bad "master" announcing a 2 GiB transfer: the slave closes before buffering it and
+    tries again later (with backoff), appending nothing."""
+    accepted = []
+
+    async def handle(reader, writer):
+        accepted.append(1)
+        await reader.readexactly(8)
+        writer.write(struct.pack(">qi", 0, 0x7FFFFFFF) + b"\x00" * 1000)
+        await writer.drain()
+        await reader.read()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        slave = await stores.slave(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        await wait_until(lambda: len(accepted) >= 2, 30)
+        assert "transfer size" in slave.ha_client.last_error
+        assert slave.ha_client._decoder.buffered == 0 or slave.ha_client._decoder.buffered <= 12
+        assert slave.commit_log.max_offset == 0
+    finally:
+        server.close()
+
+
+async def test_silent_peers_cannot_lock_a_slave_out(stores):
+    """haMaxConnections peers that connect and say nothing: a real slave still gets in (the
+    oldest silent connection makes room)."""
+    master = await stores.master(ha_max_connections=3)
+    await put(master, 20)
+    peers = [await asyncio.to_thread(socket.create_connection, ("127.0.0.1", master.ha.port), 10) for _ in range(3)]
+    try:
+        await wait_until(lambda: master.ha.connection_count == 3)
+        slave = await stores.slave(master)
+        await caught_up(master, slave)
+        assert master.ha.connection_count <= 3
+    finally:
+        for p in peers:
+            p.close()
+
+
+async def test_a_silent_peer_is_not_a_slave_for_sync_master(stores):
+    master = await stores.master(broker_role="SYNC_MASTER", slave_timeout=20_000)
+    peer = await asyncio.to_thread(socket.create_connection, ("127.0.0.1", master.ha.port), 10)
+    try:
+        await wait_until(lambda: master.ha.connection_count == 1)
+        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 5)
+        assert r.status == PutMessageStatus.SLAVE_NOT_AVAILABLE and r.remark == "no slave connected"
+    finally:
+        peer.close()

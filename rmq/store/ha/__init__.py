@@ -5,6 +5,7 @@
   ``HAConnection`` (one slave), ``GroupTransferService`` (SYNC_MASTER waiters);
 * ``client``: the slave: ``HAClient`` (follows the master, appends at the same offsets).
 
+``ha_state(store)`` reads either side's state as one typed ``HAState`` (admin, metrics).
 ``MessageStore`` owns one of them by role (``store.ha`` on a master, ``store.ha_client`` on a
 slave) and adds their keys to ``runtime_info()``. Java 4.9.8 has no HA keys in its runtime
 info (it only logs ``slaveFallBehindMuch``); these are ours:
@@ -14,9 +15,10 @@ slave acknowledged), ``haSlaveFallBehindMuch`` (CommitLog end − that, bytes), 
 (``addr,ackOffset,lagBytes,lagMillis`` per slave, ``;``-separated), ``haTransferredBytes``,
 ``haSlaveTimeoutTimes``;
 slave: ``haMasterAddress``, ``haMasterConnected``, ``haSlaveReportedOffset``,
-``haReceivedBytes``, ``haLastTransferMillisAgo``, ``haDiverged``, ``haLastError``.
+``haReceivedBytes``, ``haConnectTimes``, ``haLastTransferMillisAgo``, ``haDiverged``, ``haLastError``.
 """
 from rmq.store.ha.client import HAClient
 from rmq.store.ha.service import GroupTransferService, HAConnection, HAService, SlaveState
+from rmq.store.ha.state import HAState, ha_state
 
-__all__ = ["GroupTransferService", "HAClient", "HAConnection", "HAService", "SlaveState"]
+__all__ = ["GroupTransferService", "HAClient", "HAConnection", "HAService", "HAState", "SlaveState", "ha_state"]

@@ -210,6 +210,7 @@ class HAClient:
         store = self.store
         cl = store.commit_log
         appended = False
+        sync_flush = store.config.sync_flush
         try:
             for offset, body in self._decoder.feed(data):
                 end = cl.max_offset
@@ -237,9 +238,11 @@ class HAClient:
         finally:
             if appended:
                 store.reput.wakeup()
-                if store.config.sync_flush:
+                if sync_flush:
                     self._flush_soon()
                 else:
+                    # After the transfers of this read (Java reports after each one; the master
+                    # keeps only the newest report, so one per read says the same with fewer writes).
                     self._report()
 
     def _refuse(self, proto: _Protocol, why: str) -> None:
@@ -287,6 +290,7 @@ class HAClient:
             "haMasterConnected": "true" if self.connected else "false",
             "haSlaveReportedOffset": str(self.reported_offset),
             "haReceivedBytes": str(self.bytes_received),
+            "haConnectTimes": str(self.connects),
             "haLastTransferMillisAgo": str(ago),
             "haDiverged": self.diverged or "",
             "haLastError": self.last_error or "",

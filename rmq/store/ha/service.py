@@ -14,6 +14,7 @@ more, and is closed after ``haHousekeepingInterval`` without a report.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import socket
 import time
@@ -45,7 +46,7 @@ class SlaveState:
     address: str
     ack_offset: int            # the slave has everything below this (-1 before its first report)
     lag_bytes: int             # master's CommitLog end − ack_offset
-    lag_millis: int            # ms since the slave last had everything the master had
+    lag_millis: int            # ms the oldest byte sent and not acknowledged has been out (0: none)
     connected_millis: int      # ms since it connected
 
 
@@ -183,7 +184,9 @@ class HAConnection(asyncio.Protocol):
         self.next_transfer_from = -1
         self.connected_at = time.monotonic()
         self.last_read = self.connected_at
-        self.caught_up_at = self.connected_at
+        # (end offset, monotonic time) of each transfer not acknowledged yet, oldest first:
+        # the slave's lag in time is how long the oldest unacknowledged byte has been out.
+        self._unacked: collections.deque[tuple[int, float]] = collections.deque(maxlen=4096)
         self.bytes_sent = 0
         self._first_report = asyncio.Event()
         self._writable: asyncio.Future[None] | None = None
@@ -205,7 +208,7 @@ class HAConnection(asyncio.Protocol):
         if not self.service.add_connection(self):
             self.transport.abort()
             return
-        log.info("HA: slave %s connected", self.address)
+        log.debug("HA: slave %s connected", self.address)
         self._task = self.service.tasks_spawn(self._write_loop(), f"ha-write-{self.address}")
 
     def data_received(self, data: bytes) -> None:
@@ -224,23 +227,24 @@ class HAConnection(asyncio.Protocol):
             if offset > store_max:
                 # Java keeps such a slave connected and sends it nothing; we say so and tell the
                 # slave where our log ends (a heartbeat at our end: any slave refuses it).
-                log.error("HA: slave %s has CommitLog up to %d but this master's ends at %d: the slave's data "
-                          "diverged from the master's; not replicating to it (rebuild the slave's store)",
-                          self.address, offset, store_max)
+                _rlog.error("ha-diverged", "HA: slave %s has CommitLog up to %d but this master's ends at %d: the "
+                            "slave's data diverged from the master's; not replicating to it (rebuild the slave's "
+                            "store)", self.address, offset, store_max)
                 if self.transport is not None:
                     self.transport.write(encode_transfer_header(store_max, 0))
                 self.close("diverged", log_it=False)
                 return
             self.slave_request_offset = offset
-            log.info("HA: slave %s requests offset %d", self.address, offset)
+            _rlog.info("ha-request", "HA: slave %s requests offset %d", self.address, offset)
             self._first_report.set()
         elif offset > store_max:
             self.close(f"reported offset {offset} past this master's CommitLog end {store_max}")
             return
         if offset > self.slave_ack_offset:
             self.slave_ack_offset = offset
-        if offset >= store_max:
-            self.caught_up_at = time.monotonic()
+        unacked = self._unacked
+        while unacked and unacked[0][0] <= offset:
+            unacked.popleft()
         self.service.notify_transfer_some(offset)
 
     def pause_writing(self) -> None:
@@ -259,11 +263,12 @@ class HAConnection(asyncio.Protocol):
         self.service.remove_connection(self)
         if self._task is not None:
             self._task.cancel()
-        log.info("HA: slave %s disconnected%s", self.address, f" ({exc})" if exc else "")
+        if self.slave_request_offset >= 0:
+            _rlog.info("ha-disconnect", "HA: slave %s disconnected%s", self.address, f" ({exc})" if exc else "")
 
     def close(self, why: str, log_it: bool = True) -> None:
         if log_it:
-            _rlog.warning(f"ha-close-{self.address}", "HA: closing slave %s: %s", self.address, why)
+            _rlog.warning("ha-close", "HA: closing slave %s: %s", self.address, why)
         if self.transport is not None and not self.closed:
             self.transport.close()
 
@@ -288,9 +293,10 @@ class HAConnection(asyncio.Protocol):
             self.next_transfer_from = end - end % cl.file_size
         else:
             self.next_transfer_from = self.slave_request_offset
-        log.info("HA: transferring to slave %s from offset %d (it requested %d)", self.address,
+        _rlog.info("ha-transfer", "HA: transferring to slave %s from offset %d (it requested %d)", self.address,
                  self.next_transfer_from, self.slave_request_offset)
         last_write = time.monotonic()
+        since_yield = 0
         transport = self.transport
         assert transport is not None
         while not self.closed:
@@ -299,7 +305,7 @@ class HAConnection(asyncio.Protocol):
                 self.close(f"no report for {int((now - self.last_read) * 1000)} ms")
                 return
             if self.next_transfer_from < cl.min_offset:
-                _rlog.error(f"ha-gone-{self.address}", "HA: slave %s needs offset %d but this master's CommitLog "
+                _rlog.error("ha-gone", "HA: slave %s needs offset %d but this master's CommitLog "
                             "starts at %d (older files were deleted): rebuild the slave's store",
                             self.address, self.next_transfer_from, cl.min_offset)
                 self.close("data gone", log_it=False)
@@ -319,6 +325,12 @@ class HAConnection(asyncio.Protocol):
                 finally:
                     mf.release()
                 last_write = time.monotonic()
+                since_yield += 1
+                if since_yield >= 32:
+                    # A fast reader never pauses the transport: let the loop breathe while a
+                    # slave catches up (one file is up to 32768 transfers).
+                    since_yield = 0
+                    await asyncio.sleep(0)
                 continue
             interval = cfg.ha_send_heartbeat_interval / 1000.0
             wait = last_write + interval - time.monotonic()
@@ -344,6 +356,7 @@ class HAConnection(asyncio.Protocol):
         transport.writelines([encode_transfer_header(at, size), view])
         del view        # (the transport keeps its own reference while it holds unwritten bytes)
         self.next_transfer_from = at + size
+        self._unacked.append((at + size, time.monotonic()))
         self.bytes_sent += size
         self.service.bytes_sent += size
         return mf
@@ -351,9 +364,9 @@ class HAConnection(asyncio.Protocol):
     def state(self, store_max: int) -> SlaveState:
         now = time.monotonic()
         ack = self.slave_ack_offset
-        caught = self.caught_up_at if ack < store_max else now
+        lag_ms = int((now - self._unacked[0][1]) * 1000) if self._unacked and ack < store_max else 0
         return SlaveState(self.address, ack, max(0, store_max - ack) if ack >= 0 else store_max,
-                          int((now - caught) * 1000), int((now - self.connected_at) * 1000))
+                          lag_ms, int((now - self.connected_at) * 1000))
 
 
 class HAService:
@@ -391,7 +404,7 @@ class HAService:
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: HAConnection(self), self.host, port, reuse_address=True)
         self.port = self.server.sockets[0].getsockname()[1]
-        log.info("HA service listening on %s:%d (%s)", self.host, self.port, cfg.broker_role)
+        log.info("HA service accepting slaves on %s:%d (%s)", self.host, self.port, cfg.broker_role)
 
     def tasks_spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         assert self._spawn is not None
@@ -417,6 +430,14 @@ class HAService:
     # -- connections -------------------------------------------------------------------------
     def add_connection(self, conn: HAConnection) -> bool:
         limit = self.store.config.ha_max_connections
+        if len(self.connections) >= limit:
+            # Make room by closing the oldest connection that has not reported an offset yet
+            # (a real slave reports at once, Java's within haSendHeartbeatInterval), so idle
+            # peers cannot lock a slave out until their housekeeping deadline.
+            silent = next((c for c in self.connections if c.slave_request_offset < 0), None)
+            if silent is not None:
+                self.connections.remove(silent)
+                silent.close("no report yet and the connection limit is reached")
         if len(self.connections) >= limit:
             self.refused += 1
             _rlog.warning("ha-limit", "HA: refusing a connection from %s: %d slaves connected (haMaxConnections)",
@@ -461,8 +482,11 @@ class HAService:
             self.group_transfer.notify_transfer_some(acked)
 
     def is_slave_ok(self, master_put_where: int) -> bool:
-        return (bool(self.connections)
-                and master_put_where - self.push2slave_max_offset < self.store.config.ha_slave_fallbehind_max)
+        """Java ``isSlaveOK``, counting only connections that have reported an offset (Java
+        counts every accepted socket, so any peer on the HA port would make puts wait)."""
+        if master_put_where - self.push2slave_max_offset >= self.store.config.ha_slave_fallbehind_max:
+            return False
+        return any(c.slave_request_offset >= 0 for c in self.connections)
 
     # -- state -------------------------------------------------------------------------------------
     def slaves(self) -> list[SlaveState]:
