@@ -13,7 +13,7 @@ import json
 import pytest
 from broker_support import decode_records
 
-from rmq._testing import BrokerEnv, run_broker, run_namesrv, wait_until
+from rmq._testing import BrokerEnv, free_broker_port, run_broker, run_namesrv, wait_until
 from rmq.broker.managers.config_store import ConfigManager
 from rmq.broker.managers.consumer_offset import ConsumerOffsetManager
 from rmq.broker.managers.subscription_group import SubscriptionGroupManager
@@ -389,7 +389,7 @@ async def test_golden_slave_copies_a_java_masters_answers(tmp_path):
 async def test_vip_channel_serves_what_a_java_slave_reads_there(tmp_path):
     """Java's slave asks GET_ALL_TOPIC_CONFIG on its master's listenPort - 2 (MixAll
     .brokerVIPChannel); a broker on a fixed port answers it there, and nothing that writes."""
-    port = _port_with_free_vip()
+    port = free_broker_port()
     async with run_broker(tmp_path / "m", listen_port=port) as master:
         client = RemotingClient()
         try:
@@ -410,19 +410,3 @@ async def test_vip_channel_serves_what_a_java_slave_reads_there(tmp_path):
     async with run_broker(tmp_path / "e") as ephemeral:
         assert ephemeral.vip_channel is None
 
-
-def _port_with_free_vip() -> int:
-    """A free port whose port - 2 is free too (bound and released just now)."""
-    import socket
-
-    from rmq._testing import free_port
-
-    for _ in range(100):
-        port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port - 2))
-            except OSError:
-                continue
-        return port
-    raise AssertionError("no free port pair found")

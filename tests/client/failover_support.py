@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from rmq._testing import free_port, wait_for_port
+from rmq._testing import free_broker_port, wait_for_port
 
 __all__ = ["BrokerProcess"]
 
@@ -29,7 +29,7 @@ class BrokerProcess:
     def __init__(self, directory: Path, namesrv_addr: str, **props: object) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
+        self.port = free_broker_port()
         self.conf = self.dir / "broker.conf"
         base: dict[str, object] = {
             "brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 0,
