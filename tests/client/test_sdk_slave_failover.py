@@ -12,12 +12,12 @@ import json
 import shutil
 
 import pytest
-from failover_support import BrokerProcess
 from sdk_support import create_topic, wait_until
 
 import rmq
 import rmq.client.instance as client_instance
 from rmq._testing import run_namesrv
+from rmq._testing.processes import BrokerProcess
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode, ResponseCode
 

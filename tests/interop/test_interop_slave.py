@@ -13,19 +13,15 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
-from pathlib import Path
 
 import interop_support as support
 import pytest
 
 import rmq
 from rmq._testing import run_namesrv, wait_until
+from rmq._testing.processes import BrokerProcess
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.codes import RequestCode
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "client"))
-from failover_support import BrokerProcess
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
 QUEUES = 2

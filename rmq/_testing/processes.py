@@ -1,5 +1,5 @@
-"""Brokers as separate processes for the master/slave tests: ``rmq broker -c broker.conf``, as the
-README tells an operator to run them, so a test can ``kill -9`` one."""
+"""Brokers as separate processes for the master/slave tests and benchmarks: ``rmq broker -c
+broker.conf``, as the README tells an operator to run them, so a test can ``kill -9`` one."""
 from __future__ import annotations
 
 import asyncio
