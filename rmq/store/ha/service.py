@@ -68,6 +68,7 @@ class GroupTransferService:
         self.callbacks: list[tuple[int, float, PutMessageResult, TransferCallback]] = []
         self.futures: list[tuple[int, asyncio.Future[bool]]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.timeouts = 0
 
     def add_callback(self, result: PutMessageResult, callback: TransferCallback, force: bool = False) -> bool:
@@ -79,7 +80,9 @@ class GroupTransferService:
         if self.service.push2slave_max_offset >= end:
             _call(callback, result, None)
             return True
-        loop = asyncio.get_running_loop()
+        loop = self._loop
+        if loop is None:        # (asyncio.get_running_loop costs a getpid syscall in Python 3.11)
+            loop = self._loop = asyncio.get_running_loop()
         deadline = loop.time() + self.service.store.config.slave_timeout / 1000.0
         self.callbacks.append((end, deadline, result, callback))
         if self._timer is None:
@@ -111,7 +114,7 @@ class GroupTransferService:
         callbacks = self.callbacks
         if not callbacks:
             return
-        loop = asyncio.get_running_loop()
+        loop = self._loop or asyncio.get_running_loop()
         now = loop.time()
         n = 0
         while n < len(callbacks) and callbacks[n][1] <= now:
