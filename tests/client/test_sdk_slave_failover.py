@@ -215,3 +215,47 @@ async def test_replicated_slave_serves_consumers_after_kill_9_of_the_master(tmp_
             await rc.close()
             master.kill()
             slave.kill()
+
+
+async def test_lite_pull_consumer_polls_the_slave_while_the_master_is_down(tmp_path, monkeypatch):
+    """rmq.PullConsumer (subscribe mode): polls 4 messages from the master, the master is
+    killed, the rest come from the slave (the slave's store is a copy, so nothing
+    replicates), and its commit lands on the slave."""
+    monkeypatch.setattr(client_instance, "POLL_NAMESRV_INTERVAL", 1.0)
+    topic, group, queues = "LiteFailT", "CG_LiteFail", 2
+    async with run_namesrv() as ns:
+        nsaddr = f"127.0.0.1:{ns.port}"
+        master = await BrokerProcess(tmp_path / "m", nsaddr).astart()
+        slave = BrokerProcess(tmp_path / "s", nsaddr, brokerId=1, brokerRole="SLAVE")
+        rc = RemotingClient()
+        try:
+            await create_topic(master.addr, topic, queues=queues)
+            bodies = [b"l%d" % i for i in range(40)]
+            await _produce(nsaddr, topic, bodies)
+            assert await asyncio.to_thread(master.stop) == 0
+            shutil.copytree(tmp_path / "m" / "store", tmp_path / "s" / "store")
+            await master.astart()
+            await slave.astart()
+            await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="master and slave in the route")
+            c = rmq.PullConsumer(nsaddr, group, consume_from_where=FIRST, pull_batch_size=1,
+                                 pull_threshold_for_queue=1, auto_commit=False)
+            c.subscribe(topic)
+            got: list[bytes] = []
+            async with c:
+                while len(got) < 4:
+                    got.extend(m.body for m in await c.poll(timeout=1.0, max_messages=1))
+                master.kill()
+                await wait_until(lambda: _ids_are(rc, nsaddr, topic, {1}), what="the master gone from the route")
+
+                async def drained() -> bool:
+                    got.extend(m.body for m in await c.poll(timeout=0.5))
+                    return set(got) >= set(bodies)
+
+                await wait_until(drained, timeout=60, what="all 40, the rest from the slave")
+                await c.commit()
+                assert await _committed(rc, slave.addr, group, topic, queues) == 40
+            assert sorted(got) == sorted(bodies)
+        finally:
+            await rc.close()
+            master.kill()
+            slave.kill()
