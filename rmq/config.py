@@ -144,7 +144,12 @@ class BrokerConfig:
         channel_expired_seconds: a client that has not sent a heartbeat for this long is
             dropped (Java 120 s).
         idle_timeout: connections with no traffic for this long are closed (120 s).
-        slave_read_enable: a slave serves pulls itself (False).
+        slave_read_enable: a master suggests consumers pull from its slave when they read from
+            disk, a slave suggests they stay (False: every broker suggests the master; a slave
+            still answers the pulls it gets, as Java 4.9.8's does).
+        slave_sync_interval_ms: how often a SLAVE copies its master's topic config, consumer
+            offsets, delay offsets and subscription groups (10 000, Java's fixed period;
+            100..600 000).
         enable_property_filter: consumers may filter by SQL92 expressions on message
             properties (False, as Java).
         filter_cache_size: compiled SQL92 filters kept, one per (group, topic, subscription
@@ -255,6 +260,9 @@ class BrokerConfig:
     slave_read_enable: bool = False
     enable_property_filter: bool = False
     filter_cache_size: int = setting(4096, lo=16, hi=1_000_000)
+    # Not in Java (its SlaveSynchronize runs every 10 s, fixed): how often a SLAVE copies its
+    # master's topics, groups, consumer offsets and delay progress (rmq.broker.slave_sync).
+    slave_sync_interval_ms: int = setting(10_000, lo=100, hi=600_000, unit="ms")
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     transaction_time_out: int = setting(6000, lo=1, hi=JAVA_INT.hi, unit="ms")

@@ -75,6 +75,27 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def free_broker_port(host: str = "127.0.0.1") -> int:
+    """A free port for a broker on a fixed ``listenPort`` whose neighbours are free too: the
+    HA port (``listenPort + 1``, a master's replication listener) and the VIP channel
+    (``listenPort - 2``). Racy like :func:`free_port`."""
+    for _ in range(100):
+        port = free_port(host)
+        if port < 3 or port > 65534:
+            continue
+        try:
+            with socket.socket() as a, socket.socket() as b:
+                a.bind((host, port - 2))
+                b.bind((host, port + 1))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError("no free port with free neighbours found")
+
+
+__all__ += ["free_broker_port"]
+
+
 def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
     """True once something accepts TCP connections on ``host:port`` (polls every 50 ms)."""
     deadline = time.monotonic() + timeout

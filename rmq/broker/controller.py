@@ -23,7 +23,9 @@ Background tasks, each owned here and cancelled (and awaited) in ``shutdown``:
   (200 ms), consumer offsets every ``flushConsumerOffsetInterval`` (5 s), delay progress every
   10 s, each only when changed, snapshotted on the loop and written in a thread;
 * ``housekeep`` — every 10 s, drop clients whose last heartbeat is older than 120 s (Java's
-  ``ClientHousekeepingService``) and queue locks past ``rebalanceLockMaxLiveTime``.
+  ``ClientHousekeepingService``) and queue locks past ``rebalanceLockMaxLiveTime``;
+* ``slave-sync`` — on a SLAVE only, every ``slaveSyncIntervalMs`` (10 s), copy the master's
+  topics, groups, consumer offsets and delay progress (rmq.broker.slave_sync).
 
 Each processor is registered by request code with its own ``ProcessorPool``, Java's
 ``registerProcessor(code, processor, executor)``.
@@ -34,6 +36,7 @@ import asyncio
 import logging
 import os
 from collections.abc import Callable
+from typing import Any
 
 from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
 from rmq.broker.config_update import BrokerConfiguration
@@ -64,8 +67,10 @@ from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
 from rmq.broker.rebalance_lock import RebalanceLockManager
 from rmq.broker.schedule import ScheduleMessageService
+from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.stats import BrokerStatsManager
 from rmq.broker.transaction import TransactionalMessageService
+from rmq.broker.vip_channel import VipChannel, vip_port
 from rmq.common.constants import PermName
 from rmq.common.tasks import BackgroundTasks
 from rmq.config import BrokerConfig
@@ -142,9 +147,8 @@ class BrokerController:
         self.config_persister.add(self.consumer_offset_manager,
                                   max(broker_config.flush_consumer_offset_interval, 100) / 1000.0)
         self.config_persister.add(self.schedule_service.table, self.schedule_service.flush_interval)
-        self.server = RemotingServer(
-            broker_config.listen_host, broker_config.listen_port, idle_timeout=broker_config.idle_timeout,
-            name="broker",
+        server_settings: dict[str, Any] = dict(
+            idle_timeout=broker_config.idle_timeout,
             write_buffer_high=broker_config.write_buffer_high,
             write_buffer_limit=broker_config.write_buffer_limit or None,
             frame_read_timeout=broker_config.frame_read_timeout_seconds or None,
@@ -152,12 +156,19 @@ class BrokerController:
             close_grace=broker_config.close_grace_seconds,
             tls=tls.server_options() if tls is not None else None,
         )
+        self.server = RemotingServer(broker_config.listen_host, broker_config.listen_port, name="broker",
+                                     **server_settings)
+        # Java's fastRemotingServer on listenPort - 2 (rmq.broker.vip_channel), fixed ports only.
+        self.vip_channel: VipChannel | None = None
+        self._vip_settings = server_settings
         self.message_store: MessageStore | None = None
         self.pull_message_processor: PullMessageProcessor | None = None
         self.pull_request_hold_service: PullRequestHoldService | None = None
         self.broker_outer_api = BrokerOuterAPI(
             broker_config.namesrv_addr_list,
             tls=tls.client_context() if tls is not None and tls.client_enabled else None)
+        # A SLAVE copies its master's metadata (started in start() only for a slave).
+        self.slave_synchronize = SlaveSynchronize(self, broker_config.slave_sync_interval_ms / 1000.0)
         self.ready = False
         # ACL 1.0 (aclEnable): loaded at start, watched by the "acl-watch" task.
         self.acl: PlainPermissionManager | None = None
@@ -234,6 +245,11 @@ class BrokerController:
         for ops_code in ops.codes:
             s.register_processor(ops_code, _Gate(self, ops),
                                  admin_pool if ops_code in OpsAdminProcessor.WRITE_CODES else admin_query_pool)
+        port = vip_port(self.broker_config.listen_port)
+        if port is not None:
+            gated = {code: _Gate(self, admin) for code in admin.codes}
+            gated.update({code: _Gate(self, ops) for code in ops.codes})
+            self.vip_channel = VipChannel(self.broker_config.listen_host, port, gated, **self._vip_settings)
         # Message semantics, each with its own pool as in Java.
         send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)
@@ -281,6 +297,8 @@ class BrokerController:
         self._register_processors()
         self.server.add_connection_listener(self._on_connection_event)
         await self.server.start()
+        if self.vip_channel is not None:
+            await self.vip_channel.start()
         try:
             self._resolve_ha_listen_port()
             self.message_store = MessageStore(self.store_config, (self.broker_config.broker_ip1, self.server.port))
@@ -289,6 +307,8 @@ class BrokerController:
         except BaseException:
             self.message_store = None
             await self.server.close()
+            if self.vip_channel is not None:
+                await self.vip_channel.close()
             await self.broker_outer_api.close()
             raise
         self.pull_request_hold_service = PullRequestHoldService(
@@ -312,6 +332,8 @@ class BrokerController:
         self._spawn(self.config_persister.run(), "persist")
         self._spawn(self._stats_loop(), "stats")
         self._spawn(self._housekeeping_loop(), "housekeep")
+        if self.is_slave:
+            self._spawn(self.slave_synchronize.run(), "slave-sync")
         await self.metrics.start()
         if self.acl is not None:
             self._spawn(self.acl.watch(), "acl-watch")
@@ -346,6 +368,8 @@ class BrokerController:
             steps.append(("pull hold service", self.pull_request_hold_service.stop))
         steps.append(("metrics endpoint", self.metrics.close))
         steps.append(("server", self.server.close))
+        if self.vip_channel is not None:
+            steps.append(("VIP channel", self.vip_channel.close))
         steps.append(("config tables", self.config_persister.flush_all))
         if self.message_store is not None:
             steps.append(("store", self.message_store.shutdown))

@@ -391,13 +391,18 @@ class ClientInstance:
 
     def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
                                          only_this_broker: bool = False) -> tuple[str, bool] | None:
-        """(address, is_slave) for ``broker_id`` of ``broker_name``, else any node of it."""
+        """(address, is_slave) for ``broker_id`` of ``broker_name``; for a slave id that is
+        absent, the next one (``broker_id + 1``); else, unless ``only_this_broker``, any node of
+        it, so consumers read a slave while the master is gone (Java
+        ``MQClientInstance.findBrokerAddressInSubscribe``)."""
         table = self.broker_addr_table.get(broker_name)
         if not table:
             return None
         addr = table.get(broker_id)
         if addr is not None:
             return addr, broker_id != MASTER_ID
+        if broker_id != MASTER_ID and (addr := table.get(broker_id + 1)) is not None:
+            return addr, True
         if only_this_broker:
             return None
         bid, addr = next(iter(sorted(table.items())))

@@ -835,6 +835,35 @@ def parse_broker_acl_config(resp: RemotingCommand) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------- slave
+# What a slave reads from its master every 10 s (Java BrokerOuterAPI.getAllTopicConfig,
+# getAllSubscriptionGroupConfig; offsets and delay offsets: get_all_consumer_offset and
+# get_all_delay_offset above).
+from rmq.remoting.body import sync as _sync_body  # noqa: E402  (this section's bodies)
+
+
+def get_all_topic_config() -> RemotingCommand:
+    """GET_ALL_TOPIC_CONFIG (21) to one broker; parse with :func:`parse_all_topic_config`."""
+    return _request(RequestCode.GET_ALL_TOPIC_CONFIG)
+
+
+def parse_all_topic_config(resp: RemotingCommand) -> _sync_body.TopicConfigWrapper:
+    """The broker's topic table and its data version."""
+    return parse_body(resp, "TopicConfigSerializeWrapper", _sync_body.TopicConfigWrapper.decode)
+
+
+def get_all_subscription_group_config() -> RemotingCommand:
+    """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) to one broker; parse with
+    :func:`parse_all_subscription_group_config`."""
+    return _request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+
+
+def parse_all_subscription_group_config(resp: RemotingCommand) -> _sync_body.SubscriptionGroupWrapper:
+    """The broker's subscription groups and their data version."""
+    return parse_body(resp, "SubscriptionGroupWrapper", _sync_body.SubscriptionGroupWrapper.decode)
+
+
+__all__ += ["get_all_subscription_group_config", "get_all_topic_config", "parse_all_subscription_group_config",
+            "parse_all_topic_config"]
 
 
 # ---------------------------------------------------------------------------- sql92

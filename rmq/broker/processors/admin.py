@@ -310,6 +310,8 @@ class AdminBrokerProcessor:
             "brokerActive": "true",
             "pullHoldRequestCount": str(c.pull_request_hold_service.held_count),
         })
+        if c.is_slave:   # what the slave copies from its master (rmq.broker.slave_sync)
+            table.update(c.slave_synchronize.runtime_info())
         return table
 
     def _consume_stats(self, group: str, topic: str, *, order_only: bool,

@@ -235,9 +235,18 @@ class PullMessageProcessor:
         code = _STATUS_CODE.get(status)
         if code is None:  # NO_MESSAGE_IN_QUEUE, NO_MATCHED_LOGIC_QUEUE
             code = ResponseCode.PULL_OFFSET_MOVED if h.queue_offset != 0 else ResponseCode.PULL_NOT_FOUND
-        if c.is_slave and not self.broker_config.slave_read_enable:
+        # A slave serves the pull whatever slaveReadEnable says: Java 4.9.8 sets
+        # PULL_RETRY_IMMEDIATELY for a SLAVE without slaveReadEnable, then overwrites it from the
+        # store's status (PullMessageProcessor.processRequest), so consumers read a slave when
+        # the master is gone. A slave does not move a consumer's offset it cannot vouch for
+        # (it may lag its master): without offsetCheckInSlave, PULL_OFFSET_MOVED becomes
+        # PULL_RETRY_IMMEDIATELY at the requested offset, suggesting the group's brokerId.
+        if code == ResponseCode.PULL_OFFSET_MOVED and c.is_slave and not c.store_config.offset_check_in_slave:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
-            suggest = MASTER_ID
+            suggest = sgc.broker_id
+            _rlog.warning("slave-offset-moved", "PULL_OFFSET_MOVED:none correction. topic=%s, groupId=%s, "
+                          "requestOffset=%d, suggestBrokerId=%d", clip(h.topic), clip(h.consumer_group),
+                          h.queue_offset, suggest)
         ext["suggestWhichBrokerId"] = str(suggest)
 
         response: RemotingCommand | None

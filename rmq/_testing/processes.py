@@ -1,0 +1,99 @@
+"""Brokers as separate processes for the master/slave tests and benchmarks: ``rmq broker -c
+broker.conf``, as the README tells an operator to run them, so a test can ``kill -9`` one."""
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rmq._testing import free_broker_port, wait_for_port
+
+__all__ = ["BrokerProcess"]
+
+
+class BrokerProcess:
+    """``python -m rmq broker -c <dir>/broker.conf``; the store in ``<dir>/store``, the log in
+    ``<dir>/broker.log``. The listen port is fixed at construction, so a restart (``start()``
+    again) comes back at the same address, as a real broker does.
+
+    Args:
+        directory: the broker's directory (created).
+        namesrv_addr: ``host:port`` of the name server.
+        props: more broker.conf properties (``brokerId``, ``brokerRole``, ...).
+    """
+
+    def __init__(self, directory: Path, namesrv_addr: str, **props: object) -> None:
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_broker_port()
+        self.conf = self.dir / "broker.conf"
+        base: dict[str, object] = {
+            "brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 0,
+            "brokerRole": "ASYNC_MASTER", "namesrvAddr": namesrv_addr, "listenPort": self.port,
+            "brokerIP1": "127.0.0.1", "storePathRootDir": str(self.dir / "store"),
+            "mappedFileSizeCommitLog": 4 * 1024 * 1024, "mappedFileSizeConsumeQueue": 60_000,
+            "maxHashSlotNum": 20_000, "maxIndexNum": 80_000}
+        base.update(props)
+        self.conf.write_text("".join(f"{k}={v}\n" for k, v in base.items()))
+        self.log_path = self.dir / "broker.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log_start = 0
+
+    @property
+    def addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def log_text(self, start: int = 0) -> str:
+        """The log from byte ``start`` (every run of this broker appends to it)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(start)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        """Start and return once this run logged "rmq broker ... listening" (the broker is ready
+        and registered) and its port accepts connections."""
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "rmq", "broker", "-c", str(self.conf)],
+                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=dict(os.environ))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rmq broker exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}")
+            if "rmq broker" in self.log_text(self._log_start) and wait_for_port("127.0.0.1", self.port, 0.5):
+                return self
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"rmq broker did not start within {timeout}s:\n{self.log_text()[-3000:]}")
+
+    async def astart(self, timeout: float = 30.0) -> BrokerProcess:
+        """:meth:`start` in a thread, so the caller's event loop (an in-process name server
+        answering the broker's registration) keeps running meanwhile."""
+        return await asyncio.to_thread(self.start, timeout)
+
+    def kill(self) -> None:
+        """``kill -9``: no shutdown, no unregistration, no flush."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM (a clean shutdown) and wait; SIGKILL after ``timeout``."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
