@@ -281,9 +281,9 @@ class StandaloneProcess:
         last = ""
         for _ in range(attempts):
             self.namesrv_port = self._fixed_ports[0] or free_port()
-            self.broker_port = self._fixed_ports[1] or free_port()
+            self.broker_port = self._fixed_ports[1] or free_broker_port()
             while self.broker_port == self.namesrv_port:
-                self.broker_port = free_port()
+                self.broker_port = free_broker_port()
             env = dict(os.environ)
             env.update(self.env or {})
             with open(self.log_path, "ab") as log:

@@ -69,7 +69,8 @@ def _translate_start_error(e: BaseException, what: str, addr: str, store_dir: st
     if isinstance(e, OSError) and e.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
         reason = {errno.EADDRINUSE: "address already in use", errno.EACCES: "permission denied",
                   errno.EADDRNOTAVAIL: "address not available"}[e.errno]
-        return StartupError(f"cannot listen on {addr} for the {what}: {reason} "
+        where = e.filename if isinstance(e.filename, str) and e.filename else addr   # (the HA port names itself)
+        return StartupError(f"cannot listen on {where} for the {what}: {reason} "
                             "(is another broker or name server running?)", EXIT_PORT_TAKEN)
     if isinstance(e, StoreError):
         return StartupError(f"cannot open the store at {store_dir}: {e}", EXIT_STORE_LOCKED)

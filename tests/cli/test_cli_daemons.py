@@ -71,6 +71,20 @@ def test_port_taken_is_a_clear_error(tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def test_ha_port_taken_names_ha_listen_port(tmp_path):
+    """A master listens on haListenPort (listenPort + 1) too; when that is taken, the error
+    names it rather than the broker's own port."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        ha_port = s.getsockname()[1]
+        r = run(["standalone", "--namesrv-port", str(free_port()), "--broker-port", str(ha_port - 1),
+                 "--store-dir", str(tmp_path / "s"), "--consolePort=0", "--metricsPort=0"])
+    assert r.returncode == 3, r.stderr
+    assert f"cannot listen on 127.0.0.1:{ha_port} (haListenPort)" in r.stderr and "address already in use" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_locked_store_is_a_clear_error(tmp_path):
     store = tmp_path / "store"
     with StandaloneProcess(store):

@@ -405,7 +405,11 @@ class HAService:
         cfg = self.store.config
         port = max(cfg.ha_listen_port, 0)
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: HAConnection(self), self.host, port, reuse_address=True)
+        try:
+            self.server = await loop.create_server(lambda: HAConnection(self), self.host, port, reuse_address=True)
+        except OSError as e:
+            # name the HA port, not the broker's, in the start-up error the CLI prints
+            raise OSError(e.errno, e.strerror, f"{self.host}:{port} (haListenPort)") from e
         self.port = self.server.sockets[0].getsockname()[1]
         log.info("HA service accepting slaves on %s:%d (%s)", self.host, self.port, cfg.broker_role)
 
