@@ -310,7 +310,7 @@ def test_dashboard_draws_topic_tps(page: Any, cluster: Any, loop_thread: Any, sh
         async with rmq.Producer(ns, "PG_tps") as p:
             for i in range(40):
                 await p.send(rmq.Message(topic, b"t%d" % i))
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)   # the load under test: traffic spread over ~2 sampling rounds
 
     loop_thread.run(trickle())
     expect()(page.locator("#topic-chart .legend")).to_contain_text(topic, timeout=WAIT)
