@@ -148,7 +148,7 @@ def _garbage_peer(port: int, stop: list) -> None:
             i += 1
         except OSError:
             pass
-        time.sleep(0.002)
+        time.sleep(0.002)       # the bad peer's pace (not a wait for a state)
     for s in held:
         s.close()
 
