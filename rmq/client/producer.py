@@ -57,7 +57,7 @@ from rmq.types import (
 from . import hooks as _hooks
 from . import request_reply as _rr
 from ._codec import UniqKeyGenerator, compress_body, message_properties, properties_to_string
-from .arguments import Namespace, check_namesrv_addr, check_range
+from .arguments import Namespace, check_namesrv_addr, check_positive, check_range
 from .instance import ClientInstance, get_client_instance
 
 if TYPE_CHECKING:
@@ -256,7 +256,8 @@ class Producer:
         self._closing = False
         self._member = _ProducerMember(self)
         if trace_topic is not None and TopicValidator.check_topic(trace_topic) is not None:
-            raise ClientError(f"trace_topic {trace_topic[:40]!r}: {TopicValidator.check_topic(trace_topic)}")
+            raise ConfigError("trace_topic", f"{trace_topic[:40]!r}: {TopicValidator.check_topic(trace_topic)}",
+                              "a legal topic name (default RMQ_SYS_TRACE_TOPIC)")
         if trace:
             from .trace import SendMessageTraceHook, TraceDispatcher
 
@@ -546,8 +547,7 @@ class Producer:
             rmq.errors.BrokerResponseError, rmq.errors.RemotingError: the send failed.
         """
         inst = self._check_running()
-        if timeout <= 0:
-            raise ClientError(f"timeout must be > 0, got {timeout}")
+        check_positive("timeout", timeout)
         start = time.monotonic()
         correlation_id, extra = _rr.request_properties(inst.client_id, timeout)
         prepared = self._prepare(msg, extra)

@@ -80,6 +80,8 @@ async def test_send_future_carries_the_broker_error(tmp_path, unique, caplog):
     (lambda: rmq.PullConsumer("127.0.0.1:9876", "CG", poll_timeout=-1), "poll_timeout"),
     (lambda: rmq.PullConsumer("127.0.0.1:9876", "", ), "group"),
     (lambda: rmq.PullConsumer("127.0.0.1:9876", "CG", allocate_strategy="NOPE"), "allocate_strategy"),
+    (lambda: rmq.Producer("127.0.0.1:9876", "PG", trace_topic="bad topic!"), "trace_topic"),
+    (lambda: rmq.MessageSelector.sql("  "), "expression"),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_argument(make, argument):
     with pytest.raises(ValueError) as ei:
