@@ -21,8 +21,11 @@ WAIT = 60_000   # ms: generous, the machine is shared
 
 
 def expect() -> Any:
+    """Playwright's ``expect`` with WAIT as the default timeout of every assertion (its own
+    default, 5 s, is too short on the shared machine)."""
     from playwright.sync_api import expect as _expect
 
+    _expect.set_options(timeout=WAIT)
     return _expect
 
 

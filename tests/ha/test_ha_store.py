@@ -461,7 +461,7 @@ async def test_a_silent_peer_is_not_a_slave_for_sync_master(stores):
     peer = await asyncio.to_thread(socket.create_connection, ("127.0.0.1", master.ha.port), 10)
     try:
         await wait_until(lambda: master.ha.connection_count == 1)
-        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 5)
+        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 15)   # < slave_timeout
         assert r.status == PutMessageStatus.SLAVE_NOT_AVAILABLE and r.remark == "no slave connected"
     finally:
         peer.close()
