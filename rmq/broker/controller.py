@@ -486,7 +486,8 @@ class BrokerController:
         if sc.ha_listen_port < 0:
             sc.ha_listen_port = self.server.port + 1 if self.broker_config.listen_port else 0
         if sc.broker_role != "SLAVE" and sc.ha_listen_port and sc.ha_listen_port == self.server.port:
-            raise ValueError(f"haListenPort {sc.ha_listen_port} is the broker's listenPort")
+            raise ValueError(f"haListenPort {sc.ha_listen_port} is the broker's listenPort (allowed: another port "
+                             f"1..65535, 0 for an ephemeral one, -1 for listenPort + 1)")
 
     @property
     def ha_server_addr(self) -> str:

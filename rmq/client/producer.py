@@ -31,6 +31,7 @@ from rmq.errors import (
     RemotingConnectError,
     RemotingError,
     RemotingTimeoutError,
+    RemotingTooMuchRequestError,
     RequestTimeoutError,
     RMQError,
     TopicNotExistError,
@@ -57,7 +58,7 @@ from rmq.types import (
 from . import hooks as _hooks
 from . import request_reply as _rr
 from ._codec import UniqKeyGenerator, compress_body, message_properties, properties_to_string
-from .arguments import Namespace, check_namesrv_addr, check_range
+from .arguments import Namespace, check_namesrv_addr, check_positive, check_range
 from .instance import ClientInstance, get_client_instance
 
 if TYPE_CHECKING:
@@ -68,6 +69,9 @@ __all__ = ["Producer", "MessageQueueSelector", "select_by_hash", "validate_group
 log = logging.getLogger("rmq.client")
 # per-request failures repeat during an outage: one line per kind per 10 s, with a count
 _rlog = RateLimitedLog(log)
+
+#: futures of ``Producer.send`` not resolved yet, at most (``max_pending_sends``)
+DEFAULT_MAX_PENDING_SENDS = 10_000
 
 DEFAULT_PRODUCER_GROUP = MixAll.DEFAULT_PRODUCER_GROUP
 CLIENT_INNER_PRODUCER_GROUP = MixAll.CLIENT_INNER_PRODUCER_GROUP
@@ -190,6 +194,10 @@ class Producer:
         retry_backoff: seconds before the first retry of a failed send, doubling per retry up
             to 1 s and never past the send's deadline (aiokafka ``retry_backoff_ms``);
             [0, 10]; default 0.1.
+        max_pending_sends: futures of :meth:`send` / :meth:`send_with_callback` not resolved
+            yet; default 10 000, [1, 10 000 000]. Past it those calls raise
+            ``RemotingTooMuchRequestError`` (retriable: await some pending futures first), so
+            an application that never awaits cannot grow memory without bound.
 
     Use ``async with Producer(...) as p`` or ``await p.start()`` / ``await p.close()``.
 
@@ -208,7 +216,8 @@ class Producer:
                  security_token: str | None = None, tls: bool | ssl.SSLContext | None = None,
                  max_outstanding_requests: int = _rr.DEFAULT_MAX_OUTSTANDING_REQUESTS,
                  trace: bool = False, trace_topic: str | None = None,
-                 namespace: str | None = None, retry_backoff: float = 0.1) -> None:
+                 namespace: str | None = None, retry_backoff: float = 0.1,
+                 max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS) -> None:
         check_namesrv_addr(namesrv_addr)
         validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
         self._ns = Namespace(namespace)
@@ -226,6 +235,8 @@ class Producer:
         check_range("compress_level", compress_level, 0, 9)
         check_range("default_topic_queue_nums", default_topic_queue_nums, 1, 1024)
         check_range("retry_backoff", retry_backoff, 0, 10)
+        check_range("max_pending_sends", max_pending_sends, 1, 10_000_000)
+        self._max_pending_sends = max_pending_sends
         if not instance_name or not isinstance(instance_name, str):
             raise ConfigError("instance_name", f"must be a non-empty string, got {instance_name!r}")
         if transaction_checker is not None and not callable(transaction_checker):
@@ -358,7 +369,8 @@ class Producer:
         future to await it later, or use :meth:`send_and_wait`.
 
         The message is checked (and encoded) at once: a ClientError for an invalid message or a
-        producer that is not running is raised by this call, not by the future. :meth:`close`
+        producer that is not running, and RemotingTooMuchRequestError past
+        ``max_pending_sends``, are raised by this call, not by the future. :meth:`close`
         waits for the futures still pending.
 
         Args:
@@ -379,9 +391,18 @@ class Producer:
             - rmq.errors.RemotingError: connection failure or timeout after all retries.
         """
         self._check_running()
+        self._check_pending()
         prepared = self._prepare(msg)
         return self._pending.spawn(self._send_prepared(msg, prepared, queue, selector, sharding_key, timeout),
                                    f"rmq-send-{self._group}")
+
+    def _check_pending(self) -> None:
+        n = len(self._pending)
+        if n >= self._max_pending_sends:
+            _rlog.warning(f"send-pending:{self._group}", "producer %s: %d sends pending, refusing more "
+                          "(max_pending_sends)", self._group, n)
+            raise RemotingTooMuchRequestError(f"{n} sends are pending (max_pending_sends={self._max_pending_sends}); "
+                                              "await some of their futures and retry")
 
     async def send_and_wait(self, msg: Message, *, queue: MessageQueue | None = None,
                             selector: MessageQueueSelector | None = None, sharding_key: Any = None,
@@ -418,6 +439,7 @@ class Producer:
         ``callback(None, exc)`` on failure (``callback`` may be ``async``). Returns the task, which
         :meth:`close` waits for; its own result is the SendResult (or the exception)."""
         self._check_running()
+        self._check_pending()
 
         async def run() -> SendResult:
             try:
@@ -547,8 +569,7 @@ class Producer:
             rmq.errors.BrokerResponseError, rmq.errors.RemotingError: the send failed.
         """
         inst = self._check_running()
-        if timeout <= 0:
-            raise ClientError(f"timeout must be > 0, got {timeout}")
+        check_positive("timeout", timeout)
         start = time.monotonic()
         correlation_id, extra = _rr.request_properties(inst.client_id, timeout)
         prepared = self._prepare(msg, extra)

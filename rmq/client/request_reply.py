@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageConst, MessageSysFlag, inflate_body, string_to_properties
-from rmq.errors import ClientError, RemotingCommandError, RemotingTooMuchRequestError
+from rmq.errors import ClientError, RemotingCommandError, RemotingTooMuchRequestError, RouteError
 from rmq.remoting import RemotingCommand
 from rmq.remoting import requests as rq
 from rmq.remoting.codes import ResponseCode
@@ -213,6 +213,8 @@ async def reply(request: MessageExt, body: bytes | str, *, timeout: float = 3.0)
 
     Raises:
         rmq.errors.ClientError: ``request`` is not a request, or no client runs in this loop.
+        rmq.errors.RouteError: no broker to send the reply to (retriable once the route is
+            known again).
         rmq.errors.BrokerSystemError: the broker could not push the reply: the requester is
             gone (``channel of <id> not found``), or it did not take the reply.
         rmq.errors.RemotingError: the broker could not be reached in time.
@@ -226,8 +228,8 @@ async def reply(request: MessageExt, body: bytes | str, *, timeout: float = 3.0)
         names = [bd.broker_name for bd in route.broker_datas] if route else []
         addr = next((a for a in (inst.find_broker_address_in_publish(n) for n in names) if a), None)
     if addr is None:
-        raise ClientError(f"no broker to send the reply to: {request.broker_name!r} is unknown and "
-                          f"{msg.topic} has no route")
+        raise RouteError(f"no broker to send the reply to: {clip(request.broker_name)!r} is unknown and "
+                         f"{clip(msg.topic)} has no route")
     props = dict(msg.properties)
     header = SendMessageRequestHeader(
         producer_group=MixAll.CLIENT_INNER_PRODUCER_GROUP, topic=msg.topic,

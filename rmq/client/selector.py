@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rmq.common.constants import ExpressionType
+from rmq.errors import ConfigError
 
 __all__ = ["MessageSelector"]
 
@@ -31,9 +32,10 @@ class MessageSelector:
     @classmethod
     def sql(cls, expression: str) -> MessageSelector:
         """A SQL92 selector over message properties (``"a > 5 AND b IN ('x', 'y')"``);
-        ``ValueError`` when empty."""
+        :class:`rmq.errors.ConfigError` (a ``ValueError``) when empty."""
         if not isinstance(expression, str) or not expression.strip():
-            raise ValueError("a SQL92 selector needs an expression")
+            raise ConfigError("expression", f"a SQL92 selector needs an expression, got {str(expression)[:40]!r}",
+                              "a non-empty SQL92 expression")
         return cls(ExpressionType.SQL92, expression)
 
     @classmethod

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip
-from rmq.common.message import MessageConst
+from rmq.common.message import MessageConst, java_str
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import RMQError
 from rmq.remoting.acl import SessionCredentials
@@ -124,19 +124,8 @@ class TraceTransferBean:
     trans_keys: set[str]
 
 
-def _s(value: object) -> str:
-    """Java's ``StringBuilder.append``: ``null`` for null, ``true``/``false`` for booleans."""
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    return str(value)
-
-
 def _line(*values: object, end: str = FIELD_SPLITOR) -> str:
-    return CONTENT_SPLITOR.join(_s(v) for v in values) + end
+    return CONTENT_SPLITOR.join(java_str(v) for v in values) + end
 
 
 def encode_trace_context(ctx: TraceContext) -> TraceTransferBean:
@@ -162,7 +151,7 @@ def encode_trace_context(ctx: TraceContext) -> TraceTransferBean:
                            b.from_transaction_check))
     keys: set[str] = set()
     for b in ctx.trace_beans:
-        keys.add(_s(b.msg_id))
+        keys.add(java_str(b.msg_id))
         if b.keys:
             keys.update(k for k in b.keys.split(MessageConst.KEY_SEPARATOR) if k)
     return TraceTransferBean("".join(parts), keys)
@@ -272,7 +261,7 @@ def trace_views(msg_id: str, trace_message: MessageExt) -> list[TraceView]:
         bean = ctx.trace_beans[0]
         if bean.msg_id != msg_id:
             continue
-        views.append(TraceView(msg_id, ctx.trace_type, _s(ctx.group_name), host, ctx.time_stamp, ctx.cost_time,
+        views.append(TraceView(msg_id, ctx.trace_type, java_str(ctx.group_name), host, ctx.time_stamp, ctx.cost_time,
                                "success" if ctx.success else "failed", bean.topic, bean.tags, bean.keys,
                                bean.store_host, bean.offset_msg_id))
     return views

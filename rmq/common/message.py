@@ -22,7 +22,7 @@ from rmq.errors import RemotingCommandError
 __all__ = [
     "MessageSysFlag", "PullSysFlag", "MessageConst",
     "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR",
-    "properties_to_string", "string_to_properties", "java_string_hash",
+    "properties_to_string", "string_to_properties", "java_string_hash", "java_str",
     "host_bytes", "offset_msg_id", "create_offset_msg_id", "decode_offset_msg_id",
     "encode_batch_item", "encode_batch", "RecordDecodeError",
     "MESSAGE_MAGIC_CODE", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE", "RECORD_HEAD", "RECORD_FIXED_V4",
@@ -167,6 +167,22 @@ def string_to_properties(s: str | bytes | bytearray | memoryview | None) -> dict
         if sep and k:
             out[k] = v
     return out
+
+
+def java_str(value: object) -> str:
+    """Java ``String.valueOf`` / ``StringBuilder.append``: ``null`` for None, ``true`` / ``false``
+    for booleans, ``str`` otherwise. The ACL signer joins header values with it (Java
+    ``AclUtils.combineRequestContent``) and the trace encoder its fields (Java
+    ``TraceDataEncoder.encoderFromContextBean``)."""
+    if type(value) is str:
+        return value
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return str(value)
 
 
 def java_string_hash(s: str) -> int:

@@ -348,8 +348,9 @@ class ConsoleServer:
             return 400, {"error": str(e)}
         except ApiError as e:
             return e.status, {"error": str(e)}
-        except Exception as e:  # a page gets a line, the log gets the traceback
-            log.exception("console: API call failed")
+        except Exception as e:  # noqa: BLE001 - a page gets a line, the log gets the traceback
+            # rate-limited: a page (or any HTTP client) can repeat the call that fails
+            _warn.error(f"api-{type(e).__name__}", "console: API call failed", exc_info=True)
             return 500, {"error": f"internal error: {type(e).__name__} (details in the console's log)"}
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmq.common.constants import MixAll
+from rmq.common.message import java_str
 from rmq.remoting.command import Body, RemotingCommand
 
 __all__ = [
@@ -86,17 +87,6 @@ class SessionCredentials:
         return SessionCredentials(access_key, secret_key, security_token)
 
 
-def _wire_str(v: Any) -> str:
-    # As the codec writes a value (Java makeCustomHeaderToNet) and fastjson reads one back.
-    if v is True:
-        return "true"
-    if v is False:
-        return "false"
-    if v is None:
-        return "null"  # Java's StringBuilder.append(null): only a peer's explicit JSON null
-    return v if type(v) is str else str(v)
-
-
 def combine_request_content(ext_fields: Mapping[str, Any], *, skip_none: bool = False) -> bytes:
     """The signed header part: extFields values ordered by key (without ``Signature`` and
     ``_UNIQUE_KEY_QUERY``), concatenated, UTF-8 (Java ``AclUtils.combineRequestContent``).
@@ -107,8 +97,9 @@ def combine_request_content(ext_fields: Mapping[str, Any], *, skip_none: bool = 
     values = [ext_fields[k] for k in sorted(ext_fields) if k not in _EXCLUDED]
     try:
         text = "".join(values)  # the usual case: every value a str (binary headers, Java's JSON)
-    except TypeError:  # JSON numbers/booleans as a peer sent them, or our fields before encoding
-        text = "".join([_wire_str(v) for v in values if not (skip_none and v is None)])
+    except TypeError:  # JSON numbers/booleans/null as a peer sent them, or our fields before encoding
+        # (as the codec writes a value, Java makeCustomHeaderToNet, and fastjson reads one back)
+        text = "".join([java_str(v) for v in values if not (skip_none and v is None)])
     return text.encode("utf-8", "surrogatepass")
 
 

@@ -10,10 +10,10 @@ import abc
 import asyncio
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rmq.errors import StoreError
+from rmq.store.callbacks import Entry, OffsetCallbacks, PutCallback
 from rmq.store.message import PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class FlushRealTimeService(CommitLogFlushService):
 
 
 #: ``callback(result, exc)`` of :meth:`GroupCommitService.add_callback`.
-FlushCallback = Callable[[PutMessageResult, "BaseException | None"], None]
+FlushCallback = PutCallback
 
 
 class GroupCommitService(CommitLogFlushService):
@@ -124,10 +124,7 @@ class GroupCommitService(CommitLogFlushService):
     def __init__(self, store: MessageStore):
         super().__init__(store)
         self.requests: list[tuple[int, asyncio.Future[Any]]] = []
-        # (end offset, deadline on the loop's clock, result, callback), in append order
-        self.callbacks: list[tuple[int, float, PutMessageResult, FlushCallback]] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None  # the store's, taken at the first callback
+        self.callbacks = OffsetCallbacks("flush", self._expired)
         self.event = asyncio.Event()
 
     def add_callback(self, result: PutMessageResult, callback: FlushCallback) -> bool:
@@ -135,44 +132,24 @@ class GroupCommitService(CommitLogFlushService):
         FLUSH_DISK_TIMEOUT after ``sync_flush_timeout`` ms, then too), or ``callback(result,
         exc)`` when the fdatasync fails or the store shuts down. Returns False, without
         registering, when ``max_callbacks`` are already waiting."""
-        callbacks = self.callbacks
-        if len(callbacks) >= self.max_callbacks:
+        if len(self.callbacks) >= self.max_callbacks:
             return False
         a = result.append
         assert a is not None  # only PUT_OK results wait for the flush
-        loop = self._loop
-        if loop is None:  # (asyncio.get_running_loop costs a getpid syscall in Python 3.11)
-            loop = self._loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.store.config.sync_flush_timeout / 1000.0
-        callbacks.append((a.wrote_offset + a.wrote_bytes, deadline, result, callback))
+        self.callbacks.add(a.wrote_offset + a.wrote_bytes, self.store.config.sync_flush_timeout / 1000.0,
+                           result, callback)
         self.event.set()
-        if self._timer is None:
-            self._timer = loop.call_at(deadline, self._expire)
         return True
 
-    def _expire(self) -> None:
+    def _expired(self, expired: list[Entry]) -> None:
         """The timer: answer FLUSH_DISK_TIMEOUT to the callbacks past their deadline."""
-        self._timer = None
-        callbacks = self.callbacks
-        if not callbacks:
-            return
-        loop = self._loop or asyncio.get_running_loop()
-        now = loop.time()
-        n = 0
-        while n < len(callbacks) and callbacks[n][1] <= now:
-            n += 1
-        expired, self.callbacks = callbacks[:n], callbacks[n:]
-        if expired:
-            timeout_ms = self.store.config.sync_flush_timeout
-            log.warning("flush to disk timed out after %d ms for %d puts (offsets up to %d)", timeout_ms,
-                        len(expired), expired[-1][0])
-            for _end, _deadline, result, callback in expired:
-                self.store.count_flush_timeout()
-                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-                result.remark = f"flush to disk did not finish in {timeout_ms} ms"
-                _call(callback, result, None)
-        if self.callbacks:
-            self._timer = loop.call_at(self.callbacks[0][1], self._expire)
+        timeout_ms = self.store.config.sync_flush_timeout
+        log.warning("flush to disk timed out after %d ms for %d puts (offsets up to %d)", timeout_ms,
+                    len(expired), expired[-1][0])
+        for _end, _deadline, result, _callback in expired:
+            self.store.count_flush_timeout()
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            result.remark = f"flush to disk did not finish in {timeout_ms} ms"
 
     def wakeup(self) -> None:
         self.event.set()
@@ -213,18 +190,10 @@ class GroupCommitService(CommitLogFlushService):
                 fut.set_result(True)
             else:
                 self.requests.append((end, fut))
-        callbacks = self.callbacks
-        if not callbacks:
-            return
         if exc is not None:
-            n = len(callbacks)
+            self.callbacks.fail_all(exc)
         else:
-            n = 0  # (in append order: the covered ones come first)
-            while n < len(callbacks) and callbacks[n][0] <= flushed:
-                n += 1
-        done, self.callbacks = callbacks[:n], callbacks[n:]
-        for _end, _deadline, result, callback in done:
-            _call(callback, result, exc)
+            self.callbacks.complete_upto(flushed)
 
     async def run(self) -> None:
         while self.store.running:
@@ -241,17 +210,9 @@ class GroupCommitService(CommitLogFlushService):
                 self.event.set()
 
     def stop(self) -> None:
-        self.complete(StoreError("message store shut down before the flush"))
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-
-def _call(callback: FlushCallback, result: PutMessageResult, exc: BaseException | None) -> None:
-    try:
-        callback(result, exc)
-    except Exception:
-        log.exception("flush callback %r failed", callback)
+        exc = StoreError("message store shut down before the flush")
+        self.complete(exc)
+        self.callbacks.stop(exc)
 
 
 class FlushConsumeQueueService:

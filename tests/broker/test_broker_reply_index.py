@@ -30,9 +30,9 @@ async def test_changing_client_ids_on_one_connection_leave_one_entry(tmp_path):
                 for consumer in (False, True):
                     resp = await client.invoke(broker.broker_addr, _heartbeat(f"10.0.0.1@{i}#x", consumer=consumer))
                     assert resp.code == 0, resp.remark
-            assert list(pm._by_client) == ["10.0.0.1@49#x"]
-            assert list(cm._by_client) == ["10.0.0.1@49#x"]
+            assert pm.clients.ids() == ["10.0.0.1@49#x"]
+            assert cm.clients.ids() == ["10.0.0.1@49#x"]
             assert pm.find_channel("10.0.0.1@49#x") is not None and pm.find_channel("10.0.0.1@48#x") is None
         finally:
             await client.close()
-        await wait_until(lambda: not pm._by_client and not cm._by_client, 10, what="the index emptied at close")
+        await wait_until(lambda: not pm.clients and not cm.clients, 10, what="the index emptied at close")

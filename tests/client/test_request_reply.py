@@ -94,8 +94,9 @@ async def test_outstanding_requests_are_bounded(cluster, namesrv_addr, unique):
     topic = unique("RQ")
     await create_topic(_broker_addr(cluster), topic)
     async with rmq.Producer(namesrv_addr, unique("PG"), max_outstanding_requests=2) as p:
-        waiting = [asyncio.create_task(p.request(rmq.Message(topic=topic, body=b"x"), timeout=5)) for _ in range(2)]
-        await wait_until(lambda: len(p._instance.request_futures) == 2, 5, what="two requests waiting")
+        # (the two requests wait far longer than the test needs; they are cancelled below)
+        waiting = [asyncio.create_task(p.request(rmq.Message(topic=topic, body=b"x"), timeout=120)) for _ in range(2)]
+        await wait_until(lambda: len(p._instance.request_futures) == 2, 30, what="two requests waiting")
         with pytest.raises(rmq.RemotingTooMuchRequestError, match="max_outstanding_requests=2"):
             await p.request(rmq.Message(topic=topic, body=b"x"), timeout=5)
         for t in waiting:

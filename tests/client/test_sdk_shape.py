@@ -46,6 +46,23 @@ async def test_send_returns_a_future_and_await_send_still_works(cluster, namesrv
         p.send(rmq.Message(topic, b"after close"))
 
 
+async def test_pending_sends_are_bounded(cluster, namesrv_addr, unique):
+    # the futures of send() not resolved yet are bounded: past max_pending_sends the call
+    # raises a retriable error, and sending works again once they resolve
+    _, broker = cluster
+    topic = unique("T")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    async with rmq.Producer(namesrv_addr, unique("PG"), max_pending_sends=3) as p:
+        futs = [p.send(rmq.Message(topic, f"m{i}".encode())) for i in range(3)]   # none has run yet
+        with pytest.raises(rmq.RemotingTooMuchRequestError, match="max_pending_sends=3") as ei:
+            p.send(rmq.Message(topic, b"one too many"))
+        assert ei.value.retriable
+        with pytest.raises(rmq.RemotingTooMuchRequestError):
+            p.send_with_callback(rmq.Message(topic, b"one too many"), lambda r, e: None)
+        assert all(r.status is rmq.SendStatus.SEND_OK for r in await asyncio.gather(*futs))
+        assert (await p.send(rmq.Message(topic, b"again"))).status is rmq.SendStatus.SEND_OK
+
+
 async def test_send_future_carries_the_broker_error(tmp_path, unique, caplog):
     # a broker that refuses auto-creation: the future fails with TopicNotExistError after the
     # retries, which are logged once for the send, not once per attempt
@@ -80,6 +97,9 @@ async def test_send_future_carries_the_broker_error(tmp_path, unique, caplog):
     (lambda: rmq.PullConsumer("127.0.0.1:9876", "CG", poll_timeout=-1), "poll_timeout"),
     (lambda: rmq.PullConsumer("127.0.0.1:9876", "", ), "group"),
     (lambda: rmq.PullConsumer("127.0.0.1:9876", "CG", allocate_strategy="NOPE"), "allocate_strategy"),
+    (lambda: rmq.Producer("127.0.0.1:9876", "PG", trace_topic="bad topic!"), "trace_topic"),
+    (lambda: rmq.Producer("127.0.0.1:9876", "PG", max_pending_sends=0), "max_pending_sends"),
+    (lambda: rmq.MessageSelector.sql("  "), "expression"),
 ])
 def test_bad_arguments_fail_at_construction_naming_the_argument(make, argument):
     with pytest.raises(ValueError) as ei:

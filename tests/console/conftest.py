@@ -11,13 +11,12 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import pytest
 
-from rmq._testing import StandaloneProcess, free_port, wait_for_port
+from rmq._testing import StandaloneProcess, free_port, wait_for_port, wait_until_sync
 
 CHROMIUM = "/usr/bin/chromium"
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -52,14 +51,18 @@ class ConsoleProcess:
                     [sys.executable, "-m", "rmq", "console", "--namesrv", self.namesrv_addr,
                      "--port", str(self.port), "--sample-interval", str(self.sample_interval)],
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                if "rmq console listening" in self.log_text() and wait_for_port("127.0.0.1", self.port, 1.0):
-                    return self
-                time.sleep(0.05)
-            if self.proc.poll() is None:
+            proc = self.proc
+
+            def listening_or_exited(proc: subprocess.Popen[bytes] = proc) -> bool:
+                return proc.poll() is not None or (
+                    "rmq console listening" in self.log_text() and wait_for_port("127.0.0.1", self.port, 1.0))
+            try:
+                wait_until_sync(listening_or_exited, 30, interval=0.05, what="rmq console listening")
+            except AssertionError:
                 self.stop()
-                raise RuntimeError(f"rmq console did not listen within 30 s:\n{self.log_text()[-2000:]}")
+                raise RuntimeError(f"rmq console did not listen within 30 s:\n{self.log_text()[-2000:]}") from None
+            if proc.poll() is None:
+                return self
             if self.proc.returncode != 3:     # 3: the port was taken meanwhile: try another
                 break
         raise RuntimeError(f"rmq console exited with {self.proc.returncode if self.proc else None}:\n"

@@ -21,8 +21,11 @@ WAIT = 60_000   # ms: generous, the machine is shared
 
 
 def expect() -> Any:
+    """Playwright's ``expect`` with WAIT as the default timeout of every assertion (its own
+    default, 5 s, is too short on the shared machine)."""
     from playwright.sync_api import expect as _expect
 
+    _expect.set_options(timeout=WAIT)
     return _expect
 
 
@@ -310,7 +313,7 @@ def test_dashboard_draws_topic_tps(page: Any, cluster: Any, loop_thread: Any, sh
         async with rmq.Producer(ns, "PG_tps") as p:
             for i in range(40):
                 await p.send(rmq.Message(topic, b"t%d" % i))
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.05)   # the load under test: traffic spread over ~2 sampling rounds
 
     loop_thread.run(trickle())
     expect()(page.locator("#topic-chart .legend")).to_contain_text(topic, timeout=WAIT)

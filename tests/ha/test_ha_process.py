@@ -148,7 +148,7 @@ def _garbage_peer(port: int, stop: list) -> None:
             i += 1
         except OSError:
             pass
-        time.sleep(0.002)
+        time.sleep(0.002)       # the bad peer's pace (not a wait for a state)
     for s in held:
         s.close()
 
@@ -173,16 +173,22 @@ async def test_bad_peer_on_the_ha_port_hurts_neither_clients_nor_the_slave(pair)
             stop.append(1)
             await bad
 
-        async def same_end() -> bool:
-            m, s = await runtime(client, master.broker_addr), await runtime(client, slave.addr)
-            return m["commitLogMaxOffset"] == s["commitLogMaxOffset"]
-        await wait_until(same_end, 60, what="the slave caught up")
+        await wait_until(lambda: _same_end(client, master.broker_addr, slave.addr), 60, what="the slave caught up")
         s = await runtime(client, slave.addr)
         assert s["haConnectTimes"] == "1", s          # the real slave was never dropped
         m = await runtime(client, master.broker_addr)
         assert int(m["haConnectionCount"]) >= 1
     finally:
         await client.close()
+
+
+async def _same_end(client: RemotingClient, master_addr: str, slave_addr: str) -> bool:
+    """Master and slave report the same CommitLog end (False while either cannot answer)."""
+    try:
+        m, s = await runtime(client, master_addr), await runtime(client, slave_addr)
+    except Exception:
+        return False
+    return m["commitLogMaxOffset"] == s["commitLogMaxOffset"]
 
 
 async def _connected(client: RemotingClient, addr: str) -> bool:
@@ -231,10 +237,7 @@ async def test_slave_kill_9_and_restart_while_traffic_runs(pair, tmp_path):
         stop.set()
         await task
 
-        async def same_end() -> bool:
-            m, s = await runtime(client, master.broker_addr), await runtime(client, slave.addr)
-            return m["commitLogMaxOffset"] == s["commitLogMaxOffset"]
-        await wait_until(same_end, 60, what="the slave caught up")
+        await wait_until(lambda: _same_end(client, master.broker_addr, slave.addr), 60, what="the slave caught up")
         end = int((await runtime(client, master.broker_addr))["commitLogMaxOffset"])
     finally:
         await client.close()
@@ -276,13 +279,8 @@ async def test_master_kill_9_and_restart_while_traffic_runs(pair, tmp_path):
         stop.set()
         await task
 
-        async def same_end() -> bool:
-            try:
-                m, s = await runtime(client, master.broker_addr), await runtime(client, slave.addr)
-            except Exception:
-                return False
-            return m["commitLogMaxOffset"] == s["commitLogMaxOffset"]
-        await wait_until(same_end, 60, what="the slave caught up with the restarted master")
+        await wait_until(lambda: _same_end(client, master.broker_addr, slave.addr), 60,
+                         what="the slave caught up with the restarted master")
         end = int((await runtime(client, master.broker_addr))["commitLogMaxOffset"])
     finally:
         await client.close()

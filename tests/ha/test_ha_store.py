@@ -173,7 +173,7 @@ async def test_slave_restart_and_master_restart_resume_without_gap(stores, tmp_p
             r = await store_ref[0].put_message(MessageInner("HA", i % 2, b"m%06d" % i + b"." * 200))
             assert r.status == PutMessageStatus.PUT_OK
             if i % 50 == 0:
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(0.01)   # spread the traffic so the restart below happens during it
 
     ref = [master]
     task = asyncio.create_task(traffic(ref, 400, 0))
@@ -235,7 +235,6 @@ async def test_sync_master_sync_flush_uses_callbacks(stores):
     slave = await stores.slave(master)
     await wait_until(lambda: master.ha.connection_count == 1 and master.ha.push2slave_max_offset >= 0
                      and slave.ha_client.reported_offset >= 0)
-    await asyncio.sleep(0)
     done = asyncio.get_running_loop().create_future()
     r = master.append_message(MessageInner("S", 0, b"cb"))
     assert r.flush_wait and r.replica_wait
@@ -462,7 +461,7 @@ async def test_a_silent_peer_is_not_a_slave_for_sync_master(stores):
     peer = await asyncio.to_thread(socket.create_connection, ("127.0.0.1", master.ha.port), 10)
     try:
         await wait_until(lambda: master.ha.connection_count == 1)
-        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 5)
+        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 15)   # < slave_timeout
         assert r.status == PutMessageStatus.SLAVE_NOT_AVAILABLE and r.remark == "no slave connected"
     finally:
         peer.close()

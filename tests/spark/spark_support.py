@@ -11,6 +11,17 @@ from rmq.spark._records import encode_properties
 from rmq.types import MessageQueue
 
 
+def time_cut() -> int:
+    """A store timestamp (ms) after every message stored before the call and before every one
+    stored after it returns: store timestamps have millisecond resolution, so the clock is
+    let move on around the cut."""
+    first = int(time.time() * 1000)
+    wait_until_sync(lambda: int(time.time() * 1000) > first, interval=0.001, what="the next millisecond")
+    cut = int(time.time() * 1000)
+    wait_until_sync(lambda: int(time.time() * 1000) > cut, interval=0.001, what="the next millisecond")
+    return cut
+
+
 class Rmq:
     """A running standalone plus helpers bound to it."""
 

@@ -2,14 +2,11 @@
 over a real ``rmq standalone`` and a local SparkSession; the workers' interpreter check."""
 from __future__ import annotations
 
-import time
-
 import pytest
-from spark_support import Rmq
+from spark_support import Rmq, time_cut
 
 import rmq
 import rmq.spark
-from rmq._testing import wait_until_sync
 
 pytestmark = pytest.mark.spark
 
@@ -47,10 +44,7 @@ def test_starting_timestamp_without_a_match_fails_or_starts_at_latest(spark, rmq
     rmq_server.create_topic("ts-strategy", 2)
     for i in range(3):
         rmq_server.send("ts-strategy", 0, f"q0-{i}".encode())
-    t0 = int(time.time() * 1000)
-    wait_until_sync(lambda: int(time.time() * 1000) > t0, interval=0.001, what="the next millisecond")
-    cut = int(time.time() * 1000)
-    wait_until_sync(lambda: int(time.time() * 1000) > cut, interval=0.001, what="the next millisecond")
+    cut = time_cut()
     for i in range(2):
         rmq_server.send("ts-strategy", 1, f"q1-{i}".encode())
     # queue 0 has nothing at or after `cut`: Spark-Kafka's default strategy "error" fails the query

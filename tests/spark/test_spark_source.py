@@ -7,10 +7,9 @@ StreamingQueryException, with JVM stack traces), so error tests match message su
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
-from spark_support import Rmq
+from spark_support import Rmq, time_cut
 
 from rmq._testing import StandaloneProcess, wait_until_sync
 
@@ -74,11 +73,7 @@ def test_batch_read_by_timestamp(spark, rmq_server):
     rmq_server.create_topic("ticks", 1)
     for i in range(3):
         rmq_server.send("ticks", 0, f"old{i}".encode())
-    # store timestamps have millisecond resolution: let the clock move on around ``cut``
-    first = int(time.time() * 1000)
-    wait_until_sync(lambda: int(time.time() * 1000) > first, interval=0.001, what="the next millisecond")
-    cut = int(time.time() * 1000)
-    wait_until_sync(lambda: int(time.time() * 1000) > cut, interval=0.001, what="the next millisecond")
+    cut = time_cut()
     for i in range(4):
         rmq_server.send("ticks", 0, f"new{i}".encode())
     df = _read(spark, rmq_server, subscribe="ticks", startingTimestamp=str(cut)).load()

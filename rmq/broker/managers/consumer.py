@@ -146,6 +146,39 @@ class ConsumerGroupInfo:
 NotifyFn = Callable[[str, list], None]  # (group, [conn, ...]) -> None
 
 
+class ClientIndex:
+    """Client id -> connection, one id per connection (its latest heartbeat's), for the reply
+    processor to find a requester (Java ``ProducerManager.findChannel``). The managers add a
+    connection while it has a group and forget it with its last group, so the index is bounded
+    by the connections that are members somewhere."""
+
+    def __init__(self) -> None:
+        self._by_client: dict[str, Connection] = {}
+        self._client_of: dict[Connection, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_client)
+
+    def ids(self) -> list[str]:
+        """The indexed client ids."""
+        return list(self._by_client)
+
+    def index(self, conn: Connection, client_id: str) -> None:
+        """``conn`` speaks for ``client_id`` now (a changed id replaces its previous one)."""
+        if self._client_of.get(conn) != client_id:
+            self.forget(conn)
+            self._client_of[conn] = client_id
+        self._by_client[client_id] = conn
+
+    def forget(self, conn: Connection) -> None:
+        client_id = self._client_of.pop(conn, None)
+        if client_id is not None and self._by_client.get(client_id) is conn:
+            del self._by_client[client_id]
+
+    def find(self, client_id: str) -> Connection | None:
+        return self._by_client.get(client_id)
+
+
 class ConsumerManager:
     """Consumer groups and their member connections.
 
@@ -164,7 +197,7 @@ class ConsumerManager:
         self._by_conn: dict[Connection, dict[str, int]] = {}
         # client id -> its connection, while the connection is a member of some group (the
         # reply processor finds a requester that is only a consumer here)
-        self._by_client: dict[str, Connection] = {}
+        self.clients = ClientIndex()
 
     def memberships(self, conn: Connection) -> dict[str, int]:
         """The groups ``conn`` is a member of, each with the number of subscriptions it
@@ -177,16 +210,11 @@ class ConsumerManager:
             groups.pop(group, None)
             if not groups:
                 del self._by_conn[conn]
-                self._forget_client(conn)
-
-    def _forget_client(self, conn: Connection) -> None:
-        client_id = conn.attributes.get("consumer_client_id") if hasattr(conn, "attributes") else None
-        if client_id is not None and self._by_client.get(client_id) is conn:
-            del self._by_client[client_id]
+                self.clients.forget(conn)
 
     def find_channel(self, client_id: str) -> Connection | None:
         """The connection of the consumer client ``client_id``, if it is a member of a group."""
-        return self._by_client.get(client_id)
+        return self.clients.find(client_id)
 
     def get_consumer_group_info(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumer_table.get(group)
@@ -219,12 +247,7 @@ class ConsumerManager:
         info.consume_type, info.message_model, info.consume_from_where = consume_type, message_model, consume_from_where
         info.last_update = time.monotonic()
         self._by_conn.setdefault(channel.conn, {})[group] = len(subscriptions)
-        if hasattr(channel.conn, "attributes"):
-            previous = channel.conn.attributes.get("consumer_client_id")
-            if previous != channel.client_id:   # one id per connection: a changed id replaces the old
-                self._forget_client(channel.conn)
-                channel.conn.attributes["consumer_client_id"] = channel.client_id
-        self._by_client[channel.client_id] = channel.conn
+        self.clients.index(channel.conn, channel.client_id)
         changed = False
         old = info.channels.get(channel.conn)
         if old is None:
@@ -284,7 +307,7 @@ class ConsumerManager:
     def do_channel_close_event(self, conn: Connection, why: str = "closed") -> list[str]:
         """A connection went away: remove it from every group and notify the rest."""
         groups = []
-        self._forget_client(conn)
+        self.clients.forget(conn)
         for group in self._by_conn.pop(conn, {}):  # only the groups it is in, not every group
             info = self.consumer_table.get(group)
             if info is None:
@@ -334,10 +357,8 @@ class ProducerManager:
         self.max_per_group = max_per_group
         self._by_conn: dict[Connection, set[str]] = {}  # conn -> its producer groups
         # client id -> its connection (Java ProducerManager.clientChannelTable): the reply
-        # processor finds a requester here; one id per connection (its latest heartbeat's),
-        # kept while the connection has a group
-        self._by_client: dict[str, Connection] = {}
-        self._client_of: dict[Connection, str] = {}
+        # processor finds a requester here, kept while the connection has a group
+        self.clients = ClientIndex()
 
     def groups_of(self, conn: Connection) -> set[str]:
         """The producer groups ``conn`` registered (read-only; empty when none)."""
@@ -365,12 +386,12 @@ class ProducerManager:
                 chans = self.group_channel_table.setdefault(group, {})
             chans[channel.conn] = channel
             self._by_conn.setdefault(channel.conn, set()).add(group)
-            self._index_client(channel.conn, channel.client_id)
+            self.clients.index(channel.conn, channel.client_id)
             _rl.info("producer-connected", "new producer connected, group %s %s %s", clip(group),
                      clip(channel.client_id),
                      channel.remote_addr)
         else:
-            self._index_client(channel.conn, channel.client_id)
+            self.clients.index(channel.conn, channel.client_id)
             old.client_id, old.language, old.version = channel.client_id, channel.language, channel.version
             old.last_update = time.monotonic()
         return True
@@ -385,7 +406,7 @@ class ProducerManager:
             groups.discard(group)
             if not groups:
                 del self._by_conn[conn]
-                self._unindex_client(conn)
+                self.clients.forget(conn)
         if not chans:
             del self.group_channel_table[group]
         return True
@@ -406,20 +427,9 @@ class ProducerManager:
             self.do_channel_close_event(conn)
         return stale
 
-    def _index_client(self, conn: Connection, client_id: str) -> None:
-        if self._client_of.get(conn) != client_id:
-            self._unindex_client(conn)
-            self._client_of[conn] = client_id
-        self._by_client[client_id] = conn
-
-    def _unindex_client(self, conn: Connection) -> None:
-        client_id = self._client_of.pop(conn, None)
-        if client_id is not None and self._by_client.get(client_id) is conn:
-            del self._by_client[client_id]
-
     def find_channel(self, client_id: str) -> Connection | None:
         """The connection of the producer client ``client_id`` (Java ``findChannel``)."""
-        return self._by_client.get(client_id)
+        return self.clients.find(client_id)
 
     def get_available_channel(self, group: str) -> Connection | None:
         chans = self.group_channel_table.get(group)

@@ -196,7 +196,7 @@ class ConsumerBase(abc.ABC):
             try:
                 await self.check_client_config()
             except BrokerResponseError as e:
-                log.error("group %s: the broker refuses a subscription, dropped: %s", self.group, e)
+                log.error("group %s: the broker refuses a subscription, dropped: %s", self.group, clip(e))
             await inst.send_heartbeat_to_all_brokers()
         except RMQError as e:
             log.warning("group %s: refresh after subscribe failed: %r", self.group, e)
@@ -299,7 +299,7 @@ class ConsumerBase(abc.ABC):
                                f"{sub.sub_string!r}")
                     raise
                 except RMQError as e:
-                    log.warning("group %s: CHECK_CLIENT_CONFIG to %s failed: %r", self.group, addr, e)
+                    log.warning("group %s: CHECK_CLIENT_CONFIG to %s failed: %s", self.group, addr, clip(repr(e)))
                     continue
                 break
 

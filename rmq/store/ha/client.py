@@ -95,7 +95,7 @@ class HAClient:
         addr = addr or None
         if addr == self.master_address:
             return
-        log.info("HA: master address %s -> %s", self.master_address, addr)
+        log.info("HA: master address %s -> %s", clip(self.master_address), clip(addr))
         self.master_address = addr
         self._address_changed.set()
         if self._proto is not None and self._proto.transport is not None:
@@ -152,7 +152,7 @@ class HAClient:
         self.connects += 1
         self._last_read = time.monotonic()
         cfg = self.store.config
-        log.info("HA: connected to master %s, reporting offset %d", addr, self._report_value())
+        log.info("HA: connected to master %s, reporting offset %d", clip(addr), self._report_value())
         try:
             self._report(force=True)
             heartbeat = cfg.ha_send_heartbeat_interval / 1000.0
@@ -173,7 +173,7 @@ class HAClient:
             self.connected = False
             self._proto = None
             transport.close()
-            log.info("HA: disconnected from master %s", addr)
+            log.info("HA: disconnected from master %s", clip(addr))
 
     async def stop(self) -> None:
         self._stopped = True

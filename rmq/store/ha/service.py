@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from rmq.common.log import RateLimitedLog
+from rmq.store.callbacks import Entry, OffsetCallbacks, PutCallback
 from rmq.store.ha.codec import HAProtocolError, OffsetReportDecoder, encode_transfer_header
 from rmq.store.message import PutMessageResult, PutMessageStatus
 
@@ -37,7 +38,7 @@ _rlog = RateLimitedLog(log)
 
 #: ``callback(result, exc)``: a SYNC_MASTER put's replication outcome (``result.status`` is
 #: PUT_OK or FLUSH_SLAVE_TIMEOUT; ``exc`` set when the store shut down first).
-TransferCallback = Callable[[PutMessageResult, "BaseException | None"], None]
+TransferCallback = PutCallback
 
 
 @dataclass(frozen=True)
@@ -65,10 +66,8 @@ class GroupTransferService:
 
     def __init__(self, service: HAService) -> None:
         self.service = service
-        self.callbacks: list[tuple[int, float, PutMessageResult, TransferCallback]] = []
+        self.callbacks = OffsetCallbacks("replication", self._expired)
         self.futures: list[tuple[int, asyncio.Future[bool]]] = []
-        self._timer: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
         self.timeouts = 0
 
     def add_callback(self, result: PutMessageResult, callback: TransferCallback, force: bool = False) -> bool:
@@ -78,15 +77,9 @@ class GroupTransferService:
         assert a is not None
         end = a.wrote_offset + a.wrote_bytes
         if self.service.push2slave_max_offset >= end:
-            _call(callback, result, None)
+            self.callbacks.call(callback, result, None)
             return True
-        loop = self._loop
-        if loop is None:        # (asyncio.get_running_loop costs a getpid syscall in Python 3.11)
-            loop = self._loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.service.store.config.slave_timeout / 1000.0
-        self.callbacks.append((end, deadline, result, callback))
-        if self._timer is None:
-            self._timer = loop.call_at(deadline, self._expire)
+        self.callbacks.add(end, self.service.store.config.slave_timeout / 1000.0, result, callback)
         return True
 
     async def wait_transfer(self, result: PutMessageResult) -> PutMessageResult:
@@ -109,26 +102,13 @@ class GroupTransferService:
         result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         result.remark = f"no slave acknowledged the message within {self.service.store.config.slave_timeout} ms"
 
-    def _expire(self) -> None:
-        self._timer = None
-        callbacks = self.callbacks
-        if not callbacks:
-            return
-        loop = self._loop or asyncio.get_running_loop()
-        now = loop.time()
-        n = 0
-        while n < len(callbacks) and callbacks[n][1] <= now:
-            n += 1
-        expired, self.callbacks = callbacks[:n], callbacks[n:]
-        if expired:
-            _rlog.warning("slave-timeout", "no slave acknowledged %d puts within %d ms (offsets up to %d, "
-                          "slaves acked %d)", len(expired), self.service.store.config.slave_timeout,
-                          expired[-1][0], self.service.push2slave_max_offset)
-            for _end, _deadline, result, callback in expired:
-                self._timed_out(result, 1)
-                _call(callback, result, None)
-        if self.callbacks:
-            self._timer = loop.call_at(self.callbacks[0][1], self._expire)
+    def _expired(self, expired: list[Entry]) -> None:
+        """The timer: FLUSH_SLAVE_TIMEOUT for the callbacks past their deadline."""
+        _rlog.warning("slave-timeout", "no slave acknowledged %d puts within %d ms (offsets up to %d, "
+                      "slaves acked %d)", len(expired), self.service.store.config.slave_timeout,
+                      expired[-1][0], self.service.push2slave_max_offset)
+        for _end, _deadline, result, _callback in expired:
+            self._timed_out(result, 1)
 
     def notify_transfer_some(self, acked: int) -> None:
         """A slave acknowledged ``acked``: answer every waiter it covers."""
@@ -142,35 +122,15 @@ class GroupTransferService:
                 else:
                     keep.append((end, fut))
             self.futures = keep
-        callbacks = self.callbacks
-        if not callbacks or callbacks[0][0] > acked:
-            return
-        n = 0
-        while n < len(callbacks) and callbacks[n][0] <= acked:
-            n += 1
-        done, self.callbacks = callbacks[:n], callbacks[n:]
-        for _end, _deadline, result, callback in done:
-            _call(callback, result, None)
+        self.callbacks.complete_upto(acked)
 
     def stop(self, exc: BaseException) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        callbacks, self.callbacks = self.callbacks, []
-        for _end, _deadline, result, callback in callbacks:
-            _call(callback, result, exc)
+        self.callbacks.stop(exc)
         futures, self.futures = self.futures, []
         for _end, fut in futures:
             if not fut.done():
                 fut.set_exception(exc)
                 fut.exception()      # (retrieved: a waiter that timed out no longer awaits it)
-
-
-def _call(callback: TransferCallback, result: PutMessageResult, exc: BaseException | None) -> None:
-    try:
-        callback(result, exc)
-    except Exception:
-        log.exception("replication callback %r failed", callback)
 
 
 class HAConnection(asyncio.Protocol):
