@@ -198,6 +198,7 @@ class MessageStore:
             return
         self.running = False
         self.shutdown_flag = True
+        self.reput.stop()
         await self._tasks.close()
         clean = True
         try:
@@ -432,7 +433,7 @@ class MessageStore:
         if warm.idle:
             warm.kick()
         if self.config.flush_disk_type != "SYNC_FLUSH":
-            self.reput.event.set()
+            self.reput.wakeup()
             return False
         return True
 
