@@ -156,6 +156,8 @@ class BrokerConfig:
         trace_topic_enable / msg_trace_topic_name: create the message-trace topic.
         region_id: returned as ``MSG_REGION`` in SEND replies (``DefaultRegion``).
         trace_on: returned as ``TRACE_ON`` in SEND replies (True).
+        send_fast_path: store plain SENDs in one Cython call (True; False runs every SEND
+            through the Python processor: for comparisons).
         transaction_time_out: ms before an unresolved half message is checked back (6000).
         transaction_check_interval: ms between transaction check runs (60 000).
         transaction_check_max: checks of one half message before it is rolled back (15).
@@ -239,6 +241,7 @@ class BrokerConfig:
     slave_read_enable: bool = False
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    send_fast_path: bool = True
     transaction_time_out: int = setting(6000, lo=1, hi=JAVA_INT.hi, unit="ms")
     transaction_check_interval: int = setting(60_000, lo=1, hi=JAVA_INT.hi, unit="ms")
     transaction_check_max: int = setting(15, lo=1, hi=10_000)
