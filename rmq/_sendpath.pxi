@@ -70,6 +70,8 @@ cdef class SendFastPath:
         not_allowed: the topics no producer may send to (Java NOT_ALLOWED_SEND_TOPIC_SET).
         retry_prefix: ``%RETRY%`` (such SENDs go through the retry/DLQ rules).
         marks: property markers that need the Python path (``DELAY\\x01``, ``TRAN_MSG\\x01``).
+        warm_chunk: the store's warm-ahead chunk (``WarmAheadService.kick`` is called only
+            when the writer is within half of it of the warmed end, the test kick makes).
 
     Attributes:
         taken: SENDs stored by the fast path so far.
@@ -82,10 +84,11 @@ cdef class SendFastPath:
     cdef Py_ssize_t n
     cdef Py_ssize_t i_topic, i_queue, i_sys, i_born, i_flag, i_props, i_recon, i_batch
     cdef object controller, not_allowed, retry_prefix, v2_key
+    cdef int64_t warm_half
     cdef tuple marks
     cdef public Py_ssize_t taken, declined
 
-    def __init__(self, fields, controller, not_allowed, str retry_prefix, tuple marks):
+    def __init__(self, fields, controller, not_allowed, str retry_prefix, tuple marks, int64_t warm_chunk):
         cdef Py_ssize_t i
         fields = list(fields)
         if len(fields) > _SF_MAX_FIELDS:
@@ -113,6 +116,7 @@ cdef class SendFastPath:
         self.not_allowed = not_allowed
         self.retry_prefix = retry_prefix
         self.marks = marks
+        self.warm_half = warm_chunk // 2
         self.taken = 0
         self.declined = 0
 
@@ -296,7 +300,9 @@ cdef class SendFastPath:
         st["put_bytes"] += size
         warm = store.warm
         if warm.idle:
-            warm.kick()
+            wt = mf.warmed_to
+            if wt < fsize and wt - (pos + size) <= self.warm_half:
+                warm.kick()
         store.reput.wakeup()
         stats = self.controller.stats
         stats.store.record_put_time((_mono_ns() - t0) // 1000000)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmq import _store
-from rmq._testing import run_broker
+from rmq._testing import run_broker, wait_until
 from rmq.remoting.codec import encode
 from rmq.remoting.command import RemotingCommand
 
@@ -186,3 +186,21 @@ async def test_generated_sends_store_and_answer_alike(pair, sends):
     assert fr == sr
     assert frec == srec
     assert _fast_of(pair[0].broker).taken > 0 and _fast_of(pair[0].broker).declined > 0
+
+
+async def test_fast_sends_keep_the_warm_ahead_and_dispatch_going(tmp_path):
+    chunk = 4 * 1024 * 1024              # WarmAheadService's WARM_CHUNK
+    async with run_broker(tmp_path / "s", mapped_file_size_commitlog=4 * chunk) as broker:
+        peer = Peer(broker)
+        await peer.open()
+        arrived = []
+        broker.message_store.add_arrival_listener(lambda t, q, nxt, tags: arrived.append((t, q, nxt)))
+        body = bytes(1024)
+        n = 3 * chunk // 1100            # past the first chunk's half: the next warm-up is due
+        for i in range(n):
+            await peer.call(frame(310, {"a": "pg", "b": "Warm", "c": "TBW102", "d": "4", "e": "0"}, body, 1, i))
+        assert broker.send_processor.fast.taken == n - 1          # all but the new queue's first
+        mf = broker.message_store.commit_log.mfq.last
+        await wait_until(lambda: mf.warmed_to >= 2 * chunk, 20, what="the warm-ahead's second chunk")
+        await wait_until(lambda: arrived and arrived[-1] == ("Warm", 0, n), 20, what="dispatch of every send")
+        await peer.close()

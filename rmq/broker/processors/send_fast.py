@@ -16,6 +16,7 @@ from rmq._store import SendFastPath
 from rmq.broker.processors.send_back import _MARKS
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.remoting.headers import SendMessageRequestHeader
+from rmq.store.warm import WARM_CHUNK
 
 __all__ = ["header_spec", "make_fast_path"]
 
@@ -40,4 +41,4 @@ def make_fast_path(controller: Any) -> SendFastPath:
     """The fast path of ``controller``'s SEND processor (state is read from the controller
     per call, so a replaced store or config is seen)."""
     return SendFastPath(header_spec(), controller, frozenset(TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET),
-                        MixAll.RETRY_GROUP_TOPIC_PREFIX, tuple(_MARKS))
+                        MixAll.RETRY_GROUP_TOPIC_PREFIX, tuple(_MARKS), WARM_CHUNK)
