@@ -204,3 +204,17 @@ async def test_fast_sends_keep_the_warm_ahead_and_dispatch_going(tmp_path):
         await wait_until(lambda: mf.warmed_to >= 2 * chunk, 20, what="the warm-ahead's second chunk")
         await wait_until(lambda: arrived and arrived[-1] == ("Warm", 0, n), 20, what="dispatch of every send")
         await peer.close()
+
+
+@pytest.mark.parametrize("setting", [{"broker_role": "SYNC_MASTER"}, {"flush_disk_type": "SYNC_FLUSH"}])
+async def test_sync_master_and_sync_flush_sends_take_the_python_path(tmp_path, setting):
+    # their replies wait (for the slave, for the group commit): the Python processor's business
+    async with run_broker(tmp_path / "s", **setting) as broker:
+        peer = Peer(broker)
+        await peer.open()
+        for i in range(5):
+            reply = await peer.call(frame(310, {"a": "pg", "b": "Sync", "c": "TBW102", "d": "4", "e": "0"}, b"x", 1, i))
+            assert struct.unpack(">h", reply[8:10])[0] == 0          # SUCCESS, binary header
+        fast = broker.send_processor.fast
+        assert fast.taken == 0 and fast.declined == 5
+        await peer.close()
