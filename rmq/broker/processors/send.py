@@ -134,7 +134,8 @@ class SendMessageProcessor:
         call; what it declines comes here unchanged."""
         fast = self.fast
         if fast is not None:
-            frame = fast.send(cmd, _born_bytes(conn))
+            born = conn.attributes.get("born_host_bytes")
+            frame = fast.send(cmd, born if born is not None else _born_bytes(conn))
             if frame is not None:
                 if frame:
                     conn.send_response_frame(frame)
