@@ -104,6 +104,15 @@ class HeaderReader:
                  fallback: Callable[[type, dict[str, Any]], Any]) -> None: ...
     def __call__(self, cls: type, ext: dict[str, Any]) -> Any: ...
 
+class SendFastPath:
+    """The plain SEND in one call (rmq/_sendpath.pxi): ``send(cmd, born)`` returns the reply
+    frame, ``b""`` (stored, oneway) or None (declined, nothing changed)."""
+    taken: int
+    declined: int
+    def __init__(self, fields: Iterable[tuple[str, str, str, int, bool, int, int]], controller: Any,
+                 not_allowed: Any, retry_prefix: str, marks: tuple[str, ...], warm_chunk: int) -> None: ...
+    def send(self, cmd: Any, born: bytes) -> bytes | None: ...
+
 # -- the message index (rmq/_index.pxi; layout drawn there) ------------------------------------
 INDEX_HEADER_SIZE: int
 INDEX_ENTRY_SIZE: int

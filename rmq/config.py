@@ -170,6 +170,8 @@ class BrokerConfig:
             answer its pushes holds only its own replies.
         region_id: returned as ``MSG_REGION`` in SEND replies (``DefaultRegion``).
         trace_on: returned as ``TRACE_ON`` in SEND replies (True).
+        send_fast_path: store plain SENDs in one Cython call (True; False runs every SEND
+            through the Python processor: for comparisons).
         transaction_time_out: ms before an unresolved half message is checked back (6000).
         transaction_check_interval: ms between transaction check runs (60 000).
         metrics_port: the Prometheus ``/metrics`` HTTP port, bound on ``listen_host`` (5557 as
@@ -265,6 +267,7 @@ class BrokerConfig:
     slave_sync_interval_ms: int = setting(10_000, lo=100, hi=600_000, unit="ms")
     region_id: str = "DefaultRegion"
     trace_on: bool = True
+    send_fast_path: bool = True
     transaction_time_out: int = setting(6000, lo=1, hi=JAVA_INT.hi, unit="ms")
     transaction_check_interval: int = setting(60_000, lo=1, hi=JAVA_INT.hi, unit="ms")
     transaction_check_max: int = setting(15, lo=1, hi=10_000)

@@ -207,7 +207,7 @@ class BrokerController:
 
     def _register_processors(self) -> None:
         s = self.server
-        send = SendMessageProcessor(self)
+        send = self.send_processor = SendMessageProcessor(self)
         pull = self.pull_message_processor = PullMessageProcessor(self)
         client_manage = ClientManageProcessor(self)
         consumer_manage = ConsumerManageProcessor(self)

@@ -668,10 +668,9 @@ class Connection(asyncio.Protocol):
             log.debug("%s: dropping a response frame to closed %s", self.role, self.remote_addr)
             return
         batch = self._batch
-        if batch is not None and self._in_read:  # (the common case: a reply to this read)
-            idle = self._idle
-            if idle is not None:
-                idle.touch()
+        if batch is not None and self._in_read:
+            # The common case: a reply to this read (data_received touched the idle timer
+            # for it; the batch leaves at the end of the read).
             batch.append(frame)
             self._batch_bytes += len(frame)
             return

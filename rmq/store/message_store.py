@@ -244,6 +244,7 @@ class MessageStore:
             await self.ha_client.stop()
         if self.ha is not None:
             await self.ha.shutdown()
+        self.reput.stop()
         await self._tasks.close()
         clean = True
         try:
@@ -500,7 +501,7 @@ class MessageStore:
         if warm.idle:
             warm.kick()
         if self.config.flush_disk_type != "SYNC_FLUSH":
-            self.reput.event.set()
+            self.reput.wakeup()
             return False
         return True
 

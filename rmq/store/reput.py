@@ -30,10 +30,15 @@ class ReputMessageService:
     """Dispatches CommitLog records from ``reput_from_offset`` into their ConsumeQueues.
 
     Woken right after an append (ASYNC_FLUSH) or after the group commit's fdatasync
-    (SYNC_FLUSH: nothing is dispatched before it is durable), and every second. A failure (a
-    ConsumeQueue file that cannot be created: disk full, no descriptors left) is logged
-    (rate-limited), shown in ``dispatch_error`` and retried with backoff from the record that
-    failed; nothing is skipped.
+    (SYNC_FLUSH: nothing is dispatched before it is durable), and every second. A wake-up
+    schedules one dispatch run for the next loop iteration (a ``call_soon`` callback): every
+    append of one read (or of one loop turn) is dispatched by one run, without the task step,
+    future and timer a task wake-up costs per read. Java's ReputMessageService polls every
+    1 ms instead; this keeps dispatch, and the long-polling wake-ups it triggers, within the
+    same loop turn. Backlogs larger than ``BATCH_RECORDS`` and retries after a failure belong
+    to the :meth:`run` task. A failure (a ConsumeQueue file that cannot be created: disk
+    full, no descriptors left) is logged (rate-limited), shown in ``dispatch_error`` and
+    retried with backoff from the record that failed; nothing is skipped.
     """
 
     def __init__(self, store: MessageStore):
@@ -42,11 +47,46 @@ class ReputMessageService:
         self.listeners: list[Callable[[str, int, int, int], None]] = []
         self.dispatch_error: str | None = None
         self.dispatched = 0
-        self.event = asyncio.Event()
+        self.event = asyncio.Event()          # wakes the run() task (backlog, retry)
+        self.runs = 0                          # dispatch runs (callbacks and task) so far
+        self._soon: asyncio.Handle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # the store's (asked once: 3.11 getpid)
+        self._backoff = 0.0
         self._delay_millis = store.config.delay_level_millis()
 
     def wakeup(self) -> None:
-        self.event.set()
+        """Dispatch what was appended, once, in the next loop iteration (on the loop thread).
+        While a failure is being retried the task keeps its backoff."""
+        if self._soon is None:
+            if self.dispatch_error is not None:
+                self.event.set()
+                return
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            self._soon = loop.call_soon(self._dispatch_soon)
+
+    def stop(self) -> None:
+        """Drop a scheduled run (shutdown)."""
+        if self._soon is not None:
+            self._soon.cancel()
+            self._soon = None
+
+    def _dispatch_soon(self) -> None:
+        self._soon = None
+        if not self.store.running:
+            return
+        if self.dispatch_error is not None:
+            self.event.set()
+            return
+        self.runs += 1
+        try:
+            n = self.do_reput(max_records=BATCH_RECORDS)
+        except Exception as e:  # noqa: BLE001 - dispatch survives anything: recorded, retried by the task
+            self._failed(e)
+            return
+        if n >= BATCH_RECORDS:
+            self.event.set()                  # a backlog: the task goes on in bounded steps
 
     def dispatch_limit(self) -> int:
         cl = self.store.commit_log
@@ -160,37 +200,43 @@ class ReputMessageService:
                     except Exception:
                         log.exception("arrival listener %r failed", fn)
 
-    async def run(self) -> None:
+    def _failed(self, e: Exception) -> None:
+        """Record a dispatch failure; the task retries after the (doubled) backoff."""
         store = self.store
-        backoff = 0.0
+        self._backoff = min(max(self._backoff * 2, 0.05), DISPATCH_BACKOFF_MAX)
+        self.dispatch_error = f"{type(e).__name__}: {e}"
+        if isinstance(e, DiskSpaceError):
+            # No new messages until the queues they need can be written.
+            store.clean_commit_log.set_disk_full(f"disk full: {e}; message store is not writeable", e.needed)
+        store.rl_log.warning("dispatch", "dispatch failed at CommitLog offset %d (%d bytes behind): %s; "
+                             "retrying in %.2f s", self.reput_from_offset, store.dispatch_behind_bytes(),
+                             self.dispatch_error, self._backoff, exc_info=not isinstance(e, StoreError))
+
+    async def run(self) -> None:
+        """The task: every second (or after the backoff), on a backlog and after failures."""
+        store = self.store
         while store.running:
             try:
                 # (asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancel that
                 # races with the event being set, and the task would never stop.)
-                async with asyncio.timeout(backoff or 1.0):
+                async with asyncio.timeout(self._backoff or 1.0):
                     await self.event.wait()
             except TimeoutError:
                 pass
             self.event.clear()
             try:
                 # Bounded batches so a large backlog does not starve the loop.
+                self.runs += 1
                 while self.do_reput(max_records=BATCH_RECORDS) >= BATCH_RECORDS:
                     await asyncio.sleep(0)
+                    self.runs += 1
             except Exception as e:  # noqa: BLE001 - dispatch survives anything: it records the error, backs off
-                backoff = min(max(backoff * 2, 0.05), DISPATCH_BACKOFF_MAX)
-                self.dispatch_error = f"{type(e).__name__}: {e}"
-                if isinstance(e, DiskSpaceError):
-                    # No new messages until the queues they need can be written.
-                    store.clean_commit_log.set_disk_full(f"disk full: {e}; message store is not writeable",
-                                                         e.needed)
-                store.rl_log.warning("dispatch", "dispatch failed at CommitLog offset %d (%d bytes behind): %s; "
-                                     "retrying in %.2f s", self.reput_from_offset, store.dispatch_behind_bytes(),
-                                     self.dispatch_error, backoff, exc_info=not isinstance(e, StoreError))
+                self._failed(e)
                 continue
             if self.dispatch_error is not None:
                 log.warning("dispatch works again (after: %s)", self.dispatch_error)
                 self.dispatch_error = None
-            backoff = 0.0
+            self._backoff = 0.0
 
 
 def scan_committed(cl: CommitLog, start: int, limit: int) -> Iterator[tuple[MappedFile, list[tuple[Any, ...]], int]]:

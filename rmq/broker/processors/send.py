@@ -27,6 +27,7 @@ import time
 from rmq._store import send_reply_frame as _send_reply_frame
 from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
+from rmq.broker.processors.send_fast import make_fast_path
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
@@ -35,6 +36,7 @@ from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from rmq.remoting.headers import SendMessageRequestHeader
 from rmq.store import MessageInner, PutMessageStatus
+from rmq.store.message import host_bytes
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -60,6 +62,14 @@ def _with_cluster(properties: str, cluster: str) -> str:
         return properties  # (the text was inside a value)
     props[MessageConst.CLUSTER] = cluster
     return properties_to_string(props, trailing_separator=False)
+
+
+def _born_bytes(conn) -> bytes:
+    """The producer's address as the record stores it (8 bytes), once per connection."""
+    b = conn.attributes.get("born_host_bytes")
+    if b is None:
+        b = conn.attributes["born_host_bytes"] = host_bytes(_born_host(conn))
+    return b
 
 
 def _born_host(conn) -> tuple[str, int]:
@@ -113,6 +123,9 @@ class SendMessageProcessor:
         self.controller = controller
         self.broker_config = controller.broker_config
         self.topic_config_manager = controller.topic_config_manager
+        # The plain SEND in one Cython call; None (a broker option) keeps every SEND on the
+        # Python path below, which also handles whatever the fast path declines.
+        self.fast = make_fast_path(controller) if getattr(controller.broker_config, "send_fast_path", True) else None
 
     @property
     def store(self):
@@ -130,7 +143,18 @@ class SendMessageProcessor:
         SYNC_FLUSH: the reply waits for the group commit as a callback
         (``MessageStore.add_flush_callback``, no task per message); only past its bound of
         waiting callbacks does the method return an awaitable, which the dispatcher runs as a
-        task of the send pool."""
+        task of the send pool.
+
+        A plain SEND (see rmq/_sendpath.pxi) is stored and answered by ``self.fast`` in one
+        call; what it declines comes here unchanged."""
+        fast = self.fast
+        if fast is not None:
+            born = conn.attributes.get("born_host_bytes")
+            frame = fast.send(cmd, born if born is not None else _born_bytes(conn))
+            if frame is not None:
+                if frame:
+                    conn.send_response_frame(frame)
+                return None
         try:
             ext = cmd.ext_fields
             header = _read_v2(ext) if _V2_TOPIC in ext else _read_either(ext)

@@ -1,0 +1,47 @@
+"""The plain SEND in one Cython call (``rmq._store.SendFastPath``, rmq/_sendpath.pxi).
+
+:func:`make_fast_path` builds it for a broker from the SEND header's declaration (wire names,
+kinds, ranges), Java's NOT_ALLOWED_SEND topics and the property markers that need
+``send_back.before_store``. The SEND processor calls it first and runs its Python path for
+whatever it declines: see the .pxi for the list (batches, retry topics, delays,
+transactions, new queues, file rolls, SYNC_FLUSH, SYNC_MASTER and SLAVE roles, refusals).
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any
+
+from rmq._store import SendFastPath
+from rmq.broker.processors.send_back import _MARKS
+from rmq.common.constants import MixAll, TopicValidator
+from rmq.common.message import MessageConst
+from rmq.remoting.headers import SendMessageRequestHeader
+from rmq.store.warm import WARM_CHUNK
+
+__all__ = ["header_spec", "make_fast_path"]
+
+_KINDS = {str: 0, int: 1, bool: 2}
+
+
+def header_spec() -> list[tuple[str, str, str, int, bool, int, int]]:
+    """``(attribute, V1 wire, V2 wire, kind, required, lo, hi)`` of every SEND header field."""
+    hints = typing.get_type_hints(SendMessageRequestHeader)
+    v2 = SendMessageRequestHeader.WIRE_NAMES_V2
+    out = []
+    for f in dataclasses.fields(SendMessageRequestHeader):
+        tp: Any = hints[f.name]
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        base = args[0] if args else tp
+        lo, hi = f.metadata["range"] if base is int else (0, 0)
+        out.append((f.name, f.metadata["wire"], v2[f.name], _KINDS[base], f.default is dataclasses.MISSING, lo, hi))
+    return out
+
+
+def make_fast_path(controller: Any) -> SendFastPath:
+    """The fast path of ``controller``'s SEND processor (state is read from the controller
+    per call, so a replaced store or config is seen)."""
+    # a request-reply request gets the CLUSTER property on the Python path (send._with_cluster)
+    marks = (*_MARKS, MessageConst.MESSAGE_REPLY_TO_CLIENT + "\x01")
+    return SendFastPath(header_spec(), controller, frozenset(TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET),
+                        MixAll.RETRY_GROUP_TOPIC_PREFIX, marks, WARM_CHUNK)
