@@ -452,6 +452,10 @@ class Standalone:
         # The daemon's real defaults (1 GiB CommitLog files), not the test harness's small files;
         # ``tree``: run the broker of another checkout (bench/rounds.py compares two).
         env = {"PYTHONPATH": os.path.abspath(tree)} if tree else None
+        if tree:
+            # an older checkout may not know properties the harness passes (--consolePort=0,
+            # --metricsPort=0): it warns about them instead of refusing to start
+            extra_args = ["--lenient-config", *extra_args]
         self.process = StandaloneProcess(os.path.join(self.store_dir, "store"), extra_args,
                                          start_timeout=ready_timeout, small_files=False, env=env, cwd=tree)
 
