@@ -174,7 +174,7 @@ cdef class SendFastPath:
         cdef object ext, topic, props, tc, store, scfg, cl, mf, key, qo, topic_b, bc, body, region, files
         cdef object mark
         cdef PyObject* p
-        cdef int64_t queue_id, sys_flag, max_size, pos, fsize, phy, now, queue_offset, t0, size
+        cdef int64_t queue_id, sys_flag, max_size, pos, fsize, phy, now, queue_offset, t0, size, put_ns
         cdef Py_ssize_t blen, tlen, plen, i
         cdef int serialize_type, flag
         cdef int32_t opaque
@@ -305,7 +305,9 @@ cdef class SendFastPath:
                 warm.kick()
         store.reput.wakeup()
         stats = self.controller.stats
-        stats.store.record_put_time((_mono_ns() - t0) // 1000000)
+        put_ns = _mono_ns() - t0
+        stats.store.record_put_time(put_ns // 1000000)
+        stats.send_latency.observe_ns(put_ns)              # rocketmq_rpc_latency (rmq.broker.metrics)
         stats.on_put(topic, 1, blen)
         if flag & _FLAG_ONEWAY:
             return b""                                    # (Java sendOneway: nobody waits)

@@ -183,7 +183,9 @@ def test_standalone_serves_metrics_and_port_zero_means_no_listener(tmp_path):
         status, _ctype, body = http_get(port)
         assert status == 200 and "rocketmq_brokeruntime_putmessage_times_total{" in body
     with StandaloneProcess(tmp_path / "off", ["--metricsPort=0"]) as proc:
-        assert _listening_ports(proc.pid) == {proc.namesrv_port, proc.broker_port}
+        # the name server, the broker, its HA port (listenPort + 1) and VIP channel (listenPort - 2)
+        assert _listening_ports(proc.pid) == {proc.namesrv_port, proc.broker_port, proc.broker_port + 1,
+                                              proc.broker_port - 2}
 
 
 def test_bad_metrics_port_stops_the_start_naming_the_property(tmp_path):
