@@ -120,8 +120,8 @@ class BrokerMetrics:
 
     def add_source(self, source: MetricsSource) -> None:
         """Add samples to every scrape: ``source(builder)`` runs in the metrics thread (read
-        only copies or plain attributes there). The HA service's replication gauges hook in
-        here."""
+        only copies or plain attributes there). Replication is a built-in source
+        (:meth:`_replication`)."""
         self._sources.append(source)
 
     def _replication(self, b: MetricsBuilder) -> None:
