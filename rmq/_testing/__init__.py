@@ -96,6 +96,21 @@ def free_broker_port(host: str = "127.0.0.1") -> int:
 __all__ += ["free_broker_port"]
 
 
+def terminate(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> int:
+    """SIGTERM ``proc`` (a clean shutdown) and wait; SIGKILL after ``timeout``. Its exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+__all__ += ["terminate"]
+
+
 def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
     """True once something accepts TCP connections on ``host:port`` (polls every 50 ms)."""
     deadline = time.monotonic() + timeout
@@ -309,14 +324,7 @@ class StandaloneProcess:
         """SIGTERM and wait (SIGKILL after ``timeout``); returns the exit status."""
         if self.proc is None:
             return self.returncode
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.returncode = self.proc.returncode
+        self.returncode = terminate(self.proc, timeout)
         return self.returncode
 
     def __enter__(self) -> StandaloneProcess:

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from rmq._testing import free_broker_port, wait_for_port
+from rmq._testing import free_broker_port, terminate, wait_for_port
 
 __all__ = ["BrokerProcess"]
 
@@ -89,11 +89,4 @@ class BrokerProcess:
         """SIGTERM (a clean shutdown) and wait; SIGKILL after ``timeout``."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return terminate(self.proc, timeout)
