@@ -111,6 +111,7 @@ def scan_figures(n: int, cases: tuple[tuple[str, str, str], ...]) -> dict[str, f
 async def broker_figures(n: int, repeat: int) -> dict[str, float]:
     import _common as c
 
+    from rmq._testing import wait_until
     from rmq.common.message import PullSysFlag
     from rmq.remoting import requests as rq
     from rmq.remoting.client import RemotingClient
@@ -133,7 +134,18 @@ async def broker_figures(n: int, repeat: int) -> dict[str, float]:
                                                                               batch=True), timeout=10)
                 if resp.code != ResponseCode.SUCCESS:
                     raise c.BenchError(f"send failed: {resp.code} {resp.remark}")
-            await asyncio.sleep(1.0)  # let the reput service dispatch the last batch
+            expected = [0] * 4
+            for first in range(0, n, batch):
+                expected[(first // batch) % 4] += min(n, first + batch) - first
+
+            async def dispatched() -> bool:
+                for q in range(4):
+                    resp = await client.invoke(proc.broker_addr, rq.get_max_offset(TOPIC, q), timeout=10)
+                    if rq.parse_offset(resp) < expected[q]:
+                        return False
+                return True
+
+            await wait_until(dispatched, 120, interval=0.05, what="every batch dispatched")
             for name, etype, expr in CASES:
                 matched = [0]
 

@@ -36,7 +36,7 @@ import time
 import _common as c
 import produce_bench
 
-from rmq._testing import free_port, wait_for_port
+from rmq._testing import free_port, wait_for_port, wait_until
 from rmq.remoting import requests
 from rmq.remoting.client import RemotingClient
 
@@ -81,15 +81,16 @@ async def runtime(client: RemotingClient, addr: str) -> dict[str, str]:
 
 
 async def wait_following(client: RemotingClient, slave: SlaveBroker, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    async def following() -> bool:
         try:
-            if (await runtime(client, slave.addr)).get("haMasterConnected") == "true":
-                return
-        except Exception:
-            pass
-        await asyncio.sleep(0.1)
-    raise c.BenchError("the slave did not connect to the master's HA port")
+            return (await runtime(client, slave.addr)).get("haMasterConnected") == "true"
+        except Exception:  # (not answering yet)
+            return False
+
+    try:
+        await wait_until(following, timeout, interval=0.1, what="the slave following")
+    except AssertionError:
+        raise c.BenchError("the slave did not connect to the master's HA port") from None
 
 
 async def one_role(args, role: str, root: str) -> dict:
@@ -132,22 +133,24 @@ async def one_role(args, role: str, root: str) -> dict:
         late.port = free_port()
         late.cmd = [a if not a.startswith("--brokerId=") else "--brokerId=2" for a in late.cmd]
         late.cmd = [a if not a.startswith("--listenPort=") else f"--listenPort={late.port}" for a in late.cmd]
-        t0 = time.monotonic()
         late.start()
         # timed from the first bytes the late slave holds (not its process start) to the end
         first: tuple[float, int] | None = None
-        while True:
+
+        async def caught_up() -> bool:
+            nonlocal first
             try:
                 at = int((await runtime(client, late.addr))["commitLogMaxOffset"])
-            except Exception:
+            except Exception:  # (not answering yet)
                 at = 0
             if at and first is None:
                 first = (time.monotonic(), at)
-            if at >= end:
-                break
-            if time.monotonic() - t0 > 120:
-                raise c.BenchError("the late slave did not catch up in 120 s")
-            await asyncio.sleep(0.02)
+            return at >= end
+
+        try:
+            await wait_until(caught_up, 120, interval=0.02, what="the late slave at the master's end")
+        except AssertionError:
+            raise c.BenchError("the late slave did not catch up in 120 s") from None
         assert first is not None
         catch_up_s = max(time.monotonic() - first[0], 1e-3)
         record = (end / fig["messages"]) if fig["messages"] else args.size

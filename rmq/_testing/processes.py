@@ -7,10 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from rmq._testing import free_broker_port, terminate, wait_for_port
+from rmq._testing import free_broker_port, terminate, wait_for_port, wait_until_sync
 
 __all__ = ["BrokerProcess"]
 
@@ -64,15 +63,19 @@ class BrokerProcess:
             self.proc = subprocess.Popen([sys.executable, "-m", "rmq", "broker", "-c", str(self.conf)],
                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=dict(os.environ))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"rmq broker exited with {self.proc.returncode}:\n{self.log_text()[-3000:]}")
-            if "rmq broker" in self.log_text(self._log_start) and wait_for_port("127.0.0.1", self.port, 0.5):
-                return self
-            time.sleep(0.05)
-        self.kill()
-        raise RuntimeError(f"rmq broker did not start within {timeout}s:\n{self.log_text()[-3000:]}")
+        proc = self.proc
+
+        def listening() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"rmq broker exited with {proc.returncode}:\n{self.log_text()[-3000:]}")
+            return "rmq broker" in self.log_text(self._log_start) and wait_for_port("127.0.0.1", self.port, 0.5)
+
+        try:
+            wait_until_sync(listening, timeout, interval=0.05, what="rmq broker listening")
+        except AssertionError:
+            self.kill()
+            raise RuntimeError(f"rmq broker did not start within {timeout}s:\n{self.log_text()[-3000:]}") from None
+        return self
 
     async def astart(self, timeout: float = 30.0) -> BrokerProcess:
         """:meth:`start` in a thread, so the caller's event loop (an in-process name server

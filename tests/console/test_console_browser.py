@@ -4,8 +4,9 @@ or its timeout passes), never a sleep. Screenshots of the main pages go to a tmp
 ``build/screenshots/``."""
 from __future__ import annotations
 
-import asyncio
+import json
 import re
+import urllib.request
 from typing import Any
 
 import pytest
@@ -303,19 +304,21 @@ def test_group_and_topic_create_and_delete_in_the_page(page: Any) -> None:
     no_errors(page)
 
 
-def test_dashboard_draws_topic_tps(page: Any, cluster: Any, loop_thread: Any, shots: Any) -> None:
+def test_dashboard_draws_topic_tps(page: Any, cluster: Any, console: Any, loop_thread: Any, shots: Any) -> None:
     ns, topic = cluster.namesrv_addr, "ConsoleTpsTopic"
     loop_thread.run(_create_topic(ns, topic, 2))
     open_page(page, "dashboard", "dashboard")
     expect()(page.locator("#broker-chart path").first).to_be_attached(timeout=WAIT)
 
-    async def trickle() -> None:
-        async with rmq.Producer(ns, "PG_tps") as p:
-            for i in range(40):
-                await p.send(rmq.Message(topic, b"t%d" % i))
-                await asyncio.sleep(0.05)   # the load under test: traffic spread over ~2 sampling rounds
+    def rounds() -> int:
+        with urllib.request.urlopen(console.url + "/api/dashboard", timeout=10) as r:
+            return int(json.load(r)["rounds"])
 
-    loop_thread.run(trickle())
+    # two bursts with a sampling round after each: the topic's offsets grow between rounds
+    for _ in range(2):
+        seen = rounds()
+        loop_thread.run(_produce(ns, topic, 20, b"t"))
+        wait_for(lambda seen=seen: rounds() > seen, what="a sampling round after the sends")
     expect()(page.locator("#topic-chart .legend")).to_contain_text(topic, timeout=WAIT)
     no_errors(page)
     shots(page, "console-dashboard")

@@ -8,7 +8,7 @@ import socket
 import struct
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -131,13 +131,13 @@ async def test_kill_9_sync_master_every_acked_message_is_on_the_slave(pair, tmp_
         await store.shutdown()
 
 
-def _garbage_peer(port: int, stop: list) -> None:
+def _garbage_peer(port: int, stop: threading.Event, done: list[int]) -> None:
     """Connects again and again to the HA port: garbage, a huge offset, half reports, a report
-    of 0 then no reads at all."""
+    of 0 then no reads at all. ``done[0]`` counts the connections made."""
     payloads = [b"\xff" * 64, struct.pack(">q", 1 << 62), b"\x00\x00\x00", bytes(8)]
     held = []
     i = 0
-    while not stop:
+    while not stop.is_set():
         try:
             s = socket.create_connection(("127.0.0.1", port), timeout=2)
             s.sendall(payloads[i % len(payloads)])
@@ -146,9 +146,10 @@ def _garbage_peer(port: int, stop: list) -> None:
             else:
                 s.close()
             i += 1
+            done[0] = i
         except OSError:
             pass
-        time.sleep(0.002)       # the bad peer's pace (not a wait for a state)
+        stop.wait(0.002)        # the bad peer's pace: about 500 connections a second
     for s in held:
         s.close()
 
@@ -157,20 +158,23 @@ async def test_bad_peer_on_the_ha_port_hurts_neither_clients_nor_the_slave(pair)
     master, slave, ha_port = pair("ASYNC_MASTER")
     client = RemotingClient()
     env = BrokerEnv(None, None, client, broker_addr=master.broker_addr, namesrv_addr=master.namesrv_addr)
-    stop: list = []
+    stop = threading.Event()
+    made = [0]
     try:
         await env.create_topic("NT", 1)
         await wait_until(lambda: _connected(client, slave.addr), 60, what="the slave following the master")
-        bad = asyncio.get_running_loop().run_in_executor(None, _garbage_peer, ha_port, stop)
+        bad = asyncio.get_running_loop().run_in_executor(None, _garbage_peer, ha_port, stop, made)
         try:
             with NoisyNeighbour(master.broker_addr) as probe:
                 for i in range(300):
                     r = await env.send("NT", b"n%d" % i + b"." * 500)
                     assert r.code == ResponseCode.SUCCESS
-                await asyncio.sleep(1.0)       # (the bad peer keeps going while the probe measures)
+                # the bad peer goes on for 200 more connections while the probe measures
+                target = made[0] + 200
+                await wait_until(lambda: made[0] >= target, 60, what="200 more bad connections")
             assert probe.worst < 2.0, probe.summary()
         finally:
-            stop.append(1)
+            stop.set()
             await bad
 
         await wait_until(lambda: _same_end(client, master.broker_addr, slave.addr), 60, what="the slave caught up")
@@ -263,7 +267,9 @@ async def test_master_kill_9_and_restart_while_traffic_runs(pair, tmp_path):
                 try:
                     r = await env.send("MT", b"m%06d" % stored + b"." * 300, stored % 2, wait_dispatch=False)
                 except Exception:
-                    await asyncio.sleep(0.05)          # the master is down: try again
+                    # the master is down: send again once it accepts connections
+                    host, port = master.broker_addr.rsplit(":", 1)
+                    await asyncio.to_thread(wait_for_port, host, int(port), 60.0)
                     continue
                 if r.code == ResponseCode.SUCCESS:
                     stored += 1

@@ -168,17 +168,22 @@ async def test_slave_restart_and_master_restart_resume_without_gap(stores, tmp_p
     slave = await stores.slave(master)
     await following(master)
 
-    async def traffic(store_ref, n, start):
+    slave_down = asyncio.Event()
+
+    async def traffic(store_ref, n, start, pause_at=-1):
         for i in range(start, start + n):
+            if i == pause_at:
+                await slave_down.wait()     # the rest is put while the slave starts again
             r = await store_ref[0].put_message(MessageInner("HA", i % 2, b"m%06d" % i + b"." * 200))
             assert r.status == PutMessageStatus.PUT_OK
             if i % 50 == 0:
-                await asyncio.sleep(0.01)   # spread the traffic so the restart below happens during it
+                await asyncio.sleep(0)      # a loop turn between puts (not a wait): the restart interleaves
 
     ref = [master]
-    task = asyncio.create_task(traffic(ref, 400, 0))
+    task = asyncio.create_task(traffic(ref, 400, 0, pause_at=200))
     await wait_until(lambda: slave.commit_log.max_offset > 20_000)
     await stores.stop(slave)                        # slave restart while traffic runs
+    slave_down.set()
     slave = await stores.slave(master)
     await task
     await caught_up(master, slave)
