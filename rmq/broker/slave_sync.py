@@ -143,14 +143,7 @@ class SlaveSynchronize:
         resp = await self._invoke(master, rq.get_all_topic_config())
         tcm = self.controller.topic_config_manager
         version, table = await asyncio.to_thread(_topic_table, resp, master, tcm.max_queue_nums)
-        if _same_version(tcm.data_version, version):
-            return
-        tcm.topic_config_table.clear()
-        tcm.topic_config_table.update(table)
-        tcm.data_version = DataVersion(version.timestamp, version.counter)
-        tcm.mark_dirty()
-        log.info("slave sync: topic config from master %s (%d topics, version %s)", clip(master), len(table),
-                 version.to_json())
+        _replace_versioned(tcm, tcm.topic_config_table, version, table, f"topic config from master {clip(master)}")
 
     async def sync_consumer_offset(self, master: str) -> None:
         """Java ``syncConsumerOffset``: the master's offsets over ours (``putAll``)."""
@@ -194,14 +187,21 @@ class SlaveSynchronize:
         limit = int(getattr(self.controller.broker_config, "max_subscription_group_nums", 100_000))
         version, table = await asyncio.to_thread(_group_table, resp, master, limit)
         sgm = self.controller.subscription_group_manager
-        if _same_version(sgm.data_version, version):
-            return
-        sgm.subscription_group_table.clear()
-        sgm.subscription_group_table.update(table)
-        sgm.data_version = DataVersion(version.timestamp, version.counter)
-        sgm.mark_dirty()
-        log.info("slave sync: subscription groups from master %s (%d groups, version %s)", clip(master), len(table),
-                 version.to_json())
+        _replace_versioned(sgm, sgm.subscription_group_table, version, table,
+                           f"subscription groups from master {clip(master)}")
+
+
+def _replace_versioned(manager: Any, live: dict[str, Any], version: DataVersionData, table: dict[str, Any],
+                       what: str) -> None:
+    """Java's rule for the versioned tables (topics, groups): the master's table replaces ours,
+    in one swap on the loop, when its data version differs; the version is taken too."""
+    if _same_version(manager.data_version, version):
+        return
+    live.clear()
+    live.update(table)
+    manager.data_version = DataVersion(version.timestamp, version.counter)
+    manager.mark_dirty()
+    log.info("slave sync: %s (%d entries, version %s)", what, len(table), version.to_json())
 
 
 # -- decoding and checking, off the event loop (pure functions of the answer) -----------------
