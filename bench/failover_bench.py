@@ -38,7 +38,11 @@ async def _ready(rc: RemotingClient, master: str, slave: str) -> bool:
 
 
 async def one_run(n: int) -> tuple[float, float]:
-    tmp = Path(tempfile.mkdtemp(prefix="rmq-failover-"))
+    with tempfile.TemporaryDirectory(prefix="rmq-failover-") as d:
+        return await _one_run(Path(d), n)
+
+
+async def _one_run(tmp: Path, n: int) -> tuple[float, float]:
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
         master = await BrokerProcess(tmp / "m", nsaddr, brokerRole="SYNC_MASTER").astart()

@@ -95,7 +95,8 @@ class Bench:
 
 
 async def run(args) -> dict:
-    store = Path(tempfile.mkdtemp(prefix="rmq-cost-")) / "store"
+    scratch = tempfile.TemporaryDirectory(prefix="rmq-cost-")
+    store = Path(scratch.name) / "store"
     proc = StandaloneProcess(store, ["--transactionCheckInterval=60000"])
     proc.start()
     pid = proc.pid
@@ -157,6 +158,7 @@ async def run(args) -> dict:
             c, t = phase("transaction_half_plus_commit", c, t, n)
     finally:
         proc.stop()
+        scratch.cleanup()
     return out
 
 

@@ -21,7 +21,12 @@ from rmq.remoting.command import RemotingCommand
 
 
 async def main(n: int) -> None:
-    async with run_broker(tempfile.mkdtemp(prefix="rmq-metadata-bench-")) as broker:
+    with tempfile.TemporaryDirectory(prefix="rmq-metadata-bench-") as d:
+        await _main(d, n)
+
+
+async def _main(d: str, n: int) -> None:
+    async with run_broker(d) as broker:
         client = RemotingClient()
         addr = f"127.0.0.1:{broker.port}"
         windows = {min(500, n): 0.0, n: 0.0}

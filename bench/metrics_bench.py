@@ -123,7 +123,11 @@ def produce(namesrv: str, pid: int, seconds: float, scrape_port: int | None) -> 
 
 
 def measure(queues: int, args) -> dict:
-    root = Path(tempfile.mkdtemp(prefix="rmq-metrics-bench-"))
+    with tempfile.TemporaryDirectory(prefix="rmq-metrics-bench-") as d:   # a 10k-queue store is ~600 MB
+        return _measure(Path(d), queues, args)
+
+
+def _measure(root: Path, queues: int, args) -> dict:
     port = free_port()
     # small store files: 10 000 queues of the default 6 MB ConsumeQueue files would take 60 GB of disk
     with StandaloneProcess(root / "store", [f"--metricsPort={port}", "--mappedFileSizeConsumeQueue=6000"],

@@ -251,8 +251,11 @@ async def test_delete_expired_commit_log_and_clean_expired_consume_queues(tmp_pa
     not now, so only DELETE_EXPIRED_COMMITLOG's manual runs delete them. CLEAN_EXPIRED_CONSUMEQUEUE
     then destroys the queue whose messages all left the CommitLog."""
     not_now = str((time.localtime().tm_hour + 12) % 24)
+    # the disk ratios at 100 %: how full this machine's disk is must not make the runs delete
+    # (above diskMaxUsedSpaceRatio, 75 % by default, every clean run deletes whatever the hour)
     async with run_standalone(tmp_path, mapped_file_size_commitlog=64 * 1024, file_reserved_time=0,
-                              delete_when=not_now, clean_resource_interval=100) as (ns, broker):
+                              delete_when=not_now, clean_resource_interval=100, disk_max_used_space_ratio=100,
+                              disk_space_clean_forcibly_ratio=100, disk_space_warning_level_ratio=100) as (ns, broker):
         store = broker.message_store
         async with Admin(ns.address) as admin:
             addr = broker.broker_addr

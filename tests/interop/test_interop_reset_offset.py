@@ -171,6 +171,10 @@ def test_reset_offset_moves_live_cpp_ons_and_sdk_consumers(real_clients, broker,
                      f"the {name} consumer to get the {OLD} messages again after the reset",
                      lambda n=name: f"{n} got {received[n]()}\n{broker.log_tail()}")
         produce(broker.namesrv, topic, [f"{names.marker}final"])
+        # the drivers stop by themselves once they have it; the SDK consumer is stopped by the
+        # test, so wait for its delivery first
+        wait_for(lambda: f"{names.marker}final" in sdk.bodies, 60, "the sdk consumer to get the final message",
+                 broker.log_tail)
     finally:
         sdk.stop()
         cpp_report, ons_report = cpp.finish(), ons.finish()
