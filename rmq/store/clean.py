@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -25,12 +24,21 @@ MAX_MANUAL_DELETE_FILE_TIMES = 20
 
 
 def disk_used_ratio(path: str) -> float:
-    """Used fraction (0..1) of the file system holding ``path`` (1.0 when unreadable)."""
+    """Used fraction (0..1) of the file system holding ``path`` (1.0 when unreadable), as
+    Java UtilAll.getDiskPartitionSpaceUsedPercent and ``df`` count it: used blocks over used
+    plus available ones, rounded up to a hundredth. The blocks reserved for root count on
+    neither side: ``(total - available) / total`` would call a disk with large reserved space
+    fuller than it is, and make retention delete (``disk_max_used_space_ratio``) where Java
+    would not."""
     try:
-        u = shutil.disk_usage(path)
+        st = os.statvfs(path)
     except OSError:
         return 1.0
-    return (u.total - u.free) / u.total if u.total else 1.0
+    used = (st.f_blocks - st.f_bfree) * st.f_frsize
+    entire = used + st.f_bavail * st.f_frsize
+    if entire <= 0:
+        return 1.0
+    return -(-used * 100 // entire) / 100.0
 
 
 class CleanCommitLogService:

@@ -103,3 +103,17 @@ async def test_retention_survives_restart(make_store, tmp_path):
     store = await make_store(root=root, mapped_file_size_commitlog=CL)
     assert store.recovery_report["mode"] == "crash"
     assert (store.get_min_offset_in_queue("T", 0), store.get_max_offset_in_queue("T", 0)) == (lo, hi)
+
+
+def test_disk_used_ratio_counts_as_df_and_java_do(tmp_path):
+    """Used over used + available, rounded up (Java UtilAll.getDiskPartitionSpaceUsedPercent, and
+    df's Use%): blocks reserved for root count on neither side."""
+    import subprocess
+
+    from rmq.store.clean import disk_used_ratio
+
+    out = subprocess.run(["df", "-P", str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    used_k, avail_k = (int(v) for v in out.splitlines()[1].split()[2:4])
+    df_pcent = -(-used_k * 100 // (used_k + avail_k))   # df -P rounds Use% up
+    assert abs(disk_used_ratio(str(tmp_path)) * 100 - df_pcent) <= 1   # (the disk may move between the calls)
+    assert disk_used_ratio(str(tmp_path / "missing")) == 1.0
