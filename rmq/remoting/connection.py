@@ -324,6 +324,9 @@ class Connection(asyncio.Protocol):
         self._tls = transport.get_extra_info("ssl_object") is not None
         self._idle = IdleStateHandler(self._loop, self._idle_timeout, self._on_idle)
         self._idle.start()
+        hooks = self._dispatcher.frame_hooks
+        if hooks is not None:
+            self._decoder.frame_hook = hooks(self)
         self._manager.emit(ConnectionEvent.CONNECT, self)
 
     def data_received(self, data: bytes) -> None:
@@ -364,14 +367,18 @@ class Connection(asyncio.Protocol):
         try:
             while not self._write_paused:
                 try:
-                    cmd = decoder.next_frame()
+                    cmd = decoder.next_item()
                 except RemotingCommandError as exc:
                     self._bad_input(exc)
                     return
                 if cmd is None:
                     break
                 self._frames_done += 1
-                if cmd.flag & 1:
+                if type(cmd) is bytes:
+                    # handled by the dispatcher's frame hook (a stored SEND): its reply, if any
+                    if cmd:
+                        self.send_response_frame(cmd)
+                elif cmd.flag & 1:
                     self._on_response(cmd)
                 else:
                     self._dispatcher.dispatch(self, cmd)
