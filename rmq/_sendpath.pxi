@@ -18,7 +18,8 @@
 # SendFastPath.send_frame does the same from the frame's bytes, before any RemotingCommand
 # exists: the broker sets a SendFrameHook per producer connection as the FrameDecoder's
 # frame_hook (rmq/remoting/codec.py), which offers it every whole frame. Besides the above it
-# declines a ROCKETMQ header with a remark or with text that is not ASCII, a JSON header that
+# declines a frame with the response flag (the connection's response table takes it), a
+# ROCKETMQ header with a remark or with text that is not ASCII, a JSON header that
 # does not open with its code, a flag or opaque outside int32, a frame without a body, and
 # every frame while the broker is not ready or the SEND pool is full (the dispatcher answers
 # SYSTEM_BUSY). The broker sets no hook with ACL on (the check needs the command) or with
@@ -49,6 +50,7 @@ cdef extern from "string.h" nogil:
 
 cdef enum:
     _SF_MAX_FIELDS = 32
+    _FLAG_RESPONSE = 1
     _FLAG_ONEWAY = 2
     _PERM_WRITE_BIT = 2
     _TRAN_MASK = 0xC                 # MessageSysFlag TRANSACTION_PREPARED | ROLLBACK bits
@@ -210,8 +212,8 @@ cdef class SendFastPath:
         cdef PyObject* texts[_SF_MAX_FIELDS]    # borrowed from ext
         cdef object ext, body, props, opaque_o
         cdef int64_t t0 = _mono_ns()
-        cdef int serialize_type, flag
-        cdef int32_t opaque
+        cdef int serialize_type
+        cdef int32_t flag, opaque
         if not PyBytes_CheckExact(born) or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
             self.declined += 1
             return None
@@ -226,8 +228,10 @@ cdef class SendFastPath:
             return None
         props = <object>texts[self.i_props] if texts[self.i_props] != NULL else ""
         serialize_type = cmd.serialize_type
-        flag = cmd.flag
-        opaque = cmd.opaque
+        # a JSON flag or opaque outside int32 (the Python path answers it in its way)
+        if not _int32_of(cmd.flag, &flag) or not _int32_of(cmd.opaque, &opaque):
+            self.declined += 1
+            return None
         r = self._put(<object>texts[self.i_topic], <const uint8_t*>PyUnicode_DATA(props),
                       PyUnicode_GET_LENGTH(props), <const uint8_t*>PyBytes_AS_STRING(body),
                       PyBytes_GET_SIZE(body), vals, serialize_type, flag, opaque, born, t0)
@@ -370,10 +374,8 @@ cdef class SendFastPath:
         cdef _Buf b
         cdef const uint8_t* p
         cdef Py_ssize_t hl = hend - hstart, ext_len, blen = end - hend
-        cdef int32_t opaque
+        cdef int32_t opaque, flag32
         cdef int flag, code
-        cdef long long x
-        cdef int overflow
         cdef object h, ext, props, topic
         b = _buf(data)
         if hstart < 0 or hl < 0 or blen <= 0 or end > b.size or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
@@ -387,7 +389,7 @@ cdef class SendFastPath:
                 return None
             opaque = rd32(p + 5)
             flag = rd32(p + 9)
-            if rd32(p + 13) != 0:        # a remark: not a plain request
+            if flag & _FLAG_RESPONSE or rd32(p + 13) != 0:     # a response; a remark
                 return None
             ext_len = rd32(p + 17)
             if ext_len < 0 or ext_len > hl - 21 \
@@ -404,20 +406,13 @@ cdef class SendFastPath:
         except Exception:                  # the reference decoder words what is wrong
             return None
         code_o = h.code
-        flag_o = h.flag
-        opaque_o = h.opaque
         ext = h.extFields
-        if not PyLong_CheckExact(code_o) or (code_o != 10 and code_o != 310) or not PyLong_CheckExact(flag_o) \
-                or not PyLong_CheckExact(opaque_o) or not PyDict_CheckExact(ext):
+        if not PyLong_CheckExact(code_o) or (code_o != 10 and code_o != 310) or not PyDict_CheckExact(ext) \
+                or not _int32_of(h.flag, &flag32) or not _int32_of(h.opaque, &opaque):
             return None
-        x = PyLong_AsLongLongAndOverflow(flag_o, &overflow)
-        if overflow or x < -2147483648 or x > 2147483647:
+        flag = flag32
+        if flag & _FLAG_RESPONSE:        # the connection's response table takes it
             return None
-        flag = <int>x
-        x = PyLong_AsLongLongAndOverflow(opaque_o, &overflow)
-        if overflow or x < -2147483648 or x > 2147483647:
-            return None
-        opaque = <int32_t>x
         if not self._read(ext, vals, texts):
             return None
         props = <object>texts[self.i_props] if texts[self.i_props] != NULL else ""
@@ -547,6 +542,19 @@ cdef class SendFastPath:
         for i in range(16):
             mid[16 + i] = _HEXU[(phy >> (60 - 4 * i)) & 0xF]
         return _send_reply(serialize_type, opaque, mid, 32, queue_id, queue_offset, region, bc.trace_on)
+
+
+cdef inline bint _int32_of(object o, int32_t* out) except -1:
+    """True with ``out`` set when ``o`` is an exact int within int32."""
+    cdef int overflow = 0
+    cdef long long x
+    if not PyLong_CheckExact(o):
+        return False
+    x = PyLong_AsLongLongAndOverflow(o, &overflow)
+    if overflow or x < -2147483648 or x > 2147483647:
+        return False
+    out[0] = <int32_t>x
+    return True
 
 
 cdef inline bint _decimal(const uint8_t* d, Py_ssize_t n, long long* out) noexcept:
