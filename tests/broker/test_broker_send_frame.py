@@ -318,6 +318,6 @@ def test_frame_decoder_next_frame_never_asks_the_hook():
     cmd = dec.next_frame()
     assert isinstance(cmd, RemotingCommand) and cmd.body == b"x" and not seen
     assert dec.next_item() == b"" and len(seen) == 1
-    hstart = 8
-    assert seen[0][1:] == (hstart, hstart + (struct.unpack(">i", f[4:8])[0] & 0xFFFFFF), len(f), 1)
+    hstart = len(f) + 8                                  # the second frame's header
+    assert seen[0][1:] == (hstart, hstart + (struct.unpack(">i", f[4:8])[0] & 0xFFFFFF), 2 * len(f), 1)
     assert dec.next_item() is None
