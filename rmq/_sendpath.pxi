@@ -362,25 +362,36 @@ cdef class SendFastPath:
         self.last_topic = topic
         return topic
 
-    def send_frame(self, data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser, born):
+    def send_frame(self, data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser, bytes born):
         """Store the SEND whose frame is ``data[hstart-8:end]`` (header ``data[hstart:hend]``,
         serialization ``ser``) from a producer at ``born``; returns what :meth:`send` returns.
         The caller has checked the frame's length words and that it is whole."""
+        return self._send_frame(data, hstart, hend, end, ser, born)
+
+    cdef object _send_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
+                            bytes born):
         cdef int64_t vals[_SF_MAX_FIELDS]
         cdef const uint8_t* tp[_SF_MAX_FIELDS]
         cdef Py_ssize_t tl[_SF_MAX_FIELDS]
         cdef PyObject* texts[_SF_MAX_FIELDS]
         cdef int64_t t0 = _mono_ns()
-        cdef _Buf b
+        cdef _Buf b = None
         cdef const uint8_t* p
+        cdef Py_ssize_t size
         cdef Py_ssize_t hl = hend - hstart, ext_len, blen = end - hend
         cdef int32_t opaque, flag32
         cdef int flag, code
         cdef object h, ext, props, topic
-        b = _buf(data)
-        if hstart < 0 or hl < 0 or blen <= 0 or end > b.size or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
+        if PyBytes_CheckExact(data):          # a read's bytes (no buffer export needed)
+            p = <const uint8_t*>PyBytes_AS_STRING(data)
+            size = PyBytes_GET_SIZE(data)
+        else:                                 # the decoder's bytearray: held until we return
+            b = _buf(data)
+            p = b.ptr
+            size = b.size
+        if hstart < 0 or hl < 0 or blen <= 0 or end > size or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
             return None                    # (no body: the command's body is None, see send)
-        p = b.ptr + hstart
+        p = p + hstart
         if ser == 1:
             if hl < 21:
                 return None
@@ -583,7 +594,8 @@ cdef class SendFrameHook:
         taken: frames this connection's SENDs stored and answered here.
     """
     cdef SendFastPath fast
-    cdef object born, gate, pool
+    cdef bytes born
+    cdef object gate, pool
     cdef public Py_ssize_t taken
 
     def __init__(self, SendFastPath fast, bytes born, gate, pool):
@@ -599,7 +611,7 @@ cdef class SendFrameHook:
         # ready) and a full executor answer SYSTEM_BUSY; the dispatcher does that.
         if not self.gate.ready or self.pool.full:
             return None
-        r = self.fast.send_frame(data, hstart, hend, end, ser, self.born)
+        r = self.fast._send_frame(data, hstart, hend, end, ser, self.born)
         if r is not None:
             self.taken += 1
             self.fast.frames += 1
