@@ -414,7 +414,7 @@ class FrameDecoder:
                 the frame, unknown serialize type, or a malformed header.
         """
         item = self.next_item(False)
-        assert type(item) is not bytes
+        assert not isinstance(item, bytes)
         return item
 
     def next_item(self, hooked: bool = True) -> RemotingCommand | bytes | None:

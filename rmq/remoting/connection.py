@@ -374,7 +374,7 @@ class Connection(asyncio.Protocol):
                 if cmd is None:
                     break
                 self._frames_done += 1
-                if type(cmd) is bytes:
+                if isinstance(cmd, bytes):
                     # handled by the dispatcher's frame hook (a stored SEND): its reply, if any
                     if cmd:
                         self.send_response_frame(cmd)

@@ -10,13 +10,12 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_broker_send_fast import _BORN_TO_STORE_HOST, frame, golden_sends, records
 
 from rmq._testing import run_broker
 from rmq.broker.stats import TOPIC_PUT_NUMS
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
-
-from test_broker_send_fast import _BORN_TO_STORE_HOST, frame, golden_sends, records
 
 TOPICS = ("FrameT", "FrameU")
 
@@ -321,3 +320,32 @@ def test_frame_decoder_next_frame_never_asks_the_hook():
     hstart = len(f) + 8                                  # the second frame's header
     assert seen[0][1:] == (hstart, hstart + (struct.unpack(">i", f[4:8])[0] & 0xFFFFFF), 2 * len(f), 1)
     assert dec.next_item() is None
+
+
+async def test_a_send_split_over_reads_is_stored_from_the_decoders_buffer(pair):
+    # the first part waits in the decoder (a bytearray), the rest completes the frame there
+    from rmq._testing import wait_until
+
+    body = bytes(range(256)) * 40
+    frames = [frame(310, {"a": "pg", "b": "FrameU", "e": "3", "g": "1700000000000", "i": "TAGS\x01s"}, body, ser,
+                    60 + ser) for ser in (0, 1)]
+    results = []
+    for b in pair:
+        start = b.message_store.commit_log.max_offset
+        before = b.send_processor.fast.frames if b.send_processor.fast is not None else 0
+        reader, writer = await asyncio.open_connection("127.0.0.1", b.server.port)
+        host, port = writer.get_extra_info("sockname")[:2]
+        replies = []
+        for f in frames:
+            writer.write(f[:len(f) // 2])
+            await wait_until(lambda server=b.server: any(c._decoder.buffered for c in server.connections), 20,
+                             what="half a frame buffered")
+            writer.write(f[len(f) // 2:])
+            replies.append(normalize(b, f"{host}:{port}", await read_frame(reader)))
+        writer.close()
+        taken = (b.send_processor.fast.frames - before) if b.send_processor.fast is not None else None
+        results.append((replies, records(b, start), stats_of(b), taken))
+    (f_rep, f_rec, f_st, f_taken), (s_rep, s_rec, s_st, _) = results
+    assert f_rep == s_rep and f_rec == s_rec and f_st == s_st
+    assert [code_of(r) for r in f_rep] == [0, 0]
+    assert f_taken == 2
