@@ -4,9 +4,14 @@ Netty's pipeline, flattened into one ``asyncio.Protocol`` whose stages are calle
 (no per-message handler walk)::
 
     bytes in ─▶ FrameCodec (FrameDecoder) ─▶ IdleStateHandler.touch ─▶ response? ─▶ ResponseTable
-                                                                      request?  ─▶ Dispatcher
+                    │                                                 request?  ─▶ Dispatcher
+                    └─ frame_hook (whole frame, before decoding) ─▶ reply bytes ─▶ send_response_frame
     replies ◀─ FrameCodec (encode → writelines, batched per read) ◀─ send_response / write
     connect / close / idle / bad input ─▶ ConnectionManager (listeners)
+
+The frame hook is the dispatcher's ``frame_hooks(conn)`` (set by the broker: its plain SEND
+is stored straight from the frame bytes, rmq/_sendpath.pxi); a frame it declines is decoded
+and dispatched as any other, and one it takes counts as a frame done like any other.
 
 Flow control works both ways. Outgoing: when the transport's write buffer passes its high
 water mark (``pause_writing``) the connection stops reading, so a client that does not read
