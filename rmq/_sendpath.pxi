@@ -198,9 +198,13 @@ cdef class SendFastPath:
                     return 0
                 vals[i] = x
             else:
-                if v is True or (PyUnicode_CheckExact(v) and v == "true"):
+                # what the header reader takes as a boolean in its exact forms: true/false,
+                # "true"/"false", "1"/"0" (the C++ client's batch and unitMode), "", 1/0
+                if v is True or (PyUnicode_CheckExact(v) and (v == "true" or v == "1")) \
+                        or (PyLong_CheckExact(v) and v == 1):
                     vals[i] = 1
-                elif not (v is False or (PyUnicode_CheckExact(v) and v == "false")):
+                elif not (v is False or (PyUnicode_CheckExact(v) and (v == "false" or v == "0" or v == ""))
+                          or (PyLong_CheckExact(v) and v == 0)):
                     return 0
         return 1
 
@@ -345,10 +349,11 @@ cdef class SendFastPath:
                 if not _decimal(wp[i], wl[i], &x) or x < self.lo[i] or x > self.hi[i]:
                     return 0
                 vals[i] = x
-            elif kind == _H_BOOL:
-                if wl[i] == 4 and memcmp(wp[i], b"true", 4) == 0:
+            elif kind == _H_BOOL:                             # (as _read takes a str)
+                if (wl[i] == 4 and memcmp(wp[i], b"true", 4) == 0) or (wl[i] == 1 and wp[i][0] == c'1'):
                     vals[i] = 1
-                elif not (wl[i] == 5 and memcmp(wp[i], b"false", 5) == 0):
+                elif not ((wl[i] == 5 and memcmp(wp[i], b"false", 5) == 0) or (wl[i] == 1 and wp[i][0] == c'0')
+                          or wl[i] == 0):
                     return 0
         return 1
 

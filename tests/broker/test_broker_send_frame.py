@@ -349,3 +349,35 @@ async def test_a_send_split_over_reads_is_stored_from_the_decoders_buffer(pair):
     assert f_rep == s_rep and f_rec == s_rec and f_st == s_st
     assert [code_of(r) for r in f_rep] == [0, 0]
     assert f_taken == 2
+
+
+CLIENTS = "/work/shared/golden/clients"
+
+
+def client_sends() -> list[bytes]:
+    """The SENDs of the C++ core (jsoncpp: sorted keys; batch and unitMode as "0") and of
+    ali-ons (insertion order; numbers and booleans as JSON values), as frames."""
+    out = []
+    for name, sort in (("cpp1-rocketmq-0.4.4-requests.jsonl", True), ("alions-3.12.0-requests.jsonl", False)):
+        with open(f"{CLIENTS}/{name}") as f:
+            for line in f:
+                d = json.loads(line)
+                h = d["header"]
+                if h.get("code") not in (10, 310) or h.get("flag"):
+                    continue
+                header = json.dumps(h, sort_keys=sort, separators=(",", ":"), ensure_ascii=False).encode()
+                body = bytes.fromhex(d["body"]["hex_head"])
+                out.append(_frame_of(0, header, body))
+    return out
+
+
+async def test_client_sends_take_the_frame_path_and_match(pair):
+    sends = client_sends()
+    assert len(sends) >= 4
+    fast = pair[0]
+    before = fast.send_processor.fast.frames
+    # twice: the first SEND of each queue is a new queue (the Python path)
+    (f_res, f_rec, f_stats), (s_res, s_rec, s_stats) = await both(pair, sends + sends)
+    assert f_res == s_res and f_rec == s_rec and f_stats == s_stats
+    assert [code_of(r) for r in f_res[0]] == [0] * (2 * len(sends) + 1)
+    assert fast.send_processor.fast.frames - before >= len(sends)
