@@ -42,7 +42,7 @@ class _Replies:
         self.out += 1
 
 
-async def measure(serialize: int, n: int) -> tuple[float, float]:
+async def measure(serialize: int, n: int, ab: bool = False) -> tuple[float, float, float | None]:
     import _common as c
 
     from rmq._testing import run_broker
@@ -60,8 +60,8 @@ async def measure(serialize: int, n: int) -> tuple[float, float]:
             conn = _Replies()
             dec = FrameDecoder()
             hooks = getattr(disp, "frame_hooks", None)      # (trees before the frame hook: none)
-            if hooks is not None:
-                dec.frame_hook = hooks(conn)
+            hook = hooks(conn) if hooks is not None else None
+            dec.frame_hook = hook
             next_item = getattr(dec, "next_item", dec.next_frame)
             dispatch = disp.dispatch
 
@@ -78,36 +78,48 @@ async def measure(serialize: int, n: int) -> tuple[float, float]:
                 read()
                 await asyncio.sleep(0)
             t0 = time.process_time()
-            blocks = []                             # the reads' CPU per block of 1000 messages
+            blocks: tuple[list[float], list[float]] = ([], [])  # the reads' CPU per 1000 messages
             in_read = 0.0
             for i in range(n // 10):
                 r0 = time.thread_time()
                 read()
                 in_read += time.thread_time() - r0
                 if i % 100 == 99:
-                    blocks.append(in_read)
+                    off = ab and (i // 100) % 2 == 1
+                    blocks[off].append(in_read)
                     in_read = 0.0
+                    if ab:                          # the next block with the hook off / on
+                        dec.frame_hook = None if not off else hook
                 await asyncio.sleep(0)              # a loop turn: dispatch runs as it would
             us = (time.process_time() - t0) / n * 1e6
             fast = broker.send_processor.fast
             frames = getattr(fast, "frames", 0) if fast is not None else 0
             print(f"  ({conn.out} replies; {frames} SENDs stored from the frame bytes)", file=sys.stderr)
             # the median block: robust to the preemptions and page faults of a shared machine
-            return us, statistics.median(blocks) / 1000 * 1e6
+            return (us, statistics.median(blocks[0]) / 1000 * 1e6,
+                    statistics.median(blocks[1]) / 1000 * 1e6 if blocks[1] else None)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=30000)
     ap.add_argument("--tree", default=None, help="a checkout whose rmq to measure")
+    ap.add_argument("--ab", action="store_true",
+                    help="alternate 1000-message blocks with the broker's frame hook on and off in one process "
+                         "(off = the frame decoded into a command and dispatched, as before the hook): the two "
+                         "medians compare the paths under the same load")
     a = ap.parse_args()
     if a.tree:
         sys.path.insert(0, a.tree)
     import uvloop
     for ser, name in ((1, "binary"), (0, "json")):
-        us, in_read = uvloop.run(measure(ser, a.messages))
-        print(f"{name}: {us:.2f} us CPU per message ({in_read:.2f} us of it in the reads: decode, "
-              f"dispatch, store, reply, median of 1000-message blocks)")
+        us, in_read, off = uvloop.run(measure(ser, a.messages, a.ab))
+        if off is None:
+            print(f"{name}: {us:.2f} us CPU per message ({in_read:.2f} us of it in the reads: decode, "
+                  f"dispatch, store, reply, median of 1000-message blocks)")
+        else:
+            print(f"{name}: reads {in_read:.2f} us per message with the frame hook, {off:.2f} us without "
+                  f"(medians of alternating 1000-message blocks; {us:.2f} us CPU per message in all)")
 
 
 if __name__ == "__main__":
