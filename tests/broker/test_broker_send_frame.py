@@ -20,10 +20,6 @@ from rmq.remoting.command import RemotingCommand
 TOPICS = ("FrameT", "FrameU")
 
 
-def hook_of(conn_broker):
-    return conn_broker.send_processor.fast
-
-
 async def read_frame(reader) -> bytes | None:
     """One whole frame, or None at EOF."""
     try:
@@ -106,12 +102,19 @@ async def both(pair, frames: list[bytes]):
 
 
 async def test_hook_is_set_only_with_the_fast_path(pair):
+    from rmq._testing import wait_until
+
     fast, slow = pair
     assert fast.server.dispatcher.frame_hooks is not None
     assert slow.server.dispatcher.frame_hooks is None
     # one hook per producer connection, on its decoder
-    conns = [c for c in fast.server.connections]
-    assert all(c._decoder.frame_hook is not None for c in conns)
+    hooks = []
+    for b in pair:
+        _, writer = await asyncio.open_connection("127.0.0.1", b.server.port)
+        await wait_until(lambda server=b.server: len(server.connections) == 1, 20, what="the connection accepted")
+        hooks.append(next(iter(b.server.connections))._decoder.frame_hook)
+        writer.close()
+    assert type(hooks[0]).__name__ == "SendFrameHook" and hooks[1] is None
 
 
 @pytest.mark.parametrize("ser", [0, 1])
