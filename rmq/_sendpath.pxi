@@ -14,6 +14,16 @@
 # roll), a store that refuses writes, a SYNC_FLUSH store, a SYNC_MASTER or SLAVE broker, a
 # producer address that is not IPv4. What it does take gives the same record and the same
 # reply frame as the Python path (a differential test).
+#
+# SendFastPath.send_frame does the same from the frame's bytes, before any RemotingCommand
+# exists: the broker sets a SendFrameHook per producer connection as the FrameDecoder's
+# frame_hook (rmq/remoting/codec.py), which offers it every whole frame. Besides the above it
+# declines a frame with the response flag (the connection's response table takes it), a
+# ROCKETMQ header with a remark or with text that is not ASCII, a JSON header that
+# does not open with its code, a flag or opaque outside int32, a frame without a body, and
+# every frame while the broker is not ready or the SEND pool is full (the dispatcher answers
+# SYSTEM_BUSY). The broker sets no hook with ACL on (the check needs the command) or with
+# sendFastPath=false. A declined frame is decoded and dispatched as any other.
 # ---------------------------------------------------------------------------------------------
 
 from cpython.bytes cimport PyBytes_CheckExact
@@ -33,11 +43,14 @@ cdef extern from "Python.h":
     int PyDict_SetItem(object d, object key, object value) except -1
     Py_ssize_t PyUnicode_Tailmatch(object s, object sub, Py_ssize_t start, Py_ssize_t end,
                                    int direction) except -1
-    Py_ssize_t PyUnicode_Find(object s, object sub, Py_ssize_t start, Py_ssize_t end,
-                              int direction) except -2
+    object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
+
+cdef extern from "string.h" nogil:
+    void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen)
 
 cdef enum:
     _SF_MAX_FIELDS = 32
+    _FLAG_RESPONSE = 1
     _FLAG_ONEWAY = 2
     _PERM_WRITE_BIT = 2
     _TRAN_MASK = 0xC                 # MessageSysFlag TRANSACTION_PREPARED | ROLLBACK bits
@@ -72,10 +85,14 @@ cdef class SendFastPath:
         marks: property markers that need the Python path (``DELAY\\x01``, ``TRAN_MSG\\x01``).
         warm_chunk: the store's warm-ahead chunk (``WarmAheadService.kick`` is called only
             when the writer is within half of it of the warmed end, the test kick makes).
+        json_decode: ``decode(header_bytes)`` → an object with ``code``, ``flag``, ``opaque``
+            and ``extFields`` (the remoting layer's JSON header decoder; it raises for what
+            it does not take); None (default) declines JSON frames in :meth:`send_frame`.
 
     Attributes:
         taken: SENDs stored by the fast path so far.
-        declined: SENDs handed back to the Python path.
+        declined: SENDs handed back to the Python path (by :meth:`send`).
+        frames: SENDs stored straight from their frame (:meth:`send_frame`, also in taken).
     """
     cdef tuple w1, w2, attrs
     cdef bytes kinds, required
@@ -83,13 +100,18 @@ cdef class SendFastPath:
     cdef int64_t hi[_SF_MAX_FIELDS]
     cdef Py_ssize_t n
     cdef Py_ssize_t i_topic, i_queue, i_sys, i_born, i_flag, i_props, i_recon, i_batch
-    cdef object controller, not_allowed, retry_prefix, v2_key
+    cdef object controller, not_allowed, retry_prefix, v2_key, json_decode, last_topic_b, last_topic
     cdef int64_t warm_half
-    cdef tuple marks
-    cdef public Py_ssize_t taken, declined
+    cdef tuple marks, w1b
+    cdef const char* w1_ptr[_SF_MAX_FIELDS]      # V1 wire names as bytes (kept by w1b)
+    cdef Py_ssize_t w1_len[_SF_MAX_FIELDS]
+    cdef int v2_of[256]                          # V2's one-letter wire name -> field, or -1
+    cdef public Py_ssize_t taken, declined, frames
 
-    def __init__(self, fields, controller, not_allowed, str retry_prefix, tuple marks, int64_t warm_chunk):
+    def __init__(self, fields, controller, not_allowed, str retry_prefix, tuple marks, int64_t warm_chunk,
+                 json_decode=None):
         cdef Py_ssize_t i
+        cdef bytes w
         fields = list(fields)
         if len(fields) > _SF_MAX_FIELDS:
             raise ValueError("too many header fields")
@@ -115,10 +137,27 @@ cdef class SendFastPath:
         self.controller = controller
         self.not_allowed = not_allowed
         self.retry_prefix = retry_prefix
-        self.marks = marks
+        self.marks = tuple(m.encode("ascii") for m in marks)
         self.warm_half = warm_chunk // 2
         self.taken = 0
         self.declined = 0
+        self.frames = 0
+        self.json_decode = json_decode
+        self.last_topic_b = None
+        self.last_topic = None
+        self.w1b = tuple(f.encode("ascii") for f in self.w1)
+        for i in range(256):
+            self.v2_of[i] = -1
+        for i in range(self.n):
+            w = self.w1b[i]
+            if len(w) < 2:
+                raise ValueError("a V1 wire name must be longer than one letter")
+            self.w1_ptr[i] = PyBytes_AS_STRING(w)
+            self.w1_len[i] = len(w)
+            w = self.w2[i].encode("ascii")
+            if len(w) != 1:
+                raise ValueError("a V2 wire name must be one letter")
+            self.v2_of[w[0]] = <int>i
 
     cdef int _read(self, object ext, int64_t* vals, PyObject** texts) except -1:
         """1 with the header's values read (ints in ``vals``, texts in ``texts``), 0 when
@@ -159,9 +198,13 @@ cdef class SendFastPath:
                     return 0
                 vals[i] = x
             else:
-                if v is True or (PyUnicode_CheckExact(v) and v == "true"):
+                # what the header reader takes as a boolean in its exact forms: true/false,
+                # "true"/"false", "1"/"0" (the C++ client's batch and unitMode), "", 1/0
+                if v is True or (PyUnicode_CheckExact(v) and (v == "true" or v == "1")) \
+                        or (PyLong_CheckExact(v) and v == 1):
                     vals[i] = 1
-                elif not (v is False or (PyUnicode_CheckExact(v) and v == "false")):
+                elif not (v is False or (PyUnicode_CheckExact(v) and (v == "false" or v == "0" or v == ""))
+                          or (PyLong_CheckExact(v) and v == 0)):
                     return 0
         return 1
 
@@ -171,20 +214,10 @@ cdef class SendFastPath:
         Python path must handle it (nothing was changed)."""
         cdef int64_t vals[_SF_MAX_FIELDS]
         cdef PyObject* texts[_SF_MAX_FIELDS]    # borrowed from ext
-        cdef object ext, topic, props, tc, store, scfg, cl, mf, key, qo, topic_b, bc, body, region, files
-        cdef object mark
-        cdef PyObject* p
-        cdef int64_t queue_id, sys_flag, max_size, pos, fsize, phy, now, queue_offset, t0, size, put_ns
-        cdef Py_ssize_t blen, tlen, plen, i
-        cdef int serialize_type, flag
-        cdef int32_t opaque
-        cdef _Buf d
-        cdef _RecordHead h
-        cdef const uint8_t* pp
-        cdef char mid[32]
-        cdef object prefix
-        cdef const uint8_t* pref
-        t0 = _mono_ns()
+        cdef object ext, body, props, opaque_o
+        cdef int64_t t0 = _mono_ns()
+        cdef int serialize_type
+        cdef int32_t flag, opaque
         if not PyBytes_CheckExact(born) or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
             self.declined += 1
             return None
@@ -197,34 +230,253 @@ cdef class SendFastPath:
         if not self._read(ext, vals, texts):
             self.declined += 1
             return None
+        props = <object>texts[self.i_props] if texts[self.i_props] != NULL else ""
+        serialize_type = cmd.serialize_type
+        # a JSON flag or opaque outside int32 (the Python path answers it in its way)
+        if not _int32_of(cmd.flag, &flag) or not _int32_of(cmd.opaque, &opaque):
+            self.declined += 1
+            return None
+        r = self._put(<object>texts[self.i_topic], <const uint8_t*>PyUnicode_DATA(props),
+                      PyUnicode_GET_LENGTH(props), <const uint8_t*>PyBytes_AS_STRING(body),
+                      PyBytes_GET_SIZE(body), vals, serialize_type, flag, opaque, born, t0)
+        if r is None:
+            self.declined += 1
+        return r
+
+    # -------------------------------------------------------------------------- from the frame
+    #
+    # A SEND straight from the frame's bytes (Java NettyDecoder → RemotingCommand.decode →
+    # SendMessageProcessor.sendMessage, with neither the command nor its extFields map): the
+    # header's values are read into C values, the body is written into the CommitLog from the
+    # read's buffer. The frame (the length words are checked by FrameDecoder before this runs):
+    #
+    #   data[hstart-8]                   hstart                      hend              end
+    #   +--------+-----------------------+---------------------------+-----------------+
+    #   | length | ser_type | header_len | header (JSON or ROCKETMQ) | body (the msg)  |
+    #   +--------+-----------------------+---------------------------+-----------------+
+    #
+    # ROCKETMQ (Java RocketMQSerializable.rocketMQProtocolDecode), offsets from hstart:
+    #
+    #   0      2     3       5       9      13          17           17+R      21+R
+    #   +------+-----+-------+-------+------+-----------+------------+---------+----------------+
+    #   | code | lang| version| opaque| flag | remarkLen | remark (R) | extLen  | ext map (E)    |
+    #   | i16  | i8  | i16   | i32   | i32  | i32 = R   | UTF-8      | i32 = E |                |
+    #   +------+-----+-------+-------+------+-----------+------------+---------+----------------+
+    #   ext map = ( keyLen i16 | key | valLen i32 | value )*  over exactly E bytes, every value
+    #   a string (a number in decimal, a bool as true/false), a zero-length value the empty
+    #   string, a zero-length key an entry that is skipped. Later entries replace earlier ones.
+    #
+    # Only R = 0 is taken here, and only maps whose keys and values are all ASCII (the reference
+    # decodes UTF-8 and may refuse it: anything else goes there, which words the errors).
+    #
+    # JSON: the header is decoded by the remoting layer's msgspec decoder (the one FrameDecoder
+    # uses, handed in as ``json_decode``) and the extFields dict read like ``send``'s; only
+    # headers that open with ``{"code":10,`` or ``{"code":310,`` (fastjson's sorted keys) are
+    # tried, so that other requests cost one memcmp.
+
+    cdef int _read_map(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t ext_end, int64_t* vals,
+                       const uint8_t** tp, Py_ssize_t* tl) except -1:
+        """1 with the ROCKETMQ map ``p[pos:ext_end]`` read as ``_read`` reads a dict (ints in
+        ``vals``, texts as pointer/length in ``tp``/``tl``), 0 when it is not plain."""
+        cdef const uint8_t* v1p[_SF_MAX_FIELDS]
+        cdef const uint8_t* v2p[_SF_MAX_FIELDS]
+        cdef Py_ssize_t v1l[_SF_MAX_FIELDS]
+        cdef Py_ssize_t v2l[_SF_MAX_FIELDS]
+        cdef Py_ssize_t i, k, n = self.n, klen, vlen
+        cdef const uint8_t* kp
+        cdef const uint8_t* vp
+        cdef const uint8_t** wp
+        cdef Py_ssize_t* wl
+        cdef bint v2
+        cdef int f
+        cdef uint8_t kind
+        cdef long long x
+        for i in range(n):
+            v1p[i] = NULL
+            v2p[i] = NULL
+        while pos < ext_end:
+            if ext_end - pos < 2:
+                return 0
+            klen = rd16(p + pos)
+            pos += 2
+            if klen < 0 or klen > ext_end - pos:
+                return 0
+            kp = p + pos
+            pos += klen
+            if ext_end - pos < 4:
+                return 0
+            vlen = rd32(p + pos)
+            pos += 4
+            if vlen < 0 or vlen > ext_end - pos:
+                return 0
+            vp = p + pos
+            pos += vlen
+            for k in range(klen):
+                if kp[k] >= 0x80:
+                    return 0
+            for k in range(vlen):
+                if vp[k] >= 0x80:
+                    return 0
+            if klen == 1:
+                f = self.v2_of[kp[0]]
+                if f >= 0:
+                    v2p[f] = vp
+                    v2l[f] = vlen
+                continue
+            for i in range(n):
+                if self.w1_len[i] == klen and memcmp(self.w1_ptr[i], kp, klen) == 0:
+                    v1p[i] = vp
+                    v1l[i] = vlen
+                    break
+        # V2's short names when V2's topic is there (SendMessageRequestHeaderV2), else V1's
+        v2 = v2p[self.i_topic] != NULL
+        if v2:
+            wp = &v2p[0]
+            wl = &v2l[0]
+        else:
+            wp = &v1p[0]
+            wl = &v1l[0]
+        for i in range(n):
+            vals[i] = 0
+            tp[i] = wp[i]
+            tl[i] = wl[i] if wp[i] != NULL else 0
+            if wp[i] == NULL:
+                if self.required[i]:
+                    return 0
+                continue
+            kind = self.kinds[i]
+            if kind == _H_INT:
+                if not _decimal(wp[i], wl[i], &x) or x < self.lo[i] or x > self.hi[i]:
+                    return 0
+                vals[i] = x
+            elif kind == _H_BOOL:                             # (as _read takes a str)
+                if (wl[i] == 4 and memcmp(wp[i], b"true", 4) == 0) or (wl[i] == 1 and wp[i][0] == c'1'):
+                    vals[i] = 1
+                elif not ((wl[i] == 5 and memcmp(wp[i], b"false", 5) == 0) or (wl[i] == 1 and wp[i][0] == c'0')
+                          or wl[i] == 0):
+                    return 0
+        return 1
+
+    cdef object _topic_str(self, const uint8_t* p, Py_ssize_t n):
+        """The topic as a str (ASCII already checked), the last one reused."""
+        cdef object last = self.last_topic_b
+        if last is not None and PyBytes_GET_SIZE(last) == n and memcmp(PyBytes_AS_STRING(last), p, n) == 0:
+            return self.last_topic
+        topic = PyUnicode_DecodeASCII(<const char*>p, n, NULL)
+        self.last_topic_b = PyBytes_FromStringAndSize(<const char*>p, n)
+        self.last_topic = topic
+        return topic
+
+    def send_frame(self, data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser, bytes born):
+        """Store the SEND whose frame is ``data[hstart-8:end]`` (header ``data[hstart:hend]``,
+        serialization ``ser``) from a producer at ``born``; returns what :meth:`send` returns.
+        The caller has checked the frame's length words and that it is whole."""
+        return self._send_frame(data, hstart, hend, end, ser, born)
+
+    cdef object _send_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
+                            bytes born):
+        cdef int64_t vals[_SF_MAX_FIELDS]
+        cdef const uint8_t* tp[_SF_MAX_FIELDS]
+        cdef Py_ssize_t tl[_SF_MAX_FIELDS]
+        cdef PyObject* texts[_SF_MAX_FIELDS]
+        cdef int64_t t0 = _mono_ns()
+        cdef _Buf b = None
+        cdef const uint8_t* p
+        cdef Py_ssize_t size
+        cdef Py_ssize_t hl = hend - hstart, ext_len, blen = end - hend
+        cdef int32_t opaque, flag32
+        cdef int flag, code
+        cdef object h, ext, props, topic
+        if PyBytes_CheckExact(data):          # a read's bytes (no buffer export needed)
+            p = <const uint8_t*>PyBytes_AS_STRING(data)
+            size = PyBytes_GET_SIZE(data)
+        else:                                 # the decoder's bytearray: held until we return
+            b = _buf(data)
+            p = b.ptr
+            size = b.size
+        if hstart < 0 or hl < 0 or blen <= 0 or end > size or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
+            return None                    # (no body: the command's body is None, see send)
+        p = p + hstart
+        if ser == 1:
+            if hl < 21:
+                return None
+            code = rd16(p)
+            if code != 10 and code != 310:
+                return None
+            opaque = rd32(p + 5)
+            flag = rd32(p + 9)
+            if flag & _FLAG_RESPONSE or rd32(p + 13) != 0:     # a response; a remark
+                return None
+            ext_len = rd32(p + 17)
+            if ext_len < 0 or ext_len > hl - 21 \
+                    or not self._read_map(p, 21, 21 + ext_len, vals, tp, tl):
+                return None
+            return self._put(self._topic_str(tp[self.i_topic], tl[self.i_topic]),
+                             tp[self.i_props] if tp[self.i_props] != NULL else <const uint8_t*>b"",
+                             tl[self.i_props], p + hl, blen, vals, 1, flag, opaque, born, t0)
+        if ser != 0 or self.json_decode is None or hl < 12 or not (
+                memcmp(p, b'{"code":10,', 11) == 0 or memcmp(p, b'{"code":310,', 12) == 0):
+            return None
+        try:
+            h = self.json_decode(data[hstart:hend])
+        except Exception:                  # the reference decoder words what is wrong
+            return None
+        code_o = h.code
+        ext = h.extFields
+        if not PyLong_CheckExact(code_o) or (code_o != 10 and code_o != 310) or not PyDict_CheckExact(ext) \
+                or not _int32_of(h.flag, &flag32) or not _int32_of(h.opaque, &opaque):
+            return None
+        flag = flag32
+        if flag & _FLAG_RESPONSE:        # the connection's response table takes it
+            return None
+        if not self._read(ext, vals, texts):
+            return None
+        props = <object>texts[self.i_props] if texts[self.i_props] != NULL else ""
         topic = <object>texts[self.i_topic]
+        return self._put(topic, <const uint8_t*>PyUnicode_DATA(props), PyUnicode_GET_LENGTH(props),
+                         p + hl, blen, vals, 0, flag, opaque, born, t0)
+
+    def frame_hook(self, born, gate, pool):
+        """The per-connection hook ``hook(data, hstart, hend, end, ser) -> bytes | None`` for
+        ``FrameDecoder.frame_hook`` (a producer at ``born``), or None when ``born`` is not an
+        IPv4 address. ``gate.ready`` false or ``pool.full`` declines every frame (the
+        dispatcher then answers SYSTEM_BUSY as for any request)."""
+        if not PyBytes_CheckExact(born) or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
+            return None
+        return SendFrameHook(self, born, gate, pool)
+
+    cdef object _put(self, object topic, const uint8_t* pp, Py_ssize_t plen, const uint8_t* body,
+                     Py_ssize_t blen, int64_t* vals, int serialize_type, int flag, int32_t opaque,
+                     object born, int64_t t0):
+        """Java msgCheck and the store for a header already read: the reply frame, ``b""`` or
+        None (declined, nothing changed). ``pp``/``body`` stay valid for the call; ``pp`` is
+        ASCII (its UTF-8 is its data)."""
+        cdef object tc, store, scfg, cl, mf, key, qo, topic_b, bc, region, files, mark, prefix
+        cdef PyObject* p
+        cdef int64_t queue_id, sys_flag, max_size, pos, fsize, phy, now, queue_offset, size, put_ns
+        cdef Py_ssize_t tlen, i
+        cdef _Buf d
+        cdef _RecordHead h
+        cdef char mid[32]
+        cdef const uint8_t* pref
         queue_id = vals[self.i_queue]
         sys_flag = vals[self.i_sys]
         if vals[self.i_batch] or queue_id < 0 or sys_flag & _TRAN_MASK:
-            self.declined += 1
             return None
-        props = <object>texts[self.i_props] if texts[self.i_props] != NULL else ""
         for mark in self.marks:
-            if PyUnicode_Find(props, mark, 0, PY_SSIZE_T_MAX, 1) >= 0:
-                self.declined += 1
-                return None
+            if memmem(pp, plen, PyBytes_AS_STRING(mark), PyBytes_GET_SIZE(mark)) != NULL:
+                    return None
         if topic in self.not_allowed or PyUnicode_Tailmatch(topic, self.retry_prefix, 0, PY_SSIZE_T_MAX, -1):
-            self.declined += 1
             return None
-        serialize_type = cmd.serialize_type
-        flag = cmd.flag
-        opaque = cmd.opaque
         bc = self.controller.broker_config
         region = bc.region_id
         if (serialize_type != 0 and serialize_type != 1) or not PyUnicode_CheckExact(region) \
                 or _has_surrogate(region) or not (bc.broker_permission & _PERM_WRITE_BIT):
-            self.declined += 1
             return None
         # Java msgCheck: the topic's config, writable, the queue id in range
         tc = self.controller.topic_config_manager.topic_config_table.get(topic)
         if tc is None or not (tc.perm & _PERM_WRITE_BIT) \
                 or queue_id >= max(<int64_t>tc.write_queue_nums, <int64_t>tc.read_queue_nums):
-            self.declined += 1
             return None
         # the store: running, writable, an ASYNC_FLUSH master (SYNC_FLUSH and SYNC_MASTER
         # replies wait, which is the Python path's business)
@@ -232,51 +484,41 @@ cdef class SendFastPath:
         scfg = store.config
         if not store.running or scfg.broker_role != "ASYNC_MASTER" or scfg.flush_disk_type != "ASYNC_FLUSH" \
                 or store.clean_commit_log.disk_full or store.flush_commit_log.last_error is not None:
-            self.declined += 1
             return None
         cl = store.commit_log
         p = PyDict_GetItem(cl._topic_cache, topic)       # cached: checked legal, <= 127 bytes
         if p == NULL:
-            self.declined += 1
             return None
         topic_b = <object>p
-        blen = PyBytes_GET_SIZE(body)
         tlen = PyBytes_GET_SIZE(topic_b)
-        plen = PyUnicode_GET_LENGTH(props)                # ASCII: its UTF-8 is its data
         max_size = scfg.max_message_size
         size = FIXED + blen + tlen + plen
         if plen > MAX_PROPERTIES_LEN or blen > max_size or size > max_size or size > cl.config.max_message_size:
-            self.declined += 1
             return None
         key = (topic, queue_id)
         qo = cl.topic_queue_table.get(key)
         if qo is None:                                    # a new queue: the store admits it
-            self.declined += 1
             return None
         queue_offset = qo
         files = cl.mfq.files
         if not files:
-            self.declined += 1
             return None
         mf = files[-1]
         pos = mf.wrote_position
         fsize = mf.file_size
         if pos + size + END_FILE_MIN_BLANK_LENGTH > fsize or not mf.allocated:
-            self.declined += 1                            # the roll to the next file
+            # (the roll to the next file)
             return None
         prefix = cl._id_prefix
         if not PyUnicode_CheckExact(prefix) or not PyUnicode_IS_ASCII(prefix) or PyUnicode_GET_LENGTH(prefix) != 16:
-            self.declined += 1
             return None
         d = _buf(mf.mm, True)
         if pos + size > d.size:
-            self.declined += 1
             return None
         # -- from here on the message is stored ------------------------------------------------
         phy = <int64_t>mf.file_from_offset + pos
         now = _now_ms()
-        pp = <const uint8_t*>PyUnicode_DATA(props)
-        h.body_crc = _crc(<const uint8_t*>PyBytes_AS_STRING(body), blen)
+        h.body_crc = _crc(body, blen)
         h.queue_id = <int32_t>queue_id
         h.flag = <int32_t>vals[self.i_flag]
         h.queue_offset = queue_offset
@@ -288,8 +530,7 @@ cdef class SendFastPath:
         h.store_host = PyBytes_AS_STRING(cl.store_host_bytes)
         h.reconsume_times = <int32_t>vals[self.i_recon]
         h.prepared_transaction_offset = 0
-        _write_record(d.wptr + pos, &h, <const uint8_t*>PyBytes_AS_STRING(body), blen,
-                      PyBytes_AS_STRING(topic_b), tlen, pp, plen, NULL, 0, False)
+        _write_record(d.wptr + pos, &h, body, blen, PyBytes_AS_STRING(topic_b), tlen, pp, plen, NULL, 0, False)
         d = None
         mf.wrote_position = pos + size
         PyDict_SetItem(cl.topic_queue_table, key, queue_offset + 1)
@@ -317,6 +558,69 @@ cdef class SendFastPath:
         for i in range(16):
             mid[16 + i] = _HEXU[(phy >> (60 - 4 * i)) & 0xF]
         return _send_reply(serialize_type, opaque, mid, 32, queue_id, queue_offset, region, bc.trace_on)
+
+
+cdef inline bint _int32_of(object o, int32_t* out) except -1:
+    """True with ``out`` set when ``o`` is an exact int within int32."""
+    cdef int overflow = 0
+    cdef long long x
+    if not PyLong_CheckExact(o):
+        return False
+    x = PyLong_AsLongLongAndOverflow(o, &overflow)
+    if overflow or x < -2147483648 or x > 2147483647:
+        return False
+    out[0] = <int32_t>x
+    return True
+
+
+cdef inline bint _decimal(const uint8_t* d, Py_ssize_t n, long long* out) noexcept:
+    """``_ascii_decimal`` on bytes: True with ``out`` set for ``-?[0-9]{1,18}``."""
+    cdef Py_ssize_t i = 0
+    cdef long long x = 0
+    cdef bint neg = False
+    if n > 0 and d[0] == c'-':
+        neg = True
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return False
+    while i < n:
+        if d[i] < c'0' or d[i] > c'9':
+            return False
+        x = x * 10 + (d[i] - c'0')
+        i += 1
+    out[0] = -x if neg else x
+    return True
+
+
+cdef class SendFrameHook:
+    """One producer connection's SEND frame hook (see ``SendFastPath.frame_hook``).
+
+    Attributes:
+        taken: frames this connection's SENDs stored and answered here.
+    """
+    cdef SendFastPath fast
+    cdef bytes born
+    cdef object gate, pool
+    cdef public Py_ssize_t taken
+
+    def __init__(self, SendFastPath fast, bytes born, gate, pool):
+        self.fast = fast
+        self.born = born
+        self.gate = gate
+        self.pool = pool
+        self.taken = 0
+
+    def __call__(self, data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser):
+        cdef object r
+        # Java NettyRemotingAbstract.processRequestCommand: rejectRequest (the broker is not
+        # ready) and a full executor answer SYSTEM_BUSY; the dispatcher does that.
+        if not self.gate.ready or self.pool.full:
+            return None
+        r = self.fast._send_frame(data, hstart, hend, end, ser, self.born)
+        if r is not None:
+            self.taken += 1
+            self.fast.frames += 1
+        return r
 
 
 cdef object _send_reply(int serialize_type, int32_t opaque, const char* mid, Py_ssize_t mlen,

@@ -106,12 +106,24 @@ class HeaderReader:
 
 class SendFastPath:
     """The plain SEND in one call (rmq/_sendpath.pxi): ``send(cmd, born)`` returns the reply
-    frame, ``b""`` (stored, oneway) or None (declined, nothing changed)."""
+    frame, ``b""`` (stored, oneway) or None (declined, nothing changed); ``send_frame`` the
+    same straight from a frame's bytes."""
     taken: int
     declined: int
+    frames: int
     def __init__(self, fields: Iterable[tuple[str, str, str, int, bool, int, int]], controller: Any,
-                 not_allowed: Any, retry_prefix: str, marks: tuple[str, ...], warm_chunk: int) -> None: ...
+                 not_allowed: Any, retry_prefix: str, marks: tuple[str, ...], warm_chunk: int,
+                 json_decode: Callable[[bytes], Any] | None = None) -> None: ...
     def send(self, cmd: Any, born: bytes) -> bytes | None: ...
+    def send_frame(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int,
+                   born: bytes) -> bytes | None: ...
+    def frame_hook(self, born: bytes, gate: Any, pool: Any) -> SendFrameHook | None: ...
+
+class SendFrameHook:
+    """One producer connection's ``FrameDecoder.frame_hook`` (``SendFastPath.frame_hook``)."""
+    taken: int
+    def __init__(self, fast: SendFastPath, born: bytes, gate: Any, pool: Any) -> None: ...
+    def __call__(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int) -> bytes | None: ...
 
 # -- the message index (rmq/_index.pxi; layout drawn there) ------------------------------------
 INDEX_HEADER_SIZE: int

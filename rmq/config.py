@@ -170,8 +170,9 @@ class BrokerConfig:
             answer its pushes holds only its own replies.
         region_id: returned as ``MSG_REGION`` in SEND replies (``DefaultRegion``).
         trace_on: returned as ``TRACE_ON`` in SEND replies (True).
-        send_fast_path: store plain SENDs in one Cython call (True; False runs every SEND
-            through the Python processor: for comparisons).
+        send_fast_path: store plain SENDs in one Cython call, read straight from their frame
+            bytes (True; False decodes every SEND into a command and runs it through the
+            Python processor: for comparisons).
         transaction_time_out: ms before an unresolved half message is checked back (6000).
         transaction_check_interval: ms between transaction check runs (60 000).
         metrics_port: the Prometheus ``/metrics`` HTTP port, bound on ``listen_host`` (5557 as

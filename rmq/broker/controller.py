@@ -33,6 +33,7 @@ Each processor is registered by request code with its own ``ProcessorPool``, Jav
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections.abc import Callable
@@ -222,6 +223,10 @@ class BrokerController:
 
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             s.register_processor(code, _Gate(self, send), send_pool)
+        if send.fast is not None and self.acl is None:
+            # The plain SEND stored from its frame bytes, before a command is decoded; with ACL
+            # every request needs its command checked first (Java's RPCHook doBeforeRequest).
+            s.dispatcher.frame_hooks = functools.partial(send.frame_hook, send_pool)
         s.register_processor(RequestCode.PULL_MESSAGE, _Gate(self, pull), pull_pool)
         for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
             s.register_processor(code, _Gate(self, client_manage), heartbeat_pool)

@@ -50,6 +50,8 @@ __all__ = [
     "decode_json_header",
     "decode_binary_header",
     "DEFAULT_MAX_FRAME_LENGTH",
+    "FrameHook",
+    "json_header_decoder",
 ]
 
 # Java NettySystemConfig.COM_ROCKETMQ_REMOTING_FRAME_MAX_LENGTH default (16 MiB): a pull
@@ -148,6 +150,19 @@ def _msgspec_decode(buf: bytes | bytearray | memoryview, start: int, end: int,
     cmd.serialize_type = 0
     return cmd
 
+
+def json_header_decoder() -> Callable[[bytes], Any] | None:
+    """The decoder of the common JSON header shape that :class:`FrameDecoder` uses (msgspec;
+    ``decode(header) -> obj`` with ``code``, ``language``, ``version``, ``opaque``, ``flag``,
+    ``remark`` and ``extFields`` attributes, raising for anything else), for a frame hook
+    that reads a request without the command; None with ``RMQ_NO_EXTENSIONS=1``."""
+    return None if _fast_decode is None else _struct_decode
+
+
+# A frame hook: ``hook(data, hstart, hend, end, ser)`` sees a whole frame (``data[hstart:hend]``
+# its header, ``data[hend:end]`` its body, ``ser`` its serialize type) before it is decoded, and
+# either handles it -- returning the reply frame's bytes, b"" for none -- or returns None.
+FrameHook = Callable[[bytes | bytearray, int, int, int, int], bytes | None]
 
 _fast_decode: Callable[[bytes | bytearray | memoryview, int, int, type[RemotingCommand]],
                        RemotingCommand | None] | None = None
@@ -351,14 +366,20 @@ class FrameDecoder:
 
     Errors are raised by ``next_frame()`` as ``RemotingCommandError``; the stream is
     unusable afterwards (the caller closes the connection).
+
+    Attributes:
+        frame_hook: a :data:`FrameHook` offered every whole frame by :meth:`next_item` before
+            it is decoded (the broker's SEND straight from the frame bytes); None (default)
+            decodes every frame.
     """
 
-    __slots__ = ("_data", "_pos", "max_frame_length")
+    __slots__ = ("_data", "_pos", "max_frame_length", "frame_hook")
 
     def __init__(self, max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH) -> None:
         self._data: bytes | bytearray = b""
         self._pos = 0
         self.max_frame_length = max_frame_length
+        self.frame_hook: FrameHook | None = None
 
     @property
     def buffered(self) -> int:
@@ -385,11 +406,26 @@ class FrameDecoder:
         cur += data
 
     def next_frame(self) -> RemotingCommand | None:
-        """The next whole command, or None if more bytes are needed.
+        """The next whole command, or None if more bytes are needed (the frame hook is not
+        asked).
 
         Raises:
             RemotingCommandError: length over the maximum or negative, header length beyond
                 the frame, unknown serialize type, or a malformed header.
+        """
+        item = self.next_item(False)
+        assert not isinstance(item, bytes)
+        return item
+
+    def next_item(self, hooked: bool = True) -> RemotingCommand | bytes | None:
+        """Like :meth:`next_frame`, but a whole frame is first offered to :attr:`frame_hook`
+        (when ``hooked``): a frame it handles comes back as its reply bytes (b"" for none)
+        and is never decoded (Java NettyDecoder hands every frame to RemotingCommand.decode;
+        the hook is the broker's shortcut for the plain SEND).
+
+        Raises:
+            RemotingCommandError: as :meth:`next_frame`; a frame with a malformed header
+                raises only when the hook declines it.
         """
         data = self._data
         pos = self._pos
@@ -414,6 +450,11 @@ class FrameDecoder:
         hstart = pos + 8
         hend = hstart + header_len
         self._pos = end
+        hook = self.frame_hook
+        if hook is not None and hooked:
+            reply = hook(data, hstart, hend, end, ser)
+            if reply is not None:
+                return reply
         if ser == 0:
             cmd = None if _fast_decode is None else _fast_decode(data, hstart, hend, RemotingCommand)
             if cmd is None:

@@ -4,9 +4,14 @@ Netty's pipeline, flattened into one ``asyncio.Protocol`` whose stages are calle
 (no per-message handler walk)::
 
     bytes in ─▶ FrameCodec (FrameDecoder) ─▶ IdleStateHandler.touch ─▶ response? ─▶ ResponseTable
-                                                                      request?  ─▶ Dispatcher
+                    │                                                 request?  ─▶ Dispatcher
+                    └─ frame_hook (whole frame, before decoding) ─▶ reply bytes ─▶ send_response_frame
     replies ◀─ FrameCodec (encode → writelines, batched per read) ◀─ send_response / write
     connect / close / idle / bad input ─▶ ConnectionManager (listeners)
+
+The frame hook is the dispatcher's ``frame_hooks(conn)`` (set by the broker: its plain SEND
+is stored straight from the frame bytes, rmq/_sendpath.pxi); a frame it declines is decoded
+and dispatched as any other, and one it takes counts as a frame done like any other.
 
 Flow control works both ways. Outgoing: when the transport's write buffer passes its high
 water mark (``pause_writing``) the connection stops reading, so a client that does not read
@@ -324,6 +329,9 @@ class Connection(asyncio.Protocol):
         self._tls = transport.get_extra_info("ssl_object") is not None
         self._idle = IdleStateHandler(self._loop, self._idle_timeout, self._on_idle)
         self._idle.start()
+        hooks = self._dispatcher.frame_hooks
+        if hooks is not None:
+            self._decoder.frame_hook = hooks(self)
         self._manager.emit(ConnectionEvent.CONNECT, self)
 
     def data_received(self, data: bytes) -> None:
@@ -364,14 +372,18 @@ class Connection(asyncio.Protocol):
         try:
             while not self._write_paused:
                 try:
-                    cmd = decoder.next_frame()
+                    cmd = decoder.next_item()
                 except RemotingCommandError as exc:
                     self._bad_input(exc)
                     return
                 if cmd is None:
                     break
                 self._frames_done += 1
-                if cmd.flag & 1:
+                if isinstance(cmd, bytes):
+                    # handled by the dispatcher's frame hook (a stored SEND): its reply, if any
+                    if cmd:
+                        self.send_response_frame(cmd)
+                elif cmd.flag & 1:
                     self._on_response(cmd)
                 else:
                     self._dispatcher.dispatch(self, cmd)

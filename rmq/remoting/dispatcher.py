@@ -34,6 +34,7 @@ from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rmq.remoting.codec import FrameHook
     from rmq.remoting.connection import Connection
 
 __all__ = ["Dispatcher", "ProcessorPool", "RequestProcessor"]
@@ -155,6 +156,10 @@ class Dispatcher:
         self._default: tuple[Any, ProcessorPool, Any] | None = None
         self._default_pool = ProcessorPool("default", max_in_flight=256)
         self._pools: list[ProcessorPool] = [self._default_pool]
+        # ``frame_hooks(conn)`` -> the FrameDecoder.frame_hook of a new connection (or None):
+        # set by a server whose processors can answer some frames before they are decoded
+        # (the broker's plain SEND, rmq/_sendpath.pxi); None (default) decodes every frame.
+        self.frame_hooks: Callable[[Connection], FrameHook | None] | None = None
 
     def register_processor(self, code: int, processor: Any, pool: ProcessorPool | None = None) -> None:
         """Serve ``code`` with ``processor``; async work is bounded by ``pool`` (default: shared pool)."""

@@ -160,8 +160,8 @@ def send(draw):
         "flag": draw(field([None, "0", "7"], texts)),
         "properties": draw(field([None, "", "TAGS\x01a\x02KEYS\x01k"], props)),
         "reconsume_times": draw(field([None, "0", "2"], st.sampled_from(["-3", "x", "2147483647"]))),
-        "unit_mode": draw(field([None, "false"], st.sampled_from(["true", "maybe"]))),
-        "batch": draw(field([None, "false"], st.sampled_from(["true", "x"]))),
+        "unit_mode": draw(field([None, "false", "0"], st.sampled_from(["true", "maybe", "1", "", "TRUE", " 0"]))),
+        "batch": draw(field([None, "false", "0"], st.sampled_from(["true", "x", "1", "", "False", "00"]))),
         "max_reconsume_times": draw(field([None, "16"], st.just("x"))),
         "broker_name": draw(st.sampled_from([None, "broker-a"])),
     }

@@ -134,6 +134,16 @@ class SendMessageProcessor:
     def reject_request(self) -> bool:
         return False
 
+    def frame_hook(self, pool, conn):
+        """The connection's SEND frame hook (``Dispatcher.frame_hooks``): the plain SEND read
+        straight from its frame bytes by ``self.fast`` (rmq/_sendpath.pxi ``send_frame``),
+        declining while the broker is not ready or ``pool`` (the SEND pool) is full; None
+        without the fast path."""
+        fast = self.fast
+        if fast is None:
+            return None
+        return fast.frame_hook(_born_bytes(conn), self.controller, pool)
+
     def process_request(self, conn, cmd: RemotingCommand):
         """Synchronous: the append happens inline on the loop and the reply joins the batch of
         replies for this read (one ``writelines``). A stored message is answered with a frame

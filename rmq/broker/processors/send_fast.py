@@ -16,6 +16,7 @@ from rmq._store import SendFastPath
 from rmq.broker.processors.send_back import _MARKS
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.message import MessageConst
+from rmq.remoting.codec import json_header_decoder
 from rmq.remoting.headers import SendMessageRequestHeader
 from rmq.store.warm import WARM_CHUNK
 
@@ -44,4 +45,4 @@ def make_fast_path(controller: Any) -> SendFastPath:
     # a request-reply request gets the CLUSTER property on the Python path (send._with_cluster)
     marks = (*_MARKS, MessageConst.MESSAGE_REPLY_TO_CLIENT + "\x01")
     return SendFastPath(header_spec(), controller, frozenset(TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET),
-                        MixAll.RETRY_GROUP_TOPIC_PREFIX, marks, WARM_CHUNK)
+                        MixAll.RETRY_GROUP_TOPIC_PREFIX, marks, WARM_CHUNK, json_header_decoder())
