@@ -290,7 +290,8 @@ class PullRequestHoldService:
             if response is not None:
                 self.processor.write_response(req.conn, response)
         except Exception:  # noqa: BLE001 - answer the others even if one re-run fails
-            _rlog.error("pull-hold-answer", "answering a held pull for %s@%d failed", clip(req.topic), req.queue_id, exc_info=True)
+            _rlog.error("pull-hold-answer", "answering a held pull for %s@%d failed", clip(req.topic), req.queue_id,
+                        exc_info=True)
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
         """New messages up to ``max_offset`` (exclusive) are in the queue: answer matching pulls."""

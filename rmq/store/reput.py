@@ -259,7 +259,7 @@ class ReputMessageService:
     def _notify(self, arrived: dict[tuple[str, int, int], int]) -> None:
         if arrived and self.listeners:
             for (topic, qid, tags), next_offset in arrived.items():
-                for fn, w in zip(self.listeners, self._watched):
+                for fn, w in zip(self.listeners, self._watched, strict=True):
                     if w is not None and (topic, qid) not in w:
                         continue
                     try:

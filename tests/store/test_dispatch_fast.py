@@ -117,7 +117,8 @@ async def test_recovery_dispatch_is_byte_identical_through_both_paths(tmp_path):
         finally:
             await fast.shutdown()
             await slow.shutdown()
-        cq_fast, cq_slow = _tree(tmp_path / f"fast-{tag}", "consumequeue"), _tree(tmp_path / f"slow-{tag}", "consumequeue")
+        cq_fast = _tree(tmp_path / f"fast-{tag}", "consumequeue")
+        cq_slow = _tree(tmp_path / f"slow-{tag}", "consumequeue")
         assert cq_fast.keys() == cq_slow.keys()
         assert len(cq_fast) > 40                                      # ConsumeQueue files rolled
         assert any(p.startswith(SCHEDULE) for p in cq_fast)
@@ -182,7 +183,8 @@ async def test_a_destroyed_queue_is_never_written_through_the_cache(make_store):
     first = [store.append_message(MessageInner("Gone", 0, b"a%d" % i)) for i in range(10)]
     assert store.do_reput() == 10
     old = store.find_consume_queue("Gone", 0, create=False)
-    assert old is not None and len(store.reput.fast) >= 1 and store.reput.fast.taken >= 8  # (the first record and the roll: Python)
+    # (the first record and the ConsumeQueue roll go through Python)
+    assert old is not None and len(store.reput.fast) >= 1 and store.reput.fast.taken >= 8
     store.delete_topics(["Gone"])                       # Java deleteTopics: the queue is destroyed
     assert old.mfq.files == []
     again = [store.append_message(MessageInner("Gone", 0, b"b%d" % i)) for i in range(9)]
