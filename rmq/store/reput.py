@@ -45,7 +45,8 @@ class ReputMessageService:
     def __init__(self, store: MessageStore):
         self.store = store
         self.reput_from_offset = 0
-        self.listeners: list[Callable[[str, int, int, int], None]] = []
+        # (listener, the queues it watches or None for all): add_listener
+        self._listeners: list[tuple[Callable[[str, int, int, int], None], Container[tuple[str, int]] | None]] = []
         self.dispatch_error: str | None = None
         self.dispatched = 0
         self.event = asyncio.Event()          # wakes the run() task (backlog, retry)
@@ -59,7 +60,7 @@ class ReputMessageService:
                                                if store.config.dispatch_fast_path else None)
         self._index_slots = store.config.max_hash_slot_num
         self._index_num = store.config.max_index_num
-        self._watched: list[Container[tuple[str, int]] | None] = []
+        self._watch_list: list[Container[tuple[str, int]]] | None = []
 
     def wakeup(self) -> None:
         """Dispatch what was appended, once, in the next loop iteration (on the loop thread).
@@ -135,7 +136,7 @@ class ReputMessageService:
         cqs: dict[tuple[str, int], ConsumeQueue] = {}
         fast = self.fast
         index = store.index
-        watch = self._watch() if notify else None
+        watch = self._watch_list
         n = 0
         try:
             while self.reput_from_offset < limit and n < max_records:
@@ -245,21 +246,25 @@ class ReputMessageService:
         (queue, distinct tags code) dispatched in it; with ``watched``, only for the queues
         ``(topic, queue_id)`` it holds at that time (tested once per queue per run, so queues
         nobody waits on cost no call and no Python object per record)."""
-        self.listeners.append(fn)
-        self._watched.append(watched)
+        self._listeners.append((fn, watched))
+        self._watch_list = self._watch()
+
+    @property
+    def listeners(self) -> list[Callable[[str, int, int, int], None]]:
+        """The arrival listeners, in the order they were added."""
+        return [fn for fn, _ in self._listeners]
 
     def _watch(self) -> list[Container[tuple[str, int]]] | None:
         """For the C dispatcher: None when some listener wants every queue, else the
         containers of queues the listeners watch (empty: nobody listens)."""
-        watched = self._watched
-        if any(w is None for w in watched):
+        if any(w is None for _, w in self._listeners):
             return None
-        return [w for w in watched if w is not None]
+        return [w for _, w in self._listeners if w is not None]
 
     def _notify(self, arrived: dict[tuple[str, int, int], int]) -> None:
-        if arrived and self.listeners:
+        if arrived and self._listeners:
             for (topic, qid, tags), next_offset in arrived.items():
-                for fn, w in zip(self.listeners, self._watched, strict=True):
+                for fn, w in self._listeners:
                     if w is not None and (topic, qid) not in w:
                         continue
                     try:
