@@ -822,6 +822,8 @@ class MessageStore:
                 os.rmdir(os.path.join(self.config.consume_queue_dir, topic))
             except OSError:
                 pass
+        if n:
+            self.reput.forget_queues()
         return n
 
     def runtime_info(self) -> dict[str, str]:
@@ -890,6 +892,8 @@ class MessageStore:
                     os.rmdir(os.path.join(self.config.consume_queue_dir, topic))
                 except OSError:
                     pass
+        if n:
+            self.reput.forget_queues()
         self.clean_consume_queue.clean()
         return n
 
@@ -897,5 +901,7 @@ class MessageStore:
         """One clean run (CleanCommitLogService then CleanConsumeQueueService): returns how
         many CommitLog files were deleted. See rmq.store.clean."""
         n = self.clean_commit_log.delete_expired_files(manual)
+        if n:
+            self.reput.forget_queues()
         self.clean_consume_queue.clean()
         return n

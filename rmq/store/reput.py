@@ -96,6 +96,13 @@ class ReputMessageService:
         if n >= BATCH_RECORDS:
             self.event.set()                  # a backlog: the task goes on in bounded steps
 
+    def forget_queues(self) -> None:
+        """Drop the C dispatcher's cached ConsumeQueues (after queues were destroyed: the cache
+        would never write into them, it checks each against the store's table, but it would
+        keep the objects alive). They are cached again at their next record."""
+        if self.fast is not None:
+            self.fast.clear()
+
     def dispatch_limit(self) -> int:
         cl = self.store.commit_log
         return cl.flushed_offset if self.store.config.sync_flush else cl.max_offset

@@ -187,6 +187,7 @@ async def test_a_destroyed_queue_is_never_written_through_the_cache(make_store):
     assert old is not None and len(store.reput.fast) >= 1 and store.reput.fast.taken >= 8
     store.delete_topics(["Gone"])                       # Java deleteTopics: the queue is destroyed
     assert old.mfq.files == []
+    assert len(store.reput.fast) == 0                   # not kept alive by the cache
     again = [store.append_message(MessageInner("Gone", 0, b"b%d" % i)) for i in range(9)]
     taken = store.reput.fast.taken
     assert store.do_reput() == 9
@@ -221,3 +222,25 @@ async def test_a_truncated_queue_is_redispatched_from_its_new_end(make_store):
     assert [cq.get_unit(i) for i in range(20)] == before
     assert cq.get_max_offset_in_queue() == 20
     assert calls == [("Cut", 0, 20, _store.java_hash_code("t"))]
+
+
+async def test_a_replaced_queue_is_detected_even_without_forget(make_store):
+    """The cache checks each queue against the store's table at its first record of a call:
+    a ConsumeQueue replaced by any path that does not call forget_queues is not written."""
+    store = await make_store(**CONFIG)
+    for i in range(3):
+        store.append_message(MessageInner("Swap", 1, b"a%d" % i))
+    store.do_reput()
+    old = store.find_consume_queue("Swap", 1, create=False)
+    assert old is not None and len(store.reput.fast) == 1
+    old_end = old.max_physic_offset
+    del store.consume_queue_table["Swap"]               # as a destroy would, but the cache is kept
+    store.commit_log.topic_queue_table.pop(("Swap", 1))
+    again = [store.append_message(MessageInner("Swap", 1, b"b%d" % i)) for i in range(4)]
+    assert store.do_reput() == 4
+    new = store.find_consume_queue("Swap", 1, create=False)
+    assert new is not None and new is not old
+    # (both objects map the same file; the old one's own state is what must not move)
+    assert old.get_max_offset_in_queue() == 3 and old.max_physic_offset == old_end
+    assert new.get_max_offset_in_queue() == 4
+    assert [new.get_unit(i)[0] for i in range(4)] == [r.append.wrote_offset for r in again]
