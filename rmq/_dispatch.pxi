@@ -6,6 +6,20 @@
 # gets its 20-byte ConsumeQueue unit written straight into its queue's current mapped file and
 # its keys into the current index file -- no record tuple, topic str or per-record call.
 #
+# What it reads and writes (all big-endian):
+#
+#   CommitLog record (the full drawing is in rmq/common/message.py; ``_walk`` finds the fields)
+#   +0 TOTALSIZE i32 | +4 MAGIC | ... | +12 QUEUEID i32 | +20 QUEUEOFFSET i64 | +28 PHYSICALOFFSET
+#   | +36 SYSFLAG i32 | ... STORETIMESTAMP i64 | ... | TOPIC | PROPERTIES (TAGS, KEYS, UNIQ_KEY)
+#
+#   ConsumeQueue unit, written at (QUEUEOFFSET * 20) - file start of the queue's last file
+#   +----------------------------------+-----------------+----------------------------------+
+#   | CommitLog offset int64           | size int32      | tags code int64                  |
+#   +----------------------------------+-----------------+----------------------------------+
+#   0                                  8                 12                                 20
+#
+#   index entries: IndexFile layout drawn in rmq/_index.pxi (``_index_record`` writes them).
+#
 # ``Dispatcher.run`` stops, before touching anything for it, at the first record it does not
 # take and returns where; the caller (rmq/store/reput.py) runs that record through the Python
 # path, which is the reference for every uncommon case:
