@@ -164,6 +164,60 @@ def index_put(buf, int32_t hash_slot_num, int32_t index_num, int32_t key_hash, i
     return _index_put(b.wptr, hash_slot_num, index_num, key_hash, phy_offset, store_timestamp) == 1
 
 
+cdef inline bint _index_skips(const uint8_t* base, int64_t phy, int32_t sys_flag) noexcept nogil:
+    """IndexService.buildIndex's skips: a rollback record, or one at or below the file's
+    endPhyOffset (indexed before: a re-dispatch)."""
+    if (sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_TRANSACTION_ROLLBACK:
+        return True
+    cdef int64_t end_phy = rd64(base + IDX_END_PHY)
+    # below endPhyOffset: indexed before (Java's check); at it: the last record indexed
+    # (a file rolled from a previous one starts with that one's endPhyOffset)
+    return phy < end_phy or (phy == end_phy and (rd32(base + IDX_INDEX_COUNT) > 1 or end_phy > 0))
+
+
+cdef Py_ssize_t _index_record(uint8_t* base, int32_t slots, int32_t num, uint32_t prefix,
+                              const uint8_t* props, Py_ssize_t plen, int64_t phy, int64_t store_ts,
+                              Py_ssize_t key_i, Py_ssize_t max_keys, Py_ssize_t* capped) except -2:
+    """Index one record's keys from key ``key_i`` (IndexService.buildIndex for one record):
+    its UNIQ_KEY, then each non-empty space-separated KEYS item, at most ``max_keys`` in all,
+    hashed from ``prefix`` (the hash state of ``topic#``). Returns -1 when done, else the key
+    number at which the file is full (the caller rolls to a new file and goes on from it).
+    The dispatcher (``_dispatch.pxi``) and ``index_build`` both index through this."""
+    cdef Py_ssize_t k = 0, vat, vlen = 0, s, e, q
+    vat = _find_prop(props, plen, _UNIQ_KEY, 8, &vlen)
+    if vat >= 0 and vlen > 0:
+        if k >= key_i:
+            if not _index_put(base, slots, num, _key_hash(_hash_utf8(prefix, props + vat, vlen)), phy, store_ts):
+                return k
+        k += 1
+    vat = _find_prop(props, plen, _KEYS, 4, &vlen)
+    if vat >= 0:
+        s = vat
+        e = vat + vlen
+        while s < e:
+            while s < e and props[s] == KEY_SEPARATOR:
+                s += 1
+            if s >= e:
+                break
+            q = s
+            while q < e and props[q] != KEY_SEPARATOR:
+                q += 1
+            if k >= max_keys:
+                capped[0] += 1
+                break
+            if k >= key_i:
+                if not _index_put(base, slots, num, _key_hash(_hash_utf8(prefix, props + s, q - s)), phy, store_ts):
+                    return k
+            k += 1
+            s = q
+    return -1
+
+
+cdef inline uint32_t _index_prefix(str topic):
+    """The hash state of ``topic#`` (IndexService.buildKey) over Java's UTF-16 code units."""
+    return _hash_unit(_hash_str(0, topic), HASH_SEPARATOR)
+
+
 def index_build(buf, int32_t hash_slot_num, int32_t index_num, records_buf, list records,
                 Py_ssize_t rec_i, Py_ssize_t key_i, Py_ssize_t max_keys):
     """Index the keys of ``records`` (``scan_records`` tuples of the CommitLog file
@@ -180,64 +234,24 @@ def index_build(buf, int32_t hash_slot_num, int32_t index_num, records_buf, list
     cdef _Buf b = _index_buf(buf, hash_slot_num, index_num, True)
     cdef _Buf r = _buf(records_buf)
     cdef uint8_t* base = b.wptr
-    cdef Py_ssize_t n = len(records), capped = 0
+    cdef Py_ssize_t n = len(records), capped = 0, full
     cdef tuple rec
-    cdef int64_t phy, store_ts, end_phy
-    cdef int32_t sys_flag, count
-    cdef Py_ssize_t ppos, plen, vat, vlen = 0, k, s, e, q
-    cdef const uint8_t* props
-    cdef uint32_t prefix
+    cdef int64_t phy
+    cdef Py_ssize_t ppos, plen
     while rec_i < n:
         rec = <tuple>records[rec_i]
         phy = rec[0]
-        sys_flag = rec[7]
-        if key_i == 0:
-            if (sys_flag & SYSFLAG_TRANSACTION_MASK) == SYSFLAG_TRANSACTION_ROLLBACK:
-                rec_i += 1
-                continue
-            end_phy = rd64(base + IDX_END_PHY)
-            count = rd32(base + IDX_INDEX_COUNT)
-            # below endPhyOffset: indexed before (Java's check); at it: the last record indexed
-            # (a file rolled from a previous one starts with that one's endPhyOffset)
-            if phy < end_phy or (phy == end_phy and (count > 1 or end_phy > 0)):
-                rec_i += 1
-                continue
-        store_ts = rec[6]
+        if key_i == 0 and _index_skips(base, phy, <int32_t>rec[7]):
+            rec_i += 1
+            continue
         ppos = rec[8]
         plen = rec[9]
         if ppos < 0 or plen < 0 or ppos + plen > r.size:
             raise ValueError(f"record properties [{ppos}, {ppos + plen}) outside the file")
-        props = r.ptr + ppos
-        prefix = _hash_unit(_hash_str(0, <str>rec[2]), HASH_SEPARATOR)
-        k = 0                              # number of the key within the record
-        vat = _find_prop(props, plen, _UNIQ_KEY, 8, &vlen)
-        if vat >= 0 and vlen > 0:
-            if k >= key_i:
-                if not _index_put(base, hash_slot_num, index_num,
-                                  _key_hash(_hash_utf8(prefix, props + vat, vlen)), phy, store_ts):
-                    return rec_i, k, capped
-            k += 1
-        vat = _find_prop(props, plen, _KEYS, 4, &vlen)
-        if vat >= 0:
-            s = vat
-            e = vat + vlen
-            while s < e:
-                while s < e and props[s] == KEY_SEPARATOR:
-                    s += 1
-                if s >= e:
-                    break
-                q = s
-                while q < e and props[q] != KEY_SEPARATOR:
-                    q += 1
-                if k >= max_keys:
-                    capped += 1
-                    break
-                if k >= key_i:
-                    if not _index_put(base, hash_slot_num, index_num,
-                                      _key_hash(_hash_utf8(prefix, props + s, q - s)), phy, store_ts):
-                        return rec_i, k, capped
-                k += 1
-                s = q
+        full = _index_record(base, hash_slot_num, index_num, _index_prefix(<str>rec[2]), r.ptr + ppos, plen,
+                             phy, rec[6], key_i, max_keys, &capped)
+        if full >= 0:
+            return rec_i, full, capped
         rec_i += 1
         key_i = 0
     return rec_i, 0, capped

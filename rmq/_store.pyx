@@ -1171,3 +1171,9 @@ include "_sendpath.pxi"
 # The message index (Java IndexFile): layout drawn in the file.
 # ---------------------------------------------------------------------------------------------
 include "_index.pxi"
+
+# ---------------------------------------------------------------------------------------------
+# The common dispatch run in one call (rmq/_dispatch.pxi: ConsumeQueue units and index entries
+# straight from the CommitLog file).
+# ---------------------------------------------------------------------------------------------
+include "_dispatch.pxi"

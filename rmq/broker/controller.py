@@ -322,7 +322,9 @@ class BrokerController:
             max_total=self.broker_config.max_held_pulls_total,
         )
         self.pull_request_hold_service.start()
-        self.message_store.add_arrival_listener(self.pull_request_hold_service.notify_message_arriving)
+        hold = self.pull_request_hold_service
+        # Told only about queues with held pulls (the dispatcher tests the table's keys).
+        self.message_store.add_arrival_listener(hold.notify_message_arriving, watched=hold.pull_request_table)
         self.schedule_service.start()
         self.transaction_service.start()
         self.ready = True

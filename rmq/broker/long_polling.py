@@ -1,7 +1,7 @@
 """PullRequestHoldService: long polling for pulls that found nothing (Java ``PullRequestHoldService``).
 
 A consumer's pull with the suspend bit that finds no new message is not answered; it is kept
-here under ``"topic@queueId"`` until one of three things happens:
+here under ``(topic, queue_id)`` until one of three things happens:
 
 * the dispatch (reput) service adds a message to that queue whose tags code matches the
   pull's filter: the store's arrival listener calls :meth:`notify_message_arriving` and the
@@ -78,7 +78,7 @@ class PullRequest:
         self.pull_from_this_offset = pull_from_this_offset
         self.deadline = deadline
         self.message_filter = message_filter
-        self.key = f"{topic}@{queue_id}"
+        self.key = (topic, queue_id)
         self.done = False  # taken out of the tables (answered, queued for an answer, or dropped)
 
 
@@ -113,7 +113,9 @@ class PullRequestHoldService:
         self.max_per_connection = max_per_connection
         self.max_total = max_total
         self.wake_batch = max(1, wake_batch)
-        self.pull_request_table: dict[str, dict[PullRequest, None]] = {}
+        # (topic, queue_id) -> held pulls: the store's dispatcher tests this table's keys
+        # (once per queue per run) before it tells :meth:`notify_message_arriving` anything.
+        self.pull_request_table: dict[tuple[str, int], dict[PullRequest, None]] = {}
         self._by_conn: dict[Any, dict[PullRequest, None]] = {}
         self._held = 0
         self._heap: list[tuple[float, int, PullRequest]] = []
@@ -288,11 +290,12 @@ class PullRequestHoldService:
             if response is not None:
                 self.processor.write_response(req.conn, response)
         except Exception:  # noqa: BLE001 - answer the others even if one re-run fails
-            _rlog.error("pull-hold-answer", "answering a held pull for %s failed", clip(req.key), exc_info=True)
+            _rlog.error("pull-hold-answer", "answering a held pull for %s@%d failed", clip(req.topic), req.queue_id,
+                        exc_info=True)
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
         """New messages up to ``max_offset`` (exclusive) are in the queue: answer matching pulls."""
-        reqs = self.pull_request_table.get(f"{topic}@{queue_id}")
+        reqs = self.pull_request_table.get((topic, queue_id))
         if not reqs:
             return
         wake = [r for r in reqs

@@ -166,7 +166,8 @@ class ScheduleMessageService:
             # A slave's store is written by replication only; its master delivers (Java).
             log.info("schedule service idle: this broker is a slave")
             return
-        store.add_arrival_listener(self._on_arrival)
+        store.add_arrival_listener(self._on_arrival, watched={
+            (RMQ_SYS_SCHEDULE_TOPIC, delay_level_to_queue_id(level)) for level in range(1, self.max_delay_level + 1)})
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._deliver_loop(), name="broker-schedule")
         log.info("schedule service started: %d levels (%s), offsets %s", self.max_delay_level,

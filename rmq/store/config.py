@@ -70,6 +70,10 @@ class StoreConfig:
     message_index_enable: bool = True
     max_hash_slot_num: int = setting(5_000_000, lo=1, hi=100_000_000)
     max_index_num: int = setting(5_000_000 * 4, lo=2, hi=100_000_000)
+    # Not in Java: dispatch the common records (ConsumeQueue unit + index keys) in one Cython
+    # call per CommitLog file stretch (rmq/_dispatch.pxi), the rest through the Python path;
+    # False runs every record through the Python path (for comparisons). Same files either way.
+    dispatch_fast_path: bool = True
     # QUERY_MESSAGE answers at most this many records (Java maxMsgsNumBatch) ...
     max_msgs_num_batch: int = setting(64, lo=1, hi=10_000)
     # ... and a unique-key query this many (Java defaultQueryMaxNum).

@@ -320,6 +320,22 @@ class IndexService:
                 self.store.rl_log.warning("index-keys-capped", "%d records had more than %d keys: the rest are "
                                           "not indexed", capped, MAX_KEYS_PER_RECORD)
 
+    def dispatch_file(self) -> IndexFile | None:
+        """The file the C dispatcher (``_store.Dispatcher.run``) indexes into: the last one,
+        which it refuses for records whose keys might not fit (those come through
+        :meth:`build`, which rolls). None without files: :meth:`build` creates the first."""
+        return self.files[-1] if self.files else None
+
+    def dispatched(self, f: IndexFile, capped: int) -> None:
+        """Bookkeeping after the C dispatcher indexed records into ``f`` (as :meth:`build`)."""
+        f.dirty = True
+        if self.error is not None and self.error.startswith("indexing a batch failed"):
+            self.error = None
+        if capped:
+            self.keys_capped += capped
+            self.store.rl_log.warning("index-keys-capped", "%d records had more than %d keys: the rest are "
+                                      "not indexed", capped, MAX_KEYS_PER_RECORD)
+
     # -- query (IndexService.queryOffset) ----------------------------------------------------------
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
         """Phy offsets of ``topic#key`` stored within [begin, end] ms, newest file first, at

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, overload
 
@@ -539,10 +539,14 @@ class MessageStore:
     # ======================================================================================
     # dispatch
     # ======================================================================================
-    def add_arrival_listener(self, fn: Callable[[str, int, int, int], None]) -> None:
+    def add_arrival_listener(self, fn: Callable[[str, int, int, int], None],
+                             watched: Container[tuple[str, int]] | None = None) -> None:
         """``fn(topic, queue_id, next_logic_offset, tags_code)`` after each dispatch run, once
-        per (queue, distinct tags code) dispatched in that run."""
-        self.reput.listeners.append(fn)
+        per (queue, distinct tags code) dispatched in that run; with ``watched`` (a container
+        of ``(topic, queue_id)``, e.g. the long-polling table), only for the queues it holds
+        (Java's NotifyMessageArrivingListener is called per record; here no call and no
+        object is made for a queue nobody waits on)."""
+        self.reput.add_listener(fn, watched)
 
     def do_reput(self, limit: int | None = None, notify: bool = True, max_records: int = 1 << 30) -> int:
         """Dispatch now (ReputMessageService.do_reput); returns the records dispatched."""
@@ -818,6 +822,8 @@ class MessageStore:
                 os.rmdir(os.path.join(self.config.consume_queue_dir, topic))
             except OSError:
                 pass
+        if n:
+            self.reput.forget_queues()
         return n
 
     def runtime_info(self) -> dict[str, str]:
@@ -886,6 +892,8 @@ class MessageStore:
                     os.rmdir(os.path.join(self.config.consume_queue_dir, topic))
                 except OSError:
                     pass
+        if n:
+            self.reput.forget_queues()
         self.clean_consume_queue.clean()
         return n
 
@@ -893,5 +901,7 @@ class MessageStore:
         """One clean run (CleanCommitLogService then CleanConsumeQueueService): returns how
         many CommitLog files were deleted. See rmq.store.clean."""
         n = self.clean_commit_log.delete_expired_files(manual)
+        if n:
+            self.reput.forget_queues()
         self.clean_consume_queue.clean()
         return n

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from typing import TYPE_CHECKING, Any
 
 from rmq import _store
 from rmq.common.constants import TopicValidator
 from rmq.errors import StoreError
 from rmq.store.consume_queue import ConsumeQueue
+from rmq.store.index import MAX_KEYS_PER_RECORD
 from rmq.store.mapped_file import DiskSpaceError, MappedFile
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ class ReputMessageService:
     def __init__(self, store: MessageStore):
         self.store = store
         self.reput_from_offset = 0
-        self.listeners: list[Callable[[str, int, int, int], None]] = []
+        # (listener, the queues it watches or None for all): add_listener
+        self._listeners: list[tuple[Callable[[str, int, int, int], None], Container[tuple[str, int]] | None]] = []
         self.dispatch_error: str | None = None
         self.dispatched = 0
         self.event = asyncio.Event()          # wakes the run() task (backlog, retry)
@@ -53,6 +55,12 @@ class ReputMessageService:
         self._loop: asyncio.AbstractEventLoop | None = None  # the store's (asked once: 3.11 getpid)
         self._backoff = 0.0
         self._delay_millis = store.config.delay_level_millis()
+        # The C dispatcher (rmq/_dispatch.pxi); None runs every record through the Python path.
+        self.fast: _store.Dispatcher | None = (_store.Dispatcher(SCHEDULE_TOPIC)
+                                               if store.config.dispatch_fast_path else None)
+        self._index_slots = store.config.max_hash_slot_num
+        self._index_num = store.config.max_index_num
+        self._watch_list: list[Container[tuple[str, int]]] | None = []
 
     def wakeup(self) -> None:
         """Dispatch what was appended, once, in the next loop iteration (on the loop thread).
@@ -88,6 +96,13 @@ class ReputMessageService:
         if n >= BATCH_RECORDS:
             self.event.set()                  # a backlog: the task goes on in bounded steps
 
+    def forget_queues(self) -> None:
+        """Drop the C dispatcher's cached ConsumeQueues (after queues were destroyed: the cache
+        would never write into them, it checks each against the store's table, but it would
+        keep the objects alive). They are cached again at their next record."""
+        if self.fast is not None:
+            self.fast.clear()
+
     def dispatch_limit(self) -> int:
         cl = self.store.commit_log
         return cl.flushed_offset if self.store.config.sync_flush else cl.max_offset
@@ -109,10 +124,15 @@ class ReputMessageService:
     def do_reput(self, limit: int | None = None, notify: bool = True, max_records: int = 1 << 30) -> int:
         """Dispatch CommitLog records from ``reput_from_offset`` to ``limit`` into the
         ConsumeQueues. Returns the number of records dispatched. Raises (e.g. StoreError when a
-        ConsumeQueue file cannot be created) with ``reput_from_offset`` at the failed record."""
+        ConsumeQueue file cannot be created) with ``reput_from_offset`` at the failed record.
+
+        Java DefaultMessageStore.ReputMessageService.doReput. The common records go through
+        the C dispatcher (``_store.Dispatcher.run``: unit and index keys written straight from
+        the CommitLog file); it stops at the first record it does not take, which goes through
+        the Python path below (``_python_step``, the reference for every case) on its own,
+        then the C dispatcher goes on."""
         store = self.store
         cl = store.commit_log
-        find_consume_queue = store.find_consume_queue
         if limit is None:
             limit = self.dispatch_limit()
         if self.reput_from_offset < cl.min_offset:
@@ -121,60 +141,96 @@ class ReputMessageService:
             self.reput_from_offset = cl.min_offset
         arrived: dict[tuple[str, int, int], int] = {}
         cqs: dict[tuple[str, int], ConsumeQueue] = {}
+        fast = self.fast
         index = store.index
+        watch = self._watch_list
         n = 0
-        while self.reput_from_offset < limit and n < max_records:
-            mf = cl.mfq.find_by_offset(self.reput_from_offset)
-            if mf is None:
-                log.error("reput: no CommitLog file holds offset %d", self.reput_from_offset)
-                break
-            pos = self.reput_from_offset - mf.file_from_offset
-            stop = min(mf.wrote_position, limit - mf.file_from_offset)
-            recs, at, outcome, _ = _store.scan_records(mf.mm, pos, stop, mf.file_from_offset, False,
-                                                       max_records - n)
-            if index is not None and recs:
-                # Java CommitLogDispatcherBuildIndex, one Cython call per batch. Before the
-                # queues: a retry from a failed record finds these at or below the index's
-                # endPhyOffset and skips them.
-                index.build(mf.mm, recs)
-            try:
-                for phy, size, topic, qid, qoff, tags, store_ts, sys_flag, ppos, plen in recs:
-                    if sys_flag & 0x4:
-                        # PREPARED (0x4) and ROLLBACK (0xC) records are not dispatched (Java).
-                        continue
-                    if topic == SCHEDULE_TOPIC:
-                        tags = self._schedule_tags_code(mf, ppos, plen, store_ts, tags)
-                    key = (topic, qid)
-                    cq = cqs.get(key)
-                    if cq is None:
-                        cq = cqs[key] = find_consume_queue(topic, qid)
-                    if cq.put_message_position_info(phy, size, tags, qoff) and notify:
-                        arrived[(topic, qid, tags)] = qoff + 1
-            except BaseException:
-                # `phy` is the record that failed: the ones before it are in their queues (and
-                # their waiters are told); the next run starts again at this one.
-                self.reput_from_offset = phy
-                self.dispatched += n
-                self._notify(arrived)
-                raise
-            n += len(recs)
-            self.reput_from_offset = mf.file_from_offset + at
-            if outcome == _store.SCAN_BLANK:
-                self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
-            elif outcome == _store.SCAN_TORN and store.config.broker_role == "SLAVE":
-                # A slave's data can end inside a record (Java's master cuts transfers at
-                # haTransferBatchSize, not at records): the rest comes with the next transfer.
-                break
-            elif outcome in (_store.SCAN_CORRUPT, _store.SCAN_TORN):
-                self.dispatched += n
-                self._notify(arrived)
-                raise StoreError(f"unreadable record at CommitLog offset {self.reput_from_offset} "
-                                 f"({'corrupt' if outcome == _store.SCAN_CORRUPT else 'torn'}); dispatch stops here")
-            elif outcome == _store.SCAN_END or (at >= stop and not recs):
-                break
-        self.dispatched += n
-        self._notify(arrived)
+        try:
+            while self.reput_from_offset < limit and n < max_records:
+                mf = cl.mfq.find_by_offset(self.reput_from_offset)
+                if mf is None:
+                    log.error("reput: no CommitLog file holds offset %d", self.reput_from_offset)
+                    break
+                pos = self.reput_from_offset - mf.file_from_offset
+                stop = min(mf.wrote_position, limit - mf.file_from_offset)
+                budget = max_records - n
+                if fast is not None:
+                    f = index.dispatch_file() if index is not None else None
+                    if index is None or f is not None:
+                        at, k, capped = fast.run(mf.mm, pos, stop, mf.file_from_offset, budget,
+                                                 store.consume_queue_table, None if f is None else f.mm,
+                                                 self._index_slots, self._index_num, MAX_KEYS_PER_RECORD,
+                                                 arrived if notify else None, watch)
+                        if k:
+                            n += k
+                            self.reput_from_offset = mf.file_from_offset + at
+                            if f is not None and index is not None:
+                                index.dispatched(f, capped)
+                            if at >= stop or n >= max_records:
+                                continue
+                            pos = at
+                    budget = 1                 # the record the C dispatcher did not take
+                k, go_on, unreadable = self._python_step(mf, pos, stop, budget, notify, arrived, cqs)
+                n += k
+                if unreadable is not None:
+                    raise StoreError(unreadable)
+                if not go_on:
+                    break
+        finally:
+            self.dispatched += n
+            self._notify(arrived)
         return n
+
+    def _python_step(self, mf: MappedFile, pos: int, stop: int, budget: int, notify: bool,
+                     arrived: dict[tuple[str, int, int], int],
+                     cqs: dict[tuple[str, int], ConsumeQueue]) -> tuple[int, bool, str | None]:
+        """Dispatch up to ``budget`` records of ``mf`` from ``pos`` in Python (Java
+        CommitLogDispatcherBuildIndex, then CommitLogDispatcherBuildConsumeQueue per record);
+        the queues it finds are registered with the C dispatcher. Returns ``(records, go on, what
+        is unreadable or None)``; raises with ``reput_from_offset`` at a record that failed."""
+        store = self.store
+        cl = store.commit_log
+        index = store.index
+        fast = self.fast
+        recs, at, outcome, _ = _store.scan_records(mf.mm, pos, stop, mf.file_from_offset, False, budget)
+        if index is not None and recs:
+            # One Cython call per batch. Before the queues: a retry from a failed record finds
+            # these at or below the index's endPhyOffset and skips them.
+            index.build(mf.mm, recs)
+        try:
+            for phy, size, topic, qid, qoff, tags, store_ts, sys_flag, ppos, plen in recs:
+                if sys_flag & 0x4:
+                    # PREPARED (0x4) and ROLLBACK (0xC) records are not dispatched (Java).
+                    continue
+                if topic == SCHEDULE_TOPIC:
+                    tags = self._schedule_tags_code(mf, ppos, plen, store_ts, tags)
+                key = (topic, qid)
+                cq = cqs.get(key)
+                if cq is None:
+                    cq = cqs[key] = store.find_consume_queue(topic, qid)
+                    if fast is not None and topic != SCHEDULE_TOPIC:
+                        fast.register(topic, qid, cq)
+                if cq.put_message_position_info(phy, size, tags, qoff) and notify:
+                    arrived[(topic, qid, tags)] = qoff + 1
+        except BaseException:
+            # `phy` is the record that failed: the ones before it are in their queues (and
+            # their waiters are told); the next run starts again at this one.
+            self.reput_from_offset = phy
+            raise
+        n = len(recs)
+        self.reput_from_offset = mf.file_from_offset + at
+        if outcome == _store.SCAN_BLANK:
+            self.reput_from_offset = cl.roll_next_file(self.reput_from_offset)
+        elif outcome == _store.SCAN_TORN and store.config.broker_role == "SLAVE":
+            # A slave's data can end inside a record (Java's master cuts transfers at
+            # haTransferBatchSize, not at records): the rest comes with the next transfer.
+            return n, False, None
+        elif outcome in (_store.SCAN_CORRUPT, _store.SCAN_TORN):
+            return n, False, (f"unreadable record at CommitLog offset {self.reput_from_offset} "
+                              f"({'corrupt' if outcome == _store.SCAN_CORRUPT else 'torn'}); dispatch stops here")
+        elif outcome == _store.SCAN_END or (at >= stop and not recs):
+            return n, False, None
+        return n, True, None
 
     def undispatched_queue_offsets(self, limit: int) -> dict[tuple[str, int], int]:
         """The next queue offset of every queue with records between ``reput_from_offset``
@@ -191,10 +247,33 @@ class ReputMessageService:
                         out[key] = qoff + 1
         return out
 
+    def add_listener(self, fn: Callable[[str, int, int, int], None],
+                     watched: Container[tuple[str, int]] | None = None) -> None:
+        """Call ``fn(topic, queue_id, next_offset, tags_code)`` after each run, once per
+        (queue, distinct tags code) dispatched in it; with ``watched``, only for the queues
+        ``(topic, queue_id)`` it holds at that time (tested once per queue per run, so queues
+        nobody waits on cost no call and no Python object per record)."""
+        self._listeners.append((fn, watched))
+        self._watch_list = self._watch()
+
+    @property
+    def listeners(self) -> list[Callable[[str, int, int, int], None]]:
+        """The arrival listeners, in the order they were added."""
+        return [fn for fn, _ in self._listeners]
+
+    def _watch(self) -> list[Container[tuple[str, int]]] | None:
+        """For the C dispatcher: None when some listener wants every queue, else the
+        containers of queues the listeners watch (empty: nobody listens)."""
+        if any(w is None for _, w in self._listeners):
+            return None
+        return [w for _, w in self._listeners if w is not None]
+
     def _notify(self, arrived: dict[tuple[str, int, int], int]) -> None:
-        if arrived and self.listeners:
+        if arrived and self._listeners:
             for (topic, qid, tags), next_offset in arrived.items():
-                for fn in self.listeners:
+                for fn, w in self._listeners:
+                    if w is not None and (topic, qid) not in w:
+                        continue
                     try:
                         fn(topic, qid, next_offset, tags)
                     except Exception:
