@@ -46,9 +46,9 @@ async def measure(n: int, per_run: int, queues: int, python: bool) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--messages", type=int, default=200000)
-    ap.add_argument("--per-run", type=int, default=10)
-    ap.add_argument("--queues", type=int, default=4)
+    ap.add_argument("--messages", type=int, default=200000, help="records appended and dispatched (default 200000)")
+    ap.add_argument("--per-run", type=int, default=10, help="records appended per dispatch run (default 10)")
+    ap.add_argument("--queues", type=int, default=4, help="queues the records are spread over (default 4)")
     ap.add_argument("--python", action="store_true", help="every record through the Python path")
     ap.add_argument("--tree", default=None, help="a checkout whose rmq to measure")
     a = ap.parse_args()

@@ -397,11 +397,10 @@ cdef class SendFastPath:
         if hstart < 0 or hl < 0 or blen <= 0 or end > size or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
             return None                    # (no body: the command's body is None, see send)
         p = p + hstart
+        if not _is_send_header(p, hl, ser):
+            return None
         if ser == 1:
             if hl < 21:
-                return None
-            code = rd16(p)
-            if code != 10 and code != 310:
                 return None
             opaque = rd32(p + 5)
             flag = rd32(p + 9)
@@ -414,8 +413,7 @@ cdef class SendFastPath:
             return self._put(self._topic_str(tp[self.i_topic], tl[self.i_topic]),
                              tp[self.i_props] if tp[self.i_props] != NULL else <const uint8_t*>b"",
                              tl[self.i_props], p + hl, blen, vals, 1, flag, opaque, born, t0)
-        if ser != 0 or self.json_decode is None or hl < 12 or not (
-                memcmp(p, b'{"code":10,', 11) == 0 or memcmp(p, b'{"code":310,', 12) == 0):
+        if self.json_decode is None:
             return None
         try:
             h = self.json_decode(data[hstart:hend])
@@ -592,6 +590,21 @@ cdef inline bint _decimal(const uint8_t* d, Py_ssize_t n, long long* out) noexce
     return True
 
 
+cdef inline bint _is_send_header(const uint8_t* p, Py_ssize_t hl, int ser) noexcept:
+    """Whether a header (``hl`` bytes at ``p``) is a SEND_MESSAGE (10) or SEND_MESSAGE_V2 (310)
+    request's: ROCKETMQ's first i16, or a JSON header that opens with its code (fastjson
+    writes the keys sorted, so ``code`` comes first)."""
+    cdef int code
+    if ser == 1:
+        if hl < 2:
+            return False
+        code = rd16(p)
+        return code == 10 or code == 310
+    if ser == 0:
+        return hl >= 12 and (memcmp(p, b'{"code":10,', 11) == 0 or memcmp(p, b'{"code":310,', 12) == 0)
+    return False
+
+
 cdef class SendFrameHook:
     """One producer connection's SEND frame hook (see ``SendFastPath.frame_hook``).
 
@@ -612,6 +625,11 @@ cdef class SendFrameHook:
 
     def __call__(self, data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser):
         cdef object r
+        # most frames on a consumer's connection are pulls and heartbeats: one look at the
+        # code before anything else (the decoder's bytearray is looked at by _send_frame)
+        if PyBytes_CheckExact(data) and 0 <= hstart <= hend <= PyBytes_GET_SIZE(data) \
+                and not _is_send_header(<const uint8_t*>PyBytes_AS_STRING(data) + hstart, hend - hstart, ser):
+            return None
         # Java NettyRemotingAbstract.processRequestCommand: rejectRequest (the broker is not
         # ready) and a full executor answer SYSTEM_BUSY; the dispatcher does that.
         if not self.gate.ready or self.pool.full:
