@@ -313,12 +313,7 @@ class IndexService:
                 self.error = f"indexing a batch failed: {e}"
                 self.store.rl_log.warning("index-build", "%s", self.error)
                 return
-            if self.error is not None and self.error.startswith("indexing a batch failed"):
-                self.error = None
-            if capped:
-                self.keys_capped += capped
-                self.store.rl_log.warning("index-keys-capped", "%d records had more than %d keys: the rest are "
-                                          "not indexed", capped, MAX_KEYS_PER_RECORD)
+            self.dispatched(f, capped)
 
     def dispatch_file(self) -> IndexFile | None:
         """The file the C dispatcher (``_store.Dispatcher.run``) indexes into: the last one,
@@ -327,7 +322,8 @@ class IndexService:
         return self.files[-1] if self.files else None
 
     def dispatched(self, f: IndexFile, capped: int) -> None:
-        """Bookkeeping after the C dispatcher indexed records into ``f`` (as :meth:`build`)."""
+        """Bookkeeping after records were indexed into ``f`` (by :meth:`build` or the C
+        dispatcher): the file is dirty, a past batch failure is over, capped keys are counted."""
         f.dirty = True
         if self.error is not None and self.error.startswith("indexing a batch failed"):
             self.error = None
