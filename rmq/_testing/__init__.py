@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -66,31 +67,67 @@ __all__ = [
 ]
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (Linux
+    ``net.ipv4.ip_local_port_range``; 32768 when it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def _bindable(host: str, ports: Iterable[int]) -> bool:
+    socks: list[socket.socket] = []
+    try:
+        for port in ports:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            socks.append(s)
+            s.bind((host, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _pick_port(host: str, neighbours: tuple[int, ...]) -> int:
+    """A port that was free a moment ago, together with ``port + d`` for each ``d`` in
+    ``neighbours``. Taken below the kernel's ephemeral range when it leaves room (10000 up to
+    it): there no outgoing connection's local port can take it between this pick and the
+    daemon's bind -- the clash a broker restarted on its old port, or its HA port
+    (``listenPort + 1``), would otherwise meet now and then. Racy only with other listeners."""
+    low, high = 10000, _ephemeral_low() - 1
+    span = (min(neighbours + (0,)), max(neighbours + (0,)))
+    if high - low > 1000:
+        for _ in range(200):
+            port = random.randint(low - span[0], high - span[1])
+            if _bindable(host, [port + d for d in (0, *neighbours)]):
+                return port
+    for _ in range(100):                   # (a machine whose ephemeral range leaves no room)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = int(s.getsockname()[1])
+        if 1024 - span[0] <= port <= 65535 - span[1] and _bindable(host, [port + d for d in neighbours]):
+            return port
+    raise RuntimeError(f"no free port with free neighbours {neighbours} found")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (bind to 0, read it, close). Racy by nature; the
-    subprocess helper retries on a clash."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A port that was free a moment ago, below the kernel's ephemeral range when it leaves
+    room (see :func:`free_broker_port`). Racy by nature; the subprocess helper retries on a
+    clash."""
+    return _pick_port(host, ())
 
 
 def free_broker_port(host: str = "127.0.0.1") -> int:
     """A free port for a broker on a fixed ``listenPort`` whose neighbours are free too: the
     HA port (``listenPort + 1``, a master's replication listener) and the VIP channel
-    (``listenPort - 2``). Racy like :func:`free_port`."""
-    for _ in range(100):
-        port = free_port(host)
-        if port < 3 or port > 65534:
-            continue
-        try:
-            with socket.socket() as a, socket.socket() as b:
-                a.bind((host, port - 2))
-                b.bind((host, port + 1))
-        except OSError:
-            continue
-        return port
-    raise RuntimeError("no free port with free neighbours found")
+    (``listenPort - 2``). Taken below the kernel's ephemeral range (10000 up to its start),
+    so that no outgoing connection takes one of the three before the broker binds, or while
+    a test restarts a broker on its old port."""
+    return _pick_port(host, (-2, 1))
 
 
 __all__ += ["free_broker_port"]

@@ -3,7 +3,7 @@ import json
 
 from broker_support import Env, decode_records
 
-from rmq._testing import run_standalone
+from rmq._testing import free_broker_port, run_standalone
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 
@@ -12,7 +12,9 @@ async def test_restart_keeps_topics_offsets_and_messages(tmp_path):
     store = tmp_path / "store"
     client = RemotingClient()
     try:
-        async with run_standalone(store) as (ns, broker):
+        # a fixed port from the start: the restart binds it again with its HA and VIP neighbours
+        port = free_broker_port()
+        async with run_standalone(store, listen_port=port) as (ns, broker):
             env = Env(ns, broker, client)
             await env.create_topic("Keep", 2)
             ids = [(await env.send("Keep", f"m{i}".encode(), queue_id=1)).ext_fields["msgId"] for i in range(5)]
@@ -20,7 +22,6 @@ async def test_restart_keeps_topics_offsets_and_messages(tmp_path):
                                                                 "commitOffset": "3"})
             body = json.dumps({"groupName": "KeepGroup", "retryMaxTimes": 3}).encode()
             await env.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
-            port = broker.port
         assert not (store / "abort").exists()
 
         async with run_standalone(store, listen_port=port) as (ns, broker):

@@ -14,7 +14,7 @@ import pytest
 from cli_support import RMQ, admin
 
 import rmq
-from rmq._testing import StandaloneProcess, free_port, wait_for_port, wait_until
+from rmq._testing import StandaloneProcess, free_broker_port, free_port, wait_for_port, wait_until
 from rmq.client.admin import Admin
 from rmq.remoting import requests as rq
 
@@ -35,7 +35,7 @@ class Daemons:
     def __init__(self, tmp_path):
         self.tmp = tmp_path
         self.ports = [free_port(), free_port()]
-        self.broker_port = free_port()
+        self.broker_port = free_broker_port()
         self.conf = tmp_path / "namesrv.conf"
         self.conf.write_text(f"# namesrv 1\nlistenPort={self.ports[0]}\nmaxTopics=100000\n")
         self.procs: dict[str, subprocess.Popen] = {}

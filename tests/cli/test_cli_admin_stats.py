@@ -16,7 +16,7 @@ import pytest
 from cli_support import RMQ, admin
 
 import rmq
-from rmq._testing import free_port, wait_for_port, wait_until, wait_until_sync
+from rmq._testing import free_broker_port, free_port, wait_for_port, wait_until, wait_until_sync
 
 pytestmark = pytest.mark.slow
 
@@ -142,7 +142,7 @@ def test_get_and_update_broker_config(daemon):
 
 
 async def test_update_is_persisted_to_the_conf_file_and_survives_a_restart(tmp_path):
-    ns_port, broker_port = free_port(), free_port()
+    ns_port, broker_port = free_port(), free_broker_port()
     conf = tmp_path / "broker.conf"
     conf.write_text("# operator's notes stay\n"
                     f"namesrvAddr=127.0.0.1:{ns_port}\n"

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from rmq._testing import StandaloneProcess, free_port, invoke_once, wait_for_port, wait_until
+from rmq._testing import StandaloneProcess, free_broker_port, free_port, invoke_once, wait_for_port, wait_until
 from rmq.config import ConfigError, apply_properties, parse_overrides, parse_properties
 from rmq.remoting.codes import RequestCode, ResponseCode
 
@@ -117,7 +117,7 @@ def test_bad_property_value_and_unknown_key(tmp_path):
 
 
 async def test_namesrv_and_broker_daemons_with_conf_file(tmp_path):
-    ns_port, broker_port = free_port(), free_port()
+    ns_port, broker_port = free_port(), free_broker_port()
     conf = tmp_path / "broker.conf"
     conf.write_text(
         "# a RocketMQ broker.conf\n"

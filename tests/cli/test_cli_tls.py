@@ -12,7 +12,7 @@ import pytest
 from tls_support import Pki, make_pki
 
 import rmq
-from rmq._testing import NoisyNeighbour, StandaloneProcess, free_port, wait_until_sync
+from rmq._testing import NoisyNeighbour, StandaloneProcess, free_broker_port, free_port, wait_until_sync
 from rmq.remoting.blocking import BlockingRemotingClient
 from rmq.remoting.requests import get_all_topic_list, parse_topic_list
 from rmq.spark._client import close_shared_clients, shared_client
@@ -174,7 +174,7 @@ def test_namesrv_daemon_reads_tls_from_its_conf_file(pki, tmp_path):
 def test_broker_daemon_registers_over_tls_with_an_enforcing_name_server(pki, daemon, tmp_path):
     """``rmq broker`` with tls.enable=true (its own port plain) registers with the enforcing
     name server of the standalone (Java BrokerStartup: useTLS from tls.enable)."""
-    port = free_port()
+    port = free_broker_port()
     common = ["--brokerName=broker-tls", f"--namesrvAddr={daemon.namesrv_addr}", f"--listenPort={port}",
               f"--storePathRootDir={tmp_path / 'store'}", *StandaloneProcess.TEST_FILE_SIZES]
     log_path = tmp_path / "broker.log"

@@ -7,7 +7,7 @@ import pytest
 from sdk_support import create_topic, holds, wait_until
 
 import rmq
-from rmq._testing import run_broker, run_namesrv
+from rmq._testing import free_broker_port, run_broker, run_namesrv
 from rmq.remoting import RemotingCommand
 from rmq.remoting.body.conns import ConsumerRunningInfo, GetConsumerStatusBody
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -336,8 +336,8 @@ async def test_consumer_survives_broker_restart(tmp_path, unique):
 
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
-        async with run_broker(tmp_path / "b", namesrv=ns) as broker:
-            port = broker.port
+        port = free_broker_port()   # fixed from the start: the restart binds it again, with its neighbours
+        async with run_broker(tmp_path / "b", namesrv=ns, listen_port=port) as broker:
             await create_topic(broker.broker_addr, topic, queues=2)
             c = rmq.PushConsumer(nsaddr, cg, handler=handler, consume_from_where=FIRST)
             c.subscribe(topic)

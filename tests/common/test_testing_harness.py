@@ -32,3 +32,21 @@ async def test_broker_env_of_a_subprocess(tmp_path):
 def test_properties_round_trip():
     props = {"TAGS": "a", "KEYS": "k1 k2", "x": ""}
     assert decode_props(encode_props(props)) == props
+
+
+def test_broker_ports_are_outside_the_ephemeral_range_with_free_neighbours():
+    """A broker's port, its HA port (+1) and VIP port (-2) are picked below the kernel's range
+    for outgoing connections, so no client connection can take one before a (re)start binds it."""
+    import socket
+    from pathlib import Path
+
+    from rmq._testing import free_broker_port, free_port
+
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(20):
+        port = free_broker_port()
+        assert port - 2 >= 10000 and port + 1 < low
+        with socket.socket() as a, socket.socket() as b, socket.socket() as c:
+            for s, p in ((a, port - 2), (b, port), (c, port + 1)):
+                s.bind(("127.0.0.1", p))
+        assert 10000 <= free_port() < low

@@ -16,7 +16,7 @@ import aiohttp
 import pytest
 
 import rmq
-from rmq._testing import StandaloneProcess, free_port, run_standalone, wait_until
+from rmq._testing import StandaloneProcess, free_broker_port, free_port, run_standalone, wait_until
 from rmq.console import ConsoleConfig, ConsoleServer
 from rmq.console.sampler import TpsSampler
 from rmq.console.server import STATIC_DIR, _Cache
@@ -279,7 +279,7 @@ def test_standalone_without_aiohttp_warns_and_runs(tmp_path: pathlib.Path) -> No
     from rmq._testing import wait_for_port, wait_until_sync
 
     log_path = tmp_path / "standalone.log"
-    ns_port, broker_port = free_port(), free_port()
+    ns_port, broker_port = free_port(), free_broker_port()
     code = ("import sys; sys.modules['aiohttp'] = None\n"     # `import aiohttp` now raises ImportError
             "from rmq.cli import main; sys.exit(main(sys.argv[1:]))")
     with open(log_path, "wb") as log:
