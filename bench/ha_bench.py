@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import signal
@@ -114,7 +115,9 @@ async def one_role(args, role: str, root: str) -> dict:
                     lags.append(int(m["commitLogMaxOffset"]) - int(s["commitLogMaxOffset"]))
                 except Exception:
                     pass
-                await asyncio.sleep(0.2)
+                with contextlib.suppress(TimeoutError):   # a sample every 0.2 s until stopped
+                    async with asyncio.timeout(0.2):
+                        await stop.wait()
 
         pargs = produce_bench.parse_args([
             "--namesrv", master.namesrv_addr, "--topic", "HaBench", "--size", str(args.size),

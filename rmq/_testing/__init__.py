@@ -405,6 +405,21 @@ async def wait_until(pred: Callable[[], Any], timeout: float = 20.0, interval: f
         await asyncio.sleep(interval)
 
 
+async def loop_turn() -> None:
+    """Return once every callback the loop had ready when called has run (a marker callback
+    queued behind them completes a future): a dispatch run scheduled by the appends before it,
+    or the would-be run of a dropped one. An ordering, not a length of time."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    marker: asyncio.Future[None] = loop.create_future()
+    loop.call_soon(marker.set_result, None)
+    await marker
+
+
+__all__ += ["loop_turn"]
+
+
 def wait_until_sync(pred: Callable[[], _T], timeout: float = 20.0, interval: float = 0.02,
                     what: str = "condition") -> _T:
     """:func:`wait_until` for code without an event loop (subprocess tests, threads)."""

@@ -90,27 +90,41 @@ async def test_a_handler_swallowing_the_cancellation_still_times_out(fast_retry_
 
 
 async def test_orderly_consumer_has_no_consume_timeout(fast_retry_cluster, unique):
-    # Java ProcessQueue.cleanExpiredMsg returns at once for an orderly consumer
+    # Java ProcessQueue.cleanExpiredMsg returns at once for an orderly consumer. Both handlers
+    # below hold their message until the concurrent one (the control, same consume_timeout)
+    # has been timed out: the orderly one has then run past its consume_timeout too.
     ns, broker = fast_retry_cluster
     nsaddr = f"127.0.0.1:{ns.port}"
-    topic = unique("T")
-    await create_topic(broker.broker_addr, topic, queues=1)
-    done = asyncio.Event()
+    topic, control_topic = unique("T"), unique("TC")
+    for t in (topic, control_topic):
+        await create_topic(broker.broker_addr, t, queues=1)
+    release, done = asyncio.Event(), asyncio.Event()
     calls = 0
 
     async def handler(msg: rmq.MessageExt) -> None:
         nonlocal calls
         calls += 1
-        await asyncio.sleep(1.5)        # longer than consume_timeout
+        await release.wait()
         done.set()
+
+    async def control_handler(msg: rmq.MessageExt) -> None:
+        await release.wait()
 
     c = rmq.PushConsumer(nsaddr, unique("CG"), handler=handler, orderly=True, consume_from_where=FIRST,
                          consume_timeout=0.5)
     c.subscribe(topic)
-    async with rmq.Producer(nsaddr, unique("PG")) as p, c:
+    control = rmq.PushConsumer(nsaddr, unique("CG"), handler=control_handler, consume_from_where=FIRST,
+                               consume_timeout=0.5)
+    control.subscribe(control_topic)
+    async with rmq.Producer(nsaddr, unique("PG")) as p, c, control:
         await p.send(rmq.Message(topic, b"x"))
+        await p.send(rmq.Message(control_topic, b"x"))
+        await wait_until(lambda: calls == 1 and control.stats["consume_timeouts"] >= 1, timeout=30,
+                         what="the orderly handler running and the concurrent one timed out")
+        release.set()
         await wait_until(done.is_set, timeout=30, what="the slow orderly handler finished")
-        assert calls == 1 and c.stats["consume_timeouts"] == 0 and c.stats["consumed_ok"] == 1
+        await wait_until(lambda: c.stats["consumed_ok"] == 1, timeout=30, what="the orderly message consumed")
+        assert calls == 1 and c.stats["consume_timeouts"] == 0
 
 
 # ---------------------------------------------------------------------------- errors to the application

@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from rmq._testing import wait_until
+from rmq._testing import loop_turn, wait_until
 from rmq.store import MessageInner, MessageStore, PutMessageStatus, StoreConfig
 from rmq.store.ha import ha_state
 from rmq.store.ha.codec import encode_offset_report, encode_transfer_header
@@ -177,7 +177,7 @@ async def test_slave_restart_and_master_restart_resume_without_gap(stores, tmp_p
             r = await store_ref[0].put_message(MessageInner("HA", i % 2, b"m%06d" % i + b"." * 200))
             assert r.status == PutMessageStatus.PUT_OK
             if i % 50 == 0:
-                await asyncio.sleep(0)      # a loop turn between puts (not a wait): the restart interleaves
+                await loop_turn()           # between puts: the restart interleaves with the traffic
 
     ref = [master]
     task = asyncio.create_task(traffic(ref, 400, 0, pause_at=200))
