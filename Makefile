@@ -38,7 +38,19 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check rmq tests bench
 	$(VENV)/bin/mypy
 
-test: $(STAMP)
+# The console's browser tests drive Debian's chromium through Playwright: a system package pip
+# cannot install, so `make test` installs it when it is missing (as root, or through sudo -n).
+CHROMIUM ?= /usr/bin/chromium
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+	    sudo -n apt-get install -y -q chromium >/dev/null || { sudo -n apt-get update -q >/dev/null && sudo -n apt-get install -y -q chromium >/dev/null; }; \
+	else \
+	    echo "make test: could not install Debian's chromium (apt-get install chromium): the console's browser tests will fail until it is there"; \
+	fi
+
+test: $(STAMP) | $(CHROMIUM)
 	$(PY) -m pytest tests
 
 quicktest: $(STAMP)
