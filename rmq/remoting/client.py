@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol, Self
 
 from rmq.common.log import RateLimitedLog, clip
+from rmq.common.net import split_address
 from rmq.common.tasks import BackgroundTasks
 from rmq.errors import (
     RemotingConnectError,
@@ -62,10 +63,10 @@ class RPCHook(Protocol):
 
 
 def _split_addr(addr: str) -> tuple[str, int]:
-    host, sep, port = addr.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise RemotingConnectError(addr, f"bad address {addr!r}, expected host:port")
-    return host.strip("[]"), int(port)
+    try:
+        return split_address(addr)
+    except ValueError:
+        raise RemotingConnectError(addr, f"bad address {addr!r}, expected host:port") from None
 
 
 class RemotingClient:

@@ -41,13 +41,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-import socket
 import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Union, cast
 
 from rmq.common.log import RateLimitedLog, clip
+from rmq.common.net import set_tcp_nodelay
 from rmq.errors import (
     RemotingCommandError,
     RemotingConnectError,
@@ -316,13 +316,7 @@ class Connection(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport without subclassing it
         transport = self._transport = cast(asyncio.Transport, transport)
         self._lost = self._loop.create_future()
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                # Requests and replies are small and latency-bound: never wait for Nagle.
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:  # not TCP (unix socket in tests)
-                pass
+        set_tcp_nodelay(transport)
         self.remote_addr = _fmt_addr(transport.get_extra_info("peername"))
         self.local_addr = _fmt_addr(transport.get_extra_info("sockname"))
         transport.set_write_buffer_limits(high=self._write_buffer_high)

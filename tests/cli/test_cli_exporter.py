@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 
 from metrics_support import GROUP, LAG, TOPIC, consumer_online, http_get, lag_workload, parse, scrape, value
 
-from rmq._testing import BrokerEnv, broker_env, free_port, run_broker, wait_until
+from rmq._testing import BrokerEnv, broker_env, free_port, run_broker, terminate, wait_until
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.common.metrics import FAMILIES
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -42,14 +41,7 @@ class Exporter:
         return await wait_until(ready, timeout=60, interval=0.2, what="the exporter's metrics")
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return terminate(self.proc)
 
 
 def _lag_of(s: dict) -> dict[int, float]:

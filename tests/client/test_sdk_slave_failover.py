@@ -8,8 +8,11 @@ The brokers are ``rmq broker -c broker.conf`` processes (the master is killed wi
 name server and the consumer run in this process.
 """
 import asyncio
+import contextlib
 import json
 import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 from sdk_support import create_topic, wait_until
@@ -53,6 +56,57 @@ async def _produce(nsaddr: str, topic: str, bodies: list[bytes]) -> None:
             assert r.status is rmq.SendStatus.SEND_OK
 
 
+@contextlib.asynccontextmanager
+async def _master_and_copied_slave(tmp_path: Path, nsaddr: str, topic: str, queues: int,
+                                   bodies: list[bytes]) -> AsyncIterator[tuple[BrokerProcess, BrokerProcess]]:
+    """A master holding ``bodies`` in ``topic`` and a slave started on a copy of its store, taken
+    while the master was stopped (the same messages on both; nothing to replicate). Both run
+    until the block ends, then are killed."""
+    master = await BrokerProcess(tmp_path / "m", nsaddr).astart()
+    slave = BrokerProcess(tmp_path / "s", nsaddr, brokerId=1, brokerRole="SLAVE")
+    try:
+        await create_topic(master.addr, topic, queues=queues)
+        await _produce(nsaddr, topic, bodies)
+        assert await asyncio.to_thread(master.stop) == 0
+        shutil.copytree(tmp_path / "m" / "store", tmp_path / "s" / "store")
+        await master.astart()
+        await slave.astart()
+        yield master, slave
+    finally:
+        master.kill()
+        slave.kill()
+
+
+@contextlib.asynccontextmanager
+async def _consumer_failed_over(rc: RemotingClient, nsaddr: str, group: str, topic: str, queues: int,
+                                master: BrokerProcess, slave: BrokerProcess,
+                                first: list[bytes]) -> AsyncIterator[list[bytes]]:
+    """A push consumer that reads 5 of ``first`` from the master; the master is killed and gone
+    from the route, the consumer reads the rest from the slave and commits its offsets there.
+    Yields the bodies it got (and goes on getting) while it still runs."""
+    got: list[bytes] = []
+    gate = asyncio.Event()
+
+    async def handler(msg: rmq.MessageExt) -> None:
+        if len(got) >= 5:
+            await gate.wait()
+        got.append(msg.body)
+
+    c = rmq.PushConsumer(nsaddr, group, handler=handler, consume_from_where=FIRST, pull_batch_size=1,
+                         pull_threshold_for_queue=1)
+    c.subscribe(topic)
+    async with c:
+        await wait_until(lambda: len(got) >= 5, what="5 messages from the master")
+        master.kill()
+        await wait_until(lambda: _ids_are(rc, nsaddr, topic, {1}), what="the master gone from the route")
+        gate.set()
+        await wait_until(lambda: set(got) == set(first), timeout=60, what=f"all {len(first)} (the rest from the slave)")
+        # the offsets went to the slave while the master was away
+        await wait_until(lambda: _committed_is(rc, slave.addr, group, topic, queues, len(first)), timeout=30,
+                         what="the consumer's offsets committed to the slave")
+        yield got
+
+
 async def test_consumer_reads_the_slave_while_the_master_is_down_and_resumes_on_the_master(tmp_path, monkeypatch):
     """The slave here holds a copy of the master's store taken while the master was stopped (no
     replication needed): 40 messages on both. The consumer reads 5 from the master, the master
@@ -62,55 +116,26 @@ async def test_consumer_reads_the_slave_while_the_master_is_down_and_resumes_on_
     topic, group, queues = "FailoverT", "CG_Failover", 2
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
-        master = await BrokerProcess(tmp_path / "m", nsaddr).astart()
-        slave = BrokerProcess(tmp_path / "s", nsaddr, brokerId=1, brokerRole="SLAVE")
-        rc = RemotingClient()
-        try:
-            await create_topic(master.addr, topic, queues=queues)
-            first = [b"m%d" % i for i in range(40)]
-            await _produce(nsaddr, topic, first)
-            assert await asyncio.to_thread(master.stop) == 0
-            shutil.copytree(tmp_path / "m" / "store", tmp_path / "s" / "store")
-            await master.astart()
-            await slave.astart()
-            await wait_until(lambda: _route_ids(rc, nsaddr, topic), what="route")
-            await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="master and slave in the route")
+        first = [b"m%d" % i for i in range(40)]
+        async with _master_and_copied_slave(tmp_path, nsaddr, topic, queues, first) as (master, slave):
+            rc = RemotingClient()
+            try:
+                await wait_until(lambda: _route_ids(rc, nsaddr, topic), what="route")
+                await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="master and slave in the route")
 
-            got: list[bytes] = []
-            gate = asyncio.Event()
-
-            async def handler(msg):
-                if len(got) >= 5:
-                    await gate.wait()
-                got.append(msg.body)
-
-            c = rmq.PushConsumer(nsaddr, group, handler=handler, consume_from_where=FIRST, pull_batch_size=1,
-                                 pull_threshold_for_queue=1)
-            c.subscribe(topic)
-            async with c:
-                await wait_until(lambda: len(got) >= 5, what="5 messages from the master")
-                master.kill()
-                await wait_until(lambda: _ids_are(rc, nsaddr, topic, {1}), what="the master gone from the route")
-                gate.set()
-                await wait_until(lambda: set(got) == set(first), timeout=60, what="all 40 (35 from the slave)")
-                # the offsets went to the slave while the master was away
-                await wait_until(lambda: _committed_is(rc, slave.addr, group, topic, queues, 40), timeout=30,
-                                 what="the consumer's offsets committed to the slave")
-
-                await master.astart()
-                await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="the master back in the route")
-                second = [b"n%d" % i for i in range(10)]
-                await _produce(nsaddr, topic, second)     # on the master only: nothing replicates here
-                await wait_until(lambda: set(got) == set(first + second), timeout=60,
-                                 what="the 10 new messages, read from the master")
-                # the master's offsets catch up from the consumer (re-committed after its return)
-                await wait_until(lambda: _committed_is(rc, master.addr, group, topic, queues, 50), timeout=30,
-                                 what="the offsets re-committed to the master")
-            assert sorted(got) == sorted(first + second), "a message was skipped or repeated"
-        finally:
-            await rc.close()
-            master.kill()
-            slave.kill()
+                async with _consumer_failed_over(rc, nsaddr, group, topic, queues, master, slave, first) as got:
+                    await master.astart()
+                    await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="the master back in the route")
+                    second = [b"n%d" % i for i in range(10)]
+                    await _produce(nsaddr, topic, second)     # on the master only: nothing replicates here
+                    await wait_until(lambda: set(got) == set(first + second), timeout=60,
+                                     what="the 10 new messages, read from the master")
+                    # the master's offsets catch up from the consumer (re-committed after its return)
+                    await wait_until(lambda: _committed_is(rc, master.addr, group, topic, queues, 50), timeout=30,
+                                     what="the offsets re-committed to the master")
+                assert sorted(got) == sorted(first + second), "a message was skipped or repeated"
+            finally:
+                await rc.close()
 
 
 async def _ids_are(rc: RemotingClient, nsaddr: str, topic: str, ids: set[int]) -> bool:
@@ -179,26 +204,7 @@ async def test_replicated_slave_serves_consumers_after_kill_9_of_the_master(tmp_
             table = await _runtime(rc, slave.addr)
             assert table["brokerRole"] == "SLAVE" and table["slaveSyncMasterAddr"] == master.addr
 
-            got: list[bytes] = []
-            gate = asyncio.Event()
-
-            async def handler(msg):
-                if len(got) >= 5:
-                    await gate.wait()
-                got.append(msg.body)
-
-            c = rmq.PushConsumer(nsaddr, group, handler=handler, consume_from_where=FIRST, pull_batch_size=1,
-                                 pull_threshold_for_queue=1)
-            c.subscribe(topic)
-            async with c:
-                await wait_until(lambda: len(got) >= 5, what="5 messages from the master")
-                master.kill()
-                await wait_until(lambda: _ids_are(rc, nsaddr, topic, {1}), what="the master gone from the route")
-                gate.set()
-                await wait_until(lambda: set(got) == set(first), timeout=60, what="all 40 (35 from the slave)")
-                await wait_until(lambda: _committed_is(rc, slave.addr, group, topic, queues, 40), timeout=30,
-                                 what="the consumer's offsets committed to the slave")
-
+            async with _consumer_failed_over(rc, nsaddr, group, topic, queues, master, slave, first) as got:
                 await master.astart()
                 await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="the master back in the route")
                 await wait_until(lambda: _slave_connected(rc, master.addr), what="the slave following it again")
@@ -225,37 +231,28 @@ async def test_lite_pull_consumer_polls_the_slave_while_the_master_is_down(tmp_p
     topic, group, queues = "LiteFailT", "CG_LiteFail", 2
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
-        master = await BrokerProcess(tmp_path / "m", nsaddr).astart()
-        slave = BrokerProcess(tmp_path / "s", nsaddr, brokerId=1, brokerRole="SLAVE")
-        rc = RemotingClient()
-        try:
-            await create_topic(master.addr, topic, queues=queues)
-            bodies = [b"l%d" % i for i in range(40)]
-            await _produce(nsaddr, topic, bodies)
-            assert await asyncio.to_thread(master.stop) == 0
-            shutil.copytree(tmp_path / "m" / "store", tmp_path / "s" / "store")
-            await master.astart()
-            await slave.astart()
-            await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="master and slave in the route")
-            c = rmq.PullConsumer(nsaddr, group, consume_from_where=FIRST, pull_batch_size=1,
-                                 pull_threshold_for_queue=1, auto_commit=False)
-            c.subscribe(topic)
-            got: list[bytes] = []
-            async with c:
-                while len(got) < 4:
-                    got.extend(m.body for m in await c.poll(timeout=1.0, max_messages=1))
-                master.kill()
-                await wait_until(lambda: _ids_are(rc, nsaddr, topic, {1}), what="the master gone from the route")
+        bodies = [b"l%d" % i for i in range(40)]
+        async with _master_and_copied_slave(tmp_path, nsaddr, topic, queues, bodies) as (master, slave):
+            rc = RemotingClient()
+            try:
+                await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="master and slave in the route")
+                c = rmq.PullConsumer(nsaddr, group, consume_from_where=FIRST, pull_batch_size=1,
+                                     pull_threshold_for_queue=1, auto_commit=False)
+                c.subscribe(topic)
+                got: list[bytes] = []
+                async with c:
+                    while len(got) < 4:
+                        got.extend(m.body for m in await c.poll(timeout=1.0, max_messages=1))
+                    master.kill()
+                    await wait_until(lambda: _ids_are(rc, nsaddr, topic, {1}), what="the master gone from the route")
 
-                async def drained() -> bool:
-                    got.extend(m.body for m in await c.poll(timeout=0.5))
-                    return set(got) >= set(bodies)
+                    async def drained() -> bool:
+                        got.extend(m.body for m in await c.poll(timeout=0.5))
+                        return set(got) >= set(bodies)
 
-                await wait_until(drained, timeout=60, what="all 40, the rest from the slave")
-                await c.commit()
-                assert await _committed(rc, slave.addr, group, topic, queues) == 40
-            assert sorted(got) == sorted(bodies)
-        finally:
-            await rc.close()
-            master.kill()
-            slave.kill()
+                    await wait_until(drained, timeout=60, what="all 40, the rest from the slave")
+                    await c.commit()
+                    assert await _committed(rc, slave.addr, group, topic, queues) == 40
+                assert sorted(got) == sorted(bodies)
+            finally:
+                await rc.close()

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from rmq._testing import StandaloneProcess, free_port, wait_for_port, wait_until_sync
+from rmq._testing import StandaloneProcess, free_port, terminate, wait_for_port, wait_until_sync
 
 CHROMIUM = "/usr/bin/chromium"
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -71,14 +71,7 @@ class ConsoleProcess:
     def stop(self) -> int | None:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return terminate(self.proc)
 
 
 class LoopThread:

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from typing import TYPE_CHECKING, cast
 
 from rmq.common.log import RateLimitedLog, clip
+from rmq.common.net import set_tcp_nodelay, split_address
 from rmq.errors import StoreError
 from rmq.store.ha.codec import HAProtocolError, TransferDecoder, encode_offset_report
 
@@ -36,13 +36,6 @@ _rlog = RateLimitedLog(log)
 BACKOFF_MIN = 0.2        # seconds before reconnecting after a failure, doubling ...
 BACKOFF_MAX = 5.0        # ... up to Java's 5 s between connection attempts
 CONNECT_TIMEOUT = 3.0
-
-
-def split_address(addr: str) -> tuple[str, int]:
-    host, _, port = addr.strip().rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"not a host:port address: {clip(addr)!r}")
-    return host.strip("[]"), int(port)
 
 
 class _Protocol(asyncio.Protocol):
@@ -140,12 +133,7 @@ class HAClient:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(CONNECT_TIMEOUT):
             transport, proto = await loop.create_connection(lambda: _Protocol(self), host, port)
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        set_tcp_nodelay(transport)
         self._proto = proto
         self._decoder = TransferDecoder()
         self.connected = True

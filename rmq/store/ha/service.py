@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from rmq.common.log import RateLimitedLog
+from rmq.common.net import set_tcp_nodelay
 from rmq.store.callbacks import Entry, OffsetCallbacks, PutCallback
 from rmq.store.ha.codec import HAProtocolError, OffsetReportDecoder, encode_transfer_header
 from rmq.store.message import PutMessageResult, PutMessageStatus
@@ -161,12 +161,7 @@ class HAConnection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)    # (uvloop's is not a subclass)
         peer = transport.get_extra_info("peername")
         self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            try:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            except OSError:
-                pass
+        set_tcp_nodelay(transport)
         self.transport.set_write_buffer_limits(high=0)
         if not self.service.add_connection(self):
             self.transport.abort()
