@@ -34,7 +34,7 @@ from rmq.errors import RMQError
 from rmq.remoting.tls import TlsSettings
 
 # The area modules register their commands on import, in this order (``rmq admin --help``).
-from . import acl, broker, consumer, message, topic, trace  # noqa: F401
+from . import acl, broker, consumer, export, message, monitor, topic, trace  # noqa: F401
 from . import namesrv as _namesrv  # noqa: F401
 from ._cmd import COMMANDS, addr_list
 
