@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     try:
         return asyncio.run(_run(args, namesrv))
+    except KeyboardInterrupt:           # e.g. Ctrl-C ending startMonitoring: the shell's 128 + SIGINT
+        return 130
     except AdminError as e:
         print(f"rmq admin {args.admin_command}: {e}", file=sys.stderr)
         return 1
