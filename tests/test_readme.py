@@ -190,7 +190,8 @@ async def test_every_readme_block_runs(tmp_path):
             for block in blocks:
                 marker = block.marker or ""
                 if marker.startswith("skip"):
-                    print(f"README.md:{block.line}: {block.lang or 'plain'} block not run: {marker[4:].strip().strip('()')}")
+                    why = marker[4:].strip().strip("()")
+                    print(f"README.md:{block.line}: {block.lang or 'plain'} block not run: {why}")
                 elif marker.startswith("file "):
                     name = marker[5:].strip()
                     (work / name).write_text(runner.rewrite(block.text))
