@@ -46,7 +46,7 @@ README = ROOT / "README.md"
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*-->")
 FENCE = re.compile(r"^```(\S*)\s*$")
 TIMEOUT = 180          # per command or script; generous for a busy machine
-SHELL = {"sh", "bash", "shell", "console"}
+SHELL = {"sh", "bash", "shell"}
 
 
 @dataclass
