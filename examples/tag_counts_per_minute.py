@@ -17,13 +17,16 @@ watermark of ``--late`` drops state for windows that can no longer change.
     .venv/bin/python examples/tag_counts_per_minute.py   # keep running, every 10 s
 
 Options: ``--namesrv`` (127.0.0.1:9876), ``--source`` (orders), ``--target`` (order-stats),
-``--out`` (./order-stats.parquet), ``--checkpoint`` (./order-stats.checkpoint).
+``--dir`` (``$RMQ_EXAMPLE_DIR``, else ``<temp dir>/rmq-examples``: where the two below go),
+``--out`` (<dir>/order-stats.parquet), ``--checkpoint`` (<dir>/order-stats.checkpoint). Nothing
+is written into the current directory (a checkout stays clean).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+import tempfile
 
 
 def start_query(spark, *, namesrv: str, source: str, target: str, out: str, checkpoint: str,
@@ -84,11 +87,17 @@ def main(argv=None) -> int:
     ap.add_argument("--namesrv", default="127.0.0.1:9876")
     ap.add_argument("--source", default="orders")
     ap.add_argument("--target", default="order-stats")
-    ap.add_argument("--out", default="order-stats.parquet")
-    ap.add_argument("--checkpoint", default="order-stats.checkpoint")
+    ap.add_argument("--dir", default=os.environ.get("RMQ_EXAMPLE_DIR")
+                    or os.path.join(tempfile.gettempdir(), "rmq-examples"),
+                    help="directory of the Parquet output and the checkpoint (default $RMQ_EXAMPLE_DIR, "
+                         "else <temp dir>/rmq-examples)")
+    ap.add_argument("--out", default=None, help="Parquet output (default <dir>/order-stats.parquet)")
+    ap.add_argument("--checkpoint", default=None, help="checkpoint directory (default <dir>/order-stats.checkpoint)")
     ap.add_argument("--once", action="store_true", help="process what is in the topic, then stop")
     ap.add_argument("--demo-messages", type=int, default=0, help="first write this many sample orders")
     args = ap.parse_args(argv)
+    args.out = args.out or os.path.join(args.dir, "order-stats.parquet")
+    args.checkpoint = args.checkpoint or os.path.join(args.dir, "order-stats.checkpoint")
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

@@ -9,8 +9,8 @@ counterparts so a RocketMQ user recognises them (``SendStatus.SEND_OK``,
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.common.message import MessageConst
@@ -61,7 +61,7 @@ class MessageQueue:
         return cls(str(d["topic"]), str(d["brokerName"]), int(d["queueId"]))
 
 
-def _keys_tuple(keys: str | Sequence[str] | None) -> tuple[str, ...]:
+def _keys_tuple(keys: str | Iterable[str] | None) -> tuple[str, ...]:
     if keys is None:
         return ()
     if isinstance(keys, str):
@@ -69,16 +69,17 @@ def _keys_tuple(keys: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(str(k) for k in keys)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Message:
     """A message to send.
 
     Args:
         topic: destination topic (≤ 127 bytes, ``^[%|a-zA-Z0-9_-]+$``).
-        body: payload bytes (≤ 4 MiB after compression). ``str`` is encoded as UTF-8.
+        body: payload, ``bytes`` (or any bytes-like object) or ``str`` (encoded as UTF-8); kept
+            as ``bytes`` (≤ 4 MiB after compression).
         tags: one tag used for broker-side filtering (``TAGS``); default ``None`` (no tag).
-        keys: business keys for lookup (``KEYS``), a list or a space-separated string;
-            default none.
+        keys: business keys for lookup (``KEYS``): any iterable of ``str`` (a list, a tuple …)
+            or one space-separated string; kept as a tuple; default none.
         properties: user properties (string → string); default none. Names reserved by
             RocketMQ (``TAGS``, ``UNIQ_KEY`` …) raise ``ValueError``.
         flag: a user int stored with the message as-is; default 0.
@@ -88,16 +89,31 @@ class Message:
 
     topic: str
     body: bytes
-    tags: str | None = None
-    keys: tuple[str, ...] = ()
-    properties: Mapping[str, str] = field(default_factory=dict)
-    flag: int = 0
-    delay_level: int = 0
-    wait_store_msg_ok: bool = True
+    tags: str | None
+    keys: tuple[str, ...]
+    properties: Mapping[str, str]
+    flag: int
+    delay_level: int
+    wait_store_msg_ok: bool
+
+    # An explicit __init__ (not the dataclass one) so the parameters can be wider than the
+    # attributes: callers pass str bodies and list keys, and read back bytes and a tuple.
+    def __init__(self, topic: str, body: bytes | bytearray | memoryview | str, tags: str | None = None,
+                 keys: str | Iterable[str] | None = (), properties: Mapping[str, str] | None = None,
+                 flag: int = 0, delay_level: int = 0, wait_store_msg_ok: bool = True) -> None:
+        object.__setattr__(self, "topic", topic)
+        object.__setattr__(self, "body", body)
+        object.__setattr__(self, "tags", tags)
+        object.__setattr__(self, "keys", keys)
+        object.__setattr__(self, "properties", properties)
+        object.__setattr__(self, "flag", flag)
+        object.__setattr__(self, "delay_level", delay_level)
+        object.__setattr__(self, "wait_store_msg_ok", wait_store_msg_ok)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if isinstance(self.body, str):
-            object.__setattr__(self, "body", self.body.encode())
+            object.__setattr__(self, "body", self.body.encode("utf-8"))
         elif not isinstance(self.body, bytes):
             object.__setattr__(self, "body", bytes(self.body))
         object.__setattr__(self, "keys", _keys_tuple(self.keys))

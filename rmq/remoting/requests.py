@@ -765,6 +765,35 @@ def parse_all_delay_offset(resp: RemotingCommand) -> dict[int, int]:
     return parse_body(resp, "DelayOffsetSerializeWrapper", _ops_body.DelayOffsetTable.decode).offset_table
 
 
+from rmq.remoting.body import conns as _conns_body  # noqa: E402  (GET_ALL_PRODUCER_INFO's body)
+
+
+def clean_unused_topic() -> RemotingCommand:
+    """CLEAN_UNUSED_TOPIC (316) to one broker: it drops the consume queues of topics it has no
+    config for; answered by SUCCESS."""
+    return _request(RequestCode.CLEAN_UNUSED_TOPIC)
+
+
+def get_system_topic_list_from_broker() -> RemotingCommand:
+    """GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305) to one broker; parse with
+    :func:`parse_topic_list` (Java ``TopicList``)."""
+    return _request(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+
+
+def get_all_producer_info() -> RemotingCommand:
+    """GET_ALL_PRODUCER_INFO (328) to one broker: its producer connections by group."""
+    return _request(RequestCode.GET_ALL_PRODUCER_INFO)
+
+
+def parse_all_producer_info(resp: RemotingCommand) -> _conns_body.ProducerTableInfo:
+    """A :class:`rmq.remoting.body.conns.ProducerTableInfo`."""
+    return parse_body(resp, "ProducerTableInfo", _conns_body.ProducerTableInfo.decode)
+
+
+__all__ += ["clean_unused_topic", "get_all_producer_info", "get_system_topic_list_from_broker",
+            "parse_all_producer_info"]
+
+
 __all__ += ["add_write_perm_of_broker", "clean_expired_consume_queue", "delete_expired_commit_log",
             "delete_kv_config", "delete_subscription_group", "get_all_consumer_offset", "get_all_delay_offset",
             "get_kv_config", "get_kv_list_by_namespace", "get_namesrv_config", "parse_add_write_perm",

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Collection, Container, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, overload
 
@@ -825,6 +825,18 @@ class MessageStore:
         if n:
             self.reput.forget_queues()
         return n
+
+    def clean_unused_topic(self, topics: Collection[str]) -> list[str]:
+        """CLEAN_UNUSED_TOPIC (Java ``DefaultMessageStore.cleanUnusedTopic``): drop the
+        ConsumeQueues of every topic that is not in ``topics`` (the broker's topic table), but
+        ``SCHEDULE_TOPIC_XXXX`` and ``RMQ_SYS_TRANS_OP_HALF_TOPIC``, which the broker writes
+        without a topic config. Returns the topics dropped."""
+        keep = {TopicValidator.RMQ_SYS_SCHEDULE_TOPIC, TopicValidator.RMQ_SYS_TRANS_OP_HALF_TOPIC}
+        unused = [t for t in self.consume_queue_table if t not in topics and t not in keep]
+        for topic in unused:
+            log.info("cleanUnusedTopic: %s has no topic config, its consume queues are destroyed", clip(topic))
+        self.delete_topics(unused)
+        return unused
 
     def runtime_info(self) -> dict[str, str]:
         cl = self.commit_log

@@ -87,6 +87,9 @@ def test_query_msg_by_id_and_offset(daemon, sent):
     assert f"{'Keys:':<20} [other]\n" in r.stdout
     r = admin("queryMsgById", "-n", daemon.namesrv_addr, "-i", "not-an-id")
     assert r.returncode == 2 and "offset message id" in r.stderr
+    # the msg_id the SDK prints (a unique key) without -t: pointed to queryMsgByUniqueKey
+    r = admin("queryMsgById", "-n", daemon.namesrv_addr, "-i", sent[2].msg_id)
+    assert r.returncode == 2 and f"queryMsgByUniqueKey -t <topic> -i {sent[2].msg_id}" in r.stderr
     s = sent[2]
     r = admin("queryMsgByOffset", "-n", daemon.namesrv_addr, "-t", "MsgT", "-b", s.message_queue.broker_name,
               "-i", str(s.message_queue.queue_id), "-o", str(s.queue_offset))
@@ -149,3 +152,10 @@ async def test_query_msg_pushes_a_message_to_one_consumer_with_g_and_d(daemon, s
         rc, out, err = await admin_async("queryMsgById", "-n", ns, "-i", sent[1].offset_msg_id, "-g", "MsgPushG")
         assert rc == 2 and "-g and -d go together" in err
         assert got.count(b"second") == 2
+
+
+def test_query_msg_trace_with_tracing_off_says_how_to_turn_it_on(daemon, sent):
+    r = admin("queryMsgTraceById", "-n", daemon.namesrv_addr, "-i", sent[0].msg_id)
+    assert r.returncode == 1
+    assert "no route for topic RMQ_SYS_TRACE_TOPIC" in r.stderr and "traceTopicEnable=true" in r.stderr
+    assert "trace=True" in r.stderr

@@ -1,5 +1,6 @@
 """Pure codec and value-type tests: no broker needed."""
 import base64
+import dataclasses
 import json
 import os
 import struct
@@ -193,6 +194,11 @@ def test_message_validation_and_properties():
         rmq.Message(topic="T", body=b"x", properties={"a": "b\x02"})
     with pytest.raises(ValueError, match="delay_level"):
         rmq.Message(topic="T", body=b"x", delay_level=19)
+    # any iterable of str as keys, bytes-likes and str (UTF-8) as body; read back as tuple / bytes
+    m = rmq.Message("T", bytearray(b"ab"), None, (k for k in ["k1", "k2"]))
+    assert m.body == b"ab" and type(m.body) is bytes and m.keys == ("k1", "k2")
+    assert rmq.Message("T", memoryview(b"z"), keys=["k"]) == rmq.Message("T", "z", keys=("k",))
+    assert dataclasses.replace(m, topic="U").keys == ("k1", "k2")
     mq = rmq.MessageQueue("T", "b", 1)
     assert {mq: 1}[rmq.MessageQueue("T", "b", 1)] == 1 and str(mq) == "T@b#1"
 

@@ -3,8 +3,8 @@ AdminBrokerProcessor's getConsumerConnectionList, getProducerConnectionList,
 getConsumerRunningInfo, consumeMessageDirectly, resetOffset, getConsumerStatus, and
 Broker2Client's resetOffset / getConsumeStatus / callClient).
 
-GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204): read the consumer and
-producer tables the heartbeats keep.
+GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204), GET_ALL_PRODUCER_INFO
+(328, mqadmin producer): read the consumer and producer tables the heartbeats keep.
 
 GET_CONSUMER_RUNNING_INFO (307), CONSUME_MESSAGE_DIRECTLY (309): relayed to the named client's
 connection (309 with the message, looked up by its offset message id, as the body); the
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -40,6 +41,8 @@ from rmq.remoting.body.conns import (
     ConsumerConnection,
     GetConsumerStatusBody,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
     ResetOffsetBody,
     SubscriptionInfo,
     connections_of,
@@ -74,13 +77,15 @@ class ConnsAdminProcessor:
 
     CODES = (RequestCode.GET_CONSUMER_CONNECTION_LIST, RequestCode.GET_PRODUCER_CONNECTION_LIST,
              RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
-             RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.CONSUME_MESSAGE_DIRECTLY)
+             RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.CONSUME_MESSAGE_DIRECTLY,
+             RequestCode.GET_ALL_PRODUCER_INFO)
 
     def __init__(self, controller: Any) -> None:
         self.controller = controller
         self._handlers: dict[int, Callable[[Any, RemotingCommand], Awaitable[RemotingCommand]]] = {
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+            RequestCode.GET_ALL_PRODUCER_INFO: self.get_all_producer_info,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.get_consumer_status,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
@@ -122,6 +127,16 @@ class ConnsAdminProcessor:
                                 f"the producer group[{clip_remark(h.producer_group)}] not exist", {})
         body = ProducerConnection(connections_of(_conn_info(ch) for ch in chans.values()))
         return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(body.to_json()))
+
+    async def get_all_producer_info(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        """Java getAllProducerInfo (ProducerManager.getProducerTable): every group's producer
+        connections, the address as Netty prints it (``/ip:port``), the last heartbeat in ms."""
+        now_wall, now_mono = time.time(), time.monotonic()
+        data = {group: [ProducerInfo(ch.client_id, f"/{ch.remote_addr}", ch.language, ch.version,
+                                     int((now_wall - (now_mono - ch.last_update)) * 1000))
+                        for ch in chans.values()]
+                for group, chans in self.controller.producer_manager.group_channel_table.items()}
+        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(ProducerTableInfo(data).to_json()))
 
     # -- relays to one client ---------------------------------------------------------------
 

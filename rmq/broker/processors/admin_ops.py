@@ -1,7 +1,8 @@
 """Store maintenance and metadata dumps (Java ``AdminBrokerProcessor``):
 
-DELETE_SUBSCRIPTIONGROUP (207), CLEAN_EXPIRED_CONSUMEQUEUE (306), DELETE_EXPIRED_COMMITLOG
-(329), QUERY_CONSUME_QUEUE (321), GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_DELAY_OFFSET (45;
+DELETE_SUBSCRIPTIONGROUP (207), CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC (316),
+DELETE_EXPIRED_COMMITLOG (329), QUERY_CONSUME_QUEUE (321), GET_SYSTEM_TOPIC_LIST_FROM_BROKER (305,
+what mqadmin exportMetadata leaves out), GET_ALL_CONSUMER_OFFSET (43) and GET_ALL_DELAY_OFFSET (45;
 with GET_ALL_TOPIC_CONFIG 21 and GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201 what a Java slave's
 ``SlaveSynchronize`` reads from its master).
 
@@ -15,7 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from rmq.broker.processors.common import bad_request
+from rmq.broker.processors.common import bad_request, to_json_bytes
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import java_string_hash
 from rmq.errors import RemotingCommandError
@@ -25,6 +26,7 @@ from rmq.remoting.body.ops import (
     DelayOffsetTable,
     QueryConsumeQueueResponseBody,
 )
+from rmq.remoting.body.topic import TopicList
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import DeleteSubscriptionGroupRequestHeader, QueryConsumeQueueRequestHeader
@@ -44,7 +46,7 @@ class OpsAdminProcessor:
 
     #: codes that change state (served by the admin write pool).
     WRITE_CODES = frozenset({RequestCode.DELETE_SUBSCRIPTIONGROUP, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
-                             RequestCode.DELETE_EXPIRED_COMMITLOG})
+                             RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.CLEAN_UNUSED_TOPIC})
 
     def __init__(self, controller: Any) -> None:
         self.controller = controller
@@ -52,6 +54,8 @@ class OpsAdminProcessor:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
             RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
+            RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.get_system_topic_list,
             RequestCode.QUERY_CONSUME_QUEUE: self.query_consume_queue,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
             RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
@@ -101,7 +105,24 @@ class OpsAdminProcessor:
         self.controller.message_store.execute_delete_files_manually()
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
+    def clean_unused_topic(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        """Java cleanUnusedTopic: the store drops the consume queues of topics without a topic
+        config here (DefaultMessageStore.cleanUnusedTopic), and their statistics with them."""
+        c = self.controller
+        dropped = c.message_store.clean_unused_topic(set(c.topic_config_manager.topic_config_table))
+        for topic in dropped:
+            c.stats.on_topic_deleted(topic)
+        _rlog.warning("clean-unused-topic", "cleanUnusedTopic called by %s: %d topic(s) without a config cleaned",
+                      conn.remote_addr, len(dropped))
+        return cmd.response(ResponseCode.SUCCESS, None, {})
+
     # -- reads ----------------------------------------------------------------------------
+
+    def get_system_topic_list(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+        """Java getSystemTopicListFromBroker: TopicConfigManager's system topics (TBW102, the
+        cluster and broker names, SCHEDULE_TOPIC_XXXX, ...) as a ``TopicList``."""
+        topics = sorted(self.controller.topic_config_manager.system_topics)
+        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(TopicList(topics).to_json()))
 
     def query_consume_queue(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         """Java queryConsumeQueue: SYSTEM_ERROR ``<queueId>@<topic> is not exist!`` for an

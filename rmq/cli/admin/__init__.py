@@ -34,7 +34,7 @@ from rmq.errors import RMQError
 from rmq.remoting.tls import TlsSettings
 
 # The area modules register their commands on import, in this order (``rmq admin --help``).
-from . import acl, broker, consumer, message, topic, trace  # noqa: F401
+from . import acl, broker, consumer, export, message, monitor, topic, trace  # noqa: F401
 from . import namesrv as _namesrv  # noqa: F401
 from ._cmd import COMMANDS, addr_list
 
@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
     try:
         return asyncio.run(_run(args, namesrv))
+    except KeyboardInterrupt:           # e.g. Ctrl-C ending startMonitoring: the shell's 128 + SIGINT
+        return 130
     except AdminError as e:
         print(f"rmq admin {args.admin_command}: {e}", file=sys.stderr)
         return 1

@@ -13,6 +13,7 @@ from rmq.client.admin._brokers import GROUP_GET_NUMS, TOPIC_PUT_NUMS
 from rmq.common.constants import MixAll
 from rmq.errors import RMQError
 from rmq.remoting.body.stats import BrokerStatsData, ConsumeStats
+from rmq.types import Message, SendResult
 
 from ._cmd import addr as addr_flag
 from ._cmd import command, int_in, name, targets, topic_name, true_false
@@ -266,3 +267,54 @@ def cluster_row_cells(table: dict[str, str], now_ms: int | None = None) -> tuple
         f"{hour:2.2f}",
         f"{space:.4f}",
     )
+
+
+# -- cleanUnusedTopic, sendMsgStatus ------------------------------------------------------------
+
+def _clean_unused_topic_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr_flag, help="Broker address")
+    p.add_argument("-c", "--cluster", dest="cluster", default=None, type=name,
+                   help="cluster name (default with neither: every broker of every cluster)")
+
+
+@command("cleanUnusedTopic", "drop the consume queues of topics a broker has no config for",
+         flags=_clean_unused_topic_flags)
+async def clean_unused_topic(admin: Admin, args: argparse.Namespace) -> None:
+    # Java CleanUnusedTopicCommand: -b wins over -c; prints "success" (no newline) or "false"
+    if args.broker:
+        ok = await admin.clean_unused_topic_by_addr(args.broker)
+    else:
+        ok = await admin.clean_unused_topic(args.cluster)
+    print("success" if ok else "false")
+
+
+def _send_msg_status_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-b", "--brokerName", dest="broker_name", required=True, type=name,
+                   help="Broker Name (the messages go to the topic of that name)")
+    p.add_argument("-s", "--messageSize", dest="size", type=int_in(0, 4 * 1024 * 1024), default=128,
+                   help="Message Size (default 128)")
+    p.add_argument("-c", "--count", dest="count", type=int_in(1, 1_000_000), default=50,
+                   help="send message count (default 50)")
+
+
+def _send_result_text(r: SendResult) -> str:
+    """Java ``SendResult.toString`` (with ``MessageQueue.toString``)."""
+    mq = r.message_queue
+    return (f"SendResult [sendStatus={r.status.name}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, "
+            f"messageQueue=MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}], "
+            f"queueOffset={r.queue_offset}]")
+
+
+@command("sendMsgStatus", "send messages to a broker's own topic, printing each send's response time",
+         flags=_send_msg_status_flags)
+async def send_msg_status(admin: Admin, args: argparse.Namespace) -> None:
+    def body(size: int) -> bytes:
+        # Java SendMsgStatusCommand.buildMessage: "hello jodie" once per 11 bytes asked for
+        return b"hello jodie" * ((size + 10) // 11)
+
+    async with admin.tools_producer("PID_SMSC") as producer:
+        await producer.send(Message(args.broker_name, body(16)))     # Java's warm-up send
+        for _ in range(args.count):
+            begin = time.monotonic()
+            result = await producer.send(Message(args.broker_name, body(args.size)))
+            print(f"rt={int((time.monotonic() - begin) * 1000)}ms, SendResult={_send_result_text(result)}", flush=True)

@@ -289,3 +289,22 @@ async def get_consumer_config(admin: Admin, args: argparse.Namespace) -> int | N
             text = "" if value is None else java_bool(value) if isinstance(value, bool) else str(value)
             print(f"{key:<40}=  {text}")
     return None
+
+
+# -- producer -----------------------------------------------------------------------------------
+
+def _producer_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-b", "--broker", dest="broker", required=True, type=addr, help="broker address")
+
+
+@command("producer", "print a broker's producer instances by group (client id, address, language, version)",
+         flags=_producer_flags)
+async def producer(admin: Admin, args: argparse.Namespace) -> None:
+    # Java ProducerSubCommand: one line per instance, ProducerInfo.toString
+    table = await admin.get_all_producer_info(args.broker)
+    for group, instances in table.data.items():
+        if not instances:
+            print(f"producer group ({group}) instances are empty")
+            continue
+        for info in instances:
+            print(f"producer group ({group}) instance : {info}")

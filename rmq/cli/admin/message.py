@@ -129,7 +129,17 @@ async def query_msg_by_id(admin: Admin, args: argparse.Namespace) -> None:
         _check_push_flags(args)
     for msg_id in (m.strip() for m in args.msg_ids.split(",")):
         if msg_id:
-            msg = await admin.view_message(msg_id, args.topic)
+            try:
+                msg = await admin.view_message(msg_id, args.topic)
+            except ValueError:
+                if args.topic is not None:
+                    raise
+                # Not an offset id: most likely the unique key the SDK prints as msg_id. Point
+                # to the command that finds it rather than guess a topic to search.
+                raise ValueError(f"{msg_id!r} is not an offset message id (the SDK's SendResult.offset_msg_id); "
+                                 f"it looks like a unique key (SendResult.msg_id): "
+                                 f"rmq admin queryMsgByUniqueKey -t <topic> -i {msg_id} "
+                                 f"(or add -t <topic> here)") from None
             if args.group is None:
                 await print_msg(admin, msg)
             elif msg is None:

@@ -523,3 +523,42 @@ async def cluster_rt(admin: Admin, args: argparse.Namespace) -> None:
                         r.success_count, r.fail_count)
         sys.stdout.flush()
         await asyncio.sleep(args.interval)
+
+
+# -- updateOrderConf ----------------------------------------------------------------------------
+
+#: Java NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG: the KV namespace of orderly topics' queue layout.
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
+
+
+def _update_order_conf_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic name")
+    p.add_argument("-v", "--orderConf", dest="order_conf", default=None,
+                   help="set order conf [eg. brokerName1:num;brokerName2:num] (with -m put)")
+    p.add_argument("-m", "--method", required=True, choices=("put", "get", "delete"),
+                   help="option type: put, get or delete")
+
+
+@command("updateOrderConf", "create, print or delete a topic's order conf (ORDER_TOPIC_CONFIG on the name servers)",
+         flags=_update_order_conf_flags)
+async def update_order_conf(admin: Admin, args: argparse.Namespace) -> None:
+    # Java UpdateOrderConfCommand's messages, each without a newline there
+    topic = args.topic.strip()
+    if args.method == "get":
+        conf = await admin.get_kv_config(ORDER_TOPIC_CONFIG, topic)
+        if conf is None:
+            raise AdminError(f"no orderConf for topic [{topic}] (namespace {ORDER_TOPIC_CONFIG})")
+        print(f"get orderConf success. topic=[{topic}], orderConf=[{conf}] ")
+    elif args.method == "put":
+        conf = (args.order_conf or "").strip()
+        if not conf:
+            raise ValueError("please set orderConf with option -v.")
+        for item in conf.split(";"):
+            broker, _, num = item.partition(":")
+            if not broker.strip() or not num.strip().isdigit():
+                raise ValueError(f"-v: {item!r} is not brokerName:queueNums (e.g. broker-a:4;broker-b:4)")
+        await admin.create_and_update_kv_config(ORDER_TOPIC_CONFIG, topic, conf)
+        print(f"update orderConf success. topic=[{topic}], orderConf=[{conf}]")
+    else:
+        await admin.delete_kv_config(ORDER_TOPIC_CONFIG, topic)
+        print(f"delete orderConf success. topic=[{topic}]")

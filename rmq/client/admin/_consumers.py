@@ -23,6 +23,7 @@ from rmq.remoting.body.conns import (
     ConsumerRunningInfo,
     GetConsumerStatusBody,
     ProducerConnection,
+    ProducerTableInfo,
     ResetOffsetBody,
     connections_of,
 )
@@ -114,6 +115,11 @@ class ConsumerAdmin(AdminBase):
                                   _parser("ProducerConnection", ProducerConnection.decode))
             conns.extend(pc.connection_set)
         return ProducerConnection(connections_of(set(conns)))
+
+    async def get_all_producer_info(self, addr: str) -> ProducerTableInfo:
+        """GET_ALL_PRODUCER_INFO: every producer connection of the broker at ``addr``, by group
+        (Java ``DefaultMQAdminExt.getAllProducerInfo``, mqadmin producer)."""
+        return await self._call(addr, rq.get_all_producer_info(), rq.parse_all_producer_info)
 
     async def get_consumer_running_info(self, group: str, client_id: str, jstack: bool = False) -> ConsumerRunningInfo:
         """GET_CONSUMER_RUNNING_INFO through the first broker of the group, which relays it to

@@ -95,8 +95,11 @@ class MessageAdmin(AdminBase):
                     raise
         if topic is None:
             if not ip:
-                raise ValueError(f"{msg_id!r} is not an offset message id (32 hex digits); "
-                                 f"give the topic to look it up as a unique key")
+                # Most often the SDK's SendResult.msg_id: the client's unique key (UNIQ_KEY),
+                # which names no broker; only a topic's index can find it.
+                raise ValueError(f"{msg_id!r} is not an offset message id (SendResult.offset_msg_id); "
+                                 f"a unique key (SendResult.msg_id) is looked up in a topic: "
+                                 f"query_message_by_unique_key(topic, msg_id), or give the topic here")
             return None
         found = await self.query_message_by_unique_key(topic, msg_id)
         return found.messages[0] if found.messages else None

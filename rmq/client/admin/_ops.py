@@ -1,18 +1,33 @@
 """Name-server configuration, broker write permission, KV config and store maintenance (Java
 ``DefaultMQAdminExt`` getNameServerConfig, updateNameServerConfig, wipeWritePermOfBroker,
 addWritePermOfBroker, createAndUpdateKvConfig, deleteKvConfig, deleteSubscriptionGroup,
-cleanExpiredConsumerQueue, deleteExpiredCommitLog, queryConsumeQueue; and the metadata dumps a
-slave syncs, GET_ALL_CONSUMER_OFFSET / GET_ALL_DELAY_OFFSET)."""
+cleanExpiredConsumerQueue, cleanUnusedTopic, deleteExpiredCommitLog, queryConsumeQueue; the metadata
+dumps a slave syncs, GET_ALL_CONSUMER_OFFSET / GET_ALL_DELAY_OFFSET; and what mqadmin
+exportMetadata writes, getUserTopicConfig / getUserSubscriptionGroup)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
+from rmq.common.constants import MixAll
 from rmq.remoting import requests as rq
 from rmq.remoting.body.ops import ConsumeQueueData, QueryConsumeQueueResponseBody
+from rmq.remoting.body.sync import SubscriptionGroupWrapper, TopicConfigWrapper
 
 from ._base import AdminBase, AdminError
 
-__all__ = ["ConsumeQueueData", "OpsAdmin", "QueryConsumeQueueResponseBody"]
+__all__ = ["ConsumeQueueData", "OpsAdmin", "QueryConsumeQueueResponseBody", "SubscriptionGroupWrapper",
+           "TopicConfigWrapper"]
+
+#: The groups Java's admin leaves out of getUserSubscriptionGroup
+#: (DefaultMQAdminExtImpl.SYSTEM_GROUP_SET).
+SYSTEM_GROUPS = frozenset({
+    MixAll.DEFAULT_CONSUMER_GROUP, MixAll.DEFAULT_PRODUCER_GROUP, MixAll.TOOLS_CONSUMER_GROUP,
+    MixAll.FILTERSRV_CONSUMER_GROUP, MixAll.MONITOR_CONSUMER_GROUP, MixAll.CLIENT_INNER_PRODUCER_GROUP,
+    MixAll.SELF_TEST_PRODUCER_GROUP, MixAll.SELF_TEST_CONSUMER_GROUP,
+    "CID_ONS-HTTP-PROXY",  # Java MixAll.ONS_HTTP_PROXY_GROUP
+    MixAll.CID_ONSAPI_PERMISSION_GROUP, MixAll.CID_ONSAPI_OWNER_GROUP, MixAll.CID_ONSAPI_PULL_GROUP,
+    MixAll.CID_SYS_RMQ_TRANS,
+})
 
 
 class OpsAdmin(AdminBase):
@@ -109,6 +124,40 @@ class OpsAdmin(AdminBase):
     async def delete_expired_commit_log(self, cluster: str | None = None) -> bool:
         """DELETE_EXPIRED_COMMITLOG on every broker of ``cluster`` (default: of every cluster)."""
         return await self._on_all_brokers(cluster, self.delete_expired_commit_log_by_addr)
+
+    async def clean_unused_topic_by_addr(self, addr: str) -> bool:
+        """CLEAN_UNUSED_TOPIC on one broker: it destroys the consume queues of topics it has no
+        topic config for (deleted elsewhere, or left by an old store). True on SUCCESS."""
+        await self._call_ok(addr, rq.clean_unused_topic())
+        return True
+
+    async def clean_unused_topic(self, cluster: str | None = None) -> bool:
+        """CLEAN_UNUSED_TOPIC on every broker of ``cluster`` (default: of every cluster)."""
+        return await self._on_all_brokers(cluster, self.clean_unused_topic_by_addr)
+
+    async def get_system_topic_list_from_broker(self, addr: str) -> list[str]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: the broker's own system topics (TBW102, its
+        cluster and broker names, SCHEDULE_TOPIC_XXXX, ...), sorted."""
+        return await self._call(addr, rq.get_system_topic_list_from_broker(), rq.parse_topic_list)
+
+    async def get_user_topic_config(self, addr: str, special_topic: bool = False) -> TopicConfigWrapper:
+        """The broker's topic table without its system topics (Java getUserTopicConfig) and,
+        unless ``special_topic`` (default False), without ``%RETRY%`` / ``%DLQ%`` topics."""
+        wrapper = await self._call(addr, rq.get_all_topic_config(), rq.parse_all_topic_config)
+        system = set(await self.get_system_topic_list_from_broker(addr))
+        table = {t: c for t, c in wrapper.topic_config_table.items()
+                 if t not in system and (special_topic or not (t.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
+                                                               or t.startswith(MixAll.DLQ_GROUP_TOPIC_PREFIX)))}
+        return TopicConfigWrapper(table, wrapper.data_version)
+
+    async def get_user_subscription_group(self, addr: str) -> SubscriptionGroupWrapper:
+        """The broker's subscription groups without the system ones (Java
+        getUserSubscriptionGroup: ``CID_RMQ_SYS_*`` and :data:`SYSTEM_GROUPS`)."""
+        wrapper = await self._call(addr, rq.get_all_subscription_group_config(),
+                                   rq.parse_all_subscription_group_config)
+        table = {g: c for g, c in wrapper.subscription_group_table.items()
+                 if not MixAll.is_sys_consumer_group(g) and g not in SYSTEM_GROUPS}
+        return SubscriptionGroupWrapper(table, wrapper.data_version)
 
     async def _on_all_brokers(self, cluster: str | None, by_addr: Callable[[str], Awaitable[bool]]) -> bool:
         # Java DefaultMQAdminExtImpl cleanExpiredConsumerQueue / deleteExpiredCommitLog: each

@@ -345,11 +345,17 @@ class TopicAdmin(MessageAdmin):
                 return
             offset = result.next_begin_offset
 
-    def _producer(self) -> Producer:
+    def _producer(self, group: str | None = None) -> Producer:
         # A fresh group per admin call, as Java's tools name it by the clock.
         ms = int(time.time() * 1000)
-        return Producer(self.namesrv_addrs, f"rmq_admin_{ms}", instance_name=f"rmq_admin_{id(self)}_{ms}",
+        return Producer(self.namesrv_addrs, group or f"rmq_admin_{ms}", instance_name=f"rmq_admin_{id(self)}_{ms}",
                         send_timeout=self.timeout)
+
+    def tools_producer(self, group: str | None = None) -> Producer:
+        """A producer of its own for a tool's sends (not started; use ``async with``), in
+        ``group`` (default a fresh ``rmq_admin_<ms>``), with this admin's name servers and
+        timeout (mqadmin sendMsgStatus uses group ``PID_SMSC``)."""
+        return self._producer(group)
 
     async def send_message(self, topic: str, body: bytes | str, *, keys: str | Sequence[str] | None = None,
                            tags: str | None = None, broker_name: str | None = None,

@@ -20,7 +20,8 @@ from rmq.types import MessageQueue
 
 __all__ = [
     "ConnectionInfo", "ConsumeMessageDirectlyResult", "ConsumerConnection", "ConsumerRunningInfo",
-    "GetConsumerStatusBody", "ProducerConnection", "ResetOffsetBody", "SubscriptionInfo",
+    "GetConsumerStatusBody", "ProducerConnection", "ProducerInfo", "ProducerTableInfo", "ResetOffsetBody",
+    "SubscriptionInfo",
 ]
 
 def _int(v: Any, default: int = 0) -> int:
@@ -127,6 +128,52 @@ class ProducerConnection:
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ProducerConnection:
         return cls.from_json(json_object(body, "ProducerConnection"))
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerInfo:
+    """One producer connection in GET_ALL_PRODUCER_INFO's answer (Java ``ProducerInfo``):
+    ``remote_ip`` is Netty's ``/ip:port``, ``last_update_timestamp`` the last heartbeat (ms)."""
+
+    client_id: str
+    remote_ip: str
+    language: str
+    version: int
+    last_update_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"clientId": self.client_id, "remoteIP": self.remote_ip, "language": self.language,
+                "version": self.version, "lastUpdateTimestamp": self.last_update_timestamp}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ProducerInfo:
+        return cls(str(d.get("clientId", "")), str(d.get("remoteIP", "")), str(d.get("language", "")),
+                   _int(d.get("version")), _int(d.get("lastUpdateTimestamp")))
+
+    def __str__(self) -> str:
+        # Java ProducerInfo.toString, which mqadmin producer prints
+        return (f"clientId={self.client_id},remoteIP={self.remote_ip}, language={self.language}, "
+                f"version={self.version}, lastUpdateTimestamp={self.last_update_timestamp}")
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerTableInfo:
+    """GET_ALL_PRODUCER_INFO's answer (Java ``ProducerTableInfo``): ``{"data": {group:
+    [ProducerInfo, ...]}}``."""
+
+    data: dict[str, list[ProducerInfo]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"data": {g: [p.to_json() for p in ps] for g, ps in self.data.items()}}
+
+    @classmethod
+    def decode(cls, body: bytes | memoryview | str) -> ProducerTableInfo:
+        d = json_object(body, "ProducerTableInfo")
+        data = d.get("data") or {}
+        if not isinstance(data, Mapping):
+            raise ValueError("ProducerTableInfo.data is not an object")
+        return cls({str(g): [ProducerInfo.from_json(p) for p in ps or () if isinstance(p, Mapping)]
+                    for g, ps in data.items() if isinstance(ps, list) or ps is None})
 
 
 @dataclass(frozen=True, slots=True)
