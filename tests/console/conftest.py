@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from rmq._testing import StandaloneProcess, free_port, terminate, wait_for_port, wait_until_sync
-from tests.console.console_support import PASSWORD, USER
+from tests.console.console_support import PASSWORD, USER, log_in
 
 CHROMIUM = "/usr/bin/chromium"
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -142,13 +142,6 @@ def browser() -> Iterator[Any]:
             yield b
         finally:
             b.close()
-
-
-def log_in(pg: Any, user: str = USER, password: str = PASSWORD) -> None:
-    """Fill the page's login form and submit it (the caller waits for what should follow)."""
-    pg.fill("#login-user", user)
-    pg.fill("#login-password", password)
-    pg.click("#login-submit")
 
 
 @pytest.fixture

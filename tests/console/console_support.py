@@ -45,3 +45,10 @@ def get_json(base_url: str, path: str, headers: dict[str, str]) -> Any:
     req = urllib.request.Request(f"{base_url.rstrip('/')}{path}", headers=headers)
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
+
+
+def log_in(pg: Any, user: str = USER, password: str = PASSWORD) -> None:
+    """Fill a browser page's login form and submit it (the caller waits for what follows)."""
+    pg.fill("#login-user", user)
+    pg.fill("#login-password", password)
+    pg.click("#login-submit")
