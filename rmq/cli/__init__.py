@@ -1,5 +1,5 @@
 """The ``rmq`` command: ``rmq namesrv``, ``rmq broker -c broker.conf``, ``rmq standalone``,
-``rmq console --namesrv host:port`` (the web console, :mod:`rmq.console`), ``rmq exporter`` (a
+``rmq console [-n host:port] --users-file F`` (the web console, :mod:`rmq.console`), ``rmq exporter`` (a
 cluster's Prometheus metrics, :mod:`rmq.cli.exporter`) and ``rmq admin
 <mqadmin command>`` (see :mod:`rmq.cli.admin`).
 
