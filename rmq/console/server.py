@@ -28,6 +28,7 @@ Guards, in this order, on every request (:meth:`ConsoleServer._guard`):
 from __future__ import annotations
 
 import asyncio
+import functools
 import hmac
 import ipaddress
 import json
@@ -70,8 +71,13 @@ _SECURITY_HEADERS = {
 
 #: The header every write carries the session's CSRF token in.
 CSRF_HEADER = "X-CSRF-Token"
-# Checked against when the user name is unknown, so a wrong name costs what a wrong password does.
-_DUMMY_HASH = hash_password("", salt=b"rmq-console-none")
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Checked against when the user name is unknown, so a wrong name costs what a wrong
+    password does (made on first use: scrypt is not free at import)."""
+    return hash_password("", salt=b"rmq-console-none")
 
 
 @dataclass
@@ -403,6 +409,7 @@ class ConsoleServer:
             return web.json_response({"error": "username and password are required (text)"}, status=400)
         who = request.remote or "?"
         if self._logins_waiting >= 16:
+            _warn.warning("console-logins-busy", "console: 16 logins waiting for a password check; more are refused")
             return web.json_response({"error": "too many logins at once; try again shortly"}, status=503)
         self._logins_waiting += 1
         try:
@@ -415,7 +422,7 @@ class ConsoleServer:
                         {"error": f"too many failed logins from this address; try again in {wait:.0f} s"},
                         status=429, headers={"Retry-After": str(max(1, round(wait)))})
                 encoded = self.config.users.get(user)
-                ok = await asyncio.to_thread(verify_password, password, encoded or _DUMMY_HASH)
+                ok = await asyncio.to_thread(lambda: verify_password(password, encoded or _dummy_hash()))
         finally:
             self._logins_waiting -= 1
         if not ok or encoded is None:
