@@ -67,19 +67,19 @@ def standalone_password(store_dir: str) -> tuple[str, str, bool]:
 
 
 async def start_console(namesrv_addr: str, host: str, port: int, users: dict[str, str], *,
-                        access_key: str | None = None, secret_key: str | None = None,
-                        tls: Any = None) -> ConsoleServer | None:
-    """Start a console beside a daemon (``users``: name → hash; ``access_key``/``secret_key``
-    sign its requests; ``tls`` as ``rmq.Admin`` takes it); a missing aiohttp or a taken port is
-    a warning and None (the daemon carries on without it)."""
+                        host_names: tuple[str, ...] = (), access_key: str | None = None,
+                        secret_key: str | None = None, tls: Any = None) -> ConsoleServer | None:
+    """Start a console beside a daemon (``users``: name → hash; ``host_names`` it also answers
+    to; ``access_key``/``secret_key`` sign its requests; ``tls`` as ``rmq.Admin`` takes it); a
+    missing aiohttp or a taken port is a warning and None (the daemon carries on without it)."""
     missing = console_missing()
     if missing is not None:
         log.warning("console not started: %s", missing)
         return None
     from rmq.console import ConsoleConfig, ConsoleServer
 
-    server = ConsoleServer(ConsoleConfig(namesrv_addr, host=host, port=port, users=users, access_key=access_key,
-                                         secret_key=secret_key, tls=tls))
+    server = ConsoleServer(ConsoleConfig(namesrv_addr, host=host, port=port, users=users, host_names=host_names,
+                                         access_key=access_key, secret_key=secret_key, tls=tls))
     try:
         await server.start()
     except OSError as e:

@@ -248,6 +248,22 @@ def _console_port(props: dict[str, str]) -> int:
     return port
 
 
+def _console_host_names(props: dict[str, str]) -> tuple[str, ...]:
+    """Take ``consoleHostNames`` (a standalone property: comma-separated host names the console
+    answers to besides loopback ones, e.g. behind a proxy) out of ``props``; ConfigError for a
+    name that is not a host name (unchecked without aiohttp: there will be no console)."""
+    names = tuple(n.strip() for n in props.pop("consoleHostNames", "").split(",") if n.strip())
+    if not names or console_missing() is not None:
+        return names
+    from rmq.console.server import check_host_names
+
+    try:
+        check_host_names(names)
+    except ValueError as e:
+        raise ConfigError(f"bad value for consoleHostNames: {e}") from None
+    return names
+
+
 def _console_keys(props: dict[str, str]) -> tuple[str | None, str | None]:
     """Take ``consoleAccessKey`` / ``consoleSecretKey`` (standalone properties: the ACL account
     the embedded console signs with) out of ``props``; ConfigError when only one is given."""
@@ -276,7 +292,8 @@ def _acl_admin_account(broker: BrokerController) -> tuple[str | None, str | None
 
 
 async def _standalone_console(namesrv_addr: str, port: int, store_dir: str, keys: tuple[str | None, str | None],
-                              broker: BrokerController, tls: TlsSettings) -> typing.Any:
+                              host_names: tuple[str, ...], broker: BrokerController,
+                              tls: TlsSettings) -> typing.Any:
     """The console beside ``rmq standalone``: one ``admin`` account whose password is generated
     once under the store (printed on that first start, its file named on every start)."""
     missing = console_missing()
@@ -292,7 +309,8 @@ async def _standalone_console(namesrv_addr: str, port: int, store_dir: str, keys
         return None
     ak, sk = keys if keys[0] is not None else _acl_admin_account(broker)
     users = {STANDALONE_USER: await asyncio.to_thread(hash_password, password)}
-    console = await start_console(namesrv_addr, "127.0.0.1", port, users, access_key=ak, secret_key=sk,
+    console = await start_console(namesrv_addr, "127.0.0.1", port, users, host_names=host_names,
+                                  access_key=ak, secret_key=sk,
                                   tls=tls.client_context() if tls.client_enabled else None)
     if console is not None:
         if created:
@@ -312,6 +330,7 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
         props.update(parse_overrides(overrides))
         console_port = _console_port(props)
         console_keys = _console_keys(props)
+        console_host_names = _console_host_names(props)
         props, tls = build_tls_settings(props)
         broker_config, store_config, warnings = build_broker_configs(props)
         tls_options = tls.server_options()
@@ -351,7 +370,8 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
                 namesrv.address, broker_config.broker_name, broker.server.address, store_config.store_path_root_dir,
             )
             console = (await _standalone_console(broker_config.namesrv_addr, console_port,
-                                                 store_config.store_path_root_dir, console_keys, broker, tls)
+                                                 store_config.store_path_root_dir, console_keys, console_host_names,
+                                                 broker, tls)
                        if console_port else None)
             try:
                 await stop.wait()

@@ -34,6 +34,7 @@ import ipaddress
 import json
 import logging
 import pathlib
+import re
 import ssl
 import time
 from collections import OrderedDict
@@ -52,7 +53,7 @@ from .auth import USER_NAME, LoginLimiter, SessionTable, hash_password, verify_p
 from .sampler import TpsSampler
 from .service import ConsoleService, now_ms
 
-__all__ = ["ConsoleConfig", "ConsoleServer", "CSRF_HEADER", "STATIC_DIR", "host_allowed"]
+__all__ = ["ConsoleConfig", "ConsoleServer", "CSRF_HEADER", "STATIC_DIR", "check_host_names", "host_allowed"]
 
 log = logging.getLogger("rmq.console")
 _warn = RateLimitedLog(log)
@@ -69,6 +70,7 @@ _SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
+_HOST_NAME = re.compile(r"[a-z0-9_.\-]{1,253}|[0-9a-f:.]{2,45}")
 #: The header every write carries the session's CSRF token in.
 CSRF_HEADER = "X-CSRF-Token"
 
@@ -210,9 +212,7 @@ class ConsoleServer:
         bad = [u for u in config.users if not USER_NAME.fullmatch(u)]
         if bad:
             raise ValueError(f"bad console user name {bad[0]!r} (letters, digits, '_', '.', '@', '-'; at most 64)")
-        self._host_names = frozenset(_host_name(h) for h in config.host_names)
-        if "" in self._host_names:
-            raise ValueError("a console host name cannot be empty")
+        self._host_names = check_host_names(config.host_names)
         self.config = config
         self.sessions = SessionTable(max_sessions=config.max_sessions, idle=config.session_idle,
                                      max_age=config.session_max_age, on_evict=self._session_evicted)
@@ -526,6 +526,17 @@ def _host_name(host: str) -> str:
     if sep and port.isdigit() and ":" not in name:
         host = name
     return host.rstrip(".")
+
+
+def check_host_names(names: tuple[str, ...] | list[str]) -> frozenset[str]:
+    """``names`` as :func:`host_allowed` compares them; ValueError naming one that is not a
+    DNS name or an IP address (a scheme, port or path is a mistake, not a name)."""
+    out = frozenset(_host_name(h) for h in names)
+    for h in sorted(out):
+        if not _HOST_NAME.fullmatch(h):
+            raise ValueError(f"bad console host name {h!r} (expected a DNS name or an IP address, "
+                             "without scheme, port or path)")
+    return out
 
 
 def host_allowed(host: str, bound: str, names: frozenset[str]) -> bool:

@@ -12,6 +12,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+import urllib.error
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -234,10 +235,15 @@ def test_hash_password_makes_a_users_line_and_the_console_needs_a_user(tmp_path:
     env = {k: v for k, v in os.environ.items() if k != "RMQ_CONSOLE_PASSWORD"}
     for args, text in ((["--port", "0"], "nobody could log in"),
                        (["--admin-user", "alice"], "--admin-user needs a password"),
-                       (["--users-file", str(tmp_path / "missing")], "cannot read the console's users file")):
-        done = subprocess.run([sys.executable, "-m", "rmq", "console", *args], capture_output=True, text=True,
-                              timeout=60, env=env)
+                       (["--users-file", str(tmp_path / "missing")], "cannot read the console's users file"),
+                       (["--admin-user", "alice", "--admin-password", "pw", "--host-name", "http://evil/"],
+                        "bad console host name")):
+        done = subprocess.run([sys.executable, "-m", "rmq", "console", "--port", "0", *args], capture_output=True,
+                              text=True, timeout=60, env=env)
         assert done.returncode == 2 and text in done.stderr, done
+    done = subprocess.run([sys.executable, "-m", "rmq", "standalone", "--store-dir", str(tmp_path / "s"),
+                           "--consoleHostNames=ok.example,http://evil/"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "consoleHostNames" in done.stderr and "http://evil" in done.stderr, done
 
 
 async def test_the_console_signs_for_a_cluster_with_acl_on(tmp_path: pathlib.Path) -> None:
@@ -270,7 +276,8 @@ def test_standalone_with_acl_gives_its_console_an_admin_account(tmp_path: pathli
     (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
     port = free_port()
     with StandaloneProcess(tmp_path / "store", extra_args=[f"--consolePort={port}", "--aclEnable=true",
-                                                           f"--rocketmqHome={home}"]) as proc:
+                                                           f"--rocketmqHome={home}",
+                                                           "--consoleHostNames=mq.example"]) as proc:
         wait_until_sync(lambda: "rmq console on" in proc.log_text(), what="the console's line")
         assert f"signing with the ACL admin account {ACL_ADMIN}" in proc.log_text()
         url = f"http://127.0.0.1:{port}"
@@ -278,6 +285,10 @@ def test_standalone_with_acl_gives_its_console_an_admin_account(tmp_path: pathli
         auth = login_sync(url, "admin", password)
         assert "TBW102" in [t["topic"] for t in get_json(url, "/api/topics", auth)]
         assert proc.broker_addr in str(get_json(url, "/api/cluster", auth))
+        assert get_json(url, "/api/session", {**auth, "Host": f"mq.example:{port}"})["username"] == "admin"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            get_json(url, "/api/session", {**auth, "Host": f"rebind.example:{port}"})
+        assert refused.value.code == 421
     assert proc.returncode == 0
     assert "No accessKey" not in proc.log_text() and "AclException" not in proc.log_text()
 
