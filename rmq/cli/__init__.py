@@ -1,5 +1,5 @@
 """The ``rmq`` command: ``rmq namesrv``, ``rmq broker -c broker.conf``, ``rmq standalone``,
-``rmq console --namesrv host:port`` (the web console, :mod:`rmq.console`), ``rmq exporter`` (a
+``rmq console [-n host:port] --users-file F`` (the web console, :mod:`rmq.console`), ``rmq exporter`` (a
 cluster's Prometheus metrics, :mod:`rmq.cli.exporter`) and ``rmq admin
 <mqadmin command>`` (see :mod:`rmq.cli.admin`).
 
@@ -68,30 +68,43 @@ def _parser() -> argparse.ArgumentParser:
         "console",
         help="run the web console for a cluster (needs aiohttp: the console extra)",
         allow_abbrev=False,
+        epilog="Log in with an account of --users-file (lines name=scrypt$..., made by --hash-password NAME) "
+               "or --admin-user with --admin-password-file, $RMQ_CONSOLE_PASSWORD or --admin-password "
+               "(the last shows in ps). The console answers only to loopback names and addresses, the "
+               "--host address and each --host-name.",
     )
-    p.add_argument("-n", "--namesrv", dest="namesrv", default=None,
-                   help="name server address(es), host:port[;host:port] (default $NAMESRV_ADDR)")
+    from rmq.cli.connection import add_cluster_flags
+
+    add_cluster_flags(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
     p.add_argument("--sample-interval", type=float, default=10.0,
                    help="seconds between the dashboard's TPS samples (default 10)")
+    p.add_argument("--users-file", default=None, metavar="FILE",
+                   help="who may log in: name=scrypt$... lines (default: none)")
+    p.add_argument("--admin-user", default=None, metavar="NAME", help="one account besides --users-file")
+    p.add_argument("--admin-password", default=None, metavar="PASSWORD",
+                   help="its password (visible in ps: prefer --admin-password-file or $RMQ_CONSOLE_PASSWORD)")
+    p.add_argument("--admin-password-file", default=None, metavar="FILE",
+                   help="a file whose first line is --admin-user's password")
+    p.add_argument("--host-name", action="append", default=[], metavar="NAME",
+                   help="a host name (or address) the console may be reached by besides loopback ones, "
+                        "e.g. behind a proxy or a DNS name; repeatable")
+    p.add_argument("--hash-password", default=None, metavar="NAME",
+                   help="read a password (prompt, or a line on stdin), print NAME=<hash> for --users-file, exit")
 
     p = sub.add_parser(
         "exporter",
         help="serve a whole cluster's metrics for Prometheus, as rocketmq-exporter (rmq or Apache brokers)",
         allow_abbrev=False,
     )
-    p.add_argument("-n", "--namesrv", default=None,
-                   help="name server address(es), host:port[;host:port] (default $NAMESRV_ADDR, else 127.0.0.1:9876)")
+    add_cluster_flags(p)
     p.add_argument("--host", default="127.0.0.1", help="address to serve /metrics on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=5557, help="port to serve /metrics on (default 5557)")
     p.add_argument("--interval", type=_positive, default=30.0, help="seconds between refreshes (default 30)")
     p.add_argument("--timeout", type=_positive, default=5.0, help="seconds per remote call (default 5)")
     p.add_argument("--max-lag-lookups", type=int, default=1000,
                    help="message reads for lag latency per refresh (default 1000)")
-    p.add_argument("--aclAccessKey", default=None, help="sign requests (brokers with aclEnable) with this accessKey")
-    p.add_argument("--aclSecretKey", default=None, help="the secretKey of --aclAccessKey")
-    p.add_argument("--tls", action="store_true", help="talk to the cluster over TLS (system trust store)")
 
     from rmq.cli import admin
 
@@ -152,27 +165,32 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return run_admin(args)
     if args.command == "console":
-        from rmq.cli.console import run_console
+        from rmq.cli.console import run_console_cli
 
         if extra:
             print(f"rmq console: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
             return 2
-        return run_console(args.namesrv, args.host, args.port, sample_interval=args.sample_interval)
+        return run_console_cli(args)
     if args.command == "exporter":
-        import os
-
+        from rmq.cli.connection import client_tls, credentials, namesrv_of
         from rmq.cli.exporter import run_exporter
+        from rmq.errors import RMQError
 
         if extra:
             print(f"rmq exporter: unexpected arguments: {' '.join(extra)}", file=sys.stderr)
             return 2
-        namesrv = args.namesrv or os.environ.get("NAMESRV_ADDR") or "127.0.0.1:9876"
-        if (args.aclAccessKey is None) != (args.aclSecretKey is None) or args.max_lag_lookups < 0:
-            print("rmq exporter: --aclAccessKey and --aclSecretKey go together; --max-lag-lookups is 0 or more",
-                  file=sys.stderr)
+        if args.max_lag_lookups < 0:
+            print("rmq exporter: --max-lag-lookups is 0 or more", file=sys.stderr)
+            return 2
+        try:
+            namesrv = namesrv_of(args)
+            access_key, secret_key = credentials(args)
+            tls = client_tls(args)
+        except (ValueError, RMQError) as e:
+            print(f"rmq exporter: {e}", file=sys.stderr)
             return 2
         return run_exporter(namesrv, args.host, args.port, args.interval, args.timeout, args.max_lag_lookups,
-                            access_key=args.aclAccessKey, secret_key=args.aclSecretKey, tls=args.tls)
+                            access_key=access_key, secret_key=secret_key, tls=tls)
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
 

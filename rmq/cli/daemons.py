@@ -19,7 +19,14 @@ import typing
 import uvloop
 
 from rmq.broker.controller import BrokerController
-from rmq.cli.console import DEFAULT_CONSOLE_PORT, start_console, stop_console
+from rmq.cli.console import (
+    DEFAULT_CONSOLE_PORT,
+    STANDALONE_USER,
+    console_missing,
+    standalone_password,
+    start_console,
+    stop_console,
+)
 from rmq.config import (
     BrokerConfig,
     ConfigError,
@@ -241,6 +248,79 @@ def _console_port(props: dict[str, str]) -> int:
     return port
 
 
+def _console_host_names(props: dict[str, str]) -> tuple[str, ...]:
+    """Take ``consoleHostNames`` (a standalone property: comma-separated host names the console
+    answers to besides loopback ones, e.g. behind a proxy) out of ``props``; ConfigError for a
+    name that is not a host name (unchecked without aiohttp: there will be no console)."""
+    names = tuple(n.strip() for n in props.pop("consoleHostNames", "").split(",") if n.strip())
+    if not names or console_missing() is not None:
+        return names
+    from rmq.console.server import check_host_names
+
+    try:
+        check_host_names(names)
+    except ValueError as e:
+        raise ConfigError(f"bad value for consoleHostNames: {e}") from None
+    return names
+
+
+def _console_keys(props: dict[str, str]) -> tuple[str | None, str | None]:
+    """Take ``consoleAccessKey`` / ``consoleSecretKey`` (standalone properties: the ACL account
+    the embedded console signs with) out of ``props``; ConfigError when only one is given."""
+    ak = props.pop("consoleAccessKey", "").strip() or None
+    sk = props.pop("consoleSecretKey", "").strip() or None
+    if (ak is None) != (sk is None):
+        raise ConfigError("consoleAccessKey and consoleSecretKey go together (the ACL account the console signs with)")
+    return ak, sk
+
+
+def _acl_admin_account(broker: BrokerController) -> tuple[str | None, str | None]:
+    """With ``aclEnable`` and no console keys: the first ``admin: true`` account of the
+    broker's own plain_acl.yml (by accessKey), else (None, None) and a warning. The embedded
+    console is the operator's tool in the broker's own process, which already holds those
+    secrets; its writes (topic, group, offsets) are admin codes, so a plain account would not do."""
+    if broker.acl is None:
+        return None, None
+    admins = sorted((a.access_key, a.secret_key) for a in broker.acl.state.accounts.values() if a.admin)
+    if not admins:
+        log.warning("console: aclEnable=true and plain_acl.yml has no admin account; the console's requests will "
+                    "be refused (set consoleAccessKey and consoleSecretKey)")
+        return None, None
+    log.info("console: signing with the ACL admin account %s of plain_acl.yml (consoleAccessKey picks another)",
+             admins[0][0])
+    return admins[0]
+
+
+async def _standalone_console(namesrv_addr: str, port: int, store_dir: str, keys: tuple[str | None, str | None],
+                              host_names: tuple[str, ...], broker: BrokerController,
+                              tls: TlsSettings) -> typing.Any:
+    """The console beside ``rmq standalone``: one ``admin`` account whose password is generated
+    once under the store (printed on that first start, its file named on every start)."""
+    missing = console_missing()
+    if missing is not None:
+        log.warning("console not started: %s", missing)
+        return None
+    from rmq.console.auth import hash_password
+
+    try:
+        password, path, created = await asyncio.to_thread(standalone_password, store_dir)
+    except OSError as e:
+        log.warning("console not started: cannot keep its password under %s: %s", store_dir, e)
+        return None
+    ak, sk = keys if keys[0] is not None else _acl_admin_account(broker)
+    users = {STANDALONE_USER: await asyncio.to_thread(hash_password, password)}
+    console = await start_console(namesrv_addr, "127.0.0.1", port, users, host_names=host_names,
+                                  access_key=ak, secret_key=sk,
+                                  tls=tls.client_context() if tls.client_enabled else None)
+    if console is not None:
+        if created:
+            # once, on the start that made it: stderr, not the log level a user may have raised
+            print(f"rmq console: log in at {console.url} as {STANDALONE_USER} with password {password} "
+                  f"(kept in {path}; delete the file for a new one)", file=sys.stderr, flush=True)
+        else:
+            log.info("console: log in at %s as %s, password in %s", console.url, STANDALONE_USER, path)
+    return console
+
 
 def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: str, overrides: list[str]) -> int:
     """Name server and broker on one loop: the embedded default (``make run``)."""
@@ -249,6 +329,8 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
         props = {"listenHost": host, "listenPort": str(broker_port), "storePathRootDir": store_dir}
         props.update(parse_overrides(overrides))
         console_port = _console_port(props)
+        console_keys = _console_keys(props)
+        console_host_names = _console_host_names(props)
         props, tls = build_tls_settings(props)
         broker_config, store_config, warnings = build_broker_configs(props)
         tls_options = tls.server_options()
@@ -287,7 +369,9 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
                 "rmq standalone listening: name server on %s, broker %s on %s, store %s",
                 namesrv.address, broker_config.broker_name, broker.server.address, store_config.store_path_root_dir,
             )
-            console = (await start_console(broker_config.namesrv_addr, "127.0.0.1", console_port)
+            console = (await _standalone_console(broker_config.namesrv_addr, console_port,
+                                                 store_config.store_path_root_dir, console_keys, console_host_names,
+                                                 broker, tls)
                        if console_port else None)
             try:
                 await stop.wait()

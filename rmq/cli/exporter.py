@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -272,9 +273,11 @@ class ClusterCollector:
 
 
 def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: float, max_lag_lookups: int, *,
-                 access_key: str | None = None, secret_key: str | None = None, tls: bool = False) -> int:
+                 access_key: str | None = None, secret_key: str | None = None,
+                 tls: bool | ssl.SSLContext = False) -> int:
     """``rmq exporter``: serve the cluster's metrics on ``host:port`` until SIGINT/SIGTERM
-    (``access_key``/``secret_key`` sign every request, ``tls`` uses the system trust store).
+    (``access_key``/``secret_key`` sign every request; ``tls`` True uses the system trust store,
+    an SSLContext its own: ``--tls-config``).
     Exit 3 when the port is taken (the exporter has nothing else to do)."""
     import signal
 
@@ -290,7 +293,7 @@ def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: f
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         async with Admin(namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key,
-                         tls=True if tls else None) as admin:
+                         tls=tls or None) as admin:
             collector = ClusterCollector(admin, interval=interval, max_lag_lookups=max_lag_lookups)
 
             async def latest() -> bytes:

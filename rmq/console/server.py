@@ -9,20 +9,37 @@ brokers; GET answers are cached for ``cache_ttl`` seconds in a table of at most
 A broker's refusal becomes ``{"error": text, "code": n, "remark": text}`` with status 502, a
 bad request 400, a missing message 404, an unreachable peer 503, a timeout 504; anything else
 is logged with its traceback and answered ``{"error": "internal error: <type>"}`` (500), never
-a traceback in the page. Writes must be ``application/json`` POSTs or DELETEs from the
-console's own origin (a form on another site cannot send them), and every answer forbids
-framing and inline script (Content-Security-Policy).
+a traceback in the page. Every answer forbids framing and inline script
+(Content-Security-Policy).
+
+Guards, in this order, on every request (:meth:`ConsoleServer._guard`):
+
+* **Host** (DNS rebinding): the ``Host`` header must name a loopback name or address, the
+  address the console binds, or one of ``host_names``; else 421 with a text saying how to add
+  the name. A page from ``rebind.example`` whose name now resolves to 127.0.0.1 sends
+  ``Host: rebind.example:PORT`` and is refused before anything else, the page itself included.
+* **Session**: every ``/api/`` call but ``/api/login`` needs the session cookie that a login
+  set (reads too), else 401.
+* **CSRF**: every write (POST) must be ``application/json``, carry the session's token in
+  ``X-CSRF-Token`` (the login's answer, and ``GET /api/session``), and, when the browser sends
+  ``Origin``, come from the console's own origin; else 403. The cookie is ``SameSite=Strict``
+  and ``HttpOnly`` as well.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
+import hmac
+import ipaddress
 import json
 import logging
 import pathlib
+import re
+import ssl
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
@@ -32,10 +49,11 @@ from rmq.client.admin import Admin, AdminError
 from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import BrokerResponseError, RemotingError
 
+from .auth import USER_NAME, LoginLimiter, SessionTable, hash_password, verify_password
 from .sampler import TpsSampler
 from .service import ConsoleService, now_ms
 
-__all__ = ["ConsoleConfig", "ConsoleServer", "STATIC_DIR"]
+__all__ = ["ConsoleConfig", "ConsoleServer", "CSRF_HEADER", "STATIC_DIR", "check_host_names", "host_allowed"]
 
 log = logging.getLogger("rmq.console")
 _warn = RateLimitedLog(log)
@@ -52,6 +70,17 @@ _SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
+_HOST_NAME = re.compile(r"[a-z0-9_.\-]{1,253}|[0-9a-f:.]{2,45}")
+#: The header every write carries the session's CSRF token in.
+CSRF_HEADER = "X-CSRF-Token"
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """Checked against when the user name is unknown, so a wrong name costs what a wrong
+    password does (made on first use: scrypt is not free at import)."""
+    return hash_password("", salt=b"rmq-console-none")
+
 
 @dataclass
 class ConsoleConfig:
@@ -59,8 +88,19 @@ class ConsoleConfig:
 
     Attributes:
         namesrv_addr: the name server(s), ``"host:port"`` or ``"h1:p1;h2:p2"``.
+        users: ``{name: scrypt hash}`` who may log in (see :mod:`rmq.console.auth`); at least
+            one is required (default none: ``ConsoleServer`` refuses to be built).
+        host_names: names (or addresses) a ``Host`` header may carry besides loopback ones and
+            ``host`` (default none); what a proxy or a DNS name in front of the console uses.
+        access_key / secret_key: ACL credentials the console signs its cluster requests with
+            (default None: unsigned).
+        tls: TLS to the cluster as ``rmq.Admin`` takes it (default None: plain TCP).
+        session_idle / session_max_age: a session ends 1800 s after its last use or 43200 s
+            (12 h) after its login; max_sessions: 1024 kept (the least recently used dropped).
+        login_attempts / login_window: 5 failed logins from one address within 60 s refuse it
+            (429) until the first of them is 60 s old; login_table: 4096 addresses tracked.
         host: address the HTTP server binds (default 127.0.0.1: the console can change the
-            cluster and has no login, so it is not exposed unless asked for).
+            cluster, so it is not exposed unless asked for).
         port: HTTP port (default 8080; 0 picks a free one).
         admin_timeout: seconds per remote call of the admin (default 5, mqadmin's).
         request_timeout: seconds one API call may take in all (default 30).
@@ -86,6 +126,17 @@ class ConsoleConfig:
     history: float = 3600.0
     max_topics_sampled: int = 64
     max_body_bytes: int = 256 * 1024
+    users: dict[str, str] = field(default_factory=dict)
+    host_names: tuple[str, ...] = ()
+    access_key: str | None = None
+    secret_key: str | None = None
+    tls: bool | ssl.SSLContext | None = None
+    session_idle: float = 1800.0
+    session_max_age: float = 43200.0
+    max_sessions: int = 1024
+    login_attempts: int = 5
+    login_window: float = 60.0
+    login_table: int = 4096
 
 
 class _Cache:
@@ -151,12 +202,27 @@ class ConsoleServer:
     """The console: an :class:`Admin`, the TPS sampler and the HTTP server.
 
     ``await start()`` binds (OSError when the port is taken), ``await stop()`` closes all;
-    ``port`` is the bound port (useful with port 0).
+    ``port`` is the bound port (useful with port 0). ValueError when ``config`` has no user, a
+    bad user name or host name.
     """
 
     def __init__(self, config: ConsoleConfig) -> None:
+        if not config.users:
+            raise ValueError("the console needs at least one user (a users file, or an admin user and password)")
+        bad = [u for u in config.users if not USER_NAME.fullmatch(u)]
+        if bad:
+            raise ValueError(f"bad console user name {bad[0]!r} (letters, digits, '_', '.', '@', '-'; at most 64)")
+        self._host_names = check_host_names(config.host_names)
         self.config = config
-        self.admin = Admin(config.namesrv_addr, timeout=config.admin_timeout)
+        self.sessions = SessionTable(max_sessions=config.max_sessions, idle=config.session_idle,
+                                     max_age=config.session_max_age, on_evict=self._session_evicted)
+        self.logins = LoginLimiter(attempts=config.login_attempts, window=config.login_window,
+                                   max_entries=config.login_table)
+        # scrypt takes 16 MiB and tens of ms in a thread: two at once, at most 16 waiting
+        self._login_gate = asyncio.Semaphore(2)
+        self._logins_waiting = 0
+        self.admin = Admin(config.namesrv_addr, timeout=config.admin_timeout, access_key=config.access_key,
+                           secret_key=config.secret_key, tls=config.tls)
         self.service = ConsoleService(self.admin)
         self.sampler = TpsSampler(self.service, interval=config.sample_interval, history=config.history,
                                   max_topics=config.max_topics_sampled)
@@ -201,8 +267,11 @@ class ConsoleServer:
     # -- the app ---------------------------------------------------------------------------
 
     def _build_app(self) -> web.Application:
-        app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[_headers])
+        app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[_headers, self._guard])
         r = app.router
+        r.add_post("/api/login", self._login)
+        r.add_post("/api/logout", self._logout)
+        r.add_get("/api/session", self._session)
         r.add_get("/", self._index)
         r.add_static("/static/", STATIC_DIR, follow_symlinks=False)
         s = self.service
@@ -284,6 +353,103 @@ class ConsoleServer:
             raise ValueError("msgIds must be a list of 1 to 100 message ids")
         return await self.service.dlq_resend(_str(b, "group"), ids)
 
+    # -- login and the guards -----------------------------------------------------------------
+
+    @property
+    def cookie_name(self) -> str:
+        """The session cookie's name: per port, as cookies are shared by every port of a host
+        (two consoles on one machine must not log each other out)."""
+        return f"rmq_console_{self.port}"
+
+    def _session_evicted(self) -> None:
+        _warn.warning("console-sessions", "console: %d sessions open (max_sessions); the least recently used "
+                      "was logged out", self.config.max_sessions)
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Host, then session (``/api/`` but login), then CSRF (writes): see the module docstring."""
+        host = _host_name(request.host)
+        if not host_allowed(host, self.config.host, self._host_names):
+            _warn.warning("console-host", "console: refused a request for host %r (not a loopback name, the bound "
+                          "address or a --host-name)", clip(host, 80))
+            return web.Response(status=421, text=(
+                f"rmq console: the host name {clip(host, 80)!r} is not one this console answers to (a page "
+                "rebinding its DNS name to this machine sends such a name). Use http://127.0.0.1 or "
+                "http://localhost, or start the console with --host-name NAME for a name that should reach it.\n"))
+        path = request.path
+        if not path.startswith("/api/") or path == "/api/login":
+            response: web.StreamResponse = await handler(request)
+            return response
+        session = self.sessions.get(request.cookies.get(self.cookie_name))
+        if session is None:
+            return web.json_response({"error": "not logged in (or the session expired): log in again"}, status=401)
+        if request.method not in ("GET", "HEAD"):
+            problem = _check_write(request)
+            if problem is None:
+                sent = request.headers.get(CSRF_HEADER, "")
+                if not hmac.compare_digest(sent.encode(), session.csrf.encode()):
+                    problem = f"writes need the session's token in the {CSRF_HEADER} header"
+            if problem is not None:
+                return web.json_response({"error": problem}, status=403)
+        response = await handler(request)
+        return response
+
+    async def _login(self, request: web.Request) -> web.StreamResponse:
+        """``POST /api/login {"username", "password"}``: 200 ``{"username", "csrfToken"}`` and
+        the session cookie; 401 for a wrong name or password; 429 past the attempts."""
+        problem = _check_write(request)
+        if problem is not None:
+            return web.json_response({"error": problem}, status=403)
+        try:
+            body = await request.json(loads=json.loads)
+        except (ValueError, UnicodeDecodeError):
+            return web.json_response({"error": "the request body is not JSON"}, status=400)
+        user, password = (body.get("username"), body.get("password")) if isinstance(body, dict) else (None, None)
+        if not isinstance(user, str) or not isinstance(password, str) or len(user) > 64 or len(password) > 1024:
+            return web.json_response({"error": "username and password are required (text)"}, status=400)
+        who = request.remote or "?"
+        if self._logins_waiting >= 16:
+            _warn.warning("console-logins-busy", "console: 16 logins waiting for a password check; more are refused")
+            return web.json_response({"error": "too many logins at once; try again shortly"}, status=503)
+        self._logins_waiting += 1
+        try:
+            async with self._login_gate:
+                wait = self.logins.retry_after(who)
+                if wait > 0:
+                    _warn.warning("console-login-limit", "console: failed logins from %s: refused for %.0f s",
+                                  who, wait)
+                    return web.json_response(
+                        {"error": f"too many failed logins from this address; try again in {wait:.0f} s"},
+                        status=429, headers={"Retry-After": str(max(1, round(wait)))})
+                encoded = self.config.users.get(user)
+                ok = await asyncio.to_thread(lambda: verify_password(password, encoded or _dummy_hash()))
+        finally:
+            self._logins_waiting -= 1
+        if not ok or encoded is None:
+            self.logins.failed(who)
+            _warn.warning("console-login-failed", "console: failed login for %r from %s", clip(user, 64), who)
+            return web.json_response({"error": "wrong user name or password"}, status=401)
+        self.logins.succeeded(who)
+        token, session = self.sessions.create(user)
+        log.info("console: %s logged in from %s", user, who)
+        response = web.json_response({"username": user, "csrfToken": session.csrf})
+        response.set_cookie(self.cookie_name, token, path="/", httponly=True, samesite="Strict")
+        return response
+
+    async def _logout(self, request: web.Request) -> web.StreamResponse:
+        """``POST /api/logout`` (a write: session and CSRF token needed): ends the session."""
+        self.sessions.drop(request.cookies.get(self.cookie_name))
+        response = web.json_response({"result": "logged out"})
+        response.del_cookie(self.cookie_name, path="/")
+        return response
+
+    async def _session(self, request: web.Request) -> web.StreamResponse:
+        """``GET /api/session``: who is logged in and the CSRF token (a reloaded page's)."""
+        session = self.sessions.get(request.cookies.get(self.cookie_name))
+        if session is None:     # (the guard let it through a moment ago: it cannot end in between)
+            return web.json_response({"error": "not logged in"}, status=401)
+        return web.json_response({"username": session.user, "csrfToken": session.csrf})
+
     # -- request plumbing --------------------------------------------------------------------
 
     def _get(self, fn: Callable[[web.Request], Awaitable[Any]]) -> Handler:
@@ -300,10 +466,7 @@ class ConsoleServer:
 
     def _write(self, fn: Callable[[dict[str, Any]], Awaitable[Any]]) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
-            problem = _check_write(request)
-            if problem is not None:
-                return web.json_response({"error": problem}, status=403)
-            try:
+            try:   # (the guard has checked the session, the CSRF token and the type)
                 body = await request.json(loads=json.loads)
             except (ValueError, UnicodeDecodeError):
                 return web.json_response({"error": "the request body is not JSON"}, status=400)
@@ -352,6 +515,43 @@ class ConsoleServer:
             # rate-limited: a page (or any HTTP client) can repeat the call that fails
             _warn.error(f"api-{type(e).__name__}", "console: API call failed", exc_info=True)
             return 500, {"error": f"internal error: {type(e).__name__} (details in the console's log)"}
+
+
+def _host_name(host: str) -> str:
+    """The name of a ``Host`` header: no port, lower case, no trailing dot, IPv6 unbracketed."""
+    host = host.strip().lower()
+    if host.startswith("["):
+        return host[1:host.find("]")] if "]" in host else host[1:]
+    name, sep, port = host.rpartition(":")
+    if sep and port.isdigit() and ":" not in name:
+        host = name
+    return host.rstrip(".")
+
+
+def check_host_names(names: tuple[str, ...] | list[str]) -> frozenset[str]:
+    """``names`` as :func:`host_allowed` compares them; ValueError naming one that is not a
+    DNS name or an IP address (a scheme, port or path is a mistake, not a name)."""
+    out = frozenset(_host_name(h) for h in names)
+    for h in sorted(out):
+        if not _HOST_NAME.fullmatch(h):
+            raise ValueError(f"bad console host name {h!r} (expected a DNS name or an IP address, "
+                             "without scheme, port or path)")
+    return out
+
+
+def host_allowed(host: str, bound: str, names: frozenset[str]) -> bool:
+    """Whether a request naming ``host`` (see :func:`_host_name`) is for this console: a
+    loopback name or address, the address it binds (``bound``, unless a wildcard), or one of
+    ``names``. A rebinding page's own DNS name is none of them."""
+    if host in names or host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if ip.is_loopback:
+        return True
+    return bound not in ("", "0.0.0.0", "::") and host == _host_name(bound)
 
 
 def _check_write(request: web.Request) -> str | None:

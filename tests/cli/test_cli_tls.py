@@ -191,3 +191,54 @@ def test_broker_daemon_registers_over_tls_with_an_enforcing_name_server(pki, dae
     finally:
         proc.terminate()
         assert proc.wait(30) == 0, log_path.read_text()
+
+
+def _tls_conf(pki: Pki, tmp_path) -> str:
+    conf = tmp_path / "client-tls.properties"
+    conf.write_text(f"tls.client.trustCertPath={pki.ca_pem}\n")
+    return str(conf)
+
+
+def test_exporter_and_console_take_the_admins_tls_config(pki, daemon, tmp_path):
+    """``rmq exporter`` and ``rmq console`` take ``--tls-config`` through the flags they share
+    with ``rmq admin`` (rmq.cli.connection): both read the enforcing cluster."""
+    from metrics_support import http_get
+
+    from tests.console.console_support import PASSWORD, USER, get_json, login_sync
+
+    conf = _tls_conf(pki, tmp_path)
+    ports = {"exporter": free_port(), "console": free_port()}
+    procs = {}
+    env = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
+    with open(tmp_path / "exporter.log", "wb") as out:
+        procs["exporter"] = subprocess.Popen(
+            [sys.executable, "-m", "rmq", "exporter", "-n", daemon.namesrv_addr, "--tls-config", conf,
+             "--port", str(ports["exporter"]), "--interval", "1"], stdout=out, stderr=subprocess.STDOUT, env=env)
+    with open(tmp_path / "console.log", "wb") as out:
+        procs["console"] = subprocess.Popen(
+            [sys.executable, "-m", "rmq", "console", "-n", daemon.namesrv_addr, "--tls-config", conf,
+             "--port", str(ports["console"]), "--admin-user", USER], stdout=out, stderr=subprocess.STDOUT,
+            env={**env, "RMQ_CONSOLE_PASSWORD": PASSWORD})
+    try:
+        def exporter_up() -> bool:
+            assert procs["exporter"].poll() is None, (tmp_path / "exporter.log").read_text()
+            try:
+                status, _, body = http_get(ports["exporter"], "/metrics", 5.0)
+            except OSError:
+                return False
+            return status == 200 and "rmq_exporter_up{" in body and '"} 1' in body
+
+        wait_until_sync(exporter_up, 60, what="the exporter's metrics over TLS")
+
+        def console_lists() -> bool:
+            assert procs["console"].poll() is None, (tmp_path / "console.log").read_text()
+            return "rmq console listening" in (tmp_path / "console.log").read_text()
+
+        wait_until_sync(console_lists, 60, what="the console listening")
+        url = f"http://127.0.0.1:{ports['console']}"
+        cluster = get_json(url, "/api/cluster", login_sync(url))
+        assert daemon.broker_addr in str(cluster) and "error" not in str(cluster["brokers"]), cluster
+    finally:
+        for p in procs.values():
+            p.terminate()
+            p.wait(30)

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from rmq._testing import StandaloneProcess, free_port, terminate, wait_for_port, wait_until_sync
+from tests.console.console_support import PASSWORD, USER, log_in
 
 CHROMIUM = "/usr/bin/chromium"
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -24,7 +25,8 @@ SCREENSHOTS = REPO / "build" / "screenshots"
 
 
 class ConsoleProcess:
-    """``python -m rmq console`` on a free port, its output in a log file."""
+    """``python -m rmq console`` on a free port, its output in a log file; the account
+    USER / PASSWORD (the password from the environment, as an operator's would be)."""
 
     def __init__(self, namesrv_addr: str, log_dir: pathlib.Path, sample_interval: float = 1.0) -> None:
         self.namesrv_addr = namesrv_addr
@@ -49,8 +51,10 @@ class ConsoleProcess:
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
                     [sys.executable, "-m", "rmq", "console", "--namesrv", self.namesrv_addr,
-                     "--port", str(self.port), "--sample-interval", str(self.sample_interval)],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                     "--port", str(self.port), "--sample-interval", str(self.sample_interval),
+                     "--admin-user", USER],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env={**os.environ, "RMQ_CONSOLE_PASSWORD": PASSWORD})
             proc = self.proc
 
             def listening_or_exited(proc: subprocess.Popen[bytes] = proc) -> bool:
@@ -141,8 +145,9 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any, console: ConsoleProcess) -> Iterator[Any]:
-    """A fresh page (1280x860) whose script errors fail the test; dialogs are accepted."""
+def anonymous_page(browser: Any, console: ConsoleProcess) -> Iterator[Any]:
+    """A fresh page (1280x860), not logged in, whose script errors fail the test; dialogs are
+    accepted."""
     ctx = browser.new_context(viewport={"width": 1280, "height": 860}, base_url=console.url)
     pg = ctx.new_page()
     pg.set_default_timeout(30_000)
@@ -154,6 +159,18 @@ def page(browser: Any, console: ConsoleProcess) -> Iterator[Any]:
     finally:
         ctx.close()
     assert not errors, f"script errors in the page: {errors}"
+
+
+@pytest.fixture
+def page(anonymous_page: Any) -> Any:
+    """:func:`anonymous_page` logged in through the login form (its session cookie then
+    serves every ``goto`` of the test)."""
+    from playwright.sync_api import expect
+
+    anonymous_page.goto("/")
+    log_in(anonymous_page)
+    expect(anonymous_page.locator("main[data-page='home']")).to_be_visible(timeout=60_000)
+    return anonymous_page
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,12 @@ and the console beside ``rmq standalone`` (its port taken is a warning, not a fa
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import pathlib
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -21,14 +24,17 @@ from rmq.console import ConsoleConfig, ConsoleServer
 from rmq.console.sampler import TpsSampler
 from rmq.console.server import STATIC_DIR, _Cache
 from rmq.console.service import ConsoleService
+from tests.console.console_support import PASSWORD, USER, USERS, get_json, login, login_sync
 
 
 @contextlib.asynccontextmanager
 async def console_for(ns_addr: str, **kw: Any) -> AsyncIterator[tuple[ConsoleServer, aiohttp.ClientSession]]:
-    server = ConsoleServer(ConsoleConfig(ns_addr, port=0, **kw))
+    server = ConsoleServer(ConsoleConfig(ns_addr, port=0, users=USERS, **kw))
     await server.start()
     try:
-        async with aiohttp.ClientSession(server.url.rstrip("/")) as http:
+        async with aiohttp.ClientSession(server.url.rstrip("/")) as anonymous:
+            headers = await login(anonymous)
+        async with aiohttp.ClientSession(server.url.rstrip("/"), headers=headers) as http:
             yield server, http
     finally:
         await server.stop()
@@ -213,8 +219,17 @@ def test_standalone_serves_the_console_and_a_taken_port_is_a_warning(tmp_path: p
         from rmq._testing import wait_until_sync
 
         wait_until_sync(lambda: "rmq console on" in first.log_text(), what="the console's line")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/cluster", timeout=30) as r:
-            assert first.broker_addr in r.read().decode()
+        # the first start makes the admin password (0600, under the store) and says it once
+        pw_file = tmp_path / "a" / "console" / "admin-password"
+        password = pw_file.read_text().strip()
+        assert pw_file.stat().st_mode & 0o777 == 0o600
+        assert f"as admin with password {password}" in first.log_text()
+        url = f"http://127.0.0.1:{port}"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{url}/api/cluster", timeout=30)
+        assert refused.value.code == 401
+        cluster = get_json(url, "/api/cluster", login_sync(url, "admin", password))
+        assert first.broker_addr in json.dumps(cluster)
         # a second standalone wanting the same console port still runs its broker
         with StandaloneProcess(tmp_path / "b", extra_args=[f"--consolePort={port}"]) as second:
             wait_until_sync(lambda: "console not started" in second.log_text(), what="the warning")
@@ -222,9 +237,15 @@ def test_standalone_serves_the_console_and_a_taken_port_is_a_warning(tmp_path: p
         assert second.returncode == 0
         # and `rmq console` itself refuses a taken port with exit status 3
         done = subprocess.run([sys.executable, "-m", "rmq", "console", "--namesrv", first.namesrv_addr,
-                               "--port", str(port)], capture_output=True, text=True, timeout=60)
+                               "--port", str(port), "--admin-user", USER], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, "RMQ_CONSOLE_PASSWORD": PASSWORD})
         assert done.returncode == 3 and "cannot listen" in done.stderr, done
     assert first.returncode == 0
+    # a restart keeps the password, and names its file instead of printing it
+    with StandaloneProcess(tmp_path / "a", extra_args=[f"--consolePort={free_port()}"]) as again:
+        wait_until_sync(lambda: "password in" in again.log_text(), what="the console's login line")
+        assert password not in again.log_text()
+        assert (tmp_path / "a" / "console" / "admin-password").read_text().strip() == password
 
 
 def test_a_bad_console_port_stops_standalone(tmp_path: pathlib.Path) -> None:

@@ -25,20 +25,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import ssl
 import sys
 
-from rmq.client.admin import NAMESRV_ADDR_ENV, Admin, AdminError
+from rmq.cli.connection import DEFAULT_NAMESRV, add_cluster_flags, client_tls, credentials, namesrv_of
+from rmq.client.admin import Admin, AdminError
 from rmq.errors import RMQError
-from rmq.remoting.tls import TlsSettings
 
 # The area modules register their commands on import, in this order (``rmq admin --help``).
 from . import acl, broker, consumer, export, message, monitor, topic, trace  # noqa: F401
 from . import namesrv as _namesrv  # noqa: F401
-from ._cmd import COMMANDS, addr_list
+from ._cmd import COMMANDS
 
-DEFAULT_NAMESRV = "127.0.0.1:9876"
+__all__ = ["DEFAULT_NAMESRV", "add_parser", "run"]
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,11 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     cmds = admin.add_subparsers(dest="admin_command", metavar="<command>", title="commands")
     for c in COMMANDS.values():
         p = cmds.add_parser(c.name, help=c.help, description=c.help, allow_abbrev=False)
-        p.add_argument("-n", "--namesrvAddr", dest="namesrv", default=None, type=addr_list,
-                       help=f"name server address(es), ';'-separated (default ${NAMESRV_ADDR_ENV}, "
-                            f"else {DEFAULT_NAMESRV})")
-        acl.add_signing_flags(p)
-        _tls_flags(p)
+        add_cluster_flags(p)
         if c.flags is not None:
             c.flags(p)
 
@@ -64,14 +58,11 @@ def run(args: argparse.Namespace) -> int:
     if args.admin_command is None:
         print("rmq admin: a command is required (see rmq admin --help)", file=sys.stderr)
         return 2
-    namesrv = args.namesrv
-    if namesrv is None:
-        env = os.environ.get(NAMESRV_ADDR_ENV, "").strip()
-        try:
-            namesrv = addr_list(env) if env else DEFAULT_NAMESRV
-        except argparse.ArgumentTypeError as e:
-            print(f"rmq admin {args.admin_command}: ${NAMESRV_ADDR_ENV}: {e}", file=sys.stderr)
-            return 2
+    try:
+        namesrv = namesrv_of(args)
+    except ValueError as e:
+        print(f"rmq admin {args.admin_command}: {e}", file=sys.stderr)
+        return 2
     try:
         return asyncio.run(_run(args, namesrv))
     except KeyboardInterrupt:           # e.g. Ctrl-C ending startMonitoring: the shell's 128 + SIGINT
@@ -84,26 +75,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
 
-def _tls_flags(p: argparse.ArgumentParser) -> None:
-    # Java's mqadmin takes -Dtls.enable=true and -Dtls.config.file=... (ClientConfig.useTLS).
-    p.add_argument("--tls", action="store_true",
-                   help="connect over TLS (Java -Dtls.enable=true); servers' certificates are verified "
-                        "against the system's trust store ($SSL_CERT_FILE) unless --tls-config says otherwise "
-                        "(default: plain TCP)")
-    p.add_argument("--tls-config", metavar="FILE", default=None,
-                   help="tls.properties with tls.client.trustCertPath / certPath / keyPath / authServer "
-                        "(Java -Dtls.config.file); implies --tls (default: none)")
-
-
-def _client_tls(args: argparse.Namespace) -> bool | ssl.SSLContext:
-    if args.tls_config:
-        return TlsSettings.from_properties({"tls.config.file": args.tls_config}).client_context()
-    return bool(args.tls)
-
-
 async def _run(args: argparse.Namespace, namesrv: str) -> int:
-    access_key, secret_key = acl.credentials(args)
+    access_key, secret_key = credentials(args)
     async with Admin(namesrv, access_key=access_key, secret_key=secret_key,
-                     tls=_client_tls(args)) as admin:
+                     tls=client_tls(args)) as admin:
         status = await COMMANDS[args.admin_command].run(admin, args)
         return 0 if status is None else status

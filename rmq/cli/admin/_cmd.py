@@ -20,10 +20,11 @@ from __future__ import annotations
 import argparse
 import codecs
 import datetime
-import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
+from rmq.cli.connection import addr as addr  # the commands' address flags, shared
+from rmq.cli.connection import addr_list as addr_list
 from rmq.client.admin import Admin
 from rmq.common.constants import TopicValidator
 
@@ -86,7 +87,6 @@ def java_bool(value: object) -> str:
 MAX_QUEUE_NUMS = 1024          # the broker's cap on a topic's queues
 GROUP_MAX_LENGTH = 255         # Java Validators.CHARACTER_MAX_LENGTH
 PERMS = (2, 4, 6)              # write only, read only, read + write (PermName)
-ADDR_RE = re.compile(r"[^\s:;,]+:\d{1,5}")
 
 
 def int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -140,21 +140,6 @@ def name(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a name (expected 1..{GROUP_MAX_LENGTH} printable "
                                          f"characters)")
     return text
-
-
-def addr(text: str) -> str:
-    if not ADDR_RE.fullmatch(text.strip()) or not 0 < int(text.strip().rsplit(":", 1)[1]) <= 65535:
-        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not an address (expected host:port)")
-    return text.strip()
-
-
-def addr_list(text: str) -> str:
-    addrs = [a for a in text.split(";") if a.strip()]
-    if not addrs:
-        raise argparse.ArgumentTypeError(f"{text[:200]!r} names no name server (expected host:port[;host:port...])")
-    for a in addrs:
-        addr(a)
-    return ";".join(a.strip() for a in addrs)
 
 
 def timestamp_ms(text: str) -> int:

@@ -4,55 +4,18 @@ updateGlobalWhiteAddr (Java ``tools/command/acl``), and how ``rmq admin`` signs 
 ``rmq admin`` signs with the credentials of ``--aclAccessKey`` / ``--aclSecretKey``, else of
 ``$ROCKETMQ_HOME/conf/tools.yml`` (``accessKey:`` / ``secretKey:``), which is where Java's
 mqadmin reads them (``MQAdminStartup``, ``AclUtils.getAclRPCHook``); without either it does not
-sign. (mqadmin's ``-a``/``-s`` are the account that updateAclConfig creates, not the signer.)
+sign (:mod:`rmq.cli.connection`, shared with ``rmq exporter`` and ``rmq console``). (mqadmin's
+``-a``/``-s`` are the account that updateAclConfig creates, not the signer.)
 """
 from __future__ import annotations
 
 import argparse
-import os
-
-import yaml
 
 from rmq.client.admin import Admin
 
 from ._cmd import command, print_table, targets
 
 _PERMS = ("PUB", "SUB", "PUB|SUB", "SUB|PUB", "DENY")
-
-
-def credentials(args: argparse.Namespace) -> tuple[str | None, str | None]:
-    """``(access_key, secret_key)`` for signing: the flags, else ``$ROCKETMQ_HOME/conf/tools.yml``.
-
-    Raises:
-        ValueError: only one of the two flags, or a tools.yml that cannot be read.
-    """
-    ak, sk = getattr(args, "aclAccessKey", None), getattr(args, "aclSecretKey", None)
-    if ak or sk:
-        if not (ak and sk):
-            raise ValueError("--aclAccessKey and --aclSecretKey go together")
-        return ak, sk
-    home = os.environ.get("ROCKETMQ_HOME")
-    if not home:
-        return None, None
-    path = os.path.join(home, "conf", "tools.yml")
-    try:
-        with open(path, "rb") as f:
-            data = yaml.safe_load(f)
-    except FileNotFoundError:
-        return None, None
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"{path}: {e}") from None
-    if not isinstance(data, dict) or not data.get("accessKey") or not data.get("secretKey"):
-        return None, None  # Java: "AccessKey or secretKey is blank, the acl is not enabled."
-    return str(data["accessKey"]), str(data["secretKey"])
-
-
-def add_signing_flags(p: argparse.ArgumentParser) -> None:
-    """The signer's flags every ``rmq admin`` command takes."""
-    p.add_argument("--aclAccessKey", default=None, metavar="AK",
-                   help="sign requests with this ACL accessKey (default: $ROCKETMQ_HOME/conf/tools.yml)")
-    p.add_argument("--aclSecretKey", default=None, metavar="SK",
-                   help="the secretKey of --aclAccessKey (default: tools.yml's)")
 
 
 def _perm(text: str) -> str:

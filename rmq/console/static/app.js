@@ -47,22 +47,29 @@ class ApiError extends Error {
   constructor(status, data) { super(data && data.error ? data.error : `HTTP ${status}`); this.status = status; this.data = data || {}; }
 }
 
-async function api(path, params) {
-  const r = await fetch("/api/" + path + q(params), { headers: { Accept: "application/json" } });
+// The session: the server keeps it behind an HttpOnly cookie; the page holds only the CSRF
+// token that every write must carry (X-CSRF-Token), from the login or GET /api/session.
+const session = { user: null, csrf: null };
+
+async function answer(r) {
   let data = null;
   try { data = await r.json(); } catch (e) { data = { error: `HTTP ${r.status}: the answer is not JSON` }; }
+  if (r.status === 401 && session.user !== null) { session.user = null; session.csrf = null; showLogin("Your session has ended: log in again."); }
   if (!r.ok) throw new ApiError(r.status, data);
   return data;
 }
 
-async function post(path, body) {
-  const r = await fetch("/api/" + path, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" },
-                                           body: JSON.stringify(body) });
-  let data = null;
-  try { data = await r.json(); } catch (e) { data = { error: `HTTP ${r.status}: the answer is not JSON` }; }
-  if (!r.ok) throw new ApiError(r.status, data);
-  return data.result;
+async function api(path, params) {
+  return answer(await fetch("/api/" + path + q(params), { headers: { Accept: "application/json" }, credentials: "same-origin" }));
 }
+
+async function send(path, body) {
+  return answer(await fetch("/api/" + path, { method: "POST", credentials: "same-origin",
+                                              headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRF-Token": session.csrf || "" },
+                                              body: JSON.stringify(body) }));
+}
+
+async function post(path, body) { return (await send(path, body)).result; }
 
 function errorBox(err) {
   const d = (err && err.data) || {};
@@ -196,11 +203,58 @@ function route() {
   main.appendChild(view);
   Promise.resolve(pages[page](view, params)).catch(e => view.appendChild(errorBox(e)));
 }
-window.addEventListener("hashchange", route);
-window.addEventListener("DOMContentLoaded", () => {
+window.addEventListener("hashchange", () => { if (session.user !== null) route(); });
+window.addEventListener("DOMContentLoaded", async () => {
+  document.getElementById("logout").addEventListener("click", logout);
+  try { loggedIn(await api("session")); }
+  catch (e) { showLogin(e.status === 401 ? "" : e.message); }
+});
+
+function loggedIn(s) {
+  session.user = s.username; session.csrf = s.csrfToken;
+  document.body.classList.remove("anonymous");
+  fill(document.getElementById("user"), s.username);
   api("version").then(v => fill(document.getElementById("namesrv"), `rmq ${v.version} · name server ${v.namesrvAddr}`)).catch(() => {});
   route();
-});
+}
+
+function showLogin(message) {
+  generation++;
+  timers.forEach(clearTimeout); timers = [];
+  document.body.classList.add("anonymous");
+  fill(document.getElementById("user"));
+  fill(document.getElementById("namesrv"));
+  const main = clear(document.getElementById("main"));
+  main.dataset.page = "login";
+  const user = el("input", { id: "login-user", name: "username", autocomplete: "username", required: true, autofocus: true });
+  const password = el("input", { id: "login-password", name: "password", type: "password", autocomplete: "current-password", required: true });
+  const problem = el("div", { id: "login-problem" }, message ? errorBox(message) : null);
+  const submit = el("button", { id: "login-submit", type: "submit" }, "Log in");
+  const form = el("form", { id: "login-form", className: "card login" }, el("h1", {}, "Log in to the rmq console"),
+                  el("label", {}, "User", user), el("label", {}, "Password", password), submit, problem);
+  form.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    submit.disabled = true;
+    try {
+      const r = await fetch("/api/login", { method: "POST", credentials: "same-origin",
+                                            headers: { "Content-Type": "application/json", Accept: "application/json" },
+                                            body: JSON.stringify({ username: user.value, password: password.value }) });
+      const s = await answer(r);
+      password.value = "";
+      loggedIn(s);
+    } catch (e) {
+      fill(problem, errorBox(e));
+      password.value = "";
+    } finally { submit.disabled = false; }
+  });
+  main.appendChild(form);
+}
+
+async function logout() {
+  try { await send("logout", {}); } catch (e) { /* the session is gone either way */ }
+  session.user = null; session.csrf = null;
+  showLogin("");
+}
 
 // A section that loads `load()` now and every `ms` (0: once), showing its error in place.
 function live(container, ms, load, render) {
