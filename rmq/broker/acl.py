@@ -43,6 +43,7 @@ from rmq.config import ConfigError
 from rmq.remoting.acl import ACCESS_KEY, SIGNATURE, Signer, combine_request_content
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
+from rmq.remoting.headers import SEND_V2_CODES, send_wire_names
 
 __all__ = [
     "AclError",
@@ -457,6 +458,13 @@ def _retry(group: Any) -> str | None:
     return None if group is None else MixAll.RETRY_GROUP_TOPIC_PREFIX + str(group)
 
 
+_SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+                         RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
+# A SEND to a %RETRY% topic is a consumer's resend and needs SUB on its group (Java); a reply
+# to a %RETRY% topic is still a reply and needs PUB on that topic.
+_RETRY_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+
+
 def request_resources(cmd: RemotingCommand) -> dict[str, int] | None:
     """Resource → permission the request needs (Java ``PlainAccessValidator.parse``); None when
     the code touches no topic or group. Raises ``AclError`` when the request cannot be read."""
@@ -468,16 +476,23 @@ def request_resources(cmd: RemotingCommand) -> dict[str, int] | None:
         if resource is not None:
             res[str(resource)] = perm
 
-    if code == RequestCode.SEND_MESSAGE_V2 or code == RequestCode.SEND_BATCH_MESSAGE:
-        topic = ext.get("b")
-        if topic is not None and str(topic).startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
-            add(_retry(ext.get("a")), Permission.SUB)
-        else:
-            add(topic, Permission.PUB)
-    elif code == RequestCode.SEND_MESSAGE:
-        topic = ext.get("topic")
-        if topic is not None and str(topic).startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
-            add(_retry(ext.get("group")), Permission.SUB)
+    if code in _SEND_CODES:
+        # the field names by request code, exactly as the SEND and reply processors read them
+        # (rmq.remoting.headers.send_wire_names; Java PlainAccessValidator.parse reads "b"/"a"
+        # for 310 and "topic"/"group" for 10): a 310 with long names names no topic here and
+        # none to the processor either, which refuses it as Java's parseRequestHeader does.
+        # 320 (absent from Java 4.9.8's parse, so unchecked there) and the replies 324/325
+        # (also unchecked in Java: a reply could be stored into any topic) are checked as PUB
+        # on their topic; see docs/design.md "ACL".
+        names = send_wire_names(code)
+        topic = ext.get(names["topic"])
+        if topic is not None and str(topic).startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX) and code in _RETRY_CODES:
+            # Java checks SUB on the group the request names ("a" in V2, "group" in V1 although
+            # no V1 header has that field), not on the %RETRY% topic it writes: that topic is
+            # checked too (its group's SUB, which its consumers hold), so naming one group and
+            # writing another's retry topic is refused.
+            add(_retry(ext.get(names["producer_group"] if code in SEND_V2_CODES else "group")), Permission.SUB)
+            add(topic, Permission.SUB)
         else:
             add(topic, Permission.PUB)
     elif code == RequestCode.PULL_MESSAGE:

@@ -421,3 +421,64 @@ async def test_java_clients_golden_requests_get_the_java_brokers_answers(acl_bro
             assert not (ours.remark or "").startswith(EXC), (req.code, ours.remark)
             checked["accepted"] += 1
     assert checked["refused"] >= 1 and checked["accepted"] >= 5, checked
+
+
+# ---------------------------------------------------------------- mixed header forms (issue 23, finding 1)
+
+def _v1_fields(topic: str) -> dict[str, str]:
+    header = SendMessageRequestHeader(producer_group="benchmark_producer", topic=topic, default_topic="TBW102",
+                                      default_topic_queue_nums=4, queue_id=0, sys_flag=0, born_timestamp=1,
+                                      flag=0, properties="", reconsume_times=0)
+    return header.to_ext_fields()
+
+
+async def _count(c: RemotingClient, addr: str, topic: str) -> int:
+    resp = await c.invoke(addr, rq.get_max_offset(topic, 0))
+    return int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else 0
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "python-path"])
+async def test_mixed_header_forms_cannot_send_past_the_acl(tmp_path, fast_path):
+    """The attacker's exact requests: an account allowed PUB only on AclTopic names AclTopic
+    under one naming and Secret under the other. Java reads the naming of the request code only
+    (PlainAccessValidator.parse and parseRequestHeader alike): the 10 lands in AclTopic, the
+    310 and 320 with long names have no topic and are refused; Secret stays empty."""
+    home = tmp_path / "home"
+    write_acl(home, PLAIN_ACL)
+    async with run_standalone(tmp_path / "store", acl_enable=True, rocketmq_home=str(home),
+                              send_fast_path=fast_path) as (ns, broker):
+        addr = broker.broker_addr
+        admin = RemotingClient([f"127.0.0.1:{ns.port}"])
+        admin.add_rpc_hook(AclClientRPCHook(ADMIN))
+        user = RemotingClient([f"127.0.0.1:{ns.port}"])
+        user.add_rpc_hook(AclClientRPCHook(USER))
+        try:
+            for topic in ("Secret", "AclTopic"):
+                made = await admin.invoke(addr, rq.create_topic(CreateTopicRequestHeader(
+                    topic=topic, read_queue_nums=1, write_queue_nums=1, perm=6)))
+                assert made.code == ResponseCode.SUCCESS, made.remark
+            # the account may not send to Secret in either naming when asked plainly
+            for cmd in (send_cmd("Secret"), RemotingCommand.request(RequestCode.SEND_MESSAGE,
+                                                                    _v1_fields("Secret"), b"x")):
+                resp = await user.invoke(addr, cmd)
+                assert resp.code == ResponseCode.SYSTEM_ERROR and "topic:Secret" in (resp.remark or "")
+            # attack 1: SEND_MESSAGE (10) with topic=AclTopic and b=Secret -> stored in AclTopic
+            resp = await user.invoke(addr, RemotingCommand.request(
+                RequestCode.SEND_MESSAGE, {**_v1_fields("AclTopic"), "b": "Secret", "a": "benchmark_producer",
+                                           "e": "0"}, b"attack-1"))
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            assert await _count(admin, addr, "AclTopic") == 1
+            # attacks 2 and 3: 310 and 320 with the long names (topic=Secret) -> no topic: refused
+            for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+                resp = await user.invoke(addr, RemotingCommand.request(code, _v1_fields("Secret"), b"attack"))
+                assert resp.code == ResponseCode.SYSTEM_ERROR, (code, resp.remark)
+                assert "missing required field 'a'" in (resp.remark or ""), resp.remark
+            # a 310 with both namings: the short names are read (AclTopic), the long ones ignored
+            resp = await user.invoke(addr, RemotingCommand.request(
+                RequestCode.SEND_MESSAGE_V2, {**_v1_fields("Secret"), **send_cmd("AclTopic").ext_fields}, b"both"))
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            assert await _count(admin, addr, "Secret") == 0
+            assert await _count(admin, addr, "AclTopic") == 2
+        finally:
+            await admin.close()
+            await user.close()

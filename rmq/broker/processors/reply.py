@@ -38,7 +38,7 @@ from rmq.errors import RemotingCommandError
 from rmq.remoting import requests as rq
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHeader
+from rmq.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHeader, read_send_header
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker")
@@ -63,11 +63,7 @@ class ReplyMessageProcessor:
 
     def process_request(self, conn: Any, cmd: RemotingCommand) -> Any:
         try:
-            ext = cmd.ext_fields or {}
-            if cmd.code == RequestCode.SEND_REPLY_MESSAGE_V2:
-                header = SendMessageRequestHeader.from_ext_fields_v2(ext)
-            else:
-                header = SendMessageRequestHeader.from_ext_fields(ext)
+            header = read_send_header(cmd.code, cmd.ext_fields or {})
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
         return self._process(conn, cmd, header)
