@@ -693,6 +693,25 @@ class PlainPermissionManager:
             return None
         return self._check_perm(cmd.code, resources, account)
 
+    def may_read(self, cmd: RemotingCommand, remote_host: str, topic: str) -> AclError | None:
+        """None when the sender of ``cmd`` (already let through by :meth:`check`) may SUB
+        ``topic``, else the refusal. For the answers whose topic is only known once the message
+        is read (VIEW_MESSAGE_BY_ID; QUERY_MESSAGE's records): Java checks nothing there and
+        hands any topic's bodies to any account (see docs/design.md "ACL")."""
+        state = self._state
+        if state is None:
+            return AclError("ACL configuration is not loaded", _VALIDATE.format(664))
+        for white in state.global_white:
+            if white(remote_host):
+                return None
+        access_key = cmd.ext_fields.get(ACCESS_KEY)
+        account = state.accounts.get(str(access_key)) if access_key is not None else None
+        if account is None:
+            return AclError(f"No acl config for {access_key}", _VALIDATE.format(668))
+        if account.white(remote_host):
+            return None
+        return self._check_perm(cmd.code, {topic: Permission.SUB}, account)
+
     @staticmethod
     def _check_perm(code: int, needed: dict[str, int] | None, owned: _Account) -> AclError | None:
         """Java ``PlainPermissionManager.checkPerm``."""

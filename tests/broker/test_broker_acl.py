@@ -482,3 +482,34 @@ async def test_mixed_header_forms_cannot_send_past_the_acl(tmp_path, fast_path):
         finally:
             await admin.close()
             await user.close()
+
+
+async def test_view_and_query_answer_only_topics_the_account_may_read(acl_broker):
+    """VIEW_MESSAGE_BY_ID names an offset, not a topic, so Java's ACL checks nothing and any
+    account reads any topic's bodies: here the record's topic needs SUB (issue 23, finding 10).
+    QUERY_MESSAGE needs SUB on its topic (Java) and answers only that topic's records."""
+    addr = acl_broker.broker_addr
+    admin, user = acl_broker.test_client(ADMIN), acl_broker.test_client(USER)
+    ids = {}
+    for topic in ("DeniedTopic", "AclTopic"):
+        cmd = send_cmd(topic, b"body of " + topic.encode())
+        cmd.ext_fields["i"] = "KEYS\x01k1\x02"
+        resp = await admin.invoke(addr, cmd)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        ids[topic] = int(resp.ext_fields["msgId"][-16:], 16)
+    view = lambda off: RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(off)})  # noqa: E731
+    resp = await user.invoke(addr, view(ids["DeniedTopic"]))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and not resp.body
+    assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
+    resp = await user.invoke(addr, view(ids["AclTopic"]))
+    assert resp.code == ResponseCode.SUCCESS and b"body of AclTopic" in resp.body_bytes()
+    resp = await admin.invoke(addr, view(ids["DeniedTopic"]))         # an admin reads everything
+    assert resp.code == ResponseCode.SUCCESS and b"body of DeniedTopic" in resp.body_bytes()
+
+    def query(topic: str) -> RemotingCommand:
+        return RemotingCommand.request(RequestCode.QUERY_MESSAGE, {
+            "topic": topic, "key": "k1", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": str(1 << 62)})
+    resp = await user.invoke(addr, query("DeniedTopic"))
+    assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
+    resp = await user.invoke(addr, query("AclTopic"))
+    assert resp.code == ResponseCode.SUCCESS and b"body of DeniedTopic" not in resp.body_bytes()
