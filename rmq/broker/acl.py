@@ -688,8 +688,12 @@ class PlainPermissionManager:
         signature = ext.get(SIGNATURE)
         if type(signature) is not str or not signature.isascii() or not hmac.compare_digest(expected, signature):
             return AclError(f"Check signature failed for accessKey={access_key}", _VALIDATE.format(684))
-        # Java skips the check for the message-trace topic sent with PUB.
-        if resources is not None and resources.get(TopicValidator.RMQ_SYS_TRACE_TOPIC) == Permission.PUB:
+        # Java skips the check for the message-trace topic sent with PUB, so every account may
+        # write it. Kept as the default (the Java and C++ clients' tracing sends there with the
+        # application's account), but an account that lists RMQ_SYS_TRACE_TOPIC in its
+        # topicPerms gets exactly that permission (e.g. RMQ_SYS_TRACE_TOPIC=DENY).
+        if resources is not None and resources.get(TopicValidator.RMQ_SYS_TRACE_TOPIC) == Permission.PUB \
+                and TopicValidator.RMQ_SYS_TRACE_TOPIC not in account.perms:
             return None
         return self._check_perm(cmd.code, resources, account)
 

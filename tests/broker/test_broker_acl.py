@@ -14,6 +14,7 @@ import yaml
 from rmq._testing import run_standalone, wait_until
 from rmq.broker import acl as broker_acl
 from rmq.broker.acl import AclConfigError, Permission, remote_address_strategy
+from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog
 from rmq.remoting import requests as rq
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials, sign_request
@@ -513,3 +514,46 @@ async def test_view_and_query_answer_only_topics_the_account_may_read(acl_broker
     assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
     resp = await user.invoke(addr, query("AclTopic"))
     assert resp.code == ResponseCode.SUCCESS and b"body of DeniedTopic" not in resp.body_bytes()
+
+
+async def test_replies_need_pub_and_the_trace_topic_can_be_denied_per_account(tmp_path):
+    """Java's ACL checks neither 324/325 (a reply could be stored into any topic) nor PUB on
+    RMQ_SYS_TRACE_TOPIC (every account writes it). Replies now need PUB on their topic; the
+    trace topic keeps Java's free pass unless the account lists it (issue 23, finding 10)."""
+    home = tmp_path / "home"
+    write_acl(home, PLAIN_ACL + "\n".join([
+        "  - accessKey: notrace1",
+        "    secretKey: 12345678",
+        "    defaultTopicPerm: DENY",
+        "    defaultGroupPerm: SUB",
+        "    topicPerms:",
+        "      - AclTopic=PUB|SUB",
+        "      - RMQ_SYS_TRACE_TOPIC=DENY", ""]))
+    async with run_standalone(tmp_path / "store", acl_enable=True, rocketmq_home=str(home)) as (ns, broker):
+        addr = broker.broker_addr
+        clients = []
+
+        def client(creds: SessionCredentials) -> RemotingClient:
+            c = RemotingClient([f"127.0.0.1:{ns.port}"])
+            c.add_rpc_hook(AclClientRPCHook(creds))
+            clients.append(c)
+            return c
+        try:
+            user, notrace = client(USER), client(SessionCredentials("notrace1", SECRET))
+            reply_topic = "DefaultCluster_REPLY_TOPIC"
+            header = SendMessageRequestHeader(producer_group="benchmark_producer", topic=reply_topic, queue_id=0,
+                                              properties="MSG_TYPE\x01reply\x02REPLY_TO_CLIENT\x01nobody\x02")
+            resp = await user.invoke(addr, rq.send_reply_message(header, b"r"))
+            assert resp.remark == refusal(f"No default permission for topic:{reply_topic}", CHECK_PERM.format(606))
+            resp = await user.invoke(addr, rq.send_reply_message(header, b"r", v2=False))
+            assert resp.remark == refusal(f"No default permission for topic:{reply_topic}", CHECK_PERM.format(606))
+            # the trace topic: Java's free pass for USER, refused for the account that lists it
+            resp = await user.invoke(addr, send_cmd(TopicValidator.RMQ_SYS_TRACE_TOPIC, b"Pub\x01..."))
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            resp = await notrace.invoke(addr, send_cmd(TopicValidator.RMQ_SYS_TRACE_TOPIC, b"Pub\x01..."))
+            assert resp.remark == refusal("No default permission for topic:RMQ_SYS_TRACE_TOPIC",
+                                          CHECK_PERM.format(611))
+            assert (await notrace.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SUCCESS
+        finally:
+            for c in clients:
+                await c.close()
