@@ -557,3 +557,29 @@ async def test_replies_need_pub_and_the_trace_topic_can_be_denied_per_account(tm
         finally:
             for c in clients:
                 await c.close()
+
+
+async def test_send_back_copies_only_messages_the_account_may_read(acl_broker):
+    """CONSUMER_SEND_MSG_BACK names a CommitLog offset and a group: Java copies whatever message
+    is there into the group's %RETRY% topic, which the account may then pull. The account must
+    now be able to SUB the message's topic (issue 23, finding 10)."""
+    from rmq.remoting.headers import ConsumerSendMsgBackRequestHeader
+
+    addr = acl_broker.broker_addr
+    admin, user = acl_broker.test_client(ADMIN), acl_broker.test_client(USER)
+    offsets = {}
+    for topic in ("DeniedTopic", "AclTopic"):
+        resp = await admin.invoke(addr, send_cmd(topic, b"body of " + topic.encode()))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        offsets[topic] = int(resp.ext_fields["msgId"][-16:], 16)
+
+    def back(topic: str) -> RemotingCommand:
+        return rq.consumer_send_msg_back(ConsumerSendMsgBackRequestHeader(
+            offset=offsets[topic], group="anyGroup", delay_level=-1, origin_topic="AclTopic"))
+    resp = await user.invoke(addr, back("DeniedTopic"))
+    assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
+    resp = await user.invoke(addr, back("AclTopic"))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    # delayLevel -1: straight to the group's DLQ, which holds the one allowed copy only
+    dlq = await admin.invoke(addr, rq.get_max_offset("%DLQ%anyGroup", 0))
+    assert dlq.code == ResponseCode.SUCCESS and dlq.ext_fields["offset"] == "1", dlq.remark
