@@ -294,8 +294,8 @@ def codec_micro() -> dict:
         raise SystemExit("the fast codec is off (RMQ_NO_EXTENSIONS=1 or not built)")
     out = {}
     reply_ext = send_reply_ext()
-    for name, code, ext, hcls in (("send_v2", 310, send_v2_ext(), SendMessageRequestHeader),
-                                  ("pull", PULL_CODE, pull_ext(), PullMessageRequestHeader)):
+    for name, code, ext, read in (("send_v2", 310, send_v2_ext(), SendMessageRequestHeader.from_ext_fields_v2),
+                                  ("pull", PULL_CODE, pull_ext(), PullMessageRequestHeader.from_ext_fields)):
         req = RemotingCommand(code, opaque=4711, ext_fields=dict(ext), body=b"x" * 1024)
         frame = b"".join(codec.encode(req))
         hlen = struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF
@@ -311,7 +311,7 @@ def codec_micro() -> dict:
             "header_bytes": hlen,
             "decode_fast_us": per_call(lambda: fast_decode(frame, 8, 8 + hlen, RemotingCommand)),
             "decode_python_us": per_call(lambda: codec._decode_json_header_py(frame[8 : 8 + hlen])),
-            "from_ext_fields_us": per_call(lambda: hcls.from_ext_fields(cmd.ext_fields)),
+            "from_ext_fields_us": per_call(lambda: read(cmd.ext_fields)),
             "response_us": per_call(lambda: cmd.response(0, ext_fields=reply_ext)),
             "encode_reply_fast_us": per_call(lambda: codec.encode(reply)),
         }

@@ -100,7 +100,7 @@ cdef class SendFastPath:
     cdef int64_t hi[_SF_MAX_FIELDS]
     cdef Py_ssize_t n
     cdef Py_ssize_t i_topic, i_queue, i_sys, i_born, i_flag, i_props, i_recon, i_batch
-    cdef object controller, not_allowed, retry_prefix, v2_key, json_decode, last_topic_b, last_topic
+    cdef object controller, not_allowed, retry_prefix, json_decode, last_topic_b, last_topic
     cdef int64_t warm_half
     cdef tuple marks, w1b
     cdef const char* w1_ptr[_SF_MAX_FIELDS]      # V1 wire names as bytes (kept by w1b)
@@ -133,7 +133,6 @@ cdef class SendFastPath:
         self.i_props = idx["properties"]
         self.i_recon = idx["reconsume_times"]
         self.i_batch = idx["batch"]
-        self.v2_key = self.w2[self.i_topic]
         self.controller = controller
         self.not_allowed = not_allowed
         self.retry_prefix = retry_prefix
@@ -159,9 +158,10 @@ cdef class SendFastPath:
                 raise ValueError("a V2 wire name must be one letter")
             self.v2_of[w[0]] = <int>i
 
-    cdef int _read(self, object ext, int64_t* vals, PyObject** texts) except -1:
-        """1 with the header's values read (ints in ``vals``, texts in ``texts``), 0 when
-        something is not in its plain shape."""
+    cdef int _read(self, object ext, bint v2, int64_t* vals, PyObject** texts) except -1:
+        """1 with the header's values read (ints in ``vals``, texts in ``texts``) under V2's
+        names when ``v2`` (code 310) else V1's (code 10), 0 when something is not in its plain
+        shape."""
         cdef Py_ssize_t i
         cdef PyObject* vp
         cdef object v
@@ -169,7 +169,9 @@ cdef class SendFastPath:
         cdef uint8_t kind
         cdef long long x
         cdef int overflow
-        wires = self.w2 if PyDict_GetItem(ext, self.v2_key) != NULL else self.w1
+        # by the request code only, as rmq.remoting.headers.read_send_header and the ACL check
+        # read it (Java parseRequestHeader): the names present never choose
+        wires = self.w2 if v2 else self.w1
         for i in range(self.n):
             vp = PyDict_GetItem(ext, wires[i])
             kind = self.kinds[i]
@@ -227,7 +229,7 @@ cdef class SendFastPath:
         if (code != 10 and code != 310) or not PyDict_CheckExact(ext) or not PyBytes_CheckExact(body):
             self.declined += 1
             return None
-        if not self._read(ext, vals, texts):
+        if not self._read(ext, code == 310, vals, texts):
             self.declined += 1
             return None
         props = <object>texts[self.i_props] if texts[self.i_props] != NULL else ""
@@ -274,10 +276,11 @@ cdef class SendFastPath:
     # headers that open with ``{"code":10,`` or ``{"code":310,`` (fastjson's sorted keys) are
     # tried, so that other requests cost one memcmp.
 
-    cdef int _read_map(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t ext_end, int64_t* vals,
+    cdef int _read_map(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t ext_end, bint v2, int64_t* vals,
                        const uint8_t** tp, Py_ssize_t* tl) except -1:
-        """1 with the ROCKETMQ map ``p[pos:ext_end]`` read as ``_read`` reads a dict (ints in
-        ``vals``, texts as pointer/length in ``tp``/``tl``), 0 when it is not plain."""
+        """1 with the ROCKETMQ map ``p[pos:ext_end]`` read as ``_read`` reads a dict (V2's names
+        when ``v2``; ints in ``vals``, texts as pointer/length in ``tp``/``tl``), 0 when it is
+        not plain."""
         cdef const uint8_t* v1p[_SF_MAX_FIELDS]
         cdef const uint8_t* v2p[_SF_MAX_FIELDS]
         cdef Py_ssize_t v1l[_SF_MAX_FIELDS]
@@ -287,7 +290,6 @@ cdef class SendFastPath:
         cdef const uint8_t* vp
         cdef const uint8_t** wp
         cdef Py_ssize_t* wl
-        cdef bint v2
         cdef int f
         cdef uint8_t kind
         cdef long long x
@@ -328,8 +330,8 @@ cdef class SendFastPath:
                     v1p[i] = vp
                     v1l[i] = vlen
                     break
-        # V2's short names when V2's topic is there (SendMessageRequestHeaderV2), else V1's
-        v2 = v2p[self.i_topic] != NULL
+        # the naming of the request code (code 310: SendMessageRequestHeaderV2), never the
+        # names present
         if v2:
             wp = &v2p[0]
             wl = &v2l[0]
@@ -408,7 +410,7 @@ cdef class SendFastPath:
                 return None
             ext_len = rd32(p + 17)
             if ext_len < 0 or ext_len > hl - 21 \
-                    or not self._read_map(p, 21, 21 + ext_len, vals, tp, tl):
+                    or not self._read_map(p, 21, 21 + ext_len, rd16(p) == 310, vals, tp, tl):
                 return None
             return self._put(self._topic_str(tp[self.i_topic], tl[self.i_topic]),
                              tp[self.i_props] if tp[self.i_props] != NULL else <const uint8_t*>b"",
@@ -427,7 +429,7 @@ cdef class SendFastPath:
         flag = flag32
         if flag & _FLAG_RESPONSE:        # the connection's response table takes it
             return None
-        if not self._read(ext, vals, texts):
+        if not self._read(ext, code_o == 310, vals, texts):
             return None
         props = <object>texts[self.i_props] if texts[self.i_props] != NULL else ""
         topic = <object>texts[self.i_topic]

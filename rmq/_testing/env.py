@@ -27,6 +27,7 @@ from rmq.common.message import decode_offset_msg_id, properties_to_string, strin
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
+from rmq.remoting.headers import SEND_V2_CODES, SendMessageRequestHeader, send_wire_names
 
 __all__ = ["BrokerEnv", "broker_env", "decode_props", "encode_props", "phy_offset"]
 
@@ -145,7 +146,12 @@ class BrokerEnv:
                "unitMode": "false", "batch": "true" if batch else "false"}
         if max_reconsume_times is not None:
             ext["maxReconsumeTimes"] = str(max_reconsume_times)
-        resp = await self.call(code or RequestCode.SEND_MESSAGE, ext, body)
+        code = code or RequestCode.SEND_MESSAGE
+        if code in SEND_V2_CODES:  # the broker reads the naming of the code (Java parseRequestHeader)
+            v1, v2 = SendMessageRequestHeader.WIRE_NAMES, send_wire_names(code)
+            short = {v1[attr]: v2[attr] for attr in v1}
+            ext = {short[k]: v for k, v in ext.items()}
+        resp = await self.call(code, ext, body)
         if wait_dispatch:
             await self.dispatched()
         return resp

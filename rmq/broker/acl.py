@@ -43,6 +43,7 @@ from rmq.config import ConfigError
 from rmq.remoting.acl import ACCESS_KEY, SIGNATURE, Signer, combine_request_content
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
+from rmq.remoting.headers import SEND_V2_CODES, send_wire_names
 
 __all__ = [
     "AclError",
@@ -457,6 +458,13 @@ def _retry(group: Any) -> str | None:
     return None if group is None else MixAll.RETRY_GROUP_TOPIC_PREFIX + str(group)
 
 
+_SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+                         RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
+# A SEND to a %RETRY% topic is a consumer's resend and needs SUB on its group (Java); a reply
+# to a %RETRY% topic is still a reply and needs PUB on that topic.
+_RETRY_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
+
+
 def request_resources(cmd: RemotingCommand) -> dict[str, int] | None:
     """Resource → permission the request needs (Java ``PlainAccessValidator.parse``); None when
     the code touches no topic or group. Raises ``AclError`` when the request cannot be read."""
@@ -468,16 +476,23 @@ def request_resources(cmd: RemotingCommand) -> dict[str, int] | None:
         if resource is not None:
             res[str(resource)] = perm
 
-    if code == RequestCode.SEND_MESSAGE_V2 or code == RequestCode.SEND_BATCH_MESSAGE:
-        topic = ext.get("b")
-        if topic is not None and str(topic).startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
-            add(_retry(ext.get("a")), Permission.SUB)
-        else:
-            add(topic, Permission.PUB)
-    elif code == RequestCode.SEND_MESSAGE:
-        topic = ext.get("topic")
-        if topic is not None and str(topic).startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
-            add(_retry(ext.get("group")), Permission.SUB)
+    if code in _SEND_CODES:
+        # the field names by request code, exactly as the SEND and reply processors read them
+        # (rmq.remoting.headers.send_wire_names; Java PlainAccessValidator.parse reads "b"/"a"
+        # for 310 and "topic"/"group" for 10): a 310 with long names names no topic here and
+        # none to the processor either, which refuses it as Java's parseRequestHeader does.
+        # 320 (absent from Java 4.9.8's parse, so unchecked there) and the replies 324/325
+        # (also unchecked in Java: a reply could be stored into any topic) are checked as PUB
+        # on their topic; see docs/design.md "ACL".
+        names = send_wire_names(code)
+        topic = ext.get(names["topic"])
+        if topic is not None and str(topic).startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX) and code in _RETRY_CODES:
+            # Java checks SUB on the group the request names ("a" in V2, "group" in V1 although
+            # no V1 header has that field), not on the %RETRY% topic it writes: that topic is
+            # checked too (its group's SUB, which its consumers hold), so naming one group and
+            # writing another's retry topic is refused.
+            add(_retry(ext.get(names["producer_group"] if code in SEND_V2_CODES else "group")), Permission.SUB)
+            add(topic, Permission.SUB)
         else:
             add(topic, Permission.PUB)
     elif code == RequestCode.PULL_MESSAGE:
@@ -673,10 +688,33 @@ class PlainPermissionManager:
         signature = ext.get(SIGNATURE)
         if type(signature) is not str or not signature.isascii() or not hmac.compare_digest(expected, signature):
             return AclError(f"Check signature failed for accessKey={access_key}", _VALIDATE.format(684))
-        # Java skips the check for the message-trace topic sent with PUB.
-        if resources is not None and resources.get(TopicValidator.RMQ_SYS_TRACE_TOPIC) == Permission.PUB:
+        # Java skips the check for the message-trace topic sent with PUB, so every account may
+        # write it. Kept as the default (the Java and C++ clients' tracing sends there with the
+        # application's account), but an account that lists RMQ_SYS_TRACE_TOPIC in its
+        # topicPerms gets exactly that permission (e.g. RMQ_SYS_TRACE_TOPIC=DENY).
+        if resources is not None and resources.get(TopicValidator.RMQ_SYS_TRACE_TOPIC) == Permission.PUB \
+                and TopicValidator.RMQ_SYS_TRACE_TOPIC not in account.perms:
             return None
         return self._check_perm(cmd.code, resources, account)
+
+    def may_read(self, cmd: RemotingCommand, remote_host: str, topic: str) -> AclError | None:
+        """None when the sender of ``cmd`` (already let through by :meth:`check`) may SUB
+        ``topic``, else the refusal. For the answers whose topic is only known once the message
+        is read (VIEW_MESSAGE_BY_ID; QUERY_MESSAGE's records): Java checks nothing there and
+        hands any topic's bodies to any account (see docs/design.md "ACL")."""
+        state = self._state
+        if state is None:
+            return AclError("ACL configuration is not loaded", _VALIDATE.format(664))
+        for white in state.global_white:
+            if white(remote_host):
+                return None
+        access_key = cmd.ext_fields.get(ACCESS_KEY)
+        account = state.accounts.get(str(access_key)) if access_key is not None else None
+        if account is None:
+            return AclError(f"No acl config for {access_key}", _VALIDATE.format(668))
+        if account.white(remote_host):
+            return None
+        return self._check_perm(cmd.code, {topic: Permission.SUB}, account)
 
     @staticmethod
     def _check_perm(code: int, needed: dict[str, int] | None, owned: _Account) -> AclError | None:

@@ -278,9 +278,11 @@ class BrokerController:
         for code in query.codes:
             s.register_processor(code, _Gate(self, query), query_pool)
         # Request-reply's replies (Java registers ReplyMessageProcessor with replyMessageExecutor,
-        # queue replyThreadPoolQueueCapacity 10 000): a push waits for the requester's answer.
+        # queue replyThreadPoolQueueCapacity 10 000): a push waits for the requester's answer,
+        # which costs a coroutine, not a thread, so every admitted reply may wait at once (the
+        # processor bounds what one requester holds; a few silent ones cannot take every slot).
         reply = ReplyMessageProcessor(self)
-        reply_pool = ProcessorPool("reply", max_in_flight=256, max_queue=10_000)
+        reply_pool = ProcessorPool("reply", max_in_flight=10_000, max_queue=256)
         for code in ReplyMessageProcessor.CODES:
             s.register_processor(code, _Gate(self, reply), reply_pool)
         acl_admin = AclAdminProcessor(self)

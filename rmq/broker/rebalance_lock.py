@@ -74,10 +74,13 @@ class RebalanceLockManager:
         lock_max_live_time: seconds a lock lives without renewal (60, Java
             ``rebalanceLockMaxLiveTime``).
         max_entries: locks held in all groups at most (100 000).
+        clock: the monotonic seconds every call without ``now`` reads (``time.monotonic``);
+            tests hand in a clock they move, so expiry does not depend on the machine's speed.
     """
 
     def __init__(self, lock_max_live_time: float = REBALANCE_LOCK_MAX_LIVE_TIME,
-                 max_entries: int = DEFAULT_MAX_ENTRIES):
+                 max_entries: int = DEFAULT_MAX_ENTRIES, clock=time.monotonic):
+        self.clock = clock
         self.lock_max_live_time = lock_max_live_time
         self.max_entries = max_entries
         self.mq_lock_table: dict[str, dict[MessageQueue, LockEntry]] = {}
@@ -88,7 +91,7 @@ class RebalanceLockManager:
     def try_lock_batch(self, group: str, mqs, client_id: str, now: float | None = None) -> set[MessageQueue]:
         """Lock (or renew) every queue of ``mqs`` that is free, expired or already ``client_id``'s;
         returns the set actually held by ``client_id`` now."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         table = self.mq_lock_table.setdefault(group, {})
         locked: set[MessageQueue] = set()
         new = taken_over = refused = full = 0
@@ -155,7 +158,7 @@ class RebalanceLockManager:
 
     def scan_expired(self, now: float | None = None) -> int:
         """Drop every expired entry (and empty groups); returns how many were dropped."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         max_live = self.lock_max_live_time
         dropped = 0
         for group in list(self.mq_lock_table):
@@ -171,13 +174,13 @@ class RebalanceLockManager:
 
     def is_locked(self, group: str, mq: MessageQueue, client_id: str, now: float | None = None) -> bool:
         """True when ``client_id`` holds a live lock on ``mq``."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         entry = self.mq_lock_table.get(group, {}).get(mq)
         return entry is not None and entry.client_id == client_id and not entry.is_expired(now, self.lock_max_live_time)
 
     def holder(self, group: str, mq: MessageQueue, now: float | None = None) -> str | None:
         """The client holding a live lock on ``mq``, or None."""
-        now = time.monotonic() if now is None else now
+        now = self.clock() if now is None else now
         entry = self.mq_lock_table.get(group, {}).get(mq)
         if entry is None or entry.is_expired(now, self.lock_max_live_time):
             return None

@@ -26,7 +26,8 @@ it refuses to the generated reader, which words the error).
 
 Field names follow the Java classes of apache/rocketmq 4.9.8 exactly
 (``common/.../protocol/header/**``). ``SendMessageRequestHeader`` also reads and writes the
-one-letter names of ``SendMessageRequestHeaderV2`` (``a``…``n``).
+one-letter names of ``SendMessageRequestHeaderV2`` (``a``…``n``); which naming a request uses
+is decided by its request code alone (:func:`send_wire_names`, :func:`read_send_header`).
 """
 import dataclasses
 import os
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, dataclass_transf
 
 from rmq.common.constants import PermName, TopicValidator
 from rmq.errors import RemotingCommandError
+from rmq.remoting.codes import RequestCode
 
 if TYPE_CHECKING:
     from rmq._store import HeaderReader
@@ -45,7 +47,10 @@ __all__ = [
     "header",
     "w",
     "SEND_MESSAGE_V2_NAMES",
+    "SEND_V2_CODES",
     "SendMessageRequestHeader",
+    "read_send_header",
+    "send_wire_names",
     "SendMessageResponseHeader",
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
@@ -294,37 +299,24 @@ class Header:
 _H = TypeVar("_H", bound=Header)
 
 
-def _either(v1: Callable[..., Any], v2: Callable[..., Any], key: str) -> Callable[..., Any]:
-    """A reader taking the V2 names when ``key`` (a V2 wire name) is present, else the V1 names."""
-
-    def from_ext_fields(cls: type, ext: Mapping[str, Any]) -> Any:
-        if key in ext:
-            return v2(cls, ext)
-        return v1(cls, ext)
-
-    vars(from_ext_fields).update(v1=v1, v2=v2)  # for the tests of each reader
-    return from_ext_fields
-
-
 @overload
 def header(cls: type[_H], /) -> type[_H]: ...
 
 
 @overload
-def header(*, v2: dict[str, str] | None = None, v2_key: str | None = None) -> Callable[[type[_H]], type[_H]]: ...
+def header(*, v2: dict[str, str] | None = None) -> Callable[[type[_H]], type[_H]]: ...
 
 
 @dataclass_transform(kw_only_default=True, field_specifiers=(w,))
-def header(cls: type[_H] | None = None, *, v2: dict[str, str] | None = None,
-           v2_key: str | None = None) -> type[_H] | Callable[[type[_H]], type[_H]]:
+def header(cls: type[_H] | None = None, *, v2: dict[str, str] | None = None
+           ) -> type[_H] | Callable[[type[_H]], type[_H]]:
     """Class decorator: make ``cls`` a slotted kw-only dataclass and generate its codecs.
 
     Args:
         v2: optional second set of wire names (snake_case attribute → wire name), which
             generates ``from_ext_fields_v2`` / ``to_ext_fields_v2`` (the class declares them
-            for the type checker).
-        v2_key: with ``v2``, a V2 wire name always present in V2 requests: ``from_ext_fields``
-            then reads either naming (V2 when the key is present).
+            for the type checker). ``from_ext_fields`` reads the first naming only: a
+            request's code says which naming it uses, never the names present.
     """
 
     def wrap(cls: type[_H]) -> type[_H]:
@@ -342,8 +334,6 @@ def header(cls: type[_H] | None = None, *, v2: dict[str, str] | None = None,
             reader_v2 = _gen_reader(dc, fields, v2_names)
             members.update(WIRE_NAMES_V2=v2_names, from_ext_fields_v2=reader_v2,
                            to_ext_fields_v2=_gen_writer(dc, fields, v2_names, "to_ext_fields_v2"))
-            if v2_key is not None:
-                reader = classmethod(_either(reader.__func__, reader_v2.__func__, v2_key))
         members["from_ext_fields"] = reader
         for name, value in members.items():
             setattr(dc, name, value)
@@ -373,11 +363,13 @@ SEND_MESSAGE_V2_NAMES = {
 }
 
 
-@header(v2=SEND_MESSAGE_V2_NAMES, v2_key="b")  # V2 always carries the topic as `b`
+@header(v2=SEND_MESSAGE_V2_NAMES)
 class SendMessageRequestHeader(Header):
-    """SEND_MESSAGE (10, V1 names) and SEND_MESSAGE_V2 (310, ``a``…``n``); also SEND_BATCH_MESSAGE.
+    """SEND_MESSAGE (10, V1 names) and SEND_MESSAGE_V2 (310, ``a``…``n``); also SEND_BATCH_MESSAGE
+    (320, V2 names) and the replies 324 (V1) / 325 (V2).
 
-    ``from_ext_fields`` accepts either naming (V2 when the key ``b`` is present).
+    ``from_ext_fields`` reads the V1 names only, ``from_ext_fields_v2`` the V2 names only; read a
+    request with :func:`read_send_header`, which picks by its code.
     """
 
     producer_group: str = w("producerGroup")
@@ -402,6 +394,32 @@ class SendMessageRequestHeader(Header):
         def from_ext_fields_v2(cls, ext: Mapping[str, Any]) -> Self: ...
 
         def to_ext_fields_v2(self) -> dict[str, str]: ...
+
+
+# The codes whose header is SendMessageRequestHeaderV2 (one-letter names); every other code
+# carrying a SEND header uses the long names. Java decides by the code alone
+# (AbstractSendMessageProcessor.parseRequestHeader, ReplyMessageProcessor.parseRequestHeader,
+# PlainAccessValidator.parse): a 310 with long names has no topic, a 10 with ``b`` has no
+# second topic. The ACL check and every SEND entry point (Python and rmq/_sendpath.pxi) read
+# by code through these, so no request can name one topic to the ACL and another to the store.
+SEND_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
+                           RequestCode.SEND_REPLY_MESSAGE_V2})
+
+
+def send_wire_names(code: int) -> dict[str, str]:
+    """The wire names (attribute → name) of a SEND header sent with request ``code``."""
+    if code in SEND_V2_CODES:
+        return SendMessageRequestHeader.WIRE_NAMES_V2
+    return SendMessageRequestHeader.WIRE_NAMES
+
+
+def read_send_header(code: int, ext: Mapping[str, Any]) -> SendMessageRequestHeader:
+    """The SEND header of a request with ``code`` (10, 310, 320, 324, 325): the V2 names for
+    310/320/325, the V1 names otherwise; raises ``RemotingCommandError`` naming the missing or
+    bad field of that naming."""
+    if code in SEND_V2_CODES:
+        return SendMessageRequestHeader.from_ext_fields_v2(ext)
+    return SendMessageRequestHeader.from_ext_fields(ext)
 
 
 

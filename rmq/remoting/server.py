@@ -220,6 +220,9 @@ class RemotingServer:
             elif self.tls.mode is TlsMode.ENFORCING:
                 _rlog.warning("tls-enforcing", "%s: closing plain-TCP connection from %s: this server only "
                               "accepts TLS (tls.server.mode=enforcing)", self.name, peer)
+            elif self.tls.require_client_cert:
+                _rlog.warning("tls-enforcing", "%s: closing plain-TCP connection from %s: this server requires "
+                              "a client certificate (tls.server.need.client.auth=require)", self.name, peer)
             else:
                 await loop.connect_accepted_socket(self._make_protocol, sock)
                 handed_over = True

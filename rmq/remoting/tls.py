@@ -28,6 +28,9 @@ Defaults that differ from Java 4.9.8, and why:
 * Client certificates that the server asks for (``tls.server.need.client.auth`` optional or
   require) are always verified against ``tls.server.trustCertPath`` (Java verifies them only
   with ``tls.server.authClient=true``; that key is accepted and ignored).
+* ``tls.server.need.client.auth=require`` with ``permissive``: plain-TCP clients are refused
+  as in ``enforcing`` (Java serves them, so "require" would hold only for those who offer
+  TLS). A plain client cannot present a certificate; an operator who requires one means it.
 * ``tls.server.handshakeTimeoutSeconds`` (rmq only, default 10): a handshake that has not
   completed by then closes the connection. Java bounds it only by the idle timeout (120 s).
 
@@ -139,11 +142,15 @@ class TlsServerOptions:
         mode: :class:`TlsMode` (DISABLED serves plain TCP only).
         context: the server ``ssl.SSLContext``; required unless DISABLED.
         handshake_timeout: seconds a handshake may take (default 10).
+        require_client_cert: ``tls.server.need.client.auth=require`` (default False): then a
+            PERMISSIVE server refuses plain-TCP clients too, which could never show a
+            certificate (Java's permissive mode serves them; see the module docstring).
     """
 
     mode: TlsMode
     context: ssl.SSLContext | None = None
     handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
+    require_client_cert: bool = False
 
     def __post_init__(self) -> None:
         if self.mode is not TlsMode.DISABLED and self.context is None:
@@ -271,7 +278,7 @@ class TlsSettings:
                 raise ConfigError(f"tls.server.need.client.auth={auth.value} needs tls.server.trustCertPath "
                                   "(the CA certificates client certificates are checked against)")
             ctx.verify_mode = ssl.CERT_REQUIRED if auth is ClientAuth.REQUIRE else ssl.CERT_OPTIONAL
-        return TlsServerOptions(mode, ctx, self.handshake_timeout)
+        return TlsServerOptions(mode, ctx, self.handshake_timeout, require_client_cert=auth is ClientAuth.REQUIRE)
 
     def client_context(self) -> ssl.SSLContext:
         """The client side (``tls.client.*``), files loaded and checked."""

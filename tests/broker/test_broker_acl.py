@@ -14,6 +14,7 @@ import yaml
 from rmq._testing import run_standalone, wait_until
 from rmq.broker import acl as broker_acl
 from rmq.broker.acl import AclConfigError, Permission, remote_address_strategy
+from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog
 from rmq.remoting import requests as rq
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials, sign_request
@@ -421,3 +422,164 @@ async def test_java_clients_golden_requests_get_the_java_brokers_answers(acl_bro
             assert not (ours.remark or "").startswith(EXC), (req.code, ours.remark)
             checked["accepted"] += 1
     assert checked["refused"] >= 1 and checked["accepted"] >= 5, checked
+
+
+# ---------------------------------------------------------------- mixed header forms (issue 23, finding 1)
+
+def _v1_fields(topic: str) -> dict[str, str]:
+    header = SendMessageRequestHeader(producer_group="benchmark_producer", topic=topic, default_topic="TBW102",
+                                      default_topic_queue_nums=4, queue_id=0, sys_flag=0, born_timestamp=1,
+                                      flag=0, properties="", reconsume_times=0)
+    return header.to_ext_fields()
+
+
+async def _count(c: RemotingClient, addr: str, topic: str) -> int:
+    resp = await c.invoke(addr, rq.get_max_offset(topic, 0))
+    return int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else 0
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast-path", "python-path"])
+async def test_mixed_header_forms_cannot_send_past_the_acl(tmp_path, fast_path):
+    """The attacker's exact requests: an account allowed PUB only on AclTopic names AclTopic
+    under one naming and Secret under the other. Java reads the naming of the request code only
+    (PlainAccessValidator.parse and parseRequestHeader alike): the 10 lands in AclTopic, the
+    310 and 320 with long names have no topic and are refused; Secret stays empty."""
+    home = tmp_path / "home"
+    write_acl(home, PLAIN_ACL)
+    async with run_standalone(tmp_path / "store", acl_enable=True, rocketmq_home=str(home),
+                              send_fast_path=fast_path) as (ns, broker):
+        addr = broker.broker_addr
+        admin = RemotingClient([f"127.0.0.1:{ns.port}"])
+        admin.add_rpc_hook(AclClientRPCHook(ADMIN))
+        user = RemotingClient([f"127.0.0.1:{ns.port}"])
+        user.add_rpc_hook(AclClientRPCHook(USER))
+        try:
+            for topic in ("Secret", "AclTopic"):
+                made = await admin.invoke(addr, rq.create_topic(CreateTopicRequestHeader(
+                    topic=topic, read_queue_nums=1, write_queue_nums=1, perm=6)))
+                assert made.code == ResponseCode.SUCCESS, made.remark
+            # the account may not send to Secret in either naming when asked plainly
+            for cmd in (send_cmd("Secret"), RemotingCommand.request(RequestCode.SEND_MESSAGE,
+                                                                    _v1_fields("Secret"), b"x")):
+                resp = await user.invoke(addr, cmd)
+                assert resp.code == ResponseCode.SYSTEM_ERROR and "topic:Secret" in (resp.remark or "")
+            # attack 1: SEND_MESSAGE (10) with topic=AclTopic and b=Secret -> stored in AclTopic
+            resp = await user.invoke(addr, RemotingCommand.request(
+                RequestCode.SEND_MESSAGE, {**_v1_fields("AclTopic"), "b": "Secret", "a": "benchmark_producer",
+                                           "e": "0"}, b"attack-1"))
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            assert await _count(admin, addr, "AclTopic") == 1
+            # attacks 2 and 3: 310 and 320 with the long names (topic=Secret) -> no topic: refused
+            for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+                resp = await user.invoke(addr, RemotingCommand.request(code, _v1_fields("Secret"), b"attack"))
+                assert resp.code == ResponseCode.SYSTEM_ERROR, (code, resp.remark)
+                assert "missing required field 'a'" in (resp.remark or ""), resp.remark
+            # a 310 with both namings: the short names are read (AclTopic), the long ones ignored
+            resp = await user.invoke(addr, RemotingCommand.request(
+                RequestCode.SEND_MESSAGE_V2, {**_v1_fields("Secret"), **send_cmd("AclTopic").ext_fields}, b"both"))
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            assert await _count(admin, addr, "Secret") == 0
+            assert await _count(admin, addr, "AclTopic") == 2
+        finally:
+            await admin.close()
+            await user.close()
+
+
+async def test_view_and_query_answer_only_topics_the_account_may_read(acl_broker):
+    """VIEW_MESSAGE_BY_ID names an offset, not a topic, so Java's ACL checks nothing and any
+    account reads any topic's bodies: here the record's topic needs SUB (issue 23, finding 10).
+    QUERY_MESSAGE needs SUB on its topic (Java) and answers only that topic's records."""
+    addr = acl_broker.broker_addr
+    admin, user = acl_broker.test_client(ADMIN), acl_broker.test_client(USER)
+    ids = {}
+    for topic in ("DeniedTopic", "AclTopic"):
+        cmd = send_cmd(topic, b"body of " + topic.encode())
+        cmd.ext_fields["i"] = "KEYS\x01k1\x02"
+        resp = await admin.invoke(addr, cmd)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        ids[topic] = int(resp.ext_fields["msgId"][-16:], 16)
+    view = lambda off: RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(off)})  # noqa: E731
+    resp = await user.invoke(addr, view(ids["DeniedTopic"]))
+    assert resp.code == ResponseCode.SYSTEM_ERROR and not resp.body
+    assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
+    resp = await user.invoke(addr, view(ids["AclTopic"]))
+    assert resp.code == ResponseCode.SUCCESS and b"body of AclTopic" in resp.body_bytes()
+    resp = await admin.invoke(addr, view(ids["DeniedTopic"]))         # an admin reads everything
+    assert resp.code == ResponseCode.SUCCESS and b"body of DeniedTopic" in resp.body_bytes()
+
+    def query(topic: str) -> RemotingCommand:
+        return RemotingCommand.request(RequestCode.QUERY_MESSAGE, {
+            "topic": topic, "key": "k1", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": str(1 << 62)})
+    resp = await user.invoke(addr, query("DeniedTopic"))
+    assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
+    resp = await user.invoke(addr, query("AclTopic"))
+    assert resp.code == ResponseCode.SUCCESS and b"body of DeniedTopic" not in resp.body_bytes()
+
+
+async def test_replies_need_pub_and_the_trace_topic_can_be_denied_per_account(tmp_path):
+    """Java's ACL checks neither 324/325 (a reply could be stored into any topic) nor PUB on
+    RMQ_SYS_TRACE_TOPIC (every account writes it). Replies now need PUB on their topic; the
+    trace topic keeps Java's free pass unless the account lists it (issue 23, finding 10)."""
+    home = tmp_path / "home"
+    write_acl(home, PLAIN_ACL + "\n".join([
+        "  - accessKey: notrace1",
+        "    secretKey: 12345678",
+        "    defaultTopicPerm: DENY",
+        "    defaultGroupPerm: SUB",
+        "    topicPerms:",
+        "      - AclTopic=PUB|SUB",
+        "      - RMQ_SYS_TRACE_TOPIC=DENY", ""]))
+    async with run_standalone(tmp_path / "store", acl_enable=True, rocketmq_home=str(home)) as (ns, broker):
+        addr = broker.broker_addr
+        clients = []
+
+        def client(creds: SessionCredentials) -> RemotingClient:
+            c = RemotingClient([f"127.0.0.1:{ns.port}"])
+            c.add_rpc_hook(AclClientRPCHook(creds))
+            clients.append(c)
+            return c
+        try:
+            user, notrace = client(USER), client(SessionCredentials("notrace1", SECRET))
+            reply_topic = "DefaultCluster_REPLY_TOPIC"
+            header = SendMessageRequestHeader(producer_group="benchmark_producer", topic=reply_topic, queue_id=0,
+                                              properties="MSG_TYPE\x01reply\x02REPLY_TO_CLIENT\x01nobody\x02")
+            resp = await user.invoke(addr, rq.send_reply_message(header, b"r"))
+            assert resp.remark == refusal(f"No default permission for topic:{reply_topic}", CHECK_PERM.format(606))
+            resp = await user.invoke(addr, rq.send_reply_message(header, b"r", v2=False))
+            assert resp.remark == refusal(f"No default permission for topic:{reply_topic}", CHECK_PERM.format(606))
+            # the trace topic: Java's free pass for USER, refused for the account that lists it
+            resp = await user.invoke(addr, send_cmd(TopicValidator.RMQ_SYS_TRACE_TOPIC, b"Pub\x01..."))
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            resp = await notrace.invoke(addr, send_cmd(TopicValidator.RMQ_SYS_TRACE_TOPIC, b"Pub\x01..."))
+            assert resp.remark == refusal("No default permission for topic:RMQ_SYS_TRACE_TOPIC",
+                                          CHECK_PERM.format(611))
+            assert (await notrace.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SUCCESS
+        finally:
+            for c in clients:
+                await c.close()
+
+
+async def test_send_back_copies_only_messages_the_account_may_read(acl_broker):
+    """CONSUMER_SEND_MSG_BACK names a CommitLog offset and a group: Java copies whatever message
+    is there into the group's %RETRY% topic, which the account may then pull. The account must
+    now be able to SUB the message's topic (issue 23, finding 10)."""
+    from rmq.remoting.headers import ConsumerSendMsgBackRequestHeader
+
+    addr = acl_broker.broker_addr
+    admin, user = acl_broker.test_client(ADMIN), acl_broker.test_client(USER)
+    offsets = {}
+    for topic in ("DeniedTopic", "AclTopic"):
+        resp = await admin.invoke(addr, send_cmd(topic, b"body of " + topic.encode()))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        offsets[topic] = int(resp.ext_fields["msgId"][-16:], 16)
+
+    def back(topic: str) -> RemotingCommand:
+        return rq.consumer_send_msg_back(ConsumerSendMsgBackRequestHeader(
+            offset=offsets[topic], group="anyGroup", delay_level=-1, origin_topic="AclTopic"))
+    resp = await user.invoke(addr, back("DeniedTopic"))
+    assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
+    resp = await user.invoke(addr, back("AclTopic"))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    # delayLevel -1: straight to the group's DLQ, which holds the one allowed copy only
+    dlq = await admin.invoke(addr, rq.get_max_offset("%DLQ%anyGroup", 0))
+    assert dlq.code == ResponseCode.SUCCESS and dlq.ext_fields["offset"] == "1", dlq.remark

@@ -252,3 +252,19 @@ async def test_message_index_enable_false_in_a_daemon(tmp_path):
         finally:
             await client.close()
     assert not (store / "index").exists() or os.listdir(store / "index") == []
+
+
+async def test_query_answers_only_the_topic_asked_for(env):
+    """"AaTopic#K" and "BBTopic#K" have the same Java hashCode, so the index finds both records
+    for either topic. Java answers both (its clients drop the other topic's); rmq answers only
+    the topic asked for, the one the ACL checked (issue 23, finding 10)."""
+    from rmq import _store
+
+    assert _store.index_key_hash("AaTopic", "K") == _store.index_key_hash("BBTopic", "K")
+    for topic in ("AaTopic", "BBTopic"):
+        await env.create_topic(topic, 1)
+        assert (await env.send(topic, topic.encode(), keys="K")).code == ResponseCode.SUCCESS
+    for topic in ("AaTopic", "BBTopic"):
+        resp = await env.call(RequestCode.QUERY_MESSAGE, query("K", topic=topic))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        assert [r.body for r in decode_records(resp.body)] == [topic.encode()]

@@ -384,3 +384,25 @@ async def test_client_sends_take_the_frame_path_and_match(pair):
     assert f_res == s_res and f_rec == s_rec and f_stats == s_stats
     assert [code_of(r) for r in f_res[0]] == [0] * (2 * len(sends) + 1)
     assert fast.send_processor.fast.frames - before >= len(sends)
+
+
+@pytest.mark.parametrize("ser", [0, 1])
+async def test_mixed_header_forms_are_read_by_the_request_code(pair, ser):
+    """Each SEND names FrameT in the naming of its code and FrameU in the other one: the frame
+    path, like the Python path and Java's parseRequestHeader, reads the code's naming only
+    (issue 23, finding 1), so everything stored lands in FrameT; a 310 whose short names are
+    missing is refused, whatever long names it carries."""
+    long_t = {"producerGroup": "pg", "topic": "FrameT", "queueId": "1"}
+    short_u = {"a": "pg", "b": "FrameU", "e": "1"}
+    frames = [frame(10, {**long_t, **short_u}, b"ten", ser, 7001),
+              frame(310, {**short_u, "b": "FrameT", "topic": "FrameU", "queueId": "1"}, b"v2", ser, 7002),
+              frame(310, {**long_t, "topic": "FrameU"}, b"no short names", ser, 7003)]
+    taken = pair[0].send_processor.fast.frames
+    (f_res, f_rec, f_stats), (s_res, s_rec, s_stats) = await both(pair, frames)
+    assert pair[0].send_processor.fast.frames - taken >= 3          # these two and the probe, from their frames
+    assert f_res == s_res and f_rec == s_rec and f_stats == s_stats and not f_res[1]
+    assert [code_of(r) for r in f_res[0][:3]] == [ResponseCode.SUCCESS, ResponseCode.SUCCESS,
+                                                  ResponseCode.SYSTEM_ERROR]
+    for b in pair:                                        # the warm-up's one, and these two
+        assert b.message_store.get_max_offset_in_queue("FrameT", 1) == 3
+        assert b.message_store.get_max_offset_in_queue("FrameU", 1) == 1

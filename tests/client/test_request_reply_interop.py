@@ -17,6 +17,7 @@ from sdk_support import create_topic
 import rmq
 from rmq._testing import run_standalone, wait_until
 from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting import requests as rq
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 HEART_BEAT, SEND_MESSAGE_V2, SEND_REPLY_MESSAGE, SEND_REPLY_MESSAGE_V2, PUSH_REPLY = 34, 310, 324, 325, 326
@@ -232,3 +233,75 @@ async def test_the_broker_answers_as_java_when_the_push_fails(tmp_path, unique):
             await responder.close()
             await refusing.close()
             await silent.close()
+
+
+def _reply_to(client_id: str, topic: str = "DefaultCluster_REPLY_TOPIC") -> dict[str, str]:
+    props = _props(CORRELATION_ID=str(uuid.uuid4()), REPLY_TO_CLIENT=client_id, TTL="3000", MSG_TYPE="reply",
+                   UNIQ_KEY=uuid.uuid4().hex.upper(), WAIT="true")
+    return {"a": "JRG", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0",
+            "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false"}
+
+
+async def test_silent_requesters_hold_only_their_own_share_of_replies(tmp_path):
+    """Four requesters that never answer their pushes, 64 pipelined replies each (Java's reply
+    executor and the old pool had 256 slots: they held all of them and a legitimate reply waited
+    for callClientTimeoutMills). Now each holds at most maxReplyPushesPerClient replies and
+    MAX_REPLY_BYTES_PER_CLIENT bytes, past which a reply is refused at once, and another
+    requester's reply is pushed while they wait (issue 23, finding 10)."""
+    from rmq.broker.processors.reply import MAX_REPLY_BYTES_PER_CLIENT
+
+    async with run_standalone(tmp_path / "store", call_client_timeout_mills=120_000) as (ns, broker):
+        addr = broker.broker_addr
+        silent = [JavaRequester(addr, answer="hang") for _ in range(5)]
+        live = JavaRequester(addr)
+        responder = RemotingClient()
+        try:
+            for j in (*silent, live):
+                await j.heartbeat()
+            held = [asyncio.create_task(responder.invoke(addr, _java(SEND_REPLY_MESSAGE_V2, _reply_to(j.client_id),
+                                                                     b"r"), timeout=300))
+                    for j in silent[:4] for _ in range(64)]
+            await wait_until(lambda: all(len(j.pushes) == 64 for j in silent[:4]), 60, what="256 pushes waiting")
+            resp = await responder.invoke(addr, _java(SEND_REPLY_MESSAGE_V2, _reply_to(silent[0].client_id), b"r"),
+                                          timeout=30)
+            assert resp.code == 1 and "maxReplyPushesPerClient=64" in resp.remark, resp.remark
+            resp = await responder.invoke(addr, _java(SEND_REPLY_MESSAGE_V2, _reply_to(live.client_id), b"live"),
+                                          timeout=30)
+            assert resp.code == 0, resp.remark
+            assert [p.body_bytes() for p in live.pushes] == [b"live"]
+            # pipelined big replies to one silent requester: bounded in bytes as well
+            mib = b"x" * (1 << 20)
+            big = [asyncio.create_task(responder.invoke(addr, _java(SEND_REPLY_MESSAGE_V2,
+                                                                    _reply_to(silent[4].client_id), mib), timeout=300))
+                   for _ in range(MAX_REPLY_BYTES_PER_CLIENT // len(mib) + 4)]
+            refused = await asyncio.gather(*big[-4:])
+            assert all(r.code == 1 and "bytes" in r.remark for r in refused), [r.remark for r in refused]
+            assert len(silent[4].pushes) <= MAX_REPLY_BYTES_PER_CLIENT // len(mib)
+            for j in silent:
+                j.release.set()
+            assert {r.code for r in await asyncio.gather(*held, *big[:-4])} == {0}
+        finally:
+            await responder.close()
+            for j in (*silent, live):
+                await j.close()
+
+
+async def test_a_reply_goes_only_to_the_reply_topic(tmp_path, unique):
+    """Java stores a reply (324/325) into whatever topic it names; rmq takes replies only to
+    the cluster's reply topic (issue 23, finding 10)."""
+    async with run_standalone(tmp_path / "store") as (ns, broker):
+        topic = unique("NotReply")
+        await create_topic(broker.broker_addr, topic)
+        live = JavaRequester(broker.broker_addr)
+        try:
+            await live.heartbeat()
+            for code, ext in ((SEND_REPLY_MESSAGE_V2, _reply_to(live.client_id, topic)),
+                              (SEND_REPLY_MESSAGE, {"producerGroup": "JRG", "topic": topic, "queueId": "0",
+                                                    "properties": _reply_to(live.client_id)["i"]})):
+                resp = await live.remoting.invoke(broker.broker_addr, _java(code, ext, b"r"))
+                assert resp.code == 1 and "DefaultCluster_REPLY_TOPIC" in resp.remark, resp.remark
+            assert not live.pushes
+            resp = await live.remoting.invoke(broker.broker_addr, rq.get_max_offset(topic, 0))
+            assert resp.code == 0 and resp.ext_fields["offset"] == "0"
+        finally:
+            await live.close()

@@ -1,6 +1,7 @@
 """PushConsumer against a real in-process name server + broker."""
 import asyncio
 import json
+import logging
 import os
 
 import pytest
@@ -565,3 +566,39 @@ async def test_orderly_iterator_holds_the_queue_locks_and_cannot_skip(cluster, n
         await wait_until(lambda: min(pq.last_lock_time for pq in pqs) > renewed_after, what="locks renewed")
     assert seen == {0: [0, 2, 4, 6, 8], 1: [1, 3, 5, 7, 9]}
     assert await _stored_offsets(broker.broker_addr, cg, topic, 2) == {0: 5, 1: 5}
+
+
+async def test_failing_handler_logs_one_traceback_then_rate_limited_lines(cluster, namesrv_addr, unique, tmp_path,
+                                                                            caplog):
+    """A handler that raises on every message once wrote a full traceback per failure (issue 23,
+    finding 9): now the first failure carries its traceback and after it the group gets one line
+    per 10 s with a count, however many messages fail. (BROADCASTING drops a failed message, so
+    its "dropped" line is counted too; the bound is in the number of 10 s intervals the test
+    took, so a slow machine cannot break it.)"""
+    import time
+
+    ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=2)
+    failures = []
+
+    async def handler(msg):
+        failures.append(msg.body)
+        raise RuntimeError("handler always fails")
+
+    caplog.set_level(logging.WARNING, logger="rmq.client")
+    start = time.monotonic()
+    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, message_model=rmq.MessageModel.BROADCASTING,
+                         consume_from_where=FIRST, offset_store_dir=str(tmp_path / "offsets"))
+    c.subscribe(topic)
+    async with c:
+        await _produce(namesrv_addr, topic, [b"%d" % i for i in range(200)], unique("PG"))
+        await wait_until(lambda: c.stats["consumed_failed"] >= 200, timeout=60, what="200 failures")
+    intervals = int((time.monotonic() - start) // 10) + 1
+    lines = [r for r in caplog.records if r.name == "rmq.client" and cg in r.getMessage()]
+    raised = [r for r in lines if "handler raised" in r.getMessage()]
+    assert len(failures) >= 200
+    assert raised and raised[0].exc_info is not None                  # the first: with its traceback
+    assert all(r.exc_info is None for r in raised[1:])
+    assert len(raised) <= intervals, [r.getMessage() for r in raised]
+    assert len(lines) <= 2 * intervals, [r.getMessage() for r in lines]

@@ -290,3 +290,18 @@ def test_small_parts_are_joined_for_tls_records():
     assert out[1] is big  # a part of a record's size or more is passed on as it is (no copy)
     assert [len(p) for p in out] == [154, 20_000, 16_510]  # runs stop once past 16 KiB
     assert _join_small_parts([b"only"]) == [b"only"]
+
+
+async def test_permissive_with_required_client_certificate_refuses_plain_clients(pki, caplog):
+    """tls.server.need.client.auth=require in permissive mode: a plain client cannot show a
+    certificate, so it is refused (issue 23, finding 10; Java serves it); a TLS client with a
+    known certificate is served."""
+    caplog.set_level(logging.WARNING, "rmq.remoting")
+    async with _server(pki, "permissive", need_client_auth="require") as server:
+        async with RemotingClient() as plain:
+            with pytest.raises(RemotingConnectError):
+                await _echo(plain, server.address)
+        async with RemotingClient(tls=pki.client_context(with_cert=True)) as known:
+            assert await _echo(known, server.address) == b"hello"
+            assert [c.transport_info("ssl_object") is not None for c in server.connections] == [True]
+    assert any("tls.server.need.client.auth=require" in r.getMessage() for r in caplog.records)

@@ -13,6 +13,11 @@ Java QueryMessageProcessor (12, 33) and AdminBrokerProcessor.queryTopicConsumeBy
 * QUERY_TOPIC_CONSUME_BY_WHO: ``{"groupList":[...]}``: the groups subscribed to the topic
   (consumer manager) and the groups with offsets for it.
 
+Beyond Java (issue 23, finding 10): QUERY_MESSAGE answers only records of the topic asked for
+(the index also finds other topics' records whose key hash collides; Java's clients drop them,
+so no client misses them), and with ACL on VIEW_MESSAGE_BY_ID answers a record only when the
+account may SUB its topic (Java answers any record to any account that passes the ACL).
+
 Synchronous: the index and the CommitLog are read on the event loop (a query walks at most
 ``maxMsgsNumBatch`` entries per matching file and copies as many records).
 """
@@ -20,8 +25,11 @@ from __future__ import annotations
 
 import logging
 
+from rmq import _store
+from rmq.broker.acl import refuse_acl
 from rmq.broker.processors.common import bad_request
 from rmq.common.constants import MixAll
+from rmq.common.message import RecordSpan
 from rmq.errors import RemotingCommandError
 from rmq.remoting.body.message import GroupList
 from rmq.remoting.codes import RequestCode, ResponseCode
@@ -34,6 +42,11 @@ from rmq.remoting.headers import (
 )
 
 log = logging.getLogger("rmq.broker")
+
+
+def _record_topic(record: bytes) -> str:
+    span = RecordSpan(*_store.record_span(record))
+    return record[span.topic_at:span.topic_at + span.topic_len].decode("utf-8", "replace")
 
 QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 
@@ -49,12 +62,12 @@ class QueryMessageProcessor:
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
         try:
             if cmd.code == RequestCode.QUERY_MESSAGE:
                 return self.query_message(cmd)
             if cmd.code == RequestCode.VIEW_MESSAGE_BY_ID:
-                return self.view_message_by_id(cmd)
+                return self.view_message_by_id(conn, cmd)
             return self.query_topic_consume_by_who(cmd)
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
@@ -68,15 +81,24 @@ class QueryMessageProcessor:
         result = store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
         ext = QueryMessageResponseHeader(index_last_update_timestamp=result.index_last_update_timestamp,
                                          index_last_update_phyoffset=result.index_last_update_phyoffset).to_ext_fields()
-        if result.buffer_total_size > 0:
-            return cmd.response(ResponseCode.SUCCESS, None, ext, body=list(result.buffers))
+        # only the topic asked for (and checked by the ACL): a colliding hash finds others' records
+        found = [b for b in result.buffers if _record_topic(b) == h.topic]
+        if found:
+            return cmd.response(ResponseCode.SUCCESS, None, ext, body=found)
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK, ext)
 
-    def view_message_by_id(self, cmd: RemotingCommand) -> RemotingCommand:
+    def view_message_by_id(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
         h = ViewMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         data = self.controller.message_store.select_one_message_by_offset(h.offset)
         if data is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}", {})
+        acl = self.controller.acl
+        if acl is not None:
+            refusal = acl.may_read(cmd, conn.remote_addr.rpartition(":")[0], _record_topic(data))
+            if refusal is not None:
+                # answered as the ACL answers a refused request (Java's remark and code)
+                refuse_acl(conn, cmd, refusal)
+                return None
         return cmd.response(ResponseCode.SUCCESS, None, {}, body=data)
 
     def query_topic_consume_by_who(self, cmd: RemotingCommand) -> RemotingCommand:

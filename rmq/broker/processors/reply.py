@@ -19,9 +19,18 @@ channel of <id> not found.`` (the requester is gone), ``push reply message to <i
 (its answer was not SUCCESS, or it did not answer within ``callClientTimeoutMills``), or
 ``reply message properties[REPLY_TO_CLIENT] is null``.
 
-Bounds: the processor runs in its own pool (as Java's ``replyMessageExecutor``), and at most
-``maxReplyPushesPerClient`` pushes wait for one requester at a time; past it the reply is
-refused, so a requester that stops answering holds only its own replies.
+Beyond Java (issue 23, finding 10):
+
+* a reply must go to this cluster's ``<cluster>_REPLY_TOPIC`` (the topic Java's
+  ``MessageUtil.createReplyMessage`` names); Java stores a reply into whatever topic it names.
+  With ACL on, 324/325 also need PUB on that topic (rmq.broker.acl.request_resources).
+* Bounds, taken when the reply arrives, before it waits for a slot of the reply pool: at most
+  ``maxReplyPushesPerClient`` replies and :data:`MAX_REPLY_BYTES_PER_CLIENT` bytes of bodies
+  are admitted for one requester at a time; past either the reply is refused at once
+  (SYSTEM_ERROR). A requester that never answers its pushes therefore holds only its own
+  share, pipelined replies cannot grow the broker past (live requesters x that share), and the
+  pool (its own, as Java's ``replyMessageExecutor``) has room for thousands of waiting pushes,
+  so a few silent requesters cannot hold every slot and delay other requesters' replies.
 """
 from __future__ import annotations
 
@@ -32,17 +41,21 @@ from typing import Any
 
 from rmq.broker.processors.common import bad_request, split_host
 from rmq.broker.processors.send import SendMessageProcessor
+from rmq.common.constants import MixAll
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
 from rmq.remoting import requests as rq
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHeader
+from rmq.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHeader, read_send_header
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
+
+#: bytes of reply bodies admitted for one requester at a time (see the module docstring)
+MAX_REPLY_BYTES_PER_CLIENT = 16 * 1024 * 1024
 
 _STORED_OK = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLAVE_NOT_AVAILABLE"})
 
@@ -55,27 +68,62 @@ class ReplyMessageProcessor:
     def __init__(self, controller: Any) -> None:
         self.controller = controller
         self._send = SendMessageProcessor(controller)  # its msgCheck (one implementation)
-        #: client id -> pushes waiting for that client's answer
-        self._in_flight: dict[str, int] = {}
+        #: client id -> [replies admitted, body bytes admitted] for that requester
+        self._in_flight: dict[str, list[int]] = {}
 
     def reject_request(self) -> bool:
         return False
 
     def process_request(self, conn: Any, cmd: RemotingCommand) -> Any:
         try:
-            ext = cmd.ext_fields or {}
-            if cmd.code == RequestCode.SEND_REPLY_MESSAGE_V2:
-                header = SendMessageRequestHeader.from_ext_fields_v2(ext)
-            else:
-                header = SendMessageRequestHeader.from_ext_fields(ext)
+            header = read_send_header(cmd.code, cmd.ext_fields or {})
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
-        return self._process(conn, cmd, header)
-
-    async def _process(self, conn: Any, cmd: RemotingCommand, header: SendMessageRequestHeader) -> RemotingCommand:
         bc = self.controller.broker_config
         # Java adds these two to every reply of this processor, also to refusals
         extra = {"MSG_REGION": bc.region_id, "TRACE_ON": "true" if bc.trace_on else "false"}
+        reply_topic = MixAll.get_reply_topic(bc.broker_cluster_name)
+        if header.topic != reply_topic:
+            _rlog.warning("reply-topic", "reply from %s to topic %s refused: replies go to %s", conn.remote_addr,
+                          clip(header.topic), reply_topic)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"a reply message must be sent to the reply topic "
+                                f"{reply_topic}, not {clip_remark(header.topic)}", dict(extra))
+        properties = header.properties or ""
+        sender_id = string_to_properties(properties).get(MessageConst.MESSAGE_REPLY_TO_CLIENT)
+        size = cmd.body_length() if cmd.body is not None else 0
+        if sender_id is not None:
+            held = self._in_flight.get(sender_id)
+            limit = bc.max_reply_pushes_per_client
+            if held is not None and (held[0] >= limit or held[1] + size > MAX_REPLY_BYTES_PER_CLIENT):
+                _rlog.warning("reply-too-many", "reply to %s refused: %d replies (%d bytes) already wait for its "
+                              "answers (maxReplyPushesPerClient=%d, %d bytes)", clip(sender_id), held[0], held[1],
+                              limit, MAX_REPLY_BYTES_PER_CLIENT)
+                return cmd.response(ResponseCode.SYSTEM_ERROR, (
+                    f"push reply message to <{clip_remark(sender_id)}> refused: {held[0]} replies "
+                    f"({held[1]} bytes) are already waiting for that client (maxReplyPushesPerClient={limit}, "
+                    f"at most {MAX_REPLY_BYTES_PER_CLIENT} bytes)"), dict(extra))
+            if held is None:
+                self._in_flight[sender_id] = [1, size]
+            else:
+                held[0] += 1
+                held[1] += size
+        return self._admitted(conn, cmd, header, extra, sender_id, size)
+
+    async def _admitted(self, conn: Any, cmd: RemotingCommand, header: SendMessageRequestHeader,
+                        extra: dict[str, str], sender_id: str | None, size: int) -> RemotingCommand:
+        try:
+            return await self._process(conn, cmd, header, extra)
+        finally:
+            if sender_id is not None:
+                held = self._in_flight[sender_id]
+                held[0] -= 1
+                held[1] -= size
+                if not held[0]:
+                    del self._in_flight[sender_id]
+
+    async def _process(self, conn: Any, cmd: RemotingCommand, header: SendMessageRequestHeader,
+                       extra: dict[str, str]) -> RemotingCommand:
+        bc = self.controller.broker_config
         tc, error = self._send._msg_check(conn, cmd, header)
         if error is not None:
             error.ext_fields = {**(error.ext_fields or {}), **extra}
@@ -113,13 +161,6 @@ class ReplyMessageProcessor:
             remark = f"push reply message fail, channel of <{clip_remark(sender_id)}> not found."
             _rlog.warning("reply-no-channel", "%s", clip(remark))
             return False, remark
-        limit = self.controller.broker_config.max_reply_pushes_per_client
-        waiting = self._in_flight.get(sender_id, 0)
-        if waiting >= limit:
-            _rlog.warning("reply-too-many", "reply to %s refused: %d pushes already wait for its answer "
-                          "(maxReplyPushesPerClient)", clip(sender_id), waiting)
-            return False, (f"push reply message to <{clip_remark(sender_id)}> refused: {waiting} replies are "
-                           f"already waiting for that client (maxReplyPushesPerClient={limit})")
         props[MessageConst.PUSH_REPLY_TIME] = str(int(time.time() * 1000))
         push = ReplyMessageRequestHeader(
             producer_group=header.producer_group, topic=header.topic,
@@ -130,18 +171,11 @@ class ReplyMessageProcessor:
             born_host=conn.remote_addr, store_host=self.controller.broker_addr,
             store_timestamp=int(time.time() * 1000))
         timeout = self.controller.broker_config.call_client_timeout_mills / 1000.0
-        self._in_flight[sender_id] = waiting + 1
         try:
             answer = await target.invoke(rq.push_reply_message(push, body), timeout=timeout)
         except Exception as e:  # noqa: BLE001 - a timeout, a closed connection: answered as Java
             _rlog.warning("reply-push-failed", "push reply message to <%s> fail: %s", clip(sender_id), clip(repr(e)))
             return False, f"push reply message to {clip_remark(sender_id)}fail."
-        finally:
-            left = self._in_flight[sender_id] - 1
-            if left:
-                self._in_flight[sender_id] = left
-            else:
-                del self._in_flight[sender_id]
         if answer.code != ResponseCode.SUCCESS:
             _rlog.warning("reply-push-refused", "push reply message to <%s> return fail, response remark: %s",
                           clip(sender_id), clip(answer.remark))

@@ -34,18 +34,13 @@ from rmq.common.message import MessageConst, properties_to_string, string_to_pro
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
-from rmq.remoting.headers import SendMessageRequestHeader
+from rmq.remoting.headers import SendMessageRequestHeader, read_send_header
 from rmq.store import MessageInner, PutMessageStatus
 from rmq.store.message import host_bytes
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
-# The SEND path reads V2 headers straight with the V2 reader (one call fewer than the reader
-# that picks V1 or V2 by the presence of V2's topic name).
-_V2_TOPIC = SendMessageRequestHeader.WIRE_NAMES_V2["topic"]
-_read_v2 = SendMessageRequestHeader.from_ext_fields_v2
-_read_either = SendMessageRequestHeader.from_ext_fields
 _PERM_WRITE = PermName.PERM_WRITE
 _NOT_ALLOWED_SEND = TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET
 
@@ -166,8 +161,8 @@ class SendMessageProcessor:
                     conn.send_response_frame(frame)
                 return None
         try:
-            ext = cmd.ext_fields
-            header = _read_v2(ext) if _V2_TOPIC in ext else _read_either(ext)
+            # by the request code, as the ACL check read it (Java parseRequestHeader)
+            header = read_send_header(cmd.code, cmd.ext_fields)
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
         batch = cmd.code == RequestCode.SEND_BATCH_MESSAGE or bool(header.batch)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import random
 
+from rmq.broker.acl import refuse_acl
 from rmq.broker.message_copy import copy_to_inner
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName, TopicValidator
@@ -137,7 +138,7 @@ class ConsumerSendMsgBackProcessor:
     def reject_request(self) -> bool:
         return False
 
-    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
         try:
             header = ConsumerSendMsgBackRequestHeader.from_ext_fields(cmd.ext_fields)
         except RemotingCommandError as e:
@@ -171,6 +172,15 @@ class ConsumerSendMsgBackProcessor:
                           who, clip(group),
                           header.offset)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}", {})
+        if c.acl is not None:
+            # The request names a CommitLog offset, not a topic: Java copies whatever message is
+            # there into the group's retry topic, where the account can then pull it. Here the
+            # account must be able to SUB the message's topic (a consumer sends back what it
+            # consumed: its topic or its group's %RETRY% topic). Issue 23, finding 10.
+            refusal = c.acl.may_read(cmd, who.rpartition(":")[0], ext.topic)
+            if refusal is not None:
+                refuse_acl(conn, cmd, refusal)
+                return None
 
         props = dict(ext.properties)
         props.setdefault(MessageConst.RETRY_TOPIC, ext.topic)

@@ -114,6 +114,9 @@ class _HandlerService(ConsumeMessageService):
         self._busy = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        # the first failure is logged with its traceback; after it one line per group per 10 s
+        # with a count (a handler that always raises once wrote a traceback per message)
+        self._traceback_logged = False
 
     async def call_handler(self, msgs: list[MessageExt]) -> bool:
         """True when the handler consumed ``msgs`` (returned None/SUCCESS)."""
@@ -148,15 +151,18 @@ class _HandlerService(ConsumeMessageService):
                 result = await result
         except asyncio.CancelledError:
             raise
-        except Exception as e:
-            log.warning("group %s: handler raised on %s@%d: %r (will consume later)", self._consumer.group,
-                        msgs[0].topic, msgs[0].queue_offset, e, exc_info=True)
+        except Exception as e:  # noqa: BLE001 - any handler error means "consume later"; logged below
+            if _rlog.warning(f"handler-raised:{self._consumer.group}",
+                             "group %s: handler raised on %s@%d: %r (will consume later)", self._consumer.group,
+                             msgs[0].topic, msgs[0].queue_offset, e, exc_info=not self._traceback_logged):
+                self._traceback_logged = True
             return False
         if result is None or result is ConsumeResult.SUCCESS:
             return True
         if isinstance(result, ConsumeResult):
             return False
-        log.warning("group %s: handler returned %r; treating as RECONSUME_LATER", self._consumer.group, result)
+        _rlog.warning(f"handler-returned:{self._consumer.group}",
+                      "group %s: handler returned %r; treating as RECONSUME_LATER", self._consumer.group, result)
         return False
 
     async def wait_idle(self, timeout: float) -> None:
@@ -280,8 +286,8 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         c.stats["consumed_failed"] += len(req.msgs)
         if c.message_model is MessageModel.BROADCASTING:
             for m in req.msgs:
-                log.warning("group %s: BROADCASTING consume failed, dropped: %s@%d", c.group, m.topic,
-                            m.queue_offset)
+                _rlog.warning(f"broadcast-dropped:{c.group}", "group %s: BROADCASTING consume failed, dropped: %s@%d",
+                              c.group, m.topic, m.queue_offset)
             self.commit_consumed(pq, req.msgs)
             return
         failed_back: list[MessageExt] = []

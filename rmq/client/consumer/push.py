@@ -397,8 +397,9 @@ class PushConsumerImpl(ConsumerBase):
                 delay_level=delay_level, origin_msg_id=msg.msg_id, origin_topic=msg.topic,
                 max_reconsume_times=self.max_reconsume_times if self.max_reconsume_times >= 0 else 16)
         except RMQError as e:
-            log.warning("group %s: send back of %s failed, retrying locally: %r", self.group,
-                        msg.msg_id, e)
+            # per failed message: one line per group per 10 s with a count
+            _rlog.warning(f"send-back-failed:{self.group}", "group %s: send back of %s failed, retrying locally: %r",
+                          self.group, msg.msg_id, e)
             return False
         self.stats["sent_back"] += 1
         return True
