@@ -576,6 +576,9 @@ class Configuration:
     live: frozenset[str] = frozenset()
     #: camelCase keys never changed remotely (Java ``configBlackList``).
     black_list: frozenset[str] = frozenset()
+    #: camelCase keys whose value is never shown (GET_BROKER_CONFIG is answered to any client
+    #: the ACL lets in): a set value reads as ``******``.
+    secrets: frozenset[str] = frozenset({"haAuthSecret"})
 
     def __init__(self, *targets: typing.Any) -> None:
         self.targets = targets
@@ -593,7 +596,7 @@ class Configuration:
         out: dict[str, object] = {}
         for t in self.targets:
             for k, v in describe(t).items():
-                out.setdefault(k, v)
+                out.setdefault(k, "******" if v and k in self.secrets else v)
         return out
 
     def get_all_configs_format_string(self) -> str:
