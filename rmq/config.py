@@ -191,9 +191,13 @@ class BrokerConfig:
             Python processor: for comparisons).
         transaction_time_out: ms before an unresolved half message is checked back (6000).
         transaction_check_interval: ms between transaction check runs (60 000).
-        metrics_port: the Prometheus ``/metrics`` HTTP port, bound on ``listen_host`` (5557 as
+        metrics_port: the Prometheus ``/metrics`` HTTP port, bound on ``metrics_host`` (5557 as
             rocketmq-exporter's; 0 = no endpoint; a port already taken is one warning and the
             broker runs without it).
+        metrics_host: the address ``/metrics`` binds; "" (default) = ``listen_host``.
+        namesrv_access_key / namesrv_secret_key: the keys the broker signs its name-server
+            requests with (both or neither; default none, as Java's broker); a name server with
+            ``aclEnable`` needs them, of an account with ``admin: true``.
         metrics_max_queue_series: per-queue lag series one scrape carries at most (100 000;
             the per-group totals are always complete).
         transaction_check_max: checks of one half message before it is rolled back (15).
@@ -331,6 +335,10 @@ class BrokerConfig:
     # Prometheus /metrics (rmq.broker.metrics): the HTTP port (rocketmq-exporter's 5557; 0 = none;
     # a taken port is a warning, the broker runs on) and the per-queue lag series a scrape carries.
     metrics_port: int = setting(5557, lo=0, hi=65535)
+    # The address /metrics binds; "" (default) = listenHost (loopback unless told otherwise), so
+    # metrics are never more exposed than the broker itself; set 127.0.0.1 to keep them local
+    # on a broker that listens on every interface (the series name topics, groups and clients).
+    metrics_host: str = ""
     metrics_max_queue_series: int = setting(100_000, lo=0, hi=10_000_000)
 
     @property
