@@ -75,8 +75,8 @@ class NamesrvConfig:
         listen_host: address to bind; ``127.0.0.1`` unless told otherwise.
         listen_port: TCP port, 9876 (Java's default).
         broker_channel_expired_seconds: a broker that has not registered for this long is
-            dropped from every route (Java ``BROKER_CHANNEL_EXPIRED_TIME``, 120 s).
-        scan_not_active_broker_interval: seconds between expiry sweeps (Java 10 s).
+            dropped from every route (Java ``BROKER_CHANNEL_EXPIRED_TIME``, 120 s; 60..86 400).
+        scan_not_active_broker_interval: seconds between expiry sweeps (Java 10 s; 1..86 400).
         idle_timeout: connections with no traffic for this long are closed (120 s).
         max_brokers: broker addresses registered at once; past it REGISTER_BROKER is refused
             (2048).
@@ -90,12 +90,23 @@ class NamesrvConfig:
             ``kvConfigPath``); "" (default) keeps the table in memory only.
         config_store_path: where UPDATE_NAMESRV_CONFIG persists an accepted change (Java
             ``configStorePath``); "" (default) = ``rmq namesrv -c FILE``'s FILE, else nowhere.
+        acl_enable: refuse the write codes (registrations, KV writes, config updates, write
+            permission, topic deletion) unless signed by an admin account of
+            ``<rocketmqHome>/conf/plain_acl.yml`` or sent from a white address (False).
+        rocketmq_home: where the accounts are (default ``$ROCKETMQ_HOME``); needed with
+            ``acl_enable``.
+        acl_watch_interval_ms: ms between two looks at the accounts files (500).
     """
 
     listen_host: str = "127.0.0.1"
     listen_port: int = setting(9876, lo=0, hi=65535)
-    broker_channel_expired_seconds: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
-    scan_not_active_broker_interval: float = setting(10.0, lo=0.001, hi=86_400.0, unit="s")
+    # Bounded below so neither the config file nor UPDATE_NAMESRV_CONFIG can break routing: an
+    # expiry shorter than a broker's registration period drops live brokers between two
+    # registrations (Java brokers register every 30 s by default, never less often than every
+    # 60 s: BrokerController clamps registerNameServerPeriod to 10..60 s), and a scan more
+    # often than every second only burns the loop.
+    broker_channel_expired_seconds: float = setting(120.0, lo=60.0, hi=86_400.0, unit="s")
+    scan_not_active_broker_interval: float = setting(10.0, lo=1.0, hi=86_400.0, unit="s")
     idle_timeout: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
     max_brokers: int = setting(2048, lo=1, hi=1_000_000)
     max_topics_per_broker: int = setting(100_000, lo=1, hi=10_000_000)
@@ -106,6 +117,11 @@ class NamesrvConfig:
     max_kv_value_chars: int = setting(65_536, lo=1, hi=16 * 1024 * 1024)
     kv_config_path: str = ""
     config_store_path: str = ""
+    # Not in Java: guard the write codes with the broker's ACL accounts (rmq.namesrv.acl). Off
+    # by default: Java 4.9.8's brokers and tools never sign what they send a name server.
+    acl_enable: bool = setting(False, choices=(False, True))
+    rocketmq_home: str | None = None
+    acl_watch_interval_ms: int = setting(500, lo=50, hi=60_000, unit="ms")
 
 
 @dataclass(slots=True)
@@ -175,9 +191,13 @@ class BrokerConfig:
             Python processor: for comparisons).
         transaction_time_out: ms before an unresolved half message is checked back (6000).
         transaction_check_interval: ms between transaction check runs (60 000).
-        metrics_port: the Prometheus ``/metrics`` HTTP port, bound on ``listen_host`` (5557 as
+        metrics_port: the Prometheus ``/metrics`` HTTP port, bound on ``metrics_host`` (5557 as
             rocketmq-exporter's; 0 = no endpoint; a port already taken is one warning and the
             broker runs without it).
+        metrics_host: the address ``/metrics`` binds; "" (default) = ``listen_host``.
+        namesrv_access_key / namesrv_secret_key: the keys the broker signs its name-server
+            requests with (both or neither; default none, as Java's broker); a name server with
+            ``aclEnable`` needs them, of an account with ``admin: true``.
         metrics_max_queue_series: per-queue lag series one scrape carries at most (100 000;
             the per-group totals are always complete).
         transaction_check_max: checks of one half message before it is rolled back (15).
@@ -308,9 +328,17 @@ class BrokerConfig:
     acl_enable: bool = setting(False, choices=(False, True))
     rocketmq_home: str | None = None
     acl_watch_interval_ms: int = setting(500, lo=50, hi=60_000, unit="ms")
+    # Not in Java: the keys this broker signs its name-server requests with (a name server with
+    # aclEnable refuses unsigned registrations); the account needs admin: true there.
+    namesrv_access_key: str | None = None
+    namesrv_secret_key: str | None = None
     # Prometheus /metrics (rmq.broker.metrics): the HTTP port (rocketmq-exporter's 5557; 0 = none;
     # a taken port is a warning, the broker runs on) and the per-queue lag series a scrape carries.
     metrics_port: int = setting(5557, lo=0, hi=65535)
+    # The address /metrics binds; "" (default) = listenHost (loopback unless told otherwise), so
+    # metrics are never more exposed than the broker itself; set 127.0.0.1 to keep them local
+    # on a broker that listens on every interface (the series name topics, groups and clients).
+    metrics_host: str = ""
     metrics_max_queue_series: int = setting(100_000, lo=0, hi=10_000_000)
 
     @property
@@ -576,6 +604,9 @@ class Configuration:
     live: frozenset[str] = frozenset()
     #: camelCase keys never changed remotely (Java ``configBlackList``).
     black_list: frozenset[str] = frozenset()
+    #: camelCase keys whose value is never shown (GET_BROKER_CONFIG is answered to any client
+    #: the ACL lets in): a set value reads as ``******``.
+    secrets: frozenset[str] = frozenset({"haAuthSecret", "namesrvSecretKey"})
 
     def __init__(self, *targets: typing.Any) -> None:
         self.targets = targets
@@ -593,7 +624,7 @@ class Configuration:
         out: dict[str, object] = {}
         for t in self.targets:
             for k, v in describe(t).items():
-                out.setdefault(k, v)
+                out.setdefault(k, "******" if v and k in self.secrets else v)
         return out
 
     def get_all_configs_format_string(self) -> str:

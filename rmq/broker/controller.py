@@ -74,7 +74,8 @@ from rmq.broker.transaction import TransactionalMessageService
 from rmq.broker.vip_channel import VipChannel, vip_port
 from rmq.common.constants import PermName
 from rmq.common.tasks import BackgroundTasks
-from rmq.config import BrokerConfig
+from rmq.config import BrokerConfig, ConfigError
+from rmq.remoting.acl import SessionCredentials
 from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.connection import ConnectionEvent
@@ -85,6 +86,17 @@ from rmq.remoting.tls import TlsSettings
 from rmq.store import MessageStore, StoreConfig
 
 log = logging.getLogger("rmq.broker")
+
+def _namesrv_credentials(bc: BrokerConfig) -> SessionCredentials | None:
+    """The keys the broker signs its name-server requests with (``namesrvAccessKey`` and
+    ``namesrvSecretKey``, both or neither; a name server with ``aclEnable`` needs them)."""
+    if bc.namesrv_access_key is None and bc.namesrv_secret_key is None:
+        return None
+    if not bc.namesrv_access_key or not bc.namesrv_secret_key:
+        raise ConfigError("namesrvAccessKey and namesrvSecretKey go together: set both (an admin account of the "
+                          "name server's plain_acl.yml) or neither")
+    return SessionCredentials(bc.namesrv_access_key, bc.namesrv_secret_key)
+
 
 HOUSEKEEPING_INTERVAL = 10.0  # Java ClientHousekeepingService scans every 10 s
 REGISTER_MIN_GAP = 0.2        # seconds between two change-triggered registrations
@@ -167,7 +179,8 @@ class BrokerController:
         self.pull_request_hold_service: PullRequestHoldService | None = None
         self.broker_outer_api = BrokerOuterAPI(
             broker_config.namesrv_addr_list,
-            tls=tls.client_context() if tls is not None and tls.client_enabled else None)
+            tls=tls.client_context() if tls is not None and tls.client_enabled else None,
+            credentials=_namesrv_credentials(broker_config))
         # A SLAVE copies its master's metadata (started in start() only for a slave).
         self.slave_synchronize = SlaveSynchronize(self, broker_config.slave_sync_interval_ms / 1000.0)
         self.ready = False

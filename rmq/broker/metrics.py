@@ -100,7 +100,7 @@ class BrokerMetrics:
     def __init__(self, controller) -> None:
         self.controller = controller
         bc = controller.broker_config
-        self.server = MetricsHttpServer(bc.listen_host, bc.metrics_port, self.scrape,
+        self.server = MetricsHttpServer(bc.metrics_host or bc.listen_host, bc.metrics_port, self.scrape,
                                         name=f"broker {bc.broker_name}")
         self._executor: ThreadPoolExecutor | None = None
         self._lock: asyncio.Lock | None = None

@@ -14,6 +14,7 @@ import ssl
 import zlib
 
 from rmq.broker.processors.common import to_json_bytes
+from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -29,11 +30,17 @@ class BrokerOuterAPI:
             still serves clients that know its address).
         tls: an ``ssl.SSLContext`` to reach the name servers over TLS (Java
             ``NettyClientConfig.useTLS``); default None = plain TCP.
+        credentials: sign every request with these keys (``namesrvAccessKey`` /
+            ``namesrvSecretKey``, for a name server with ``aclEnable``); default None = unsigned,
+            as Java's broker.
     """
 
-    def __init__(self, namesrv_addrs: list[str], tls: ssl.SSLContext | None = None):
+    def __init__(self, namesrv_addrs: list[str], tls: ssl.SSLContext | None = None,
+                 credentials: SessionCredentials | None = None):
         self.namesrv_addrs = list(namesrv_addrs)
         self.client = RemotingClient(self.namesrv_addrs or None, tls=tls)
+        if credentials is not None:
+            self.client.add_rpc_hook(AclClientRPCHook(credentials))
         # The last REGISTER_BROKER answer's masterAddr / haServerAddr (Java RegisterBrokerResult:
         # set for a slave once its master registered; empty strings otherwise).
         self.master_addr = ""

@@ -168,10 +168,12 @@ def run_namesrv(config_file: str | None = None, overrides: typing.Sequence[str] 
         log.warning("%s", w)
 
     async def main() -> None:
-        ctl = NamesrvController(config, tls=tls_options)
         stop = _stop_event()
         try:
+            ctl = NamesrvController(config, tls=tls_options)
             await ctl.start()
+        except ConfigError as e:  # a bad plain_acl.yml (aclEnable)
+            raise StartupError(str(e), EXIT_BAD_CONFIG) from None
         except OSError as e:
             raise _translate_start_error(e, "name server", f"{config.listen_host}:{config.listen_port}") from None
         log.info("rmq namesrv listening on %s", ctl.address)

@@ -14,16 +14,25 @@ import asyncio
 import logging
 
 from rmq.config import NamesrvConfig
+from rmq.namesrv.acl import NamesrvAcl
 from rmq.namesrv.configuration import NamesrvConfiguration
 from rmq.namesrv.kv_config import KVConfigManager
 from rmq.namesrv.processor import NamesrvProcessor
 from rmq.namesrv.route_manager import RouteInfoManager, RouteLimits
 from rmq.remoting.connection import Connection, ConnectionEvent
 from rmq.remoting.dispatcher import ProcessorPool
+from rmq.remoting.plain_acl import acl_guard, acl_home
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import TlsServerOptions
 
 log = logging.getLogger("rmq.namesrv")
+
+
+class _Guarded:
+    """The processor behind the ACL check (as the broker registers its validator as a hook)."""
+
+    def __init__(self, acl: NamesrvAcl, processor: NamesrvProcessor) -> None:
+        self.process_request = acl_guard(acl, processor.process_request)
 
 
 class NamesrvController:
@@ -47,9 +56,17 @@ class NamesrvController:
         self.kv_config_manager = KVConfigManager(c)
         self.configuration = NamesrvConfiguration(c, self._config_changed)
         self.processor = NamesrvProcessor(self)
-        self.server.register_default_processor(self.processor, ProcessorPool("namesrv", max_in_flight=64))
+        # aclEnable (not in Java): the write codes need an admin account (rmq.namesrv.acl).
+        self.acl: NamesrvAcl | None = None
+        if c.acl_enable:
+            self.acl = NamesrvAcl(acl_home(c.rocketmq_home), c.acl_watch_interval_ms / 1000.0)
+            self.server.register_default_processor(_Guarded(self.acl, self.processor),
+                                                   ProcessorPool("namesrv", max_in_flight=64))
+        else:
+            self.server.register_default_processor(self.processor, ProcessorPool("namesrv", max_in_flight=64))
         self.server.add_connection_listener(self._on_connection_event)
         self._scan_task: asyncio.Task[None] | None = None
+        self._acl_task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -66,12 +83,25 @@ class NamesrvController:
         self.route_info_manager.limits = RouteLimits(c.max_brokers, c.max_topics_per_broker, c.max_topics)
 
     async def start(self) -> None:
+        """Raises ``OSError`` (port taken) or ``ConfigError`` (with ``aclEnable``, accounts
+        that cannot be read)."""
+        if self.acl is not None:
+            await asyncio.to_thread(self.acl.load)
         self.kv_config_manager.load()
         await self.server.start()
+        if self.acl is not None:
+            self._acl_task = asyncio.get_running_loop().create_task(self.acl.watch(), name="namesrv-acl-watch")
         self._scan_task = asyncio.get_running_loop().create_task(self._scan_loop(), name="namesrv-scan-brokers")
         log.info("name server listening on %s", self.server.address)
 
     async def shutdown(self) -> None:
+        if self._acl_task is not None:
+            self._acl_task.cancel()
+            try:
+                await self._acl_task
+            except asyncio.CancelledError:
+                pass
+            self._acl_task = None
         if self._scan_task is not None:
             self._scan_task.cancel()
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from rmq.common.net import AddressList
 from rmq.common.settings import JAVA_INT, check_delay_levels, check_hours_of_day, multiple_of, setting
 
 __all__ = ["StoreConfig", "detect_total_physical_memory", "DEFAULT_MESSAGE_DELAY_LEVEL"]
@@ -93,6 +94,14 @@ class StoreConfig:
     slave_timeout: int = setting(3000, lo=1, hi=600_000, unit="ms")
     # Not in Java: slaves one master serves at once (HA connections past it are closed at once).
     ha_max_connections: int = setting(8, lo=1, hi=1024)
+    # Not in Java: who may follow this master (rmq.store.ha.service). A peer that proves
+    # haAuthSecret (an rmq slave given the same secret) may; a peer that cannot (a Java slave,
+    # an rmq slave without a secret) only from an address of haAllowedSlaves. A slave with
+    # haAuthSecret proves it to its master. Loopback by default: `rmq standalone` and a slave on
+    # the same host work unconfigured, and no other host reads the CommitLog.
+    ha_auth_secret: str = ""
+    ha_allowed_slaves: str = setting("127.0.0.0/8,::1", check=AddressList.check,
+                                     text="IP addresses or networks separated by commas, * for any, empty for none")
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):

@@ -29,13 +29,13 @@ async def test_namesrv_config_read_updated_checked_and_persisted(tmp_path):
             assert cfg["maxBrokers"] == "2048" and cfg["listenPort"] == str(ns.port)
             assert cfg["configStorePath"] == str(conf)
 
-            await admin.update_name_server_config({"maxBrokers": "5", "brokerChannelExpiredSeconds": "30"})
+            await admin.update_name_server_config({"maxBrokers": "5", "brokerChannelExpiredSeconds": "90"})
             assert ns.config.max_brokers == 5 and ns.route_info_manager.limits.max_brokers == 5
-            assert ns.route_info_manager.broker_channel_expired_seconds == 30.0
+            assert ns.route_info_manager.broker_channel_expired_seconds == 90.0
             assert (await admin.get_name_server_config())[ns.address]["maxBrokers"] == "5"
             text = conf.read_text()
             assert text.startswith("# operator's comment\nmaxBrokers=5\nlistenHost=127.0.0.1\n")
-            assert "brokerChannelExpiredSeconds=30" in text
+            assert "brokerChannelExpiredSeconds=90" in text
 
             refusals = [
                 ({"listenPort": "1234"}, ResponseCode.SYSTEM_ERROR, "cannot be changed while the name server runs"),

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from rmq._testing import run_standalone, wait_until
-from rmq.broker import acl as broker_acl
 from rmq.broker.acl import AclConfigError, Permission, remote_address_strategy
 from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog
+from rmq.remoting import plain_acl
 from rmq.remoting import requests as rq
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials, sign_request
 from rmq.remoting.client import RemotingClient
@@ -180,7 +180,7 @@ async def test_replayed_request_with_changed_body_or_field_is_refused(acl_broker
 
 
 async def test_secret_never_logged_and_refusals_rate_limited(acl_broker, caplog, monkeypatch):
-    monkeypatch.setattr(broker_acl, "_rlog", RateLimitedLog(broker_acl.log))  # a fresh 10 s window
+    monkeypatch.setattr(plain_acl, "_rlog", RateLimitedLog(plain_acl.log))  # a fresh 10 s window
     caplog.set_level(logging.INFO)
     c = acl_broker.test_client(SessionCredentials("RocketMQ", "topsecret-wrong"))
     for _ in range(20):
@@ -204,7 +204,7 @@ async def test_hot_reload_rewrite_then_bad_file_keeps_last_good(acl_broker, capl
         return (await c.invoke(addr, send_cmd("DeniedTopic"))).code == ResponseCode.SUCCESS
     await wait_until(accepted, timeout=20, what="the rewritten plain_acl.yml in force")
     # A file that does not parse: reported once, the previous configuration stays.
-    caplog.set_level(logging.ERROR, logger="rmq.broker.acl")
+    caplog.set_level(logging.ERROR, logger="rmq.acl")
     write_acl(home, "accounts: [ {accessKey: RocketMQ, secretKey: 1\n")
     await wait_until(lambda: any("previous one stays" in r.getMessage() for r in caplog.records), timeout=20,
                      what="the bad file reported")

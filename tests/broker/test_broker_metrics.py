@@ -220,3 +220,22 @@ async def test_dashboard_expressions_use_served_metrics(tmp_path):
     # only a master with slaves (HA) or the exporter serves the replication gauge
     missing = names - served - {"rocketmq_broker_commitlog_diff"}
     assert not missing, f"dashboard expressions name metrics the broker does not serve: {sorted(missing)}"
+
+
+async def test_metrics_host_binds_metrics_apart_from_the_broker(tmp_path):
+    """``metricsHost`` puts /metrics on its own address (default: the broker's listenHost)."""
+    import socket
+
+    port = free_port()
+    async with broker_env(tmp_path / "store", metrics_port=port, metrics_host="127.0.0.2") as env:
+        assert env.broker.metrics.server.host == "127.0.0.2" and env.broker.metrics.port == port
+
+        def connect(host: str) -> bool:
+            try:
+                socket.create_connection((host, port), 5).close()
+                return True
+            except ConnectionRefusedError:
+                return False
+
+        assert await asyncio.to_thread(connect, "127.0.0.2")
+        assert not await asyncio.to_thread(connect, "127.0.0.1")

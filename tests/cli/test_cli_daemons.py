@@ -1,5 +1,6 @@
 """The daemons as real subprocesses: `rmq standalone`, `rmq namesrv`, `rmq broker -c`."""
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -114,6 +115,22 @@ def test_bad_property_value_and_unknown_key(tmp_path):
         assert "unknown config key 'noSuchKey' (ignored)" in proc.log_text()
     finally:
         assert proc.stop() == 0
+
+
+
+def test_namesrv_acl_and_ranges_stop_start_up_naming_the_property(tmp_path):
+    """The name server's aclEnable without a home, a bad accounts file, and the expiry the
+    issue-23 attacker set: exit 2 naming the property, no traceback."""
+    env = {k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"}
+    r = subprocess.run(RMQ + ["namesrv", "--port", "0", "--aclEnable=true"], capture_output=True, text=True,
+                       timeout=30, env=env)
+    assert r.returncode == 2 and "rocketmqHome" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text("accounts: [ {accessKey: abc\n")
+    r = run(["namesrv", "--port", "0", "--aclEnable=true", f"--rocketmqHome={tmp_path}"])
+    assert r.returncode == 2 and "plain_acl.yml" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = run(["namesrv", "--port", "0", "--brokerChannelExpiredSeconds=0.001"])
+    assert r.returncode == 2 and "brokerChannelExpiredSeconds" in r.stderr and "60" in r.stderr, r.stderr
 
 
 async def test_namesrv_and_broker_daemons_with_conf_file(tmp_path):

@@ -446,16 +446,17 @@ async def test_slave_refuses_a_master_announcing_a_huge_transfer(stores):
 
 
 async def test_silent_peers_cannot_lock_a_slave_out(stores):
-    """haMaxConnections peers that connect and say nothing: a real slave still gets in (the
-    oldest silent connection makes room)."""
+    """haMaxConnections peers that connect and say nothing: a real slave still gets in (a peer
+    that has not proven itself does not count toward the limit)."""
     master = await stores.master(ha_max_connections=3)
     await put(master, 20)
     peers = [await asyncio.to_thread(socket.create_connection, ("127.0.0.1", master.ha.port), 10) for _ in range(3)]
     try:
-        await wait_until(lambda: master.ha.connection_count == 3)
+        await wait_until(lambda: len(master.ha.pending) == 3)
+        assert master.ha.connection_count == 0
         slave = await stores.slave(master)
         await caught_up(master, slave)
-        assert master.ha.connection_count <= 3
+        assert master.ha.connection_count == 1 and len(master.ha.pending) == 3
     finally:
         for p in peers:
             p.close()
@@ -465,7 +466,7 @@ async def test_a_silent_peer_is_not_a_slave_for_sync_master(stores):
     master = await stores.master(broker_role="SYNC_MASTER", slave_timeout=20_000)
     peer = await asyncio.to_thread(socket.create_connection, ("127.0.0.1", master.ha.port), 10)
     try:
-        await wait_until(lambda: master.ha.connection_count == 1)
+        await wait_until(lambda: len(master.ha.pending) == 1)
         r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 15)   # < slave_timeout
         assert r.status == PutMessageStatus.SLAVE_NOT_AVAILABLE and r.remark == "no slave connected"
     finally:

@@ -12,6 +12,11 @@ store's flush thread); an ASYNC_FLUSH slave reports what it has written and flus
 schedule. A transfer that starts *below* the slave's end means the master's log is shorter
 than the slave's: the data diverged. The slave says so once, clearly, and stops replicating
 (its data is kept as it is for an operator to look at).
+
+With ``haAuthSecret`` set, the slave proves the secret before its first report (AUTH_HELLO,
+the master's nonce, the HMAC: rmq.store.ha.codec); without it, it reports at once like a Java
+slave and the master admits it only from an address of its ``haAllowedSlaves``. A Java master
+knows no authentication: a slave following one leaves ``haAuthSecret`` empty.
 """
 from __future__ import annotations
 
@@ -23,7 +28,14 @@ from typing import TYPE_CHECKING, cast
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.net import set_tcp_nodelay, split_address
 from rmq.errors import StoreError
-from rmq.store.ha.codec import HAProtocolError, TransferDecoder, encode_offset_report
+from rmq.store.ha.codec import (
+    AUTH_HELLO,
+    AUTH_NONCE_SIZE,
+    HAProtocolError,
+    TransferDecoder,
+    auth_mac,
+    encode_offset_report,
+)
 
 if TYPE_CHECKING:
     from rmq.store.message_store import MessageStore
@@ -81,6 +93,8 @@ class HAClient:
         self._flush_task: asyncio.Task[None] | None = None
         self._flush_again = False
         self._stopped = False
+        self._auth: bytearray | None = None      # the master's nonce so far, while authenticating
+        self._proving = False                    # from the hello to the master's first transfer
 
     def update_master_address(self, addr: str | None) -> None:
         """Java ``HAClient.updateMasterAddress``: follow another master from the next connection
@@ -140,9 +154,16 @@ class HAClient:
         self.connects += 1
         self._last_read = time.monotonic()
         cfg = self.store.config
-        log.info("HA: connected to master %s, reporting offset %d", clip(addr), self._report_value())
+        secret = cfg.ha_auth_secret
+        log.info("HA: connected to master %s, %s offset %d", clip(addr),
+                 "authenticating, then reporting" if secret else "reporting", self._report_value())
         try:
-            self._report(force=True)
+            if secret:
+                self._auth = bytearray()
+                self._proving = True
+                transport.write(AUTH_HELLO)
+            else:
+                self._report(force=True)
             heartbeat = cfg.ha_send_heartbeat_interval / 1000.0
             while not proto.closed.done():
                 try:
@@ -158,6 +179,12 @@ class HAClient:
                     break
                 self._report(force=True)       # Java: every haSendHeartbeatInterval
         finally:
+            if self._proving:
+                self.last_error = ("the master closed the connection while this slave authenticated: set the same "
+                                   "haAuthSecret on the master (a Java master takes none: leave it empty)")
+                _rlog.warning(f"ha-auth-{addr}", "HA: master %s: %s", clip(addr), self.last_error)
+                self._auth = None
+                self._proving = False
             self.connected = False
             self._proto = None
             transport.close()
@@ -183,7 +210,7 @@ class HAClient:
 
     def _report(self, force: bool = False) -> None:
         proto = self._proto
-        if proto is None or proto.transport is None or proto.transport.is_closing():
+        if proto is None or proto.transport is None or proto.transport.is_closing() or self._auth is not None:
             return
         value = self._report_value()
         if force or value > self.reported_offset:
@@ -195,6 +222,20 @@ class HAClient:
         if proto is not self._proto or self.diverged is not None:
             return
         self._last_read = time.monotonic()
+        auth = self._auth
+        if auth is not None:
+            # the master's challenge comes first: answer it, then report as any slave
+            auth += data
+            if len(auth) < AUTH_NONCE_SIZE:
+                return
+            data = bytes(auth[AUTH_NONCE_SIZE:])
+            self._auth = None
+            assert proto.transport is not None
+            proto.transport.write(auth_mac(self.store.config.ha_auth_secret, bytes(auth[:AUTH_NONCE_SIZE])))
+            self._report(force=True)
+            if not data:
+                return
+        self._proving = False
         store = self.store
         cl = store.commit_log
         appended = False

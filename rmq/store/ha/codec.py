@@ -17,6 +17,17 @@ nothing new for ``haSendHeartbeatInterval``, and carries the offset the next tra
     +0                        +8              +12                       +12+size
     | phyOffset  int64        | size  int32   | CommitLog bytes ...     |
 
+Not in Java, an rmq slave given ``haAuthSecret`` proves it before its first report (a
+challenge-response; the secret never crosses the wire)::
+
+    slave → master   AUTH_HELLO  8 bytes, a negative int64 no offset report can be
+    master → slave   nonce       16 random bytes (AUTH_NONCE_SIZE)
+    slave → master   mac         32 bytes, HMAC-SHA256(secret, AUTH_CONTEXT + nonce)
+    ... then the ordinary protocol: the slave's first report, the master's transfers.
+
+A Java 4.9.8 slave never sends AUTH_HELLO (its first bytes are a report); the master decides
+from the peer's address whether it may follow (``haAllowedSlaves``, rmq.store.ha.service).
+
 The master reads only whole 8-byte reports and keeps the newest one that arrived (Java
 ``ReadSocketService.processReadEvent`` takes the last complete value of a read); the slave
 refuses a transfer whose ``phyOffset`` is not its own CommitLog end (Java
@@ -24,11 +35,17 @@ refuses a transfer whose ``phyOffset`` is not its own CommitLog end (Java
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import struct
 from collections.abc import Iterator
 
 __all__ = [
+    "AUTH_HELLO",
+    "AUTH_MAC_SIZE",
+    "AUTH_NONCE_SIZE",
     "HAProtocolError",
+    "auth_mac",
     "MAX_TRANSFER_BODY",
     "OffsetReportDecoder",
     "REPORT_SIZE",
@@ -45,6 +62,13 @@ TRANSFER_HEADER_SIZE = 12
 MAX_TRANSFER_BODY = 4 * 1024 * 1024 - TRANSFER_HEADER_SIZE
 _MAX_OFFSET = (1 << 63) - 1
 
+#: The 8 bytes an authenticating slave opens with: "\xffRMQHA1\0", negative as an int64, so no
+#: Java slave's first report (an offset, 0 or more) can be mistaken for it.
+AUTH_HELLO = b"\xffRMQHA1\x00"
+AUTH_NONCE_SIZE = 16
+AUTH_MAC_SIZE = 32
+AUTH_CONTEXT = b"rmq-ha-auth-v1\x00"
+
 _REPORT = struct.Struct(">q")
 _HEADER = struct.Struct(">qi")
 
@@ -52,6 +76,13 @@ _HEADER = struct.Struct(">qi")
 class HAProtocolError(ValueError):
     """The peer sent bytes that are not the HA protocol (negative offset or size, a size past
     the bound): the connection is closed."""
+
+
+def auth_mac(secret: str, nonce: bytes) -> bytes:
+    """The slave's answer to the master's ``nonce``: HMAC-SHA256 keyed with ``secret`` (UTF-8)
+    over :data:`AUTH_CONTEXT` + ``nonce`` (a fresh nonce per connection: a recorded answer is
+    worth nothing on another)."""
+    return hmac.new(secret.encode("utf-8"), AUTH_CONTEXT + nonce, hashlib.sha256).digest()
 
 
 def encode_offset_report(offset: int) -> bytes:

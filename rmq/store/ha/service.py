@@ -10,21 +10,49 @@ transport has written the view out; one transfer per slave is in flight at a tim
 (``set_write_buffer_limits(0)``: the transport asks to pause as soon as anything is left in
 its buffer), so a slave that stops reading holds one transfer and its socket buffers, nothing
 more, and is closed after ``haHousekeepingInterval`` without a report.
+
+Who may follow (not in Java, whose HA port serves anyone who connects): a new connection is
+*pending* until it proves itself, and a pending peer gets no data, does not count toward
+``haMaxConnections`` and its reports acknowledge nothing. It proves itself either
+
+* by ``haAuthSecret`` (an rmq slave given the same secret): it opens with ``AUTH_HELLO``, the
+  master answers a fresh nonce, the slave its HMAC (rmq.store.ha.codec); or
+* by address (a Java 4.9.8 slave, which cannot authenticate, or an rmq slave without a
+  secret): its first bytes are an offset report and its IP is in ``haAllowedSlaves``
+  (loopback by default).
+
+Anything else is closed at once with one rate-limited line: a peer from another address when
+the master has no secret (nothing it could prove), a wrong answer, a hello to a master without
+a secret. A pending peer that says nothing is closed after ``haHousekeepingInterval`` when its
+address is allowed (a Java slave sends its first report only after its 5 s heartbeat
+interval), after at most 5 s otherwise (an rmq slave answers at once); at most
+``MAX_PENDING`` (64) are pending at a time, the oldest closed to make room.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
+import hmac
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from rmq.common.log import RateLimitedLog
-from rmq.common.net import set_tcp_nodelay
+from rmq.common.net import AddressList, set_tcp_nodelay
 from rmq.store.callbacks import Entry, OffsetCallbacks, PutCallback
-from rmq.store.ha.codec import HAProtocolError, OffsetReportDecoder, encode_transfer_header
+from rmq.store.ha.codec import (
+    AUTH_HELLO,
+    AUTH_MAC_SIZE,
+    AUTH_NONCE_SIZE,
+    REPORT_SIZE,
+    HAProtocolError,
+    OffsetReportDecoder,
+    auth_mac,
+    encode_transfer_header,
+)
 from rmq.store.message import PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -35,6 +63,11 @@ __all__ = ["GroupTransferService", "HAConnection", "HAService", "SlaveState", "T
 
 log = logging.getLogger("rmq.store.ha")
 _rlog = RateLimitedLog(log)
+
+#: Peers that have not proven themselves yet, at most (the oldest is closed to make room).
+MAX_PENDING = 64
+#: ms a peer whose address is not allowed has to authenticate (an rmq slave does at once).
+AUTH_DEADLINE_MS = 5000
 
 #: ``callback(result, exc)``: a SYNC_MASTER put's replication outcome (``result.status`` is
 #: PUT_OK or FLUSH_SLAVE_TIMEOUT; ``exc`` set when the store shut down first).
@@ -155,22 +188,104 @@ class HAConnection(asyncio.Protocol):
         self._writable: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.closed = False
+        self.host = ""
+        #: how the peer proved itself: "secret", "address", or None while pending
+        self.proven: str | None = None
+        self.by_address = False
+        self._handshake = bytearray()
+        self._nonce: bytes | None = None
+        self._deadline: asyncio.TimerHandle | None = None
 
     # -- protocol ----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)    # (uvloop's is not a subclass)
         peer = transport.get_extra_info("peername")
         self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.host = str(peer[0]) if isinstance(peer, tuple) else ""
         set_tcp_nodelay(transport)
         self.transport.set_write_buffer_limits(high=0)
-        if not self.service.add_connection(self):
-            self.transport.abort()
+        service = self.service
+        self.by_address = service.allowed.allows(self.host)
+        if not self.by_address and not service.secret:
+            self.refuse("its address is not in haAllowedSlaves and this master has no haAuthSecret to prove")
             return
-        log.debug("HA: slave %s connected", self.address)
-        self._task = self.service.tasks_spawn(self._write_loop(), f"ha-write-{self.address}")
+        service.add_pending(self)
+        cfg = service.store.config
+        deadline = cfg.ha_housekeeping_interval if self.by_address else min(AUTH_DEADLINE_MS,
+                                                                            cfg.ha_housekeeping_interval)
+        self._deadline = asyncio.get_running_loop().call_later(deadline / 1000.0, self._expired, deadline)
+
+    def _expired(self, deadline: int) -> None:
+        self._deadline = None
+        if self.proven is None:
+            what = "no offset report" if self.by_address else "no authentication"
+            self.refuse(f"{what} within {deadline} ms")
+
+    def refuse(self, why: str) -> None:
+        """Close an unproven peer at once (one rate-limited line for all of them)."""
+        self.service.refused += 1
+        _rlog.warning("ha-refuse", "HA: refusing peer %s: %s (haAllowedSlaves=%s, haAuthSecret %s)", self.address,
+                      why, self.service.allowed.text or "none", "set" if self.service.secret else "not set")
+        if self.transport is not None and not self.closed:
+            self.transport.abort()
+
+    def _prove(self, data: bytes) -> bytes | None:
+        """Pending: take the handshake's bytes; returns what follows it once the peer is
+        admitted (None while pending or refused)."""
+        hs = self._handshake
+        hs += data
+        service = self.service
+        if self._nonce is None:
+            if len(hs) < REPORT_SIZE:
+                return None
+            if hs[:REPORT_SIZE] == AUTH_HELLO:
+                if not service.secret:
+                    self.refuse("it offers haAuthSecret but this master has none set")
+                    return None
+                if len(hs) > REPORT_SIZE:
+                    self.refuse("it sent bytes before the master's challenge")
+                    return None
+                hs.clear()
+                self._nonce = os.urandom(AUTH_NONCE_SIZE)
+                assert self.transport is not None
+                self.transport.write(self._nonce)
+                return None
+            if not self.by_address:
+                self.refuse("its address is not in haAllowedSlaves and it did not prove haAuthSecret")
+                return None
+            how = "address"
+            rest = bytes(hs)
+        else:
+            if len(hs) < AUTH_MAC_SIZE:
+                return None
+            if not hmac.compare_digest(bytes(hs[:AUTH_MAC_SIZE]), auth_mac(service.secret, self._nonce)):
+                self.refuse("wrong haAuthSecret")
+                return None
+            how = "secret"
+            rest = bytes(hs[AUTH_MAC_SIZE:])
+        self._handshake = bytearray()
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        service.remove_pending(self)
+        if not service.add_connection(self):
+            if self.transport is not None:
+                self.transport.abort()
+            return None
+        self.proven = how
+        log.info("HA: slave %s connected (proven by %s)", self.address, how)
+        self._task = service.tasks_spawn(self._write_loop(), f"ha-write-{self.address}")
+        return rest
 
     def data_received(self, data: bytes) -> None:
         self.last_read = time.monotonic()
+        if self.proven is None:
+            if self.closed:
+                return
+            rest = self._prove(data)
+            if not rest:
+                return
+            data = rest
         try:
             report = self.decoder.feed(data)
         except HAProtocolError as e:
@@ -216,6 +331,10 @@ class HAConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self.service.remove_pending(self)
         self.resume_writing()
         self._first_report.set()
         self.service.remove_connection(self)
@@ -344,6 +463,10 @@ class HAService:
         self.store = store
         self.host = host
         self.connections: list[HAConnection] = []
+        self.pending: list[HAConnection] = []       # connected, not proven yet
+        cfg = store.config
+        self.secret = cfg.ha_auth_secret
+        self.allowed = AddressList(cfg.ha_allowed_slaves)
         self.push2slave_max_offset = 0
         self.group_transfer = GroupTransferService(self)
         self.server: asyncio.AbstractServer | None = None
@@ -375,10 +498,11 @@ class HAService:
     async def shutdown(self) -> None:
         if self.server is not None:
             self.server.close()
-        for conn in list(self.connections):
+        for conn in list(self.connections) + list(self.pending):
             if conn.transport is not None:
                 conn.transport.abort()
         self.connections.clear()
+        self.pending.clear()
         self.group_transfer.stop(_shutdown_error())
         self.notify_append()
         if self.server is not None:
@@ -390,16 +514,21 @@ class HAService:
             self.server = None
 
     # -- connections -------------------------------------------------------------------------
+    def add_pending(self, conn: HAConnection) -> None:
+        """A new peer, not proven yet (closing the oldest pending one past MAX_PENDING)."""
+        if len(self.pending) >= MAX_PENDING:
+            self.pending.pop(0).refuse(f"{MAX_PENDING} peers are proving themselves; the oldest makes room")
+        self.pending.append(conn)
+
+    def remove_pending(self, conn: HAConnection) -> None:
+        try:
+            self.pending.remove(conn)
+        except ValueError:
+            pass
+
     def add_connection(self, conn: HAConnection) -> bool:
+        """A proven slave (only those count toward ``haMaxConnections``)."""
         limit = self.store.config.ha_max_connections
-        if len(self.connections) >= limit:
-            # Make room by closing the oldest connection that has not reported an offset yet
-            # (a real slave reports at once, Java's within haSendHeartbeatInterval), so idle
-            # peers cannot lock a slave out until their housekeeping deadline.
-            silent = next((c for c in self.connections if c.slave_request_offset < 0), None)
-            if silent is not None:
-                self.connections.remove(silent)
-                silent.close("no report yet and the connection limit is reached")
         if len(self.connections) >= limit:
             self.refused += 1
             _rlog.warning("ha-limit", "HA: refusing a connection from %s: %d slaves connected (haMaxConnections)",
@@ -468,6 +597,7 @@ class HAService:
             "haSlaves": ";".join(f"{s.address},{s.ack_offset},{s.lag_bytes},{s.lag_millis}" for s in slaves),
             "haTransferredBytes": str(self.bytes_sent),
             "haSlaveTimeoutTimes": str(self.group_transfer.timeouts),
+            "haRefusedPeers": str(self.refused),
         }
 
 
