@@ -587,6 +587,13 @@ class BrokerController:
 
     async def _incremental_registration(self) -> bool:
         assert self._register_lock is not None
+        pending = self._register_pending
+        if pending is not None and not pending.done():
+            # A full registration is queued (a topic auto-created by a send, a deletion): it
+            # carries these topics too, and an increment with the newer version would make
+            # the name server skip it.
+            self._changed_topics.clear()
+            return await pending
         async with self._register_lock:
             if self._increment_pending is asyncio.current_task():
                 self._increment_pending = None   # started: later changes need a new one
@@ -601,12 +608,10 @@ class BrokerController:
             if not PermName.is_writeable(bc.broker_permission) or not PermName.is_readable(bc.broker_permission):
                 for tc in configs.values():
                     tc["perm"] &= bc.broker_permission
-            version = self.topic_config_manager.data_version
-            wrapper = {"topicConfigTable": configs, "dataVersion": version.to_json()}
-            # A name server records the version an increment carries (Java's does); the next
-            # full table must differ from it or Java's would skip it, missing changes made
-            # meanwhile by other paths (a topic auto-created by a send).
-            version.next_version()
+            # The name server records the version an increment carries (Java's and ours) and
+            # skips a full table of that version, as it keeps a wiped write permission.
+            wrapper = {"topicConfigTable": configs,
+                       "dataVersion": self.topic_config_manager.data_version.to_json()}
             results = await self.broker_outer_api.register_broker_all(
                 bc.broker_cluster_name, self.broker_addr, bc.broker_name, bc.broker_id, self.ha_server_addr,
                 wrapper, bc.register_broker_timeout_mills / 1000.0)

@@ -22,9 +22,10 @@ start with a non-TAG subscription (Java ``ClientManageProcessor.checkClientConfi
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 from rmq.broker.processors.common import bad_request, parse_json_body
 from rmq.common.constants import ExpressionType
@@ -76,7 +77,7 @@ class ConsumerFilterManager:
     Java keys its filters by group and topic and recompiles on each new subscription version;
     keyed by the text, a client sending a new ``subVersion`` with every pull (or many groups
     sharing one expression) costs a lookup, not a parse. A miss is compiled in the loop's
-    executor (:meth:`compile`): at most ``per_connection`` at once for one connection and
+    executor (:meth:`start`, :meth:`wait`): at most ``per_connection`` at once for one connection and
     ``total`` in all, past which :class:`CompileBusy` is raised (the request is answered
     SYSTEM_BUSY); the same text compiling already is awaited, not compiled twice.
 
@@ -93,7 +94,6 @@ class ConsumerFilterManager:
         self.total = total
         self._table: OrderedDict[tuple[str, str], MessageFilter | SelectorError] = OrderedDict()
         self._compiling: dict[tuple[str, str], asyncio.Future[MessageFilter | SelectorError]] = {}
-        self._running = 0   # admitted compilations not finished
         self.compiles = 0   # compilations run (for tests and metrics)
 
     def __len__(self) -> int:
@@ -139,11 +139,16 @@ class ConsumerFilterManager:
             raise result
         return result
 
-    def admit(self, conn: Any) -> None:
-        """Take a compilation slot for ``conn``; raises :class:`CompileBusy` past the bounds.
-        The caller then awaits :meth:`compile`, which gives the slot back."""
+    def start(self, conn: Any, expression_type: str, expression: str | None) -> asyncio.Future[Any]:
+        """Start compiling off the loop (or join the compilation of the same text running
+        already) and return its future; :meth:`wait` gives the filter. Raises
+        :class:`CompileBusy` past ``per_connection`` or ``total`` compilations."""
+        key = self._key(expression_type, expression)
+        fut = self._compiling.get(key)
+        if fut is not None:
+            return fut
         mine = conn.attributes.get(_COMPILING, 0)
-        running = self._running
+        running = len(self._compiling)
         if mine >= self.per_connection or running >= self.total:
             _rlog.warning("sql92-compile-busy", "%s: %d SQL92 compilations of its own running "
                           "(sql92CompilesPerConnection=%d), %d in all (sql92CompilesTotal=%d): answered SYSTEM_BUSY",
@@ -151,33 +156,25 @@ class ConsumerFilterManager:
             raise CompileBusy(f"[SQL92_COMPILE_LIMIT]too many SQL92 expressions compiling ({mine} of this "
                               f"connection, {running} in all), try again later")
         conn.attributes[_COMPILING] = mine + 1
-        self._running += 1
+        loop = asyncio.get_running_loop()
+        fut = self._compiling[key] = loop.run_in_executor(None, _compile_or_error, expression_type, expression)
+        fut.add_done_callback(functools.partial(self._compiled, key, conn))
+        return fut
 
-    async def compile(self, conn: Any, expression_type: str, expression: str | None) -> MessageFilter:
-        """Compile off the loop (after :meth:`admit`) and cache; raises ``SelectorError``."""
-        key = self._key(expression_type, expression)
-        try:
-            found = self._table.get(key)
-            if found is None:
-                fut = self._compiling.get(key)
-                if fut is None:
-                    loop = asyncio.get_running_loop()
-                    fut = self._compiling[key] = loop.run_in_executor(None, _compile_or_error, expression_type,
-                                                                      expression)
-                    try:
-                        found = await fut
-                    finally:
-                        del self._compiling[key]
-                    self.compiles += 1
-                    self._store(key, found)
-                else:
-                    found = await asyncio.shield(fut)
-        finally:
-            conn.attributes[_COMPILING] = conn.attributes.get(_COMPILING, 1) - 1
-            self._running -= 1
+    def _compiled(self, key: tuple[str, str], conn: Any, fut: asyncio.Future[Any]) -> None:
+        self._compiling.pop(key, None)
+        conn.attributes[_COMPILING] = conn.attributes.get(_COMPILING, 1) - 1
+        if not fut.cancelled() and fut.exception() is None:
+            self.compiles += 1
+            self._store(key, fut.result())
+
+    @staticmethod
+    async def wait(fut: asyncio.Future[Any]) -> MessageFilter:
+        """The filter :meth:`start` is compiling; raises ``SelectorError`` for a bad expression."""
+        found = await asyncio.shield(fut)
         if isinstance(found, SelectorError):
             raise found
-        return found
+        return cast(MessageFilter, found)
 
 
 def _compile_or_error(expression_type: str, expression: str | None) -> MessageFilter | SelectorError:
@@ -217,17 +214,17 @@ class CheckClientConfigProcessor:
         try:
             if manager.lookup(expression_type, expression) is not None:
                 return cmd.response(ResponseCode.SUCCESS, None, {})
-            manager.admit(conn)
+            compiling = manager.start(conn, expression_type, expression)
         except SelectorError as e:
             return self._failed(cmd, body, expression, e)
         except CompileBusy as e:
             return cmd.response(ResponseCode.SYSTEM_BUSY, str(e), {})
-        return self._compile(conn, cmd, body, manager, expression_type, expression)
+        return self._compile(cmd, body, compiling, expression)
 
-    async def _compile(self, conn, cmd: RemotingCommand, body: dict, manager: ConsumerFilterManager,
-                       expression_type: str, expression: str) -> RemotingCommand:
+    async def _compile(self, cmd: RemotingCommand, body: dict, compiling: asyncio.Future[Any],
+                       expression: str) -> RemotingCommand:
         try:
-            await manager.compile(conn, expression_type, expression)
+            await ConsumerFilterManager.wait(compiling)
         except SelectorError as e:
             return self._failed(cmd, body, expression, e)
         return cmd.response(ResponseCode.SUCCESS, None, {})

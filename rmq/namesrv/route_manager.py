@@ -251,8 +251,8 @@ class RouteInfoManager:
         ``brokerName`` topic, which every broker lists (Java ``TopicConfigManager``), is an
         increment (Java ``BrokerController.registerIncrementBrokerData``: the topics just
         created): merged into the routes as Java 4.9.8's ``RouteInfoManager.registerBroker``
-        does, removing nothing, and its version is not recorded, so the next full table is
-        always applied.
+        does, removing nothing; its version is recorded, so a full table of the same version
+        is skipped as Java skips it (a deletion makes a new version).
 
         Everything is checked before anything changes. Raises :class:`RemotingCommandError`
         for a malformed header value or table entry, :class:`RegistrationRefused` when a live
@@ -313,8 +313,6 @@ class RouteInfoManager:
         prev = self.broker_live_table.get(broker_addr)
         if queue_datas is not None:
             self._update_topics_of_broker(broker_name, queue_datas, full=not increment)
-        if increment and prev is not None:
-            data_version = prev.data_version   # keep the last full table's version
 
         conns = [c for c in prev.conns if not getattr(c, "closed", False)] if prev is not None else []
         if conn is not None and conn not in conns:

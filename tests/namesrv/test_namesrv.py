@@ -92,7 +92,7 @@ async def test_reregistration_drops_deleted_topics(client):
 async def test_incremental_registration_merges_and_the_next_full_one_still_prunes(client):
     """Java BrokerController.registerIncrementBrokerData sends only the created topic, with the
     table's version; Java's RouteInfoManager.registerBroker merges it. A later full table
-    (listing the broker's own topic) with that same version is still applied."""
+    (listing the broker's own topic) of a new version prunes what it no longer lists."""
     async with run_namesrv() as ns:
         assert (await client.invoke(ns.address, register_cmd(TopicA=2, TopicB=2, counter=1,
                                                              **{"broker-a": 1}))).code == 0
@@ -102,8 +102,11 @@ async def test_incremental_registration_merges_and_the_next_full_one_still_prune
             assert (await route(client, ns, topic)).code == ResponseCode.SUCCESS, topic
         data = json.loads((await route(client, ns, "TopicC")).body_bytes())
         assert data["queueDatas"][0]["readQueueNums"] == 3
-        # TopicB deleted on the broker: the full table with the increment's version prunes it
+        # the periodic full table of the increment's version changes nothing (as Java's)
         await client.invoke(ns.address, register_cmd(TopicA=2, TopicC=3, counter=2, **{"broker-a": 1}))
+        assert (await route(client, ns, "TopicB")).code == ResponseCode.SUCCESS
+        # TopicB deleted on the broker (a new version): the full table prunes it
+        await client.invoke(ns.address, register_cmd(TopicA=2, TopicC=3, counter=3, **{"broker-a": 1}))
         assert (await route(client, ns, "TopicB")).code == ResponseCode.TOPIC_NOT_EXIST
         assert (await route(client, ns, "TopicC")).code == ResponseCode.SUCCESS
 

@@ -87,20 +87,20 @@ class PullMessageProcessor:
         response = self.process(conn, cmd, allow_suspend=True)
         if type(response) is _Compile:
             try:
-                self.consumer_filter_manager.admit(conn)
+                compiling = self.consumer_filter_manager.start(conn, response.expression_type, response.expression)
             except CompileBusy as e:
                 conn.send_response(cmd.response(ResponseCode.SYSTEM_BUSY, str(e), {}))
                 return None
-            return self._compile_then_pull(conn, cmd, response)
+            return self._compile_then_pull(conn, cmd, response, compiling)
         if response is not None:
             self.write_response(conn, response)
         return None
 
-    async def _compile_then_pull(self, conn, cmd: RemotingCommand, need: _Compile) -> None:
+    async def _compile_then_pull(self, conn, cmd: RemotingCommand, need: _Compile, compiling) -> None:
         """The pull of an expression not compiled yet: compiled off the loop, then run."""
         response: RemotingCommand | _Compile | None
         try:
-            compiled = await self.consumer_filter_manager.compile(conn, need.expression_type, need.expression)
+            compiled = await ConsumerFilterManager.wait(compiling)
         except SelectorError as e:
             response = need.failure(cmd, e)
         else:
