@@ -85,7 +85,7 @@ class PullMessageProcessor:
 
     def process_request(self, conn, cmd: RemotingCommand):
         response = self.process(conn, cmd, allow_suspend=True)
-        if type(response) is _Compile:
+        if isinstance(response, _Compile):
             try:
                 compiling = self.consumer_filter_manager.start(conn, response.expression_type, response.expression)
             except CompileBusy as e:
@@ -106,7 +106,7 @@ class PullMessageProcessor:
         else:
             response = self.process(conn, cmd, allow_suspend=True,
                                     known=(need.expression_type.upper(), need.expression, compiled))
-            if type(response) is _Compile:   # the heartbeat's subscription changed meanwhile
+            if isinstance(response, _Compile):   # the heartbeat's subscription changed meanwhile
                 response = cmd.response(ResponseCode.SYSTEM_BUSY, "the subscription changed while its "
                                         "expression compiled, try again", {})
         if response is not None:
@@ -143,7 +143,8 @@ class PullMessageProcessor:
         return f
 
     def process(self, conn, cmd: RemotingCommand, allow_suspend: bool,
-                known: MessageFilter | tuple[str, str, MessageFilter] | None = None) -> RemotingCommand | _Compile | None:
+                known: MessageFilter | tuple[str, str, MessageFilter] | None = None
+                ) -> RemotingCommand | _Compile | None:
         """One pull: a response, None when it was suspended into the hold service, or a
         :class:`_Compile` when its SQL92 expression must be compiled first. ``known`` is the
         filter a held pull was suspended with, or ``(type, expression, filter)`` just compiled."""
