@@ -199,3 +199,36 @@ async def test_held_pull_wakes_and_filters(fenv):
     if resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:   # woken by m0 alone: nothing matched yet
         resp = await _pull(fenv, "SqlHold", "n = 1", offset=int(resp.ext_fields["nextBeginOffset"]))
     assert _numbers(resp) == [1]
+
+
+def _long_expression(i: int) -> str:
+    """A distinct expression of about 4000 characters (the most accepted): ~50 ms to compile."""
+    terms = [f"(n > {k + i * 1000} OR s = 'x{k}')" for k in range(200)]
+    return " AND ".join(terms)[:3990].rsplit(" AND ", 1)[0]
+
+
+async def test_pipelined_sql92_pulls_compile_each_text_once_off_the_loop(fenv):
+    """The hostile pipeline of finding 4: many SQL92 pulls on one connection, each with a new
+    subVersion. The same text compiles once (Java's cache keyed by version compiled 50 times);
+    distinct texts compile a few at a time off the loop, the others answered SYSTEM_BUSY at once."""
+    import asyncio
+
+    await _fill(fenv, "SqlP", 4)
+    mgr = fenv.broker.pull_message_processor.consumer_filter_manager
+    compiles = mgr.compiles
+    resps = await asyncio.gather(*(_pull(fenv, "SqlP", "n > 1 AND s = 'red'", sub_version=1000 + v)
+                                   for v in range(50)))
+    assert [_numbers(r) for r in resps] == [[3]] * 50
+    assert mgr.compiles == compiles + 1
+    resps = await asyncio.gather(*(_pull(fenv, "SqlP", _long_expression(i), sub_version=i) for i in range(200)))
+    busy = [r for r in resps if r.code == ResponseCode.SYSTEM_BUSY]
+    done = [r for r in resps if r.code != ResponseCode.SYSTEM_BUSY]
+    # the first slice of the pipeline (64 frames) alone starts sql92CompilesPerConnection (4)
+    assert len(busy) >= 60 and all("SQL92_COMPILE_LIMIT" in r.remark for r in busy)
+    assert all(r.code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY) for r in done), \
+        {r.code for r in done}
+    assert mgr.compiles == compiles + 1 + len(done)
+    # nothing is left compiling, and the connection's slots are all given back
+    assert not mgr._compiling
+    resp = await _pull(fenv, "SqlP", _long_expression(999))
+    assert resp.code != ResponseCode.SYSTEM_BUSY
