@@ -386,6 +386,8 @@ class BrokerController:
             steps.append(("pull hold service", self.pull_request_hold_service.stop))
         steps.append(("metrics endpoint", self.metrics.close))
         steps.append(("server", self.server.close))
+        if self.pull_message_processor is not None:
+            steps.append(("SQL92 compiler", self.pull_message_processor.consumer_filter_manager.close))
         if self.vip_channel is not None:
             steps.append(("VIP channel", self.vip_channel.close))
         steps.append(("config tables", self.config_persister.flush_all))

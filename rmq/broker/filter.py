@@ -5,7 +5,7 @@ compiled filter of each (expression type, expression text) in a least-recently-u
 bounded by ``filterCacheSize``; a pull finds its filter there, so an expression is parsed once
 however many groups, topics and subscription versions use it. Failures are kept too (Java
 ``SelectorParser`` caches its exceptions), so a client repeating a bad expression costs one
-lookup. A miss is compiled off the event loop (the loop's executor), at most
+lookup. A miss is compiled off the event loop (one thread of its own), at most
 ``sql92CompilesPerConnection`` at once for one connection and ``sql92CompilesTotal`` in all;
 past them the pull is answered SYSTEM_BUSY. With ``enablePropertyFilter=false`` nothing is
 compiled: the pull is refused first (Java's SYSTEM_ERROR and remark). An expression is at most
@@ -22,6 +22,7 @@ start with a non-TAG subscription (Java ``ClientManageProcessor.checkClientConfi
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 import logging
 from collections import OrderedDict
@@ -76,10 +77,11 @@ class ConsumerFilterManager:
 
     Java keys its filters by group and topic and recompiles on each new subscription version;
     keyed by the text, a client sending a new ``subVersion`` with every pull (or many groups
-    sharing one expression) costs a lookup, not a parse. A miss is compiled in the loop's
-    executor (:meth:`start`, :meth:`wait`): at most ``per_connection`` at once for one connection and
-    ``total`` in all, past which :class:`CompileBusy` is raised (the request is answered
-    SYSTEM_BUSY); the same text compiling already is awaited, not compiled twice.
+    sharing one expression) costs a lookup, not a parse. A miss is compiled in a thread of its
+    own (:meth:`start`, :meth:`wait`), one at a time: at most ``per_connection`` started or
+    queued for one connection and ``total`` in all, past which :class:`CompileBusy` is raised
+    (the request is answered SYSTEM_BUSY); the same text compiling already is awaited, not
+    compiled twice.
 
     Args:
         capacity: compiled filters (and failures) kept (default 4096, ``filterCacheSize``).
@@ -95,6 +97,10 @@ class ConsumerFilterManager:
         self._table: OrderedDict[tuple[str, str], MessageFilter | SelectorError] = OrderedDict()
         self._compiling: dict[tuple[str, str], asyncio.Future[MessageFilter | SelectorError]] = {}
         self.compiles = 0   # compilations run (for tests and metrics)
+        # One thread: a compilation holds the GIL (the parser is Python), so two or more at
+        # once would leave the event loop a small share of it; queued ones wait their turn
+        # (at most ``total``).
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
 
     def __len__(self) -> int:
         return len(self._table)
@@ -157,7 +163,10 @@ class ConsumerFilterManager:
                               f"connection, {running} in all), try again later")
         conn.attributes[_COMPILING] = mine + 1
         loop = asyncio.get_running_loop()
-        fut = self._compiling[key] = loop.run_in_executor(None, _compile_or_error, expression_type, expression)
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rmq-sql92")
+        fut = self._compiling[key] = loop.run_in_executor(self._executor, _compile_or_error, expression_type,
+                                                          expression)
         fut.add_done_callback(functools.partial(self._compiled, key, conn))
         return fut
 
@@ -167,6 +176,12 @@ class ConsumerFilterManager:
         if not fut.cancelled() and fut.exception() is None:
             self.compiles += 1
             self._store(key, fut.result())
+
+    def close(self) -> None:
+        """Stop the compiling thread (queued compilations are dropped)."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
 
     @staticmethod
     async def wait(fut: asyncio.Future[Any]) -> MessageFilter:
