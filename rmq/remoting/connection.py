@@ -399,12 +399,14 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         assert transport is not None
         self._in_read = True
-        # This turn's share of the loop: frames and bytes (measured as the decoder drains).
+        # This turn's share of the loop: frames, and bytes read by the decoder's position
+        # (an attribute, not the ``buffered`` property: one comparison per frame on the SEND
+        # path; the position only moves forward between two feeds).
         frames_left = self._max_frames_per_turn
-        bytes_floor = decoder.buffered - self._max_bytes_per_turn
+        bytes_stop = decoder._pos + self._max_bytes_per_turn
         try:
             while not self._write_paused and not self._in_flight_paused:
-                if frames_left == 0 or decoder.buffered <= bytes_floor:
+                if frames_left == 0 or decoder._pos >= bytes_stop:
                     # Share used up: the rest waits for a later turn (and reading pauses).
                     if decoder.buffered:
                         self._next_turn()
