@@ -591,11 +591,12 @@ class BrokerController:
         assert self._register_lock is not None
         pending = self._register_pending
         if pending is not None and not pending.done():
-            # A full registration is queued (a topic auto-created by a send, a deletion): it
-            # carries these topics too, and an increment with the newer version would make
-            # the name server skip it.
+            # A full registration is queued, not started (a topic auto-created by a send, a
+            # deletion): it will carry the topics changed so far, and an increment with the
+            # newer version would make the name server skip it. Topics created after this point
+            # still go in an increment below.
             self._changed_topics.clear()
-            return await pending
+            await asyncio.wait({pending})
         async with self._register_lock:
             if self._increment_pending is asyncio.current_task():
                 self._increment_pending = None   # started: later changes need a new one
