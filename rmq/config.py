@@ -152,8 +152,8 @@ class BrokerConfig:
             100..600 000).
         enable_property_filter: consumers may filter by SQL92 expressions on message
             properties (False, as Java).
-        filter_cache_size: compiled SQL92 filters kept, one per (group, topic, subscription
-            version, expression) (4096, 16..1 000 000); past it the least recently used goes.
+        filter_cache_size: compiled SQL92 filters kept, one per expression text (4096,
+            16..1 000 000); past it the least recently used goes.
         cluster_topic_enable / broker_topic_enable: the system topics named after the cluster
             and the broker are readable and writable (True).
         max_stats_items: keys (topics, topic@group pairs) per runtime-statistics set (100 000);
