@@ -5,7 +5,7 @@ counted, not sent. Frames are taken as the connection's loop takes them
 (``Connection._process_frames``): offered to the broker's frame hook first (the SEND read
 straight from the frame bytes) where the tree has one, decoded and dispatched otherwise.
 
-    python bench/send_path_micro.py [--messages 30000] [--tree DIR]
+    python bench/send_path_micro.py [--messages 30000] [--tree DIR] [--ab | --turn-ab]
 
 Prints process CPU per message for binary (ROCKETMQ) and JSON headers (all threads: the
 reput and flush services included), and the loop thread's CPU inside the reads alone (frame
@@ -42,7 +42,8 @@ class _Replies:
         self.out += 1
 
 
-async def measure(serialize: int, n: int, ab: bool = False) -> tuple[float, float, float | None]:
+async def measure(serialize: int, n: int, ab: bool = False,
+                  turn_ab: bool = False) -> tuple[float, float, float | None]:
     import _common as c
 
     from rmq._testing import run_broker
@@ -74,6 +75,26 @@ async def measure(serialize: int, n: int, ab: bool = False) -> tuple[float, floa
                     else:
                         dispatch(conn, item)
 
+            def read_in_turns() -> None:
+                # Connection._process_frames' share of the loop: frames and bytes per turn
+                dec.feed(data)
+                frames_left = 64
+                bytes_stop = dec._pos + 256 * 1024
+                while True:
+                    if frames_left == 0 or dec._pos >= bytes_stop:
+                        break
+                    item = next_item()
+                    if item is None:
+                        break
+                    frames_left -= 1
+                    if type(item) is bytes:
+                        if item:
+                            conn.send_response_frame(item)
+                    else:
+                        dispatch(conn, item)
+
+            plain_read = read
+
             for _ in range(200):                    # warm-up: the topic and its queues
                 read()
                 await asyncio.sleep(0)
@@ -82,10 +103,10 @@ async def measure(serialize: int, n: int, ab: bool = False) -> tuple[float, floa
             in_read = 0.0
             for i in range(n // 10):
                 r0 = time.thread_time()
-                read()
+                (read_in_turns if turn_ab and (i // 100) % 2 == 0 else plain_read)()
                 in_read += time.thread_time() - r0
                 if i % 100 == 99:
-                    off = ab and (i // 100) % 2 == 1
+                    off = (ab or turn_ab) and (i // 100) % 2 == 1
                     blocks[off].append(in_read)
                     in_read = 0.0
                     if ab:                          # the next block with the hook off / on
@@ -108,13 +129,19 @@ def main() -> None:
                     help="alternate 1000-message blocks with the broker's frame hook on and off in one process "
                          "(off = the frame decoded into a command and dispatched, as before the hook): the two "
                          "medians compare the paths under the same load")
+    ap.add_argument("--turn-ab", action="store_true",
+                    help="alternate 1000-message blocks with and without the connection's per-turn share checks "
+                         "(maxFramesPerTurn / maxBytesPerTurn, as Connection._process_frames makes them)")
     a = ap.parse_args()
     if a.tree:
         sys.path.insert(0, a.tree)
     import uvloop
     for ser, name in ((1, "binary"), (0, "json")):
-        us, in_read, off = uvloop.run(measure(ser, a.messages, a.ab))
-        if off is None:
+        us, in_read, off = uvloop.run(measure(ser, a.messages, a.ab, a.turn_ab))
+        if off is not None and a.turn_ab:
+            print(f"{name}: reads {in_read:.2f} us per message with the per-turn checks, {off:.2f} us without "
+                  f"(medians of alternating 1000-message blocks; {us:.2f} us CPU per message in all)")
+        elif off is None:
             print(f"{name}: {us:.2f} us CPU per message ({in_read:.2f} us of it in the reads: decode, "
                   f"dispatch, store, reply, median of 1000-message blocks)")
         else:

@@ -168,8 +168,8 @@ class BrokerConfig:
             100..600 000).
         enable_property_filter: consumers may filter by SQL92 expressions on message
             properties (False, as Java).
-        filter_cache_size: compiled SQL92 filters kept, one per (group, topic, subscription
-            version, expression) (4096, 16..1 000 000); past it the least recently used goes.
+        filter_cache_size: compiled SQL92 filters kept, one per expression text (4096,
+            16..1 000 000); past it the least recently used goes.
         cluster_topic_enable / broker_topic_enable: the system topics named after the cluster
             and the broker are readable and writable (True).
         max_stats_items: keys (topics, topic@group pairs) per runtime-statistics set (100 000);
@@ -213,6 +213,16 @@ class BrokerConfig:
             together; the connection that goes past it is closed (64 MiB; 0 disables).
         close_grace_seconds: a closing connection whose client does not take the last replies
             is aborted after this many seconds (3).
+        max_frames_per_turn: frames one connection has handled per event-loop turn before the
+            other connections get theirs (64): a client's pipeline cannot hold the loop.
+        max_bytes_per_turn: bytes of frames one connection has handled per loop turn (256 KiB;
+            a larger frame is handled alone).
+        max_requests_in_flight_per_connection: asynchronous requests (sends, admin, …) of one
+            connection running or queued; past it the broker stops reading from that
+            connection until half are answered (1024).
+        sql92_compiles_per_connection: SQL92 expressions one connection may have compiling at
+            once (off the event loop); a pull past it is answered SYSTEM_BUSY (4).
+        sql92_compiles_total: SQL92 expressions compiling at once in the broker (16).
         max_held_pulls_per_connection: suspended (long-polling) pulls one connection may
             have held; past it a pull is answered SYSTEM_BUSY (10 000).
         max_held_pulls_total: suspended pulls held by the broker in all (100 000).
@@ -298,6 +308,11 @@ class BrokerConfig:
     frame_read_timeout_seconds: float = setting(30.0, lo=0.1, hi=3600.0, unit="s")
     max_partial_frame_bytes: int = setting(64 * 1024 * 1024, lo=1024 * 1024, hi=1 << 40, unit="bytes")
     close_grace_seconds: float = setting(3.0, lo=0.0, hi=600.0, unit="s")
+    max_frames_per_turn: int = setting(64, lo=1, hi=1_000_000)
+    max_bytes_per_turn: int = setting(256 * 1024, lo=1024, hi=1 << 30, unit="bytes")
+    max_requests_in_flight_per_connection: int = setting(1024, lo=1, hi=10_000_000)
+    sql92_compiles_per_connection: int = setting(4, lo=1, hi=10_000)
+    sql92_compiles_total: int = setting(16, lo=1, hi=100_000)
     max_held_pulls_per_connection: int = setting(10_000, lo=1, hi=10_000_000)
     max_held_pulls_total: int = setting(100_000, lo=1, hi=100_000_000)
     config_persist_interval: int = setting(200, lo=10, hi=3_600_000, unit="ms")

@@ -18,7 +18,9 @@ whatever the steps before it raised: the store is always shut down.
 Background tasks, each owned here and cancelled (and awaited) in ``shutdown``:
 
 * ``register``  — REGISTER_BROKER to every name server every ``registerNameServerPeriod``
-  (30 s), plus on demand (``register_broker_soon``) after a topic is created;
+  (30 s), plus on demand (``register_broker_soon``) after a topic is created on the send
+  path; an admin topic creation or a consumer's retry topic registers incrementally
+  (``register_topics_now``: only the changed topics, coalesced);
 * ``persist``   — the ConfigPersister: topics and groups every ``configPersistInterval``
   (200 ms), consumer offsets every ``flushConsumerOffsetInterval`` (5 s), delay progress every
   10 s, each only when changed, snapshotted on the loop and written in a thread;
@@ -36,7 +38,7 @@ import asyncio
 import functools
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
@@ -167,6 +169,9 @@ class BrokerController:
             frame_read_timeout=broker_config.frame_read_timeout_seconds or None,
             max_partial_frame_bytes=broker_config.max_partial_frame_bytes or None,
             close_grace=broker_config.close_grace_seconds,
+            max_frames_per_turn=broker_config.max_frames_per_turn,
+            max_bytes_per_turn=broker_config.max_bytes_per_turn,
+            max_requests_in_flight=broker_config.max_requests_in_flight_per_connection,
             tls=tls.server_options() if tls is not None else None,
         )
         self.server = RemotingServer(broker_config.listen_host, broker_config.listen_port, name="broker",
@@ -195,6 +200,10 @@ class BrokerController:
         self._register_lock: asyncio.Lock | None = None
         self._register_pending: asyncio.Task | None = None   # queued, not yet started
         self._register_not_before = 0.0   # loop time before which no queued registration starts
+        # Topics created or updated since the last registration that carried them: the next
+        # incremental registration (register_topics_now) sends only these.
+        self._changed_topics: set[str] = set()
+        self._increment_pending: asyncio.Task | None = None   # queued, not yet started
         self._started = False
         self._stopped = False
 
@@ -390,6 +399,8 @@ class BrokerController:
             steps.append(("pull hold service", self.pull_request_hold_service.stop))
         steps.append(("metrics endpoint", self.metrics.close))
         steps.append(("server", self.server.close))
+        if self.pull_message_processor is not None:
+            steps.append(("SQL92 compiler", self.pull_message_processor.consumer_filter_manager.close))
         if self.vip_channel is not None:
             steps.append(("VIP channel", self.vip_channel.close))
         steps.append(("config tables", self.config_persister.flush_all))
@@ -568,6 +579,64 @@ class BrokerController:
             return
         task = self._queue_registration()
         await asyncio.wait({task}, timeout=max_wait)
+
+    async def register_topics_now(self, topics: Iterable[str], max_wait: float = 2.5) -> None:
+        """Register only ``topics`` (just created or updated) and wait for it at most
+        ``max_wait`` seconds (Java ``BrokerController.registerIncrementBrokerData``).
+
+        Java's name server (``RouteInfoManager.registerBroker``) and ours merge such a table
+        into the broker's routes; a full table is recognised by the broker's own
+        ``brokerName`` topic, which every broker lists (``TopicConfigManager``), so ours
+        still drops deleted topics on a full registration. Creations coalesce: those made
+        while a registration is on the wire share the next one, so topics created one request
+        at a time cost one name-server round trip each at most, and a burst fewer. No
+        ``REGISTER_MIN_GAP`` applies: an increment is small whatever the table's size.
+        """
+        if not self.ready or not self.broker_config.namesrv_addr_list or self._register_lock is None:
+            return
+        self._changed_topics.update(topics)
+        task = self._increment_pending
+        if task is None or task.done():
+            task = self._increment_pending = self._spawn(self._incremental_registration(), "register-increment")
+        await asyncio.wait({task}, timeout=max_wait)
+
+    async def _incremental_registration(self) -> bool:
+        assert self._register_lock is not None
+        pending = self._register_pending
+        if pending is not None and not pending.done():
+            # A full registration is queued, not started (a topic auto-created by a send, a
+            # deletion): it will carry the topics changed so far, and an increment with the
+            # newer version would make the name server skip it. Topics created after this point
+            # still go in an increment below.
+            self._changed_topics.clear()
+            await asyncio.wait({pending})
+        async with self._register_lock:
+            if self._increment_pending is asyncio.current_task():
+                self._increment_pending = None   # started: later changes need a new one
+            changed, self._changed_topics = self._changed_topics, set()
+            if self._stopped:
+                return True
+            bc = self.broker_config
+            table = self.topic_config_manager.topic_config_table
+            configs = {name: table[name].to_json() for name in sorted(changed) if name in table}
+            if not configs:   # deleted meanwhile: the full registration of the delete covers it
+                return True
+            if not PermName.is_writeable(bc.broker_permission) or not PermName.is_readable(bc.broker_permission):
+                for tc in configs.values():
+                    tc["perm"] &= bc.broker_permission
+            # The name server records the version an increment carries (Java's and ours) and
+            # skips a full table of that version, as it keeps a wiped write permission.
+            wrapper = {"topicConfigTable": configs,
+                       "dataVersion": self.topic_config_manager.data_version.to_json()}
+            results = await self.broker_outer_api.register_broker_all(
+                bc.broker_cluster_name, self.broker_addr, bc.broker_name, bc.broker_id, self.ha_server_addr,
+                wrapper, bc.register_broker_timeout_mills / 1000.0)
+            self._on_register_answer()
+            ok = all(ok for _, ok in results)
+            if not ok:
+                # a name server missed it: the next full registration (queued now) carries them
+                self._queue_registration()
+            return ok
 
     def register_broker_soon(self) -> None:
         """Queue one registration (coalesced) after a topic was created on the send path."""

@@ -286,7 +286,8 @@ class PullRequestHoldService:
         if getattr(req.conn, "closed", False):
             return
         try:
-            response = self.processor.process(req.conn, req.cmd, allow_suspend=False)
+            # with the filter it was suspended with (compiled already: nothing compiles here)
+            response = self.processor.process(req.conn, req.cmd, allow_suspend=False, known=req.message_filter)
             if response is not None:
                 self.processor.write_response(req.conn, response)
         except Exception:  # noqa: BLE001 - answer the others even if one re-run fails

@@ -245,9 +245,14 @@ class RouteInfoManager:
         """Record (or refresh) one broker and, for a master, its topic table.
 
         ``topic_config_table`` maps topic → Java ``TopicConfig`` JSON (``readQueueNums``,
-        ``writeQueueNums``, ``perm``, ``topicSysFlag``). When a master sends its table, topics
-        it no longer lists lose this broker's queues, so a deleted topic disappears from
-        routes on the next registration.
+        ``writeQueueNums``, ``perm``, ``topicSysFlag``). When a master sends its full table,
+        topics it no longer lists lose this broker's queues, so a deleted topic disappears
+        from routes on the next registration. A table without the broker's own
+        ``brokerName`` topic, which every broker lists (Java ``TopicConfigManager``), is an
+        increment (Java ``BrokerController.registerIncrementBrokerData``: the topics just
+        created): merged into the routes as Java 4.9.8's ``RouteInfoManager.registerBroker``
+        does, removing nothing; its version is recorded, so a full table of the same version
+        is skipped as Java skips it (a deletion makes a new version).
 
         Everything is checked before anything changes. Raises :class:`RemotingCommandError`
         for a malformed header value or table entry, :class:`RegistrationRefused` when a live
@@ -265,8 +270,9 @@ class RouteInfoManager:
         if data_version is not None and not isinstance(data_version, dict):
             raise RemotingCommandError("dataVersion is not an object")
         queue_datas = None
-        if topic_config_table is not None and broker_id == MASTER_ID and self._topics_changed(
-                broker_name, broker_id, broker_addr, data_version):
+        increment = topic_config_table is not None and broker_name not in topic_config_table
+        if topic_config_table is not None and broker_id == MASTER_ID and (increment or self._topics_changed(
+                broker_name, broker_id, broker_addr, data_version)):
             queue_datas = parse_topic_config_table(broker_name, topic_config_table, self.limits.max_topics_per_broker)
         now = time.monotonic()
         self._check_holder(broker_name, broker_id, broker_addr, conn, now)
@@ -306,7 +312,7 @@ class RouteInfoManager:
 
         prev = self.broker_live_table.get(broker_addr)
         if queue_datas is not None:
-            self._update_topics_of_broker(broker_name, queue_datas)
+            self._update_topics_of_broker(broker_name, queue_datas, full=not increment)
 
         conns = [c for c in prev.conns if not getattr(c, "closed", False)] if prev is not None else []
         if conn is not None and conn not in conns:
@@ -326,16 +332,17 @@ class RouteInfoManager:
                 result.ha_server_addr = master_live.ha_server_addr if master_live else ""
         return result
 
-    def _update_topics_of_broker(self, broker_name: str, queue_datas: dict[str, QueueData]) -> None:
+    def _update_topics_of_broker(self, broker_name: str, queue_datas: dict[str, QueueData], full: bool) -> None:
         for topic, qd in queue_datas.items():
             queues = self.topic_queue_table.setdefault(topic, {})
             if queues.get(broker_name) != qd:
                 if broker_name not in queues:
                     log.debug("new topic registered: %s on %s", topic, broker_name)
                 queues[broker_name] = qd
-        for topic in list(self.topic_queue_table):
-            if topic not in queue_datas:
-                self._remove_topic_of_broker(topic, broker_name)
+        if full:
+            for topic in list(self.topic_queue_table):
+                if topic not in queue_datas:
+                    self._remove_topic_of_broker(topic, broker_name)
 
     def _remove_topic_of_broker(self, topic: str, broker_name: str) -> None:
         queues = self.topic_queue_table.get(topic)

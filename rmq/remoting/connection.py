@@ -26,6 +26,15 @@ layer above when its buffers (zero-copy views of the store) are no longer refere
 transport; its callbacks are kept per connection and released together (one check per
 connection, not per reply).
 
+Fairness: a connection handles at most ``max_frames_per_turn`` frames and
+``max_bytes_per_turn`` bytes of frames per loop turn. When a read holds more (one write of
+100 000 pipelined pulls), the connection stops reading, lets the loop serve the other
+connections (``call_soon`` puts its next slice behind the reads already due), and reads again
+once its decoder is drained; so one client's pipeline costs another client's round trip at
+most one slice of work per turn. Requests that become tasks (the dispatcher's pools) are
+counted per connection: past ``max_requests_in_flight`` the connection stops reading until
+half of them are answered, so one client cannot fill a pool's queue for everyone.
+
 Incoming: a frame once started must be complete within ``frame_read_timeout`` (a client
 trickling one byte a second is closed, although each byte resets the idle timer), and the
 bytes of all unfinished frames of a server count against one shared :class:`FrameBudget`;
@@ -65,6 +74,9 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "DEFAULT_CLOSE_GRACE",
     "DEFAULT_FRAME_READ_TIMEOUT",
+    "DEFAULT_MAX_BYTES_PER_TURN",
+    "DEFAULT_MAX_FRAMES_PER_TURN",
+    "DEFAULT_MAX_REQUESTS_IN_FLIGHT",
     "DEFAULT_MAX_PARTIAL_FRAME_BYTES",
     "DEFAULT_WRITE_BUFFER_HIGH",
     "DEFAULT_WRITE_BUFFER_LIMIT",
@@ -96,6 +108,14 @@ DEFAULT_FRAME_READ_TIMEOUT = 30.0
 DEFAULT_MAX_PARTIAL_FRAME_BYTES = 64 * 1024 * 1024
 #: Seconds a graceful close may wait for the peer to take our buffered writes.
 DEFAULT_CLOSE_GRACE = 3.0
+#: Frames one connection handles in one loop turn before the others get theirs (Netty reads
+#: at most ``maxMessagesPerRead`` = 16 messages per channel per event-loop pass).
+DEFAULT_MAX_FRAMES_PER_TURN = 64
+#: Bytes of frames one connection handles in one loop turn (at least one whole frame).
+DEFAULT_MAX_BYTES_PER_TURN = 256 * 1024
+#: Asynchronous requests of one connection running or queued at once; past it the connection
+#: stops reading until half of them are answered.
+DEFAULT_MAX_REQUESTS_IN_FLIGHT = 1024
 
 _FRAME_LEN = struct.Struct(">i")
 
@@ -245,6 +265,12 @@ class Connection(asyncio.Protocol):
         frame_budget: the server-wide :class:`FrameBudget` for unfinished frames (default
             none).
         close_grace: seconds ``close()`` waits for buffered writes before aborting (default 3).
+        max_frames_per_turn: frames handled per loop turn before other connections get theirs
+            (default 64).
+        max_bytes_per_turn: bytes of frames handled per loop turn (default 256 KiB; a larger
+            frame is handled alone).
+        max_requests_in_flight: asynchronous requests running or queued at once; past it
+            reading pauses until half are answered (default 1024).
 
     Attributes:
         remote_addr: peer ``"ip:port"``.
@@ -267,8 +293,18 @@ class Connection(asyncio.Protocol):
         frame_read_timeout: float | None = DEFAULT_FRAME_READ_TIMEOUT,
         frame_budget: FrameBudget | None = None,
         close_grace: float = DEFAULT_CLOSE_GRACE,
+        max_frames_per_turn: int = DEFAULT_MAX_FRAMES_PER_TURN,
+        max_bytes_per_turn: int = DEFAULT_MAX_BYTES_PER_TURN,
+        max_requests_in_flight: int = DEFAULT_MAX_REQUESTS_IN_FLIGHT,
     ) -> None:
         self._dispatcher = dispatcher
+        self._max_frames_per_turn = max(1, max_frames_per_turn)
+        self._max_bytes_per_turn = max(1, max_bytes_per_turn)
+        self._max_in_flight = max(1, max_requests_in_flight)
+        self._in_flight = 0  # asynchronous requests admitted and not finished
+        self._in_flight_paused = False  # reading paused: too many asynchronous requests
+        self._turn_pending: asyncio.Handle | None = None  # the next slice of buffered frames
+        self._reading_paused = False  # what we last asked of the transport
         self._manager = manager
         self.role = role
         self._idle_timeout = idle_timeout
@@ -363,8 +399,18 @@ class Connection(asyncio.Protocol):
         transport = self._transport
         assert transport is not None
         self._in_read = True
+        # This turn's share of the loop: frames, and bytes read by the decoder's position
+        # (an attribute, not the ``buffered`` property: one comparison per frame on the SEND
+        # path; the position only moves forward between two feeds).
+        frames_left = self._max_frames_per_turn
+        bytes_stop = decoder._pos + self._max_bytes_per_turn
         try:
-            while not self._write_paused:
+            while not self._write_paused and not self._in_flight_paused:
+                if frames_left == 0 or decoder._pos >= bytes_stop:
+                    # Share used up: the rest waits for a later turn (and reading pauses).
+                    if decoder.buffered:
+                        self._next_turn()
+                    break
                 try:
                     cmd = decoder.next_item()
                 except RemotingCommandError as exc:
@@ -372,6 +418,7 @@ class Connection(asyncio.Protocol):
                     return
                 if cmd is None:
                     break
+                frames_left -= 1
                 self._frames_done += 1
                 if isinstance(cmd, bytes):
                     # handled by the dispatcher's frame hook (a stored SEND): its reply, if any
@@ -426,8 +473,9 @@ class Connection(asyncio.Protocol):
         if not self._decoder.buffered:  # the frame completed since
             self._frame_started = None
             return
-        if self._write_paused:
-            # the frames waiting are whole ones we stopped decoding; the peer is not reading
+        if self._write_paused or self._in_flight_paused or self._turn_pending is not None:
+            # the frames waiting are whole ones we have not decoded yet (the peer is not
+            # reading, too many of its requests are in flight, or they wait for their turn)
             self._frame_started = started = self._loop.time()
         left = started + timeout - self._loop.time()
         if left > 0:
@@ -454,41 +502,86 @@ class Connection(asyncio.Protocol):
     def eof_received(self) -> bool | None:
         return None  # close our side too
 
+    def _update_reading(self) -> None:
+        """Ask the transport to read or not: not while the peer does not read our replies,
+        while too many of its requests are in flight, or while whole frames wait for a
+        later turn."""
+        transport = self._transport
+        if self.closed or transport is None:
+            return
+        paused = self._write_paused or self._in_flight_paused or self._turn_pending is not None
+        if paused == self._reading_paused:
+            return
+        self._reading_paused = paused
+        try:
+            if paused:
+                transport.pause_reading()
+            else:
+                transport.resume_reading()
+        except (RuntimeError, AttributeError):
+            pass
+
+    def _next_turn(self) -> None:
+        """Handle the rest of the buffered frames in a later loop turn (reading paused)."""
+        if self._turn_pending is None:
+            self._turn_pending = self._loop.call_soon(self._resume_frames)
+            self._update_reading()
+
     def pause_writing(self) -> None:
         # The peer is not reading what we send: stop reading its requests until it catches up.
         self._write_paused = True
         self._writable.clear()
-        transport = self._transport
-        if not self.closed and transport is not None:
-            try:
-                transport.pause_reading()
-            except (RuntimeError, AttributeError):
-                pass
+        self._update_reading()
         log.debug("%s: write buffer full, paused reading from %s", self.role, self.remote_addr)
 
     def resume_writing(self) -> None:
         self._write_paused = False
         self._writable.set()
-        transport = self._transport
-        if not self.closed and transport is not None:
-            try:
-                transport.resume_reading()
-            except (RuntimeError, AttributeError):
-                pass
+        if not self.closed and self._transport is not None:
+            self._update_reading()
             if self._decoder.buffered and not self._broken:
                 # frames left over when we paused; not from inside the transport's callback
-                self._loop.call_soon(self._resume_frames)
+                self._next_turn()
+
+    def request_started(self) -> None:
+        """The dispatcher admitted one asynchronous request of this connection (a task)."""
+        self._in_flight += 1
+        if self._in_flight >= self._max_in_flight and not self._in_flight_paused:
+            self._in_flight_paused = True
+            _rlog.info("in-flight-limit", "%s: %s has %d requests in flight (maxRequestsInFlightPerConnection); "
+                       "reading from it pauses until half are answered", self.role, self.remote_addr,
+                       self._in_flight)
+            self._update_reading()
+
+    def request_finished(self, _task: object = None) -> None:
+        """One asynchronous request of this connection finished (answered or failed)."""
+        self._in_flight -= 1
+        if self._in_flight_paused and self._in_flight <= self._max_in_flight // 2:
+            self._in_flight_paused = False
+            self._update_reading()
+            if self._decoder.buffered and not self._broken and not self.closed:
+                self._next_turn()
+
+    @property
+    def requests_in_flight(self) -> int:
+        """Asynchronous requests of this connection admitted and not finished."""
+        return self._in_flight
 
     def _resume_frames(self) -> None:
+        self._turn_pending = None
         if not self.closed and not self._broken and not self._write_paused and not self._in_read:
             self._process_frames()
             if not self.closed and (self._decoder.buffered or self._budget_charged):
                 self._track_unfinished()
+        self._update_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         if self._idle is not None:
             self._idle.stop()
+        if self._turn_pending is not None:
+            self._turn_pending.cancel()
+            self._turn_pending = None
         for timer in (self._frame_timer, self._close_timer):
             if timer is not None:
                 timer.cancel()

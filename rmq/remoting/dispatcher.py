@@ -11,6 +11,8 @@ a full executor queue answers SYSTEM_BUSY. Here there are no threads on the requ
 * If it returns an awaitable, that runs as a task counted against the code's
   :class:`ProcessorPool`: at most ``max_in_flight`` run at once, up to ``max_queue`` more
   wait, and beyond that the request is answered SYSTEM_BUSY without calling the processor.
+  The task is also counted against its connection (``Connection.request_started``), which
+  stops reading past its own bound, so one client cannot take a whole pool's queue.
 * ``None`` means "no reply now": the processor keeps ``(conn, cmd)`` and answers later with
   ``conn.send_response()`` (long polling).
 
@@ -216,7 +218,11 @@ class Dispatcher:
             self._reply(conn, cmd, result)
             return
         if inspect.isawaitable(result):
-            pool.submit(result, functools.partial(self._on_async_done, conn, cmd))
+            task = pool.submit(result, functools.partial(self._on_async_done, conn, cmd))
+            # Counted per connection until it finishes: past maxRequestsInFlightPerConnection
+            # the connection stops reading (one client cannot fill the pool's queue).
+            conn.request_started()
+            task.add_done_callback(conn.request_finished)
             return
         self._failed(conn, cmd, TypeError(f"processor returned {type(result).__name__}, not a RemotingCommand"))
 

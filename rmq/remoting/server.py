@@ -39,7 +39,10 @@ from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rmq.remoting.connection import (
     DEFAULT_CLOSE_GRACE,
     DEFAULT_FRAME_READ_TIMEOUT,
+    DEFAULT_MAX_BYTES_PER_TURN,
+    DEFAULT_MAX_FRAMES_PER_TURN,
     DEFAULT_MAX_PARTIAL_FRAME_BYTES,
+    DEFAULT_MAX_REQUESTS_IN_FLIGHT,
     DEFAULT_WRITE_BUFFER_HIGH,
     DEFAULT_WRITE_BUFFER_LIMIT,
     Connection,
@@ -77,6 +80,12 @@ class RemotingServer:
             None disables.
         close_grace: seconds a closing connection may wait for its peer to take the last
             replies before it is aborted (default 3).
+        max_frames_per_turn: frames one connection handles per loop turn before the others
+            get theirs (default 64).
+        max_bytes_per_turn: bytes of frames one connection handles per loop turn (default
+            256 KiB).
+        max_requests_in_flight: asynchronous requests of one connection running or queued;
+            past it the connection stops reading until half are answered (default 1024).
         name: used in logs (default ``"remoting"``).
         tls: :class:`~rmq.remoting.tls.TlsServerOptions` (mode, context, handshake timeout);
             default None = plain TCP, TLS refused (the disabled mode).
@@ -95,6 +104,9 @@ class RemotingServer:
         frame_read_timeout: float | None = DEFAULT_FRAME_READ_TIMEOUT,
         max_partial_frame_bytes: int | None = DEFAULT_MAX_PARTIAL_FRAME_BYTES,
         close_grace: float = DEFAULT_CLOSE_GRACE,
+        max_frames_per_turn: int = DEFAULT_MAX_FRAMES_PER_TURN,
+        max_bytes_per_turn: int = DEFAULT_MAX_BYTES_PER_TURN,
+        max_requests_in_flight: int = DEFAULT_MAX_REQUESTS_IN_FLIGHT,
         name: str = "remoting",
         tls: TlsServerOptions | None = None,
     ) -> None:
@@ -108,6 +120,9 @@ class RemotingServer:
         self.frame_read_timeout = frame_read_timeout
         self.frame_budget = FrameBudget(max_partial_frame_bytes)
         self.close_grace = close_grace
+        self.max_frames_per_turn = max_frames_per_turn
+        self.max_bytes_per_turn = max_bytes_per_turn
+        self.max_requests_in_flight = max_requests_in_flight
         self.name = name
         self.dispatcher = Dispatcher(name)
         self.connection_manager = ConnectionManager(name)
@@ -151,6 +166,9 @@ class RemotingServer:
             frame_read_timeout=self.frame_read_timeout,
             frame_budget=self.frame_budget,
             close_grace=self.close_grace,
+            max_frames_per_turn=self.max_frames_per_turn,
+            max_bytes_per_turn=self.max_bytes_per_turn,
+            max_requests_in_flight=self.max_requests_in_flight,
         )
 
     async def start(self) -> None:

@@ -104,17 +104,23 @@ async def test_sends_fail_over_to_the_broker_that_keeps_its_write_perm(tmp_path)
 
 
 async def test_a_changed_topic_table_restores_the_brokers_own_perms(tmp_path):
-    """Java's name server rebuilds a broker's queue data when its topic table's version
-    changes: a topic update on the broker ends a wipe."""
+    """Java's name server rebuilds a broker's queue data when a full topic table of a new
+    version arrives: a topic deletion on the broker ends a wipe. A topic creation registers
+    only the new topic (Java registerIncrementBrokerData), which leaves the others wiped."""
     async with run_standalone(tmp_path) as (ns, broker):
         async with Admin(ns.address) as admin:
-            await admin.create_and_update_topic_config(broker.broker_addr, "WipeR", read_queue_nums=1,
-                                                       write_queue_nums=1)
+            for topic in ("WipeR", "WipeGone"):
+                await admin.create_and_update_topic_config(broker.broker_addr, topic, read_queue_nums=1,
+                                                           write_queue_nums=1)
             await admin.wipe_write_perm_of_broker(ns.address, "broker-a")
             await admin.create_and_update_topic_config(broker.broker_addr, "WipeR2", read_queue_nums=1,
                                                        write_queue_nums=1)
-            await wait_until(lambda: ns.route_info_manager.topic_queue_table["WipeR"]["broker-a"].perm == 6,
+            table = ns.route_info_manager.topic_queue_table
+            assert (table["WipeR"]["broker-a"].perm, table["WipeR2"]["broker-a"].perm) == (4, 6)
+            await admin.delete_topic_in_broker(broker.broker_addr, "WipeGone")
+            await wait_until(lambda: table["WipeR"]["broker-a"].perm == 6,
                              what="the route rebuilt from the new topic table")
+            assert "WipeGone" not in table
 
 
 # -- KV config --------------------------------------------------------------------------------

@@ -88,15 +88,18 @@ async def test_bad_expression_in_pull_is_subscription_parse_failed(fenv):
     assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
 
 
-async def test_filter_cache_compiles_once_per_subscription_version(fenv):
+async def test_filter_cache_compiles_once_per_expression_text(fenv):
+    """Keyed by the text: a new subVersion (or another group) with the same expression is a
+    lookup; Java recompiles per subscription version, which a client can repeat at will."""
     await _fill(fenv, "SqlC", 4)
     mgr = fenv.broker.pull_message_processor.consumer_filter_manager
-    before = len(mgr)
-    for _ in range(3):
-        assert _numbers(await _pull(fenv, "SqlC", "n > 1", sub_version=7)) == [2, 3]
-    assert len(mgr) == before + 1
+    before, compiles = len(mgr), mgr.compiles
+    for version in range(3):
+        assert _numbers(await _pull(fenv, "SqlC", "n > 1", sub_version=7 + version)) == [2, 3]
+    assert _numbers(await _pull(fenv, "SqlC", "n > 1", group="OtherGroup")) == [2, 3]
+    assert (len(mgr), mgr.compiles) == (before + 1, compiles + 1)
     assert _numbers(await _pull(fenv, "SqlC", "n > 2", sub_version=8)) == [3]
-    assert len(mgr) == before + 2
+    assert (len(mgr), mgr.compiles) == (before + 2, compiles + 2)
 
 
 def test_filter_cache_is_bounded():
@@ -104,22 +107,26 @@ def test_filter_cache_is_bounded():
     from rmq.common.sql92 import SelectorError
 
     mgr = ConsumerFilterManager(capacity=16)
-    first = mgr.get("G", "T", 0, "SQL92", "a > 0")
+    first = mgr.get("SQL92", "a > 0")
+    assert mgr.get("sql92", "a > 0") is first
     for v in range(1, 40):
-        mgr.get("G", "T", v, "SQL92", f"a > {v}")
+        mgr.get("SQL92", f"a > {v}")
         with pytest.raises(SelectorError):
-            mgr.get("G", "T", v, "SQL92", "a >")   # failures are cached too, and bounded
+            mgr.get("SQL92", f"a > {v} AND")   # failures are cached too, and bounded
     assert len(mgr) == 16
-    assert mgr.get("G", "T", 0, "SQL92", "a > 0") is not first   # evicted, compiled again
+    assert mgr.get("SQL92", "a > 0") is not first   # evicted, compiled again
 
 
 async def test_filtering_off_answers_as_java(env):
     await _fill(env, "SqlOff", 2)
     resp = await _pull(env, "SqlOff", "n > 0")
     assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, OFF_REMARK)
-    # Java compiles the pull's expression first: a bad one is SUBSCRIPTION_PARSE_FAILED even when off
+    # nothing is compiled while filtering is off (Java compiles first): a bad expression gets the
+    # same answer, and the cache stays empty
     resp = await _pull(env, "SqlOff", "n >")
-    assert resp.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, OFF_REMARK)
+    mgr = env.broker.pull_message_processor.consumer_filter_manager
+    assert (len(mgr), mgr.compiles) == (0, 0)
     # TAG pulls are untouched
     assert _numbers(await env.pull("SqlOff", suspend_ms=0)) == [0, 1]
     resp = await _check(env, "SQL92", "n > 0")
@@ -192,3 +199,36 @@ async def test_held_pull_wakes_and_filters(fenv):
     if resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:   # woken by m0 alone: nothing matched yet
         resp = await _pull(fenv, "SqlHold", "n = 1", offset=int(resp.ext_fields["nextBeginOffset"]))
     assert _numbers(resp) == [1]
+
+
+def _long_expression(i: int) -> str:
+    """A distinct expression of about 4000 characters (the most accepted): ~50 ms to compile."""
+    terms = [f"(n > {k + i * 1000} OR s = 'x{k}')" for k in range(200)]
+    return " AND ".join(terms)[:3990].rsplit(" AND ", 1)[0]
+
+
+async def test_pipelined_sql92_pulls_compile_each_text_once_off_the_loop(fenv):
+    """The hostile pipeline of finding 4: many SQL92 pulls on one connection, each with a new
+    subVersion. The same text compiles once (Java's cache keyed by version compiled 50 times);
+    distinct texts compile a few at a time off the loop, the others answered SYSTEM_BUSY at once."""
+    import asyncio
+
+    await _fill(fenv, "SqlP", 4)
+    mgr = fenv.broker.pull_message_processor.consumer_filter_manager
+    compiles = mgr.compiles
+    resps = await asyncio.gather(*(_pull(fenv, "SqlP", "n > 1 AND s = 'red'", sub_version=1000 + v)
+                                   for v in range(50)))
+    assert [_numbers(r) for r in resps] == [[3]] * 50
+    assert mgr.compiles == compiles + 1
+    resps = await asyncio.gather(*(_pull(fenv, "SqlP", _long_expression(i), sub_version=i) for i in range(200)))
+    busy = [r for r in resps if r.code == ResponseCode.SYSTEM_BUSY]
+    done = [r for r in resps if r.code != ResponseCode.SYSTEM_BUSY]
+    # the first slice of the pipeline (64 frames) alone starts sql92CompilesPerConnection (4)
+    assert len(busy) >= 60 and all("SQL92_COMPILE_LIMIT" in r.remark for r in busy)
+    assert all(r.code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY) for r in done), \
+        {r.code for r in done}
+    assert mgr.compiles == compiles + 1 + len(done)
+    # nothing is left compiling, and the connection's slots are all given back
+    assert not mgr._compiling
+    resp = await _pull(fenv, "SqlP", _long_expression(999))
+    assert resp.code != ResponseCode.SYSTEM_BUSY

@@ -81,11 +81,34 @@ async def test_cluster_info_and_topic_list(client):
 
 
 async def test_reregistration_drops_deleted_topics(client):
+    # full tables: a broker always lists its own brokerName topic
     async with run_namesrv() as ns:
-        await client.invoke(ns.address, register_cmd(TopicA=2, TopicB=2, counter=1))
-        await client.invoke(ns.address, register_cmd(TopicA=2, counter=2))
+        await client.invoke(ns.address, register_cmd(TopicA=2, TopicB=2, counter=1, **{"broker-a": 1}))
+        await client.invoke(ns.address, register_cmd(TopicA=2, counter=2, **{"broker-a": 1}))
         assert (await route(client, ns, "TopicB")).code == ResponseCode.TOPIC_NOT_EXIST
         assert (await route(client, ns, "TopicA")).code == ResponseCode.SUCCESS
+
+
+async def test_incremental_registration_merges_and_the_next_full_one_still_prunes(client):
+    """Java BrokerController.registerIncrementBrokerData sends only the created topic, with the
+    table's version; Java's RouteInfoManager.registerBroker merges it. A later full table
+    (listing the broker's own topic) of a new version prunes what it no longer lists."""
+    async with run_namesrv() as ns:
+        assert (await client.invoke(ns.address, register_cmd(TopicA=2, TopicB=2, counter=1,
+                                                             **{"broker-a": 1}))).code == 0
+        # the increment: one new topic, the version after its creation
+        assert (await client.invoke(ns.address, register_cmd(TopicC=3, counter=2))).code == 0
+        for topic in ("TopicA", "TopicB", "TopicC", "broker-a"):
+            assert (await route(client, ns, topic)).code == ResponseCode.SUCCESS, topic
+        data = json.loads((await route(client, ns, "TopicC")).body_bytes())
+        assert data["queueDatas"][0]["readQueueNums"] == 3
+        # the periodic full table of the increment's version changes nothing (as Java's)
+        await client.invoke(ns.address, register_cmd(TopicA=2, TopicC=3, counter=2, **{"broker-a": 1}))
+        assert (await route(client, ns, "TopicB")).code == ResponseCode.SUCCESS
+        # TopicB deleted on the broker (a new version): the full table prunes it
+        await client.invoke(ns.address, register_cmd(TopicA=2, TopicC=3, counter=3, **{"broker-a": 1}))
+        assert (await route(client, ns, "TopicB")).code == ResponseCode.TOPIC_NOT_EXIST
+        assert (await route(client, ns, "TopicC")).code == ResponseCode.SUCCESS
 
 
 async def test_slave_registration_is_told_its_master(client):

@@ -225,21 +225,25 @@ async def test_holder_connection_closed_lets_the_newcomer_in(clients):
 
 async def test_table_bounds(clients):
     real, other, observer = clients
-    async with run_namesrv(max_brokers=3, max_topics_per_broker=3, max_topics=5) as ns:
+    async with run_namesrv(max_brokers=3, max_topics_per_broker=3, max_topics=6) as ns:
         resp = await real.invoke(ns.address, register_cmd(REAL, A=1, B=1, C=1, D=1))
         assert resp.code == ResponseCode.SYSTEM_ERROR and "maxTopicsPerBroker=3" in resp.remark
         assert (await real.invoke(ns.address, register_cmd(REAL, A=1, B=1, C=1))).code == ResponseCode.SUCCESS
-        # shared topics do not count twice; two new ones past maxTopics=5 refuse the whole registration
+        # shared topics do not count twice; two new ones past maxTopics=6 refuse the whole registration
         assert (await other.invoke(ns.address, register_cmd(SPOOF, name="broker-b", A=1, D=1, E=1))).code == 0
         resp = await other.invoke(ns.address, register_cmd("127.0.0.1:30911", name="broker-c", F=1, G=1))
-        assert resp.code == ResponseCode.SYSTEM_ERROR and "maxTopics=5" in resp.remark
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "maxTopics=6" in resp.remark
         assert (await other.invoke(ns.address, register_cmd("127.0.0.1:30911", name="broker-c", A=1))).code == 0
         resp = await other.invoke(ns.address, register_cmd("127.0.0.1:40911", name="broker-d", A=1))
         assert resp.code == ResponseCode.SYSTEM_ERROR and "maxBrokers=3" in resp.remark
         info = await cluster_info(observer, ns)
         assert sorted(info["brokerAddrTable"]) == ["broker-a", "broker-b", "broker-c"]
-        # a registered broker still refreshes while the table is full
+        # a registered broker still refreshes while the table is full; an increment (no
+        # broker-a topic) removes nothing, a full table drops what it no longer lists
         assert (await real.invoke(ns.address, register_cmd(REAL, A=1, B=1, counter=2))).code == ResponseCode.SUCCESS
+        assert await route(observer, ns, "C") is not None
+        full = register_cmd(REAL, A=1, B=1, counter=3, **{"broker-a": 1})
+        assert (await real.invoke(ns.address, full)).code == ResponseCode.SUCCESS
         assert await route(observer, ns, "C") is None
 
 

@@ -29,9 +29,11 @@ def test_wipe_and_add_write_perm_touch_only_that_broker():
     assert r.wipe_write_perm_of_broker("nobody") == 0 and r.add_write_perm_of_broker("nobody") == 0
     # the periodic registration with the same table version keeps a wipe; a new version ends it
     r.wipe_write_perm_of_broker("broker-b")
-    r.register_broker("C", "127.0.0.1:2", "broker-b", 0, "", _table(T1=6, T4=6), {"counter": 1})
+    # (full tables: they list the broker's own topic, as every broker's does)
+    full = _table(T1=6, T4=6, **{"broker-b": 7})
+    r.register_broker("C", "127.0.0.1:2", "broker-b", 0, "", full, {"counter": 1})
     assert r.topic_queue_table["T4"]["broker-b"].perm == 4
-    r.register_broker("C", "127.0.0.1:2", "broker-b", 0, "", _table(T1=6, T4=6), {"counter": 2})
+    r.register_broker("C", "127.0.0.1:2", "broker-b", 0, "", full, {"counter": 2})
     assert r.topic_queue_table["T4"]["broker-b"].perm == 6
 
 

@@ -43,6 +43,8 @@ def test_held_pulls_are_bounded_and_expire_together_without_stalling(tmp_path):
             assert _codes(a, 1000) == {SYSTEM_BUSY: 1000}
             # B: 2000, all held; C: 1500, of which the broker-wide bound leaves room for 1000.
             b.send(*(pull("HoldT", 1, suspend_millis=hold_ms) for _ in range(2000)))
+            # (B's pipeline is handled in slices, fairly with C's: let it be held first)
+            wait_until_sync(lambda: held_pulls(proc.broker_addr) == 2 * per_conn, what="B's pulls held")
             c.send(*(pull("HoldT", 1, suspend_millis=hold_ms) for _ in range(1500)))
             assert _codes(c, 500) == {SYSTEM_BUSY: 500}
             assert held_pulls(proc.broker_addr) == total

@@ -131,7 +131,8 @@ class AdminBrokerProcessor:
             bool(h.order),
         )
         c.topic_config_manager.update_topic_config(tc)
-        await c.register_broker_now()
+        # Java AdminBrokerProcessor.updateAndCreateTopic: registerIncrementBrokerData, then answer.
+        await c.register_topics_now((h.topic,))
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     async def delete_topic(self, conn, cmd):

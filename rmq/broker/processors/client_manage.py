@@ -104,7 +104,7 @@ class ClientManageProcessor:
             _rlog.warning("heartbeat-refused", "heartbeat from %s (%s) refused: %s", conn.remote_addr, clip(client_id),
                           why)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"HEART_BEAT refused: {why}", {})
-        new_topic = False
+        new_topics: list[str] = []
         for n, cd in enumerate(consumer_set):
             if not isinstance(cd, dict):
                 continue
@@ -130,7 +130,8 @@ class ClientManageProcessor:
                     PermName.PERM_READ | PermName.PERM_WRITE,
                     topic_sys_flag,
                 )
-                new_topic = new_topic or created
+                if created:
+                    new_topics.append(MixAll.get_retry_topic(group))
             subs = [
                 SubscriptionData.from_json(s)
                 for s in (cd.get("subscriptionDataSet") or ())
@@ -150,9 +151,10 @@ class ClientManageProcessor:
                 c.producer_manager.register_producer(
                     str(pd["groupName"]), ClientChannelInfo(conn, client_id, str(cmd.language), int(cmd.version or 0))
                 )
-        if new_topic:
-            # Route %RETRY%<group> before the client asks for it (Java registers inline too).
-            await c.register_broker_now()
+        if new_topics:
+            # Route %RETRY%<group> before the client asks for it (Java registers inline too),
+            # with only the new topics.
+            await c.register_topics_now(new_topics)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def unregister_client(self, conn, cmd: RemotingCommand) -> RemotingCommand:

@@ -16,10 +16,13 @@ The checks run in Java's order (``PullMessageProcessor.processRequest``):
    otherwise from the group's heartbeats: group known (SUBSCRIPTION_NOT_EXIST), broadcast
    allowed (NO_PERMISSION), topic subscribed (SUBSCRIPTION_NOT_EXIST), subVersion not older
    (SUBSCRIPTION_NOT_LATEST)
+   A non-TAG expression while ``enablePropertyFilter`` is off → SYSTEM_ERROR, before anything
+   is compiled (Java compiles first; the answer is the same for a good expression).
    For a SQL92 subscription the compiled filter comes from the ConsumerFilterManager (one
-   compile per group, topic, subscription version and expression): a bad expression carried
-   by the pull → SUBSCRIPTION_PARSE_FAILED, one from the heartbeats → FILTER_DATA_NOT_EXIST
-7. a non-TAG expression while ``enablePropertyFilter`` is off → SYSTEM_ERROR
+   compile per expression text): a bad expression carried by the pull →
+   SUBSCRIPTION_PARSE_FAILED, one from the heartbeats → FILTER_DATA_NOT_EXIST. An expression
+   not compiled yet makes the pull asynchronous: it is compiled in the executor (bounded per
+   connection and in all, SYSTEM_BUSY past them) and the pull then runs as above.
 
 Then GetMessageStatus → response code (Java's switch on it), the response header (nextBeginOffset,
 minOffset, maxOffset, suggestWhichBrokerId), a hold in the PullRequestHoldService when nothing
@@ -31,7 +34,7 @@ from __future__ import annotations
 import logging
 import time
 
-from rmq.broker.filter import ConsumerFilterManager, is_tag_type, unsupported_remark
+from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName
@@ -69,7 +72,9 @@ class PullMessageProcessor:
         self.controller = controller
         self.broker_config = controller.broker_config
         self._filters: dict[str, MessageFilter] = {}
-        self.consumer_filter_manager = ConsumerFilterManager(self.broker_config.filter_cache_size)
+        bc = self.broker_config
+        self.consumer_filter_manager = ConsumerFilterManager(bc.filter_cache_size, bc.sql92_compiles_per_connection,
+                                                             bc.sql92_compiles_total)
 
     @property
     def store(self):
@@ -78,11 +83,43 @@ class PullMessageProcessor:
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn, cmd: RemotingCommand) -> None:
+    def process_request(self, conn, cmd: RemotingCommand):
         response = self.process(conn, cmd, allow_suspend=True)
+        if isinstance(response, _Compile):
+            try:
+                compiling = self.consumer_filter_manager.start(conn, response.expression_type, response.expression)
+            except CompileBusy as e:
+                conn.send_response(cmd.response(ResponseCode.SYSTEM_BUSY, str(e), {}))
+                return None
+            return self._compile_then_pull(conn, cmd, response, compiling)
         if response is not None:
             self.write_response(conn, response)
         return None
+
+    async def _compile_then_pull(self, conn, cmd: RemotingCommand, need: _Compile, compiling) -> None:
+        """The pull of an expression not compiled yet: compiled off the loop, then run."""
+        response: RemotingCommand | _Compile | None
+        try:
+            compiled = await ConsumerFilterManager.wait(compiling)
+        except SelectorError as e:
+            response = need.failure(cmd, e)
+        else:
+            response = self.process(conn, cmd, allow_suspend=True,
+                                    known=(need.expression_type.upper(), need.expression, compiled))
+            if isinstance(response, _Compile):   # the heartbeat's subscription changed meanwhile
+                response = cmd.response(ResponseCode.SYSTEM_BUSY, "the subscription changed while its "
+                                        "expression compiled, try again", {})
+        if response is not None:
+            self.write_response(conn, response)
+
+    def _sql_filter(self, expression_type: str, expression: str | None, known) -> MessageFilter | None:
+        """The compiled filter of a non-TAG expression: the held pull's, the one just compiled
+        for this pull, or the cache's (None: not compiled yet; raises a cached SelectorError)."""
+        if isinstance(known, MessageFilter):
+            return known
+        if known is not None and known[0] == expression_type.upper() and known[1] == (expression or ""):
+            return known[2]
+        return self.consumer_filter_manager.lookup(expression_type, expression)
 
     def write_response(self, conn, response: RemotingCommand) -> None:
         """Send a pull response; release the store's holds once the body has been written."""
@@ -105,8 +142,12 @@ class PullMessageProcessor:
             f = self._filters[key] = MessageFilter.from_expression(key)
         return f
 
-    def process(self, conn, cmd: RemotingCommand, allow_suspend: bool) -> RemotingCommand | None:
-        """One pull: a response, or None when it was suspended into the hold service."""
+    def process(self, conn, cmd: RemotingCommand, allow_suspend: bool,
+                known: MessageFilter | tuple[str, str, MessageFilter] | None = None
+                ) -> RemotingCommand | _Compile | None:
+        """One pull: a response, None when it was suspended into the hold service, or a
+        :class:`_Compile` when its SQL92 expression must be compiled first. ``known`` is the
+        filter a held pull was suspended with, or ``(type, expression, filter)`` just compiled."""
         c = self.controller
         try:
             h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -156,12 +197,16 @@ class PullMessageProcessor:
         if has_subscription:
             expression_type = h.expression_type or "TAG"
             sub_string = h.subscription
+            if not is_tag_type(expression_type) and not self.broker_config.enable_property_filter:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
             try:
                 if is_tag_type(expression_type):
                     message_filter = self._filter(sub_string)
                 else:
-                    message_filter = self.consumer_filter_manager.get(
-                        h.consumer_group, h.topic, h.sub_version or 0, expression_type, sub_string)
+                    found = self._sql_filter(expression_type, sub_string, known)
+                    if found is None:
+                        return _Compile(expression_type, sub_string or "", from_heartbeat=False)
+                    message_filter = found
             except Exception as e:  # noqa: BLE001 - any parse failure is the client's expression
                 _rlog.warning("pull-bad-subscription", "parse the consumer's subscription[%s] failed, group: %s: %s",
                               clip(sub_string), clip(h.consumer_group), clip(e))
@@ -187,19 +232,19 @@ class PullMessageProcessor:
             sub_string = sub.sub_string
             if is_tag_type(expression_type):
                 message_filter = self._filter(sub_string)
+            elif not self.broker_config.enable_property_filter:
+                return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
             else:
                 # Java keeps the filter data registered from the heartbeats; a version older than
                 # the pull's (FILTER_DATA_NOT_LATEST) cannot happen here: the subscription the
                 # filter is compiled from passed the SUBSCRIPTION_NOT_LATEST check above.
                 try:
-                    message_filter = self.consumer_filter_manager.get(
-                        h.consumer_group, h.topic, sub.sub_version, expression_type, sub_string)
+                    found = self._sql_filter(expression_type, sub_string, known)
                 except SelectorError as e:
-                    _rlog.warning("pull-bad-filter", "the consumer filter data of group %s topic %s does not "
-                                  "compile: %s", clip(h.consumer_group), clip(h.topic), clip(e))
-                    return cmd.response(ResponseCode.FILTER_DATA_NOT_EXIST,
-                                        "The broker's consumer filter data is not exist!Your expression may be wrong!",
-                                        {})
+                    return _Compile(expression_type, sub_string or "", from_heartbeat=True).failure(cmd, e)
+                if found is None:
+                    return _Compile(expression_type, sub_string or "", from_heartbeat=True)
+                message_filter = found
         # 7. property filtering enabled
         if not is_tag_type(expression_type) and not self.broker_config.enable_property_filter:
             return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
@@ -285,6 +330,27 @@ class PullMessageProcessor:
                 conn.remote_addr, h.consumer_group, h.topic, h.queue_id, h.commit_offset
             )
         return response
+
+
+class _Compile:
+    """What ``process`` answers when the pull's SQL92 expression is not compiled yet."""
+
+    __slots__ = ("expression", "expression_type", "from_heartbeat")
+
+    def __init__(self, expression_type: str, expression: str, from_heartbeat: bool) -> None:
+        self.expression_type = expression_type
+        self.expression = expression
+        self.from_heartbeat = from_heartbeat
+
+    def failure(self, cmd: RemotingCommand, e: SelectorError) -> RemotingCommand:
+        """Java's answer to an expression that does not compile."""
+        if self.from_heartbeat:
+            _rlog.warning("pull-bad-filter", "the consumer filter data of a group does not compile: %s", clip(e))
+            return cmd.response(ResponseCode.FILTER_DATA_NOT_EXIST,
+                                "The broker's consumer filter data is not exist!Your expression may be wrong!", {})
+        _rlog.warning("pull-bad-subscription", "parse the consumer's subscription[%s] failed: %s",
+                      clip(self.expression), clip(e))
+        return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed", {})
 
 
 class _Holder:
