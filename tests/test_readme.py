@@ -21,6 +21,9 @@ The convention for README authors (the markers are HTML comments, invisible on G
 What the examples take for granted exists before the first block runs: topic ``T`` holding a
 message with key ``order-42`` (its ids in ``$MSG_ID`` / ``$OFFSET_MSG_ID``), producer group
 ``PG`` and consumer group ``G`` (subscribed to ``T``, offsets committed) online.
+Blocks run in order against one cluster, so a block must leave it as the later ones expect
+(the admin cheat sheet deletes the order conf it puts on ``T``: while it exists, producers send to
+the queues it names, not to the broker's).
 """
 from __future__ import annotations
 
@@ -39,7 +42,9 @@ import rmq
 from rmq._testing import StandaloneProcess, wait_until
 from rmq.client.admin import Admin, AdminError
 
-pytestmark = pytest.mark.slow
+# About 60 commands, each a fresh interpreter importing the SDK (~0.8 CPU-seconds): some 6 minutes
+# at a load average of 12 on 2 cores, past the suite's 300 s hang guard.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -168,6 +173,17 @@ async def test_every_readme_block_runs(tmp_path):
         async with Admin(d.namesrv_addr) as a:
             for addr in await a.master_addrs():
                 await a.create_and_update_topic_config(addr, "T", read_queue_nums=4, write_queue_nums=4)
+
+            # The broker answers once its registration is done or after 2.5 s, whichever is first:
+            # on a busy machine the route may lag, and a producer without it would fall back to
+            # TBW102's queues.
+            async def routed() -> bool:
+                try:
+                    route = await a.examine_topic_route_info("T")
+                except AdminError:
+                    return False
+                return [(q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [(4, 4)]
+            await wait_until(routed, 60, interval=0.1, what="T's route with 4 queues on the name server")
         got: list[rmq.MessageExt] = []
         consumer = rmq.PushConsumer(d.namesrv_addr, "G", handler=got.append,
                                     consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
