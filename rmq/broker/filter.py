@@ -37,6 +37,10 @@ from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.store import MessageFilter
 
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
+
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
@@ -204,7 +208,7 @@ class CheckClientConfigProcessor:
     """CHECK_CLIENT_CONFIG (46): is this subscription's expression usable here? The expression
     is looked up in, or compiled off the loop into, the pull's ``ConsumerFilterManager``."""
 
-    def __init__(self, controller) -> None:
+    def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
 
     def reject_request(self) -> bool:

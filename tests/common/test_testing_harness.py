@@ -6,6 +6,8 @@ from rmq._testing import BrokerEnv, StandaloneProcess, decode_props, encode_prop
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import ResponseCode
 
+pytestmark = pytest.mark.integration  # a subprocess broker, and ports bound to check them
+
 
 @pytest.mark.slow
 async def test_broker_env_of_a_subprocess(tmp_path):

@@ -23,6 +23,8 @@ from rmq.remoting import (
 )
 from rmq.remoting.codec import FrameDecoder, encode
 
+pytestmark = pytest.mark.integration  # remoting servers
+
 ECHO = 1001
 SLOW = 1002
 HOLD = 1003

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING, Any
 
 from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import MessageModel
@@ -46,6 +47,11 @@ from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.store import MessageFilter
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
+    from rmq.store import MessageStore
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -68,7 +74,7 @@ _STATUS_CODE = {
 class PullMessageProcessor:
     """Handles code 11. Synchronous; answers itself through ``conn.send_response``."""
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
         self.broker_config = controller.broker_config
         self._filters: dict[str, MessageFilter] = {}
@@ -77,8 +83,8 @@ class PullMessageProcessor:
                                                              bc.sql92_compiles_total)
 
     @property
-    def store(self):
-        return self.controller.message_store
+    def store(self) -> MessageStore:
+        return self.controller.started_store
 
     def reject_request(self) -> bool:
         return False
@@ -309,6 +315,7 @@ class PullMessageProcessor:
                 polling_millis = suspend_timeout_millis
                 if not self.broker_config.long_polling_enable:
                     polling_millis = self.broker_config.short_polling_time_mills
+                assert c.pull_request_hold_service is not None  # started before any pull is served
                 if c.pull_request_hold_service.suspend_pull_request(
                     conn, cmd, h.topic, h.queue_id, h.queue_offset, polling_millis, message_filter
                 ):
@@ -358,9 +365,9 @@ class _Holder:
 
     __slots__ = ("result",)
 
-    def __init__(self, result):
+    def __init__(self, result: Any) -> None:
         self.result = result
 
     @property
-    def buffers(self):
+    def buffers(self) -> Any:
         return self.result.buffers

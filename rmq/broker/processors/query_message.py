@@ -24,6 +24,7 @@ Synchronous: the index and the CommitLog are read on the event loop (a query wal
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from rmq import _store
 from rmq.broker.acl import refuse_acl
@@ -41,6 +42,10 @@ from rmq.remoting.headers import (
     ViewMessageRequestHeader,
 )
 
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
+
 log = logging.getLogger("rmq.broker")
 
 
@@ -56,13 +61,13 @@ class QueryMessageProcessor:
 
     codes = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
 
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         try:
             if cmd.code == RequestCode.QUERY_MESSAGE:
                 return self.query_message(cmd)
@@ -74,7 +79,7 @@ class QueryMessageProcessor:
 
     def query_message(self, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        store = self.controller.message_store
+        store = self.controller.started_store
         max_num = h.max_num
         if (cmd.ext_fields or {}).get(MixAll.UNIQUE_MSG_QUERY_FLAG) == "true":
             max_num = store.config.default_query_max_num
@@ -89,7 +94,7 @@ class QueryMessageProcessor:
 
     def view_message_by_id(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
         h = ViewMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        data = self.controller.message_store.select_one_message_by_offset(h.offset)
+        data = self.controller.started_store.select_one_message_by_offset(h.offset)
         if data is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}", {})
         acl = self.controller.acl
