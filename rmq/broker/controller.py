@@ -43,7 +43,6 @@ from typing import Any
 
 from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
 from rmq.broker.config_update import BrokerConfiguration
-from rmq.broker.filter import CheckClientConfigProcessor
 from rmq.broker.long_polling import PullRequestHoldService
 from rmq.broker.managers.config_store import ConfigPersister
 from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
@@ -58,6 +57,7 @@ from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_conns import ConnsAdminProcessor
 from rmq.broker.processors.admin_ops import OpsAdminProcessor
 from rmq.broker.processors.client_manage import (
+    CheckClientConfigProcessor,
     ClientManageProcessor,
     ConsumerManageProcessor,
 )

@@ -173,12 +173,6 @@ class RebalanceLockManager:
         self.entries -= dropped
         return dropped
 
-    def is_locked(self, group: str, mq: MessageQueue, client_id: str, now: float | None = None) -> bool:
-        """True when ``client_id`` holds a live lock on ``mq``."""
-        now = self.clock() if now is None else now
-        entry = self.mq_lock_table.get(group, {}).get(mq)
-        return entry is not None and entry.client_id == client_id and not entry.is_expired(now, self.lock_max_live_time)
-
     def holder(self, group: str, mq: MessageQueue, now: float | None = None) -> str | None:
         """The client holding a live lock on ``mq``, or None."""
         now = self.clock() if now is None else now

@@ -61,10 +61,6 @@ def delay_level_to_queue_id(level: int) -> int:
     return level - 1
 
 
-def queue_id_to_delay_level(queue_id: int) -> int:
-    return queue_id + 1
-
-
 class DelayOffsetTable(ConfigManager):
     """``{level: next offset in SCHEDULE_TOPIC_XXXX queue level-1}``, persisted (msgpack)."""
 

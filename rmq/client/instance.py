@@ -49,6 +49,7 @@ from rmq.types import MessageExt, MessageQueue
 
 from ._codec import decode_messages
 from .api import ClientAPI
+from .registry import forget, instances_of
 from .request_reply import ReplyMessageClientProcessor, RequestFutureTable
 
 __all__ = ["ClientInstance", "ConsumerInner", "ProducerInner", "get_client_instance", "local_ip",
@@ -300,7 +301,7 @@ class ClientInstance:
         if self._closed:
             return
         self._closed = True
-        _forget(self)
+        forget(self)
         await self._tasks.close()
         await self.remoting.close()
 
@@ -592,16 +593,6 @@ _CONSUMER_REQUEST_HEADERS: dict[int, type[Header]] = {
 # ---------------------------------------------------------------------------------------------
 # The registry: one instance per (event loop, client id)
 
-_instances: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]] = (
-    weakref.WeakKeyDictionary())
-
-
-def _forget(inst: ClientInstance) -> None:
-    for table in _instances.values():
-        if table.get(inst.client_id) is inst:
-            del table[inst.client_id]
-
-
 def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "DEFAULT",
                         client_ip: str | None = None, credentials: SessionCredentials | None = None,
                         tls: bool | ssl.SSLContext | None = None) -> ClientInstance:
@@ -618,7 +609,7 @@ def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "
     first = namesrv_addr[0] if isinstance(namesrv_addr, list) else namesrv_addr
     ip = client_ip or local_ip(first)
     client_id = f"{ip}@{os.getpid()}#{instance_name}"
-    table = _instances.setdefault(loop, {})
+    table = instances_of(loop)
     inst = table.get(client_id)
     if inst is None or inst.closed:
         inst = ClientInstance(client_id, namesrv_addr, ip, credentials, tls)

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
+import remoting_golden as golden
 
 import rmq
 from rmq._testing import run_standalone, wait_until
@@ -26,9 +25,6 @@ from rmq.remoting.body.conns import (
     version_desc,
 )
 from rmq.remoting.codes import RequestCode, ResponseCode
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remoting"))
-import remoting_golden as golden
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

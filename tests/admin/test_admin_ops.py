@@ -307,10 +307,7 @@ async def test_delay_offsets_dump(tmp_path):
 
 
 def _golden(capture: str, code: int) -> list[tuple]:
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
     import remoting_golden as g
 
     rows = g.ha_frames() if capture == "ha" else g.mqadmin_frames()

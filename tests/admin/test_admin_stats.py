@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from remoting_golden import mqadmin_frames
 
 import rmq
 from rmq._testing import invoke_once, run_standalone, wait_until
@@ -27,7 +28,6 @@ from rmq.remoting import requests as rq
 from rmq.remoting.body.stats import BrokerStatsData, ConsumeStats, ConsumeStatsList
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
-from tests.remoting.remoting_golden import mqadmin_frames
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

@@ -4,11 +4,10 @@ golden capture (Apache RocketMQ 4.9.8) next to ours to the same requests."""
 from __future__ import annotations
 
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
+from remoting_golden import mqadmin_exchanges
 
 import rmq
 from rmq._testing import run_standalone, wait_until
@@ -21,9 +20,6 @@ from rmq.remoting import requests as rq
 from rmq.remoting.body.topic import RebalanceResult, TopicList, TopicOffset, TopicStatsTable
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageQueue, PullStatus, SendStatus
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
-from remoting_golden import mqadmin_exchanges
 
 
 @pytest.fixture

@@ -7,22 +7,20 @@ import base64
 import io
 import json
 import struct
-import sys
 from argparse import Namespace
 from contextlib import redirect_stdout
 from pathlib import Path
 
+# bench/ is on pytest's pythonpath (pyproject.toml): the bench scripts import each other that way
+import _common as c
+import latency_bench
+import produce_bench
+import pull_bench
 import pytest
 
+from rmq.remoting.codec import decode_frame
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-
-import _common as c  # noqa: E402
-import latency_bench  # noqa: E402
-import produce_bench  # noqa: E402
-import pull_bench  # noqa: E402
-
-from rmq.remoting.codec import decode_frame  # noqa: E402
 
 GOLDEN = REPO / "tests" / "golden" / "rocketmq-4.9.8-pull-responses.jsonl"
 

@@ -1,10 +1,9 @@
 """The HA protocol's bytes (rmq.store.ha.codec): from hand-made bytes and from the golden HA
 stream of a Java 4.9.8 master and slave."""
 import struct
-import sys
-from pathlib import Path
 
 import pytest
+from remoting_golden import ha_stream
 
 from rmq import _store
 from rmq.store.ha.codec import (
@@ -15,9 +14,6 @@ from rmq.store.ha.codec import (
     encode_offset_report,
     encode_transfer_header,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
-from remoting_golden import ha_stream
 
 
 def test_report_and_header_layouts():

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
+from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import (
     ClientChannelInfo,
     ConsumeFromWhere,
@@ -26,6 +28,7 @@ from rmq.broker.managers.subscription_group import check_group_name
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
 from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip, clip_remark
+from rmq.common.sql92 import SelectorError
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -246,3 +249,56 @@ class ConsumerManageProcessor:
             return cmd.response(ResponseCode.SUCCESS, None, {"offset": "0"})
         return cmd.response(ResponseCode.QUERY_NOT_FOUND,
                             "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", {})
+
+
+class CheckClientConfigProcessor:
+    """CHECK_CLIENT_CONFIG (46, Java ``ClientManageProcessor.checkClientConfig``): is this
+    subscription's expression usable here? The expression
+    is looked up in, or compiled off the loop into, the pull's ``ConsumerFilterManager``."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    def reject_request(self) -> bool:
+        return False
+
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        try:
+            body = parse_json_body(cmd, "CHECK_CLIENT_CONFIG") if cmd.body_bytes() else None
+        except RemotingCommandError as e:
+            return bad_request(conn, cmd, e)
+        sub = body.get("subscriptionData") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(sub, dict):
+            return cmd.response(ResponseCode.SUCCESS, None, {})
+        expression_type = str(sub.get("expressionType") or "")
+        if is_tag_type(expression_type):
+            return cmd.response(ResponseCode.SUCCESS, None, {})
+        if not self.controller.broker_config.enable_property_filter:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
+        raw = sub.get("subString")
+        expression = raw if isinstance(raw, str) else ""
+        manager: ConsumerFilterManager = self.controller.pull_message_processor.consumer_filter_manager
+        try:
+            if manager.lookup(expression_type, expression) is not None:
+                return cmd.response(ResponseCode.SUCCESS, None, {})
+            compiling = manager.start(conn, expression_type, expression)
+        except SelectorError as e:
+            return self._failed(cmd, body, expression, e)
+        except CompileBusy as e:
+            return cmd.response(ResponseCode.SYSTEM_BUSY, str(e), {})
+        return self._compile(cmd, body, compiling, expression)
+
+    async def _compile(self, cmd: RemotingCommand, body: dict[str, Any], compiling: asyncio.Future[Any],
+                       expression: str) -> RemotingCommand:
+        try:
+            await ConsumerFilterManager.wait(compiling)
+        except SelectorError as e:
+            return self._failed(cmd, body, expression, e)
+        return cmd.response(ResponseCode.SUCCESS, None, {})
+
+    @staticmethod
+    def _failed(cmd: RemotingCommand, body: dict[str, Any], expression: str, e: SelectorError) -> RemotingCommand:
+        _rlog.warning("check-client-config", "Client %s@%s filter message, but failed to compile expression! "
+                      "sub=%s, error=%s", clip(body.get("clientId")), clip(body.get("group")),
+                      clip(expression), clip(e))
+        return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, clip_remark(str(e)), {})

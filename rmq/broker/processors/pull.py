@@ -50,7 +50,6 @@ from rmq.store import MessageFilter
 
 if TYPE_CHECKING:
     from rmq.broker.controller import BrokerController
-    from rmq.remoting.connection import Connection
     from rmq.store import MessageStore
 
 log = logging.getLogger("rmq.broker")

@@ -32,7 +32,7 @@ from rmq.broker.processors.common import bad_request
 from rmq.common.constants import MixAll
 from rmq.common.message import RecordSpan
 from rmq.errors import RemotingCommandError
-from rmq.remoting.body.message import GroupList
+from rmq.remoting.body.topic import GroupList
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (

@@ -534,11 +534,12 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         self._impl = PushConsumerImpl(namesrv_addr, group, opts, handler=handler,
                                       batch_handler=batch_handler, orderly=orderly)
         if opts.trace:
+            from ..producer import Producer
             from ..trace import ConsumeMessageTraceHook, TraceDispatcher
 
             self.add_consume_hook(ConsumeMessageTraceHook(TraceDispatcher(
                 namesrv_addr, group, "CONSUMER", opts.trace_topic, instance_name=opts.instance_name,
-                credentials=opts.credentials, tls=opts.tls)))
+                credentials=opts.credentials, tls=opts.tls, producer_factory=Producer)))
 
     def add_consume_hook(self, hook: ConsumeMessageHook) -> None:
         """Call ``hook.consume_message_before(ctx)`` / ``consume_message_after(ctx)`` around
