@@ -346,8 +346,8 @@ class ClientInstance:
                     n = min(default_queue_nums, qd.read_queue_nums)
                     qd.read_queue_nums = qd.write_queue_nums = n
             old = self.topic_route_table.get(topic)
-            changed = not route.same_as(old) or topic not in self.publish_info and any(
-                topic in p.publish_topics() for p in self.producers.values())
+            changed = not route.same_as(old) or (topic not in self.publish_info and any(
+                topic in p.publish_topics() for p in self.producers.values()))
             if not changed:
                 for c in self.consumers.values():
                     if topic in c.subscribed_topics() and not c.has_subscribe_info(topic):
@@ -493,7 +493,7 @@ class _ClientRemotingProcessor:
         return False
 
     def process_request(self, conn: Any, cmd: RemotingCommand
-                        ) -> RemotingCommand | None | Awaitable[RemotingCommand]:
+                        ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         inst = self._instance()
         if inst is None or inst.closed:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "client instance closed", {})

@@ -348,7 +348,7 @@ async def test_golden_metadata_dumps_match_the_java_masters_shape(parity):
     GET_ALL_DELAY_OFFSET 45: what a Java slave's SlaveSynchronize reads."""
     from rmq.remoting import requests as rq
 
-    ns, broker, admin = parity
+    _ns, broker, admin = parity
     addr = broker.broker_addr
     c = broker.consumer_offset_manager
     c.commit_offset("test", "AdmG", "ParityT", 0, 5)

@@ -183,7 +183,7 @@ async def test_update_sub_group_sends_every_field(cluster, admin):
 
 
 async def test_the_module_docstring_example_runs(cluster):
-    ns, broker = cluster
+    ns, _broker = cluster
     import rmq.client.admin as mod
     code = "\n".join(line[4:] for line in mod.__doc__.split("::")[0].splitlines() if line.startswith("    "))
     assert "Admin(" in code

@@ -90,7 +90,7 @@ def test_count_records_rejects_nonsense_size():
 
 
 def test_record_timestamps_read_born_and_store_time():
-    ext, body = golden_pull_replies()[0]
+    _ext, body = golden_pull_replies()[0]
     rows = list(c.record_timestamps(body))
     assert len(rows) == c.count_records(body)
     offsets = [r[0] for r in rows]
@@ -281,8 +281,8 @@ async def test_queue_puller_frames_split_replies_and_refills_holes():
     assert all(cm.ext_fields["sysFlag"] == "4" for cm in cmds)  # subscription, no suspend while draining
 
     # answer offset 0 with a real 32-record body, and offset 32 with a short reply of 10 records
-    ext0, body0 = replies[0]
-    ext1, body1 = replies[1]
+    _ext0, body0 = replies[0]
+    _ext1, body1 = replies[1]
     short = body1[: sum(struct.unpack_from(">i", body1, p)[0] for p in _record_starts(body1)[:10])]
     answer0 = cmds[0].response(0, ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "32", "minOffset": "0",
                                                        "maxOffset": "64"},

@@ -78,7 +78,7 @@ def test_golden_master_transfers_decode_at_every_split():
     log = b"".join(bodies)
     offsets = [o for o, s in want if s]
     assert offsets == [0, 32768]
-    recs, at, outcome, _ = _store.scan_records(log, 0, len(log), 0, True)
+    recs, at, _outcome, _ = _store.scan_records(log, 0, len(log), 0, True)
     assert at == len(log) and len(recs) == 200
     assert [r[0] for r in recs][:2] == [0, recs[1][0]] and recs[-1][0] + recs[-1][1] == len(log)
     # and our header encoder writes the same headers

@@ -314,7 +314,7 @@ def test_scan_differential_over_thousands_of_random_queues(depth):
         limits = rng.choice([(256 * 1024, 32, 64 * 1024, 8), (3000, 5, 1000, 2)])
         table = _store.CommitLogTable()
         table.reset(file_size, first_from, list(files))
-        status, scanned, count, total, max_phy, segments = _store.get_message_scan(
+        status, scanned, _count, total, max_phy, segments = _store.get_message_scan(
             cq, start * 20, len(cq), table, readable, n, max_py, memory,
             None if flt is None else flt.codes, None if flt is None else flt.tag_bytes, *limits)
         got_phys = []
