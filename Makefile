@@ -53,12 +53,16 @@ $(CHROMIUM):
 
 # Async tests run on the loops RMQ_TEST_LOOPS names (uvloop, asyncio or both; both when CI is
 # set, uvloop otherwise). PYTEST_ARGS passes more, e.g. PYTEST_ARGS='-x tests/store'.
+# WORKERS=2 runs `make test` in two pytest-xdist processes, a test file per worker at a time
+# (module fixtures stay single); free_port gives each worker its own ports.
 PYTEST_ARGS ?=
+WORKERS ?= 0
+XDIST := $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 UNIT_DIRS := tests/common tests/property tests/store tests/remoting tests/fuzz tests/spark/test_spark_units.py \
              tests/test_build.py
 
 test: $(STAMP) | $(CHROMIUM)
-	$(PY) -m pytest $(if $(PYTEST_ARGS),$(PYTEST_ARGS),tests)
+	$(PY) -m pytest $(XDIST) $(if $(PYTEST_ARGS),$(PYTEST_ARGS),tests)
 
 # Tests not marked integration (tests/conftest.py marks them), from the directories that hold
 # such tests; --unit refuses any socket bind or child process while they run.

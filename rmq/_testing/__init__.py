@@ -116,7 +116,7 @@ def _pick_port(host: str, neighbours: tuple[int, ...]) -> int:
     daemon's bind -- the clash a broker restarted on its old port, or its HA port
     (``listenPort + 1``), would otherwise meet now and then. Racy only with other listeners."""
     low, high = _worker_range(10000, _ephemeral_low() - 1)
-    span = (min(*neighbours, 0), max(*neighbours, 0))
+    span = (min((*neighbours, 0)), max((*neighbours, 0)))
     if high - low > 1000:
         for _ in range(200):
             port = random.randint(low - span[0], high - span[1])
