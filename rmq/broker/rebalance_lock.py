@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,7 +81,7 @@ class RebalanceLockManager:
     """
 
     def __init__(self, lock_max_live_time: float = REBALANCE_LOCK_MAX_LIVE_TIME,
-                 max_entries: int = DEFAULT_MAX_ENTRIES, clock=time.monotonic):
+                 max_entries: int = DEFAULT_MAX_ENTRIES, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.lock_max_live_time = lock_max_live_time
         self.max_entries = max_entries

@@ -8,6 +8,7 @@ background task raised: the error is logged) and the process exits 0.
 """
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import os

@@ -577,7 +577,7 @@ async def test_failing_handler_logs_one_traceback_then_rate_limited_lines(cluste
     took, so a slow machine cannot break it.)"""
     import time
 
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=2)
     failures = []

@@ -87,12 +87,12 @@ class QueryMessageProcessor:
         ext = QueryMessageResponseHeader(index_last_update_timestamp=result.index_last_update_timestamp,
                                          index_last_update_phyoffset=result.index_last_update_phyoffset).to_ext_fields()
         # only the topic asked for (and checked by the ACL): a colliding hash finds others' records
-        found = [b for b in result.buffers if _record_topic(b) == h.topic]
+        found: list[bytes | bytearray | memoryview] = [b for b in result.buffers if _record_topic(b) == h.topic]
         if found:
             return cmd.response(ResponseCode.SUCCESS, None, ext, body=found)
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK, ext)
 
-    def view_message_by_id(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
+    def view_message_by_id(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         h = ViewMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         data = self.controller.started_store.select_one_message_by_offset(h.offset)
         if data is None:
