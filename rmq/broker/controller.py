@@ -203,7 +203,7 @@ class BrokerController:
         # Topics created or updated since the last registration that carried them: the next
         # incremental registration (register_topics_now) sends only these.
         self._changed_topics: set[str] = set()
-        self._increment_pending: asyncio.Task | None = None   # queued, not yet started
+        self._increment_pending: asyncio.Task[Any] | None = None   # queued, not yet started
         self._started = False
         self._stopped = False
 

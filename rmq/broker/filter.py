@@ -33,9 +33,6 @@ from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.sql92 import SelectorError, compile_sql92
 from rmq.store import MessageFilter
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 

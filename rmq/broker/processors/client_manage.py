@@ -277,7 +277,9 @@ class CheckClientConfigProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
         raw = sub.get("subString")
         expression = raw if isinstance(raw, str) else ""
-        manager: ConsumerFilterManager = self.controller.pull_message_processor.consumer_filter_manager
+        pull = self.controller.pull_message_processor
+        assert pull is not None  # made with the controller
+        manager: ConsumerFilterManager = pull.consumer_filter_manager
         try:
             if manager.lookup(expression_type, expression) is not None:
                 return cmd.response(ResponseCode.SUCCESS, None, {})

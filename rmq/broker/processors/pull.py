@@ -31,9 +31,10 @@ was found and the suspend bit is set, and finally the commit of the offset the p
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import MessageModel
@@ -50,6 +51,7 @@ from rmq.store import MessageFilter
 
 if TYPE_CHECKING:
     from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
     from rmq.store import MessageStore
 
 log = logging.getLogger("rmq.broker")
@@ -88,7 +90,7 @@ class PullMessageProcessor:
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn, cmd: RemotingCommand):
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> Any:
         response = self.process(conn, cmd, allow_suspend=True)
         if isinstance(response, _Compile):
             try:
@@ -101,7 +103,8 @@ class PullMessageProcessor:
             self.write_response(conn, response)
         return None
 
-    async def _compile_then_pull(self, conn, cmd: RemotingCommand, need: _Compile, compiling) -> None:
+    async def _compile_then_pull(self, conn: Connection, cmd: RemotingCommand, need: _Compile,
+                                 compiling: asyncio.Future[Any]) -> None:
         """The pull of an expression not compiled yet: compiled off the loop, then run."""
         response: RemotingCommand | _Compile | None
         try:
@@ -117,16 +120,16 @@ class PullMessageProcessor:
         if response is not None:
             self.write_response(conn, response)
 
-    def _sql_filter(self, expression_type: str, expression: str | None, known) -> MessageFilter | None:
+    def _sql_filter(self, expression_type: str, expression: str | None, known: Any) -> MessageFilter | None:
         """The compiled filter of a non-TAG expression: the held pull's, the one just compiled
         for this pull, or the cache's (None: not compiled yet; raises a cached SelectorError)."""
         if isinstance(known, MessageFilter):
             return known
         if known is not None and known[0] == expression_type.upper() and known[1] == (expression or ""):
-            return known[2]
+            return cast(MessageFilter, known[2])
         return self.consumer_filter_manager.lookup(expression_type, expression)
 
-    def write_response(self, conn, response: RemotingCommand) -> None:
+    def write_response(self, conn: Connection, response: RemotingCommand) -> None:
         """Send a pull response; release the store's holds once the body has been written."""
         holder = response.body if isinstance(response.body, _Holder) else None
         if holder is not None:
@@ -147,7 +150,7 @@ class PullMessageProcessor:
             f = self._filters[key] = MessageFilter.from_expression(key)
         return f
 
-    def process(self, conn, cmd: RemotingCommand, allow_suspend: bool,
+    def process(self, conn: Connection, cmd: RemotingCommand, allow_suspend: bool,
                 known: MessageFilter | tuple[str, str, MessageFilter] | None = None
                 ) -> RemotingCommand | _Compile | None:
         """One pull: a response, None when it was suspended into the hold service, or a
