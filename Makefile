@@ -1,7 +1,8 @@
 # Everything a fresh machine needs, from python3 and a C compiler.
 #   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data)
+#   make unit    the unit tests only (no daemons, sockets or subprocesses; about half a minute)
 #   make test    the whole suite (builds the extension, installs test deps and real clients)
-#   make lint    ruff and mypy (rules in pyproject.toml; mypy strict on every package but rmq.broker)
+#   make lint    ruff and mypy (rules in pyproject.toml; mypy strict on every package)
 #   make bench   short produce / pull benchmarks against a fresh `rmq standalone`
 #   make fuzz    every atheris target in tests/fuzz for FUZZ_SECONDS (default 60) each
 PYTHON ?= python3
@@ -12,7 +13,7 @@ STAMP  := $(VENV)/.rmq-installed
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all venv compile debug run lint test quicktest bench fuzz clean distclean
+.PHONY: all venv compile debug run lint unit test bench fuzz clean distclean
 
 all: compile
 
@@ -50,11 +51,23 @@ $(CHROMIUM):
 	    echo "make test: could not install Debian's chromium (apt-get install chromium): the console's browser tests will fail until it is there"; \
 	fi
 
-test: $(STAMP) | $(CHROMIUM)
-	$(PY) -m pytest tests
+# Async tests run on the loops RMQ_TEST_LOOPS names (uvloop, asyncio or both; both when CI is
+# set, uvloop otherwise). PYTEST_ARGS passes more, e.g. PYTEST_ARGS='-x tests/store'.
+# WORKERS=2 runs `make test` in two pytest-xdist processes, a test file per worker at a time
+# (module fixtures stay single); free_port gives each worker its own ports.
+PYTEST_ARGS ?=
+WORKERS ?= 0
+XDIST := $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
+UNIT_DIRS := tests/common tests/property tests/store tests/remoting tests/fuzz tests/spark/test_spark_units.py \
+             tests/test_build.py
 
-quicktest: $(STAMP)
-	$(PY) -m pytest -q -m 'not interop and not slow and not spark' tests
+test: $(STAMP) | $(CHROMIUM)
+	$(PY) -m pytest $(XDIST) $(if $(PYTEST_ARGS),$(PYTEST_ARGS),tests)
+
+# Tests not marked integration (tests/conftest.py marks them), from the directories that hold
+# such tests; --unit refuses any socket bind or child process while they run.
+unit: $(STAMP)
+	$(PY) -m pytest -q --unit $(if $(PYTEST_ARGS),$(PYTEST_ARGS),$(UNIT_DIRS))
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

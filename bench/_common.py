@@ -90,7 +90,7 @@ def record_timestamps(body):
     unpack_head = _HEAD.unpack_from
     unpack_i64 = _I64.unpack_from
     while pos < end:
-        size, magic, _crc, _qid, _flag, queue_offset, _phy, sys_flag, born = unpack_head(body, pos)
+        size, _magic, _crc, _qid, _flag, queue_offset, _phy, sys_flag, born = unpack_head(body, pos)
         if size < MIN_RECORD_SIZE or pos + size > end:
             raise RecordFormatError(f"record at offset {pos} claims {size} bytes, {end - pos} left")
         born_host_len = 20 if sys_flag & BORNHOST_V6_FLAG else 8

@@ -109,7 +109,7 @@ async def latency(args, quiet: bool = False) -> dict:
             await asyncio.gather(*pending)
         # let the consumer catch up with the last sends (bounded)
         catch_up = time.perf_counter() + 5.0
-        while stats.messages < sent and time.perf_counter() < catch_up:
+        while stats.messages < sent and time.perf_counter() < catch_up:  # noqa: ASYNC110 - a bounded poll of a counter
             await asyncio.sleep(0.01)
         elapsed = time.perf_counter() - started
     finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(REPO / "tests" / "interop"))  # interop_support: installs and drives the C++ client
+sys.path.insert(0, str(REPO / "tests"))  # interop_support: installs and drives the C++ client
 
 import _common as c
 import interop_support as support

@@ -46,7 +46,7 @@ def pct(values: list[float], q: float) -> float:
     if not values:
         return 0.0
     values = sorted(values)
-    return values[min(len(values) - 1, max(0, int(round(q * len(values) + 0.5)) - 1))]
+    return values[min(len(values) - 1, max(0, round(q * len(values) + 0.5) - 1))]
 
 
 async def create_topic(namesrv: str, topic: str, queues: int) -> None:

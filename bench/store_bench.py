@@ -258,7 +258,7 @@ def bench_pull(store, args):
     py_got = 0
     for k in range(pulls):
         cq_file, start, end = cq.get_index_buffer((k % span) * step)
-        st, i, count, total, mp, views = py_get_message_scan(
+        _st, _i, count, _total, _mp, _views = py_get_message_scan(
             cq_file.mm, start, end, files, cl.file_size, cl.table_files[0].file_from_offset,
             cl.max_offset, 32, cl.max_offset, memory, None, limits)
         py_got += count

@@ -90,13 +90,14 @@ async def retry_and_dlq_workload(env) -> None:
     await env.dispatched()
 
 
-async def consumer_online(env, client_id: str = "10.0.0.1@metrics") -> None:
-    """A HEART_BEAT of a clustering consumer of GROUP (TOPIC and its retry topic) and a
-    producer of PG, over the env's connection (which stays open)."""
+async def consumer_online(env, client_id: str = "10.0.0.1@metrics", message_model: str = "CLUSTERING") -> None:
+    """A HEART_BEAT of a consumer of GROUP (TOPIC and its retry topic; clustering unless
+    ``message_model`` says otherwise) and a producer of PG, over the env's connection (which
+    stays open)."""
     import json
 
     body = {"clientID": client_id, "consumerDataSet": [{
-        "groupName": GROUP, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
+        "groupName": GROUP, "consumeType": "CONSUME_PASSIVELY", "messageModel": message_model,
         "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False, "subscriptionDataSet": [
             {"topic": TOPIC, "subString": "*", "subVersion": 1},
             {"topic": "%RETRY%" + GROUP, "subString": "*", "subVersion": 1}]}],

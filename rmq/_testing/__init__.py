@@ -92,14 +92,31 @@ def _bindable(host: str, ports: Iterable[int]) -> bool:
             s.close()
 
 
+def _worker_range(low: int, high: int) -> tuple[int, int]:
+    """``low..high``, or this pytest-xdist worker's share of it: workers (``PYTEST_XDIST_WORKER``
+    ``gw<i>`` of ``PYTEST_XDIST_WORKER_COUNT``, inherited by the daemons they start) pick ports
+    from disjoint slices, so two test processes never pick the same port between a pick and
+    its bind."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        index = int(worker.removeprefix("gw"))
+        count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    except ValueError:
+        return low, high
+    if count <= 1 or not 0 <= index < count:
+        return low, high
+    share = (high - low + 1) // count
+    return low + index * share, low + (index + 1) * share - 1
+
+
 def _pick_port(host: str, neighbours: tuple[int, ...]) -> int:
     """A port that was free a moment ago, together with ``port + d`` for each ``d`` in
     ``neighbours``. Taken below the kernel's ephemeral range when it leaves room (10000 up to
     it): there no outgoing connection's local port can take it between this pick and the
     daemon's bind -- the clash a broker restarted on its old port, or its HA port
     (``listenPort + 1``), would otherwise meet now and then. Racy only with other listeners."""
-    low, high = 10000, _ephemeral_low() - 1
-    span = (min(neighbours + (0,)), max(neighbours + (0,)))
+    low, high = _worker_range(10000, _ephemeral_low() - 1)
+    span = (min((*neighbours, 0)), max((*neighbours, 0)))
     if high - low > 1000:
         for _ in range(200):
             port = random.randint(low - span[0], high - span[1])

@@ -14,10 +14,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+from typing import TYPE_CHECKING
 
 from rmq.broker.managers.topic_config import DataVersion
 from rmq.common.log import clip
 from rmq.config import Configuration
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
 
 __all__ = ["BLACK_LIST", "BrokerConfiguration", "LIVE_PROPERTIES"]
 
@@ -72,7 +76,7 @@ class BrokerConfiguration(Configuration):
     live = LIVE_PROPERTIES
     black_list = BLACK_LIST
 
-    def __init__(self, controller) -> None:
+    def __init__(self, controller: BrokerController) -> None:
         super().__init__(controller.broker_config, controller.store_config)
         self.controller = controller
         self.data_version = DataVersion()

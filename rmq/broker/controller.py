@@ -43,7 +43,6 @@ from typing import Any
 
 from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
 from rmq.broker.config_update import BrokerConfiguration
-from rmq.broker.filter import CheckClientConfigProcessor
 from rmq.broker.long_polling import PullRequestHoldService
 from rmq.broker.managers.config_store import ConfigPersister
 from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
@@ -58,6 +57,7 @@ from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_conns import ConnsAdminProcessor
 from rmq.broker.processors.admin_ops import OpsAdminProcessor
 from rmq.broker.processors.client_manage import (
+    CheckClientConfigProcessor,
     ClientManageProcessor,
     ConsumerManageProcessor,
 )
@@ -80,7 +80,7 @@ from rmq.config import BrokerConfig, ConfigError
 from rmq.remoting.acl import SessionCredentials
 from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
-from rmq.remoting.connection import ConnectionEvent
+from rmq.remoting.connection import Connection, ConnectionEvent
 from rmq.remoting.dispatcher import ProcessorPool
 from rmq.remoting.headers import NotifyConsumerIdsChangedRequestHeader
 from rmq.remoting.server import RemotingServer
@@ -108,7 +108,7 @@ class _Gate:
     """Wraps a processor: SYSTEM_BUSY until the controller is ready (store started); with
     ``aclEnable`` every request is checked first (Java registers the ACL as a server RPCHook)."""
 
-    def __init__(self, controller: BrokerController, processor) -> None:
+    def __init__(self, controller: BrokerController, processor: Any) -> None:
         self._controller = controller
         self._processor = processor
         self.process_request = processor.process_request
@@ -198,16 +198,25 @@ class BrokerController:
         self.metrics = BrokerMetrics(self)
         self._tasks = BackgroundTasks("broker", log)
         self._register_lock: asyncio.Lock | None = None
-        self._register_pending: asyncio.Task | None = None   # queued, not yet started
+        self._register_pending: asyncio.Task[Any] | None = None   # queued, not yet started
         self._register_not_before = 0.0   # loop time before which no queued registration starts
         # Topics created or updated since the last registration that carried them: the next
         # incremental registration (register_topics_now) sends only these.
         self._changed_topics: set[str] = set()
-        self._increment_pending: asyncio.Task | None = None   # queued, not yet started
+        self._increment_pending: asyncio.Task[Any] | None = None   # queued, not yet started
         self._started = False
         self._stopped = False
 
     # -- properties -----------------------------------------------------------------------
+
+    @property
+    def started_store(self) -> MessageStore:
+        """The message store, for request handlers: it exists from ``start`` on, but the server
+        listens (and handlers can be called) a moment before, so a request then is refused."""
+        store = self.message_store
+        if store is None:
+            raise RuntimeError("the broker's message store is not started")
+        return store
 
     @property
     def store_role(self) -> str:
@@ -420,10 +429,10 @@ class BrokerController:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    def _spawn(self, coro, name: str) -> asyncio.Task:
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         return self._tasks.spawn(coro, f"broker-{name}")
 
     # -- background tasks -----------------------------------------------------------------
@@ -539,7 +548,7 @@ class BrokerController:
         if addr:
             store.update_ha_master_address(addr)
 
-    def _queue_registration(self) -> asyncio.Task:
+    def _queue_registration(self) -> asyncio.Task[Any]:
         """A registration that starts after the one running now (if any), so it carries every
         change made before this call. Calls made while it still waits share it: a burst of N
         topic or group creations costs one or two registrations, not N (each serializes the
@@ -646,14 +655,14 @@ class BrokerController:
 
     # -- connections ----------------------------------------------------------------------
 
-    def _on_connection_event(self, event, conn, exc=None) -> None:
+    def _on_connection_event(self, event: Any, conn: Connection, exc: Any = None) -> None:
         if event in (ConnectionEvent.CLOSE, ConnectionEvent.EXCEPTION, ConnectionEvent.IDLE):
             self.consumer_manager.do_channel_close_event(conn, event.name.lower())
             self.producer_manager.do_channel_close_event(conn)
             if self.pull_request_hold_service is not None:
                 self.pull_request_hold_service.on_connection_closed(conn)
 
-    def _notify_consumer_ids_changed(self, group: str, conns: list) -> None:
+    def _notify_consumer_ids_changed(self, group: str, conns: list[Any]) -> None:
         """Tell the remaining members of ``group`` to rebalance (code 40, oneway)."""
         for conn in conns:
             if getattr(conn, "closed", False):
@@ -664,7 +673,7 @@ class BrokerController:
             except Exception as e:  # noqa: BLE001 - a closing member simply misses it
                 log.debug("notify consumer ids changed to %s failed: %s", getattr(conn, "remote_addr", "?"), e)
 
-    def release_when_written(self, conn, result) -> None:
+    def release_when_written(self, conn: Connection, result: Any) -> None:
         """Release a GetMessageResult once the connection no longer references its views.
 
         The reply's body parts are zero-copy views of mapped CommitLog files; the transport

@@ -16,8 +16,8 @@ extension (``enableCalcFilterBitMap`` / ``enableConsumeQueueExt``, both off by d
 keeps no ConsumeQueue extension, so every message of a SQL92 subscription is evaluated against
 its properties during the pull scan (``rmq.store`` ``get_message``).
 
-``CheckClientConfigProcessor`` answers CHECK_CLIENT_CONFIG (46), which clients send when they
-start with a non-TAG subscription (Java ``ClientManageProcessor.checkClientConfig``).
+``rmq.broker.processors.client_manage.CheckClientConfigProcessor`` answers CHECK_CLIENT_CONFIG
+(46) with ``compile_filter``, which clients send when they start with a non-TAG subscription.
 """
 from __future__ import annotations
 
@@ -28,20 +28,15 @@ import logging
 from collections import OrderedDict
 from typing import Any, cast
 
-from rmq.broker.processors.common import bad_request, parse_json_body
 from rmq.common.constants import ExpressionType
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.sql92 import SelectorError, compile_sql92
-from rmq.errors import RemotingCommandError
-from rmq.remoting.codes import ResponseCode
-from rmq.remoting.command import RemotingCommand
 from rmq.store import MessageFilter
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
-__all__ = ["CheckClientConfigProcessor", "CompileBusy", "ConsumerFilterManager", "is_tag_type",
-           "unsupported_remark"]
+__all__ = ["CompileBusy", "ConsumerFilterManager", "is_tag_type", "unsupported_remark"]
 
 
 def is_tag_type(expression_type: str | None) -> bool:
@@ -198,55 +193,3 @@ def _compile_or_error(expression_type: str, expression: str | None) -> MessageFi
         return compile_filter(expression_type, expression)
     except SelectorError as e:
         return e
-
-
-class CheckClientConfigProcessor:
-    """CHECK_CLIENT_CONFIG (46): is this subscription's expression usable here? The expression
-    is looked up in, or compiled off the loop into, the pull's ``ConsumerFilterManager``."""
-
-    def __init__(self, controller) -> None:
-        self.controller = controller
-
-    def reject_request(self) -> bool:
-        return False
-
-    def process_request(self, conn, cmd: RemotingCommand):
-        try:
-            body = parse_json_body(cmd, "CHECK_CLIENT_CONFIG") if cmd.body_bytes() else None
-        except RemotingCommandError as e:
-            return bad_request(conn, cmd, e)
-        sub = body.get("subscriptionData") if isinstance(body, dict) else None
-        if not isinstance(body, dict) or not isinstance(sub, dict):
-            return cmd.response(ResponseCode.SUCCESS, None, {})
-        expression_type = str(sub.get("expressionType") or "")
-        if is_tag_type(expression_type):
-            return cmd.response(ResponseCode.SUCCESS, None, {})
-        if not self.controller.broker_config.enable_property_filter:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
-        raw = sub.get("subString")
-        expression = raw if isinstance(raw, str) else ""
-        manager: ConsumerFilterManager = self.controller.pull_message_processor.consumer_filter_manager
-        try:
-            if manager.lookup(expression_type, expression) is not None:
-                return cmd.response(ResponseCode.SUCCESS, None, {})
-            compiling = manager.start(conn, expression_type, expression)
-        except SelectorError as e:
-            return self._failed(cmd, body, expression, e)
-        except CompileBusy as e:
-            return cmd.response(ResponseCode.SYSTEM_BUSY, str(e), {})
-        return self._compile(cmd, body, compiling, expression)
-
-    async def _compile(self, cmd: RemotingCommand, body: dict, compiling: asyncio.Future[Any],
-                       expression: str) -> RemotingCommand:
-        try:
-            await ConsumerFilterManager.wait(compiling)
-        except SelectorError as e:
-            return self._failed(cmd, body, expression, e)
-        return cmd.response(ResponseCode.SUCCESS, None, {})
-
-    @staticmethod
-    def _failed(cmd: RemotingCommand, body: dict, expression: str, e: SelectorError) -> RemotingCommand:
-        _rlog.warning("check-client-config", "Client %s@%s filter message, but failed to compile expression! "
-                      "sub=%s, error=%s", clip(body.get("clientId")), clip(body.get("group")),
-                      clip(expression), clip(e))
-        return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, clip_remark(str(e)), {})

@@ -133,11 +133,6 @@ class PullRequestHoldService:
         """Pulls held now."""
         return self._held
 
-    def held_by(self, conn: Any) -> int:
-        """Pulls ``conn`` has held now."""
-        reqs = self._by_conn.get(conn)
-        return len(reqs) if reqs else 0
-
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._task = self._loop.create_task(self._run(), name="pull-request-hold-service")

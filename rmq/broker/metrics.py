@@ -37,8 +37,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.stats import (
     BROKER_GET_NUMS,
     BROKER_PUT_NUMS,
@@ -53,7 +54,9 @@ from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.log import RateLimitedLog
 from rmq.common.metrics import RPC_LATENCY_BUCKETS_MS, LabelCache, MetricsBuilder, msg_model_label
 from rmq.remoting.metrics_http import MetricsHttpServer
-from rmq.types import MessageModel
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
 
 __all__ = ["BrokerMetrics", "MetricsSource"]
 
@@ -97,7 +100,7 @@ class BrokerMetrics:
             ``metrics_max_queue_series`` are read at :meth:`start` and at each scrape.
     """
 
-    def __init__(self, controller) -> None:
+    def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
         bc = controller.broker_config
         self.server = MetricsHttpServer(bc.metrics_host or bc.listen_host, bc.metrics_port, self.scrape,
@@ -274,8 +277,8 @@ class BrokerMetrics:
             tc = topics.get(topic)
             if tc is None:
                 continue
-            info = c.consumer_manager.consumer_table.get(group)
-            if info is not None and info.subscriptions and topic not in info.subscriptions:
+            group_info = c.consumer_manager.consumer_table.get(group)
+            if group_info is not None and group_info.subscriptions and topic not in group_info.subscriptions:
                 continue
             offsets = offsets_live.copy()
             mx = max_offsets.get(topic, {})

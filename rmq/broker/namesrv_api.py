@@ -12,6 +12,7 @@ import asyncio
 import logging
 import ssl
 import zlib
+from typing import Any
 
 from rmq.broker.processors.common import to_json_bytes
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
@@ -56,7 +57,7 @@ class BrokerOuterAPI:
         broker_name: str,
         broker_id: int,
         ha_server_addr: str,
-        topic_config_wrapper: dict,
+        topic_config_wrapper: dict[str, Any],
         timeout: float,
     ) -> list[tuple[str, bool]]:
         """Register with every name server; returns ``[(addr, ok), ...]``."""
@@ -110,7 +111,7 @@ class BrokerOuterAPI:
 _TOPICS_PER_SLICE = 256
 
 
-async def encode_register_body(topic_config_wrapper: dict) -> bytes:
+async def encode_register_body(topic_config_wrapper: dict[str, Any]) -> bytes:
     """The REGISTER_BROKER body (Java ``RegisterBrokerBody`` JSON) for ``topic_config_wrapper``.
 
     Encoded in slices of 256 topics with a yield to the loop between them: the body carries

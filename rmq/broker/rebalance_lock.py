@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from rmq.common.log import RateLimitedLog, clip
 
@@ -32,7 +34,7 @@ class MessageQueue:
     queue_id: int
 
     @classmethod
-    def from_json(cls, d) -> MessageQueue:
+    def from_json(cls, d: Any) -> MessageQueue:
         """Raises ``ValueError`` naming what is wrong with ``d``."""
         if not isinstance(d, dict):
             raise ValueError(f"a message queue must be a JSON object, not {type(d).__name__}")
@@ -49,7 +51,7 @@ class MessageQueue:
             raise ValueError(f"message queue with a bad queueId: {d!r}") from None
         return cls(topic, broker, qid)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"topic": self.topic, "brokerName": self.broker_name, "queueId": self.queue_id}
 
 
@@ -79,7 +81,7 @@ class RebalanceLockManager:
     """
 
     def __init__(self, lock_max_live_time: float = REBALANCE_LOCK_MAX_LIVE_TIME,
-                 max_entries: int = DEFAULT_MAX_ENTRIES, clock=time.monotonic):
+                 max_entries: int = DEFAULT_MAX_ENTRIES, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.lock_max_live_time = lock_max_live_time
         self.max_entries = max_entries
@@ -88,7 +90,7 @@ class RebalanceLockManager:
         self.refused_full = 0
         self._next_sweep = 0.0
 
-    def try_lock_batch(self, group: str, mqs, client_id: str, now: float | None = None) -> set[MessageQueue]:
+    def try_lock_batch(self, group: str, mqs: Any, client_id: str, now: float | None = None) -> set[MessageQueue]:
         """Lock (or renew) every queue of ``mqs`` that is free, expired or already ``client_id``'s;
         returns the set actually held by ``client_id`` now."""
         now = self.clock() if now is None else now
@@ -135,7 +137,7 @@ class RebalanceLockManager:
                         "for group %s refused", self.entries, full, clip(group))
         return locked
 
-    def unlock_batch(self, group: str, mqs, client_id: str) -> int:
+    def unlock_batch(self, group: str, mqs: Any, client_id: str) -> int:
         """Release the locks ``client_id`` holds among ``mqs``; returns how many were released."""
         table = self.mq_lock_table.get(group)
         if not table:
@@ -171,12 +173,6 @@ class RebalanceLockManager:
                 del self.mq_lock_table[group]
         self.entries -= dropped
         return dropped
-
-    def is_locked(self, group: str, mq: MessageQueue, client_id: str, now: float | None = None) -> bool:
-        """True when ``client_id`` holds a live lock on ``mq``."""
-        now = self.clock() if now is None else now
-        entry = self.mq_lock_table.get(group, {}).get(mq)
-        return entry is not None and entry.client_id == client_id and not entry.is_expired(now, self.lock_max_live_time)
 
     def holder(self, group: str, mq: MessageQueue, now: float | None = None) -> str | None:
         """The client holding a live lock on ``mq``, or None."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING, Any
 
 from rmq.broker.managers.config_store import ConfigManager
 from rmq.broker.message_copy import copy_to_inner
@@ -44,6 +45,10 @@ from rmq.common.message import (
 from rmq.common.tasks import stop_gracefully, wait_event
 from rmq.store import MessageInner
 
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.store import MessageStore
+
 log = logging.getLogger("rmq.broker.schedule")
 
 
@@ -54,10 +59,6 @@ _DELAY_MARK = MessageConst.DELAY_TIME_LEVEL + "\x01"
 
 def delay_level_to_queue_id(level: int) -> int:
     return level - 1
-
-
-def queue_id_to_delay_level(queue_id: int) -> int:
-    return queue_id + 1
 
 
 class DelayOffsetTable(ConfigManager):
@@ -72,7 +73,7 @@ class DelayOffsetTable(ConfigManager):
     def encode(self) -> object:
         return {"offsetTable": self.offset_table}
 
-    def decode(self, obj) -> None:
+    def decode(self, obj: Any) -> None:
         self.offset_table = {int(k): int(v) for k, v in (obj.get("offsetTable") or {}).items()}
 
 
@@ -86,7 +87,7 @@ class ScheduleMessageService:
             changed (Java ``flushDelayOffsetInterval``, 10 s).
     """
 
-    def __init__(self, controller, flush_delay_offset_interval: float = 10.0):
+    def __init__(self, controller: BrokerController, flush_delay_offset_interval: float = 10.0):
         self.controller = controller
         try:
             self.delay_millis: list[int] = controller.store_config.delay_level_millis()
@@ -99,15 +100,15 @@ class ScheduleMessageService:
         self.table = DelayOffsetTable(controller.config_dir)
         self.flush_interval = flush_delay_offset_interval
         self._wakeup: asyncio.Event | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._retry_at: dict[int, float] = {}   # level → monotonic time before which it waits
         self._stopping = False
         self.delivered = 0
         self.discarded = 0
 
     @property
-    def store(self):
-        return self.controller.message_store
+    def store(self) -> MessageStore:
+        return self.controller.started_store
 
     # -- the send path ----------------------------------------------------------------------
 
@@ -283,7 +284,7 @@ class ScheduleMessageService:
         self.table.offset_table[level] = offset
         self.table.mark_dirty()
 
-    def _message_time_up(self, ext) -> MessageInner | None:
+    def _message_time_up(self, ext: Any) -> MessageInner | None:
         """The record to put into its real topic (Java ``messageTimeup``), or None to discard."""
         props = dict(ext.properties)
         real_topic = props.get(MessageConst.REAL_TOPIC)
@@ -314,7 +315,7 @@ class ScheduleMessageService:
                 "delivered": self.delivered, "discarded": self.discarded}
 
 
-def _parse_level(value) -> int:
+def _parse_level(value: Any) -> int:
     if value is None:
         return 0
     try:

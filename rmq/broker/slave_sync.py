@@ -133,7 +133,8 @@ class SlaveSynchronize:
 
     async def _invoke(self, master: str, cmd: RemotingCommand) -> RemotingCommand:
         client = self.controller.broker_outer_api.client
-        return await client.invoke(master, cmd, timeout=self.timeout)
+        resp: RemotingCommand = await client.invoke(master, cmd, timeout=self.timeout)
+        return resp
 
     # -- the four tables -------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ import asyncio
 import collections
 import logging
 import time
+from typing import TYPE_CHECKING, Any
 
 from rmq import _store
 from rmq.broker.message_copy import copy_to_inner
@@ -68,6 +69,11 @@ from rmq.remoting.headers import (
     EndTransactionRequestHeader,
 )
 from rmq.store import MessageInner
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
+    from rmq.store import MessageStore
 
 log = logging.getLogger("rmq.broker.transaction")
 
@@ -92,22 +98,22 @@ class TransactionalMessageService:
             and ``transaction_check_max`` (15).
     """
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._kick: asyncio.Event | None = None
         self._resolved: collections.OrderedDict[int, None] = collections.OrderedDict()
-        self._ending: dict[int, asyncio.Future] = {}   # first offset → END_TRANSACTION in progress
+        self._ending: dict[int, asyncio.Future[Any]] = {}   # first offset → END_TRANSACTION in progress
         self._stopping = False
         self.checks_sent = 0
         self.discarded = 0
 
     @property
-    def store(self):
-        return self.controller.message_store
+    def store(self) -> MessageStore:
+        return self.controller.started_store
 
     @property
-    def config(self):
+    def config(self) -> Any:
         return self.controller.broker_config
 
     # -- the send path ----------------------------------------------------------------------
@@ -130,7 +136,8 @@ class TransactionalMessageService:
 
     # -- END_TRANSACTION --------------------------------------------------------------------
 
-    async def end_transaction(self, conn, cmd: RemotingCommand, header: EndTransactionRequestHeader) -> RemotingCommand:
+    async def end_transaction(self, conn: Connection, cmd: RemotingCommand,
+                              header: EndTransactionRequestHeader) -> RemotingCommand:
         """Commit or roll back the half message the header names (Java ``EndTransactionProcessor``)."""
         kind = header.commit_or_rollback
         who = getattr(conn, "remote_addr", "?")
@@ -168,7 +175,7 @@ class TransactionalMessageService:
             del self._ending[origin]
             done.set_result(None)
 
-    async def _end(self, cmd, header, ext, origin: int, kind: int) -> RemotingCommand:
+    async def _end(self, cmd: RemotingCommand, header: Any, ext: Any, origin: int, kind: int) -> RemotingCommand:
         if kind == MessageSysFlag.TRANSACTION_COMMIT_TYPE:
             final = self._end_message_transaction(ext, header)
             schedule = getattr(self.controller, "schedule_service", None)
@@ -187,7 +194,7 @@ class TransactionalMessageService:
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     @staticmethod
-    def _check_prepare_message(ext, header: EndTransactionRequestHeader) -> str | None:
+    def _check_prepare_message(ext: Any, header: EndTransactionRequestHeader) -> str | None:
         """Java ``checkPrepareMessage`` (plus: the record must be a half message)."""
         if ext.topic != RMQ_SYS_TRANS_HALF_TOPIC:
             return f"the message at CommitLog offset {header.commit_log_offset} is not a half message"
@@ -200,7 +207,7 @@ class TransactionalMessageService:
         return None
 
     @staticmethod
-    def _end_message_transaction(ext, header: EndTransactionRequestHeader) -> MessageInner:
+    def _end_message_transaction(ext: Any, header: EndTransactionRequestHeader) -> MessageInner:
         props = dict(ext.properties)
         topic = props.pop(MessageConst.REAL_TOPIC, None) or ext.topic
         try:
@@ -215,7 +222,7 @@ class TransactionalMessageService:
             prepared_transaction_offset=header.commit_log_offset,
         )
 
-    async def _put_op(self, half_ext) -> bool:
+    async def _put_op(self, half_ext: Any) -> bool:
         """Write the op record "d" for ``half_ext`` (Java ``addRemoveTagInTransactionOp``)."""
         props = {MessageConst.TAGS: REMOVETAG,
                  MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET: str(_origin_offset(half_ext))}
@@ -400,7 +407,7 @@ class TransactionalMessageService:
         self.checks_sent += sent
         return sent
 
-    async def _put_back(self, ext, check_times: int):
+    async def _put_back(self, ext: Any, check_times: int) -> Any:
         """Write ``ext`` again at the end of the half queue with its check count; the copy
         (a ``StoredMessage``-like view with its new offsets) or None when the store refused."""
         props = dict(ext.properties)
@@ -412,6 +419,7 @@ class TransactionalMessageService:
             log.error("putting back half message %s failed: %s %s", ext.msg_id, result.status.name, result.remark or "")
             return None
         a = result.append
+        assert a is not None  # an ok put has its append result
         return _Copy(ext, props, a.wrote_offset, a.logics_offset, a.msg_id, a.store_timestamp)
 
     def _send_check(self, copy: _Copy) -> bool:
@@ -453,7 +461,7 @@ class TransactionalMessageService:
                              ext.prepared_transaction_offset)
         return bytes(buf)
 
-    async def _discard(self, ext, checks: int) -> None:
+    async def _discard(self, ext: Any, checks: int) -> None:
         """Give up after ``transactionCheckMax`` checks: roll back (op record) and keep a copy
         in TRANS_CHECK_MAX_TIME_TOPIC for inspection (Java ``resolveDiscardMsg``)."""
         log.warning("transaction %s of group %s checked %d times without an answer; rolled back "
@@ -479,7 +487,8 @@ class _Copy:
 
     __slots__ = ("ext", "properties", "commit_log_offset", "queue_offset", "msg_id", "store_timestamp")
 
-    def __init__(self, ext, properties, commit_log_offset, queue_offset, msg_id, store_timestamp):
+    def __init__(self, ext: Any, properties: Any, commit_log_offset: Any, queue_offset: Any, msg_id: Any,
+                 store_timestamp: Any) -> None:
         self.ext = ext
         self.properties = properties
         self.commit_log_offset = commit_log_offset
@@ -488,11 +497,11 @@ class _Copy:
         self.store_timestamp = store_timestamp
 
 
-def _origin_offset(ext) -> int:
+def _origin_offset(ext: Any) -> int:
     return _int(ext.properties.get(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET), ext.queue_offset)
 
 
-def _int(value, default: int) -> int:
+def _int(value: Any, default: int) -> int:
     if value is None:
         return default
     try:

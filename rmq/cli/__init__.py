@@ -192,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_exporter(namesrv, args.host, args.port, args.interval, args.timeout, args.max_lag_lookups,
                             access_key=access_key, secret_key=secret_key, tls=tls)
     # Imported here so `rmq --help` works without loading the broker and the store.
-    from rmq.cli.daemons import EXIT_BAD_CONFIG, run_broker, run_namesrv, run_standalone
+    from rmq.cli.daemons import run_broker, run_namesrv, run_standalone
+    from rmq.cli.process import EXIT_BAD_CONFIG
 
     if args.lenient_config:
         extra = [*extra, "--lenientConfig=true"]

@@ -151,7 +151,7 @@ def run_console_cli(args: argparse.Namespace) -> int:
     """``rmq console`` from its parsed flags: exit 2 for a bad argument, 3 when the port is
     taken, 1 when aiohttp is missing."""
     from rmq.cli.connection import client_tls, credentials, namesrv_of
-    from rmq.cli.daemons import EXIT_BAD_CONFIG, EXIT_FAILED, setup_logging
+    from rmq.cli.process import EXIT_BAD_CONFIG, EXIT_FAILED, setup_logging
     from rmq.errors import RMQError
 
     if args.hash_password is not None:
@@ -178,7 +178,7 @@ def run_console(namesrv_addr: str | None, host: str, port: int, *, sample_interv
                 secret_key: str | None = None, tls: Any = None) -> int:
     """``rmq console``: serve until SIGINT/SIGTERM (arguments as :class:`ConsoleConfig`'s);
     exit 2 for a bad argument, 3 when the port is taken, 1 when aiohttp is missing."""
-    from rmq.cli.daemons import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_PORT_TAKEN, _stop_event, setup_logging
+    from rmq.cli.process import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_PORT_TAKEN, setup_logging, stop_event
 
     setup_logging()
     missing = console_missing()
@@ -201,7 +201,7 @@ def run_console(namesrv_addr: str | None, host: str, port: int, *, sample_interv
         return EXIT_BAD_CONFIG
 
     async def main() -> int:
-        stop = _stop_event()
+        stop = stop_event()
         try:
             server = ConsoleServer(ConsoleConfig(";".join(addrs), host=host, port=port,
                                                  sample_interval=sample_interval, users=users, host_names=host_names,

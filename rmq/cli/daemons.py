@@ -12,7 +12,6 @@ import asyncio
 import errno
 import logging
 import os
-import signal
 import sys
 import typing
 
@@ -26,6 +25,15 @@ from rmq.cli.console import (
     standalone_password,
     start_console,
     stop_console,
+)
+from rmq.cli.process import (
+    EXIT_BAD_CONFIG,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_PORT_TAKEN,
+    EXIT_STORE_LOCKED,
+    setup_logging,
+    stop_event,
 )
 from rmq.config import (
     BrokerConfig,
@@ -43,28 +51,12 @@ from rmq.store import StoreConfig
 
 log = logging.getLogger("rmq")
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_BAD_CONFIG = 2
-EXIT_PORT_TAKEN = 3
-EXIT_STORE_LOCKED = 4
-
-
 class StartupError(Exception):
     """A start-up failure with the message and exit status to report."""
 
     def __init__(self, message: str, status: int):
         super().__init__(message)
         self.status = status
-
-
-def setup_logging() -> None:
-    level = os.environ.get("RMQ_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(
-        level=getattr(logging, level, logging.INFO),
-        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def _fail(prog: str, message: str, status: int) -> int:
@@ -93,14 +85,6 @@ async def _shut_down(what: str, shutdown: typing.Callable[[], typing.Awaitable[N
         await shutdown()
     except Exception:  # shutdown must complete whatever went wrong
         log.exception("%s shutdown failed", what)
-
-
-def _stop_event() -> asyncio.Event:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    return stop
 
 
 def build_tls_settings(props: dict[str, str]) -> tuple[dict[str, str], TlsSettings]:
@@ -168,7 +152,7 @@ def run_namesrv(config_file: str | None = None, overrides: typing.Sequence[str] 
         log.warning("%s", w)
 
     async def main() -> None:
-        stop = _stop_event()
+        stop = stop_event()
         try:
             ctl = NamesrvController(config, tls=tls_options)
             await ctl.start()
@@ -209,7 +193,7 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
         log.warning("%s", w)
 
     async def main() -> None:
-        stop = _stop_event()
+        stop = stop_event()
         try:
             broker = BrokerController(broker_config, store_config, tls=tls)
             await broker.start()
@@ -349,7 +333,7 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
             listen_host=host, listen_port=namesrv_port,
             kv_config_path=os.path.join(store_config.store_path_root_dir, "namesrv", "kvConfig.json")),
             tls=tls_options)
-        stop = _stop_event()
+        stop = stop_event()
         try:
             await namesrv.start()
         except OSError as e:

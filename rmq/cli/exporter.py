@@ -283,7 +283,7 @@ def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: f
 
     import uvloop
 
-    from rmq.cli.daemons import EXIT_OK, EXIT_PORT_TAKEN, setup_logging
+    from rmq.cli.process import EXIT_OK, EXIT_PORT_TAKEN, setup_logging
 
     setup_logging()
 

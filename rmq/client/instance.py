@@ -49,6 +49,7 @@ from rmq.types import MessageExt, MessageQueue
 
 from ._codec import decode_messages
 from .api import ClientAPI
+from .registry import forget, instances_of
 from .request_reply import ReplyMessageClientProcessor, RequestFutureTable
 
 __all__ = ["ClientInstance", "ConsumerInner", "ProducerInner", "get_client_instance", "local_ip",
@@ -300,7 +301,7 @@ class ClientInstance:
         if self._closed:
             return
         self._closed = True
-        _forget(self)
+        forget(self)
         await self._tasks.close()
         await self.remoting.close()
 
@@ -345,8 +346,8 @@ class ClientInstance:
                     n = min(default_queue_nums, qd.read_queue_nums)
                     qd.read_queue_nums = qd.write_queue_nums = n
             old = self.topic_route_table.get(topic)
-            changed = not route.same_as(old) or topic not in self.publish_info and any(
-                topic in p.publish_topics() for p in self.producers.values())
+            changed = not route.same_as(old) or (topic not in self.publish_info and any(
+                topic in p.publish_topics() for p in self.producers.values()))
             if not changed:
                 for c in self.consumers.values():
                     if topic in c.subscribed_topics() and not c.has_subscribe_info(topic):
@@ -492,7 +493,7 @@ class _ClientRemotingProcessor:
         return False
 
     def process_request(self, conn: Any, cmd: RemotingCommand
-                        ) -> RemotingCommand | None | Awaitable[RemotingCommand]:
+                        ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         inst = self._instance()
         if inst is None or inst.closed:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "client instance closed", {})
@@ -592,16 +593,6 @@ _CONSUMER_REQUEST_HEADERS: dict[int, type[Header]] = {
 # ---------------------------------------------------------------------------------------------
 # The registry: one instance per (event loop, client id)
 
-_instances: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]] = (
-    weakref.WeakKeyDictionary())
-
-
-def _forget(inst: ClientInstance) -> None:
-    for table in _instances.values():
-        if table.get(inst.client_id) is inst:
-            del table[inst.client_id]
-
-
 def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "DEFAULT",
                         client_ip: str | None = None, credentials: SessionCredentials | None = None,
                         tls: bool | ssl.SSLContext | None = None) -> ClientInstance:
@@ -618,7 +609,7 @@ def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "
     first = namesrv_addr[0] if isinstance(namesrv_addr, list) else namesrv_addr
     ip = client_ip or local_ip(first)
     client_id = f"{ip}@{os.getpid()}#{instance_name}"
-    table = _instances.setdefault(loop, {})
+    table = instances_of(loop)
     inst = table.get(client_id)
     if inst is None or inst.closed:
         inst = ClientInstance(client_id, namesrv_addr, ip, credentials, tls)

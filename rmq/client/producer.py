@@ -274,7 +274,7 @@ class Producer:
 
             self.add_send_hook(SendMessageTraceHook(TraceDispatcher(
                 namesrv_addr, group, "PRODUCER", trace_topic, instance_name=instance_name,
-                credentials=self._credentials, tls=tls)))
+                credentials=self._credentials, tls=tls, producer_factory=Producer)))
 
     # ---------------------------------------------------------------- lifecycle
 

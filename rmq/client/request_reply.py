@@ -37,6 +37,7 @@ from rmq.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHe
 from rmq.types import Message, MessageExt, MessageQueue, SendResult
 
 from ._codec import properties_to_string
+from .registry import live_instances
 
 if TYPE_CHECKING:
     from .instance import ClientInstance
@@ -185,9 +186,7 @@ class ReplyMessageClientProcessor:
 
 
 def _pick_instance(broker_name: str) -> ClientInstance:
-    from .instance import _instances  # the running clients of this loop
-
-    live = [i for i in _instances.get(asyncio.get_running_loop(), {}).values() if not i.closed]
+    live = live_instances()
     if not live:
         raise ClientError("rmq.reply needs a running producer or consumer in this event loop")
     for inst in live:

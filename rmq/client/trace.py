@@ -34,9 +34,9 @@ import logging
 import ssl
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip
@@ -48,8 +48,17 @@ from rmq.types import Message, MessageExt, SendStatus
 
 from .hooks import ConsumeMessageContext, SendMessageContext
 
-if TYPE_CHECKING:
-    from .producer import Producer
+
+class TraceProducer(Protocol):
+    """What a :class:`TraceDispatcher` sends its trace messages with: ``rmq.Producer``, given as
+    ``producer_factory`` by the producer and the push consumer (trace does not import the
+    producer, which imports trace)."""
+
+    async def start(self) -> None: ...
+
+    def send(self, msg: Message) -> Awaitable[Any]: ...
+
+    async def close(self) -> None: ...
 
 __all__ = ["CONTENT_SPLITOR", "FIELD_SPLITOR", "TraceType", "TraceBean", "TraceContext", "TraceTransferBean",
            "encode_trace_context", "decode_trace_data", "TraceView", "trace_views", "TraceDispatcher",
@@ -286,12 +295,14 @@ class TraceDispatcher:
         batch_size: contexts per round (100); polling_time: seconds a round waits for more (0.1).
         max_msg_size: bytes of one trace message (128 000).
         close_timeout: seconds ``close`` spends flushing (5.0).
+        producer_factory: makes the trace producer (``rmq.Producer``'s signature); required.
     """
 
     def __init__(self, namesrv_addr: str | list[str], group: str, kind: str, trace_topic: str | None = None, *,
                  instance_name: str = "DEFAULT", credentials: SessionCredentials | None = None,
                  tls: bool | ssl.SSLContext | None = None, queue_size: int = 1024, batch_size: int = 100,
-                 polling_time: float = 0.1, max_msg_size: int = 128_000, close_timeout: float = 5.0) -> None:
+                 polling_time: float = 0.1, max_msg_size: int = 128_000, close_timeout: float = 5.0,
+                 producer_factory: Callable[..., TraceProducer]) -> None:
         self.trace_topic = trace_topic or TopicValidator.RMQ_SYS_TRACE_TOPIC
         self.group = group
         self._namesrv_addr = namesrv_addr
@@ -307,7 +318,8 @@ class TraceDispatcher:
         self.close_timeout = close_timeout
         self._tasks = BackgroundTasks(f"trace dispatcher {group}", log)
         self._worker: asyncio.Task[None] | None = None
-        self._producer: Producer | None = None
+        self._producer: TraceProducer | None = None
+        self._producer_factory = producer_factory
         self._closed = False
         #: traces dropped because the queue was full, and trace messages that failed to send
         self.dropped = 0
@@ -379,11 +391,9 @@ class TraceDispatcher:
             _rlog.warning(f"trace-send:{self.group}", "trace data of %s not sent to %s: %s", self.group,
                           self.trace_topic, clip(repr(e)))
 
-    async def _get_producer(self) -> Producer:
+    async def _get_producer(self) -> TraceProducer:
         if self._producer is None:
-            from .producer import Producer
-
-            p = Producer(self._namesrv_addr, self._producer_group,
+            p = self._producer_factory(self._namesrv_addr, self._producer_group,
                          instance_name=f"{TRACE_INSTANCE_NAME}_{self._instance_name}",
                          access_key=self._credentials.access_key if self._credentials else None,
                          secret_key=self._credentials.secret_key if self._credentials else None,

@@ -125,7 +125,7 @@ def _int(v: Any, cls: str, name: str) -> int:
             return int(v)  # int() itself allows surrounding whitespace
         except ValueError:
             pass
-    elif type(v) is bool or type(v) is float and v.is_integer():
+    elif type(v) is bool or (type(v) is float and v.is_integer()):
         return int(v)
     raise RemotingCommandError(f"{cls}: field {name!r} is not an integer: {v!r}")
 

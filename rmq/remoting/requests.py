@@ -494,7 +494,7 @@ def query_topic_consume_by_who(topic: str) -> RemotingCommand:
 
 def parse_group_list(resp: RemotingCommand) -> list[str]:
     """The group names of a GroupList answer (sorted)."""
-    from rmq.remoting.body.message import GroupList
+    from rmq.remoting.body.topic import GroupList
 
     return sorted(parse_body(resp, "GroupList", GroupList.decode).group_list)
 

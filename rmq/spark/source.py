@@ -121,7 +121,7 @@ SOURCE_SCHEMA = StructType([
 #: Spark-Kafka's headers column type
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 #: the schema with ``includeHeaders=true``
-SOURCE_SCHEMA_WITH_HEADERS = StructType(SOURCE_SCHEMA.fields + [StructField("headers", HEADERS_TYPE)])
+SOURCE_SCHEMA_WITH_HEADERS = StructType([*SOURCE_SCHEMA.fields, StructField("headers", HEADERS_TYPE)])
 
 # Our column -> the Spark types a user may declare for it, and how it is then built.
 # column → the Spark types it may be declared as → how decode_records fills it

@@ -329,7 +329,7 @@ class CommitLog:
         end = start_offset
         reason = None
         while True:
-            recs, at, outcome, blank = _store.scan_records(mf.mm, pos, self.file_size, mf.file_from_offset, check_crc)
+            _recs, at, outcome, blank = _store.scan_records(mf.mm, pos, self.file_size, mf.file_from_offset, check_crc)
             end = mf.file_from_offset + at
             if outcome == _store.SCAN_BLANK:
                 if at + blank != self.file_size or blank < _store.END_FILE_MIN_BLANK_LENGTH:

@@ -142,7 +142,7 @@ class ConsumeQueue:
         for mf in self.mfq.files:
             pos = max(0, self.min_logic_offset - mf.file_from_offset)
             while pos + CQ_STORE_UNIT_SIZE <= mf.wrote_position:
-                phy, size, _ = _store.read_cq_unit(mf.mm, pos)
+                phy, _size, _ = _store.read_cq_unit(mf.mm, pos)
                 if phy >= min_phy_offset:
                     self.min_logic_offset = max(self.min_logic_offset, mf.file_from_offset + pos)
                     return
@@ -161,7 +161,7 @@ class ConsumeQueue:
         for mf in files[:-1]:
             if mf.wrote_position < CQ_STORE_UNIT_SIZE:
                 break
-            phy, size, _ = _store.read_cq_unit(mf.mm, mf.wrote_position - CQ_STORE_UNIT_SIZE)
+            phy, _size, _ = _store.read_cq_unit(mf.mm, mf.wrote_position - CQ_STORE_UNIT_SIZE)
             if phy < min_phy_offset:
                 n += 1
             else:

@@ -360,10 +360,6 @@ class MappedFileQueue:
         last = self.last
         return last.file_from_offset + last.wrote_position if last else 0
 
-    @property
-    def max_flushed_offset(self) -> int:
-        return self.flushed_where
-
     # -- growth ------------------------------------------------------------------------------
     def get_last_mapped_file(self, start_offset: int = 0) -> MappedFile:
         """The file to append to, creating the next one when the last is full."""

@@ -293,17 +293,9 @@ class MessageFilter:
             return cls(None)
         return cls(tags)
 
-    @property
-    def matches_all(self) -> bool:
-        return self.tags is None and self.properties is None
-
     def is_matched_by_tags_code(self, tags_code: int | None) -> bool:
         """The ConsumeQueue stage (Java ``isMatchedByConsumeQueue``)."""
         return self.codes is None or tags_code is None or tags_code in self.codes
-
-    def is_matched_by_tags(self, tags: str | None) -> bool:
-        """The record stage: the message's TAGS is one of the subscribed tags."""
-        return self.tags is None or (tags is not None and tags in self.tags)
 
     def __repr__(self) -> str:
         return f"MessageFilter({self.expression!r})"

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
+import remoting_golden as golden
 
 import rmq
 from rmq._testing import run_standalone, wait_until
@@ -26,9 +25,6 @@ from rmq.remoting.body.conns import (
     version_desc,
 )
 from rmq.remoting.codes import RequestCode, ResponseCode
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "remoting"))
-import remoting_golden as golden
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -154,7 +150,7 @@ async def live(tmp_path):
 
 
 async def test_connections_of_real_sdk_clients(live):
-    admin, broker, producer, consumer, got, sent = live
+    admin, broker, _producer, consumer, _got, _sent = live
     cc = await admin.examine_consumer_connection_info("GID_conns")
     assert [c.client_id for c in cc.connection_set] == [consumer.client_id]
     assert cc.connection_set[0].language == "PYTHON" and cc.connection_set[0].client_addr.startswith("127.0.0.1:")
@@ -176,7 +172,7 @@ async def test_connections_of_real_sdk_clients(live):
 
 async def test_ours_have_javas_shape(live):
     """Our broker's answers to the captured requests have the Java answers' keys and types."""
-    admin, broker, producer, consumer, got, sent = live
+    admin, broker, _producer, consumer, _got, _sent = live
     for code, live_req in (
             (203, rq.get_consumer_connection_list("GID_conns")),
             (204, rq.get_producer_connection_list("PID_conns")),
@@ -197,7 +193,7 @@ async def test_ours_have_javas_shape(live):
 
 
 async def test_relays_and_status(live):
-    admin, broker, producer, consumer, got, sent = live
+    admin, _broker, _producer, consumer, got, sent = live
     info = await admin.get_consumer_running_info("GID_conns", consumer.client_id)
     assert {mq.queue_id for mq in info.mq_table if mq.topic == "ConnsT"} == {0, 1, 2, 3}
     assert info.properties["PROP_CLIENT_VERSION"] == "V4_9_8"
@@ -220,7 +216,7 @@ async def test_relays_and_status(live):
 
 
 async def test_reset_offset_moves_a_live_sdk_consumer_back(live):
-    admin, broker, producer, consumer, got, sent = live
+    admin, broker, _producer, _consumer, got, _sent = live
     table = await admin.reset_offset_by_timestamp("ConnsT", "GID_conns", 0, force=True)
     assert sorted((mq.queue_id, off) for mq, off in table.items()) == [(0, 0), (1, 0), (2, 0), (3, 0)]
     await wait_until(lambda: len(got) == 16, what="the 8 messages consumed again")

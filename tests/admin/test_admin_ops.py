@@ -307,10 +307,7 @@ async def test_delay_offsets_dump(tmp_path):
 
 
 def _golden(capture: str, code: int) -> list[tuple]:
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
     import remoting_golden as g
 
     rows = g.ha_frames() if capture == "ha" else g.mqadmin_frames()
@@ -351,7 +348,7 @@ async def test_golden_metadata_dumps_match_the_java_masters_shape(parity):
     GET_ALL_DELAY_OFFSET 45: what a Java slave's SlaveSynchronize reads."""
     from rmq.remoting import requests as rq
 
-    ns, broker, admin = parity
+    _ns, broker, admin = parity
     addr = broker.broker_addr
     c = broker.consumer_offset_manager
     c.commit_offset("test", "AdmG", "ParityT", 0, 5)

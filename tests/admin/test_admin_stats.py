@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from remoting_golden import mqadmin_frames
 
 import rmq
 from rmq._testing import invoke_once, run_standalone, wait_until
@@ -27,7 +28,6 @@ from rmq.remoting import requests as rq
 from rmq.remoting.body.stats import BrokerStatsData, ConsumeStats, ConsumeStatsList
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
-from tests.remoting.remoting_golden import mqadmin_frames
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -200,7 +200,7 @@ async def test_stats_items_are_bounded_and_idle_ones_dropped(env):
 
 
 async def test_update_broker_config_applies_live_checks_and_persists(env):
-    ns, broker, admin, clock = env
+    ns, broker, admin, _clock = env
     addr = broker.broker_addr
     topic = unique("UT")
     await admin.create_and_update_topic_config(addr, topic, read_queue_nums=1, write_queue_nums=1)
@@ -335,7 +335,7 @@ async def test_golden_view_stats_and_consume_stats_decode_and_match(env):
 
 
 async def test_golden_broker_config_and_update(env):
-    ns, broker, admin, clock = env
+    _ns, broker, admin, _clock = env
     addr = broker.broker_addr
     (answer,) = _golden_answers(RequestCode.GET_BROKER_CONFIG)
     java = rq.parse_broker_config(answer)

@@ -4,11 +4,10 @@ golden capture (Apache RocketMQ 4.9.8) next to ours to the same requests."""
 from __future__ import annotations
 
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
+from remoting_golden import mqadmin_exchanges
 
 import rmq
 from rmq._testing import run_standalone, wait_until
@@ -21,9 +20,6 @@ from rmq.remoting import requests as rq
 from rmq.remoting.body.topic import RebalanceResult, TopicList, TopicOffset, TopicStatsTable
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.types import MessageQueue, PullStatus, SendStatus
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
-from remoting_golden import mqadmin_exchanges
 
 
 @pytest.fixture
@@ -187,7 +183,7 @@ async def test_update_sub_group_sends_every_field(cluster, admin):
 
 
 async def test_the_module_docstring_example_runs(cluster):
-    ns, broker = cluster
+    ns, _broker = cluster
     import rmq.client.admin as mod
     code = "\n".join(line[4:] for line in mod.__doc__.split("::")[0].splitlines() if line.startswith("    "))
     assert "Admin(" in code

@@ -7,22 +7,20 @@ import base64
 import io
 import json
 import struct
-import sys
 from argparse import Namespace
 from contextlib import redirect_stdout
 from pathlib import Path
 
+# bench/ is on pytest's pythonpath (pyproject.toml): the bench scripts import each other that way
+import _common as c
+import latency_bench
+import produce_bench
+import pull_bench
 import pytest
 
+from rmq.remoting.codec import decode_frame
+
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-
-import _common as c  # noqa: E402
-import latency_bench  # noqa: E402
-import produce_bench  # noqa: E402
-import pull_bench  # noqa: E402
-
-from rmq.remoting.codec import decode_frame  # noqa: E402
 
 GOLDEN = REPO / "tests" / "golden" / "rocketmq-4.9.8-pull-responses.jsonl"
 
@@ -92,7 +90,7 @@ def test_count_records_rejects_nonsense_size():
 
 
 def test_record_timestamps_read_born_and_store_time():
-    ext, body = golden_pull_replies()[0]
+    _ext, body = golden_pull_replies()[0]
     rows = list(c.record_timestamps(body))
     assert len(rows) == c.count_records(body)
     offsets = [r[0] for r in rows]
@@ -283,8 +281,8 @@ async def test_queue_puller_frames_split_replies_and_refills_holes():
     assert all(cm.ext_fields["sysFlag"] == "4" for cm in cmds)  # subscription, no suspend while draining
 
     # answer offset 0 with a real 32-record body, and offset 32 with a short reply of 10 records
-    ext0, body0 = replies[0]
-    ext1, body1 = replies[1]
+    _ext0, body0 = replies[0]
+    _ext1, body1 = replies[1]
     short = body1[: sum(struct.unpack_from(">i", body1, p)[0] for p in _record_starts(body1)[:10])]
     answer0 = cmds[0].response(0, ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "32", "minOffset": "0",
                                                        "maxOffset": "64"},

@@ -351,7 +351,7 @@ async def test_acl_admin_codes_write_the_yml(acl_broker):
 
 
 async def test_acl_admin_codes_without_acl_say_so(tmp_path):
-    async with run_standalone(tmp_path / "store") as (ns, broker):
+    async with run_standalone(tmp_path / "store") as (_ns, broker):
         async with RemotingClient() as c:
             resp = await c.invoke(broker.broker_addr, rq.delete_acl_config("whoever1"))
             assert resp.code == ResponseCode.DELETE_ACL_CONFIG_FAILED

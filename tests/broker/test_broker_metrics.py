@@ -86,6 +86,21 @@ async def test_lag_and_throughput_of_a_known_workload(tmp_path):
             assert set(lab) - {"le"} == set(family.labels), (name, lab)
 
 
+async def test_a_broadcasting_group_has_no_group_lag_series(tmp_path):
+    """Java's exporter leaves broadcasting groups out of the group diffs (each member keeps its
+    own offsets); a clustering group online is in them with its member count."""
+    port = free_port()
+    async with broker_env(tmp_path / "store", metrics_port=port) as env:
+        await lag_workload(env)
+        await consumer_online(env, message_model="BROADCASTING")
+        broadcasting = await scrape(port)
+        await consumer_online(env, message_model="CLUSTERING")
+        clustering = await scrape(port)
+    assert not [x for x in broadcasting.get("rocketmq_group_diff", []) if x[0]["group"] == GROUP]
+    [(labels, _)] = [x for x in clustering["rocketmq_group_diff"] if x[0]["group"] == GROUP]
+    assert labels["countOfOnlineConsumers"] == "1" and labels["msgModel"] == "1"
+
+
 async def test_lag_falls_as_the_group_commits(tmp_path):
     async with broker_env(tmp_path / "store") as env:
         await lag_workload(env)

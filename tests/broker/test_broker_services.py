@@ -154,7 +154,7 @@ async def test_schedule_and_transaction_loops_end_on_a_cancel_that_arrives_with_
     """Their loops wait for a wake-up or a timeout; a cancel arriving in the same loop iteration
     as the wake-up must end them (Python 3.11's wait_for lost it and the loop ran on, so a stop
     that cancels could wait forever)."""
-    async with run_standalone(tmp_path / "s") as (ns, broker):
+    async with run_standalone(tmp_path / "s") as (_ns, broker):
         sched, trans = broker.schedule_service, broker.transaction_service
         for task, wake in ((sched._task, sched._wakeup), (trans._task, trans._kick)):
             assert task is not None and not task.done()

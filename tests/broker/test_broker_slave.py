@@ -330,10 +330,7 @@ async def test_master_suggests_the_slave_to_a_consumer_reading_from_disk(tmp_pat
 
 
 def _golden_pairs(code: int) -> list[tuple]:
-    import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
     import remoting_golden as g
 
     pairs = [(q["cmd"], a["cmd"]) for q, a in g.exchanges(g.ha_frames(), code) if a is not None]

@@ -59,7 +59,7 @@ async def test_connections_progress_status_and_resets(daemon):
             assert out.split()[0] == "0001" and out.split()[3:5] == ["PYTHON", "V4_9_8"]
 
             async def progress_done():
-                rc, out, err = await admin("consumerProgress", "-n", ns, "-g", "GID_cli_conns")
+                rc, out, _err = await admin("consumerProgress", "-n", ns, "-g", "GID_cli_conns")
                 return out if rc == 0 and "Diff Total: 0" in out else None
             out = await wait_until(progress_done, timeout=30, interval=0.5, what="the group's progress at diff 0")
             lines = out.splitlines()
@@ -110,7 +110,7 @@ async def test_connections_progress_status_and_resets(daemon):
 
     # nobody online: consumerConnection refuses, resetOffsetByTime sets the offsets itself
     async def offline():
-        rc, out, err = await admin("consumerConnection", "-n", ns, "-g", "GID_cli_conns")
+        rc, _out, err = await admin("consumerConnection", "-n", ns, "-g", "GID_cli_conns")
         return rc == 1 and "not online" in err
     await wait_until(offline, timeout=30, interval=0.5, what="the group offline")
     rc, out, err = await admin("resetOffsetByTime", "-n", ns, "-g", "GID_cli_clone", "-t", "CliConnsT", "-s", "0")
@@ -123,9 +123,9 @@ async def test_connections_progress_status_and_resets(daemon):
 
 async def test_bad_flags_exit_2(daemon):
     ns = daemon.namesrv_addr
-    rc, out, err = await admin("resetOffsetByTime", "-n", ns, "-g", "G", "-t", "T", "-s", "yesterday")
+    rc, _out, err = await admin("resetOffsetByTime", "-n", ns, "-g", "G", "-t", "T", "-s", "yesterday")
     assert rc == 2 and "-s/--timestamp" in err
-    rc, out, err = await admin("consumerConnection", "-n", ns)
+    rc, _out, err = await admin("consumerConnection", "-n", ns)
     assert rc == 2 and "-g" in err
-    rc, out, err = await admin("producerConnection", "-n", ns, "-g", "bad group!", "-t", "T")
+    rc, _out, err = await admin("producerConnection", "-n", ns, "-g", "bad group!", "-t", "T")
     assert rc == 2 and "-g/--producerGroup" in err

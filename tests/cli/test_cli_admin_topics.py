@@ -77,7 +77,7 @@ def test_each_command_help_names_its_flags_and_their_defaults(name):
             continue
         assert all(o in text for o in action.option_strings), (name, action.option_strings)
         if not action.required:
-            assert action.help and "default" in action.help or "required" in action.help, (name, action.dest)
+            assert (action.help and "default" in action.help) or "required" in action.help, (name, action.dest)
 
 
 def test_version_and_unknown_flags():

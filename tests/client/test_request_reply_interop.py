@@ -250,7 +250,7 @@ async def test_silent_requesters_hold_only_their_own_share_of_replies(tmp_path):
     requester's reply is pushed while they wait (issue 23, finding 10)."""
     from rmq.broker.processors.reply import MAX_REPLY_BYTES_PER_CLIENT
 
-    async with run_standalone(tmp_path / "store", call_client_timeout_mills=120_000) as (ns, broker):
+    async with run_standalone(tmp_path / "store", call_client_timeout_mills=120_000) as (_ns, broker):
         addr = broker.broker_addr
         silent = [JavaRequester(addr, answer="hang") for _ in range(5)]
         live = JavaRequester(addr)
@@ -289,7 +289,7 @@ async def test_silent_requesters_hold_only_their_own_share_of_replies(tmp_path):
 async def test_a_reply_goes_only_to_the_reply_topic(tmp_path, unique):
     """Java stores a reply (324/325) into whatever topic it names; rmq takes replies only to
     the cluster's reply topic (issue 23, finding 10)."""
-    async with run_standalone(tmp_path / "store") as (ns, broker):
+    async with run_standalone(tmp_path / "store") as (_ns, broker):
         topic = unique("NotReply")
         await create_topic(broker.broker_addr, topic)
         live = JavaRequester(broker.broker_addr)

@@ -42,7 +42,7 @@ async def acl_cluster(tmp_path):
 
 
 async def test_producer_and_consumers_with_credentials(acl_cluster, unique):
-    ns, broker = acl_cluster
+    ns, _broker = acl_cluster
     topic = "AclTopic"
     async with rmq.Producer(ns, unique("PG"), access_key="RocketMQ", secret_key=SECRET) as p:
         for i in range(4):

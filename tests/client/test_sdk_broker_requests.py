@@ -22,7 +22,7 @@ FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 
 async def test_broker_to_client_requests_use_typed_headers(cluster, namesrv_addr, unique, caplog):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=1)
     async with rmq.Producer(namesrv_addr, unique("PG")) as p:

@@ -6,18 +6,14 @@ into ~/.cache/rmq-interop by ``interop_support.ensure_clients``); an install fai
 test, as in tests/interop.
 """
 import asyncio
-import sys
 import uuid
-from pathlib import Path
 
+import interop_support as support
 import pytest
 from sdk_support import create_topic, wait_until
 
 import rmq
 from rmq._testing import StandaloneProcess
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "interop"))
-import interop_support as support
 
 pytestmark = pytest.mark.interop
 

@@ -10,7 +10,7 @@ from rmq.client._codec import MessageSysFlag
 
 
 async def test_send_variants(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic = unique("T")
     await create_topic(broker.broker_addr, topic, queues=4)
     callbacks = []
@@ -59,7 +59,7 @@ async def test_auto_create_topic_through_tbw102(cluster, namesrv_addr, unique):
 
 
 async def test_broker_error_carries_code_and_retriable(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic = unique("RO")
     await create_topic(broker.broker_addr, topic, queues=2, perm=4)  # read-only
     async with rmq.Producer(namesrv_addr, unique("PG"), retry_times=1) as p:
@@ -136,7 +136,7 @@ async def test_malformed_route_is_a_clear_error(unique):
 
 
 async def test_callback_gets_the_failure_and_oneway_orderly(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic = unique("T")
     await create_topic(broker.broker_addr, topic, queues=4)
     seen = []

@@ -26,7 +26,7 @@ async def _poll_n(c, n, timeout=10.0):
 
 
 async def test_assign_poll_seek_commit_pause(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, g = unique("T"), unique("LG")
     await create_topic(broker.broker_addr, topic, queues=2)
     await _fill(namesrv_addr, topic, 20, unique("PG"), 2)
@@ -68,7 +68,7 @@ async def test_assign_poll_seek_commit_pause(cluster, namesrv_addr, unique):
 
 
 async def test_subscribe_mode_shares_queues_and_auto_commits(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, g = unique("T"), unique("LG")
     await create_topic(broker.broker_addr, topic, queues=4)
     await _fill(namesrv_addr, topic, 40, unique("PG"), 4)
@@ -99,7 +99,7 @@ async def test_subscribe_mode_shares_queues_and_auto_commits(cluster, namesrv_ad
 
 
 async def test_broadcasting_lite_pull_with_local_offsets(cluster, namesrv_addr, unique, tmp_path):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, g = unique("T"), unique("LG")
     await create_topic(broker.broker_addr, topic, queues=2)
     await _fill(namesrv_addr, topic, 10, unique("PG"), 2)

@@ -34,7 +34,7 @@ async def _stored_offsets(broker_addr, group, topic, queues):
 
 
 async def test_handler_filters_tags_and_commits_offsets(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=4)
     async with rmq.Producer(namesrv_addr, unique("PG")) as p:
@@ -65,7 +65,7 @@ async def test_handler_filters_tags_and_commits_offsets(cluster, namesrv_addr, u
 
 
 async def test_resume_from_stored_offset_and_iterator_ack(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg, pg = unique("T"), unique("CG"), unique("PG")
     await create_topic(broker.broker_addr, topic, queues=1)
     await _produce(namesrv_addr, topic, [b"a", b"b", b"c"], pg)
@@ -98,7 +98,7 @@ async def test_failed_message_is_consumed_again(cluster, namesrv_addr, unique):
     """RECONSUME_LATER: sent back to the broker (%RETRY%group) when it supports
     CONSUMER_SEND_MSG_BACK, else retried locally after 5 s; either way it comes back with
     reconsume_times == 1 and nothing else is held up."""
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=2)
     await _produce(namesrv_addr, topic, [b"ok1", b"bad", b"ok2"], unique("PG"))
@@ -121,7 +121,7 @@ async def test_failed_message_is_consumed_again(cluster, namesrv_addr, unique):
 
 @pytest.mark.slow
 async def test_second_consumer_joins_and_leaves_without_loss(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=8)
     received: dict[str, list[bytes]] = {"c1": [], "c2": []}
@@ -167,7 +167,7 @@ async def test_second_consumer_joins_and_leaves_without_loss(cluster, namesrv_ad
 
 
 async def test_broadcasting_delivers_everything_to_everyone(cluster, namesrv_addr, unique, tmp_path):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=3)
     got = {"x": [], "y": []}
@@ -196,7 +196,7 @@ async def test_broadcasting_delivers_everything_to_everyone(cluster, namesrv_add
 
 
 async def test_flow_control_and_pause(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=1)
     await _produce(namesrv_addr, topic, [b"%d" % i for i in range(200)], unique("PG"))
@@ -226,7 +226,7 @@ async def test_flow_control_and_pause(cluster, namesrv_addr, unique):
 
 
 async def test_orderly_broadcasting_keeps_queue_order_and_suspends(cluster, namesrv_addr, unique, tmp_path):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=2)
     async with rmq.Producer(namesrv_addr, unique("PG")) as p:
@@ -254,7 +254,7 @@ async def test_orderly_broadcasting_keeps_queue_order_and_suspends(cluster, name
 
 
 async def test_orderly_clustering_locks_queues(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=2)
     from rmq.remoting import RemotingClient
@@ -283,7 +283,7 @@ async def test_orderly_clustering_locks_queues(cluster, namesrv_addr, unique):
 async def test_broker_requests_to_client(cluster, namesrv_addr, unique):
     """GET_CONSUMER_RUNNING_INFO, GET_CONSUMER_STATUS_FROM_CLIENT, CONSUME_MESSAGE_DIRECTLY and
     RESET_CONSUMER_CLIENT_OFFSET, sent by the broker over the client's own connection."""
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=1)
     direct = []
@@ -357,7 +357,7 @@ async def test_consumer_survives_broker_restart(tmp_path, unique):
 
 
 async def test_close_lets_running_handlers_finish_and_commits_them(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=1)
     await _produce(namesrv_addr, topic, [b"slow"], unique("PG"))
@@ -381,7 +381,7 @@ async def test_close_lets_running_handlers_finish_and_commits_them(cluster, name
 async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
     """A message that always fails (CONSUMER_SEND_MSG_BACK each time) is redelivered from %RETRY%group,
     then parked in %DLQ%group after max_reconsume_times."""
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=1)
     (sent,) = await _produce(namesrv_addr, topic, [b"poison"], unique("PG"))
@@ -445,7 +445,7 @@ async def test_follows_suggest_which_broker_id(tmp_path, unique, caplog):
 async def test_orderly_clustering_rebalance_hands_locks_over(cluster, namesrv_addr, unique):
     """Two orderly members: when the second joins, the first unlocks the queues it gives up and
     the second locks them; per-key order holds across the hand-over and nothing is lost."""
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=4)
     seen: dict[str, list[int]] = {}
@@ -492,7 +492,7 @@ async def test_orderly_clustering_rebalance_hands_locks_over(cluster, namesrv_ad
 
 
 async def test_batch_handler_gets_lists_and_a_failure_redelivers_the_batch(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=2)
     await _produce(namesrv_addr, topic, [b"%d" % i for i in range(24)], unique("PG"))
@@ -519,7 +519,7 @@ async def test_batch_handler_gets_lists_and_a_failure_redelivers_the_batch(clust
 
 
 async def test_iterator_reconsume_later(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=1)
     await _produce(namesrv_addr, topic, [b"a", b"b", b"c"], unique("PG"))
@@ -542,7 +542,7 @@ async def test_iterator_reconsume_later(cluster, namesrv_addr, unique):
 async def test_orderly_iterator_holds_the_queue_locks_and_cannot_skip(cluster, namesrv_addr, unique, monkeypatch):
     import rmq.client.consumer.push as push
     monkeypatch.setattr(push, "LOCK_RENEW_INTERVAL", 0.2)     # Java's 20 s lockAll, shortened
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=2)
     mqs = [rmq.MessageQueue(topic, broker.broker_config.broker_name, q) for q in (0, 1)]
@@ -577,7 +577,7 @@ async def test_failing_handler_logs_one_traceback_then_rate_limited_lines(cluste
     took, so a slow machine cannot break it.)"""
     import time
 
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=2)
     failures = []

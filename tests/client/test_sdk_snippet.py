@@ -5,7 +5,7 @@ import rmq
 
 
 async def test_issue_snippet(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, pg, cg = unique("T"), unique("PG"), unique("CG")
     await create_topic(broker.broker_addr, topic)
     async with rmq.Producer(namesrv_addr=namesrv_addr, group=pg) as p:

@@ -121,7 +121,7 @@ async def test_bad_expression_fails_start(fcluster, unique):
 
 
 async def test_filtering_off_fails_start(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic = unique("T")
     await create_topic(broker.broker_addr, topic, queues=1)
     c = rmq.PushConsumer(namesrv_addr, unique("CG"), handler=lambda m: None)

@@ -42,7 +42,7 @@ def _install_recorder(broker) -> _Recorder:
 
 
 async def test_local_transaction_outcomes_and_check_back(cluster, namesrv_addr, unique):
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, pg = unique("TX"), unique("TXPG")
     await create_topic(broker.broker_addr, topic, queues=2)
     rec = _install_recorder(broker)
@@ -123,7 +123,7 @@ def _raw_record(broker, offset_msg_id: str) -> bytes:
 
 async def test_transactions_end_to_end(cluster, namesrv_addr, unique):
     """Committed and checked-back-committed messages become visible, rolled-back ones never do."""
-    ns, broker = cluster
+    _ns, broker = cluster
     topic, pg = unique("TXE"), unique("TXPG")
     await create_topic(broker.broker_addr, topic, queues=2)
     from sdk_support import drain

@@ -162,7 +162,7 @@ async def test_produce_and_consume_with_trace_found_by_id(trace_cluster, unique)
 
 async def test_a_full_trace_queue_drops_with_a_log_line(trace_cluster, unique, caplog):
     namesrv, _ = trace_cluster
-    d = TraceDispatcher(namesrv, unique("CG"), "CONSUMER", queue_size=2)
+    d = TraceDispatcher(namesrv, unique("CG"), "CONSUMER", queue_size=2, producer_factory=rmq.Producer)
     ctxs = [TraceContext(TraceType.SUB_AFTER, trace_beans=[TraceBean(msg_id=f"ID{i}")]) for i in range(5)]
     with caplog.at_level(logging.WARNING, logger="rmq.client"):
         accepted = [d.append(c) for c in ctxs]      # one loop turn: the worker has not run yet
@@ -175,7 +175,7 @@ async def test_a_full_trace_queue_drops_with_a_log_line(trace_cluster, unique, c
 
 
 async def test_a_trace_hook_skips_messages_with_the_switch_off():
-    hook = ConsumeMessageTraceHook(TraceDispatcher("127.0.0.1:1", "CG", "CONSUMER"))
+    hook = ConsumeMessageTraceHook(TraceDispatcher("127.0.0.1:1", "CG", "CONSUMER", producer_factory=rmq.Producer))
     msg = rmq.MessageExt(topic="T", body=b"x", tags=None, keys=(), properties={"TRACE_ON": "false"}, msg_id="A",
                          offset_msg_id="A", queue_id=0, queue_offset=0, reconsume_times=0)
     ctx = rmq.ConsumeMessageContext("CG", [msg], msg.queue)

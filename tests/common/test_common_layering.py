@@ -56,7 +56,7 @@ def _unit_of(path: pathlib.Path) -> str:
 def _imported_units(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple[int, str]]:
     """``(line, first-level unit of rmq)`` for every rmq import in ``path``, in line order."""
     rel = path.relative_to(root.parent).with_suffix("").parts
-    package = rel[:-1] if rel[-1] != "__init__" else rel[:-1]
+    package = rel[:-1]  # a module's package, or the package of an __init__
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):

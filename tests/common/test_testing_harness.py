@@ -6,6 +6,8 @@ from rmq._testing import BrokerEnv, StandaloneProcess, decode_props, encode_prop
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import ResponseCode
 
+pytestmark = pytest.mark.integration  # a subprocess broker, and ports bound to check them
+
 
 @pytest.mark.slow
 async def test_broker_env_of_a_subprocess(tmp_path):
@@ -50,3 +52,67 @@ def test_broker_ports_are_outside_the_ephemeral_range_with_free_neighbours():
             for s, p in ((a, port - 2), (b, port), (c, port + 1)):
                 s.bind(("127.0.0.1", p))
         assert 10000 <= free_port() < low
+
+
+_GUARDED = '''
+import socket
+import subprocess
+import sys
+
+import pytest
+
+
+def test_binds():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+
+
+def test_spawns():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+
+async def test_spawns_on_the_loop():
+    import asyncio
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+    await proc.wait()
+
+
+def test_computes():
+    assert sum(range(4)) == 6
+
+
+@pytest.fixture
+def env():
+    yield None
+
+
+def test_with_a_daemon_fixture(env):
+    pass
+
+
+@pytest.mark.integration
+def test_marked():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+'''
+
+
+def test_unit_mode_refuses_binds_and_children_and_deselects_integration(tmp_path):
+    """`pytest --unit` (make unit) with tests/conftest.py: a test that binds or spawns fails
+    naming what it did, a daemon fixture or the integration mark deselects the test."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests_dir = Path(__file__).resolve().parents[1]
+    (tmp_path / "test_guarded.py").write_text(_GUARDED)
+    env = {**os.environ, "PYTHONPATH": f"{tests_dir}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "--unit", "-q", "-p", "no:cacheprovider",
+                          "-o", "asyncio_mode=auto", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+                          "--rootdir", str(tmp_path), str(tmp_path / "test_guarded.py")],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    text = out.stdout + out.stderr
+    assert "3 failed, 1 passed, 2 deselected" in text, text
+    assert "a unit test did socket.bind" in text and "a unit test did subprocess.Popen" in text, text
+    assert "uvloop subprocess_exec" in text, text

@@ -92,7 +92,7 @@ async def test_bad_input_is_refused_with_the_reason(env: Any) -> None:
 
 
 async def test_a_message_that_is_not_there_is_404(env: Any) -> None:
-    broker, _, http = env
+    _broker, _, http = env
     status, data = await post(http, "/api/topic", {"topic": "T404", "readQueueNums": 2, "writeQueueNums": 2})
     assert status == 200, data
     status, data, _ = await get(http, "/api/message", msgId="0" * 32, topic="T404")
@@ -179,7 +179,7 @@ async def test_topic_and_group_create_update_delete(env: Any) -> None:
 
 
 async def test_online_producers_of_a_group(env: Any) -> None:
-    broker, server, http = env
+    _broker, server, http = env
     status, _ = await post(http, "/api/topic", {"topic": "ProdTopic", "readQueueNums": 1, "writeQueueNums": 1})
     assert status == 200
     async with rmq.Producer(server.config.namesrv_addr, "ConsoleProducerGroup") as p:

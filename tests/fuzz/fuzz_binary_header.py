@@ -29,7 +29,7 @@ def target(data: bytes) -> None:
 def seeds() -> list[bytes]:
     out = []
     for frame in fuzzlib.golden_frames():
-        length, word = struct.unpack_from(">ii", frame)
+        _length, word = struct.unpack_from(">ii", frame)
         if (word >> 24) & 0xFF == 1:
             out.append(b"\x00" + frame[8:8 + (word & 0xFFFFFF)])
     return out

@@ -38,7 +38,7 @@ def _check(cmd: object) -> None:
 def seeds() -> list[bytes]:
     out = []
     for frame in fuzzlib.golden_frames():
-        length, word = struct.unpack_from(">ii", frame)
+        _length, word = struct.unpack_from(">ii", frame)
         if (word >> 24) & 0xFF == 0:
             out.append(frame[8:8 + (word & 0xFFFFFF)])
     return out

@@ -27,9 +27,9 @@ import traceback
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+# This tree's rmq, not an installed one: run_all.py puts the repository on PYTHONPATH (run a
+# target by hand with `PYTHONPATH=. python tests/fuzz/fuzz_<name>.py`).
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:  # run from anywhere: this tree's rmq, not an installed one
-    sys.path.insert(0, str(ROOT))
 
 GOLDEN = ROOT / "tests" / "golden"
 

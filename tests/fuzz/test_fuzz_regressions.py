@@ -5,7 +5,6 @@ nested 5000 deep); any undeclared exception now fails the test.
 """
 import importlib
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,6 @@ CRASHES = sorted((HERE / "crashes").glob("*.bin"))
 
 def _target(name: str):
     os.environ["RMQ_FUZZ_NO_INSTRUMENT"] = "1"
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
     return importlib.import_module(f"fuzz_{name}")
 
 

@@ -74,7 +74,7 @@ async def test_slave_finds_master_through_name_server_and_follows(cluster):
 
 
 async def test_sync_master_codes(cluster):
-    ns, master, slave, env = await cluster("SYNC_MASTER", slave_timeout=500)
+    _ns, master, slave, env = await cluster("SYNC_MASTER", slave_timeout=500)
     await wait_until(lambda: master.message_store.ha.connection_count == 1
                      and master.message_store.ha.push2slave_max_offset >= 0, 30)
     await env.create_topic("ST", 1)
@@ -103,7 +103,7 @@ async def test_sync_master_codes(cluster):
 
 
 async def test_async_master_answers_at_once_without_a_slave(cluster):
-    ns, master, _slave, env = await cluster("ASYNC_MASTER", slave=False)
+    _ns, _master, _slave, env = await cluster("ASYNC_MASTER", slave=False)
     await env.create_topic("AT", 1)
     r = await env.send("AT", b"x")
     assert r.code == ResponseCode.SUCCESS
@@ -150,7 +150,7 @@ async def test_master_metrics_show_each_slaves_commitlog_diff(cluster):
     """rocketmq-exporter's rocketmq_broker_commitlog_diff, one series per acknowledging slave,
     served by the master's /metrics; 0 once the slave has caught up."""
     port = free_port()
-    ns, master, slave, env = await cluster(metrics_port=port)
+    _ns, master, _slave, env = await cluster(metrics_port=port)
     await wait_until(lambda: master.message_store.ha.push2slave_max_offset >= 0, 30, what="slave reported")
     await env.create_topic("MT", 1)
     for i in range(20):

@@ -1,10 +1,9 @@
 """The HA protocol's bytes (rmq.store.ha.codec): from hand-made bytes and from the golden HA
 stream of a Java 4.9.8 master and slave."""
 import struct
-import sys
-from pathlib import Path
 
 import pytest
+from remoting_golden import ha_stream
 
 from rmq import _store
 from rmq.store.ha.codec import (
@@ -15,9 +14,6 @@ from rmq.store.ha.codec import (
     encode_offset_report,
     encode_transfer_header,
 )
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
-from remoting_golden import ha_stream
 
 
 def test_report_and_header_layouts():
@@ -82,7 +78,7 @@ def test_golden_master_transfers_decode_at_every_split():
     log = b"".join(bodies)
     offsets = [o for o, s in want if s]
     assert offsets == [0, 32768]
-    recs, at, outcome, _ = _store.scan_records(log, 0, len(log), 0, True)
+    recs, at, _outcome, _ = _store.scan_records(log, 0, len(log), 0, True)
     assert at == len(log) and len(recs) == 200
     assert [r[0] for r in recs][:2] == [0, recs[1][0]] and recs[-1][0] + recs[-1][1] == len(log)
     # and our header encoder writes the same headers

@@ -252,7 +252,7 @@ async def test_slave_kill_9_and_restart_while_traffic_runs(pair, tmp_path):
 
 
 async def test_master_kill_9_and_restart_while_traffic_runs(pair, tmp_path):
-    master, slave, ha_port = pair("ASYNC_MASTER")
+    master, slave, _ha_port = pair("ASYNC_MASTER")
     client = RemotingClient()
     env = BrokerEnv(None, None, client, broker_addr=master.broker_addr, namesrv_addr=master.namesrv_addr)
     try:

@@ -383,9 +383,6 @@ async def test_slave_follows_the_golden_java_master_stream(stores):
     """The bytes a Java 4.9.8 master sent its slave, replayed by a fake master one transfer at a
     time: our slave stores the records at the same offsets, reports what Java's slave reported,
     and dispatches the 200 messages."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "remoting"))
     from remoting_golden import ha_stream
 
     g = ha_stream()

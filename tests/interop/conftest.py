@@ -2,10 +2,10 @@
 ``rmq standalone`` process on free 127.0.0.1 ports with a temporary store."""
 import asyncio
 import json
-import sys
 import uuid
 from pathlib import Path
 
+import _common as bench_common  # bench/ (on pytest's pythonpath): protocol helpers shared with the bench harness
 import interop_support as support
 import pytest
 
@@ -13,8 +13,6 @@ from rmq._testing import StandaloneProcess, wait_until, wait_until_sync
 from rmq.remoting.client import RemotingClient
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "bench"))
-import _common as bench_common  # noqa: E402  (protocol helpers shared with the bench harness)
 
 _install_report: list[str] = []
 

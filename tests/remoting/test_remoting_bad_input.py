@@ -97,7 +97,7 @@ async def test_bad_input_closes_only_that_connection(env, caplog, case):
 
 
 async def test_truncated_frame_then_hang_up(env, caplog):
-    server, client, events = env
+    server, client, _events = env
     caplog.set_level(logging.WARNING, logger="rmq.remoting")
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     good = _good(1)

@@ -21,6 +21,8 @@ from rmq.remoting.headers import (
 )
 from rmq.types import MessageQueue, PullStatus, SendStatus
 
+pytestmark = pytest.mark.integration  # servers and brokers to call
+
 
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):

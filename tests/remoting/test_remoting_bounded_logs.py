@@ -11,6 +11,8 @@ from rmq._testing import StandaloneProcess, wait_until_sync
 from rmq.remoting.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
 
+pytestmark = pytest.mark.integration  # a broker subprocess
+
 KiB = 1024
 
 

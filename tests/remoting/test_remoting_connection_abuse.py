@@ -20,6 +20,8 @@ from hardening_support import (
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess, wait_until_sync
 
+pytestmark = pytest.mark.integration  # a broker subprocess
+
 WORST_ROUND_TRIP = 2.0
 MiB = 1024 * 1024
 

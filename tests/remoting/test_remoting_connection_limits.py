@@ -7,11 +7,15 @@ import asyncio
 import socket
 import struct
 
+import pytest
+
 from rmq._testing import wait_until
 from rmq.remoting.codec import encode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.connection import ConnectionEvent
 from rmq.remoting.server import RemotingServer
+
+pytestmark = pytest.mark.integration  # remoting servers
 
 HOLD = 1101
 BIG = 1102

@@ -14,6 +14,8 @@ from rmq.remoting.codec import FrameDecoder, encode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.server import RemotingServer
 
+pytestmark = pytest.mark.integration  # remoting servers
+
 FLOOD = 1201
 PROBE = 1202
 HOLD = 1203

@@ -11,6 +11,7 @@ import json
 import threading
 import zlib
 
+import pytest
 from hardening_support import PULL_NOT_FOUND, Wire, pull, send_message
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess, wait_until_sync
@@ -18,6 +19,8 @@ from rmq.common.constants import TopicValidator
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader, GetMaxOffsetRequestHeader
+
+pytestmark = pytest.mark.integration  # a broker subprocess
 
 
 class Reader(threading.Thread):

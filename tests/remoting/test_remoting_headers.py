@@ -237,7 +237,7 @@ _ODD_VALUES = [_StrSub("false"), _StrSub("12"), None, 0, 1, -7, 2**70, True, Fal
                                  H.ConsumerSendMsgBackRequestHeader, H.QueryConsumerOffsetRequestHeader,
                                  H.UpdateConsumerOffsetRequestHeader, H.CreateTopicRequestHeader],
                          ids=lambda c: c.__name__)
-def test_generated_reader_matches_the_interpreted_rules(cls):
+def test_generated_reader_matches_the_interpreted_rules(cls, depth):
     import random
 
     rng = random.Random(cls.__name__)
@@ -254,7 +254,7 @@ def test_generated_reader_matches_the_interpreted_rules(cls):
     for read, names in variants:
         wires = list(names.values())
         kinds = {names[a]: H._base_type(hints[a]) for a in names}
-        for _ in range(3000):
+        for _ in range(int(3000 * depth)):
             if rng.random() < 0.5:
                 ext = {w: rng.choice(_ODD_VALUES) for w in wires if rng.random() < 0.9}
             else:  # what clients send, with now and then one odd value

@@ -20,6 +20,8 @@ from hardening_support import (
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess, wait_until_sync
 
+pytestmark = pytest.mark.integration  # a broker subprocess
+
 # Generous for a 2-core machine shared with other work; the old code stalled the loop for
 # seconds (expiry) and held a core for 30 s+ (a non-reading client woken by one message).
 WORST_ROUND_TRIP = 2.0

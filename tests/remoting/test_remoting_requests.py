@@ -336,6 +336,7 @@ def test_cluster_info_masters_and_names():
     assert info.names() == {"a", "s", "x", "C", "D", "C_REPLY_TOPIC", "D_REPLY_TOPIC"}
 
 
+@pytest.mark.integration  # a child process
 def test_spark_and_the_shared_vocabulary_do_not_load_the_asyncio_sdk():
     """The Spark connector's workers import the builders, parsers and blocking transport without
     rmq.client (the layers import downwards only: spark → remoting → common)."""

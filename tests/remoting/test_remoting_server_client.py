@@ -23,6 +23,8 @@ from rmq.remoting import (
 )
 from rmq.remoting.codec import FrameDecoder, encode
 
+pytestmark = pytest.mark.integration  # remoting servers
+
 ECHO = 1001
 SLOW = 1002
 HOLD = 1003
@@ -443,7 +445,7 @@ async def test_rpc_hooks(env):
 
 
 async def test_replies_of_one_read_go_out_in_one_writelines(env):
-    server, _, _, events = env
+    server, _, _, _events = env
     writes = []
 
     class Spy:
@@ -625,7 +627,7 @@ class _WriteSpy:
 
 async def test_writes_of_one_loop_turn_go_out_in_one_writelines(env):
     """Pipelined requests written in one loop turn (outside a read) leave in one vectored write."""
-    server, client, procs, _ = env
+    server, client, _procs, _ = env
     await client.invoke(server.address, req(ECHO))  # connect
     conn = client._conns[server.address]
     writes = []
@@ -637,7 +639,7 @@ async def test_writes_of_one_loop_turn_go_out_in_one_writelines(env):
 
 async def test_replies_finished_by_tasks_are_coalesced(env):
     """Replies that async processors finish in the same loop turn share one writelines."""
-    server, client, _, events = env
+    server, _client, _, _events = env
     writes = []
     server.add_connection_listener(
         lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT
@@ -689,7 +691,7 @@ async def test_when_written_waits_for_a_peer_that_does_not_read():
 
 
 async def test_when_written_fires_when_the_connection_closes(env):
-    server, client, procs, _ = env
+    server, client, _procs, _ = env
     await client.invoke(server.address, req(ECHO))
     conn = client._conns[server.address]
     fired = asyncio.Event()

@@ -17,6 +17,8 @@ from rmq.errors import RemotingConnectError
 from rmq.remoting import RemotingClient, RemotingCommand, RemotingServer
 from rmq.remoting.tls import TlsMode, TlsServerOptions, TlsSettings
 
+pytestmark = pytest.mark.integration  # TLS remoting servers
+
 ECHO = 1001
 
 

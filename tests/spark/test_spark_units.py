@@ -1,6 +1,6 @@
 """Unit tests of the Spark connector's pure parts: options, offsets JSON, range planning,
 rate limiting, and the pull-record / batch-item codecs. No JVM, no pyspark: these run in
-``make quicktest`` too."""
+``make unit`` too."""
 from __future__ import annotations
 
 import struct
@@ -437,6 +437,7 @@ def test_auto_registration_hook_as_spark_looks_it_up(monkeypatch):
     assert found == {"rocketmq": RocketMQDataSource}
 
 
+@pytest.mark.integration  # a listening socket for the client to talk to
 def test_client_replaces_a_connection_the_peer_closed():
     """A cached connection the server closed (idle timeout between Spark tasks) is replaced
     before use, so even a non-idempotent send does not fail on it."""

@@ -10,8 +10,6 @@ import random
 import sys
 
 import uvloop
-
-sys.path.insert(0, os.path.dirname(__file__))
 from store_support import STORE_HOST, small_config
 
 from rmq.store import MessageInner, MessageStore

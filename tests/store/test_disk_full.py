@@ -9,6 +9,8 @@ from store_support import STORE_HOST, small_config
 
 from rmq.store import MessageInner, MessageStore, PutMessageStatus
 
+pytestmark = pytest.mark.integration  # mounts a tmpfs (mount/umount)
+
 MiB = 1024 * 1024
 
 

@@ -3,10 +3,14 @@ ConsumeQueues with a clear error before the limit runs out, keeps serving what i
 shuts down cleanly and starts again."""
 import sys
 
+import pytest
+
 from rmq._testing import StandaloneProcess, wait_until
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
+
+pytestmark = pytest.mark.integration  # the store in a subprocess under a low RLIMIT_NOFILE
 
 NOFILE = 256
 

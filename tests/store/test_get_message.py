@@ -199,7 +199,7 @@ async def test_views_hold_the_file_until_released(make_store):
 TAGS = ["A", "B", "C", "Aa", "BB", None]
 
 
-async def test_differential_against_the_model(make_store):
+async def test_differential_against_the_model(make_store, depth):
     rng = random.Random(20261121)
     cl_size, units_per_file = 32 * 1024, 50
     store = await make_store(mapped_file_size_commitlog=cl_size,
@@ -207,7 +207,7 @@ async def test_differential_against_the_model(make_store):
     queues = [(f"T{t}", q) for t in range(8) for q in range(5)]
     units = {k: [] for k in queues}
     tags_of = {}
-    for _ in range(4000):
+    for _ in range(int(4000 * depth)):
         k = rng.choice(queues[: rng.randint(1, len(queues))])        # skewed: some queues long
         tag = rng.choice(TAGS)
         body = bytes(rng.randrange(256) for _ in range(rng.randint(0, 400)))
@@ -266,13 +266,13 @@ async def test_differential_against_the_model(make_store):
     check("corrected", corrected_min, 1500)
 
 
-def test_scan_differential_over_thousands_of_random_queues():
+def test_scan_differential_over_thousands_of_random_queues(depth):
     """rmq._store.get_message_scan against the model on 3000 synthetic queues: random file
     sizes, removed files, units past the readable end, tag collisions, memory settings."""
     rng = random.Random(1234)
     host = bytes(8)
     tags_pool = ["A", "B", "Aa", "BB", "C", None]
-    for case in range(3000):
+    for case in range(int(3000 * depth)):
         file_size = rng.choice([2048, 4096, 8192])
         n_files = rng.randint(1, 4)
         removed = rng.randint(0, 2)                 # leading files that no longer exist
@@ -314,7 +314,7 @@ def test_scan_differential_over_thousands_of_random_queues():
         limits = rng.choice([(256 * 1024, 32, 64 * 1024, 8), (3000, 5, 1000, 2)])
         table = _store.CommitLogTable()
         table.reset(file_size, first_from, list(files))
-        status, scanned, count, total, max_phy, segments = _store.get_message_scan(
+        status, scanned, _count, total, max_phy, segments = _store.get_message_scan(
             cq, start * 20, len(cq), table, readable, n, max_py, memory,
             None if flt is None else flt.codes, None if flt is None else flt.tag_bytes, *limits)
         got_phys = []

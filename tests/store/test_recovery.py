@@ -99,6 +99,7 @@ def run_writer_and_kill(root, ack, seed, delay, mode="sync"):
         proc.stderr.close()
 
 
+@pytest.mark.integration  # a child process
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_sigkill_at_random_moments(make_store, tmp_path, mode):
@@ -151,6 +152,7 @@ def _last_record(root):
     return best
 
 
+@pytest.mark.integration  # a child process
 @pytest.mark.parametrize("where", ["body", "magic", "size"])
 async def test_flipped_bytes_in_the_last_record_are_truncated_and_logged(make_store, tmp_path, caplog, where):
     root, acked = await _write_then_crash(tmp_path)
@@ -229,6 +231,7 @@ async def test_the_same_object_restarts(make_store):
     res.release()
 
 
+@pytest.mark.integration  # a child process
 async def test_power_loss_lost_abort_marker_and_older_checkpoint(make_store, tmp_path, caplog):
     """After a power cut the abort marker (created after the last clean stop) can be gone and
     the checkpoint older than SYNC_FLUSH-acknowledged records. The start then looks clean, and

@@ -2,6 +2,8 @@
 import os
 import time
 
+import pytest
+
 from rmq.store import GetMessageStatus, MessageInner, PutMessageStatus
 
 CL = 8 * 1024
@@ -105,6 +107,7 @@ async def test_retention_survives_restart(make_store, tmp_path):
     assert (store.get_min_offset_in_queue("T", 0), store.get_max_offset_in_queue("T", 0)) == (lo, hi)
 
 
+@pytest.mark.integration  # a child process
 def test_disk_used_ratio_counts_as_df_and_java_do(tmp_path):
     """Used over used + available, rounded up (Java UtilAll.getDiskPartitionSpaceUsedPercent, and
     df's Use%): blocks reserved for root count on neither side."""

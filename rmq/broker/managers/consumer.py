@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmq.common.log import RateLimitedLog, clip
 
@@ -48,7 +48,10 @@ class ConsumeFromWhere(IntEnum):
     CONSUME_FROM_TIMESTAMP = 5
 
 
-def parse_enum(enum_cls: type[IntEnum], value, default: IntEnum) -> IntEnum:
+_E = TypeVar("_E", bound=IntEnum)
+
+
+def parse_enum(enum_cls: type[_E], value: Any, default: _E) -> _E:
     """An enum from an ordinal (C++), a name (Java/ONS) or a numeric string; else ``default``."""
     if value is None:
         return default
@@ -83,7 +86,7 @@ class SubscriptionData:
     expression_type: str = "TAG"
 
     @classmethod
-    def from_json(cls, d: dict) -> SubscriptionData:
+    def from_json(cls, d: dict[str, Any]) -> SubscriptionData:
         tags = d.get("tagsSet")
         if not isinstance(tags, (list, tuple)):
             tags = ()
@@ -99,7 +102,7 @@ class SubscriptionData:
             expression_type=str(d.get("expressionType") or "TAG"),
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "topic": self.topic,
             "subString": self.sub_string,
@@ -143,7 +146,7 @@ class ConsumerGroupInfo:
         return self.subscriptions.get(topic)
 
 
-NotifyFn = Callable[[str, list], None]  # (group, [conn, ...]) -> None
+NotifyFn = Callable[[str, list[Any]], None]  # (group, [conn, ...]) -> None
 
 
 class ClientIndex:

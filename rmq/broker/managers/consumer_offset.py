@@ -14,6 +14,7 @@ it, or its file, without limit.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from rmq.broker.managers.config_store import ConfigManager
 from rmq.common.log import RateLimitedLog
@@ -46,7 +47,7 @@ class ConsumerOffsetManager(ConfigManager):
     def encode(self) -> object:
         return {"offsetTable": self.offset_table}
 
-    def decode(self, obj) -> None:
+    def decode(self, obj: Any) -> None:
         for key, queues in obj.get("offsetTable", {}).items():
             self.offset_table[key] = {int(q): int(o) for q, o in queues.items()}
 

@@ -67,11 +67,11 @@ class SubscriptionGroupConfig:
         ("notifyConsumerIdsChangedEnable", "notify_consumer_ids_changed_enable", bool),
     )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {wire: getattr(self, attr) for wire, attr, _ in self._JSON}
 
     @classmethod
-    def from_json(cls, d: dict) -> SubscriptionGroupConfig:
+    def from_json(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
         """Build from Java JSON; raises ``ValueError`` on a missing name or a bad value."""
         if not isinstance(d, dict) or not d.get("groupName"):
             raise ValueError("subscription group config needs a groupName")
@@ -106,7 +106,7 @@ class SubscriptionGroupManager(ConfigManager):
 
     file_name = "subscriptionGroup.msgpack"
 
-    def __init__(self, config_dir: str, broker_config):
+    def __init__(self, config_dir: str, broker_config: Any) -> None:
         super().__init__(config_dir)
         self.broker_config = broker_config
         self.subscription_group_table: dict[str, SubscriptionGroupConfig] = {}
@@ -120,7 +120,7 @@ class SubscriptionGroupManager(ConfigManager):
             "dataVersion": self.data_version.to_json(),
         }
 
-    def decode(self, obj) -> None:
+    def decode(self, obj: Any) -> None:
         for g, d in obj.get("subscriptionGroupTable", {}).items():
             self.subscription_group_table[g] = SubscriptionGroupConfig.from_json(d)
         dv = obj.get("dataVersion") or {}

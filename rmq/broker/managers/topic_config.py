@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from rmq.broker.managers.config_store import ConfigManager
 from rmq.common.constants import PermName, TopicValidator
@@ -39,7 +40,7 @@ class TopicConfig:
     topic_sys_flag: int = 0
     order: bool = False
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "topicName": self.topic_name,
             "readQueueNums": self.read_queue_nums,
@@ -51,7 +52,7 @@ class TopicConfig:
         }
 
     @classmethod
-    def from_json(cls, d: dict) -> TopicConfig:
+    def from_json(cls, d: dict[str, Any]) -> TopicConfig:
         return cls(
             topic_name=str(d["topicName"]),
             read_queue_nums=int(d.get("readQueueNums", 16)),
@@ -74,7 +75,7 @@ class DataVersion:
         self.timestamp = int(time.time() * 1000)
         self.counter += 1
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"timestamp": self.timestamp, "counter": self.counter}
 
 
@@ -90,7 +91,7 @@ class TopicConfigManager(ConfigManager):
 
     file_name = "topics.msgpack"
 
-    def __init__(self, config_dir: str, broker_config):
+    def __init__(self, config_dir: str, broker_config: Any) -> None:
         super().__init__(config_dir)
         self.broker_config = broker_config
         self.topic_config_table: dict[str, TopicConfig] = {}
@@ -127,7 +128,7 @@ class TopicConfigManager(ConfigManager):
             "dataVersion": self.data_version.to_json(),
         }
 
-    def decode(self, obj) -> None:
+    def decode(self, obj: Any) -> None:
         for name, d in obj.get("topicConfigTable", {}).items():
             self.topic_config_table[name] = TopicConfig.from_json(d)
         dv = obj.get("dataVersion") or {}
@@ -231,7 +232,7 @@ class TopicConfigManager(ConfigManager):
         self._changed()
         return tc, True
 
-    def serialize_wrapper(self) -> dict:
+    def serialize_wrapper(self) -> dict[str, Any]:
         """Java ``TopicConfigSerializeWrapper`` JSON (GET_ALL_TOPIC_CONFIG, registration)."""
         return {
             "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self.topic_config_table.items())},

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import TYPE_CHECKING
 
 from rmq.broker.acl import AclConfigError
 from rmq.common.log import clip
@@ -27,6 +28,10 @@ from rmq.remoting.headers import (
     GetBrokerAclConfigResponseHeader,
     UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker.acl")
 
@@ -54,13 +59,13 @@ class AclAdminProcessor:
 
     codes: tuple[RequestCode, ...] = tuple(RequestCode(c) for c in _FAILED)
 
-    def __init__(self, controller) -> None:
+    def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
 
     def reject_request(self) -> bool:
         return False
 
-    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    async def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         acl = self.controller.acl
         if acl is None:
             return cmd.response(_FAILED[cmd.code], "ACL is not enabled on this broker (aclEnable=false)")

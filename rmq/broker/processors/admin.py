@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rmq import __version__
 from rmq.broker.managers.subscription_group import (
@@ -52,6 +52,10 @@ from rmq.remoting.headers import (
 )
 from rmq.types import MessageQueue
 
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
+
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
@@ -62,7 +66,7 @@ BROKER_VERSION = 409
 class AdminBrokerProcessor:
     """The admin codes. Async (a topic change re-registers with the name servers)."""
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
         # keyed by int: a command's code is a plain int (RequestCode is an IntEnum, same hash)
         self._handlers: dict[int, Callable[[Any, RemotingCommand], Any]] = {
@@ -92,19 +96,19 @@ class AdminBrokerProcessor:
     def reject_request(self) -> bool:
         return False
 
-    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    async def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         handler = self._handlers[cmd.code]
         try:
             result = handler(conn, cmd)
             if hasattr(result, "__await__"):
                 result = await result
-            return result
+            return cast(RemotingCommand, result)
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
 
     # -- topics ---------------------------------------------------------------------------
 
-    async def update_and_create_topic(self, conn, cmd):
+    async def update_and_create_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         c = self.controller
         h = CreateTopicRequestHeader.from_ext_fields(cmd.ext_fields)
         _rlog.info("update-topic", "updateAndCreateTopic called by %s: %s", conn.remote_addr, clip(cmd.ext_fields))
@@ -135,7 +139,7 @@ class AdminBrokerProcessor:
         await c.register_topics_now((h.topic,))
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
-    async def delete_topic(self, conn, cmd):
+    async def delete_topic(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         c = self.controller
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
         _rlog.info("delete-topic", "deleteTopic called by %s: %s", conn.remote_addr, clip(h.topic))
@@ -146,20 +150,20 @@ class AdminBrokerProcessor:
         c.stats.on_topic_deleted(h.topic)
         c.consumer_offset_manager.remove_topic(h.topic)
         try:
-            await _maybe_await(c.message_store.delete_topics({h.topic}))
+            await _maybe_await(c.started_store.delete_topics({h.topic}))
         except Exception as e:
             log.exception("store failed to delete topic %s", clip(h.topic))
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic config deleted but the store failed: {e}", {})
         await c.register_broker_now()
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
-    def get_all_topic_config(self, conn, cmd):
+    def get_all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, {},
                             to_json_bytes(self.controller.topic_config_manager.serialize_wrapper()))
 
     # -- subscription groups --------------------------------------------------------------
 
-    def update_and_create_subscription_group(self, conn, cmd):
+    def update_and_create_subscription_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         data = parse_json_body(cmd, "UPDATE_AND_CREATE_SUBSCRIPTIONGROUP")
         try:
             cfg = SubscriptionGroupConfig.from_json(data)
@@ -177,7 +181,7 @@ class AdminBrokerProcessor:
         self.controller.subscription_group_manager.update_subscription_group_config(cfg)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
-    def get_all_subscription_group(self, conn, cmd):
+    def get_all_subscription_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         sgm = self.controller.subscription_group_manager
         body = {
             "subscriptionGroupTable": {g: s.to_json() for g, s in sorted(sgm.subscription_group_table.items())},
@@ -187,19 +191,19 @@ class AdminBrokerProcessor:
 
     # -- runtime info and stats -----------------------------------------------------------
 
-    def get_broker_runtime_info(self, conn, cmd):
+    def get_broker_runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, {}, KVTable(self.runtime_info()).encode())
 
-    def _queue(self, topic: str, queue_id: int) -> dict:
+    def _queue(self, topic: str, queue_id: int) -> dict[str, Any]:
         return {"brokerName": self.controller.broker_config.broker_name, "queueId": queue_id, "topic": topic}
 
-    def get_topic_stats_info(self, conn, cmd):
+    def get_topic_stats_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         c = self.controller
         h = GetTopicStatsInfoRequestHeader.from_ext_fields(cmd.ext_fields)
         tc = c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{clip_remark(h.topic)}] not exist", {})
-        store = c.message_store
+        store = c.started_store
         broker_name = c.broker_config.broker_name
         table = {}
         for qid in range(tc.write_queue_nums):
@@ -210,11 +214,11 @@ class AdminBrokerProcessor:
         # fastjson's MessageQueue object keys, which Java's tools and rmq.Admin read
         return cmd.response(ResponseCode.SUCCESS, None, {}, TopicStatsTable(table).to_body())
 
-    def get_consume_stats(self, conn, cmd):
+    def get_consume_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         c = self.controller
         h = GetConsumeStatsRequestHeader.from_ext_fields(cmd.ext_fields)
         topics = [h.topic] if h.topic else sorted(c.consumer_offset_manager.which_topic_by_consumer(h.consumer_group))
-        table: dict = {}
+        table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
         for topic in topics:
             part = self._consume_stats(h.consumer_group, topic, order_only=False, read_queues=True)
@@ -224,7 +228,7 @@ class AdminBrokerProcessor:
         body = ConsumeStats(table, tps).encode()
         return cmd.response(ResponseCode.SUCCESS, None, {}, body.encode())
 
-    def get_broker_config(self, conn, cmd):
+    def get_broker_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         # Java getBrokerConfig: every property (broker and store), and the config's data version
         configuration = self.controller.configuration
         return cmd.response(ResponseCode.SUCCESS, None, {"version": configuration.version_json()},
@@ -232,24 +236,24 @@ class AdminBrokerProcessor:
 
     # -- offsets --------------------------------------------------------------------------
 
-    def get_max_offset(self, conn, cmd):
+    def get_max_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetMaxOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        offset = self.controller.message_store.get_max_offset_in_queue(h.topic, h.queue_id)
+        offset = self.controller.started_store.get_max_offset_in_queue(h.topic, h.queue_id)
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
 
-    def get_min_offset(self, conn, cmd):
+    def get_min_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetMinOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        offset = self.controller.message_store.get_min_offset_in_queue(h.topic, h.queue_id)
+        offset = self.controller.started_store.get_min_offset_in_queue(h.topic, h.queue_id)
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
 
-    def search_offset_by_timestamp(self, conn, cmd):
+    def search_offset_by_timestamp(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        offset = self.controller.message_store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        offset = self.controller.started_store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
         return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
 
-    def get_earliest_msg_storetime(self, conn, cmd):
+    def get_earliest_msg_storetime(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetMinOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
-        store = self.controller.message_store
+        store = self.controller.started_store
         min_off = store.get_min_offset_in_queue(h.topic, h.queue_id)
         ts = -1
         if store.get_max_offset_in_queue(h.topic, h.queue_id) > min_off:
@@ -263,7 +267,7 @@ class AdminBrokerProcessor:
         """GET_BROKER_RUNTIME_INFO's table (Java AdminBrokerProcessor.prepareRuntimeInfo): the
         store's figures, the statistics (rmq.broker.stats), and the broker's."""
         c = self.controller
-        store = c.message_store
+        store = c.started_store
         table: dict[str, str] = {}
         try:
             # Java prints booleans true/false
@@ -309,7 +313,7 @@ class AdminBrokerProcessor:
             "commitLogDirCapacity": capacity,
             "brokerRole": c.store_role,
             "brokerActive": "true",
-            "pullHoldRequestCount": str(c.pull_request_hold_service.held_count),
+            "pullHoldRequestCount": str(hold.held_count if (hold := c.pull_request_hold_service) else 0),
         })
         if c.is_slave:   # what the slave copies from its master (rmq.broker.slave_sync)
             table.update(c.slave_synchronize.runtime_info())
@@ -328,7 +332,7 @@ class AdminBrokerProcessor:
         cgi = c.consumer_manager.get_consumer_group_info(group)
         if cgi is not None and cgi.find_subscription_data(topic) is None and cgi.subscriptions:
             return None
-        store = c.message_store
+        store = c.started_store
         offsets = c.consumer_offset_manager.query_offsets(group, topic)
         name = c.broker_config.broker_name
         table = {}
@@ -341,7 +345,7 @@ class AdminBrokerProcessor:
             table[MessageQueue(topic, name, qid)] = OffsetWrapper(broker_offset, consumer_offset, last)
         return ConsumeStats(table, c.stats.tps_group_get_nums(group, topic))
 
-    def view_broker_stats_data(self, conn, cmd):
+    def view_broker_stats_data(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = ViewBrokerStatsDataRequestHeader.from_ext_fields(cmd.ext_fields)
         item = self.controller.stats.get_stats_item(h.stats_name, h.stats_key)
         if item is None:
@@ -350,7 +354,7 @@ class AdminBrokerProcessor:
         data = BrokerStatsData(*(BrokerStatsItem(*StatsItem.compute(w)) for w in (item.minute, item.hour, item.day)))
         return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(data.to_json()))
 
-    def get_broker_consume_stats(self, conn, cmd):
+    def get_broker_consume_stats(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Java fetchAllConsumeStatsInBroker: every subscription group, each topic it has
         offsets on."""
         c = self.controller
@@ -368,7 +372,7 @@ class AdminBrokerProcessor:
         body = ConsumeStatsList(c.broker_addr, total_diff, entries).encode()
         return cmd.response(ResponseCode.SUCCESS, None, {}, body.encode())
 
-    async def update_broker_config(self, conn, cmd):
+    async def update_broker_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         _rlog.info("update-broker-config", "updateBrokerConfig called by %s", conn.remote_addr)
         try:
             props = parse_properties(cmd.body_bytes() or b"")
@@ -388,7 +392,7 @@ class AdminBrokerProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
 
-async def _maybe_await(x):
+async def _maybe_await(x: Any) -> Any:
     if hasattr(x, "__await__"):
         return await x
     return x

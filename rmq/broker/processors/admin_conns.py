@@ -196,7 +196,8 @@ class ConnsAdminProcessor:
             _, _, offset = decode_offset_msg_id(msg_id)
         except ValueError:
             return None
-        return self.controller.message_store.select_one_message_by_offset(offset)
+        data: bytes | None = self.controller.started_store.select_one_message_by_offset(offset)
+        return data
 
     # -- offset reset and status (Java Broker2Client) ---------------------------------------
 
@@ -209,7 +210,7 @@ class ConnsAdminProcessor:
         if tc is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "[reset-offset] reset offset failed, no topic in this "
                                 f"broker. topic={clip_remark(h.topic)}", {})
-        store = c.message_store
+        store = c.started_store
         com = c.consumer_offset_manager
         known = com.query_offsets(h.group, h.topic)
         if not known:

@@ -93,7 +93,7 @@ class OpsAdminProcessor:
 
     def clean_expired_consume_queue(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         """Java cleanExpiredConsumeQueue (DefaultMessageStore.cleanExpiredConsumerQueue)."""
-        n = self.controller.message_store.clean_expired_consumer_queue()
+        n = self.controller.started_store.clean_expired_consumer_queue()
         _rlog.warning("clean-cq", "cleanExpiredConsumeQueue called by %s: %d consume queue(s) destroyed",
                       conn.remote_addr, n)
         return cmd.response(ResponseCode.SUCCESS, None, {})
@@ -102,7 +102,7 @@ class OpsAdminProcessor:
         """Java deleteExpiredCommitLog: the store's next clean runs delete expired files at any
         hour; answered at once."""
         _rlog.warning("delete-commitlog", "deleteExpiredCommitLog called by %s", conn.remote_addr)
-        self.controller.message_store.execute_delete_files_manually()
+        self.controller.started_store.execute_delete_files_manually()
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def clean_unused_topic(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
@@ -134,7 +134,7 @@ class OpsAdminProcessor:
         if not 0 <= h.count <= MAX_QUERY_CONSUME_QUEUE_COUNT:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"count {h.count} is out of range "
                                 f"0..{MAX_QUERY_CONSUME_QUEUE_COUNT}", {})
-        cq = c.message_store.find_consume_queue(h.topic, h.queue_id, create=False)
+        cq = c.started_store.find_consume_queue(h.topic, h.queue_id, create=False)
         if cq is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"{h.queue_id}@{clip_remark(h.topic)} is not exist!", {})
         subscription = filter_data = None

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
 
+from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import (
     ClientChannelInfo,
     ConsumeFromWhere,
@@ -25,6 +28,7 @@ from rmq.broker.managers.subscription_group import check_group_name
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
 from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip, clip_remark
+from rmq.common.sql92 import SelectorError
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
@@ -35,6 +39,10 @@ from rmq.remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
+
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
@@ -44,18 +52,18 @@ _GROUPS_PER_SLICE = 50   # consumer groups of one heartbeat handled between two 
 class ClientManageProcessor:
     """Codes 34 and 35 (async: a heartbeat may wait for a name-server registration)."""
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
 
     def reject_request(self) -> bool:
         return False
 
-    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    async def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         if cmd.code == RequestCode.HEART_BEAT:
             return await self.heart_beat(conn, cmd)
         return self.unregister_client(conn, cmd)
 
-    async def heart_beat(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    async def heart_beat(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
             data = parse_json_body(cmd, "HEART_BEAT")
             if not isinstance(data, dict):
@@ -66,7 +74,7 @@ class ClientManageProcessor:
         except (TypeError, ValueError, AttributeError) as e:
             return bad_request(conn, cmd, RemotingCommandError(f"HEART_BEAT: malformed heartbeat data ({e})"))
 
-    def _over_bounds(self, conn, consumer_set, producer_set) -> str | None:
+    def _over_bounds(self, conn: Connection, consumer_set: Any, producer_set: Any) -> str | None:
         """Why this heartbeat would take ``conn`` past its bounds (BrokerConfig
         ``maxGroupsPerHeartbeat``, ``maxClientsPerConnection``, ``maxSubscriptionsPerConnection``),
         else None. Java has no such limits; they keep one connection's share of the consumer
@@ -75,7 +83,7 @@ class ClientManageProcessor:
         n = len(consumer_set) + len(producer_set)
         if n > bc.max_groups_per_heartbeat:
             return f"it names {n} groups, at most {bc.max_groups_per_heartbeat} (maxGroupsPerHeartbeat)"
-        declared: dict = {}   # consumer group -> subscriptions declared (illegal names counted too)
+        declared: dict[str, Any] = {}   # consumer group -> subscriptions declared (illegal names counted too)
         for cd in consumer_set:
             if isinstance(cd, dict) and isinstance(cd.get("groupName"), str) and cd["groupName"]:
                 declared[cd["groupName"]] = sum(1 for s in (cd.get("subscriptionDataSet") or ())
@@ -92,7 +100,7 @@ class ClientManageProcessor:
                     f"{bc.max_subscriptions_per_connection} (maxSubscriptionsPerConnection)")
         return None
 
-    async def _heart_beat(self, conn, cmd: RemotingCommand, data: dict) -> RemotingCommand:
+    async def _heart_beat(self, conn: Connection, cmd: RemotingCommand, data: dict[str, Any]) -> RemotingCommand:
         c = self.controller
         client_id = str(data.get("clientID") or conn.remote_addr)
         consumer_set, producer_set = data.get("consumerDataSet") or (), data.get("producerDataSet") or ()
@@ -157,7 +165,7 @@ class ClientManageProcessor:
             await c.register_topics_now(new_topics)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
-    def unregister_client(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    def unregister_client(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         c = self.controller
         try:
             h = UnregisterClientRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -175,13 +183,13 @@ class ClientManageProcessor:
 class ConsumerManageProcessor:
     """Codes 38, 14 and 15 (synchronous: memory lookups only)."""
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
 
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         code = cmd.code
         try:
             if code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
@@ -192,7 +200,7 @@ class ConsumerManageProcessor:
         except RemotingCommandError as e:
             return bad_request(conn, cmd, e)
 
-    def get_consumer_list_by_group(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    def get_consumer_list_by_group(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetConsumerListByGroupRequestHeader.from_ext_fields(cmd.ext_fields)
         info = self.controller.consumer_manager.get_consumer_group_info(h.consumer_group)
         if info is not None:
@@ -206,7 +214,7 @@ class ConsumerManageProcessor:
         return cmd.response(ResponseCode.SYSTEM_ERROR,
                             "no consumer for this group, " + clip_remark(h.consumer_group), {})
 
-    def update_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    def update_consumer_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Only for a known group (auto-created when ``autoCreateSubscriptionGroup`` allows, as
         a pull would), an existing topic and a queue of it (Java
         ConsumerManageProcessor.updateConsumerOffset): junk keys never reach the table."""
@@ -228,7 +236,7 @@ class ConsumerManageProcessor:
                                 "the consumer offset table is full (maxConsumerOffsetKeys)", {})
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
-    def query_consumer_offset(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    def query_consumer_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Java 4.9.8 ``queryConsumerOffset``: a group with no stored offset gets 0 while the
         queue still starts at 0, else QUERY_NOT_FOUND."""
         h = QueryConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -236,8 +244,63 @@ class ConsumerManageProcessor:
         offset = c.consumer_offset_manager.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset >= 0:
             return cmd.response(ResponseCode.SUCCESS, None, {"offset": str(offset)})
-        min_offset = c.message_store.get_min_offset_in_queue(h.topic, h.queue_id)
+        min_offset = c.started_store.get_min_offset_in_queue(h.topic, h.queue_id)
         if min_offset <= 0:
             return cmd.response(ResponseCode.SUCCESS, None, {"offset": "0"})
         return cmd.response(ResponseCode.QUERY_NOT_FOUND,
                             "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", {})
+
+
+class CheckClientConfigProcessor:
+    """CHECK_CLIENT_CONFIG (46, Java ``ClientManageProcessor.checkClientConfig``): is this
+    subscription's expression usable here? The expression
+    is looked up in, or compiled off the loop into, the pull's ``ConsumerFilterManager``."""
+
+    def __init__(self, controller: BrokerController) -> None:
+        self.controller = controller
+
+    def reject_request(self) -> bool:
+        return False
+
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        try:
+            body = parse_json_body(cmd, "CHECK_CLIENT_CONFIG") if cmd.body_bytes() else None
+        except RemotingCommandError as e:
+            return bad_request(conn, cmd, e)
+        sub = body.get("subscriptionData") if isinstance(body, dict) else None
+        if not isinstance(body, dict) or not isinstance(sub, dict):
+            return cmd.response(ResponseCode.SUCCESS, None, {})
+        expression_type = str(sub.get("expressionType") or "")
+        if is_tag_type(expression_type):
+            return cmd.response(ResponseCode.SUCCESS, None, {})
+        if not self.controller.broker_config.enable_property_filter:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
+        raw = sub.get("subString")
+        expression = raw if isinstance(raw, str) else ""
+        pull = self.controller.pull_message_processor
+        assert pull is not None  # made with the controller
+        manager: ConsumerFilterManager = pull.consumer_filter_manager
+        try:
+            if manager.lookup(expression_type, expression) is not None:
+                return cmd.response(ResponseCode.SUCCESS, None, {})
+            compiling = manager.start(conn, expression_type, expression)
+        except SelectorError as e:
+            return self._failed(cmd, body, expression, e)
+        except CompileBusy as e:
+            return cmd.response(ResponseCode.SYSTEM_BUSY, str(e), {})
+        return self._compile(cmd, body, compiling, expression)
+
+    async def _compile(self, cmd: RemotingCommand, body: dict[str, Any], compiling: asyncio.Future[Any],
+                       expression: str) -> RemotingCommand:
+        try:
+            await ConsumerFilterManager.wait(compiling)
+        except SelectorError as e:
+            return self._failed(cmd, body, expression, e)
+        return cmd.response(ResponseCode.SUCCESS, None, {})
+
+    @staticmethod
+    def _failed(cmd: RemotingCommand, body: dict[str, Any], expression: str, e: SelectorError) -> RemotingCommand:
+        _rlog.warning("check-client-config", "Client %s@%s filter message, but failed to compile expression! "
+                      "sub=%s, error=%s", clip(body.get("clientId")), clip(body.get("group")),
+                      clip(expression), clip(e))
+        return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, clip_remark(str(e)), {})

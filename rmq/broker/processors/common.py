@@ -3,13 +3,16 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmq.common import fastjson
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -58,7 +61,8 @@ def _has_lone_surrogate(obj: Any) -> bool:
     return False
 
 
-def bad_request(conn, cmd: RemotingCommand, err: Exception, code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
+def bad_request(conn: Connection, cmd: RemotingCommand, err: Exception,
+                code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
     """The reply to a request we cannot read (bad header or body), with a rate-limited log
     line (one per request code per 10 s); the remark is clipped too."""
     _rlog.warning(f"bad-request-{cmd.code}", "bad request code=%s from %s: %s", cmd.code,

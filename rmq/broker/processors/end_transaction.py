@@ -10,12 +10,17 @@ SYSTEM_ERROR with the reason (Java's remarks). The work is done by
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from rmq.broker.processors.common import bad_request
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import EndTransactionRequestHeader
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker.transaction")
 
@@ -25,13 +30,13 @@ class EndTransactionProcessor:
 
     codes = (RequestCode.END_TRANSACTION,)
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
 
     def reject_request(self) -> bool:
         return False
 
-    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    async def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
             header = EndTransactionRequestHeader.from_ext_fields(cmd.ext_fields)
         except RemotingCommandError as e:

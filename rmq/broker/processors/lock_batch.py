@@ -13,12 +13,17 @@ before any of them is looked at.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
 from rmq.broker.rebalance_lock import MessageQueue
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker.lock")
 
@@ -61,14 +66,14 @@ class RebalanceLockProcessor:
 
     codes = (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ)
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
         self.max_batch = int(controller.broker_config.rebalance_lock_max_batch_size)
 
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand:
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         manager = self.controller.rebalance_lock_manager
         if cmd.code == RequestCode.LOCK_BATCH_MQ:
             try:

@@ -31,8 +31,10 @@ was found and the suspend bit is set, and finally the commit of the offset the p
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING, Any, cast
 
 from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import MessageModel
@@ -46,6 +48,11 @@ from rmq.remoting.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.store import MessageFilter
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
+    from rmq.store import MessageStore
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -68,7 +75,7 @@ _STATUS_CODE = {
 class PullMessageProcessor:
     """Handles code 11. Synchronous; answers itself through ``conn.send_response``."""
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
         self.broker_config = controller.broker_config
         self._filters: dict[str, MessageFilter] = {}
@@ -77,13 +84,13 @@ class PullMessageProcessor:
                                                              bc.sql92_compiles_total)
 
     @property
-    def store(self):
-        return self.controller.message_store
+    def store(self) -> MessageStore:
+        return self.controller.started_store
 
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn, cmd: RemotingCommand):
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> Any:
         response = self.process(conn, cmd, allow_suspend=True)
         if isinstance(response, _Compile):
             try:
@@ -96,7 +103,8 @@ class PullMessageProcessor:
             self.write_response(conn, response)
         return None
 
-    async def _compile_then_pull(self, conn, cmd: RemotingCommand, need: _Compile, compiling) -> None:
+    async def _compile_then_pull(self, conn: Connection, cmd: RemotingCommand, need: _Compile,
+                                 compiling: asyncio.Future[Any]) -> None:
         """The pull of an expression not compiled yet: compiled off the loop, then run."""
         response: RemotingCommand | _Compile | None
         try:
@@ -112,16 +120,16 @@ class PullMessageProcessor:
         if response is not None:
             self.write_response(conn, response)
 
-    def _sql_filter(self, expression_type: str, expression: str | None, known) -> MessageFilter | None:
+    def _sql_filter(self, expression_type: str, expression: str | None, known: Any) -> MessageFilter | None:
         """The compiled filter of a non-TAG expression: the held pull's, the one just compiled
         for this pull, or the cache's (None: not compiled yet; raises a cached SelectorError)."""
         if isinstance(known, MessageFilter):
             return known
         if known is not None and known[0] == expression_type.upper() and known[1] == (expression or ""):
-            return known[2]
+            return cast(MessageFilter, known[2])
         return self.consumer_filter_manager.lookup(expression_type, expression)
 
-    def write_response(self, conn, response: RemotingCommand) -> None:
+    def write_response(self, conn: Connection, response: RemotingCommand) -> None:
         """Send a pull response; release the store's holds once the body has been written."""
         holder = response.body if isinstance(response.body, _Holder) else None
         if holder is not None:
@@ -142,7 +150,7 @@ class PullMessageProcessor:
             f = self._filters[key] = MessageFilter.from_expression(key)
         return f
 
-    def process(self, conn, cmd: RemotingCommand, allow_suspend: bool,
+    def process(self, conn: Connection, cmd: RemotingCommand, allow_suspend: bool,
                 known: MessageFilter | tuple[str, str, MessageFilter] | None = None
                 ) -> RemotingCommand | _Compile | None:
         """One pull: a response, None when it was suspended into the hold service, or a
@@ -309,6 +317,7 @@ class PullMessageProcessor:
                 polling_millis = suspend_timeout_millis
                 if not self.broker_config.long_polling_enable:
                     polling_millis = self.broker_config.short_polling_time_mills
+                assert c.pull_request_hold_service is not None  # started before any pull is served
                 if c.pull_request_hold_service.suspend_pull_request(
                     conn, cmd, h.topic, h.queue_id, h.queue_offset, polling_millis, message_filter
                 ):
@@ -358,9 +367,9 @@ class _Holder:
 
     __slots__ = ("result",)
 
-    def __init__(self, result):
+    def __init__(self, result: Any) -> None:
         self.result = result
 
     @property
-    def buffers(self):
+    def buffers(self) -> Any:
         return self.result.buffers

@@ -24,6 +24,7 @@ Synchronous: the index and the CommitLog are read on the event loop (a query wal
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 from rmq import _store
 from rmq.broker.acl import refuse_acl
@@ -31,7 +32,7 @@ from rmq.broker.processors.common import bad_request
 from rmq.common.constants import MixAll
 from rmq.common.message import RecordSpan
 from rmq.errors import RemotingCommandError
-from rmq.remoting.body.message import GroupList
+from rmq.remoting.body.topic import GroupList
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import (
@@ -40,6 +41,10 @@ from rmq.remoting.headers import (
     QueryTopicConsumeByWhoRequestHeader,
     ViewMessageRequestHeader,
 )
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker")
 
@@ -56,13 +61,13 @@ class QueryMessageProcessor:
 
     codes = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
 
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         try:
             if cmd.code == RequestCode.QUERY_MESSAGE:
                 return self.query_message(cmd)
@@ -74,7 +79,7 @@ class QueryMessageProcessor:
 
     def query_message(self, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        store = self.controller.message_store
+        store = self.controller.started_store
         max_num = h.max_num
         if (cmd.ext_fields or {}).get(MixAll.UNIQUE_MSG_QUERY_FLAG) == "true":
             max_num = store.config.default_query_max_num
@@ -82,14 +87,14 @@ class QueryMessageProcessor:
         ext = QueryMessageResponseHeader(index_last_update_timestamp=result.index_last_update_timestamp,
                                          index_last_update_phyoffset=result.index_last_update_phyoffset).to_ext_fields()
         # only the topic asked for (and checked by the ACL): a colliding hash finds others' records
-        found = [b for b in result.buffers if _record_topic(b) == h.topic]
+        found: list[bytes | bytearray | memoryview] = [b for b in result.buffers if _record_topic(b) == h.topic]
         if found:
             return cmd.response(ResponseCode.SUCCESS, None, ext, body=found)
         return cmd.response(ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK, ext)
 
-    def view_message_by_id(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
+    def view_message_by_id(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         h = ViewMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        data = self.controller.message_store.select_one_message_by_offset(h.offset)
+        data = self.controller.started_store.select_one_message_by_offset(h.offset)
         if data is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {h.offset}", {})
         acl = self.controller.acl

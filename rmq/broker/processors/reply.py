@@ -189,7 +189,7 @@ class ReplyMessageProcessor:
         msg = MessageInner(header.topic, queue_id, body, header.flag, {}, properties, header.born_timestamp,
                            split_host(conn.remote_addr), header.sys_flag, header.reconsume_times or 0)
         try:
-            result = await self.controller.message_store.put_message(msg)
+            result = await self.controller.started_store.put_message(msg)
         except Exception as e:  # noqa: BLE001 - the reply was pushed (or not) already; log and go on
             _rlog.warning("reply-store", "process reply message, store failed: %s", clip(repr(e)))
             return None

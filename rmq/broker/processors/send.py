@@ -22,6 +22,8 @@ import functools
 import logging
 import random
 import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any
 
 # (send_reply_frame: the SEND reply written straight into one frame, rmq/_codec.pxi)
 from rmq._store import send_reply_frame as _send_reply_frame
@@ -37,6 +39,11 @@ from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from rmq.remoting.headers import SendMessageRequestHeader, read_send_header
 from rmq.store import MessageInner, PutMessageStatus
 from rmq.store.message import host_bytes
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
+    from rmq.store import MessageStore
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -59,7 +66,7 @@ def _with_cluster(properties: str, cluster: str) -> str:
     return properties_to_string(props, trailing_separator=False)
 
 
-def _born_bytes(conn) -> bytes:
+def _born_bytes(conn: Connection) -> bytes:
     """The producer's address as the record stores it (8 bytes), once per connection."""
     b = conn.attributes.get("born_host_bytes")
     if b is None:
@@ -67,7 +74,7 @@ def _born_bytes(conn) -> bytes:
     return b
 
 
-def _born_host(conn) -> tuple[str, int]:
+def _born_host(conn: Connection) -> tuple[str, int]:
     """The producer's ``(ip, port)``, parsed once per connection."""
     host = conn.attributes.get("born_host")
     if host is None:
@@ -114,7 +121,7 @@ _SENT_CODES = (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCo
 class SendMessageProcessor:
     """Handles codes 10, 310 and 320 (async: the store put is awaited)."""
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
         self.broker_config = controller.broker_config
         self.topic_config_manager = controller.topic_config_manager
@@ -123,13 +130,13 @@ class SendMessageProcessor:
         self.fast = make_fast_path(controller) if getattr(controller.broker_config, "send_fast_path", True) else None
 
     @property
-    def store(self):
-        return self.controller.message_store
+    def store(self) -> MessageStore:
+        return self.controller.started_store
 
     def reject_request(self) -> bool:
         return False
 
-    def frame_hook(self, pool, conn):
+    def frame_hook(self, pool: Any, conn: Connection) -> Any:
         """The connection's SEND frame hook (``Dispatcher.frame_hooks``): the plain SEND read
         straight from its frame bytes by ``self.fast`` (rmq/_sendpath.pxi ``send_frame``),
         declining while the broker is not ready or ``pool`` (the SEND pool) is full; None
@@ -139,7 +146,8 @@ class SendMessageProcessor:
             return None
         return fast.frame_hook(_born_bytes(conn), self.controller, pool)
 
-    def process_request(self, conn, cmd: RemotingCommand):
+    def process_request(self, conn: Connection,
+                        cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         """Synchronous: the append happens inline on the loop and the reply joins the batch of
         replies for this read (one ``writelines``). A stored message is answered with a frame
         written by ``rmq._store.send_reply_frame`` straight to the connection (the method then
@@ -170,7 +178,8 @@ class SendMessageProcessor:
 
     # -- checks ---------------------------------------------------------------------------
 
-    def _msg_check(self, conn, cmd: RemotingCommand, header: SendMessageRequestHeader):
+    def _msg_check(self, conn: Connection, cmd: RemotingCommand, header: SendMessageRequestHeader) -> tuple[Any,
+                   RemotingCommand | None]:
         """Java ``msgCheck``: returns ``(topic_config, None)`` or ``(None, error response)``."""
         bc = self.broker_config
         topic = header.topic
@@ -224,7 +233,8 @@ class SendMessageProcessor:
             )
         return tc, None
 
-    def _before_store(self, conn, cmd, header, tc, msg: MessageInner):
+    def _before_store(self, conn: Connection, cmd: RemotingCommand, header: Any, tc: Any,
+                      msg: MessageInner) -> RemotingCommand | None:
         """Retry → DLQ past maxReconsumeTimes, transactions, delay levels (may rewrite ``msg``).
 
         Returns None to store ``msg``, or a response to send instead.
@@ -233,7 +243,8 @@ class SendMessageProcessor:
 
     # -- the send -------------------------------------------------------------------------
 
-    def send_message(self, conn, cmd: RemotingCommand, header: SendMessageRequestHeader, batch: bool):
+    def send_message(self, conn: Connection, cmd: RemotingCommand, header: SendMessageRequestHeader,
+                     batch: bool) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         """Check, append and answer; returns a response, or an awaitable of one (SYNC_FLUSH)."""
         tc, error = self._msg_check(conn, cmd, header)
         if error is not None:
@@ -249,7 +260,7 @@ class SendMessageProcessor:
         if batch and header.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
                                 "batch request does not support retry group " + clip_remark(header.topic), {})
-        store = self.controller.message_store
+        store = self.controller.started_store
         max_body = getattr(store.config, "max_message_size", 4 * 1024 * 1024)
         if not batch and len(body) > max_body:
             return cmd.response(
@@ -285,11 +296,12 @@ class SendMessageProcessor:
             return self._reply_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result)
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
 
-    def _answer_after_flush(self, conn, cmd, header, queue_id, body, batch, max_body, result, exc):
+    def _answer_after_flush(self, conn: Connection, cmd: RemotingCommand, header: Any, queue_id: Any, body: Any,
+                            batch: Any, max_body: Any, result: Any, exc: Any) -> None:
         """The group commit covered ``result`` (or timed out, or failed with ``exc``)."""
         if exc is not None:
             _rlog.error("store-flush", "flush failed for a message in %s-%d: %s", clip(header.topic), queue_id, exc)
-            resp = cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {exc}", {})
+            resp: RemotingCommand | None = cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {exc}", {})
         else:
             resp = self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
         if resp is not None and not cmd.flag & FLAG_ONEWAY:
@@ -298,7 +310,8 @@ class SendMessageProcessor:
             resp.serialize_type = cmd.serialize_type
             conn.send_response(resp)
 
-    async def _reply_after_flush(self, conn, cmd, header, queue_id, body, batch, max_body, result):
+    async def _reply_after_flush(self, conn: Connection, cmd: RemotingCommand, header: Any, queue_id: Any, body: Any,
+                                 batch: Any, max_body: Any, result: Any) -> RemotingCommand | None:
         try:
             result = await self.store.wait_flush(result)
         except Exception as e:  # noqa: BLE001 - an fsync error must reach the producer
@@ -306,7 +319,8 @@ class SendMessageProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
 
-    def _reply(self, conn, cmd, header, queue_id, body, batch, max_body, result):
+    def _reply(self, conn: Connection, cmd: RemotingCommand, header: Any, queue_id: Any, body: Any, batch: Any,
+               max_body: Any, result: Any) -> RemotingCommand | None:
         if result.status is _PUT_OK:  # the common case, without the table
             code, remark = _SUCCESS, None
         else:

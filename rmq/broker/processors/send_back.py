@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import random
+from typing import TYPE_CHECKING, Any
 
 from rmq.broker.acl import refuse_acl
 from rmq.broker.message_copy import copy_to_inner
@@ -35,6 +36,10 @@ from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.headers import ConsumerSendMsgBackRequestHeader
 from rmq.store import MessageInner
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+    from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker.retry")
 _rlog = RateLimitedLog(log)
@@ -54,7 +59,8 @@ def dlq_topic(group: str) -> str:
     return MixAll.DLQ_GROUP_TOPIC_PREFIX + group
 
 
-def _create_system_topic(controller, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0):
+def _create_system_topic(controller: BrokerController, topic: str, queue_nums: int, perm: int,
+                         topic_sys_flag: int = 0) -> Any:
     tc, created = controller.topic_config_manager.create_topic_in_send_message_back_method(
         topic, queue_nums, perm, topic_sys_flag)
     if created:
@@ -67,7 +73,8 @@ def _group_not_exist(cmd: RemotingCommand, group: str) -> RemotingCommand:
                         f"subscription group not exist, {clip_remark(group)} {FAQ}", {})
 
 
-def before_store(controller, conn, cmd: RemotingCommand, header, tc, msg: MessageInner) -> RemotingCommand | None:
+def before_store(controller: BrokerController, conn: Connection, cmd: RemotingCommand, header: Any, tc: Any,
+                 msg: MessageInner) -> RemotingCommand | None:
     """Apply retry → DLQ, transactions and delay levels to ``msg`` in place.
 
     Returns None to store ``msg`` (possibly rewritten), or the response to send instead.
@@ -132,13 +139,13 @@ class ConsumerSendMsgBackProcessor:
 
     codes = (RequestCode.CONSUMER_SEND_MSG_BACK,)
 
-    def __init__(self, controller):
+    def __init__(self, controller: BrokerController):
         self.controller = controller
 
     def reject_request(self) -> bool:
         return False
 
-    async def process_request(self, conn, cmd: RemotingCommand) -> RemotingCommand | None:
+    async def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         try:
             header = ConsumerSendMsgBackRequestHeader.from_ext_fields(cmd.ext_fields)
         except RemotingCommandError as e:
@@ -166,7 +173,7 @@ class ConsumerSendMsgBackProcessor:
         if not PermName.is_writeable(tc.perm):
             return cmd.response(ResponseCode.NO_PERMISSION,
                                 f"the topic[{clip_remark(new_topic)}] sending message is forbidden", {})
-        ext = c.message_store.look_message_by_offset(header.offset)
+        ext = c.started_store.look_message_by_offset(header.offset)
         if ext is None:
             _rlog.warning("send-back-no-message", "send-back from %s (group %s): no message at CommitLog offset %d",
                           who, clip(group),
@@ -203,7 +210,7 @@ class ConsumerSendMsgBackProcessor:
         inner = copy_to_inner(ext, new_topic, queue_id, props, reconsume_times=ext.reconsume_times + 1)
         c.schedule_service.rewrite_if_delayed(inner)
         try:
-            result = await c.message_store.put_message(inner)
+            result = await c.started_store.put_message(inner)
         except Exception as e:  # noqa: BLE001 - the consumer must hear about it (it retries locally)
             _rlog.error("send-back-failed", "send-back of %s into %s failed", ext.msg_id, clip(new_topic),
                         exc_info=True)

@@ -69,7 +69,7 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[object]], widths:
     its width (the last column is not padded)."""
     def fmt_row(cells: Sequence[object]) -> str:
         last = len(cells) - 1
-        return "".join(f"{str(c):<{w}} " if i < last else str(c)
+        return "".join(f"{c!s:<{w}} " if i < last else str(c)
                        for i, (c, w) in enumerate(zip(cells, widths, strict=False)))
 
     print(fmt_row(header))

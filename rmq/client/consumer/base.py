@@ -20,6 +20,10 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from rmq.client.arguments import Namespace, check_namesrv_addr
+from rmq.client.instance import ClientInstance, get_client_instance
+from rmq.client.producer import validate_group, validate_topic
+from rmq.client.selector import MessageSelector
 from rmq.common.constants import ExpressionType, MixAll
 from rmq.common.log import clip
 from rmq.common.message import PullSysFlag, java_string_hash
@@ -37,10 +41,6 @@ from rmq.errors import (
 from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullResult, ServiceState
 
-from ..arguments import Namespace, check_namesrv_addr
-from ..instance import ClientInstance, get_client_instance
-from ..producer import validate_group, validate_topic
-from ..selector import MessageSelector
 from .allocate import AllocateStrategy
 from .offset_store import LocalFileOffsetStore, OffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from .options import ConsumerOptions, ConsumerRebalanceListener, resolve_allocate_strategy
@@ -473,7 +473,7 @@ class ConsumerBase(abc.ABC):
         for mq, pq in list(self.process_queue_table.items()):
             # drop queues no longer ours, and retry dropping ones an earlier round could not
             # remove yet (so a queue that came back gets a fresh ProcessQueue below)
-            if mq.topic != topic or mq in mine and not pq.dropped:
+            if mq.topic != topic or (mq in mine and not pq.dropped):
                 continue
             pq.dropped = True
             if await self._remove_unnecessary_queue(mq, pq):
@@ -523,8 +523,8 @@ class ConsumerBase(abc.ABC):
             return last
         is_retry = mq.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
         cfw = self.consume_from_where
-        if cfw is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or is_retry and (
-                cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET):
+        if cfw is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (is_retry and (
+                cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)):
             return 0
         addr = await self._admin_addr(mq)
         if cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET or is_retry:

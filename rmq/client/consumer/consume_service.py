@@ -26,12 +26,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from rmq.client.hooks import ConsumeMessageContext, run_consume_after, run_consume_before
 from rmq.common.log import RateLimitedLog
 from rmq.common.tasks import wait_event
 from rmq.errors import ClientError
 from rmq.types import ConsumeResult, MessageExt, MessageModel
 
-from ..hooks import ConsumeMessageContext, run_consume_after, run_consume_before
 from .process_queue import ProcessQueue
 
 if TYPE_CHECKING:

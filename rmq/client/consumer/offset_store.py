@@ -20,7 +20,7 @@ from rmq.errors import ClientError, RMQError
 from rmq.types import MessageQueue
 
 if TYPE_CHECKING:
-    from ..instance import ClientInstance
+    from rmq.client.instance import ClientInstance
 
 __all__ = ["ReadOffsetType", "OffsetStore", "RemoteBrokerOffsetStore", "LocalFileOffsetStore"]
 
@@ -124,7 +124,7 @@ class LocalFileOffsetStore(OffsetStore):
         self.path = os.path.join(base, safe_cid, group, "offsets.json")
 
     async def load(self) -> None:
-        self.offset_table.update(self._read_file())
+        self.offset_table.update(await asyncio.to_thread(self._read_file))
 
     def _read_file(self) -> dict[MessageQueue, int]:
         for path in (self.path, self.path + ".bak"):
@@ -141,14 +141,17 @@ class LocalFileOffsetStore(OffsetStore):
         return {}
 
     async def _read_from_store(self, mq: MessageQueue) -> int:
-        return self._read_file().get(mq, -1)
+        return (await asyncio.to_thread(self._read_file)).get(mq, -1)
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
+        # The file is read and replaced in a worker thread: a slow disk must not stall the loop.
+        held = {mq: self.offset_table[mq] for mq in mqs if mq in self.offset_table}
+        await asyncio.to_thread(self._write_file, held)
+
+    def _write_file(self, held: dict[MessageQueue, int]) -> None:
         # Keep entries of queues we no longer hold: another start may own them again.
         table = self._read_file()
-        for mq in mqs:
-            if mq in self.offset_table:
-                table[mq] = self.offset_table[mq]
+        table.update(held)
         data = {"offsetTable": [dict(mq.to_json(), offset=off) for mq, off in sorted(table.items())]}
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(self.path), prefix=".offsets.")

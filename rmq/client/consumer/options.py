@@ -15,13 +15,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from rmq.client.arguments import check_namespace
+from rmq.client.arguments import check_range as check_range
 from rmq.common.constants import TopicValidator
 from rmq.errors import ClientError, ConfigError, RMQError
 from rmq.remoting.acl import SessionCredentials
 from rmq.types import ConsumeFromWhere, MessageModel, MessageQueue
 
-from ..arguments import check_namespace
-from ..arguments import check_range as check_range
 from .allocate import STRATEGIES, AllocateStrategy
 
 __all__ = ["ConsumerOptions", "PushConsumerOptions", "PullConsumerOptions", "RebalanceListener",
@@ -38,18 +38,18 @@ class ConsumerRebalanceListener:
     ``on_queues_assigned`` runs after the new queues started. Queue topics carry no namespace.
     """
 
-    def on_queues_revoked(self, revoked: set[MessageQueue]) -> None | Awaitable[None]:
+    def on_queues_revoked(self, revoked: set[MessageQueue]) -> Awaitable[None] | None:
         """``revoked``: the queues of one topic this member no longer owns (may be empty)."""
 
-    def on_queues_assigned(self, assigned: set[MessageQueue]) -> None | Awaitable[None]:
+    def on_queues_assigned(self, assigned: set[MessageQueue]) -> Awaitable[None] | None:
         """``assigned``: the queues of one topic newly owned by this member (may be empty)."""
 
 
 #: ``fn(topic, owned_queues)``, sync or async: called after the queues of ``topic`` owned by this
 #: member changed, with the queues it now owns; or a :class:`ConsumerRebalanceListener`.
-RebalanceListener = Callable[[str, "set[MessageQueue]"], None | Awaitable[None]] | ConsumerRebalanceListener
+RebalanceListener = Callable[[str, "set[MessageQueue]"], Awaitable[None] | None] | ConsumerRebalanceListener
 #: ``fn(error)``, sync or async: a push consumer's persistent failure (see ``on_error``).
-ErrorHandler = Callable[[RMQError], None | Awaitable[None]]
+ErrorHandler = Callable[[RMQError], Awaitable[None] | None]
 
 _O = TypeVar("_O", bound="ConsumerOptions")
 

@@ -25,13 +25,13 @@ import time
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
+from rmq.client.instance import subscribe_queues
+from rmq.client.selector import MessageSelector
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, RMQError, TopicNotExistError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
-from ..instance import subscribe_queues
-from ..selector import MessageSelector
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade, SubscriptionData
 from .offset_store import ReadOffsetType

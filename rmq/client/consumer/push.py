@@ -26,13 +26,13 @@ from collections.abc import Coroutine, Iterable
 from types import TracebackType
 from typing import Any
 
+from rmq.client.hooks import ConsumeMessageHook, close_hooks
+from rmq.client.selector import MessageSelector
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, IllegalStateError, RMQError
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
-from ..hooks import ConsumeMessageHook, close_hooks
-from ..selector import MessageSelector
 from .allocate import AllocateStrategy
 from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade
 from .consume_service import (
@@ -311,7 +311,7 @@ class PushConsumerImpl(ConsumerBase):
                 continue
             if (pq.msg_count > opts.pull_threshold_for_queue
                     or pq.msg_size > threshold_size
-                    or not self.orderly and pq.max_span > opts.consume_concurrently_max_span):
+                    or (not self.orderly and pq.max_span > opts.consume_concurrently_max_span)):
                 self._flow_control_times += 1
                 self.stats["flow_controlled"] += 1
                 if self._flow_control_times % 1000 == 1:
@@ -534,11 +534,12 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         self._impl = PushConsumerImpl(namesrv_addr, group, opts, handler=handler,
                                       batch_handler=batch_handler, orderly=orderly)
         if opts.trace:
-            from ..trace import ConsumeMessageTraceHook, TraceDispatcher
+            from rmq.client.producer import Producer
+            from rmq.client.trace import ConsumeMessageTraceHook, TraceDispatcher
 
             self.add_consume_hook(ConsumeMessageTraceHook(TraceDispatcher(
                 namesrv_addr, group, "CONSUMER", opts.trace_topic, instance_name=opts.instance_name,
-                credentials=opts.credentials, tls=opts.tls)))
+                credentials=opts.credentials, tls=opts.tls, producer_factory=Producer)))
 
     def add_consume_hook(self, hook: ConsumeMessageHook) -> None:
         """Call ``hook.consume_message_before(ctx)`` / ``consume_message_after(ctx)`` around

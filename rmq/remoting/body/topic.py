@@ -1,5 +1,5 @@
 """Topic and cluster bodies of the admin protocol (Java ``TopicStatsTable``, ``TopicOffset``,
-``TopicList``, the tools' ``RebalanceResult``).
+``TopicList``, ``GroupList``, the tools' ``RebalanceResult``).
 
 ``to_json()`` gives Java's field names (what our broker and name server send), ``from_json``
 reads what Java's send; :meth:`TopicStatsTable.from_body` reads fastjson's ``MessageQueue``
@@ -7,6 +7,7 @@ object keys.
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ from rmq.remoting.body import json_object
 from rmq.remoting.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
 
-__all__ = ["RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable"]
+__all__ = ["GroupList", "RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable"]
 
 
 def _object(d: object, what: str) -> Mapping[str, Any]:
@@ -100,3 +101,25 @@ class RebalanceResult:
         d = _object(d, "a RebalanceResult")
         table: Mapping[str, Sequence[Mapping[str, Any]]] = _object(d.get("result") or {}, "result")
         return cls({str(ip): [MessageQueue.from_json(m) for m in mqs] for ip, mqs in table.items()})
+
+
+@dataclass
+class GroupList:
+    """Java ``GroupList``: a set of consumer group names (sorted here, so replies are stable);
+    QUERY_TOPIC_CONSUME_BY_WHO (300) answers with the groups consuming a topic."""
+
+    group_list: list[str] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return json.dumps({"groupList": sorted(set(self.group_list))}, separators=(",", ":"),
+                          ensure_ascii=False).encode()
+
+    @classmethod
+    def decode(cls, body: bytes | None) -> GroupList:
+        """Raises ValueError when ``body`` is not a GroupList."""
+        groups = json_object(body, "GroupList").get("groupList")
+        if groups is None:
+            groups = []
+        if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+            raise ValueError("GroupList body: groupList must be a list of names")
+        return cls(list(groups))

@@ -25,7 +25,7 @@ from pathlib import Path
 CPP_PACKAGE = "rocketmq==0.4.4"
 ONS_PACKAGE = "ali-ons@3.12.0"
 HERE = Path(__file__).resolve().parent
-DRIVERS = HERE / "drivers"
+DRIVERS = HERE / "interop" / "drivers"
 
 
 class InstallError(RuntimeError):

@@ -3,7 +3,7 @@ import base64
 import json
 from pathlib import Path
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "remoting"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "remoting"
 
 
 def load(name: str) -> list[dict]:
