@@ -13,7 +13,7 @@ Java QueryMessageProcessor (12, 33) and AdminBrokerProcessor.queryTopicConsumeBy
 * QUERY_TOPIC_CONSUME_BY_WHO: ``{"groupList":[...]}``: the groups subscribed to the topic
   (consumer manager) and the groups with offsets for it.
 
-Beyond Java (issue 23, finding 10): QUERY_MESSAGE answers only records of the topic asked for
+Beyond Java (docs/design.md "ACL"): QUERY_MESSAGE answers only records of the topic asked for
 (the index also finds other topics' records whose key hash collides; Java's clients drop them,
 so no client misses them), and with ACL on VIEW_MESSAGE_BY_ID answers a record only when the
 account may SUB its topic (Java answers any record to any account that passes the ACL).

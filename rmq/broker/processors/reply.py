@@ -19,7 +19,7 @@ channel of <id> not found.`` (the requester is gone), ``push reply message to <i
 (its answer was not SUCCESS, or it did not answer within ``callClientTimeoutMills``), or
 ``reply message properties[REPLY_TO_CLIENT] is null``.
 
-Beyond Java (issue 23, finding 10):
+Beyond Java (docs/design.md "Request-reply"):
 
 * a reply must go to this cluster's ``<cluster>_REPLY_TOPIC`` (the topic Java's
   ``MessageUtil.createReplyMessage`` names); Java stores a reply into whatever topic it names.

@@ -183,7 +183,7 @@ class ConsumerSendMsgBackProcessor:
             # The request names a CommitLog offset, not a topic: Java copies whatever message is
             # there into the group's retry topic, where the account can then pull it. Here the
             # account must be able to SUB the message's topic (a consumer sends back what it
-            # consumed: its topic or its group's %RETRY% topic). Issue 23, finding 10.
+            # consumed: its topic or its group's %RETRY% topic); docs/design.md "ACL".
             refusal = c.acl.may_read(cmd, who.rpartition(":")[0], ext.topic)
             if refusal is not None:
                 refuse_acl(conn, cmd, refusal)
