@@ -104,6 +104,38 @@ class HeaderReader:
                  fallback: Callable[[type, dict[str, Any]], Any]) -> None: ...
     def __call__(self, cls: type, ext: dict[str, Any]) -> Any: ...
 
+class Appender:
+    """The CommitLog's one writer (rmq/_append.pxi): queue offsets, topic cache, write
+    position and the after-append bookkeeping (put totals, warm-ahead, hooks)."""
+    topic_queue_table: dict[tuple[str, int], int]
+    topic_cache: dict[str, bytes]
+    @property
+    def store_host_bytes(self) -> bytes: ...
+    @property
+    def id_prefix(self) -> str: ...
+    mfq: Any
+    store: Any
+    warm: Any
+    hooks: tuple[Callable[[], object], ...]
+    put_total: int
+    put_bytes: int
+    def __init__(self, store_host_bytes: bytes, warm_chunk: int = 0) -> None: ...
+    def write(self, mf: Any, topic: str, body: ReadableBuffer, topic_b: bytes, props: ReadableBuffer,
+              queue_id: int, flag: int, queue_offset: int, advance: bool, sys_flag: int, born_timestamp: int,
+              born_host: bytes, reconsume_times: int, prepared_transaction_offset: int) -> tuple[int, int, int]: ...
+    def write_batch(self, mf: Any, topic: str, batch: ReadableBuffer, items: list[Any], topic_b: bytes,
+                    outer_props: ReadableBuffer | None, queue_id: int, sys_flag: int, born_timestamp: int,
+                    born_host: bytes, reconsume_times: int, first_queue_offset: int) -> tuple[int, int, int]: ...
+    def write_data(self, mf: Any, data: ReadableBuffer) -> None: ...
+
+class SendGate:
+    """What the SEND fast path reads of the broker, and the running store's appender."""
+    topics: dict[str, Any]
+    broker_config: Any
+    stats: Any
+    appender: Appender | None
+    def __init__(self, topics: dict[str, Any], broker_config: Any, stats: Any) -> None: ...
+
 class SendFastPath:
     """The plain SEND in one call (rmq/_sendpath.pxi): ``send(cmd, born)`` returns the reply
     frame, ``b""`` (stored, oneway) or None (declined, nothing changed); ``send_frame`` the
@@ -111,18 +143,20 @@ class SendFastPath:
     taken: int
     declined: int
     frames: int
-    def __init__(self, fields: Iterable[tuple[str, str, str, int, bool, int, int]], controller: Any,
-                 not_allowed: Any, retry_prefix: str, marks: tuple[str, ...], warm_chunk: int,
+    @property
+    def gate(self) -> SendGate: ...
+    def __init__(self, fields: Iterable[tuple[str, str, str, int, bool, int, int]], gate: SendGate,
+                 not_allowed: Any, retry_prefix: str, marks: tuple[str, ...],
                  json_decode: Callable[[bytes], Any] | None = None) -> None: ...
     def send(self, cmd: Any, born: bytes) -> bytes | None: ...
     def send_frame(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int,
                    born: bytes) -> bytes | None: ...
-    def frame_hook(self, born: bytes, gate: Any, pool: Any) -> SendFrameHook | None: ...
+    def frame_hook(self, born: bytes, pool: Any) -> SendFrameHook | None: ...
 
 class SendFrameHook:
     """One producer connection's ``FrameDecoder.frame_hook`` (``SendFastPath.frame_hook``)."""
     taken: int
-    def __init__(self, fast: SendFastPath, born: bytes, gate: Any, pool: Any) -> None: ...
+    def __init__(self, fast: SendFastPath, born: bytes, pool: Any) -> None: ...
     def __call__(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int) -> bytes | None: ...
 
 # -- the message index (rmq/_index.pxi; layout drawn there) ------------------------------------

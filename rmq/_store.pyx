@@ -1164,6 +1164,9 @@ def populate_write(buf, Py_ssize_t start, Py_ssize_t length) -> int:
 # ---------------------------------------------------------------------------------------------
 include "_codec.pxi"
 
+# The store's one writer and its after-append bookkeeping (rmq/_append.pxi).
+include "_append.pxi"
+
 # The common SEND in one call (rmq/_sendpath.pxi: header, checks, record, reply).
 include "_sendpath.pxi"
 

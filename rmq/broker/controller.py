@@ -352,6 +352,7 @@ class BrokerController:
         self.schedule_service.start()
         self.transaction_service.start()
         self.ready = True
+        self.send_processor.bind_store(self.message_store)    # the SEND fast path writes from here on
         # Java BrokerController.start registers once before returning: a client that sees the
         # broker up can route to it. Failures are retried by the loop, sooner than a period.
         try:
@@ -386,6 +387,9 @@ class BrokerController:
             return
         self._stopped = True
         self.ready = False
+        send = getattr(self, "send_processor", None)    # (None when the start failed before it)
+        if send is not None:
+            send.bind_store(None)
         bc = self.broker_config
         steps: list[tuple[str, Callable[[], object]]] = []  # each may return an awaitable
         if self.message_store is not None and bc.namesrv_addr_list:

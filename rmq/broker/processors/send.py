@@ -27,7 +27,7 @@ import time
 from rmq._store import send_reply_frame as _send_reply_frame
 from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
-from rmq.broker.processors.send_fast import make_fast_path
+from rmq.broker.processors.send_fast import bind_store, make_fast_path
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
@@ -137,7 +137,13 @@ class SendMessageProcessor:
         fast = self.fast
         if fast is None:
             return None
-        return fast.frame_hook(_born_bytes(conn), self.controller, pool)
+        return fast.frame_hook(_born_bytes(conn), pool)
+
+    def bind_store(self, store) -> None:
+        """The store the fast path writes to (its appender), once the broker is ready; None
+        when it stops (every SEND then takes the Python path, which answers SYSTEM_BUSY)."""
+        if self.fast is not None:
+            bind_store(self.fast, store.appender if store is not None else None)
 
     def process_request(self, conn, cmd: RemotingCommand):
         """Synchronous: the append happens inline on the loop and the reply joins the batch of
