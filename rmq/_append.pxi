@@ -59,13 +59,6 @@ cdef class Appender:
         put_total, put_bytes: messages and bytes appended (Java putMessageTimesTotal /
             putMessageSizeTotal).
     """
-    cdef public dict topic_queue_table, topic_cache
-    cdef readonly bytes store_host_bytes
-    cdef readonly str id_prefix
-    cdef public object mfq, store, warm
-    cdef public tuple hooks
-    cdef public int64_t put_total, put_bytes
-    cdef int64_t warm_half
 
     def __init__(self, bytes store_host_bytes not None, int64_t warm_chunk=0):
         if len(store_host_bytes) != HOST_V4_LEN:

@@ -760,7 +760,7 @@ class Connection(asyncio.Protocol):
 
     def send_response_frame(self, frame: bytes) -> None:
         """Write a response already encoded as a whole frame (length words, header and body,
-        e.g. the SEND path's reply from ``rmq._store.send_reply_frame``); like
+        e.g. the SEND path's reply from ``rmq.remoting._codec.send_reply_frame``); like
         :meth:`send_response`, ignored if the connection has closed meanwhile."""
         transport = self._transport
         if self.closed or transport is None or transport.is_closing():

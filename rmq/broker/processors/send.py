@@ -23,8 +23,6 @@ import logging
 import random
 import time
 
-# (send_reply_frame: the SEND reply written straight into one frame, rmq/_codec.pxi)
-from rmq._store import send_reply_frame as _send_reply_frame
 from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
 from rmq.broker.processors.send_fast import bind_store, make_fast_path
@@ -32,6 +30,9 @@ from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
+
+# (send_reply_frame: the SEND reply written straight into one frame, rmq/_codec.pxi)
+from rmq.remoting._codec import send_reply_frame as _send_reply_frame
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from rmq.remoting.headers import SendMessageRequestHeader, read_send_header
@@ -131,7 +132,7 @@ class SendMessageProcessor:
 
     def frame_hook(self, pool, conn):
         """The connection's SEND frame hook (``Dispatcher.frame_hooks``): the plain SEND read
-        straight from its frame bytes by ``self.fast`` (rmq/_sendpath.pxi ``send_frame``),
+        straight from its frame bytes by ``self.fast`` (rmq/broker/processors/_sendpath.pyx ``send_frame``),
         declining while the broker is not ready or ``pool`` (the SEND pool) is full; None
         without the fast path."""
         fast = self.fast
@@ -148,7 +149,7 @@ class SendMessageProcessor:
     def process_request(self, conn, cmd: RemotingCommand):
         """Synchronous: the append happens inline on the loop and the reply joins the batch of
         replies for this read (one ``writelines``). A stored message is answered with a frame
-        written by ``rmq._store.send_reply_frame`` straight to the connection (the method then
+        written by ``rmq.remoting._codec.send_reply_frame`` straight to the connection (the method then
         returns None, "answered"); refusals and errors are ordinary response commands.
 
         SYNC_FLUSH: the reply waits for the group commit as a callback
@@ -156,7 +157,7 @@ class SendMessageProcessor:
         waiting callbacks does the method return an awaitable, which the dispatcher runs as a
         task of the send pool.
 
-        A plain SEND (see rmq/_sendpath.pxi) is stored and answered by ``self.fast`` in one
+        A plain SEND (see rmq/broker/processors/_sendpath.pyx) is stored and answered by ``self.fast`` in one
         call; what it declines comes here unchanged."""
         fast = self.fast
         if fast is not None:

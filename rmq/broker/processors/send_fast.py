@@ -1,4 +1,4 @@
-"""The plain SEND in one Cython call (``rmq._store.SendFastPath``, rmq/_sendpath.pxi).
+"""The plain SEND in one Cython call (``SendFastPath``, rmq/broker/processors/_sendpath.pyx).
 
 The fast path reads the broker through a ``SendGate`` (the topic table, the broker config for
 the permission, region and trace switch, the statistics) and writes through the running
@@ -8,7 +8,7 @@ is ready (:func:`bind_store`).
 :func:`make_fast_path` builds it for a broker from the SEND header's declaration (wire names,
 kinds, ranges), Java's NOT_ALLOWED_SEND topics and the property markers that need
 ``send_back.before_store``. The SEND processor calls it first and runs its Python path for
-whatever it declines: see the .pxi for the list (batches, retry topics, delays,
+whatever it declines: see the .pyx for the list (batches, retry topics, delays,
 transactions, new queues, file rolls, SYNC_FLUSH, SYNC_MASTER and SLAVE roles, refusals).
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ import dataclasses
 import typing
 from typing import Any
 
-from rmq._store import Appender, SendFastPath, SendGate
+from rmq._store import Appender
+from rmq.broker.processors._sendpath import SendFastPath, SendGate
 from rmq.broker.processors.send_back import _MARKS
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.message import MessageConst

@@ -1,3 +1,6 @@
+# cython: language_level=3, cdivision=True
+"""rmq.broker.processors._sendpath: the plain SEND in one call (built by send_fast.py; the
+C declarations in _sendpath.pxd)."""
 # ---------------------------------------------------------------------------------------------
 # The common SEND in one call (Java SendMessageProcessor.sendMessage for a plain message on an
 # ASYNC_FLUSH master): the typed header read from the extFields dict into C values, Java's
@@ -26,7 +29,29 @@
 # sendFastPath=false. A declined frame is decoded and dispatched as any other.
 # ---------------------------------------------------------------------------------------------
 
-from cpython.bytes cimport PyBytes_CheckExact
+from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_CheckExact
+from cpython.long cimport PyLong_CheckExact
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_CheckExact
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memcpy, memcmp
+from rmq._store cimport Appender, _Buf, _buf, _RecordHead, HOST_V4_LEN
+from rmq.common._bytes cimport rd16, rd32, wr16, wr32
+from rmq.remoting._codec cimport (
+    _JOut, _H_STR, _H_INT, _H_BOOL, _jo_reserve, _jo_raw, _jo_lit, _jo_str, _jo_i64, _bo_utf8, _bo_dec, _bo_key,
+    _has_surrogate, _ascii_decimal,
+)
+from sys import intern as _sys_intern
+
+cdef extern from "time.h" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec* tp)
+    int CLOCK_MONOTONIC
 
 
 cdef extern from "Python.h":
@@ -35,12 +60,15 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_Tailmatch(object s, object sub, Py_ssize_t start, Py_ssize_t end,
                                    int direction) except -1
     object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
+    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
+    bint PyUnicode_IS_ASCII(object o)
+    void* PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 cdef extern from "string.h" nogil:
     void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen)
 
 cdef enum:
-    _SF_MAX_FIELDS = 32
     _FLAG_RESPONSE = 1
     _FLAG_ONEWAY = 2
     _PERM_WRITE_BIT = 2
@@ -77,19 +105,6 @@ cdef class SendFastPath:
         declined: SENDs handed back to the Python path (by :meth:`send`).
         frames: SENDs stored straight from their frame (:meth:`send_frame`, also in taken).
     """
-    cdef tuple w1, w2, attrs
-    cdef bytes kinds, required
-    cdef int64_t lo[_SF_MAX_FIELDS]
-    cdef int64_t hi[_SF_MAX_FIELDS]
-    cdef Py_ssize_t n
-    cdef Py_ssize_t i_topic, i_queue, i_sys, i_born, i_flag, i_props, i_recon, i_batch
-    cdef object not_allowed, retry_prefix, json_decode, last_topic_b, last_topic
-    cdef readonly SendGate gate
-    cdef tuple marks, w1b
-    cdef const char* w1_ptr[_SF_MAX_FIELDS]      # V1 wire names as bytes (kept by w1b)
-    cdef Py_ssize_t w1_len[_SF_MAX_FIELDS]
-    cdef int v2_of[256]                          # V2's one-letter wire name -> field, or -1
-    cdef public Py_ssize_t taken, declined, frames
 
     def __init__(self, fields, SendGate gate not None, not_allowed, str retry_prefix, tuple marks,
                  json_decode=None):
@@ -510,9 +525,6 @@ cdef class SendGate:
             broker once it is ready and cleared when it stops; None declines every SEND (a
             frame then goes to the dispatcher, which answers SYSTEM_BUSY).
     """
-    cdef public dict topics
-    cdef public object broker_config, stats
-    cdef public Appender appender
 
     def __init__(self, dict topics not None, broker_config, stats):
         self.topics = topics
@@ -574,10 +586,6 @@ cdef class SendFrameHook:
     Attributes:
         taken: frames this connection's SENDs stored and answered here.
     """
-    cdef SendFastPath fast
-    cdef bytes born
-    cdef object pool
-    cdef public Py_ssize_t taken
 
     def __init__(self, SendFastPath fast, bytes born, pool):
         self.fast = fast
