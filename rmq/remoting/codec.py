@@ -96,8 +96,8 @@ except ImportError:  # pragma: no cover - CPython always has _json
 # (the eight RemotingCommand fields, scalar extFields values); anything else (an unknown
 # field, a null, a float where an int goes, malformed JSON) fails there and the pure-Python
 # reference below runs, which accepts it too or raises the reference error, so error messages
-# never depend on the path. Encoding: json_header_encode in rmq/_codec.pxi (compiled into
-# rmq._store), byte for byte the reference's output. msgspec decoded golden headers in about
+# never depend on the path. Encoding: json_header_encode in rmq/remoting/_codec.pyx (the
+# extension rmq.remoting._codec), byte for byte the reference's output. msgspec decoded golden headers in about
 # 0.9 us against 1.2 us for the former hand-written Cython parser; for encoding the Cython
 # writer (0.5 us) beat orjson (0.7 us) and msgspec (0.9 us): bench/header_codec_bench.py.
 # RMQ_NO_EXTENSIONS=1 at run time leaves both out (the reference only: A/B measurements,

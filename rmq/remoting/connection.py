@@ -10,7 +10,7 @@ Netty's pipeline, flattened into one ``asyncio.Protocol`` whose stages are calle
     connect / close / idle / bad input ─▶ ConnectionManager (listeners)
 
 The frame hook is the dispatcher's ``frame_hooks(conn)`` (set by the broker: its plain SEND
-is stored straight from the frame bytes, rmq/_sendpath.pxi); a frame it declines is decoded
+is stored straight from the frame bytes, rmq/broker/processors/_sendpath.pyx); a frame it declines is decoded
 and dispatched as any other, and one it takes counts as a frame done like any other.
 
 Flow control works both ways. Outgoing: when the transport's write buffer passes its high

@@ -1,4 +1,4 @@
-"""The fast ROCKETMQ binary header codec (rmq/_codec.pxi: binary_header_decode and
+"""The fast ROCKETMQ binary header codec (rmq/remoting/_codec.pyx: binary_header_decode and
 binary_header_encode) against the pure-Python reference in rmq/remoting/codec.py.
 
 As for the JSON codec, the fast decoder must either decline (None: the reference runs and

@@ -1,4 +1,4 @@
-"""The fast JSON header codec (msgspec decoder, Cython encoder in rmq/_codec.pxi) against the
+"""The fast JSON header codec (msgspec decoder, Cython encoder in rmq/remoting/_codec.pyx) against the
 pure-Python reference in codec.py.
 
 The fast decoder must, for every input, either decline (None → the reference runs) or build

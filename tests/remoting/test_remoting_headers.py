@@ -248,7 +248,7 @@ def test_generated_reader_matches_the_interpreted_rules(cls):
             continue
         reader = vars(cls)[attr].__func__
         variants.append((functools.partial(reader, cls), names))
-        if hasattr(reader, "fallback"):  # the Cython reader (rmq/_codec.pxi) and its reference
+        if hasattr(reader, "fallback"):  # the Cython reader (rmq/remoting/_codec.pyx) and its reference
             variants.append((functools.partial(reader.fallback, cls), names))
     hints = typing.get_type_hints(cls)
     for read, names in variants:

@@ -13,7 +13,7 @@ class SendGate:
     def __init__(self, topics: dict[str, Any], broker_config: Any, stats: Any) -> None: ...
 
 class SendFastPath:
-    """The plain SEND in one call (rmq/_sendpath.pxi): ``send(cmd, born)`` returns the reply
+    """The plain SEND in one call (rmq/broker/processors/_sendpath.pyx): ``send(cmd, born)`` returns the reply
     frame, ``b""`` (stored, oneway) or None (declined, nothing changed); ``send_frame`` the
     same straight from a frame's bytes."""
     taken: int

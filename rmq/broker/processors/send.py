@@ -31,7 +31,7 @@ from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
 
-# (send_reply_frame: the SEND reply written straight into one frame, rmq/_codec.pxi)
+# (send_reply_frame: the SEND reply written straight into one frame, rmq/remoting/_codec.pyx)
 from rmq.remoting._codec import send_reply_frame as _send_reply_frame
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
