@@ -401,7 +401,7 @@ class SendMessageRequestHeader(Header):
 # carrying a SEND header uses the long names. Java decides by the code alone
 # (AbstractSendMessageProcessor.parseRequestHeader, ReplyMessageProcessor.parseRequestHeader,
 # PlainAccessValidator.parse): a 310 with long names has no topic, a 10 with ``b`` has no
-# second topic. The ACL check and every SEND entry point (Python and rmq/_sendpath.pxi) read
+# second topic. The ACL check and every SEND entry point (Python and rmq/broker/processors/_sendpath.pyx) read
 # by code through these, so no request can name one topic to the ACL and another to the store.
 SEND_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
                            RequestCode.SEND_REPLY_MESSAGE_V2})
