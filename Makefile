@@ -21,10 +21,12 @@ $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
-# Reinstall when the build inputs change; editable install builds rmq._store in place.
-$(STAMP): $(PY) pyproject.toml setup.py rmq/_store.pyx $(wildcard rmq/*.pxd rmq/*.pxi)
+# Reinstall when the build inputs change; the editable install builds the extensions in place.
+NATIVE := $(wildcard rmq/*.pyx rmq/*.pxd rmq/*.pxi rmq/*/*.pyx rmq/*/*.pxd rmq/*/*/*.pyx rmq/*/*/*.pxd)
+EXTENSIONS := rmq._store rmq.remoting._codec rmq.broker.processors._sendpath
+$(STAMP): $(PY) pyproject.toml setup.py $(NATIVE)
 	$(PIP) install -q -e '.[test,spark,console]'
-	$(PY) -c 'import rmq._store'
+	$(PY) -c 'import importlib; [importlib.import_module(m) for m in "$(EXTENSIONS)".split()]'
 	touch $(STAMP)
 
 venv compile: $(STAMP)
@@ -77,7 +79,9 @@ fuzz: $(STAMP)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) tests/fuzz/run_all.py
 
 clean:
-	rm -rf build *.egg-info rmq/_store.c rmq/_store*.so rmq/*.html .pytest_cache
+	rm -rf build *.egg-info .pytest_cache
+	rm -f $(patsubst %.pyx,%.c,$(filter %.pyx,$(NATIVE))) $(patsubst %.pyx,%*.so,$(filter %.pyx,$(NATIVE)))
+	find rmq -name '*.html' -delete
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean

@@ -1,13 +1,19 @@
-"""Build logic for the one C extension, ``rmq._store``.
+"""Build logic for the C extensions, one per layer that has native code:
 
-Everything else lives in pyproject.toml. Environment switches:
+* ``rmq._store``                       records, ConsumeQueue, getMessage (SQL92 filter), dispatch,
+                                       index, the store's one writer (``Appender``);
+* ``rmq.remoting._codec``              the header codec and the SEND reply frame;
+* ``rmq.broker.processors._sendpath``  the plain SEND in one call (cimports the other two).
+
+Each has a ``.pxd``; ``rmq/common/_bytes.pxd`` (byte order, CRC) is header only. Everything
+else lives in pyproject.toml. Environment switches:
 
 * ``RMQ_DEBUG=1``   build with line tracing, annotation and ``-O0 -g``.
-* ``RMQ_NO_EXTENSIONS=1`` at *run* time (not a build switch) makes the JSON header codec and
-  the record walker (``rmq.common.message.walk_records``) use their pure-Python references.
-  The store itself has no pure-Python twin: ``rmq.store`` needs the extension.
+* ``RMQ_NO_EXTENSIONS=1`` at *run* time (not a build switch; read by ``rmq.common.native``)
+  makes the header codec and the record walker use their pure-Python references. The store
+  itself has no pure-Python twin: ``rmq.store`` needs the extension.
 
-The extension links zlib (``crc32`` from zlib.h, called on the buffers themselves).
+The extensions link zlib (``crc32`` from zlib.h, called on the buffers themselves).
 """
 import os
 
@@ -27,14 +33,12 @@ if DEBUG:
 def extensions():
     from Cython.Build import cythonize
 
-    ext = Extension(
-        "rmq._store",
-        ["rmq/_store.pyx"],
-        extra_compile_args=compile_args,
-        define_macros=macros,
-        libraries=["z"],
-    )
-    return cythonize([ext], compiler_directives=directives, annotate=DEBUG)
+    exts = [
+        Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=compile_args,
+                  define_macros=macros, libraries=["z"])
+        for name in ("rmq._store", "rmq.remoting._codec", "rmq.broker.processors._sendpath")
+    ]
+    return cythonize(exts, compiler_directives=directives, annotate=DEBUG)
 
 
 setup(ext_modules=extensions())

@@ -9,7 +9,7 @@ quickstart and serialize frames, ali-ons and C++ client requests) through
   orjson    orjson.loads + the reference's field checks
   python    the pure-Python reference (json scanner + checks)
 Encoding: a SEND_MESSAGE reply's frame head (length words + header) through
-  cython    rmq._store.json_header_encode (rmq/_codec.pxi), the codec's encoder
+  cython    rmq.remoting._codec.json_header_encode (rmq/remoting/_codec.pyx), the codec's encoder
   orjson    orjson.dumps of the header dict in fastjson's key order + struct.pack
   msgspec   msgspec encode_into of a Struct in that order
 Microseconds per header, best of 5 repeats of thread CPU time (waits for a core on a busy

@@ -23,7 +23,7 @@ Handlers (server side):
   bare-json  bare plus json.loads of the request header and json.dumps of the reply header.
 
 ``--py-codec`` runs the server with RMQ_NO_EXTENSIONS=1: the pure-Python header codec instead
-of the Cython one (rmq/_codec.pxi), for A/B figures. ``--codec-micro`` runs no sockets: it
+of the Cython one (rmq/remoting/_codec.pyx), for A/B figures. ``--codec-micro`` runs no sockets: it
 times, in this process, the header work of one SEND_MESSAGE_V2 round trip (decode the request
 header, parse SendMessageRequestHeader, build and encode the reply) and of one PULL request,
 fast path (msgspec decoder, Cython encoder) against the pure-Python reference, in microseconds per call.

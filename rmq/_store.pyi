@@ -80,50 +80,29 @@ def get_message_scan(cq_buf: ReadableBuffer, start: int, end: int, table: Commit
                      prop_evaluate: Callable[[list[str | None]], bool] | None = None,
                      ) -> tuple[int, int, int, int, int, list[tuple[int, int, int]]]: ...
 
-# Remoting (rmq/_codec.pxi). json_header_encode returns None for input it leaves to the
-# pure-Python reference encoder in rmq/remoting/codec.py (which then encodes it or raises).
-def json_header_encode(code: int, ext: dict[str, Any], flag: int, language: str, opaque: int,
-                       remark: str | None, version: int, body_len: int = -1) -> bytes | None: ...
-
-# The ROCKETMQ binary twins: None for what the reference in rmq/remoting/codec.py must handle.
-def binary_header_decode(buf: ReadableBuffer, start: int, header_len: int, cmd_cls: type[Any],
-                         lang_names: tuple[str, ...]) -> Any: ...
-def binary_header_encode(code: int, ext: dict[str, Any] | None, flag: int, language: int, opaque: int,
-                         remark: str | None, version: int, body_len: int = -1) -> bytes | None: ...
-
-# The whole frame of a stored SEND's reply (msgId, queueId, queueOffset, TRACE_ON, MSG_REGION).
-def send_reply_frame(serialize_type: int, code: int, opaque: int, msg_id: str, queue_id: int,
-                     queue_offset: int, region: str, trace_on: bool) -> bytes | None: ...
-
-class HeaderReader:
-    """``reader(cls, ext)``: a typed header from extFields, like the generated
-    ``from_ext_fields`` (which it calls, as ``fallback``, for anything it does not handle or
-    refuses: an int outside ``lo..hi``, text with a lone surrogate)."""
-    fallback: Callable[[type, dict[str, Any]], Any]
-    def __init__(self, fields: Iterable[tuple[str, str, int, bool, Any, int, int]],
-                 fallback: Callable[[type, dict[str, Any]], Any]) -> None: ...
-    def __call__(self, cls: type, ext: dict[str, Any]) -> Any: ...
-
-class SendFastPath:
-    """The plain SEND in one call (rmq/_sendpath.pxi): ``send(cmd, born)`` returns the reply
-    frame, ``b""`` (stored, oneway) or None (declined, nothing changed); ``send_frame`` the
-    same straight from a frame's bytes."""
-    taken: int
-    declined: int
-    frames: int
-    def __init__(self, fields: Iterable[tuple[str, str, str, int, bool, int, int]], controller: Any,
-                 not_allowed: Any, retry_prefix: str, marks: tuple[str, ...], warm_chunk: int,
-                 json_decode: Callable[[bytes], Any] | None = None) -> None: ...
-    def send(self, cmd: Any, born: bytes) -> bytes | None: ...
-    def send_frame(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int,
-                   born: bytes) -> bytes | None: ...
-    def frame_hook(self, born: bytes, gate: Any, pool: Any) -> SendFrameHook | None: ...
-
-class SendFrameHook:
-    """One producer connection's ``FrameDecoder.frame_hook`` (``SendFastPath.frame_hook``)."""
-    taken: int
-    def __init__(self, fast: SendFastPath, born: bytes, gate: Any, pool: Any) -> None: ...
-    def __call__(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int) -> bytes | None: ...
+class Appender:
+    """The CommitLog's one writer (rmq/_append.pxi): queue offsets, topic cache, write
+    position and the after-append bookkeeping (put totals, warm-ahead, hooks)."""
+    topic_queue_table: dict[tuple[str, int], int]
+    topic_cache: dict[str, bytes]
+    @property
+    def store_host_bytes(self) -> bytes: ...
+    @property
+    def id_prefix(self) -> str: ...
+    mfq: Any
+    store: Any
+    warm: Any
+    hooks: tuple[Callable[[], object], ...]
+    put_total: int
+    put_bytes: int
+    def __init__(self, store_host_bytes: bytes, warm_chunk: int = 0) -> None: ...
+    def write(self, mf: Any, topic: str, body: ReadableBuffer, topic_b: bytes, props: ReadableBuffer,
+              queue_id: int, flag: int, queue_offset: int, advance: bool, sys_flag: int, born_timestamp: int,
+              born_host: bytes, reconsume_times: int, prepared_transaction_offset: int) -> tuple[int, int, int]: ...
+    def write_batch(self, mf: Any, topic: str, batch: ReadableBuffer, items: list[Any], topic_b: bytes,
+                    outer_props: ReadableBuffer | None, queue_id: int, sys_flag: int, born_timestamp: int,
+                    born_host: bytes, reconsume_times: int, first_queue_offset: int) -> tuple[int, int, int]: ...
+    def write_data(self, mf: Any, data: ReadableBuffer) -> None: ...
 
 # -- the message index (rmq/_index.pxi; layout drawn there) ------------------------------------
 INDEX_HEADER_SIZE: int

@@ -31,56 +31,12 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN
 from libc.string cimport memcpy, memcmp, memset
-
-cdef extern from "zlib.h" nogil:
-    unsigned long crc32(unsigned long crc, const unsigned char* buf, unsigned int len)
+from rmq.common._bytes cimport rd16, rdu16, rd32, rdu32, rd64, wr16, wr32, wr64, java_crc as _crc
 
 # ---------------------------------------------------------------------------------------------
-# Constants (Java names). The record layout is drawn once, in rmq/common/message.py; the
-# offsets below carry the same names (tests/store/test_codec.py checks they agree).
+# Constants (Java names; the C ones are in _store.pxd).
 # ---------------------------------------------------------------------------------------------
-cdef enum:
-    OFF_TOTALSIZE = 0
-    OFF_MAGIC = 4
-    OFF_BODYCRC = 8
-    OFF_QUEUEID = 12
-    OFF_FLAG = 16
-    OFF_QUEUEOFFSET = 20
-    OFF_PHYSICALOFFSET = 28
-    OFF_SYSFLAG = 36
-    OFF_BORNTIMESTAMP = 40
-    OFF_BORNHOST = 48
-    HOST_V4_LEN = 8
-    HOST_V6_LEN = 20
-    STORETIMESTAMP_LEN = 8
-    # relative to the end of STOREHOST
-    REL_RECONSUMETIMES = 0
-    REL_PREPARED_TX_OFFSET = 4
-    REL_BODYLEN = 12
-    REL_BODY = 16
-    # v1 record with IPv4 hosts and an empty body, topic and properties
-    FIXED = OFF_BORNHOST + HOST_V4_LEN + STORETIMESTAMP_LEN + HOST_V4_LEN + REL_BODY + 1 + 2
-    # MessageSysFlag bits
-    SYSFLAG_BORNHOST_V6 = 0x10
-    SYSFLAG_STOREHOST_V6 = 0x20
-    # ConsumeQueue unit: CommitLog offset int64, size int32, tags code int64
-    CQ_UNIT = 20
-    CQ_OFF_PHY = 0
-    CQ_OFF_SIZE = 8
-    CQ_OFF_TAGS = 12
-    # batch item: TOTALSIZE, MAGIC, BODYCRC, FLAG, BODYLEN, body, PROPLEN int16, properties
-    BATCH_OFF_FLAG = 12
-    BATCH_OFF_BODYLEN = 16
-    BATCH_HEAD = 20
-    # properties separators (MessageDecoder.NAME_VALUE_SEPARATOR / PROPERTY_SEPARATOR)
-    NAME_VALUE_SEPARATOR = 1
-    PROPERTY_SEPARATOR = 2
-    MAX_PROPERTIES_LEN = 32767
-    MAX_TOPIC_LEN_V1 = 255
-    # bodies longer than this have their CRC computed without the GIL
-    CRC_NOGIL_MIN = 4096
-    # Java DefaultMessageStore.getMessage: maxFilterMessageCount = max(16000, maxMsgNums * 20)
-    MIN_FILTER_SCAN_BYTES = 16000
+
 
 MESSAGE_MAGIC_CODE = 0xDAA320A7          # MessageDecoder.MESSAGE_MAGIC_CODE (v1)
 MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB       # RocketMQ 5 MessageDecoder.MESSAGE_MAGIC_CODE_V2
@@ -118,52 +74,13 @@ ST_NO_MATCHED_MESSAGE = 1
 ST_MESSAGE_WAS_REMOVING = 2
 
 
-# ---------------------------------------------------------------------------------------------
-# Big-endian helpers
-# ---------------------------------------------------------------------------------------------
-cdef inline int16_t rd16(const uint8_t* p) noexcept nogil:
-    return <int16_t>((<uint16_t>p[0] << 8) | p[1])
-
-cdef inline uint16_t rdu16(const uint8_t* p) noexcept nogil:
-    return <uint16_t>((<uint16_t>p[0] << 8) | p[1])
-
-cdef inline int32_t rd32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-cdef inline uint32_t rdu32(const uint8_t* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-cdef inline int64_t rd64(const uint8_t* p) noexcept nogil:
-    return <int64_t>((<uint64_t>rdu32(p) << 32) | rdu32(p + 4))
-
-cdef inline void wr16(uint8_t* p, int v) noexcept nogil:
-    p[0] = (v >> 8) & 0xFF
-    p[1] = v & 0xFF
-
-cdef inline void wr32(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = (u >> 24) & 0xFF
-    p[1] = (u >> 16) & 0xFF
-    p[2] = (u >> 8) & 0xFF
-    p[3] = u & 0xFF
-
-cdef inline void wr64(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint64_t u = <uint64_t>v
-    wr32(p, <int64_t>(u >> 32))
-    wr32(p + 4, <int64_t>(u & 0xFFFFFFFFu))
 
 
 @cython.freelist(16)
-@cython.final
 cdef class _Buf:
     """A Py_buffer held for the lifetime of this object (read-only or writable view): the one
     way this module reads or writes a buffer. Made by ``_buf`` (a freelist and no argument
-    parsing keep the per-call object cheap)."""
-    cdef Py_buffer view
-    cdef bint held
-    cdef const uint8_t* ptr
-    cdef uint8_t* wptr
-    cdef Py_ssize_t size
+    parsing keep the per-call object cheap; both declared in _store.pxd)."""
 
     def __cinit__(self):
         self.held = False
@@ -174,34 +91,9 @@ cdef class _Buf:
             self.held = False
 
 
-cdef inline _Buf _buf(obj, bint writable=False):
-    """Hold ``obj``'s buffer (writable when asked) until the returned object goes away."""
-    cdef _Buf b = _Buf.__new__(_Buf)
-    PyObject_GetBuffer(obj, &b.view, PyBUF_WRITABLE if writable else PyBUF_SIMPLE)
-    b.held = True
-    b.ptr = <const uint8_t*>b.view.buf
-    b.wptr = <uint8_t*>b.view.buf
-    b.size = b.view.len
-    return b
-
-
 # ---------------------------------------------------------------------------------------------
-# CRC (zlib's, on the buffer itself) and Java String.hashCode
+# Java String.hashCode (CRC: rmq/common/_bytes.pxd)
 # ---------------------------------------------------------------------------------------------
-cdef int32_t _crc(const uint8_t* p, Py_ssize_t n) noexcept:
-    """``crc32 & 0x7FFFFFFF`` of ``p[:n]`` as Java stores BODYCRC (UtilAll.crc32); the GIL
-    is released over bodies longer than CRC_NOGIL_MIN. ``n`` < 2**31 (a record's int32)."""
-    cdef unsigned long c
-    if n <= 0:
-        return 0
-    if n > CRC_NOGIL_MIN:
-        with nogil:
-            c = crc32(0, p, <unsigned int>n)
-    else:
-        c = crc32(0, p, <unsigned int>n)
-    return <int32_t>(c & 0x7FFFFFFFu)
-
-
 def body_crc(body) -> int:
     """CRC32 of a message body as Java stores it (``crc32 & 0x7FFFFFFF``)."""
     cdef _Buf b = _buf(body)
@@ -469,22 +361,6 @@ cdef inline Py_ssize_t _host_len(int32_t sysflag, int bit) noexcept nogil:
 def record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len) -> int:
     """TOTALSIZE of a v1 record (IPv4 hosts)."""
     return FIXED + body_len + topic_len + props_len
-
-
-cdef struct _RecordHead:
-    # the fields of a record that are not its body, topic or properties
-    int32_t body_crc
-    int32_t queue_id
-    int32_t flag
-    int64_t queue_offset
-    int64_t phy_offset
-    int32_t sys_flag
-    int64_t born_timestamp
-    const char* born_host           # 8 bytes
-    int64_t store_timestamp
-    const char* store_host          # 8 bytes
-    int32_t reconsume_times
-    int64_t prepared_transaction_offset
 
 
 cdef Py_ssize_t _write_record(uint8_t* p, _RecordHead* h, const uint8_t* body, Py_ssize_t blen,
@@ -1158,14 +1034,9 @@ def populate_write(buf, Py_ssize_t start, Py_ssize_t length) -> int:
     return err
 
 
-# ---------------------------------------------------------------------------------------------
-# Remoting: the JSON reply-header encoder and the typed-header reader. Kept in their own file
-# and compiled into this module so the project keeps a single extension.
-# ---------------------------------------------------------------------------------------------
-include "_codec.pxi"
-
-# The common SEND in one call (rmq/_sendpath.pxi: header, checks, record, reply).
-include "_sendpath.pxi"
+# The store's one writer and its after-append bookkeeping (rmq/_append.pxi; declared in
+# _store.pxd for the broker's SEND fast path, rmq/broker/processors/_sendpath.pyx).
+include "_append.pxi"
 
 # ---------------------------------------------------------------------------------------------
 # The message index (Java IndexFile): layout drawn in the file.

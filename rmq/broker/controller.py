@@ -188,7 +188,7 @@ class BrokerController:
             credentials=_namesrv_credentials(broker_config))
         # A SLAVE copies its master's metadata (started in start() only for a slave).
         self.slave_synchronize = SlaveSynchronize(self, broker_config.slave_sync_interval_ms / 1000.0)
-        self.ready = False
+        self._ready = False
         # ACL 1.0 (aclEnable): loaded at start, watched by the "acl-watch" task.
         self.acl: PlainPermissionManager | None = None
         if broker_config.acl_enable:
@@ -236,6 +236,19 @@ class BrokerController:
         return self.server.port
 
     # -- lifecycle ------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """Serving requests (the store started); while False every request is answered
+        SYSTEM_BUSY. Setting it binds the SEND fast path to the store (True) or unbinds it."""
+        return self._ready
+
+    @ready.setter
+    def ready(self, value: bool) -> None:
+        self._ready = value
+        send = getattr(self, "send_processor", None)     # (none before the processors exist)
+        if send is not None:
+            send.bind_store(self.message_store if value else None)
 
     def _register_processors(self) -> None:
         s = self.server

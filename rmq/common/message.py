@@ -10,13 +10,13 @@ the SDK (``rmq.client._codec.decode_messages`` → ``MessageExt``) and the Spark
 """
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
+from rmq.common import native
 from rmq.errors import RemotingCommandError
 
 __all__ = [
@@ -483,7 +483,7 @@ def encode_batch(items: Iterable[tuple[int, bytes, str]]) -> bytes:
 
 # The walker the layers use: the Cython one (rmq._store.walk_records, same results and errors
 # as walk_records_py, tests/property and tests/store/test_codec.py check it) unless the
-# extension is missing or RMQ_NO_EXTENSIONS=1.
+# extension is missing or RMQ_NO_EXTENSIONS=1 (rmq.common.native).
 
 
 class RecordWalker(Protocol):
@@ -500,9 +500,10 @@ def _pick_walker() -> RecordWalker:
     except ImportError:  # pragma: no cover - the extension is not built
         return walk_records_py
     _store.set_record_error(RecordDecodeError)   # the store's decoders raise ours too
-    if os.environ.get("RMQ_NO_EXTENSIONS") == "1":
+    if not native.ENABLED:
         return walk_records_py
     return _store.walk_records
 
 
 walk_records: RecordWalker = _pick_walker()
+native.chose("record walker", walk_records is not walk_records_py)

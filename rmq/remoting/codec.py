@@ -31,13 +31,13 @@ NULL check when ``extFields`` is missing (C++ RemotingCommand::Decode).
 from __future__ import annotations
 
 import json
-import os
 import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
 
+from rmq.common import native
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import LanguageCode
 from rmq.remoting.command import BodyPart, RemotingCommand
@@ -96,8 +96,8 @@ except ImportError:  # pragma: no cover - CPython always has _json
 # (the eight RemotingCommand fields, scalar extFields values); anything else (an unknown
 # field, a null, a float where an int goes, malformed JSON) fails there and the pure-Python
 # reference below runs, which accepts it too or raises the reference error, so error messages
-# never depend on the path. Encoding: json_header_encode in rmq/_codec.pxi (compiled into
-# rmq._store), byte for byte the reference's output. msgspec decoded golden headers in about
+# never depend on the path. Encoding: json_header_encode in rmq/remoting/_codec.pyx (the
+# extension rmq.remoting._codec), byte for byte the reference's output. msgspec decoded golden headers in about
 # 0.9 us against 1.2 us for the former hand-written Cython parser; for encoding the Cython
 # writer (0.5 us) beat orjson (0.7 us) and msgspec (0.9 us): bench/header_codec_bench.py.
 # RMQ_NO_EXTENSIONS=1 at run time leaves both out (the reference only: A/B measurements,
@@ -167,20 +167,21 @@ FrameHook = Callable[[bytes | bytearray, int, int, int, int], bytes | None]
 _fast_decode: Callable[[bytes | bytearray | memoryview, int, int, type[RemotingCommand]],
                        RemotingCommand | None] | None = None
 _fast_encode: Callable[..., bytes | None] | None = None
-# The binary twins (rmq/_codec.pxi): binary_header_decode(buf, start, header_len, cmd_cls,
+# The binary twins (rmq/remoting/_codec.pyx): binary_header_decode(buf, start, header_len, cmd_cls,
 # lang_names) and binary_header_encode(code, ext, flag, language_byte, opaque, remark,
 # version, body_len=-1), each returning None for what the reference below must handle.
 _fast_bin_decode: Callable[[BodyPart, int, int, type[RemotingCommand], tuple[str, ...]],
                            RemotingCommand | None] | None = None
 _fast_bin_encode: Callable[..., bytes | None] | None = None
-if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
+if native.ENABLED:
     _fast_decode = _msgspec_decode
     try:
-        from rmq._store import binary_header_decode as _fast_bin_decode
-        from rmq._store import binary_header_encode as _fast_bin_encode
-        from rmq._store import json_header_encode as _fast_encode
+        from rmq.remoting._codec import binary_header_decode as _fast_bin_decode
+        from rmq.remoting._codec import binary_header_encode as _fast_bin_encode
+        from rmq.remoting._codec import json_header_encode as _fast_encode
     except ImportError:  # pragma: no cover - the extension is not built
         pass
+native.chose("header codec", _fast_encode is not None)
 
 # An instance attribute typeshed does not declare (the C scanner bound to a default decoder).
 _scan_once: Callable[[str, int], tuple[Any, int]] = vars(json.decoder.JSONDecoder())["scan_once"]

@@ -63,7 +63,7 @@ class RemotingCommand:
         serialize_type: 0 JSON, 1 ROCKETMQ binary. Responses inherit the request's.
     """
 
-    # Decoded requests (rmq/_codec.pxi, json_header_decode) and responses (response()) are
+    # Decoded requests (rmq/remoting/_codec.pyx, json_header_decode) and responses (response()) are
     # built slot by slot without __init__: a new slot must be set there too (a test checks).
     __slots__ = (
         "code",

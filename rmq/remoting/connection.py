@@ -10,7 +10,7 @@ Netty's pipeline, flattened into one ``asyncio.Protocol`` whose stages are calle
     connect / close / idle / bad input ─▶ ConnectionManager (listeners)
 
 The frame hook is the dispatcher's ``frame_hooks(conn)`` (set by the broker: its plain SEND
-is stored straight from the frame bytes, rmq/_sendpath.pxi); a frame it declines is decoded
+is stored straight from the frame bytes, rmq/broker/processors/_sendpath.pyx); a frame it declines is decoded
 and dispatched as any other, and one it takes counts as a frame done like any other.
 
 Flow control works both ways. Outgoing: when the transport's write buffer passes its high
@@ -760,7 +760,7 @@ class Connection(asyncio.Protocol):
 
     def send_response_frame(self, frame: bytes) -> None:
         """Write a response already encoded as a whole frame (length words, header and body,
-        e.g. the SEND path's reply from ``rmq._store.send_reply_frame``); like
+        e.g. the SEND path's reply from ``rmq.remoting._codec.send_reply_frame``); like
         :meth:`send_response`, ignored if the connection has closed meanwhile."""
         transport = self._transport
         if self.closed or transport is None or transport.is_closing():

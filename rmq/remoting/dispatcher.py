@@ -160,7 +160,7 @@ class Dispatcher:
         self._pools: list[ProcessorPool] = [self._default_pool]
         # ``frame_hooks(conn)`` -> the FrameDecoder.frame_hook of a new connection (or None):
         # set by a server whose processors can answer some frames before they are decoded
-        # (the broker's plain SEND, rmq/_sendpath.pxi); None (default) decodes every frame.
+        # (the broker's plain SEND, rmq/broker/processors/_sendpath.pyx); None (default) decodes every frame.
         self.frame_hooks: Callable[[Connection], FrameHook | None] | None = None
 
     def register_processor(self, code: int, processor: Any, pool: ProcessorPool | None = None) -> None:

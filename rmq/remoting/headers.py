@@ -30,17 +30,17 @@ one-letter names of ``SendMessageRequestHeaderV2`` (``a``…``n``); which naming
 is decided by its request code alone (:func:`send_wire_names`, :func:`read_send_header`).
 """
 import dataclasses
-import os
 import typing
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, dataclass_transform, overload
 
+from rmq.common import native
 from rmq.common.constants import PermName, TopicValidator
 from rmq.errors import RemotingCommandError
 from rmq.remoting.codes import RequestCode
 
 if TYPE_CHECKING:
-    from rmq._store import HeaderReader
+    from rmq.remoting._codec import HeaderReader
 
 __all__ = [
     "Header",
@@ -182,16 +182,17 @@ def _wstr(v: Any) -> str:
 
 _READERS = {int: "_int", bool: "_bool", str: "_str"}
 
-# The Cython twin of the generated readers (rmq/_codec.pxi): takes the common values, hands
+# The Cython twin of the generated readers (rmq/remoting/_codec.pyx): takes the common values, hands
 # everything else to the generated reader. RMQ_NO_EXTENSIONS=1 leaves it out.
 _HeaderReader: "type[HeaderReader] | None" = None
-if os.environ.get("RMQ_NO_EXTENSIONS") != "1":
+if native.ENABLED:
     try:
-        from rmq._store import HeaderReader as _HeaderReader
+        from rmq.remoting._codec import HeaderReader as _HeaderReader
     except ImportError:  # pragma: no cover - an extension built before the reader existed
         pass
     if not getattr(_HeaderReader, "checks_ranges", False):  # pragma: no cover - built before
         _HeaderReader = None  # the reader checked ranges: it would let out-of-range values in
+native.chose("header reader", _HeaderReader is not None)
 _KIND = {str: 0, int: 1, bool: 2}
 
 # (field, its base type: int, str or bool) per header field, in declaration order.
@@ -400,7 +401,7 @@ class SendMessageRequestHeader(Header):
 # carrying a SEND header uses the long names. Java decides by the code alone
 # (AbstractSendMessageProcessor.parseRequestHeader, ReplyMessageProcessor.parseRequestHeader,
 # PlainAccessValidator.parse): a 310 with long names has no topic, a 10 with ``b`` has no
-# second topic. The ACL check and every SEND entry point (Python and rmq/_sendpath.pxi) read
+# second topic. The ACL check and every SEND entry point (Python and rmq/broker/processors/_sendpath.pyx) read
 # by code through these, so no request can name one topic to the ACL and another to the store.
 SEND_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
                            RequestCode.SEND_REPLY_MESSAGE_V2})

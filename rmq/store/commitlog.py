@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,11 +37,22 @@ class CommitLog:
     the next logical offset of each (topic, queue_id).
     """
 
-    def __init__(self, config: StoreConfig, store_host: tuple[str, int]):
+    def __init__(self, config: StoreConfig, store_host: tuple[str, int], appender: _store.Appender | None = None):
         self.config = config
         self.store_host = store_host
         self.store_host_bytes = host_bytes(store_host, resolve=True)
-        self._id_prefix = self.store_host_bytes.hex().upper()     # offsetMsgId = prefix + %016X
+        # The one writer (rmq/_append.pxi): every append below and the broker's plain SEND
+        # (at C level) write through it; it keeps the queue offsets, the topic cache and the
+        # after-append bookkeeping. A store restarting this log hands in its own (the broker's
+        # SEND path holds it), which starts empty again.
+        if appender is None:
+            appender = _store.Appender(self.store_host_bytes, 0)
+        elif appender.store_host_bytes != self.store_host_bytes:
+            raise ValueError("the appender writes another store host")
+        appender.topic_queue_table = {}
+        appender.topic_cache = {}
+        self.appender = appender
+        self._id_prefix = appender.id_prefix     # offsetMsgId = prefix + %016X
         self._born_cache: dict[tuple[str, int], bytes] = {}
         self.file_size = config.mapped_file_size_commitlog
         # A new CommitLog file leaves room for the ConsumeQueue files its records need.
@@ -51,8 +61,8 @@ class CommitLog:
         self.mfq.on_change = self._refresh_table
         self.table = _store.CommitLogTable()
         self.table_files: list[MappedFile] = []
-        self.topic_queue_table: dict[tuple[str, int], int] = {}
-        self._topic_cache: dict[str, bytes] = {}
+        appender.mfq = self.mfq
+        self._topic_cache: dict[str, bytes] = appender.topic_cache
         self.confirm_offset = 0
         # Called with (topic, queue_id) before the first record of a queue that has no
         # ConsumeQueue yet; a PutMessageResult refuses it (the store's mapping budget).
@@ -60,6 +70,15 @@ class CommitLog:
         # Called after a new CommitLog file was created (the store re-checks the disk: with
         # preallocated files, disk use only grows here).
         self.on_new_file: Callable[[], object] | None = None
+
+    @property
+    def topic_queue_table(self) -> dict[tuple[str, int], int]:
+        """``{(topic, queue_id): next queue offset}`` (the appender's)."""
+        return self.appender.topic_queue_table
+
+    @topic_queue_table.setter
+    def topic_queue_table(self, table: dict[tuple[str, int], int]) -> None:
+        self.appender.topic_queue_table = table
 
     # -- table for the getMessage scan -------------------------------------------------------
     def _refresh_table(self) -> None:
@@ -188,19 +207,14 @@ class CommitLog:
         mf = files[-1] if files else None
         if mf is None or mf.wrote_position + size + _END_FILE_MIN_BLANK > mf.file_size or not mf.allocated:
             mf = self._file_for(size)  # a new file, a roll, or one to allocate
-        pos = mf.wrote_position
-        phy = mf.file_from_offset + pos
-        now = int(time.time() * 1000)
-        msg.store_timestamp = now
         born = self._born_cache.get(msg.born_host)
         if born is None:
             born = self._born(msg.born_host)
-        _store.encode_record(mf.mm, pos, body, topic_b, props, msg.queue_id, msg.flag, queue_offset,
-                             phy, msg.sys_flag, msg.born_timestamp, born, now,
-                             self.store_host_bytes, msg.reconsume_times, msg.prepared_transaction_offset)
-        mf.wrote_position = pos + size
-        if tran not in _NO_QUEUE_OFFSET:
-            self.topic_queue_table[key] = queue_offset + 1
+        phy, size, now = self.appender.write(mf, msg.topic, body, topic_b, props, msg.queue_id, msg.flag,
+                                             queue_offset, tran not in _NO_QUEUE_OFFSET, msg.sys_flag,
+                                             msg.born_timestamp, born, msg.reconsume_times,
+                                             msg.prepared_transaction_offset)
+        msg.store_timestamp = now
         # (msg_ids stays empty for a single message: only a batch reply lists them)
         return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
             phy, size, f"{self._id_prefix}{phy:016X}", now, queue_offset))
@@ -240,15 +254,10 @@ class CommitLog:
                     return refused
             queue_offset = 0
         mf = self._file_for(total)
-        pos = mf.wrote_position
-        phy = mf.file_from_offset + pos
-        now = int(time.time() * 1000)
+        phy, total, now = self.appender.write_batch(mf, msg.topic, msg.body, items, topic_b, outer, msg.queue_id,
+                                                    msg.sys_flag, msg.born_timestamp, self._born(msg.born_host),
+                                                    msg.reconsume_times, queue_offset)
         msg.store_timestamp = now
-        _store.encode_batch(mf.mm, pos, msg.body, items, topic_b, outer, msg.queue_id, msg.sys_flag,
-                            msg.born_timestamp, self._born(msg.born_host), now, self.store_host_bytes,
-                            msg.reconsume_times, queue_offset, phy)
-        mf.wrote_position = pos + total
-        self.topic_queue_table[key] = queue_offset + len(items)
         ids = []
         at = phy
         for it in items:
@@ -289,9 +298,7 @@ class CommitLog:
                              f"({self.file_size} here) the same?")
         if not mf.allocated:
             mf.allocate()
-        pos = mf.wrote_position
-        mf.mm[pos:pos + n] = data
-        mf.wrote_position = pos + n
+        self.appender.write_data(mf, data)
 
     # -- reading -------------------------------------------------------------------------------
     def select(self, offset: int, size: int, readable: int | None = None) -> tuple[MappedFile, int] | None:

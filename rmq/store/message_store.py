@@ -61,10 +61,11 @@ from rmq.store.message import (
     PutMessageStatus,
     QueryMessageResult,
     StoredMessage,
+    host_bytes,
 )
 from rmq.store.reput import ReputMessageService, scan_committed
 from rmq.store.resources import MAPPINGS, configure_mapping_budget
-from rmq.store.warm import WarmAheadService
+from rmq.store.warm import WARM_CHUNK, WarmAheadService
 
 __all__ = ["MessageStore", "QUERY_MESSAGE_MAX_BYTES"]
 
@@ -121,19 +122,22 @@ class MessageStore:
         self.flush_commit_log: CommitLogFlushService = self._new_flush_service()
         self.warm = WarmAheadService(self)
         self.index: IndexService | None = IndexService(self) if config.message_index_enable else None
+        # The CommitLog's writer, kept across restarts of this object (each new CommitLog
+        # starts it empty): the broker's SEND path holds it (``appender``).
+        self._appender = _store.Appender(host_bytes(store_host, resolve=True), WARM_CHUNK)
         self.commit_log = self._new_commit_log()
         self._pending_queues: set[tuple[str, int]] = set()
         self._tasks = BackgroundTasks("message store", log)
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stats = {"put_total": 0, "put_bytes": 0, "get_total": 0, "get_found": 0, "flush_timeouts": 0}
+        self._stats = {"get_total": 0, "get_found": 0, "flush_timeouts": 0}   # puts: the appender's
         # Replication (rmq.store.ha): the listener on a master, the follower on a slave.
         self.ha: HAService | None = None
         self.ha_client: HAClient | None = None
         self.ha_listen_host = "0.0.0.0"      # the broker sets its own listen host
 
     def _new_commit_log(self) -> CommitLog:
-        cl = CommitLog(self.config, self.store_host)
+        cl = CommitLog(self.config, self.store_host, self._appender)
         cl.admit_new_queue = self._admit_new_queue
         cl.on_new_file = self.clean_commit_log.check_disk
         return cl
@@ -142,6 +146,26 @@ class MessageStore:
         return GroupCommitService(self) if self.config.sync_flush else FlushRealTimeService(self)
 
     # -- state the services own, under the names the broker and tools use -----------------------
+    @property
+    def appender(self) -> _store.Appender:
+        """The CommitLog's writer (rmq/_append.pxi): the broker's SEND fast path puts through
+        its C-level ``put_plain``, which checks this store's state itself."""
+        return self._appender
+
+    def _bind_appender(self) -> None:
+        """The after-append bookkeeping the appender runs once per append: warm-ahead, the
+        dispatch wakeup (ASYNC_FLUSH; the group commit wakes it under SYNC_FLUSH) and the HA
+        service's notify_append on a master."""
+        a = self._appender
+        a.store = self
+        a.warm = self.warm
+        hooks: list[Callable[[], object]] = []
+        if self.config.flush_disk_type != "SYNC_FLUSH":
+            hooks.append(self.reput.wakeup)
+        if self.ha is not None:
+            hooks.append(self.ha.notify_append)
+        a.hooks = tuple(hooks)
+
     @property
     def disk_full(self) -> bool:
         return self.clean_commit_log.disk_full
@@ -208,6 +232,7 @@ class MessageStore:
         self._tasks.spawn(self.flush_commit_log.run(), name="store-flush-commitlog")
         self._tasks.spawn(self.flush_consume_queue.run(), name="store-flush-consumequeue")
         self._tasks.spawn(run_clean_services(self), name="store-clean")
+        self._bind_appender()
         await self._start_ha()
 
     async def _start_ha(self) -> None:
@@ -225,6 +250,7 @@ class MessageStore:
             await self.shutdown()
             raise
         self.ha = ha
+        self._bind_appender()
 
     def update_ha_master_address(self, addr: str | None) -> None:
         """Java ``DefaultMessageStore.updateHaMasterAddress``: a slave follows ``addr`` ("host:port")."""
@@ -429,10 +455,8 @@ class MessageStore:
             log.error("%sappend to CommitLog failed: %s", "batch " if batch else "", e)
             return PutMessageResult(PutMessageStatus.UNKNOWN_ERROR, remark=f"append failed: {e}")
         result.flush_wait = self._after_append(result)
-        if self.ha is not None:
-            self.ha.notify_append()
-            if self.config.broker_role == "SYNC_MASTER" and result.append is not None:
-                result.flush_wait |= self._replica_wait(result, msg)
+        if self.ha is not None and self.config.broker_role == "SYNC_MASTER" and result.append is not None:
+            result.flush_wait |= self._replica_wait(result, msg)
         return result
 
     def _replica_wait(self, result: PutMessageResult, msg: MessageInner) -> bool:
@@ -487,23 +511,13 @@ class MessageStore:
         return result
 
     def _after_append(self, result: PutMessageResult) -> bool:
-        """Bookkeeping after an append; True when the caller must wait for the group commit."""
+        """After an append (its bookkeeping ran in the appender): a refusal's log line; True
+        when the caller must wait for the group commit."""
         if result.status != PutMessageStatus.PUT_OK:
             self.rl_log.warning(f"put-refused-{result.status.name}", "put refused: %s (%s)",
                                 result.status.name, result.remark)
             return False
-        a = result.append
-        assert a is not None  # a PUT_OK result carries its append
-        stats = self._stats
-        stats["put_total"] += a.msg_num
-        stats["put_bytes"] += a.wrote_bytes
-        warm = self.warm
-        if warm.idle:
-            warm.kick()
-        if self.config.flush_disk_type != "SYNC_FLUSH":
-            self.reput.wakeup()
-            return False
-        return True
+        return self.config.flush_disk_type == "SYNC_FLUSH"
 
     def add_flush_callback(self, result: PutMessageResult,
                            callback: Callable[[PutMessageResult, BaseException | None], None]) -> bool:
@@ -845,8 +859,8 @@ class MessageStore:
             "commitLogMaxOffset": cl.max_offset,
             "commitLogFlushedOffset": cl.flushed_offset,
             "dispatchBehindBytes": self.dispatch_behind_bytes(),
-            "putMessageTimesTotal": self._stats["put_total"],
-            "putMessageSizeTotal": self._stats["put_bytes"],
+            "putMessageTimesTotal": self._appender.put_total,
+            "putMessageSizeTotal": self._appender.put_bytes,
             "getMessageTimesTotalFound": self._stats["get_found"],
             "getMessageTimesTotal": self._stats["get_total"],
             "flushDiskTimeoutTimes": self._stats["flush_timeouts"],

@@ -1,4 +1,4 @@
-"""The SEND fast path (rmq/_sendpath.pxi) against the Python path: two brokers, one with
+"""The SEND fast path (rmq/broker/processors/_sendpath.pyx) against the Python path: two brokers, one with
 ``send_fast_path`` and one without, get the same frames; the records they store and the frames
 they answer must be the same (up to the fields that name the broker and the producer: store
 host, born host, store timestamp)."""

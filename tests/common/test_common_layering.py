@@ -11,12 +11,16 @@
               → errors, _version, _store    (_store: the Cython extension, imports nothing)
 
 Every import counts, including the ones inside functions and under ``if TYPE_CHECKING``: a lazy
-import still ties the layers together. A module may import its own package freely. ``from rmq
+import still ties the layers together. The native sources (``.pyx``, ``.pxd``, ``.pxi``) are held to
+the same order through their ``cimport`` and ``import`` lines; a header-only ``.pxd`` (one without a
+``.pyx``: inline helpers, no module at run time, e.g. rmq/common/_bytes.pxd) may be cimported from
+any layer and cimports nothing from rmq itself. A module may import its own package freely. ``from rmq
 import __version__`` counts as ``rmq._version``; anything else taken from the package root (the
 public facade, which re-exports the client) must be imported from where it is defined.
 """
 import ast
 import pathlib
+import re
 
 import pytest
 
@@ -103,6 +107,61 @@ def test_imports_go_downwards_only(unit):
                 bad.append(f"{f.relative_to(ROOT.parent)}:{line} imports rmq.{target} "
                            f"(layer {RANK[target]}) from rmq.{unit} (layer {RANK[unit]})")
     assert not bad, "imports must go downwards only:\n  " + "\n  ".join(bad)
+
+
+_NATIVE_IMPORT = re.compile(r"^\s*(?:from\s+(rmq(?:\.\w+)*)\s+c?import\b|c?import\s+(rmq(?:\.\w+)*))", re.M)
+
+
+def _native_unit(path: pathlib.Path) -> str:
+    """The layer unit of a native source: top-level ``_*.pxi`` are included by rmq/_store.pyx."""
+    parts = path.relative_to(ROOT).parts
+    if len(parts) == 1:
+        return "_store" if path.suffix == ".pxi" else parts[0].split(".")[0]
+    return parts[0]
+
+
+def _native_imports(path: pathlib.Path) -> list[tuple[int, str, str]]:
+    """``(line, module, first-level unit)`` of every rmq import or cimport in a Cython source."""
+    src = path.read_text()
+    out = []
+    for m in _NATIVE_IMPORT.finditer(src):
+        module = m.group(1) or m.group(2)
+        parts = module.split(".")
+        if len(parts) > 1:
+            out.append((src.count("\n", 0, m.start()) + 1, module, parts[1]))
+    return out
+
+
+def _header_only(module: str) -> bool:
+    rel = pathlib.Path(*module.split(".")[1:])
+    return (ROOT / rel.with_suffix(".pxd")).exists() and not (ROOT / rel.with_suffix(".pyx")).exists()
+
+
+def test_native_sources_cimport_downwards_only():
+    files = sorted(p for ext in ("*.pyx", "*.pxd", "*.pxi") for p in ROOT.rglob(ext))
+    assert any(f.suffix == ".pxd" for f in files), "the native sources were not found"
+    bad = []
+    for f in files:
+        unit = _native_unit(f)
+        own = "rmq." + ".".join(f.relative_to(ROOT).with_suffix("").parts)
+        for line, module, target in _native_imports(f):
+            where = f"{f.relative_to(ROOT.parent)}:{line}"
+            if _header_only(own):
+                bad.append(f"{where}: the header-only {own} cimports {module}")
+            elif _header_only(module) or target == unit:
+                continue
+            elif target not in RANK:
+                bad.append(f"{where} imports {module}, which no layer holds")
+            elif RANK[target] >= RANK[unit]:
+                bad.append(f"{where} imports {module} (layer {RANK[target]}) from rmq.{unit} (layer {RANK[unit]})")
+    assert not bad, "native imports must go downwards only:\n  " + "\n  ".join(bad)
+
+
+def test_the_native_check_sees_a_cimport(tmp_path):
+    f = tmp_path / "m.pyx"
+    f.write_text("from libc.stdint cimport int64_t\nfrom rmq._store cimport Appender\n"
+                 "cimport rmq.remoting._codec\nfrom rmq.remoting._codec cimport (\n    _JOut,\n)\n")
+    assert [(line, t) for line, _, t in _native_imports(f)] == [(2, "_store"), (3, "remoting"), (4, "remoting")]
 
 
 def test_the_check_sees_a_violation(tmp_path):

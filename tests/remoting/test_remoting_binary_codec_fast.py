@@ -1,4 +1,4 @@
-"""The fast ROCKETMQ binary header codec (rmq/_codec.pxi: binary_header_decode and
+"""The fast ROCKETMQ binary header codec (rmq/remoting/_codec.pyx: binary_header_decode and
 binary_header_encode) against the pure-Python reference in rmq/remoting/codec.py.
 
 As for the JSON codec, the fast decoder must either decline (None: the reference runs and
@@ -14,17 +14,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from remoting_golden import serialize_frames
 
-from rmq import _store
 from rmq.errors import RemotingCommandError
-from rmq.remoting import codec
+from rmq.remoting import _codec, codec
 from rmq.remoting.codec import FrameDecoder, decode_binary_header, decode_frame, encode
 from rmq.remoting.codes import LanguageCode
 from rmq.remoting.command import RemotingCommand
 
 # Straight from the extension (which every install builds), so the comparison runs whether or
 # not RMQ_NO_EXTENSIONS=1 has the codec wire them in.
-FAST_DECODE = _store.binary_header_decode
-FAST_ENCODE = _store.binary_header_encode
+FAST_DECODE = _codec.binary_header_decode
+FAST_ENCODE = _codec.binary_header_encode
 BINARY_FRAMES = [r for r in serialize_frames() if r["serialize"] == 1]
 LANG_NAME = {lc.value: lc.name for lc in LanguageCode}
 
@@ -205,7 +204,7 @@ def test_frame_decoder_reads_binary_frames_split_anywhere():
 
 # ------------------------------------------------------------------------------ SEND reply frame
 
-SEND_REPLY = codec._fast_bin_encode and __import__("rmq._store", fromlist=["send_reply_frame"]).send_reply_frame
+SEND_REPLY = codec._fast_bin_encode and _codec.send_reply_frame
 
 
 def _generic_send_reply(ser, code, opaque, msg_id, queue_id, queue_offset, region, trace_on) -> bytes:

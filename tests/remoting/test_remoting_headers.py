@@ -6,8 +6,8 @@ import typing
 import pytest
 from remoting_golden import client_requests, quickstart, serialize_frames
 
-from rmq import _store
 from rmq.errors import RemotingCommandError
+from rmq.remoting import _codec
 from rmq.remoting import headers as H
 from rmq.remoting.codec import decode_frame
 from rmq.remoting.codes import RequestCode
@@ -248,7 +248,7 @@ def test_generated_reader_matches_the_interpreted_rules(cls, depth):
             continue
         reader = vars(cls)[attr].__func__
         variants.append((functools.partial(reader, cls), names))
-        if hasattr(reader, "fallback"):  # the Cython reader (rmq/_codec.pxi) and its reference
+        if hasattr(reader, "fallback"):  # the Cython reader (rmq/remoting/_codec.pyx) and its reference
             variants.append((functools.partial(reader.fallback, cls), names))
     hints = typing.get_type_hints(cls)
     for read, names in variants:
@@ -303,7 +303,7 @@ def test_ranges_and_text_are_checked_on_both_reader_paths(path):
         else:
             # every install builds the extension; RMQ_NO_EXTENSIONS=1 is an A/B switch for
             # measurements, not a mode this suite runs in
-            assert isinstance(f, _store.HeaderReader), "the headers are not read by the Cython reader"
+            assert isinstance(f, _codec.HeaderReader), "the headers are not read by the Cython reader"
         return f(cls, ext)
 
     base = {"consumerGroup": "G", "topic": "T", "queueId": "1", "commitOffset": "5"}
@@ -333,7 +333,7 @@ def test_cython_reader_checks_ranges_itself_and_leaves_refusals_to_the_reference
     class Box:
         __slots__ = ("n", "s")
 
-    read = _store.HeaderReader([("n", "n", 1, True, None, -5, 15), ("s", "s", 0, False, "", 0, 0)], reference)
+    read = _codec.HeaderReader([("n", "n", 1, True, None, -5, 15), ("s", "s", 0, False, "", 0, 0)], reference)
     for ok in ({"n": "15"}, {"n": -5}, {"n": "0", "s": "中\U0001F600é"}):
         box = read(Box, ok)
         assert box.n == int(ok["n"]) and calls == []
@@ -356,7 +356,7 @@ def test_cython_reader_reads_decimal_text_as_int_does(text):
     class Box:
         __slots__ = ("n",)
 
-    read = _store.HeaderReader([("n", "n", 1, True, None, -2**63, 2**63 - 1)], reference)
+    read = _codec.HeaderReader([("n", "n", 1, True, None, -2**63, 2**63 - 1)], reference)
     try:
         want = int(text)
     except ValueError:

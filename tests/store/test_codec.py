@@ -220,9 +220,13 @@ def test_layout_constants_agree_with_rmq_common_message():
         message.MESSAGE_MAGIC_CODE, message.MESSAGE_MAGIC_CODE_V2, message.BLANK_MAGIC_CODE)
 
 
-def test_stub_declares_everything_the_extension_exports():
+@pytest.mark.parametrize("module", ["rmq._store", "rmq.remoting._codec", "rmq.broker.processors._sendpath"])
+def test_stub_declares_everything_the_extension_exports(module):
     import ast
-    with open(os.path.join(os.path.dirname(_store.__file__), "_store.pyi")) as f:
+    import importlib
+    ext = importlib.import_module(module)
+    stub_path = os.path.join(os.path.dirname(ext.__file__), module.rsplit(".", 1)[1] + ".pyi")
+    with open(stub_path) as f:
         stub = ast.parse(f.read())
     declared = set()
     for node in stub.body:
@@ -230,9 +234,10 @@ def test_stub_declares_everything_the_extension_exports():
             declared.add(node.name)
         elif isinstance(node, ast.AnnAssign):
             declared.add(node.target.id)
-    public = {n for n in dir(_store) if not n.startswith("_")}
+    public = {n for n in dir(ext) if not n.startswith("_")}
     assert public - declared == set()
-    assert "HeaderReader" in declared and "walk_records" in declared
+    assert declared - public == set()
+    assert {"walk_records", "Appender", "HeaderReader", "SendFastPath"} & declared
 
 
 def test_walker_agrees_with_the_reference_on_golden_records_and_every_mutation():
@@ -301,7 +306,8 @@ def test_none_is_read_as_empty_where_it_always_was():
 
 
 def test_the_extension_raises_the_common_record_error_registered_at_import():
-    """rmq._store imports nothing from rmq; rmq.common.message registers its RecordDecodeError."""
+    """rmq._store imports nothing from rmq at run time (it cimports only the header-only
+    rmq/common/_bytes.pxd); rmq.common.message registers its RecordDecodeError."""
     from rmq.common.message import RecordDecodeError
     with pytest.raises(RecordDecodeError, match="truncated record at 0"):
         _store.decode_record(b"\0" * 10)
@@ -309,4 +315,6 @@ def test_the_extension_raises_the_common_record_error_registered_at_import():
         _store.set_record_error(KeyError)
     with open(os.path.join(os.path.dirname(_store.__file__), "_store.pyx")) as f:
         src = f.read()
-    assert "from rmq" not in src.replace("nothing from rmq", "") and "import rmq" not in src
+    src = src.replace("nothing from rmq", "").replace("from rmq.common._bytes cimport", "")
+    assert "from rmq" not in src and "import rmq" not in src
+    assert not os.path.exists(os.path.join(os.path.dirname(_store.__file__), "common", "_bytes.pyx"))

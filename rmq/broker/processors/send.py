@@ -25,15 +25,16 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-# (send_reply_frame: the SEND reply written straight into one frame, rmq/_codec.pxi)
-from rmq._store import send_reply_frame as _send_reply_frame
 from rmq.broker.processors.common import FAQ, bad_request, split_host
 from rmq.broker.processors.send_back import before_store
-from rmq.broker.processors.send_fast import make_fast_path
+from rmq.broker.processors.send_fast import bind_store, make_fast_path
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
+
+# (send_reply_frame: the SEND reply written straight into one frame, rmq/remoting/_codec.pyx)
+from rmq.remoting._codec import send_reply_frame as _send_reply_frame
 from rmq.remoting.codes import RequestCode, ResponseCode
 from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 from rmq.remoting.headers import SendMessageRequestHeader, read_send_header
@@ -138,19 +139,25 @@ class SendMessageProcessor:
 
     def frame_hook(self, pool: Any, conn: Connection) -> Any:
         """The connection's SEND frame hook (``Dispatcher.frame_hooks``): the plain SEND read
-        straight from its frame bytes by ``self.fast`` (rmq/_sendpath.pxi ``send_frame``),
+        straight from its frame bytes by ``self.fast`` (rmq/broker/processors/_sendpath.pyx ``send_frame``),
         declining while the broker is not ready or ``pool`` (the SEND pool) is full; None
         without the fast path."""
         fast = self.fast
         if fast is None:
             return None
-        return fast.frame_hook(_born_bytes(conn), self.controller, pool)
+        return fast.frame_hook(_born_bytes(conn), pool)
+
+    def bind_store(self, store) -> None:
+        """The store the fast path writes to (its appender), once the broker is ready; None
+        when it stops (every SEND then takes the Python path, which answers SYSTEM_BUSY)."""
+        if self.fast is not None:
+            bind_store(self.fast, store.appender if store is not None else None)
 
     def process_request(self, conn: Connection,
                         cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         """Synchronous: the append happens inline on the loop and the reply joins the batch of
         replies for this read (one ``writelines``). A stored message is answered with a frame
-        written by ``rmq._store.send_reply_frame`` straight to the connection (the method then
+        written by ``rmq.remoting._codec.send_reply_frame`` straight to the connection (the method then
         returns None, "answered"); refusals and errors are ordinary response commands.
 
         SYNC_FLUSH: the reply waits for the group commit as a callback
@@ -158,7 +165,7 @@ class SendMessageProcessor:
         waiting callbacks does the method return an awaitable, which the dispatcher runs as a
         task of the send pool.
 
-        A plain SEND (see rmq/_sendpath.pxi) is stored and answered by ``self.fast`` in one
+        A plain SEND (see rmq/broker/processors/_sendpath.pyx) is stored and answered by ``self.fast`` in one
         call; what it declines comes here unchanged."""
         fast = self.fast
         if fast is not None:

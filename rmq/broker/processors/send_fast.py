@@ -1,9 +1,14 @@
-"""The plain SEND in one Cython call (``rmq._store.SendFastPath``, rmq/_sendpath.pxi).
+"""The plain SEND in one Cython call (``SendFastPath``, rmq/broker/processors/_sendpath.pyx).
+
+The fast path reads the broker through a ``SendGate`` (the topic table, the broker config for
+the permission, region and trace switch, the statistics) and writes through the running
+store's ``Appender`` (``MessageStore.appender``), which the broker binds to the gate once it
+is ready (:func:`bind_store`).
 
 :func:`make_fast_path` builds it for a broker from the SEND header's declaration (wire names,
 kinds, ranges), Java's NOT_ALLOWED_SEND topics and the property markers that need
 ``send_back.before_store``. The SEND processor calls it first and runs its Python path for
-whatever it declines: see the .pxi for the list (batches, retry topics, delays,
+whatever it declines: see the .pyx for the list (batches, retry topics, delays,
 transactions, new queues, file rolls, SYNC_FLUSH, SYNC_MASTER and SLAVE roles, refusals).
 """
 from __future__ import annotations
@@ -12,15 +17,15 @@ import dataclasses
 import typing
 from typing import Any
 
-from rmq._store import SendFastPath
+from rmq._store import Appender
+from rmq.broker.processors._sendpath import SendFastPath, SendGate
 from rmq.broker.processors.send_back import _MARKS
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.message import MessageConst
 from rmq.remoting.codec import json_header_decoder
 from rmq.remoting.headers import SendMessageRequestHeader
-from rmq.store.warm import WARM_CHUNK
 
-__all__ = ["header_spec", "make_fast_path"]
+__all__ = ["bind_store", "header_spec", "make_fast_path"]
 
 _KINDS = {str: 0, int: 1, bool: 2}
 
@@ -40,9 +45,16 @@ def header_spec() -> list[tuple[str, str, str, int, bool, int, int]]:
 
 
 def make_fast_path(controller: Any) -> SendFastPath:
-    """The fast path of ``controller``'s SEND processor (state is read from the controller
-    per call, so a replaced store or config is seen)."""
+    """The fast path of ``controller``'s SEND processor: its gate holds the topic table, the
+    broker config and the statistics; no store until :func:`bind_store`."""
     # a request-reply request gets the CLUSTER property on the Python path (send._with_cluster)
     marks = (*_MARKS, MessageConst.MESSAGE_REPLY_TO_CLIENT + "\x01")
-    return SendFastPath(header_spec(), controller, frozenset(TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET),
-                        MixAll.RETRY_GROUP_TOPIC_PREFIX, marks, WARM_CHUNK, json_header_decoder())
+    gate = SendGate(controller.topic_config_manager.topic_config_table, controller.broker_config, controller.stats)
+    return SendFastPath(header_spec(), gate, frozenset(TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET),
+                        MixAll.RETRY_GROUP_TOPIC_PREFIX, marks, json_header_decoder())
+
+
+def bind_store(fast: SendFastPath, appender: Appender | None) -> None:
+    """Let ``fast`` write through ``appender`` (the running store's), or decline every SEND
+    (None: the broker is not ready)."""
+    fast.gate.appender = appender

@@ -1,3 +1,6 @@
+# cython: language_level=3, cdivision=True
+"""rmq.broker.processors._sendpath: the plain SEND in one call (built by send_fast.py; the
+C declarations in _sendpath.pxd)."""
 # ---------------------------------------------------------------------------------------------
 # The common SEND in one call (Java SendMessageProcessor.sendMessage for a plain message on an
 # ASYNC_FLUSH master): the typed header read from the extFields dict into C values, Java's
@@ -26,7 +29,21 @@
 # sendFastPath=false. A declined frame is decoded and dispatched as any other.
 # ---------------------------------------------------------------------------------------------
 
-from cpython.bytes cimport PyBytes_CheckExact
+from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_CheckExact
+from cpython.long cimport PyLong_CheckExact
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
+from cpython.object cimport PyObject
+from cpython.unicode cimport PyUnicode_CheckExact
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memcpy, memcmp
+from rmq._store cimport Appender, _Buf, _buf, _RecordHead, HOST_V4_LEN
+from rmq.common._bytes cimport rd16, rd32, wr16, wr32
+from rmq.remoting._codec cimport (
+    _JOut, _H_STR, _H_INT, _H_BOOL, _jo_reserve, _jo_raw, _jo_lit, _jo_str, _jo_i64, _bo_utf8, _bo_dec, _bo_key,
+    _has_surrogate, _ascii_decimal,
+)
+from sys import intern as _sys_intern
 
 cdef extern from "time.h" nogil:
     ctypedef long time_t
@@ -34,32 +51,28 @@ cdef extern from "time.h" nogil:
         time_t tv_sec
         long tv_nsec
     int clock_gettime(int clk_id, timespec* tp)
-    int CLOCK_REALTIME
     int CLOCK_MONOTONIC
+
 
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
     PyObject* PyDict_GetItem(object d, object key)
-    int PyDict_SetItem(object d, object key, object value) except -1
     Py_ssize_t PyUnicode_Tailmatch(object s, object sub, Py_ssize_t start, Py_ssize_t end,
                                    int direction) except -1
     object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
+    long long PyLong_AsLongLongAndOverflow(object o, int* overflow) except? -1
+    bint PyUnicode_IS_ASCII(object o)
+    void* PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 cdef extern from "string.h" nogil:
     void* memmem(const void* haystack, size_t hlen, const void* needle, size_t nlen)
 
 cdef enum:
-    _SF_MAX_FIELDS = 32
     _FLAG_RESPONSE = 1
     _FLAG_ONEWAY = 2
     _PERM_WRITE_BIT = 2
     _TRAN_MASK = 0xC                 # MessageSysFlag TRANSACTION_PREPARED | ROLLBACK bits
-
-
-cdef inline int64_t _now_ms() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
 cdef inline int64_t _mono_ns() noexcept nogil:
@@ -72,19 +85,17 @@ cdef const char* _HEXU = b"0123456789ABCDEF"
 
 
 cdef class SendFastPath:
-    """``SendFastPath(fields, controller, not_allowed, retry_prefix, marks)``: the plain SEND
-    in one call.
+    """``SendFastPath(fields, gate, not_allowed, retry_prefix, marks, json_decode=None)``: the
+    plain SEND in one call.
 
     Args:
         fields: the SEND header's fields ``[(attribute, V1 wire name, V2 wire name, kind,
             required, lo, hi)]`` (kind 0 str, 1 int, 2 bool; ``lo``/``hi`` an int's range).
-        controller: the broker (``broker_config``, ``topic_config_manager``,
-            ``message_store``, ``stats`` are read per call: they may be replaced).
+        gate: a ``SendGate``, what is read of the broker (topic table, permission, statistics)
+            and the running store's ``Appender`` (the record, queue offset and bookkeeping).
         not_allowed: the topics no producer may send to (Java NOT_ALLOWED_SEND_TOPIC_SET).
         retry_prefix: ``%RETRY%`` (such SENDs go through the retry/DLQ rules).
         marks: property markers that need the Python path (``DELAY\\x01``, ``TRAN_MSG\\x01``).
-        warm_chunk: the store's warm-ahead chunk (``WarmAheadService.kick`` is called only
-            when the writer is within half of it of the warmed end, the test kick makes).
         json_decode: ``decode(header_bytes)`` → an object with ``code``, ``flag``, ``opaque``
             and ``extFields`` (the remoting layer's JSON header decoder; it raises for what
             it does not take); None (default) declines JSON frames in :meth:`send_frame`.
@@ -94,21 +105,8 @@ cdef class SendFastPath:
         declined: SENDs handed back to the Python path (by :meth:`send`).
         frames: SENDs stored straight from their frame (:meth:`send_frame`, also in taken).
     """
-    cdef tuple w1, w2, attrs
-    cdef bytes kinds, required
-    cdef int64_t lo[_SF_MAX_FIELDS]
-    cdef int64_t hi[_SF_MAX_FIELDS]
-    cdef Py_ssize_t n
-    cdef Py_ssize_t i_topic, i_queue, i_sys, i_born, i_flag, i_props, i_recon, i_batch
-    cdef object controller, not_allowed, retry_prefix, json_decode, last_topic_b, last_topic
-    cdef int64_t warm_half
-    cdef tuple marks, w1b
-    cdef const char* w1_ptr[_SF_MAX_FIELDS]      # V1 wire names as bytes (kept by w1b)
-    cdef Py_ssize_t w1_len[_SF_MAX_FIELDS]
-    cdef int v2_of[256]                          # V2's one-letter wire name -> field, or -1
-    cdef public Py_ssize_t taken, declined, frames
 
-    def __init__(self, fields, controller, not_allowed, str retry_prefix, tuple marks, int64_t warm_chunk,
+    def __init__(self, fields, SendGate gate not None, not_allowed, str retry_prefix, tuple marks,
                  json_decode=None):
         cdef Py_ssize_t i
         cdef bytes w
@@ -133,11 +131,10 @@ cdef class SendFastPath:
         self.i_props = idx["properties"]
         self.i_recon = idx["reconsume_times"]
         self.i_batch = idx["batch"]
-        self.controller = controller
+        self.gate = gate
         self.not_allowed = not_allowed
         self.retry_prefix = retry_prefix
         self.marks = tuple(m.encode("ascii") for m in marks)
-        self.warm_half = warm_chunk // 2
         self.taken = 0
         self.declined = 0
         self.frames = 0
@@ -436,29 +433,34 @@ cdef class SendFastPath:
         return self._put(topic, <const uint8_t*>PyUnicode_DATA(props), PyUnicode_GET_LENGTH(props),
                          p + hl, blen, vals, 0, flag, opaque, born, t0)
 
-    def frame_hook(self, born, gate, pool):
+    def frame_hook(self, born, pool):
         """The per-connection hook ``hook(data, hstart, hend, end, ser) -> bytes | None`` for
         ``FrameDecoder.frame_hook`` (a producer at ``born``), or None when ``born`` is not an
-        IPv4 address. ``gate.ready`` false or ``pool.full`` declines every frame (the
+        IPv4 address. No store bound to the gate (the broker is not ready) or ``pool.full``
+        declines every frame (the
         dispatcher then answers SYSTEM_BUSY as for any request)."""
         if not PyBytes_CheckExact(born) or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
             return None
-        return SendFrameHook(self, born, gate, pool)
+        return SendFrameHook(self, born, pool)
 
     cdef object _put(self, object topic, const uint8_t* pp, Py_ssize_t plen, const uint8_t* body,
                      Py_ssize_t blen, int64_t* vals, int serialize_type, int flag, int32_t opaque,
                      object born, int64_t t0):
-        """Java msgCheck and the store for a header already read: the reply frame, ``b""`` or
-        None (declined, nothing changed). ``pp``/``body`` stay valid for the call; ``pp`` is
-        ASCII (its UTF-8 is its data)."""
-        cdef object tc, store, scfg, cl, mf, key, qo, topic_b, bc, region, files, mark, prefix
+        """Java msgCheck, then the store's ``Appender.put_plain``, for a header already read:
+        the reply frame, ``b""`` or None (declined, nothing changed). ``pp``/``body`` stay
+        valid for the call; ``pp`` is ASCII (its UTF-8 is its data)."""
+        cdef SendGate gate = self.gate
+        cdef Appender appender = gate.appender
+        cdef object tc, bc, region, mark, prefix
         cdef PyObject* p
-        cdef int64_t queue_id, sys_flag, max_size, pos, fsize, phy, now, queue_offset, size, put_ns
-        cdef Py_ssize_t tlen, i
-        cdef _Buf d
+        cdef int64_t queue_id, sys_flag, phy, put_ns
+        cdef int64_t out[3]
+        cdef Py_ssize_t i
         cdef _RecordHead h
         cdef char mid[32]
         cdef const uint8_t* pref
+        if appender is None:                               # no store running
+            return None
         queue_id = vals[self.i_queue]
         sys_flag = vals[self.i_sys]
         if vals[self.i_batch] or queue_id < 0 or sys_flag & _TRAN_MASK:
@@ -468,84 +470,30 @@ cdef class SendFastPath:
                     return None
         if topic in self.not_allowed or PyUnicode_Tailmatch(topic, self.retry_prefix, 0, PY_SSIZE_T_MAX, -1):
             return None
-        bc = self.controller.broker_config
+        bc = gate.broker_config
         region = bc.region_id
         if (serialize_type != 0 and serialize_type != 1) or not PyUnicode_CheckExact(region) \
                 or _has_surrogate(region) or not (bc.broker_permission & _PERM_WRITE_BIT):
             return None
         # Java msgCheck: the topic's config, writable, the queue id in range
-        tc = self.controller.topic_config_manager.topic_config_table.get(topic)
-        if tc is None or not (tc.perm & _PERM_WRITE_BIT) \
-                or queue_id >= max(<int64_t>tc.write_queue_nums, <int64_t>tc.read_queue_nums):
-            return None
-        # the store: running, writable, an ASYNC_FLUSH master (SYNC_FLUSH and SYNC_MASTER
-        # replies wait, which is the Python path's business)
-        store = self.controller.message_store
-        scfg = store.config
-        if not store.running or scfg.broker_role != "ASYNC_MASTER" or scfg.flush_disk_type != "ASYNC_FLUSH" \
-                or store.clean_commit_log.disk_full or store.flush_commit_log.last_error is not None:
-            return None
-        cl = store.commit_log
-        p = PyDict_GetItem(cl._topic_cache, topic)       # cached: checked legal, <= 127 bytes
+        p = PyDict_GetItem(gate.topics, topic)
         if p == NULL:
             return None
-        topic_b = <object>p
-        tlen = PyBytes_GET_SIZE(topic_b)
-        max_size = scfg.max_message_size
-        size = FIXED + blen + tlen + plen
-        if plen > MAX_PROPERTIES_LEN or blen > max_size or size > max_size or size > cl.config.max_message_size:
+        tc = <object>p
+        if not (tc.perm & _PERM_WRITE_BIT) \
+                or queue_id >= max(<int64_t>tc.write_queue_nums, <int64_t>tc.read_queue_nums):
             return None
-        key = (topic, queue_id)
-        qo = cl.topic_queue_table.get(key)
-        if qo is None:                                    # a new queue: the store admits it
-            return None
-        queue_offset = qo
-        files = cl.mfq.files
-        if not files:
-            return None
-        mf = files[-1]
-        pos = mf.wrote_position
-        fsize = mf.file_size
-        if pos + size + END_FILE_MIN_BLANK_LENGTH > fsize or not mf.allocated:
-            # (the roll to the next file)
-            return None
-        prefix = cl._id_prefix
-        if not PyUnicode_CheckExact(prefix) or not PyUnicode_IS_ASCII(prefix) or PyUnicode_GET_LENGTH(prefix) != 16:
-            return None
-        d = _buf(mf.mm, True)
-        if pos + size > d.size:
-            return None
-        # -- from here on the message is stored ------------------------------------------------
-        phy = <int64_t>mf.file_from_offset + pos
-        now = _now_ms()
-        h.body_crc = _crc(body, blen)
-        h.queue_id = <int32_t>queue_id
         h.flag = <int32_t>vals[self.i_flag]
-        h.queue_offset = queue_offset
-        h.phy_offset = phy
         h.sys_flag = <int32_t>sys_flag
         h.born_timestamp = vals[self.i_born]
         h.born_host = PyBytes_AS_STRING(born)
-        h.store_timestamp = now
-        h.store_host = PyBytes_AS_STRING(cl.store_host_bytes)
         h.reconsume_times = <int32_t>vals[self.i_recon]
-        h.prepared_transaction_offset = 0
-        _write_record(d.wptr + pos, &h, body, blen, PyBytes_AS_STRING(topic_b), tlen, pp, plen, NULL, 0, False)
-        d = None
-        mf.wrote_position = pos + size
-        PyDict_SetItem(cl.topic_queue_table, key, queue_offset + 1)
+        if not appender.put_plain(topic, <int32_t>queue_id, &h, body, blen, pp, plen, out):
+            return None
+        # -- stored -----------------------------------------------------------------------------
+        phy = out[0]
         self.taken += 1
-        # MessageStore._after_append's bookkeeping: totals, warm-ahead, dispatch
-        st = store._stats
-        st["put_total"] += 1
-        st["put_bytes"] += size
-        warm = store.warm
-        if warm.idle:
-            wt = mf.warmed_to
-            if wt < fsize and wt - (pos + size) <= self.warm_half:
-                warm.kick()
-        store.reput.wakeup()
-        stats = self.controller.stats
+        stats = gate.stats
         put_ns = _mono_ns() - t0
         stats.store.record_put_time(put_ns // 1000000)
         stats.send_latency.observe_ns(put_ns)              # rocketmq_rpc_latency (rmq.broker.metrics)
@@ -553,11 +501,36 @@ cdef class SendFastPath:
         if flag & _FLAG_ONEWAY:
             return b""                                    # (Java sendOneway: nobody waits)
         # the reply: msgId = offsetMsgId (store host hex + %016X of the offset)
+        prefix = appender.id_prefix
         pref = <const uint8_t*>PyUnicode_DATA(prefix)
         memcpy(mid, pref, 16)
         for i in range(16):
             mid[16 + i] = _HEXU[(phy >> (60 - 4 * i)) & 0xF]
-        return _send_reply(serialize_type, opaque, mid, 32, queue_id, queue_offset, region, bc.trace_on)
+        return _send_reply(serialize_type, opaque, mid, 32, queue_id, out[1], region, bc.trace_on)
+
+
+cdef class SendGate:
+    """``SendGate(topics, broker_config, stats)``: what the SEND fast path reads of the broker.
+
+    Args:
+        topics: the topic table, ``{topic: config}`` with ``perm``, ``write_queue_nums`` and
+            ``read_queue_nums`` (the live dict: topics created or changed are seen).
+        broker_config: read per SEND for ``broker_permission``, ``region_id`` and
+            ``trace_on`` (all three may be updated at run time).
+        stats: the broker's statistics (``store.record_put_time``, ``send_latency``,
+            ``on_put``).
+
+    Attributes:
+        appender: the running store's ``Appender`` (``MessageStore.appender``), set by the
+            broker once it is ready and cleared when it stops; None declines every SEND (a
+            frame then goes to the dispatcher, which answers SYSTEM_BUSY).
+    """
+
+    def __init__(self, dict topics not None, broker_config, stats):
+        self.topics = topics
+        self.broker_config = broker_config
+        self.stats = stats
+        self.appender = None
 
 
 cdef inline bint _int32_of(object o, int32_t* out) except -1:
@@ -613,15 +586,10 @@ cdef class SendFrameHook:
     Attributes:
         taken: frames this connection's SENDs stored and answered here.
     """
-    cdef SendFastPath fast
-    cdef bytes born
-    cdef object gate, pool
-    cdef public Py_ssize_t taken
 
-    def __init__(self, SendFastPath fast, bytes born, gate, pool):
+    def __init__(self, SendFastPath fast, bytes born, pool):
         self.fast = fast
         self.born = born
-        self.gate = gate
         self.pool = pool
         self.taken = 0
 
@@ -634,7 +602,7 @@ cdef class SendFrameHook:
             return None
         # Java NettyRemotingAbstract.processRequestCommand: rejectRequest (the broker is not
         # ready) and a full executor answer SYSTEM_BUSY; the dispatcher does that.
-        if not self.gate.ready or self.pool.full:
+        if self.fast.gate.appender is None or self.pool.full:
             return None
         r = self.fast._send_frame(data, hstart, hend, end, ser, self.born)
         if r is not None:

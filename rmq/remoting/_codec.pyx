@@ -1,5 +1,8 @@
-# Included by rmq/_store.pyx: the JSON reply-header encoder, the ROCKETMQ binary header
-# decoder and encoder, and the typed-header reader of the remoting layer.
+# cython: language_level=3, cdivision=True
+"""rmq.remoting._codec: the JSON reply-header encoder, the ROCKETMQ binary header decoder and
+encoder, the typed-header reader and the SEND reply frame of the remoting layer (the C parts
+in _codec.pxd; their pure-Python references in rmq/remoting/codec.py and headers.py)."""
+#
 #
 # Decoding JSON headers is msgspec's job (rmq/remoting/codec.py): a typed msgspec Struct
 # decodes the common header shape faster than the hand-written parser that used to live here.
@@ -14,7 +17,12 @@
 # handle (non-str keys, non-int code, a str that does not encode to UTF-8 ...) so that the
 # reference runs and raises what it raises.
 
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN
+from libc.string cimport memcpy, memcmp
+from rmq.common._bytes cimport rd16, rd32, wr16, wr32
 from cpython.long cimport PyLong_AsLongLong, PyLong_Check, PyLong_CheckExact
 from cpython.dict cimport PyDict_Next, PyDict_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact
@@ -25,12 +33,6 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object u, Py_ssize_t* size)
 
 # ------------------------------------------------------------------------------ encoding
-
-cdef struct _JOut:
-    char* p
-    Py_ssize_t n
-    Py_ssize_t cap
-
 
 cdef int _jo_reserve(_JOut* o, Py_ssize_t extra) except -1:
     cdef Py_ssize_t cap
@@ -48,14 +50,14 @@ cdef int _jo_reserve(_JOut* o, Py_ssize_t extra) except -1:
     return 0
 
 
-cdef inline int _jo_raw(_JOut* o, const char* s, Py_ssize_t n) except -1:
+cdef int _jo_raw(_JOut* o, const char* s, Py_ssize_t n) except -1:
     _jo_reserve(o, n)
     memcpy(o.p + o.n, s, n)
     o.n += n
     return 0
 
 
-cdef inline int _jo_lit(_JOut* o, bytes lit) except -1:
+cdef int _jo_lit(_JOut* o, bytes lit) except -1:
     return _jo_raw(o, PyBytes_AS_STRING(lit), PyBytes_GET_SIZE(lit))
 
 
@@ -272,7 +274,7 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 
-cdef bint _has_surrogate(object s):
+cdef bint _has_surrogate(object s) except -1:
     """True when ``s`` (an exact str) holds a surrogate code point: in a Python str any
     surrogate is a lone one, which UTF-8 cannot carry."""
     cdef int kind
@@ -298,7 +300,7 @@ cdef bint _has_surrogate(object s):
                 return True
     return False
 
-cdef inline bint _ascii_decimal(object s, long long* out) noexcept:
+cdef bint _ascii_decimal(object s, long long* out) noexcept:
     """True with ``out`` set when the exact str ``s`` is ``-?[0-9]{1,18}`` (int(s) gives the
     same value; 18 digits cannot overflow int64); False for anything else (left to int())."""
     cdef Py_ssize_t n, i = 0
@@ -326,10 +328,6 @@ cdef inline bint _ascii_decimal(object s, long long* out) noexcept:
 from sys import intern as _sys_intern
 _object_new = object.__new__
 
-cdef enum:
-    _H_STR = 0
-    _H_INT = 1
-    _H_BOOL = 2
 
 
 cdef class HeaderReader:
@@ -458,18 +456,27 @@ def binary_header_decode(buf, Py_ssize_t start, Py_ssize_t header_len, cmd_cls, 
     set as rmq/remoting/codec.py's reference sets them, ``serialize_type`` 1, ``body`` None),
     or None when the header is malformed or the span lies outside ``buf`` (the reference then
     raises its error). ``lang_names[b]`` names the language byte ``b`` (0..255)."""
-    cdef _Buf b = _buf(buf)
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return _binary_header_decode(<const uint8_t*>view.buf, view.len, start, header_len, cmd_cls, lang_names)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object _binary_header_decode(const uint8_t* bptr, Py_ssize_t bsize, Py_ssize_t start, Py_ssize_t header_len,
+                                  cmd_cls, tuple lang_names):
     cdef const uint8_t* p
     cdef Py_ssize_t pos, end, ext_end
     cdef int32_t remark_len, ext_len, vlen
     cdef int16_t klen
     cdef object remark, key, val, cmd
     cdef dict ext
-    if start < 0 or header_len < 21 or start > b.size or header_len > b.size - start:
+    if start < 0 or header_len < 21 or start > bsize or header_len > bsize - start:
         return None
     if len(lang_names) != 256:
         raise ValueError("lang_names must have 256 entries")
-    p = b.ptr + start
+    p = bptr + start
     end = header_len
     remark_len = rd32(p + 13)
     pos = 17
@@ -523,7 +530,7 @@ def binary_header_decode(buf, Py_ssize_t start, Py_ssize_t header_len, cmd_cls, 
     return cmd
 
 
-cdef inline int _bo_utf8(_JOut* o, object s, Py_ssize_t len_bytes) except -1:
+cdef int _bo_utf8(_JOut* o, object s, Py_ssize_t len_bytes) except -1:
     """Append ``s`` (an exact str) as its length (int16 or int32 by ``len_bytes``) and UTF-8
     bytes; 1 = not handled (a lone surrogate, or too long for an int16 key length)."""
     cdef Py_ssize_t n
@@ -660,7 +667,7 @@ cdef int _jo_i64(_JOut* o, int64_t x) except -1:
     return 0
 
 
-cdef inline int _bo_dec(_JOut* o, int64_t x) except -1:
+cdef int _bo_dec(_JOut* o, int64_t x) except -1:
     """A decimal string value of the binary form: int32 length, then the digits."""
     cdef Py_ssize_t at
     _jo_reserve(o, 4)
@@ -671,7 +678,7 @@ cdef inline int _bo_dec(_JOut* o, int64_t x) except -1:
     return 0
 
 
-cdef inline int _bo_key(_JOut* o, bytes key) except -1:
+cdef int _bo_key(_JOut* o, bytes key) except -1:
     _jo_reserve(o, 2)
     wr16(<uint8_t*>o.p + o.n, <int>PyBytes_GET_SIZE(key))
     o.n += 2

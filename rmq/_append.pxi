@@ -1,0 +1,221 @@
+# ---------------------------------------------------------------------------------------------
+# The store's one writer (Java CommitLog.DefaultAppendMessageCallback together with the
+# bookkeeping of CommitLog.putMessage / DefaultMessageStore.putMessage after it).
+#
+# Every append goes through an Appender: the Python puts (CommitLog.append, append_batch),
+# a slave's replicated bytes (CommitLog.append_data) and, at C level, the broker's plain SEND
+# (``put_plain``, declared in rmq/_store.pxd and cimported by the SEND fast path). It holds
+# the queue-offset table, the topic cache (legal topic names as their UTF-8 bytes) and the
+# store host, advances the last file's write position, and after each append does the
+# bookkeeping once: the put totals, the warm-ahead kick when the writer is within half a chunk
+# of the warmed end, and the hooks the store registered (the dispatch wakeup on an ASYNC_FLUSH
+# store, the HA service's notify_append on a master). The store registers plain callables, so
+# this module imports nothing from the broker.
+# ---------------------------------------------------------------------------------------------
+
+from cpython.object cimport PyObject
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+
+cdef extern from "time.h" nogil:
+    ctypedef long time_t
+    cdef struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec* tp)
+    int CLOCK_REALTIME
+    int CLOCK_MONOTONIC
+
+
+cdef extern from "Python.h":
+    PyObject* PyDict_GetItem(object d, object key)
+    int PyDict_SetItem(object d, object key, object value) except -1
+
+
+cdef inline int64_t _now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef class Appender:
+
+    """``Appender(store_host_bytes, warm_chunk)``: the CommitLog's writer and its state.
+
+    Args:
+        store_host_bytes: the store host as a record writes it (8 bytes: IPv4 + int32 port).
+        warm_chunk: the warm-ahead chunk (``warm.kick()`` runs only when the writer is within
+            half of it of the last file's warmed end).
+
+    Attributes:
+        topic_queue_table: ``{(topic, queue_id): next queue offset}``.
+        topic_cache: ``{topic: UTF-8 bytes}`` of topics checked legal and <= 127 bytes.
+        store_host_bytes, id_prefix: the store host and its upper-case hex (offsetMsgId's
+            first 16 characters).
+        mfq: the CommitLog's MappedFileQueue (its last file is the one written); None: none.
+        store: the MessageStore whose state ``put_plain`` checks (running, ASYNC_MASTER,
+            ASYNC_FLUSH, not full, no flush error); None (default): ``put_plain`` declines.
+        warm: the warm-ahead service (``idle``, ``kick()``) or None (default).
+        hooks: callables run after every append of messages (default none).
+        put_total, put_bytes: messages and bytes appended (Java putMessageTimesTotal /
+            putMessageSizeTotal).
+    """
+
+    def __init__(self, bytes store_host_bytes not None, int64_t warm_chunk=0):
+        if len(store_host_bytes) != HOST_V4_LEN:
+            raise ValueError("store_host_bytes must be 8 bytes (IPv4 + int32 port)")
+        self.store_host_bytes = store_host_bytes
+        self.id_prefix = store_host_bytes.hex().upper()
+        self.warm_half = warm_chunk // 2
+        self.topic_queue_table = {}
+        self.topic_cache = {}
+        self.mfq = None
+        self.store = None
+        self.warm = None
+        self.hooks = ()
+        self.put_total = 0
+        self.put_bytes = 0
+
+    cdef int _after(self, int64_t n, int64_t nbytes, object mf, int64_t end) except -1:
+        """The bookkeeping after ``n`` records of ``nbytes`` ending at ``end`` in ``mf``."""
+        cdef int64_t wt
+        self.put_total += n
+        self.put_bytes += nbytes
+        warm = self.warm
+        if warm is not None and warm.idle:
+            wt = mf.warmed_to
+            if wt < mf.file_size and wt - end <= self.warm_half:
+                warm.kick()
+        for hook in self.hooks:
+            hook()
+        return 0
+
+    def write(self, mf, str topic, body, bytes topic_b not None, props, int32_t queue_id, int32_t flag,
+              int64_t queue_offset, bint advance, int32_t sys_flag, int64_t born_timestamp,
+              bytes born_host not None, int32_t reconsume_times, int64_t prepared_transaction_offset):
+        """Write one record at the end of ``mf`` (room checked by the caller); ``advance``
+        moves the queue's offset on. Returns ``(physical offset, size, store timestamp)``."""
+        cdef _RecordHead h
+        cdef Py_ssize_t tlen = len(topic_b), size
+        cdef int64_t pos = mf.wrote_position
+        cdef _Buf d
+        cdef _Buf b = _buf(body)
+        cdef _Buf pr = _buf(props)
+        if len(born_host) != HOST_V4_LEN:
+            raise ValueError("born_host must be 8 bytes (IPv4 + int32 port)")
+        if tlen > MAX_TOPIC_LEN_V1 or pr.size > MAX_PROPERTIES_LEN:
+            raise ValueError("topic longer than 255 bytes or properties longer than 32767 bytes")
+        size = FIXED + b.size + tlen + pr.size
+        d = _buf(mf.mm, True)
+        if pos < 0 or pos + size > d.size:
+            raise ValueError("record does not fit in the buffer")
+        h.body_crc = _crc(b.ptr, b.size)
+        h.queue_id = queue_id
+        h.flag = flag
+        h.queue_offset = queue_offset
+        h.phy_offset = <int64_t>mf.file_from_offset + pos
+        h.sys_flag = sys_flag
+        h.born_timestamp = born_timestamp
+        h.born_host = born_host
+        h.store_timestamp = _now_ms()
+        h.store_host = self.store_host_bytes
+        h.reconsume_times = reconsume_times
+        h.prepared_transaction_offset = prepared_transaction_offset
+        _write_record(d.wptr + pos, &h, b.ptr, b.size, topic_b, tlen, pr.ptr, pr.size, NULL, 0, False)
+        d = None
+        mf.wrote_position = pos + size
+        if advance:
+            self.topic_queue_table[(topic, queue_id)] = queue_offset + 1
+        self._after(1, size, mf, pos + size)
+        return h.phy_offset, size, h.store_timestamp
+
+    def write_batch(self, mf, str topic, batch, list items, bytes topic_b not None, outer_props,
+                    int32_t queue_id, int32_t sys_flag, int64_t born_timestamp, bytes born_host not None,
+                    int32_t reconsume_times, int64_t first_queue_offset):
+        """Write the records of a batch (``items`` from split_batch) at the end of ``mf`` and
+        move the queue's offset on by their number. Returns ``(physical offset, total size,
+        store timestamp)``."""
+        cdef int64_t pos = mf.wrote_position
+        cdef int64_t phy = <int64_t>mf.file_from_offset + pos
+        cdef int64_t now = _now_ms()
+        cdef Py_ssize_t total
+        total = encode_batch(mf.mm, pos, batch, items, topic_b, outer_props, queue_id, sys_flag,
+                             born_timestamp, born_host, now, self.store_host_bytes, reconsume_times,
+                             first_queue_offset, phy)
+        mf.wrote_position = pos + total
+        self.topic_queue_table[(topic, queue_id)] = first_queue_offset + len(items)
+        self._after(len(items), total, mf, pos + total)
+        return phy, total, now
+
+    def write_data(self, mf, data):
+        """A slave's replicated bytes at the end of ``mf`` (room checked by the caller): no
+        put totals and no hooks (the HA client wakes dispatch once per read)."""
+        cdef int64_t pos = mf.wrote_position
+        cdef _Buf s = _buf(data)
+        cdef _Buf d = _buf(mf.mm, True)
+        if pos < 0 or pos + s.size > d.size:
+            raise ValueError("replicated data does not fit in the file")
+        memcpy(d.wptr + pos, s.ptr, s.size)
+        d = None
+        mf.wrote_position = pos + s.size
+
+    cdef int put_plain(self, object topic, int32_t queue_id, _RecordHead* h, const uint8_t* body,
+                       Py_ssize_t blen, const uint8_t* pp, Py_ssize_t plen, int64_t* out) except -1:
+        """The plain put of an ASYNC_FLUSH master at C level: 1 when the record (``h``'s
+        flag, sys_flag, born timestamp and host, reconsume times set by the caller) was
+        written with ``out`` = (physical offset, queue offset, size), 0 when it was declined
+        and nothing changed: a store not running or not an ASYNC_MASTER + ASYNC_FLUSH, full,
+        after a flush error; a topic not in the cache; a queue without an offset yet (the
+        store admits new queues); a record over the size limits; a roll to the next file."""
+        cdef object store = self.store, scfg, files, mf, key, qo
+        cdef PyObject* p
+        cdef int64_t max_size, size, pos, queue_offset
+        cdef Py_ssize_t tlen
+        cdef _Buf d
+        if store is None or self.mfq is None:
+            return 0
+        scfg = store.config
+        if not store.running or scfg.broker_role != "ASYNC_MASTER" or scfg.flush_disk_type != "ASYNC_FLUSH" \
+                or store.clean_commit_log.disk_full or store.flush_commit_log.last_error is not None:
+            return 0
+        p = PyDict_GetItem(self.topic_cache, topic)       # cached: checked legal, <= 127 bytes
+        if p == NULL:
+            return 0
+        topic_b = <object>p
+        tlen = PyBytes_GET_SIZE(topic_b)
+        max_size = scfg.max_message_size
+        size = FIXED + blen + tlen + plen
+        if plen > MAX_PROPERTIES_LEN or blen > max_size or size > max_size:
+            return 0
+        key = (topic, queue_id)
+        qo = self.topic_queue_table.get(key)
+        if qo is None:
+            return 0
+        queue_offset = qo
+        files = self.mfq.files
+        if not files:
+            return 0
+        mf = files[-1]
+        pos = mf.wrote_position
+        if pos + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size or not mf.allocated:
+            return 0
+        d = _buf(mf.mm, True)
+        if pos + size > d.size:
+            return 0
+        # -- from here on the message is stored ------------------------------------------------
+        h.body_crc = _crc(body, blen)
+        h.queue_id = queue_id
+        h.queue_offset = queue_offset
+        h.phy_offset = <int64_t>mf.file_from_offset + pos
+        h.store_timestamp = _now_ms()
+        h.store_host = PyBytes_AS_STRING(self.store_host_bytes)
+        h.prepared_transaction_offset = 0
+        _write_record(d.wptr + pos, h, body, blen, PyBytes_AS_STRING(topic_b), tlen, pp, plen, NULL, 0, False)
+        d = None
+        mf.wrote_position = pos + size
+        PyDict_SetItem(self.topic_queue_table, key, queue_offset + 1)
+        out[0] = h.phy_offset
+        out[1] = queue_offset
+        out[2] = size
+        self._after(1, size, mf, pos + size)
+        return 1
+

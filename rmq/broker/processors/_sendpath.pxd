@@ -1,0 +1,48 @@
+# cython: language_level=3
+"""rmq.broker.processors._sendpath at C level: the plain SEND in one call, over the store's
+``Appender`` (rmq/_store.pxd) and the remoting layer's reply writer (rmq/remoting/_codec.pxd)."""
+from cpython.object cimport PyObject
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from rmq._store cimport Appender
+
+cdef enum:
+    _SF_MAX_FIELDS = 32
+
+
+cdef class SendGate:
+    cdef public dict topics
+    cdef public object broker_config, stats
+    cdef public Appender appender
+
+
+cdef class SendFastPath:
+    cdef tuple w1, w2, attrs
+    cdef bytes kinds, required
+    cdef int64_t lo[_SF_MAX_FIELDS]
+    cdef int64_t hi[_SF_MAX_FIELDS]
+    cdef Py_ssize_t n
+    cdef Py_ssize_t i_topic, i_queue, i_sys, i_born, i_flag, i_props, i_recon, i_batch
+    cdef object not_allowed, retry_prefix, json_decode, last_topic_b, last_topic
+    cdef readonly SendGate gate
+    cdef tuple marks, w1b
+    cdef const char* w1_ptr[_SF_MAX_FIELDS]      # V1 wire names as bytes (kept by w1b)
+    cdef Py_ssize_t w1_len[_SF_MAX_FIELDS]
+    cdef int v2_of[256]                          # V2's one-letter wire name -> field, or -1
+    cdef public Py_ssize_t taken, declined, frames
+
+    cdef int _read(self, object ext, bint v2, int64_t* vals, PyObject** texts) except -1
+    cdef int _read_map(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t ext_end, bint v2, int64_t* vals,
+                       const uint8_t** tp, Py_ssize_t* tl) except -1
+    cdef object _topic_str(self, const uint8_t* p, Py_ssize_t n)
+    cdef object _send_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
+                            bytes born)
+    cdef object _put(self, object topic, const uint8_t* pp, Py_ssize_t plen, const uint8_t* body,
+                     Py_ssize_t blen, int64_t* vals, int serialize_type, int flag, int32_t opaque,
+                     object born, int64_t t0)
+
+
+cdef class SendFrameHook:
+    cdef SendFastPath fast
+    cdef bytes born
+    cdef object pool
+    cdef public Py_ssize_t taken
