@@ -147,7 +147,7 @@ class SendMessageProcessor:
             return None
         return fast.frame_hook(_born_bytes(conn), pool)
 
-    def bind_store(self, store) -> None:
+    def bind_store(self, store: MessageStore | None) -> None:
         """The store the fast path writes to (its appender), once the broker is ready; None
         when it stops (every SEND then takes the Python path, which answers SYSTEM_BUSY)."""
         if self.fast is not None:
