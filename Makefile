@@ -32,7 +32,6 @@ all: compile
 $(PY):
 	@sh tools/check-system.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
 
 # Reinstall when the build inputs change; the editable install builds the extensions in place.
 $(STAMP_RUN): $(PY) pyproject.toml setup.py $(CYTHON_SOURCES)
