@@ -96,7 +96,7 @@ def test_example_master_and_slave_pass_the_checks():
     assert (master.broker_cluster_name, master.broker_name) == (slave.broker_cluster_name, slave.broker_name)
     assert (master.broker_id, slave.broker_id) == (0, 1)
     assert (master_store.broker_role, slave_store.broker_role) == ("SYNC_MASTER", "SLAVE")
-    assert master.namesrv_addr_list() == slave.namesrv_addr_list() and len(master.namesrv_addr_list()) == 2
+    assert master.namesrv_addr_list == slave.namesrv_addr_list and len(master.namesrv_addr_list) == 2
     for store in (master_store, slave_store):
         assert store.store_path_root_dir.startswith("/var/lib/rmq/")   # the unit's StateDirectory
     assert master_store.store_path_root_dir != slave_store.store_path_root_dir
