@@ -81,6 +81,8 @@ def test_unit_is_hardened_and_its_command_parses(unit):
         assert int(svc["TimeoutStopSec"]) >= 120 and "4" in svc["RestartPreventExitStatus"].split()
     if args.command == "namesrv":
         assert args.config_file == "/etc/rmq/namesrv.conf"
+    if args.command == "console":
+        assert args.users_file == "/etc/rmq/console-users"   # the console refuses to start with no account
 
 
 def test_example_namesrv_conf_passes_the_checks():
