@@ -72,13 +72,16 @@ async def test_sdist_and_wheel_build_and_the_sdist_installs_and_runs(tmp_path):
     sources = _tracked("rmq/*.pyx", "rmq/*.pxd", "rmq/*.pxi", "rmq/*.pyi")
     assert sources and sources <= names, sources - names
     assert {"LICENSE", "CHANGELOG.md", "docs/operations.md", "docs/prometheus-rules.yml"} <= names
-    assert _tracked("deploy/*") <= names
+    assert _tracked("deploy/*") <= names and "tools/check-system.sh" in names
+    static = _tracked("rmq/console/static/*")
+    assert static and static <= names, static - names
     assert not [n for n in names if n.startswith("rmq/") and n.endswith(".c")]
     with zipfile.ZipFile(wheel) as z:
         wnames = set(z.namelist())
         meta = z.read(f"rmq-{__version__}.dist-info/METADATA").decode()
     assert any(re.fullmatch(r"rmq/_store\.cpython-.*\.so", n) for n in wnames)
     assert "rmq/py.typed" in wnames and "rmq/_store.pyi" in wnames
+    assert static <= wnames, static - wnames           # the console's page is package data
     assert f"rmq-{__version__}.dist-info/licenses/LICENSE" in wnames
     assert not [n for n in wnames if n.endswith((".pyx", ".pxi", ".c"))]
     assert "License-Expression: Apache-2.0" in meta and "Classifier: Programming Language :: Cython" in meta
