@@ -14,7 +14,15 @@ import zipfile
 import pytest
 
 import rmq
-from rmq._testing import free_broker_port, free_port, invoke_once, terminate, wait_for_port, wait_until_sync
+from rmq._testing import (
+    free_broker_port,
+    free_port,
+    invoke_once,
+    terminate,
+    wait_for_port,
+    wait_until,
+    wait_until_sync,
+)
 from rmq._version import __version__
 from rmq.remoting.codes import RequestCode, ResponseCode
 
@@ -116,8 +124,11 @@ async def test_sdist_and_wheel_build_and_the_sdist_installs_and_runs(tmp_path):
         wait_until_sync(lambda: proc.poll() is not None or wait_for_port("127.0.0.1", broker_port, 1.0),
                         timeout=120, what="the installed rmq standalone to listen")
         assert proc.poll() is None, (tmp_path / "standalone.log").read_text()
-        resp = await invoke_once(f"127.0.0.1:{ns_port}", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
-        assert resp.code == ResponseCode.SUCCESS
+        async def routed():   # the broker registers with the name server after it listens
+            resp = await invoke_once(f"127.0.0.1:{ns_port}", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
+            return resp.code == ResponseCode.SUCCESS
+
+        await wait_until(routed, timeout=60, what="the installed broker's route in its name server")
         assert (await _runtime_table(f"127.0.0.1:{broker_port}"))["rmqVersion"] == __version__
     finally:
         assert terminate(proc) == 0
