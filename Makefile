@@ -1,43 +1,58 @@
-# Everything a fresh machine needs, from python3 and a C compiler.
-#   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data)
+# Everything a fresh machine needs, from python3, a C compiler and the headers the extension
+# builds against (tools/check-system.sh checks them first and names the Debian packages:
+# gcc python3-dev python3-venv zlib1g-dev).
+#   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data) and the
+#                console: installs only rmq and its console extra. Options: make run ARGS='--metricsPort=0'
 #   make unit    the unit tests only (no daemons, sockets or subprocesses; about half a minute)
-#   make test    the whole suite (builds the extension, installs test deps and real clients)
+#   make test    the whole suite (installs the test and spark extras too, promtool and chromium)
 #   make lint    ruff and mypy (rules in pyproject.toml; mypy strict on every package)
+#   make dist    sdist and wheel in dist/ (python -m build)
 #   make bench   short produce / pull benchmarks against a fresh `rmq standalone`
 #   make fuzz    every atheris target in tests/fuzz for FUZZ_SECONDS (default 60) each
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
-STAMP  := $(VENV)/.rmq-installed
+ARGS   ?=
+# Two stamps: `make run` needs rmq and its console extra only; `make test` (after it or not)
+# adds the test and spark extras to the same venv.
+STAMP_RUN  := $(VENV)/.rmq-run
+STAMP_TEST := $(VENV)/.rmq-test
+# Build inputs, found by globs: the Cython modules may be split, moved or gain .pxd files.
+CYTHON_SOURCES := $(shell find rmq -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' 2>/dev/null)
+# The test and spark extras' requirements, read from pyproject.toml (one list of them).
+EXTRAS_REQS = $(PY) -c 'import shlex, tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print(" ".join(shlex.quote(r) for r in d["test"] + d["spark"]))'
 
 FUZZ_SECONDS ?= 60
 
-.PHONY: all venv compile debug run lint unit test bench fuzz clean distclean
+.PHONY: all venv compile debug run lint unit test bench fuzz dist clean distclean
 
 all: compile
 
 $(PY):
+	@sh tools/check-system.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
 
 # Reinstall when the build inputs change; the editable install builds the extensions in place.
-NATIVE := $(wildcard rmq/*.pyx rmq/*.pxd rmq/*.pxi rmq/*/*.pyx rmq/*/*.pxd rmq/*/*/*.pyx rmq/*/*/*.pxd)
-EXTENSIONS := rmq._store rmq.remoting._codec rmq.broker.processors._sendpath
-$(STAMP): $(PY) pyproject.toml setup.py $(NATIVE)
-	$(PIP) install -q -e '.[test,spark,console]'
-	$(PY) -c 'import importlib; [importlib.import_module(m) for m in "$(EXTENSIONS)".split()]'
-	touch $(STAMP)
+$(STAMP_RUN): $(PY) pyproject.toml setup.py $(CYTHON_SOURCES)
+	@sh tools/check-system.sh $(PY)
+	$(PIP) install -q -e '.[console]'
+	$(PY) -c 'import importlib, pathlib; [importlib.import_module(str(p.with_suffix("")).replace("/", ".")) for p in pathlib.Path("rmq").rglob("*.pyx")]'
+	touch $(STAMP_RUN)
 
-venv compile: $(STAMP)
+$(STAMP_TEST): $(STAMP_RUN)
+	$(PIP) install -q $$($(EXTRAS_REQS))
+	touch $(STAMP_TEST)
+
+venv compile: $(STAMP_RUN)
 
 debug: $(PY)
 	RMQ_DEBUG=1 $(PIP) install -q -e '.[test]'
 
-run: $(STAMP)
-	$(VENV)/bin/rmq standalone
+run: $(STAMP_RUN)
+	$(VENV)/bin/rmq standalone $(ARGS)
 
-lint: $(STAMP)
+lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check rmq tests bench
 	$(VENV)/bin/mypy
 
@@ -53,6 +68,18 @@ $(CHROMIUM):
 	    echo "make test: could not install Debian's chromium (apt-get install chromium): the console's browser tests will fail until it is there"; \
 	fi
 
+# promtool (Debian's prometheus package) checks and unit-tests docs/prometheus-rules.yml
+# (tests/test_alert_rules.py); installed the same way.
+PROMTOOL ?= /usr/bin/promtool
+$(PROMTOOL):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -q prometheus >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q prometheus >/dev/null; }; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+	    sudo -n apt-get install -y -q prometheus >/dev/null || { sudo -n apt-get update -q >/dev/null && sudo -n apt-get install -y -q prometheus >/dev/null; }; \
+	else \
+	    echo "make test: could not install Debian's prometheus (apt-get install prometheus, for promtool): the alert-rule tests will fail until it is there"; \
+	fi
+
 # Async tests run on the loops RMQ_TEST_LOOPS names (uvloop, asyncio or both; both when CI is
 # set, uvloop otherwise). PYTEST_ARGS passes more, e.g. PYTEST_ARGS='-x tests/store'.
 # WORKERS=2 runs `make test` in two pytest-xdist processes, a test file per worker at a time
@@ -63,25 +90,27 @@ XDIST := $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 UNIT_DIRS := tests/common tests/property tests/store tests/remoting tests/fuzz tests/spark/test_spark_units.py \
              tests/test_build.py
 
-test: $(STAMP) | $(CHROMIUM)
+test: $(STAMP_TEST) | $(CHROMIUM) $(PROMTOOL)
 	$(PY) -m pytest $(XDIST) $(if $(PYTEST_ARGS),$(PYTEST_ARGS),tests)
 
 # Tests not marked integration (tests/conftest.py marks them), from the directories that hold
 # such tests; --unit refuses any socket bind or child process while they run.
-unit: $(STAMP)
+unit: $(STAMP_TEST)
 	$(PY) -m pytest -q --unit $(if $(PYTEST_ARGS),$(PYTEST_ARGS),$(UNIT_DIRS))
 
-bench: $(STAMP)
+bench: $(STAMP_TEST)
 	$(PY) bench/run_all.py
 
 # Prints executions, exec/s and distinct crashes per target; crash inputs go to build/fuzz/.
-fuzz: $(STAMP)
+fuzz: $(STAMP_TEST)
 	FUZZ_SECONDS=$(FUZZ_SECONDS) $(PY) tests/fuzz/run_all.py
 
+dist: $(STAMP_TEST)
+	$(PY) -m build --outdir dist .
+
 clean:
-	rm -rf build *.egg-info .pytest_cache
-	rm -f $(patsubst %.pyx,%.c,$(filter %.pyx,$(NATIVE))) $(patsubst %.pyx,%*.so,$(filter %.pyx,$(NATIVE)))
-	find rmq -name '*.html' -delete
+	rm -rf build dist *.egg-info .pytest_cache
+	find rmq \( -name '*.c' -o -name '*.so' -o -name '*.html' \) -not -path 'rmq/console/static/*' -delete
 	find . -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean

@@ -1,4 +1,6 @@
-"""Build logic for the C extensions, one per layer that has native code:
+"""Build logic for the C extensions: every ``rmq/**/*.pyx`` becomes one extension named by its
+path, so splitting or moving a Cython module needs no change here. Today, one per layer that
+has native code:
 
 * ``rmq._store``                       records, ConsumeQueue, getMessage (SQL92 filter), dispatch,
                                        index, the store's one writer (``Appender``);
@@ -13,8 +15,11 @@ else lives in pyproject.toml. Environment switches:
   makes the header codec and the record walker use their pure-Python references. The store
   itself has no pure-Python twin: ``rmq.store`` needs the extension.
 
-The extensions link zlib (``crc32`` from zlib.h, called on the buffers themselves).
+The extensions link zlib (``crc32`` from zlib.h, called on the buffers themselves). Cython
+comes from the build requirements (pyproject.toml), so an sdist builds them from the sources
+it carries (MANIFEST.in) rather than from a generated C file.
 """
+import glob
 import os
 
 from setuptools import Extension, setup
@@ -34,9 +39,14 @@ def extensions():
     from Cython.Build import cythonize
 
     exts = [
-        Extension(name, [name.replace(".", "/") + ".pyx"], extra_compile_args=compile_args,
-                  define_macros=macros, libraries=["z"])
-        for name in ("rmq._store", "rmq.remoting._codec", "rmq.broker.processors._sendpath")
+        Extension(
+            os.path.splitext(path)[0].replace(os.sep, "."),
+            [path],
+            extra_compile_args=compile_args,
+            define_macros=macros,
+            libraries=["z"],
+        )
+        for path in sorted(glob.glob(os.path.join("rmq", "**", "*.pyx"), recursive=True))
     ]
     return cythonize(exts, compiler_directives=directives, annotate=DEBUG)
 

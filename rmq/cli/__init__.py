@@ -25,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rmq", description="RocketMQ-compatible name server and broker.",
                                      allow_abbrev=False)
     from rmq import __version__
+    from rmq.cli.logs import add_log_arguments
 
     parser.add_argument("--version", action="version", version=f"rmq {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,console,exporter,admin}")
@@ -39,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1; same as --listenHost)")
     p.add_argument("--port", type=int, default=None, help="port to bind (default 9876; same as --listenPort)")
     _lenient(p)
+    add_log_arguments(p)
 
     p = sub.add_parser(
         "broker",
@@ -49,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-c", "--config", dest="config_file", default=None, help="broker.conf (Java properties format)")
     _lenient(p)
+    add_log_arguments(p)
 
     p = sub.add_parser(
         "standalone",
@@ -63,6 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
     p.add_argument("--store-dir", default="./rmq-data", help="store root directory (default ./rmq-data)")
     _lenient(p)
+    add_log_arguments(p)
 
     p = sub.add_parser(
         "console",
@@ -92,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
                         "e.g. behind a proxy or a DNS name; repeatable")
     p.add_argument("--hash-password", default=None, metavar="NAME",
                    help="read a password (prompt, or a line on stdin), print NAME=<hash> for --users-file, exit")
+    add_log_arguments(p)
 
     p = sub.add_parser(
         "exporter",
@@ -105,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=_positive, default=5.0, help="seconds per remote call (default 5)")
     p.add_argument("--max-lag-lookups", type=int, default=1000,
                    help="message reads for lag latency per refresh (default 1000)")
+    add_log_arguments(p)
 
     from rmq.cli import admin
 
@@ -150,6 +156,19 @@ def _check_namesrv_flags(host: str | None, port: int | None) -> str | None:
     return None
 
 
+def _setup_logging(args: argparse.Namespace) -> str | None:
+    """Configure a daemon's logging from its ``--log-*`` options (:mod:`rmq.cli.logs`) before it
+    starts; the problem to report when an option or RMQ_LOG_LEVEL is bad."""
+    from rmq.cli.logs import options_from_args, setup_logging
+    from rmq.config import ConfigError
+
+    try:
+        setup_logging(options_from_args(args))
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rmq`` console script; returns the exit status."""
     parser = _parser()
@@ -157,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command != "admin":
+        problem = _setup_logging(args)
+        if problem is not None:
+            print(f"rmq {args.command}: {problem}", file=sys.stderr)
+            return 2  # EXIT_BAD_CONFIG (rmq.cli.daemons, not imported for the console and exporter)
     if args.command == "admin":
         from rmq.cli.admin import run as run_admin
 

@@ -4,10 +4,10 @@ the console, so the console cannot import the daemons' module)."""
 from __future__ import annotations
 
 import asyncio
-import logging
-import os
 import signal
-import sys
+
+# stderr, or --log-file with rotation written by a thread; levels from --log-level / RMQ_LOG_LEVEL
+from rmq.cli.logs import setup_logging
 
 __all__ = [
     "EXIT_BAD_CONFIG", "EXIT_FAILED", "EXIT_OK", "EXIT_PORT_TAKEN", "EXIT_STORE_LOCKED", "setup_logging",
@@ -19,16 +19,6 @@ EXIT_FAILED = 1
 EXIT_BAD_CONFIG = 2
 EXIT_PORT_TAKEN = 3
 EXIT_STORE_LOCKED = 4
-
-
-def setup_logging() -> None:
-    """Log to stderr at ``RMQ_LOG_LEVEL`` (default INFO)."""
-    level = os.environ.get("RMQ_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(
-        level=getattr(logging, level, logging.INFO),
-        format="%(asctime)s %(levelname)-5s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def stop_event() -> asyncio.Event:

@@ -217,6 +217,9 @@ _FAMILY_LIST: list[Family] = [
     _g("rocketmq_storage_message_reserve_time", "ms since the oldest message kept was stored", BROKER_LABELS),
     Family("rocketmq_rpc_latency", "histogram", "broker time of SEND (the store put) and PULL (the store "
            "read) requests, ms", (*BROKER_LABELS, "request_code")),
+    # rmq's own version (rmqVersion of GET_BROKER_RUNTIME_INFO, rmq/_version.py; an Apache broker
+    # has none): what Java clients compare stays brokerVersion, in rocketmq_brokeruntime_*'s labels
+    _g("rmq_build_info", "1, labelled with the rmq version the broker runs", (*BROKER_LABELS, "version")),
     # the scrape itself
     _g("rmq_metrics_dropped_series", "per-queue series left out of this scrape (metricsMaxQueueSeries)",
        BROKER_LABELS),
@@ -337,6 +340,8 @@ class MetricsBuilder:
         and RocketMQ 5's storage gauges from the same table."""
         labels = (cluster, addr, "", kv.get("brokerVersionDesc", ""), kv.get("bootTimestamp", ""),
                   kv.get("brokerVersion", ""))
+        if kv.get("rmqVersion"):
+            self.set("rmq_build_info", (cluster, broker, kv["rmqVersion"]), 1.0)
         prefix = "rocketmq_brokeruntime_"
         for suffix, key in RUNTIME_KEYS:
             v = _number(kv.get(key))

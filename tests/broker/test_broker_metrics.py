@@ -27,6 +27,7 @@ from metrics_support import (
     value,
 )
 
+import rmq
 from rmq._testing import StandaloneProcess, broker_env, free_port, wait_until, wait_until_sync
 from rmq.common.metrics import FAMILIES
 from rmq.config import BrokerConfig
@@ -74,6 +75,8 @@ async def test_lag_and_throughput_of_a_known_workload(tmp_path):
     assert len(put_total) == 1 and put_total[0][1] >= 1000
     assert set(put_total[0][0]) == {"cluster", "brokerIP", "brokerHost", "des", "boottime", "broker_version"}
     assert put_total[0][0]["des"] == "V4_9_8"
+    # rmq's own version, the one `rmq --version` and the runtime info's rmqVersion print
+    assert [lab["version"] for lab, _ in s["rmq_build_info"]] == [rmq.__version__]
     assert value(s, "rocketmq_storage_size", broker=broker) > 0
     assert value(s, "rocketmq_storage_dispatch_behind_bytes", broker=broker) == 0
     assert value(s, "rocketmq_brokeruntime_commitlogdir_capacity_total") > 0

@@ -9,6 +9,7 @@ import sys
 
 from metrics_support import GROUP, LAG, TOPIC, consumer_online, http_get, lag_workload, parse, scrape, value
 
+import rmq
 from rmq._testing import BrokerEnv, broker_env, free_port, run_broker, terminate, wait_until
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.common.metrics import FAMILIES
@@ -71,6 +72,8 @@ async def test_exporter_serves_the_brokers_lag(tmp_path):
     assert value(s, "rocketmq_producer_offset", topic=TOPIC) == 1000
     assert value(s, "rocketmq_group_count", group=GROUP) == 1
     assert value(s, "rmq_exporter_up", broker="broker-a") == 1
+    # rmq's version as the broker serves it (the exporter reads it from the runtime info)
+    assert s["rmq_build_info"] == own["rmq_build_info"] and s["rmq_build_info"][0][0]["version"] == rmq.__version__
     # the runtime gauges carry the broker's own labels
     assert [lab for lab, _ in s["rocketmq_brokeruntime_putmessage_times_total"]] == \
         [lab for lab, _ in own["rocketmq_brokeruntime_putmessage_times_total"]]
