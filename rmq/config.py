@@ -96,6 +96,9 @@ class NamesrvConfig:
         rocketmq_home: where the accounts are (default ``$ROCKETMQ_HOME``); needed with
             ``acl_enable``.
         acl_watch_interval_ms: ms between two looks at the accounts files (500).
+        order_message_enable: GET_ROUTEINFO_BY_TOPIC answers carry the topic's
+            ``ORDER_TOPIC_CONFIG`` KV entry (``updateOrderConf``) as ``orderTopicConf`` (Java
+            ``orderMessageEnable``); False (default) = never. Changeable at runtime.
     """
 
     listen_host: str = "127.0.0.1"
@@ -122,6 +125,10 @@ class NamesrvConfig:
     acl_enable: bool = setting(False, choices=(False, True))
     rocketmq_home: str | None = None
     acl_watch_interval_ms: int = setting(500, lo=50, hi=60_000, unit="ms")
+    # Java NamesrvConfig.orderMessageEnable: off by default, so an order conf left in the KV
+    # table (say for 8 queues of a topic since recreated with 4) cannot send producers to
+    # queues that do not exist unless the operator asked for order confs.
+    order_message_enable: bool = setting(False, choices=(False, True))
 
 
 @dataclass(slots=True)

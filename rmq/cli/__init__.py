@@ -58,6 +58,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run a name server and a broker in one process (what `make run` starts)",
         allow_abbrev=False,
         epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH). "
+               "--orderMessageEnable=true is the name server's (routes carry updateOrderConf's order confs). "
                "--consolePort=N serves the web console on 127.0.0.1:N (default 8080; 0 = no console). "
                "Prometheus metrics: http://<host>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
     )

@@ -234,6 +234,20 @@ def _console_port(props: dict[str, str]) -> int:
     return port
 
 
+#: Standalone properties for its name server rather than its broker (Java NamesrvConfig).
+STANDALONE_NAMESRV_PROPERTIES = ("orderMessageEnable",)
+
+
+def _standalone_namesrv_config(props: dict[str, str], host: str, port: int) -> NamesrvConfig:
+    """The standalone name server's config: ``host``/``port`` plus the name-server properties
+    of :data:`STANDALONE_NAMESRV_PROPERTIES` taken out of ``props`` before the broker sees them
+    (e.g. ``--orderMessageEnable=true``); ConfigError for a bad value, naming the property."""
+    config = NamesrvConfig(listen_host=host, listen_port=port)
+    mine = {k: props.pop(k) for k in STANDALONE_NAMESRV_PROPERTIES if k in props}
+    apply_properties(mine, config, lenient=False)
+    return config
+
+
 def _console_host_names(props: dict[str, str]) -> tuple[str, ...]:
     """Take ``consoleHostNames`` (a standalone property: comma-separated host names the console
     answers to besides loopback ones, e.g. behind a proxy) out of ``props``; ConfigError for a
@@ -318,7 +332,10 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
         console_keys = _console_keys(props)
         console_host_names = _console_host_names(props)
         props, tls = build_tls_settings(props)
+        namesrv_config = _standalone_namesrv_config(props, host, namesrv_port)
         broker_config, store_config, warnings = build_broker_configs(props)
+        # The KV config (mqadmin updateKvConfig) lives with the store, as Java's under ~/namesrv.
+        namesrv_config.kv_config_path = os.path.join(store_config.store_path_root_dir, "namesrv", "kvConfig.json")
         tls_options = tls.server_options()
     except ConfigError as e:
         return _fail("rmq standalone", str(e), EXIT_BAD_CONFIG)
@@ -328,11 +345,7 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
         return _fail("rmq standalone", f"bad --namesrv-port {namesrv_port} (expected 0..65535)", EXIT_BAD_CONFIG)
 
     async def main() -> None:
-        # The KV config (mqadmin updateKvConfig) lives with the store, as Java's under ~/namesrv.
-        namesrv = NamesrvController(NamesrvConfig(
-            listen_host=host, listen_port=namesrv_port,
-            kv_config_path=os.path.join(store_config.store_path_root_dir, "namesrv", "kvConfig.json")),
-            tls=tls_options)
+        namesrv = NamesrvController(namesrv_config, tls=tls_options)
         stop = stop_event()
         try:
             await namesrv.start()

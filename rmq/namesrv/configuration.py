@@ -3,7 +3,8 @@ and ``NettyServerConfig``): GET_NAMESRV_CONFIG shows it, UPDATE_NAMESRV_CONFIG c
 
 The checking, applying and persisting are :class:`rmq.config.Configuration`'s; this module
 holds the name server's lists. Only properties the running name server can apply are accepted
-(:data:`RUNTIME_PROPERTIES`: expiry, scan interval, table bounds, KV bounds); Java's name server
+(:data:`RUNTIME_PROPERTIES`: expiry, scan interval, table bounds, KV bounds,
+``orderMessageEnable``); Java's name server
 takes any known key, ignores unknown ones and may apply a value it cannot use. Keys of Java's
 black list (:data:`BLACK_LIST`) are refused as in Java (NO_PERMISSION, "Can not update config
 in black list."). An accepted update is persisted to ``configStorePath`` (``rmq namesrv -c
@@ -27,6 +28,7 @@ BLACK_LIST = ("configBlackList", "configStorePath", "kvConfigPath", "rocketmqHom
 RUNTIME_PROPERTIES = (
     "broker_channel_expired_seconds", "scan_not_active_broker_interval", "max_brokers", "max_topics_per_broker",
     "max_topics", "max_kv_namespaces", "max_kv_entries_per_namespace", "max_kv_key_chars", "max_kv_value_chars",
+    "order_message_enable",
 )
 
 

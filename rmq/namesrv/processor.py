@@ -169,9 +169,12 @@ class NamesrvProcessor:
                 ResponseCode.TOPIC_NOT_EXIST,
                 f"No topic route info in name server for the topic: {clip_remark(h.topic)}" + FAQ, {}
             )
-        order_conf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, h.topic)
-        if order_conf:
-            route["orderTopicConf"] = order_conf
+        # Java DefaultRequestProcessor.getRouteInfoByTopic: the order conf only with
+        # orderMessageEnable, read at each request so UPDATE_NAMESRV_CONFIG applies at once.
+        if self.controller.config.order_message_enable:
+            order_conf = self.kv.get(ORDER_TOPIC_CONFIG_NAMESPACE, h.topic)
+            if order_conf:
+                route["orderTopicConf"] = order_conf
         return cmd.response(ResponseCode.SUCCESS, None, {}, fastjson.dumps(route))
 
     def get_broker_cluster_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:

@@ -135,7 +135,11 @@ async def test_update_order_conf_put_get_delete(cluster):
     assert r.returncode == 0 and r.stdout == f"update orderConf success. topic=[ToolT], orderConf=[{name}:4]\n"
     r = await aadmin("updateOrderConf", "-n", ns, "-t", "ToolT", "-m", "get")
     assert r.returncode == 0 and r.stdout == f"get orderConf success. topic=[ToolT], orderConf=[{name}:4] \n"
-    async with Admin(ns) as a:                  # the route carries it, as Java's name server does
+    async with Admin(ns) as a:
+        # Java's name server attaches it to routes only with orderMessageEnable (false by default)
+        assert (await a.examine_topic_route_info("ToolT")).order_topic_conf is None
+        r = await aadmin("updateNamesrvConfig", "-n", ns, "-k", "orderMessageEnable", "-v", "true")
+        assert r.returncode == 0, r.stderr
         assert (await a.examine_topic_route_info("ToolT")).order_topic_conf == f"{name}:4"
     r = await aadmin("updateOrderConf", "-n", ns, "-t", "ToolT", "-m", "delete")
     assert r.returncode == 0 and r.stdout == "delete orderConf success. topic=[ToolT]\n"

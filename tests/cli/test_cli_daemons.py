@@ -20,13 +20,19 @@ def run(args, timeout=30):
 
 
 async def test_standalone_listens_serves_and_stops_cleanly(tmp_path):
-    proc = StandaloneProcess(tmp_path / "store", ["--flushDiskType=SYNC_FLUSH"]).start()
+    # orderMessageEnable is the name server's property: standalone hands it over, not to the broker
+    proc = StandaloneProcess(tmp_path / "store", ["--flushDiskType=SYNC_FLUSH", "--orderMessageEnable=true"]).start()
     try:
         log = proc.log_text()
         assert f"name server on {proc.namesrv_addr}" in log and f"on {proc.broker_addr}" in log
+        resp = await invoke_once(proc.namesrv_addr, RequestCode.PUT_KV_CONFIG,
+                                 {"namespace": "ORDER_TOPIC_CONFIG", "key": "TBW102", "value": "broker-a:2"})
+        assert resp.code == ResponseCode.SUCCESS
         resp = await invoke_once(proc.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
         assert resp.code == ResponseCode.SUCCESS
-        assert json.loads(resp.body_bytes())["brokerDatas"][0]["brokerAddrs"] == {"0": proc.broker_addr}
+        route = json.loads(resp.body_bytes())
+        assert route["brokerDatas"][0]["brokerAddrs"] == {"0": proc.broker_addr}
+        assert route["orderTopicConf"] == "broker-a:2"
         assert (tmp_path / "store" / "abort").exists()  # running: the marker is there
     finally:
         status = proc.stop()
@@ -101,6 +107,8 @@ def test_bad_property_value_and_unknown_key(tmp_path):
     assert r.returncode == 2 and "flushDiskType" in r.stderr and "ASYNC_FLUSH" in r.stderr
     r = run(["standalone", "--store-dir", str(tmp_path / "s"), "--autoCreateTopicEnable=maybe"])
     assert r.returncode == 2 and "autoCreateTopicEnable" in r.stderr
+    r = run(["standalone", "--store-dir", str(tmp_path / "s"), "--orderMessageEnable=maybe"])
+    assert r.returncode == 2 and "orderMessageEnable" in r.stderr and "maybe" in r.stderr
     conf = tmp_path / "broker.conf"
     conf.write_text("listenPort=eleven\n")
     r = run(["broker", "-c", str(conf)])

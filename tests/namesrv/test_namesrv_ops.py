@@ -1,5 +1,6 @@
 """The name server's operations codes at the protocol level: write permission over several
-brokers, UPDATE_NAMESRV_CONFIG's file rewrite and refusals, KV config persistence failures."""
+brokers, UPDATE_NAMESRV_CONFIG's file rewrite and refusals, KV config persistence failures,
+order confs in routes only with orderMessageEnable."""
 import json
 import os
 
@@ -75,3 +76,42 @@ async def test_kv_persist_failure_is_reported_and_memory_kept(tmp_path):
         assert resp.code == ResponseCode.SYSTEM_ERROR and "value" in resp.remark  # a required field
         resp = await invoke_once(ns.address, RequestCode.GET_KVLIST_BY_NAMESPACE, {"namespace": "N"})
         assert json.loads(resp.body_bytes()) == {"table": {"k": "v"}}
+
+
+async def _route(ns, topic):
+    resp = await invoke_once(ns.address, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    assert resp.code == ResponseCode.SUCCESS
+    return json.loads(resp.body_bytes())
+
+
+async def _put_order_conf(ns, topic, conf):
+    resp = await invoke_once(ns.address, RequestCode.PUT_KV_CONFIG,
+                             {"namespace": "ORDER_TOPIC_CONFIG", "key": topic, "value": conf})
+    assert resp.code == ResponseCode.SUCCESS
+
+
+async def test_order_conf_in_routes_only_with_order_message_enable():
+    # Java DefaultRequestProcessor.getRouteInfoByTopic: orderTopicConf only with orderMessageEnable
+    async with run_namesrv() as ns:
+        ns.route_info_manager.register_broker("C", "127.0.0.1:1", "broker-a", 0, "", _table(OrdT=6), {"counter": 1})
+        await _put_order_conf(ns, "OrdT", "broker-a:8")  # stale: the topic has 4 queues
+        route = await _route(ns, "OrdT")
+        assert "orderTopicConf" not in route and route["queueDatas"][0]["writeQueueNums"] == 4
+        resp = await invoke_once(ns.address, RequestCode.GET_NAMESRV_CONFIG)
+        assert b"orderMessageEnable=false\n" in resp.body_bytes()
+        # live: the next route answer carries it, and turning it off drops it again
+        resp = await invoke_once(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=true\n")
+        assert resp.code == ResponseCode.SUCCESS and ns.config.order_message_enable is True
+        assert (await _route(ns, "OrdT"))["orderTopicConf"] == "broker-a:8"
+        resp = await invoke_once(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=maybe\n")
+        assert resp.code != ResponseCode.SUCCESS and "orderMessageEnable" in resp.remark
+        assert ns.config.order_message_enable is True  # a refused update changes nothing
+        resp = await invoke_once(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"orderMessageEnable=false\n")
+        assert resp.code == ResponseCode.SUCCESS
+        assert "orderTopicConf" not in await _route(ns, "OrdT")
+    async with run_namesrv(order_message_enable=True) as ns:
+        ns.route_info_manager.register_broker("C", "127.0.0.1:1", "broker-a", 0, "", _table(OrdT=6, Plain=6),
+                                              {"counter": 1})
+        await _put_order_conf(ns, "OrdT", "broker-a:4")
+        assert (await _route(ns, "OrdT"))["orderTopicConf"] == "broker-a:4"
+        assert "orderTopicConf" not in await _route(ns, "Plain")  # no conf: none attached
