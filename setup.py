@@ -4,7 +4,7 @@ has native code:
 
 * ``rmq._store``                       records, ConsumeQueue, getMessage (SQL92 filter), dispatch,
                                        index, the store's one writer (``Appender``);
-* ``rmq.remoting._codec``              the header codec and the SEND reply frame;
+* ``rmq.protocol._codec``              the header codec and the SEND reply frame;
 * ``rmq.broker.processors._sendpath``  the plain SEND in one call (cimports the other two).
 
 Each has a ``.pxd``; ``rmq/common/_bytes.pxd`` (byte order, CRC) is header only. Everything

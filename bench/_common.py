@@ -26,12 +26,17 @@ from rmq.common.message import encode_batch as encode_batch_items
 from rmq.common.message import properties_to_string
 from rmq.common.route import TopicRouteData
 from rmq.errors import RMQError
-from rmq.remoting import requests as rq
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import SendMessageRequestHeader
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
+from rmq.protocol.requests import check_success
+from rmq.protocol.requests import topic as rq
+from rmq.protocol.requests.consumer import get_max_offset, get_min_offset, parse_offset
+from rmq.protocol.requests.message import send_message
+from rmq.protocol.requests.namesrv import get_broker_cluster_info, get_route_info, parse_cluster_info, parse_topic_route
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import CreateTopicRequestHeader, SendMessageRequestHeader
 
 # ------------------------------------------------------------------------------ records
 #
@@ -280,9 +285,9 @@ def namesrv_list(addr: str) -> list[str]:
 
 async def get_route(client: RemotingClient, topic: str, timeout: float = 3.0) -> Route | None:
     """The topic's route from the name server, or None when it has none (TOPIC_NOT_EXIST)."""
-    resp = await client.invoke_namesrv(rq.get_route_info(topic), timeout=timeout)
+    resp = await client.invoke_namesrv(get_route_info(topic), timeout=timeout)
     try:
-        data = rq.parse_topic_route(resp)
+        data = parse_topic_route(resp)
     except RMQError as exc:
         raise BenchError(f"GET_ROUTEINFO_BY_TOPIC {topic}: {exc}") from None
     return None if data is None else route_view(topic, data)
@@ -293,9 +298,9 @@ async def master_brokers(client: RemotingClient, timeout: float = 3.0) -> dict[s
 
     Transport errors propagate as they are; a refusal or a malformed answer is a BenchError
     (so are those of the helpers below)."""
-    resp = await client.invoke_namesrv(rq.get_broker_cluster_info(), timeout=timeout)
+    resp = await client.invoke_namesrv(get_broker_cluster_info(), timeout=timeout)
     try:
-        info = rq.parse_cluster_info(resp)
+        info = parse_cluster_info(resp)
     except RMQError as exc:
         raise BenchError(f"GET_BROKER_CLUSTER_INFO: {exc}") from None
     return info.master_addrs()
@@ -338,7 +343,7 @@ async def create_topic(client: RemotingClient, broker_addr: str, topic: str, que
     """UPDATE_AND_CREATE_TOPIC (17) on one broker with ``queues`` read and write queues, perm 6."""
     resp = await client.invoke(broker_addr, create_topic_request(topic, queues, order), timeout=timeout)
     try:
-        rq.check_success(resp)
+        check_success(resp)
     except RMQError as exc:
         raise BenchError(f"UPDATE_AND_CREATE_TOPIC {topic} on {broker_addr}: {exc}") from None
 
@@ -346,10 +351,10 @@ async def create_topic(client: RemotingClient, broker_addr: str, topic: str, que
 async def queue_offset(client: RemotingClient, mq: MessageQueue, code: int, topic: str,
                        timeout: float = 3.0) -> int:
     """GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31) of one queue."""
-    build = rq.get_min_offset if code == RequestCode.GET_MIN_OFFSET else rq.get_max_offset
+    build = get_min_offset if code == RequestCode.GET_MIN_OFFSET else get_max_offset
     resp = await client.invoke(mq.broker_addr, build(topic, mq.queue_id), timeout=timeout)
     try:
-        return rq.parse_offset(resp)
+        return parse_offset(resp)
     except RMQError as exc:
         raise BenchError(f"offset query {code} for {topic}/{mq.queue_id}: {exc}") from None
 
@@ -357,7 +362,7 @@ async def queue_offset(client: RemotingClient, mq: MessageQueue, code: int, topi
 def send_header(group: str, topic: str, queue_id: int, properties: str,
                 batch: bool = False, broker_name: str | None = None) -> SendMessageRequestHeader:
     """A SEND header as Java's producer fills it (sent with V2's one-letter names by
-    :func:`rmq.remoting.requests.send_message`)."""
+    :func:`rmq.protocol.requests.message.send_message`)."""
     return SendMessageRequestHeader(
         producer_group=group, topic=topic, queue_id=queue_id, born_timestamp=int(time.time() * 1000),
         properties=properties, reconsume_times=0, unit_mode=False, batch=batch, broker_name=broker_name)
@@ -374,7 +379,7 @@ def send_request(group: str, topic: str, queue_id: int, properties: str, body: b
     ``serialize=1`` sends the header as ROCKETMQ binary the way the Java client does with
     ``rocketmq.serialize.type=ROCKETMQ`` (language JAVA, the broker name in V2's ``n``); the
     broker answers in kind."""
-    cmd = rq.send_message(send_header(group, topic, queue_id, properties, batch, broker_name), body)
+    cmd = send_message(send_header(group, topic, queue_id, properties, batch, broker_name), body)
     if serialize:
         cmd.serialize_type = serialize
         cmd.language = "JAVA"

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from rmq.common import fastjson
-from rmq.remoting.body._mq import dumps_mq_map
+from rmq.protocol.body._mq import dumps_mq_map
 from rmq.types import MessageQueue
 
 

@@ -113,10 +113,10 @@ async def broker_figures(n: int, repeat: int) -> dict[str, float]:
 
     from rmq._testing import wait_until
     from rmq.common.message import PullSysFlag
-    from rmq.remoting import requests as rq
+    from rmq.protocol.codes import ResponseCode
+    from rmq.protocol.headers.consumer import PullMessageRequestHeader
+    from rmq.protocol.requests.consumer import get_max_offset, parse_offset, pull_message
     from rmq.remoting.client import RemotingClient
-    from rmq.remoting.codes import ResponseCode
-    from rmq.remoting.headers import PullMessageRequestHeader
 
     proc = c.Standalone(extra_args=["--enablePropertyFilter=true"])
     await proc.start()
@@ -140,8 +140,8 @@ async def broker_figures(n: int, repeat: int) -> dict[str, float]:
 
             async def dispatched() -> bool:
                 for q in range(4):
-                    resp = await client.invoke(proc.broker_addr, rq.get_max_offset(TOPIC, q), timeout=10)
-                    if rq.parse_offset(resp) < expected[q]:
+                    resp = await client.invoke(proc.broker_addr, get_max_offset(TOPIC, q), timeout=10)
+                    if parse_offset(resp) < expected[q]:
                         return False
                 return True
 
@@ -156,7 +156,7 @@ async def broker_figures(n: int, repeat: int) -> dict[str, float]:
                             consumer_group=group, topic=TOPIC, queue_id=qid, queue_offset=offset, max_msg_nums=32,
                             sys_flag=PullSysFlag.build(False, False, True), commit_offset=0,
                             suspend_timeout_millis=0, subscription=expr, sub_version=0, expression_type=etype)
-                        resp = await client.invoke(proc.broker_addr, rq.pull_message(h), timeout=10)
+                        resp = await client.invoke(proc.broker_addr, pull_message(h), timeout=10)
                         if resp.code == ResponseCode.SUCCESS:
                             matched[0] += c.count_records(resp.body)
                         elif resp.code not in (ResponseCode.PULL_RETRY_IMMEDIATELY,):

@@ -31,10 +31,11 @@ from collections.abc import Callable
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess
 from rmq.common.constants import TopicValidator
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import SendMessageRequestHeader
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
 from rmq.remoting.codec import FrameDecoder, encode
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import CreateTopicRequestHeader, SendMessageRequestHeader
 
 
 class Wire:

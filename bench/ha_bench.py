@@ -38,7 +38,7 @@ import _common as c
 import produce_bench
 
 from rmq._testing import free_port, wait_for_port, wait_until
-from rmq.remoting import requests
+from rmq.protocol.requests.broker import get_broker_runtime_info, parse_kv_table
 from rmq.remoting.client import RemotingClient
 
 
@@ -78,7 +78,7 @@ class SlaveBroker:
 
 
 async def runtime(client: RemotingClient, addr: str) -> dict[str, str]:
-    return requests.parse_kv_table(await client.invoke(addr, requests.get_broker_runtime_info(), timeout=5))
+    return parse_kv_table(await client.invoke(addr, get_broker_runtime_info(), timeout=5))
 
 
 async def wait_following(client: RemotingClient, slave: SlaveBroker, timeout: float = 60.0) -> None:

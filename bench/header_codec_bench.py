@@ -9,7 +9,7 @@ quickstart and serialize frames, ali-ons and C++ client requests) through
   orjson    orjson.loads + the reference's field checks
   python    the pure-Python reference (json scanner + checks)
 Encoding: a SEND_MESSAGE reply's frame head (length words + header) through
-  cython    rmq.remoting._codec.json_header_encode (rmq/remoting/_codec.pyx), the codec's encoder
+  cython    rmq.protocol._codec.json_header_encode (rmq/protocol/_codec.pyx), the codec's encoder
   orjson    orjson.dumps of the header dict in fastjson's key order + struct.pack
   msgspec   msgspec encode_into of a Struct in that order
 Microseconds per header, best of 5 repeats of thread CPU time (waits for a core on a busy
@@ -33,8 +33,8 @@ sys.path.insert(0, str(HERE.parent))
 import msgspec
 import orjson
 
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting import codec
-from rmq.remoting.command import RemotingCommand
 
 GOLDEN = HERE.parent / "tests" / "golden" / "remoting"
 REPLY_EXT = {"msgId": "7F0000010000000000000000000012AB", "queueId": "3", "queueOffset": "1234",

@@ -23,7 +23,7 @@ from argparse import Namespace
 import _common as c
 import pull_bench
 
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.codes import ResponseCode
 
 
 def build_parser() -> argparse.ArgumentParser:

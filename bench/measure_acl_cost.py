@@ -26,9 +26,9 @@ import tempfile
 import time
 
 from rmq.broker.acl import PlainPermissionManager
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.acl import SessionCredentials, sign_request
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
 
 PLAIN_ACL = """
 globalWhiteRemoteAddresses:

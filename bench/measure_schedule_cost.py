@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 
 from rmq._testing import StandaloneProcess, phy_offset
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 from rmq.store.message import properties_to_string
 
 CLK = os.sysconf("SC_CLK_TCK")

@@ -15,9 +15,9 @@ import tempfile
 import time
 
 from rmq._testing import run_broker
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
 
 
 async def main(n: int) -> None:

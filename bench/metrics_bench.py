@@ -45,9 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import process_cpu_seconds
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess, free_port
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 GROUP = "BenchMetricsGroup"
 SCRAPE_EVERY = 15.0

@@ -43,10 +43,10 @@ import time
 
 import _common as c
 
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import decode_binary_header, decode_json_header, encode
-from rmq.remoting.codes import ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 # SEND results that still count as stored (Java SendStatus other than OK)
 _SENT_CODES = {ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,

@@ -29,13 +29,13 @@ import _common as c
 from rmq.common.constants import ExpressionType
 from rmq.common.message import PullSysFlag
 from rmq.errors import RMQError
-from rmq.remoting import requests as rq
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.consumer import PullMessageRequestHeader
+from rmq.protocol.requests.consumer import parse_pull, pull_message
 from rmq.remoting.acl import sign_request
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import decode_binary_header, decode_json_header, encode
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.types import PullStatus
 
 SYS_FLAG_SUBSCRIPTION = PullSysFlag.FLAG_SUBSCRIPTION
@@ -126,7 +126,7 @@ class QueuePuller(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ requests
 
     def _send_pull(self, offset: int, n: int) -> None:
-        cmd = rq.pull_message(PullMessageRequestHeader(
+        cmd = pull_message(PullMessageRequestHeader(
             consumer_group=self.args.group, topic=self.args.topic, queue_id=self.mq.queue_id, queue_offset=offset,
             max_msg_nums=n, sys_flag=self.sys_flag, suspend_timeout_millis=self.suspend_ms, subscription="*",
             expression_type=ExpressionType.TAG))
@@ -233,7 +233,7 @@ class QueuePuller(asyncio.BufferedProtocol):
         stats.pulls += 1
         code = cmd.code
         try:
-            reply = rq.parse_pull(cmd)  # the body travels apart (zero copy): `body`
+            reply = parse_pull(cmd)  # the body travels apart (zero copy): `body`
         except RMQError as exc:
             reply = None
             error = str(exc)

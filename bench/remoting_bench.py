@@ -23,7 +23,7 @@ Handlers (server side):
   bare-json  bare plus json.loads of the request header and json.dumps of the reply header.
 
 ``--py-codec`` runs the server with RMQ_NO_EXTENSIONS=1: the pure-Python header codec instead
-of the Cython one (rmq/remoting/_codec.pyx), for A/B figures. ``--codec-micro`` runs no sockets: it
+of the Cython one (rmq/protocol/_codec.pyx), for A/B figures. ``--codec-micro`` runs no sockets: it
 times, in this process, the header work of one SEND_MESSAGE_V2 round trip (decode the request
 header, parse SendMessageRequestHeader, build and encode the reply) and of one PULL request,
 fast path (msgspec decoder, Cython encoder) against the pure-Python reference, in microseconds per call.
@@ -55,7 +55,7 @@ def pull_ext() -> dict:
     """A C++ push consumer's PULL_MESSAGE ext fields, padded with the signature keys it always
     sends: about 350 bytes of JSON header. The C++ client writes queueId, maxMsgNums and
     sysFlag as JSON numbers, the rest as strings."""
-    from rmq.remoting.headers import PullMessageRequestHeader
+    from rmq.protocol.headers.consumer import PullMessageRequestHeader
 
     h = PullMessageRequestHeader(
         consumer_group="GID_bench_consumer", topic="BenchTopic", queue_id=0, queue_offset=0, max_msg_nums=32,
@@ -88,8 +88,8 @@ def make_body_parts(slices: int) -> tuple[mmap.mmap, list[memoryview]]:
 
 
 def request_frame(opaque: int) -> bytes:
+    from rmq.protocol.command import RemotingCommand
     from rmq.remoting.codec import encode
-    from rmq.remoting.command import RemotingCommand
 
     cmd = RemotingCommand(PULL_CODE, language="CPP", version=63, opaque=opaque, ext_fields=pull_ext())
     cmd.remark = ""
@@ -116,8 +116,8 @@ async def _serve(args) -> None:
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
     if args.handler == "rmq":
+        from rmq.protocol.headers.consumer import PullMessageRequestHeader, PullMessageResponseHeader
         from rmq.remoting import RemotingServer
-        from rmq.remoting.headers import PullMessageRequestHeader, PullMessageResponseHeader
 
         class PullProcessor:
             """Parse the pull header and answer FOUND with the mmap slices (no store)."""
@@ -148,7 +148,7 @@ class BareProtocol(asyncio.Protocol):
         self.parts = parts
         self.use_json = use_json
         self.buf = b""
-        from rmq.remoting.headers import PullMessageResponseHeader
+        from rmq.protocol.headers.consumer import PullMessageResponseHeader
 
         self.reply_ext = PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=32, min_offset=0,
                                                    max_offset=1000).to_ext_fields()
@@ -265,7 +265,7 @@ async def _client(args) -> dict:
 def send_v2_ext() -> dict[str, str]:
     """What a Java 4.9.8 producer sends for SEND_MESSAGE_V2 (fastjson: every extFields value a
     string, under SendMessageRequestHeaderV2's one-letter names)."""
-    from rmq.remoting.headers import SendMessageRequestHeader
+    from rmq.protocol.headers.message import SendMessageRequestHeader
 
     return SendMessageRequestHeader(
         producer_group="please_rename_unique_group_name", topic="BenchTopic", queue_id=3,
@@ -276,7 +276,7 @@ def send_v2_ext() -> dict[str, str]:
 
 def send_reply_ext() -> dict[str, str]:
     """A 4.9.8 broker's SEND reply header (with the two keys it adds beside the typed ones)."""
-    from rmq.remoting.headers import SendMessageResponseHeader
+    from rmq.protocol.headers.message import SendMessageResponseHeader
 
     return {**SendMessageResponseHeader(msg_id="7F00000100002A9F0000000000A1B2C3", queue_id=3,
                                         queue_offset=123456).to_ext_fields(),
@@ -286,9 +286,10 @@ def send_reply_ext() -> dict[str, str]:
 def codec_micro() -> dict:
     import timeit
 
+    from rmq.protocol.command import RemotingCommand
+    from rmq.protocol.headers.consumer import PullMessageRequestHeader
+    from rmq.protocol.headers.message import SendMessageRequestHeader
     from rmq.remoting import codec
-    from rmq.remoting.command import RemotingCommand
-    from rmq.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader
 
     if codec._fast_decode is None or codec._fast_encode is None:
         raise SystemExit("the fast codec is off (RMQ_NO_EXTENSIONS=1 or not built)")

@@ -41,8 +41,9 @@ def main(argv=None) -> int:
     import rmq.spark
     from rmq._testing import StandaloneProcess
     from rmq.common.constants import TopicValidator
-    from rmq.remoting import requests as rq
-    from rmq.remoting.headers import CreateTopicRequestHeader
+    from rmq.protocol.headers.topic import CreateTopicRequestHeader
+    from rmq.protocol.requests import check_success
+    from rmq.protocol.requests.topic import create_topic
     from rmq.spark._client import RocketMQClient
 
     proc = None
@@ -64,10 +65,10 @@ def main(argv=None) -> int:
             except Exception:
                 route_brokers = None
             for b in route_brokers or ():
-                resp = client.invoke(b.master_addr, rq.create_topic(CreateTopicRequestHeader(
+                resp = client.invoke(b.master_addr, create_topic(CreateTopicRequestHeader(
                     topic=args.topic, read_queue_nums=args.queues, write_queue_nums=args.queues)))
                 try:
-                    rq.check_success(resp)
+                    check_success(resp)
                 except rmq.errors.RMQError as e:
                     raise SystemExit(f"creating {args.topic} failed: {e}") from None
             time.sleep(0.5)

@@ -19,10 +19,10 @@ import tempfile
 import time
 
 from rmq._testing import StandaloneProcess
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
 from rmq.remoting.codec import FrameDecoder, encode
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import CreateTopicRequestHeader
 
 
 def _call(sock: socket.socket, decoder: FrameDecoder, cmd: RemotingCommand) -> RemotingCommand:

@@ -7,7 +7,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 
 TOPIC = "MetricsTopic"
 GROUP = "MetricsGroup"

@@ -24,7 +24,7 @@ from rmq._testing import (
     wait_until_sync,
 )
 from rmq._version import __version__
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 
 ROOT = pathlib.Path(rmq.__file__).resolve().parent.parent
 

@@ -480,8 +480,8 @@ class NoisyNeighbour:
         import threading
 
         from rmq.common.constants import TopicValidator
-        from rmq.remoting.codes import RequestCode
-        from rmq.remoting.headers import GetMaxOffsetRequestHeader
+        from rmq.protocol.codes import RequestCode
+        from rmq.protocol.headers.consumer import GetMaxOffsetRequestHeader
 
         self.addr = addr
         self.code = int(code if code is not None else RequestCode.GET_MAX_OFFSET)
@@ -534,8 +534,8 @@ class NoisyNeighbour:
         return s
 
     def _run(self) -> None:
+        from rmq.protocol.command import RemotingCommand
         from rmq.remoting.codec import FrameDecoder, encode
-        from rmq.remoting.command import RemotingCommand
 
         sock: socket.socket | None = None
         decoder = FrameDecoder()
@@ -573,7 +573,8 @@ async def invoke_once(addr: str, code: int, ext_fields: dict[str, Any] | None = 
                       timeout: float = 10.0) -> Any:
     """One request to ``addr`` on a fresh connection, closed afterwards: the answer
     (RemotingCommand); raises as ``RemotingClient.invoke`` does. ``timeout`` defaults to 10 s."""
-    from rmq.remoting import RemotingClient, RemotingCommand
+    from rmq.protocol.command import RemotingCommand
+    from rmq.remoting import RemotingClient
 
     client = RemotingClient()
     try:

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq.common.message import decode_offset_msg_id, properties_to_string, string_to_properties
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import SEND_V2_CODES, SendMessageRequestHeader, send_wire_names
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import SEND_V2_CODES, SendMessageRequestHeader, send_wire_names
 
 __all__ = ["BrokerEnv", "broker_env", "decode_props", "encode_props", "phy_offset"]
 

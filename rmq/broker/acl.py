@@ -19,9 +19,9 @@ from typing import Any
 
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.log import clip
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import SEND_V2_CODES, send_wire_names
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import SEND_V2_CODES, send_wire_names
 from rmq.remoting.plain_acl import (
     _VALIDATE,
     OFF_LOOP_BODY_BYTES,
@@ -91,7 +91,7 @@ def request_resources(cmd: RemotingCommand) -> dict[str, int] | None:
 
     if code in _SEND_CODES:
         # the field names by request code, exactly as the SEND and reply processors read them
-        # (rmq.remoting.headers.send_wire_names; Java PlainAccessValidator.parse reads "b"/"a"
+        # (rmq.protocol.headers.message.send_wire_names; Java PlainAccessValidator.parse reads "b"/"a"
         # for 310 and "topic"/"group" for 10): a 310 with long names names no topic here and
         # none to the processor either, which refuses it as Java's parseRequestHeader does.
         # 320 (absent from Java 4.9.8's parse, so unchecked there) and the replies 324/325

@@ -77,12 +77,12 @@ from rmq.broker.vip_channel import VipChannel, vip_port
 from rmq.common.constants import PermName
 from rmq.common.tasks import BackgroundTasks
 from rmq.config import BrokerConfig, ConfigError
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.client import NotifyConsumerIdsChangedRequestHeader
 from rmq.remoting.acl import SessionCredentials
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
 from rmq.remoting.connection import Connection, ConnectionEvent
 from rmq.remoting.dispatcher import ProcessorPool
-from rmq.remoting.headers import NotifyConsumerIdsChangedRequestHeader
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import TlsSettings
 from rmq.store import MessageStore, StoreConfig

@@ -15,10 +15,10 @@ import zlib
 from typing import Any
 
 from rmq.broker.processors.common import to_json_bytes
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 log = logging.getLogger("rmq.broker")
 

@@ -35,9 +35,18 @@ from rmq.broker.managers.topic_config import DataVersion, TopicConfig
 from rmq.common.constants import PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import RMQError
-from rmq.remoting import requests as rq
-from rmq.remoting.body.sync import DataVersionData
-from rmq.remoting.command import RemotingCommand
+from rmq.protocol.body.sync import DataVersionData
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.requests.broker import (
+    get_all_consumer_offset,
+    get_all_delay_offset,
+    get_all_subscription_group_config,
+    get_all_topic_config,
+    parse_all_consumer_offset,
+    parse_all_delay_offset,
+    parse_all_subscription_group_config,
+    parse_all_topic_config,
+)
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -141,14 +150,14 @@ class SlaveSynchronize:
     async def sync_topic_config(self, master: str) -> None:
         """Java ``syncTopicConfig``: the master's table replaces ours when its version differs.
         The answer is decoded and checked in a thread; only the swap runs on the loop."""
-        resp = await self._invoke(master, rq.get_all_topic_config())
+        resp = await self._invoke(master, get_all_topic_config())
         tcm = self.controller.topic_config_manager
         version, table = await asyncio.to_thread(_topic_table, resp, master, tcm.max_queue_nums)
         _replace_versioned(tcm, tcm.topic_config_table, version, table, f"topic config from master {clip(master)}")
 
     async def sync_consumer_offset(self, master: str) -> None:
         """Java ``syncConsumerOffset``: the master's offsets over ours (``putAll``)."""
-        resp = await self._invoke(master, rq.get_all_consumer_offset())
+        resp = await self._invoke(master, get_all_consumer_offset())
         offsets = await asyncio.to_thread(_offset_table, resp)
         com = self.controller.consumer_offset_manager
         table = com.offset_table
@@ -169,7 +178,7 @@ class SlaveSynchronize:
 
     async def sync_delay_offset(self, master: str) -> None:
         """Java ``syncDelayOffset``: the master's delay progress replaces ours."""
-        offsets = rq.parse_all_delay_offset(await self._invoke(master, rq.get_all_delay_offset()))
+        offsets = parse_all_delay_offset(await self._invoke(master, get_all_delay_offset()))
         schedule = self.controller.schedule_service
         levels = schedule.max_delay_level
         good = {lvl: o for lvl, o in offsets.items() if 1 <= lvl <= levels and 0 <= o <= _INT64_MAX}
@@ -184,7 +193,7 @@ class SlaveSynchronize:
     async def sync_subscription_group_config(self, master: str) -> None:
         """Java ``syncSubscriptionGroupConfig``: the master's groups replace ours when the version
         differs (decoded and checked in a thread, swapped on the loop)."""
-        resp = await self._invoke(master, rq.get_all_subscription_group_config())
+        resp = await self._invoke(master, get_all_subscription_group_config())
         limit = int(getattr(self.controller.broker_config, "max_subscription_group_nums", 100_000))
         version, table = await asyncio.to_thread(_group_table, resp, master, limit)
         sgm = self.controller.subscription_group_manager
@@ -211,7 +220,7 @@ def _replace_versioned(manager: Any, live: dict[str, Any], version: DataVersionD
 def _topic_table(resp: RemotingCommand, master: str, cap: int) -> tuple[DataVersionData, dict[str, TopicConfig]]:
     """The master's data version and the topics of its answer that can be ours (each one
     refused is logged and left out). Raises what the parser raises for a malformed body."""
-    wrapper = rq.parse_all_topic_config(resp)
+    wrapper = parse_all_topic_config(resp)
     table: dict[str, TopicConfig] = {}
     for name, d in wrapper.topic_config_table.items():
         try:
@@ -237,14 +246,14 @@ def _offset_table(resp: RemotingCommand) -> dict[str, dict[int, int]]:
     """The master's offsets, without the queue ids and offsets that cannot be ours (Java's
     table may hold -1 for "none")."""
     return {key: {q: o for q, o in queues.items() if 0 <= q <= _QUEUE_ID_MAX and 0 <= o <= _INT64_MAX}
-            for key, queues in rq.parse_all_consumer_offset(resp).items()}
+            for key, queues in parse_all_consumer_offset(resp).items()}
 
 
 def _group_table(resp: RemotingCommand, master: str,
                  limit: int) -> tuple[DataVersionData, dict[str, SubscriptionGroupConfig]]:
     """The master's data version and its groups that can be ours, at most ``limit``
     (``maxSubscriptionGroupNums``)."""
-    wrapper = rq.parse_all_subscription_group_config(resp)
+    wrapper = parse_all_subscription_group_config(resp)
     table: dict[str, SubscriptionGroupConfig] = {}
     for name, d in wrapper.subscription_group_table.items():
         if len(table) >= limit:

@@ -62,12 +62,9 @@ from rmq.common.message import (
     properties_to_string,
 )
 from rmq.common.tasks import stop_gracefully, wait_event
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import (
-    CheckTransactionStateRequestHeader,
-    EndTransactionRequestHeader,
-)
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rmq.store import MessageInner
 
 if TYPE_CHECKING:

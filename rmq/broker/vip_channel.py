@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rmq.remoting.codes import RequestCode
+from rmq.protocol.codes import RequestCode
 from rmq.remoting.dispatcher import ProcessorPool
 from rmq.remoting.server import RemotingServer
 

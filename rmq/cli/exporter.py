@@ -29,7 +29,7 @@ from rmq.common.constants import MixAll
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.metrics import DEFAULT_MAX_QUEUE_SERIES, LabelCache, MetricsBuilder, msg_model_label, render
 from rmq.errors import RMQError
-from rmq.remoting.body.stats import BrokerStatsData
+from rmq.protocol.body.stats import BrokerStatsData
 from rmq.remoting.metrics_http import MetricsHttpServer
 
 __all__ = ["ClusterCollector", "run_exporter"]

@@ -1,7 +1,7 @@
 """Typed calls a client makes over the remoting layer (Java ``MQClientAPIImpl``).
 
 Each call is build → invoke → parse: the request comes from a pure builder of
-:mod:`rmq.remoting.requests` (every wire name from the typed headers), the answer is read by the
+:mod:`rmq.protocol.requests` (every wire name from the typed headers), the answer is read by the
 matching pure parser there (the Spark connector's blocking transport shares both).
 
 Every method takes a timeout in seconds, raises :class:`rmq.errors.BrokerResponseError`
@@ -17,14 +17,31 @@ from typing import Any
 
 from rmq.common.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 from rmq.errors import RemotingCommandError
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting import requests as rq
-from rmq.remoting.headers import (
-    ConsumerSendMsgBackRequestHeader,
-    EndTransactionRequestHeader,
-    PullMessageRequestHeader,
-    SendMessageRequestHeader,
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader
+from rmq.protocol.headers.message import EndTransactionRequestHeader, SendMessageRequestHeader
+from rmq.protocol.requests import check_success
+from rmq.protocol.requests.client import check_client_config, heart_beat, parse_heart_beat, unregister_client
+from rmq.protocol.requests.consumer import (
+    consumer_send_msg_back,
+    get_consumer_list_by_group,
+    get_max_offset,
+    get_min_offset,
+    lock_batch_mq,
+    parse_consumer_list,
+    parse_lock_batch_mq,
+    parse_offset,
+    parse_pull,
+    parse_query_consumer_offset,
+    pull_message,
+    query_consumer_offset,
+    search_offset,
+    unlock_batch_mq,
+    update_consumer_offset,
 )
+from rmq.protocol.requests.message import end_transaction, parse_send, send_message
+from rmq.protocol.requests.namesrv import get_route_info, parse_topic_route
+from rmq.remoting import RemotingClient
 from rmq.types import MessageQueue, PullResult, PullStatus, SendResult
 
 from ._codec import decode_messages
@@ -61,9 +78,9 @@ class ClientAPI:
 
     async def get_topic_route(self, topic: str, timeout: float = 3.0) -> TopicRouteData | None:
         """Route of ``topic``; None when the name server does not know it (code 17)."""
-        resp = await self.remoting.invoke_namesrv(rq.get_route_info(topic), timeout=timeout)
+        resp = await self.remoting.invoke_namesrv(get_route_info(topic), timeout=timeout)
         try:
-            return rq.parse_topic_route(resp)
+            return parse_topic_route(resp)
         except RemotingCommandError as e:
             log.warning("route of %s from the name server is malformed: %s", topic, e)
             e.add_note(f"route of topic {topic}")
@@ -76,21 +93,21 @@ class ClientAPI:
                            *, batch: bool, uniq_id: str, timeout: float, code: int | None = None) -> SendResult:
         """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE, or ``code``: SEND_REPLY_MESSAGE_V2 for a
         reply); ``uniq_id`` becomes ``SendResult.msg_id``."""
-        resp = await self._invoke(addr, rq.send_message(_send_header(header, batch), body, code=code), timeout)
-        return rq.parse_send(resp, mq, uniq_id)
+        resp = await self._invoke(addr, send_message(_send_header(header, batch), body, code=code), timeout)
+        return parse_send(resp, mq, uniq_id)
 
     async def send_message_oneway(self, addr: str, header: SendMessageRequestHeader | Mapping[str, Any],
                                   body: bytes, *, batch: bool) -> None:
-        await self.remoting.invoke_oneway(addr, rq.send_message(_send_header(header, batch), body, oneway=True))
+        await self.remoting.invoke_oneway(addr, send_message(_send_header(header, batch), body, oneway=True))
 
     @staticmethod
     def process_send_response(mq: MessageQueue, uniq: str, resp: RemotingCommand) -> SendResult:
-        """See :func:`rmq.remoting.requests.parse_send`."""
-        return rq.parse_send(resp, mq, uniq)
+        """See :func:`rmq.protocol.requests.message.parse_send`."""
+        return parse_send(resp, mq, uniq)
 
     async def end_transaction_oneway(self, addr: str, header: EndTransactionRequestHeader | Mapping[str, Any],
                                      remark: str | None) -> None:
-        await self.remoting.invoke_oneway(addr, rq.end_transaction(_typed(EndTransactionRequestHeader, header),
+        await self.remoting.invoke_oneway(addr, end_transaction(_typed(EndTransactionRequestHeader, header),
                                                                    remark))
 
     # ---------------------------------------------------------------- consumer
@@ -99,7 +116,7 @@ class ClientAPI:
                            broker_name: str, timeout: float) -> PullResult:
         """One PULL_MESSAGE; statuses for 0/19/20/21, an exception for anything else."""
         h = _typed(PullMessageRequestHeader, header)
-        reply = rq.parse_pull(await self._invoke(addr, rq.pull_message(h), timeout))
+        reply = parse_pull(await self._invoke(addr, pull_message(h), timeout))
         msgs = []
         if reply.status is PullStatus.FOUND:
             try:
@@ -113,27 +130,27 @@ class ClientAPI:
 
     async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue, timeout: float = 3.0) -> int:
         """The stored offset, or -1 when the broker has none (QUERY_NOT_FOUND)."""
-        resp = await self._invoke(addr, rq.query_consumer_offset(group, mq.topic, mq.queue_id), timeout)
-        offset = rq.parse_query_consumer_offset(resp)
+        resp = await self._invoke(addr, query_consumer_offset(group, mq.topic, mq.queue_id), timeout)
+        offset = parse_query_consumer_offset(resp)
         return -1 if offset is None else offset
 
     async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int,
                                      timeout: float = 3.0) -> None:
-        rq.check_success(await self._invoke(
-            addr, rq.update_consumer_offset(group, mq.topic, mq.queue_id, offset), timeout))
+        check_success(await self._invoke(
+            addr, update_consumer_offset(group, mq.topic, mq.queue_id, offset), timeout))
 
     async def get_max_offset(self, addr: str, mq: MessageQueue, timeout: float = 3.0) -> int:
-        return rq.parse_offset(await self._invoke(addr, rq.get_max_offset(mq.topic, mq.queue_id), timeout))
+        return parse_offset(await self._invoke(addr, get_max_offset(mq.topic, mq.queue_id), timeout))
 
     async def get_min_offset(self, addr: str, mq: MessageQueue, timeout: float = 3.0) -> int:
-        return rq.parse_offset(await self._invoke(addr, rq.get_min_offset(mq.topic, mq.queue_id), timeout))
+        return parse_offset(await self._invoke(addr, get_min_offset(mq.topic, mq.queue_id), timeout))
 
     async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout: float = 3.0) -> int:
-        return rq.parse_offset(await self._invoke(
-            addr, rq.search_offset(mq.topic, mq.queue_id, timestamp_ms), timeout))
+        return parse_offset(await self._invoke(
+            addr, search_offset(mq.topic, mq.queue_id, timestamp_ms), timeout))
 
     async def get_consumer_id_list(self, addr: str, group: str, timeout: float = 3.0) -> list[str]:
-        return rq.parse_consumer_list(await self._invoke(addr, rq.get_consumer_list_by_group(group), timeout))
+        return parse_consumer_list(await self._invoke(addr, get_consumer_list_by_group(group), timeout))
 
     async def consumer_send_msg_back(self, addr: str, *, group: str, commit_log_offset: int,
                                      delay_level: int, origin_msg_id: str, origin_topic: str,
@@ -141,30 +158,30 @@ class ClientAPI:
         header = ConsumerSendMsgBackRequestHeader(
             offset=commit_log_offset, group=group, delay_level=delay_level, origin_msg_id=origin_msg_id,
             origin_topic=origin_topic, unit_mode=False, max_reconsume_times=max_reconsume_times)
-        rq.check_success(await self._invoke(addr, rq.consumer_send_msg_back(header), timeout))
+        check_success(await self._invoke(addr, consumer_send_msg_back(header), timeout))
 
     async def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
                             timeout: float = 1.0) -> set[MessageQueue]:
-        return rq.parse_lock_batch_mq(await self._invoke(addr, rq.lock_batch_mq(group, client_id, mqs), timeout))
+        return parse_lock_batch_mq(await self._invoke(addr, lock_batch_mq(group, client_id, mqs), timeout))
 
     async def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
                               timeout: float = 1.0) -> None:
-        rq.check_success(await self._invoke(addr, rq.unlock_batch_mq(group, client_id, mqs), timeout))
+        check_success(await self._invoke(addr, unlock_batch_mq(group, client_id, mqs), timeout))
 
     # ---------------------------------------------------------------- both
 
     async def send_heartbeat(self, addr: str, heartbeat: Mapping[str, Any], timeout: float = 3.0) -> int:
         """HEART_BEAT; returns the broker's version from the reply header."""
-        return rq.parse_heart_beat(await self._invoke(addr, rq.heart_beat(heartbeat), timeout))
+        return parse_heart_beat(await self._invoke(addr, heart_beat(heartbeat), timeout))
 
     async def check_client_config(self, addr: str, client_id: str, group: str, subscription: Mapping[str, Any],
                                   timeout: float = 3.0) -> None:
         """CHECK_CLIENT_CONFIG: raises the broker's refusal (SubscriptionParseFailedError for a
         bad expression, SystemError... when the broker does not filter by its type)."""
-        rq.check_success(await self._invoke(addr, rq.check_client_config(client_id, group, subscription), timeout))
+        check_success(await self._invoke(addr, check_client_config(client_id, group, subscription), timeout))
 
     async def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
                                 consumer_group: str | None, timeout: float = 3.0) -> None:
-        rq.check_success(await self._invoke(
-            addr, rq.unregister_client(client_id, producer_group, consumer_group), timeout))
+        check_success(await self._invoke(
+            addr, unregister_client(client_id, producer_group, consumer_group), timeout))
 

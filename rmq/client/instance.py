@@ -32,18 +32,19 @@ from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.route import TopicRouteData
 from rmq.common.tasks import BackgroundTasks, wait_event
 from rmq.errors import ClientError, RemotingCommandError, RMQError
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
-from rmq.remoting.body.conns import ConsumerRunningInfo, GetConsumerStatusBody, ResetOffsetBody, SubscriptionInfo
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.headers import (
+from rmq.protocol.body.conns import ConsumerRunningInfo, GetConsumerStatusBody, ResetOffsetBody, SubscriptionInfo
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers import Header
+from rmq.protocol.headers.client import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusRequestHeader,
-    Header,
     NotifyConsumerIdsChangedRequestHeader,
-    ResetOffsetRequestHeader,
 )
+from rmq.protocol.headers.consumer import ResetOffsetRequestHeader
+from rmq.remoting import RemotingClient
+from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.tls import resolve_client_tls
 from rmq.types import MessageExt, MessageQueue
 

@@ -36,13 +36,13 @@ from rmq.errors import (
     RMQError,
     TopicNotExistError,
 )
-from rmq.remoting.acl import SessionCredentials
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.headers import (
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.headers.message import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     SendMessageRequestHeader,
 )
+from rmq.remoting.acl import SessionCredentials
 from rmq.types import (
     LocalTransactionState,
     Message,

@@ -30,10 +30,10 @@ from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageConst, MessageSysFlag, inflate_body, string_to_properties
 from rmq.errors import ClientError, RemotingCommandError, RemotingTooMuchRequestError, RouteError
-from rmq.remoting import RemotingCommand
-from rmq.remoting import requests as rq
-from rmq.remoting.codes import ResponseCode
-from rmq.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHeader
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import ReplyMessageRequestHeader, SendMessageRequestHeader
+from rmq.protocol.requests.message import parse_send, send_reply_message
 from rmq.types import Message, MessageExt, MessageQueue, SendResult
 
 from ._codec import properties_to_string
@@ -235,5 +235,5 @@ async def reply(request: MessageExt, body: bytes | str, *, timeout: float = 3.0)
         default_topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums=4, queue_id=0, sys_flag=0,
         born_timestamp=int(time.time() * 1000), flag=0, properties=properties_to_string(props),
         reconsume_times=0, unit_mode=False)
-    resp = await inst.remoting.invoke(addr, rq.send_reply_message(header, msg.body), timeout=timeout)
-    return rq.parse_send(resp, MessageQueue(msg.topic, request.broker_name, 0))
+    resp = await inst.remoting.invoke(addr, send_reply_message(header, msg.body), timeout=timeout)
+    return parse_send(resp, MessageQueue(msg.topic, request.broker_name, 0))

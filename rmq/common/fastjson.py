@@ -9,7 +9,7 @@ Neither is JSON.
 :func:`loads` reads both. An integer key becomes its decimal string, an object key the
 canonical JSON text of the object (:func:`canonical`: keys sorted, compact), so the result is
 plain JSON data (every map key a ``str``) and a reader turns a key back with :func:`object_key`
-(``rmq.remoting.body._mq.mq_of`` does it for MessageQueue keys).
+(``rmq.protocol.body._mq.mq_of`` does it for MessageQueue keys).
 
 Plain JSON (most bodies) goes through msgspec's C decoder first; only text it refuses is
 parsed here, with the scalars and every standard-JSON subtree still decoded by the C ``json``
@@ -46,7 +46,7 @@ def canonical(obj: Any) -> str:
 def dumps(obj: Any) -> bytes:
     """Compact UTF-8 JSON as fastjson writes it (no spaces, non-ASCII kept): what the broker and
     the name server answer with. (Bodies too large for ``json`` on the event loop use msgspec:
-    ``rmq.remoting.body.dumps_json``.)"""
+    ``rmq.protocol.body.dumps_json``.)"""
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 

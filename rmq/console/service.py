@@ -22,9 +22,9 @@ from rmq.client.admin import Admin, AdminError
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.route import TopicRouteData
 from rmq.errors import BrokerResponseError, RemotingError
-from rmq.remoting.body.conns import version_desc
-from rmq.remoting.body.stats import ConsumeStats
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.body.conns import version_desc
+from rmq.protocol.body.stats import ConsumeStats
+from rmq.protocol.codes import ResponseCode
 from rmq.types import MessageExt, MessageQueue
 
 __all__ = [

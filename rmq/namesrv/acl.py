@@ -13,8 +13,8 @@ its ``namesrvAccessKey`` / ``namesrvSecretKey`` properties.
 """
 from __future__ import annotations
 
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.plain_acl import AclError, PlainAccounts
 
 __all__ = ["NamesrvAcl", "WRITE_CODES"]

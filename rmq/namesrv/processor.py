@@ -25,10 +25,10 @@ from rmq.config import ConfigError, ConfigUpdateRefused, format_properties, pars
 from rmq.errors import RemotingCommandError
 from rmq.namesrv.kv_config import KVConfigRefused
 from rmq.namesrv.route_manager import RegistrationRefused
-from rmq.remoting.body.ops import KVTable
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import (
+from rmq.protocol.body.ops import KVTable
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.namesrv import (
     GetKVConfigRequestHeader,
     GetRouteInfoRequestHeader,
     PutKVConfigRequestHeader,

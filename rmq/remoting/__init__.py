@@ -1,11 +1,10 @@
-"""rmq.remoting: RocketMQ's remoting protocol (frames, commands, server, client).
+"""rmq.remoting: RocketMQ's remoting protocol (frames, connections, server, client;
+the commands, codes and headers are rmq.protocol).
 
 Knows nothing about brokers or stores; the layers above register processors per request code.
 """
 from rmq.remoting.client import RemotingClient, RPCHook
 from rmq.remoting.codec import FrameDecoder, decode_frame, encode
-from rmq.remoting.codes import LanguageCode, RequestCode, ResponseCode, SerializeType
-from rmq.remoting.command import RemotingCommand
 from rmq.remoting.connection import Connection, ConnectionEvent
 from rmq.remoting.dispatcher import ProcessorPool
 from rmq.remoting.server import RemotingServer
@@ -16,13 +15,8 @@ __all__ = [
     "FrameDecoder",
     "decode_frame",
     "encode",
-    "LanguageCode",
     "ProcessorPool",
     "RemotingClient",
-    "RemotingCommand",
     "RemotingServer",
-    "RequestCode",
-    "ResponseCode",
     "RPCHook",
-    "SerializeType",
 ]

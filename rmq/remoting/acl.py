@@ -25,7 +25,7 @@ from typing import Any
 
 from rmq.common.constants import MixAll
 from rmq.common.message import java_str
-from rmq.remoting.command import Body, RemotingCommand
+from rmq.protocol.command import Body, RemotingCommand
 
 __all__ = [
     "ACCESS_KEY",

@@ -3,7 +3,7 @@
 Spark calls its data sources from plain (non-asyncio) Python worker processes, one task at a
 time; this is their transport. Frames are written with :func:`rmq.remoting.codec.encode` and
 read with :class:`rmq.remoting.codec.FrameDecoder` (the same sans-IO codec the asyncio side
-uses); what to send and how to read the answer come from :mod:`rmq.remoting.requests`.
+uses); what to send and how to read the answer come from :mod:`rmq.protocol.requests`.
 
 Every call has a deadline. A dead or silent peer becomes a
 :class:`~rmq.errors.RemotingConnectError` / :class:`~rmq.errors.RemotingTimeoutError` (both
@@ -24,8 +24,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rmq.errors import RemotingCommandError, RemotingConnectError, RemotingTimeoutError
+from rmq.protocol.command import BodyPart, RemotingCommand
 from rmq.remoting.codec import FrameDecoder, encode
-from rmq.remoting.command import BodyPart, RemotingCommand
 
 __all__ = ["DEFAULT_MAX_FRAME_LENGTH", "BlockingConnection", "BlockingRemotingClient"]
 

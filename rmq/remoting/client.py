@@ -35,8 +35,8 @@ from rmq.errors import (
     RemotingTimeoutError,
     RemotingTooMuchRequestError,
 )
+from rmq.protocol.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
-from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.connection import (
     AsyncCall,
     Connection,

@@ -39,8 +39,8 @@ import msgspec
 
 from rmq.common import native
 from rmq.errors import RemotingCommandError
-from rmq.remoting.codes import LanguageCode
-from rmq.remoting.command import BodyPart, RemotingCommand
+from rmq.protocol.codes import LanguageCode
+from rmq.protocol.command import BodyPart, RemotingCommand
 
 __all__ = [
     "FrameDecoder",
@@ -96,8 +96,8 @@ except ImportError:  # pragma: no cover - CPython always has _json
 # (the eight RemotingCommand fields, scalar extFields values); anything else (an unknown
 # field, a null, a float where an int goes, malformed JSON) fails there and the pure-Python
 # reference below runs, which accepts it too or raises the reference error, so error messages
-# never depend on the path. Encoding: json_header_encode in rmq/remoting/_codec.pyx (the
-# extension rmq.remoting._codec), byte for byte the reference's output. msgspec decoded golden headers in about
+# never depend on the path. Encoding: json_header_encode in rmq/protocol/_codec.pyx (the
+# extension rmq.protocol._codec), byte for byte the reference's output. msgspec decoded golden headers in about
 # 0.9 us against 1.2 us for the former hand-written Cython parser; for encoding the Cython
 # writer (0.5 us) beat orjson (0.7 us) and msgspec (0.9 us): bench/header_codec_bench.py.
 # RMQ_NO_EXTENSIONS=1 at run time leaves both out (the reference only: A/B measurements,
@@ -167,7 +167,7 @@ FrameHook = Callable[[bytes | bytearray, int, int, int, int], bytes | None]
 _fast_decode: Callable[[bytes | bytearray | memoryview, int, int, type[RemotingCommand]],
                        RemotingCommand | None] | None = None
 _fast_encode: Callable[..., bytes | None] | None = None
-# The binary twins (rmq/remoting/_codec.pyx): binary_header_decode(buf, start, header_len, cmd_cls,
+# The binary twins (rmq/protocol/_codec.pyx): binary_header_decode(buf, start, header_len, cmd_cls,
 # lang_names) and binary_header_encode(code, ext, flag, language_byte, opaque, remark,
 # version, body_len=-1), each returning None for what the reference below must handle.
 _fast_bin_decode: Callable[[BodyPart, int, int, type[RemotingCommand], tuple[str, ...]],
@@ -176,9 +176,9 @@ _fast_bin_encode: Callable[..., bytes | None] | None = None
 if native.ENABLED:
     _fast_decode = _msgspec_decode
     try:
-        from rmq.remoting._codec import binary_header_decode as _fast_bin_decode
-        from rmq.remoting._codec import binary_header_encode as _fast_bin_encode
-        from rmq.remoting._codec import json_header_encode as _fast_encode
+        from rmq.protocol._codec import binary_header_decode as _fast_bin_decode
+        from rmq.protocol._codec import binary_header_encode as _fast_bin_encode
+        from rmq.protocol._codec import json_header_encode as _fast_encode
     except ImportError:  # pragma: no cover - the extension is not built
         pass
 native.chose("header codec", _fast_encode is not None)

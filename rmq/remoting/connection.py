@@ -63,8 +63,8 @@ from rmq.errors import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
+from rmq.protocol.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH, FrameDecoder, encode
-from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.idle import IdleStateHandler
 from rmq.remoting.tls import TLS_RECORD_HANDSHAKE
 
@@ -760,7 +760,7 @@ class Connection(asyncio.Protocol):
 
     def send_response_frame(self, frame: bytes) -> None:
         """Write a response already encoded as a whole frame (length words, header and body,
-        e.g. the SEND path's reply from ``rmq.remoting._codec.send_reply_frame``); like
+        e.g. the SEND path's reply from ``rmq.protocol._codec.send_reply_frame``); like
         :meth:`send_response`, ignored if the connection has closed meanwhile."""
         transport = self._transport
         if self.closed or transport is None or transport.is_closing():

@@ -32,8 +32,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rmq.common.log import RateLimitedLog, clip
-from rmq.remoting.codes import ResponseCode
-from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
 
 if TYPE_CHECKING:  # pragma: no cover
     from rmq.remoting.codec import FrameHook

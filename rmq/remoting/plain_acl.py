@@ -41,9 +41,9 @@ import yaml
 from rmq.common.constants import MixAll
 from rmq.common.log import RateLimitedLog, clip
 from rmq.config import ConfigError
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.acl import ACCESS_KEY, SIGNATURE, Signer, combine_request_content
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import FLAG_ONEWAY, RemotingCommand
 
 __all__ = [
     "AclChecker",

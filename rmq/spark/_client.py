@@ -2,7 +2,7 @@
 
 Spark calls the data source from plain (non-asyncio) Python worker processes, so the connector
 uses :class:`rmq.remoting.blocking.BlockingRemotingClient`; each call here is build → invoke →
-parse with the shared :mod:`rmq.remoting.requests` (the asyncio SDK uses the same builders and
+parse with the shared :mod:`rmq.protocol.requests` (the asyncio SDK uses the same builders and
 parsers). A non-success answer raises the matching :class:`~rmq.errors.BrokerResponseError`
 with a note saying what was being done and where.
 
@@ -22,12 +22,33 @@ from rmq.common.constants import ExpressionType
 from rmq.common.message import PullSysFlag
 from rmq.common.route import TopicRouteData
 from rmq.errors import RMQError, TopicNotExistError
-from rmq.remoting import requests as rq
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.consumer import PullMessageRequestHeader
+from rmq.protocol.requests import check_success
+from rmq.protocol.requests.consumer import (
+    PullReply,
+    get_max_offset,
+    get_min_offset,
+    parse_offset,
+    parse_pull,
+    parse_query_consumer_offset,
+    pull_message,
+    query_consumer_offset,
+    search_offset,
+    update_consumer_offset,
+)
+from rmq.protocol.requests.message import parse_send
+from rmq.protocol.requests.namesrv import (
+    get_all_topic_list,
+    get_broker_cluster_info,
+    get_route_info,
+    parse_cluster_info,
+    parse_topic_list,
+    parse_topic_route,
+)
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.blocking import BlockingRemotingClient
-from rmq.remoting.codes import ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import PullMessageRequestHeader
 from rmq.spark.options import TlsProperties, client_tls_context
 from rmq.types import MessageQueue, SendResult
 
@@ -59,8 +80,8 @@ class RocketMQClient(BlockingRemotingClient):
 
     def topic_route(self, topic: str) -> TopicRouteData:
         """GET_ROUTEINFO_BY_TOPIC. Raises ``TopicNotExistError`` (code 17) for unknown topics."""
-        resp = self.invoke_namesrv(rq.get_route_info(topic))
-        route = _parse(self.name_servers[0], resp, rq.parse_topic_route, f"looking up the route of topic {topic!r}")
+        resp = self.invoke_namesrv(get_route_info(topic))
+        route = _parse(self.name_servers[0], resp, parse_topic_route, f"looking up the route of topic {topic!r}")
         if route is None:
             raise TopicNotExistError(ResponseCode.TOPIC_NOT_EXIST,
                                      resp.remark or f"No topic route info in name server for the topic: {topic}")
@@ -68,14 +89,14 @@ class RocketMQClient(BlockingRemotingClient):
 
     def all_topics(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic the name servers know."""
-        return _parse(self.name_servers[0], self.invoke_namesrv(rq.get_all_topic_list()), rq.parse_topic_list,
+        return _parse(self.name_servers[0], self.invoke_namesrv(get_all_topic_list()), parse_topic_list,
                       "listing topics")
 
     def cluster_names(self) -> set[str]:
         """Cluster and broker names (GET_BROKER_CLUSTER_INFO): RocketMQ lists them as topics
         too, so a subscribePattern must skip them. Empty if the name server cannot say."""
         try:
-            return rq.parse_cluster_info(self.invoke_namesrv(rq.get_broker_cluster_info())).names()
+            return parse_cluster_info(self.invoke_namesrv(get_broker_cluster_info())).names()
         except RMQError as e:
             log.warning("could not read the cluster info: %s", e)
             return set()
@@ -103,14 +124,14 @@ class RocketMQClient(BlockingRemotingClient):
         cmds = []
         for kind, topic, qid, ts in queries:
             if kind == "time":
-                cmds.append(rq.search_offset(topic, qid, int(ts or 0)))
+                cmds.append(search_offset(topic, qid, int(ts or 0)))
             elif kind == "min":
-                cmds.append(rq.get_min_offset(topic, qid))
+                cmds.append(get_min_offset(topic, qid))
             elif kind == "max":
-                cmds.append(rq.get_max_offset(topic, qid))
+                cmds.append(get_max_offset(topic, qid))
             else:
                 raise ValueError(f"unknown offset query kind {kind!r}")
-        return [_parse(addr, resp, rq.parse_offset, f"reading the {kind} offset of {topic}/{qid}")
+        return [_parse(addr, resp, parse_offset, f"reading the {kind} offset of {topic}/{qid}")
                 for (kind, topic, qid, _), resp in zip(queries, self.invoke_all(addr, cmds), strict=True)]
 
     # ------------------------------------------------------------------ broker: pull
@@ -120,15 +141,15 @@ class RocketMQClient(BlockingRemotingClient):
                      subscription: str) -> RemotingCommand:
         """A PULL_MESSAGE that is answered at once: a range read never waits for new messages,
         so only ``FLAG_SUBSCRIPTION`` is set (no suspend, no commit)."""
-        return rq.pull_message(PullMessageRequestHeader(
+        return pull_message(PullMessageRequestHeader(
             consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=max_nums,
             sys_flag=PullSysFlag.FLAG_SUBSCRIPTION, subscription=subscription,
             expression_type=ExpressionType.TAG))
 
     @staticmethod
-    def pull_response(addr: str, resp: RemotingCommand, topic: str, queue_id: int) -> rq.PullReply:
-        """Parse a PULL_MESSAGE answer (:func:`rmq.remoting.requests.parse_pull`); other codes raise."""
-        return _parse(addr, resp, rq.parse_pull, f"pulling {topic}/{queue_id}")
+    def pull_response(addr: str, resp: RemotingCommand, topic: str, queue_id: int) -> PullReply:
+        """Parse a PULL_MESSAGE answer (:func:`rmq.protocol.requests.consumer.parse_pull`); other codes raise."""
+        return _parse(addr, resp, parse_pull, f"pulling {topic}/{queue_id}")
 
     # ------------------------------------------------------------------ broker: send
 
@@ -139,16 +160,16 @@ class RocketMQClient(BlockingRemotingClient):
         # A send is not idempotent: a failed connection is reported, not silently retried
         # (Spark retries the task; delivery is at-least-once either way).
         answers = self.invoke_all(addr, [cmd for cmd, _, _ in sends], timeout, idempotent=False)
-        return [_parse(addr, resp, lambda r: rq.parse_send(r, mq), desc)  # noqa: B023 - called at once
+        return [_parse(addr, resp, lambda r: parse_send(r, mq), desc)  # noqa: B023 - called at once
                 for (_, mq, desc), resp in zip(sends, answers, strict=True)]
 
     # ------------------------------------------------------------------ broker: consumer offsets
 
     def update_consumer_offsets(self, addr: str, group: str, items: Sequence[tuple[str, int, int]]) -> None:
         """UPDATE_CONSUMER_OFFSET for many ``(topic, queue_id, offset)`` in one pipelined round trip."""
-        cmds = [rq.update_consumer_offset(group, t, q, o) for t, q, o in items]
+        cmds = [update_consumer_offset(group, t, q, o) for t, q, o in items]
         for (t, q, o), resp in zip(items, self.invoke_all(addr, cmds), strict=True):
-            _parse(addr, resp, rq.check_success, f"committing offset {o} of {t}/{q} for group {group!r}")
+            _parse(addr, resp, check_success, f"committing offset {o} of {t}/{q} for group {group!r}")
 
     def update_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET, waiting for the broker's answer."""
@@ -156,8 +177,8 @@ class RocketMQClient(BlockingRemotingClient):
 
     def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int) -> int | None:
         """QUERY_CONSUMER_OFFSET; None when the group has no offset stored (code 22)."""
-        return _parse(addr, self.invoke(addr, rq.query_consumer_offset(group, topic, queue_id)),
-                      rq.parse_query_consumer_offset, f"querying the offset of {topic}/{queue_id} for group {group!r}")
+        return _parse(addr, self.invoke(addr, query_consumer_offset(group, topic, queue_id)),
+                      parse_query_consumer_offset, f"querying the offset of {topic}/{queue_id} for group {group!r}")
 
 
 # --------------------------------------------------------------------------- per-process cache

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.route import TopicRouteData
 from rmq.errors import ClientError, RMQError, TopicNotExistError
-from rmq.remoting.command import RemotingCommand
+from rmq.protocol.command import RemotingCommand
 from rmq.spark._client import RocketMQClient
 from rmq.spark._records import Chunk, queue_offset_at, record_starts
 from rmq.spark.options import EARLIEST, LATEST, OffsetKey, OffsetSpec, OptionError, QueueKey, SourceOptions

@@ -26,10 +26,10 @@ from rmq.common.constants import TopicValidator
 from rmq.common.message import MessageConst, encode_batch_item, properties_to_string
 from rmq.common.route import TopicRouteData
 from rmq.errors import ClientError, RequestCodeNotSupportedError, TopicNotExistError
-from rmq.remoting import requests as rq
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import SendMessageRequestHeader
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import SendMessageRequestHeader
+from rmq.protocol.requests.message import send_message
 from rmq.spark._client import RocketMQClient
 from rmq.spark._records import ArrowArray, RecordBatch, encode_properties
 from rmq.spark.options import SinkOptions
@@ -414,7 +414,7 @@ class MessageSender:
             self._send(addr)
 
     def _requests(self, ready: list[_Ready]) -> list[tuple[RemotingCommand, MessageQueue, str]]:
-        return [(rq.send_message(h, body, code=self._batch_code), mq, desc) for h, body, mq, desc, _ in ready]
+        return [(send_message(h, body, code=self._batch_code), mq, desc) for h, body, mq, desc, _ in ready]
 
     def _send(self, addr: str) -> None:
         ready = self._ready.pop(addr, [])

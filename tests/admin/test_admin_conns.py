@@ -14,9 +14,7 @@ import rmq
 from rmq._testing import run_standalone, wait_until
 from rmq.client.admin import Admin, AdminError
 from rmq.common import fastjson
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting import requests as rq
-from rmq.remoting.body.conns import (
+from rmq.protocol.body.conns import (
     ConsumerConnection,
     ConsumerRunningInfo,
     GetConsumerStatusBody,
@@ -24,7 +22,23 @@ from rmq.remoting.body.conns import (
     ResetOffsetBody,
     version_desc,
 )
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.requests import body_of
+from rmq.protocol.requests.client import (
+    get_consumer_connection_list,
+    get_consumer_running_info,
+    get_producer_connection_list,
+    heart_beat,
+)
+from rmq.protocol.requests.consumer import (
+    PullReply,
+    invoke_broker_to_get_consumer_status,
+    invoke_broker_to_reset_offset,
+    parse_pull,
+    pull_message,
+)
+from rmq.remoting import RemotingClient
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -162,11 +176,11 @@ async def test_connections_of_real_sdk_clients(live):
     with pytest.raises(AdminError) as e:
         await admin.examine_consumer_connection_info("GID_nobody")   # no route for its retry topic
     with pytest.raises(AdminError) as e:
-        await admin._call(broker.broker_addr, rq.get_consumer_connection_list("GID_nobody"), rq.body_of)
+        await admin._call(broker.broker_addr, get_consumer_connection_list("GID_nobody"), body_of)
     assert e.value.code == ResponseCode.CONSUMER_NOT_ONLINE
     assert e.value.remark == "the consumer group[GID_nobody] not online"
     with pytest.raises(AdminError) as e:
-        await admin._call(broker.broker_addr, rq.get_producer_connection_list("PID_nobody"), rq.body_of)
+        await admin._call(broker.broker_addr, get_producer_connection_list("PID_nobody"), body_of)
     assert e.value.code == ResponseCode.SYSTEM_ERROR and e.value.remark == "the producer group[PID_nobody] not exist"
 
 
@@ -174,10 +188,10 @@ async def test_ours_have_javas_shape(live):
     """Our broker's answers to the captured requests have the Java answers' keys and types."""
     admin, broker, _producer, consumer, _got, _sent = live
     for code, live_req in (
-            (203, rq.get_consumer_connection_list("GID_conns")),
-            (204, rq.get_producer_connection_list("PID_conns")),
-            (222, rq.invoke_broker_to_reset_offset("ConnsT", "GID_conns", -1, True)),
-            (307, rq.get_consumer_running_info("GID_conns", consumer.client_id or ""))):
+            (203, get_consumer_connection_list("GID_conns")),
+            (204, get_producer_connection_list("PID_conns")),
+            (222, invoke_broker_to_reset_offset("ConnsT", "GID_conns", -1, True)),
+            (307, get_consumer_running_info("GID_conns", consumer.client_id or ""))):
         (_, java), *_ = golden_answers(code)
         ours = await admin._call(broker.broker_addr, live_req, lambda r: r)
         assert ours.code == java.code == ResponseCode.SUCCESS, (code, ours.remark)
@@ -255,13 +269,13 @@ async def test_reset_with_no_consumer_online_sets_the_broker_offsets(tmp_path):
             stats = await admin.reset_offset_by_timestamp_old("GID_off", "OffT", -1, force=True)
             assert broker.consumer_offset_manager.query_offsets("GID_off", "OffT") == {0: 3, 1: 3}
             with pytest.raises(AdminError) as e:   # a group with no offsets at all
-                await admin._call(broker.broker_addr, rq.invoke_broker_to_reset_offset("OffT", "GID_none", -1),
-                                  rq.body_of)
+                await admin._call(broker.broker_addr, invoke_broker_to_reset_offset("OffT", "GID_none", -1),
+                                  body_of)
             assert e.value.remark == "THe consumer group <GID_none> not exist"
 
 
 async def _heartbeat(client: RemotingClient, addr: str, client_id: str, groups: list[str]) -> int:
-    resp = await client.invoke(addr, rq.heart_beat({"clientID": client_id, "consumerDataSet": [],
+    resp = await client.invoke(addr, heart_beat({"clientID": client_id, "consumerDataSet": [],
                                                     "producerDataSet": [{"groupName": g} for g in groups]}),
                                timeout=5.0)
     return resp.code
@@ -275,8 +289,8 @@ async def test_producer_table_is_bounded(tmp_path):
             assert set(broker.producer_manager.group_channel_table) == {"P1", "P2"}   # P3: past maxProducerGroups
             assert await _heartbeat(b, addr, "client-b", ["P1"]) == ResponseCode.SUCCESS
             async with Admin(f"127.0.0.1:{ns.port}") as admin:
-                pc = await admin._call(addr, rq.get_producer_connection_list("P1"),
-                                       lambda r: ProducerConnection.from_json(fastjson.loads(rq.body_of(r))))
+                pc = await admin._call(addr, get_producer_connection_list("P1"),
+                                       lambda r: ProducerConnection.from_json(fastjson.loads(body_of(r))))
             assert [c.client_id for c in pc.connection_set] == ["client-b"]   # the older one evicted
             # a closed connection leaves the table
             await b.close()
@@ -302,7 +316,7 @@ class _Hang:
 
 
 def _consumer_heartbeat(client_id: str, group: str, version: int = 409) -> RemotingCommand:
-    cmd = rq.heart_beat({"clientID": client_id, "producerDataSet": [], "consumerDataSet": [{
+    cmd = heart_beat({"clientID": client_id, "producerDataSet": [], "consumerDataSet": [{
         "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
         "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "subscriptionDataSet": [], "unitMode": False}]})
     cmd.version = version
@@ -322,7 +336,7 @@ async def test_relay_timeout_unsupported_and_old_clients(tmp_path):
 
             async def running_info(cid: str) -> AdminError:
                 with pytest.raises(AdminError) as e:
-                    await admin._call(addr, rq.get_consumer_running_info("GID_relay", cid), rq.body_of)
+                    await admin._call(addr, get_consumer_running_info("GID_relay", cid), body_of)
                 return e.value
 
             e = await running_info("stuck")
@@ -334,16 +348,16 @@ async def test_relay_timeout_unsupported_and_old_clients(tmp_path):
             assert e.remark == ("The Consumer <old> Version <V3_0_8_SNAPSHOT> too low to finish, please upgrade it "
                                 "to V3_1_8_SNAPSHOT")
             # the connection listing has all three, each with the version it declared
-            cc = await admin._call(addr, rq.get_consumer_connection_list("GID_relay"),
-                                   lambda r: ConsumerConnection.from_json(fastjson.loads(rq.body_of(r))))
+            cc = await admin._call(addr, get_consumer_connection_list("GID_relay"),
+                                   lambda r: ConsumerConnection.from_json(fastjson.loads(body_of(r))))
             assert sorted((c.client_id, c.version) for c in cc.connection_set) == [("old", 30), ("plain", 409),
                                                                                   ("stuck", 409)]
             # status from every member: the ones that cannot answer are left out, as Java does
-            status = await admin._call(addr, rq.invoke_broker_to_get_consumer_status("T", "GID_relay"),
-                                       lambda r: GetConsumerStatusBody.decode(rq.body_of(r)))
+            status = await admin._call(addr, invoke_broker_to_get_consumer_status("T", "GID_relay"),
+                                       lambda r: GetConsumerStatusBody.decode(body_of(r)))
             assert status.consumer_table == {}
             with pytest.raises(AdminError) as err:
-                await admin._call(addr, rq.invoke_broker_to_get_consumer_status("T", "GID_none"), rq.body_of)
+                await admin._call(addr, invoke_broker_to_get_consumer_status("T", "GID_none"), body_of)
             assert err.value.remark == "No Any Consumer online in the consumer group: [GID_none]"
 
 
@@ -351,7 +365,7 @@ async def test_a_member_that_ignores_the_reset_is_moved_on_its_next_pull(tmp_pat
     """ali-ons has no handler for RESET_CONSUMER_CLIENT_OFFSET: its next pull of each queue at
     another offset is answered PULL_OFFSET_MOVED to the reset offset, once; a pull at the reset
     offset (a member that applied it) is served as usual."""
-    from rmq.remoting.headers import PullMessageRequestHeader
+    from rmq.protocol.headers.consumer import PullMessageRequestHeader
 
     async with run_standalone(tmp_path / "store") as (ns, broker):
         addr = broker.broker_addr
@@ -366,11 +380,11 @@ async def test_a_member_that_ignores_the_reset_is_moved_on_its_next_pull(tmp_pat
             table = await admin.reset_offset_by_timestamp("IgnT", "GID_ign", 0)
             assert sorted(table.values()) == [0, 0]
 
-            async def pull(qid: int, offset: int) -> rq.PullReply:
-                cmd = rq.pull_message(PullMessageRequestHeader(
+            async def pull(qid: int, offset: int) -> PullReply:
+                cmd = pull_message(PullMessageRequestHeader(
                     consumer_group="GID_ign", topic="IgnT", queue_id=qid, queue_offset=offset, max_msg_nums=32,
                     sys_flag=4, subscription="*"))
-                return rq.parse_pull(await member.invoke(addr, cmd, timeout=5))
+                return parse_pull(await member.invoke(addr, cmd, timeout=5))
 
             moved = await pull(0, 2)                   # still at its old offset
             assert moved.status.name == "OFFSET_ILLEGAL" and moved.next_begin_offset == 0

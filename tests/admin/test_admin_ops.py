@@ -12,7 +12,7 @@ from rmq._testing import run_broker, run_namesrv, run_standalone, wait_until
 from rmq.client.admin import Admin, AdminError
 from rmq.common.constants import PermName
 from rmq.common.message import java_string_hash
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.codes import ResponseCode
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -320,9 +320,9 @@ def _types(d: dict) -> dict:
     return {k: type(v).__name__ for k, v in d.items()}
 
 
-async def _ask(admin: Admin, addr: str, java_request) -> "rmq.remoting.RemotingCommand":
+async def _ask(admin: Admin, addr: str, java_request) -> "rmq.protocol.command.RemotingCommand":
     """Java's request, as captured (minus its ACL signature), sent to ``addr``."""
-    from rmq.remoting import RemotingCommand
+    from rmq.protocol.command import RemotingCommand
 
     ext = {k: v for k, v in java_request.ext_fields.items() if k not in ("Signature", "AccessKey")}
     return await admin._remote.invoke(addr, RemotingCommand.request(java_request.code, ext,
@@ -346,7 +346,7 @@ async def parity(tmp_path):
 async def test_golden_metadata_dumps_match_the_java_masters_shape(parity):
     """GET_ALL_TOPIC_CONFIG 21, GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201, GET_ALL_CONSUMER_OFFSET 43,
     GET_ALL_DELAY_OFFSET 45: what a Java slave's SlaveSynchronize reads."""
-    from rmq.remoting import requests as rq
+    from rmq.protocol.requests.broker import parse_all_consumer_offset, parse_all_delay_offset
 
     _ns, broker, admin = parity
     addr = broker.broker_addr
@@ -366,12 +366,12 @@ async def test_golden_metadata_dumps_match_the_java_masters_shape(parity):
             for name in shared:  # the system entries Java and rmq both have agree in value too
                 assert set(o[table][name]) == set(j[table][name])
     for java_req, java in _golden("ha", 43):
-        assert rq.parse_all_consumer_offset(java) == {}
+        assert parse_all_consumer_offset(java) == {}
         ours = await _ask(admin, addr, java_req)
         assert json.loads(ours.body_bytes()) == {"offsetTable": {"ParityT@AdmG": {"0": 5}}}
-        assert rq.parse_all_consumer_offset(ours) == {"ParityT@AdmG": {0: 5}}
+        assert parse_all_consumer_offset(ours) == {"ParityT@AdmG": {0: 5}}
     for java_req, java in _golden("ha", 45):
-        assert rq.parse_all_delay_offset(java) == {}
+        assert parse_all_delay_offset(java) == {}
         ours = await _ask(admin, addr, java_req)
         assert list(json.loads(ours.body_bytes())) == ["offsetTable"] and ours.code == 0
 
@@ -379,11 +379,13 @@ async def test_golden_metadata_dumps_match_the_java_masters_shape(parity):
 async def test_golden_write_perm_config_and_maintenance_answers(parity):
     """205/327 (name server), 319 (name server), 207/306/329/321 (broker): Java's answers
     decoded by rmq.Admin's parsers, ours to the same requests compared field by field."""
-    from rmq.remoting import requests as rq
+    from rmq.protocol.requests import check_success
+    from rmq.protocol.requests.broker import parse_query_consume_queue
+    from rmq.protocol.requests.namesrv import parse_add_write_perm, parse_namesrv_config, parse_wipe_write_perm
 
     ns, broker, admin = parity
-    for code, parse, key in ((205, rq.parse_wipe_write_perm, "wipeTopicCount"),
-                             (327, rq.parse_add_write_perm, "addTopicCount")):
+    for code, parse, key in ((205, parse_wipe_write_perm, "wipeTopicCount"),
+                             (327, parse_add_write_perm, "addTopicCount")):
         for java_req, java in _golden("mqadmin", code):
             assert java_req.ext_fields["brokerName"] == "broker-a"
             assert parse(java) == 13
@@ -392,22 +394,22 @@ async def test_golden_write_perm_config_and_maintenance_answers(parity):
             assert parse(ours) == len([q for q in ns.route_info_manager.topic_queue_table.values() if "broker-a" in q])
             assert not ours.body_bytes() and not java.body_bytes()
     for java_req, java in _golden("mqadmin", 319):
-        java_cfg, our_cfg = rq.parse_namesrv_config(java), rq.parse_namesrv_config(await _ask(admin, ns.address,
+        java_cfg, our_cfg = parse_namesrv_config(java), parse_namesrv_config(await _ask(admin, ns.address,
                                                                                                 java_req))
         assert java_cfg["listenPort"] == "29876" and java_cfg["kvConfigPath"].endswith("kvConfig.json")
         assert our_cfg["listenPort"] == str(ns.port) and {"kvConfigPath", "configStorePath"} <= set(our_cfg)
     for code in (207, 306, 329):
         for java_req, java in _golden("mqadmin", code):
-            rq.check_success(java)
+            check_success(java)
             ours = await _ask(admin, broker.broker_addr, java_req)
             assert (ours.code, ours.remark, ours.ext_fields, ours.body_bytes()) == (0, None, {}, b"")
             assert (java.code, java.remark, java.ext_fields, java.body_bytes()) == (0, None, {}, b"")
     assert "AdmG" not in broker.subscription_group_manager.subscription_group_table  # the 207 applied
     for java_req, java in _golden("mqadmin", 321):
-        jb = rq.parse_query_consume_queue(java)
+        jb = parse_query_consume_queue(java)
         assert (jb.min_queue_index, len(jb.queue_data)) == (0, 10) and jb.queue_data[1].physic_offset == 848
         ours = await _ask(admin, broker.broker_addr, java_req)
-        ob = rq.parse_query_consume_queue(ours)
+        ob = parse_query_consume_queue(ours)
         assert (ob.min_queue_index, ob.max_queue_index, len(ob.queue_data)) == (0, 12, 10)
         j, o = json.loads(java.body_bytes()), json.loads(ours.body_bytes())
         assert set(j) == set(o) and [_types(u) for u in o["queueData"]] == [_types(u) for u in j["queueData"]]
@@ -418,13 +420,9 @@ def test_bodies_read_fastjson_integer_keys_and_refuse_malformed_ones():
     """Java's fastjson writes Integer map keys unquoted (ConsumerOffsetManager's queue ids,
     DelayOffsetSerializeWrapper's levels)."""
     from rmq.errors import RemotingCommandError
-    from rmq.remoting import RemotingCommand
-    from rmq.remoting import requests as rq
-    from rmq.remoting.body.ops import (
-        ConsumerOffsetTable,
-        DelayOffsetTable,
-        QueryConsumeQueueResponseBody,
-    )
+    from rmq.protocol.body.ops import ConsumerOffsetTable, DelayOffsetTable, QueryConsumeQueueResponseBody
+    from rmq.protocol.command import RemotingCommand
+    from rmq.protocol.requests.broker import parse_all_consumer_offset
 
     assert ConsumerOffsetTable.decode(b'{"offsetTable":{"T@G":{0:5,1:7}}}').offset_table == {"T@G": {0: 5, 1: 7}}
     assert DelayOffsetTable.decode(b'{"offsetTable":{1:3,18:0}}').offset_table == {1: 3, 18: 0}
@@ -433,9 +431,9 @@ def test_bodies_read_fastjson_integer_keys_and_refuse_malformed_ones():
     for bad in (b"[1]", b"{", b'{"offsetTable":{"T@G":{"x":1}}}', b'{"offsetTable":[1]}'):
         with pytest.raises(ValueError):
             ConsumerOffsetTable.decode(bad)
-        # an answer carrying it is the caller's RemotingCommandError (rmq.remoting.requests.parse_body)
+        # an answer carrying it is the caller's RemotingCommandError (rmq.protocol.requests.parse_body)
         with pytest.raises(RemotingCommandError, match="malformed ConsumerOffsetManager body"):
-            rq.parse_all_consumer_offset(RemotingCommand.request(43).response(ResponseCode.SUCCESS, None, {}, bad))
+            parse_all_consumer_offset(RemotingCommand.request(43).response(ResponseCode.SUCCESS, None, {}, bad))
     with pytest.raises(ValueError):
         QueryConsumeQueueResponseBody.decode(b'{"queueData":[1]}')
 

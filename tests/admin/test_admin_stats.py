@@ -23,11 +23,17 @@ import rmq
 from rmq._testing import invoke_once, run_standalone, wait_until
 from rmq.broker.stats import java_double
 from rmq.client.admin import Admin, AdminError
-from rmq.remoting import RemotingCommand
-from rmq.remoting import requests as rq
-from rmq.remoting.body.stats import BrokerStatsData, ConsumeStats, ConsumeStatsList
+from rmq.protocol.body.stats import BrokerStatsData, ConsumeStats, ConsumeStatsList
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.requests import check_success
+from rmq.protocol.requests.broker import (
+    parse_broker_config,
+    parse_broker_stats_data,
+    parse_consume_stats_list,
+    parse_kv_table,
+)
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
@@ -264,11 +270,11 @@ async def test_golden_runtime_info_same_keys_and_shapes(env):
     answers = [a for a in _golden_answers(RequestCode.GET_BROKER_RUNTIME_INFO) if a.code == ResponseCode.SUCCESS]
     assert answers
     for answer in answers:
-        java = rq.parse_kv_table(answer)
+        java = parse_kv_table(answer)
         java_keys = {k for k in java if not k.startswith("commitLogDiskRatio_")}
         assert java_keys <= set(ours), sorted(java_keys - set(ours))
         assert any(k.startswith("commitLogDiskRatio_") for k in ours)
-    java = rq.parse_kv_table(answers[-1])
+    java = parse_kv_table(answers[-1])
     for key in ("msgPutTotalTodayNow", "bootTimestamp", "brokerVersion", "commitLogMaxOffset",
                 "earliestMessageTimeStamp", "putMessageEntireTimeMax"):
         assert java[key].lstrip("-").isdigit() and ours[key].lstrip("-").isdigit(), key
@@ -290,7 +296,7 @@ async def test_golden_view_stats_and_consume_stats_decode_and_match(env):
     addr = broker.broker_addr
     found = [a for a in _golden_answers(RequestCode.VIEW_BROKER_STATS_DATA) if a.code == ResponseCode.SUCCESS]
     missing = [a for a in _golden_answers(RequestCode.VIEW_BROKER_STATS_DATA) if a.code != ResponseCode.SUCCESS]
-    java = rq.parse_broker_stats_data(found[0])
+    java = parse_broker_stats_data(found[0])
     assert java.stats_minute.sum > 0 and java.stats_minute.tps > 0
     assert missing[0].remark == "The stats <TOPIC_PUT_NUMS> <SCHEDULE_TOPIC_XXXX> not exist"
     topic, group = unique("VT"), unique("CG")
@@ -301,15 +307,15 @@ async def test_golden_view_stats_and_consume_stats_decode_and_match(env):
     ours_resp = await invoke_once(addr, RequestCode.VIEW_BROKER_STATS_DATA,
                           {"statsName": "TOPIC_PUT_NUMS", "statsKey": topic})
     assert _shape(json.loads(ours_resp.body_bytes())) == _shape(json.loads(found[0].body_bytes()))
-    ours = rq.parse_broker_stats_data(ours_resp)
+    ours = parse_broker_stats_data(ours_resp)
     assert isinstance(ours, BrokerStatsData) and ours.stats_minute.sum == 6
     with pytest.raises(rmq.errors.BrokerResponseError, match="The stats <TOPIC_PUT_NUMS> <X> not exist"):
-        rq.parse_broker_stats_data(await invoke_once(addr, RequestCode.VIEW_BROKER_STATS_DATA,
+        parse_broker_stats_data(await invoke_once(addr, RequestCode.VIEW_BROKER_STATS_DATA,
                                              {"statsName": "TOPIC_PUT_NUMS", "statsKey": "X"}))
 
     # 317: Java's list decodes; ours has the same fields and per-group shape
     (answer,) = _golden_answers(RequestCode.GET_BROKER_CONSUME_STATS)
-    java_list = rq.parse_consume_stats_list(answer)
+    java_list = parse_consume_stats_list(answer)
     assert isinstance(java_list, ConsumeStatsList) and java_list.broker_addr == "127.0.0.1:20911"
     java_group = java_list.groups()["cg_parity"]
     assert sum(cs.compute_total_diff() for cs in java_group) == java_list.total_diff == 3
@@ -338,7 +344,7 @@ async def test_golden_broker_config_and_update(env):
     _ns, broker, admin, _clock = env
     addr = broker.broker_addr
     (answer,) = _golden_answers(RequestCode.GET_BROKER_CONFIG)
-    java = rq.parse_broker_config(answer)
+    java = parse_broker_config(answer)
     ours = await admin.get_broker_config(addr)
     assert java["autoCreateTopicEnable"] == "true" == ours["autoCreateTopicEnable"]
     common = set(java) & set(ours)
@@ -362,5 +368,5 @@ async def test_golden_broker_config_and_update(env):
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert broker.store_config.file_reserved_time == 48
     (java_answer,) = _golden_answers(RequestCode.UPDATE_BROKER_CONFIG)
-    rq.check_success(java_answer)
+    check_success(java_answer)
     assert os.path.exists(os.path.join(broker.config_dir, "broker.properties"))

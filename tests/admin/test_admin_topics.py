@@ -15,10 +15,14 @@ from rmq.client.admin import Admin, AdminError
 from rmq.client.admin._topics import topic_sys_flag
 from rmq.common import fastjson
 from rmq.common.route import ClusterInfo, TopicRouteData
-from rmq.remoting import RemotingCommand
-from rmq.remoting import requests as rq
-from rmq.remoting.body.topic import RebalanceResult, TopicList, TopicOffset, TopicStatsTable
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.body.topic import RebalanceResult, TopicList, TopicOffset, TopicStatsTable
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.consumer import PullMessageRequestHeader
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
+from rmq.protocol.requests.consumer import create_subscription_group, parse_offset, parse_pull, pull_message
+from rmq.protocol.requests.namesrv import get_topics_by_cluster, parse_cluster_info, parse_topic_route
+from rmq.protocol.requests.topic import create_topic, parse_group_list, parse_topic_stats
 from rmq.types import MessageQueue, PullStatus, SendStatus
 
 
@@ -223,7 +227,7 @@ async def _ours(addr: str, java_request: RemotingCommand, **ext: str) -> Remotin
 async def test_golden_topic_stats_decoded_and_ours_in_the_same_shape(cluster):
     ns, broker = cluster
     java_req, java_resp = _answer(RequestCode.GET_TOPIC_STATS_INFO)
-    java = rq.parse_topic_stats(java_resp)
+    java = parse_topic_stats(java_resp)
     assert len(java.offset_table) == 4 and {mq.topic for mq in java.offset_table} == {"ParityT"}
     q0 = java.offset_table[MessageQueue("ParityT", "broker-a", 0)]
     assert q0 == TopicOffset(0, 23615, 1795471881454)
@@ -231,7 +235,7 @@ async def test_golden_topic_stats_decoded_and_ours_in_the_same_shape(cluster):
         await a.create_and_update_topic_config(broker.broker_addr, "ParityT", read_queue_nums=4, write_queue_nums=4)
     await _produce(ns, "ParityT", [(0, "A", "x")])
     ours_resp = await _ours(broker.broker_addr, java_req)
-    ours = rq.parse_topic_stats(ours_resp)
+    ours = parse_topic_stats(ours_resp)
     assert set(ours.offset_table) == set(java.offset_table)
     assert ours.offset_table[MessageQueue("ParityT", "broker-a", 0)].max_offset == 1
     # the raw bodies: same keys (the MessageQueue keys as objects) and value types
@@ -245,15 +249,15 @@ async def test_golden_topic_stats_decoded_and_ours_in_the_same_shape(cluster):
 async def test_golden_cluster_info_and_route_decoded_and_ours_in_the_same_shape(cluster):
     ns, broker = cluster
     java_req, java_resp = _answer(RequestCode.GET_BROKER_CLUSTER_INFO)
-    java = rq.parse_cluster_info(java_resp)
+    java = parse_cluster_info(java_resp)
     assert java.cluster_addr_table == {"DefaultCluster": ["broker-a"]}
     assert java.broker_addr_table["broker-a"].broker_addrs == {0: "127.0.0.1:20911"}
     ours_resp = await _ours(ns, java_req)
     assert shape(fastjson.loads(ours_resp.body_bytes())) == shape(fastjson.loads(java_resp.body_bytes()))
-    assert rq.parse_cluster_info(ours_resp).master_addrs() == {"broker-a": broker.broker_addr}
+    assert parse_cluster_info(ours_resp).master_addrs() == {"broker-a": broker.broker_addr}
 
     java_req, java_resp = _answer(RequestCode.GET_ROUTEINFO_BY_TOPIC)
-    java_route = rq.parse_topic_route(java_resp)
+    java_route = parse_topic_route(java_resp)
     assert java_route is not None and java_route.queue_datas[0].perm == 7
     ours_resp = await _ours(ns, java_req, topic="TBW102")
     assert shape(fastjson.loads(ours_resp.body_bytes())) == shape(fastjson.loads(java_resp.body_bytes()))
@@ -263,7 +267,7 @@ async def test_golden_cluster_info_and_route_decoded_and_ours_in_the_same_shape(
 async def test_golden_topic_consume_by_who_decoded_and_ours_answers_or_refuses(cluster):
     ns, broker = cluster
     java_req, java_resp = _answer(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
-    assert rq.parse_group_list(java_resp) == []
+    assert parse_group_list(java_resp) == []
     ours_resp = await _ours(broker.broker_addr, java_req, topic="TBW102")
     if ours_resp.code == ResponseCode.SUCCESS:
         assert shape(json.loads(ours_resp.body_bytes())) in (shape(json.loads(java_resp.body_bytes())),
@@ -281,31 +285,31 @@ async def test_golden_topics_by_cluster_ours(cluster):
     ns, _ = cluster
     assert mqadmin_exchanges(RequestCode.GET_TOPICS_BY_CLUSTER) == []
     async with Admin(ns) as a:
-        resp = await a._remote.invoke(ns, rq.get_topics_by_cluster("DefaultCluster"), timeout=5)
+        resp = await a._remote.invoke(ns, get_topics_by_cluster("DefaultCluster"), timeout=5)
     body = json.loads(resp.body_bytes())
     assert set(body) <= {"topicList", "brokerAddr"} and "TBW102" in TopicList.from_json(body).topic_list
 
 
 def test_golden_create_topic_and_sub_group_requests_carry_javas_fields():
     java_req, _ = _answer(RequestCode.UPDATE_AND_CREATE_TOPIC)
-    ours = rq.create_topic(rq._h.CreateTopicRequestHeader(topic="AdmT", read_queue_nums=4, write_queue_nums=4,
+    ours = create_topic(CreateTopicRequestHeader(topic="AdmT", read_queue_nums=4, write_queue_nums=4,
                                                           perm=6, order=False, topic_sys_flag=0))
     java_fields = {k: v for k, v in java_req.ext_fields.items() if k not in ("Signature", "AccessKey")}
     assert set(ours.ext_fields) <= set(java_fields)
     assert {k: java_fields[k] for k in ours.ext_fields} == {k: str(v) for k, v in ours.ext_fields.items()}
     java_req, _ = _answer(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)
     java_body = json.loads(java_req.body_bytes())
-    ours_body = json.loads(rq.create_subscription_group({"groupName": "AdmG"}).body_bytes())
+    ours_body = json.loads(create_subscription_group({"groupName": "AdmG"}).body_bytes())
     assert set(ours_body) <= set(java_body)
 
 
 def test_golden_pull_request_fields_are_ones_java_sends():
     java_req, java_resp = _answer(RequestCode.PULL_MESSAGE)
-    assert rq.parse_pull(java_resp).status is PullStatus.FOUND
-    header = rq._h.PullMessageRequestHeader(consumer_group="TOOLS_CONSUMER", topic="T", queue_id=0, queue_offset=0,
+    assert parse_pull(java_resp).status is PullStatus.FOUND
+    header = PullMessageRequestHeader(consumer_group="TOOLS_CONSUMER", topic="T", queue_id=0, queue_offset=0,
                                             max_msg_nums=32, sys_flag=4, subscription="*", sub_version=0,
                                             expression_type="TAG")
-    assert set(rq.pull_message(header).ext_fields) <= set(java_req.ext_fields) | {"subscription"}
+    assert set(pull_message(header).ext_fields) <= set(java_req.ext_fields) | {"subscription"}
 
 
 async def test_golden_min_max_offset_decoded_and_ours_in_the_same_shape(cluster):
@@ -315,16 +319,16 @@ async def test_golden_min_max_offset_decoded_and_ours_in_the_same_shape(cluster)
     await _produce(ns, "ParityT", [(0, "A", "x")] * 3)
     for code, ours_value in ((RequestCode.GET_MAX_OFFSET, 3), (RequestCode.GET_MIN_OFFSET, 0)):
         java_req, java_resp = _answer(code)
-        assert rq.parse_offset(java_resp) >= 0
+        assert parse_offset(java_resp) >= 0
         ours_resp = await _ours(broker.broker_addr, java_req, queueId="0")
         assert set(ours_resp.ext_fields) == set(java_resp.ext_fields) == {"offset"}
-        assert rq.parse_offset(ours_resp) == ours_value
+        assert parse_offset(ours_resp) == ours_value
 
 
 def test_golden_pull_answer_decoded_as_the_admin_does():
     from rmq.client._codec import decode_messages
     _, java_resp = _answer(RequestCode.PULL_MESSAGE)
-    reply = rq.parse_pull(java_resp)
+    reply = parse_pull(java_resp)
     msgs = decode_messages(reply.body, "broker-a")
     assert reply.next_begin_offset == len(msgs) == 32
     assert (msgs[0].body, msgs[0].tags, msgs[0].topic, msgs[1].queue_offset) == (b"Hello RocketMQ 0", "TagA",

@@ -15,13 +15,27 @@ from rmq._testing import run_standalone, wait_until
 from rmq.broker.acl import AclConfigError, Permission, remote_address_strategy
 from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.consumer import PullMessageRequestHeader
+from rmq.protocol.headers.message import SendMessageRequestHeader
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
+from rmq.protocol.requests.acl import (
+    delete_acl_config,
+    get_broker_acl_config,
+    get_broker_acl_info,
+    parse_broker_acl_config,
+    parse_broker_acl_info,
+    update_acl_config,
+    update_global_white_addrs,
+)
+from rmq.protocol.requests.consumer import consumer_send_msg_back, get_max_offset, pull_message, update_consumer_offset
+from rmq.protocol.requests.message import send_message, send_reply_message
+from rmq.protocol.requests.namesrv import get_route_info
+from rmq.protocol.requests.topic import create_topic
 from rmq.remoting import plain_acl
-from rmq.remoting import requests as rq
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials, sign_request
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import CreateTopicRequestHeader, PullMessageRequestHeader, SendMessageRequestHeader
 
 SECRET = "12345678"
 EXC = "org.apache.rocketmq.acl.common.AclException: "
@@ -93,7 +107,7 @@ def send_cmd(topic: str, body: bytes = b"hello", group: str = "benchmark_produce
     header = SendMessageRequestHeader(producer_group=group, topic=topic, default_topic="TBW102",
                                       default_topic_queue_nums=4, queue_id=0, sys_flag=0,
                                       born_timestamp=1, flag=0, properties="", reconsume_times=0)
-    return rq.send_message(header, body)
+    return send_message(header, body)
 
 
 def refusal(message: str, origin: str) -> str:
@@ -104,7 +118,7 @@ async def test_signed_send_is_accepted_and_stored(acl_broker):
     c = acl_broker.test_client(USER)
     resp = await c.invoke(acl_broker.broker_addr, send_cmd("AclTopic"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    off = await c.invoke(acl_broker.broker_addr, rq.get_max_offset("AclTopic", 0))
+    off = await c.invoke(acl_broker.broker_addr, get_max_offset("AclTopic", 0))
     assert int(off.ext_fields["offset"]) == 1
 
 
@@ -121,7 +135,7 @@ async def test_refusals_carry_java_remarks_in_json(acl_broker):
         # listed SUB only: sending needs PUB.
         (USER, send_cmd("SubOnly"), refusal("No default permission for topic:SubOnly", CHECK_PERM.format(611))),
         # admin-only code (Java Permission.ADMIN_CODE) from a non-admin account.
-        (USER, rq.create_topic(CreateTopicRequestHeader(topic="NewT", read_queue_nums=1, write_queue_nums=1,
+        (USER, create_topic(CreateTopicRequestHeader(topic="NewT", read_queue_nums=1, write_queue_nums=1,
                                                         perm=6)),
          refusal(f"Need admin permission for request code={RequestCode.UPDATE_AND_CREATE_TOPIC}, "
                  "but accessKey=RocketMQ is not", CHECK_PERM.format(581))),
@@ -138,13 +152,13 @@ async def test_group_permissions_through_retry_topics(acl_broker):
     addr = acl_broker.broker_addr
     assert (await c.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SUCCESS  # creates the topic
     # defaultGroupPerm SUB: any group may commit offsets of a readable topic ...
-    ok = await c.invoke(addr, rq.update_consumer_offset("anyGroup", "AclTopic", 0, 0))
+    ok = await c.invoke(addr, update_consumer_offset("anyGroup", "AclTopic", 0, 0))
     assert ok.code == ResponseCode.SUCCESS, ok.remark
     # ... but not one whose group is DENY (groups are checked as their %RETRY% topic).
-    bad = await c.invoke(addr, rq.update_consumer_offset("deniedGroup", "AclTopic", 0, 0))
+    bad = await c.invoke(addr, update_consumer_offset("deniedGroup", "AclTopic", 0, 0))
     assert bad.remark == refusal("No default permission for group:deniedGroup", CHECK_PERM.format(611))
     # PULL needs SUB on the topic: DENY by default.
-    pull = rq.pull_message(PullMessageRequestHeader(
+    pull = pull_message(PullMessageRequestHeader(
         consumer_group="anyGroup", topic="DeniedTopic", queue_id=0, queue_offset=0, max_msg_nums=1,
         sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0))
     resp = await c.invoke(addr, pull)
@@ -153,7 +167,7 @@ async def test_group_permissions_through_retry_topics(acl_broker):
 
 async def test_admin_account_passes_admin_codes_and_everything(acl_broker):
     c = acl_broker.test_client(ADMIN)
-    resp = await c.invoke(acl_broker.broker_addr, rq.create_topic(CreateTopicRequestHeader(
+    resp = await c.invoke(acl_broker.broker_addr, create_topic(CreateTopicRequestHeader(
         topic="AdminMade", read_queue_nums=1, write_queue_nums=1, perm=6)))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     # admin with no perms listed: every topic (Java checkPerm's "ownedPermMap null and admin").
@@ -293,18 +307,18 @@ async def test_acl_admin_codes_write_the_yml(acl_broker):
     admin = acl_broker.test_client(ADMIN)
     user = acl_broker.test_client(USER)
 
-    info = rq.parse_broker_acl_info(await admin.invoke(addr, rq.get_broker_acl_info()))
+    info = parse_broker_acl_info(await admin.invoke(addr, get_broker_acl_info()))
     assert info["brokerAddr"] == addr and path in info["allAclFileVersion"]
     counter0 = info["version"]["counter"]
 
     # A non-admin account cannot create accounts (nor read secrets).
-    resp = await user.invoke(addr, rq.update_acl_config("newuser1", "newsecret1", admin=True))
+    resp = await user.invoke(addr, update_acl_config("newuser1", "newsecret1", admin=True))
     assert resp.code == ResponseCode.SYSTEM_ERROR and "Need admin permission" in resp.remark
-    resp = await user.invoke(addr, rq.get_broker_acl_config())
+    resp = await user.invoke(addr, get_broker_acl_config())
     assert resp.code == ResponseCode.SYSTEM_ERROR
 
     # Create an account; it works at once, and the file holds it with a bumped dataVersion.
-    resp = await admin.invoke(addr, rq.update_acl_config("newuser1", "newsecret1", default_topic_perm="PUB",
+    resp = await admin.invoke(addr, update_acl_config("newuser1", "newsecret1", default_topic_perm="PUB",
                                                          topic_perms=["AclTopic=SUB"]))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     with open(path) as f:
@@ -317,43 +331,43 @@ async def test_acl_admin_codes_write_the_yml(acl_broker):
     assert (await new.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SYSTEM_ERROR
 
     # Bad inputs get Java's failure codes and texts.
-    resp = await admin.invoke(addr, rq.update_acl_config("short", "12345678"))
+    resp = await admin.invoke(addr, update_acl_config("short", "12345678"))
     assert resp.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
     assert "cannot be null and length should longer than 6" in resp.remark
-    resp = await admin.invoke(addr, rq.update_acl_config("newuser1", "newsecret1", topic_perms=["T=ALL"]))
+    resp = await admin.invoke(addr, update_acl_config("newuser1", "newsecret1", topic_perms=["T=ALL"]))
     assert resp.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
     assert "Parse resource permission error for T=ALL" in resp.remark
 
     # GET_BROKER_CLUSTER_ACL_CONFIG lists every account.
-    conf = rq.parse_broker_acl_config(await admin.invoke(addr, rq.get_broker_acl_config()))
+    conf = parse_broker_acl_config(await admin.invoke(addr, get_broker_acl_config()))
     assert {a["accessKey"] for a in conf["plainAccessConfigs"]} == {"RocketMQ", "rocketmq2", "newuser1"}
 
     # Global white list, then delete the account.
-    resp = await admin.invoke(addr, rq.update_global_white_addrs(["10.10.103.*", "192.168.0.*"]))
+    resp = await admin.invoke(addr, update_global_white_addrs(["10.10.103.*", "192.168.0.*"]))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     with open(path) as f:
         assert yaml.safe_load(f)["globalWhiteRemoteAddresses"] == ["10.10.103.*", "192.168.0.*"]
-    resp = await admin.invoke(addr, rq.update_global_white_addrs(["300.1.1.1-2"]))
+    resp = await admin.invoke(addr, update_global_white_addrs(["300.1.1.1-2"]))
     assert resp.code == ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
-    resp = await admin.invoke(addr, rq.update_global_white_addrs(["1.1.1.1"], "/etc/passwd"))
+    resp = await admin.invoke(addr, update_global_white_addrs(["1.1.1.1"], "/etc/passwd"))
     assert (resp.code, resp.remark) == (ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
                                         "The globalWhiteAddresses[1.1.1.1] has been updated failed.")
-    resp = await admin.invoke(addr, rq.delete_acl_config("newuser1"))
+    resp = await admin.invoke(addr, delete_acl_config("newuser1"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert (await new.invoke(addr, send_cmd("Anything"))).remark == refusal("No acl config for newuser1",
                                                                             VALIDATE.format(668))
-    resp = await admin.invoke(addr, rq.delete_acl_config("newuser1"))
+    resp = await admin.invoke(addr, delete_acl_config("newuser1"))
     assert (resp.code, resp.remark) == (
         ResponseCode.DELETE_ACL_CONFIG_FAILED,
         "The accesskey[newuser1] corresponding to accessConfig has been deleted failed.")
-    info = rq.parse_broker_acl_info(await admin.invoke(addr, rq.get_broker_acl_info()))
+    info = parse_broker_acl_info(await admin.invoke(addr, get_broker_acl_info()))
     assert info["version"]["counter"] == counter0 + 3
 
 
 async def test_acl_admin_codes_without_acl_say_so(tmp_path):
     async with run_standalone(tmp_path / "store") as (_ns, broker):
         async with RemotingClient() as c:
-            resp = await c.invoke(broker.broker_addr, rq.delete_acl_config("whoever1"))
+            resp = await c.invoke(broker.broker_addr, delete_acl_config("whoever1"))
             assert resp.code == ResponseCode.DELETE_ACL_CONFIG_FAILED
             assert "aclEnable=false" in resp.remark
             # and no ACL check: unsigned requests work
@@ -362,7 +376,7 @@ async def test_acl_admin_codes_without_acl_say_so(tmp_path):
 
 async def test_namesrv_does_no_acl_check(acl_broker):
     c = acl_broker.test_client(None)
-    route = await c.invoke_namesrv(rq.get_route_info("TBW102"))
+    route = await c.invoke_namesrv(get_route_info("TBW102"))
     assert route.code == ResponseCode.SUCCESS
 
 
@@ -434,7 +448,7 @@ def _v1_fields(topic: str) -> dict[str, str]:
 
 
 async def _count(c: RemotingClient, addr: str, topic: str) -> int:
-    resp = await c.invoke(addr, rq.get_max_offset(topic, 0))
+    resp = await c.invoke(addr, get_max_offset(topic, 0))
     return int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else 0
 
 
@@ -455,7 +469,7 @@ async def test_mixed_header_forms_cannot_send_past_the_acl(tmp_path, fast_path):
         user.add_rpc_hook(AclClientRPCHook(USER))
         try:
             for topic in ("Secret", "AclTopic"):
-                made = await admin.invoke(addr, rq.create_topic(CreateTopicRequestHeader(
+                made = await admin.invoke(addr, create_topic(CreateTopicRequestHeader(
                     topic=topic, read_queue_nums=1, write_queue_nums=1, perm=6)))
                 assert made.code == ResponseCode.SUCCESS, made.remark
             # the account may not send to Secret in either naming when asked plainly
@@ -543,9 +557,9 @@ async def test_replies_need_pub_and_the_trace_topic_can_be_denied_per_account(tm
             reply_topic = "DefaultCluster_REPLY_TOPIC"
             header = SendMessageRequestHeader(producer_group="benchmark_producer", topic=reply_topic, queue_id=0,
                                               properties="MSG_TYPE\x01reply\x02REPLY_TO_CLIENT\x01nobody\x02")
-            resp = await user.invoke(addr, rq.send_reply_message(header, b"r"))
+            resp = await user.invoke(addr, send_reply_message(header, b"r"))
             assert resp.remark == refusal(f"No default permission for topic:{reply_topic}", CHECK_PERM.format(606))
-            resp = await user.invoke(addr, rq.send_reply_message(header, b"r", v2=False))
+            resp = await user.invoke(addr, send_reply_message(header, b"r", v2=False))
             assert resp.remark == refusal(f"No default permission for topic:{reply_topic}", CHECK_PERM.format(606))
             # the trace topic: Java's free pass for USER, refused for the account that lists it
             resp = await user.invoke(addr, send_cmd(TopicValidator.RMQ_SYS_TRACE_TOPIC, b"Pub\x01..."))
@@ -563,7 +577,7 @@ async def test_send_back_copies_only_messages_the_account_may_read(acl_broker):
     """CONSUMER_SEND_MSG_BACK names a CommitLog offset and a group: Java copies whatever message
     is there into the group's %RETRY% topic, which the account may then pull. The account must
     now be able to SUB the message's topic (issue 23, finding 10)."""
-    from rmq.remoting.headers import ConsumerSendMsgBackRequestHeader
+    from rmq.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
 
     addr = acl_broker.broker_addr
     admin, user = acl_broker.test_client(ADMIN), acl_broker.test_client(USER)
@@ -574,12 +588,12 @@ async def test_send_back_copies_only_messages_the_account_may_read(acl_broker):
         offsets[topic] = int(resp.ext_fields["msgId"][-16:], 16)
 
     def back(topic: str) -> RemotingCommand:
-        return rq.consumer_send_msg_back(ConsumerSendMsgBackRequestHeader(
+        return consumer_send_msg_back(ConsumerSendMsgBackRequestHeader(
             offset=offsets[topic], group="anyGroup", delay_level=-1, origin_topic="AclTopic"))
     resp = await user.invoke(addr, back("DeniedTopic"))
     assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
     resp = await user.invoke(addr, back("AclTopic"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     # delayLevel -1: straight to the group's DLQ, which holds the one allowed copy only
-    dlq = await admin.invoke(addr, rq.get_max_offset("%DLQ%anyGroup", 0))
+    dlq = await admin.invoke(addr, get_max_offset("%DLQ%anyGroup", 0))
     assert dlq.code == ResponseCode.SUCCESS and dlq.ext_fields["offset"] == "1", dlq.remark

@@ -3,9 +3,9 @@ import asyncio
 import json
 
 from rmq._testing import wait_until
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 
 def cpp_heartbeat(client_id, group, topic="T"):

@@ -6,7 +6,7 @@ from broker_support import decode_records
 
 from rmq import _store
 from rmq._testing import wait_until
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.codes import ResponseCode
 from rmq.store import MessageInner
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 
 # Requests real clients sent (a project fixture copied from shared/golden/clients).
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "remoting"

@@ -17,10 +17,10 @@ import msgpack
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess, run_broker, wait_until
 from rmq.common.constants import TopicValidator
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import FrameDecoder
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 WORST_ROUND_TRIP = 2.0   # seconds, as the other NoisyNeighbour tests; the old code froze 46 s
 

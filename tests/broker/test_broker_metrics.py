@@ -31,7 +31,7 @@ import rmq
 from rmq._testing import StandaloneProcess, broker_env, free_port, wait_until, wait_until_sync
 from rmq.common.metrics import FAMILIES
 from rmq.config import BrokerConfig
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 
 DASHBOARD = pathlib.Path(__file__).resolve().parents[2] / "docs" / "grafana-rmq.json"
 

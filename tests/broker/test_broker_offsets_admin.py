@@ -4,7 +4,7 @@ import re
 import time
 
 from rmq._testing import wait_until
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 
 
 async def q_offset(env, group, topic, qid=0):

@@ -5,9 +5,9 @@ import time
 from broker_support import decode_records
 
 from rmq._testing import wait_until
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 
 async def test_pull_found_header_and_body(env):

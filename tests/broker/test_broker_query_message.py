@@ -13,13 +13,10 @@ import pytest
 from broker_support import decode_records
 
 from rmq._testing import BrokerEnv, StandaloneProcess, wait_until
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.headers.message import QueryMessageRequestHeader, ViewMessageRequestHeader
+from rmq.protocol.headers.topic import QueryTopicConsumeByWhoRequestHeader
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.headers import (
-    QueryMessageRequestHeader,
-    QueryTopicConsumeByWhoRequestHeader,
-    ViewMessageRequestHeader,
-)
 
 # Apache RocketMQ 4.9.8's mqadmin against the Java broker (the in-repository copy).
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "remoting" / "rocketmq-4.9.8-mqadmin-frames.jsonl"

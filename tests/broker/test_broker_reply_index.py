@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from rmq._testing import run_standalone, wait_until
-from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import RemotingClient
 
 HEART_BEAT = 34
 

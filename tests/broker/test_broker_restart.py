@@ -4,8 +4,8 @@ import json
 from broker_support import Env, decode_records
 
 from rmq._testing import free_broker_port, run_standalone
+from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
 
 
 async def test_restart_keeps_topics_offsets_and_messages(tmp_path):

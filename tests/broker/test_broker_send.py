@@ -6,7 +6,7 @@ import zlib
 from broker_support import decode_records, encode_batch, encode_props
 
 from rmq._testing import wait_until
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 
 
 def _assert_send_reply(resp, addr):
@@ -135,7 +135,7 @@ async def test_send_into_retry_topic_is_stored(env):
 async def test_binary_send_is_answered_in_binary_with_javas_reply_fields(env):
     """A ROCKETMQ-serialized SEND_MESSAGE_V2 (Java's client with rocketmq.serialize.type=ROCKETMQ)
     gets a binary reply carrying what Java's broker puts there, in its order."""
-    from rmq.remoting.command import RemotingCommand
+    from rmq.protocol.command import RemotingCommand
 
     await env.create_topic("BinTopic", 2)
     ext = {"a": "PG", "b": "BinTopic", "c": "TBW102", "d": "4", "e": "1", "f": "0",
@@ -159,7 +159,7 @@ async def test_binary_send_is_answered_in_binary_with_javas_reply_fields(env):
 async def test_oneway_send_is_stored_without_a_reply(env):
     """Java sendOneway: the broker stores the message and writes nothing back (a reply would
     match no waiting request); the next ordinary request on the connection is answered."""
-    from rmq.remoting.command import RemotingCommand
+    from rmq.protocol.command import RemotingCommand
 
     await env.create_topic("OnewayTopic", 1)
     ext = {"a": "PG", "b": "OnewayTopic", "c": "TBW102", "d": "4", "e": "0", "f": "0",

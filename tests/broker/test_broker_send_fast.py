@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from rmq import _store
 from rmq._testing import run_broker, wait_until
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.codec import encode
-from rmq.remoting.codes import ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 GOLDEN = Path("/work/shared/golden/rocketmq-4.9.8")
 _BORN_TO_STORE_HOST = slice(48, 72)      # born host, store timestamp, store host (IPv4 records)

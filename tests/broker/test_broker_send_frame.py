@@ -14,8 +14,8 @@ from test_broker_send_fast import _BORN_TO_STORE_HOST, frame, golden_sends, reco
 
 from rmq._testing import run_broker
 from rmq.broker.stats import TOPIC_PUT_NUMS
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 
 TOPICS = ("FrameT", "FrameU")
 

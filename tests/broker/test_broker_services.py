@@ -9,8 +9,8 @@ from broker_support import Env, decode_records
 from rmq._testing import free_port, run_broker, run_namesrv, run_standalone, wait_until
 from rmq.config import NamesrvConfig
 from rmq.namesrv.controller import NamesrvController
+from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
 
 
 async def test_short_polling_holds_one_second(tmp_path):
@@ -107,7 +107,7 @@ async def test_second_broker_on_a_locked_store_fails_cleanly(tmp_path):
 
 
 def _route(topic):
-    from rmq.remoting.command import RemotingCommand
+    from rmq.protocol.command import RemotingCommand
 
     return RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
 

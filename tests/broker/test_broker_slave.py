@@ -19,9 +19,9 @@ from rmq.broker.managers.consumer_offset import ConsumerOffsetManager
 from rmq.broker.managers.subscription_group import SubscriptionGroupManager
 from rmq.broker.managers.topic_config import TopicConfigManager
 from rmq.config import BrokerConfig
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 from rmq.remoting.server import RemotingServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -343,12 +343,17 @@ SYNC_CODES = (RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFF
 
 
 def test_golden_our_sync_requests_are_the_java_slaves():
-    from rmq.remoting import requests as rq
+    from rmq.protocol.requests.broker import (
+        get_all_consumer_offset,
+        get_all_delay_offset,
+        get_all_subscription_group_config,
+        get_all_topic_config,
+    )
 
-    ours = {RequestCode.GET_ALL_TOPIC_CONFIG: rq.get_all_topic_config(),
-            RequestCode.GET_ALL_CONSUMER_OFFSET: rq.get_all_consumer_offset(),
-            RequestCode.GET_ALL_DELAY_OFFSET: rq.get_all_delay_offset(),
-            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: rq.get_all_subscription_group_config()}
+    ours = {RequestCode.GET_ALL_TOPIC_CONFIG: get_all_topic_config(),
+            RequestCode.GET_ALL_CONSUMER_OFFSET: get_all_consumer_offset(),
+            RequestCode.GET_ALL_DELAY_OFFSET: get_all_delay_offset(),
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: get_all_subscription_group_config()}
     for code in SYNC_CODES:
         for java, _ in _golden_pairs(code):
             mine = ours[code]

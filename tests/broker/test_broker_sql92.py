@@ -7,7 +7,7 @@ import pytest
 from broker_support import decode_records
 
 from rmq._testing import broker_env
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 
 OFF_REMARK = "The broker does not support consumer to filter message by SQL92"
 

@@ -16,7 +16,7 @@ from cli_support import RMQ, admin
 import rmq
 from rmq._testing import StandaloneProcess, free_broker_port, free_port, wait_for_port, wait_until
 from rmq.client.admin import Admin
-from rmq.remoting import requests as rq
+from rmq.protocol.requests.namesrv import get_broker_cluster_info, parse_cluster_info
 
 pytestmark = pytest.mark.slow
 
@@ -111,7 +111,7 @@ async def test_wipe_and_add_write_perm_on_every_name_server(daemons):
     async with Admin(ns) as a:
         async def registered_with_both():
             for addr in a.namesrv_addrs:
-                info = await a._call(addr, rq.get_broker_cluster_info(), rq.parse_cluster_info)
+                info = await a._call(addr, get_broker_cluster_info(), parse_cluster_info)
                 if "broker-a" not in info.broker_addr_table:
                     return False
             return True

@@ -18,8 +18,9 @@ import rmq
 from rmq._testing import StandaloneProcess, wait_until
 from rmq.cli.admin import add_parser
 from rmq.cli.admin._cmd import COMMANDS
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting.codes import RequestCode
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import RemotingClient
 from rmq.types import MessageQueue
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ import pytest
 
 from rmq._testing import StandaloneProcess, free_broker_port, free_port, invoke_once, wait_for_port, wait_until
 from rmq.config import ConfigError, apply_properties, parse_overrides, parse_properties
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 
 RMQ = [sys.executable, "-m", "rmq"]
 

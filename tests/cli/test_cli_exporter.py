@@ -13,7 +13,7 @@ import rmq
 from rmq._testing import BrokerEnv, broker_env, free_port, run_broker, terminate, wait_until
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.common.metrics import FAMILIES
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 
 
 class Exporter:

@@ -13,8 +13,8 @@ from tls_support import Pki, make_pki
 
 import rmq
 from rmq._testing import NoisyNeighbour, StandaloneProcess, free_broker_port, free_port, wait_until_sync
+from rmq.protocol.requests.namesrv import get_all_topic_list, parse_topic_list
 from rmq.remoting.blocking import BlockingRemotingClient
-from rmq.remoting.requests import get_all_topic_list, parse_topic_list
 from rmq.spark._client import close_shared_clients, shared_client
 from rmq.spark.options import OptionError, parse_sink_options, parse_source_options
 

@@ -5,8 +5,9 @@ import asyncio
 from collections.abc import Callable
 
 from rmq._testing import wait_until
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import RemotingClient
 
 __all__ = ["create_topic", "wait_until", "holds", "drain", "SilentServer"]
 

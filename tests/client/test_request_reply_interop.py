@@ -16,8 +16,9 @@ from sdk_support import create_topic
 
 import rmq
 from rmq._testing import run_standalone, wait_until
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting import requests as rq
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.requests.consumer import get_max_offset
+from rmq.remoting import RemotingClient
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 HEART_BEAT, SEND_MESSAGE_V2, SEND_REPLY_MESSAGE, SEND_REPLY_MESSAGE_V2, PUSH_REPLY = 34, 310, 324, 325, 326
@@ -301,7 +302,7 @@ async def test_a_reply_goes_only_to_the_reply_topic(tmp_path, unique):
                 resp = await live.remoting.invoke(broker.broker_addr, _java(code, ext, b"r"))
                 assert resp.code == 1 and "DefaultCluster_REPLY_TOPIC" in resp.remark, resp.remark
             assert not live.pushes
-            resp = await live.remoting.invoke(broker.broker_addr, rq.get_max_offset(topic, 0))
+            resp = await live.remoting.invoke(broker.broker_addr, get_max_offset(topic, 0))
             assert resp.code == 0 and resp.ext_fields["offset"] == "0"
         finally:
             await live.close()

@@ -7,16 +7,16 @@ import logging
 from sdk_support import create_topic, wait_until
 
 import rmq
-from rmq.remoting import RemotingCommand
-from rmq.remoting.body.conns import ConsumerRunningInfo, GetConsumerStatusBody, ResetOffsetBody
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.headers import (
+from rmq.protocol.body.conns import ConsumerRunningInfo, GetConsumerStatusBody, ResetOffsetBody
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.client import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
-    ResetOffsetRequestHeader,
 )
+from rmq.protocol.headers.consumer import ResetOffsetRequestHeader
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

@@ -116,8 +116,8 @@ async def test_retries_avoid_a_dead_broker(tmp_path, unique):
 async def test_malformed_route_is_a_clear_error(unique):
     """A name server that answers GET_ROUTEINFO_BY_TOPIC with a broken body (adversity, not a
     stand-in: nothing real can produce it) gives RemotingCommandError, not a JSON traceback."""
+    from rmq.protocol.codes import RequestCode
     from rmq.remoting import RemotingServer
-    from rmq.remoting.codes import RequestCode
 
     class BadNamesrv:
         def process_request(self, conn, cmd):

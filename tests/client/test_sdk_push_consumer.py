@@ -9,9 +9,9 @@ from sdk_support import create_topic, holds, wait_until
 
 import rmq
 from rmq._testing import free_broker_port, run_broker, run_namesrv
-from rmq.remoting import RemotingCommand
-from rmq.remoting.body.conns import ConsumerRunningInfo, GetConsumerStatusBody
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.body.conns import ConsumerRunningInfo, GetConsumerStatusBody
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

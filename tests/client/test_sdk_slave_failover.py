@@ -21,8 +21,9 @@ import rmq
 import rmq.client.instance as client_instance
 from rmq._testing import run_namesrv
 from rmq._testing.processes import BrokerProcess
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import RemotingClient
 
 pytestmark = pytest.mark.timeout(240)
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

@@ -5,7 +5,7 @@ from sdk_support import create_topic, holds, wait_until
 
 import rmq
 from rmq._testing import run_standalone
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.codes import ResponseCode
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 N = 40

@@ -11,8 +11,8 @@ from sdk_support import create_topic, wait_until
 
 import rmq
 from rmq.client._codec import MessageSysFlag, decode_offset_msg_id
-from rmq.remoting import RemotingCommand
-from rmq.remoting.codes import RequestCode
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
 
 
 class _Recorder:

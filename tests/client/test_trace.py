@@ -188,7 +188,8 @@ async def test_a_trace_written_by_a_java_client_is_found_by_id(trace_cluster, un
     """What Java's AsyncTraceDispatcher sends (SEND_MESSAGE_V2 to RMQ_SYS_TRACE_TOPIC, the body
     TraceDataEncoder's text, KEYS the message ids and user keys), written frame by frame, is
     found and read by rmq.Admin.query_msg_trace_by_id."""
-    from rmq.remoting import RemotingClient, RemotingCommand
+    from rmq.protocol.command import RemotingCommand
+    from rmq.remoting import RemotingClient
 
     _, broker = trace_cluster
     namesrv = trace_cluster[0]

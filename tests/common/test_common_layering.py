@@ -5,10 +5,11 @@
       → console                             the web console (over the client's Admin)
       → broker | namesrv | client | spark   (siblings: none imports another)
         → remoting | store                  (siblings)
-          → types | config                  (value types and statuses the request parsers
+          → protocol                        (codes, RemotingCommand, headers, requests, bodies)
+            → types | config                (value types and statuses the request parsers
                                              return; configuration)
-            → common
-              → errors, _version, _store    (_store: the Cython extension, imports nothing)
+              → common
+                → errors, _version, _store  (_store: the Cython extension, imports nothing)
 
 Every import counts, including the ones inside functions and under ``if TYPE_CHECKING``: a lazy
 import still ties the layers together. The native sources (``.pyx``, ``.pxd``, ``.pxi``) are held to
@@ -32,11 +33,12 @@ RANK = {
     "errors": 0, "_version": 0, "_store": 0,
     "common": 1,
     "types": 2, "config": 2,
-    "remoting": 3, "store": 3,
-    "broker": 4, "namesrv": 4, "client": 4, "spark": 4,
-    "console": 5,
-    "cli": 6, "_testing": 6,
-    "__main__": 7,
+    "protocol": 3,
+    "remoting": 4, "store": 4,
+    "broker": 5, "namesrv": 5, "client": 5, "spark": 5,
+    "console": 6,
+    "cli": 7, "_testing": 7,
+    "__main__": 8,
 }
 
 

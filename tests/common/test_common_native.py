@@ -7,14 +7,16 @@ import subprocess
 import sys
 
 from rmq.common import message, native
-from rmq.remoting import codec, headers
+from rmq.protocol.headers import _HeaderReader
+from rmq.remoting import codec
 
 PARTS = {"record walker", "header codec", "header reader"}
 
 _REPORT = """
 import json
 from rmq.common import message, native
-from rmq.remoting import codec, headers
+from rmq.remoting import codec
+from rmq.protocol import headers
 print(json.dumps({
     "enabled": native.ENABLED,
     "implementations": native.IMPLEMENTATIONS,
@@ -41,10 +43,10 @@ def test_this_process_runs_the_extensions():
     assert native.ENABLED
     assert dict.fromkeys(PARTS, "cython") == native.IMPLEMENTATIONS
     from rmq import _store
-    from rmq.remoting import _codec
+    from rmq.protocol import _codec
     assert message.walk_records is _store.walk_records
     assert codec._fast_encode is _codec.json_header_encode and codec._fast_bin_decode is _codec.binary_header_decode
-    assert headers._HeaderReader is _codec.HeaderReader
+    assert _HeaderReader is _codec.HeaderReader
 
 
 def test_the_switch_selects_the_python_twins_in_a_new_process():

@@ -3,8 +3,8 @@ the same helpers the in-process fixtures of tests/broker and tests/semantics use
 import pytest
 
 from rmq._testing import BrokerEnv, StandaloneProcess, decode_props, encode_props, phy_offset
+from rmq.protocol.codes import ResponseCode
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import ResponseCode
 
 pytestmark = pytest.mark.integration  # a subprocess broker, and ports bound to check them
 

@@ -261,7 +261,7 @@ def test_the_console_stands_on_the_client_only() -> None:
 
     root = pathlib.Path(rmq.console.__file__).parent
     used = {unit for f in root.rglob("*.py") for _, unit in _imported_units(f)}
-    assert used and used <= {"console", "client", "common", "remoting", "types", "errors", "_version"}, used
+    assert used and used <= {"console", "client", "common", "protocol", "remoting", "types", "errors", "_version"}, used
 
 
 def test_the_page_ships_as_package_data() -> None:

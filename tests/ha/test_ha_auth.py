@@ -13,9 +13,9 @@ from test_ha_store import Stores, _recv_exact, caught_up, put
 from rmq._testing import NoisyNeighbour, run_broker, run_namesrv, wait_until
 from rmq._testing.env import BrokerEnv
 from rmq.config import ConfigError
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 from rmq.store import MessageInner, PutMessageStatus
 from rmq.store.ha.codec import AUTH_HELLO, AUTH_NONCE_SIZE, auth_mac, encode_offset_report
 

@@ -10,8 +10,8 @@ from metrics_support import scrape
 
 from rmq._testing import free_port, run_broker, run_namesrv, wait_until
 from rmq._testing.env import BrokerEnv
+from rmq.protocol.codes import ResponseCode
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import ResponseCode
 from rmq.store.ha.codec import encode_offset_report
 
 

@@ -14,9 +14,9 @@ import pytest
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess, free_port, wait_for_port, wait_until
 from rmq._testing.env import BrokerEnv, phy_offset
-from rmq.remoting import requests
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.requests.broker import get_broker_runtime_info, parse_kv_table
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import ResponseCode
 from rmq.store import MessageStore, StoreConfig
 
 FILE_SIZE = 1024 * 1024
@@ -80,7 +80,7 @@ def pair(tmp_path):
 
 
 async def runtime(client: RemotingClient, addr: str) -> dict[str, str]:
-    return requests.parse_kv_table(await client.invoke(addr, requests.get_broker_runtime_info(), timeout=5))
+    return parse_kv_table(await client.invoke(addr, get_broker_runtime_info(), timeout=5))
 
 
 async def test_kill_9_sync_master_every_acked_message_is_on_the_slave(pair, tmp_path):

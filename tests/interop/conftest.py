@@ -66,8 +66,8 @@ class Broker:
 
     def wait_for_members(self, group: str, count: int, timeout: float = 20.0) -> list[str]:
         """Poll GET_CONSUMER_LIST_BY_GROUP (38) until ``group`` has ``count`` members; return their ids."""
-        from rmq.remoting.codes import RequestCode
-        from rmq.remoting.command import RemotingCommand
+        from rmq.protocol.codes import RequestCode
+        from rmq.protocol.command import RemotingCommand
 
         async def go():
             client = RemotingClient([self.namesrv])
@@ -95,8 +95,8 @@ class Broker:
     def held_pulls(self) -> int:
         """Pulls the broker holds right now (GET_BROKER_RUNTIME_INFO ``pullHoldRequestCount``):
         a consumer that is long-polling a queue shows here."""
-        from rmq.remoting.codes import RequestCode
-        from rmq.remoting.command import RemotingCommand
+        from rmq.protocol.codes import RequestCode
+        from rmq.protocol.command import RemotingCommand
 
         async def go():
             client = RemotingClient([self.namesrv])

@@ -81,9 +81,9 @@ def plan_messages(names, n, *, tags=("TagA", "TagB"), send="sync", start=0, big_
 
 async def _raw_pull_one(namesrv_addr, broker_addr, topic, queue_id, offset):
     """One non-suspended PULL_MESSAGE with rmq.remoting; returns the first record's raw bytes."""
+    from rmq.protocol.codes import RequestCode
+    from rmq.protocol.command import RemotingCommand
     from rmq.remoting.client import RemotingClient
-    from rmq.remoting.codes import RequestCode
-    from rmq.remoting.command import RemotingCommand
 
     client = RemotingClient([namesrv_addr])
     try:

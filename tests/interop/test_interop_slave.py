@@ -20,8 +20,9 @@ import pytest
 import rmq
 from rmq._testing import run_namesrv, wait_until
 from rmq._testing.processes import BrokerProcess
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting.codes import RequestCode
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import RemotingClient
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
 QUEUES = 2

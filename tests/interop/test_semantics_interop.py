@@ -15,9 +15,9 @@ import interop_support as support
 import pytest
 
 from rmq._testing import StandaloneProcess, wait_until_sync
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(150)]
 

@@ -5,9 +5,9 @@ import zlib
 import pytest
 
 from rmq._testing import run_namesrv, wait_until
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 
 def topic_table(**topics):

@@ -12,10 +12,10 @@ from test_namesrv import register_cmd
 
 from rmq._testing import NoisyNeighbour, invoke_once, run_broker, run_namesrv, wait_until
 from rmq.config import ConfigError, NamesrvConfig, apply_properties, check_config
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 ATTACK = b"brokerChannelExpiredSeconds=0.001\n"
 

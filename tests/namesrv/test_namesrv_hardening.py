@@ -9,9 +9,9 @@ import zlib
 import pytest
 
 from rmq._testing import run_namesrv, wait_until
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 REAL = "127.0.0.1:10911"
 SPOOF = "127.0.0.1:20911"

@@ -7,7 +7,7 @@ import os
 from rmq._testing import invoke_once, run_namesrv
 from rmq.config import rewrite_properties_file as _rewrite
 from rmq.namesrv.route_manager import RouteInfoManager
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.codes import RequestCode, ResponseCode
 
 
 def _table(**topics):

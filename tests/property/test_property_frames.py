@@ -7,9 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmq.errors import RemotingCommandError
+from rmq.protocol.codes import LanguageCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.codec import FrameDecoder, decode_frame, encode
-from rmq.remoting.codes import LanguageCode
-from rmq.remoting.command import RemotingCommand
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)

@@ -6,10 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmq.errors import RemotingCommandError
+from rmq.protocol.codes import LanguageCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting import codec
 from rmq.remoting.codec import decode_binary_header, decode_json_header, encode_header
-from rmq.remoting.codes import LanguageCode
-from rmq.remoting.command import RemotingCommand
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)

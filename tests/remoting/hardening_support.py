@@ -10,10 +10,10 @@ import os
 import socket
 import time
 
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import SendMessageRequestHeader
 from rmq.remoting.codec import FrameDecoder, encode
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import SendMessageRequestHeader
 
 SYSTEM_BUSY = 2
 PULL_NOT_FOUND = 19

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from remoting_golden import acl_frames, load
 
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.acl import (
     ACCESS_KEY,
     SIGNATURE,
@@ -18,7 +19,6 @@ from rmq.remoting.acl import (
     sign_request,
 )
 from rmq.remoting.codec import decode_frame, encode
-from rmq.remoting.command import RemotingCommand
 
 SECRET = "12345678"
 

@@ -7,7 +7,8 @@ import struct
 import pytest
 
 from rmq._testing import wait_until
-from rmq.remoting import ConnectionEvent, RemotingClient, RemotingCommand, RemotingServer
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import ConnectionEvent, RemotingClient, RemotingServer
 from rmq.remoting.codec import encode
 
 ECHO = 1001

@@ -1,4 +1,4 @@
-"""The fast ROCKETMQ binary header codec (rmq/remoting/_codec.pyx: binary_header_decode and
+"""The fast ROCKETMQ binary header codec (rmq/protocol/_codec.pyx: binary_header_decode and
 binary_header_encode) against the pure-Python reference in rmq/remoting/codec.py.
 
 As for the JSON codec, the fast decoder must either decline (None: the reference runs and
@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 from remoting_golden import serialize_frames
 
 from rmq.errors import RemotingCommandError
-from rmq.remoting import _codec, codec
+from rmq.protocol import _codec
+from rmq.protocol.codes import LanguageCode
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import codec
 from rmq.remoting.codec import FrameDecoder, decode_binary_header, decode_frame, encode
-from rmq.remoting.codes import LanguageCode
-from rmq.remoting.command import RemotingCommand
 
 # Straight from the extension (which every install builds), so the comparison runs whether or
 # not RMQ_NO_EXTENSIONS=1 has the codec wire them in.

@@ -1,4 +1,4 @@
-"""rmq.remoting.body._mq: the one MessageQueue map-key encoder/decoder, round trips through
+"""rmq.protocol.body._mq: the one MessageQueue map-key encoder/decoder, round trips through
 rmq.common.fastjson.loads."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmq.common import fastjson
-from rmq.remoting.body._mq import dumps_mq_map, mq_key, mq_of, mq_table
+from rmq.protocol.body._mq import dumps_mq_map, mq_key, mq_of, mq_table
 from rmq.types import MessageQueue
 
 queues = st.builds(MessageQueue, st.text(max_size=8), st.text(max_size=8), st.integers(0, 2**31 - 1))

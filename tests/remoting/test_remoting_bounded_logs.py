@@ -8,8 +8,8 @@ import pytest
 from hardening_support import Wire, log_size, pull, send_message
 
 from rmq._testing import StandaloneProcess, wait_until_sync
-from rmq.remoting.codes import RequestCode
-from rmq.remoting.command import RemotingCommand
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.command import RemotingCommand
 
 pytestmark = pytest.mark.integration  # a broker subprocess
 

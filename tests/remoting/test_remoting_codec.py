@@ -6,9 +6,9 @@ import pytest
 from remoting_golden import quickstart, serialize_frames
 
 from rmq.errors import RemotingCommandError
+from rmq.protocol.codes import LanguageCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.codec import FrameDecoder, decode_frame, encode
-from rmq.remoting.codes import LanguageCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 QUICKSTART = quickstart()
 SERIALIZE = serialize_frames()

@@ -1,4 +1,4 @@
-"""The fast JSON header codec (msgspec decoder, Cython encoder in rmq/remoting/_codec.pyx) against the
+"""The fast JSON header codec (msgspec decoder, Cython encoder in rmq/protocol/_codec.pyx) against the
 pure-Python reference in codec.py.
 
 The fast decoder must, for every input, either decline (None → the reference runs) or build
@@ -16,10 +16,11 @@ import pytest
 from remoting_golden import client_requests, quickstart, serialize_frames
 
 from rmq.errors import RemotingCommandError
-from rmq.remoting import _codec, codec
+from rmq.protocol import _codec
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import codec
 from rmq.remoting.codec import FrameDecoder, decode_frame, decode_json_header, encode
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 # The fast pair itself (the msgspec decoder, the extension's encoder), so the comparison runs
 # whether or not RMQ_NO_EXTENSIONS=1 has the codec wire them in.

@@ -10,8 +10,8 @@ import struct
 import pytest
 
 from rmq._testing import wait_until
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.codec import encode
-from rmq.remoting.command import RemotingCommand
 from rmq.remoting.connection import ConnectionEvent
 from rmq.remoting.server import RemotingServer
 

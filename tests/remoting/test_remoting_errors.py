@@ -4,7 +4,7 @@ import pickle
 import pytest
 
 from rmq import errors
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.codes import ResponseCode
 
 
 def test_for_code_maps_response_codes():

@@ -10,8 +10,8 @@ import socket
 import pytest
 
 from rmq._testing import loop_turn, wait_until
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.codec import FrameDecoder, encode
-from rmq.remoting.command import RemotingCommand
 from rmq.remoting.server import RemotingServer
 
 pytestmark = pytest.mark.integration  # remoting servers

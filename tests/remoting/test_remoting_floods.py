@@ -16,9 +16,10 @@ from hardening_support import PULL_NOT_FOUND, Wire, pull, send_message
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess, wait_until_sync
 from rmq.common.constants import TopicValidator
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import CreateTopicRequestHeader, DeleteTopicRequestHeader, GetMaxOffsetRequestHeader
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.consumer import GetMaxOffsetRequestHeader
+from rmq.protocol.headers.topic import CreateTopicRequestHeader, DeleteTopicRequestHeader
 
 pytestmark = pytest.mark.integration  # a broker subprocess
 

@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rmq.errors import RemotingCommandError
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.codec import FrameDecoder, encode
-from rmq.remoting.command import RemotingCommand
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 

@@ -7,31 +7,58 @@ import pytest
 from remoting_golden import client_requests, quickstart, serialize_frames
 
 from rmq.errors import RemotingCommandError
-from rmq.remoting import _codec
-from rmq.remoting import headers as H
+from rmq.protocol import _codec
+from rmq.protocol.codes import RequestCode
+from rmq.protocol.headers import _base_type, _bool, _check_text, _int, _missing, _out_of_range, _str, header_classes
+from rmq.protocol.headers.client import NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader
+from rmq.protocol.headers.consumer import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+from rmq.protocol.headers.message import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    read_send_header,
+    send_wire_names,
+)
+from rmq.protocol.headers.namesrv import (
+    GetKVConfigRequestHeader,
+    GetRouteInfoRequestHeader,
+    RegisterBrokerRequestHeader,
+    UnRegisterBrokerRequestHeader,
+)
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
 from rmq.remoting.codec import decode_frame
-from rmq.remoting.codes import RequestCode
 
 REQUEST_HEADERS = {
-    RequestCode.SEND_MESSAGE: H.SendMessageRequestHeader,
-    RequestCode.SEND_MESSAGE_V2: H.SendMessageRequestHeader,
-    RequestCode.SEND_BATCH_MESSAGE: H.SendMessageRequestHeader,
-    RequestCode.PULL_MESSAGE: H.PullMessageRequestHeader,
-    RequestCode.QUERY_CONSUMER_OFFSET: H.QueryConsumerOffsetRequestHeader,
-    RequestCode.UPDATE_CONSUMER_OFFSET: H.UpdateConsumerOffsetRequestHeader,
-    RequestCode.GET_MAX_OFFSET: H.GetMaxOffsetRequestHeader,
-    RequestCode.GET_MIN_OFFSET: H.GetMinOffsetRequestHeader,
-    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: H.SearchOffsetRequestHeader,
-    RequestCode.GET_CONSUMER_LIST_BY_GROUP: H.GetConsumerListByGroupRequestHeader,
-    RequestCode.UNREGISTER_CLIENT: H.UnregisterClientRequestHeader,
-    RequestCode.CONSUMER_SEND_MSG_BACK: H.ConsumerSendMsgBackRequestHeader,
-    RequestCode.GET_ROUTEINFO_BY_TOPIC: H.GetRouteInfoRequestHeader,
-    RequestCode.GET_KV_CONFIG_BY_VALUE: H.GetKVConfigRequestHeader,
-    RequestCode.REGISTER_BROKER: H.RegisterBrokerRequestHeader,
-    RequestCode.UNREGISTER_BROKER: H.UnRegisterBrokerRequestHeader,
-    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: H.NotifyConsumerIdsChangedRequestHeader,
-    RequestCode.END_TRANSACTION: H.EndTransactionRequestHeader,
-    RequestCode.CHECK_TRANSACTION_STATE: H.CheckTransactionStateRequestHeader,
+    RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
+    RequestCode.SEND_MESSAGE_V2: SendMessageRequestHeader,
+    RequestCode.SEND_BATCH_MESSAGE: SendMessageRequestHeader,
+    RequestCode.PULL_MESSAGE: PullMessageRequestHeader,
+    RequestCode.QUERY_CONSUMER_OFFSET: QueryConsumerOffsetRequestHeader,
+    RequestCode.UPDATE_CONSUMER_OFFSET: UpdateConsumerOffsetRequestHeader,
+    RequestCode.GET_MAX_OFFSET: GetMaxOffsetRequestHeader,
+    RequestCode.GET_MIN_OFFSET: GetMinOffsetRequestHeader,
+    RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: SearchOffsetRequestHeader,
+    RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
+    RequestCode.UNREGISTER_CLIENT: UnregisterClientRequestHeader,
+    RequestCode.CONSUMER_SEND_MSG_BACK: ConsumerSendMsgBackRequestHeader,
+    RequestCode.GET_ROUTEINFO_BY_TOPIC: GetRouteInfoRequestHeader,
+    RequestCode.GET_KV_CONFIG_BY_VALUE: GetKVConfigRequestHeader,
+    RequestCode.REGISTER_BROKER: RegisterBrokerRequestHeader,
+    RequestCode.UNREGISTER_BROKER: UnRegisterBrokerRequestHeader,
+    RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
+    RequestCode.END_TRANSACTION: EndTransactionRequestHeader,
+    RequestCode.CHECK_TRANSACTION_STATE: CheckTransactionStateRequestHeader,
 }
 
 CLIENT_ROWS = client_requests()
@@ -54,9 +81,9 @@ def test_client_captures_parse(name, row):
         assert header["code"] == RequestCode.HEART_BEAT  # the only header-less request captured
         return
     ext = header.get("extFields", {})
-    if cls is H.SendMessageRequestHeader:
-        h = H.read_send_header(header["code"], ext)
-        names = H.send_wire_names(header["code"])
+    if cls is SendMessageRequestHeader:
+        h = read_send_header(header["code"], ext)
+        names = send_wire_names(header["code"])
     else:
         h = cls.from_ext_fields(ext)
         names = h.WIRE_NAMES
@@ -74,9 +101,9 @@ def test_client_captures_parse(name, row):
 def test_v1_and_v2_send_headers_map_to_one_class():
     cpp = next(r["header"] for n, r in CLIENT_ROWS if r["header"]["code"] == 10)
     ons = next(r["header"] for n, r in CLIENT_ROWS if r["header"]["code"] == 310)
-    h1 = H.read_send_header(10, cpp["extFields"])
-    h2 = H.read_send_header(310, ons["extFields"])
-    assert type(h1) is type(h2) is H.SendMessageRequestHeader
+    h1 = read_send_header(10, cpp["extFields"])
+    h2 = read_send_header(310, ons["extFields"])
+    assert type(h1) is type(h2) is SendMessageRequestHeader
     assert h1.topic == h2.topic == "TopicTest"
     assert h1.default_topic_queue_nums == 4 and isinstance(h1.born_timestamp, int)
     assert h1.batch is False and h2.unit_mode is False  # "0" and false
@@ -84,22 +111,22 @@ def test_v1_and_v2_send_headers_map_to_one_class():
     # and back: V2 names with string values
     v2 = h2.to_ext_fields_v2()
     assert v2["b"] == "TopicTest" and v2["d"] == "4" and v2["k"] == "false"
-    assert H.read_send_header(310, v2) == h2
-    assert H.read_send_header(10, h1.to_ext_fields()) == h1
+    assert read_send_header(310, v2) == h2
+    assert read_send_header(10, h1.to_ext_fields()) == h1
     # the code alone picks the naming (Java parseRequestHeader): never the names present
     with pytest.raises(RemotingCommandError, match="'a'"):
-        H.read_send_header(310, h1.to_ext_fields())
+        read_send_header(310, h1.to_ext_fields())
     with pytest.raises(RemotingCommandError, match="'producerGroup'"):
-        H.read_send_header(10, v2)
-    assert H.read_send_header(10, {**h1.to_ext_fields(), "b": "Other"}).topic == "TopicTest"
-    assert H.read_send_header(320, {**v2, "topic": "Other"}).topic == "TopicTest"
+        read_send_header(10, v2)
+    assert read_send_header(10, {**h1.to_ext_fields(), "b": "Other"}).topic == "TopicTest"
+    assert read_send_header(320, {**v2, "topic": "Other"}).topic == "TopicTest"
 
 
 def test_java_binary_send_v2_parses():
     rows = [r for r in serialize_frames() if r["serialize"] == 1 and r["code"] == RequestCode.SEND_MESSAGE_V2]
     assert rows
     for row in rows:
-        h = H.read_send_header(row["code"], decode_frame(row["frame"]).ext_fields)
+        h = read_send_header(row["code"], decode_frame(row["frame"]).ext_fields)
         assert h.topic == "TopicTest" and h.producer_group
 
 
@@ -108,17 +135,17 @@ def test_java_json_pull_and_replies_parse():
              if r["code"] == RequestCode.PULL_MESSAGE and not r["flag"] & 1]
     assert pulls
     for cmd in pulls:
-        h = H.PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
+        h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         assert h.max_msg_nums == 32 and h.topic
     replies = [decode_frame(r["frame"]) for r in quickstart()
                if r.get("request_code") == RequestCode.PULL_MESSAGE and r["code"] == 0]
     for cmd in replies:
-        h = H.PullMessageResponseHeader.from_ext_fields(cmd.ext_fields)
+        h = PullMessageResponseHeader.from_ext_fields(cmd.ext_fields)
         assert h.next_begin_offset > 0 and h.max_offset >= h.min_offset
     sends = [decode_frame(r["frame"]) for r in quickstart()
              if r.get("request_code") == RequestCode.SEND_MESSAGE_V2 and r["code"] == 0]
     for cmd in sends:
-        h = H.SendMessageResponseHeader.from_ext_fields(cmd.ext_fields)
+        h = SendMessageResponseHeader.from_ext_fields(cmd.ext_fields)
         assert len(h.msg_id) == 32
 
 
@@ -127,17 +154,17 @@ def test_java_json_pull_and_replies_parse():
     (0, False), (1, True),
 ])
 def test_lenient_booleans(raw, expected):
-    h = H.SendMessageRequestHeader.from_ext_fields({"producerGroup": "g", "topic": "t", "queueId": 0, "batch": raw})
+    h = SendMessageRequestHeader.from_ext_fields({"producerGroup": "g", "topic": "t", "queueId": 0, "batch": raw})
     assert h.batch is expected
 
 
 @pytest.mark.parametrize("raw", [" 42", "42", 42, 42.0])
 def test_lenient_integers(raw):
-    assert H.GetMaxOffsetRequestHeader.from_ext_fields({"topic": "t", "queueId": raw}).queue_id == 42
+    assert GetMaxOffsetRequestHeader.from_ext_fields({"topic": "t", "queueId": raw}).queue_id == 42
 
 
 def test_strings_from_numbers_and_unknown_keys_ignored():
-    h = H.GetRouteInfoRequestHeader.from_ext_fields({"topic": 123, "Signature": "x", "AccessKey": ""})
+    h = GetRouteInfoRequestHeader.from_ext_fields({"topic": 123, "Signature": "x", "AccessKey": ""})
     assert h.topic == "123"
 
 
@@ -150,17 +177,17 @@ def test_strings_from_numbers_and_unknown_keys_ignored():
 ])
 def test_bad_fields_name_the_field(ext, message):
     with pytest.raises(RemotingCommandError) as info:
-        H.GetMaxOffsetRequestHeader.from_ext_fields(ext)
+        GetMaxOffsetRequestHeader.from_ext_fields(ext)
     assert message in str(info.value) and "GetMaxOffsetRequestHeader" in str(info.value)
 
 
 def test_bad_boolean_names_the_field():
     with pytest.raises(RemotingCommandError, match="'batch' is not a boolean"):
-        H.SendMessageRequestHeader.from_ext_fields({"producerGroup": "g", "topic": "t", "queueId": 0, "batch": "yes"})
+        SendMessageRequestHeader.from_ext_fields({"producerGroup": "g", "topic": "t", "queueId": 0, "batch": "yes"})
 
 
 def test_to_ext_fields_writes_strings_only_and_omits_none():
-    for cls in (getattr(H, n) for n in H.__all__ if n.endswith("Header") and n != "Header"):
+    for cls in header_classes():
         kwargs = {}
         for f in dataclasses.fields(cls):
             if f.default is dataclasses.MISSING:
@@ -173,13 +200,13 @@ def test_to_ext_fields_writes_strings_only_and_omits_none():
 
 
 def test_create_topic_header_fields():
-    h = H.CreateTopicRequestHeader(topic="T", read_queue_nums=8, write_queue_nums=8)
+    h = CreateTopicRequestHeader(topic="T", read_queue_nums=8, write_queue_nums=8)
     assert h.to_ext_fields() == {"topic": "T", "defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8",
                                  "perm": "6", "topicFilterType": "SINGLE_TAG", "order": "false"}
 
 
 def test_pull_response_header_to_ext_fields():
-    h = H.PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=33, min_offset=0, max_offset=100)
+    h = PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=33, min_offset=0, max_offset=100)
     assert h.to_ext_fields() == {"suggestWhichBrokerId": "0", "nextBeginOffset": "33", "minOffset": "0",
                                  "maxOffset": "100"}
 
@@ -193,23 +220,23 @@ def _reference_read(cls, ext, names):
     kw = {}
     for f in dataclasses.fields(cls):
         wire = names[f.name]
-        tp = H._base_type(typing.get_type_hints(cls)[f.name])
+        tp = _base_type(typing.get_type_hints(cls)[f.name])
         v = ext.get(wire)
         if v is None:
             if f.default is dataclasses.MISSING:
-                raise H._missing(cls.__name__, wire)
+                raise _missing(cls.__name__, wire)
             kw[f.name] = f.default
         elif type(v) is tp:
             kw[f.name] = v
         else:
-            kw[f.name] = {int: H._int, bool: H._bool, str: H._str}[tp](v, cls.__name__, wire)
+            kw[f.name] = {int: _int, bool: _bool, str: _str}[tp](v, cls.__name__, wire)
         v = kw[f.name]
         if tp is int and v is not None:   # Java's Integer / Long (or a narrower declared) range
             lo, hi = f.metadata["range"]
             if not lo <= v <= hi:
-                raise H._out_of_range(cls.__name__, wire, v, lo, hi)
+                raise _out_of_range(cls.__name__, wire, v, lo, hi)
         if tp is str and v is not None:   # text that UTF-8 can carry
-            H._check_text(v, cls.__name__, wire)
+            _check_text(v, cls.__name__, wire)
     return cls(**kw)
 
 
@@ -233,9 +260,9 @@ _ODD_VALUES = [_StrSub("false"), _StrSub("12"), None, 0, 1, -7, 2**70, True, Fal
                "é\ud800", "中\udbff", "\U0001F600", "\U0001F600\udc00", "\ud83d\ude00"]
 
 
-@pytest.mark.parametrize("cls", [H.SendMessageRequestHeader, H.PullMessageRequestHeader, H.EndTransactionRequestHeader,
-                                 H.ConsumerSendMsgBackRequestHeader, H.QueryConsumerOffsetRequestHeader,
-                                 H.UpdateConsumerOffsetRequestHeader, H.CreateTopicRequestHeader],
+@pytest.mark.parametrize("cls", [SendMessageRequestHeader, PullMessageRequestHeader, EndTransactionRequestHeader,
+                                 ConsumerSendMsgBackRequestHeader, QueryConsumerOffsetRequestHeader,
+                                 UpdateConsumerOffsetRequestHeader, CreateTopicRequestHeader],
                          ids=lambda c: c.__name__)
 def test_generated_reader_matches_the_interpreted_rules(cls, depth):
     import random
@@ -248,12 +275,12 @@ def test_generated_reader_matches_the_interpreted_rules(cls, depth):
             continue
         reader = vars(cls)[attr].__func__
         variants.append((functools.partial(reader, cls), names))
-        if hasattr(reader, "fallback"):  # the Cython reader (rmq/remoting/_codec.pyx) and its reference
+        if hasattr(reader, "fallback"):  # the Cython reader (rmq/protocol/_codec.pyx) and its reference
             variants.append((functools.partial(reader.fallback, cls), names))
     hints = typing.get_type_hints(cls)
     for read, names in variants:
         wires = list(names.values())
-        kinds = {names[a]: H._base_type(hints[a]) for a in names}
+        kinds = {names[a]: _base_type(hints[a]) for a in names}
         for _ in range(int(3000 * depth)):
             if rng.random() < 0.5:
                 ext = {w: rng.choice(_ODD_VALUES) for w in wires if rng.random() < 0.9}
@@ -279,7 +306,7 @@ def test_generated_reader_matches_the_interpreted_rules(cls, depth):
 
 
 def test_a_header_class_without_the_decorator_says_so():
-    from rmq.remoting.headers import Header
+    from rmq.protocol.headers import Header
 
     class Forgotten(Header):
         __slots__ = ()
@@ -307,18 +334,18 @@ def test_ranges_and_text_are_checked_on_both_reader_paths(path):
         return f(cls, ext)
 
     base = {"consumerGroup": "G", "topic": "T", "queueId": "1", "commitOffset": "5"}
-    assert read(H.UpdateConsumerOffsetRequestHeader, base).commit_offset == 5
+    assert read(UpdateConsumerOffsetRequestHeader, base).commit_offset == 5
     for key, bad in (("commitOffset", str(2**64)), ("commitOffset", 2**63), ("queueId", str(2**31)),
                      ("queueId", -2**31 - 1), ("consumerGroup", "\ud800")):
         with pytest.raises(RemotingCommandError, match=key):
-            read(H.UpdateConsumerOffsetRequestHeader, {**base, key: bad})
-    top = read(H.UpdateConsumerOffsetRequestHeader, {**base, "commitOffset": str(2**63 - 1)})
+            read(UpdateConsumerOffsetRequestHeader, {**base, key: bad})
+    top = read(UpdateConsumerOffsetRequestHeader, {**base, "commitOffset": str(2**63 - 1)})
     assert top.commit_offset == 2**63 - 1
     topic = {"topic": "T", "readQueueNums": "4", "writeQueueNums": "4"}
     for perm in (str(2**70), "16", "-1", 16, 2**64):
         with pytest.raises(RemotingCommandError, match="perm"):
-            read(H.CreateTopicRequestHeader, {**topic, "perm": perm})
-    assert read(H.CreateTopicRequestHeader, {**topic, "perm": "15"}).perm == 15
+            read(CreateTopicRequestHeader, {**topic, "perm": perm})
+    assert read(CreateTopicRequestHeader, {**topic, "perm": "15"}).perm == 15
 
 
 def test_cython_reader_checks_ranges_itself_and_leaves_refusals_to_the_reference():

@@ -12,15 +12,9 @@ from rmq.errors import (
     RemotingTimeoutError,
     RemotingTooMuchRequestError,
 )
-from rmq.remoting import (
-    ConnectionEvent,
-    ProcessorPool,
-    RemotingClient,
-    RemotingCommand,
-    RemotingServer,
-    RequestCode,
-    ResponseCode,
-)
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import ConnectionEvent, ProcessorPool, RemotingClient, RemotingServer
 from rmq.remoting.codec import FrameDecoder, encode
 
 pytestmark = pytest.mark.integration  # remoting servers
@@ -600,7 +594,7 @@ async def test_async_and_oneway_to_a_dead_address():
 
 
 async def test_request_with_typed_header(env):
-    from rmq.remoting.headers import GetMaxOffsetRequestHeader
+    from rmq.protocol.headers.consumer import GetMaxOffsetRequestHeader
 
     server, client, procs, _ = env
     cmd = RemotingCommand.request(ECHO, GetMaxOffsetRequestHeader(topic="T", queue_id=2))

@@ -14,7 +14,8 @@ from tls_support import Pki, make_pki
 from rmq._testing import NoisyNeighbour, wait_until
 from rmq.config import ConfigError
 from rmq.errors import RemotingConnectError
-from rmq.remoting import RemotingClient, RemotingCommand, RemotingServer
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting import RemotingClient, RemotingServer
 from rmq.remoting.tls import TlsMode, TlsServerOptions, TlsSettings
 
 pytestmark = pytest.mark.integration  # TLS remoting servers

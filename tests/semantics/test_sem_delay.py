@@ -5,8 +5,8 @@ import time
 from semantics_support import SHORT_LEVELS, Wire, wait_for
 
 from rmq._testing import run_broker, run_standalone
+from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 

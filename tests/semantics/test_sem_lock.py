@@ -5,7 +5,7 @@ from semantics_support import wait_for
 
 import rmq
 from rmq.broker.rebalance_lock import MessageQueue
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.codes import ResponseCode
 
 
 def _mqs(topic, n, broker="broker-a"):

@@ -5,7 +5,7 @@ import pytest
 from semantics_support import phy_offset, wait_for
 
 import rmq
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.codes import ResponseCode
 
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 

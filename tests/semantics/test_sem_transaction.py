@@ -12,8 +12,8 @@ from semantics_support import SHORT_LEVELS, Wire, phy_offset, wait_for
 
 import rmq
 from rmq._testing import run_standalone
+from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
 
 HALF, OP = "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC"
 S = rmq.LocalTransactionState

@@ -4,8 +4,11 @@ from __future__ import annotations
 import time
 
 from rmq._testing import StandaloneProcess, wait_until_sync
-from rmq.remoting import requests as rq
-from rmq.remoting.headers import CreateTopicRequestHeader, SendMessageRequestHeader
+from rmq.protocol.headers.message import SendMessageRequestHeader
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
+from rmq.protocol.requests import check_success
+from rmq.protocol.requests.message import parse_send, send_message
+from rmq.protocol.requests.topic import create_topic
 from rmq.spark._client import RocketMQClient
 from rmq.spark._records import encode_properties
 from rmq.types import MessageQueue
@@ -32,7 +35,7 @@ class Rmq:
         self.client = RocketMQClient([self.namesrv])
 
     def create_topic(self, topic: str, queues: int = 2) -> None:
-        rq.check_success(self.client.invoke(self.broker, rq.create_topic(CreateTopicRequestHeader(
+        check_success(self.client.invoke(self.broker, create_topic(CreateTopicRequestHeader(
             topic=topic, read_queue_nums=queues, write_queue_nums=queues, topic_sys_flag=0))))
 
         def routed():  # the broker registers the new route with the name server
@@ -52,7 +55,7 @@ class Rmq:
         header = SendMessageRequestHeader(producer_group="test-producer", topic=topic, queue_id=queue_id,
                                           born_timestamp=int(time.time() * 1000), properties=encode_properties(p),
                                           reconsume_times=0)
-        result = rq.parse_send(self.client.invoke(self.broker, rq.send_message(header, body)),
+        result = parse_send(self.client.invoke(self.broker, send_message(header, body)),
                                MessageQueue(topic, "", queue_id))
         return result.queue_offset, result.offset_msg_id
 

@@ -444,8 +444,8 @@ def test_client_replaces_a_connection_the_peer_closed():
     import socket
     import threading
 
+    from rmq.protocol.command import RemotingCommand
     from rmq.remoting.codec import FrameDecoder, encode
-    from rmq.remoting.command import RemotingCommand
     from rmq.spark._client import RocketMQClient
 
     srv = socket.create_server(("127.0.0.1", 0))

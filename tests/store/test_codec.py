@@ -220,7 +220,7 @@ def test_layout_constants_agree_with_rmq_common_message():
         message.MESSAGE_MAGIC_CODE, message.MESSAGE_MAGIC_CODE_V2, message.BLANK_MAGIC_CODE)
 
 
-@pytest.mark.parametrize("module", ["rmq._store", "rmq.remoting._codec", "rmq.broker.processors._sendpath"])
+@pytest.mark.parametrize("module", ["rmq._store", "rmq.protocol._codec", "rmq.broker.processors._sendpath"])
 def test_stub_declares_everything_the_extension_exports(module):
     import ast
     import importlib

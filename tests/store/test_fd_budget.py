@@ -6,9 +6,9 @@ import sys
 import pytest
 
 from rmq._testing import StandaloneProcess, wait_until
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
 
 pytestmark = pytest.mark.integration  # the store in a subprocess under a low RLIMIT_NOFILE
 

@@ -33,7 +33,7 @@ from rmq.common.log import RateLimitedLog
 log = logging.getLogger("rmq.broker")
 _rl = RateLimitedLog(log)
 
-# Strings are validated when they arrive (rmq.remoting.headers refuses lone surrogates), so
+# Strings are validated when they arrive (rmq.protocol.headers refuses lone surrogates), so
 # "surrogatepass" is only a last line of defence: a name that slipped through must not make
 # its whole table unwritable.
 _UNICODE_ERRORS = "surrogatepass"

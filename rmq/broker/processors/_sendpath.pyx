@@ -39,7 +39,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memcmp
 from rmq._store cimport Appender, _Buf, _buf, _RecordHead, HOST_V4_LEN
 from rmq.common._bytes cimport rd16, rd32, wr16, wr32
-from rmq.remoting._codec cimport (
+from rmq.protocol._codec cimport (
     _JOut, _H_STR, _H_INT, _H_BOOL, _jo_reserve, _jo_raw, _jo_lit, _jo_str, _jo_i64, _bo_utf8, _bo_dec, _bo_key,
     _has_surrogate, _ascii_decimal,
 )
@@ -166,7 +166,7 @@ cdef class SendFastPath:
         cdef uint8_t kind
         cdef long long x
         cdef int overflow
-        # by the request code only, as rmq.remoting.headers.read_send_header and the ACL check
+        # by the request code only, as rmq.protocol.headers.message.read_send_header and the ACL check
         # read it (Java parseRequestHeader): the names present never choose
         wires = self.w2 if v2 else self.w1
         for i in range(self.n):

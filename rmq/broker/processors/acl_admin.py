@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from rmq.broker.acl import AclConfigError
 from rmq.common.log import clip
 from rmq.errors import RemotingCommandError
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import (
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.acl import (
     CreateAccessConfigRequestHeader,
     DeleteAccessConfigRequestHeader,
     GetBrokerAclConfigResponseHeader,

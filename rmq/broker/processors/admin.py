@@ -9,7 +9,7 @@ GET_EARLIEST_MSG_STORETIME (32), GET_BROKER_CONFIG (26).
 Replies are Java's JSON (``TopicConfigSerializeWrapper``, ``KVTable``, ``TopicStatsTable``,
 ``ConsumeStats``). The last two are ``Map<MessageQueue, …>`` in Java, which fastjson writes
 with JSON objects as keys; we write the same bytes so Java's admin tools read them (see
-``rmq.remoting.body._mq.dumps_mq_map``).
+``rmq.protocol.body._mq.dumps_mq_map``).
 """
 from __future__ import annotations
 
@@ -34,21 +34,22 @@ from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.config import ConfigError, ConfigUpdateRefused, parse_properties
 from rmq.errors import RemotingCommandError
-from rmq.remoting.body.ops import KVTable
-from rmq.remoting.body.stats import BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, OffsetWrapper
-from rmq.remoting.body.topic import TopicOffset, TopicStatsTable
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import (
-    CreateTopicRequestHeader,
-    DeleteTopicRequestHeader,
-    GetConsumeStatsInBrokerHeader,
+from rmq.protocol.body.ops import KVTable
+from rmq.protocol.body.stats import BrokerStatsData, BrokerStatsItem, ConsumeStats, ConsumeStatsList, OffsetWrapper
+from rmq.protocol.body.topic import TopicOffset, TopicStatsTable
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.broker import GetConsumeStatsInBrokerHeader, ViewBrokerStatsDataRequestHeader
+from rmq.protocol.headers.consumer import (
     GetConsumeStatsRequestHeader,
     GetMaxOffsetRequestHeader,
     GetMinOffsetRequestHeader,
-    GetTopicStatsInfoRequestHeader,
     SearchOffsetRequestHeader,
-    ViewBrokerStatsDataRequestHeader,
+)
+from rmq.protocol.headers.topic import (
+    CreateTopicRequestHeader,
+    DeleteTopicRequestHeader,
+    GetTopicStatsInfoRequestHeader,
 )
 from rmq.types import MessageQueue
 

@@ -34,7 +34,7 @@ from rmq.broker.processors.common import bad_request, to_json_bytes
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import decode_offset_msg_id
 from rmq.errors import RemotingCommandError, RemotingTimeoutError
-from rmq.remoting.body.conns import (
+from rmq.protocol.body.conns import (
     V3_0_7_SNAPSHOT,
     V3_1_8_SNAPSHOT,
     ConnectionInfo,
@@ -48,16 +48,16 @@ from rmq.remoting.body.conns import (
     connections_of,
     version_desc,
 )
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import (
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.client import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     GetConsumerStatusRequestHeader,
     GetProducerConnectionListRequestHeader,
-    ResetOffsetRequestHeader,
 )
+from rmq.protocol.headers.consumer import ResetOffsetRequestHeader
 from rmq.types import MessageQueue
 
 log = logging.getLogger("rmq.broker")

@@ -6,7 +6,7 @@ what mqadmin exportMetadata leaves out), GET_ALL_CONSUMER_OFFSET (43) and GET_AL
 with GET_ALL_TOPIC_CONFIG 21 and GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201 what a Java slave's
 ``SlaveSynchronize`` reads from its master).
 
-Answers carry Java's codes, remarks and bodies (rmq.remoting.body.ops). Everything runs on the
+Answers carry Java's codes, remarks and bodies (rmq.protocol.body.ops). Everything runs on the
 event loop, where the store's tables change, so a dump is a consistent snapshot; the reads are
 bounded (QUERY_CONSUME_QUEUE's ``count`` at :data:`MAX_QUERY_CONSUME_QUEUE_COUNT`).
 """
@@ -20,16 +20,12 @@ from rmq.broker.processors.common import bad_request, to_json_bytes
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import java_string_hash
 from rmq.errors import RemotingCommandError
-from rmq.remoting.body.ops import (
-    ConsumeQueueData,
-    ConsumerOffsetTable,
-    DelayOffsetTable,
-    QueryConsumeQueueResponseBody,
-)
-from rmq.remoting.body.topic import TopicList
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import DeleteSubscriptionGroupRequestHeader, QueryConsumeQueueRequestHeader
+from rmq.protocol.body.ops import ConsumeQueueData, ConsumerOffsetTable, DelayOffsetTable, QueryConsumeQueueResponseBody
+from rmq.protocol.body.topic import TopicList
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.broker import QueryConsumeQueueRequestHeader
+from rmq.protocol.headers.consumer import DeleteSubscriptionGroupRequestHeader
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)

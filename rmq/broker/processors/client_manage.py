@@ -30,12 +30,12 @@ from rmq.common.constants import MixAll, PermName
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.sql92 import SelectorError
 from rmq.errors import RemotingCommandError
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import (
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.client import UnregisterClientRequestHeader
+from rmq.protocol.headers.consumer import (
     GetConsumerListByGroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
-    UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 

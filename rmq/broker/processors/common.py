@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from rmq.common import fastjson
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.errors import RemotingCommandError
-from rmq.remoting.codes import ResponseCode
-from rmq.remoting.command import RemotingCommand
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
     from rmq.remoting.connection import Connection

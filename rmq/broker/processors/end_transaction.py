@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from rmq.broker.processors.common import bad_request
 from rmq.errors import RemotingCommandError
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import EndTransactionRequestHeader
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import EndTransactionRequestHeader
 
 if TYPE_CHECKING:
     from rmq.broker.controller import BrokerController

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
 from rmq.broker.rebalance_lock import MessageQueue
 from rmq.errors import RemotingCommandError
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
     from rmq.broker.controller import BrokerController

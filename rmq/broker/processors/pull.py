@@ -44,9 +44,9 @@ from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import PullSysFlag
 from rmq.common.sql92 import SelectorError
 from rmq.errors import RemotingCommandError
-from rmq.remoting.codes import ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import PullMessageRequestHeader
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.consumer import PullMessageRequestHeader
 from rmq.store import MessageFilter
 
 if TYPE_CHECKING:

@@ -32,15 +32,11 @@ from rmq.broker.processors.common import bad_request
 from rmq.common.constants import MixAll
 from rmq.common.message import RecordSpan
 from rmq.errors import RemotingCommandError
-from rmq.remoting.body.topic import GroupList
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import (
-    QueryMessageRequestHeader,
-    QueryMessageResponseHeader,
-    QueryTopicConsumeByWhoRequestHeader,
-    ViewMessageRequestHeader,
-)
+from rmq.protocol.body.topic import GroupList
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader
+from rmq.protocol.headers.topic import QueryTopicConsumeByWhoRequestHeader
 
 if TYPE_CHECKING:
     from rmq.broker.controller import BrokerController

@@ -45,10 +45,10 @@ from rmq.common.constants import MixAll
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
-from rmq.remoting import requests as rq
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHeader, read_send_header
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import ReplyMessageRequestHeader, SendMessageRequestHeader, read_send_header
+from rmq.protocol.requests.message import push_reply_message
 from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker")
@@ -172,7 +172,7 @@ class ReplyMessageProcessor:
             store_timestamp=int(time.time() * 1000))
         timeout = self.controller.broker_config.call_client_timeout_mills / 1000.0
         try:
-            answer = await target.invoke(rq.push_reply_message(push, body), timeout=timeout)
+            answer = await target.invoke(push_reply_message(push, body), timeout=timeout)
         except Exception as e:  # noqa: BLE001 - a timeout, a closed connection: answered as Java
             _rlog.warning("reply-push-failed", "push reply message to <%s> fail: %s", clip(sender_id), clip(repr(e)))
             return False, f"push reply message to {clip_remark(sender_id)}fail."

@@ -33,11 +33,11 @@ from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
 
-# (send_reply_frame: the SEND reply written straight into one frame, rmq/remoting/_codec.pyx)
-from rmq.remoting._codec import send_reply_frame as _send_reply_frame
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
-from rmq.remoting.headers import SendMessageRequestHeader, read_send_header
+# (send_reply_frame: the SEND reply written straight into one frame, rmq/protocol/_codec.pyx)
+from rmq.protocol._codec import send_reply_frame as _send_reply_frame
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import FLAG_ONEWAY, FLAG_RESPONSE, RemotingCommand
+from rmq.protocol.headers.message import SendMessageRequestHeader, read_send_header
 from rmq.store import MessageInner, PutMessageStatus
 from rmq.store.message import host_bytes
 
@@ -157,7 +157,7 @@ class SendMessageProcessor:
                         cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         """Synchronous: the append happens inline on the loop and the reply joins the batch of
         replies for this read (one ``writelines``). A stored message is answered with a frame
-        written by ``rmq.remoting._codec.send_reply_frame`` straight to the connection (the method then
+        written by ``rmq.protocol._codec.send_reply_frame`` straight to the connection (the method then
         returns None, "answered"); refusals and errors are ordinary response commands.
 
         SYNC_FLUSH: the reply waits for the group commit as a callback

@@ -32,9 +32,9 @@ from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
 from rmq.errors import RemotingCommandError
-from rmq.remoting.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand
-from rmq.remoting.headers import ConsumerSendMsgBackRequestHeader
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
 from rmq.store import MessageInner
 
 if TYPE_CHECKING:

@@ -22,8 +22,8 @@ from rmq.broker.processors._sendpath import SendFastPath, SendGate
 from rmq.broker.processors.send_back import _MARKS
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.message import MessageConst
+from rmq.protocol.headers.message import SendMessageRequestHeader
 from rmq.remoting.codec import json_header_decoder
-from rmq.remoting.headers import SendMessageRequestHeader
 
 __all__ = ["bind_store", "header_spec", "make_fast_path"]
 

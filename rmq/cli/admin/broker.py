@@ -12,7 +12,7 @@ from rmq.client.admin import Admin, AdminError
 from rmq.client.admin._brokers import GROUP_GET_NUMS, TOPIC_PUT_NUMS
 from rmq.common.constants import MixAll
 from rmq.errors import RMQError
-from rmq.remoting.body.stats import BrokerStatsData, ConsumeStats
+from rmq.protocol.body.stats import BrokerStatsData, ConsumeStats
 from rmq.types import Message, SendResult
 
 from ._cmd import addr as addr_flag

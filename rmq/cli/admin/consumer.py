@@ -9,8 +9,8 @@ from datetime import datetime
 from rmq.client.admin import Admin, AdminError
 from rmq.client.admin._consumers import RollbackStats
 from rmq.common.constants import MixAll
-from rmq.remoting.body.conns import ConsumerRunningInfo, version_desc
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.body.conns import ConsumerRunningInfo, version_desc
+from rmq.protocol.codes import ResponseCode
 from rmq.types import MessageQueue
 
 from ._cmd import addr, command, group_name, java_bool, name, print_table, timestamp_ms, topic_name, true_false

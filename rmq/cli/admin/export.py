@@ -20,9 +20,9 @@ from typing import Any
 from rmq.client.admin import Admin, AdminError
 from rmq.client.admin._brokers import TOPIC_PUT_NUMS
 from rmq.common.constants import TopicValidator
-from rmq.remoting.body.conns import version_desc
-from rmq.remoting.body.stats import BrokerStatsData
-from rmq.remoting.command import DEFAULT_VERSION
+from rmq.protocol.body.conns import version_desc
+from rmq.protocol.body.stats import BrokerStatsData
+from rmq.protocol.command import DEFAULT_VERSION
 
 from ._cmd import command, name, targets
 

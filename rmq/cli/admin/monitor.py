@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from rmq.client.admin import Admin, AdminError
 from rmq.common.constants import MixAll
 from rmq.errors import RMQError
-from rmq.remoting.body.stats import ConsumeStats
+from rmq.protocol.body.stats import ConsumeStats
 from rmq.types import MessageQueue, PullStatus
 
 from ._cmd import command

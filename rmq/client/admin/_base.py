@@ -10,8 +10,10 @@ from typing import Any, Self, TypeVar
 
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import BrokerResponseError
-from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting import requests as rq
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.requests import check_success
+from rmq.protocol.requests.namesrv import get_broker_cluster_info, get_route_info, parse_cluster_info, parse_topic_route
+from rmq.remoting import RemotingClient
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.tls import resolve_client_tls
 
@@ -120,7 +122,7 @@ class AdminBase:
 
     async def _call_ok(self, addr: str, cmd: RemotingCommand) -> None:
         """A request whose only answer is SUCCESS (admin writes)."""
-        await self._call(addr, cmd, rq.check_success)
+        await self._call(addr, cmd, check_success)
 
     async def _call_each_namesrv(self, make: Callable[[], RemotingCommand],
                                  parse: Callable[[RemotingCommand], T]) -> dict[str, T]:
@@ -132,11 +134,11 @@ class AdminBase:
 
     async def examine_broker_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO: every cluster, broker name and broker address."""
-        return await self._call_namesrv(rq.get_broker_cluster_info(), rq.parse_cluster_info)
+        return await self._call_namesrv(get_broker_cluster_info(), parse_cluster_info)
 
     async def examine_topic_route_info(self, topic: str) -> TopicRouteData:
         """GET_ROUTEINFO_BY_TOPIC; AdminError when the name server has no route for ``topic``."""
-        route = await self._call_namesrv(rq.get_route_info(topic), rq.parse_topic_route)
+        route = await self._call_namesrv(get_route_info(topic), parse_topic_route)
         if route is None:
             raise AdminError(f"the name server has no route for topic {topic}")
         return route

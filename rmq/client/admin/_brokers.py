@@ -4,8 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from rmq.remoting import requests as rq
-from rmq.remoting.body.stats import BrokerStatsData, ConsumeStatsList
+from rmq.protocol.body.stats import BrokerStatsData, ConsumeStatsList
+from rmq.protocol.requests.broker import (
+    get_broker_config,
+    get_broker_consume_stats,
+    get_broker_runtime_info,
+    parse_broker_config,
+    parse_broker_stats_data,
+    parse_consume_stats_list,
+    parse_kv_table,
+    update_broker_config,
+    view_broker_stats_data,
+)
 
 from ._base import AdminBase
 
@@ -22,12 +32,12 @@ class BrokerAdmin(AdminBase):
     async def fetch_broker_runtime_stats(self, addr: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: the broker's runtime figures as Java's KVTable
         (``putTps``, ``msgPutTotalTodayNow``, ``commitLogDiskRatio``, ...), all strings."""
-        return await self._call(addr, rq.get_broker_runtime_info(), rq.parse_kv_table)
+        return await self._call(addr, get_broker_runtime_info(), parse_kv_table)
 
     async def get_broker_config(self, addr: str) -> dict[str, str]:
         """GET_BROKER_CONFIG: every property of the broker (and its store), as text values in
         the broker's order (booleans ``true``/``false``)."""
-        return await self._call(addr, rq.get_broker_config(), rq.parse_broker_config)
+        return await self._call(addr, get_broker_config(), parse_broker_config)
 
     async def update_broker_config(self, addr: str, properties: Mapping[str, object]) -> None:
         """UPDATE_BROKER_CONFIG: change properties of the broker at ``addr`` (booleans may be
@@ -35,15 +45,15 @@ class BrokerAdmin(AdminBase):
         to the broker's config file; anything else raises AdminError with the broker's reason."""
         if not properties:
             raise ValueError("no property to update")
-        await self._call_ok(addr, rq.update_broker_config(properties))
+        await self._call_ok(addr, update_broker_config(properties))
 
     async def view_broker_stats_data(self, addr: str, stats_name: str, stats_key: str) -> BrokerStatsData:
         """VIEW_BROKER_STATS_DATA: one stats item's minute, hour and day windows (``stats_name``
         such as ``TOPIC_PUT_NUMS`` with a topic, ``GROUP_GET_NUMS`` with ``topic@group``);
         AdminError when the broker has no such item."""
-        return await self._call(addr, rq.view_broker_stats_data(stats_name, stats_key), rq.parse_broker_stats_data)
+        return await self._call(addr, view_broker_stats_data(stats_name, stats_key), parse_broker_stats_data)
 
     async def fetch_consume_stats_in_broker(self, addr: str, is_order: bool = False) -> ConsumeStatsList:
         """GET_BROKER_CONSUME_STATS: every subscription group's ConsumeStats on the broker
         (``is_order``: only orderly topics; default False)."""
-        return await self._call(addr, rq.get_broker_consume_stats(is_order), rq.parse_consume_stats_list)
+        return await self._call(addr, get_broker_consume_stats(is_order), parse_consume_stats_list)

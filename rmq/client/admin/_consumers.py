@@ -13,10 +13,8 @@ from typing import Any, TypeVar
 from rmq.common.constants import MixAll
 from rmq.common.message import decode_offset_msg_id
 from rmq.common.route import TopicRouteData
-from rmq.remoting import RemotingCommand
-from rmq.remoting import requests as rq
-from rmq.remoting.body import json_object
-from rmq.remoting.body.conns import (
+from rmq.protocol.body import json_object
+from rmq.protocol.body.conns import (
     ConnectionInfo,
     ConsumeMessageDirectlyResult,
     ConsumerConnection,
@@ -27,8 +25,28 @@ from rmq.remoting.body.conns import (
     ResetOffsetBody,
     connections_of,
 )
-from rmq.remoting.body.stats import ConsumeStats, OffsetWrapper
-from rmq.remoting.codes import RequestCode, ResponseCode
+from rmq.protocol.body.stats import ConsumeStats, OffsetWrapper
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.requests import parse_body
+from rmq.protocol.requests.client import (
+    consume_message_directly,
+    get_all_producer_info,
+    get_consumer_connection_list,
+    get_consumer_running_info,
+    get_producer_connection_list,
+    parse_all_producer_info,
+)
+from rmq.protocol.requests.consumer import (
+    get_consume_stats,
+    get_max_offset,
+    get_min_offset,
+    invoke_broker_to_get_consumer_status,
+    invoke_broker_to_reset_offset,
+    parse_offset,
+    search_offset,
+    update_consumer_offset,
+)
 from rmq.types import MessageQueue
 
 from ._base import AdminBase, AdminError
@@ -50,11 +68,11 @@ class RollbackStats:
 
 
 def _parse_consume_stats(resp: RemotingCommand) -> ConsumeStats:
-    return rq.parse_body(resp, "ConsumeStats", ConsumeStats.decode)
+    return parse_body(resp, "ConsumeStats", ConsumeStats.decode)
 
 
 def _parser(what: str, decode: Callable[[bytes], _T]) -> Callable[[RemotingCommand], _T]:
-    return functools.partial(rq.parse_body, what=what, decode=decode)
+    return functools.partial(parse_body, what=what, decode=decode)
 
 
 def _broker_addrs(route: TopicRouteData) -> list[str]:
@@ -76,7 +94,7 @@ class ConsumerAdmin(AdminBase):
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
         for addr in await self._group_brokers(group):
-            stats = await self._call(addr, rq.get_consume_stats(group, topic), _parse_consume_stats)
+            stats = await self._call(addr, get_consume_stats(group, topic), _parse_consume_stats)
             table.update(stats.offset_table)
             tps += stats.consume_tps
         if not table:
@@ -93,7 +111,7 @@ class ConsumerAdmin(AdminBase):
         conns: list[ConnectionInfo] = []
         for addr in [broker_addr] if broker_addr else await self._group_brokers(group):
             try:
-                cc = await self._call(addr, rq.get_consumer_connection_list(group),
+                cc = await self._call(addr, get_consumer_connection_list(group),
                                       _parser("ConsumerConnection", ConsumerConnection.decode))
             except AdminError as e:
                 if e.code == ResponseCode.CONSUMER_NOT_ONLINE:
@@ -111,7 +129,7 @@ class ConsumerAdmin(AdminBase):
         producer of the topic sends heartbeats to)."""
         conns: list[ConnectionInfo] = []
         for addr in _broker_addrs(await self.examine_topic_route_info(topic)):
-            pc = await self._call(addr, rq.get_producer_connection_list(group),
+            pc = await self._call(addr, get_producer_connection_list(group),
                                   _parser("ProducerConnection", ProducerConnection.decode))
             conns.extend(pc.connection_set)
         return ProducerConnection(connections_of(set(conns)))
@@ -119,7 +137,7 @@ class ConsumerAdmin(AdminBase):
     async def get_all_producer_info(self, addr: str) -> ProducerTableInfo:
         """GET_ALL_PRODUCER_INFO: every producer connection of the broker at ``addr``, by group
         (Java ``DefaultMQAdminExt.getAllProducerInfo``, mqadmin producer)."""
-        return await self._call(addr, rq.get_all_producer_info(), rq.parse_all_producer_info)
+        return await self._call(addr, get_all_producer_info(), parse_all_producer_info)
 
     async def get_consumer_running_info(self, group: str, client_id: str, jstack: bool = False) -> ConsumerRunningInfo:
         """GET_CONSUMER_RUNNING_INFO through the first broker of the group, which relays it to
@@ -127,7 +145,7 @@ class ConsumerAdmin(AdminBase):
         addrs = await self._group_brokers(group)
         if not addrs:
             raise AdminError(f"no broker serves the consumer group {group}")
-        return await self._call(addrs[0], rq.get_consumer_running_info(group, client_id, jstack),
+        return await self._call(addrs[0], get_consumer_running_info(group, client_id, jstack),
                                 _parser("ConsumerRunningInfo", ConsumerRunningInfo.decode))
 
     async def consume_message_directly(self, group: str, client_id: str, msg_id: str) -> ConsumeMessageDirectlyResult:
@@ -137,7 +155,7 @@ class ConsumerAdmin(AdminBase):
             host, port, _ = decode_offset_msg_id(msg_id)
         except ValueError:
             raise AdminError(f"{msg_id!r} is not an offset message id (32 hex digits)") from None
-        return await self._call(f"{host}:{port}", rq.consume_message_directly(group, client_id, msg_id),
+        return await self._call(f"{host}:{port}", consume_message_directly(group, client_id, msg_id),
                                 _parser("ConsumeMessageDirectlyResult", ConsumeMessageDirectlyResult.decode))
 
     async def reset_offset_by_timestamp(self, topic: str, group: str, timestamp_ms: int, force: bool = True,
@@ -149,7 +167,7 @@ class ConsumerAdmin(AdminBase):
         :meth:`reset_offset_by_timestamp_old`)."""
         table: dict[MessageQueue, int] = {}
         for addr in _broker_addrs(await self.examine_topic_route_info(topic)):
-            body = await self._call(addr, rq.invoke_broker_to_reset_offset(topic, group, timestamp_ms, force),
+            body = await self._call(addr, invoke_broker_to_reset_offset(topic, group, timestamp_ms, force),
                                     _parser("ResetOffsetBody", ResetOffsetBody.decode))
             table.update(body.offset_table)
         return table
@@ -168,21 +186,21 @@ class ConsumerAdmin(AdminBase):
                 continue
             offsets: dict[int, tuple[int, int]] = {}   # qid -> (broker offset, consumer offset)
             try:
-                stats = await self._call(addr, rq.get_consume_stats(group, topic), _parse_consume_stats)
+                stats = await self._call(addr, get_consume_stats(group, topic), _parse_consume_stats)
                 offsets = {mq.queue_id: (w.broker_offset, w.consumer_offset)
                            for mq, w in stats.offset_table.items() if mq.topic == topic}
             except AdminError:
                 pass
             if not offsets:   # never consumed: from the queues' own min and max
                 for qid in range(read_queues.get(bd.broker_name, 0)):
-                    hi = await self._call(addr, rq.get_max_offset(topic, qid), rq.parse_offset)
-                    lo = await self._call(addr, rq.get_min_offset(topic, qid), rq.parse_offset)
+                    hi = await self._call(addr, get_max_offset(topic, qid), parse_offset)
+                    lo = await self._call(addr, get_min_offset(topic, qid), parse_offset)
                     offsets[qid] = (hi, lo)
             for qid, (broker_offset, consumer_offset) in sorted(offsets.items()):
                 if timestamp_ms == -1:
-                    target = await self._call(addr, rq.get_max_offset(topic, qid), rq.parse_offset)
+                    target = await self._call(addr, get_max_offset(topic, qid), parse_offset)
                 else:
-                    target = await self._call(addr, rq.search_offset(topic, qid, timestamp_ms), rq.parse_offset)
+                    target = await self._call(addr, search_offset(topic, qid, timestamp_ms), parse_offset)
                 rollback = consumer_offset
                 if force or target <= consumer_offset:
                     rollback = target
@@ -192,7 +210,7 @@ class ConsumerAdmin(AdminBase):
 
     async def update_consume_offset(self, addr: str, group: str, mq: MessageQueue, offset: int) -> None:
         """UPDATE_CONSUMER_OFFSET: set ``group``'s offset of ``mq`` on the broker at ``addr``."""
-        await self._call_ok(addr, rq.update_consumer_offset(group, mq.topic, mq.queue_id, offset))
+        await self._call_ok(addr, update_consumer_offset(group, mq.topic, mq.queue_id, offset))
 
     async def get_consume_status(self, topic: str, group: str, client_id: str = "",
                                  ) -> dict[str, dict[MessageQueue, int]]:
@@ -200,7 +218,7 @@ class ConsumerAdmin(AdminBase):
         member's offsets (``client_id`` names one), ``{client id: {queue: offset}}``."""
         out: dict[str, dict[MessageQueue, int]] = {}
         for addr in _broker_addrs(await self.examine_topic_route_info(topic)):
-            body = await self._call(addr, rq.invoke_broker_to_get_consumer_status(topic, group, client_id or None),
+            body = await self._call(addr, invoke_broker_to_get_consumer_status(topic, group, client_id or None),
                                     _parser("GetConsumerStatusBody", GetConsumerStatusBody.decode))
             for cid, table in body.consumer_table.items():
                 out.setdefault(cid, {}).update(table)

@@ -9,8 +9,11 @@ from rmq.client._codec import decode_messages
 from rmq.common.constants import MixAll
 from rmq.common.message import decode_offset_msg_id
 from rmq.errors import BrokerResponseError, RemotingError
-from rmq.remoting import requests as rq
-from rmq.remoting.headers import PullMessageRequestHeader, QueryMessageRequestHeader
+from rmq.protocol.headers.consumer import PullMessageRequestHeader
+from rmq.protocol.headers.message import QueryMessageRequestHeader
+from rmq.protocol.requests.consumer import parse_pull, pull_message
+from rmq.protocol.requests.message import parse_query_message, parse_view_message, query_message, view_message
+from rmq.protocol.requests.topic import parse_group_list, query_topic_consume_by_who
 from rmq.types import MessageExt
 
 from ._base import AdminBase, AdminError
@@ -45,8 +48,8 @@ class MessageAdmin(AdminBase):
             raise AdminError(f"topic {topic} has no broker with an address in its route")
         header = QueryMessageRequestHeader(topic=topic, key=key, max_num=max_num, begin_timestamp=begin,
                                            end_timestamp=end)
-        replies = await asyncio.gather(*(self._call(a, rq.query_message(header, unique_key=unique),
-                                                    rq.parse_query_message) for a in addrs))
+        replies = await asyncio.gather(*(self._call(a, query_message(header, unique_key=unique),
+                                                    parse_query_message) for a in addrs))
         result = QueryResult()
         for reply in replies:
             if reply is None:
@@ -86,7 +89,7 @@ class MessageAdmin(AdminBase):
             ip = ""                                   # e.g. a client message id of 32 hex digits
         if ip:
             try:
-                data = await self._call(f"{ip}:{port}", rq.view_message(offset), rq.parse_view_message)
+                data = await self._call(f"{ip}:{port}", view_message(offset), parse_view_message)
                 msgs = decode_messages(data)
                 if msgs:
                     return msgs[0]
@@ -116,7 +119,7 @@ class MessageAdmin(AdminBase):
         header = PullMessageRequestHeader(consumer_group=MixAll.TOOLS_CONSUMER_GROUP, topic=topic, queue_id=queue_id,
                                           queue_offset=offset, max_msg_nums=1, sys_flag=4, subscription="*",
                                           suspend_timeout_millis=0)
-        reply = await self._call(addr, rq.pull_message(header), rq.parse_pull)
+        reply = await self._call(addr, pull_message(header), parse_pull)
         msgs = decode_messages(reply.body, broker_name) if reply.body else []
         return msgs[0] if msgs else None
 
@@ -128,5 +131,5 @@ class MessageAdmin(AdminBase):
         for b in route.broker_datas:
             addr = b.select_broker_addr()
             if addr:
-                groups.update(await self._call(addr, rq.query_topic_consume_by_who(topic), rq.parse_group_list))
+                groups.update(await self._call(addr, query_topic_consume_by_who(topic), parse_group_list))
         return sorted(groups)

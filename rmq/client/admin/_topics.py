@@ -26,9 +26,26 @@ from rmq.common.constants import ExpressionType, MixAll, PermName
 from rmq.common.message import PullSysFlag
 from rmq.common.route import TopicRouteData
 from rmq.errors import RMQError
-from rmq.remoting import requests as rq
-from rmq.remoting.body.topic import RebalanceResult, TopicOffset, TopicStatsTable
-from rmq.remoting.headers import CreateTopicRequestHeader, PullMessageRequestHeader
+from rmq.protocol.body.topic import RebalanceResult, TopicOffset, TopicStatsTable
+from rmq.protocol.headers.consumer import PullMessageRequestHeader
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
+from rmq.protocol.requests import check_success
+from rmq.protocol.requests.consumer import (
+    create_subscription_group,
+    get_max_offset,
+    get_min_offset,
+    parse_offset,
+    parse_pull,
+    pull_message,
+    search_offset,
+)
+from rmq.protocol.requests.namesrv import (
+    delete_topic_in_namesrv,
+    get_all_topic_list,
+    get_topics_by_cluster,
+    parse_topic_list,
+)
+from rmq.protocol.requests.topic import create_topic, delete_topic_in_broker, get_topic_stats_info, parse_topic_stats
 from rmq.types import Message, MessageQueue, PullResult, PullStatus, SendResult
 
 from ._base import AdminError
@@ -133,11 +150,11 @@ class TopicAdmin(MessageAdmin):
     async def fetch_all_topic_list(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic the name server knows (it lists
         cluster and broker names among them, as Java's does)."""
-        return await self._call_namesrv(rq.get_all_topic_list(), rq.parse_topic_list)
+        return await self._call_namesrv(get_all_topic_list(), parse_topic_list)
 
     async def fetch_topics_by_cluster(self, cluster: str) -> list[str]:
         """GET_TOPICS_BY_CLUSTER: the topics on the brokers of ``cluster``, sorted."""
-        return await self._call_namesrv(rq.get_topics_by_cluster(cluster), rq.parse_topic_list)
+        return await self._call_namesrv(get_topics_by_cluster(cluster), parse_topic_list)
 
     async def create_and_update_topic_config(
             self, addr: str, topic: str, *, read_queue_nums: int = 8, write_queue_nums: int = 8,
@@ -148,15 +165,15 @@ class TopicAdmin(MessageAdmin):
         header = CreateTopicRequestHeader(topic=topic, read_queue_nums=read_queue_nums,
                                           write_queue_nums=write_queue_nums, perm=perm, order=order,
                                           topic_sys_flag=topic_sys_flag)
-        await self._call_ok(addr, rq.create_topic(header))
+        await self._call_ok(addr, create_topic(header))
 
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
         """DELETE_TOPIC_IN_BROKER on the broker at ``addr``."""
-        await self._call_ok(addr, rq.delete_topic_in_broker(topic))
+        await self._call_ok(addr, delete_topic_in_broker(topic))
 
     async def delete_topic_in_namesrv(self, topic: str) -> None:
         """DELETE_TOPIC_IN_NAMESRV on every name server."""
-        await self._call_each_namesrv(lambda: rq.delete_topic_in_namesrv(topic), rq.check_success)
+        await self._call_each_namesrv(lambda: delete_topic_in_namesrv(topic), check_success)
 
     async def examine_topic_stats(self, topic: str) -> TopicStatsTable:
         """GET_TOPIC_STATS_INFO on every broker of the topic's route (its master, else a
@@ -166,7 +183,7 @@ class TopicAdmin(MessageAdmin):
         for bd in route.broker_datas:
             addr = bd.select_broker_addr()
             if addr is not None:
-                stats = await self._call(addr, rq.get_topic_stats_info(topic), rq.parse_topic_stats)
+                stats = await self._call(addr, get_topic_stats_info(topic), parse_topic_stats)
                 table.update(stats.offset_table)
         if not table:
             raise AdminError(f"no broker has stats for topic {topic}")
@@ -265,7 +282,7 @@ class TopicAdmin(MessageAdmin):
             "notifyConsumerIdsChangedEnable": notify_consumer_ids_changed_enable,
         }
         config.update(extra)
-        await self._call_ok(addr, rq.create_subscription_group(config))
+        await self._call_ok(addr, create_subscription_group(config))
 
     # -- queues and offsets -----------------------------------------------------------------
 
@@ -293,16 +310,16 @@ class TopicAdmin(MessageAdmin):
 
     async def min_offset(self, mq: MessageQueue) -> int:
         """GET_MIN_OFFSET: the smallest offset of ``mq`` still stored."""
-        return await self._call(await self._queue_addr(mq), rq.get_min_offset(mq.topic, mq.queue_id), rq.parse_offset)
+        return await self._call(await self._queue_addr(mq), get_min_offset(mq.topic, mq.queue_id), parse_offset)
 
     async def max_offset(self, mq: MessageQueue) -> int:
         """GET_MAX_OFFSET: the offset the next message of ``mq`` will get."""
-        return await self._call(await self._queue_addr(mq), rq.get_max_offset(mq.topic, mq.queue_id), rq.parse_offset)
+        return await self._call(await self._queue_addr(mq), get_max_offset(mq.topic, mq.queue_id), parse_offset)
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of ``mq`` stored at or after ``timestamp_ms``."""
-        return await self._call(await self._queue_addr(mq), rq.search_offset(mq.topic, mq.queue_id, timestamp_ms),
-                                rq.parse_offset)
+        return await self._call(await self._queue_addr(mq), search_offset(mq.topic, mq.queue_id, timestamp_ms),
+                                parse_offset)
 
     # -- messages ---------------------------------------------------------------------------
 
@@ -319,7 +336,7 @@ class TopicAdmin(MessageAdmin):
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=max(0, offset),
             max_msg_nums=max_nums, sys_flag=PullSysFlag.build(False, False, True), subscription=sub.sub_string,
             sub_version=0, expression_type=ExpressionType.TAG)
-        reply = await self._call(await self._queue_addr(mq), rq.pull_message(header), rq.parse_pull)
+        reply = await self._call(await self._queue_addr(mq), pull_message(header), parse_pull)
         msgs = []
         if reply.status is PullStatus.FOUND:
             try:

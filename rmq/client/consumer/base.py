@@ -38,7 +38,7 @@ from rmq.errors import (
     SubscriptionGroupNotExistError,
     TopicNotExistError,
 )
-from rmq.remoting.headers import PullMessageRequestHeader
+from rmq.protocol.headers.consumer import PullMessageRequestHeader
 from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullResult, ServiceState
 
 from .allocate import AllocateStrategy

@@ -1,7 +1,7 @@
 """The metadata dumps a slave copies from its master (Java ``SlaveSynchronize``):
 GET_ALL_TOPIC_CONFIG 21 (Java ``TopicConfigSerializeWrapper``) and
 GET_ALL_SUBSCRIPTIONGROUP_CONFIG 201 (Java ``SubscriptionGroupWrapper``). The other two,
-GET_ALL_CONSUMER_OFFSET 43 and GET_ALL_DELAY_OFFSET 45, are in :mod:`rmq.remoting.body.ops`.
+GET_ALL_CONSUMER_OFFSET 43 and GET_ALL_DELAY_OFFSET 45, are in :mod:`rmq.protocol.body.ops`.
 
 The entries stay JSON objects (Java's field names): the broker's managers turn them into their
 own ``TopicConfig`` / ``SubscriptionGroupConfig`` and check each one. The decoders check only
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.remoting.body import dumps_json, json_object
+from rmq.protocol.body import dumps_json, json_object
 
 __all__ = ["DataVersionData", "SubscriptionGroupWrapper", "TopicConfigWrapper"]
 

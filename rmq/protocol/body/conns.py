@@ -5,7 +5,7 @@
 
 Several of them are ``Map<MessageQueue, …>`` in Java, which fastjson writes with JSON objects
 as keys (``{{"brokerName":"b","queueId":0,"topic":"T"}:12}``): :func:`rmq.common.fastjson.loads`
-reads that, :func:`rmq.remoting.body._mq.dumps_mq_map` writes it.
+reads that, :func:`rmq.protocol.body._mq.dumps_mq_map` writes it.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.remoting.body import json_object
-from rmq.remoting.body._mq import dumps_mq_map, mq_table
+from rmq.protocol.body import json_object
+from rmq.protocol.body._mq import dumps_mq_map, mq_table
 from rmq.types import MessageQueue
 
 __all__ = [

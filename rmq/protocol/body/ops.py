@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.remoting.body import dumps_json, json_object
+from rmq.protocol.body import dumps_json, json_object
 
 __all__ = [
     "ConsumeQueueData",

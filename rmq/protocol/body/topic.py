@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.remoting.body import json_object
-from rmq.remoting.body._mq import dumps_mq_map, mq_of
+from rmq.protocol.body import json_object
+from rmq.protocol.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
 
 __all__ = ["GroupList", "RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable"]

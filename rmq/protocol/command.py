@@ -15,10 +15,10 @@ import itertools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from rmq.remoting.codes import ResponseCode
+from rmq.protocol.codes import ResponseCode
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rmq.remoting.headers import Header
+    from rmq.protocol.headers import Header
 
 __all__ = ["RemotingCommand", "Body", "BodyPart", "next_opaque", "FLAG_RESPONSE", "FLAG_ONEWAY", "DEFAULT_VERSION"]
 
@@ -63,7 +63,7 @@ class RemotingCommand:
         serialize_type: 0 JSON, 1 ROCKETMQ binary. Responses inherit the request's.
     """
 
-    # Decoded requests (rmq/remoting/_codec.pyx, json_header_decode) and responses (response()) are
+    # Decoded requests (rmq/protocol/_codec.pyx, json_header_decode) and responses (response()) are
     # built slot by slot without __init__: a new slot must be set there too (a test checks).
     __slots__ = (
         "code",

@@ -1,7 +1,7 @@
 """Bodies of the broker statistics requests (Java ``org.apache.rocketmq.common.protocol.body``:
 ``BrokerStatsData`` / ``BrokerStatsItem`` of VIEW_BROKER_STATS_DATA, ``ConsumeStats`` /
 ``OffsetWrapper`` of GET_CONSUME_STATS and ``ConsumeStatsList`` of GET_BROKER_CONSUME_STATS).
-GET_BROKER_RUNTIME_INFO's ``KVTable`` is :class:`rmq.remoting.body.ops.KVTable`; the properties
+GET_BROKER_RUNTIME_INFO's ``KVTable`` is :class:`rmq.protocol.body.ops.KVTable`; the properties
 text of GET/UPDATE_BROKER_CONFIG is :func:`rmq.config.format_properties` /
 :func:`~rmq.config.parse_properties`.
 
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.remoting.body import json_object
-from rmq.remoting.body._mq import dumps_mq_map, mq_of
+from rmq.protocol.body import json_object
+from rmq.protocol.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
 
 __all__ = [

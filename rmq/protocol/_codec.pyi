@@ -1,4 +1,4 @@
-"""Type stubs for the Cython extension rmq.remoting._codec (rmq/remoting/_codec.pyx)."""
+"""Type stubs for the Cython extension rmq.protocol._codec (rmq/protocol/_codec.pyx)."""
 from collections.abc import Callable, Iterable
 from typing import Any
 

@@ -1,5 +1,5 @@
 # cython: language_level=3, cdivision=True
-"""rmq.remoting._codec: the JSON reply-header encoder, the ROCKETMQ binary header decoder and
+"""rmq.protocol._codec: the JSON reply-header encoder, the ROCKETMQ binary header decoder and
 encoder, the typed-header reader and the SEND reply frame of the remoting layer (the C parts
 in _codec.pxd; their pure-Python references in rmq/remoting/codec.py and headers.py)."""
 #
@@ -255,7 +255,7 @@ def json_header_encode(code, ext, flag, language, opaque, remark, version, Py_ss
 
 # ------------------------------------------------------------------------------ typed headers
 #
-# HeaderReader is the fast twin of the from_ext_fields functions that rmq/remoting/headers.py
+# HeaderReader is the fast twin of the from_ext_fields functions that rmq/protocol/headers/
 # generates: it fills a header's slots straight from the extFields dict for the values clients
 # really send (the exact type, or a decimal string for an int, "true"/"false" for a bool, null
 # or absent for an optional field) and hands any other input -- a missing required field, a

@@ -1,11 +1,11 @@
 """Typed request and response bodies of the admin protocol (Java
 ``org.apache.rocketmq.common.protocol.body``), one module per area: each class encodes what
 the broker or name server sends and decodes what Java's send (fastjson, which may key a map
-by an object: :func:`rmq.common.fastjson.loads` reads it; ``rmq.remoting.body._mq`` writes and
+by an object: :func:`rmq.common.fastjson.loads` reads it; ``rmq.protocol.body._mq`` writes and
 reads ``MessageQueue`` keys).
 
 Decoders raise ``ValueError`` (or KeyError / TypeError / AttributeError from a wrong shape) for
-a body they cannot read; :func:`rmq.remoting.requests.parse_body` turns that into the caller's
+a body they cannot read; :func:`rmq.protocol.requests.parse_body` turns that into the caller's
 :class:`~rmq.errors.RemotingCommandError`. The two helpers here are the bodies' one JSON reader
 and writer.
 """

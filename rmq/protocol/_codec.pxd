@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""rmq.remoting._codec at C level: the output buffer the header encoders write into and the
+"""rmq.protocol._codec at C level: the output buffer the header encoders write into and the
 text checks of the typed-header reader, cimported by the broker's SEND fast path
 (rmq/broker/processors/_sendpath.pyx) for its reply frame and its header reads."""
 from libc.stdint cimport int64_t
