@@ -54,6 +54,7 @@ run: $(STAMP_RUN)
 
 lint: $(STAMP_TEST)
 	$(VENV)/bin/ruff check rmq tests bench
+	$(VENV)/bin/ruff format --check rmq tests bench
 	$(VENV)/bin/mypy
 
 # The console's browser tests drive Debian's chromium through Playwright: a system package pip

@@ -5,6 +5,7 @@ Everything here speaks only the public RocketMQ 4.x remoting protocol (through
 depends on rmq's broker internals; :class:`Standalone` merely starts ``rmq standalone`` for
 ``make bench`` and the tests.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -106,6 +107,7 @@ def record_timestamps(body):
 
 # ------------------------------------------------------------------------------ figures
 
+
 def percentile(sorted_values, q: float) -> float:
     """The q-quantile (0..1) of an already sorted sequence, nearest rank; 0.0 when empty."""
     if not sorted_values:
@@ -123,7 +125,7 @@ def process_cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat", "rb") as f:
         data = f.read().decode()
     # the command name (field 2) may contain spaces and parentheses: split after the last ')'
-    fields = data[data.rindex(")") + 2:].split()
+    fields = data[data.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
@@ -161,21 +163,34 @@ class CpuMeter:
 
 
 def add_common_args(ap, namesrv_required: bool = True) -> None:
-    ap.add_argument("--namesrv", required=namesrv_required,
-                    help="name server address host:port (';' separates several)")
+    ap.add_argument(
+        "--namesrv", required=namesrv_required, help="name server address host:port (';' separates several)"
+    )
     ap.add_argument("--topic", required=True)
     ap.add_argument("--size", type=int, default=1024, help="message body size in bytes (default 1024)")
-    ap.add_argument("--queues", type=int, default=4,
-                    help="read/write queue count when the topic has to be created (default 4)")
-    ap.add_argument("--broker-pid", type=int, default=None,
-                    help="pid of the broker process: report its CPU seconds over the measured window")
+    ap.add_argument(
+        "--queues", type=int, default=4, help="read/write queue count when the topic has to be created (default 4)"
+    )
+    ap.add_argument(
+        "--broker-pid",
+        type=int,
+        default=None,
+        help="pid of the broker process: report its CPU seconds over the measured window",
+    )
     ap.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     ap.add_argument("--timeout", type=float, default=5.0, help="per-request timeout in seconds (default 5)")
-    ap.add_argument("--tls", action="store_true",
-                    help="connect over TLS (the broker must run permissive or enforcing; see Standalone(tls=True))")
-    ap.add_argument("--tls-ca", default=None, metavar="PEM",
-                    help="CA certificate(s) the server's certificate must chain to (default: the system's "
-                         "trust store); implies --tls")
+    ap.add_argument(
+        "--tls",
+        action="store_true",
+        help="connect over TLS (the broker must run permissive or enforcing; see Standalone(tls=True))",
+    )
+    ap.add_argument(
+        "--tls-ca",
+        default=None,
+        metavar="PEM",
+        help="CA certificate(s) the server's certificate must chain to (default: the system's "
+        "trust store); implies --tls",
+    )
     ap.add_argument("--access-key", default=None, help="ACL accessKey: sign every request (brokers with aclEnable)")
     ap.add_argument("--secret-key", default=None, help="the secretKey of --access-key")
 
@@ -185,6 +200,7 @@ def client_tls(args) -> ssl.SSLContext | None:
     if not (getattr(args, "tls", False) or getattr(args, "tls_ca", None)):
         return None
     from rmq.remoting.tls import client_context
+
     return client_context(trust_cert_path=args.tls_ca)
 
 
@@ -193,10 +209,30 @@ def make_bench_certificate(directory: str) -> tuple[str, str]:
     command: ``(cert_path, key_path)``. The certificate is also the trust anchor clients use."""
     cert = os.path.join(directory, "bench-cert.pem")
     key = os.path.join(directory, "bench-key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
-                    "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -306,8 +342,9 @@ async def master_brokers(client: RemotingClient, timeout: float = 3.0) -> dict[s
     return info.master_addrs()
 
 
-async def ensure_topic(client: RemotingClient, topic: str, queues: int = 4, timeout: float = 3.0,
-                       wait: float = 15.0) -> Route:
+async def ensure_topic(
+    client: RemotingClient, topic: str, queues: int = 4, timeout: float = 3.0, wait: float = 15.0
+) -> Route:
     """Return the topic's route, creating the topic on every master broker when it is unknown.
 
     Creation is UPDATE_AND_CREATE_TOPIC (code 17) sent to each master listed by the name
@@ -334,12 +371,21 @@ async def ensure_topic(client: RemotingClient, topic: str, queues: int = 4, time
 
 def create_topic_request(topic: str, queues: int = 4, order: bool = False) -> RemotingCommand:
     """UPDATE_AND_CREATE_TOPIC (17) with ``queues`` read and write queues, read + write."""
-    return rq.create_topic(CreateTopicRequestHeader(topic=topic, read_queue_nums=queues, write_queue_nums=queues,
-                                                    perm=PermName.READ_WRITE, topic_sys_flag=0, order=order))
+    return rq.create_topic(
+        CreateTopicRequestHeader(
+            topic=topic,
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=PermName.READ_WRITE,
+            topic_sys_flag=0,
+            order=order,
+        )
+    )
 
 
-async def create_topic(client: RemotingClient, broker_addr: str, topic: str, queues: int = 4,
-                       timeout: float = 3.0, order: bool = False) -> None:
+async def create_topic(
+    client: RemotingClient, broker_addr: str, topic: str, queues: int = 4, timeout: float = 3.0, order: bool = False
+) -> None:
     """UPDATE_AND_CREATE_TOPIC (17) on one broker with ``queues`` read and write queues, perm 6."""
     resp = await client.invoke(broker_addr, create_topic_request(topic, queues, order), timeout=timeout)
     try:
@@ -348,8 +394,7 @@ async def create_topic(client: RemotingClient, broker_addr: str, topic: str, que
         raise BenchError(f"UPDATE_AND_CREATE_TOPIC {topic} on {broker_addr}: {exc}") from None
 
 
-async def queue_offset(client: RemotingClient, mq: MessageQueue, code: int, topic: str,
-                       timeout: float = 3.0) -> int:
+async def queue_offset(client: RemotingClient, mq: MessageQueue, code: int, topic: str, timeout: float = 3.0) -> int:
     """GET_MAX_OFFSET (30) / GET_MIN_OFFSET (31) of one queue."""
     build = get_min_offset if code == RequestCode.GET_MIN_OFFSET else get_max_offset
     resp = await client.invoke(mq.broker_addr, build(topic, mq.queue_id), timeout=timeout)
@@ -359,21 +404,38 @@ async def queue_offset(client: RemotingClient, mq: MessageQueue, code: int, topi
         raise BenchError(f"offset query {code} for {topic}/{mq.queue_id}: {exc}") from None
 
 
-def send_header(group: str, topic: str, queue_id: int, properties: str,
-                batch: bool = False, broker_name: str | None = None) -> SendMessageRequestHeader:
+def send_header(
+    group: str, topic: str, queue_id: int, properties: str, batch: bool = False, broker_name: str | None = None
+) -> SendMessageRequestHeader:
     """A SEND header as Java's producer fills it (sent with V2's one-letter names by
     :func:`rmq.protocol.requests.message.send_message`)."""
     return SendMessageRequestHeader(
-        producer_group=group, topic=topic, queue_id=queue_id, born_timestamp=int(time.time() * 1000),
-        properties=properties, reconsume_times=0, unit_mode=False, batch=batch, broker_name=broker_name)
+        producer_group=group,
+        topic=topic,
+        queue_id=queue_id,
+        born_timestamp=int(time.time() * 1000),
+        properties=properties,
+        reconsume_times=0,
+        unit_mode=False,
+        batch=batch,
+        broker_name=broker_name,
+    )
 
 
 #: ``--serialize`` names → the frame's serialize type (0 JSON, 1 ROCKETMQ binary).
 SERIALIZE_TYPES = {"json": 0, "rocketmq": 1}
 
 
-def send_request(group: str, topic: str, queue_id: int, properties: str, body: bytes,
-                 batch: bool = False, serialize: int = 0, broker_name: str | None = None) -> RemotingCommand:
+def send_request(
+    group: str,
+    topic: str,
+    queue_id: int,
+    properties: str,
+    body: bytes,
+    batch: bool = False,
+    serialize: int = 0,
+    broker_name: str | None = None,
+) -> RemotingCommand:
     """SEND_MESSAGE_V2 (310), or SEND_BATCH_MESSAGE (320) with ``batch``.
 
     ``serialize=1`` sends the header as ROCKETMQ binary the way the Java client does with
@@ -421,9 +483,11 @@ def bench_main(args, coro, print_summary, succeeded) -> int:
 
 # ------------------------------------------------------------------------------ rmq standalone
 
+
 def free_port() -> int:
     """A 127.0.0.1 port that was free a moment ago."""
     from rmq._testing import free_port as _free_port
+
     return _free_port()
 
 
@@ -437,9 +501,15 @@ class Standalone:
     also removes a store directory this object created.
     """
 
-    def __init__(self, store_dir: str | None = None, extra_args: list[str] | None = None,
-                 ready_timeout: float = 30.0, stop_timeout: float = 15.0, tree: str | None = None,
-                 tls: bool = False):
+    def __init__(
+        self,
+        store_dir: str | None = None,
+        extra_args: list[str] | None = None,
+        ready_timeout: float = 30.0,
+        stop_timeout: float = 15.0,
+        tree: str | None = None,
+        tls: bool = False,
+    ):
         from rmq._testing import StandaloneProcess
 
         self._own_dir = store_dir is None
@@ -450,8 +520,12 @@ class Standalone:
         if tls:
             cert, key = make_bench_certificate(self.store_dir)
             self.tls_ca = cert
-            extra_args += ["--tls.server.mode=enforcing", f"--tls.server.certPath={cert}",
-                           f"--tls.server.keyPath={key}", f"--tls.client.trustCertPath={cert}"]
+            extra_args += [
+                "--tls.server.mode=enforcing",
+                f"--tls.server.certPath={cert}",
+                f"--tls.server.keyPath={key}",
+                f"--tls.client.trustCertPath={cert}",
+            ]
         self.ready_timeout = ready_timeout
         self.stop_timeout = stop_timeout
         # The daemon's real defaults (1 GiB CommitLog files), not the test harness's small files;
@@ -461,8 +535,14 @@ class Standalone:
             # an older checkout may not know properties the harness passes (--consolePort=0,
             # --metricsPort=0): it warns about them instead of refusing to start
             extra_args = ["--lenient-config", *extra_args]
-        self.process = StandaloneProcess(os.path.join(self.store_dir, "store"), extra_args,
-                                         start_timeout=ready_timeout, small_files=False, env=env, cwd=tree)
+        self.process = StandaloneProcess(
+            os.path.join(self.store_dir, "store"),
+            extra_args,
+            start_timeout=ready_timeout,
+            small_files=False,
+            env=env,
+            cwd=tree,
+        )
 
     @property
     def namesrv_addr(self) -> str:
@@ -492,6 +572,7 @@ class Standalone:
         tls = None
         if self.tls_ca is not None:
             from rmq.remoting.tls import client_context
+
             tls = client_context(trust_cert_path=self.tls_ca)
         client = RemotingClient([self.namesrv_addr], connect_timeout=1.0, tls=tls)
         try:
@@ -507,8 +588,10 @@ class Standalone:
                     pass
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise BenchError(f"the broker did not register with the name server within "
-                                     f"{self.ready_timeout:.0f}s:\n{self.log_tail()}")
+                    raise BenchError(
+                        f"the broker did not register with the name server within "
+                        f"{self.ready_timeout:.0f}s:\n{self.log_tail()}"
+                    )
                 await asyncio.sleep(0.1)
         finally:
             await client.close()

@@ -8,6 +8,7 @@ Prints, per variant, the median (min-max) of the writer thread's CPU, the proces
 threads, user + system) and the bytes written to disk. The first rounds after boot also pay
 the hypervisor's first touch of guest memory: compare medians of several rounds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ import time
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 MADV_POPULATE_READ, MADV_POPULATE_WRITE = 22, 23
-CHUNK = 4 << 20                                # WarmAheadService's WARM_CHUNK
+CHUNK = 4 << 20  # WarmAheadService's WARM_CHUNK
 
 
 def _disk_written() -> int:
@@ -55,7 +56,7 @@ def run(directory: str, size: int, alloc: str, populate: str) -> tuple[float, fl
             if advice is not None and warmed - off <= CHUNK // 2 and warmed < size:
                 _libc.madvise(base + warmed, CHUNK, advice)
                 warmed += CHUNK
-            mm[off:off + 1024] = blk
+            mm[off : off + 1024] = blk
         w1 = time.thread_time()
         stop.set()
         ft.join()
@@ -79,7 +80,7 @@ def main() -> None:
     res: dict[tuple[str, str], list[tuple[float, float, int]]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(dir=a.dir) as d:
         for _ in range(a.rounds):
-            for v in variants:                   # interleaved, so load changes hit all alike
+            for v in variants:  # interleaved, so load changes hit all alike
                 res[v].append(run(d, a.mib << 20, *v))
 
     def fmt(xs: list[float]) -> str:
@@ -87,8 +88,10 @@ def main() -> None:
 
     print(f"{a.mib} MiB in 1 KiB writes, {a.rounds} rounds; CPU seconds, median (min-max)")
     for (al, po), rs in res.items():
-        print(f"{al:9s} populate={po:5s} writer {fmt([r[0] for r in rs])}  process {fmt([r[1] for r in rs])}"
-              f"  disk {statistics.median([r[2] for r in rs]) / (1 << 20):.0f} MiB")
+        print(
+            f"{al:9s} populate={po:5s} writer {fmt([r[0] for r in rs])}  process {fmt([r[1] for r in rs])}"
+            f"  disk {statistics.median([r[2] for r in rs]) / (1 << 20):.0f} MiB"
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ each batch is dispatched by one ``do_reput`` call, timed with the thread's CPU c
 False; a tree without that setting always does). ``--tree`` measures another checkout (its
 ``rmq`` first on the path; its extension must be built). Prints microseconds of CPU per record.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,7 @@ import time
 
 async def measure(n: int, per_run: int, queues: int, python: bool) -> float:
     from rmq.store import MessageInner, MessageStore, StoreConfig
+
     with tempfile.TemporaryDirectory() as d:
         kw = {"store_path_root_dir": d, "mapped_file_size_commitlog": 256 << 20}
         if python:
@@ -26,13 +28,16 @@ async def measure(n: int, per_run: int, queues: int, python: bool) -> float:
         store = MessageStore(StoreConfig(**kw), ("127.0.0.1", 10911))
         await store.start()
         body = b"x" * 1024
-        msgs = [MessageInner("BenchmarkTest", i % queues, body,
-                             properties={"UNIQ_KEY": f"7F000001{i:024X}", "WAIT": "true"})
-                for i in range(per_run)]
+        msgs = [
+            MessageInner(
+                "BenchmarkTest", i % queues, body, properties={"UNIQ_KEY": f"7F000001{i:024X}", "WAIT": "true"}
+            )
+            for i in range(per_run)
+        ]
         spent = 0.0
         done = 0
         try:
-            for rnd in range(-200, n // per_run):      # the first 200 rounds: warm-up
+            for rnd in range(-200, n // per_run):  # the first 200 rounds: warm-up
                 for m in msgs:
                     store.append_message(m)
                 t0 = time.thread_time()
@@ -55,9 +60,12 @@ def main() -> None:
     if a.tree:
         sys.path.insert(0, a.tree)
     import uvloop
+
     us = uvloop.run(measure(a.messages, a.per_run, a.queues, a.python))
-    print(f"dispatch: {us:.2f} us CPU per record ({a.per_run} per run, {a.queues} queues"
-          f"{', Python path' if a.python else ''})")
+    print(
+        f"dispatch: {us:.2f} us CPU per record ({a.per_run} per run, {a.queues} queues"
+        f"{', Python path' if a.python else ''})"
+    )
 
 
 if __name__ == "__main__":

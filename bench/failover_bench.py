@@ -11,6 +11,7 @@ is held after 5; the master is killed with SIGKILL and the consumer released. Pr
 from the kill until the consumer has 12 messages (at least 3 served by the slave: at most
 one per queue and one in hand were pulled from the master) and until it has them all.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,13 +48,26 @@ async def _one_run(tmp: Path, n: int) -> tuple[float, float]:
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
         master = await BrokerProcess(tmp / "m", nsaddr, brokerRole="SYNC_MASTER").astart()
-        slave = await BrokerProcess(tmp / "s", nsaddr, brokerId=1, brokerRole="SLAVE",
-                                    slaveSyncIntervalMs=300).astart()
+        slave = await BrokerProcess(tmp / "s", nsaddr, brokerId=1, brokerRole="SLAVE", slaveSyncIntervalMs=300).astart()
         rc = RemotingClient()
         try:
-            resp = await rc.invoke(master.addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
-                "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"}), timeout=5)
+            resp = await rc.invoke(
+                master.addr,
+                RemotingCommand.request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    {
+                        "topic": TOPIC,
+                        "defaultTopic": "TBW102",
+                        "readQueueNums": QUEUES,
+                        "writeQueueNums": QUEUES,
+                        "perm": 6,
+                        "topicFilterType": "SINGLE_TAG",
+                        "topicSysFlag": 0,
+                        "order": "false",
+                    },
+                ),
+                timeout=5,
+            )
             assert resp.code == 0, resp.remark
             await wait_until(lambda: _ready(rc, master.addr, slave.addr), timeout=60, what="the slave following")
             async with rmq.Producer(nsaddr, "PG_FailoverBench") as p:
@@ -67,9 +81,14 @@ async def _one_run(tmp: Path, n: int) -> tuple[float, float]:
                     await gate.wait()
                 got.append(msg.body)
 
-            c = rmq.PushConsumer(nsaddr, "CG_FailoverBench", handler=handler,
-                                 consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                 pull_batch_size=1, pull_threshold_for_queue=1)
+            c = rmq.PushConsumer(
+                nsaddr,
+                "CG_FailoverBench",
+                handler=handler,
+                consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                pull_batch_size=1,
+                pull_threshold_for_queue=1,
+            )
             c.subscribe(TOPIC)
             async with c:
                 await wait_until(lambda: len(got) >= 5, what="5 messages from the master")

@@ -27,6 +27,7 @@ broker  ``rmq standalone`` (``--enablePropertyFilter=true``) filled with N messa
 checkout (e.g. ``/work/main``, before the SQL92 change) in a subprocess, so the TAG path can be
 compared before and after. Nothing is asserted; figures from a loaded machine are noisy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,9 +54,16 @@ CASES = (("tag_all", "TAG", "*"), ("tag_one", "TAG", "TagA"), ("sql_1", "SQL92",
 
 
 def message_properties(i: int) -> dict[str, str]:
-    return {"TAGS": "TagA" if i % 10 == 0 else "TagB", "KEYS": f"key-{i}", "UNIQ_KEY": f"{i:032X}",
-            "bucket": str(i % 10), "n": str(i), "price": f"{i % 100}.5", "color": "red" if i % 2 else "blue",
-            "vip": "true" if i % 3 else "false"}
+    return {
+        "TAGS": "TagA" if i % 10 == 0 else "TagB",
+        "KEYS": f"key-{i}",
+        "UNIQ_KEY": f"{i:032X}",
+        "bucket": str(i % 10),
+        "n": str(i),
+        "price": f"{i % 100}.5",
+        "color": "red" if i % 2 else "blue",
+        "vip": "true" if i % 3 else "false",
+    }
 
 
 def encode_properties(props: dict[str, str]) -> bytes:
@@ -94,8 +102,8 @@ def scan_figures(n: int, cases: tuple[tuple[str, str, str], ...]) -> dict[str, f
             start, end, got = 0, len(cq), 0
             while start < end:
                 _st, scanned, count, *_ = _store.get_message_scan(
-                    cq, start, end, table, pos, 32, pos, 1 << 40, codes, tag_bytes,
-                    256 * 1024, 32, 64 * 1024, 8, *extra)
+                    cq, start, end, table, pos, 32, pos, 1 << 40, codes, tag_bytes, 256 * 1024, 32, 64 * 1024, 8, *extra
+                )
                 got += count
                 start += scanned
             found[0] = got
@@ -127,11 +135,13 @@ async def broker_figures(n: int, repeat: int) -> dict[str, float]:
             batch = 200
             for first in range(0, n, batch):
                 items = list(range(first, min(n, first + batch)))
-                body = c.encode_batch([b"x" * 256] * len(items),
-                                      [c.properties_string(message_properties(i)) for i in items])
+                body = c.encode_batch(
+                    [b"x" * 256] * len(items), [c.properties_string(message_properties(i)) for i in items]
+                )
                 q = (first // batch) % 4
-                resp = await client.invoke(proc.broker_addr, c.send_request("FilterBenchP", TOPIC, q, "", body,
-                                                                              batch=True), timeout=10)
+                resp = await client.invoke(
+                    proc.broker_addr, c.send_request("FilterBenchP", TOPIC, q, "", body, batch=True), timeout=10
+                )
                 if resp.code != ResponseCode.SUCCESS:
                     raise c.BenchError(f"send failed: {resp.code} {resp.remark}")
             expected = [0] * 4
@@ -153,9 +163,18 @@ async def broker_figures(n: int, repeat: int) -> dict[str, float]:
                     offset = 0
                     while True:
                         h = PullMessageRequestHeader(
-                            consumer_group=group, topic=TOPIC, queue_id=qid, queue_offset=offset, max_msg_nums=32,
-                            sys_flag=PullSysFlag.build(False, False, True), commit_offset=0,
-                            suspend_timeout_millis=0, subscription=expr, sub_version=0, expression_type=etype)
+                            consumer_group=group,
+                            topic=TOPIC,
+                            queue_id=qid,
+                            queue_offset=offset,
+                            max_msg_nums=32,
+                            sys_flag=PullSysFlag.build(False, False, True),
+                            commit_offset=0,
+                            suspend_timeout_millis=0,
+                            subscription=expr,
+                            sub_version=0,
+                            expression_type=etype,
+                        )
                         resp = await client.invoke(proc.broker_addr, pull_message(h), timeout=10)
                         if resp.code == ResponseCode.SUCCESS:
                             matched[0] += c.count_records(resp.body)
@@ -165,7 +184,7 @@ async def broker_figures(n: int, repeat: int) -> dict[str, float]:
 
                 cpu0 = c.process_cpu_seconds(proc.pid)
                 t0 = time.monotonic()
-                for r in range(repeat):   # each round a new group, from offset 0
+                for r in range(repeat):  # each round a new group, from offset 0
                     group = f"FilterBench_{name}_{r}"
                     await asyncio.gather(*(drain_queue(q, group) for q in range(4)))
                 wall = (time.monotonic() - t0) / repeat
@@ -185,8 +204,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--messages", type=int, default=20_000, help="messages scanned per case (20 000)")
     ap.add_argument("--no-broker", action="store_true", help="only the in-process scan part")
-    ap.add_argument("--repeat", type=int, default=10,
-                    help="broker drains per subscription, CPU summed over them (10; /proc counts 10 ms ticks)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=10,
+        help="broker drains per subscription, CPU summed over them (10; /proc counts 10 ms ticks)",
+    )
     ap.add_argument("--before", metavar="TREE", help="also run the scan's TAG cases with rmq from TREE")
     ap.add_argument("--tag-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
@@ -198,8 +221,14 @@ def main() -> None:
         return
     if args.before:
         env = dict(os.environ, FILTER_BENCH_TREE=os.path.abspath(args.before))
-        done = subprocess.run([sys.executable, __file__, "--tag-only", "--messages", str(args.messages)],
-                              env=env, capture_output=True, text=True, check=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, __file__, "--tag-only", "--messages", str(args.messages)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=600,
+        )
         before = json.loads(done.stdout.strip().splitlines()[-1])
         figures.update({f"before_{k}": v for k, v in before.items() if k.startswith("scan_")})
     if not args.no_broker:

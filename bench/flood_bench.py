@@ -18,6 +18,7 @@ flood took to be answered:
 Only the public protocol is spoken, so ``--broker/--namesrv`` may point at Apache RocketMQ
 (start it with enablePropertyFilter=true for the SQL92 flood).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,13 +68,31 @@ class Wire:
         self.sock.close()
 
 
-def _pull(topic: str, offset: int, *, suspend_ms: int | None = None, expression: str = "*",
-          expression_type: str = "TAG", sub_version: int = 0) -> RemotingCommand:
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": "flood-group", "topic": topic, "queueId": "0", "queueOffset": str(offset),
-        "maxMsgNums": "32", "sysFlag": str(4 | (2 if suspend_ms is not None else 0)), "commitOffset": "0",
-        "suspendTimeoutMillis": str(suspend_ms or 0), "subscription": expression, "subVersion": str(sub_version),
-        "expressionType": expression_type})
+def _pull(
+    topic: str,
+    offset: int,
+    *,
+    suspend_ms: int | None = None,
+    expression: str = "*",
+    expression_type: str = "TAG",
+    sub_version: int = 0,
+) -> RemotingCommand:
+    return RemotingCommand.request(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "flood-group",
+            "topic": topic,
+            "queueId": "0",
+            "queueOffset": str(offset),
+            "maxMsgNums": "32",
+            "sysFlag": str(4 | (2 if suspend_ms is not None else 0)),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": str(suspend_ms or 0),
+            "subscription": expression,
+            "subVersion": str(sub_version),
+            "expressionType": expression_type,
+        },
+    )
 
 
 def _long_expression(i: int) -> str:
@@ -82,13 +101,28 @@ def _long_expression(i: int) -> str:
 
 
 def _register(counter: int) -> RemotingCommand:
-    table = {t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
-             for t in ["flood-broker", *(f"FloodReg{i}" for i in range(300))]}
-    body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table,
-                                                       "dataVersion": {"timestamp": 1, "counter": counter}},
-                       "filterServerList": []}).encode()
-    ext = {"brokerAddr": "127.0.0.1:1", "brokerId": "0", "brokerName": "flood-broker", "clusterName": "FloodCluster",
-           "haServerAddr": "", "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+    table = {
+        t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
+        for t in ["flood-broker", *(f"FloodReg{i}" for i in range(300))]
+    }
+    body = json.dumps(
+        {
+            "topicConfigSerializeWrapper": {
+                "topicConfigTable": table,
+                "dataVersion": {"timestamp": 1, "counter": counter},
+            },
+            "filterServerList": [],
+        }
+    ).encode()
+    ext = {
+        "brokerAddr": "127.0.0.1:1",
+        "brokerId": "0",
+        "brokerName": "flood-broker",
+        "clusterName": "FloodCluster",
+        "haServerAddr": "",
+        "compressed": "false",
+        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
 
 
@@ -109,15 +143,23 @@ def flood(name: str, addr: str, requests: list[RemotingCommand], probe: Callable
     s = sorted(neighbour.samples)
     p50 = s[len(s) // 2] if s else 0.0
     p99 = s[min(len(s) - 1, int(len(s) * 0.99))] if s else 0.0
-    print(f"{name:9s} {len(requests):7d} requests answered in {took:6.2f} s (codes {codes}); neighbour: "
-          f"{len(s)} round trips, p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, "
-          f"worst {neighbour.worst * 1e3:.1f} ms, {neighbour.failures} failures", flush=True)
+    print(
+        f"{name:9s} {len(requests):7d} requests answered in {took:6.2f} s (codes {codes}); neighbour: "
+        f"{len(s)} round trips, p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, "
+        f"worst {neighbour.worst * 1e3:.1f} ms, {neighbour.failures} failures",
+        flush=True,
+    )
 
 
 def run(broker: str, namesrv: str, args: argparse.Namespace) -> None:
     setup = Wire(broker)
-    header = SendMessageRequestHeader(producer_group="flood-producer", topic="FloodT", queue_id=0,
-                                      born_timestamp=int(time.time() * 1000), properties="")
+    header = SendMessageRequestHeader(
+        producer_group="flood-producer",
+        topic="FloodT",
+        queue_id=0,
+        born_timestamp=int(time.time() * 1000),
+        properties="",
+    )
     assert setup.call(RemotingCommand.request(RequestCode.SEND_MESSAGE, header, b"only")).code == 0
     setup.close()
 
@@ -125,21 +167,39 @@ def run(broker: str, namesrv: str, args: argparse.Namespace) -> None:
         return NoisyNeighbour(broker)
 
     def namesrv_probe() -> NoisyNeighbour:
-        return NoisyNeighbour(namesrv, code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                              ext_fields={"topic": TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC})
+        return NoisyNeighbour(
+            namesrv,
+            code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            ext_fields={"topic": TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC},
+        )
 
     if args.pulls:
         flood("pulls", broker, [_pull("FloodT", 1) for _ in range(args.pulls)], broker_probe)
     if args.longpoll:
         flood("longpoll", broker, [_pull("FloodT", 1, suspend_ms=1000) for _ in range(args.longpoll)], broker_probe)
     if args.sql92:
-        flood("sql92", broker, [_pull("FloodT", 0, expression=_long_expression(i), expression_type="SQL92",
-                                      sub_version=i) for i in range(args.sql92)], broker_probe)
+        flood(
+            "sql92",
+            broker,
+            [
+                _pull("FloodT", 0, expression=_long_expression(i), expression_type="SQL92", sub_version=i)
+                for i in range(args.sql92)
+            ],
+            broker_probe,
+        )
     if args.metadata:
-        flood("metadata", broker, [RemotingCommand.request(
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            CreateTopicRequestHeader(topic=f"FloodMeta{i}", read_queue_nums=4, write_queue_nums=4))
-            for i in range(args.metadata)], broker_probe)
+        flood(
+            "metadata",
+            broker,
+            [
+                RemotingCommand.request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    CreateTopicRequestHeader(topic=f"FloodMeta{i}", read_queue_nums=4, write_queue_nums=4),
+                )
+                for i in range(args.metadata)
+            ],
+            broker_probe,
+        )
     if args.register:
         flood("register", namesrv, [_register(i) for i in range(args.register)], namesrv_probe)
 
@@ -157,8 +217,10 @@ def main() -> None:
     if args.broker and args.namesrv:
         run(args.broker, args.namesrv, args)
         return
-    with tempfile.TemporaryDirectory(prefix="rmq-flood-bench-") as d, \
-            StandaloneProcess(d, ["--enablePropertyFilter=true"]) as proc:
+    with (
+        tempfile.TemporaryDirectory(prefix="rmq-flood-bench-") as d,
+        StandaloneProcess(d, ["--enablePropertyFilter=true"]) as proc,
+    ):
         run(proc.broker_addr, proc.namesrv_addr, args)
 
 

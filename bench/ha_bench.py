@@ -20,6 +20,7 @@ before the run starts. Then:
 
 Run it briefly on a shared machine (the defaults run about a minute in all).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,10 +50,20 @@ class SlaveBroker:
         self.store_dir = store_dir
         self.port = free_port()
         self.log_path = store_dir + ".log"
-        self.cmd = [sys.executable, "-m", "rmq", "broker", f"--listenPort={self.port}", "--brokerName=b1",
-                    "--brokerId=1", "--brokerRole=SLAVE", f"--namesrvAddr={namesrv_addr}",
-                    f"--storePathRootDir={store_dir}", "--brokerIP1=127.0.0.1",
-                    f"--mappedFileSizeCommitLog={file_size}"]
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "rmq",
+            "broker",
+            f"--listenPort={self.port}",
+            "--brokerName=b1",
+            "--brokerId=1",
+            "--brokerRole=SLAVE",
+            f"--namesrvAddr={namesrv_addr}",
+            f"--storePathRootDir={store_dir}",
+            "--brokerIP1=127.0.0.1",
+            f"--mappedFileSizeCommitLog={file_size}",
+        ]
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -96,9 +107,15 @@ async def wait_following(client: RemotingClient, slave: SlaveBroker, timeout: fl
 
 async def one_role(args, role: str, root: str) -> dict:
     ha_port = free_port()
-    master = c.Standalone(store_dir=os.path.join(root, role, "master"), extra_args=[
-        f"--brokerRole={role}", "--brokerName=b1", f"--haListenPort={ha_port}",
-        f"--mappedFileSizeCommitLog={args.file_size}"])
+    master = c.Standalone(
+        store_dir=os.path.join(root, role, "master"),
+        extra_args=[
+            f"--brokerRole={role}",
+            "--brokerName=b1",
+            f"--haListenPort={ha_port}",
+            f"--mappedFileSizeCommitLog={args.file_size}",
+        ],
+    )
     await master.start()
     slave = SlaveBroker(os.path.join(root, role, "slave"), master.namesrv_addr, args.file_size).start()
     client = RemotingClient()
@@ -115,14 +132,28 @@ async def one_role(args, role: str, root: str) -> dict:
                     lags.append(int(m["commitLogMaxOffset"]) - int(s["commitLogMaxOffset"]))
                 except Exception:
                     pass
-                with contextlib.suppress(TimeoutError):   # a sample every 0.2 s until stopped
+                with contextlib.suppress(TimeoutError):  # a sample every 0.2 s until stopped
                     async with asyncio.timeout(0.2):
                         await stop.wait()
 
-        pargs = produce_bench.parse_args([
-            "--namesrv", master.namesrv_addr, "--topic", "HaBench", "--size", str(args.size),
-            "--threads", str(args.threads), "--duration", str(args.duration), "--interval", "3600",
-            "--broker-pid", str(master.pid)])
+        pargs = produce_bench.parse_args(
+            [
+                "--namesrv",
+                master.namesrv_addr,
+                "--topic",
+                "HaBench",
+                "--size",
+                str(args.size),
+                "--threads",
+                str(args.threads),
+                "--duration",
+                str(args.duration),
+                "--interval",
+                "3600",
+                "--broker-pid",
+                str(master.pid),
+            ]
+        )
         slave_cpu = c.CpuMeter(slave.proc.pid if slave.proc else None)
         slave_cpu.start()
         sampler = asyncio.create_task(sample_lag())
@@ -159,13 +190,18 @@ async def one_role(args, role: str, root: str) -> dict:
         record = (end / fig["messages"]) if fig["messages"] else args.size
         caught = end - first[1]
         return {
-            "role": role, "produce": fig, "tps": fig["tps"], "rt_ms_p99": fig["rt_ms_p99"],
+            "role": role,
+            "produce": fig,
+            "tps": fig["tps"],
+            "rt_ms_p99": fig["rt_ms_p99"],
             "master_cpu_s_per_1m": fig["broker_cpu_s_per_1m"],
-            "slave_cpu_s_per_1m": None if slave_cpu.per_million(fig["messages"]) is None
+            "slave_cpu_s_per_1m": None
+            if slave_cpu.per_million(fig["messages"]) is None
             else round(slave_cpu.per_million(fig["messages"]), 2),
             "lag_bytes_mean": round(statistics.mean(lags)) if lags else None,
             "lag_bytes_max": max(lags) if lags else None,
-            "catch_up_bytes": caught, "catch_up_s": round(catch_up_s, 3),
+            "catch_up_bytes": caught,
+            "catch_up_s": round(catch_up_s, 3),
             # (None: the late slave had everything at the first look; run longer)
             "catch_up_mb_per_s": round(caught / catch_up_s / 1e6, 1) if caught else None,
             "catch_up_msgs_per_s": round(caught / record / catch_up_s) if caught else None,
@@ -184,8 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--duration", type=float, default=10.0, help="seconds of produce per role (default 10)")
     ap.add_argument("--size", type=int, default=1024, help="message body bytes (default 1024)")
     ap.add_argument("--threads", type=int, default=32, help="synchronous senders (default 32)")
-    ap.add_argument("--file-size", type=int, default=256 * 1024 * 1024,
-                    help="mappedFileSizeCommitLog of both brokers (default 256 MiB)")
+    ap.add_argument(
+        "--file-size",
+        type=int,
+        default=256 * 1024 * 1024,
+        help="mappedFileSizeCommitLog of both brokers (default 256 MiB)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     root = tempfile.mkdtemp(prefix="rmq-ha-bench-")
@@ -196,11 +236,14 @@ def main(argv: list[str] | None = None) -> int:
             r = c.run(one_role(args, role.strip(), root))
             r["load_before"] = [round(x, 2) for x in load]
             results.append(r)
-            print(f"{r['role']}: {r['tps']:.0f} msgs/s, p99 {r['rt_ms_p99']:.2f} ms, master "
-                  f"{r['master_cpu_s_per_1m']} CPU-s/1M, slave {r['slave_cpu_s_per_1m']}"
-                  f" CPU-s/1M, lag mean {r['lag_bytes_mean']} max {r['lag_bytes_max']} bytes; catch-up "
-                  f"{r['catch_up_mb_per_s']} MB/s ({r['catch_up_msgs_per_s']} msgs/s of {args.size} B, "
-                  f"{r['catch_up_bytes']} bytes in {r['catch_up_s']} s) (load {load[0]:.2f})", flush=True)
+            print(
+                f"{r['role']}: {r['tps']:.0f} msgs/s, p99 {r['rt_ms_p99']:.2f} ms, master "
+                f"{r['master_cpu_s_per_1m']} CPU-s/1M, slave {r['slave_cpu_s_per_1m']}"
+                f" CPU-s/1M, lag mean {r['lag_bytes_mean']} max {r['lag_bytes_max']} bytes; catch-up "
+                f"{r['catch_up_mb_per_s']} MB/s ({r['catch_up_msgs_per_s']} msgs/s of {args.size} B, "
+                f"{r['catch_up_bytes']} bytes in {r['catch_up_s']} s) (load {load[0]:.2f})",
+                flush=True,
+            )
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.json:

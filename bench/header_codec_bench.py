@@ -16,6 +16,7 @@ Microseconds per header, best of 5 repeats of thread CPU time (waits for a core 
 machine left out). Every candidate is checked to give the
 reference's result first. Nothing is asserted about speed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,14 @@ from rmq.protocol.command import RemotingCommand
 from rmq.remoting import codec
 
 GOLDEN = HERE.parent / "tests" / "golden" / "remoting"
-REPLY_EXT = {"msgId": "7F0000010000000000000000000012AB", "queueId": "3", "queueOffset": "1234",
-             "transactionId": "", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+REPLY_EXT = {
+    "msgId": "7F0000010000000000000000000012AB",
+    "queueId": "3",
+    "queueOffset": "1234",
+    "transactionId": "",
+    "MSG_REGION": "DefaultRegion",
+    "TRACE_ON": "true",
+}
 
 
 def golden_headers() -> list[bytes]:
@@ -51,7 +58,7 @@ def golden_headers() -> list[bytes]:
             if "frame_b64" in row:
                 fr = base64.b64decode(row["frame_b64"])
                 if fr[4] == 0:
-                    out.append(fr[8:8 + (struct.unpack_from(">i", fr, 4)[0] & 0xFFFFFF)])
+                    out.append(fr[8 : 8 + (struct.unpack_from(">i", fr, 4)[0] & 0xFFFFFF)])
             elif "header" in row:
                 out.append(json.dumps(row["header"], separators=(",", ":")).encode())
     return out
@@ -110,6 +117,7 @@ def main() -> None:
         def loop() -> None:
             for h in headers:
                 fn(h)
+
         best = min(timeit.repeat(loop, number=100, repeat=5, timer=time.thread_time))
         return round(best / 100 / len(headers) * 1e6, 3)
 
@@ -126,20 +134,42 @@ def main() -> None:
         return enc(0, REPLY_EXT, 1, "JAVA", 4711, None, 409, 1024)
 
     def orjson_enc() -> bytes:
-        h = orjson.dumps({"code": 0, "extFields": REPLY_EXT, "flag": 1, "language": "JAVA", "opaque": 4711,
-                          "serializeTypeCurrentRPC": "JSON", "version": 409})
+        h = orjson.dumps(
+            {
+                "code": 0,
+                "extFields": REPLY_EXT,
+                "flag": 1,
+                "language": "JAVA",
+                "opaque": 4711,
+                "serializeTypeCurrentRPC": "JSON",
+                "version": 409,
+            }
+        )
         return lengths.pack(4 + len(h) + 1024, len(h)) + h
 
     def msgspec_enc() -> bytes:
         buf = bytearray(8)
-        ms_enc.encode_into(_Reply(code=0, extFields=REPLY_EXT, flag=1, language="JAVA", opaque=4711,
-                                  serializeTypeCurrentRPC="JSON", version=409), buf, 8)
+        ms_enc.encode_into(
+            _Reply(
+                code=0,
+                extFields=REPLY_EXT,
+                flag=1,
+                language="JAVA",
+                opaque=4711,
+                serializeTypeCurrentRPC="JSON",
+                version=409,
+            ),
+            buf,
+            8,
+        )
         lengths.pack_into(buf, 0, len(buf) - 4 + 1024, len(buf) - 8)
         return bytes(buf)
 
     assert cython_enc() == orjson_enc() == msgspec_enc()
-    encode = {name: round(min(timeit.repeat(fn, number=100_000, repeat=5, timer=time.thread_time)) / 100_000 * 1e6, 3)
-              for name, fn in (("cython", cython_enc), ("orjson", orjson_enc), ("msgspec", msgspec_enc))}
+    encode = {
+        name: round(min(timeit.repeat(fn, number=100_000, repeat=5, timer=time.thread_time)) / 100_000 * 1e6, 3)
+        for name, fn in (("cython", cython_enc), ("orjson", orjson_enc), ("msgspec", msgspec_enc))
+    }
     figures = {"headers": len(headers), "decode_us": decode, "encode_us": encode}
     print(json.dumps({"bench": "header_codec", **figures}) if args.json else figures)
 

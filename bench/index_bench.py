@@ -16,6 +16,7 @@ Index geometry is the default (maxHashSlotNum 5 000 000, maxIndexNum 20 000 000,
 per 20 M entries), so with 10 M messages (20 M keys) the index spans two files and chains
 average 4 entries per slot. Wall clock, nothing asserted; small ``--messages`` is a smoke test.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -63,9 +64,14 @@ def batch_body(first: int, n: int, body: bytes) -> bytes:
 
 async def main(args) -> dict:
     root = args.dir or tempfile.mkdtemp(prefix="rmq-index-bench-")
-    cfg = StoreConfig(store_path_root_dir=root, message_index_enable=not args.no_index,
-                      delete_when="99", disk_max_used_space_ratio=99, disk_space_warning_level_ratio=99,
-                      disk_space_clean_forcibly_ratio=99)
+    cfg = StoreConfig(
+        store_path_root_dir=root,
+        message_index_enable=not args.no_index,
+        delete_when="99",
+        disk_max_used_space_ratio=99,
+        disk_space_warning_level_ratio=99,
+        disk_space_clean_forcibly_ratio=99,
+    )
     store = MessageStore(cfg, HOST)
     await store.start()
     figures: dict = {"messages": args.messages, "index": not args.no_index}
@@ -85,8 +91,11 @@ async def main(args) -> dict:
         store.do_reput()
         fill = time.perf_counter() - t0
         figures["fill_msgs_per_s"] = round(args.messages / fill)
-        print(f"fill: {args.messages} messages in {fill:.1f} s = {args.messages / fill:,.0f} msg/s "
-              f"(index {'on' if not args.no_index else 'off'})", flush=True)
+        print(
+            f"fill: {args.messages} messages in {fill:.1f} s = {args.messages / fill:,.0f} msg/s "
+            f"(index {'on' if not args.no_index else 'off'})",
+            flush=True,
+        )
         if args.no_index:
             return figures
         rnd = random.Random(1)
@@ -100,12 +109,20 @@ async def main(args) -> dict:
             if len(res.buffers) == 1 and f"key-{i}\x02".encode() in res.buffers[0]:
                 exact += 1
         lat.sort()
-        figures.update(lookup_median_us=round(percentile(lat, 0.5), 1), lookup_p99_us=round(percentile(lat, 0.99), 1),
-                       lookup_max_us=round(lat[-1], 1), lookups=args.lookups, exact=exact,
-                       index_files=len(store.index.files) if store.index else 0)
-        print(f"lookup: {args.lookups} random keys, median {figures['lookup_median_us']} us, "
-              f"p99 {figures['lookup_p99_us']} us, max {figures['lookup_max_us']} us; "
-              f"{exact} found exactly their record; {figures['index_files']} index files", flush=True)
+        figures.update(
+            lookup_median_us=round(percentile(lat, 0.5), 1),
+            lookup_p99_us=round(percentile(lat, 0.99), 1),
+            lookup_max_us=round(lat[-1], 1),
+            lookups=args.lookups,
+            exact=exact,
+            index_files=len(store.index.files) if store.index else 0,
+        )
+        print(
+            f"lookup: {args.lookups} random keys, median {figures['lookup_median_us']} us, "
+            f"p99 {figures['lookup_p99_us']} us, max {figures['lookup_max_us']} us; "
+            f"{exact} found exactly their record; {figures['index_files']} index files",
+            flush=True,
+        )
         return figures
     finally:
         await store.shutdown()

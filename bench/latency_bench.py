@@ -11,6 +11,7 @@ max offset. For each record pulled, latency = local clock at arrival − the rec
 BORNTIMESTAMP (ms resolution; producer and consumer share this machine's clock). Reports
 p50/p99/p999/max in ms, plus the broker's CPU with ``--broker-pid``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,9 @@ async def latency(args, quiet: bool = False) -> dict:
     cpu = c.CpuMeter(args.broker_pid)
     try:
         route = await c.ensure_topic(client, args.topic, args.queues, timeout=args.timeout)
-        pullers = await pull_bench.open_pullers(args, route, stats, client, drain=False, start_at="max",
-                                                on_body=on_body)
+        pullers = await pull_bench.open_pullers(
+            args, route, stats, client, drain=False, start_at="max", on_body=on_body
+        )
     finally:
         await client.close()
     queues = route.write_queues
@@ -121,10 +123,18 @@ async def latency(args, quiet: bool = False) -> dict:
     lat.sort()
     born_to_store.sort()
     return {
-        "bench": "latency", "topic": args.topic, "size": args.size, "rate": args.rate, "seconds": round(elapsed, 3),
-        "sent": sent, "send_failed": failed, "consumed": stats.messages,
-        "latency_ms_p50": c.percentile(lat, 0.50), "latency_ms_p99": c.percentile(lat, 0.99),
-        "latency_ms_p999": c.percentile(lat, 0.999), "latency_ms_max": float(lat[-1]) if lat else 0.0,
+        "bench": "latency",
+        "topic": args.topic,
+        "size": args.size,
+        "rate": args.rate,
+        "seconds": round(elapsed, 3),
+        "sent": sent,
+        "send_failed": failed,
+        "consumed": stats.messages,
+        "latency_ms_p50": c.percentile(lat, 0.50),
+        "latency_ms_p99": c.percentile(lat, 0.99),
+        "latency_ms_p999": c.percentile(lat, 0.999),
+        "latency_ms_max": float(lat[-1]) if lat else 0.0,
         # the share of it spent before the broker stamped the record (send path + store append)
         "born_to_store_ms_p50": c.percentile(born_to_store, 0.50),
         "born_to_store_ms_p99": c.percentile(born_to_store, 0.99),
@@ -134,20 +144,25 @@ async def latency(args, quiet: bool = False) -> dict:
 
 
 def print_summary(f: dict) -> None:
-    print(f"[Complete] Sent: {f['sent']} at {f['rate']:.0f} msg/s, consumed: {f['consumed']}, "
-          f"born-to-consume latency (ms) p50: {f['latency_ms_p50']:.0f} p99: {f['latency_ms_p99']:.0f} "
-          f"p999: {f['latency_ms_p999']:.0f} max: {f['latency_ms_max']:.0f} (born-to-store p50: "
-          f"{f['born_to_store_ms_p50']:.0f} p99: {f['born_to_store_ms_p99']:.0f}) Send Failed: {f['send_failed']}",
-          flush=True)
+    print(
+        f"[Complete] Sent: {f['sent']} at {f['rate']:.0f} msg/s, consumed: {f['consumed']}, "
+        f"born-to-consume latency (ms) p50: {f['latency_ms_p50']:.0f} p99: {f['latency_ms_p99']:.0f} "
+        f"p999: {f['latency_ms_p999']:.0f} max: {f['latency_ms_max']:.0f} (born-to-store p50: "
+        f"{f['born_to_store_ms_p50']:.0f} p99: {f['born_to_store_ms_p99']:.0f}) Send Failed: {f['send_failed']}",
+        flush=True,
+    )
     if f["broker_cpu_s"] is not None:
-        print(f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run, "
-              f"{f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages", flush=True)
+        print(
+            f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run, {f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages",
+            flush=True,
+        )
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return c.bench_main(args, latency(args), print_summary,
-                        lambda f: f["sent"] and f["consumed"] >= f["sent"] and not f["send_failed"])
+    return c.bench_main(
+        args, latency(args), print_summary, lambda f: f["sent"] and f["consumed"] >= f["sent"] and not f["send_failed"]
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ them (13 / 11 extFields, signed). Reported per request, in microseconds:
 For the end-to-end figure run ``bench/produce_bench.py`` against ``rmq standalone
 --aclEnable=true --rocketmqHome=H`` with ``--access-key/--secret-key``, and without ACL.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,18 +53,40 @@ CREDS = SessionCredentials("RocketMQ", "12345678")
 
 
 def send_request(size: int) -> RemotingCommand:
-    ext = {"a": "benchmark_producer", "b": "BenchTopic", "c": "TBW102", "d": "4", "e": "3", "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": "UNIQ_KEY\x01AC1100010001B4AAC2B0", "j": "0",
-           "k": "false", "m": "false", "n": "broker-a"}
+    ext = {
+        "a": "benchmark_producer",
+        "b": "BenchTopic",
+        "c": "TBW102",
+        "d": "4",
+        "e": "3",
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": "UNIQ_KEY\x01AC1100010001B4AAC2B0",
+        "j": "0",
+        "k": "false",
+        "m": "false",
+        "n": "broker-a",
+    }
     cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, ext_fields=ext, body=os.urandom(size), serialize_type=1)
     sign_request(cmd, CREDS)
     return cmd
 
 
 def pull_request() -> RemotingCommand:
-    ext = {"consumerGroup": "benchmark_consumer", "topic": "BenchTopic", "queueId": "1", "queueOffset": "1234",
-           "maxMsgNums": "32", "sysFlag": "3", "commitOffset": "1200", "suspendTimeoutMillis": "15000",
-           "subVersion": "1700000000000", "expressionType": "TAG", "bname": "broker-a"}
+    ext = {
+        "consumerGroup": "benchmark_consumer",
+        "topic": "BenchTopic",
+        "queueId": "1",
+        "queueOffset": "1234",
+        "maxMsgNums": "32",
+        "sysFlag": "3",
+        "commitOffset": "1200",
+        "suspendTimeoutMillis": "15000",
+        "subVersion": "1700000000000",
+        "expressionType": "TAG",
+        "bname": "broker-a",
+    }
     cmd = RemotingCommand(RequestCode.PULL_MESSAGE, ext_fields=ext, serialize_type=1)
     sign_request(cmd, CREDS)
     return cmd

@@ -9,6 +9,7 @@ Figures: one dashboard sampling round (every broker's runtime info, then the sta
 normal topics: what the console does every ``--sample-interval`` seconds, default 10), and the
 cluster, topic-list and group-list API calls, each averaged over ``--rounds``.
 """
+
 import argparse
 import asyncio
 import tempfile
@@ -28,14 +29,16 @@ async def measure(topics: int, rounds: int) -> None:
             async with Admin(f"127.0.0.1:{ns.port}") as admin:
                 addr = (await admin.master_addrs())[0]
                 for i in range(topics):
-                    await admin.create_and_update_topic_config(addr, f"T{i:05d}", read_queue_nums=8,
-                                                               write_queue_nums=8)
+                    await admin.create_and_update_topic_config(addr, f"T{i:05d}", read_queue_nums=8, write_queue_nums=8)
                 svc = ConsoleService(admin)
                 sampler = TpsSampler(svc)
-                await sampler.sample_once()          # the first round only records totals
+                await sampler.sample_once()  # the first round only records totals
                 calls: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
                     (f"sampling round ({min(topics, sampler.max_topics)} topics)", sampler.sample_once),
-                    ("/api/cluster", svc.cluster), ("/api/topics", svc.topics), ("/api/groups", svc.groups)]
+                    ("/api/cluster", svc.cluster),
+                    ("/api/topics", svc.topics),
+                    ("/api/groups", svc.groups),
+                ]
                 for what, fn in calls:
                     w0, c0 = time.perf_counter(), time.process_time()
                     for _ in range(rounds):

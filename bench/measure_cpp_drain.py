@@ -9,6 +9,7 @@ bench/produce_bench.py (SEND_MESSAGE_V2), then runs the C++ client (PyPI rocketm
 as a push consumer of a NEW group in quiet mode (it only counts) and times it from
 ``start()`` until the last message was handed to the callback.
 """
+
 import argparse
 import asyncio
 import json
@@ -39,29 +40,64 @@ def main() -> int:
     asyncio.run(standalone.start())
     try:
         topic, group = "CppDrainTopic", f"GID_cpp_drain_{int(time.time())}"
-        prefill = subprocess.run([sys.executable, str(REPO / "bench" / "produce_bench.py"), "--namesrv",
-                                  standalone.namesrv_addr, "--topic", topic, "--size", str(args.size),
-                                  "--count", str(args.messages), "--json"], stdout=subprocess.PIPE, text=True)
+        prefill = subprocess.run(
+            [
+                sys.executable,
+                str(REPO / "bench" / "produce_bench.py"),
+                "--namesrv",
+                standalone.namesrv_addr,
+                "--topic",
+                topic,
+                "--size",
+                str(args.size),
+                "--count",
+                str(args.messages),
+                "--json",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         produced = json.loads(prefill.stdout.strip().splitlines()[-1])
         print(f"prefilled {produced['messages']} x {args.size} B in {produced['seconds']:.1f} s", flush=True)
         cpu0 = c.process_cpu_seconds(standalone.pid)
         with tempfile.TemporaryDirectory() as home:
-            result = support.cpp(clients, Path(home), "push", "--quiet", "--namesrv", standalone.namesrv_addr,
-                                 "--group", group, "--topic", topic, "--expect", str(args.messages),
-                                 "--timeout", str(args.timeout), timeout=args.timeout + 30).result()
+            result = support.cpp(
+                clients,
+                Path(home),
+                "push",
+                "--quiet",
+                "--namesrv",
+                standalone.namesrv_addr,
+                "--group",
+                group,
+                "--topic",
+                topic,
+                "--expect",
+                str(args.messages),
+                "--timeout",
+                str(args.timeout),
+                timeout=args.timeout + 30,
+            ).result()
             cpu = c.process_cpu_seconds(standalone.pid) - cpu0
             done = result.of("done")
             if result.returncode != 0 or not done:
                 print(result.describe() + "\n" + result.cpp_log(), file=sys.stderr)
                 return 1
         d = done[0]
-        figures = {"messages": d["received"], "drain_seconds": d["seconds"],
-                   "first_message_after_s": d["first_message_after"],
-                   "msgs_per_s": round(d["received"] / d["seconds"], 1),
-                   "broker_cpu_s": round(cpu, 2), "broker_cpu_s_per_100k": round(cpu * 100_000 / d["received"], 3)}
-        print(f"C++ push consumer drained {d['received']} messages in {d['seconds']:.1f} s "
-              f"({figures['msgs_per_s']:.0f} msg/s; first message after {d['first_message_after']} s); "
-              f"broker CPU {cpu:.1f} s = {figures['broker_cpu_s_per_100k']:.2f} CPU-s per 100k messages", flush=True)
+        figures = {
+            "messages": d["received"],
+            "drain_seconds": d["seconds"],
+            "first_message_after_s": d["first_message_after"],
+            "msgs_per_s": round(d["received"] / d["seconds"], 1),
+            "broker_cpu_s": round(cpu, 2),
+            "broker_cpu_s_per_100k": round(cpu * 100_000 / d["received"], 3),
+        }
+        print(
+            f"C++ push consumer drained {d['received']} messages in {d['seconds']:.1f} s "
+            f"({figures['msgs_per_s']:.0f} msg/s; first message after {d['first_message_after']} s); "
+            f"broker CPU {cpu:.1f} s = {figures['broker_cpu_s_per_100k']:.2f} CPU-s per 100k messages",
+            flush=True,
+        )
         if args.json:
             print(json.dumps(figures, sort_keys=True))
         return 0

@@ -20,6 +20,7 @@ Phases, on one fresh broker (default delay levels: level 3 = 10 s, level 4 = 30 
 
 Sends are SEND_MESSAGE_V2 from 64 concurrent requests on one connection.
 """
+
 import argparse
 import asyncio
 import json
@@ -41,7 +42,7 @@ CLK = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK   # utime, stime (fields 14, 15)
+    return (int(fields[11]) + int(fields[12])) / CLK  # utime, stime (fields 14, 15)
 
 
 class Bench:
@@ -61,13 +62,23 @@ class Bench:
 
         async def worker():
             for i in it:
-                ext = {"producerGroup": "PID_cost", "topic": topic, "defaultTopic": "TBW102",
-                       "defaultTopicQueueNums": 4, "queueId": i % 4, "sysFlag": sys_flag,
-                       "bornTimestamp": str(int(time.time() * 1000)), "flag": 0,
-                       "properties": properties_to_string(p), "reconsumeTimes": "0", "unitMode": "false"}
+                ext = {
+                    "producerGroup": "PID_cost",
+                    "topic": topic,
+                    "defaultTopic": "TBW102",
+                    "defaultTopicQueueNums": 4,
+                    "queueId": i % 4,
+                    "sysFlag": sys_flag,
+                    "bornTimestamp": str(int(time.time() * 1000)),
+                    "flag": 0,
+                    "properties": properties_to_string(p),
+                    "reconsumeTimes": "0",
+                    "unitMode": "false",
+                }
                 r = await self.call(RequestCode.SEND_MESSAGE, ext, b"x" * 256)
                 assert r.code == ResponseCode.SUCCESS, r.remark
                 results[i] = r
+
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return results
 
@@ -77,6 +88,7 @@ class Bench:
         async def worker():
             for x in it:
                 await fn(x)
+
         await asyncio.gather(*(worker() for _ in range(concurrency)))
 
     async def max_offsets(self, topic, queues=4):
@@ -106,9 +118,19 @@ async def run(args) -> dict:
         async with RemotingClient() as client:
             b = Bench(proc, client)
             for t in ("CostPlain", "CostDelay", "CostTx"):
-                r = await b.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                    "topic": t, "defaultTopic": "TBW102", "readQueueNums": 4, "writeQueueNums": 4, "perm": 6,
-                    "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
+                r = await b.call(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    {
+                        "topic": t,
+                        "defaultTopic": "TBW102",
+                        "readQueueNums": 4,
+                        "writeQueueNums": 4,
+                        "perm": 6,
+                        "topicFilterType": "SINGLE_TAG",
+                        "topicSysFlag": 0,
+                        "order": "false",
+                    },
+                )
                 assert r.code == ResponseCode.SUCCESS, r.remark
             await asyncio.sleep(2.0)
 
@@ -136,10 +158,17 @@ async def run(args) -> dict:
             c, t = phase("delay_delivery", c, t, n)
 
             async def send_back(r):
-                resp = await b.call(RequestCode.CONSUMER_SEND_MSG_BACK, {
-                    "offset": str(phy_offset(r.ext_fields["msgId"])), "group": "GID_cost", "delayLevel": "1",
-                    "maxReconsumeTimes": "16"})
+                resp = await b.call(
+                    RequestCode.CONSUMER_SEND_MSG_BACK,
+                    {
+                        "offset": str(phy_offset(r.ext_fields["msgId"])),
+                        "group": "GID_cost",
+                        "delayLevel": "1",
+                        "maxReconsumeTimes": "16",
+                    },
+                )
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
+
             await b.each(plain, send_back)
             c, t = phase("send_back", c, t, n)
             await b.wait_count("%RETRY%GID_cost", n, queues=1, timeout=60)
@@ -148,11 +177,19 @@ async def run(args) -> dict:
             halves = await b.sends("CostTx", n, {"TRAN_MSG": "true", "PGROUP": "PID_cost"}, sys_flag=0x4)
 
             async def commit(r):
-                resp = await b.call(RequestCode.END_TRANSACTION, {
-                    "producerGroup": "PID_cost", "tranStateTableOffset": r.ext_fields["queueOffset"],
-                    "commitLogOffset": str(phy_offset(r.ext_fields["msgId"])), "commitOrRollback": "8",
-                    "fromTransactionCheck": "false", "msgId": r.ext_fields["msgId"]})
+                resp = await b.call(
+                    RequestCode.END_TRANSACTION,
+                    {
+                        "producerGroup": "PID_cost",
+                        "tranStateTableOffset": r.ext_fields["queueOffset"],
+                        "commitLogOffset": str(phy_offset(r.ext_fields["msgId"])),
+                        "commitOrRollback": "8",
+                        "fromTransactionCheck": "false",
+                        "msgId": r.ext_fields["msgId"],
+                    },
+                )
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
+
             await b.each(halves, commit)
             await b.wait_count("CostTx", n)
             c, t = phase("transaction_half_plus_commit", c, t, n)

@@ -7,6 +7,7 @@ close (creating N topics is O(N) in total).
 
     PYTHONPATH=$PWD python bench/metadata_bench.py [N]
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,8 +36,9 @@ async def _main(d: str, n: int) -> None:
         for i in range(1, n + 1):
             if any(i == w - 99 for w in windows):
                 t_window = time.perf_counter()
-            cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                          {"topic": f"MetaBench{i}", "readQueueNums": 1, "writeQueueNums": 1})
+            cmd = RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": f"MetaBench{i}", "readQueueNums": 1, "writeQueueNums": 1}
+            )
             resp = await client.invoke(addr, cmd, timeout=10)
             assert resp.code == 0, resp.remark
             if i in windows:

@@ -27,6 +27,7 @@ on a test machine's disk; the metrics path does not depend on their size.
 The shares printed: one warm scrape every 15 s (Prometheus' default interval) as a fraction of
 the idle broker's CPU and of the broker under the produce load.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,8 +62,10 @@ def scrape(port: int) -> tuple[float, bytes]:
 
 
 def phases(body: bytes) -> dict[str, float]:
-    return {m.group(1).decode(): float(m.group(2))
-            for m in re.finditer(rb'rmq_metrics_collect_seconds\{phase="(\w+)"\} (\S+)', body)}
+    return {
+        m.group(1).decode(): float(m.group(2))
+        for m in re.finditer(rb'rmq_metrics_collect_seconds\{phase="(\w+)"\} (\S+)', body)
+    }
 
 
 async def setup(addr: str, queues: int) -> None:
@@ -78,18 +81,49 @@ async def setup(addr: str, queues: int) -> None:
     topics = [f"BenchMetrics{i:05d}" for i in range(max(1, queues // 8))]
     try:
         for i in range(0, len(topics), 64):
-            await asyncio.gather(*(call(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": t, "readQueueNums": 8, "writeQueueNums": 8, "perm": 6}) for t in topics[i:i + 64]))
+            await asyncio.gather(
+                *(
+                    call(
+                        RequestCode.UPDATE_AND_CREATE_TOPIC,
+                        {"topic": t, "readQueueNums": 8, "writeQueueNums": 8, "perm": 6},
+                    )
+                    for t in topics[i : i + 64]
+                )
+            )
         jobs = [(t, q) for t in topics for q in range(8)]
         for i in range(0, len(jobs), 512):
-            await asyncio.gather(*(call(RequestCode.SEND_MESSAGE, {
-                "producerGroup": "BenchMetricsPG", "topic": t, "defaultTopic": "TBW102", "defaultTopicQueueNums": 8,
-                "queueId": q, "sysFlag": 0, "bornTimestamp": str(int(time.time() * 1000)), "flag": 0,
-                "properties": "", "reconsumeTimes": "0", "unitMode": "false"}, b"x" * 64) for t, q in jobs[i:i + 512]))
+            await asyncio.gather(
+                *(
+                    call(
+                        RequestCode.SEND_MESSAGE,
+                        {
+                            "producerGroup": "BenchMetricsPG",
+                            "topic": t,
+                            "defaultTopic": "TBW102",
+                            "defaultTopicQueueNums": 8,
+                            "queueId": q,
+                            "sysFlag": 0,
+                            "bornTimestamp": str(int(time.time() * 1000)),
+                            "flag": 0,
+                            "properties": "",
+                            "reconsumeTimes": "0",
+                            "unitMode": "false",
+                        },
+                        b"x" * 64,
+                    )
+                    for t, q in jobs[i : i + 512]
+                )
+            )
         for i in range(0, len(jobs), 512):
-            await asyncio.gather(*(call(RequestCode.UPDATE_CONSUMER_OFFSET, {
-                "consumerGroup": GROUP, "topic": t, "queueId": str(q), "commitOffset": "0"})
-                for t, q in jobs[i:i + 512]))
+            await asyncio.gather(
+                *(
+                    call(
+                        RequestCode.UPDATE_CONSUMER_OFFSET,
+                        {"consumerGroup": GROUP, "topic": t, "queueId": str(q), "commitOffset": "0"},
+                    )
+                    for t, q in jobs[i : i + 512]
+                )
+            )
     finally:
         await client.close()
 
@@ -103,8 +137,19 @@ def cpu_rate(pid: int, seconds: float) -> float:
 def produce(namesrv: str, pid: int, seconds: float, scrape_port: int | None) -> dict:
     """Broker CPU per second and send TPS during a produce run (scraping every second when
     ``scrape_port`` is given)."""
-    cmd = [sys.executable, str(Path(__file__).resolve().parent / "produce_bench.py"), "--namesrv", namesrv,
-           "--topic", "BenchMetricsLoad", "--duration", str(seconds), "--json", "--interval", str(seconds)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve().parent / "produce_bench.py"),
+        "--namesrv",
+        namesrv,
+        "--topic",
+        "BenchMetricsLoad",
+        "--duration",
+        str(seconds),
+        "--json",
+        "--interval",
+        str(seconds),
+    ]
     c0, t0 = process_cpu_seconds(pid), time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     scrapes = 0
@@ -123,15 +168,16 @@ def produce(namesrv: str, pid: int, seconds: float, scrape_port: int | None) -> 
 
 
 def measure(queues: int, args) -> dict:
-    with tempfile.TemporaryDirectory(prefix="rmq-metrics-bench-") as d:   # a 10k-queue store is ~600 MB
+    with tempfile.TemporaryDirectory(prefix="rmq-metrics-bench-") as d:  # a 10k-queue store is ~600 MB
         return _measure(Path(d), queues, args)
 
 
 def _measure(root: Path, queues: int, args) -> dict:
     port = free_port()
     # small store files: 10 000 queues of the default 6 MB ConsumeQueue files would take 60 GB of disk
-    with StandaloneProcess(root / "store", [f"--metricsPort={port}", "--mappedFileSizeConsumeQueue=6000"],
-                           start_timeout=60) as proc:
+    with StandaloneProcess(
+        root / "store", [f"--metricsPort={port}", "--mappedFileSizeConsumeQueue=6000"], start_timeout=60
+    ) as proc:
         t0 = time.monotonic()
         asyncio.run(setup(proc.broker_addr, queues))
         setup_s = time.monotonic() - t0
@@ -146,9 +192,15 @@ def _measure(root: Path, queues: int, args) -> dict:
             for _ in range(args.scrapes):
                 c0 = process_cpu_seconds(pid)
                 wall, body = scrape(port)
-                rows.append({"cpu_s": process_cpu_seconds(pid) - c0, "wall_s": wall, "bytes": len(body),
-                             "series": body.count(b"\n") - body.count(b"\n#"),
-                             "lag_series": body.count(b"rocketmq_consumer_lag_messages{")})
+                rows.append(
+                    {
+                        "cpu_s": process_cpu_seconds(pid) - c0,
+                        "wall_s": wall,
+                        "bytes": len(body),
+                        "series": body.count(b"\n") - body.count(b"\n#"),
+                        "lag_series": body.count(b"rocketmq_consumer_lag_messages{"),
+                    }
+                )
                 time.sleep(0.5)
             worst = probe.worst
         last_phases = phases(scrape(port)[1])
@@ -158,20 +210,26 @@ def _measure(root: Path, queues: int, args) -> dict:
     warm_cpu = sorted(r["cpu_s"] for r in warm)[len(warm) // 2]
     per_s = warm_cpu / SCRAPE_EVERY
     return {
-        "queues": queues, "setup_s": round(setup_s, 1),
+        "queues": queues,
+        "setup_s": round(setup_s, 1),
         "idle_broker_cpu_per_s": round(idle, 4),
-        "cold_scrape_cpu_s": round(cold["cpu_s"], 4), "cold_scrape_wall_s": round(cold["wall_s"], 4),
+        "cold_scrape_cpu_s": round(cold["cpu_s"], 4),
+        "cold_scrape_wall_s": round(cold["wall_s"], 4),
         "warm_scrape_cpu_s": round(warm_cpu, 4),
         "warm_scrape_wall_s": round(sorted(r["wall_s"] for r in warm)[len(warm) // 2], 4),
-        "scrape_bytes": warm[-1]["bytes"], "series": warm[-1]["series"], "lag_series": warm[-1]["lag_series"],
+        "scrape_bytes": warm[-1]["bytes"],
+        "series": warm[-1]["series"],
+        "lag_series": warm[-1]["lag_series"],
         "phases_s": {k: round(v, 4) for k, v in last_phases.items()},
         "worst_neighbour_rtt_during_scrapes_s": round(worst, 4),
         "worst_neighbour_rtt_without_scrapes_s": round(baseline_worst, 4),
         "metrics_cpu_per_s_at_15s": round(per_s, 5),
         "share_of_idle_broker": round(per_s / idle, 3) if idle > 0 else None,
-        "produce": load, "produce_with_1s_scrapes": load_scraped,
-        "share_of_loaded_broker": (round(per_s / load["broker_cpu_per_s"], 4)
-                                   if load.get("broker_cpu_per_s") else None),
+        "produce": load,
+        "produce_with_1s_scrapes": load_scraped,
+        "share_of_loaded_broker": (
+            round(per_s / load["broker_cpu_per_s"], 4) if load.get("broker_cpu_per_s") else None
+        ),
     }
 
 
@@ -180,25 +238,29 @@ def main() -> None:
     ap.add_argument("--queues", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--scrapes", type=int, default=5)
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measurement (default 10)")
-    ap.add_argument("--produce", type=float, default=10.0,
-                    help="seconds of produce load, each way (default 10; 0 skips it)")
+    ap.add_argument(
+        "--produce", type=float, default=10.0, help="seconds of produce load, each way (default 10; 0 skips it)"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     results = []
     for n in args.queues:
         r = measure(n, args)
         results.append(r)
-        print(f"{n} queues ({r['lag_series']} lag series, {r['scrape_bytes'] / 1e6:.1f} MB): "
-              f"scrape CPU cold {r['cold_scrape_cpu_s'] * 1000:.0f} ms, warm {r['warm_scrape_cpu_s'] * 1000:.0f} ms "
-              f"(wall {r['warm_scrape_wall_s'] * 1000:.0f} ms; phases {r['phases_s']}); "
-              f"worst neighbour round trip {r['worst_neighbour_rtt_during_scrapes_s'] * 1000:.0f} ms "
-              f"(without scrapes {r['worst_neighbour_rtt_without_scrapes_s'] * 1000:.0f} ms); "
-              f"at one scrape per {SCRAPE_EVERY:.0f} s: {r['metrics_cpu_per_s_at_15s'] * 1000:.2f} ms CPU/s = "
-              f"{r['share_of_idle_broker'] or 0:.1%} of the idle broker "
-              f"({r['idle_broker_cpu_per_s'] * 1000:.1f} ms/s), "
-              f"{r['share_of_loaded_broker'] or 0:.2%} of the broker under produce load; "
-              f"produce {r['produce'].get('send_tps')} TPS, with 1 s scrapes "
-              f"{r['produce_with_1s_scrapes'].get('send_tps')} TPS", flush=True)
+        print(
+            f"{n} queues ({r['lag_series']} lag series, {r['scrape_bytes'] / 1e6:.1f} MB): "
+            f"scrape CPU cold {r['cold_scrape_cpu_s'] * 1000:.0f} ms, warm {r['warm_scrape_cpu_s'] * 1000:.0f} ms "
+            f"(wall {r['warm_scrape_wall_s'] * 1000:.0f} ms; phases {r['phases_s']}); "
+            f"worst neighbour round trip {r['worst_neighbour_rtt_during_scrapes_s'] * 1000:.0f} ms "
+            f"(without scrapes {r['worst_neighbour_rtt_without_scrapes_s'] * 1000:.0f} ms); "
+            f"at one scrape per {SCRAPE_EVERY:.0f} s: {r['metrics_cpu_per_s_at_15s'] * 1000:.2f} ms CPU/s = "
+            f"{r['share_of_idle_broker'] or 0:.1%} of the idle broker "
+            f"({r['idle_broker_cpu_per_s'] * 1000:.1f} ms/s), "
+            f"{r['share_of_loaded_broker'] or 0:.2%} of the broker under produce load; "
+            f"produce {r['produce'].get('send_tps')} TPS, with 1 s scrapes "
+            f"{r['produce_with_1s_scrapes'].get('send_tps')} TPS",
+            flush=True,
+        )
     if args.json:
         print(json.dumps(results))
 

@@ -28,6 +28,7 @@ checkout's broker, ``--broker-arg`` passes daemon arguments), measures the broke
 prints each round and the median (min–max) of msgs/s, broker CPU-s per 1M and p99 with the
 load average before each round.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,12 @@ from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import decode_binary_header, decode_json_header, encode
 
 # SEND results that still count as stored (Java SendStatus other than OK)
-_SENT_CODES = {ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
-               ResponseCode.SLAVE_NOT_AVAILABLE}
+_SENT_CODES = {
+    ResponseCode.SUCCESS,
+    ResponseCode.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE,
+}
 _LENGTHS = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
 _BIN_CODE = struct.Struct(">h")
@@ -63,26 +68,47 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--connections", type=int, default=4, help="TCP connections (default 4)")
     ap.add_argument("--inflight", type=int, default=16, help="requests in flight per connection (default 16)")
     ap.add_argument("--duration", type=float, default=30.0, help="seconds to send (default 30)")
-    ap.add_argument("--count", type=int, default=None,
-                    help="send exactly this many messages instead of running for --duration")
+    ap.add_argument(
+        "--count", type=int, default=None, help="send exactly this many messages instead of running for --duration"
+    )
     ap.add_argument("--batch", type=int, default=1, help="messages per request; >1 uses SEND_BATCH_MESSAGE (default 1)")
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between progress lines (default 10)")
-    ap.add_argument("--serialize", choices=sorted(c.SERIALIZE_TYPES), default="json",
-                    help="request header encoding: json (default) or rocketmq (binary, as Java's client "
-                         "with rocketmq.serialize.type=ROCKETMQ)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="N synchronous senders, one request in flight each, over ONE connection (Java's "
-                         "benchmark Producer); replaces --connections/--inflight")
-    ap.add_argument("--client", choices=("sdk", "raw"), default=None,
-                    help="sdk: rmq's RemotingClient per request; raw: pre-encoded frames patched per request "
-                         "(cheap on the client, so the broker sets the pace). Default raw with --threads, "
-                         "sdk otherwise; raw sends single messages only")
-    ap.add_argument("--repeat", type=int, default=None,
-                    help="K rounds, each against a fresh rmq standalone; prints median (min-max)")
+    ap.add_argument(
+        "--serialize",
+        choices=sorted(c.SERIALIZE_TYPES),
+        default="json",
+        help="request header encoding: json (default) or rocketmq (binary, as Java's client "
+        "with rocketmq.serialize.type=ROCKETMQ)",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="N synchronous senders, one request in flight each, over ONE connection (Java's "
+        "benchmark Producer); replaces --connections/--inflight",
+    )
+    ap.add_argument(
+        "--client",
+        choices=("sdk", "raw"),
+        default=None,
+        help="sdk: rmq's RemotingClient per request; raw: pre-encoded frames patched per request "
+        "(cheap on the client, so the broker sets the pace). Default raw with --threads, "
+        "sdk otherwise; raw sends single messages only",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=None,
+        help="K rounds, each against a fresh rmq standalone; prints median (min-max)",
+    )
     ap.add_argument("--tree", default=None, help="with --repeat: run the broker of this checkout")
-    ap.add_argument("--broker-arg", action="append", default=[], metavar="ARG",
-                    help="with --repeat: a daemon argument, e.g. --broker-arg=--flushDiskType=SYNC_FLUSH "
-                         "(repeatable)")
+    ap.add_argument(
+        "--broker-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="with --repeat: a daemon argument, e.g. --broker-arg=--flushDiskType=SYNC_FLUSH (repeatable)",
+    )
     return ap
 
 
@@ -124,8 +150,8 @@ class ProduceStats:
     def __init__(self) -> None:
         self.requests_ok = 0
         self.messages_ok = 0
-        self.send_failed = 0        # no usable answer: timeout, connection error
-        self.response_failed = 0    # the broker answered with an error code
+        self.send_failed = 0  # no usable answer: timeout, connection error
+        self.response_failed = 0  # the broker answered with an error code
         self.rt_total_ms = 0.0
         self.rt_max_ms = 0.0
         self.rts: list[float] = []
@@ -162,20 +188,34 @@ class Producer:
         self._rr = itertools.count()
         self._seq = itertools.count()
         self._stop = False
-        self._budget: int | None = None   # messages left to send in run_count(); None = no limit
+        self._budget: int | None = None  # messages left to send in run_count(); None = no limit
         self.serialize = c.SERIALIZE_TYPES[getattr(args, "serialize", "json")]
 
     def _command(self) -> tuple[RemotingCommand, int]:
         mq = self.queues[next(self._rr) % len(self.queues)]
         if self.args.batch == 1:
             props = c.properties_string({"UNIQ_KEY": c.uniq_key(next(self._seq)), "WAIT": "true"})
-            return c.send_request(self.args.group, self.args.topic, mq.queue_id, props, self.body,
-                                  serialize=self.serialize, broker_name=mq.broker_name), mq
+            return c.send_request(
+                self.args.group,
+                self.args.topic,
+                mq.queue_id,
+                props,
+                self.body,
+                serialize=self.serialize,
+                broker_name=mq.broker_name,
+            ), mq
         items = [c.properties_string({"UNIQ_KEY": c.uniq_key(next(self._seq))}) for _ in range(self.args.batch)]
         blob = c.encode_batch([self.body] * self.args.batch, items)
-        return c.send_request(self.args.group, self.args.topic, mq.queue_id,
-                              c.properties_string({"WAIT": "true"}), blob, batch=True,
-                              serialize=self.serialize, broker_name=mq.broker_name), mq
+        return c.send_request(
+            self.args.group,
+            self.args.topic,
+            mq.queue_id,
+            c.properties_string({"WAIT": "true"}),
+            blob,
+            batch=True,
+            serialize=self.serialize,
+            broker_name=mq.broker_name,
+        ), mq
 
     async def _worker(self, client: RemotingClient) -> None:
         stats, timeout, batch = self.stats, self.args.timeout, self.args.batch
@@ -236,7 +276,7 @@ class Producer:
 
 _OPAQUE_BASE = 1_000_000_000
 _TS_MARKER = 1_000_000_000_000  # 13 digits like every millisecond timestamp until 2286
-_BIN_OPAQUE_AT = 8 + 5          # frame words, then code int16, language int8, version int16
+_BIN_OPAQUE_AT = 8 + 5  # frame words, then code int16, language int8, version int16
 
 
 class _Template:
@@ -247,8 +287,15 @@ class _Template:
     def __init__(self, producer: RawProducer, mq: c.MessageQueue):
         args = producer.args
         props = c.properties_string({"UNIQ_KEY": c.uniq_key(0), "WAIT": "true"})
-        cmd = c.send_request(args.group, args.topic, mq.queue_id, props, producer.body,
-                             serialize=producer.serialize, broker_name=mq.broker_name)
+        cmd = c.send_request(
+            args.group,
+            args.topic,
+            mq.queue_id,
+            props,
+            producer.body,
+            serialize=producer.serialize,
+            broker_name=mq.broker_name,
+        )
         cmd.opaque = _OPAQUE_BASE
         ext = cmd.ext_fields
         ts_key = next(k for k, v in ext.items() if v == str(ext.get("g", ext.get("bornTimestamp"))))
@@ -264,7 +311,7 @@ class _Template:
         self.ts_at = header.index(b"%d" % _TS_MARKER)
         self.seq_at = header.index(c.uniq_key(0).encode()) + 16
         for at in (self.ts_at, self.seq_at):  # each marker must occur once
-            if header.count(header[at - 1: at + 13]) != 1:
+            if header.count(header[at - 1 : at + 13]) != 1:
                 raise c.BenchError("ambiguous SEND template")
 
     def build(self, opaque: int, seq: int, now_ms: int) -> bytearray:
@@ -272,9 +319,9 @@ class _Template:
         if self.binary:
             _I32.pack_into(buf, self.opaque_at, opaque)
         else:
-            buf[self.opaque_at: self.opaque_at + 10] = b"%010d" % opaque
-        buf[self.ts_at: self.ts_at + 13] = b"%013d" % now_ms
-        buf[self.seq_at: self.seq_at + 16] = b"%016X" % (seq & 0xFFFFFFFFFFFFFFFF)
+            buf[self.opaque_at : self.opaque_at + 10] = b"%010d" % opaque
+        buf[self.ts_at : self.ts_at + 13] = b"%013d" % now_ms
+        buf[self.seq_at : self.seq_at + 16] = b"%016X" % (seq & 0xFFFFFFFFFFFFFFFF)
         return buf
 
 
@@ -308,7 +355,7 @@ class _RawConnection(asyncio.Protocol):
                 if code not in _SENT_CODES:
                     remark = decode_binary_header(buf, pos + 8, hlen).remark
             else:
-                cmd = decode_json_header(bytes(buf[pos + 8: pos + 8 + hlen]))
+                cmd = decode_json_header(bytes(buf[pos + 8 : pos + 8 + hlen]))
                 code, opaque, remark = cmd.code, cmd.opaque, cmd.remark
             entry = pending.pop(opaque, None)
             if entry is not None and not entry[0].done():
@@ -434,28 +481,43 @@ async def _reporter(stats: ProduceStats, interval: float, out) -> None:
         t = time.perf_counter()
         msgs, reqs, rt_total = (now[i] - last[i] for i in range(3))
         avg = rt_total / reqs if reqs else 0.0
-        print(f"Current Time: {time.strftime('%Y-%m-%d %H:%M:%S')} Send TPS: {msgs / (t - last_t):.0f} "
-              f"Max RT(ms): {stats.rt_max_ms:.0f} Average RT(ms): {avg:7.3f} "
-              f"Send Failed: {stats.send_failed} Response Failed: {stats.response_failed}", file=out, flush=True)
+        print(
+            f"Current Time: {time.strftime('%Y-%m-%d %H:%M:%S')} Send TPS: {msgs / (t - last_t):.0f} "
+            f"Max RT(ms): {stats.rt_max_ms:.0f} Average RT(ms): {avg:7.3f} "
+            f"Send Failed: {stats.send_failed} Response Failed: {stats.response_failed}",
+            file=out,
+            flush=True,
+        )
         last, last_t = now, t
 
 
 def summarize(args, stats: ProduceStats, elapsed: float, cpu: c.CpuMeter) -> dict:
     rts = sorted(stats.rts)
     figures = {
-        "bench": "produce", "topic": args.topic, "size": args.size, "connections": args.connections,
-        "inflight": args.inflight, "batch": args.batch, "serialize": getattr(args, "serialize", "json"),
-        "threads": getattr(args, "threads", None), "client": getattr(args, "client", "sdk"),
+        "bench": "produce",
+        "topic": args.topic,
+        "size": args.size,
+        "connections": args.connections,
+        "inflight": args.inflight,
+        "batch": args.batch,
+        "serialize": getattr(args, "serialize", "json"),
+        "threads": getattr(args, "threads", None),
+        "client": getattr(args, "client", "sdk"),
         "seconds": round(elapsed, 3),
-        "messages": stats.messages_ok, "requests": stats.requests_ok,
+        "messages": stats.messages_ok,
+        "requests": stats.requests_ok,
         "tps": round(stats.messages_ok / elapsed, 1) if elapsed else 0.0,
         "mb_per_s": round(stats.messages_ok * args.size / elapsed / 1e6, 2) if elapsed else 0.0,
         "rt_ms_avg": round(stats.rt_total_ms / stats.requests_ok, 3) if stats.requests_ok else 0.0,
-        "rt_ms_p50": round(c.percentile(rts, 0.50), 3), "rt_ms_p99": round(c.percentile(rts, 0.99), 3),
-        "rt_ms_p999": round(c.percentile(rts, 0.999), 3), "rt_ms_max": round(stats.rt_max_ms, 3),
-        "send_failed": stats.send_failed, "response_failed": stats.response_failed,
+        "rt_ms_p50": round(c.percentile(rts, 0.50), 3),
+        "rt_ms_p99": round(c.percentile(rts, 0.99), 3),
+        "rt_ms_p999": round(c.percentile(rts, 0.999), 3),
+        "rt_ms_max": round(stats.rt_max_ms, 3),
+        "send_failed": stats.send_failed,
+        "response_failed": stats.response_failed,
         "broker_cpu_s": None if cpu.seconds is None else round(cpu.seconds, 3),
-        "broker_cpu_s_per_1m": None if cpu.per_million(stats.messages_ok) is None
+        "broker_cpu_s_per_1m": None
+        if cpu.per_million(stats.messages_ok) is None
         else round(cpu.per_million(stats.messages_ok), 2),
     }
     if stats.last_error:
@@ -465,13 +527,19 @@ def summarize(args, stats: ProduceStats, elapsed: float, cpu: c.CpuMeter) -> dic
 
 def print_summary(f: dict, out=None) -> None:
     out = out or sys.stdout
-    print(f"[Complete] Send Total: {f['messages']} Send TPS: {f['tps']:.0f} MB/s: {f['mb_per_s']:.2f} "
-          f"RT(ms) p50: {f['rt_ms_p50']:.3f} p99: {f['rt_ms_p99']:.3f} p999: {f['rt_ms_p999']:.3f} "
-          f"max: {f['rt_ms_max']:.3f} Send Failed: {f['send_failed']} Response Failed: {f['response_failed']}",
-          file=out, flush=True)
+    print(
+        f"[Complete] Send Total: {f['messages']} Send TPS: {f['tps']:.0f} MB/s: {f['mb_per_s']:.2f} "
+        f"RT(ms) p50: {f['rt_ms_p50']:.3f} p99: {f['rt_ms_p99']:.3f} p999: {f['rt_ms_p999']:.3f} "
+        f"max: {f['rt_ms_max']:.3f} Send Failed: {f['send_failed']} Response Failed: {f['response_failed']}",
+        file=out,
+        flush=True,
+    )
     if f["broker_cpu_s"] is not None:
-        print(f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run, "
-              f"{f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages", file=out, flush=True)
+        print(
+            f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run, {f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages",
+            file=out,
+            flush=True,
+        )
     if f.get("last_error"):
         print(f"last error: {f['last_error']}", file=out, flush=True)
 
@@ -532,19 +600,34 @@ def run_repeat(args) -> int:
             return 2
         fig["load_before"] = [round(x, 2) for x in load]
         rounds.append(fig)
-        print(f"round {k + 1}/{args.repeat}: tps {fig['tps']:.0f} broker CPU-s/1M {fig['broker_cpu_s_per_1m']} "
-              f"p99 {fig['rt_ms_p99']:.3f} ms failed {fig['send_failed'] + fig['response_failed']} "
-              f"(load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})", flush=True)
-    summary: dict = {"bench": "produce-repeat", "rounds": args.repeat, "serialize": args.serialize,
-                     "threads": args.threads, "connections": args.connections, "inflight": args.inflight,
-                     "batch": args.batch, "size": args.size, "tree": args.tree or ".",
-                     "broker_args": list(args.broker_arg), "runs": rounds}
+        print(
+            f"round {k + 1}/{args.repeat}: tps {fig['tps']:.0f} broker CPU-s/1M {fig['broker_cpu_s_per_1m']} "
+            f"p99 {fig['rt_ms_p99']:.3f} ms failed {fig['send_failed'] + fig['response_failed']} "
+            f"(load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f})",
+            flush=True,
+        )
+    summary: dict = {
+        "bench": "produce-repeat",
+        "rounds": args.repeat,
+        "serialize": args.serialize,
+        "threads": args.threads,
+        "connections": args.connections,
+        "inflight": args.inflight,
+        "batch": args.batch,
+        "size": args.size,
+        "tree": args.tree or ".",
+        "broker_args": list(args.broker_arg),
+        "runs": rounds,
+    }
     for f in REPEAT_FIGURES:
         values = [r[f] for r in rounds if isinstance(r.get(f), (int, float))]
         if values:
             summary[f] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
-            print(f"{f}: median {statistics.median(values):g} ({min(values):g}–{max(values):g}) "
-                  f"over {len(values)} rounds", flush=True)
+            print(
+                f"{f}: median {statistics.median(values):g} ({min(values):g}–{max(values):g}) "
+                f"over {len(values)} rounds",
+                flush=True,
+            )
     if args.json:
         c.print_json(summary)
     ok = all(r["messages"] and not r["send_failed"] + r["response_failed"] for r in rounds)
@@ -555,8 +638,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     if args.repeat is not None:
         return run_repeat(args)
-    return c.bench_main(args, produce(args), print_summary,
-                        lambda f: f["messages"] and not f["send_failed"] + f["response_failed"])
+    return c.bench_main(
+        args, produce(args), print_summary, lambda f: f["messages"] and not f["send_failed"] + f["response_failed"]
+    )
 
 
 if __name__ == "__main__":

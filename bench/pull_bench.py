@@ -14,6 +14,7 @@ pull phase starts and reports the drain time; ``--duration S`` pulls for S secon
 polling when caught up). Prints msgs/s, MB/s, pulls/s and empty pulls; ``--json`` adds one
 JSON line of the same figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,15 +50,23 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_common_args(ap)
     ap.add_argument("--group", required=True, help="consumer group named in the pulls")
     ap.add_argument("--prefill", type=int, default=0, help="messages to send before pulling (default 0)")
-    ap.add_argument("--prefill-batch", type=int, default=1,
-                    help="messages per prefill request; >1 uses SEND_BATCH_MESSAGE (default 1)")
+    ap.add_argument(
+        "--prefill-batch",
+        type=int,
+        default=1,
+        help="messages per prefill request; >1 uses SEND_BATCH_MESSAGE (default 1)",
+    )
     ap.add_argument("--inflight", type=int, default=4, help="pulls in flight per queue connection (default 4)")
     ap.add_argument("--max-msgs", type=int, default=32, help="maxMsgNums of each pull (default 32)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--duration", type=float, default=None, help="pull for this many seconds")
     mode.add_argument("--drain", action="store_true", help="pull every queue up to its current max offset (default)")
-    ap.add_argument("--suspend-ms", type=int, default=1000,
-                    help="long-poll hold asked for when caught up in --duration mode (default 1000)")
+    ap.add_argument(
+        "--suspend-ms",
+        type=int,
+        default=1000,
+        help="long-poll hold asked for when caught up in --duration mode (default 1000)",
+    )
     ap.add_argument("--interval", type=float, default=10.0, help="seconds between progress lines (default 10)")
     return ap
 
@@ -98,20 +107,28 @@ class QueuePuller(asyncio.BufferedProtocol):
     header is handed to ``rmq.remoting.codec``, and the body is only walked by TOTALSIZE.
     """
 
-    def __init__(self, mq: c.MessageQueue, args, stats: PullStats, start: int, target: int | None,
-                 on_body=None, known_max: int | None = None):
+    def __init__(
+        self,
+        mq: c.MessageQueue,
+        args,
+        stats: PullStats,
+        start: int,
+        target: int | None,
+        on_body=None,
+        known_max: int | None = None,
+    ):
         self.mq = mq
         self.args = args
         self.stats = stats
         self.cursor = start
-        self.target = target          # drain: stop at this offset; None: pull forever
+        self.target = target  # drain: stop at this offset; None: pull forever
         # Highest maxOffset the broker reported. Without a target, new pulls never start past
         # it: a pull at exactly maxOffset is held (long poll), one beyond it is answered
         # PULL_OFFSET_MOVED (OFFSET_OVERFLOW_BADLY) by Java and rmq alike.
         self.known_max = start if known_max is None else known_max
         self.holes: list[tuple[int, int]] = []
-        self.in_flight: dict[int, tuple[int, int]] = {}   # opaque → (offset, max_nums)
-        self.on_body = on_body        # latency bench: called with each FOUND body
+        self.in_flight: dict[int, tuple[int, int]] = {}  # opaque → (offset, max_nums)
+        self.on_body = on_body  # latency bench: called with each FOUND body
         self.buf = bytearray(1 << 20)
         self.view = memoryview(self.buf)
         self.read_pos = 0
@@ -126,10 +143,19 @@ class QueuePuller(asyncio.BufferedProtocol):
     # ------------------------------------------------------------------ requests
 
     def _send_pull(self, offset: int, n: int) -> None:
-        cmd = pull_message(PullMessageRequestHeader(
-            consumer_group=self.args.group, topic=self.args.topic, queue_id=self.mq.queue_id, queue_offset=offset,
-            max_msg_nums=n, sys_flag=self.sys_flag, suspend_timeout_millis=self.suspend_ms, subscription="*",
-            expression_type=ExpressionType.TAG))
+        cmd = pull_message(
+            PullMessageRequestHeader(
+                consumer_group=self.args.group,
+                topic=self.args.topic,
+                queue_id=self.mq.queue_id,
+                queue_offset=offset,
+                max_msg_nums=n,
+                sys_flag=self.sys_flag,
+                suspend_timeout_millis=self.suspend_ms,
+                subscription="*",
+                expression_type=ExpressionType.TAG,
+            )
+        )
         if self.credentials is not None:
             sign_request(cmd, self.credentials)
         self.in_flight[cmd.opaque] = (offset, n)
@@ -183,16 +209,16 @@ class QueuePuller(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int):
         if len(self.buf) - self.write_pos < 65536:
             self._compact(65536)
-        return self.view[self.write_pos:]
+        return self.view[self.write_pos :]
 
     def _compact(self, need: int) -> None:
         pending = self.write_pos - self.read_pos
         if pending + need > len(self.buf):  # a frame bigger than the buffer: grow it
             bigger = bytearray(max(2 * len(self.buf), pending + need))
-            bigger[:pending] = self.view[self.read_pos:self.write_pos]
+            bigger[:pending] = self.view[self.read_pos : self.write_pos]
             self.buf, self.view = bigger, memoryview(bigger)
         elif pending:
-            self.buf[:pending] = self.view[self.read_pos:self.write_pos]
+            self.buf[:pending] = self.view[self.read_pos : self.write_pos]
         self.read_pos, self.write_pos = 0, pending
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -204,15 +230,15 @@ class QueuePuller(asyncio.BufferedProtocol):
             frame_end = pos + 4 + length
             if frame_end > end:
                 if 4 + length > len(buf):
-                    big = 4 + length   # make room for the whole frame below
+                    big = 4 + length  # make room for the whole frame below
                 break
             hlen = word & 0xFFFFFF
             hstart = pos + 8
             if word >> 24:
                 cmd = decode_binary_header(buf, hstart, hlen)
             else:
-                cmd = decode_json_header(bytes(self.view[hstart:hstart + hlen]))
-            self._on_reply(cmd, self.view[hstart + hlen:frame_end])
+                cmd = decode_json_header(bytes(self.view[hstart : hstart + hlen]))
+            self._on_reply(cmd, self.view[hstart + hlen : frame_end])
             pos = frame_end
         if pos == end:
             self.read_pos = self.write_pos = 0
@@ -267,7 +293,8 @@ class QueuePuller(asyncio.BufferedProtocol):
         else:
             stats.errors += 1
             stats.last_error = f"PULL {self.mq.queue_id}@{offset}: " + (
-                error if reply is None else f"code {code} {cmd.remark or ''}")
+                error if reply is None else f"code {code} {cmd.remark or ''}"
+            )
             if (reply is not None and reply.status is PullStatus.OFFSET_ILLEGAL) or stats.errors > 1000:
                 self.stopping = True
                 self.holes.clear()
@@ -278,14 +305,16 @@ class QueuePuller(asyncio.BufferedProtocol):
     def connection_lost(self, exc) -> None:
         if not self.done.done():
             if self.in_flight and not self.stopping:
-                self.done.set_exception(c.BenchError(
-                    f"connection to {self.mq.broker_addr} for queue {self.mq.queue_id} lost: {exc}"))
+                self.done.set_exception(
+                    c.BenchError(f"connection to {self.mq.broker_addr} for queue {self.mq.queue_id} lost: {exc}")
+                )
             else:
                 self.done.set_result(None)
 
 
-async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingClient, drain: bool,
-                       start_at: str = "min", on_body=None) -> list[QueuePuller]:
+async def open_pullers(
+    args, route: c.Route, stats: PullStats, client: RemotingClient, drain: bool, start_at: str = "min", on_body=None
+) -> list[QueuePuller]:
     """One connected :class:`QueuePuller` per readable queue, positioned at its min (or max) offset."""
     loop = asyncio.get_running_loop()
     pullers = []
@@ -296,9 +325,16 @@ async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingC
         start = lo if start_at == "min" else hi
         host, port = mq.broker_addr.rsplit(":", 1)
         # partial binds this queue's mq, start and hi now (a lambda would read the loop's latest)
-        _, puller = await asyncio.wait_for(loop.create_connection(
-            functools.partial(QueuePuller, mq, args, stats, start, hi if drain else None, on_body, known_max=hi),
-            host, int(port), ssl=tls, server_hostname=host if tls else None), args.timeout)
+        _, puller = await asyncio.wait_for(
+            loop.create_connection(
+                functools.partial(QueuePuller, mq, args, stats, start, hi if drain else None, on_body, known_max=hi),
+                host,
+                int(port),
+                ssl=tls,
+                server_hostname=host if tls else None,
+            ),
+            args.timeout,
+        )
         pullers.append(puller)
     return pullers
 
@@ -306,11 +342,26 @@ async def open_pullers(args, route: c.Route, stats: PullStats, client: RemotingC
 async def prefill(args, quiet: bool) -> dict:
     """Send ``args.prefill`` messages with the produce bench's sender; return its figures."""
     import produce_bench
-    pargs = Namespace(namesrv=args.namesrv, topic=args.topic, size=args.size, queues=args.queues, broker_pid=None,
-                      json=False, timeout=args.timeout, group="BenchmarkPrefillGroup", connections=4, inflight=16,
-                      duration=None, batch=args.prefill_batch, interval=args.interval,
-                      access_key=args.access_key, secret_key=args.secret_key,
-                      tls=args.tls, tls_ca=args.tls_ca)
+
+    pargs = Namespace(
+        namesrv=args.namesrv,
+        topic=args.topic,
+        size=args.size,
+        queues=args.queues,
+        broker_pid=None,
+        json=False,
+        timeout=args.timeout,
+        group="BenchmarkPrefillGroup",
+        connections=4,
+        inflight=16,
+        duration=None,
+        batch=args.prefill_batch,
+        interval=args.interval,
+        access_key=args.access_key,
+        secret_key=args.secret_key,
+        tls=args.tls,
+        tls_ca=args.tls_ca,
+    )
     namesrv = c.namesrv_list(args.namesrv)
     admin = c.client(args, namesrv)
     try:
@@ -326,11 +377,15 @@ async def prefill(args, quiet: bool) -> dict:
         await producer.close()
     elapsed = time.perf_counter() - started
     if stats.send_failed or stats.response_failed:
-        raise c.BenchError(f"prefill: {stats.send_failed} sends failed, {stats.response_failed} refused "
-                           f"({stats.last_error})")
+        raise c.BenchError(
+            f"prefill: {stats.send_failed} sends failed, {stats.response_failed} refused ({stats.last_error})"
+        )
     if not quiet:
-        print(f"Prefill: {stats.messages_ok} messages of {args.size} bytes in {elapsed:.1f} s "
-              f"({stats.messages_ok / elapsed:.0f} msg/s)", flush=True)
+        print(
+            f"Prefill: {stats.messages_ok} messages of {args.size} bytes in {elapsed:.1f} s "
+            f"({stats.messages_ok / elapsed:.0f} msg/s)",
+            flush=True,
+        )
     return {"prefill_messages": stats.messages_ok, "prefill_seconds": round(elapsed, 3)}
 
 
@@ -340,17 +395,25 @@ async def _reporter(stats: PullStats, interval: float) -> None:
         await asyncio.sleep(interval)
         t = time.perf_counter()
         dt = t - last_t
-        print(f"Current Time: {time.strftime('%Y-%m-%d %H:%M:%S')} Pull TPS: {(stats.messages - last_m) / dt:.0f} "
-              f"Pulls/s: {(stats.pulls - last_p) / dt:.0f} Empty Pulls: {stats.empty_pulls} Errors: {stats.errors}",
-              flush=True)
+        print(
+            f"Current Time: {time.strftime('%Y-%m-%d %H:%M:%S')} Pull TPS: {(stats.messages - last_m) / dt:.0f} "
+            f"Pulls/s: {(stats.pulls - last_p) / dt:.0f} Empty Pulls: {stats.empty_pulls} Errors: {stats.errors}",
+            flush=True,
+        )
         last_m, last_p, last_t = stats.messages, stats.pulls, t
 
 
 async def pull(args, quiet: bool = False) -> dict:
     """Run the pull benchmark with parsed ``args``; return the figures."""
-    figures: dict = {"bench": "pull", "topic": args.topic, "group": args.group, "size": args.size,
-                     "inflight": args.inflight, "max_msgs": args.max_msgs,
-                     "mode": "drain" if args.drain else "duration"}
+    figures: dict = {
+        "bench": "pull",
+        "topic": args.topic,
+        "group": args.group,
+        "size": args.size,
+        "inflight": args.inflight,
+        "max_msgs": args.max_msgs,
+        "mode": "drain" if args.drain else "duration",
+    }
     if args.prefill:
         figures.update(await prefill(args, quiet))
     client = c.client(args, c.namesrv_list(args.namesrv))
@@ -385,17 +448,26 @@ async def pull(args, quiet: bool = False) -> dict:
             reporter.cancel()
         for p in pullers:
             p.transport.close()
-    figures.update({
-        "queues": len(pullers), "backlog": backlog, "seconds": round(elapsed, 3), "messages": stats.messages,
-        "bytes": stats.bytes, "msgs_per_s": round(stats.messages / elapsed, 1) if elapsed else 0.0,
-        "mb_per_s": round(stats.bytes / elapsed / 1e6, 2) if elapsed else 0.0,
-        "pulls": stats.pulls, "pulls_per_s": round(stats.pulls / elapsed, 1) if elapsed else 0.0,
-        "empty_pulls": stats.empty_pulls, "errors": stats.errors,
-        "drain_seconds": round(elapsed, 3) if args.drain else None,
-        "broker_cpu_s": None if cpu.seconds is None else round(cpu.seconds, 3),
-        "broker_cpu_s_per_1m": None if cpu.per_million(stats.messages) is None
-        else round(cpu.per_million(stats.messages), 2),
-    })
+    figures.update(
+        {
+            "queues": len(pullers),
+            "backlog": backlog,
+            "seconds": round(elapsed, 3),
+            "messages": stats.messages,
+            "bytes": stats.bytes,
+            "msgs_per_s": round(stats.messages / elapsed, 1) if elapsed else 0.0,
+            "mb_per_s": round(stats.bytes / elapsed / 1e6, 2) if elapsed else 0.0,
+            "pulls": stats.pulls,
+            "pulls_per_s": round(stats.pulls / elapsed, 1) if elapsed else 0.0,
+            "empty_pulls": stats.empty_pulls,
+            "errors": stats.errors,
+            "drain_seconds": round(elapsed, 3) if args.drain else None,
+            "broker_cpu_s": None if cpu.seconds is None else round(cpu.seconds, 3),
+            "broker_cpu_s_per_1m": None
+            if cpu.per_million(stats.messages) is None
+            else round(cpu.per_million(stats.messages), 2),
+        }
+    )
     if stats.last_error:
         figures["last_error"] = stats.last_error
     return figures
@@ -403,20 +475,29 @@ async def pull(args, quiet: bool = False) -> dict:
 
 def print_summary(f: dict) -> None:
     drain = f" (drained {f['backlog']} in {f['drain_seconds']:.2f} s)" if f["drain_seconds"] is not None else ""
-    print(f"[Complete] Pulled: {f['messages']} msgs in {f['seconds']:.2f} s{drain} "
-          f"Pull TPS: {f['msgs_per_s']:.0f} MB/s: {f['mb_per_s']:.2f} Pulls/s: {f['pulls_per_s']:.0f} "
-          f"Empty Pulls: {f['empty_pulls']} Errors: {f['errors']}", flush=True)
+    print(
+        f"[Complete] Pulled: {f['messages']} msgs in {f['seconds']:.2f} s{drain} "
+        f"Pull TPS: {f['msgs_per_s']:.0f} MB/s: {f['mb_per_s']:.2f} Pulls/s: {f['pulls_per_s']:.0f} "
+        f"Empty Pulls: {f['empty_pulls']} Errors: {f['errors']}",
+        flush=True,
+    )
     if f["broker_cpu_s"] is not None:
-        print(f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run, "
-              f"{f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages", flush=True)
+        print(
+            f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run, {f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages",
+            flush=True,
+        )
     if f.get("last_error"):
         print(f"last error: {f['last_error']}", flush=True)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    return c.bench_main(args, pull(args), print_summary,
-                        lambda f: not f["errors"] and not (args.drain and f["messages"] != f["backlog"]))
+    return c.bench_main(
+        args,
+        pull(args),
+        print_summary,
+        lambda f: not f["errors"] and not (args.drain and f["messages"] != f["backlog"]),
+    )
 
 
 if __name__ == "__main__":

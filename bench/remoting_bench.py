@@ -31,6 +31,7 @@ fast path (msgspec decoder, Cython encoder) against the pure-Python reference, i
 The client is a minimal pipelining protocol that only counts frames, so it is not the
 bottleneck. Performance is reported, never asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,8 +59,17 @@ def pull_ext() -> dict:
     from rmq.protocol.headers.consumer import PullMessageRequestHeader
 
     h = PullMessageRequestHeader(
-        consumer_group="GID_bench_consumer", topic="BenchTopic", queue_id=0, queue_offset=0, max_msg_nums=32,
-        sys_flag=6, commit_offset=0, suspend_timeout_millis=15000, subscription="*", sub_version=1795294299665)
+        consumer_group="GID_bench_consumer",
+        topic="BenchTopic",
+        queue_id=0,
+        queue_offset=0,
+        max_msg_nums=32,
+        sys_flag=6,
+        commit_offset=0,
+        suspend_timeout_millis=15000,
+        subscription="*",
+        sub_version=1795294299665,
+    )
     ext: dict = h.to_ext_fields()
     for name in ("queue_id", "max_msg_nums", "sys_flag"):
         ext[PullMessageRequestHeader.WIRE_NAMES[name]] = getattr(h, name)
@@ -124,8 +134,12 @@ async def _serve(args) -> None:
 
             def process_request(self, conn, cmd):
                 h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-                rh = PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=h.queue_offset + 32,
-                                               min_offset=0, max_offset=h.queue_offset + 1000)
+                rh = PullMessageResponseHeader(
+                    suggest_which_broker_id=0,
+                    next_begin_offset=h.queue_offset + 32,
+                    min_offset=0,
+                    max_offset=h.queue_offset + 1000,
+                )
                 return cmd.response(ext_fields=rh.to_ext_fields(), body=parts)
 
         server = RemotingServer("127.0.0.1", 0, name="bench")
@@ -150,11 +164,21 @@ class BareProtocol(asyncio.Protocol):
         self.buf = b""
         from rmq.protocol.headers.consumer import PullMessageResponseHeader
 
-        self.reply_ext = PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=32, min_offset=0,
-                                                   max_offset=1000).to_ext_fields()
-        header = json.dumps({"code": 0, "extFields": self.reply_ext, "flag": 1, "language": "JAVA",
-                             "opaque": 0, "serializeTypeCurrentRPC": "JSON", "version": 409},
-                            separators=(",", ":")).encode()
+        self.reply_ext = PullMessageResponseHeader(
+            suggest_which_broker_id=0, next_begin_offset=32, min_offset=0, max_offset=1000
+        ).to_ext_fields()
+        header = json.dumps(
+            {
+                "code": 0,
+                "extFields": self.reply_ext,
+                "flag": 1,
+                "language": "JAVA",
+                "opaque": 0,
+                "serializeTypeCurrentRPC": "JSON",
+                "version": 409,
+            },
+            separators=(",", ":"),
+        ).encode()
         self.canned = struct.pack(">ii", 4 + len(header) + BODY_SIZE, len(header)) + header
 
     def connection_made(self, transport):
@@ -171,9 +195,18 @@ class BareProtocol(asyncio.Protocol):
             if self.use_json:
                 hlen = hword & 0xFFFFFF
                 req = json.loads(buf[pos + 8 : pos + 8 + hlen])
-                header = json.dumps({"code": 0, "extFields": self.reply_ext, "flag": 1, "language": "JAVA",
-                                     "opaque": req["opaque"], "serializeTypeCurrentRPC": "JSON", "version": 409},
-                                    separators=(",", ":")).encode()
+                header = json.dumps(
+                    {
+                        "code": 0,
+                        "extFields": self.reply_ext,
+                        "flag": 1,
+                        "language": "JAVA",
+                        "opaque": req["opaque"],
+                        "serializeTypeCurrentRPC": "JSON",
+                        "version": 409,
+                    },
+                    separators=(",", ":"),
+                ).encode()
                 out.append(struct.pack(">ii", 4 + len(header) + BODY_SIZE, len(header)) + header)
             else:
                 out.append(self.canned)
@@ -237,8 +270,9 @@ async def _client(args) -> dict:
     frame = request_frame(1)
     transports = []
     for _ in range(args.connections):
-        t, _ = await loop.create_connection(lambda: CountingClient(frame, args.in_flight, stats), "127.0.0.1",
-                                            args.port)
+        t, _ = await loop.create_connection(
+            lambda: CountingClient(frame, args.in_flight, stats), "127.0.0.1", args.port
+        )
         transports.append(t)
     await asyncio.sleep(args.warmup)
     rt0, b0, cpu0, t0 = stats["round_trips"], stats["bytes"], cpu_seconds(args.server_pid), time.perf_counter()
@@ -268,19 +302,28 @@ def send_v2_ext() -> dict[str, str]:
     from rmq.protocol.headers.message import SendMessageRequestHeader
 
     return SendMessageRequestHeader(
-        producer_group="please_rename_unique_group_name", topic="BenchTopic", queue_id=3,
+        producer_group="please_rename_unique_group_name",
+        topic="BenchTopic",
+        queue_id=3,
         born_timestamp=1763769600000,
         properties="UNIQ_KEY\u0001C0A8000100002A9F00000000000000A1\u0002WAIT\u0001true\u0002TAGS\u0001TagA",
-        reconsume_times=0, max_reconsume_times=None, broker_name="broker-a").to_ext_fields_v2()
+        reconsume_times=0,
+        max_reconsume_times=None,
+        broker_name="broker-a",
+    ).to_ext_fields_v2()
 
 
 def send_reply_ext() -> dict[str, str]:
     """A 4.9.8 broker's SEND reply header (with the two keys it adds beside the typed ones)."""
     from rmq.protocol.headers.message import SendMessageResponseHeader
 
-    return {**SendMessageResponseHeader(msg_id="7F00000100002A9F0000000000A1B2C3", queue_id=3,
-                                        queue_offset=123456).to_ext_fields(),
-            "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+    return {
+        **SendMessageResponseHeader(
+            msg_id="7F00000100002A9F0000000000A1B2C3", queue_id=3, queue_offset=123456
+        ).to_ext_fields(),
+        "MSG_REGION": "DefaultRegion",
+        "TRACE_ON": "true",
+    }
 
 
 def codec_micro() -> dict:
@@ -295,8 +338,10 @@ def codec_micro() -> dict:
         raise SystemExit("the fast codec is off (RMQ_NO_EXTENSIONS=1 or not built)")
     out = {}
     reply_ext = send_reply_ext()
-    for name, code, ext, read in (("send_v2", 310, send_v2_ext(), SendMessageRequestHeader.from_ext_fields_v2),
-                                  ("pull", PULL_CODE, pull_ext(), PullMessageRequestHeader.from_ext_fields)):
+    for name, code, ext, read in (
+        ("send_v2", 310, send_v2_ext(), SendMessageRequestHeader.from_ext_fields_v2),
+        ("pull", PULL_CODE, pull_ext(), PullMessageRequestHeader.from_ext_fields),
+    ):
         req = RemotingCommand(code, opaque=4711, ext_fields=dict(ext), body=b"x" * 1024)
         frame = b"".join(codec.encode(req))
         hlen = struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF
@@ -336,10 +381,12 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=float, default=1.0, help="unmeasured warm-up (default 1)")
     ap.add_argument("--slices", type=int, default=32, help="memoryview slices per 38 KiB body (default 32)")
     ap.add_argument("--handler", choices=["rmq", "bare", "bare-json"], default="rmq", help="server side (default rmq)")
-    ap.add_argument("--server-loop", choices=["uvloop", "asyncio"], default="uvloop",
-                    help="server loop (default uvloop)")
-    ap.add_argument("--py-codec", action="store_true",
-                    help="server uses the pure-Python header codec (RMQ_NO_EXTENSIONS=1)")
+    ap.add_argument(
+        "--server-loop", choices=["uvloop", "asyncio"], default="uvloop", help="server loop (default uvloop)"
+    )
+    ap.add_argument(
+        "--py-codec", action="store_true", help="server uses the pure-Python header codec (RMQ_NO_EXTENSIONS=1)"
+    )
     ap.add_argument("--codec-micro", action="store_true", help="time the header codec in-process, no sockets")
     ap.add_argument("--json", action="store_true", help="print the figures as one JSON line")
     ap.add_argument("--role", choices=["driver", "server", "client"], default="driver", help=argparse.SUPPRESS)
@@ -358,21 +405,45 @@ def main(argv=None) -> int:
             print(json.dumps({"bench": "remoting_codec_micro", **figures}))
         else:
             for name, f in figures.items():
-                print(f"{name} ({f['header_bytes']} B header), us per call: "
-                      + ", ".join(f"{k[:-3]} {v}" for k, v in f.items() if k.endswith("_us")))
+                print(
+                    f"{name} ({f['header_bytes']} B header), us per call: "
+                    + ", ".join(f"{k[:-3]} {v}" for k, v in f.items() if k.endswith("_us"))
+                )
         return 0
 
     common = ["--slices", str(args.slices), "--handler", args.handler, "--server-loop", args.server_loop]
     env = dict(os.environ, RMQ_NO_EXTENSIONS="1") if args.py_codec else None
-    server = subprocess.Popen([sys.executable, __file__, "--role", "server", *common],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--role", "server", *common],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         port = int(server.stdout.readline())
         client = subprocess.run(
-            [sys.executable, __file__, "--role", "client", "--port", str(port), "--server-pid", str(server.pid),
-             "--connections", str(args.connections), "--in-flight", str(args.in_flight),
-             "--seconds", str(args.seconds), "--warmup", str(args.warmup)],
-            stdout=subprocess.PIPE, text=True, check=True,
+            [
+                sys.executable,
+                __file__,
+                "--role",
+                "client",
+                "--port",
+                str(port),
+                "--server-pid",
+                str(server.pid),
+                "--connections",
+                str(args.connections),
+                "--in-flight",
+                str(args.in_flight),
+                "--seconds",
+                str(args.seconds),
+                "--warmup",
+                str(args.warmup),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            check=True,
         )
         figures = json.loads(client.stdout.strip().splitlines()[-1])
     finally:
@@ -382,15 +453,23 @@ def main(argv=None) -> int:
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
-    figures.update(bench="remoting", handler=args.handler, slices=args.slices, connections=args.connections,
-                   in_flight=args.in_flight, server_loop=args.server_loop,
-                   codec="python" if args.py_codec else "cython")
+    figures.update(
+        bench="remoting",
+        handler=args.handler,
+        slices=args.slices,
+        connections=args.connections,
+        in_flight=args.in_flight,
+        server_loop=args.server_loop,
+        codec="python" if args.py_codec else "cython",
+    )
     if args.json:
         print(json.dumps(figures))
     else:
-        print(f"remoting {args.handler} ({args.server_loop}, {figures['codec']} codec, {args.slices} slices, "
-              f"{args.connections}x{args.in_flight} in flight): {figures['round_trips_per_s']:.0f} round trips/s, "
-              f"{figures['mb_per_s']:.0f} MB/s, server CPU {figures['server_cpu_s_per_100k']} s per 100k round trips")
+        print(
+            f"remoting {args.handler} ({args.server_loop}, {figures['codec']} codec, {args.slices} slices, "
+            f"{args.connections}x{args.in_flight} in flight): {figures['round_trips_per_s']:.0f} round trips/s, "
+            f"{figures['mb_per_s']:.0f} MB/s, server CPU {figures['server_cpu_s_per_100k']} s per 100k round trips"
+        )
     return 0
 
 

@@ -13,6 +13,7 @@ Prints requests/s and round-trip p50/p99/max in ms. Requester and responder run 
 process on one event loop (two client instances), the broker in its own process. Figures are
 printed, never asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,8 +51,9 @@ async def bench(namesrv: str, args: argparse.Namespace) -> dict[str, object]:
     async def handler(msg: rmq.MessageExt) -> None:
         await rmq.reply(msg, reply_body)
 
-    responder = rmq.PushConsumer(namesrv, "BenchReplyGroup", handler=handler, instance_name="bench-responder",
-                                 consume_concurrency=64)
+    responder = rmq.PushConsumer(
+        namesrv, "BenchReplyGroup", handler=handler, instance_name="bench-responder", consume_concurrency=64
+    )
     responder.subscribe(args.topic)
     figures: dict[str, object] = {"size": args.size, "runs": []}
     async with responder, rmq.Producer(namesrv, "BenchRequestGroup", instance_name="bench-requester") as p:
@@ -78,11 +80,15 @@ async def bench(namesrv: str, args: argparse.Namespace) -> dict[str, object]:
             await asyncio.gather(*(loop() for _ in range(conc)))
             elapsed = time.monotonic() - start
             rtts.sort()
-            run = {"concurrency": conc, "requests": len(rtts), "errors": errors,
-                   "per_s": round(len(rtts) / elapsed, 1),
-                   "p50_ms": round(c.percentile(rtts, 0.50), 2) if rtts else None,
-                   "p99_ms": round(c.percentile(rtts, 0.99), 2) if rtts else None,
-                   "max_ms": round(rtts[-1], 2) if rtts else None}
+            run = {
+                "concurrency": conc,
+                "requests": len(rtts),
+                "errors": errors,
+                "per_s": round(len(rtts) / elapsed, 1),
+                "p50_ms": round(c.percentile(rtts, 0.50), 2) if rtts else None,
+                "p99_ms": round(c.percentile(rtts, 0.99), 2) if rtts else None,
+                "max_ms": round(rtts[-1], 2) if rtts else None,
+            }
             figures["runs"].append(run)  # type: ignore[attr-defined]
     return figures
 
@@ -102,9 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     figures = asyncio.run(run_bench(args))
     for run in figures["runs"]:  # type: ignore[attr-defined]
-        print(f"request-reply  {run['concurrency']:>3} in flight  {run['per_s']:>8} req/s  "
-              f"p50 {run['p50_ms']} ms  p99 {run['p99_ms']} ms  max {run['max_ms']} ms  "
-              f"({run['requests']} requests, {run['errors']} errors)")
+        print(
+            f"request-reply  {run['concurrency']:>3} in flight  {run['per_s']:>8} req/s  "
+            f"p50 {run['p50_ms']} ms  p99 {run['p99_ms']} ms  max {run['max_ms']} ms  "
+            f"({run['requests']} requests, {run['errors']} errors)"
+        )
     if args.json:
         print(json.dumps(figures))
     return 0

@@ -21,6 +21,7 @@ before each run (say it next to the figures). ``--tls`` starts
 each broker with ``tls.server.mode=enforcing`` and a self-signed certificate made with
 ``openssl`` for the run, and runs both benchmarks with ``--tls --tls-ca`` that certificate.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,19 +51,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--rounds", type=int, default=3, help="rounds per tree (default 3)")
     ap.add_argument("--duration", type=int, default=30, help="produce seconds per round (default 30)")
     ap.add_argument("--prefill", type=int, default=1_000_000, help="messages to drain per round")
-    ap.add_argument("--tree", action="append", default=[],
-                    help="a checkout whose broker to measure (default: this one); repeat to compare")
-    ap.add_argument("--serialize", choices=("json", "rocketmq"), default="json",
-                    help="produce rounds: request header encoding (produce_bench.py --serialize)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="produce rounds: N synchronous senders over one connection (produce_bench.py --threads) "
-                         "instead of 4 connections x 16 in flight")
+    ap.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="a checkout whose broker to measure (default: this one); repeat to compare",
+    )
+    ap.add_argument(
+        "--serialize",
+        choices=("json", "rocketmq"),
+        default="json",
+        help="produce rounds: request header encoding (produce_bench.py --serialize)",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="produce rounds: N synchronous senders over one connection (produce_bench.py --threads) "
+        "instead of 4 connections x 16 in flight",
+    )
     ap.add_argument("--json-out", help="write every run's figures to this file")
-    ap.add_argument("--tls", action="store_true",
-                    help="brokers enforce TLS (self-signed certificate per run), clients connect over TLS "
-                         "(the same as --variant tls alone)")
-    ap.add_argument("--variant", action="append", default=[], choices=VARIANTS,
-                    help="a broker configuration to measure (default plain); repeat to compare, alternating")
+    ap.add_argument(
+        "--tls",
+        action="store_true",
+        help="brokers enforce TLS (self-signed certificate per run), clients connect over TLS "
+        "(the same as --variant tls alone)",
+    )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        choices=VARIANTS,
+        help="a broker configuration to measure (default plain); repeat to compare, alternating",
+    )
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
@@ -95,13 +116,49 @@ def one_run(kind: str, tree: str | None, args: argparse.Namespace, variant: str 
         ns, pid = standalone.namesrv_addr, str(standalone.pid)
         if kind == "produce":
             shape = ["--threads", str(args.threads)] if args.threads else ["--connections", "4", "--inflight", "16"]
-            cmd = [sys.executable, str(HERE / "produce_bench.py"), "--namesrv", ns, "--topic", "BenchP",
-                   "--size", "1024", *shape, "--serialize", args.serialize,
-                   "--duration", str(args.duration), "--broker-pid", pid, "--json"]
+            cmd = [
+                sys.executable,
+                str(HERE / "produce_bench.py"),
+                "--namesrv",
+                ns,
+                "--topic",
+                "BenchP",
+                "--size",
+                "1024",
+                *shape,
+                "--serialize",
+                args.serialize,
+                "--duration",
+                str(args.duration),
+                "--broker-pid",
+                pid,
+                "--json",
+            ]
         else:
-            cmd = [sys.executable, str(HERE / "pull_bench.py"), "--namesrv", ns, "--topic", "BenchD", "--group", "G",
-                   "--prefill", str(args.prefill), "--prefill-batch", "32", "--size", "1024", "--inflight", "4",
-                   "--max-msgs", "32", "--drain", "--broker-pid", pid, "--json"]
+            cmd = [
+                sys.executable,
+                str(HERE / "pull_bench.py"),
+                "--namesrv",
+                ns,
+                "--topic",
+                "BenchD",
+                "--group",
+                "G",
+                "--prefill",
+                str(args.prefill),
+                "--prefill-batch",
+                "32",
+                "--size",
+                "1024",
+                "--inflight",
+                "4",
+                "--max-msgs",
+                "32",
+                "--drain",
+                "--broker-pid",
+                pid,
+                "--json",
+            ]
         if standalone.tls_ca is not None:
             cmd += ["--tls-ca", standalone.tls_ca]
         cmd += client_args
@@ -143,8 +200,10 @@ def main(argv: list[str] | None = None) -> int:
             for f in FIGURES[kind]:
                 values = [x[f] for x in figs if isinstance(x.get(f), (int, float))]
                 if values:
-                    print(f"{tree_name} {kind} {f}: median {statistics.median(values):g} "
-                          f"({min(values):g}–{max(values):g}) over {len(values)} runs")
+                    print(
+                        f"{tree_name} {kind} {f}: median {statistics.median(values):g} "
+                        f"({min(values):g}–{max(values):g}) over {len(values)} runs"
+                    )
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(runs, indent=1))
     return 0

@@ -9,6 +9,7 @@ a prefill + drain and a latency run against it, print the figures, stop the brok
 from 4 queues). Each benchmark runs as its own process, exactly the command printed before
 it, with ``--broker-pid`` pointing at the standalone process so its CPU is measured.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,18 +75,77 @@ def main(argv=None) -> int:
     results = []
     rc = 0
     try:
-        results.append(run_bench("produce_bench.py", [
-            "--namesrv", ns, "--topic", "BenchProduce", "--size", str(args.size), "--connections", "4",
-            "--inflight", "16", "--duration", str(args.produce_seconds),
-            "--interval", str(min(10.0, max(1.0, args.produce_seconds / 2))), "--broker-pid", pid]))
-        results.append(run_bench("pull_bench.py", [
-            "--namesrv", ns, "--topic", "BenchPull", "--group", "BenchPullGroup", "--size", str(args.size),
-            "--prefill", str(args.prefill), "--prefill-batch", str(args.prefill_batch), "--inflight", "4",
-            "--max-msgs", "32", "--drain", "--broker-pid", pid]))
+        results.append(
+            run_bench(
+                "produce_bench.py",
+                [
+                    "--namesrv",
+                    ns,
+                    "--topic",
+                    "BenchProduce",
+                    "--size",
+                    str(args.size),
+                    "--connections",
+                    "4",
+                    "--inflight",
+                    "16",
+                    "--duration",
+                    str(args.produce_seconds),
+                    "--interval",
+                    str(min(10.0, max(1.0, args.produce_seconds / 2))),
+                    "--broker-pid",
+                    pid,
+                ],
+            )
+        )
+        results.append(
+            run_bench(
+                "pull_bench.py",
+                [
+                    "--namesrv",
+                    ns,
+                    "--topic",
+                    "BenchPull",
+                    "--group",
+                    "BenchPullGroup",
+                    "--size",
+                    str(args.size),
+                    "--prefill",
+                    str(args.prefill),
+                    "--prefill-batch",
+                    str(args.prefill_batch),
+                    "--inflight",
+                    "4",
+                    "--max-msgs",
+                    "32",
+                    "--drain",
+                    "--broker-pid",
+                    pid,
+                ],
+            )
+        )
         if args.latency_seconds > 0:
-            results.append(run_bench("latency_bench.py", [
-                "--namesrv", ns, "--topic", "BenchLatency", "--group", "BenchLatencyGroup", "--size",
-                str(args.size), "--rate", "1000", "--duration", str(args.latency_seconds), "--broker-pid", pid]))
+            results.append(
+                run_bench(
+                    "latency_bench.py",
+                    [
+                        "--namesrv",
+                        ns,
+                        "--topic",
+                        "BenchLatency",
+                        "--group",
+                        "BenchLatencyGroup",
+                        "--size",
+                        str(args.size),
+                        "--rate",
+                        "1000",
+                        "--duration",
+                        str(args.latency_seconds),
+                        "--broker-pid",
+                        pid,
+                    ],
+                )
+            )
         rc = max(r["exit_code"] for r in results)
     except c.BenchError as exc:
         print(f"error: {exc}\n--- rmq standalone log ---\n{standalone.log_tail()}", file=sys.stderr)
@@ -95,20 +155,28 @@ def main(argv=None) -> int:
         if not args.keep_store:
             standalone.cleanup()
     print(f"\nrmq standalone stopped (exit code {exit_code})")
-    print(f"\n== figures ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}) ==")
+    print(
+        f"\n== figures ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node()}, "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}) =="
+    )
     for r in results:
         if r["bench"] == "produce":
-            print(f"produce  {r['size']} B, {r['connections']}x{r['inflight']} in flight, {r['seconds']:.0f} s: "
-                  f"{r['tps']:.0f} msg/s, {r['mb_per_s']:.1f} MB/s, RT p50/p99/p999 {r['rt_ms_p50']:.2f}/"
-                  f"{r['rt_ms_p99']:.2f}/{r['rt_ms_p999']:.2f} ms, broker {r['broker_cpu_s_per_1m']} CPU-s/1M msgs")
+            print(
+                f"produce  {r['size']} B, {r['connections']}x{r['inflight']} in flight, {r['seconds']:.0f} s: "
+                f"{r['tps']:.0f} msg/s, {r['mb_per_s']:.1f} MB/s, RT p50/p99/p999 {r['rt_ms_p50']:.2f}/"
+                f"{r['rt_ms_p99']:.2f}/{r['rt_ms_p999']:.2f} ms, broker {r['broker_cpu_s_per_1m']} CPU-s/1M msgs"
+            )
         elif r["bench"] == "pull":
-            print(f"drain    {r['backlog']} x {r['size']} B from {r['queues']} queues: {r['drain_seconds']:.2f} s, "
-                  f"{r['msgs_per_s']:.0f} msg/s, {r['mb_per_s']:.1f} MB/s, {r['pulls_per_s']:.0f} pulls/s, "
-                  f"broker {r['broker_cpu_s_per_1m']} CPU-s/1M msgs (prefill {r.get('prefill_seconds')} s)")
+            print(
+                f"drain    {r['backlog']} x {r['size']} B from {r['queues']} queues: {r['drain_seconds']:.2f} s, "
+                f"{r['msgs_per_s']:.0f} msg/s, {r['mb_per_s']:.1f} MB/s, {r['pulls_per_s']:.0f} pulls/s, "
+                f"broker {r['broker_cpu_s_per_1m']} CPU-s/1M msgs (prefill {r.get('prefill_seconds')} s)"
+            )
         elif r["bench"] == "latency":
-            print(f"latency  {r['rate']:.0f} msg/s for {r['seconds']:.0f} s: born-to-consume p50/p99/p999 "
-                  f"{r['latency_ms_p50']:.0f}/{r['latency_ms_p99']:.0f}/{r['latency_ms_p999']:.0f} ms")
+            print(
+                f"latency  {r['rate']:.0f} msg/s for {r['seconds']:.0f} s: born-to-consume p50/p99/p999 "
+                f"{r['latency_ms_p50']:.0f}/{r['latency_ms_p99']:.0f}/{r['latency_ms_p999']:.0f} ms"
+            )
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2, sort_keys=True)

@@ -24,6 +24,7 @@ Figures are printed, never asserted. With its own broker the daemon runs in a se
 (``rmq standalone``) so broker and SDK do not share an interpreter; ``--broker-pid`` (or the own
 broker) adds broker CPU-seconds per million messages.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,9 @@ async def create_topic(namesrv: str, topic: str, queues: int) -> None:
     await asyncio.sleep(0.5)  # let the broker's registration reach the name server
 
 
-async def send_phase(namesrv: str, topic: str, size: int, concurrency: int, duration: float,
-                     broker_pid: int | None) -> dict:
+async def send_phase(
+    namesrv: str, topic: str, size: int, concurrency: int, duration: float, broker_pid: int | None
+) -> dict:
     body = os.urandom(size // 2).hex().encode()[:size]
     latencies: list[float] = []
     failed = 0
@@ -84,9 +86,17 @@ async def send_phase(namesrv: str, topic: str, size: int, concurrency: int, dura
         elapsed = time.monotonic() - t0
         cpu1 = c.cpu_seconds_or_none(broker_pid)
     n = len(latencies)
-    fig = {"phase": "send", "concurrency": concurrency, "size": size, "messages": n, "failed": failed,
-           "seconds": round(elapsed, 3), "msgs_per_s": round(n / elapsed, 1),
-           "rt_p50_ms": round(pct(latencies, 0.50) * 1000, 3), "rt_p99_ms": round(pct(latencies, 0.99) * 1000, 3)}
+    fig = {
+        "phase": "send",
+        "concurrency": concurrency,
+        "size": size,
+        "messages": n,
+        "failed": failed,
+        "seconds": round(elapsed, 3),
+        "msgs_per_s": round(n / elapsed, 1),
+        "rt_p50_ms": round(pct(latencies, 0.50) * 1000, 3),
+        "rt_p99_ms": round(pct(latencies, 0.99) * 1000, 3),
+    }
     if cpu0 is not None and cpu1 is not None and n:
         fig["broker_cpu_s_per_1M"] = round((cpu1 - cpu0) / n * 1e6, 1)
     return fig
@@ -111,8 +121,9 @@ async def prefill(namesrv: str, topic: str, size: int, count: int) -> None:
         await asyncio.gather(*tasks)
 
 
-async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_pid: int | None,
-                      concurrency: int) -> dict:
+async def drain_phase(
+    namesrv: str, topic: str, size: int, backlog: int, broker_pid: int | None, concurrency: int
+) -> dict:
     t_fill = time.monotonic()
     await prefill(namesrv, topic, size, backlog)
     fill_s = time.monotonic() - t_fill
@@ -127,9 +138,13 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
         if len(seen) >= backlog:
             done.set()
 
-    consumer = rmq.PushConsumer(namesrv, f"SdkBenchCG_{os.getpid()}", handler=handler,
-                                consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                                consume_concurrency=concurrency)
+    consumer = rmq.PushConsumer(
+        namesrv,
+        f"SdkBenchCG_{os.getpid()}",
+        handler=handler,
+        consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        consume_concurrency=concurrency,
+    )
     consumer.subscribe(topic)
     cpu0 = c.cpu_seconds_or_none(broker_pid)
     t0 = time.monotonic()
@@ -141,10 +156,18 @@ async def drain_phase(namesrv: str, topic: str, size: int, backlog: int, broker_
     elapsed = time.monotonic() - t0
     cpu1 = c.cpu_seconds_or_none(broker_pid)
     await consumer.close()
-    fig = {"phase": "drain", "size": size, "backlog": backlog, "consumed": count, "distinct": len(seen),
-           "seconds": round(elapsed, 3), "msgs_per_s": round(count / elapsed, 1),
-           "prefill_seconds": round(fill_s, 1), "consume_concurrency": concurrency,
-           "flow_controlled": consumer.stats["flow_controlled"]}
+    fig = {
+        "phase": "drain",
+        "size": size,
+        "backlog": backlog,
+        "consumed": count,
+        "distinct": len(seen),
+        "seconds": round(elapsed, 3),
+        "msgs_per_s": round(count / elapsed, 1),
+        "prefill_seconds": round(fill_s, 1),
+        "consume_concurrency": concurrency,
+        "flow_controlled": consumer.stats["flow_controlled"],
+    }
     if cpu0 is not None and cpu1 is not None and count:
         fig["broker_cpu_s_per_1M"] = round((cpu1 - cpu0) / count * 1e6, 1)
     return fig
@@ -194,8 +217,14 @@ else:
 
 async def cpp_run(cpp_python: str, *argv: object, timeout: float) -> dict:
     proc = await asyncio.create_subprocess_exec(
-        cpp_python, "-c", _CPP_SCRIPT, *map(str, argv), stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL, cwd=tempfile.gettempdir())
+        cpp_python,
+        "-c",
+        _CPP_SCRIPT,
+        *map(str, argv),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        cwd=tempfile.gettempdir(),
+    )
     out, _ = await asyncio.wait_for(proc.communicate(), timeout)
     lines = [ln for ln in out.decode().splitlines() if ln.startswith("{")]
     if not lines:
@@ -209,26 +238,45 @@ async def cpp_phases(args: argparse.Namespace, namesrv: str, suffix: str) -> lis
         topic = f"SdkBenchCppSend_{suffix}"
         await create_topic(namesrv, topic, args.queues)
         for conc in args.concurrency:
-            d = await cpp_run(args.cpp_python, "send", namesrv, topic, args.size, conc, args.duration,
-                              timeout=args.duration + 60)
-            fig = {"phase": "send", "client": "cpp-0.4.4", "concurrency": conc, "messages": d["messages"],
-                   "seconds": round(d["seconds"], 3), "msgs_per_s": round(d["messages"] / d["seconds"], 1),
-                   "rt_p50_ms": round(d["p50"] * 1000, 3), "rt_p99_ms": round(d["p99"] * 1000, 3)}
+            d = await cpp_run(
+                args.cpp_python, "send", namesrv, topic, args.size, conc, args.duration, timeout=args.duration + 60
+            )
+            fig = {
+                "phase": "send",
+                "client": "cpp-0.4.4",
+                "concurrency": conc,
+                "messages": d["messages"],
+                "seconds": round(d["seconds"], 3),
+                "msgs_per_s": round(d["messages"] / d["seconds"], 1),
+                "rt_p50_ms": round(d["p50"] * 1000, 3),
+                "rt_p99_ms": round(d["p99"] * 1000, 3),
+            }
             figures.append(fig)
-            print(f"C++ send {conc:>3} threads: {fig['msgs_per_s']:>9.1f} msgs/s  p50 {fig['rt_p50_ms']:.2f} ms  "
-                  f"p99 {fig['rt_p99_ms']:.2f} ms", flush=True)
+            print(
+                f"C++ send {conc:>3} threads: {fig['msgs_per_s']:>9.1f} msgs/s  p50 {fig['rt_p50_ms']:.2f} ms  "
+                f"p99 {fig['rt_p99_ms']:.2f} ms",
+                flush=True,
+            )
     if "drain" in args.phases:
         topic = f"SdkBenchCppDrain_{suffix}"
         await create_topic(namesrv, topic, args.queues)
         await prefill(namesrv, topic, args.size, args.backlog)
         limit = max(120.0, args.backlog / 500)
-        d = await cpp_run(args.cpp_python, "drain", namesrv, topic, args.size, args.backlog, limit,
-                          timeout=limit + 60)
-        fig = {"phase": "drain", "client": "cpp-0.4.4", "backlog": args.backlog, "consumed": d["consumed"],
-               "seconds": round(d["seconds"], 3), "msgs_per_s": round(d["consumed"] / d["seconds"], 1)}
+        d = await cpp_run(args.cpp_python, "drain", namesrv, topic, args.size, args.backlog, limit, timeout=limit + 60)
+        fig = {
+            "phase": "drain",
+            "client": "cpp-0.4.4",
+            "backlog": args.backlog,
+            "consumed": d["consumed"],
+            "seconds": round(d["seconds"], 3),
+            "msgs_per_s": round(d["consumed"] / d["seconds"], 1),
+        }
         figures.append(fig)
-        print(f"C++ drain {fig['consumed']}/{args.backlog} msgs in {fig['seconds']:.1f} s: "
-              f"{fig['msgs_per_s']:.1f} msgs/s", flush=True)
+        print(
+            f"C++ drain {fig['consumed']}/{args.backlog} msgs in {fig['seconds']:.1f} s: "
+            f"{fig['msgs_per_s']:.1f} msgs/s",
+            flush=True,
+        )
     return figures
 
 
@@ -252,16 +300,22 @@ async def main(args: argparse.Namespace) -> list[dict]:
             for conc in args.concurrency:
                 fig = await send_phase(namesrv, topic, args.size, conc, args.duration, broker_pid)
                 figures.append(fig)
-                print(f"send  {conc:>3} in flight: {fig['msgs_per_s']:>9.1f} msgs/s  "
-                      f"p50 {fig['rt_p50_ms']:.2f} ms  p99 {fig['rt_p99_ms']:.2f} ms  "
-                      f"({fig['messages']} msgs, {fig['failed']} failed)", flush=True)
+                print(
+                    f"send  {conc:>3} in flight: {fig['msgs_per_s']:>9.1f} msgs/s  "
+                    f"p50 {fig['rt_p50_ms']:.2f} ms  p99 {fig['rt_p99_ms']:.2f} ms  "
+                    f"({fig['messages']} msgs, {fig['failed']} failed)",
+                    flush=True,
+                )
         if "drain" in args.phases:
             topic = f"SdkBenchDrain_{suffix}"
             await create_topic(namesrv, topic, args.queues)
             fig = await drain_phase(namesrv, topic, args.size, args.backlog, broker_pid, args.consume_concurrency)
             figures.append(fig)
-            print(f"drain {fig['consumed']}/{fig['backlog']} msgs in {fig['seconds']:.1f} s: "
-                  f"{fig['msgs_per_s']:.1f} msgs/s (prefill {fig['prefill_seconds']} s)", flush=True)
+            print(
+                f"drain {fig['consumed']}/{fig['backlog']} msgs in {fig['seconds']:.1f} s: "
+                f"{fig['msgs_per_s']:.1f} msgs/s (prefill {fig['prefill_seconds']} s)",
+                flush=True,
+            )
         if args.cpp_python:
             figures += await cpp_phases(args, namesrv, suffix)
     finally:
@@ -279,8 +333,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--phases", default="send,drain", type=lambda s: s.split(","))
     ap.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
     ap.add_argument("--queues", type=int, default=4, help="queues of the bench topics (default 4)")
-    ap.add_argument("--concurrency", default="1,16", type=lambda s: [int(x) for x in s.split(",")],
-                    help="sends in flight, comma-separated (default 1,16)")
+    ap.add_argument(
+        "--concurrency",
+        default="1,16",
+        type=lambda s: [int(x) for x in s.split(",")],
+        help="sends in flight, comma-separated (default 1,16)",
+    )
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per send run (default 10)")
     ap.add_argument("--backlog", type=int, default=200_000, help="drain backlog (default 200000)")
     ap.add_argument("--consume-concurrency", type=int, default=20, help="handler tasks (default 20)")

@@ -12,6 +12,7 @@ reput and flush services included), and the loop thread's CPU inside the reads a
 decode, dispatch, the store's append, the reply; the median over blocks of 1000 messages). ``--tree`` runs
 another checkout's broker (its ``rmq`` first on the path; its extension must be built).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,16 +39,17 @@ class _Replies:
 
     def send_response(self, cmd: Any) -> None:
         from rmq.remoting.codec import encode
+
         encode(cmd)
         self.out += 1
 
 
-async def measure(serialize: int, n: int, ab: bool = False,
-                  turn_ab: bool = False) -> tuple[float, float, float | None]:
+async def measure(serialize: int, n: int, ab: bool = False, turn_ab: bool = False) -> tuple[float, float, float | None]:
     import _common as c
 
     from rmq._testing import run_broker
     from rmq.remoting.codec import FrameDecoder, encode
+
     with tempfile.TemporaryDirectory() as d:
         # 64 MiB CommitLog files: few rolls inside the measurement
         async with run_broker(d, mapped_file_size_commitlog=64 << 20) as broker:
@@ -60,7 +62,7 @@ async def measure(serialize: int, n: int, ab: bool = False,
             disp = broker.server.dispatcher
             conn = _Replies()
             dec = FrameDecoder()
-            hooks = getattr(disp, "frame_hooks", None)      # (trees before the frame hook: none)
+            hooks = getattr(disp, "frame_hooks", None)  # (trees before the frame hook: none)
             hook = hooks(conn) if hooks is not None else None
             dec.frame_hook = hook
             next_item = getattr(dec, "next_item", dec.next_frame)
@@ -95,7 +97,7 @@ async def measure(serialize: int, n: int, ab: bool = False,
 
             plain_read = read
 
-            for _ in range(200):                    # warm-up: the topic and its queues
+            for _ in range(200):  # warm-up: the topic and its queues
                 read()
                 await asyncio.sleep(0)
             t0 = time.process_time()
@@ -109,44 +111,60 @@ async def measure(serialize: int, n: int, ab: bool = False,
                     off = (ab or turn_ab) and (i // 100) % 2 == 1
                     blocks[off].append(in_read)
                     in_read = 0.0
-                    if ab:                          # the next block with the hook off / on
+                    if ab:  # the next block with the hook off / on
                         dec.frame_hook = None if not off else hook
-                await asyncio.sleep(0)              # a loop turn: dispatch runs as it would
+                await asyncio.sleep(0)  # a loop turn: dispatch runs as it would
             us = (time.process_time() - t0) / n * 1e6
             fast = broker.send_processor.fast
             frames = getattr(fast, "frames", 0) if fast is not None else 0
             print(f"  ({conn.out} replies; {frames} SENDs stored from the frame bytes)", file=sys.stderr)
             # the median block: robust to the preemptions and page faults of a shared machine
-            return (us, statistics.median(blocks[0]) / 1000 * 1e6,
-                    statistics.median(blocks[1]) / 1000 * 1e6 if blocks[1] else None)
+            return (
+                us,
+                statistics.median(blocks[0]) / 1000 * 1e6,
+                statistics.median(blocks[1]) / 1000 * 1e6 if blocks[1] else None,
+            )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=30000)
     ap.add_argument("--tree", default=None, help="a checkout whose rmq to measure")
-    ap.add_argument("--ab", action="store_true",
-                    help="alternate 1000-message blocks with the broker's frame hook on and off in one process "
-                         "(off = the frame decoded into a command and dispatched, as before the hook): the two "
-                         "medians compare the paths under the same load")
-    ap.add_argument("--turn-ab", action="store_true",
-                    help="alternate 1000-message blocks with and without the connection's per-turn share checks "
-                         "(maxFramesPerTurn / maxBytesPerTurn, as Connection._process_frames makes them)")
+    ap.add_argument(
+        "--ab",
+        action="store_true",
+        help="alternate 1000-message blocks with the broker's frame hook on and off in one process "
+        "(off = the frame decoded into a command and dispatched, as before the hook): the two "
+        "medians compare the paths under the same load",
+    )
+    ap.add_argument(
+        "--turn-ab",
+        action="store_true",
+        help="alternate 1000-message blocks with and without the connection's per-turn share checks "
+        "(maxFramesPerTurn / maxBytesPerTurn, as Connection._process_frames makes them)",
+    )
     a = ap.parse_args()
     if a.tree:
         sys.path.insert(0, a.tree)
     import uvloop
+
     for ser, name in ((1, "binary"), (0, "json")):
         us, in_read, off = uvloop.run(measure(ser, a.messages, a.ab, a.turn_ab))
         if off is not None and a.turn_ab:
-            print(f"{name}: reads {in_read:.2f} us per message with the per-turn checks, {off:.2f} us without "
-                  f"(medians of alternating 1000-message blocks; {us:.2f} us CPU per message in all)")
+            print(
+                f"{name}: reads {in_read:.2f} us per message with the per-turn checks, {off:.2f} us without "
+                f"(medians of alternating 1000-message blocks; {us:.2f} us CPU per message in all)"
+            )
         elif off is None:
-            print(f"{name}: {us:.2f} us CPU per message ({in_read:.2f} us of it in the reads: decode, "
-                  f"dispatch, store, reply, median of 1000-message blocks)")
+            print(
+                f"{name}: {us:.2f} us CPU per message ({in_read:.2f} us of it in the reads: decode, "
+                f"dispatch, store, reply, median of 1000-message blocks)"
+            )
         else:
-            print(f"{name}: reads {in_read:.2f} us per message with the frame hook, {off:.2f} us without "
-                  f"(medians of alternating 1000-message blocks; {us:.2f} us CPU per message in all)")
+            print(
+                f"{name}: reads {in_read:.2f} us per message with the frame hook, {off:.2f} us without "
+                f"(medians of alternating 1000-message blocks; {us:.2f} us CPU per message in all)"
+            )
 
 
 if __name__ == "__main__":

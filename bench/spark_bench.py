@@ -9,6 +9,7 @@ assertions.
     .venv/bin/python bench/spark_bench.py                       # 1,000,000 x 1 KiB, 8 queues
     .venv/bin/python bench/spark_bench.py --messages 100000 --size 256
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,13 @@ def main(argv=None) -> int:
         proc = StandaloneProcess(os.path.join(tmp, "store")).start()
         namesrv = proc.namesrv_addr
     client = RocketMQClient([namesrv])
-    results: dict = {"messages": args.messages, "size": args.size, "queues": args.queues, "master": args.master,
-                     "loadavg_start": round(os.getloadavg()[0], 1)}
+    results: dict = {
+        "messages": args.messages,
+        "size": args.size,
+        "queues": args.queues,
+        "master": args.master,
+        "loadavg_start": round(os.getloadavg()[0], 1),
+    }
     try:
         route_brokers = None
         if not args.skip_write:
@@ -65,8 +71,14 @@ def main(argv=None) -> int:
             except Exception:
                 route_brokers = None
             for b in route_brokers or ():
-                resp = client.invoke(b.master_addr, create_topic(CreateTopicRequestHeader(
-                    topic=args.topic, read_queue_nums=args.queues, write_queue_nums=args.queues)))
+                resp = client.invoke(
+                    b.master_addr,
+                    create_topic(
+                        CreateTopicRequestHeader(
+                            topic=args.topic, read_queue_nums=args.queues, write_queue_nums=args.queues
+                        )
+                    ),
+                )
                 try:
                     check_success(resp)
                 except rmq.errors.RMQError as e:
@@ -74,10 +86,15 @@ def main(argv=None) -> int:
             time.sleep(0.5)
 
         t0 = time.monotonic()
-        spark = (SparkSession.builder.master(args.master).appName("rmq-spark-bench")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.driver.memory", "2g")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+        spark = (
+            SparkSession.builder.master(args.master)
+            .appName("rmq-spark-bench")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.driver.memory", "2g")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         rmq.spark.register(spark)
         results["session_start_s"] = round(time.monotonic() - t0, 1)
@@ -92,24 +109,39 @@ def main(argv=None) -> int:
             dt = time.monotonic() - t
             cpu1 = c.cpu_seconds_or_none(proc.pid if proc else None)
             rate = rows / dt if dt else 0.0
-            results[name] = {"seconds": round(dt, 2), "rows_per_s": round(rate),
-                             "MiB_per_s": round(rate * args.size / 2**20, 1)}
+            results[name] = {
+                "seconds": round(dt, 2),
+                "rows_per_s": round(rate),
+                "MiB_per_s": round(rate * args.size / 2**20, 1),
+            }
             if cpu0 is not None and cpu1 is not None:
                 results[name]["broker_cpu_s"] = round(cpu1 - cpu0, 1)
-            print(f"{name:<24} {rows:>10} rows {dt:8.2f} s {rate:>12,.0f} rows/s "
-                  f"{rate * args.size / 2**20:8.1f} MiB/s", flush=True)
+            print(
+                f"{name:<24} {rows:>10} rows {dt:8.2f} s {rate:>12,.0f} rows/s {rate * args.size / 2**20:8.1f} MiB/s",
+                flush=True,
+            )
 
         if not args.skip_write:
             # Warm-up: the first job of a session pays for JIT, codegen and Python worker
             # start-up (about 9 s here); it is not what a long-running pipeline sees.
-            spark.range(0, 20_000, 1, args.write_partitions).selectExpr("CAST(id AS STRING) AS value") \
-                .write.format("rocketmq").option("nameServer", namesrv).option("topic", args.topic + "-warmup") \
-                .mode("append").save()
+            spark.range(0, 20_000, 1, args.write_partitions).selectExpr("CAST(id AS STRING) AS value").write.format(
+                "rocketmq"
+            ).option("nameServer", namesrv).option("topic", args.topic + "-warmup").mode("append").save()
             pad = max(0, args.size - 12)
             df = spark.range(0, args.messages, 1, args.write_partitions).selectExpr(
-                f"CAST(concat(lpad(CAST(id AS STRING), 12, '0'), repeat('x', {pad})) AS BINARY) AS value")
-            phase("write", lambda: df.write.format("rocketmq").option("nameServer", namesrv)
-                  .option("topic", args.topic).mode("append").save(), args.messages)
+                f"CAST(concat(lpad(CAST(id AS STRING), 12, '0'), repeat('x', {pad})) AS BINARY) AS value"
+            )
+            phase(
+                "write",
+                lambda: (
+                    df.write.format("rocketmq")
+                    .option("nameServer", namesrv)
+                    .option("topic", args.topic)
+                    .mode("append")
+                    .save()
+                ),
+                args.messages,
+            )
 
         def read(schema=None):
             r = spark.read.format("rocketmq").option("nameServer", namesrv).option("subscribe", args.topic)
@@ -122,8 +154,14 @@ def main(argv=None) -> int:
             results["loadavg_end"] = round(os.getloadavg()[0], 1)
             print(json.dumps(results))
             return 0
-        total = spark.read.format("rocketmq").option("nameServer", namesrv).option("subscribe", args.topic) \
-            .schema("offset long").load().count()
+        total = (
+            spark.read.format("rocketmq")
+            .option("nameServer", namesrv)
+            .option("subscribe", args.topic)
+            .schema("offset long")
+            .load()
+            .count()
+        )
         results["rows_in_topic"] = total
         phase("read value,offset", lambda: read("value binary, offset long"), total)
         phase("read all 12 columns", lambda: read(), total)

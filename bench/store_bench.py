@@ -17,6 +17,7 @@ and (b) a raw memcpy of the same bytes on this machine (slice assignment into an
 same record sizes; copying the 32 records of a pull), as ratios. Timings are wall clock on an
 otherwise idle machine; nothing here is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,29 +59,47 @@ def parse_args(argv=None):
 # ------------------------------------------------------------------------------------------
 # (a) pure-Python twins of the measured loops
 # ------------------------------------------------------------------------------------------
-_HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")     # TOTALSIZE .. BODYLEN (88 bytes)
+_HEAD = struct.Struct(">iiiiiqqiq8sq8siqi")  # TOTALSIZE .. BODYLEN (88 bytes)
 
 
 def py_encode_record(dst, pos, body, topic, props, queue_id, queue_offset, phy, born_host, store_ts, store_host):
     size = 91 + len(body) + len(topic) + len(props)
-    _HEAD.pack_into(dst, pos, size, -626843481, zlib.crc32(body) & 0x7FFFFFFF, queue_id, 0, queue_offset,
-                    phy, 0, 0, born_host, store_ts, store_host, 0, 0, len(body))
+    _HEAD.pack_into(
+        dst,
+        pos,
+        size,
+        -626843481,
+        zlib.crc32(body) & 0x7FFFFFFF,
+        queue_id,
+        0,
+        queue_offset,
+        phy,
+        0,
+        0,
+        born_host,
+        store_ts,
+        store_host,
+        0,
+        0,
+        len(body),
+    )
     p = pos + 88
-    dst[p:p + len(body)] = body
+    dst[p : p + len(body)] = body
     p += len(body)
     dst[p] = len(topic)
-    dst[p + 1:p + 1 + len(topic)] = topic
+    dst[p + 1 : p + 1 + len(topic)] = topic
     p += 1 + len(topic)
     struct.pack_into(">h", dst, p, len(props))
-    dst[p + 2:p + 2 + len(props)] = props
+    dst[p + 2 : p + 2 + len(props)] = props
     return size
 
 
 _UNIT = struct.Struct(">qiq")
 
 
-def py_get_message_scan(cq, start, end, files, file_size, first_from, readable, max_msg_nums,
-                        max_offset_py, memory, codes, limits):
+def py_get_message_scan(
+    cq, start, end, files, file_size, first_from, readable, max_msg_nums, max_offset_py, memory, codes, limits
+):
     """The same unit loop as rmq._store.get_message_scan, in Python."""
     max_bytes_mem, max_count_mem, max_bytes_disk, max_count_disk = limits
     budget = max(16000, max_msg_nums * 20)
@@ -129,7 +148,7 @@ def py_get_message_scan(cq, start, end, files, file_size, first_from, readable, 
         i += 20
     if seg is not None:
         segments.append(tuple(seg))
-    return status, i, count, total, max_phy, [memoryview(files[s[0]])[s[1]:s[2]] for s in segments]
+    return status, i, count, total, max_phy, [memoryview(files[s[0]])[s[1] : s[2]] for s in segments]
 
 
 # ------------------------------------------------------------------------------------------
@@ -143,8 +162,7 @@ async def bench_async_append(root, args):
     await store.start()
     body = os.urandom(args.size)
     props = {"TAGS": "TagA", "UNIQ_KEY": "7F0000010000000000000000000000AB"}
-    msgs = [MessageInner("BenchTopic", 0, body, properties=props, born_host=("127.0.0.1", 5555))
-            for _ in range(1000)]
+    msgs = [MessageInner("BenchTopic", 0, body, properties=props, born_host=("127.0.0.1", 5555)) for _ in range(1000)]
     t0 = time.perf_counter()
     wrote = 0
     for i in range(args.messages):
@@ -153,9 +171,12 @@ async def bench_async_append(root, args):
     store.do_reput()
     dt = time.perf_counter() - t0
     record_size = r.append.wrote_bytes
-    return store, {"async_append_msgs_per_s": rate(args.messages, dt),
-                   "async_append_mb_per_s": wrote / dt / 1e6, "record_size": record_size,
-                   "async_append_seconds": dt}
+    return store, {
+        "async_append_msgs_per_s": rate(args.messages, dt),
+        "async_append_mb_per_s": wrote / dt / 1e6,
+        "record_size": record_size,
+        "async_append_seconds": dt,
+    }
 
 
 def bench_append_baselines(args, record_size):
@@ -165,7 +186,7 @@ def bench_append_baselines(args, record_size):
     props = b"TAGS\x01TagA\x02UNIQ_KEY\x017F0000010000000000000000000000AB"
     hb = host_bytes(HOST)
     mm = mmap.mmap(-1, n * record_size + 4096)
-    _store.populate_write(mm, 0, len(mm))          # no first-touch faults in the baselines
+    _store.populate_write(mm, 0, len(mm))  # no first-touch faults in the baselines
     t0 = time.perf_counter()
     pos = 0
     for i in range(n):
@@ -180,17 +201,20 @@ def bench_append_baselines(args, record_size):
     t0 = time.perf_counter()
     pos = 0
     for _ in range(n):
-        mm[pos:pos + record_size] = rec
+        mm[pos : pos + record_size] = rec
         pos += record_size
     copy_dt = time.perf_counter() - t0
     big = bytes(n * record_size)
     t0 = time.perf_counter()
-    mm[:len(big)] = big
+    mm[: len(big)] = big
     bulk_dt = time.perf_counter() - t0
     mm.close()
-    return {"py_encode_msgs_per_s": rate(n, py_dt), "cy_encode_msgs_per_s": rate(n, cy_dt),
-            "memcpy_per_record_msgs_per_s": rate(n, copy_dt),
-            "memcpy_bulk_mb_per_s": len(big) / bulk_dt / 1e6}
+    return {
+        "py_encode_msgs_per_s": rate(n, py_dt),
+        "cy_encode_msgs_per_s": rate(n, cy_dt),
+        "memcpy_per_record_msgs_per_s": rate(n, copy_dt),
+        "memcpy_bulk_mb_per_s": len(big) / bulk_dt / 1e6,
+    }
 
 
 async def bench_sync_append(root, args):
@@ -223,9 +247,14 @@ async def bench_sync_append(root, args):
     os.fdatasync = real
     await store.shutdown()
     n = per * args.producers
-    return {"sync_append_msgs_per_s": rate(n, dt), "sync_append_mb_per_s": wrote[0] / dt / 1e6,
-            "sync_fsyncs": syncs[0], "sync_msgs_per_fsync": n / max(1, syncs[0]),
-            "sync_flush_timeouts": timeouts[0], "sync_producers": args.producers}
+    return {
+        "sync_append_msgs_per_s": rate(n, dt),
+        "sync_append_mb_per_s": wrote[0] / dt / 1e6,
+        "sync_fsyncs": syncs[0],
+        "sync_msgs_per_fsync": n / max(1, syncs[0]),
+        "sync_flush_timeouts": timeouts[0],
+        "sync_producers": args.producers,
+    }
 
 
 def bench_pull(store, args):
@@ -252,15 +281,30 @@ def bench_pull(store, args):
     cl = store.commit_log
     files = [mf.mm for mf in cl.table_files]
     memory = int(cfg.total_physical_memory * cfg.access_message_in_memory_max_ratio / 100)
-    limits = (cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
-              cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk)
+    limits = (
+        cfg.max_transfer_bytes_on_message_in_memory,
+        cfg.max_transfer_count_on_message_in_memory,
+        cfg.max_transfer_bytes_on_message_in_disk,
+        cfg.max_transfer_count_on_message_in_disk,
+    )
     t0 = time.perf_counter()
     py_got = 0
     for k in range(pulls):
         cq_file, start, end = cq.get_index_buffer((k % span) * step)
         _st, _i, count, _total, _mp, _views = py_get_message_scan(
-            cq_file.mm, start, end, files, cl.file_size, cl.table_files[0].file_from_offset,
-            cl.max_offset, 32, cl.max_offset, memory, None, limits)
+            cq_file.mm,
+            start,
+            end,
+            files,
+            cl.file_size,
+            cl.table_files[0].file_from_offset,
+            cl.max_offset,
+            32,
+            cl.max_offset,
+            memory,
+            None,
+            limits,
+        )
         py_got += count
     py_dt = time.perf_counter() - t0
 
@@ -273,12 +317,17 @@ def bench_pull(store, args):
     t0 = time.perf_counter()
     for k in range(pulls):
         off = ((k % span) * pull_bytes) % (cl.file_size - pull_bytes)
-        dst[:] = src[off:off + pull_bytes]
+        dst[:] = src[off : off + pull_bytes]
     copy_dt = time.perf_counter() - t0
     src.release()
-    return {"pull_msgs_per_s": rate(got, dt), "pull_ns_per_msg": dt / got * 1e9,
-            "pull_us_per_call": dt / pulls * 1e6, "py_pull_msgs_per_s": rate(py_got, py_dt),
-            "memcpy_pull_msgs_per_s": rate(pulls * 32, copy_dt), "pull_bytes_per_call": pull_bytes}
+    return {
+        "pull_msgs_per_s": rate(got, dt),
+        "pull_ns_per_msg": dt / got * 1e9,
+        "pull_us_per_call": dt / pulls * 1e6,
+        "py_pull_msgs_per_s": rate(py_got, py_dt),
+        "memcpy_pull_msgs_per_s": rate(pulls * 32, copy_dt),
+        "pull_bytes_per_call": pull_bytes,
+    }
 
 
 async def main(args):
@@ -297,23 +346,31 @@ async def main(args):
 
 def report(fig, args):
     print(f"store bench: {args.size} B bodies, records of {fig['record_size']} B, one process, uvloop")
-    print(f"  append ASYNC  {fig['async_append_msgs_per_s']:>12,.0f} msg/s  {fig['async_append_mb_per_s']:8.1f} MB/s"
-          f"   (whole put_message: checks, encode, ids, result, dispatch to the ConsumeQueue)")
-    print(f"    record encoder alone: Cython {fig['cy_encode_msgs_per_s']:,.0f} msg/s"
-          f" | pure Python {fig['py_encode_msgs_per_s']:,.0f} msg/s"
-          f" (Cython x{fig['cy_encode_msgs_per_s'] / fig['py_encode_msgs_per_s']:.1f})"
-          f" | memcpy per record {fig['memcpy_per_record_msgs_per_s']:,.0f} msg/s"
-          f" (Cython x{fig['cy_encode_msgs_per_s'] / fig['memcpy_per_record_msgs_per_s']:.2f})"
-          f" | bulk memcpy {fig['memcpy_bulk_mb_per_s']:,.0f} MB/s")
-    print(f"  append SYNC   {fig['sync_append_msgs_per_s']:>12,.0f} msg/s  {fig['sync_append_mb_per_s']:8.1f} MB/s"
-          f"   | {fig['sync_producers']} producers, {fig['sync_fsyncs']} fdatasyncs,"
-          f" {fig['sync_msgs_per_fsync']:.1f} msgs per fsync, {fig['sync_flush_timeouts']} timeouts")
-    print(f"  getMessage    {fig['pull_msgs_per_s']:>12,.0f} msg/s  {fig['pull_ns_per_msg']:8.0f} ns/msg"
-          f"  ({fig['pull_us_per_call']:.2f} us per 32-message pull)"
-          f" | pure-Python scan {fig['py_pull_msgs_per_s']:>10,.0f} msg/s"
-          f" (x{fig['pull_msgs_per_s'] / fig['py_pull_msgs_per_s']:.1f})"
-          f" | memcpy of the pulled bytes {fig['memcpy_pull_msgs_per_s']:>11,.0f} msg/s"
-          f" (x{fig['pull_msgs_per_s'] / fig['memcpy_pull_msgs_per_s']:.2f})")
+    print(
+        f"  append ASYNC  {fig['async_append_msgs_per_s']:>12,.0f} msg/s  {fig['async_append_mb_per_s']:8.1f} MB/s"
+        f"   (whole put_message: checks, encode, ids, result, dispatch to the ConsumeQueue)"
+    )
+    print(
+        f"    record encoder alone: Cython {fig['cy_encode_msgs_per_s']:,.0f} msg/s"
+        f" | pure Python {fig['py_encode_msgs_per_s']:,.0f} msg/s"
+        f" (Cython x{fig['cy_encode_msgs_per_s'] / fig['py_encode_msgs_per_s']:.1f})"
+        f" | memcpy per record {fig['memcpy_per_record_msgs_per_s']:,.0f} msg/s"
+        f" (Cython x{fig['cy_encode_msgs_per_s'] / fig['memcpy_per_record_msgs_per_s']:.2f})"
+        f" | bulk memcpy {fig['memcpy_bulk_mb_per_s']:,.0f} MB/s"
+    )
+    print(
+        f"  append SYNC   {fig['sync_append_msgs_per_s']:>12,.0f} msg/s  {fig['sync_append_mb_per_s']:8.1f} MB/s"
+        f"   | {fig['sync_producers']} producers, {fig['sync_fsyncs']} fdatasyncs,"
+        f" {fig['sync_msgs_per_fsync']:.1f} msgs per fsync, {fig['sync_flush_timeouts']} timeouts"
+    )
+    print(
+        f"  getMessage    {fig['pull_msgs_per_s']:>12,.0f} msg/s  {fig['pull_ns_per_msg']:8.0f} ns/msg"
+        f"  ({fig['pull_us_per_call']:.2f} us per 32-message pull)"
+        f" | pure-Python scan {fig['py_pull_msgs_per_s']:>10,.0f} msg/s"
+        f" (x{fig['pull_msgs_per_s'] / fig['py_pull_msgs_per_s']:.1f})"
+        f" | memcpy of the pulled bytes {fig['memcpy_pull_msgs_per_s']:>11,.0f} msg/s"
+        f" (x{fig['pull_msgs_per_s'] / fig['memcpy_pull_msgs_per_s']:.2f})"
+    )
     if args.json:
         print(json.dumps(fig))
 

@@ -13,6 +13,7 @@ Each figure is the best of 9 repeats of ``time.thread_time`` (CPU time of this t
 time spent waiting for a core on a busy machine is left out). For an A/B, run it from two
 trees (``PYTHONPATH=tree``), alternating. Nothing is asserted.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,15 +53,21 @@ def main() -> None:
 
     def pull() -> None:
         for start in starts:
-            _store.get_message_scan(cq, start, len(cq), table, pos, 32, pos, 1 << 40, None, None,
-                                    256 * 1024, 32, 64 * 1024, 8)
+            _store.get_message_scan(
+                cq, start, len(cq), table, pos, 32, pos, 1 << 40, None, None, 256 * 1024, 32, 64 * 1024, 8
+            )
 
     def best(fn, number: int) -> float:
         return min(timeit.repeat(fn, number=number, repeat=9, timer=time.thread_time)) / number
 
     figures = {
-        "encode_record_ns": round(best(lambda: _store.encode_record(
-            one, 0, body, b"TopicTest", props, 0, 0, 1, 0, 0, 1, HOST, 2, HOST, 0, 0), 20000) * 1e9),
+        "encode_record_ns": round(
+            best(
+                lambda: _store.encode_record(one, 0, body, b"TopicTest", props, 0, 0, 1, 0, 0, 1, HOST, 2, HOST, 0, 0),
+                20000,
+            )
+            * 1e9
+        ),
         "scan_records_crc_ns_per_rec": round(best(lambda: _store.scan_records(cl, 0, pos, 0, True), 5) / N * 1e9),
         "scan_records_nocrc_ns_per_rec": round(best(lambda: _store.scan_records(cl, 0, pos, 0, False), 10) / N * 1e9),
         "get_message_scan_ns_per_msg": round(best(pull, 100) / len(starts) / 32 * 1e9, 1),

@@ -11,6 +11,7 @@ apart) and Java 4.9.8 at 9.7 s per 1000.
 
 Only the public protocol is spoken, so ``--broker/--namesrv`` may point at Apache RocketMQ.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,22 +51,29 @@ def run(broker: str, namesrv: str, n: int) -> None:
     t_start = time.perf_counter()
     for i in range(n):
         t0 = time.perf_counter()
-        resp = _call(sock, decoder, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                            CreateTopicRequestHeader(topic=f"{prefix}{i}",
-                                                                                     read_queue_nums=4,
-                                                                                     write_queue_nums=4)))
+        resp = _call(
+            sock,
+            decoder,
+            RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                CreateTopicRequestHeader(topic=f"{prefix}{i}", read_queue_nums=4, write_queue_nums=4),
+            ),
+        )
         assert resp.code == 0, resp.remark
         times.append(time.perf_counter() - t0)
     total = time.perf_counter() - t_start
     sock.close()
     ns = _connect(namesrv)
-    route = _call(ns, FrameDecoder(), RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                              {"topic": f"{prefix}{n - 1}"}))
+    route = _call(
+        ns, FrameDecoder(), RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": f"{prefix}{n - 1}"})
+    )
     ns.close()
     s = sorted(times)
-    print(f"{n} topics created one at a time in {total:.2f} s: mean {total / n * 1e3:.2f} ms, "
-          f"p99 {s[min(n - 1, int(n * 0.99))] * 1e3:.2f} ms, worst {s[-1] * 1e3:.2f} ms; "
-          f"last topic routable from the name server: {route.code == 0}")
+    print(
+        f"{n} topics created one at a time in {total:.2f} s: mean {total / n * 1e3:.2f} ms, "
+        f"p99 {s[min(n - 1, int(n * 0.99))] * 1e3:.2f} ms, worst {s[-1] * 1e3:.2f} ms; "
+        f"last topic routable from the name server: {route.code == 0}"
+    )
 
 
 def main() -> None:

@@ -13,6 +13,7 @@ The SDK::
         async for msg in c:
             ...
 """
+
 from typing import TYPE_CHECKING, Any
 
 from rmq import errors
@@ -92,11 +93,25 @@ __all__ += errors.__all__
 __all__ += ["ConsumerRebalanceListener"]
 
 
-_LAZY = ("Producer", "PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions",
-         "PullConsumerOptions", "Admin", "AdminError", "ConsumerRebalanceListener", "MessageSelector",
-         # request-reply and the send/consume hooks
-         "reply", "create_reply_message", "SendMessageHook", "SendMessageContext", "ConsumeMessageHook",
-         "ConsumeMessageContext")
+_LAZY = (
+    "Producer",
+    "PushConsumer",
+    "PullConsumer",
+    "ConsumerOptions",
+    "PushConsumerOptions",
+    "PullConsumerOptions",
+    "Admin",
+    "AdminError",
+    "ConsumerRebalanceListener",
+    "MessageSelector",
+    # request-reply and the send/consume hooks
+    "reply",
+    "create_reply_message",
+    "SendMessageHook",
+    "SendMessageContext",
+    "ConsumeMessageHook",
+    "ConsumeMessageContext",
+)
 
 
 def __getattr__(name: str) -> Any:

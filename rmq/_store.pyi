@@ -1,5 +1,6 @@
 """Type stubs for the Cython extension rmq._store (rmq/_store.pyx; the record layout is drawn in
 rmq/common/message.py)."""
+
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -35,22 +36,49 @@ def set_record_error(cls: type[ValueError]) -> None: ...
 def record_span(buf: ReadableBuffer, pos: int = 0, end: int = -1, check_crc: bool = False) -> _Span: ...
 def walk_records(buf: ReadableBuffer, start: int = 0, end: int = -1, check_crc: bool = False) -> list[_Span]: ...
 def record_size(body_len: int, topic_len: int, props_len: int) -> int: ...
-def encode_record(dst: WriteableBuffer, pos: int, body: ReadableBuffer, topic: bytes,
-                  props: ReadableBuffer, queue_id: int, flag: int, queue_offset: int,
-                  phy_offset: int, sys_flag: int, born_timestamp: int, born_host: bytes,
-                  store_timestamp: int, store_host: bytes, reconsume_times: int,
-                  prepared_transaction_offset: int, body_crc: int = -1) -> int: ...
+def encode_record(
+    dst: WriteableBuffer,
+    pos: int,
+    body: ReadableBuffer,
+    topic: bytes,
+    props: ReadableBuffer,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    phy_offset: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+    body_crc: int = -1,
+) -> int: ...
 def write_blank(dst: WriteableBuffer, pos: int, size: int) -> None: ...
-def split_batch(batch: ReadableBuffer, topic_len: int,
-                outer_props: ReadableBuffer) -> list[tuple[int, int, int, int, int, int]]: ...
-def encode_batch(dst: WriteableBuffer, pos: int, batch: ReadableBuffer,
-                 items: list[tuple[int, int, int, int, int, int]],
-                 topic: bytes, outer_props: ReadableBuffer, queue_id: int, sys_flag: int,
-                 born_timestamp: int, born_host: bytes, store_timestamp: int, store_host: bytes,
-                 reconsume_times: int, first_queue_offset: int, first_phy_offset: int) -> int: ...
-def scan_records(buf: ReadableBuffer, pos: int, limit: int, file_from_offset: int,
-                 check_crc: bool = True, max_records: int = ...
-                 ) -> tuple[list[tuple[int, int, str, int, int, int, int, int, int, int]], int, int, int]: ...
+def split_batch(
+    batch: ReadableBuffer, topic_len: int, outer_props: ReadableBuffer
+) -> list[tuple[int, int, int, int, int, int]]: ...
+def encode_batch(
+    dst: WriteableBuffer,
+    pos: int,
+    batch: ReadableBuffer,
+    items: list[tuple[int, int, int, int, int, int]],
+    topic: bytes,
+    outer_props: ReadableBuffer,
+    queue_id: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: bytes,
+    store_timestamp: int,
+    store_host: bytes,
+    reconsume_times: int,
+    first_queue_offset: int,
+    first_phy_offset: int,
+) -> int: ...
+def scan_records(
+    buf: ReadableBuffer, pos: int, limit: int, file_from_offset: int, check_crc: bool = True, max_records: int = ...
+) -> tuple[list[tuple[int, int, str, int, int, int, int, int, int, int]], int, int, int]: ...
 def decode_record(buf: ReadableBuffer, pos: int = 0, check_crc: bool = False) -> dict[str, Any]: ...
 def record_store_timestamp(buf: ReadableBuffer, pos: int) -> int: ...
 def last_nonzero(buf: ReadableBuffer, start: int, end: int) -> int: ...
@@ -72,17 +100,29 @@ class SqlProgram:
     def evaluate(self, props: ReadableBuffer) -> int: ...
     def values(self, props: ReadableBuffer) -> list[str | None]: ...
 
-def get_message_scan(cq_buf: ReadableBuffer, start: int, end: int, table: CommitLogTable,
-                     readable_offset: int, max_msg_nums: int, max_offset_py: int, memory: int,
-                     tag_codes: Iterable[int] | None, tag_bytes: list[bytes] | None,
-                     max_bytes_mem: int, max_count_mem: int, max_bytes_disk: int,
-                     max_count_disk: int, prop_program: SqlProgram | None = None,
-                     prop_evaluate: Callable[[list[str | None]], bool] | None = None,
-                     ) -> tuple[int, int, int, int, int, list[tuple[int, int, int]]]: ...
+def get_message_scan(
+    cq_buf: ReadableBuffer,
+    start: int,
+    end: int,
+    table: CommitLogTable,
+    readable_offset: int,
+    max_msg_nums: int,
+    max_offset_py: int,
+    memory: int,
+    tag_codes: Iterable[int] | None,
+    tag_bytes: list[bytes] | None,
+    max_bytes_mem: int,
+    max_count_mem: int,
+    max_bytes_disk: int,
+    max_count_disk: int,
+    prop_program: SqlProgram | None = None,
+    prop_evaluate: Callable[[list[str | None]], bool] | None = None,
+) -> tuple[int, int, int, int, int, list[tuple[int, int, int]]]: ...
 
 class Appender:
     """The CommitLog's one writer (rmq/_append.pxi): queue offsets, topic cache, write
     position and the after-append bookkeeping (put totals, warm-ahead, hooks)."""
+
     topic_queue_table: dict[tuple[str, int], int]
     topic_cache: dict[str, bytes]
     @property
@@ -96,12 +136,38 @@ class Appender:
     put_total: int
     put_bytes: int
     def __init__(self, store_host_bytes: bytes, warm_chunk: int = 0) -> None: ...
-    def write(self, mf: Any, topic: str, body: ReadableBuffer, topic_b: bytes, props: ReadableBuffer,
-              queue_id: int, flag: int, queue_offset: int, advance: bool, sys_flag: int, born_timestamp: int,
-              born_host: bytes, reconsume_times: int, prepared_transaction_offset: int) -> tuple[int, int, int]: ...
-    def write_batch(self, mf: Any, topic: str, batch: ReadableBuffer, items: list[Any], topic_b: bytes,
-                    outer_props: ReadableBuffer | None, queue_id: int, sys_flag: int, born_timestamp: int,
-                    born_host: bytes, reconsume_times: int, first_queue_offset: int) -> tuple[int, int, int]: ...
+    def write(
+        self,
+        mf: Any,
+        topic: str,
+        body: ReadableBuffer,
+        topic_b: bytes,
+        props: ReadableBuffer,
+        queue_id: int,
+        flag: int,
+        queue_offset: int,
+        advance: bool,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: bytes,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+    ) -> tuple[int, int, int]: ...
+    def write_batch(
+        self,
+        mf: Any,
+        topic: str,
+        batch: ReadableBuffer,
+        items: list[Any],
+        topic_b: bytes,
+        outer_props: ReadableBuffer | None,
+        queue_id: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: bytes,
+        reconsume_times: int,
+        first_queue_offset: int,
+    ) -> tuple[int, int, int]: ...
     def write_data(self, mf: Any, data: ReadableBuffer) -> None: ...
 
 # -- the message index (rmq/_index.pxi; layout drawn there) ------------------------------------
@@ -111,25 +177,54 @@ INDEX_SLOT_SIZE: int
 
 def index_file_size(hash_slot_num: int, index_num: int) -> int: ...
 def index_key_hash(topic: str, key: str) -> int: ...
-def index_put(buf: WriteableBuffer, hash_slot_num: int, index_num: int, key_hash: int, phy_offset: int,
-              store_timestamp: int) -> bool: ...
-def index_build(buf: WriteableBuffer, hash_slot_num: int, index_num: int, records_buf: ReadableBuffer,
-                records: list[Any], rec_i: int, key_i: int, max_keys: int) -> tuple[int, int, int]: ...
-def index_select(buf: ReadableBuffer, hash_slot_num: int, index_num: int, key_hash: int, max_num: int,
-                 begin: int, end: int, out: list[int]) -> None: ...
+def index_put(
+    buf: WriteableBuffer, hash_slot_num: int, index_num: int, key_hash: int, phy_offset: int, store_timestamp: int
+) -> bool: ...
+def index_build(
+    buf: WriteableBuffer,
+    hash_slot_num: int,
+    index_num: int,
+    records_buf: ReadableBuffer,
+    records: list[Any],
+    rec_i: int,
+    key_i: int,
+    max_keys: int,
+) -> tuple[int, int, int]: ...
+def index_select(
+    buf: ReadableBuffer,
+    hash_slot_num: int,
+    index_num: int,
+    key_hash: int,
+    max_num: int,
+    begin: int,
+    end: int,
+    out: list[int],
+) -> None: ...
 def index_rebuild_slots(buf: WriteableBuffer, hash_slot_num: int, index_num: int, count: int) -> int: ...
 
 # -- the common dispatch run (rmq/_dispatch.pxi) -------------------------------------------------
 class Dispatcher:
     """The common dispatch run in one call: ConsumeQueue units and index entries written
     straight from a CommitLog file; stops at the first record the Python path must take."""
+
     taken: int
     declined: int
     def __init__(self, schedule_topic: str) -> None: ...
     def __len__(self) -> int: ...
     def clear(self) -> None: ...
     def register(self, topic: str, queue_id: int, cq: Any) -> None: ...
-    def run(self, mm: WriteableBuffer, pos: int, stop: int, file_from_offset: int, max_records: int,
-            cq_table: dict[str, Any], index_mm: WriteableBuffer | None, hash_slot_num: int, index_num: int,
-            max_keys: int, arrived: dict[tuple[str, int, int], int] | None,
-            watch: list[Any] | None) -> tuple[int, int, int]: ...
+    def run(
+        self,
+        mm: WriteableBuffer,
+        pos: int,
+        stop: int,
+        file_from_offset: int,
+        max_records: int,
+        cq_table: dict[str, Any],
+        index_mm: WriteableBuffer | None,
+        hash_slot_num: int,
+        index_num: int,
+        max_keys: int,
+        arrived: dict[tuple[str, int, int], int] | None,
+        watch: list[Any] | None,
+    ) -> tuple[int, int, int]: ...

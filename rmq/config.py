@@ -27,6 +27,7 @@ Files are read as Java reads them (``java.util.Properties.load``, through ``java
 This module sits beside the layers rather than in one: it imports only ``rmq.common``, and
 takes the store's ``StoreConfig`` as just another dataclass target.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -656,8 +657,10 @@ class Configuration:
 
     def refusal(self, key: str) -> str:
         """Why the start-up-only property ``key`` (camelCase) cannot change now."""
-        return (f"{key} cannot be changed at runtime; put it in the config file and restart. "
-                f"Properties that change live: {', '.join(sorted(self.live))}")
+        return (
+            f"{key} cannot be changed at runtime; put it in the config file and restart. "
+            f"Properties that change live: {', '.join(sorted(self.live))}"
+        )
 
     def check(self, props: Mapping[str, str]) -> None:
         """Raise :class:`ConfigUpdateRefused` unless every property may change now to its value."""
@@ -685,8 +688,7 @@ class Configuration:
             self.check(props)
             apply_properties(dict(props), *self.targets, lenient=False)
             now = {_norm(k): v for k, v in self.all_configs().items()}
-            applied = {self._camel[_norm(k)]: property_text(now[_norm(k)]) for k in props
-                       if _norm(k) in self._camel}
+            applied = {self._camel[_norm(k)]: property_text(now[_norm(k)]) for k in props if _norm(k) in self._camel}
             await self.changed(applied)
             await self.persist(applied)
             return applied

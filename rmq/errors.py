@@ -20,6 +20,7 @@ timed out flushing to disk) are status enums on results, not exceptions.
      │    └── ConfigError               a bad constructor argument (also a ValueError)
      └── StoreError                     the message store failed
 """
+
 from __future__ import annotations
 
 __all__ = [

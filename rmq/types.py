@@ -6,6 +6,7 @@ counterparts so a RocketMQ user recognises them (``SendStatus.SEND_OK``,
 ``PullStatus.NO_NEW_MSG`` ...). Normal outcomes are statuses; failures are exceptions from
 :mod:`rmq.errors`.
 """
+
 from __future__ import annotations
 
 import enum
@@ -45,8 +46,7 @@ class MessageQueue:
     """Queue number within the topic on that broker, from 0."""
 
     def __lt__(self, other: MessageQueue) -> bool:
-        return (self.topic, self.broker_name, self.queue_id) < (
-            other.topic, other.broker_name, other.queue_id)
+        return (self.topic, self.broker_name, self.queue_id) < (other.topic, other.broker_name, other.queue_id)
 
     def __str__(self) -> str:
         return f"{self.topic}@{self.broker_name}#{self.queue_id}"
@@ -98,9 +98,17 @@ class Message:
 
     # An explicit __init__ (not the dataclass one) so the parameters can be wider than the
     # attributes: callers pass str bodies and list keys, and read back bytes and a tuple.
-    def __init__(self, topic: str, body: bytes | bytearray | memoryview | str, tags: str | None = None,
-                 keys: str | Iterable[str] | None = (), properties: Mapping[str, str] | None = None,
-                 flag: int = 0, delay_level: int = 0, wait_store_msg_ok: bool = True) -> None:
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | bytearray | memoryview | str,
+        tags: str | None = None,
+        keys: str | Iterable[str] | None = (),
+        properties: Mapping[str, str] | None = None,
+        flag: int = 0,
+        delay_level: int = 0,
+        wait_store_msg_ok: bool = True,
+    ) -> None:
         object.__setattr__(self, "topic", topic)
         object.__setattr__(self, "body", body)
         object.__setattr__(self, "tags", tags)
@@ -195,7 +203,8 @@ class MessageExt:
     def transaction_id(self) -> str | None:
         """The transaction id (``__transactionId__``, else the client message id), if any."""
         return self.properties.get(MessageConst.TRANSACTION_ID) or self.properties.get(
-            MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        )
 
 
 class ServiceState(enum.Enum):

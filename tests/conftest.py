@@ -9,8 +9,11 @@ import uvloop
 def pytest_report_header(config):
     import rmq._store  # noqa: F401  (the build must have produced the extension)
 
-    mode = ("pure-Python references (RMQ_NO_EXTENSIONS=1)" if os.environ.get("RMQ_NO_EXTENSIONS") == "1"
-            else "msgspec + Cython")
+    mode = (
+        "pure-Python references (RMQ_NO_EXTENSIONS=1)"
+        if os.environ.get("RMQ_NO_EXTENSIONS") == "1"
+        else "msgspec + Cython"
+    )
     return f"rmq header codec and record walker: {mode}; store: Cython"
 
 
@@ -83,12 +86,34 @@ def pytest_asyncio_loop_factories(config, item):
 # the uvloop subclass above): a test that starts a daemon without being marked fails there,
 # naming what it did, instead of slowing the unit loop down.
 
-_INTEGRATION_DIRS = frozenset({
-    "admin", "bench", "broker", "cli", "client", "console", "ha", "interop", "namesrv", "semantics",
-})
-_DAEMON_FIXTURES = frozenset({
-    "env", "cluster", "daemon", "namesrv_addr", "console", "broker", "rmq_server", "wire", "spark", "real_clients",
-})
+_INTEGRATION_DIRS = frozenset(
+    {
+        "admin",
+        "bench",
+        "broker",
+        "cli",
+        "client",
+        "console",
+        "ha",
+        "interop",
+        "namesrv",
+        "semantics",
+    }
+)
+_DAEMON_FIXTURES = frozenset(
+    {
+        "env",
+        "cluster",
+        "daemon",
+        "namesrv_addr",
+        "console",
+        "broker",
+        "rmq_server",
+        "wire",
+        "spark",
+        "real_clients",
+    }
+)
 _UNIT_GUARD = False
 _TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -98,17 +123,23 @@ class _UnitGuardError(RuntimeError):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--unit", action="store_true", default=False,
-                     help="run only the tests not marked integration (no daemons, no sockets bound, no "
-                          "subprocesses: each is refused while a test runs)")
+    parser.addoption(
+        "--unit",
+        action="store_true",
+        default=False,
+        help="run only the tests not marked integration (no daemons, no sockets bound, no "
+        "subprocesses: each is refused while a test runs)",
+    )
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         rel = os.path.relpath(str(item.path), _TESTS_DIR).split(os.sep)
-        if ((len(rel) > 1 and rel[0] in _INTEGRATION_DIRS)
-                or _DAEMON_FIXTURES.intersection(item.fixturenames)
-                or any(item.get_closest_marker(m) is not None for m in _ONE_LOOP_MARKS)):
+        if (
+            (len(rel) > 1 and rel[0] in _INTEGRATION_DIRS)
+            or _DAEMON_FIXTURES.intersection(item.fixturenames)
+            or any(item.get_closest_marker(m) is not None for m in _ONE_LOOP_MARKS)
+        ):
             item.add_marker(pytest.mark.integration)
     if config.getoption("--unit"):
         keep = [i for i in items if i.get_closest_marker("integration") is None]
@@ -135,7 +166,8 @@ def _scale_examples(item) -> None:
     from hypothesis import settings
 
     test._hypothesis_internal_use_settings = settings(
-        current, max_examples=max(10, int(current.max_examples * UNIT_DEPTH)))
+        current, max_examples=max(10, int(current.max_examples * UNIT_DEPTH))
+    )
 
 
 @pytest.fixture
@@ -164,8 +196,10 @@ def _store_ha_listener() -> bool:
 
 def _unit_audit_hook(event, args):
     if _guard_active and event in _GUARDED_EVENTS and not (event == "socket.bind" and _store_ha_listener()):
-        raise _UnitGuardError(f"a unit test did {event}{args!r}: mark it integration (the module's "
-                              "`pytestmark` or the test's decorator; see tests/conftest.py)")
+        raise _UnitGuardError(
+            f"a unit test did {event}{args!r}: mark it integration (the module's "
+            "`pytestmark` or the test's decorator; see tests/conftest.py)"
+        )
 
 
 def pytest_configure(config):

@@ -10,6 +10,7 @@ The clients come from the package registries into a cache that survives between 
 An install that fails raises :class:`InstallError` with the installer's output; the tests
 fail on it (they never skip). A file lock makes concurrent pytest runs share one install.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -46,8 +47,9 @@ class Clients:
 
 def _run(cmd: list[str], what: str, cwd: Path | None = None, timeout: float = 600) -> None:
     try:
-        proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=timeout)
+        proc = subprocess.run(
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InstallError(f"{what}: {' '.join(cmd)} failed to run: {exc}") from None
     if proc.returncode != 0:
@@ -57,10 +59,13 @@ def _run(cmd: list[str], what: str, cwd: Path | None = None, timeout: float = 60
 def _cpp_ok(python: Path) -> bool:
     if not python.exists():
         return False
-    probe = ("import importlib.metadata as m, rocketmq.client; "
-             "assert m.version('rocketmq') == '0.4.4', m.version('rocketmq')")
-    return subprocess.run([str(python), "-c", probe], stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL).returncode == 0
+    probe = (
+        "import importlib.metadata as m, rocketmq.client; "
+        "assert m.version('rocketmq') == '0.4.4', m.version('rocketmq')"
+    )
+    return (
+        subprocess.run([str(python), "-c", probe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    )
 
 
 def _ons_ok(node_modules: Path) -> bool:
@@ -88,8 +93,10 @@ def ensure_clients() -> Clients:
             t0 = time.monotonic()
             shutil.rmtree(venv, ignore_errors=True)
             _run([sys.executable, "-m", "venv", str(venv)], "creating the C++ client's virtualenv")
-            _run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", CPP_PACKAGE],
-                 f"pip install {CPP_PACKAGE}")
+            _run(
+                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", CPP_PACKAGE],
+                f"pip install {CPP_PACKAGE}",
+            )
             if not _cpp_ok(python):
                 raise InstallError(f"{CPP_PACKAGE} installed but `import rocketmq.client` fails in {venv}")
             timings["cpp"] = round(time.monotonic() - t0, 1)
@@ -99,8 +106,11 @@ def ensure_clients() -> Clients:
             shutil.rmtree(ons, ignore_errors=True)
             ons.mkdir(parents=True)
             (ons / "package.json").write_text(json.dumps({"name": "rmq-interop-clients", "private": True}))
-            _run([npm, "install", "--no-audit", "--no-fund", "--loglevel=error", ONS_PACKAGE],
-                 f"npm install {ONS_PACKAGE}", cwd=ons)
+            _run(
+                [npm, "install", "--no-audit", "--no-fund", "--loglevel=error", ONS_PACKAGE],
+                f"npm install {ONS_PACKAGE}",
+                cwd=ons,
+            )
             if not _ons_ok(ons / "node_modules"):
                 raise InstallError(f"npm install {ONS_PACKAGE} finished but {ons}/node_modules/ali-ons is missing")
             timings["ons"] = round(time.monotonic() - t0, 1)
@@ -111,9 +121,11 @@ def ensure_clients() -> Clients:
 
 # ------------------------------------------------------------------------------ running drivers
 
+
 @dataclass
 class DriverResult:
     """What one driver process did: its exit code, JSON events and stderr."""
+
     argv: list[str]
     returncode: int
     events: list[dict]
@@ -140,8 +152,10 @@ class DriverResult:
         counts: dict[str, int] = {}
         for e in self.events:
             counts[e.get("event", "?")] = counts.get(e.get("event", "?"), 0) + 1
-        return (f"$ {' '.join(self.argv)}\n  exit {self.returncode} after {self.seconds:.1f}s, events {counts}\n"
-                f"  stderr (tail):\n{self.stderr[-3000:]}")
+        return (
+            f"$ {' '.join(self.argv)}\n  exit {self.returncode} after {self.seconds:.1f}s, events {counts}\n"
+            f"  stderr (tail):\n{self.stderr[-3000:]}"
+        )
 
 
 class Driver:
@@ -152,8 +166,9 @@ class Driver:
         self.home = home
         self.timeout = timeout
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
 
     def result(self) -> DriverResult:
         try:
@@ -170,8 +185,7 @@ class Driver:
                     events.append(json.loads(line))
                 except ValueError:
                     events.append({"event": "unparsed", "line": line})
-        return DriverResult(self.argv, self.proc.returncode, events, err, time.monotonic() - self.started,
-                            self.home)
+        return DriverResult(self.argv, self.proc.returncode, events, err, time.monotonic() - self.started, self.home)
 
 
 def _env(home: Path, extra: dict | None = None) -> dict:

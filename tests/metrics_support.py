@@ -1,5 +1,6 @@
 """Helpers for the metrics tests: scrape over real HTTP, parse with prometheus_client's own
 parser, and a known lag workload (1000 messages on 4 queues, a group that consumed 300)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -11,9 +12,9 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 
 TOPIC = "MetricsTopic"
 GROUP = "MetricsGroup"
-PER_QUEUE = 250                      # 1000 messages over 4 queues
-CONSUMED = {0: 100, 1: 100, 2: 50, 3: 50}   # 300 consumed in all
-LAG = {q: PER_QUEUE - n for q, n in CONSUMED.items()}   # 150, 150, 200, 200: 700 in all
+PER_QUEUE = 250  # 1000 messages over 4 queues
+CONSUMED = {0: 100, 1: 100, 2: 50, 3: 50}  # 300 consumed in all
+LAG = {q: PER_QUEUE - n for q, n in CONSUMED.items()}  # 150, 150, 200, 200: 700 in all
 
 Samples = dict[str, list[tuple[dict[str, str], float]]]
 
@@ -65,8 +66,10 @@ async def lag_workload(env) -> None:
             assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
             offset = int(resp.ext_fields["nextBeginOffset"])
         assert offset == target
-        resp = await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {
-            "consumerGroup": GROUP, "topic": TOPIC, "queueId": str(qid), "commitOffset": str(target)})
+        resp = await env.call(
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(qid), "commitOffset": str(target)},
+        )
         assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
@@ -84,8 +87,10 @@ async def retry_and_dlq_workload(env) -> None:
     for msg_id, level in zip(ids, (1, -1), strict=True):
         resp = await env.send_back(phy_offset(msg_id), GROUP, delay_level=level, origin_msg_id=msg_id)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
-    resp = await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {
-        "consumerGroup": GROUP, "topic": "%RETRY%" + GROUP, "queueId": "0", "commitOffset": "0"})
+    resp = await env.call(
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        {"consumerGroup": GROUP, "topic": "%RETRY%" + GROUP, "queueId": "0", "commitOffset": "0"},
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     await env.dispatched()
 
@@ -96,11 +101,22 @@ async def consumer_online(env, client_id: str = "10.0.0.1@metrics", message_mode
     stays open)."""
     import json
 
-    body = {"clientID": client_id, "consumerDataSet": [{
-        "groupName": GROUP, "consumeType": "CONSUME_PASSIVELY", "messageModel": message_model,
-        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False, "subscriptionDataSet": [
-            {"topic": TOPIC, "subString": "*", "subVersion": 1},
-            {"topic": "%RETRY%" + GROUP, "subString": "*", "subVersion": 1}]}],
-        "producerDataSet": [{"groupName": "PG"}]}
+    body = {
+        "clientID": client_id,
+        "consumerDataSet": [
+            {
+                "groupName": GROUP,
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": message_model,
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "unitMode": False,
+                "subscriptionDataSet": [
+                    {"topic": TOPIC, "subString": "*", "subVersion": 1},
+                    {"topic": "%RETRY%" + GROUP, "subString": "*", "subVersion": 1},
+                ],
+            }
+        ],
+        "producerDataSet": [{"groupName": "PG"}],
+    }
     resp = await env.call(RequestCode.HEART_BEAT, {}, json.dumps(body).encode())
     assert resp.code == ResponseCode.SUCCESS, resp.remark

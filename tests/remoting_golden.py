@@ -1,4 +1,5 @@
 """Loaders for the golden frames under tests/golden/remoting (copied from /work/shared/golden)."""
+
 import base64
 import json
 from pathlib import Path
@@ -53,8 +54,12 @@ def ha_frames() -> list[dict]:
     return load("rocketmq-4.9.8-ha-frames.jsonl")
 
 
-_REVERSE = {"client->broker": "broker->client", "client->namesrv": "namesrv->client",
-            "broker->client": "client->broker", "namesrv->client": "client->namesrv"}
+_REVERSE = {
+    "client->broker": "broker->client",
+    "client->namesrv": "namesrv->client",
+    "broker->client": "client->broker",
+    "namesrv->client": "client->namesrv",
+}
 
 
 def exchanges(rows: list[dict], request_code: int) -> list[tuple[dict, dict | None]]:
@@ -71,9 +76,17 @@ def exchanges(rows: list[dict], request_code: int) -> list[tuple[dict, dict | No
     for i, row in enumerate(rows):
         if row["flag"] & 1 or row["code"] != request_code:
             continue
-        answer = next((r for r in rows[i + 1:] if r["flag"] & 1 and r["stream"] == _REVERSE[row["stream"]]
-                       and r["cmd"].opaque == row["cmd"].opaque
-                       and r.get("request_code", request_code) == request_code), None)
+        answer = next(
+            (
+                r
+                for r in rows[i + 1 :]
+                if r["flag"] & 1
+                and r["stream"] == _REVERSE[row["stream"]]
+                and r["cmd"].opaque == row["cmd"].opaque
+                and r.get("request_code", request_code) == request_code
+            ),
+            None,
+        )
         out.append((row, answer))
     return out
 

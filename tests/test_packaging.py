@@ -1,6 +1,7 @@
 """Release packaging: one version everywhere, and (slow) `python -m build` makes an sdist and a
 wheel, the sdist installs in a new venv (building the extensions with Cython from the build
 requirements) and `rmq standalone` from that venv answers on its ports."""
+
 import json
 import os
 import pathlib
@@ -25,6 +26,9 @@ from rmq._testing import (
 )
 from rmq._version import __version__
 from rmq.protocol.codes import RequestCode, ResponseCode
+
+# runs promtool / systemd-analyze / a child interpreter or binds a port: not a unit test
+pytestmark = pytest.mark.integration
 
 ROOT = pathlib.Path(rmq.__file__).resolve().parent.parent
 
@@ -67,8 +71,9 @@ def _tracked(*patterns):
 @pytest.mark.timeout(1800)
 async def test_sdist_and_wheel_build_and_the_sdist_installs_and_runs(tmp_path):
     dist = tmp_path / "dist"
-    out = subprocess.run([sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
-                         capture_output=True, text=True, timeout=1500)
+    out = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)], capture_output=True, text=True, timeout=1500
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (sdist,) = dist.glob(f"rmq-{__version__}.tar.gz")
     (wheel,) = dist.glob(f"rmq-{__version__}-*.whl")
@@ -89,7 +94,7 @@ async def test_sdist_and_wheel_build_and_the_sdist_installs_and_runs(tmp_path):
         meta = z.read(f"rmq-{__version__}.dist-info/METADATA").decode()
     assert any(re.fullmatch(r"rmq/_store\.cpython-.*\.so", n) for n in wnames)
     assert "rmq/py.typed" in wnames and "rmq/_store.pyi" in wnames
-    assert static <= wnames, static - wnames           # the console's page is package data
+    assert static <= wnames, static - wnames  # the console's page is package data
     assert f"rmq-{__version__}.dist-info/licenses/LICENSE" in wnames
     assert not [n for n in wnames if n.endswith((".pyx", ".pxi", ".c"))]
     assert "License-Expression: Apache-2.0" in meta and "Classifier: Programming Language :: Cython" in meta
@@ -98,33 +103,66 @@ async def test_sdist_and_wheel_build_and_the_sdist_installs_and_runs(tmp_path):
     # the machine's pip configuration, as a user's pip would).
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-    out = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(sdist)],
-                         capture_output=True, text=True, timeout=1500)
+    out = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(sdist)],
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rmq_bin = str(venv / "bin" / "rmq")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}   # the venv's rmq, not this tree's
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the venv's rmq, not this tree's
     version = subprocess.run([rmq_bin, "--version"], capture_output=True, text=True, env=env, timeout=60)
     assert version.stdout.strip() == f"rmq {__version__}"
-    probe = subprocess.run([str(venv / "bin" / "python"), "-c",
-                            "import importlib.metadata as m, rmq, rmq._store; "
-                            "print(m.version('rmq'), rmq.__file__)"],
-                           capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    probe = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import importlib.metadata as m, rmq, rmq._store; print(m.version('rmq'), rmq.__file__)",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+    )
     installed_version, installed_file = probe.stdout.split()
     assert installed_version == __version__
     assert installed_file.startswith(str(venv)), installed_file
 
     ns_port, broker_port = free_port(), free_broker_port()
-    with open(tmp_path / "standalone.log", "wb") as log:   # (the child has its own descriptor)
+    with open(tmp_path / "standalone.log", "wb") as log:  # (the child has its own descriptor)
         proc = subprocess.Popen(
-            [rmq_bin, "standalone", "--namesrv-port", str(ns_port), "--broker-port", str(broker_port),
-             "--store-dir", str(tmp_path / "store"), "--metricsPort=0", "--consolePort=0",
-             "--mappedFileSizeCommitLog=67108864", "--maxHashSlotNum=20000", "--maxIndexNum=80000"],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path, stdin=subprocess.DEVNULL)
+            [
+                rmq_bin,
+                "standalone",
+                "--namesrv-port",
+                str(ns_port),
+                "--broker-port",
+                str(broker_port),
+                "--store-dir",
+                str(tmp_path / "store"),
+                "--metricsPort=0",
+                "--consolePort=0",
+                "--mappedFileSizeCommitLog=67108864",
+                "--maxHashSlotNum=20000",
+                "--maxIndexNum=80000",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+        )
     try:
-        wait_until_sync(lambda: proc.poll() is not None or wait_for_port("127.0.0.1", broker_port, 1.0),
-                        timeout=120, what="the installed rmq standalone to listen")
+        wait_until_sync(
+            lambda: proc.poll() is not None or wait_for_port("127.0.0.1", broker_port, 1.0),
+            timeout=120,
+            what="the installed rmq standalone to listen",
+        )
         assert proc.poll() is None, (tmp_path / "standalone.log").read_text()
-        async def routed():   # the broker registers with the name server after it listens
+
+        async def routed():  # the broker registers with the name server after it listens
             resp = await invoke_once(f"127.0.0.1:{ns_port}", RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
             return resp.code == ResponseCode.SUCCESS
 

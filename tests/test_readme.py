@@ -25,6 +25,7 @@ Blocks run in order against one cluster, so a block must leave it as the later o
 (the admin cheat sheet deletes the order conf it puts on ``T``: while it exists, producers send to
 the queues it names, not to the broker's).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,16 +51,16 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 MARKER = re.compile(r"<!--\s*readme-test:\s*(.*?)\s*-->")
 FENCE = re.compile(r"^```(\S*)\s*$")
-TIMEOUT = 180          # per command or script; generous for a busy machine
+TIMEOUT = 180  # per command or script; generous for a busy machine
 SHELL = {"sh", "bash", "shell"}
 
 
 @dataclass
 class Block:
-    line: int            # 1-based line of the opening fence
+    line: int  # 1-based line of the opening fence
     lang: str
     text: str
-    marker: str | None   # the readme-test marker's text, if any
+    marker: str | None  # the readme-test marker's text, if any
 
 
 def readme_blocks(text: str) -> list[Block]:
@@ -78,7 +79,7 @@ def readme_blocks(text: str) -> list[Block]:
             j += 1
         prev = next((lines[k] for k in range(start - 1, -1, -1) if lines[k].strip()), "")
         mk = MARKER.search(prev)
-        blocks.append(Block(start + 1, lang, "\n".join(lines[start + 1:j]) + "\n", mk.group(1) if mk else None))
+        blocks.append(Block(start + 1, lang, "\n".join(lines[start + 1 : j]) + "\n", mk.group(1) if mk else None))
         i = j + 1
     return blocks
 
@@ -118,12 +119,16 @@ class Runner:
         self.work = work
         bindir = work / "bin"
         bindir.mkdir()
-        shim = bindir / "rmq"                                      # this checkout's rmq
+        shim = bindir / "rmq"  # this checkout's rmq
         shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m rmq "$@"\n')
         shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-        self.env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
-                        PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
-                        NAMESRV_ADDR=d.namesrv_addr, **env_extra)
+        self.env = dict(
+            os.environ,
+            PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+            PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
+            NAMESRV_ADDR=d.namesrv_addr,
+            **env_extra,
+        )
         self.python_files: list[tuple[Block, Path]] = []
 
     def rewrite(self, text: str) -> str:
@@ -133,10 +138,12 @@ class Runner:
         script = self.rewrite(block.text)
         units = [script] if "<<" in script else _commands(script)
         for cmd in units:
-            r = subprocess.run(["bash", "-c", cmd], cwd=self.work, env=self.env, capture_output=True, text=True,
-                               timeout=TIMEOUT)
-            where = (f"README.md:{block.line}: {cmd.strip()!r} exited {r.returncode}\n"
-                     f"{r.stdout[-2000:]}{r.stderr[-2000:]}")
+            r = subprocess.run(
+                ["bash", "-c", cmd], cwd=self.work, env=self.env, capture_output=True, text=True, timeout=TIMEOUT
+            )
+            where = (
+                f"README.md:{block.line}: {cmd.strip()!r} exited {r.returncode}\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
+            )
             assert r.returncode in (0, 1), where
             assert "Traceback" not in r.stderr, where
             print(f"README.md:{block.line}: ran {cmd.strip()!r}: exit {r.returncode}")
@@ -145,8 +152,9 @@ class Runner:
         path = self.work / f"readme_block_{block.line}.py"
         path.write_text(self.rewrite(block.text))
         self.python_files.append((block, path))
-        r = subprocess.run([sys.executable, str(path)], cwd=self.work, env=self.env, capture_output=True, text=True,
-                           timeout=TIMEOUT)
+        r = subprocess.run(
+            [sys.executable, str(path)], cwd=self.work, env=self.env, capture_output=True, text=True, timeout=TIMEOUT
+        )
         assert r.returncode == 0, f"README.md:{block.line}: exited {r.returncode}\n{r.stdout[-2000:]}{r.stderr[-3000:]}"
         print(f"README.md:{block.line}: python ran: {r.stdout.strip()[:200]!r}")
 
@@ -155,10 +163,24 @@ class Runner:
         make lint's business: imports are followed silently)."""
         if not self.python_files:
             return
-        r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--follow-imports=silent", "--no-incremental",
-                            "--python-version", f"{sys.version_info.major}.{sys.version_info.minor}",
-                            *[str(p) for _, p in self.python_files]],
-                           cwd=self.work, env=self.env, capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "mypy",
+                "--strict",
+                "--follow-imports=silent",
+                "--no-incremental",
+                "--python-version",
+                f"{sys.version_info.major}.{sys.version_info.minor}",
+                *[str(p) for _, p in self.python_files],
+            ],
+            cwd=self.work,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         names = {p.name: b.line for b, p in self.python_files}
         report = r.stdout
         for file_name, line in names.items():
@@ -183,10 +205,12 @@ async def test_every_readme_block_runs(tmp_path):
                 except AdminError:
                     return False
                 return [(q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [(4, 4)]
+
             await wait_until(routed, 60, interval=0.1, what="T's route with 4 queues on the name server")
         got: list[rmq.MessageExt] = []
-        consumer = rmq.PushConsumer(d.namesrv_addr, "G", handler=got.append,
-                                    consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        consumer = rmq.PushConsumer(
+            d.namesrv_addr, "G", handler=got.append, consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        )
         consumer.subscribe("T")
         async with rmq.Producer(d.namesrv_addr, "PG") as producer, consumer:
             sent = await producer.send(rmq.Message("T", b"order 42", tags="TagA", keys=["order-42"]))
@@ -198,6 +222,7 @@ async def test_every_readme_block_runs(tmp_path):
                         return (await a.examine_consume_stats("G")).compute_total_diff() == 0
                     except AdminError:
                         return False
+
             await wait_until(committed, 60, interval=0.2, what="G's offset committed")
 
             work = tmp_path / "work"
@@ -221,6 +246,8 @@ async def test_every_readme_block_runs(tmp_path):
                 elif block.lang == "text":
                     continue
                 else:
-                    pytest.fail(f"README.md:{block.line}: a {block.lang or 'plain'} block the test cannot run: "
-                                f"mark it <!-- readme-test: skip (why) --> or <!-- readme-test: file NAME -->")
+                    pytest.fail(
+                        f"README.md:{block.line}: a {block.lang or 'plain'} block the test cannot run: "
+                        f"mark it <!-- readme-test: skip (why) --> or <!-- readme-test: file NAME -->"
+                    )
             await asyncio.to_thread(runner.mypy_strict)

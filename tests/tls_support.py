@@ -4,6 +4,7 @@ No key is committed: every run makes a new CA, a server certificate for 127.0.0.
 and a client certificate, and a second CA the server does not trust (for "wrong client
 certificate" cases).
 """
+
 from __future__ import annotations
 
 import os
@@ -16,10 +17,10 @@ import trustme
 @dataclass
 class Pki:
     dir: str
-    ca_pem: str            # the CA certificate (clients and servers trust it)
-    server_cert: str       # server chain
+    ca_pem: str  # the CA certificate (clients and servers trust it)
+    server_cert: str  # server chain
     server_key: str
-    client_cert: str       # client chain signed by the CA
+    client_cert: str  # client chain signed by the CA
     client_key: str
     other_client_cert: str  # client chain from a CA nobody trusts
     other_client_key: str
@@ -27,8 +28,12 @@ class Pki:
 
     def server_props(self, mode: str, *, need_client_auth: str = "none") -> dict[str, str]:
         """``tls.*`` properties of a server in ``mode``."""
-        props = {"tls.server.mode": mode, "tls.server.certPath": self.server_cert,
-                 "tls.server.keyPath": self.server_key, "tls.server.need.client.auth": need_client_auth}
+        props = {
+            "tls.server.mode": mode,
+            "tls.server.certPath": self.server_cert,
+            "tls.server.keyPath": self.server_key,
+            "tls.server.need.client.auth": need_client_auth,
+        }
         if need_client_auth != "none":
             props["tls.server.trustCertPath"] = self.ca_pem
         return props

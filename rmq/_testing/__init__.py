@@ -22,6 +22,7 @@ A broker under test with a raw client and request helpers (tests/broker, tests/s
 
 Everything binds 127.0.0.1 only.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -122,7 +123,7 @@ def _pick_port(host: str, neighbours: tuple[int, ...]) -> int:
             port = random.randint(low - span[0], high - span[1])
             if _bindable(host, [port + d for d in (0, *neighbours)]):
                 return port
-    for _ in range(100):                   # (a machine whose ephemeral range leaves no room)
+    for _ in range(100):  # (a machine whose ephemeral range leaves no room)
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind((host, 0))
             port = int(s.getsockname()[1])
@@ -195,8 +196,9 @@ async def run_namesrv(*, tls: TlsSettings | None = None, **config: Any) -> Async
         await ctl.shutdown()
 
 
-def make_broker_configs(store_dir: StrPath, namesrv: NamesrvController | str | None = None,
-                        **overrides: Any) -> tuple[BrokerConfig, StoreConfig]:
+def make_broker_configs(
+    store_dir: StrPath, namesrv: NamesrvController | str | None = None, **overrides: Any
+) -> tuple[BrokerConfig, StoreConfig]:
     """``(BrokerConfig, StoreConfig)`` for a test broker: port 0, small CommitLog files (4 MiB)
     and index files (1.7 MB) so tests do not map 1 GiB, ``overrides`` given as snake_case fields of either."""
     from rmq.config import BrokerConfig
@@ -207,7 +209,7 @@ def make_broker_configs(store_dir: StrPath, namesrv: NamesrvController | str | N
     sc = StoreConfig(store_path_root_dir=str(store_dir))
     sc.mapped_file_size_commitlog = 4 * 1024 * 1024
     sc.mapped_file_size_consume_queue = 3000 * 20
-    sc.max_hash_slot_num, sc.max_index_num = 20_000, 80_000      # a 1.7 MB index file, not 420 MB
+    sc.max_hash_slot_num, sc.max_index_num = 20_000, 80_000  # a 1.7 MB index file, not 420 MB
     if namesrv is not None:
         bc.namesrv_addr = namesrv if isinstance(namesrv, str) else f"127.0.0.1:{namesrv.port}"
     for k, v in overrides.items():
@@ -221,8 +223,13 @@ def make_broker_configs(store_dir: StrPath, namesrv: NamesrvController | str | N
 
 
 @contextlib.asynccontextmanager
-async def run_broker(store_dir: StrPath, namesrv: NamesrvController | str | None = None, *,
-                     tls: TlsSettings | None = None, **overrides: Any) -> AsyncIterator[BrokerController]:
+async def run_broker(
+    store_dir: StrPath,
+    namesrv: NamesrvController | str | None = None,
+    *,
+    tls: TlsSettings | None = None,
+    **overrides: Any,
+) -> AsyncIterator[BrokerController]:
     """A started ``BrokerController`` on 127.0.0.1:0 with its store in ``store_dir``.
 
     Args:
@@ -243,8 +250,9 @@ async def run_broker(store_dir: StrPath, namesrv: NamesrvController | str | None
 
 
 @contextlib.asynccontextmanager
-async def run_standalone(store_dir: StrPath, *, tls: TlsSettings | None = None,
-                         **overrides: Any) -> AsyncIterator[tuple[NamesrvController, BrokerController]]:
+async def run_standalone(
+    store_dir: StrPath, *, tls: TlsSettings | None = None, **overrides: Any
+) -> AsyncIterator[tuple[NamesrvController, BrokerController]]:
     """A name server and a broker registered with it: yields ``(namesrv, broker)``; ``tls``
     (both daemons' ``tls.*`` settings) as ``rmq standalone`` takes them."""
     async with run_namesrv(tls=tls) as ns:
@@ -283,9 +291,18 @@ class StandaloneProcess:
     returns the exit status (0 on a clean stop).
     """
 
-    def __init__(self, store_dir: StrPath, extra_args: Iterable[str] = (), namesrv_port: int | None = None,
-                 broker_port: int | None = None, start_timeout: float = 20.0, env: dict[str, str] | None = None,
-                 name: str = "rmq-standalone", small_files: bool = True, cwd: StrPath | None = None) -> None:
+    def __init__(
+        self,
+        store_dir: StrPath,
+        extra_args: Iterable[str] = (),
+        namesrv_port: int | None = None,
+        broker_port: int | None = None,
+        start_timeout: float = 20.0,
+        env: dict[str, str] | None = None,
+        name: str = "rmq-standalone",
+        small_files: bool = True,
+        cwd: StrPath | None = None,
+    ) -> None:
         self.store_dir = os.path.abspath(str(store_dir))
         self.extra_args = list(extra_args)
         self._fixed_ports = (namesrv_port, broker_port)
@@ -322,24 +339,37 @@ class StandaloneProcess:
     #: a 1 GiB CommitLog plus 6 MB per ConsumeQueue for every daemon a suite starts would take
     #: many GB of the machine's disk. Given unless ``extra_args`` sets them or ``small_files``
     #: is False (benchmarks measure the daemon's real defaults).
-    TEST_FILE_SIZES = ("--mappedFileSizeCommitLog=67108864", "--mappedFileSizeConsumeQueue=600000",
-                       "--maxHashSlotNum=20000", "--maxIndexNum=80000")
+    TEST_FILE_SIZES = (
+        "--mappedFileSizeCommitLog=67108864",
+        "--mappedFileSizeConsumeQueue=600000",
+        "--maxHashSlotNum=20000",
+        "--maxIndexNum=80000",
+    )
 
     #: No metrics endpoint unless ``extra_args`` sets ``--metricsPort`` (daemons run side by side).
     TEST_QUIET = ("--metricsPort=0",)
 
     def command(self) -> list[str]:
-        sizes = [a for a in (*(self.TEST_FILE_SIZES if self.small_files else ()), *self.TEST_QUIET)
-                 if not any(x.startswith(a.split("=")[0] + "=") for x in self.extra_args)]
+        sizes = [
+            a
+            for a in (*(self.TEST_FILE_SIZES if self.small_files else ()), *self.TEST_QUIET)
+            if not any(x.startswith(a.split("=")[0] + "=") for x in self.extra_args)
+        ]
         # No web console unless asked for: test and bench daemons run side by side, and the
         # console's sampler would add connections and CPU to what they measure.
         if not any(a.startswith("--consolePort=") for a in self.extra_args):
             sizes.append("--consolePort=0")
         return [
-            sys.executable, "-m", "rmq", "standalone",
-            "--namesrv-port", str(self.namesrv_port),
-            "--broker-port", str(self.broker_port),
-            "--store-dir", self.store_dir,
+            sys.executable,
+            "-m",
+            "rmq",
+            "standalone",
+            "--namesrv-port",
+            str(self.namesrv_port),
+            "--broker-port",
+            str(self.broker_port),
+            "--store-dir",
+            self.store_dir,
             *sizes,
             *self.extra_args,
         ]
@@ -356,8 +386,14 @@ class StandaloneProcess:
             env = dict(os.environ)
             env.update(self.env or {})
             with open(self.log_path, "ab") as log:
-                self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, env=env,
-                                             cwd=self.cwd, stdin=subprocess.DEVNULL)
+                self.proc = subprocess.Popen(
+                    self.command(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    cwd=self.cwd,
+                    stdin=subprocess.DEVNULL,
+                )
             deadline = time.monotonic() + self.start_timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
@@ -390,18 +426,22 @@ class StandaloneProcess:
 
 # --- state waits ----------------------------------------------------------------------------
 
-@overload
-async def wait_until(pred: Callable[[], Awaitable[_T]], timeout: float = 20.0, interval: float = 0.02,
-                     what: str = "condition") -> _T: ...
-
 
 @overload
-async def wait_until(pred: Callable[[], _T], timeout: float = 20.0, interval: float = 0.02,
-                     what: str = "condition") -> _T: ...
+async def wait_until(
+    pred: Callable[[], Awaitable[_T]], timeout: float = 20.0, interval: float = 0.02, what: str = "condition"
+) -> _T: ...
 
 
-async def wait_until(pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02,
-                     what: str = "condition") -> Any:
+@overload
+async def wait_until(
+    pred: Callable[[], _T], timeout: float = 20.0, interval: float = 0.02, what: str = "condition"
+) -> _T: ...
+
+
+async def wait_until(
+    pred: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02, what: str = "condition"
+) -> Any:
     """Poll ``pred`` (a plain or async callable) until it returns something true, and return that.
 
     The one way tests wait for a state: never ``sleep(x)`` and then assert. Raises
@@ -437,8 +477,9 @@ async def loop_turn() -> None:
 __all__ += ["loop_turn"]
 
 
-def wait_until_sync(pred: Callable[[], _T], timeout: float = 20.0, interval: float = 0.02,
-                    what: str = "condition") -> _T:
+def wait_until_sync(
+    pred: Callable[[], _T], timeout: float = 20.0, interval: float = 0.02, what: str = "condition"
+) -> _T:
     """:func:`wait_until` for code without an event loop (subprocess tests, threads)."""
     deadline = time.monotonic() + timeout
     while True:
@@ -451,6 +492,7 @@ def wait_until_sync(pred: Callable[[], _T], timeout: float = 20.0, interval: flo
 
 
 # --- the noisy-neighbour probe -------------------------------------------------------------
+
 
 class NoisyNeighbour:
     """A well-behaved client that measures its own round trips while a bad one runs.
@@ -475,8 +517,16 @@ class NoisyNeighbour:
         failures: requests that timed out or lost their connection.
     """
 
-    def __init__(self, addr: str, *, code: int | None = None, ext_fields: dict[str, str] | None = None,
-                 interval: float = 0.01, timeout: float = 5.0, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        addr: str,
+        *,
+        code: int | None = None,
+        ext_fields: dict[str, str] | None = None,
+        interval: float = 0.01,
+        timeout: float = 5.0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         import threading
 
         from rmq.common.constants import TopicValidator
@@ -485,8 +535,11 @@ class NoisyNeighbour:
 
         self.addr = addr
         self.code = int(code if code is not None else RequestCode.GET_MAX_OFFSET)
-        self.ext_fields = ext_fields if ext_fields is not None else GetMaxOffsetRequestHeader(
-            topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, queue_id=0).to_ext_fields()
+        self.ext_fields = (
+            ext_fields
+            if ext_fields is not None
+            else GetMaxOffsetRequestHeader(topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, queue_id=0).to_ext_fields()
+        )
         self.interval = interval
         self.timeout = timeout
         self.tls = tls
@@ -505,14 +558,19 @@ class NoisyNeighbour:
             return "no samples"
         p50 = s[len(s) // 2]
         p99 = s[min(len(s) - 1, int(len(s) * 0.99))]
-        return (f"{len(s)} round trips: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
-                f"worst {s[-1] * 1000:.1f} ms, {self.failures} failures")
+        return (
+            f"{len(s)} round trips: p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms, "
+            f"worst {s[-1] * 1000:.1f} ms, {self.failures} failures"
+        )
 
     def start(self) -> NoisyNeighbour:
         self._thread.start()
         # One answered round trip before the bad client starts, so "worst" is about it.
-        wait_until_sync(lambda: self.samples or not self._thread.is_alive(), timeout=self.timeout + 5,
-                        what=f"the first round trip to {self.addr}")
+        wait_until_sync(
+            lambda: self.samples or not self._thread.is_alive(),
+            timeout=self.timeout + 5,
+            what=f"the first round trip to {self.addr}",
+        )
         return self
 
     def stop(self) -> None:
@@ -569,8 +627,9 @@ class NoisyNeighbour:
             sock.close()
 
 
-async def invoke_once(addr: str, code: int, ext_fields: dict[str, Any] | None = None, body: bytes | None = None,
-                      timeout: float = 10.0) -> Any:
+async def invoke_once(
+    addr: str, code: int, ext_fields: dict[str, Any] | None = None, body: bytes | None = None, timeout: float = 10.0
+) -> Any:
     """One request to ``addr`` on a fresh connection, closed afterwards: the answer
     (RemotingCommand); raises as ``RemotingClient.invoke`` does. ``timeout`` defaults to 10 s."""
     from rmq.protocol.command import RemotingCommand

@@ -14,6 +14,7 @@ A broker in another process (``StandaloneProcess``) works too: ``BrokerEnv.of_pr
 client)``; then the helpers that read the in-process store (``store``, ``messages``,
 ``dispatched``) are not available or are no-ops, as documented on each.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -95,34 +96,61 @@ class BrokerEnv:
 
     # --- raw requests --------------------------------------------------------------------
 
-    async def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
-                   timeout: float = 5.0) -> RemotingCommand:
+    async def call(
+        self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None, timeout: float = 5.0
+    ) -> RemotingCommand:
         """One request to the broker; returns the response command (any code)."""
         return await self.client.invoke(self.addr, RemotingCommand.request(code, ext, body), timeout=timeout)
 
-    async def ns_call(self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None,
-                      timeout: float = 5.0) -> RemotingCommand:
+    async def ns_call(
+        self, code: int, ext: dict[str, Any] | None = None, body: bytes | None = None, timeout: float = 5.0
+    ) -> RemotingCommand:
         """One request to the name server."""
         return await self.client.invoke(self.ns_addr, RemotingCommand.request(code, ext, body), timeout=timeout)
 
     # --- what a client or an admin tool sends --------------------------------------------
 
-    async def create_topic(self, topic: str, queues: int = 4, perm: int = 6,
-                           expect: int | None = ResponseCode.SUCCESS) -> RemotingCommand:
+    async def create_topic(
+        self, topic: str, queues: int = 4, perm: int = 6, expect: int | None = ResponseCode.SUCCESS
+    ) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC with ``queues`` read and write queues; asserts the response
         code is ``expect`` (default SUCCESS; None: no check) and returns the response."""
-        resp = await self.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
-            "perm": perm, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
+        resp = await self.call(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": queues,
+                "writeQueueNums": queues,
+                "perm": perm,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": "false",
+            },
+        )
         if expect is not None:
             assert resp.code == expect, (resp.code, resp.remark)
         return resp
 
-    async def send(self, topic: str, body: bytes = b"hello", queue_id: int = 0, *, tags: str | None = "TagA",
-                   keys: str | None = None, props: Mapping[str, str] | None = None,
-                   extra_props: Mapping[str, str] | None = None, reconsume_times: int = 0,
-                   max_reconsume_times: int | None = None, sys_flag: int = 0, flag: int = 7, group: str = "PG",
-                   code: int | None = None, batch: bool = False, wait_dispatch: bool = True) -> RemotingCommand:
+    async def send(
+        self,
+        topic: str,
+        body: bytes = b"hello",
+        queue_id: int = 0,
+        *,
+        tags: str | None = "TagA",
+        keys: str | None = None,
+        props: Mapping[str, str] | None = None,
+        extra_props: Mapping[str, str] | None = None,
+        reconsume_times: int = 0,
+        max_reconsume_times: int | None = None,
+        sys_flag: int = 0,
+        flag: int = 7,
+        group: str = "PG",
+        code: int | None = None,
+        batch: bool = False,
+        wait_dispatch: bool = True,
+    ) -> RemotingCommand:
         """SEND_MESSAGE (or ``code``, e.g. SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE) as a producer of
         ``group`` sends it; returns the response (``msgId`` = offsetMsgId).
 
@@ -140,10 +168,20 @@ class BrokerEnv:
         p["WAIT"] = "true"
         p.update(props or {})
         p.update(extra_props or {})
-        ext = {"producerGroup": group, "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
-               "queueId": queue_id, "sysFlag": sys_flag, "bornTimestamp": str(int(time.time() * 1000)),
-               "flag": flag, "properties": encode_props(p), "reconsumeTimes": str(reconsume_times),
-               "unitMode": "false", "batch": "true" if batch else "false"}
+        ext = {
+            "producerGroup": group,
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": 4,
+            "queueId": queue_id,
+            "sysFlag": sys_flag,
+            "bornTimestamp": str(int(time.time() * 1000)),
+            "flag": flag,
+            "properties": encode_props(p),
+            "reconsumeTimes": str(reconsume_times),
+            "unitMode": "false",
+            "batch": "true" if batch else "false",
+        }
         if max_reconsume_times is not None:
             ext["maxReconsumeTimes"] = str(max_reconsume_times)
         code = code or RequestCode.SEND_MESSAGE
@@ -165,20 +203,49 @@ class BrokerEnv:
         from rmq._testing import wait_until
 
         store = self.store
-        await wait_until(lambda: store.dispatch_behind_bytes() <= 0, timeout=timeout, interval=0.002,
-                         what="the store to dispatch everything appended")
+        await wait_until(
+            lambda: store.dispatch_behind_bytes() <= 0,
+            timeout=timeout,
+            interval=0.002,
+            what="the store to dispatch everything appended",
+        )
 
-    async def pull(self, topic: str, queue_id: int = 0, offset: int = 0, group: str = "CG", sys_flag: int = 4,
-                   suspend_ms: int = 15000, subscription: str = "*", max_nums: int = 32, commit_offset: int = 0,
-                   timeout: float = 20.0) -> RemotingCommand:
+    async def pull(
+        self,
+        topic: str,
+        queue_id: int = 0,
+        offset: int = 0,
+        group: str = "CG",
+        sys_flag: int = 4,
+        suspend_ms: int = 15000,
+        subscription: str = "*",
+        max_nums: int = 32,
+        commit_offset: int = 0,
+        timeout: float = 20.0,
+    ) -> RemotingCommand:
         """PULL_MESSAGE; ``sys_flag`` 4 = subscription in the request (no heartbeat needed)."""
-        ext = {"consumerGroup": group, "topic": topic, "queueId": queue_id, "queueOffset": str(offset),
-               "maxMsgNums": max_nums, "sysFlag": sys_flag, "commitOffset": str(commit_offset),
-               "suspendTimeoutMillis": str(suspend_ms), "subscription": subscription, "subVersion": "0"}
+        ext = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": queue_id,
+            "queueOffset": str(offset),
+            "maxMsgNums": max_nums,
+            "sysFlag": sys_flag,
+            "commitOffset": str(commit_offset),
+            "suspendTimeoutMillis": str(suspend_ms),
+            "subscription": subscription,
+            "subVersion": "0",
+        }
         return await self.call(RequestCode.PULL_MESSAGE, ext, timeout=timeout)
 
-    async def send_back(self, offset: int, group: str, delay_level: int = 0, max_reconsume_times: int | None = None,
-                        origin_msg_id: str | None = None) -> RemotingCommand:
+    async def send_back(
+        self,
+        offset: int,
+        group: str,
+        delay_level: int = 0,
+        max_reconsume_times: int | None = None,
+        origin_msg_id: str | None = None,
+    ) -> RemotingCommand:
         """CONSUMER_SEND_MSG_BACK of the message at CommitLog ``offset`` for ``group``."""
         ext = {"offset": str(offset), "group": group, "delayLevel": str(delay_level), "unitMode": "false"}
         if max_reconsume_times is not None:
@@ -187,11 +254,17 @@ class BrokerEnv:
             ext["originMsgId"] = origin_msg_id
         return await self.call(RequestCode.CONSUMER_SEND_MSG_BACK, ext)
 
-    async def lock(self, group: str, client_id: str, mqs: Iterable[tuple[str, str, int]],
-                   unlock: bool = False) -> RemotingCommand:
+    async def lock(
+        self, group: str, client_id: str, mqs: Iterable[tuple[str, str, int]], unlock: bool = False
+    ) -> RemotingCommand:
         """LOCK_BATCH_MQ (or UNLOCK_BATCH_MQ) of ``(topic, broker name, queue id)`` triples."""
-        body = json.dumps({"consumerGroup": group, "clientId": client_id,
-                           "mqSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in mqs]}).encode()
+        body = json.dumps(
+            {
+                "consumerGroup": group,
+                "clientId": client_id,
+                "mqSet": [{"topic": t, "brokerName": b, "queueId": q} for t, b, q in mqs],
+            }
+        ).encode()
         code = RequestCode.UNLOCK_BATCH_MQ if unlock else RequestCode.LOCK_BATCH_MQ
         return await self.call(code, None, body)
 

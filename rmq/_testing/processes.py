@@ -1,5 +1,6 @@
 """Brokers as separate processes for the master/slave tests and benchmarks: ``rmq broker -c
 broker.conf``, as the README tells an operator to run them, so a test can ``kill -9`` one."""
+
 from __future__ import annotations
 
 import asyncio
@@ -31,11 +32,19 @@ class BrokerProcess:
         self.port = free_broker_port()
         self.conf = self.dir / "broker.conf"
         base: dict[str, object] = {
-            "brokerClusterName": "DefaultCluster", "brokerName": "broker-a", "brokerId": 0,
-            "brokerRole": "ASYNC_MASTER", "namesrvAddr": namesrv_addr, "listenPort": self.port,
-            "brokerIP1": "127.0.0.1", "storePathRootDir": str(self.dir / "store"),
-            "mappedFileSizeCommitLog": 4 * 1024 * 1024, "mappedFileSizeConsumeQueue": 60_000,
-            "maxHashSlotNum": 20_000, "maxIndexNum": 80_000}
+            "brokerClusterName": "DefaultCluster",
+            "brokerName": "broker-a",
+            "brokerId": 0,
+            "brokerRole": "ASYNC_MASTER",
+            "namesrvAddr": namesrv_addr,
+            "listenPort": self.port,
+            "brokerIP1": "127.0.0.1",
+            "storePathRootDir": str(self.dir / "store"),
+            "mappedFileSizeCommitLog": 4 * 1024 * 1024,
+            "mappedFileSizeConsumeQueue": 60_000,
+            "maxHashSlotNum": 20_000,
+            "maxIndexNum": 80_000,
+        }
         base.update(props)
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in base.items()))
         self.log_path = self.dir / "broker.log"
@@ -60,9 +69,13 @@ class BrokerProcess:
         and registered) and its port accepts connections."""
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "rmq", "broker", "-c", str(self.conf)],
-                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=dict(os.environ))
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "rmq", "broker", "-c", str(self.conf)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(os.environ),
+            )
         proc = self.proc
 
         def listening() -> bool:

@@ -11,6 +11,7 @@ what only the broker knows:
   :meth:`~rmq.remoting.plain_acl.PlainAccounts.authenticate`, then the permissions (topics,
   groups as their ``%RETRY%`` topic, admin-only codes). A refusal carries Java's remark.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,15 @@ def _retry(group: Any) -> str | None:
     return None if group is None else MixAll.RETRY_GROUP_TOPIC_PREFIX + str(group)
 
 
-_SEND_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
-                         RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
+_SEND_CODES = frozenset(
+    {
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.SEND_REPLY_MESSAGE,
+        RequestCode.SEND_REPLY_MESSAGE_V2,
+    }
+)
 # A SEND to a %RETRY% topic is a consumer's resend and needs SUB on its group (Java); a reply
 # to a %RETRY% topic is still a reply and needs PUB on that topic.
 _RETRY_CODES = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE})
@@ -164,8 +172,11 @@ class PlainPermissionManager(PlainAccounts):
         # write it. Kept as the default (the Java and C++ clients' tracing sends there with the
         # application's account), but an account that lists RMQ_SYS_TRACE_TOPIC in its
         # topicPerms gets exactly that permission (e.g. RMQ_SYS_TRACE_TOPIC=DENY).
-        if resources is not None and resources.get(TopicValidator.RMQ_SYS_TRACE_TOPIC) == Permission.PUB \
-                and TopicValidator.RMQ_SYS_TRACE_TOPIC not in account.perms:
+        if (
+            resources is not None
+            and resources.get(TopicValidator.RMQ_SYS_TRACE_TOPIC) == Permission.PUB
+            and TopicValidator.RMQ_SYS_TRACE_TOPIC not in account.perms
+        ):
             return None
         return self._check_perm(cmd.code, resources, account)
 
@@ -183,8 +194,10 @@ class PlainPermissionManager(PlainAccounts):
     def _check_perm(code: int, needed: dict[str, int] | None, owned: _Account) -> AclError | None:
         """Java ``PlainPermissionManager.checkPerm``."""
         if code in Permission.ADMIN_CODE and not owned.admin:
-            return AclError(f"Need admin permission for request code={code}, but accessKey={owned.access_key} is not",
-                            _CHECK_PERM.format(581))
+            return AclError(
+                f"Need admin permission for request code={code}, but accessKey={owned.access_key} is not",
+                _CHECK_PERM.format(581),
+            )
         if needed is None:
             return None
         perms = owned.perms
@@ -199,7 +212,7 @@ class PlainPermissionManager(PlainAccounts):
             else:
                 line = 611
             if not Permission.check(perm, have):
-                what = f"group:{resource[len(MixAll.RETRY_GROUP_TOPIC_PREFIX):]}" if is_group else f"topic:{resource}"
+                what = f"group:{resource[len(MixAll.RETRY_GROUP_TOPIC_PREFIX) :]}" if is_group else f"topic:{resource}"
                 return AclError(f"No default permission for {what}", _CHECK_PERM.format(line))
         return None
 

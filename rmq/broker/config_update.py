@@ -9,6 +9,7 @@ Updates are persisted to the properties file the broker was started from
 (``brokerConfigPath``: the ``-c`` file; else ``<storePathRootDir>/config/broker.properties``,
 Java's default place) so a restart keeps them.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,21 +32,47 @@ log = logging.getLogger("rmq.broker")
 BLACK_LIST = frozenset({"configBlackList", "brokerConfigPath"})
 
 #: Properties whose users read them at every use, so a change takes effect at once.
-LIVE_PROPERTIES = frozenset({
-    # BrokerConfig
-    "brokerPermission", "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "longPollingEnable",
-    "shortPollingTimeMills", "slaveReadEnable", "traceOn", "regionId", "notifyConsumerIdsChangedEnable",
-    "transactionTimeOut", "transactionCheckInterval", "transactionCheckMax", "maxGroupsPerHeartbeat",
-    "maxClientsPerConnection", "maxSubscriptionsPerConnection", "rebalanceLockMaxBatchSize",
-    "maxStatsItems", "statsSampleIntervalMs",
-    "metricsMaxQueueSeries",
-    # StoreConfig (Java MessageStoreConfig)
-    "maxMessageSize", "fileReservedTime", "deleteWhen", "diskMaxUsedSpaceRatio", "diskSpaceWarningLevelRatio",
-    "diskSpaceCleanForciblyRatio", "cleanFileForciblyEnable", "cleanResourceInterval",
-    "maxTransferBytesOnMessageInMemory", "maxTransferCountOnMessageInMemory", "maxTransferBytesOnMessageInDisk",
-    "maxTransferCountOnMessageInDisk", "accessMessageInMemoryMaxRatio", "flushIntervalCommitLog",
-    "flushCommitLogLeastPages", "flushIntervalConsumeQueue",
-})
+LIVE_PROPERTIES = frozenset(
+    {
+        # BrokerConfig
+        "brokerPermission",
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "slaveReadEnable",
+        "traceOn",
+        "regionId",
+        "notifyConsumerIdsChangedEnable",
+        "transactionTimeOut",
+        "transactionCheckInterval",
+        "transactionCheckMax",
+        "maxGroupsPerHeartbeat",
+        "maxClientsPerConnection",
+        "maxSubscriptionsPerConnection",
+        "rebalanceLockMaxBatchSize",
+        "maxStatsItems",
+        "statsSampleIntervalMs",
+        "metricsMaxQueueSeries",
+        # StoreConfig (Java MessageStoreConfig)
+        "maxMessageSize",
+        "fileReservedTime",
+        "deleteWhen",
+        "diskMaxUsedSpaceRatio",
+        "diskSpaceWarningLevelRatio",
+        "diskSpaceCleanForciblyRatio",
+        "cleanFileForciblyEnable",
+        "cleanResourceInterval",
+        "maxTransferBytesOnMessageInMemory",
+        "maxTransferCountOnMessageInMemory",
+        "maxTransferBytesOnMessageInDisk",
+        "maxTransferCountOnMessageInDisk",
+        "accessMessageInMemoryMaxRatio",
+        "flushIntervalCommitLog",
+        "flushCommitLogLeastPages",
+        "flushIntervalConsumeQueue",
+    }
+)
 
 #: Why some start-up-only properties cannot change (the rest: "read once at start-up").
 _WHY = {
@@ -64,6 +91,7 @@ _WHY = {
     "mappedFileSizeConsumeQueue": "existing ConsumeQueue files have their size",
     "namesrvAddr": "the name-server client is built at start-up",
 }
+
 
 class BrokerConfiguration(Configuration):
     """The broker's live configuration (its ``broker_config`` and ``store_config``): the
@@ -96,8 +124,10 @@ class BrokerConfiguration(Configuration):
 
     def refusal(self, key: str) -> str:
         why = _WHY.get(key, "it is read once at start-up")
-        return (f"{key} cannot be changed at runtime: {why}; put it in the broker's config file and restart. "
-                f"Properties that change live: {', '.join(sorted(LIVE_PROPERTIES))}")
+        return (
+            f"{key} cannot be changed at runtime: {why}; put it in the broker's config file and restart. "
+            f"Properties that change live: {', '.join(sorted(LIVE_PROPERTIES))}"
+        )
 
     async def changed(self, applied: dict[str, str]) -> None:
         c = self.controller

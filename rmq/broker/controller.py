@@ -32,6 +32,7 @@ Background tasks, each owned here and cancelled (and awaited) in ``shutdown``:
 Each processor is registered by request code with its own ``ProcessorPool``, Java's
 ``registerProcessor(code, processor, executor)``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -89,19 +90,22 @@ from rmq.store import MessageStore, StoreConfig
 
 log = logging.getLogger("rmq.broker")
 
+
 def _namesrv_credentials(bc: BrokerConfig) -> SessionCredentials | None:
     """The keys the broker signs its name-server requests with (``namesrvAccessKey`` and
     ``namesrvSecretKey``, both or neither; a name server with ``aclEnable`` needs them)."""
     if bc.namesrv_access_key is None and bc.namesrv_secret_key is None:
         return None
     if not bc.namesrv_access_key or not bc.namesrv_secret_key:
-        raise ConfigError("namesrvAccessKey and namesrvSecretKey go together: set both (an admin account of the "
-                          "name server's plain_acl.yml) or neither")
+        raise ConfigError(
+            "namesrvAccessKey and namesrvSecretKey go together: set both (an admin account of the "
+            "name server's plain_acl.yml) or neither"
+        )
     return SessionCredentials(bc.namesrv_access_key, bc.namesrv_secret_key)
 
 
 HOUSEKEEPING_INTERVAL = 10.0  # Java ClientHousekeepingService scans every 10 s
-REGISTER_MIN_GAP = 0.2        # seconds between two change-triggered registrations
+REGISTER_MIN_GAP = 0.2  # seconds between two change-triggered registrations
 
 
 class _Gate:
@@ -140,15 +144,21 @@ class BrokerController:
         self.topic_config_manager = TopicConfigManager(self.config_dir, broker_config)
         self.subscription_group_manager = SubscriptionGroupManager(self.config_dir, broker_config)
         self.consumer_offset_manager = ConsumerOffsetManager(self.config_dir, broker_config.max_consumer_offset_keys)
-        self.consumer_manager = ConsumerManager(self._notify_consumer_ids_changed,
-                                                broker_config.channel_expired_seconds)
-        self.producer_manager = ProducerManager(broker_config.channel_expired_seconds,
-                                                broker_config.max_producer_groups,
-                                                broker_config.max_producers_per_group)
+        self.consumer_manager = ConsumerManager(
+            self._notify_consumer_ids_changed, broker_config.channel_expired_seconds
+        )
+        self.producer_manager = ProducerManager(
+            broker_config.channel_expired_seconds,
+            broker_config.max_producer_groups,
+            broker_config.max_producers_per_group,
+        )
         self.pending_resets = PendingResets(broker_config.channel_expired_seconds)
         self.configuration = BrokerConfiguration(self)
-        self.stats = BrokerStatsManager(broker_config.broker_cluster_name, max_items=broker_config.max_stats_items,
-                                        sample_interval_ms=broker_config.stats_sample_interval_ms)
+        self.stats = BrokerStatsManager(
+            broker_config.broker_cluster_name,
+            max_items=broker_config.max_stats_items,
+            sample_interval_ms=broker_config.stats_sample_interval_ms,
+        )
         # Message semantics: delay levels, orderly locks, transactions.
         self.schedule_service = ScheduleMessageService(self)
         self.rebalance_lock_manager = RebalanceLockManager(
@@ -159,8 +169,9 @@ class BrokerController:
         self.config_persister = ConfigPersister(broker_config.config_persist_interval / 1000.0)
         self.config_persister.add(self.topic_config_manager)
         self.config_persister.add(self.subscription_group_manager)
-        self.config_persister.add(self.consumer_offset_manager,
-                                  max(broker_config.flush_consumer_offset_interval, 100) / 1000.0)
+        self.config_persister.add(
+            self.consumer_offset_manager, max(broker_config.flush_consumer_offset_interval, 100) / 1000.0
+        )
         self.config_persister.add(self.schedule_service.table, self.schedule_service.flush_interval)
         server_settings: dict[str, Any] = dict(
             idle_timeout=broker_config.idle_timeout,
@@ -174,8 +185,9 @@ class BrokerController:
             max_requests_in_flight=broker_config.max_requests_in_flight_per_connection,
             tls=tls.server_options() if tls is not None else None,
         )
-        self.server = RemotingServer(broker_config.listen_host, broker_config.listen_port, name="broker",
-                                     **server_settings)
+        self.server = RemotingServer(
+            broker_config.listen_host, broker_config.listen_port, name="broker", **server_settings
+        )
         # Java's fastRemotingServer on listenPort - 2 (rmq.broker.vip_channel), fixed ports only.
         self.vip_channel: VipChannel | None = None
         self._vip_settings = server_settings
@@ -185,25 +197,27 @@ class BrokerController:
         self.broker_outer_api = BrokerOuterAPI(
             broker_config.namesrv_addr_list,
             tls=tls.client_context() if tls is not None and tls.client_enabled else None,
-            credentials=_namesrv_credentials(broker_config))
+            credentials=_namesrv_credentials(broker_config),
+        )
         # A SLAVE copies its master's metadata (started in start() only for a slave).
         self.slave_synchronize = SlaveSynchronize(self, broker_config.slave_sync_interval_ms / 1000.0)
         self._ready = False
         # ACL 1.0 (aclEnable): loaded at start, watched by the "acl-watch" task.
         self.acl: PlainPermissionManager | None = None
         if broker_config.acl_enable:
-            self.acl = PlainPermissionManager(acl_home(broker_config.rocketmq_home),
-                                              broker_config.acl_watch_interval_ms / 1000.0)
+            self.acl = PlainPermissionManager(
+                acl_home(broker_config.rocketmq_home), broker_config.acl_watch_interval_ms / 1000.0
+            )
         # Prometheus /metrics on metricsPort (rmq.broker.metrics), started with the broker.
         self.metrics = BrokerMetrics(self)
         self._tasks = BackgroundTasks("broker", log)
         self._register_lock: asyncio.Lock | None = None
-        self._register_pending: asyncio.Task[Any] | None = None   # queued, not yet started
-        self._register_not_before = 0.0   # loop time before which no queued registration starts
+        self._register_pending: asyncio.Task[Any] | None = None  # queued, not yet started
+        self._register_not_before = 0.0  # loop time before which no queued registration starts
         # Topics created or updated since the last registration that carried them: the next
         # incremental registration (register_topics_now) sends only these.
         self._changed_topics: set[str] = set()
-        self._increment_pending: asyncio.Task[Any] | None = None   # queued, not yet started
+        self._increment_pending: asyncio.Task[Any] | None = None  # queued, not yet started
         self._started = False
         self._stopped = False
 
@@ -246,7 +260,7 @@ class BrokerController:
     @ready.setter
     def ready(self, value: bool) -> None:
         self._ready = value
-        send = getattr(self, "send_processor", None)     # (none before the processors exist)
+        send = getattr(self, "send_processor", None)  # (none before the processors exist)
         if send is not None:
             send.bind_store(self.message_store if value else None)
 
@@ -274,8 +288,9 @@ class BrokerController:
         s.register_processor(RequestCode.PULL_MESSAGE, _Gate(self, pull), pull_pool)
         for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
             s.register_processor(code, _Gate(self, client_manage), heartbeat_pool)
-        s.register_processor(RequestCode.CHECK_CLIENT_CONFIG, _Gate(self, CheckClientConfigProcessor(self)),
-                             heartbeat_pool)
+        s.register_processor(
+            RequestCode.CHECK_CLIENT_CONFIG, _Gate(self, CheckClientConfigProcessor(self)), heartbeat_pool
+        )
         for code in (
             RequestCode.GET_CONSUMER_LIST_BY_GROUP,
             RequestCode.UPDATE_CONSUMER_OFFSET,
@@ -292,8 +307,11 @@ class BrokerController:
         # deleteExpiredCommitLog, queryCq; a slave's sync of offsets and delay progress).
         ops = OpsAdminProcessor(self)
         for ops_code in ops.codes:
-            s.register_processor(ops_code, _Gate(self, ops),
-                                 admin_pool if ops_code in OpsAdminProcessor.WRITE_CODES else admin_query_pool)
+            s.register_processor(
+                ops_code,
+                _Gate(self, ops),
+                admin_pool if ops_code in OpsAdminProcessor.WRITE_CODES else admin_query_pool,
+            )
         port = vip_port(self.broker_config.listen_port)
         if port is not None:
             gated = {code: _Gate(self, admin) for code in admin.codes}
@@ -303,10 +321,12 @@ class BrokerController:
         send_back_pool = ProcessorPool("sendBack", max_in_flight=64, max_queue=10_000)
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)
         lock_pool = ProcessorPool("rebalanceLock", max_in_flight=16, max_queue=10_000)
-        s.register_processor(RequestCode.CONSUMER_SEND_MSG_BACK, _Gate(self, ConsumerSendMsgBackProcessor(self)),
-                             send_back_pool)
-        s.register_processor(RequestCode.END_TRANSACTION, _Gate(self, EndTransactionProcessor(self)),
-                             end_transaction_pool)
+        s.register_processor(
+            RequestCode.CONSUMER_SEND_MSG_BACK, _Gate(self, ConsumerSendMsgBackProcessor(self)), send_back_pool
+        )
+        s.register_processor(
+            RequestCode.END_TRANSACTION, _Gate(self, EndTransactionProcessor(self)), end_transaction_pool
+        )
         lock = RebalanceLockProcessor(self)
         for code in lock.codes:
             s.register_processor(code, _Gate(self, lock), lock_pool)
@@ -363,7 +383,9 @@ class BrokerController:
             await self.broker_outer_api.close()
             raise
         self.pull_request_hold_service = PullRequestHoldService(
-            self.pull_message_processor, self.message_store, self.broker_config.long_polling_enable,
+            self.pull_message_processor,
+            self.message_store,
+            self.broker_config.long_polling_enable,
             max_per_connection=self.broker_config.max_held_pulls_per_connection,
             max_total=self.broker_config.max_held_pulls_total,
         )
@@ -411,12 +433,18 @@ class BrokerController:
         bc = self.broker_config
         steps: list[tuple[str, Callable[[], object]]] = []  # each may return an awaitable
         if self.message_store is not None and bc.namesrv_addr_list:
-            steps.append(("unregister", lambda: self.broker_outer_api.unregister_broker_all(
-                bc.broker_cluster_name, self.broker_addr, bc.broker_name, bc.broker_id, timeout=2.0)))
+            steps.append(
+                (
+                    "unregister",
+                    lambda: self.broker_outer_api.unregister_broker_all(
+                        bc.broker_cluster_name, self.broker_addr, bc.broker_name, bc.broker_id, timeout=2.0
+                    ),
+                )
+            )
         steps.append(("background tasks", self._tasks.close))
         if self.message_store is not None:
             steps.append(("transaction service", self.transaction_service.stop))
-            steps.append(("schedule service", self.schedule_service.stop))   # persists the delay progress
+            steps.append(("schedule service", self.schedule_service.stop))  # persists the delay progress
         if self.pull_request_hold_service is not None:
             steps.append(("pull hold service", self.pull_request_hold_service.stop))
         steps.append(("metrics endpoint", self.metrics.close))
@@ -541,8 +569,10 @@ class BrokerController:
         if sc.ha_listen_port < 0:
             sc.ha_listen_port = self.server.port + 1 if self.broker_config.listen_port else 0
         if sc.broker_role != "SLAVE" and sc.ha_listen_port and sc.ha_listen_port == self.server.port:
-            raise ValueError(f"haListenPort {sc.ha_listen_port} is the broker's listenPort (allowed: another port "
-                             f"1..65535, 0 for an ephemeral one, -1 for listenPort + 1)")
+            raise ValueError(
+                f"haListenPort {sc.ha_listen_port} is the broker's listenPort (allowed: another port "
+                f"1..65535, 0 for an ephemeral one, -1 for listenPort + 1)"
+            )
 
     @property
     def ha_server_addr(self) -> str:
@@ -582,7 +612,7 @@ class BrokerController:
             if delay > 0:
                 await asyncio.sleep(delay)
             if self._register_pending is asyncio.current_task():
-                self._register_pending = None   # started: later changes need a new one
+                self._register_pending = None  # started: later changes need a new one
             try:
                 return await self._register_locked()
             finally:
@@ -634,25 +664,30 @@ class BrokerController:
             await asyncio.wait({pending})
         async with self._register_lock:
             if self._increment_pending is asyncio.current_task():
-                self._increment_pending = None   # started: later changes need a new one
+                self._increment_pending = None  # started: later changes need a new one
             changed, self._changed_topics = self._changed_topics, set()
             if self._stopped:
                 return True
             bc = self.broker_config
             table = self.topic_config_manager.topic_config_table
             configs = {name: table[name].to_json() for name in sorted(changed) if name in table}
-            if not configs:   # deleted meanwhile: the full registration of the delete covers it
+            if not configs:  # deleted meanwhile: the full registration of the delete covers it
                 return True
             if not PermName.is_writeable(bc.broker_permission) or not PermName.is_readable(bc.broker_permission):
                 for tc in configs.values():
                     tc["perm"] &= bc.broker_permission
             # The name server records the version an increment carries (Java's and ours) and
             # skips a full table of that version, as it keeps a wiped write permission.
-            wrapper = {"topicConfigTable": configs,
-                       "dataVersion": self.topic_config_manager.data_version.to_json()}
+            wrapper = {"topicConfigTable": configs, "dataVersion": self.topic_config_manager.data_version.to_json()}
             results = await self.broker_outer_api.register_broker_all(
-                bc.broker_cluster_name, self.broker_addr, bc.broker_name, bc.broker_id, self.ha_server_addr,
-                wrapper, bc.register_broker_timeout_mills / 1000.0)
+                bc.broker_cluster_name,
+                self.broker_addr,
+                bc.broker_name,
+                bc.broker_id,
+                self.ha_server_addr,
+                wrapper,
+                bc.register_broker_timeout_mills / 1000.0,
+            )
             self._on_register_answer()
             ok = all(ok for _, ok in results)
             if not ok:
@@ -681,8 +716,12 @@ class BrokerController:
             if getattr(conn, "closed", False):
                 continue
             try:
-                conn.invoke_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                                                          NotifyConsumerIdsChangedRequestHeader(consumer_group=group)))
+                conn.invoke_oneway(
+                    RemotingCommand.request(
+                        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                        NotifyConsumerIdsChangedRequestHeader(consumer_group=group),
+                    )
+                )
             except Exception as e:  # noqa: BLE001 - a closing member simply misses it
                 log.debug("notify consumer ids changed to %s failed: %s", getattr(conn, "remote_addr", "?"), e)
 
@@ -694,4 +733,3 @@ class BrokerController:
         only when the connection says everything written so far has left (or it closed).
         """
         conn.when_written(result.release)
-

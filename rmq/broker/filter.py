@@ -19,6 +19,7 @@ its properties during the pull scan (``rmq.store`` ``get_message``).
 ``rmq.broker.processors.client_manage.CheckClientConfigProcessor`` answers CHECK_CLIENT_CONFIG
 (46) with ``compile_filter``, which clients send when they start with a non-TAG subscription.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -63,7 +64,7 @@ class CompileBusy(Exception):
     check is answered SYSTEM_BUSY, the client retries."""
 
 
-_COMPILING = "sql92Compiling"   # Connection.attributes key: this connection's compilations
+_COMPILING = "sql92Compiling"  # Connection.attributes key: this connection's compilations
 
 
 class ConsumerFilterManager:
@@ -91,7 +92,7 @@ class ConsumerFilterManager:
         self.total = total
         self._table: OrderedDict[tuple[str, str], MessageFilter | SelectorError] = OrderedDict()
         self._compiling: dict[tuple[str, str], asyncio.Future[MessageFilter | SelectorError]] = {}
-        self.compiles = 0   # compilations run (for tests and metrics)
+        self.compiles = 0  # compilations run (for tests and metrics)
         # One thread: a compilation holds the GIL (the parser is Python), so two or more at
         # once would leave the event loop a small share of it; queued ones wait their turn
         # (at most ``total``).
@@ -151,17 +152,27 @@ class ConsumerFilterManager:
         mine = conn.attributes.get(_COMPILING, 0)
         running = len(self._compiling)
         if mine >= self.per_connection or running >= self.total:
-            _rlog.warning("sql92-compile-busy", "%s: %d SQL92 compilations of its own running "
-                          "(sql92CompilesPerConnection=%d), %d in all (sql92CompilesTotal=%d): answered SYSTEM_BUSY",
-                          conn.remote_addr, mine, self.per_connection, running, self.total)
-            raise CompileBusy(f"[SQL92_COMPILE_LIMIT]too many SQL92 expressions compiling ({mine} of this "
-                              f"connection, {running} in all), try again later")
+            _rlog.warning(
+                "sql92-compile-busy",
+                "%s: %d SQL92 compilations of its own running "
+                "(sql92CompilesPerConnection=%d), %d in all (sql92CompilesTotal=%d): answered SYSTEM_BUSY",
+                conn.remote_addr,
+                mine,
+                self.per_connection,
+                running,
+                self.total,
+            )
+            raise CompileBusy(
+                f"[SQL92_COMPILE_LIMIT]too many SQL92 expressions compiling ({mine} of this "
+                f"connection, {running} in all), try again later"
+            )
         conn.attributes[_COMPILING] = mine + 1
         loop = asyncio.get_running_loop()
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="rmq-sql92")
-        fut = self._compiling[key] = loop.run_in_executor(self._executor, _compile_or_error, expression_type,
-                                                          expression)
+        fut = self._compiling[key] = loop.run_in_executor(
+            self._executor, _compile_or_error, expression_type, expression
+        )
         fut.add_done_callback(functools.partial(self._compiled, key, conn))
         return fut
 

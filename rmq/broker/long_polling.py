@@ -32,6 +32,7 @@ The service is owned by the BrokerController: ``start()`` creates the sweep task
 cancels it and answers every held pull (PULL_NOT_FOUND with the current offsets), so a
 graceful shutdown leaves no consumer waiting for a timeout.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -69,8 +70,16 @@ class PullRequest:
         "topic",
     )
 
-    def __init__(self, conn: Any, cmd: Any, topic: str, queue_id: int, pull_from_this_offset: int,
-                 deadline: float, message_filter: Any) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        cmd: Any,
+        topic: str,
+        queue_id: int,
+        pull_from_this_offset: int,
+        deadline: float,
+        message_filter: Any,
+    ) -> None:
         self.conn = conn
         self.cmd = cmd
         self.topic = topic
@@ -103,10 +112,16 @@ class PullRequestHoldService:
         wake_batch: pulls answered per loop turn (default 256).
     """
 
-    def __init__(self, processor: Any, store: Any, long_polling_enable: bool = True, *,
-                 max_per_connection: int = DEFAULT_MAX_HELD_PER_CONNECTION,
-                 max_total: int = DEFAULT_MAX_HELD_TOTAL,
-                 wake_batch: int = DEFAULT_WAKE_BATCH) -> None:
+    def __init__(
+        self,
+        processor: Any,
+        store: Any,
+        long_polling_enable: bool = True,
+        *,
+        max_per_connection: int = DEFAULT_MAX_HELD_PER_CONNECTION,
+        max_total: int = DEFAULT_MAX_HELD_TOTAL,
+        wake_batch: int = DEFAULT_WAKE_BATCH,
+    ) -> None:
         self.processor = processor
         self.store = store
         self.check_interval = 5.0 if long_polling_enable else 1.0
@@ -181,16 +196,24 @@ class PullRequestHoldService:
 
     # ------------------------------------------------------------------ holding
 
-    def suspend_pull_request(self, conn: Any, cmd: Any, topic: str, queue_id: int, offset: int, hold_millis: int,
-                             message_filter: Any) -> bool:
+    def suspend_pull_request(
+        self, conn: Any, cmd: Any, topic: str, queue_id: int, offset: int, hold_millis: int, message_filter: Any
+    ) -> bool:
         """Keep a pull that found nothing; it is answered later. False (nothing kept) when
         ``conn`` or the broker holds as many as allowed: the caller answers SYSTEM_BUSY."""
         mine = self._by_conn.get(conn)
         if self._held >= self.max_total or (mine is not None and len(mine) >= self.max_per_connection):
-            _rlog.warning("pull-hold-limit", "refusing to hold a pull from %s for %s: %d held by it, %d in all "
-                          "(limits %d per connection, %d in all: maxHeldPullsPerConnection / maxHeldPullsTotal)",
-                          getattr(conn, "remote_addr", "?"), clip(f"{topic}@{queue_id}"),
-                          len(mine) if mine else 0, self._held, self.max_per_connection, self.max_total)
+            _rlog.warning(
+                "pull-hold-limit",
+                "refusing to hold a pull from %s for %s: %d held by it, %d in all "
+                "(limits %d per connection, %d in all: maxHeldPullsPerConnection / maxHeldPullsTotal)",
+                getattr(conn, "remote_addr", "?"),
+                clip(f"{topic}@{queue_id}"),
+                len(mine) if mine else 0,
+                self._held,
+                self.max_per_connection,
+                self.max_total,
+            )
             return False
         loop = self._loop or asyncio.get_running_loop()
         self._loop = loop
@@ -286,17 +309,25 @@ class PullRequestHoldService:
             if response is not None:
                 self.processor.write_response(req.conn, response)
         except Exception:  # noqa: BLE001 - answer the others even if one re-run fails
-            _rlog.error("pull-hold-answer", "answering a held pull for %s@%d failed", clip(req.topic), req.queue_id,
-                        exc_info=True)
+            _rlog.error(
+                "pull-hold-answer",
+                "answering a held pull for %s@%d failed",
+                clip(req.topic),
+                req.queue_id,
+                exc_info=True,
+            )
 
     def notify_message_arriving(self, topic: str, queue_id: int, max_offset: int, tags_code: int | None = None) -> None:
         """New messages up to ``max_offset`` (exclusive) are in the queue: answer matching pulls."""
         reqs = self.pull_request_table.get((topic, queue_id))
         if not reqs:
             return
-        wake = [r for r in reqs
-                if getattr(r.conn, "closed", False)
-                or (max_offset > r.pull_from_this_offset and _filter_matches(r.message_filter, tags_code))]
+        wake = [
+            r
+            for r in reqs
+            if getattr(r.conn, "closed", False)
+            or (max_offset > r.pull_from_this_offset and _filter_matches(r.message_filter, tags_code))
+        ]
         if not wake:
             return
         for req in wake:

@@ -29,6 +29,7 @@ one more source, read from the HA service's per-slave state; other components ma
 theirs with :meth:`BrokerMetrics.add_source`, a function that adds its samples to the builder
 in the metrics thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -68,9 +69,9 @@ MetricsSource = Callable[[MetricsBuilder], None]
 
 _RETRY = MixAll.RETRY_GROUP_TOPIC_PREFIX
 _DLQ = MixAll.DLQ_GROUP_TOPIC_PREFIX
-_SLICE = 256          # store reads per loop turn
+_SLICE = 256  # store reads per loop turn
 _HITS_PER_TURN = 4096  # cache lookups per loop turn
-_PAUSE_EVERY = 256    # queues or samples between two pauses of the metrics thread
+_PAUSE_EVERY = 256  # queues or samples between two pauses of the metrics thread
 
 
 def _pause() -> None:
@@ -103,8 +104,9 @@ class BrokerMetrics:
     def __init__(self, controller: BrokerController) -> None:
         self.controller = controller
         bc = controller.broker_config
-        self.server = MetricsHttpServer(bc.metrics_host or bc.listen_host, bc.metrics_port, self.scrape,
-                                        name=f"broker {bc.broker_name}")
+        self.server = MetricsHttpServer(
+            bc.metrics_host or bc.listen_host, bc.metrics_port, self.scrape, name=f"broker {bc.broker_name}"
+        )
         self._executor: ThreadPoolExecutor | None = None
         self._lock: asyncio.Lock | None = None
         self._last: bytes | None = None
@@ -112,7 +114,7 @@ class BrokerMetrics:
         self._times: dict[tuple[str, int, int], int] = {}
         self._labels = LabelCache()
         self._sources: list[MetricsSource] = [self._replication]
-        self._admin: Any = None   # the AdminBrokerProcessor whose runtime_info GET_BROKER_RUNTIME_INFO answers
+        self._admin: Any = None  # the AdminBrokerProcessor whose runtime_info GET_BROKER_RUNTIME_INFO answers
         #: seconds each phase of the last collection took (also served as rmq_metrics_collect_seconds)
         self.last_phases: dict[str, float] = {}
 
@@ -137,10 +139,13 @@ class BrokerMetrics:
             return
         bc = self.controller.broker_config
         for slave in ha.slaves():
-            if slave.ack_offset < 0:    # connected, not reported yet: not a slave (yet)
+            if slave.ack_offset < 0:  # connected, not reported yet: not a slave (yet)
                 continue
-            b.set("rocketmq_broker_commitlog_diff", (bc.broker_cluster_name, slave.address, bc.broker_name),
-                  slave.lag_bytes)
+            b.set(
+                "rocketmq_broker_commitlog_diff",
+                (bc.broker_cluster_name, slave.address, bc.broker_name),
+                slave.lag_bytes,
+            )
 
     async def start(self) -> None:
         """Serve on ``metricsPort`` unless it is 0; a taken port is a warning (the broker runs on)."""
@@ -198,6 +203,7 @@ class BrokerMetrics:
             return {}
         if self._admin is None:
             from rmq.broker.processors.admin import AdminBrokerProcessor
+
             self._admin = AdminBrokerProcessor(self.controller)
         try:
             return dict(self._admin.runtime_info())
@@ -241,7 +247,7 @@ class BrokerMetrics:
                 if topic.startswith(_RETRY):
                     b.set("rocketmq_topic_retry_offset", (cluster, broker, topic), total)
                 elif topic.startswith(_DLQ):
-                    b.set("rocketmq_topic_dlq_offset", (cluster, broker, topic[len(_DLQ):]), total)
+                    b.set("rocketmq_topic_dlq_offset", (cluster, broker, topic[len(_DLQ) :]), total)
                 else:
                     b.set("rocketmq_producer_offset", (cluster, broker, topic), total)
         # clients
@@ -251,8 +257,15 @@ class BrokerMetrics:
             clustering = info.message_model != MessageModel.BROADCASTING
             online[group] = (len(members), clustering)
             b.set("rocketmq_consumer_connections", (*bl, group), len(members))
-            b.set("rocketmq_group_count", (",".join(sorted(m.remote_addr for m in members)),
-                                           ",".join(sorted(m.client_id for m in members)), group), len(members))
+            b.set(
+                "rocketmq_group_count",
+                (
+                    ",".join(sorted(m.remote_addr for m in members)),
+                    ",".join(sorted(m.client_id for m in members)),
+                    group,
+                ),
+                len(members),
+            )
         producers = 0
         for group, conns in list(c.producer_manager.group_channel_table.items()):
             n = len(conns)
@@ -310,7 +323,7 @@ class BrokerMetrics:
         # a %DLQ% topic nobody consumes: all it holds is the group's DLQ backlog
         for topic, mx in max_offsets.items():
             if topic.startswith(_DLQ) and topic not in dlq_consumed:
-                group = topic[len(_DLQ):]
+                group = topic[len(_DLQ) :]
                 count, _ = online.get(group, (0, True))
                 held = sum(max(0, v - min_offsets[topic].get(q, 0)) for q, v in mx.items())
                 b.set("rocketmq_group_dlqdiff", (group, topic, str(count), msg_model_label(True)), held)
@@ -319,8 +332,11 @@ class BrokerMetrics:
         half_max = max_offsets.get(half, {})
         if half_max:
             progress = committed.get(f"{half}@{MixAll.CID_SYS_RMQ_TRANS}", {}).copy()
-            b.set("rocketmq_half_messages", bl, sum(
-                max(0, v - max(progress.get(q, 0), min_offsets[half].get(q, 0))) for q, v in half_max.items()))
+            b.set(
+                "rocketmq_half_messages",
+                bl,
+                sum(max(0, v - max(progress.get(q, 0), min_offsets[half].get(q, 0))) for q, v in half_max.items()),
+            )
         else:
             b.set("rocketmq_half_messages", bl, 0)
         for name, hist in (("send_message", c.stats.send_latency), ("pull_message", c.stats.pull_latency)):
@@ -347,7 +363,7 @@ class BrokerMetrics:
             b.set("rocketmq_producer_tps", labels, minute(item)[1])
             b.set("rocketmq_messages_in_total", labels, item.value)
             if key.startswith(_DLQ):
-                b.set("rocketmq_send_to_dlq_messages_total", (cluster, broker, key[len(_DLQ):]), item.value)
+                b.set("rocketmq_send_to_dlq_messages_total", (cluster, broker, key[len(_DLQ) :]), item.value)
         for key, item in items(TOPIC_PUT_SIZE):
             labels = (cluster, broker, key)
             b.set("rocketmq_producer_message_size", labels, minute(item)[1])

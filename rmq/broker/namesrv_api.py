@@ -6,6 +6,7 @@ with ``bodyCrc32`` in the header, so a Java name server accepts it as well as ou
 to every configured name server in parallel; one that is down is logged and skipped, the next
 round (30 s) tries again.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,9 @@ class BrokerOuterAPI:
             as Java's broker.
     """
 
-    def __init__(self, namesrv_addrs: list[str], tls: ssl.SSLContext | None = None,
-                 credentials: SessionCredentials | None = None):
+    def __init__(
+        self, namesrv_addrs: list[str], tls: ssl.SSLContext | None = None, credentials: SessionCredentials | None = None
+    ):
         self.namesrv_addrs = list(namesrv_addrs)
         self.client = RemotingClient(self.namesrv_addrs or None, tls=tls)
         if credentials is not None:
@@ -94,13 +96,18 @@ class BrokerOuterAPI:
     async def unregister_broker_all(
         self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int, timeout: float
     ) -> None:
-        ext = {"brokerAddr": broker_addr, "brokerId": str(broker_id), "brokerName": broker_name,
-               "clusterName": cluster_name}
+        ext = {
+            "brokerAddr": broker_addr,
+            "brokerId": str(broker_id),
+            "brokerName": broker_name,
+            "clusterName": cluster_name,
+        }
 
         async def one(addr: str) -> None:
             try:
-                await self.client.invoke(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, dict(ext)),
-                                         timeout=timeout)
+                await self.client.invoke(
+                    addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, dict(ext)), timeout=timeout
+                )
                 log.info("unregistered broker from name server %s", addr)
             except Exception as e:  # noqa: BLE001 - shutting down anyway
                 log.warning("unregister broker from name server %s failed: %s", addr, e)
@@ -125,9 +132,14 @@ async def encode_register_body(topic_config_wrapper: dict[str, Any]) -> bytes:
     for i in range(0, len(items), _TOPICS_PER_SLICE):
         if i:
             await asyncio.sleep(0)
-        chunk = dict(items[i:i + _TOPICS_PER_SLICE])
-        parts.append(to_json_bytes(chunk)[1:-1])   # the members, without the braces
+        chunk = dict(items[i : i + _TOPICS_PER_SLICE])
+        parts.append(to_json_bytes(chunk)[1:-1])  # the members, without the braces
     table = b"{" + b",".join(p for p in parts if p) + b"}"
     version = to_json_bytes(topic_config_wrapper.get("dataVersion", {}))
-    return (b'{"topicConfigSerializeWrapper":{"topicConfigTable":' + table + b',"dataVersion":' + version
-            + b'},"filterServerList":[]}')
+    return (
+        b'{"topicConfigSerializeWrapper":{"topicConfigTable":'
+        + table
+        + b',"dataVersion":'
+        + version
+        + b'},"filterServerList":[]}'
+    )

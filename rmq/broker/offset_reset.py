@@ -11,6 +11,7 @@ offset. A pull at the reset offset shows the member has applied it: the entry go
 also go after ``ttl`` seconds (120, a heartbeat expiry: a member that has not pulled by then is
 gone) and, past ``max_entries``, the oldest first.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,13 +43,17 @@ class PendingResets:
         deadline = time.monotonic() + self.ttl
         for qid, offset in offsets.items():
             key = (group, topic, qid)
-            self._table.pop(key, None)   # re-inserted last: the newest
+            self._table.pop(key, None)  # re-inserted last: the newest
             self._table[key] = (offset, deadline)
         while len(self._table) > self.max_entries:
             dropped = next(iter(self._table))
             del self._table[dropped]
-            _rlog.warning("pending-resets-full", "pending offset resets past %d (maxEntries): dropped the oldest, "
-                          "%s", self.max_entries, dropped[:2])
+            _rlog.warning(
+                "pending-resets-full",
+                "pending offset resets past %d (maxEntries): dropped the oldest, %s",
+                self.max_entries,
+                dropped[:2],
+            )
 
     def redirect(self, group: str, topic: str, queue_id: int, pull_offset: int) -> int | None:
         """The offset a pull at ``pull_offset`` should move to, once; None to serve it as is."""

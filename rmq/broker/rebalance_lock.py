@@ -7,6 +7,7 @@ crashed consumer's queues go to another member after a minute, and the dead entr
 table. UNLOCK_BATCH_MQ releases only the caller's own locks. Everything runs on the event loop: no lock object is needed
 (Java's ReentrantLock guards the same table against its thread pool).
 """
+
 from __future__ import annotations
 
 import logging
@@ -21,8 +22,8 @@ log = logging.getLogger("rmq.broker.lock")
 _rl = RateLimitedLog(log)
 
 REBALANCE_LOCK_MAX_LIVE_TIME = 60.0  # seconds
-DEFAULT_MAX_ENTRIES = 100_000        # BrokerConfig rebalanceLockMaxEntries
-DEFAULT_MAX_BATCH_SIZE = 4096        # BrokerConfig rebalanceLockMaxBatchSize
+DEFAULT_MAX_ENTRIES = 100_000  # BrokerConfig rebalanceLockMaxEntries
+DEFAULT_MAX_BATCH_SIZE = 4096  # BrokerConfig rebalanceLockMaxBatchSize
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +81,12 @@ class RebalanceLockManager:
             tests hand in a clock they move, so expiry does not depend on the machine's speed.
     """
 
-    def __init__(self, lock_max_live_time: float = REBALANCE_LOCK_MAX_LIVE_TIME,
-                 max_entries: int = DEFAULT_MAX_ENTRIES, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        lock_max_live_time: float = REBALANCE_LOCK_MAX_LIVE_TIME,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.clock = clock
         self.lock_max_live_time = lock_max_live_time
         self.max_entries = max_entries
@@ -128,13 +133,24 @@ class RebalanceLockManager:
         if not table:
             self.mq_lock_table.pop(group, None)
         if new or taken_over:
-            _rl.info("lock-" + group,
-                     "group %s: %s locked %d new queues, took over %d expired ones (%d held by others)",
-                     clip(group), clip(client_id), new, taken_over, refused)
+            _rl.info(
+                "lock-" + group,
+                "group %s: %s locked %d new queues, took over %d expired ones (%d held by others)",
+                clip(group),
+                clip(client_id),
+                new,
+                taken_over,
+                refused,
+            )
         if full:
             self.refused_full += full
-            _rl.warning("lock-table-full", "queue lock table full (%d locks, rebalanceLockMaxEntries): %d locks "
-                        "for group %s refused", self.entries, full, clip(group))
+            _rl.warning(
+                "lock-table-full",
+                "queue lock table full (%d locks, rebalanceLockMaxEntries): %d locks for group %s refused",
+                self.entries,
+                full,
+                clip(group),
+            )
         return locked
 
     def unlock_batch(self, group: str, mqs: Any, client_id: str) -> int:
@@ -154,8 +170,14 @@ class RebalanceLockManager:
         if not table:
             del self.mq_lock_table[group]
         if n or others:
-            _rl.info("unlock-" + group, "group %s: %s unlocked %d queues (%d held by others left alone)",
-                     clip(group), clip(client_id), n, others)
+            _rl.info(
+                "unlock-" + group,
+                "group %s: %s unlocked %d queues (%d held by others left alone)",
+                clip(group),
+                clip(client_id),
+                n,
+                others,
+            )
         return n
 
     def scan_expired(self, now: float | None = None) -> int:

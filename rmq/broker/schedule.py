@@ -26,6 +26,7 @@ Progress (level → next offset of its queue) is kept in ``<root>/config/delayOf
 changed and at shutdown. A clean restart resumes exactly (nothing twice, nothing lost); after
 a crash the messages delivered since the last write are delivered again (at-least-once).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -53,7 +54,7 @@ log = logging.getLogger("rmq.broker.schedule")
 
 
 RMQ_SYS_SCHEDULE_TOPIC = TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
-DELAY_FOR_A_PERIOD = 10.0   # Java: a failed delivery is retried after 10 s
+DELAY_FOR_A_PERIOD = 10.0  # Java: a failed delivery is retried after 10 s
 _DELAY_MARK = MessageConst.DELAY_TIME_LEVEL + "\x01"
 
 
@@ -92,8 +93,10 @@ class ScheduleMessageService:
         try:
             self.delay_millis: list[int] = controller.store_config.delay_level_millis()
         except (KeyError, ValueError, IndexError):
-            raise ValueError(f"bad messageDelayLevel {controller.store_config.message_delay_level!r} "
-                             "(expected delays like '1s 5s 10s 1m 2h')") from None
+            raise ValueError(
+                f"bad messageDelayLevel {controller.store_config.message_delay_level!r} "
+                "(expected delays like '1s 5s 10s 1m 2h')"
+            ) from None
         if not self.delay_millis:
             raise ValueError("messageDelayLevel defines no level")
         self.max_delay_level = len(self.delay_millis)
@@ -101,7 +104,7 @@ class ScheduleMessageService:
         self.flush_interval = flush_delay_offset_interval
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[Any] | None = None
-        self._retry_at: dict[int, float] = {}   # level → monotonic time before which it waits
+        self._retry_at: dict[int, float] = {}  # level → monotonic time before which it waits
         self._stopping = False
         self.delivered = 0
         self.discarded = 0
@@ -123,7 +126,7 @@ class ScheduleMessageService:
         if tran not in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
             return False
         if msg.properties_str is not None:
-            if _DELAY_MARK not in msg.properties_str:   # the common case costs one substring test
+            if _DELAY_MARK not in msg.properties_str:  # the common case costs one substring test
                 return False
             props = string_to_properties(msg.properties_str)
         else:
@@ -167,12 +170,20 @@ class ScheduleMessageService:
             # A slave's store is written by replication only; its master delivers (Java).
             log.info("schedule service idle: this broker is a slave")
             return
-        store.add_arrival_listener(self._on_arrival, watched={
-            (RMQ_SYS_SCHEDULE_TOPIC, delay_level_to_queue_id(level)) for level in range(1, self.max_delay_level + 1)})
+        store.add_arrival_listener(
+            self._on_arrival,
+            watched={
+                (RMQ_SYS_SCHEDULE_TOPIC, delay_level_to_queue_id(level)) for level in range(1, self.max_delay_level + 1)
+            },
+        )
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._deliver_loop(), name="broker-schedule")
-        log.info("schedule service started: %d levels (%s), offsets %s", self.max_delay_level,
-                 self.controller.store_config.message_delay_level, self.table.offset_table)
+        log.info(
+            "schedule service started: %d levels (%s), offsets %s",
+            self.max_delay_level,
+            self.controller.store_config.message_delay_level,
+            self.table.offset_table,
+        )
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop delivering and persist progress.
@@ -207,7 +218,7 @@ class ScheduleMessageService:
         assert wakeup is not None  # created by start() before this loop runs
         while not self._stopping:
             wakeup.clear()
-            next_due = None   # epoch ms of the earliest unit not yet due
+            next_due = None  # epoch ms of the earliest unit not yet due
             for level in range(1, self.max_delay_level + 1):
                 if self._stopping:
                     return
@@ -243,8 +254,12 @@ class ScheduleMessageService:
         while not self._stopping:
             lo = cq.get_min_offset_in_queue()
             if offset < lo:
-                log.warning("delay level %d: offset %d is below the queue minimum %d (expired files); skipping ahead",
-                            level, offset, lo)
+                log.warning(
+                    "delay level %d: offset %d is below the queue minimum %d (expired files); skipping ahead",
+                    level,
+                    offset,
+                    lo,
+                )
                 offset = lo
                 self._advance(level, offset)
             unit = cq.get_unit(offset)
@@ -260,8 +275,9 @@ class ScheduleMessageService:
                 return deliver_ts
             ext = store.look_message_by_offset(phy, size)
             if ext is None:
-                log.error("delay level %d: no record at CommitLog offset %d (queue offset %d); skipped",
-                          level, phy, offset)
+                log.error(
+                    "delay level %d: no record at CommitLog offset %d (queue offset %d); skipped", level, phy, offset
+                )
                 self.discarded += 1
             else:
                 inner = self._message_time_up(ext)
@@ -270,9 +286,16 @@ class ScheduleMessageService:
                 else:
                     result = await store.put_message(inner)
                     if not result.is_ok:
-                        log.warning("delay level %d: delivering %s to %s-%d failed (%s %s); retrying in %.0f s",
-                                    level, ext.msg_id, inner.topic, inner.queue_id, result.status.name,
-                                    result.remark or "", DELAY_FOR_A_PERIOD)
+                        log.warning(
+                            "delay level %d: delivering %s to %s-%d failed (%s %s); retrying in %.0f s",
+                            level,
+                            ext.msg_id,
+                            inner.topic,
+                            inner.queue_id,
+                            result.status.name,
+                            result.remark or "",
+                            DELAY_FOR_A_PERIOD,
+                        )
                         self._retry_at[level] = time.monotonic() + DELAY_FOR_A_PERIOD
                         return int(time.time() * 1000 + DELAY_FOR_A_PERIOD * 1000)
                     self.delivered += 1
@@ -293,8 +316,12 @@ class ScheduleMessageService:
         except ValueError:
             real_qid = None
         if not real_topic or real_qid is None:
-            log.error("delayed message %s has no REAL_TOPIC/REAL_QID (%r/%r); discarded",
-                      ext.msg_id, real_topic, props.get(MessageConst.REAL_QUEUE_ID))
+            log.error(
+                "delayed message %s has no REAL_TOPIC/REAL_QID (%r/%r); discarded",
+                ext.msg_id,
+                real_topic,
+                props.get(MessageConst.REAL_QUEUE_ID),
+            )
             return None
         tran = MessageSysFlag.get_transaction_value(ext.sys_flag)
         if tran == MessageSysFlag.TRANSACTION_PREPARED_TYPE:
@@ -311,8 +338,12 @@ class ScheduleMessageService:
             hi = store.get_max_offset_in_queue(RMQ_SYS_SCHEDULE_TOPIC, delay_level_to_queue_id(level))
             if hi > off:
                 behind[level] = hi - off
-        return {"offsets": dict(self.table.offset_table), "behind": behind,
-                "delivered": self.delivered, "discarded": self.discarded}
+        return {
+            "offsets": dict(self.table.offset_table),
+            "behind": behind,
+            "delivered": self.delivered,
+            "discarded": self.discarded,
+        }
 
 
 def _parse_level(value: Any) -> int:
@@ -323,4 +354,3 @@ def _parse_level(value: Any) -> int:
     except ValueError:
         log.warning("ignoring unreadable DELAY property %r", value)
         return 0
-

@@ -23,6 +23,7 @@ and the number of delay levels. The tables changed are written by the broker's
 ConfigPersister, off the event loop; the answers are decoded and checked in a thread
 (50 000 topics take some hundred milliseconds), and only the swap of a table runs on the loop.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -75,8 +76,7 @@ class SlaveSynchronize:
         self.timeout = timeout
         self._master_addr: str | None = None
         #: rounds that reached the master for each table (tests and brokerStatus read them).
-        self.synced: dict[str, int] = {"topicConfig": 0, "consumerOffset": 0, "delayOffset": 0,
-                                       "subscriptionGroup": 0}
+        self.synced: dict[str, int] = {"topicConfig": 0, "consumerOffset": 0, "delayOffset": 0, "subscriptionGroup": 0}
         #: rounds in which the master was asked and at least one table could not be copied.
         self.failures = 0
         #: wall-clock ms of the last round in which all four tables were copied, 0 before.
@@ -101,9 +101,11 @@ class SlaveSynchronize:
         """This slave's sync state for GET_BROKER_RUNTIME_INFO (not in Java 4.9.8, whose slave
         only logs it): the master it copies from ("" when none), the wall-clock ms of the last
         complete copy (0 before the first) and the rounds that failed."""
-        return {"slaveSyncMasterAddr": self.master_addr or "",
-                "slaveSyncLastTimestamp": str(self.last_sync_timestamp),
-                "slaveSyncFailedRounds": str(self.failures)}
+        return {
+            "slaveSyncMasterAddr": self.master_addr or "",
+            "slaveSyncLastTimestamp": str(self.last_sync_timestamp),
+            "slaveSyncFailedRounds": str(self.failures),
+        }
 
     async def run(self) -> None:
         """The periodic task (owned and cancelled by the controller)."""
@@ -124,16 +126,24 @@ class SlaveSynchronize:
         if master is None or master == self.controller.broker_addr:
             return False
         ok = True
-        for name, step in (("topicConfig", self.sync_topic_config), ("consumerOffset", self.sync_consumer_offset),
-                           ("delayOffset", self.sync_delay_offset),
-                           ("subscriptionGroup", self.sync_subscription_group_config)):
+        for name, step in (
+            ("topicConfig", self.sync_topic_config),
+            ("consumerOffset", self.sync_consumer_offset),
+            ("delayOffset", self.sync_delay_offset),
+            ("subscriptionGroup", self.sync_subscription_group_config),
+        ):
             try:
                 await step(master)
                 self.synced[name] += 1
             except (TimeoutError, RMQError, OSError, ValueError) as e:
                 ok = False
-                _rlog.warning(f"slave-sync-{name}", "slave sync of %s from master %s failed, keeping ours: %s",
-                              name, clip(master), clip(e))
+                _rlog.warning(
+                    f"slave-sync-{name}",
+                    "slave sync of %s from master %s failed, keeping ours: %s",
+                    name,
+                    clip(master),
+                    clip(e),
+                )
         if ok:
             self.last_sync_timestamp = int(time.time() * 1000)
         else:
@@ -170,8 +180,13 @@ class SlaveSynchronize:
                 table[key] = good
                 changed += 1
         if dropped:
-            _rlog.warning("slave-sync-offsets-full", "slave sync: %d topic@group offsets of master %s not copied: "
-                          "the table holds maxConsumerOffsetKeys=%d", dropped, clip(master), com.max_keys)
+            _rlog.warning(
+                "slave-sync-offsets-full",
+                "slave sync: %d topic@group offsets of master %s not copied: the table holds maxConsumerOffsetKeys=%d",
+                dropped,
+                clip(master),
+                com.max_keys,
+            )
         if changed:
             com.mark_dirty()
             log.debug("slave sync: %d topic@group offsets from master %s", changed, clip(master))
@@ -183,8 +198,13 @@ class SlaveSynchronize:
         levels = schedule.max_delay_level
         good = {lvl: o for lvl, o in offsets.items() if 1 <= lvl <= levels and 0 <= o <= _INT64_MAX}
         if len(good) != len(offsets):
-            _rlog.warning("slave-sync-delay", "slave sync: master %s delay offsets outside levels 1..%d or "
-                          "negative skipped: %s", clip(master), levels, clip(offsets))
+            _rlog.warning(
+                "slave-sync-delay",
+                "slave sync: master %s delay offsets outside levels 1..%d or negative skipped: %s",
+                clip(master),
+                levels,
+                clip(offsets),
+            )
         table = schedule.table
         if table.offset_table != good:
             table.offset_table = good
@@ -197,12 +217,14 @@ class SlaveSynchronize:
         limit = int(getattr(self.controller.broker_config, "max_subscription_group_nums", 100_000))
         version, table = await asyncio.to_thread(_group_table, resp, master, limit)
         sgm = self.controller.subscription_group_manager
-        _replace_versioned(sgm, sgm.subscription_group_table, version, table,
-                           f"subscription groups from master {clip(master)}")
+        _replace_versioned(
+            sgm, sgm.subscription_group_table, version, table, f"subscription groups from master {clip(master)}"
+        )
 
 
-def _replace_versioned(manager: Any, live: dict[str, Any], version: DataVersionData, table: dict[str, Any],
-                       what: str) -> None:
+def _replace_versioned(
+    manager: Any, live: dict[str, Any], version: DataVersionData, table: dict[str, Any], what: str
+) -> None:
     """Java's rule for the versioned tables (topics, groups): the master's table replaces ours,
     in one swap on the loop, when its data version differs; the version is taken too."""
     if _same_version(manager.data_version, version):
@@ -235,8 +257,13 @@ def _topic_table(resp: RemotingCommand, master: str, cap: int) -> tuple[DataVers
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             problem = f"malformed: {e}"
         if problem is not None:
-            _rlog.warning("slave-sync-topic", "slave sync: master %s topic %s skipped: %s", clip(master),
-                          clip(name), clip(problem))
+            _rlog.warning(
+                "slave-sync-topic",
+                "slave sync: master %s topic %s skipped: %s",
+                clip(master),
+                clip(name),
+                clip(problem),
+            )
             continue
         table[name] = tc
     return wrapper.data_version, table
@@ -245,20 +272,27 @@ def _topic_table(resp: RemotingCommand, master: str, cap: int) -> tuple[DataVers
 def _offset_table(resp: RemotingCommand) -> dict[str, dict[int, int]]:
     """The master's offsets, without the queue ids and offsets that cannot be ours (Java's
     table may hold -1 for "none")."""
-    return {key: {q: o for q, o in queues.items() if 0 <= q <= _QUEUE_ID_MAX and 0 <= o <= _INT64_MAX}
-            for key, queues in parse_all_consumer_offset(resp).items()}
+    return {
+        key: {q: o for q, o in queues.items() if 0 <= q <= _QUEUE_ID_MAX and 0 <= o <= _INT64_MAX}
+        for key, queues in parse_all_consumer_offset(resp).items()
+    }
 
 
-def _group_table(resp: RemotingCommand, master: str,
-                 limit: int) -> tuple[DataVersionData, dict[str, SubscriptionGroupConfig]]:
+def _group_table(
+    resp: RemotingCommand, master: str, limit: int
+) -> tuple[DataVersionData, dict[str, SubscriptionGroupConfig]]:
     """The master's data version and its groups that can be ours, at most ``limit``
     (``maxSubscriptionGroupNums``)."""
     wrapper = parse_all_subscription_group_config(resp)
     table: dict[str, SubscriptionGroupConfig] = {}
     for name, d in wrapper.subscription_group_table.items():
         if len(table) >= limit:
-            _rlog.warning("slave-sync-groups-full", "slave sync: master %s has more than "
-                          "maxSubscriptionGroupNums=%d groups; the rest not copied", clip(master), limit)
+            _rlog.warning(
+                "slave-sync-groups-full",
+                "slave sync: master %s has more than maxSubscriptionGroupNums=%d groups; the rest not copied",
+                clip(master),
+                limit,
+            )
             break
         try:
             cfg = SubscriptionGroupConfig.from_json(d)
@@ -268,8 +302,13 @@ def _group_table(resp: RemotingCommand, master: str,
         except (TypeError, ValueError, OverflowError) as e:
             problem = f"malformed: {e}"
         if problem is not None:
-            _rlog.warning("slave-sync-group", "slave sync: master %s group %s skipped: %s", clip(master),
-                          clip(name), clip(problem))
+            _rlog.warning(
+                "slave-sync-group",
+                "slave sync: master %s group %s skipped: %s",
+                clip(master),
+                clip(name),
+                clip(problem),
+            )
             continue
         table[name] = cfg
     return wrapper.data_version, table

@@ -27,6 +27,7 @@ ticks scale with it). Tests shorten the interval (``statsSampleIntervalMs``) or 
 call :meth:`BrokerStatsManager.tick` themselves; the broker's loop calls ``tick()`` often
 enough for the shortest tick, and a tick that is not due does nothing.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -137,8 +138,7 @@ class StatsItem:
 class StatsItemSet:
     """A named set of :class:`StatsItem` (Java ``StatsItemSet``), bounded to ``max_items`` keys."""
 
-    def __init__(self, name: str, max_items: int = DEFAULT_MAX_ITEMS,
-                 clock: Callable[[], int] | None = None) -> None:
+    def __init__(self, name: str, max_items: int = DEFAULT_MAX_ITEMS, clock: Callable[[], int] | None = None) -> None:
         self.name = name
         self.max_items = max_items
         self.items: dict[str, StatsItem] = {}
@@ -151,8 +151,13 @@ class StatsItemSet:
         if item is None:
             if len(self.items) >= self.max_items:
                 self.refused += 1
-                _rlog.warning(f"stats-full-{self.name}", "stats set %s is full (%d keys, maxStatsItems): %s is "
-                              "not counted", self.name, self.max_items, clip(key))
+                _rlog.warning(
+                    f"stats-full-{self.name}",
+                    "stats set %s is full (%d keys, maxStatsItems): %s is not counted",
+                    self.name,
+                    self.max_items,
+                    clip(key),
+                )
                 return None
             item = self.items[key] = StatsItem(key, self._clock())
         return item
@@ -193,8 +198,21 @@ class StatsItemSet:
 
 
 # Java StoreStatsService.PUT_MESSAGE_ENTIRE_TIME_MAX_DESC and its bucket bounds (ms, exclusive).
-_DISTRIBUTE_DESC = ("[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]",
-                    "[500ms~1s]", "[1~2s]", "[2~3s]", "[3~4s]", "[4~5s]", "[5~10s]", "[10s~]")
+_DISTRIBUTE_DESC = (
+    "[<=0ms]",
+    "[0~10ms]",
+    "[10~50ms]",
+    "[50~100ms]",
+    "[100~200ms]",
+    "[200~500ms]",
+    "[500ms~1s]",
+    "[1~2s]",
+    "[2~3s]",
+    "[3~4s]",
+    "[4~5s]",
+    "[5~10s]",
+    "[10s~]",
+)
 _DISTRIBUTE_BOUNDS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
 
 
@@ -219,14 +237,14 @@ class StoreStats:
 
     def __init__(self, now_ms: int) -> None:
         self.boot_timestamp = now_ms
-        self.put_nums = 0          # messages put (Java getPutMessageTimesTotal)
-        self.put_size = 0          # bytes put
+        self.put_nums = 0  # messages put (Java getPutMessageTimesTotal)
+        self.put_size = 0  # bytes put
         self.put_failed = 0
-        self.get_found = 0         # pulls that found messages
-        self.get_miss = 0          # pulls that did not
-        self.get_transferred = 0   # messages pulled (Java getMessageTransferedMsgCount)
+        self.get_found = 0  # pulls that found messages
+        self.get_miss = 0  # pulls that did not
+        self.get_transferred = 0  # messages pulled (Java getMessageTransferedMsgCount)
         self.get_size = 0
-        self.put_time_max = 0      # ms, the slowest put so far
+        self.put_time_max = 0  # ms, the slowest put so far
         self.get_time_max = 0
         # (ms, put_nums, found, miss, transferred)
         self.samples: deque[tuple[int, int, int, int, int]] = deque(maxlen=self.SAMPLES)
@@ -267,9 +285,11 @@ class StoreStats:
         self.get_total_yesterday_morning = self.get_total_today_morning
         self.put_total_today_morning = self.put_nums
         self.get_total_today_morning = self.get_transferred
-        log.info("yesterday put message total: %d, get message total: %d",
-                 self.put_total_today_morning - self.put_total_yesterday_morning,
-                 self.get_total_today_morning - self.get_total_yesterday_morning)
+        log.info(
+            "yesterday put message total: %d, get message total: %d",
+            self.put_total_today_morning - self.put_total_yesterday_morning,
+            self.get_total_today_morning - self.get_total_yesterday_morning,
+        )
 
     def _tps(self, field: int, window: int) -> float | None:
         s = self.samples
@@ -336,7 +356,7 @@ def _human_bytes(n: int) -> str:
     while value >= 1024 and exp < 6:
         value /= 1024
         exp += 1
-    return f"{n / 1024 ** exp:.1f} {'KMGTPE'[exp - 1]}iB"
+    return f"{n / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
 class BrokerStatsManager:
@@ -351,9 +371,15 @@ class BrokerStatsManager:
         clock: milliseconds since the epoch (default ``time.time``).
     """
 
-    def __init__(self, cluster_name: str = "DefaultCluster", *, max_items: int = DEFAULT_MAX_ITEMS,
-                 idle_ms: int = DEFAULT_IDLE_MS, sample_interval_ms: int = 10_000,
-                 clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        cluster_name: str = "DefaultCluster",
+        *,
+        max_items: int = DEFAULT_MAX_ITEMS,
+        idle_ms: int = DEFAULT_IDLE_MS,
+        sample_interval_ms: int = 10_000,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
         self.cluster_name = cluster_name
         self.idle_ms = idle_ms
         self.clock: Callable[[], int] = clock or (lambda: int(time.time() * 1000))
@@ -366,8 +392,15 @@ class BrokerStatsManager:
         clk = self._now
         self.sets: dict[str, StatsItemSet] = {
             name: StatsItemSet(name, max_items, clk)
-            for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS,
-                         BROKER_PUT_NUMS, BROKER_GET_NUMS)
+            for name in (
+                TOPIC_PUT_NUMS,
+                TOPIC_PUT_SIZE,
+                GROUP_GET_NUMS,
+                GROUP_GET_SIZE,
+                SNDBCK_PUT_NUMS,
+                BROKER_PUT_NUMS,
+                BROKER_GET_NUMS,
+            )
         }
         self._topic_put_nums = self.sets[TOPIC_PUT_NUMS]
         self._topic_put_size = self.sets[TOPIC_PUT_SIZE]

@@ -44,6 +44,7 @@ queue offset. The service remembers (bounded, and re-read from the tail of the o
 start) which first offsets were resolved, so an END_TRANSACTION for the original that arrives
 after a check-back copy was made does not produce a second check or a second commit.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -81,9 +82,9 @@ RMQ_SYS_TRANS_HALF_TOPIC = TopicValidator.RMQ_SYS_TRANS_HALF_TOPIC
 RMQ_SYS_TRANS_OP_HALF_TOPIC = TopicValidator.RMQ_SYS_TRANS_OP_HALF_TOPIC
 TRANS_CHECK_MAX_TIME_TOPIC = TopicValidator.RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC
 HALF_QUEUE_ID = 0
-MAX_PROCESS_TIME_LIMIT = 60.0                   # seconds one check run may take (Java)
-RESOLVED_MEMORY = 100_000                       # first-offsets remembered as resolved
-OP_TAIL_PRIMING = 10_000                        # op records re-read at start
+MAX_PROCESS_TIME_LIMIT = 60.0  # seconds one check run may take (Java)
+RESOLVED_MEMORY = 100_000  # first-offsets remembered as resolved
+OP_TAIL_PRIMING = 10_000  # op records re-read at start
 
 
 class TransactionalMessageService:
@@ -100,7 +101,7 @@ class TransactionalMessageService:
         self._task: asyncio.Task[Any] | None = None
         self._kick: asyncio.Event | None = None
         self._resolved: collections.OrderedDict[int, None] = collections.OrderedDict()
-        self._ending: dict[int, asyncio.Future[Any]] = {}   # first offset → END_TRANSACTION in progress
+        self._ending: dict[int, asyncio.Future[Any]] = {}  # first offset → END_TRANSACTION in progress
         self._stopping = False
         self.checks_sent = 0
         self.discarded = 0
@@ -133,22 +134,29 @@ class TransactionalMessageService:
 
     # -- END_TRANSACTION --------------------------------------------------------------------
 
-    async def end_transaction(self, conn: Connection, cmd: RemotingCommand,
-                              header: EndTransactionRequestHeader) -> RemotingCommand:
+    async def end_transaction(
+        self, conn: Connection, cmd: RemotingCommand, header: EndTransactionRequestHeader
+    ) -> RemotingCommand:
         """Commit or roll back the half message the header names (Java ``EndTransactionProcessor``)."""
         kind = header.commit_or_rollback
         who = getattr(conn, "remote_addr", "?")
         if kind == MessageSysFlag.TRANSACTION_NOT_TYPE:
-            log.info("transaction %s of %s (%s) still unknown%s", header.transaction_id or header.msg_id,
-                     header.producer_group, who, " after a check" if header.from_transaction_check else "")
+            log.info(
+                "transaction %s of %s (%s) still unknown%s",
+                header.transaction_id or header.msg_id,
+                header.producer_group,
+                who,
+                " after a check" if header.from_transaction_check else "",
+            )
             return cmd.response(ResponseCode.SUCCESS, None, {})
         if kind not in (MessageSysFlag.TRANSACTION_COMMIT_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE):
             log.warning("END_TRANSACTION from %s with commitOrRollback=%d", who, kind)
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"illegal commitOrRollback value {kind}", {})
         ext = self.store.look_message_by_offset(header.commit_log_offset)
         if ext is None:
-            log.warning("END_TRANSACTION from %s: no half message at CommitLog offset %d", who,
-                        header.commit_log_offset)
+            log.warning(
+                "END_TRANSACTION from %s: no half message at CommitLog offset %d", who, header.commit_log_offset
+            )
             return cmd.response(ResponseCode.SYSTEM_ERROR, "Find prepared transaction message failed", {})
         problem = self._check_prepare_message(ext, header)
         if problem is not None:
@@ -214,15 +222,20 @@ class TransactionalMessageService:
         props.pop(MessageConst.TRANSACTION_PREPARED, None)
         props.pop(MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET, None)
         return copy_to_inner(
-            ext, topic, queue_id, props,
+            ext,
+            topic,
+            queue_id,
+            props,
             sys_flag=MessageSysFlag.reset_transaction_value(ext.sys_flag, MessageSysFlag.TRANSACTION_COMMIT_TYPE),
             prepared_transaction_offset=header.commit_log_offset,
         )
 
     async def _put_op(self, half_ext: Any) -> bool:
         """Write the op record "d" for ``half_ext`` (Java ``addRemoveTagInTransactionOp``)."""
-        props = {MessageConst.TAGS: REMOVETAG,
-                 MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET: str(_origin_offset(half_ext))}
+        props = {
+            MessageConst.TAGS: REMOVETAG,
+            MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET: str(_origin_offset(half_ext)),
+        }
         op = MessageInner(
             topic=RMQ_SYS_TRANS_OP_HALF_TOPIC,
             queue_id=half_ext.queue_id,
@@ -233,8 +246,12 @@ class TransactionalMessageService:
         )
         result = await self.store.put_message(op)
         if not result.is_ok:
-            log.error("writing the op record for half offset %d failed: %s %s", half_ext.queue_offset,
-                      result.status.name, result.remark or "")
+            log.error(
+                "writing the op record for half offset %d failed: %s %s",
+                half_ext.queue_offset,
+                result.status.name,
+                result.remark or "",
+            )
             return False
         return True
 
@@ -253,9 +270,12 @@ class TransactionalMessageService:
             return
         self._prime_resolved()
         self._task = asyncio.get_running_loop().create_task(self._check_loop(), name="broker-transaction-check")
-        log.info("transaction check service started: timeout %d ms, interval %d ms, max %d checks",
-                 self.config.transaction_time_out, self.config.transaction_check_interval,
-                 self.config.transaction_check_max)
+        log.info(
+            "transaction check service started: timeout %d ms, interval %d ms, max %d checks",
+            self.config.transaction_time_out,
+            self.config.transaction_check_interval,
+            self.config.transaction_check_max,
+        )
 
     async def stop(self, grace: float = 5.0) -> None:
         """Stop checking; a check run in progress ends after its current message and
@@ -328,7 +348,7 @@ class TransactionalMessageService:
 
         op_cq = store.find_consume_queue(RMQ_SYS_TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, create=False)
         op_offset = op_hi = 0
-        remove_map: dict[int, int] = {}   # half offset → op offset
+        remove_map: dict[int, int] = {}  # half offset → op offset
         done_op: set[int] = set()
         if op_cq is not None:
             op_lo, op_hi = op_cq.get_min_offset_in_queue(), op_cq.get_max_offset_in_queue()
@@ -351,7 +371,7 @@ class TransactionalMessageService:
                 else:
                     earlier = remove_map.get(target)
                     if earlier is not None:
-                        done_op.add(earlier)   # settled twice: the first op record is done too
+                        done_op.add(earlier)  # settled twice: the first op record is done too
                     remove_map[target] = off
 
         sent = 0
@@ -385,10 +405,10 @@ class TransactionalMessageService:
             if immunity_s is not None:
                 immunity = max(_int(immunity_s, 0) * 1000, timeout)
             if 0 <= age < immunity:
-                break   # younger than its timeout; all that follow are younger still
+                break  # younger than its timeout; all that follow are younger still
             copy = await self._put_back(ext, checks + 1)
             if copy is None:
-                break   # the store refused: try again next round from here
+                break  # the store refused: try again next round from here
             if self._send_check(copy):
                 sent += 1
             i += 1
@@ -424,8 +444,11 @@ class TransactionalMessageService:
         group = copy.properties.get(MessageConst.PRODUCER_GROUP)
         conn = self.controller.producer_manager.get_available_channel(group) if group else None
         if conn is None:
-            log.warning("cannot check transaction %s: no producer of group %s is connected",
-                        copy.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), group)
+            log.warning(
+                "cannot check transaction %s: no producer of group %s is connected",
+                copy.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                group,
+            )
             return False
         uniq = copy.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         header = CheckTransactionStateRequestHeader(
@@ -436,8 +459,9 @@ class TransactionalMessageService:
             offset_msg_id=copy.msg_id,
         )
         try:
-            conn.invoke_oneway(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, header,
-                                                       self._check_body(copy)))
+            conn.invoke_oneway(
+                RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, header, self._check_body(copy))
+            )
         except Exception as e:  # noqa: BLE001 - the next round checks again
             log.warning("sending CHECK_TRANSACTION_STATE to %s failed: %s", getattr(conn, "remote_addr", "?"), e)
             return False
@@ -452,21 +476,40 @@ class TransactionalMessageService:
         queue_id = _int(props.get(MessageConst.REAL_QUEUE_ID), ext.queue_id)
         props_b = properties_to_string(props, trailing_separator=False).encode()
         buf = bytearray(_store.record_size(len(ext.body), len(topic_b), len(props_b)))
-        _store.encode_record(buf, 0, ext.body, topic_b, props_b, queue_id, ext.flag, copy.queue_offset,
-                             copy.commit_log_offset, ext.sys_flag, ext.born_timestamp, host_bytes(ext.born_host),
-                             copy.store_timestamp, host_bytes(ext.store_host), ext.reconsume_times,
-                             ext.prepared_transaction_offset)
+        _store.encode_record(
+            buf,
+            0,
+            ext.body,
+            topic_b,
+            props_b,
+            queue_id,
+            ext.flag,
+            copy.queue_offset,
+            copy.commit_log_offset,
+            ext.sys_flag,
+            ext.born_timestamp,
+            host_bytes(ext.born_host),
+            copy.store_timestamp,
+            host_bytes(ext.store_host),
+            ext.reconsume_times,
+            ext.prepared_transaction_offset,
+        )
         return bytes(buf)
 
     async def _discard(self, ext: Any, checks: int) -> None:
         """Give up after ``transactionCheckMax`` checks: roll back (op record) and keep a copy
         in TRANS_CHECK_MAX_TIME_TOPIC for inspection (Java ``resolveDiscardMsg``)."""
-        log.warning("transaction %s of group %s checked %d times without an answer; rolled back "
-                    "(kept in %s)", ext.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                    ext.properties.get(MessageConst.PRODUCER_GROUP), checks, TRANS_CHECK_MAX_TIME_TOPIC)
+        log.warning(
+            "transaction %s of group %s checked %d times without an answer; rolled back (kept in %s)",
+            ext.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            ext.properties.get(MessageConst.PRODUCER_GROUP),
+            checks,
+            TRANS_CHECK_MAX_TIME_TOPIC,
+        )
         tcm = self.controller.topic_config_manager
         _, created = tcm.create_topic_in_send_message_back_method(
-            TRANS_CHECK_MAX_TIME_TOPIC, 1, PermName.PERM_READ | PermName.PERM_WRITE, 0)
+            TRANS_CHECK_MAX_TIME_TOPIC, 1, PermName.PERM_READ | PermName.PERM_WRITE, 0
+        )
         if created:
             self.controller.register_broker_soon()
         keep = copy_to_inner(ext, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(ext.properties))
@@ -484,8 +527,9 @@ class _Copy:
 
     __slots__ = ("ext", "properties", "commit_log_offset", "queue_offset", "msg_id", "store_timestamp")
 
-    def __init__(self, ext: Any, properties: Any, commit_log_offset: Any, queue_offset: Any, msg_id: Any,
-                 store_timestamp: Any) -> None:
+    def __init__(
+        self, ext: Any, properties: Any, commit_log_offset: Any, queue_offset: Any, msg_id: Any, store_timestamp: Any
+    ) -> None:
         self.ext = ext
         self.properties = properties
         self.commit_log_offset = commit_log_offset

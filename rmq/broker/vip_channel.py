@@ -12,6 +12,7 @@ The channel opens only when ``listenPort`` is fixed and above 2 (a broker on an 
 has no port a Java slave could compute); a port that cannot be bound is logged once and the
 broker runs without it, as it serves every client on its main port.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,9 +25,13 @@ from rmq.remoting.server import RemotingServer
 log = logging.getLogger("rmq.broker")
 
 #: What a Java slave (and Java's admin tools with the VIP channel on) read there.
-VIP_CODES = (RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
-             RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-             RequestCode.GET_BROKER_RUNTIME_INFO)
+VIP_CODES = (
+    RequestCode.GET_ALL_TOPIC_CONFIG,
+    RequestCode.GET_ALL_CONSUMER_OFFSET,
+    RequestCode.GET_ALL_DELAY_OFFSET,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    RequestCode.GET_BROKER_RUNTIME_INFO,
+)
 
 
 def vip_port(listen_port: int) -> int | None:
@@ -57,8 +62,12 @@ class VipChannel:
         try:
             await self.server.start()
         except OSError as e:
-            log.warning("VIP channel (listenPort - 2) not opened on %s: %s; a Java slave of this broker cannot "
-                        "copy its topic config", self.server.address, e)
+            log.warning(
+                "VIP channel (listenPort - 2) not opened on %s: %s; a Java slave of this broker cannot "
+                "copy its topic config",
+                self.server.address,
+                e,
+            )
             return False
         self.started = True
         log.info("VIP channel listening on %s (the metadata a Java slave reads)", self.server.address)

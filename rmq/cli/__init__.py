@@ -15,6 +15,7 @@ range its field declares (exit 2 naming the property and the allowed values); an
 stops the start with a "did you mean" suggestion, unless ``--lenient-config`` (or the property
 ``lenientConfig=true``) is given, which turns that into a warning.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,8 +23,9 @@ import sys
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rmq", description="RocketMQ-compatible name server and broker.",
-                                     allow_abbrev=False)
+    parser = argparse.ArgumentParser(
+        prog="rmq", description="RocketMQ-compatible name server and broker.", allow_abbrev=False
+    )
     from rmq import __version__
     from rmq.cli.logs import add_log_arguments
 
@@ -47,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run a broker from a RocketMQ-style properties file",
         allow_abbrev=False,
         epilog="Any broker or store property may follow as --key=value (e.g. --listenPort=10911). "
-               "Prometheus metrics: http://<listenHost>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
+        "Prometheus metrics: http://<listenHost>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
     )
     p.add_argument("-c", "--config", dest="config_file", default=None, help="broker.conf (Java properties format)")
     _lenient(p)
@@ -58,9 +60,9 @@ def _parser() -> argparse.ArgumentParser:
         help="run a name server and a broker in one process (what `make run` starts)",
         allow_abbrev=False,
         epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH). "
-               "--orderMessageEnable=true is the name server's (routes carry updateOrderConf's order confs). "
-               "--consolePort=N serves the web console on 127.0.0.1:N (default 8080; 0 = no console). "
-               "Prometheus metrics: http://<host>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
+        "--orderMessageEnable=true is the name server's (routes carry updateOrderConf's order confs). "
+        "--consolePort=N serves the web console on 127.0.0.1:N (default 8080; 0 = no console). "
+        "Prometheus metrics: http://<host>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
     )
     p.add_argument("--host", default="127.0.0.1", help="address both servers bind (default 127.0.0.1)")
     p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (default 9876)")
@@ -74,29 +76,45 @@ def _parser() -> argparse.ArgumentParser:
         help="run the web console for a cluster (needs aiohttp: the console extra)",
         allow_abbrev=False,
         epilog="Log in with an account of --users-file (lines name=scrypt$..., made by --hash-password NAME) "
-               "or --admin-user with --admin-password-file, $RMQ_CONSOLE_PASSWORD or --admin-password "
-               "(the last shows in ps). The console answers only to loopback names and addresses, the "
-               "--host address and each --host-name.",
+        "or --admin-user with --admin-password-file, $RMQ_CONSOLE_PASSWORD or --admin-password "
+        "(the last shows in ps). The console answers only to loopback names and addresses, the "
+        "--host address and each --host-name.",
     )
     from rmq.cli.connection import add_cluster_flags
 
     add_cluster_flags(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080)")
-    p.add_argument("--sample-interval", type=float, default=10.0,
-                   help="seconds between the dashboard's TPS samples (default 10)")
-    p.add_argument("--users-file", default=None, metavar="FILE",
-                   help="who may log in: name=scrypt$... lines (default: none)")
+    p.add_argument(
+        "--sample-interval", type=float, default=10.0, help="seconds between the dashboard's TPS samples (default 10)"
+    )
+    p.add_argument(
+        "--users-file", default=None, metavar="FILE", help="who may log in: name=scrypt$... lines (default: none)"
+    )
     p.add_argument("--admin-user", default=None, metavar="NAME", help="one account besides --users-file")
-    p.add_argument("--admin-password", default=None, metavar="PASSWORD",
-                   help="its password (visible in ps: prefer --admin-password-file or $RMQ_CONSOLE_PASSWORD)")
-    p.add_argument("--admin-password-file", default=None, metavar="FILE",
-                   help="a file whose first line is --admin-user's password")
-    p.add_argument("--host-name", action="append", default=[], metavar="NAME",
-                   help="a host name (or address) the console may be reached by besides loopback ones, "
-                        "e.g. behind a proxy or a DNS name; repeatable")
-    p.add_argument("--hash-password", default=None, metavar="NAME",
-                   help="read a password (prompt, or a line on stdin), print NAME=<hash> for --users-file, exit")
+    p.add_argument(
+        "--admin-password",
+        default=None,
+        metavar="PASSWORD",
+        help="its password (visible in ps: prefer --admin-password-file or $RMQ_CONSOLE_PASSWORD)",
+    )
+    p.add_argument(
+        "--admin-password-file", default=None, metavar="FILE", help="a file whose first line is --admin-user's password"
+    )
+    p.add_argument(
+        "--host-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name (or address) the console may be reached by besides loopback ones, "
+        "e.g. behind a proxy or a DNS name; repeatable",
+    )
+    p.add_argument(
+        "--hash-password",
+        default=None,
+        metavar="NAME",
+        help="read a password (prompt, or a line on stdin), print NAME=<hash> for --users-file, exit",
+    )
     add_log_arguments(p)
 
     p = sub.add_parser(
@@ -109,8 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=_port, default=5557, help="port to serve /metrics on (default 5557)")
     p.add_argument("--interval", type=_positive, default=30.0, help="seconds between refreshes (default 30)")
     p.add_argument("--timeout", type=_positive, default=5.0, help="seconds per remote call (default 5)")
-    p.add_argument("--max-lag-lookups", type=int, default=1000,
-                   help="message reads for lag latency per refresh (default 1000)")
+    p.add_argument(
+        "--max-lag-lookups", type=int, default=1000, help="message reads for lag latency per refresh (default 1000)"
+    )
     add_log_arguments(p)
 
     from rmq.cli import admin
@@ -140,8 +159,11 @@ def _positive(text: str) -> float:
 
 
 def _lenient(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--lenient-config", action="store_true",
-                   help="only warn about unknown property names (same as --lenientConfig=true)")
+    p.add_argument(
+        "--lenient-config",
+        action="store_true",
+        help="only warn about unknown property names (same as --lenientConfig=true)",
+    )
 
 
 def _check_namesrv_flags(host: str | None, port: int | None) -> str | None:
@@ -214,8 +236,17 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, RMQError) as e:
             print(f"rmq exporter: {e}", file=sys.stderr)
             return 2
-        return run_exporter(namesrv, args.host, args.port, args.interval, args.timeout, args.max_lag_lookups,
-                            access_key=access_key, secret_key=secret_key, tls=tls)
+        return run_exporter(
+            namesrv,
+            args.host,
+            args.port,
+            args.interval,
+            args.timeout,
+            args.max_lag_lookups,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
+        )
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import run_broker, run_namesrv, run_standalone
     from rmq.cli.process import EXIT_BAD_CONFIG

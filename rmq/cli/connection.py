@@ -9,6 +9,7 @@ share (one definition, :func:`add_cluster_flags`) and what they resolve to.
 * ``--tls`` (Java ``-Dtls.enable=true``) and ``--tls-config FILE`` (Java ``-Dtls.config.file``;
   implies ``--tls``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,19 +50,45 @@ def add_cluster_flags(p: argparse.ArgumentParser) -> None:
     """Add the name server, ACL signing and TLS flags (see the module docstring) to ``p``;
     they land in ``args.namesrv``, ``args.aclAccessKey``, ``args.aclSecretKey``, ``args.tls``,
     ``args.tls_config``."""
-    p.add_argument("-n", "--namesrvAddr", "--namesrv", dest="namesrv", default=None, type=addr_list,
-                   help=f"name server address(es), ';'-separated (default ${NAMESRV_ADDR_ENV}, else {DEFAULT_NAMESRV})")
-    p.add_argument("--aclAccessKey", "--access-key", dest="aclAccessKey", default=None, metavar="AK",
-                   help="sign requests with this ACL accessKey (default: $ROCKETMQ_HOME/conf/tools.yml)")
-    p.add_argument("--aclSecretKey", "--secret-key", dest="aclSecretKey", default=None, metavar="SK",
-                   help="the secretKey of --aclAccessKey (default: tools.yml's)")
-    p.add_argument("--tls", action="store_true",
-                   help="connect over TLS (Java -Dtls.enable=true); servers' certificates are verified "
-                        "against the system's trust store ($SSL_CERT_FILE) unless --tls-config says otherwise "
-                        "(default: plain TCP)")
-    p.add_argument("--tls-config", metavar="FILE", default=None,
-                   help="tls.properties with tls.client.trustCertPath / certPath / keyPath / authServer "
-                        "(Java -Dtls.config.file); implies --tls (default: none)")
+    p.add_argument(
+        "-n",
+        "--namesrvAddr",
+        "--namesrv",
+        dest="namesrv",
+        default=None,
+        type=addr_list,
+        help=f"name server address(es), ';'-separated (default ${NAMESRV_ADDR_ENV}, else {DEFAULT_NAMESRV})",
+    )
+    p.add_argument(
+        "--aclAccessKey",
+        "--access-key",
+        dest="aclAccessKey",
+        default=None,
+        metavar="AK",
+        help="sign requests with this ACL accessKey (default: $ROCKETMQ_HOME/conf/tools.yml)",
+    )
+    p.add_argument(
+        "--aclSecretKey",
+        "--secret-key",
+        dest="aclSecretKey",
+        default=None,
+        metavar="SK",
+        help="the secretKey of --aclAccessKey (default: tools.yml's)",
+    )
+    p.add_argument(
+        "--tls",
+        action="store_true",
+        help="connect over TLS (Java -Dtls.enable=true); servers' certificates are verified "
+        "against the system's trust store ($SSL_CERT_FILE) unless --tls-config says otherwise "
+        "(default: plain TCP)",
+    )
+    p.add_argument(
+        "--tls-config",
+        metavar="FILE",
+        default=None,
+        help="tls.properties with tls.client.trustCertPath / certPath / keyPath / authServer "
+        "(Java -Dtls.config.file); implies --tls (default: none)",
+    )
 
 
 def namesrv_of(args: argparse.Namespace) -> str:

@@ -7,6 +7,7 @@ password from ``--admin-password-file``, ``$RMQ_CONSOLE_PASSWORD`` or ``--admin-
 (in that order; the flag shows in ``ps``). ``rmq standalone`` makes an ``admin`` account whose
 password it generates once into ``<storePathRootDir>/console/admin-password`` (mode 0600).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,7 +53,7 @@ def standalone_password(store_dir: str) -> tuple[str, str, bool]:
             password = f.readline().strip()
         if password:
             return password, path, False
-        os.unlink(path)         # empty (a crash while writing it): make a new one
+        os.unlink(path)  # empty (a crash while writing it): make a new one
     except FileNotFoundError:
         pass
     os.makedirs(d, mode=0o700, exist_ok=True)
@@ -66,9 +67,17 @@ def standalone_password(store_dir: str) -> tuple[str, str, bool]:
     return password, path, True
 
 
-async def start_console(namesrv_addr: str, host: str, port: int, users: dict[str, str], *,
-                        host_names: tuple[str, ...] = (), access_key: str | None = None,
-                        secret_key: str | None = None, tls: Any = None) -> ConsoleServer | None:
+async def start_console(
+    namesrv_addr: str,
+    host: str,
+    port: int,
+    users: dict[str, str],
+    *,
+    host_names: tuple[str, ...] = (),
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    tls: Any = None,
+) -> ConsoleServer | None:
     """Start a console beside a daemon (``users``: name → hash; ``host_names`` it also answers
     to; ``access_key``/``secret_key`` sign its requests; ``tls`` as ``rmq.Admin`` takes it); a
     missing aiohttp or a taken port is a warning and None (the daemon carries on without it)."""
@@ -78,13 +87,27 @@ async def start_console(namesrv_addr: str, host: str, port: int, users: dict[str
         return None
     from rmq.console import ConsoleConfig, ConsoleServer
 
-    server = ConsoleServer(ConsoleConfig(namesrv_addr, host=host, port=port, users=users, host_names=host_names,
-                                         access_key=access_key, secret_key=secret_key, tls=tls))
+    server = ConsoleServer(
+        ConsoleConfig(
+            namesrv_addr,
+            host=host,
+            port=port,
+            users=users,
+            host_names=host_names,
+            access_key=access_key,
+            secret_key=secret_key,
+            tls=tls,
+        )
+    )
     try:
         await server.start()
     except OSError as e:
-        log.warning("console not started: cannot listen on %s:%s (%s); the broker carries on without it",
-                    host, port, e.strerror or e)
+        log.warning(
+            "console not started: cannot listen on %s:%s (%s); the broker carries on without it",
+            host,
+            port,
+            e.strerror or e,
+        )
         return None
     log.info("rmq console on %s", server.url)
     return server
@@ -102,8 +125,7 @@ def hash_password_cli(name: str) -> int:
     from rmq.console.auth import USER_NAME, hash_password
 
     if not USER_NAME.fullmatch(name):
-        print(f"rmq console: bad user name {name!r} (letters, digits, '_', '.', '@', '-'; at most 64)",
-              file=sys.stderr)
+        print(f"rmq console: bad user name {name!r} (letters, digits, '_', '.', '@', '-'; at most 64)", file=sys.stderr)
         return 2
     if sys.stdin.isatty():
         password = getpass.getpass(f"password for {name}: ")
@@ -136,14 +158,17 @@ def _users(args: argparse.Namespace) -> dict[str, str]:
         else:
             password = os.environ.get(PASSWORD_ENV) or args.admin_password or ""
         if not password:
-            raise ValueError(f"--admin-user needs a password: --admin-password-file FILE, ${PASSWORD_ENV} "
-                             "or --admin-password")
+            raise ValueError(
+                f"--admin-user needs a password: --admin-password-file FILE, ${PASSWORD_ENV} or --admin-password"
+            )
         users[args.admin_user] = hash_password(password)
     elif args.admin_password or args.admin_password_file:
         raise ValueError("--admin-password needs --admin-user")
     if not users:
-        raise ValueError("nobody could log in: give --users-file FILE (make its lines with --hash-password NAME) "
-                         f"or --admin-user NAME with --admin-password-file FILE or ${PASSWORD_ENV}")
+        raise ValueError(
+            "nobody could log in: give --users-file FILE (make its lines with --hash-password NAME) "
+            f"or --admin-user NAME with --admin-password-file FILE or ${PASSWORD_ENV}"
+        )
     return users
 
 
@@ -169,13 +194,31 @@ def run_console_cli(args: argparse.Namespace) -> int:
     except (ValueError, RMQError) as e:
         print(f"rmq console: {e}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    return run_console(namesrv, args.host, args.port, sample_interval=args.sample_interval, users=users,
-                       host_names=tuple(args.host_name), access_key=access_key, secret_key=secret_key, tls=tls)
+    return run_console(
+        namesrv,
+        args.host,
+        args.port,
+        sample_interval=args.sample_interval,
+        users=users,
+        host_names=tuple(args.host_name),
+        access_key=access_key,
+        secret_key=secret_key,
+        tls=tls,
+    )
 
 
-def run_console(namesrv_addr: str | None, host: str, port: int, *, sample_interval: float = 10.0,
-                users: dict[str, str], host_names: tuple[str, ...] = (), access_key: str | None = None,
-                secret_key: str | None = None, tls: Any = None) -> int:
+def run_console(
+    namesrv_addr: str | None,
+    host: str,
+    port: int,
+    *,
+    sample_interval: float = 10.0,
+    users: dict[str, str],
+    host_names: tuple[str, ...] = (),
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    tls: Any = None,
+) -> int:
     """``rmq console``: serve until SIGINT/SIGTERM (arguments as :class:`ConsoleConfig`'s);
     exit 2 for a bad argument, 3 when the port is taken, 1 when aiohttp is missing."""
     from rmq.cli.process import EXIT_BAD_CONFIG, EXIT_FAILED, EXIT_PORT_TAKEN, setup_logging, stop_event
@@ -203,9 +246,19 @@ def run_console(namesrv_addr: str | None, host: str, port: int, *, sample_interv
     async def main() -> int:
         stop = stop_event()
         try:
-            server = ConsoleServer(ConsoleConfig(";".join(addrs), host=host, port=port,
-                                                 sample_interval=sample_interval, users=users, host_names=host_names,
-                                                 access_key=access_key, secret_key=secret_key, tls=tls))
+            server = ConsoleServer(
+                ConsoleConfig(
+                    ";".join(addrs),
+                    host=host,
+                    port=port,
+                    sample_interval=sample_interval,
+                    users=users,
+                    host_names=host_names,
+                    access_key=access_key,
+                    secret_key=secret_key,
+                    tls=tls,
+                )
+            )
         except ValueError as e:
             print(f"rmq console: {e}", file=sys.stderr)
             return EXIT_BAD_CONFIG
@@ -214,8 +267,12 @@ def run_console(namesrv_addr: str | None, host: str, port: int, *, sample_interv
         except OSError as e:
             print(f"rmq console: cannot listen on {host}:{port}: {e.strerror or e}", file=sys.stderr)
             return EXIT_PORT_TAKEN
-        log.info("rmq console listening on %s (name server %s; users: %s)", server.url, ";".join(addrs),
-                 ", ".join(sorted(users)))
+        log.info(
+            "rmq console listening on %s (name server %s; users: %s)",
+            server.url,
+            ";".join(addrs),
+            ", ".join(sorted(users)),
+        )
         try:
             await stop.wait()
         finally:

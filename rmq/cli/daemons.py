@@ -6,6 +6,7 @@ configuration) become one clear line on stderr and an exit status, not a traceba
 started, SIGTERM always runs the full shutdown (each controller's, whatever another one or a
 background task raised: the error is logged) and the process exits 0.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -51,6 +52,7 @@ from rmq.store import StoreConfig
 
 log = logging.getLogger("rmq")
 
+
 class StartupError(Exception):
     """A start-up failure with the message and exit status to report."""
 
@@ -66,11 +68,16 @@ def _fail(prog: str, message: str, status: int) -> int:
 
 def _translate_start_error(e: BaseException, what: str, addr: str, store_dir: str | None = None) -> StartupError:
     if isinstance(e, OSError) and e.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
-        reason = {errno.EADDRINUSE: "address already in use", errno.EACCES: "permission denied",
-                  errno.EADDRNOTAVAIL: "address not available"}[e.errno]
-        where = e.filename if isinstance(e.filename, str) and e.filename else addr   # (the HA port names itself)
-        return StartupError(f"cannot listen on {where} for the {what}: {reason} "
-                            "(is another broker or name server running?)", EXIT_PORT_TAKEN)
+        reason = {
+            errno.EADDRINUSE: "address already in use",
+            errno.EACCES: "permission denied",
+            errno.EADDRNOTAVAIL: "address not available",
+        }[e.errno]
+        where = e.filename if isinstance(e.filename, str) and e.filename else addr  # (the HA port names itself)
+        return StartupError(
+            f"cannot listen on {where} for the {what}: {reason} (is another broker or name server running?)",
+            EXIT_PORT_TAKEN,
+        )
     if isinstance(e, StoreError):
         return StartupError(f"cannot open the store at {store_dir}: {e}", EXIT_STORE_LOCKED)
     if isinstance(e, OSError):
@@ -99,8 +106,9 @@ def build_tls_settings(props: dict[str, str]) -> tuple[dict[str, str], TlsSettin
     return rest, settings
 
 
-def build_broker_configs(props: dict[str, str],
-                         base_dir_default: str | None = None) -> tuple[BrokerConfig, StoreConfig, list[str]]:
+def build_broker_configs(
+    props: dict[str, str], base_dir_default: str | None = None
+) -> tuple[BrokerConfig, StoreConfig, list[str]]:
     broker_config = BrokerConfig()
     store_config = StoreConfig()
     if base_dir_default is not None:
@@ -127,8 +135,13 @@ def build_namesrv_config(props: dict[str, str]) -> tuple[NamesrvConfig, list[str
     return config, warnings
 
 
-def run_namesrv(config_file: str | None = None, overrides: typing.Sequence[str] = (), *,
-                host: str | None = None, port: int | None = None) -> int:
+def run_namesrv(
+    config_file: str | None = None,
+    overrides: typing.Sequence[str] = (),
+    *,
+    host: str | None = None,
+    port: int | None = None,
+) -> int:
     """``rmq namesrv``: properties from ``config_file``, then ``--host``/``--port``, then the
     ``--key=value`` ``overrides`` (each later source wins)."""
     setup_logging()
@@ -201,10 +214,17 @@ def run_broker(config_file: str | None, overrides: list[str]) -> int:
             raise StartupError(str(e), EXIT_BAD_CONFIG) from None
         except (OSError, StoreError) as e:
             raise _translate_start_error(
-                e, "broker", f"{broker_config.listen_host}:{broker_config.listen_port}",
-                store_config.store_path_root_dir) from None
-        log.info("rmq broker %s listening on %s (store %s)", broker_config.broker_name, broker.server.address,
-                 store_config.store_path_root_dir)
+                e,
+                "broker",
+                f"{broker_config.listen_host}:{broker_config.listen_port}",
+                store_config.store_path_root_dir,
+            ) from None
+        log.info(
+            "rmq broker %s listening on %s (store %s)",
+            broker_config.broker_name,
+            broker.server.address,
+            store_config.store_path_root_dir,
+        )
         try:
             await stop.wait()
         finally:
@@ -283,17 +303,26 @@ def _acl_admin_account(broker: BrokerController) -> tuple[str | None, str | None
         return None, None
     admins = sorted((a.access_key, a.secret_key) for a in broker.acl.state.accounts.values() if a.admin)
     if not admins:
-        log.warning("console: aclEnable=true and plain_acl.yml has no admin account; the console's requests will "
-                    "be refused (set consoleAccessKey and consoleSecretKey)")
+        log.warning(
+            "console: aclEnable=true and plain_acl.yml has no admin account; the console's requests will "
+            "be refused (set consoleAccessKey and consoleSecretKey)"
+        )
         return None, None
-    log.info("console: signing with the ACL admin account %s of plain_acl.yml (consoleAccessKey picks another)",
-             admins[0][0])
+    log.info(
+        "console: signing with the ACL admin account %s of plain_acl.yml (consoleAccessKey picks another)", admins[0][0]
+    )
     return admins[0]
 
 
-async def _standalone_console(namesrv_addr: str, port: int, store_dir: str, keys: tuple[str | None, str | None],
-                              host_names: tuple[str, ...], broker: BrokerController,
-                              tls: TlsSettings) -> typing.Any:
+async def _standalone_console(
+    namesrv_addr: str,
+    port: int,
+    store_dir: str,
+    keys: tuple[str | None, str | None],
+    host_names: tuple[str, ...],
+    broker: BrokerController,
+    tls: TlsSettings,
+) -> typing.Any:
     """The console beside ``rmq standalone``: one ``admin`` account whose password is generated
     once under the store (printed on that first start, its file named on every start)."""
     missing = console_missing()
@@ -309,14 +338,25 @@ async def _standalone_console(namesrv_addr: str, port: int, store_dir: str, keys
         return None
     ak, sk = keys if keys[0] is not None else _acl_admin_account(broker)
     users = {STANDALONE_USER: await asyncio.to_thread(hash_password, password)}
-    console = await start_console(namesrv_addr, "127.0.0.1", port, users, host_names=host_names,
-                                  access_key=ak, secret_key=sk,
-                                  tls=tls.client_context() if tls.client_enabled else None)
+    console = await start_console(
+        namesrv_addr,
+        "127.0.0.1",
+        port,
+        users,
+        host_names=host_names,
+        access_key=ak,
+        secret_key=sk,
+        tls=tls.client_context() if tls.client_enabled else None,
+    )
     if console is not None:
         if created:
             # once, on the start that made it: stderr, not the log level a user may have raised
-            print(f"rmq console: log in at {console.url} as {STANDALONE_USER} with password {password} "
-                  f"(kept in {path}; delete the file for a new one)", file=sys.stderr, flush=True)
+            print(
+                f"rmq console: log in at {console.url} as {STANDALONE_USER} with password {password} "
+                f"(kept in {path}; delete the file for a new one)",
+                file=sys.stderr,
+                flush=True,
+            )
         else:
             log.info("console: log in at %s as %s, password in %s", console.url, STANDALONE_USER, path)
     return console
@@ -366,12 +406,24 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
                 ) from None
             log.info(
                 "rmq standalone listening: name server on %s, broker %s on %s, store %s",
-                namesrv.address, broker_config.broker_name, broker.server.address, store_config.store_path_root_dir,
+                namesrv.address,
+                broker_config.broker_name,
+                broker.server.address,
+                store_config.store_path_root_dir,
             )
-            console = (await _standalone_console(broker_config.namesrv_addr, console_port,
-                                                 store_config.store_path_root_dir, console_keys, console_host_names,
-                                                 broker, tls)
-                       if console_port else None)
+            console = (
+                await _standalone_console(
+                    broker_config.namesrv_addr,
+                    console_port,
+                    store_config.store_path_root_dir,
+                    console_keys,
+                    console_host_names,
+                    broker,
+                    tls,
+                )
+                if console_port
+                else None
+            )
             try:
                 await stop.wait()
             finally:

@@ -15,6 +15,7 @@ waits for the next round); a broker that fails is logged (rate-limited) and repo
 read per lagging queue, Java ``MQAdminExtImpl.queryMsgByOffset``) for at most
 ``max_lag_lookups`` queues per round, cached while the group does not move.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,8 +59,15 @@ class ClusterCollector:
         max_queue_series: per-queue lag series served (100 000).
     """
 
-    def __init__(self, admin: Admin, *, interval: float = 30.0, concurrency: int = 8, max_lag_lookups: int = 1000,
-                 max_queue_series: int = DEFAULT_MAX_QUEUE_SERIES) -> None:
+    def __init__(
+        self,
+        admin: Admin,
+        *,
+        interval: float = 30.0,
+        concurrency: int = 8,
+        max_lag_lookups: int = 1000,
+        max_queue_series: int = DEFAULT_MAX_QUEUE_SERIES,
+    ) -> None:
         self.admin = admin
         self.interval = interval
         self.max_lag_lookups = max_lag_lookups
@@ -108,21 +116,33 @@ class ClusterCollector:
     async def _collect(self, b: MetricsBuilder) -> None:
         admin = self.admin
         info = await admin.examine_broker_cluster_info()
-        masters: dict[str, tuple[str, str]] = {}   # broker name → (cluster, master addr)
+        masters: dict[str, tuple[str, str]] = {}  # broker name → (cluster, master addr)
         for name, bd in sorted(info.broker_addr_table.items()):
             master = bd.broker_addrs.get(MixAll.MASTER_ID)
             if master:
                 masters[name] = (bd.cluster, master)
-        rows: list[tuple[str, str, str, int, int, int]] = []   # topic, group, broker, qid, max, committed
+        rows: list[tuple[str, str, str, int, int, int]] = []  # topic, group, broker, qid, max, committed
         groups: set[str] = set()
-        await asyncio.gather(*(self._broker(b, name, cluster, master, info.broker_addr_table[name].broker_addrs,
-                                            rows, groups) for name, (cluster, master) in masters.items()))
+        await asyncio.gather(
+            *(
+                self._broker(b, name, cluster, master, info.broker_addr_table[name].broker_addrs, rows, groups)
+                for name, (cluster, master) in masters.items()
+            )
+        )
         online = await self._groups(b, groups)
         await self._topics(b, masters)
         await self._lag(b, masters, rows, online)
 
-    async def _broker(self, b: MetricsBuilder, name: str, cluster: str, master: str, addrs: dict[int, str],
-                      rows: list[tuple[str, str, str, int, int, int]], groups: set[str]) -> None:
+    async def _broker(
+        self,
+        b: MetricsBuilder,
+        name: str,
+        cluster: str,
+        master: str,
+        addrs: dict[int, str],
+        rows: list[tuple[str, str, str, int, int, int]],
+        groups: set[str],
+    ) -> None:
         admin = self.admin
         kv = await self._runtime(master)
         b.set("rmq_exporter_up", (cluster, master, name), 1.0 if kv is not None else 0.0)
@@ -149,13 +169,16 @@ class ClusterCollector:
                 for cs in stats_list:
                     consumer_totals: dict[str, int] = {}
                     for mq, ow in sorted(cs.offset_table.items(), key=lambda kv_: (kv_[0].topic, kv_[0].queue_id)):
-                        rows.append((mq.topic, group, mq.broker_name, mq.queue_id, ow.broker_offset,
-                                     ow.consumer_offset))
+                        rows.append(
+                            (mq.topic, group, mq.broker_name, mq.queue_id, ow.broker_offset, ow.consumer_offset)
+                        )
                         consumer_totals[mq.topic] = consumer_totals.get(mq.topic, 0) + ow.consumer_offset
                     for topic, total in consumer_totals.items():
                         b.set("rocketmq_consumer_offset", (cluster, name, topic, group), total)
-                        for stats, metric in ((_GROUP_GET_NUMS, "rocketmq_consumer_tps"),
-                                              (_GROUP_GET_SIZE, "rocketmq_consumer_message_size")):
+                        for stats, metric in (
+                            (_GROUP_GET_NUMS, "rocketmq_consumer_tps"),
+                            (_GROUP_GET_SIZE, "rocketmq_consumer_message_size"),
+                        ):
                             bsd = await self._stats(master, stats, f"{topic}@{group}")
                             if bsd is not None:
                                 b.set(metric, (cluster, name, topic, group), bsd.stats_minute.tps)
@@ -180,8 +203,11 @@ class ClusterCollector:
             conns = cc.connection_set if cc is not None else ()
             clustering = cc is None or cc.message_model != "BROADCASTING"
             online[group] = (len(conns), clustering)
-            b.set("rocketmq_group_count", (",".join(sorted(c.client_addr for c in conns)),
-                                           ",".join(sorted(c.client_id for c in conns)), group), len(conns))
+            b.set(
+                "rocketmq_group_count",
+                (",".join(sorted(c.client_addr for c in conns)), ",".join(sorted(c.client_id for c in conns)), group),
+                len(conns),
+            )
 
         await asyncio.gather(*(one(g) for g in sorted(groups)))
         return online
@@ -202,21 +228,28 @@ class ClusterCollector:
                 if topic.startswith(_RETRY):
                     b.set("rocketmq_topic_retry_offset", (cluster, name, topic), total)
                 elif topic.startswith(_DLQ):
-                    b.set("rocketmq_topic_dlq_offset", (cluster, name, topic[len(_DLQ):]), total)
+                    b.set("rocketmq_topic_dlq_offset", (cluster, name, topic[len(_DLQ) :]), total)
                 else:
                     b.set("rocketmq_producer_offset", (cluster, name, topic), total)
                 if not master or topic.startswith((_RETRY, _DLQ)):
                     continue
-                for stats_name, metric in ((_TOPIC_PUT_NUMS, "rocketmq_producer_tps"),
-                                           (_TOPIC_PUT_SIZE, "rocketmq_producer_message_size")):
+                for stats_name, metric in (
+                    (_TOPIC_PUT_NUMS, "rocketmq_producer_tps"),
+                    (_TOPIC_PUT_SIZE, "rocketmq_producer_message_size"),
+                ):
                     bsd = await self._stats(master, stats_name, topic)
                     if bsd is not None:
                         b.set(metric, (cluster, name, topic), bsd.stats_minute.tps)
 
         await asyncio.gather(*(one(t) for t in sorted(topics)))
 
-    async def _lag(self, b: MetricsBuilder, masters: dict[str, tuple[str, str]],
-                   rows: list[tuple[str, str, str, int, int, int]], online: dict[str, tuple[int, bool]]) -> None:
+    async def _lag(
+        self,
+        b: MetricsBuilder,
+        masters: dict[str, tuple[str, str]],
+        rows: list[tuple[str, str, str, int, int, int]],
+        online: dict[str, tuple[int, bool]],
+    ) -> None:
         admin = self.admin
         old, new = self._times, {}
         lookups: list[tuple[str, str, int, int]] = []
@@ -249,8 +282,13 @@ class ClusterCollector:
             count, clustering = online.get(group, (0, True))
             if clustering:
                 labels = (group, topic, str(count), msg_model_label(True))
-                metric = ("rocketmq_group_retrydiff" if topic.startswith(_RETRY)
-                          else "rocketmq_group_dlqdiff" if topic.startswith(_DLQ) else "rocketmq_group_diff")
+                metric = (
+                    "rocketmq_group_retrydiff"
+                    if topic.startswith(_RETRY)
+                    else "rocketmq_group_dlqdiff"
+                    if topic.startswith(_DLQ)
+                    else "rocketmq_group_diff"
+                )
                 b.add(metric, labels, lag)
         for (topic, group, broker), latency in worst.items():
             cluster = masters.get(broker, ("", ""))[0]
@@ -272,9 +310,18 @@ class ClusterCollector:
                 pass
 
 
-def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: float, max_lag_lookups: int, *,
-                 access_key: str | None = None, secret_key: str | None = None,
-                 tls: bool | ssl.SSLContext = False) -> int:
+def run_exporter(
+    namesrv: str,
+    host: str,
+    port: int,
+    interval: float,
+    timeout: float,
+    max_lag_lookups: int,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    tls: bool | ssl.SSLContext = False,
+) -> int:
     """``rmq exporter``: serve the cluster's metrics on ``host:port`` until SIGINT/SIGTERM
     (``access_key``/``secret_key`` sign every request; ``tls`` True uses the system trust store,
     an SSLContext its own: ``--tls-config``).
@@ -292,8 +339,9 @@ def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: f
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        async with Admin(namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key,
-                         tls=tls or None) as admin:
+        async with Admin(
+            namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key, tls=tls or None
+        ) as admin:
             collector = ClusterCollector(admin, interval=interval, max_lag_lookups=max_lag_lookups)
 
             async def latest() -> bytes:
@@ -302,8 +350,13 @@ def run_exporter(namesrv: str, host: str, port: int, interval: float, timeout: f
             server = MetricsHttpServer(host, port, latest, name="exporter")
             if not await server.start():
                 return EXIT_PORT_TAKEN
-            log.info("rmq exporter listening on http://%s:%d/metrics (name server %s, every %.0f s)",
-                     host, server.port, namesrv, interval)
+            log.info(
+                "rmq exporter listening on http://%s:%d/metrics (name server %s, every %.0f s)",
+                host,
+                server.port,
+                namesrv,
+                interval,
+            )
             task = asyncio.create_task(collector.run(stop), name="exporter-refresh")
             try:
                 await stop.wait()

@@ -12,6 +12,7 @@ counted, with one stderr line per minute saying how many.
 The level is ``--log-level`` if given, else ``$RMQ_LOG_LEVEL``, else ``INFO``; an unknown level
 (either source) stops start-up naming the allowed values.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -67,14 +68,27 @@ class LogOptions:
 
 def add_log_arguments(p: argparse.ArgumentParser) -> None:
     """The ``--log-*`` options of a daemon's subcommand."""
-    p.add_argument("--log-file", default=None, metavar="PATH",
-                   help="log to PATH, rotated by size, instead of stderr")
-    p.add_argument("--log-max-bytes", type=int, default=DEFAULT_LOG_MAX_BYTES, metavar="N",
-                   help=f"rotate the log file at N bytes (default {DEFAULT_LOG_MAX_BYTES}; 0 = never)")
-    p.add_argument("--log-backups", type=int, default=DEFAULT_LOG_BACKUPS, metavar="K",
-                   help=f"rotated log files kept (default {DEFAULT_LOG_BACKUPS})")
-    p.add_argument("--log-level", default=None, metavar="LEVEL",
-                   help=f"one of {', '.join(LEVELS)} (default $RMQ_LOG_LEVEL, else INFO)")
+    p.add_argument("--log-file", default=None, metavar="PATH", help="log to PATH, rotated by size, instead of stderr")
+    p.add_argument(
+        "--log-max-bytes",
+        type=int,
+        default=DEFAULT_LOG_MAX_BYTES,
+        metavar="N",
+        help=f"rotate the log file at N bytes (default {DEFAULT_LOG_MAX_BYTES}; 0 = never)",
+    )
+    p.add_argument(
+        "--log-backups",
+        type=int,
+        default=DEFAULT_LOG_BACKUPS,
+        metavar="K",
+        help=f"rotated log files kept (default {DEFAULT_LOG_BACKUPS})",
+    )
+    p.add_argument(
+        "--log-level",
+        default=None,
+        metavar="LEVEL",
+        help=f"one of {', '.join(LEVELS)} (default $RMQ_LOG_LEVEL, else INFO)",
+    )
 
 
 def options_from_args(args: argparse.Namespace) -> LogOptions:
@@ -109,8 +123,11 @@ class _BoundedQueueHandler(logging.handlers.QueueHandler):
             now = time.monotonic()
             if now - self._reported_at >= _DROP_REPORT_SECONDS:
                 self._reported_at = now
-                print(f"rmq: log queue full, {self._dropped} records dropped so far "
-                      f"(is the disk of {self._path} slow?)", file=sys.stderr, flush=True)
+                print(
+                    f"rmq: log queue full, {self._dropped} records dropped so far (is the disk of {self._path} slow?)",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 _lock = threading.Lock()
@@ -141,7 +158,8 @@ def setup_logging(options: LogOptions | None = None) -> None:
     try:
         # Opened here, before the loop runs: a bad path stops start-up
         file_handler = logging.handlers.RotatingFileHandler(
-            path, maxBytes=options.max_bytes, backupCount=options.backups, encoding="utf-8")
+            path, maxBytes=options.max_bytes, backupCount=options.backups, encoding="utf-8"
+        )
     except OSError as e:
         raise ConfigError(f"bad value for --log-file: cannot open {path}: {e.strerror or e}") from None
     file_handler.setFormatter(logging.Formatter(FORMAT))

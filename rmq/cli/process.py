@@ -1,6 +1,7 @@
 """What every long-running ``rmq`` command shares: exit statuses, logging set-up, and the
 SIGINT/SIGTERM stop event. Below ``rmq.cli.daemons`` and ``rmq.cli.console`` (the daemons start
 the console, so the console cannot import the daemons' module)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +11,12 @@ import signal
 from rmq.cli.logs import setup_logging
 
 __all__ = [
-    "EXIT_BAD_CONFIG", "EXIT_FAILED", "EXIT_OK", "EXIT_PORT_TAKEN", "EXIT_STORE_LOCKED", "setup_logging",
+    "EXIT_BAD_CONFIG",
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_PORT_TAKEN",
+    "EXIT_STORE_LOCKED",
+    "setup_logging",
     "stop_event",
 ]
 

@@ -2,6 +2,7 @@
 
 Everything here is pure and synchronous so it can be tested byte for byte without a broker.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -55,6 +56,7 @@ __all__ = [
 # Properties: "name\x01value\x02name\x01value\x02" (UTF-8, trailing \x02 as Java clients write
 # it). Reading is rmq.common.message.string_to_properties.
 
+
 def properties_to_string(props: Mapping[str, str]) -> str:
     """The client form of a properties string (a ``\\x02`` after every pair)."""
     return common.properties_to_string(props, trailing_separator=True)
@@ -70,6 +72,7 @@ def properties_to_string(props: Mapping[str, str]) -> str:
 # Java puts the class loader's hash where we put 4 random bytes: both only make the prefix
 # unique per process. The time field is relative to the start of the current month so it fits
 # in 32 bits; the counter disambiguates ids made in the same millisecond.
+
 
 class UniqKeyGenerator:
     def __init__(self, ip: str = "127.0.0.1") -> None:
@@ -108,14 +111,14 @@ class UniqKeyGenerator:
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_RECONSUME_PREPARED = struct.Struct(">iq")    # RECONSUMETIMES, PREPARED TX OFFSET
+_RECONSUME_PREPARED = struct.Struct(">iq")  # RECONSUMETIMES, PREPARED TX OFFSET
 # ip bytes + port → "ip:port" and the upper-hex offsetMsgId prefix; hosts repeat in every record
 _host_cache: dict[bytes, tuple[str, str]] = {}
 
 
 def _host(buf: bytes, at: int, length: int) -> tuple[str, str]:
     """``("ip:port", HEX(ip ‖ port))`` of a BORNHOST / STOREHOST field (8 or 20 bytes)."""
-    raw = buf[at:at + length]
+    raw = buf[at : at + length]
     hit = _host_cache.get(raw)
     if hit is None:
         if len(_host_cache) > 4096:
@@ -125,8 +128,9 @@ def _host(buf: bytes, at: int, length: int) -> tuple[str, str]:
     return hit
 
 
-def decode_messages(data: bytes | memoryview, broker_name: str = "", *, decompress: bool = True,
-                    max_body_size: int = MAX_INFLATED_BODY) -> list[MessageExt]:
+def decode_messages(
+    data: bytes | memoryview, broker_name: str = "", *, decompress: bool = True, max_body_size: int = MAX_INFLATED_BODY
+) -> list[MessageExt]:
     """Decode back-to-back records (a pull body) into messages.
 
     Args:
@@ -144,30 +148,76 @@ def decode_messages(data: bytes | memoryview, broker_name: str = "", *, decompre
     unpack_head = RECORD_HEAD.unpack_from
     unpack_i64 = _I64.unpack_from
     unpack_rp = _RECONSUME_PREPARED.unpack_from
-    for (pos, _total, _version, sys_flag, bh_at, bh_len, sh_at, sh_len, body_at, body_len,
-         topic_at, topic_len, props_at, props_len) in walk_records(buf):
-        (_size, _magic, body_crc, queue_id, flag, queue_offset, phy_offset, _sf,
-         born_ts) = unpack_head(buf, pos)
+    for (
+        pos,
+        _total,
+        _version,
+        sys_flag,
+        bh_at,
+        bh_len,
+        sh_at,
+        sh_len,
+        body_at,
+        body_len,
+        topic_at,
+        topic_len,
+        props_at,
+        props_len,
+    ) in walk_records(buf):
+        (_size, _magic, body_crc, queue_id, flag, queue_offset, phy_offset, _sf, born_ts) = unpack_head(buf, pos)
         store_ts = unpack_i64(buf, sh_at - 8)[0]
         reconsume, prepared = unpack_rp(buf, sh_at + sh_len)
-        body = buf[body_at:body_at + body_len]
-        topic = buf[topic_at:topic_at + topic_len].decode("utf-8", "replace")
-        props = string_to_properties(buf[props_at:props_at + props_len].decode("utf-8", "replace"))
+        body = buf[body_at : body_at + body_len]
+        topic = buf[topic_at : topic_at + topic_len].decode("utf-8", "replace")
+        props = string_to_properties(buf[props_at : props_at + props_len].decode("utf-8", "replace"))
         if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
             body = inflate_body(body, max_body_size, what=f"body of {topic}@{queue_offset}")
         born_host = _host(buf, bh_at, bh_len)[0]
         store_host, id_prefix = _host(buf, sh_at, sh_len)
         offset_msg_id = f"{id_prefix}{phy_offset & 0xFFFFFFFFFFFFFFFF:016X}"
-        append(_message_ext(topic, body, props, offset_msg_id, queue_id, queue_offset, reconsume, phy_offset,
-                            born_ts, store_ts, born_host, store_host, sys_flag, flag, body_crc, prepared,
-                            broker_name))
+        append(
+            _message_ext(
+                topic,
+                body,
+                props,
+                offset_msg_id,
+                queue_id,
+                queue_offset,
+                reconsume,
+                phy_offset,
+                born_ts,
+                store_ts,
+                born_host,
+                store_host,
+                sys_flag,
+                flag,
+                body_crc,
+                prepared,
+                broker_name,
+            )
+        )
     return out
 
 
-def _message_ext(topic: str, body: bytes, props: dict[str, str], offset_msg_id: str, queue_id: int,
-                 queue_offset: int, reconsume: int, phy_offset: int, born_ts: int, store_ts: int,
-                 born_host: str, store_host: str, sys_flag: int, flag: int, body_crc: int, prepared: int,
-                 broker_name: str) -> MessageExt:
+def _message_ext(
+    topic: str,
+    body: bytes,
+    props: dict[str, str],
+    offset_msg_id: str,
+    queue_id: int,
+    queue_offset: int,
+    reconsume: int,
+    phy_offset: int,
+    born_ts: int,
+    store_ts: int,
+    born_host: str,
+    store_host: str,
+    sys_flag: int,
+    flag: int,
+    body_crc: int,
+    prepared: int,
+    broker_name: str,
+) -> MessageExt:
     keys = props.get(MessageConst.KEYS)
     return MessageExt(
         topic=props.get(MessageConst.RETRY_TOPIC, topic),

@@ -8,6 +8,7 @@ Every method takes a timeout in seconds, raises :class:`rmq.errors.BrokerRespons
 (subclass chosen by the response code, ``retriable`` set) for a non-success answer that is not a
 normal outcome, and :class:`rmq.errors.RemotingError` for transport failures.
 """
+
 from __future__ import annotations
 
 import copy
@@ -88,16 +89,26 @@ class ClientAPI:
 
     # ---------------------------------------------------------------- producer
 
-    async def send_message(self, addr: str, mq: MessageQueue,
-                           header: SendMessageRequestHeader | Mapping[str, Any], body: bytes,
-                           *, batch: bool, uniq_id: str, timeout: float, code: int | None = None) -> SendResult:
+    async def send_message(
+        self,
+        addr: str,
+        mq: MessageQueue,
+        header: SendMessageRequestHeader | Mapping[str, Any],
+        body: bytes,
+        *,
+        batch: bool,
+        uniq_id: str,
+        timeout: float,
+        code: int | None = None,
+    ) -> SendResult:
         """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE, or ``code``: SEND_REPLY_MESSAGE_V2 for a
         reply); ``uniq_id`` becomes ``SendResult.msg_id``."""
         resp = await self._invoke(addr, send_message(_send_header(header, batch), body, code=code), timeout)
         return parse_send(resp, mq, uniq_id)
 
-    async def send_message_oneway(self, addr: str, header: SendMessageRequestHeader | Mapping[str, Any],
-                                  body: bytes, *, batch: bool) -> None:
+    async def send_message_oneway(
+        self, addr: str, header: SendMessageRequestHeader | Mapping[str, Any], body: bytes, *, batch: bool
+    ) -> None:
         await self.remoting.invoke_oneway(addr, send_message(_send_header(header, batch), body, oneway=True))
 
     @staticmethod
@@ -105,15 +116,16 @@ class ClientAPI:
         """See :func:`rmq.protocol.requests.message.parse_send`."""
         return parse_send(resp, mq, uniq)
 
-    async def end_transaction_oneway(self, addr: str, header: EndTransactionRequestHeader | Mapping[str, Any],
-                                     remark: str | None) -> None:
-        await self.remoting.invoke_oneway(addr, end_transaction(_typed(EndTransactionRequestHeader, header),
-                                                                   remark))
+    async def end_transaction_oneway(
+        self, addr: str, header: EndTransactionRequestHeader | Mapping[str, Any], remark: str | None
+    ) -> None:
+        await self.remoting.invoke_oneway(addr, end_transaction(_typed(EndTransactionRequestHeader, header), remark))
 
     # ---------------------------------------------------------------- consumer
 
-    async def pull_message(self, addr: str, header: PullMessageRequestHeader | Mapping[str, Any],
-                           broker_name: str, timeout: float) -> PullResult:
+    async def pull_message(
+        self, addr: str, header: PullMessageRequestHeader | Mapping[str, Any], broker_name: str, timeout: float
+    ) -> PullResult:
         """One PULL_MESSAGE; statuses for 0/19/20/21, an exception for anything else."""
         h = _typed(PullMessageRequestHeader, header)
         reply = parse_pull(await self._invoke(addr, pull_message(h), timeout))
@@ -124,9 +136,14 @@ class ClientAPI:
             except ValueError as e:
                 log.warning("pull of %s#%s from %s returned an undecodable body: %s", h.topic, h.queue_id, addr, e)
                 raise RemotingCommandError(f"undecodable pull body from {addr}: {e}") from e
-        return PullResult(status=reply.status, next_begin_offset=reply.next_begin_offset,
-                          min_offset=reply.min_offset, max_offset=reply.max_offset, messages=msgs,
-                          suggest_which_broker_id=reply.suggest_which_broker_id)
+        return PullResult(
+            status=reply.status,
+            next_begin_offset=reply.next_begin_offset,
+            min_offset=reply.min_offset,
+            max_offset=reply.max_offset,
+            messages=msgs,
+            suggest_which_broker_id=reply.suggest_which_broker_id,
+        )
 
     async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue, timeout: float = 3.0) -> int:
         """The stored offset, or -1 when the broker has none (QUERY_NOT_FOUND)."""
@@ -134,10 +151,10 @@ class ClientAPI:
         offset = parse_query_consumer_offset(resp)
         return -1 if offset is None else offset
 
-    async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int,
-                                     timeout: float = 3.0) -> None:
-        check_success(await self._invoke(
-            addr, update_consumer_offset(group, mq.topic, mq.queue_id, offset), timeout))
+    async def update_consumer_offset(
+        self, addr: str, group: str, mq: MessageQueue, offset: int, timeout: float = 3.0
+    ) -> None:
+        check_success(await self._invoke(addr, update_consumer_offset(group, mq.topic, mq.queue_id, offset), timeout))
 
     async def get_max_offset(self, addr: str, mq: MessageQueue, timeout: float = 3.0) -> int:
         return parse_offset(await self._invoke(addr, get_max_offset(mq.topic, mq.queue_id), timeout))
@@ -146,26 +163,42 @@ class ClientAPI:
         return parse_offset(await self._invoke(addr, get_min_offset(mq.topic, mq.queue_id), timeout))
 
     async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout: float = 3.0) -> int:
-        return parse_offset(await self._invoke(
-            addr, search_offset(mq.topic, mq.queue_id, timestamp_ms), timeout))
+        return parse_offset(await self._invoke(addr, search_offset(mq.topic, mq.queue_id, timestamp_ms), timeout))
 
     async def get_consumer_id_list(self, addr: str, group: str, timeout: float = 3.0) -> list[str]:
         return parse_consumer_list(await self._invoke(addr, get_consumer_list_by_group(group), timeout))
 
-    async def consumer_send_msg_back(self, addr: str, *, group: str, commit_log_offset: int,
-                                     delay_level: int, origin_msg_id: str, origin_topic: str,
-                                     max_reconsume_times: int, timeout: float = 3.0) -> None:
+    async def consumer_send_msg_back(
+        self,
+        addr: str,
+        *,
+        group: str,
+        commit_log_offset: int,
+        delay_level: int,
+        origin_msg_id: str,
+        origin_topic: str,
+        max_reconsume_times: int,
+        timeout: float = 3.0,
+    ) -> None:
         header = ConsumerSendMsgBackRequestHeader(
-            offset=commit_log_offset, group=group, delay_level=delay_level, origin_msg_id=origin_msg_id,
-            origin_topic=origin_topic, unit_mode=False, max_reconsume_times=max_reconsume_times)
+            offset=commit_log_offset,
+            group=group,
+            delay_level=delay_level,
+            origin_msg_id=origin_msg_id,
+            origin_topic=origin_topic,
+            unit_mode=False,
+            max_reconsume_times=max_reconsume_times,
+        )
         check_success(await self._invoke(addr, consumer_send_msg_back(header), timeout))
 
-    async def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
-                            timeout: float = 1.0) -> set[MessageQueue]:
+    async def lock_batch_mq(
+        self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue], timeout: float = 1.0
+    ) -> set[MessageQueue]:
         return parse_lock_batch_mq(await self._invoke(addr, lock_batch_mq(group, client_id, mqs), timeout))
 
-    async def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
-                              timeout: float = 1.0) -> None:
+    async def unlock_batch_mq(
+        self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue], timeout: float = 1.0
+    ) -> None:
         check_success(await self._invoke(addr, unlock_batch_mq(group, client_id, mqs), timeout))
 
     # ---------------------------------------------------------------- both
@@ -174,14 +207,14 @@ class ClientAPI:
         """HEART_BEAT; returns the broker's version from the reply header."""
         return parse_heart_beat(await self._invoke(addr, heart_beat(heartbeat), timeout))
 
-    async def check_client_config(self, addr: str, client_id: str, group: str, subscription: Mapping[str, Any],
-                                  timeout: float = 3.0) -> None:
+    async def check_client_config(
+        self, addr: str, client_id: str, group: str, subscription: Mapping[str, Any], timeout: float = 3.0
+    ) -> None:
         """CHECK_CLIENT_CONFIG: raises the broker's refusal (SubscriptionParseFailedError for a
         bad expression, SystemError... when the broker does not filter by its type)."""
         check_success(await self._invoke(addr, check_client_config(client_id, group, subscription), timeout))
 
-    async def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
-                                consumer_group: str | None, timeout: float = 3.0) -> None:
-        check_success(await self._invoke(
-            addr, unregister_client(client_id, producer_group, consumer_group), timeout))
-
+    async def unregister_client(
+        self, addr: str, client_id: str, producer_group: str | None, consumer_group: str | None, timeout: float = 3.0
+    ) -> None:
+        check_success(await self._invoke(addr, unregister_client(client_id, producer_group, consumer_group), timeout))

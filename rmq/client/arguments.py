@@ -9,6 +9,7 @@ Namespaces (Java ``ClientConfig.namespace`` with ``NamespaceUtil``): a client bu
 ``%RETRY%ns%Group``, ``%DLQ%ns%Group``) while the application only ever sees ``Topic`` and
 ``Group``. System topics and groups are never wrapped.
 """
+
 from __future__ import annotations
 
 import re
@@ -47,15 +48,17 @@ def check_namesrv_addr(namesrv_addr: object) -> list[str]:
     elif isinstance(namesrv_addr, (list, tuple)) and all(isinstance(a, str) for a in namesrv_addr):
         addrs = [a.strip() for a in namesrv_addr if a.strip()]
     else:
-        raise ConfigError("namesrv_addr", f"must be a string or a list of strings, got {type(namesrv_addr).__name__}",
-                          "'host:port', 'h1:p1;h2:p2' or ['h1:p1', ...]")
+        raise ConfigError(
+            "namesrv_addr",
+            f"must be a string or a list of strings, got {type(namesrv_addr).__name__}",
+            "'host:port', 'h1:p1;h2:p2' or ['h1:p1', ...]",
+        )
     if not addrs:
         raise ConfigError("namesrv_addr", "is empty", "'host:port', 'h1:p1;h2:p2' or ['h1:p1', ...]")
     for a in addrs:
         m = _ADDR.match(a)
         if m is None or not 0 < int(m.group(2)) < 65536:
-            raise ConfigError("namesrv_addr", f"{a[:80]!r} is not host:port",
-                              "'host:port' with a port in 1..65535")
+            raise ConfigError("namesrv_addr", f"{a[:80]!r} is not host:port", "'host:port' with a port in 1..65535")
     return addrs
 
 
@@ -66,8 +69,11 @@ def check_namespace(namespace: str | None) -> str | None:
     if namespace is None or namespace == "":
         return None
     if not isinstance(namespace, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", namespace):
-        raise ConfigError("namespace", f"{str(namespace)[:80]!r} is not a valid namespace",
-                          "1..64 characters of [a-zA-Z0-9_-], or None")
+        raise ConfigError(
+            "namespace",
+            f"{str(namespace)[:80]!r} is not a valid namespace",
+            "1..64 characters of [a-zA-Z0-9_-], or None",
+        )
     return namespace
 
 
@@ -78,7 +84,7 @@ def _is_system(resource: str) -> bool:
 def _strip_retry_dlq(resource: str) -> tuple[str, str]:
     for prefix in (MixAll.RETRY_GROUP_TOPIC_PREFIX, MixAll.DLQ_GROUP_TOPIC_PREFIX):
         if resource.startswith(prefix):
-            return prefix, resource[len(prefix):]
+            return prefix, resource[len(prefix) :]
     return "", resource
 
 
@@ -111,7 +117,7 @@ class Namespace:
             return resource
         prefix, rest = _strip_retry_dlq(resource)
         if rest.startswith(self._prefix):
-            return prefix + rest[len(self._prefix):]
+            return prefix + rest[len(self._prefix) :]
         return resource
 
     def wrap_mq(self, mq: MessageQueue) -> MessageQueue:

@@ -19,6 +19,7 @@ Hooks run on the event loop, synchronously, in the order they were added: keep t
 logged (rate-limited, per hook) and never breaks the send or the consumption; the other hooks
 still run.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,17 @@ from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageConst, string_to_properties
 from rmq.types import MessageExt, MessageQueue, SendResult
 
-__all__ = ["SendMessageContext", "SendMessageHook", "ConsumeMessageContext", "ConsumeMessageHook",
-           "run_send_hooks", "run_consume_before", "run_consume_after", "close_hooks", "MessageType"]
+__all__ = [
+    "SendMessageContext",
+    "SendMessageHook",
+    "ConsumeMessageContext",
+    "ConsumeMessageHook",
+    "run_send_hooks",
+    "run_consume_before",
+    "run_consume_after",
+    "close_hooks",
+    "MessageType",
+]
 
 log = logging.getLogger("rmq.client")
 _rlog = RateLimitedLog(log)
@@ -93,8 +103,17 @@ class SendMessageContext:
         return self.properties.get(MessageConst.KEYS)
 
     @classmethod
-    def of(cls, group: str, topic: str, properties: str, body_length: int, sys_flag: int, mq: MessageQueue,
-           broker_addr: str, mode: str = "SYNC") -> SendMessageContext:
+    def of(
+        cls,
+        group: str,
+        topic: str,
+        properties: str,
+        body_length: int,
+        sys_flag: int,
+        mq: MessageQueue,
+        broker_addr: str,
+        mode: str = "SYNC",
+    ) -> SendMessageContext:
         props = string_to_properties(properties)
         if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
             msg_type = MessageType.TRANS_HALF
@@ -164,8 +183,7 @@ def _call(hook: object, method: str, ctx: object) -> None:
         _rlog.warning(f"hook:{name}:{method}", "hook %s.%s raised %s", name, method, clip(repr(e)))
 
 
-async def run_send_hooks(hooks: Sequence[SendMessageHook], ctx: SendMessageContext,
-                         send: Awaitable[_R]) -> _R:
+async def run_send_hooks(hooks: Sequence[SendMessageHook], ctx: SendMessageContext, send: Awaitable[_R]) -> _R:
     """``send_message_before`` of each hook, the send, then ``send_message_after`` of each with
     the result (a oneway send has none) or the exception (which is then raised as it was)."""
     for h in hooks:
@@ -184,8 +202,9 @@ async def run_send_hooks(hooks: Sequence[SendMessageHook], ctx: SendMessageConte
     return result
 
 
-def run_consume_before(hooks: Sequence[ConsumeMessageHook], group: str,
-                       msgs: Sequence[MessageExt]) -> ConsumeMessageContext:
+def run_consume_before(
+    hooks: Sequence[ConsumeMessageHook], group: str, msgs: Sequence[MessageExt]
+) -> ConsumeMessageContext:
     ctx = ConsumeMessageContext(group, list(msgs), msgs[0].queue)
     for h in hooks:
         _call(h, "consume_message_before", ctx)

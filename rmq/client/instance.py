@@ -13,6 +13,7 @@ RocketMQ client alive:
 Producers and consumers register with the instance; it starts with the first and closes its
 connections when the last one leaves.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -53,8 +54,7 @@ from .api import ClientAPI
 from .registry import forget, instances_of
 from .request_reply import ReplyMessageClientProcessor, RequestFutureTable
 
-__all__ = ["ClientInstance", "ConsumerInner", "ProducerInner", "get_client_instance", "local_ip",
-           "subscribe_queues"]
+__all__ = ["ClientInstance", "ConsumerInner", "ProducerInner", "get_client_instance", "local_ip", "subscribe_queues"]
 
 log = logging.getLogger("rmq.client")
 # per-request failures repeat during an outage: one line per kind per 10 s, with a count
@@ -143,9 +143,12 @@ class _TopicPublishInfo:
 
 def subscribe_queues(topic: str, route: TopicRouteData) -> set[MessageQueue]:
     """Readable queues of a topic."""
-    return {MessageQueue(topic, qd.broker_name, i)
-            for qd in route.queue_datas if PermName.is_readable(qd.perm)
-            for i in range(qd.read_queue_nums)}
+    return {
+        MessageQueue(topic, qd.broker_name, i)
+        for qd in route.queue_datas
+        if PermName.is_readable(qd.perm)
+        for i in range(qd.read_queue_nums)
+    }
 
 
 class ClientInstance:
@@ -155,14 +158,22 @@ class ClientInstance:
     :func:`get_client_instance`.
     """
 
-    def __init__(self, client_id: str, namesrv_addr: str | list[str], client_ip: str,
-                 credentials: SessionCredentials | None = None,
-                 tls: bool | ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        client_id: str,
+        namesrv_addr: str | list[str],
+        client_ip: str,
+        credentials: SessionCredentials | None = None,
+        tls: bool | ssl.SSLContext | None = None,
+    ) -> None:
         self.client_id = client_id
         self.credentials = credentials
         self.client_ip = client_ip
-        addrs = namesrv_addr if isinstance(namesrv_addr, list) else [
-            a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        addrs = (
+            namesrv_addr
+            if isinstance(namesrv_addr, list)
+            else [a.strip() for a in namesrv_addr.split(";") if a.strip()]
+        )
         if not addrs:
             raise ClientError("namesrv_addr is empty")
         self.namesrv_addrs = addrs
@@ -188,16 +199,21 @@ class ClientInstance:
         self._started = False
         self._closed = False
         processor = _ClientRemotingProcessor(self)
-        for code in (RequestCode.CHECK_TRANSACTION_STATE, RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
-                     RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
-                     RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
-                     RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.CONSUME_MESSAGE_DIRECTLY):
+        for code in (
+            RequestCode.CHECK_TRANSACTION_STATE,
+            RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+            RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+            RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
+            RequestCode.GET_CONSUMER_RUNNING_INFO,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY,
+        ):
             self.remoting.register_processor(code, processor)
         #: requests waiting for their replies (Java RequestFutureHolder), completed by the broker's
         #: PUSH_REPLY_MESSAGE_TO_CLIENT over this instance's connections
         self.request_futures = RequestFutureTable()
-        self.remoting.register_processor(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT,
-                                         ReplyMessageClientProcessor(self.request_futures, client_id))
+        self.remoting.register_processor(
+            RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, ReplyMessageClientProcessor(self.request_futures, client_id)
+        )
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -212,8 +228,10 @@ class ClientInstance:
         self._started = True
         self._spawn(self._periodic(POLL_NAMESRV_INTERVAL, self.update_all_topic_routes, 0.01), "routes")
         self._spawn(self._periodic(HEARTBEAT_INTERVAL, self._heartbeat_tick, 1.0), "heartbeat")
-        self._spawn(self._periodic(PERSIST_OFFSET_INTERVAL, self.persist_all_consumer_offsets,
-                                   PERSIST_OFFSET_INTERVAL), "persist")
+        self._spawn(
+            self._periodic(PERSIST_OFFSET_INTERVAL, self.persist_all_consumer_offsets, PERSIST_OFFSET_INTERVAL),
+            "persist",
+        )
         self._spawn(self._rebalance_service(), "rebalance")
 
     async def _periodic(self, interval: float, fn: Callable[[], Awaitable[None]], first_delay: float) -> None:
@@ -226,8 +244,9 @@ class ClientInstance:
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - logged, timer keeps going
-                _rlog.warning(f"timer:{fn.__name__}", "client %s: %s failed: %s", self.client_id, fn.__name__,
-                              clip(repr(e)))
+                _rlog.warning(
+                    f"timer:{fn.__name__}", "client %s: %s failed: %s", self.client_id, fn.__name__, clip(repr(e))
+                )
             await asyncio.sleep(interval)
 
     async def _heartbeat_tick(self) -> None:
@@ -252,20 +271,25 @@ class ClientInstance:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.warning("client %s: rebalance of group %s failed: %r", self.client_id,
-                            consumer.group, e, exc_info=True)
+                log.warning(
+                    "client %s: rebalance of group %s failed: %r", self.client_id, consumer.group, e, exc_info=True
+                )
 
     async def register_producer(self, group: str, producer: ProducerInner) -> None:
         if group in self.producers:
-            raise ClientError(f"producer group {group!r} is already registered in client {self.client_id}; "
-                              "use another instance_name for a second producer of the same group")
+            raise ClientError(
+                f"producer group {group!r} is already registered in client {self.client_id}; "
+                "use another instance_name for a second producer of the same group"
+            )
         self._ensure_started()
         self.producers[group] = producer
 
     async def register_consumer(self, group: str, consumer: ConsumerInner) -> None:
         if group in self.consumers:
-            raise ClientError(f"consumer group {group!r} is already registered in client {self.client_id}; "
-                              "use another instance_name for a second consumer of the same group")
+            raise ClientError(
+                f"consumer group {group!r} is already registered in client {self.client_id}; "
+                "use another instance_name for a second consumer of the same group"
+            )
         self._ensure_started()
         self.consumers[group] = consumer
 
@@ -286,8 +310,7 @@ class ClientInstance:
 
         async def one(addr: str) -> None:
             try:
-                await self.api.unregister_client(addr, self.client_id, producer_group, consumer_group,
-                                                  timeout=3.0)
+                await self.api.unregister_client(addr, self.client_id, producer_group, consumer_group, timeout=3.0)
             except RMQError as e:
                 log.info("client %s: unregister from %s failed: %r", self.client_id, addr, e)
 
@@ -325,11 +348,13 @@ class ClientInstance:
             try:
                 await self.update_topic_route(topic)
             except RMQError as e:
-                _rlog.warning("route-refresh", "client %s: route of %s not refreshed: %s", self.client_id, topic,
-                              clip(repr(e)))
+                _rlog.warning(
+                    "route-refresh", "client %s: route of %s not refreshed: %s", self.client_id, topic, clip(repr(e))
+                )
 
-    async def update_topic_route(self, topic: str, *, default_topic: str | None = None,
-                                 default_queue_nums: int = 4, timeout: float = 3.0) -> bool:
+    async def update_topic_route(
+        self, topic: str, *, default_topic: str | None = None, default_queue_nums: int = 4, timeout: float = 3.0
+    ) -> bool:
         """Fetch ``topic``'s route and update the caches; True when it changed.
 
         With ``default_topic`` (TBW102) the default topic's route stands in for an unknown topic,
@@ -347,8 +372,9 @@ class ClientInstance:
                     n = min(default_queue_nums, qd.read_queue_nums)
                     qd.read_queue_nums = qd.write_queue_nums = n
             old = self.topic_route_table.get(topic)
-            changed = not route.same_as(old) or (topic not in self.publish_info and any(
-                topic in p.publish_topics() for p in self.producers.values()))
+            changed = not route.same_as(old) or (
+                topic not in self.publish_info and any(topic in p.publish_topics() for p in self.producers.values())
+            )
             if not changed:
                 for c in self.consumers.values():
                     if topic in c.subscribed_topics() and not c.has_subscribe_info(topic):
@@ -370,15 +396,22 @@ class ClientInstance:
                     if topic in c.subscribed_topics():
                         c.update_topic_subscribe_info(topic, mqs)
                 self.topic_route_table[topic] = route
-                log.info("client %s: route of %s is now %s", self.client_id, topic,
-                         [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm)
-                          for q in route.queue_datas])
+                log.info(
+                    "client %s: route of %s is now %s",
+                    self.client_id,
+                    topic,
+                    [(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas],
+                )
             return changed
 
     def clean_offline_brokers(self) -> None:
         """Forget brokers that no route mentions any more."""
-        live = {(bd.broker_name, bid) for r in self.topic_route_table.values()
-                for bd in r.broker_datas for bid in bd.broker_addrs}
+        live = {
+            (bd.broker_name, bid)
+            for r in self.topic_route_table.values()
+            for bd in r.broker_datas
+            for bid in bd.broker_addrs
+        }
         for name in list(self.broker_addr_table):
             table = self.broker_addr_table[name]
             for bid in list(table):
@@ -391,8 +424,9 @@ class ClientInstance:
     def find_broker_address_in_publish(self, broker_name: str) -> str | None:
         return self.broker_addr_table.get(broker_name, {}).get(MASTER_ID)
 
-    def find_broker_address_in_subscribe(self, broker_name: str, broker_id: int,
-                                         only_this_broker: bool = False) -> tuple[str, bool] | None:
+    def find_broker_address_in_subscribe(
+        self, broker_name: str, broker_id: int, only_this_broker: bool = False
+    ) -> tuple[str, bool] | None:
         """(address, is_slave) for ``broker_id`` of ``broker_name``; for a slave id that is
         absent, the next one (``broker_id + 1``); else, unless ``only_this_broker``, any node of
         it, so consumers read a slave while the master is gone (Java
@@ -462,15 +496,26 @@ class ClientInstance:
         async with self._heartbeat_lock:
             data = self.heartbeat_data()
             only_masters = not self.consumers
-            targets = [(name, bid, addr) for name, table in self.broker_addr_table.items()
-                       for bid, addr in table.items() if not only_masters or bid == MASTER_ID]
+            targets = [
+                (name, bid, addr)
+                for name, table in self.broker_addr_table.items()
+                for bid, addr in table.items()
+                if not only_masters or bid == MASTER_ID
+            ]
 
             async def one(name: str, bid: int, addr: str) -> None:
                 try:
                     self.broker_version_table[addr] = await self.api.send_heartbeat(addr, data)
                 except RMQError as e:
-                    _rlog.warning(f"heartbeat:{addr}", "client %s: heartbeat to %s[%d] %s failed: %s",
-                                  self.client_id, name, bid, addr, clip(repr(e)))
+                    _rlog.warning(
+                        f"heartbeat:{addr}",
+                        "client %s: heartbeat to %s[%d] %s failed: %s",
+                        self.client_id,
+                        name,
+                        bid,
+                        addr,
+                        clip(repr(e)),
+                    )
 
             await asyncio.gather(*(one(*t) for t in targets))
 
@@ -493,8 +538,7 @@ class _ClientRemotingProcessor:
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn: Any, cmd: RemotingCommand
-                        ) -> RemotingCommand | Awaitable[RemotingCommand] | None:
+    def process_request(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand] | None:
         inst = self._instance()
         if inst is None or inst.closed:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "client instance closed", {})
@@ -503,13 +547,17 @@ class _ClientRemotingProcessor:
             try:
                 group = clip(NotifyConsumerIdsChangedRequestHeader.from_ext_fields(cmd.ext_fields or {}).consumer_group)
             except RemotingCommandError:
-                group = "?"   # rebalance anyway: the broker means some group of ours changed
-            log.info("client %s: broker %s says the members of %s changed; rebalancing now",
-                     inst.client_id, getattr(conn, "remote_addr", "?"), group)
+                group = "?"  # rebalance anyway: the broker means some group of ours changed
+            log.info(
+                "client %s: broker %s says the members of %s changed; rebalancing now",
+                inst.client_id,
+                getattr(conn, "remote_addr", "?"),
+                group,
+            )
             inst.rebalance_immediately()
             return None
         if code == RequestCode.CHECK_TRANSACTION_STATE:
-            self._check_transaction_state(inst, conn, cmd)     # oneway: no response
+            self._check_transaction_state(inst, conn, cmd)  # oneway: no response
             return None
         return self._consumer_request(inst, cmd)
 
@@ -543,9 +591,11 @@ class _ClientRemotingProcessor:
         group = h.consumer_group if hasattr(h, "consumer_group") else h.group
         consumer = inst.consumers.get(group)
         if consumer is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"the consumer group {clip_remark(group)!r} is not online "
-                                f"in client {inst.client_id}", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the consumer group {clip_remark(group)!r} is not online in client {inst.client_id}",
+                {},
+            )
         try:
             if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
                 info = consumer.running_info()
@@ -553,8 +603,12 @@ class _ClientRemotingProcessor:
                 props["PROP_NAMESERVER_ADDR"] = ";".join(inst.namesrv_addrs)
                 props["PROP_CLIENT_VERSION"] = "V4_9_8"
                 running = ConsumerRunningInfo(
-                    props, tuple(SubscriptionInfo.from_json(sd) for sd in info.get("subscriptionSet", ())),
-                    dict(info.get("mqTable", {})), dict(info.get("statusTable", {})), str(info.get("jstack") or ""))
+                    props,
+                    tuple(SubscriptionInfo.from_json(sd) for sd in info.get("subscriptionSet", ())),
+                    dict(info.get("mqTable", {})),
+                    dict(info.get("statusTable", {})),
+                    str(info.get("jstack") or ""),
+                )
                 return cmd.response(ResponseCode.SUCCESS, None, {}, running.encode())
             if cmd.code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
                 status = GetConsumerStatusBody(consumer.offset_table_json(h.topic))
@@ -594,9 +648,15 @@ _CONSUMER_REQUEST_HEADERS: dict[int, type[Header]] = {
 # ---------------------------------------------------------------------------------------------
 # The registry: one instance per (event loop, client id)
 
-def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "DEFAULT",
-                        client_ip: str | None = None, credentials: SessionCredentials | None = None,
-                        tls: bool | ssl.SSLContext | None = None) -> ClientInstance:
+
+def get_client_instance(
+    namesrv_addr: str | list[str],
+    *,
+    instance_name: str = "DEFAULT",
+    client_ip: str | None = None,
+    credentials: SessionCredentials | None = None,
+    tls: bool | ssl.SSLContext | None = None,
+) -> ClientInstance:
     """The instance for ``ip@pid#instance_name`` on the running loop, created on first use.
 
     Clients sharing an instance share its connections and its signer, so they must agree on
@@ -616,9 +676,13 @@ def get_client_instance(namesrv_addr: str | list[str], *, instance_name: str = "
         inst = ClientInstance(client_id, namesrv_addr, ip, credentials, tls)
         table[client_id] = inst
     elif inst.credentials != credentials:
-        raise ClientError(f"client {client_id} already runs with other ACL credentials; give this producer or "
-                          "consumer another instance_name")
+        raise ClientError(
+            f"client {client_id} already runs with other ACL credentials; give this producer or "
+            "consumer another instance_name"
+        )
     elif not (inst.tls is tls or (not inst.tls and not tls)):
-        raise ClientError(f"client id {client_id} already connects with tls={inst.tls!r}; a client asking "
-                          f"for tls={tls!r} needs another instance_name")
+        raise ClientError(
+            f"client id {client_id} already connects with tls={inst.tls!r}; a client asking "
+            f"for tls={tls!r} needs another instance_name"
+        )
     return inst

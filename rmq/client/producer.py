@@ -6,6 +6,7 @@ Example::
         r = await p.send(rmq.Message(topic="T", body=b"x", tags="TagA"))
         print(r.status, r.msg_id, r.queue_id, r.queue_offset)
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -206,18 +207,32 @@ class Producer:
             allowed values).
     """
 
-    def __init__(self, namesrv_addr: str | list[str], group: str, *, instance_name: str = "DEFAULT",
-                 client_ip: str | None = None, send_timeout: float = 3.0, retry_times: int = 2,
-                 compress_over: int = 4096, compress_level: int = 5,
-                 max_message_size: int = MAX_MESSAGE_SIZE, default_topic_queue_nums: int = 4,
-                 send_latency_fault_enable: bool = True,
-                 transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None,
-                 access_key: str | None = None, secret_key: str | None = None,
-                 security_token: str | None = None, tls: bool | ssl.SSLContext | None = None,
-                 max_outstanding_requests: int = _rr.DEFAULT_MAX_OUTSTANDING_REQUESTS,
-                 trace: bool = False, trace_topic: str | None = None,
-                 namespace: str | None = None, retry_backoff: float = 0.1,
-                 max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str | list[str],
+        group: str,
+        *,
+        instance_name: str = "DEFAULT",
+        client_ip: str | None = None,
+        send_timeout: float = 3.0,
+        retry_times: int = 2,
+        compress_over: int = 4096,
+        compress_level: int = 5,
+        max_message_size: int = MAX_MESSAGE_SIZE,
+        default_topic_queue_nums: int = 4,
+        send_latency_fault_enable: bool = True,
+        transaction_checker: Callable[[MessageExt], TransactionOutcome] | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
+        tls: bool | ssl.SSLContext | None = None,
+        max_outstanding_requests: int = _rr.DEFAULT_MAX_OUTSTANDING_REQUESTS,
+        trace: bool = False,
+        trace_topic: str | None = None,
+        namespace: str | None = None,
+        retry_backoff: float = 0.1,
+        max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS,
+    ) -> None:
         check_namesrv_addr(namesrv_addr)
         validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
         self._ns = Namespace(namespace)
@@ -272,9 +287,20 @@ class Producer:
         if trace:
             from .trace import SendMessageTraceHook, TraceDispatcher
 
-            self.add_send_hook(SendMessageTraceHook(TraceDispatcher(
-                namesrv_addr, group, "PRODUCER", trace_topic, instance_name=instance_name,
-                credentials=self._credentials, tls=tls, producer_factory=Producer)))
+            self.add_send_hook(
+                SendMessageTraceHook(
+                    TraceDispatcher(
+                        namesrv_addr,
+                        group,
+                        "PRODUCER",
+                        trace_topic,
+                        instance_name=instance_name,
+                        credentials=self._credentials,
+                        tls=tls,
+                        producer_factory=Producer,
+                    )
+                )
+            )
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -288,11 +314,16 @@ class Producer:
                 group (give it another ``instance_name``).
         """
         if self._state is not ServiceState.CREATE_JUST:
-            raise IllegalStateError(f"producer {self._group} is {self._state.name}; only a new producer "
-                                    "can be started (create another one)")
-        inst = get_client_instance(self._namesrv_addr, instance_name=self._instance_name,
-                                   client_ip=self._client_ip, credentials=self._credentials,
-                                   tls=self._tls)
+            raise IllegalStateError(
+                f"producer {self._group} is {self._state.name}; only a new producer can be started (create another one)"
+            )
+        inst = get_client_instance(
+            self._namesrv_addr,
+            instance_name=self._instance_name,
+            client_ip=self._client_ip,
+            credentials=self._credentials,
+            tls=self._tls,
+        )
         try:
             await inst.register_producer(self._group, self._member)
         except BaseException:
@@ -355,15 +386,22 @@ class Producer:
 
     def _check_running(self) -> ClientInstance:
         if self._state is not ServiceState.RUNNING or self._instance is None or self._closing:
-            raise IllegalStateError(f"producer {self._group} is not running ({self._state.name}); "
-                                    "call start() on a new producer")
+            raise IllegalStateError(
+                f"producer {self._group} is not running ({self._state.name}); call start() on a new producer"
+            )
         return self._instance
 
     # ---------------------------------------------------------------- public send API
 
-    def send(self, msg: Message, *, queue: MessageQueue | None = None,
-             selector: MessageQueueSelector | None = None, sharding_key: Any = None,
-             timeout: float | None = None) -> asyncio.Future[SendResult]:
+    def send(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        sharding_key: Any = None,
+        timeout: float | None = None,
+    ) -> asyncio.Future[SendResult]:
         """Start sending one message; returns a future of its :class:`SendResult` (aiokafka's
         ``send``). ``await producer.send(m)`` waits for the broker's answer as before; keep the
         future to await it later, or use :meth:`send_and_wait`.
@@ -393,29 +431,48 @@ class Producer:
         self._check_running()
         self._check_pending()
         prepared = self._prepare(msg)
-        return self._pending.spawn(self._send_prepared(msg, prepared, queue, selector, sharding_key, timeout),
-                                   f"rmq-send-{self._group}")
+        return self._pending.spawn(
+            self._send_prepared(msg, prepared, queue, selector, sharding_key, timeout), f"rmq-send-{self._group}"
+        )
 
     def _check_pending(self) -> None:
         n = len(self._pending)
         if n >= self._max_pending_sends:
-            _rlog.warning(f"send-pending:{self._group}", "producer %s: %d sends pending, refusing more "
-                          "(max_pending_sends)", self._group, n)
-            raise RemotingTooMuchRequestError(f"{n} sends are pending (max_pending_sends={self._max_pending_sends}); "
-                                              "await some of their futures and retry")
+            _rlog.warning(
+                f"send-pending:{self._group}",
+                "producer %s: %d sends pending, refusing more (max_pending_sends)",
+                self._group,
+                n,
+            )
+            raise RemotingTooMuchRequestError(
+                f"{n} sends are pending (max_pending_sends={self._max_pending_sends}); "
+                "await some of their futures and retry"
+            )
 
-    async def send_and_wait(self, msg: Message, *, queue: MessageQueue | None = None,
-                            selector: MessageQueueSelector | None = None, sharding_key: Any = None,
-                            timeout: float | None = None) -> SendResult:
+    async def send_and_wait(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        sharding_key: Any = None,
+        timeout: float | None = None,
+    ) -> SendResult:
         """Send one message and wait for the broker's answer (aiokafka's ``send_and_wait``); the
         arguments and errors of :meth:`send`, raised here."""
         self._check_running()
         prepared = self._prepare(msg)
         return await self._send_prepared(msg, prepared, queue, selector, sharding_key, timeout)
 
-    async def _send_prepared(self, msg: Message, prepared: _Prepared, queue: MessageQueue | None,
-                             selector: MessageQueueSelector | None, sharding_key: Any,
-                             timeout: float | None) -> SendResult:
+    async def _send_prepared(
+        self,
+        msg: Message,
+        prepared: _Prepared,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        sharding_key: Any,
+        timeout: float | None,
+    ) -> SendResult:
         if queue is not None or selector is not None or sharding_key is not None:
             deadline = time.monotonic() + (timeout or self._send_timeout)
             if queue is not None:
@@ -431,10 +488,16 @@ class Producer:
             return result
         return dataclasses.replace(result, message_queue=self._ns.unwrap_mq(result.message_queue))
 
-    def send_with_callback(self, msg: Message,
-                           callback: Callable[[SendResult | None, BaseException | None], Any], *,
-                           queue: MessageQueue | None = None, selector: MessageQueueSelector | None = None,
-                           sharding_key: Any = None, timeout: float | None = None) -> asyncio.Task[SendResult]:
+    def send_with_callback(
+        self,
+        msg: Message,
+        callback: Callable[[SendResult | None, BaseException | None], Any],
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        sharding_key: Any = None,
+        timeout: float | None = None,
+    ) -> asyncio.Task[SendResult]:
         """Start a send in the background and call ``callback(result, None)`` on success or
         ``callback(None, exc)`` on failure (``callback`` may be ``async``). Returns the task, which
         :meth:`close` waits for; its own result is the SendResult (or the exception)."""
@@ -443,8 +506,9 @@ class Producer:
 
         async def run() -> SendResult:
             try:
-                result = await self.send_and_wait(msg, queue=queue, selector=selector,
-                                                  sharding_key=sharding_key, timeout=timeout)
+                result = await self.send_and_wait(
+                    msg, queue=queue, selector=selector, sharding_key=sharding_key, timeout=timeout
+                )
             except Exception as e:
                 await _call(callback, None, e)
                 raise
@@ -453,8 +517,14 @@ class Producer:
 
         return self._pending.spawn(run(), f"rmq-send-{self._group}")
 
-    async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
-                          selector: MessageQueueSelector | None = None, sharding_key: Any = None) -> None:
+    async def send_oneway(
+        self,
+        msg: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: MessageQueueSelector | None = None,
+        sharding_key: Any = None,
+    ) -> None:
         """Write the message and return without waiting for any answer (no retry; the broker's
         outcome is unknown). Raises only if no queue or connection could be found."""
         inst = self._check_running()
@@ -469,15 +539,24 @@ class Producer:
         addr = await self._broker_addr(inst, queue)
         header = self._header(prepared, queue)
         send = inst.api.send_message_oneway(addr, header, prepared.body, batch=prepared.batch)
-        if self._send_hooks:    # (Java sendKernelImpl runs the hooks for ONEWAY too; no result)
-            ctx = _hooks.SendMessageContext.of(self.group, prepared.topic, prepared.properties, len(prepared.body),
-                                               prepared.sys_flag, queue, addr, "ONEWAY")
+        if self._send_hooks:  # (Java sendKernelImpl runs the hooks for ONEWAY too; no result)
+            ctx = _hooks.SendMessageContext.of(
+                self.group,
+                prepared.topic,
+                prepared.properties,
+                len(prepared.body),
+                prepared.sys_flag,
+                queue,
+                addr,
+                "ONEWAY",
+            )
             await _hooks.run_send_hooks(self._send_hooks, ctx, send)
             return
         await send
 
-    async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
-                         timeout: float | None = None) -> SendResult:
+    async def send_batch(
+        self, msgs: Sequence[Message], *, queue: MessageQueue | None = None, timeout: float | None = None
+    ) -> SendResult:
         """Send messages of one topic as one batch (≤ ``max_message_size`` encoded, 4 MiB).
 
         All go to the same queue, in order. Delayed messages and ``%RETRY%`` topics are not
@@ -491,9 +570,13 @@ class Producer:
             return self._unwrap_result(await self._send_to(self._ns.wrap_mq(queue), prepared, deadline))
         return self._unwrap_result(await self._send_default(prepared, timeout))
 
-    async def send_in_transaction(self, msg: Message,
-                                  local_transaction: Callable[[Message, SendResult], TransactionOutcome], *,
-                                  timeout: float | None = None) -> TransactionSendResult:
+    async def send_in_transaction(
+        self,
+        msg: Message,
+        local_transaction: Callable[[Message, SendResult], TransactionOutcome],
+        *,
+        timeout: float | None = None,
+    ) -> TransactionSendResult:
         """Send a half message, run ``local_transaction(msg, send_result)`` (sync or async), and
         commit or roll back according to what it returns (an exception means UNKNOW: the
         broker will ask ``transaction_checker`` later).
@@ -507,8 +590,9 @@ class Producer:
             raise ClientError("transactional messages cannot be delayed")
         props = dict(msg.properties)
         half = _with_props(msg, props)
-        prepared = self._prepare(half, extra={MessageConst.TRANSACTION_PREPARED: "true",
-                                              MessageConst.PRODUCER_GROUP: self._group})
+        prepared = self._prepare(
+            half, extra={MessageConst.TRANSACTION_PREPARED: "true", MessageConst.PRODUCER_GROUP: self._group}
+        )
         prepared.sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
         raw = await self._send_default(prepared, timeout)
         result = self._unwrap_result(raw)
@@ -517,20 +601,24 @@ class Producer:
             try:
                 state = await _maybe_await(local_transaction(msg, result))
                 if not isinstance(state, LocalTransactionState):
-                    log.warning("producer %s: local transaction returned %r; treating as UNKNOW",
-                                self._group, state)
+                    log.warning("producer %s: local transaction returned %r; treating as UNKNOW", self._group, state)
                     state = LocalTransactionState.UNKNOW
             except Exception as e:  # noqa: BLE001 - the broker's check-back decides later
-                log.warning("producer %s: local transaction of %s raised %r; state UNKNOW",
-                            self._group, result.msg_id, e)
+                log.warning(
+                    "producer %s: local transaction of %s raised %r; state UNKNOW", self._group, result.msg_id, e
+                )
                 state = LocalTransactionState.UNKNOW
         else:
             state = LocalTransactionState.ROLLBACK_MESSAGE
         try:
             await self._end_transaction(inst, raw, state)
         except RMQError as e:
-            log.warning("producer %s: END_TRANSACTION for %s failed (the broker will check back): %r",
-                        self._group, result.msg_id, e)
+            log.warning(
+                "producer %s: END_TRANSACTION for %s failed (the broker will check back): %r",
+                self._group,
+                result.msg_id,
+                e,
+            )
         return TransactionSendResult(result, state)
 
     async def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
@@ -542,8 +630,9 @@ class Producer:
         """Call ``hook.send_message_before(ctx)`` / ``send_message_after(ctx)`` around every send
         attempt (Java ``registerSendMessageHook``); see :mod:`rmq.client.hooks`. An exception
         in a hook is logged and does not affect the send."""
-        if not (callable(getattr(hook, "send_message_before", None))
-                and callable(getattr(hook, "send_message_after", None))):
+        if not (
+            callable(getattr(hook, "send_message_before", None)) and callable(getattr(hook, "send_message_after", None))
+        ):
             raise ClientError("a send hook needs send_message_before(ctx) and send_message_after(ctx)")
         self._send_hooks.append(hook)
 
@@ -588,7 +677,8 @@ class Producer:
             except TimeoutError:
                 raise RequestTimeoutError(
                     f"send request message to <{msg.topic}> OK, but wait reply message timeout, "
-                    f"{int(timeout * 1000)} ms.") from None
+                    f"{int(timeout * 1000)} ms."
+                ) from None
         finally:
             table.remove(correlation_id)
 
@@ -610,8 +700,7 @@ class Producer:
             sys_flag |= MessageSysFlag.COMPRESSED_FLAG
         if len(body) > self._max_message_size:
             raise ClientError(f"message body is {len(body)} bytes; the maximum is {self._max_message_size}")
-        return _Prepared(self._ns.wrap(msg.topic), body, properties_to_string(props), sys_flag, msg.flag, uniq,
-                         False)
+        return _Prepared(self._ns.wrap(msg.topic), body, properties_to_string(props), sys_flag, msg.flag, uniq, False)
 
     def _prepare_batch(self, msgs: Sequence[Message]) -> _Prepared:
         if not msgs:
@@ -643,10 +732,19 @@ class Producer:
 
     def _header(self, p: _Prepared, mq: MessageQueue) -> SendMessageRequestHeader:
         return SendMessageRequestHeader(
-            producer_group=self._group, topic=p.topic, default_topic=AUTO_CREATE_TOPIC_KEY,
-            default_topic_queue_nums=self._default_topic_queue_nums, queue_id=mq.queue_id,
-            sys_flag=p.sys_flag, born_timestamp=int(time.time() * 1000), flag=p.flag,
-            properties=p.properties, reconsume_times=0, unit_mode=False, batch=p.batch)
+            producer_group=self._group,
+            topic=p.topic,
+            default_topic=AUTO_CREATE_TOPIC_KEY,
+            default_topic_queue_nums=self._default_topic_queue_nums,
+            queue_id=mq.queue_id,
+            sys_flag=p.sys_flag,
+            born_timestamp=int(time.time() * 1000),
+            flag=p.flag,
+            properties=p.properties,
+            reconsume_times=0,
+            unit_mode=False,
+            batch=p.batch,
+        )
 
     async def _publish_info(self, topic: str, deadline: float | None = None) -> _TopicPublishInfo:
         inst = self._in_flight_instance()
@@ -658,8 +756,9 @@ class Producer:
                 return self._send_timeout
             left = deadline - time.monotonic()
             if left <= 0:
-                raise RemotingTimeoutError("<namesrv>", self._send_timeout,
-                                           f"no route of {topic} within the send timeout")
+                raise RemotingTimeoutError(
+                    "<namesrv>", self._send_timeout, f"no route of {topic} within the send timeout"
+                )
             return left
 
         if info is None or not info.ok:
@@ -667,9 +766,12 @@ class Producer:
             info = inst.publish_info.get(topic)
         if info is None or not info.ok:
             # Unknown topic: publish through TBW102's brokers; they auto-create it (if allowed).
-            await inst.update_topic_route(topic, default_topic=AUTO_CREATE_TOPIC_KEY,
-                                          default_queue_nums=self._default_topic_queue_nums,
-                                          timeout=remaining())
+            await inst.update_topic_route(
+                topic,
+                default_topic=AUTO_CREATE_TOPIC_KEY,
+                default_queue_nums=self._default_topic_queue_nums,
+                timeout=remaining(),
+            )
             info = inst.publish_info.get(topic)
         if info is None or not info.ok:
             raise TopicNotExistError(17, f"No route info of this topic: {topic}")
@@ -692,11 +794,12 @@ class Producer:
         info.send_which_queue += 1
         return mqs[info.send_which_queue % n]
 
-    async def _select_with(self, msg: Message, selector: MessageQueueSelector, arg: Any,
-                           deadline: float | None = None) -> MessageQueue:
+    async def _select_with(
+        self, msg: Message, selector: MessageQueueSelector, arg: Any, deadline: float | None = None
+    ) -> MessageQueue:
         info = await self._publish_info(self._ns.wrap(msg.topic), deadline)
         mqs = info.message_queues
-        if self._ns:    # the selector sees the queues as the application names them
+        if self._ns:  # the selector sees the queues as the application names them
             mq = self._ns.wrap_mq(selector([self._ns.unwrap_mq(q) for q in mqs], msg, arg))
         else:
             mq = selector(mqs, msg, arg)
@@ -720,8 +823,9 @@ class Producer:
         addr = await self._broker_addr(inst, mq)
         # a reply (MSG_TYPE=reply) goes as SEND_REPLY_MESSAGE_V2 (Java MQClientAPIImpl.sendMessage)
         code = RequestCode.SEND_REPLY_MESSAGE_V2 if _rr.is_reply_message(p.properties) else None
-        send = inst.api.send_message(addr, mq, self._header(p, mq), p.body, batch=p.batch,
-                                     uniq_id=p.uniq_id, timeout=remaining, code=code)
+        send = inst.api.send_message(
+            addr, mq, self._header(p, mq), p.body, batch=p.batch, uniq_id=p.uniq_id, timeout=remaining, code=code
+        )
         if self._send_hooks:
             ctx = _hooks.SendMessageContext.of(self.group, p.topic, p.properties, len(p.body), p.sys_flag, mq, addr)
             return await _hooks.run_send_hooks(self._send_hooks, ctx, send)
@@ -757,16 +861,17 @@ class Producer:
                 failures.append(f"{mq.broker_name}#{mq.queue_id}: {clip(repr(e))}")
                 last_exc = e
                 if isinstance(e, RemotingConnectError):
-                    try:   # the broker may have moved or gone: see what the name server says now
+                    try:  # the broker may have moved or gone: see what the name server says now
                         await self._in_flight_instance().update_topic_route(
-                            p.topic, timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+                            p.topic, timeout=max(0.1, min(1.0, deadline - time.monotonic()))
+                        )
                         info = await self._publish_info(p.topic, deadline)
                     except RMQError:
                         pass
                 continue
             except BrokerResponseError as e:
                 if not e.retriable:
-                    raise       # about this message (e.g. MESSAGE_ILLEGAL), not the broker
+                    raise  # about this message (e.g. MESSAGE_ILLEGAL), not the broker
                 self._faults.update(mq.broker_name, time.monotonic() - start, True)
                 failures.append(f"{mq.broker_name}#{mq.queue_id}: {clip(repr(e))}")
                 last_exc = e
@@ -779,25 +884,40 @@ class Producer:
                 continue
             self._faults.update(mq.broker_name, time.monotonic() - start, False)
             if failures:
-                _rlog.warning(f"send-retried:{self._group}", "producer %s: send to %s succeeded at attempt %d "
-                              "after: %s", self._group, p.topic, attempt + 1, "; ".join(failures))
+                _rlog.warning(
+                    f"send-retried:{self._group}",
+                    "producer %s: send to %s succeeded at attempt %d after: %s",
+                    self._group,
+                    p.topic,
+                    attempt + 1,
+                    "; ".join(failures),
+                )
             return result
         if last_exc is None:
             raise RemotingTimeoutError(p.topic, timeout, f"send to {p.topic} timed out after {timeout}s")
-        _rlog.warning(f"send-failed:{self._group}", "producer %s: send to %s failed after %d attempt(s): %s",
-                      self._group, p.topic, len(failures), "; ".join(failures))
+        _rlog.warning(
+            f"send-failed:{self._group}",
+            "producer %s: send to %s failed after %d attempt(s): %s",
+            self._group,
+            p.topic,
+            len(failures),
+            "; ".join(failures),
+        )
         last_exc.add_note(f"send to topic {p.topic} failed after {len(failures)} attempt(s)")
         raise last_exc
 
-    async def _end_transaction(self, inst: ClientInstance, result: SendResult,
-                               state: LocalTransactionState) -> None:
+    async def _end_transaction(self, inst: ClientInstance, result: SendResult, state: LocalTransactionState) -> None:
         _, _, commit_log_offset = decode_offset_msg_id(result.offset_msg_id)
         addr = await self._broker_addr(inst, result.message_queue)
         header = EndTransactionRequestHeader(
-            producer_group=self._group, tran_state_table_offset=result.queue_offset,
-            commit_log_offset=commit_log_offset, commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
-            from_transaction_check=False, msg_id=result.msg_id,
-            transaction_id=result.transaction_id or result.msg_id)
+            producer_group=self._group,
+            tran_state_table_offset=result.queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
+            from_transaction_check=False,
+            msg_id=result.msg_id,
+            transaction_id=result.transaction_id or result.msg_id,
+        )
         await inst.api.end_transaction_oneway(addr, header, None)
 
     def _on_check_transaction_state(self, broker_addr: str, ext: dict[str, Any], msg: MessageExt) -> None:
@@ -805,8 +925,12 @@ class Producer:
         END_TRANSACTION (the broker expects no response to the check itself)."""
         checker = self._transaction_checker
         if checker is None or self._instance is None:
-            log.warning("producer %s: broker %s checks transaction %s but no transaction_checker is set",
-                        self._group, broker_addr, msg.msg_id)
+            log.warning(
+                "producer %s: broker %s checks transaction %s but no transaction_checker is set",
+                self._group,
+                broker_addr,
+                msg.msg_id,
+            )
             return
         inst = self._instance
         # the checker sees the topic as the application names it (Java
@@ -825,15 +949,17 @@ class Producer:
             try:
                 check = CheckTransactionStateRequestHeader.from_ext_fields(ext)
             except RemotingCommandError as e:
-                log.warning("producer %s: malformed CHECK_TRANSACTION_STATE from %s: %s", self._group,
-                            broker_addr, e)
+                log.warning("producer %s: malformed CHECK_TRANSACTION_STATE from %s: %s", self._group, broker_addr, e)
                 return
             header = EndTransactionRequestHeader(
-                producer_group=self._group, tran_state_table_offset=check.tran_state_table_offset,
-                commit_log_offset=check.commit_log_offset, commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
+                producer_group=self._group,
+                tran_state_table_offset=check.tran_state_table_offset,
+                commit_log_offset=check.commit_log_offset,
+                commit_or_rollback=_COMMIT_OR_ROLLBACK[state],
                 from_transaction_check=True,
                 msg_id=msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or msg.msg_id,
-                transaction_id=check.transaction_id or msg.transaction_id or msg.msg_id)
+                transaction_id=check.transaction_id or msg.transaction_id or msg.msg_id,
+            )
             try:
                 await inst.api.end_transaction_oneway(broker_addr, header, remark)
             except RMQError as e:
@@ -853,7 +979,7 @@ class _ProducerMember:
 
     @property
     def group(self) -> str:
-        return self._producer._group      # on the wire: with the namespace
+        return self._producer._group  # on the wire: with the namespace
 
     def publish_topics(self) -> set[str]:
         return self._producer._topics
@@ -874,8 +1000,9 @@ class _Prepared:
 
     __slots__ = ("topic", "body", "properties", "sys_flag", "flag", "uniq_id", "batch")
 
-    def __init__(self, topic: str, body: bytes, properties: str, sys_flag: int, flag: int,
-                 uniq_id: str, batch: bool) -> None:
+    def __init__(
+        self, topic: str, body: bytes, properties: str, sys_flag: int, flag: int, uniq_id: str, batch: bool
+    ) -> None:
         self.topic = topic
         self.body = body
         self.properties = properties
@@ -886,8 +1013,16 @@ class _Prepared:
 
 
 def _with_props(msg: Message, props: dict[str, str]) -> Message:
-    return Message(topic=msg.topic, body=msg.body, tags=msg.tags, keys=msg.keys, properties=props,
-                   flag=msg.flag, delay_level=msg.delay_level, wait_store_msg_ok=msg.wait_store_msg_ok)
+    return Message(
+        topic=msg.topic,
+        body=msg.body,
+        tags=msg.tags,
+        keys=msg.keys,
+        properties=props,
+        flag=msg.flag,
+        delay_level=msg.delay_level,
+        wait_store_msg_ok=msg.wait_store_msg_ok,
+    )
 
 
 async def _maybe_await(value: _T | Awaitable[_T]) -> _T:

@@ -1,6 +1,7 @@
 """The running client instances, one per (event loop, client id) (Java ``MQClientManager``'s
 factory table). Its own module so that ``rmq.client.request_reply`` (imported by the instance
 for the reply processor) finds the instances of its loop without importing ``instance``."""
+
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +14,8 @@ if TYPE_CHECKING:
 __all__ = ["forget", "instances_of", "live_instances"]
 
 _instances: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, ClientInstance]] = (
-    weakref.WeakKeyDictionary())
+    weakref.WeakKeyDictionary()
+)
 
 
 def instances_of(loop: asyncio.AbstractEventLoop) -> dict[str, ClientInstance]:

@@ -18,6 +18,7 @@ How it travels: the request is an ordinary message carrying ``CORRELATION_ID`` (
 (PUSH_REPLY_MESSAGE_TO_CLIENT, 326) over the requester's own connection, where
 :class:`RequestFutureTable` completes the waiting request by its correlation id.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -42,8 +43,15 @@ from .registry import live_instances
 if TYPE_CHECKING:
     from .instance import ClientInstance
 
-__all__ = ["RequestFutureTable", "ReplyMessageClientProcessor", "create_reply_message", "reply",
-           "request_properties", "is_reply_message", "DEFAULT_MAX_OUTSTANDING_REQUESTS"]
+__all__ = [
+    "RequestFutureTable",
+    "ReplyMessageClientProcessor",
+    "create_reply_message",
+    "reply",
+    "request_properties",
+    "is_reply_message",
+    "DEFAULT_MAX_OUTSTANDING_REQUESTS",
+]
 
 log = logging.getLogger("rmq.client")
 _rlog = RateLimitedLog(log)
@@ -84,15 +92,17 @@ def create_reply_message(request: MessageExt, body: bytes | str) -> Message:
     props = request.properties
     cluster = props.get(MessageConst.CLUSTER)
     if cluster is None:
-        raise ClientError(f"create reply message fail, requestMessage error, property[{MessageConst.CLUSTER}] "
-                          "is null.")
+        raise ClientError(f"create reply message fail, requestMessage error, property[{MessageConst.CLUSTER}] is null.")
     reply_props = {MessageConst.MESSAGE_TYPE: MixAll.REPLY_MESSAGE_FLAG}
     for name in (MessageConst.CORRELATION_ID, MessageConst.MESSAGE_REPLY_TO_CLIENT, MessageConst.MESSAGE_TTL):
         value = props.get(name)
         if value is not None:
             reply_props[name] = value
-    return Message(topic=MixAll.get_reply_topic(cluster), body=body if isinstance(body, bytes) else body.encode(),
-                   properties=reply_props)
+    return Message(
+        topic=MixAll.get_reply_topic(cluster),
+        body=body if isinstance(body, bytes) else body.encode(),
+        properties=reply_props,
+    )
 
 
 class RequestFutureTable:
@@ -113,7 +123,8 @@ class RequestFutureTable:
         n = self._count.get(owner, 0)
         if n >= limit:
             raise RemotingTooMuchRequestError(
-                f"{n} requests already wait for their replies (max_outstanding_requests={limit})")
+                f"{n} requests already wait for their replies (max_outstanding_requests={limit})"
+            )
         fut: asyncio.Future[MessageExt] = asyncio.get_running_loop().create_future()
         self._futures[correlation_id] = fut
         self._owner[correlation_id] = owner
@@ -147,12 +158,24 @@ def _reply_message(h: ReplyMessageRequestHeader, body: bytes, max_body: int) -> 
     props[MessageConst.REPLY_MESSAGE_ARRIVE_TIME] = str(int(time.time() * 1000))
     keys = props.get(MessageConst.KEYS)
     return MessageExt(
-        topic=h.topic, body=body, tags=props.get(MessageConst.TAGS),
-        keys=tuple(k for k in keys.split(" ") if k) if keys else (), properties=props,
-        msg_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""), offset_msg_id="",
-        queue_id=h.queue_id, queue_offset=0, reconsume_times=h.reconsume_times or 0,
-        born_timestamp=h.born_timestamp, store_timestamp=h.store_timestamp, born_host=h.born_host,
-        store_host=h.store_host, sys_flag=h.sys_flag, flag=h.flag, real_topic=h.topic)
+        topic=h.topic,
+        body=body,
+        tags=props.get(MessageConst.TAGS),
+        keys=tuple(k for k in keys.split(" ") if k) if keys else (),
+        properties=props,
+        msg_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, ""),
+        offset_msg_id="",
+        queue_id=h.queue_id,
+        queue_offset=0,
+        reconsume_times=h.reconsume_times or 0,
+        born_timestamp=h.born_timestamp,
+        store_timestamp=h.store_timestamp,
+        born_host=h.born_host,
+        store_host=h.store_host,
+        sys_flag=h.sys_flag,
+        flag=h.flag,
+        real_topic=h.topic,
+    )
 
 
 class ReplyMessageClientProcessor:
@@ -174,14 +197,24 @@ class ReplyMessageClientProcessor:
             h = ReplyMessageRequestHeader.from_ext_fields(cmd.ext_fields or {})
             msg = _reply_message(h, cmd.body_bytes() or b"", self.max_body)
         except (RemotingCommandError, ValueError) as e:
-            _rlog.warning("reply-unreadable", "client %s: unreadable reply message from %s: %s", self.client_id,
-                          getattr(conn, "remote_addr", "?"), clip(e))
+            _rlog.warning(
+                "reply-unreadable",
+                "client %s: unreadable reply message from %s: %s",
+                self.client_id,
+                getattr(conn, "remote_addr", "?"),
+                clip(e),
+            )
             return cmd.response(ResponseCode.SYSTEM_ERROR, "process reply message fail", {})
         correlation_id = msg.properties.get(MessageConst.CORRELATION_ID)
         if not self.table.complete(correlation_id, msg):
-            _rlog.warning("reply-unmatched", "client %s: receive reply message, but not matched any request, "
-                          "CorrelationId: %s , reply from host: %s", self.client_id, clip(correlation_id),
-                          clip(msg.born_host))
+            _rlog.warning(
+                "reply-unmatched",
+                "client %s: receive reply message, but not matched any request, "
+                "CorrelationId: %s , reply from host: %s",
+                self.client_id,
+                clip(correlation_id),
+                clip(msg.born_host),
+            )
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
 
@@ -227,13 +260,23 @@ async def reply(request: MessageExt, body: bytes | str, *, timeout: float = 3.0)
         names = [bd.broker_name for bd in route.broker_datas] if route else []
         addr = next((a for a in (inst.find_broker_address_in_publish(n) for n in names) if a), None)
     if addr is None:
-        raise RouteError(f"no broker to send the reply to: {clip(request.broker_name)!r} is unknown and "
-                         f"{clip(msg.topic)} has no route")
+        raise RouteError(
+            f"no broker to send the reply to: {clip(request.broker_name)!r} is unknown and "
+            f"{clip(msg.topic)} has no route"
+        )
     props = dict(msg.properties)
     header = SendMessageRequestHeader(
-        producer_group=MixAll.CLIENT_INNER_PRODUCER_GROUP, topic=msg.topic,
-        default_topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, default_topic_queue_nums=4, queue_id=0, sys_flag=0,
-        born_timestamp=int(time.time() * 1000), flag=0, properties=properties_to_string(props),
-        reconsume_times=0, unit_mode=False)
+        producer_group=MixAll.CLIENT_INNER_PRODUCER_GROUP,
+        topic=msg.topic,
+        default_topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC,
+        default_topic_queue_nums=4,
+        queue_id=0,
+        sys_flag=0,
+        born_timestamp=int(time.time() * 1000),
+        flag=0,
+        properties=properties_to_string(props),
+        reconsume_times=0,
+        unit_mode=False,
+    )
     resp = await inst.remoting.invoke(addr, send_reply_message(header, msg.body), timeout=timeout)
     return parse_send(resp, MessageQueue(msg.topic, request.broker_name, 0))

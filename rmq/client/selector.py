@@ -6,6 +6,7 @@ over message properties, evaluated by the broker (which needs ``enablePropertyFi
 Both go to ``subscribe(topic, selector)`` of push and pull consumers, where a plain string is
 a tag expression as before.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,8 +35,11 @@ class MessageSelector:
         """A SQL92 selector over message properties (``"a > 5 AND b IN ('x', 'y')"``);
         :class:`rmq.errors.ConfigError` (a ``ValueError``) when empty."""
         if not isinstance(expression, str) or not expression.strip():
-            raise ConfigError("expression", f"a SQL92 selector needs an expression, got {str(expression)[:40]!r}",
-                              "a non-empty SQL92 expression")
+            raise ConfigError(
+                "expression",
+                f"a SQL92 selector needs an expression, got {str(expression)[:40]!r}",
+                "a non-empty SQL92 expression",
+            )
         return cls(ExpressionType.SQL92, expression)
 
     @classmethod

@@ -26,6 +26,7 @@ and at most 63 keys (the index keeps 64 keys per record, one being the message's
 sends them with its own producer (group ``_INNER_TRACE_PRODUCER-<group>-<type>``). Closing the
 traced client flushes what is queued (within ``close_timeout``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -60,9 +61,24 @@ class TraceProducer(Protocol):
 
     async def close(self) -> None: ...
 
-__all__ = ["CONTENT_SPLITOR", "FIELD_SPLITOR", "TraceType", "TraceBean", "TraceContext", "TraceTransferBean",
-           "encode_trace_context", "decode_trace_data", "TraceView", "trace_views", "TraceDispatcher",
-           "SendMessageTraceHook", "ConsumeMessageTraceHook", "GROUP_NAME_PREFIX", "MAX_KEYS_PER_TRACE_MESSAGE"]
+
+__all__ = [
+    "CONTENT_SPLITOR",
+    "FIELD_SPLITOR",
+    "TraceType",
+    "TraceBean",
+    "TraceContext",
+    "TraceTransferBean",
+    "encode_trace_context",
+    "decode_trace_data",
+    "TraceView",
+    "trace_views",
+    "TraceDispatcher",
+    "SendMessageTraceHook",
+    "ConsumeMessageTraceHook",
+    "GROUP_NAME_PREFIX",
+    "MAX_KEYS_PER_TRACE_MESSAGE",
+]
 
 log = logging.getLogger("rmq.client")
 _rlog = RateLimitedLog(log)
@@ -143,21 +159,63 @@ def encode_trace_context(ctx: TraceContext) -> TraceTransferBean:
     t = ctx.trace_type
     if t == TraceType.PUB:
         b = ctx.trace_beans[0]
-        parts.append(_line(t, ctx.time_stamp, ctx.region_id, ctx.group_name, b.topic, b.msg_id, b.tags, b.keys,
-                           b.store_host, b.body_length, ctx.cost_time, b.msg_type, b.offset_msg_id, ctx.success))
+        parts.append(
+            _line(
+                t,
+                ctx.time_stamp,
+                ctx.region_id,
+                ctx.group_name,
+                b.topic,
+                b.msg_id,
+                b.tags,
+                b.keys,
+                b.store_host,
+                b.body_length,
+                ctx.cost_time,
+                b.msg_type,
+                b.offset_msg_id,
+                ctx.success,
+            )
+        )
     elif t == TraceType.SUB_BEFORE:
         for b in ctx.trace_beans:
-            parts.append(_line(t, ctx.time_stamp, ctx.region_id, ctx.group_name, ctx.request_id, b.msg_id,
-                               b.retry_times, b.keys))
+            parts.append(
+                _line(t, ctx.time_stamp, ctx.region_id, ctx.group_name, ctx.request_id, b.msg_id, b.retry_times, b.keys)
+            )
     elif t == TraceType.SUB_AFTER:
         for b in ctx.trace_beans:
-            parts.append(_line(t, ctx.request_id, b.msg_id, ctx.cost_time, ctx.success, b.keys, ctx.context_code,
-                               ctx.time_stamp, ctx.group_name))
+            parts.append(
+                _line(
+                    t,
+                    ctx.request_id,
+                    b.msg_id,
+                    ctx.cost_time,
+                    ctx.success,
+                    b.keys,
+                    ctx.context_code,
+                    ctx.time_stamp,
+                    ctx.group_name,
+                )
+            )
     elif t == TraceType.END_TRANSACTION:
         b = ctx.trace_beans[0]
-        parts.append(_line(t, ctx.time_stamp, ctx.region_id, ctx.group_name, b.topic, b.msg_id, b.tags, b.keys,
-                           b.store_host, b.msg_type, b.transaction_id, b.transaction_state,
-                           b.from_transaction_check))
+        parts.append(
+            _line(
+                t,
+                ctx.time_stamp,
+                ctx.region_id,
+                ctx.group_name,
+                b.topic,
+                b.msg_id,
+                b.tags,
+                b.keys,
+                b.store_host,
+                b.msg_type,
+                b.transaction_id,
+                b.transaction_state,
+                b.from_transaction_check,
+            )
+        )
     keys: set[str] = set()
     for b in ctx.trace_beans:
         keys.add(java_str(b.msg_id))
@@ -175,7 +233,7 @@ def _java_split(text: str, sep: str) -> list[str]:
 
 
 def _bool(text: str) -> bool:
-    return text.lower() == "true"     # Java Boolean.parseBoolean
+    return text.lower() == "true"  # Java Boolean.parseBoolean
 
 
 def decode_trace_data(data: str) -> list[TraceContext]:
@@ -204,8 +262,15 @@ def _decode_line(line: list[str]) -> TraceContext | None:
     kind = line[0]
     if kind == TraceType.PUB:
         ctx = TraceContext(TraceType.PUB, int(line[1]), line[2], line[3])
-        bean = TraceBean(topic=line[4], msg_id=line[5], tags=line[6], keys=line[7], store_host=line[8],
-                         body_length=int(line[9]), msg_type=int(line[11]))
+        bean = TraceBean(
+            topic=line[4],
+            msg_id=line[5],
+            tags=line[6],
+            keys=line[7],
+            store_host=line[8],
+            body_length=int(line[9]),
+            msg_type=int(line[11]),
+        )
         ctx.cost_time = int(line[10])
         if len(line) == 13:
             ctx.success = _bool(line[12])
@@ -233,9 +298,19 @@ def _decode_line(line: list[str]) -> TraceContext | None:
         return ctx
     if kind == TraceType.END_TRANSACTION:
         ctx = TraceContext(TraceType.END_TRANSACTION, int(line[1]), line[2], line[3])
-        ctx.trace_beans = [TraceBean(topic=line[4], msg_id=line[5], tags=line[6], keys=line[7], store_host=line[8],
-                                     msg_type=int(line[9]), transaction_id=line[10], transaction_state=line[11],
-                                     from_transaction_check=_bool(line[12]))]
+        ctx.trace_beans = [
+            TraceBean(
+                topic=line[4],
+                msg_id=line[5],
+                tags=line[6],
+                keys=line[7],
+                store_host=line[8],
+                msg_type=int(line[9]),
+                transaction_id=line[10],
+                transaction_state=line[11],
+                from_transaction_check=_bool(line[12]),
+            )
+        ]
         return ctx
     return None
 
@@ -270,9 +345,22 @@ def trace_views(msg_id: str, trace_message: MessageExt) -> list[TraceView]:
         bean = ctx.trace_beans[0]
         if bean.msg_id != msg_id:
             continue
-        views.append(TraceView(msg_id, ctx.trace_type, java_str(ctx.group_name), host, ctx.time_stamp, ctx.cost_time,
-                               "success" if ctx.success else "failed", bean.topic, bean.tags, bean.keys,
-                               bean.store_host, bean.offset_msg_id))
+        views.append(
+            TraceView(
+                msg_id,
+                ctx.trace_type,
+                java_str(ctx.group_name),
+                host,
+                ctx.time_stamp,
+                ctx.cost_time,
+                "success" if ctx.success else "failed",
+                bean.topic,
+                bean.tags,
+                bean.keys,
+                bean.store_host,
+                bean.offset_msg_id,
+            )
+        )
     return views
 
 
@@ -298,11 +386,23 @@ class TraceDispatcher:
         producer_factory: makes the trace producer (``rmq.Producer``'s signature); required.
     """
 
-    def __init__(self, namesrv_addr: str | list[str], group: str, kind: str, trace_topic: str | None = None, *,
-                 instance_name: str = "DEFAULT", credentials: SessionCredentials | None = None,
-                 tls: bool | ssl.SSLContext | None = None, queue_size: int = 1024, batch_size: int = 100,
-                 polling_time: float = 0.1, max_msg_size: int = 128_000, close_timeout: float = 5.0,
-                 producer_factory: Callable[..., TraceProducer]) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str | list[str],
+        group: str,
+        kind: str,
+        trace_topic: str | None = None,
+        *,
+        instance_name: str = "DEFAULT",
+        credentials: SessionCredentials | None = None,
+        tls: bool | ssl.SSLContext | None = None,
+        queue_size: int = 1024,
+        batch_size: int = 100,
+        polling_time: float = 0.1,
+        max_msg_size: int = 128_000,
+        close_timeout: float = 5.0,
+        producer_factory: Callable[..., TraceProducer],
+    ) -> None:
         self.trace_topic = trace_topic or TopicValidator.RMQ_SYS_TRACE_TOPIC
         self.group = group
         self._namesrv_addr = namesrv_addr
@@ -337,8 +437,13 @@ class TraceDispatcher:
             self._queue.put_nowait(ctx)
         except asyncio.QueueFull:
             self.dropped += 1
-            _rlog.warning(f"trace-full:{self.group}", "trace of %s dropped: %d traces already wait to be sent "
-                          "(%d dropped so far)", self.group, self._queue_size, self.dropped)
+            _rlog.warning(
+                f"trace-full:{self.group}",
+                "trace of %s dropped: %d traces already wait to be sent (%d dropped so far)",
+                self.group,
+                self._queue_size,
+                self.dropped,
+            )
             return False
         return True
 
@@ -370,8 +475,10 @@ class TraceDispatcher:
         size = 0
         for ctx in batch:
             bean = encode_trace_context(ctx)
-            if data and (size + len(bean.trans_data) > self.max_msg_size
-                         or len(keys | bean.trans_keys) > MAX_KEYS_PER_TRACE_MESSAGE):
+            if data and (
+                size + len(bean.trans_data) > self.max_msg_size
+                or len(keys | bean.trans_keys) > MAX_KEYS_PER_TRACE_MESSAGE
+            ):
                 await self._send("".join(data), keys)
                 data, keys, size = [], set(), 0
             data.append(bean.trans_data)
@@ -383,22 +490,34 @@ class TraceDispatcher:
     async def _send(self, text: str, keys: set[str]) -> None:
         try:
             producer = await self._get_producer()
-            await producer.send(Message(topic=self.trace_topic, body=text.encode(),
-                                        keys=tuple(sorted(keys))[:MAX_KEYS_PER_TRACE_MESSAGE]))
+            await producer.send(
+                Message(
+                    topic=self.trace_topic, body=text.encode(), keys=tuple(sorted(keys))[:MAX_KEYS_PER_TRACE_MESSAGE]
+                )
+            )
             self.sent_messages += 1
         except (RMQError, OSError) as e:
             self.send_failures += 1
-            _rlog.warning(f"trace-send:{self.group}", "trace data of %s not sent to %s: %s", self.group,
-                          self.trace_topic, clip(repr(e)))
+            _rlog.warning(
+                f"trace-send:{self.group}",
+                "trace data of %s not sent to %s: %s",
+                self.group,
+                self.trace_topic,
+                clip(repr(e)),
+            )
 
     async def _get_producer(self) -> TraceProducer:
         if self._producer is None:
-            p = self._producer_factory(self._namesrv_addr, self._producer_group,
-                         instance_name=f"{TRACE_INSTANCE_NAME}_{self._instance_name}",
-                         access_key=self._credentials.access_key if self._credentials else None,
-                         secret_key=self._credentials.secret_key if self._credentials else None,
-                         security_token=self._credentials.security_token if self._credentials else None,
-                         tls=self._tls, max_message_size=max(self.max_msg_size * 2, 256 * 1024))
+            p = self._producer_factory(
+                self._namesrv_addr,
+                self._producer_group,
+                instance_name=f"{TRACE_INSTANCE_NAME}_{self._instance_name}",
+                access_key=self._credentials.access_key if self._credentials else None,
+                secret_key=self._credentials.secret_key if self._credentials else None,
+                security_token=self._credentials.security_token if self._credentials else None,
+                tls=self._tls,
+                max_message_size=max(self.max_msg_size * 2, 256 * 1024),
+            )
             await p.start()
             self._producer = p
         return self._producer
@@ -409,12 +528,17 @@ class TraceDispatcher:
             return
         self._closed = True
         if self._queue is not None:
-            try:    # the worker sends what is queued (Java AsyncTraceDispatcher.flush)
+            try:  # the worker sends what is queued (Java AsyncTraceDispatcher.flush)
                 async with asyncio.timeout(self.close_timeout):
                     await self._queue.join()
             except TimeoutError:
-                _rlog.warning(f"trace-close:{self.group}", "trace data of %s not all sent within %.1f s at close "
-                              "(%d left)", self.group, self.close_timeout, self._queue.qsize())
+                _rlog.warning(
+                    f"trace-close:{self.group}",
+                    "trace data of %s not all sent within %.1f s at close (%d left)",
+                    self.group,
+                    self.close_timeout,
+                    self._queue.qsize(),
+                )
         await self._tasks.close()
         if self._producer is not None:
             await self._producer.close()
@@ -440,13 +564,27 @@ class SendMessageTraceHook:
         if start is None or result is None:
             return
         now = int(time.time() * 1000)
-        bean = TraceBean(topic=ctx.topic, msg_id=result.msg_id, offset_msg_id=result.offset_msg_id, tags=ctx.tags,
-                         keys=ctx.keys, store_host=ctx.broker_addr, body_length=ctx.body_length,
-                         msg_type=ctx.msg_type)
+        bean = TraceBean(
+            topic=ctx.topic,
+            msg_id=result.msg_id,
+            offset_msg_id=result.offset_msg_id,
+            tags=ctx.tags,
+            keys=ctx.keys,
+            store_host=ctx.broker_addr,
+            body_length=ctx.body_length,
+            msg_type=ctx.msg_type,
+        )
         cost = now - start
         bean.store_time = start + cost // 2
-        trace = TraceContext(TraceType.PUB, start, DEFAULT_REGION, ctx.producer_group, cost,
-                             result.status is SendStatus.SEND_OK, trace_beans=[bean])
+        trace = TraceContext(
+            TraceType.PUB,
+            start,
+            DEFAULT_REGION,
+            ctx.producer_group,
+            cost,
+            result.status is SendStatus.SEND_OK,
+            trace_beans=[bean],
+        )
         self.dispatcher.append(trace)
 
     async def close(self) -> None:
@@ -466,13 +604,22 @@ class ConsumeMessageTraceHook:
         beans = []
         region: str | None = None
         for msg in ctx.msgs:
-            if msg.properties.get(MessageConst.TRACE_SWITCH) == "false" or \
-                    msg.topic.startswith(self.dispatcher.trace_topic):
+            if msg.properties.get(MessageConst.TRACE_SWITCH) == "false" or msg.topic.startswith(
+                self.dispatcher.trace_topic
+            ):
                 continue
             region = msg.properties.get("MSG_REGION")
-            beans.append(TraceBean(topic=msg.topic, msg_id=msg.msg_id, tags=msg.tags,
-                                   keys=msg.properties.get(MessageConst.KEYS), store_time=msg.store_timestamp,
-                                   body_length=len(msg.body), retry_times=msg.reconsume_times))
+            beans.append(
+                TraceBean(
+                    topic=msg.topic,
+                    msg_id=msg.msg_id,
+                    tags=msg.tags,
+                    keys=msg.properties.get(MessageConst.KEYS),
+                    store_time=msg.store_timestamp,
+                    body_length=len(msg.body),
+                    retry_times=msg.reconsume_times,
+                )
+            )
         if not beans:
             return
         before = TraceContext(TraceType.SUB_BEFORE, region_id=region, group_name=ctx.consumer_group, trace_beans=beans)
@@ -484,10 +631,18 @@ class ConsumeMessageTraceHook:
         if not isinstance(before, TraceContext):
             return
         now = int(time.time() * 1000)
-        after = TraceContext(TraceType.SUB_AFTER, now, before.region_id, before.group_name,
-                             (now - before.time_stamp) // max(1, len(ctx.msgs)), ctx.success, before.request_id,
-                             # Java ConsumeReturnType ordinals: SUCCESS 0, FAILED 4
-                             0 if ctx.success else 4, before.trace_beans)
+        after = TraceContext(
+            TraceType.SUB_AFTER,
+            now,
+            before.region_id,
+            before.group_name,
+            (now - before.time_stamp) // max(1, len(ctx.msgs)),
+            ctx.success,
+            before.request_id,
+            # Java ConsumeReturnType ordinals: SUCCESS 0, FAILED 4
+            0 if ctx.success else 4,
+            before.trace_beans,
+        )
         self.dispatcher.append(after)
 
     async def close(self) -> None:

@@ -3,6 +3,7 @@
 Java keeps these in ``common.topic.TopicValidator``, ``common.MixAll`` and
 ``common.constant.PermName``; the names and values here are theirs (4.9.8).
 """
+
 from __future__ import annotations
 
 from typing import Final
@@ -44,9 +45,11 @@ class PermName:
     @staticmethod
     def perm_to_string(perm: int) -> str:
         """Java ``PermName.perm2String``: ``"RW-"`` style (read, write, inherit)."""
-        return (("R" if PermName.is_readable(perm) else "-")
-                + ("W" if PermName.is_writeable(perm) else "-")
-                + ("X" if PermName.is_inherited(perm) else "-"))
+        return (
+            ("R" if PermName.is_readable(perm) else "-")
+            + ("W" if PermName.is_writeable(perm) else "-")
+            + ("X" if PermName.is_inherited(perm) else "-")
+        )
 
 
 class ExpressionType:
@@ -125,16 +128,30 @@ class TopicValidator:
     #: Java validates names with this pattern; :meth:`is_topic_or_group_illegal` is its test.
     VALID_PATTERN_STR: Final = "^[%|a-zA-Z0-9_-]+$"
 
-    SYSTEM_TOPIC_SET: Final = frozenset({
-        AUTO_CREATE_TOPIC_KEY_TOPIC, RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_BENCHMARK_TOPIC,
-        RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRACE_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
-        RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
-    })
+    SYSTEM_TOPIC_SET: Final = frozenset(
+        {
+            AUTO_CREATE_TOPIC_KEY_TOPIC,
+            RMQ_SYS_SCHEDULE_TOPIC,
+            RMQ_SYS_BENCHMARK_TOPIC,
+            RMQ_SYS_TRANS_HALF_TOPIC,
+            RMQ_SYS_TRACE_TOPIC,
+            RMQ_SYS_TRANS_OP_HALF_TOPIC,
+            RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+            RMQ_SYS_SELF_TEST_TOPIC,
+            RMQ_SYS_OFFSET_MOVED_EVENT,
+        }
+    )
     #: topics a producer may not write into (the broker writes them itself).
-    NOT_ALLOWED_SEND_TOPIC_SET: Final = frozenset({
-        RMQ_SYS_SCHEDULE_TOPIC, RMQ_SYS_TRANS_HALF_TOPIC, RMQ_SYS_TRANS_OP_HALF_TOPIC,
-        RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC, RMQ_SYS_SELF_TEST_TOPIC, RMQ_SYS_OFFSET_MOVED_EVENT,
-    })
+    NOT_ALLOWED_SEND_TOPIC_SET: Final = frozenset(
+        {
+            RMQ_SYS_SCHEDULE_TOPIC,
+            RMQ_SYS_TRANS_HALF_TOPIC,
+            RMQ_SYS_TRANS_OP_HALF_TOPIC,
+            RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
+            RMQ_SYS_SELF_TEST_TOPIC,
+            RMQ_SYS_OFFSET_MOVED_EVENT,
+        }
+    )
 
     _VALID_CHARS: Final = frozenset("%|-_0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 

@@ -15,6 +15,7 @@ Plain JSON (most bodies) goes through msgspec's C decoder first; only text it re
 parsed here, with the scalars and every standard-JSON subtree still decoded by the C ``json``
 scanner, so a ``Map<MessageQueue, V>`` of thousands of queues costs one Python step per entry.
 """
+
 from __future__ import annotations
 
 import json

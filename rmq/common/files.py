@@ -1,6 +1,7 @@
 """Crash-safe file replacement, shared by the broker's state files and the name server's
 ``kvConfig.json`` and configuration file (Java ``MixAll.string2File`` writes ``<file>.tmp``
 and renames it; we also fsync, so a crash leaves the old or the new content, never a torn mix)."""
+
 from __future__ import annotations
 
 import os

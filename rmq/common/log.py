@@ -5,6 +5,7 @@ address list) passes it through :func:`clip`; every warning a peer can trigger a
 goes through a :class:`RateLimitedLog`, which writes the first line of each key per interval and
 counts the rest ("... 470 more in the last 10 s" on the next line written for that key).
 """
+
 from __future__ import annotations
 
 import logging

@@ -8,6 +8,7 @@ spans: the store (``rmq._store.decode_record`` → dict, ``scan_records`` → di
 the SDK (``rmq.client._codec.decode_messages`` → ``MessageExt``) and the Spark reader
 (``rmq.spark._records`` → Arrow columns).
 """
+
 from __future__ import annotations
 
 import socket
@@ -20,17 +21,54 @@ from rmq.common import native
 from rmq.errors import RemotingCommandError
 
 __all__ = [
-    "MessageSysFlag", "PullSysFlag", "MessageConst",
-    "NAME_VALUE_SEPARATOR", "PROPERTY_SEPARATOR",
-    "properties_to_string", "string_to_properties", "java_string_hash", "java_str",
-    "host_bytes", "offset_msg_id", "create_offset_msg_id", "decode_offset_msg_id",
-    "encode_batch_item", "encode_batch", "RecordDecodeError",
-    "MESSAGE_MAGIC_CODE", "MESSAGE_MAGIC_CODE_V2", "BLANK_MAGIC_CODE", "RECORD_HEAD", "RECORD_FIXED_V4",
-    "MIN_RECORD_HEADER", "MIN_RECORD_V4", "RECORD_FIXED_SIZE", "HOST_V4_LEN", "HOST_V6_LEN", "HOST_V6_EXTRA",
-    "OFF_TOTALSIZE", "OFF_MAGIC", "OFF_BODYCRC", "OFF_QUEUEID", "OFF_FLAG", "OFF_QUEUEOFFSET",
-    "OFF_PHYSICALOFFSET", "OFF_SYSFLAG", "OFF_BORNTIMESTAMP", "OFF_BORNHOST", "REL_RECONSUMETIMES",
-    "REL_PREPARED_TX_OFFSET", "REL_BODYLEN", "REL_BODY",
-    "RecordSpan", "RecordWalker", "walk_record", "walk_records_py", "walk_records", "inflate_body", "MAX_INFLATED_BODY",
+    "MessageSysFlag",
+    "PullSysFlag",
+    "MessageConst",
+    "NAME_VALUE_SEPARATOR",
+    "PROPERTY_SEPARATOR",
+    "properties_to_string",
+    "string_to_properties",
+    "java_string_hash",
+    "java_str",
+    "host_bytes",
+    "offset_msg_id",
+    "create_offset_msg_id",
+    "decode_offset_msg_id",
+    "encode_batch_item",
+    "encode_batch",
+    "RecordDecodeError",
+    "MESSAGE_MAGIC_CODE",
+    "MESSAGE_MAGIC_CODE_V2",
+    "BLANK_MAGIC_CODE",
+    "RECORD_HEAD",
+    "RECORD_FIXED_V4",
+    "MIN_RECORD_HEADER",
+    "MIN_RECORD_V4",
+    "RECORD_FIXED_SIZE",
+    "HOST_V4_LEN",
+    "HOST_V6_LEN",
+    "HOST_V6_EXTRA",
+    "OFF_TOTALSIZE",
+    "OFF_MAGIC",
+    "OFF_BODYCRC",
+    "OFF_QUEUEID",
+    "OFF_FLAG",
+    "OFF_QUEUEOFFSET",
+    "OFF_PHYSICALOFFSET",
+    "OFF_SYSFLAG",
+    "OFF_BORNTIMESTAMP",
+    "OFF_BORNHOST",
+    "REL_RECONSUMETIMES",
+    "REL_PREPARED_TX_OFFSET",
+    "REL_BODYLEN",
+    "REL_BODY",
+    "RecordSpan",
+    "RecordWalker",
+    "walk_record",
+    "walk_records_py",
+    "walk_records",
+    "inflate_body",
+    "MAX_INFLATED_BODY",
 ]
 
 
@@ -68,10 +106,12 @@ class PullSysFlag:
     @staticmethod
     def build(commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool = False) -> int:
         """Java ``buildSysFlag`` (``class_filter`` defaults to False)."""
-        return ((PullSysFlag.FLAG_COMMIT_OFFSET if commit_offset else 0)
-                | (PullSysFlag.FLAG_SUSPEND if suspend else 0)
-                | (PullSysFlag.FLAG_SUBSCRIPTION if subscription else 0)
-                | (PullSysFlag.FLAG_CLASS_FILTER if class_filter else 0))
+        return (
+            (PullSysFlag.FLAG_COMMIT_OFFSET if commit_offset else 0)
+            | (PullSysFlag.FLAG_SUSPEND if suspend else 0)
+            | (PullSysFlag.FLAG_SUBSCRIPTION if subscription else 0)
+            | (PullSysFlag.FLAG_CLASS_FILTER if class_filter else 0)
+        )
 
 
 class MessageConst:
@@ -112,10 +152,23 @@ class MessageConst:
     # Keys a user may not set through ``Message.properties``: the SDK owns them.
     RESERVED = frozenset(
         {
-            KEYS, TAGS, WAIT_STORE_MSG_OK, DELAY_TIME_LEVEL, RETRY_TOPIC, REAL_TOPIC,
-            REAL_QUEUE_ID, TRANSACTION_PREPARED, PRODUCER_GROUP, MIN_OFFSET, MAX_OFFSET,
-            ORIGIN_MESSAGE_ID, RECONSUME_TIME, MAX_RECONSUME_TIMES, CONSUME_START_TIME,
-            UNIQ_CLIENT_MESSAGE_ID_KEYIDX, TRANSACTION_ID,
+            KEYS,
+            TAGS,
+            WAIT_STORE_MSG_OK,
+            DELAY_TIME_LEVEL,
+            RETRY_TOPIC,
+            REAL_TOPIC,
+            REAL_QUEUE_ID,
+            TRANSACTION_PREPARED,
+            PRODUCER_GROUP,
+            MIN_OFFSET,
+            MAX_OFFSET,
+            ORIGIN_MESSAGE_ID,
+            RECONSUME_TIME,
+            MAX_RECONSUME_TIMES,
+            CONSUME_START_TIME,
+            UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+            TRANSACTION_ID,
         }
     )
 
@@ -132,8 +185,9 @@ NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
 
 
-def properties_to_string(props: Mapping[str, str] | None, *, trailing_separator: bool,
-                         check_separators: bool = False) -> str:
+def properties_to_string(
+    props: Mapping[str, str] | None, *, trailing_separator: bool, check_separators: bool = False
+) -> str:
     """Encode properties. Pairs whose value is None are left out.
 
     Args:
@@ -146,8 +200,11 @@ def properties_to_string(props: Mapping[str, str] | None, *, trailing_separator:
         return ""
     if check_separators:
         for k, v in props.items():
-            if (PROPERTY_SEPARATOR in k or NAME_VALUE_SEPARATOR in k
-                    or (v is not None and (PROPERTY_SEPARATOR in v or NAME_VALUE_SEPARATOR in v))):
+            if (
+                PROPERTY_SEPARATOR in k
+                or NAME_VALUE_SEPARATOR in k
+                or (v is not None and (PROPERTY_SEPARATOR in v or NAME_VALUE_SEPARATOR in v))
+            ):
                 raise ValueError(f"property {k!r} contains a reserved separator character (\\x01 or \\x02)")
     if trailing_separator:
         return "".join(f"{k}\x01{v}\x02" for k, v in props.items() if v is not None)
@@ -281,9 +338,9 @@ def decode_offset_msg_id(msg_id: str) -> tuple[str, int, int]:
 # TOTALSIZE = 72 + bh - 8 + sh - 8 + 8 + BODYLEN + TOPICLEN(1|2) + TOPIC + 2 + PROPLEN, so with
 # IPv4 hosts and v1: 91 + BODYLEN + TOPIC + PROPLEN (RECORD_FIXED_SIZE).
 
-MESSAGE_MAGIC_CODE = 0xDAA320A7      # v1: 1-byte topic length (Java 4.9.8 MessageDecoder)
-MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB   # v2: 2-byte topic length (RocketMQ 5 MessageDecoder)
-BLANK_MAGIC_CODE = 0xCBD43194        # the end-of-file filler (Java CommitLog.BLANK_MAGIC_CODE)
+MESSAGE_MAGIC_CODE = 0xDAA320A7  # v1: 1-byte topic length (Java 4.9.8 MessageDecoder)
+MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB  # v2: 2-byte topic length (RocketMQ 5 MessageDecoder)
+BLANK_MAGIC_CODE = 0xCBD43194  # the end-of-file filler (Java CommitLog.BLANK_MAGIC_CODE)
 
 OFF_TOTALSIZE = 0
 OFF_MAGIC = 4
@@ -295,20 +352,20 @@ OFF_PHYSICALOFFSET = 28
 OFF_SYSFLAG = 36
 OFF_BORNTIMESTAMP = 40
 OFF_BORNHOST = 48
-HOST_V4_LEN = 8                      # 4-byte address + int32 port
-HOST_V6_LEN = 20                     # 16-byte address + int32 port
+HOST_V4_LEN = 8  # 4-byte address + int32 port
+HOST_V6_LEN = 20  # 16-byte address + int32 port
 HOST_V6_EXTRA = HOST_V6_LEN - HOST_V4_LEN
 # Relative to the end of the STOREHOST field:
 REL_RECONSUMETIMES = 0
 REL_PREPARED_TX_OFFSET = 4
 REL_BODYLEN = 12
 REL_BODY = 16
-RECORD_FIXED_SIZE = OFF_BORNHOST + HOST_V4_LEN + 8 + HOST_V4_LEN + REL_BODY + 1 + 2   # 91
+RECORD_FIXED_SIZE = OFF_BORNHOST + HOST_V4_LEN + 8 + HOST_V4_LEN + REL_BODY + 1 + 2  # 91
 
-RECORD_HEAD = struct.Struct(">iIiiiqqiq")        # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
-RECORD_FIXED_V4 = struct.Struct(">iIiiiqqiq4siq4siiqi")   # .. BODYLEN, IPv4 hosts (88 bytes)
-MIN_RECORD_HEADER = RECORD_FIXED_V4.size         # 88: everything before the body
-MIN_RECORD_V4 = RECORD_FIXED_SIZE                # 91: empty body, topic and properties
+RECORD_HEAD = struct.Struct(">iIiiiqqiq")  # TOTALSIZE .. BORNTIMESTAMP (48 bytes)
+RECORD_FIXED_V4 = struct.Struct(">iIiiiqqiq4siq4siiqi")  # .. BODYLEN, IPv4 hosts (88 bytes)
+MIN_RECORD_HEADER = RECORD_FIXED_V4.size  # 88: everything before the body
+MIN_RECORD_V4 = RECORD_FIXED_SIZE  # 91: empty body, topic and properties
 
 
 class RecordDecodeError(RemotingCommandError, ValueError):
@@ -325,7 +382,7 @@ class RecordSpan(NamedTuple):
 
     pos: int
     total: int
-    version: int          # 1 or 2 (the magic code)
+    version: int  # 1 or 2 (the magic code)
     sys_flag: int
     born_host_at: int
     born_host_len: int
@@ -344,8 +401,9 @@ _U32 = struct.Struct(">I")
 _U16 = struct.Struct(">H")
 
 
-def walk_record(buf: bytes | bytearray | memoryview, pos: int = 0, end: int = -1,
-                check_crc: bool = False) -> RecordSpan:
+def walk_record(
+    buf: bytes | bytearray | memoryview, pos: int = 0, end: int = -1, check_crc: bool = False
+) -> RecordSpan:
     """Validate the record at ``pos`` (of ``buf[:end]``; -1: the whole buffer) and return where
     its fields are. The reference implementation of the Cython walker ``rmq._store``
     (``record_span``), which must agree with it on every input.
@@ -364,7 +422,8 @@ def walk_record(buf: bytes | bytearray | memoryview, pos: int = 0, end: int = -1
     avail = end - pos
     if avail < RECORD_FIXED_SIZE:
         raise RecordDecodeError(
-            f"truncated record at {pos}: {avail} bytes left, a record has at least {RECORD_FIXED_SIZE}")
+            f"truncated record at {pos}: {avail} bytes left, a record has at least {RECORD_FIXED_SIZE}"
+        )
     total = _I32.unpack_from(buf, pos + OFF_TOTALSIZE)[0]
     magic = _U32.unpack_from(buf, pos + OFF_MAGIC)[0]
     if magic == MESSAGE_MAGIC_CODE:
@@ -378,7 +437,7 @@ def walk_record(buf: bytes | bytearray | memoryview, pos: int = 0, end: int = -1
     sh = HOST_V6_LEN if sys_flag & MessageSysFlag.STOREHOSTADDRESS_V6_FLAG else HOST_V4_LEN
     store_host_at = pos + OFF_BORNHOST + bh + 8
     body_at = store_host_at + sh + REL_BODY
-    tl_size = version                       # TOPICLEN is 1 (v1) or 2 (v2) bytes
+    tl_size = version  # TOPICLEN is 1 (v1) or 2 (v2) bytes
     minimum = body_at - pos + tl_size + 2
     if total < minimum or total > avail:
         raise RecordDecodeError(f"record at {pos} has TOTALSIZE {total}; it must be {minimum}..{avail}")
@@ -395,14 +454,29 @@ def walk_record(buf: bytes | bytearray | memoryview, pos: int = 0, end: int = -1
     props_at = topic_at + topic_len + 2
     if props_len < 0 or props_at + props_len != rec_end:
         raise RecordDecodeError(
-            f"record at {pos} has PROPLEN {props_len}; the lengths do not add up to TOTALSIZE {total}")
+            f"record at {pos} has PROPLEN {props_len}; the lengths do not add up to TOTALSIZE {total}"
+        )
     if check_crc:
         crc = _I32.unpack_from(buf, pos + OFF_BODYCRC)[0]
-        actual = zlib.crc32(memoryview(buf)[body_at:body_at + body_len]) & 0x7FFFFFFF
+        actual = zlib.crc32(memoryview(buf)[body_at : body_at + body_len]) & 0x7FFFFFFF
         if crc != actual:
             raise RecordDecodeError(f"record at {pos} has BODYCRC {crc}, the body's is {actual}")
-    return RecordSpan(pos, total, version, sys_flag, pos + OFF_BORNHOST, bh, store_host_at, sh,
-                      body_at, body_len, topic_at, topic_len, props_at, props_len)
+    return RecordSpan(
+        pos,
+        total,
+        version,
+        sys_flag,
+        pos + OFF_BORNHOST,
+        bh,
+        store_host_at,
+        sh,
+        body_at,
+        body_len,
+        topic_at,
+        topic_len,
+        props_at,
+        props_len,
+    )
 
 
 MAX_INFLATED_BODY = 4 * 1024 * 1024
@@ -431,8 +505,9 @@ def inflate_body(data: bytes | memoryview, limit: int = MAX_INFLATED_BODY, *, wh
     return out
 
 
-def walk_records_py(buf: bytes | bytearray | memoryview, start: int = 0, end: int = -1,
-                    check_crc: bool = False) -> list[RecordSpan]:
+def walk_records_py(
+    buf: bytes | bytearray | memoryview, start: int = 0, end: int = -1, check_crc: bool = False
+) -> list[RecordSpan]:
     """Every record of ``buf[start:end]`` back to back (a pull body); the pure-Python twin of
     ``rmq._store.walk_records``. Raises RecordDecodeError at the first bad record."""
     if end < 0 or end > len(buf):
@@ -490,8 +565,9 @@ class RecordWalker(Protocol):
     """``walk_records(buf, start=0, end=-1, check_crc=False)`` → the records' spans, each in
     the field order of :class:`RecordSpan`."""
 
-    def __call__(self, buf: bytes | bytearray | memoryview, start: int = 0, end: int = -1,
-                 check_crc: bool = False, /) -> Sequence[tuple[int, ...]]: ...
+    def __call__(
+        self, buf: bytes | bytearray | memoryview, start: int = 0, end: int = -1, check_crc: bool = False, /
+    ) -> Sequence[tuple[int, ...]]: ...
 
 
 def _pick_walker() -> RecordWalker:
@@ -499,7 +575,7 @@ def _pick_walker() -> RecordWalker:
         from rmq import _store
     except ImportError:  # pragma: no cover - the extension is not built
         return walk_records_py
-    _store.set_record_error(RecordDecodeError)   # the store's decoders raise ours too
+    _store.set_record_error(RecordDecodeError)  # the store's decoders raise ours too
     if not native.ENABLED:
         return walk_records_py
     return _store.walk_records

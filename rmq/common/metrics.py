@@ -28,6 +28,7 @@ each series' label text between scrapes (:class:`LabelCache`). For 20 000 per-qu
 ``generate_latest`` took 0.24 s here, the cached path 0.07 s. ``generate_latest`` stays the
 reference: the tests compare them byte for byte.
 """
+
 from __future__ import annotations
 
 import math
@@ -66,6 +67,7 @@ def _fmt(value: float) -> str:
     """:data:`_go_float` of a float, with its common case inline: below a million in size
     it is Python's ``repr`` (Go writes exponents only from 1e+06 up; NaN fails the test)."""
     return repr(value) if -1e6 < value < 1e6 else _go_float(value)
+
 
 #: the Content-Type of :func:`render`'s text (Prometheus text format 0.0.4).
 CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
@@ -145,13 +147,29 @@ RUNTIME_KEYS: tuple[tuple[str, str], ...] = (
     ("put_latency_99", "putLatency99"),
     ("put_latency_999", "putLatency999"),
 )
-_TPS_KEYS = (("put_tps", "putTps"), ("getmiss_tps", "getMissTps"), ("gettransfered_tps", "getTransferedTps"),
-             ("gettotal_tps", "getTotalTps"), ("getfound_tps", "getFoundTps"))
+_TPS_KEYS = (
+    ("put_tps", "putTps"),
+    ("getmiss_tps", "getMissTps"),
+    ("gettransfered_tps", "getTransferedTps"),
+    ("gettotal_tps", "getTotalTps"),
+    ("getfound_tps", "getFoundTps"),
+)
 # Java StoreStatsService.PUT_MESSAGE_ENTIRE_TIME_MAX_DESC → the exporter's pmdt_* names
-_PMDT = (("[<=0ms]", "0ms"), ("[0~10ms]", "0to10ms"), ("[10~50ms]", "10to50ms"), ("[50~100ms]", "50to100ms"),
-         ("[100~200ms]", "100to200ms"), ("[200~500ms]", "200to500ms"), ("[500ms~1s]", "500to1s"),
-         ("[1~2s]", "1to2s"), ("[2~3s]", "2to3s"), ("[3~4s]", "3to4s"), ("[4~5s]", "4to5s"),
-         ("[5~10s]", "5to10s"), ("[10s~]", "10stomore"))
+_PMDT = (
+    ("[<=0ms]", "0ms"),
+    ("[0~10ms]", "0to10ms"),
+    ("[10~50ms]", "10to50ms"),
+    ("[50~100ms]", "50to100ms"),
+    ("[100~200ms]", "100to200ms"),
+    ("[200~500ms]", "200to500ms"),
+    ("[500ms~1s]", "500to1s"),
+    ("[1~2s]", "1to2s"),
+    ("[2~3s]", "2to3s"),
+    ("[3~4s]", "3to4s"),
+    ("[4~5s]", "4to5s"),
+    ("[5~10s]", "5to10s"),
+    ("[10s~]", "10stomore"),
+)
 
 
 def _runtime_families() -> list[Family]:
@@ -164,47 +182,75 @@ def _runtime_families() -> list[Family]:
 
 _FAMILY_LIST: list[Family] = [
     # rocketmq-exporter
-    _g("rocketmq_broker_tps", "messages put per second on the broker (BROKER_PUT_NUMS, minute window)",
-       BROKER_NUMS_LABELS),
-    _g("rocketmq_broker_qps", "messages pulled per second from the broker (BROKER_GET_NUMS, minute window)",
-       BROKER_NUMS_LABELS),
+    _g(
+        "rocketmq_broker_tps",
+        "messages put per second on the broker (BROKER_PUT_NUMS, minute window)",
+        BROKER_NUMS_LABELS,
+    ),
+    _g(
+        "rocketmq_broker_qps",
+        "messages pulled per second from the broker (BROKER_GET_NUMS, minute window)",
+        BROKER_NUMS_LABELS,
+    ),
     _g("rocketmq_broker_commitlog_diff", "CommitLog bytes a slave is behind its master", BROKER_NUMS_LABELS),
-    _g("rocketmq_producer_tps", "messages put per second into the topic (TOPIC_PUT_NUMS, minute window)",
-       TOPIC_LABELS),
-    _g("rocketmq_producer_message_size", "bytes put per second into the topic (TOPIC_PUT_SIZE, minute window)",
-       TOPIC_LABELS),
+    _g("rocketmq_producer_tps", "messages put per second into the topic (TOPIC_PUT_NUMS, minute window)", TOPIC_LABELS),
+    _g(
+        "rocketmq_producer_message_size",
+        "bytes put per second into the topic (TOPIC_PUT_SIZE, minute window)",
+        TOPIC_LABELS,
+    ),
     _g("rocketmq_producer_offset", "sum of the max offsets of the topic's queues on the broker", TOPIC_LABELS),
     _g("rocketmq_topic_retry_offset", "sum of the max offsets of a %RETRY% topic's queues", TOPIC_LABELS),
     _g("rocketmq_topic_dlq_offset", "sum of the max offsets of a group's %DLQ% topic's queues", DLQ_TOPIC_LABELS),
     _g("rocketmq_producer_count", "producer connections of the group on the broker", PRODUCER_COUNT_LABELS),
-    _g("rocketmq_consumer_tps", "messages pulled per second by the group (GROUP_GET_NUMS, minute window)",
-       GROUP_NUMS_LABELS),
-    _g("rocketmq_consumer_message_size", "bytes pulled per second by the group (GROUP_GET_SIZE, minute window)",
-       GROUP_NUMS_LABELS),
-    _g("rocketmq_consumer_offset", "sum of the group's committed offsets over the topic's queues",
-       GROUP_NUMS_LABELS),
-    _g("rocketmq_send_back_nums", "messages the group sent back in the last minute (SNDBCK_PUT_NUMS)",
-       GROUP_NUMS_LABELS),
-    _g("rocketmq_group_get_latency_by_storetime",
-       "ms since the oldest unconsumed message of the group was stored (max over the queues)", GROUP_NUMS_LABELS),
-    _g("rocketmq_group_diff", "messages not yet consumed by the group, over all queues of the topic",
-       GROUP_DIFF_LABELS),
-    _g("rocketmq_group_retrydiff", "messages not yet consumed by the group in its %RETRY% topic",
-       GROUP_DIFF_LABELS),
+    _g(
+        "rocketmq_consumer_tps",
+        "messages pulled per second by the group (GROUP_GET_NUMS, minute window)",
+        GROUP_NUMS_LABELS,
+    ),
+    _g(
+        "rocketmq_consumer_message_size",
+        "bytes pulled per second by the group (GROUP_GET_SIZE, minute window)",
+        GROUP_NUMS_LABELS,
+    ),
+    _g("rocketmq_consumer_offset", "sum of the group's committed offsets over the topic's queues", GROUP_NUMS_LABELS),
+    _g(
+        "rocketmq_send_back_nums",
+        "messages the group sent back in the last minute (SNDBCK_PUT_NUMS)",
+        GROUP_NUMS_LABELS,
+    ),
+    _g(
+        "rocketmq_group_get_latency_by_storetime",
+        "ms since the oldest unconsumed message of the group was stored (max over the queues)",
+        GROUP_NUMS_LABELS,
+    ),
+    _g(
+        "rocketmq_group_diff", "messages not yet consumed by the group, over all queues of the topic", GROUP_DIFF_LABELS
+    ),
+    _g("rocketmq_group_retrydiff", "messages not yet consumed by the group in its %RETRY% topic", GROUP_DIFF_LABELS),
     _g("rocketmq_group_dlqdiff", "messages in the group's %DLQ% topic not consumed", GROUP_DIFF_LABELS),
     _g("rocketmq_group_count", "online consumers of the group", GROUP_COUNT_LABELS),
     *_runtime_families(),
     # RocketMQ 5
-    _g("rocketmq_consumer_lag_messages", "messages of the queue not yet consumed by the group (max offset "
-       "minus committed offset)", QUEUE_LAG_LABELS),
-    _g("rocketmq_consumer_lag_latency", "ms since the group's first unconsumed message of the queue was "
-       "stored (0 without lag)", QUEUE_LAG_LABELS),
+    _g(
+        "rocketmq_consumer_lag_messages",
+        "messages of the queue not yet consumed by the group (max offset minus committed offset)",
+        QUEUE_LAG_LABELS,
+    ),
+    _g(
+        "rocketmq_consumer_lag_latency",
+        "ms since the group's first unconsumed message of the queue was stored (0 without lag)",
+        QUEUE_LAG_LABELS,
+    ),
     _c("rocketmq_messages_in_total", "messages put into the topic since the broker started", TOPIC_LABELS),
     _c("rocketmq_throughput_in_total", "bytes put into the topic since the broker started", TOPIC_LABELS),
     _c("rocketmq_messages_out_total", "messages pulled by the group since the broker started", GROUP_NUMS_LABELS),
     _c("rocketmq_throughput_out_total", "bytes pulled by the group since the broker started", GROUP_NUMS_LABELS),
-    _c("rocketmq_send_to_dlq_messages_total", "messages moved to the group's %DLQ% topic since the broker "
-       "started", DLQ_TOPIC_LABELS),
+    _c(
+        "rocketmq_send_to_dlq_messages_total",
+        "messages moved to the group's %DLQ% topic since the broker started",
+        DLQ_TOPIC_LABELS,
+    ),
     _g("rocketmq_producer_connections", "producer connections (all groups)", BROKER_LABELS),
     _g("rocketmq_consumer_connections", "consumer connections of the group", (*BROKER_LABELS, "consumer_group")),
     _g("rocketmq_topic_number", "topics on the broker", BROKER_LABELS),
@@ -212,17 +258,23 @@ _FAMILY_LIST: list[Family] = [
     _g("rocketmq_half_messages", "transaction half messages not yet checked past", BROKER_LABELS),
     _g("rocketmq_storage_size", "CommitLog bytes held (max offset minus min offset)", BROKER_LABELS),
     _g("rocketmq_storage_flush_behind_bytes", "CommitLog bytes written but not yet flushed", BROKER_LABELS),
-    _g("rocketmq_storage_dispatch_behind_bytes", "CommitLog bytes not yet dispatched to the ConsumeQueues",
-       BROKER_LABELS),
+    _g(
+        "rocketmq_storage_dispatch_behind_bytes",
+        "CommitLog bytes not yet dispatched to the ConsumeQueues",
+        BROKER_LABELS,
+    ),
     _g("rocketmq_storage_message_reserve_time", "ms since the oldest message kept was stored", BROKER_LABELS),
-    Family("rocketmq_rpc_latency", "histogram", "broker time of SEND (the store put) and PULL (the store "
-           "read) requests, ms", (*BROKER_LABELS, "request_code")),
+    Family(
+        "rocketmq_rpc_latency",
+        "histogram",
+        "broker time of SEND (the store put) and PULL (the store read) requests, ms",
+        (*BROKER_LABELS, "request_code"),
+    ),
     # rmq's own version (rmqVersion of GET_BROKER_RUNTIME_INFO, rmq/_version.py; an Apache broker
     # has none): what Java clients compare stays brokerVersion, in rocketmq_brokeruntime_*'s labels
     _g("rmq_build_info", "1, labelled with the rmq version the broker runs", (*BROKER_LABELS, "version")),
     # the scrape itself
-    _g("rmq_metrics_dropped_series", "per-queue series left out of this scrape (metricsMaxQueueSeries)",
-       BROKER_LABELS),
+    _g("rmq_metrics_dropped_series", "per-queue series left out of this scrape (metricsMaxQueueSeries)", BROKER_LABELS),
     _g("rmq_metrics_collect_seconds", "seconds the last collection took, by phase", ("phase",)),
     _g("rmq_exporter_up", "1 when the exporter's last refresh of the broker succeeded", BROKER_NUMS_LABELS),
 ]
@@ -237,8 +289,21 @@ def msg_model_label(clustering: bool) -> str:
     return "1" if clustering else "0"
 
 
-_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50, "EiB": 1 << 60,
-          "KB": 1000, "MB": 1000**2, "GB": 1000**3, "TB": 1000**4, "PB": 1000**5, "EB": 1000**6}
+_UNITS = {
+    "B": 1,
+    "KiB": 1 << 10,
+    "MiB": 1 << 20,
+    "GiB": 1 << 30,
+    "TiB": 1 << 40,
+    "PiB": 1 << 50,
+    "EiB": 1 << 60,
+    "KB": 1000,
+    "MB": 1000**2,
+    "GB": 1000**3,
+    "TB": 1000**4,
+    "PB": 1000**5,
+    "EB": 1000**6,
+}
 
 
 def human_bytes_to_int(text: str) -> int | None:
@@ -307,8 +372,9 @@ class MetricsBuilder:
         table = self._values.setdefault(name, {})
         table[labels] = table.get(labels, 0.0) + float(value)
 
-    def histogram(self, name: str, labels: tuple[str, ...], bounds: Sequence[float], counts: Sequence[int],
-                  total: float) -> None:
+    def histogram(
+        self, name: str, labels: tuple[str, ...], bounds: Sequence[float], counts: Sequence[int], total: float
+    ) -> None:
         """A histogram sample: ``counts[i]`` observations ≤ ``bounds[i]`` (not cumulative;
         one more count than bounds, the last for +Inf) and their ``total``."""
         self._check(name, labels)
@@ -319,8 +385,7 @@ class MetricsBuilder:
     def get(self, name: str, labels: tuple[str, ...]) -> float | None:
         return self._values.get(name, {}).get(labels)
 
-    def queue_lag(self, topic: str, group: str, broker: str, queue_id: int, lag: int,
-                  latency_ms: float | None) -> bool:
+    def queue_lag(self, topic: str, group: str, broker: str, queue_id: int, lag: int, latency_ms: float | None) -> bool:
         """RocketMQ 5's per-queue lag (messages and, when known, ms); False when the series
         bound is reached (the series is dropped and counted)."""
         if self._queue_series >= self.max_queue_series:
@@ -333,13 +398,20 @@ class MetricsBuilder:
             self.set("rocketmq_consumer_lag_latency", labels, latency_ms)
         return True
 
-    def broker_runtime(self, cluster: str, broker: str, addr: str, kv: Mapping[str, str],
-                       now_ms: float | None = None) -> None:
+    def broker_runtime(
+        self, cluster: str, broker: str, addr: str, kv: Mapping[str, str], now_ms: float | None = None
+    ) -> None:
         """The ``rocketmq_brokeruntime_*`` gauges from a GET_BROKER_RUNTIME_INFO table (as the
         exporter's ``BrokerRuntimeStats`` reads it; a missing or unreadable key is left out),
         and RocketMQ 5's storage gauges from the same table."""
-        labels = (cluster, addr, "", kv.get("brokerVersionDesc", ""), kv.get("bootTimestamp", ""),
-                  kv.get("brokerVersion", ""))
+        labels = (
+            cluster,
+            addr,
+            "",
+            kv.get("brokerVersionDesc", ""),
+            kv.get("bootTimestamp", ""),
+            kv.get("brokerVersion", ""),
+        )
         if kv.get("rmqVersion"):
             self.set("rmq_build_info", (cluster, broker, kv["rmqVersion"]), 1.0)
         prefix = "rocketmq_brokeruntime_"

@@ -10,6 +10,7 @@ required; ``sendFastPath=false`` keeps SENDs on the Python path).
 Each part asks :data:`ENABLED` once, at import, and reports what it took with :func:`chose`;
 :data:`IMPLEMENTATIONS` then says which one runs (a test asserts it both ways).
 """
+
 from __future__ import annotations
 
 import os

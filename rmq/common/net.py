@@ -1,4 +1,5 @@
 """Socket details shared by the remoting layer and replication (rmq.store.ha)."""
+
 from __future__ import annotations
 
 import asyncio

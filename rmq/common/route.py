@@ -5,6 +5,7 @@ connector, the admin CLI and the bench harness.
 Broker ids are ints here (``MixAll.MASTER_ID`` is 0) whatever the JSON carried ("0" or, from
 fastjson, an unquoted 0).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -41,8 +42,13 @@ class QueueData:
     def from_json(cls, q: dict[str, Any]) -> QueueData:
         """Lenient: missing counts are 0, a missing perm is 6 (read | write), and Java's old
         misspelling ``topicSynFlag`` is read too. KeyError without ``brokerName``."""
-        return cls(str(q["brokerName"]), int(q.get("readQueueNums", 0)), int(q.get("writeQueueNums", 0)),
-                   int(q.get("perm", PermName.READ_WRITE)), int(q.get("topicSysFlag", q.get("topicSynFlag", 0)) or 0))
+        return cls(
+            str(q["brokerName"]),
+            int(q.get("readQueueNums", 0)),
+            int(q.get("writeQueueNums", 0)),
+            int(q.get("perm", PermName.READ_WRITE)),
+            int(q.get("topicSysFlag", q.get("topicSynFlag", 0)) or 0),
+        )
 
 
 @dataclass(slots=True)
@@ -65,8 +71,11 @@ class BrokerData:
     @classmethod
     def from_json(cls, b: dict[str, Any]) -> BrokerData:
         """Broker ids become ints (they arrive as "0" or, via fastjson, 0)."""
-        return cls(str(b.get("cluster", "")), str(b["brokerName"]),
-                   {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()})
+        return cls(
+            str(b.get("cluster", "")),
+            str(b["brokerName"]),
+            {int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()},
+        )
 
     def select_broker_addr(self) -> str | None:
         """The master's address, else any slave's."""
@@ -105,8 +114,10 @@ class TopicRouteData:
         return cls.from_json(d)
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"queueDatas": [q.to_json() for q in self.queue_datas],
-                             "brokerDatas": [b.to_json() for b in self.broker_datas]}
+        d: dict[str, Any] = {
+            "queueDatas": [q.to_json() for q in self.queue_datas],
+            "brokerDatas": [b.to_json() for b in self.broker_datas],
+        }
         if self.order_topic_conf is not None:
             d["orderTopicConf"] = self.order_topic_conf
         return d
@@ -128,15 +139,21 @@ class TopicRouteData:
 
     def readable_queues(self) -> list[tuple[str, int]]:
         """``(broker_name, queue_id)`` of every readable queue whose broker has a master, sorted."""
-        return sorted((q.broker_name, i) for q in self.queue_datas
-                      if PermName.is_readable(q.perm) and self.master_addr(q.broker_name)
-                      for i in range(q.read_queue_nums))
+        return sorted(
+            (q.broker_name, i)
+            for q in self.queue_datas
+            if PermName.is_readable(q.perm) and self.master_addr(q.broker_name)
+            for i in range(q.read_queue_nums)
+        )
 
     def writable_queues(self) -> list[tuple[str, int]]:
         """``(broker_name, queue_id)`` of every writable queue whose broker has a master, sorted."""
-        return sorted((q.broker_name, i) for q in self.queue_datas
-                      if PermName.is_writeable(q.perm) and self.master_addr(q.broker_name)
-                      for i in range(q.write_queue_nums))
+        return sorted(
+            (q.broker_name, i)
+            for q in self.queue_datas
+            if PermName.is_writeable(q.perm) and self.master_addr(q.broker_name)
+            for i in range(q.write_queue_nums)
+        )
 
 
 @dataclass(slots=True)
@@ -153,10 +170,13 @@ class ClusterInfo:
         d = fastjson.loads(body or b"{}")
         if not isinstance(d, dict):
             raise TypeError(f"a cluster info is a JSON object, not {type(d).__name__}")
-        brokers = {str(name): BrokerData.from_json({"brokerName": name, **bd})
-                   for name, bd in (d.get("brokerAddrTable") or {}).items()}
-        clusters = {str(c): sorted(str(n) for n in names or ())
-                    for c, names in (d.get("clusterAddrTable") or {}).items()}
+        brokers = {
+            str(name): BrokerData.from_json({"brokerName": name, **bd})
+            for name, bd in (d.get("brokerAddrTable") or {}).items()
+        }
+        clusters = {
+            str(c): sorted(str(n) for n in names or ()) for c, names in (d.get("clusterAddrTable") or {}).items()
+        }
         return cls(brokers, clusters)
 
     def master_addrs(self, cluster: str | None = None) -> dict[str, str]:

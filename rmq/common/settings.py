@@ -13,6 +13,7 @@ each field's range once, where the field is::
 no value a Java broker could not hold ever reaches the daemon. ``rmq.config`` checks every field
 of every settings object against these at start-up.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -67,8 +68,11 @@ class Allowed:
         if self.lo is not None or self.hi is not None:
             lo = "" if self.lo is None else _num(self.lo)
             hi = "" if self.hi is None else _num(self.hi)
-            rng = f"{lo}..{hi}" if self.lo is not None and self.hi is not None else (
-                f"at least {lo}" if self.hi is None else f"at most {hi}")
+            rng = (
+                f"{lo}..{hi}"
+                if self.lo is not None and self.hi is not None
+                else (f"at least {lo}" if self.hi is None else f"at most {hi}")
+            )
             parts.append(rng + (f" {self.unit}" if self.unit else ""))
         if self.text:
             parts.append(self.text)

@@ -34,6 +34,7 @@ Bounds: an expression longer than :data:`MAX_EXPRESSION_LENGTH` characters or ne
 than :data:`MAX_DEPTH` is refused with a :class:`SelectorError` (a ``ValueError``) before any
 work proportional to it; every malformed input is a ``SelectorError`` naming the position.
 """
+
 from __future__ import annotations
 
 import math
@@ -205,7 +206,7 @@ class _Parser:
         t1 = self.toks[self.i]
         if t1.kind != "kw" or t1.text != a:
             return False
-        t2 = self.toks[self.i + 1]   # JavaCC's LOOKAHEAD(2) reads the second token only here
+        t2 = self.toks[self.i + 1]  # JavaCC's LOOKAHEAD(2) reads the second token only here
         return t2.kind == "kw" and t2.text == b
 
     def _take(self, kind: str, text: str | None = None) -> _Tok:
@@ -304,8 +305,9 @@ class _Parser:
                 # Java enters this loop on NOT and then needs BETWEEN or IN after it
                 nxt = self.toks[self.i + 1]
                 got = "end of expression" if nxt.kind == "eof" else repr(nxt.text)
-                raise SelectorError(f"Invalid MessageSelector. expected BETWEEN or IN after NOT at {nxt.pos}, "
-                                    f"found {got}")
+                raise SelectorError(
+                    f"Invalid MessageSelector. expected BETWEEN or IN after NOT at {nxt.pos}, found {got}"
+                )
             else:
                 return left
 
@@ -425,8 +427,10 @@ def _create_between(value: Node, low: Node, high: Node) -> Node:
         except EvaluationError:
             order = 0
         if order < 0:
-            raise SelectorError(f"Invalid MessageSelector. BETWEEN's lower bound ({_describe(low)}) must be less "
-                                f"than or equal to its upper bound ({_describe(high)})")
+            raise SelectorError(
+                f"Invalid MessageSelector. BETWEEN's lower bound ({_describe(low)}) must be less "
+                f"than or equal to its upper bound ({_describe(high)})"
+            )
     return ("and", [_create_less_than_family(">=", value, low), _create_less_than_family("<=", value, high)])
 
 
@@ -605,7 +609,10 @@ def _fast_double(x: str) -> float:
 
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
-    ">": lambda a, b: a > b, ">=": lambda a, b: a >= b, "<": lambda a, b: a < b, "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
 }
 
 
@@ -637,7 +644,7 @@ def _specialize(node: Node, slots: Mapping[str, int]) -> Fn | None:
     if not ok:
         return None
     i = slots[name]
-    if kind == "eq" and k is None and prop_left:       # IS NULL
+    if kind == "eq" and k is None and prop_left:  # IS NULL
         return lambda v: v[i] is None
     tk = type(k)
     if tk is int:
@@ -654,11 +661,13 @@ def _specialize(node: Node, slots: Mapping[str, int]) -> Fn | None:
         return None
     missing: Value = None if prop_left or kind == "cmp" else False  # Java's asymmetric null in =
     if kind == "eq":
+
         def eq(v: Sequence[str | None]) -> Value:
             x = v[i]
             if x is None:
                 return missing
             return bool(conv(x) == k)
+
         return eq
     op = _OPS[node[1]]
     nan_answer = _ANSWER[node[1]](1 if prop_left else -1)  # Double.compare puts NaN above all
@@ -671,6 +680,7 @@ def _specialize(node: Node, slots: Mapping[str, int]) -> Fn | None:
         if n != n:
             return nan_answer
         return op(n, k) if prop_left else op(k, n)
+
     return cmp
 
 
@@ -762,6 +772,7 @@ def _compile(node: Node, slots: Mapping[str, int], fast: bool = True) -> Fn:
             if type(x) is not bool:
                 raise EvaluationError("NOT of a value that is not a boolean")
             return not x
+
         return not_
     if kind == "cast":
         inner = _compile(node[1], slots, fast)
@@ -771,6 +782,7 @@ def _compile(node: Node, slots: Mapping[str, int], fast: bool = True) -> Fn:
             if x is None:
                 return None
             return x if type(x) is bool else False
+
         return cast
     if kind == "in":
         i = slots[node[1][1]]
@@ -782,6 +794,7 @@ def _compile(node: Node, slots: Mapping[str, int], fast: bool = True) -> Fn:
             if x is None:
                 return None
             return (x in members) != negated
+
         return in_
     if kind == "eq":
         left, right = _compile(node[1], slots, fast), _compile(node[2], slots, fast)
@@ -794,6 +807,7 @@ def _compile(node: Node, slots: Mapping[str, int], fast: bool = True) -> Fn:
             if rv is None:
                 return False
             return _compare(lv, rv) == 0
+
         return eq
     if kind == "cmp":
         return _compile_cmp(node[1], _compile(node[2], slots, fast), _compile(node[3], slots, fast))
@@ -812,12 +826,16 @@ def _compile(node: Node, slots: Mapping[str, int], fast: bool = True) -> Fn:
                 elif x is stop:
                     return stop
             return None if unknown else not stop
+
         return logic
     raise AssertionError(kind)
 
 
 _ANSWER: dict[str, Callable[[int], bool]] = {
-    ">": lambda c: c > 0, ">=": lambda c: c >= 0, "<": lambda c: c < 0, "<=": lambda c: c <= 0,
+    ">": lambda c: c > 0,
+    ">=": lambda c: c >= 0,
+    "<": lambda c: c < 0,
+    "<=": lambda c: c <= 0,
 }
 
 
@@ -834,6 +852,7 @@ def _compile_cmp(op: str, left: Fn, right: Fn) -> Fn:
         if type(lv) is str and type(rv) is str:  # two strings: both must be numbers
             return answer(_double_compare(_parse_double(lv), _parse_double(rv)))
         return answer(_compare(lv, rv))
+
     return cmp
 
 
@@ -848,8 +867,7 @@ class Sql92Filter:
 
     __slots__ = ("expression", "keys", "key_bytes", "plan", "_fn")
 
-    def __init__(self, expression: str, keys: tuple[str, ...], fn: Fn,
-                 plan: tuple[Any, ...] | None = None) -> None:
+    def __init__(self, expression: str, keys: tuple[str, ...], fn: Fn, plan: tuple[Any, ...] | None = None) -> None:
         self.expression = expression
         self.keys = keys
         self.key_bytes = tuple(k.encode("utf-8", "surrogatepass") for k in keys)
@@ -886,11 +904,14 @@ def compile_sql92(expression: str, *, _fast: bool = True) -> Sql92Filter:
     The expression may be at most :data:`MAX_EXPRESSION_LENGTH` characters and nest at most
     :data:`MAX_DEPTH` levels."""
     if not isinstance(expression, str):
-        raise SelectorError("Invalid MessageSelector. the expression must be a string, "
-                            f"not {type(expression).__name__}")
+        raise SelectorError(
+            f"Invalid MessageSelector. the expression must be a string, not {type(expression).__name__}"
+        )
     if len(expression) > MAX_EXPRESSION_LENGTH:
-        raise SelectorError(f"Invalid MessageSelector. the expression has {len(expression)} characters, "
-                            f"at most {MAX_EXPRESSION_LENGTH} are allowed")
+        raise SelectorError(
+            f"Invalid MessageSelector. the expression has {len(expression)} characters, "
+            f"at most {MAX_EXPRESSION_LENGTH} are allowed"
+        )
     if not expression.strip():
         raise SelectorError("Invalid MessageSelector. the expression is empty")
     parser = _Parser(expression)

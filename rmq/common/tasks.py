@@ -10,6 +10,7 @@ arrives in the same loop iteration as the event (the task goes on as if nothing 
 stop that cancels it can wait forever). ``asyncio.timeout`` counts cancellations
 (``Task.uncancel``) and does not lose them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,8 +51,14 @@ class BackgroundTasks:
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
-            self.log.log(self.death_level, "%s: background task %s died: %r", self.owner, task.get_name(),
-                         task.exception(), exc_info=task.exception())
+            self.log.log(
+                self.death_level,
+                "%s: background task %s died: %r",
+                self.owner,
+                task.get_name(),
+                task.exception(),
+                exc_info=task.exception(),
+            )
 
     async def wait(self) -> None:
         """Wait until the tasks running now have ended (nothing is cancelled; their exceptions
@@ -77,8 +84,13 @@ class BackgroundTasks:
             await asyncio.wait_for(asyncio.shield(gathered), timeout)
         except TimeoutError:
             stuck = [t.get_name() if isinstance(t, asyncio.Task) else repr(t) for t in pending if not t.done()]
-            self.log.warning("%s: %d background task(s) did not stop within %.0f s of cancellation: %s",
-                             self.owner, len(stuck), timeout, ", ".join(stuck))
+            self.log.warning(
+                "%s: %d background task(s) did not stop within %.0f s of cancellation: %s",
+                self.owner,
+                len(stuck),
+                timeout,
+                ", ".join(stuck),
+            )
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -87,8 +99,13 @@ class BackgroundTasks:
         return iter(list(self._tasks))
 
 
-async def stop_gracefully(task: asyncio.Task[Any] | None, grace: float, logger: logging.Logger, what: str,
-                          also: Iterable[asyncio.Task[Any] | None] = ()) -> None:
+async def stop_gracefully(
+    task: asyncio.Task[Any] | None,
+    grace: float,
+    logger: logging.Logger,
+    what: str,
+    also: Iterable[asyncio.Task[Any] | None] = (),
+) -> None:
     """Stop a service's task that ends by itself once told to (its stop flag is already set).
 
     Waits up to ``grace`` seconds for ``task`` to finish (a warning names ``what`` when it does

@@ -18,6 +18,7 @@ broker returns is ever read as markup. Every API call needs a login; requests fo
 the console does not answer to (DNS rebinding) and writes without the session's CSRF token are
 refused (see :mod:`rmq.console.server`).
 """
+
 from .server import ConsoleConfig, ConsoleServer
 
 __all__ = ["ConsoleConfig", "ConsoleServer"]

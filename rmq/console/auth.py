@@ -14,6 +14,7 @@ its text: it may hold a password pasted by mistake).
 Hashing (scrypt, 16 MiB, ~50 ms) is blocking work: the server runs :func:`verify_password`
 in a thread, never on the event loop.
 """
+
 from __future__ import annotations
 
 import base64
@@ -27,8 +28,16 @@ from collections import OrderedDict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["LoginLimiter", "Session", "SessionTable", "hash_password", "load_users", "parse_users",
-           "verify_password", "USER_NAME"]
+__all__ = [
+    "LoginLimiter",
+    "Session",
+    "SessionTable",
+    "hash_password",
+    "load_users",
+    "parse_users",
+    "verify_password",
+    "USER_NAME",
+]
 
 # scrypt cost: N=2**14, r=8, p=1 is 16 MiB and tens of milliseconds (the parameters that the
 # scrypt paper recommends for interactive logins); stored in each hash so they can grow later.
@@ -60,7 +69,7 @@ def verify_password(password: str, encoded: str) -> bool:
     try:
         salt, want = base64.urlsafe_b64decode(m[4]), base64.urlsafe_b64decode(m[5])
         got = hashlib.scrypt(password.encode(), salt=salt, n=n, r=r, p=p, maxmem=_MAXMEM, dklen=len(want))
-    except ValueError:      # bad base64, or parameters scrypt refuses
+    except ValueError:  # bad base64, or parameters scrypt refuses
         return False
     return hmac.compare_digest(got, want)
 
@@ -75,11 +84,15 @@ def parse_users(text: str, source: str) -> dict[str, str]:
         name, sep, value = line.partition("=")
         name, value = name.strip(), value.strip()
         if not sep or not USER_NAME.fullmatch(name):
-            raise ValueError(f"{source}: line {no}: expected name=scrypt$... with a name of letters, digits, "
-                             "'_', '.', '@' or '-' (at most 64)")
+            raise ValueError(
+                f"{source}: line {no}: expected name=scrypt$... with a name of letters, digits, "
+                "'_', '.', '@' or '-' (at most 64)"
+            )
         if _HASH.fullmatch(value) is None:
-            raise ValueError(f"{source}: line {no}: the password of {name} is not a scrypt hash "
-                             "(make one with: rmq console --hash-password NAME)")
+            raise ValueError(
+                f"{source}: line {no}: the password of {name} is not a scrypt hash "
+                "(make one with: rmq console --hash-password NAME)"
+            )
         users[name] = value
     return users
 
@@ -113,8 +126,15 @@ class SessionTable:
     and ``on_evict`` is called to log it), each ending ``idle`` seconds after its last use or
     ``max_age`` seconds after the login, whichever comes first. ``clock`` is monotonic."""
 
-    def __init__(self, *, max_sessions: int = 1024, idle: float = 1800.0, max_age: float = 43200.0,
-                 clock: Callable[[], float] = time.monotonic, on_evict: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        max_sessions: int = 1024,
+        idle: float = 1800.0,
+        max_age: float = 43200.0,
+        clock: Callable[[], float] = time.monotonic,
+        on_evict: Callable[[], None] | None = None,
+    ) -> None:
         if max_sessions < 1 or not 0 < idle <= max_age:
             raise ValueError("max_sessions must be 1 or more and 0 < idle <= max_age")
         self.max_sessions = max_sessions
@@ -176,8 +196,14 @@ class LoginLimiter:
     addresses are tracked (the least recently seen is forgotten first). A success clears the
     address's failures."""
 
-    def __init__(self, *, attempts: int = 5, window: float = 60.0, max_entries: int = 4096,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        attempts: int = 5,
+        window: float = 60.0,
+        max_entries: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if attempts < 1 or window <= 0 or max_entries < 1:
             raise ValueError("attempts and max_entries must be 1 or more, window more than 0")
         self.attempts = attempts

@@ -7,6 +7,7 @@ call per broker) and, for up to ``max_topics`` normal topics, the sum of their q
 offsets (one route lookup and one GET_TOPIC_STATS_INFO per broker of the topic); a topic's TPS
 is the growth of that sum over the time between two rounds.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -39,8 +40,15 @@ class TpsSampler:
         max_brokers: broker series kept (default 256).
     """
 
-    def __init__(self, service: ConsoleService, *, interval: float = 10.0, history: float = 3600.0,
-                 max_topics: int = 64, max_brokers: int = 256) -> None:
+    def __init__(
+        self,
+        service: ConsoleService,
+        *,
+        interval: float = 10.0,
+        history: float = 3600.0,
+        max_topics: int = 64,
+        max_brokers: int = 256,
+    ) -> None:
         if not interval > 0 or not history >= interval:
             raise ValueError(f"need interval > 0 and history >= interval, not {interval} and {history}")
         self.service = service
@@ -106,7 +114,7 @@ class TpsSampler:
             series.append((ts, float(b["putTps"]), float(b["getTps"])))
         names = [t["topic"] for t in await self.service.topics() if t["kind"] == "normal"]
         self.topics_skipped = max(0, len(names) - self.max_topics)
-        names = names[:self.max_topics]
+        names = names[: self.max_topics]
         totals = await self.service.topic_put_totals(names)
         now = time.monotonic()
         for topic, total in totals.items():
@@ -117,7 +125,7 @@ class TpsSampler:
             dt = now - prev[0]
             tps = max(0.0, (total - prev[1]) / dt) if dt > 0 else 0.0
             self.topics.setdefault(topic, deque(maxlen=self.points)).append((ts, round(tps, 2)))
-        for gone in set(self._last_totals) - set(names):   # deleted or no longer sampled
+        for gone in set(self._last_totals) - set(names):  # deleted or no longer sampled
             self._last_totals.pop(gone, None)
             self.topics.pop(gone, None)
 

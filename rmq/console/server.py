@@ -25,6 +25,7 @@ Guards, in this order, on every request (:meth:`ConsoleServer._guard`):
   ``Origin``, come from the console's own origin; else 403. The cookie is ``SameSite=Strict``
   and ``HttpOnly`` as well.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -62,8 +63,10 @@ _warn = RateLimitedLog(log)
 STATIC_DIR = pathlib.Path(__file__).parent / "static"
 
 _SECURITY_HEADERS = {
-    "Content-Security-Policy": ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                                "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"),
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+    ),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",
@@ -214,18 +217,29 @@ class ConsoleServer:
             raise ValueError(f"bad console user name {bad[0]!r} (letters, digits, '_', '.', '@', '-'; at most 64)")
         self._host_names = check_host_names(config.host_names)
         self.config = config
-        self.sessions = SessionTable(max_sessions=config.max_sessions, idle=config.session_idle,
-                                     max_age=config.session_max_age, on_evict=self._session_evicted)
-        self.logins = LoginLimiter(attempts=config.login_attempts, window=config.login_window,
-                                   max_entries=config.login_table)
+        self.sessions = SessionTable(
+            max_sessions=config.max_sessions,
+            idle=config.session_idle,
+            max_age=config.session_max_age,
+            on_evict=self._session_evicted,
+        )
+        self.logins = LoginLimiter(
+            attempts=config.login_attempts, window=config.login_window, max_entries=config.login_table
+        )
         # scrypt takes 16 MiB and tens of ms in a thread: two at once, at most 16 waiting
         self._login_gate = asyncio.Semaphore(2)
         self._logins_waiting = 0
-        self.admin = Admin(config.namesrv_addr, timeout=config.admin_timeout, access_key=config.access_key,
-                           secret_key=config.secret_key, tls=config.tls)
+        self.admin = Admin(
+            config.namesrv_addr,
+            timeout=config.admin_timeout,
+            access_key=config.access_key,
+            secret_key=config.secret_key,
+            tls=config.tls,
+        )
         self.service = ConsoleService(self.admin)
-        self.sampler = TpsSampler(self.service, interval=config.sample_interval, history=config.history,
-                                  max_topics=config.max_topics_sampled)
+        self.sampler = TpsSampler(
+            self.service, interval=config.sample_interval, history=config.history, max_topics=config.max_topics_sampled
+        )
         self._cache = _Cache(config.cache_ttl, config.cache_entries)
         self._gate = asyncio.Semaphore(config.max_concurrent)
         self._waiting = 0
@@ -286,26 +300,45 @@ class ConsoleServer:
         r.add_get("/api/topic/consumers", get(lambda q: s.topic_consumers(_str(q.query, "topic"))))
         r.add_get("/api/groups", get(lambda q: s.groups()))
         r.add_get("/api/group", get(lambda q: s.group_detail(_str(q.query, "group"))))
-        r.add_get("/api/group/running", get(lambda q: s.running_info(_str(q.query, "group"),
-                                                                       _str(q.query, "clientId"))))
+        r.add_get(
+            "/api/group/running", get(lambda q: s.running_info(_str(q.query, "group"), _str(q.query, "clientId")))
+        )
         r.add_get("/api/producers", get(lambda q: s.producers(_str(q.query, "topic"), _str(q.query, "group"))))
         r.add_get("/api/messages", get(self._messages))
-        r.add_get("/api/message", get(lambda q: s.message_detail(_str(q.query, "msgId"),
-                                                                 _str(q.query, "topic", required=False) or None)))
+        r.add_get(
+            "/api/message",
+            get(lambda q: s.message_detail(_str(q.query, "msgId"), _str(q.query, "topic", required=False) or None)),
+        )
         r.add_get("/api/dlq", get(lambda q: s.dlq_messages(_str(q.query, "group"), *_range(q))))
         r.add_get("/api/dashboard", get(lambda q: _now(self.sampler.snapshot())))
         post = self._write
         r.add_post("/api/topic", post(self._topic_update))
         r.add_post("/api/topic/delete", post(lambda b: s.delete_topic(_str(b, "topic"))))
-        r.add_post("/api/topic/send", post(lambda b: s.send_test_message(
-            _str(b, "topic"), _str(b, "body", required=False, limit=self.config.max_body_bytes),
-            _str(b, "keys", required=False), _str(b, "tags", required=False))))
+        r.add_post(
+            "/api/topic/send",
+            post(
+                lambda b: s.send_test_message(
+                    _str(b, "topic"),
+                    _str(b, "body", required=False, limit=self.config.max_body_bytes),
+                    _str(b, "keys", required=False),
+                    _str(b, "tags", required=False),
+                )
+            ),
+        )
         r.add_post("/api/group", post(self._group_update))
         r.add_post("/api/group/delete", post(lambda b: s.delete_group(_str(b, "group"))))
         r.add_post("/api/group/reset", post(self._reset))
-        r.add_post("/api/message/resend", post(lambda b: s.resend(
-            _str(b, "msgId"), _str(b, "group"), _str(b, "clientId", required=False),
-            _str(b, "topic", required=False) or None)))
+        r.add_post(
+            "/api/message/resend",
+            post(
+                lambda b: s.resend(
+                    _str(b, "msgId"),
+                    _str(b, "group"),
+                    _str(b, "clientId", required=False),
+                    _str(b, "topic", required=False) or None,
+                )
+            ),
+        )
         r.add_post("/api/dlq/resend", post(self._dlq_resend))
         return app
 
@@ -324,19 +357,25 @@ class ConsoleServer:
 
     async def _topic_update(self, b: dict[str, Any]) -> Any:
         return await self.service.create_or_update_topic(
-            _str(b, "topic"), read_queue_nums=_int(str(b.get("readQueueNums", "")), "readQueueNums", 8),
+            _str(b, "topic"),
+            read_queue_nums=_int(str(b.get("readQueueNums", "")), "readQueueNums", 8),
             write_queue_nums=_int(str(b.get("writeQueueNums", "")), "writeQueueNums", 8),
-            perm=_int(str(b.get("perm", "")), "perm", 6), order=bool(b.get("order", False)),
+            perm=_int(str(b.get("perm", "")), "perm", 6),
+            order=bool(b.get("order", False)),
             cluster=_str(b, "cluster", required=False) or None,
-            broker_addr=_str(b, "brokerAddr", required=False) or None)
+            broker_addr=_str(b, "brokerAddr", required=False) or None,
+        )
 
     async def _group_update(self, b: dict[str, Any]) -> Any:
         config = b.get("config") or {}
         if not isinstance(config, dict):
             raise ValueError("config must be an object")
         return await self.service.create_or_update_group(
-            _str(b, "group"), config, cluster=_str(b, "cluster", required=False) or None,
-            broker_addr=_str(b, "brokerAddr", required=False) or None)
+            _str(b, "group"),
+            config,
+            cluster=_str(b, "cluster", required=False) or None,
+            broker_addr=_str(b, "brokerAddr", required=False) or None,
+        )
 
     async def _reset(self, b: dict[str, Any]) -> Any:
         topics = b.get("topics")
@@ -362,20 +401,30 @@ class ConsoleServer:
         return f"rmq_console_{self.port}"
 
     def _session_evicted(self) -> None:
-        _warn.warning("console-sessions", "console: %d sessions open (max_sessions); the least recently used "
-                      "was logged out", self.config.max_sessions)
+        _warn.warning(
+            "console-sessions",
+            "console: %d sessions open (max_sessions); the least recently used was logged out",
+            self.config.max_sessions,
+        )
 
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Host, then session (``/api/`` but login), then CSRF (writes): see the module docstring."""
         host = _host_name(request.host)
         if not host_allowed(host, self.config.host, self._host_names):
-            _warn.warning("console-host", "console: refused a request for host %r (not a loopback name, the bound "
-                          "address or a --host-name)", clip(host, 80))
-            return web.Response(status=421, text=(
-                f"rmq console: the host name {clip(host, 80)!r} is not one this console answers to (a page "
-                "rebinding its DNS name to this machine sends such a name). Use http://127.0.0.1 or "
-                "http://localhost, or start the console with --host-name NAME for a name that should reach it.\n"))
+            _warn.warning(
+                "console-host",
+                "console: refused a request for host %r (not a loopback name, the bound address or a --host-name)",
+                clip(host, 80),
+            )
+            return web.Response(
+                status=421,
+                text=(
+                    f"rmq console: the host name {clip(host, 80)!r} is not one this console answers to (a page "
+                    "rebinding its DNS name to this machine sends such a name). Use http://127.0.0.1 or "
+                    "http://localhost, or start the console with --host-name NAME for a name that should reach it.\n"
+                ),
+            )
         path = request.path
         if not path.startswith("/api/") or path == "/api/login":
             response: web.StreamResponse = await handler(request)
@@ -416,11 +465,14 @@ class ConsoleServer:
             async with self._login_gate:
                 wait = self.logins.retry_after(who)
                 if wait > 0:
-                    _warn.warning("console-login-limit", "console: failed logins from %s: refused for %.0f s",
-                                  who, wait)
+                    _warn.warning(
+                        "console-login-limit", "console: failed logins from %s: refused for %.0f s", who, wait
+                    )
                     return web.json_response(
                         {"error": f"too many failed logins from this address; try again in {wait:.0f} s"},
-                        status=429, headers={"Retry-After": str(max(1, round(wait)))})
+                        status=429,
+                        headers={"Retry-After": str(max(1, round(wait)))},
+                    )
                 encoded = self.config.users.get(user)
                 ok = await asyncio.to_thread(lambda: verify_password(password, encoded or _dummy_hash()))
         finally:
@@ -446,7 +498,7 @@ class ConsoleServer:
     async def _session(self, request: web.Request) -> web.StreamResponse:
         """``GET /api/session``: who is logged in and the CSRF token (a reloaded page's)."""
         session = self.sessions.get(request.cookies.get(self.cookie_name))
-        if session is None:     # (the guard let it through a moment ago: it cannot end in between)
+        if session is None:  # (the guard let it through a moment ago: it cannot end in between)
             return web.json_response({"error": "not logged in"}, status=401)
         return web.json_response({"username": session.user, "csrfToken": session.csrf})
 
@@ -462,23 +514,26 @@ class ConsoleServer:
             if status == 200:
                 self._cache.put(key, data)
             return web.json_response(data, status=status)
+
         return handler
 
     def _write(self, fn: Callable[[dict[str, Any]], Awaitable[Any]]) -> Handler:
         async def handler(request: web.Request) -> web.StreamResponse:
-            try:   # (the guard has checked the session, the CSRF token and the type)
+            try:  # (the guard has checked the session, the CSRF token and the type)
                 body = await request.json(loads=json.loads)
             except (ValueError, UnicodeDecodeError):
                 return web.json_response({"error": "the request body is not JSON"}, status=400)
             except web.HTTPRequestEntityTooLarge:
-                return web.json_response({"error": f"the request body is over {self.config.max_body_bytes} bytes"},
-                                         status=413)
+                return web.json_response(
+                    {"error": f"the request body is over {self.config.max_body_bytes} bytes"}, status=413
+                )
             if not isinstance(body, dict):
                 return web.json_response({"error": "the request body must be a JSON object"}, status=400)
             self._cache.clear()
             status, data = await self._run(lambda: fn(body))
             self._cache.clear()
             return web.json_response(data if status != 200 else {"result": data}, status=status)
+
         return handler
 
     async def _run(self, call: Callable[[], Awaitable[Any]]) -> tuple[int, Any]:
@@ -497,8 +552,7 @@ class ConsoleServer:
             async with self._gate, asyncio.timeout(self.config.request_timeout):
                 return 200, await call()
         except (AdminError, BrokerResponseError) as e:
-            return 502, {"error": str(e), "code": e.code, "remark": e.remark,
-                         "addr": getattr(e, "addr", None)}
+            return 502, {"error": str(e), "code": e.code, "remark": e.remark, "addr": getattr(e, "addr", None)}
         except TimeoutError:
             return 504, {"error": f"no answer within {self.config.request_timeout:g} s"}
         except RemotingError as e:
@@ -521,7 +575,7 @@ def _host_name(host: str) -> str:
     """The name of a ``Host`` header: no port, lower case, no trailing dot, IPv6 unbracketed."""
     host = host.strip().lower()
     if host.startswith("["):
-        return host[1:host.find("]")] if "]" in host else host[1:]
+        return host[1 : host.find("]")] if "]" in host else host[1:]
     name, sep, port = host.rpartition(":")
     if sep and port.isdigit() and ":" not in name:
         host = name
@@ -534,8 +588,9 @@ def check_host_names(names: tuple[str, ...] | list[str]) -> frozenset[str]:
     out = frozenset(_host_name(h) for h in names)
     for h in sorted(out):
         if not _HOST_NAME.fullmatch(h):
-            raise ValueError(f"bad console host name {h!r} (expected a DNS name or an IP address, "
-                             "without scheme, port or path)")
+            raise ValueError(
+                f"bad console host name {h!r} (expected a DNS name or an IP address, without scheme, port or path)"
+            )
     return out
 
 

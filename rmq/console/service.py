@@ -7,6 +7,7 @@ reads). Nothing here renders HTML: the page builds its elements from text nodes,
 name or a message body from a broker is never markup. Remote calls carry the admin's timeout;
 fan-outs over groups or topics run ``FAN_OUT`` at a time; lists are capped (``MAX_*``).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -28,8 +29,14 @@ from rmq.protocol.codes import ResponseCode
 from rmq.types import MessageExt, MessageQueue
 
 __all__ = [
-    "BODY_PREVIEW_BYTES", "MAX_KEY_MESSAGES", "MAX_TIME_RANGE_MESSAGES", "SYSTEM_GROUPS",
-    "ConsoleService", "first_number", "is_system_group", "topic_kind",
+    "BODY_PREVIEW_BYTES",
+    "MAX_KEY_MESSAGES",
+    "MAX_TIME_RANGE_MESSAGES",
+    "SYSTEM_GROUPS",
+    "ConsoleService",
+    "first_number",
+    "is_system_group",
+    "topic_kind",
 ]
 
 _T = TypeVar("_T")
@@ -52,11 +59,18 @@ MAX_GROUP_LOOKUPS = 500
 
 #: The groups a broker creates itself (Java ``SubscriptionGroupManager.init``) and the tools'
 #: groups: rocketmq-dashboard's system groups, hidden from the group list unless asked for.
-SYSTEM_GROUPS = frozenset({
-    MixAll.TOOLS_CONSUMER_GROUP, MixAll.FILTERSRV_CONSUMER_GROUP, MixAll.SELF_TEST_CONSUMER_GROUP,
-    "CID_ONS-HTTP-PROXY", MixAll.CID_ONSAPI_PERMISSION_GROUP, MixAll.CID_ONSAPI_OWNER_GROUP,
-    MixAll.CID_ONSAPI_PULL_GROUP, MixAll.MONITOR_CONSUMER_GROUP,
-})
+SYSTEM_GROUPS = frozenset(
+    {
+        MixAll.TOOLS_CONSUMER_GROUP,
+        MixAll.FILTERSRV_CONSUMER_GROUP,
+        MixAll.SELF_TEST_CONSUMER_GROUP,
+        "CID_ONS-HTTP-PROXY",
+        MixAll.CID_ONSAPI_PERMISSION_GROUP,
+        MixAll.CID_ONSAPI_OWNER_GROUP,
+        MixAll.CID_ONSAPI_PULL_GROUP,
+        MixAll.MONITOR_CONSUMER_GROUP,
+    }
+)
 
 
 def is_system_group(group: str) -> bool:
@@ -93,8 +107,8 @@ def body_preview(body: bytes, limit: int) -> dict[str, Any]:
         text = part.decode("utf-8")
         encoding = "utf-8"
     except UnicodeDecodeError as e:
-        if e.start >= len(part) - 3 and len(body) > limit:   # a character cut in two at the limit
-            text = part[:e.start].decode("utf-8", "replace")
+        if e.start >= len(part) - 3 and len(body) > limit:  # a character cut in two at the limit
+            text = part[: e.start].decode("utf-8", "replace")
             encoding = "utf-8"
         else:
             text = base64.b64encode(part).decode("ascii")
@@ -104,12 +118,23 @@ def body_preview(body: bytes, limit: int) -> dict[str, Any]:
 
 def message_row(m: MessageExt) -> dict[str, Any]:
     """One message of a list: ids, queue, times, keys, tags and a short body preview."""
-    return {"msgId": m.msg_id, "offsetMsgId": m.offset_msg_id, "topic": m.real_topic or m.topic,
-            "brokerName": m.broker_name, "queueId": m.queue_id, "queueOffset": m.queue_offset,
-            "tags": m.tags or "", "keys": list(m.keys), "storeTimestamp": m.store_timestamp,
-            "bornTimestamp": m.born_timestamp, "bornHost": m.born_host, "storeHost": m.store_host,
-            "reconsumeTimes": m.reconsume_times, "bodySize": len(m.body),
-            "preview": body_preview(m.body, ROW_PREVIEW_BYTES)["text"]}
+    return {
+        "msgId": m.msg_id,
+        "offsetMsgId": m.offset_msg_id,
+        "topic": m.real_topic or m.topic,
+        "brokerName": m.broker_name,
+        "queueId": m.queue_id,
+        "queueOffset": m.queue_offset,
+        "tags": m.tags or "",
+        "keys": list(m.keys),
+        "storeTimestamp": m.store_timestamp,
+        "bornTimestamp": m.born_timestamp,
+        "bornHost": m.born_host,
+        "storeHost": m.store_host,
+        "reconsumeTimes": m.reconsume_times,
+        "bodySize": len(m.body),
+        "preview": body_preview(m.body, ROW_PREVIEW_BYTES)["text"],
+    }
 
 
 def _mq(mq: MessageQueue) -> dict[str, Any]:
@@ -162,18 +187,22 @@ class ConsoleService:
             except (AdminError, BrokerResponseError, RemotingError, OSError, TimeoutError) as e:
                 row["error"] = str(e) or type(e).__name__
                 return
-            row.update({
-                "version": kv.get("brokerVersionDesc", ""),
-                "putTps": first_number(kv.get("putTps")),
-                "getTps": first_number(kv.get("getTransferedTps")),
-                "msgPutTotalTodayNow": int(first_number(kv.get("msgPutTotalTodayNow"))),
-                "msgGetTotalTodayNow": int(first_number(kv.get("msgGetTotalTodayNow"))),
-                "msgPutTotalYesterday": int(first_number(kv.get("msgPutTotalTodayMorning"))
-                                            - first_number(kv.get("msgPutTotalYesterdayMorning"))),
-                "commitLogDiskRatio": first_number(kv.get("commitLogDiskRatio")),
-                "runtime": kv.get("runtime", ""),
-                "bootTimestamp": int(first_number(kv.get("bootTimestamp"))),
-            })
+            row.update(
+                {
+                    "version": kv.get("brokerVersionDesc", ""),
+                    "putTps": first_number(kv.get("putTps")),
+                    "getTps": first_number(kv.get("getTransferedTps")),
+                    "msgPutTotalTodayNow": int(first_number(kv.get("msgPutTotalTodayNow"))),
+                    "msgGetTotalTodayNow": int(first_number(kv.get("msgGetTotalTodayNow"))),
+                    "msgPutTotalYesterday": int(
+                        first_number(kv.get("msgPutTotalTodayMorning"))
+                        - first_number(kv.get("msgPutTotalYesterdayMorning"))
+                    ),
+                    "commitLogDiskRatio": first_number(kv.get("commitLogDiskRatio")),
+                    "runtime": kv.get("runtime", ""),
+                    "bootTimestamp": int(first_number(kv.get("bootTimestamp"))),
+                }
+            )
 
         await _bounded(rows, stats)
         return {"brokers": rows, "namesrvAddrs": list(self.admin.namesrv_addrs)}
@@ -193,17 +222,28 @@ class ConsoleService:
         sorted by name (the name server lists cluster and broker names among topics too, as
         Java's does: they are system topics here)."""
         info = await self.admin.examine_broker_cluster_info()
-        non_topics = (set(info.cluster_addr_table) | set(info.broker_addr_table)
-                      | {MixAll.get_reply_topic(c) for c in info.cluster_addr_table})
+        non_topics = (
+            set(info.cluster_addr_table)
+            | set(info.broker_addr_table)
+            | {MixAll.get_reply_topic(c) for c in info.cluster_addr_table}
+        )
         out = []
         for t in sorted(set(await self.admin.fetch_all_topic_list())):
             kind = "system" if t in non_topics else topic_kind(t)
             out.append({"topic": t, "kind": kind})
         return out
 
-    async def create_or_update_topic(self, topic: str, *, read_queue_nums: int, write_queue_nums: int, perm: int,
-                                     order: bool = False, cluster: str | None = None,
-                                     broker_addr: str | None = None) -> list[str]:
+    async def create_or_update_topic(
+        self,
+        topic: str,
+        *,
+        read_queue_nums: int,
+        write_queue_nums: int,
+        perm: int,
+        order: bool = False,
+        cluster: str | None = None,
+        broker_addr: str | None = None,
+    ) -> list[str]:
         """UPDATE_AND_CREATE_TOPIC on ``broker_addr``, else every master of ``cluster``, else
         every master; the addresses written (TopicServiceImpl.createOrUpdate)."""
         TopicValidator.validate_topic(topic)
@@ -216,9 +256,9 @@ class ConsoleService:
             raise ValueError(f"perm must be 2 (W), 4 (R) or 6 (RW), not {perm}")
         addrs = await self.admin.master_addrs(cluster, broker_addr)
         for addr in addrs:
-            await self.admin.create_and_update_topic_config(addr, topic, read_queue_nums=read_queue_nums,
-                                                            write_queue_nums=write_queue_nums, perm=perm,
-                                                            order=order)
+            await self.admin.create_and_update_topic_config(
+                addr, topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums, perm=perm, order=order
+            )
         return addrs
 
     async def delete_topic(self, topic: str) -> list[str]:
@@ -234,9 +274,15 @@ class ConsoleService:
     async def topic_status(self, topic: str) -> list[dict[str, Any]]:
         """Per queue: min and max offsets and the last update time (TopicStatsTable)."""
         table = await self.admin.examine_topic_stats(topic)
-        return [{**_mq(mq), "minOffset": o.min_offset, "maxOffset": o.max_offset,
-                 "lastUpdateTimestamp": o.last_update_timestamp}
-                for mq, o in sorted(table.offset_table.items())]
+        return [
+            {
+                **_mq(mq),
+                "minOffset": o.min_offset,
+                "maxOffset": o.max_offset,
+                "lastUpdateTimestamp": o.last_update_timestamp,
+            }
+            for mq, o in sorted(table.offset_table.items())
+        ]
 
     async def topic_route(self, topic: str) -> dict[str, Any]:
         """The topic's route: its brokers (addresses by id) and queue data (nums, perm)."""
@@ -262,8 +308,13 @@ class ConsoleService:
         if len(data) > MAX_TEST_BODY:
             raise ValueError(f"the body is {len(data)} bytes; the console sends at most {MAX_TEST_BODY}")
         result = await self.admin.send_message(topic, data, keys=keys or None, tags=tags or None)
-        return {"sendStatus": result.status.name, "msgId": result.msg_id, "offsetMsgId": result.offset_msg_id,
-                "queueOffset": result.queue_offset, **_mq(result.message_queue)}
+        return {
+            "sendStatus": result.status.name,
+            "msgId": result.msg_id,
+            "offsetMsgId": result.offset_msg_id,
+            "queueOffset": result.queue_offset,
+            **_mq(result.message_queue),
+        }
 
     # -- consumer groups ------------------------------------------------------------------
 
@@ -272,8 +323,9 @@ class ConsoleService:
         message model and broker names (ConsumerServiceImpl.queryGroupList); system groups are
         flagged (``system``)."""
         info = await self.admin.examine_broker_cluster_info()
-        masters = [(name, addr) for name, bd in sorted(info.broker_addr_table.items())
-                   if (addr := bd.master_addr) is not None]
+        masters = [
+            (name, addr) for name, bd in sorted(info.broker_addr_table.items()) if (addr := bd.master_addr) is not None
+        ]
         rows: dict[str, dict[str, Any]] = {}
 
         async def broker(item: tuple[str, str]) -> None:
@@ -284,18 +336,34 @@ class ConsoleService:
             except AdminError:
                 stats = None
             for g, cfg in configs.items():
-                row = rows.setdefault(g, {"group": g, "brokers": [], "diffTotal": 0, "consumeTps": 0.0,
-                                          "system": is_system_group(g),
-                                          "consumeEnable": bool(cfg.get("consumeEnable", True)),
-                                          "consumeBroadcastEnable": bool(cfg.get("consumeBroadcastEnable", False)),
-                                          "retryMaxTimes": cfg.get("retryMaxTimes", 16)})
+                row = rows.setdefault(
+                    g,
+                    {
+                        "group": g,
+                        "brokers": [],
+                        "diffTotal": 0,
+                        "consumeTps": 0.0,
+                        "system": is_system_group(g),
+                        "consumeEnable": bool(cfg.get("consumeEnable", True)),
+                        "consumeBroadcastEnable": bool(cfg.get("consumeBroadcastEnable", False)),
+                        "retryMaxTimes": cfg.get("retryMaxTimes", 16),
+                    },
+                )
                 row["brokers"].append(name)
             if stats is None:
                 return
             for entry in stats.consume_stats_list:
                 for g, per_topic in entry.items():
-                    row = rows.setdefault(g, {"group": g, "brokers": [name], "diffTotal": 0, "consumeTps": 0.0,
-                                              "system": is_system_group(g)})
+                    row = rows.setdefault(
+                        g,
+                        {
+                            "group": g,
+                            "brokers": [name],
+                            "diffTotal": 0,
+                            "consumeTps": 0.0,
+                            "system": is_system_group(g),
+                        },
+                    )
                     for cs in per_topic:
                         row["diffTotal"] += cs.compute_total_diff()
                         row["consumeTps"] += cs.consume_tps
@@ -307,7 +375,7 @@ class ConsoleService:
             try:
                 cc = await self.admin.examine_consumer_connection_info(row["group"])
             except (AdminError, BrokerResponseError) as e:
-                row["count"] = 0      # not online, or never used (no retry topic, so no route)
+                row["count"] = 0  # not online, or never used (no retry topic, so no route)
                 if e.code != ResponseCode.CONSUMER_NOT_ONLINE and getattr(e, "addr", None) is not None:
                     row["countError"] = str(e)
                 return
@@ -325,9 +393,10 @@ class ConsoleService:
         """One group: its configuration on each broker, its progress per topic and queue
         (retry topic included), and its online members with their subscriptions."""
         configs = await self.admin.get_consumer_config(group)
-        out: dict[str, Any] = {"group": group,
-                               "configs": [{"cluster": c.cluster_name, "brokerName": c.broker_name, "config": c.config}
-                                           for c in configs]}
+        out: dict[str, Any] = {
+            "group": group,
+            "configs": [{"cluster": c.cluster_name, "brokerName": c.broker_name, "config": c.config} for c in configs],
+        }
         try:
             stats = await self.admin.examine_consume_stats(group)
             out.update(consume_stats_json(stats))
@@ -335,46 +404,75 @@ class ConsoleService:
             out.update({"diffTotal": 0, "consumeTps": 0.0, "queues": [], "statsError": str(e)})
         try:
             cc = await self.admin.examine_consumer_connection_info(group)
-            out["connections"] = [{"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language,
-                                   "version": version_desc(c.version)} for c in cc.connection_set]
-            out["subscriptions"] = [{"topic": t, "subString": s.sub_string, "expressionType": s.expression_type}
-                                    for t, s in sorted(cc.subscription_table.items())]
-            out.update({"consumeType": cc.consume_type, "messageModel": cc.message_model,
-                        "consumeFromWhere": cc.consume_from_where})
+            out["connections"] = [
+                {
+                    "clientId": c.client_id,
+                    "clientAddr": c.client_addr,
+                    "language": c.language,
+                    "version": version_desc(c.version),
+                }
+                for c in cc.connection_set
+            ]
+            out["subscriptions"] = [
+                {"topic": t, "subString": s.sub_string, "expressionType": s.expression_type}
+                for t, s in sorted(cc.subscription_table.items())
+            ]
+            out.update(
+                {
+                    "consumeType": cc.consume_type,
+                    "messageModel": cc.message_model,
+                    "consumeFromWhere": cc.consume_from_where,
+                }
+            )
         except (AdminError, BrokerResponseError) as e:
             out["connections"] = []
             out["subscriptions"] = []
             out["connectionError"] = str(e)
-        out["topics"] = sorted({q["topic"] for q in out["queues"]} | {s["topic"] for s in out["subscriptions"]},
-                               key=lambda t: (MixAll.is_retry_topic(t), t))   # its own topics first
+        out["topics"] = sorted(
+            {q["topic"] for q in out["queues"]} | {s["topic"] for s in out["subscriptions"]},
+            key=lambda t: (MixAll.is_retry_topic(t), t),
+        )  # its own topics first
         return out
 
     async def running_info(self, group: str, client_id: str) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO of one member: its properties, subscriptions, per-queue
         process state and consume statistics."""
         ri = await self.admin.get_consumer_running_info(group, client_id)
-        return {"properties": dict(sorted(ri.properties.items())),
-                "subscriptions": [{"topic": s.topic, "subString": s.sub_string} for s in ri.subscription_set],
-                "queues": [{**_mq(mq), **{k: v for k, v in st.items() if isinstance(v, (int, float, str, bool))}}
-                           for mq, st in sorted(ri.mq_table.items())],
-                "status": ri.status_table}
+        return {
+            "properties": dict(sorted(ri.properties.items())),
+            "subscriptions": [{"topic": s.topic, "subString": s.sub_string} for s in ri.subscription_set],
+            "queues": [
+                {**_mq(mq), **{k: v for k, v in st.items() if isinstance(v, (int, float, str, bool))}}
+                for mq, st in sorted(ri.mq_table.items())
+            ],
+            "status": ri.status_table,
+        }
 
-    async def create_or_update_group(self, group: str, config: dict[str, Any], *, cluster: str | None = None,
-                                     broker_addr: str | None = None) -> list[str]:
+    async def create_or_update_group(
+        self, group: str, config: dict[str, Any], *, cluster: str | None = None, broker_addr: str | None = None
+    ) -> list[str]:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on ``broker_addr``, else the masters of
         ``cluster``, else every master (ConsumerServiceImpl.createAndUpdateSubscriptionGroupConfig)."""
-        if (not group or len(group) > 255 or MixAll.is_sys_consumer_group(group)
-                or TopicValidator.is_topic_or_group_illegal(group)):
-            raise ValueError(f"bad group name {group!r}: letters, digits, '%', '|', '-', '_' and at most 255 chars, "
-                             f"not a system group")
+        if (
+            not group
+            or len(group) > 255
+            or MixAll.is_sys_consumer_group(group)
+            or TopicValidator.is_topic_or_group_illegal(group)
+        ):
+            raise ValueError(
+                f"bad group name {group!r}: letters, digits, '%', '|', '-', '_' and at most 255 chars, "
+                f"not a system group"
+            )
         kwargs: dict[str, Any] = {}
-        for key, name, kind in (("consumeEnable", "consume_enable", bool),
-                                ("consumeBroadcastEnable", "consume_broadcast_enable", bool),
-                                ("retryQueueNums", "retry_queue_nums", int),
-                                ("retryMaxTimes", "retry_max_times", int),
-                                ("brokerId", "broker_id", int),
-                                ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly", int),
-                                ("consumeMessageOrderly", "consume_message_orderly", bool)):
+        for key, name, kind in (
+            ("consumeEnable", "consume_enable", bool),
+            ("consumeBroadcastEnable", "consume_broadcast_enable", bool),
+            ("retryQueueNums", "retry_queue_nums", int),
+            ("retryMaxTimes", "retry_max_times", int),
+            ("brokerId", "broker_id", int),
+            ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly", int),
+            ("consumeMessageOrderly", "consume_message_orderly", bool),
+        ):
             if key in config:
                 v = config[key]
                 if kind is int and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1 << 20):
@@ -417,8 +515,16 @@ class ConsoleService:
                 if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
                     raise
                 rollback = await self.admin.reset_offset_by_timestamp_old(group, topic, timestamp_ms, force=True)
-                out += [{"topic": topic, "brokerName": r.broker_name, "queueId": r.queue_id,
-                         "offset": r.rollback_offset, "how": "admin"} for r in rollback]
+                out += [
+                    {
+                        "topic": topic,
+                        "brokerName": r.broker_name,
+                        "queueId": r.queue_id,
+                        "offset": r.rollback_offset,
+                        "how": "admin",
+                    }
+                    for r in rollback
+                ]
         return out
 
     # -- producers -------------------------------------------------------------------------
@@ -426,13 +532,21 @@ class ConsoleService:
     async def producers(self, topic: str, group: str) -> list[dict[str, Any]]:
         """The producers of ``group`` connected to the brokers of ``topic`` (ProducerServiceImpl)."""
         pc = await self.admin.examine_producer_connection_info(group, topic)
-        return [{"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language,
-                 "version": version_desc(c.version)} for c in sorted(pc.connection_set, key=lambda c: c.client_id)]
+        return [
+            {
+                "clientId": c.client_id,
+                "clientAddr": c.client_addr,
+                "language": c.language,
+                "version": version_desc(c.version),
+            }
+            for c in sorted(pc.connection_set, key=lambda c: c.client_id)
+        ]
 
     # -- messages ------------------------------------------------------------------------
 
-    async def messages_by_time(self, topic: str, begin_ms: int, end_ms: int,
-                               limit: int = MAX_TIME_RANGE_MESSAGES) -> dict[str, Any]:
+    async def messages_by_time(
+        self, topic: str, begin_ms: int, end_ms: int, limit: int = MAX_TIME_RANGE_MESSAGES
+    ) -> dict[str, Any]:
         """The messages of every readable queue of ``topic`` stored within [begin, end] ms,
         newest first, at most ``limit`` (MessageServiceImpl.queryMessageByTopic: each
         queue's offsets from SEARCH_OFFSET, then pulls)."""
@@ -450,7 +564,7 @@ class ConsoleService:
             lo = await self.admin.search_offset(mq, begin_ms)
             hi = await self.admin.search_offset(mq, end_ms + 1)
             hi = min(max(hi, lo), await self.admin.max_offset(mq))
-            if hi - lo > limit:          # only the newest ``limit`` of this queue can be kept
+            if hi - lo > limit:  # only the newest ``limit`` of this queue can be kept
                 lo = hi - limit
                 truncated = True
             async for result in self.admin.iter_pull(mq, lo, hi):
@@ -468,8 +582,11 @@ class ConsoleService:
     async def messages_by_key(self, topic: str, key: str) -> dict[str, Any]:
         """The messages of ``topic`` carrying ``key`` (at most ``MAX_KEY_MESSAGES``)."""
         result = await self.admin.query_message_by_key(topic, key, max_num=MAX_KEY_MESSAGES)
-        return {"messages": [message_row(m) for m in reversed(result.messages)], "truncated": False,
-                "limit": MAX_KEY_MESSAGES}
+        return {
+            "messages": [message_row(m) for m in reversed(result.messages)],
+            "truncated": False,
+            "limit": MAX_KEY_MESSAGES,
+        }
 
     async def _find(self, msg_id: str, topic: str | None) -> MessageExt:
         try:
@@ -478,10 +595,11 @@ class ConsoleService:
             raise ValueError(f"{e}") from None
         if msg is None:
             raise LookupError(f"no message with id {msg_id}" + (f" in topic {topic}" if topic else ""))
-        if not msg.broker_name:    # read by offset id: name the broker from its address
+        if not msg.broker_name:  # read by offset id: name the broker from its address
             info = await self.admin.examine_broker_cluster_info()
-            name = next((n for n, bd in info.broker_addr_table.items() if msg.store_host in bd.broker_addrs.values()),
-                        "")
+            name = next(
+                (n for n, bd in info.broker_addr_table.items() if msg.store_host in bd.broker_addrs.values()), ""
+            )
             msg = dataclasses.replace(msg, broker_name=name)
         return msg
 
@@ -492,9 +610,14 @@ class ConsoleService:
         NOT_CONSUME_YET, NOT_ONLINE for a group with no member, or the lookup's error)."""
         msg = await self._find(msg_id, topic)
         real_topic = msg.real_topic or msg.topic
-        out = {**message_row(msg), "properties": dict(sorted(msg.properties.items())),
-               "body": body_preview(msg.body, BODY_PREVIEW_BYTES), "sysFlag": msg.sys_flag,
-               "bodyCrc": msg.body_crc, "commitLogOffset": msg.commit_log_offset}
+        out = {
+            **message_row(msg),
+            "properties": dict(sorted(msg.properties.items())),
+            "body": body_preview(msg.body, BODY_PREVIEW_BYTES),
+            "sysFlag": msg.sys_flag,
+            "bodyCrc": msg.body_crc,
+            "commitLogOffset": msg.commit_log_offset,
+        }
         try:
             groups = await self.admin.query_topic_consume_by_who(real_topic)
         except (AdminError, BrokerResponseError) as e:
@@ -507,8 +630,14 @@ class ConsoleService:
                 stats = await self.admin.examine_consume_stats(group, real_topic)
                 w = stats.offset_table.get(MessageQueue(real_topic, msg.broker_name, msg.queue_id))
                 if w is None:
-                    w = next((v for mq, v in stats.offset_table.items()
-                              if mq.topic == real_topic and mq.queue_id == msg.queue_id), None)
+                    w = next(
+                        (
+                            v
+                            for mq, v in stats.offset_table.items()
+                            if mq.topic == real_topic and mq.queue_id == msg.queue_id
+                        ),
+                        None,
+                    )
                 consumed = w is not None and w.consumer_offset > msg.queue_offset
                 row["status"] = "CONSUMED" if consumed else "NOT_CONSUME_YET"
             except (AdminError, BrokerResponseError) as e:
@@ -527,8 +656,13 @@ class ConsoleService:
         out["tracks"] = await _bounded(groups, track)
         return out
 
-    async def resend(self, msg_id: str, group: str, client_id: str = "", topic: str | None = None,
-                     ) -> dict[str, Any]:
+    async def resend(
+        self,
+        msg_id: str,
+        group: str,
+        client_id: str = "",
+        topic: str | None = None,
+    ) -> dict[str, Any]:
         """CONSUME_MESSAGE_DIRECTLY: the broker that stored the message hands it to
         ``client_id`` of ``group`` (default: each online member in turn until one takes it),
         whose handler consumes it now (MessageServiceImpl.consumeMessageDirectly). The
@@ -548,8 +682,14 @@ class ConsoleService:
             except (AdminError, BrokerResponseError) as e:
                 last = e
                 continue
-            return {"clientId": cid, "consumeResult": r.consume_result, "remark": r.remark,
-                    "spentTimeMills": r.spent_time_mills, "msgId": msg.msg_id, "offsetMsgId": msg.offset_msg_id}
+            return {
+                "clientId": cid,
+                "consumeResult": r.consume_result,
+                "remark": r.remark,
+                "spentTimeMills": r.spent_time_mills,
+                "msgId": msg.msg_id,
+                "offsetMsgId": msg.offset_msg_id,
+            }
         if last is not None:
             raise last
         raise AdminError(f"no member of {group} is online to take the message")
@@ -564,9 +704,13 @@ class ConsoleService:
             return {**empty, "note": f"the group {group} has no dead-letter topic (nothing has gone there yet)"}
         if not any(PermName.is_readable(q.perm) for q in route.queue_datas):
             # Java's broker creates %DLQ% topics write-only (SendMessageProcessor.consumerSendMsgBack)
-            return {**empty, "note": f"{dlq} is write-only (perm {PermName.perm_to_string(route.queue_datas[0].perm)}"
-                                     f" on the broker): make it readable (perm 6) in its topic page to browse it"
-                    if route.queue_datas else f"{dlq} has no queues"}
+            return {
+                **empty,
+                "note": f"{dlq} is write-only (perm {PermName.perm_to_string(route.queue_datas[0].perm)}"
+                f" on the broker): make it readable (perm 6) in its topic page to browse it"
+                if route.queue_datas
+                else f"{dlq} has no queues",
+            }
         return await self.messages_by_time(dlq, begin_ms, end_ms)
 
     async def dlq_resend(self, group: str, msg_ids: list[str]) -> list[dict[str, Any]]:
@@ -601,21 +745,43 @@ class ConsoleService:
 
 def route_json(route: TopicRouteData) -> dict[str, Any]:
     """A route as the page shows it."""
-    return {"brokerDatas": [{"cluster": b.cluster, "brokerName": b.broker_name,
-                             "brokerAddrs": {str(k): v for k, v in sorted(b.broker_addrs.items())}}
-                            for b in route.broker_datas],
-            "queueDatas": [{"brokerName": q.broker_name, "readQueueNums": q.read_queue_nums,
-                            "writeQueueNums": q.write_queue_nums, "perm": q.perm,
-                            "permText": PermName.perm_to_string(q.perm), "topicSysFlag": q.topic_sys_flag}
-                           for q in route.queue_datas]}
+    return {
+        "brokerDatas": [
+            {
+                "cluster": b.cluster,
+                "brokerName": b.broker_name,
+                "brokerAddrs": {str(k): v for k, v in sorted(b.broker_addrs.items())},
+            }
+            for b in route.broker_datas
+        ],
+        "queueDatas": [
+            {
+                "brokerName": q.broker_name,
+                "readQueueNums": q.read_queue_nums,
+                "writeQueueNums": q.write_queue_nums,
+                "perm": q.perm,
+                "permText": PermName.perm_to_string(q.perm),
+                "topicSysFlag": q.topic_sys_flag,
+            }
+            for q in route.queue_datas
+        ],
+    }
 
 
 def consume_stats_json(stats: ConsumeStats) -> dict[str, Any]:
     """A group's progress: total lag, TPS and per-queue offsets with lag and the last consume
     time (retry queues included when the group has offsets on them)."""
-    queues = [{**_mq(mq), "brokerOffset": w.broker_offset, "consumerOffset": w.consumer_offset,
-               "diff": w.diff, "lastTimestamp": w.last_timestamp, "retry": MixAll.is_retry_topic(mq.topic)}
-              for mq, w in sorted(stats.offset_table.items())]
+    queues = [
+        {
+            **_mq(mq),
+            "brokerOffset": w.broker_offset,
+            "consumerOffset": w.consumer_offset,
+            "diff": w.diff,
+            "lastTimestamp": w.last_timestamp,
+            "retry": MixAll.is_retry_topic(mq.topic),
+        }
+        for mq, w in sorted(stats.offset_table.items())
+    ]
     return {"diffTotal": stats.compute_total_diff(), "consumeTps": round(stats.consume_tps, 2), "queues": queues}
 
 

@@ -1,4 +1,5 @@
 """rmq.namesrv: the name server (NamesrvController, RouteInfoManager, request processor)."""
+
 from rmq.namesrv.controller import NamesrvController
 from rmq.namesrv.route_manager import RouteInfoManager
 

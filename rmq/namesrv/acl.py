@@ -11,6 +11,7 @@ address, or signed by an account with ``admin: true``. The accounts are the brok
 reader: :class:`rmq.remoting.plain_acl.PlainAccounts`). A broker signs its registrations with
 its ``namesrvAccessKey`` / ``namesrvSecretKey`` properties.
 """
+
 from __future__ import annotations
 
 from rmq.protocol.codes import RequestCode
@@ -20,16 +21,18 @@ from rmq.remoting.plain_acl import AclError, PlainAccounts
 __all__ = ["NamesrvAcl", "WRITE_CODES"]
 
 #: The codes that change the name server's state.
-WRITE_CODES = frozenset((
-    RequestCode.REGISTER_BROKER,
-    RequestCode.UNREGISTER_BROKER,
-    RequestCode.PUT_KV_CONFIG,
-    RequestCode.DELETE_KV_CONFIG,
-    RequestCode.UPDATE_NAMESRV_CONFIG,
-    RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-    RequestCode.ADD_WRITE_PERM_OF_BROKER,
-    RequestCode.DELETE_TOPIC_IN_NAMESRV,
-))
+WRITE_CODES = frozenset(
+    (
+        RequestCode.REGISTER_BROKER,
+        RequestCode.UNREGISTER_BROKER,
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.ADD_WRITE_PERM_OF_BROKER,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+    )
+)
 
 _ORIGIN = "org.apache.rocketmq.namesrv.processor.DefaultRequestProcessor.processRequest(rmq aclEnable)"
 
@@ -50,6 +53,9 @@ class NamesrvAcl(PlainAccounts):
         if account is None or isinstance(account, AclError):
             return account
         if not account.admin:
-            return AclError(f"Need admin permission for request code={cmd.code} on the name server, but "
-                            f"accessKey={account.access_key} is not", _ORIGIN)
+            return AclError(
+                f"Need admin permission for request code={cmd.code} on the name server, but "
+                f"accessKey={account.access_key} is not",
+                _ORIGIN,
+            )
         return None

@@ -10,6 +10,7 @@ black list (:data:`BLACK_LIST`) are refused as in Java (NO_PERMISSION, "Can not 
 in black list."). An accepted update is persisted to ``configStorePath`` (``rmq namesrv -c
 FILE`` sets it to FILE when not given), so a restart rereads it.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,8 +27,15 @@ BLACK_LIST = ("configBlackList", "configStorePath", "kvConfigPath", "rocketmqHom
 
 #: NamesrvConfig fields a running name server applies at once (the others need a restart).
 RUNTIME_PROPERTIES = (
-    "broker_channel_expired_seconds", "scan_not_active_broker_interval", "max_brokers", "max_topics_per_broker",
-    "max_topics", "max_kv_namespaces", "max_kv_entries_per_namespace", "max_kv_key_chars", "max_kv_value_chars",
+    "broker_channel_expired_seconds",
+    "scan_not_active_broker_interval",
+    "max_brokers",
+    "max_topics_per_broker",
+    "max_topics",
+    "max_kv_namespaces",
+    "max_kv_entries_per_namespace",
+    "max_kv_key_chars",
+    "max_kv_value_chars",
     "order_message_enable",
 )
 
@@ -57,8 +65,10 @@ class NamesrvConfiguration(Configuration):
         return {k: ("" if v is None else v) for k, v in self.all_configs().items()}
 
     def refusal(self, key: str) -> str:
-        return (f"{key} cannot be changed while the name server runs (set it in the config file and restart); "
-                f"runtime properties: {', '.join(snake_to_camel(n) for n in RUNTIME_PROPERTIES)}")
+        return (
+            f"{key} cannot be changed while the name server runs (set it in the config file and restart); "
+            f"runtime properties: {', '.join(snake_to_camel(n) for n in RUNTIME_PROPERTIES)}"
+        )
 
     async def changed(self, applied: dict[str, str]) -> None:
         log.info("name server config updated: %s", ", ".join(f"{k}={v}" for k, v in applied.items()))

@@ -8,6 +8,7 @@ connection listener (Java ``BrokerHousekeepingService``). ``configuration``
 (rmq.namesrv.configuration) serves GET/UPDATE_NAMESRV_CONFIG; an accepted update reaches the
 route tables through ``_config_changed``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -48,9 +49,13 @@ class NamesrvController:
         self.config = config or NamesrvConfig()
         c = self.config
         self.route_info_manager = RouteInfoManager(
-            c.broker_channel_expired_seconds, RouteLimits(c.max_brokers, c.max_topics_per_broker, c.max_topics))
+            c.broker_channel_expired_seconds, RouteLimits(c.max_brokers, c.max_topics_per_broker, c.max_topics)
+        )
         self.server = RemotingServer(
-            self.config.listen_host, self.config.listen_port, idle_timeout=self.config.idle_timeout, name="namesrv",
+            self.config.listen_host,
+            self.config.listen_port,
+            idle_timeout=self.config.idle_timeout,
+            name="namesrv",
             tls=tls,
         )
         self.kv_config_manager = KVConfigManager(c)
@@ -60,8 +65,9 @@ class NamesrvController:
         self.acl: NamesrvAcl | None = None
         if c.acl_enable:
             self.acl = NamesrvAcl(acl_home(c.rocketmq_home), c.acl_watch_interval_ms / 1000.0)
-            self.server.register_default_processor(_Guarded(self.acl, self.processor),
-                                                   ProcessorPool("namesrv", max_in_flight=64))
+            self.server.register_default_processor(
+                _Guarded(self.acl, self.processor), ProcessorPool("namesrv", max_in_flight=64)
+            )
         else:
             self.server.register_default_processor(self.processor, ProcessorPool("namesrv", max_in_flight=64))
         self.server.add_connection_listener(self._on_connection_event)
@@ -128,7 +134,6 @@ class NamesrvController:
             except Exception:
                 log.exception("scanning inactive brokers failed")
 
-    def _on_connection_event(self, event: ConnectionEvent, conn: Connection,
-                             exc: BaseException | None = None) -> None:
+    def _on_connection_event(self, event: ConnectionEvent, conn: Connection, exc: BaseException | None = None) -> None:
         if event in (ConnectionEvent.CLOSE, ConnectionEvent.EXCEPTION, ConnectionEvent.IDLE):
             self.route_info_manager.on_channel_destroy(conn)

@@ -13,6 +13,7 @@ answer still means "on disk" but the event loop never blocks on the disk. Writes
 and each one takes the newest table, so a burst of changes costs a few writes, and an older
 table never overwrites a newer one.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,8 +47,8 @@ class KVConfigManager:
         self.config = config
         self.table: dict[str, dict[str, str]] = {}
         self._rate_log = RateLimitedLog(log)
-        self._version = 0            # bumped by every change
-        self._written = 0            # the version the file holds
+        self._version = 0  # bumped by every change
+        self._written = 0  # the version the file holds
         self._write_lock = asyncio.Lock()
 
     # -- file -----------------------------------------------------------------------------
@@ -79,8 +80,12 @@ class KVConfigManager:
             self.table = {str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items() if kv}
         except (ValueError, AttributeError, RecursionError) as e:
             aside = path + ".corrupt"
-            log.error("KV config file %s is unreadable (%s): kept aside as %s, starting with an empty table",
-                      path, clip(e), aside)
+            log.error(
+                "KV config file %s is unreadable (%s): kept aside as %s, starting with an empty table",
+                path,
+                clip(e),
+                aside,
+            )
             try:
                 os.replace(path, aside)
             except OSError:
@@ -117,16 +122,19 @@ class KVConfigManager:
         if len(namespace) > cfg.max_kv_key_chars or len(key) > cfg.max_kv_key_chars:
             raise KVConfigRefused(f"namespace and key are at most {cfg.max_kv_key_chars} characters (maxKvKeyChars)")
         if len(value) > cfg.max_kv_value_chars:
-            raise KVConfigRefused(f"value of {len(value)} characters is longer than maxKvValueChars="
-                                  f"{cfg.max_kv_value_chars}")
+            raise KVConfigRefused(
+                f"value of {len(value)} characters is longer than maxKvValueChars={cfg.max_kv_value_chars}"
+            )
         kv = self.table.get(namespace)
         if kv is None:
             if len(self.table) >= cfg.max_kv_namespaces:
                 raise KVConfigRefused(f"{len(self.table)} namespaces already (maxKvNamespaces={cfg.max_kv_namespaces})")
             kv = self.table[namespace] = {}
         if key not in kv and len(kv) >= cfg.max_kv_entries_per_namespace:
-            raise KVConfigRefused(f"namespace {clip(namespace)} already has {len(kv)} keys "
-                                  f"(maxKvEntriesPerNamespace={cfg.max_kv_entries_per_namespace})")
+            raise KVConfigRefused(
+                f"namespace {clip(namespace)} already has {len(kv)} keys "
+                f"(maxKvEntriesPerNamespace={cfg.max_kv_entries_per_namespace})"
+            )
         if kv.get(key) != value:
             kv[key] = value
             self._version += 1

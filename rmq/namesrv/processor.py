@@ -11,6 +11,7 @@ ali-ons sends and Java 4.x no longer knows) and DELETE_KV_CONFIG_BY_VALUE (218) 
 QUERY_NOT_FOUND, which the client swallows, instead of REQUEST_CODE_NOT_SUPPORTED. Any other
 code gets REQUEST_CODE_NOT_SUPPORTED naming it.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -57,8 +58,9 @@ class NamesrvProcessor:
         self.route = controller.route_info_manager
         self.kv = controller.kv_config_manager
         self._rate_log = RateLimitedLog(log)
-        self._handlers: dict[int, Callable[[Connection, RemotingCommand],
-                                           RemotingCommand | Awaitable[RemotingCommand]]] = {
+        self._handlers: dict[
+            int, Callable[[Connection, RemotingCommand], RemotingCommand | Awaitable[RemotingCommand]]
+        ] = {
             RequestCode.REGISTER_BROKER: self.register_broker,
             RequestCode.UNREGISTER_BROKER: self.unregister_broker,
             RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
@@ -82,13 +84,15 @@ class NamesrvProcessor:
     def reject_request(self) -> bool:
         return False
 
-    def process_request(self, conn: Connection,
-                        cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         handler = self._handlers.get(cmd.code)
         if handler is None:
-            self._rate_log.warning(f"unsupported:{conn.remote_addr}",
-                                   "namesrv: %s sent request code %s, which is not supported",
-                                   conn.remote_addr, cmd.code)
+            self._rate_log.warning(
+                f"unsupported:{conn.remote_addr}",
+                "namesrv: %s sent request code %s, which is not supported",
+                conn.remote_addr,
+                cmd.code,
+            )
             return cmd.response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request type {cmd.code} not supported", {})
         try:
             result = handler(conn, cmd)
@@ -98,16 +102,22 @@ class NamesrvProcessor:
             return self._finish(conn, cmd, result)
         return result
 
-    async def _finish(self, conn: Connection, cmd: RemotingCommand,
-                      result: Awaitable[RemotingCommand]) -> RemotingCommand:
+    async def _finish(
+        self, conn: Connection, cmd: RemotingCommand, result: Awaitable[RemotingCommand]
+    ) -> RemotingCommand:
         try:
             return await result
         except RemotingCommandError as e:
             return self._bad_request(conn, cmd, e)
 
     def _bad_request(self, conn: Connection, cmd: RemotingCommand, e: RemotingCommandError) -> RemotingCommand:
-        self._rate_log.warning(f"bad-request:{conn.remote_addr}", "namesrv: bad request code=%s from %s: %s",
-                               cmd.code, conn.remote_addr, clip(e))
+        self._rate_log.warning(
+            f"bad-request:{conn.remote_addr}",
+            "namesrv: bad request code=%s from %s: %s",
+            cmd.code,
+            conn.remote_addr,
+            clip(e),
+        )
         return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(e), {})
 
     # -- brokers --------------------------------------------------------------------------
@@ -121,8 +131,9 @@ class NamesrvProcessor:
         except (TypeError, ValueError):
             raise RemotingCommandError("RegisterBrokerRequestHeader.bodyCrc32 is not an integer") from None
         if crc and body and (zlib.crc32(body) & 0x7FFFFFFF) != crc:
-            self._rate_log.warning("register-crc", "register broker %s: body CRC mismatch, refused",
-                                   clip(h.broker_addr))
+            self._rate_log.warning(
+                "register-crc", "register broker %s: body CRC mismatch, refused", clip(h.broker_addr)
+            )
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
         table, data_version = None, None
         if body:
@@ -137,8 +148,15 @@ class NamesrvProcessor:
                 raise RemotingCommandError(f"REGISTER_BROKER body is not a RegisterBrokerBody: {clip(e)}") from None
         try:
             result = self.route.register_broker(
-                h.cluster_name, h.broker_addr, h.broker_name, h.broker_id, h.ha_server_addr or "", table, data_version,
-                conn)
+                h.cluster_name,
+                h.broker_addr,
+                h.broker_name,
+                h.broker_id,
+                h.ha_server_addr or "",
+                table,
+                data_version,
+                conn,
+            )
         except RegistrationRefused as e:
             return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(e), {})
         ext = {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr}
@@ -156,8 +174,9 @@ class NamesrvProcessor:
     def query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         addr = cmd.ext_fields.get("brokerAddr")
         dv = self.route.query_data_version(str(addr)) if addr else None
-        return cmd.response(ResponseCode.SUCCESS, None, {"changed": "true" if dv is None else "false"},
-                            fastjson.dumps(dv or {}))
+        return cmd.response(
+            ResponseCode.SUCCESS, None, {"changed": "true" if dv is None else "false"}, fastjson.dumps(dv or {})
+        )
 
     # -- routes ---------------------------------------------------------------------------
 
@@ -167,7 +186,8 @@ class NamesrvProcessor:
         if route is None:
             return cmd.response(
                 ResponseCode.TOPIC_NOT_EXIST,
-                f"No topic route info in name server for the topic: {clip_remark(h.topic)}" + FAQ, {}
+                f"No topic route info in name server for the topic: {clip_remark(h.topic)}" + FAQ,
+                {},
             )
         # Java DefaultRequestProcessor.getRouteInfoByTopic: the order conf only with
         # orderMessageEnable, read at each request so UPDATE_NAMESRV_CONFIG applies at once.
@@ -181,8 +201,9 @@ class NamesrvProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, {}, fastjson.dumps(self.route.get_all_cluster_info()))
 
     def get_all_topic_list(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, None, {},
-                            fastjson.dumps({"topicList": self.route.get_all_topic_list()}))
+        return cmd.response(
+            ResponseCode.SUCCESS, None, {}, fastjson.dumps({"topicList": self.route.get_all_topic_list()})
+        )
 
     def get_topics_by_cluster(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         cluster = str(cmd.ext_fields.get("cluster") or "")
@@ -204,8 +225,9 @@ class NamesrvProcessor:
         try:
             self.kv.put(h.namespace, h.key, h.value)
         except KVConfigRefused as e:
-            self._rate_log.warning(f"kv-refused:{conn.remote_addr}", "namesrv: PUT_KV_CONFIG from %s refused: %s",
-                                   conn.remote_addr, e)
+            self._rate_log.warning(
+                f"kv-refused:{conn.remote_addr}", "namesrv: PUT_KV_CONFIG from %s refused: %s", conn.remote_addr, e
+            )
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"PUT_KV_CONFIG refused: {clip_remark(e)}", {})
         return await self._persist_kv(cmd)
 
@@ -214,16 +236,22 @@ class NamesrvProcessor:
             await self.kv.persist()
         except OSError as e:
             self._rate_log.warning("kv-persist", "namesrv: writing %s failed: %s", self.kv.path, e)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"KV config changed in memory but writing "
-                                f"{self.kv.path} failed: {clip_remark(e)}", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"KV config changed in memory but writing {self.kv.path} failed: {clip_remark(e)}",
+                {},
+            )
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def get_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = GetKVConfigRequestHeader.from_ext_fields(cmd.ext_fields)
         value = self.kv.get(h.namespace, h.key)
         if value is None:
-            return cmd.response(ResponseCode.QUERY_NOT_FOUND,
-                                f"No config item, Namespace: {clip_remark(h.namespace)} Key: {clip_remark(h.key)}", {})
+            return cmd.response(
+                ResponseCode.QUERY_NOT_FOUND,
+                f"No config item, Namespace: {clip_remark(h.namespace)} Key: {clip_remark(h.key)}",
+                {},
+            )
         return cmd.response(ResponseCode.SUCCESS, None, {"value": value})
 
     async def delete_kv_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -240,8 +268,9 @@ class NamesrvProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, {}, KVTable(table).encode())
 
     def kv_by_value(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(ResponseCode.QUERY_NOT_FOUND,
-                            f"request code {cmd.code} (KV config by value) is not kept here", {})
+        return cmd.response(
+            ResponseCode.QUERY_NOT_FOUND, f"request code {cmd.code} (KV config by value) is not kept here", {}
+        )
 
     # -- write permission (Java RouteInfoManager.wipeWritePermOfBrokerByLock) ---------------
 
@@ -256,9 +285,11 @@ class NamesrvProcessor:
         # (``wipeTopicCount`` / ``addTopicCount``)
         h = WipeWritePermOfBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
         n = (self.route.wipe_write_perm_of_broker if op == "wipe" else self.route.add_write_perm_of_broker)(
-            h.broker_name)
-        self._rate_log.info(f"{op}-perm", "%s write perm of broker[%s], client: %s, %d", op, clip(h.broker_name),
-                            conn.remote_addr, n)
+            h.broker_name
+        )
+        self._rate_log.info(
+            f"{op}-perm", "%s write perm of broker[%s], client: %s, %d", op, clip(h.broker_name), conn.remote_addr, n
+        )
         return cmd.response(ResponseCode.SUCCESS, None, {f"{op}TopicCount": str(n)})
 
     # -- configuration (Java DefaultRequestProcessor.getConfig / updateConfig) --------------
@@ -281,12 +312,20 @@ class NamesrvProcessor:
         try:
             await self.controller.configuration.update(props)
         except ConfigUpdateRefused as e:
-            self._rate_log.warning(f"config-refused:{conn.remote_addr}", "namesrv: UPDATE_NAMESRV_CONFIG from %s "
-                                   "refused: %s", conn.remote_addr, clip(e))
+            self._rate_log.warning(
+                f"config-refused:{conn.remote_addr}",
+                "namesrv: UPDATE_NAMESRV_CONFIG from %s refused: %s",
+                conn.remote_addr,
+                clip(e),
+            )
             code = ResponseCode.NO_PERMISSION if e.black_list else ResponseCode.SYSTEM_ERROR
             return cmd.response(code, clip_remark(e), {})
         except OSError as e:
             self._rate_log.warning("config-persist", "namesrv: persisting the config failed: %s", e)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"config updated in memory but writing "
-                                f"{self.controller.config.config_store_path} failed: {clip_remark(e)}", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"config updated in memory but writing "
+                f"{self.controller.config.config_store_path} failed: {clip_remark(e)}",
+                {},
+            )
         return cmd.response(ResponseCode.SUCCESS, None, {})

@@ -24,6 +24,7 @@ replace the holder silently (``RouteInfoManager.registerBroker``).
 Everything runs on the event loop, so there is no lock: each method is atomic between awaits.
 Route JSON is built here in Java's field names.
 """
+
 from __future__ import annotations
 
 import logging
@@ -140,12 +141,15 @@ def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -
     if len(table) > max_topics:
         raise RegistrationRefused(
             f"broker {clip(broker_name)} registers {len(table)} topics, more than this name server's "
-            f"maxTopicsPerBroker={max_topics}")
+            f"maxTopicsPerBroker={max_topics}"
+        )
     out: dict[str, QueueData] = {}
     for topic, tc in table.items():
         if not topic or len(topic) > MAX_NAME_CHARS or not topic.isprintable() or not topic.strip():
-            raise RemotingCommandError(f"topicConfigTable has an illegal topic name {clip(topic)!r}: expected 1 to "
-                                       f"{MAX_NAME_CHARS} printable characters")
+            raise RemotingCommandError(
+                f"topicConfigTable has an illegal topic name {clip(topic)!r}: expected 1 to "
+                f"{MAX_NAME_CHARS} printable characters"
+            )
         if not isinstance(tc, dict):
             raise RemotingCommandError(f"topicConfigTable[{clip(topic)}] is not an object")
         out[topic] = QueueData(
@@ -164,7 +168,8 @@ def _check_name(what: str, value: str, required: bool = True) -> None:
     if len(value) > MAX_NAME_CHARS or not value.isprintable():
         raise RemotingCommandError(
             f"RegisterBrokerRequestHeader.{what} {clip(value)!r} is not a printable name of at most "
-            f"{MAX_NAME_CHARS} characters")
+            f"{MAX_NAME_CHARS} characters"
+        )
 
 
 class RouteInfoManager:
@@ -193,8 +198,9 @@ class RouteInfoManager:
             return False
         return not live.conns or any(not getattr(c, "closed", False) for c in live.conns)
 
-    def _check_holder(self, broker_name: str, broker_id: int, broker_addr: str, conn: object | None,
-                      now: float) -> None:
+    def _check_holder(
+        self, broker_name: str, broker_id: int, broker_addr: str, conn: object | None, now: float
+    ) -> None:
         """Refuse taking ``broker_name``/``broker_id`` (or ``broker_addr`` under another id) from a
         live broker that registered over another connection."""
         broker_data = self.broker_addr_table.get(broker_name)
@@ -207,19 +213,25 @@ class RouteInfoManager:
                 self._rate_log.warning(
                     f"dup-broker:{clip(broker_name)}:{broker_id}",
                     "refused registration of %s id=%d from %s: %s holds that name and id over a live connection",
-                    clip(broker_name), broker_id, clip(broker_addr), clip(held))
+                    clip(broker_name),
+                    broker_id,
+                    clip(broker_addr),
+                    clip(held),
+                )
                 raise RegistrationRefused(
                     f"broker {clip(broker_name)} id {broker_id} is already registered from {clip(held)}, which is "
                     f"alive; registration from {clip(broker_addr)} refused (two brokers with the same brokerName "
                     f"and brokerId?) until it unregisters or expires after "
-                    f"{self.broker_channel_expired_seconds:g} s")
+                    f"{self.broker_channel_expired_seconds:g} s"
+                )
         for bid, addr in broker_data.broker_addrs.items():
             if addr == broker_addr and bid != broker_id:
                 live = self.broker_live_table.get(addr)
                 if self._is_live(live, now) and live is not None and live.conns and conn not in live.conns:
                     raise RegistrationRefused(
                         f"{clip(broker_addr)} is registered as {clip(broker_name)} id {bid} over another live "
-                        f"connection; registration as id {broker_id} refused")
+                        f"connection; registration as id {broker_id} refused"
+                    )
 
     def _topics_changed(self, broker_name: str, broker_id: int, broker_addr: str, data_version: object) -> bool:
         """Whether a master's registration must (re)apply its topic table: a first registration
@@ -266,31 +278,46 @@ class RouteInfoManager:
             raise RemotingCommandError(f"RegisterBrokerRequestHeader.brokerAddr {clip(broker_addr)!r} is not host:port")
         if not 0 <= broker_id <= MAX_BROKER_ID:
             raise RemotingCommandError(
-                f"RegisterBrokerRequestHeader.brokerId {broker_id} is out of range 0..{MAX_BROKER_ID}")
+                f"RegisterBrokerRequestHeader.brokerId {broker_id} is out of range 0..{MAX_BROKER_ID}"
+            )
         if data_version is not None and not isinstance(data_version, dict):
             raise RemotingCommandError("dataVersion is not an object")
         queue_datas = None
         increment = topic_config_table is not None and broker_name not in topic_config_table
-        if topic_config_table is not None and broker_id == MASTER_ID and (increment or self._topics_changed(
-                broker_name, broker_id, broker_addr, data_version)):
+        if (
+            topic_config_table is not None
+            and broker_id == MASTER_ID
+            and (increment or self._topics_changed(broker_name, broker_id, broker_addr, data_version))
+        ):
             queue_datas = parse_topic_config_table(broker_name, topic_config_table, self.limits.max_topics_per_broker)
         now = time.monotonic()
         self._check_holder(broker_name, broker_id, broker_addr, conn, now)
         if broker_addr not in self.broker_live_table and len(self.broker_live_table) >= self.limits.max_brokers:
-            self._rate_log.warning("broker-table-full",
-                                   "refused registration of %s from %s: %d brokers registered (maxBrokers)",
-                                   clip(broker_name), clip(broker_addr), len(self.broker_live_table))
-            raise RegistrationRefused(f"this name server already has {len(self.broker_live_table)} brokers "
-                                      f"(maxBrokers={self.limits.max_brokers}); registration refused")
+            self._rate_log.warning(
+                "broker-table-full",
+                "refused registration of %s from %s: %d brokers registered (maxBrokers)",
+                clip(broker_name),
+                clip(broker_addr),
+                len(self.broker_live_table),
+            )
+            raise RegistrationRefused(
+                f"this name server already has {len(self.broker_live_table)} brokers "
+                f"(maxBrokers={self.limits.max_brokers}); registration refused"
+            )
         if queue_datas is not None:
             new_topics = sum(1 for t in queue_datas if t not in self.topic_queue_table)
             if new_topics and len(self.topic_queue_table) + new_topics > self.limits.max_topics:
-                self._rate_log.warning("topic-table-full",
-                                       "refused registration of %s from %s: %d new topics past maxTopics",
-                                       clip(broker_name), clip(broker_addr), new_topics)
+                self._rate_log.warning(
+                    "topic-table-full",
+                    "refused registration of %s from %s: %d new topics past maxTopics",
+                    clip(broker_name),
+                    clip(broker_addr),
+                    new_topics,
+                )
                 raise RegistrationRefused(
                     f"registering {new_topics} new topics would pass this name server's maxTopics="
-                    f"{self.limits.max_topics} ({len(self.topic_queue_table)} known); registration refused")
+                    f"{self.limits.max_topics} ({len(self.topic_queue_table)} known); registration refused"
+                )
 
         # From here on nothing raises: the tables change together.
         self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
@@ -320,8 +347,13 @@ class RouteInfoManager:
             del conns[:-MAX_CONNS_PER_BROKER]
         self.broker_live_table[broker_addr] = BrokerLiveInfo(now, dict(data_version or {}), conns, ha_server_addr)
         if first_register:
-            log.info("new broker registered: %s %s id=%d cluster=%s", clip(broker_name), clip(broker_addr), broker_id,
-                     clip(cluster_name))
+            log.info(
+                "new broker registered: %s %s id=%d cluster=%s",
+                clip(broker_name),
+                clip(broker_addr),
+                broker_id,
+                clip(cluster_name),
+            )
 
         result = RegisterBrokerResult()
         if broker_id != MASTER_ID:
@@ -357,11 +389,16 @@ class RouteInfoManager:
         it from anyone, which lets any client take a broker's routes away)."""
         live = self.broker_live_table.get(broker_addr)
         if live is not None and live.conns and conn not in live.conns and self._is_live(live, time.monotonic()):
-            self._rate_log.warning(f"unregister-refused:{clip(broker_addr)}",
-                                   "refused UNREGISTER_BROKER of %s %s from a connection it did not register over",
-                                   clip(broker_name), clip(broker_addr))
-            raise RegistrationRefused(f"broker {clip(broker_name)} at {clip(broker_addr)} is registered over another "
-                                      f"live connection; UNREGISTER_BROKER from this one refused")
+            self._rate_log.warning(
+                f"unregister-refused:{clip(broker_addr)}",
+                "refused UNREGISTER_BROKER of %s %s from a connection it did not register over",
+                clip(broker_name),
+                clip(broker_addr),
+            )
+            raise RegistrationRefused(
+                f"broker {clip(broker_name)} at {clip(broker_addr)} is registered over another "
+                f"live connection; UNREGISTER_BROKER from this one refused"
+            )
 
     def unregister_broker(self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
         """Forget one broker address (UNREGISTER_BROKER, or expiry)."""
@@ -389,8 +426,9 @@ class RouteInfoManager:
         for broker_data in list(self.broker_addr_table.values()):
             for bid, addr in list(broker_data.broker_addrs.items()):
                 if addr == broker_addr:
-                    log.warning("broker %s (%s id=%d) removed: %s", clip(broker_addr), clip(broker_data.broker_name),
-                                bid, why)
+                    log.warning(
+                        "broker %s (%s id=%d) removed: %s", clip(broker_addr), clip(broker_data.broker_name), bid, why
+                    )
                     self.unregister_broker(broker_data.cluster, broker_addr, broker_data.broker_name, bid)
                     return
         self.broker_live_table.pop(broker_addr, None)

@@ -5,6 +5,7 @@ Sources (diff against these when upgrading): ``common/.../protocol/RequestCode.j
 ``remoting/.../protocol/RemotingSysResponseCode.java``), ``remoting/.../protocol/LanguageCode.java``
 and ``SerializeType.java``. Every code is listed, including ones rmq does not serve.
 """
+
 from __future__ import annotations
 
 from enum import IntEnum

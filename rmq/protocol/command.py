@@ -9,6 +9,7 @@ optional body. Requests and responses share the shape; ``flag`` tells them apart
 ``opaque`` is the request id the response echoes; :meth:`RemotingCommand.request` takes a fresh
 one from a process-wide counter (like Java's static ``AtomicInteger requestId``).
 """
+
 from __future__ import annotations
 
 import itertools

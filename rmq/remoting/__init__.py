@@ -3,6 +3,7 @@ the commands, codes and headers are rmq.protocol).
 
 Knows nothing about brokers or stores; the layers above register processors per request code.
 """
+
 from rmq.remoting.client import RemotingClient, RPCHook
 from rmq.remoting.codec import FrameDecoder, decode_frame, encode
 from rmq.remoting.connection import Connection, ConnectionEvent

@@ -14,6 +14,7 @@ UTF-8, followed by the body bytes. The C++ core of PyPI ``rocketmq`` and npm ``a
 the same way over their wire fields (they add ``OnsChannel``, which is then part of the
 content like any other field), so one verification accepts all three.
 """
+
 from __future__ import annotations
 
 import base64
@@ -71,8 +72,9 @@ class SessionCredentials:
             raise ValueError("secret_key must be a non-empty string")
 
     @staticmethod
-    def of(access_key: str | None, secret_key: str | None,
-           security_token: str | None = None) -> SessionCredentials | None:
+    def of(
+        access_key: str | None, secret_key: str | None, security_token: str | None = None
+    ) -> SessionCredentials | None:
         """Credentials from optional keyword arguments: None when both keys are None.
 
         Raises:

@@ -11,6 +11,7 @@ retriable) and closes that connection (its stream position is unknown afterwards
 to one address may be pipelined (:meth:`BlockingConnection.invoke_all`): all are written,
 then the answers are matched back by ``opaque``, which is what the protocol is built for.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -50,8 +51,14 @@ class BlockingConnection:
             ``connect_timeout``); default None = plain TCP.
     """
 
-    def __init__(self, addr: str, connect_timeout: float = 3.0, *,
-                 max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        addr: str,
+        connect_timeout: float = 3.0,
+        *,
+        max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.addr = addr
         host, _, port = addr.rpartition(":")
         try:
@@ -186,8 +193,14 @@ class BlockingRemotingClient:
         tls: an ``ssl.SSLContext`` for TLS to every peer; default None = plain TCP.
     """
 
-    def __init__(self, name_servers: Sequence[str], *, timeout: float = 10.0, connect_timeout: float = 3.0,
-                 tls: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        name_servers: Sequence[str],
+        *,
+        timeout: float = 10.0,
+        connect_timeout: float = 3.0,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         if not name_servers:
             raise ValueError("at least one name server address is required")
         self.tls = tls
@@ -213,14 +226,16 @@ class BlockingRemotingClient:
             self._conns[addr] = c
         return c
 
-    def invoke(self, addr: str, cmd: RemotingCommand, timeout: float | None = None, *,
-               idempotent: bool = True) -> RemotingCommand:
+    def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout: float | None = None, *, idempotent: bool = True
+    ) -> RemotingCommand:
         """One request to ``addr``. A cached connection that turns out dead (the peer restarted
         since the last task) is replaced, and an idempotent request retried once on it."""
         return self.invoke_all(addr, [cmd], timeout, idempotent=idempotent)[0]
 
-    def invoke_all(self, addr: str, cmds: Sequence[RemotingCommand], timeout: float | None = None, *,
-                   idempotent: bool = True) -> list[RemotingCommand]:
+    def invoke_all(
+        self, addr: str, cmds: Sequence[RemotingCommand], timeout: float | None = None, *, idempotent: bool = True
+    ) -> list[RemotingCommand]:
         """Pipelined requests to one address; see :meth:`BlockingConnection.invoke_all`."""
         timeout = self.timeout if timeout is None else timeout
         for hook in self._hooks:

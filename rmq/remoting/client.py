@@ -16,6 +16,7 @@ The same connections carry requests *from* the broker (CHECK_TRANSACTION_STATE,
 NOTIFY_CONSUMER_IDS_CHANGED, …), served by processors registered with
 ``register_processor``, exactly as on the server.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -183,9 +184,15 @@ class RemotingClient:
             # The broker is not an anonymous peer: its replies may be slow over a thin link
             # (requests have their own timeouts), and our own burst of async sends must not
             # abort the connection, so no frame deadline and no write-buffer abort here.
-            c = Connection(self.dispatcher, self.connection_manager, role=self.name,
-                           idle_timeout=self.idle_timeout, max_frame_length=self.max_frame_length,
-                           write_buffer_limit=None, frame_read_timeout=None)
+            c = Connection(
+                self.dispatcher,
+                self.connection_manager,
+                role=self.name,
+                idle_timeout=self.idle_timeout,
+                max_frame_length=self.max_frame_length,
+                write_buffer_limit=None,
+                frame_read_timeout=None,
+            )
             c.attributes["addr"] = addr
             return c
 
@@ -194,8 +201,14 @@ class RemotingClient:
                 if self.tls is None:
                     _, conn = await loop.create_connection(factory, host, port)
                 else:
-                    _, conn = await loop.create_connection(factory, host, port, ssl=self.tls, server_hostname=host,
-                                                           ssl_handshake_timeout=self.connect_timeout)
+                    _, conn = await loop.create_connection(
+                        factory,
+                        host,
+                        port,
+                        ssl=self.tls,
+                        server_hostname=host,
+                        ssl_handshake_timeout=self.connect_timeout,
+                    )
         except TimeoutError:
             raise RemotingConnectError(addr, f"connect to {addr} timed out after {self.connect_timeout}s") from None
         except OSError as exc:
@@ -300,6 +313,7 @@ class RemotingClient:
             self._send_async(conn, cmd, call)  # fast path: no task
         else:
             task = self._spawn(self._connect_and_send_async(addr, cmd, call))
+
             # A task cancelled before its first step never runs its body: fail the call here.
             def fail_if_cancelled(t: asyncio.Task[Any]) -> None:
                 if t.cancelled():
@@ -369,8 +383,13 @@ class RemotingClient:
             try:
                 response = await self.invoke(addr, cmd, timeout)
             except (RemotingConnectError, RemotingSendRequestError) as exc:
-                _rlog.warning(f"namesrv-unreachable:{addr}", "%s: name server %s unreachable (%s), trying the next",
-                              self.name, addr, clip(exc))
+                _rlog.warning(
+                    f"namesrv-unreachable:{addr}",
+                    "%s: name server %s unreachable (%s), trying the next",
+                    self.name,
+                    addr,
+                    clip(exc),
+                )
                 last_exc = exc
                 continue
             self._namesrv_index = idx

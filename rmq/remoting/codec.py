@@ -28,6 +28,7 @@ Replies always carry an ``extFields`` object whose values are all strings: the C
 reads reply fields only when they are JSON strings and dereferences the header without a
 NULL check when ``extFields`` is missing (C++ RemotingCommand::Decode).
 """
+
 from __future__ import annotations
 
 import json
@@ -69,7 +70,6 @@ _BYTE_BY_LANG = {lc.name: lc.value for lc in LanguageCode}
 # The language name of each unsigned header byte (the field is a signed int8).
 _LANG_BY_UBYTE = tuple(_LANG_BY_BYTE.get(b - 256 if b > 127 else b, "OTHER") for b in range(256))
 _LANG_OTHER = int(LanguageCode.OTHER)
-
 
 
 def _unserializable(o: Any) -> Any:
@@ -123,8 +123,9 @@ _struct_decode = msgspec.json.Decoder(_JsonHeader).decode
 _new_command = object.__new__
 
 
-def _msgspec_decode(buf: bytes | bytearray | memoryview, start: int, end: int,
-                    cmd_cls: type[RemotingCommand]) -> RemotingCommand | None:
+def _msgspec_decode(
+    buf: bytes | bytearray | memoryview, start: int, end: int, cmd_cls: type[RemotingCommand]
+) -> RemotingCommand | None:
     """Decode the JSON header ``buf[start:end]`` into a new ``cmd_cls``, or None when it is
     outside the common shape or malformed (the reference decoder then answers).
 
@@ -164,14 +165,16 @@ def json_header_decoder() -> Callable[[bytes], Any] | None:
 # either handles it -- returning the reply frame's bytes, b"" for none -- or returns None.
 FrameHook = Callable[[bytes | bytearray, int, int, int, int], bytes | None]
 
-_fast_decode: Callable[[bytes | bytearray | memoryview, int, int, type[RemotingCommand]],
-                       RemotingCommand | None] | None = None
+_fast_decode: (
+    Callable[[bytes | bytearray | memoryview, int, int, type[RemotingCommand]], RemotingCommand | None] | None
+) = None
 _fast_encode: Callable[..., bytes | None] | None = None
 # The binary twins (rmq/protocol/_codec.pyx): binary_header_decode(buf, start, header_len, cmd_cls,
 # lang_names) and binary_header_encode(code, ext, flag, language_byte, opaque, remark,
 # version, body_len=-1), each returning None for what the reference below must handle.
-_fast_bin_decode: Callable[[BodyPart, int, int, type[RemotingCommand], tuple[str, ...]],
-                           RemotingCommand | None] | None = None
+_fast_bin_decode: (
+    Callable[[BodyPart, int, int, type[RemotingCommand], tuple[str, ...]], RemotingCommand | None] | None
+) = None
 _fast_bin_encode: Callable[..., bytes | None] | None = None
 if native.ENABLED:
     _fast_decode = _msgspec_decode
@@ -545,8 +548,15 @@ def _encode_json_header_py(cmd: RemotingCommand) -> bytes:
 
 def _encode_binary_header(cmd: RemotingCommand) -> bytes:
     if _fast_bin_encode is not None:
-        header = _fast_bin_encode(cmd.code, cmd.ext_fields, cmd.flag, _BYTE_BY_LANG.get(cmd.language, _LANG_OTHER),
-                                  cmd.opaque, cmd.remark, cmd.version)
+        header = _fast_bin_encode(
+            cmd.code,
+            cmd.ext_fields,
+            cmd.flag,
+            _BYTE_BY_LANG.get(cmd.language, _LANG_OTHER),
+            cmd.opaque,
+            cmd.remark,
+            cmd.version,
+        )
         if header is not None:
             return header
     return _encode_binary_header_py(cmd)
@@ -557,8 +567,12 @@ def _encode_binary_header_py(cmd: RemotingCommand) -> bytes:
     out = bytearray()
     remark = cmd.remark.encode("utf-8") if cmd.remark else b""
     out += _BIN_FIXED.pack(
-        int(cmd.code), _BYTE_BY_LANG.get(cmd.language, LanguageCode.OTHER), int(cmd.version),
-        int(cmd.opaque), int(cmd.flag), len(remark),
+        int(cmd.code),
+        _BYTE_BY_LANG.get(cmd.language, LanguageCode.OTHER),
+        int(cmd.version),
+        int(cmd.opaque),
+        int(cmd.flag),
+        len(remark),
     )
     out += remark
     ext_at = len(out)
@@ -613,8 +627,9 @@ def encode(cmd: RemotingCommand) -> list[BodyPart]:
         # The fast paths write the two length words and the header in one bytes object.
         blen = _body_len(body)
         if blen >= 0:
-            head = _fast_encode(cmd.code, cmd.ext_fields, cmd.flag, cmd.language, cmd.opaque, cmd.remark,
-                             cmd.version, blen)
+            head = _fast_encode(
+                cmd.code, cmd.ext_fields, cmd.flag, cmd.language, cmd.opaque, cmd.remark, cmd.version, blen
+            )
             if head is not None:
                 if body is None:
                     return [head]
@@ -624,8 +639,16 @@ def encode(cmd: RemotingCommand) -> list[BodyPart]:
     elif cmd.serialize_type == 1 and _fast_bin_encode is not None:
         blen = _body_len(body)
         if blen >= 0:
-            head = _fast_bin_encode(cmd.code, cmd.ext_fields, cmd.flag, _BYTE_BY_LANG.get(cmd.language, _LANG_OTHER),
-                                    cmd.opaque, cmd.remark, cmd.version, blen)
+            head = _fast_bin_encode(
+                cmd.code,
+                cmd.ext_fields,
+                cmd.flag,
+                _BYTE_BY_LANG.get(cmd.language, _LANG_OTHER),
+                cmd.opaque,
+                cmd.remark,
+                cmd.version,
+                blen,
+            )
             if head is not None:
                 if body is None:
                     return [head]
@@ -648,5 +671,6 @@ def encode(cmd: RemotingCommand) -> list[BodyPart]:
         blen = len(body)
     else:
         raise RemotingCommandError(
-            f"body must be bytes, bytearray, memoryview or a list of them, not {type(body).__name__}")
+            f"body must be bytes, bytearray, memoryview or a list of them, not {type(body).__name__}"
+        )
     return [_LENGTHS.pack(4 + hlen + blen, (cmd.serialize_type << 24) | hlen) + header, body]

@@ -45,6 +45,7 @@ graceful close waiting forever, so the transport is aborted after ``close_grace`
 
 Bad input (a malformed frame) closes only this connection, with one log line saying why.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -203,12 +204,22 @@ class FrameBudget:
         limit = self.limit
         if buffered > before and limit is not None and self.used > limit:
             while self.used > limit and self.holders:
-                victim = conn if conn in self.holders and buffered > limit // 16 else \
-                    max(self.holders, key=self.holders.__getitem__)
-                _rlog.warning("frame-budget", "%s: closing %s, holding %d bytes of an unfinished frame: unfinished "
-                              "frames of all connections hold %d bytes, over the budget of %d "
-                              "(maxPartialFrameBytes)", victim.role, victim.remote_addr, self.holders[victim],
-                              self.used, limit)
+                victim = (
+                    conn
+                    if conn in self.holders and buffered > limit // 16
+                    else max(self.holders, key=self.holders.__getitem__)
+                )
+                _rlog.warning(
+                    "frame-budget",
+                    "%s: closing %s, holding %d bytes of an unfinished frame: unfinished "
+                    "frames of all connections hold %d bytes, over the budget of %d "
+                    "(maxPartialFrameBytes)",
+                    victim.role,
+                    victim.remote_addr,
+                    self.holders[victim],
+                    self.used,
+                    limit,
+                )
                 victim._drop_unfinished()
 
     def release(self, conn: Connection) -> None:
@@ -223,8 +234,14 @@ class AsyncCall:
 
     __slots__ = ("_release", "callback", "deadline", "done", "opaque", "timeout")
 
-    def __init__(self, opaque: int, callback: Callable[[RemotingCommand | None, BaseException | None], Any],
-                 deadline: float, timeout: float, release: Callable[[], None] | None) -> None:
+    def __init__(
+        self,
+        opaque: int,
+        callback: Callable[[RemotingCommand | None, BaseException | None], Any],
+        deadline: float,
+        timeout: float,
+        release: Callable[[], None] | None,
+    ) -> None:
         self.opaque = opaque
         self.callback = callback
         self.deadline = deadline
@@ -370,8 +387,11 @@ class Connection(asyncio.Protocol):
         if not self._seen_data:
             self._seen_data = True
             if data and data[0] == _TLS_HANDSHAKE:
-                self._bad_input(RemotingCommandError("TLS handshake received, but this port speaks plain TCP "
-                                                    "(tls.server.mode=disabled)"))
+                self._bad_input(
+                    RemotingCommandError(
+                        "TLS handshake received, but this port speaks plain TCP (tls.server.mode=disabled)"
+                    )
+                )
                 return
         idle = self._idle
         if idle is not None:
@@ -436,8 +456,12 @@ class Connection(asyncio.Protocol):
                         self._check_write_limit()
         except Exception as exc:  # noqa: BLE001 - to the loop's exception handler; the connection closes
             self._loop.call_exception_handler(
-                {"message": f"rmq: unexpected error handling data from {self.remote_addr}",
-                 "exception": exc, "protocol": self, "transport": transport}
+                {
+                    "message": f"rmq: unexpected error handling data from {self.remote_addr}",
+                    "exception": exc,
+                    "protocol": self,
+                    "transport": transport,
+                }
             )
             self._broken = True
             transport.abort()
@@ -481,16 +505,22 @@ class Connection(asyncio.Protocol):
         if left > 0:
             self._frame_timer = self._loop.call_later(left, self._check_frame_deadline)
             return
-        _rlog.warning("frame-deadline", "%s: closing %s: a frame started %.0f s ago is still incomplete "
-                      "(%d bytes so far; frameReadTimeoutSeconds)", self.role, self.remote_addr,
-                      timeout, self._decoder.buffered)
+        _rlog.warning(
+            "frame-deadline",
+            "%s: closing %s: a frame started %.0f s ago is still incomplete (%d bytes so far; frameReadTimeoutSeconds)",
+            self.role,
+            self.remote_addr,
+            timeout,
+            self._decoder.buffered,
+        )
         self._drop_unfinished()
 
     def _drop_unfinished(self) -> None:
         self._broken = True
         self._release_budget()
-        self._manager.emit(ConnectionEvent.EXCEPTION, self,
-                           RemotingCommandError(f"unfinished frame from {self.remote_addr} dropped"))
+        self._manager.emit(
+            ConnectionEvent.EXCEPTION, self, RemotingCommandError(f"unfinished frame from {self.remote_addr} dropped")
+        )
         self.abort()
 
     def _release_budget(self) -> None:
@@ -548,9 +578,14 @@ class Connection(asyncio.Protocol):
         self._in_flight += 1
         if self._in_flight >= self._max_in_flight and not self._in_flight_paused:
             self._in_flight_paused = True
-            _rlog.info("in-flight-limit", "%s: %s has %d requests in flight (maxRequestsInFlightPerConnection); "
-                       "reading from it pauses until half are answered", self.role, self.remote_addr,
-                       self._in_flight)
+            _rlog.info(
+                "in-flight-limit",
+                "%s: %s has %d requests in flight (maxRequestsInFlightPerConnection); "
+                "reading from it pauses until half are answered",
+                self.role,
+                self.remote_addr,
+                self._in_flight,
+            )
             self._update_reading()
 
     def request_finished(self, _task: object = None) -> None:
@@ -587,8 +622,13 @@ class Connection(asyncio.Protocol):
                 timer.cancel()
         self._frame_timer = self._close_timer = None
         if not self._broken and self._decoder.buffered:
-            _rlog.warning("closed-inside-frame", "%s: %s closed the connection inside a frame (%d bytes of an "
-                          "incomplete frame dropped)", self.role, self.remote_addr, self._decoder.buffered)
+            _rlog.warning(
+                "closed-inside-frame",
+                "%s: %s closed the connection inside a frame (%d bytes of an incomplete frame dropped)",
+                self.role,
+                self.remote_addr,
+                self._decoder.buffered,
+            )
         self._release_budget()
         self._writable.set()  # wake writers; they will see `closed`
         self._release_written()
@@ -620,8 +660,9 @@ class Connection(asyncio.Protocol):
         waiter = self._pending.pop(cmd.opaque, None)
         if waiter is None:
             # Timed out already, or a peer answering something we never asked: harmless.
-            log.debug("%s: response opaque=%s from %s matches no waiting request",
-                      self.role, cmd.opaque, self.remote_addr)
+            log.debug(
+                "%s: response opaque=%s from %s matches no waiting request", self.role, cmd.opaque, self.remote_addr
+            )
             return
         if isinstance(waiter, AsyncCall):
             waiter.complete(cmd, None)
@@ -631,8 +672,9 @@ class Connection(asyncio.Protocol):
     def _fail_pending(self, cause: BaseException) -> None:
         pending, self._pending = self._pending, {}
         for waiter in pending.values():
-            err = RemotingConnectError(self.remote_addr,
-                                       f"connection to {self.remote_addr} closed while waiting for a response")
+            err = RemotingConnectError(
+                self.remote_addr, f"connection to {self.remote_addr} closed while waiting for a response"
+            )
             err.__cause__ = cause
             if isinstance(waiter, AsyncCall):
                 waiter.complete(None, err)
@@ -695,11 +737,19 @@ class Connection(asyncio.Protocol):
             return
         size = transport.get_write_buffer_size()
         if size > limit:
-            _rlog.warning("write-limit", "%s: aborting %s: %d bytes of replies it does not read are buffered, "
-                          "over the limit of %d (writeBufferLimit)", self.role, self.remote_addr, size, limit)
+            _rlog.warning(
+                "write-limit",
+                "%s: aborting %s: %d bytes of replies it does not read are buffered, "
+                "over the limit of %d (writeBufferLimit)",
+                self.role,
+                self.remote_addr,
+                size,
+                limit,
+            )
             self._broken = True
-            self._manager.emit(ConnectionEvent.EXCEPTION, self,
-                               RemotingCommandError(f"{self.remote_addr} does not read its replies"))
+            self._manager.emit(
+                ConnectionEvent.EXCEPTION, self, RemotingCommandError(f"{self.remote_addr} does not read its replies")
+            )
             self.abort()
 
     def when_written(self, callback: Callable[[], None]) -> None:
@@ -751,12 +801,24 @@ class Connection(asyncio.Protocol):
         try:
             self.write(cmd)
         except RemotingCommandError as exc:  # unencodable (bad body type, header over 16 MiB)
-            _rlog.error(f"encode:{cmd.code}", "%s: cannot encode response code=%s opaque=%s: %s",
-                        self.role, cmd.code, cmd.opaque, clip(exc))
+            _rlog.error(
+                f"encode:{cmd.code}",
+                "%s: cannot encode response code=%s opaque=%s: %s",
+                self.role,
+                cmd.code,
+                cmd.opaque,
+                clip(exc),
+            )
             # the requester still gets an answer rather than a timeout
-            self.write(RemotingCommand(1, opaque=cmd.opaque, flag=cmd.flag,
-                                       remark=f"cannot encode response: {clip(exc)}",
-                                       serialize_type=cmd.serialize_type if cmd.serialize_type in (0, 1) else 0))
+            self.write(
+                RemotingCommand(
+                    1,
+                    opaque=cmd.opaque,
+                    flag=cmd.flag,
+                    remark=f"cannot encode response: {clip(exc)}",
+                    serialize_type=cmd.serialize_type if cmd.serialize_type in (0, 1) else 0,
+                )
+            )
 
     def send_response_frame(self, frame: bytes) -> None:
         """Write a response already encoded as a whole frame (length words, header and body,
@@ -794,8 +856,9 @@ class Connection(asyncio.Protocol):
         """
         opaque = cmd.opaque
         if opaque in self._pending:
-            raise RemotingSendRequestError(self.remote_addr,
-                                           f"opaque {opaque} is already waiting on {self.remote_addr}")
+            raise RemotingSendRequestError(
+                self.remote_addr, f"opaque {opaque} is already waiting on {self.remote_addr}"
+            )
         fut: asyncio.Future[RemotingCommand] = self._loop.create_future()
         self._pending[opaque] = fut
         try:
@@ -860,9 +923,14 @@ class Connection(asyncio.Protocol):
     def _close_expired(self) -> None:
         self._close_timer = None
         if self._lost is not None and not self._lost.done():
-            _rlog.info("close-grace", "%s: %s did not take its last %d bytes within %.0f s of closing; aborting",
-                       self.role, self.remote_addr,
-                       self._transport.get_write_buffer_size() if self._transport is not None else 0, self._close_grace)
+            _rlog.info(
+                "close-grace",
+                "%s: %s did not take its last %d bytes within %.0f s of closing; aborting",
+                self.role,
+                self.remote_addr,
+                self._transport.get_write_buffer_size() if self._transport is not None else 0,
+                self._close_grace,
+            )
             self.abort()
 
     def abort(self) -> None:
@@ -889,6 +957,7 @@ def _fmt_addr(addr: Any) -> str:
     if isinstance(addr, tuple) and len(addr) >= 2:
         return f"{addr[0]}:{addr[1]}"
     return str(addr) if addr else "?"
+
 
 def _join_small_parts(parts: list[Any]) -> list[Any]:
     """``parts`` with runs of parts smaller than a TLS record joined (up to one record each):

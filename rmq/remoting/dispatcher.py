@@ -20,6 +20,7 @@ Outcomes mirror Java: unknown code → REQUEST_CODE_NOT_SUPPORTED (remark names 
 ``reject_request()`` true or pool full → SYSTEM_BUSY; the processor raised → SYSTEM_ERROR
 with the error in the remark and a log line; oneway requests (flag bit 1) never get a reply.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -72,8 +73,9 @@ class ProcessorPool:
             uses the loop's default executor.
     """
 
-    def __init__(self, name: str = "default", max_in_flight: int = 64, max_queue: int = 10_000,
-                 threads: int = 0) -> None:
+    def __init__(
+        self, name: str = "default", max_in_flight: int = 64, max_queue: int = 10_000, threads: int = 0
+    ) -> None:
         if max_in_flight < 1:
             raise ValueError("max_in_flight must be >= 1")
         self.name = name
@@ -191,21 +193,40 @@ class Dispatcher:
         if entry is None:
             entry = self._default
             if entry is None:
-                _rlog.warning(f"unsupported-code:{cmd.code}", "%s: %s sent request code %s, which is not supported",
-                              self.name, conn.remote_addr, cmd.code)
-                self._reply(conn, cmd, _error(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                              f"request code {cmd.code} not supported"))
+                _rlog.warning(
+                    f"unsupported-code:{cmd.code}",
+                    "%s: %s sent request code %s, which is not supported",
+                    self.name,
+                    conn.remote_addr,
+                    cmd.code,
+                )
+                self._reply(
+                    conn,
+                    cmd,
+                    _error(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported"),
+                )
                 return
         processor, pool, reject = entry
         if reject is not None and reject():
-            self._reply(conn, cmd, _error(cmd, ResponseCode.SYSTEM_BUSY,
-                                          "[REJECTREQUEST]system busy, start flow control for a while"))
+            self._reply(
+                conn,
+                cmd,
+                _error(cmd, ResponseCode.SYSTEM_BUSY, "[REJECTREQUEST]system busy, start flow control for a while"),
+            )
             return
         if pool.full:
-            _rlog.warning(f"pool-full:{pool.name}", "%s: pool %r is full (%d in flight), SYSTEM_BUSY to %s code %s",
-                          self.name, pool.name, pool.in_flight, conn.remote_addr, cmd.code)
-            self._reply(conn, cmd, _error(cmd, ResponseCode.SYSTEM_BUSY,
-                                          f"[OVERLOAD]system busy, pool {pool.name} is full"))
+            _rlog.warning(
+                f"pool-full:{pool.name}",
+                "%s: pool %r is full (%d in flight), SYSTEM_BUSY to %s code %s",
+                self.name,
+                pool.name,
+                pool.in_flight,
+                conn.remote_addr,
+                cmd.code,
+            )
+            self._reply(
+                conn, cmd, _error(cmd, ResponseCode.SYSTEM_BUSY, f"[OVERLOAD]system busy, pool {pool.name} is full")
+            )
             return
         try:
             result = processor.process_request(conn, cmd)
@@ -244,9 +265,16 @@ class Dispatcher:
         formatting would repeat the whole message.
         """
         text = clip(exc)
-        _rlog.error(f"failed:{cmd.code}:{type(exc).__name__}", "%s: processing code %s from %s failed: %s: %s\n%s",
-                    self.name, cmd.code, conn.remote_addr, type(exc).__name__, text,
-                    "".join(traceback.format_tb(exc.__traceback__, -_TRACEBACK_FRAMES)).rstrip())
+        _rlog.error(
+            f"failed:{cmd.code}:{type(exc).__name__}",
+            "%s: processing code %s from %s failed: %s: %s\n%s",
+            self.name,
+            cmd.code,
+            conn.remote_addr,
+            type(exc).__name__,
+            text,
+            "".join(traceback.format_tb(exc.__traceback__, -_TRACEBACK_FRAMES)).rstrip(),
+        )
         self._reply(conn, cmd, _error(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {text}"))
 
     @staticmethod

@@ -6,6 +6,7 @@ Here each connection owns one ``call_later`` timer. Reads and writes only store 
 (no timer churn per message); when the timer fires it either re-arms for the time left or,
 if the connection really was idle for ``timeout`` seconds, calls ``on_idle``.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -11,6 +11,7 @@ request head of at most 8 KiB read within ``read_timeout`` seconds, a response w
 and :meth:`MetricsHttpServer.start` returns False: the daemon carries on without metrics, so
 that brokers can run side by side.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -26,8 +27,14 @@ log = logging.getLogger("rmq.metrics")
 _rlog = RateLimitedLog(log, interval=60)
 
 _MAX_HEAD = 8192
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
 
 
 class MetricsHttpServer:
@@ -44,8 +51,17 @@ class MetricsHttpServer:
         write_timeout: seconds to write the response (30).
     """
 
-    def __init__(self, host: str, port: int, render: Callable[[], Awaitable[bytes]], *, name: str = "metrics",
-                 max_connections: int = 16, read_timeout: float = 10.0, write_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        render: Callable[[], Awaitable[bytes]],
+        *,
+        name: str = "metrics",
+        max_connections: int = 16,
+        read_timeout: float = 10.0,
+        write_timeout: float = 30.0,
+    ) -> None:
         self.host = host
         self.requested_port = port
         self.render = render
@@ -72,13 +88,19 @@ class MetricsHttpServer:
     async def start(self) -> bool:
         """Listen; False (and one warning) when the address cannot be bound."""
         try:
-            self._server = await asyncio.start_server(self._on_connection, self.host, self.requested_port,
-                                                      limit=_MAX_HEAD, reuse_address=True)
+            self._server = await asyncio.start_server(
+                self._on_connection, self.host, self.requested_port, limit=_MAX_HEAD, reuse_address=True
+            )
         except OSError as e:
             where = f"{self.host}:{self.requested_port}"
-            _rlog.warning(f"metrics-bind-{where}", "%s: cannot serve metrics on %s (%s); carrying on without a "
-                          "metrics endpoint (set metricsPort to a free port, or 0 for none)",
-                          self.name, where, e.strerror or e)
+            _rlog.warning(
+                f"metrics-bind-{where}",
+                "%s: cannot serve metrics on %s (%s); carrying on without a "
+                "metrics endpoint (set metricsPort to a free port, or 0 for none)",
+                self.name,
+                where,
+                e.strerror or e,
+            )
             return False
         log.info("%s: metrics on http://%s:%d/metrics", self.name, self.host, self.port)
         return True
@@ -99,8 +121,12 @@ class MetricsHttpServer:
         task = asyncio.current_task()
         if len(self._handlers) >= self.max_connections or task is None:
             self.refused += 1
-            _rlog.warning(f"metrics-busy-{self.name}", "%s: %d metrics connections open; one more closed",
-                          self.name, len(self._handlers))
+            _rlog.warning(
+                f"metrics-busy-{self.name}",
+                "%s: %d metrics connections open; one more closed",
+                self.name,
+                len(self._handlers),
+            )
             writer.close()
             return
         self._handlers.add(task)
@@ -126,8 +152,9 @@ class MetricsHttpServer:
             await self._respond(writer, 405, b"only GET\n", "text/plain; charset=utf-8", extra="Allow: GET, HEAD\r\n")
             return
         if path == "/":
-            await self._respond(writer, 200, b"rmq metrics: /metrics\n", "text/plain; charset=utf-8",
-                                head_only=method == "HEAD")
+            await self._respond(
+                writer, 200, b"rmq metrics: /metrics\n", "text/plain; charset=utf-8", head_only=method == "HEAD"
+            )
             return
         if path != "/metrics":
             await self._respond(writer, 404, b"not found; see /metrics\n", "text/plain; charset=utf-8")
@@ -137,16 +164,27 @@ class MetricsHttpServer:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - a failed collection is a 500, not a dead server
-            _rlog.error(f"metrics-render-{self.name}", "%s: collecting metrics failed: %s", self.name, clip(e),
-                        exc_info=True)
+            _rlog.error(
+                f"metrics-render-{self.name}", "%s: collecting metrics failed: %s", self.name, clip(e), exc_info=True
+            )
             await self._respond(writer, 500, b"collecting metrics failed\n", "text/plain; charset=utf-8")
             return
         await self._respond(writer, 200, body, CONTENT_TYPE, head_only=method == "HEAD")
 
-    async def _respond(self, writer: asyncio.StreamWriter, status: int, body: bytes, content_type: str, *,
-                       head_only: bool = False, extra: str = "") -> None:
-        head = (f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: {content_type}\r\n"
-                f"Content-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n").encode("latin-1")
+    async def _respond(
+        self,
+        writer: asyncio.StreamWriter,
+        status: int,
+        body: bytes,
+        content_type: str,
+        *,
+        head_only: bool = False,
+        extra: str = "",
+    ) -> None:
+        head = (
+            f"HTTP/1.1 {status} {_REASONS.get(status, '')}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n{extra}\r\n"
+        ).encode("latin-1")
         writer.write(head if head_only else head + body)
         async with asyncio.timeout(self.write_timeout):
             await writer.drain()

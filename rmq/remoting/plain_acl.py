@@ -20,6 +20,7 @@ broker (rmq.broker.acl: per-request resources and permissions) and the name serv
 
 No secret key is ever logged: log lines name the accessKey only.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -76,7 +77,6 @@ _DATA_VERSION = "dataVersion"
 _KEY_MIN_LENGTH = 6
 
 
-
 class AclError(Exception):
     """A refused request (Java ``AclException``); :attr:`remark` is what Java answers."""
 
@@ -106,17 +106,19 @@ class Permission:
     # leaves the ACL admin codes open to every account, so any account could make itself an
     # admin (50) or read every secret (54): here those need admin too. GET_BROKER_CLUSTER_ACL_INFO
     # (52, data versions only) stays open as in Java.
-    ADMIN_CODE = frozenset((
-        RequestCode.UPDATE_AND_CREATE_TOPIC,
-        RequestCode.UPDATE_BROKER_CONFIG,
-        RequestCode.DELETE_TOPIC_IN_BROKER,
-        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
-        RequestCode.DELETE_SUBSCRIPTIONGROUP,
-        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
-        RequestCode.DELETE_ACL_CONFIG,
-        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
-        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
-    ))
+    ADMIN_CODE = frozenset(
+        (
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            RequestCode.UPDATE_BROKER_CONFIG,
+            RequestCode.DELETE_TOPIC_IN_BROKER,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP,
+            RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+            RequestCode.DELETE_ACL_CONFIG,
+            RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+            RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
+        )
+    )
 
     @staticmethod
     def check(needed: int, owned: int) -> bool:
@@ -147,11 +149,15 @@ class Permission:
         for resource in resources or ():
             items = [i for i in str(resource).split("=") if i]
             if len(items) != 2:
-                raise AclConfigError(f"Parse Resource format error for {resource}.\n"
-                                     "The expected resource format is 'Res=Perm'. For example: topicA=SUB")
+                raise AclConfigError(
+                    f"Parse Resource format error for {resource}.\n"
+                    "The expected resource format is 'Res=Perm'. For example: topicA=SUB"
+                )
             if items[1].strip() != "DENY" and Permission.parse(items[1]) == Permission.DENY:
-                raise AclConfigError(f"Parse resource permission error for {resource}.\n"
-                                     "The expected permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'.")
+                raise AclConfigError(
+                    f"Parse resource permission error for {resource}.\n"
+                    "The expected permissions are 'SUB' or 'PUB' or 'SUB|PUB' or 'PUB|SUB'."
+                )
 
 
 # ============================================================================ white addresses
@@ -222,8 +228,9 @@ def _range_part(value: str, hi: int, base: int, addr: str) -> tuple[int, int] | 
         except ValueError:
             raise _bad(addr) from None
         if not (0 <= start <= end <= hi):
-            raise AclConfigError("RangeRemoteAddressStrategy netaddress examine scope Exception "
-                                 f"start is {start} , end is {end}")
+            raise AclConfigError(
+                f"RangeRemoteAddressStrategy netaddress examine scope Exception start is {start} , end is {end}"
+            )
         return start, end
     return None
 
@@ -312,7 +319,7 @@ def remote_address_strategy(addr: Any) -> Strategy:
         base = addr[:brace]
         if ":" not in addr and len(addr.split(".")) < 4:
             raise AclConfigError(f"MultipleRemoteAddressStrategy has got a/some wrong format IP(s) {addr}")
-        return _multiple(base + s for s in addr[brace + 1:-1].split(",") if s)
+        return _multiple(base + s for s in addr[brace + 1 : -1].split(",") if s)
     if "," in addr:
         return _multiple(s for s in addr.split(",") if s)
     if "*" in addr or "-" in addr:
@@ -377,10 +384,15 @@ def _as_list(v: Any, what: str, path: str) -> list[Any]:
 def check_keys(access_key: str | None, secret_key: str | None) -> None:
     """Java ``PlainPermissionManager.checkPlainAccessConfig`` (the message names the secret as
     Java's does; it goes to the requester, never to the log)."""
-    if (access_key is None or secret_key is None or len(access_key) <= _KEY_MIN_LENGTH
-            or len(secret_key) <= _KEY_MIN_LENGTH):
-        raise AclConfigError(f"The accessKey={access_key} and secretKey={secret_key} cannot be null and length "
-                             "should longer than 6")
+    if (
+        access_key is None
+        or secret_key is None
+        or len(access_key) <= _KEY_MIN_LENGTH
+        or len(secret_key) <= _KEY_MIN_LENGTH
+    ):
+        raise AclConfigError(
+            f"The accessKey={access_key} and secretKey={secret_key} cannot be null and length should longer than 6"
+        )
 
 
 def _build_account(raw: Any, path: str) -> _Account:
@@ -392,8 +404,9 @@ def _build_account(raw: Any, path: str) -> _Account:
         check_keys(ak, sk)
     except AclConfigError:
         # Java's text names the secret: say which account without it.
-        raise AclConfigError(f"{path}: account accessKey={ak}: accessKey and secretKey must be longer than 6 "
-                             "characters") from None
+        raise AclConfigError(
+            f"{path}: account accessKey={ak}: accessKey and secretKey must be longer than 6 characters"
+        ) from None
     assert ak is not None and sk is not None
     perms: dict[str, int] = {}
     for is_topic, key in ((False, "groupPerms"), (True, "topicPerms")):
@@ -409,7 +422,9 @@ def _build_account(raw: Any, path: str) -> _Account:
         raise AclConfigError(f"{path}: account {ak}: {e}") from None
     admin = raw.get("admin")
     return _Account(
-        access_key=ak, secret_key=sk, white=white,
+        access_key=ak,
+        secret_key=sk,
+        white=white,
         admin=admin is True or str(admin).lower() == "true",
         default_topic_perm=Permission.parse(raw.get("defaultTopicPerm")),
         default_group_perm=Permission.parse(raw.get("defaultGroupPerm")),
@@ -428,8 +443,9 @@ def _read_yaml(path: str) -> tuple[Any, str]:
         # PyYAML's text quotes the offending line, which may hold a secretKey: say where only.
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise AclConfigError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or type(e).__name__}") \
-            from None
+        raise AclConfigError(
+            f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or type(e).__name__}"
+        ) from None
     if data is not None and not isinstance(data, dict):
         raise AclConfigError(f"{path}: the top level must be a mapping, not {type(data).__name__}")
     return data, digest
@@ -440,10 +456,11 @@ def acl_home(rocketmq_home: str | None) -> str:
     environment. Raises ``AclConfigError`` when neither is set."""
     home = rocketmq_home or os.environ.get("ROCKETMQ_HOME")
     if not home:
-        raise AclConfigError("aclEnable=true needs the rocketmqHome property or the ROCKETMQ_HOME environment "
-                             "variable (the accounts are read from <home>/conf/plain_acl.yml)")
+        raise AclConfigError(
+            "aclEnable=true needs the rocketmqHome property or the ROCKETMQ_HOME environment "
+            "variable (the accounts are read from <home>/conf/plain_acl.yml)"
+        )
     return os.path.abspath(home)
-
 
 
 # ============================================================================ the accounts
@@ -519,8 +536,12 @@ class PlainAccounts:
             for raw in _as_list(data.get(_ACCOUNTS), _ACCOUNTS, path):
                 account = _build_account(raw, path)
                 if account.access_key in key_file:
-                    log.warning("ACL: accessKey %s is repeated in %s; %s keeps it", account.access_key, path,
-                                key_file[account.access_key])
+                    log.warning(
+                        "ACL: accessKey %s is repeated in %s; %s keeps it",
+                        account.access_key,
+                        path,
+                        key_file[account.access_key],
+                    )
                     continue
                 accounts[account.access_key] = account
                 key_file[account.access_key] = path
@@ -543,8 +564,12 @@ class PlainAccounts:
         self._last_error = None
         if not first:
             self.reloads += 1
-        log.info("ACL: %d accounts, %d global white addresses from %s", len(state.accounts),
-                 len(state.global_white), ", ".join(state.files))
+        log.info(
+            "ACL: %d accounts, %d global white addresses from %s",
+            len(state.accounts),
+            len(state.global_white),
+            ", ".join(state.files),
+        )
 
     def _fingerprint(self) -> dict[str, str]:
         out = {}
@@ -579,11 +604,11 @@ class PlainAccounts:
                 text = str(e)
                 if text != self._last_error:  # once per distinct problem
                     self._last_error = text
-                    log.error("ACL: the changed configuration is not used, the previous one stays in force: %s",
-                              clip(text))
+                    log.error(
+                        "ACL: the changed configuration is not used, the previous one stays in force: %s", clip(text)
+                    )
             except Exception:  # noqa: BLE001 - the watcher must outlive one bad look
                 _rlog.error("acl-watch", "ACL: watching %s failed", self.default_file, exc_info=True)
-
 
     # ------------------------------------------------------------------ who sent it (hot path)
 
@@ -611,7 +636,6 @@ class PlainAccounts:
         if type(signature) is not str or not signature.isascii() or not hmac.compare_digest(expected, signature):
             return AclError(f"Check signature failed for accessKey={access_key}", _VALIDATE.format(684))
         return account
-
 
     @property
     def state(self) -> _State:
@@ -645,16 +669,18 @@ class PlainAccounts:
                 if not isinstance(raw, dict) or _str_or_none(raw.get("accessKey")) in seen:
                     continue
                 seen.add(str(raw.get("accessKey")))
-                configs.append({
-                    "accessKey": _str_or_none(raw.get("accessKey")),
-                    "secretKey": _str_or_none(raw.get("secretKey")),
-                    "whiteRemoteAddress": _str_or_none(raw.get("whiteRemoteAddress")),
-                    "admin": raw.get("admin") is True,
-                    "defaultTopicPerm": _str_or_none(raw.get("defaultTopicPerm")),
-                    "defaultGroupPerm": _str_or_none(raw.get("defaultGroupPerm")),
-                    "topicPerms": [str(x) for x in raw.get("topicPerms") or []],
-                    "groupPerms": [str(x) for x in raw.get("groupPerms") or []],
-                })
+                configs.append(
+                    {
+                        "accessKey": _str_or_none(raw.get("accessKey")),
+                        "secretKey": _str_or_none(raw.get("secretKey")),
+                        "whiteRemoteAddress": _str_or_none(raw.get("whiteRemoteAddress")),
+                        "admin": raw.get("admin") is True,
+                        "defaultTopicPerm": _str_or_none(raw.get("defaultTopicPerm")),
+                        "defaultGroupPerm": _str_or_none(raw.get("defaultGroupPerm")),
+                        "topicPerms": [str(x) for x in raw.get("topicPerms") or []],
+                        "groupPerms": [str(x) for x in raw.get("groupPerms") or []],
+                    }
+                )
         return {"globalWhiteAddrs": white, "plainAccessConfigs": configs}
 
     def _write(self, path: str, data: dict[str, Any]) -> None:
@@ -751,8 +777,7 @@ class PlainAccounts:
         if addrs is None:
             return False
         path = os.path.abspath(path) if path else self.default_file
-        if not os.path.isfile(path) or not path.startswith(self.home + os.sep) \
-                or not path.endswith((".yml", ".yaml")):
+        if not os.path.isfile(path) or not path.startswith(self.home + os.sep) or not path.endswith((".yml", ".yaml")):
             log.error("ACL: %s is not an ACL file under %s", clip(path), self.home)
             return False
         for a in addrs:
@@ -768,7 +793,6 @@ class PlainAccounts:
             return await asyncio.to_thread(fn, *args)
 
 
-
 def refuse_acl(conn: Any, cmd: RemotingCommand, refusal: AclError) -> None:
     """Answer a refused request as Java 4.9.8 does (``NettyRemotingAbstract`` catching the
     RPCHook's exception): SYSTEM_ERROR, the AclException's text as remark, no extFields, in JSON
@@ -776,9 +800,14 @@ def refuse_acl(conn: Any, cmd: RemotingCommand, refusal: AclError) -> None:
     requests get no answer. One log line per peer and reason per 10 s, naming the accessKey only.
     """
     access_key = cmd.ext_fields.get(ACCESS_KEY)
-    _rlog.warning(f"acl:{conn.remote_addr.rpartition(':')[0]}:{refusal.origin}",
-                  "ACL refused code %s from %s (accessKey %s): %s", cmd.code, conn.remote_addr,
-                  clip(access_key), clip(refusal.message))
+    _rlog.warning(
+        f"acl:{conn.remote_addr.rpartition(':')[0]}:{refusal.origin}",
+        "ACL refused code %s from %s (accessKey %s): %s",
+        cmd.code,
+        conn.remote_addr,
+        clip(access_key),
+        clip(refusal.message),
+    )
     if cmd.flag & FLAG_ONEWAY:
         return
     response = cmd.response(ResponseCode.SYSTEM_ERROR, refusal.remark)
@@ -798,8 +827,9 @@ class AclChecker(Protocol):
     def check(self, cmd: RemotingCommand, remote_host: str) -> AclError | None: ...
 
 
-def acl_guard(acl: AclChecker, process_request: Callable[[Any, RemotingCommand], Any]
-              ) -> Callable[[Any, RemotingCommand], Any]:
+def acl_guard(
+    acl: AclChecker, process_request: Callable[[Any, RemotingCommand], Any]
+) -> Callable[[Any, RemotingCommand], Any]:
     """``process_request`` behind the ACL check (Java registers the validator as the server's
     RPCHook ``doBeforeRequest``): a refused request is answered here and never dispatched."""
 

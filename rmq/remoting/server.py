@@ -25,6 +25,7 @@ TLS connection is the same :class:`~rmq.remoting.connection.Connection` with the
 buffer marks and limits (the TLS transport counts its unencrypted backlog in its write buffer
 size).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -207,9 +208,15 @@ class RemotingServer:
                 sock.close()
                 continue
             if len(self._admitting) + len(self.connection_manager.connections) >= self.max_connections:
-                _rlog.warning("connection-cap", "%s: %d connections and %d handshakes is the cap of %d, refusing %s",
-                              self.name, len(self.connection_manager.connections), len(self._admitting),
-                              self.max_connections, _peer(sock))
+                _rlog.warning(
+                    "connection-cap",
+                    "%s: %d connections and %d handshakes is the cap of %d, refusing %s",
+                    self.name,
+                    len(self.connection_manager.connections),
+                    len(self._admitting),
+                    self.max_connections,
+                    _peer(sock),
+                )
                 sock.close()
                 continue
             sock.setblocking(False)
@@ -229,18 +236,37 @@ class RemotingServer:
                 return  # closed, or silent for the idle timeout, before saying anything
             if first == TLS_RECORD_HANDSHAKE:
                 try:
-                    await loop.connect_accepted_socket(self._make_protocol, sock, ssl=self.tls.context,
-                                                       ssl_handshake_timeout=self.tls.handshake_timeout)
+                    await loop.connect_accepted_socket(
+                        self._make_protocol,
+                        sock,
+                        ssl=self.tls.context,
+                        ssl_handshake_timeout=self.tls.handshake_timeout,
+                    )
                     handed_over = True
                 except (OSError, TimeoutError, ConnectionError) as e:
-                    _rlog.warning("tls-handshake", "%s: TLS handshake with %s failed: %s",
-                                  self.name, peer, clip(e) or type(e).__name__)
+                    _rlog.warning(
+                        "tls-handshake",
+                        "%s: TLS handshake with %s failed: %s",
+                        self.name,
+                        peer,
+                        clip(e) or type(e).__name__,
+                    )
             elif self.tls.mode is TlsMode.ENFORCING:
-                _rlog.warning("tls-enforcing", "%s: closing plain-TCP connection from %s: this server only "
-                              "accepts TLS (tls.server.mode=enforcing)", self.name, peer)
+                _rlog.warning(
+                    "tls-enforcing",
+                    "%s: closing plain-TCP connection from %s: this server only "
+                    "accepts TLS (tls.server.mode=enforcing)",
+                    self.name,
+                    peer,
+                )
             elif self.tls.require_client_cert:
-                _rlog.warning("tls-enforcing", "%s: closing plain-TCP connection from %s: this server requires "
-                              "a client certificate (tls.server.need.client.auth=require)", self.name, peer)
+                _rlog.warning(
+                    "tls-enforcing",
+                    "%s: closing plain-TCP connection from %s: this server requires "
+                    "a client certificate (tls.server.need.client.auth=require)",
+                    self.name,
+                    peer,
+                )
             else:
                 await loop.connect_accepted_socket(self._make_protocol, sock)
                 handed_over = True
@@ -255,8 +281,14 @@ class RemotingServer:
             if self._closing:
                 conn.abort()
             elif len(self.connection_manager.connections) > self.max_connections:
-                _rlog.warning("connection-cap", "%s: %d connections is over the cap of %d, refusing %s",
-                            self.name, len(self.connection_manager.connections), self.max_connections, conn.remote_addr)
+                _rlog.warning(
+                    "connection-cap",
+                    "%s: %d connections is over the cap of %d, refusing %s",
+                    self.name,
+                    len(self.connection_manager.connections),
+                    self.max_connections,
+                    conn.remote_addr,
+                )
                 conn.abort()
 
     @property
@@ -339,8 +371,7 @@ def _peer(sock: socket.socket) -> str:
     return f"{addr[0]}:{addr[1]}"
 
 
-async def _peek_first_byte(loop: asyncio.AbstractEventLoop, sock: socket.socket,
-                           timeout: float | None) -> int | None:
+async def _peek_first_byte(loop: asyncio.AbstractEventLoop, sock: socket.socket, timeout: float | None) -> int | None:
     """The first byte the peer sent, left in the socket; None on EOF, error or timeout."""
     fut: asyncio.Future[bytes] = loop.create_future()
 

@@ -38,6 +38,7 @@ Every path is checked when the settings are built: a missing or unreadable file,
 does not match its certificate or a wrong password stops start-up with a :class:`ConfigError`
 naming the property.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -229,14 +230,18 @@ class TlsSettings:
     def check(self) -> None:
         """Check the values (not yet the files): :class:`ConfigError` naming the property."""
         if self.server_mode is not None and self.server_mode not in {m.value for m in TlsMode}:
-            raise ConfigError(f"bad value for tls.server.mode: {self.server_mode!r} "
-                              "(expected disabled, permissive or enforcing)")
+            raise ConfigError(
+                f"bad value for tls.server.mode: {self.server_mode!r} (expected disabled, permissive or enforcing)"
+            )
         if self.server_need_client_auth not in {c.value for c in ClientAuth}:
-            raise ConfigError(f"bad value for tls.server.need.client.auth: {self.server_need_client_auth!r} "
-                              "(expected none, optional or require)")
+            raise ConfigError(
+                f"bad value for tls.server.need.client.auth: {self.server_need_client_auth!r} "
+                "(expected none, optional or require)"
+            )
         if not 0.1 <= self.handshake_timeout <= 600:
-            raise ConfigError(f"bad value for tls.server.handshakeTimeoutSeconds: {self.handshake_timeout!r} "
-                              "(expected 0.1..600 s)")
+            raise ConfigError(
+                f"bad value for tls.server.handshakeTimeoutSeconds: {self.handshake_timeout!r} (expected 0.1..600 s)"
+            )
 
     @property
     def mode(self) -> TlsMode:
@@ -258,8 +263,9 @@ class TlsSettings:
         if mode is TlsMode.DISABLED:
             return TlsServerOptions(mode, None, self.handshake_timeout)
         if not self.server_cert_path:
-            raise ConfigError(f"tls.server.mode={mode.value} needs tls.server.certPath (the server's "
-                              "certificate chain in PEM)")
+            raise ConfigError(
+                f"tls.server.mode={mode.value} needs tls.server.certPath (the server's certificate chain in PEM)"
+            )
         cert = _readable("tls.server.certPath", self.server_cert_path)
         key = _readable("tls.server.keyPath", self.server_key_path) if self.server_key_path else None
         ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -272,19 +278,26 @@ class TlsSettings:
                 try:
                     ctx.load_verify_locations(cafile=trust)
                 except ssl.SSLError as e:
-                    raise ConfigError(f"tls.server.trustCertPath: {trust!r} holds no usable certificate: "
-                                      f"{e.reason or e}") from None
+                    raise ConfigError(
+                        f"tls.server.trustCertPath: {trust!r} holds no usable certificate: {e.reason or e}"
+                    ) from None
             else:
-                raise ConfigError(f"tls.server.need.client.auth={auth.value} needs tls.server.trustCertPath "
-                                  "(the CA certificates client certificates are checked against)")
+                raise ConfigError(
+                    f"tls.server.need.client.auth={auth.value} needs tls.server.trustCertPath "
+                    "(the CA certificates client certificates are checked against)"
+                )
             ctx.verify_mode = ssl.CERT_REQUIRED if auth is ClientAuth.REQUIRE else ssl.CERT_OPTIONAL
         return TlsServerOptions(mode, ctx, self.handshake_timeout, require_client_cert=auth is ClientAuth.REQUIRE)
 
     def client_context(self) -> ssl.SSLContext:
         """The client side (``tls.client.*``), files loaded and checked."""
-        return client_context(trust_cert_path=self.client_trust_cert_path, cert_path=self.client_cert_path,
-                              key_path=self.client_key_path, key_password=self.client_key_password,
-                              auth_server=self.client_auth_server)
+        return client_context(
+            trust_cert_path=self.client_trust_cert_path,
+            cert_path=self.client_cert_path,
+            key_path=self.client_key_path,
+            key_password=self.client_key_password,
+            auth_server=self.client_auth_server,
+        )
 
 
 def _load_chain(ctx: ssl.SSLContext, cert: str, key: str | None, password: str | None, prefix: str) -> None:
@@ -292,13 +305,20 @@ def _load_chain(ctx: ssl.SSLContext, cert: str, key: str | None, password: str |
         ctx.load_cert_chain(cert, key, password or None)
     except ssl.SSLError as e:
         what = f"{prefix}.keyPath" if key else f"{prefix}.certPath"
-        raise ConfigError(f"{prefix}.certPath / {what}: cannot load the certificate and key ({e.reason or e}; "
-                          f"a key that does not match the certificate, or a wrong {prefix}.keyPassword?)") from None
+        raise ConfigError(
+            f"{prefix}.certPath / {what}: cannot load the certificate and key ({e.reason or e}; "
+            f"a key that does not match the certificate, or a wrong {prefix}.keyPassword?)"
+        ) from None
 
 
-def client_context(*, trust_cert_path: str | None = None, cert_path: str | None = None,
-                   key_path: str | None = None, key_password: str | None = None,
-                   auth_server: bool = True) -> ssl.SSLContext:
+def client_context(
+    *,
+    trust_cert_path: str | None = None,
+    cert_path: str | None = None,
+    key_path: str | None = None,
+    key_password: str | None = None,
+    auth_server: bool = True,
+) -> ssl.SSLContext:
     """A client ``ssl.SSLContext`` (Java ``TlsHelper.buildSslContext(true)``).
 
     Args:
@@ -320,8 +340,9 @@ def client_context(*, trust_cert_path: str | None = None, cert_path: str | None 
             try:
                 ctx.load_verify_locations(cafile=trust)
             except ssl.SSLError as e:
-                raise ConfigError(f"tls.client.trustCertPath: {trust!r} holds no usable certificate: "
-                                  f"{e.reason or e}") from None
+                raise ConfigError(
+                    f"tls.client.trustCertPath: {trust!r} holds no usable certificate: {e.reason or e}"
+                ) from None
     else:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE

@@ -19,6 +19,7 @@ when Spark already found it); either way the executors must be able to import ``
 
 Options and columns: see :mod:`rmq.spark.options` and :mod:`rmq.spark.source`.
 """
+
 from __future__ import annotations
 
 import os
@@ -79,7 +80,8 @@ def check_workers(spark: Any) -> None:
         "PYSPARK_PYTHON",
         f"Spark's Python workers run {python!r}, which cannot import rmq ({problem[:300]}); "
         f"set PYSPARK_PYTHON (or spark.pyspark.python) before the SparkSession starts",
-        f"an interpreter with rmq[spark] installed, e.g. {sys.executable}")
+        f"an interpreter with rmq[spark] installed, e.g. {sys.executable}",
+    )
 
 
 def register(spark: Any) -> bool:

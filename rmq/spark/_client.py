@@ -10,6 +10,7 @@ Workers are reused across tasks and micro-batches, so :func:`shared_client` keep
 per name-server list in the process, like Spark's Kafka consumer pool. Nothing here may be
 pickled: readers and writers open (or look up) their client inside ``read()`` / ``write()``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -83,14 +84,17 @@ class RocketMQClient(BlockingRemotingClient):
         resp = self.invoke_namesrv(get_route_info(topic))
         route = _parse(self.name_servers[0], resp, parse_topic_route, f"looking up the route of topic {topic!r}")
         if route is None:
-            raise TopicNotExistError(ResponseCode.TOPIC_NOT_EXIST,
-                                     resp.remark or f"No topic route info in name server for the topic: {topic}")
+            raise TopicNotExistError(
+                ResponseCode.TOPIC_NOT_EXIST,
+                resp.remark or f"No topic route info in name server for the topic: {topic}",
+            )
         return route
 
     def all_topics(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic the name servers know."""
-        return _parse(self.name_servers[0], self.invoke_namesrv(get_all_topic_list()), parse_topic_list,
-                      "listing topics")
+        return _parse(
+            self.name_servers[0], self.invoke_namesrv(get_all_topic_list()), parse_topic_list, "listing topics"
+        )
 
     def cluster_names(self) -> set[str]:
         """Cluster and broker names (GET_BROKER_CLUSTER_INFO): RocketMQ lists them as topics
@@ -131,20 +135,31 @@ class RocketMQClient(BlockingRemotingClient):
                 cmds.append(get_max_offset(topic, qid))
             else:
                 raise ValueError(f"unknown offset query kind {kind!r}")
-        return [_parse(addr, resp, parse_offset, f"reading the {kind} offset of {topic}/{qid}")
-                for (kind, topic, qid, _), resp in zip(queries, self.invoke_all(addr, cmds), strict=True)]
+        return [
+            _parse(addr, resp, parse_offset, f"reading the {kind} offset of {topic}/{qid}")
+            for (kind, topic, qid, _), resp in zip(queries, self.invoke_all(addr, cmds), strict=True)
+        ]
 
     # ------------------------------------------------------------------ broker: pull
 
     @staticmethod
-    def pull_request(group: str, topic: str, queue_id: int, offset: int, max_nums: int,
-                     subscription: str) -> RemotingCommand:
+    def pull_request(
+        group: str, topic: str, queue_id: int, offset: int, max_nums: int, subscription: str
+    ) -> RemotingCommand:
         """A PULL_MESSAGE that is answered at once: a range read never waits for new messages,
         so only ``FLAG_SUBSCRIPTION`` is set (no suspend, no commit)."""
-        return pull_message(PullMessageRequestHeader(
-            consumer_group=group, topic=topic, queue_id=queue_id, queue_offset=offset, max_msg_nums=max_nums,
-            sys_flag=PullSysFlag.FLAG_SUBSCRIPTION, subscription=subscription,
-            expression_type=ExpressionType.TAG))
+        return pull_message(
+            PullMessageRequestHeader(
+                consumer_group=group,
+                topic=topic,
+                queue_id=queue_id,
+                queue_offset=offset,
+                max_msg_nums=max_nums,
+                sys_flag=PullSysFlag.FLAG_SUBSCRIPTION,
+                subscription=subscription,
+                expression_type=ExpressionType.TAG,
+            )
+        )
 
     @staticmethod
     def pull_response(addr: str, resp: RemotingCommand, topic: str, queue_id: int) -> PullReply:
@@ -153,15 +168,18 @@ class RocketMQClient(BlockingRemotingClient):
 
     # ------------------------------------------------------------------ broker: send
 
-    def send_requests(self, addr: str, sends: Sequence[tuple[RemotingCommand, MessageQueue, str]],
-                      timeout: float | None = None) -> list[SendResult]:
+    def send_requests(
+        self, addr: str, sends: Sequence[tuple[RemotingCommand, MessageQueue, str]], timeout: float | None = None
+    ) -> list[SendResult]:
         """Pipelined sends of ``(request, queue, description)``; any failure raises the broker's
         error (with its remark and the description)."""
         # A send is not idempotent: a failed connection is reported, not silently retried
         # (Spark retries the task; delivery is at-least-once either way).
         answers = self.invoke_all(addr, [cmd for cmd, _, _ in sends], timeout, idempotent=False)
-        return [_parse(addr, resp, lambda r: parse_send(r, mq), desc)  # noqa: B023 - called at once
-                for (_, mq, desc), resp in zip(sends, answers, strict=True)]
+        return [
+            _parse(addr, resp, lambda r: parse_send(r, mq), desc)  # noqa: B023 - called at once
+            for (_, mq, desc), resp in zip(sends, answers, strict=True)
+        ]
 
     # ------------------------------------------------------------------ broker: consumer offsets
 
@@ -177,8 +195,12 @@ class RocketMQClient(BlockingRemotingClient):
 
     def query_consumer_offset(self, addr: str, group: str, topic: str, queue_id: int) -> int | None:
         """QUERY_CONSUMER_OFFSET; None when the group has no offset stored (code 22)."""
-        return _parse(addr, self.invoke(addr, query_consumer_offset(group, topic, queue_id)),
-                      parse_query_consumer_offset, f"querying the offset of {topic}/{queue_id} for group {group!r}")
+        return _parse(
+            addr,
+            self.invoke(addr, query_consumer_offset(group, topic, queue_id)),
+            parse_query_consumer_offset,
+            f"querying the offset of {topic}/{queue_id} for group {group!r}",
+        )
 
 
 # --------------------------------------------------------------------------- per-process cache
@@ -188,8 +210,13 @@ _shared_pid = os.getpid()
 _shared_lock = threading.Lock()
 
 
-def shared_client(name_servers: Sequence[str], timeout: float, *,
-                  credentials: SessionCredentials | None = None, tls: TlsProperties = ()) -> RocketMQClient:
+def shared_client(
+    name_servers: Sequence[str],
+    timeout: float,
+    *,
+    credentials: SessionCredentials | None = None,
+    tls: TlsProperties = (),
+) -> RocketMQClient:
     """The process's client for these name servers, ACL credentials and TLS options (created
     on first use); with ``credentials`` every request it sends is signed (``accessKey`` /
     ``secretKey`` options).

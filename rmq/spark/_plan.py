@@ -10,6 +10,7 @@
   retried task returns the same messages (or fails on data loss when ``failOnDataLoss`` is
   true).
 """
+
 from __future__ import annotations
 
 import logging
@@ -108,8 +109,7 @@ def resolve_queues(client: RocketMQClient, opts: SourceOptions) -> dict[QueueKey
     elif opts.subscribe_pattern is not None:
         rx = re.compile(opts.subscribe_pattern)
         skip = client.cluster_names()
-        topics = [t for t in client.all_topics()
-                  if rx.fullmatch(t) and not is_internal_topic(t) and t not in skip]
+        topics = [t for t in client.all_topics() if rx.fullmatch(t) and not is_internal_topic(t) and t not in skip]
         routes = _routes(client, topics, missing_ok=True)
     else:
         routes = _routes(client, list(opts.assign), missing_ok=missing_ok)
@@ -123,12 +123,16 @@ def resolve_queues(client: RocketMQClient, opts: SourceOptions) -> dict[QueueKey
                     owners = [b for b, q in readable if q == qid and (broker is None or b == broker)]
                     if not owners:
                         where = f"broker {broker!r}" if broker else "any broker"
-                        raise OptionError(f"assign: queue {qid} of topic {topic!r} is not readable on {where} "
-                                          f"(readable: {_describe(readable)})")
+                        raise OptionError(
+                            f"assign: queue {qid} of topic {topic!r} is not readable on {where} "
+                            f"(readable: {_describe(readable)})"
+                        )
                     if broker is None and len(owners) > 1:
-                        raise OptionError(f"assign: queue {qid} of topic {topic!r} exists on brokers "
-                                          f"{', '.join(owners)}; name the broker: "
-                                          f'{{"{topic}": {{"{owners[0]}": [{qid}]}}}}')
+                        raise OptionError(
+                            f"assign: queue {qid} of topic {topic!r} exists on brokers "
+                            f"{', '.join(owners)}; name the broker: "
+                            f'{{"{topic}": {{"{owners[0]}": [{qid}]}}}}'
+                        )
                     out[(topic, owners[0], qid)] = _listed_master(route, owners[0])
         else:
             for broker, qid in readable:
@@ -147,22 +151,27 @@ def _resolve_key(spec: OffsetSpec, key: OffsetKey, queues: Mapping[QueueKey, str
     topic, broker, qid = key
     if broker is not None:
         if key not in queues:
-            raise OptionError(f"{spec.option}: queue {qid} on broker {broker!r} of topic {topic!r} is not part of "
-                              f"this query (queues: {_describe([(b, q) for t, b, q in queues if t == topic])})")
+            raise OptionError(
+                f"{spec.option}: queue {qid} on broker {broker!r} of topic {topic!r} is not part of "
+                f"this query (queues: {_describe([(b, q) for t, b, q in queues if t == topic])})"
+            )
         return (topic, broker, qid)
     owners = sorted(b for t, b, q in queues if t == topic and q == qid)
     if not owners:
-        raise OptionError(f"{spec.option}: queue {qid} of topic {topic!r} is not part of this query "
-                          f"(queues: {_describe([(b, q) for t, b, q in queues if t == topic])})")
+        raise OptionError(
+            f"{spec.option}: queue {qid} of topic {topic!r} is not part of this query "
+            f"(queues: {_describe([(b, q) for t, b, q in queues if t == topic])})"
+        )
     if len(owners) > 1:
-        raise OptionError(f"{spec.option}: queue {qid} of topic {topic!r} is ambiguous: it exists on brokers "
-                          f"{', '.join(owners)}; name the broker, e.g. "
-                          f'{{"{topic}": {{"{owners[0]}": {{"{qid}": ...}}}}}}')
+        raise OptionError(
+            f"{spec.option}: queue {qid} of topic {topic!r} is ambiguous: it exists on brokers "
+            f"{', '.join(owners)}; name the broker, e.g. "
+            f'{{"{topic}": {{"{owners[0]}": {{"{qid}": ...}}}}}}'
+        )
     return (topic, owners[0], qid)
 
 
-def resolve_offsets(client: RocketMQClient, spec: OffsetSpec,
-                    queues: Mapping[QueueKey, str]) -> dict[QueueKey, int]:
+def resolve_offsets(client: RocketMQClient, spec: OffsetSpec, queues: Mapping[QueueKey, str]) -> dict[QueueKey, int]:
     """One concrete offset per queue for ``spec``, asking each broker once (pipelined)."""
     # What to ask per queue: ("min"|"max", None) or ("time", ts), or a literal offset.
     plan: dict[QueueKey, int | tuple[str, int | None]] = {}
@@ -175,8 +184,10 @@ def resolve_offsets(client: RocketMQClient, spec: OffsetSpec,
         topics = {t for t, _, _ in queues}
         for key in spec.per_queue:
             if key[0] not in topics:
-                raise OptionError(f"{spec.option}: topic {key[0]!r} is not part of this query "
-                                  f"(topics: {', '.join(sorted(topics)) or 'none'})")
+                raise OptionError(
+                    f"{spec.option}: topic {key[0]!r} is not part of this query "
+                    f"(topics: {', '.join(sorted(topics)) or 'none'})"
+                )
         given = {_resolve_key(spec, k, queues): v for k, v in spec.per_queue.items()}
         for k in queues:
             v = given.get(k)
@@ -204,16 +215,17 @@ def resolve_offsets(client: RocketMQClient, spec: OffsetSpec,
         timed = [(k, ts) for k, (kind, ts) in items if kind == "time"]
         queries += [("max", k[0], k[2], None) for k, _ in timed]
         got = client.queue_offsets(addr, queries)
-        for (k, _), off in zip(items, got[:len(items)], strict=True):
+        for (k, _), off in zip(items, got[: len(items)], strict=True):
             out[k] = off
-        for (k, ts), max_off in zip(timed, got[len(items):], strict=True):
+        for (k, ts), max_off in zip(timed, got[len(items) :], strict=True):
             if out[k] < max_off:
                 continue
             if spec.no_match == "error":
                 raise OptionError(
                     f"{spec.option}: no message of queue {k[0]}/{k[1]}/{k[2]} was stored at or after {ts} "
                     f"(its latest offset is {max_off}); set startingOffsetsByTimestampStrategy=latest to "
-                    f"start such queues at their latest offset")
+                    f"start such queues at their latest offset"
+                )
             out[k] = max_off
     return out
 
@@ -221,16 +233,21 @@ def resolve_offsets(client: RocketMQClient, spec: OffsetSpec,
 # ------------------------------------------------------------------------------ partitions
 
 
-def plan_ranges(queues: Mapping[QueueKey, str], start: Mapping[QueueKey, int], end: Mapping[QueueKey, int], *,
-                min_partitions: int | None = None, max_records: int | None = None) -> list[QueueRange]:
+def plan_ranges(
+    queues: Mapping[QueueKey, str],
+    start: Mapping[QueueKey, int],
+    end: Mapping[QueueKey, int],
+    *,
+    min_partitions: int | None = None,
+    max_records: int | None = None,
+) -> list[QueueRange]:
     """Cut ``[start, end)`` of every queue into ranges; empty ranges are dropped.
 
     ``min_partitions`` splits the bigger ranges until there are at least that many (in
     proportion to their size, like Spark-Kafka's ``KafkaOffsetRangeCalculator``);
     ``max_records`` caps every range's length.
     """
-    ranges = [QueueRange(k[0], k[1], k[2], start[k], end[k], queues[k])
-              for k in sorted(queues) if end[k] > start[k]]
+    ranges = [QueueRange(k[0], k[1], k[2], start[k], end[k], queues[k]) for k in sorted(queues) if end[k] > start[k]]
     total = sum(len(r) for r in ranges)
     out = []
     for r in ranges:
@@ -274,16 +291,19 @@ def rate_limit(begin: dict[QueueKey, int], end: dict[QueueKey, int], max_rows: i
 
 
 def _lost(opts: SourceOptions, rng: QueueRange, lo: int, hi: int, why: str) -> None:
-    msg = (f"messages {lo}..{hi - 1} of {rng.topic}/{rng.broker_name}/{rng.queue_id} are no longer "
-           f"available ({why}); they were deleted by retention or the topic was recreated before "
-           f"they were read.")
+    msg = (
+        f"messages {lo}..{hi - 1} of {rng.topic}/{rng.broker_name}/{rng.queue_id} are no longer "
+        f"available ({why}); they were deleted by retention or the topic was recreated before "
+        f"they were read."
+    )
     if opts.fail_on_data_loss:
         raise DataLossError(msg + " Set the option failOnDataLoss=false to skip them and continue.")
     log.warning("%s Skipping them (failOnDataLoss=false).", msg)
 
 
-def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
-               chunk_rows: int = 8192, pipeline: int = 4) -> Iterator[Chunk]:
+def read_range(
+    client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *, chunk_rows: int = 8192, pipeline: int = 4
+) -> Iterator[Chunk]:
     """Pull ``[rng.start, rng.end)`` and yield :class:`Chunk`s of about ``chunk_rows`` records
     (turn them into Arrow with :func:`~rmq.spark._records.chunk_to_arrow`).
 
@@ -303,8 +323,9 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
         off = cursor
         while len(reqs) < depth and off < end:
             n = min(batch, end - off)
-            reqs.append((off, n, client.pull_request(opts.consumer_group, rng.topic, rng.queue_id, off, n,
-                                                     opts.sub_expression)))
+            reqs.append(
+                (off, n, client.pull_request(opts.consumer_group, rng.topic, rng.queue_id, off, n, opts.sub_expression))
+            )
             off += n
         try:
             answers = client.invoke_all(addr, [c for _, _, c in reqs], timeout)
@@ -312,8 +333,15 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
             if not e.retriable or retries >= 3:
                 raise
             retries += 1
-            log.warning("pull of %s/%s/%d at %d failed (%s); retrying (%d/3)", rng.topic, rng.broker_name,
-                        rng.queue_id, cursor, e, retries)
+            log.warning(
+                "pull of %s/%s/%d at %d failed (%s); retrying (%d/3)",
+                rng.topic,
+                rng.broker_name,
+                rng.queue_id,
+                cursor,
+                e,
+                retries,
+            )
             time.sleep(0.2 * retries)
             addr = _refresh_addr(client, rng) or addr
             continue
@@ -329,8 +357,10 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
                     _lost(opts, rng, cursor, first, f"the broker returned offset {first} when asked for {cursor}")
                 nxt = max(after, min(resp.next_begin_offset, end))
                 if nxt <= cursor:
-                    raise ClientError(f"pull of {rng.topic}/{rng.broker_name}/{rng.queue_id} at {cursor} found "
-                                      f"messages but made no progress (nextBeginOffset {resp.next_begin_offset})")
+                    raise ClientError(
+                        f"pull of {rng.topic}/{rng.broker_name}/{rng.queue_id} at {cursor} found "
+                        f"messages but made no progress (nextBeginOffset {resp.next_begin_offset})"
+                    )
                 if opts.tags is None and after - cursor < n and after < end:
                     # The broker caps a pull (count or bytes); match it so the pipeline lines up.
                     batch = max(1, after - cursor)
@@ -344,8 +374,10 @@ def read_range(client: RocketMQClient, rng: QueueRange, opts: SourceOptions, *,
                 else:
                     retries += 1
                     if retries > 5:
-                        raise ClientError(f"broker keeps asking to retry the pull of {rng.topic}/"
-                                          f"{rng.broker_name}/{rng.queue_id} at {cursor}: {resp.remark}")
+                        raise ClientError(
+                            f"broker keeps asking to retry the pull of {rng.topic}/"
+                            f"{rng.broker_name}/{rng.queue_id} at {cursor}: {resp.remark}"
+                        )
                     time.sleep(0.05 * retries)
                     break
             elif resp.status is PullStatus.OFFSET_ILLEGAL:

@@ -16,6 +16,7 @@ The SEND_BATCH_MESSAGE body (Java MessageDecoder.encodeMessages) is items back t
      +-----------+-----------+-----------+-----------+-----------+--------+---------+-------+
      TOTALSIZE = 20 + BODYLEN + 2 + PROPLEN
 """
+
 from __future__ import annotations
 
 import struct
@@ -68,7 +69,7 @@ __all__ = [
     "headers_array",
 ]
 
-MAGIC_V1 = MESSAGE_MAGIC_CODE     # v1: 1-byte topic length
+MAGIC_V1 = MESSAGE_MAGIC_CODE  # v1: 1-byte topic length
 MAGIC_V2 = MESSAGE_MAGIC_CODE_V2  # v2: 2-byte topic length
 
 _SYSFLAG_COMPRESSED = MessageSysFlag.COMPRESSED_FLAG
@@ -104,8 +105,22 @@ ArrowProps = tuple["npt.NDArray[np.int64]", ArrowArray, ArrowArray]
 class Columns:
     """Column lists filled by :func:`decode_records`; ``want`` limits the work to the columns asked for."""
 
-    __slots__ = ("want", "n", "key", "value", "topic", "partition", "offset", "timestamp",
-                 "bornTimestamp", "tags", "msgId", "properties", "brokerName", "_need_props")
+    __slots__ = (
+        "want",
+        "n",
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "bornTimestamp",
+        "tags",
+        "msgId",
+        "properties",
+        "brokerName",
+        "_need_props",
+    )
 
     def __init__(self, want: Iterable[str]) -> None:
         self.want = frozenset(want)
@@ -128,8 +143,9 @@ class Columns:
         self.brokerName: str | None = None
 
 
-def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
-                   tags: frozenset[str] | None = None) -> tuple[int | None, int]:
+def decode_records(
+    body: bytes, cols: Columns, *, start: int, end: int, tags: frozenset[str] | None = None
+) -> tuple[int | None, int]:
     """Decode every record of a pull body into ``cols``.
 
     Only records with ``start <= queue offset < end`` are kept, and with ``tags`` given only
@@ -161,8 +177,22 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
     first = None
     props: Mapping[str, str]
     mv = memoryview(body)
-    for (rec_start, _size, _version, sysflag, _bh_at, _bh_len, store_host_at, host_len, body_at, body_len,
-         topic_at, topic_len, props_at, prop_len) in walk_records(body):
+    for (
+        rec_start,
+        _size,
+        _version,
+        sysflag,
+        _bh_at,
+        _bh_len,
+        store_host_at,
+        host_len,
+        body_at,
+        body_len,
+        topic_at,
+        topic_len,
+        props_at,
+        prop_len,
+    ) in walk_records(body):
         (_s, _magic, _crc, qid, _flag, qoff, _phy, _sf, born_ts) = head_unpack(body, rec_start)
         (store_ts,) = _I64.unpack_from(body, store_host_at - 8)
         if qoff < start or qoff >= end:
@@ -173,7 +203,7 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
             first = qoff
         last = qoff + 1
         if need_props:
-            props = parse_properties(str(mv[props_at:props_at + prop_len], "utf-8", "replace"))
+            props = parse_properties(str(mv[props_at : props_at + prop_len], "utf-8", "replace"))
             tag = props.get(MessageConst.TAGS)
             if tags is not None and tag not in tags:
                 continue
@@ -181,7 +211,7 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
             props = _NO_PROPS  # read only when need_props (every column that reads it sets it)
         cols.n += 1
         if w_value:
-            v = body[body_at:body_at + body_len]
+            v = body[body_at : body_at + body_len]
             if sysflag & _SYSFLAG_COMPRESSED:
                 v = inflate_body(v, MAX_INFLATED_BODY, what=f"body of queue offset {qoff}")
             cols.value.append(v)
@@ -189,7 +219,7 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
             k = props.get(MessageConst.KEYS)
             cols.key.append(None if k is None else k.encode("utf-8"))
         if w_topic:
-            cols.topic.append(str(mv[topic_at:topic_at + topic_len], "utf-8", "replace"))
+            cols.topic.append(str(mv[topic_at : topic_at + topic_len], "utf-8", "replace"))
         if w_part:
             cols.partition.append(qid)
         if w_off:
@@ -202,14 +232,15 @@ def decode_records(body: bytes, cols: Columns, *, start: int, end: int,
             cols.tags.append(props.get(MessageConst.TAGS))
         if w_id:
             phy_at = rec_start + OFF_PHYSICALOFFSET
-            cols.msgId.append((body[store_host_at:store_host_at + host_len] + body[phy_at:phy_at + 8]).hex().upper())
+            cols.msgId.append(
+                (body[store_host_at : store_host_at + host_len] + body[phy_at : phy_at + 8]).hex().upper()
+            )
         if w_props:
             cols.properties.append(props)
     return first, last
 
 
-def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema: ArrowSchema,
-                   kinds: Sequence[str]) -> RecordBatch:
+def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema: ArrowSchema, kinds: Sequence[str]) -> RecordBatch:
     """Build a ``pyarrow.RecordBatch`` with exactly ``arrow_schema`` from decoded columns.
 
     ``names[i]`` is our column name for schema field ``i``; ``kinds[i]`` says how the user
@@ -237,8 +268,9 @@ def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema: ArrowSchem
                 keys.extend(d.keys())
                 items.extend(d.values())
                 offs.append(len(keys))
-            arr = pa.MapArray.from_arrays(pa.array(offs, pa.int32()), pa.array(keys, t.key_type),
-                                          pa.array(items, t.item_type), type=t)
+            arr = pa.MapArray.from_arrays(
+                pa.array(offs, pa.int32()), pa.array(keys, t.key_type), pa.array(items, t.item_type), type=t
+            )
         elif name == "headers":
             hkeys: list[str] = []
             hvalues: list[bytes] = []
@@ -247,8 +279,9 @@ def to_arrow_batch(cols: Columns, names: Sequence[str], arrow_schema: ArrowSchem
                 hkeys.extend(d.keys())
                 hvalues.extend(v.encode("utf-8") for v in d.values())
                 hoffs.append(len(hkeys))
-            arr = headers_array(np.asarray(hoffs, dtype=np.int32), pa.array(hkeys, pa.string()),
-                                pa.array(hvalues, pa.binary()), t)
+            arr = headers_array(
+                np.asarray(hoffs, dtype=np.int32), pa.array(hkeys, pa.string()), pa.array(hvalues, pa.binary()), t
+            )
         elif name in ("key", "value") and kind == "string":
             arr = pa.array([None if b is None else b.decode("utf-8", "replace") for b in getattr(cols, name)], type=t)
         else:
@@ -307,8 +340,14 @@ class Chunk:
         return self.records >= rows or self.nbytes >= _CHUNK_MAX_BYTES
 
 
-def _slow_chunk(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema, kinds: Sequence[str],
-                tags: frozenset[str] | None, broker_name: str) -> RecordBatch:
+def _slow_chunk(
+    chunk: Chunk,
+    names: Sequence[str],
+    arrow_schema: ArrowSchema,
+    kinds: Sequence[str],
+    tags: frozenset[str] | None,
+    broker_name: str,
+) -> RecordBatch:
     cols = Columns(names)
     cols.brokerName = broker_name
     for body, (lo, hi) in zip(chunk.bodies, chunk.bounds, strict=True):
@@ -316,8 +355,9 @@ def _slow_chunk(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema, k
     return to_arrow_batch(cols, names, arrow_schema, kinds)
 
 
-def _props_arrow(u8: npt.NDArray[np.uint8], data: bytes, starts: npt.NDArray[np.int64],
-                 lengths: npt.NDArray[np.int64]) -> ArrowProps | None:
+def _props_arrow(
+    u8: npt.NDArray[np.uint8], data: bytes, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]
+) -> ArrowProps | None:
     """Parse properties strings for many records at once (Arrow compute, no per-row Python).
 
     Returns ``(offsets, keys, values)``: record ``i``'s properties are items
@@ -356,8 +396,15 @@ def _prop_column(props: ArrowProps, name: str) -> ArrowArray:
     return values.take(pa.array(pick, mask=pick < 0))
 
 
-def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema, kinds: Sequence[str], *,
-                   tags: frozenset[str] | None, broker_name: str) -> RecordBatch:
+def chunk_to_arrow(
+    chunk: Chunk,
+    names: Sequence[str],
+    arrow_schema: ArrowSchema,
+    kinds: Sequence[str],
+    *,
+    tags: frozenset[str] | None,
+    broker_name: str,
+) -> RecordBatch:
     """The RecordBatch of a chunk: records inside their bounds and, with ``tags``, whose TAGS
     is in it; columns exactly ``arrow_schema``. Same result as :func:`decode_records` +
     :func:`to_arrow_batch`, which it falls back to for IPv6 hosts, v2 magic or compressed bodies."""
@@ -393,8 +440,9 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema
 
     magic = u8[S[:, None] + OFF_MAGIC + ar4].view(">u4").ravel()
     sysflag = i32(OFF_SYSFLAG)
-    if ((magic != MAGIC_V1).any()
-            or (sysflag & (_SYSFLAG_COMPRESSED | _SYSFLAG_BORNHOST_V6 | _SYSFLAG_STOREHOST_V6)).any()):
+    if (magic != MAGIC_V1).any() or (
+        sysflag & (_SYSFLAG_COMPRESSED | _SYSFLAG_BORNHOST_V6 | _SYSFLAG_STOREHOST_V6)
+    ).any():
         return _slow_chunk(chunk, names, arrow_schema, kinds, tags, broker_name)
     size = i32(OFF_TOTALSIZE).astype(np.int64)
     blen = i32(_V4_BODYLEN).astype(np.int64)
@@ -432,8 +480,10 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema
             bl = blen[rows]
             bs = Sk + _V4_BODY
             if kind == "string":
-                arr = pa.array([data[a:a + b].decode("utf-8", "replace")
-                                for a, b in zip(bs.tolist(), bl.tolist(), strict=True)], type=t)
+                arr = pa.array(
+                    [data[a : a + b].decode("utf-8", "replace") for a, b in zip(bs.tolist(), bl.tolist(), strict=True)],
+                    type=t,
+                )
             else:
                 arr = _binary_view(u8, data, bs, bl, n).cast(t)
         elif name == "offset":
@@ -450,8 +500,10 @@ def chunk_to_arrow(chunk: Chunk, names: Sequence[str], arrow_schema: ArrowSchema
         elif name == "topic":
             tl = tlen[rows]
             tp = tpos[rows] + 1
-            arr = pa.array([str(data[a:a + b], "utf-8", "replace")
-                            for a, b in zip(tp.tolist(), tl.tolist(), strict=True)], type=t)
+            arr = pa.array(
+                [str(data[a : a + b], "utf-8", "replace") for a, b in zip(tp.tolist(), tl.tolist(), strict=True)],
+                type=t,
+            )
         elif name == "msgId":
             hb = np.empty((n, 16), dtype=np.uint8)
             hb[:, :8] = u8[Sk[:, None] + _V4_STOREHOST + ar8]
@@ -490,13 +542,15 @@ def headers_array(offsets: npt.NDArray[np.int32], keys: ArrowArray, values: Arro
     import pyarrow as pa
 
     struct_type = t.value_type
-    items = pa.StructArray.from_arrays([keys.cast(struct_type[0].type), values.cast(struct_type[1].type)],
-                                       fields=list(struct_type))
+    items = pa.StructArray.from_arrays(
+        [keys.cast(struct_type[0].type), values.cast(struct_type[1].type)], fields=list(struct_type)
+    )
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), items, type=t)
 
 
-def _binary_view(u8: npt.NDArray[np.uint8], data: bytes, starts: npt.NDArray[np.int64],
-                 lengths: npt.NDArray[np.int64], n: int) -> ArrowArray:
+def _binary_view(
+    u8: npt.NDArray[np.uint8], data: bytes, starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64], n: int
+) -> ArrowArray:
     """An Arrow binary-view array of ``data[starts[i]:starts[i]+lengths[i]]`` (no copies).
 
     Each view is 16 bytes, little-endian: ``length | 12 inline bytes`` when length <= 12,

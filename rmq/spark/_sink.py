@@ -11,6 +11,7 @@ name, that has it writable); otherwise a message with a key goes to ``crc32(key)
 one key stays in one queue (ordered, like Kafka's default partitioner), and a message without
 one goes round robin.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -46,8 +47,9 @@ AUTO_CREATE_TOPIC = TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 _DEFAULT_TOPIC_QUEUE_NUMS = 4  # DefaultMQProducer.defaultTopicQueueNums
 _BATCH_PROPERTIES = properties_to_string({MessageConst.WAIT_STORE_MSG_OK: "true"}, trailing_separator=True)
 _MAX_BATCH_BYTES = 1024 * 1024  # well under the broker's 4 MiB maxMessageSize for a whole batch
-_RESERVED = frozenset({MessageConst.KEYS, MessageConst.TAGS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
-                       MessageConst.WAIT_STORE_MSG_OK})
+_RESERVED = frozenset(
+    {MessageConst.KEYS, MessageConst.TAGS, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.WAIT_STORE_MSG_OK}
+)
 
 
 class SinkError(ClientError):
@@ -75,7 +77,7 @@ class _UniqId:
         head = f"UNIQ_KEY\x01{self._prefix}{int(time.time() * 1000) & 0xFFFFFFFF:08X}".encode()
         width = len(head) + 5
         out = np.empty((n, width), dtype=np.uint8)
-        out[:, :len(head)] = np.frombuffer(head, dtype=np.uint8)
+        out[:, : len(head)] = np.frombuffer(head, dtype=np.uint8)
         seq = (first + np.arange(n)) & 0xFFFF
         hexd = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
         for i, shift in enumerate((12, 8, 4, 0)):
@@ -109,8 +111,11 @@ def _user_properties(col: ArrowArray) -> ArrowArray:
         raise SinkError(f"property {bad[0]!r} is set by the sink (use the key/tags columns)")
     _check_separators(keys, "property name")
     _check_separators(items, "property value")
-    offsets = np.asarray(pc.fill_null(col.offsets, 0), dtype=np.int64) if col.offsets.null_count else \
-        np.asarray(col.offsets, dtype=np.int64)
+    offsets = (
+        np.asarray(pc.fill_null(col.offsets, 0), dtype=np.int64)
+        if col.offsets.null_count
+        else np.asarray(col.offsets, dtype=np.int64)
+    )
     ok = np.asarray(pc.is_valid(items))
     pairs = pc.binary_join_element_wise(keys, "\x01", items, "\x02", "").filter(pa.array(ok))
     counts = np.concatenate([[0], np.cumsum(ok, dtype=np.int64)])
@@ -167,8 +172,10 @@ class MessageSender:
                 try:
                     route = self.client.topic_route(AUTO_CREATE_TOPIC)
                 except TopicNotExistError:
-                    raise SinkError(f"topic {topic!r} does not exist and the brokers do not auto-create topics "
-                                    f"(no route for {AUTO_CREATE_TOPIC}); create it first") from None
+                    raise SinkError(
+                        f"topic {topic!r} does not exist and the brokers do not auto-create topics "
+                        f"(no route for {AUTO_CREATE_TOPIC}); create it first"
+                    ) from None
                 log.info("topic %r has no route; sending through %s so the broker creates it", topic, AUTO_CREATE_TOPIC)
                 t = _TopicTarget(topic, route, AUTO_CREATE_TOPIC)
             if not t.queues:
@@ -180,8 +187,10 @@ class MessageSender:
         if partition is not None:
             q = t.by_qid.get(int(partition))
             if q is None:
-                raise SinkError(f"partition {partition} is not a writable queue of topic {t.topic!r} "
-                                f"(writable queue ids: {sorted(t.by_qid)})")
+                raise SinkError(
+                    f"partition {partition} is not a writable queue of topic {t.topic!r} "
+                    f"(writable queue ids: {sorted(t.by_qid)})"
+                )
             return q
         if key is not None:
             return t.queues[zlib.crc32(key) % len(t.queues)]
@@ -190,10 +199,16 @@ class MessageSender:
 
     # ------------------------------------------------------------------ adding rows
 
-    def add_columns(self, n: int, value: Sequence[bytes | str | None], key: Sequence[bytes | str | None] | None = None,
-                    topic: Sequence[str | None] | None = None, tags: Sequence[str | None] | None = None,
-                    properties: Sequence[Any] | None = None,
-                    partition: Sequence[int | None] | None = None) -> None:
+    def add_columns(
+        self,
+        n: int,
+        value: Sequence[bytes | str | None],
+        key: Sequence[bytes | str | None] | None = None,
+        topic: Sequence[str | None] | None = None,
+        tags: Sequence[str | None] | None = None,
+        properties: Sequence[Any] | None = None,
+        partition: Sequence[int | None] | None = None,
+    ) -> None:
         """Queue ``n`` messages given as column lists (None = column absent).
 
         ``value``/``key`` hold bytes or str; ``properties`` holds dicts or lists of (k, v) pairs.
@@ -219,7 +234,7 @@ class MessageSender:
             props: dict[str, str] = {}
             if properties is not None and properties[i]:
                 pv = properties[i]
-                for pk, pval in (pv.items() if isinstance(pv, dict) else pv):
+                for pk, pval in pv.items() if isinstance(pv, dict) else pv:
                     if pk in _RESERVED:
                         raise SinkError(f"property {pk!r} is set by the sink (use the key/tags columns)")
                     if pval is not None:
@@ -267,8 +282,9 @@ class MessageSender:
 
             value = col("value")
             assert value is not None  # the fast path read it before falling back
-            self.add_columns(batch.num_rows, value, col("key"), col("topic"), col("tags"),
-                             col("properties"), col("partition"))
+            self.add_columns(
+                batch.num_rows, value, col("key"), col("topic"), col("tags"), col("properties"), col("partition")
+            )
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
             raise SinkError(f"cannot encode the rows: {e}") from None
 
@@ -316,8 +332,10 @@ class MessageSender:
                 for p in np.unique(pv[pv >= 0]).tolist():
                     q = t.by_qid.get(p)
                     if q is None:
-                        raise SinkError(f"partition {p} is not a writable queue of topic {topic!r} "
-                                        f"(writable queue ids: {sorted(t.by_qid)})")
+                        raise SinkError(
+                            f"partition {p} is not a writable queue of topic {topic!r} "
+                            f"(writable queue ids: {sorted(t.by_qid)})"
+                        )
                     qsel[pv == p] = t.queues.index(q)
             free = qsel < 0
             if key is not None:
@@ -339,8 +357,7 @@ class MessageSender:
         if props_col is not None and props_col.null_count < n:
             pieces.append(_user_properties(props_col))
         if key is not None:
-            pieces.append(pc.if_else(pa.array(key_valid), pc.binary_join_element_wise(
-                "KEYS\x01", key, "\x02", ""), ""))
+            pieces.append(pc.if_else(pa.array(key_valid), pc.binary_join_element_wise("KEYS\x01", key, "\x02", ""), ""))
             _check_separators(key, "key")
         tags = cols.get("tags")
         if tags is not None:
@@ -352,8 +369,11 @@ class MessageSender:
         elif self.opts.tags:
             pieces.append(pa.array([f"TAGS\x01{self.opts.tags}\x02"] * n, pa.string()))
         pieces.append(self._ids.array(n))
-        props = pc.binary_join_element_wise(*pieces, "", null_handling="replace", null_replacement="") \
-            if len(pieces) > 1 else pieces[0]
+        props = (
+            pc.binary_join_element_wise(*pieces, "", null_handling="replace", null_replacement="")
+            if len(pieces) > 1
+            else pieces[0]
+        )
         props = props.cast(pa.binary())
         plen = np.asarray(pc.binary_length(props), dtype=np.int64)
         if (plen > 32767).any():
@@ -364,15 +384,23 @@ class MessageSender:
         head = np.zeros((n, 5), dtype=">i4")
         head[:, 0] = 20 + blen + 2 + plen
         head[:, 4] = blen
-        head_arr = pa.Array.from_buffers(pa.binary(), n,
-                                         [None, pa.py_buffer(np.arange(0, 20 * n + 1, 20, dtype=np.int32)),
-                                          pa.py_buffer(head.view(np.uint8))])
-        plen_arr = pa.Array.from_buffers(pa.binary(), n,
-                                         [None, pa.py_buffer(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
-                                          pa.py_buffer(plen.astype(">i2").view(np.uint8))])
+        head_arr = pa.Array.from_buffers(
+            pa.binary(),
+            n,
+            [None, pa.py_buffer(np.arange(0, 20 * n + 1, 20, dtype=np.int32)), pa.py_buffer(head.view(np.uint8))],
+        )
+        plen_arr = pa.Array.from_buffers(
+            pa.binary(),
+            n,
+            [
+                None,
+                pa.py_buffer(np.arange(0, 2 * n + 1, 2, dtype=np.int32)),
+                pa.py_buffer(plen.astype(">i2").view(np.uint8)),
+            ],
+        )
         order = np.argsort(dest, kind="stable")
         items = pc.binary_join_element_wise(head_arr, value, plen_arr, props, b"").take(pa.array(order))
-        offs = np.frombuffer(items.buffers()[1], dtype=np.int32)[items.offset:items.offset + n + 1].astype(np.int64)
+        offs = np.frombuffer(items.buffers()[1], dtype=np.int32)[items.offset : items.offset + n + 1].astype(np.int64)
         buf = memoryview(items.buffers()[2])
         base = offs[0]
         sorted_dest = dest[order]
@@ -387,7 +415,7 @@ class MessageSender:
                 j = min(b, i + limit)
                 while j > i + 1 and offs[j] - offs[i] > _MAX_BATCH_BYTES:
                     j = i + max(1, (j - i) // 2)
-                self._queue_send(topic, broker, qid, bytes(buf[offs[i] - base:offs[j] - base]), j - i)
+                self._queue_send(topic, broker, qid, bytes(buf[offs[i] - base : offs[j] - base]), j - i)
                 i = j
 
     # ------------------------------------------------------------------ sending
@@ -401,15 +429,30 @@ class MessageSender:
         # The batch's own properties: the broker waits for the store (WAIT=true), as Java's
         # DefaultMQProducer sends; each item carries its own keys, tags and UNIQ_KEY.
         header = SendMessageRequestHeader(
-            producer_group=self.opts.producer_group, topic=topic,
+            producer_group=self.opts.producer_group,
+            topic=topic,
             default_topic=t.default_topic or AUTO_CREATE_TOPIC,
-            default_topic_queue_nums=_DEFAULT_TOPIC_QUEUE_NUMS, queue_id=qid, sys_flag=0,
-            born_timestamp=int(time.time() * 1000), flag=0, properties=_BATCH_PROPERTIES,
-            reconsume_times=0, unit_mode=False, batch=True)
+            default_topic_queue_nums=_DEFAULT_TOPIC_QUEUE_NUMS,
+            queue_id=qid,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=0,
+            properties=_BATCH_PROPERTIES,
+            reconsume_times=0,
+            unit_mode=False,
+            batch=True,
+        )
         addr = t.addrs[broker]
         ready = self._ready.setdefault(addr, [])
-        ready.append((header, body, MessageQueue(topic, broker, qid),
-                      f"sending {count} messages to {topic}/{broker}/{qid}", count))
+        ready.append(
+            (
+                header,
+                body,
+                MessageQueue(topic, broker, qid),
+                f"sending {count} messages to {topic}/{broker}/{qid}",
+                count,
+            )
+        )
         if len(ready) >= self.opts.max_in_flight:
             self._send(addr)
 
@@ -440,4 +483,3 @@ class MessageSender:
         for addr in list(self._ready):
             self._send(addr)
         return self.sent
-

@@ -20,6 +20,7 @@ the system's trust store; Java's client-side names set the rest
 (``tls.client.trustCertPath``, ``tls.client.certPath``, ``tls.client.keyPath``,
 ``tls.client.keyPassword``, ``tls.client.authServer``, ``tls.config.file``) and imply ``tls``.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -137,8 +138,9 @@ def parse_offsets_json(option: str, text: str, *, timestamps: bool = False) -> d
     except ValueError as e:
         raise OptionError(f"{option}: not valid JSON ({e}): {text!r}") from None
     if not isinstance(d, dict) or not d:
-        raise OptionError(f"{option}: expected a JSON object like "
-                          f'{{"topic": {{"broker-a": {{"0": 42}}}}}}, got {text!r}')
+        raise OptionError(
+            f'{option}: expected a JSON object like {{"topic": {{"broker-a": {{"0": 42}}}}}}, got {text!r}'
+        )
     what = "timestamp" if timestamps else "offset"
     out: dict[OffsetKey, int] = {}
     for topic, per in d.items():
@@ -158,15 +160,18 @@ def parse_offsets_json(option: str, text: str, *, timestamps: bool = False) -> d
                 qid = _queue_id(option, topic, q)
                 out[(topic, None, qid)] = _int_value(option, f"{what} of {topic}/{qid}", v)
         else:
-            raise OptionError(f"{option}: topic {topic!r} mixes broker names and queue ids; use either "
-                              f'{{"{topic}": {{"broker-a": {{"0": 1}}}}}} or {{"{topic}": {{"0": 1}}}}')
+            raise OptionError(
+                f"{option}: topic {topic!r} mixes broker names and queue ids; use either "
+                f'{{"{topic}": {{"broker-a": {{"0": 1}}}}}} or {{"{topic}": {{"0": 1}}}}'
+            )
     for key, val in out.items():
         if timestamps:
             if val < 0 and val not in (EARLIEST, LATEST):
                 raise OptionError(f"{option}: timestamp {val} of {key[0]}/{key[2]} is negative")
         elif val < 0 and val not in (EARLIEST, LATEST):
-            raise OptionError(f"{option}: offset {val} of {key[0]}/{key[2]} is negative "
-                              f"(use -2 for earliest, -1 for latest)")
+            raise OptionError(
+                f"{option}: offset {val} of {key[0]}/{key[2]} is negative (use -2 for earliest, -1 for latest)"
+            )
     return out
 
 
@@ -241,17 +246,45 @@ class SourceOptions:
 
 
 _SOURCE_KNOWN = {
-    "nameserver", "subscribe", "topic", "subscribepattern", "assign", "subexpression",
-    "startingoffsets", "endingoffsets", "startingtimestamp", "endingtimestamp",
-    "startingoffsetsbytimestamp", "endingoffsetsbytimestamp", "failondataloss",
-    "minpartitions", "maxrecordsperpartition", "maxoffsetspertrigger", "pullbatchsize",
-    "pulltimeoutms", "group", "path", "accesskey", "secretkey", "includeheaders",
+    "nameserver",
+    "subscribe",
+    "topic",
+    "subscribepattern",
+    "assign",
+    "subexpression",
+    "startingoffsets",
+    "endingoffsets",
+    "startingtimestamp",
+    "endingtimestamp",
+    "startingoffsetsbytimestamp",
+    "endingoffsetsbytimestamp",
+    "failondataloss",
+    "minpartitions",
+    "maxrecordsperpartition",
+    "maxoffsetspertrigger",
+    "pullbatchsize",
+    "pulltimeoutms",
+    "group",
+    "path",
+    "accesskey",
+    "secretkey",
+    "includeheaders",
     "startingoffsetsbytimestampstrategy",
 }
 #: Spark-Kafka's ``startingOffsetsByTimestampStrategy`` values
 TIMESTAMP_STRATEGIES = ("error", "latest")
-_SINK_KNOWN = {"nameserver", "topic", "producergroup", "sendtimeoutms", "batchsize", "maxinflight", "tags", "path",
-               "accesskey", "secretkey"}
+_SINK_KNOWN = {
+    "nameserver",
+    "topic",
+    "producergroup",
+    "sendtimeoutms",
+    "batchsize",
+    "maxinflight",
+    "tags",
+    "path",
+    "accesskey",
+    "secretkey",
+}
 
 
 def _credentials(opts: Mapping[str, str | None]) -> tuple[str | None, str | None]:
@@ -261,12 +294,22 @@ def _credentials(opts: Mapping[str, str | None]) -> tuple[str | None, str | None
     except ValueError:
         raise OptionError("accessKey and secretKey: give both (ACL credentials) or neither") from None
     return ak or None, sk or None
+
+
 # TLS: ``tls=true`` and Java's client-side property names (``tls.client.trustCertPath`` …,
 # ``tls.config.file``); Spark hands options over lower-cased, the TLS settings match any case.
-_TLS_KNOWN = {"tls", "tls.config.file", "tls.client.certpath", "tls.client.keypath", "tls.client.keypassword",
-              "tls.client.trustcertpath", "tls.client.authserver"}
+_TLS_KNOWN = {
+    "tls",
+    "tls.config.file",
+    "tls.client.certpath",
+    "tls.client.keypath",
+    "tls.client.keypassword",
+    "tls.client.trustcertpath",
+    "tls.client.authserver",
+}
 _SOURCE_KNOWN |= _TLS_KNOWN
 _SINK_KNOWN |= _TLS_KNOWN
+
 
 def _tls_properties(opts: Mapping[str, str]) -> TlsProperties:
     """The TLS options, checked here on the driver (a missing file names its option): ``tls``
@@ -303,8 +346,9 @@ def _lower(options: Mapping[str, str], known: set[str], what: str) -> dict[str, 
 def _name_servers(opts: Mapping[str, str]) -> tuple[str, ...]:
     raw = opts.get("nameserver")
     if not raw or not raw.strip():
-        raise OptionError("nameServer: required, e.g. .option('nameServer', '127.0.0.1:9876') "
-                          "(several separated by ';')")
+        raise OptionError(
+            "nameServer: required, e.g. .option('nameServer', '127.0.0.1:9876') (several separated by ';')"
+        )
     addrs = tuple(a.strip() for a in re.split(r"[;,]", raw) if a.strip())
     for a in addrs:
         host, sep, port = a.rpartition(":")
@@ -373,8 +417,9 @@ def _parse_assign(raw: str) -> Assignment:
         elif isinstance(v, dict) and v and all(isinstance(x, list) for x in v.values()):
             out[topic] = {str(b): sorted({_queue_id("assign", topic, q) for q in qs}) for b, qs in v.items()}
         else:
-            raise OptionError(f"assign: topic {topic!r} must map to a list of queue ids or to "
-                              f"{{broker: [queue ids]}}, got {v!r}")
+            raise OptionError(
+                f"assign: topic {topic!r} must map to a list of queue ids or to {{broker: [queue ids]}}, got {v!r}"
+            )
         if not any(out[topic].values()):
             raise OptionError(f"assign: topic {topic!r} lists no queues")
     return out
@@ -399,8 +444,10 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     assign_raw = opts.get("assign")
     given = [n for n, v in (("subscribe", sub), ("subscribePattern", pattern), ("assign", assign_raw)) if v]
     if len(given) != 1:
-        raise OptionError("exactly one of subscribe (or topic), subscribePattern, assign is required"
-                          + (f"; got {', '.join(given)}" if given else ""))
+        raise OptionError(
+            "exactly one of subscribe (or topic), subscribePattern, assign is required"
+            + (f"; got {', '.join(given)}" if given else "")
+        )
     topics: tuple[str, ...] = ()
     assign: Assignment = {}
     if sub:
@@ -419,8 +466,10 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest", allow_latest=streaming)
     strategy = (opts.get("startingoffsetsbytimestampstrategy") or "error").strip().lower()
     if strategy not in TIMESTAMP_STRATEGIES:
-        raise OptionError(f"startingOffsetsByTimestampStrategy: expected one of {', '.join(TIMESTAMP_STRATEGIES)}, "
-                          f"got {opts.get('startingoffsetsbytimestampstrategy')!r}")
+        raise OptionError(
+            f"startingOffsetsByTimestampStrategy: expected one of {', '.join(TIMESTAMP_STRATEGIES)}, "
+            f"got {opts.get('startingoffsetsbytimestampstrategy')!r}"
+        )
     starting = dataclasses.replace(starting, no_match=strategy)
     if streaming:
         for name in ("endingoffsets", "endingtimestamp", "endingoffsetsbytimestamp"):

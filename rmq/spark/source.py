@@ -22,6 +22,7 @@ headers (value = the property's UTF-8 bytes). A declared schema may name ``heade
 ``timestamp`` is the broker's store time, so ``timestampType`` is always 1 (log-append time,
 in Spark-Kafka's numbering). ``msgId`` is the offsetMsgId; ``key`` is the KEYS property.
 """
+
 from __future__ import annotations
 
 import logging
@@ -95,6 +96,7 @@ except ImportError:  # Spark 4.0 / 4.1
     class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
         """Placeholder so the class statement below works before Spark 4.2."""
 
+
 try:  # Spark >= 4.1
     from pyspark.sql.datasource import DataSourceStreamArrowWriter
 except ImportError:
@@ -104,20 +106,22 @@ __all__ = ["RocketMQDataSource", "SOURCE_SCHEMA", "RangePartition", "SendCommitM
 
 log = logging.getLogger("rmq.spark")
 
-SOURCE_SCHEMA = StructType([
-    StructField("key", BinaryType()),
-    StructField("value", BinaryType()),
-    StructField("topic", StringType()),
-    StructField("partition", IntegerType()),
-    StructField("offset", LongType()),
-    StructField("timestamp", TimestampType()),
-    StructField("timestampType", IntegerType()),
-    StructField("brokerName", StringType()),
-    StructField("tags", StringType()),
-    StructField("bornTimestamp", TimestampType()),
-    StructField("msgId", StringType()),
-    StructField("properties", MapType(StringType(), StringType())),
-])
+SOURCE_SCHEMA = StructType(
+    [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField("brokerName", StringType()),
+        StructField("tags", StringType()),
+        StructField("bornTimestamp", TimestampType()),
+        StructField("msgId", StringType()),
+        StructField("properties", MapType(StringType(), StringType())),
+    ]
+)
 #: Spark-Kafka's headers column type
 HEADERS_TYPE = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 #: the schema with ``includeHeaders=true``
@@ -149,8 +153,7 @@ def _column_plan(schema: StructType) -> tuple[list[str], list[str]]:
     for f in schema.fields:
         ours = _CANONICAL.get(f.name.lower())
         if ours is None:
-            raise OptionError(f"schema: the rocketmq source has no column {f.name!r} "
-                              f"(columns: {', '.join(_ACCEPTED)})")
+            raise OptionError(f"schema: the rocketmq source has no column {f.name!r} (columns: {', '.join(_ACCEPTED)})")
         kind = _ACCEPTED[ours].get(f.dataType)
         if kind is None:
             allowed = " or ".join(t.simpleString() for t in _ACCEPTED[ours])
@@ -197,12 +200,17 @@ class _RangeReading:
         rng = partition.value
         if rng is None:  # Spark's placeholder when there is nothing to read
             return
-        client = shared_client(self.opts.name_servers, self.opts.pull_timeout_ms / 1000.0,
-                               credentials=self.opts.credentials, tls=self.opts.tls)
+        client = shared_client(
+            self.opts.name_servers,
+            self.opts.pull_timeout_ms / 1000.0,
+            credentials=self.opts.credentials,
+            tls=self.opts.tls,
+        )
         arrow_schema = _arrow_schema(self.schema)
         for chunk in read_range(client, rng, self.opts):
-            batch = chunk_to_arrow(chunk, self._names, arrow_schema, self._kinds, tags=self.opts.tags,
-                                   broker_name=rng.broker_name)
+            batch = chunk_to_arrow(
+                chunk, self._names, arrow_schema, self._kinds, tags=self.opts.tags, broker_name=rng.broker_name
+            )
             if batch.num_rows:
                 yield batch
 
@@ -216,8 +224,9 @@ class RocketMQBatchReader(_RangeReading, DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         opts = self.opts
-        client = shared_client(opts.name_servers, opts.pull_timeout_ms / 1000.0, credentials=opts.credentials,
-                               tls=opts.tls)
+        client = shared_client(
+            opts.name_servers, opts.pull_timeout_ms / 1000.0, credentials=opts.credentials, tls=opts.tls
+        )
         queues = resolve_queues(client, opts)
         if not queues:
             log.warning("rocketmq: no readable queue matches the query; the result is empty")
@@ -226,12 +235,19 @@ class RocketMQBatchReader(_RangeReading, DataSourceReader):
         end = resolve_offsets(client, opts.ending, queues)
         for k in sorted(queues):
             if start[k] > end[k]:
-                raise OptionError(f"queue {k[0]}/{k[1]}/{k[2]}: starting offset {start[k]} is after the ending "
-                                  f"offset {end[k]} (from {opts.starting.option} and {opts.ending.option})")
-        ranges = plan_ranges(queues, start, end, min_partitions=opts.min_partitions,
-                             max_records=opts.max_records_per_partition)
-        log.info("rocketmq batch read: %d queues, %d partitions, %d offsets", len(queues), len(ranges),
-                 sum(len(r) for r in ranges))
+                raise OptionError(
+                    f"queue {k[0]}/{k[1]}/{k[2]}: starting offset {start[k]} is after the ending "
+                    f"offset {end[k]} (from {opts.starting.option} and {opts.ending.option})"
+                )
+        ranges = plan_ranges(
+            queues, start, end, min_partitions=opts.min_partitions, max_records=opts.max_records_per_partition
+        )
+        log.info(
+            "rocketmq batch read: %d queues, %d partitions, %d offsets",
+            len(queues),
+            len(ranges),
+            sum(len(r) for r in ranges),
+        )
         return [RangePartition(r) for r in ranges]
 
 
@@ -260,8 +276,12 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         return d
 
     def _client(self) -> RocketMQClient:
-        return shared_client(self.opts.name_servers, self.opts.pull_timeout_ms / 1000.0,
-                             credentials=self.opts.credentials, tls=self.opts.tls)
+        return shared_client(
+            self.opts.name_servers,
+            self.opts.pull_timeout_ms / 1000.0,
+            credentials=self.opts.credentials,
+            tls=self.opts.tls,
+        )
 
     def _refresh_queues(self) -> dict[QueueKey, str]:
         self._queues = resolve_queues(self._client(), self.opts)
@@ -324,8 +344,10 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
         for k, e in stop.items():
             b = begin.get(k, 0)  # a queue new since the last batch starts at its beginning
             if e < b:
-                msg = (f"queue {k[0]}/{k[1]}/{k[2]}: its offsets went back from {b} to {e}; "
-                       f"the topic was probably deleted and recreated")
+                msg = (
+                    f"queue {k[0]}/{k[1]}/{k[2]}: its offsets went back from {b} to {e}; "
+                    f"the topic was probably deleted and recreated"
+                )
                 if self.opts.fail_on_data_loss:
                     raise DataLossError(msg + ". Set failOnDataLoss=false to read it again from its beginning.")
                 log.warning("%s; reading it again from its beginning (failOnDataLoss=false)", msg)
@@ -340,11 +362,18 @@ class RocketMQStreamReader(_RangeReading, DataSourceStreamReader, SupportsTrigge
                 addr = self._refresh_queues().get(k)
             addr = addr or self._addr_of(k)
             if addr is None:
-                raise RMQError(f"queue {k[0]}/{k[1]}/{k[2]} has offsets {lo[k]}..{stop[k] - 1} to read but "
-                               f"broker {k[1]!r} has no master in the route now")
+                raise RMQError(
+                    f"queue {k[0]}/{k[1]}/{k[2]} has offsets {lo[k]}..{stop[k] - 1} to read but "
+                    f"broker {k[1]!r} has no master in the route now"
+                )
             live[k] = addr
-        ranges = plan_ranges(live, lo, {k: stop[k] for k in live}, min_partitions=self.opts.min_partitions,
-                             max_records=self.opts.max_records_per_partition)
+        ranges = plan_ranges(
+            live,
+            lo,
+            {k: stop[k] for k in live},
+            min_partitions=self.opts.min_partitions,
+            max_records=self.opts.max_records_per_partition,
+        )
         return [RangePartition(r) for r in ranges]
 
     def _addr_of(self, k: QueueKey) -> str | None:
@@ -405,15 +434,18 @@ _SINK_TYPES = {
 def _check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
     fields = {f.name: f for f in schema.fields}
     if "value" not in fields:
-        raise OptionError(f"the rocketmq sink needs a 'value' column (binary or string); got columns "
-                          f"{', '.join(fields) or 'none'}")
+        raise OptionError(
+            f"the rocketmq sink needs a 'value' column (binary or string); got columns {', '.join(fields) or 'none'}"
+        )
     if "topic" not in fields and not opts.topic:
         raise OptionError("the rocketmq sink needs a 'topic' column or the 'topic' option")
     for name, types in _SINK_TYPES.items():
         f = fields.get(name)
         if f is not None and f.dataType not in types:
-            raise OptionError(f"sink column {name!r} must be {' or '.join(t.simpleString() for t in types)}, "
-                              f"not {f.dataType.simpleString()}")
+            raise OptionError(
+                f"sink column {name!r} must be {' or '.join(t.simpleString() for t in types)}, "
+                f"not {f.dataType.simpleString()}"
+            )
 
 
 def _sent(messages: list[WriterCommitMessage | None]) -> int:
@@ -425,8 +457,12 @@ class _Sending:
     opts: SinkOptions
 
     def _sender(self) -> MessageSender:
-        client = shared_client(self.opts.name_servers, self.opts.send_timeout_ms / 1000.0,
-                               credentials=self.opts.credentials, tls=self.opts.tls)
+        client = shared_client(
+            self.opts.name_servers,
+            self.opts.send_timeout_ms / 1000.0,
+            credentials=self.opts.credentials,
+            tls=self.opts.tls,
+        )
         return MessageSender(client, self.opts)
 
     def write(self, iterator: Iterator[Row | RecordBatch]) -> SendCommitMessage:
@@ -436,9 +472,11 @@ class _Sending:
                 sender.add_arrow_batch(batch)
             else:  # a Row (Spark 4.0's stream writer has no Arrow variant)
                 d = batch.asDict()
-                sender.add_columns(1, [d["value"]], *([d.get(c)] if c in d else None
-                                                       for c in ("key", "topic", "tags", "properties",
-                                                                 "partition")))
+                sender.add_columns(
+                    1,
+                    [d["value"]],
+                    *([d.get(c)] if c in d else None for c in ("key", "topic", "tags", "properties", "partition")),
+                )
         return SendCommitMessage(sender.flush())
 
 
@@ -496,8 +534,10 @@ class RocketMQDataSource(DataSource):
         if opts.max_offsets_per_trigger and not HAS_ADMISSION_CONTROL:
             import pyspark
 
-            raise OptionError(f"maxOffsetsPerTrigger needs Spark >= 4.2 (this is {pyspark.__version__}, whose "
-                              f"Python sources cannot limit a micro-batch); remove the option or upgrade")
+            raise OptionError(
+                f"maxOffsetsPerTrigger needs Spark >= 4.2 (this is {pyspark.__version__}, whose "
+                f"Python sources cannot limit a micro-batch); remove the option or upgrade"
+            )
         return RocketMQStreamReader(opts, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> RocketMQBatchWriter:

@@ -7,6 +7,7 @@ A waiter costs no task, future or timer of its own: the callbacks wait in append
 their end offsets and their deadlines are in order too) and one timer, armed for the oldest
 deadline, expires them.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -44,7 +45,7 @@ class OffsetCallbacks:
         self.on_expire = on_expire
         self._entries: list[Entry] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None   # the store's, taken at the first add
+        self._loop: asyncio.AbstractEventLoop | None = None  # the store's, taken at the first add
 
     def __len__(self) -> int:
         return len(self._entries)

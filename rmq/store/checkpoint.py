@@ -1,5 +1,6 @@
 """StoreCheckpoint and the store directory's lock and abort marker (Java StoreCheckpoint,
 DefaultMessageStore.createTempFile / lock)."""
+
 from __future__ import annotations
 
 import fcntl

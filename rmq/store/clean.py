@@ -1,5 +1,6 @@
 """Retention and the disk guard (Java DefaultMessageStore.CleanCommitLogService and
 CleanConsumeQueueService)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -56,16 +57,18 @@ class CleanCommitLogService:
         self.used_ratio = used_ratio or disk_used_ratio
         self.disk_full = False
         self.disk_full_remark = ""
-        self._space_needed = 0              # free bytes needed before a disk-full refusal ends
-        self.manual_delete_runs = 0         # clean runs still to delete as if at deleteWhen
+        self._space_needed = 0  # free bytes needed before a disk-full refusal ends
+        self.manual_delete_runs = 0  # clean runs still to delete as if at deleteWhen
 
     def execute_delete_files_manually(self) -> None:
         """DELETE_EXPIRED_COMMITLOG (Java ``executeDeleteFilesManually``): the next
         ``MAX_MANUAL_DELETE_FILE_TIMES`` (20) clean runs delete expired files whatever the hour
         (``deleteWhen``); files younger than ``fileReservedTime`` are still kept."""
         if self.manual_delete_runs == 0:  # one line per request burst, however often it is repeated
-            log.info("executeDeleteFilesManually was invoked: the next %d clean runs delete expired CommitLog files",
-                     MAX_MANUAL_DELETE_FILE_TIMES)
+            log.info(
+                "executeDeleteFilesManually was invoked: the next %d clean runs delete expired CommitLog files",
+                MAX_MANUAL_DELETE_FILE_TIMES,
+            )
         self.manual_delete_runs = MAX_MANUAL_DELETE_FILE_TIMES
 
     def _path(self) -> str:
@@ -85,13 +88,16 @@ class CleanCommitLogService:
         path = self._path()
         ratio = self.used_ratio(path)
         if ratio > cfg.disk_space_warning_level_ratio / 100.0:
-            self.set_disk_full(f"disk full: {ratio * 100:.1f}% used, above "
-                               f"{cfg.disk_space_warning_level_ratio}%; message store is not writeable")
+            self.set_disk_full(
+                f"disk full: {ratio * 100:.1f}% used, above "
+                f"{cfg.disk_space_warning_level_ratio}%; message store is not writeable"
+            )
         elif self.disk_full:
             if self._space_needed and free_bytes(path) < self._space_needed:
                 return ratio
-            log.warning("disk use %.1f%% back below %d%%: accepting writes", ratio * 100,
-                        cfg.disk_space_warning_level_ratio)
+            log.warning(
+                "disk use %.1f%% back below %d%%: accepting writes", ratio * 100, cfg.disk_space_warning_level_ratio
+            )
             self.disk_full = False
             self.disk_full_remark = ""
             self._space_needed = 0
@@ -116,18 +122,21 @@ class CleanCommitLogService:
         ratio = self.check_disk()
         space_full = ratio > cfg.disk_max_used_space_ratio / 100.0
         clean_now = cfg.clean_file_forcibly_enable and (
-            ratio > cfg.disk_space_clean_forcibly_ratio / 100.0 or self.disk_full)
+            ratio > cfg.disk_space_clean_forcibly_ratio / 100.0 or self.disk_full
+        )
         n = 0
         if not manual and self.manual_delete_runs > 0:
             self.manual_delete_runs -= 1
             manual = True
         if manual or space_full or self._is_time_to_delete():
             expired_ms = cfg.file_reserved_time * 3600 * 1000
-            n = store.commit_log.delete_expired_files(expired_ms, space_full or clean_now,
-                                                      keep_from=store.reput.reput_from_offset)
+            n = store.commit_log.delete_expired_files(
+                expired_ms, space_full or clean_now, keep_from=store.reput.reput_from_offset
+            )
             if n:
-                log.info("retention deleted %d CommitLog file(s); CommitLog now starts at %d",
-                         n, store.commit_log.min_offset)
+                log.info(
+                    "retention deleted %d CommitLog file(s); CommitLog now starts at %d", n, store.commit_log.min_offset
+                )
         store.commit_log.mfq.retry_pending_destroy()
         return n
 

@@ -1,4 +1,5 @@
 """CommitLog: the append-only log of every message and its recovery (Java CommitLog)."""
+
 from __future__ import annotations
 
 import logging
@@ -52,12 +53,16 @@ class CommitLog:
         appender.topic_queue_table = {}
         appender.topic_cache = {}
         self.appender = appender
-        self._id_prefix = appender.id_prefix     # offsetMsgId = prefix + %016X
+        self._id_prefix = appender.id_prefix  # offsetMsgId = prefix + %016X
         self._born_cache: dict[tuple[str, int], bytes] = {}
         self.file_size = config.mapped_file_size_commitlog
         # A new CommitLog file leaves room for the ConsumeQueue files its records need.
-        self.mfq = MappedFileQueue(config.commitlog_dir, self.file_size, sync_dir=True,
-                                   keep_free=max(2 * config.mapped_file_size_consume_queue, 1 << 20))
+        self.mfq = MappedFileQueue(
+            config.commitlog_dir,
+            self.file_size,
+            sync_dir=True,
+            keep_free=max(2 * config.mapped_file_size_consume_queue, 1 << 20),
+        )
         self.mfq.on_change = self._refresh_table
         self.table = _store.CommitLogTable()
         self.table_files: list[MappedFile] = []
@@ -86,8 +91,9 @@ class CommitLog:
         self.table.release()
         self.table_files = files
         if files:
-            self.table.reset(self.file_size, files[0].file_from_offset,
-                             [mf.mm if mf.available else None for mf in files])
+            self.table.reset(
+                self.file_size, files[0].file_from_offset, [mf.mm if mf.available else None for mf in files]
+            )
 
     # -- offsets -------------------------------------------------------------------------------
     @property
@@ -113,8 +119,11 @@ class CommitLog:
         b = self._topic_cache.get(topic)
         if b is None:
             b = topic.encode("utf-8")
-            if (len(self._topic_cache) < 100_000 and not TopicValidator.is_topic_or_group_illegal(topic)
-                    and len(b) <= 127):
+            if (
+                len(self._topic_cache) < 100_000
+                and not TopicValidator.is_topic_or_group_illegal(topic)
+                and len(b) <= 127
+            ):
                 self._topic_cache[topic] = b
         return b
 
@@ -133,11 +142,13 @@ class CommitLog:
 
     def _check(self, topic_b: bytes, msg: MessageInner) -> PutMessageResult | None:
         if not topic_b or len(topic_b) > 127:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"topic must be 1..127 bytes, got {len(topic_b)}")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic must be 1..127 bytes, got {len(topic_b)}"
+            )
         if msg.topic not in self._topic_cache and TopicValidator.is_topic_or_group_illegal(msg.topic):
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"topic {msg.topic!r} has characters outside [%|a-zA-Z0-9_-]")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic {msg.topic!r} has characters outside [%|a-zA-Z0-9_-]"
+            )
         if msg.queue_id < 0:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad queue id {msg.queue_id}")
         return None
@@ -155,7 +166,7 @@ class CommitLog:
             mf.wrote_position = self.file_size
             mf = nxt
         if not mf.allocated:
-            mf.allocate()       # a file loaded on a full disk (DiskSpaceError until space frees)
+            mf.allocate()  # a file loaded on a full disk (DiskSpaceError until space frees)
         return mf
 
     def _new_file(self, full: MappedFile | None = None) -> MappedFile:
@@ -179,17 +190,21 @@ class CommitLog:
         props_str = msg.properties_str
         props = props_str.encode("utf-8") if props_str is not None else msg.encoded_properties()
         if len(props) > 32767:
-            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                                    remark=f"properties are {len(props)} bytes, the maximum is 32767")
+            return PutMessageResult(
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                remark=f"properties are {len(props)} bytes, the maximum is 32767",
+            )
         body = msg.body
         size = _RECORD_FIXED_SIZE + len(body) + len(topic_b) + len(props)
         max_size = self.config.max_message_size
         if len(body) > max_size or size > max_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"message is {size} bytes, the maximum is {max_size}")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark=f"message is {size} bytes, the maximum is {max_size}"
+            )
         if size + _END_FILE_MIN_BLANK > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"message is {size} bytes, larger than a CommitLog file")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark=f"message is {size} bytes, larger than a CommitLog file"
+            )
         key = (msg.topic, msg.queue_id)
         tran = msg.sys_flag & _TRAN_MASK
         queue_offset: int | None
@@ -210,14 +225,27 @@ class CommitLog:
         born = self._born_cache.get(msg.born_host)
         if born is None:
             born = self._born(msg.born_host)
-        phy, size, now = self.appender.write(mf, msg.topic, body, topic_b, props, msg.queue_id, msg.flag,
-                                             queue_offset, tran not in _NO_QUEUE_OFFSET, msg.sys_flag,
-                                             msg.born_timestamp, born, msg.reconsume_times,
-                                             msg.prepared_transaction_offset)
+        phy, size, now = self.appender.write(
+            mf,
+            msg.topic,
+            body,
+            topic_b,
+            props,
+            msg.queue_id,
+            msg.flag,
+            queue_offset,
+            tran not in _NO_QUEUE_OFFSET,
+            msg.sys_flag,
+            msg.born_timestamp,
+            born,
+            msg.reconsume_times,
+            msg.prepared_transaction_offset,
+        )
         msg.store_timestamp = now
         # (msg_ids stays empty for a single message: only a batch reply lists them)
-        return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
-            phy, size, f"{self._id_prefix}{phy:016X}", now, queue_offset))
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK, AppendMessageResult(phy, size, f"{self._id_prefix}{phy:016X}", now, queue_offset)
+        )
 
     def append_batch(self, msg: MessageInner) -> PutMessageResult:
         """Write every item of a batch body (Java MessageDecoder.encodeMessages) as its own record
@@ -229,13 +257,16 @@ class CommitLog:
         if msg.sys_flag & _TRAN_MASK:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark="batch messages cannot be transactional")
         if len(msg.body) > self.config.max_message_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch is {len(msg.body)} bytes, "
-                                           f"the maximum is {self.config.max_message_size}")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL,
+                remark=f"batch is {len(msg.body)} bytes, the maximum is {self.config.max_message_size}",
+            )
         outer = msg.encoded_properties()
         if len(outer) > 32767:
-            return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                                    remark=f"batch properties are {len(outer)} bytes, the maximum is 32767")
+            return PutMessageResult(
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                remark=f"batch properties are {len(outer)} bytes, the maximum is 32767",
+            )
         try:
             items = _store.split_batch(msg.body, len(topic_b), outer)
         except ValueError as e:
@@ -243,8 +274,9 @@ class CommitLog:
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=f"bad batch body: {e}")
         total = sum(it[5] for it in items)
         if total + _store.END_FILE_MIN_BLANK_LENGTH > self.file_size:
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
-                                    remark=f"batch is {total} bytes, larger than a CommitLog file")
+            return PutMessageResult(
+                PutMessageStatus.MESSAGE_ILLEGAL, remark=f"batch is {total} bytes, larger than a CommitLog file"
+            )
         key = (msg.topic, msg.queue_id)
         queue_offset = self.topic_queue_table.get(key)
         if queue_offset is None:
@@ -254,18 +286,38 @@ class CommitLog:
                     return refused
             queue_offset = 0
         mf = self._file_for(total)
-        phy, total, now = self.appender.write_batch(mf, msg.topic, msg.body, items, topic_b, outer, msg.queue_id,
-                                                    msg.sys_flag, msg.born_timestamp, self._born(msg.born_host),
-                                                    msg.reconsume_times, queue_offset)
+        phy, total, now = self.appender.write_batch(
+            mf,
+            msg.topic,
+            msg.body,
+            items,
+            topic_b,
+            outer,
+            msg.queue_id,
+            msg.sys_flag,
+            msg.born_timestamp,
+            self._born(msg.born_host),
+            msg.reconsume_times,
+            queue_offset,
+        )
         msg.store_timestamp = now
         ids = []
         at = phy
         for it in items:
             ids.append(self.msg_id(at))
             at += it[5]
-        return PutMessageResult(PutMessageStatus.PUT_OK, AppendMessageResult(
-            wrote_offset=phy, wrote_bytes=total, msg_id=ids[0], store_timestamp=now,
-            logics_offset=queue_offset, msg_num=len(items), msg_ids=ids))
+        return PutMessageResult(
+            PutMessageStatus.PUT_OK,
+            AppendMessageResult(
+                wrote_offset=phy,
+                wrote_bytes=total,
+                msg_id=ids[0],
+                store_timestamp=now,
+                logics_offset=queue_offset,
+                msg_num=len(items),
+                msg_ids=ids,
+            ),
+        )
 
     def append_data(self, offset: int, data: bytes | bytearray | memoryview) -> None:
         """A slave's append of replicated bytes (Java ``CommitLog.appendData``): ``data`` is
@@ -284,8 +336,10 @@ class CommitLog:
         mf = self.mfq.last
         if mf is None:
             if offset % self.file_size:
-                raise StoreError(f"replicated data starts at {offset}, inside a CommitLog file of "
-                                 f"{self.file_size} bytes: is the master's mappedFileSizeCommitLog the same?")
+                raise StoreError(
+                    f"replicated data starts at {offset}, inside a CommitLog file of "
+                    f"{self.file_size} bytes: is the master's mappedFileSizeCommitLog the same?"
+                )
             mf = self.mfq.get_last_mapped_file(offset)
         elif mf.is_full:
             mf = self._new_file(mf)
@@ -293,9 +347,11 @@ class CommitLog:
         if end != offset:
             raise StoreError(f"replicated data at {offset} but the CommitLog ends at {end}")
         if n > mf.remaining:
-            raise StoreError(f"replicated data of {n} bytes at {offset} crosses the end of the CommitLog file at "
-                             f"{mf.file_from_offset + self.file_size}: is the master's mappedFileSizeCommitLog "
-                             f"({self.file_size} here) the same?")
+            raise StoreError(
+                f"replicated data of {n} bytes at {offset} crosses the end of the CommitLog file at "
+                f"{mf.file_from_offset + self.file_size}: is the master's mappedFileSizeCommitLog "
+                f"({self.file_size} here) the same?"
+            )
         if not mf.allocated:
             mf.allocate()
         self.appender.write_data(mf, data)
@@ -366,8 +422,7 @@ class CommitLog:
         if dropped and reason is None:
             reason = "unreadable bytes after the last record"
         if dropped:
-            log.warning("CommitLog recovery: %s at offset %d; truncating %d bytes of tail data",
-                        reason, end, dropped)
+            log.warning("CommitLog recovery: %s at offset %d; truncating %d bytes of tail data", reason, end, dropped)
         # Files fully before `end` are full; the file holding `end` is cut there.
         self.mfq.truncate_dirty_files(end)
         for f in self.mfq.files:

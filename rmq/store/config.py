@@ -1,4 +1,5 @@
 """StoreConfig: Java ``MessageStoreConfig`` names in snake_case, with Java's defaults."""
+
 from __future__ import annotations
 
 import os
@@ -33,10 +34,11 @@ class StoreConfig:
     """
 
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
-    store_path_commit_log: str | None = None          # default <root>/commitlog
+    store_path_commit_log: str | None = None  # default <root>/commitlog
     mapped_file_size_commitlog: int = setting(1024 * 1024 * 1024, lo=4096, hi=JAVA_INT.hi, unit="bytes")
-    mapped_file_size_consume_queue: int = setting(300_000 * 20, lo=20, hi=JAVA_INT.hi, check=multiple_of(20),
-                                                 text="a multiple of 20")
+    mapped_file_size_consume_queue: int = setting(
+        300_000 * 20, lo=20, hi=JAVA_INT.hi, check=multiple_of(20), text="a multiple of 20"
+    )
     flush_disk_type: str = setting("ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH"))
     flush_interval_commitlog: int = setting(500, lo=1, hi=3_600_000, unit="ms")
     flush_commitlog_least_pages: int = setting(4, lo=0, hi=JAVA_INT.hi)
@@ -65,8 +67,9 @@ class StoreConfig:
     broker_role: str = setting("ASYNC_MASTER", choices=("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"))
     offset_check_in_slave: bool = False
     check_crc_on_recover: bool = True
-    message_delay_level: str = setting(DEFAULT_MESSAGE_DELAY_LEVEL, check=check_delay_levels,
-                                       text="1..64 delays like 1s 5m 2h 1d")
+    message_delay_level: str = setting(
+        DEFAULT_MESSAGE_DELAY_LEVEL, check=check_delay_levels, text="1..64 delays like 1s 5m 2h 1d"
+    )
     # The message index (Java IndexService): keys of each record → CommitLog offsets.
     message_index_enable: bool = True
     max_hash_slot_num: int = setting(5_000_000, lo=1, hi=100_000_000)
@@ -88,7 +91,7 @@ class StoreConfig:
     ha_send_heartbeat_interval: int = setting(5000, lo=10, hi=3_600_000, unit="ms")
     ha_housekeeping_interval: int = setting(20_000, lo=100, hi=3_600_000, unit="ms")
     ha_transfer_batch_size: int = setting(32 * 1024, lo=1024, hi=4 * 1024 * 1024 - 12, unit="bytes")
-    ha_master_address: str | None = None              # "host:port" of the master's HA port (a slave)
+    ha_master_address: str | None = None  # "host:port" of the master's HA port (a slave)
     ha_slave_fallbehind_max: int = setting(256 * 1024 * 1024, lo=0, hi=JAVA_INT.hi, unit="bytes")
     # A SYNC_MASTER put waits this long for a slave's ack (Java slaveTimeout), then FLUSH_SLAVE_TIMEOUT.
     slave_timeout: int = setting(3000, lo=1, hi=600_000, unit="ms")
@@ -100,8 +103,11 @@ class StoreConfig:
     # haAuthSecret proves it to its master. Loopback by default: `rmq standalone` and a slave on
     # the same host work unconfigured, and no other host reads the CommitLog.
     ha_auth_secret: str = ""
-    ha_allowed_slaves: str = setting("127.0.0.0/8,::1", check=AddressList.check,
-                                     text="IP addresses or networks separated by commas, * for any, empty for none")
+    ha_allowed_slaves: str = setting(
+        "127.0.0.0/8,::1",
+        check=AddressList.check,
+        text="IP addresses or networks separated by commas, * for any, empty for none",
+    )
 
     def __post_init__(self) -> None:
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):

@@ -1,4 +1,5 @@
 """ConsumeQueue: the per-(topic, queue) index of 20-byte units into the CommitLog (Java ConsumeQueue)."""
+
 from __future__ import annotations
 
 import logging
@@ -24,8 +25,8 @@ class ConsumeQueue:
         self.mapped_file_size = mapped_file_size
         self.store_path = os.path.join(root_dir, topic, str(queue_id))
         self.mfq = MappedFileQueue(self.store_path, mapped_file_size)
-        self.min_logic_offset = 0            # bytes
-        self.max_physic_offset = -1          # end of the last dispatched record
+        self.min_logic_offset = 0  # bytes
+        self.max_physic_offset = -1  # end of the last dispatched record
 
     # -- loading / recovery ------------------------------------------------------------------
     def load(self) -> None:
@@ -98,8 +99,13 @@ class ConsumeQueue:
             self.mfq.flushed_where = at
             self.min_logic_offset = at
         elif at > expected:
-            log.error("ConsumeQueue %s-%d: logic offset %d ahead of the queue end %d; leaving a gap",
-                      self.topic, self.queue_id, queue_offset, expected // CQ_STORE_UNIT_SIZE)
+            log.error(
+                "ConsumeQueue %s-%d: logic offset %d ahead of the queue end %d; leaving a gap",
+                self.topic,
+                self.queue_id,
+                queue_offset,
+                expected // CQ_STORE_UNIT_SIZE,
+            )
         while True:
             mf = self.mfq.get_last_mapped_file(at)
             if at < mf.file_from_offset + self.mapped_file_size:

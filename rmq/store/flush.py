@@ -4,6 +4,7 @@ DefaultMessageStore.FlushConsumeQueueService).
 Each runs as one background task owned by the MessageStore; the fdatasync calls run in the
 store's flush thread (``store.run_blocking``), never on the event loop.
 """
+
 from __future__ import annotations
 
 import abc
@@ -71,7 +72,7 @@ class CommitLogFlushService(abc.ABC):
     async def _flush(self, least_pages: int) -> bool:
         try:
             await self.store.run_blocking(self.store.commit_log.flush, least_pages)
-        except (OSError, ValueError) as e:        # ValueError: a file closed under us
+        except (OSError, ValueError) as e:  # ValueError: a file closed under us
             self.last_error = str(e)
             log.error("CommitLog fdatasync failed: %s; refusing writes until a flush succeeds", e)
             return False
@@ -136,16 +137,21 @@ class GroupCommitService(CommitLogFlushService):
             return False
         a = result.append
         assert a is not None  # only PUT_OK results wait for the flush
-        self.callbacks.add(a.wrote_offset + a.wrote_bytes, self.store.config.sync_flush_timeout / 1000.0,
-                           result, callback)
+        self.callbacks.add(
+            a.wrote_offset + a.wrote_bytes, self.store.config.sync_flush_timeout / 1000.0, result, callback
+        )
         self.event.set()
         return True
 
     def _expired(self, expired: list[Entry]) -> None:
         """The timer: answer FLUSH_DISK_TIMEOUT to the callbacks past their deadline."""
         timeout_ms = self.store.config.sync_flush_timeout
-        log.warning("flush to disk timed out after %d ms for %d puts (offsets up to %d)", timeout_ms,
-                    len(expired), expired[-1][0])
+        log.warning(
+            "flush to disk timed out after %d ms for %d puts (offsets up to %d)",
+            timeout_ms,
+            len(expired),
+            expired[-1][0],
+        )
         for _end, _deadline, result, _callback in expired:
             self.store.count_flush_timeout()
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
@@ -236,8 +242,11 @@ class FlushConsumeQueueService:
         # Index files at most every thorough interval (they are written at random slots: an
         # fdatasync each second would rewrite pages all over the hash table), at a roll, and
         # at shutdown; the checkpoint then records the flushed cut (rmq.store.index).
-        snap = (store.index.snapshot(store.config.flush_consume_queue_thorough_interval, force_index)
-                if store.index is not None else None)
+        snap = (
+            store.index.snapshot(store.config.flush_consume_queue_thorough_interval, force_index)
+            if store.index is not None
+            else None
+        )
         await store.run_blocking(self.flush_all, least_pages)
         if snap is not None and store.index is not None:
             store.checkpoint.index_state = await store.index.flush(snap)

@@ -16,6 +16,7 @@ to its flushed entries (its slots rebuilt from them) and recovery re-indexes the
 its endPhyOffset. Without index state in the checkpoint every file is dropped and rebuilt
 (Java drops the files whose endTimestamp passes the checkpoint's indexMsgTimestamp).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,7 @@ from rmq.store.resources import MAPPINGS, free_bytes, fsync_dir
 if TYPE_CHECKING:
     from rmq.store.message_store import MessageStore
 
-__all__ = ["IndexFile", "IndexService", "IndexSnapshot", "MAX_KEYS_PER_RECORD", "QueryOffsetResult",
-           "index_file_name"]
+__all__ = ["IndexFile", "IndexService", "IndexSnapshot", "MAX_KEYS_PER_RECORD", "QueryOffsetResult", "index_file_name"]
 
 log = logging.getLogger("rmq.store")
 
@@ -47,7 +47,7 @@ log = logging.getLogger("rmq.store")
 # one record could take a sizeable part of a file. Past this the rest are not indexed (logged).
 MAX_KEYS_PER_RECORD = 64
 
-_HEADER = struct.Struct(">qqqqii")      # IndexHeader: begin/end timestamp, begin/end phy, slots, count
+_HEADER = struct.Struct(">qqqqii")  # IndexHeader: begin/end timestamp, begin/end phy, slots, count
 
 
 def index_file_name(millis: int) -> str:
@@ -58,6 +58,7 @@ def index_file_name(millis: int) -> str:
 @dataclass
 class QueryOffsetResult:
     """Java QueryOffsetResult: phy offsets (newest first) and the last file's end."""
+
     phy_offsets: list[int]
     index_last_update_timestamp: int
     index_last_update_phyoffset: int
@@ -66,6 +67,7 @@ class QueryOffsetResult:
 @dataclass
 class IndexSnapshot:
     """What one index flush covers: taken on the loop, synced in the flush thread."""
+
     files: list[IndexFile]
     last_name: str
     last_count: int
@@ -77,8 +79,16 @@ class IndexFile:
 
     __slots__ = ("path", "name", "hash_slot_num", "index_num", "mm", "dirty", "destroyed")
 
-    def __init__(self, path: str, hash_slot_num: int, index_num: int, *, create: bool = False,
-                 end_phy_offset: int = 0, end_timestamp: int = 0):
+    def __init__(
+        self,
+        path: str,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        create: bool = False,
+        end_phy_offset: int = 0,
+        end_timestamp: int = 0,
+    ):
         self.path = path
         self.name = os.path.basename(path)
         self.hash_slot_num = hash_slot_num
@@ -89,14 +99,14 @@ class IndexFile:
         if create:
             free = free_bytes(os.path.dirname(path))
             if free < size:
-                raise DiskSpaceError(f"cannot create index file {path}: {size} bytes needed, {free} free",
-                                     needed=size)
+                raise DiskSpaceError(f"cannot create index file {path}: {size} bytes needed, {free} free", needed=size)
         fd = os.open(path, os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
         try:
             actual = os.fstat(fd).st_size
             if not create and actual != size:
-                raise StoreError(f"index file {path} is {actual} bytes, expected {size} "
-                                 f"(maxHashSlotNum / maxIndexNum changed?)")
+                raise StoreError(
+                    f"index file {path} is {actual} bytes, expected {size} (maxHashSlotNum / maxIndexNum changed?)"
+                )
             if create:
                 try:
                     # Blocks allocated for real: a write into the mapping never faults (SIGBUS)
@@ -203,7 +213,7 @@ class IndexService:
         self.index_num = cfg.max_index_num
         self.dir = os.path.join(cfg.store_path_root_dir, "index")
         self.files: list[IndexFile] = []
-        self.error: str | None = None          # the last failure to create a file, until one works
+        self.error: str | None = None  # the last failure to create a file, until one works
         self.keys_capped = 0
         self._last_sync = 0.0
         # fdatasync of index files in a thread of their own: a 420 MB file's scattered slot
@@ -225,13 +235,18 @@ class IndexService:
         cp_name = cp.get("index_file")
         cp_count = cp.get("index_count")
         cp_header = cp.get("index_header")
-        exact = (isinstance(cp_name, str) and isinstance(cp_count, int) and isinstance(cp_header, bytes)
-                 and len(cp_header) == _HEADER.size)
+        exact = (
+            isinstance(cp_name, str)
+            and isinstance(cp_count, int)
+            and isinstance(cp_header, bytes)
+            and len(cp_header) == _HEADER.size
+        )
         for name in names:
             path = os.path.join(self.dir, name)
             if abnormal and (not exact or name > str(cp_name)):
-                log.warning("index file %s is past the checkpoint after a crash: dropped, rebuilt from the CommitLog",
-                            path)
+                log.warning(
+                    "index file %s is past the checkpoint after a crash: dropped, rebuilt from the CommitLog", path
+                )
                 os.unlink(path)
                 continue
             try:
@@ -241,7 +256,7 @@ class IndexService:
                 continue
             if abnormal and name == cp_name:
                 assert isinstance(cp_header, bytes) and isinstance(cp_count, int)
-                f.mm[0:_HEADER.size] = cp_header
+                f.mm[0 : _HEADER.size] = cp_header
                 _store.index_rebuild_slots(f.mm, self.hash_slot_num, self.index_num, cp_count)
                 log.warning("index file %s cut back to its %d flushed entries after a crash", path, cp_count - 1)
                 f.dirty = True
@@ -278,9 +293,14 @@ class IndexService:
             name = index_file_name(now)
         try:
             os.makedirs(self.dir, exist_ok=True)
-            f = IndexFile(os.path.join(self.dir, name), self.hash_slot_num, self.index_num, create=True,
-                          end_phy_offset=last.end_phy_offset if last else 0,
-                          end_timestamp=last.end_timestamp if last else 0)
+            f = IndexFile(
+                os.path.join(self.dir, name),
+                self.hash_slot_num,
+                self.index_num,
+                create=True,
+                end_phy_offset=last.end_phy_offset if last else 0,
+                end_timestamp=last.end_timestamp if last else 0,
+            )
         except (OSError, StoreError) as e:
             self.error = f"cannot create an index file: {e}"
             self.store.rl_log.warning("index-create", "%s; records are not indexed until it can", self.error)
@@ -290,7 +310,7 @@ class IndexService:
             self.error = None
         self.files.append(f)
         if last is not None:
-            self._last_sync = 0.0                # flush the full file at the next flush run
+            self._last_sync = 0.0  # flush the full file at the next flush run
         return f
 
     def build(self, records_buf: Any, records: list[Any]) -> None:
@@ -305,8 +325,9 @@ class IndexService:
                 return
             f.dirty = True
             try:
-                rec_i, key_i, capped = _store.index_build(f.mm, self.hash_slot_num, self.index_num, records_buf,
-                                                          records, rec_i, key_i, MAX_KEYS_PER_RECORD)
+                rec_i, key_i, capped = _store.index_build(
+                    f.mm, self.hash_slot_num, self.index_num, records_buf, records, rec_i, key_i, MAX_KEYS_PER_RECORD
+                )
             except (ValueError, TypeError, IndexError) as e:
                 # Never expected (the walker validated the records), but the index must not
                 # stop dispatch: this batch stays unindexed.
@@ -329,8 +350,12 @@ class IndexService:
             self.error = None
         if capped:
             self.keys_capped += capped
-            self.store.rl_log.warning("index-keys-capped", "%d records had more than %d keys: the rest are "
-                                      "not indexed", capped, MAX_KEYS_PER_RECORD)
+            self.store.rl_log.warning(
+                "index-keys-capped",
+                "%d records had more than %d keys: the rest are not indexed",
+                capped,
+                MAX_KEYS_PER_RECORD,
+            )
 
     # -- query (IndexService.queryOffset) ----------------------------------------------------------
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryOffsetResult:
@@ -378,7 +403,7 @@ class IndexService:
         for f in dirty:
             f.dirty = False
         last = self.files[-1]
-        return IndexSnapshot(dirty, last.name, last.index_count, bytes(last.mm[0:_HEADER.size]))
+        return IndexSnapshot(dirty, last.name, last.index_count, bytes(last.mm[0 : _HEADER.size]))
 
     async def flush(self, snap: IndexSnapshot) -> dict[str, Any]:
         """:meth:`sync` in the index flush thread; returns the checkpoint's index state."""
@@ -397,8 +422,12 @@ class IndexService:
                 f.dirty = True
             raise
         end_ts = _HEADER.unpack(snap.last_header)[1]
-        return {"index_msg_timestamp": end_ts, "index_file": snap.last_name, "index_count": snap.last_count,
-                "index_header": snap.last_header}
+        return {
+            "index_msg_timestamp": end_ts,
+            "index_file": snap.last_name,
+            "index_count": snap.last_count,
+            "index_header": snap.last_header,
+        }
 
     def runtime_info(self) -> dict[str, Any]:
         return {"indexFiles": len(self.files), "indexError": self.error or "", "indexKeysCapped": self.keys_capped}

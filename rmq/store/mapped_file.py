@@ -4,6 +4,7 @@ Threading: appends and every structural change (roll, truncate, delete) happen o
 loop thread; ``flush`` runs in the store's flush thread and only reads positions and calls
 ``fdatasync`` (which releases the GIL), so it never blocks the loop.
 """
+
 from __future__ import annotations
 
 import errno
@@ -25,11 +26,13 @@ OS_PAGE_SIZE = 4096
 
 class MappingBudgetError(StoreError):
     """A new mapped file would exceed the process's file descriptor / map budget."""
+
     retriable = True
 
 
 class DiskSpaceError(StoreError):
     """The disk cannot hold a new mapped file (no free space, or posix_fallocate failed)."""
+
     retriable = True
 
     def __init__(self, message: str, needed: int = 0):
@@ -65,12 +68,23 @@ class MappedFile:
     duplicate); ``flush`` opens the file for the duration of one fdatasync.
     """
 
-    __slots__ = ("path", "file_name", "file_from_offset", "file_size", "mm",
-                 "wrote_position", "flushed_position", "_holds", "available", "destroyed",
-                 "warmed_to", "allocated", "__weakref__")
+    __slots__ = (
+        "path",
+        "file_name",
+        "file_from_offset",
+        "file_size",
+        "mm",
+        "wrote_position",
+        "flushed_position",
+        "_holds",
+        "available",
+        "destroyed",
+        "warmed_to",
+        "allocated",
+        "__weakref__",
+    )
 
-    def __init__(self, path: str, file_size: int, *, create: bool = False, allocate: bool = False,
-                 keep_free: int = 0):
+    def __init__(self, path: str, file_size: int, *, create: bool = False, allocate: bool = False, keep_free: int = 0):
         self.path = path
         self.file_name = os.path.basename(path)
         try:
@@ -84,8 +98,11 @@ class MappedFile:
                 raise MappingBudgetError(f"cannot create {path}: {MAPPINGS.describe()}")
             free = free_bytes(os.path.dirname(path) or ".")
             if free < file_size + keep_free:
-                raise DiskSpaceError(f"cannot create {path}: {file_size} bytes needed and {keep_free} kept free, "
-                                     f"{free} free on its disk", needed=file_size + keep_free)
+                raise DiskSpaceError(
+                    f"cannot create {path}: {file_size} bytes needed and {keep_free} kept free, "
+                    f"{free} free on its disk",
+                    needed=file_size + keep_free,
+                )
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
@@ -103,8 +120,9 @@ class MappedFile:
             if create:
                 _unlink_quietly(path)
             if e.errno == errno.ENOMEM:
-                raise MappingBudgetError(f"cannot map {path}: {e.strerror} (vm.max_map_count? "
-                                         f"{MAPPINGS.describe()})") from e
+                raise MappingBudgetError(
+                    f"cannot map {path}: {e.strerror} (vm.max_map_count? {MAPPINGS.describe()})"
+                ) from e
             raise
         except BaseException:
             if create:
@@ -115,7 +133,7 @@ class MappedFile:
         MAPPINGS.live += 1
         self.wrote_position = 0
         self.flushed_position = 0
-        self.warmed_to = 0               # pages below this were pre-faulted for writing
+        self.warmed_to = 0  # pages below this were pre-faulted for writing
         self._holds = 0
         self.available = True
         self.destroyed = False
@@ -129,11 +147,13 @@ class MappedFile:
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 if created:
-                    raise DiskSpaceError(f"cannot allocate {self.path} ({self.file_size} bytes): {e.strerror}",
-                                         needed=self.file_size) from e
-                log.error("cannot allocate the blocks of %s: %s; no writes into it until space frees",
-                          self.path, e.strerror)
-                os.ftruncate(fd, self.file_size)    # sized (sparse) so that reads stay inside it
+                    raise DiskSpaceError(
+                        f"cannot allocate {self.path} ({self.file_size} bytes): {e.strerror}", needed=self.file_size
+                    ) from e
+                log.error(
+                    "cannot allocate the blocks of %s: %s; no writes into it until space frees", self.path, e.strerror
+                )
+                os.ftruncate(fd, self.file_size)  # sized (sparse) so that reads stay inside it
                 return
             if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                 raise
@@ -141,8 +161,11 @@ class MappedFile:
             # even that keeps sparse files, and with them the risk of SIGBUS on a full disk.
             if not _warned_no_fallocate:
                 _warned_no_fallocate = True
-                log.warning("the file system of %s cannot preallocate files (%s): mapped files stay sparse",
-                            self.path, e.strerror)
+                log.warning(
+                    "the file system of %s cannot preallocate files (%s): mapped files stay sparse",
+                    self.path,
+                    e.strerror,
+                )
         os.ftruncate(fd, self.file_size)
         self.allocated = True
 
@@ -155,8 +178,9 @@ class MappedFile:
         try:
             os.posix_fallocate(fd, 0, self.file_size)
         except OSError as e:
-            raise DiskSpaceError(f"cannot allocate {self.path} ({self.file_size} bytes): {e.strerror}",
-                                 needed=self.file_size) from e
+            raise DiskSpaceError(
+                f"cannot allocate {self.path} ({self.file_size} bytes): {e.strerror}", needed=self.file_size
+            ) from e
         finally:
             os.close(fd)
         self.allocated = True
@@ -194,17 +218,20 @@ class MappedFile:
         flushed = self.flushed_position
         if wrote <= flushed or self.destroyed:
             return flushed
-        if (least_pages > 0 and wrote < self.file_size
-                and (wrote // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) < least_pages):
+        if (
+            least_pages > 0
+            and wrote < self.file_size
+            and (wrote // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) < least_pages
+        ):
             return flushed
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            if not self.available:       # deleted by retention meanwhile
+            if not self.available:  # deleted by retention meanwhile
                 return flushed
             raise
         try:
-            os.fdatasync(fd)             # any descriptor of the file flushes its dirty pages
+            os.fdatasync(fd)  # any descriptor of the file flushes its dirty pages
         finally:
             os.close(fd)
         self.flushed_position = wrote
@@ -216,7 +243,7 @@ class MappedFile:
         chunk = bytes(min(max(end - start, 0), 1 << 20))
         while start < end:
             n = min(len(chunk), end - start)
-            self.mm[start:start + n] = chunk[:n] if n < len(chunk) else chunk
+            self.mm[start : start + n] = chunk[:n] if n < len(chunk) else chunk
             start += n
 
     def data_end(self, start: int) -> int:
@@ -307,11 +334,16 @@ class MappedFileQueue:
             if size < self.mapped_file_size and i == len(names) - 1:
                 # A crash between creating the newest file and sizing it: the missing part
                 # reads as zeros, i.e. no data.
-                log.warning("%s: %d bytes, expected %d: a file creation was interrupted; extending it",
-                            path, size, self.mapped_file_size)
+                log.warning(
+                    "%s: %d bytes, expected %d: a file creation was interrupted; extending it",
+                    path,
+                    size,
+                    self.mapped_file_size,
+                )
             elif size != self.mapped_file_size:
-                raise StoreError(f"{path}: size {size} does not match the configured "
-                                 f"mapped file size {self.mapped_file_size}")
+                raise StoreError(
+                    f"{path}: size {size} does not match the configured mapped file size {self.mapped_file_size}"
+                )
             mf = MappedFile(path, self.mapped_file_size, allocate=i == len(names) - 1)
             if prev is not None and mf.file_from_offset != prev + self.mapped_file_size:
                 log.warning("%s: gap before %s (previous file starts at %d)", self.store_path, name, prev)
@@ -453,8 +485,9 @@ class MappedFileQueue:
             self._destroy(mf)
         return gone
 
-    def delete_expired_by_time(self, expired_ms: int, clean_immediately: bool, max_files: int = 10,
-                               keep_from: int | None = None) -> int:
+    def delete_expired_by_time(
+        self, expired_ms: int, clean_immediately: bool, max_files: int = 10, keep_from: int | None = None
+    ) -> int:
         """Java ``deleteExpiredFileByTime``: files (never the last) older than ``expired_ms``,
         or any when ``clean_immediately``; at most ``max_files`` per call; never a file that
         ends past ``keep_from`` (records not dispatched yet)."""

@@ -1,4 +1,5 @@
 """Store-side message types, statuses and results (Java names)."""
+
 from __future__ import annotations
 
 import socket
@@ -24,15 +25,27 @@ if TYPE_CHECKING:
 
 __all__ = [
     "QueryMessageResult",
-    "PutMessageStatus", "AppendMessageStatus", "GetMessageStatus", "MessageSysFlag",
-    "MessageInner", "StoredMessage", "AppendMessageResult", "PutMessageResult", "GetMessageResult",
-    "MessageFilter", "properties_to_string", "string_to_properties", "offset_msg_id",
-    "decode_offset_msg_id", "host_bytes",
+    "PutMessageStatus",
+    "AppendMessageStatus",
+    "GetMessageStatus",
+    "MessageSysFlag",
+    "MessageInner",
+    "StoredMessage",
+    "AppendMessageResult",
+    "PutMessageResult",
+    "GetMessageResult",
+    "MessageFilter",
+    "properties_to_string",
+    "string_to_properties",
+    "offset_msg_id",
+    "decode_offset_msg_id",
+    "host_bytes",
 ]
 
 
 class PutMessageStatus(IntEnum):
     """Java ``PutMessageStatus``: the outcome of a put."""
+
     PUT_OK = 0
     FLUSH_DISK_TIMEOUT = 1
     FLUSH_SLAVE_TIMEOUT = 2
@@ -47,6 +60,7 @@ class PutMessageStatus(IntEnum):
 
 class AppendMessageStatus(IntEnum):
     """Java ``AppendMessageStatus``."""
+
     PUT_OK = 0
     END_OF_FILE = 1
     MESSAGE_SIZE_EXCEEDED = 2
@@ -56,6 +70,7 @@ class AppendMessageStatus(IntEnum):
 
 class GetMessageStatus(IntEnum):
     """Java ``GetMessageStatus`` (the first three values are shared with rmq._store)."""
+
     FOUND = 0
     NO_MATCHED_MESSAGE = 1
     MESSAGE_WAS_REMOVING = 2
@@ -84,6 +99,7 @@ class MessageInner:
     ``properties_str`` (already encoded) wins over ``properties``. ``tags_code`` is informative:
     the ConsumeQueue unit gets the code computed from the stored TAGS.
     """
+
     topic: str
     queue_id: int = 0
     body: bytes | bytearray | memoryview = b""
@@ -108,6 +124,7 @@ class MessageInner:
 class StoredMessage:
     """A decoded CommitLog record: the store's view of Java ``MessageExt`` (the SDK's is
     :class:`rmq.types.MessageExt`; the two differ in field types, hence two names)."""
+
     topic: str
     queue_id: int
     flag: int
@@ -137,6 +154,7 @@ class StoredMessage:
     @classmethod
     def from_record(cls, d: dict[str, Any]) -> StoredMessage:
         """Build from ``rmq._store.decode_record``'s dict."""
+
         def host(b: bytes) -> tuple[str, int]:
             if len(b) == 8:
                 return socket.inet_ntoa(b[:4]), struct.unpack(">i", b[4:])[0]
@@ -144,16 +162,23 @@ class StoredMessage:
 
         store_host = d["store_host"]
         return cls(
-            topic=d["topic"], queue_id=d["queue_id"], flag=d["flag"], queue_offset=d["queue_offset"],
-            commit_log_offset=d["commit_log_offset"], sys_flag=d["sys_flag"],
-            born_timestamp=d["born_timestamp"], born_host=host(d["born_host"]),
-            store_timestamp=d["store_timestamp"], store_host=host(store_host),
+            topic=d["topic"],
+            queue_id=d["queue_id"],
+            flag=d["flag"],
+            queue_offset=d["queue_offset"],
+            commit_log_offset=d["commit_log_offset"],
+            sys_flag=d["sys_flag"],
+            born_timestamp=d["born_timestamp"],
+            born_host=host(d["born_host"]),
+            store_timestamp=d["store_timestamp"],
+            store_host=host(store_host),
             reconsume_times=d["reconsume_times"],
-            prepared_transaction_offset=d["prepared_transaction_offset"], body=d["body"],
-            properties=string_to_properties(d["properties"]), body_crc=d["body_crc"],
+            prepared_transaction_offset=d["prepared_transaction_offset"],
+            body=d["body"],
+            properties=string_to_properties(d["properties"]),
+            body_crc=d["body_crc"],
             store_size=d["store_size"],
-            msg_id=offset_msg_id(store_host[:8] if len(store_host) == 8 else store_host,
-                                 d["commit_log_offset"]),
+            msg_id=offset_msg_id(store_host[:8] if len(store_host) == 8 else store_host, d["commit_log_offset"]),
         )
 
 
@@ -161,6 +186,7 @@ class StoredMessage:
 class AppendMessageResult:
     """Where a put landed. ``msg_id`` is the offsetMsgId of the first record; for a batch
     ``msg_ids`` lists all of them (the SEND reply joins them with commas)."""
+
     wrote_offset: int
     wrote_bytes: int
     msg_id: str
@@ -177,6 +203,7 @@ class PutMessageResult:
     FLUSH_DISK_TIMEOUT: the message is stored but not yet known durable); ``remark`` explains a
     refusal in words for the reply. ``flush_wait`` is set by ``MessageStore.append_message``
     when the append may only be acknowledged after ``MessageStore.wait_flush`` (SYNC_FLUSH)."""
+
     status: PutMessageStatus
     append: AppendMessageResult | None = None
     remark: str | None = None
@@ -192,6 +219,7 @@ class PutMessageResult:
 @dataclass
 class QueryMessageResult:
     """Java QueryMessageResult: whole records (copies) found by the index, oldest first."""
+
     buffers: list[bytes] = field(default_factory=list)
     index_last_update_timestamp: int = 0
     index_last_update_phyoffset: int = 0
@@ -209,14 +237,31 @@ class GetMessageResult:
     one view); they stay valid until ``release()`` (idempotent), which drops the holds that keep
     the mapped files from being unmapped.
     """
-    __slots__ = ("status", "next_begin_offset", "min_offset", "max_offset",
-                 "suggest_pulling_from_slave", "message_count", "buffer_total_size",
-                 "buffers", "_holds")
 
-    def __init__(self, status: GetMessageStatus, next_begin_offset: int, min_offset: int,
-                 max_offset: int, suggest_pulling_from_slave: bool = False, message_count: int = 0,
-                 buffer_total_size: int = 0, buffers: list[memoryview] | None = None,
-                 holds: list[MappedFile] | None = None):
+    __slots__ = (
+        "status",
+        "next_begin_offset",
+        "min_offset",
+        "max_offset",
+        "suggest_pulling_from_slave",
+        "message_count",
+        "buffer_total_size",
+        "buffers",
+        "_holds",
+    )
+
+    def __init__(
+        self,
+        status: GetMessageStatus,
+        next_begin_offset: int,
+        min_offset: int,
+        max_offset: int,
+        suggest_pulling_from_slave: bool = False,
+        message_count: int = 0,
+        buffer_total_size: int = 0,
+        buffers: list[memoryview] | None = None,
+        holds: list[MappedFile] | None = None,
+    ):
         self.status = status
         self.next_begin_offset = next_begin_offset
         self.min_offset = min_offset
@@ -240,14 +285,16 @@ class GetMessageResult:
         for buf in self.buffers:
             pos = 0
             while pos < len(buf):
-                size = int.from_bytes(buf[pos:pos + 4], "big")
-                yield buf[pos:pos + size]
+                size = int.from_bytes(buf[pos : pos + 4], "big")
+                yield buf[pos : pos + size]
                 pos += size
 
     def __repr__(self) -> str:
-        return (f"GetMessageResult({self.status.name}, next={self.next_begin_offset}, "
-                f"min={self.min_offset}, max={self.max_offset}, count={self.message_count}, "
-                f"bytes={self.buffer_total_size}, slave={self.suggest_pulling_from_slave})")
+        return (
+            f"GetMessageResult({self.status.name}, next={self.next_begin_offset}, "
+            f"min={self.min_offset}, max={self.max_offset}, count={self.message_count}, "
+            f"bytes={self.buffer_total_size}, slave={self.suggest_pulling_from_slave})"
+        )
 
 
 class MessageFilter:
@@ -261,6 +308,7 @@ class MessageFilter:
     (``program``, with ``match_values`` for what the program hands back), or None (every TAG
     subscription), in which case the scan never looks at properties.
     """
+
     __slots__ = ("expression", "tags", "codes", "tag_bytes", "properties", "program")
 
     def __init__(self, tags: list[str] | None, properties: Any = None):

@@ -18,6 +18,7 @@ service and read by ``query_message``.
 The directory lock and the abort marker are ``lock`` (rmq.store.checkpoint.StoreLock).
 Blocking work (fdatasync, checkpoint writes) runs in one dedicated flush thread.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -74,7 +75,7 @@ log = logging.getLogger("rmq.store")
 _GET_STATUS = tuple(GetMessageStatus)
 # Bytes of records one query_message answer may hold (at least one record); Java bounds only
 # the count (maxMsgsNumBatch) and sends from the page cache, we copy.
-QUERY_MESSAGE_MAX_BYTES = 32 * 1024 * 1024           # index = value (the scan returns 0, 1 or 2)
+QUERY_MESSAGE_MAX_BYTES = 32 * 1024 * 1024  # index = value (the scan returns 0, 1 or 2)
 
 
 def _wait_store_msg_ok(msg: MessageInner) -> bool:
@@ -88,7 +89,7 @@ def _wait_store_msg_ok(msg: MessageInner) -> bool:
             return True
         start = at + 5
         stop = props.find("\x02", start)
-        value = props[start:stop if stop >= 0 else len(props)]
+        value = props[start : stop if stop >= 0 else len(props)]
     return value is None or value.lower() == "true"
 
 
@@ -103,15 +104,16 @@ class MessageStore:
             file system; tests pass their own to simulate a full disk).
     """
 
-    def __init__(self, config: StoreConfig, store_host: tuple[str, int], *,
-                 disk_used_ratio: Callable[[str], float] | None = None):
+    def __init__(
+        self, config: StoreConfig, store_host: tuple[str, int], *, disk_used_ratio: Callable[[str], float] | None = None
+    ):
         self.config = config
         self.store_host = store_host
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.running = False
         self.shutdown_flag = False
         self.recovery_report: dict[str, Any] = {}
-        self.rl_log = RateLimitedLog(log)    # warnings a client can repeat: one line per key per 10 s
+        self.rl_log = RateLimitedLog(log)  # warnings a client can repeat: one line per key per 10 s
         self._root = config.store_path_root_dir
         self.lock = StoreLock(self._root)
         self.checkpoint = StoreCheckpoint(self._root)
@@ -130,11 +132,11 @@ class MessageStore:
         self._tasks = BackgroundTasks("message store", log)
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stats = {"get_total": 0, "get_found": 0, "flush_timeouts": 0}   # puts: the appender's
+        self._stats = {"get_total": 0, "get_found": 0, "flush_timeouts": 0}  # puts: the appender's
         # Replication (rmq.store.ha): the listener on a master, the follower on a slave.
         self.ha: HAService | None = None
         self.ha_client: HAClient | None = None
-        self.ha_listen_host = "0.0.0.0"      # the broker sets its own listen host
+        self.ha_listen_host = "0.0.0.0"  # the broker sets its own listen host
 
     def _new_commit_log(self) -> CommitLog:
         cl = CommitLog(self.config, self.store_host, self._appender)
@@ -284,14 +286,18 @@ class MessageStore:
         try:
             self.reput.do_reput()
         except Exception as e:  # noqa: BLE001 - shutdown goes on; the next start dispatches the rest
-            log.error("store shutdown: dispatch stopped at CommitLog offset %d (%s); the next start "
-                      "dispatches the rest", self.reput.reput_from_offset, e)
+            log.error(
+                "store shutdown: dispatch stopped at CommitLog offset %d (%s); the next start dispatches the rest",
+                self.reput.reput_from_offset,
+                e,
+            )
         try:
             await self.flush_consume_queue.flush_and_checkpoint(0, clean, force_index=True)
         except (OSError, ValueError) as e:
             clean = False
-            log.error("store shutdown: ConsumeQueue flush / checkpoint failed (%s); the next start will run "
-                      "crash recovery", e)
+            log.error(
+                "store shutdown: ConsumeQueue flush / checkpoint failed (%s); the next start will run crash recovery", e
+            )
         self.warm.stop()
         self._close_files()
         assert self._executor is not None
@@ -329,12 +335,21 @@ class MessageStore:
             report["mode"] = "crash" if abnormal else "clean"
             report["scanned_from"] = start
             if abnormal:
-                log.warning("store %s was not shut down cleanly: recovered CommitLog to %d from %d",
-                            self._root, report["end"], start)
+                log.warning(
+                    "store %s was not shut down cleanly: recovered CommitLog to %d from %d",
+                    self._root,
+                    report["end"],
+                    start,
+                )
             elif report["end"] != checkpoint_offset(cp, "max_offset", -1) or report["truncated_bytes"]:
-                log.warning("store %s: the checkpoint ends at %s but the CommitLog's valid records end at %d "
-                            "(%d bytes truncated): the last stop was not clean or the checkpoint is stale",
-                            self._root, cp.get("max_offset"), report["end"], report["truncated_bytes"])
+                log.warning(
+                    "store %s: the checkpoint ends at %s but the CommitLog's valid records end at %d "
+                    "(%d bytes truncated): the last stop was not clean or the checkpoint is stale",
+                    self._root,
+                    cp.get("max_offset"),
+                    report["end"],
+                    report["truncated_bytes"],
+                )
         else:
             report = {"mode": "empty", "end": 0, "truncated_bytes": 0, "reason": None}
         end = self.commit_log.max_offset
@@ -349,8 +364,14 @@ class MessageStore:
         if report["mode"] != "empty":
             # Units are written in CommitLog order, so everything below the highest unit's
             # record is indexed; re-dispatch from there (idempotent) to the end.
-            reput_from = max(min_phy, min(end, cq_max_end if cq_max_end >= 0 else min_phy,
-                                          checkpoint_offset(cp, "logics_offset", end) if cp else min_phy))
+            reput_from = max(
+                min_phy,
+                min(
+                    end,
+                    cq_max_end if cq_max_end >= 0 else min_phy,
+                    checkpoint_offset(cp, "logics_offset", end) if cp else min_phy,
+                ),
+            )
         self.reput.reput_from_offset = reput_from
         if self.index is not None:
             self.checkpoint.index_state = {k: v for k, v in cp.items() if k.startswith("index_")}
@@ -375,9 +396,14 @@ class MessageStore:
         report["reput_from"] = reput_from
         report["seconds"] = round(time.monotonic() - t0, 3)
         self.recovery_report = report
-        log.info("store recovered (%s) in %.3fs: CommitLog [%d, %d), %d queues", report["mode"],
-                 report["seconds"], self.commit_log.min_offset, end,
-                 sum(len(q) for q in self.consume_queue_table.values()))
+        log.info(
+            "store recovered (%s) in %.3fs: CommitLog [%d, %d), %d queues",
+            report["mode"],
+            report["seconds"],
+            self.commit_log.min_offset,
+            end,
+            sum(len(q) for q in self.consume_queue_table.values()),
+        )
 
     def _rebuild_index(self, start: int, limit: int) -> None:
         """Index the records in [start, limit) (dispatched before, but missing from the index
@@ -392,8 +418,13 @@ class MessageStore:
             index.build(mf.mm, recs)
             n += len(recs)
             reached = after
-        log.info("index rebuilt from CommitLog offset %d to %d: %d records in %.3fs", start, reached, n,
-                 time.monotonic() - t0)
+        log.info(
+            "index rebuilt from CommitLog offset %d to %d: %d records in %.3fs",
+            start,
+            reached,
+            n,
+            time.monotonic() - t0,
+        )
 
     def _load_consume_queues(self) -> None:
         root = self.config.consume_queue_dir
@@ -417,8 +448,9 @@ class MessageStore:
         if not self.running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is not running")
         if self.config.broker_role == "SLAVE":
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                    remark="message store is a slave: writes are not allowed")
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="message store is a slave: writes are not allowed"
+            )
         clean = self.clean_commit_log
         if clean.disk_full:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=clean.disk_full_remark)
@@ -427,8 +459,10 @@ class MessageStore:
             # Refuse until a flush succeeds again (the next attempt is triggered here in SYNC
             # mode; the ASYNC service retries on its own schedule).
             flush.wakeup()
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE,
-                                    remark=f"message store is not writeable after a flush error: {flush.last_error}")
+            return PutMessageResult(
+                PutMessageStatus.SERVICE_NOT_AVAILABLE,
+                remark=f"message store is not writeable after a flush error: {flush.last_error}",
+            )
         return None
 
     def append_message(self, msg: MessageInner, batch: bool = False) -> PutMessageResult:
@@ -472,8 +506,11 @@ class MessageStore:
             result.replica_wait = True
             return True
         result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
-        result.remark = ("no slave connected" if not any(c.slave_request_offset >= 0 for c in ha.connections) else
-                         f"the slave is more than {self.config.ha_slave_fallbehind_max} bytes behind")
+        result.remark = (
+            "no slave connected"
+            if not any(c.slave_request_offset >= 0 for c in ha.connections)
+            else f"the slave is more than {self.config.ha_slave_fallbehind_max} bytes behind"
+        )
         self.rl_log.warning("slave-not-available", "SYNC_MASTER put answered SLAVE_NOT_AVAILABLE: %s", result.remark)
         return False
 
@@ -486,10 +523,12 @@ class MessageStore:
         if (queues is not None and queue_id in queues) or key in self._pending_queues:
             return None
         if not MAPPINGS.can_add_queues(len(self._pending_queues)):
-            remark = (f"too many mapped files to create ConsumeQueue {clip(topic)}-{queue_id}: "
-                      f"{MAPPINGS.describe()}, {len(self._pending_queues)} new queues not mapped yet, "
-                      f"{MAPPINGS.queue_headroom} kept for file rolls; "
-                      f"raise the open file limit (ulimit -n) or vm.max_map_count, or delete unused topics")
+            remark = (
+                f"too many mapped files to create ConsumeQueue {clip(topic)}-{queue_id}: "
+                f"{MAPPINGS.describe()}, {len(self._pending_queues)} new queues not mapped yet, "
+                f"{MAPPINGS.queue_headroom} kept for file rolls; "
+                f"raise the open file limit (ulimit -n) or vm.max_map_count, or delete unused topics"
+            )
             self.rl_log.warning("queue-budget", "%s", remark)
             return PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=remark)
         self._pending_queues.add(key)
@@ -514,13 +553,15 @@ class MessageStore:
         """After an append (its bookkeeping ran in the appender): a refusal's log line; True
         when the caller must wait for the group commit."""
         if result.status != PutMessageStatus.PUT_OK:
-            self.rl_log.warning(f"put-refused-{result.status.name}", "put refused: %s (%s)",
-                                result.status.name, result.remark)
+            self.rl_log.warning(
+                f"put-refused-{result.status.name}", "put refused: %s (%s)", result.status.name, result.remark
+            )
             return False
         return self.config.flush_disk_type == "SYNC_FLUSH"
 
-    def add_flush_callback(self, result: PutMessageResult,
-                           callback: Callable[[PutMessageResult, BaseException | None], None]) -> bool:
+    def add_flush_callback(
+        self, result: PutMessageResult, callback: Callable[[PutMessageResult, BaseException | None], None]
+    ) -> bool:
         """SYNC_FLUSH without a task: ``callback(result, exc)`` once the group commit covers
         ``result`` (GroupCommitService.add_callback). False when this store does not group
         commit or too many callbacks wait already: then ``await wait_flush(result)``."""
@@ -536,6 +577,7 @@ class MessageStore:
                     callback(res, exc)
                 else:
                     transfer.add_callback(res, callback, force=True)
+
             return flush.add_callback(result, flushed)
         if not isinstance(flush, GroupCommitService):
             return False
@@ -553,8 +595,9 @@ class MessageStore:
     # ======================================================================================
     # dispatch
     # ======================================================================================
-    def add_arrival_listener(self, fn: Callable[[str, int, int, int], None],
-                             watched: Container[tuple[str, int]] | None = None) -> None:
+    def add_arrival_listener(
+        self, fn: Callable[[str, int, int, int], None], watched: Container[tuple[str, int]] | None = None
+    ) -> None:
         """``fn(topic, queue_id, next_logic_offset, tags_code)`` after each dispatch run, once
         per (queue, distinct tags code) dispatched in that run; with ``watched`` (a container
         of ``(topic, queue_id)``, e.g. the long-polling table), only for the queues it holds
@@ -580,8 +623,9 @@ class MessageStore:
             queues = self.consume_queue_table[topic] = {}
         cq = queues.get(queue_id)
         if cq is None and create:
-            cq = queues[queue_id] = ConsumeQueue(topic, queue_id, self.config.consume_queue_dir,
-                                                 self.config.mapped_file_size_consume_queue)
+            cq = queues[queue_id] = ConsumeQueue(
+                topic, queue_id, self.config.consume_queue_dir, self.config.mapped_file_size_consume_queue
+            )
             self._pending_queues.discard((topic, queue_id))
         return cq
 
@@ -593,8 +637,15 @@ class MessageStore:
             return new
         return old
 
-    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                    message_filter: MessageFilter | None = None) -> GetMessageResult:
+    def get_message(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_msg_nums: int,
+        message_filter: MessageFilter | None = None,
+    ) -> GetMessageResult:
         """Java DefaultMessageStore.getMessage. Synchronous. The caller must call
         ``release()`` on the result once the buffers have been written out."""
         if self.shutdown_flag or not self.running:
@@ -607,30 +658,44 @@ class MessageStore:
         cq = self.find_consume_queue(topic, queue_id, create=False) if queue_id >= 0 and topic else None
         if cq is None:
             if queue_id < 0 or not topic:
-                return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
-                                        self._next_offset_correction(offset, 0), 0, 0)
+                return GetMessageResult(
+                    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, self._next_offset_correction(offset, 0), 0, 0
+                )
             # Java creates the queue on lookup; an unknown queue behaves as an empty one.
-            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE,
-                                    self._next_offset_correction(offset, 0), 0, 0)
+            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._next_offset_correction(offset, 0), 0, 0)
         min_offset = cq.get_min_offset_in_queue()
         max_offset = cq.get_max_offset_in_queue()
         if max_offset == 0:
-            return GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE,
-                                    self._next_offset_correction(offset, 0), min_offset, max_offset)
+            return GetMessageResult(
+                GetMessageStatus.NO_MESSAGE_IN_QUEUE, self._next_offset_correction(offset, 0), min_offset, max_offset
+            )
         if offset < min_offset:
-            return GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL,
-                                    self._next_offset_correction(offset, min_offset), min_offset, max_offset)
+            return GetMessageResult(
+                GetMessageStatus.OFFSET_TOO_SMALL,
+                self._next_offset_correction(offset, min_offset),
+                min_offset,
+                max_offset,
+            )
         if offset == max_offset:
-            return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE,
-                                    self._next_offset_correction(offset, offset), min_offset, max_offset)
+            return GetMessageResult(
+                GetMessageStatus.OFFSET_OVERFLOW_ONE,
+                self._next_offset_correction(offset, offset),
+                min_offset,
+                max_offset,
+            )
         if offset > max_offset:
             nxt = self._next_offset_correction(offset, min_offset if min_offset == 0 else max_offset)
             return GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, nxt, min_offset, max_offset)
         idx = cq.get_index_buffer(offset)
         if idx is None:
             nxt = self._next_offset_correction(offset, cq.roll_next_file(offset))
-            log.warning("consumer request topic: %s offset: %d minOffset: %d maxOffset: %d, but access "
-                        "logic queue failed", topic, offset, min_offset, max_offset)
+            log.warning(
+                "consumer request topic: %s offset: %d minOffset: %d maxOffset: %d, but access logic queue failed",
+                topic,
+                offset,
+                min_offset,
+                max_offset,
+            )
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL, nxt, min_offset, max_offset)
         cq_file, start, end = idx
         cfg = self.config
@@ -643,12 +708,23 @@ class MessageStore:
         if message_filter is not None and message_filter.properties is not None:
             program, prop_evaluate = message_filter.program, message_filter.properties.match_values
         status, scanned, count, total, max_phy_pulling, segments = _store.get_message_scan(
-            cq_file.mm, start, end, cl.table,
+            cq_file.mm,
+            start,
+            end,
+            cl.table,
             cl.mfq.flushed_where if cfg.flush_disk_type == "SYNC_FLUSH" else max_offset_py,
-            max_msg_nums, max_offset_py, memory, codes, tag_bytes,
-            cfg.max_transfer_bytes_on_message_in_memory, cfg.max_transfer_count_on_message_in_memory,
-            cfg.max_transfer_bytes_on_message_in_disk, cfg.max_transfer_count_on_message_in_disk,
-            program, prop_evaluate)
+            max_msg_nums,
+            max_offset_py,
+            memory,
+            codes,
+            tag_bytes,
+            cfg.max_transfer_bytes_on_message_in_memory,
+            cfg.max_transfer_count_on_message_in_memory,
+            cfg.max_transfer_bytes_on_message_in_disk,
+            cfg.max_transfer_count_on_message_in_disk,
+            program,
+            prop_evaluate,
+        )
         buffers = []
         holds = []
         if segments:
@@ -659,9 +735,17 @@ class MessageStore:
                     holds.append(mf)
                 buffers.append(memoryview(mf.mm)[s:e])
             self._stats["get_found"] += count
-        return GetMessageResult(_GET_STATUS[status], offset + scanned // CQ_STORE_UNIT_SIZE,
-                                min_offset, max_offset, (max_offset_py - max_phy_pulling) > memory,
-                                count, total, buffers, holds)
+        return GetMessageResult(
+            _GET_STATUS[status],
+            offset + scanned // CQ_STORE_UNIT_SIZE,
+            min_offset,
+            max_offset,
+            (max_offset_py - max_phy_pulling) > memory,
+            count,
+            total,
+            buffers,
+            holds,
+        )
 
     # ======================================================================================
     # offsets and lookups
@@ -731,13 +815,13 @@ class MessageStore:
             if head is None:
                 return None
             mf, pos = head
-            size = int.from_bytes(mf.mm[pos:pos + 4], "big", signed=True)
+            size = int.from_bytes(mf.mm[pos : pos + 4], "big", signed=True)
         sel = self.commit_log.select(phy_offset, size)
         if sel is None:
             return None
         mf, pos = sel
         try:
-            rec = _store.decode_record(memoryview(mf.mm)[pos:pos + size], 0, False)
+            rec = _store.decode_record(memoryview(mf.mm)[pos : pos + size], 0, False)
         except ValueError:
             return None
         if rec["commit_log_offset"] != phy_offset:
@@ -754,14 +838,14 @@ class MessageStore:
         if head is None:
             return None
         mf, pos = head
-        size = int.from_bytes(mf.mm[pos:pos + 4], "big", signed=True)
+        size = int.from_bytes(mf.mm[pos : pos + 4], "big", signed=True)
         if size <= 0:
             return None
         sel = self.commit_log.select(phy_offset, size)
         if sel is None:
             return None
         mf, pos = sel
-        data = bytes(mf.mm[pos:pos + size])
+        data = bytes(mf.mm[pos : pos + size])
         try:
             span = _store.record_span(data, 0)
         except ValueError:
@@ -797,7 +881,7 @@ class MessageStore:
                 if m == 0:
                     last_query_time = _store.record_store_timestamp(data, 0)
                 if result.buffers and result.buffer_total_size + len(data) > QUERY_MESSAGE_MAX_BYTES:
-                    break                # the answer is copied: bounded (64 x 4 MiB would be 256 MiB)
+                    break  # the answer is copied: bounded (64 x 4 MiB would be 256 MiB)
                 result.add(data)
             if result.buffer_total_size > 0 or last_query_time < begin:
                 break
@@ -906,8 +990,14 @@ class MessageStore:
             for qid, cq in list(queues.items()):
                 last = cq.max_physic_offset
                 if last != -1 and last < min_phy:
-                    log.info("cleanExpiredConsumerQueue: %s %d destroyed, CommitLog min offset %d, queue's last "
-                             "record ends at %d", clip(topic), qid, min_phy, last)
+                    log.info(
+                        "cleanExpiredConsumerQueue: %s %d destroyed, CommitLog min offset %d, queue's last "
+                        "record ends at %d",
+                        clip(topic),
+                        qid,
+                        min_phy,
+                        last,
+                    )
                     self.commit_log.topic_queue_table.pop((topic, qid), None)
                     cq.destroy()
                     del queues[qid]

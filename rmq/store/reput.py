@@ -1,5 +1,6 @@
 """ReputMessageService (Java DefaultMessageStore.ReputMessageService): builds the
 ConsumeQueues from the CommitLog and tells the arrival listeners."""
+
 from __future__ import annotations
 
 import asyncio
@@ -23,8 +24,8 @@ __all__ = ["DISPATCH_BACKOFF_MAX", "SCHEDULE_TOPIC", "ReputMessageService", "sca
 log = logging.getLogger("rmq.store")
 
 SCHEDULE_TOPIC = TopicValidator.RMQ_SYS_SCHEDULE_TOPIC
-DISPATCH_BACKOFF_MAX = 5.0                     # seconds between dispatch retries, at most
-BATCH_RECORDS = 4096                           # records per run before yielding to the loop
+DISPATCH_BACKOFF_MAX = 5.0  # seconds between dispatch retries, at most
+BATCH_RECORDS = 4096  # records per run before yielding to the loop
 
 
 class ReputMessageService:
@@ -49,15 +50,16 @@ class ReputMessageService:
         self._listeners: list[tuple[Callable[[str, int, int, int], None], Container[tuple[str, int]] | None]] = []
         self.dispatch_error: str | None = None
         self.dispatched = 0
-        self.event = asyncio.Event()          # wakes the run() task (backlog, retry)
-        self.runs = 0                          # dispatch runs (callbacks and task) so far
+        self.event = asyncio.Event()  # wakes the run() task (backlog, retry)
+        self.runs = 0  # dispatch runs (callbacks and task) so far
         self._soon: asyncio.Handle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # the store's (asked once: 3.11 getpid)
         self._backoff = 0.0
         self._delay_millis = store.config.delay_level_millis()
         # The C dispatcher (rmq/_dispatch.pxi); None runs every record through the Python path.
-        self.fast: _store.Dispatcher | None = (_store.Dispatcher(SCHEDULE_TOPIC)
-                                               if store.config.dispatch_fast_path else None)
+        self.fast: _store.Dispatcher | None = (
+            _store.Dispatcher(SCHEDULE_TOPIC) if store.config.dispatch_fast_path else None
+        )
         self._index_slots = store.config.max_hash_slot_num
         self._index_num = store.config.max_index_num
         self._watch_list: list[Container[tuple[str, int]]] | None = []
@@ -94,7 +96,7 @@ class ReputMessageService:
             self._failed(e)
             return
         if n >= BATCH_RECORDS:
-            self.event.set()                  # a backlog: the task goes on in bounded steps
+            self.event.set()  # a backlog: the task goes on in bounded steps
 
     def forget_queues(self) -> None:
         """Drop the C dispatcher's cached ConsumeQueues (after queues were destroyed: the cache
@@ -109,7 +111,7 @@ class ReputMessageService:
 
     def _schedule_tags_code(self, mf: MappedFile, props_pos: int, props_len: int, store_ts: int, tags_code: int) -> int:
         """SCHEDULE_TOPIC_XXXX units carry the delivery time as their tags code (Java)."""
-        v = _store.find_property(mf.mm[props_pos:props_pos + props_len], "DELAY")
+        v = _store.find_property(mf.mm[props_pos : props_pos + props_len], "DELAY")
         if v is None:
             return tags_code
         try:
@@ -136,8 +138,9 @@ class ReputMessageService:
         if limit is None:
             limit = self.dispatch_limit()
         if self.reput_from_offset < cl.min_offset:
-            log.warning("reput offset %d below the CommitLog minimum %d: skipping ahead",
-                        self.reput_from_offset, cl.min_offset)
+            log.warning(
+                "reput offset %d below the CommitLog minimum %d: skipping ahead", self.reput_from_offset, cl.min_offset
+            )
             self.reput_from_offset = cl.min_offset
         arrived: dict[tuple[str, int, int], int] = {}
         cqs: dict[tuple[str, int], ConsumeQueue] = {}
@@ -157,10 +160,20 @@ class ReputMessageService:
                 if fast is not None:
                     f = index.dispatch_file() if index is not None else None
                     if index is None or f is not None:
-                        at, k, capped = fast.run(mf.mm, pos, stop, mf.file_from_offset, budget,
-                                                 store.consume_queue_table, None if f is None else f.mm,
-                                                 self._index_slots, self._index_num, MAX_KEYS_PER_RECORD,
-                                                 arrived if notify else None, watch)
+                        at, k, capped = fast.run(
+                            mf.mm,
+                            pos,
+                            stop,
+                            mf.file_from_offset,
+                            budget,
+                            store.consume_queue_table,
+                            None if f is None else f.mm,
+                            self._index_slots,
+                            self._index_num,
+                            MAX_KEYS_PER_RECORD,
+                            arrived if notify else None,
+                            watch,
+                        )
                         if k:
                             n += k
                             self.reput_from_offset = mf.file_from_offset + at
@@ -169,7 +182,7 @@ class ReputMessageService:
                             if at >= stop or n >= max_records:
                                 continue
                             pos = at
-                    budget = 1                 # the record the C dispatcher did not take
+                    budget = 1  # the record the C dispatcher did not take
                 k, go_on, unreadable = self._python_step(mf, pos, stop, budget, notify, arrived, cqs)
                 n += k
                 if unreadable is not None:
@@ -181,9 +194,16 @@ class ReputMessageService:
             self._notify(arrived)
         return n
 
-    def _python_step(self, mf: MappedFile, pos: int, stop: int, budget: int, notify: bool,
-                     arrived: dict[tuple[str, int, int], int],
-                     cqs: dict[tuple[str, int], ConsumeQueue]) -> tuple[int, bool, str | None]:
+    def _python_step(
+        self,
+        mf: MappedFile,
+        pos: int,
+        stop: int,
+        budget: int,
+        notify: bool,
+        arrived: dict[tuple[str, int, int], int],
+        cqs: dict[tuple[str, int], ConsumeQueue],
+    ) -> tuple[int, bool, str | None]:
         """Dispatch up to ``budget`` records of ``mf`` from ``pos`` in Python (Java
         CommitLogDispatcherBuildIndex, then CommitLogDispatcherBuildConsumeQueue per record);
         the queues it finds are registered with the C dispatcher. Returns ``(records, go on, what
@@ -226,8 +246,14 @@ class ReputMessageService:
             # haTransferBatchSize, not at records): the rest comes with the next transfer.
             return n, False, None
         elif outcome in (_store.SCAN_CORRUPT, _store.SCAN_TORN):
-            return n, False, (f"unreadable record at CommitLog offset {self.reput_from_offset} "
-                              f"({'corrupt' if outcome == _store.SCAN_CORRUPT else 'torn'}); dispatch stops here")
+            return (
+                n,
+                False,
+                (
+                    f"unreadable record at CommitLog offset {self.reput_from_offset} "
+                    f"({'corrupt' if outcome == _store.SCAN_CORRUPT else 'torn'}); dispatch stops here"
+                ),
+            )
         elif outcome == _store.SCAN_END or (at >= stop and not recs):
             return n, False, None
         return n, True, None
@@ -247,8 +273,9 @@ class ReputMessageService:
                         out[key] = qoff + 1
         return out
 
-    def add_listener(self, fn: Callable[[str, int, int, int], None],
-                     watched: Container[tuple[str, int]] | None = None) -> None:
+    def add_listener(
+        self, fn: Callable[[str, int, int, int], None], watched: Container[tuple[str, int]] | None = None
+    ) -> None:
         """Call ``fn(topic, queue_id, next_offset, tags_code)`` after each run, once per
         (queue, distinct tags code) dispatched in it; with ``watched``, only for the queues
         ``(topic, queue_id)`` it holds at that time (tested once per queue per run, so queues
@@ -287,9 +314,15 @@ class ReputMessageService:
         if isinstance(e, DiskSpaceError):
             # No new messages until the queues they need can be written.
             store.clean_commit_log.set_disk_full(f"disk full: {e}; message store is not writeable", e.needed)
-        store.rl_log.warning("dispatch", "dispatch failed at CommitLog offset %d (%d bytes behind): %s; "
-                             "retrying in %.2f s", self.reput_from_offset, store.dispatch_behind_bytes(),
-                             self.dispatch_error, self._backoff, exc_info=not isinstance(e, StoreError))
+        store.rl_log.warning(
+            "dispatch",
+            "dispatch failed at CommitLog offset %d (%d bytes behind): %s; retrying in %.2f s",
+            self.reput_from_offset,
+            store.dispatch_behind_bytes(),
+            self.dispatch_error,
+            self._backoff,
+            exc_info=not isinstance(e, StoreError),
+        )
 
     async def run(self) -> None:
         """The task: every second (or after the backoff), on a backlog and after failures."""
@@ -330,8 +363,9 @@ def scan_committed(cl: CommitLog, start: int, limit: int) -> Iterator[tuple[Mapp
         if mf is None:
             return
         pos = at_offset - mf.file_from_offset
-        recs, at, outcome, _ = _store.scan_records(mf.mm, pos, min(mf.wrote_position, limit - mf.file_from_offset),
-                                                   mf.file_from_offset, False)
+        recs, at, outcome, _ = _store.scan_records(
+            mf.mm, pos, min(mf.wrote_position, limit - mf.file_from_offset), mf.file_from_offset, False
+        )
         at_offset = mf.file_from_offset + at
         if outcome == _store.SCAN_BLANK:
             at_offset = cl.roll_next_file(at_offset)

@@ -8,6 +8,7 @@ operator raising ``ulimit -n``; here the store raises the soft limit to the hard
 (:func:`raise_nofile_limit`) and refuses to create new ConsumeQueues before the budget runs out,
 instead of failing inside dispatch ("Too many open files").
 """
+
 from __future__ import annotations
 
 import errno
@@ -121,11 +122,17 @@ def configure_mapping_budget(max_mapped_files: int = 0) -> MappingBudget:
     MAPPINGS.limit = limit
     MAPPINGS.queue_headroom = max(4, limit // 32)
     MAPPINGS.source = source
-    log.info("file descriptors: soft limit %d%s (hard %s); vm.max_map_count %d; budget %d mapped files, "
-             "new ConsumeQueues refused past %d (%d in use)",
-             soft, f" (raised from {old})" if soft != old else "",
-             "unlimited" if hard == resource.RLIM_INFINITY else hard, max_maps, limit,
-             limit - MAPPINGS.queue_headroom, MAPPINGS.live)
+    log.info(
+        "file descriptors: soft limit %d%s (hard %s); vm.max_map_count %d; budget %d mapped files, "
+        "new ConsumeQueues refused past %d (%d in use)",
+        soft,
+        f" (raised from {old})" if soft != old else "",
+        "unlimited" if hard == resource.RLIM_INFINITY else hard,
+        max_maps,
+        limit,
+        limit - MAPPINGS.queue_headroom,
+        MAPPINGS.live,
+    )
     return MAPPINGS
 
 
@@ -145,7 +152,7 @@ def fsync_dir(path: str) -> None:
     try:
         os.fsync(fd)
     except OSError as e:
-        if e.errno not in (errno.EINVAL, errno.EROFS):   # some file systems cannot sync dirs
+        if e.errno not in (errno.EINVAL, errno.EROFS):  # some file systems cannot sync dirs
             raise
     finally:
         os.close(fd)

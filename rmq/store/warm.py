@@ -1,5 +1,6 @@
 """Pre-faulting the CommitLog ahead of the writer (what Java's warmMappedFile does for a
 whole new file, done here a few MiB at a time in a thread of its own)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,7 +20,7 @@ __all__ = ["WARM_CHUNK", "WarmAheadService"]
 
 log = logging.getLogger("rmq.store")
 
-WARM_CHUNK = 4 * 1024 * 1024                    # pre-fault this much CommitLog ahead of the writer
+WARM_CHUNK = 4 * 1024 * 1024  # pre-fault this much CommitLog ahead of the writer
 
 
 class WarmAheadService:
@@ -64,7 +65,7 @@ class WarmAheadService:
             return
         try:
             rc = _store.populate_write(mf.mm, start, length)
-        except ValueError:                       # unmapped meanwhile
+        except ValueError:  # unmapped meanwhile
             return
         if rc in (errno.EINVAL, errno.ENOSYS):
             log.info("MADV_POPULATE_WRITE not supported here (errno %d): CommitLog pages fault on first write", rc)

@@ -2,6 +2,7 @@
 producers and consumers: name-server configuration, broker write permission, KV config,
 subscription-group deletion, consume-queue queries, CommitLog/ConsumeQueue maintenance and the
 metadata dumps a slave syncs."""
+
 import json
 import time
 
@@ -65,8 +66,9 @@ async def _send_fresh(namesrv_addr: str, topic: str) -> rmq.SendResult:
 async def test_wipe_write_perm_stops_sends_until_added_back(tmp_path):
     async with run_standalone(tmp_path) as (ns, broker):
         async with Admin(ns.address) as admin:
-            await admin.create_and_update_topic_config(broker.broker_addr, "WipeT", read_queue_nums=2,
-                                                       write_queue_nums=2)
+            await admin.create_and_update_topic_config(
+                broker.broker_addr, "WipeT", read_queue_nums=2, write_queue_nums=2
+            )
             assert (await _send_fresh(ns.address, "WipeT")).status == rmq.SendStatus.SEND_OK
 
             n = await admin.wipe_write_perm_of_broker(ns.address, "broker-a")
@@ -86,13 +88,16 @@ async def test_wipe_write_perm_stops_sends_until_added_back(tmp_path):
 
 
 async def test_sends_fail_over_to_the_broker_that_keeps_its_write_perm(tmp_path):
-    async with run_namesrv() as ns, \
-            run_broker(tmp_path / "a", namesrv=ns, broker_name="broker-a") as a, \
-            run_broker(tmp_path / "b", namesrv=ns, broker_name="broker-b") as b:
+    async with (
+        run_namesrv() as ns,
+        run_broker(tmp_path / "a", namesrv=ns, broker_name="broker-a") as a,
+        run_broker(tmp_path / "b", namesrv=ns, broker_name="broker-b") as b,
+    ):
         async with Admin(ns.address) as admin:
             for broker in (a, b):
-                await admin.create_and_update_topic_config(broker.broker_addr, "FailT", read_queue_nums=2,
-                                                           write_queue_nums=2)
+                await admin.create_and_update_topic_config(
+                    broker.broker_addr, "FailT", read_queue_nums=2, write_queue_nums=2
+                )
             assert await admin.wipe_write_perm_of_broker(ns.address, "broker-a") >= 1
             async with rmq.Producer(ns.address, "PG_FailT") as p:
                 sent = [await p.send(rmq.Message("FailT", b"%d" % i)) for i in range(6)]
@@ -110,16 +115,19 @@ async def test_a_changed_topic_table_restores_the_brokers_own_perms(tmp_path):
     async with run_standalone(tmp_path) as (ns, broker):
         async with Admin(ns.address) as admin:
             for topic in ("WipeR", "WipeGone"):
-                await admin.create_and_update_topic_config(broker.broker_addr, topic, read_queue_nums=1,
-                                                           write_queue_nums=1)
+                await admin.create_and_update_topic_config(
+                    broker.broker_addr, topic, read_queue_nums=1, write_queue_nums=1
+                )
             await admin.wipe_write_perm_of_broker(ns.address, "broker-a")
-            await admin.create_and_update_topic_config(broker.broker_addr, "WipeR2", read_queue_nums=1,
-                                                       write_queue_nums=1)
+            await admin.create_and_update_topic_config(
+                broker.broker_addr, "WipeR2", read_queue_nums=1, write_queue_nums=1
+            )
             table = ns.route_info_manager.topic_queue_table
             assert (table["WipeR"]["broker-a"].perm, table["WipeR2"]["broker-a"].perm) == (4, 6)
             await admin.delete_topic_in_broker(broker.broker_addr, "WipeGone")
-            await wait_until(lambda: table["WipeR"]["broker-a"].perm == 6,
-                             what="the route rebuilt from the new topic table")
+            await wait_until(
+                lambda: table["WipeR"]["broker-a"].perm == 6, what="the route rebuilt from the new topic table"
+            )
             assert "WipeGone" not in table
 
 
@@ -134,8 +142,9 @@ async def test_kv_config_persisted_as_javas_kv_config_json(tmp_path):
             await admin.create_and_update_kv_config("NS2", "k", "v")
             assert await admin.get_kv_config("NS2", "k") == "v"
             assert await admin.get_kv_list_by_namespace("ORDER_TOPIC_CONFIG") == {"OrderT": "broker-a:4"}
-            assert json.loads(path.read_text()) == {"configTable": {"ORDER_TOPIC_CONFIG": {"OrderT": "broker-a:4"},
-                                                                    "NS2": {"k": "v"}}}
+            assert json.loads(path.read_text()) == {
+                "configTable": {"ORDER_TOPIC_CONFIG": {"OrderT": "broker-a:4"}, "NS2": {"k": "v"}}
+            }
             await admin.delete_kv_config("NS2", "k")
             await admin.delete_kv_config("NS2", "never-there")  # SUCCESS, as Java
             assert await admin.get_kv_config("NS2", "k") is None
@@ -225,7 +234,8 @@ async def test_query_consume_queue_shows_the_sent_messages(tmp_path):
             assert body.subscription_data is None and body.filter_data is None
             stored = [broker.message_store.look_message_by_offset_msg_id(r.offset_msg_id) for r in results]
             assert [(u.physic_offset, u.physic_size, u.tags_code) for u in body.queue_data] == [
-                (m.commit_log_offset, m.store_size, java_string_hash("TagA")) for m in stored[1:4]]
+                (m.commit_log_offset, m.store_size, java_string_hash("TagA")) for m in stored[1:4]
+            ]
             m1 = stored[1]
             assert f"physicOffset={m1.commit_log_offset}, physicSize={m1.store_size}" in str(body.queue_data[0])
 
@@ -238,8 +248,10 @@ async def test_query_consume_queue_shows_the_sent_messages(tmp_path):
             c = rmq.PushConsumer(ns.address, "CG_Cq", handler=lambda m: None, consume_from_where=FIRST)
             c.subscribe("CqT", "TagA || TagB")
             async with c:
-                await wait_until(lambda: broker.consumer_manager.find_subscription_data("CG_Cq", "CqT") is not None,
-                                 what="the consumer's heartbeat")
+                await wait_until(
+                    lambda: broker.consumer_manager.find_subscription_data("CG_Cq", "CqT") is not None,
+                    what="the consumer's heartbeat",
+                )
                 online = await admin.query_consume_queue(addr, "CqT", 0, 0, consumer_group="CG_Cq")
             assert online.subscription_data["subString"] == "TagA || TagB"
             assert sorted(online.subscription_data["codeSet"]) == sorted(java_string_hash(t) for t in ("TagA", "TagB"))
@@ -259,9 +271,16 @@ async def test_delete_expired_commit_log_and_clean_expired_consume_queues(tmp_pa
     not_now = str((time.localtime().tm_hour + 12) % 24)
     # the disk ratios at 100 %: how full this machine's disk is must not make the runs delete
     # (above diskMaxUsedSpaceRatio, 75 % by default, every clean run deletes whatever the hour)
-    async with run_standalone(tmp_path, mapped_file_size_commitlog=64 * 1024, file_reserved_time=0,
-                              delete_when=not_now, clean_resource_interval=100, disk_max_used_space_ratio=100,
-                              disk_space_clean_forcibly_ratio=100, disk_space_warning_level_ratio=100) as (ns, broker):
+    async with run_standalone(
+        tmp_path,
+        mapped_file_size_commitlog=64 * 1024,
+        file_reserved_time=0,
+        delete_when=not_now,
+        clean_resource_interval=100,
+        disk_max_used_space_ratio=100,
+        disk_space_clean_forcibly_ratio=100,
+        disk_space_warning_level_ratio=100,
+    ) as (ns, broker):
         store = broker.message_store
         async with Admin(ns.address) as admin:
             addr = broker.broker_addr
@@ -294,12 +313,16 @@ async def test_delete_expired_commit_log_and_clean_expired_consume_queues(tmp_pa
 async def test_delay_offsets_dump(tmp_path):
     async with run_standalone(tmp_path) as (ns, broker):
         async with Admin(ns.address) as admin:
-            await admin.create_and_update_topic_config(broker.broker_addr, "DelayT", read_queue_nums=1,
-                                                       write_queue_nums=1)
+            await admin.create_and_update_topic_config(
+                broker.broker_addr, "DelayT", read_queue_nums=1, write_queue_nums=1
+            )
             async with rmq.Producer(ns.address, "PG_Delay") as p:
                 await p.send(rmq.Message("DelayT", b"later", delay_level=1))
-            await wait_until(lambda: broker.schedule_service.table.offset_table.get(1, 0) == 1,
-                             what="the level-1 message delivered", timeout=30)
+            await wait_until(
+                lambda: broker.schedule_service.table.offset_table.get(1, 0) == 1,
+                what="the level-1 message delivered",
+                timeout=30,
+            )
             assert (await admin.get_all_delay_offset(broker.broker_addr))[1] == 1
 
 
@@ -325,8 +348,9 @@ async def _ask(admin: Admin, addr: str, java_request) -> "rmq.protocol.command.R
     from rmq.protocol.command import RemotingCommand
 
     ext = {k: v for k, v in java_request.ext_fields.items() if k not in ("Signature", "AccessKey")}
-    return await admin._remote.invoke(addr, RemotingCommand.request(java_request.code, ext,
-                                                                    java_request.body_bytes() or None), timeout=10)
+    return await admin._remote.invoke(
+        addr, RemotingCommand.request(java_request.code, ext, java_request.body_bytes() or None), timeout=10
+    )
 
 
 @pytest.fixture
@@ -334,8 +358,9 @@ async def parity(tmp_path):
     """A broker with the capture's topic (ParityT, messages in queue 0) and group (AdmG)."""
     async with run_standalone(tmp_path) as (ns, broker):
         async with Admin(ns.address) as admin:
-            await admin.create_and_update_topic_config(broker.broker_addr, "ParityT", read_queue_nums=1,
-                                                       write_queue_nums=1)
+            await admin.create_and_update_topic_config(
+                broker.broker_addr, "ParityT", read_queue_nums=1, write_queue_nums=1
+            )
             await admin.create_and_update_subscription_group_config(broker.broker_addr, "AdmG")
             async with rmq.Producer(ns.address, "PG_Parity") as p:
                 for i in range(12):
@@ -384,8 +409,10 @@ async def test_golden_write_perm_config_and_maintenance_answers(parity):
     from rmq.protocol.requests.namesrv import parse_add_write_perm, parse_namesrv_config, parse_wipe_write_perm
 
     ns, broker, admin = parity
-    for code, parse, key in ((205, parse_wipe_write_perm, "wipeTopicCount"),
-                             (327, parse_add_write_perm, "addTopicCount")):
+    for code, parse, key in (
+        (205, parse_wipe_write_perm, "wipeTopicCount"),
+        (327, parse_add_write_perm, "addTopicCount"),
+    ):
         for java_req, java in _golden("mqadmin", code):
             assert java_req.ext_fields["brokerName"] == "broker-a"
             assert parse(java) == 13
@@ -394,8 +421,7 @@ async def test_golden_write_perm_config_and_maintenance_answers(parity):
             assert parse(ours) == len([q for q in ns.route_info_manager.topic_queue_table.values() if "broker-a" in q])
             assert not ours.body_bytes() and not java.body_bytes()
     for java_req, java in _golden("mqadmin", 319):
-        java_cfg, our_cfg = parse_namesrv_config(java), parse_namesrv_config(await _ask(admin, ns.address,
-                                                                                                java_req))
+        java_cfg, our_cfg = parse_namesrv_config(java), parse_namesrv_config(await _ask(admin, ns.address, java_req))
         assert java_cfg["listenPort"] == "29876" and java_cfg["kvConfigPath"].endswith("kvConfig.json")
         assert our_cfg["listenPort"] == str(ns.port) and {"kvConfigPath", "configStorePath"} <= set(our_cfg)
     for code in (207, 306, 329):
@@ -436,4 +462,3 @@ def test_bodies_read_fastjson_integer_keys_and_refuse_malformed_ones():
             parse_all_consumer_offset(RemotingCommand.request(43).response(ResponseCode.SUCCESS, None, {}, bad))
     with pytest.raises(ValueError):
         QueryConsumeQueueResponseBody.decode(b'{"queueData":[1]}')
-

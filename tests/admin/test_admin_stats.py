@@ -7,6 +7,7 @@ The sampling windows are driven by a fake clock given to the broker's statistics
 (``broker.stats.clock``), advanced by the test and sampled with ``broker.stats.tick()``: no test
 waits for real seconds to pass.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -100,8 +101,10 @@ async def test_counts_and_windows_match_what_was_sent_and_consumed(env):
 
     assert int(after["msgPutTotalTodayNow"]) - int(before["msgPutTotalTodayNow"]) == 20
     assert int(after["putMessageSizeTotal"]) - int(before["putMessageSizeTotal"]) == sum(map(len, bodies))
-    await wait_until(lambda: broker.stats.store.get_transferred - int(before["msgGetTotalTodayNow"]) == 20,
-                     what="20 messages counted as pulled")
+    await wait_until(
+        lambda: broker.stats.store.get_transferred - int(before["msgGetTotalTodayNow"]) == 20,
+        what="20 messages counted as pulled",
+    )
     assert int(after["msgGetTotalTodayMorning"]) == 0  # nothing before the broker's first midnight
 
     # the "10 s" TPS windows: 10 one-second samples after the sends
@@ -147,8 +150,10 @@ async def test_consume_tps_and_broker_consume_stats(env):
     resp = await invoke_once(addr, RequestCode.GET_CONSUME_STATS, {"consumerGroup": group, "topic": topic})
     cs = ConsumeStats.decode(resp.body_bytes())
     assert cs.consume_tps == pytest.approx(3.0)
-    await wait_until(lambda: broker.consumer_offset_manager.query_offsets(group, topic).get(0) == 30,
-                     what="the consumer's offset committed")
+    await wait_until(
+        lambda: broker.consumer_offset_manager.query_offsets(group, topic).get(0) == 30,
+        what="the consumer's offset committed",
+    )
     lst = await admin.fetch_consume_stats_in_broker(addr)
     assert lst.broker_addr == addr
     (stats,) = [cs for cs in lst.groups()[group] if any(mq.topic == topic for mq in cs.offset_table)]
@@ -248,8 +253,9 @@ async def test_update_broker_config_applies_live_checks_and_persists(env):
 def _golden_answers(code: int) -> list[RemotingCommand]:
     from rmq.remoting.codec import decode_frame
 
-    return [decode_frame(row["frame"]) for row in mqadmin_frames()
-            if row["flag"] & 1 and row.get("request_code") == code]
+    return [
+        decode_frame(row["frame"]) for row in mqadmin_frames() if row["flag"] & 1 and row.get("request_code") == code
+    ]
 
 
 def _shape(v):
@@ -275,8 +281,14 @@ async def test_golden_runtime_info_same_keys_and_shapes(env):
         assert java_keys <= set(ours), sorted(java_keys - set(ours))
         assert any(k.startswith("commitLogDiskRatio_") for k in ours)
     java = parse_kv_table(answers[-1])
-    for key in ("msgPutTotalTodayNow", "bootTimestamp", "brokerVersion", "commitLogMaxOffset",
-                "earliestMessageTimeStamp", "putMessageEntireTimeMax"):
+    for key in (
+        "msgPutTotalTodayNow",
+        "bootTimestamp",
+        "brokerVersion",
+        "commitLogMaxOffset",
+        "earliestMessageTimeStamp",
+        "putMessageEntireTimeMax",
+    ):
         assert java[key].lstrip("-").isdigit() and ours[key].lstrip("-").isdigit(), key
     for key in ("putLatency99", "putLatency999", "commitLogDiskRatio", "putMessageAverageSize"):
         float(java[key]), float(ours[key])
@@ -284,8 +296,10 @@ async def test_golden_runtime_info_same_keys_and_shapes(env):
         assert len(java[key].split(" ")) == len(ours[key].split(" ")) == 3, key
         assert all(p == "" or float(p) >= 0 for p in ours[key].split(" "))
     assert ours["brokerVersion"] == java["brokerVersion"] == "409"
-    assert ours["putMessageDistributeTime"].startswith("[<=0ms]:") and \
-        ours["putMessageDistributeTime"].count(":") == java["putMessageDistributeTime"].count(":") == 13
+    assert (
+        ours["putMessageDistributeTime"].startswith("[<=0ms]:")
+        and ours["putMessageDistributeTime"].count(":") == java["putMessageDistributeTime"].count(":") == 13
+    )
     assert ours["runtime"].startswith("[ 0 days, ") and java["runtime"].startswith("[ 0 days, ")
     assert ours["commitLogDirCapacity"].startswith("Total : ") and "Free : " in ours["commitLogDirCapacity"]
     assert int(ours["earliestMessageTimeStamp"]) > 0
@@ -304,14 +318,18 @@ async def test_golden_view_stats_and_consume_stats_decode_and_match(env):
     await produce(ns, topic, [b"v"] * 6)
     await consume(ns, topic, group, 6)
     advance(broker, clock, 10)
-    ours_resp = await invoke_once(addr, RequestCode.VIEW_BROKER_STATS_DATA,
-                          {"statsName": "TOPIC_PUT_NUMS", "statsKey": topic})
+    ours_resp = await invoke_once(
+        addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS", "statsKey": topic}
+    )
     assert _shape(json.loads(ours_resp.body_bytes())) == _shape(json.loads(found[0].body_bytes()))
     ours = parse_broker_stats_data(ours_resp)
     assert isinstance(ours, BrokerStatsData) and ours.stats_minute.sum == 6
     with pytest.raises(rmq.errors.BrokerResponseError, match="The stats <TOPIC_PUT_NUMS> <X> not exist"):
-        parse_broker_stats_data(await invoke_once(addr, RequestCode.VIEW_BROKER_STATS_DATA,
-                                             {"statsName": "TOPIC_PUT_NUMS", "statsKey": "X"}))
+        parse_broker_stats_data(
+            await invoke_once(
+                addr, RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": "TOPIC_PUT_NUMS", "statsKey": "X"}
+            )
+        )
 
     # 317: Java's list decodes; ours has the same fields and per-group shape
     (answer,) = _golden_answers(RequestCode.GET_BROKER_CONSUME_STATS)
@@ -320,8 +338,9 @@ async def test_golden_view_stats_and_consume_stats_decode_and_match(env):
     java_group = java_list.groups()["cg_parity"]
     assert sum(cs.compute_total_diff() for cs in java_group) == java_list.total_diff == 3
     assert max(cs.consume_tps for cs in java_group) > 0
-    await wait_until(lambda: broker.consumer_offset_manager.query_offsets(group, topic).get(0) == 6,
-                     what="the offset committed")
+    await wait_until(
+        lambda: broker.consumer_offset_manager.query_offsets(group, topic).get(0) == 6, what="the offset committed"
+    )
     ours_list = await admin.fetch_consume_stats_in_broker(addr)
     (cs,) = [c for c in ours_list.groups()[group] if any(mq.topic == topic for mq in c.offset_table)]
     assert cs.consume_tps > 0 and cs.compute_total_diff() == 0
@@ -361,8 +380,9 @@ async def test_golden_broker_config_and_update(env):
     body = decode_frame(req["frame"]).body_bytes()
     client = RemotingClient()
     try:
-        resp = await client.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, None, body),
-                                   timeout=10)
+        resp = await client.invoke(
+            addr, RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, None, body), timeout=10
+        )
     finally:
         await client.close()
     assert resp.code == ResponseCode.SUCCESS, resp.remark

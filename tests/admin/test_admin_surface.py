@@ -1,5 +1,6 @@
 """rmq.Admin's public surface: every public method documented and typed, the module exports
 what it declares, and the constructor's checks."""
+
 from __future__ import annotations
 
 import inspect
@@ -17,10 +18,25 @@ def _public_methods() -> list[str]:
 
 def test_admin_has_the_topic_methods():
     names = set(_public_methods())
-    assert {"examine_topic_stats", "get_topic_cluster_list", "fetch_topics_by_cluster", "query_topic_consume_by_who",
-            "examine_topic_consumers", "update_topic_perm", "allocate_mq", "send_message", "check_msg_send_rt",
-            "pull", "iter_pull", "min_offset", "max_offset", "search_offset", "fetch_subscribe_message_queues",
-            "create_and_update_topic_config", "create_and_update_subscription_group_config"} <= names
+    assert {
+        "examine_topic_stats",
+        "get_topic_cluster_list",
+        "fetch_topics_by_cluster",
+        "query_topic_consume_by_who",
+        "examine_topic_consumers",
+        "update_topic_perm",
+        "allocate_mq",
+        "send_message",
+        "check_msg_send_rt",
+        "pull",
+        "iter_pull",
+        "min_offset",
+        "max_offset",
+        "search_offset",
+        "fetch_subscribe_message_queues",
+        "create_and_update_topic_config",
+        "create_and_update_subscription_group_config",
+    } <= names
 
 
 @pytest.mark.parametrize("name", _public_methods())
@@ -29,8 +45,11 @@ def test_every_public_method_has_a_docstring_and_a_typed_signature(name):
     assert inspect.getdoc(fn), f"Admin.{name} has no docstring"
     hints = typing.get_type_hints(fn)
     assert "return" in hints, f"Admin.{name} does not declare what it returns"
-    params = [p for p in inspect.signature(fn).parameters.values() if p.name != "self"
-              and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+    params = [
+        p
+        for p in inspect.signature(fn).parameters.values()
+        if p.name != "self" and p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+    ]
     assert all(p.name in hints for p in params), f"Admin.{name} has untyped parameters"
 
 

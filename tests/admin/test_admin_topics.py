@@ -1,6 +1,7 @@
 """rmq.Admin's topic, cluster and message-tool methods: against a real name server and broker
 (in-process, ephemeral ports) with SDK producers, and decoding Java's answers from the mqadmin
 golden capture (Apache RocketMQ 4.9.8) next to ours to the same requests."""
+
 from __future__ import annotations
 
 import json
@@ -58,6 +59,7 @@ def shape(v: object) -> object:
 
 # --------------------------------------------------------------------------- live broker
 
+
 async def test_topic_stats_count_what_a_producer_sent(cluster, admin):
     ns, broker = cluster
     await admin.create_and_update_topic_config(broker.broker_addr, "AdmStats", read_queue_nums=3, write_queue_nums=3)
@@ -88,8 +90,10 @@ async def test_topic_consumers_lists_clusters_and_skips_retry_topics(cluster, ad
     consumer.subscribe("AdmCons")
     await consumer.start()
     try:
-        await wait_until(lambda: broker.topic_config_manager.select_topic_config("%RETRY%GID_adm_cons") is not None,
-                         what="the consumer's retry topic")
+        await wait_until(
+            lambda: broker.topic_config_manager.select_topic_config("%RETRY%GID_adm_cons") is not None,
+            what="the consumer's retry topic",
+        )
         rows = {r.topic: r for r in await admin.examine_topic_consumers()}
         assert rows["AdmCons"].cluster == "DefaultCluster"
         assert not any(t.startswith(("%RETRY%", "%DLQ%")) for t in rows)
@@ -103,8 +107,9 @@ async def test_topic_consumers_lists_clusters_and_skips_retry_topics(cluster, ad
 async def test_update_topic_perm_on_a_broker_and_a_cluster(cluster, admin):
     _, broker = cluster
     addr = broker.broker_addr
-    await admin.create_and_update_topic_config(addr, "AdmPerm", read_queue_nums=2, write_queue_nums=3,
-                                               topic_sys_flag=topic_sys_flag(True, True))
+    await admin.create_and_update_topic_config(
+        addr, "AdmPerm", read_queue_nums=2, write_queue_nums=3, topic_sys_flag=topic_sys_flag(True, True)
+    )
     [u] = await admin.update_topic_perm("AdmPerm", 4, broker_addr=addr)
     assert (u.addr, u.old_perm, u.new_perm, u.changed) == (addr, 6, 4, True)
     route = await admin.examine_topic_route_info("AdmPerm")
@@ -126,7 +131,10 @@ async def test_allocate_mq_shares_queues_averagely(cluster, admin):
     await admin.create_and_update_topic_config(broker.broker_addr, "AdmAlloc", read_queue_nums=8, write_queue_nums=8)
     r = await admin.allocate_mq("AdmAlloc", ["c1", "c2", "c3"])
     assert {ip: [mq.queue_id for mq in mqs] for ip, mqs in r.result.items()} == {
-        "c1": [0, 1, 2], "c2": [3, 4, 5], "c3": [6, 7]}
+        "c1": [0, 1, 2],
+        "c2": [3, 4, 5],
+        "c3": [6, 7],
+    }
     assert RebalanceResult.from_json(json.loads(json.dumps(r.to_json()))) == r
 
 
@@ -179,16 +187,30 @@ async def test_cluster_send_msg_rt_sends_to_each_brokers_own_topic(cluster, admi
 async def test_update_sub_group_sends_every_field(cluster, admin):
     _, broker = cluster
     await admin.create_and_update_subscription_group_config(
-        broker.broker_addr, "GID_adm_sub", consume_from_min_enable=False, retry_queue_nums=2, broker_id=1,
-        which_broker_when_consume_slowly=0, notify_consumer_ids_changed_enable=False, retry_max_times=3)
+        broker.broker_addr,
+        "GID_adm_sub",
+        consume_from_min_enable=False,
+        retry_queue_nums=2,
+        broker_id=1,
+        which_broker_when_consume_slowly=0,
+        notify_consumer_ids_changed_enable=False,
+        retry_max_times=3,
+    )
     cfg = broker.subscription_group_manager.find_subscription_group_config("GID_adm_sub")
-    assert (cfg.consume_from_min_enable, cfg.retry_queue_nums, cfg.broker_id, cfg.which_broker_when_consume_slowly,
-            cfg.notify_consumer_ids_changed_enable, cfg.retry_max_times) == (False, 2, 1, 0, False, 3)
+    assert (
+        cfg.consume_from_min_enable,
+        cfg.retry_queue_nums,
+        cfg.broker_id,
+        cfg.which_broker_when_consume_slowly,
+        cfg.notify_consumer_ids_changed_enable,
+        cfg.retry_max_times,
+    ) == (False, 2, 1, 0, False, 3)
 
 
 async def test_the_module_docstring_example_runs(cluster):
     ns, _broker = cluster
     import rmq.client.admin as mod
+
     code = "\n".join(line[4:] for line in mod.__doc__.split("::")[0].splitlines() if line.startswith("    "))
     assert "Admin(" in code
     code = code.replace('"127.0.0.1:9876"', repr(ns))
@@ -208,6 +230,7 @@ async def _route(ns: str, topic: str) -> TopicRouteData | None:
 
 
 # --------------------------------------------------------------------------- golden frames
+
 
 def _answer(code: int, *, success: bool = True) -> tuple[RemotingCommand, RemotingCommand]:
     for req, resp in mqadmin_exchanges(code):
@@ -240,8 +263,10 @@ async def test_golden_topic_stats_decoded_and_ours_in_the_same_shape(cluster):
     assert ours.offset_table[MessageQueue("ParityT", "broker-a", 0)].max_offset == 1
     # the raw bodies: same keys (the MessageQueue keys as objects) and value types
     jb, ob = fastjson.loads(java_resp.body_bytes()), fastjson.loads(ours_resp.body_bytes())
-    assert {shape(fastjson.object_key(k)) == shape(fastjson.object_key(next(iter(jb["offsetTable"]))))
-            for k in ob["offsetTable"]} == {True}
+    assert {
+        shape(fastjson.object_key(k)) == shape(fastjson.object_key(next(iter(jb["offsetTable"]))))
+        for k in ob["offsetTable"]
+    } == {True}
     assert shape(next(iter(ob["offsetTable"].values()))) == shape(next(iter(jb["offsetTable"].values())))
     assert TopicStatsTable.from_body(java.to_body()) == java  # our encoding reads back
 
@@ -270,8 +295,10 @@ async def test_golden_topic_consume_by_who_decoded_and_ours_answers_or_refuses(c
     assert parse_group_list(java_resp) == []
     ours_resp = await _ours(broker.broker_addr, java_req, topic="TBW102")
     if ours_resp.code == ResponseCode.SUCCESS:
-        assert shape(json.loads(ours_resp.body_bytes())) in (shape(json.loads(java_resp.body_bytes())),
-                                                             {"groupList": ["str"]})
+        assert shape(json.loads(ours_resp.body_bytes())) in (
+            shape(json.loads(java_resp.body_bytes())),
+            {"groupList": ["str"]},
+        )
     else:  # not merged yet: the admin turns it into an AdminError naming the code
         assert ours_resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
         async with Admin(ns) as a:
@@ -292,8 +319,11 @@ async def test_golden_topics_by_cluster_ours(cluster):
 
 def test_golden_create_topic_and_sub_group_requests_carry_javas_fields():
     java_req, _ = _answer(RequestCode.UPDATE_AND_CREATE_TOPIC)
-    ours = create_topic(CreateTopicRequestHeader(topic="AdmT", read_queue_nums=4, write_queue_nums=4,
-                                                          perm=6, order=False, topic_sys_flag=0))
+    ours = create_topic(
+        CreateTopicRequestHeader(
+            topic="AdmT", read_queue_nums=4, write_queue_nums=4, perm=6, order=False, topic_sys_flag=0
+        )
+    )
     java_fields = {k: v for k, v in java_req.ext_fields.items() if k not in ("Signature", "AccessKey")}
     assert set(ours.ext_fields) <= set(java_fields)
     assert {k: java_fields[k] for k in ours.ext_fields} == {k: str(v) for k, v in ours.ext_fields.items()}
@@ -306,9 +336,17 @@ def test_golden_create_topic_and_sub_group_requests_carry_javas_fields():
 def test_golden_pull_request_fields_are_ones_java_sends():
     java_req, java_resp = _answer(RequestCode.PULL_MESSAGE)
     assert parse_pull(java_resp).status is PullStatus.FOUND
-    header = PullMessageRequestHeader(consumer_group="TOOLS_CONSUMER", topic="T", queue_id=0, queue_offset=0,
-                                            max_msg_nums=32, sys_flag=4, subscription="*", sub_version=0,
-                                            expression_type="TAG")
+    header = PullMessageRequestHeader(
+        consumer_group="TOOLS_CONSUMER",
+        topic="T",
+        queue_id=0,
+        queue_offset=0,
+        max_msg_nums=32,
+        sys_flag=4,
+        subscription="*",
+        sub_version=0,
+        expression_type="TAG",
+    )
     assert set(pull_message(header).ext_fields) <= set(java_req.ext_fields) | {"subscription"}
 
 
@@ -327,15 +365,21 @@ async def test_golden_min_max_offset_decoded_and_ours_in_the_same_shape(cluster)
 
 def test_golden_pull_answer_decoded_as_the_admin_does():
     from rmq.client._codec import decode_messages
+
     _, java_resp = _answer(RequestCode.PULL_MESSAGE)
     reply = parse_pull(java_resp)
     msgs = decode_messages(reply.body, "broker-a")
     assert reply.next_begin_offset == len(msgs) == 32
-    assert (msgs[0].body, msgs[0].tags, msgs[0].topic, msgs[1].queue_offset) == (b"Hello RocketMQ 0", "TagA",
-                                                                                 "ParityT", 1)
+    assert (msgs[0].body, msgs[0].tags, msgs[0].topic, msgs[1].queue_offset) == (
+        b"Hello RocketMQ 0",
+        "TagA",
+        "ParityT",
+        1,
+    )
 
 
 # --------------------------------------------------------------------------- body types
+
 
 def test_fastjson_reader_takes_object_and_integer_keys_and_refuses_garbage():
     text = '{"offsetTable":{{"brokerName":"b","queueId":1,"topic":"T"}:{"maxOffset":3,"minOffset":0}},"x":{0:"a"}}'

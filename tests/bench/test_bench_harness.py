@@ -3,6 +3,7 @@
 The record walker is checked against real PULL_MESSAGE replies of Apache RocketMQ 4.9.8
 (tests/golden/rocketmq-4.9.8-pull-responses.jsonl, copied from the shared capture).
 """
+
 import base64
 import io
 import json
@@ -42,6 +43,7 @@ def first_queue_offset(body) -> int:
 
 # ------------------------------------------------------------------ record counting
 
+
 def test_count_records_matches_offsets_in_every_golden_pull_body():
     replies = golden_pull_replies()
     assert len(replies) >= 30
@@ -67,7 +69,7 @@ def test_count_records_matches_offsets_in_every_golden_pull_body():
 def test_count_records_over_a_memoryview_slice_without_copying():
     ext, body = golden_pull_replies()[0]
     framed = b"\xff" * 7 + body + b"\xee" * 5
-    view = memoryview(framed)[7:7 + len(body)]
+    view = memoryview(framed)[7 : 7 + len(body)]
     assert c.count_records(view) == int(ext["nextBeginOffset"]) - first_queue_offset(body)
 
 
@@ -101,6 +103,7 @@ def test_record_timestamps_read_born_and_store_time():
 
 # ------------------------------------------------------------------ figures
 
+
 def test_percentile_nearest_rank():
     values = list(range(1, 1001))
     assert c.percentile(values, 0.5) == 500
@@ -113,6 +116,7 @@ def test_percentile_nearest_rank():
 
 def test_process_cpu_seconds_of_this_process_grows():
     import os
+
     before = c.process_cpu_seconds(os.getpid())
     x = 0
     for i in range(3_000_000):
@@ -129,9 +133,11 @@ def test_cpu_meter_per_million():
 
 
 def test_lenient_route_json_accepts_fastjson_integer_keys():
-    body = (b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10912"},"brokerName":"b",'
-            b'"cluster":"C"}],"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":2,"writeQueueNums":3,'
-            b'"topicSysFlag":0}],"filterServerTable":{}}')
+    body = (
+        b'{"brokerDatas":[{"brokerAddrs":{0:"127.0.0.1:10911",1:"127.0.0.1:10912"},"brokerName":"b",'
+        b'"cluster":"C"}],"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":2,"writeQueueNums":3,'
+        b'"topicSysFlag":0}],"filterServerTable":{}}'
+    )
     route = c.parse_route("T", body)
     assert route.brokers == {"b": "127.0.0.1:10911"}
     assert [q.queue_id for q in route.read_queues] == [0, 1]
@@ -139,12 +145,18 @@ def test_lenient_route_json_accepts_fastjson_integer_keys():
 
 
 def test_route_skips_read_only_and_slave_only_brokers():
-    body = json.dumps({
-        "brokerDatas": [{"brokerName": "a", "brokerAddrs": {"0": "h:1"}},
-                        {"brokerName": "s", "brokerAddrs": {"1": "h:2"}}],
-        "queueDatas": [{"brokerName": "a", "perm": 4, "readQueueNums": 4, "writeQueueNums": 4},
-                       {"brokerName": "s", "perm": 6, "readQueueNums": 4, "writeQueueNums": 4}],
-    }).encode()
+    body = json.dumps(
+        {
+            "brokerDatas": [
+                {"brokerName": "a", "brokerAddrs": {"0": "h:1"}},
+                {"brokerName": "s", "brokerAddrs": {"1": "h:2"}},
+            ],
+            "queueDatas": [
+                {"brokerName": "a", "perm": 4, "readQueueNums": 4, "writeQueueNums": 4},
+                {"brokerName": "s", "perm": 6, "readQueueNums": 4, "writeQueueNums": 4},
+            ],
+        }
+    ).encode()
     route = c.parse_route("T", body)
     assert len(route.read_queues) == 4 and route.write_queues == []
 
@@ -166,18 +178,29 @@ def test_uniq_keys_are_32_hex_and_distinct():
 
 # ------------------------------------------------------------------ arguments
 
+
 def test_produce_defaults_match_the_issue():
     a = produce_bench.parse_args(["--namesrv", "127.0.0.1:9876", "--topic", "T"])
-    assert (a.size, a.connections, a.inflight, a.duration, a.batch, a.json, a.broker_pid) == \
-        (1024, 4, 16, 30.0, 1, False, None)
+    assert (a.size, a.connections, a.inflight, a.duration, a.batch, a.json, a.broker_pid) == (
+        1024,
+        4,
+        16,
+        30.0,
+        1,
+        False,
+        None,
+    )
 
 
-@pytest.mark.parametrize("argv, msg", [
-    (["--connections", "0"], "--connections must be >= 1"),
-    (["--inflight", "-1"], "--inflight must be >= 1"),
-    (["--duration", "0"], "--duration must be > 0"),
-    (["--batch", "0"], "--batch must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "argv, msg",
+    [
+        (["--connections", "0"], "--connections must be >= 1"),
+        (["--inflight", "-1"], "--inflight must be >= 1"),
+        (["--duration", "0"], "--duration must be > 0"),
+        (["--batch", "0"], "--batch must be >= 1"),
+    ],
+)
 def test_produce_rejects_bad_numbers(argv, msg, capsys):
     with pytest.raises(SystemExit) as e:
         produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T", *argv])
@@ -211,6 +234,7 @@ def test_latency_defaults():
 
 # ------------------------------------------------------------------ output
 
+
 def test_produce_summary_and_json_line():
     args = produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--json"])
     stats = produce_bench.ProduceStats()
@@ -239,8 +263,18 @@ def test_produce_summary_and_json_line():
 
 
 def test_pull_summary_line():
-    f = {"messages": 100, "seconds": 2.0, "drain_seconds": 2.0, "backlog": 100, "msgs_per_s": 50.0,
-         "mb_per_s": 0.05, "pulls_per_s": 2.0, "empty_pulls": 0, "errors": 0, "broker_cpu_s": None}
+    f = {
+        "messages": 100,
+        "seconds": 2.0,
+        "drain_seconds": 2.0,
+        "backlog": 100,
+        "msgs_per_s": 50.0,
+        "mb_per_s": 0.05,
+        "pulls_per_s": 2.0,
+        "empty_pulls": 0,
+        "errors": 0,
+        "broker_cpu_s": None,
+    }
     out = io.StringIO()
     with redirect_stdout(out):
         pull_bench.print_summary(f)
@@ -248,6 +282,7 @@ def test_pull_summary_line():
 
 
 # ------------------------------------------------------------------ the pull framing, fed by hand
+
 
 class _FakeTransport:
     def __init__(self):
@@ -284,17 +319,21 @@ async def test_queue_puller_frames_split_replies_and_refills_holes():
     _ext0, body0 = replies[0]
     _ext1, body1 = replies[1]
     short = body1[: sum(struct.unpack_from(">i", body1, p)[0] for p in _record_starts(body1)[:10])]
-    answer0 = cmds[0].response(0, ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "32", "minOffset": "0",
-                                                       "maxOffset": "64"},
-                               body=body0)
-    answer1 = cmds[1].response(0, ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "42", "minOffset": "0",
-                                                       "maxOffset": "64"},
-                               body=short)
+    answer0 = cmds[0].response(
+        0,
+        ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "32", "minOffset": "0", "maxOffset": "64"},
+        body=body0,
+    )
+    answer1 = cmds[1].response(
+        0,
+        ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "42", "minOffset": "0", "maxOffset": "64"},
+        body=short,
+    )
     wire = b"".join(bytes(p) for a in (answer0, answer1) for p in encode(a))
     for i in range(0, len(wire), 777):  # split at arbitrary places
-        chunk = wire[i:i + 777]
+        chunk = wire[i : i + 777]
         buf = puller.get_buffer(len(chunk))
-        buf[:len(chunk)] = chunk
+        buf[: len(chunk)] = chunk
         puller.buffer_updated(len(chunk))
     assert stats.messages == 42 and stats.pulls == 2
     # the hole [42, 64) is asked for next
@@ -320,8 +359,9 @@ async def test_queue_puller_never_pulls_past_the_brokers_max_offset():
 
     args = Namespace(group="G", topic="TopicTest", inflight=4, max_msgs=32, suspend_ms=1000, timeout=1.0)
     stats = pull_bench.PullStats()
-    puller = pull_bench.QueuePuller(c.MessageQueue("b", "127.0.0.1:1", 0), args, stats, start=0, target=None,
-                                    known_max=40)
+    puller = pull_bench.QueuePuller(
+        c.MessageQueue("b", "127.0.0.1:1", 0), args, stats, start=0, target=None, known_max=40
+    )
     transport = _FakeTransport()
     puller.connection_made(transport)
     puller.fill()
@@ -337,12 +377,14 @@ async def test_queue_puller_never_pulls_past_the_brokers_max_offset():
     # the pull at 32 finds 8 records (32..39) and the broker now reports maxOffset 100
     _, body = golden_pull_replies()[0]
     eight = body[: sum(struct.unpack_from(">i", body, p)[0] for p in _record_starts(body)[:8])]
-    reply = first[1][0].response(0, ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "40", "minOffset": "0",
-                                                            "maxOffset": "100"},
-                                 body=eight)
+    reply = first[1][0].response(
+        0,
+        ext_fields={"suggestWhichBrokerId": "0", "nextBeginOffset": "40", "minOffset": "0", "maxOffset": "100"},
+        body=eight,
+    )
     wire = b"".join(bytes(p) for p in encode(reply))
     buf = puller.get_buffer(len(wire))
-    buf[:len(wire)] = wire
+    buf[: len(wire)] = wire
     puller.buffer_updated(len(wire))
     assert stats.messages == 8
     assert [(o, n) for _, o, n in sent_since(1)] == [("40", "24"), ("64", "32"), ("96", "32")]
@@ -374,8 +416,9 @@ def test_tls_flags_and_the_bench_certificate(tmp_path):
         a = pull_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--group", "G", *argv])
         ctx = c.client_tls(a)
         assert isinstance(ctx, ssl.SSLContext) and ctx.verify_mode is ssl.CERT_REQUIRED
-    server = TlsSettings.from_properties({"tls.server.mode": "enforcing", "tls.server.certPath": cert,
-                                          "tls.server.keyPath": key}).server_options()
+    server = TlsSettings.from_properties(
+        {"tls.server.mode": "enforcing", "tls.server.certPath": cert, "tls.server.keyPath": key}
+    ).server_options()
     assert server.context is not None
     # a handshake in memory: the bench client trusts the bench server for 127.0.0.1
     client = c.client_tls(produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--tls-ca", cert]))
@@ -402,9 +445,11 @@ def test_produce_threads_serialize_and_repeat_options(capsys):
     a = produce_bench.parse_args(["--topic", "T", "--repeat", "3", "--broker-arg=--flushDiskType=SYNC_FLUSH"])
     assert a.repeat == 3 and a.namesrv is None and a.broker_arg == ["--flushDiskType=SYNC_FLUSH"]
     assert a.client == "sdk" and a.serialize == "json"
-    for bad in (["--topic", "T", "--repeat", "2", "--namesrv", "x:1"],
-                ["--topic", "T", "--namesrv", "x:1", "--tree", "/x"],
-                ["--topic", "T", "--namesrv", "x:1", "--client", "raw", "--batch", "4"]):
+    for bad in (
+        ["--topic", "T", "--repeat", "2", "--namesrv", "x:1"],
+        ["--topic", "T", "--namesrv", "x:1", "--tree", "/x"],
+        ["--topic", "T", "--namesrv", "x:1", "--client", "raw", "--batch", "4"],
+    ):
         with pytest.raises(SystemExit) as e:
             produce_bench.parse_args(bad)
         assert e.value.code == 2
@@ -417,8 +462,7 @@ def test_produce_threads_serialize_and_repeat_options(capsys):
 def test_raw_sender_template_patches_fixed_width_fields(serialize):
     """The raw sender's per-request frame decodes as a SEND with the patched opaque,
     timestamp and UNIQ_KEY, in the requested serialization."""
-    args = produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--threads", "2",
-                                     "--serialize", serialize])
+    args = produce_bench.parse_args(["--namesrv", "x:1", "--topic", "T", "--threads", "2", "--serialize", serialize])
     mq = c.MessageQueue("broker-a", "127.0.0.1:1", 3)
     route = c.Route("T", write_queues=[mq])
     producer = produce_bench.RawProducer(args, route, produce_bench.ProduceStats())

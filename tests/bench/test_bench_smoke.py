@@ -2,6 +2,7 @@
 does (bench/run_all.py starts the broker on free ports, runs produce, prefill + drain and
 latency as separate processes, stops the broker), with a few thousand messages. Nothing here
 asserts speed; it checks that every figure is there and the counts add up."""
+
 import json
 import subprocess
 import sys
@@ -17,9 +18,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 def test_run_all_short(tmp_path):
     out = tmp_path / "figures.json"
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "run_all.py"), "--produce-seconds", "2", "--prefill", "3000",
-         "--latency-seconds", "2", "--json-out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=170, cwd=REPO)
+        [
+            sys.executable,
+            str(REPO / "bench" / "run_all.py"),
+            "--produce-seconds",
+            "2",
+            "--prefill",
+            "3000",
+            "--latency-seconds",
+            "2",
+            "--json-out",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=170,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stdout[-6000:]
     results = {r["bench"]: r for r in json.loads(out.read_text())}
     assert set(results) == {"produce", "pull", "latency"}, proc.stdout[-3000:]
@@ -51,14 +67,31 @@ def test_produce_repeat_threads_against_fresh_brokers(serialize):
     """``--repeat 2 --threads 4``: two fresh brokers, the raw sender over one connection, every
     message acknowledged, the medians over both rounds printed and in the JSON line."""
     proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "produce_bench.py"), "--topic", "BenchR", "--repeat", "2",
-         "--threads", "4", "--serialize", serialize, "--count", "2000", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=170, cwd=REPO)
+        [
+            sys.executable,
+            str(REPO / "bench" / "produce_bench.py"),
+            "--topic",
+            "BenchR",
+            "--repeat",
+            "2",
+            "--threads",
+            "4",
+            "--serialize",
+            serialize,
+            "--count",
+            "2000",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=170,
+        cwd=REPO,
+    )
     assert proc.returncode == 0, proc.stdout[-6000:]
     summary = json.loads(proc.stdout.splitlines()[-1])
     assert [r["messages"] for r in summary["runs"]] == [2000, 2000]
-    assert all(r["serialize"] == serialize and r["client"] == "raw" and r["connections"] == 1
-               for r in summary["runs"])
+    assert all(r["serialize"] == serialize and r["client"] == "raw" and r["connections"] == 1 for r in summary["runs"])
     tps = summary["tps"]
     assert tps["min"] <= tps["median"] <= tps["max"] and summary["broker_cpu_s_per_1m"]["median"] > 0
     assert "tps: median" in proc.stdout and "(load " in proc.stdout

@@ -3,6 +3,7 @@
 Every test talks to a real broker (and name server) on 127.0.0.1 ephemeral ports over TCP. The
 environment itself is ``rmq._testing.BrokerEnv`` (``Env`` is its old name here).
 """
+
 import struct
 from dataclasses import dataclass
 
@@ -56,18 +57,18 @@ def decode_records(data: bytes) -> list[Record]:
         p += 8  # born host
         (store_ts,) = struct.unpack_from(">q", data, p)
         p += 8
-        sip = ".".join(str(b) for b in data[p:p + 4])
+        sip = ".".join(str(b) for b in data[p : p + 4])
         (sport,) = struct.unpack_from(">i", data, p + 4)
         p += 8
         recon, _prep, blen = struct.unpack_from(">iqi", data, p)
         p += 16
-        body = data[p:p + blen]
+        body = data[p : p + blen]
         p += blen
         tlen = data[p]
-        topic = data[p + 1:p + 1 + tlen].decode()
+        topic = data[p + 1 : p + 1 + tlen].decode()
         p += 1 + tlen
         (plen,) = struct.unpack_from(">h", data, p)
-        props = decode_props(data[p + 2:p + 2 + plen].decode())
+        props = decode_props(data[p + 2 : p + 2 + plen].decode())
         p += 2 + plen
         assert p - pos == total, (p - pos, total)
         out.append(Record(qid, flag, qoff, phy, sysflag, born, store_ts, f"{sip}:{sport}", recon, body, topic, props))

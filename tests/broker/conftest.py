@@ -1,4 +1,5 @@
 """Fixtures for the broker's protocol tests: a real name server + broker on ephemeral ports."""
+
 import pytest
 
 from rmq._testing import broker_env

@@ -2,6 +2,7 @@
 PlainAccessValidator / PlainPermissionManager, Java's refusal remarks, hot reload of
 plain_acl.yml, and the ACL admin codes 50-54. Requests go over TCP from a RemotingClient that
 signs with rmq.remoting.acl (the Java AclClientRPCHook scheme)."""
+
 from __future__ import annotations
 
 import logging
@@ -83,8 +84,9 @@ def write_acl(home, text: str) -> str:
 async def acl_broker(tmp_path):
     home = tmp_path / "home"
     write_acl(home, PLAIN_ACL)
-    async with run_standalone(tmp_path / "store", acl_enable=True, rocketmq_home=str(home),
-                              acl_watch_interval_ms=50) as (ns, broker):
+    async with run_standalone(
+        tmp_path / "store", acl_enable=True, rocketmq_home=str(home), acl_watch_interval_ms=50
+    ) as (ns, broker):
         clients: list[RemotingClient] = []
 
         def client(creds: SessionCredentials | None) -> RemotingClient:
@@ -104,9 +106,18 @@ async def acl_broker(tmp_path):
 
 
 def send_cmd(topic: str, body: bytes = b"hello", group: str = "benchmark_producer") -> RemotingCommand:
-    header = SendMessageRequestHeader(producer_group=group, topic=topic, default_topic="TBW102",
-                                      default_topic_queue_nums=4, queue_id=0, sys_flag=0,
-                                      born_timestamp=1, flag=0, properties="", reconsume_times=0)
+    header = SendMessageRequestHeader(
+        producer_group=group,
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=0,
+        sys_flag=0,
+        born_timestamp=1,
+        flag=0,
+        properties="",
+        reconsume_times=0,
+    )
     return send_message(header, body)
 
 
@@ -126,19 +137,30 @@ async def test_refusals_carry_java_remarks_in_json(acl_broker):
     addr = acl_broker.broker_addr
     cases = [
         (None, send_cmd("AclTopic"), refusal("No accessKey is configured", VALIDATE.format(664))),
-        (SessionCredentials("RocketMQ", "wrongsecret"), send_cmd("AclTopic"),
-         refusal("Check signature failed for accessKey=RocketMQ", VALIDATE.format(684))),
-        (SessionCredentials("nobody99", SECRET), send_cmd("AclTopic"),
-         refusal("No acl config for nobody99", VALIDATE.format(668))),
+        (
+            SessionCredentials("RocketMQ", "wrongsecret"),
+            send_cmd("AclTopic"),
+            refusal("Check signature failed for accessKey=RocketMQ", VALIDATE.format(684)),
+        ),
+        (
+            SessionCredentials("nobody99", SECRET),
+            send_cmd("AclTopic"),
+            refusal("No acl config for nobody99", VALIDATE.format(668)),
+        ),
         # defaultTopicPerm DENY: a topic not listed is refused (the capture's DENY topic).
         (USER, send_cmd("DeniedTopic"), refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))),
         # listed SUB only: sending needs PUB.
         (USER, send_cmd("SubOnly"), refusal("No default permission for topic:SubOnly", CHECK_PERM.format(611))),
         # admin-only code (Java Permission.ADMIN_CODE) from a non-admin account.
-        (USER, create_topic(CreateTopicRequestHeader(topic="NewT", read_queue_nums=1, write_queue_nums=1,
-                                                        perm=6)),
-         refusal(f"Need admin permission for request code={RequestCode.UPDATE_AND_CREATE_TOPIC}, "
-                 "but accessKey=RocketMQ is not", CHECK_PERM.format(581))),
+        (
+            USER,
+            create_topic(CreateTopicRequestHeader(topic="NewT", read_queue_nums=1, write_queue_nums=1, perm=6)),
+            refusal(
+                f"Need admin permission for request code={RequestCode.UPDATE_AND_CREATE_TOPIC}, "
+                "but accessKey=RocketMQ is not",
+                CHECK_PERM.format(581),
+            ),
+        ),
     ]
     for creds, cmd, remark in cases:
         cmd.serialize_type = 1  # a ROCKETMQ binary request: Java still answers in JSON
@@ -158,17 +180,29 @@ async def test_group_permissions_through_retry_topics(acl_broker):
     bad = await c.invoke(addr, update_consumer_offset("deniedGroup", "AclTopic", 0, 0))
     assert bad.remark == refusal("No default permission for group:deniedGroup", CHECK_PERM.format(611))
     # PULL needs SUB on the topic: DENY by default.
-    pull = pull_message(PullMessageRequestHeader(
-        consumer_group="anyGroup", topic="DeniedTopic", queue_id=0, queue_offset=0, max_msg_nums=1,
-        sys_flag=0, commit_offset=0, suspend_timeout_millis=0, sub_version=0))
+    pull = pull_message(
+        PullMessageRequestHeader(
+            consumer_group="anyGroup",
+            topic="DeniedTopic",
+            queue_id=0,
+            queue_offset=0,
+            max_msg_nums=1,
+            sys_flag=0,
+            commit_offset=0,
+            suspend_timeout_millis=0,
+            sub_version=0,
+        )
+    )
     resp = await c.invoke(addr, pull)
     assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
 
 
 async def test_admin_account_passes_admin_codes_and_everything(acl_broker):
     c = acl_broker.test_client(ADMIN)
-    resp = await c.invoke(acl_broker.broker_addr, create_topic(CreateTopicRequestHeader(
-        topic="AdminMade", read_queue_nums=1, write_queue_nums=1, perm=6)))
+    resp = await c.invoke(
+        acl_broker.broker_addr,
+        create_topic(CreateTopicRequestHeader(topic="AdminMade", read_queue_nums=1, write_queue_nums=1, perm=6)),
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     # admin with no perms listed: every topic (Java checkPerm's "ownedPermMap null and admin").
     resp = await c.invoke(acl_broker.broker_addr, send_cmd("DeniedTopic"))
@@ -216,12 +250,16 @@ async def test_hot_reload_rewrite_then_bad_file_keeps_last_good(acl_broker, capl
 
     async def accepted() -> bool:
         return (await c.invoke(addr, send_cmd("DeniedTopic"))).code == ResponseCode.SUCCESS
+
     await wait_until(accepted, timeout=20, what="the rewritten plain_acl.yml in force")
     # A file that does not parse: reported once, the previous configuration stays.
     caplog.set_level(logging.ERROR, logger="rmq.acl")
     write_acl(home, "accounts: [ {accessKey: RocketMQ, secretKey: 1\n")
-    await wait_until(lambda: any("previous one stays" in r.getMessage() for r in caplog.records), timeout=20,
-                     what="the bad file reported")
+    await wait_until(
+        lambda: any("previous one stays" in r.getMessage() for r in caplog.records),
+        timeout=20,
+        what="the bad file reported",
+    )
     assert await accepted()
     reports = [r for r in caplog.records if "previous one stays" in r.getMessage()]
     assert len(reports) == 1
@@ -231,6 +269,7 @@ async def test_hot_reload_rewrite_then_bad_file_keeps_last_good(acl_broker, capl
     async def refused() -> bool:
         r = await c.invoke(addr, send_cmd("AclTopic"))
         return r.remark == refusal("No acl config for RocketMQ", VALIDATE.format(668))
+
     await wait_until(refused, timeout=20, what="the removed account refused")
 
 
@@ -241,11 +280,16 @@ async def test_global_and_account_white_addresses_skip_the_signature(acl_broker)
     forged = acl_broker.test_client(SessionCredentials("RocketMQ", "not-the-secret"))
     assert (await forged.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SYSTEM_ERROR
     # The account's white address (a range that holds 127.0.0.1): no signature check ...
-    write_acl(home, PLAIN_ACL.replace("whiteRemoteAddress:\n    admin: false",
-                                      "whiteRemoteAddress: 127.0.0.1-5\n    admin: false", 1))
+    write_acl(
+        home,
+        PLAIN_ACL.replace(
+            "whiteRemoteAddress:\n    admin: false", "whiteRemoteAddress: 127.0.0.1-5\n    admin: false", 1
+        ),
+    )
 
     async def forged_ok() -> bool:
         return (await forged.invoke(addr, send_cmd("DeniedTopic"))).code == ResponseCode.SUCCESS
+
     await wait_until(forged_ok, timeout=20, what="the account white address in force")
     # ... and the global white list lets even unsigned requests through.
     assert (await unsigned.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SYSTEM_ERROR
@@ -253,30 +297,48 @@ async def test_global_and_account_white_addresses_skip_the_signature(acl_broker)
 
     async def unsigned_ok() -> bool:
         return (await unsigned.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SUCCESS
+
     await wait_until(unsigned_ok, timeout=20, what="the global white list in force")
 
 
-@pytest.mark.parametrize("expr, host, match", [
-    ("*", "10.1.2.3", True), ("*.*.*.*", "10.1.2.3", True), ("", "127.0.0.1", False), (None, "127.0.0.1", False),
-    ("192.168.0.*", "192.168.0.77", True), ("192.168.0.*", "192.168.1.77", False),
-    ("192.168.1.1-100", "192.168.1.100", True), ("192.168.1.1-100", "192.168.1.101", False),
-    ("192.168.*.*", "192.168.250.3", True), ("10.10.1-3.*", "10.10.2.200", True), ("10.10.1-3.*", "10.10.4.1", False),
-    ("192.168.1.2,192.168.1.3", "192.168.1.3", True), ("192.168.1.2,192.168.1.3", "192.168.1.4", False),
-    ("192.168.1.{1,2,3}", "192.168.1.2", True), ("192.168.1.{1,2,3}", "192.168.1.4", False),
-    ("127.0.0.1", "127.0.0.1", True), ("127.0.0.1", "127.0.0.2", False),
-    ("::1", "0:0:0:0:0:0:0:1", True), ("1050:0:0:0:5:600:300c:326b", "1050::5:600:300c:326b", True),
-    ("1050::0005:0600:300c:1-ff", "1050::5:600:300c:ff", True),
-    ("1050::0005:0600:300c:1-ff", "1050::5:600:300c:100", False),
-    ("1050::0005:0600:300c:*", "1050::5:600:300c:abcd", True),
-    ("1050::0005:0600:{1,2}", "1050::5:600:2", True), ("1050::0005:0600:{1,2}", "1050::5:600:3", False),
-    ("*:*:*:*:*:*:*:*", "::1", True), ("192.168.0.*", "::1", False),
-])
+@pytest.mark.parametrize(
+    "expr, host, match",
+    [
+        ("*", "10.1.2.3", True),
+        ("*.*.*.*", "10.1.2.3", True),
+        ("", "127.0.0.1", False),
+        (None, "127.0.0.1", False),
+        ("192.168.0.*", "192.168.0.77", True),
+        ("192.168.0.*", "192.168.1.77", False),
+        ("192.168.1.1-100", "192.168.1.100", True),
+        ("192.168.1.1-100", "192.168.1.101", False),
+        ("192.168.*.*", "192.168.250.3", True),
+        ("10.10.1-3.*", "10.10.2.200", True),
+        ("10.10.1-3.*", "10.10.4.1", False),
+        ("192.168.1.2,192.168.1.3", "192.168.1.3", True),
+        ("192.168.1.2,192.168.1.3", "192.168.1.4", False),
+        ("192.168.1.{1,2,3}", "192.168.1.2", True),
+        ("192.168.1.{1,2,3}", "192.168.1.4", False),
+        ("127.0.0.1", "127.0.0.1", True),
+        ("127.0.0.1", "127.0.0.2", False),
+        ("::1", "0:0:0:0:0:0:0:1", True),
+        ("1050:0:0:0:5:600:300c:326b", "1050::5:600:300c:326b", True),
+        ("1050::0005:0600:300c:1-ff", "1050::5:600:300c:ff", True),
+        ("1050::0005:0600:300c:1-ff", "1050::5:600:300c:100", False),
+        ("1050::0005:0600:300c:*", "1050::5:600:300c:abcd", True),
+        ("1050::0005:0600:{1,2}", "1050::5:600:2", True),
+        ("1050::0005:0600:{1,2}", "1050::5:600:3", False),
+        ("*:*:*:*:*:*:*:*", "::1", True),
+        ("192.168.0.*", "::1", False),
+    ],
+)
 def test_white_address_forms(expr, host, match):
     assert remote_address_strategy(expr)(host) is match
 
 
-@pytest.mark.parametrize("expr", ["192.168.1.300-400", "1.2.3", "not-an-ip", "192.168.1.-5", "10.0.0.{1,x}",
-                                  "1050::*:1"])
+@pytest.mark.parametrize(
+    "expr", ["192.168.1.300-400", "1.2.3", "not-an-ip", "192.168.1.-5", "10.0.0.{1,x}", "1050::*:1"]
+)
 def test_bad_white_addresses_are_refused(expr):
     with pytest.raises(AclConfigError):
         remote_address_strategy(expr)
@@ -318,8 +380,9 @@ async def test_acl_admin_codes_write_the_yml(acl_broker):
     assert resp.code == ResponseCode.SYSTEM_ERROR
 
     # Create an account; it works at once, and the file holds it with a bumped dataVersion.
-    resp = await admin.invoke(addr, update_acl_config("newuser1", "newsecret1", default_topic_perm="PUB",
-                                                         topic_perms=["AclTopic=SUB"]))
+    resp = await admin.invoke(
+        addr, update_acl_config("newuser1", "newsecret1", default_topic_perm="PUB", topic_perms=["AclTopic=SUB"])
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     with open(path) as f:
         data = yaml.safe_load(f)
@@ -350,16 +413,20 @@ async def test_acl_admin_codes_write_the_yml(acl_broker):
     resp = await admin.invoke(addr, update_global_white_addrs(["300.1.1.1-2"]))
     assert resp.code == ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED
     resp = await admin.invoke(addr, update_global_white_addrs(["1.1.1.1"], "/etc/passwd"))
-    assert (resp.code, resp.remark) == (ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
-                                        "The globalWhiteAddresses[1.1.1.1] has been updated failed.")
+    assert (resp.code, resp.remark) == (
+        ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED,
+        "The globalWhiteAddresses[1.1.1.1] has been updated failed.",
+    )
     resp = await admin.invoke(addr, delete_acl_config("newuser1"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
-    assert (await new.invoke(addr, send_cmd("Anything"))).remark == refusal("No acl config for newuser1",
-                                                                            VALIDATE.format(668))
+    assert (await new.invoke(addr, send_cmd("Anything"))).remark == refusal(
+        "No acl config for newuser1", VALIDATE.format(668)
+    )
     resp = await admin.invoke(addr, delete_acl_config("newuser1"))
     assert (resp.code, resp.remark) == (
         ResponseCode.DELETE_ACL_CONFIG_FAILED,
-        "The accesskey[newuser1] corresponding to accessConfig has been deleted failed.")
+        "The accesskey[newuser1] corresponding to accessConfig has been deleted failed.",
+    )
     info = parse_broker_acl_info(await admin.invoke(addr, get_broker_acl_info()))
     assert info["version"]["counter"] == counter0 + 3
 
@@ -382,12 +449,14 @@ async def test_namesrv_does_no_acl_check(acl_broker):
 
 async def test_big_bodies_are_checked_off_the_loop_with_the_same_outcome(acl_broker):
     from rmq.broker.acl import OFF_LOOP_BODY_BYTES
+
     body = os.urandom(OFF_LOOP_BODY_BYTES + 1000)
     addr = acl_broker.broker_addr
     ok = await acl_broker.test_client(USER).invoke(addr, send_cmd("AclTopic", body))
     assert ok.code == ResponseCode.SUCCESS, ok.remark
     bad = await acl_broker.test_client(SessionCredentials("RocketMQ", "wrongwrong")).invoke(
-        addr, send_cmd("AclTopic", body))
+        addr, send_cmd("AclTopic", body)
+    )
     assert bad.remark == refusal("Check signature failed for accessKey=RocketMQ", VALIDATE.format(684))
     denied = await acl_broker.test_client(USER).invoke(addr, send_cmd("DeniedTopic", body))
     assert denied.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
@@ -399,6 +468,7 @@ def _golden_acl_rows() -> list[dict]:
     from pathlib import Path
 
     from rmq.remoting.codec import decode_frame
+
     path = Path(__file__).resolve().parent.parent / "golden" / "remoting" / "rocketmq-4.9.8-acl-frames.jsonl"
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     for row in rows:
@@ -425,8 +495,15 @@ async def test_java_clients_golden_requests_get_the_java_brokers_answers(acl_bro
         if len(found) != 1:
             continue  # not captured, or opaques of two connections collide
         java = found[0]
-        replay = RemotingCommand(req.code, language=req.language, version=req.version, flag=0,
-                                 ext_fields=dict(req.ext_fields), body=req.body, serialize_type=req.serialize_type)
+        replay = RemotingCommand(
+            req.code,
+            language=req.language,
+            version=req.version,
+            flag=0,
+            ext_fields=dict(req.ext_fields),
+            body=req.body,
+            serialize_type=req.serialize_type,
+        )
         replay.opaque = RemotingCommand.request(0).opaque
         ours = await plain.invoke(acl_broker.broker_addr, replay)
         if java.code == ResponseCode.SYSTEM_ERROR and (java.remark or "").startswith(EXC):
@@ -440,10 +517,20 @@ async def test_java_clients_golden_requests_get_the_java_brokers_answers(acl_bro
 
 # ---------------------------------------------------------------- mixed header forms (issue 23, finding 1)
 
+
 def _v1_fields(topic: str) -> dict[str, str]:
-    header = SendMessageRequestHeader(producer_group="benchmark_producer", topic=topic, default_topic="TBW102",
-                                      default_topic_queue_nums=4, queue_id=0, sys_flag=0, born_timestamp=1,
-                                      flag=0, properties="", reconsume_times=0)
+    header = SendMessageRequestHeader(
+        producer_group="benchmark_producer",
+        topic=topic,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=0,
+        sys_flag=0,
+        born_timestamp=1,
+        flag=0,
+        properties="",
+        reconsume_times=0,
+    )
     return header.to_ext_fields()
 
 
@@ -460,8 +547,9 @@ async def test_mixed_header_forms_cannot_send_past_the_acl(tmp_path, fast_path):
     310 and 320 with long names have no topic and are refused; Secret stays empty."""
     home = tmp_path / "home"
     write_acl(home, PLAIN_ACL)
-    async with run_standalone(tmp_path / "store", acl_enable=True, rocketmq_home=str(home),
-                              send_fast_path=fast_path) as (ns, broker):
+    async with run_standalone(
+        tmp_path / "store", acl_enable=True, rocketmq_home=str(home), send_fast_path=fast_path
+    ) as (ns, broker):
         addr = broker.broker_addr
         admin = RemotingClient([f"127.0.0.1:{ns.port}"])
         admin.add_rpc_hook(AclClientRPCHook(ADMIN))
@@ -469,18 +557,27 @@ async def test_mixed_header_forms_cannot_send_past_the_acl(tmp_path, fast_path):
         user.add_rpc_hook(AclClientRPCHook(USER))
         try:
             for topic in ("Secret", "AclTopic"):
-                made = await admin.invoke(addr, create_topic(CreateTopicRequestHeader(
-                    topic=topic, read_queue_nums=1, write_queue_nums=1, perm=6)))
+                made = await admin.invoke(
+                    addr,
+                    create_topic(CreateTopicRequestHeader(topic=topic, read_queue_nums=1, write_queue_nums=1, perm=6)),
+                )
                 assert made.code == ResponseCode.SUCCESS, made.remark
             # the account may not send to Secret in either naming when asked plainly
-            for cmd in (send_cmd("Secret"), RemotingCommand.request(RequestCode.SEND_MESSAGE,
-                                                                    _v1_fields("Secret"), b"x")):
+            for cmd in (
+                send_cmd("Secret"),
+                RemotingCommand.request(RequestCode.SEND_MESSAGE, _v1_fields("Secret"), b"x"),
+            ):
                 resp = await user.invoke(addr, cmd)
                 assert resp.code == ResponseCode.SYSTEM_ERROR and "topic:Secret" in (resp.remark or "")
             # attack 1: SEND_MESSAGE (10) with topic=AclTopic and b=Secret -> stored in AclTopic
-            resp = await user.invoke(addr, RemotingCommand.request(
-                RequestCode.SEND_MESSAGE, {**_v1_fields("AclTopic"), "b": "Secret", "a": "benchmark_producer",
-                                           "e": "0"}, b"attack-1"))
+            resp = await user.invoke(
+                addr,
+                RemotingCommand.request(
+                    RequestCode.SEND_MESSAGE,
+                    {**_v1_fields("AclTopic"), "b": "Secret", "a": "benchmark_producer", "e": "0"},
+                    b"attack-1",
+                ),
+            )
             assert resp.code == ResponseCode.SUCCESS, resp.remark
             assert await _count(admin, addr, "AclTopic") == 1
             # attacks 2 and 3: 310 and 320 with the long names (topic=Secret) -> no topic: refused
@@ -489,8 +586,12 @@ async def test_mixed_header_forms_cannot_send_past_the_acl(tmp_path, fast_path):
                 assert resp.code == ResponseCode.SYSTEM_ERROR, (code, resp.remark)
                 assert "missing required field 'a'" in (resp.remark or ""), resp.remark
             # a 310 with both namings: the short names are read (AclTopic), the long ones ignored
-            resp = await user.invoke(addr, RemotingCommand.request(
-                RequestCode.SEND_MESSAGE_V2, {**_v1_fields("Secret"), **send_cmd("AclTopic").ext_fields}, b"both"))
+            resp = await user.invoke(
+                addr,
+                RemotingCommand.request(
+                    RequestCode.SEND_MESSAGE_V2, {**_v1_fields("Secret"), **send_cmd("AclTopic").ext_fields}, b"both"
+                ),
+            )
             assert resp.code == ResponseCode.SUCCESS, resp.remark
             assert await _count(admin, addr, "Secret") == 0
             assert await _count(admin, addr, "AclTopic") == 2
@@ -518,12 +619,15 @@ async def test_view_and_query_answer_only_topics_the_account_may_read(acl_broker
     assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
     resp = await user.invoke(addr, view(ids["AclTopic"]))
     assert resp.code == ResponseCode.SUCCESS and b"body of AclTopic" in resp.body_bytes()
-    resp = await admin.invoke(addr, view(ids["DeniedTopic"]))         # an admin reads everything
+    resp = await admin.invoke(addr, view(ids["DeniedTopic"]))  # an admin reads everything
     assert resp.code == ResponseCode.SUCCESS and b"body of DeniedTopic" in resp.body_bytes()
 
     def query(topic: str) -> RemotingCommand:
-        return RemotingCommand.request(RequestCode.QUERY_MESSAGE, {
-            "topic": topic, "key": "k1", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": str(1 << 62)})
+        return RemotingCommand.request(
+            RequestCode.QUERY_MESSAGE,
+            {"topic": topic, "key": "k1", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": str(1 << 62)},
+        )
+
     resp = await user.invoke(addr, query("DeniedTopic"))
     assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
     resp = await user.invoke(addr, query("AclTopic"))
@@ -535,14 +639,22 @@ async def test_replies_need_pub_and_the_trace_topic_can_be_denied_per_account(tm
     RMQ_SYS_TRACE_TOPIC (every account writes it). Replies now need PUB on their topic; the
     trace topic keeps Java's free pass unless the account lists it (issue 23, finding 10)."""
     home = tmp_path / "home"
-    write_acl(home, PLAIN_ACL + "\n".join([
-        "  - accessKey: notrace1",
-        "    secretKey: 12345678",
-        "    defaultTopicPerm: DENY",
-        "    defaultGroupPerm: SUB",
-        "    topicPerms:",
-        "      - AclTopic=PUB|SUB",
-        "      - RMQ_SYS_TRACE_TOPIC=DENY", ""]))
+    write_acl(
+        home,
+        PLAIN_ACL
+        + "\n".join(
+            [
+                "  - accessKey: notrace1",
+                "    secretKey: 12345678",
+                "    defaultTopicPerm: DENY",
+                "    defaultGroupPerm: SUB",
+                "    topicPerms:",
+                "      - AclTopic=PUB|SUB",
+                "      - RMQ_SYS_TRACE_TOPIC=DENY",
+                "",
+            ]
+        ),
+    )
     async with run_standalone(tmp_path / "store", acl_enable=True, rocketmq_home=str(home)) as (ns, broker):
         addr = broker.broker_addr
         clients = []
@@ -552,11 +664,16 @@ async def test_replies_need_pub_and_the_trace_topic_can_be_denied_per_account(tm
             c.add_rpc_hook(AclClientRPCHook(creds))
             clients.append(c)
             return c
+
         try:
             user, notrace = client(USER), client(SessionCredentials("notrace1", SECRET))
             reply_topic = "DefaultCluster_REPLY_TOPIC"
-            header = SendMessageRequestHeader(producer_group="benchmark_producer", topic=reply_topic, queue_id=0,
-                                              properties="MSG_TYPE\x01reply\x02REPLY_TO_CLIENT\x01nobody\x02")
+            header = SendMessageRequestHeader(
+                producer_group="benchmark_producer",
+                topic=reply_topic,
+                queue_id=0,
+                properties="MSG_TYPE\x01reply\x02REPLY_TO_CLIENT\x01nobody\x02",
+            )
             resp = await user.invoke(addr, send_reply_message(header, b"r"))
             assert resp.remark == refusal(f"No default permission for topic:{reply_topic}", CHECK_PERM.format(606))
             resp = await user.invoke(addr, send_reply_message(header, b"r", v2=False))
@@ -565,8 +682,7 @@ async def test_replies_need_pub_and_the_trace_topic_can_be_denied_per_account(tm
             resp = await user.invoke(addr, send_cmd(TopicValidator.RMQ_SYS_TRACE_TOPIC, b"Pub\x01..."))
             assert resp.code == ResponseCode.SUCCESS, resp.remark
             resp = await notrace.invoke(addr, send_cmd(TopicValidator.RMQ_SYS_TRACE_TOPIC, b"Pub\x01..."))
-            assert resp.remark == refusal("No default permission for topic:RMQ_SYS_TRACE_TOPIC",
-                                          CHECK_PERM.format(611))
+            assert resp.remark == refusal("No default permission for topic:RMQ_SYS_TRACE_TOPIC", CHECK_PERM.format(611))
             assert (await notrace.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SUCCESS
         finally:
             for c in clients:
@@ -588,8 +704,12 @@ async def test_send_back_copies_only_messages_the_account_may_read(acl_broker):
         offsets[topic] = int(resp.ext_fields["msgId"][-16:], 16)
 
     def back(topic: str) -> RemotingCommand:
-        return consumer_send_msg_back(ConsumerSendMsgBackRequestHeader(
-            offset=offsets[topic], group="anyGroup", delay_level=-1, origin_topic="AclTopic"))
+        return consumer_send_msg_back(
+            ConsumerSendMsgBackRequestHeader(
+                offset=offsets[topic], group="anyGroup", delay_level=-1, origin_topic="AclTopic"
+            )
+        )
+
     resp = await user.invoke(addr, back("DeniedTopic"))
     assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
     resp = await user.invoke(addr, back("AclTopic"))

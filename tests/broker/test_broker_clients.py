@@ -1,4 +1,5 @@
 """HEART_BEAT (34), UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38), NOTIFY (40) (B4)."""
+
 import asyncio
 import json
 
@@ -9,19 +10,47 @@ from rmq.remoting.client import RemotingClient
 
 
 def cpp_heartbeat(client_id, group, topic="T"):
-    return {"clientID": client_id, "consumerDataSet": [{
-        "consumeFromWhere": 0, "consumeType": 1, "groupName": group, "messageModel": 1,
-        "subscriptionDataSet": [{"subString": "*", "subVersion": "1795294299665", "topic": f"%RETRY%{group}"},
-                                {"subString": "*", "subVersion": "1795294299665", "topic": topic}]}]}
+    return {
+        "clientID": client_id,
+        "consumerDataSet": [
+            {
+                "consumeFromWhere": 0,
+                "consumeType": 1,
+                "groupName": group,
+                "messageModel": 1,
+                "subscriptionDataSet": [
+                    {"subString": "*", "subVersion": "1795294299665", "topic": f"%RETRY%{group}"},
+                    {"subString": "*", "subVersion": "1795294299665", "topic": topic},
+                ],
+            }
+        ],
+    }
 
 
 def ons_heartbeat(client_id, group, topic="T"):
-    return {"clientID": client_id, "consumerDataSet": [{
-        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "BROADCASTING",
-        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "subscriptionDataSet": [{
-            "topic": topic, "subString": "TagA", "classFilterMode": False, "tagsSet": ["TagA"], "codeSet": [2598919],
-            "subVersion": 1795294700183}], "unitMode": False}],
-        "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}]}
+    return {
+        "clientID": client_id,
+        "consumerDataSet": [
+            {
+                "groupName": group,
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "BROADCASTING",
+                "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                "subscriptionDataSet": [
+                    {
+                        "topic": topic,
+                        "subString": "TagA",
+                        "classFilterMode": False,
+                        "tagsSet": ["TagA"],
+                        "codeSet": [2598919],
+                        "subVersion": 1795294700183,
+                    }
+                ],
+                "unitMode": False,
+            }
+        ],
+        "producerDataSet": [{"groupName": "CLIENT_INNER_PRODUCER"}],
+    }
 
 
 class Notifications:
@@ -40,8 +69,9 @@ async def heartbeat(client, addr, body):
 
 
 async def consumer_list(client, addr, group):
-    return await client.invoke(addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                                                             {"consumerGroup": group}))
+    return await client.invoke(
+        addr, RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group})
+    )
 
 
 async def test_heartbeat_dialects_and_consumer_list(env):
@@ -72,8 +102,9 @@ async def test_heartbeat_creates_retry_topic_route(env):
 
 
 async def test_heartbeat_tolerates_groupless_entries_and_rejects_bad_json(env):
-    resp = await heartbeat(env.client, env.addr, {"consumerDataSet": [{"subscriptionDataSet": []}],
-                                                  "producerDataSet": [{}]})
+    resp = await heartbeat(
+        env.client, env.addr, {"consumerDataSet": [{"subscriptionDataSet": []}], "producerDataSet": [{}]}
+    )
     assert resp.code == ResponseCode.SUCCESS
     resp = await env.client.invoke(env.addr, RemotingCommand.request(RequestCode.HEART_BEAT, {}, b"{nope"))
     assert resp.code == ResponseCode.SYSTEM_ERROR and "JSON" in resp.remark
@@ -99,8 +130,12 @@ async def test_membership_changes_notify_remaining_members(env):
         ids = json.loads((await consumer_list(a, env.addr, "GM")).body_bytes())["consumerIdList"]
         assert ids == ["client-a"]
 
-        resp = await a.invoke(env.addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, {
-            "clientID": "client-a", "producerGroup": "", "consumerGroup": "GM"}))
+        resp = await a.invoke(
+            env.addr,
+            RemotingCommand.request(
+                RequestCode.UNREGISTER_CLIENT, {"clientID": "client-a", "producerGroup": "", "consumerGroup": "GM"}
+            ),
+        )
         assert resp.code == ResponseCode.SUCCESS
         resp = await consumer_list(a, env.addr, "GM")
         assert resp.code == ResponseCode.SYSTEM_ERROR and "GM" in resp.remark
@@ -127,8 +162,17 @@ async def test_pull_with_heartbeat_subscription(env):
     await env.send("HT", b"m")
     resp = await env.pull("HT", group="GH", sys_flag=0)  # no subscription in the request
     assert resp.code == ResponseCode.SUCCESS
-    ext = {"consumerGroup": "GH", "topic": "HT", "queueId": 0, "queueOffset": "0", "maxMsgNums": 32, "sysFlag": 0,
-           "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": str(2 * 1795294299665)}
+    ext = {
+        "consumerGroup": "GH",
+        "topic": "HT",
+        "queueId": 0,
+        "queueOffset": "0",
+        "maxMsgNums": 32,
+        "sysFlag": 0,
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subVersion": str(2 * 1795294299665),
+    }
     resp = await env.call(RequestCode.PULL_MESSAGE, ext)
     assert resp.code == ResponseCode.SUBSCRIPTION_NOT_LATEST
 
@@ -136,8 +180,12 @@ async def test_pull_with_heartbeat_subscription(env):
 async def test_malformed_heartbeat_fields_are_tolerated_or_rejected(env):
     odd = {"clientID": 5, "consumerDataSet": "abc", "producerDataSet": [1, None]}
     assert (await heartbeat(env.client, env.addr, odd)).code == ResponseCode.SUCCESS
-    odd = {"clientID": "c", "consumerDataSet": [{"groupName": "GX", "subscriptionDataSet": [
-        {"topic": 5, "subVersion": "x", "tagsSet": 7}]}]}
+    odd = {
+        "clientID": "c",
+        "consumerDataSet": [
+            {"groupName": "GX", "subscriptionDataSet": [{"topic": 5, "subVersion": "x", "tagsSet": 7}]}
+        ],
+    }
     resp = await heartbeat(env.client, env.addr, odd)
     assert resp.code == ResponseCode.SUCCESS
     assert env.broker.consumer_manager.get_consumer_group_info("GX").subscriptions["5"].tags_set == ()

@@ -1,6 +1,7 @@
 """Replay the requests real clients sent (shared/golden/clients) against our name server and
 broker: every request gets a reply with the same opaque, string extFields, and a code the
 client can act on (wire-contract §2, §13)."""
+
 import json
 from pathlib import Path
 
@@ -18,8 +19,12 @@ ACCEPTABLE = {
     # a message there or not. Either reply is one the client acts on (SYSTEM_ERROR → ali-ons
     # re-sends to %RETRY% itself, wire-contract §10).
     RequestCode.CONSUMER_SEND_MSG_BACK: {ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR},
-    RequestCode.PULL_MESSAGE: {ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
-                               ResponseCode.PULL_OFFSET_MOVED},
+    RequestCode.PULL_MESSAGE: {
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    },
     RequestCode.GET_ROUTEINFO_BY_TOPIC: {ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST},
     217: {ResponseCode.QUERY_NOT_FOUND},
     # The captures are samples from several sessions, not one coherent session: a group whose
@@ -58,8 +63,15 @@ async def test_replayed_client_requests_get_usable_replies(env, name):
         ext = dict(header.get("extFields") or {})
         if header["code"] == RequestCode.PULL_MESSAGE:
             ext["suspendTimeoutMillis"] = "200"  # keep the replay short; holding is tested elsewhere
-        cmd = RemotingCommand(header["code"], language=header.get("language", "JAVA"), version=header.get("version", 0),
-                              opaque=header["opaque"], flag=header.get("flag", 0), ext_fields=ext, body=body)
+        cmd = RemotingCommand(
+            header["code"],
+            language=header.get("language", "JAVA"),
+            version=header.get("version", 0),
+            opaque=header["opaque"],
+            flag=header.get("flag", 0),
+            ext_fields=ext,
+            body=body,
+        )
         addr = env.ns.address if to == "namesrv" else env.addr
         resp = await env.client.invoke(addr, cmd, timeout=5)
         code = header["code"]

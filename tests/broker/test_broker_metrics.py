@@ -1,6 +1,7 @@
 """The broker's Prometheus endpoint, scraped over real HTTP from real brokers: names, labels
 and values under a known workload, the port rules (taken → warning, 0 → no listener), the
 Grafana dashboard's expressions, and the start-up check of the properties."""
+
 from __future__ import annotations
 
 import asyncio
@@ -45,8 +46,11 @@ async def test_lag_and_throughput_of_a_known_workload(tmp_path):
     broker = "broker-a"
     cluster = "DefaultCluster"
     # RocketMQ 5's per-queue lag, summing over the queues to the exporter's group total
-    per_queue = {int(lab["queue_id"]): v for lab, v in s["rocketmq_consumer_lag_messages"]
-                 if lab["topic"] == TOPIC and lab["consumer_group"] == GROUP}
+    per_queue = {
+        int(lab["queue_id"]): v
+        for lab, v in s["rocketmq_consumer_lag_messages"]
+        if lab["topic"] == TOPIC and lab["consumer_group"] == GROUP
+    }
     assert per_queue == LAG
     for lab, _v in s["rocketmq_consumer_lag_messages"]:
         assert set(lab) == {"topic", "consumer_group", "broker", "queue_id"}
@@ -110,8 +114,10 @@ async def test_lag_falls_as_the_group_commits(tmp_path):
         # no metrics port: collect() is what the endpoint serves
         before = parse((await env.broker.metrics.collect()).decode())
         for qid in CONSUMED:
-            await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {
-                "consumerGroup": GROUP, "topic": TOPIC, "queueId": str(qid), "commitOffset": "250"})
+            await env.call(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(qid), "commitOffset": "250"},
+            )
         after = parse((await env.broker.metrics.collect()).decode())
     assert value(before, "rocketmq_group_diff", group=GROUP) == 700
     assert value(after, "rocketmq_group_diff", group=GROUP) == 0
@@ -126,7 +132,7 @@ async def test_per_queue_series_are_bounded(tmp_path):
         s = parse((await env.broker.metrics.collect()).decode())
     assert len(s["rocketmq_consumer_lag_messages"]) == 3
     assert value(s, "rmq_metrics_dropped_series", broker="broker-a") >= 1
-    assert value(s, "rocketmq_group_diff", group=GROUP) == 700    # totals stay complete
+    assert value(s, "rocketmq_group_diff", group=GROUP) == 700  # totals stay complete
 
 
 async def test_taken_port_is_a_warning_and_the_broker_serves(tmp_path, caplog):
@@ -160,7 +166,7 @@ async def test_http_rules(tmp_path):
 
         def garbage() -> bytes:
             with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-                s.sendall(b"x" * 20_000)      # no head end within the 8 KiB limit: closed
+                s.sendall(b"x" * 20_000)  # no head end within the 8 KiB limit: closed
                 return s.recv(100)
 
         assert await asyncio.to_thread(garbage) == b""
@@ -194,7 +200,7 @@ def _listening_ports(pid: int) -> set[int]:
 
 
 def test_standalone_serves_metrics_and_port_zero_means_no_listener(tmp_path):
-    assert BrokerConfig().metrics_port == 5557     # on by default, rocketmq-exporter's port
+    assert BrokerConfig().metrics_port == 5557  # on by default, rocketmq-exporter's port
     port = free_port()
     with StandaloneProcess(tmp_path / "on", [f"--metricsPort={port}"]) as proc:
         assert wait_until_sync(lambda: port in _listening_ports(proc.pid), 20, what="metrics listener")
@@ -202,27 +208,40 @@ def test_standalone_serves_metrics_and_port_zero_means_no_listener(tmp_path):
         assert status == 200 and "rocketmq_brokeruntime_putmessage_times_total{" in body
     with StandaloneProcess(tmp_path / "off", ["--metricsPort=0"]) as proc:
         # the name server, the broker, its HA port (listenPort + 1) and VIP channel (listenPort - 2)
-        assert _listening_ports(proc.pid) == {proc.namesrv_port, proc.broker_port, proc.broker_port + 1,
-                                              proc.broker_port - 2}
+        assert _listening_ports(proc.pid) == {
+            proc.namesrv_port,
+            proc.broker_port,
+            proc.broker_port + 1,
+            proc.broker_port - 2,
+        }
 
 
 def test_bad_metrics_port_stops_the_start_naming_the_property(tmp_path):
-    for bad, allowed in (("70000", "0..65535"), ("-1", "0..65535"), ("many", "an integer"),
-                         ("", "an integer")):
-        r = subprocess.run([sys.executable, "-m", "rmq", "broker", f"--metricsPort={bad}",
-                            f"--storePathRootDir={tmp_path}"], capture_output=True, text=True, timeout=60)
+    for bad, allowed in (("70000", "0..65535"), ("-1", "0..65535"), ("many", "an integer"), ("", "an integer")):
+        r = subprocess.run(
+            [sys.executable, "-m", "rmq", "broker", f"--metricsPort={bad}", f"--storePathRootDir={tmp_path}"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 2, r.stderr
         assert "metricsPort" in r.stderr and allowed in r.stderr, r.stderr
-    r = subprocess.run([sys.executable, "-m", "rmq", "broker", "--metricsMaxQueueSeries=-5",
-                        f"--storePathRootDir={tmp_path}"], capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "rmq", "broker", "--metricsMaxQueueSeries=-5", f"--storePathRootDir={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "metricsMaxQueueSeries" in r.stderr and "0..10000000" in r.stderr, r.stderr
 
 
 async def test_dashboard_expressions_use_served_metrics(tmp_path):
     board = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in board["panels"] for t in p.get("targets", [])]
-    exprs += [v.get("query", {}).get("query", "") if isinstance(v.get("query"), dict) else v.get("query", "")
-              for v in board.get("templating", {}).get("list", [])]
+    exprs += [
+        v.get("query", {}).get("query", "") if isinstance(v.get("query"), dict) else v.get("query", "")
+        for v in board.get("templating", {}).get("list", [])
+    ]
     names = {n for e in exprs for n in re.findall(r"\b((?:rocketmq|rmq)_[a-z0-9_]+)", e)}
     assert len(names) >= 10
     kinds = {p["title"] for p in board["panels"]}
@@ -233,8 +252,9 @@ async def test_dashboard_expressions_use_served_metrics(tmp_path):
         await lag_workload(env)
         await retry_and_dlq_workload(env)
         await consumer_online(env)
-        served = await wait_until(lambda: _served_with(port, "rocketmq_brokeruntime_put_tps10"),
-                                  what="the 10 s TPS window")
+        served = await wait_until(
+            lambda: _served_with(port, "rocketmq_brokeruntime_put_tps10"), what="the 10 s TPS window"
+        )
     # only a master with slaves (HA) or the exporter serves the replication gauge
     missing = names - served - {"rocketmq_broker_commitlog_diff"}
     assert not missing, f"dashboard expressions name metrics the broker does not serve: {sorted(missing)}"

@@ -1,4 +1,5 @@
 """Offsets (14, 15, 29, 30, 31) and admin codes (17, 21, 28, 200, 202, 208, 215) (B5, B9)."""
+
 import json
 import re
 import time
@@ -88,8 +89,9 @@ async def test_runtime_info_and_stats(env):
     await env.send("ST", b"a", queue_id=0)
     await env.send("ST", b"b", queue_id=1)
     await env.send("ST", b"c", queue_id=1)
-    await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "SG2", "topic": "ST", "queueId": 1,
-                                                        "commitOffset": "1"})
+    await env.call(
+        RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "SG2", "topic": "ST", "queueId": 1, "commitOffset": "1"}
+    )
     resp = await env.call(RequestCode.GET_BROKER_RUNTIME_INFO)
     table = json.loads(resp.body_bytes())["table"]
     assert all(isinstance(v, str) for v in table.values())

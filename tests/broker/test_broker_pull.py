@@ -1,4 +1,5 @@
 """PULL_MESSAGE (11): status mapping, header, checks, long polling (B1, B2)."""
+
 import asyncio
 import time
 
@@ -120,9 +121,21 @@ async def test_long_poll_ignores_non_matching_tags(env):
 async def test_consumer_vanishing_mid_long_poll(env):
     await env.create_topic("LV", 1)
     other = RemotingClient()
-    cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": "CG", "topic": "LV", "queueId": 0, "queueOffset": "0", "maxMsgNums": 32, "sysFlag": 6,
-        "commitOffset": "0", "suspendTimeoutMillis": "15000", "subscription": "*", "subVersion": "0"})
+    cmd = RemotingCommand.request(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "CG",
+            "topic": "LV",
+            "queueId": 0,
+            "queueOffset": "0",
+            "maxMsgNums": 32,
+            "sysFlag": 6,
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "15000",
+            "subscription": "*",
+            "subVersion": "0",
+        },
+    )
     pending = asyncio.ensure_future(other.invoke(env.addr, cmd, timeout=20))
     hold = env.broker.pull_request_hold_service
     await wait_until(lambda: hold.held_count == 1, what="the pull to be held")
@@ -164,11 +177,14 @@ async def test_pull_bodies_release_the_mapped_files_once_written(env):
     for i in range(50):
         await env.send("RH", b"r" * 2000, queue_id=i % 2)
     woken = asyncio.ensure_future(env.pull("RH", queue_id=1, offset=25, sys_flag=6))
-    resps = await asyncio.gather(*(env.pull("RH", queue_id=q, offset=o, max_nums=8) for q in range(2)
-                                   for o in range(0, 25, 5)))
+    resps = await asyncio.gather(
+        *(env.pull("RH", queue_id=q, offset=o, max_nums=8) for q in range(2) for o in range(0, 25, 5))
+    )
     assert all(r.code == ResponseCode.SUCCESS for r in resps)
     await env.send("RH", b"late", queue_id=1)
     assert (await asyncio.wait_for(woken, 5)).code == ResponseCode.SUCCESS
     files = env.broker.message_store.commit_log.mfq.files
-    await wait_until(lambda: all(f.hold_count == 0 for f in files),
-                     what=f"every mapped file released, holds {[f.hold_count for f in files]}")
+    await wait_until(
+        lambda: all(f.hold_count == 0 for f in files),
+        what=f"every mapped file released, holds {[f.hold_count for f in files]}",
+    )

@@ -1,6 +1,7 @@
 """QUERY_MESSAGE (12), VIEW_MESSAGE_BY_ID (33), QUERY_TOPIC_CONSUME_BY_WHO (300) against a real
 broker, compared in shape with the Java 4.9.8 broker's answers (golden mqadmin frames), and the
 index surviving a kill -9 of a broker process."""
+
 import asyncio
 import base64
 import json
@@ -34,13 +35,19 @@ def golden_frames():
         frame = base64.b64decode(d["frame_b64"])
         _total, hlen = struct.unpack_from(">ii", frame, 0)
         hlen &= 0xFFFFFF
-        out.append((d["stream"], code, json.loads(frame[8:8 + hlen]), frame[8 + hlen:]))
+        out.append((d["stream"], code, json.loads(frame[8 : 8 + hlen]), frame[8 + hlen :]))
     return out
 
 
 def query(key, topic="QT", max_num=32, begin="0", end=FOREVER, unique=False):
-    return {"topic": topic, "key": key, "maxNum": str(max_num), "beginTimestamp": begin, "endTimestamp": end,
-            "_UNIQUE_KEY_QUERY": "true" if unique else "false"}
+    return {
+        "topic": topic,
+        "key": key,
+        "maxNum": str(max_num),
+        "beginTimestamp": begin,
+        "endTimestamp": end,
+        "_UNIQUE_KEY_QUERY": "true" if unique else "false",
+    }
 
 
 async def test_query_by_key_and_unique_key(env):
@@ -53,12 +60,14 @@ async def test_query_by_key_and_unique_key(env):
     assert set(resp.ext_fields) == {"indexLastUpdateTimestamp", "indexLastUpdatePhyoffset"}
     recs = decode_records(resp.body)
     assert [r.body for r in recs] == [b"one"] and recs[0].properties["KEYS"] == "order-1 shared"
-    assert int(resp.ext_fields["indexLastUpdatePhyoffset"]) == decode_records(
-        (await env.call(RequestCode.QUERY_MESSAGE, query("shared"))).body)[-1].phy_offset
+    assert (
+        int(resp.ext_fields["indexLastUpdatePhyoffset"])
+        == decode_records((await env.call(RequestCode.QUERY_MESSAGE, query("shared"))).body)[-1].phy_offset
+    )
     both = decode_records((await env.call(RequestCode.QUERY_MESSAGE, query("shared"))).body)
     assert [r.body for r in both] == [b"one", b"two"]
     one = decode_records((await env.call(RequestCode.QUERY_MESSAGE, query("shared", max_num=1))).body)
-    assert [r.body for r in one] == [b"two"]                      # the newest
+    assert [r.body for r in one] == [b"two"]  # the newest
     resp = await env.call(RequestCode.QUERY_MESSAGE, query("UNIQ0001", unique=True, max_num=1))
     assert [r.body for r in decode_records(resp.body)] == [b"one"]
     # not found: Java QueryMessageProcessor's code and remark, the index fields still there
@@ -107,11 +116,30 @@ async def test_query_topic_consume_by_who(env):
     assert resp.code == ResponseCode.SUCCESS and json.loads(resp.body) == {"groupList": []}
     upd = {"consumerGroup": "OffsetGroup", "topic": "CT", "queueId": 0, "commitOffset": "1"}
     assert (await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, upd)).code == ResponseCode.SUCCESS
-    hb = {"clientID": "c1", "producerDataSet": [], "consumerDataSet": [{
-        "groupName": "LiveGroup", "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-        "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "unitMode": False,
-        "subscriptionDataSet": [{"topic": "CT", "subString": "*", "classFilterMode": False, "tagsSet": [],
-                                 "codeSet": [], "subVersion": 1, "expressionType": "TAG"}]}]}
+    hb = {
+        "clientID": "c1",
+        "producerDataSet": [],
+        "consumerDataSet": [
+            {
+                "groupName": "LiveGroup",
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "unitMode": False,
+                "subscriptionDataSet": [
+                    {
+                        "topic": "CT",
+                        "subString": "*",
+                        "classFilterMode": False,
+                        "tagsSet": [],
+                        "codeSet": [],
+                        "subVersion": 1,
+                        "expressionType": "TAG",
+                    }
+                ],
+            }
+        ],
+    }
     assert (await env.call(RequestCode.HEART_BEAT, None, json.dumps(hb).encode())).code == ResponseCode.SUCCESS
     resp = await env.call(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "CT"})
     assert sorted(json.loads(resp.body)["groupList"]) == ["LiveGroup", "OffsetGroup"]
@@ -130,16 +158,24 @@ async def test_replies_have_the_java_brokers_shape(env):
     assert {c for c, _ in requests} == {12, 33, 300} and all(replies.values())
     # Our typed headers read Java's requests.
     for code, h in requests:
-        cls = {12: QueryMessageRequestHeader, 33: ViewMessageRequestHeader,
-               300: QueryTopicConsumeByWhoRequestHeader}[code]
+        cls = {12: QueryMessageRequestHeader, 33: ViewMessageRequestHeader, 300: QueryTopicConsumeByWhoRequestHeader}[
+            code
+        ]
         cls.from_ext_fields(h["extFields"])
     await env.create_topic("ParityT", 1)
-    r = await env.send("ParityT", b"Hello RocketMQ 0", keys="parityKey1",
-                       props={"UNIQ_KEY": "FD00000000000000000000000000000270F35FFD2B27760E1D7A0000"})
+    r = await env.send(
+        "ParityT",
+        b"Hello RocketMQ 0",
+        keys="parityKey1",
+        props={"UNIQ_KEY": "FD00000000000000000000000000000270F35FFD2B27760E1D7A0000"},
+    )
     offset = int(r.ext_fields["msgId"][-16:], 16)
     ours = {
-        12: [await env.call(12, {k: v for k, v in h["extFields"].items() if k not in ("Signature", "AccessKey")})
-             for c, h in requests if c == 12],
+        12: [
+            await env.call(12, {k: v for k, v in h["extFields"].items() if k not in ("Signature", "AccessKey")})
+            for c, h in requests
+            if c == 12
+        ],
         33: [await env.call(33, {"offset": str(offset)})],
         300: [await env.call(300, {"topic": "ParityT"})],
     }
@@ -158,6 +194,7 @@ async def test_replies_have_the_java_brokers_shape(env):
 
 def _checkpoint(store):
     import msgpack
+
     try:
         return msgpack.unpackb((store / "checkpoint").read_bytes())
     except (OSError, ValueError):
@@ -185,8 +222,12 @@ async def test_index_rebuilt_after_kill_minus_9(tmp_path):
     store = tmp_path / "store"
     # a short thorough interval: the index is flushed (and checkpointed) while production runs,
     # so recovery both cuts a file back and re-indexes the rest; small files so it rolls
-    args = ["--flushIntervalConsumeQueue=50", "--flushConsumeQueueThoroughInterval=100", "--maxHashSlotNum=101",
-            "--maxIndexNum=400"]
+    args = [
+        "--flushIntervalConsumeQueue=50",
+        "--flushConsumeQueueThoroughInterval=100",
+        "--maxHashSlotNum=101",
+        "--maxIndexNum=400",
+    ]
     acked: list[str] = []
     proc = StandaloneProcess(store, args).start()
     client = RemotingClient()
@@ -195,8 +236,12 @@ async def test_index_rebuilt_after_kill_minus_9(tmp_path):
         await env.create_topic("KT", 2)
         # kill -9 once the index has been flushed at least once while production runs
         task = asyncio.create_task(_produce_until_killed(env, proc, acked, 10**9))
-        await wait_until(lambda: len(acked) > 300 and "index_file" in _checkpoint(store), timeout=60,
-                         interval=0.01, what="an index flush during production")
+        await wait_until(
+            lambda: len(acked) > 300 and "index_file" in _checkpoint(store),
+            timeout=60,
+            interval=0.01,
+            what="an index flush during production",
+        )
         os.kill(proc.pid, signal.SIGKILL)
         await asyncio.wait_for(task, 120)
         assert await asyncio.to_thread(proc.proc.wait, 30) == -signal.SIGKILL
@@ -215,6 +260,7 @@ async def test_index_rebuilt_after_kill_minus_9(tmp_path):
         async def indexed():
             resp = await env.call(RequestCode.QUERY_MESSAGE, query(acked[-1], topic="KT"))
             return resp.code == ResponseCode.SUCCESS
+
         await wait_until(indexed, timeout=30, what="the index rebuilt")
         for key in acked:
             resp = await env.call(RequestCode.QUERY_MESSAGE, query(key, topic="KT"))
@@ -226,6 +272,7 @@ async def test_index_rebuilt_after_kill_minus_9(tmp_path):
 
         async def after():
             return (await env.call(RequestCode.QUERY_MESSAGE, query("after-restart", topic="KT"))).code == 0
+
         await wait_until(after, timeout=20, what="the new message indexed")
     finally:
         await client.close()
@@ -252,7 +299,7 @@ async def test_message_index_enable_false_in_a_daemon(tmp_path):
 
 
 async def test_query_answers_only_the_topic_asked_for(env):
-    """"AaTopic#K" and "BBTopic#K" have the same Java hashCode, so the index finds both records
+    """ "AaTopic#K" and "BBTopic#K" have the same Java hashCode, so the index finds both records
     for either topic. Java answers both (its clients drop the other topic's); rmq answers only
     the topic asked for, the one the ACL checked (issue 23, finding 10)."""
     from rmq import _store

@@ -1,5 +1,6 @@
 """The client-id index the reply processor finds requesters by (Java ProducerManager.findChannel):
 one entry per connection whatever ids its heartbeats carry, gone with the connection."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,16 @@ HEART_BEAT = 34
 def _heartbeat(client_id: str, *, consumer: bool) -> RemotingCommand:
     body: dict[str, object] = {"clientID": client_id, "producerDataSet": [], "consumerDataSet": []}
     if consumer:
-        body["consumerDataSet"] = [{"groupName": "IdxCG", "consumeType": "CONSUME_PASSIVELY",
-                                    "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
-                                    "unitMode": False, "subscriptionDataSet": []}]
+        body["consumerDataSet"] = [
+            {
+                "groupName": "IdxCG",
+                "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING",
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "unitMode": False,
+                "subscriptionDataSet": [],
+            }
+        ]
     else:
         body["producerDataSet"] = [{"groupName": "IdxPG"}]
     return RemotingCommand.request(HEART_BEAT, {}, json.dumps(body).encode())

@@ -1,4 +1,5 @@
 """Restart on the same store: topics, groups, offsets and messages all survive."""
+
 import json
 
 from broker_support import Env, decode_records
@@ -18,8 +19,10 @@ async def test_restart_keeps_topics_offsets_and_messages(tmp_path):
             env = Env(ns, broker, client)
             await env.create_topic("Keep", 2)
             ids = [(await env.send("Keep", f"m{i}".encode(), queue_id=1)).ext_fields["msgId"] for i in range(5)]
-            await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "KG", "topic": "Keep", "queueId": 1,
-                                                                "commitOffset": "3"})
+            await env.call(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "KG", "topic": "Keep", "queueId": 1, "commitOffset": "3"},
+            )
             body = json.dumps({"groupName": "KeepGroup", "retryMaxTimes": 3}).encode()
             await env.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
         assert not (store / "abort").exists()
@@ -29,8 +32,9 @@ async def test_restart_keeps_topics_offsets_and_messages(tmp_path):
             tc = broker.topic_config_manager.select_topic_config("Keep")
             assert tc is not None and tc.write_queue_nums == 2
             assert broker.subscription_group_manager.subscription_group_table["KeepGroup"].retry_max_times == 3
-            resp = await env.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "KG", "topic": "Keep",
-                                                                      "queueId": 1})
+            resp = await env.call(
+                RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "KG", "topic": "Keep", "queueId": 1}
+            )
             assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == "3"
             recs = decode_records((await env.pull("Keep", queue_id=1)).body_bytes())
             assert [r.body for r in recs] == [f"m{i}".encode() for i in range(5)]

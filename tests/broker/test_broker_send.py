@@ -1,4 +1,5 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and their error paths."""
+
 import json
 import time
 import zlib
@@ -47,8 +48,21 @@ async def test_send_v1_autocreates_topic_and_routes_it(env):
 async def test_send_v2_names_and_compressed_body_stored_as_sent(env):
     await env.create_topic("V2Topic", 2)
     body = zlib.compress(b"x" * 5000)
-    ext = {"a": "PG", "b": "V2Topic", "c": "TBW102", "d": 4, "e": 1, "f": 1, "g": str(int(time.time() * 1000)),
-           "h": 7, "i": encode_props({"TAGS": "TagZ"}), "j": "0", "k": False, "l": 16, "m": "false"}
+    ext = {
+        "a": "PG",
+        "b": "V2Topic",
+        "c": "TBW102",
+        "d": 4,
+        "e": 1,
+        "f": 1,
+        "g": str(int(time.time() * 1000)),
+        "h": 7,
+        "i": encode_props({"TAGS": "TagZ"}),
+        "j": "0",
+        "k": False,
+        "l": 16,
+        "m": "false",
+    }
     resp = await env.call(RequestCode.SEND_MESSAGE_V2, ext, body)
     await env.dispatched()
     _assert_send_reply(resp, env.addr)
@@ -60,14 +74,16 @@ async def test_send_v2_names_and_compressed_body_stored_as_sent(env):
 
 async def test_batch_flag_and_code_320(env):
     await env.create_topic("BatchTopic", 1)
-    blob = encode_batch([(b"m0", {"UNIQ_KEY": "u0", "TAGS": "A"}), (b"m1", {"UNIQ_KEY": "u1"}),
-                         (b"m2", {"UNIQ_KEY": "u2"})])
+    blob = encode_batch(
+        [(b"m0", {"UNIQ_KEY": "u0", "TAGS": "A"}), (b"m1", {"UNIQ_KEY": "u1"}), (b"m2", {"UNIQ_KEY": "u2"})]
+    )
     resp = await env.send("BatchTopic", blob, batch=True, tags=None)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     ids = resp.ext_fields["msgId"].split(",")
     assert len(ids) == 3 and resp.ext_fields["queueOffset"] == "0"
-    resp = await env.send("BatchTopic", encode_batch([(b"m3", {}), (b"m4", {})]), tags=None,
-                          code=RequestCode.SEND_BATCH_MESSAGE)
+    resp = await env.send(
+        "BatchTopic", encode_batch([(b"m3", {}), (b"m4", {})]), tags=None, code=RequestCode.SEND_BATCH_MESSAGE
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     assert resp.ext_fields["queueOffset"] == "3" and len(resp.ext_fields["msgId"].split(",")) == 2
     recs = decode_records((await env.pull("BatchTopic")).body_bytes())
@@ -103,8 +119,11 @@ async def test_send_error_paths(env):
     resp = await env.call(RequestCode.SEND_MESSAGE, {"producerGroup": "PG", "queueId": 0}, b"x")
     assert resp.code == ResponseCode.SYSTEM_ERROR and "topic" in resp.remark
 
-    resp = await env.call(RequestCode.SEND_MESSAGE, {"producerGroup": "PG", "topic": "T", "queueId": "zero",
-                                                     "bornTimestamp": "1", "defaultTopic": "TBW102"}, b"x")
+    resp = await env.call(
+        RequestCode.SEND_MESSAGE,
+        {"producerGroup": "PG", "topic": "T", "queueId": "zero", "bornTimestamp": "1", "defaultTopic": "TBW102"},
+        b"x",
+    )
     assert resp.code == ResponseCode.SYSTEM_ERROR and "queueId" in resp.remark
 
     resp = await env.send("bad topic!")
@@ -131,16 +150,27 @@ async def test_send_into_retry_topic_is_stored(env):
     assert recs[0].body == b"retry-me" and recs[0].topic == "%RETRY%G1"
 
 
-
 async def test_binary_send_is_answered_in_binary_with_javas_reply_fields(env):
     """A ROCKETMQ-serialized SEND_MESSAGE_V2 (Java's client with rocketmq.serialize.type=ROCKETMQ)
     gets a binary reply carrying what Java's broker puts there, in its order."""
     from rmq.protocol.command import RemotingCommand
 
     await env.create_topic("BinTopic", 2)
-    ext = {"a": "PG", "b": "BinTopic", "c": "TBW102", "d": "4", "e": "1", "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": encode_props({"UNIQ_KEY": "U1", "WAIT": "true"}),
-           "j": "0", "k": "false", "m": "false", "n": "broker-a"}
+    ext = {
+        "a": "PG",
+        "b": "BinTopic",
+        "c": "TBW102",
+        "d": "4",
+        "e": "1",
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": encode_props({"UNIQ_KEY": "U1", "WAIT": "true"}),
+        "j": "0",
+        "k": "false",
+        "m": "false",
+        "n": "broker-a",
+    }
     for expect_offset in ("0", "1"):
         cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"binary body")
         cmd.serialize_type, cmd.language = 1, "JAVA"
@@ -149,7 +179,11 @@ async def test_binary_send_is_answered_in_binary_with_javas_reply_fields(env):
         assert list(resp.ext_fields) == ["msgId", "queueId", "queueOffset", "TRACE_ON", "MSG_REGION"]
         reply = _assert_send_reply(resp, env.addr)
         assert (reply["queueId"], reply["queueOffset"], reply["TRACE_ON"], reply["MSG_REGION"]) == (
-            "1", expect_offset, "true", "DefaultRegion")
+            "1",
+            expect_offset,
+            "true",
+            "DefaultRegion",
+        )
         assert (resp.language, resp.version, resp.remark) == ("JAVA", 409, None)
     await env.dispatched()
     recs = decode_records((await env.pull("BinTopic", queue_id=1)).body_bytes())
@@ -162,9 +196,20 @@ async def test_oneway_send_is_stored_without_a_reply(env):
     from rmq.protocol.command import RemotingCommand
 
     await env.create_topic("OnewayTopic", 1)
-    ext = {"a": "PG", "b": "OnewayTopic", "c": "TBW102", "d": "4", "e": "0", "f": "0",
-           "g": str(int(time.time() * 1000)), "h": "0", "i": encode_props({"WAIT": "true"}), "j": "0",
-           "k": "false", "m": "false"}
+    ext = {
+        "a": "PG",
+        "b": "OnewayTopic",
+        "c": "TBW102",
+        "d": "4",
+        "e": "0",
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+        "h": "0",
+        "i": encode_props({"WAIT": "true"}),
+        "j": "0",
+        "k": "false",
+        "m": "false",
+    }
     conn = await env.client.get_connection(env.addr)
     conn.invoke_oneway(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext, b"fire and forget"))
     resp = await env.send("OnewayTopic", b"answered", code=RequestCode.SEND_MESSAGE_V2)
@@ -196,6 +241,7 @@ async def test_sync_flush_sends_are_answered_once_durable_by_callback_or_task(tm
             assert store.commit_log.flushed_offset == store.commit_log.max_offset  # durable when answered
             assert len({r.ext_fields["msgId"] for r in replies}) == 20
         await env.dispatched()
-        bodies = [r.body for q in (0, 1)
-                  for r in decode_records((await env.pull("SyncTopic", queue_id=q)).body_bytes())]
+        bodies = [
+            r.body for q in (0, 1) for r in decode_records((await env.pull("SyncTopic", queue_id=q)).body_bytes())
+        ]
         assert sorted(bodies) == sorted([b"m%d" % i for i in range(20)] * 2)

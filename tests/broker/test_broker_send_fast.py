@@ -2,6 +2,7 @@
 ``send_fast_path`` and one without, get the same frames; the records they store and the frames
 they answer must be the same (up to the fields that name the broker and the producer: store
 host, born host, store timestamp)."""
+
 import asyncio
 import base64
 import json
@@ -19,7 +20,7 @@ from rmq.protocol.command import RemotingCommand
 from rmq.remoting.codec import encode
 
 GOLDEN = Path("/work/shared/golden/rocketmq-4.9.8")
-_BORN_TO_STORE_HOST = slice(48, 72)      # born host, store timestamp, store host (IPv4 records)
+_BORN_TO_STORE_HOST = slice(48, 72)  # born host, store timestamp, store host (IPv4 records)
 
 
 def golden_sends() -> list[bytes]:
@@ -64,7 +65,7 @@ def records(broker, start: int) -> list[bytes]:
         if lo >= mf.wrote_position:
             continue
         for pos, size in [(r[0], r[1]) for r in _store.walk_records(mf.mm, lo, mf.wrote_position)]:
-            rec = bytearray(mf.mm[pos:pos + size])
+            rec = bytearray(mf.mm[pos : pos + size])
             rec[_BORN_TO_STORE_HOST] = bytes(24)
             out.append(bytes(rec))
     return out
@@ -72,8 +73,10 @@ def records(broker, start: int) -> list[bytes]:
 
 @pytest.fixture
 async def pair(tmp_path):
-    async with run_broker(tmp_path / "fast", send_fast_path=True) as fast, \
-            run_broker(tmp_path / "slow", send_fast_path=False) as slow:
+    async with (
+        run_broker(tmp_path / "fast", send_fast_path=True) as fast,
+        run_broker(tmp_path / "slow", send_fast_path=False) as slow,
+    ):
         peers = [Peer(fast), Peer(slow)]
         for p in peers:
             await p.open()
@@ -106,8 +109,9 @@ async def run_both(peers, frames: list[tuple[bytes, bool]]) -> tuple[list, list]
 
 
 def frame(code: int, ext: dict, body: bytes, serialize: int, opaque: int, oneway: bool = False) -> bytes:
-    cmd = RemotingCommand(code, ext_fields=ext, body=body, serialize_type=serialize, opaque=opaque,
-                          flag=2 if oneway else 0)
+    cmd = RemotingCommand(
+        code, ext_fields=ext, body=body, serialize_type=serialize, opaque=opaque, flag=2 if oneway else 0
+    )
     return b"".join(bytes(p) for p in encode(cmd))
 
 
@@ -123,22 +127,61 @@ async def test_golden_sends_store_and_answer_alike(pair):
     assert _fast_of(pair[1].broker) is None
 
 
-V1 = {"producer_group": "producerGroup", "topic": "topic", "default_topic": "defaultTopic",
-      "default_topic_queue_nums": "defaultTopicQueueNums", "queue_id": "queueId", "sys_flag": "sysFlag",
-      "born_timestamp": "bornTimestamp", "flag": "flag", "properties": "properties",
-      "reconsume_times": "reconsumeTimes", "unit_mode": "unitMode", "batch": "batch",
-      "max_reconsume_times": "maxReconsumeTimes", "broker_name": "brokerName"}
+V1 = {
+    "producer_group": "producerGroup",
+    "topic": "topic",
+    "default_topic": "defaultTopic",
+    "default_topic_queue_nums": "defaultTopicQueueNums",
+    "queue_id": "queueId",
+    "sys_flag": "sysFlag",
+    "born_timestamp": "bornTimestamp",
+    "flag": "flag",
+    "properties": "properties",
+    "reconsume_times": "reconsumeTimes",
+    "unit_mode": "unitMode",
+    "batch": "batch",
+    "max_reconsume_times": "maxReconsumeTimes",
+    "broker_name": "brokerName",
+}
 V2 = dict(zip(V1, "abcdefghijklmn", strict=True))
 
-texts = st.sampled_from(["", "0", "1", "3", "-1", "7", " 5", "+2", "x", "2147483648", "-2147483649",
-                         "9223372036854775807", "99999999999999999999", "true", "false", "１"])
-topics = st.sampled_from(["FastT", "FastT", "FastT", "FastU", "%RETRY%g1", "SCHEDULE_TOPIC_XXXX", "TBW102",
-                          "bad topic", "Über", "NewTopic"])
+texts = st.sampled_from(
+    [
+        "",
+        "0",
+        "1",
+        "3",
+        "-1",
+        "7",
+        " 5",
+        "+2",
+        "x",
+        "2147483648",
+        "-2147483649",
+        "9223372036854775807",
+        "99999999999999999999",
+        "true",
+        "false",
+        "１",
+    ]
+)
+topics = st.sampled_from(
+    ["FastT", "FastT", "FastT", "FastU", "%RETRY%g1", "SCHEDULE_TOPIC_XXXX", "TBW102", "bad topic", "Über", "NewTopic"]
+)
 props = st.one_of(
     st.none(),
-    st.sampled_from(["", "TAGS\x01a\x02KEYS\x01k", "UNIQ_KEY\x01ABC\x02WAIT\x01true", "DELAY\x013",
-                     "TRAN_MSG\x01true\x02PGROUP\x01g", "TAGS\x01ü", "A\x01" + "x" * 40000]),
-    st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=0x7f), max_size=40),
+    st.sampled_from(
+        [
+            "",
+            "TAGS\x01a\x02KEYS\x01k",
+            "UNIQ_KEY\x01ABC\x02WAIT\x01true",
+            "DELAY\x013",
+            "TRAN_MSG\x01true\x02PGROUP\x01g",
+            "TAGS\x01ü",
+            "A\x01" + "x" * 40000,
+        ]
+    ),
+    st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=0x7F), max_size=40),
 )
 
 
@@ -173,15 +216,25 @@ def send(draw):
     return code, ext, body, draw(st.sampled_from([0, 1])), draw(st.booleans()) and draw(st.booleans())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(sends=st.lists(send(), min_size=1, max_size=12))
 async def test_generated_sends_store_and_answer_alike(pair, sends):
     # a known queue first, so that the plain sends below find queue offsets in both brokers
-    warm = [(frame(310, {"a": "pg", "b": t, "c": "TBW102", "d": "4", "e": str(q), "f": "0", "g": "0", "h": "0"},
-                   b"w", 0, 1), False) for t in ("FastT", "FastU") for q in range(4)]
-    frames = warm + [(frame(code, ext, body, ser, 100 + i, oneway), oneway)
-                     for i, (code, ext, body, ser, oneway) in enumerate(sends)]
+    warm = [
+        (
+            frame(
+                310, {"a": "pg", "b": t, "c": "TBW102", "d": "4", "e": str(q), "f": "0", "g": "0", "h": "0"}, b"w", 0, 1
+            ),
+            False,
+        )
+        for t in ("FastT", "FastU")
+        for q in range(4)
+    ]
+    frames = warm + [
+        (frame(code, ext, body, ser, 100 + i, oneway), oneway) for i, (code, ext, body, ser, oneway) in enumerate(sends)
+    ]
     frames.append((frame(310, {"a": "pg", "b": "FastT", "e": "0"}, b"end", 1, 99), False))  # after any oneway
     (fr, frec), (sr, srec) = await run_both(pair, frames)
     assert fr == sr
@@ -190,17 +243,17 @@ async def test_generated_sends_store_and_answer_alike(pair, sends):
 
 
 async def test_fast_sends_keep_the_warm_ahead_and_dispatch_going(tmp_path):
-    chunk = 4 * 1024 * 1024              # WarmAheadService's WARM_CHUNK
+    chunk = 4 * 1024 * 1024  # WarmAheadService's WARM_CHUNK
     async with run_broker(tmp_path / "s", mapped_file_size_commitlog=4 * chunk) as broker:
         peer = Peer(broker)
         await peer.open()
         arrived = []
         broker.message_store.add_arrival_listener(lambda t, q, nxt, tags: arrived.append((t, q, nxt)))
         body = bytes(1024)
-        n = 3 * chunk // 1100            # past the first chunk's half: the next warm-up is due
+        n = 3 * chunk // 1100  # past the first chunk's half: the next warm-up is due
         for i in range(n):
             await peer.call(frame(310, {"a": "pg", "b": "Warm", "c": "TBW102", "d": "4", "e": "0"}, body, 1, i))
-        assert broker.send_processor.fast.taken == n - 1          # all but the new queue's first
+        assert broker.send_processor.fast.taken == n - 1  # all but the new queue's first
         mf = broker.message_store.commit_log.mfq.last
         await wait_until(lambda: mf.warmed_to >= 2 * chunk, 20, what="the warm-ahead's second chunk")
         await wait_until(lambda: arrived and arrived[-1] == ("Warm", 0, n), 20, what="dispatch of every send")
@@ -218,7 +271,7 @@ async def test_sync_master_and_sync_flush_sends_take_the_python_path(tmp_path, s
         await peer.open()
         for i in range(5):
             reply = await peer.call(frame(310, {"a": "pg", "b": "Sync", "c": "TBW102", "d": "4", "e": "0"}, b"x", 1, i))
-            assert struct.unpack(">h", reply[8:10])[0] == expected          # binary header
+            assert struct.unpack(">h", reply[8:10])[0] == expected  # binary header
         fast = broker.send_processor.fast
         assert fast.taken == 0 and fast.declined == 5
         await peer.close()

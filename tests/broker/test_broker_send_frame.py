@@ -3,6 +3,7 @@ connection's ``FrameDecoder.frame_hook``) against the broker with ``send_fast_pa
 the same frames, pipelined or one by one, well-formed or mutated, must give the same reply
 frames, the same stored records (up to the broker's and the producer's names and the store
 timestamp), the same statistics and the same connection outcome."""
+
 import asyncio
 import json
 import struct
@@ -30,15 +31,15 @@ async def read_frame(reader) -> bytes | None:
 
 
 def opaque_of(reply: bytes) -> int:
-    if reply[4] == 1:                                   # ROCKETMQ: opaque at header offset 5
+    if reply[4] == 1:  # ROCKETMQ: opaque at header offset 5
         return struct.unpack(">i", reply[13:17])[0]
-    return json.loads(reply[8:8 + (struct.unpack(">i", reply[4:8])[0] & 0xFFFFFF)])["opaque"]
+    return json.loads(reply[8 : 8 + (struct.unpack(">i", reply[4:8])[0] & 0xFFFFFF)])["opaque"]
 
 
 def code_of(reply: bytes) -> int:
     if reply[4] == 1:
         return struct.unpack(">h", reply[8:10])[0]
-    return json.loads(reply[8:8 + (struct.unpack(">i", reply[4:8])[0] & 0xFFFFFF)])["code"]
+    return json.loads(reply[8 : 8 + (struct.unpack(">i", reply[4:8])[0] & 0xFFFFFF)])["code"]
 
 
 def normalize(broker, local: str, reply: bytes) -> bytes:
@@ -48,8 +49,11 @@ def normalize(broker, local: str, reply: bytes) -> bytes:
 
 def warm_frames() -> list[bytes]:
     """A first SEND to every queue used below (a new queue always takes the Python path)."""
-    return [frame(310, {"a": "pg", "b": t, "c": "TBW102", "d": "4", "e": str(q), "f": "0", "g": "0", "h": "0"},
-                  b"w", 0, 1) for t in TOPICS for q in range(4)]
+    return [
+        frame(310, {"a": "pg", "b": t, "c": "TBW102", "d": "4", "e": str(q), "f": "0", "g": "0", "h": "0"}, b"w", 0, 1)
+        for t in TOPICS
+        for q in range(4)
+    ]
 
 
 async def exchange(broker, frames: list[bytes], probe_opaque: int = 424242) -> tuple[list[bytes], bool]:
@@ -83,8 +87,10 @@ def stats_of(broker) -> tuple:
 
 @pytest.fixture
 async def pair(tmp_path):
-    async with run_broker(tmp_path / "fast", send_fast_path=True) as fast, \
-            run_broker(tmp_path / "slow", send_fast_path=False) as slow:
+    async with (
+        run_broker(tmp_path / "fast", send_fast_path=True) as fast,
+        run_broker(tmp_path / "slow", send_fast_path=False) as slow,
+    ):
         for b in (fast, slow):
             replies, closed = await exchange(b, warm_frames())
             assert not closed and len(replies) == 9
@@ -122,18 +128,43 @@ async def test_pipelined_sends_answer_in_order_as_the_command_path(pair, ser):
     fast = pair[0]
     frames = []
     for i in range(40):
-        ext = {"a": "pg", "b": TOPICS[i % 2], "e": str(i % 4), "g": str(1700000000000 + i),
-               "i": "TAGS\x01t\x02KEYS\x01k" + str(i)}
+        ext = {
+            "a": "pg",
+            "b": TOPICS[i % 2],
+            "e": str(i % 4),
+            "g": str(1700000000000 + i),
+            "i": "TAGS\x01t\x02KEYS\x01k" + str(i),
+        }
         if i % 7 == 3:
-            ext["i"] = "DELAY\x011"                      # declined: the Python path, in between
-        if i % 11 == 5:                                  # another request code, in between
-            frames.append(frame(RequestCode.QUERY_CONSUMER_OFFSET,
-                                {"consumerGroup": "cg", "topic": "FrameT", "queueId": "0"}, b"", ser, 500 + i))
+            ext["i"] = "DELAY\x011"  # declined: the Python path, in between
+        if i % 11 == 5:  # another request code, in between
+            frames.append(
+                frame(
+                    RequestCode.QUERY_CONSUMER_OFFSET,
+                    {"consumerGroup": "cg", "topic": "FrameT", "queueId": "0"},
+                    b"",
+                    ser,
+                    500 + i,
+                )
+            )
             continue
-        frames.append(frame(310 if i % 3 else 10, ext if i % 3 else
-                            {k: v for k, v in zip(["producerGroup", "topic", "queueId", "bornTimestamp",
-                                                   "properties"], ext.values(), strict=False)},
-                            bytes([i]) * (100 + i), ser, 1000 + i, oneway=(i % 13 == 4)))
+        frames.append(
+            frame(
+                310 if i % 3 else 10,
+                ext
+                if i % 3
+                else {
+                    k: v
+                    for k, v in zip(
+                        ["producerGroup", "topic", "queueId", "bornTimestamp", "properties"], ext.values(), strict=False
+                    )
+                },
+                bytes([i]) * (100 + i),
+                ser,
+                1000 + i,
+                oneway=(i % 13 == 4),
+            )
+        )
     frames_before = fast.send_processor.fast.frames
     (f_res, f_rec, f_stats), (s_res, s_rec, s_stats) = await both(pair, frames)
     assert f_res == s_res and not f_res[1]
@@ -182,8 +213,7 @@ async def test_not_ready_and_full_pool_answer_system_busy_as_before(pair):
 
 def _bin_header(code: int, opaque: int, flag: int, entries: list[tuple[bytes, bytes]], remark: bytes = b"") -> bytes:
     ext = b"".join(struct.pack(">h", len(k)) + k + struct.pack(">i", len(v)) + v for k, v in entries)
-    return (struct.pack(">hbhiii", code, 0, 409, opaque, flag, len(remark)) + remark
-            + struct.pack(">i", len(ext)) + ext)
+    return struct.pack(">hbhiii", code, 0, 409, opaque, flag, len(remark)) + remark + struct.pack(">i", len(ext)) + ext
 
 
 def _frame_of(ser: int, header: bytes, body: bytes) -> bytes:
@@ -193,14 +223,18 @@ def _frame_of(ser: int, header: bytes, body: bytes) -> bytes:
 PLAIN = [(b"a", b"pg"), (b"b", b"FrameT"), (b"e", b"2"), (b"g", b"1700000000000"), (b"i", b"TAGS\x01x")]
 
 MALFORMED = {
-    "ext length past the header": lambda: _bin_header(310, 5, 0, PLAIN)[:17] + struct.pack(">i", 10_000)
-    + _bin_header(310, 5, 0, PLAIN)[21:],
+    "ext length past the header": lambda: (
+        _bin_header(310, 5, 0, PLAIN)[:17] + struct.pack(">i", 10_000) + _bin_header(310, 5, 0, PLAIN)[21:]
+    ),
     "truncated entry": lambda: (lambda h: h[:17] + struct.pack(">i", len(h) - 21 - 3) + h[21:-3])(
-        _bin_header(310, 5, 0, PLAIN)),
-    "negative key length": lambda: _bin_header(310, 5, 0, [])[:17] + struct.pack(">i", 6) + b"\xff\xfe"
-    + struct.pack(">i", 0),
-    "value length past the map": lambda: (lambda h: h[:-len(b"TAGS\x01x") - 4] + struct.pack(">i", 999)
-                                          + b"TAGS\x01x")(_bin_header(310, 5, 0, PLAIN)),
+        _bin_header(310, 5, 0, PLAIN)
+    ),
+    "negative key length": lambda: (
+        _bin_header(310, 5, 0, [])[:17] + struct.pack(">i", 6) + b"\xff\xfe" + struct.pack(">i", 0)
+    ),
+    "value length past the map": lambda: (
+        lambda h: h[: -len(b"TAGS\x01x") - 4] + struct.pack(">i", 999) + b"TAGS\x01x"
+    )(_bin_header(310, 5, 0, PLAIN)),
     "non-ASCII topic": lambda: _bin_header(310, 5, 0, [*PLAIN, (b"b", "Über".encode())]),
     "invalid UTF-8 value": lambda: _bin_header(310, 5, 0, [*PLAIN, (b"zz", b"\xff\xfe")]),
     "invalid UTF-8 key": lambda: _bin_header(310, 5, 0, [*PLAIN, (b"\xff", b"1")]),
@@ -212,8 +246,9 @@ MALFORMED = {
     "empty topic": lambda: _bin_header(310, 5, 0, [*PLAIN, (b"b", b"")]),
     "a remark": lambda: _bin_header(310, 5, 0, PLAIN, remark=b"hello"),
     "bad UTF-8 remark": lambda: _bin_header(310, 5, 0, PLAIN, remark=b"\xc3"),
-    "V1 names with a V2 topic": lambda: _bin_header(10, 5, 0, [(b"topic", b"FrameU"), (b"queueId", b"1"),
-                                                               (b"producerGroup", b"pg"), (b"b", b"FrameT")]),
+    "V1 names with a V2 topic": lambda: _bin_header(
+        10, 5, 0, [(b"topic", b"FrameU"), (b"queueId", b"1"), (b"producerGroup", b"pg"), (b"b", b"FrameT")]
+    ),
     "duplicate keys, last wins": lambda: _bin_header(310, 5, 0, [*PLAIN, (b"e", b"3"), (b"b", b"FrameU")]),
     "bool not true/false": lambda: _bin_header(310, 5, 0, [*PLAIN, (b"m", b"TRUE")]),
     "batch": lambda: _bin_header(310, 5, 0, [*PLAIN, (b"m", b"true")]),
@@ -257,8 +292,13 @@ async def test_odd_json_headers_are_answered_as_before(pair, header):
 
 
 def _good(ser: int, i: int) -> bytes:
-    return frame(310, {"a": "pg", "b": TOPICS[i % 2], "e": str(i % 4), "g": "1700000000000", "f": "0",
-                       "i": "TAGS\x01t"}, b"m" * (10 + i), ser, 7000 + i)
+    return frame(
+        310,
+        {"a": "pg", "b": TOPICS[i % 2], "e": str(i % 4), "g": "1700000000000", "f": "0", "i": "TAGS\x01t"},
+        b"m" * (10 + i),
+        ser,
+        7000 + i,
+    )
 
 
 @st.composite
@@ -276,10 +316,14 @@ def mutated(draw):
     return bytes(f)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
-@given(frames=st.lists(st.one_of(mutated(), st.builds(_good, st.sampled_from([0, 1]), st.integers(0, 7))),
-                       min_size=1, max_size=5))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(
+    frames=st.lists(
+        st.one_of(mutated(), st.builds(_good, st.sampled_from([0, 1]), st.integers(0, 7))), min_size=1, max_size=5
+    )
+)
 async def test_mutated_send_frames_are_answered_as_with_the_fast_path_off(pair, frames):
     # another producer of each broker, connected throughout, must be unaffected by whatever
     # this one sends
@@ -320,7 +364,7 @@ def test_frame_decoder_next_frame_never_asks_the_hook():
     cmd = dec.next_frame()
     assert isinstance(cmd, RemotingCommand) and cmd.body == b"x" and not seen
     assert dec.next_item() == b"" and len(seen) == 1
-    hstart = len(f) + 8                                  # the second frame's header
+    hstart = len(f) + 8  # the second frame's header
     assert seen[0][1:] == (hstart, hstart + (struct.unpack(">i", f[4:8])[0] & 0xFFFFFF), 2 * len(f), 1)
     assert dec.next_item() is None
 
@@ -330,8 +374,10 @@ async def test_a_send_split_over_reads_is_stored_from_the_decoders_buffer(pair):
     from rmq._testing import wait_until
 
     body = bytes(range(256)) * 40
-    frames = [frame(310, {"a": "pg", "b": "FrameU", "e": "3", "g": "1700000000000", "i": "TAGS\x01s"}, body, ser,
-                    60 + ser) for ser in (0, 1)]
+    frames = [
+        frame(310, {"a": "pg", "b": "FrameU", "e": "3", "g": "1700000000000", "i": "TAGS\x01s"}, body, ser, 60 + ser)
+        for ser in (0, 1)
+    ]
     results = []
     for b in pair:
         start = b.message_store.commit_log.max_offset
@@ -340,10 +386,13 @@ async def test_a_send_split_over_reads_is_stored_from_the_decoders_buffer(pair):
         host, port = writer.get_extra_info("sockname")[:2]
         replies = []
         for f in frames:
-            writer.write(f[:len(f) // 2])
-            await wait_until(lambda server=b.server: any(c._decoder.buffered for c in server.connections), 20,
-                             what="half a frame buffered")
-            writer.write(f[len(f) // 2:])
+            writer.write(f[: len(f) // 2])
+            await wait_until(
+                lambda server=b.server: any(c._decoder.buffered for c in server.connections),
+                20,
+                what="half a frame buffered",
+            )
+            writer.write(f[len(f) // 2 :])
             replies.append(normalize(b, f"{host}:{port}", await read_frame(reader)))
         writer.close()
         taken = (b.send_processor.fast.frames - before) if b.send_processor.fast is not None else None
@@ -394,15 +443,16 @@ async def test_mixed_header_forms_are_read_by_the_request_code(pair, ser):
     missing is refused, whatever long names it carries."""
     long_t = {"producerGroup": "pg", "topic": "FrameT", "queueId": "1"}
     short_u = {"a": "pg", "b": "FrameU", "e": "1"}
-    frames = [frame(10, {**long_t, **short_u}, b"ten", ser, 7001),
-              frame(310, {**short_u, "b": "FrameT", "topic": "FrameU", "queueId": "1"}, b"v2", ser, 7002),
-              frame(310, {**long_t, "topic": "FrameU"}, b"no short names", ser, 7003)]
+    frames = [
+        frame(10, {**long_t, **short_u}, b"ten", ser, 7001),
+        frame(310, {**short_u, "b": "FrameT", "topic": "FrameU", "queueId": "1"}, b"v2", ser, 7002),
+        frame(310, {**long_t, "topic": "FrameU"}, b"no short names", ser, 7003),
+    ]
     taken = pair[0].send_processor.fast.frames
     (f_res, f_rec, f_stats), (s_res, s_rec, s_stats) = await both(pair, frames)
-    assert pair[0].send_processor.fast.frames - taken >= 3          # these two and the probe, from their frames
+    assert pair[0].send_processor.fast.frames - taken >= 3  # these two and the probe, from their frames
     assert f_res == s_res and f_rec == s_rec and f_stats == s_stats and not f_res[1]
-    assert [code_of(r) for r in f_res[0][:3]] == [ResponseCode.SUCCESS, ResponseCode.SUCCESS,
-                                                  ResponseCode.SYSTEM_ERROR]
-    for b in pair:                                        # the warm-up's one, and these two
+    assert [code_of(r) for r in f_res[0][:3]] == [ResponseCode.SUCCESS, ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR]
+    for b in pair:  # the warm-up's one, and these two
         assert b.message_store.get_max_offset_in_queue("FrameT", 1) == 3
         assert b.message_store.get_max_offset_in_queue("FrameU", 1) == 1

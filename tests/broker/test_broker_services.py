@@ -1,4 +1,5 @@
 """Background services: short polling, periodic offset persistence, late name server."""
+
 import asyncio
 import time
 
@@ -36,9 +37,11 @@ async def test_consumer_offsets_persisted_periodically(tmp_path):
     async with run_standalone(tmp_path / "s", flush_consumer_offset_interval=100) as (ns, broker):
         env = Env(ns, broker, RemotingClient())
         try:
-            await env.create_topic("T", 4)   # offsets are only kept for existing queues
-            await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "PG", "topic": "T", "queueId": 2,
-                                                                "commitOffset": "42"})
+            await env.create_topic("T", 4)  # offsets are only kept for existing queues
+            await env.call(
+                RequestCode.UPDATE_CONSUMER_OFFSET,
+                {"consumerGroup": "PG", "topic": "T", "queueId": 2, "commitOffset": "42"},
+            )
             path = tmp_path / "s" / "config" / "consumerOffset.msgpack"
 
             def persisted():
@@ -56,12 +59,15 @@ async def test_broker_started_before_its_name_server_registers_soon(tmp_path, ca
     port = free_port()
     async with run_broker(tmp_path / "s", namesrv=f"127.0.0.1:{port}"):
         # first registration fails: nobody listens yet
-        await wait_until(lambda: any(f"127.0.0.1:{port}" in r.getMessage() for r in caplog.records),
-                         what="a warning about the failed registration")
+        await wait_until(
+            lambda: any(f"127.0.0.1:{port}" in r.getMessage() for r in caplog.records),
+            what="a warning about the failed registration",
+        )
         ns = NamesrvController(NamesrvConfig(listen_port=port))
         await ns.start()
         client = RemotingClient()
         try:
+
             async def routed():
                 return (await client.invoke(ns.address, _route("TBW102"))).code == ResponseCode.SUCCESS
 
@@ -79,8 +85,7 @@ async def test_broker_shutdown_unregisters_and_answers_held_pulls(tmp_path):
                 env = Env(ns, broker, client)
                 await env.create_topic("SD", 1)
                 pull = asyncio.ensure_future(env.pull("SD", sys_flag=6, suspend_ms=15000))
-                await wait_until(lambda: broker.pull_request_hold_service.held_count == 1,
-                                 what="the pull to be held")
+                await wait_until(lambda: broker.pull_request_hold_service.held_count == 1, what="the pull to be held")
             resp = await asyncio.wait_for(pull, 3)  # answered at shutdown, not after 15 s
             assert resp.code == ResponseCode.PULL_NOT_FOUND
             resp = await client.invoke(ns.address, _route("SD"))
@@ -127,8 +132,12 @@ async def test_heartbeat_not_delayed_by_a_silent_name_server(tmp_path):
         async with run_broker(tmp_path / "s", namesrv=f"127.0.0.1:{port}") as broker:
             env = Env(None, broker, RemotingClient())
             try:
-                body = {"clientID": "c1", "consumerDataSet": [{"groupName": "GSilent", "consumeType": 1,
-                                                               "messageModel": 1, "subscriptionDataSet": []}]}
+                body = {
+                    "clientID": "c1",
+                    "consumerDataSet": [
+                        {"groupName": "GSilent", "consumeType": 1, "messageModel": 1, "subscriptionDataSet": []}
+                    ],
+                }
                 t0 = time.monotonic()
                 resp = await env.call(RequestCode.HEART_BEAT, {}, json.dumps(body).encode())
                 assert resp.code == ResponseCode.SUCCESS
@@ -158,8 +167,9 @@ async def test_schedule_and_transaction_loops_end_on_a_cancel_that_arrives_with_
         sched, trans = broker.schedule_service, broker.transaction_service
         for task, wake in ((sched._task, sched._wakeup), (trans._task, trans._kick)):
             assert task is not None and not task.done()
-            await wait_until(lambda t=task: "wait_event" in _awaiting(t),
-                             what="the service loop to wait for its wake-up")
+            await wait_until(
+                lambda t=task: "wait_event" in _awaiting(t), what="the service loop to wait for its wake-up"
+            )
             wake.set()
             task.cancel()
             done, _ = await asyncio.wait({task}, timeout=10)

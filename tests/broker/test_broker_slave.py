@@ -8,6 +8,7 @@ a consumer's offset).
 Every broker and name server is real (in-process, ephemeral ports); the slave learns its master
 from the name server's REGISTER_BROKER answer, as Java's does.
 """
+
 import json
 
 import pytest
@@ -30,23 +31,35 @@ SLAVE = {"broker_id": 1, "broker_role": "SLAVE", "slave_sync_interval_ms": 200}
 
 
 def _group_body(name: str, **fields) -> bytes:
-    d = {"groupName": name, "consumeEnable": True, "consumeFromMinEnable": True, "consumeBroadcastEnable": True,
-         "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0, "whichBrokerWhenConsumeSlowly": 1,
-         "notifyConsumerIdsChangedEnable": True}
+    d = {
+        "groupName": name,
+        "consumeEnable": True,
+        "consumeFromMinEnable": True,
+        "consumeBroadcastEnable": True,
+        "retryQueueNums": 1,
+        "retryMaxTimes": 16,
+        "brokerId": 0,
+        "whichBrokerWhenConsumeSlowly": 1,
+        "notifyConsumerIdsChangedEnable": True,
+    }
     d.update(fields)
     return json.dumps(d).encode()
 
 
 async def _commit(env: BrokerEnv, group: str, topic: str, queue_id: int, offset: int) -> None:
-    resp = await env.call(RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic,
-                                                               "queueId": queue_id, "commitOffset": str(offset)})
+    resp = await env.call(
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        {"consumerGroup": group, "topic": topic, "queueId": queue_id, "commitOffset": str(offset)},
+    )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
 def _synced(slave, topic: str, group: str, key: str, queue_id: int, offset: int) -> bool:
-    return (slave.topic_config_manager.select_topic_config(topic) is not None
-            and group in slave.subscription_group_manager.subscription_group_table
-            and slave.consumer_offset_manager.offset_table.get(key, {}).get(queue_id) == offset)
+    return (
+        slave.topic_config_manager.select_topic_config(topic) is not None
+        and group in slave.subscription_group_manager.subscription_group_table
+        and slave.consumer_offset_manager.offset_table.get(key, {}).get(queue_id) == offset
+    )
 
 
 async def test_slave_copies_the_masters_metadata_and_persists_it(tmp_path):
@@ -55,30 +68,38 @@ async def test_slave_copies_the_masters_metadata_and_persists_it(tmp_path):
         try:
             m = BrokerEnv(ns, master, client)
             await m.create_topic("SyncT", queues=3, perm=6)
-            resp = await m.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
-                                _group_body("CG_Sync", retryMaxTimes=3, whichBrokerWhenConsumeSlowly=1))
+            resp = await m.call(
+                RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+                None,
+                _group_body("CG_Sync", retryMaxTimes=3, whichBrokerWhenConsumeSlowly=1),
+            )
             assert resp.code == ResponseCode.SUCCESS
             await _commit(m, "CG_Sync", "SyncT", 2, 17)
-            master.schedule_service.table.offset_table[3] = 5   # delay level 3's progress
+            master.schedule_service.table.offset_table[3] = 5  # delay level 3's progress
             async with run_broker(tmp_path / "s", ns, **SLAVE) as slave:
                 # the master's address comes from the name server's answer to the registration
                 assert slave.slave_synchronize.master_addr == master.broker_addr
-                await wait_until(lambda: _synced(slave, "SyncT", "CG_Sync", "SyncT@CG_Sync", 2, 17),
-                                 what="the slave to copy topic, group and offset")
-                await wait_until(lambda: slave.schedule_service.table.offset_table.get(3) == 5,
-                                 what="the slave to copy the delay offsets")
+                await wait_until(
+                    lambda: _synced(slave, "SyncT", "CG_Sync", "SyncT@CG_Sync", 2, 17),
+                    what="the slave to copy topic, group and offset",
+                )
+                await wait_until(
+                    lambda: slave.schedule_service.table.offset_table.get(3) == 5,
+                    what="the slave to copy the delay offsets",
+                )
                 tc = slave.topic_config_manager.select_topic_config("SyncT")
                 assert (tc.read_queue_nums, tc.write_queue_nums, tc.perm) == (3, 3, 6)
                 assert slave.subscription_group_manager.subscription_group_table["CG_Sync"].retry_max_times == 3
                 # the versions are the master's, so an unchanged master is not copied again
                 assert slave.topic_config_manager.data_version == master.topic_config_manager.data_version
-                assert (slave.subscription_group_manager.data_version
-                        == master.subscription_group_manager.data_version)
+                assert slave.subscription_group_manager.data_version == master.subscription_group_manager.data_version
                 # a later change on the master arrives at the next round
                 await _commit(m, "CG_Sync", "SyncT", 2, 40)
                 await m.create_topic("SyncT2", queues=1)
-                await wait_until(lambda: _synced(slave, "SyncT2", "CG_Sync", "SyncT@CG_Sync", 2, 40),
-                                 what="the slave to copy the master's changes")
+                await wait_until(
+                    lambda: _synced(slave, "SyncT2", "CG_Sync", "SyncT@CG_Sync", 2, 40),
+                    what="the slave to copy the master's changes",
+                )
                 # the slave's own tables do not go to the name server as routes
                 route = await m.route("SyncT")
                 brokers = json.loads(route.body)["brokerDatas"]
@@ -108,8 +129,9 @@ async def test_slave_keeps_its_tables_when_the_master_is_down(tmp_path):
             finally:
                 await client.close()
             async with run_broker(tmp_path / "s", ns, **SLAVE) as slave:
-                await wait_until(lambda: _synced(slave, "KeepT", "CG_Keep", "KeepT@CG_Keep", 1, 9),
-                                 what="the first copy")
+                await wait_until(
+                    lambda: _synced(slave, "KeepT", "CG_Keep", "KeepT@CG_Keep", 1, 9), what="the first copy"
+                )
                 master_addr = master.broker_addr
                 await master.shutdown()
                 sync = slave.slave_synchronize
@@ -159,8 +181,12 @@ GARBAGE_BODIES = [
 
 @pytest.mark.parametrize("body", GARBAGE_BODIES, ids=["not-json", "array", "wrong-types", "wrong-entries"])
 async def test_slave_keeps_its_tables_when_the_master_answers_garbage(tmp_path, body):
-    codes = (RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
-             RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    codes = (
+        RequestCode.GET_ALL_TOPIC_CONFIG,
+        RequestCode.GET_ALL_CONSUMER_OFFSET,
+        RequestCode.GET_ALL_DELAY_OFFSET,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    )
     fake = _GarbageMaster({c: (ResponseCode.SUCCESS, body) for c in codes})
     await fake.server.start()
     try:
@@ -181,8 +207,12 @@ async def test_slave_keeps_its_tables_when_the_master_answers_garbage(tmp_path, 
 
 
 async def test_slave_keeps_its_tables_when_the_master_answers_errors(tmp_path):
-    codes = (RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
-             RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    codes = (
+        RequestCode.GET_ALL_TOPIC_CONFIG,
+        RequestCode.GET_ALL_CONSUMER_OFFSET,
+        RequestCode.GET_ALL_DELAY_OFFSET,
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    )
     fake = _GarbageMaster({c: (ResponseCode.SYSTEM_ERROR, b"") for c in codes})
     await fake.server.start()
     try:
@@ -199,19 +229,31 @@ async def test_slave_keeps_its_tables_when_the_master_answers_errors(tmp_path):
 
 async def test_slave_skips_entries_that_cannot_be_its_own(tmp_path):
     """A master table with some bad entries: the good ones are copied, the bad ones dropped."""
-    topics = {"dataVersion": {"timestamp": 1, "counter": 9}, "topicConfigTable": {
-        "GoodT": {"topicName": "GoodT", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
-        "Bad T": {"topicName": "Bad T", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
-        "HugeT": {"topicName": "HugeT", "readQueueNums": 10 ** 6, "writeQueueNums": 1, "perm": 6},
-        "Other": {"topicName": "NotOther", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}}}
-    groups = {"dataVersion": {"timestamp": 1, "counter": 2}, "subscriptionGroupTable": {
-        "CG_Good": json.loads(_group_body("CG_Good")), "CG bad": json.loads(_group_body("CG bad"))}}
+    topics = {
+        "dataVersion": {"timestamp": 1, "counter": 9},
+        "topicConfigTable": {
+            "GoodT": {"topicName": "GoodT", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
+            "Bad T": {"topicName": "Bad T", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6},
+            "HugeT": {"topicName": "HugeT", "readQueueNums": 10**6, "writeQueueNums": 1, "perm": 6},
+            "Other": {"topicName": "NotOther", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6},
+        },
+    }
+    groups = {
+        "dataVersion": {"timestamp": 1, "counter": 2},
+        "subscriptionGroupTable": {
+            "CG_Good": json.loads(_group_body("CG_Good")),
+            "CG bad": json.loads(_group_body("CG bad")),
+        },
+    }
     offsets = {"offsetTable": {"GoodT@CG_Good": {0: 5, 1: -1}}}
-    fake = _GarbageMaster({
-        RequestCode.GET_ALL_TOPIC_CONFIG: (ResponseCode.SUCCESS, json.dumps(topics).encode()),
-        RequestCode.GET_ALL_CONSUMER_OFFSET: (ResponseCode.SUCCESS, json.dumps(offsets).encode()),
-        RequestCode.GET_ALL_DELAY_OFFSET: (ResponseCode.SUCCESS, b'{"offsetTable":{1:4,99:7}}'),
-        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: (ResponseCode.SUCCESS, json.dumps(groups).encode())})
+    fake = _GarbageMaster(
+        {
+            RequestCode.GET_ALL_TOPIC_CONFIG: (ResponseCode.SUCCESS, json.dumps(topics).encode()),
+            RequestCode.GET_ALL_CONSUMER_OFFSET: (ResponseCode.SUCCESS, json.dumps(offsets).encode()),
+            RequestCode.GET_ALL_DELAY_OFFSET: (ResponseCode.SUCCESS, b'{"offsetTable":{1:4,99:7}}'),
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: (ResponseCode.SUCCESS, json.dumps(groups).encode()),
+        }
+    )
     await fake.server.start()
     try:
         async with run_broker(tmp_path / "s", **SLAVE) as slave:
@@ -221,7 +263,7 @@ async def test_slave_skips_entries_that_cannot_be_its_own(tmp_path):
             assert slave.topic_config_manager.data_version.counter == 9
             assert set(slave.subscription_group_manager.subscription_group_table) == {"CG_Good"}
             assert slave.consumer_offset_manager.offset_table == {"GoodT@CG_Good": {0: 5}}
-            assert slave.schedule_service.table.offset_table == {1: 4}   # level 99 does not exist
+            assert slave.schedule_service.table.offset_table == {1: 4}  # level 99 does not exist
     finally:
         await fake.server.close()
 
@@ -251,8 +293,9 @@ async def test_slave_serves_pulls_and_offset_queries(tmp_path, slave_read_enable
     """Java 4.9.8: a slave answers a pull with the messages whatever slaveReadEnable says (it
     sets PULL_RETRY_IMMEDIATELY, then the store's status overwrites it); the suggestion is the
     master without slaveReadEnable and the group's brokerId (0) with it."""
-    async with await _write_as_master_then_restart_as_slave(tmp_path / "s", 5,
-                                                            slave_read_enable=slave_read_enable) as slave:
+    async with await _write_as_master_then_restart_as_slave(
+        tmp_path / "s", 5, slave_read_enable=slave_read_enable
+    ) as slave:
         client = RemotingClient()
         try:
             s = BrokerEnv(None, slave, client)
@@ -262,8 +305,9 @@ async def test_slave_serves_pulls_and_offset_queries(tmp_path, slave_read_enable
             assert resp.ext_fields["nextBeginOffset"] == "5"
             assert [r.body for r in decode_records(resp.body)] == [f"m{i}".encode() for i in range(5)]
             # its own offset queries
-            q = await s.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "CG_SR", "topic": "SlaveReadT",
-                                                                 "queueId": 0})
+            q = await s.call(
+                RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "CG_SR", "topic": "SlaveReadT", "queueId": 0}
+            )
             assert (q.code, q.ext_fields["offset"]) == (ResponseCode.SUCCESS, "2")
             mx = await s.call(RequestCode.GET_MAX_OFFSET, {"topic": "SlaveReadT", "queueId": 0})
             assert (mx.code, mx.ext_fields["offset"]) == (ResponseCode.SUCCESS, "5")
@@ -274,8 +318,7 @@ async def test_slave_serves_pulls_and_offset_queries(tmp_path, slave_read_enable
             await _commit(s, "CG_SR", "SlaveReadT", 0, 4)
             assert slave.consumer_offset_manager.query_offset("CG_SR", "SlaveReadT", 0) == 4
             # ... but a pull's commit flag does not (Java: storeOffsetEnable is false on a SLAVE)
-            resp = await s.pull("SlaveReadT", offset=4, group="CG_SR", suspend_ms=0, sys_flag=4 | 1,
-                                commit_offset=5)
+            resp = await s.pull("SlaveReadT", offset=4, group="CG_SR", suspend_ms=0, sys_flag=4 | 1, commit_offset=5)
             assert resp.code == ResponseCode.SUCCESS
             assert slave.consumer_offset_manager.query_offset("CG_SR", "SlaveReadT", 0) == 4
         finally:
@@ -311,8 +354,10 @@ async def test_slave_does_not_move_a_consumer_past_its_own_end(tmp_path):
 async def test_master_suggests_the_slave_to_a_consumer_reading_from_disk(tmp_path):
     """With slaveReadEnable the master's answer to a consumer whose unread data exceeds the
     memory ratio names the group's whichBrokerWhenConsumeSlowly (1, the slave's brokerId)."""
-    async with run_namesrv() as ns, run_broker(tmp_path / "m", ns, slave_read_enable=True,
-                                               access_message_in_memory_max_ratio=0) as master:
+    async with (
+        run_namesrv() as ns,
+        run_broker(tmp_path / "m", ns, slave_read_enable=True, access_message_in_memory_max_ratio=0) as master,
+    ):
         client = RemotingClient()
         try:
             m = BrokerEnv(ns, master, client)
@@ -338,8 +383,12 @@ def _golden_pairs(code: int) -> list[tuple]:
     return pairs
 
 
-SYNC_CODES = (RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
-              RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+SYNC_CODES = (
+    RequestCode.GET_ALL_TOPIC_CONFIG,
+    RequestCode.GET_ALL_CONSUMER_OFFSET,
+    RequestCode.GET_ALL_DELAY_OFFSET,
+    RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+)
 
 
 def test_golden_our_sync_requests_are_the_java_slaves():
@@ -350,15 +399,21 @@ def test_golden_our_sync_requests_are_the_java_slaves():
         get_all_topic_config,
     )
 
-    ours = {RequestCode.GET_ALL_TOPIC_CONFIG: get_all_topic_config(),
-            RequestCode.GET_ALL_CONSUMER_OFFSET: get_all_consumer_offset(),
-            RequestCode.GET_ALL_DELAY_OFFSET: get_all_delay_offset(),
-            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: get_all_subscription_group_config()}
+    ours = {
+        RequestCode.GET_ALL_TOPIC_CONFIG: get_all_topic_config(),
+        RequestCode.GET_ALL_CONSUMER_OFFSET: get_all_consumer_offset(),
+        RequestCode.GET_ALL_DELAY_OFFSET: get_all_delay_offset(),
+        RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: get_all_subscription_group_config(),
+    }
     for code in SYNC_CODES:
         for java, _ in _golden_pairs(code):
             mine = ours[code]
             assert (mine.code, mine.flag, mine.ext_fields or {}, mine.body_bytes() or b"") == (
-                java.code, java.flag, java.ext_fields or {}, java.body_bytes() or b"")
+                java.code,
+                java.flag,
+                java.ext_fields or {},
+                java.body_bytes() or b"",
+            )
 
 
 async def test_golden_slave_copies_a_java_masters_answers(tmp_path):
@@ -404,11 +459,16 @@ async def test_vip_channel_serves_what_a_java_slave_reads_there(tmp_path):
                 assert resp.code == ResponseCode.SUCCESS, (code, resp.remark)
             resp = await client.invoke(vip, RemotingCommand.request(RequestCode.GET_ALL_TOPIC_CONFIG, None), timeout=5)
             assert "VipT" in json.loads(resp.body)["topicConfigTable"]
-            resp = await client.invoke(vip, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": "NoT", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6}), timeout=5)
+            resp = await client.invoke(
+                vip,
+                RemotingCommand.request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    {"topic": "NoT", "readQueueNums": 1, "writeQueueNums": 1, "perm": 6},
+                ),
+                timeout=5,
+            )
             assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
         finally:
             await client.close()
     async with run_broker(tmp_path / "e") as ephemeral:
         assert ephemeral.vip_channel is None
-

@@ -1,6 +1,7 @@
 """SQL92 property filters on the broker: PULL_MESSAGE with expressionType SQL92, the filter
 cache, CHECK_CLIENT_CONFIG (46), and Java's answers when an expression is bad or filtering is
 off (PullMessageProcessor.processRequest, ClientManageProcessor.checkClientConfig)."""
+
 import json
 
 import pytest
@@ -18,11 +19,20 @@ async def fenv(tmp_path):
         yield e
 
 
-async def _pull(env, topic, expr, *, etype="SQL92", offset=0, sys_flag=4, group="CG", sub_version=0,
-                max_nums=32):
-    ext = {"consumerGroup": group, "topic": topic, "queueId": 0, "queueOffset": str(offset),
-           "maxMsgNums": max_nums, "sysFlag": sys_flag, "commitOffset": "0", "suspendTimeoutMillis": "0",
-           "subscription": expr, "subVersion": str(sub_version), "expressionType": etype}
+async def _pull(env, topic, expr, *, etype="SQL92", offset=0, sys_flag=4, group="CG", sub_version=0, max_nums=32):
+    ext = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": 0,
+        "queueOffset": str(offset),
+        "maxMsgNums": max_nums,
+        "sysFlag": sys_flag,
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subscription": expr,
+        "subVersion": str(sub_version),
+        "expressionType": etype,
+    }
     return await env.call(RequestCode.PULL_MESSAGE, ext)
 
 
@@ -32,8 +42,7 @@ async def _fill(env, topic, n):
         props = {"n": str(i), "d": f"{i}.5", "s": "red" if i % 2 else "blue", "b": "true" if i % 3 == 0 else "false"}
         if i % 4 == 0:
             props["opt"] = "x"
-        resp = await env.send(topic, b"m%d" % i, tags="A" if i % 5 else "B", props=props,
-                              wait_dispatch=(i == n - 1))
+        resp = await env.send(topic, b"m%d" % i, tags="A" if i % 5 else "B", props=props, wait_dispatch=(i == n - 1))
         assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
@@ -42,15 +51,18 @@ def _numbers(resp):
     return [int(r.properties["n"]) for r in decode_records(resp.body)]
 
 
-@pytest.mark.parametrize("expr, want", [
-    ("n >= 15", lambda i: i >= 15),
-    ("d > 3.9 AND d < 7.6", lambda i: 4 <= i <= 7),
-    ("s = 'red' AND b = TRUE", lambda i: i % 2 == 1 and i % 3 == 0),
-    ("opt IS NULL AND n BETWEEN 0 AND 5", lambda i: i % 4 != 0 and i <= 5),
-    ("s IN ('blue') OR n NOT BETWEEN 2 AND 18", lambda i: i % 2 == 0 or i < 2 or i > 18),
-    ("TAGS = 'B' AND b = FALSE", lambda i: i % 5 == 0 and i % 3 != 0),
-    ("missing = 'x'", lambda i: False),
-])
+@pytest.mark.parametrize(
+    "expr, want",
+    [
+        ("n >= 15", lambda i: i >= 15),
+        ("d > 3.9 AND d < 7.6", lambda i: 4 <= i <= 7),
+        ("s = 'red' AND b = TRUE", lambda i: i % 2 == 1 and i % 3 == 0),
+        ("opt IS NULL AND n BETWEEN 0 AND 5", lambda i: i % 4 != 0 and i <= 5),
+        ("s IN ('blue') OR n NOT BETWEEN 2 AND 18", lambda i: i % 2 == 0 or i < 2 or i > 18),
+        ("TAGS = 'B' AND b = FALSE", lambda i: i % 5 == 0 and i % 3 != 0),
+        ("missing = 'x'", lambda i: False),
+    ],
+)
 async def test_pull_filters_by_properties(fenv, expr, want):
     await _fill(fenv, "SqlT", 20)
     resp = await _pull(fenv, "SqlT", expr)
@@ -112,9 +124,9 @@ def test_filter_cache_is_bounded():
     for v in range(1, 40):
         mgr.get("SQL92", f"a > {v}")
         with pytest.raises(SelectorError):
-            mgr.get("SQL92", f"a > {v} AND")   # failures are cached too, and bounded
+            mgr.get("SQL92", f"a > {v} AND")  # failures are cached too, and bounded
     assert len(mgr) == 16
-    assert mgr.get("SQL92", "a > 0") is not first   # evicted, compiled again
+    assert mgr.get("SQL92", "a > 0") is not first  # evicted, compiled again
 
 
 async def test_filtering_off_answers_as_java(env):
@@ -134,9 +146,21 @@ async def test_filtering_off_answers_as_java(env):
 
 
 async def _check(env, etype, expr):
-    body = json.dumps({"clientId": "c1", "group": "CG", "subscriptionData": {
-        "topic": "T", "subString": expr, "expressionType": etype, "tagsSet": [], "codeSet": [],
-        "subVersion": 1, "classFilterMode": False}}).encode()
+    body = json.dumps(
+        {
+            "clientId": "c1",
+            "group": "CG",
+            "subscriptionData": {
+                "topic": "T",
+                "subString": expr,
+                "expressionType": etype,
+                "tagsSet": [],
+                "codeSet": [],
+                "subVersion": 1,
+                "classFilterMode": False,
+            },
+        }
+    ).encode()
     return await env.call(RequestCode.CHECK_CLIENT_CONFIG, None, body)
 
 
@@ -153,11 +177,32 @@ async def test_check_client_config(fenv):
 
 
 async def _heartbeat(env, group, topic, expr, version):
-    body = json.dumps({"clientID": "127.0.0.1@sql", "producerDataSet": [], "consumerDataSet": [{
-        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "unitMode": False,
-        "subscriptionDataSet": [{"topic": topic, "subString": expr, "expressionType": "SQL92", "tagsSet": [],
-                                 "codeSet": [], "subVersion": version, "classFilterMode": False}]}]}).encode()
+    body = json.dumps(
+        {
+            "clientID": "127.0.0.1@sql",
+            "producerDataSet": [],
+            "consumerDataSet": [
+                {
+                    "groupName": group,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                    "unitMode": False,
+                    "subscriptionDataSet": [
+                        {
+                            "topic": topic,
+                            "subString": expr,
+                            "expressionType": "SQL92",
+                            "tagsSet": [],
+                            "codeSet": [],
+                            "subVersion": version,
+                            "classFilterMode": False,
+                        }
+                    ],
+                }
+            ],
+        }
+    ).encode()
     resp = await env.call(RequestCode.HEART_BEAT, None, body)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
@@ -189,14 +234,24 @@ async def test_held_pull_wakes_and_filters(fenv):
     import asyncio
 
     await fenv.create_topic("SqlHold", queues=1)
-    ext = {"consumerGroup": "CG", "topic": "SqlHold", "queueId": 0, "queueOffset": "0", "maxMsgNums": 32,
-           "sysFlag": 4 | 2, "commitOffset": "0", "suspendTimeoutMillis": "10000",
-           "subscription": "n = 1", "subVersion": "0", "expressionType": "SQL92"}
+    ext = {
+        "consumerGroup": "CG",
+        "topic": "SqlHold",
+        "queueId": 0,
+        "queueOffset": "0",
+        "maxMsgNums": 32,
+        "sysFlag": 4 | 2,
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "10000",
+        "subscription": "n = 1",
+        "subVersion": "0",
+        "expressionType": "SQL92",
+    }
     held = asyncio.ensure_future(fenv.call(RequestCode.PULL_MESSAGE, ext, timeout=20))
     await fenv.send("SqlHold", b"m0", props={"n": "0"})
     await fenv.send("SqlHold", b"m1", props={"n": "1"})
     resp = await held
-    if resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:   # woken by m0 alone: nothing matched yet
+    if resp.code == ResponseCode.PULL_RETRY_IMMEDIATELY:  # woken by m0 alone: nothing matched yet
         resp = await _pull(fenv, "SqlHold", "n = 1", offset=int(resp.ext_fields["nextBeginOffset"]))
     assert _numbers(resp) == [1]
 
@@ -216,8 +271,7 @@ async def test_pipelined_sql92_pulls_compile_each_text_once_off_the_loop(fenv):
     await _fill(fenv, "SqlP", 4)
     mgr = fenv.broker.pull_message_processor.consumer_filter_manager
     compiles = mgr.compiles
-    resps = await asyncio.gather(*(_pull(fenv, "SqlP", "n > 1 AND s = 'red'", sub_version=1000 + v)
-                                   for v in range(50)))
+    resps = await asyncio.gather(*(_pull(fenv, "SqlP", "n > 1 AND s = 'red'", sub_version=1000 + v) for v in range(50)))
     assert [_numbers(r) for r in resps] == [[3]] * 50
     assert mgr.compiles == compiles + 1
     resps = await asyncio.gather(*(_pull(fenv, "SqlP", _long_expression(i), sub_version=i) for i in range(200)))
@@ -225,8 +279,9 @@ async def test_pipelined_sql92_pulls_compile_each_text_once_off_the_loop(fenv):
     done = [r for r in resps if r.code != ResponseCode.SYSTEM_BUSY]
     # the first slice of the pipeline (64 frames) alone starts sql92CompilesPerConnection (4)
     assert len(busy) >= 60 and all("SQL92_COMPILE_LIMIT" in r.remark for r in busy)
-    assert all(r.code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY) for r in done), \
-        {r.code for r in done}
+    assert all(r.code in (ResponseCode.SUCCESS, ResponseCode.PULL_RETRY_IMMEDIATELY) for r in done), {
+        r.code for r in done
+    }
     assert mgr.compiles == compiles + 1 + len(done)
     # nothing is left compiling, and the connection's slots are all given back
     assert not mgr._compiling

@@ -1,4 +1,5 @@
 """``rmq admin``: mqadmin-style commands run as a real CLI process against a real daemon."""
+
 import json
 
 import pytest

@@ -3,6 +3,7 @@ producerConnection, consumerStatus, resetOffsetByTime, skipAccumulatedMessage,
 cloneGroupOffset) as a real CLI process against a real daemon, with real SDK producers and
 consumers connected (they run in the test's loop while the CLI runs, so the broker's relays
 to them are answered)."""
+
 from __future__ import annotations
 
 import pytest
@@ -39,17 +40,19 @@ async def test_connections_progress_status_and_resets(daemon):
             assert out.splitlines()[1].split()[0] == consumer.client_id
             assert out.splitlines()[1].split()[2:] == ["PYTHON", "V4_9_8"]
             assert "ConsumeType: CONSUME_PASSIVELY" in out and "MessageModel: CLUSTERING" in out
-            assert "CliConnsT            *" in out.splitlines()   # Java's %-20s %s
+            assert "CliConnsT            *" in out.splitlines()  # Java's %-20s %s
 
-            rc, out2, err = await admin("consumerConnection", "-n", ns, "-g", "GID_cli_conns", "-b",
-                                        daemon.broker_addr)
+            rc, out2, err = await admin("consumerConnection", "-n", ns, "-g", "GID_cli_conns", "-b", daemon.broker_addr)
             assert rc == 0 and out2 == out, err
 
             rc, out, err = await admin("getConsumerConfig", "-n", ns, "-g", "GID_cli_conns")
             assert rc == 0, err
             assert out.splitlines()[0] == "=" * 29 + "DefaultCluster:broker-a" + "=" * 29
             assert [line.split("=  ")[0].strip() for line in out.splitlines()[1:]][:3] == [
-                "groupName", "consumeEnable", "consumeFromMinEnable"]
+                "groupName",
+                "consumeEnable",
+                "consumeFromMinEnable",
+            ]
             assert "retryMaxTimes                           =  16" in out.splitlines()
             rc, out, err = await admin("getConsumerConfig", "-n", ns, "-g", "GID_no_such_group")
             assert rc == 0 and out == "", err
@@ -61,10 +64,18 @@ async def test_connections_progress_status_and_resets(daemon):
             async def progress_done():
                 rc, out, _err = await admin("consumerProgress", "-n", ns, "-g", "GID_cli_conns")
                 return out if rc == 0 and "Diff Total: 0" in out else None
+
             out = await wait_until(progress_done, timeout=30, interval=0.5, what="the group's progress at diff 0")
             lines = out.splitlines()
             assert [c.strip() for c in lines[0].split("  ") if c.strip()] == [
-                "#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"]
+                "#Topic",
+                "#Broker Name",
+                "#QID",
+                "#Broker Offset",
+                "#Consumer Offset",
+                "#Diff",
+                "#LastTime",
+            ]
             rows = [line.split() for line in lines[1:] if line.startswith("CliConnsT")]
             assert sorted((r[2], r[3], r[4], r[5]) for r in rows) == [("0", "3", "3", "0"), ("1", "3", "3", "0")]
             assert "Consume TPS:" in out
@@ -82,10 +93,16 @@ async def test_connections_progress_status_and_resets(daemon):
             rc, out, err = await admin("consumerStatus", "-n", ns, "-g", "GID_cli_conns", "-i", consumer.client_id)
             assert rc == 0, err
             assert out.startswith("#Consumer Properties#\n") and "#Consumer RT&TPS#" in out
-            assert any(line.split()[0] == "PROP_CLIENT_VERSION" and line.split()[-1] == "V4_9_8"
-                       for line in out.splitlines() if line.strip())
-            offsets = [line.split() for line in out.split("#Consumer Offset#")[1].split("#Consumer MQ")[0].splitlines()
-                       if line.startswith("CliConnsT")]
+            assert any(
+                line.split()[0] == "PROP_CLIENT_VERSION" and line.split()[-1] == "V4_9_8"
+                for line in out.splitlines()
+                if line.strip()
+            )
+            offsets = [
+                line.split()
+                for line in out.split("#Consumer Offset#")[1].split("#Consumer MQ")[0].splitlines()
+                if line.startswith("CliConnsT")
+            ]
             assert sorted((r[2], r[3]) for r in offsets) == [("0", "3"), ("1", "3")]
             rc, out, err = await admin("consumerStatus", "-n", ns, "-g", "GID_cli_conns")
             assert rc == 0, err
@@ -93,8 +110,9 @@ async def test_connections_progress_status_and_resets(daemon):
             assert "Same subscription in the same group of consumer" in out and "Rebalance OK" in out
 
             # back to the start: the live consumer gets every message again
-            rc, out, err = await admin("resetOffsetByTime", "-n", ns, "-g", "GID_cli_conns", "-t", "CliConnsT",
-                                       "-s", "0")
+            rc, out, err = await admin(
+                "resetOffsetByTime", "-n", ns, "-g", "GID_cli_conns", "-t", "CliConnsT", "-s", "0"
+            )
             assert rc == 0, err
             assert "rollback consumer offset by specified group[GID_cli_conns], topic[CliConnsT], force[true]" in out
             assert sorted(line.split()[1:] for line in out.splitlines()[2:]) == [["0", "0"], ["1", "0"]]
@@ -104,21 +122,31 @@ async def test_connections_progress_status_and_resets(daemon):
             assert rc == 0, err
             assert sorted(line.split()[1:] for line in out.splitlines()[2:]) == [["0", "3"], ["1", "3"]]
 
-            rc, out, err = await admin("cloneGroupOffset", "-n", ns, "-s", "GID_cli_conns", "-d", "GID_cli_clone",
-                                       "-t", "CliConnsT")
+            rc, out, err = await admin(
+                "cloneGroupOffset", "-n", ns, "-s", "GID_cli_conns", "-d", "GID_cli_clone", "-t", "CliConnsT"
+            )
             assert rc == 0 and "clone group offset success" in out, err
 
     # nobody online: consumerConnection refuses, resetOffsetByTime sets the offsets itself
     async def offline():
         rc, _out, err = await admin("consumerConnection", "-n", ns, "-g", "GID_cli_conns")
         return rc == 1 and "not online" in err
+
     await wait_until(offline, timeout=30, interval=0.5, what="the group offline")
     rc, out, err = await admin("resetOffsetByTime", "-n", ns, "-g", "GID_cli_clone", "-t", "CliConnsT", "-s", "0")
     assert rc == 0, err
-    assert out.splitlines()[1].split() == ["#brokerName", "#queueId", "#brokerOffset", "#consumerOffset",
-                                           "#timestampOffset", "#rollbackOffset"]
-    assert sorted(line.split()[1:] for line in out.splitlines()[2:]) == [["0", "3", "3", "0", "0"],
-                                                                        ["1", "3", "3", "0", "0"]]
+    assert out.splitlines()[1].split() == [
+        "#brokerName",
+        "#queueId",
+        "#brokerOffset",
+        "#consumerOffset",
+        "#timestampOffset",
+        "#rollbackOffset",
+    ]
+    assert sorted(line.split()[1:] for line in out.splitlines()[2:]) == [
+        ["0", "3", "3", "0", "0"],
+        ["1", "3", "3", "0", "0"],
+    ]
 
 
 async def test_bad_flags_exit_2(daemon):

@@ -1,5 +1,6 @@
 """``rmq admin`` refuses bad flags before sending anything: exit 2 naming the flag and the
 allowed values (no daemon needed: nothing is sent)."""
+
 import subprocess
 import sys
 
@@ -45,13 +46,16 @@ def test_bad_flag_exits_2_naming_flag_and_allowed_values(capsys, argv, flag, all
     assert "success" not in err.out and "unreachable" not in err.err  # nothing was sent
 
 
-@pytest.mark.parametrize("argv", [
-    ["updateTopic", *NS, "-t", "T", "-p", "2", "-o", "TRUE", "-r", "1", "-w", "1024"],
-    ["updateTopic", *NS, "-t", "%RETRY%G_1", "-p", "4", "-b", "127.0.0.1:1"],
-    ["updateSubGroup", *NS, "-g", "GID-x|1", "-r", "0", "-s", "false", "-d", "False"],
-    ["deleteTopic", *NS, "-t", "T", "-c", "DefaultCluster"],
-    ["topicList", "-n", "127.0.0.1:1;127.0.0.1:2"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["updateTopic", *NS, "-t", "T", "-p", "2", "-o", "TRUE", "-r", "1", "-w", "1024"],
+        ["updateTopic", *NS, "-t", "%RETRY%G_1", "-p", "4", "-b", "127.0.0.1:1"],
+        ["updateSubGroup", *NS, "-g", "GID-x|1", "-r", "0", "-s", "false", "-d", "False"],
+        ["deleteTopic", *NS, "-t", "T", "-c", "DefaultCluster"],
+        ["topicList", "-n", "127.0.0.1:1;127.0.0.1:2"],
+    ],
+)
 def test_good_flags_reach_the_network(capsys, argv):
     """Accepted flags go on to connect (and fail there with status 2, since nobody listens)."""
     assert main(["admin", *argv]) == 2
@@ -59,7 +63,11 @@ def test_good_flags_reach_the_network(capsys, argv):
 
 
 def test_update_topic_with_bad_perm_and_order_fails_as_a_process():
-    r = subprocess.run([sys.executable, "-m", "rmq", "admin", "updateTopic", *NS, "-t", "T", "-p", "9", "-o", "maybe"],
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "rmq", "admin", "updateTopic", *NS, "-t", "T", "-p", "9", "-o", "maybe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert "-p/--perm" in r.stderr and "success" not in r.stdout and "Traceback" not in r.stderr

@@ -3,6 +3,7 @@ standalone``, or ``rmq namesrv -c`` + ``rmq broker`` where a config file is pers
 name servers are needed), with SDK producers and consumers: getNamesrvConfig,
 updateNamesrvConfig, wipeWritePerm, addWritePerm, updateKvConfig, deleteKvConfig,
 deleteSubGroup, cleanExpiredCQ, deleteExpiredCommitLog, queryCq."""
+
 import asyncio
 import json
 import signal
@@ -54,10 +55,19 @@ class Daemons:
         self.start_namesrv(0)
         self.start_namesrv(1)
         with open(self.tmp / "broker.log", "a") as log:
-            self.procs["broker"] = subprocess.Popen(RMQ + [
-                "broker", f"--namesrvAddr={self.namesrv}", f"--listenPort={self.broker_port}",
-                f"--storePathRootDir={self.tmp / 'store'}", "--mappedFileSizeCommitLog=4194304",
-                "--mappedFileSizeConsumeQueue=60000"], stdout=log, stderr=subprocess.STDOUT)
+            self.procs["broker"] = subprocess.Popen(
+                RMQ
+                + [
+                    "broker",
+                    f"--namesrvAddr={self.namesrv}",
+                    f"--listenPort={self.broker_port}",
+                    f"--storePathRootDir={self.tmp / 'store'}",
+                    "--mappedFileSizeCommitLog=4194304",
+                    "--mappedFileSizeConsumeQueue=60000",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         assert wait_for_port("127.0.0.1", self.broker_port, 20)
         return self
 
@@ -109,6 +119,7 @@ async def test_wipe_and_add_write_perm_on_every_name_server(daemons):
     ns = daemons.namesrv
     broker_addr = f"127.0.0.1:{daemons.broker_port}"
     async with Admin(ns) as a:
+
         async def registered_with_both():
             for addr in a.namesrv_addrs:
                 info = await a._call(addr, get_broker_cluster_info(), parse_cluster_info)
@@ -124,7 +135,8 @@ async def test_wipe_and_add_write_perm_on_every_name_server(daemons):
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert [line.rsplit(",", 1)[0] for line in lines] == [
-        f"wipe write perm of broker[broker-a] in name server[127.0.0.1:{p}] OK" for p in daemons.ports]
+        f"wipe write perm of broker[broker-a] in name server[127.0.0.1:{p}] OK" for p in daemons.ports
+    ]
     assert all(int(line.rsplit(",", 1)[1]) > 1 for line in lines)
     for p in daemons.ports:  # both name servers route WipeCli read-only
         route = json.loads((await aadmin("topicRoute", "-n", f"127.0.0.1:{p}", "-t", "WipeCli")).stdout)
@@ -182,8 +194,9 @@ async def test_delete_sub_group_from_a_cluster_with_its_offsets_and_topics(daemo
 
         r = await aadmin("deleteSubGroup", "-n", ns, "-g", "CG_DelGCli", "-c", "DefaultCluster", "-r", "true")
         assert r.returncode == 0, r.stderr
-        assert r.stdout == (f"delete subscription group [CG_DelGCli] from broker [{addr}] in cluster "
-                            f"[DefaultCluster] success.\n")
+        assert r.stdout == (
+            f"delete subscription group [CG_DelGCli] from broker [{addr}] in cluster [DefaultCluster] success.\n"
+        )
         assert not await _has_offsets(a, addr)
         topics = (await aadmin("topicList", "-n", ns)).stdout.split()
         assert "%RETRY%CG_DelGCli" not in topics and "DelGCli" in topics
@@ -217,7 +230,8 @@ async def test_query_cq_prints_the_units_of_sent_messages(daemon):
         f"idx: 1\nConsumeQueueData{{physicOffset={u1.physic_offset}, physicSize={u1.physic_size}, "
         f"tagsCode={u1.tags_code}, extendDataJson='null', bitMap='null', eval=false, msg='null'}}\n{rule}\n"
         f"idx: 2\nConsumeQueueData{{physicOffset={u2.physic_offset}, physicSize={u2.physic_size}, "
-        f"tagsCode={u2.tags_code}, extendDataJson='null', bitMap='null', eval=false, msg='null'}}\n{rule}\n")
+        f"tagsCode={u2.tags_code}, extendDataJson='null', bitMap='null', eval=false, msg='null'}}\n{rule}\n"
+    )
     assert u2.physic_size == u1.physic_size + 1
     r = await aadmin("queryCq", "-n", ns, "-t", "CqCli", "-q", "0", "-i", "0", "-b", addr, "-g", "CG_nobody")
     assert "Filter data: \nCG_nobody@CqCli is not online!" in r.stdout and r.stdout.count("idx: ") == 4
@@ -237,8 +251,15 @@ async def test_delete_expired_commit_log_and_clean_expired_cq(tmp_path):
     makes the broker's clean runs delete the full CommitLog files; cleanExpiredCQ then drops the
     queue whose messages all went with them."""
     not_now = str((time.localtime().tm_hour + 12) % 24)
-    with StandaloneProcess(tmp_path / "store", ["--mappedFileSizeCommitLog=65536", "--fileReservedTime=0",
-                                                f"--deleteWhen={not_now}", "--cleanResourceInterval=200"]) as d:
+    with StandaloneProcess(
+        tmp_path / "store",
+        [
+            "--mappedFileSizeCommitLog=65536",
+            "--fileReservedTime=0",
+            f"--deleteWhen={not_now}",
+            "--cleanResourceInterval=200",
+        ],
+    ) as d:
         ns, addr = d.namesrv_addr, d.broker_addr
         for t in ("OldCli", "NewCli"):
             assert (await aadmin("updateTopic", "-n", ns, "-t", t, "-b", addr, "-r", "1", "-w", "1")).returncode == 0

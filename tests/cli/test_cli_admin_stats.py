@@ -6,6 +6,7 @@ The daemon samples its statistics every 200 ms instead of every 10 s
 (``--statsSampleIntervalMs=200``; the other windows scale with it), so the windows fill in
 a fraction of a second; tests wait for the states, they never sleep.
 """
+
 from __future__ import annotations
 
 import signal
@@ -70,15 +71,24 @@ async def test_status_stats_all_and_consume_stats_show_what_moved(daemon):
 
     # -c: every broker of the cluster, each line prefixed by its address
     r = admin("brokerStatus", "-n", ns, "-c", "DefaultCluster")
-    assert r.returncode == 0 and any(line.split()[:2] == [addr, "msgPutTotalTodayNow"]
-                                     for line in r.stdout.splitlines()), r.stdout
+    assert r.returncode == 0 and any(
+        line.split()[:2] == [addr, "msgPutTotalTodayNow"] for line in r.stdout.splitlines()
+    ), r.stdout
 
     # statsAll: the topic's row with the group, 25 in and 25 out, nothing left behind
     def row():
         r = admin("statsAll", "-n", ns, "-t", topic)
         assert r.returncode == 0, r.stderr
-        assert r.stdout.splitlines()[0].split() == ["#Topic", "#Consumer", "Group", "#Accumulation", "#InTPS",
-                                                    "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour"]
+        assert r.stdout.splitlines()[0].split() == [
+            "#Topic",
+            "#Consumer",
+            "Group",
+            "#Accumulation",
+            "#InTPS",
+            "#OutTPS",
+            "#InMsg24Hour",
+            "#OutMsg24Hour",
+        ]
         rows = [line.split() for line in r.stdout.splitlines()[1:]]
         return rows[0] if rows and rows[0][-2:] == ["25", "25"] else None
 
@@ -104,8 +114,20 @@ def test_cluster_list_has_the_load_and_disk_columns(daemon):
     r = admin("clusterList", "-n", daemon.namesrv_addr)
     assert r.returncode == 0, r.stderr
     header, *rows = r.stdout.splitlines()
-    assert header.split() == ["#Cluster", "Name", "#Broker", "Name", "#BID", "#Addr", "#Version", "#InTPS(LOAD)",
-                              "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE"]
+    assert header.split() == [
+        "#Cluster",
+        "Name",
+        "#Broker",
+        "Name",
+        "#BID",
+        "#Addr",
+        "#Version",
+        "#InTPS(LOAD)",
+        "#OutTPS(LOAD)",
+        "#PCWait(ms)",
+        "#Hour",
+        "#SPACE",
+    ]
     cells = next(row.split() for row in rows if daemon.broker_addr in row)
     assert cells[:5] == ["DefaultCluster", "broker-a", "0", daemon.broker_addr, "V4_9_8"]
     assert cells[5].endswith("(0,0ms)") and float(cells[5].split("(")[0]) >= 0
@@ -128,8 +150,9 @@ def test_get_and_update_broker_config(daemon):
     assert r.returncode == 0 and f"update broker config success, {addr}" in r.stdout, r.stderr
     assert value("maxMessageSize") == "2000000"
     assert value("maxMessageSize", "-c", "DefaultCluster") == "2000000"
-    assert f"============Master: {addr}============" in admin("getBrokerConfig", "-n", ns, "-c",
-                                                              "DefaultCluster").stdout
+    assert (
+        f"============Master: {addr}============" in admin("getBrokerConfig", "-n", ns, "-c", "DefaultCluster").stdout
+    )
     r = admin("updateBrokerConfig", "-n", ns, "-c", "DefaultCluster", "-k", "maxMessageSize", "-v", "3000000")
     assert r.returncode == 0 and value("maxMessageSize") == "3000000"
     r = admin("updateBrokerConfig", "-n", ns, "-b", addr, "-k", "maxMessageSize", "-v", "lots")
@@ -144,12 +167,14 @@ def test_get_and_update_broker_config(daemon):
 async def test_update_is_persisted_to_the_conf_file_and_survives_a_restart(tmp_path):
     ns_port, broker_port = free_port(), free_broker_port()
     conf = tmp_path / "broker.conf"
-    conf.write_text("# operator's notes stay\n"
-                    f"namesrvAddr=127.0.0.1:{ns_port}\n"
-                    f"storePathRootDir={tmp_path / 'store'}\n"
-                    f"listenPort={broker_port}\n"
-                    "maxMessageSize=4194304\n"
-                    "mappedFileSizeCommitLog=67108864\n")
+    conf.write_text(
+        "# operator's notes stay\n"
+        f"namesrvAddr=127.0.0.1:{ns_port}\n"
+        f"storePathRootDir={tmp_path / 'store'}\n"
+        f"listenPort={broker_port}\n"
+        "maxMessageSize=4194304\n"
+        "mappedFileSizeCommitLog=67108864\n"
+    )
     ns_addr, addr = f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"
 
     def start_broker(log_name: str) -> subprocess.Popen:
@@ -176,8 +201,9 @@ async def test_update_is_persisted_to_the_conf_file_and_survives_a_restart(tmp_p
         broker = start_broker("b2.log")  # the restarted broker reads the persisted values
         r = admin("getBrokerConfig", "-n", ns_addr, "-b", addr)
         assert r.returncode == 0, r.stderr
-        config = {line.split("=  ")[0].strip(): line.split("=  ", 1)[1] for line in r.stdout.splitlines()
-                  if "=  " in line}
+        config = {
+            line.split("=  ")[0].strip(): line.split("=  ", 1)[1] for line in r.stdout.splitlines() if "=  " in line
+        }
         assert config["maxMessageSize"] == "123456" and config["fileReservedTime"] == "12"
     finally:
         for p in (broker, ns):

@@ -1,6 +1,7 @@
 """The mqadmin commands rmq admin gained last (cleanUnusedTopic, exportConfigs, exportMetadata,
 exportMetrics, producer, sendMsgStatus, startMonitoring, updateOrderConf) as real CLI processes
 against real daemons, and ``rmq admin --help`` listing all 56 of mqadmin 4.9.8's commands."""
+
 import asyncio
 import json
 import signal
@@ -19,16 +20,62 @@ FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 #: Apache RocketMQ 4.9.8's MQAdminStartup.initCommand list, by commandName().
 MQADMIN_4_9_8 = {
-    "allocateMQ", "brokerConsumeStats", "brokerStatus", "checkMsgSendRT", "cleanExpiredCQ", "cleanUnusedTopic",
-    "cloneGroupOffset", "clusterAclConfigVersion", "clusterList", "clusterRT", "consumeMessage", "consumerConnection",
-    "consumerProgress", "consumerStatus", "deleteAclConfig", "deleteExpiredCommitLog", "deleteKvConfig",
-    "deleteSubGroup", "deleteTopic", "exportConfigs", "exportMetadata", "exportMetrics", "getBrokerConfig",
-    "getConsumerConfig", "getNamesrvConfig", "printMsg", "printMsgByQueue", "producer", "producerConnection",
-    "queryCq", "queryMsgById", "queryMsgByKey", "queryMsgByOffset", "queryMsgByUniqueKey", "queryMsgTraceById",
-    "resetOffsetByTime", "sendMessage", "sendMsgStatus", "skipAccumulatedMessage", "startMonitoring", "statsAll",
-    "topicClusterList", "topicList", "topicRoute", "topicStatus", "updateAclConfig", "updateBrokerConfig",
-    "updateGlobalWhiteAddr", "updateKvConfig", "updateNamesrvConfig", "updateOrderConf", "updateSubGroup",
-    "updateTopic", "updateTopicPerm", "wipeWritePerm", "addWritePerm",
+    "allocateMQ",
+    "brokerConsumeStats",
+    "brokerStatus",
+    "checkMsgSendRT",
+    "cleanExpiredCQ",
+    "cleanUnusedTopic",
+    "cloneGroupOffset",
+    "clusterAclConfigVersion",
+    "clusterList",
+    "clusterRT",
+    "consumeMessage",
+    "consumerConnection",
+    "consumerProgress",
+    "consumerStatus",
+    "deleteAclConfig",
+    "deleteExpiredCommitLog",
+    "deleteKvConfig",
+    "deleteSubGroup",
+    "deleteTopic",
+    "exportConfigs",
+    "exportMetadata",
+    "exportMetrics",
+    "getBrokerConfig",
+    "getConsumerConfig",
+    "getNamesrvConfig",
+    "printMsg",
+    "printMsgByQueue",
+    "producer",
+    "producerConnection",
+    "queryCq",
+    "queryMsgById",
+    "queryMsgByKey",
+    "queryMsgByOffset",
+    "queryMsgByUniqueKey",
+    "queryMsgTraceById",
+    "resetOffsetByTime",
+    "sendMessage",
+    "sendMsgStatus",
+    "skipAccumulatedMessage",
+    "startMonitoring",
+    "statsAll",
+    "topicClusterList",
+    "topicList",
+    "topicRoute",
+    "topicStatus",
+    "updateAclConfig",
+    "updateBrokerConfig",
+    "updateGlobalWhiteAddr",
+    "updateKvConfig",
+    "updateNamesrvConfig",
+    "updateOrderConf",
+    "updateSubGroup",
+    "updateTopic",
+    "updateTopicPerm",
+    "wipeWritePerm",
+    "addWritePerm",
 }
 
 
@@ -40,8 +87,11 @@ async def aadmin(*args: str) -> subprocess.CompletedProcess:
 def test_help_lists_every_mqadmin_command():
     r = subprocess.run([*RMQ, "admin", "--help"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    listed = {line.split()[0] for line in r.stdout.split("commands:")[1].splitlines()[1:]
-              if line.startswith("    ") and not line.startswith("     ")}
+    listed = {
+        line.split()[0]
+        for line in r.stdout.split("commands:")[1].splitlines()[1:]
+        if line.startswith("    ") and not line.startswith("     ")
+    }
     assert len(MQADMIN_4_9_8) == 56
     assert listed >= MQADMIN_4_9_8, MQADMIN_4_9_8 - listed
 
@@ -68,7 +118,7 @@ async def test_export_metadata_configs_and_metrics(cluster, tmp_path):
     r = await aadmin("exportMetadata", "-n", ns, "-c", cluster_name, "-f", str(out))
     assert r.returncode == 0 and r.stdout == f"export {out / 'metadata.json'} success\n", r.stderr
     text = (out / "metadata.json").read_text()
-    assert text.startswith('{\n\t"') and '":' in text and '": ' not in text         # fastjson's pretty form
+    assert text.startswith('{\n\t"') and '":' in text and '": ' not in text  # fastjson's pretty form
     meta = json.loads(text)
     topics, groups = meta["topicConfigTable"], meta["subscriptionGroupTable"]
     assert topics["ToolT"]["readQueueNums"] == 4 and topics["ToolT"]["writeQueueNums"] == 4
@@ -81,8 +131,9 @@ async def test_export_metadata_configs_and_metrics(cluster, tmp_path):
 
     # -t / -g write only that table; -s keeps the %RETRY% topics; -b with -t keeps dataVersion
     async with Admin(ns) as a:
-        await a.create_and_update_topic_config(broker.broker_addr, "%RETRY%ToolCG", read_queue_nums=1,
-                                               write_queue_nums=1)
+        await a.create_and_update_topic_config(
+            broker.broker_addr, "%RETRY%ToolCG", read_queue_nums=1, write_queue_nums=1
+        )
     r = await aadmin("exportMetadata", "-n", ns, "-c", cluster_name, "-t", "-s", "-f", str(out))
     assert r.returncode == 0, r.stderr
     only_topics = json.loads((out / "topic.json").read_text())
@@ -90,8 +141,10 @@ async def test_export_metadata_configs_and_metrics(cluster, tmp_path):
     r = await aadmin("exportMetadata", "-n", ns, "-b", broker.broker_addr, "-g", "-f", str(out))
     assert r.returncode == 0, r.stderr
     only_groups = json.loads((out / "subscriptionGroup.json").read_text())
-    assert set(only_groups) == {"dataVersion", "subscriptionGroupTable"} and "ToolCG" in only_groups[
-        "subscriptionGroupTable"]
+    assert (
+        set(only_groups) == {"dataVersion", "subscriptionGroupTable"}
+        and "ToolCG" in only_groups["subscriptionGroupTable"]
+    )
     r = await aadmin("exportMetadata", "-n", ns, "-f", str(out))
     assert r.returncode == 2 and "-c" in r.stderr and "-b" in r.stderr
 
@@ -113,8 +166,12 @@ async def test_export_metadata_configs_and_metrics(cluster, tmp_path):
     assert report["runtimeVersion"]["rocketmqVersion"] == "V4_9_8"
     assert set(report["runtimeQuota"]["tps"]) == {"normalInTps", "normalOutTps", "transInTps", "scheduleInTps"}
     assert metrics["totalData"]["totalOneDayNum"]["transOneDayInNum"] == 0
-    assert set(metrics["totalData"]["totalTps"]) == {"totalNormalInTps", "totalNormalOutTps", "totalTransInTps",
-                                                     "totalScheduleInTps"}
+    assert set(metrics["totalData"]["totalTps"]) == {
+        "totalNormalInTps",
+        "totalNormalOutTps",
+        "totalTransInTps",
+        "totalScheduleInTps",
+    }
 
 
 async def test_producer_lists_the_online_producers(cluster):
@@ -161,7 +218,7 @@ async def test_send_msg_status_sends_to_the_broker_topic(cluster):
     for line in lines:
         assert line.startswith("rt=") and "ms, SendResult=SendResult [sendStatus=SEND_OK, msgId=" in line
         assert f"messageQueue=MessageQueue [topic={name}, brokerName={name}, queueId=0]" in line
-    async with Admin(ns) as a:                  # Java's warm-up message, then 3 of 2 x "hello jodie"
+    async with Admin(ns) as a:  # Java's warm-up message, then 3 of 2 x "hello jodie"
         msgs = (await a.pull(rmq.MessageQueue(name, name, 0), 0, 32)).messages
     assert [m.body for m in msgs] == [b"hello jodie" * 2] * 4
 
@@ -170,9 +227,9 @@ async def test_clean_unused_topic_drops_queues_without_a_topic_config(cluster):
     ns, broker, _ = cluster
     store = broker.message_store
     async with rmq.Producer(ns, "OrphanPG") as p:
-        await p.send(rmq.Message("OrphanT", b"x"))            # auto-created from TBW102
+        await p.send(rmq.Message("OrphanT", b"x"))  # auto-created from TBW102
     assert "OrphanT" in store.consume_queue_table
-    broker.topic_config_manager.delete_topic_config("OrphanT")   # a config lost, its queues left behind
+    broker.topic_config_manager.delete_topic_config("OrphanT")  # a config lost, its queues left behind
     r = await aadmin("cleanUnusedTopic", "-n", ns, "-b", broker.broker_addr)
     assert r.returncode == 0 and r.stdout == "success\n", r.stderr
     assert "OrphanT" not in store.consume_queue_table and "ToolT" in store.consume_queue_table
@@ -195,10 +252,11 @@ async def test_start_monitoring_reports_undone_messages(cluster):
         got.append(msg)
         if len(got) >= 2:
             consumed.set()
-            await release.wait()                    # hold the rest: the offsets stay where they are
+            await release.wait()  # hold the rest: the offsets stay where they are
 
-    c = rmq.PushConsumer(ns, "ToolCG", handler=handler, consume_from_where=FIRST, consume_concurrency=1,
-                         pull_batch_size=1)
+    c = rmq.PushConsumer(
+        ns, "ToolCG", handler=handler, consume_from_where=FIRST, consume_concurrency=1, pull_batch_size=1
+    )
     c.subscribe("ToolT")
     async with c:
         try:
@@ -210,11 +268,12 @@ async def test_start_monitoring_reports_undone_messages(cluster):
 
 async def _monitor(ns: str) -> None:
     """While ToolCG's consumer holds its second message: one round, then SIGINT."""
+
     async def committed() -> bool:
         async with Admin(ns) as a:
             try:
                 stats = await a.examine_consume_stats("ToolCG")
-            except AdminError:                      # no offset committed yet
+            except AdminError:  # no offset committed yet
                 return False
         return sum(ow.consumer_offset for ow in stats.offset_table.values()) >= 1
 
@@ -234,8 +293,17 @@ async def _monitor(ns: str) -> None:
     assert 0 < int(fields["undoneMsgsSingleMQ"]) <= expected
     assert int(fields["undoneMsgsDelayTimeMills"]) >= 0
 
-    proc = await asyncio.create_subprocess_exec(*RMQ, "admin", "startMonitoring", "-n", ns, "--interval", "3600",
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    proc = await asyncio.create_subprocess_exec(
+        *RMQ,
+        "admin",
+        "startMonitoring",
+        "-n",
+        ns,
+        "--interval",
+        "3600",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     assert proc.stdout is not None
     while not (await asyncio.wait_for(proc.stdout.readline(), 120)).endswith(b"endRound\n"):
         pass

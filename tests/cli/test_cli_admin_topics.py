@@ -1,6 +1,7 @@
 """``rmq admin`` topic, cluster and message-tool commands as real CLI processes
 (``python -m rmq admin ...``) against a real daemon (``python -m rmq standalone``), with real
 SDK producers and consumers; the printed columns and values checked."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,23 +26,57 @@ from rmq.types import MessageQueue
 
 pytestmark = pytest.mark.slow
 
-TOPIC_COMMANDS = ["updateTopic", "deleteTopic", "updateSubGroup", "topicList", "topicRoute", "clusterList",
-                  "updateTopicPerm", "topicStatus", "topicClusterList", "allocateMQ", "sendMessage",
-                  "consumeMessage", "printMsg", "printMsgByQueue", "checkMsgSendRT", "clusterRT"]
+TOPIC_COMMANDS = [
+    "updateTopic",
+    "deleteTopic",
+    "updateSubGroup",
+    "topicList",
+    "topicRoute",
+    "clusterList",
+    "updateTopicPerm",
+    "topicStatus",
+    "topicClusterList",
+    "allocateMQ",
+    "sendMessage",
+    "consumeMessage",
+    "printMsg",
+    "printMsgByQueue",
+    "checkMsgSendRT",
+    "clusterRT",
+]
 
 
 def make_topic(daemon: StandaloneProcess, topic: str, queues: int = 4) -> None:
-    r = admin("updateTopic", "-n", daemon.namesrv_addr, "-t", topic, "-b", daemon.broker_addr,
-              "-r", str(queues), "-w", str(queues))
+    r = admin(
+        "updateTopic",
+        "-n",
+        daemon.namesrv_addr,
+        "-t",
+        topic,
+        "-b",
+        daemon.broker_addr,
+        "-r",
+        str(queues),
+        "-w",
+        str(queues),
+    )
     assert r.returncode == 0, r.stderr
 
 
 def produce(daemon: StandaloneProcess, topic: str, sends: list[tuple[int, str | None, str]]) -> list[str]:
     """(queue id, tag, body) with a real SDK producer; the message ids."""
+
     async def go() -> list[str]:
         async with rmq.Producer(daemon.namesrv_addr, "GID_cli_topics_p") as p:
-            return [(await p.send(rmq.Message(topic, body.encode(), tags=tag),
-                                  queue=MessageQueue(topic, "broker-a", qid))).msg_id for qid, tag, body in sends]
+            return [
+                (
+                    await p.send(
+                        rmq.Message(topic, body.encode(), tags=tag), queue=MessageQueue(topic, "broker-a", qid)
+                    )
+                ).msg_id
+                for qid, tag, body in sends
+            ]
+
     return asyncio.run(go())
 
 
@@ -51,9 +86,15 @@ def rows(stdout: str) -> list[list[str]]:
 
 # ------------------------------------------------------------------------ the CLI itself
 
+
 def test_admin_help_lists_every_command_with_its_help_line():
-    r = subprocess.run([sys.executable, "-m", "rmq", "admin", "--help"], capture_output=True, text=True,
-                       timeout=60, env={**os.environ, "COLUMNS": "200"})
+    r = subprocess.run(
+        [sys.executable, "-m", "rmq", "admin", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert r.returncode == 0
     text = " ".join(r.stdout.split())  # argparse may wrap a help line
     for c in COMMANDS.values():
@@ -102,6 +143,7 @@ def test_namesrv_addr_from_the_environment(daemon):
 
 # ------------------------------------------------------------------------ topics
 
+
 def test_topic_status_prints_each_queue_offsets(daemon):
     make_topic(daemon, "CliStatus", 3)
     produce(daemon, "CliStatus", [(1, "A", "x")] * 4 + [(2, None, "y")])
@@ -129,8 +171,23 @@ def test_topic_route_list_and_topic_cluster_list(daemon):
 
 
 def test_update_topic_unit_flags_set_the_sys_flag(daemon):
-    r = admin("updateTopic", "-n", daemon.namesrv_addr, "-t", "CliUnit", "-c", "DefaultCluster", "-u", "true",
-              "-s", "true", "-r", "2", "-w", "2")
+    r = admin(
+        "updateTopic",
+        "-n",
+        daemon.namesrv_addr,
+        "-t",
+        "CliUnit",
+        "-c",
+        "DefaultCluster",
+        "-u",
+        "true",
+        "-s",
+        "true",
+        "-r",
+        "2",
+        "-w",
+        "2",
+    )
     assert r.returncode == 0, r.stderr
     route = json.loads(admin("topicRoute", "-n", daemon.namesrv_addr, "-t", "CliUnit").stdout)
     assert route["queueDatas"][0]["topicSysFlag"] == 3
@@ -158,7 +215,10 @@ def test_allocate_mq_prints_the_averagely_allocation(daemon):
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)["result"]
     assert {ip: [q["queueId"] for q in mqs] for ip, mqs in result.items()} == {
-        "10.0.0.1": [0, 1], "10.0.0.2": [2], "10.0.0.3": [3]}
+        "10.0.0.1": [0, 1],
+        "10.0.0.2": [2],
+        "10.0.0.3": [3],
+    }
     assert result["10.0.0.2"][0] == {"topic": "CliAlloc", "brokerName": "broker-a", "queueId": 2}
     assert '{"brokerName":"broker-a","queueId":2,"topic":"CliAlloc"}' in r.stdout  # fastjson's field order
     r = admin("allocateMQ", "-n", daemon.namesrv_addr, "-t", "CliAlloc", "-i", "a,a")
@@ -172,9 +232,11 @@ async def test_topic_list_with_clusters_and_consumer_groups(daemon):
     consumer.subscribe("CliTL")
     await consumer.start()
     try:
+
         async def routed() -> bool:
             code, out, _ = await admin_async("topicList", "-n", ns)
             return code == 0 and "%RETRY%GID_cli_tl" in out.split()
+
         await wait_until(routed, timeout=30, what="the group's retry topic registered")
         code, out, err = await admin_async("topicList", "-n", ns, "-c")
     finally:
@@ -194,11 +256,27 @@ async def test_topic_list_with_clusters_and_consumer_groups(daemon):
 
 # ------------------------------------------------------------------------ message tools
 
+
 async def test_send_message_arrives_at_an_sdk_consumer(daemon):
     ns = daemon.namesrv_addr
     make_topic(daemon, "CliSend", 4)
-    code, out, err = await admin_async("sendMessage", "-n", ns, "-t", "CliSend", "-p", "héllo admin", "-k", "K1",
-                                       "-c", "TagS", "-b", "broker-a", "-i", "3")
+    code, out, err = await admin_async(
+        "sendMessage",
+        "-n",
+        ns,
+        "-t",
+        "CliSend",
+        "-p",
+        "héllo admin",
+        "-k",
+        "K1",
+        "-c",
+        "TagS",
+        "-b",
+        "broker-a",
+        "-i",
+        "3",
+    )
     assert code == 0, err
     header, row = out.splitlines()
     assert header.split("  ")[0].strip() == "#Broker Name" and header.endswith("#MsgId")
@@ -209,9 +287,11 @@ async def test_send_message_arrives_at_an_sdk_consumer(daemon):
     consumer.assign([MessageQueue("CliSend", "broker-a", 3)])
     await consumer.start()
     try:
+
         async def polled() -> bool:
             got.extend(await consumer.poll(timeout=1))
             return bool(got)
+
         await wait_until(polled, timeout=30, what="the sent message")
     finally:
         await consumer.close()
@@ -250,8 +330,10 @@ def test_print_msg_filters_by_tag_and_time_and_hides_bodies(daemon):
     assert r.returncode == 0, r.stderr
     bodies = sorted(line.rsplit("BODY: ", 1)[1] for line in r.stdout.splitlines() if line.startswith("MSGID"))
     assert bodies == ["p0", "p3", "p6"]
-    assert ("minOffset=0, maxOffset=5, MessageQueue [topic=CliPrint, brokerName=broker-a, queueId=0]"
-            in r.stdout.splitlines())
+    assert (
+        "minOffset=0, maxOffset=5, MessageQueue [topic=CliPrint, brokerName=broker-a, queueId=0]"
+        in r.stdout.splitlines()
+    )
     assert r.stdout.count("-" * 56) == 2
     r = admin("printMsg", "-n", ns, "-t", "CliPrint", "-d", "false", "-b", str(int(time.time() * 1000) - 600_000))
     lines = [line for line in r.stdout.splitlines() if line.startswith("MSGID")]
@@ -273,8 +355,25 @@ def test_print_msg_by_queue_counts_by_tag(daemon):
     r = admin("printMsgByQueue", "-n", ns, "-t", "CliByQ", "-a", "broker-a", "-i", "1", "-p", "true", "-d", "true")
     assert [line.rsplit("BODY: ", 1)[1] for line in r.stdout.splitlines()] == ["a", "a", "a", "b"]
     produce(daemon, "CliByQ", [(0, "TagC", "c")] * 40 + [(0, "TagD", "d")])  # a whole batch without TagD first
-    r = admin("printMsgByQueue", "-n", ns, "-t", "CliByQ", "-a", "broker-a", "-i", "0", "-s", "TagD", "-p", "true",
-              "-d", "true", "-f", "true")
+    r = admin(
+        "printMsgByQueue",
+        "-n",
+        ns,
+        "-t",
+        "CliByQ",
+        "-a",
+        "broker-a",
+        "-i",
+        "0",
+        "-s",
+        "TagD",
+        "-p",
+        "true",
+        "-d",
+        "true",
+        "-f",
+        "true",
+    )
     assert r.returncode == 0, r.stderr
     assert [line.rsplit("BODY: ", 1)[1] for line in r.stdout.splitlines() if line.startswith("MSGID")] == ["d"]
     assert rows(r.stdout)[-1] == ["Tag:", "TagD", "Count:", "1"]
@@ -296,11 +395,28 @@ def test_check_msg_send_rt_prints_each_send(daemon):
 
 async def test_cluster_rt_prints_a_line_per_broker_each_round_until_stopped(daemon):
     tlog = ["room1", "DefaultCluster", "broker-a"]
-    for extra, check in (([], lambda line: line.split()[:2] == ["DefaultCluster", "broker-a"]),
-                         (["-p", "true", "-m", "room1"], lambda line: line.split("|")[1:4] == tlog)):
+    for extra, check in (
+        ([], lambda line: line.split()[:2] == ["DefaultCluster", "broker-a"]),
+        (["-p", "true", "-m", "room1"], lambda line: line.split("|")[1:4] == tlog),
+    ):
         p = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "rmq", "admin", "clusterRT", "-n", daemon.namesrv_addr, "-a", "3", "-s", "8",
-            "-i", "3600", *extra, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "rmq",
+            "admin",
+            "clusterRT",
+            "-n",
+            daemon.namesrv_addr,
+            "-a",
+            "3",
+            "-s",
+            "8",
+            "-i",
+            "3600",
+            *extra,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         try:
             assert p.stdout is not None
             first = (await asyncio.wait_for(p.stdout.readline(), 60)).decode()
@@ -318,21 +434,44 @@ async def test_cluster_rt_prints_a_line_per_broker_each_round_until_stopped(daem
 
 
 def test_update_sub_group_sends_the_new_flags(daemon):
-    r = admin("updateSubGroup", "-n", daemon.namesrv_addr, "-g", "GID_cli_sub", "-m", "false", "-q", "3", "-i", "1",
-              "-w", "0", "-a", "false", "-r", "5")
+    r = admin(
+        "updateSubGroup",
+        "-n",
+        daemon.namesrv_addr,
+        "-g",
+        "GID_cli_sub",
+        "-m",
+        "false",
+        "-q",
+        "3",
+        "-i",
+        "1",
+        "-w",
+        "0",
+        "-a",
+        "false",
+        "-r",
+        "5",
+    )
     assert r.returncode == 0 and f"create subscription group to {daemon.broker_addr} success." in r.stdout, r.stderr
 
     async def fetch() -> dict[str, object]:
         client = RemotingClient([daemon.namesrv_addr])
         try:
-            resp = await client.invoke(daemon.broker_addr,
-                                       RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {}),
-                                       timeout=5)
+            resp = await client.invoke(
+                daemon.broker_addr, RemotingCommand.request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, {}), timeout=5
+            )
         finally:
             await client.close()
         table: dict[str, dict[str, object]] = json.loads(resp.body_bytes())["subscriptionGroupTable"]
         return table["GID_cli_sub"]
 
     cfg = asyncio.run(fetch())
-    assert (cfg["consumeFromMinEnable"], cfg["retryQueueNums"], cfg["brokerId"], cfg["whichBrokerWhenConsumeSlowly"],
-            cfg["notifyConsumerIdsChangedEnable"], cfg["retryMaxTimes"]) == (False, 3, 1, 0, False, 5)
+    assert (
+        cfg["consumeFromMinEnable"],
+        cfg["retryQueueNums"],
+        cfg["brokerId"],
+        cfg["whichBrokerWhenConsumeSlowly"],
+        cfg["notifyConsumerIdsChangedEnable"],
+        cfg["retryMaxTimes"],
+    ) == (False, 3, 1, 0, False, 5)

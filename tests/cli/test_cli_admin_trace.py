@@ -1,6 +1,7 @@
 """``rmq admin queryMsgTraceById`` as a real CLI process against a daemon with
 ``traceTopicEnable=true``: a message produced and consumed by SDK clients with ``trace=True``
 shows mqadmin's Pub and Sub tables."""
+
 import asyncio
 
 import pytest
@@ -19,6 +20,7 @@ HEADER = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}"
 @pytest.fixture(scope="module")
 def traced(daemon):
     """One message sent and consumed with trace=True; its SendResult once the traces are indexed."""
+
     async def run() -> rmq.SendResult:
         async with Admin(daemon.namesrv_addr) as a:
             for addr in await a.master_addrs():
@@ -26,8 +28,13 @@ def traced(daemon):
         async with rmq.Producer(daemon.namesrv_addr, "TracePG", trace=True) as p:
             result = await p.send(rmq.Message("TraceT", b"traced", tags="TagT"))
         got: list[rmq.MessageExt] = []
-        c = rmq.PushConsumer(daemon.namesrv_addr, "TraceCG", handler=got.append, trace=True,
-                             consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+        c = rmq.PushConsumer(
+            daemon.namesrv_addr,
+            "TraceCG",
+            handler=got.append,
+            trace=True,
+            consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        )
         c.subscribe("TraceT")
         async with c:
             await wait_until(lambda: got, 30, what="the message consumed")
@@ -50,8 +57,9 @@ def test_query_msg_trace_by_id(daemon, traced):
     assert lines[0] == HEADER.format("#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status")
     pub = lines[1].split()
     assert pub[0] == "Pub" and pub[1] == "TracePG" and pub[-1] == "success" and pub[-2].endswith("ms")
-    sub_header = lines.index(HEADER.format("#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes",
-                                           "#Status"))
+    sub_header = lines.index(
+        HEADER.format("#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status")
+    )
     sub = lines[sub_header + 1].split()
     assert sub[0] == "Sub" and sub[1] == "TraceCG" and sub[-1] == "success"
 

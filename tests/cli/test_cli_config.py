@@ -1,5 +1,6 @@
 """Configuration checked at start: every numeric property against the range its field declares,
 unknown keys an error with a suggestion, Java .properties escapes decoded."""
+
 import dataclasses
 import subprocess
 import sys
@@ -18,17 +19,20 @@ def run(args, timeout=60):
     return subprocess.run(RMQ + args, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("prop,value,allowed", [
-    ("defaultTopicQueueNums", "-3", "1..1024"),
-    ("maxMessageSize", "-1", "1..1073741824"),
-    ("brokerPermission", "9", "one of 2, 4, 6"),
-    ("fileReservedTime", "-5", "0..87600 hours"),
-    ("deleteWhen", "25", "0..23"),
-    ("listenPort", "70000", "0..65535"),
-    ("mappedFileSizeConsumeQueue", "30", "multiple of 20"),
-    ("diskMaxUsedSpaceRatio", "101", "0..100"),
-    ("flushDiskType", "SOMETIMES", "ASYNC_FLUSH, SYNC_FLUSH"),
-])
+@pytest.mark.parametrize(
+    "prop,value,allowed",
+    [
+        ("defaultTopicQueueNums", "-3", "1..1024"),
+        ("maxMessageSize", "-1", "1..1073741824"),
+        ("brokerPermission", "9", "one of 2, 4, 6"),
+        ("fileReservedTime", "-5", "0..87600 hours"),
+        ("deleteWhen", "25", "0..23"),
+        ("listenPort", "70000", "0..65535"),
+        ("mappedFileSizeConsumeQueue", "30", "multiple of 20"),
+        ("diskMaxUsedSpaceRatio", "101", "0..100"),
+        ("flushDiskType", "SOMETIMES", "ASYNC_FLUSH, SYNC_FLUSH"),
+    ],
+)
 def test_out_of_range_property_stops_start_with_status_2(tmp_path, prop, value, allowed):
     r = run(["standalone", "--namesrv-port=0", "--broker-port=0", f"--store-dir={tmp_path / 's'}", f"--{prop}={value}"])
     assert r.returncode == 2, r.stderr[-2000:]
@@ -93,8 +97,15 @@ def test_every_numeric_field_is_range_checked():
                 assert allowed_of(f, hints[f.name]) is not None, f.name
         check_config(cfg)  # the defaults are within their own ranges
     declared = {f.name for cfg in (BrokerConfig, StoreConfig) for f in dataclasses.fields(cfg) if f.metadata}
-    assert {"default_topic_queue_nums", "broker_permission", "max_message_size", "file_reserved_time",
-            "delete_when", "listen_port", "mapped_file_size_commitlog"} <= declared
+    assert {
+        "default_topic_queue_nums",
+        "broker_permission",
+        "max_message_size",
+        "file_reserved_time",
+        "delete_when",
+        "listen_port",
+        "mapped_file_size_commitlog",
+    } <= declared
 
 
 def test_field_without_a_declared_range_still_works():
@@ -142,8 +153,11 @@ def test_properties_text_codec_is_javas():
         parse_properties(b"a=\xff\xfe")
 
     keys = st.from_regex(r"[A-Za-z][A-Za-z0-9_.]{0,15}", fullmatch=True)
-    values = st.text(st.characters(blacklist_characters="\\\r\n\f", blacklist_categories=("Cs", "Zs", "Cc")),
-                     max_size=20) | st.booleans() | st.integers()
+    values = (
+        st.text(st.characters(blacklist_characters="\\\r\n\f", blacklist_categories=("Cs", "Zs", "Cc")), max_size=20)
+        | st.booleans()
+        | st.integers()
+    )
 
     @given(st.dictionaries(keys, values, max_size=8))
     @settings(max_examples=150, deadline=None)
@@ -176,17 +190,26 @@ async def test_runtime_configuration_checks_whole_applies_and_persists(tmp_path)
 
     cfg = NamesrvConfig()
     c = Conf(cfg)
-    for props, match in (({"configStorePath": "x"}, "black list"), ({"listenPort": "5"}, "cannot be changed"),
-                         ({"maxTopics": "9", "maxBrokerz": "1"}, "did you mean maxBrokers"),
-                         ({"maxTopics": "9", "maxBrokers": "0"}, "maxBrokers")):
+    for props, match in (
+        ({"configStorePath": "x"}, "black list"),
+        ({"listenPort": "5"}, "cannot be changed"),
+        ({"maxTopics": "9", "maxBrokerz": "1"}, "did you mean maxBrokers"),
+        ({"maxTopics": "9", "maxBrokers": "0"}, "maxBrokers"),
+    ):
         with pytest.raises(ConfigUpdateRefused, match=match) as e:
             await c.update(props)
         assert e.value.black_list == (match == "black list")
     assert cfg.max_topics == NamesrvConfig().max_topics and seen == [] and conf.read_text().startswith("# mine\nmax_")
     assert await c.update({"max_topics": "9", "maxBrokers": "7", "kvConfigPath": " a\\b"}) == {
-        "maxTopics": "9", "maxBrokers": "7", "kvConfigPath": "a\\b"}
-    assert (cfg.max_topics, cfg.max_brokers, seen) == (9, 7, [{"maxTopics": "9", "maxBrokers": "7",
-                                                                "kvConfigPath": "a\\b"}])
+        "maxTopics": "9",
+        "maxBrokers": "7",
+        "kvConfigPath": "a\\b",
+    }
+    assert (cfg.max_topics, cfg.max_brokers, seen) == (
+        9,
+        7,
+        [{"maxTopics": "9", "maxBrokers": "7", "kvConfigPath": "a\\b"}],
+    )
     assert conf.read_text() == "# mine\nmaxTopics=9\nlistenPort=1\nmaxBrokers=7\nkvConfigPath=a\\\\b\n"
     assert load_properties(str(conf))["kvConfigPath"] == "a\\b"
     assert "maxTopics=9\n" in c.get_all_configs_format_string()

@@ -1,4 +1,5 @@
 """The daemons as real subprocesses: `rmq standalone`, `rmq namesrv`, `rmq broker -c`."""
+
 import json
 import os
 import signal
@@ -25,8 +26,11 @@ async def test_standalone_listens_serves_and_stops_cleanly(tmp_path):
     try:
         log = proc.log_text()
         assert f"name server on {proc.namesrv_addr}" in log and f"on {proc.broker_addr}" in log
-        resp = await invoke_once(proc.namesrv_addr, RequestCode.PUT_KV_CONFIG,
-                                 {"namespace": "ORDER_TOPIC_CONFIG", "key": "TBW102", "value": "broker-a:2"})
+        resp = await invoke_once(
+            proc.namesrv_addr,
+            RequestCode.PUT_KV_CONFIG,
+            {"namespace": "ORDER_TOPIC_CONFIG", "key": "TBW102", "value": "broker-a:2"},
+        )
         assert resp.code == ResponseCode.SUCCESS
         resp = await invoke_once(proc.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"})
         assert resp.code == ResponseCode.SUCCESS
@@ -44,23 +48,48 @@ async def test_standalone_listens_serves_and_stops_cleanly(tmp_path):
 async def test_restart_on_same_store_keeps_data(tmp_path):
     store = tmp_path / "store"
     with StandaloneProcess(store) as proc:
-        ext = {"producerGroup": "P", "topic": "Restart", "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
-               "queueId": 0, "sysFlag": 0, "bornTimestamp": "0", "flag": 0, "properties": "TAGS\x01a\x02"}
+        ext = {
+            "producerGroup": "P",
+            "topic": "Restart",
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": 4,
+            "queueId": 0,
+            "sysFlag": 0,
+            "bornTimestamp": "0",
+            "flag": 0,
+            "properties": "TAGS\x01a\x02",
+        }
         resp = await invoke_once(proc.broker_addr, RequestCode.SEND_MESSAGE, ext, b"persisted")
         assert resp.code == ResponseCode.SUCCESS
         msg_id = resp.ext_fields["msgId"]
-        await invoke_once(proc.broker_addr, RequestCode.UPDATE_CONSUMER_OFFSET,
-                     {"consumerGroup": "G", "topic": "Restart", "queueId": 0, "commitOffset": "1"})
+        await invoke_once(
+            proc.broker_addr,
+            RequestCode.UPDATE_CONSUMER_OFFSET,
+            {"consumerGroup": "G", "topic": "Restart", "queueId": 0, "commitOffset": "1"},
+        )
         ports = (proc.namesrv_port, proc.broker_port)
     assert proc.returncode == 0
     with StandaloneProcess(store, namesrv_port=ports[0], broker_port=ports[1]) as proc:
         resp = await invoke_once(proc.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Restart"})
         assert resp.code == ResponseCode.SUCCESS
-        resp = await invoke_once(proc.broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
-                            {"consumerGroup": "G", "topic": "Restart", "queueId": 0})
+        resp = await invoke_once(
+            proc.broker_addr,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            {"consumerGroup": "G", "topic": "Restart", "queueId": 0},
+        )
         assert resp.ext_fields["offset"] == "1"
-        pull = {"consumerGroup": "G", "topic": "Restart", "queueId": 0, "queueOffset": "0", "maxMsgNums": 32,
-                "sysFlag": 4, "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
+        pull = {
+            "consumerGroup": "G",
+            "topic": "Restart",
+            "queueId": 0,
+            "queueOffset": "0",
+            "maxMsgNums": 32,
+            "sysFlag": 4,
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subscription": "*",
+            "subVersion": "0",
+        }
         resp = await invoke_once(proc.broker_addr, RequestCode.PULL_MESSAGE, pull)
         assert resp.code == ResponseCode.SUCCESS and b"persisted" in resp.body_bytes()
         assert bytes.fromhex(msg_id)[8:] in resp.body_bytes()  # same physical offset
@@ -71,8 +100,17 @@ def test_port_taken_is_a_clear_error(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         port = s.getsockname()[1]
-        r = run(["standalone", "--namesrv-port", str(port), "--broker-port", str(free_port()),
-                 "--store-dir", str(tmp_path / "s")])
+        r = run(
+            [
+                "standalone",
+                "--namesrv-port",
+                str(port),
+                "--broker-port",
+                str(free_port()),
+                "--store-dir",
+                str(tmp_path / "s"),
+            ]
+        )
     assert r.returncode == 3
     assert f"cannot listen on 127.0.0.1:{port}" in r.stderr and "address already in use" in r.stderr
     assert "Traceback" not in r.stderr
@@ -85,8 +123,19 @@ def test_ha_port_taken_names_ha_listen_port(tmp_path):
         s.bind(("127.0.0.1", 0))
         s.listen()
         ha_port = s.getsockname()[1]
-        r = run(["standalone", "--namesrv-port", str(free_port()), "--broker-port", str(ha_port - 1),
-                 "--store-dir", str(tmp_path / "s"), "--consolePort=0", "--metricsPort=0"])
+        r = run(
+            [
+                "standalone",
+                "--namesrv-port",
+                str(free_port()),
+                "--broker-port",
+                str(ha_port - 1),
+                "--store-dir",
+                str(tmp_path / "s"),
+                "--consolePort=0",
+                "--metricsPort=0",
+            ]
+        )
     assert r.returncode == 3, r.stderr
     assert f"cannot listen on 127.0.0.1:{ha_port} (haListenPort)" in r.stderr and "address already in use" in r.stderr
     assert "Traceback" not in r.stderr
@@ -95,8 +144,17 @@ def test_ha_port_taken_names_ha_listen_port(tmp_path):
 def test_locked_store_is_a_clear_error(tmp_path):
     store = tmp_path / "store"
     with StandaloneProcess(store):
-        r = run(["standalone", "--namesrv-port", str(free_port()), "--broker-port", str(free_port()),
-                 "--store-dir", str(store)])
+        r = run(
+            [
+                "standalone",
+                "--namesrv-port",
+                str(free_port()),
+                "--broker-port",
+                str(free_port()),
+                "--store-dir",
+                str(store),
+            ]
+        )
     assert r.returncode == 4
     assert "cannot open the store" in r.stderr and "locked" in r.stderr
     assert "Traceback" not in r.stderr
@@ -125,13 +183,13 @@ def test_bad_property_value_and_unknown_key(tmp_path):
         assert proc.stop() == 0
 
 
-
 def test_namesrv_acl_and_ranges_stop_start_up_naming_the_property(tmp_path):
     """The name server's aclEnable without a home, a bad accounts file, and the expiry the
     issue-23 attacker set: exit 2 naming the property, no traceback."""
     env = {k: v for k, v in os.environ.items() if k != "ROCKETMQ_HOME"}
-    r = subprocess.run(RMQ + ["namesrv", "--port", "0", "--aclEnable=true"], capture_output=True, text=True,
-                       timeout=30, env=env)
+    r = subprocess.run(
+        RMQ + ["namesrv", "--port", "0", "--aclEnable=true"], capture_output=True, text=True, timeout=30, env=env
+    )
     assert r.returncode == 2 and "rocketmqHome" in r.stderr and "Traceback" not in r.stderr, r.stderr
     (tmp_path / "conf").mkdir()
     (tmp_path / "conf" / "plain_acl.yml").write_text("accounts: [ {accessKey: abc\n")
@@ -160,10 +218,12 @@ async def test_namesrv_and_broker_daemons_with_conf_file(tmp_path):
     with open(tmp_path / "ns.log", "w") as log_ns:  # the child keeps its own copy of the descriptor
         ns = subprocess.Popen(RMQ + ["namesrv", "--port", str(ns_port)], stdout=log_ns, stderr=subprocess.STDOUT)
     with open(tmp_path / "b.log", "w") as log_b:
-        broker = subprocess.Popen(RMQ + ["broker", "-c", str(conf), f"--listenPort={broker_port}"], stdout=log_b,
-                                  stderr=subprocess.STDOUT)
+        broker = subprocess.Popen(
+            RMQ + ["broker", "-c", str(conf), f"--listenPort={broker_port}"], stdout=log_b, stderr=subprocess.STDOUT
+        )
     try:
         assert wait_for_port("127.0.0.1", ns_port) and wait_for_port("127.0.0.1", broker_port)
+
         async def registered():
             resp = await invoke_once(f"127.0.0.1:{ns_port}", RequestCode.GET_BROKER_CLUSTER_INFO)
             info = json.loads(resp.body_bytes())
@@ -183,18 +243,24 @@ async def test_namesrv_and_broker_daemons_with_conf_file(tmp_path):
 
 
 def test_properties_loader_units():
-    props = parse_properties("# c\n! c\nbrokerName = b1\nlistenPort:10\nnamesrvAddr 1.2.3.4:9876;5.6.7.8:9876\n"
-                             "longKey=a\\\n   b\n")
-    assert props == {"brokerName": "b1", "listenPort": "10", "namesrvAddr": "1.2.3.4:9876;5.6.7.8:9876",
-                     "longKey": "ab"}
+    props = parse_properties(
+        "# c\n! c\nbrokerName = b1\nlistenPort:10\nnamesrvAddr 1.2.3.4:9876;5.6.7.8:9876\nlongKey=a\\\n   b\n"
+    )
+    assert props == {
+        "brokerName": "b1",
+        "listenPort": "10",
+        "namesrvAddr": "1.2.3.4:9876;5.6.7.8:9876",
+        "longKey": "ab",
+    }
     from rmq.config import BrokerConfig
     from rmq.store import StoreConfig
 
     bc, sc = BrokerConfig(), StoreConfig()
     with pytest.raises(ConfigError, match="longKey"):
         apply_properties({**props}, bc, sc)
-    warnings = apply_properties({**props, "flushDiskType": "sync_flush", "mappedFileSizeCommitLog": "1048576"}, bc, sc,
-                                lenient=True)
+    warnings = apply_properties(
+        {**props, "flushDiskType": "sync_flush", "mappedFileSizeCommitLog": "1048576"}, bc, sc, lenient=True
+    )
     assert warnings == ["unknown config key 'longKey' (ignored)"]
     assert bc.namesrv_addr_list == ["1.2.3.4:9876", "5.6.7.8:9876"] and bc.listen_port == 10
     assert sc.flush_disk_type == "SYNC_FLUSH" and sc.mapped_file_size_commitlog == 1048576
@@ -217,8 +283,9 @@ async def test_namesrv_conf_file_and_overrides(tmp_path):
     conf = tmp_path / "namesrv.conf"
     conf.write_text(f"# a namesrv.conf\nlistenPort={port}\nmaxKvValueChars=10\nmaxKvKeyChars=100\n")
     with open(tmp_path / "ns.log", "w") as log_ns:
-        ns = subprocess.Popen(RMQ + ["namesrv", "-c", str(conf), "--maxKvKeyChars=5"], stdout=log_ns,
-                              stderr=subprocess.STDOUT)
+        ns = subprocess.Popen(
+            RMQ + ["namesrv", "-c", str(conf), "--maxKvKeyChars=5"], stdout=log_ns, stderr=subprocess.STDOUT
+        )
     try:
         assert wait_for_port("127.0.0.1", port)
         addr = f"127.0.0.1:{port}"
@@ -227,9 +294,9 @@ async def test_namesrv_conf_file_and_overrides(tmp_path):
             return await invoke_once(addr, RequestCode.PUT_KV_CONFIG, {"namespace": "NS", "key": key, "value": value})
 
         assert (await put("k", "0123456789")).code == ResponseCode.SUCCESS
-        r = await put("k", "01234567890")                     # 11 > maxKvValueChars=10 (file)
+        r = await put("k", "01234567890")  # 11 > maxKvValueChars=10 (file)
         assert r.code == ResponseCode.SYSTEM_ERROR and "maxKvValueChars" in r.remark
-        r = await put("kkkkkk", "v")                          # 6 > maxKvKeyChars=5 (override beats the file)
+        r = await put("kkkkkk", "v")  # 6 > maxKvKeyChars=5 (override beats the file)
         assert r.code == ResponseCode.SYSTEM_ERROR and "maxKvKeyChars" in r.remark
     finally:
         ns.send_signal(signal.SIGINT)
@@ -237,13 +304,16 @@ async def test_namesrv_conf_file_and_overrides(tmp_path):
     assert f"rmq namesrv listening on 127.0.0.1:{port}" in (tmp_path / "ns.log").read_text()
 
 
-@pytest.mark.parametrize("args,words", [
-    (["--maxBrokers=0"], ["maxBrokers", "1..1000000"]),
-    (["--listenPort=70000"], ["listenPort", "0..65535"]),
-    (["--maxBrokerz=5"], ["did you mean maxBrokers?"]),
-    (["--idleTimeout=soon"], ["idleTimeout"]),
-    (["stray"], ["stray"]),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--maxBrokers=0"], ["maxBrokers", "1..1000000"]),
+        (["--listenPort=70000"], ["listenPort", "0..65535"]),
+        (["--maxBrokerz=5"], ["did you mean maxBrokers?"]),
+        (["--idleTimeout=soon"], ["idleTimeout"]),
+        (["stray"], ["stray"]),
+    ],
+)
 def test_namesrv_bad_properties_exit_2(args, words):
     r = run(["namesrv", "--port", "0", *args])
     assert r.returncode == 2, (r.returncode, r.stderr[-2000:])

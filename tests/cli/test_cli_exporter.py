@@ -1,5 +1,6 @@
 """``rmq exporter`` (a subprocess) against real brokers: it serves the lag the broker serves
 itself, with the same names and labels, and a broker that is gone does not stop the others."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,12 +25,30 @@ class Exporter:
         self.log = tmp_path / f"exporter-{self.port}.log"
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rmq", "exporter", "-n", namesrv, "--port", str(self.port),
-                 "--interval", "1", "--timeout", "3", *args],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(os.environ))
+                [
+                    sys.executable,
+                    "-m",
+                    "rmq",
+                    "exporter",
+                    "-n",
+                    namesrv,
+                    "--port",
+                    str(self.port),
+                    "--interval",
+                    "1",
+                    "--timeout",
+                    "3",
+                    *args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(os.environ),
+            )
 
     async def samples_with(self, pred) -> dict:
         """The exporter's samples once ``pred(samples)`` holds (it refreshes every second)."""
+
         async def ready():
             if self.proc.poll() is not None:
                 raise AssertionError(f"exporter exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
@@ -39,6 +58,7 @@ class Exporter:
                 return None
             s = parse(body) if status == 200 else {}
             return s if pred(s) else None
+
         return await wait_until(ready, timeout=60, interval=0.2, what="the exporter's metrics")
 
     def stop(self) -> int:
@@ -46,8 +66,11 @@ class Exporter:
 
 
 def _lag_of(s: dict) -> dict[int, float]:
-    return {int(lab["queue_id"]): v for lab, v in s.get("rocketmq_consumer_lag_messages", [])
-            if lab["topic"] == TOPIC and lab["consumer_group"] == GROUP}
+    return {
+        int(lab["queue_id"]): v
+        for lab, v in s.get("rocketmq_consumer_lag_messages", [])
+        if lab["topic"] == TOPIC and lab["consumer_group"] == GROUP
+    }
 
 
 async def test_exporter_serves_the_brokers_lag(tmp_path):
@@ -75,11 +98,13 @@ async def test_exporter_serves_the_brokers_lag(tmp_path):
     # rmq's version as the broker serves it (the exporter reads it from the runtime info)
     assert s["rmq_build_info"] == own["rmq_build_info"] and s["rmq_build_info"][0][0]["version"] == rmq.__version__
     # the runtime gauges carry the broker's own labels
-    assert [lab for lab, _ in s["rocketmq_brokeruntime_putmessage_times_total"]] == \
-        [lab for lab, _ in own["rocketmq_brokeruntime_putmessage_times_total"]]
+    assert [lab for lab, _ in s["rocketmq_brokeruntime_putmessage_times_total"]] == [
+        lab for lab, _ in own["rocketmq_brokeruntime_putmessage_times_total"]
+    ]
     for name, rows in s.items():
-        family = FAMILIES.get(name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")) \
-            or FAMILIES[name]
+        family = (
+            FAMILIES.get(name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")) or FAMILIES[name]
+        )
         for lab, _v in rows:
             assert set(lab) - {"le"} == set(family.labels), (name, lab)
 
@@ -104,40 +129,52 @@ async def test_a_dead_broker_does_not_stop_the_others(tmp_path):
     up = {lab["broker"]: v for lab, v in s["rmq_exporter_up"]}
     assert up == {"broker-a": 1.0, "broker-b": 0.0}
     assert value(s, "rocketmq_group_diff", group=GROUP) == 700
-    assert "exporter:" in exp.log.read_text()     # the failure was logged
+    assert "exporter:" in exp.log.read_text()  # the failure was logged
 
 
 async def test_group_diff_is_the_total_over_the_brokers(tmp_path):
     async with broker_env(tmp_path / "a") as env:
-        await lag_workload(env)      # broker-a: 700 behind
+        await lag_workload(env)  # broker-a: 700 behind
         async with run_broker(tmp_path / "b", namesrv=env.ns, broker_name="broker-b") as b:
             env_b = BrokerEnv(env.ns, b, env.client)
             await env_b.create_topic(TOPIC, 2)
             for i in range(60):
                 await env_b.send(TOPIC, b"b", queue_id=i % 2, wait_dispatch=False)
             await env_b.dispatched()
-            for qid in range(2):     # broker-b: committed 10 of 30 on each queue, 40 behind
-                resp = await env_b.call(RequestCode.UPDATE_CONSUMER_OFFSET, {
-                    "consumerGroup": GROUP, "topic": TOPIC, "queueId": str(qid), "commitOffset": "10"})
+            for qid in range(2):  # broker-b: committed 10 of 30 on each queue, 40 behind
+                resp = await env_b.call(
+                    RequestCode.UPDATE_CONSUMER_OFFSET,
+                    {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(qid), "commitOffset": "10"},
+                )
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
             exp = Exporter(tmp_path, env.ns_addr)
             try:
-                s = await exp.samples_with(lambda s: any(lab.get("broker") == "broker-b" and v == 20 for lab, v in
-                                                         s.get("rocketmq_consumer_lag_messages", [])))
+                s = await exp.samples_with(
+                    lambda s: any(
+                        lab.get("broker") == "broker-b" and v == 20
+                        for lab, v in s.get("rocketmq_consumer_lag_messages", [])
+                    )
+                )
             finally:
                 assert exp.stop() == 0
     assert value(s, "rocketmq_group_diff", group=GROUP, topic=TOPIC) == 740
-    by_broker = {(lab["broker"], int(lab["queue_id"])): v for lab, v in s["rocketmq_consumer_lag_messages"]
-                 if lab["consumer_group"] == GROUP and lab["topic"] == TOPIC}
+    by_broker = {
+        (lab["broker"], int(lab["queue_id"])): v
+        for lab, v in s["rocketmq_consumer_lag_messages"]
+        if lab["consumer_group"] == GROUP and lab["topic"] == TOPIC
+    }
     assert by_broker == {**{("broker-a", q): v for q, v in LAG.items()}, ("broker-b", 0): 20, ("broker-b", 1): 20}
     assert value(s, "rocketmq_consumer_offset", broker="broker-b", topic=TOPIC, group=GROUP) == 20
     assert value(s, "rocketmq_producer_offset", broker="broker-b", topic=TOPIC) == 60
 
 
 def test_exporter_flags_are_checked():
-    for args, text in ((["--port", "70000"], "0..65535"), (["--interval", "0"], "out of range"),
-                       (["--timeout", "x"], "not a number"), (["--aclAccessKey", "k"], "go together"),
-                       (["--max-lag-lookups", "-1"], "0 or more")):
-        r = subprocess.run([sys.executable, "-m", "rmq", "exporter", *args], capture_output=True, text=True,
-                           timeout=60)
+    for args, text in (
+        (["--port", "70000"], "0..65535"),
+        (["--interval", "0"], "out of range"),
+        (["--timeout", "x"], "not a number"),
+        (["--aclAccessKey", "k"], "go together"),
+        (["--max-lag-lookups", "-1"], "0 or more"),
+    ):
+        r = subprocess.run([sys.executable, "-m", "rmq", "exporter", *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and text in r.stderr, r.stderr

@@ -1,6 +1,7 @@
 """``rmq standalone`` / ``rmq namesrv`` started with tls.* properties, served over TLS: the SDK,
 ``rmq admin --tls``, the Spark connector's blocking transport, and a stuck handshake next to a
 well-behaved TLS client."""
+
 from __future__ import annotations
 
 import os
@@ -35,9 +36,13 @@ def daemon(pki, tmp_path_factory):
 
 def admin(pki: Pki, *args: str, tls_args: tuple[str, ...] | None = None) -> subprocess.CompletedProcess:
     env = dict(os.environ, SSL_CERT_FILE=pki.ca_pem)  # --tls trusts the "system" store: our CA
-    return subprocess.run([sys.executable, "-m", "rmq", "admin", *args, *(tls_args if tls_args is not None
-                                                                          else ("--tls",))],
-                          capture_output=True, text=True, timeout=60, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "rmq", "admin", *args, *(tls_args if tls_args is not None else ("--tls",))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
 
 
 def test_daemon_serves_tls_and_registers_over_it(pki, daemon):
@@ -81,8 +86,10 @@ def test_blocking_transport_and_spark_options_over_tls(pki, daemon):
         assert "DefaultCluster" in parse_topic_list(client.invoke_namesrv(get_all_topic_list()))
     finally:
         client.close()
-    opts = parse_source_options({"nameServer": daemon.namesrv_addr, "subscribe": "TBW102",
-                                 "tls.client.trustCertPath": pki.ca_pem}, streaming=False)
+    opts = parse_source_options(
+        {"nameServer": daemon.namesrv_addr, "subscribe": "TBW102", "tls.client.trustCertPath": pki.ca_pem},
+        streaming=False,
+    )
     assert opts.tls
     try:
         c = shared_client(opts.name_servers, 5.0, tls=opts.tls)
@@ -98,8 +105,9 @@ def test_blocking_transport_and_spark_options_over_tls(pki, daemon):
     sink = parse_sink_options({"nameServer": daemon.namesrv_addr, "tls": "true"})
     assert sink.tls == (("tls.client.authserver", "true"),)
     with pytest.raises(OptionError, match="tls.client.trustCertPath"):
-        parse_source_options({"nameServer": "127.0.0.1:1", "topic": "T",
-                              "tls.client.trustCertPath": "/no/ca.pem"}, streaming=False)
+        parse_source_options(
+            {"nameServer": "127.0.0.1:1", "topic": "T", "tls.client.trustCertPath": "/no/ca.pem"}, streaming=False
+        )
     with pytest.raises(OptionError, match="tls: false"):
         parse_sink_options({"nameServer": "127.0.0.1:1", "tls": "false", "tls.client.trustCertPath": pki.ca_pem})
 
@@ -125,17 +133,27 @@ def test_stuck_handshakes_do_not_hurt_a_tls_client(pki, daemon):
     finally:
         for s in socks:
             s.close()
-    wait_until_sync(lambda: "this server only accepts TLS (tls.server.mode=enforcing)" in daemon.log_text(),
-                    timeout=10, what="the enforcing log line")
+    wait_until_sync(
+        lambda: "this server only accepts TLS (tls.server.mode=enforcing)" in daemon.log_text(),
+        timeout=10,
+        what="the enforcing log line",
+    )
 
 
 def test_daemon_start_checks_the_tls_files(pki, tmp_path):
     def start(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "rmq", "namesrv", "--port", str(free_port()), *args],
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "rmq", "namesrv", "--port", str(free_port()), *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
-    r = start("--tls.server.mode=enforcing", f"--tls.server.certPath={tmp_path / 'missing.pem'}",
-              f"--tls.server.keyPath={pki.server_key}")
+    r = start(
+        "--tls.server.mode=enforcing",
+        f"--tls.server.certPath={tmp_path / 'missing.pem'}",
+        f"--tls.server.keyPath={pki.server_key}",
+    )
     assert r.returncode == 2 and "tls.server.certPath" in r.stderr, r.stderr
     r = start("--tls.server.mode=enforcing")
     assert r.returncode == 2 and "needs tls.server.certPath" in r.stderr, r.stderr
@@ -156,11 +174,18 @@ def test_namesrv_daemon_reads_tls_from_its_conf_file(pki, tmp_path):
     port = free_port()
     log_path = tmp_path / "namesrv.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "rmq", "namesrv", "-c", str(conf), "--port", str(port)],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rmq", "namesrv", "-c", str(conf), "--port", str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     try:
-        wait_until_sync(lambda: "TLS enforcing" in log_path.read_text() or proc.poll() is not None,
-                        timeout=30, what="rmq namesrv listening")
+        wait_until_sync(
+            lambda: "TLS enforcing" in log_path.read_text() or proc.poll() is not None,
+            timeout=30,
+            what="rmq namesrv listening",
+        )
         assert proc.poll() is None, log_path.read_text()
         r = admin(pki, "topicList", "-n", f"127.0.0.1:{port}")
         assert r.returncode == 0, r.stderr
@@ -175,18 +200,36 @@ def test_broker_daemon_registers_over_tls_with_an_enforcing_name_server(pki, dae
     """``rmq broker`` with tls.enable=true (its own port plain) registers with the enforcing
     name server of the standalone (Java BrokerStartup: useTLS from tls.enable)."""
     port = free_broker_port()
-    common = ["--brokerName=broker-tls", f"--namesrvAddr={daemon.namesrv_addr}", f"--listenPort={port}",
-              f"--storePathRootDir={tmp_path / 'store'}", *StandaloneProcess.TEST_FILE_SIZES]
+    common = [
+        "--brokerName=broker-tls",
+        f"--namesrvAddr={daemon.namesrv_addr}",
+        f"--listenPort={port}",
+        f"--storePathRootDir={tmp_path / 'store'}",
+        *StandaloneProcess.TEST_FILE_SIZES,
+    ]
     log_path = tmp_path / "broker.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "rmq", "broker", *common, "--tls.enable=true",
-                                 f"--tls.client.trustCertPath={pki.ca_pem}"],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "rmq",
+                "broker",
+                *common,
+                "--tls.enable=true",
+                f"--tls.client.trustCertPath={pki.ca_pem}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     try:
+
         def listed() -> bool:
             assert proc.poll() is None, log_path.read_text()
             r = admin(pki, "clusterList", "-n", daemon.namesrv_addr)
             return f"127.0.0.1:{port}" in r.stdout
+
         wait_until_sync(listed, timeout=60, what="broker-tls in the cluster list")
     finally:
         proc.terminate()
@@ -212,14 +255,46 @@ def test_exporter_and_console_take_the_admins_tls_config(pki, daemon, tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "SSL_CERT_FILE"}
     with open(tmp_path / "exporter.log", "wb") as out:
         procs["exporter"] = subprocess.Popen(
-            [sys.executable, "-m", "rmq", "exporter", "-n", daemon.namesrv_addr, "--tls-config", conf,
-             "--port", str(ports["exporter"]), "--interval", "1"], stdout=out, stderr=subprocess.STDOUT, env=env)
+            [
+                sys.executable,
+                "-m",
+                "rmq",
+                "exporter",
+                "-n",
+                daemon.namesrv_addr,
+                "--tls-config",
+                conf,
+                "--port",
+                str(ports["exporter"]),
+                "--interval",
+                "1",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     with open(tmp_path / "console.log", "wb") as out:
         procs["console"] = subprocess.Popen(
-            [sys.executable, "-m", "rmq", "console", "-n", daemon.namesrv_addr, "--tls-config", conf,
-             "--port", str(ports["console"]), "--admin-user", USER], stdout=out, stderr=subprocess.STDOUT,
-            env={**env, "RMQ_CONSOLE_PASSWORD": PASSWORD})
+            [
+                sys.executable,
+                "-m",
+                "rmq",
+                "console",
+                "-n",
+                daemon.namesrv_addr,
+                "--tls-config",
+                conf,
+                "--port",
+                str(ports["console"]),
+                "--admin-user",
+                USER,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**env, "RMQ_CONSOLE_PASSWORD": PASSWORD},
+        )
     try:
+
         def exporter_up() -> bool:
             assert procs["exporter"].poll() is None, (tmp_path / "exporter.log").read_text()
             try:

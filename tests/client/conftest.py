@@ -1,4 +1,5 @@
 """Fixtures for the SDK tests: a real name server + broker in-process on ephemeral ports."""
+
 from __future__ import annotations
 
 import itertools

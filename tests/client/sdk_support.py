@@ -1,4 +1,5 @@
 """Helpers for the SDK tests (imported by the test modules). ``wait_until`` is rmq._testing's."""
+
 from __future__ import annotations
 
 import asyncio
@@ -15,10 +16,23 @@ __all__ = ["create_topic", "wait_until", "holds", "drain", "SilentServer"]
 async def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -> None:
     """UPDATE_AND_CREATE_TOPIC on the broker (it re-registers with the name server at once)."""
     async with RemotingClient() as rc:
-        resp = await rc.invoke(broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
-            "writeQueueNums": str(queues), "perm": str(perm), "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0", "order": "false"}), timeout=5.0)
+        resp = await rc.invoke(
+            broker_addr,
+            RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {
+                    "topic": topic,
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": str(queues),
+                    "writeQueueNums": str(queues),
+                    "perm": str(perm),
+                    "topicFilterType": "SINGLE_TAG",
+                    "topicSysFlag": "0",
+                    "order": "false",
+                },
+            ),
+            timeout=5.0,
+        )
         assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
@@ -38,8 +52,13 @@ async def drain(namesrv_addr: str, topic: str, expected: int, *, group: str, tim
     consumer (assign mode); returns them sorted by (broker, queue, offset)."""
     import rmq
 
-    c = rmq.PullConsumer(namesrv_addr, group, consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-                         auto_commit=False, instance_name=group)
+    c = rmq.PullConsumer(
+        namesrv_addr,
+        group,
+        consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        auto_commit=False,
+        instance_name=group,
+    )
     out = []
     async with c:
         c.assign(await c.fetch_message_queues(topic))

@@ -1,4 +1,5 @@
 """The SDK over TLS against a name server and broker in each TLS mode (in-process, real TCP)."""
+
 from __future__ import annotations
 
 import ssl
@@ -29,8 +30,14 @@ async def _round_trip(namesrv_addr: str, topic: str, group: str, tls: bool | ssl
         for i in range(5):
             r = await p.send(rmq.Message(topic, f"m{i}".encode()))
             assert r.status is rmq.SendStatus.SEND_OK
-    c = rmq.PullConsumer(namesrv_addr, group + "_c", instance_name=group + "_c", auto_commit=False,
-                         consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, tls=tls)
+    c = rmq.PullConsumer(
+        namesrv_addr,
+        group + "_c",
+        instance_name=group + "_c",
+        auto_commit=False,
+        consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        tls=tls,
+    )
     out: list = []
     async with c:
         c.assign(await c.fetch_message_queues(topic))
@@ -47,8 +54,9 @@ async def test_sdk_over_tls(pki, tmp_path, mode):
     async with run_standalone(tmp_path / "store", tls=_settings(pki, mode)) as (ns, broker):
         ns_addr = f"127.0.0.1:{ns.port}"
         async with rmq.Admin(ns_addr, tls=tls) as admin:
-            await admin.create_and_update_topic_config(broker.server.address, "TlsT", read_queue_nums=2,
-                                                       write_queue_nums=2)
+            await admin.create_and_update_topic_config(
+                broker.server.address, "TlsT", read_queue_nums=2, write_queue_nums=2
+            )
             assert "TlsT" in await admin.fetch_all_topic_list()
             assert await _round_trip(ns_addr, "TlsT", f"G_{mode}", tls) == [b"m0", b"m1", b"m2", b"m3", b"m4"]
             # the admin's connections are TLS; when enforcing, every connection is (the broker's
@@ -62,7 +70,7 @@ async def test_sdk_over_tls(pki, tmp_path, mode):
 async def test_plain_sdk_in_permissive_and_refused_in_enforcing(pki, tmp_path):
     async with run_standalone(tmp_path / "p", tls=_settings(pki, "permissive")) as (ns, broker):
         ns_addr = f"127.0.0.1:{ns.port}"
-        await create_topic(broker.server.address, "PlainT", queues=2)   # plain admin request
+        await create_topic(broker.server.address, "PlainT", queues=2)  # plain admin request
         assert await _round_trip(ns_addr, "PlainT", "G_plain", None) == [b"m0", b"m1", b"m2", b"m3", b"m4"]
         assert len(await drain(ns_addr, "PlainT", 5, group="G_drain")) == 5
     async with run_standalone(tmp_path / "e", tls=_settings(pki, "enforcing")) as (ns, broker):
@@ -74,8 +82,9 @@ async def test_plain_sdk_in_permissive_and_refused_in_enforcing(pki, tmp_path):
 
 async def test_tls_sdk_refused_by_a_plain_broker(pki, tmp_path):
     async with run_standalone(tmp_path / "d") as (ns, _):
-        async with rmq.Producer(f"127.0.0.1:{ns.port}", "G_tls_on_plain", send_timeout=2,
-                                tls=pki.client_context()) as p:
+        async with rmq.Producer(
+            f"127.0.0.1:{ns.port}", "G_tls_on_plain", send_timeout=2, tls=pki.client_context()
+        ) as p:
             with pytest.raises(RMQError):
                 await p.send(rmq.Message("AnyT", b"x"))
 
@@ -94,8 +103,9 @@ async def test_client_certificate_required(pki, tmp_path):
         known = pki.client_context(with_cert=True)
         async with rmq.Admin(ns_addr, tls=known) as admin:
             assert "DefaultCluster" in await admin.fetch_all_topic_list()
-            await admin.create_and_update_topic_config(broker.server.address, "CertT", read_queue_nums=1,
-                                                       write_queue_nums=1)
+            await admin.create_and_update_topic_config(
+                broker.server.address, "CertT", read_queue_nums=1, write_queue_nums=1
+            )
         assert await _round_trip(ns_addr, "CertT", "G_cert", known) == [b"m0", b"m1", b"m2", b"m3", b"m4"]
 
 

@@ -1,5 +1,6 @@
 """Send and consume hooks (Java SendMessageHook / ConsumeMessageHook) over a real broker: what
 the contexts carry, the order of the calls, failures, and hooks that raise."""
+
 from __future__ import annotations
 
 import logging
@@ -80,11 +81,11 @@ async def test_a_raising_send_hook_never_breaks_the_send(cluster, namesrv_addr, 
         with caplog.at_level(logging.WARNING, logger="rmq.client"):
             results = [await p.send(rmq.Message(topic=topic, body=b"x")) for _ in range(3)]
         assert all(r.status is rmq.SendStatus.SEND_OK for r in results)
-        assert len(good.calls) == 6         # the hook after the bad one still ran
+        assert len(good.calls) == 6  # the hook after the bad one still ran
         lines = [r.getMessage() for r in caplog.records if f"hook {bad.name}." in r.getMessage()]
-        assert len(lines) == 2, lines       # rate-limited: one per hook method, not one per send
+        assert len(lines) == 2, lines  # rate-limited: one per hook method, not one per send
         with pytest.raises(rmq.ClientError, match="send_message_before"):
-            p.add_send_hook(object())       # type: ignore[arg-type]
+            p.add_send_hook(object())  # type: ignore[arg-type]
 
 
 async def test_consume_hook_around_the_handler(cluster, namesrv_addr, unique):

@@ -1,6 +1,7 @@
 """Request-reply between SDK clients over a real broker (Java DefaultMQProducer.request,
 ReplyMessageProcessor): the reply arrives, timeouts, the requester gone, the bound on
 outstanding requests, Producer.send of a reply message."""
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,7 @@ async def responder(namesrv_addr: str, topic: str, group: str, answer, *, instan
         except rmq.RMQError as e:
             replied.append(e)
 
-    c = rmq.PushConsumer(namesrv_addr, group, handler=handler, consume_from_where=FIRST,
-                         instance_name=instance_name)
+    c = rmq.PushConsumer(namesrv_addr, group, handler=handler, consume_from_where=FIRST, instance_name=instance_name)
     c.subscribe(topic)
     async with c:
         yield replied
@@ -42,8 +42,10 @@ async def responder(namesrv_addr: str, topic: str, group: str, answer, *, instan
 async def test_request_gets_the_reply(cluster, namesrv_addr, unique):
     topic = unique("RQ")
     await create_topic(_broker_addr(cluster), topic)
-    async with responder(namesrv_addr, topic, unique("RG"), lambda m: b"pong:" + m.body) as replied, \
-            rmq.Producer(namesrv_addr, unique("PG"), instance_name="requester") as p:
+    async with (
+        responder(namesrv_addr, topic, unique("RG"), lambda m: b"pong:" + m.body) as replied,
+        rmq.Producer(namesrv_addr, unique("PG"), instance_name="requester") as p,
+    ):
         reply = await p.request(rmq.Message(topic=topic, body=b"ping"), timeout=15)
         assert reply.body == b"pong:ping"
         assert reply.topic == "DefaultCluster_REPLY_TOPIC"
@@ -52,8 +54,9 @@ async def test_request_gets_the_reply(cluster, namesrv_addr, unique):
         assert MessageConst.REPLY_MESSAGE_ARRIVE_TIME in reply.properties
         assert MessageConst.PUSH_REPLY_TIME in reply.properties
         # several in flight at once, each matched by its correlation id
-        replies = await asyncio.gather(*(p.request(rmq.Message(topic=topic, body=f"n{i}".encode()), timeout=15)
-                                         for i in range(20)))
+        replies = await asyncio.gather(
+            *(p.request(rmq.Message(topic=topic, body=f"n{i}".encode()), timeout=15) for i in range(20))
+        )
         assert [r.body for r in replies] == [f"pong:n{i}".encode() for i in range(20)]
         await wait_until(lambda: len(replied) == 21, 10, what="every reply answered")
         assert all(isinstance(r, rmq.SendResult) for r in replied), replied
@@ -68,7 +71,7 @@ async def test_request_times_out_without_a_responder(cluster, namesrv_addr, uniq
         with pytest.raises(rmq.RequestTimeoutError, match="wait reply message timeout") as ei:
             await p.request(rmq.Message(topic=topic, body=b"ping"), timeout=1.0)
         assert ei.value.retriable
-        assert len(p._instance.request_futures) == 0    # nothing left waiting
+        assert len(p._instance.request_futures) == 0  # nothing left waiting
 
 
 async def test_reply_to_a_requester_that_is_gone(cluster, namesrv_addr, unique):
@@ -111,11 +114,13 @@ async def test_a_reply_sent_with_producer_send(cluster, namesrv_addr, unique):
     topic = unique("RQ")
     await create_topic(_broker_addr(cluster), topic)
     async with rmq.Producer(namesrv_addr, unique("PG"), instance_name="answerer") as answerer:
+
         async def handler(msg: rmq.MessageExt) -> None:
             await answerer.send(rmq.create_reply_message(msg, b"via send"))
 
-        c = rmq.PushConsumer(namesrv_addr, unique("RG"), handler=handler, consume_from_where=FIRST,
-                             instance_name="responder2")
+        c = rmq.PushConsumer(
+            namesrv_addr, unique("RG"), handler=handler, consume_from_where=FIRST, instance_name="responder2"
+        )
         c.subscribe(topic)
         async with c, rmq.Producer(namesrv_addr, unique("PG"), instance_name="asker") as p:
             reply = await p.request(rmq.Message(topic=topic, body=b"q"), timeout=15)
@@ -147,7 +152,9 @@ async def test_requester_and_responder_in_one_client_instance(cluster, namesrv_a
     carries the request, the reply and its push."""
     topic = unique("RQ")
     await create_topic(_broker_addr(cluster), topic)
-    async with responder(namesrv_addr, topic, unique("RG"), lambda m: m.body[::-1], instance_name="DEFAULT"), \
-            rmq.Producer(namesrv_addr, unique("PG")) as p:
+    async with (
+        responder(namesrv_addr, topic, unique("RG"), lambda m: m.body[::-1], instance_name="DEFAULT"),
+        rmq.Producer(namesrv_addr, unique("PG")) as p,
+    ):
         reply = await p.request(rmq.Message(topic=topic, body=b"abc"), timeout=15)
         assert reply.body == b"cba"

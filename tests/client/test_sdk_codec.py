@@ -1,4 +1,5 @@
 """Pure codec and value-type tests: no broker needed."""
+
 import base64
 import dataclasses
 import json
@@ -49,7 +50,8 @@ def test_java_string_hash_matches_java():
     assert java_string_hash("TagA") == 2598919
     assert java_string_hash("") == 0
     assert java_string_hash("hello world, this overflows") == int.from_bytes(
-        struct.pack(">I", _java_hash_ref("hello world, this overflows")), "big", signed=True)
+        struct.pack(">I", _java_hash_ref("hello world, this overflows")), "big", signed=True
+    )
 
 
 def _java_hash_ref(s):
@@ -105,11 +107,23 @@ def test_decode_real_java_pull_response():
 
 def _record(body: bytes, topic: str, props: str, *, sys_flag=0, queue_offset=7, phy=1234) -> bytes:
     tb, pb = topic.encode(), props.encode()
-    head = struct.pack(">iiiiiqqiq", 0, -626843481, zlib.crc32(body) & 0x7FFFFFFF, 2, 9, queue_offset, phy,
-                       sys_flag, 1700000000000)
-    rest = (bytes([127, 0, 0, 1]) + struct.pack(">i", 5555) + struct.pack(">q", 1700000000001)
-            + bytes([127, 0, 0, 1]) + struct.pack(">i", 10911) + struct.pack(">iq", 3, 0)
-            + struct.pack(">i", len(body)) + body + bytes([len(tb)]) + tb + struct.pack(">h", len(pb)) + pb)
+    head = struct.pack(
+        ">iiiiiqqiq", 0, -626843481, zlib.crc32(body) & 0x7FFFFFFF, 2, 9, queue_offset, phy, sys_flag, 1700000000000
+    )
+    rest = (
+        bytes([127, 0, 0, 1])
+        + struct.pack(">i", 5555)
+        + struct.pack(">q", 1700000000001)
+        + bytes([127, 0, 0, 1])
+        + struct.pack(">i", 10911)
+        + struct.pack(">iq", 3, 0)
+        + struct.pack(">i", len(body))
+        + body
+        + bytes([len(tb)])
+        + tb
+        + struct.pack(">h", len(pb))
+        + pb
+    )
     rec = head + rest
     return struct.pack(">i", len(rec)) + rec[4:]
 
@@ -140,7 +154,7 @@ def _zlib_bomb(inflated: int) -> bytes:
 
 
 def test_zlib_bomb_record_is_a_bad_message_not_an_allocation():
-    bomb = _zlib_bomb(64 << 20)                 # 64 MiB of zeros in about 64 KiB
+    bomb = _zlib_bomb(64 << 20)  # 64 MiB of zeros in about 64 KiB
     assert len(bomb) < 128 * 1024
     props = properties_to_string({"TAGS": "A"})
     good = _record(b"fine", "T", props, queue_offset=6)
@@ -241,17 +255,19 @@ def test_allocation_partitions_queues(strategy, n_queues, n_cids):
     cids = sorted(f"127.0.0.1@{i}#x" for i in range(n_cids))
     shares = [strategy("G", c, mqs, cids) for c in cids]
     flat = [mq for s in shares for mq in s]
-    assert sorted(flat) == mqs          # every queue exactly once
+    assert sorted(flat) == mqs  # every queue exactly once
     assert strategy("G", "not-a-member", mqs, cids) == []
 
 
 def test_averagely_matches_java_blocks():
     mqs = _mqs(8)
     cids = ["a", "b", "c"]
-    assert [[m.queue_id for m in allocate_averagely("G", c, mqs, cids)] for c in cids] == [
-        [0, 1, 2], [3, 4, 5], [6, 7]]
+    assert [[m.queue_id for m in allocate_averagely("G", c, mqs, cids)] for c in cids] == [[0, 1, 2], [3, 4, 5], [6, 7]]
     assert [[m.queue_id for m in allocate_averagely_by_circle("G", c, mqs, cids)] for c in cids] == [
-        [0, 3, 6], [1, 4, 7], [2, 5]]
+        [0, 3, 6],
+        [1, 4, 7],
+        [2, 5],
+    ]
 
 
 def test_consistent_hash_moves_few_queues():
@@ -284,11 +300,22 @@ def test_decode_ipv6_hosts_record():
     body, topic, props = b"v6", "T6", properties_to_string({"TAGS": "X"})
     tb, pb = topic.encode(), props.encode()
     flags = MessageSysFlag.BORNHOST_V6_FLAG | MessageSysFlag.STOREHOSTADDRESS_V6_FLAG
-    v6 = bytes(15) + b"\x01"   # ::1
-    rec = (struct.pack(">iIiiiqqiq", 0, MESSAGE_MAGIC_CODE, 0, 1, 0, 5, 99, flags, 1)
-           + v6 + struct.pack(">i", 1234) + struct.pack(">q", 2) + v6 + struct.pack(">i", 10911)
-           + struct.pack(">iq", 0, 0) + struct.pack(">i", len(body)) + body + bytes([len(tb)]) + tb
-           + struct.pack(">h", len(pb)) + pb)
+    v6 = bytes(15) + b"\x01"  # ::1
+    rec = (
+        struct.pack(">iIiiiqqiq", 0, MESSAGE_MAGIC_CODE, 0, 1, 0, 5, 99, flags, 1)
+        + v6
+        + struct.pack(">i", 1234)
+        + struct.pack(">q", 2)
+        + v6
+        + struct.pack(">i", 10911)
+        + struct.pack(">iq", 0, 0)
+        + struct.pack(">i", len(body))
+        + body
+        + bytes([len(tb)])
+        + tb
+        + struct.pack(">h", len(pb))
+        + pb
+    )
     rec = struct.pack(">i", len(rec)) + rec[4:]
     (m,) = decode_messages(rec + rec[:0])
     assert (m.topic, m.body, m.tags, m.queue_offset) == ("T6", b"v6", "X", 5)

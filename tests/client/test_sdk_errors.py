@@ -1,6 +1,7 @@
 """Failures reach the application: consume timeouts, and the errors a consumer cannot heal by
 retrying (no subscription group, no topic or route, no permission) raised by ``poll`` or handed
 to ``on_error`` after ``error_retries``; against a real broker."""
+
 from __future__ import annotations
 
 import asyncio
@@ -35,7 +36,7 @@ async def test_handler_past_consume_timeout_is_failed_and_redelivered(fast_retry
 
     async def handler(msg: rmq.MessageExt) -> None:
         calls.append(msg)
-        if len(calls) == 1:         # the first delivery hangs past consume_timeout
+        if len(calls) == 1:  # the first delivery hangs past consume_timeout
             try:
                 await never.wait()
             except asyncio.CancelledError:
@@ -53,9 +54,13 @@ async def test_handler_past_consume_timeout_is_failed_and_redelivered(fast_retry
         assert again.reconsume_times == 1
         assert c.stats["consume_timeouts"] == 1 and c.stats["sent_back"] == 1
         # the original queue's offset moved past the message: it is not delivered a third time
-        await wait_until(lambda: c._impl.offset_store.offset_table.get(
-            rmq.MessageQueue(topic, broker.broker_config.broker_name, 0)) == 1, timeout=10,
-            what="offset committed past the timed-out message")
+        await wait_until(
+            lambda: (
+                c._impl.offset_store.offset_table.get(rmq.MessageQueue(topic, broker.broker_config.broker_name, 0)) == 1
+            ),
+            timeout=10,
+            what="offset committed past the timed-out message",
+        )
     assert len(calls) == 2
     lines = [r for r in caplog.records if "consume_timeout" in r.getMessage()]
     assert len(lines) == 1 and lines[0].levelno == logging.WARNING
@@ -75,10 +80,11 @@ async def test_a_handler_swallowing_the_cancellation_still_times_out(fast_retry_
             try:
                 await asyncio.Event().wait()
             except asyncio.CancelledError:
-                return None         # "consumed", says the handler: too late, it timed out
+                return None  # "consumed", says the handler: too late, it timed out
 
-    c = rmq.PushConsumer(nsaddr, unique("CG"), handler=stubborn, consume_from_where=FIRST, consume_timeout=0.5,
-                         consume_concurrency=1)
+    c = rmq.PushConsumer(
+        nsaddr, unique("CG"), handler=stubborn, consume_from_where=FIRST, consume_timeout=0.5, consume_concurrency=1
+    )
     c.subscribe(topic)
     async with rmq.Producer(nsaddr, unique("PG")) as p, c:
         await p.send(rmq.Message(topic, b"x"))
@@ -110,17 +116,22 @@ async def test_orderly_consumer_has_no_consume_timeout(fast_retry_cluster, uniqu
     async def control_handler(msg: rmq.MessageExt) -> None:
         await release.wait()
 
-    c = rmq.PushConsumer(nsaddr, unique("CG"), handler=handler, orderly=True, consume_from_where=FIRST,
-                         consume_timeout=0.5)
+    c = rmq.PushConsumer(
+        nsaddr, unique("CG"), handler=handler, orderly=True, consume_from_where=FIRST, consume_timeout=0.5
+    )
     c.subscribe(topic)
-    control = rmq.PushConsumer(nsaddr, unique("CG"), handler=control_handler, consume_from_where=FIRST,
-                               consume_timeout=0.5)
+    control = rmq.PushConsumer(
+        nsaddr, unique("CG"), handler=control_handler, consume_from_where=FIRST, consume_timeout=0.5
+    )
     control.subscribe(control_topic)
     async with rmq.Producer(nsaddr, unique("PG")) as p, c, control:
         await p.send(rmq.Message(topic, b"x"))
         await p.send(rmq.Message(control_topic, b"x"))
-        await wait_until(lambda: calls == 1 and control.stats["consume_timeouts"] >= 1, timeout=30,
-                         what="the orderly handler running and the concurrent one timed out")
+        await wait_until(
+            lambda: calls == 1 and control.stats["consume_timeouts"] >= 1,
+            timeout=30,
+            what="the orderly handler running and the concurrent one timed out",
+        )
         release.set()
         await wait_until(done.is_set, timeout=30, what="the slow orderly handler finished")
         await wait_until(lambda: c.stats["consumed_ok"] == 1, timeout=30, what="the orderly message consumed")
@@ -164,7 +175,7 @@ async def test_push_consumer_delivers_no_permission_to_on_error(cluster, namesrv
         async with rmq.Admin(namesrv_addr) as admin:
             await admin.create_and_update_subscription_group_config(broker.broker_addr, cg, consume_enable=True)
         got: list[rmq.MessageExt] = []
-        c._impl.consume_service._single = got.append    # type: ignore[attr-defined]
+        c._impl.consume_service._single = got.append  # type: ignore[attr-defined]
         async with rmq.Producer(namesrv_addr, unique("PG")) as p:
             await p.send(rmq.Message(topic, b"after"))
         await wait_until(lambda: got, timeout=40, what="consumption after the permission came back")
@@ -176,8 +187,7 @@ async def test_no_route_reaches_poll_and_on_error(cluster, namesrv_addr, unique)
     pc = rmq.PullConsumer(namesrv_addr, unique("LG"), error_retries=2, poll_timeout=1.0)
     pc.subscribe(topic)
     errors: list[rmq.RMQError] = []
-    push = rmq.PushConsumer(namesrv_addr, unique("CG"), handler=lambda m: None, on_error=errors.append,
-                            error_retries=2)
+    push = rmq.PushConsumer(namesrv_addr, unique("CG"), handler=lambda m: None, on_error=errors.append, error_retries=2)
     push.subscribe(topic)
     async with pc, push:
         with pytest.raises(rmq.TopicNotExistError, match=topic):
@@ -209,8 +219,11 @@ async def test_push_consumer_without_on_error_logs_the_error(tmp_path, unique, c
         c = rmq.PushConsumer(f"127.0.0.1:{ns.port}", unique("NOGROUP"), handler=lambda m: None, error_retries=2)
         c.subscribe(topic)
         async with c:
-            await wait_until(lambda: any("no on_error handler" in r.getMessage() for r in caplog.records),
-                             timeout=40, what="the error logged")
+            await wait_until(
+                lambda: any("no on_error handler" in r.getMessage() for r in caplog.records),
+                timeout=40,
+                what="the error logged",
+            )
         line = next(r for r in caplog.records if "no on_error handler" in r.getMessage())
         assert "CODE: 26" in line.getMessage()
 
@@ -232,10 +245,18 @@ async def test_producer_retries_back_off_and_log_once_per_send(unique, caplog):
     sock.close()
     topic = unique("T")
     async with run_namesrv() as ns:
-        ns.route_info_manager.register_broker("C", dead, "broker-dead", 0, "", {
-            topic: {"readQueueNums": 2, "writeQueueNums": 2, "perm": 6}}, {"counter": 1})
-        async with rmq.Producer(f"127.0.0.1:{ns.port}", unique("PG"), retry_times=3, retry_backoff=0.1,
-                                send_timeout=10) as p:
+        ns.route_info_manager.register_broker(
+            "C",
+            dead,
+            "broker-dead",
+            0,
+            "",
+            {topic: {"readQueueNums": 2, "writeQueueNums": 2, "perm": 6}},
+            {"counter": 1},
+        )
+        async with rmq.Producer(
+            f"127.0.0.1:{ns.port}", unique("PG"), retry_times=3, retry_backoff=0.1, send_timeout=10
+        ) as p:
             loop = asyncio.get_running_loop()
             start = loop.time()
             with pytest.raises(rmq.RemotingConnectError) as ei:
@@ -243,7 +264,10 @@ async def test_producer_retries_back_off_and_log_once_per_send(unique, caplog):
             elapsed = loop.time() - start
     assert ei.value.retriable
     assert elapsed >= 0.1 + 0.2 + 0.4, f"3 retries with back-off 0.1, 0.2, 0.4 s took {elapsed:.3f} s"
-    lines = [r.getMessage() for r in caplog.records if "producer" in r.getMessage() and topic in r.getMessage()
-             and "fail" in r.getMessage()]
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if "producer" in r.getMessage() and topic in r.getMessage() and "fail" in r.getMessage()
+    ]
     assert len(lines) == 1, lines
     assert "failed after 4 attempt(s)" in lines[0] and lines[0].count("RemotingConnectError") == 4

@@ -1,4 +1,5 @@
 """Producer against a real in-process name server + broker."""
+
 import time
 
 import pytest

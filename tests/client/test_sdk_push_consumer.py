@@ -1,4 +1,5 @@
 """PushConsumer against a real in-process name server + broker."""
+
 import asyncio
 import json
 import logging
@@ -27,8 +28,12 @@ async def _stored_offsets(broker_addr, group, topic, queues):
     out = {}
     async with RemotingClient() as rc:
         for q in range(queues):
-            resp = await rc.invoke(broker_addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
-                "consumerGroup": group, "topic": topic, "queueId": str(q)}))
+            resp = await rc.invoke(
+                broker_addr,
+                RemotingCommand.request(
+                    RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": str(q)}
+                ),
+            )
             out[q] = int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else -1
     return out
 
@@ -77,12 +82,12 @@ async def test_resume_from_stored_offset_and_iterator_ack(cluster, namesrv_addr,
             async for msg in c:
                 seen.append(msg.body)
                 if msg.body == b"b":
-                    raise RuntimeError("handler failed on b")   # b is NOT acknowledged
+                    raise RuntimeError("handler failed on b")  # b is NOT acknowledged
     assert seen == [b"a", b"b"]
     # the same group starts again where it stopped: b (not acked) and c, then new d
     await _produce(namesrv_addr, topic, [b"d"], pg)
     again = []
-    c2 = rmq.PushConsumer(namesrv_addr, cg)   # CONSUME_FROM_LAST_OFFSET: stored offset wins
+    c2 = rmq.PushConsumer(namesrv_addr, cg)  # CONSUME_FROM_LAST_OFFSET: stored offset wins
     c2.subscribe(topic)
     async with c2:
         async for msg in c2:
@@ -109,8 +114,9 @@ async def test_failed_message_is_consumed_again(cluster, namesrv_addr, unique):
         if msg.body == b"bad" and msg.reconsume_times == 0:
             return rmq.ConsumeResult.RECONSUME_LATER
 
-    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST,
-                         delay_level_when_next_consume=1)    # 1 s instead of 10 s
+    c = rmq.PushConsumer(
+        namesrv_addr, cg, handler=handler, consume_from_where=FIRST, delay_level_when_next_consume=1
+    )  # 1 s instead of 10 s
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: (b"bad", 1, topic) in deliveries, timeout=30, what="redelivery of bad")
@@ -129,6 +135,7 @@ async def test_second_consumer_joins_and_leaves_without_loss(cluster, namesrv_ad
     def handler_for(name):
         async def handler(msg):
             received[name].append(msg.body)
+
         return handler
 
     c1 = rmq.PushConsumer(namesrv_addr, cg, handler=handler_for("c1"), instance_name="c1", consume_from_where=FIRST)
@@ -137,28 +144,41 @@ async def test_second_consumer_joins_and_leaves_without_loss(cluster, namesrv_ad
     c2.subscribe(topic)
     total = 400
     async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+
         async def produce(lo, hi):
             for i in range(lo, hi):
                 await p.send(rmq.Message(topic, b"%d" % i))
-                await asyncio.sleep(0.002)      # pacing: sends spread over the rebalance
+                await asyncio.sleep(0.002)  # pacing: sends spread over the rebalance
 
         await c1.start()
         await wait_until(lambda: len(c1._impl.process_queue_table) == 9, what="c1 owns all queues")  # 8 + retry
         await produce(0, 100)
         await c2.start()
         # NOTIFY_CONSUMER_IDS_CHANGED makes c1 give up half at once (not after the 20 s timer)
-        await wait_until(lambda: sum(1 for mq in c1._impl.process_queue_table if mq.topic == topic) == 4,
-                         timeout=8, what="c1 rebalanced to 4 queues")
-        await wait_until(lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 4,
-                         timeout=8, what="c2 took 4 queues")
+        await wait_until(
+            lambda: sum(1 for mq in c1._impl.process_queue_table if mq.topic == topic) == 4,
+            timeout=8,
+            what="c1 rebalanced to 4 queues",
+        )
+        await wait_until(
+            lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 4,
+            timeout=8,
+            what="c2 took 4 queues",
+        )
         await produce(100, 300)
         await c1.close()
-        await wait_until(lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 8,
-                         timeout=8, what="c2 owns all queues after c1 left")
+        await wait_until(
+            lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 8,
+            timeout=8,
+            what="c2 owns all queues after c1 left",
+        )
         await produce(300, total)
     try:
-        await wait_until(lambda: {int(b) for b in received["c1"] + received["c2"]} >= set(range(total)),
-                         timeout=20, what="every message consumed")
+        await wait_until(
+            lambda: {int(b) for b in received["c1"] + received["c2"]} >= set(range(total)),
+            timeout=20,
+            what="every message consumed",
+        )
     finally:
         await c2.close()
     assert received["c1"] and received["c2"]
@@ -173,11 +193,19 @@ async def test_broadcasting_delivers_everything_to_everyone(cluster, namesrv_add
     got = {"x": [], "y": []}
     consumers = []
     for name in got:
+
         async def handler(msg, name=name):
             got[name].append(msg.body)
-        c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, instance_name=name,
-                             message_model=rmq.MessageModel.BROADCASTING, consume_from_where=FIRST,
-                             offset_store_dir=str(tmp_path / "offsets"))
+
+        c = rmq.PushConsumer(
+            namesrv_addr,
+            cg,
+            handler=handler,
+            instance_name=name,
+            message_model=rmq.MessageModel.BROADCASTING,
+            consume_from_where=FIRST,
+            offset_store_dir=str(tmp_path / "offsets"),
+        )
         c.subscribe(topic)
         consumers.append(c)
         await c.start()
@@ -207,8 +235,15 @@ async def test_flow_control_and_pause(cluster, namesrv_addr, unique):
         await gate.wait()
         got.append(msg.queue_offset)
 
-    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST,
-                         pull_threshold_for_queue=20, pull_batch_size=8, consume_concurrency=4)
+    c = rmq.PushConsumer(
+        namesrv_addr,
+        cg,
+        handler=handler,
+        consume_from_where=FIRST,
+        pull_threshold_for_queue=20,
+        pull_batch_size=8,
+        consume_concurrency=4,
+    )
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: c.stats["flow_controlled"] > 0, what="flow control")
@@ -242,9 +277,16 @@ async def test_orderly_broadcasting_keeps_queue_order_and_suspends(cluster, name
             raise RuntimeError("fail once")  # suspends this queue, then retried first
         seen.setdefault(msg.queue_id, []).append(body)
 
-    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, orderly=True, consume_from_where=FIRST,
-                         message_model=rmq.MessageModel.BROADCASTING, suspend_current_queue_time=0.2,
-                         offset_store_dir=str(tmp_path))
+    c = rmq.PushConsumer(
+        namesrv_addr,
+        cg,
+        handler=handler,
+        orderly=True,
+        consume_from_where=FIRST,
+        message_model=rmq.MessageModel.BROADCASTING,
+        suspend_current_queue_time=0.2,
+        offset_store_dir=str(tmp_path),
+    )
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: sum(map(len, seen.values())) == 20, what="20 orderly messages")
@@ -260,9 +302,14 @@ async def test_orderly_clustering_locks_queues(cluster, namesrv_addr, unique):
     from rmq.remoting import RemotingClient
 
     async with RemotingClient() as rc:
-        probe = await rc.invoke(broker.broker_addr, RemotingCommand.request(
-            RequestCode.LOCK_BATCH_MQ, None,
-            json.dumps({"consumerGroup": cg, "clientId": "probe", "mqSet": []}).encode()))
+        probe = await rc.invoke(
+            broker.broker_addr,
+            RemotingCommand.request(
+                RequestCode.LOCK_BATCH_MQ,
+                None,
+                json.dumps({"consumerGroup": cg, "clientId": "probe", "mqSet": []}).encode(),
+            ),
+        )
     assert probe.code == ResponseCode.SUCCESS and json.loads(probe.body_bytes()) == {"lockOKMQSet": []}
     got = []
 
@@ -298,14 +345,22 @@ async def test_broker_requests_to_client(cluster, namesrv_addr, unique):
         await wait_until(lambda: len(direct) == 3, what="3 messages")
         info = broker.consumer_manager.get_consumer_group_info(cg)
         conn = next(iter(info.channels))
-        resp = await conn.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, {
-            "consumerGroup": cg, "clientId": c.client_id}), 3.0)
+        resp = await conn.invoke(
+            RemotingCommand.request(
+                RequestCode.GET_CONSUMER_RUNNING_INFO, {"consumerGroup": cg, "clientId": c.client_id}
+            ),
+            3.0,
+        )
         assert resp.code == ResponseCode.SUCCESS
-        running = ConsumerRunningInfo.decode(resp.body_bytes())   # fastjson object keys, as Java's
+        running = ConsumerRunningInfo.decode(resp.body_bytes())  # fastjson object keys, as Java's
         assert running.properties["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
         assert any(s.topic == topic for s in running.subscription_set)
-        resp = await conn.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, {
-            "group": cg, "topic": topic, "clientAddr": ""}), 3.0)
+        resp = await conn.invoke(
+            RemotingCommand.request(
+                RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, {"group": cg, "topic": topic, "clientAddr": ""}
+            ),
+            3.0,
+        )
         assert resp.code == ResponseCode.SUCCESS
         table = GetConsumerStatusBody.decode(resp.body_bytes()).message_queue_table
         assert list(table.values()) == [3]
@@ -315,14 +370,26 @@ async def test_broker_requests_to_client(cluster, namesrv_addr, unique):
             body = b"".join(bytes(b) for b in result.buffers)
         finally:
             result.release()
-        resp = await conn.invoke(RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, {
-            "consumerGroup": cg, "clientId": c.client_id, "msgId": "x", "brokerName": "broker-a"}, body), 3.0)
+        resp = await conn.invoke(
+            RemotingCommand.request(
+                RequestCode.CONSUME_MESSAGE_DIRECTLY,
+                {"consumerGroup": cg, "clientId": c.client_id, "msgId": "x", "brokerName": "broker-a"},
+                body,
+            ),
+            3.0,
+        )
         assert resp.code == ResponseCode.SUCCESS
         assert json.loads(resp.body_bytes())["consumeResult"] == "CR_SUCCESS" and direct[-1] == b"a"
         # reset to offset 1: b and c come again
         reset = json.dumps({"offsetTable": [[{"topic": topic, "brokerName": "broker-a", "queueId": 0}, 1]]})
-        resp = await conn.invoke(RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, {
-            "topic": topic, "group": cg, "timestamp": "0", "isForce": "true"}, reset.encode()), 5.0)
+        resp = await conn.invoke(
+            RemotingCommand.request(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                {"topic": topic, "group": cg, "timestamp": "0", "isForce": "true"},
+                reset.encode(),
+            ),
+            5.0,
+        )
         assert resp.code == ResponseCode.SUCCESS
         await wait_until(lambda: direct[-2:] == [b"b", b"c"] and len(direct) == 6, what="redelivery after reset")
 
@@ -337,7 +404,7 @@ async def test_consumer_survives_broker_restart(tmp_path, unique):
 
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
-        port = free_broker_port()   # fixed from the start: the restart binds it again, with its neighbours
+        port = free_broker_port()  # fixed from the start: the restart binds it again, with its neighbours
         async with run_broker(tmp_path / "b", namesrv=ns, listen_port=port) as broker:
             await create_topic(broker.broker_addr, topic, queues=2)
             c = rmq.PushConsumer(nsaddr, cg, handler=handler, consume_from_where=FIRST)
@@ -391,8 +458,14 @@ async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
         deliveries.append(msg.reconsume_times)
         raise RuntimeError("always fails")
 
-    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, consume_from_where=FIRST, max_reconsume_times=1,
-                         delay_level_when_next_consume=1)
+    c = rmq.PushConsumer(
+        namesrv_addr,
+        cg,
+        handler=handler,
+        consume_from_where=FIRST,
+        max_reconsume_times=1,
+        delay_level_when_next_consume=1,
+    )
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: deliveries[-2:] == [0, 1], timeout=40, what="one redelivery from %RETRY%")
@@ -400,6 +473,7 @@ async def test_retry_then_dead_letter_queue(cluster, namesrv_addr, unique):
     assert c.stats["sent_back"] == 2 and c.stats["local_retries"] == 0
     # Java creates the DLQ write-only (consumers cannot pull it), so read the store directly.
     from rmq.client._codec import decode_messages
+
     dlq = "%DLQ%" + cg
 
     def dlq_records():
@@ -426,8 +500,7 @@ async def test_follows_suggest_which_broker_id(tmp_path, unique, caplog):
 
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
-        async with run_broker(tmp_path / "b", namesrv=ns, slave_read_enable=True,
-                              total_physical_memory=1024) as broker:
+        async with run_broker(tmp_path / "b", namesrv=ns, slave_read_enable=True, total_physical_memory=1024) as broker:
             await create_topic(broker.broker_addr, topic, queues=1)
             await _produce(nsaddr, topic, [b"%d" % i for i in range(40)], unique("PG"))
             c = rmq.PushConsumer(nsaddr, cg, handler=handler, consume_from_where=FIRST, pull_batch_size=8)
@@ -438,7 +511,7 @@ async def test_follows_suggest_which_broker_id(tmp_path, unique, caplog):
                 await wait_until(lambda: c._impl.pull_from_which_node.get(mq) == 0, what="back to the master")
     assert sorted(got, key=int) == [b"%d" % i for i in range(40)]
     text = caplog.text
-    assert "from node 1" in text and "from node 0" in text[text.index("from node 1"):]
+    assert "from node 1" in text and "from node 0" in text[text.index("from node 1") :]
 
 
 @pytest.mark.slow
@@ -456,17 +529,33 @@ async def test_orderly_clustering_rebalance_hands_locks_over(cluster, namesrv_ad
             key, seq = msg.body.decode().split(":")
             if f"{key}:{seq}" in fail_once:
                 fail_once.discard(f"{key}:{seq}")
-                return rmq.ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT   # retried in place, in order
+                return rmq.ConsumeResult.SUSPEND_CURRENT_QUEUE_A_MOMENT  # retried in place, in order
             seen.setdefault(key, []).append(int(seq))
+
         return handler
 
-    c1 = rmq.PushConsumer(namesrv_addr, cg, handler=handler_for("c1"), orderly=True, instance_name="o1",
-                          consume_from_where=FIRST, suspend_current_queue_time=0.2)
-    c2 = rmq.PushConsumer(namesrv_addr, cg, handler=handler_for("c2"), orderly=True, instance_name="o2",
-                          consume_from_where=FIRST, suspend_current_queue_time=0.2)
+    c1 = rmq.PushConsumer(
+        namesrv_addr,
+        cg,
+        handler=handler_for("c1"),
+        orderly=True,
+        instance_name="o1",
+        consume_from_where=FIRST,
+        suspend_current_queue_time=0.2,
+    )
+    c2 = rmq.PushConsumer(
+        namesrv_addr,
+        cg,
+        handler=handler_for("c2"),
+        orderly=True,
+        instance_name="o2",
+        consume_from_where=FIRST,
+        suspend_current_queue_time=0.2,
+    )
     for c in (c1, c2):
         c.subscribe(topic)
     async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+
         async def produce(lo, hi):
             for seq in range(lo, hi):
                 for k in range(4):
@@ -475,12 +564,18 @@ async def test_orderly_clustering_rebalance_hands_locks_over(cluster, namesrv_ad
         await c1.start()
         await produce(0, 10)
         await c2.start()
-        await wait_until(lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 2, timeout=15,
-                         what="c2 took 2 queues")
+        await wait_until(
+            lambda: sum(1 for mq in c2._impl.process_queue_table if mq.topic == topic) == 2,
+            timeout=15,
+            what="c2 took 2 queues",
+        )
         await produce(10, 20)
         try:
-            await wait_until(lambda: all(len(set(seen.get(f"k{k}", []))) == 20 for k in range(4)), timeout=60,
-                             what="every key's 20 messages")
+            await wait_until(
+                lambda: all(len(set(seen.get(f"k{k}", []))) == 20 for k in range(4)),
+                timeout=60,
+                what="every key's 20 messages",
+            )
         finally:
             await c2.close()
             await c1.close()
@@ -505,12 +600,21 @@ async def test_batch_handler_gets_lists_and_a_failure_redelivers_the_batch(clust
             raise RuntimeError("whole batch fails")
         batches.append([m.body for m in msgs])
 
-    c = rmq.PushConsumer(namesrv_addr, cg, batch_handler=batch_handler, consume_batch_size=4,
-                         consume_from_where=FIRST, delay_level_when_next_consume=1)
+    c = rmq.PushConsumer(
+        namesrv_addr,
+        cg,
+        batch_handler=batch_handler,
+        consume_batch_size=4,
+        consume_from_where=FIRST,
+        delay_level_when_next_consume=1,
+    )
     c.subscribe(topic)
     async with c:
-        await wait_until(lambda: {b for bs in batches for b in bs} >= {b"%d" % i for i in range(24)},
-                         timeout=20, what="all 24 in batches")
+        await wait_until(
+            lambda: {b for bs in batches for b in bs} >= {b"%d" % i for i in range(24)},
+            timeout=20,
+            what="all 24 in batches",
+        )
     assert any(len(b) > 1 for b in batches)
     redelivered = {b for bs in batches for b in bs if b in failed_once[0]}
     assert redelivered == set(failed_once[0])
@@ -528,7 +632,7 @@ async def test_iterator_reconsume_later(cluster, namesrv_addr, unique):
     c.subscribe(topic)
     async with c:
         with pytest.raises(rmq.ClientError):
-            await c.reconsume_later()            # nothing returned yet
+            await c.reconsume_later()  # nothing returned yet
         async for msg in c:
             seen.append((msg.body, msg.reconsume_times))
             if msg.body == b"b" and msg.reconsume_times == 0:
@@ -541,7 +645,8 @@ async def test_iterator_reconsume_later(cluster, namesrv_addr, unique):
 
 async def test_orderly_iterator_holds_the_queue_locks_and_cannot_skip(cluster, namesrv_addr, unique, monkeypatch):
     import rmq.client.consumer.push as push
-    monkeypatch.setattr(push, "LOCK_RENEW_INTERVAL", 0.2)     # Java's 20 s lockAll, shortened
+
+    monkeypatch.setattr(push, "LOCK_RENEW_INTERVAL", 0.2)  # Java's 20 s lockAll, shortened
     _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=2)
@@ -568,8 +673,9 @@ async def test_orderly_iterator_holds_the_queue_locks_and_cannot_skip(cluster, n
     assert await _stored_offsets(broker.broker_addr, cg, topic, 2) == {0: 5, 1: 5}
 
 
-async def test_failing_handler_logs_one_traceback_then_rate_limited_lines(cluster, namesrv_addr, unique, tmp_path,
-                                                                            caplog):
+async def test_failing_handler_logs_one_traceback_then_rate_limited_lines(
+    cluster, namesrv_addr, unique, tmp_path, caplog
+):
     """A handler that raises on every message once wrote a full traceback per failure (issue 23,
     finding 9): now the first failure carries its traceback and after it the group gets one line
     per 10 s with a count, however many messages fail. (BROADCASTING drops a failed message, so
@@ -588,8 +694,14 @@ async def test_failing_handler_logs_one_traceback_then_rate_limited_lines(cluste
 
     caplog.set_level(logging.WARNING, logger="rmq.client")
     start = time.monotonic()
-    c = rmq.PushConsumer(namesrv_addr, cg, handler=handler, message_model=rmq.MessageModel.BROADCASTING,
-                         consume_from_where=FIRST, offset_store_dir=str(tmp_path / "offsets"))
+    c = rmq.PushConsumer(
+        namesrv_addr,
+        cg,
+        handler=handler,
+        message_model=rmq.MessageModel.BROADCASTING,
+        consume_from_where=FIRST,
+        offset_store_dir=str(tmp_path / "offsets"),
+    )
     c.subscribe(topic)
     async with c:
         await _produce(namesrv_addr, topic, [b"%d" % i for i in range(200)], unique("PG"))
@@ -598,7 +710,7 @@ async def test_failing_handler_logs_one_traceback_then_rate_limited_lines(cluste
     lines = [r for r in caplog.records if r.name == "rmq.client" and cg in r.getMessage()]
     raised = [r for r in lines if "handler raised" in r.getMessage()]
     assert len(failures) >= 200
-    assert raised and raised[0].exc_info is not None                  # the first: with its traceback
+    assert raised and raised[0].exc_info is not None  # the first: with its traceback
     assert all(r.exc_info is None for r in raised[1:])
     assert len(raised) <= intervals, [r.getMessage() for r in raised]
     assert len(lines) <= 2 * intervals, [r.getMessage() for r in lines]

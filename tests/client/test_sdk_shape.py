@@ -1,5 +1,6 @@
 """The SDK's shape: send() futures, rebalance listeners with revoked/assigned sets, per-queue
 pause/resume, client namespaces, construction-time argument errors; against a real broker."""
+
 from __future__ import annotations
 
 import asyncio
@@ -53,7 +54,7 @@ async def test_pending_sends_are_bounded(cluster, namesrv_addr, unique):
     topic = unique("T")
     await create_topic(broker.broker_addr, topic, queues=2)
     async with rmq.Producer(namesrv_addr, unique("PG"), max_pending_sends=3) as p:
-        futs = [p.send(rmq.Message(topic, f"m{i}".encode())) for i in range(3)]   # none has run yet
+        futs = [p.send(rmq.Message(topic, f"m{i}".encode())) for i in range(3)]  # none has run yet
         with pytest.raises(rmq.RemotingTooMuchRequestError, match="max_pending_sends=3") as ei:
             p.send(rmq.Message(topic, b"one too many"))
         assert ei.value.retriable
@@ -79,28 +80,37 @@ async def test_send_future_carries_the_broker_error(tmp_path, unique, caplog):
 # ---------------------------------------------------------------------------- construction errors
 
 
-@pytest.mark.parametrize("make, argument", [
-    (lambda: rmq.Producer("127.0.0.1:9876", "PG", send_timeout=0), "send_timeout"),
-    (lambda: rmq.Producer("127.0.0.1:9876", "PG", retry_times=-1), "retry_times"),
-    (lambda: rmq.Producer("127.0.0.1:9876", "PG", compress_level=10), "compress_level"),
-    (lambda: rmq.Producer("127.0.0.1:9876", "bad group!"), "group"),
-    (lambda: rmq.Producer("127.0.0.1:9876", "DEFAULT_PRODUCER"), "group"),
-    (lambda: rmq.Producer("nohost", "PG"), "namesrv_addr"),
-    (lambda: rmq.Producer("127.0.0.1:70000", "PG"), "namesrv_addr"),
-    (lambda: rmq.Producer("", "PG"), "namesrv_addr"),
-    (lambda: rmq.Producer("127.0.0.1:9876", "PG", namespace="a%b"), "namespace"),
-    (lambda: rmq.PushConsumer("127.0.0.1:9876", "CG", consume_timeout=0), "consume_timeout"),
-    (lambda: rmq.PushConsumer("127.0.0.1:9876", "CG", pull_batch_size=2000), "pull_batch_size"),
-    (lambda: rmq.PushConsumer("127.0.0.1:9876", "CG", on_error=5), "on_error"),
-    (lambda: rmq.PushConsumer("127.0.0.1:9876", "CG", error_retries=0), "error_retries"),
-    (lambda: rmq.PushConsumer("a:1;b", "CG"), "namesrv_addr"),
-    (lambda: rmq.PullConsumer("127.0.0.1:9876", "CG", poll_timeout=-1), "poll_timeout"),
-    (lambda: rmq.PullConsumer("127.0.0.1:9876", "", ), "group"),
-    (lambda: rmq.PullConsumer("127.0.0.1:9876", "CG", allocate_strategy="NOPE"), "allocate_strategy"),
-    (lambda: rmq.Producer("127.0.0.1:9876", "PG", trace_topic="bad topic!"), "trace_topic"),
-    (lambda: rmq.Producer("127.0.0.1:9876", "PG", max_pending_sends=0), "max_pending_sends"),
-    (lambda: rmq.MessageSelector.sql("  "), "expression"),
-])
+@pytest.mark.parametrize(
+    "make, argument",
+    [
+        (lambda: rmq.Producer("127.0.0.1:9876", "PG", send_timeout=0), "send_timeout"),
+        (lambda: rmq.Producer("127.0.0.1:9876", "PG", retry_times=-1), "retry_times"),
+        (lambda: rmq.Producer("127.0.0.1:9876", "PG", compress_level=10), "compress_level"),
+        (lambda: rmq.Producer("127.0.0.1:9876", "bad group!"), "group"),
+        (lambda: rmq.Producer("127.0.0.1:9876", "DEFAULT_PRODUCER"), "group"),
+        (lambda: rmq.Producer("nohost", "PG"), "namesrv_addr"),
+        (lambda: rmq.Producer("127.0.0.1:70000", "PG"), "namesrv_addr"),
+        (lambda: rmq.Producer("", "PG"), "namesrv_addr"),
+        (lambda: rmq.Producer("127.0.0.1:9876", "PG", namespace="a%b"), "namespace"),
+        (lambda: rmq.PushConsumer("127.0.0.1:9876", "CG", consume_timeout=0), "consume_timeout"),
+        (lambda: rmq.PushConsumer("127.0.0.1:9876", "CG", pull_batch_size=2000), "pull_batch_size"),
+        (lambda: rmq.PushConsumer("127.0.0.1:9876", "CG", on_error=5), "on_error"),
+        (lambda: rmq.PushConsumer("127.0.0.1:9876", "CG", error_retries=0), "error_retries"),
+        (lambda: rmq.PushConsumer("a:1;b", "CG"), "namesrv_addr"),
+        (lambda: rmq.PullConsumer("127.0.0.1:9876", "CG", poll_timeout=-1), "poll_timeout"),
+        (
+            lambda: rmq.PullConsumer(
+                "127.0.0.1:9876",
+                "",
+            ),
+            "group",
+        ),
+        (lambda: rmq.PullConsumer("127.0.0.1:9876", "CG", allocate_strategy="NOPE"), "allocate_strategy"),
+        (lambda: rmq.Producer("127.0.0.1:9876", "PG", trace_topic="bad topic!"), "trace_topic"),
+        (lambda: rmq.Producer("127.0.0.1:9876", "PG", max_pending_sends=0), "max_pending_sends"),
+        (lambda: rmq.MessageSelector.sql("  "), "expression"),
+    ],
+)
 def test_bad_arguments_fail_at_construction_naming_the_argument(make, argument):
     with pytest.raises(ValueError) as ei:
         make()
@@ -139,8 +149,14 @@ async def test_namespace_round_trip(cluster, namesrv_addr, unique):
         r2 = await p.send(rmq.Message(topic, b"to-q0"), queue=qs[0])
         assert r2.message_queue == qs[0]
 
-    c = rmq.PushConsumer(namesrv_addr, cg, handler=got.append, consume_from_where=FIRST, namespace=name,
-                         on_rebalance=lambda t, mqs: assigned.extend(mqs))
+    c = rmq.PushConsumer(
+        namesrv_addr,
+        cg,
+        handler=got.append,
+        consume_from_where=FIRST,
+        namespace=name,
+        on_rebalance=lambda t, mqs: assigned.extend(mqs),
+    )
     c.subscribe(topic)
     async with c:
         assert c.group == cg and c.namespace == name
@@ -213,8 +229,9 @@ async def test_rebalance_listener_gets_revoked_and_assigned_sets(cluster, namesr
         b = rmq.PushConsumer(namesrv_addr, cg, handler=lambda m: None, instance_name="b", on_rebalance=rb)
         b.subscribe(topic)
         async with b:
-            await wait_until(lambda: len(mine(ra)) == 2 and len(mine(rb)) == 2, timeout=30,
-                             what="2 + 2 queues after b joined")
+            await wait_until(
+                lambda: len(mine(ra)) == 2 and len(mine(rb)) == 2, timeout=30, what="2 + 2 queues after b joined"
+            )
             assert not mine(ra) & mine(rb)
             revoked_a = [s for kind, s in ra.events if kind == "revoked" and any(q.topic == topic for q in s)]
             assert revoked_a and len(set().union(*revoked_a)) == 2
@@ -249,8 +266,9 @@ async def test_push_consumer_pauses_and_resumes_single_queues(cluster, namesrv_a
         await holds(lambda: all(m.queue_id == 0 for m in got), 2.0, "q1 paused, q0 flowing")
         c.resume([q1])
         assert c.paused_queues() == set()
-        await wait_until(lambda: {m.body for m in got} >= {b"b0", b"b1", b"b2"}, timeout=20,
-                         what="q1's messages after resume")
+        await wait_until(
+            lambda: {m.body for m in got} >= {b"b0", b"b1", b"b2"}, timeout=20, what="q1's messages after resume"
+        )
         assert sorted(m.body for m in got) == [b"a0", b"a1", b"a2", b"b0", b"b1", b"b2"]
         # pause() without queues is the whole consumer, resume() without queues all of it
         c.pause()

@@ -7,6 +7,7 @@ again and its offsets catch up from the consumer's (the periodic persist re-comm
 The brokers are ``rmq broker -c broker.conf`` processes (the master is killed with SIGKILL); the
 name server and the consumer run in this process.
 """
+
 import asyncio
 import contextlib
 import json
@@ -30,8 +31,9 @@ FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 
 async def _route_ids(rc: RemotingClient, nsaddr: str, topic: str) -> set[int]:
-    resp = await rc.invoke(nsaddr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}),
-                           timeout=5)
+    resp = await rc.invoke(
+        nsaddr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout=5
+    )
     if resp.code != ResponseCode.SUCCESS:
         return set()
     return {int(k) for bd in json.loads(resp.body)["brokerDatas"] for k in bd["brokerAddrs"]}
@@ -42,8 +44,13 @@ async def _committed(rc: RemotingClient, addr: str, group: str, topic: str, queu
     total = 0
     for q in range(queues):
         try:
-            resp = await rc.invoke(addr, RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, {
-                "consumerGroup": group, "topic": topic, "queueId": q}), timeout=3)
+            resp = await rc.invoke(
+                addr,
+                RemotingCommand.request(
+                    RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": group, "topic": topic, "queueId": q}
+                ),
+                timeout=3,
+            )
         except Exception:
             return -1
         total += int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else -1
@@ -58,8 +65,9 @@ async def _produce(nsaddr: str, topic: str, bodies: list[bytes]) -> None:
 
 
 @contextlib.asynccontextmanager
-async def _master_and_copied_slave(tmp_path: Path, nsaddr: str, topic: str, queues: int,
-                                   bodies: list[bytes]) -> AsyncIterator[tuple[BrokerProcess, BrokerProcess]]:
+async def _master_and_copied_slave(
+    tmp_path: Path, nsaddr: str, topic: str, queues: int, bodies: list[bytes]
+) -> AsyncIterator[tuple[BrokerProcess, BrokerProcess]]:
     """A master holding ``bodies`` in ``topic`` and a slave started on a copy of its store, taken
     while the master was stopped (the same messages on both; nothing to replicate). Both run
     until the block ends, then are killed."""
@@ -79,9 +87,16 @@ async def _master_and_copied_slave(tmp_path: Path, nsaddr: str, topic: str, queu
 
 
 @contextlib.asynccontextmanager
-async def _consumer_failed_over(rc: RemotingClient, nsaddr: str, group: str, topic: str, queues: int,
-                                master: BrokerProcess, slave: BrokerProcess,
-                                first: list[bytes]) -> AsyncIterator[list[bytes]]:
+async def _consumer_failed_over(
+    rc: RemotingClient,
+    nsaddr: str,
+    group: str,
+    topic: str,
+    queues: int,
+    master: BrokerProcess,
+    slave: BrokerProcess,
+    first: list[bytes],
+) -> AsyncIterator[list[bytes]]:
     """A push consumer that reads 5 of ``first`` from the master; the master is killed and gone
     from the route, the consumer reads the rest from the slave and commits its offsets there.
     Yields the bodies it got (and goes on getting) while it still runs."""
@@ -93,8 +108,9 @@ async def _consumer_failed_over(rc: RemotingClient, nsaddr: str, group: str, top
             await gate.wait()
         got.append(msg.body)
 
-    c = rmq.PushConsumer(nsaddr, group, handler=handler, consume_from_where=FIRST, pull_batch_size=1,
-                         pull_threshold_for_queue=1)
+    c = rmq.PushConsumer(
+        nsaddr, group, handler=handler, consume_from_where=FIRST, pull_batch_size=1, pull_threshold_for_queue=1
+    )
     c.subscribe(topic)
     async with c:
         await wait_until(lambda: len(got) >= 5, what="5 messages from the master")
@@ -103,8 +119,11 @@ async def _consumer_failed_over(rc: RemotingClient, nsaddr: str, group: str, top
         gate.set()
         await wait_until(lambda: set(got) == set(first), timeout=60, what=f"all {len(first)} (the rest from the slave)")
         # the offsets went to the slave while the master was away
-        await wait_until(lambda: _committed_is(rc, slave.addr, group, topic, queues, len(first)), timeout=30,
-                         what="the consumer's offsets committed to the slave")
+        await wait_until(
+            lambda: _committed_is(rc, slave.addr, group, topic, queues, len(first)),
+            timeout=30,
+            what="the consumer's offsets committed to the slave",
+        )
         yield got
 
 
@@ -113,7 +132,7 @@ async def test_consumer_reads_the_slave_while_the_master_is_down_and_resumes_on_
     replication needed): 40 messages on both. The consumer reads 5 from the master, the master
     is killed, it reads the other 35 from the slave and commits its offsets there; the master
     restarts, 10 new messages (only on the master) arrive, and the master's offsets catch up."""
-    monkeypatch.setattr(client_instance, "POLL_NAMESRV_INTERVAL", 1.0)   # Java's is 30 s
+    monkeypatch.setattr(client_instance, "POLL_NAMESRV_INTERVAL", 1.0)  # Java's is 30 s
     topic, group, queues = "FailoverT", "CG_Failover", 2
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
@@ -128,12 +147,18 @@ async def test_consumer_reads_the_slave_while_the_master_is_down_and_resumes_on_
                     await master.astart()
                     await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="the master back in the route")
                     second = [b"n%d" % i for i in range(10)]
-                    await _produce(nsaddr, topic, second)     # on the master only: nothing replicates here
-                    await wait_until(lambda: set(got) == set(first + second), timeout=60,
-                                     what="the 10 new messages, read from the master")
+                    await _produce(nsaddr, topic, second)  # on the master only: nothing replicates here
+                    await wait_until(
+                        lambda: set(got) == set(first + second),
+                        timeout=60,
+                        what="the 10 new messages, read from the master",
+                    )
                     # the master's offsets catch up from the consumer (re-committed after its return)
-                    await wait_until(lambda: _committed_is(rc, master.addr, group, topic, queues, 50), timeout=30,
-                                     what="the offsets re-committed to the master")
+                    await wait_until(
+                        lambda: _committed_is(rc, master.addr, group, topic, queues, 50),
+                        timeout=30,
+                        what="the offsets re-committed to the master",
+                    )
                 assert sorted(got) == sorted(first + second), "a message was skipped or repeated"
             finally:
                 await rc.close()
@@ -173,8 +198,9 @@ async def _slave_connected(rc: RemotingClient, addr: str) -> bool:
 async def _max_offsets(rc: RemotingClient, addr: str, topic: str, queues: int) -> int:
     total = 0
     for q in range(queues):
-        resp = await rc.invoke(addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {
-            "topic": topic, "queueId": q}), timeout=3)
+        resp = await rc.invoke(
+            addr, RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": q}), timeout=3
+        )
         total += int(resp.ext_fields["offset"]) if resp.code == ResponseCode.SUCCESS else 0
     return total
 
@@ -191,8 +217,9 @@ async def test_replicated_slave_serves_consumers_after_kill_9_of_the_master(tmp_
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
         master = await BrokerProcess(tmp_path / "m", nsaddr, brokerRole="SYNC_MASTER").astart()
-        slave = await BrokerProcess(tmp_path / "s", nsaddr, brokerId=1, brokerRole="SLAVE",
-                              slaveSyncIntervalMs=300).astart()
+        slave = await BrokerProcess(
+            tmp_path / "s", nsaddr, brokerId=1, brokerRole="SLAVE", slaveSyncIntervalMs=300
+        ).astart()
         rc = RemotingClient()
         try:
             await create_topic(master.addr, topic, queues=queues)
@@ -200,7 +227,7 @@ async def test_replicated_slave_serves_consumers_after_kill_9_of_the_master(tmp_
             await wait_until(lambda: _slave_connected(rc, master.addr), what="the slave connected to the master's HA")
             await wait_until(lambda: _has_topic(rc, slave.addr, topic), what="the slave's copy of the topic config")
             first = [b"r%d" % i for i in range(40)]
-            await _produce(nsaddr, topic, first)     # SYNC_MASTER: each acknowledged once on the slave
+            await _produce(nsaddr, topic, first)  # SYNC_MASTER: each acknowledged once on the slave
             assert await _max_offsets(rc, slave.addr, topic, queues) == 40
             table = await _runtime(rc, slave.addr)
             assert table["brokerRole"] == "SLAVE" and table["slaveSyncMasterAddr"] == master.addr
@@ -215,8 +242,11 @@ async def test_replicated_slave_serves_consumers_after_kill_9_of_the_master(tmp_
                 # its pulls go to the master again: it long-polls both queues there (a pull held
                 # on the slave before the master came back may have returned some of the 10)
                 await wait_until(lambda: _holds(rc, master.addr, queues + 1), what="the consumer polling the master")
-                await wait_until(lambda: _committed_is(rc, master.addr, group, topic, queues, 50), timeout=30,
-                                 what="the offsets re-committed to the master")
+                await wait_until(
+                    lambda: _committed_is(rc, master.addr, group, topic, queues, 50),
+                    timeout=30,
+                    what="the offsets re-committed to the master",
+                )
             assert sorted(got) == sorted(first + second), "a message was skipped or repeated"
         finally:
             await rc.close()
@@ -237,8 +267,14 @@ async def test_lite_pull_consumer_polls_the_slave_while_the_master_is_down(tmp_p
             rc = RemotingClient()
             try:
                 await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="master and slave in the route")
-                c = rmq.PullConsumer(nsaddr, group, consume_from_where=FIRST, pull_batch_size=1,
-                                     pull_threshold_for_queue=1, auto_commit=False)
+                c = rmq.PullConsumer(
+                    nsaddr,
+                    group,
+                    consume_from_where=FIRST,
+                    pull_batch_size=1,
+                    pull_threshold_for_queue=1,
+                    auto_commit=False,
+                )
                 c.subscribe(topic)
                 got: list[bytes] = []
                 async with c:

@@ -1,4 +1,3 @@
-
 from sdk_support import create_topic, wait_until
 
 import rmq
@@ -13,8 +12,9 @@ async def test_issue_snippet(cluster, namesrv_addr, unique):
         assert r.status is rmq.SendStatus.SEND_OK
         assert len(r.msg_id) == 32 and len(r.offset_msg_id) == 32
         assert r.queue_offset == 0
-    c = rmq.PushConsumer(namesrv_addr=namesrv_addr, group=cg,
-                         consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = rmq.PushConsumer(
+        namesrv_addr=namesrv_addr, group=cg, consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
     c.subscribe(topic, "TagA || TagB")
     async with c:
         async for msg in c:

@@ -20,8 +20,12 @@ async def fcluster(tmp_path):
 
 def _props(i: int) -> dict[str, str]:
     """A string, a long, a double and a boolean property; ``opt`` on every fourth message."""
-    p = {"color": "red" if i % 2 else "blue", "n": str(i), "price": f"{i * 1.25}",
-         "vip": "true" if i % 3 == 0 else "false"}
+    p = {
+        "color": "red" if i % 2 else "blue",
+        "n": str(i),
+        "price": f"{i * 1.25}",
+        "vip": "true" if i % 3 == 0 else "false",
+    }
     if i % 4 == 0:
         p["opt"] = "x"
     return p
@@ -50,8 +54,10 @@ async def test_push_consumers_filter_by_sql92(fcluster, unique):
     got: dict[str, list[int]] = {e: [] for e in EXPRESSIONS}
     consumers = []
     for expr in EXPRESSIONS:
+
         async def handler(msg, expr=expr):
             got[expr].append(int(msg.body))
+
         c = rmq.PushConsumer(nsaddr, unique("CG"), handler=handler, consume_from_where=FIRST)
         c.subscribe(topic, rmq.MessageSelector.sql(expr))
         consumers.append(c)
@@ -59,8 +65,11 @@ async def test_push_consumers_filter_by_sql92(fcluster, unique):
         for c in consumers:
             await c.start()
         want = {e: sorted(i for i in range(N) if f(i)) for e, f in EXPRESSIONS.items()}
-        await wait_until(lambda: all(len(got[e]) >= len(want[e]) for e in want), timeout=30,
-                         what="every consumer's matching messages")
+        await wait_until(
+            lambda: all(len(got[e]) >= len(want[e]) for e in want),
+            timeout=30,
+            what="every consumer's matching messages",
+        )
         # nothing else arrives: the broker skipped the others
         await holds(lambda: all(len(got[e]) == len(want[e]) for e in want), 1.0, "no extra messages")
         assert {e: sorted(v) for e, v in got.items()} == want
@@ -74,18 +83,22 @@ async def test_pull_consumer_subscribes_with_selectors(fcluster, unique):
     topic = unique("T")
     await create_topic(broker.broker_addr, topic, queues=2)
     await _produce(nsaddr, topic, unique("PG"))
-    for selector, want in ((rmq.MessageSelector.sql("n < 8 AND color = 'red'"), [1, 3, 5, 7]),
-                           (rmq.MessageSelector.tag("B"), [0, 5, 10, 15, 20, 25, 30, 35]),
-                           ("B", [0, 5, 10, 15, 20, 25, 30, 35])):
+    for selector, want in (
+        (rmq.MessageSelector.sql("n < 8 AND color = 'red'"), [1, 3, 5, 7]),
+        (rmq.MessageSelector.tag("B"), [0, 5, 10, 15, 20, 25, 30, 35]),
+        ("B", [0, 5, 10, 15, 20, 25, 30, 35]),
+    ):
         c = rmq.PullConsumer(nsaddr, unique("LG"), consume_from_where=FIRST)
         c.subscribe(topic, selector)
         out: list[int] = []
         async with c:
+
             async def polled_all(c: rmq.PullConsumer = c, out: list[int] = out, n: int = len(want)) -> bool:
                 out.extend(int(m.body) for m in await c.poll(timeout=0.5))
                 return len(out) >= n
+
             await wait_until(polled_all, 30, interval=0, what=f"{len(want)} messages for {selector}")
-            out.extend(int(m.body) for m in await c.poll(timeout=0.5))   # and nothing more
+            out.extend(int(m.body) for m in await c.poll(timeout=0.5))  # and nothing more
         assert sorted(out) == want, selector
 
 
@@ -126,8 +139,9 @@ async def test_filtering_off_fails_start(cluster, namesrv_addr, unique):
     await create_topic(broker.broker_addr, topic, queues=1)
     c = rmq.PushConsumer(namesrv_addr, unique("CG"), handler=lambda m: None)
     c.subscribe(topic, rmq.MessageSelector.sql("n > 1"))
-    with pytest.raises(rmq.BrokerResponseError,
-                       match="The broker does not support consumer to filter message by SQL92") as ei:
+    with pytest.raises(
+        rmq.BrokerResponseError, match="The broker does not support consumer to filter message by SQL92"
+    ) as ei:
         await c.start()
     assert ei.value.code == ResponseCode.SYSTEM_ERROR
     # a TAG selector needs no check and works as before
@@ -140,8 +154,9 @@ async def test_filtering_off_fails_start(cluster, namesrv_addr, unique):
 async def test_retry_of_a_filtered_message(tmp_path, unique):
     """A matching message whose handler fails comes back through %RETRY%<group> (a TAG "*"
     subscription, so the retry copy is not filtered again); non-matching ones never come."""
-    async with run_standalone(tmp_path / "store", enable_property_filter=True,
-                              message_delay_level=" ".join(["1s"] * 18)) as (ns, broker):
+    async with run_standalone(
+        tmp_path / "store", enable_property_filter=True, message_delay_level=" ".join(["1s"] * 18)
+    ) as (ns, broker):
         await _retry_case(f"127.0.0.1:{ns.port}", broker, unique)
 
 
@@ -187,6 +202,8 @@ async def test_bad_expression_subscribed_while_running_is_dropped(fcluster, uniq
         assert "the broker refuses a subscription, dropped" in caplog.text
         assert t1 in c._impl.subscriptions
         c.subscribe(t2, rmq.MessageSelector.sql("n > 1"))
-        await wait_until(lambda: broker.consumer_manager.get_consumer_group_info(cg).find_subscription_data(t2)
-                         is not None, what="the good subscription reaching the broker")
+        await wait_until(
+            lambda: broker.consumer_manager.get_consumer_group_info(cg).find_subscription_data(t2) is not None,
+            what="the good subscription reaching the broker",
+        )
         assert t2 in c._impl.subscriptions

@@ -1,4 +1,5 @@
 """The SDK's public surface: documented names only, options dataclasses, life-cycle states."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -20,22 +21,86 @@ FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 # The documented SDK (the design notes' SDK section and the README), plus the read-only
 # state/options properties.
 DOCUMENTED = {
-    rmq.Producer: {"start", "close", "send", "send_with_callback", "send_oneway", "send_batch",
-                   "send_in_transaction", "fetch_publish_message_queues", "client_id", "group", "state",
-                   "request", "add_send_hook", "send_and_wait"},
-    rmq.PushConsumer: {"subscribe", "unsubscribe", "start", "close", "pause", "resume", "paused", "stats",
-                       "getone", "reconsume_later", "client_id", "group", "options", "state", "add_consume_hook",
-                       "paused_queues", "assignment", "namespace"},
-    rmq.PullConsumer: {"subscribe", "unsubscribe", "assign", "assignment", "fetch_message_queues", "start",
-                       "close", "poll", "seek", "seek_to_begin", "seek_to_end", "offset_for_timestamp",
-                       "commit", "committed", "pause", "resume", "paused", "client_id", "group", "options",
-                       "state", "namespace"},
+    rmq.Producer: {
+        "start",
+        "close",
+        "send",
+        "send_with_callback",
+        "send_oneway",
+        "send_batch",
+        "send_in_transaction",
+        "fetch_publish_message_queues",
+        "client_id",
+        "group",
+        "state",
+        "request",
+        "add_send_hook",
+        "send_and_wait",
+    },
+    rmq.PushConsumer: {
+        "subscribe",
+        "unsubscribe",
+        "start",
+        "close",
+        "pause",
+        "resume",
+        "paused",
+        "stats",
+        "getone",
+        "reconsume_later",
+        "client_id",
+        "group",
+        "options",
+        "state",
+        "add_consume_hook",
+        "paused_queues",
+        "assignment",
+        "namespace",
+    },
+    rmq.PullConsumer: {
+        "subscribe",
+        "unsubscribe",
+        "assign",
+        "assignment",
+        "fetch_message_queues",
+        "start",
+        "close",
+        "poll",
+        "seek",
+        "seek_to_begin",
+        "seek_to_end",
+        "offset_for_timestamp",
+        "commit",
+        "committed",
+        "pause",
+        "resume",
+        "paused",
+        "client_id",
+        "group",
+        "options",
+        "state",
+        "namespace",
+    },
 }
 # What the client instance calls on its members: none of it may show on the public classes.
-INTERNAL = {"do_rebalance", "heartbeat_data", "offset_table_json", "running_info", "reset_offset",
-            "consume_message_directly", "persist_consumer_offset", "subscribed_topics",
-            "update_topic_subscribe_info", "has_subscribe_info", "publish_topics", "process_queue_table",
-            "offset_store", "subscriptions", "send_message_back", "compute_pull_from_where"}
+INTERNAL = {
+    "do_rebalance",
+    "heartbeat_data",
+    "offset_table_json",
+    "running_info",
+    "reset_offset",
+    "consume_message_directly",
+    "persist_consumer_offset",
+    "subscribed_topics",
+    "update_topic_subscribe_info",
+    "has_subscribe_info",
+    "publish_topics",
+    "process_queue_table",
+    "offset_store",
+    "subscriptions",
+    "send_message_back",
+    "compute_pull_from_where",
+}
 
 
 @pytest.mark.parametrize("cls", list(DOCUMENTED), ids=lambda c: c.__name__)
@@ -44,15 +109,28 @@ def test_public_names_are_the_documented_ones(cls):
     public = {n for n in dir(obj) if not n.startswith("_")}
     assert public == DOCUMENTED[cls]
     assert not public & INTERNAL
-    for name in public:     # every public member says what it does
+    for name in public:  # every public member says what it does
         assert inspect.getdoc(getattr(cls, name)), f"{cls.__name__}.{name} has no docstring"
 
 
-@pytest.mark.parametrize("module", ["rmq", "rmq.types", "rmq.client", "rmq.client.consumer",
-                                    "rmq.client.consumer.options", "rmq.client.consumer.push",
-                                    "rmq.client.consumer.pull", "rmq.client.consumer.consume_service",
-                                    "rmq.client.producer", "rmq.client.instance", "rmq.client.hooks",
-                                    "rmq.client.request_reply", "rmq.client.trace"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "rmq",
+        "rmq.types",
+        "rmq.client",
+        "rmq.client.consumer",
+        "rmq.client.consumer.options",
+        "rmq.client.consumer.push",
+        "rmq.client.consumer.pull",
+        "rmq.client.consumer.consume_service",
+        "rmq.client.producer",
+        "rmq.client.instance",
+        "rmq.client.hooks",
+        "rmq.client.request_reply",
+        "rmq.client.trace",
+    ],
+)
 def test_every_module_declares_what_it_exports(module):
     mod = importlib.import_module(module)
     assert mod.__all__ and len(set(mod.__all__)) == len(mod.__all__)
@@ -62,17 +140,22 @@ def test_every_module_declares_what_it_exports(module):
 
 # ------------------------------------------------------------------------------------ options
 
-@pytest.mark.parametrize("cls, options_cls", [(rmq.PushConsumer, rmq.PushConsumerOptions),
-                                              (rmq.PullConsumer, rmq.PullConsumerOptions)])
+
+@pytest.mark.parametrize(
+    "cls, options_cls", [(rmq.PushConsumer, rmq.PushConsumerOptions), (rmq.PullConsumer, rmq.PullConsumerOptions)]
+)
 def test_constructor_keywords_are_the_options_fields_with_the_same_defaults(cls, options_cls):
     params = inspect.signature(cls).parameters
     fields = {f.name: f.default for f in dataclasses.fields(options_cls)}
-    keywords = {n: p.default for n, p in params.items()
-                if p.kind is p.KEYWORD_ONLY and n not in ("handler", "batch_handler", "orderly", "options")}
+    keywords = {
+        n: p.default
+        for n, p in params.items()
+        if p.kind is p.KEYWORD_ONLY and n not in ("handler", "batch_handler", "orderly", "options")
+    }
     assert keywords == fields
     shared = {f.name for f in dataclasses.fields(rmq.ConsumerOptions)}
     assert shared < set(fields) and len(shared) == 15
-    for name in fields:     # each setting is documented with its default
+    for name in fields:  # each setting is documented with its default
         assert f"{name}:" in (cls.__doc__ or ""), f"{cls.__name__} does not document {name}"
         assert f"{name}:" in (options_cls.__doc__ or "") + (rmq.ConsumerOptions.__doc__ or "")
 
@@ -86,27 +169,30 @@ def test_keywords_build_the_options_and_options_can_be_shared():
     opts = rmq.PullConsumerOptions(auto_commit=False, message_model=rmq.MessageModel.BROADCASTING)
     a, b = rmq.PullConsumer("127.0.0.1:1", "A", options=opts), rmq.PullConsumer("127.0.0.1:1", "B", options=opts)
     assert a.options is b.options is opts
-    assert a.options.pull_batch_size == 32 and a.options.poll_timeout == 5.0      # defaults
+    assert a.options.pull_batch_size == 32 and a.options.poll_timeout == 5.0  # defaults
     with pytest.raises(rmq.ClientError, match="not both .*auto_commit_interval"):
         rmq.PullConsumer("127.0.0.1:1", "A", options=opts, auto_commit_interval=2.0)
     with pytest.raises(rmq.ClientError, match="PushConsumerOptions"):
-        rmq.PushConsumer("127.0.0.1:1", "A", options=opts)      # a pull consumer's options
+        rmq.PushConsumer("127.0.0.1:1", "A", options=opts)  # a pull consumer's options
 
 
-@pytest.mark.parametrize("options_cls, field, bad", [
-    (rmq.ConsumerOptions, "pull_batch_size", 0),
-    (rmq.ConsumerOptions, "pull_batch_size", 1025),
-    (rmq.ConsumerOptions, "allocate_strategy", "NOPE"),
-    (rmq.ConsumerOptions, "message_model", "CLUSTERING"),
-    (rmq.ConsumerOptions, "on_rebalance", 3),
-    (rmq.PushConsumerOptions, "consume_concurrency", 1001),
-    (rmq.PushConsumerOptions, "iterator_buffer", 0),
-    (rmq.PushConsumerOptions, "delay_level_when_next_consume", 19),
-    (rmq.PushConsumerOptions, "suspend_current_queue_time", -1.0),
-    (rmq.PushConsumerOptions, "max_reconsume_times", -2),
-    (rmq.PullConsumerOptions, "auto_commit_interval", 0.5),
-    (rmq.PullConsumerOptions, "pull_threshold_for_all", 0),
-])
+@pytest.mark.parametrize(
+    "options_cls, field, bad",
+    [
+        (rmq.ConsumerOptions, "pull_batch_size", 0),
+        (rmq.ConsumerOptions, "pull_batch_size", 1025),
+        (rmq.ConsumerOptions, "allocate_strategy", "NOPE"),
+        (rmq.ConsumerOptions, "message_model", "CLUSTERING"),
+        (rmq.ConsumerOptions, "on_rebalance", 3),
+        (rmq.PushConsumerOptions, "consume_concurrency", 1001),
+        (rmq.PushConsumerOptions, "iterator_buffer", 0),
+        (rmq.PushConsumerOptions, "delay_level_when_next_consume", 19),
+        (rmq.PushConsumerOptions, "suspend_current_queue_time", -1.0),
+        (rmq.PushConsumerOptions, "max_reconsume_times", -2),
+        (rmq.PullConsumerOptions, "auto_commit_interval", 0.5),
+        (rmq.PullConsumerOptions, "pull_threshold_for_all", 0),
+    ],
+)
 def test_out_of_range_options_are_refused_naming_the_field(options_cls, field, bad):
     with pytest.raises(rmq.ClientError, match=field.split("_")[0]):
         options_cls(**{field: bad})
@@ -129,6 +215,7 @@ def test_the_consume_service_is_chosen_by_the_mode():
 
 # ------------------------------------------------------------------------------------ states
 
+
 async def test_producer_life_cycle(cluster, namesrv_addr, unique):
     S = rmq.ServiceState
     p = rmq.Producer(namesrv_addr, unique("PG"))
@@ -138,12 +225,16 @@ async def test_producer_life_cycle(cluster, namesrv_addr, unique):
     await p.start()
     assert p.state is S.RUNNING and p.client_id
     with pytest.raises(rmq.IllegalStateError, match="only a new producer"):
-        await p.start()                             # Java: "maybe started once"
+        await p.start()  # Java: "maybe started once"
     await p.close()
     assert p.state is S.SHUTDOWN_ALREADY
-    await p.close()                                 # idempotent
-    for call in (lambda: p.send(rmq.Message("T", b"x")), lambda: p.send_batch([rmq.Message("T", b"x")]),
-                 lambda: p.send_oneway(rmq.Message("T", b"x")), lambda: p.fetch_publish_message_queues("T")):
+    await p.close()  # idempotent
+    for call in (
+        lambda: p.send(rmq.Message("T", b"x")),
+        lambda: p.send_batch([rmq.Message("T", b"x")]),
+        lambda: p.send_oneway(rmq.Message("T", b"x")),
+        lambda: p.fetch_publish_message_queues("T"),
+    ):
         with pytest.raises(rmq.IllegalStateError):
             await call()
     with pytest.raises(rmq.IllegalStateError):
@@ -173,7 +264,7 @@ async def test_push_consumer_life_cycle(cluster, namesrv_addr, unique):
     assert c.state is S.CREATE_JUST
     with pytest.raises(rmq.ClientError, match="subscribe"):
         await c.start()
-    assert c.state is S.CREATE_JUST                 # a refused start changes nothing
+    assert c.state is S.CREATE_JUST  # a refused start changes nothing
     c.subscribe(unique("T"))
     await c.start()
     assert c.state is S.RUNNING and c.client_id
@@ -183,7 +274,7 @@ async def test_push_consumer_life_cycle(cluster, namesrv_addr, unique):
     assert c.state is S.SHUTDOWN_ALREADY
     await c.close()
     with pytest.raises(rmq.IllegalStateError):
-        await c.getone()                            # closed: no next message
+        await c.getone()  # closed: no next message
     with pytest.raises(rmq.IllegalStateError):
         await c.start()
 
@@ -202,14 +293,14 @@ async def test_pull_consumer_life_cycle(cluster, namesrv_addr, unique):
     for call in (lambda: c.poll(timeout=0), lambda: c.commit(), lambda: c.fetch_message_queues("T")):
         with pytest.raises(rmq.IllegalStateError):
             await call()
-    assert [m async for m in c] == []               # a closed consumer iterates nothing
+    assert [m async for m in c] == []  # a closed consumer iterates nothing
 
 
 async def test_a_consumer_whose_start_failed_cannot_start_again(cluster, namesrv_addr, unique):
     S = rmq.ServiceState
     group, topic = unique("CG"), unique("T")
     first = rmq.PushConsumer(namesrv_addr, group)
-    twin = rmq.PushConsumer(namesrv_addr, group)        # same group, same client id
+    twin = rmq.PushConsumer(namesrv_addr, group)  # same group, same client id
     for c in (first, twin):
         c.subscribe(topic)
     async with first:
@@ -218,5 +309,5 @@ async def test_a_consumer_whose_start_failed_cannot_start_again(cluster, namesrv
         assert twin.state is S.START_FAILED
         with pytest.raises(rmq.IllegalStateError):
             await twin.start()
-        await twin.close()                              # nothing to do, no harm to the first
+        await twin.close()  # nothing to do, no harm to the first
         assert first.state is S.RUNNING and first._impl._instance.consumers[group] is first._impl

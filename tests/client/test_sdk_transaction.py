@@ -27,7 +27,7 @@ class _Recorder:
         self.calls.append((dict(cmd.ext_fields or {}), cmd.remark))
         if self.delegate is not None:
             return self.delegate.process_request(conn, cmd)
-        return None   # oneway: no answer
+        return None  # oneway: no answer
 
     def reject_request(self):
         return False
@@ -62,16 +62,22 @@ async def test_local_transaction_outcomes_and_check_back(cluster, namesrv_addr, 
 
     async with rmq.Producer(namesrv_addr, pg, transaction_checker=checker) as p:
         r1 = await p.send_in_transaction(rmq.Message(topic, b"commit-me"), local_ok)
-        r2 = await p.send_in_transaction(rmq.Message(topic, b"roll-me"),
-                                         lambda m, r: rmq.LocalTransactionState.ROLLBACK_MESSAGE)
+        r2 = await p.send_in_transaction(
+            rmq.Message(topic, b"roll-me"), lambda m, r: rmq.LocalTransactionState.ROLLBACK_MESSAGE
+        )
         r3 = await p.send_in_transaction(rmq.Message(topic, b"unknown"), local_raises)
         assert [r.local_transaction_state for r in (r1, r2, r3)] == [
-            rmq.LocalTransactionState.COMMIT_MESSAGE, rmq.LocalTransactionState.ROLLBACK_MESSAGE,
-            rmq.LocalTransactionState.UNKNOW]
+            rmq.LocalTransactionState.COMMIT_MESSAGE,
+            rmq.LocalTransactionState.ROLLBACK_MESSAGE,
+            rmq.LocalTransactionState.UNKNOW,
+        ]
         await wait_until(lambda: len(rec.calls) == 3, what="3 END_TRANSACTION")
         kinds = [int(h["commitOrRollback"]) for h, _ in rec.calls]
-        assert kinds == [MessageSysFlag.TRANSACTION_COMMIT_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
-                         MessageSysFlag.TRANSACTION_NOT_TYPE]
+        assert kinds == [
+            MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+            MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
+            MessageSysFlag.TRANSACTION_NOT_TYPE,
+        ]
         h1 = rec.calls[0][0]
         assert h1["producerGroup"] == pg and h1["msgId"] == r1.msg_id
         assert int(h1["commitLogOffset"]) == decode_offset_msg_id(r1.send_result.offset_msg_id)[2]
@@ -83,10 +89,11 @@ async def test_local_transaction_outcomes_and_check_back(cluster, namesrv_addr, 
         phy = decode_offset_msg_id(r3.send_result.offset_msg_id)[2]
         cl = broker.message_store.commit_log
         mf, pos = cl.select(phy, 4)
-        size = int.from_bytes(mf.mm[pos:pos + 4], "big")
+        size = int.from_bytes(mf.mm[pos : pos + 4], "big")
         mf, pos = cl.select(phy, size)
-        record = bytes(mf.mm[pos:pos + size])
+        record = bytes(mf.mm[pos : pos + size])
         from rmq.client._codec import decode_messages
+
         (half,) = decode_messages(record)
         # prepared flag as sent, or (a broker that parks half messages, as Java does) reset with
         # the real topic kept in REAL_TOPIC
@@ -94,12 +101,22 @@ async def test_local_transaction_outcomes_and_check_back(cluster, namesrv_addr, 
         assert half.properties["TRAN_MSG"] == "true" and half.properties["PGROUP"] == pg
 
         # check-back for the UNKNOW one, over the producer's own connection (as the broker does)
-        conn = await wait_until(lambda: broker.producer_manager.get_available_channel(pg),
-                                what="the producer's heartbeat")
-        conn.invoke_oneway(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {
-            "tranStateTableOffset": str(r3.send_result.queue_offset),
-            "commitLogOffset": str(half.commit_log_offset), "msgId": half.msg_id,
-            "transactionId": half.msg_id, "offsetMsgId": half.offset_msg_id}, record))
+        conn = await wait_until(
+            lambda: broker.producer_manager.get_available_channel(pg), what="the producer's heartbeat"
+        )
+        conn.invoke_oneway(
+            RemotingCommand.request(
+                RequestCode.CHECK_TRANSACTION_STATE,
+                {
+                    "tranStateTableOffset": str(r3.send_result.queue_offset),
+                    "commitLogOffset": str(half.commit_log_offset),
+                    "msgId": half.msg_id,
+                    "transactionId": half.msg_id,
+                    "offsetMsgId": half.offset_msg_id,
+                },
+                record,
+            )
+        )
         await wait_until(lambda: len(rec.calls) == 4, what="END_TRANSACTION after the check")
         h4 = rec.calls[3][0]
         assert checked and checked[0].msg_id == r3.msg_id
@@ -116,9 +133,9 @@ def _raw_record(broker, offset_msg_id: str) -> bytes:
     phy = decode_offset_msg_id(offset_msg_id)[2]
     cl = broker.message_store.commit_log
     mf, pos = cl.select(phy, 4)
-    size = int.from_bytes(mf.mm[pos:pos + 4], "big")
+    size = int.from_bytes(mf.mm[pos : pos + 4], "big")
     mf, pos = cl.select(phy, size)
-    return bytes(mf.mm[pos:pos + size])
+    return bytes(mf.mm[pos : pos + size])
 
 
 async def test_transactions_end_to_end(cluster, namesrv_addr, unique):
@@ -130,18 +147,31 @@ async def test_transactions_end_to_end(cluster, namesrv_addr, unique):
 
     from rmq.client._codec import decode_messages
 
-    async with rmq.Producer(namesrv_addr, pg,
-                            transaction_checker=lambda m: rmq.LocalTransactionState.COMMIT_MESSAGE) as p:
-        await p.send_in_transaction(rmq.Message(topic, b"commit-me"),
-                                    lambda m, r: rmq.LocalTransactionState.COMMIT_MESSAGE)
-        await p.send_in_transaction(rmq.Message(topic, b"roll-me"),
-                                    lambda m, r: rmq.LocalTransactionState.ROLLBACK_MESSAGE)
+    async with rmq.Producer(
+        namesrv_addr, pg, transaction_checker=lambda m: rmq.LocalTransactionState.COMMIT_MESSAGE
+    ) as p:
+        await p.send_in_transaction(
+            rmq.Message(topic, b"commit-me"), lambda m, r: rmq.LocalTransactionState.COMMIT_MESSAGE
+        )
+        await p.send_in_transaction(
+            rmq.Message(topic, b"roll-me"), lambda m, r: rmq.LocalTransactionState.ROLLBACK_MESSAGE
+        )
         r3 = await p.send_in_transaction(rmq.Message(topic, b"checked"), lambda m, r: rmq.LocalTransactionState.UNKNOW)
         record = _raw_record(broker, r3.send_result.offset_msg_id)
         (half,) = decode_messages(record)
         conn = await wait_until(lambda: broker.producer_manager.get_available_channel(pg), what="producer heartbeat")
-        conn.invoke_oneway(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {
-            "tranStateTableOffset": str(r3.send_result.queue_offset), "commitLogOffset": str(half.commit_log_offset),
-            "msgId": half.msg_id, "transactionId": half.msg_id, "offsetMsgId": half.offset_msg_id}, record))
+        conn.invoke_oneway(
+            RemotingCommand.request(
+                RequestCode.CHECK_TRANSACTION_STATE,
+                {
+                    "tranStateTableOffset": str(r3.send_result.queue_offset),
+                    "commitLogOffset": str(half.commit_log_offset),
+                    "msgId": half.msg_id,
+                    "transactionId": half.msg_id,
+                    "offsetMsgId": half.offset_msg_id,
+                },
+                record,
+            )
+        )
         msgs = await drain(namesrv_addr, topic, 2, group=unique("TXC"), timeout=15)
     assert sorted(m.body for m in msgs) == [b"checked", b"commit-me"]

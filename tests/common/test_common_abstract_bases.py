@@ -1,5 +1,6 @@
 """The abstract bases refuse construction when a subclass forgets a method (at construction,
 not mid-run when the method is first called)."""
+
 import pytest
 
 from rmq.broker.managers.config_store import ConfigManager

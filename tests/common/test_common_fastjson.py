@@ -1,4 +1,5 @@
 """rmq.common.fastjson: fastjson's non-string map keys read, anything else a ValueError."""
+
 from __future__ import annotations
 
 import json
@@ -9,10 +10,18 @@ from hypothesis import strategies as st
 
 from rmq.common import fastjson
 
-scalars = st.none() | st.booleans() | st.integers(-2**63, 2**63) | st.text(max_size=8) | st.floats(
-    allow_nan=False, allow_infinity=False)
-values = st.recursive(scalars, lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids,
-                                                                                          max_size=4), max_leaves=20)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63)
+    | st.text(max_size=8)
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+values = st.recursive(
+    scalars,
+    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=6), kids, max_size=4),
+    max_leaves=20,
+)
 
 
 @given(values)
@@ -28,7 +37,7 @@ def test_standard_json_reads_as_json_does(v):
 @settings(max_examples=100, deadline=None)
 def test_object_and_integer_keys(ints, name):
     key = {"brokerName": name, "queueId": 3, "topic": "T"}
-    body = ("{" + ",".join(f"{k}:{json.dumps(v)}" for k, v in ints.items()) + "}")
+    body = "{" + ",".join(f"{k}:{json.dumps(v)}" for k, v in ints.items()) + "}"
     text = '{"t":{' + json.dumps(key) + ':{"maxOffset":1}},"ids":' + body + "}"
     d = fastjson.loads(text)
     [k] = d["t"]
@@ -44,8 +53,12 @@ def test_garbage_is_a_value_error_never_a_crash(text):
         pass
 
 
-mqs = st.builds(lambda t, b, q: {"brokerName": b, "queueId": q, "topic": t},
-                st.text(max_size=6), st.text(max_size=6), st.integers(-1, 2**31 - 1))
+mqs = st.builds(
+    lambda t, b, q: {"brokerName": b, "queueId": q, "topic": t},
+    st.text(max_size=6),
+    st.text(max_size=6),
+    st.integers(-1, 2**31 - 1),
+)
 
 
 @given(st.lists(st.tuples(mqs, values), max_size=6), st.dictionaries(st.integers(-5, 10**12), values, max_size=4))
@@ -54,13 +67,21 @@ def test_round_trip_of_object_and_integer_keyed_maps(entries, by_int):
     """What fastjson writes for Map<MessageQueue, V> and Map<Integer, V> reads back as plain
     JSON data whose keys object_key turns back into the objects and numbers."""
     table = {fastjson.canonical(k): v for k, v in entries}
-    text = ('{"offsetTable":{' + ",".join(f"{k}:{json.dumps(v)}" for k, v in table.items()) + '},"ids":{'
-            + ",".join(f"{k}:{json.dumps(v)}" for k, v in by_int.items()) + "}}")
+    text = (
+        '{"offsetTable":{'
+        + ",".join(f"{k}:{json.dumps(v)}" for k, v in table.items())
+        + '},"ids":{'
+        + ",".join(f"{k}:{json.dumps(v)}" for k, v in by_int.items())
+        + "}}"
+    )
     d = fastjson.loads(text)
-    assert d == {"offsetTable": {k: json.loads(json.dumps(v)) for k, v in table.items()},
-                 "ids": {str(k): json.loads(json.dumps(v)) for k, v in by_int.items()}}
+    assert d == {
+        "offsetTable": {k: json.loads(json.dumps(v)) for k, v in table.items()},
+        "ids": {str(k): json.loads(json.dumps(v)) for k, v in by_int.items()},
+    }
     assert {json.dumps(fastjson.object_key(k), sort_keys=True) for k in d["offsetTable"]} == {
-        json.dumps(k, sort_keys=True) for k, _ in entries}
+        json.dumps(k, sort_keys=True) for k, _ in entries
+    }
     assert fastjson.loads(text.encode()) == d == fastjson.loads(memoryview(text.encode()))
 
 
@@ -69,7 +90,7 @@ def test_depth_and_size_are_bounded():
     assert fastjson.loads(nested)["1"]["1"] is not None
     with pytest.raises(ValueError, match="nested deeper"):
         fastjson.loads("{1:" + nested + "}")
-    with pytest.raises(ValueError):           # plain JSON past the C decoders' limit
+    with pytest.raises(ValueError):  # plain JSON past the C decoders' limit
         fastjson.loads("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ValueError, match="over the limit"):
         fastjson.loads(b"[" + b"0," * 100 + b"0]", max_size=100)

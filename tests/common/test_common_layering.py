@@ -19,6 +19,7 @@ any layer and cimports nothing from rmq itself. A module may import its own pack
 import __version__`` counts as ``rmq._version``; anything else taken from the package root (the
 public facade, which re-exports the client) must be imported from where it is defined.
 """
+
 import ast
 import pathlib
 import re
@@ -30,14 +31,22 @@ import rmq
 ROOT = pathlib.Path(rmq.__file__).parent
 
 RANK = {
-    "errors": 0, "_version": 0, "_store": 0,
+    "errors": 0,
+    "_version": 0,
+    "_store": 0,
     "common": 1,
-    "types": 2, "config": 2,
+    "types": 2,
+    "config": 2,
     "protocol": 3,
-    "remoting": 4, "store": 4,
-    "broker": 5, "namesrv": 5, "client": 5, "spark": 5,
+    "remoting": 4,
+    "store": 4,
+    "broker": 5,
+    "namesrv": 5,
+    "client": 5,
+    "spark": 5,
     "console": 6,
-    "cli": 7, "_testing": 7,
+    "cli": 7,
+    "_testing": 7,
     "__main__": 8,
 }
 
@@ -69,7 +78,7 @@ def _imported_units(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = list(package[:len(package) - (node.level - 1)])
+                base = list(package[: len(package) - (node.level - 1)])
                 module = ".".join(base + ([node.module] if node.module else []))
             else:
                 module = node.module or ""
@@ -103,11 +112,15 @@ def test_imports_go_downwards_only(unit):
             if target == unit:
                 continue
             if target not in RANK:
-                bad.append(f"{f.relative_to(ROOT.parent)}:{line} imports rmq.{target}, which no layer holds "
-                           "(a re-export of the package root? import it from where it is defined)")
+                bad.append(
+                    f"{f.relative_to(ROOT.parent)}:{line} imports rmq.{target}, which no layer holds "
+                    "(a re-export of the package root? import it from where it is defined)"
+                )
             elif RANK[target] >= RANK[unit]:
-                bad.append(f"{f.relative_to(ROOT.parent)}:{line} imports rmq.{target} "
-                           f"(layer {RANK[target]}) from rmq.{unit} (layer {RANK[unit]})")
+                bad.append(
+                    f"{f.relative_to(ROOT.parent)}:{line} imports rmq.{target} "
+                    f"(layer {RANK[target]}) from rmq.{unit} (layer {RANK[unit]})"
+                )
     assert not bad, "imports must go downwards only:\n  " + "\n  ".join(bad)
 
 
@@ -161,8 +174,10 @@ def test_native_sources_cimport_downwards_only():
 
 def test_the_native_check_sees_a_cimport(tmp_path):
     f = tmp_path / "m.pyx"
-    f.write_text("from libc.stdint cimport int64_t\nfrom rmq._store cimport Appender\n"
-                 "cimport rmq.remoting._codec\nfrom rmq.remoting._codec cimport (\n    _JOut,\n)\n")
+    f.write_text(
+        "from libc.stdint cimport int64_t\nfrom rmq._store cimport Appender\n"
+        "cimport rmq.remoting._codec\nfrom rmq.remoting._codec cimport (\n    _JOut,\n)\n"
+    )
     assert [(line, t) for line, _, t in _native_imports(f)] == [(2, "_store"), (3, "remoting"), (4, "remoting")]
 
 
@@ -173,6 +188,8 @@ def test_the_check_sees_a_violation(tmp_path):
     (tmp_path / "rmq" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     mod = pkg / "m.py"
-    mod.write_text("def f():\n    from rmq.broker import controller\nfrom ..remoting import codec\n"
-                   "from . import n\nfrom rmq import __version__\n")
+    mod.write_text(
+        "def f():\n    from rmq.broker import controller\nfrom ..remoting import codec\n"
+        "from . import n\nfrom rmq import __version__\n"
+    )
     assert _imported_units(mod, tmp_path / "rmq") == [(2, "broker"), (3, "remoting"), (4, "common"), (5, "_version")]

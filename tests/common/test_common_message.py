@@ -1,4 +1,5 @@
 """rmq.common.message: the one message codec every layer uses (flags, properties, ids, batches)."""
+
 import struct
 
 import pytest
@@ -47,7 +48,7 @@ def test_properties_separator_check():
     assert properties_to_string({"a": "x"}, trailing_separator=True) == "a\x01x\x02"
 
 
-@pytest.mark.parametrize("s", ["", "TagA", "hello world, this overflows", "ü€", "\U0001F600tag", "a" * 1000])
+@pytest.mark.parametrize("s", ["", "TagA", "hello world, this overflows", "ü€", "\U0001f600tag", "a" * 1000])
 def test_java_string_hash_agrees_with_the_store_scan(s):
     assert java_string_hash(s) == _store.java_hash_code(s)
 
@@ -113,5 +114,5 @@ def test_layers_share_the_one_codec():
     assert client_codec.RecordDecodeError is spark_records.RecordDecodeError is RecordDecodeError
     assert types.MessageConst is MessageConst
     assert store.string_to_properties is client_codec.string_to_properties is string_to_properties
-    assert store.properties_to_string({"a": "1"}) == "a\x011"            # broker form
+    assert store.properties_to_string({"a": "1"}) == "a\x011"  # broker form
     assert client_codec.properties_to_string({"a": "1"}) == "a\x011\x02"  # client form

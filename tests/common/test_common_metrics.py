@@ -1,6 +1,7 @@
 """rmq.common.metrics: the renderer writes exactly what prometheus_client.generate_latest
 writes; the builder keeps the declared labels and bounds; the runtime table is read as
 rocketmq-exporter's BrokerRuntimeStats reads it."""
+
 from __future__ import annotations
 
 import pytest
@@ -32,20 +33,27 @@ def _reference(builder: MetricsBuilder) -> bytes:
 
 
 @settings(max_examples=60, deadline=None)
-@given(labels=st.lists(st.text(min_size=0, max_size=12), min_size=4, max_size=4),
-       value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2**62, 2**62)))
+@given(
+    labels=st.lists(st.text(min_size=0, max_size=12), min_size=4, max_size=4),
+    value=st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**62), 2**62)),
+)
 def test_render_is_generate_latest_byte_for_byte(labels, value):
     b = MetricsBuilder()
     b.queue_lag(labels[0], labels[1], labels[2], 3, value, 12.5)
     b.add("rocketmq_group_diff", tuple(labels), value)
     b.set("rocketmq_messages_in_total", tuple(labels[:3]), abs(value) if value == value else 0)
-    b.histogram("rocketmq_rpc_latency", (labels[0], labels[1], "send_message"), RPC_LATENCY_BUCKETS_MS,
-                [1, 0, 2, 0, 0, 0, 0, 0, 0, 4], 9.25)
+    b.histogram(
+        "rocketmq_rpc_latency",
+        (labels[0], labels[1], "send_message"),
+        RPC_LATENCY_BUCKETS_MS,
+        [1, 0, 2, 0, 0, 0, 0, 0, 0, 4],
+        9.25,
+    )
     cache = LabelCache()
     reference = _reference(b)
     assert render(b.families(), cache) == reference
-    assert render(b.families(), cache) == reference   # the cached label texts give the same bytes
-    assert b.render(cache) == reference                # straight from the tables
+    assert render(b.families(), cache) == reference  # the cached label texts give the same bytes
+    assert b.render(cache) == reference  # straight from the tables
     assert b.render(cache, pause=lambda: None) == reference
 
 
@@ -56,7 +64,7 @@ def test_builder_checks_names_labels_and_sums():
     with pytest.raises(ValueError, match="labels"):
         b.set("rocketmq_group_diff", ("g", "t"), 1)
     b.add("rocketmq_group_diff", ("g", "t", "1", "1"), 300)
-    b.add("rocketmq_group_diff", ("g", "t", "1", "1"), 400)   # a second broker's part
+    b.add("rocketmq_group_diff", ("g", "t", "1", "1"), 400)  # a second broker's part
     assert b.get("rocketmq_group_diff", ("g", "t", "1", "1")) == 700
     # every family's labels are declared once, the exporter's where it has them
     assert FAMILIES["rocketmq_group_diff"].labels == ("group", "topic", "countOfOnlineConsumers", "msgModel")
@@ -64,7 +72,13 @@ def test_builder_checks_names_labels_and_sums():
     assert FAMILIES["rocketmq_producer_tps"].labels == ("cluster", "broker", "topic")
     assert FAMILIES["rocketmq_consumer_tps"].labels == ("cluster", "broker", "topic", "group")
     assert FAMILIES["rocketmq_brokeruntime_put_tps10"].labels == (
-        "cluster", "brokerIP", "brokerHost", "des", "boottime", "broker_version")
+        "cluster",
+        "brokerIP",
+        "brokerHost",
+        "des",
+        "boottime",
+        "broker_version",
+    )
 
 
 def test_queue_series_bound():
@@ -75,27 +89,38 @@ def test_queue_series_bound():
     assert b.dropped_series == 1
     text = render(b.families()).decode()
     assert text.count("rocketmq_consumer_lag_messages{") == 2
-    assert text.count("rocketmq_consumer_lag_latency{") == 1   # unknown latency: no sample
+    assert text.count("rocketmq_consumer_lag_latency{") == 1  # unknown latency: no sample
 
 
 def test_broker_runtime_table_as_the_exporter_reads_it():
     kv = {  # a Java 4.9.8 broker's GET_BROKER_RUNTIME_INFO (abridged)
-        "putTps": "12.5 10.0 8.25", "getTransferredTps": "3.0 2.0 1.0", "getMissTps": "1.0 1.0 1.0",
+        "putTps": "12.5 10.0 8.25",
+        "getTransferredTps": "3.0 2.0 1.0",
+        "getMissTps": "1.0 1.0 1.0",
         "commitLogDirCapacity": "Total : 49.1 GiB, Free : 12.3 GiB.",
         "putMessageDistributeTime": "[<=0ms]:7 [0~10ms]:20 [10~50ms]:1 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 "
-                                    "[500ms~1s]:0 [1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 [5~10s]:0 [10s~]:2 ",
-        "remainHowManyDataToFlush": "1.5 MiB", "commitLogMaxOffset": "5000", "commitLogMinOffset": "1000",
-        "dispatchBehindBytes": "0", "earliestMessageTimeStamp": "1000", "brokerVersionDesc": "V4_9_8",
-        "bootTimestamp": "1700000000000", "brokerVersion": "415", "putLatency99": "1.50", "msgPutTotalTodayNow": "42",
-        "commitLogDiskRatio": "0.75", "getFoundTps": "", "junk": "not a number",
+        "[500ms~1s]:0 [1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 [5~10s]:0 [10s~]:2 ",
+        "remainHowManyDataToFlush": "1.5 MiB",
+        "commitLogMaxOffset": "5000",
+        "commitLogMinOffset": "1000",
+        "dispatchBehindBytes": "0",
+        "earliestMessageTimeStamp": "1000",
+        "brokerVersionDesc": "V4_9_8",
+        "bootTimestamp": "1700000000000",
+        "brokerVersion": "415",
+        "putLatency99": "1.50",
+        "msgPutTotalTodayNow": "42",
+        "commitLogDiskRatio": "0.75",
+        "getFoundTps": "",
+        "junk": "not a number",
     }
     b = MetricsBuilder()
     b.broker_runtime("DefaultCluster", "broker-a", "10.0.0.1:10911", kv, now_ms=61_000)
     lab = ("DefaultCluster", "10.0.0.1:10911", "", "V4_9_8", "1700000000000", "415")
     p = "rocketmq_brokeruntime_"
     assert b.get(p + "put_tps10", lab) == 12.5 and b.get(p + "put_tps600", lab) == 8.25
-    assert b.get(p + "gettransfered_tps60", lab) == 2.0      # Java 5's spelling read too
-    assert b.get(p + "getfound_tps10", lab) is None            # a window without samples: left out
+    assert b.get(p + "gettransfered_tps60", lab) == 2.0  # Java 5's spelling read too
+    assert b.get(p + "getfound_tps10", lab) is None  # a window without samples: left out
     assert b.get(p + "commitlogdir_capacity_total", lab) == int(49.1 * 2**30)
     assert b.get(p + "commitlogdir_capacity_free", lab) == int(12.3 * 2**30)
     assert b.get(p + "pmdt_0ms", lab) == 7 and b.get(p + "pmdt_10stomore", lab) == 2
@@ -107,9 +132,20 @@ def test_broker_runtime_table_as_the_exporter_reads_it():
     assert b.get("rocketmq_storage_message_reserve_time", ("DefaultCluster", "broker-a")) == 60_000
 
 
-@pytest.mark.parametrize(("text", "n"), [("0 B", 0), ("1023 B", 1023), ("55.7 KiB", int(55.7 * 1024)),
-                                         ("1.0 GiB", 2**30), ("2 MB", 2_000_000), ("", None), ("x KiB", None),
-                                         ("1 parsecs", None), ("inf KiB", None)])
+@pytest.mark.parametrize(
+    ("text", "n"),
+    [
+        ("0 B", 0),
+        ("1023 B", 1023),
+        ("55.7 KiB", int(55.7 * 1024)),
+        ("1.0 GiB", 2**30),
+        ("2 MB", 2_000_000),
+        ("", None),
+        ("x KiB", None),
+        ("1 parsecs", None),
+        ("inf KiB", None),
+    ],
+)
 def test_human_bytes(text, n):
     assert human_bytes_to_int(text) == n
 

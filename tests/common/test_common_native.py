@@ -1,10 +1,13 @@
 """rmq.common.native is the one switch between the extensions and their pure-Python twins:
 each part reports what it took, and the parts really run what they report (in this process,
 where the extensions are built, and in a child with RMQ_NO_EXTENSIONS=1)."""
+
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 from rmq.common import message, native
 from rmq.protocol.headers import _HeaderReader
@@ -32,8 +35,9 @@ def _child(env_value):
     env = {k: v for k, v in os.environ.items() if k != "RMQ_NO_EXTENSIONS"}
     if env_value is not None:
         env["RMQ_NO_EXTENSIONS"] = env_value
-    out = subprocess.run([sys.executable, "-c", _REPORT], env=env, capture_output=True, text=True, timeout=120,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _REPORT], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
     return json.loads(out.stdout)
 
 
@@ -44,11 +48,13 @@ def test_this_process_runs_the_extensions():
     assert dict.fromkeys(PARTS, "cython") == native.IMPLEMENTATIONS
     from rmq import _store
     from rmq.protocol import _codec
+
     assert message.walk_records is _store.walk_records
     assert codec._fast_encode is _codec.json_header_encode and codec._fast_bin_decode is _codec.binary_header_decode
     assert _HeaderReader is _codec.HeaderReader
 
 
+@pytest.mark.integration  # a child interpreter
 def test_the_switch_selects_the_python_twins_in_a_new_process():
     off = _child("1")
     assert off["enabled"] is False
@@ -64,7 +70,10 @@ def test_only_the_switch_reads_the_environment():
     import pathlib
 
     import rmq
-    readers = [p.relative_to(pathlib.Path(rmq.__file__).parent).as_posix()
-               for p in pathlib.Path(rmq.__file__).parent.rglob("*.py")
-               if any(r in p.read_text() for r in ('environ.get("RMQ_NO_EXTENSIONS")', 'getenv("RMQ_NO_EXTENSIONS")'))]
+
+    readers = [
+        p.relative_to(pathlib.Path(rmq.__file__).parent).as_posix()
+        for p in pathlib.Path(rmq.__file__).parent.rglob("*.py")
+        if any(r in p.read_text() for r in ('environ.get("RMQ_NO_EXTENSIONS")', 'getenv("RMQ_NO_EXTENSIONS")'))
+    ]
     assert readers == ["common/native.py"]

@@ -1,4 +1,5 @@
 """rmq.common.route: the route types the name server writes and the SDK reads."""
+
 import json
 
 import pytest
@@ -11,7 +12,7 @@ def test_round_trip_name_server_json_to_client_types():
     qd = QueueData("broker-a", 4, 2, 6, 1)
     bd = BrokerData("c1", "broker-a", {1: "h:2", 0: "h:1"})
     body = json.dumps({"queueDatas": [qd.to_json()], "brokerDatas": [bd.to_json()]}).encode()
-    assert '"brokerAddrs": {"0": "h:1", "1": "h:2"}' in body.decode()   # string ids, sorted
+    assert '"brokerAddrs": {"0": "h:1", "1": "h:2"}' in body.decode()  # string ids, sorted
     d = fastjson.loads(body)
     assert QueueData.from_json(d["queueDatas"][0]) == qd
     back = BrokerData.from_json(d["brokerDatas"][0])
@@ -21,8 +22,10 @@ def test_round_trip_name_server_json_to_client_types():
 
 
 def test_fastjson_unquoted_int_keys_and_lenient_queue_data():
-    text = '{"brokerDatas":[{"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"},"brokerName":"b"}],' \
-           '"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":8,"topicSynFlag":2,"writeQueueNums":8}]}'
+    text = (
+        '{"brokerDatas":[{"brokerAddrs":{0:"10.0.0.1:10911",1:"10.0.0.2:10911"},"brokerName":"b"}],'
+        '"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":8,"topicSynFlag":2,"writeQueueNums":8}]}'
+    )
     d = fastjson.loads(text)
     assert BrokerData.from_json(d["brokerDatas"][0]).broker_addrs == {0: "10.0.0.1:10911", 1: "10.0.0.2:10911"}
     assert QueueData.from_json(d["queueDatas"][0]) == QueueData("b", 8, 8, 6, 2)
@@ -36,12 +39,14 @@ def test_fastjson_unquoted_int_keys_and_lenient_queue_data():
 def test_topic_route_data_queues_of_brokers_with_a_master():
     from rmq.common.route import TopicRouteData
 
-    text = ('{"brokerDatas":[{"brokerAddrs":{0:"h:1",1:"h:2"},"brokerName":"b","cluster":"C"},'
-            '{"brokerAddrs":{1:"h:3"},"brokerName":"s","cluster":"C"},'
-            '{"brokerAddrs":{"0":"h:4"},"brokerName":"a","cluster":"C"}],'
-            '"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":2,"writeQueueNums":3},'
-            '{"brokerName":"s","perm":6,"readQueueNums":4,"writeQueueNums":4},'
-            '{"brokerName":"a","perm":4,"readQueueNums":1,"writeQueueNums":1}],"orderTopicConf":null}')
+    text = (
+        '{"brokerDatas":[{"brokerAddrs":{0:"h:1",1:"h:2"},"brokerName":"b","cluster":"C"},'
+        '{"brokerAddrs":{1:"h:3"},"brokerName":"s","cluster":"C"},'
+        '{"brokerAddrs":{"0":"h:4"},"brokerName":"a","cluster":"C"}],'
+        '"queueDatas":[{"brokerName":"b","perm":6,"readQueueNums":2,"writeQueueNums":3},'
+        '{"brokerName":"s","perm":6,"readQueueNums":4,"writeQueueNums":4},'
+        '{"brokerName":"a","perm":4,"readQueueNums":1,"writeQueueNums":1}],"orderTopicConf":null}'
+    )
     route = TopicRouteData.from_body(text)
     assert [b.broker_name for b in route.broker_datas] == ["a", "b", "s"]  # sorted, as Java's client sorts
     assert route.master_addr("b") == "h:1" and route.master_addr("s") is None and route.master_addr("x") is None
@@ -59,7 +64,9 @@ def test_topic_route_data_queues_of_brokers_with_a_master():
 def test_cluster_info_reads_fastjson_ids():
     from rmq.common.route import ClusterInfo
 
-    info = ClusterInfo.from_body('{"brokerAddrTable":{"b":{"brokerAddrs":{0:"h:1"},"brokerName":"b",'
-                                 '"cluster":"C"}},"clusterAddrTable":{"C":["b"]}}')
+    info = ClusterInfo.from_body(
+        '{"brokerAddrTable":{"b":{"brokerAddrs":{0:"h:1"},"brokerName":"b",'
+        '"cluster":"C"}},"clusterAddrTable":{"C":["b"]}}'
+    )
     assert info.broker_addr_table["b"].broker_addrs == {0: "h:1"} and info.master_addrs("C") == {"b": "h:1"}
     assert ClusterInfo.from_body(b"") == ClusterInfo()

@@ -5,6 +5,7 @@ ParserTest, ExpressionTest) with the results Java expects; the rest pins down th
 conversion and null rules of Java's ComparisonExpression / LogicExpression / UnaryExpression,
 the refusals Java makes while building an expression, and the bounds.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -30,23 +31,34 @@ def m(expr: str, **props: str) -> bool:
 
 
 # ------------------------------------------------------------------ Java's ParserTest
-@pytest.mark.parametrize("expr", [
-    AND_EXPR, OR_EXPR, IN_EXPR, "(a not in ('6', '4', '5')) or (b in ('3', '4', '5'))",
-    "(a between 2 and 10) AND (b not between 6 and 9)", "a is null", "a is not null",
-    "a <= now",  # "now" is a property name in 4.9.8's grammar
-    "a=3  and    b<>4 And c>5 AND d<=4",
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        AND_EXPR,
+        OR_EXPR,
+        IN_EXPR,
+        "(a not in ('6', '4', '5')) or (b in ('3', '4', '5'))",
+        "(a between 2 and 10) AND (b not between 6 and 9)",
+        "a is null",
+        "a is not null",
+        "a <= now",  # "now" is a property name in 4.9.8's grammar
+        "a=3  and    b<>4 And c>5 AND d<=4",
+    ],
+)
 def test_java_parser_test_valid_expressions(expr):
     f = compile_sql92(expr)
     assert f.expression == expr and f.keys
 
 
-@pytest.mark.parametrize("expr", [
-    "a and between 2 and 10",                 # invalidExpression
-    " a between 10 and 0",                    # illegalBetween: low above high
-    "a > 100000000000000000000000",           # decimal overflow (beyond a long)
-    "a > " + "1" * 400 + "." + "1" * 300,     # float overflow (Java: infinity is refused)
-])
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "a and between 2 and 10",  # invalidExpression
+        " a between 10 and 0",  # illegalBetween: low above high
+        "a > 100000000000000000000000",  # decimal overflow (beyond a long)
+        "a > " + "1" * 400 + "." + "1" * 300,  # float overflow (Java: infinity is refused)
+    ],
+)
 def test_java_parser_test_invalid_expressions(expr):
     with pytest.raises(SelectorError, match="Invalid MessageSelector"):
         compile_sql92(expr)
@@ -110,7 +122,7 @@ def test_java_string_compare():
     numbers, otherwise evaluating raises (and the message does not match); = and <> compare
     text."""
     f = compile_sql92("a between up and low")
-    assert f.evaluate({"a": "3.14"}) is None          # bounds missing: unknown
+    assert f.evaluate({"a": "3.14"}) is None  # bounds missing: unknown
     with pytest.raises(EvaluationError):
         f.evaluate({"a": "3.14", "up": "up", "low": "low"})
     assert not f.matches({"a": "3.14", "up": "up", "low": "low"})
@@ -199,11 +211,11 @@ def test_text_after_a_complete_expression_is_ignored_as_in_java():
     cannot continue it ends the parse and the rest is never read."""
     assert m("a = 1 b = 2", a="1", b="3")
     assert m("a = 1)", a="1")
-    assert compile_sql92("a = 007").evaluate({"a": "0"}) is True     # parsed as a = 0
-    assert m("a = 1 'junk' ! é", a="1")           # only the token after 1 is read
+    assert compile_sql92("a = 007").evaluate({"a": "0"}) is True  # parsed as a = 0
+    assert m("a = 1 'junk' ! é", a="1")  # only the token after 1 is read
     with pytest.raises(SelectorError):
-        compile_sql92("a = 1 'junk")                              # ... and it must be a token
-    assert not m("a = 1 b = 2 OR TRUE", a="2")                        # the OR is never seen
+        compile_sql92("a = 1 'junk")  # ... and it must be a token
+    assert not m("a = 1 b = 2 OR TRUE", a="2")  # the OR is never seen
 
 
 def test_comments_and_whitespace():
@@ -225,34 +237,37 @@ def test_numeric_literals():
     assert m("1 < 2") and m("1 < 2.5") and m("2L = 2") and not m("1 > 2")
 
 
-@pytest.mark.parametrize("expr, why", [
-    ("", "empty"),
-    ("   ", "empty"),
-    ("a = NULL", "cannot be compared"),          # use IS NULL
-    ("NULL = a", "cannot be compared"),
-    ("a > 'x'", "cannot be compared"),           # strings cannot be ordered by a constant
-    ("a > TRUE", "cannot be compared"),
-    ("a > (b = 1)", "cannot be compared"),       # nor booleans
-    ("TRUE = 'x'", "cannot be compared"),
-    ("5", "boolean"),                           # not a boolean expression
-    ("'abc'", "boolean"),
-    ("NOT 5", "boolean"),
-    ("a IN ()", "expected"),
-    ("a IN (1, 2)", "expected a quoted string"),
-    ("1 IN ('1')", "expected a property"),
-    ("a BETWEEN 'x' AND 'y'", "cannot be compared"),
-    ("a BETWEEN NULL AND 5", "null"),
-    ("a > 0.0", "less than Double.MIN_VALUE"),   # Java refuses a 0.0 literal
-    ("a > 1e400", "greater than"),
-    ("a != 1", "unexpected character"),
-    ("a = 'unterminated", "unexpected character"),
-    ("007 = 7", "boolean"),                      # 0, then 07 ignored: a number alone
-    ("(a = 1", r"expected \)"),
-    ("a IS 5", "expected NOT"),
-    ("a = 1 NOT 5", "expected BETWEEN or IN"),   # NOT after an operand must be NOT BETWEEN/IN
-    ("a = 1 !", "unexpected character"),         # the parser peeks at the token after 1
-    ("é = 1", "unexpected character"),
-])
+@pytest.mark.parametrize(
+    "expr, why",
+    [
+        ("", "empty"),
+        ("   ", "empty"),
+        ("a = NULL", "cannot be compared"),  # use IS NULL
+        ("NULL = a", "cannot be compared"),
+        ("a > 'x'", "cannot be compared"),  # strings cannot be ordered by a constant
+        ("a > TRUE", "cannot be compared"),
+        ("a > (b = 1)", "cannot be compared"),  # nor booleans
+        ("TRUE = 'x'", "cannot be compared"),
+        ("5", "boolean"),  # not a boolean expression
+        ("'abc'", "boolean"),
+        ("NOT 5", "boolean"),
+        ("a IN ()", "expected"),
+        ("a IN (1, 2)", "expected a quoted string"),
+        ("1 IN ('1')", "expected a property"),
+        ("a BETWEEN 'x' AND 'y'", "cannot be compared"),
+        ("a BETWEEN NULL AND 5", "null"),
+        ("a > 0.0", "less than Double.MIN_VALUE"),  # Java refuses a 0.0 literal
+        ("a > 1e400", "greater than"),
+        ("a != 1", "unexpected character"),
+        ("a = 'unterminated", "unexpected character"),
+        ("007 = 7", "boolean"),  # 0, then 07 ignored: a number alone
+        ("(a = 1", r"expected \)"),
+        ("a IS 5", "expected NOT"),
+        ("a = 1 NOT 5", "expected BETWEEN or IN"),  # NOT after an operand must be NOT BETWEEN/IN
+        ("a = 1 !", "unexpected character"),  # the parser peeks at the token after 1
+        ("é = 1", "unexpected character"),
+    ],
+)
 def test_refused_expressions(expr, why):
     with pytest.raises(SelectorError, match=why):
         compile_sql92(expr)
@@ -270,7 +285,7 @@ def test_bounds():
     with pytest.raises(SelectorError, match="nested deeper"):
         compile_sql92("NOT " * (MAX_DEPTH + 1) + "a")
     with pytest.raises(SelectorError, match="nests deeper"):
-        compile_sql92("1 = " * 1000 + "1")       # left-nested chain without parentheses
+        compile_sql92("1 = " * 1000 + "1")  # left-nested chain without parentheses
     # long flat AND/OR chains are fine (evaluated iteratively)
     f = compile_sql92(" AND ".join(f"p{i} = '{i}'" for i in range(250)))
     assert f.matches({f"p{i}": str(i) for i in range(250)})
@@ -280,12 +295,14 @@ def test_keys_and_match_values():
     f = compile_sql92("b > 1 AND a = 'x' AND b < 10 AND TAGS IN ('t')")
     assert f.keys == ("b", "a", "TAGS") and f.key_bytes == (b"b", b"a", b"TAGS")
     assert f.match_values(["5", "x", "t"]) and not f.match_values(["5", "y", "t"])
-    assert not f.match_values(["five", "x", "t"])     # an evaluation error is no match
+    assert not f.match_values(["five", "x", "t"])  # an evaluation error is no match
 
 
 # ------------------------------------------------------------------ no crash on any input
-_ALPHABET = st.sampled_from(list("ab ()'=<>,.-+01925eEL\n") + [
-    " AND ", " OR ", " NOT ", " IN ", " BETWEEN ", " IS ", " NULL ", " TRUE ", "FALSE", "/*", "*/", "--"])
+_ALPHABET = st.sampled_from(
+    list("ab ()'=<>,.-+01925eEL\n")
+    + [" AND ", " OR ", " NOT ", " IN ", " BETWEEN ", " IS ", " NULL ", " TRUE ", "FALSE", "/*", "*/", "--"]
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -319,14 +336,79 @@ def test_evaluation_never_raises_through_matches(props):
 
 
 # ------------------------------------------------- the specialized closures equal the generic
-_SHAPES = ["a = 5", "a > 5", "a >= 5", "a < 5", "a <= 5", "a = -5", "a > -5", "5 < a", "5 = a", "-5 >= a",
-           "a = 2147483648", "a > 2147483648", "a < -2147483649", "a = 1.5", "a > 1.5", "a < -1.5", "1.5 > a",
-           "1.5 = a", "a = 'x'", "'x' = a", "a = TRUE", "a = FALSE", "a IS NULL", "a IS NOT NULL",
-           "a <> 5", "a <> 'x'", "NOT a = 'x'", "a BETWEEN 1 AND 2.5", "a = -'x'"]
-_VALUES = st.one_of(st.none(), st.sampled_from(
-    ["5", "-5", "+5", "05", "6", "4", "2147483648", "-2147483649", "9223372036854775807", "9223372036854775808",
-     "1.5", "-1.5", "1.50", "1e0", " 5 ", "5 ", "NaN", "Infinity", "-Infinity", "inf", "nan", "-0.0", "0.0",
-     "1_0", "1.5f", "1.5d", "x", "", "true", "TRUE", "false", "٥", "0x5", "1e400"]), st.text(max_size=6))
+_SHAPES = [
+    "a = 5",
+    "a > 5",
+    "a >= 5",
+    "a < 5",
+    "a <= 5",
+    "a = -5",
+    "a > -5",
+    "5 < a",
+    "5 = a",
+    "-5 >= a",
+    "a = 2147483648",
+    "a > 2147483648",
+    "a < -2147483649",
+    "a = 1.5",
+    "a > 1.5",
+    "a < -1.5",
+    "1.5 > a",
+    "1.5 = a",
+    "a = 'x'",
+    "'x' = a",
+    "a = TRUE",
+    "a = FALSE",
+    "a IS NULL",
+    "a IS NOT NULL",
+    "a <> 5",
+    "a <> 'x'",
+    "NOT a = 'x'",
+    "a BETWEEN 1 AND 2.5",
+    "a = -'x'",
+]
+_VALUES = st.one_of(
+    st.none(),
+    st.sampled_from(
+        [
+            "5",
+            "-5",
+            "+5",
+            "05",
+            "6",
+            "4",
+            "2147483648",
+            "-2147483649",
+            "9223372036854775807",
+            "9223372036854775808",
+            "1.5",
+            "-1.5",
+            "1.50",
+            "1e0",
+            " 5 ",
+            "5 ",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "inf",
+            "nan",
+            "-0.0",
+            "0.0",
+            "1_0",
+            "1.5f",
+            "1.5d",
+            "x",
+            "",
+            "true",
+            "TRUE",
+            "false",
+            "٥",
+            "0x5",
+            "1e400",
+        ]
+    ),
+    st.text(max_size=6),
+)
 
 
 _PAIRS = [(e, compile_sql92(e), compile_sql92(e, _fast=False)) for e in _SHAPES]
@@ -362,15 +444,60 @@ def _java_properties(raw: bytes) -> dict[str, str]:
 
 
 _PLANNED = [e for e in _SHAPES if e != "NOT a = 'x'"] + [
-    "a > 5 AND b = 'x'", "a > 5 OR b IN ('x', 'y')", "NOT (a >= 1.5 AND b IS NULL)", "a IN ('5', 'x') AND b <> 'x'",
-    "a = 5 OR a = 5.5 OR a = 'x' OR b = TRUE", "(a < 3 OR b > 2147483648) AND NOT (b IS NOT NULL)",
-    "a NOT IN ('5') OR b = 'é'", "a = '\ufffd'", "a IN ('\ufffd', 'x')",
+    "a > 5 AND b = 'x'",
+    "a > 5 OR b IN ('x', 'y')",
+    "NOT (a >= 1.5 AND b IS NULL)",
+    "a IN ('5', 'x') AND b <> 'x'",
+    "a = 5 OR a = 5.5 OR a = 'x' OR b = TRUE",
+    "(a < 3 OR b > 2147483648) AND NOT (b IS NOT NULL)",
+    "a NOT IN ('5') OR b = 'é'",
+    "a = '\ufffd'",
+    "a IN ('\ufffd', 'x')",
 ]
 _RAW_VALUES = st.sampled_from(
-    [b"5", b"-5", b"+5", b"05", b"6", b"2147483648", b"-2147483649", b"9223372036854775807", b"9223372036854775808",
-     b"1.5", b"-1.5", b"1e0", b" 5 ", b"\t5", b"NaN", b"-Infinity", b"Infinity", b"inf", b"-0.0", b"0.0", b"1.5f",
-     b"1.5D", b"x", b"y", b"", b"true", b"TRUE", b"tRuE", b"false", b"\xd9\xa5", b"\xc3\xa9", b"\xff", b"0x5",
-     b"1e400", b"5.", b".5", b"+.5e-3", b"1e", b"--5", b"1\x015"]) | st.binary(max_size=5)
+    [
+        b"5",
+        b"-5",
+        b"+5",
+        b"05",
+        b"6",
+        b"2147483648",
+        b"-2147483649",
+        b"9223372036854775807",
+        b"9223372036854775808",
+        b"1.5",
+        b"-1.5",
+        b"1e0",
+        b" 5 ",
+        b"\t5",
+        b"NaN",
+        b"-Infinity",
+        b"Infinity",
+        b"inf",
+        b"-0.0",
+        b"0.0",
+        b"1.5f",
+        b"1.5D",
+        b"x",
+        b"y",
+        b"",
+        b"true",
+        b"TRUE",
+        b"tRuE",
+        b"false",
+        b"\xd9\xa5",
+        b"\xc3\xa9",
+        b"\xff",
+        b"0x5",
+        b"1e400",
+        b"5.",
+        b".5",
+        b"+.5e-3",
+        b"1e",
+        b"--5",
+        b"1\x015",
+    ]
+) | st.binary(max_size=5)
 
 
 @st.composite
@@ -404,7 +531,7 @@ def test_store_program_matches_the_python_evaluator(raw):
         values = program.values(raw)
         assert values == [java.get(k) for k in f.keys], (expr, raw)
         verdict = program.evaluate(raw)
-        if verdict == 4:   # handed to the Python evaluator
+        if verdict == 4:  # handed to the Python evaluator
             continue
         want = _outcome(f, java)
         assert {0: False, 1: True, 2: None, 3: "error"}[verdict] == want, (expr, raw, verdict, want)

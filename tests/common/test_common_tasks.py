@@ -1,4 +1,5 @@
 """rmq.common.tasks: the owner of background tasks and the graceful stop of a service task."""
+
 import asyncio
 import logging
 
@@ -23,13 +24,13 @@ async def test_spawn_keeps_tasks_until_done_and_logs_a_death(caplog):
     with caplog.at_level(logging.ERROR, logger="rmq.test.tasks"):
         t2 = tasks.spawn(boom(), "boom-task")
         await asyncio.gather(t2, return_exceptions=True)
-        await asyncio.sleep(0)                  # one loop turn: done callbacks run through call_soon
-    assert len(tasks) == 1                      # the dead one is dropped, the live one kept
+        await asyncio.sleep(0)  # one loop turn: done callbacks run through call_soon
+    assert len(tasks) == 1  # the dead one is dropped, the live one kept
     died = [r for r in caplog.records if "boom-task" in r.getMessage()]
     assert died and "owner-x" in died[0].getMessage() and died[0].exc_info[0] is RuntimeError
     done.set()
     assert await t1 == 1
-    await asyncio.sleep(0)                      # one loop turn: done callbacks run through call_soon
+    await asyncio.sleep(0)  # one loop turn: done callbacks run through call_soon
     assert len(tasks) == 0
 
 
@@ -50,8 +51,8 @@ async def test_close_cancels_owned_and_also_and_waits(caplog):
     with caplog.at_level(logging.ERROR, logger="rmq.test.tasks"):
         await tasks.close(also=[extra])
     assert sorted(stopped) == ["a", "b", "c"] and extra.cancelled() and len(tasks) == 0
-    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]   # a cancel is no death
-    await tasks.close()                         # idempotent, nothing left
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]  # a cancel is no death
+    await tasks.close()  # idempotent, nothing left
     t = tasks.spawn(asyncio.sleep(0, "again"))  # still usable after close (owners may restart)
     assert await t == "again"
 
@@ -110,7 +111,7 @@ async def test_wait_lets_tasks_finish_and_death_level(caplog):
     assert finished == ["a"] and not f.cancelled() and len(tasks) == 0
     died = [r for r in caplog.records if "send-1" in r.getMessage()]
     assert died and died[0].levelno == logging.DEBUG and "producer P" in died[0].getMessage()
-    await tasks.wait()   # nothing running: returns at once
+    await tasks.wait()  # nothing running: returns at once
 
 
 async def test_close_gives_up_on_a_task_that_refuses_to_stop(caplog):
@@ -126,7 +127,7 @@ async def test_close_gives_up_on_a_task_that_refuses_to_stop(caplog):
             try:
                 await asyncio.sleep(10)
             except asyncio.CancelledError:
-                continue   # refuses to stop
+                continue  # refuses to stop
 
     async def dies():
         raise ValueError("a value that cannot be written")
@@ -151,7 +152,7 @@ async def test_stop_gracefully_accepts_a_task_cancelled_before_or_during_the_sto
     early = asyncio.create_task(forever())
     early.cancel()
     await asyncio.wait({early})
-    await stop_gracefully(early, 5.0, log, "early")      # already cancelled: nothing to wait for
+    await stop_gracefully(early, 5.0, log, "early")  # already cancelled: nothing to wait for
     during = asyncio.create_task(forever())
     asyncio.get_running_loop().call_soon(during.cancel)  # someone else cancels it while we wait
     await stop_gracefully(during, 5.0, log, "during")

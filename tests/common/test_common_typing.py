@@ -1,4 +1,5 @@
 """The package says it is typed (PEP 561) and the wheel carries the marker."""
+
 import pathlib
 import tomllib
 

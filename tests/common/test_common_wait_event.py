@@ -1,4 +1,5 @@
 """rmq.common.tasks.wait_event: a timed event wait that never loses a cancellation."""
+
 from __future__ import annotations
 
 import asyncio
@@ -24,7 +25,7 @@ async def test_a_cancel_arriving_with_the_event_stops_the_waiting_loop():
             rounds += 1
 
     task = asyncio.create_task(loop())
-    await asyncio.sleep(0)          # one loop iteration: the task now waits on the event
+    await asyncio.sleep(0)  # one loop iteration: the task now waits on the event
     ev.set()
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -1,5 +1,6 @@
 """rmq._testing.BrokerEnv against a broker in another process (``python -m rmq standalone``):
 the same helpers the in-process fixtures of tests/broker and tests/semantics use."""
+
 import pytest
 
 from rmq._testing import BrokerEnv, StandaloneProcess, decode_props, encode_props, phy_offset
@@ -54,7 +55,7 @@ def test_broker_ports_are_outside_the_ephemeral_range_with_free_neighbours():
         assert 10000 <= free_port() < low
 
 
-_GUARDED = '''
+_GUARDED = """
 import socket
 import subprocess
 import sys
@@ -94,7 +95,7 @@ def test_with_a_daemon_fixture(env):
 def test_marked():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-'''
+"""
 
 
 def test_unit_mode_refuses_binds_and_children_and_deselects_integration(tmp_path):
@@ -108,10 +109,31 @@ def test_unit_mode_refuses_binds_and_children_and_deselects_integration(tmp_path
     tests_dir = Path(__file__).resolve().parents[1]
     (tmp_path / "test_guarded.py").write_text(_GUARDED)
     env = {**os.environ, "PYTHONPATH": f"{tests_dir}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "--unit", "-q", "-p", "no:cacheprovider",
-                          "-o", "asyncio_mode=auto", "-W", "ignore::pytest.PytestAssertRewriteWarning",
-                          "--rootdir", str(tmp_path), str(tmp_path / "test_guarded.py")],
-                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "conftest",
+            "--unit",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "asyncio_mode=auto",
+            "-W",
+            "ignore::pytest.PytestAssertRewriteWarning",
+            "--rootdir",
+            str(tmp_path),
+            str(tmp_path / "test_guarded.py"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
     text = out.stdout + out.stderr
     assert "3 failed, 1 passed, 2 deselected" in text, text
     assert "a unit test did socket.bind" in text and "a unit test did subprocess.Popen" in text, text

@@ -2,6 +2,7 @@
 subprocesses on free ports), headless Chromium through Playwright, and a loop thread for the
 SDK clients a test runs beside the browser (Playwright's sync API needs a thread without a
 running event loop, so the browser tests are plain functions)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -50,16 +51,32 @@ class ConsoleProcess:
             self.port = free_port()
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-m", "rmq", "console", "--namesrv", self.namesrv_addr,
-                     "--port", str(self.port), "--sample-interval", str(self.sample_interval),
-                     "--admin-user", USER],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                    env={**os.environ, "RMQ_CONSOLE_PASSWORD": PASSWORD})
+                    [
+                        sys.executable,
+                        "-m",
+                        "rmq",
+                        "console",
+                        "--namesrv",
+                        self.namesrv_addr,
+                        "--port",
+                        str(self.port),
+                        "--sample-interval",
+                        str(self.sample_interval),
+                        "--admin-user",
+                        USER,
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env={**os.environ, "RMQ_CONSOLE_PASSWORD": PASSWORD},
+                )
             proc = self.proc
 
             def listening_or_exited(proc: subprocess.Popen[bytes] = proc) -> bool:
                 return proc.poll() is not None or (
-                    "rmq console listening" in self.log_text() and wait_for_port("127.0.0.1", self.port, 1.0))
+                    "rmq console listening" in self.log_text() and wait_for_port("127.0.0.1", self.port, 1.0)
+                )
+
             try:
                 wait_until_sync(listening_or_exited, 30, interval=0.05, what="rmq console listening")
             except AssertionError:
@@ -67,10 +84,11 @@ class ConsoleProcess:
                 raise RuntimeError(f"rmq console did not listen within 30 s:\n{self.log_text()[-2000:]}") from None
             if proc.poll() is None:
                 return self
-            if self.proc.returncode != 3:     # 3: the port was taken meanwhile: try another
+            if self.proc.returncode != 3:  # 3: the port was taken meanwhile: try another
                 break
-        raise RuntimeError(f"rmq console exited with {self.proc.returncode if self.proc else None}:\n"
-                           f"{self.log_text()[-2000:]}")
+        raise RuntimeError(
+            f"rmq console exited with {self.proc.returncode if self.proc else None}:\n{self.log_text()[-2000:]}"
+        )
 
     def stop(self) -> int | None:
         if self.proc is None:
@@ -133,9 +151,11 @@ def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
     if not (os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
-        pytest.fail(f"the console's browser tests need Chromium at {CHROMIUM}: `make test` installs the "
-                    "Debian package (apt-get install chromium) as root or through sudo; install it by hand "
-                    "otherwise (pip cannot, and Playwright's own download needs a CDN)")
+        pytest.fail(
+            f"the console's browser tests need Chromium at {CHROMIUM}: `make test` installs the "
+            "Debian package (apt-get install chromium) as root or through sudo; install it by hand "
+            "otherwise (pip cannot, and Playwright's own download needs a CDN)"
+        )
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
         try:

@@ -1,5 +1,6 @@
 """What the console tests share: the test account, and logging in over HTTP (aiohttp for the
 in-process server, urllib for a console in a subprocess)."""
+
 from __future__ import annotations
 
 import json
@@ -30,9 +31,12 @@ async def login(http: aiohttp.ClientSession, user: str = USER, password: str = P
 
 def login_sync(base_url: str, user: str = USER, password: str = PASSWORD) -> dict[str, str]:
     """:func:`login` for a console in another process (urllib)."""
-    req = urllib.request.Request(f"{base_url.rstrip('/')}/api/login", method="POST",
-                                 data=json.dumps({"username": user, "password": password}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base_url.rstrip('/')}/api/login",
+        method="POST",
+        data=json.dumps({"username": user, "password": password}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=30) as r:
         data = json.loads(r.read())
         cookie = SimpleCookie(r.headers["Set-Cookie"])

@@ -2,6 +2,7 @@
 as readable JSON (never a traceback), bad input refused, writes only as same-origin JSON,
 broker text carried as data, the page built without HTML parsing, bounded caches and history,
 and the console beside ``rmq standalone`` (its port taken is a warning, not a failure)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -64,7 +65,7 @@ async def test_a_broker_refusal_is_a_readable_json_error(env: Any) -> None:
     status, data, text = await get(http, "/api/topic/status", topic="NoSuchTopic")
     assert status == 502
     assert data["error"] == "the name server has no route for topic NoSuchTopic"
-    assert "Traceback" not in text and "File \"" not in text
+    assert "Traceback" not in text and 'File "' not in text
     status, data, _ = await get(http, "/api/group", group="NoSuchGroup")
     assert status == 200 and data["configs"] == [] and data["connections"] == [], data
     assert data["statsError"] == "the name server has no route for topic %RETRY%NoSuchGroup"
@@ -114,8 +115,9 @@ async def test_writes_are_same_origin_json_only(env: Any) -> None:
     status, data = await post(http, "/api/topic", {"topic": "EvilTopic"}, headers={"Origin": "http://evil.example"})
     assert status == 403 and "own pages" in data["error"]
     origin = server.url.rstrip("/")
-    status, data = await post(http, "/api/topic", {"topic": "OwnTopic", "readQueueNums": 2, "writeQueueNums": 2},
-                              headers={"Origin": origin})
+    status, data = await post(
+        http, "/api/topic", {"topic": "OwnTopic", "readQueueNums": 2, "writeQueueNums": 2}, headers={"Origin": origin}
+    )
     assert status == 200 and len(data["result"]) == 1, data
 
 
@@ -139,7 +141,7 @@ async def test_broker_text_travels_as_data_and_the_page_parses_no_html(env: Any)
         assert "script-src 'self'" in csp and "unsafe-inline" not in csp and "frame-ancestors 'none'" in csp
         assert r.headers["X-Content-Type-Options"] == "nosniff"
         page = await r.text()
-    assert "<script>" not in page.replace('<script src="/static/app.js"></script>', "")   # no inline script
+    assert "<script>" not in page.replace('<script src="/static/app.js"></script>', "")  # no inline script
     script = (STATIC_DIR / "app.js").read_text()
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"):
         assert sink not in script, f"app.js uses {sink}: broker text must only ever become text nodes"
@@ -151,8 +153,9 @@ async def test_topic_and_group_create_update_delete(env: Any) -> None:
     _, _, http = env
     status, data = await post(http, "/api/topic", {"topic": "CrudTopic", "readQueueNums": 4, "writeQueueNums": 4})
     assert status == 200, data
-    status, data = await post(http, "/api/topic", {"topic": "CrudTopic", "readQueueNums": 2, "writeQueueNums": 2,
-                                                   "perm": 4})
+    status, data = await post(
+        http, "/api/topic", {"topic": "CrudTopic", "readQueueNums": 2, "writeQueueNums": 2, "perm": 4}
+    )
     assert status == 200, data
     _, route, _ = await get(http, "/api/topic/route", topic="CrudTopic")
     assert [(q["readQueueNums"], q["permText"]) for q in route["queueDatas"]] == [(2, "R--")]
@@ -161,8 +164,9 @@ async def test_topic_and_group_create_update_delete(env: Any) -> None:
     status, data, _ = await get(http, "/api/topic/route", topic="CrudTopic")
     assert status == 502 and "no route" in data["error"]
 
-    status, data = await post(http, "/api/group", {"group": "CrudGroup", "config": {"retryMaxTimes": 3,
-                                                                                   "consumeBroadcastEnable": False}})
+    status, data = await post(
+        http, "/api/group", {"group": "CrudGroup", "config": {"retryMaxTimes": 3, "consumeBroadcastEnable": False}}
+    )
     assert status == 200, data
     _, detail, _ = await get(http, "/api/group", group="CrudGroup")
     assert detail["configs"][0]["config"]["retryMaxTimes"] == 3
@@ -236,9 +240,24 @@ def test_standalone_serves_the_console_and_a_taken_port_is_a_warning(tmp_path: p
             assert "rmq standalone listening" in second.log_text()
         assert second.returncode == 0
         # and `rmq console` itself refuses a taken port with exit status 3
-        done = subprocess.run([sys.executable, "-m", "rmq", "console", "--namesrv", first.namesrv_addr,
-                               "--port", str(port), "--admin-user", USER], capture_output=True, text=True,
-                              timeout=60, env={**os.environ, "RMQ_CONSOLE_PASSWORD": PASSWORD})
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "rmq",
+                "console",
+                "--namesrv",
+                first.namesrv_addr,
+                "--port",
+                str(port),
+                "--admin-user",
+                USER,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "RMQ_CONSOLE_PASSWORD": PASSWORD},
+        )
         assert done.returncode == 3 and "cannot listen" in done.stderr, done
     assert first.returncode == 0
     # a restart keeps the password, and names its file instead of printing it
@@ -249,8 +268,12 @@ def test_standalone_serves_the_console_and_a_taken_port_is_a_warning(tmp_path: p
 
 
 def test_a_bad_console_port_stops_standalone(tmp_path: pathlib.Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "rmq", "standalone", "--store-dir", str(tmp_path),
-                           "--consolePort=http"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "rmq", "standalone", "--store-dir", str(tmp_path), "--consolePort=http"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "consolePort" in done.stderr, done
 
 
@@ -283,11 +306,11 @@ async def test_a_time_range_query_keeps_the_newest_within_its_limit(env: Any) ->
     assert status == 200
     async with rmq.Producer(server.config.namesrv_addr, "RangeProducer") as p:
         sent = [(await p.send(rmq.Message("RangeTopic", b"r%d" % i))).msg_id for i in range(12)]
-    got = await server.service.messages_by_time("RangeTopic", 0, 2 ** 62, limit=5)
+    got = await server.service.messages_by_time("RangeTopic", 0, 2**62, limit=5)
     assert got["truncated"] is True and len(got["messages"]) == 5
     stamps = [(m["storeTimestamp"], m["queueOffset"]) for m in got["messages"]]
     assert stamps == sorted(stamps, reverse=True)
-    everything = await server.service.messages_by_time("RangeTopic", 0, 2 ** 62)
+    everything = await server.service.messages_by_time("RangeTopic", 0, 2**62)
     assert everything["truncated"] is False and {m["msgId"] for m in everything["messages"]} == set(sent)
     assert {m["msgId"] for m in got["messages"]} <= set(sent)
     status, data, _ = await get(http, "/api/messages", topic="RangeTopic", begin=5, end=4)
@@ -301,16 +324,36 @@ def test_standalone_without_aiohttp_warns_and_runs(tmp_path: pathlib.Path) -> No
 
     log_path = tmp_path / "standalone.log"
     ns_port, broker_port = free_port(), free_broker_port()
-    code = ("import sys; sys.modules['aiohttp'] = None\n"     # `import aiohttp` now raises ImportError
-            "from rmq.cli import main; sys.exit(main(sys.argv[1:]))")
+    code = (
+        "import sys; sys.modules['aiohttp'] = None\n"  # `import aiohttp` now raises ImportError
+        "from rmq.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-c", code, "standalone", "--store-dir", str(tmp_path / "store"),
-                                 "--namesrv-port", str(ns_port), "--broker-port", str(broker_port),
-                                 f"--consolePort={free_port()}", *StandaloneProcess.TEST_FILE_SIZES],
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                code,
+                "standalone",
+                "--store-dir",
+                str(tmp_path / "store"),
+                "--namesrv-port",
+                str(ns_port),
+                "--broker-port",
+                str(broker_port),
+                f"--consolePort={free_port()}",
+                *StandaloneProcess.TEST_FILE_SIZES,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
     try:
-        wait_until_sync(lambda: "console not started" in log_path.read_text() or proc.poll() is not None,
-                        timeout=60, what="the console's warning")
+        wait_until_sync(
+            lambda: "console not started" in log_path.read_text() or proc.poll() is not None,
+            timeout=60,
+            what="the console's warning",
+        )
         text = log_path.read_text()
         assert "the console needs aiohttp" in text, text
         assert "rmq standalone listening" in text and wait_for_port("127.0.0.1", broker_port, 10.0)

@@ -2,6 +2,7 @@
 broker. Every wait is for a state on the page (Playwright's ``expect`` retries until it holds
 or its timeout passes), never a sleep. Screenshots of the main pages go to a tmp dir and
 ``build/screenshots/``."""
+
 from __future__ import annotations
 
 import re
@@ -17,7 +18,7 @@ from tests.console.console_support import PASSWORD, USER, get_json, log_in, logi
 
 pytestmark = pytest.mark.slow
 
-WAIT = 60_000   # ms: generous, the machine is shared
+WAIT = 60_000  # ms: generous, the machine is shared
 
 
 def expect() -> Any:
@@ -57,8 +58,9 @@ class Consumer:
         self.seen: list[MessageExt] = []
         self.fail_first = kw.pop("fail_first", None)
         self._failed: set[bytes] = set()
-        self.pc = rmq.PushConsumer(ns, group, handler=self.handle,
-                                   consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw)
+        self.pc = rmq.PushConsumer(
+            ns, group, handler=self.handle, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, **kw
+        )
         self.pc.subscribe(topic, "*")
 
     async def handle(self, msg: MessageExt) -> ConsumeResult:
@@ -212,7 +214,7 @@ def test_group_lag_falls_reset_and_skip(page: Any, cluster: Any, loop_thread: An
         page.locator("#reset-button").click()
         expect()(page.locator("#reset-result")).to_contain_text("broker", timeout=WAIT)
         wait_for(lambda: len(c2.seen) >= seen_before + 30, what="the member to consume the 30 messages again")
-        open_page(page, f"group?name={group}", "group")     # fresh figures: the lag is 0 once it commits
+        open_page(page, f"group?name={group}", "group")  # fresh figures: the lag is 0 once it commits
         expect()(lag).to_have_text("0", timeout=WAIT)
 
         # a message's detail: consumed by the group; resent to its online member

@@ -4,6 +4,7 @@ DNS-rebinding page (``Host: rebind.example:PORT``) can neither list nor delete t
 cross-site POST without the session's CSRF token changes nothing, failed logins are rate
 limited, users files hold only hashes, and the console signs its requests for a cluster with
 ACL on (``rmq console --access-key`` and ``rmq standalone --aclEnable=true`` alike)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -72,7 +73,7 @@ async def test_every_api_call_needs_a_session_reads_too(env: Any) -> None:
             assert r.status == 401
         async with http.get("/api/topics", headers={"Cookie": f"rmq_console_{env[0].port}=forged"}) as r:
             assert r.status == 401
-        async with http.get("/") as r:     # the page (its login form) is served to anyone on a good host
+        async with http.get("/") as r:  # the page (its login form) is served to anyone on a good host
             assert r.status == 200 and "Set-Cookie" not in r.headers
 
 
@@ -96,7 +97,7 @@ async def test_login_cookie_is_strict_and_logout_ends_the_session(env: Any) -> N
         assert "TBW102" in await _topics(http, headers)
         async with http.get("/api/session", headers=headers) as r:
             assert (await r.json()) == body
-        async with http.post("/api/logout", json={}, headers=headers) as r:      # no token: a forged logout
+        async with http.post("/api/logout", json={}, headers=headers) as r:  # no token: a forged logout
             assert r.status == 403
         async with http.post("/api/logout", json={}, headers={**headers, CSRF_HEADER: body["csrfToken"]}) as r:
             assert r.status == 200
@@ -111,21 +112,31 @@ async def test_a_dns_rebinding_page_can_neither_list_nor_delete_topics(env: Any)
     server, url = env
     async with aiohttp.ClientSession(url) as http:
         auth = await login(http)
-        async with http.post("/api/topic", json={"topic": "Precious", "readQueueNums": 1, "writeQueueNums": 1},
-                             headers=auth) as r:
+        async with http.post(
+            "/api/topic", json={"topic": "Precious", "readQueueNums": 1, "writeQueueNums": 1}, headers=auth
+        ) as r:
             assert r.status == 200, await r.text()
         rebind = {"Host": f"rebind.example:{server.port}"}
-        for method, path, body in (("GET", "/api/topics", None), ("POST", "/api/topic/delete", {"topic": "Precious"}),
-                                   ("GET", "/", None), ("POST", "/api/login",
-                                                        {"username": USER, "password": PASSWORD})):
-            async with http.request(method, path, json=body,
-                                    headers={**auth, **rebind, "Origin": f"http://rebind.example:{server.port}"}) as r:
+        for method, path, body in (
+            ("GET", "/api/topics", None),
+            ("POST", "/api/topic/delete", {"topic": "Precious"}),
+            ("GET", "/", None),
+            ("POST", "/api/login", {"username": USER, "password": PASSWORD}),
+        ):
+            async with http.request(
+                method, path, json=body, headers={**auth, **rebind, "Origin": f"http://rebind.example:{server.port}"}
+            ) as r:
                 text = await r.text()
                 assert r.status == 421, (path, text)
                 assert "rebind.example" in text and "--host-name" in text and "Precious" not in text
-        assert "Precious" in await _topics(http, auth)       # still there
-        for host in (f"localhost:{server.port}", f"127.0.0.1:{server.port}", f"[::1]:{server.port}",
-                     f"console.example:{server.port}", "CONSOLE.EXAMPLE."):
+        assert "Precious" in await _topics(http, auth)  # still there
+        for host in (
+            f"localhost:{server.port}",
+            f"127.0.0.1:{server.port}",
+            f"[::1]:{server.port}",
+            f"console.example:{server.port}",
+            "CONSOLE.EXAMPLE.",
+        ):
             assert "Precious" in await _topics(http, {**auth, "Host": host}), host
     assert not host_allowed("rebind.example", "127.0.0.1", frozenset())
     assert not host_allowed("10.1.2.3", "127.0.0.1", frozenset())
@@ -138,22 +149,22 @@ async def test_a_cross_site_post_without_the_token_changes_nothing(env: Any) -> 
     _, url = env
     async with aiohttp.ClientSession(url) as http:
         auth = await login(http)
-        async with http.post("/api/topic", json={"topic": "Kept", "readQueueNums": 1, "writeQueueNums": 1},
-                             headers=auth) as r:
+        async with http.post(
+            "/api/topic", json={"topic": "Kept", "readQueueNums": 1, "writeQueueNums": 1}, headers=auth
+        ) as r:
             assert r.status == 200
         cookie_only = {"Cookie": auth["Cookie"]}
         attempts: list[tuple[dict[str, str], Any]] = [
             (cookie_only, {"json": {"topic": "Kept"}}),
             ({**cookie_only, CSRF_HEADER: "guessed"}, {"json": {"topic": "Kept"}}),
             ({**auth, "Origin": "http://evil.example"}, {"json": {"topic": "Kept"}}),
-            (cookie_only, {"data": {"topic": "Kept"}}),                     # a plain HTML form
+            (cookie_only, {"data": {"topic": "Kept"}}),  # a plain HTML form
         ]
         for headers, body in attempts:
             async with http.post("/api/topic/delete", headers=headers, **body) as r:
                 assert r.status == 403, (headers, await r.text())
         assert "Kept" in await _topics(http, auth)
-        async with http.post("/api/topic/delete", json={"topic": "Kept"},
-                             headers={**auth, "Origin": url}) as r:
+        async with http.post("/api/topic/delete", json={"topic": "Kept"}, headers={**auth, "Origin": url}) as r:
             assert r.status == 200, await r.text()
         assert "Kept" not in await _topics(http, auth)
 
@@ -175,7 +186,7 @@ def test_the_login_and_session_tables_are_bounded_and_expire() -> None:
     limiter = LoginLimiter(attempts=2, window=10, max_entries=3, clock=lambda: now[0])
     for addr in ("a", "b", "c", "d"):
         limiter.failed(addr)
-    assert len(limiter) == 3 and limiter.retry_after("a") == 0      # a forgotten first
+    assert len(limiter) == 3 and limiter.retry_after("a") == 0  # a forgotten first
     limiter.failed("d")
     assert limiter.retry_after("d") == 10
     now[0] = 10.5
@@ -186,22 +197,21 @@ def test_the_login_and_session_tables_are_bounded_and_expire() -> None:
 
     evicted: list[int] = []
     now[0] = 0.0
-    table = SessionTable(max_sessions=2, idle=10, max_age=25, clock=lambda: now[0],
-                         on_evict=lambda: evicted.append(1))
+    table = SessionTable(max_sessions=2, idle=10, max_age=25, clock=lambda: now[0], on_evict=lambda: evicted.append(1))
     t1, _ = table.create("u1")
     t2, _ = table.create("u2")
     now[0] = 1
-    assert table.get(t1) is not None                 # t1 used: t2 is now the least recently used
+    assert table.get(t1) is not None  # t1 used: t2 is now the least recently used
     t3, _ = table.create("u3")
     assert evicted == [1] and table.get(t2) is None and len(table) == 2
     now[0] = 9
     assert table.get(t1) is not None and table.get(t3) is not None
     now[0] = 18
-    assert table.get(t1) is not None                 # used 9 s ago: alive
+    assert table.get(t1) is not None  # used 9 s ago: alive
     now[0] = 26
-    assert table.get(t1) is None                     # 26 s after the login: past max_age, however used
+    assert table.get(t1) is None  # 26 s after the login: past max_age, however used
     now[0] = 40
-    assert table.get(t3) is None                     # idle 31 s
+    assert table.get(t3) is None  # idle 31 s
     table.drop("no-such-token")
 
 
@@ -227,22 +237,45 @@ def test_users_files_hold_hashes_only(tmp_path: pathlib.Path) -> None:
 
 
 def test_hash_password_makes_a_users_line_and_the_console_needs_a_user(tmp_path: pathlib.Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "rmq", "console", "--hash-password", "alice"],
-                          input="alice-password\n", capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "rmq", "console", "--hash-password", "alice"],
+        input="alice-password\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     users = parse_users(done.stdout, "stdout")
     assert verify_password("alice-password", users["alice"])
     env = {k: v for k, v in os.environ.items() if k != "RMQ_CONSOLE_PASSWORD"}
-    for args, text in ((["--port", "0"], "nobody could log in"),
-                       (["--admin-user", "alice"], "--admin-user needs a password"),
-                       (["--users-file", str(tmp_path / "missing")], "cannot read the console's users file"),
-                       (["--admin-user", "alice", "--admin-password", "pw", "--host-name", "http://evil/"],
-                        "bad console host name")):
-        done = subprocess.run([sys.executable, "-m", "rmq", "console", "--port", "0", *args], capture_output=True,
-                              text=True, timeout=60, env=env)
+    for args, text in (
+        (["--port", "0"], "nobody could log in"),
+        (["--admin-user", "alice"], "--admin-user needs a password"),
+        (["--users-file", str(tmp_path / "missing")], "cannot read the console's users file"),
+        (["--admin-user", "alice", "--admin-password", "pw", "--host-name", "http://evil/"], "bad console host name"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "rmq", "console", "--port", "0", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
         assert done.returncode == 2 and text in done.stderr, done
-    done = subprocess.run([sys.executable, "-m", "rmq", "standalone", "--store-dir", str(tmp_path / "s"),
-                           "--consoleHostNames=ok.example,http://evil/"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmq",
+            "standalone",
+            "--store-dir",
+            str(tmp_path / "s"),
+            "--consoleHostNames=ok.example,http://evil/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "consoleHostNames" in done.stderr and "http://evil" in done.stderr, done
 
 
@@ -254,13 +287,16 @@ async def test_the_console_signs_for_a_cluster_with_acl_on(tmp_path: pathlib.Pat
         ns_addr = f"127.0.0.1:{ns.port}"
         async with console(ns_addr) as (_, url), aiohttp.ClientSession(url) as http:
             auth = await login(http)
-            async with http.get("/api/cluster", headers=auth) as r:    # unsigned: the broker refuses
+            async with http.get("/api/cluster", headers=auth) as r:  # unsigned: the broker refuses
                 assert "No accessKey is configured" in await r.text()
-        async with console(ns_addr, access_key=ACL_ADMIN, secret_key=ACL_SECRET) as (_, url), \
-                aiohttp.ClientSession(url) as http:
+        async with (
+            console(ns_addr, access_key=ACL_ADMIN, secret_key=ACL_SECRET) as (_, url),
+            aiohttp.ClientSession(url) as http,
+        ):
             auth = await login(http)
-            async with http.post("/api/topic", json={"topic": "AclTopic", "readQueueNums": 1, "writeQueueNums": 1},
-                                 headers=auth) as r:
+            async with http.post(
+                "/api/topic", json={"topic": "AclTopic", "readQueueNums": 1, "writeQueueNums": 1}, headers=auth
+            ) as r:
                 assert r.status == 200, await r.text()
             assert "AclTopic" in await _topics(http, auth)
             async with http.get("/api/cluster", headers=auth) as r:
@@ -275,9 +311,15 @@ def test_standalone_with_acl_gives_its_console_an_admin_account(tmp_path: pathli
     (home / "conf").mkdir(parents=True)
     (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
     port = free_port()
-    with StandaloneProcess(tmp_path / "store", extra_args=[f"--consolePort={port}", "--aclEnable=true",
-                                                           f"--rocketmqHome={home}",
-                                                           "--consoleHostNames=mq.example"]) as proc:
+    with StandaloneProcess(
+        tmp_path / "store",
+        extra_args=[
+            f"--consolePort={port}",
+            "--aclEnable=true",
+            f"--rocketmqHome={home}",
+            "--consoleHostNames=mq.example",
+        ],
+    ) as proc:
         wait_until_sync(lambda: "rmq console on" in proc.log_text(), what="the console's line")
         assert f"signing with the ACL admin account {ACL_ADMIN}" in proc.log_text()
         url = f"http://127.0.0.1:{port}"
@@ -305,14 +347,32 @@ def test_admin_exporter_and_console_share_the_cluster_flags(monkeypatch: pytest.
     parser = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     admin_sub = next(a for a in sub.choices["admin"]._actions if isinstance(a, argparse._SubParsersAction))
-    shared = {"-n", "--namesrvAddr", "--namesrv", "--aclAccessKey", "--access-key", "--aclSecretKey", "--secret-key",
-              "--tls", "--tls-config"}
-    for name, p in (("exporter", sub.choices["exporter"]), ("console", sub.choices["console"]),
-                    ("admin topicList", admin_sub.choices["topicList"])):
+    shared = {
+        "-n",
+        "--namesrvAddr",
+        "--namesrv",
+        "--aclAccessKey",
+        "--access-key",
+        "--aclSecretKey",
+        "--secret-key",
+        "--tls",
+        "--tls-config",
+    }
+    for name, p in (
+        ("exporter", sub.choices["exporter"]),
+        ("console", sub.choices["console"]),
+        ("admin topicList", admin_sub.choices["topicList"]),
+    ):
         flags = {o for a in p._actions for o in a.option_strings}
         assert shared <= flags, (name, shared - flags)
     args = parser.parse_args(["console", "--access-key", "ak", "--secret-key", "sk", "--tls-config", "t.properties"])
-    assert (namesrv_of(args), args.aclAccessKey, args.aclSecretKey, args.tls_config) == \
-        ("127.0.0.1:9876", "ak", "sk", "t.properties")
-    assert namesrv_of(parser.parse_args(["exporter", "-n", "10.0.0.1:9876;10.0.0.2:9876"])) == \
-        "10.0.0.1:9876;10.0.0.2:9876"
+    assert (namesrv_of(args), args.aclAccessKey, args.aclSecretKey, args.tls_config) == (
+        "127.0.0.1:9876",
+        "ak",
+        "sk",
+        "t.properties",
+    )
+    assert (
+        namesrv_of(parser.parse_args(["exporter", "-n", "10.0.0.1:9876;10.0.0.2:9876"]))
+        == "10.0.0.1:9876;10.0.0.2:9876"
+    )

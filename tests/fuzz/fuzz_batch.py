@@ -3,6 +3,7 @@ through :func:`decode_batch` so it can be repointed at the unified record walker
 
 Allowed: ``RecordDecodeError`` (the documented error: a batch is all or nothing).
 """
+
 from __future__ import annotations
 
 import fuzzlib

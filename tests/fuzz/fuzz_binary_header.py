@@ -2,6 +2,7 @@
 
 Allowed: ``RemotingCommandError``.
 """
+
 from __future__ import annotations
 
 import struct
@@ -31,7 +32,7 @@ def seeds() -> list[bytes]:
     for frame in fuzzlib.golden_frames():
         _length, word = struct.unpack_from(">ii", frame)
         if (word >> 24) & 0xFF == 1:
-            out.append(b"\x00" + frame[8:8 + (word & 0xFFFFFF)])
+            out.append(b"\x00" + frame[8 : 8 + (word & 0xFFFFFF)])
     return out
 
 

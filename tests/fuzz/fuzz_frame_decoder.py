@@ -3,6 +3,7 @@
 Allowed: ``RemotingCommandError`` (a bad frame closes its connection). Anything else, or a
 decoder that neither yields a frame nor asks for more bytes, is a crash.
 """
+
 from __future__ import annotations
 
 import fuzzlib
@@ -22,7 +23,7 @@ def target(data: bytes) -> None:
     step = data[0] + 1
     dec = FrameDecoder(max_frame_length=MAX_FRAME)
     for i in range(1, len(data), step):
-        dec.feed(data[i:i + step])
+        dec.feed(data[i : i + step])
         while True:
             cmd = dec.next_frame()
             if cmd is None:

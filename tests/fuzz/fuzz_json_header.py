@@ -4,6 +4,7 @@ pure-Python reference behind it) on arbitrary header bytes, and the reference on
 
 Allowed: ``RemotingCommandError``.
 """
+
 from __future__ import annotations
 
 import struct
@@ -40,7 +41,7 @@ def seeds() -> list[bytes]:
     for frame in fuzzlib.golden_frames():
         _length, word = struct.unpack_from(">ii", frame)
         if (word >> 24) & 0xFF == 0:
-            out.append(frame[8:8 + (word & 0xFFFFFF)])
+            out.append(frame[8 : 8 + (word & 0xFFFFFF)])
     return out
 
 

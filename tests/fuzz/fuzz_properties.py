@@ -3,6 +3,7 @@ raises) on bytes and on the same text as ``str``; both must agree.
 
 Allowed: nothing.
 """
+
 from __future__ import annotations
 
 import fuzzlib

@@ -7,6 +7,7 @@ The compiled decoder gives libFuzzer no coverage, so the SDK's pure-Python batch
 on the same bytes first as a guide only (its own errors are the batch target's business):
 inputs that get further into a record's layout there are kept and mutated.
 """
+
 from __future__ import annotations
 
 import fuzzlib

@@ -3,6 +3,7 @@ reads fastjson's unquoted integer keys).
 
 Allowed: ``ValueError`` (``json.JSONDecodeError`` and ``UnicodeDecodeError`` are ValueErrors).
 """
+
 from __future__ import annotations
 
 import fuzzlib

@@ -15,6 +15,7 @@ input of each distinct crash (exception type + the line that raised it) is writt
 ``DIR/crash-<signature>``, and ``DIR/counts.txt`` counts them (libFuzzer's own fork mode does
 not work under atheris).
 """
+
 from __future__ import annotations
 
 import base64
@@ -88,8 +89,9 @@ def guarded(target: Callable[[bytes], object], allowed: tuple[type[BaseException
     return one_input
 
 
-def main(target: Callable[[bytes], object], allowed: tuple[type[BaseException], ...],
-         seeds: Callable[[], Iterable[bytes]]) -> None:
+def main(
+    target: Callable[[bytes], object], allowed: tuple[type[BaseException], ...], seeds: Callable[[], Iterable[bytes]]
+) -> None:
     import atheris
 
     argv = list(sys.argv)

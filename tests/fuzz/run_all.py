@@ -9,6 +9,7 @@ crashing inputs (a lower bound: the count is saved at each power of two) and dis
 then each distinct crash. Exit status 1 when any target
 crashed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,17 +25,23 @@ ROOT = HERE.parents[1]
 
 
 def targets() -> list[str]:
-    return sorted(p.stem[len("fuzz_"):] for p in HERE.glob("fuzz_*.py"))
+    return sorted(p.stem[len("fuzz_") :] for p in HERE.glob("fuzz_*.py"))
 
 
 def run_one(name: str, seconds: int, out_dir: Path) -> dict:
     out_dir.mkdir(parents=True, exist_ok=True)
     for old in [*out_dir.glob("crash-*"), *out_dir.glob("counts.txt")]:
         old.unlink()
-    cmd = [sys.executable, str(HERE / f"fuzz_{name}.py"), f"-max_total_time={seconds}",
-           f"-artifact_prefix={out_dir}/", "-print_final_stats=1"]
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               FUZZ_CONTINUE=str(out_dir))
+    cmd = [
+        sys.executable,
+        str(HERE / f"fuzz_{name}.py"),
+        f"-max_total_time={seconds}",
+        f"-artifact_prefix={out_dir}/",
+        "-print_final_stats=1",
+    ]
+    env = dict(
+        os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), FUZZ_CONTINUE=str(out_dir)
+    )
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=seconds * 3 + 120)
     wall = time.monotonic() - t0
@@ -49,14 +56,24 @@ def run_one(name: str, seconds: int, out_dir: Path) -> dict:
     if proc.returncode != 0:  # an escape the guard could not catch (a hang, OOM, a fatal signal)
         tail = log.strip().splitlines()[-1][:160] if log.strip() else ""
         why = f"libFuzzer exit {proc.returncode}: {tail}"
-    return {"target": name, "execs": execs, "seconds": wall, "inputs": sum(int(n) for n, _ in distinct),
-            "distinct": found, "why": why}
+    return {
+        "target": name,
+        "execs": execs,
+        "seconds": wall,
+        "inputs": sum(int(n) for n, _ in distinct),
+        "distinct": found,
+        "why": why,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=int, default=int(os.environ.get("FUZZ_SECONDS", "60")),
-                    help="seconds per target (default FUZZ_SECONDS or 60)")
+    ap.add_argument(
+        "--seconds",
+        type=int,
+        default=int(os.environ.get("FUZZ_SECONDS", "60")),
+        help="seconds per target (default FUZZ_SECONDS or 60)",
+    )
     ap.add_argument("--only", default="", help="comma-separated target names")
     ap.add_argument("--out", default=str(ROOT / "build" / "fuzz"), help="crash inputs and logs (default build/fuzz)")
     args = ap.parse_args(argv)

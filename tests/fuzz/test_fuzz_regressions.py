@@ -3,6 +3,7 @@ target: only the target's documented errors may come out. Each file was a crash 
 non-UTF-8 topic and IPv6 records shorter than their hosts in the batch decoder, route JSON
 nested 5000 deep); any undeclared exception now fails the test.
 """
+
 import importlib
 import os
 from pathlib import Path
@@ -20,9 +21,10 @@ def _target(name: str):
 
 def test_every_target_has_seeds_that_pass():
     """The targets themselves work: each one's seeds run clean (so a crash file means a bug)."""
-    names = sorted(p.stem[len("fuzz_"):] for p in HERE.glob("fuzz_*.py"))
-    assert {"frame_decoder", "json_header", "binary_header", "record", "batch", "properties",
-            "route_json"} <= set(names)
+    names = sorted(p.stem[len("fuzz_") :] for p in HERE.glob("fuzz_*.py"))
+    assert {"frame_decoder", "json_header", "binary_header", "record", "batch", "properties", "route_json"} <= set(
+        names
+    )
     for name in names:
         mod = _target(name)
         from fuzzlib import guarded

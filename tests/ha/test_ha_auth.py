@@ -3,6 +3,7 @@ connect from an address of ``haAllowedSlaves`` are closed at once, never count t
 ``haMaxConnections``, never get CommitLog bytes and never acknowledge a SYNC_MASTER put; the
 real slave (an rmq slave with the secret, or a Java-style slave from an allowed address) keeps
 replicating while they try."""
+
 import asyncio
 import socket
 import struct
@@ -120,7 +121,7 @@ async def test_the_proven_answer_is_not_the_secret_and_not_replayable(stores):
             s.close()
 
     mac, header = await asyncio.to_thread(session, None)
-    assert SECRET.encode() not in mac and struct.unpack(">qi", header)[1] > 0      # a transfer came
+    assert SECRET.encode() not in mac and struct.unpack(">qi", header)[1] > 0  # a transfer came
     _mac, rest = await asyncio.to_thread(session, mac)
     assert rest == b""
 
@@ -129,22 +130,23 @@ async def test_a_java_style_slave_from_an_allowed_address_follows_a_master_with_
     """A Java 4.9.8 slave cannot authenticate: its address in haAllowedSlaves lets it follow."""
     master = await stores.master(ha_auth_secret=SECRET, ha_allowed_slaves="127.0.0.1")
     await put(master, 30)
-    slave = await stores.slave(master)          # reports at once, as Java's HAClient, no secret
+    slave = await stores.slave(master)  # reports at once, as Java's HAClient, no secret
     await caught_up(master, slave)
     assert [c.proven for c in master.ha.connections] == ["address"]
 
 
 async def test_unproven_peers_never_acknowledge_a_sync_master_put(stores):
     """Before: a fake peer reporting the master's end made SYNC_MASTER puts answer PUT_OK."""
-    master = await stores.master(broker_role="SYNC_MASTER", slave_timeout=20_000, ha_auth_secret=SECRET,
-                                 ha_allowed_slaves="")
+    master = await stores.master(
+        broker_role="SYNC_MASTER", slave_timeout=20_000, ha_auth_secret=SECRET, ha_allowed_slaves=""
+    )
     await put(master, 1)
     fake = await asyncio.to_thread(_connect, master.ha.port)
     try:
         fake.sendall(encode_offset_report(1 << 40))
         assert await asyncio.to_thread(_read_to_eof, fake) == b""
         assert master.ha.push2slave_max_offset == 0
-        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 15)   # < slave_timeout
+        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 15)  # < slave_timeout
         assert r.status == PutMessageStatus.SLAVE_NOT_AVAILABLE
     finally:
         fake.close()
@@ -154,7 +156,7 @@ async def test_a_peer_that_never_authenticates_is_evicted(stores):
     master = await stores.master(ha_auth_secret=SECRET, ha_allowed_slaves="", ha_housekeeping_interval=300)
     peer = await asyncio.to_thread(_connect, master.ha.port)
     try:
-        assert await asyncio.to_thread(_read_to_eof, peer) == b""      # closed by the master, not by us
+        assert await asyncio.to_thread(_read_to_eof, peer) == b""  # closed by the master, not by us
         assert master.ha.pending == [] and master.ha.refused == 1
     finally:
         peer.close()
@@ -183,9 +185,11 @@ async def test_the_attack_on_the_ha_port_while_the_real_slave_replicates(tmp_pat
     ha = dict(ha_auth_secret=SECRET, ha_allowed_slaves="", ha_send_heartbeat_interval=200)
     client = RemotingClient()
     try:
-        async with run_namesrv() as ns, \
-                run_broker(tmp_path / "m", ns, broker_name="b1", broker_role="SYNC_MASTER", **ha) as master, \
-                run_broker(tmp_path / "s", ns, broker_name="b1", broker_id=1, broker_role="SLAVE", **ha) as slave:
+        async with (
+            run_namesrv() as ns,
+            run_broker(tmp_path / "m", ns, broker_name="b1", broker_role="SYNC_MASTER", **ha) as master,
+            run_broker(tmp_path / "s", ns, broker_name="b1", broker_id=1, broker_role="SLAVE", **ha) as slave,
+        ):
             ms, ss = master.message_store, slave.message_store
             env = BrokerEnv(ns, master, client)
             await env.create_topic("HA_ATTACK", 1)
@@ -204,18 +208,18 @@ async def test_the_attack_on_the_ha_port_while_the_real_slave_replicates(tmp_pat
                         await asyncio.to_thread(f.sendall, encode_offset_report(end + (1 << 30)))
                     for i in range(100):
                         r = await env.send("HA_ATTACK", b"m%d" % i + b"." * 200)
-                        assert r.code == ResponseCode.SUCCESS, r.remark      # acknowledged by the real slave
+                        assert r.code == ResponseCode.SUCCESS, r.remark  # acknowledged by the real slave
                         assert ms.ha.push2slave_max_offset <= ss.commit_log.max_offset
                     assert await reading == b""
                     fake_reads = await asyncio.gather(*(asyncio.to_thread(_read_to_eof, f) for f in fakes))
                     assert fake_reads == [b""] * 8
                     silent_reads = await asyncio.gather(*(asyncio.to_thread(_read_to_eof, s) for s in silent))
-                    assert silent_reads == [b""] * 8              # evicted: they never authenticated
+                    assert silent_reads == [b""] * 8  # evicted: they never authenticated
                 finally:
                     await asyncio.to_thread(probe.stop)
                 assert probe.worst < 2.0, probe.summary()
                 assert [c.proven for c in ms.ha.connections] == ["secret"]
-                assert ss.ha_client.connects == 1                   # the real slave was never dropped
+                assert ss.ha_client.connects == 1  # the real slave was never dropped
                 assert ms.ha.refused >= 17 and ms.ha.pending == []
                 # the secret is never shown to a client asking for the broker's config
                 resp = await client.invoke(master.broker_addr, RemotingCommand.request(RequestCode.GET_BROKER_CONFIG))

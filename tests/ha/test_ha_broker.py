@@ -2,6 +2,7 @@
 master's HA address in its REGISTER_BROKER answer, follows it, refuses sends; a SYNC_MASTER
 answers SUCCESS after the slave's ack, SLAVE_NOT_AVAILABLE without a slave,
 FLUSH_SLAVE_TIMEOUT with a stalled one."""
+
 import asyncio
 import socket
 
@@ -58,8 +59,12 @@ async def test_slave_finds_master_through_name_server_and_follows(cluster):
         assert r.code == ResponseCode.SUCCESS, r.remark
         ids.append(r.ext_fields["msgId"])
     ms, ss = master.message_store, slave.message_store
-    await wait_until(lambda: ss.commit_log.max_offset == ms.commit_log.max_offset
-                     and ss.reput_from_offset == ss.commit_log.max_offset, 30)
+    await wait_until(
+        lambda: (
+            ss.commit_log.max_offset == ms.commit_log.max_offset and ss.reput_from_offset == ss.commit_log.max_offset
+        ),
+        30,
+    )
     for q in range(2):
         assert ss.get_max_offset_in_queue("HT", q) == ms.get_max_offset_in_queue("HT", q) == 20
     m = ss.look_message_by_offset_msg_id(ids[7])
@@ -75,8 +80,9 @@ async def test_slave_finds_master_through_name_server_and_follows(cluster):
 
 async def test_sync_master_codes(cluster):
     _ns, master, slave, env = await cluster("SYNC_MASTER", slave_timeout=500)
-    await wait_until(lambda: master.message_store.ha.connection_count == 1
-                     and master.message_store.ha.push2slave_max_offset >= 0, 30)
+    await wait_until(
+        lambda: master.message_store.ha.connection_count == 1 and master.message_store.ha.push2slave_max_offset >= 0, 30
+    )
     await env.create_topic("ST", 1)
     r = await env.send("ST", b"replicated")
     assert r.code == ResponseCode.SUCCESS, r.remark
@@ -111,6 +117,7 @@ async def test_async_master_answers_at_once_without_a_slave(cluster):
 
 async def test_ha_listen_port_is_validated(tmp_path):
     from rmq._testing import free_port
+
     port = free_port()
     with pytest.raises(ValueError, match="haListenPort"):
         async with run_broker(tmp_path / "b", listen_port=port, ha_listen_port=port):

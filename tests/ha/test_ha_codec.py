@@ -1,5 +1,6 @@
 """The HA protocol's bytes (rmq.store.ha.codec): from hand-made bytes and from the golden HA
 stream of a Java 4.9.8 master and slave."""
+
 import struct
 
 import pytest
@@ -37,7 +38,7 @@ def test_golden_slave_reports_decode_at_every_split():
         for part in (raw[:split], raw[split:]):
             # one report per feed when fed 8 bytes at a time; here the newest of each feed
             for i in range(0, len(part), 1):
-                v = d.feed(part[i:i + 1])
+                v = d.feed(part[i : i + 1])
                 if v is not None:
                     seen.append(v)
         assert seen == g["slave_reports"]
@@ -84,7 +85,7 @@ def test_golden_master_transfers_decode_at_every_split():
     # and our header encoder writes the same headers
     pos = 0
     for off, size in want:
-        assert raw[pos:pos + 12] == encode_transfer_header(off, size)
+        assert raw[pos : pos + 12] == encode_transfer_header(off, size)
         pos += 12 + size
 
 
@@ -93,9 +94,9 @@ def test_transfer_decoder_byte_by_byte_and_views():
     d = TransferDecoder()
     got = []
     for i in range(len(frames)):
-        got += [(o, bytes(b)) for o, b in d.feed(frames[i:i + 1])]
+        got += [(o, bytes(b)) for o, b in d.feed(frames[i : i + 1])]
     assert got == [(100, b"abc"), (103, b"")]
-    assert d.buffered == 12            # a header whose body has not come yet
+    assert d.buffered == 12  # a header whose body has not come yet
     got = [(o, bytes(b)) for o, b in d.feed(b"xy")]
     assert got == [(103, b"xy")]
     # a whole transfer inside one read is a view of that read (no copy)
@@ -104,16 +105,19 @@ def test_transfer_decoder_byte_by_byte_and_views():
     assert off == 7 and body.obj is data
 
 
-@pytest.mark.parametrize("header", [
-    struct.pack(">qi", 0, MAX_TRANSFER_BODY + 1),    # huge size: refused before buffering
-    struct.pack(">qi", 0, -5),                        # negative size
-    struct.pack(">qi", -1, 0),                        # negative offset
-])
+@pytest.mark.parametrize(
+    "header",
+    [
+        struct.pack(">qi", 0, MAX_TRANSFER_BODY + 1),  # huge size: refused before buffering
+        struct.pack(">qi", 0, -5),  # negative size
+        struct.pack(">qi", -1, 0),  # negative offset
+    ],
+)
 def test_transfer_decoder_refuses_bad_headers(header):
     with pytest.raises(HAProtocolError):
         list(TransferDecoder().feed(header + b"x" * 100))
     d = TransferDecoder()
-    with pytest.raises(HAProtocolError):   # split in the middle of the header
+    with pytest.raises(HAProtocolError):  # split in the middle of the header
         list(d.feed(header[:5]))
         list(d.feed(header[5:]))
 

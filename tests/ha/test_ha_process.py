@@ -1,6 +1,7 @@
 """Master and slave as real daemons (``rmq standalone`` + ``rmq broker``): kill -9 of a
 SYNC_MASTER under load loses no acknowledged message; a bad peer on the HA port hurts neither
 a client of the master nor the real slave."""
+
 import asyncio
 import os
 import signal
@@ -20,8 +21,12 @@ from rmq.remoting.client import RemotingClient
 from rmq.store import MessageStore, StoreConfig
 
 FILE_SIZE = 1024 * 1024
-SIZES = [f"--mappedFileSizeCommitLog={FILE_SIZE}", "--mappedFileSizeConsumeQueue=60000",
-         "--maxHashSlotNum=20000", "--maxIndexNum=80000"]
+SIZES = [
+    f"--mappedFileSizeCommitLog={FILE_SIZE}",
+    "--mappedFileSizeConsumeQueue=60000",
+    "--maxHashSlotNum=20000",
+    "--maxIndexNum=80000",
+]
 
 
 class SlaveProcess:
@@ -36,9 +41,20 @@ class SlaveProcess:
 
     def start(self) -> "SlaveProcess":
         os.makedirs(self.store_dir, exist_ok=True)
-        cmd = [sys.executable, "-m", "rmq", "broker", f"--listenPort={self.port}", "--brokerName=b1",
-               "--brokerId=1", "--brokerRole=SLAVE", f"--namesrvAddr={self.namesrv_addr}",
-               f"--storePathRootDir={self.store_dir}", "--brokerIP1=127.0.0.1", *SIZES]
+        cmd = [
+            sys.executable,
+            "-m",
+            "rmq",
+            "broker",
+            f"--listenPort={self.port}",
+            "--brokerName=b1",
+            "--brokerId=1",
+            "--brokerRole=SLAVE",
+            f"--namesrvAddr={self.namesrv_addr}",
+            f"--storePathRootDir={self.store_dir}",
+            "--brokerIP1=127.0.0.1",
+            *SIZES,
+        ]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         if not wait_for_port("127.0.0.1", self.port, 30):
@@ -67,8 +83,10 @@ def pair(tmp_path):
 
     def start(role: str):
         ha_port = free_port()
-        master = StandaloneProcess(tmp_path / "master", extra_args=[
-            f"--brokerRole={role}", "--brokerName=b1", f"--haListenPort={ha_port}", *SIZES]).start()
+        master = StandaloneProcess(
+            tmp_path / "master",
+            extra_args=[f"--brokerRole={role}", "--brokerName=b1", f"--haListenPort={ha_port}", *SIZES],
+        ).start()
         procs.append(master)
         slave = SlaveProcess(tmp_path / "slave", master.namesrv_addr).start()
         procs.append(slave)
@@ -93,6 +111,7 @@ async def test_kill_9_sync_master_every_acked_message_is_on_the_slave(pair, tmp_
         async def replicated_send() -> bool:
             r = await env.send("KT", b"probe", 0)
             return r.code == ResponseCode.SUCCESS
+
         await wait_until(replicated_send, 60, what="a send acknowledged by the slave")
         acked: dict[int, bytes] = {}
         stop = asyncio.Event()
@@ -104,7 +123,7 @@ async def test_kill_9_sync_master_every_acked_message_is_on_the_slave(pair, tmp_
                 try:
                     r = await env.send("KT", body, i % 4, wait_dispatch=False)
                 except Exception:
-                    return                        # the master is gone
+                    return  # the master is gone
                 if r.code == ResponseCode.SUCCESS:
                     acked[phy_offset(r.ext_fields["msgId"])] = body
                 i += 1
@@ -119,13 +138,22 @@ async def test_kill_9_sync_master_every_acked_message_is_on_the_slave(pair, tmp_
         await client.close()
     assert slave.stop() == 0
     # open the slave's store: every acknowledged message is there at its offset
-    store = MessageStore(StoreConfig(store_path_root_dir=str(tmp_path / "slave"), broker_role="SLAVE",
-                                     mapped_file_size_commitlog=FILE_SIZE, mapped_file_size_consume_queue=60000,
-                                     max_hash_slot_num=20000, max_index_num=80000), ("127.0.0.1", 1))
+    store = MessageStore(
+        StoreConfig(
+            store_path_root_dir=str(tmp_path / "slave"),
+            broker_role="SLAVE",
+            mapped_file_size_commitlog=FILE_SIZE,
+            mapped_file_size_consume_queue=60000,
+            max_hash_slot_num=20000,
+            max_index_num=80000,
+        ),
+        ("127.0.0.1", 1),
+    )
     await store.start()
     try:
-        missing = [off for off, body in acked.items()
-                   if (m := store.look_message_by_offset(off)) is None or m.body != body]
+        missing = [
+            off for off, body in acked.items() if (m := store.look_message_by_offset(off)) is None or m.body != body
+        ]
         assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages are not on the slave"
     finally:
         await store.shutdown()
@@ -142,14 +170,14 @@ def _garbage_peer(port: int, stop: threading.Event, done: list[int]) -> None:
             s = socket.create_connection(("127.0.0.1", port), timeout=2)
             s.sendall(payloads[i % len(payloads)])
             if i % len(payloads) == 3 and len(held) < 20:
-                held.append(s)                  # a "slave" that never reads what it asked for
+                held.append(s)  # a "slave" that never reads what it asked for
             else:
                 s.close()
             i += 1
             done[0] = i
         except OSError:
             pass
-        stop.wait(0.002)        # the bad peer's pace: about 500 connections a second
+        stop.wait(0.002)  # the bad peer's pace: about 500 connections a second
     for s in held:
         s.close()
 
@@ -179,7 +207,7 @@ async def test_bad_peer_on_the_ha_port_hurts_neither_clients_nor_the_slave(pair)
 
         await wait_until(lambda: _same_end(client, master.broker_addr, slave.addr), 60, what="the slave caught up")
         s = await runtime(client, slave.addr)
-        assert s["haConnectTimes"] == "1", s          # the real slave was never dropped
+        assert s["haConnectTimes"] == "1", s  # the real slave was never dropped
         m = await runtime(client, master.broker_addr)
         assert int(m["haConnectionCount"]) >= 1
     finally:
@@ -231,11 +259,11 @@ async def test_slave_kill_9_and_restart_while_traffic_runs(pair, tmp_path):
 
         task = asyncio.create_task(producer())
         await wait_until(lambda: sent >= 500, 60)
-        slave.proc.kill()                             # kill -9 while traffic runs
+        slave.proc.kill()  # kill -9 while traffic runs
         slave.proc.wait()
         at_kill = sent
         await wait_until(lambda: sent >= at_kill + 500, 60)
-        slave.start()                                 # same store, same port: recovers, resumes at its end
+        slave.start()  # same store, same port: recovers, resumes at its end
         await wait_until(lambda: _connected(client, slave.addr), 60, what="the restarted slave following")
         await wait_until(lambda: sent >= at_kill + 1500, 60)
         stop.set()
@@ -276,17 +304,20 @@ async def test_master_kill_9_and_restart_while_traffic_runs(pair, tmp_path):
 
         task = asyncio.create_task(producer())
         await wait_until(lambda: stored >= 500, 60)
-        os.kill(master.pid, signal.SIGKILL)            # kill -9 while traffic runs
+        os.kill(master.pid, signal.SIGKILL)  # kill -9 while traffic runs
         master.proc.wait()
         at_kill = stored
         master._fixed_ports = (master.namesrv_port, master.broker_port)
-        master.start()                                 # same ports, same store: recovers, serves the slave
+        master.start()  # same ports, same store: recovers, serves the slave
         await wait_until(lambda: stored >= at_kill + 500, 90, what="traffic after the master's restart")
         stop.set()
         await task
 
-        await wait_until(lambda: _same_end(client, master.broker_addr, slave.addr), 60,
-                         what="the slave caught up with the restarted master")
+        await wait_until(
+            lambda: _same_end(client, master.broker_addr, slave.addr),
+            60,
+            what="the slave caught up with the restarted master",
+        )
         end = int((await runtime(client, master.broker_addr))["commitLogMaxOffset"])
     finally:
         await client.close()

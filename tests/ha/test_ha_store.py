@@ -1,6 +1,7 @@
 """Replication between two real MessageStores on loopback (rmq.store.ha): a master listening on
 an ephemeral HA port and a slave following it; checks offsets, bytes, dispatch, restarts and
 SYNC_MASTER answers."""
+
 import asyncio
 import os
 import socket
@@ -18,9 +19,15 @@ FILE = 64 * 1024
 
 
 def config(root, **kw) -> StoreConfig:
-    base = dict(store_path_root_dir=str(root), mapped_file_size_commitlog=FILE,
-                mapped_file_size_consume_queue=20 * 100, max_hash_slot_num=1000, max_index_num=4000,
-                ha_listen_port=0, ha_send_heartbeat_interval=200)
+    base = dict(
+        store_path_root_dir=str(root),
+        mapped_file_size_commitlog=FILE,
+        mapped_file_size_consume_queue=20 * 100,
+        max_hash_slot_num=1000,
+        max_index_num=4000,
+        ha_listen_port=0,
+        ha_send_heartbeat_interval=200,
+    )
     base.update(kw)
     return StoreConfig(**base)
 
@@ -83,7 +90,7 @@ def mapped_bytes(store: MessageStore, start: int, end: int) -> bytes:
         mf = cl.mfq.find_by_offset(at)
         pos = at - mf.file_from_offset
         n = min(end - at, FILE - pos)
-        out += mf.mm[pos:pos + n]
+        out += mf.mm[pos : pos + n]
         at += n
     return bytes(out)
 
@@ -91,8 +98,9 @@ def mapped_bytes(store: MessageStore, start: int, end: int) -> bytes:
 async def put(store: MessageStore, n: int, topic="HA", size=300, queues=4, start=0):
     results = []
     for i in range(start, start + n):
-        r = await store.put_message(MessageInner(topic, i % queues, (b"%08d" % i) * (size // 8),
-                                                 properties={"KEYS": f"k{i}"}))
+        r = await store.put_message(
+            MessageInner(topic, i % queues, (b"%08d" % i) * (size // 8), properties={"KEYS": f"k{i}"})
+        )
         results.append(r)
     return results
 
@@ -103,16 +111,21 @@ async def following(master: MessageStore) -> None:
 
 
 async def caught_up(master: MessageStore, slave: MessageStore, timeout=30.0):
-    await wait_until(lambda: slave.commit_log.max_offset == master.commit_log.max_offset
-                     and slave.reput_from_offset == slave.commit_log.max_offset, timeout,
-                     what=f"slave at {slave.commit_log.max_offset}, master at {master.commit_log.max_offset}")
+    await wait_until(
+        lambda: (
+            slave.commit_log.max_offset == master.commit_log.max_offset
+            and slave.reput_from_offset == slave.commit_log.max_offset
+        ),
+        timeout,
+        what=f"slave at {slave.commit_log.max_offset}, master at {master.commit_log.max_offset}",
+    )
 
 
 async def test_slave_follows_master_byte_identical_with_queues_and_index(stores):
     master = await stores.master()
     slave = await stores.slave(master)
     await following(master)
-    rs = await put(master, 600)                     # ~190 KiB: several 64 KiB files with BLANK tails
+    rs = await put(master, 600)  # ~190 KiB: several 64 KiB files with BLANK tails
     assert all(r.status == PutMessageStatus.PUT_OK for r in rs)
     assert len(master.commit_log.mfq.files) >= 3
     await caught_up(master, slave)
@@ -122,8 +135,9 @@ async def test_slave_follows_master_byte_identical_with_queues_and_index(stores)
     for q in range(4):
         assert slave.get_max_offset_in_queue("HA", q) == master.get_max_offset_in_queue("HA", q) == 150
         for off in (0, 77, 149):
-            assert (slave.get_commit_log_offset_in_queue("HA", q, off)
-                    == master.get_commit_log_offset_in_queue("HA", q, off))
+            assert slave.get_commit_log_offset_in_queue("HA", q, off) == master.get_commit_log_offset_in_queue(
+                "HA", q, off
+            )
     m = slave.look_message_by_offset(rs[123].append.wrote_offset)
     assert m is not None and m.body == b"%08d" % 123 * (300 // 8)
     # the index too
@@ -173,16 +187,16 @@ async def test_slave_restart_and_master_restart_resume_without_gap(stores, tmp_p
     async def traffic(store_ref, n, start, pause_at=-1):
         for i in range(start, start + n):
             if i == pause_at:
-                await slave_down.wait()     # the rest is put while the slave starts again
+                await slave_down.wait()  # the rest is put while the slave starts again
             r = await store_ref[0].put_message(MessageInner("HA", i % 2, b"m%06d" % i + b"." * 200))
             assert r.status == PutMessageStatus.PUT_OK
             if i % 50 == 0:
-                await loop_turn()           # between puts: the restart interleaves with the traffic
+                await loop_turn()  # between puts: the restart interleaves with the traffic
 
     ref = [master]
     task = asyncio.create_task(traffic(ref, 400, 0, pause_at=200))
     await wait_until(lambda: slave.commit_log.max_offset > 20_000)
-    await stores.stop(slave)                        # slave restart while traffic runs
+    await stores.stop(slave)  # slave restart while traffic runs
     slave_down.set()
     slave = await stores.slave(master)
     await task
@@ -238,8 +252,13 @@ async def test_sync_master_acks_after_the_slave(stores):
 async def test_sync_master_sync_flush_uses_callbacks(stores):
     master = await stores.master(broker_role="SYNC_MASTER", flush_disk_type="SYNC_FLUSH")
     slave = await stores.slave(master)
-    await wait_until(lambda: master.ha.connection_count == 1 and master.ha.push2slave_max_offset >= 0
-                     and slave.ha_client.reported_offset >= 0)
+    await wait_until(
+        lambda: (
+            master.ha.connection_count == 1
+            and master.ha.push2slave_max_offset >= 0
+            and slave.ha_client.reported_offset >= 0
+        )
+    )
     done = asyncio.get_running_loop().create_future()
     r = master.append_message(MessageInner("S", 0, b"cb"))
     assert r.flush_wait and r.replica_wait
@@ -280,8 +299,8 @@ async def test_stalled_slave_gives_flush_slave_timeout(stores):
 
 async def test_slave_too_far_behind_is_not_available(stores):
     master = await stores.master(broker_role="SYNC_MASTER", ha_slave_fallbehind_max=10_000)
-    await put(master, 100)        # ~32 KiB
-    fake = await asyncio.to_thread(_fake_slave, master.ha.port, 0)   # reports 0 forever: far behind
+    await put(master, 100)  # ~32 KiB
+    fake = await asyncio.to_thread(_fake_slave, master.ha.port, 0)  # reports 0 forever: far behind
     try:
         await wait_until(lambda: master.ha.connection_count == 1)
         r = await master.put_message(MessageInner("S", 0, b"behind"))
@@ -319,7 +338,7 @@ async def test_master_serves_a_raw_slave_java_style(stores):
             got += _recv_exact(s, size)
             at += size
         s.sendall(encode_offset_report(at))
-        off, size = struct.unpack(">qi", _recv_exact(s, 12))     # idle: a heartbeat at our end
+        off, size = struct.unpack(">qi", _recv_exact(s, 12))  # idle: a heartbeat at our end
         s.close()
         return bytes(got), (off, size)
 
@@ -336,10 +355,10 @@ async def test_slave_refuses_data_not_at_its_end_and_reconnects(stores):
     async def handle(reader, writer):
         accepted.append(writer)
         reports.append(struct.unpack(">q", await reader.readexactly(8))[0])
-        writer.write(encode_transfer_header(FILE * 5, 3) + b"abc")     # not the slave's end (0)
+        writer.write(encode_transfer_header(FILE * 5, 3) + b"abc")  # not the slave's end (0)
         await writer.drain()
         try:
-            await reader.read()                       # until the slave closes
+            await reader.read()  # until the slave closes
         finally:
             writer.close()
 
@@ -356,7 +375,7 @@ async def test_slave_refuses_data_not_at_its_end_and_reconnects(stores):
         assert reports[0] == slave.commit_log.max_offset
         assert "ends at" in slave.ha_client.last_error
         assert slave.ha_client.diverged is None
-        assert slave.commit_log.max_offset == master.commit_log.max_offset   # nothing appended
+        assert slave.commit_log.max_offset == master.commit_log.max_offset  # nothing appended
     finally:
         server.close()
 
@@ -390,13 +409,13 @@ async def test_slave_follows_the_golden_java_master_stream(stores):
     transfers = []
     pos = 0
     for t in g["master_transfers"]:
-        transfers.append(raw[pos:pos + 12 + t["size"]])
+        transfers.append(raw[pos : pos + 12 + t["size"]])
         pos += 12 + t["size"]
     reports = []
 
     async def handle(reader, writer):
         reports.append(struct.unpack(">q", await reader.readexactly(8))[0])
-        for t in transfers[:3]:                      # heartbeat at 0, then the two data transfers
+        for t in transfers[:3]:  # heartbeat at 0, then the two data transfers
             writer.write(t)
             await writer.drain()
             if len(t) > 12:
@@ -464,7 +483,7 @@ async def test_a_silent_peer_is_not_a_slave_for_sync_master(stores):
     peer = await asyncio.to_thread(socket.create_connection, ("127.0.0.1", master.ha.port), 10)
     try:
         await wait_until(lambda: len(master.ha.pending) == 1)
-        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 15)   # < slave_timeout
+        r = await asyncio.wait_for(master.put_message(MessageInner("S", 0, b"x")), 15)  # < slave_timeout
         assert r.status == PutMessageStatus.SLAVE_NOT_AVAILABLE and r.remark == "no slave connected"
     finally:
         peer.close()

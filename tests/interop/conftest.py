@@ -1,5 +1,6 @@
 """Fixtures of the interop tests: the real clients (installed once per machine) and a real
 ``rmq standalone`` process on free 127.0.0.1 ports with a temporary store."""
+
 import asyncio
 import json
 import uuid
@@ -23,11 +24,14 @@ def real_clients() -> support.Clients:
     try:
         clients = support.ensure_clients()
     except support.InstallError as exc:
-        pytest.fail(f"installing the real RocketMQ clients failed (not skipping: interop is required):\n{exc}",
-                    pytrace=False)
+        pytest.fail(
+            f"installing the real RocketMQ clients failed (not skipping: interop is required):\n{exc}", pytrace=False
+        )
     if clients.install_seconds:
-        _install_report.append(f"rmq interop: cold install of the real clients into {support.cache_dir()}: "
-                               + ", ".join(f"{k} {v:.1f}s" for k, v in clients.install_seconds.items()))
+        _install_report.append(
+            f"rmq interop: cold install of the real clients into {support.cache_dir()}: "
+            + ", ".join(f"{k} {v:.1f}s" for k, v in clients.install_seconds.items())
+        )
     return clients
 
 
@@ -47,14 +51,14 @@ class Broker:
 
     def check_alive(self) -> None:
         if self.proc.proc.poll() is not None:
-            pytest.fail(f"rmq standalone died (exit {self.proc.proc.returncode}):\n{self.log_tail(60)}",
-                        pytrace=False)
+            pytest.fail(f"rmq standalone died (exit {self.proc.proc.returncode}):\n{self.log_tail(60)}", pytrace=False)
 
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.proc.log_text().splitlines()[-lines:])
 
     def create_topic(self, topic: str, queues: int = 4) -> None:
         """UPDATE_AND_CREATE_TOPIC through the protocol (ali-ons has no TBW102 fallback)."""
+
         async def go():
             client = RemotingClient([self.namesrv])
             try:
@@ -75,8 +79,11 @@ class Broker:
 
             async def enough():
                 nonlocal ids
-                resp = await client.invoke(self.broker_addr, RemotingCommand.request(
-                    RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}), timeout=3.0)
+                resp = await client.invoke(
+                    self.broker_addr,
+                    RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": group}),
+                    timeout=3.0,
+                )
                 if resp.code == 0 and resp.body:
                     ids = json.loads(resp.body_bytes()).get("consumerIdList") or []
                 return len(ids) >= count
@@ -85,8 +92,10 @@ class Broker:
                 await wait_until(enough, timeout=timeout, interval=0.2, what=f"{count} members of {group}")
                 return ids
             except AssertionError:
-                pytest.fail(f"group {group} has members {ids} after {timeout:.0f}s, expected {count}:\n"
-                            f"{self.log_tail()}", pytrace=False)
+                pytest.fail(
+                    f"group {group} has members {ids} after {timeout:.0f}s, expected {count}:\n{self.log_tail()}",
+                    pytrace=False,
+                )
             finally:
                 await client.close()
 
@@ -101,8 +110,9 @@ class Broker:
         async def go():
             client = RemotingClient([self.namesrv])
             try:
-                resp = await client.invoke(self.broker_addr, RemotingCommand.request(
-                    RequestCode.GET_BROKER_RUNTIME_INFO), timeout=3.0)
+                resp = await client.invoke(
+                    self.broker_addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), timeout=3.0
+                )
                 return int(json.loads(resp.body_bytes())["table"]["pullHoldRequestCount"])
             finally:
                 await client.close()
@@ -112,15 +122,20 @@ class Broker:
     def wait_pulls_held(self, count: int, timeout: float = 20.0) -> None:
         """Until at least ``count`` pulls are held (consumers started, rebalanced and polling)."""
         try:
-            wait_until_sync(lambda: self.held_pulls() >= count, timeout=timeout, interval=0.2,
-                            what=f"{count} held pulls")
+            wait_until_sync(
+                lambda: self.held_pulls() >= count, timeout=timeout, interval=0.2, what=f"{count} held pulls"
+            )
         except AssertionError:
-            pytest.fail(f"the broker holds {self.held_pulls()} pulls after {timeout:.0f}s, expected {count}:\n"
-                        f"{self.log_tail()}", pytrace=False)
+            pytest.fail(
+                f"the broker holds {self.held_pulls()} pulls after {timeout:.0f}s, expected {count}:\n"
+                f"{self.log_tail()}",
+                pytrace=False,
+            )
 
     def wait_registered(self, timeout: float = 20.0) -> None:
         """Until the name server routes TBW102, i.e. the broker has registered (the C++ client
         falls back to TBW102 for new topics)."""
+
         async def go():
             client = RemotingClient([self.namesrv])
             last: object = None
@@ -139,8 +154,10 @@ class Broker:
             try:
                 await wait_until(routed, timeout=timeout, interval=0.1, what="TBW102 routed")
             except AssertionError:
-                pytest.fail(f"broker not registered with the name server after {timeout:.0f}s ({last}):\n"
-                            f"{self.log_tail()}", pytrace=False)
+                pytest.fail(
+                    f"broker not registered with the name server after {timeout:.0f}s ({last}):\n{self.log_tail()}",
+                    pytrace=False,
+                )
             finally:
                 await client.close()
 

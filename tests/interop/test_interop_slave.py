@@ -8,6 +8,7 @@ and the master restarts from a copy taken before them: the consumer finds nothin
 and everything it receives after the kill came from the slave. The brokers are ``rmq broker -c``
 processes; the master dies by SIGKILL.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -35,15 +36,15 @@ async def _held_pulls(rc: RemotingClient, addr: str) -> int:
 
 
 async def _route_ids(rc: RemotingClient, nsaddr: str, topic: str) -> set[int]:
-    resp = await rc.invoke(nsaddr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}),
-                           timeout=3)
+    resp = await rc.invoke(
+        nsaddr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout=3
+    )
     if resp.code != 0:
         return set()
     return {int(k) for bd in json.loads(resp.body)["brokerDatas"] for k in bd["brokerAddrs"]}
 
 
-async def test_cpp_push_consumer_keeps_consuming_from_the_slave_after_the_master_dies(real_clients, names,
-                                                                                      tmp_path):
+async def test_cpp_push_consumer_keeps_consuming_from_the_slave_after_the_master_dies(real_clients, names, tmp_path):
     topic, group = names.topic, names.group
     async with run_namesrv() as ns:
         nsaddr = f"127.0.0.1:{ns.port}"
@@ -52,12 +53,26 @@ async def test_cpp_push_consumer_keeps_consuming_from_the_slave_after_the_master
         rc = RemotingClient()
         consumer = None
         try:
-            resp = await rc.invoke(master.addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": QUEUES, "writeQueueNums": QUEUES,
-                "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"}), timeout=5)
+            resp = await rc.invoke(
+                master.addr,
+                RemotingCommand.request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    {
+                        "topic": topic,
+                        "defaultTopic": "TBW102",
+                        "readQueueNums": QUEUES,
+                        "writeQueueNums": QUEUES,
+                        "perm": 6,
+                        "topicFilterType": "SINGLE_TAG",
+                        "topicSysFlag": 0,
+                        "order": "false",
+                    },
+                ),
+                timeout=5,
+            )
             assert resp.code == 0, resp.remark
             assert await asyncio.to_thread(master.stop) == 0
-            shutil.copytree(tmp_path / "m" / "store", tmp_path / "before")       # the topic, no message
+            shutil.copytree(tmp_path / "m" / "store", tmp_path / "before")  # the topic, no message
             await master.astart()
             bodies = [f"{names.marker}{i}" for i in range(N)]
             async with rmq.Producer(nsaddr, names.producer_group) as p:
@@ -66,21 +81,40 @@ async def test_cpp_push_consumer_keeps_consuming_from_the_slave_after_the_master
             assert await asyncio.to_thread(master.stop) == 0
             shutil.copytree(tmp_path / "m" / "store", tmp_path / "s" / "store")  # the slave: 30 messages
             shutil.rmtree(tmp_path / "m" / "store")
-            shutil.copytree(tmp_path / "before", tmp_path / "m" / "store")      # the master: none
+            shutil.copytree(tmp_path / "before", tmp_path / "m" / "store")  # the master: none
             await master.astart()
             await slave.astart()
             await wait_until(lambda: _ids_are(rc, nsaddr, topic, {0, 1}), what="master and slave routed")
 
-            consumer = support.cpp(real_clients, tmp_path / "cpp", "push", "--namesrv", nsaddr, "--group", group,
-                                   "--topic", topic, "--expect", str(N), "--marker", names.marker,
-                                   "--timeout", "150", timeout=200)
-            await wait_until(lambda: _at_least(_held_pulls(rc, master.addr), QUEUES), timeout=60,
-                             what="the C++ consumer long-polling both queues on the master")
+            consumer = support.cpp(
+                real_clients,
+                tmp_path / "cpp",
+                "push",
+                "--namesrv",
+                nsaddr,
+                "--group",
+                group,
+                "--topic",
+                topic,
+                "--expect",
+                str(N),
+                "--marker",
+                names.marker,
+                "--timeout",
+                "150",
+                timeout=200,
+            )
+            await wait_until(
+                lambda: _at_least(_held_pulls(rc, master.addr), QUEUES),
+                timeout=60,
+                what="the C++ consumer long-polling both queues on the master",
+            )
             master.kill()
             result = await asyncio.to_thread(consumer.result)
             got = sorted({e["body"] for e in result.of("recv")})
-            assert got == sorted(bodies), (f"received {len(got)} of {N} from the slave\n{result.describe()}\n"
-                                           f"{result.cpp_log()}")
+            assert got == sorted(bodies), (
+                f"received {len(got)} of {N} from the slave\n{result.describe()}\n{result.cpp_log()}"
+            )
             assert result.returncode == 0, result.describe()
         finally:
             if consumer is not None and consumer.proc.poll() is None:

@@ -6,6 +6,7 @@ first two retries, are 2 s instead of 10 s and 30 s), so the whole retry → DLQ
 seconds. The first-retry flow with Java's real 10 s level is in test_interop_clients.py
 (``test_ons_failed_delivery_comes_back_through_the_retry_topic``).
 """
+
 import asyncio
 import json
 import time
@@ -39,16 +40,28 @@ class ShortDelayBroker:
         async def go():
             client = RemotingClient([self.namesrv])
             try:
-                return await client.invoke(to or self.broker_addr, RemotingCommand.request(code, ext, body),
-                                           timeout=5.0)
+                return await client.invoke(
+                    to or self.broker_addr, RemotingCommand.request(code, ext, body), timeout=5.0
+                )
             finally:
                 await client.close()
+
         return asyncio.run(go())
 
     def create_topic(self, topic: str, queues: int = 4) -> None:
-        resp = self.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {
-            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": queues, "writeQueueNums": queues,
-            "perm": 6, "topicFilterType": "SINGLE_TAG", "topicSysFlag": 0, "order": "false"})
+        resp = self.call(
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            {
+                "topic": topic,
+                "defaultTopic": "TBW102",
+                "readQueueNums": queues,
+                "writeQueueNums": queues,
+                "perm": 6,
+                "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": 0,
+                "order": "false",
+            },
+        )
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         self.wait_routed(topic)
 
@@ -116,44 +129,95 @@ def test_ons_always_failing_consumer_puts_messages_in_the_dlq(real_clients, shor
     # 30 s: create them first, as an operator would
     b.create_topic(f"%RETRY%{group}", queues=1)
     plan = [{"topic": topic, "body": f"{marker}{i}", "tags": "TagA", "props": {"idx": str(i)}} for i in range(3)]
-    producer = support.ons(real_clients, tmp_path / "p", "produce", "--namesrv", b.namesrv, "--group", pgroup,
-                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    producer = support.ons(
+        real_clients,
+        tmp_path / "p",
+        "produce",
+        "--namesrv",
+        b.namesrv,
+        "--group",
+        pgroup,
+        "--plan",
+        support.write_plan(tmp_path / "plan.json", plan),
+    ).result()
     assert producer.returncode == 0, _report(b, producer)
     sent = {plan[s["i"]]["body"]: s["msg_id"] for s in producer.of("sent")}
 
-    failing = _ons_fail(real_clients, tmp_path / "c", "--namesrv", b.namesrv, "--group", group, "--topic", topic,
-                        "--expect", "3", "--marker", marker, "--max-reconsume", "2", "--timeout", "50").result()
+    failing = _ons_fail(
+        real_clients,
+        tmp_path / "c",
+        "--namesrv",
+        b.namesrv,
+        "--group",
+        group,
+        "--topic",
+        topic,
+        "--expect",
+        "3",
+        "--marker",
+        marker,
+        "--max-reconsume",
+        "2",
+        "--timeout",
+        "50",
+    ).result()
     assert failing.returncode == 0, _report(b, failing)
     deliveries: dict[str, list[int]] = {}
     for e in failing.of("recv"):
         if e["body"].startswith(marker):
             deliveries.setdefault(e["body"], []).append(e["reconsume_times"])
-            assert e["topic"] == topic, e   # ali-ons maps %RETRY%<group> back through RETRY_TOPIC
+            assert e["topic"] == topic, e  # ali-ons maps %RETRY%<group> back through RETRY_TOPIC
             if e["reconsume_times"] > 0:
                 assert e["origin_id"] == sent[e["body"]], e
                 assert e["props"]["RETRY_TOPIC"] == topic
-    assert {body: sorted(set(times)) for body, times in deliveries.items()} == {body: [0, 1, 2] for body in sent}, \
+    assert {body: sorted(set(times)) for body, times in deliveries.items()} == {body: [0, 1, 2] for body in sent}, (
         _report(b, failing)
+    )
 
     dlq = f"%DLQ%{group}"
     b.wait_routed(dlq)
     reader_group = f"GID_dlqreader_{tag}"
     b.create_topic(f"%RETRY%{reader_group}", queues=1)
-    reader = support.ons(real_clients, tmp_path / "r", "consume", "--from-first", "--namesrv", b.namesrv,
-                         "--group", reader_group, "--topic", dlq, "--expect", "3", "--marker", marker,
-                         "--timeout", "40").result()
+    reader = support.ons(
+        real_clients,
+        tmp_path / "r",
+        "consume",
+        "--from-first",
+        "--namesrv",
+        b.namesrv,
+        "--group",
+        reader_group,
+        "--topic",
+        dlq,
+        "--expect",
+        "3",
+        "--marker",
+        marker,
+        "--timeout",
+        "40",
+    ).result()
     assert reader.returncode == 0, _report(b, failing, reader)
     dead = {e["body"]: e for e in reader.of("recv") if e["body"].startswith(marker)}
     assert set(dead) == set(sent)
     for body, e in dead.items():
         assert e["topic"] == dlq and e["reconsume_times"] == 3, e
         assert e["props"]["ORIGIN_MESSAGE_ID"] == sent[body]
-        assert e["props"]["RETRY_TOPIC"] == topic and e["props"]["idx"] == body[len(marker):]
+        assert e["props"]["RETRY_TOPIC"] == topic and e["props"]["idx"] == body[len(marker) :]
 
 
 def _orderly_plan(topic, marker, keys=4, per_key=8):
-    return [{"topic": topic, "body": f"{marker}{k}:{s}", "tags": "Ord", "props": {"seq": str(s)},
-             "send": "orderly", "arg": k} for s in range(per_key) for k in range(keys)]
+    return [
+        {
+            "topic": topic,
+            "body": f"{marker}{k}:{s}",
+            "tags": "Ord",
+            "props": {"seq": str(s)},
+            "send": "orderly",
+            "arg": k,
+        }
+        for s in range(per_key)
+        for k in range(keys)
+    ]
 
 
 def test_cpp_two_orderly_consumers_never_share_a_queue(real_clients, short_broker, tmp_path, ids):
@@ -164,29 +228,72 @@ def test_cpp_two_orderly_consumers_never_share_a_queue(real_clients, short_broke
     tag, marker, topic, group, pgroup = ids
     b.create_topic(topic, queues=4)
     plan = _orderly_plan(topic, marker)
-    members = [support.cpp(real_clients, tmp_path / f"c{k}", "push", "--orderly", "--instance", f"ord{k}",
-                           "--namesrv", b.namesrv, "--group", group, "--topic", topic, "--expect", str(len(plan)),
-                           "--marker", marker, "--props", "seq", "--until-idle", "8", "--timeout", "60")
-               for k in range(2)]
+    members = [
+        support.cpp(
+            real_clients,
+            tmp_path / f"c{k}",
+            "push",
+            "--orderly",
+            "--instance",
+            f"ord{k}",
+            "--namesrv",
+            b.namesrv,
+            "--group",
+            group,
+            "--topic",
+            topic,
+            "--expect",
+            str(len(plan)),
+            "--marker",
+            marker,
+            "--props",
+            "seq",
+            "--until-idle",
+            "8",
+            "--timeout",
+            "60",
+        )
+        for k in range(2)
+    ]
     wait_until_sync(lambda: len(b.members(group)) >= 2, interval=0.2, what="both orderly members in the group")
     assert len(b.members(group)) == 2, "both orderly members joined the group\n" + b.log_tail()
     # Settle time, not a state wait: both rebalance at once on NOTIFY_CONSUMER_IDS_CHANGED and
     # lock their queues; nothing on the wire says a C++ member has finished.
     time.sleep(2)
-    producer = support.cpp(real_clients, tmp_path / "p", "produce", "--namesrv", b.namesrv, "--group", pgroup,
-                           "--plan", support.write_plan(tmp_path / "plan.json", plan)).result()
+    producer = support.cpp(
+        real_clients,
+        tmp_path / "p",
+        "produce",
+        "--namesrv",
+        b.namesrv,
+        "--group",
+        pgroup,
+        "--plan",
+        support.write_plan(tmp_path / "plan.json", plan),
+    ).result()
     assert producer.returncode == 0, _report(b, producer)
 
     # an outsider's LOCK_BATCH_MQ on the queues that have been consumed from gets nothing
     time.sleep(1.0)  # settle time: the members' lock renewals after consuming (not observable)
     probed_at = int(time.time() * 1000)
-    probe = b.call(RequestCode.LOCK_BATCH_MQ, None, json.dumps({
-        "consumerGroup": group, "clientId": f"outsider-{tag}",
-        "mqSet": [{"topic": topic, "brokerName": "broker-a", "queueId": q} for q in range(4)]}).encode())
+    probe = b.call(
+        RequestCode.LOCK_BATCH_MQ,
+        None,
+        json.dumps(
+            {
+                "consumerGroup": group,
+                "clientId": f"outsider-{tag}",
+                "mqSet": [{"topic": topic, "brokerName": "broker-a", "queueId": q} for q in range(4)],
+            }
+        ).encode(),
+    )
     stolen = json.loads(probe.body_bytes())["lockOKMQSet"]
-    if stolen:   # give back what was free (a queue between two owners), so members can take it
-        b.call(RequestCode.UNLOCK_BATCH_MQ, None, json.dumps({
-            "consumerGroup": group, "clientId": f"outsider-{tag}", "mqSet": stolen}).encode())
+    if stolen:  # give back what was free (a queue between two owners), so members can take it
+        b.call(
+            RequestCode.UNLOCK_BATCH_MQ,
+            None,
+            json.dumps({"consumerGroup": group, "clientId": f"outsider-{tag}", "mqSet": stolen}).encode(),
+        )
 
     results = [m.result() for m in members]
     recv = [[e for e in r.of("recv") if (e["body"] or "").startswith(marker)] for r in results]

@@ -1,4 +1,5 @@
 """Name server over TCP: registration, routes, expiry, error paths."""
+
 import json
 import zlib
 
@@ -12,18 +13,38 @@ from rmq.remoting.client import RemotingClient
 
 def topic_table(**topics):
     return {
-        name: {"topicName": name, "readQueueNums": q, "writeQueueNums": q, "perm": 6, "topicSysFlag": 0,
-               "topicFilterType": "SINGLE_TAG", "order": False}
+        name: {
+            "topicName": name,
+            "readQueueNums": q,
+            "writeQueueNums": q,
+            "perm": 6,
+            "topicSysFlag": 0,
+            "topicFilterType": "SINGLE_TAG",
+            "order": False,
+        }
         for name, q in topics.items()
     }
 
 
 def register_cmd(broker_addr="127.0.0.1:10911", name="broker-a", broker_id=0, counter=1, **topics):
-    body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": topic_table(**topics),
-                                                       "dataVersion": {"timestamp": 1, "counter": counter}},
-                       "filterServerList": []}).encode()
-    ext = {"brokerAddr": broker_addr, "brokerId": broker_id, "brokerName": name, "clusterName": "DefaultCluster",
-           "haServerAddr": "127.0.0.1:10912", "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+    body = json.dumps(
+        {
+            "topicConfigSerializeWrapper": {
+                "topicConfigTable": topic_table(**topics),
+                "dataVersion": {"timestamp": 1, "counter": counter},
+            },
+            "filterServerList": [],
+        }
+    ).encode()
+    ext = {
+        "brokerAddr": broker_addr,
+        "brokerId": broker_id,
+        "brokerName": name,
+        "clusterName": "DefaultCluster",
+        "haServerAddr": "127.0.0.1:10912",
+        "compressed": "false",
+        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
 
 
@@ -35,8 +56,9 @@ async def client():
 
 
 async def route(client, ns, topic):
-    return await client.invoke(ns.address,
-                               RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+    return await client.invoke(
+        ns.address, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    )
 
 
 async def test_register_then_route_has_master_under_key_0(client):
@@ -94,8 +116,9 @@ async def test_incremental_registration_merges_and_the_next_full_one_still_prune
     table's version; Java's RouteInfoManager.registerBroker merges it. A later full table
     (listing the broker's own topic) of a new version prunes what it no longer lists."""
     async with run_namesrv() as ns:
-        assert (await client.invoke(ns.address, register_cmd(TopicA=2, TopicB=2, counter=1,
-                                                             **{"broker-a": 1}))).code == 0
+        assert (
+            await client.invoke(ns.address, register_cmd(TopicA=2, TopicB=2, counter=1, **{"broker-a": 1}))
+        ).code == 0
         # the increment: one new topic, the version after its creation
         assert (await client.invoke(ns.address, register_cmd(TopicC=3, counter=2))).code == 0
         for topic in ("TopicA", "TopicB", "TopicC", "broker-a"):
@@ -123,8 +146,12 @@ async def test_slave_registration_is_told_its_master(client):
 async def test_unregister_removes_routes(client):
     async with run_namesrv() as ns:
         await client.invoke(ns.address, register_cmd(TopicA=2))
-        ext = {"brokerAddr": "127.0.0.1:10911", "brokerId": "0", "brokerName": "broker-a",
-               "clusterName": "DefaultCluster"}
+        ext = {
+            "brokerAddr": "127.0.0.1:10911",
+            "brokerId": "0",
+            "brokerName": "broker-a",
+            "clusterName": "DefaultCluster",
+        }
         resp = await client.invoke(ns.address, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, ext))
         assert resp.code == ResponseCode.SUCCESS
         assert (await route(client, ns, "TopicA")).code == ResponseCode.TOPIC_NOT_EXIST
@@ -136,6 +163,7 @@ async def test_silent_broker_expires(client):
         assert (await route(client, ns, "TopicA")).code == ResponseCode.SUCCESS
         observer = RemotingClient()  # the expiry closes the broker's connection, as Java does
         try:
+
             async def gone():
                 return (await route(observer, ns, "TopicA")).code == ResponseCode.TOPIC_NOT_EXIST
 
@@ -151,6 +179,7 @@ async def test_broker_connection_close_drops_it():
         await broker_side.close()
         c = RemotingClient()
         try:
+
             async def gone():
                 return (await route(c, ns, "TopicA")).code == ResponseCode.TOPIC_NOT_EXIST
 
@@ -182,16 +211,20 @@ async def test_bad_crc_and_bad_header_are_errors(client):
 
 async def test_kv_by_value_is_an_error_but_not_unsupported(client):
     async with run_namesrv() as ns:
-        resp = await client.invoke(ns.address,
-                                   RemotingCommand.request(217, {"namespace": "PROJECT_CONFIG", "key": "x"}))
+        resp = await client.invoke(
+            ns.address, RemotingCommand.request(217, {"namespace": "PROJECT_CONFIG", "key": "x"})
+        )
         assert resp.code == ResponseCode.QUERY_NOT_FOUND
-        resp = await client.invoke(ns.address, RemotingCommand.request(RequestCode.GET_KV_CONFIG,
-                                                                       {"namespace": "n", "key": "k"}))
+        resp = await client.invoke(
+            ns.address, RemotingCommand.request(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"})
+        )
         assert resp.code == ResponseCode.QUERY_NOT_FOUND
-        await client.invoke(ns.address, RemotingCommand.request(RequestCode.PUT_KV_CONFIG,
-                                                                {"namespace": "n", "key": "k", "value": "v"}))
-        resp = await client.invoke(ns.address, RemotingCommand.request(RequestCode.GET_KV_CONFIG,
-                                                                       {"namespace": "n", "key": "k"}))
+        await client.invoke(
+            ns.address, RemotingCommand.request(RequestCode.PUT_KV_CONFIG, {"namespace": "n", "key": "k", "value": "v"})
+        )
+        resp = await client.invoke(
+            ns.address, RemotingCommand.request(RequestCode.GET_KV_CONFIG, {"namespace": "n", "key": "k"})
+        )
         assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["value"] == "v"
         resp = await client.invoke(ns.address, RemotingCommand.request(9999))
         assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "9999" in resp.remark

@@ -3,6 +3,7 @@ goes through start-up's range checks (the attacker's ``brokerChannelExpiredSecon
 refused naming the property and its allowed values, nothing changes, nothing is saved), the
 broker's UPDATE_BROKER_CONFIG likewise, and an optional ``aclEnable`` on the name server
 guards its write codes with the broker's accounts file while reads stay open."""
+
 import asyncio
 import pathlib
 import textwrap
@@ -57,17 +58,20 @@ async def test_the_attack_update_is_refused_by_start_ups_range_and_nothing_is_sa
     async with run_namesrv(config_store_path=str(conf)) as ns:
         resp = await invoke_once(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=ATTACK)
         assert resp.code == ResponseCode.SYSTEM_ERROR
-        assert "brokerChannelExpiredSeconds" in resp.remark and "60" in resp.remark and "86400" in resp.remark, \
+        assert "brokerChannelExpiredSeconds" in resp.remark and "60" in resp.remark and "86400" in resp.remark, (
             resp.remark
+        )
         assert ns.config.broker_channel_expired_seconds == 120.0
         assert ns.route_info_manager.broker_channel_expired_seconds == 120.0
         assert conf.read_text() == "maxBrokers=100\n"
-        resp = await invoke_once(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG,
-                                 body=b"scanNotActiveBrokerInterval=0.001\n")
+        resp = await invoke_once(
+            ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"scanNotActiveBrokerInterval=0.001\n"
+        )
         assert resp.code == ResponseCode.SYSTEM_ERROR and "scanNotActiveBrokerInterval" in resp.remark
         # an update inside the range still applies and is saved
-        resp = await invoke_once(ns.address, RequestCode.UPDATE_NAMESRV_CONFIG,
-                                 body=b"brokerChannelExpiredSeconds=90\n")
+        resp = await invoke_once(
+            ns.address, RequestCode.UPDATE_NAMESRV_CONFIG, body=b"brokerChannelExpiredSeconds=90\n"
+        )
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         assert ns.route_info_manager.broker_channel_expired_seconds == 90.0
         assert "brokerChannelExpiredSeconds=90" in conf.read_text()
@@ -100,9 +104,11 @@ async def test_acl_on_the_name_server_guards_writes_and_leaves_reads_open(tmp_pa
         assert resp.code == ResponseCode.SYSTEM_ERROR and "No accessKey is configured" in resp.remark
         assert ns.config.broker_channel_expired_seconds == 120.0
         # a KV write, a wipe, a topic deletion unsigned: refused
-        for code, ext in ((RequestCode.PUT_KV_CONFIG, {"namespace": "N", "key": "k", "value": "v"}),
-                          (RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "b"}),
-                          (RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"})):
+        for code, ext in (
+            (RequestCode.PUT_KV_CONFIG, {"namespace": "N", "key": "k", "value": "v"}),
+            (RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "b"}),
+            (RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "T"}),
+        ):
             resp = await _signed(addr, None, code, ext)
             assert resp.code == ResponseCode.SYSTEM_ERROR and "AclException" in resp.remark, (code, resp.remark)
         # a non-admin account, or a wrong secret: refused
@@ -127,13 +133,19 @@ async def test_acl_on_the_name_server_guards_writes_and_leaves_reads_open(tmp_pa
 async def test_brokers_register_signed_and_a_spoofed_registration_is_refused(tmp_path):
     home = _home(tmp_path)
     async with run_namesrv(acl_enable=True, rocketmq_home=home) as ns:
-        async with run_broker(tmp_path / "b", ns, broker_name="signed", namesrv_access_key=ADMIN.access_key,
-                              namesrv_secret_key=ADMIN.secret_key):
-            await wait_until(lambda: "signed" in ns.route_info_manager.broker_addr_table, 30,
-                             what="the signed registration")
+        async with run_broker(
+            tmp_path / "b",
+            ns,
+            broker_name="signed",
+            namesrv_access_key=ADMIN.access_key,
+            namesrv_secret_key=ADMIN.secret_key,
+        ):
+            await wait_until(
+                lambda: "signed" in ns.route_info_manager.broker_addr_table, 30, what="the signed registration"
+            )
             # an unsigned REGISTER_BROKER (the attacker's), while a client measures its round trips
             probe = NoisyNeighbour(ns.address, code=RequestCode.GET_BROKER_CLUSTER_INFO, ext_fields={})
-            await asyncio.to_thread(probe.start)      # (in-process name server: off this loop)
+            await asyncio.to_thread(probe.start)  # (in-process name server: off this loop)
             try:
                 for _ in range(20):
                     cmd = register_cmd("127.0.0.1:1", name="evil", TopicA=4)
@@ -144,15 +156,16 @@ async def test_brokers_register_signed_and_a_spoofed_registration_is_refused(tmp
             assert probe.worst < 2.0, probe.summary()
             assert "evil" not in ns.route_info_manager.broker_addr_table
         # an unsigned broker cannot register
-        async with run_broker(tmp_path / "u", ns, broker_name="unsigned"):     # (start awaits a registration)
+        async with run_broker(tmp_path / "u", ns, broker_name="unsigned"):  # (start awaits a registration)
             resp = await invoke_once(ns.address, RequestCode.GET_BROKER_CLUSTER_INFO)
             assert resp.code == ResponseCode.SUCCESS
             assert "unsigned" not in ns.route_info_manager.broker_addr_table
 
 
 async def test_a_global_white_address_may_write_unsigned(tmp_path):
-    home = _home(tmp_path, PLAIN_ACL.replace("globalWhiteRemoteAddresses:",
-                                             "globalWhiteRemoteAddresses:\n  - 127.0.0.1"))
+    home = _home(
+        tmp_path, PLAIN_ACL.replace("globalWhiteRemoteAddresses:", "globalWhiteRemoteAddresses:\n  - 127.0.0.1")
+    )
     async with run_namesrv(acl_enable=True, rocketmq_home=home) as ns:
         resp = await invoke_once(ns.address, RequestCode.PUT_KV_CONFIG, {"namespace": "N", "key": "k", "value": "v"})
         assert resp.code == ResponseCode.SUCCESS, resp.remark

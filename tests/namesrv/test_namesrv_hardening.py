@@ -2,6 +2,7 @@
 malformed REGISTER_BROKER bodies leave nothing behind, a second live holder of a brokerName +
 brokerId is refused, a connection that did not register an address cannot remove it, and
 every table has a bound."""
+
 import json
 import logging
 import zlib
@@ -19,13 +20,28 @@ SPOOF = "127.0.0.1:20911"
 
 def register_cmd(addr=REAL, name="broker-a", broker_id=0, body=None, counter=1, **topics):
     if body is None:
-        table = {t: {"topicName": t, "readQueueNums": q, "writeQueueNums": q, "perm": 6, "topicSysFlag": 0}
-                 for t, q in topics.items()}
-        body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table,
-                                                           "dataVersion": {"timestamp": 1, "counter": counter}},
-                           "filterServerList": []}).encode()
-    ext = {"brokerAddr": addr, "brokerId": str(broker_id), "brokerName": name, "clusterName": "DefaultCluster",
-           "haServerAddr": "", "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+        table = {
+            t: {"topicName": t, "readQueueNums": q, "writeQueueNums": q, "perm": 6, "topicSysFlag": 0}
+            for t, q in topics.items()
+        }
+        body = json.dumps(
+            {
+                "topicConfigSerializeWrapper": {
+                    "topicConfigTable": table,
+                    "dataVersion": {"timestamp": 1, "counter": counter},
+                },
+                "filterServerList": [],
+            }
+        ).encode()
+    ext = {
+        "brokerAddr": addr,
+        "brokerId": str(broker_id),
+        "brokerName": name,
+        "clusterName": "DefaultCluster",
+        "haServerAddr": "",
+        "compressed": "false",
+        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
 
 
@@ -60,8 +76,9 @@ async def clients():
 def body_with(table=None, raw=None):
     if raw is not None:
         return raw
-    return json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table,
-                                                       "dataVersion": {"timestamp": 1, "counter": 1}}}).encode()
+    return json.dumps(
+        {"topicConfigSerializeWrapper": {"topicConfigTable": table, "dataVersion": {"timestamp": 1, "counter": 1}}}
+    ).encode()
 
 
 MALFORMED = [
@@ -101,15 +118,18 @@ async def test_malformed_body_is_refused_and_leaves_no_broker(clients, body, why
         assert (await route(observer, ns, "Good"))["brokerDatas"][0]["brokerAddrs"] == {"0": REAL}
 
 
-@pytest.mark.parametrize("field,value,why", [
-    ("brokerAddr", "no-port", "host:port"),
-    ("brokerAddr", "", "brokerAddr"),
-    ("brokerName", "a\nb", "brokerName"),
-    ("brokerName", "n" * 5000, "brokerName"),
-    ("clusterName", "", "clusterName"),
-    ("brokerId", "-1", "brokerId"),
-    ("brokerId", str(2**64), "brokerId"),
-])
+@pytest.mark.parametrize(
+    "field,value,why",
+    [
+        ("brokerAddr", "no-port", "host:port"),
+        ("brokerAddr", "", "brokerAddr"),
+        ("brokerName", "a\nb", "brokerName"),
+        ("brokerName", "n" * 5000, "brokerName"),
+        ("clusterName", "", "clusterName"),
+        ("brokerId", "-1", "brokerId"),
+        ("brokerId", str(2**64), "brokerId"),
+    ],
+)
 async def test_malformed_header_is_refused_and_leaves_no_broker(clients, field, value, why):
     real, _, observer = clients
     async with run_namesrv() as ns:
@@ -124,8 +144,18 @@ async def test_java_style_names_are_accepted(clients):
     """A Java broker named after its host registers a topic of that name (brokerTopicEnable)."""
     real, _, observer = clients
     async with run_namesrv() as ns:
-        resp = await real.invoke(ns.address, register_cmd(name="host-1.example.com", **{
-            "host-1.example.com": 1, "DefaultCluster_REPLY_TOPIC": 1, "%RETRY%GID_x": 1, "SCHEDULE_TOPIC_XXXX": 18}))
+        resp = await real.invoke(
+            ns.address,
+            register_cmd(
+                name="host-1.example.com",
+                **{
+                    "host-1.example.com": 1,
+                    "DefaultCluster_REPLY_TOPIC": 1,
+                    "%RETRY%GID_x": 1,
+                    "SCHEDULE_TOPIC_XXXX": 18,
+                },
+            ),
+        )
         assert resp.code == ResponseCode.SUCCESS, resp
         assert (await route(observer, ns, "host-1.example.com"))["queueDatas"][0]["brokerName"] == "host-1.example.com"
 
@@ -138,8 +168,9 @@ async def test_spoof_then_disconnect_leaves_the_real_brokers_routes(clients, cap
             resp = await spoofer.invoke(ns.address, register_cmd(SPOOF, TopicA=1, Evil=1))
         assert resp.code == ResponseCode.SYSTEM_ERROR
         assert "broker-a" in resp.remark and REAL in resp.remark and "refused" in resp.remark
-        assert any("refused registration of broker-a" in r.getMessage() and SPOOF in r.getMessage()
-                   for r in caplog.records)
+        assert any(
+            "refused registration of broker-a" in r.getMessage() and SPOOF in r.getMessage() for r in caplog.records
+        )
         # The spoofer also registers a broker of its own over the same connection, so that its
         # disappearance shows the name server has handled the close.
         assert (await spoofer.invoke(ns.address, register_cmd(SPOOF, name="broker-z", Z=1))).code == 0
@@ -249,11 +280,15 @@ async def test_table_bounds(clients):
 
 async def test_kv_config_bounds(clients):
     c = clients[0]
-    async with run_namesrv(max_kv_namespaces=2, max_kv_entries_per_namespace=2, max_kv_value_chars=10,
-                           max_kv_key_chars=8) as ns:
+    async with run_namesrv(
+        max_kv_namespaces=2, max_kv_entries_per_namespace=2, max_kv_value_chars=10, max_kv_key_chars=8
+    ) as ns:
+
         async def put(ns_, key, value):
-            return await c.invoke(ns.address, RemotingCommand.request(
-                RequestCode.PUT_KV_CONFIG, {"namespace": ns_, "key": key, "value": value}))
+            return await c.invoke(
+                ns.address,
+                RemotingCommand.request(RequestCode.PUT_KV_CONFIG, {"namespace": ns_, "key": key, "value": value}),
+            )
 
         assert (await put("n1", "k1", "v")).code == ResponseCode.SUCCESS
         assert (await put("n1", "k2", "v")).code == ResponseCode.SUCCESS
@@ -269,8 +304,9 @@ async def test_kv_config_bounds(clients):
         assert resp.code == ResponseCode.SYSTEM_ERROR and "maxKvKeyChars" in resp.remark
         # deleting the last key of a namespace frees the namespace
         for k in ("k",):
-            await c.invoke(ns.address,
-                           RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, {"namespace": "n2", "key": k}))
+            await c.invoke(
+                ns.address, RemotingCommand.request(RequestCode.DELETE_KV_CONFIG, {"namespace": "n2", "key": k})
+            )
         assert (await put("n3", "k", "v")).code == ResponseCode.SUCCESS
 
 
@@ -284,13 +320,15 @@ async def test_standalone_broker_keeps_its_routes_against_a_spoofer(tmp_path):
     with StandaloneProcess(tmp_path / "store") as proc:
         observer, spoofer = RemotingClient(), RemotingClient()
         try:
+
             async def registered():
                 data = await route(observer, proc, "TBW102")
                 return data and data["brokerDatas"][0]["brokerAddrs"].get("0") == proc.broker_addr
 
             await wait_until(registered, what="the standalone broker's registration")
-            with NoisyNeighbour(proc.namesrv_addr, code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                ext_fields={"topic": "TBW102"}) as probe:
+            with NoisyNeighbour(
+                proc.namesrv_addr, code=RequestCode.GET_ROUTEINFO_BY_TOPIC, ext_fields={"topic": "TBW102"}
+            ) as probe:
                 resp = await spoofer.invoke(proc.namesrv_addr, register_cmd(SPOOF, TBW102=8))
                 assert resp.code == ResponseCode.SYSTEM_ERROR and proc.broker_addr in resp.remark
                 bad = [body for body, _ in MALFORMED]

@@ -1,6 +1,7 @@
 """The name server's operations codes at the protocol level: write permission over several
 brokers, UPDATE_NAMESRV_CONFIG's file rewrite and refusals, KV config persistence failures,
 order confs in routes only with orderMessageEnable."""
+
 import json
 import os
 
@@ -20,13 +21,20 @@ def test_wipe_and_add_write_perm_touch_only_that_broker():
     r.register_broker("C", "127.0.0.1:2", "broker-b", 0, "", _table(T1=6, T4=6), {"counter": 1})
     assert r.wipe_write_perm_of_broker("broker-a") == 3
     perms = {t: {b: q.perm for b, q in qs.items()} for t, qs in r.topic_queue_table.items()}
-    assert perms == {"T1": {"broker-a": 4, "broker-b": 6}, "T2": {"broker-a": 0}, "T3": {"broker-a": 5},
-                     "T4": {"broker-b": 6}}
+    assert perms == {
+        "T1": {"broker-a": 4, "broker-b": 6},
+        "T2": {"broker-a": 0},
+        "T3": {"broker-a": 5},
+        "T4": {"broker-b": 6},
+    }
     assert r.wipe_write_perm_of_broker("broker-a") == 3  # idempotent; Java counts the topics again
     # Java ADD_WRITE_PERM_OF_BROKER sets read + write, whatever the topic had (T2 was write-only)
     assert r.add_write_perm_of_broker("broker-a") == 3
     assert {t: qs["broker-a"].perm for t, qs in r.topic_queue_table.items() if "broker-a" in qs} == {
-        "T1": 6, "T2": 6, "T3": 6}
+        "T1": 6,
+        "T2": 6,
+        "T3": 6,
+    }
     assert r.wipe_write_perm_of_broker("nobody") == 0 and r.add_write_perm_of_broker("nobody") == 0
     # the periodic registration with the same table version keeps a wipe; a new version ends it
     r.wipe_write_perm_of_broker("broker-b")
@@ -40,11 +48,15 @@ def test_wipe_and_add_write_perm_touch_only_that_broker():
 
 def test_config_file_rewrite_keeps_the_operators_lines(tmp_path):
     path = tmp_path / "namesrv.conf"
-    path.write_text("# comment\n! other comment\nmax_brokers = 3\nlistenPort=9876\n"
-                    "maxTopics=1\\\n  00\nmaxBrokers=4\n\nscanNotActiveBrokerInterval: 5\n")
+    path.write_text(
+        "# comment\n! other comment\nmax_brokers = 3\nlistenPort=9876\n"
+        "maxTopics=1\\\n  00\nmaxBrokers=4\n\nscanNotActiveBrokerInterval: 5\n"
+    )
     _rewrite(str(path), {"maxBrokers": "7", "maxTopics": "200", "maxKvNamespaces": "9"})
-    assert path.read_text() == ("# comment\n! other comment\nmaxBrokers=7\nlistenPort=9876\nmaxTopics=200\n\n"
-                                "scanNotActiveBrokerInterval: 5\nmaxKvNamespaces=9\n")
+    assert path.read_text() == (
+        "# comment\n! other comment\nmaxBrokers=7\nlistenPort=9876\nmaxTopics=200\n\n"
+        "scanNotActiveBrokerInterval: 5\nmaxKvNamespaces=9\n"
+    )
     assert not os.path.exists(str(path) + ".tmp")
     _rewrite(str(tmp_path / "new.conf"), {"maxTopics": "5"})
     assert (tmp_path / "new.conf").read_text() == "maxTopics=5\n"
@@ -85,8 +97,9 @@ async def _route(ns, topic):
 
 
 async def _put_order_conf(ns, topic, conf):
-    resp = await invoke_once(ns.address, RequestCode.PUT_KV_CONFIG,
-                             {"namespace": "ORDER_TOPIC_CONFIG", "key": topic, "value": conf})
+    resp = await invoke_once(
+        ns.address, RequestCode.PUT_KV_CONFIG, {"namespace": "ORDER_TOPIC_CONFIG", "key": topic, "value": conf}
+    )
     assert resp.code == ResponseCode.SUCCESS
 
 
@@ -110,8 +123,9 @@ async def test_order_conf_in_routes_only_with_order_message_enable():
         assert resp.code == ResponseCode.SUCCESS
         assert "orderTopicConf" not in await _route(ns, "OrdT")
     async with run_namesrv(order_message_enable=True) as ns:
-        ns.route_info_manager.register_broker("C", "127.0.0.1:1", "broker-a", 0, "", _table(OrdT=6, Plain=6),
-                                              {"counter": 1})
+        ns.route_info_manager.register_broker(
+            "C", "127.0.0.1:1", "broker-a", 0, "", _table(OrdT=6, Plain=6), {"counter": 1}
+        )
         await _put_order_conf(ns, "OrdT", "broker-a:4")
         assert (await _route(ns, "OrdT"))["orderTopicConf"] == "broker-a:4"
         assert "orderTopicConf" not in await _route(ns, "Plain")  # no conf: none attached

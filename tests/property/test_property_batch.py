@@ -2,6 +2,7 @@
 and Spark sink's writer) against rmq._store.split_batch / encode_batch (the broker's reader and
 record writer): a round trip gives the items back, and arbitrary bytes never raise anything but
 the splitter's declared ValueError."""
+
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
@@ -24,8 +25,8 @@ def test_batch_round_trip_through_the_broker_splitter_and_writer(items, outer):
     split = _store.split_batch(batch, 1, outer)
     assert len(split) == len(items)
     for (flag, body, props), (bpos, blen, ppos, plen, got_flag, _size) in zip(items, split, strict=True):
-        assert batch[bpos:bpos + blen] == body and got_flag == flag
-        assert batch[ppos:ppos + plen] == props.encode()
+        assert batch[bpos : bpos + blen] == body and got_flag == flag
+        assert batch[ppos : ppos + plen] == props.encode()
     host = host_bytes(("127.0.0.1", 1))
     out = bytearray(sum(s[5] for s in split))
     n = _store.encode_batch(out, 0, batch, split, b"T", outer, 0, 0, 1, host, 2, host, 0, 0, 0)
@@ -33,8 +34,8 @@ def test_batch_round_trip_through_the_broker_splitter_and_writer(items, outer):
     pos = 0
     for _flag, body, props in items:
         span = walk_record(bytes(out), pos, -1, True)
-        assert out[span.body_at:span.body_at + span.body_len] == body
-        stored = bytes(out[span.props_at:span.props_at + span.props_len])
+        assert out[span.body_at : span.body_at + span.body_len] == body
+        stored = bytes(out[span.props_at : span.props_at + span.props_len])
         p = props.encode()
         sep = b"\x02" if p and outer and not p.endswith(b"\x02") else b""
         assert stored == p + sep + outer

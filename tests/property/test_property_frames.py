@@ -1,6 +1,7 @@
 """Property tests of the frame decoder (rmq.remoting.codec.FrameDecoder): any command survives
 encode → decode whatever the chunking, several frames come out in order, and arbitrary bytes
 only ever raise RemotingCommandError."""
+
 import itertools
 
 from hypothesis import HealthCheck, given, settings
@@ -39,8 +40,15 @@ def wire(cmd: RemotingCommand) -> bytes:
 
 
 def same(a: RemotingCommand, b: RemotingCommand) -> None:
-    assert (a.code, a.language, a.version, a.opaque, a.flag, a.remark, a.serialize_type) == \
-           (b.code, b.language, b.version, b.opaque, b.flag, b.remark, b.serialize_type)
+    assert (a.code, a.language, a.version, a.opaque, a.flag, a.remark, a.serialize_type) == (
+        b.code,
+        b.language,
+        b.version,
+        b.opaque,
+        b.flag,
+        b.remark,
+        b.serialize_type,
+    )
     assert a.ext_fields == b.ext_fields
     assert a.body_bytes() == (b.body_bytes() or None) or (not a.body_bytes() and not b.body_bytes())
 

@@ -1,5 +1,6 @@
 """Property tests of both header codecs: JSON (rmq.remoting.codec.decode_json_header, the
 Cython fast path and the pure-Python reference) and ROCKETMQ binary (decode_binary_header)."""
+
 import json
 
 from hypothesis import HealthCheck, given, settings
@@ -17,14 +18,26 @@ reference = codec._decode_json_header_py
 
 
 def command(ser, code, lang, version, opaque, flag, remark, ext):
-    return RemotingCommand(code, language=lang, version=version, opaque=opaque, flag=flag, remark=remark,
-                           ext_fields=ext, serialize_type=ser)
+    return RemotingCommand(
+        code,
+        language=lang,
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext,
+        serialize_type=ser,
+    )
 
 
 fields = {
-    "code": st.integers(-(2**15), 2**15 - 1), "lang": st.sampled_from([lc.name for lc in LanguageCode]),
-    "version": st.integers(0, 2**15 - 1), "opaque": st.integers(-(2**31), 2**31 - 1), "flag": st.integers(0, 3),
-    "remark": st.none() | text.filter(bool), "ext": st.dictionaries(text.filter(bool), text, max_size=10),
+    "code": st.integers(-(2**15), 2**15 - 1),
+    "lang": st.sampled_from([lc.name for lc in LanguageCode]),
+    "version": st.integers(0, 2**15 - 1),
+    "opaque": st.integers(-(2**31), 2**31 - 1),
+    "flag": st.integers(0, 3),
+    "remark": st.none() | text.filter(bool),
+    "ext": st.dictionaries(text.filter(bool), text, max_size=10),
 }
 
 
@@ -51,13 +64,22 @@ def test_binary_header_round_trip_at_any_offset(code, lang, version, opaque, fla
 
 
 json_scalars = st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | text
-json_values = st.recursive(json_scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(text, c, max_size=3),
-                           max_leaves=12)
-header_like = st.fixed_dictionaries({}, optional={
-    "code": json_values, "language": json_values, "version": json_values, "opaque": json_values,
-    "flag": json_values, "remark": json_values, "serializeTypeCurrentRPC": json_values,
-    "extFields": st.dictionaries(text, json_values, max_size=5) | json_values,
-})
+json_values = st.recursive(
+    json_scalars, lambda c: st.lists(c, max_size=3) | st.dictionaries(text, c, max_size=3), max_leaves=12
+)
+header_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "code": json_values,
+        "language": json_values,
+        "version": json_values,
+        "opaque": json_values,
+        "flag": json_values,
+        "remark": json_values,
+        "serializeTypeCurrentRPC": json_values,
+        "extFields": st.dictionaries(text, json_values, max_size=5) | json_values,
+    },
+)
 
 
 @SETTINGS

@@ -1,6 +1,7 @@
 """Property tests of the properties string codec (rmq.common.message string_to_properties /
 properties_to_string, Java MessageDecoder.string2messageProperties / messageProperties2String)
 and of the store's Cython reader of it (rmq._store.find_property, tags_code_of_properties)."""
+
 from __future__ import annotations
 
 from hypothesis import given, settings

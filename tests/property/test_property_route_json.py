@@ -1,5 +1,6 @@
 """Property tests of the route JSON reader (rmq.common.fastjson.loads) and the route
 types it feeds (QueueData, BrokerData)."""
+
 import json
 import re
 
@@ -13,7 +14,9 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | text,
-    lambda c: st.lists(c, max_size=4) | st.dictionaries(text, c, max_size=4), max_leaves=20)
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(text, c, max_size=4),
+    max_leaves=20,
+)
 names = st.from_regex(r"[A-Za-z0-9_-]{1,20}", fullmatch=True)
 addrs = st.builds(lambda a, p: f"10.0.0.{a}:{p}", st.integers(0, 255), st.integers(1, 65535))
 
@@ -27,14 +30,27 @@ def test_plain_json_reads_as_json(value):
 
 
 @SETTINGS
-@given(st.lists(st.builds(BrokerData, names, names, st.dictionaries(st.integers(0, 16), addrs, max_size=3)),
-                max_size=4),
-       st.lists(st.builds(QueueData, names, st.integers(0, 1024), st.integers(0, 1024), st.sampled_from([2, 4, 6]),
-                          st.integers(0, 2**31 - 1)), max_size=4))
+@given(
+    st.lists(st.builds(BrokerData, names, names, st.dictionaries(st.integers(0, 16), addrs, max_size=3)), max_size=4),
+    st.lists(
+        st.builds(
+            QueueData,
+            names,
+            st.integers(0, 1024),
+            st.integers(0, 1024),
+            st.sampled_from([2, 4, 6]),
+            st.integers(0, 2**31 - 1),
+        ),
+        max_size=4,
+    ),
+)
 def test_fastjson_unquoted_int_keys_read_like_quoted_ones(brokers, queues):
     """Java's fastjson writes brokerAddrs as {0:"addr"}; it must read as the quoted form."""
-    route = {"brokerDatas": [b.to_json() for b in brokers], "queueDatas": [q.to_json() for q in queues],
-             "filterServerTable": {}}
+    route = {
+        "brokerDatas": [b.to_json() for b in brokers],
+        "queueDatas": [q.to_json() for q in queues],
+        "filterServerTable": {},
+    }
     quoted = json.dumps(route)
     unquoted = re.sub(r'"(\d+)":', r"\1:", quoted)
     assert fastjson.loads(unquoted) == fastjson.loads(quoted) == route

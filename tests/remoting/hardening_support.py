@@ -3,6 +3,7 @@
 A bad client is written with plain sockets so that it can do what no SDK does: never read,
 trickle bytes, stop inside a frame.
 """
+
 from __future__ import annotations
 
 import json
@@ -79,20 +80,41 @@ class Wire:
 
 
 def send_message(wire: Wire, topic: str, body: bytes, queue_id: int = 0) -> RemotingCommand:
-    header = SendMessageRequestHeader(producer_group="hardening-producer", topic=topic, queue_id=queue_id,
-                                      born_timestamp=int(time.time() * 1000), properties="")
+    header = SendMessageRequestHeader(
+        producer_group="hardening-producer",
+        topic=topic,
+        queue_id=queue_id,
+        born_timestamp=int(time.time() * 1000),
+        properties="",
+    )
     return wire.call(RemotingCommand.request(RequestCode.SEND_MESSAGE, header, body))
 
 
-def pull(topic: str, offset: int, *, group: str = "hardening-group", suspend_millis: int | None = None,
-         max_msg_nums: int = 32) -> RemotingCommand:
+def pull(
+    topic: str,
+    offset: int,
+    *,
+    group: str = "hardening-group",
+    suspend_millis: int | None = None,
+    max_msg_nums: int = 32,
+) -> RemotingCommand:
     """A PULL_MESSAGE request; ``suspend_millis`` sets the suspend bit (long polling)."""
     sys_flag = FLAG_SUSPEND_AND_SUBSCRIPTION if suspend_millis is not None else 4
-    return RemotingCommand.request(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": str(offset),
-        "maxMsgNums": str(max_msg_nums), "sysFlag": str(sys_flag), "commitOffset": "0",
-        "suspendTimeoutMillis": str(suspend_millis or 0), "subscription": "*", "subVersion": "0",
-    })
+    return RemotingCommand.request(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": "0",
+            "queueOffset": str(offset),
+            "maxMsgNums": str(max_msg_nums),
+            "sysFlag": str(sys_flag),
+            "commitOffset": "0",
+            "suspendTimeoutMillis": str(suspend_millis or 0),
+            "subscription": "*",
+            "subVersion": "0",
+        },
+    )
 
 
 def runtime_info(addr: str) -> dict[str, str]:

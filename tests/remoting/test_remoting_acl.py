@@ -1,6 +1,7 @@
 """The ACL 1.0 signer (rmq.remoting.acl) against real signed frames: the Java 4.9.8 benchmark
 Producer and Consumer (acl-frames capture, secret 12345678) and the C++ core of PyPI
 rocketmq 0.4.4 (which signs with an empty secret when it has no credentials)."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,9 +29,12 @@ def _signed_requests() -> list[dict]:
 
 
 def _refused_opaques() -> set[int]:
-    return {r["cmd"].opaque for r in acl_frames()
-            if r["flag"] & 1 and (r["cmd"].remark or "").startswith(
-                "org.apache.rocketmq.acl.common.AclException: Check signature failed")}
+    return {
+        r["cmd"].opaque
+        for r in acl_frames()
+        if r["flag"] & 1
+        and (r["cmd"].remark or "").startswith("org.apache.rocketmq.acl.common.AclException: Check signature failed")
+    }
 
 
 def test_every_signed_frame_of_the_java_capture_is_recomputed():
@@ -57,9 +61,17 @@ def test_our_signing_reproduces_java_frames_byte_for_byte():
         if request_signature(cmd, SECRET) != cmd.ext_fields[SIGNATURE]:
             continue
         ext = {k: v for k, v in cmd.ext_fields.items() if k != SIGNATURE}
-        again = RemotingCommand(cmd.code, language=cmd.language, version=cmd.version, opaque=cmd.opaque,
-                                flag=cmd.flag, remark=cmd.remark, ext_fields=ext, body=cmd.body,
-                                serialize_type=cmd.serialize_type)
+        again = RemotingCommand(
+            cmd.code,
+            language=cmd.language,
+            version=cmd.version,
+            opaque=cmd.opaque,
+            flag=cmd.flag,
+            remark=cmd.remark,
+            ext_fields=ext,
+            body=cmd.body,
+            serialize_type=cmd.serialize_type,
+        )
         AclClientRPCHook(SessionCredentials(ext[ACCESS_KEY], SECRET)).before("x:1", again)
         assert again.ext_fields[SIGNATURE] == cmd.ext_fields[SIGNATURE]
         assert sorted(again.ext_fields.items()) == sorted(cmd.ext_fields.items())
@@ -106,14 +118,18 @@ def test_credentials_hide_the_secret_and_go_in_pairs():
         SessionCredentials("", "x")
 
 
-_keys = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x2FF, exclude_characters='"\\'), min_size=1,
-                max_size=8)
-_values = st.one_of(st.text(max_size=20), st.integers(-2**40, 2**40), st.booleans())
+_keys = st.text(
+    st.characters(min_codepoint=0x21, max_codepoint=0x2FF, exclude_characters='"\\'), min_size=1, max_size=8
+)
+_values = st.one_of(st.text(max_size=20), st.integers(-(2**40), 2**40), st.booleans())
 
 
 @settings(max_examples=200, deadline=None)
-@given(ext=st.dictionaries(_keys, _values, max_size=12), body=st.one_of(st.none(), st.binary(max_size=300)),
-       serialize_type=st.sampled_from([0, 1]))
+@given(
+    ext=st.dictionaries(_keys, _values, max_size=12),
+    body=st.one_of(st.none(), st.binary(max_size=300)),
+    serialize_type=st.sampled_from([0, 1]),
+)
 def test_a_signed_request_verifies_after_the_wire_in_both_encodings(ext, body, serialize_type):
     ext = {k: v for k, v in ext.items() if k not in (SIGNATURE, ACCESS_KEY, "SecurityToken")}
     ext = {k: v for k, v in ext.items() if not (isinstance(v, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in v))}

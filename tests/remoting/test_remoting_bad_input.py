@@ -1,4 +1,5 @@
 """Bad bytes on one connection close only that connection, with one log line saying why."""
+
 import asyncio
 import logging
 import os

@@ -7,6 +7,7 @@ the reference's bytes. Checked on every frame Java 4.9.8 wrote with
 ``rocketmq.serialize.type=ROCKETMQ`` (against the capture's ``decoded_header`` too), on
 random commands (hypothesis), and on truncated, flipped and random headers.
 """
+
 import struct
 
 import pytest
@@ -30,13 +31,24 @@ LANG_NAME = {lc.value: lc.name for lc in LanguageCode}
 
 
 def _hdr(frame: bytes) -> bytes:
-    return frame[8: 8 + (struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF)]
+    return frame[8 : 8 + (struct.unpack_from(">i", frame, 4)[0] & 0xFFFFFF)]
 
 
 def _shape(cmd: RemotingCommand) -> tuple:
     ext = [(type(k), k, type(v), v) for k, v in cmd.ext_fields.items()]
-    return (type(cmd.code), cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark,
-            type(cmd.ext_fields), ext, cmd.body, cmd.serialize_type)
+    return (
+        type(cmd.code),
+        cmd.code,
+        cmd.language,
+        cmd.version,
+        cmd.opaque,
+        cmd.flag,
+        cmd.remark,
+        type(cmd.ext_fields),
+        ext,
+        cmd.body,
+        cmd.serialize_type,
+    )
 
 
 def _reference(buf, start, n):
@@ -65,8 +77,16 @@ def _check_decode(buf, start, n) -> bool:
 
 
 def _fast_encode(cmd, body_len=-1):
-    return FAST_ENCODE(cmd.code, cmd.ext_fields, cmd.flag, codec._BYTE_BY_LANG.get(cmd.language, 8),
-                       cmd.opaque, cmd.remark, cmd.version, body_len)
+    return FAST_ENCODE(
+        cmd.code,
+        cmd.ext_fields,
+        cmd.flag,
+        codec._BYTE_BY_LANG.get(cmd.language, 8),
+        cmd.opaque,
+        cmd.remark,
+        cmd.version,
+        body_len,
+    )
 
 
 def _reference_encode(cmd):
@@ -93,8 +113,14 @@ def test_golden_frame_decodes_on_the_fast_path_as_java_wrote_it(row):
     cmd = FAST_DECODE(data, 11, len(header), RemotingCommand, codec._LANG_BY_UBYTE)
     want = row["decoded_header"]
     assert (cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark, cmd.ext_fields) == (
-        want["code"], LANG_NAME[want["language"]], want["version"], want["opaque"], want["flag"], want["remark"],
-        want["extFields"])
+        want["code"],
+        LANG_NAME[want["language"]],
+        want["version"],
+        want["opaque"],
+        want["flag"],
+        want["remark"],
+        want["extFields"],
+    )
     assert cmd.serialize_type == 1 and cmd.body is None
 
 
@@ -111,11 +137,16 @@ def test_golden_frame_re_encodes_to_java_bytes_on_both_paths(row):
 _text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)
 _commands = st.builds(
     lambda code, lang, version, opaque, flag, remark, ext: RemotingCommand(
-        code, language=lang, version=version, opaque=opaque, flag=flag, remark=remark, ext_fields=ext,
-        serialize_type=1),
-    st.integers(-32768, 32767), st.sampled_from(sorted(codec._BYTE_BY_LANG)), st.integers(-32768, 32767),
-    st.integers(-2**31, 2**31 - 1), st.integers(-2**31, 2**31 - 1), st.none() | _text,
-    st.dictionaries(_text, _text | st.booleans() | st.integers(-2**63, 2**63) | st.none(), max_size=8))
+        code, language=lang, version=version, opaque=opaque, flag=flag, remark=remark, ext_fields=ext, serialize_type=1
+    ),
+    st.integers(-32768, 32767),
+    st.sampled_from(sorted(codec._BYTE_BY_LANG)),
+    st.integers(-32768, 32767),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.none() | _text,
+    st.dictionaries(_text, _text | st.booleans() | st.integers(-(2**63), 2**63) | st.none(), max_size=8),
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -127,24 +158,35 @@ def test_random_commands_encode_to_the_reference_bytes_and_round_trip(cmd):
     assert framed[8:] == ref and struct.unpack_from(">ii", framed) == (4 + len(ref) + 3, (1 << 24) | len(ref))
     assert _check_decode(ref, 0, len(ref))
     back = decode_binary_header(ref, 0, len(ref))
-    want_ext = {k: ("true" if v is True else "false" if v is False else str(v))
-                for k, v in cmd.ext_fields.items() if v is not None and k != ""}
+    want_ext = {
+        k: ("true" if v is True else "false" if v is False else str(v))
+        for k, v in cmd.ext_fields.items()
+        if v is not None and k != ""
+    }
     assert back.ext_fields == want_ext
     assert (back.code, back.language, back.version, back.opaque, back.flag) == (
-        cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag)
+        cmd.code,
+        cmd.language,
+        cmd.version,
+        cmd.opaque,
+        cmd.flag,
+    )
     assert back.remark == (cmd.remark or None)  # an empty remark travels as null
 
 
-@pytest.mark.parametrize("cmd", [
-    RemotingCommand(40000, serialize_type=1),                          # code past int16
-    RemotingCommand(1, version=70000, serialize_type=1),
-    RemotingCommand(1, opaque=2**31, serialize_type=1),
-    RemotingCommand(1, remark="\ud800", serialize_type=1),             # not UTF-8
-    RemotingCommand(1, ext_fields={"k": "\udfff"}, serialize_type=1),
-    RemotingCommand(1, ext_fields={"k" * 40000: "v"}, serialize_type=1),  # key length past int16
-    RemotingCommand(1, ext_fields={1: "v"}, serialize_type=1),          # not a str key
-    RemotingCommand(1.0, serialize_type=1),                            # not an int code
-])
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        RemotingCommand(40000, serialize_type=1),  # code past int16
+        RemotingCommand(1, version=70000, serialize_type=1),
+        RemotingCommand(1, opaque=2**31, serialize_type=1),
+        RemotingCommand(1, remark="\ud800", serialize_type=1),  # not UTF-8
+        RemotingCommand(1, ext_fields={"k": "\udfff"}, serialize_type=1),
+        RemotingCommand(1, ext_fields={"k" * 40000: "v"}, serialize_type=1),  # key length past int16
+        RemotingCommand(1, ext_fields={1: "v"}, serialize_type=1),  # not a str key
+        RemotingCommand(1.0, serialize_type=1),  # not an int code
+    ],
+)
 def test_encoder_declines_what_the_reference_must_handle(cmd):
     assert _fast_encode(cmd) is None
     outcome = _reference_encode(cmd)
@@ -197,7 +239,7 @@ def test_frame_decoder_reads_binary_frames_split_anywhere():
         dec = FrameDecoder()
         got = []
         for i in range(0, len(stream), step):
-            dec.feed(stream[i:i + step])
+            dec.feed(stream[i : i + step])
             got += [_shape(c)[:-2] + (c.body_bytes(), c.serialize_type) for c in dec]
         assert [g[:-2] for g in got] == [w[:-2] for w in want]
         assert all(g[-1] == 1 for g in got)
@@ -209,15 +251,33 @@ SEND_REPLY = codec._fast_bin_encode and _codec.send_reply_frame
 
 
 def _generic_send_reply(ser, code, opaque, msg_id, queue_id, queue_offset, region, trace_on) -> bytes:
-    cmd = RemotingCommand(code, opaque=opaque, flag=1, serialize_type=ser, ext_fields={
-        "msgId": msg_id, "queueId": str(queue_id), "queueOffset": str(queue_offset),
-        "TRACE_ON": "true" if trace_on else "false", "MSG_REGION": region})
+    cmd = RemotingCommand(
+        code,
+        opaque=opaque,
+        flag=1,
+        serialize_type=ser,
+        ext_fields={
+            "msgId": msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(queue_offset),
+            "TRACE_ON": "true" if trace_on else "false",
+            "MSG_REGION": region,
+        },
+    )
     return b"".join(encode(cmd))
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.sampled_from([0, 1]), st.sampled_from([0, 10, 11, 12]), st.integers(-2**31, 2**31 - 1),
-       _text, st.integers(-2**31, 2**31 - 1), st.integers(-2**63, 2**63 - 1), _text, st.booleans())
+@given(
+    st.sampled_from([0, 1]),
+    st.sampled_from([0, 10, 11, 12]),
+    st.integers(-(2**31), 2**31 - 1),
+    _text,
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    _text,
+    st.booleans(),
+)
 def test_send_reply_frame_is_what_the_generic_encoder_writes(ser, code, opaque, msg_id, qid, qoff, region, trace):
     frame = SEND_REPLY(ser, code, opaque, msg_id, qid, qoff, region, trace)
     assert frame == _generic_send_reply(ser, code, opaque, msg_id, qid, qoff, region, trace)
@@ -233,8 +293,16 @@ def test_send_reply_frame_matches_javas_binary_reply():
     for row in replies:
         h = row["decoded_header"]
         ext = h["extFields"]
-        frame = SEND_REPLY(1, h["code"], h["opaque"], ext["msgId"], int(ext["queueId"]), int(ext["queueOffset"]),
-                           ext["MSG_REGION"], ext["TRACE_ON"] == "true")
+        frame = SEND_REPLY(
+            1,
+            h["code"],
+            h["opaque"],
+            ext["msgId"],
+            int(ext["queueId"]),
+            int(ext["queueOffset"]),
+            ext["MSG_REGION"],
+            ext["TRACE_ON"] == "true",
+        )
         assert frame == row["frame"]
 
 

@@ -1,6 +1,7 @@
 """rmq.remoting.blocking: the blocking transport, against a real ``rmq standalone`` (with the
 shared builders and parsers of rmq.protocol.requests) and against small socket peers that
 misbehave on purpose (answers out of order, silence, a hang-up)."""
+
 from __future__ import annotations
 
 import socket
@@ -48,8 +49,11 @@ def test_calls_against_a_real_broker(standalone):
     client = BlockingRemotingClient([standalone.namesrv_addr], timeout=10.0)
     broker = standalone.broker_addr
     try:
-        check_success(client.invoke(broker, create_topic(CreateTopicRequestHeader(
-            topic="BlockingT", read_queue_nums=2, write_queue_nums=2))))
+        check_success(
+            client.invoke(
+                broker, create_topic(CreateTopicRequestHeader(topic="BlockingT", read_queue_nums=2, write_queue_nums=2))
+            )
+        )
         route = None
 
         def routed() -> bool:
@@ -61,21 +65,40 @@ def test_calls_against_a_real_broker(standalone):
         assert route.master_addr(route.queue_datas[0].broker_name) == broker
 
         # pipelined sends: all written at once, answers matched by opaque
-        sends = [send_message(SendMessageRequestHeader(producer_group="PG", topic="BlockingT", queue_id=i % 2,
-                                                          properties="WAIT\x01true\x02"), f"m{i}".encode())
-                 for i in range(10)]
-        results = [parse_send(r, MessageQueue("BlockingT", "b", -1))
-                   for r in client.invoke_all(broker, sends)]
+        sends = [
+            send_message(
+                SendMessageRequestHeader(
+                    producer_group="PG", topic="BlockingT", queue_id=i % 2, properties="WAIT\x01true\x02"
+                ),
+                f"m{i}".encode(),
+            )
+            for i in range(10)
+        ]
+        results = [parse_send(r, MessageQueue("BlockingT", "b", -1)) for r in client.invoke_all(broker, sends)]
         assert all(r.status is SendStatus.SEND_OK for r in results)
         assert sorted(r.queue_offset for r in results if r.queue_id == 0) == [0, 1, 2, 3, 4]
 
-        offsets = client.invoke_all(broker, [get_min_offset("BlockingT", 0), get_max_offset("BlockingT", 0),
-                                             get_max_offset("BlockingT", 1)])
+        offsets = client.invoke_all(
+            broker, [get_min_offset("BlockingT", 0), get_max_offset("BlockingT", 0), get_max_offset("BlockingT", 1)]
+        )
         assert [parse_offset(r) for r in offsets] == [0, 5, 5]
 
-        reply = parse_pull(client.invoke(broker, pull_message(PullMessageRequestHeader(
-            consumer_group="G", topic="BlockingT", queue_id=1, queue_offset=0, max_msg_nums=32, sys_flag=4,
-            subscription="*"))))
+        reply = parse_pull(
+            client.invoke(
+                broker,
+                pull_message(
+                    PullMessageRequestHeader(
+                        consumer_group="G",
+                        topic="BlockingT",
+                        queue_id=1,
+                        queue_offset=0,
+                        max_msg_nums=32,
+                        sys_flag=4,
+                        subscription="*",
+                    )
+                ),
+            )
+        )
         assert reply.status is PullStatus.FOUND and reply.next_begin_offset == 5 and reply.body
 
         # a new group on a queue that still starts at 0 reads 0 (Java ConsumerManageProcessor)
@@ -122,8 +145,12 @@ def test_pipelined_answers_are_matched_by_opaque_whatever_their_order():
         # carry the opaque of one of ours (its own counter): it is not an answer
         unsolicited = get_max_offset("X", 0)
         unsolicited.opaque = reqs[1].opaque
-        out = [reqs[2].response(0, None, {"offset": "2"}), unsolicited,
-               reqs[0].response(0, None, {"offset": "0"}), reqs[1].response(0, None, {"offset": "1"})]
+        out = [
+            reqs[2].response(0, None, {"offset": "2"}),
+            unsolicited,
+            reqs[0].response(0, None, {"offset": "0"}),
+            reqs[1].response(0, None, {"offset": "1"}),
+        ]
         conn.sendall(b"".join(bytes(p) for c in out for p in encode(c)))
         conn.recv(1)  # until the client hangs up
 

@@ -1,5 +1,6 @@
 """rmq.protocol.body._mq: the one MessageQueue map-key encoder/decoder, round trips through
 rmq.common.fastjson.loads."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,10 +17,11 @@ queues = st.builds(MessageQueue, st.text(max_size=8), st.text(max_size=8), st.in
 def test_key_is_what_fastjson_writes():
     assert mq_key(MessageQueue("T", "b", 0)) == '{"brokerName":"b","queueId":0,"topic":"T"}'
     assert dumps_mq_map({MessageQueue("T", "b", 1): 5, MessageQueue("T", "b", 0): {"x": 1}}) == (
-        '{{"brokerName":"b","queueId":0,"topic":"T"}:{"x":1},{"brokerName":"b","queueId":1,"topic":"T"}:5}')
+        '{{"brokerName":"b","queueId":0,"topic":"T"}:{"x":1},{"brokerName":"b","queueId":1,"topic":"T"}:5}'
+    )
 
 
-@given(st.dictionaries(queues, st.integers(-2**63, 2**63 - 1), max_size=8), st.booleans())
+@given(st.dictionaries(queues, st.integers(-(2**63), 2**63 - 1), max_size=8), st.booleans())
 @settings(max_examples=150, deadline=None)
 def test_round_trip(table, sort):
     text = dumps_mq_map(table, lambda v: {"offset": v}, sort=sort)

@@ -1,5 +1,6 @@
 """No request can make the broker's log grow without bound: peer data is clipped in log lines
 and repeated warnings are rate-limited. Measured on the log file of a real ``rmq standalone``."""
+
 from __future__ import annotations
 
 import json
@@ -40,19 +41,51 @@ def test_huge_header_values_and_topic_names_are_clipped(proc):
     w = Wire(proc.broker_addr)
     try:
         replies = [
-            w.call(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                           {"topic": "LogT2", "readQueueNums": "4", "writeQueueNums": "4",
-                                            "perm": "6", "topicFilterType": "SINGLE_TAG", "junk": huge})),
-            w.call(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                           {"topic": bad_topic, "readQueueNums": "4", "writeQueueNums": "4",
-                                            "perm": "6", "topicFilterType": "SINGLE_TAG"})),
+            w.call(
+                RemotingCommand.request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    {
+                        "topic": "LogT2",
+                        "readQueueNums": "4",
+                        "writeQueueNums": "4",
+                        "perm": "6",
+                        "topicFilterType": "SINGLE_TAG",
+                        "junk": huge,
+                    },
+                )
+            ),
+            w.call(
+                RemotingCommand.request(
+                    RequestCode.UPDATE_AND_CREATE_TOPIC,
+                    {
+                        "topic": bad_topic,
+                        "readQueueNums": "4",
+                        "writeQueueNums": "4",
+                        "perm": "6",
+                        "topicFilterType": "SINGLE_TAG",
+                    },
+                )
+            ),
             send_message(w, bad_topic, b"x"),
             w.call(pull(huge, 0)),  # a 2-million-character consumer group
-            w.call(RemotingCommand.request(RequestCode.PULL_MESSAGE,
-                                           {"topic": "LogT", "consumerGroup": "g", "queueId": huge})),
-            w.call(RemotingCommand.request(RequestCode.HEART_BEAT, {}, json.dumps(
-                {"clientID": "c", "consumerDataSet": [{"groupName": "bad group " * 200_000}],
-                 "producerDataSet": []}).encode())),
+            w.call(
+                RemotingCommand.request(
+                    RequestCode.PULL_MESSAGE, {"topic": "LogT", "consumerGroup": "g", "queueId": huge}
+                )
+            ),
+            w.call(
+                RemotingCommand.request(
+                    RequestCode.HEART_BEAT,
+                    {},
+                    json.dumps(
+                        {
+                            "clientID": "c",
+                            "consumerDataSet": [{"groupName": "bad group " * 200_000}],
+                            "producerDataSet": [],
+                        }
+                    ).encode(),
+                )
+            ),
         ]
         assert all(r.flag & 1 for r in replies)  # every request was answered
         assert send_message(w, "LogT", b"still fine").code == 0
@@ -103,11 +136,14 @@ def test_reply_remarks_quote_request_data_clipped(proc):
     broker_requests = [
         pull("LogT", 0, group=huge_group),
         pull(huge_topic, 0),
-        RemotingCommand.request(R.QUERY_CONSUMER_OFFSET, {"consumerGroup": huge_group, "topic": "LogT",
-                                                          "queueId": "0"}),
+        RemotingCommand.request(
+            R.QUERY_CONSUMER_OFFSET, {"consumerGroup": huge_group, "topic": "LogT", "queueId": "0"}
+        ),
         RemotingCommand.request(R.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": huge_group}),
-        RemotingCommand.request(R.CONSUMER_SEND_MSG_BACK, {"group": huge_group, "offset": "0", "delayLevel": "0",
-                                                           "originMsgId": "x", "originTopic": "LogT"}),
+        RemotingCommand.request(
+            R.CONSUMER_SEND_MSG_BACK,
+            {"group": huge_group, "offset": "0", "delayLevel": "0", "originMsgId": "x", "originTopic": "LogT"},
+        ),
         RemotingCommand.request(R.GET_MAX_OFFSET, {"topic": "LogT", "queueId": "x" * 2_000_000}),
     ]
     namesrv_requests = [
@@ -119,7 +155,10 @@ def test_reply_remarks_quote_request_data_clipped(proc):
         try:
             for req in requests:
                 reply = w.call(req)
-                assert reply.flag & 1 and len(reply.remark or "") < 2200, (req.code, len(reply.remark),
-                                                                           reply.remark[:200])
+                assert reply.flag & 1 and len(reply.remark or "") < 2200, (
+                    req.code,
+                    len(reply.remark),
+                    reply.remark[:200],
+                )
         finally:
             w.close()

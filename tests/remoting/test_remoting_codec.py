@@ -1,4 +1,5 @@
 """FrameDecoder / encode against real frames from Apache RocketMQ 4.9.8 and real clients."""
+
 import json
 import struct
 
@@ -21,9 +22,17 @@ def _header_len(frame: bytes) -> int:
 
 
 def _same(a: RemotingCommand, b: RemotingCommand) -> bool:
-    return (a.code, a.language, a.version, a.opaque, a.flag, a.remark, a.ext_fields, a.body_bytes(),
-            a.serialize_type) == (b.code, b.language, b.version, b.opaque, b.flag, b.remark, b.ext_fields,
-                                  b.body_bytes(), b.serialize_type)
+    return (
+        a.code,
+        a.language,
+        a.version,
+        a.opaque,
+        a.flag,
+        a.remark,
+        a.ext_fields,
+        a.body_bytes(),
+        a.serialize_type,
+    ) == (b.code, b.language, b.version, b.opaque, b.flag, b.remark, b.ext_fields, b.body_bytes(), b.serialize_type)
 
 
 def test_golden_files_present():
@@ -67,14 +76,19 @@ def test_binary_golden_frame_decodes(row):
 def _request_for(row, rows):
     back = "->".join(reversed(row["stream"].split("->")))
     for q in rows:
-        if q["stream"] == back and q["flag"] & 1 == 0 and q["code"] == row["request_code"] \
-                and decode_frame(q["frame"]).opaque == decode_frame(row["frame"]).opaque:
+        if (
+            q["stream"] == back
+            and q["flag"] & 1 == 0
+            and q["code"] == row["request_code"]
+            and decode_frame(q["frame"]).opaque == decode_frame(row["frame"]).opaque
+        ):
             return decode_frame(q["frame"])
     return None
 
 
-@pytest.mark.parametrize("row", [r for r in BINARY_FRAMES if r["flag"] & 1],
-                         ids=lambda r: f"{r['stream']}-{r['request_code']}-{r['code']}")
+@pytest.mark.parametrize(
+    "row", [r for r in BINARY_FRAMES if r["flag"] & 1], ids=lambda r: f"{r['stream']}-{r['request_code']}-{r['code']}"
+)
 def test_binary_reply_encodes_like_java(row):
     """Answer a binary request the way the Java server did: byte for byte."""
     golden = decode_frame(row["frame"])
@@ -123,15 +137,28 @@ def test_glued_frames_in_odd_chunks():
 @pytest.mark.parametrize("body", [None, b"", b"x", bytes(range(256)) * 4096], ids=["none", "empty", "one", "1MiB"])
 def test_round_trip(ser, body):
     cmd = RemotingCommand(
-        310, language="PYTHON", version=409, opaque=2**31 - 1, flag=2, remark="héllo 世界 \u0001",
-        ext_fields={"a": "grp", "b": "主题", "e": "3", "i": "TAGS\u0001A\u0002"}, body=body, serialize_type=ser,
+        310,
+        language="PYTHON",
+        version=409,
+        opaque=2**31 - 1,
+        flag=2,
+        remark="héllo 世界 \u0001",
+        ext_fields={"a": "grp", "b": "主题", "e": "3", "i": "TAGS\u0001A\u0002"},
+        body=body,
+        serialize_type=ser,
     )
     parts = encode(cmd)
     frame = b"".join(parts)
     back = decode_frame(frame)
     assert back.serialize_type == ser
-    assert (back.code, back.language, back.opaque, back.flag, back.remark, back.ext_fields) == \
-        (310, "PYTHON", 2**31 - 1, 2, "héllo 世界 \u0001", cmd.ext_fields)
+    assert (back.code, back.language, back.opaque, back.flag, back.remark, back.ext_fields) == (
+        310,
+        "PYTHON",
+        2**31 - 1,
+        2,
+        "héllo 世界 \u0001",
+        cmd.ext_fields,
+    )
     assert back.body_bytes() == (body or b"")
     if body:
         assert parts[1] is body  # never copied
@@ -197,9 +224,26 @@ def _frame(header: bytes, body: bytes = b"", ser: int = 0, length: int | None = 
         (_frame(struct.pack(">hbhiii", 10, 0, 409, 1, 0, 99) + b"\0\0\0\0", ser=1), "remark length 99"),
         (_frame(struct.pack(">hbhiii", 10, 0, 409, 1, 0, 0) + struct.pack(">i", 50), ser=1), "extFields length 50"),
     ],
-    ids=["over-max", "negative", "tiny", "hlen-beyond", "not-json", "not-utf8", "not-object", "ser-type",
-         "code-str", "opaque-float", "flag-bool", "ext-list", "ext-nested", "remark-int", "no-code",
-         "bin-short", "bin-remark", "bin-ext"],
+    ids=[
+        "over-max",
+        "negative",
+        "tiny",
+        "hlen-beyond",
+        "not-json",
+        "not-utf8",
+        "not-object",
+        "ser-type",
+        "code-str",
+        "opaque-float",
+        "flag-bool",
+        "ext-list",
+        "ext-nested",
+        "remark-int",
+        "no-code",
+        "bin-short",
+        "bin-remark",
+        "bin-ext",
+    ],
 )
 def test_bad_input_raises_clear_error(data, message):
     dec = FrameDecoder()
@@ -230,8 +274,10 @@ def test_decode_frame_rejects_partial_and_trailing():
 
 
 def test_mixed_json_types_from_clients_are_kept():
-    header = (b'{"code":310,"extFields":{"d":4,"k":false,"g":"17","x":null,"f":1.0},'
-              b'"flag":0,"language":"JAVA","opaque":4,"version":121}')
+    header = (
+        b'{"code":310,"extFields":{"d":4,"k":false,"g":"17","x":null,"f":1.0},'
+        b'"flag":0,"language":"JAVA","opaque":4,"version":121}'
+    )
     cmd = decode_frame(_frame(header))
     assert cmd.ext_fields == {"d": 4, "k": False, "g": "17", "x": None, "f": 1.0}
     assert cmd.version == 121

@@ -7,6 +7,7 @@ tests run both on golden frames, on random headers heavy in unicode and escapes,
 malformed input, and compare. Errors always come from the reference, so their messages are
 the same whichever path a frame takes.
 """
+
 import enum
 import json
 import random
@@ -36,8 +37,20 @@ def _hdr(frame: bytes) -> bytes:
 def _shape(cmd: RemotingCommand) -> tuple:
     """Everything a command holds, with value types (True == 1 in Python, not on the wire)."""
     ext = [(type(k), k, type(v), v) for k, v in cmd.ext_fields.items()]
-    return (type(cmd.code), cmd.code, cmd.language, type(cmd.version), cmd.version, cmd.opaque, cmd.flag,
-            cmd.remark, type(cmd.ext_fields), ext, cmd.body, cmd.serialize_type)
+    return (
+        type(cmd.code),
+        cmd.code,
+        cmd.language,
+        type(cmd.version),
+        cmd.version,
+        cmd.opaque,
+        cmd.flag,
+        cmd.remark,
+        type(cmd.ext_fields),
+        ext,
+        cmd.body,
+        cmd.serialize_type,
+    )
 
 
 def _reference(header: bytes):
@@ -80,10 +93,12 @@ def test_golden_frame_takes_the_fast_path_with_the_same_result(row):
 def test_golden_frame_re_encodes_to_the_same_bytes_on_both_paths(row):
     cmd = decode_frame(row["frame"])
     fast = b"".join(encode(cmd))
-    assert fast[8:].startswith(FAST_ENCODE(cmd.code, cmd.ext_fields, cmd.flag, cmd.language, cmd.opaque,
-                                           cmd.remark, cmd.version))
-    assert codec._encode_json_header_py(cmd) == FAST_ENCODE(cmd.code, cmd.ext_fields, cmd.flag, cmd.language,
-                                                            cmd.opaque, cmd.remark, cmd.version)
+    assert fast[8:].startswith(
+        FAST_ENCODE(cmd.code, cmd.ext_fields, cmd.flag, cmd.language, cmd.opaque, cmd.remark, cmd.version)
+    )
+    assert codec._encode_json_header_py(cmd) == FAST_ENCODE(
+        cmd.code, cmd.ext_fields, cmd.flag, cmd.language, cmd.opaque, cmd.remark, cmd.version
+    )
     golden = _hdr(row["frame"])
     if b'"extFields"' in golden and all(type(v) is str for v in cmd.ext_fields.values()):
         # where Java wrote extFields of strings, it wrote our bytes exactly (fastjson, sorted keys)
@@ -111,8 +126,12 @@ def test_real_client_requests_in_several_json_styles(style):
 # ------------------------------------------------------------------------------ random headers
 
 _ALPHABET = (
-    "abcXYZ09 _-%|.:,{}[]" + '"\\/' + "\x00\x01\x02\x1f\x7f\x80" + "\b\f\n\r\t"
-    + "éß中文字符€" + "\U0001F600\U00010000\U0010FFFF"
+    "abcXYZ09 _-%|.:,{}[]"
+    + '"\\/'
+    + "\x00\x01\x02\x1f\x7f\x80"
+    + "\b\f\n\r\t"
+    + "éß中文字符€"
+    + "\U0001f600\U00010000\U0010ffff"
 )
 _SURROGATES = "\ud800\udbff\udc00\udfff"
 
@@ -152,8 +171,7 @@ def _escape_randomly(rng: random.Random, s: str) -> str:
         if not must and rng.random() < 0.6:
             out.append(ch)
             continue
-        short = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f",
-                 "/": "\\/"}
+        short = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\b": "\\b", "\f": "\\f", "/": "\\/"}
         if ch in short and rng.random() < 0.5:
             out.append(short[ch])
         elif o > 0xFFFF:
@@ -184,13 +202,15 @@ def _rand_header(rng: random.Random) -> dict:
     tame = rng.random() < 0.7  # mostly the common shape; the rest probes the fallback
     if tame or rng.random() < 0.97:
         h["code"] = rng.choice([10, 11, 310, 320, 0, -1, 65535]) if tame or rng.random() < 0.9 else _rand_scalar(rng)
-    for key, good in (("language", lambda: rng.choice(["JAVA", "CPP", "PYTHON", "GO", ""])),
-                      ("version", lambda: rng.choice([409, 121, 63, 0])),
-                      ("opaque", lambda: rng.randint(0, 2**31 - 1)),
-                      ("flag", lambda: rng.choice([0, 1, 2, 3])),
-                      ("remark", lambda: _rand_str(rng, 30)),
-                      ("serializeTypeCurrentRPC", lambda: "JSON"),
-                      ("unknownKey", lambda: _rand_scalar(rng))):
+    for key, good in (
+        ("language", lambda: rng.choice(["JAVA", "CPP", "PYTHON", "GO", ""])),
+        ("version", lambda: rng.choice([409, 121, 63, 0])),
+        ("opaque", lambda: rng.randint(0, 2**31 - 1)),
+        ("flag", lambda: rng.choice([0, 1, 2, 3])),
+        ("remark", lambda: _rand_str(rng, 30)),
+        ("serializeTypeCurrentRPC", lambda: "JSON"),
+        ("unknownKey", lambda: _rand_scalar(rng)),
+    ):
         if key == "unknownKey" and rng.random() < 0.85:
             continue  # real clients send none; an unknown key sends the header to the reference
         r = rng.random()
@@ -202,8 +222,9 @@ def _rand_header(rng: random.Random) -> dict:
         ext = {}
         for _ in range(rng.randint(0, 12)):
             k = rng.choice(["topic", "a", "b", "queueId", "properties", _rand_str(rng, 6)])
-            ext[k] = (_rand_scalar(rng, 0.8 if rng.random() < 0.95 else 1.0) if rng.random() < 0.5
-                      else _rand_str(rng, 40))
+            ext[k] = (
+                _rand_scalar(rng, 0.8 if rng.random() < 0.95 else 1.0) if rng.random() < 0.5 else _rand_str(rng, 40)
+            )
         h["extFields"] = ext if tame or rng.random() < 0.9 else rng.choice([None, [1], "x"])
     keys = list(h)
     rng.shuffle(keys)
@@ -229,52 +250,83 @@ def test_random_headers_agree_with_the_reference(depth):
 
 def test_surrogate_pairs_and_lone_surrogates_like_json_loads():
     cases = [
-        r'"\ud83d\ude00"', r'"\uD83D\uDE00x"', r'"\ud83d"', r'"\ude00\ud83d"', r'"\ud83d\u0041"',
-        r'"\ud83dx\ude00"', r'"\ud83d\n"', r'"\ud800\ud800\udc00"', r'"\udbff\udfff"', r'"\ud83d\ud83d"',
-        r'"\ud83d\u"', r'"\ud83d\uzzzz"', r'"\u00e9\u4e2d\u0000"', r'"\u12"', r'"\x"', r'"a\/b"',
+        r'"\ud83d\ude00"',
+        r'"\uD83D\uDE00x"',
+        r'"\ud83d"',
+        r'"\ude00\ud83d"',
+        r'"\ud83d\u0041"',
+        r'"\ud83dx\ude00"',
+        r'"\ud83d\n"',
+        r'"\ud800\ud800\udc00"',
+        r'"\udbff\udfff"',
+        r'"\ud83d\ud83d"',
+        r'"\ud83d\u"',
+        r'"\ud83d\uzzzz"',
+        r'"\u00e9\u4e2d\u0000"',
+        r'"\u12"',
+        r'"\x"',
+        r'"a\/b"',
     ]
     for lit in cases:
         header = f'{{"code":10,"remark":{lit},"extFields":{{"k":{lit},{lit}:"v"}}}}'.encode()
         _check_decode(header)
     ok = decode_json_header(b'{"code":1,"extFields":{"e":"\\ud83d\\ude00\\ud800"}}')
-    assert ok.ext_fields["e"] == "\U0001F600\ud800"
+    assert ok.ext_fields["e"] == "\U0001f600\ud800"
 
 
-@pytest.mark.parametrize("raw", [
-    "é".encode(), "中".encode(), "\U0001F600".encode(),           # valid multi-byte
-    b"\xc0\x80", b"\xc1\xbf", b"\xe0\x80\x80", b"\xed\xa0\x80",   # overlong / encoded surrogate
-    b"\xf4\x90\x80\x80", b"\xf5\x80\x80\x80", b"\xff", b"\x80",   # beyond U+10FFFF / not a lead
-    b"\xe4\xb8", b"\xf0\x9f\x98",                                   # truncated
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "é".encode(),
+        "中".encode(),
+        "\U0001f600".encode(),  # valid multi-byte
+        b"\xc0\x80",
+        b"\xc1\xbf",
+        b"\xe0\x80\x80",
+        b"\xed\xa0\x80",  # overlong / encoded surrogate
+        b"\xf4\x90\x80\x80",
+        b"\xf5\x80\x80\x80",
+        b"\xff",
+        b"\x80",  # beyond U+10FFFF / not a lead
+        b"\xe4\xb8",
+        b"\xf0\x9f\x98",  # truncated
+    ],
+)
 def test_utf8_validation_matches_bytes_decode(raw):
-    for header in (b'{"code":1,"remark":"' + raw + b'"}', b'{"code":1,"extFields":{"k":"x\\n' + raw + b'"}}',
-                   b'{"code":1,"extFields":{"' + raw + b'":"v"}}'):
+    for header in (
+        b'{"code":1,"remark":"' + raw + b'"}',
+        b'{"code":1,"extFields":{"k":"x\\n' + raw + b'"}}',
+        b'{"code":1,"extFields":{"' + raw + b'":"v"}}',
+    ):
         _check_decode(header)
 
 
 # ------------------------------------------------------------------------------ malformed input
 
 
-@pytest.mark.parametrize("header, message", [
-    (b"{not json", "not valid JSON"),
-    (b"\xff\xfe\x00", "not valid JSON"),
-    (b"[1,2]", "not an object"),
-    (b'{"code":"10"}', "'code' must be a JSON integer"),
-    (b'{"code":10,"opaque":1.5}', "'opaque' must be a JSON integer"),
-    (b'{"code":10,"flag":true}', "'flag' must be a JSON integer"),
-    (b'{"code":10,"extFields":[1]}', "'extFields' must be an object"),
-    (b'{"code":10,"extFields":{"a":{"b":1}}}', "extFields['a']"),
-    (b'{"code":10,"remark":5}', "'remark' must be a string"),
-    (b'{"opaque":1}', "no 'code'"),
-    (b"{}", "no 'code'"),
-    (b'{"code":null}', "no 'code'"),
-    (b'{"code":1} x', "extra data"),
-    (b'{"code":1,}', "not valid JSON"),
-    (b'{"code":01}', "not valid JSON"),
-    (b'{"code":1,"remark":"a\x01"}', "not valid JSON"),
-    (b'{"code":1,"language":[]}', "'language' must be a string"),
-    (b"", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "header, message",
+    [
+        (b"{not json", "not valid JSON"),
+        (b"\xff\xfe\x00", "not valid JSON"),
+        (b"[1,2]", "not an object"),
+        (b'{"code":"10"}', "'code' must be a JSON integer"),
+        (b'{"code":10,"opaque":1.5}', "'opaque' must be a JSON integer"),
+        (b'{"code":10,"flag":true}', "'flag' must be a JSON integer"),
+        (b'{"code":10,"extFields":[1]}', "'extFields' must be an object"),
+        (b'{"code":10,"extFields":{"a":{"b":1}}}', "extFields['a']"),
+        (b'{"code":10,"remark":5}', "'remark' must be a string"),
+        (b'{"opaque":1}', "no 'code'"),
+        (b"{}", "no 'code'"),
+        (b'{"code":null}', "no 'code'"),
+        (b'{"code":1} x', "extra data"),
+        (b'{"code":1,}', "not valid JSON"),
+        (b'{"code":01}', "not valid JSON"),
+        (b'{"code":1,"remark":"a\x01"}', "not valid JSON"),
+        (b'{"code":1,"language":[]}', "'language' must be a string"),
+        (b"", "not valid JSON"),
+    ],
+)
 def test_malformed_headers_fall_back_and_get_the_reference_error(header, message):
     assert FAST_DECODE(header, 0, len(header), RemotingCommand) is None
     with pytest.raises(RemotingCommandError) as info:
@@ -301,9 +353,29 @@ def test_every_truncation_and_byte_flip_of_real_headers_agrees():
 
 
 def test_numbers_at_the_edges():
-    for lit in ["0", "-0", "7", "-7", "999999999999999999", "-999999999999999999", "1000000000000000000",
-                "12345678901234567890", "1.0", "1e3", "1E3", "-", "--1", "00", "-01", "NaN", "Infinity",
-                "-Infinity", "2147483648", "9223372036854775807", "9223372036854775808"]:
+    for lit in [
+        "0",
+        "-0",
+        "7",
+        "-7",
+        "999999999999999999",
+        "-999999999999999999",
+        "1000000000000000000",
+        "12345678901234567890",
+        "1.0",
+        "1e3",
+        "1E3",
+        "-",
+        "--1",
+        "00",
+        "-01",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "2147483648",
+        "9223372036854775807",
+        "9223372036854775808",
+    ]:
         _check_decode(b'{"code":%s,"opaque":%s,"extFields":{"n":%s}}' % (lit.encode(), lit.encode(), lit.encode()))
         _check_decode(b'{"code":1,"extFields":{"n":%s}}' % lit.encode())
 
@@ -332,6 +404,7 @@ class _Broken:
 
 def _encode_both(cmd: RemotingCommand):
     """(fast, reference) results of encoding cmd: bytes or the exception's (type, text)."""
+
     def run(fn):
         try:
             return b"".join(fn(cmd))
@@ -356,10 +429,20 @@ def test_random_replies_encode_to_the_reference_bytes():
         for _ in range(rng.randint(0, 8)):
             r = rng.random()
             k = _rand_str(rng, 8) if r < 0.9 else rng.choice([1, 2.5, True, None])
-            ext[k] = rng.choice([
-                _rand_str(rng, 30), rng.randint(-(2**70), 2**70), True, False, None, 1.5, _Color.RED,
-                _Weird(), ResponseCode.SUCCESS, _Broken() if rng.random() < 0.05 else "ok",
-            ])
+            ext[k] = rng.choice(
+                [
+                    _rand_str(rng, 30),
+                    rng.randint(-(2**70), 2**70),
+                    True,
+                    False,
+                    None,
+                    1.5,
+                    _Color.RED,
+                    _Weird(),
+                    ResponseCode.SUCCESS,
+                    _Broken() if rng.random() < 0.05 else "ok",
+                ]
+            )
         cmd = RemotingCommand(
             rng.choice([0, 1, 17, ResponseCode.SYSTEM_ERROR, RequestCode.SEND_MESSAGE_V2, 2**40, -3, 2**64, 1.0]),
             language=rng.choice(["JAVA", "CPP", "PYTHON", "OTHER", 'x"y', "é", 5]),
@@ -381,15 +464,18 @@ def test_random_replies_encode_to_the_reference_bytes():
 
 
 def test_encoder_handles_and_declines_what_the_reference_does():
-    ext = {"s": 'a"b\\c\x00\x1f\x7f\b\f\n\r\té中\U0001F600', "i": 12, "t": True, "f": False, "n": None}
+    ext = {"s": 'a"b\\c\x00\x1f\x7f\b\f\n\r\té中\U0001f600', "i": 12, "t": True, "f": False, "n": None}
     cmd = RemotingCommand(0, flag=1, opaque=5, remark="r\u2028", ext_fields=ext)
     head = FAST_ENCODE(cmd.code, cmd.ext_fields, cmd.flag, cmd.language, cmd.opaque, cmd.remark, cmd.version)
     assert head == codec._encode_json_header_py(cmd)
-    assert head == (
-        '{"code":0,"extFields":{"s":"a\\"b\\\\c\\u0000\\u001f\x7f\\b\\f\\n\\r\\té中\U0001F600","i":"12",'
-        '"t":"true","f":"false"},"flag":1,"language":"JAVA","opaque":5,"remark":"r\u2028",'
-        '"serializeTypeCurrentRPC":"JSON","version":409}'
-    ).encode()
+    assert (
+        head
+        == (
+            '{"code":0,"extFields":{"s":"a\\"b\\\\c\\u0000\\u001f\x7f\\b\\f\\n\\r\\té中\U0001f600","i":"12",'
+            '"t":"true","f":"false"},"flag":1,"language":"JAVA","opaque":5,"remark":"r\u2028",'
+            '"serializeTypeCurrentRPC":"JSON","version":409}'
+        ).encode()
+    )
     # declined (the reference decides): lone surrogates, non-str keys, float code, non-dict ext
     assert FAST_ENCODE(0, {"k": "\ud800"}, 0, "JAVA", 0, None, 409) is None
     assert FAST_ENCODE(0, {1: "v"}, 0, "JAVA", 0, None, 409) is None
@@ -408,9 +494,13 @@ def _no_surrogates(s: str) -> str:
 def test_frames_survive_a_round_trip():
     rng = random.Random(5)
     for _ in range(500):
-        cmd = RemotingCommand(rng.randint(0, 400), opaque=rng.randint(0, 2**31 - 1),
-                              remark=_no_surrogates(_rand_str(rng)),
-                              ext_fields={_no_surrogates(_rand_str(rng, 5)): "v", "n": 3}, body=b"body")
+        cmd = RemotingCommand(
+            rng.randint(0, 400),
+            opaque=rng.randint(0, 2**31 - 1),
+            remark=_no_surrogates(_rand_str(rng)),
+            ext_fields={_no_surrogates(_rand_str(rng, 5)): "v", "n": 3},
+            body=b"body",
+        )
         back = decode_frame(b"".join(encode(cmd)))
         assert back.code == cmd.code and back.remark == cmd.remark and back.body_bytes() == b"body"
         assert back.ext_fields == {k: str(v) for k, v in cmd.ext_fields.items()}
@@ -418,8 +508,17 @@ def test_frames_survive_a_round_trip():
 
 def test_fast_built_commands_have_every_slot_set():
     """The fast decoder and RemotingCommand.response() fill the slots without __init__."""
-    assert RemotingCommand.__slots__ == ("code", "language", "version", "opaque", "flag", "remark", "ext_fields",
-                                         "body", "serialize_type")
+    assert RemotingCommand.__slots__ == (
+        "code",
+        "language",
+        "version",
+        "opaque",
+        "flag",
+        "remark",
+        "ext_fields",
+        "body",
+        "serialize_type",
+    )
     cmd = FAST_DECODE(b'{"code":10}', 0, 11, RemotingCommand)
     reply = cmd.response()
     for c in (cmd, reply):

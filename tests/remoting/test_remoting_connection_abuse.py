@@ -2,6 +2,7 @@
 (the graceful close gives up after a grace), unfinished frames share one broker-wide budget,
 and a frame once started has a read deadline. Against a real ``rmq standalone`` subprocess,
 with a NoisyNeighbour measuring a well-behaved client's round trips meanwhile."""
+
 from __future__ import annotations
 
 import socket
@@ -37,8 +38,11 @@ def test_idle_close_completes_for_a_client_that_does_not_read(tmp_path):
             bad.send(*(pull("IdleT", 0, max_msg_nums=1) for _ in range(64)))
             with NoisyNeighbour(proc.broker_addr) as probe:
                 # idle after 1 s (the buffer cannot drain), aborted 1 s after the close began
-                wait_until_sync(lambda: not server_side_established(proc.broker_port, bad.local_port),
-                                timeout=30, what="the broker closing the idle connection")
+                wait_until_sync(
+                    lambda: not server_side_established(proc.broker_port, bad.local_port),
+                    timeout=30,
+                    what="the broker closing the idle connection",
+                )
             assert probe.failures == 0, probe.summary()
             assert probe.worst < WORST_ROUND_TRIP, probe.summary()
             got = bad.drain_until_closed(limit=15 * MiB)  # EOF or reset before all 16 MiB
@@ -113,8 +117,11 @@ def test_a_producer_mid_message_is_not_the_one_closed_for_the_budget(tmp_path):
                 assert send_message(producer, "FairT", b"m" * (2 * MiB)).code == 0
             finally:
                 producer.close()
-            wait_until_sync(lambda: sum(server_side_established(proc.broker_port, p) for p in ports) == 4,
-                            timeout=30, what="one parked frame closed for the producer's message")
+            wait_until_sync(
+                lambda: sum(server_side_established(proc.broker_port, p) for p in ports) == 4,
+                timeout=30,
+                what="one parked frame closed for the producer's message",
+            )
         finally:
             for s in socks:
                 s.close()
@@ -134,7 +141,7 @@ def test_a_trickled_frame_is_closed_at_its_read_deadline(tmp_path):
                 if stop.wait(0.2):
                     return
                 try:
-                    sock.send(data[i:i + 1])
+                    sock.send(data[i : i + 1])
                 except OSError:
                     failed_at.append(time.monotonic())
                     return
@@ -144,8 +151,11 @@ def test_a_trickled_frame_is_closed_at_its_read_deadline(tmp_path):
         with NoisyNeighbour(proc.broker_addr) as probe:
             t.start()
             try:
-                wait_until_sync(lambda: not server_side_established(proc.broker_port, client_port),
-                                timeout=30, what="the broker closing the trickling connection")
+                wait_until_sync(
+                    lambda: not server_side_established(proc.broker_port, client_port),
+                    timeout=30,
+                    what="the broker closing the trickling connection",
+                )
                 closed_after = time.monotonic() - started
             finally:
                 stop.set()

@@ -1,6 +1,7 @@
 """Connection limits in process, on both event loops (asyncio and uvloop report write-buffer
 state differently): the write-buffer limit aborts a peer that does not read, a close gives up
 after its grace, unfinished frames share the server's budget, a started frame has a deadline."""
+
 from __future__ import annotations
 
 import asyncio
@@ -37,8 +38,9 @@ class Big:
         return cmd.response(body=b"b" * (2 * MiB))
 
 
-async def _raw(port: int,
-               rcvbuf: int | None = 4096) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, socket.socket]:
+async def _raw(
+    port: int, rcvbuf: int | None = 4096
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, socket.socket]:
     sock = socket.socket()
     if rcvbuf is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
@@ -102,8 +104,11 @@ async def test_unfinished_frames_past_the_budget_close_the_connection_that_read(
             writers.append(w)
             w.write(partial)
             await w.drain()
-        await wait_until(lambda: len(server.connections) == 1 and server.frame_budget.used <= MiB,
-                         timeout=10, what="the connections over the budget closed")
+        await wait_until(
+            lambda: len(server.connections) == 1 and server.frame_budget.used <= MiB,
+            timeout=10,
+            what="the connections over the budget closed",
+        )
         assert 0 < server.frame_budget.used <= MiB
     finally:
         for w in writers:

@@ -1,4 +1,5 @@
 """rmq.errors: the code → exception registry and the retry policy it carries."""
+
 import pickle
 
 import pytest
@@ -16,14 +17,17 @@ def test_for_code_maps_response_codes():
     assert exc.retriable and exc.refresh_route
 
 
-@pytest.mark.parametrize("code, retriable", [(17, True), (14, True), (1, True), (16, True), (204, True), (205, True),
-                                             (13, False), (3, False), (26, False)])
+@pytest.mark.parametrize(
+    "code, retriable",
+    [(17, True), (14, True), (1, True), (16, True), (204, True), (205, True), (13, False), (3, False), (26, False)],
+)
 def test_producer_retry_policy_matches_java(code, retriable):
     assert errors.for_code(code).retriable is retriable
 
 
 def test_registry_refuses_duplicates():
     with pytest.raises(TypeError, match="already mapped"):
+
         class Again(errors.BrokerResponseError):
             code = 17
 
@@ -31,8 +35,11 @@ def test_registry_refuses_duplicates():
 def test_every_registered_class_names_a_real_code():
     for name in errors.__all__:
         cls = getattr(errors, name)
-        if (isinstance(cls, type) and issubclass(cls, errors.BrokerResponseError)
-                and cls is not errors.BrokerResponseError):
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, errors.BrokerResponseError)
+            and cls is not errors.BrokerResponseError
+        ):
             assert cls.code in {c.value for c in ResponseCode}, cls
             assert errors.for_code(cls.code) is cls
 
@@ -42,8 +49,13 @@ def test_every_registered_class_names_a_real_code():
 # states, read as statuses, never raised); 209..211 are the ACL admin's failures, which
 # rmq.Admin reports as AdminError with the peer's code.
 NOT_AN_ERROR_CLASS = {
-    "SUCCESS", "TRANSACTION_SHOULD_COMMIT", "TRANSACTION_SHOULD_ROLLBACK", "TRANSACTION_STATE_UNKNOW",
-    "TRANSACTION_STATE_GROUP_WRONG", "UPDATE_AND_CREATE_ACL_CONFIG_FAILED", "DELETE_ACL_CONFIG_FAILED",
+    "SUCCESS",
+    "TRANSACTION_SHOULD_COMMIT",
+    "TRANSACTION_SHOULD_ROLLBACK",
+    "TRANSACTION_STATE_UNKNOW",
+    "TRANSACTION_STATE_GROUP_WRONG",
+    "UPDATE_AND_CREATE_ACL_CONFIG_FAILED",
+    "DELETE_ACL_CONFIG_FAILED",
     "UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED",
 }
 # Classes named otherwise than after their code (``SystemError`` is a Python builtin).
@@ -51,9 +63,14 @@ CLASS_NAME = {"SYSTEM_ERROR": "BrokerSystemError"}
 
 
 def _registered() -> list[type[errors.BrokerResponseError]]:
-    return [cls for cls in vars(errors).values()
-            if isinstance(cls, type) and issubclass(cls, errors.BrokerResponseError) and "code" in vars(cls)
-            and cls is not errors.BrokerResponseError]
+    return [
+        cls
+        for cls in vars(errors).values()
+        if isinstance(cls, type)
+        and issubclass(cls, errors.BrokerResponseError)
+        and "code" in vars(cls)
+        and cls is not errors.BrokerResponseError
+    ]
 
 
 def test_every_error_class_agrees_with_the_response_code_table():
@@ -72,8 +89,10 @@ def test_every_error_class_agrees_with_the_response_code_table():
         if cls.__name__ != want:
             bad.append(f"{cls.__name__}: code {cls.code} is {code.name}, so the class is {want}")
         if commented.get(cls.code) != code.name:
-            bad.append(f"{cls.__name__}: the comment beside `code = {cls.code}` says "
-                       f"{commented.get(cls.code)}, the table {code.name}")
+            bad.append(
+                f"{cls.__name__}: the comment beside `code = {cls.code}` says "
+                f"{commented.get(cls.code)}, the table {code.name}"
+            )
     assert not bad, "\n".join(bad)
     assert len(commented) == len(_registered())
 

@@ -2,6 +2,7 @@
 requests in flight), in process on both event loops. Counted by order on the server, not by
 wall time: a second client's request, made readable while the first client's long read is being
 handled, is handled within a few slices of that read, not after the whole of it."""
+
 from __future__ import annotations
 
 import asyncio
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.integration  # remoting servers
 FLOOD = 1201
 PROBE = 1202
 HOLD = 1203
-TRIGGER_AT = 100   # the flood frame whose handling makes the probe's request readable
+TRIGGER_AT = 100  # the flood frame whose handling makes the probe's request readable
 
 
 def _frames(cmds) -> bytes:
@@ -68,11 +69,14 @@ def _connect(port: int) -> socket.socket:
     return sock
 
 
-@pytest.mark.parametrize("limits,body,per_turn", [
-    ({"max_frames_per_turn": 64}, b"", 64),
-    # 1 KiB bodies, 8 KiB per turn: about 8 frames a turn
-    ({"max_frames_per_turn": 1_000_000, "max_bytes_per_turn": 8 * 1024}, b"x" * 1024, 8),
-])
+@pytest.mark.parametrize(
+    "limits,body,per_turn",
+    [
+        ({"max_frames_per_turn": 64}, b"", 64),
+        # 1 KiB bodies, 8 KiB per turn: about 8 frames a turn
+        ({"max_frames_per_turn": 1_000_000, "max_bytes_per_turn": 8 * 1024}, b"x" * 1024, 8),
+    ],
+)
 async def test_a_pipeline_is_handled_in_slices_so_another_client_gets_in(limits, body, per_turn):
     recorder = Recorder()
     server = RemotingServer(**limits)
@@ -131,7 +135,7 @@ async def test_requests_in_flight_pause_reading_until_half_are_answered():
         await wait_until(lambda: slow.running == 16, what="16 requests running")
         (conn,) = server.connections
         assert conn.requests_in_flight == 16
-        for _ in range(5):   # the other 184 stay unread while 16 are in flight
+        for _ in range(5):  # the other 184 stay unread while 16 are in flight
             await loop_turn()
         assert slow.calls == 16
         slow.release.set()

@@ -5,6 +5,7 @@ Counted by order, not by wall time: a second client completes its round trips wh
 answers are still coming (the broker interleaves it with the flood's slices), and a created
 topic is routable from the name server as soon as its creation is answered. A NoisyNeighbour
 measures round trips meanwhile (printed; only its failures are asserted)."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,9 @@ class Reader(threading.Thread):
             self.count += 1
 
 
-def _probe_while_flooding(flood: Wire, probe: Wire, requests: list[RemotingCommand], probe_cmd,
-                          rounds: int = 3) -> Reader:
+def _probe_while_flooding(
+    flood: Wire, probe: Wire, requests: list[RemotingCommand], probe_cmd, rounds: int = 3
+) -> Reader:
     """Send the flood, then ``rounds`` round trips of the probe once the flood's answers have
     started; asserts the probe was done while the flood still had answers to come."""
     reader = Reader(flood, len(requests))
@@ -67,9 +69,14 @@ def test_pipelined_pulls_on_one_connection_leave_room_for_another_client(tmp_pat
         n = 30_000
         with NoisyNeighbour(proc.broker_addr) as neighbour:
             reader = _probe_while_flooding(
-                flood, probe, [pull("FloodT", 1) for _ in range(n)],
-                lambda: RemotingCommand.request(RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader(
-                    topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, queue_id=0)))
+                flood,
+                probe,
+                [pull("FloodT", 1) for _ in range(n)],
+                lambda: RemotingCommand.request(
+                    RequestCode.GET_MAX_OFFSET,
+                    GetMaxOffsetRequestHeader(topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC, queue_id=0),
+                ),
+            )
         print("neighbour:", neighbour.summary())
         assert reader.codes == {PULL_NOT_FOUND: n}
         assert neighbour.failures == 0, neighbour.summary()
@@ -84,47 +91,78 @@ def test_topics_created_one_at_a_time_are_routed_when_answered(tmp_path):
     answered, so the route exists at once; a deletion's full registration removes it."""
     with StandaloneProcess(tmp_path / "store") as proc:
         admin, ns = Wire(proc.broker_addr), Wire(proc.namesrv_addr)
-        with NoisyNeighbour(proc.namesrv_addr, code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                            ext_fields={"topic": TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC}) as neighbour:
+        with NoisyNeighbour(
+            proc.namesrv_addr,
+            code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            ext_fields={"topic": TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC},
+        ) as neighbour:
             for i in range(200):
                 topic = f"Bulk{i}"
-                resp = admin.call(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
-                    topic=topic, read_queue_nums=2, write_queue_nums=2)))
+                resp = admin.call(
+                    RemotingCommand.request(
+                        RequestCode.UPDATE_AND_CREATE_TOPIC,
+                        CreateTopicRequestHeader(topic=topic, read_queue_nums=2, write_queue_nums=2),
+                    )
+                )
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
                 assert _route(ns, topic) == ResponseCode.SUCCESS, topic
         print("neighbour:", neighbour.summary())
         assert neighbour.failures == 0, neighbour.summary()
         # the earlier topics survived the increments
         assert all(_route(ns, f"Bulk{i}") == ResponseCode.SUCCESS for i in range(0, 200, 17))
-        resp = admin.call(RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER,
-                                                  DeleteTopicRequestHeader(topic="Bulk7")))
+        resp = admin.call(
+            RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader(topic="Bulk7"))
+        )
         assert resp.code == ResponseCode.SUCCESS, resp.remark
-        wait_until_sync(lambda: _route(ns, "Bulk7") == ResponseCode.TOPIC_NOT_EXIST,
-                        what="the deleted topic's route gone")
+        wait_until_sync(
+            lambda: _route(ns, "Bulk7") == ResponseCode.TOPIC_NOT_EXIST, what="the deleted topic's route gone"
+        )
         assert _route(ns, "Bulk8") == ResponseCode.SUCCESS
 
 
 def _register(counter: int) -> RemotingCommand:
-    table = {t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
-             for t in ["broker-z", *(f"Z{i}" for i in range(300))]}
-    body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table,
-                                                       "dataVersion": {"timestamp": 1, "counter": counter}},
-                       "filterServerList": []}).encode()
-    ext = {"brokerAddr": "127.0.0.1:1", "brokerId": "0", "brokerName": "broker-z", "clusterName": "Flood",
-           "haServerAddr": "", "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF)}
+    table = {
+        t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
+        for t in ["broker-z", *(f"Z{i}" for i in range(300))]
+    }
+    body = json.dumps(
+        {
+            "topicConfigSerializeWrapper": {
+                "topicConfigTable": table,
+                "dataVersion": {"timestamp": 1, "counter": counter},
+            },
+            "filterServerList": [],
+        }
+    ).encode()
+    ext = {
+        "brokerAddr": "127.0.0.1:1",
+        "brokerId": "0",
+        "brokerName": "broker-z",
+        "clusterName": "Flood",
+        "haServerAddr": "",
+        "compressed": "false",
+        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }
     return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
 
 
 def test_a_registration_flood_leaves_room_for_route_lookups(tmp_path):
     with StandaloneProcess(tmp_path / "store") as proc:
         flood, probe = Wire(proc.namesrv_addr), Wire(proc.namesrv_addr)
-        n = 600   # each a new version of a 301-topic table: parsed and applied
-        with NoisyNeighbour(proc.namesrv_addr, code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                            ext_fields={"topic": TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC}) as neighbour:
+        n = 600  # each a new version of a 301-topic table: parsed and applied
+        with NoisyNeighbour(
+            proc.namesrv_addr,
+            code=RequestCode.GET_ROUTEINFO_BY_TOPIC,
+            ext_fields={"topic": TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC},
+        ) as neighbour:
             reader = _probe_while_flooding(
-                flood, probe, [_register(i) for i in range(n)],
-                lambda: RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC,
-                                                {"topic": TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC}))
+                flood,
+                probe,
+                [_register(i) for i in range(n)],
+                lambda: RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC}
+                ),
+            )
         print("neighbour:", neighbour.summary())
         assert reader.codes == {ResponseCode.SUCCESS: n}
         assert neighbour.failures == 0, neighbour.summary()

@@ -1,5 +1,6 @@
 """Property-based tests of FrameDecoder: how a stream is cut into reads never changes the
 commands decoded, and no input makes it fail other than with RemotingCommandError."""
+
 from __future__ import annotations
 
 import itertools
@@ -15,7 +16,8 @@ _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_si
 
 commands = st.builds(
     lambda code, fields, body, ser, resp: RemotingCommand(
-        code, opaque=0, flag=1 if resp else 0, ext_fields=fields, body=body, serialize_type=ser),
+        code, opaque=0, flag=1 if resp else 0, ext_fields=fields, body=body, serialize_type=ser
+    ),
     st.integers(0, 400),
     st.dictionaries(st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,10}", fullmatch=True), _text, max_size=5),
     st.one_of(st.none(), st.binary(max_size=300)),
@@ -58,7 +60,7 @@ def test_garbage_fails_only_with_remoting_command_error(data, step):
     dec = FrameDecoder(max_frame_length=4096)
     try:
         for i in range(0, len(data), step):
-            dec.feed(data[i:i + step])
+            dec.feed(data[i : i + step])
             for _ in dec:
                 pass
     except RemotingCommandError:

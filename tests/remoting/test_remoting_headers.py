@@ -1,4 +1,5 @@
 """Typed headers read what real clients send (mixed JSON types, V1 and V2 send names)."""
+
 import dataclasses
 import functools
 import typing
@@ -72,8 +73,11 @@ def _wire_value(v):
     return str(v)
 
 
-@pytest.mark.parametrize("name,row", CLIENT_ROWS,
-                         ids=[f"{n.split('-')[0]}-{i}-{r['header']['code']}" for i, (n, r) in enumerate(CLIENT_ROWS)])
+@pytest.mark.parametrize(
+    "name,row",
+    CLIENT_ROWS,
+    ids=[f"{n.split('-')[0]}-{i}-{r['header']['code']}" for i, (n, r) in enumerate(CLIENT_ROWS)],
+)
 def test_client_captures_parse(name, row):
     header = row["header"]
     cls = REQUEST_HEADERS.get(header["code"])
@@ -131,28 +135,45 @@ def test_java_binary_send_v2_parses():
 
 
 def test_java_json_pull_and_replies_parse():
-    pulls = [decode_frame(r["frame"]) for r in quickstart()
-             if r["code"] == RequestCode.PULL_MESSAGE and not r["flag"] & 1]
+    pulls = [
+        decode_frame(r["frame"]) for r in quickstart() if r["code"] == RequestCode.PULL_MESSAGE and not r["flag"] & 1
+    ]
     assert pulls
     for cmd in pulls:
         h = PullMessageRequestHeader.from_ext_fields(cmd.ext_fields)
         assert h.max_msg_nums == 32 and h.topic
-    replies = [decode_frame(r["frame"]) for r in quickstart()
-               if r.get("request_code") == RequestCode.PULL_MESSAGE and r["code"] == 0]
+    replies = [
+        decode_frame(r["frame"])
+        for r in quickstart()
+        if r.get("request_code") == RequestCode.PULL_MESSAGE and r["code"] == 0
+    ]
     for cmd in replies:
         h = PullMessageResponseHeader.from_ext_fields(cmd.ext_fields)
         assert h.next_begin_offset > 0 and h.max_offset >= h.min_offset
-    sends = [decode_frame(r["frame"]) for r in quickstart()
-             if r.get("request_code") == RequestCode.SEND_MESSAGE_V2 and r["code"] == 0]
+    sends = [
+        decode_frame(r["frame"])
+        for r in quickstart()
+        if r.get("request_code") == RequestCode.SEND_MESSAGE_V2 and r["code"] == 0
+    ]
     for cmd in sends:
         h = SendMessageResponseHeader.from_ext_fields(cmd.ext_fields)
         assert len(h.msg_id) == 32
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("0", False), ("1", True), ("true", True), ("false", False), ("TRUE", True), (True, True), (False, False),
-    (0, False), (1, True),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("0", False),
+        ("1", True),
+        ("true", True),
+        ("false", False),
+        ("TRUE", True),
+        (True, True),
+        (False, False),
+        (0, False),
+        (1, True),
+    ],
+)
 def test_lenient_booleans(raw, expected):
     h = SendMessageRequestHeader.from_ext_fields({"producerGroup": "g", "topic": "t", "queueId": 0, "batch": raw})
     assert h.batch is expected
@@ -168,13 +189,16 @@ def test_strings_from_numbers_and_unknown_keys_ignored():
     assert h.topic == "123"
 
 
-@pytest.mark.parametrize("ext, message", [
-    ({"topic": "t"}, "missing required field 'queueId'"),
-    ({"topic": "t", "queueId": None}, "missing required field 'queueId'"),
-    ({"topic": "t", "queueId": "x1"}, "field 'queueId' is not an integer"),
-    ({"topic": "t", "queueId": 1.5}, "field 'queueId' is not an integer"),
-    ({"topic": ["t"], "queueId": 1}, "field 'topic' is not a string"),
-])
+@pytest.mark.parametrize(
+    "ext, message",
+    [
+        ({"topic": "t"}, "missing required field 'queueId'"),
+        ({"topic": "t", "queueId": None}, "missing required field 'queueId'"),
+        ({"topic": "t", "queueId": "x1"}, "field 'queueId' is not an integer"),
+        ({"topic": "t", "queueId": 1.5}, "field 'queueId' is not an integer"),
+        ({"topic": ["t"], "queueId": 1}, "field 'topic' is not a string"),
+    ],
+)
 def test_bad_fields_name_the_field(ext, message):
     with pytest.raises(RemotingCommandError) as info:
         GetMaxOffsetRequestHeader.from_ext_fields(ext)
@@ -201,20 +225,32 @@ def test_to_ext_fields_writes_strings_only_and_omits_none():
 
 def test_create_topic_header_fields():
     h = CreateTopicRequestHeader(topic="T", read_queue_nums=8, write_queue_nums=8)
-    assert h.to_ext_fields() == {"topic": "T", "defaultTopic": "TBW102", "readQueueNums": "8", "writeQueueNums": "8",
-                                 "perm": "6", "topicFilterType": "SINGLE_TAG", "order": "false"}
+    assert h.to_ext_fields() == {
+        "topic": "T",
+        "defaultTopic": "TBW102",
+        "readQueueNums": "8",
+        "writeQueueNums": "8",
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "order": "false",
+    }
 
 
 def test_pull_response_header_to_ext_fields():
     h = PullMessageResponseHeader(suggest_which_broker_id=0, next_begin_offset=33, min_offset=0, max_offset=100)
-    assert h.to_ext_fields() == {"suggestWhichBrokerId": "0", "nextBeginOffset": "33", "minOffset": "0",
-                                 "maxOffset": "100"}
+    assert h.to_ext_fields() == {
+        "suggestWhichBrokerId": "0",
+        "nextBeginOffset": "33",
+        "minOffset": "0",
+        "maxOffset": "100",
+    }
 
 
 # --------------------------------------------------------------------------- generated readers
 # The generated from_ext_fields inlines the common conversions ("3" → 3, "false" → False) and
 # builds the instance without __init__; an interpreted reference of the documented rules must
 # give the same header or the same error for any input.
+
 
 def _reference_read(cls, ext, names):
     kw = {}
@@ -231,11 +267,11 @@ def _reference_read(cls, ext, names):
         else:
             kw[f.name] = {int: _int, bool: _bool, str: _str}[tp](v, cls.__name__, wire)
         v = kw[f.name]
-        if tp is int and v is not None:   # Java's Integer / Long (or a narrower declared) range
+        if tp is int and v is not None:  # Java's Integer / Long (or a narrower declared) range
             lo, hi = f.metadata["range"]
             if not lo <= v <= hi:
                 raise _out_of_range(cls.__name__, wire, v, lo, hi)
-        if tp is str and v is not None:   # text that UTF-8 can carry
+        if tp is str and v is not None:  # text that UTF-8 can carry
             _check_text(v, cls.__name__, wire)
     return cls(**kw)
 
@@ -248,29 +284,94 @@ class _StrSub(str):
     pass
 
 
-_COMMON = {str: ["GID_x", "TopicTest", "", "中文"], int: ["0", "3", "-1", "1763769600000", 7, 0],
-           bool: ["true", "false", True, False]}
-_ODD_VALUES = [_StrSub("false"), _StrSub("12"), None, 0, 1, -7, 2**70, True, False, 1.0, 2.5, "", " ", "3", " 12 ",
-               "-4", "1_000", "１２", "0x1f",
-               "x", "true", "false", "TRUE", " False ", "0", "1", "2", "null", "tópic", [1], {"a": 1},
-               2**31, -2**31 - 1, str(2**31 - 1), str(2**63), -2**63, str(2**64), "\ud800", "a\udfff", 2.0**40,
-               # range edges (int32, int64, perm 0..15) and text of each width, with and without a
-               # lone surrogate: the Cython reader must refuse exactly what the reference refuses
-               2**31 - 1, str(-2**31), str(2**63 - 1), -2**63 - 1, str(-2**63), 2**64, "15", "16", 16, -1,
-               "é\ud800", "中\udbff", "\U0001F600", "\U0001F600\udc00", "\ud83d\ude00"]
+_COMMON = {
+    str: ["GID_x", "TopicTest", "", "中文"],
+    int: ["0", "3", "-1", "1763769600000", 7, 0],
+    bool: ["true", "false", True, False],
+}
+_ODD_VALUES = [
+    _StrSub("false"),
+    _StrSub("12"),
+    None,
+    0,
+    1,
+    -7,
+    2**70,
+    True,
+    False,
+    1.0,
+    2.5,
+    "",
+    " ",
+    "3",
+    " 12 ",
+    "-4",
+    "1_000",
+    "１２",
+    "0x1f",
+    "x",
+    "true",
+    "false",
+    "TRUE",
+    " False ",
+    "0",
+    "1",
+    "2",
+    "null",
+    "tópic",
+    [1],
+    {"a": 1},
+    2**31,
+    -(2**31) - 1,
+    str(2**31 - 1),
+    str(2**63),
+    -(2**63),
+    str(2**64),
+    "\ud800",
+    "a\udfff",
+    2.0**40,
+    # range edges (int32, int64, perm 0..15) and text of each width, with and without a
+    # lone surrogate: the Cython reader must refuse exactly what the reference refuses
+    2**31 - 1,
+    str(-(2**31)),
+    str(2**63 - 1),
+    -(2**63) - 1,
+    str(-(2**63)),
+    2**64,
+    "15",
+    "16",
+    16,
+    -1,
+    "é\ud800",
+    "中\udbff",
+    "\U0001f600",
+    "\U0001f600\udc00",
+    "\ud83d\ude00",
+]
 
 
-@pytest.mark.parametrize("cls", [SendMessageRequestHeader, PullMessageRequestHeader, EndTransactionRequestHeader,
-                                 ConsumerSendMsgBackRequestHeader, QueryConsumerOffsetRequestHeader,
-                                 UpdateConsumerOffsetRequestHeader, CreateTopicRequestHeader],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "cls",
+    [
+        SendMessageRequestHeader,
+        PullMessageRequestHeader,
+        EndTransactionRequestHeader,
+        ConsumerSendMsgBackRequestHeader,
+        QueryConsumerOffsetRequestHeader,
+        UpdateConsumerOffsetRequestHeader,
+        CreateTopicRequestHeader,
+    ],
+    ids=lambda c: c.__name__,
+)
 def test_generated_reader_matches_the_interpreted_rules(cls, depth):
     import random
 
     rng = random.Random(cls.__name__)
     variants = []
-    for attr, names in (("from_ext_fields", cls.WIRE_NAMES),
-                        ("from_ext_fields_v2", getattr(cls, "WIRE_NAMES_V2", None))):
+    for attr, names in (
+        ("from_ext_fields", cls.WIRE_NAMES),
+        ("from_ext_fields_v2", getattr(cls, "WIRE_NAMES_V2", None)),
+    ):
         if names is None:
             continue
         reader = vars(cls)[attr].__func__
@@ -301,8 +402,7 @@ def test_generated_reader_matches_the_interpreted_rules(cls, depth):
                 got = ("error", str(exc))
             assert got == expected, ext
             if got[0] == "ok":
-                assert all(type(getattr(got[1], f)) is type(getattr(expected[1], f))
-                           for f in names)
+                assert all(type(getattr(got[1], f)) is type(getattr(expected[1], f)) for f in names)
 
 
 def test_a_header_class_without_the_decorator_says_so():
@@ -319,10 +419,12 @@ def test_a_header_class_without_the_decorator_says_so():
 
 # --------------------------------------------------------------------------- ranges and text
 
+
 @pytest.mark.parametrize("path", ["generated", "cython"])
 def test_ranges_and_text_are_checked_on_both_reader_paths(path):
     """Java's parsers refuse an Integer past int32 and a Long past int64; a declared narrower
     range (perm 0..15) and text with a lone surrogate are refused too, whichever reader runs."""
+
     def read(cls, ext):
         f = vars(cls)["from_ext_fields"].__func__
         if path == "generated":
@@ -335,8 +437,13 @@ def test_ranges_and_text_are_checked_on_both_reader_paths(path):
 
     base = {"consumerGroup": "G", "topic": "T", "queueId": "1", "commitOffset": "5"}
     assert read(UpdateConsumerOffsetRequestHeader, base).commit_offset == 5
-    for key, bad in (("commitOffset", str(2**64)), ("commitOffset", 2**63), ("queueId", str(2**31)),
-                     ("queueId", -2**31 - 1), ("consumerGroup", "\ud800")):
+    for key, bad in (
+        ("commitOffset", str(2**64)),
+        ("commitOffset", 2**63),
+        ("queueId", str(2**31)),
+        ("queueId", -(2**31) - 1),
+        ("consumerGroup", "\ud800"),
+    ):
         with pytest.raises(RemotingCommandError, match=key):
             read(UpdateConsumerOffsetRequestHeader, {**base, key: bad})
     top = read(UpdateConsumerOffsetRequestHeader, {**base, "commitOffset": str(2**63 - 1)})
@@ -361,18 +468,46 @@ def test_cython_reader_checks_ranges_itself_and_leaves_refusals_to_the_reference
         __slots__ = ("n", "s")
 
     read = _codec.HeaderReader([("n", "n", 1, True, None, -5, 15), ("s", "s", 0, False, "", 0, 0)], reference)
-    for ok in ({"n": "15"}, {"n": -5}, {"n": "0", "s": "中\U0001F600é"}):
+    for ok in ({"n": "15"}, {"n": -5}, {"n": "0", "s": "中\U0001f600é"}):
         box = read(Box, ok)
         assert box.n == int(ok["n"]) and calls == []
-    for bad in ({"n": "16"}, {"n": -6}, {"n": 2**63}, {"n": str(-2**64)}, {"n": "1", "s": "a\ud800"},
-                {"n": "1", "s": "\U0001F600\udfff"}):
+    for bad in (
+        {"n": "16"},
+        {"n": -6},
+        {"n": 2**63},
+        {"n": str(-(2**64))},
+        {"n": "1", "s": "a\ud800"},
+        {"n": "1", "s": "\U0001f600\udfff"},
+    ):
         with pytest.raises(RemotingCommandError):
             read(Box, bad)
         assert calls[-1] == bad
 
 
-@pytest.mark.parametrize("text", ["0", "-0", "007", "-000", "9" * 18, "-" + "9" * 18, "9" * 19, str(2**63 - 1),
-                                  str(-2**63), str(-2**63 - 1), "-", "", "+5", " 5", "5 ", "1_0", "٣", "5-", "--5"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0",
+        "-0",
+        "007",
+        "-000",
+        "9" * 18,
+        "-" + "9" * 18,
+        "9" * 19,
+        str(2**63 - 1),
+        str(-(2**63)),
+        str(-(2**63) - 1),
+        "-",
+        "",
+        "+5",
+        " 5",
+        "5 ",
+        "1_0",
+        "٣",
+        "5-",
+        "--5",
+    ],
+)
 def test_cython_reader_reads_decimal_text_as_int_does(text):
     """The Cython reader reads ``-?[0-9]{1,18}`` itself and hands every other text to int()
     (or, refused, to the reference): either way the value is int(text)'s."""
@@ -383,12 +518,12 @@ def test_cython_reader_reads_decimal_text_as_int_does(text):
     class Box:
         __slots__ = ("n",)
 
-    read = _codec.HeaderReader([("n", "n", 1, True, None, -2**63, 2**63 - 1)], reference)
+    read = _codec.HeaderReader([("n", "n", 1, True, None, -(2**63), 2**63 - 1)], reference)
     try:
         want = int(text)
     except ValueError:
         want = None
-    if want is None or not -2**63 <= want < 2**63:
+    if want is None or not -(2**63) <= want < 2**63:
         with pytest.raises(RemotingCommandError):
             read(Box, {"n": text})
     else:

@@ -2,6 +2,7 @@
 expired in bulk without stalling the loop, and dropped with the connection of a client that
 does not read its replies. Against a real ``rmq standalone`` subprocess, with a
 NoisyNeighbour measuring a well-behaved client's round trips meanwhile."""
+
 from __future__ import annotations
 
 import collections
@@ -33,8 +34,9 @@ def _codes(wire: Wire, n: int) -> collections.Counter[int]:
 
 def test_held_pulls_are_bounded_and_expire_together_without_stalling(tmp_path):
     per_conn, total, hold_ms = 2000, 5000, 6000
-    with StandaloneProcess(tmp_path / "store", [f"--maxHeldPullsPerConnection={per_conn}",
-                                                f"--maxHeldPullsTotal={total}"]) as proc:
+    with StandaloneProcess(
+        tmp_path / "store", [f"--maxHeldPullsPerConnection={per_conn}", f"--maxHeldPullsTotal={total}"]
+    ) as proc:
         setup = Wire(proc.broker_addr)
         assert send_message(setup, "HoldT", b"first").code == 0
         rss_before = rss_bytes(proc.pid)
@@ -76,8 +78,9 @@ def test_non_reading_client_woken_by_one_message_is_dropped(tmp_path):
     replies pile up for that client only until its write buffer limit, then its connection is
     aborted; the other clients do not notice."""
     n = 20_000
-    with StandaloneProcess(tmp_path / "store", [f"--maxHeldPullsPerConnection={n}",
-                                                f"--maxHeldPullsTotal={n}"]) as proc:
+    with StandaloneProcess(
+        tmp_path / "store", [f"--maxHeldPullsPerConnection={n}", f"--maxHeldPullsTotal={n}"]
+    ) as proc:
         setup = Wire(proc.broker_addr)
         bad = Wire(proc.broker_addr, rcvbuf=4096)
         try:
@@ -87,8 +90,11 @@ def test_non_reading_client_woken_by_one_message_is_dropped(tmp_path):
             with NoisyNeighbour(proc.broker_addr) as probe:
                 # 20k replies of ~4.3 KB (86 MB) cannot fit the 32 MiB write buffer limit
                 assert send_message(setup, "WakeT", b"y" * 4096).code == 0
-                wait_until_sync(lambda: not server_side_established(proc.broker_port, bad.local_port),
-                                timeout=60, what="the broker dropping the client that does not read")
+                wait_until_sync(
+                    lambda: not server_side_established(proc.broker_port, bad.local_port),
+                    timeout=60,
+                    what="the broker dropping the client that does not read",
+                )
                 wait_until_sync(lambda: held_pulls(proc.broker_addr) == 0, timeout=30, what="no held pulls left")
             print("neighbour:", probe.summary())
             assert probe.failures == 0, probe.summary()

@@ -1,6 +1,7 @@
 """rmq.protocol.requests: every builder survives build → encode → decode → from_ext_fields, and
 the parsers read real RocketMQ 4.9.8 replies (golden captures) into typed results or raise the
 right rmq.errors with the retriable flag."""
+
 from __future__ import annotations
 
 import json
@@ -73,52 +74,121 @@ def _wire(cmd: RemotingCommand) -> RemotingCommand:
     return decode_frame(b"".join(bytes(p) for p in encode(cmd)))
 
 
-SEND = SendMessageRequestHeader(producer_group="PG", topic="T", queue_id=3, sys_flag=0, born_timestamp=1700000000000,
-                                flag=0, properties="WAIT\x01true\x02", reconsume_times=0, batch=False)
-PULL = PullMessageRequestHeader(consumer_group="G", topic="T", queue_id=1, queue_offset=64, max_msg_nums=32,
-                                sys_flag=6, suspend_timeout_millis=15000, subscription="a || b", sub_version=7,
-                                expression_type="TAG")
-END_TX = EndTransactionRequestHeader(producer_group="PG", tran_state_table_offset=5, commit_log_offset=1234,
-                                     commit_or_rollback=8, from_transaction_check=True, msg_id="M",
-                                     transaction_id="X")
-SEND_BACK = ConsumerSendMsgBackRequestHeader(offset=99, group="G", delay_level=3, origin_msg_id="M",
-                                             origin_topic="T", max_reconsume_times=16)
+SEND = SendMessageRequestHeader(
+    producer_group="PG",
+    topic="T",
+    queue_id=3,
+    sys_flag=0,
+    born_timestamp=1700000000000,
+    flag=0,
+    properties="WAIT\x01true\x02",
+    reconsume_times=0,
+    batch=False,
+)
+PULL = PullMessageRequestHeader(
+    consumer_group="G",
+    topic="T",
+    queue_id=1,
+    queue_offset=64,
+    max_msg_nums=32,
+    sys_flag=6,
+    suspend_timeout_millis=15000,
+    subscription="a || b",
+    sub_version=7,
+    expression_type="TAG",
+)
+END_TX = EndTransactionRequestHeader(
+    producer_group="PG",
+    tran_state_table_offset=5,
+    commit_log_offset=1234,
+    commit_or_rollback=8,
+    from_transaction_check=True,
+    msg_id="M",
+    transaction_id="X",
+)
+SEND_BACK = ConsumerSendMsgBackRequestHeader(
+    offset=99, group="G", delay_level=3, origin_msg_id="M", origin_topic="T", max_reconsume_times=16
+)
 CREATE = CreateTopicRequestHeader(topic="T", read_queue_nums=8, write_queue_nums=4, perm=6, order=True)
 
 # (request built, its request code, the header class the broker decodes it with, the header it must read back)
 ROUND_TRIPS = [
-    (get_route_info("T"), RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader,
-     GetRouteInfoRequestHeader(topic="T")),
+    (
+        get_route_info("T"),
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        GetRouteInfoRequestHeader,
+        GetRouteInfoRequestHeader(topic="T"),
+    ),
     (send_message(SEND, b"body"), RequestCode.SEND_MESSAGE_V2, SendMessageRequestHeader, SEND),
     (end_transaction(END_TX, "why"), RequestCode.END_TRANSACTION, EndTransactionRequestHeader, END_TX),
     (pull_message(PULL), RequestCode.PULL_MESSAGE, PullMessageRequestHeader, PULL),
-    (query_consumer_offset("G", "T", 2), RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader,
-     QueryConsumerOffsetRequestHeader(consumer_group="G", topic="T", queue_id=2)),
-    (update_consumer_offset("G", "T", 2, 77), RequestCode.UPDATE_CONSUMER_OFFSET,
-     UpdateConsumerOffsetRequestHeader,
-     UpdateConsumerOffsetRequestHeader(consumer_group="G", topic="T", queue_id=2, commit_offset=77)),
-    (get_max_offset("T", 2), RequestCode.GET_MAX_OFFSET, GetMaxOffsetRequestHeader,
-     GetMaxOffsetRequestHeader(topic="T", queue_id=2)),
-    (get_min_offset("T", 2), RequestCode.GET_MIN_OFFSET, GetMinOffsetRequestHeader,
-     GetMinOffsetRequestHeader(topic="T", queue_id=2)),
-    (search_offset("T", 2, 1700000000000), RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader,
-     SearchOffsetRequestHeader(topic="T", queue_id=2, timestamp=1700000000000)),
-    (get_consumer_list_by_group("G"), RequestCode.GET_CONSUMER_LIST_BY_GROUP, GetConsumerListByGroupRequestHeader,
-     GetConsumerListByGroupRequestHeader(consumer_group="G")),
-    (consumer_send_msg_back(SEND_BACK), RequestCode.CONSUMER_SEND_MSG_BACK, ConsumerSendMsgBackRequestHeader,
-     SEND_BACK),
-    (unregister_client("cid", "PG", None), RequestCode.UNREGISTER_CLIENT, UnregisterClientRequestHeader,
-     UnregisterClientRequestHeader(client_id="cid", producer_group="PG")),
+    (
+        query_consumer_offset("G", "T", 2),
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        QueryConsumerOffsetRequestHeader,
+        QueryConsumerOffsetRequestHeader(consumer_group="G", topic="T", queue_id=2),
+    ),
+    (
+        update_consumer_offset("G", "T", 2, 77),
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        UpdateConsumerOffsetRequestHeader,
+        UpdateConsumerOffsetRequestHeader(consumer_group="G", topic="T", queue_id=2, commit_offset=77),
+    ),
+    (
+        get_max_offset("T", 2),
+        RequestCode.GET_MAX_OFFSET,
+        GetMaxOffsetRequestHeader,
+        GetMaxOffsetRequestHeader(topic="T", queue_id=2),
+    ),
+    (
+        get_min_offset("T", 2),
+        RequestCode.GET_MIN_OFFSET,
+        GetMinOffsetRequestHeader,
+        GetMinOffsetRequestHeader(topic="T", queue_id=2),
+    ),
+    (
+        search_offset("T", 2, 1700000000000),
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+        SearchOffsetRequestHeader,
+        SearchOffsetRequestHeader(topic="T", queue_id=2, timestamp=1700000000000),
+    ),
+    (
+        get_consumer_list_by_group("G"),
+        RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+        GetConsumerListByGroupRequestHeader,
+        GetConsumerListByGroupRequestHeader(consumer_group="G"),
+    ),
+    (
+        consumer_send_msg_back(SEND_BACK),
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+        ConsumerSendMsgBackRequestHeader,
+        SEND_BACK,
+    ),
+    (
+        unregister_client("cid", "PG", None),
+        RequestCode.UNREGISTER_CLIENT,
+        UnregisterClientRequestHeader,
+        UnregisterClientRequestHeader(client_id="cid", producer_group="PG"),
+    ),
     (create_topic(CREATE), RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader, CREATE),
-    (delete_topic_in_broker("T"), RequestCode.DELETE_TOPIC_IN_BROKER, DeleteTopicRequestHeader,
-     DeleteTopicRequestHeader(topic="T")),
-    (delete_topic_in_namesrv("T"), RequestCode.DELETE_TOPIC_IN_NAMESRV, DeleteTopicRequestHeader,
-     DeleteTopicRequestHeader(topic="T")),
+    (
+        delete_topic_in_broker("T"),
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        DeleteTopicRequestHeader,
+        DeleteTopicRequestHeader(topic="T"),
+    ),
+    (
+        delete_topic_in_namesrv("T"),
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        DeleteTopicRequestHeader,
+        DeleteTopicRequestHeader(topic="T"),
+    ),
 ]
 
 
-@pytest.mark.parametrize("cmd,code,header_cls,expected", ROUND_TRIPS,
-                         ids=[RequestCode(c).name for _, c, _, _ in ROUND_TRIPS])
+@pytest.mark.parametrize(
+    "cmd,code,header_cls,expected", ROUND_TRIPS, ids=[RequestCode(c).name for _, c, _, _ in ROUND_TRIPS]
+)
 def test_builder_round_trips_through_the_codec_into_the_typed_header(cmd, code, header_cls, expected):
     got = _wire(cmd)
     assert got.code == code and not got.is_response
@@ -132,9 +202,23 @@ def test_builder_round_trips_through_the_codec_into_the_typed_header(cmd, code, 
 
 def test_send_uses_the_one_letter_v2_names_and_batch_picks_its_code():
     got = _wire(send_message(SEND, b"body"))
-    assert set(got.ext_fields) == {SendMessageRequestHeader.WIRE_NAMES_V2[f] for f in (
-        "producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id", "sys_flag",
-        "born_timestamp", "flag", "properties", "reconsume_times", "unit_mode", "batch")}
+    assert set(got.ext_fields) == {
+        SendMessageRequestHeader.WIRE_NAMES_V2[f]
+        for f in (
+            "producer_group",
+            "topic",
+            "default_topic",
+            "default_topic_queue_nums",
+            "queue_id",
+            "sys_flag",
+            "born_timestamp",
+            "flag",
+            "properties",
+            "reconsume_times",
+            "unit_mode",
+            "batch",
+        )
+    }
     assert got.body_bytes() == b"body"
     batch = SendMessageRequestHeader(producer_group="PG", topic="T", queue_id=0, batch=True)
     assert send_message(batch, b"x").code == RequestCode.SEND_BATCH_MESSAGE
@@ -151,8 +235,7 @@ def test_end_transaction_is_oneway_with_its_remark():
 
 def test_body_requests_carry_java_json_bodies():
     mqs = [MessageQueue("T", "b", 0), MessageQueue("T", "b", 1)]
-    for build, code in ((lock_batch_mq, RequestCode.LOCK_BATCH_MQ),
-                        (unlock_batch_mq, RequestCode.UNLOCK_BATCH_MQ)):
+    for build, code in ((lock_batch_mq, RequestCode.LOCK_BATCH_MQ), (unlock_batch_mq, RequestCode.UNLOCK_BATCH_MQ)):
         got = _wire(build("G", "cid", mqs))
         assert got.code == code and got.ext_fields == {}
         body = json.loads(got.body_bytes())
@@ -163,8 +246,10 @@ def test_body_requests_carry_java_json_bodies():
     sg = _wire(create_subscription_group({"groupName": "G", "retryMaxTimes": 16}))
     assert sg.code == RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP
     assert json.loads(sg.body_bytes()) == {"groupName": "G", "retryMaxTimes": 16}
-    for build, code in ((get_all_topic_list, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
-                        (get_broker_cluster_info, RequestCode.GET_BROKER_CLUSTER_INFO)):
+    for build, code in (
+        (get_all_topic_list, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER),
+        (get_broker_cluster_info, RequestCode.GET_BROKER_CLUSTER_INFO),
+    ):
         got = _wire(build())
         assert got.code == code and got.ext_fields == {} and got.body_bytes() == b""
 
@@ -235,8 +320,10 @@ def test_golden_pull_replies():
         reply = parse_pull(resp)
         assert reply.status is PullStatus.FOUND and reply.body == resp.body_bytes() and reply.body
         assert reply.next_begin_offset == int(resp.ext_fields["nextBeginOffset"])
-        assert (reply.min_offset, reply.max_offset) == (int(resp.ext_fields["minOffset"]),
-                                                        int(resp.ext_fields["maxOffset"]))
+        assert (reply.min_offset, reply.max_offset) == (
+            int(resp.ext_fields["minOffset"]),
+            int(resp.ext_fields["maxOffset"]),
+        )
     not_latest = [r for r in replies if r.code == ResponseCode.SUBSCRIPTION_NOT_LATEST]
     with pytest.raises(SubscriptionNotLatestError) as e:
         parse_pull(not_latest[0])
@@ -292,26 +379,43 @@ def test_normal_outcomes_are_values_not_exceptions():
     assert parse_query_consumer_offset(_reply(ResponseCode.QUERY_NOT_FOUND)) is None
     assert parse_topic_route(_reply(ResponseCode.TOPIC_NOT_EXIST, remark="No topic route info")) is None
     ext = {"suggestWhichBrokerId": "1", "nextBeginOffset": "10", "minOffset": "0", "maxOffset": "10"}
-    for code, status in ((ResponseCode.PULL_NOT_FOUND, PullStatus.NO_NEW_MSG),
-                         (ResponseCode.PULL_RETRY_IMMEDIATELY, PullStatus.NO_MATCHED_MSG),
-                         (ResponseCode.PULL_OFFSET_MOVED, PullStatus.OFFSET_ILLEGAL)):
+    for code, status in (
+        (ResponseCode.PULL_NOT_FOUND, PullStatus.NO_NEW_MSG),
+        (ResponseCode.PULL_RETRY_IMMEDIATELY, PullStatus.NO_MATCHED_MSG),
+        (ResponseCode.PULL_OFFSET_MOVED, PullStatus.OFFSET_ILLEGAL),
+    ):
         reply = parse_pull(_reply(code, ext))
         assert reply.status is status and reply.body == b"" and reply.suggest_which_broker_id == 1
     sent = {"msgId": "ID", "queueId": "1", "queueOffset": "5"}
-    for code, status in ((ResponseCode.FLUSH_DISK_TIMEOUT, SendStatus.FLUSH_DISK_TIMEOUT),
-                         (ResponseCode.SLAVE_NOT_AVAILABLE, SendStatus.SLAVE_NOT_AVAILABLE)):
+    for code, status in (
+        (ResponseCode.FLUSH_DISK_TIMEOUT, SendStatus.FLUSH_DISK_TIMEOUT),
+        (ResponseCode.SLAVE_NOT_AVAILABLE, SendStatus.SLAVE_NOT_AVAILABLE),
+    ):
         assert parse_send(_reply(code, sent), MessageQueue("T", "b", 1)).status is status
     assert parse_offset(_reply(ResponseCode.SUCCESS, {"offset": "42"})) == 42
     assert parse_topic_list(_reply(0, body=b'{"topicList":["b","a"]}')) == ["a", "b"]
     assert parse_consumer_list(_reply(0)) == []
-    assert parse_lock_batch_mq(_reply(0, body=json.dumps(
-        {"lockOKMQSet": [{"topic": "T", "brokerName": "b", "queueId": 2}]}).encode())) == {MessageQueue("T", "b", 2)}
+    assert parse_lock_batch_mq(
+        _reply(0, body=json.dumps({"lockOKMQSet": [{"topic": "T", "brokerName": "b", "queueId": 2}]}).encode())
+    ) == {MessageQueue("T", "b", 2)}
 
 
-@pytest.mark.parametrize("parse", [parse_offset, check_success, parse_topic_list, parse_cluster_info,
-                                   parse_consumer_list, parse_lock_batch_mq, parse_heart_beat,
-                                   parse_query_consumer_offset, parse_pull, parse_topic_route,
-                                   lambda r: parse_send(r, MessageQueue("T", "b", 0))])
+@pytest.mark.parametrize(
+    "parse",
+    [
+        parse_offset,
+        check_success,
+        parse_topic_list,
+        parse_cluster_info,
+        parse_consumer_list,
+        parse_lock_batch_mq,
+        parse_heart_beat,
+        parse_query_consumer_offset,
+        parse_pull,
+        parse_topic_route,
+        lambda r: parse_send(r, MessageQueue("T", "b", 0)),
+    ],
+)
 def test_refusals_raise_the_error_of_their_code(parse):
     with pytest.raises(SystemBusyError) as e:
         parse(_reply(ResponseCode.SYSTEM_BUSY, remark="[PCBUSY_CLEAN_QUEUE]broker busy"))
@@ -329,19 +433,22 @@ def test_topic_not_exist_on_a_send_is_an_error_that_refreshes_the_route():
         check_success(_reply(ResponseCode.PULL_NOT_FOUND))
 
 
-@pytest.mark.parametrize("parse,resp", [
-    (parse_offset, _reply(0, {})),
-    (parse_offset, _reply(0, {"offset": "x"})),
-    (parse_pull, _reply(0, {"nextBeginOffset": "1", "minOffset": "0", "maxOffset": "1"})),
-    (lambda r: parse_send(r, MessageQueue("T", "b", 0)), _reply(0, {"msgId": "M", "queueOffset": "1"})),
-    (parse_topic_route, _reply(0, body=b"{not json")),
-    (parse_topic_route, _reply(0, body=b'{"queueDatas":[{"readQueueNums":1}]}')),
-    (parse_topic_route, _reply(0, body=b"[]")),
-    (parse_topic_list, _reply(0, body=b'{"topicList": 5}')),
-    (parse_cluster_info, _reply(0, body=b'{"brokerAddrTable": {"b": {"brokerAddrs": {"x": "h"}}}}')),
-    (parse_consumer_list, _reply(0, body=b"[1]")),
-    (parse_lock_batch_mq, _reply(0, body=b'{"lockOKMQSet": [{"topic": "T"}]}')),
-])
+@pytest.mark.parametrize(
+    "parse,resp",
+    [
+        (parse_offset, _reply(0, {})),
+        (parse_offset, _reply(0, {"offset": "x"})),
+        (parse_pull, _reply(0, {"nextBeginOffset": "1", "minOffset": "0", "maxOffset": "1"})),
+        (lambda r: parse_send(r, MessageQueue("T", "b", 0)), _reply(0, {"msgId": "M", "queueOffset": "1"})),
+        (parse_topic_route, _reply(0, body=b"{not json")),
+        (parse_topic_route, _reply(0, body=b'{"queueDatas":[{"readQueueNums":1}]}')),
+        (parse_topic_route, _reply(0, body=b"[]")),
+        (parse_topic_list, _reply(0, body=b'{"topicList": 5}')),
+        (parse_cluster_info, _reply(0, body=b'{"brokerAddrTable": {"b": {"brokerAddrs": {"x": "h"}}}}')),
+        (parse_consumer_list, _reply(0, body=b"[1]")),
+        (parse_lock_batch_mq, _reply(0, body=b'{"lockOKMQSet": [{"topic": "T"}]}')),
+    ],
+)
 def test_malformed_replies_are_a_clear_not_retriable_error(parse, resp):
     with pytest.raises(RemotingCommandError) as e:
         parse(resp)
@@ -349,11 +456,16 @@ def test_malformed_replies_are_a_clear_not_retriable_error(parse, resp):
 
 
 def test_cluster_info_masters_and_names():
-    body = json.dumps({
-        "brokerAddrTable": {"a": {"cluster": "C", "brokerName": "a", "brokerAddrs": {"0": "h:1", "1": "h:2"}},
-                            "s": {"cluster": "C", "brokerName": "s", "brokerAddrs": {"1": "h:3"}},
-                            "x": {"cluster": "D", "brokerName": "x", "brokerAddrs": {"0": "h:4"}}},
-        "clusterAddrTable": {"C": ["a", "s"], "D": ["x"]}}).encode()
+    body = json.dumps(
+        {
+            "brokerAddrTable": {
+                "a": {"cluster": "C", "brokerName": "a", "brokerAddrs": {"0": "h:1", "1": "h:2"}},
+                "s": {"cluster": "C", "brokerName": "s", "brokerAddrs": {"1": "h:3"}},
+                "x": {"cluster": "D", "brokerName": "x", "brokerAddrs": {"0": "h:4"}},
+            },
+            "clusterAddrTable": {"C": ["a", "s"], "D": ["x"]},
+        }
+    ).encode()
     info = parse_cluster_info(_reply(0, body=body))
     assert isinstance(info, ClusterInfo)
     assert info.master_addrs() == {"a": "h:1", "x": "h:4"}  # "s" has only a slave
@@ -370,8 +482,10 @@ def test_spark_and_the_shared_vocabulary_do_not_load_the_asyncio_sdk():
     import subprocess
     import sys
 
-    code = ("import sys, rmq.protocol.requests, rmq.remoting.blocking, rmq.spark._client, rmq.spark._sink, "
-            "rmq.spark._plan; print(sorted(m for m in sys.modules if m.startswith('rmq.client')))")
+    code = (
+        "import sys, rmq.protocol.requests, rmq.remoting.blocking, rmq.spark._client, rmq.spark._sink, "
+        "rmq.spark._plan; print(sorted(m for m in sys.modules if m.startswith('rmq.client')))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

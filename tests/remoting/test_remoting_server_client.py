@@ -1,4 +1,5 @@
 """A real RemotingServer and RemotingClient on ephemeral ports, talking over TCP."""
+
 import asyncio
 import logging
 import socket
@@ -100,8 +101,9 @@ class Big:
         self.count += 1
         mv = memoryview(self.backing)
         step = len(self.backing) // 8
-        return cmd.response(ext_fields={"nextBeginOffset": self.count},
-                            body=[mv[i : i + step] for i in range(0, len(mv), step)])
+        return cmd.response(
+            ext_fields={"nextBeginOffset": self.count}, body=[mv[i : i + step] for i in range(0, len(mv), step)]
+        )
 
 
 class BadBody:
@@ -122,7 +124,9 @@ async def env():
     events = []
     server = RemotingServer(name="test-server")
     procs = {
-        "echo": Echo(), "hold": Hold(), "block": Block(),
+        "echo": Echo(),
+        "hold": Hold(),
+        "block": Block(),
     }
     server.register_processor(ECHO, procs["echo"])
     server.register_processor(SLOW, Slow())
@@ -163,8 +167,7 @@ async def test_async_invoke_callback(env):
     loop = asyncio.get_running_loop()
     results = [loop.create_future() for _ in range(3)]
     for i, fut in enumerate(results):
-        client.invoke_async(server.address, req(ECHO, n=i), 3.0,
-                            lambda r, e, fut=fut: fut.set_result((r, e)))
+        client.invoke_async(server.address, req(ECHO, n=i), 3.0, lambda r, e, fut=fut: fut.set_result((r, e)))
     got = await asyncio.gather(*results)
     assert [r.ext_fields["n"] for r, e in got] == ["0", "1", "2"]
     assert all(e is None for _, e in got)
@@ -454,7 +457,8 @@ async def test_replies_of_one_read_go_out_in_one_writelines(env):
             return getattr(self._t, name)
 
     server.add_connection_listener(
-        lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT and setattr(conn, "_transport", Spy(conn._transport)))
+        lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT and setattr(conn, "_transport", Spy(conn._transport))
+    )
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     frames = b"".join(b"".join(encode(req(ECHO, n=i))) for i in range(10))
     writer.write(frames)
@@ -599,8 +603,9 @@ async def test_request_with_typed_header(env):
     server, client, procs, _ = env
     cmd = RemotingCommand.request(ECHO, GetMaxOffsetRequestHeader(topic="T", queue_id=2))
     resp = await client.invoke(server.address, cmd)
-    assert (procs["echo"].seen[-1].decode_header(GetMaxOffsetRequestHeader)
-            == GetMaxOffsetRequestHeader(topic="T", queue_id=2))
+    assert procs["echo"].seen[-1].decode_header(GetMaxOffsetRequestHeader) == GetMaxOffsetRequestHeader(
+        topic="T", queue_id=2
+    )
     assert resp.ext_fields["queueId"] == "2"
 
 
@@ -636,8 +641,10 @@ async def test_replies_finished_by_tasks_are_coalesced(env):
     server, _client, _, _events = env
     writes = []
     server.add_connection_listener(
-        lambda ev, conn, exc=None: ev is ConnectionEvent.CONNECT
-        and setattr(conn, "_transport", _WriteSpy(conn._transport, writes)))
+        lambda ev, conn, exc=None: (
+            ev is ConnectionEvent.CONNECT and setattr(conn, "_transport", _WriteSpy(conn._transport, writes))
+        )
+    )
     reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
     writer.write(b"".join(b"".join(encode(req(SLOW, n=i, delay="0"))) for i in range(6)))
     dec, got = FrameDecoder(), []

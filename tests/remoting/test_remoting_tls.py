@@ -1,5 +1,6 @@
 """TLS on a real RemotingServer and RemotingClient (Java TlsMode: disabled / permissive /
 enforcing), client certificates, the handshake bounds, and the tls.* settings' validation."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,8 +34,9 @@ def pki(tmp_path_factory) -> Pki:
     return make_pki(str(tmp_path_factory.mktemp("pki")))
 
 
-def _server(pki: Pki, mode: str, *, need_client_auth: str = "none", handshake_timeout: float = 10.0,
-            **kw) -> RemotingServer:
+def _server(
+    pki: Pki, mode: str, *, need_client_auth: str = "none", handshake_timeout: float = 10.0, **kw
+) -> RemotingServer:
     props = pki.server_props(mode, need_client_auth=need_client_auth)
     props["tls.server.handshakeTimeoutSeconds"] = str(handshake_timeout)
     options = TlsSettings.from_properties(props).server_options()
@@ -49,6 +51,7 @@ async def _echo(client: RemotingClient, addr: str, body: bytes = b"hello") -> by
 
 
 # ------------------------------------------------------------------------------ the three modes
+
 
 @pytest.mark.parametrize("mode", ["permissive", "enforcing"])
 async def test_tls_client_is_served_in_permissive_and_enforcing(pki, mode):
@@ -104,6 +107,7 @@ async def test_client_refuses_a_server_it_does_not_trust(pki):
 
 # ------------------------------------------------------------------------------ client certificates
 
+
 async def test_client_certificate_required_and_missing_is_refused(pki):
     async with _server(pki, "enforcing", need_client_auth="require") as server:
         async with RemotingClient(tls=pki.client_context()) as anonymous:
@@ -116,14 +120,17 @@ async def test_client_certificate_required_and_missing_is_refused(pki):
             assert await _echo(known, server.address) == b"hello"
             (conn,) = server.connections
             peer = conn.transport_info("peercert")
-            assert ("commonName", "client.test") in [item for rdn in peer["subject"] for item in rdn] or \
-                any("client.test" in str(v) for v in peer.get("subjectAltName", ()))
+            assert ("commonName", "client.test") in [item for rdn in peer["subject"] for item in rdn] or any(
+                "client.test" in str(v) for v in peer.get("subjectAltName", ())
+            )
 
 
 async def test_client_certificate_optional_present_and_absent(pki):
     async with _server(pki, "enforcing", need_client_auth="optional") as server:
-        async with RemotingClient(tls=pki.client_context(with_cert=True)) as known, \
-                RemotingClient(tls=pki.client_context()) as anonymous:
+        async with (
+            RemotingClient(tls=pki.client_context(with_cert=True)) as known,
+            RemotingClient(tls=pki.client_context()) as anonymous,
+        ):
             assert await _echo(known, server.address, b"k") == b"k"
             assert await _echo(anonymous, server.address, b"a") == b"a"
             certs = sorted(bool(c.transport_info("peercert")) for c in server.connections)
@@ -134,6 +141,7 @@ async def test_client_certificate_optional_present_and_absent(pki):
 
 
 # ------------------------------------------------------------------------------ bounds
+
 
 def _stuck_handshakes(addr: str, n: int) -> list[socket.socket]:
     """``n`` sockets that start a TLS record and then say nothing more."""
@@ -170,6 +178,7 @@ async def test_stuck_handshake_is_closed_and_does_not_hurt_a_second_client(pki, 
                         except OSError:
                             pass
                     return True
+
                 await wait_until(all_closed, timeout=30, what="stuck handshakes closed")
             finally:
                 await asyncio.to_thread(probe.stop)
@@ -231,6 +240,7 @@ async def test_tls_connection_keeps_the_write_buffer_limits(pki):
 
 # ------------------------------------------------------------------------------ settings
 
+
 def test_settings_defaults_follow_the_certificate(pki):
     assert TlsSettings.from_properties({}).mode is TlsMode.DISABLED
     s = TlsSettings.from_properties({"tls.server.certPath": pki.server_cert, "tls.server.keyPath": pki.server_key})
@@ -242,24 +252,30 @@ def test_settings_defaults_follow_the_certificate(pki):
 
 def test_settings_from_the_config_file_given_values_win(pki, tmp_path):
     f = tmp_path / "tls.properties"
-    f.write_text(f"tls.server.mode=enforcing\ntls.server.certPath={pki.server_cert}\n"
-                 f"tls.server.keyPath={pki.server_key}\n")
+    f.write_text(
+        f"tls.server.mode=enforcing\ntls.server.certPath={pki.server_cert}\ntls.server.keyPath={pki.server_key}\n"
+    )
     s = TlsSettings.from_properties({"tls.config.file": str(f)})
     assert s.mode is TlsMode.ENFORCING and s.server_options().context is not None
-    assert TlsSettings.from_properties({"tls.config.file": str(f), "tls.server.mode": "permissive"}).mode \
+    assert (
+        TlsSettings.from_properties({"tls.config.file": str(f), "tls.server.mode": "permissive"}).mode
         is TlsMode.PERMISSIVE
+    )
 
 
-@pytest.mark.parametrize("props, message", [
-    ({"tls.server.mode": "strict"}, "tls.server.mode"),
-    ({"tls.server.need.client.auth": "always"}, "tls.server.need.client.auth"),
-    ({"tls.server.mode": "enforcing"}, "needs tls.server.certPath"),
-    ({"tls.server.mode": "enforcing", "tls.server.certPath": "/nonexistent/server.pem"}, "tls.server.certPath"),
-    ({"tls.config.file": "/nonexistent/tls.properties"}, "tls.config.file"),
-    ({"tls.server.certpth": "x"}, "did you mean tls.server.certPath"),
-    ({"tls.server.handshakeTimeoutSeconds": "0"}, "handshakeTimeoutSeconds"),
-    ({"tls.client.authServer": "maybe"}, "tls.client.authServer"),
-])
+@pytest.mark.parametrize(
+    "props, message",
+    [
+        ({"tls.server.mode": "strict"}, "tls.server.mode"),
+        ({"tls.server.need.client.auth": "always"}, "tls.server.need.client.auth"),
+        ({"tls.server.mode": "enforcing"}, "needs tls.server.certPath"),
+        ({"tls.server.mode": "enforcing", "tls.server.certPath": "/nonexistent/server.pem"}, "tls.server.certPath"),
+        ({"tls.config.file": "/nonexistent/tls.properties"}, "tls.config.file"),
+        ({"tls.server.certpth": "x"}, "did you mean tls.server.certPath"),
+        ({"tls.server.handshakeTimeoutSeconds": "0"}, "handshakeTimeoutSeconds"),
+        ({"tls.client.authServer": "maybe"}, "tls.client.authServer"),
+    ],
+)
 def test_bad_settings_name_the_property(props, message):
     with pytest.raises(ConfigError, match=message.replace(".", r"\.")):
         TlsSettings.from_properties(props).server_options()
@@ -268,12 +284,14 @@ def test_bad_settings_name_the_property(props, message):
 def test_bad_files_name_the_property(pki):
     with pytest.raises(ConfigError, match=r"tls\.server\.keyPath"):
         TlsSettings.from_properties({**pki.server_props("enforcing"), "tls.server.keyPath": "/no/key"}).server_options()
-    with pytest.raises(ConfigError, match="cannot load the certificate and key"):   # key of another cert
-        TlsSettings.from_properties({**pki.server_props("enforcing"),
-                                     "tls.server.keyPath": pki.client_key}).server_options()
+    with pytest.raises(ConfigError, match="cannot load the certificate and key"):  # key of another cert
+        TlsSettings.from_properties(
+            {**pki.server_props("enforcing"), "tls.server.keyPath": pki.client_key}
+        ).server_options()
     with pytest.raises(ConfigError, match=r"needs tls\.server\.trustCertPath"):
-        TlsSettings.from_properties({**pki.server_props("enforcing"),
-                                     "tls.server.need.client.auth": "require"}).server_options()
+        TlsSettings.from_properties(
+            {**pki.server_props("enforcing"), "tls.server.need.client.auth": "require"}
+        ).server_options()
     with pytest.raises(ConfigError, match=r"tls\.client\.trustCertPath"):
         TlsSettings.from_properties({"tls.client.trustCertPath": "/no/ca.pem"}).client_context()
 

@@ -3,6 +3,7 @@
 The environment is ``rmq._testing.BrokerEnv`` (``Wire`` is its old name here); ``wait_for`` is
 ``rmq._testing.wait_until``.
 """
+
 from rmq._testing import BrokerEnv, phy_offset, wait_until
 
 # level:   1    2    3    4    5    6 ...  (index = level - 1)

@@ -1,4 +1,5 @@
 """Delay levels: SCHEDULE_TOPIC_XXXX parking, delivery when due, progress across restarts."""
+
 import asyncio
 import time
 
@@ -27,10 +28,22 @@ async def test_level_2_arrives_after_5s_with_its_properties(tmp_path):
             assert len(parked) == 1 and parked[0].properties["REAL_TOPIC"] == "DelayT"
             assert parked[0].properties["REAL_QID"] == "1"
             assert w.messages("DelayT", 1) == []
-            pull = await w.call(RequestCode.PULL_MESSAGE, {
-                "consumerGroup": "CG", "topic": "DelayT", "queueId": 1, "queueOffset": "0", "maxMsgNums": 32,
-                "sysFlag": 2 | 4, "commitOffset": "0", "suspendTimeoutMillis": "15000", "subscription": "*",
-                "subVersion": "0"}, timeout=20.0)
+            pull = await w.call(
+                RequestCode.PULL_MESSAGE,
+                {
+                    "consumerGroup": "CG",
+                    "topic": "DelayT",
+                    "queueId": 1,
+                    "queueOffset": "0",
+                    "maxMsgNums": 32,
+                    "sysFlag": 2 | 4,
+                    "commitOffset": "0",
+                    "suspendTimeoutMillis": "15000",
+                    "subscription": "*",
+                    "subVersion": "0",
+                },
+                timeout=20.0,
+            )
             waited = time.time() - t0
             assert pull.code == ResponseCode.SUCCESS, (pull.code, pull.remark)
             assert 4.8 <= waited < 8.0, f"level 2 (5 s) delivered after {waited:.2f}s"
@@ -84,7 +97,7 @@ async def test_restart_during_the_delay_delivers_once(tmp_path):
             await w.create_topic("RestartT", queues=1)
             await w.send("RestartT", b"early", props={"DELAY": "1"})
             await wait_for(lambda: len(w.messages("RestartT")) == 1, timeout=5, what="the 1 s message")
-            await w.send("RestartT", b"late", props={"DELAY": "4"})   # 2 s
+            await w.send("RestartT", b"late", props={"DELAY": "4"})  # 2 s
             await w.dispatched()
     # the broker is down while "late" becomes due
     await asyncio.sleep(2.5)  # the behaviour under test: real time passes while the broker is down
@@ -92,7 +105,7 @@ async def test_restart_during_the_delay_delivers_once(tmp_path):
         async with RemotingClient() as client:
             w = Wire(None, broker, client)
             await wait_for(lambda: len(w.messages("RestartT")) >= 2, timeout=5, what="the late message")
-            await asyncio.sleep(1.5)   # the behaviour under test: no second delivery for a while
+            await asyncio.sleep(1.5)  # the behaviour under test: no second delivery for a while
             assert [m.body for m in w.messages("RestartT")] == [b"early", b"late"]
             assert broker.schedule_service.table.offset_table[1] == 1
             assert broker.schedule_service.table.offset_table[4] == 1
@@ -111,6 +124,7 @@ async def test_crash_without_persisted_progress_delivers_at_least_once(tmp_path)
             await wait_for(lambda: len(w.messages("CrashT")) == 1, timeout=5, what="the message")
             path = broker.schedule_service.table.path
     import os
+
     os.remove(path)
     async with run_broker(store, **cfg) as broker:
         async with RemotingClient() as client:
@@ -135,10 +149,15 @@ async def test_shutdown_in_the_middle_of_a_delivery_burst_loses_and_repeats_noth
                 async with sem:
                     r = await w.send("BurstT", b"%d" % i, props={"DELAY": "1"})
                     assert r.code == ResponseCode.SUCCESS
+
             await asyncio.gather(*(one(i) for i in range(n)))
             await w.dispatched()
-            await wait_for(lambda: w.store.get_max_offset_in_queue("BurstT", 0) > 0, timeout=5,
-                           interval=0.001, what="the burst to start")
+            await wait_for(
+                lambda: w.store.get_max_offset_in_queue("BurstT", 0) > 0,
+                timeout=5,
+                interval=0.001,
+                what="the burst to start",
+            )
             during = w.store.get_max_offset_in_queue("BurstT", 0)
     async with run_broker(store, **cfg) as broker:
         async with RemotingClient() as client:
@@ -167,9 +186,21 @@ def test_bad_message_delay_level_is_a_clear_config_error(tmp_path):
     sc = StoreConfig()
     apply_properties({"messageDelayLevel": "1s 2m 3h 1d"}, BrokerConfig(), sc)
     assert sc.delay_level_millis() == [1000, 120_000, 10_800_000, 86_400_000]
-    proc = subprocess.run([sys.executable, "-m", "rmq", "standalone", "--namesrv-port=0", "--broker-port=0",
-                           f"--store-dir={tmp_path / 'store'}", "--messageDelayLevel=1s 5x"],
-                          capture_output=True, text=True, timeout=30)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "rmq",
+            "standalone",
+            "--namesrv-port=0",
+            "--broker-port=0",
+            f"--store-dir={tmp_path / 'store'}",
+            "--messageDelayLevel=1s 5x",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "messageDelayLevel" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -183,7 +214,7 @@ def test_progress_table_keeps_the_newest_snapshot(tmp_path):
     t.offset_table = {1: 5}
     old = t.snapshot()
     t.offset_table = {1: 9, 2: 3}
-    t.persist()                       # the shutdown's write (snapshot 2)
-    assert t.write(*old) is False     # the late timed write (snapshot 1) is dropped
+    t.persist()  # the shutdown's write (snapshot 2)
+    assert t.write(*old) is False  # the late timed write (snapshot 1) is dropped
     again = DelayOffsetTable(str(tmp_path))
     assert again.load() and again.offset_table == {1: 9, 2: 3}

@@ -1,4 +1,5 @@
 """LOCK_BATCH_MQ (41) / UNLOCK_BATCH_MQ (42): one holder per queue, expiry, own unlocks only."""
+
 import json
 
 from semantics_support import wait_for
@@ -43,11 +44,15 @@ async def test_lock_is_exclusive_renewable_and_expires(wire):
 
 async def test_bad_lock_bodies_get_clear_errors(wire):
     w = wire
-    for body, words in [(b"", "empty"), (b"{", "not valid JSON"), (b"[]", "JSON object"),
-                        (b'{"clientId":"c","mqSet":[]}', "consumerGroup"),
-                        (b'{"consumerGroup":"G","mqSet":[]}', "clientId"),
-                        (b'{"consumerGroup":"G","clientId":"c","mqSet":{}}', "array"),
-                        (b'{"consumerGroup":"G","clientId":"c","mqSet":[{"topic":"T","brokerName":"b"}]}', "queueId")]:
+    for body, words in [
+        (b"", "empty"),
+        (b"{", "not valid JSON"),
+        (b"[]", "JSON object"),
+        (b'{"clientId":"c","mqSet":[]}', "consumerGroup"),
+        (b'{"consumerGroup":"G","mqSet":[]}', "clientId"),
+        (b'{"consumerGroup":"G","clientId":"c","mqSet":{}}', "array"),
+        (b'{"consumerGroup":"G","clientId":"c","mqSet":[{"topic":"T","brokerName":"b"}]}', "queueId"),
+    ]:
         resp = await w.call(41, None, body)
         assert resp.code == ResponseCode.SYSTEM_ERROR and words in resp.remark, (body, resp.remark)
     # the broker still works
@@ -59,6 +64,7 @@ async def test_two_orderly_sdk_consumers_never_hold_the_same_queue(wire, monkeyp
     by someone once they settle, and each member consumes only queues it holds."""
     import rmq.client.consumer.push as push
     import rmq.client.instance as instance
+
     # the SDK's 20 s lockAll and rebalance timers, shortened: a queue the other member still
     # held at the first rebalance is locked at the next
     monkeypatch.setattr(push, "LOCK_RENEW_INTERVAL", 1.0)
@@ -76,13 +82,26 @@ async def test_two_orderly_sdk_consumers_never_hold_the_same_queue(wire, monkeyp
             if holder != cid_holder[0]:
                 violations.append((name, msg.queue_id, holder))
             got[name].append((msg.queue_id, int(msg.body)))
+
         return handler
 
     cid_a, cid_b = [None], [None]
-    ca = rmq.PushConsumer(w.ns.address, group, handler=make("A", cid_a), orderly=True, instance_name="A",
-                          consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-    cb = rmq.PushConsumer(w.ns.address, group, handler=make("B", cid_b), orderly=True, instance_name="B",
-                          consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    ca = rmq.PushConsumer(
+        w.ns.address,
+        group,
+        handler=make("A", cid_a),
+        orderly=True,
+        instance_name="A",
+        consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    cb = rmq.PushConsumer(
+        w.ns.address,
+        group,
+        handler=make("B", cid_b),
+        orderly=True,
+        instance_name="B",
+        consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     for c in (ca, cb):
         c.subscribe(topic)
     async with ca, cb:
@@ -90,8 +109,13 @@ async def test_two_orderly_sdk_consumers_never_hold_the_same_queue(wire, monkeyp
         mqs = [MessageQueue(topic, "broker-a", q) for q in range(4)]
         # the first member may lock all four before the second joins; after the rebalance
         # each holds two (the other's queues are unlocked before they are taken)
-        await wait_for(lambda: sorted(mgr.holder(group, mq) or "" for mq in mqs)
-                       == sorted([ca.client_id] * 2 + [cb.client_id] * 2), timeout=25, what="2 + 2 queues locked")
+        await wait_for(
+            lambda: (
+                sorted(mgr.holder(group, mq) or "" for mq in mqs) == sorted([ca.client_id] * 2 + [cb.client_id] * 2)
+            ),
+            timeout=25,
+            what="2 + 2 queues locked",
+        )
         async with rmq.Producer(w.ns.address, "PID_ord_lock") as p:
             for i in range(40):
                 await p.send(rmq.Message(topic, str(i).encode()), queue=mqs[i % 4])

@@ -1,4 +1,5 @@
 """CONSUMER_SEND_MSG_BACK (36), %RETRY% / %DLQ% topics and the SEND path's retry → DLQ rule."""
+
 import json
 
 import pytest
@@ -68,7 +69,7 @@ async def test_max_reconsume_times_reached_goes_to_dlq_and_is_routed(wire):
     assert dead.properties["RETRY_TOPIC"] == "DlqT" and dead.body == b"payload"
     assert w.messages(SCHEDULE, 2) == []
     tc = w.broker.topic_config_manager.select_topic_config("%DLQ%GID_c")
-    assert tc.read_queue_nums == 1 and tc.perm == 6   # Java 4.9.8: PERM_WRITE | PERM_READ
+    assert tc.read_queue_nums == 1 and tc.perm == 6  # Java 4.9.8: PERM_WRITE | PERM_READ
 
     async def routed():  # registration with the name server follows the topic's creation
         route = await w.route("%DLQ%GID_c")
@@ -78,8 +79,12 @@ async def test_max_reconsume_times_reached_goes_to_dlq_and_is_routed(wire):
     assert json.loads(route.body_bytes())["queueDatas"][0]["readQueueNums"] == 1
 
     # a consumer of the DLQ topic finds it (our SDK's lite pull consumer)
-    c = rmq.PullConsumer(w.ns.address, "GID_dlq_reader", auto_commit=False,
-                         consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = rmq.PullConsumer(
+        w.ns.address,
+        "GID_dlq_reader",
+        auto_commit=False,
+        consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     async with c:
         c.assign(await c.fetch_message_queues("%DLQ%GID_c"))
         got = []
@@ -107,16 +112,16 @@ async def test_group_default_max_16_and_negative_level(wire):
     await w.dispatched()
     assert (await w.send_back(phy_offset(resp.ext_fields["msgId"]), "GID_d")).code == ResponseCode.SUCCESS
     await w.dispatched()
-    (parked,) = w.messages(SCHEDULE, 17)   # 3 + 15 = 18
+    (parked,) = w.messages(SCHEDULE, 17)  # 3 + 15 = 18
     assert parked.reconsume_times == 16
 
 
 async def test_bad_send_back_requests(wire):
     w = wire
     await _original(w, "BadT")
-    resp = await w.send_back(10 ** 12, "GID_e")
+    resp = await w.send_back(10**12, "GID_e")
     assert resp.code == ResponseCode.SYSTEM_ERROR and "look message by offset failed" in resp.remark
-    resp = await w.call(36, {"group": "GID_e"})   # offset missing
+    resp = await w.call(36, {"group": "GID_e"})  # offset missing
     assert resp.code == ResponseCode.SYSTEM_ERROR and "offset" in resp.remark
     resp = await w.send_back(0, "bad group!")
     assert resp.code == ResponseCode.SYSTEM_ERROR and "illegal group" in resp.remark
@@ -153,8 +158,12 @@ async def test_sdk_push_consumer_gets_retry_then_succeeds(wire, fail_times):
         if msg.reconsume_times < fail_times:
             raise RuntimeError("first delivery fails")
 
-    c = rmq.PushConsumer(w.ns.address, "GID_sdk_retry", handler=handler,
-                         consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = rmq.PushConsumer(
+        w.ns.address,
+        "GID_sdk_retry",
+        handler=handler,
+        consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
     c.subscribe("SdkRetryT")
     async with c:
         async with rmq.Producer(w.ns.address, "PID_sdk_retry") as p:

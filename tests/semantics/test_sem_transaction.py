@@ -5,6 +5,7 @@ Producers are our SDK's (``rmq.Producer`` with a ``transaction_checker``), which
 protocol as Java does (SEND with TRAN_MSG + PGROUP, END_TRANSACTION oneway, answers
 CHECK_TRANSACTION_STATE with END_TRANSACTION fromTransactionCheck=true).
 """
+
 import asyncio
 import time
 
@@ -30,8 +31,9 @@ async def _consumed(w, topic, group, seconds):
     async def handler(msg):
         got.append(msg)
 
-    c = rmq.PushConsumer(w.ns.address, group, handler=handler,
-                         consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    c = rmq.PushConsumer(
+        w.ns.address, group, handler=handler, consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+    )
     c.subscribe(topic)
     async with c:
         await asyncio.sleep(seconds)  # the behaviour under test: what arrives within this window
@@ -108,13 +110,21 @@ async def test_end_transaction_checks_its_target(wire):
     phy, qoff = phy_offset(resp.ext_fields["msgId"]), int(resp.ext_fields["queueOffset"])
 
     def end(group="PG1", tsto=qoff, clo=phy, kind=8):
-        return w.call(RequestCode.END_TRANSACTION, {
-            "producerGroup": group, "tranStateTableOffset": str(tsto), "commitLogOffset": str(clo),
-            "commitOrRollback": str(kind), "fromTransactionCheck": "false", "msgId": "X"})
+        return w.call(
+            RequestCode.END_TRANSACTION,
+            {
+                "producerGroup": group,
+                "tranStateTableOffset": str(tsto),
+                "commitLogOffset": str(clo),
+                "commitOrRollback": str(kind),
+                "fromTransactionCheck": "false",
+                "msgId": "X",
+            },
+        )
 
     assert (r := await end(group="other")).code == ResponseCode.SYSTEM_ERROR and "producer group" in r.remark
     assert (r := await end(tsto=qoff + 5)).code == ResponseCode.SYSTEM_ERROR and "state table offset" in r.remark
-    assert (r := await end(clo=10 ** 12)).code == ResponseCode.SYSTEM_ERROR and "Find prepared" in r.remark
+    assert (r := await end(clo=10**12)).code == ResponseCode.SYSTEM_ERROR and "Find prepared" in r.remark
     assert (r := await end(kind=3)).code == ResponseCode.SYSTEM_ERROR and "commitOrRollback" in r.remark
     assert (await w.call(RequestCode.END_TRANSACTION, {"producerGroup": "PG1"})).code == ResponseCode.SYSTEM_ERROR
     # an ordinary message is not a half message
@@ -131,8 +141,13 @@ async def test_end_transaction_checks_its_target(wire):
     # both op records (one per END_TRANSACTION) are consumed by the next check run
     com = w.broker.consumer_offset_manager
     assert len(w.messages(OP)) == 2
-    await wait_for(lambda: com.query_offset("CID_RMQ_SYS_TRANS", OP, 0) == 2
-                   and com.query_offset("CID_RMQ_SYS_TRANS", HALF, 0) == 1, timeout=5, what="check progress")
+    await wait_for(
+        lambda: (
+            com.query_offset("CID_RMQ_SYS_TRANS", OP, 0) == 2 and com.query_offset("CID_RMQ_SYS_TRANS", HALF, 0) == 1
+        ),
+        timeout=5,
+        what="check progress",
+    )
 
 
 async def test_reject_transaction_message(wire):
@@ -152,15 +167,22 @@ async def test_committed_message_with_delay_is_delayed(wire):
     await w.dispatched()
     assert [h.body for h in w.messages(HALF)] == [b"slow"]
     t0 = time.time()
-    r = await w.call(RequestCode.END_TRANSACTION, {
-        "producerGroup": "PG1", "tranStateTableOffset": resp.ext_fields["queueOffset"],
-        "commitLogOffset": str(phy_offset(resp.ext_fields["msgId"])), "commitOrRollback": "8",
-        "fromTransactionCheck": "false", "msgId": "X"})
+    r = await w.call(
+        RequestCode.END_TRANSACTION,
+        {
+            "producerGroup": "PG1",
+            "tranStateTableOffset": resp.ext_fields["queueOffset"],
+            "commitLogOffset": str(phy_offset(resp.ext_fields["msgId"])),
+            "commitOrRollback": "8",
+            "fromTransactionCheck": "false",
+            "msgId": "X",
+        },
+    )
     assert r.code == ResponseCode.SUCCESS, r.remark
     await w.dispatched()
     assert w.messages("TxDelayT") == [] and len(w.messages("SCHEDULE_TOPIC_XXXX", 3)) == 1
     await wait_for(lambda: _bodies(w, "TxDelayT") == [b"slow"], timeout=6, what="the delayed commit")
-    assert time.time() - t0 >= 1.8   # level 4 = 2 s here
+    assert time.time() - t0 >= 1.8  # level 4 = 2 s here
 
 
 async def test_unresolved_half_message_survives_a_restart(tmp_path):
@@ -170,13 +192,18 @@ async def test_unresolved_half_message_survives_a_restart(tmp_path):
     # no timed checks: the test runs one once the producer is connected (a check with no
     # producer of the group connected counts against transactionCheckMax, as in Java)
     cfg = dict(message_delay_level=SHORT_LEVELS, transaction_time_out=600, transaction_check_interval=3_600_000)
-    async with run_standalone(store, transaction_check_interval=3_600_000, transaction_time_out=600,
-                              message_delay_level=SHORT_LEVELS) as (ns, broker):
+    async with run_standalone(
+        store, transaction_check_interval=3_600_000, transaction_time_out=600, message_delay_level=SHORT_LEVELS
+    ) as (ns, broker):
         async with RemotingClient() as client:
             w = Wire(ns, broker, client)
             await w.create_topic("TxRestartT", queues=1)
-            resp = await w.send("TxRestartT", b"pending", props={"TRAN_MSG": "true", "PGROUP": "PID_rs",
-                                                                   "UNIQ_KEY": "AC110001TXRESTART"}, sys_flag=0x4)
+            resp = await w.send(
+                "TxRestartT",
+                b"pending",
+                props={"TRAN_MSG": "true", "PGROUP": "PID_rs", "UNIQ_KEY": "AC110001TXRESTART"},
+                sys_flag=0x4,
+            )
             assert resp.code == ResponseCode.SUCCESS
             await w.dispatched()
     async with run_standalone(store, **cfg) as (ns, broker):
@@ -192,9 +219,12 @@ async def test_unresolved_half_message_survives_a_restart(tmp_path):
             async with rmq.Producer(ns.address, "PID_rs", transaction_checker=checker) as p:
                 # a producer heartbeats the brokers of its routes: learn the topic's route
                 await p.fetch_publish_message_queues("TxRestartT")
-                await wait_for(lambda: broker.producer_manager.get_available_channel("PID_rs"), timeout=40,
-                               what="the producer's heartbeat")
-                await asyncio.sleep(0.7)   # a real age: older than transactionTimeOut (600 ms)
+                await wait_for(
+                    lambda: broker.producer_manager.get_available_channel("PID_rs"),
+                    timeout=40,
+                    what="the producer's heartbeat",
+                )
+                await asyncio.sleep(0.7)  # a real age: older than transactionTimeOut (600 ms)
                 broker.transaction_service.wakeup()
                 await wait_for(lambda: w.messages("TxRestartT"), timeout=10, what="the commit after the restart")
                 await asyncio.sleep(1.0)  # the behaviour under test: no second check-back follows
@@ -211,12 +241,20 @@ async def test_concurrent_commits_of_one_transaction_store_it_once(tmp_path):
             w = Wire(ns, broker, client)
             await w.create_topic("TxRaceT", queues=1)
             resp = await w.send("TxRaceT", b"race", props={"TRAN_MSG": "true", "PGROUP": "PG1"}, sys_flag=0x4)
-            ext = {"producerGroup": "PG1", "tranStateTableOffset": resp.ext_fields["queueOffset"],
-                   "commitLogOffset": str(phy_offset(resp.ext_fields["msgId"])), "commitOrRollback": "8",
-                   "fromTransactionCheck": "false", "msgId": "X"}
-            replies = await asyncio.gather(*(
-                w.call(RequestCode.END_TRANSACTION, dict(ext, fromTransactionCheck=str(i % 2 == 1).lower()))
-                for i in range(6)))
+            ext = {
+                "producerGroup": "PG1",
+                "tranStateTableOffset": resp.ext_fields["queueOffset"],
+                "commitLogOffset": str(phy_offset(resp.ext_fields["msgId"])),
+                "commitOrRollback": "8",
+                "fromTransactionCheck": "false",
+                "msgId": "X",
+            }
+            replies = await asyncio.gather(
+                *(
+                    w.call(RequestCode.END_TRANSACTION, dict(ext, fromTransactionCheck=str(i % 2 == 1).lower()))
+                    for i in range(6)
+                )
+            )
             assert all(r.code == ResponseCode.SUCCESS for r in replies), [r.remark for r in replies]
             await w.dispatched()
             assert _bodies(w, "TxRaceT") == [b"race"]

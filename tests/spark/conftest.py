@@ -2,6 +2,7 @@
 (starting one costs 5-30 s here), a real ``rmq standalone`` on free loopback ports, and small
 helpers that create topics and produce messages over the wire with plain SEND_MESSAGE_V2
 (a path independent of the sink under test)."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Helpers of the Spark connector tests: a running standalone and calls bound to it."""
+
 from __future__ import annotations
 
 import time
@@ -35,8 +36,16 @@ class Rmq:
         self.client = RocketMQClient([self.namesrv])
 
     def create_topic(self, topic: str, queues: int = 2) -> None:
-        check_success(self.client.invoke(self.broker, create_topic(CreateTopicRequestHeader(
-            topic=topic, read_queue_nums=queues, write_queue_nums=queues, topic_sys_flag=0))))
+        check_success(
+            self.client.invoke(
+                self.broker,
+                create_topic(
+                    CreateTopicRequestHeader(
+                        topic=topic, read_queue_nums=queues, write_queue_nums=queues, topic_sys_flag=0
+                    )
+                ),
+            )
+        )
 
         def routed():  # the broker registers the new route with the name server
             route = self.client.topic_route(topic)
@@ -44,19 +53,32 @@ class Rmq:
 
         wait_until_sync(routed, what=f"the route of {topic} to show {queues} queues")
 
-    def send(self, topic: str, queue_id: int, body: bytes, tags: str | None = None, keys: str | None = None,
-             props: dict | None = None) -> tuple[int, str]:
+    def send(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        tags: str | None = None,
+        keys: str | None = None,
+        props: dict | None = None,
+    ) -> tuple[int, str]:
         """One SEND_MESSAGE_V2; returns ``(queue offset, msgId)`` from the broker's reply."""
         p = dict(props or {})
         if tags:
             p["TAGS"] = tags
         if keys:
             p["KEYS"] = keys
-        header = SendMessageRequestHeader(producer_group="test-producer", topic=topic, queue_id=queue_id,
-                                          born_timestamp=int(time.time() * 1000), properties=encode_properties(p),
-                                          reconsume_times=0)
-        result = parse_send(self.client.invoke(self.broker, send_message(header, body)),
-                               MessageQueue(topic, "", queue_id))
+        header = SendMessageRequestHeader(
+            producer_group="test-producer",
+            topic=topic,
+            queue_id=queue_id,
+            born_timestamp=int(time.time() * 1000),
+            properties=encode_properties(p),
+            reconsume_times=0,
+        )
+        result = parse_send(
+            self.client.invoke(self.broker, send_message(header, body)), MessageQueue(topic, "", queue_id)
+        )
         return result.queue_offset, result.offset_msg_id
 
     def max_offset(self, topic: str, queue_id: int) -> int:

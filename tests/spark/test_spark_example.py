@@ -1,6 +1,7 @@
 """The README's pipeline (examples/tag_counts_per_minute.py) runs end to end: a stream read,
 a windowed count per tag, results to a topic and to Parquet, then a restart that only adds
 what arrived in between."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -39,8 +40,14 @@ def test_tag_counts_pipeline_to_topic_and_parquet(spark, rmq_server, tmp_path):
     rmq_server.create_topic("shop-orders", 2)
     rmq_server.create_topic("shop-stats", 1)
     ex.produce_demo(spark, rmq_server.namesrv, "shop-orders", 30)  # 10 food, 10 books, 10 toys
-    kw = dict(namesrv=rmq_server.namesrv, source="shop-orders", target="shop-stats",
-              out=str(tmp_path / "stats.parquet"), checkpoint=str(tmp_path / "ckpt"), once=True)
+    kw = dict(
+        namesrv=rmq_server.namesrv,
+        source="shop-orders",
+        target="shop-stats",
+        out=str(tmp_path / "stats.parquet"),
+        checkpoint=str(tmp_path / "ckpt"),
+        once=True,
+    )
     q = ex.start_query(spark, **kw)
     q.awaitTermination(120)
     assert q.exception() is None
@@ -52,8 +59,13 @@ def test_tag_counts_pipeline_to_topic_and_parquet(spark, rmq_server, tmp_path):
     want = {"food": 10, "books": 10, "toys": 11}
     parquet = [r.asDict() for r in spark.read.parquet(kw["out"]).collect()]
     assert _latest_counts(parquet) == want
-    msgs = spark.read.format("rocketmq").option("nameServer", rmq_server.namesrv) \
-        .option("subscribe", "shop-stats").load().collect()
+    msgs = (
+        spark.read.format("rocketmq")
+        .option("nameServer", rmq_server.namesrv)
+        .option("subscribe", "shop-stats")
+        .load()
+        .collect()
+    )
     from_topic = [json.loads(m.value) for m in msgs]
     assert all(m.tags == m.key.decode() == json.loads(m.value)["tag"] for m in msgs)
     assert _latest_counts(from_topic) == want

@@ -1,5 +1,6 @@
 """Spark-Kafka's ``includeHeaders`` / ``headers`` column and ``startingOffsetsByTimestampStrategy``
 over a real ``rmq standalone`` and a local SparkSession; the workers' interpreter check."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,12 +32,16 @@ def test_include_headers_adds_the_headers_column(spark, rmq_server):
     h0 = [(h.key, h.value) for h in rows[0].headers]
     assert ("trace", b"t-1") in h0 and ("unicode", "ü".encode()) in h0
     assert ("TAGS", b"A") in h0 and ("KEYS", b"k0") in h0
-    assert dict(h0) == {k: v.encode() for k, v in rows[0].properties.items()}   # the same pairs
+    assert dict(h0) == {k: v.encode() for k, v in rows[0].properties.items()}  # the same pairs
     assert all(h.key != "trace" for h in rows[1].headers)
     # without the option there is no headers column; a declared schema may still ask for it
     assert "headers" not in _read(spark, rmq_server, subscribe="with-headers").load().columns
-    only = (_read(spark, rmq_server, subscribe="with-headers")
-            .schema("offset long, headers array<struct<key:string,value:binary>>").load().collect())
+    only = (
+        _read(spark, rmq_server, subscribe="with-headers")
+        .schema("offset long, headers array<struct<key:string,value:binary>>")
+        .load()
+        .collect()
+    )
     assert {(h.key, h.value) for h in sorted(only, key=lambda r: r.offset)[0].headers} == set(h0)
 
 
@@ -51,21 +56,40 @@ def test_starting_timestamp_without_a_match_fails_or_starts_at_latest(spark, rmq
     with pytest.raises(Exception, match="no message of queue ts-strategy/broker-a/0 was stored at or after"):
         _read(spark, rmq_server, subscribe="ts-strategy", startingTimestamp=str(cut)).load().collect()
     with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy=latest"):
-        _read(spark, rmq_server, subscribe="ts-strategy",
-              startingOffsetsByTimestamp=f'{{"ts-strategy": {{"0": {cut}, "1": {cut}}}}}').load().collect()
+        _read(
+            spark,
+            rmq_server,
+            subscribe="ts-strategy",
+            startingOffsetsByTimestamp=f'{{"ts-strategy": {{"0": {cut}, "1": {cut}}}}}',
+        ).load().collect()
     # "latest": queue 0 starts at its latest offset (nothing to read), queue 1 from the match
-    got = _read(spark, rmq_server, subscribe="ts-strategy", startingTimestamp=str(cut),
-                startingOffsetsByTimestampStrategy="latest").load().select("value").collect()
+    got = (
+        _read(
+            spark,
+            rmq_server,
+            subscribe="ts-strategy",
+            startingTimestamp=str(cut),
+            startingOffsetsByTimestampStrategy="latest",
+        )
+        .load()
+        .select("value")
+        .collect()
+    )
     assert sorted(r.value for r in got) == [b"q1-0", b"q1-1"]
     with pytest.raises(Exception, match="startingOffsetsByTimestampStrategy: expected one of error, latest"):
-        _read(spark, rmq_server, subscribe="ts-strategy", startingTimestamp=str(cut),
-              startingOffsetsByTimestampStrategy="earliest").load().collect()
+        _read(
+            spark,
+            rmq_server,
+            subscribe="ts-strategy",
+            startingTimestamp=str(cut),
+            startingOffsetsByTimestampStrategy="earliest",
+        ).load().collect()
 
 
 def test_register_checks_the_workers_interpreter(spark, monkeypatch):
     assert rmq.spark.is_registered(spark) is True
-    assert rmq.spark.register(spark) is False         # already known: not registered again
-    rmq.spark.check_workers(spark)                     # this interpreter has rmq
+    assert rmq.spark.register(spark) is False  # already known: not registered again
+    rmq.spark.check_workers(spark)  # this interpreter has rmq
     monkeypatch.setenv("PYSPARK_PYTHON", "/nonexistent/python3")
     with pytest.raises(rmq.ConfigError, match="PYSPARK_PYTHON") as ei:
         rmq.spark.check_workers(spark)

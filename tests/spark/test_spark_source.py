@@ -4,6 +4,7 @@ local[2] SparkSession (shared by the whole test session), Spark's own Python wor
 Spark wraps errors raised in its Python workers (AnalysisException, PythonException,
 StreamingQueryException, with JVM stack traces), so error tests match message substrings.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,21 +35,26 @@ def prefilled(rmq_server):
     for q in (0, 1):
         for i in range(20):
             tag = "A" if i % 2 == 0 else "B"
-            off, msg_id = rmq_server.send("orders", q, f"q{q}-m{i}".encode(), tags=tag, keys=f"k{q}-{i}",
-                                          props={"source": "test"})
+            off, msg_id = rmq_server.send(
+                "orders", q, f"q{q}-m{i}".encode(), tags=tag, keys=f"k{q}-{i}", props={"source": "test"}
+            )
             sent[(q, off)] = (f"q{q}-m{i}", tag, f"k{q}-{i}", msg_id)
     return sent
 
 
 def test_batch_read_exact_offsets_and_tag_filter(spark, rmq_server, prefilled):
     # Broker-qualified JSON for the start, Kafka-style JSON (unambiguous: one broker) for the end.
-    df = _read(spark, rmq_server, subscribe="orders", subExpression="A",
-               startingOffsets=json.dumps({"orders": {"broker-a": {"0": 4, "1": -2}}}),
-               endingOffsets=json.dumps({"orders": {"0": 10, "1": -1}})).load()
+    df = _read(
+        spark,
+        rmq_server,
+        subscribe="orders",
+        subExpression="A",
+        startingOffsets=json.dumps({"orders": {"broker-a": {"0": 4, "1": -2}}}),
+        endingOffsets=json.dumps({"orders": {"0": 10, "1": -1}}),
+    ).load()
     rows = df.collect()
     got = {(r.partition, r.offset): r for r in rows}
-    expect = {k: v for k, v in prefilled.items()
-              if v[1] == "A" and ((k[0] == 0 and 4 <= k[1] < 10) or k[0] == 1)}
+    expect = {k: v for k, v in prefilled.items() if v[1] == "A" and ((k[0] == 0 and 4 <= k[1] < 10) or k[0] == 1)}
     assert set(got) == set(expect)
     assert len(rows) == len(got)  # no duplicates
     for k, r in got.items():
@@ -60,13 +66,17 @@ def test_batch_read_exact_offsets_and_tag_filter(spark, rmq_server, prefilled):
 
 
 def test_batch_read_min_partitions_and_declared_schema(spark, rmq_server, prefilled):
-    df = (_read(spark, rmq_server, subscribe="orders", minPartitions="6")
-          .schema("value string, partition int, offset long").load())
+    df = (
+        _read(spark, rmq_server, subscribe="orders", minPartitions="6")
+        .schema("value string, partition int, offset long")
+        .load()
+    )
     assert df.rdd.getNumPartitions() >= 6
     rows = df.collect()
     assert df.columns == ["value", "partition", "offset"]
     assert sorted((r.partition, r.offset, r.value) for r in rows) == sorted(
-        (q, off, v[0]) for (q, off), v in prefilled.items())
+        (q, off, v[0]) for (q, off), v in prefilled.items()
+    )
 
 
 def test_batch_read_by_timestamp(spark, rmq_server):
@@ -99,10 +109,20 @@ def test_subscribe_pattern_and_assign(spark, rmq_server, prefilled):
 def test_write_then_read_back(spark, rmq_server):
     rmq_server.create_topic("sink-a", 2)
     rmq_server.create_topic("sink-b", 2)
-    rows = [(f"v{i}", f"key{i % 5}", "sink-a" if i % 3 else "sink-b", "T" + str(i % 2), {"n": str(i)},
-             (i % 2) if i < 10 else None) for i in range(60)]
-    df = spark.createDataFrame(rows, "value string, key string, topic string, tags string, "
-                                     "properties map<string,string>, partition int")
+    rows = [
+        (
+            f"v{i}",
+            f"key{i % 5}",
+            "sink-a" if i % 3 else "sink-b",
+            "T" + str(i % 2),
+            {"n": str(i)},
+            (i % 2) if i < 10 else None,
+        )
+        for i in range(60)
+    ]
+    df = spark.createDataFrame(
+        rows, "value string, key string, topic string, tags string, properties map<string,string>, partition int"
+    )
     df.write.format("rocketmq").option("nameServer", rmq_server.namesrv).mode("append").save()
 
     back = _read(spark, rmq_server, subscribe="sink-a,sink-b").load().collect()
@@ -121,9 +141,9 @@ def test_write_then_read_back(spark, rmq_server):
     assert all(len(qs) == 1 for qs in queues_per_key.values())
 
     # The topic option overrides the column (as Spark-Kafka's does); binary values work too.
-    spark.createDataFrame([(b"\x00\x01bin", "ignored")], "value binary, topic string") \
-        .write.format("rocketmq").option("nameServer", rmq_server.namesrv).option("topic", "sink-b") \
-        .mode("append").save()
+    spark.createDataFrame([(b"\x00\x01bin", "ignored")], "value binary, topic string").write.format("rocketmq").option(
+        "nameServer", rmq_server.namesrv
+    ).option("topic", "sink-b").mode("append").save()
     vals = [r.value for r in _read(spark, rmq_server, subscribe="sink-b").load().select("value").collect()]
     assert b"\x00\x01bin" in vals
 
@@ -134,17 +154,20 @@ def test_write_errors(spark, rmq_server):
     with pytest.raises(Exception, match="needs a 'value' column"):
         w.option("topic", "sink-err").mode("append").save()
     with pytest.raises(Exception, match="needs a 'topic' column or the 'topic' option"):
-        spark.createDataFrame([("x",)], "value string").write.format("rocketmq") \
-            .option("nameServer", rmq_server.namesrv).mode("append").save()
+        spark.createDataFrame([("x",)], "value string").write.format("rocketmq").option(
+            "nameServer", rmq_server.namesrv
+        ).mode("append").save()
     with pytest.raises(Exception, match="partition 7 is not a writable queue"):
-        spark.createDataFrame([("x", 7)], "value string, partition int").write.format("rocketmq") \
-            .option("nameServer", rmq_server.namesrv).option("topic", "sink-err").mode("append").save()
+        spark.createDataFrame([("x", 7)], "value string, partition int").write.format("rocketmq").option(
+            "nameServer", rmq_server.namesrv
+        ).option("topic", "sink-err").mode("append").save()
     # A broker refusal reaches the user with the broker's own message: 5 MiB is over the
     # broker's maxMessageSize (4 MiB).
     big = spark.createDataFrame([(b"x" * (5 * 1024 * 1024),)], "value binary")
     with pytest.raises(Exception, match=r"CODE: 13 DESC: .*(message|size|large)"):
-        big.write.format("rocketmq").option("nameServer", rmq_server.namesrv).option("topic", "sink-err") \
-            .mode("append").save()
+        big.write.format("rocketmq").option("nameServer", rmq_server.namesrv).option("topic", "sink-err").mode(
+            "append"
+        ).save()
 
 
 # ------------------------------------------------------------------------------ streaming
@@ -169,13 +192,24 @@ def test_stream_stop_restart_exactly_the_produced_set(spark, rmq_server, tmp_pat
     limits = tuple(int(x) for x in pyspark.__version__.split(".")[:2]) >= (4, 2)
 
     def run(limit=limits, ckpt=ckpt):
-        r = (spark.readStream.format("rocketmq").option("nameServer", rmq_server.namesrv)
-             .option("subscribe", "events").option("startingOffsets", "earliest").option("group", "spark-events"))
+        r = (
+            spark.readStream.format("rocketmq")
+            .option("nameServer", rmq_server.namesrv)
+            .option("subscribe", "events")
+            .option("startingOffsets", "earliest")
+            .option("group", "spark-events")
+        )
         if limit:
             r = r.option("maxOffsetsPerTrigger", "16")
-        q = (r.load().selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
-             .writeStream.format("parquet").option("path", out).option("checkpointLocation", ckpt)
-             .trigger(availableNow=True).start())
+        q = (
+            r.load()
+            .selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
+            .writeStream.format("parquet")
+            .option("path", out)
+            .option("checkpointLocation", ckpt)
+            .trigger(availableNow=True)
+            .start()
+        )
         q.awaitTermination(120)
         assert not q.isActive
         if q.exception():
@@ -201,8 +235,9 @@ def test_stream_stop_restart_exactly_the_produced_set(spark, rmq_server, tmp_pat
     # The optional group got the consumed offsets, so lag tools see the query's progress. A
     # batch is committed when Spark plans the next one; Spark >= 4.2 asks once more after the
     # last AvailableNow batch, 4.0/4.1 do not, so there the last batch shows at the next start.
-    committed = {q: rmq_server.client.query_consumer_offset(rmq_server.broker, "spark-events", "events", q)
-                 for q in (0, 1, 2)}
+    committed = {
+        q: rmq_server.client.query_consumer_offset(rmq_server.broker, "spark-events", "events", q) for q in (0, 1, 2)
+    }
     if limits:
         assert committed == {q: rmq_server.max_offset("events", q) for q in (0, 1, 2)}
     else:
@@ -215,11 +250,19 @@ def test_stream_topic_to_topic(spark, rmq_server, tmp_path):
     rmq_server.create_topic("clean", 1)
     for i in range(12):
         rmq_server.send("raw", i % 2, f"item-{i}".encode(), tags="T")
-    q = (spark.readStream.format("rocketmq").option("nameServer", rmq_server.namesrv).option("subscribe", "raw")
-         .option("startingOffsets", "earliest").load()
-         .selectExpr("upper(CAST(value AS STRING)) AS value", "CAST(offset AS STRING) AS key", "'clean' AS topic")
-         .writeStream.format("rocketmq").option("nameServer", rmq_server.namesrv)
-         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    q = (
+        spark.readStream.format("rocketmq")
+        .option("nameServer", rmq_server.namesrv)
+        .option("subscribe", "raw")
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("upper(CAST(value AS STRING)) AS value", "CAST(offset AS STRING) AS key", "'clean' AS topic")
+        .writeStream.format("rocketmq")
+        .option("nameServer", rmq_server.namesrv)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
     q.awaitTermination(120)
     assert q.exception() is None
     got = _read(spark, rmq_server, subscribe="clean").load().selectExpr("CAST(value AS STRING) AS v").collect()
@@ -231,21 +274,34 @@ def test_stream_topic_to_topic(spark, rmq_server, tmp_path):
 
 def test_data_loss_when_retention_deleted_the_start(spark, tmp_path):
     hours = ";".join(f"{h:02d}" for h in range(24))
-    args = ["--mappedFileSizeCommitLog=65536", "--mappedFileSizeConsumeQueue=2000", "--fileReservedTime=0",
-            f"--deleteWhen={hours}", "--cleanResourceInterval=200"]
+    args = [
+        "--mappedFileSizeCommitLog=65536",
+        "--mappedFileSizeConsumeQueue=2000",
+        "--fileReservedTime=0",
+        f"--deleteWhen={hours}",
+        "--cleanResourceInterval=200",
+    ]
     with StandaloneProcess(tmp_path / "store", extra_args=args) as proc:
         r = Rmq(proc)
         try:
             r.create_topic("aged", 1)
             for i in range(400):  # ~1 KiB each: several 64 KiB CommitLog files
                 r.send("aged", 0, b"%04d" % i + b"x" * 1000)
-            low = wait_until_sync(lambda: r.client.min_offset(r.broker, "aged", 0), timeout=30, interval=0.2,
-                                  what="retention to delete the oldest CommitLog file")
+            low = wait_until_sync(
+                lambda: r.client.min_offset(r.broker, "aged", 0),
+                timeout=30,
+                interval=0.2,
+                what="retention to delete the oldest CommitLog file",
+            )
             start = json.dumps({"aged": {"0": 0}})
             with pytest.raises(Exception, match="no longer available"):
                 _read(spark, r, subscribe="aged", startingOffsets=start).load().count()
-            rows = _read(spark, r, subscribe="aged", startingOffsets=start, failOnDataLoss="false") \
-                .load().select("offset").collect()
+            rows = (
+                _read(spark, r, subscribe="aged", startingOffsets=start, failOnDataLoss="false")
+                .load()
+                .select("offset")
+                .collect()
+            )
             offsets = sorted(x.offset for x in rows)
             assert offsets == list(range(offsets[0], 400)) and offsets[0] >= low
         finally:
@@ -255,17 +311,26 @@ def test_data_loss_when_retention_deleted_the_start(spark, tmp_path):
 # ------------------------------------------------------------------------------ bad options
 
 
-@pytest.mark.parametrize("options, match", [
-    ({"subscribe": "orders", "nameServer": None}, "nameServer: required"),
-    ({"subscribe": "no-such-topic"}, "topic 'no-such-topic' does not exist"),
-    ({"subscribe": "orders", "startingOffsets": '{"other": {"0": 1}}'}, "topic 'other' is not part of this query"),
-    ({"subscribe": "orders", "startingOffsets": '{"orders": {"9": 1}}'}, "queue 9 of topic 'orders' is not part"),
-    ({"subscribe": "orders", "startingOffsets": '{"orders": {"0": 15}}',
-      "endingOffsets": '{"orders": {"0": 5}}'}, "starting offset 15 is after the ending offset 5"),
-    ({"subscribe": "orders", "endingOffsets": "earliest"}, "not allowed as an ending offset"),
-    ({"topic": "orders", "assign": '{"orders": [0]}'}, "exactly one of subscribe"),
-    ({"subscribe": "orders", "nameServer": "127.0.0.1:1"}, "connect to 127.0.0.1:1 failed"),
-])
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"subscribe": "orders", "nameServer": None}, "nameServer: required"),
+        ({"subscribe": "no-such-topic"}, "topic 'no-such-topic' does not exist"),
+        ({"subscribe": "orders", "startingOffsets": '{"other": {"0": 1}}'}, "topic 'other' is not part of this query"),
+        ({"subscribe": "orders", "startingOffsets": '{"orders": {"9": 1}}'}, "queue 9 of topic 'orders' is not part"),
+        (
+            {
+                "subscribe": "orders",
+                "startingOffsets": '{"orders": {"0": 15}}',
+                "endingOffsets": '{"orders": {"0": 5}}',
+            },
+            "starting offset 15 is after the ending offset 5",
+        ),
+        ({"subscribe": "orders", "endingOffsets": "earliest"}, "not allowed as an ending offset"),
+        ({"topic": "orders", "assign": '{"orders": [0]}'}, "exactly one of subscribe"),
+        ({"subscribe": "orders", "nameServer": "127.0.0.1:1"}, "connect to 127.0.0.1:1 failed"),
+    ],
+)
 def test_bad_options_give_clear_errors(spark, rmq_server, prefilled, options, match):
     r = spark.read.format("rocketmq")
     options = {"nameServer": rmq_server.namesrv, **options}

@@ -1,6 +1,7 @@
 """Unit tests of the Spark connector's pure parts: options, offsets JSON, range planning,
 rate limiting, and the pull-record / batch-item codecs. No JVM, no pyspark: these run in
 ``make unit`` too."""
+
 from __future__ import annotations
 
 import struct
@@ -47,37 +48,42 @@ def test_minimal_batch_options_and_defaults():
 
 
 def test_streaming_defaults_to_latest_and_options_are_case_insensitive():
-    o = parse_source_options({"NAMESERVER": "a:1;b:2", "Topic": "T", "FAILONDATALOSS": "false",
-                              "maxoffsetspertrigger": "100"}, streaming=True)
+    o = parse_source_options(
+        {"NAMESERVER": "a:1;b:2", "Topic": "T", "FAILONDATALOSS": "false", "maxoffsetspertrigger": "100"},
+        streaming=True,
+    )
     assert o.name_servers == ("a:1", "b:2")
     assert o.starting.kind == "latest" and o.fail_on_data_loss is False
     assert o.max_offsets_per_trigger == 100
 
 
-@pytest.mark.parametrize("opts, match", [
-    ({"subscribe": "T"}, "nameServer: required"),
-    ({**NS}, "exactly one of subscribe"),
-    ({**NS, "subscribe": "T", "subscribePattern": "T.*"}, "got subscribe, subscribePattern"),
-    ({"nameServer": "localhost", "subscribe": "T"}, "is not host:port"),
-    ({**NS, "subscribePattern": "T("}, "invalid regular expression"),
-    ({**NS, "subscribe": "T", "startingOffsets": "first"}, "expected 'earliest', 'latest' or a JSON"),
-    ({**NS, "subscribe": "T", "startingOffsets": "{bad json"}, "not valid JSON"),
-    ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"0": -5}}'}, "is negative"),
-    ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"0": "x"}}'}, "must be an integer"),
-    ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"b": {"0": 1}, "1": 2}}'}, "mixes broker names"),
-    ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"q": 1}}'}, "is not an integer"),
-    ({**NS, "subscribe": "T", "endingOffsets": "earliest"}, "not allowed as an ending offset"),
-    ({**NS, "subscribe": "T", "endingOffsets": '{"T": {"0": -2}}'}, "not allowed as an ending offset"),
-    ({**NS, "subscribe": "T", "startingOffsets": "latest"}, "not allowed for a batch"),
-    ({**NS, "subscribe": "T", "maxOffsetsPerTrigger": "10"}, "only for streaming"),
-    ({**NS, "subscribe": "T", "minPartitions": "0"}, "minPartitions: expected a positive integer"),
-    ({**NS, "subscribe": "T", "failOnDataLoss": "maybe"}, "failOnDataLoss: expected true or false"),
-    ({**NS, "subscribe": "T", "group": "g"}, "streaming queries only"),
-    ({**NS, "subscribe": "T", "startingTimestamp": "yesterday"}, "startingTimestamp"),
-    ({**NS, "assign": '{"T": "0"}'}, "must map to a list of queue ids"),
-    ({**NS, "assign": '{"T": [-1]}'}, "is negative"),
-    ({**NS, "subscribe": "T", "subExpression": "||"}, "names no tag"),
-])
+@pytest.mark.parametrize(
+    "opts, match",
+    [
+        ({"subscribe": "T"}, "nameServer: required"),
+        ({**NS}, "exactly one of subscribe"),
+        ({**NS, "subscribe": "T", "subscribePattern": "T.*"}, "got subscribe, subscribePattern"),
+        ({"nameServer": "localhost", "subscribe": "T"}, "is not host:port"),
+        ({**NS, "subscribePattern": "T("}, "invalid regular expression"),
+        ({**NS, "subscribe": "T", "startingOffsets": "first"}, "expected 'earliest', 'latest' or a JSON"),
+        ({**NS, "subscribe": "T", "startingOffsets": "{bad json"}, "not valid JSON"),
+        ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"0": -5}}'}, "is negative"),
+        ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"0": "x"}}'}, "must be an integer"),
+        ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"b": {"0": 1}, "1": 2}}'}, "mixes broker names"),
+        ({**NS, "subscribe": "T", "startingOffsets": '{"T": {"q": 1}}'}, "is not an integer"),
+        ({**NS, "subscribe": "T", "endingOffsets": "earliest"}, "not allowed as an ending offset"),
+        ({**NS, "subscribe": "T", "endingOffsets": '{"T": {"0": -2}}'}, "not allowed as an ending offset"),
+        ({**NS, "subscribe": "T", "startingOffsets": "latest"}, "not allowed for a batch"),
+        ({**NS, "subscribe": "T", "maxOffsetsPerTrigger": "10"}, "only for streaming"),
+        ({**NS, "subscribe": "T", "minPartitions": "0"}, "minPartitions: expected a positive integer"),
+        ({**NS, "subscribe": "T", "failOnDataLoss": "maybe"}, "failOnDataLoss: expected true or false"),
+        ({**NS, "subscribe": "T", "group": "g"}, "streaming queries only"),
+        ({**NS, "subscribe": "T", "startingTimestamp": "yesterday"}, "startingTimestamp"),
+        ({**NS, "assign": '{"T": "0"}'}, "must map to a list of queue ids"),
+        ({**NS, "assign": '{"T": [-1]}'}, "is negative"),
+        ({**NS, "subscribe": "T", "subExpression": "||"}, "names no tag"),
+    ],
+)
 def test_bad_batch_options_are_refused_with_the_option_named(opts, match):
     with pytest.raises(OptionError, match=match):
         parse_source_options(opts, streaming=False)
@@ -94,12 +100,21 @@ def test_offsets_json_both_forms():
 
 
 def test_timestamp_precedence_follows_spark_kafka():
-    o = parse_source_options({**NS, "subscribe": "T", "startingOffsets": "earliest",
-                              "startingOffsetsByTimestamp": '{"T": {"0": 5}}', "startingTimestamp": "1000"},
-                             streaming=False)
+    o = parse_source_options(
+        {
+            **NS,
+            "subscribe": "T",
+            "startingOffsets": "earliest",
+            "startingOffsetsByTimestamp": '{"T": {"0": 5}}',
+            "startingTimestamp": "1000",
+        },
+        streaming=False,
+    )
     assert o.starting.kind == "timestamp" and o.starting.timestamp == 1000
-    o = parse_source_options({**NS, "subscribe": "T", "startingOffsetsByTimestamp": '{"T": {"0": 5}}',
-                              "endingTimestamp": "2000"}, streaming=False)
+    o = parse_source_options(
+        {**NS, "subscribe": "T", "startingOffsetsByTimestamp": '{"T": {"0": 5}}', "endingTimestamp": "2000"},
+        streaming=False,
+    )
     assert o.starting.kind == "timestamps" and o.starting.per_queue == {("T", None, 0): 5}
     assert o.ending.kind == "timestamp" and o.ending.timestamp == 2000
 
@@ -179,28 +194,52 @@ def test_rate_limit_shares_backlog_and_never_exceeds():
 # ------------------------------------------------------------------------------ records
 
 
-def _record(qoff, body, *, topic="T", props=None, qid=0, phy=0, store_ts=1_700_000_000_000,
-            born_ts=1_699_999_999_000, sysflag=0, store_host=(b"\x7f\x00\x00\x01", 10911)):
+def _record(
+    qoff,
+    body,
+    *,
+    topic="T",
+    props=None,
+    qid=0,
+    phy=0,
+    store_ts=1_700_000_000_000,
+    born_ts=1_699_999_999_000,
+    sysflag=0,
+    store_host=(b"\x7f\x00\x00\x01", 10911),
+):
     """A v1 CommitLog record as a broker sends it in a pull body (wire-contract §9)."""
     pb = encode_properties(props or {}).encode()
     tb = topic.encode()
     head = struct.pack(">iIiiiqqiq", 0, MAGIC_V1, zlib.crc32(body) & 0x7FFFFFFF, qid, 0, qoff, phy, sysflag, born_ts)
-    rest = (b"\x0a\x00\x00\x02" + struct.pack(">i", 5555) + struct.pack(">q", store_ts)
-            + store_host[0] + struct.pack(">i", store_host[1]) + struct.pack(">iq", 0, 0)
-            + struct.pack(">i", len(body)) + body + bytes([len(tb)]) + tb + struct.pack(">h", len(pb)) + pb)
+    rest = (
+        b"\x0a\x00\x00\x02"
+        + struct.pack(">i", 5555)
+        + struct.pack(">q", store_ts)
+        + store_host[0]
+        + struct.pack(">i", store_host[1])
+        + struct.pack(">iq", 0, 0)
+        + struct.pack(">i", len(body))
+        + body
+        + bytes([len(tb)])
+        + tb
+        + struct.pack(">h", len(pb))
+        + pb
+    )
     rec = head + rest
     return struct.pack(">i", len(rec)) + rec[4:]
 
 
 def test_decode_records_cuts_the_range_filters_tags_and_inflates():
     raw = b"x" * 5000
-    body = b"".join([
-        _record(9, b"before", props={"TAGS": "A"}),
-        _record(10, b"m10", props={"TAGS": "A", "KEYS": "k10", "u": "1"}, phy=0x1234),
-        _record(11, zlib.compress(raw), props={"TAGS": "B"}, sysflag=1),
-        _record(12, b"m12", props={"TAGS": "C"}),
-        _record(13, b"after-end", props={"TAGS": "A"}),
-    ])
+    body = b"".join(
+        [
+            _record(9, b"before", props={"TAGS": "A"}),
+            _record(10, b"m10", props={"TAGS": "A", "KEYS": "k10", "u": "1"}, phy=0x1234),
+            _record(11, zlib.compress(raw), props={"TAGS": "B"}, sysflag=1),
+            _record(12, b"m12", props={"TAGS": "C"}),
+            _record(13, b"after-end", props={"TAGS": "A"}),
+        ]
+    )
     cols = Columns(["key", "value", "topic", "partition", "offset", "timestamp", "tags", "msgId", "properties"])
     first, after = decode_records(body, cols, start=10, end=13, tags=frozenset({"A", "B"}))
     assert (first, after) == (10, 13)
@@ -218,11 +257,14 @@ def test_decode_only_what_is_asked():
     assert cols.offset == [0] and cols.value == [] and cols.properties == []
 
 
-@pytest.mark.parametrize("mangle, match", [
-    (lambda b: b[:50], "truncated record at 0: 50 bytes left"),
-    (lambda b: b[:-3], "has TOTALSIZE"),
-    (lambda b: b[:4] + b"\x00\x00\x00\x01" + b[8:], "unknown magic"),
-])
+@pytest.mark.parametrize(
+    "mangle, match",
+    [
+        (lambda b: b[:50], "truncated record at 0: 50 bytes left"),
+        (lambda b: b[:-3], "has TOTALSIZE"),
+        (lambda b: b[:4] + b"\x00\x00\x00\x01" + b[8:], "unknown magic"),
+    ],
+)
 def test_malformed_records_raise_clear_errors(mangle, match):
     with pytest.raises(RecordDecodeError, match=match):
         decode_records(mangle(_record(0, b"value", props={"TAGS": "A"})), Columns(["value"]), start=0, end=5)
@@ -230,7 +272,7 @@ def test_malformed_records_raise_clear_errors(mangle, match):
 
 def test_a_zlib_bomb_is_a_bad_record_not_an_allocation():
     comp = zlib.compressobj(9)
-    bomb = b"".join(comp.compress(bytes(1 << 20)) for _ in range(16)) + comp.flush()   # 16 MiB of zeros
+    bomb = b"".join(comp.compress(bytes(1 << 20)) for _ in range(16)) + comp.flush()  # 16 MiB of zeros
     body = _record(0, bomb, props={"TAGS": "A"}, sysflag=1)
     with pytest.raises(RecordDecodeError, match="body of queue offset 0 inflates past the limit of 4194304 bytes"):
         decode_records(body, Columns(["value"]), start=0, end=5)
@@ -240,7 +282,7 @@ def test_v2_records_have_a_two_byte_topic_length():
     v1 = _record(3, b"v2body", topic="TopicV2", props={"TAGS": "A"})
     # rebuild as v2: magic, and the topic length as uint16
     at = len(v1) - (2 + len(encode_properties({"TAGS": "A"}))) - len("TopicV2") - 1
-    v2 = bytearray(v1[:at] + struct.pack(">H", len("TopicV2")) + v1[at + 1:])
+    v2 = bytearray(v1[:at] + struct.pack(">H", len("TopicV2")) + v1[at + 1 :])
     v2[0:8] = struct.pack(">iI", len(v2), MAGIC_V2)
     cols = Columns(["topic", "value", "offset", "tags"])
     assert decode_records(bytes(v2), cols, start=0, end=10) == (3, 4)
@@ -269,9 +311,16 @@ def test_arrow_batch_has_exactly_the_requested_schema():
     cols = Columns(["value", "offset", "timestamp", "properties", "brokerName", "timestampType"])
     cols.brokerName = "broker-a"
     decode_records(_record(3, b"v", props={"TAGS": "A", "x": "y"}), cols, start=0, end=10)
-    schema = pa.schema([("value", pa.binary()), ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")),
-                        ("properties", pa.map_(pa.string(), pa.string())), ("brokerName", pa.string()),
-                        ("timestampType", pa.int32())])
+    schema = pa.schema(
+        [
+            ("value", pa.binary()),
+            ("offset", pa.int64()),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+            ("properties", pa.map_(pa.string(), pa.string())),
+            ("brokerName", pa.string()),
+            ("timestampType", pa.int32()),
+        ]
+    )
     names = ["value", "offset", "timestamp", "properties", "brokerName", "timestampType"]
     batch = to_arrow_batch(cols, names, schema, ["native"] * 6)
     assert batch.schema.equals(schema)
@@ -301,18 +350,50 @@ def test_vectorized_chunk_decoding_matches_the_record_loop(tags, compressed):
             if compressed and q == 7:
                 recs.append(_record(q, zlib.compress(value), props={"TAGS": "A"}, sysflag=1, phy=q * 100))
             else:
-                recs.append(_record(q, value, props={"TAGS": "A" if q % 2 else "B", "KEYS": f"k{q}"}, phy=q * 100,
-                                    qid=1, store_ts=1_700_000_000_000 + q))
+                recs.append(
+                    _record(
+                        q,
+                        value,
+                        props={"TAGS": "A" if q % 2 else "B", "KEYS": f"k{q}"},
+                        phy=q * 100,
+                        qid=1,
+                        store_ts=1_700_000_000_000 + q,
+                    )
+                )
         bodies.append(b"".join(recs))
-    names = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "brokerName", "tags",
-             "bornTimestamp", "msgId", "properties", "headers"]
+    names = [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "brokerName",
+        "tags",
+        "bornTimestamp",
+        "msgId",
+        "properties",
+        "headers",
+    ]
     ts = pa.timestamp("us", tz="UTC")
-    schema = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
-                        ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", ts),
-                        ("timestampType", pa.int32()), ("brokerName", pa.string()), ("tags", pa.string()),
-                        ("bornTimestamp", ts), ("msgId", pa.string()),
-                        ("properties", pa.map_(pa.string(), pa.string())),
-                        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))])
+    schema = pa.schema(
+        [
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp", ts),
+            ("timestampType", pa.int32()),
+            ("brokerName", pa.string()),
+            ("tags", pa.string()),
+            ("bornTimestamp", ts),
+            ("msgId", pa.string()),
+            ("properties", pa.map_(pa.string(), pa.string())),
+            ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ]
+    )
     chunk = Chunk()
     slow = Columns(names)
     slow.brokerName = "broker-a"
@@ -325,7 +406,7 @@ def test_vectorized_chunk_decoding_matches_the_record_loop(tags, compressed):
     assert fast.to_pylist() == ref.to_pylist()
     offsets = fast.column(4).to_pylist()
     assert offsets == [q for q in range(3, 13) if tags is None or q % 2 or (compressed and q == 7)]
-    for row in fast.to_pylist():    # headers: the properties as Spark-Kafka's key/value structs
+    for row in fast.to_pylist():  # headers: the properties as Spark-Kafka's key/value structs
         assert row["headers"] == [{"key": k, "value": v.encode()} for k, v in row["properties"]]
 
 
@@ -334,16 +415,24 @@ def test_include_headers_and_timestamp_strategy_options():
 
     o = parse_source_options({**NS, "subscribe": "T"}, streaming=False)
     assert not o.include_headers and o.starting.no_match == "error" and o.ending.no_match == "latest"
-    o = parse_source_options({**NS, "subscribe": "T", "INCLUDEHEADERS": "true",
-                              "startingOffsetsByTimestampStrategy": "Latest", "startingTimestamp": "5"},
-                             streaming=True)
+    o = parse_source_options(
+        {
+            **NS,
+            "subscribe": "T",
+            "INCLUDEHEADERS": "true",
+            "startingOffsetsByTimestampStrategy": "Latest",
+            "startingTimestamp": "5",
+        },
+        streaming=True,
+    )
     assert o.include_headers and o.starting.no_match == "latest" and o.starting.timestamp == 5
     assert include_headers({"includeHeaders": "true"}) and not include_headers({})
     with pytest.raises(OptionError, match="includeHeaders: expected true or false"):
         include_headers({"includeheaders": "maybe"})
     with pytest.raises(OptionError, match="startingOffsetsByTimestampStrategy: expected one of error, latest"):
-        parse_source_options({**NS, "subscribe": "T", "startingOffsetsByTimestampStrategy": "earliest"},
-                             streaming=False)
+        parse_source_options(
+            {**NS, "subscribe": "T", "startingOffsetsByTimestampStrategy": "earliest"}, streaming=False
+        )
 
 
 def test_vectorized_properties_parse_like_parse_properties():
@@ -357,8 +446,10 @@ def test_vectorized_properties_parse_like_parse_properties():
     starts = np.cumsum([0] + [len(s.encode()) for s in strings[:-1]])
     lengths = np.array([len(s.encode()) for s in strings])
     offsets, keys, values = _props_arrow(np.frombuffer(data, np.uint8), data, starts, lengths)
-    rows = [dict(zip(keys.to_pylist()[a:b], values.to_pylist()[a:b], strict=True))
-            for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    rows = [
+        dict(zip(keys.to_pylist()[a:b], values.to_pylist()[a:b], strict=True))
+        for a, b in zip(offsets[:-1], offsets[1:], strict=True)
+    ]
     assert rows == [parse_properties(s) for s in strings]
     assert _prop_column((offsets, keys, values), "KEYS").to_pylist() == [None, None, "k k2"]
     bad = b"\xff\xfe\x01x\x02"
@@ -397,21 +488,34 @@ def test_vectorized_sink_encoding_matches_the_row_path():
         "partition": [None, 1, None, 0, None],
     }
     fast = Recording()
-    batch = pa.RecordBatch.from_pydict(rows, schema=pa.schema([
-        ("value", pa.binary()), ("key", pa.string()), ("topic", pa.string()), ("tags", pa.string()),
-        ("properties", pa.map_(pa.string(), pa.string())), ("partition", pa.int32())]))
+    batch = pa.RecordBatch.from_pydict(
+        rows,
+        schema=pa.schema(
+            [
+                ("value", pa.binary()),
+                ("key", pa.string()),
+                ("topic", pa.string()),
+                ("tags", pa.string()),
+                ("properties", pa.map_(pa.string(), pa.string())),
+                ("partition", pa.int32()),
+            ]
+        ),
+    )
     fast.add_arrow_batch(batch)
     slow = Recording()
-    slow.add_columns(5, rows["value"], rows["key"], rows["topic"], rows["tags"], rows["properties"],
-                     rows["partition"])
+    slow.add_columns(5, rows["value"], rows["key"], rows["topic"], rows["tags"], rows["properties"], rows["partition"])
     slow.flush()
     assert sorted(fast.bodies) == sorted(slow.bodies)
     assert sum(c for *_, c in fast.bodies) == 5
     with pytest.raises(Exception, match="is set by the sink"):
-        Recording().add_arrow_batch(pa.RecordBatch.from_pydict(
-            {"value": [b"v"], "topic": ["T"], "properties": [{"TAGS": "no"}]},
-            schema=pa.schema([("value", pa.binary()), ("topic", pa.string()),
-                              ("properties", pa.map_(pa.string(), pa.string()))])))
+        Recording().add_arrow_batch(
+            pa.RecordBatch.from_pydict(
+                {"value": [b"v"], "topic": ["T"], "properties": [{"TAGS": "no"}]},
+                schema=pa.schema(
+                    [("value", pa.binary()), ("topic", pa.string()), ("properties", pa.map_(pa.string(), pa.string()))]
+                ),
+            )
+        )
 
 
 def test_auto_registration_hook_as_spark_looks_it_up(monkeypatch):

@@ -1,4 +1,5 @@
 """Fixtures for the store tests: real MessageStores on small files in a temp directory."""
+
 import pytest
 from store_support import STORE_HOST, small_config
 

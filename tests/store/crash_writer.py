@@ -4,6 +4,7 @@ acknowledged message in an ack file, until it is killed.
 usage: crash_writer.py <store root> <ack file> <seed> [async]
 Each ack line: ``phy size topic queue_id queue_offset seed seq``.
 """
+
 import asyncio
 import os
 import random
@@ -21,8 +22,13 @@ def body_for(seed: int, seq: int) -> bytes:
 
 
 async def main(root, ack_path, seed, mode):
-    cfg = small_config(root, mapped_file_size_commitlog=32 * 1024, mapped_file_size_consume_queue=20 * 64,
-                       flush_disk_type=mode, flush_interval_consume_queue=50)
+    cfg = small_config(
+        root,
+        mapped_file_size_commitlog=32 * 1024,
+        mapped_file_size_consume_queue=20 * 64,
+        flush_disk_type=mode,
+        flush_interval_consume_queue=50,
+    )
     store = MessageStore(cfg, STORE_HOST)
     await store.start()
     ack = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

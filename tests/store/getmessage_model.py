@@ -8,6 +8,7 @@ the differential test (tests/store/test_get_message.py). It works on plain data:
   (entries below ``min_offset`` are ignored);
 * ``records``: ``phy -> (size, tags or None)`` for the CommitLog records that are readable.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
 class ModelConfig:
     cq_units_per_file: int
     commitlog_file_size: int
-    memory: int                       # totalPhysicalMemory * ratio / 100
+    memory: int  # totalPhysicalMemory * ratio / 100
     max_bytes_mem: int = 256 * 1024
     max_count_mem: int = 32
     max_bytes_disk: int = 64 * 1024
@@ -46,8 +47,17 @@ class ModelResult:
     total: int = 0
 
 
-def get_message(cfg: ModelConfig, units: list, min_offset: int, records: dict, max_offset_py: int,
-                offset: int, max_msg_nums: int, filter_codes=None, filter_tags=None) -> ModelResult:
+def get_message(
+    cfg: ModelConfig,
+    units: list,
+    min_offset: int,
+    records: dict,
+    max_offset_py: int,
+    offset: int,
+    max_msg_nums: int,
+    filter_codes=None,
+    filter_tags=None,
+) -> ModelResult:
     max_offset = len(units)
 
     def correction(old, new):
@@ -114,5 +124,6 @@ def get_message(cfg: ModelConfig, units: list, min_offset: int, records: dict, m
         status = FOUND
         next_phy_file_start = None
         i += 20
-    return ModelResult(status, offset + i // 20, min_offset, max_offset,
-                       (max_offset_py - max_phy_pulling) > cfg.memory, phys, total)
+    return ModelResult(
+        status, offset + i // 20, min_offset, max_offset, (max_offset_py - max_phy_pulling) > cfg.memory, phys, total
+    )

@@ -1,6 +1,7 @@
 """A full disk: files are allocated before they are mapped, so a full disk gives a clear
 refusal (never SIGBUS), and writes resume once space frees. On a real small file system (a
 16 MiB tmpfs mounted for the test)."""
+
 import os
 import subprocess
 
@@ -19,11 +20,13 @@ def small_disk(tmp_path):
     """A 16 MiB tmpfs (root only: the sandbox and CI run the tests as root)."""
     mnt = tmp_path / "disk"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], capture_output=True, text=True, check=False
+    )
     if r.returncode != 0:
-        pytest.skip(f"cannot mount a 16 MiB tmpfs for a real full disk ({r.stderr.strip() or r.returncode}); "
-                    f"needs root")
+        pytest.skip(
+            f"cannot mount a 16 MiB tmpfs for a real full disk ({r.stderr.strip() or r.returncode}); needs root"
+        )
     try:
         yield mnt
     finally:
@@ -43,6 +46,7 @@ async def _fill(store, body, limit=400):
 
 async def _all_readable(store, acked):
     from rmq._testing import wait_until
+
     await wait_until(lambda: store.dispatch_behind_bytes() == 0, what="dispatch")
     for a in acked:
         m = store.look_message_by_offset(a.wrote_offset)
@@ -53,15 +57,20 @@ async def _all_readable(store, acked):
 async def test_full_disk_refuses_clearly_and_resumes(small_disk, guard):
     """guard 90: Java's diskSpaceWarningLevelRatio stops writes when a new CommitLog file
     pushes the disk past 90 %. guard 99: the free-space check when creating a file does."""
-    cfg = small_config(small_disk / "store", mapped_file_size_commitlog=MiB,
-                       disk_space_warning_level_ratio=guard, disk_space_clean_forcibly_ratio=85,
-                       file_reserved_time=72, delete_when="99")
+    cfg = small_config(
+        small_disk / "store",
+        mapped_file_size_commitlog=MiB,
+        disk_space_warning_level_ratio=guard,
+        disk_space_clean_forcibly_ratio=85,
+        file_reserved_time=72,
+        delete_when="99",
+    )
     store = MessageStore(cfg, STORE_HOST)
     await store.start()
     try:
         body = os.urandom(100 * 1024)
         acked, refusal = await _fill(store, body)
-        assert len(acked) > 100                                   # ~14 MiB of messages went in
+        assert len(acked) > 100  # ~14 MiB of messages went in
         assert refusal.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
         assert "disk full" in refusal.remark, refusal.remark
         assert store.runtime_info()["diskFull"] == "True"
@@ -94,12 +103,12 @@ async def test_enospc_from_posix_fallocate_is_a_clean_refusal(small_disk):
     posix_fallocate fails with ENOSPC at start and the store refuses writes instead of
     faulting on the first page the disk cannot back."""
     root = small_disk / "store"
-    file_size = 24 * MiB                      # larger than the whole disk
+    file_size = 24 * MiB  # larger than the whole disk
     cfg = small_config(root, mapped_file_size_commitlog=file_size, disk_space_warning_level_ratio=99)
     (root / "commitlog").mkdir(parents=True)
     sparse = root / "commitlog" / f"{0:020d}"
     sparse.touch()
-    os.truncate(sparse, file_size)            # sparse: allowed on tmpfs, no block behind it
+    os.truncate(sparse, file_size)  # sparse: allowed on tmpfs, no block behind it
     store = MessageStore(cfg, STORE_HOST)
     await store.start()
     try:

@@ -1,6 +1,7 @@
 """The C dispatcher (rmq/_dispatch.pxi) against the Python dispatch path: the same CommitLog
 dispatched both ways gives byte-identical ConsumeQueue and index files and the same arrivals;
 its per-queue cache never outlives a ConsumeQueue that was destroyed or truncated."""
+
 import os
 import random
 import shutil
@@ -27,8 +28,7 @@ def _messages(n: int, seed: int = 7) -> list[MessageInner]:
     for i in range(n):
         topic = ["DiffA", "DiffB", "DiffC", "%RETRY%grp", "Many"][i % 5]
         qid = rnd.randrange(4) if topic != "Many" else 0
-        props = {"TAGS": f"m{i % 12}" if topic == "Many" else rnd.choice(["a", "b", "c", "d"]),
-                 "UNIQ_KEY": f"U{i:08d}"}
+        props = {"TAGS": f"m{i % 12}" if topic == "Many" else rnd.choice(["a", "b", "c", "d"]), "UNIQ_KEY": f"U{i:08d}"}
         nkeys = 70 if i == 11 else rnd.randrange(4)
         if nkeys:
             props["KEYS"] = " ".join(f"k{i}_{j}" for j in range(nkeys)) + (" ключ-é" if i % 9 == 0 else "")
@@ -41,8 +41,9 @@ def _messages(n: int, seed: int = 7) -> list[MessageInner]:
             level = 1 + i % 4
             topic, qid = SCHEDULE, level - 1
             props.update({"DELAY": str(level), "REAL_TOPIC": "DiffA", "REAL_QID": "0"})
-        out.append(MessageInner(topic, qid, b"body-%d-" % i + bytes(rnd.randrange(200)), properties=props,
-                                sys_flag=sys_flag))
+        out.append(
+            MessageInner(topic, qid, b"body-%d-" % i + bytes(rnd.randrange(200)), properties=props, sys_flag=sys_flag)
+        )
     return out
 
 
@@ -90,7 +91,7 @@ async def _dispatch_copy(src, dst, fast: bool, skip_first_file: bool = False):
 async def test_recovery_dispatch_is_byte_identical_through_both_paths(tmp_path):
     msgs = _messages(1500)
     await _write_commitlog(tmp_path / "w", msgs)
-    assert len(os.listdir(tmp_path / "w" / "commitlog")) >= 4         # CommitLog rolls
+    assert len(os.listdir(tmp_path / "w" / "commitlog")) >= 4  # CommitLog rolls
     for skip_first in (False, True):
         # skip_first: the first CommitLog file aged out, so every queue starts past offset 0
         # (the ConsumeQueue's first file is created mid-way, Java's retention case).
@@ -120,12 +121,12 @@ async def test_recovery_dispatch_is_byte_identical_through_both_paths(tmp_path):
         cq_fast = _tree(tmp_path / f"fast-{tag}", "consumequeue")
         cq_slow = _tree(tmp_path / f"slow-{tag}", "consumequeue")
         assert cq_fast.keys() == cq_slow.keys()
-        assert len(cq_fast) > 40                                      # ConsumeQueue files rolled
+        assert len(cq_fast) > 40  # ConsumeQueue files rolled
         assert any(p.startswith(SCHEDULE) for p in cq_fast)
         for p in cq_fast:
             assert cq_fast[p] == cq_slow[p], p
         idx_fast, idx_slow = _index_files(tmp_path / f"fast-{tag}"), _index_files(tmp_path / f"slow-{tag}")
-        assert len(idx_fast) == len(idx_slow) > 3                      # index files rolled
+        assert len(idx_fast) == len(idx_slow) > 3  # index files rolled
         assert idx_fast == idx_slow
 
 
@@ -145,7 +146,7 @@ async def test_live_dispatch_gives_the_same_queues_and_arrivals(make_store, tmp_
     sizes = [1, 37, 5, 120, 16, 300]
     i = 0
     while at < len(msgs):
-        chunk = msgs[at:at + sizes[i % len(sizes)]]
+        chunk = msgs[at : at + sizes[i % len(sizes)]]
         at += len(chunk)
         for name, s in (("fast", fast), ("slow", slow), ("watcher", watcher)):
             for m in chunk:
@@ -158,8 +159,12 @@ async def test_live_dispatch_gives_the_same_queues_and_arrivals(make_store, tmp_
                 for t, q, nxt, _tags in calls[name]:
                     if t == SCHEDULE:
                         ends[(t, q)] = max(ends.get((t, q), 0), nxt)
-                runs[name].append(sorted([c for c in calls[name] if c[0] != SCHEDULE]
-                                         + [(t, q, nxt, None) for (t, q), nxt in ends.items()]))
+                runs[name].append(
+                    sorted(
+                        [c for c in calls[name] if c[0] != SCHEDULE]
+                        + [(t, q, nxt, None) for (t, q), nxt in ends.items()]
+                    )
+                )
                 calls[name].clear()
         i += 1
     assert runs["fast"] == runs["slow"]
@@ -185,16 +190,16 @@ async def test_a_destroyed_queue_is_never_written_through_the_cache(make_store):
     old = store.find_consume_queue("Gone", 0, create=False)
     # (the first record and the ConsumeQueue roll go through Python)
     assert old is not None and len(store.reput.fast) >= 1 and store.reput.fast.taken >= 8
-    store.delete_topics(["Gone"])                       # Java deleteTopics: the queue is destroyed
+    store.delete_topics(["Gone"])  # Java deleteTopics: the queue is destroyed
     assert old.mfq.files == []
-    assert len(store.reput.fast) == 0                   # not kept alive by the cache
+    assert len(store.reput.fast) == 0  # not kept alive by the cache
     again = [store.append_message(MessageInner("Gone", 0, b"b%d" % i)) for i in range(9)]
     taken = store.reput.fast.taken
     assert store.do_reput() == 9
     new = store.find_consume_queue("Gone", 0, create=False)
     assert new is not None and new is not old
-    assert old.mfq.files == [] and old.max_physic_offset == -1       # the old object was not written
-    assert store.reput.fast.taken > taken                            # the new queue went through the cache
+    assert old.mfq.files == [] and old.max_physic_offset == -1  # the old object was not written
+    assert store.reput.fast.taken > taken  # the new queue went through the cache
     assert new.get_max_offset_in_queue() == 9
     assert [new.get_unit(i)[0] for i in range(9)] == [r.append.wrote_offset for r in again]
     assert first[0].append.wrote_offset not in [new.get_unit(i)[0] for i in range(9)]
@@ -205,20 +210,19 @@ async def test_a_truncated_queue_is_redispatched_from_its_new_end(make_store):
     CommitLog lost a tail) between two runs: the next run starts from the cut, not from the
     end the previous run knew."""
     store = await make_store(**CONFIG)
-    results = [store.append_message(MessageInner("Cut", 0, b"x%d" % i, properties={"TAGS": "t"}))
-               for i in range(20)]
+    results = [store.append_message(MessageInner("Cut", 0, b"x%d" % i, properties={"TAGS": "t"})) for i in range(20)]
     assert store.do_reput() == 20
     cq = store.find_consume_queue("Cut", 0, create=False)
     before = [cq.get_unit(i) for i in range(20)]
     cut_at = results[10].append.wrote_offset
-    cq.recover(cut_at)                                   # units of records 10.. are past the end: cut
+    cq.recover(cut_at)  # units of records 10.. are past the end: cut
     assert cq.get_max_offset_in_queue() == 10
     store.reput.reput_from_offset = cut_at
     taken = store.reput.fast.taken
     calls = []
     store.add_arrival_listener(lambda *a: calls.append(a))
     assert store.do_reput() == 10
-    assert store.reput.fast.taken - taken >= 8          # (the roll: Python)
+    assert store.reput.fast.taken - taken >= 8  # (the roll: Python)
     assert [cq.get_unit(i) for i in range(20)] == before
     assert cq.get_max_offset_in_queue() == 20
     assert calls == [("Cut", 0, 20, _store.java_hash_code("t"))]
@@ -234,7 +238,7 @@ async def test_a_replaced_queue_is_detected_even_without_forget(make_store):
     old = store.find_consume_queue("Swap", 1, create=False)
     assert old is not None and len(store.reput.fast) == 1
     old_end = old.max_physic_offset
-    del store.consume_queue_table["Swap"]               # as a destroy would, but the cache is kept
+    del store.consume_queue_table["Swap"]  # as a destroy would, but the cache is kept
     store.commit_log.topic_queue_table.pop(("Swap", 1))
     again = [store.append_message(MessageInner("Swap", 1, b"b%d" % i)) for i in range(4)]
     assert store.do_reput() == 4

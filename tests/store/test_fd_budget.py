@@ -1,6 +1,7 @@
 """File descriptors and memory maps: a broker started with a low open file limit refuses new
 ConsumeQueues with a clear error before the limit runs out, keeps serving what it acknowledged,
 shuts down cleanly and starts again."""
+
 import sys
 
 import pytest
@@ -14,9 +15,11 @@ pytestmark = pytest.mark.integration  # the store in a subprocess under a low RL
 
 NOFILE = 256
 
-_LIMITED = ("import os, resource, sys; "
-            "resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n})); "
-            "os.execv(sys.executable, sys.argv[1:])")
+_LIMITED = (
+    "import os, resource, sys; "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, ({n}, {n})); "
+    "os.execv(sys.executable, sys.argv[1:])"
+)
 
 
 class LimitedStandalone(StandaloneProcess):
@@ -30,8 +33,7 @@ class LimitedStandalone(StandaloneProcess):
         return [sys.executable, "-c", _LIMITED.format(n=self.nofile), *super().command()]
 
 
-SMALL_FILES = ["--mappedFileSizeCommitLog=1048576", "--mappedFileSizeConsumeQueue=20000",
-               "--flushDiskType=SYNC_FLUSH"]
+SMALL_FILES = ["--mappedFileSizeCommitLog=1048576", "--mappedFileSizeConsumeQueue=20000", "--flushDiskType=SYNC_FLUSH"]
 
 
 def _props(d):
@@ -39,24 +41,46 @@ def _props(d):
 
 
 async def _send(client, addr, topic, qid, body):
-    ext = {"producerGroup": "PG", "topic": topic, "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
-           "queueId": qid, "sysFlag": 0, "bornTimestamp": "0", "flag": 0,
-           "properties": _props({"TAGS": "t", "WAIT": "true"}), "reconsumeTimes": "0", "unitMode": "0",
-           "batch": "0"}
+    ext = {
+        "producerGroup": "PG",
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "defaultTopicQueueNums": 4,
+        "queueId": qid,
+        "sysFlag": 0,
+        "bornTimestamp": "0",
+        "flag": 0,
+        "properties": _props({"TAGS": "t", "WAIT": "true"}),
+        "reconsumeTimes": "0",
+        "unitMode": "0",
+        "batch": "0",
+    }
     return await client.invoke(addr, RemotingCommand.request(RequestCode.SEND_MESSAGE, ext, body), timeout=10.0)
 
 
 async def _pull(client, addr, topic, qid, offset):
-    ext = {"consumerGroup": "CG", "topic": topic, "queueId": qid, "queueOffset": str(offset), "maxMsgNums": 32,
-           "sysFlag": 4, "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"}
+    ext = {
+        "consumerGroup": "CG",
+        "topic": topic,
+        "queueId": qid,
+        "queueOffset": str(offset),
+        "maxMsgNums": 32,
+        "sysFlag": 4,
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "0",
+        "subscription": "*",
+        "subVersion": "0",
+    }
     return await client.invoke(addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, ext), timeout=10.0)
 
 
 async def _assert_pullable(client, addr, acked):
     for (topic, qid, offset), body in acked.items():
+
         async def found(topic=topic, qid=qid, offset=offset):
             r = await _pull(client, addr, topic, qid, offset)
             return r if r.code == ResponseCode.SUCCESS else None
+
         # (dispatch runs right after the flush that acknowledged the send, not before it)
         r = await wait_until(found, timeout=20, what=f"{topic}-{qid}@{offset} pullable")
         assert body in r.body_bytes(), (topic, qid, offset)
@@ -81,7 +105,7 @@ async def test_low_fd_limit_refuses_new_queues_and_keeps_acked_messages(tmp_path
                     acked[(topic, qid, int(r.ext_fields["queueOffset"]))] = body
                 else:
                     refused.append((topic, qid, r.code, r.remark))
-        assert len(acked) >= 100, len(acked)                 # 256 fds used to allow ~60 queues
+        assert len(acked) >= 100, len(acked)  # 256 fds used to allow ~60 queues
         assert refused, "no send was refused under a 256 descriptor limit"
         code, remark = refused[0][2], refused[0][3]
         assert code == ResponseCode.SYSTEM_ERROR and "too many mapped files" in remark, (code, remark)
@@ -124,9 +148,10 @@ async def test_dispatch_error_is_surfaced_retried_and_loses_nothing(make_store, 
     base = MAPPINGS.live
     # budget: base + 12 mapped files; new queues keep 4 back for rolls
     # (no index file: this counts ConsumeQueue mappings)
-    store = await make_store(max_mapped_files=base + 12, mapped_file_size_commitlog=256 * 1024,
-                             message_index_enable=False)
-    for t in range(7):                                           # 1 CommitLog + 7 queue files
+    store = await make_store(
+        max_mapped_files=base + 12, mapped_file_size_commitlog=256 * 1024, message_index_enable=False
+    )
+    for t in range(7):  # 1 CommitLog + 7 queue files
         assert (await store.put_message(MessageInner(f"Q{t}", 0, b"first"))).is_ok
     refused = await store.put_message(MessageInner("Q7", 0, b"one queue too many"))
     assert refused.status.name == "CREATE_MAPEDFILE_FAILED" and "too many mapped files" in refused.remark
@@ -139,7 +164,7 @@ async def test_dispatch_error_is_surfaced_retried_and_loses_nothing(make_store, 
     await wait_until(lambda: store.runtime_info()["dispatchError"], what="dispatch error shown")
     info = store.runtime_info()
     assert "MappingBudgetError" in info["dispatchError"] and int(info["dispatchBehindBytes"]) > 0
-    assert store.get_max_offset_in_queue("Q0", 0) == 500      # units up to the failed record
+    assert store.get_max_offset_in_queue("Q0", 0) == 500  # units up to the failed record
     assert "dispatch failed at CommitLog offset" in caplog.text
     # Free two mappings: dispatch resumes by itself (backoff) and nothing was skipped.
     store.delete_topics(["Q5", "Q6"])
@@ -165,18 +190,18 @@ async def test_restart_with_dispatch_blocked_never_reuses_a_queue_offset(make_st
     cfg = {"mapped_file_size_commitlog": 256 * 1024, "message_index_enable": False}
     # a budget of 8 (the least there is): the CommitLog file + 7 files of 100 units for "B"
     store = await make_store(root=root, max_mapped_files=base + 8, **cfg)
-    for i in range(701):                           # unit 700 would need an 8th queue file
+    for i in range(701):  # unit 700 would need an 8th queue file
         assert (await store.put_message(MessageInner("B", 0, b"b%d" % i))).is_ok
     await wait_until(lambda: store.runtime_info()["dispatchError"], what="dispatch blocked")
     await store.shutdown()
 
     store = await make_store(root=root, max_mapped_files=base + 8, **cfg)
-    assert store.get_max_offset_in_queue("B", 0) == 700          # unit 700 still not indexed
+    assert store.get_max_offset_in_queue("B", 0) == 700  # unit 700 still not indexed
     r = await store.put_message(MessageInner("B", 0, b"after the restart"))
-    assert r.is_ok and r.append.logics_offset == 701              # not 700: that one is taken
+    assert r.is_ok and r.append.logics_offset == 701  # not 700: that one is taken
     await store.shutdown()
 
-    store = await make_store(root=root, **cfg)                    # budget back: all dispatched
+    store = await make_store(root=root, **cfg)  # budget back: all dispatched
     await wait_until(lambda: store.dispatch_behind_bytes() == 0, what="dispatch")
     assert store.get_max_offset_in_queue("B", 0) == 702
     for offset, body in ((700, b"b700"), (701, b"after the restart")):

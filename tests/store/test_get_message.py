@@ -1,6 +1,7 @@
 """getMessage (Java DefaultMessageStore.getMessage): every status and correction, the filter
 budget, transfer limits, suggestPullingFromSlave, and a randomized differential test against
 the pure-Python model in getmessage_model.py (beside this file)."""
+
 import os
 import random
 import struct
@@ -42,23 +43,23 @@ async def test_statuses_and_master_corrections(make_store):
     assert get(store, "T", 0, 3) == (S.FOUND, 10, 0, 10, 7)
     assert get(store, "T", 0, 0, 4) == (S.FOUND, 4, 0, 10, 4)
     assert get(store, "T", 0, 10) == (S.OFFSET_OVERFLOW_ONE, 10, 0, 10, 0)
-    assert get(store, "T", 0, 15) == (S.OFFSET_OVERFLOW_BADLY, 0, 0, 10, 0)   # min == 0 → 0
-    assert get(store, "T", 1, 5) == (S.NO_MESSAGE_IN_QUEUE, 0, 0, 0, 0)      # unknown queue
+    assert get(store, "T", 0, 15) == (S.OFFSET_OVERFLOW_BADLY, 0, 0, 10, 0)  # min == 0 → 0
+    assert get(store, "T", 1, 5) == (S.NO_MESSAGE_IN_QUEUE, 0, 0, 0, 0)  # unknown queue
     assert get(store, "Nope", 0, 0) == (S.NO_MESSAGE_IN_QUEUE, 0, 0, 0, 0)
     assert get(store, "T", -1, 5) == (S.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, 0)
     res = store.get_message("G", "T", 0, 0, 32)
-    assert res.status == S.FOUND and len(res.buffers) == 1          # adjacent records merged
+    assert res.status == S.FOUND and len(res.buffers) == 1  # adjacent records merged
     assert res.buffer_total_size == sum(len(b) for b in res.buffers) == 10 * len(next(res.iter_records()))
     res.release()
-    res.release()                                                    # idempotent
+    res.release()  # idempotent
 
 
 async def _store_with_min_offset(make_store, **kw):
     """A store whose queue T-0 starts above 0 after retention."""
     store = await make_store(mapped_file_size_commitlog=8 * 1024, **kw)
-    await put_n(store, "T", 0, 200)                 # ~25 files of 8 KiB
+    await put_n(store, "T", 0, 200)  # ~25 files of 8 KiB
     store.commit_log.mfq.delete_first_files(5)
-    store.delete_expired_files()                    # ConsumeQueues follow the new minimum
+    store.delete_expired_files()  # ConsumeQueues follow the new minimum
     return store
 
 
@@ -70,7 +71,7 @@ async def test_offset_too_small_and_overflow_badly_after_retention(make_store):
     assert store.get_commit_log_offset_in_queue("T", 0, lo) >= store.min_phy_offset
     assert store.get_commit_log_offset_in_queue("T", 0, lo - 1) < store.min_phy_offset
     assert get(store, "T", 0, 0) == (S.OFFSET_TOO_SMALL, lo, lo, hi, 0)
-    assert get(store, "T", 0, 500) == (S.OFFSET_OVERFLOW_BADLY, hi, lo, hi, 0)   # min != 0 → max
+    assert get(store, "T", 0, 500) == (S.OFFSET_OVERFLOW_BADLY, hi, lo, hi, 0)  # min != 0 → max
     assert get(store, "T", 0, lo)[0] == S.FOUND
 
 
@@ -91,7 +92,7 @@ async def test_slave_corrects_only_with_offset_check_in_slave(make_store, check_
 
 async def test_message_was_removing_and_offset_found_null(make_store):
     store = await make_store(mapped_file_size_commitlog=8 * 1024)
-    await put_n(store, "Old", 0, 20)                 # the first files only
+    await put_n(store, "Old", 0, 20)  # the first files only
     await put_n(store, "Fill", 0, 200)
     cl = store.commit_log
     n_old_files = (20 * 300) // (8 * 1024) + 2
@@ -100,7 +101,7 @@ async def test_message_was_removing_and_offset_found_null(make_store):
     status, nxt, lo, hi, count = get(store, "Old", 0, 0)
     assert (status, nxt, lo, hi, count) == (S.MESSAGE_WAS_REMOVING, 20, 0, 20, 0)
     status, nxt, lo, hi, count = get(store, "Fill", 0, 0, 32)
-    assert status == S.FOUND and count == 32       # skips to the next live file, then finds
+    assert status == S.FOUND and count == 32  # skips to the next live file, then finds
     assert phys_of(store.get_message("G", "Fill", 0, 0, 1))[0] >= cl.min_offset
     # A queue file gone under a live offset: OFFSET_FOUND_NULL, next = start of the next file.
     cq = store.find_consume_queue("Fill", 0, create=False)
@@ -140,12 +141,12 @@ async def test_transfer_limits_in_memory(make_store):
     store = await make_store(mapped_file_size_commitlog=4 * 1024 * 1024)
     await put_n(store, "Small", 0, 100, body=b"s" * 10)
     res = store.get_message("G", "Small", 0, 0, 64)
-    assert res.message_count == 32 and not res.suggest_pulling_from_slave     # 32 in memory
+    assert res.message_count == 32 and not res.suggest_pulling_from_slave  # 32 in memory
     res.release()
     recs = await put_n(store, "Big", 0, 40, body=b"b" * 10_000)
     size = recs[0].wrote_bytes
     res = store.get_message("G", "Big", 0, 0, 32)
-    assert res.message_count == (256 * 1024) // size                          # 256 KiB
+    assert res.message_count == (256 * 1024) // size  # 256 KiB
     assert res.buffer_total_size <= 256 * 1024
     res.release()
 
@@ -157,15 +158,15 @@ async def test_transfer_limits_in_disk_and_suggest_slave(make_store):
     recs = await put_n(store, "Big", 0, 40, body=b"b" * 10_000)
     await put_n(store, "Tail", 0, 10, body=b"t" * 10_000)
     res = store.get_message("G", "Small", 0, 0, 32)
-    assert res.message_count == 8 and res.suggest_pulling_from_slave           # 8 on disk
+    assert res.message_count == 8 and res.suggest_pulling_from_slave  # 8 on disk
     res.release()
     res = store.get_message("G", "Big", 0, 0, 32)
     assert res.message_count == (64 * 1024) // recs[0].wrote_bytes and res.suggest_pulling_from_slave
     res.release()
-    res = store.get_message("G", "Tail", 0, 7, 32)     # the last 3 records: within 40 000 bytes
+    res = store.get_message("G", "Tail", 0, 7, 32)  # the last 3 records: within 40 000 bytes
     assert res.message_count == 3 and not res.suggest_pulling_from_slave
     res.release()
-    store.config.total_physical_memory = 10 ** 12
+    store.config.total_physical_memory = 10**12
     res = store.get_message("G", "Small", 0, 0, 32)
     assert res.message_count == 32 and not res.suggest_pulling_from_slave
     res.release()
@@ -179,7 +180,7 @@ async def test_views_hold_the_file_until_released(make_store):
     data = bytes(res.buffers[0])
     assert first.hold_count == 1
     store.commit_log.mfq.delete_first_files(1)
-    assert not first.destroyed                     # still mapped under the pull in flight
+    assert not first.destroyed  # still mapped under the pull in flight
     assert bytes(res.buffers[0]) == data
     res.release()
     # Unmapped now, or (if the warm-ahead thread still touches it) on the next clean run.
@@ -202,13 +203,12 @@ TAGS = ["A", "B", "C", "Aa", "BB", None]
 async def test_differential_against_the_model(make_store, depth):
     rng = random.Random(20261121)
     cl_size, units_per_file = 32 * 1024, 50
-    store = await make_store(mapped_file_size_commitlog=cl_size,
-                             mapped_file_size_consume_queue=20 * units_per_file)
+    store = await make_store(mapped_file_size_commitlog=cl_size, mapped_file_size_consume_queue=20 * units_per_file)
     queues = [(f"T{t}", q) for t in range(8) for q in range(5)]
     units = {k: [] for k in queues}
     tags_of = {}
     for _ in range(int(4000 * depth)):
-        k = rng.choice(queues[: rng.randint(1, len(queues))])        # skewed: some queues long
+        k = rng.choice(queues[: rng.randint(1, len(queues))])  # skewed: some queues long
         tag = rng.choice(TAGS)
         body = bytes(rng.randrange(256) for _ in range(rng.randint(0, 400)))
         r = await store.put_message(MessageInner(k[0], k[1], body, properties={"TAGS": tag} if tag else {}))
@@ -229,22 +229,45 @@ async def test_differential_against_the_model(make_store, depth):
             n = rng.choice([1, 2, 8, 31, 32, 64, 1000])
             pick = rng.sample(TAGS[:-1], rng.randint(0, 3))
             flt = MessageFilter.from_expression(" || ".join(pick)) if pick else None
-            tpm = rng.choice([10 ** 12, max_py, max_py // 2, 50_000, 1])
+            tpm = rng.choice([10**12, max_py, max_py // 2, 50_000, 1])
             store.config.total_physical_memory = tpm
-            cfg = _model.ModelConfig(cq_units_per_file=units_per_file, commitlog_file_size=cl_size,
-                                     memory=int(tpm * 0.4))
-            exp = _model.get_message(cfg, u, min_of(k), records, max_py, offset, n,
-                                     None if flt is None else set(flt.codes),
-                                     None if flt is None else set(flt.tags))
+            cfg = _model.ModelConfig(
+                cq_units_per_file=units_per_file, commitlog_file_size=cl_size, memory=int(tpm * 0.4)
+            )
+            exp = _model.get_message(
+                cfg,
+                u,
+                min_of(k),
+                records,
+                max_py,
+                offset,
+                n,
+                None if flt is None else set(flt.codes),
+                None if flt is None else set(flt.tags),
+            )
             res = store.get_message("G", k[0], k[1], offset, n, flt)
-            got = (res.status.name, res.next_begin_offset, res.min_offset, res.max_offset,
-                   res.suggest_pulling_from_slave if res.status.name not in (
-                       "OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY",
-                       "NO_MESSAGE_IN_QUEUE") else False,
-                   phys_of(res), res.buffer_total_size)
+            got = (
+                res.status.name,
+                res.next_begin_offset,
+                res.min_offset,
+                res.max_offset,
+                res.suggest_pulling_from_slave
+                if res.status.name
+                not in ("OFFSET_TOO_SMALL", "OFFSET_OVERFLOW_ONE", "OFFSET_OVERFLOW_BADLY", "NO_MESSAGE_IN_QUEUE")
+                else False,
+                phys_of(res),
+                res.buffer_total_size,
+            )
             res.release()
-            want = (exp.status, exp.next_begin_offset, exp.min_offset, exp.max_offset,
-                    exp.suggest_pulling_from_slave, exp.phys, exp.total)
+            want = (
+                exp.status,
+                exp.next_begin_offset,
+                exp.min_offset,
+                exp.max_offset,
+                exp.suggest_pulling_from_slave,
+                exp.phys,
+                exp.total,
+            )
             assert got == want, (phase, k, offset, n, pick, tpm)
 
     check("all live", lambda k: 0, 2500)
@@ -275,10 +298,10 @@ def test_scan_differential_over_thousands_of_random_queues(depth):
     for case in range(int(3000 * depth)):
         file_size = rng.choice([2048, 4096, 8192])
         n_files = rng.randint(1, 4)
-        removed = rng.randint(0, 2)                 # leading files that no longer exist
+        removed = rng.randint(0, 2)  # leading files that no longer exist
         files = [bytearray(file_size) for _ in range(n_files)]
         first_from = removed * file_size
-        recs = []                                   # (phy, size, tags) for every record written
+        recs = []  # (phy, size, tags) for every record written
         for f in range(removed + n_files):
             pos = 0
             while True:
@@ -290,8 +313,9 @@ def test_scan_differential_over_thousands_of_random_queues(depth):
                     break
                 phy = f * file_size + pos
                 if f >= removed:
-                    _store.encode_record(files[f - removed], pos, body, b"T", props, 0, 0, len(recs), phy,
-                                         0, 0, host, 0, host, 0, 0)
+                    _store.encode_record(
+                        files[f - removed], pos, body, b"T", props, 0, 0, len(recs), phy, 0, 0, host, 0, host, 0, 0
+                    )
                 recs.append((phy, size, tag))
                 pos += size
         max_py = (removed + n_files - 1) * file_size + rng.randint(0, file_size)
@@ -301,22 +325,32 @@ def test_scan_differential_over_thousands_of_random_queues(depth):
         units = []
         for phy, size, tag in queue:
             if rng.random() < 0.02:
-                size += 1                            # a unit that does not match its record
+                size += 1  # a unit that does not match its record
             units.append((phy, size, _store.java_hash_code(tag) if tag else 0))
         cq = bytearray()
         for phy, size, code in units:
             cq += struct.pack(">qiq", phy, size, code)
         start = rng.randint(0, len(units) - 1)
         n = rng.choice([1, 3, 8, 32, 64, 2000])
-        memory = rng.choice([10 ** 12, rng.randint(0, max_py + 1)])
+        memory = rng.choice([10**12, rng.randint(0, max_py + 1)])
         pick = rng.sample(tags_pool[:-1], rng.randint(0, 2))
         flt = MessageFilter.from_expression(" || ".join(pick)) if pick else None
         limits = rng.choice([(256 * 1024, 32, 64 * 1024, 8), (3000, 5, 1000, 2)])
         table = _store.CommitLogTable()
         table.reset(file_size, first_from, list(files))
         status, scanned, _count, total, max_phy, segments = _store.get_message_scan(
-            cq, start * 20, len(cq), table, readable, n, max_py, memory,
-            None if flt is None else flt.codes, None if flt is None else flt.tag_bytes, *limits)
+            cq,
+            start * 20,
+            len(cq),
+            table,
+            readable,
+            n,
+            max_py,
+            memory,
+            None if flt is None else flt.codes,
+            None if flt is None else flt.tag_bytes,
+            *limits,
+        )
         got_phys = []
         for idx, s, e in segments:
             pos = s
@@ -327,13 +361,26 @@ def test_scan_differential_over_thousands_of_random_queues(depth):
                 pos += r["store_size"]
         table.release()
         live = {phy: (size, tag) for phy, size, tag in recs if phy >= first_from and phy + size <= readable}
-        cfg = _model.ModelConfig(cq_units_per_file=10 ** 9, commitlog_file_size=file_size, memory=memory,
-                                 max_bytes_mem=limits[0], max_count_mem=limits[1],
-                                 max_bytes_disk=limits[2], max_count_disk=limits[3])
-        exp = _model.get_message(cfg, units, 0, live, max_py, start, n,
-                                 None if flt is None else set(flt.codes),
-                                 None if flt is None else set(flt.tags))
-        got = (S(status).name, start + scanned // 20, got_phys, total,
-               (max_py - max_phy) > memory)
+        cfg = _model.ModelConfig(
+            cq_units_per_file=10**9,
+            commitlog_file_size=file_size,
+            memory=memory,
+            max_bytes_mem=limits[0],
+            max_count_mem=limits[1],
+            max_bytes_disk=limits[2],
+            max_count_disk=limits[3],
+        )
+        exp = _model.get_message(
+            cfg,
+            units,
+            0,
+            live,
+            max_py,
+            start,
+            n,
+            None if flt is None else set(flt.codes),
+            None if flt is None else set(flt.tags),
+        )
+        got = (S(status).name, start + scanned // 20, got_phys, total, (max_py - max_phy) > memory)
         want = (exp.status, exp.next_begin_offset, exp.phys, exp.total, exp.suggest_pulling_from_slave)
         assert got == want, (case, file_size, n_files, removed, start, n, pick, memory, limits)

@@ -1,4 +1,5 @@
 """MappedFile / MappedFileQueue on real files."""
+
 import os
 
 import pytest
@@ -13,7 +14,7 @@ def test_zero_clears_large_ranges_in_chunks(tmp_path):
     mf.zero(100, 3 * 1024 * 1024 + 50)
     assert mf.mm[99] == 0xFF and mf.mm[100] == 0 and mf.mm[3 * 1024 * 1024 + 49] == 0
     assert mf.mm[3 * 1024 * 1024 + 50] == 0xFF
-    assert mf.mm[100:3 * 1024 * 1024 + 50] == bytes(3 * 1024 * 1024 - 50)
+    assert mf.mm[100 : 3 * 1024 * 1024 + 50] == bytes(3 * 1024 * 1024 - 50)
     mf.close()
 
 
@@ -23,10 +24,10 @@ def test_queue_find_roll_flush_and_delete(tmp_path):
     assert a.file_name == f"{0:020d}" and os.path.getsize(a.path) == 4096
     a.wrote_position = 4096
     b = q.get_last_mapped_file(0)
-    assert b.file_from_offset == 4096 and q.find_by_offset(5000) is b and q.find_by_offset(10 ** 6) is None
+    assert b.file_from_offset == 4096 and q.find_by_offset(5000) is b and q.find_by_offset(10**6) is None
     b.wrote_position = 100
     assert q.flush() == 4196 and q.max_offset == 4196
-    gone = q.delete_first_files(5)                      # never the last file
+    gone = q.delete_first_files(5)  # never the last file
     assert gone == [a] and a.destroyed and not os.path.exists(a.path) and q.min_offset == 4096
     q.shutdown()
 

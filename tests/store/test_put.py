@@ -1,4 +1,5 @@
 """Puts (SPEC S1/S2/S4): records, batches, refusals, rolls, dispatch, listeners, flush."""
+
 import asyncio
 import errno
 import os
@@ -30,8 +31,16 @@ def batch_item(body, props: bytes, flag=0):
 
 async def test_put_and_look_up_by_physical_offset(make_store):
     store = await make_store()
-    msg = MessageInner("TopicTest", 2, b"Hello", flag=5, properties={"TAGS": "TagA", "KEYS": "k1 k2"},
-                       born_timestamp=1234, born_host=("10.0.0.7", 50000), reconsume_times=3)
+    msg = MessageInner(
+        "TopicTest",
+        2,
+        b"Hello",
+        flag=5,
+        properties={"TAGS": "TagA", "KEYS": "k1 k2"},
+        born_timestamp=1234,
+        born_host=("10.0.0.7", 50000),
+        reconsume_times=3,
+    )
     r = await store.put_message(msg)
     assert r.status == PutMessageStatus.PUT_OK
     a = r.append
@@ -46,8 +55,8 @@ async def test_put_and_look_up_by_physical_offset(make_store):
     assert m.born_timestamp == 1234 and m.reconsume_times == 3 and m.msg_id == a.msg_id
     assert m.store_timestamp == a.store_timestamp and m.store_size == a.wrote_bytes
     assert store.look_message_by_offset(a.wrote_offset, a.wrote_bytes).body == b"Hello"
-    assert store.look_message_by_offset(7) is None                       # not a record start
-    assert store.look_message_by_offset(10 ** 9) is None
+    assert store.look_message_by_offset(7) is None  # not a record start
+    assert store.look_message_by_offset(10**9) is None
     assert store.look_message_by_offset_msg_id(a.msg_id).body == b"Hello"
     assert store.max_phy_offset == a.wrote_bytes + r2.append.wrote_bytes and store.min_phy_offset == 0
 
@@ -55,8 +64,9 @@ async def test_put_and_look_up_by_physical_offset(make_store):
 async def test_batch_put_gives_each_item_its_own_record(make_store):
     store = await make_store()
     await store.put_message(MessageInner("B", 0, b"first"))
-    batch = b"".join(batch_item(f"item{i}".encode(), f"UNIQ_KEY\x01U{i}\x02TAGS\x01T{i % 2}".encode(), i)
-                     for i in range(5))
+    batch = b"".join(
+        batch_item(f"item{i}".encode(), f"UNIQ_KEY\x01U{i}\x02TAGS\x01T{i % 2}".encode(), i) for i in range(5)
+    )
     r = await store.put_messages(MessageInner("B", 0, batch, properties={"WAIT": "true"}))
     assert r.is_ok and r.append.msg_num == 5 and r.append.logics_offset == 1
     assert len(r.append.msg_ids) == 5 and r.append.msg_id == r.append.msg_ids[0]
@@ -75,21 +85,24 @@ async def test_batch_put_gives_each_item_its_own_record(make_store):
     res.release()
 
 
-@pytest.mark.parametrize("kw, status, words", [
-    (dict(topic="T", body=b"x" * 2000), PutMessageStatus.MESSAGE_ILLEGAL, "maximum"),
-    (dict(topic="T" * 128, body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "topic"),
-    (dict(topic="", body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "topic"),
-    (dict(topic="../../etc", body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "characters"),
-    (dict(topic="T\u00e9", body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "characters"),
-    (dict(topic="T", body=b"x", properties={"K": "v" * 40000}), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, "32767"),
-    (dict(topic="T", body=b"x", queue_id=-1), PutMessageStatus.MESSAGE_ILLEGAL, "queue"),
-])
+@pytest.mark.parametrize(
+    "kw, status, words",
+    [
+        (dict(topic="T", body=b"x" * 2000), PutMessageStatus.MESSAGE_ILLEGAL, "maximum"),
+        (dict(topic="T" * 128, body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "topic"),
+        (dict(topic="", body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "topic"),
+        (dict(topic="../../etc", body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "characters"),
+        (dict(topic="T\u00e9", body=b"x"), PutMessageStatus.MESSAGE_ILLEGAL, "characters"),
+        (dict(topic="T", body=b"x", properties={"K": "v" * 40000}), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, "32767"),
+        (dict(topic="T", body=b"x", queue_id=-1), PutMessageStatus.MESSAGE_ILLEGAL, "queue"),
+    ],
+)
 async def test_bad_messages_get_a_clear_status(make_store, caplog, kw, status, words):
     store = await make_store(max_message_size=1024)
     r = await store.put_message(MessageInner(**kw))
     assert r.status == status and words in r.remark and r.append is None
     assert "put refused" in caplog.text
-    assert (await store.put_message(MessageInner("T", 0, b"ok"))).is_ok       # still serving
+    assert (await store.put_message(MessageInner("T", 0, b"ok"))).is_ok  # still serving
 
 
 async def test_bad_batches_are_refused(make_store):
@@ -102,7 +115,7 @@ async def test_bad_batches_are_refused(make_store):
 
 
 async def test_roll_writes_a_blank_record_and_everything_stays_readable(make_store):
-    store = await make_store()                    # 64 KiB CommitLog files
+    store = await make_store()  # 64 KiB CommitLog files
     results = [await store.put_message(MessageInner("T", 0, os.urandom(3000))) for _ in range(60)]
     store.do_reput()
     files = store.commit_log.mfq.files
@@ -110,7 +123,7 @@ async def test_roll_writes_a_blank_record_and_everything_stays_readable(make_sto
     first = files[0]
     last_in_first = max((r.append for r in results if r.append.wrote_offset < 64 * 1024), key=lambda a: a.wrote_offset)
     blank_at = last_in_first.wrote_offset + last_in_first.wrote_bytes
-    size, magic = struct.unpack(">iI", first.mm[blank_at:blank_at + 8])
+    size, magic = struct.unpack(">iI", first.mm[blank_at : blank_at + 8])
     assert magic == _store.BLANK_MAGIC_CODE and blank_at + size == 64 * 1024
     assert results[len([r for r in results if r.append.wrote_offset < 65536])].append.wrote_offset == 65536
     seen = []
@@ -139,16 +152,24 @@ async def test_arrival_listener_is_called_promptly_after_dispatch(make_store):
     for i in range(4):
         await store.put_message(MessageInner("T", 3, b"x", properties={"TAGS": "TagA" if i < 3 else "TagB"}))
     store.do_reput()
-    assert sorted(calls) == sorted([("T", 3, 4, _store.java_hash_code("TagA")),
-                                    ("T", 3, 5, _store.java_hash_code("TagB"))])
+    assert sorted(calls) == sorted(
+        [("T", 3, 4, _store.java_hash_code("TagA")), ("T", 3, 5, _store.java_hash_code("TagB"))]
+    )
 
 
 async def test_transaction_half_and_rollback_messages_are_not_dispatched(make_store):
     store = await make_store()
     prep = MessageSysFlag.TRANSACTION_PREPARED_TYPE
     r1 = await store.put_message(MessageInner("T", 0, b"half", sys_flag=prep))
-    r2 = await store.put_message(MessageInner("T", 0, b"rollback", sys_flag=MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
-                                              prepared_transaction_offset=r1.append.wrote_offset))
+    r2 = await store.put_message(
+        MessageInner(
+            "T",
+            0,
+            b"rollback",
+            sys_flag=MessageSysFlag.TRANSACTION_ROLLBACK_TYPE,
+            prepared_transaction_offset=r1.append.wrote_offset,
+        )
+    )
     r3 = await store.put_message(MessageInner("T", 0, b"commit", sys_flag=MessageSysFlag.TRANSACTION_COMMIT_TYPE))
     r4 = await store.put_message(MessageInner("T", 0, b"plain"))
     store.do_reput()
@@ -163,11 +184,12 @@ async def test_transaction_half_and_rollback_messages_are_not_dispatched(make_st
 
 async def test_schedule_topic_units_carry_the_delivery_time(make_store):
     store = await make_store()
-    r = await store.put_message(MessageInner("SCHEDULE_TOPIC_XXXX", 2, b"later",
-                                             properties={"DELAY": "3", "REAL_TOPIC": "T", "TAGS": "x"}))
+    r = await store.put_message(
+        MessageInner("SCHEDULE_TOPIC_XXXX", 2, b"later", properties={"DELAY": "3", "REAL_TOPIC": "T", "TAGS": "x"})
+    )
     store.do_reput()
     cq = store.find_consume_queue("SCHEDULE_TOPIC_XXXX", 2, create=False)
-    assert cq.get_unit(0)[2] == r.append.store_timestamp + 10_000          # level 3 = 10 s
+    assert cq.get_unit(0)[2] == r.append.store_timestamp + 10_000  # level 3 = 10 s
 
 
 def _now_ms():
@@ -224,9 +246,10 @@ async def test_sync_flush_group_commit_acknowledges_after_fsync(make_store, monk
 
     results = await asyncio.gather(*(producer(p) for p in range(8)))
     assert sum(len(r) for r in results) == 200
-    assert 0 < len(syncs) < 200                          # group commit: fewer fsyncs than puts
-    await wait_until(lambda: sum(store.get_max_offset_in_queue("S", p) for p in range(8)) == 200,
-                     what="all 200 dispatched")
+    assert 0 < len(syncs) < 200  # group commit: fewer fsyncs than puts
+    await wait_until(
+        lambda: sum(store.get_max_offset_in_queue("S", p) for p in range(8)) == 200, what="all 200 dispatched"
+    )
     assert calls
 
 
@@ -290,7 +313,7 @@ async def test_async_flush_error_refuses_writes_until_a_flush_succeeds(make_stor
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(os, "fdatasync", broken)
-    assert (await store.put_message(MessageInner("T", 0, b"x" * 5000))).is_ok   # acked before flush
+    assert (await store.put_message(MessageInner("T", 0, b"x" * 5000))).is_ok  # acked before flush
     await wait_until(lambda: store.last_flush_error, what="the flush error")
     r = await store.put_message(MessageInner("T", 0, b"y"))
     assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE and "Input/output error" in r.remark
@@ -310,23 +333,28 @@ async def test_born_host_that_is_not_ipv4(make_store):
 
 
 async def test_async_flush_waits_for_enough_dirty_pages(make_store):
-    store = await make_store(mapped_file_size_commitlog=1024 * 1024, flush_interval_commitlog=10,
-                             flush_commitlog_least_pages=4, flush_commitlog_thorough_interval=10 ** 9)
+    store = await make_store(
+        mapped_file_size_commitlog=1024 * 1024,
+        flush_interval_commitlog=10,
+        flush_commitlog_least_pages=4,
+        flush_commitlog_thorough_interval=10**9,
+    )
     cl = store.commit_log
 
-    await store.put_message(MessageInner("T", 0, b"x" * 1000))         # well under 4 pages
+    await store.put_message(MessageInner("T", 0, b"x" * 1000))  # well under 4 pages
     await asyncio.sleep(0.2)  # the behaviour under test: some 20 flush rounds (10 ms) flush nothing
     assert cl.flushed_offset == 0 < cl.max_offset
-    for _ in range(20):                                                 # > 4 pages dirty
+    for _ in range(20):  # > 4 pages dirty
         await store.put_message(MessageInner("T", 0, b"x" * 1000))
     await wait_until(lambda: cl.flushed_offset == cl.max_offset, what="the dirty pages flushed")
-    store.config.flush_commitlog_thorough_interval = 0                 # "thorough": any dirty page
+    store.config.flush_commitlog_thorough_interval = 0  # "thorough": any dirty page
     await store.put_message(MessageInner("T", 0, b"y"))
     await wait_until(lambda: cl.flushed_offset == cl.max_offset, what="the last page flushed")
 
 
 async def test_flush_error_after_a_timed_out_put_is_not_left_unretrieved(make_store, monkeypatch):
     import gc
+
     store = await make_store(flush_disk_type="SYNC_FLUSH", sync_flush_timeout=0)
 
     def broken(fd):
@@ -337,7 +365,7 @@ async def test_flush_error_after_a_timed_out_put_is_not_left_unretrieved(make_st
     assert r.status == PutMessageStatus.FLUSH_DISK_TIMEOUT
     await wait_until(lambda: store.last_flush_error, what="the flush error")
     gc.collect()
-    await asyncio.sleep(0)          # one loop turn: the autouse guard fails the test on "never retrieved"
+    await asyncio.sleep(0)  # one loop turn: the autouse guard fails the test on "never retrieved"
     monkeypatch.undo()
 
 

@@ -1,4 +1,5 @@
 """Recovery (SPEC S5): clean restarts, SIGKILL at random moments, corrupt tails."""
+
 import logging
 import os
 import random
@@ -21,8 +22,10 @@ CRASH_CFG = dict(mapped_file_size_commitlog=32 * 1024, mapped_file_size_consume_
 async def test_clean_restart_is_fast_and_keeps_everything(make_store, tmp_path):
     root = tmp_path / "s"
     store = await make_store(root=root)
-    rs = [await store.put_message(MessageInner(f"T{i % 3}", i % 2, os.urandom(500), properties={"TAGS": "a"}))
-          for i in range(300)]
+    rs = [
+        await store.put_message(MessageInner(f"T{i % 3}", i % 2, os.urandom(500), properties={"TAGS": "a"}))
+        for i in range(300)
+    ]
     store.do_reput()
     maxes = {(t, q): store.get_max_offset_in_queue(t, q) for t in ("T0", "T1", "T2") for q in (0, 1)}
     end = store.max_phy_offset
@@ -64,7 +67,7 @@ def verify_store(store, acked):
                 res = store.get_message("G", topic, qid, offset, 32)
                 assert res.status == GetMessageStatus.FOUND
                 for rec in res.iter_records():
-                    _store.decode_record(rec, 0, True)           # raises on a bad CRC
+                    _store.decode_record(rec, 0, True)  # raises on a bad CRC
                 offset = res.next_begin_offset
                 res.release()
 
@@ -77,7 +80,7 @@ def read_acks(path):
         for line in f:
             parts = line.split()
             if len(parts) != 7:
-                continue                                        # the line being written at the kill
+                continue  # the line being written at the kill
             phy, size, topic, qid, qoff, seed, seq = parts
             out.append((int(phy), int(size), topic, int(qid), int(qoff), int(seed), int(seq)))
     return out
@@ -118,7 +121,7 @@ async def test_sigkill_at_random_moments(make_store, tmp_path, mode):
         else:
             await store.shutdown()
             with open(root / "abort", "wb"):
-                pass                                            # as if this run had crashed too
+                pass  # as if this run had crashed too
     assert len(read_acks(ack)) > 100
 
 
@@ -193,7 +196,7 @@ async def test_torn_tail_without_checkpoint(make_store, tmp_path, caplog):
     path = root / "commitlog" / f"{last.wrote_offset - last.wrote_offset % (32 * 1024):020d}"
     with open(path, "r+b") as f:
         f.seek(last.wrote_offset % (32 * 1024) + last.wrote_bytes - 100)
-        f.write(b"\x00" * 100)                                  # the tail never reached the file
+        f.write(b"\x00" * 100)  # the tail never reached the file
     caplog.set_level(logging.WARNING, logger="rmq.store")
     store = await make_store(root=root, **CRASH_CFG)
     assert store.max_phy_offset == last.wrote_offset < end
@@ -242,10 +245,10 @@ async def test_power_loss_lost_abort_marker_and_older_checkpoint(make_store, tmp
     for i in range(20):
         assert (await store.put_message(MessageInner("T0", 0, b"before the clean stop %d" % i))).is_ok
     await store.shutdown()
-    old_checkpoint = (root / "checkpoint").read_bytes()       # the clean stop's checkpoint
+    old_checkpoint = (root / "checkpoint").read_bytes()  # the clean stop's checkpoint
     clean_end = store.max_phy_offset
 
-    run_writer_and_kill(root, ack, 5, 0.4)                     # SYNC_FLUSH writer, acks after fsync
+    run_writer_and_kill(root, ack, 5, 0.4)  # SYNC_FLUSH writer, acks after fsync
     acked = read_acks(ack)
     assert acked and max(a[0] for a in acked) > clean_end
     # The power cut: the writer's abort marker and its newer checkpoints never reached the disk.

@@ -1,4 +1,5 @@
 """Retention: expired CommitLog files, full disks, and what getMessage says after."""
+
 import os
 import time
 
@@ -35,8 +36,8 @@ async def test_expired_files_are_deleted_and_queues_follow(make_store):
     cq = store.find_consume_queue("T", 0, create=False)
     n_cq_files = len(cq.mfq.files)
     age_files(store, 4)
-    assert store.delete_expired_files() == 0               # not deleteWhen, disk not full
-    assert store.delete_expired_files(manual=True) == 4    # only the expired ones, in order
+    assert store.delete_expired_files() == 0  # not deleteWhen, disk not full
+    assert store.delete_expired_files(manual=True) == 4  # only the expired ones, in order
     assert [f.file_name for f in store.commit_log.mfq.files] == [f.file_name for f in files[4:]]
     assert all(not os.path.exists(f.path) for f in files[:4])
     new_min = files[4].file_from_offset
@@ -44,7 +45,7 @@ async def test_expired_files_are_deleted_and_queues_follow(make_store):
     lo = store.get_min_offset_in_queue("T", 0)
     first_live = next(i for i, r in enumerate(rs) if r.append.wrote_offset >= new_min)
     assert lo == first_live
-    assert len(cq.mfq.files) == n_cq_files - lo // 100      # 100 units per ConsumeQueue file
+    assert len(cq.mfq.files) == n_cq_files - lo // 100  # 100 units per ConsumeQueue file
     # getMessage below the new minimum: OFFSET_TOO_SMALL, corrected to the minimum.
     res = store.get_message("G", "T", 0, 0, 32)
     assert (res.status, res.next_begin_offset, res.min_offset) == (GetMessageStatus.OFFSET_TOO_SMALL, lo, lo)
@@ -57,8 +58,11 @@ async def test_expired_files_are_deleted_and_queues_follow(make_store):
 
 
 async def test_delete_when_hour(make_store):
-    store = await make_store(mapped_file_size_commitlog=CL, delete_when=f"{(time.localtime().tm_hour + 1) % 24:02d};"
-                             f"{time.localtime().tm_hour:02d}", disk_used_ratio=roomy_disk)
+    store = await make_store(
+        mapped_file_size_commitlog=CL,
+        delete_when=f"{(time.localtime().tm_hour + 1) % 24:02d};{time.localtime().tm_hour:02d}",
+        disk_used_ratio=roomy_disk,
+    )
     await fill(store, 200)
     age_files(store, 2)
     assert store.delete_expired_files() == 2
@@ -66,26 +70,24 @@ async def test_delete_when_hour(make_store):
 
 async def test_disk_over_max_used_ratio_deletes_regardless_of_age(make_store):
     ratio = {"v": 0.5}
-    store = await make_store(mapped_file_size_commitlog=CL, delete_when="99",
-                             disk_used_ratio=lambda path: ratio["v"])
+    store = await make_store(mapped_file_size_commitlog=CL, delete_when="99", disk_used_ratio=lambda path: ratio["v"])
     await fill(store, 600)
     n = len(store.commit_log.mfq.files)
     assert store.delete_expired_files() == 0
-    ratio["v"] = 0.80                                     # above 75 %
+    ratio["v"] = 0.80  # above 75 %
     assert store.delete_expired_files() == min(10, n - 1)  # at most 10 per run, never the last
     assert len(store.commit_log.mfq.files) == n - min(10, n - 1)
 
 
 async def test_writes_refused_above_90_percent_disk_use(make_store, caplog):
     ratio = {"v": 0.95}
-    store = await make_store(mapped_file_size_commitlog=CL, delete_when="99",
-                             disk_used_ratio=lambda path: ratio["v"])
+    store = await make_store(mapped_file_size_commitlog=CL, delete_when="99", disk_used_ratio=lambda path: ratio["v"])
     r = await store.put_message(MessageInner("T", 0, b"x"))
     assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE and "disk full" in r.remark
     assert "refusing writes" in caplog.text
     assert store.runtime_info()["diskFull"] == "True"
     ratio["v"] = 0.5
-    store.delete_expired_files()                          # the clean service re-checks the disk
+    store.delete_expired_files()  # the clean service re-checks the disk
     assert (await store.put_message(MessageInner("T", 0, b"x"))).is_ok
 
 
@@ -117,6 +119,6 @@ def test_disk_used_ratio_counts_as_df_and_java_do(tmp_path):
 
     out = subprocess.run(["df", "-P", str(tmp_path)], capture_output=True, text=True, check=True).stdout
     used_k, avail_k = (int(v) for v in out.splitlines()[1].split()[2:4])
-    df_pcent = -(-used_k * 100 // (used_k + avail_k))   # df -P rounds Use% up
-    assert abs(disk_used_ratio(str(tmp_path)) * 100 - df_pcent) <= 1   # (the disk may move between the calls)
+    df_pcent = -(-used_k * 100 // (used_k + avail_k))  # df -P rounds Use% up
+    assert abs(disk_used_ratio(str(tmp_path)) * 100 - df_pcent) <= 1  # (the disk may move between the calls)
     assert disk_used_ratio(str(tmp_path / "missing")) == 1.0

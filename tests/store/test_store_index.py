@@ -1,5 +1,6 @@
 """The message index (Java IndexService / IndexFile): build by dispatch, query, roll,
 crash cut-back and rebuild, retention, and the on-disk layout read by an independent decoder."""
+
 import os
 import shutil
 import struct
@@ -21,7 +22,7 @@ def java_hash(s: str) -> int:
     h = 0
     units = s.encode("utf-16-be", "surrogatepass")
     for i in range(0, len(units), 2):
-        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+        h = (31 * h + int.from_bytes(units[i : i + 2], "big")) & 0xFFFFFFFF
     return h - (1 << 32) if h >= 1 << 31 else h
 
 
@@ -43,8 +44,16 @@ def decode_index_file(path: str, slots: int, num: int) -> dict:
     entries = []
     for i in range(ic):
         entries.append(struct.unpack_from(">iqii", data, 40 + 4 * slots + 20 * i))
-    return {"begin_ts": bt, "end_ts": et, "begin_phy": bp, "end_phy": ep, "slot_count": sc, "count": ic,
-            "slots": slot_values, "entries": entries}
+    return {
+        "begin_ts": bt,
+        "end_ts": et,
+        "begin_phy": bp,
+        "end_phy": ep,
+        "slot_count": sc,
+        "count": ic,
+        "slots": slot_values,
+        "entries": entries,
+    }
 
 
 def lookup(dec: dict, khash: int, slots: int) -> list[int]:
@@ -80,12 +89,12 @@ def found(store, key, topic="T", max_num=64, begin=0, end=FOREVER):
 async def test_keys_and_unique_keys_are_found(make_store):
     store = await make_store()
     a = await put(store, keys="order-1 shared", uniq="U1")
-    b = await put(store, keys="order-2  shared ", uniq="U2")      # extra spaces: empty items skipped
+    b = await put(store, keys="order-2  shared ", uniq="U2")  # extra spaces: empty items skipped
     c = await put(store, topic="Other", keys="order-1")
     store.do_reput()
     assert found(store, "order-1")[0] == [a]
     assert found(store, "order-1", topic="Other")[0] == [c]
-    assert found(store, "shared")[0] == [a, b]                   # oldest first, as Java sorts them
+    assert found(store, "shared")[0] == [a, b]  # oldest first, as Java sorts them
     assert found(store, "U2")[0] == [b]
     assert found(store, "nope")[0] == []
     offs, res = found(store, "order-2")
@@ -101,7 +110,7 @@ async def test_hash_collisions_are_answered_and_told_apart_by_the_client(make_st
     store = await make_store()
     a = await put(store, keys="Aa")
     b = await put(store, keys="BB")
-    c = await put(store, keys="AaBB")                              # different hash, maybe same slot
+    c = await put(store, keys="AaBB")  # different hash, maybe same slot
     store.do_reput()
     # Java answers every record whose entry has the key's hash: the client filters by key.
     assert found(store, "Aa")[0] == [a, b]
@@ -124,8 +133,8 @@ async def test_java_hash_code_over_utf16(make_store):
 
 async def test_rollback_records_are_not_indexed_and_redispatch_does_not_duplicate(make_store):
     store = await make_store()
-    await put(store, keys="tx", sys_flag=0xC)                       # TRANSACTION_ROLLBACK_TYPE
-    p = await put(store, keys="tx", sys_flag=0x4)                   # PREPARED: Java indexes it
+    await put(store, keys="tx", sys_flag=0xC)  # TRANSACTION_ROLLBACK_TYPE
+    p = await put(store, keys="tx", sys_flag=0x4)  # PREPARED: Java indexes it
     store.do_reput()
     assert found(store, "tx")[0] == [p]
     # A second dispatch of the same records (what recovery does) adds nothing.
@@ -141,7 +150,7 @@ async def test_files_roll_over_and_every_key_is_found_once(make_store):
         offs[i] = await put(store, keys=f"k{i} all", uniq=f"U{i}")
     store.do_reput()
     files = store.index.files
-    assert len(files) == 60 * 3 // 19 + 1                        # 19 entries per file (entry 0 unused)
+    assert len(files) == 60 * 3 // 19 + 1  # 19 entries per file (entry 0 unused)
     names = [f.name for f in files]
     assert names == sorted(names) and all(len(n) == 17 and n.isdigit() for n in names)
     for prev, nxt in zip(files, files[1:], strict=False):
@@ -152,11 +161,11 @@ async def test_files_roll_over_and_every_key_is_found_once(make_store):
         assert found(store, f"U{i}")[0] == [offs[i]]
     # max count: newest first in the index, answered oldest first; capped at maxMsgsNumBatch
     assert found(store, "all", max_num=5)[0] == [offs[i] for i in range(55, 60)]
-    assert len(found(store, "all", max_num=1000)[0]) == 60         # 60 < 64
+    assert len(found(store, "all", max_num=1000)[0]) == 60  # 60 < 64
     for _ in range(60, 80):
         await put(store, keys="all")
     store.do_reput()
-    assert len(found(store, "all", max_num=1000)[0]) == 64         # maxMsgsNumBatch
+    assert len(found(store, "all", max_num=1000)[0]) == 64  # maxMsgsNumBatch
 
 
 async def test_query_by_time_range(make_store):
@@ -182,7 +191,7 @@ async def test_keys_per_record_are_bounded(make_store):
     a = await put(store, keys=keys, uniq="UQ")
     store.do_reput()
     assert found(store, "UQ")[0] == [a]
-    assert found(store, f"key{MAX_KEYS_PER_RECORD - 2}")[0] == [a]   # UNIQ_KEY + 63 KEYS
+    assert found(store, f"key{MAX_KEYS_PER_RECORD - 2}")[0] == [a]  # UNIQ_KEY + 63 KEYS
     assert found(store, f"key{MAX_KEYS_PER_RECORD - 1}")[0] == []
     assert store.index.keys_capped == 1
 
@@ -261,8 +270,13 @@ async def test_a_file_java_wrote_is_read(make_store, tmp_path):
 
 
 async def test_index_files_are_deleted_with_the_commitlog(make_store):
-    store = await make_store(mapped_file_size_commitlog=8 * 1024, max_hash_slot_num=7, max_index_num=30,
-                             delete_when="99", disk_used_ratio=lambda path: 0.1)
+    store = await make_store(
+        mapped_file_size_commitlog=8 * 1024,
+        max_hash_slot_num=7,
+        max_index_num=30,
+        delete_when="99",
+        disk_used_ratio=lambda path: 0.1,
+    )
     offs = [await put(store, keys=f"d{i}", body=b"x" * 150) for i in range(400)]
     store.do_reput()
     n_files = len(store.index.files)
@@ -297,7 +311,7 @@ async def test_crash_cuts_back_to_the_checkpoint_and_rebuilds(make_store, tmp_pa
     store.do_reput()
     await store.flush_consume_queue.flush_and_checkpoint(0, force_index=True)
     cp = store.checkpoint.read()
-    for i in range(40, 120):                                       # rolls into new files, unflushed
+    for i in range(40, 120):  # rolls into new files, unflushed
         offs[i] = await put(store, keys=f"c{i}")
     store.do_reput()
     assert len(store.index.files) > 1
@@ -350,9 +364,9 @@ async def test_query_answer_is_bounded_in_bytes(make_store, monkeypatch):
     store.do_reput()
     assert found(store, "big")[0] == offs
     monkeypatch.setattr(message_store, "QUERY_MESSAGE_MAX_BYTES", 1200)
-    assert found(store, "big")[0] == offs[:2]                       # 2 records of ~600 bytes fit
+    assert found(store, "big")[0] == offs[:2]  # 2 records of ~600 bytes fit
     monkeypatch.setattr(message_store, "QUERY_MESSAGE_MAX_BYTES", 10)
-    assert found(store, "big")[0] == offs[:1]                       # always at least one
+    assert found(store, "big")[0] == offs[:1]  # always at least one
 
 
 async def test_an_index_file_that_cannot_be_created_does_not_stop_dispatch(make_store, tmp_path):
@@ -363,7 +377,7 @@ async def test_an_index_file_that_cannot_be_created_does_not_stop_dispatch(make_
     assert "unusable" in store.runtime_info()["indexError"]
     await put(store, keys="k1")
     store.do_reput()
-    assert store.get_max_offset_in_queue("T", 0) == 1               # dispatched all the same
+    assert store.get_max_offset_in_queue("T", 0) == 1  # dispatched all the same
     info = store.runtime_info()
     assert "cannot create an index file" in info["indexError"] and info["indexFiles"] == "0"
     assert found(store, "k1")[0] == []

@@ -4,6 +4,7 @@ attribute or method of ``MessageStore``, ``CommitLog`` or the C-level ``Appender
 The names come from the classes themselves (their syntax trees and rmq/_store.pxd), so a new
 private attribute is covered as soon as it exists. ``self._name`` / ``cls._name`` are a class's
 own business and are not counted."""
+
 import ast
 import pathlib
 import re
@@ -28,7 +29,7 @@ def _private_names() -> set[str]:
                 names.add(node.attr)
     # the Appender's C-level members that are not public (``cdef`` without public/readonly)
     pxd = (ROOT / "_store.pxd").read_text()
-    body = pxd[pxd.index("cdef class Appender"):]
+    body = pxd[pxd.index("cdef class Appender") :]
     for line in body.splitlines()[1:]:
         m = re.match(r"\s+cdef\s+(?!public|readonly)[\w ]+?\b(\w+)\s*(\(|$|,)", line)
         if m:
@@ -51,10 +52,13 @@ def _accesses(path: pathlib.Path, names: set[str]) -> list[str]:
     hits = []
     if path.suffix == ".py":
         for node in ast.walk(ast.parse(src, str(path))):
-            if isinstance(node, ast.Attribute) and node.attr in names \
-                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in names
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
                 hits.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: .{node.attr}")
-    else:       # Cython: no syntax tree here, the attribute accesses by pattern
+    else:  # Cython: no syntax tree here, the attribute accesses by pattern
         for i, line in enumerate(src.splitlines(), 1):
             for m in re.finditer(r"(\w+)\s*\.\s*(_\w+)", line.split("#", 1)[0]):
                 if m.group(2) in names and m.group(1) not in ("self", "cls"):

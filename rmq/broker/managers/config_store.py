@@ -15,6 +15,7 @@ of N new groups or topics costs N dictionary inserts plus a few whole-table writ
 interval), not N of them, and a slow disk never stalls a connection. A write or encode error
 is logged (rate-limited) and retried with backoff; the persister never stops on one.
 """
+
 from __future__ import annotations
 
 import abc
@@ -58,8 +59,8 @@ class ConfigManager(abc.ABC):
         #: True while the table has changes not yet snapshotted for writing.
         self.dirty = False
         self._write_lock = threading.Lock()
-        self._snapshots = 0   # snapshots taken (on the loop)
-        self._written = 0     # the newest snapshot on disk
+        self._snapshots = 0  # snapshots taken (on the loop)
+        self._written = 0  # the newest snapshot on disk
 
     @abc.abstractmethod
     def encode(self) -> object:
@@ -118,8 +119,8 @@ class ConfigManager(abc.ABC):
 @dataclass(slots=True)
 class _Entry:
     manager: ConfigManager
-    interval: float          # least seconds between two timed writes of this table
-    next_at: float = 0.0     # monotonic time before which it is not written again
+    interval: float  # least seconds between two timed writes of this table
+    next_at: float = 0.0  # monotonic time before which it is not written again
     failures: int = 0
 
 
@@ -183,8 +184,15 @@ class ConfigPersister:
         e.failures += 1
         backoff = min(self.MAX_BACKOFF, 2.0 ** (e.failures - 1))
         e.next_at = now + backoff
-        _rl.error("persist-" + e.manager.file_name, "%s %s failed (%s: %s); retrying in %.0f s",
-                  what, e.manager.path, type(exc).__name__, exc, backoff)
+        _rl.error(
+            "persist-" + e.manager.file_name,
+            "%s %s failed (%s: %s); retrying in %.0f s",
+            what,
+            e.manager.path,
+            type(exc).__name__,
+            exc,
+            backoff,
+        )
 
     def flush_all(self) -> None:
         """Write every table now, in the calling thread (shutdown). Never raises: a table

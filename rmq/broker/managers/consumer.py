@@ -10,6 +10,7 @@ Heartbeats arrive in two dialects: C++ writes enum ordinals (``"consumeType":1``
 ali-ons write enum names (``"CONSUME_PASSIVELY"``). Both parse into the IntEnums below,
 whose values are Java's ordinals.
 """
+
 from __future__ import annotations
 
 import logging
@@ -255,9 +256,13 @@ class ConsumerManager:
         old = info.channels.get(channel.conn)
         if old is None:
             info.channels[channel.conn] = channel
-            _rl.info("consumer-connected", "new consumer connected, group %s %s %s", clip(group),
-                     clip(channel.client_id),
-                     channel.remote_addr)
+            _rl.info(
+                "consumer-connected",
+                "new consumer connected, group %s %s %s",
+                clip(group),
+                clip(channel.client_id),
+                channel.remote_addr,
+            )
             changed = True
         else:
             if old.client_id != channel.client_id:
@@ -271,8 +276,13 @@ class ConsumerManager:
             if cur is None:
                 info.subscriptions[sub.topic] = sub
                 changed = True
-                _rl.info("subscription-added", "subscription changed, group %s add %s %s", clip(group), clip(sub.topic),
-                         clip(sub.sub_string))
+                _rl.info(
+                    "subscription-added",
+                    "subscription changed, group %s add %s %s",
+                    clip(group),
+                    clip(sub.topic),
+                    clip(sub.sub_string),
+                )
             elif sub.sub_version > cur.sub_version:
                 if sub.sub_string != cur.sub_string:
                     changed = True
@@ -284,8 +294,9 @@ class ConsumerManager:
                 if topic not in new_topics:
                     del info.subscriptions[topic]
                     changed = True
-                    _rl.info("subscription-removed", "subscription changed, group %s remove %s", clip(group),
-                             clip(topic))
+                    _rl.info(
+                        "subscription-removed", "subscription changed, group %s remove %s", clip(group), clip(topic)
+                    )
         if changed:
             self._notify(group, notify_enabled)
         return changed
@@ -319,8 +330,14 @@ class ConsumerManager:
             if removed is None:
                 continue
             groups.append(group)
-            _rl.info("consumer-removed", "consumer %s of group %s removed: connection %s (%s)", clip(removed.client_id),
-                     clip(group), removed.remote_addr, why)
+            _rl.info(
+                "consumer-removed",
+                "consumer %s of group %s removed: connection %s (%s)",
+                clip(removed.client_id),
+                clip(group),
+                removed.remote_addr,
+                why,
+            )
             if not info.channels:
                 del self.consumer_table[group]
             else:
@@ -352,8 +369,7 @@ class ProducerManager:
             for longest is evicted to make room (one rate-limited warning).
     """
 
-    def __init__(self, channel_expired_seconds: float = 120.0, max_groups: int = 10_000,
-                 max_per_group: int = 1_000):
+    def __init__(self, channel_expired_seconds: float = 120.0, max_groups: int = 10_000, max_per_group: int = 1_000):
         self.group_channel_table: dict[str, dict[Connection, ClientChannelInfo]] = {}
         self.channel_expired_seconds = channel_expired_seconds
         self.max_groups = max_groups
@@ -373,26 +389,40 @@ class ProducerManager:
         chans = self.group_channel_table.get(group)
         if chans is None:
             if len(self.group_channel_table) >= self.max_groups:
-                _rl.warning("producer-groups-full", "producer group %s of %s not recorded: the producer table "
-                            "holds %d groups (maxProducerGroups)", clip(group), clip(channel.client_id),
-                            self.max_groups)
+                _rl.warning(
+                    "producer-groups-full",
+                    "producer group %s of %s not recorded: the producer table holds %d groups (maxProducerGroups)",
+                    clip(group),
+                    clip(channel.client_id),
+                    self.max_groups,
+                )
                 return False
             chans = self.group_channel_table[group] = {}
         old = chans.get(channel.conn)
         if old is None:
             if len(chans) >= self.max_per_group:
                 oldest = min(chans.values(), key=lambda c: c.last_update)
-                _rl.warning("producer-group-full", "producer group %s holds %d connections "
-                            "(maxProducersPerGroup): evicting %s (%s) for %s", clip(group), self.max_per_group,
-                            clip(oldest.client_id), oldest.remote_addr, clip(channel.client_id))
+                _rl.warning(
+                    "producer-group-full",
+                    "producer group %s holds %d connections (maxProducersPerGroup): evicting %s (%s) for %s",
+                    clip(group),
+                    self.max_per_group,
+                    clip(oldest.client_id),
+                    oldest.remote_addr,
+                    clip(channel.client_id),
+                )
                 self.unregister_producer(group, oldest.conn)
                 chans = self.group_channel_table.setdefault(group, {})
             chans[channel.conn] = channel
             self._by_conn.setdefault(channel.conn, set()).add(group)
             self.clients.index(channel.conn, channel.client_id)
-            _rl.info("producer-connected", "new producer connected, group %s %s %s", clip(group),
-                     clip(channel.client_id),
-                     channel.remote_addr)
+            _rl.info(
+                "producer-connected",
+                "new producer connected, group %s %s %s",
+                clip(group),
+                clip(channel.client_id),
+                channel.remote_addr,
+            )
         else:
             self.clients.index(channel.conn, channel.client_id)
             old.client_id, old.language, old.version = channel.client_id, channel.language, channel.version

@@ -11,6 +11,7 @@ known group (Java ConsumerManageProcessor.updateConsumerOffset), and the table h
 ``max_keys`` topic@group pairs (BrokerConfig ``maxConsumerOffsetKeys``): no client can grow
 it, or its file, without limit.
 """
+
 from __future__ import annotations
 
 import logging
@@ -61,8 +62,12 @@ class ConsumerOffsetManager(ConfigManager):
         queues = self.offset_table.get(key)
         if queues is None:
             if len(self.offset_table) >= self.max_keys:
-                _rl.warning("offset-table-full", "consumer offset table full (%d topic@group pairs, "
-                            "maxConsumerOffsetKeys): commit from %s refused", len(self.offset_table), client_host)
+                _rl.warning(
+                    "offset-table-full",
+                    "consumer offset table full (%d topic@group pairs, maxConsumerOffsetKeys): commit from %s refused",
+                    len(self.offset_table),
+                    client_host,
+                )
                 return False
             queues = self.offset_table[key] = {}
         queues[queue_id] = offset

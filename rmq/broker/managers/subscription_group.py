@@ -1,4 +1,5 @@
 """SubscriptionGroupManager: consumer-group settings (persisted, auto-created on first use)."""
+
 from __future__ import annotations
 
 import logging
@@ -25,9 +26,18 @@ def check_group_name(group: object) -> str | None:
         return f"The specified group[{clip(group)}] is longer than {TopicValidator.TOPIC_MAX_LENGTH - 7} characters."
     return None
 
+
 # Java seeds these so its own tools work without creating groups first.
-SYSTEM_GROUPS = ("TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_ONS-HTTP-PROXY",
-                 "CID_ONSAPI_PULL", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER", MixAll.CID_SYS_RMQ_TRANS)
+SYSTEM_GROUPS = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    MixAll.CID_SYS_RMQ_TRANS,
+)
 
 
 _I32 = (-(1 << 31), (1 << 31) - 1)
@@ -134,8 +144,12 @@ class SubscriptionGroupManager(ConfigManager):
         if cfg is None and self.broker_config.auto_create_subscription_group and check_group_name(group) is None:
             limit = int(getattr(self.broker_config, "max_subscription_group_nums", 100_000))
             if len(self.subscription_group_table) >= limit:
-                _rl.warning("group-table-full", "subscription group table full (%d groups, maxSubscriptionGroupNums): "
-                            "group %s not auto-created", len(self.subscription_group_table), clip(group))
+                _rl.warning(
+                    "group-table-full",
+                    "subscription group table full (%d groups, maxSubscriptionGroupNums): group %s not auto-created",
+                    len(self.subscription_group_table),
+                    clip(group),
+                )
                 return None
             cfg = SubscriptionGroupConfig(group)
             self.subscription_group_table[group] = cfg

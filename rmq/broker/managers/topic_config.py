@@ -6,6 +6,7 @@ the C++ producer falls back to its route when its own topic has none.
 Every change bumps ``data_version``; the name-server registration carries it so name servers
 can skip unchanged tables.
 """
+
 from __future__ import annotations
 
 import logging
@@ -171,7 +172,11 @@ class TopicConfigManager(ConfigManager):
         return old
 
     def create_topic_in_send_message_method(
-        self, topic: str, default_topic: str, remote_addr: str, client_default_topic_queue_nums: int,
+        self,
+        topic: str,
+        default_topic: str,
+        remote_addr: str,
+        client_default_topic_queue_nums: int,
         topic_sys_flag: int,
     ) -> tuple[TopicConfig | None, bool]:
         """Create ``topic`` from the template ``default_topic`` (TBW102) on first send.
@@ -184,16 +189,24 @@ class TopicConfigManager(ConfigManager):
             return tc, False
         default = self.topic_config_table.get(default_topic)
         if default is None:
-            _rl.warning("create-topic-no-default",
-                        "create topic %s failed: default topic %s does not exist (producer %s)",
-                        clip(topic), clip(default_topic), remote_addr)
+            _rl.warning(
+                "create-topic-no-default",
+                "create topic %s failed: default topic %s does not exist (producer %s)",
+                clip(topic),
+                clip(default_topic),
+                remote_addr,
+            )
             return None, False
         if default_topic == AUTO_CREATE_TOPIC_KEY_TOPIC and not self.broker_config.auto_create_topic_enable:
             return None, False
         if not PermName.is_inherited(default.perm):
-            _rl.warning("create-topic-no-inherit",
-                        "create topic %s failed: default topic %s has no inherit perm (producer %s)",
-                        clip(topic), clip(default_topic), remote_addr)
+            _rl.warning(
+                "create-topic-no-inherit",
+                "create topic %s failed: default topic %s has no inherit perm (producer %s)",
+                clip(topic),
+                clip(default_topic),
+                remote_addr,
+            )
             return None, False
         queue_nums = max(0, min(int(client_default_topic_queue_nums), default.write_queue_nums))
         tc = TopicConfig(
@@ -204,9 +217,14 @@ class TopicConfigManager(ConfigManager):
             default.topic_filter_type,
             topic_sys_flag,
         )
-        _rl.info("topic-auto-created", "auto-created topic %s from %s for %s: %d queues", clip(topic),
-                 clip(default_topic), remote_addr,
-                 queue_nums)
+        _rl.info(
+            "topic-auto-created",
+            "auto-created topic %s from %s for %s: %d queues",
+            clip(topic),
+            clip(default_topic),
+            remote_addr,
+            queue_nums,
+        )
         self.topic_config_table[topic] = tc
         self._changed()
         return tc, True
@@ -222,8 +240,13 @@ class TopicConfigManager(ConfigManager):
             return tc, False
         cap = self.max_queue_nums
         if queue_nums > cap:
-            _rl.warning("retry-queue-cap", "topic %s: %d queues asked, capped at maxTopicQueueNums %d", clip(topic),
-                        queue_nums, cap)
+            _rl.warning(
+                "retry-queue-cap",
+                "topic %s: %d queues asked, capped at maxTopicQueueNums %d",
+                clip(topic),
+                queue_nums,
+                cap,
+            )
             queue_nums = cap
         queue_nums = max(0, queue_nums)
         tc = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)

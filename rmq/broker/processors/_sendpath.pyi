@@ -1,4 +1,5 @@
 """Type stubs for the Cython extension rmq.broker.processors._sendpath (_sendpath.pyx)."""
+
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -6,6 +7,7 @@ from rmq._store import Appender
 
 class SendGate:
     """What the SEND fast path reads of the broker, and the running store's appender."""
+
     topics: dict[str, Any]
     broker_config: Any
     stats: Any
@@ -16,21 +18,30 @@ class SendFastPath:
     """The plain SEND in one call (rmq/broker/processors/_sendpath.pyx): ``send(cmd, born)`` returns the reply
     frame, ``b""`` (stored, oneway) or None (declined, nothing changed); ``send_frame`` the
     same straight from a frame's bytes."""
+
     taken: int
     declined: int
     frames: int
     @property
     def gate(self) -> SendGate: ...
-    def __init__(self, fields: Iterable[tuple[str, str, str, int, bool, int, int]], gate: SendGate,
-                 not_allowed: Any, retry_prefix: str, marks: tuple[str, ...],
-                 json_decode: Callable[[bytes], Any] | None = None) -> None: ...
+    def __init__(
+        self,
+        fields: Iterable[tuple[str, str, str, int, bool, int, int]],
+        gate: SendGate,
+        not_allowed: Any,
+        retry_prefix: str,
+        marks: tuple[str, ...],
+        json_decode: Callable[[bytes], Any] | None = None,
+    ) -> None: ...
     def send(self, cmd: Any, born: bytes) -> bytes | None: ...
-    def send_frame(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int,
-                   born: bytes) -> bytes | None: ...
+    def send_frame(
+        self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int, born: bytes
+    ) -> bytes | None: ...
     def frame_hook(self, born: bytes, pool: Any) -> SendFrameHook | None: ...
 
 class SendFrameHook:
     """One producer connection's ``FrameDecoder.frame_hook`` (``SendFastPath.frame_hook``)."""
+
     taken: int
     def __init__(self, fast: SendFastPath, born: bytes, pool: Any) -> None: ...
     def __call__(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int) -> bytes | None: ...

@@ -11,6 +11,7 @@
 File writes run in a worker thread, one update at a time. With ``aclEnable=false`` every code
 is answered with its failure code (Java would fail on a missing validator) and says so.
 """
+
 from __future__ import annotations
 
 import json
@@ -72,12 +73,19 @@ class AclAdminProcessor:
         try:
             if cmd.code == RequestCode.UPDATE_AND_CREATE_ACL_CONFIG:
                 h = cmd.decode_header(CreateAccessConfigRequestHeader)
-                ok = await acl.run_update(acl.update_access_config, {
-                    "accessKey": h.access_key, "secretKey": h.secret_key,
-                    "whiteRemoteAddress": h.white_remote_address, "admin": h.admin,
-                    "defaultTopicPerm": h.default_topic_perm, "defaultGroupPerm": h.default_group_perm,
-                    "topicPerms": _split(h.topic_perms), "groupPerms": _split(h.group_perms),
-                })
+                ok = await acl.run_update(
+                    acl.update_access_config,
+                    {
+                        "accessKey": h.access_key,
+                        "secretKey": h.secret_key,
+                        "whiteRemoteAddress": h.white_remote_address,
+                        "admin": h.admin,
+                        "defaultTopicPerm": h.default_topic_perm,
+                        "defaultGroupPerm": h.default_group_perm,
+                        "topicPerms": _split(h.topic_perms),
+                        "groupPerms": _split(h.group_perms),
+                    },
+                )
                 log.info("ACL: account %s created or updated by %s", clip(h.access_key), conn.remote_addr)
                 failed = f"The accesskey[{h.access_key}] corresponding to accessConfig has been updated failed."
             elif cmd.code == RequestCode.DELETE_ACL_CONFIG:
@@ -87,15 +95,22 @@ class AclAdminProcessor:
                 failed = f"The accesskey[{d.access_key}] corresponding to accessConfig has been deleted failed."
             elif cmd.code == RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG:
                 g = cmd.decode_header(UpdateGlobalWhiteAddrsConfigRequestHeader)
-                ok = await acl.run_update(acl.update_global_white_addrs, _split(g.global_white_addrs),
-                                          g.acl_file_full_path)
+                ok = await acl.run_update(
+                    acl.update_global_white_addrs, _split(g.global_white_addrs), g.acl_file_full_path
+                )
                 failed = f"The globalWhiteAddresses[{g.global_white_addrs}] has been updated failed."
             elif cmd.code == RequestCode.GET_BROKER_CLUSTER_ACL_INFO:
                 bc = self.controller.broker_config
-                return cmd.response(ResponseCode.SUCCESS, ext_fields=GetBrokerAclConfigResponseHeader(
-                    version=acl.config_version(), all_acl_file_version=acl.all_config_versions(),
-                    broker_name=bc.broker_name, broker_addr=self.controller.broker_addr,
-                    cluster_name=bc.broker_cluster_name))
+                return cmd.response(
+                    ResponseCode.SUCCESS,
+                    ext_fields=GetBrokerAclConfigResponseHeader(
+                        version=acl.config_version(),
+                        all_acl_file_version=acl.all_config_versions(),
+                        broker_name=bc.broker_name,
+                        broker_addr=self.controller.broker_addr,
+                        cluster_name=bc.broker_cluster_name,
+                    ),
+                )
             else:  # GET_BROKER_CLUSTER_ACL_CONFIG
                 body = json.dumps(acl.all_config(), separators=(",", ":")).encode()
                 return cmd.response(ResponseCode.SUCCESS, body=body)

@@ -11,6 +11,7 @@ Replies are Java's JSON (``TopicConfigSerializeWrapper``, ``KVTable``, ``TopicSt
 with JSON objects as keys; we write the same bytes so Java's admin tools read them (see
 ``rmq.protocol.body._mq.dumps_mq_map``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -91,8 +92,13 @@ class AdminBrokerProcessor:
 
     codes = property(lambda self: list(self._handlers))
     #: the codes that change a table (and wait for the name-server registration).
-    WRITE_CODES = frozenset({RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER,
-                             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP})
+    WRITE_CODES = frozenset(
+        {
+            RequestCode.UPDATE_AND_CREATE_TOPIC,
+            RequestCode.DELETE_TOPIC_IN_BROKER,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        }
+    )
 
     def reject_request(self) -> bool:
         return False
@@ -120,12 +126,19 @@ class AdminBrokerProcessor:
         if TopicValidator.is_system_topic(h.topic):
             return cmd.response(ResponseCode.SYSTEM_ERROR, TopicValidator.system_topic_remark(h.topic), {})
         if h.topic == c.broker_config.broker_cluster_name:
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"the topic[{clip_remark(h.topic)}] is conflict with system reserved words.", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"the topic[{clip_remark(h.topic)}] is conflict with system reserved words.",
+                {},
+            )
         cap = c.topic_config_manager.max_queue_nums
         if not (0 <= h.read_queue_nums <= cap and 0 <= h.write_queue_nums <= cap):
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"queue numbers must be between 0 and {cap} "
-                                f"(maxTopicQueueNums), not read {h.read_queue_nums} write {h.write_queue_nums}", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queue numbers must be between 0 and {cap} "
+                f"(maxTopicQueueNums), not read {h.read_queue_nums} write {h.write_queue_nums}",
+                {},
+            )
         tc = TopicConfig(
             h.topic,
             h.read_queue_nums,
@@ -145,8 +158,11 @@ class AdminBrokerProcessor:
         h = DeleteTopicRequestHeader.from_ext_fields(cmd.ext_fields)
         _rlog.info("delete-topic", "deleteTopic called by %s: %s", conn.remote_addr, clip(h.topic))
         if c.topic_config_manager.is_system_topic(h.topic):
-            return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the topic[{clip_remark(h.topic)}] is a system topic and cannot be deleted", {})
+            return cmd.response(
+                ResponseCode.NO_PERMISSION,
+                f"the topic[{clip_remark(h.topic)}] is a system topic and cannot be deleted",
+                {},
+            )
         c.topic_config_manager.delete_topic_config(h.topic)
         c.stats.on_topic_deleted(h.topic)
         c.consumer_offset_manager.remove_topic(h.topic)
@@ -159,8 +175,9 @@ class AdminBrokerProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def get_all_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        return cmd.response(ResponseCode.SUCCESS, None, {},
-                            to_json_bytes(self.controller.topic_config_manager.serialize_wrapper()))
+        return cmd.response(
+            ResponseCode.SUCCESS, None, {}, to_json_bytes(self.controller.topic_config_manager.serialize_wrapper())
+        )
 
     # -- subscription groups --------------------------------------------------------------
 
@@ -175,10 +192,14 @@ class AdminBrokerProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, problem, {})
         cap = self.controller.topic_config_manager.max_queue_nums
         if not 0 <= cfg.retry_queue_nums <= cap:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"retryQueueNums {cfg.retry_queue_nums} is out of range "
-                                f"0..{cap} (maxTopicQueueNums)", {})
-        _rlog.info("update-group", "updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_addr,
-                   cfg.group_name)
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"retryQueueNums {cfg.retry_queue_nums} is out of range 0..{cap} (maxTopicQueueNums)",
+                {},
+            )
+        _rlog.info(
+            "update-group", "updateAndCreateSubscriptionGroup called by %s: %s", conn.remote_addr, cfg.group_name
+        )
         self.controller.subscription_group_manager.update_subscription_group_config(cfg)
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
@@ -232,8 +253,9 @@ class AdminBrokerProcessor:
     def get_broker_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         # Java getBrokerConfig: every property (broker and store), and the config's data version
         configuration = self.controller.configuration
-        return cmd.response(ResponseCode.SUCCESS, None, {"version": configuration.version_json()},
-                            configuration.format().encode())
+        return cmd.response(
+            ResponseCode.SUCCESS, None, {"version": configuration.version_json()}, configuration.format().encode()
+        )
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -261,7 +283,6 @@ class AdminBrokerProcessor:
             ts = store.get_message_store_timestamp(h.topic, h.queue_id, min_off)
         return cmd.response(ResponseCode.SUCCESS, None, {"timestamp": str(ts)})
 
-
     # -- stats -------------------------------------------------------------------------------
 
     def runtime_info(self) -> dict[str, str]:
@@ -272,8 +293,12 @@ class AdminBrokerProcessor:
         table: dict[str, str] = {}
         try:
             # Java prints booleans true/false
-            table.update({str(k): {"True": "true", "False": "false"}.get(str(v), str(v))
-                          for k, v in store.runtime_info().items()})
+            table.update(
+                {
+                    str(k): {"True": "true", "False": "false"}.get(str(v), str(v))
+                    for k, v in store.runtime_info().items()
+                }
+            )
         except Exception:  # stats are best effort
             log.exception("store runtime info failed")
         table.update(c.stats.runtime_info())
@@ -281,8 +306,9 @@ class AdminBrokerProcessor:
         root = c.store_config.store_path_root_dir
         try:
             fs = os.statvfs(root)
-            capacity = (f"Total : {human_bytes(fs.f_blocks * fs.f_frsize)}, "
-                        f"Free : {human_bytes(fs.f_bavail * fs.f_frsize)}.")
+            capacity = (
+                f"Total : {human_bytes(fs.f_blocks * fs.f_frsize)}, Free : {human_bytes(fs.f_bavail * fs.f_frsize)}."
+            )
         except OSError:
             capacity = ""
         try:
@@ -292,36 +318,44 @@ class AdminBrokerProcessor:
             to_flush, earliest = 0, -1
         # No thread-pool queues: requests run on the event loop (the dispatcher's pool is
         # what waits); the sizes are 0 and the capacities Java's defaults.
-        table.update({
-            # Java MQVersion.getVersionDesc: tools print and compare it (clusterList's #Version)
-            "brokerVersionDesc": "V4_9_8",
-            "rmqVersion": __version__,
-            "brokerVersion": str(BROKER_VERSION),
-            "sendThreadPoolQueueSize": "0", "sendThreadPoolQueueCapacity": "10000",
-            "pullThreadPoolQueueSize": "0", "pullThreadPoolQueueCapacity": "100000",
-            "queryThreadPoolQueueSize": "0", "queryThreadPoolQueueCapacity": "20000",
-            "EndTransactionQueueSize": "0", "EndTransactionThreadPoolQueueCapacity": "100000",
-            "sendThreadPoolQueueHeadWaitTimeMills": "0", "pullThreadPoolQueueHeadWaitTimeMills": "0",
-            "queryThreadPoolQueueHeadWaitTimeMills": "0",
-            "pageCacheLockTimeMills": "0",
-            "earliestMessageTimeStamp": str(earliest),
-            "startAcceptSendRequestTimeStamp": "0",
-            "remainTransientStoreBufferNumbs": str(2**31 - 1),
-            "remainHowManyDataToFlush": human_bytes(to_flush),
-            "commitLogDiskRatio": ratio,
-            f"commitLogDiskRatio_{c.store_config.commitlog_dir}": ratio,
-            "consumeQueueDiskRatio": ratio,
-            "commitLogDirCapacity": capacity,
-            "brokerRole": c.store_role,
-            "brokerActive": "true",
-            "pullHoldRequestCount": str(hold.held_count if (hold := c.pull_request_hold_service) else 0),
-        })
-        if c.is_slave:   # what the slave copies from its master (rmq.broker.slave_sync)
+        table.update(
+            {
+                # Java MQVersion.getVersionDesc: tools print and compare it (clusterList's #Version)
+                "brokerVersionDesc": "V4_9_8",
+                "rmqVersion": __version__,
+                "brokerVersion": str(BROKER_VERSION),
+                "sendThreadPoolQueueSize": "0",
+                "sendThreadPoolQueueCapacity": "10000",
+                "pullThreadPoolQueueSize": "0",
+                "pullThreadPoolQueueCapacity": "100000",
+                "queryThreadPoolQueueSize": "0",
+                "queryThreadPoolQueueCapacity": "20000",
+                "EndTransactionQueueSize": "0",
+                "EndTransactionThreadPoolQueueCapacity": "100000",
+                "sendThreadPoolQueueHeadWaitTimeMills": "0",
+                "pullThreadPoolQueueHeadWaitTimeMills": "0",
+                "queryThreadPoolQueueHeadWaitTimeMills": "0",
+                "pageCacheLockTimeMills": "0",
+                "earliestMessageTimeStamp": str(earliest),
+                "startAcceptSendRequestTimeStamp": "0",
+                "remainTransientStoreBufferNumbs": str(2**31 - 1),
+                "remainHowManyDataToFlush": human_bytes(to_flush),
+                "commitLogDiskRatio": ratio,
+                f"commitLogDiskRatio_{c.store_config.commitlog_dir}": ratio,
+                "consumeQueueDiskRatio": ratio,
+                "commitLogDirCapacity": capacity,
+                "brokerRole": c.store_role,
+                "brokerActive": "true",
+                "pullHoldRequestCount": str(hold.held_count if (hold := c.pull_request_hold_service) else 0),
+            }
+        )
+        if c.is_slave:  # what the slave copies from its master (rmq.broker.slave_sync)
             table.update(c.slave_synchronize.runtime_info())
         return table
 
-    def _consume_stats(self, group: str, topic: str, *, order_only: bool,
-                       read_queues: bool = False) -> ConsumeStats | None:
+    def _consume_stats(
+        self, group: str, topic: str, *, order_only: bool, read_queues: bool = False
+    ) -> ConsumeStats | None:
         """One group's ConsumeStats on one topic (Java getConsumeStats' loop body, over the read
         queues; fetchAllConsumeStatsInBroker's, over the write queues), or None when Java skips
         the topic (no config; not orderly when asked; not subscribed while the group subscribes
@@ -350,8 +384,11 @@ class AdminBrokerProcessor:
         h = ViewBrokerStatsDataRequestHeader.from_ext_fields(cmd.ext_fields)
         item = self.controller.stats.get_stats_item(h.stats_name, h.stats_key)
         if item is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"The stats <{clip_remark(h.stats_name)}> "
-                                f"<{clip_remark(h.stats_key)}> not exist", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The stats <{clip_remark(h.stats_name)}> <{clip_remark(h.stats_key)}> not exist",
+                {},
+            )
         data = BrokerStatsData(*(BrokerStatsItem(*StatsItem.compute(w)) for w in (item.minute, item.hour, item.day)))
         return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(data.to_json()))
 
@@ -388,8 +425,9 @@ class AdminBrokerProcessor:
             return cmd.response(code, clip(str(e), 2000), {})
         except OSError as e:
             log.exception("updateBrokerConfig: the config file could not be written")
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"applied, but the config file could not be written: {e}",
-                                {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"applied, but the config file could not be written: {e}", {}
+            )
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
 
@@ -397,5 +435,3 @@ async def _maybe_await(x: Any) -> Any:
     if hasattr(x, "__await__"):
         return await x
     return x
-
-

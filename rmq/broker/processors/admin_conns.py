@@ -21,6 +21,7 @@ Java's remark (mqadmin then sets the offsets itself with UPDATE_CONSUMER_OFFSET)
 INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): GET_CONSUMER_STATUS_FROM_CLIENT (221) to every
 member (or the one named), their offset tables collected.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -63,9 +64,11 @@ from rmq.types import MessageQueue
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
+
 def _sub_info(sub: Any) -> SubscriptionInfo:
-    return SubscriptionInfo(sub.topic, sub.sub_string, tuple(sub.tags_set), (), sub.sub_version,
-                            sub.expression_type, False)
+    return SubscriptionInfo(
+        sub.topic, sub.sub_string, tuple(sub.tags_set), (), sub.sub_version, sub.expression_type, False
+    )
 
 
 def _conn_info(ch: ClientChannelInfo) -> ConnectionInfo:
@@ -75,10 +78,15 @@ def _conn_info(ch: ClientChannelInfo) -> ConnectionInfo:
 class ConnsAdminProcessor:
     """Codes 203, 204, 222, 223, 307 and 309 (async: some wait for a client's answer)."""
 
-    CODES = (RequestCode.GET_CONSUMER_CONNECTION_LIST, RequestCode.GET_PRODUCER_CONNECTION_LIST,
-             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
-             RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.CONSUME_MESSAGE_DIRECTLY,
-             RequestCode.GET_ALL_PRODUCER_INFO)
+    CODES = (
+        RequestCode.GET_CONSUMER_CONNECTION_LIST,
+        RequestCode.GET_PRODUCER_CONNECTION_LIST,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+        RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+        RequestCode.GET_CONSUMER_RUNNING_INFO,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY,
+        RequestCode.GET_ALL_PRODUCER_INFO,
+    )
 
     def __init__(self, controller: Any) -> None:
         self.controller = controller
@@ -111,20 +119,25 @@ class ConnsAdminProcessor:
         h = GetConsumerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
         info = self.controller.consumer_manager.get_consumer_group_info(h.consumer_group)
         if info is None:
-            return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE,
-                                f"the consumer group[{clip_remark(h.consumer_group)}] not online", {})
+            return cmd.response(
+                ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{clip_remark(h.consumer_group)}] not online", {}
+            )
         body = ConsumerConnection(
             connections_of(_conn_info(ch) for ch in info.channels.values()),
             {t: _sub_info(s) for t, s in info.subscriptions.items()},
-            info.consume_type.name, info.message_model.name, info.consume_from_where.name)
+            info.consume_type.name,
+            info.message_model.name,
+            info.consume_from_where.name,
+        )
         return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(body.to_json()))
 
     async def get_producer_connection_list(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         h = GetProducerConnectionListRequestHeader.from_ext_fields(cmd.ext_fields)
         chans = self.controller.producer_manager.group_channel_table.get(h.producer_group)
         if chans is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"the producer group[{clip_remark(h.producer_group)}] not exist", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"the producer group[{clip_remark(h.producer_group)}] not exist", {}
+            )
         body = ProducerConnection(connections_of(_conn_info(ch) for ch in chans.values()))
         return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(body.to_json()))
 
@@ -132,10 +145,19 @@ class ConnsAdminProcessor:
         """Java getAllProducerInfo (ProducerManager.getProducerTable): every group's producer
         connections, the address as Netty prints it (``/ip:port``), the last heartbeat in ms."""
         now_wall, now_mono = time.time(), time.monotonic()
-        data = {group: [ProducerInfo(ch.client_id, f"/{ch.remote_addr}", ch.language, ch.version,
-                                     int((now_wall - (now_mono - ch.last_update)) * 1000))
-                        for ch in chans.values()]
-                for group, chans in self.controller.producer_manager.group_channel_table.items()}
+        data = {
+            group: [
+                ProducerInfo(
+                    ch.client_id,
+                    f"/{ch.remote_addr}",
+                    ch.language,
+                    ch.version,
+                    int((now_wall - (now_mono - ch.last_update)) * 1000),
+                )
+                for ch in chans.values()
+            ]
+            for group, chans in self.controller.producer_manager.group_channel_table.items()
+        }
         return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(ProducerTableInfo(data).to_json()))
 
     # -- relays to one client ---------------------------------------------------------------
@@ -146,36 +168,49 @@ class ConnsAdminProcessor:
             return None
         return next((ch for ch in info.channels.values() if ch.client_id == client_id), None)
 
-    async def _call_consumer(self, code: int, cmd: RemotingCommand, group: str, client_id: str,
-                             body: bytes | None) -> RemotingCommand:
+    async def _call_consumer(
+        self, code: int, cmd: RemotingCommand, group: str, client_id: str, body: bytes | None
+    ) -> RemotingCommand:
         """Java AdminBrokerProcessor.callConsumer: the same header and body to the client's
         connection, its answer returned as ours (with our opaque)."""
         ch = self._find_channel(group, client_id)
         if ch is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"The Consumer <{clip_remark(group)}> <{clip_remark(client_id)}> not online", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer <{clip_remark(group)}> <{clip_remark(client_id)}> not online",
+                {},
+            )
         if ch.version < V3_1_8_SNAPSHOT:
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"The Consumer <{clip_remark(client_id)}> Version <{version_desc(ch.version)}> "
-                                f"too low to finish, please upgrade it to V3_1_8_SNAPSHOT", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer <{clip_remark(client_id)}> Version <{version_desc(ch.version)}> "
+                f"too low to finish, please upgrade it to V3_1_8_SNAPSHOT",
+                {},
+            )
         fields = {k: v for k, v in (cmd.ext_fields or {}).items()}
         relay = RemotingCommand.request(code, fields, body)
         try:
             answer = await ch.conn.invoke(relay, timeout=self._call_timeout)
         except (RemotingTimeoutError, TimeoutError) as e:
-            return cmd.response(ResponseCode.CONSUME_MSG_TIMEOUT,
-                                f"consumer <{clip_remark(group)}> <{clip_remark(client_id)}> Timeout: {clip_remark(e)}",
-                                {})
+            return cmd.response(
+                ResponseCode.CONSUME_MSG_TIMEOUT,
+                f"consumer <{clip_remark(group)}> <{clip_remark(client_id)}> Timeout: {clip_remark(e)}",
+                {},
+            )
         except Exception as e:  # noqa: BLE001 - a closed connection or a refused write, answered as Java's
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"invoke consumer <{clip_remark(group)}> <{clip_remark(client_id)}> Exception: "
-                                f"{type(e).__name__}: {clip_remark(e)}", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"invoke consumer <{clip_remark(group)}> <{clip_remark(client_id)}> Exception: "
+                f"{type(e).__name__}: {clip_remark(e)}",
+                {},
+            )
         return cmd.response(answer.code, answer.remark, dict(answer.ext_fields or {}), answer.body_bytes() or None)
 
     async def get_consumer_running_info(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         h = GetConsumerRunningInfoRequestHeader.from_ext_fields(cmd.ext_fields)
-        return await self._call_consumer(RequestCode.GET_CONSUMER_RUNNING_INFO, cmd, h.consumer_group, h.client_id,
-                                         None)
+        return await self._call_consumer(
+            RequestCode.GET_CONSUMER_RUNNING_INFO, cmd, h.consumer_group, h.client_id, None
+        )
 
     async def consume_message_directly(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         h = ConsumeMessageDirectlyResultRequestHeader.from_ext_fields(cmd.ext_fields)
@@ -185,10 +220,12 @@ class ConnsAdminProcessor:
         cmd.ext_fields["brokerName"] = c.broker_config.broker_name
         record = self._record_of(h.msg_id or "")
         if record is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"no message with id {clip_remark(h.msg_id)} in this broker", {})
-        return await self._call_consumer(RequestCode.CONSUME_MESSAGE_DIRECTLY, cmd, h.consumer_group,
-                                         h.client_id or "", record)
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"no message with id {clip_remark(h.msg_id)} in this broker", {}
+            )
+        return await self._call_consumer(
+            RequestCode.CONSUME_MESSAGE_DIRECTLY, cmd, h.consumer_group, h.client_id or "", record
+        )
 
     def _record_of(self, msg_id: str) -> bytes | None:
         """The stored CommitLog record an offset message id names (None when not here)."""
@@ -204,18 +241,27 @@ class ConnsAdminProcessor:
     async def reset_offset(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         h = ResetOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         c = self.controller
-        _rlog.info("reset-offset", "[reset-offset] reset offset started by %s. topic=%s, group=%s, timestamp=%d, "
-                   "isForce=%s", conn.remote_addr, clip(h.topic), clip(h.group), h.timestamp, h.is_force)
+        _rlog.info(
+            "reset-offset",
+            "[reset-offset] reset offset started by %s. topic=%s, group=%s, timestamp=%d, isForce=%s",
+            conn.remote_addr,
+            clip(h.topic),
+            clip(h.group),
+            h.timestamp,
+            h.is_force,
+        )
         tc = c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "[reset-offset] reset offset failed, no topic in this "
-                                f"broker. topic={clip_remark(h.topic)}", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={clip_remark(h.topic)}",
+                {},
+            )
         store = c.started_store
         com = c.consumer_offset_manager
         known = com.query_offsets(h.group, h.topic)
         if not known:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"THe consumer group <{clip_remark(h.group)}> not exist",
-                                {})
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"THe consumer group <{clip_remark(h.group)}> not exist", {})
         broker_name = c.broker_config.broker_name
         table: dict[MessageQueue, int] = {}
         for qid in range(tc.write_queue_nums):
@@ -228,32 +274,49 @@ class ConnsAdminProcessor:
                 target = store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp)
             target = max(0, target)
             table[MessageQueue(h.topic, broker_name, qid)] = (
-                target if h.is_force or target < consumer_offset else consumer_offset)
+                target if h.is_force or target < consumer_offset else consumer_offset
+            )
         info = c.consumer_manager.get_consumer_group_info(h.group)
         if info is None or not info.channels:
-            remark = (f"Consumer not online, so can not reset offset, Group: {clip_remark(h.group)} "
-                      f"Topic: {clip_remark(h.topic)} Timestamp: {h.timestamp}")
+            remark = (
+                f"Consumer not online, so can not reset offset, Group: {clip_remark(h.group)} "
+                f"Topic: {clip_remark(h.topic)} Timestamp: {h.timestamp}"
+            )
             _rlog.warning("reset-offset-offline", "%s", remark)
             return cmd.response(ResponseCode.CONSUMER_NOT_ONLINE, remark, {})
         old = [ch for ch in info.channels.values() if ch.version < V3_0_7_SNAPSHOT]
         if old:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "the client does not support this feature. version="
-                                + version_desc(old[0].version), {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                "the client does not support this feature. version=" + version_desc(old[0].version),
+                {},
+            )
         for mq, offset in table.items():
             com.commit_offset(conn.remote_addr, h.group, h.topic, mq.queue_id, offset)
         c.pending_resets.add(h.group, h.topic, {mq.queue_id: off for mq, off in table.items()})
         body = ResetOffsetBody(table)
         java_body, c_body = body.encode(), body.encode_for_c()
-        fields = ResetOffsetRequestHeader(topic=h.topic, group=h.group, timestamp=h.timestamp,
-                                          is_force=h.is_force).to_ext_fields()
+        fields = ResetOffsetRequestHeader(
+            topic=h.topic, group=h.group, timestamp=h.timestamp, is_force=h.is_force
+        ).to_ext_fields()
         for ch in list(info.channels.values()):
-            request = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, dict(fields),
-                                              c_body if ch.language == "CPP" else java_body, oneway=True)
+            request = RemotingCommand.request(
+                RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+                dict(fields),
+                c_body if ch.language == "CPP" else java_body,
+                oneway=True,
+            )
             try:
                 ch.conn.invoke_oneway(request)
             except Exception as e:  # noqa: BLE001 - a closing connection: the others still get theirs
-                _rlog.warning("reset-offset-send", "[reset-offset] reset offset exception. topic=%s, group=%s, "
-                              "client=%s, error=%r", clip(h.topic), clip(h.group), clip(ch.client_id), e)
+                _rlog.warning(
+                    "reset-offset-send",
+                    "[reset-offset] reset offset exception. topic=%s, group=%s, client=%s, error=%r",
+                    clip(h.topic),
+                    clip(h.group),
+                    clip(ch.client_id),
+                    e,
+                )
         # Held pulls of the topic are re-run now (any offset counts as arrived), so a member
         # long-polling at its old offset is moved at once instead of after its hold time.
         hold = getattr(c, "pull_request_hold_service", None)
@@ -267,24 +330,36 @@ class ConnsAdminProcessor:
         c = self.controller
         info = c.consumer_manager.get_consumer_group_info(h.group)
         if info is None or not info.channels:
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"No Any Consumer online in the consumer group: [{clip_remark(h.group)}]", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"No Any Consumer online in the consumer group: [{clip_remark(h.group)}]", {}
+            )
         targets = [ch for ch in info.channels.values() if not h.client_addr or ch.client_id == h.client_addr]
         old = [ch for ch in targets if ch.version < V3_0_7_SNAPSHOT]
         if old:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, "the client does not support this feature. version="
-                                + version_desc(old[0].version), {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                "the client does not support this feature. version=" + version_desc(old[0].version),
+                {},
+            )
         fields = GetConsumerStatusRequestHeader(topic=h.topic, group=h.group).to_ext_fields()
 
         async def ask(ch: ClientChannelInfo) -> tuple[str, dict[MessageQueue, int] | None]:
             try:
-                answer = await ch.conn.invoke(RemotingCommand.request(
-                    RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, dict(fields)), timeout=self._call_timeout)
+                answer = await ch.conn.invoke(
+                    RemotingCommand.request(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, dict(fields)),
+                    timeout=self._call_timeout,
+                )
                 if answer.code == ResponseCode.SUCCESS and answer.body_bytes():
                     return ch.client_id, GetConsumerStatusBody.decode(answer.body_bytes()).message_queue_table
             except Exception as e:  # noqa: BLE001 - Java logs and leaves the client out
-                _rlog.warning("consumer-status", "[get-consumer-status] get consumer status exception. topic=%s, "
-                              "group=%s, client=%s, error=%r", clip(h.topic), clip(h.group), clip(ch.client_id), e)
+                _rlog.warning(
+                    "consumer-status",
+                    "[get-consumer-status] get consumer status exception. topic=%s, group=%s, client=%s, error=%r",
+                    clip(h.topic),
+                    clip(h.group),
+                    clip(ch.client_id),
+                    e,
+                )
             return ch.client_id, None
 
         answers = await asyncio.gather(*(ask(ch) for ch in targets))

@@ -10,6 +10,7 @@ Answers carry Java's codes, remarks and bodies (rmq.protocol.body.ops). Everythi
 event loop, where the store's tables change, so a dump is a consistent snapshot; the reads are
 bounded (QUERY_CONSUME_QUEUE's ``count`` at :data:`MAX_QUERY_CONSUME_QUEUE_COUNT`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -41,8 +42,14 @@ class OpsAdminProcessor:
     """The operations codes of the broker (see module docstring)."""
 
     #: codes that change state (served by the admin write pool).
-    WRITE_CODES = frozenset({RequestCode.DELETE_SUBSCRIPTIONGROUP, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
-                             RequestCode.DELETE_EXPIRED_COMMITLOG, RequestCode.CLEAN_UNUSED_TOPIC})
+    WRITE_CODES = frozenset(
+        {
+            RequestCode.DELETE_SUBSCRIPTIONGROUP,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
+            RequestCode.DELETE_EXPIRED_COMMITLOG,
+            RequestCode.CLEAN_UNUSED_TOPIC,
+        }
+    )
 
     def __init__(self, controller: Any) -> None:
         self.controller = controller
@@ -79,10 +86,15 @@ class OpsAdminProcessor:
         if c.is_slave:
             return cmd.response(ResponseCode.SYSTEM_ERROR, SLAVE_REMARK, {})
         h = DeleteSubscriptionGroupRequestHeader.from_ext_fields(cmd.ext_fields)
-        _rlog.info("delete-group", "deleteSubscriptionGroup called by %s: %s removeOffset=%s", conn.remote_addr,
-                   clip(h.group_name), h.remove_offset)
+        _rlog.info(
+            "delete-group",
+            "deleteSubscriptionGroup called by %s: %s removeOffset=%s",
+            conn.remote_addr,
+            clip(h.group_name),
+            h.remove_offset,
+        )
         c.subscription_group_manager.delete_subscription_group_config(h.group_name)
-        c.stats.on_group_deleted(h.group_name)   # Java: brokerStatsManager.onGroupDeleted
+        c.stats.on_group_deleted(h.group_name)  # Java: brokerStatsManager.onGroupDeleted
         if h.remove_offset:
             c.consumer_offset_manager.remove_offset(h.group_name)
         return cmd.response(ResponseCode.SUCCESS, None, {})
@@ -90,8 +102,9 @@ class OpsAdminProcessor:
     def clean_expired_consume_queue(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         """Java cleanExpiredConsumeQueue (DefaultMessageStore.cleanExpiredConsumerQueue)."""
         n = self.controller.started_store.clean_expired_consumer_queue()
-        _rlog.warning("clean-cq", "cleanExpiredConsumeQueue called by %s: %d consume queue(s) destroyed",
-                      conn.remote_addr, n)
+        _rlog.warning(
+            "clean-cq", "cleanExpiredConsumeQueue called by %s: %d consume queue(s) destroyed", conn.remote_addr, n
+        )
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def delete_expired_commit_log(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
@@ -108,8 +121,12 @@ class OpsAdminProcessor:
         dropped = c.message_store.clean_unused_topic(set(c.topic_config_manager.topic_config_table))
         for topic in dropped:
             c.stats.on_topic_deleted(topic)
-        _rlog.warning("clean-unused-topic", "cleanUnusedTopic called by %s: %d topic(s) without a config cleaned",
-                      conn.remote_addr, len(dropped))
+        _rlog.warning(
+            "clean-unused-topic",
+            "cleanUnusedTopic called by %s: %d topic(s) without a config cleaned",
+            conn.remote_addr,
+            len(dropped),
+        )
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     # -- reads ----------------------------------------------------------------------------
@@ -128,8 +145,9 @@ class OpsAdminProcessor:
         c = self.controller
         h = QueryConsumeQueueRequestHeader.from_ext_fields(cmd.ext_fields)
         if not 0 <= h.count <= MAX_QUERY_CONSUME_QUEUE_COUNT:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"count {h.count} is out of range "
-                                f"0..{MAX_QUERY_CONSUME_QUEUE_COUNT}", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR, f"count {h.count} is out of range 0..{MAX_QUERY_CONSUME_QUEUE_COUNT}", {}
+            )
         cq = c.started_store.find_consume_queue(h.topic, h.queue_id, create=False)
         if cq is None:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"{h.queue_id}@{clip_remark(h.topic)} is not exist!", {})
@@ -152,8 +170,9 @@ class OpsAdminProcessor:
                 if unit is None:
                     break
                 units.append(ConsumeQueueData(unit[0], unit[1], unit[2]))
-        body = QueryConsumeQueueResponseBody(cq.get_max_offset_in_queue(), cq.get_min_offset_in_queue(), units,
-                                             subscription, filter_data)
+        body = QueryConsumeQueueResponseBody(
+            cq.get_max_offset_in_queue(), cq.get_min_offset_in_queue(), units, subscription, filter_data
+        )
         return cmd.response(ResponseCode.SUCCESS, remark, {}, body.encode())
 
     def get_all_consumer_offset(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:

@@ -8,6 +8,7 @@ answering, so the client's next route lookup for ``%RETRY%<group>`` succeeds. Ne
 topics only mark their tables dirty (written off the loop) and one registration carries
 them all, so a heartbeat naming thousands of new groups costs O(groups).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
-_GROUPS_PER_SLICE = 50   # consumer groups of one heartbeat handled between two yields to the loop
+_GROUPS_PER_SLICE = 50  # consumer groups of one heartbeat handled between two yields to the loop
 
 
 class ClientManageProcessor:
@@ -83,21 +84,26 @@ class ClientManageProcessor:
         n = len(consumer_set) + len(producer_set)
         if n > bc.max_groups_per_heartbeat:
             return f"it names {n} groups, at most {bc.max_groups_per_heartbeat} (maxGroupsPerHeartbeat)"
-        declared: dict[str, Any] = {}   # consumer group -> subscriptions declared (illegal names counted too)
+        declared: dict[str, Any] = {}  # consumer group -> subscriptions declared (illegal names counted too)
         for cd in consumer_set:
             if isinstance(cd, dict) and isinstance(cd.get("groupName"), str) and cd["groupName"]:
-                declared[cd["groupName"]] = sum(1 for s in (cd.get("subscriptionDataSet") or ())
-                                                if isinstance(s, dict) and s.get("topic"))
+                declared[cd["groupName"]] = sum(
+                    1 for s in (cd.get("subscriptionDataSet") or ()) if isinstance(s, dict) and s.get("topic")
+                )
         producers = {str(pd["groupName"]) for pd in producer_set if isinstance(pd, dict) and pd.get("groupName")}
         held = self.controller.consumer_manager.memberships(conn)
         clients = len(held.keys() | declared.keys()) + len(self.controller.producer_manager.groups_of(conn) | producers)
         if clients > bc.max_clients_per_connection:
-            return (f"the connection would be a member of {clients} groups, at most "
-                    f"{bc.max_clients_per_connection} (maxClientsPerConnection)")
+            return (
+                f"the connection would be a member of {clients} groups, at most "
+                f"{bc.max_clients_per_connection} (maxClientsPerConnection)"
+            )
         subs = sum(v for g, v in held.items() if g not in declared) + sum(declared.values())
         if subs > bc.max_subscriptions_per_connection:
-            return (f"the connection would hold {subs} subscriptions, at most "
-                    f"{bc.max_subscriptions_per_connection} (maxSubscriptionsPerConnection)")
+            return (
+                f"the connection would hold {subs} subscriptions, at most "
+                f"{bc.max_subscriptions_per_connection} (maxSubscriptionsPerConnection)"
+            )
         return None
 
     async def _heart_beat(self, conn: Connection, cmd: RemotingCommand, data: dict[str, Any]) -> RemotingCommand:
@@ -109,8 +115,9 @@ class ClientManageProcessor:
         producer_set = producer_set if isinstance(producer_set, list) else ()
         why = self._over_bounds(conn, consumer_set, producer_set)
         if why is not None:
-            _rlog.warning("heartbeat-refused", "heartbeat from %s (%s) refused: %s", conn.remote_addr, clip(client_id),
-                          why)
+            _rlog.warning(
+                "heartbeat-refused", "heartbeat from %s (%s) refused: %s", conn.remote_addr, clip(client_id), why
+            )
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"HEART_BEAT refused: {why}", {})
         new_topics: list[str] = []
         for n, cd in enumerate(consumer_set):
@@ -124,8 +131,12 @@ class ClientManageProcessor:
             if not group:  # ONS's unit test sends groupless entries: skip, still answer 0
                 continue
             if check_group_name(group) is not None:
-                _rlog.warning("heartbeat-bad-group", "heartbeat from %s: illegal consumer group name %s skipped",
-                            conn.remote_addr, clip(group))
+                _rlog.warning(
+                    "heartbeat-bad-group",
+                    "heartbeat from %s: illegal consumer group name %s skipped",
+                    conn.remote_addr,
+                    clip(group),
+                )
                 continue
             sgc = c.subscription_group_manager.find_subscription_group_config(group)
             notify = True
@@ -209,10 +220,12 @@ class ConsumerManageProcessor:
                 return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes({"consumerIdList": ids}))
             _rlog.warning("get-client-ids", "getAllClientId failed, %s %s", clip(h.consumer_group), conn.remote_addr)
         else:
-            _rlog.warning("get-group-info", "getConsumerGroupInfo failed, %s %s", clip(h.consumer_group),
-                          conn.remote_addr)
-        return cmd.response(ResponseCode.SYSTEM_ERROR,
-                            "no consumer for this group, " + clip_remark(h.consumer_group), {})
+            _rlog.warning(
+                "get-group-info", "getConsumerGroupInfo failed, %s %s", clip(h.consumer_group), conn.remote_addr
+            )
+        return cmd.response(
+            ResponseCode.SYSTEM_ERROR, "no consumer for this group, " + clip_remark(h.consumer_group), {}
+        )
 
     def update_consumer_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         """Only for a known group (auto-created when ``autoCreateSubscriptionGroup`` allows, as
@@ -221,19 +234,25 @@ class ConsumerManageProcessor:
         h = UpdateConsumerOffsetRequestHeader.from_ext_fields(cmd.ext_fields)
         c = self.controller
         if c.subscription_group_manager.find_subscription_group_config(h.consumer_group) is None:
-            return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                f"Group {clip_remark(h.consumer_group)} not exist!", {})
+            return cmd.response(
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"Group {clip_remark(h.consumer_group)} not exist!", {}
+            )
         tc = c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
             return cmd.response(ResponseCode.TOPIC_NOT_EXIST, f"Topic {clip_remark(h.topic)} not exist!", {})
         if not 0 <= h.queue_id < max(tc.read_queue_nums, tc.write_queue_nums):
-            return cmd.response(ResponseCode.SYSTEM_ERROR,
-                                f"queueId[{h.queue_id}] is illegal, topic:[{clip_remark(h.topic)}] "
-                                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]", {})
-        if not c.consumer_offset_manager.commit_offset(conn.remote_addr, h.consumer_group, h.topic, h.queue_id,
-                                                       h.commit_offset):
-            return cmd.response(ResponseCode.SYSTEM_BUSY,
-                                "the consumer offset table is full (maxConsumerOffsetKeys)", {})
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{h.queue_id}] is illegal, topic:[{clip_remark(h.topic)}] "
+                f"topicConfig.readQueueNums:[{tc.read_queue_nums}]",
+                {},
+            )
+        if not c.consumer_offset_manager.commit_offset(
+            conn.remote_addr, h.consumer_group, h.topic, h.queue_id, h.commit_offset
+        ):
+            return cmd.response(
+                ResponseCode.SYSTEM_BUSY, "the consumer offset table is full (maxConsumerOffsetKeys)", {}
+            )
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def query_consumer_offset(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
@@ -247,8 +266,9 @@ class ConsumerManageProcessor:
         min_offset = c.started_store.get_min_offset_in_queue(h.topic, h.queue_id)
         if min_offset <= 0:
             return cmd.response(ResponseCode.SUCCESS, None, {"offset": "0"})
-        return cmd.response(ResponseCode.QUERY_NOT_FOUND,
-                            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", {})
+        return cmd.response(
+            ResponseCode.QUERY_NOT_FOUND, "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first", {}
+        )
 
 
 class CheckClientConfigProcessor:
@@ -290,8 +310,9 @@ class CheckClientConfigProcessor:
             return cmd.response(ResponseCode.SYSTEM_BUSY, str(e), {})
         return self._compile(cmd, body, compiling, expression)
 
-    async def _compile(self, cmd: RemotingCommand, body: dict[str, Any], compiling: asyncio.Future[Any],
-                       expression: str) -> RemotingCommand:
+    async def _compile(
+        self, cmd: RemotingCommand, body: dict[str, Any], compiling: asyncio.Future[Any], expression: str
+    ) -> RemotingCommand:
         try:
             await ConsumerFilterManager.wait(compiling)
         except SelectorError as e:
@@ -300,7 +321,12 @@ class CheckClientConfigProcessor:
 
     @staticmethod
     def _failed(cmd: RemotingCommand, body: dict[str, Any], expression: str, e: SelectorError) -> RemotingCommand:
-        _rlog.warning("check-client-config", "Client %s@%s filter message, but failed to compile expression! "
-                      "sub=%s, error=%s", clip(body.get("clientId")), clip(body.get("group")),
-                      clip(expression), clip(e))
+        _rlog.warning(
+            "check-client-config",
+            "Client %s@%s filter message, but failed to compile expression! sub=%s, error=%s",
+            clip(body.get("clientId")),
+            clip(body.get("group")),
+            clip(expression),
+            clip(e),
+        )
         return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, clip_remark(str(e)), {})

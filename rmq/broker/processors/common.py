@@ -1,4 +1,5 @@
 """Helpers shared by the broker's request processors."""
+
 from __future__ import annotations
 
 import logging
@@ -61,12 +62,18 @@ def _has_lone_surrogate(obj: Any) -> bool:
     return False
 
 
-def bad_request(conn: Connection, cmd: RemotingCommand, err: Exception,
-                code: int = ResponseCode.SYSTEM_ERROR) -> RemotingCommand:
+def bad_request(
+    conn: Connection, cmd: RemotingCommand, err: Exception, code: int = ResponseCode.SYSTEM_ERROR
+) -> RemotingCommand:
     """The reply to a request we cannot read (bad header or body), with a rate-limited log
     line (one per request code per 10 s); the remark is clipped too."""
-    _rlog.warning(f"bad-request-{cmd.code}", "bad request code=%s from %s: %s", cmd.code,
-                getattr(conn, "remote_addr", "?"), clip(err))
+    _rlog.warning(
+        f"bad-request-{cmd.code}",
+        "bad request code=%s from %s: %s",
+        cmd.code,
+        getattr(conn, "remote_addr", "?"),
+        clip(err),
+    )
     return cmd.response(code, clip_remark(err), ext_fields={})
 
 

@@ -7,6 +7,7 @@ half message's queue offset), ``commitLogOffset`` (its CommitLog offset), ``comm
 SYSTEM_ERROR with the reason (Java's remarks). The work is done by
 ``rmq.broker.transaction.TransactionalMessageService.end_transaction``.
 """
+
 from __future__ import annotations
 
 import logging

@@ -10,6 +10,7 @@ answers SUCCESS without a body. Synchronous: the table lives on the event loop. 
 naming more than ``rebalanceLockMaxBatchSize`` queues (4096) is refused with SYSTEM_ERROR
 before any of them is looked at.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,10 @@ _BYTES_PER_QUEUE = 400
 def _parse(cmd: RemotingCommand, what: str, max_batch: int) -> tuple[str, str, list[MessageQueue]]:
     size = len(cmd.body_bytes())
     if size > max_batch * _BYTES_PER_QUEUE + 4096:
-        raise RemotingCommandError(f"{what}: a body of {size} bytes names more queues than allowed, at most "
-                                   f"{max_batch} (rebalanceLockMaxBatchSize)")
+        raise RemotingCommandError(
+            f"{what}: a body of {size} bytes names more queues than allowed, at most "
+            f"{max_batch} (rebalanceLockMaxBatchSize)"
+        )
     body = parse_json_body(cmd, what)
     if not isinstance(body, dict):
         raise RemotingCommandError(f"{what}: body must be a JSON object")
@@ -52,8 +55,9 @@ def _parse(cmd: RemotingCommand, what: str, max_batch: int) -> tuple[str, str, l
     if not isinstance(raw, list):
         raise RemotingCommandError(f"{what}: mqSet must be a JSON array")
     if len(raw) > max_batch:
-        raise RemotingCommandError(f"{what}: {len(raw)} queues in one request, at most {max_batch} "
-                                   "(rebalanceLockMaxBatchSize)")
+        raise RemotingCommandError(
+            f"{what}: {len(raw)} queues in one request, at most {max_batch} (rebalanceLockMaxBatchSize)"
+        )
     try:
         mqs = list(dict.fromkeys(MessageQueue.from_json(d) for d in raw))
     except ValueError as e:

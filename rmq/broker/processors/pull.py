@@ -29,6 +29,7 @@ minOffset, maxOffset, suggestWhichBrokerId), a hold in the PullRequestHoldServic
 was found and the suspend bit is set, and finally the commit of the offset the pull carried
 (commitOffset bit, master only).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -80,8 +81,9 @@ class PullMessageProcessor:
         self.broker_config = controller.broker_config
         self._filters: dict[str, MessageFilter] = {}
         bc = self.broker_config
-        self.consumer_filter_manager = ConsumerFilterManager(bc.filter_cache_size, bc.sql92_compiles_per_connection,
-                                                             bc.sql92_compiles_total)
+        self.consumer_filter_manager = ConsumerFilterManager(
+            bc.filter_cache_size, bc.sql92_compiles_per_connection, bc.sql92_compiles_total
+        )
 
     @property
     def store(self) -> MessageStore:
@@ -103,8 +105,9 @@ class PullMessageProcessor:
             self.write_response(conn, response)
         return None
 
-    async def _compile_then_pull(self, conn: Connection, cmd: RemotingCommand, need: _Compile,
-                                 compiling: asyncio.Future[Any]) -> None:
+    async def _compile_then_pull(
+        self, conn: Connection, cmd: RemotingCommand, need: _Compile, compiling: asyncio.Future[Any]
+    ) -> None:
         """The pull of an expression not compiled yet: compiled off the loop, then run."""
         response: RemotingCommand | _Compile | None
         try:
@@ -112,11 +115,13 @@ class PullMessageProcessor:
         except SelectorError as e:
             response = need.failure(cmd, e)
         else:
-            response = self.process(conn, cmd, allow_suspend=True,
-                                    known=(need.expression_type.upper(), need.expression, compiled))
-            if isinstance(response, _Compile):   # the heartbeat's subscription changed meanwhile
-                response = cmd.response(ResponseCode.SYSTEM_BUSY, "the subscription changed while its "
-                                        "expression compiled, try again", {})
+            response = self.process(
+                conn, cmd, allow_suspend=True, known=(need.expression_type.upper(), need.expression, compiled)
+            )
+            if isinstance(response, _Compile):  # the heartbeat's subscription changed meanwhile
+                response = cmd.response(
+                    ResponseCode.SYSTEM_BUSY, "the subscription changed while its expression compiled, try again", {}
+                )
         if response is not None:
             self.write_response(conn, response)
 
@@ -150,9 +155,13 @@ class PullMessageProcessor:
             f = self._filters[key] = MessageFilter.from_expression(key)
         return f
 
-    def process(self, conn: Connection, cmd: RemotingCommand, allow_suspend: bool,
-                known: MessageFilter | tuple[str, str, MessageFilter] | None = None
-                ) -> RemotingCommand | _Compile | None:
+    def process(
+        self,
+        conn: Connection,
+        cmd: RemotingCommand,
+        allow_suspend: bool,
+        known: MessageFilter | tuple[str, str, MessageFilter] | None = None,
+    ) -> RemotingCommand | _Compile | None:
         """One pull: a response, None when it was suspended into the hold service, or a
         :class:`_Compile` when its SQL92 expression must be compiled first. ``known`` is the
         filter a held pull was suspended with, or ``(type, expression, filter)`` just compiled."""
@@ -165,19 +174,22 @@ class PullMessageProcessor:
         # 1. broker readable
         if not PermName.is_readable(self.broker_config.broker_permission):
             return cmd.response(
-                ResponseCode.NO_PERMISSION, f"the broker[{self.broker_config.broker_ip1}] pulling message is forbidden",
-                {}
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{self.broker_config.broker_ip1}] pulling message is forbidden",
+                {},
             )
         # 2. subscription group
         sgc = c.subscription_group_manager.find_subscription_group_config(h.consumer_group)
         if sgc is None:
             return cmd.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{clip_remark(h.consumer_group)}] does not exist" + FAQ, {}
+                f"subscription group [{clip_remark(h.consumer_group)}] does not exist" + FAQ,
+                {},
             )
         if not sgc.consume_enable:
-            return cmd.response(ResponseCode.NO_PERMISSION,
-                                "subscription group no permission, " + clip_remark(h.consumer_group), {})
+            return cmd.response(
+                ResponseCode.NO_PERMISSION, "subscription group no permission, " + clip_remark(h.consumer_group), {}
+            )
         # 3. flags
         has_suspend = bool(h.sys_flag & PullSysFlag.FLAG_SUSPEND)
         has_commit_offset = bool(h.sys_flag & PullSysFlag.FLAG_COMMIT_OFFSET)
@@ -186,13 +198,20 @@ class PullMessageProcessor:
         # 4. topic
         tc = c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
-            _rlog.warning("pull-topic-not-exist", "pull from %s: topic %s does not exist (consumer %s)",
-                          clip(h.consumer_group), clip(h.topic), conn.remote_addr)
-            return cmd.response(ResponseCode.TOPIC_NOT_EXIST,
-                                f"topic[{clip_remark(h.topic)}] not exist, apply first please!" + FAQ, {})
+            _rlog.warning(
+                "pull-topic-not-exist",
+                "pull from %s: topic %s does not exist (consumer %s)",
+                clip(h.consumer_group),
+                clip(h.topic),
+                conn.remote_addr,
+            )
+            return cmd.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"topic[{clip_remark(h.topic)}] not exist, apply first please!" + FAQ, {}
+            )
         if not PermName.is_readable(tc.perm):
-            return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the topic[{clip_remark(h.topic)}] pulling message is forbidden", {})
+            return cmd.response(
+                ResponseCode.NO_PERMISSION, f"the topic[{clip_remark(h.topic)}] pulling message is forbidden", {}
+            )
         # 5. queue id
         if h.queue_id < 0 or h.queue_id >= tc.read_queue_nums:
             remark = (
@@ -216,24 +235,33 @@ class PullMessageProcessor:
                         return _Compile(expression_type, sub_string or "", from_heartbeat=False)
                     message_filter = found
             except Exception as e:  # noqa: BLE001 - any parse failure is the client's expression
-                _rlog.warning("pull-bad-subscription", "parse the consumer's subscription[%s] failed, group: %s: %s",
-                              clip(sub_string), clip(h.consumer_group), clip(e))
-                return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                                    "parse the consumer's subscription failed", {})
+                _rlog.warning(
+                    "pull-bad-subscription",
+                    "parse the consumer's subscription[%s] failed, group: %s: %s",
+                    clip(sub_string),
+                    clip(h.consumer_group),
+                    clip(e),
+                )
+                return cmd.response(
+                    ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed", {}
+                )
         else:
             cgi = c.consumer_manager.get_consumer_group_info(h.consumer_group)
             if cgi is None:
-                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                                    "the consumer's group info not exist" + FAQ, {})
+                return cmd.response(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's group info not exist" + FAQ, {}
+                )
             if not sgc.consume_broadcast_enable and cgi.message_model == MessageModel.BROADCASTING:
                 return cmd.response(
                     ResponseCode.NO_PERMISSION,
-                    f"the consumer group[{clip_remark(h.consumer_group)}] can not consume by broadcast way", {}
+                    f"the consumer group[{clip_remark(h.consumer_group)}] can not consume by broadcast way",
+                    {},
                 )
             sub = cgi.find_subscription_data(h.topic)
             if sub is None:
-                return cmd.response(ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                                    "the consumer's subscription not exist" + FAQ, {})
+                return cmd.response(
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST, "the consumer's subscription not exist" + FAQ, {}
+                )
             if sub.sub_version < h.sub_version:
                 return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", {})
             expression_type = sub.expression_type
@@ -262,14 +290,21 @@ class PullMessageProcessor:
         if c.pending_resets:
             moved_to = c.pending_resets.redirect(h.consumer_group, h.topic, h.queue_id, h.queue_offset)
             if moved_to is not None:
-                return cmd.response(ResponseCode.PULL_OFFSET_MOVED, None, {
-                    "nextBeginOffset": str(moved_to), "suggestWhichBrokerId": str(MASTER_ID),
-                    "minOffset": str(max(0, self.store.get_min_offset_in_queue(h.topic, h.queue_id))),
-                    "maxOffset": str(self.store.get_max_offset_in_queue(h.topic, h.queue_id))})
+                return cmd.response(
+                    ResponseCode.PULL_OFFSET_MOVED,
+                    None,
+                    {
+                        "nextBeginOffset": str(moved_to),
+                        "suggestWhichBrokerId": str(MASTER_ID),
+                        "minOffset": str(max(0, self.store.get_min_offset_in_queue(h.topic, h.queue_id))),
+                        "maxOffset": str(self.store.get_max_offset_in_queue(h.topic, h.queue_id)),
+                    },
+                )
         # The store scan (its duration: Java StoreStatsService.setGetMessageEntireTimeMax).
         t0 = time.monotonic_ns()
-        result = self.store.get_message(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums,
-                                        message_filter)
+        result = self.store.get_message(
+            h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
+        )
         get_ns = time.monotonic_ns() - t0
         c.stats.store.record_get_time(get_ns // 1_000_000)
         c.stats.pull_latency.observe_ns(get_ns)
@@ -297,9 +332,14 @@ class PullMessageProcessor:
         if code == ResponseCode.PULL_OFFSET_MOVED and c.is_slave and not c.store_config.offset_check_in_slave:
             code = ResponseCode.PULL_RETRY_IMMEDIATELY
             suggest = sgc.broker_id
-            _rlog.warning("slave-offset-moved", "PULL_OFFSET_MOVED:none correction. topic=%s, groupId=%s, "
-                          "requestOffset=%d, suggestBrokerId=%d", clip(h.topic), clip(h.consumer_group),
-                          h.queue_offset, suggest)
+            _rlog.warning(
+                "slave-offset-moved",
+                "PULL_OFFSET_MOVED:none correction. topic=%s, groupId=%s, requestOffset=%d, suggestBrokerId=%d",
+                clip(h.topic),
+                clip(h.consumer_group),
+                h.queue_offset,
+                suggest,
+            )
         ext["suggestWhichBrokerId"] = str(suggest)
 
         response: RemotingCommand | None
@@ -325,12 +365,18 @@ class PullMessageProcessor:
                 else:  # this connection or the broker holds as many pulls as allowed
                     response = cmd.response(
                         ResponseCode.SYSTEM_BUSY,
-                        "[PULL_HOLD_LIMIT]too many suspended pulls, try again later", {},
+                        "[PULL_HOLD_LIMIT]too many suspended pulls, try again later",
+                        {},
                     )
             elif code == ResponseCode.PULL_OFFSET_MOVED:
                 log.info(
                     "pull offset moved: group=%s topic=%s queue=%d requested=%d next=%d (%s)",
-                    clip(h.consumer_group), clip(h.topic), h.queue_id, h.queue_offset, result.next_begin_offset, status,
+                    clip(h.consumer_group),
+                    clip(h.topic),
+                    h.queue_id,
+                    h.queue_offset,
+                    result.next_begin_offset,
+                    status,
                 )
 
         # Commit the consumer offset the pull carried (master only, first pass only).
@@ -355,10 +401,14 @@ class _Compile:
         """Java's answer to an expression that does not compile."""
         if self.from_heartbeat:
             _rlog.warning("pull-bad-filter", "the consumer filter data of a group does not compile: %s", clip(e))
-            return cmd.response(ResponseCode.FILTER_DATA_NOT_EXIST,
-                                "The broker's consumer filter data is not exist!Your expression may be wrong!", {})
-        _rlog.warning("pull-bad-subscription", "parse the consumer's subscription[%s] failed: %s",
-                      clip(self.expression), clip(e))
+            return cmd.response(
+                ResponseCode.FILTER_DATA_NOT_EXIST,
+                "The broker's consumer filter data is not exist!Your expression may be wrong!",
+                {},
+            )
+        _rlog.warning(
+            "pull-bad-subscription", "parse the consumer's subscription[%s] failed: %s", clip(self.expression), clip(e)
+        )
         return cmd.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed", {})
 
 

@@ -21,6 +21,7 @@ account may SUB its topic (Java answers any record to any account that passes th
 Synchronous: the index and the CommitLog are read on the event loop (a query walks at most
 ``maxMsgsNumBatch`` entries per matching file and copies as many records).
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,7 +48,8 @@ log = logging.getLogger("rmq.broker")
 
 def _record_topic(record: bytes) -> str:
     span = RecordSpan(*_store.record_span(record))
-    return record[span.topic_at:span.topic_at + span.topic_len].decode("utf-8", "replace")
+    return record[span.topic_at : span.topic_at + span.topic_len].decode("utf-8", "replace")
+
 
 QUERY_NOT_FOUND_REMARK = "can not find message, maybe time range not correct"
 
@@ -80,8 +82,10 @@ class QueryMessageProcessor:
         if (cmd.ext_fields or {}).get(MixAll.UNIQUE_MSG_QUERY_FLAG) == "true":
             max_num = store.config.default_query_max_num
         result = store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
-        ext = QueryMessageResponseHeader(index_last_update_timestamp=result.index_last_update_timestamp,
-                                         index_last_update_phyoffset=result.index_last_update_phyoffset).to_ext_fields()
+        ext = QueryMessageResponseHeader(
+            index_last_update_timestamp=result.index_last_update_timestamp,
+            index_last_update_phyoffset=result.index_last_update_phyoffset,
+        ).to_ext_fields()
         # only the topic asked for (and checked by the ACL): a colliding hash finds others' records
         found: list[bytes | bytearray | memoryview] = [b for b in result.buffers if _record_topic(b) == h.topic]
         if found:
@@ -105,7 +109,10 @@ class QueryMessageProcessor:
     def query_topic_consume_by_who(self, cmd: RemotingCommand) -> RemotingCommand:
         h = QueryTopicConsumeByWhoRequestHeader.from_ext_fields(cmd.ext_fields)
         c = self.controller
-        groups = {group for group, info in c.consumer_manager.consumer_table.items()
-                  if info.find_subscription_data(h.topic) is not None}
+        groups = {
+            group
+            for group, info in c.consumer_manager.consumer_table.items()
+            if info.find_subscription_data(h.topic) is not None
+        }
         groups |= c.consumer_offset_manager.which_group_by_topic(h.topic)
         return cmd.response(ResponseCode.SUCCESS, None, {}, body=GroupList(sorted(groups)).encode())

@@ -32,6 +32,7 @@ Beyond Java (docs/design.md "Request-reply"):
   pool (its own, as Java's ``replyMessageExecutor``) has room for thousands of waiting pushes,
   so a few silent requesters cannot hold every slot and delay other requesters' replies.
 """
+
 from __future__ import annotations
 
 import logging
@@ -84,10 +85,18 @@ class ReplyMessageProcessor:
         extra = {"MSG_REGION": bc.region_id, "TRACE_ON": "true" if bc.trace_on else "false"}
         reply_topic = MixAll.get_reply_topic(bc.broker_cluster_name)
         if header.topic != reply_topic:
-            _rlog.warning("reply-topic", "reply from %s to topic %s refused: replies go to %s", conn.remote_addr,
-                          clip(header.topic), reply_topic)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"a reply message must be sent to the reply topic "
-                                f"{reply_topic}, not {clip_remark(header.topic)}", dict(extra))
+            _rlog.warning(
+                "reply-topic",
+                "reply from %s to topic %s refused: replies go to %s",
+                conn.remote_addr,
+                clip(header.topic),
+                reply_topic,
+            )
+            return cmd.response(
+                ResponseCode.SYSTEM_ERROR,
+                f"a reply message must be sent to the reply topic {reply_topic}, not {clip_remark(header.topic)}",
+                dict(extra),
+            )
         properties = header.properties or ""
         sender_id = string_to_properties(properties).get(MessageConst.MESSAGE_REPLY_TO_CLIENT)
         size = cmd.body_length() if cmd.body is not None else 0
@@ -95,13 +104,25 @@ class ReplyMessageProcessor:
             held = self._in_flight.get(sender_id)
             limit = bc.max_reply_pushes_per_client
             if held is not None and (held[0] >= limit or held[1] + size > MAX_REPLY_BYTES_PER_CLIENT):
-                _rlog.warning("reply-too-many", "reply to %s refused: %d replies (%d bytes) already wait for its "
-                              "answers (maxReplyPushesPerClient=%d, %d bytes)", clip(sender_id), held[0], held[1],
-                              limit, MAX_REPLY_BYTES_PER_CLIENT)
-                return cmd.response(ResponseCode.SYSTEM_ERROR, (
-                    f"push reply message to <{clip_remark(sender_id)}> refused: {held[0]} replies "
-                    f"({held[1]} bytes) are already waiting for that client (maxReplyPushesPerClient={limit}, "
-                    f"at most {MAX_REPLY_BYTES_PER_CLIENT} bytes)"), dict(extra))
+                _rlog.warning(
+                    "reply-too-many",
+                    "reply to %s refused: %d replies (%d bytes) already wait for its "
+                    "answers (maxReplyPushesPerClient=%d, %d bytes)",
+                    clip(sender_id),
+                    held[0],
+                    held[1],
+                    limit,
+                    MAX_REPLY_BYTES_PER_CLIENT,
+                )
+                return cmd.response(
+                    ResponseCode.SYSTEM_ERROR,
+                    (
+                        f"push reply message to <{clip_remark(sender_id)}> refused: {held[0]} replies "
+                        f"({held[1]} bytes) are already waiting for that client (maxReplyPushesPerClient={limit}, "
+                        f"at most {MAX_REPLY_BYTES_PER_CLIENT} bytes)"
+                    ),
+                    dict(extra),
+                )
             if held is None:
                 self._in_flight[sender_id] = [1, size]
             else:
@@ -109,8 +130,15 @@ class ReplyMessageProcessor:
                 held[1] += size
         return self._admitted(conn, cmd, header, extra, sender_id, size)
 
-    async def _admitted(self, conn: Any, cmd: RemotingCommand, header: SendMessageRequestHeader,
-                        extra: dict[str, str], sender_id: str | None, size: int) -> RemotingCommand:
+    async def _admitted(
+        self,
+        conn: Any,
+        cmd: RemotingCommand,
+        header: SendMessageRequestHeader,
+        extra: dict[str, str],
+        sender_id: str | None,
+        size: int,
+    ) -> RemotingCommand:
         try:
             return await self._process(conn, cmd, header, extra)
         finally:
@@ -121,8 +149,9 @@ class ReplyMessageProcessor:
                 if not held[0]:
                     del self._in_flight[sender_id]
 
-    async def _process(self, conn: Any, cmd: RemotingCommand, header: SendMessageRequestHeader,
-                       extra: dict[str, str]) -> RemotingCommand:
+    async def _process(
+        self, conn: Any, cmd: RemotingCommand, header: SendMessageRequestHeader, extra: dict[str, str]
+    ) -> RemotingCommand:
         bc = self.controller.broker_config
         tc, error = self._send._msg_check(conn, cmd, header)
         if error is not None:
@@ -136,8 +165,9 @@ class ReplyMessageProcessor:
 
         ok, remark = await self._push(conn, header, properties, body)
         if ok:
-            resp = cmd.response(ResponseCode.SUCCESS, None, {**extra, "msgId": "0", "queueId": str(queue_id),
-                                                              "queueOffset": "0"})
+            resp = cmd.response(
+                ResponseCode.SUCCESS, None, {**extra, "msgId": "0", "queueId": str(queue_id), "queueOffset": "0"}
+            )
         else:
             resp = cmd.response(ResponseCode.SYSTEM_ERROR, remark, dict(extra))
         if bc.store_reply_message_enable:
@@ -146,8 +176,9 @@ class ReplyMessageProcessor:
                 resp.ext_fields = {**resp.ext_fields, "msgId": stored[0], "queueOffset": str(stored[1])}
         return resp
 
-    async def _push(self, conn: Any, header: SendMessageRequestHeader, properties: str,
-                    body: bytes) -> tuple[bool, str]:
+    async def _push(
+        self, conn: Any, header: SendMessageRequestHeader, properties: str, body: bytes
+    ) -> tuple[bool, str]:
         """Java ``pushReplyMessage``: (pushed, remark)."""
         props = string_to_properties(properties)
         sender_id = props.get(MessageConst.MESSAGE_REPLY_TO_CLIENT)
@@ -155,21 +186,30 @@ class ReplyMessageProcessor:
             remark = f"reply message properties[{MessageConst.MESSAGE_REPLY_TO_CLIENT}] is null"
             _rlog.warning("reply-no-client", "%s (reply from %s)", remark, conn.remote_addr)
             return False, remark
-        target = (self.controller.producer_manager.find_channel(sender_id)
-                  or self.controller.consumer_manager.find_channel(sender_id))
+        target = self.controller.producer_manager.find_channel(
+            sender_id
+        ) or self.controller.consumer_manager.find_channel(sender_id)
         if target is None or getattr(target, "closed", False):
             remark = f"push reply message fail, channel of <{clip_remark(sender_id)}> not found."
             _rlog.warning("reply-no-channel", "%s", clip(remark))
             return False, remark
         props[MessageConst.PUSH_REPLY_TIME] = str(int(time.time() * 1000))
         push = ReplyMessageRequestHeader(
-            producer_group=header.producer_group, topic=header.topic,
-            default_topic=header.default_topic, default_topic_queue_nums=header.default_topic_queue_nums,
-            queue_id=header.queue_id, sys_flag=header.sys_flag, born_timestamp=header.born_timestamp,
-            flag=header.flag, properties=properties_to_string(props, trailing_separator=False),
-            reconsume_times=header.reconsume_times, unit_mode=header.unit_mode,
-            born_host=conn.remote_addr, store_host=self.controller.broker_addr,
-            store_timestamp=int(time.time() * 1000))
+            producer_group=header.producer_group,
+            topic=header.topic,
+            default_topic=header.default_topic,
+            default_topic_queue_nums=header.default_topic_queue_nums,
+            queue_id=header.queue_id,
+            sys_flag=header.sys_flag,
+            born_timestamp=header.born_timestamp,
+            flag=header.flag,
+            properties=properties_to_string(props, trailing_separator=False),
+            reconsume_times=header.reconsume_times,
+            unit_mode=header.unit_mode,
+            born_host=conn.remote_addr,
+            store_host=self.controller.broker_addr,
+            store_timestamp=int(time.time() * 1000),
+        )
         timeout = self.controller.broker_config.call_client_timeout_mills / 1000.0
         try:
             answer = await target.invoke(push_reply_message(push, body), timeout=timeout)
@@ -177,17 +217,32 @@ class ReplyMessageProcessor:
             _rlog.warning("reply-push-failed", "push reply message to <%s> fail: %s", clip(sender_id), clip(repr(e)))
             return False, f"push reply message to {clip_remark(sender_id)}fail."
         if answer.code != ResponseCode.SUCCESS:
-            _rlog.warning("reply-push-refused", "push reply message to <%s> return fail, response remark: %s",
-                          clip(sender_id), clip(answer.remark))
+            _rlog.warning(
+                "reply-push-refused",
+                "push reply message to <%s> return fail, response remark: %s",
+                clip(sender_id),
+                clip(answer.remark),
+            )
             return False, f"push reply message to {clip_remark(sender_id)}fail."
         return True, ""
 
-    async def _store(self, conn: Any, header: SendMessageRequestHeader, queue_id: int, properties: str,
-                     body: bytes) -> tuple[str, int] | None:
+    async def _store(
+        self, conn: Any, header: SendMessageRequestHeader, queue_id: int, properties: str, body: bytes
+    ) -> tuple[str, int] | None:
         """Java ``handlePutMessageResult``: (msgId, queue offset) of the stored reply, or None
         (logged) when the store refused it; the answer does not change either way."""
-        msg = MessageInner(header.topic, queue_id, body, header.flag, {}, properties, header.born_timestamp,
-                           split_host(conn.remote_addr), header.sys_flag, header.reconsume_times or 0)
+        msg = MessageInner(
+            header.topic,
+            queue_id,
+            body,
+            header.flag,
+            {},
+            properties,
+            header.born_timestamp,
+            split_host(conn.remote_addr),
+            header.sys_flag,
+            header.reconsume_times or 0,
+        )
         try:
             result = await self.controller.started_store.put_message(msg)
         except Exception as e:  # noqa: BLE001 - the reply was pushed (or not) already; log and go on
@@ -195,8 +250,9 @@ class ReplyMessageProcessor:
             return None
         status = getattr(result.status, "name", str(result.status))
         if status not in _STORED_OK or result.append is None:
-            _rlog.warning("reply-store", "process reply message, store answered %s %s", status,
-                          clip(result.remark or ""))
+            _rlog.warning(
+                "reply-store", "process reply message, store answered %s %s", status, clip(result.remark or "")
+            )
             self.controller.stats.on_put_failed()
             return None
         self.controller.stats.on_put(header.topic, 1, len(body))

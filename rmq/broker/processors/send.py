@@ -16,6 +16,7 @@ Retry and dead-letter handling (``%RETRY%`` topics past ``maxReconsumeTimes`` â†
 delay levels and transactional half messages plug in at ``_before_store`` below
 (``rmq.broker.processors.send_back.before_store``).
 """
+
 from __future__ import annotations
 
 import functools
@@ -115,8 +116,12 @@ _PUT_OK = PutMessageStatus.PUT_OK
 _SUCCESS = int(ResponseCode.SUCCESS)
 
 # Responses that still count as "sent" carry the send result header (Java sendOK).
-_SENT_CODES = (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
-               ResponseCode.SLAVE_NOT_AVAILABLE)
+_SENT_CODES = (
+    ResponseCode.SUCCESS,
+    ResponseCode.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE,
+)
 
 
 class SendMessageProcessor:
@@ -153,8 +158,9 @@ class SendMessageProcessor:
         if self.fast is not None:
             bind_store(self.fast, store.appender if store is not None else None)
 
-    def process_request(self, conn: Connection,
-                        cmd: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
+    def process_request(
+        self, conn: Connection, cmd: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         """Synchronous: the append happens inline on the loop and the reply joins the batch of
         replies for this read (one ``writelines``). A stored message is answered with a frame
         written by ``rmq.protocol._codec.send_reply_frame`` straight to the connection (the method then
@@ -185,8 +191,9 @@ class SendMessageProcessor:
 
     # -- checks ---------------------------------------------------------------------------
 
-    def _msg_check(self, conn: Connection, cmd: RemotingCommand, header: SendMessageRequestHeader) -> tuple[Any,
-                   RemotingCommand | None]:
+    def _msg_check(
+        self, conn: Connection, cmd: RemotingCommand, header: SendMessageRequestHeader
+    ) -> tuple[Any, RemotingCommand | None]:
         """Java ``msgCheck``: returns ``(topic_config, None)`` or ``(None, error response)``."""
         bc = self.broker_config
         topic = header.topic
@@ -209,7 +216,10 @@ class SendMessageProcessor:
             if header.unit_mode:
                 topic_sys_flag = 1 if not topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX) else 2
             tc, created = tcm.create_topic_in_send_message_method(
-                topic, header.default_topic or "TBW102", conn.remote_addr, header.default_topic_queue_nums or 4,
+                topic,
+                header.default_topic or "TBW102",
+                conn.remote_addr,
+                header.default_topic_queue_nums or 4,
                 topic_sys_flag,
             )
             if tc is None and topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
@@ -240,8 +250,9 @@ class SendMessageProcessor:
             )
         return tc, None
 
-    def _before_store(self, conn: Connection, cmd: RemotingCommand, header: Any, tc: Any,
-                      msg: MessageInner) -> RemotingCommand | None:
+    def _before_store(
+        self, conn: Connection, cmd: RemotingCommand, header: Any, tc: Any, msg: MessageInner
+    ) -> RemotingCommand | None:
         """Retry â†’ DLQ past maxReconsumeTimes, transactions, delay levels (may rewrite ``msg``).
 
         Returns None to store ``msg``, or a response to send instead.
@@ -250,13 +261,19 @@ class SendMessageProcessor:
 
     # -- the send -------------------------------------------------------------------------
 
-    def send_message(self, conn: Connection, cmd: RemotingCommand, header: SendMessageRequestHeader,
-                     batch: bool) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
+    def send_message(
+        self, conn: Connection, cmd: RemotingCommand, header: SendMessageRequestHeader, batch: bool
+    ) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         """Check, append and answer; returns a response, or an awaitable of one (SYNC_FLUSH)."""
         tc, error = self._msg_check(conn, cmd, header)
         if error is not None:
-            _rlog.warning(f"send-rejected-{error.code}", "send to %s from %s rejected: %s", clip(header.topic),
-                        conn.remote_addr, clip(error.remark))
+            _rlog.warning(
+                f"send-rejected-{error.code}",
+                "send to %s from %s rejected: %s",
+                clip(header.topic),
+                conn.remote_addr,
+                clip(error.remark),
+            )
             return error
         queue_id = header.queue_id
         if queue_id < 0:
@@ -265,8 +282,11 @@ class SendMessageProcessor:
         if type(body) is not bytes:
             body = cmd.body_bytes()  # (a frame's body is bytes; other shapes are joined)
         if batch and header.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL,
-                                "batch request does not support retry group " + clip_remark(header.topic), {})
+            return cmd.response(
+                ResponseCode.MESSAGE_ILLEGAL,
+                "batch request does not support retry group " + clip_remark(header.topic),
+                {},
+            )
         store = self.controller.started_store
         max_body = getattr(store.config, "max_message_size", 4 * 1024 * 1024)
         if not batch and len(body) > max_body:
@@ -278,8 +298,18 @@ class SendMessageProcessor:
         properties = header.properties or ""
         if _REPLY_TO in properties:
             properties = _with_cluster(properties, self.broker_config.broker_cluster_name)
-        msg = MessageInner(header.topic, queue_id, body, header.flag, {}, properties,
-                           header.born_timestamp, _born_host(conn), header.sys_flag, header.reconsume_times or 0)
+        msg = MessageInner(
+            header.topic,
+            queue_id,
+            body,
+            header.flag,
+            {},
+            properties,
+            header.born_timestamp,
+            _born_host(conn),
+            header.sys_flag,
+            header.reconsume_times or 0,
+        )
         early = self._before_store(conn, cmd, header, tc, msg)
         if early is not None:
             return early
@@ -287,8 +317,9 @@ class SendMessageProcessor:
         try:
             result = store.append_message(msg, batch)
         except Exception as e:  # noqa: BLE001 - the store's failure must reach the producer
-            _rlog.error("store-put", "store failed to put a message into %s-%d", clip(header.topic), queue_id,
-                        exc_info=True)
+            _rlog.error(
+                "store-put", "store failed to put a message into %s-%d", clip(header.topic), queue_id, exc_info=True
+            )
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         # Java StoreStatsService.setPutMessageEntireTimeMax: the store put's duration
         put_ns = time.monotonic_ns() - t0
@@ -297,14 +328,25 @@ class SendMessageProcessor:
         if result.flush_wait:
             # SYNC_FLUSH: answered from the group commit's callback (no task per message);
             # past its bound of waiting callbacks, as a task of the send pool, which is bounded.
-            if store.add_flush_callback(result, functools.partial(
-                    self._answer_after_flush, conn, cmd, header, queue_id, body, batch, max_body)):
+            if store.add_flush_callback(
+                result, functools.partial(self._answer_after_flush, conn, cmd, header, queue_id, body, batch, max_body)
+            ):
                 return None
             return self._reply_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result)
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
 
-    def _answer_after_flush(self, conn: Connection, cmd: RemotingCommand, header: Any, queue_id: Any, body: Any,
-                            batch: Any, max_body: Any, result: Any, exc: Any) -> None:
+    def _answer_after_flush(
+        self,
+        conn: Connection,
+        cmd: RemotingCommand,
+        header: Any,
+        queue_id: Any,
+        body: Any,
+        batch: Any,
+        max_body: Any,
+        result: Any,
+        exc: Any,
+    ) -> None:
         """The group commit covered ``result`` (or timed out, or failed with ``exc``)."""
         if exc is not None:
             _rlog.error("store-flush", "flush failed for a message in %s-%d: %s", clip(header.topic), queue_id, exc)
@@ -317,8 +359,17 @@ class SendMessageProcessor:
             resp.serialize_type = cmd.serialize_type
             conn.send_response(resp)
 
-    async def _reply_after_flush(self, conn: Connection, cmd: RemotingCommand, header: Any, queue_id: Any, body: Any,
-                                 batch: Any, max_body: Any, result: Any) -> RemotingCommand | None:
+    async def _reply_after_flush(
+        self,
+        conn: Connection,
+        cmd: RemotingCommand,
+        header: Any,
+        queue_id: Any,
+        body: Any,
+        batch: Any,
+        max_body: Any,
+        result: Any,
+    ) -> RemotingCommand | None:
         try:
             result = await self.store.wait_flush(result)
         except Exception as e:  # noqa: BLE001 - an fsync error must reach the producer
@@ -326,8 +377,17 @@ class SendMessageProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
 
-    def _reply(self, conn: Connection, cmd: RemotingCommand, header: Any, queue_id: Any, body: Any, batch: Any,
-               max_body: Any, result: Any) -> RemotingCommand | None:
+    def _reply(
+        self,
+        conn: Connection,
+        cmd: RemotingCommand,
+        header: Any,
+        queue_id: Any,
+        body: Any,
+        batch: Any,
+        max_body: Any,
+        result: Any,
+    ) -> RemotingCommand | None:
         if result.status is _PUT_OK:  # the common case, without the table
             code, remark = _SUCCESS, None
         else:
@@ -341,8 +401,14 @@ class SendMessageProcessor:
             detail = remark or status_name
             if result.remark:
                 detail = f"{detail} ({result.remark})"
-            _rlog.warning(f"send-failed-{code}", "send to %s-%d from %s failed: %s", clip(header.topic), queue_id,
-                        conn.remote_addr, clip(detail))
+            _rlog.warning(
+                f"send-failed-{code}",
+                "send to %s-%d from %s failed: %s",
+                clip(header.topic),
+                queue_id,
+                conn.remote_addr,
+                clip(detail),
+            )
             self.controller.stats.on_put_failed()
             return cmd.response(code, detail, {})
         append = result.append
@@ -357,8 +423,9 @@ class SendMessageProcessor:
         if remark is None:
             # Java SendMessageResponseHeader (msgId, queueId, queueOffset) plus TRACE_ON and
             # MSG_REGION, in the request's serialization: one bytes object, no dict, no command.
-            frame = _send_reply_frame(cmd.serialize_type, code, cmd.opaque, msg_id, queue_id, append.logics_offset,
-                                      bc.region_id, bc.trace_on)
+            frame = _send_reply_frame(
+                cmd.serialize_type, code, cmd.opaque, msg_id, queue_id, append.logics_offset, bc.region_id, bc.trace_on
+            )
             if frame is not None:
                 conn.send_response_frame(frame)
                 return None

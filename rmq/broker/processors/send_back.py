@@ -19,6 +19,7 @@ the message the broker is about to store, in Java's order: a SEND into ``%RETRY%
 reconsumeTimes above the max goes to ``%DLQ%<group>``; a ``TRAN_MSG`` message becomes a half
 message; a ``DELAY`` level parks the message in ``SCHEDULE_TOPIC_XXXX``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -59,22 +60,26 @@ def dlq_topic(group: str) -> str:
     return MixAll.DLQ_GROUP_TOPIC_PREFIX + group
 
 
-def _create_system_topic(controller: BrokerController, topic: str, queue_nums: int, perm: int,
-                         topic_sys_flag: int = 0) -> Any:
+def _create_system_topic(
+    controller: BrokerController, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
+) -> Any:
     tc, created = controller.topic_config_manager.create_topic_in_send_message_back_method(
-        topic, queue_nums, perm, topic_sys_flag)
+        topic, queue_nums, perm, topic_sys_flag
+    )
     if created:
-        controller.register_broker_soon()   # route it, so a consumer of the topic finds it
+        controller.register_broker_soon()  # route it, so a consumer of the topic finds it
     return tc
 
 
 def _group_not_exist(cmd: RemotingCommand, group: str) -> RemotingCommand:
-    return cmd.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                        f"subscription group not exist, {clip_remark(group)} {FAQ}", {})
+    return cmd.response(
+        ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {clip_remark(group)} {FAQ}", {}
+    )
 
 
-def before_store(controller: BrokerController, conn: Connection, cmd: RemotingCommand, header: Any, tc: Any,
-                 msg: MessageInner) -> RemotingCommand | None:
+def before_store(
+    controller: BrokerController, conn: Connection, cmd: RemotingCommand, header: Any, tc: Any, msg: MessageInner
+) -> RemotingCommand | None:
     """Apply retry → DLQ, transactions and delay levels to ``msg`` in place.
 
     Returns None to store ``msg`` (possibly rewritten), or the response to send instead.
@@ -87,12 +92,12 @@ def before_store(controller: BrokerController, conn: Connection, cmd: RemotingCo
     props_str = msg.properties_str
     is_retry = topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
     if not is_retry and (props_str is None or (_MARKS[0] not in props_str and _MARKS[1] not in props_str)):
-        return None   # the common case: a plain message
+        return None  # the common case: a plain message
     props = string_to_properties(props_str) if props_str is not None else dict(msg.properties)
     changed = False
 
     if is_retry:
-        group = topic[len(MixAll.RETRY_GROUP_TOPIC_PREFIX):]
+        group = topic[len(MixAll.RETRY_GROUP_TOPIC_PREFIX) :]
         sgc = controller.subscription_group_manager.find_subscription_group_config(group)
         if sgc is None:
             return _group_not_exist(cmd, group)
@@ -114,11 +119,13 @@ def before_store(controller: BrokerController, conn: Connection, cmd: RemotingCo
         msg.reconsume_times > 0 and _level(props) > 0
     ):
         if getattr(controller.broker_config, "reject_transaction_message", False):
-            return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the broker[{controller.broker_config.broker_ip1}] "
-                                "sending transaction message is forbidden", {})
+            return cmd.response(
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{controller.broker_config.broker_ip1}] sending transaction message is forbidden",
+                {},
+            )
         controller.transaction_service.prepare(msg, props)
-        return None   # a half message is delayed, if at all, when it is committed
+        return None  # a half message is delayed, if at all, when it is committed
 
     if changed:
         msg.properties = props
@@ -154,14 +161,16 @@ class ConsumerSendMsgBackProcessor:
         group = header.group
         who = getattr(conn, "remote_addr", "?")
         if TopicValidator.check_topic(retry_topic(group)) is not None:
-            return bad_request(conn, cmd,
-                               RemotingCommandError(f"CONSUMER_SEND_MSG_BACK: illegal group name {clip_remark(group)}"))
+            return bad_request(
+                conn, cmd, RemotingCommandError(f"CONSUMER_SEND_MSG_BACK: illegal group name {clip_remark(group)}")
+            )
         sgc = c.subscription_group_manager.find_subscription_group_config(group)
         if sgc is None:
             return _group_not_exist(cmd, group)
         if not PermName.is_writeable(c.broker_config.broker_permission):
-            return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the broker[{c.broker_config.broker_ip1}] sending message is forbidden", {})
+            return cmd.response(
+                ResponseCode.NO_PERMISSION, f"the broker[{c.broker_config.broker_ip1}] sending message is forbidden", {}
+            )
         if sgc.retry_queue_nums <= 0:
             return cmd.response(ResponseCode.SUCCESS, None, {})
         new_topic = retry_topic(group)
@@ -171,13 +180,18 @@ class ConsumerSendMsgBackProcessor:
         # The topic's own count: retryQueueNums may exceed the cap the topic was created with.
         queue_id = random.randrange(max(1, tc.write_queue_nums))
         if not PermName.is_writeable(tc.perm):
-            return cmd.response(ResponseCode.NO_PERMISSION,
-                                f"the topic[{clip_remark(new_topic)}] sending message is forbidden", {})
+            return cmd.response(
+                ResponseCode.NO_PERMISSION, f"the topic[{clip_remark(new_topic)}] sending message is forbidden", {}
+            )
         ext = c.started_store.look_message_by_offset(header.offset)
         if ext is None:
-            _rlog.warning("send-back-no-message", "send-back from %s (group %s): no message at CommitLog offset %d",
-                          who, clip(group),
-                          header.offset)
+            _rlog.warning(
+                "send-back-no-message",
+                "send-back from %s (group %s): no message at CommitLog offset %d",
+                who,
+                clip(group),
+                header.offset,
+            )
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}", {})
         if c.acl is not None:
             # The request names a CommitLog offset, not a topic: Java copies whatever message is
@@ -199,8 +213,15 @@ class ConsumerSendMsgBackProcessor:
             if _create_system_topic(c, new_topic, DLQ_NUMS_PER_GROUP, _RW) is None:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, f"topic[{clip_remark(new_topic)}] not exist", {})
             props[MessageConst.DELAY_TIME_LEVEL] = "0"
-            log.info("message %s of group %s reconsumed %d times (max %d, delay level %d): to %s",
-                     ext.msg_id, group, ext.reconsume_times, max_times, delay_level, new_topic)
+            log.info(
+                "message %s of group %s reconsumed %d times (max %d, delay level %d): to %s",
+                ext.msg_id,
+                group,
+                ext.reconsume_times,
+                max_times,
+                delay_level,
+                new_topic,
+            )
         else:
             if delay_level == 0:
                 delay_level = 3 + ext.reconsume_times
@@ -212,8 +233,9 @@ class ConsumerSendMsgBackProcessor:
         try:
             result = await c.started_store.put_message(inner)
         except Exception as e:  # noqa: BLE001 - the consumer must hear about it (it retries locally)
-            _rlog.error("send-back-failed", "send-back of %s into %s failed", ext.msg_id, clip(new_topic),
-                        exc_info=True)
+            _rlog.error(
+                "send-back-failed", "send-back of %s into %s failed", ext.msg_id, clip(new_topic), exc_info=True
+            )
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
         if not result.is_ok:
             status = getattr(result.status, "name", str(result.status))

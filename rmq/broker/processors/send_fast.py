@@ -11,6 +11,7 @@ kinds, ranges), Java's NOT_ALLOWED_SEND topics and the property markers that nee
 whatever it declines: see the .pyx for the list (batches, retry topics, delays,
 transactions, new queues, file rolls, SYNC_FLUSH, SYNC_MASTER and SLAVE roles, refusals).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,8 +51,14 @@ def make_fast_path(controller: Any) -> SendFastPath:
     # a request-reply request gets the CLUSTER property on the Python path (send._with_cluster)
     marks = (*_MARKS, MessageConst.MESSAGE_REPLY_TO_CLIENT + "\x01")
     gate = SendGate(controller.topic_config_manager.topic_config_table, controller.broker_config, controller.stats)
-    return SendFastPath(header_spec(), gate, frozenset(TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET),
-                        MixAll.RETRY_GROUP_TOPIC_PREFIX, marks, json_header_decoder())
+    return SendFastPath(
+        header_spec(),
+        gate,
+        frozenset(TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET),
+        MixAll.RETRY_GROUP_TOPIC_PREFIX,
+        marks,
+        json_header_decoder(),
+    )
 
 
 def bind_store(fast: SendFastPath, appender: Appender | None) -> None:

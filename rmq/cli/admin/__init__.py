@@ -21,6 +21,7 @@ characters), queue counts 1..1024, ``-p`` one of 2, 4, 6 (``PermName``), boolean
 Against brokers with ACL on, ``--aclAccessKey``/``--aclSecretKey`` (or Java's
 ``$ROCKETMQ_HOME/conf/tools.yml``) sign every request (see :mod:`rmq.cli.admin.acl`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,9 @@ __all__ = ["DEFAULT_NAMESRV", "add_parser", "run"]
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``rmq admin <command>`` on the top-level subparsers."""
-    admin = sub.add_parser("admin", help="mqadmin commands: updateTopic, topicList, queryMsgByKey, …",
-                           allow_abbrev=False)
+    admin = sub.add_parser(
+        "admin", help="mqadmin commands: updateTopic, topicList, queryMsgByKey, …", allow_abbrev=False
+    )
     # "<command>" rather than argparse's {a,b,...}: with every mqadmin command that set is
     # longer than a screen; the list below names each with its help line.
     cmds = admin.add_subparsers(dest="admin_command", metavar="<command>", title="commands")
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         return asyncio.run(_run(args, namesrv))
-    except KeyboardInterrupt:           # e.g. Ctrl-C ending startMonitoring: the shell's 128 + SIGINT
+    except KeyboardInterrupt:  # e.g. Ctrl-C ending startMonitoring: the shell's 128 + SIGINT
         return 130
     except AdminError as e:
         print(f"rmq admin {args.admin_command}: {e}", file=sys.stderr)
@@ -77,7 +79,6 @@ def run(args: argparse.Namespace) -> int:
 
 async def _run(args: argparse.Namespace, namesrv: str) -> int:
     access_key, secret_key = credentials(args)
-    async with Admin(namesrv, access_key=access_key, secret_key=secret_key,
-                     tls=client_tls(args)) as admin:
+    async with Admin(namesrv, access_key=access_key, secret_key=secret_key, tls=client_tls(args)) as admin:
         status = await COMMANDS[args.admin_command].run(admin, args)
         return 0 if status is None else status

@@ -15,6 +15,7 @@ its options to the command's parser (``-n`` is added for every command)::
 A refusal (:class:`~rmq.client.admin.AdminError`) exits 1 with its text; a bad flag, a missing
 name server or an unreachable peer exits 2.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,6 +35,7 @@ Runner = Callable[[Admin, argparse.Namespace], Awaitable[int | None]]
 @dataclass(frozen=True)
 class Command:
     """One ``rmq admin`` command: mqadmin's name, its help line, its flags and its body."""
+
     name: str
     help: str
     flags: Callable[[argparse.ArgumentParser], None] | None
@@ -44,14 +46,20 @@ class Command:
 COMMANDS: dict[str, Command] = {}
 
 
-def command(name: str, help: str, *, flags: Callable[[argparse.ArgumentParser], None] | None = None,
-            ) -> Callable[[Runner], Runner]:
+def command(
+    name: str,
+    help: str,
+    *,
+    flags: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> Callable[[Runner], Runner]:
     """Register ``rmq admin <name>``; mqadmin's command names are case-sensitive, as here."""
+
     def register(run: Runner) -> Runner:
         if name in COMMANDS:
             raise ValueError(f"rmq admin {name} is registered twice")
         COMMANDS[name] = Command(name, help, flags, run)
         return run
+
     return register
 
 
@@ -59,18 +67,21 @@ def targets(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     """mqadmin's ``-c clusterName`` / ``-b brokerAddr`` pair (one or the other)."""
     g = p.add_mutually_exclusive_group(required=required)
     either = "one of -c and -b is required" if required else "default with neither: every master"
-    g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name,
-                   help=f"every master of this cluster ({either})")
+    g.add_argument(
+        "-c", "--clusterName", dest="cluster", default=None, type=name, help=f"every master of this cluster ({either})"
+    )
     g.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help=f"one broker ip:port ({either})")
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[object]], widths: Sequence[int]) -> None:
     """Left-aligned columns as mqadmin prints them (``%-32s %-32s ...``): each cell padded to
     its width (the last column is not padded)."""
+
     def fmt_row(cells: Sequence[object]) -> str:
         last = len(cells) - 1
-        return "".join(f"{c!s:<{w}} " if i < last else str(c)
-                       for i, (c, w) in enumerate(zip(cells, widths, strict=False)))
+        return "".join(
+            f"{c!s:<{w}} " if i < last else str(c) for i, (c, w) in enumerate(zip(cells, widths, strict=False))
+        )
 
     print(fmt_row(header))
     for row in rows:
@@ -84,9 +95,9 @@ def java_bool(value: object) -> str:
 
 # -- flag checks --------------------------------------------------------------------------
 
-MAX_QUEUE_NUMS = 1024          # the broker's cap on a topic's queues
-GROUP_MAX_LENGTH = 255         # Java Validators.CHARACTER_MAX_LENGTH
-PERMS = (2, 4, 6)              # write only, read only, read + write (PermName)
+MAX_QUEUE_NUMS = 1024  # the broker's cap on a topic's queues
+GROUP_MAX_LENGTH = 255  # Java Validators.CHARACTER_MAX_LENGTH
+PERMS = (2, 4, 6)  # write only, read only, read + write (PermName)
 
 
 def int_in(lo: int, hi: int) -> Callable[[str], int]:
@@ -108,8 +119,9 @@ def perm(text: str) -> int:
     except ValueError:
         n = -1
     if n not in PERMS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a permission (expected 2 write only, 4 read only, "
-                                         f"or 6 read and write)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a permission (expected 2 write only, 4 read only, or 6 read and write)"
+        )
     return n
 
 
@@ -130,15 +142,17 @@ def topic_name(text: str) -> str:
 
 def group_name(text: str) -> str:
     if not text.strip() or TopicValidator.is_topic_or_group_illegal(text) or len(text) > GROUP_MAX_LENGTH:
-        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a group name (expected 1..{GROUP_MAX_LENGTH} "
-                                         f"characters of [%|a-zA-Z0-9_-])")
+        raise argparse.ArgumentTypeError(
+            f"{text[:200]!r} is not a group name (expected 1..{GROUP_MAX_LENGTH} characters of [%|a-zA-Z0-9_-])"
+        )
     return text
 
 
 def name(text: str) -> str:
     if not text.strip() or len(text) > GROUP_MAX_LENGTH or not text.isprintable():
-        raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a name (expected 1..{GROUP_MAX_LENGTH} printable "
-                                         f"characters)")
+        raise argparse.ArgumentTypeError(
+            f"{text[:200]!r} is not a name (expected 1..{GROUP_MAX_LENGTH} printable characters)"
+        )
     return text
 
 
@@ -152,8 +166,9 @@ def timestamp_ms(text: str) -> int:
         try:
             ms = int(datetime.datetime.strptime(value, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text[:200]!r} is not a timestamp (expected milliseconds since "
-                                             f"the epoch or yyyy-MM-dd#HH:mm:ss:SSS)") from None
+            raise argparse.ArgumentTypeError(
+                f"{text[:200]!r} is not a timestamp (expected milliseconds since the epoch or yyyy-MM-dd#HH:mm:ss:SSS)"
+            ) from None
     if ms < 0:
         raise argparse.ArgumentTypeError(f"{ms} is not a timestamp (expected >= 0)")
     return ms

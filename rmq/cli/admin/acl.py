@@ -7,6 +7,7 @@ mqadmin reads them (``MQAdminStartup``, ``AclUtils.getAclRPCHook``); without eit
 sign (:mod:`rmq.cli.connection`, shared with ``rmq exporter`` and ``rmq console``). (mqadmin's
 ``-a``/``-s`` are the account that updateAclConfig creates, not the signer.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,11 +41,16 @@ def _update_flags(p: argparse.ArgumentParser) -> None:
 async def update_acl_config(admin: Admin, args: argparse.Namespace) -> None:
     for addr in await admin.master_addrs(args.cluster, args.broker):
         await admin.create_and_update_plain_access_config(
-            addr, args.accessKey, args.secretKey, white_remote_address=args.whiteRemoteAddress,
-            admin=args.admin == "true", default_topic_perm=args.defaultTopicPerm,
+            addr,
+            args.accessKey,
+            args.secretKey,
+            white_remote_address=args.whiteRemoteAddress,
+            admin=args.admin == "true",
+            default_topic_perm=args.defaultTopicPerm,
             default_group_perm=args.defaultGroupPerm,
             topic_perms=None if args.topicPerms is None else args.topicPerms.split(","),
-            group_perms=None if args.groupPerms is None else args.groupPerms.split(","))
+            group_perms=None if args.groupPerms is None else args.groupPerms.split(","),
+        )
         print(f"create or update plain access config to {addr} success.")
 
 
@@ -71,10 +77,12 @@ async def cluster_acl_config_version(admin: Admin, args: argparse.Namespace) -> 
     for addr in await admin.master_addrs(args.cluster, args.broker):
         info = await admin.examine_broker_cluster_acl_version_info(addr)
         v = info["version"]
-        rows.append((info["clusterName"], info["brokerName"], info["brokerAddr"], v.get("counter"),
-                     v.get("timestamp")))
-    print_table(("#Cluster Name", "#Broker Name", "#Broker Addr", "#AclConfigVersionNum", "#AclLastUpdateTime"),
-                rows, (16, 22, 22, 20, 22))
+        rows.append((info["clusterName"], info["brokerName"], info["brokerAddr"], v.get("counter"), v.get("timestamp")))
+    print_table(
+        ("#Cluster Name", "#Broker Name", "#Broker Addr", "#AclConfigVersionNum", "#AclLastUpdateTime"),
+        rows,
+        (16, 22, 22, 20, 22),
+    )
 
 
 def _white_flags(p: argparse.ArgumentParser) -> None:
@@ -86,6 +94,7 @@ def _white_flags(p: argparse.ArgumentParser) -> None:
 @command("updateGlobalWhiteAddr", "replace the global ACL white addresses of brokers", flags=_white_flags)
 async def update_global_white_addr(admin: Admin, args: argparse.Namespace) -> None:
     for addr in await admin.master_addrs(args.cluster, args.broker):
-        await admin.update_global_white_addr_config(addr, args.globalWhiteRemoteAddresses.split(","),
-                                                    args.aclFileFullPath)
+        await admin.update_global_white_addr_config(
+            addr, args.globalWhiteRemoteAddresses.split(","), args.aclFileFullPath
+        )
         print(f"update global white remote addresses to {addr} success.")

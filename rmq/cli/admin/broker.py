@@ -1,6 +1,7 @@
 """Broker configuration and statistics: brokerStatus, brokerConsumeStats, getBrokerConfig,
 updateBrokerConfig, statsAll (Java ``tools/command/broker``, ``stats``), and the runtime-info
 columns of clusterList (:func:`cluster_rows`)."""
+
 from __future__ import annotations
 
 import argparse
@@ -40,8 +41,11 @@ def _status_flags(p: argparse.ArgumentParser) -> None:
     targets(p, required=True)
 
 
-@command("brokerStatus", "print a broker's runtime figures (brokerStatus keys: TPS, totals, latency, disk)",
-         flags=_status_flags)
+@command(
+    "brokerStatus",
+    "print a broker's runtime figures (brokerStatus keys: TPS, totals, latency, disk)",
+    flags=_status_flags,
+)
 async def broker_status(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.broker:
         table = await admin.fetch_broker_runtime_stats(args.broker)
@@ -66,10 +70,20 @@ async def broker_status(admin: Admin, args: argparse.Namespace) -> int | None:
 
 def _consume_stats_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerAddr", dest="broker", required=True, type=addr_flag, help="Broker address")
-    p.add_argument("-t", "--timeoutMillis", type=int_in(1, 3_600_000), default=50_000,
-                   help="request timeout in ms, 1..3600000 (default 50000)")
-    p.add_argument("-l", "--level", type=int_in(-(2**63), 2**63 - 1), default=0,
-                   help="print only queues whose diff is at least this (default 0)")
+    p.add_argument(
+        "-t",
+        "--timeoutMillis",
+        type=int_in(1, 3_600_000),
+        default=50_000,
+        help="request timeout in ms, 1..3600000 (default 50000)",
+    )
+    p.add_argument(
+        "-l",
+        "--level",
+        type=int_in(-(2**63), 2**63 - 1),
+        default=0,
+        help="print only queues whose diff is at least this (default 0)",
+    )
     p.add_argument("-o", "--order", type=true_false, default="false", help="orderly topics only: true/false")
 
 
@@ -77,13 +91,18 @@ def _fmt_time(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
-@command("brokerConsumeStats", "print every group's per-queue progress on a broker, with the total lag",
-         flags=_consume_stats_flags)
+@command(
+    "brokerConsumeStats",
+    "print every group's per-queue progress on a broker, with the total lag",
+    flags=_consume_stats_flags,
+)
 async def broker_consume_stats(admin: Admin, args: argparse.Namespace) -> None:
     admin.timeout = args.timeoutMillis / 1000.0
     stats = await admin.fetch_consume_stats_in_broker(args.broker, args.order == "true")
-    print(f"{'#Topic':<64}  {'#Group':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Broker Offset':<20}  "
-          f"{'#Consumer Offset':<20}  {'#Diff':<20}  #LastTime")
+    print(
+        f"{'#Topic':<64}  {'#Group':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Broker Offset':<20}  "
+        f"{'#Consumer Offset':<20}  {'#Diff':<20}  #LastTime"
+    )
     for entry in stats.consume_stats_list:
         for group, lst in entry.items():
             for cs in lst:
@@ -92,8 +111,10 @@ async def broker_consume_stats(admin: Admin, args: argparse.Namespace) -> None:
                     diff = o.broker_offset - o.consumer_offset
                     if diff < args.level or o.last_timestamp <= 0:  # Java prints consumed queues only
                         continue
-                    print(f"{mq.topic:<64}  {group:<64}  {mq.broker_name:<32}  {mq.queue_id:<4}  "
-                          f"{o.broker_offset:<20}  {o.consumer_offset:<20}  {diff:<20}  {_fmt_time(o.last_timestamp)}")
+                    print(
+                        f"{mq.topic:<64}  {group:<64}  {mq.broker_name:<32}  {mq.queue_id:<4}  "
+                        f"{o.broker_offset:<20}  {o.consumer_offset:<20}  {diff:<20}  {_fmt_time(o.last_timestamp)}"
+                    )
     print(f"\nDiff Total: {stats.total_diff}")
 
 
@@ -115,8 +136,9 @@ async def _print_config(admin: Admin, title: str, addr: str) -> None:
     print()
 
 
-@command("getBrokerConfig", "print the configuration of one broker or of every master of a cluster",
-         flags=_get_config_flags)
+@command(
+    "getBrokerConfig", "print the configuration of one broker or of every master of a cluster", flags=_get_config_flags
+)
 async def get_broker_config(admin: Admin, args: argparse.Namespace) -> None:
     if args.broker:
         await _print_config(admin, f"============{args.broker}============", args.broker)
@@ -141,8 +163,11 @@ def _update_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--value", required=True, help="config value")
 
 
-@command("updateBrokerConfig", "change a runtime property of brokers (applied live and written to their config file)",
-         flags=_update_config_flags)
+@command(
+    "updateBrokerConfig",
+    "change a runtime property of brokers (applied live and written to their config file)",
+    flags=_update_config_flags,
+)
 async def update_broker_config(admin: Admin, args: argparse.Namespace) -> int | None:
     props = {args.key.strip(): args.value.strip()}
     if args.broker:
@@ -178,8 +203,10 @@ async def _stats(admin: Admin, addr: str, stats_name: str, key: str) -> BrokerSt
 @command("statsAll", "per topic and consumer group: lag, in/out TPS and 24-hour totals", flags=_stats_all_flags)
 async def stats_all(admin: Admin, args: argparse.Namespace) -> None:
     topics = await admin.fetch_all_topic_list()
-    print(f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} {'#OutTPS':>11} "
-          f"{'#InMsg24Hour':>14} {'#OutMsg24Hour':>14}")
+    print(
+        f"{'#Topic':<64}  {'#Consumer Group':<64} {'#Accumulation':>12} {'#InTPS':>11} {'#OutTPS':>11} "
+        f"{'#InMsg24Hour':>14} {'#OutMsg24Hour':>14}"
+    )
     # The groups consuming each topic, and their backlog, from every master's consume stats
     # (Java asks QUERY_TOPIC_CONSUME_BY_WHO then GET_CONSUME_STATS per group; one
     # GET_BROKER_CONSUME_STATS per master answers both).
@@ -209,8 +236,7 @@ async def stats_all(admin: Admin, args: argparse.Namespace) -> None:
             route = await admin.examine_topic_route_info(topic)
         except (AdminError, RMQError):
             continue
-        addrs = [bd.broker_addrs[MixAll.MASTER_ID] for bd in route.broker_datas
-                 if MixAll.MASTER_ID in bd.broker_addrs]
+        addrs = [bd.broker_addrs[MixAll.MASTER_ID] for bd in route.broker_datas if MixAll.MASTER_ID in bd.broker_addrs]
         in_tps, in_24h = 0.0, 0
         for addr in addrs:
             bsd = await _stats(admin, addr, TOPIC_PUT_NUMS, topic)
@@ -231,8 +257,10 @@ async def stats_all(admin: Admin, args: argparse.Namespace) -> None:
                     out_24h += bsd.sum_24h()
             accumulate = max(0, sum(cs.compute_total_diff() for cs in groups[group]))
             if not args.activeTopic or in_24h > 0 or out_24h > 0:
-                print(f"{topic:<64}  {group:<64} {accumulate:>12} {in_tps:>11.2f} {out_tps:>11.2f} "
-                      f"{in_24h:>14} {out_24h:>14}")
+                print(
+                    f"{topic:<64}  {group:<64} {accumulate:>12} {in_tps:>11.2f} {out_tps:>11.2f} "
+                    f"{in_24h:>14} {out_24h:>14}"
+                )
 
 
 # -- clusterList's columns ----------------------------------------------------------------
@@ -241,6 +269,7 @@ async def stats_all(admin: Admin, args: argparse.Namespace) -> None:
 def cluster_row_cells(table: dict[str, str], now_ms: int | None = None) -> tuple[str, str, str, str, str, str]:
     """``(#Version, #InTPS(LOAD), #OutTPS(LOAD), #PCWait(ms), #Hour, #SPACE)`` of mqadmin
     clusterList from one broker's runtime info (Java ClusterListSubCommand.printClusterBaseInfo)."""
+
     def first_tps(key: str) -> float:
         parts = table.get(key, "").split(" ")
         try:
@@ -271,14 +300,22 @@ def cluster_row_cells(table: dict[str, str], now_ms: int | None = None) -> tuple
 
 # -- cleanUnusedTopic, sendMsgStatus ------------------------------------------------------------
 
+
 def _clean_unused_topic_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr_flag, help="Broker address")
-    p.add_argument("-c", "--cluster", dest="cluster", default=None, type=name,
-                   help="cluster name (default with neither: every broker of every cluster)")
+    p.add_argument(
+        "-c",
+        "--cluster",
+        dest="cluster",
+        default=None,
+        type=name,
+        help="cluster name (default with neither: every broker of every cluster)",
+    )
 
 
-@command("cleanUnusedTopic", "drop the consume queues of topics a broker has no config for",
-         flags=_clean_unused_topic_flags)
+@command(
+    "cleanUnusedTopic", "drop the consume queues of topics a broker has no config for", flags=_clean_unused_topic_flags
+)
 async def clean_unused_topic(admin: Admin, args: argparse.Namespace) -> None:
     # Java CleanUnusedTopicCommand: -b wins over -c; prints "success" (no newline) or "false"
     if args.broker:
@@ -289,31 +326,49 @@ async def clean_unused_topic(admin: Admin, args: argparse.Namespace) -> None:
 
 
 def _send_msg_status_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-b", "--brokerName", dest="broker_name", required=True, type=name,
-                   help="Broker Name (the messages go to the topic of that name)")
-    p.add_argument("-s", "--messageSize", dest="size", type=int_in(0, 4 * 1024 * 1024), default=128,
-                   help="Message Size (default 128)")
-    p.add_argument("-c", "--count", dest="count", type=int_in(1, 1_000_000), default=50,
-                   help="send message count (default 50)")
+    p.add_argument(
+        "-b",
+        "--brokerName",
+        dest="broker_name",
+        required=True,
+        type=name,
+        help="Broker Name (the messages go to the topic of that name)",
+    )
+    p.add_argument(
+        "-s",
+        "--messageSize",
+        dest="size",
+        type=int_in(0, 4 * 1024 * 1024),
+        default=128,
+        help="Message Size (default 128)",
+    )
+    p.add_argument(
+        "-c", "--count", dest="count", type=int_in(1, 1_000_000), default=50, help="send message count (default 50)"
+    )
 
 
 def _send_result_text(r: SendResult) -> str:
     """Java ``SendResult.toString`` (with ``MessageQueue.toString``)."""
     mq = r.message_queue
-    return (f"SendResult [sendStatus={r.status.name}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, "
-            f"messageQueue=MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}], "
-            f"queueOffset={r.queue_offset}]")
+    return (
+        f"SendResult [sendStatus={r.status.name}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, "
+        f"messageQueue=MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}], "
+        f"queueOffset={r.queue_offset}]"
+    )
 
 
-@command("sendMsgStatus", "send messages to a broker's own topic, printing each send's response time",
-         flags=_send_msg_status_flags)
+@command(
+    "sendMsgStatus",
+    "send messages to a broker's own topic, printing each send's response time",
+    flags=_send_msg_status_flags,
+)
 async def send_msg_status(admin: Admin, args: argparse.Namespace) -> None:
     def body(size: int) -> bytes:
         # Java SendMsgStatusCommand.buildMessage: "hello jodie" once per 11 bytes asked for
         return b"hello jodie" * ((size + 10) // 11)
 
     async with admin.tools_producer("PID_SMSC") as producer:
-        await producer.send(Message(args.broker_name, body(16)))     # Java's warm-up send
+        await producer.send(Message(args.broker_name, body(16)))  # Java's warm-up send
         for _ in range(args.count):
             begin = time.monotonic()
             result = await producer.send(Message(args.broker_name, body(args.size)))

@@ -1,6 +1,7 @@
 """Consumer groups and connections: consumerProgress, consumerConnection, producerConnection,
 consumerStatus, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset (Java
 ``tools/command/consumer``, ``connection``, ``offset``)."""
+
 from __future__ import annotations
 
 import argparse
@@ -29,10 +30,17 @@ def timestamp_arg(text: str) -> int:
 
 # -- consumerProgress --------------------------------------------------------------------
 
+
 def _progress_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--groupName", dest="group", default=None, type=group_name, help="consumer group name")
-    p.add_argument("-s", "--showClientIP", dest="show_ip", default="false", type=true_false,
-                   help="show the client each queue is allocated to (true|false)")
+    p.add_argument(
+        "-s",
+        "--showClientIP",
+        dest="show_ip",
+        default="false",
+        type=true_false,
+        help="show the client each queue is allocated to (true|false)",
+    )
 
 
 @command("consumerProgress", "query a consumer group's progress (every group without -g)", flags=_progress_flags)
@@ -44,23 +52,54 @@ async def consumer_progress(admin: Admin, args: argparse.Namespace) -> int | Non
             owner = await _allocation(admin, args.group)
         ip = args.show_ip == "true"
 
-        def line(topic: object, broker: object, qid: object, b_off: object, c_off: object, client: object,
-                 diff: object, last: object) -> str:
+        def line(
+            topic: object,
+            broker: object,
+            qid: object,
+            b_off: object,
+            c_off: object,
+            client: object,
+            diff: object,
+            last: object,
+        ) -> str:
             # Java ConsumerProgressSubCommand's printf, with and without the client column
             head = f"{topic!s:<64}  {broker!s:<32}  {qid!s:<4}  {b_off!s:<20}  {c_off!s:<20}  "
             return head + (f"{client!s:<20} {diff!s:<20}  {last}" if ip else f"{diff!s:<20}  {last}")
 
-        print(line("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Client IP", "#Diff",
-                   "#LastTime"))
+        print(
+            line(
+                "#Topic",
+                "#Broker Name",
+                "#QID",
+                "#Broker Offset",
+                "#Consumer Offset",
+                "#Client IP",
+                "#Diff",
+                "#LastTime",
+            )
+        )
         for mq, w in sorted(stats.offset_table.items()):
-            print(line(mq.topic, mq.broker_name, mq.queue_id, w.broker_offset, w.consumer_offset,
-                       owner.get(mq, "N/A"), w.diff, _fmt_time(w.last_timestamp)))
+            print(
+                line(
+                    mq.topic,
+                    mq.broker_name,
+                    mq.queue_id,
+                    w.broker_offset,
+                    w.consumer_offset,
+                    owner.get(mq, "N/A"),
+                    w.diff,
+                    _fmt_time(w.last_timestamp),
+                )
+            )
         print()
         print(f"Consume TPS: {stats.consume_tps:.2f}")
         print(f"Diff Total: {stats.compute_total_diff()}")
         return None
-    groups = sorted(t[len(MixAll.RETRY_GROUP_TOPIC_PREFIX):] for t in await admin.fetch_all_topic_list()
-                    if t.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX))
+    groups = sorted(
+        t[len(MixAll.RETRY_GROUP_TOPIC_PREFIX) :]
+        for t in await admin.fetch_all_topic_list()
+        if t.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
+    )
     rows: list[list[object]] = []
     for group in groups:
         tps, diff = 0, 0
@@ -105,13 +144,17 @@ async def _allocation(admin: Admin, group: str) -> dict[MessageQueue, str]:
 
 # -- connections -------------------------------------------------------------------------
 
+
 def _consumer_connection_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_name, help="consumer group name")
     p.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help="ask only this broker")
 
 
-@command("consumerConnection", "query a consumer group's connections, client versions and subscriptions",
-         flags=_consumer_connection_flags)
+@command(
+    "consumerConnection",
+    "query a consumer group's connections, client versions and subscriptions",
+    flags=_consumer_connection_flags,
+)
 async def consumer_connection(admin: Admin, args: argparse.Namespace) -> int | None:
     cc = await admin.examine_consumer_connection_info(args.group, args.broker)
     # Java ConsumerConnectionSubCommand's printf
@@ -135,8 +178,9 @@ def _producer_connection_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic name")
 
 
-@command("producerConnection", "query a producer group's connections and client versions",
-         flags=_producer_connection_flags)
+@command(
+    "producerConnection", "query a producer group's connections and client versions", flags=_producer_connection_flags
+)
 async def producer_connection(admin: Admin, args: argparse.Namespace) -> int | None:
     pc = await admin.examine_producer_connection_info(args.group, args.topic)
     for i, c in enumerate(pc.connection_set, 1):
@@ -146,16 +190,19 @@ async def producer_connection(admin: Admin, args: argparse.Namespace) -> int | N
 
 # -- consumerStatus ----------------------------------------------------------------------
 
+
 def _status_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--consumerGroup", dest="group", required=True, type=group_name, help="consumer group name")
     p.add_argument("-i", "--clientId", dest="client_id", default=None, type=name, help="the consumer's client id")
-    p.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help="list the members this "
-                                                                                      "broker knows")
+    p.add_argument(
+        "-b", "--brokerAddr", dest="broker", default=None, type=addr, help="list the members this broker knows"
+    )
     p.add_argument("-s", "--jstackEnable", dest="jstack", action="store_true", help="ask for a thread dump too")
 
 
-@command("consumerStatus", "query a consumer's running status (its settings, queues and statistics)",
-         flags=_status_flags)
+@command(
+    "consumerStatus", "query a consumer's running status (its settings, queues and statistics)", flags=_status_flags
+)
 async def consumer_status(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.client_id:
         info = await admin.get_consumer_running_info(args.group, args.client_id, args.jstack)
@@ -195,15 +242,26 @@ async def consumer_status(admin: Admin, args: argparse.Namespace) -> int | None:
 
 # -- offsets -----------------------------------------------------------------------------
 
+
 def _reset_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--group", required=True, type=group_name, help="consumer group")
     p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic")
-    p.add_argument("-s", "--timestamp", required=True, type=timestamp_arg,
-                   help="now | currentTimeMillis | yyyy-MM-dd#HH:mm:ss:SSS (now and -1: each queue's end)")
-    p.add_argument("-f", "--force", default="true", type=true_false,
-                   help="also move offsets forward (true|false, default true)")
-    p.add_argument("-c", "--cplus", action="store_true", help="accepted for mqadmin compatibility (C++ members "
-                                                              "always get the form they read)")
+    p.add_argument(
+        "-s",
+        "--timestamp",
+        required=True,
+        type=timestamp_arg,
+        help="now | currentTimeMillis | yyyy-MM-dd#HH:mm:ss:SSS (now and -1: each queue's end)",
+    )
+    p.add_argument(
+        "-f", "--force", default="true", type=true_false, help="also move offsets forward (true|false, default true)"
+    )
+    p.add_argument(
+        "-c",
+        "--cplus",
+        action="store_true",
+        help="accepted for mqadmin compatibility (C++ members always get the form they read)",
+    )
 
 
 async def _reset(admin: Admin, group: str, topic: str, ts: int, force: bool, ts_text: str) -> None:
@@ -212,25 +270,41 @@ async def _reset(admin: Admin, group: str, topic: str, ts: int, force: bool, ts_
     except AdminError as e:
         if e.code != ResponseCode.CONSUMER_NOT_ONLINE:
             raise
-        _print_rollback(await admin.reset_offset_by_timestamp_old(group, topic, ts, force), group, topic, force,
-                        ts_text, ts)
+        _print_rollback(
+            await admin.reset_offset_by_timestamp_old(group, topic, ts, force), group, topic, force, ts_text, ts
+        )
         return
-    print(f"rollback consumer offset by specified group[{group}], topic[{topic}], force[{java_bool(force)}], "
-          f"timestamp(string)[{ts_text}], timestamp(long)[{ts}]")
-    print_table(["#brokerName", "#queueId", "#offset"],
-                [[mq.broker_name, mq.queue_id, off] for mq, off in sorted(table.items())], [40, 40, 0])
+    print(
+        f"rollback consumer offset by specified group[{group}], topic[{topic}], force[{java_bool(force)}], "
+        f"timestamp(string)[{ts_text}], timestamp(long)[{ts}]"
+    )
+    print_table(
+        ["#brokerName", "#queueId", "#offset"],
+        [[mq.broker_name, mq.queue_id, off] for mq, off in sorted(table.items())],
+        [40, 40, 0],
+    )
 
 
 def _print_rollback(stats: list[RollbackStats], group: str, topic: str, force: bool, ts_text: str, ts: int) -> None:
-    print(f"rollback consumer offset by specified consumerGroup[{group}], topic[{topic}], force[{java_bool(force)}], "
-          f"timestamp(string)[{ts_text}], timestamp(long)[{ts}]")
-    print_table(["#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", "#rollbackOffset"],
-                [[r.broker_name, r.queue_id, r.broker_offset, r.consumer_offset, r.timestamp_offset, r.rollback_offset]
-                 for r in stats], [20, 20, 20, 20, 20, 0])
+    print(
+        f"rollback consumer offset by specified consumerGroup[{group}], topic[{topic}], force[{java_bool(force)}], "
+        f"timestamp(string)[{ts_text}], timestamp(long)[{ts}]"
+    )
+    print_table(
+        ["#brokerName", "#queueId", "#brokerOffset", "#consumerOffset", "#timestampOffset", "#rollbackOffset"],
+        [
+            [r.broker_name, r.queue_id, r.broker_offset, r.consumer_offset, r.timestamp_offset, r.rollback_offset]
+            for r in stats
+        ],
+        [20, 20, 20, 20, 20, 0],
+    )
 
 
-@command("resetOffsetByTime", "reset a group's offsets of a topic to a timestamp (without client restart)",
-         flags=_reset_flags)
+@command(
+    "resetOffsetByTime",
+    "reset a group's offsets of a topic to a timestamp (without client restart)",
+    flags=_reset_flags,
+)
 async def reset_offset_by_time(admin: Admin, args: argparse.Namespace) -> int | None:
     text = "now" if args.timestamp == -1 else str(args.timestamp)
     await _reset(admin, args.group, args.topic, args.timestamp, args.force == "true", text)
@@ -244,8 +318,9 @@ def _skip_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--cluster", default=None, help="accepted for mqadmin compatibility")
 
 
-@command("skipAccumulatedMessage", "skip every message not consumed yet (offsets to each queue's end)",
-         flags=_skip_flags)
+@command(
+    "skipAccumulatedMessage", "skip every message not consumed yet (offsets to each queue's end)", flags=_skip_flags
+)
 async def skip_accumulated_message(admin: Admin, args: argparse.Namespace) -> int | None:
     await _reset(admin, args.group, args.topic, -1, args.force == "true", "-1")
     return None
@@ -265,22 +340,29 @@ async def clone_group_offset(admin: Admin, args: argparse.Namespace) -> int | No
     return None
 
 
-
-
 # -- getConsumerConfig -------------------------------------------------------------------
 
 # Java SubscriptionGroupConfig's fields in declaration order (what mqadmin prints, one a line).
-_SUBSCRIPTION_GROUP_FIELDS = ("groupName", "consumeEnable", "consumeFromMinEnable", "consumeBroadcastEnable",
-                              "retryQueueNums", "retryMaxTimes", "brokerId", "whichBrokerWhenConsumeSlowly",
-                              "notifyConsumerIdsChangedEnable")
+_SUBSCRIPTION_GROUP_FIELDS = (
+    "groupName",
+    "consumeEnable",
+    "consumeFromMinEnable",
+    "consumeBroadcastEnable",
+    "retryQueueNums",
+    "retryMaxTimes",
+    "brokerId",
+    "whichBrokerWhenConsumeSlowly",
+    "notifyConsumerIdsChangedEnable",
+)
 
 
 def _consumer_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--groupName", dest="group", required=True, type=group_name, help="subscription group name")
 
 
-@command("getConsumerConfig", "print a subscription group's configuration on every broker",
-         flags=_consumer_config_flags)
+@command(
+    "getConsumerConfig", "print a subscription group's configuration on every broker", flags=_consumer_config_flags
+)
 async def get_consumer_config(admin: Admin, args: argparse.Namespace) -> int | None:
     for info in await admin.get_consumer_config(args.group):
         print(f"============================={info.cluster_name}:{info.broker_name}=============================")
@@ -293,12 +375,16 @@ async def get_consumer_config(admin: Admin, args: argparse.Namespace) -> int | N
 
 # -- producer -----------------------------------------------------------------------------------
 
+
 def _producer_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--broker", dest="broker", required=True, type=addr, help="broker address")
 
 
-@command("producer", "print a broker's producer instances by group (client id, address, language, version)",
-         flags=_producer_flags)
+@command(
+    "producer",
+    "print a broker's producer instances by group (client id, address, language, version)",
+    flags=_producer_flags,
+)
 async def producer(admin: Admin, args: argparse.Namespace) -> None:
     # Java ProducerSubCommand: one line per instance, ProducerInfo.toString
     table = await admin.get_all_producer_info(args.broker)

@@ -7,6 +7,7 @@ as mqadmin does. Properties print as ``{K=V, ...}`` in stored order (Java's Hash
 not reproducible). Message tracks: the consumer groups of the topic are listed; with none,
 mqadmin's ``WARN: No Consumer``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,7 @@ from rmq.types import MessageExt
 
 from ._cmd import command, group_name, int_in, java_bool, name, topic_name
 
-BODY_DIR = "/tmp/rocketmq/msgbodys"          # Java QueryMsgByIdSubCommand.createBodyFile
+BODY_DIR = "/tmp/rocketmq/msgbodys"  # Java QueryMsgByIdSubCommand.createBodyFile
 _LONG = int_in(0, LONG_MAX)
 
 
@@ -74,18 +75,37 @@ async def print_msg(admin: Admin, msg: MessageExt | None, *, offset_id: bool = T
 def _by_key_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True, type=topic_name)
     p.add_argument("-k", "--msgKey", dest="key", required=True, type=name, help="message key")
-    p.add_argument("-b", "--beginTimestamp", dest="begin", type=_LONG, default=0,
-                   help="stored at or after, ms since the epoch (default 0)")
-    p.add_argument("-e", "--endTimestamp", dest="end", type=_LONG, default=LONG_MAX,
-                   help="stored at or before, ms since the epoch (default Long.MAX_VALUE)")
-    p.add_argument("-c", "--maxNum", dest="max_num", type=int_in(1, 64 * 1024), default=64,
-                   help="at most this many per broker, which caps it at maxMsgsNumBatch (default 64)")
+    p.add_argument(
+        "-b",
+        "--beginTimestamp",
+        dest="begin",
+        type=_LONG,
+        default=0,
+        help="stored at or after, ms since the epoch (default 0)",
+    )
+    p.add_argument(
+        "-e",
+        "--endTimestamp",
+        dest="end",
+        type=_LONG,
+        default=LONG_MAX,
+        help="stored at or before, ms since the epoch (default Long.MAX_VALUE)",
+    )
+    p.add_argument(
+        "-c",
+        "--maxNum",
+        dest="max_num",
+        type=int_in(1, 64 * 1024),
+        default=64,
+        help="at most this many per broker, which caps it at maxMsgsNumBatch (default 64)",
+    )
 
 
 @command("queryMsgByKey", "query messages by key", flags=_by_key_flags)
 async def query_msg_by_key(admin: Admin, args: argparse.Namespace) -> None:
-    result = await admin.query_message_by_key(args.topic, args.key, max_num=args.max_num, begin=args.begin,
-                                              end=args.end)
+    result = await admin.query_message_by_key(
+        args.topic, args.key, max_num=args.max_num, begin=args.begin, end=args.end
+    )
     print(f"{'#Message ID':<50} {'#QID':>4} {'#Offset':>40}")
     for msg in result.messages:
         print(f"{msg.msg_id:<50} {msg.queue_id:>4} {msg.queue_offset:>40}")
@@ -115,11 +135,16 @@ async def query_msg_by_unique_key(admin: Admin, args: argparse.Namespace) -> int
 
 
 def _by_id_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-i", "--msgId", dest="msg_ids", required=True, type=name,
-                   help="offset message id(s), comma-separated")
-    p.add_argument("-t", "--topic", default=None, type=topic_name,
-                   help="look ids that are not offset ids (or not found) up as unique keys of this topic "
-                        "(default: none)")
+    p.add_argument(
+        "-i", "--msgId", dest="msg_ids", required=True, type=name, help="offset message id(s), comma-separated"
+    )
+    p.add_argument(
+        "-t",
+        "--topic",
+        default=None,
+        type=topic_name,
+        help="look ids that are not offset ids (or not found) up as unique keys of this topic (default: none)",
+    )
     _push_flags(p)
 
 
@@ -136,10 +161,12 @@ async def query_msg_by_id(admin: Admin, args: argparse.Namespace) -> None:
                     raise
                 # Not an offset id: most likely the unique key the SDK prints as msg_id. Point
                 # to the command that finds it rather than guess a topic to search.
-                raise ValueError(f"{msg_id!r} is not an offset message id (the SDK's SendResult.offset_msg_id); "
-                                 f"it looks like a unique key (SendResult.msg_id): "
-                                 f"rmq admin queryMsgByUniqueKey -t <topic> -i {msg_id} "
-                                 f"(or add -t <topic> here)") from None
+                raise ValueError(
+                    f"{msg_id!r} is not an offset message id (the SDK's SendResult.offset_msg_id); "
+                    f"it looks like a unique key (SendResult.msg_id): "
+                    f"rmq admin queryMsgByUniqueKey -t <topic> -i {msg_id} "
+                    f"(or add -t <topic> here)"
+                ) from None
             if args.group is None:
                 await print_msg(admin, msg)
             elif msg is None:
@@ -151,10 +178,22 @@ async def query_msg_by_id(admin: Admin, args: argparse.Namespace) -> None:
 def _push_flags(p: argparse.ArgumentParser) -> None:
     # Java QueryMsgByUniqueKeySubCommand / QueryMsgByIdSubCommand -g -d: push the message to
     # one consumer (CONSUME_MESSAGE_DIRECTLY through the broker that stores it).
-    p.add_argument("-g", "--consumerGroup", dest="group", default=None, type=group_name,
-                   help="with -d: have this group's consumer -d consume the message again (default: print it)")
-    p.add_argument("-d", "--clientId", dest="client_id", default=None, type=name,
-                   help="the consumer's client id, with -g (default: none)")
+    p.add_argument(
+        "-g",
+        "--consumerGroup",
+        dest="group",
+        default=None,
+        type=group_name,
+        help="with -d: have this group's consumer -d consume the message again (default: print it)",
+    )
+    p.add_argument(
+        "-d",
+        "--clientId",
+        dest="client_id",
+        default=None,
+        type=name,
+        help="the consumer's client id, with -g (default: none)",
+    )
 
 
 def _check_push_flags(args: argparse.Namespace) -> None:
@@ -165,8 +204,10 @@ def _check_push_flags(args: argparse.Namespace) -> None:
 async def _push(admin: Admin, args: argparse.Namespace, msg: MessageExt) -> None:
     """CONSUME_MESSAGE_DIRECTLY of ``msg`` to one consumer; Java prints the result's toString."""
     r = await admin.consume_message_directly(args.group, args.client_id, msg.offset_msg_id)
-    print(f"ConsumeMessageDirectlyResult [order={java_bool(r.order)}, autoCommit={java_bool(r.auto_commit)}, "
-          f"consumeResult={r.consume_result}, remark={r.remark}, spentTimeMills={r.spent_time_mills}]")
+    print(
+        f"ConsumeMessageDirectlyResult [order={java_bool(r.order)}, autoCommit={java_bool(r.auto_commit)}, "
+        f"consumeResult={r.consume_result}, remark={r.remark}, spentTimeMills={r.spent_time_mills}]"
+    )
 
 
 def _by_offset_flags(p: argparse.ArgumentParser) -> None:
@@ -179,5 +220,5 @@ def _by_offset_flags(p: argparse.ArgumentParser) -> None:
 @command("queryMsgByOffset", "query a message by its queue offset", flags=_by_offset_flags)
 async def query_msg_by_offset(admin: Admin, args: argparse.Namespace) -> None:
     msg = await admin.view_message_by_queue_offset(args.topic, args.broker_name, args.queue_id, args.offset)
-    if msg is not None:                                    # Java prints nothing for no message
+    if msg is not None:  # Java prints nothing for no message
         await print_msg(admin, msg)

@@ -17,6 +17,7 @@ SIGINT ends it with status 130 between or within rounds). Left out: Java's
 ``OFFSET_MOVED_EVENT`` subscription (reportDeleteMsgsEvent) and the analysis of each client's
 running info.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,12 +33,13 @@ from rmq.types import MessageQueue, PullStatus
 
 from ._cmd import command
 
-LOG_PREFIX = "[MONITOR] "                  # Java DefaultMonitorListener.LOG_PREFIX
+LOG_PREFIX = "[MONITOR] "  # Java DefaultMonitorListener.LOG_PREFIX
 
 
 @dataclass(frozen=True)
 class UndoneMsgs:
     """Java ``UndoneMsgs``: one group's backlog on one topic."""
+
     consumer_group: str
     topic: str
     undone_msgs_total: int
@@ -45,9 +47,11 @@ class UndoneMsgs:
     undone_msgs_delay_time_mills: int
 
     def __str__(self) -> str:
-        return (f"UndoneMsgs [consumerGroup={self.consumer_group}, topic={self.topic}, "
-                f"undoneMsgsTotal={self.undone_msgs_total}, undoneMsgsSingleMQ={self.undone_msgs_single_mq}, "
-                f"undoneMsgsDelayTimeMills={self.undone_msgs_delay_time_mills}]")
+        return (
+            f"UndoneMsgs [consumerGroup={self.consumer_group}, topic={self.topic}, "
+            f"undoneMsgsTotal={self.undone_msgs_total}, undoneMsgsSingleMQ={self.undone_msgs_single_mq}, "
+            f"undoneMsgsDelayTimeMills={self.undone_msgs_delay_time_mills}]"
+        )
 
 
 async def _newest_store_time(admin: Admin, mq: MessageQueue) -> int | None:
@@ -82,7 +86,7 @@ async def undone_msgs(admin: Admin, group: str) -> list[UndoneMsgs]:
             if ow.last_timestamp > 0:
                 try:
                     newest = await _newest_store_time(admin, mq)
-                except (AdminError, RMQError, OSError):   # Java ignores a failed pull
+                except (AdminError, RMQError, OSError):  # Java ignores a failed pull
                     newest = None
                 if newest is not None:
                     delay_max = max(delay_max, newest - ow.last_timestamp)
@@ -95,7 +99,7 @@ async def monitor_round(admin: Admin) -> None:
     print(f"{LOG_PREFIX}=========================================beginRound", flush=True)
     for topic in await admin.fetch_all_topic_list():
         if topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
-            for undone in await undone_msgs(admin, topic[len(MixAll.RETRY_GROUP_TOPIC_PREFIX):]):
+            for undone in await undone_msgs(admin, topic[len(MixAll.RETRY_GROUP_TOPIC_PREFIX) :]):
                 print(f"{LOG_PREFIX}reportUndoneMsgs: {undone}", flush=True)
     print(f"{LOG_PREFIX}=========================================endRound", flush=True)
 
@@ -111,14 +115,20 @@ def _interval(text: str) -> float:
 
 
 def _flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--interval", type=_interval, default=60.0,
-                   help="seconds between the starts of two rounds (default 60, Java MonitorConfig.roundInterval)")
-    p.add_argument("--rounds", type=int, default=0,
-                   help="stop after this many rounds (default 0: until interrupted, e.g. Ctrl-C)")
+    p.add_argument(
+        "--interval",
+        type=_interval,
+        default=60.0,
+        help="seconds between the starts of two rounds (default 60, Java MonitorConfig.roundInterval)",
+    )
+    p.add_argument(
+        "--rounds", type=int, default=0, help="stop after this many rounds (default 0: until interrupted, e.g. Ctrl-C)"
+    )
 
 
-@command("startMonitoring", "report every consumer group's undelivered messages and delay, round after round",
-         flags=_flags)
+@command(
+    "startMonitoring", "report every consumer group's undelivered messages and delay, round after round", flags=_flags
+)
 async def start_monitoring(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.rounds < 0:
         raise ValueError(f"--rounds: {args.rounds} is out of range (expected 0 for no limit, or more)")
@@ -128,7 +138,7 @@ async def start_monitoring(admin: Admin, args: argparse.Namespace) -> int | None
         started = loop.time()
         try:
             await monitor_round(admin)
-        except (AdminError, RMQError, OSError) as e:     # Java logs "doMonitorWork Exception" and goes on
+        except (AdminError, RMQError, OSError) as e:  # Java logs "doMonitorWork Exception" and goes on
             print(f"rmq admin startMonitoring: round failed: {e}", file=sys.stderr, flush=True)
         n += 1
         if args.rounds and n >= args.rounds:

@@ -2,6 +2,7 @@
 addWritePerm, updateKvConfig, deleteKvConfig, deleteSubGroup, cleanExpiredCQ,
 deleteExpiredCommitLog, queryCq (Java ``tools/command/namesrv``, ``broker``, ``queue``,
 ``consumer/DeleteSubscriptionGroupCommand``), with mqadmin's flags and output."""
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,9 @@ def _update_namesrv_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--value", required=True, type=_text(), help="config value")
 
 
-@command("updateNamesrvConfig", "update a configuration property of every name server",
-         flags=_update_namesrv_config_flags)
+@command(
+    "updateNamesrvConfig", "update a configuration property of every name server", flags=_update_namesrv_config_flags
+)
 async def update_namesrv_config(admin: Admin, args: argparse.Namespace) -> None:
     await admin.update_name_server_config({args.key: args.value})
     print(f"update name server config success![{', '.join(admin.namesrv_addrs)}]\n{args.key} : {args.value}")
@@ -118,14 +120,31 @@ async def delete_kv_config(admin: Admin, args: argparse.Namespace) -> None:
 
 def _delete_sub_group_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr,
-                   help="delete the subscription group from this broker")
-    g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name,
-                   help="delete the subscription group from every master of this cluster, and its retry and DLQ "
-                        "topics")
+    g.add_argument(
+        "-b",
+        "--brokerAddr",
+        dest="broker",
+        default=None,
+        type=addr,
+        help="delete the subscription group from this broker",
+    )
+    g.add_argument(
+        "-c",
+        "--clusterName",
+        dest="cluster",
+        default=None,
+        type=name,
+        help="delete the subscription group from every master of this cluster, and its retry and DLQ topics",
+    )
     p.add_argument("-g", "--groupName", dest="group", required=True, type=group_name, help="subscription group name")
-    p.add_argument("-r", "--removeOffset", dest="remove_offset", default="false", type=true_false,
-                   help="remove the group's offsets too: true/false (default false)")
+    p.add_argument(
+        "-r",
+        "--removeOffset",
+        dest="remove_offset",
+        default="false",
+        type=true_false,
+        help="remove the group's offsets too: true/false (default false)",
+    )
 
 
 @command("deleteSubGroup", "delete a subscription group from brokers", flags=_delete_sub_group_flags)
@@ -157,14 +176,18 @@ async def clean_expired_cq(admin: Admin, args: argparse.Namespace) -> None:
     await _on_broker_or_cluster(args, admin.clean_expired_consumer_queue_by_addr, admin.clean_expired_consumer_queue)
 
 
-@command("deleteExpiredCommitLog", "delete expired CommitLog files now, whatever deleteWhen says",
-         flags=_broker_or_cluster)
+@command(
+    "deleteExpiredCommitLog", "delete expired CommitLog files now, whatever deleteWhen says", flags=_broker_or_cluster
+)
 async def delete_expired_commit_log(admin: Admin, args: argparse.Namespace) -> None:
     await _on_broker_or_cluster(args, admin.delete_expired_commit_log_by_addr, admin.delete_expired_commit_log)
 
 
-async def _on_broker_or_cluster(args: argparse.Namespace, by_addr: Callable[[str], Awaitable[bool]],
-                                by_cluster: Callable[[str | None], Awaitable[bool]]) -> None:
+async def _on_broker_or_cluster(
+    args: argparse.Namespace,
+    by_addr: Callable[[str], Awaitable[bool]],
+    by_cluster: Callable[[str | None], Awaitable[bool]],
+) -> None:
     # mqadmin cleanExpiredCQ / deleteExpiredCommitLog: -b one broker, else every broker of -c
     ok = await (by_addr(args.broker) if args.broker else by_cluster(args.cluster))
     print("success" if ok else "false")
@@ -175,8 +198,9 @@ def _query_cq_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--queue", required=True, type=int_in(0, 65_535), help="queue id, e.g. 1")
     p.add_argument("-i", "--index", required=True, type=int_in(0, 2**63 - 1), help="start queue index")
     p.add_argument("-c", "--count", default=10, type=int_in(1, 10_000), help="how many units, 1..10000 (default 10)")
-    p.add_argument("-b", "--broker", default=None, type=addr, help="broker ip:port (default: the topic's first "
-                                                                     "broker's master)")
+    p.add_argument(
+        "-b", "--broker", default=None, type=addr, help="broker ip:port (default: the topic's first broker's master)"
+    )
     p.add_argument("-g", "--consumer", default=None, type=group_name, help="consumer group")
 
 
@@ -200,4 +224,3 @@ async def query_cq(admin: Admin, args: argparse.Namespace) -> None:
     print(_RULE)
     for i, unit in enumerate(body.queue_data or (), start=args.index):
         print(f"idx: {i}\n{unit}\n{_RULE}")
-

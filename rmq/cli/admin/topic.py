@@ -3,6 +3,7 @@ updateSubGroup, topicList, topicRoute, clusterList, updateTopicPerm, topicStatus
 topicClusterList, allocateMQ, sendMessage, consumeMessage, printMsg, printMsgByQueue,
 checkMsgSendRT (Java ``tools/command/topic``, ``cluster``, ``consumer``, ``message``). Output
 as mqadmin prints it (its printf formats), booleans as ``true``/``false``."""
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,9 @@ def _update_topic_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-p", "--perm", type=perm, default=6, help="2 write, 4 read, 6 both (default 6)")
     p.add_argument("-o", "--order", type=true_false, default="false", help="orderly topic: true/false (default false)")
     p.add_argument("-u", "--unit", type=true_false, default="false", help="a unit topic: true/false (default false)")
-    p.add_argument("-s", "--hasUnitSub", type=true_false, default="false",
-                   help="has unit subscribers: true/false (default false)")
+    p.add_argument(
+        "-s", "--hasUnitSub", type=true_false, default="false", help="has unit subscribers: true/false (default false)"
+    )
 
 
 @command("updateTopic", "create or update a topic on brokers", flags=_update_topic_flags)
@@ -62,15 +64,27 @@ async def update_topic(admin: Admin, args: argparse.Namespace) -> None:
     sys_flag = topic_sys_flag(args.unit == "true", args.hasUnitSub == "true")
     for addr in await admin.master_addrs(args.cluster, args.broker):
         await admin.create_and_update_topic_config(
-            addr, args.topic, read_queue_nums=args.readQueueNums, write_queue_nums=args.writeQueueNums,
-            perm=args.perm, order=args.order == "true", topic_sys_flag=sys_flag)
+            addr,
+            args.topic,
+            read_queue_nums=args.readQueueNums,
+            write_queue_nums=args.writeQueueNums,
+            perm=args.perm,
+            order=args.order == "true",
+            topic_sys_flag=sys_flag,
+        )
         print(f"create topic to {addr} success.")
 
 
 def _delete_topic_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic name")
-    p.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name,
-                   help="delete from every master of this cluster (default: every master)")
+    p.add_argument(
+        "-c",
+        "--clusterName",
+        dest="cluster",
+        default=None,
+        type=name,
+        help="delete from every master of this cluster (default: every master)",
+    )
 
 
 @command("deleteTopic", "delete a topic from brokers and the name server", flags=_delete_topic_flags)
@@ -84,38 +98,74 @@ async def delete_topic(admin: Admin, args: argparse.Namespace) -> None:
 def _update_sub_group_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--groupName", dest="group", required=True, type=group_name, help="consumer group name")
     targets(p)
-    p.add_argument("-r", "--retryMaxTimes", type=int_in(0, 1000), default=16,
-                   help="maxReconsumeTimes, 0..1000 (default 16)")
+    p.add_argument(
+        "-r", "--retryMaxTimes", type=int_in(0, 1000), default=16, help="maxReconsumeTimes, 0..1000 (default 16)"
+    )
     p.add_argument("-s", "--consumeEnable", type=true_false, default="true", help="true/false (default true)")
-    p.add_argument("-d", "--consumeBroadcastEnable", type=true_false, default="true",
-                   help="true/false (default true)")
-    p.add_argument("-m", "--consumeFromMinEnable", type=true_false, default="true",
-                   help="a new group starts from the min offset: true/false (default true)")
-    p.add_argument("-q", "--retryQueueNums", type=int_in(0, MAX_QUEUE_NUMS), default=1,
-                   help=f"retry queues, 0..{MAX_QUEUE_NUMS} (default 1)")
-    p.add_argument("-i", "--brokerId", type=int_in(0, 1 << 30), default=MixAll.MASTER_ID,
-                   help="consume from this broker id (default 0, the master)")
-    p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", type=int_in(0, 1 << 30), default=1,
-                   help="the broker id to consume from when consuming slowly (default 1)")
-    p.add_argument("-a", "--notifyConsumerIdsChanged", dest="notifyConsumerIdsChangedEnable", type=true_false,
-                   default="true", help="notify consumers when the group's members change: true/false (default true)")
+    p.add_argument("-d", "--consumeBroadcastEnable", type=true_false, default="true", help="true/false (default true)")
+    p.add_argument(
+        "-m",
+        "--consumeFromMinEnable",
+        type=true_false,
+        default="true",
+        help="a new group starts from the min offset: true/false (default true)",
+    )
+    p.add_argument(
+        "-q",
+        "--retryQueueNums",
+        type=int_in(0, MAX_QUEUE_NUMS),
+        default=1,
+        help=f"retry queues, 0..{MAX_QUEUE_NUMS} (default 1)",
+    )
+    p.add_argument(
+        "-i",
+        "--brokerId",
+        type=int_in(0, 1 << 30),
+        default=MixAll.MASTER_ID,
+        help="consume from this broker id (default 0, the master)",
+    )
+    p.add_argument(
+        "-w",
+        "--whichBrokerWhenConsumeSlowly",
+        type=int_in(0, 1 << 30),
+        default=1,
+        help="the broker id to consume from when consuming slowly (default 1)",
+    )
+    p.add_argument(
+        "-a",
+        "--notifyConsumerIdsChanged",
+        dest="notifyConsumerIdsChangedEnable",
+        type=true_false,
+        default="true",
+        help="notify consumers when the group's members change: true/false (default true)",
+    )
 
 
 @command("updateSubGroup", "create or update a subscription group on brokers", flags=_update_sub_group_flags)
 async def update_sub_group(admin: Admin, args: argparse.Namespace) -> None:
     for addr in await admin.master_addrs(args.cluster, args.broker):
         await admin.create_and_update_subscription_group_config(
-            addr, args.group, consume_enable=args.consumeEnable == "true",
-            consume_broadcast_enable=args.consumeBroadcastEnable == "true", retry_max_times=args.retryMaxTimes,
-            consume_from_min_enable=args.consumeFromMinEnable == "true", retry_queue_nums=args.retryQueueNums,
-            broker_id=args.brokerId, which_broker_when_consume_slowly=args.whichBrokerWhenConsumeSlowly,
-            notify_consumer_ids_changed_enable=args.notifyConsumerIdsChangedEnable == "true")
+            addr,
+            args.group,
+            consume_enable=args.consumeEnable == "true",
+            consume_broadcast_enable=args.consumeBroadcastEnable == "true",
+            retry_max_times=args.retryMaxTimes,
+            consume_from_min_enable=args.consumeFromMinEnable == "true",
+            retry_queue_nums=args.retryQueueNums,
+            broker_id=args.brokerId,
+            which_broker_when_consume_slowly=args.whichBrokerWhenConsumeSlowly,
+            notify_consumer_ids_changed_enable=args.notifyConsumerIdsChangedEnable == "true",
+        )
         print(f"create subscription group to {addr} success.")
 
 
 def _topic_list_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-c", "--clusterModel", action="store_true",
-                   help="print each topic's cluster and consumer groups (default: names only)")
+    p.add_argument(
+        "-c",
+        "--clusterModel",
+        action="store_true",
+        help="print each topic's cluster and consumer groups (default: names only)",
+    )
 
 
 @command("topicList", "list the topics the name server knows", flags=_topic_list_flags)
@@ -131,8 +181,11 @@ async def topic_list(admin: Admin, args: argparse.Namespace) -> None:
             _printf("%-20s  %-64s  %-64s", row.cluster[:20], row.topic[:64], group[:64])
     unknown = [r.topic for r in rows if not r.groups_known]
     if unknown:
-        print(f"rmq admin topicList: consumer groups unknown for {len(unknown)} topic(s) (the broker does not "
-              f"answer QUERY_TOPIC_CONSUME_BY_WHO), e.g. {unknown[0]}", file=sys.stderr)
+        print(
+            f"rmq admin topicList: consumer groups unknown for {len(unknown)} topic(s) (the broker does not "
+            f"answer QUERY_TOPIC_CONSUME_BY_WHO), e.g. {unknown[0]}",
+            file=sys.stderr,
+        )
 
 
 def _topic_flag(p: argparse.ArgumentParser) -> None:
@@ -170,25 +223,39 @@ async def topic_route(admin: Admin, args: argparse.Namespace) -> None:
 
 
 def _cluster_list_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-m", "--moreStats", action="store_true",
-                   help="message totals of yesterday and today instead of the load (default off)")
-    p.add_argument("-i", "--interval", type=int_in(1, 86_400), default=None,
-                   help="print again every this many seconds, 1..86400, until interrupted (default: once)")
+    p.add_argument(
+        "-m",
+        "--moreStats",
+        action="store_true",
+        help="message totals of yesterday and today instead of the load (default off)",
+    )
+    p.add_argument(
+        "-i",
+        "--interval",
+        type=int_in(1, 86_400),
+        default=None,
+        help="print again every this many seconds, 1..86400, until interrupted (default: once)",
+    )
 
 
-@command("clusterList", "list clusters and brokers with their load, page-cache wait and disk use",
-         flags=_cluster_list_flags)
+@command(
+    "clusterList", "list clusters and brokers with their load, page-cache wait and disk use", flags=_cluster_list_flags
+)
 async def cluster_list(admin: Admin, args: argparse.Namespace) -> None:
     # Java ClusterListSubCommand: the brokers with their load (from each broker's runtime info),
     # or with -m their message totals of yesterday and today.
     while True:
         info = await admin.examine_broker_cluster_info()
         if args.moreStats:
-            print(f"{'#Cluster Name':<16}  {'#Broker Name':<32} {'#InTotalYest':>14} {'#OutTotalYest':>14} "
-                  f"{'#InTotalToday':>14} {'#OutTotalToday':>14}")
+            print(
+                f"{'#Cluster Name':<16}  {'#Broker Name':<32} {'#InTotalYest':>14} {'#OutTotalYest':>14} "
+                f"{'#InTotalToday':>14} {'#OutTotalToday':>14}"
+            )
         else:
-            print(f"{'#Cluster Name':<16}  {'#Broker Name':<22}  {'#BID':<4}  {'#Addr':<22} {'#Version':<16} "
-                  f"{'#InTPS(LOAD)':>19} {'#OutTPS(LOAD)':>19} {'#PCWait(ms)':>10} {'#Hour':>5} {'#SPACE':>6}")
+            print(
+                f"{'#Cluster Name':<16}  {'#Broker Name':<22}  {'#BID':<4}  {'#Addr':<22} {'#Version':<16} "
+                f"{'#InTPS(LOAD)':>19} {'#OutTPS(LOAD)':>19} {'#PCWait(ms)':>10} {'#Hour':>5} {'#SPACE':>6}"
+            )
         for cluster, names in sorted(info.cluster_addr_table.items()):
             for broker in sorted(names):
                 bd = info.broker_addr_table.get(broker)
@@ -198,18 +265,24 @@ async def cluster_list(admin: Admin, args: argparse.Namespace) -> None:
                     except (AdminError, RMQError, OSError):  # Java prints the row with blanks
                         table = {}
                     if args.moreStats:
+
                         def n(key: str, t: dict[str, str] = table) -> int:
                             v = t.get(key, "0")
                             return int(v) if v.lstrip("-").isdigit() else 0
-                        print(f"{cluster:<16}  {broker:<32} "
-                              f"{n('msgPutTotalTodayMorning') - n('msgPutTotalYesterdayMorning'):>14} "
-                              f"{n('msgGetTotalTodayMorning') - n('msgGetTotalYesterdayMorning'):>14} "
-                              f"{n('msgPutTotalTodayNow') - n('msgPutTotalTodayMorning'):>14} "
-                              f"{n('msgGetTotalTodayNow') - n('msgGetTotalTodayMorning'):>14}")
+
+                        print(
+                            f"{cluster:<16}  {broker:<32} "
+                            f"{n('msgPutTotalTodayMorning') - n('msgPutTotalYesterdayMorning'):>14} "
+                            f"{n('msgGetTotalTodayMorning') - n('msgGetTotalYesterdayMorning'):>14} "
+                            f"{n('msgPutTotalTodayNow') - n('msgPutTotalTodayMorning'):>14} "
+                            f"{n('msgGetTotalTodayNow') - n('msgGetTotalTodayMorning'):>14}"
+                        )
                         continue
                     version, in_tps, out_tps, pc_wait, hour, space = cluster_row_cells(table)
-                    print(f"{cluster:<16}  {broker:<22}  {bid:<4}  {addr:<22} {version:<16} {in_tps:>19} "
-                          f"{out_tps:>19} {pc_wait:>10} {hour:>5} {space:>6}")
+                    print(
+                        f"{cluster:<16}  {broker:<22}  {bid:<4}  {addr:<22} {version:<16} {in_tps:>19} "
+                        f"{out_tps:>19} {pc_wait:>10} {hour:>5} {space:>6}"
+                    )
         if args.interval is None:
             return
         sys.stdout.flush()
@@ -240,8 +313,9 @@ async def topic_status(admin: Admin, args: argparse.Namespace) -> None:
     _printf("%-32s  %-4s  %-20s  %-20s    %s", "#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated")
     for mq, off in sorted(stats.offset_table.items()):
         last = human_time_ms(off.last_update_timestamp) if off.last_update_timestamp > 0 else ""
-        _printf("%-32s  %-4d  %-20d  %-20d    %s", mq.broker_name[:32], mq.queue_id, off.min_offset, off.max_offset,
-                last)
+        _printf(
+            "%-32s  %-4d  %-20d  %-20d    %s", mq.broker_name[:32], mq.queue_id, off.min_offset, off.max_offset, last
+        )
 
 
 @command("topicClusterList", "print the clusters a topic is on", flags=_topic_flag)
@@ -264,8 +338,11 @@ def _ip_list(text: str) -> list[str]:
     return [name(ip) for ip in ips]
 
 
-@command("allocateMQ", "show how AllocateMessageQueueAveragely shares a topic's queues among clients",
-         flags=_allocate_mq_flags)
+@command(
+    "allocateMQ",
+    "show how AllocateMessageQueueAveragely shares a topic's queues among clients",
+    flags=_allocate_mq_flags,
+)
 async def allocate_mq(admin: Admin, args: argparse.Namespace) -> None:
     result = await admin.allocate_mq(args.topic, args.ipList)
     # fastjson's compact form, each MessageQueue's fields sorted as fastjson writes them; the
@@ -280,8 +357,13 @@ def _send_message_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", "--key", default=None, help="message keys, space-separated (default none)")
     p.add_argument("-c", "--tags", default=None, help="message tag (default none)")
     p.add_argument("-b", "--broker", default=None, type=name, help="broker name to send to (default: any)")
-    p.add_argument("-i", "--qid", default=None, type=int_in(0, MAX_QUEUE_NUMS - 1),
-                   help="queue id to send to; needs -b (default: any)")
+    p.add_argument(
+        "-i",
+        "--qid",
+        default=None,
+        type=int_in(0, MAX_QUEUE_NUMS - 1),
+        help="queue id to send to; needs -b (default: any)",
+    )
 
 
 _SEND_FORMAT = "%-32s  %-4s  %-20s    %s"
@@ -292,8 +374,9 @@ async def send_message(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.qid is not None and args.broker is None:
         print("rmq admin sendMessage: Broker name must be set if the queue is chosen (-b with -i)", file=sys.stderr)
         return 2
-    result = await admin.send_message(args.topic, args.body.strip(), keys=args.key, tags=args.tags,
-                                      broker_name=args.broker, queue_id=args.qid)
+    result = await admin.send_message(
+        args.topic, args.body.strip(), keys=args.key, tags=args.tags, broker_name=args.broker, queue_id=args.qid
+    )
     _printf(_SEND_FORMAT, "#Broker Name", "#QID", "#Send Result", "#MsgId")
     _printf(_SEND_FORMAT, result.message_queue.broker_name, result.queue_id, result.status.value, result.msg_id)
     return None
@@ -307,13 +390,15 @@ def _mq_text(mq: MessageQueue) -> str:
 def _message_text(m: MessageExt) -> str:
     """Close to Java ``MessageExt.toString`` (the body follows separately)."""
     props = "{" + ", ".join(f"{k}={v}" for k, v in m.properties.items()) + "}"
-    return (f"MessageExt [brokerName={m.broker_name}, queueId={m.queue_id}, queueOffset={m.queue_offset}, "
-            f"sysFlag={m.sys_flag}, bornTimestamp={m.born_timestamp}, bornHost=/{m.born_host}, "
-            f"storeTimestamp={m.store_timestamp}, storeHost=/{m.store_host}, msgId={m.offset_msg_id}, "
-            f"commitLogOffset={m.commit_log_offset}, bodyCRC={m.body_crc}, reconsumeTimes={m.reconsume_times}, "
-            f"preparedTransactionOffset={m.prepared_transaction_offset}, toString()=Message{{topic='{m.topic}', "
-            f"flag={m.flag}, properties={props}, body=[{len(m.body)} bytes], "
-            f"transactionId='{m.transaction_id}'}}]")
+    return (
+        f"MessageExt [brokerName={m.broker_name}, queueId={m.queue_id}, queueOffset={m.queue_offset}, "
+        f"sysFlag={m.sys_flag}, bornTimestamp={m.born_timestamp}, bornHost=/{m.born_host}, "
+        f"storeTimestamp={m.store_timestamp}, storeHost=/{m.store_host}, msgId={m.offset_msg_id}, "
+        f"commitLogOffset={m.commit_log_offset}, bodyCRC={m.body_crc}, reconsumeTimes={m.reconsume_times}, "
+        f"preparedTransactionOffset={m.prepared_transaction_offset}, toString()=Message{{topic='{m.topic}', "
+        f"flag={m.flag}, properties={props}, body=[{len(m.body)} bytes], "
+        f"transactionId='{m.transaction_id}'}}]"
+    )
 
 
 def _print_messages(msgs: Sequence[MessageExt], encoding: str, print_body: bool) -> None:
@@ -330,18 +415,49 @@ def _in_range(result: PullResult, end: int) -> list[MessageExt]:
 def _consume_message_flags(p: argparse.ArgumentParser) -> None:
     _topic_flag(p)
     p.add_argument("-b", "--brokerName", default=None, type=name, help="broker name (default: every broker)")
-    p.add_argument("-i", "--queueId", default=None, type=int_in(0, MAX_QUEUE_NUMS - 1),
-                   help="queue id; needs -b (default: every queue)")
-    p.add_argument("-o", "--offset", default=None, type=int_in(0, (1 << 63) - 1),
-                   help="queue offset to start from; needs -i (default: the min offset)")
-    p.add_argument("-g", "--consumerGroup", default=MixAll.TOOLS_CONSUMER_GROUP, type=group_name,
-                   help=f"consumer group the pulls name (default {MixAll.TOOLS_CONSUMER_GROUP})")
-    p.add_argument("-s", "--beginTimestamp", default=None, type=timestamp_ms,
-                   help="begin at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the min offset)")
-    p.add_argument("-e", "--endTimestamp", default=None, type=timestamp_ms,
-                   help="end at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the max offset)")
-    p.add_argument("-c", "--MessageNumber", dest="count", default=128, type=int_in(1, 1 << 31),
-                   help="how many messages at most (default 128)")
+    p.add_argument(
+        "-i",
+        "--queueId",
+        default=None,
+        type=int_in(0, MAX_QUEUE_NUMS - 1),
+        help="queue id; needs -b (default: every queue)",
+    )
+    p.add_argument(
+        "-o",
+        "--offset",
+        default=None,
+        type=int_in(0, (1 << 63) - 1),
+        help="queue offset to start from; needs -i (default: the min offset)",
+    )
+    p.add_argument(
+        "-g",
+        "--consumerGroup",
+        default=MixAll.TOOLS_CONSUMER_GROUP,
+        type=group_name,
+        help=f"consumer group the pulls name (default {MixAll.TOOLS_CONSUMER_GROUP})",
+    )
+    p.add_argument(
+        "-s",
+        "--beginTimestamp",
+        default=None,
+        type=timestamp_ms,
+        help="begin at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the min offset)",
+    )
+    p.add_argument(
+        "-e",
+        "--endTimestamp",
+        default=None,
+        type=timestamp_ms,
+        help="end at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the max offset)",
+    )
+    p.add_argument(
+        "-c",
+        "--MessageNumber",
+        dest="count",
+        default=128,
+        type=int_in(1, 1 << 31),
+        help="how many messages at most (default 128)",
+    )
 
 
 @command("consumeMessage", "pull and print a topic's (or one queue's) messages", flags=_consume_message_flags)
@@ -365,8 +481,11 @@ async def consume_message(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.queueId is not None:
         mqs = [MessageQueue(args.topic, args.brokerName, args.queueId)]
     else:
-        mqs = [mq for mq in await admin.fetch_subscribe_message_queues(args.topic)
-               if args.brokerName is None or mq.broker_name == args.brokerName]
+        mqs = [
+            mq
+            for mq in await admin.fetch_subscribe_message_queues(args.topic)
+            if args.brokerName is None or mq.broker_name == args.brokerName
+        ]
     left = args.count
     for mq in mqs:
         if left <= 0:
@@ -390,8 +509,18 @@ async def consume_message(admin: Admin, args: argparse.Namespace) -> int | None:
     return None
 
 
-async def _walk(admin: Admin, mq: MessageQueue, lo: int, hi: int, expression: str, group: str, *,
-                consume_style: bool, encoding: str = "utf-8", print_body: bool = True) -> None:
+async def _walk(
+    admin: Admin,
+    mq: MessageQueue,
+    lo: int,
+    hi: int,
+    expression: str,
+    group: str,
+    *,
+    consume_style: bool,
+    encoding: str = "utf-8",
+    print_body: bool = True,
+) -> None:
     """Java's pull loops of consumeMessage / printMsg over ``[lo, hi)``."""
     offset = lo
     async for result in admin.iter_pull(mq, lo, hi, expression=expression, group=group):
@@ -413,10 +542,20 @@ def _range_flags(p: argparse.ArgumentParser) -> None:
     # printMsg and printMsgByQueue (Java PrintMessageSubCommand / PrintMessageByQueueCommand)
     p.add_argument("-c", "--charsetName", default="utf-8", type=charset, help="body charset (default UTF-8)")
     p.add_argument("-s", "--subExpression", default="*", help="tag expression, e.g. 'TagA || TagB' (default *)")
-    p.add_argument("-b", "--beginTimestamp", default=None, type=timestamp_ms,
-                   help="begin at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the min offset)")
-    p.add_argument("-e", "--endTimestamp", default=None, type=timestamp_ms,
-                   help="end at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the max offset)")
+    p.add_argument(
+        "-b",
+        "--beginTimestamp",
+        default=None,
+        type=timestamp_ms,
+        help="begin at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the min offset)",
+    )
+    p.add_argument(
+        "-e",
+        "--endTimestamp",
+        default=None,
+        type=timestamp_ms,
+        help="end at [currentTimeMillis|yyyy-MM-dd#HH:mm:ss:SSS] (default: the max offset)",
+    )
 
 
 def _print_msg_flags(p: argparse.ArgumentParser) -> None:
@@ -436,8 +575,17 @@ async def print_msg(admin: Admin, args: argparse.Namespace) -> None:
     for mq in await admin.fetch_subscribe_message_queues(args.topic):
         lo, hi = await _offsets(admin, mq, args.beginTimestamp, args.endTimestamp)
         print(f"minOffset={lo}, maxOffset={hi}, {_mq_text(mq)}")
-        await _walk(admin, mq, lo, hi, args.subExpression, MixAll.TOOLS_CONSUMER_GROUP, consume_style=False,
-                    encoding=args.charsetName, print_body=args.printBody == "true")
+        await _walk(
+            admin,
+            mq,
+            lo,
+            hi,
+            args.subExpression,
+            MixAll.TOOLS_CONSUMER_GROUP,
+            consume_style=False,
+            encoding=args.charsetName,
+            print_body=args.printBody == "true",
+        )
         print("-" * 56)
 
 
@@ -446,12 +594,15 @@ def _print_msg_by_queue_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-a", "--brokerName", required=True, type=name, help="broker name")
     p.add_argument("-i", "--queueId", required=True, type=int_in(0, MAX_QUEUE_NUMS - 1), help="queue id")
     _range_flags(p)
-    p.add_argument("-p", "--printMsg", default="false", type=true_false,
-                   help="print the messages: true/false (default false)")
-    p.add_argument("-d", "--printBody", default="false", type=true_false,
-                   help="print bodies: true/false (default false)")
-    p.add_argument("-f", "--calculate", default="false", type=true_false,
-                   help="count messages by tag: true/false (default false)")
+    p.add_argument(
+        "-p", "--printMsg", default="false", type=true_false, help="print the messages: true/false (default false)"
+    )
+    p.add_argument(
+        "-d", "--printBody", default="false", type=true_false, help="print bodies: true/false (default false)"
+    )
+    p.add_argument(
+        "-f", "--calculate", default="false", type=true_false, help="count messages by tag: true/false (default false)"
+    )
 
 
 @command("printMsgByQueue", "print or count by tag the messages of one queue", flags=_print_msg_by_queue_flags)
@@ -479,8 +630,9 @@ def _check_msg_send_rt_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--size", default=128, type=int_in(0, 4 * 1024 * 1024), help="body bytes (default 128)")
 
 
-@command("checkMsgSendRT", "send messages one at a time and print each send's response time",
-         flags=_check_msg_send_rt_flags)
+@command(
+    "checkMsgSendRT", "send messages one at a time and print each send's response time", flags=_check_msg_send_rt_flags
+)
 async def check_msg_send_rt(admin: Admin, args: argparse.Namespace) -> None:
     result = await admin.check_msg_send_rt(args.topic, amount=args.amount, size=args.size)
     _printf(_SEND_FORMAT, "#Broker Name", "#QID", "#Send Result", "#RT")
@@ -489,25 +641,38 @@ async def check_msg_send_rt(admin: Admin, args: argparse.Namespace) -> None:
     print(f"Avg RT: {result.avg_rt_ms:.2f}")
 
 
-
 def _cluster_rt_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-a", "--amount", default=100, type=int_in(1, 1_000_000),
-                   help="messages per broker each round (default 100)")
+    p.add_argument(
+        "-a", "--amount", default=100, type=int_in(1, 1_000_000), help="messages per broker each round (default 100)"
+    )
     p.add_argument("-s", "--size", default=128, type=int_in(0, 4 * 1024 * 1024), help="body bytes (default 128)")
     p.add_argument("-c", "--cluster", default=None, type=name, help="one cluster (default: every cluster)")
-    p.add_argument("-p", "--printLog", default="false", type=true_false,
-                   help="print as tlog lines time|room|cluster|broker|rt: true/false (default false)")
+    p.add_argument(
+        "-p",
+        "--printLog",
+        default="false",
+        type=true_false,
+        help="print as tlog lines time|room|cluster|broker|rt: true/false (default false)",
+    )
     p.add_argument("-m", "--machineRoom", default="noname", type=name, help="machine room for -p (default noname)")
-    p.add_argument("-i", "--interval", default=10, type=int_in(0, 86_400),
-                   help="seconds between rounds (default 10); runs until interrupted")
+    p.add_argument(
+        "-i",
+        "--interval",
+        default=10,
+        type=int_in(0, 86_400),
+        help="seconds between rounds (default 10); runs until interrupted",
+    )
 
 
 # Java CLusterSendMsgRTCommand.getCurTime formats in GMT+8 whatever the local zone.
 _TLOG_ZONE = datetime.timezone(datetime.timedelta(hours=8))
 
 
-@command("clusterRT", "send to every broker of every (or one) cluster each interval and print the send RT",
-         flags=_cluster_rt_flags)
+@command(
+    "clusterRT",
+    "send to every broker of every (or one) cluster each interval and print the send RT",
+    flags=_cluster_rt_flags,
+)
 async def cluster_rt(admin: Admin, args: argparse.Namespace) -> None:
     tlog = args.printLog == "true"
     if not tlog:
@@ -519,8 +684,14 @@ async def cluster_rt(admin: Admin, args: argparse.Namespace) -> None:
                 rt = decimal.Decimal(r.rt_ms).quantize(decimal.Decimal(1), decimal.ROUND_HALF_UP)
                 print(f"{now}|{args.machineRoom}|{r.cluster}|{r.broker_name}|{rt}", flush=True)
             else:
-                _printf("%-24s  %-24s  %-8s  %-16s  %-16s", r.cluster, r.broker_name, f"{r.rt_ms:.2f}",
-                        r.success_count, r.fail_count)
+                _printf(
+                    "%-24s  %-24s  %-8s  %-16s  %-16s",
+                    r.cluster,
+                    r.broker_name,
+                    f"{r.rt_ms:.2f}",
+                    r.success_count,
+                    r.fail_count,
+                )
         sys.stdout.flush()
         await asyncio.sleep(args.interval)
 
@@ -533,14 +704,23 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 
 def _update_order_conf_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic name")
-    p.add_argument("-v", "--orderConf", dest="order_conf", default=None,
-                   help="set order conf [eg. brokerName1:num;brokerName2:num] (with -m put)")
-    p.add_argument("-m", "--method", required=True, choices=("put", "get", "delete"),
-                   help="option type: put, get or delete")
+    p.add_argument(
+        "-v",
+        "--orderConf",
+        dest="order_conf",
+        default=None,
+        help="set order conf [eg. brokerName1:num;brokerName2:num] (with -m put)",
+    )
+    p.add_argument(
+        "-m", "--method", required=True, choices=("put", "get", "delete"), help="option type: put, get or delete"
+    )
 
 
-@command("updateOrderConf", "create, print or delete a topic's order conf (ORDER_TOPIC_CONFIG on the name servers)",
-         flags=_update_order_conf_flags)
+@command(
+    "updateOrderConf",
+    "create, print or delete a topic's order conf (ORDER_TOPIC_CONFIG on the name servers)",
+    flags=_update_order_conf_flags,
+)
 async def update_order_conf(admin: Admin, args: argparse.Namespace) -> None:
     # Java UpdateOrderConfCommand's messages, each without a newline there
     topic = args.topic.strip()

@@ -10,6 +10,7 @@ Every method is one or a few remote calls, each with the admin's timeout (defaul
 refusal raises :class:`AdminError` (a :class:`~rmq.errors.BrokerResponseError` with the
 peer's code, remark and address); transport failures raise the remoting errors.
 """
+
 from ._acl import AclAdmin
 from ._base import DEFAULT_TIMEOUT, NAMESRV_ADDR_ENV, AdminError, resolve_namesrv_addr
 from ._brokers import BrokerAdmin

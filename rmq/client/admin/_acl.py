@@ -1,6 +1,7 @@
 """ACL accounts and white lists on brokers (Java ``DefaultMQAdminExt`` createAndUpdatePlainAccessConfig,
 deletePlainAccessConfig, updateGlobalWhiteAddrConfig, examineBrokerClusterAclVersionInfo,
 examineBrokerClusterAclConfig)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -24,23 +25,42 @@ class AclAdmin(AdminBase):
     the signing account must be ``admin: true`` for the writes)."""
 
     async def create_and_update_plain_access_config(
-            self, addr: str, access_key: str, secret_key: str, *, white_remote_address: str | None = None,
-            admin: bool = False, default_topic_perm: str | None = None, default_group_perm: str | None = None,
-            topic_perms: Iterable[str] | None = None, group_perms: Iterable[str] | None = None) -> None:
+        self,
+        addr: str,
+        access_key: str,
+        secret_key: str,
+        *,
+        white_remote_address: str | None = None,
+        admin: bool = False,
+        default_topic_perm: str | None = None,
+        default_group_perm: str | None = None,
+        topic_perms: Iterable[str] | None = None,
+        group_perms: Iterable[str] | None = None,
+    ) -> None:
         """UPDATE_AND_CREATE_ACL_CONFIG: create or update one account in the broker's
         plain_acl.yml (keys longer than 6 characters; perms as ``Res=PUB|SUB``, ``SUB``,
         ``PUB`` or ``DENY``; None leaves a field as it is)."""
-        await self._call_ok(addr, update_acl_config(
-            access_key, secret_key, white_remote_address=white_remote_address, admin=admin,
-            default_topic_perm=default_topic_perm, default_group_perm=default_group_perm,
-            topic_perms=topic_perms, group_perms=group_perms))
+        await self._call_ok(
+            addr,
+            update_acl_config(
+                access_key,
+                secret_key,
+                white_remote_address=white_remote_address,
+                admin=admin,
+                default_topic_perm=default_topic_perm,
+                default_group_perm=default_group_perm,
+                topic_perms=topic_perms,
+                group_perms=group_perms,
+            ),
+        )
 
     async def delete_plain_access_config(self, addr: str, access_key: str) -> None:
         """DELETE_ACL_CONFIG: remove one account (AdminError when the broker has none)."""
         await self._call_ok(addr, delete_acl_config(access_key))
 
-    async def update_global_white_addr_config(self, addr: str, addrs: Iterable[str],
-                                              acl_file_full_path: str | None = None) -> None:
+    async def update_global_white_addr_config(
+        self, addr: str, addrs: Iterable[str], acl_file_full_path: str | None = None
+    ) -> None:
         """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: replace the global white list (of the default
         plain_acl.yml, or of ``acl_file_full_path`` under the broker's home)."""
         await self._call_ok(addr, update_global_white_addrs(addrs, acl_file_full_path))

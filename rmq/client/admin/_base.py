@@ -1,6 +1,7 @@
 """The connection and call plumbing every admin area shares (Java ``DefaultMQAdminExtImpl``'s
 ``MQClientAPIImpl`` part): name-server and broker calls with a timeout, refusals raised as
 :class:`~rmq.errors.BrokerResponseError`, the cluster table and master lookups."""
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,7 @@ class AdminError(BrokerResponseError):
     cluster). Not retriable: the same request gets the same answer until the operator acts.
     """
 
-    def __init__(self, message: str, *, code: int = -1, remark: str | None = None,
-                 addr: str | None = None) -> None:
+    def __init__(self, message: str, *, code: int = -1, remark: str | None = None, addr: str | None = None) -> None:
         super().__init__(code, remark if remark is not None else message)
         self.addr = addr
         self.args = (message,)
@@ -77,9 +77,15 @@ class AdminBase:
         tls: ``True``, an ``ssl.SSLContext``, or None (default, plain TCP): as for the producer.
     """
 
-    def __init__(self, namesrv_addr: str | Sequence[str] | None = None, *,
-                 timeout: float = DEFAULT_TIMEOUT, access_key: str | None = None,
-                 secret_key: str | None = None, tls: bool | ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str | Sequence[str] | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        tls: bool | ssl.SSLContext | None = None,
+    ) -> None:
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
         self.namesrv_addrs = resolve_namesrv_addr(namesrv_addr)
@@ -107,8 +113,7 @@ class AdminBase:
         try:
             return parse(resp)
         except BrokerResponseError as e:
-            raise AdminError(f"name server answered code {e.code}: {e.remark}", code=e.code,
-                             remark=e.remark) from None
+            raise AdminError(f"name server answered code {e.code}: {e.remark}", code=e.code, remark=e.remark) from None
 
     async def _call(self, addr: str, cmd: RemotingCommand, parse: Callable[[RemotingCommand], T]) -> T:
         """One request to ``addr`` (a broker or one name server); a refusal raises AdminError
@@ -117,15 +122,17 @@ class AdminBase:
         try:
             return parse(resp)
         except BrokerResponseError as e:
-            raise AdminError(f"{addr} answered code {e.code}: {e.remark}", code=e.code, remark=e.remark,
-                             addr=addr) from None
+            raise AdminError(
+                f"{addr} answered code {e.code}: {e.remark}", code=e.code, remark=e.remark, addr=addr
+            ) from None
 
     async def _call_ok(self, addr: str, cmd: RemotingCommand) -> None:
         """A request whose only answer is SUCCESS (admin writes)."""
         await self._call(addr, cmd, check_success)
 
-    async def _call_each_namesrv(self, make: Callable[[], RemotingCommand],
-                                 parse: Callable[[RemotingCommand], T]) -> dict[str, T]:
+    async def _call_each_namesrv(
+        self, make: Callable[[], RemotingCommand], parse: Callable[[RemotingCommand], T]
+    ) -> dict[str, T]:
         """The same request to every name server (writes such as deleteTopic, KV config and
         wipeWritePerm go to all of them, as Java's admin does); ``{addr: result}``."""
         return {addr: await self._call(addr, make(), parse) for addr in self.namesrv_addrs}

@@ -1,5 +1,6 @@
 """Broker configuration and statistics (Java ``DefaultMQAdminExt`` getBrokerConfig,
 updateBrokerConfig, fetchBrokerRuntimeStats, viewBrokerStatsData, fetchConsumeStatsInBroker)."""
+
 from __future__ import annotations
 
 from collections.abc import Mapping

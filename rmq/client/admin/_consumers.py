@@ -3,6 +3,7 @@
 examineProducerConnectionInfo, getConsumerRunningInfo, consumeMessageDirectly,
 resetOffsetByTimestamp, resetOffsetByTimestampOld, getConsumeStatus, updateConsumeOffset,
 getAllSubscriptionGroup)."""
+
 from __future__ import annotations
 
 import functools
@@ -98,12 +99,17 @@ class ConsumerAdmin(AdminBase):
             table.update(stats.offset_table)
             tps += stats.consume_tps
         if not table:
-            raise AdminError(f"Not found the consumer group consume stats, because return offset table is empty, "
-                             f"maybe the consumer not consume any message (group {group})")
+            raise AdminError(
+                f"Not found the consumer group consume stats, because return offset table is empty, "
+                f"maybe the consumer not consume any message (group {group})"
+            )
         return ConsumeStats(table, tps)
 
-    async def examine_consumer_connection_info(self, group: str, broker_addr: str | None = None,
-                                               ) -> ConsumerConnection:
+    async def examine_consumer_connection_info(
+        self,
+        group: str,
+        broker_addr: str | None = None,
+    ) -> ConsumerConnection:
         """GET_CONSUMER_CONNECTION_LIST on every broker of the group (or only ``broker_addr``),
         the connections merged; AdminError with code CONSUMER_NOT_ONLINE (206) when no member
         is connected anywhere."""
@@ -111,8 +117,9 @@ class ConsumerAdmin(AdminBase):
         conns: list[ConnectionInfo] = []
         for addr in [broker_addr] if broker_addr else await self._group_brokers(group):
             try:
-                cc = await self._call(addr, get_consumer_connection_list(group),
-                                      _parser("ConsumerConnection", ConsumerConnection.decode))
+                cc = await self._call(
+                    addr, get_consumer_connection_list(group), _parser("ConsumerConnection", ConsumerConnection.decode)
+                )
             except AdminError as e:
                 if e.code == ResponseCode.CONSUMER_NOT_ONLINE:
                     continue
@@ -121,16 +128,22 @@ class ConsumerAdmin(AdminBase):
             conns.extend(cc.connection_set)
         if merged is None or not conns:
             raise AdminError(f"the consumer group[{group}] not online", code=ResponseCode.CONSUMER_NOT_ONLINE)
-        return ConsumerConnection(connections_of(set(conns)), merged.subscription_table, merged.consume_type,
-                                  merged.message_model, merged.consume_from_where)
+        return ConsumerConnection(
+            connections_of(set(conns)),
+            merged.subscription_table,
+            merged.consume_type,
+            merged.message_model,
+            merged.consume_from_where,
+        )
 
     async def examine_producer_connection_info(self, group: str, topic: str) -> ProducerConnection:
         """GET_PRODUCER_CONNECTION_LIST on every broker of ``topic``, merged (the brokers a
         producer of the topic sends heartbeats to)."""
         conns: list[ConnectionInfo] = []
         for addr in _broker_addrs(await self.examine_topic_route_info(topic)):
-            pc = await self._call(addr, get_producer_connection_list(group),
-                                  _parser("ProducerConnection", ProducerConnection.decode))
+            pc = await self._call(
+                addr, get_producer_connection_list(group), _parser("ProducerConnection", ProducerConnection.decode)
+            )
             conns.extend(pc.connection_set)
         return ProducerConnection(connections_of(set(conns)))
 
@@ -145,8 +158,11 @@ class ConsumerAdmin(AdminBase):
         addrs = await self._group_brokers(group)
         if not addrs:
             raise AdminError(f"no broker serves the consumer group {group}")
-        return await self._call(addrs[0], get_consumer_running_info(group, client_id, jstack),
-                                _parser("ConsumerRunningInfo", ConsumerRunningInfo.decode))
+        return await self._call(
+            addrs[0],
+            get_consumer_running_info(group, client_id, jstack),
+            _parser("ConsumerRunningInfo", ConsumerRunningInfo.decode),
+        )
 
     async def consume_message_directly(self, group: str, client_id: str, msg_id: str) -> ConsumeMessageDirectlyResult:
         """CONSUME_MESSAGE_DIRECTLY: the broker that stored ``msg_id`` (an offset message id,
@@ -155,11 +171,19 @@ class ConsumerAdmin(AdminBase):
             host, port, _ = decode_offset_msg_id(msg_id)
         except ValueError:
             raise AdminError(f"{msg_id!r} is not an offset message id (32 hex digits)") from None
-        return await self._call(f"{host}:{port}", consume_message_directly(group, client_id, msg_id),
-                                _parser("ConsumeMessageDirectlyResult", ConsumeMessageDirectlyResult.decode))
+        return await self._call(
+            f"{host}:{port}",
+            consume_message_directly(group, client_id, msg_id),
+            _parser("ConsumeMessageDirectlyResult", ConsumeMessageDirectlyResult.decode),
+        )
 
-    async def reset_offset_by_timestamp(self, topic: str, group: str, timestamp_ms: int, force: bool = True,
-                                        ) -> dict[MessageQueue, int]:
+    async def reset_offset_by_timestamp(
+        self,
+        topic: str,
+        group: str,
+        timestamp_ms: int,
+        force: bool = True,
+    ) -> dict[MessageQueue, int]:
         """INVOKE_BROKER_TO_RESET_OFFSET on every broker of ``topic``: each moves the group's
         offsets to the timestamp (-1: the end; backwards only unless ``force``, default True)
         and tells the online members; the offsets set. AdminError with code
@@ -167,13 +191,21 @@ class ConsumerAdmin(AdminBase):
         :meth:`reset_offset_by_timestamp_old`)."""
         table: dict[MessageQueue, int] = {}
         for addr in _broker_addrs(await self.examine_topic_route_info(topic)):
-            body = await self._call(addr, invoke_broker_to_reset_offset(topic, group, timestamp_ms, force),
-                                    _parser("ResetOffsetBody", ResetOffsetBody.decode))
+            body = await self._call(
+                addr,
+                invoke_broker_to_reset_offset(topic, group, timestamp_ms, force),
+                _parser("ResetOffsetBody", ResetOffsetBody.decode),
+            )
             table.update(body.offset_table)
         return table
 
-    async def reset_offset_by_timestamp_old(self, group: str, topic: str, timestamp_ms: int, force: bool = True,
-                                            ) -> list[RollbackStats]:
+    async def reset_offset_by_timestamp_old(
+        self,
+        group: str,
+        topic: str,
+        timestamp_ms: int,
+        force: bool = True,
+    ) -> list[RollbackStats]:
         """The admin resets the offsets itself (Java ``resetOffsetByTimestampOld``, for a group
         with no member online): per queue the offset at the timestamp (-1: the max offset),
         set with UPDATE_CONSUMER_OFFSET when ``force`` or behind the current one."""
@@ -184,14 +216,17 @@ class ConsumerAdmin(AdminBase):
             addr = bd.select_broker_addr()
             if addr is None:
                 continue
-            offsets: dict[int, tuple[int, int]] = {}   # qid -> (broker offset, consumer offset)
+            offsets: dict[int, tuple[int, int]] = {}  # qid -> (broker offset, consumer offset)
             try:
                 stats = await self._call(addr, get_consume_stats(group, topic), _parse_consume_stats)
-                offsets = {mq.queue_id: (w.broker_offset, w.consumer_offset)
-                           for mq, w in stats.offset_table.items() if mq.topic == topic}
+                offsets = {
+                    mq.queue_id: (w.broker_offset, w.consumer_offset)
+                    for mq, w in stats.offset_table.items()
+                    if mq.topic == topic
+                }
             except AdminError:
                 pass
-            if not offsets:   # never consumed: from the queues' own min and max
+            if not offsets:  # never consumed: from the queues' own min and max
                 for qid in range(read_queues.get(bd.broker_name, 0)):
                     hi = await self._call(addr, get_max_offset(topic, qid), parse_offset)
                     lo = await self._call(addr, get_min_offset(topic, qid), parse_offset)
@@ -212,14 +247,21 @@ class ConsumerAdmin(AdminBase):
         """UPDATE_CONSUMER_OFFSET: set ``group``'s offset of ``mq`` on the broker at ``addr``."""
         await self._call_ok(addr, update_consumer_offset(group, mq.topic, mq.queue_id, offset))
 
-    async def get_consume_status(self, topic: str, group: str, client_id: str = "",
-                                 ) -> dict[str, dict[MessageQueue, int]]:
+    async def get_consume_status(
+        self,
+        topic: str,
+        group: str,
+        client_id: str = "",
+    ) -> dict[str, dict[MessageQueue, int]]:
         """INVOKE_BROKER_TO_GET_CONSUMER_STATUS on every broker of ``topic``: each online
         member's offsets (``client_id`` names one), ``{client id: {queue: offset}}``."""
         out: dict[str, dict[MessageQueue, int]] = {}
         for addr in _broker_addrs(await self.examine_topic_route_info(topic)):
-            body = await self._call(addr, invoke_broker_to_get_consumer_status(topic, group, client_id or None),
-                                    _parser("GetConsumerStatusBody", GetConsumerStatusBody.decode))
+            body = await self._call(
+                addr,
+                invoke_broker_to_get_consumer_status(topic, group, client_id or None),
+                _parser("GetConsumerStatusBody", GetConsumerStatusBody.decode),
+            )
             for cid, table in body.consumer_table.items():
                 out.setdefault(cid, {}).update(table)
         return out
@@ -236,9 +278,10 @@ class ConsumerAdmin(AdminBase):
                 continue
             if mq.topic not in routes:
                 route = await self.examine_topic_route_info(mq.topic)
-                routes[mq.topic] = {bd.broker_name: (bd.broker_addrs.get(MixAll.MASTER_ID)
-                                                     or next(iter(bd.broker_addrs.values()), ""))
-                                    for bd in route.broker_datas}
+                routes[mq.topic] = {
+                    bd.broker_name: (bd.broker_addrs.get(MixAll.MASTER_ID) or next(iter(bd.broker_addrs.values()), ""))
+                    for bd in route.broker_datas
+                }
             addr = routes[mq.topic].get(mq.broker_name)
             if addr:
                 await self.update_consume_offset(addr, dest_group, mq, w.consumer_offset)

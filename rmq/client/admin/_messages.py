@@ -1,5 +1,6 @@
 """Finding and reading messages: by key, unique key, message id and offset (Java
 ``DefaultMQAdminExt`` queryMessage, viewMessage, queryTopicConsumeByWho)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -46,31 +47,36 @@ class MessageAdmin(AdminBase):
         addrs = [a for a in (b.select_broker_addr() for b in route.broker_datas) if a]
         if not addrs:
             raise AdminError(f"topic {topic} has no broker with an address in its route")
-        header = QueryMessageRequestHeader(topic=topic, key=key, max_num=max_num, begin_timestamp=begin,
-                                           end_timestamp=end)
-        replies = await asyncio.gather(*(self._call(a, query_message(header, unique_key=unique),
-                                                    parse_query_message) for a in addrs))
+        header = QueryMessageRequestHeader(
+            topic=topic, key=key, max_num=max_num, begin_timestamp=begin, end_timestamp=end
+        )
+        replies = await asyncio.gather(
+            *(self._call(a, query_message(header, unique_key=unique), parse_query_message) for a in addrs)
+        )
         result = QueryResult()
         for reply in replies:
             if reply is None:
                 continue
-            result.index_last_update_timestamp = max(result.index_last_update_timestamp,
-                                                     reply.index_last_update_timestamp)
+            result.index_last_update_timestamp = max(
+                result.index_last_update_timestamp, reply.index_last_update_timestamp
+            )
             for msg in decode_messages(reply.body):
                 if (msg.msg_id == key) if unique else (key in msg.keys):
                     result.messages.append(msg)
         result.messages.sort(key=lambda m: (m.store_timestamp, m.commit_log_offset))
         return result
 
-    async def query_message_by_key(self, topic: str, key: str, *, max_num: int = 64, begin: int = 0,
-                                   end: int = LONG_MAX) -> QueryResult:
+    async def query_message_by_key(
+        self, topic: str, key: str, *, max_num: int = 64, begin: int = 0, end: int = LONG_MAX
+    ) -> QueryResult:
         """The messages of ``topic`` with ``key`` among their KEYS stored within [begin, end]
         ms (defaults as mqadmin queryMsgByKey: 64, all time); each broker answers at most its
         maxMsgsNumBatch (64)."""
         return await self._query(topic, key, max_num, begin, end, False)
 
-    async def query_message_by_unique_key(self, topic: str, msg_id: str, *, max_num: int = 32, begin: int = 0,
-                                          end: int = LONG_MAX) -> QueryResult:
+    async def query_message_by_unique_key(
+        self, topic: str, msg_id: str, *, max_num: int = 32, begin: int = 0, end: int = LONG_MAX
+    ) -> QueryResult:
         """The messages of ``topic`` whose client message id (UNIQ_KEY) is ``msg_id`` (a retry
         or resend stores it again: all of them, oldest first); each broker answers at most its
         defaultQueryMaxNum (32)."""
@@ -86,7 +92,7 @@ class MessageAdmin(AdminBase):
         except ValueError:
             ip = ""
         if ip and not (0 < port <= 65535 and offset >= 0):
-            ip = ""                                   # e.g. a client message id of 32 hex digits
+            ip = ""  # e.g. a client message id of 32 hex digits
         if ip:
             try:
                 data = await self._call(f"{ip}:{port}", view_message(offset), parse_view_message)
@@ -100,15 +106,18 @@ class MessageAdmin(AdminBase):
             if not ip:
                 # Most often the SDK's SendResult.msg_id: the client's unique key (UNIQ_KEY),
                 # which names no broker; only a topic's index can find it.
-                raise ValueError(f"{msg_id!r} is not an offset message id (SendResult.offset_msg_id); "
-                                 f"a unique key (SendResult.msg_id) is looked up in a topic: "
-                                 f"query_message_by_unique_key(topic, msg_id), or give the topic here")
+                raise ValueError(
+                    f"{msg_id!r} is not an offset message id (SendResult.offset_msg_id); "
+                    f"a unique key (SendResult.msg_id) is looked up in a topic: "
+                    f"query_message_by_unique_key(topic, msg_id), or give the topic here"
+                )
             return None
         found = await self.query_message_by_unique_key(topic, msg_id)
         return found.messages[0] if found.messages else None
 
-    async def view_message_by_queue_offset(self, topic: str, broker_name: str, queue_id: int,
-                                           offset: int) -> MessageExt | None:
+    async def view_message_by_queue_offset(
+        self, topic: str, broker_name: str, queue_id: int, offset: int
+    ) -> MessageExt | None:
         """The message at ``offset`` of queue ``queue_id`` of ``broker_name`` (mqadmin
         queryMsgByOffset: a one-message pull as TOOLS_CONSUMER); None when there is none."""
         route = await self.examine_topic_route_info(topic)
@@ -116,9 +125,16 @@ class MessageAdmin(AdminBase):
         addr = bd.select_broker_addr() if bd is not None else None
         if addr is None:
             raise AdminError(f"broker {broker_name} is not in the route of topic {topic}")
-        header = PullMessageRequestHeader(consumer_group=MixAll.TOOLS_CONSUMER_GROUP, topic=topic, queue_id=queue_id,
-                                          queue_offset=offset, max_msg_nums=1, sys_flag=4, subscription="*",
-                                          suspend_timeout_millis=0)
+        header = PullMessageRequestHeader(
+            consumer_group=MixAll.TOOLS_CONSUMER_GROUP,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=offset,
+            max_msg_nums=1,
+            sys_flag=4,
+            subscription="*",
+            suspend_timeout_millis=0,
+        )
         reply = await self._call(addr, pull_message(header), parse_pull)
         msgs = decode_messages(reply.body, broker_name) if reply.body else []
         return msgs[0] if msgs else None

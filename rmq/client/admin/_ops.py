@@ -4,6 +4,7 @@ addWritePermOfBroker, createAndUpdateKvConfig, deleteKvConfig, deleteSubscriptio
 cleanExpiredConsumerQueue, cleanUnusedTopic, deleteExpiredCommitLog, queryConsumeQueue; the metadata
 dumps a slave syncs, GET_ALL_CONSUMER_OFFSET / GET_ALL_DELAY_OFFSET; and what mqadmin
 exportMetadata writes, getUserTopicConfig / getUserSubscriptionGroup)."""
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -47,19 +48,33 @@ from rmq.protocol.requests.topic import clean_unused_topic, get_system_topic_lis
 
 from ._base import AdminBase, AdminError
 
-__all__ = ["ConsumeQueueData", "OpsAdmin", "QueryConsumeQueueResponseBody", "SubscriptionGroupWrapper",
-           "TopicConfigWrapper"]
+__all__ = [
+    "ConsumeQueueData",
+    "OpsAdmin",
+    "QueryConsumeQueueResponseBody",
+    "SubscriptionGroupWrapper",
+    "TopicConfigWrapper",
+]
 
 #: The groups Java's admin leaves out of getUserSubscriptionGroup
 #: (DefaultMQAdminExtImpl.SYSTEM_GROUP_SET).
-SYSTEM_GROUPS = frozenset({
-    MixAll.DEFAULT_CONSUMER_GROUP, MixAll.DEFAULT_PRODUCER_GROUP, MixAll.TOOLS_CONSUMER_GROUP,
-    MixAll.FILTERSRV_CONSUMER_GROUP, MixAll.MONITOR_CONSUMER_GROUP, MixAll.CLIENT_INNER_PRODUCER_GROUP,
-    MixAll.SELF_TEST_PRODUCER_GROUP, MixAll.SELF_TEST_CONSUMER_GROUP,
-    "CID_ONS-HTTP-PROXY",  # Java MixAll.ONS_HTTP_PROXY_GROUP
-    MixAll.CID_ONSAPI_PERMISSION_GROUP, MixAll.CID_ONSAPI_OWNER_GROUP, MixAll.CID_ONSAPI_PULL_GROUP,
-    MixAll.CID_SYS_RMQ_TRANS,
-})
+SYSTEM_GROUPS = frozenset(
+    {
+        MixAll.DEFAULT_CONSUMER_GROUP,
+        MixAll.DEFAULT_PRODUCER_GROUP,
+        MixAll.TOOLS_CONSUMER_GROUP,
+        MixAll.FILTERSRV_CONSUMER_GROUP,
+        MixAll.MONITOR_CONSUMER_GROUP,
+        MixAll.CLIENT_INNER_PRODUCER_GROUP,
+        MixAll.SELF_TEST_PRODUCER_GROUP,
+        MixAll.SELF_TEST_CONSUMER_GROUP,
+        "CID_ONS-HTTP-PROXY",  # Java MixAll.ONS_HTTP_PROXY_GROUP
+        MixAll.CID_ONSAPI_PERMISSION_GROUP,
+        MixAll.CID_ONSAPI_OWNER_GROUP,
+        MixAll.CID_ONSAPI_PULL_GROUP,
+        MixAll.CID_SYS_RMQ_TRANS,
+    }
+)
 
 
 class OpsAdmin(AdminBase):
@@ -73,11 +88,13 @@ class OpsAdmin(AdminBase):
     async def get_name_server_config(self, namesrv_addrs: Sequence[str] | None = None) -> dict[str, dict[str, str]]:
         """GET_NAMESRV_CONFIG from each name server (default: every one the admin knows):
         ``{namesrv_addr: {key: value}}``."""
-        return {a: await self._call(a, get_namesrv_config(), parse_namesrv_config)
-                for a in self._namesrvs(namesrv_addrs)}
+        return {
+            a: await self._call(a, get_namesrv_config(), parse_namesrv_config) for a in self._namesrvs(namesrv_addrs)
+        }
 
-    async def update_name_server_config(self, properties: Mapping[str, str],
-                                        namesrv_addrs: Sequence[str] | None = None) -> None:
+    async def update_name_server_config(
+        self, properties: Mapping[str, str], namesrv_addrs: Sequence[str] | None = None
+    ) -> None:
         """UPDATE_NAMESRV_CONFIG to each name server (default: every one); the first refusal
         raises AdminError (an rmq name server refuses unknown keys, bad values and properties
         that need a restart, and changes nothing then)."""
@@ -177,18 +194,26 @@ class OpsAdmin(AdminBase):
         unless ``special_topic`` (default False), without ``%RETRY%`` / ``%DLQ%`` topics."""
         wrapper = await self._call(addr, get_all_topic_config(), parse_all_topic_config)
         system = set(await self.get_system_topic_list_from_broker(addr))
-        table = {t: c for t, c in wrapper.topic_config_table.items()
-                 if t not in system and (special_topic or not (t.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
-                                                               or t.startswith(MixAll.DLQ_GROUP_TOPIC_PREFIX)))}
+        table = {
+            t: c
+            for t, c in wrapper.topic_config_table.items()
+            if t not in system
+            and (
+                special_topic
+                or not (t.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX) or t.startswith(MixAll.DLQ_GROUP_TOPIC_PREFIX))
+            )
+        }
         return TopicConfigWrapper(table, wrapper.data_version)
 
     async def get_user_subscription_group(self, addr: str) -> SubscriptionGroupWrapper:
         """The broker's subscription groups without the system ones (Java
         getUserSubscriptionGroup: ``CID_RMQ_SYS_*`` and :data:`SYSTEM_GROUPS`)."""
-        wrapper = await self._call(addr, get_all_subscription_group_config(),
-                                   parse_all_subscription_group_config)
-        table = {g: c for g, c in wrapper.subscription_group_table.items()
-                 if not MixAll.is_sys_consumer_group(g) and g not in SYSTEM_GROUPS}
+        wrapper = await self._call(addr, get_all_subscription_group_config(), parse_all_subscription_group_config)
+        table = {
+            g: c
+            for g, c in wrapper.subscription_group_table.items()
+            if not MixAll.is_sys_consumer_group(g) and g not in SYSTEM_GROUPS
+        }
         return SubscriptionGroupWrapper(table, wrapper.data_version)
 
     async def _on_all_brokers(self, cluster: str | None, by_addr: Callable[[str], Awaitable[bool]]) -> bool:
@@ -198,12 +223,20 @@ class OpsAdmin(AdminBase):
             await by_addr(addr)
         return True
 
-    async def query_consume_queue(self, broker_addr: str, topic: str, queue_id: int, index: int, count: int = 10,
-                                  consumer_group: str | None = None) -> QueryConsumeQueueResponseBody:
+    async def query_consume_queue(
+        self,
+        broker_addr: str,
+        topic: str,
+        queue_id: int,
+        index: int,
+        count: int = 10,
+        consumer_group: str | None = None,
+    ) -> QueryConsumeQueueResponseBody:
         """QUERY_CONSUME_QUEUE: ``count`` (default 10, as mqadmin) units of one queue from
         ``index``, the queue's index range and, with ``consumer_group``, its subscription."""
-        return await self._call(broker_addr, query_consume_queue(topic, queue_id, index, count, consumer_group),
-                                parse_query_consume_queue)
+        return await self._call(
+            broker_addr, query_consume_queue(topic, queue_id, index, count, consumer_group), parse_query_consume_queue
+        )
 
     async def get_all_consumer_offset(self, broker_addr: str) -> dict[str, dict[int, int]]:
         """GET_ALL_CONSUMER_OFFSET: the broker's committed offsets, ``{"topic@group": {queue_id:

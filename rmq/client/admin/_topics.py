@@ -10,6 +10,7 @@ PULL_MESSAGE requests on the admin's own connections (as Java's ``DefaultMQPullC
 does: no heartbeat, no rebalance, no offset commits, so an admin read leaves no trace in any
 consumer group).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -129,8 +130,9 @@ def _average_but_first(rts: Sequence[float]) -> float:
     return sum(rest) / len(rest) if rest else 0.0
 
 
-async def _timed_send(producer: Producer, msg: Message, selector: MessageQueueSelector | None = None,
-                      sharding_key: object = None) -> tuple[bool, float]:
+async def _timed_send(
+    producer: Producer, msg: Message, selector: MessageQueueSelector | None = None, sharding_key: object = None
+) -> tuple[bool, float]:
     """One send and its time in ms; a failure is a False, not an exception."""
     start = time.perf_counter()
     try:
@@ -157,14 +159,27 @@ class TopicAdmin(MessageAdmin):
         return await self._call_namesrv(get_topics_by_cluster(cluster), parse_topic_list)
 
     async def create_and_update_topic_config(
-            self, addr: str, topic: str, *, read_queue_nums: int = 8, write_queue_nums: int = 8,
-            perm: int = 6, order: bool = False, topic_sys_flag: int = 0) -> None:
+        self,
+        addr: str,
+        topic: str,
+        *,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = 6,
+        order: bool = False,
+        topic_sys_flag: int = 0,
+    ) -> None:
         """UPDATE_AND_CREATE_TOPIC on the broker at ``addr`` (defaults as mqadmin updateTopic:
         8 read and 8 write queues, perm 6 = read + write, not orderly, sys flag 0; see
         :func:`topic_sys_flag` for updateTopic's ``-u``/``-s``)."""
-        header = CreateTopicRequestHeader(topic=topic, read_queue_nums=read_queue_nums,
-                                          write_queue_nums=write_queue_nums, perm=perm, order=order,
-                                          topic_sys_flag=topic_sys_flag)
+        header = CreateTopicRequestHeader(
+            topic=topic,
+            read_queue_nums=read_queue_nums,
+            write_queue_nums=write_queue_nums,
+            perm=perm,
+            order=order,
+            topic_sys_flag=topic_sys_flag,
+        )
         await self._call_ok(addr, create_topic(header))
 
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
@@ -205,8 +220,11 @@ class TopicAdmin(MessageAdmin):
         QUERY_TOPIC_CONSUME_BY_WHO gives ``groups_known=False``. Lookups run
         ``TOPIC_LOOKUP_CONCURRENCY`` (8) at a time."""
         info = await self.examine_broker_cluster_info()
-        topics = [t for t in await self.fetch_all_topic_list()
-                  if not t.startswith((MixAll.RETRY_GROUP_TOPIC_PREFIX, MixAll.DLQ_GROUP_TOPIC_PREFIX))]
+        topics = [
+            t
+            for t in await self.fetch_all_topic_list()
+            if not t.startswith((MixAll.RETRY_GROUP_TOPIC_PREFIX, MixAll.DLQ_GROUP_TOPIC_PREFIX))
+        ]
         gate = asyncio.Semaphore(TOPIC_LOOKUP_CONCURRENCY)
 
         async def one(topic: str) -> TopicConsumers:
@@ -225,8 +243,9 @@ class TopicAdmin(MessageAdmin):
 
         return list(await asyncio.gather(*(one(t) for t in topics)))
 
-    async def update_topic_perm(self, topic: str, perm: int, *, broker_addr: str | None = None,
-                                cluster: str | None = None) -> list[TopicPermUpdate]:
+    async def update_topic_perm(
+        self, topic: str, perm: int, *, broker_addr: str | None = None, cluster: str | None = None
+    ) -> list[TopicPermUpdate]:
         """mqadmin updateTopicPerm: re-send the topic's config (queue counts and sys flag from
         its route) with ``perm`` to the master at ``broker_addr``, or to every master of
         ``cluster`` (one of the two is required). On one broker, an unchanged perm sends
@@ -243,14 +262,21 @@ class TopicAdmin(MessageAdmin):
 
         async def send(addr: str) -> None:
             await self.create_and_update_topic_config(
-                addr, topic, read_queue_nums=first.read_queue_nums, write_queue_nums=first.write_queue_nums,
-                perm=perm, topic_sys_flag=first.topic_sys_flag)
+                addr,
+                topic,
+                read_queue_nums=first.read_queue_nums,
+                write_queue_nums=first.write_queue_nums,
+                perm=perm,
+                topic_sys_flag=first.topic_sys_flag,
+            )
 
         if broker_addr is not None:
             name = next((b.broker_name for b in route.broker_datas if b.master_addr == broker_addr), None)
             if name is None:
-                raise AdminError(f"updateTopicPerm error broker not exit or broker is not master!: {broker_addr} "
-                                 f"is not the master of a broker of topic {topic}")
+                raise AdminError(
+                    f"updateTopicPerm error broker not exit or broker is not master!: {broker_addr} "
+                    f"is not the master of a broker of topic {topic}"
+                )
             qd = next((q for q in route.queue_datas if q.broker_name == name), first)
             if qd.perm == perm:
                 return [TopicPermUpdate(broker_addr, qd.perm, perm, False)]
@@ -265,19 +291,33 @@ class TopicAdmin(MessageAdmin):
     # -- subscription groups ----------------------------------------------------------------
 
     async def create_and_update_subscription_group_config(
-            self, addr: str, group: str, *, consume_enable: bool = True, consume_broadcast_enable: bool = True,
-            retry_max_times: int = 16, consume_from_min_enable: bool = True, retry_queue_nums: int = 1,
-            broker_id: int = MixAll.MASTER_ID, which_broker_when_consume_slowly: int = 1,
-            notify_consumer_ids_changed_enable: bool = True, **extra: object) -> None:
+        self,
+        addr: str,
+        group: str,
+        *,
+        consume_enable: bool = True,
+        consume_broadcast_enable: bool = True,
+        retry_max_times: int = 16,
+        consume_from_min_enable: bool = True,
+        retry_queue_nums: int = 1,
+        broker_id: int = MixAll.MASTER_ID,
+        which_broker_when_consume_slowly: int = 1,
+        notify_consumer_ids_changed_enable: bool = True,
+        **extra: object,
+    ) -> None:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on the broker at ``addr`` with Java's
         SubscriptionGroupConfig fields (mqadmin updateSubGroup's defaults: consume enabled,
         consume from the min offset, broadcast enabled, 16 retries, 1 retry queue, consume
         from broker id 0, broker 1 when consuming slowly, notify consumer id changes);
         ``extra`` adds or overrides wire fields by their camelCase names."""
         config: dict[str, object] = {
-            "groupName": group, "consumeEnable": consume_enable, "consumeFromMinEnable": consume_from_min_enable,
-            "consumeBroadcastEnable": consume_broadcast_enable, "retryQueueNums": retry_queue_nums,
-            "retryMaxTimes": retry_max_times, "brokerId": broker_id,
+            "groupName": group,
+            "consumeEnable": consume_enable,
+            "consumeFromMinEnable": consume_from_min_enable,
+            "consumeBroadcastEnable": consume_broadcast_enable,
+            "retryQueueNums": retry_queue_nums,
+            "retryMaxTimes": retry_max_times,
+            "brokerId": broker_id,
             "whichBrokerWhenConsumeSlowly": which_broker_when_consume_slowly,
             "notifyConsumerIdsChangedEnable": notify_consumer_ids_changed_enable,
         }
@@ -318,13 +358,21 @@ class TopicAdmin(MessageAdmin):
 
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of ``mq`` stored at or after ``timestamp_ms``."""
-        return await self._call(await self._queue_addr(mq), search_offset(mq.topic, mq.queue_id, timestamp_ms),
-                                parse_offset)
+        return await self._call(
+            await self._queue_addr(mq), search_offset(mq.topic, mq.queue_id, timestamp_ms), parse_offset
+        )
 
     # -- messages ---------------------------------------------------------------------------
 
-    async def pull(self, mq: MessageQueue, offset: int, max_nums: int = PULL_BATCH, *,
-                   expression: str = "*", group: str = MixAll.TOOLS_CONSUMER_GROUP) -> PullResult:
+    async def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        max_nums: int = PULL_BATCH,
+        *,
+        expression: str = "*",
+        group: str = MixAll.TOOLS_CONSUMER_GROUP,
+    ) -> PullResult:
         """One PULL_MESSAGE of up to ``max_nums`` (1..1024, default 32) messages of ``mq`` from
         ``offset``, filtered by the tag ``expression`` (default ``*``), as group
         ``TOOLS_CONSUMER`` (Java ``DefaultMQPullConsumer.pull``): no long polling, no offset
@@ -333,9 +381,16 @@ class TopicAdmin(MessageAdmin):
             raise ValueError(f"max_nums must be in 1..{MAX_PULL_NUMS}, not {max_nums}")
         sub = SubscriptionData.build(mq.topic, expression)
         header = PullMessageRequestHeader(
-            consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=max(0, offset),
-            max_msg_nums=max_nums, sys_flag=PullSysFlag.build(False, False, True), subscription=sub.sub_string,
-            sub_version=0, expression_type=ExpressionType.TAG)
+            consumer_group=group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=max(0, offset),
+            max_msg_nums=max_nums,
+            sys_flag=PullSysFlag.build(False, False, True),
+            subscription=sub.sub_string,
+            sub_version=0,
+            expression_type=ExpressionType.TAG,
+        )
         reply = await self._call(await self._queue_addr(mq), pull_message(header), parse_pull)
         msgs = []
         if reply.status is PullStatus.FOUND:
@@ -343,12 +398,25 @@ class TopicAdmin(MessageAdmin):
                 msgs = [m for m in decode_messages(reply.body, mq.broker_name) if sub.matches(m.tags)]
             except ValueError as e:
                 raise AdminError(f"undecodable pull body for {mq}: {e}") from None
-        return PullResult(reply.status, reply.next_begin_offset, reply.min_offset, reply.max_offset, msgs,
-                          reply.suggest_which_broker_id)
+        return PullResult(
+            reply.status,
+            reply.next_begin_offset,
+            reply.min_offset,
+            reply.max_offset,
+            msgs,
+            reply.suggest_which_broker_id,
+        )
 
-    async def iter_pull(self, mq: MessageQueue, begin: int, end: int, *, expression: str = "*",
-                        batch: int = PULL_BATCH, group: str = MixAll.TOOLS_CONSUMER_GROUP,
-                        ) -> AsyncIterator[PullResult]:
+    async def iter_pull(
+        self,
+        mq: MessageQueue,
+        begin: int,
+        end: int,
+        *,
+        expression: str = "*",
+        batch: int = PULL_BATCH,
+        group: str = MixAll.TOOLS_CONSUMER_GROUP,
+    ) -> AsyncIterator[PullResult]:
         """Pull ``mq`` from ``begin`` up to (not including) ``end``, ``batch`` (default 32) at a
         time, yielding each pull (Java printMsg's loop): it stops at ``end``, on NO_NEW_MSG or
         OFFSET_ILLEGAL, and when a pull makes no progress. A pull may return messages past
@@ -357,16 +425,22 @@ class TopicAdmin(MessageAdmin):
         while offset < end:
             result = await self.pull(mq, offset, min(batch, end - offset), expression=expression, group=group)
             yield result
-            if result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL) \
-                    or result.next_begin_offset <= offset:
+            if (
+                result.status in (PullStatus.NO_NEW_MSG, PullStatus.OFFSET_ILLEGAL)
+                or result.next_begin_offset <= offset
+            ):
                 return
             offset = result.next_begin_offset
 
     def _producer(self, group: str | None = None) -> Producer:
         # A fresh group per admin call, as Java's tools name it by the clock.
         ms = int(time.time() * 1000)
-        return Producer(self.namesrv_addrs, group or f"rmq_admin_{ms}", instance_name=f"rmq_admin_{id(self)}_{ms}",
-                        send_timeout=self.timeout)
+        return Producer(
+            self.namesrv_addrs,
+            group or f"rmq_admin_{ms}",
+            instance_name=f"rmq_admin_{id(self)}_{ms}",
+            send_timeout=self.timeout,
+        )
 
     def tools_producer(self, group: str | None = None) -> Producer:
         """A producer of its own for a tool's sends (not started; use ``async with``), in
@@ -374,9 +448,16 @@ class TopicAdmin(MessageAdmin):
         timeout (mqadmin sendMsgStatus uses group ``PID_SMSC``)."""
         return self._producer(group)
 
-    async def send_message(self, topic: str, body: bytes | str, *, keys: str | Sequence[str] | None = None,
-                           tags: str | None = None, broker_name: str | None = None,
-                           queue_id: int | None = None) -> SendResult:
+    async def send_message(
+        self,
+        topic: str,
+        body: bytes | str,
+        *,
+        keys: str | Sequence[str] | None = None,
+        tags: str | None = None,
+        broker_name: str | None = None,
+        queue_id: int | None = None,
+    ) -> SendResult:
         """mqadmin sendMessage: send one message with a producer of its own (a fresh group),
         to ``broker_name``'s queue ``queue_id`` when both are given (a queue id needs a broker
         name, ValueError otherwise), else to the queue the producer chooses."""
@@ -411,8 +492,9 @@ class TopicAdmin(MessageAdmin):
                 sends.append(SendRT(last.broker_name, last.queue_id, ok, rt))
         return MsgSendRT(tuple(sends), _average_but_first([s.rt_ms for s in sends]))
 
-    async def cluster_send_msg_rt(self, cluster: str | None = None, *, amount: int = 100,
-                                  size: int = 128) -> list[ClusterRT]:
+    async def cluster_send_msg_rt(
+        self, cluster: str | None = None, *, amount: int = 100, size: int = 128
+    ) -> list[ClusterRT]:
         """One round of mqadmin clusterRT: for every broker of ``cluster`` (default every
         cluster), send ``amount`` (default 100) messages of ``size`` bytes (default 128) to the
         topic named after the broker, one at a time; AdminError for an unknown cluster."""
@@ -435,6 +517,9 @@ class TopicAdmin(MessageAdmin):
 
 def _readable_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     # Java MQClientInstance.topicRouteData2TopicSubscribeInfo: every readable queue, master or not
-    return sorted(MessageQueue(topic, q.broker_name, i) for q in route.queue_datas
-                  if PermName.is_readable(q.perm) for i in range(q.read_queue_nums))
-
+    return sorted(
+        MessageQueue(topic, q.broker_name, i)
+        for q in route.queue_datas
+        if PermName.is_readable(q.perm)
+        for i in range(q.read_queue_nums)
+    )

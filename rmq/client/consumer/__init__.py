@@ -1,9 +1,18 @@
 """Consumers: :class:`PushConsumer` (handler or ``async for``) and :class:`PullConsumer` (lite pull)."""
+
 from .allocate import AllocateConsistentHash, allocate_averagely, allocate_averagely_by_circle
 from .options import ConsumerOptions, ConsumerRebalanceListener, PullConsumerOptions, PushConsumerOptions
 from .pull import PullConsumer
 from .push import PushConsumer
 
-__all__ = ["PushConsumer", "PullConsumer", "ConsumerOptions", "PushConsumerOptions", "PullConsumerOptions",
-           "allocate_averagely", "allocate_averagely_by_circle", "AllocateConsistentHash"]
+__all__ = [
+    "PushConsumer",
+    "PullConsumer",
+    "ConsumerOptions",
+    "PushConsumerOptions",
+    "PullConsumerOptions",
+    "allocate_averagely",
+    "allocate_averagely_by_circle",
+    "AllocateConsistentHash",
+]
 __all__ += ["ConsumerRebalanceListener"]

@@ -4,6 +4,7 @@ Every member computes its own share from the same inputs: all queues of a topic 
 client ids, both sorted. The strategies only have to agree with each other, not to be fair to
 the last queue; they are the Java algorithms so that mixed Java/Python groups agree too.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -12,8 +13,13 @@ from collections.abc import Callable, Sequence
 
 from rmq.types import MessageQueue
 
-__all__ = ["AllocateStrategy", "allocate_averagely", "allocate_averagely_by_circle",
-           "AllocateConsistentHash", "STRATEGIES"]
+__all__ = [
+    "AllocateStrategy",
+    "allocate_averagely",
+    "allocate_averagely_by_circle",
+    "AllocateConsistentHash",
+    "STRATEGIES",
+]
 
 #: ``strategy(group, current_cid, all_queues_sorted, all_cids_sorted) -> my queues``
 AllocateStrategy = Callable[[str, str, Sequence[MessageQueue], Sequence[str]], list[MessageQueue]]
@@ -23,8 +29,9 @@ def _check(current: str, mqs: Sequence[MessageQueue], cids: Sequence[str]) -> bo
     return bool(current) and bool(mqs) and current in cids
 
 
-def allocate_averagely(group: str, current: str, mqs: Sequence[MessageQueue],
-                       cids: Sequence[str]) -> list[MessageQueue]:
+def allocate_averagely(
+    group: str, current: str, mqs: Sequence[MessageQueue], cids: Sequence[str]
+) -> list[MessageQueue]:
     """Contiguous blocks: with 8 queues and 3 members → 3, 3, 2 (Java ``AllocateMessageQueueAveragely``)."""
     if not _check(current, mqs, cids):
         return []
@@ -42,8 +49,9 @@ def allocate_averagely(group: str, current: str, mqs: Sequence[MessageQueue],
     return [mqs[(start + i) % n] for i in range(max(count, 0))]
 
 
-def allocate_averagely_by_circle(group: str, current: str, mqs: Sequence[MessageQueue],
-                                 cids: Sequence[str]) -> list[MessageQueue]:
+def allocate_averagely_by_circle(
+    group: str, current: str, mqs: Sequence[MessageQueue], cids: Sequence[str]
+) -> list[MessageQueue]:
     """Round robin: member i gets queues i, i+m, i+2m … (Java ``AllocateMessageQueueAveragelyByCircle``)."""
     if not _check(current, mqs, cids):
         return []
@@ -66,12 +74,14 @@ class AllocateConsistentHash:
             raise ValueError("virtual_nodes must be >= 0")
         self.virtual_nodes = virtual_nodes
 
-    def __call__(self, group: str, current: str, mqs: Sequence[MessageQueue],
-                 cids: Sequence[str]) -> list[MessageQueue]:
+    def __call__(
+        self, group: str, current: str, mqs: Sequence[MessageQueue], cids: Sequence[str]
+    ) -> list[MessageQueue]:
         if not _check(current, mqs, cids):
             return []
         ring: list[tuple[int, str]] = sorted(
-            (_md5_hash(f"{cid}-{i}"), cid) for cid in cids for i in range(self.virtual_nodes))
+            (_md5_hash(f"{cid}-{i}"), cid) for cid in cids for i in range(self.virtual_nodes)
+        )
         keys = [h for h, _ in ring]
         out = []
         for mq in mqs:

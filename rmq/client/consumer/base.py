@@ -7,6 +7,7 @@ offset persisted first, so the next owner starts where we stopped); new ones get
 :class:`ProcessQueue` and a pull task starting at the offset computed from the store or
 ``consume_from_where``.
 """
+
 from __future__ import annotations
 
 import abc
@@ -100,9 +101,15 @@ class SubscriptionData:
         return not self.tags_set or (tags is not None and tags in self.tags_set)
 
     def to_json(self) -> dict[str, Any]:
-        return {"classFilterMode": False, "topic": self.topic, "subString": self.sub_string,
-                "tagsSet": sorted(self.tags_set), "codeSet": sorted(self.code_set),
-                "subVersion": self.sub_version, "expressionType": self.expression_type}
+        return {
+            "classFilterMode": False,
+            "topic": self.topic,
+            "subString": self.sub_string,
+            "tagsSet": sorted(self.tags_set),
+            "codeSet": sorted(self.code_set),
+            "subVersion": self.sub_version,
+            "expressionType": self.expression_type,
+        }
 
 
 class ConsumerBase(abc.ABC):
@@ -132,8 +139,11 @@ class ConsumerBase(abc.ABC):
         self.message_model = options.message_model
         self.consume_from_where = options.consume_from_where
         # Java's default: half an hour before start.
-        self.consume_timestamp = (options.consume_timestamp if options.consume_timestamp is not None
-                                  else int(time.time() * 1000) - 30 * 60 * 1000)
+        self.consume_timestamp = (
+            options.consume_timestamp
+            if options.consume_timestamp is not None
+            else int(time.time() * 1000) - 30 * 60 * 1000
+        )
         self.allocate_strategy: AllocateStrategy = resolve_allocate_strategy(options.allocate_strategy)
         self.pull_batch_size = options.pull_batch_size
         self.on_rebalance = options.on_rebalance
@@ -236,8 +246,9 @@ class ConsumerBase(abc.ABC):
     def check_startable(self) -> None:
         """IllegalStateError unless never started (Java: "maybe started once")."""
         if self.state is not ServiceState.CREATE_JUST:
-            raise IllegalStateError(f"consumer {self.group} is {self.state.name}; only a new consumer "
-                                    "can be started (create another one)")
+            raise IllegalStateError(
+                f"consumer {self.group} is {self.state.name}; only a new consumer can be started (create another one)"
+            )
 
     async def _start_base(self) -> None:
         self.check_startable()
@@ -254,9 +265,13 @@ class ConsumerBase(abc.ABC):
         if self.message_model is MessageModel.CLUSTERING and self.consume_type == "CONSUME_PASSIVELY":
             retry = MixAll.get_retry_topic(self.group)
             self.subscriptions.setdefault(retry, SubscriptionData.build(retry, "*"))
-        inst = get_client_instance(self.namesrv_addr, instance_name=self.options.instance_name,
-                                   client_ip=self.options.client_ip, credentials=self.options.credentials,
-                                   tls=self.options.tls)
+        inst = get_client_instance(
+            self.namesrv_addr,
+            instance_name=self.options.instance_name,
+            client_ip=self.options.client_ip,
+            credentials=self.options.credentials,
+            tls=self.options.tls,
+        )
         if self.message_model is MessageModel.BROADCASTING:
             self.offset_store = LocalFileOffsetStore(self.options.offset_store_dir, inst.client_id, self.group)
         else:
@@ -295,8 +310,9 @@ class ConsumerBase(abc.ABC):
                 except BrokerResponseError as e:
                     if self.subscriptions.get(topic) is sub:
                         del self.subscriptions[topic]
-                    e.add_note(f"subscription of group {self.group} to {topic}: {sub.expression_type} "
-                               f"{sub.sub_string!r}")
+                    e.add_note(
+                        f"subscription of group {self.group} to {topic}: {sub.expression_type} {sub.sub_string!r}"
+                    )
                     raise
                 except RMQError as e:
                     log.warning("group %s: CHECK_CLIENT_CONFIG to %s failed: %s", self.group, addr, clip(repr(e)))
@@ -315,8 +331,7 @@ class ConsumerBase(abc.ABC):
                 pq.dropped = True
                 if pq.pull_task is not None:
                     pq.pull_task.cancel()
-            await asyncio.gather(*(pq.pull_task for _, pq in pqs if pq.pull_task is not None),
-                                 return_exceptions=True)
+            await asyncio.gather(*(pq.pull_task for _, pq in pqs if pq.pull_task is not None), return_exceptions=True)
             await self.persist_consumer_offset()
             await self._on_queues_removed([mq for mq, _ in pqs])
             self.process_queue_table.clear()
@@ -369,8 +384,9 @@ class ConsumerBase(abc.ABC):
         if not mqs:
             if not topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX):
                 log.warning("group %s: no route for subscribed topic %s yet", self.group, topic)
-                self.note_failure(f"route:{topic}", TopicNotExistError(
-                    17, f"No route info of this topic: {self.ns.unwrap(topic)}"))
+                self.note_failure(
+                    f"route:{topic}", TopicNotExistError(17, f"No route info of this topic: {self.ns.unwrap(topic)}")
+                )
             return False
         self.note_success(f"route:{topic}")
         known = True
@@ -392,8 +408,9 @@ class ConsumerBase(abc.ABC):
                 await self._tell_listener(self.on_rebalance.on_queues_revoked, revoked)
         changed = await self._update_process_queue_table(topic, mine)
         if changed:
-            log.info("group %s: rebalanced %s → %s", self.group, topic,
-                     sorted(f"{m.broker_name}#{m.queue_id}" for m in mine))
+            log.info(
+                "group %s: rebalanced %s → %s", self.group, topic, sorted(f"{m.broker_name}#{m.queue_id}" for m in mine)
+            )
             await self._on_message_queue_changed(topic, mine)
             if isinstance(self.on_rebalance, ConsumerRebalanceListener):
                 assigned = {mq for mq in self.process_queue_table if mq.topic == topic} - before
@@ -435,8 +452,10 @@ class ConsumerBase(abc.ABC):
             self._failures[kind] = (count, exc)
             return
         self._failures.pop(kind, None)
-        exc.add_note(f"consumer group {self.user_group}: {count} failure(s) in a row ({kind.split(':')[0]} of "
-                     f"{self.ns.unwrap(kind.partition(':')[2])})")
+        exc.add_note(
+            f"consumer group {self.user_group}: {count} failure(s) in a row ({kind.split(':')[0]} of "
+            f"{self.ns.unwrap(kind.partition(':')[2])})"
+        )
         self.report_error(exc)
 
     def note_success(self, kind: str) -> None:
@@ -523,8 +542,9 @@ class ConsumerBase(abc.ABC):
             return last
         is_retry = mq.topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
         cfw = self.consume_from_where
-        if cfw is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (is_retry and (
-                cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)):
+        if cfw is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET or (
+            is_retry and (cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
+        ):
             return 0
         addr = await self._admin_addr(mq)
         if cfw is ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET or is_retry:
@@ -541,8 +561,16 @@ class ConsumerBase(abc.ABC):
 
     # ---------------------------------------------------------------- pulling
 
-    async def _pull(self, mq: MessageQueue, offset: int, sub: SubscriptionData | None, *,
-                    max_nums: int, suspend: bool, commit_offset: int = 0) -> PullResult:
+    async def _pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        sub: SubscriptionData | None,
+        *,
+        max_nums: int,
+        suspend: bool,
+        commit_offset: int = 0,
+    ) -> PullResult:
         """One PULL_MESSAGE to the node suggested last time (master by default), long-polling when
         ``suspend``; returned messages are filtered by the subscription's tags."""
         inst = self._instance
@@ -556,24 +584,36 @@ class ConsumerBase(abc.ABC):
         addr, is_slave = found
         commit = commit_offset > 0 and not is_slave and self.message_model is MessageModel.CLUSTERING
         header = PullMessageRequestHeader(
-            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
-            max_msg_nums=max_nums, sys_flag=PullSysFlag.build(commit, suspend, sub is not None),
+            consumer_group=self.group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=PullSysFlag.build(commit, suspend, sub is not None),
             commit_offset=commit_offset if commit else 0,
             suspend_timeout_millis=int(BROKER_SUSPEND_MAX_TIME * 1000) if suspend else 0,
             subscription=sub.sub_string if sub is not None else "*",
             sub_version=sub.sub_version if sub is not None else 0,
-            expression_type=sub.expression_type if sub is not None else ExpressionType.TAG)
+            expression_type=sub.expression_type if sub is not None else ExpressionType.TAG,
+        )
         timeout = CONSUMER_TIMEOUT_WHEN_SUSPEND if suspend else 10.0
         result = await inst.api.pull_message(addr, header, mq.broker_name, timeout)
         if result.suggest_which_broker_id != self.pull_from_which_node.get(mq, 0):
-            log.info("group %s: broker suggests pulling %s from node %d", self.group, mq,
-                     result.suggest_which_broker_id)
+            log.info(
+                "group %s: broker suggests pulling %s from node %d", self.group, mq, result.suggest_which_broker_id
+            )
         self.pull_from_which_node[mq] = result.suggest_which_broker_id
         if result.messages and sub is not None and sub.tags_set:
             kept = [m for m in result.messages if sub.matches(m.tags)]
             if len(kept) != len(result.messages):
-                result = PullResult(result.status, result.next_begin_offset, result.min_offset,
-                                    result.max_offset, kept, result.suggest_which_broker_id)
+                result = PullResult(
+                    result.status,
+                    result.next_begin_offset,
+                    result.min_offset,
+                    result.max_offset,
+                    kept,
+                    result.suggest_which_broker_id,
+                )
         return result
 
     async def _on_pull_error(self, mq: MessageQueue, exc: BaseException) -> None:
@@ -611,9 +651,13 @@ class ConsumerBase(abc.ABC):
             info = pq.info()
             info["commitOffset"] = self.offset_store.offset_table.get(mq, -1)
             mq_table[mq] = info
-        return {"properties": props,
-                "subscriptionSet": [s.to_json() for s in self.subscriptions.values()],
-                "mqTable": mq_table, "statusTable": {}, "jstack": ""}
+        return {
+            "properties": props,
+            "subscriptionSet": [s.to_json() for s in self.subscriptions.values()],
+            "mqTable": mq_table,
+            "statusTable": {},
+            "jstack": "",
+        }
 
     async def reset_offset(self, topic: str, table: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: stop the queues, set the offsets, start them again."""
@@ -630,8 +674,7 @@ class ConsumerBase(abc.ABC):
             await self.offset_store.persist_all(table)
             for mq in table:
                 self.offset_store.remove(mq)
-        log.info("group %s: offsets of %s reset to %s", self.group, topic,
-                 {str(m): o for m, o in table.items()})
+        log.info("group %s: offsets of %s reset to %s", self.group, topic, {str(m): o for m, o in table.items()})
         if self._instance is not None:
             self._instance.rebalance_immediately()
 

@@ -15,6 +15,7 @@ The pull loop of each queue puts what it pulled into the queue's :class:`Process
   bounded buffer; a message counts as consumed when the loop asks for the next one. Failures
   go back as in the concurrent service (it is one, without workers).
 """
+
 from __future__ import annotations
 
 import abc
@@ -37,8 +38,16 @@ from .process_queue import ProcessQueue
 if TYPE_CHECKING:
     from .push import PushConsumerImpl
 
-__all__ = ["ConsumeMessageService", "ConsumeMessageConcurrentlyService", "ConsumeMessageOrderlyService",
-           "ConsumeMessageIteratorService", "Handlers", "HandlerResult", "MessageHandler", "BatchMessageHandler"]
+__all__ = [
+    "ConsumeMessageService",
+    "ConsumeMessageConcurrentlyService",
+    "ConsumeMessageOrderlyService",
+    "ConsumeMessageIteratorService",
+    "Handlers",
+    "HandlerResult",
+    "MessageHandler",
+    "BatchMessageHandler",
+]
 
 log = logging.getLogger("rmq.client")
 # a stuck handler repeats on every message: one line per group per 10 s, with a count
@@ -124,7 +133,7 @@ class _HandlerService(ConsumeMessageService):
             self._idle.clear()
         self._busy += 1
         try:
-            hooks = self._consumer.consume_hooks    # (Java ConsumeMessageHook around the listener)
+            hooks = self._consumer.consume_hooks  # (Java ConsumeMessageHook around the listener)
             if not hooks:
                 return await self._call(msgs)
             ctx = run_consume_before(hooks, self._consumer.group, msgs)
@@ -152,32 +161,50 @@ class _HandlerService(ConsumeMessageService):
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - any handler error means "consume later"; logged below
-            if _rlog.warning(f"handler-raised:{self._consumer.group}",
-                             "group %s: handler raised on %s@%d: %r (will consume later)", self._consumer.group,
-                             msgs[0].topic, msgs[0].queue_offset, e, exc_info=not self._traceback_logged):
+            if _rlog.warning(
+                f"handler-raised:{self._consumer.group}",
+                "group %s: handler raised on %s@%d: %r (will consume later)",
+                self._consumer.group,
+                msgs[0].topic,
+                msgs[0].queue_offset,
+                e,
+                exc_info=not self._traceback_logged,
+            ):
                 self._traceback_logged = True
             return False
         if result is None or result is ConsumeResult.SUCCESS:
             return True
         if isinstance(result, ConsumeResult):
             return False
-        _rlog.warning(f"handler-returned:{self._consumer.group}",
-                      "group %s: handler returned %r; treating as RECONSUME_LATER", self._consumer.group, result)
+        _rlog.warning(
+            f"handler-returned:{self._consumer.group}",
+            "group %s: handler returned %r; treating as RECONSUME_LATER",
+            self._consumer.group,
+            result,
+        )
         return False
 
     async def wait_idle(self, timeout: float) -> None:
         if not self._busy:
             return
         if not await wait_event(self._idle, timeout):
-            log.warning("group %s: %d handler call(s) still running after %.1f s; cancelling them",
-                        self._consumer.group, self._busy, timeout)
+            log.warning(
+                "group %s: %d handler call(s) still running after %.1f s; cancelling them",
+                self._consumer.group,
+                self._busy,
+                timeout,
+            )
 
     async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:
         start = time.monotonic()
         ok = await self.call_handler([msg])
-        return {"order": self.orderly, "autoCommit": True,
-                "consumeResult": "CR_SUCCESS" if ok else "CR_LATER",
-                "remark": None, "spentTimeMills": int((time.monotonic() - start) * 1000)}
+        return {
+            "order": self.orderly,
+            "autoCommit": True,
+            "consumeResult": "CR_SUCCESS" if ok else "CR_LATER",
+            "remark": None,
+            "spentTimeMills": int((time.monotonic() - start) * 1000),
+        }
 
 
 class ConsumeMessageConcurrentlyService(_HandlerService):
@@ -192,7 +219,7 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         n = self._consumer.options.consume_concurrency
         #: per worker: monotonic start of the handler call in progress, or None when idle
         self._call_started: list[float | None] = [None] * n
-        self._expired: set[int] = set()     # workers the sweep cancelled for consume_timeout
+        self._expired: set[int] = set()  # workers the sweep cancelled for consume_timeout
         self._worker_tasks = [self._consumer.spawn(self._worker(i), f"consume-{i}") for i in range(n)]
         self._consumer.spawn(self._expire_calls(), "consume-timeout")
 
@@ -216,7 +243,7 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
     async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         n = self._consumer.options.consume_batch_size
         for i in range(0, len(msgs), n):
-            self._requests.put_nowait(ConsumeRequest(msgs[i:i + n], pq))
+            self._requests.put_nowait(ConsumeRequest(msgs[i : i + n], pq))
 
     async def _resubmit(self, req: ConsumeRequest) -> None:
         """A local retry (after a failed send-back) comes back in."""
@@ -228,24 +255,24 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         while True:
             req = await self._requests.get()
             if req.pq.dropped or not self._consumer.active:
-                continue    # closing: start nothing new; it is redelivered from the offset
+                continue  # closing: start nothing new; it is redelivered from the offset
             self._call_started[i] = time.monotonic()
             try:
                 ok = await self.call_handler(req.msgs)
             except asyncio.CancelledError:
                 if i not in self._expired or task.uncancel() > 0:
-                    raise       # close() (too): stop
+                    raise  # close() (too): stop
                 ok = False
             finally:
                 self._call_started[i] = None
             if i in self._expired:
                 self._expired.discard(i)
-                if task.cancelling():   # the handler swallowed the cancellation and returned
+                if task.cancelling():  # the handler swallowed the cancellation and returned
                     task.uncancel()
                 await self._consume_timed_out(req)
                 continue
             if req.pq.dropped:
-                continue    # the queue moved to another member: it redelivers from the offset
+                continue  # the queue moved to another member: it redelivers from the offset
             if ok:
                 self._consumer.stats["consumed_ok"] += len(req.msgs)
                 self.commit_consumed(req.pq, req.msgs)
@@ -259,10 +286,18 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         c = self._consumer
         c.stats["consume_timeouts"] += len(req.msgs)
         m = req.msgs[0]
-        _rlog.warning(f"consume-timeout:{c.group}", "group %s: handler ran longer than consume_timeout (%.3g s) on "
-                      "%s#%d@%d; cancelled, sending %d message(s) back (delay level %d)", c.group,
-                      c.options.consume_timeout, m.topic, m.queue_id, m.queue_offset, len(req.msgs),
-                      CONSUME_TIMEOUT_DELAY_LEVEL)
+        _rlog.warning(
+            f"consume-timeout:{c.group}",
+            "group %s: handler ran longer than consume_timeout (%.3g s) on "
+            "%s#%d@%d; cancelled, sending %d message(s) back (delay level %d)",
+            c.group,
+            c.options.consume_timeout,
+            m.topic,
+            m.queue_id,
+            m.queue_offset,
+            len(req.msgs),
+            CONSUME_TIMEOUT_DELAY_LEVEL,
+        )
         if not req.pq.dropped:
             await self.consume_failed(req, CONSUME_TIMEOUT_DELAY_LEVEL)
 
@@ -286,8 +321,13 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         c.stats["consumed_failed"] += len(req.msgs)
         if c.message_model is MessageModel.BROADCASTING:
             for m in req.msgs:
-                _rlog.warning(f"broadcast-dropped:{c.group}", "group %s: BROADCASTING consume failed, dropped: %s@%d",
-                              c.group, m.topic, m.queue_offset)
+                _rlog.warning(
+                    f"broadcast-dropped:{c.group}",
+                    "group %s: BROADCASTING consume failed, dropped: %s@%d",
+                    c.group,
+                    m.topic,
+                    m.queue_offset,
+                )
             self.commit_consumed(pq, req.msgs)
             return
         failed_back: list[MessageExt] = []
@@ -321,17 +361,16 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
         super().__init__(consumer, Handlers(None, None))
         self.orderly = orderly
         # None wakes a waiting loop at close()
-        self._items: asyncio.Queue[ConsumeRequest | None] = asyncio.Queue(
-            maxsize=consumer.options.iterator_buffer)
+        self._items: asyncio.Queue[ConsumeRequest | None] = asyncio.Queue(maxsize=consumer.options.iterator_buffer)
         self._current: ConsumeRequest | None = None
-        self._current_ctx: ConsumeMessageContext | None = None   # the consume hooks' context
-        self._current_app: MessageExt | None = None   # what the loop got (topic without namespace)
+        self._current_ctx: ConsumeMessageContext | None = None  # the consume hooks' context
+        self._current_app: MessageExt | None = None  # what the loop got (topic without namespace)
 
     def start(self) -> None:
         pass
 
     async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        for m in msgs:      # one message per item; ``put`` waits when the loop lags
+        for m in msgs:  # one message per item; ``put`` waits when the loop lags
             await self._items.put(ConsumeRequest([m], pq))
 
     async def _resubmit(self, req: ConsumeRequest) -> None:
@@ -352,7 +391,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
                 raise StopAsyncIteration
             req = await self._items.get()
             if req is None:
-                self.stop()     # wake the next waiter too
+                self.stop()  # wake the next waiter too
                 raise StopAsyncIteration
             if req.pq.dropped:
                 continue
@@ -386,8 +425,10 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
         if req is None or (msg is not None and msg is not self._current_app and msg is not req.msgs[0]):
             raise ClientError("reconsume_later() applies to the message async for returned last")
         if self.orderly:
-            raise ClientError("an orderly consumer cannot skip a message: handle it again, or leave "
-                              "the loop with an exception to have it redelivered")
+            raise ClientError(
+                "an orderly consumer cannot skip a message: handle it again, or leave "
+                "the loop with an exception to have it redelivered"
+            )
         self._current = None
         self._hooks_after(False)
         await self.consume_failed(req)
@@ -439,7 +480,8 @@ class ConsumeMessageOrderlyService(_HandlerService):
                         self._commit(pq)
                         continue
                     pq.make_messages_consume_again(
-                        [dataclasses.replace(m, reconsume_times=m.reconsume_times + 1) for m in msgs])
+                        [dataclasses.replace(m, reconsume_times=m.reconsume_times + 1) for m in msgs]
+                    )
                 await asyncio.sleep(opts.suspend_current_queue_time)
         finally:
             pq.consuming = False

@@ -4,6 +4,7 @@ An offset is the *next* queue offset to consume. The in-memory table is the trut
 consumer runs; ``persist*`` copies it out (every 5 s from the client instance, and when a queue
 is dropped or the consumer closes).
 """
+
 from __future__ import annotations
 
 import abc
@@ -118,8 +119,9 @@ class LocalFileOffsetStore(OffsetStore):
 
     def __init__(self, base_dir: str | None, client_id: str, group: str) -> None:
         super().__init__()
-        base = base_dir or os.environ.get("RMQ_CLIENT_OFFSET_DIR") or os.path.join(
-            os.path.expanduser("~"), ".rmq_offsets")
+        base = (
+            base_dir or os.environ.get("RMQ_CLIENT_OFFSET_DIR") or os.path.join(os.path.expanduser("~"), ".rmq_offsets")
+        )
         safe_cid = client_id.replace("@", "_").replace("#", "_").replace(":", "_")
         self.path = os.path.join(base, safe_cid, group, "offsets.json")
 
@@ -136,8 +138,10 @@ class LocalFileOffsetStore(OffsetStore):
             except (OSError, ValueError) as e:
                 log.warning("offset file %s is unreadable (%r); trying the backup", path, e)
                 continue
-            return {MessageQueue(d["topic"], d["brokerName"], int(d["queueId"])): int(d["offset"])
-                    for d in data.get("offsetTable", [])}
+            return {
+                MessageQueue(d["topic"], d["brokerName"], int(d["queueId"])): int(d["offset"])
+                for d in data.get("offsetTable", [])
+            }
         return {}
 
     async def _read_from_store(self, mq: MessageQueue) -> int:

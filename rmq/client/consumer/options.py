@@ -7,6 +7,7 @@ keyword arguments and build the options from them, so ``PushConsumer(ns, g, pull
 and ``PushConsumer(ns, g, options=PushConsumerOptions(pull_batch_size=8))`` are the same.
 Out-of-range values raise :class:`rmq.errors.ClientError` naming the field and the range.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,8 +25,16 @@ from rmq.types import ConsumeFromWhere, MessageModel, MessageQueue
 
 from .allocate import STRATEGIES, AllocateStrategy
 
-__all__ = ["ConsumerOptions", "PushConsumerOptions", "PullConsumerOptions", "RebalanceListener",
-           "ConsumerRebalanceListener", "ErrorHandler", "resolve_allocate_strategy", "build_options"]
+__all__ = [
+    "ConsumerOptions",
+    "PushConsumerOptions",
+    "PullConsumerOptions",
+    "RebalanceListener",
+    "ConsumerRebalanceListener",
+    "ErrorHandler",
+    "resolve_allocate_strategy",
+    "build_options",
+]
 
 
 class ConsumerRebalanceListener:
@@ -59,12 +68,16 @@ def resolve_allocate_strategy(strategy: str | AllocateStrategy) -> AllocateStrat
     ``"CONSISTENT_HASH"``), or the callable itself."""
     if isinstance(strategy, str):
         if strategy not in STRATEGIES:
-            raise ConfigError("allocate_strategy", f"unknown strategy {strategy!r}",
-                              f"one of {sorted(STRATEGIES)} or a callable")
+            raise ConfigError(
+                "allocate_strategy", f"unknown strategy {strategy!r}", f"one of {sorted(STRATEGIES)} or a callable"
+            )
         return STRATEGIES[strategy]
     if not callable(strategy):
-        raise ConfigError("allocate_strategy", f"{strategy!r} is neither a name nor a callable",
-                          f"one of {sorted(STRATEGIES)} or a callable")
+        raise ConfigError(
+            "allocate_strategy",
+            f"{strategy!r} is neither a name nor a callable",
+            f"one of {sorted(STRATEGIES)} or a callable",
+        )
     return strategy
 
 
@@ -128,22 +141,33 @@ class ConsumerOptions:
 
     def __post_init__(self) -> None:
         if not isinstance(self.message_model, MessageModel):
-            raise ConfigError("message_model", f"must be a MessageModel, got {self.message_model!r}",
-                              "MessageModel.CLUSTERING or MessageModel.BROADCASTING")
+            raise ConfigError(
+                "message_model",
+                f"must be a MessageModel, got {self.message_model!r}",
+                "MessageModel.CLUSTERING or MessageModel.BROADCASTING",
+            )
         if not isinstance(self.consume_from_where, ConsumeFromWhere):
-            raise ConfigError("consume_from_where", f"must be a ConsumeFromWhere, got {self.consume_from_where!r}",
-                              ", ".join(f"ConsumeFromWhere.{c.name}" for c in ConsumeFromWhere))
+            raise ConfigError(
+                "consume_from_where",
+                f"must be a ConsumeFromWhere, got {self.consume_from_where!r}",
+                ", ".join(f"ConsumeFromWhere.{c.name}" for c in ConsumeFromWhere),
+            )
         check_range("pull_batch_size", self.pull_batch_size, 1, 1024)
         resolve_allocate_strategy(self.allocate_strategy)
         if not self.instance_name or not isinstance(self.instance_name, str):
             raise ConfigError("instance_name", f"must be a non-empty string, got {self.instance_name!r}")
-        if (self.on_rebalance is not None and not callable(self.on_rebalance)
-                and not isinstance(self.on_rebalance, ConsumerRebalanceListener)):
-            raise ConfigError("on_rebalance", f"{self.on_rebalance!r} is not callable",
-                              "fn(topic, queues) or a ConsumerRebalanceListener")
+        if (
+            self.on_rebalance is not None
+            and not callable(self.on_rebalance)
+            and not isinstance(self.on_rebalance, ConsumerRebalanceListener)
+        ):
+            raise ConfigError(
+                "on_rebalance",
+                f"{self.on_rebalance!r} is not callable",
+                "fn(topic, queues) or a ConsumerRebalanceListener",
+            )
         if self.tls is not None and not isinstance(self.tls, (bool, ssl.SSLContext)):
-            raise ConfigError("tls", f"must be True, False, None or an ssl.SSLContext, got "
-                              f"{type(self.tls).__name__}")
+            raise ConfigError("tls", f"must be True, False, None or an ssl.SSLContext, got {type(self.tls).__name__}")
         if self.consume_timestamp is not None:
             check_range("consume_timestamp", self.consume_timestamp, 0, 2**63 - 1)
         check_namespace(self.namespace)

@@ -4,6 +4,7 @@ The pull task puts messages in, consumers take them out; the smallest offset sti
 what may be committed, so a crash re-delivers rather than loses. Its counters drive flow
 control (count, bytes, offset span).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,12 +37,12 @@ class ProcessQueue:
         self.locked = False
         self.last_lock_time = 0.0
         self.last_pull_time = time.monotonic()
-        self.lock_first_done = False        # orderly: offset re-read after the first lock
-        self.consuming = False               # orderly: a consume task runs for this queue
-        self.consuming_msgs: dict[int, MessageExt] = {}   # orderly: taken, not yet committed
-        self.consume_lock = asyncio.Lock()   # orderly: held while the handler runs
+        self.lock_first_done = False  # orderly: offset re-read after the first lock
+        self.consuming = False  # orderly: a consume task runs for this queue
+        self.consuming_msgs: dict[int, MessageExt] = {}  # orderly: taken, not yet committed
+        self.consume_lock = asyncio.Lock()  # orderly: held while the handler runs
         self.pull_task: asyncio.Task[None] | None = None
-        self.wakeup = asyncio.Event()        # set when consumption frees room (flow control)
+        self.wakeup = asyncio.Event()  # set when consumption frees room (flow control)
 
     @property
     def msg_count(self) -> int:

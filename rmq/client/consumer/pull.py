@@ -16,6 +16,7 @@ polling) into a buffer; ``poll`` takes from it and advances the consumed positio
 :class:`PullConsumer` is the application's object; it holds a :class:`PullConsumerImpl`, which
 the client instance drives.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -65,14 +66,14 @@ class PullConsumerImpl(ConsumerBase):
     def __init__(self, namesrv_addr: str | list[str], group: str, options: PullConsumerOptions) -> None:
         super().__init__(namesrv_addr, group, options)
         self.options: PullConsumerOptions = options
-        self._assigned: set[MessageQueue] | None = None      # None = subscribe mode
+        self._assigned: set[MessageQueue] | None = None  # None = subscribe mode
         self._paused: set[MessageQueue] = set()
         self._resume = asyncio.Event()
         self._buffer: asyncio.Queue[_Batch] = asyncio.Queue()
         self._buffered = 0
-        self._consumed: dict[MessageQueue, int] = {}         # next offset after what poll returned
+        self._consumed: dict[MessageQueue, int] = {}  # next offset after what poll returned
         self._pending_seek: dict[MessageQueue, int] = {}
-        self._held: dict[MessageQueue, list[_Batch]] = {}     # taken from the buffer while paused
+        self._held: dict[MessageQueue, list[_Batch]] = {}  # taken from the buffer while paused
         self._last_commit = time.monotonic()
         self._tasks = BackgroundTasks(f"group {group}", log)
         self._assign_subs: dict[str, SubscriptionData] = {}
@@ -202,8 +203,10 @@ class PullConsumerImpl(ConsumerBase):
                 self._resume.clear()
                 await wait_event(self._resume, PAUSED_DELAY)
                 continue
-            if (pq.msg_count > self.options.pull_threshold_for_queue
-                    or self._buffered > self.options.pull_threshold_for_all):
+            if (
+                pq.msg_count > self.options.pull_threshold_for_queue
+                or self._buffered > self.options.pull_threshold_for_all
+            ):
                 pq.wakeup.clear()
                 await wait_event(pq.wakeup, FLOW_CONTROL_DELAY)
                 continue
@@ -211,13 +214,18 @@ class PullConsumerImpl(ConsumerBase):
             # flag set), so the broker does not look for one from our heartbeat
             sub = self.subscriptions.get(mq.topic) or self._assign_sub(mq.topic)
             try:
-                result = await self._pull(mq, pq.next_offset, sub, max_nums=self.pull_batch_size,
-                                          suspend=True)
+                result = await self._pull(mq, pq.next_offset, sub, max_nums=self.pull_batch_size, suspend=True)
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - wait and pull again
-                _rlog.warning(f"pull-failed:{self.group}", "group %s: pull of %s at %d failed: %s", self.group, mq,
-                              pq.next_offset, clip(repr(e)))
+                _rlog.warning(
+                    f"pull-failed:{self.group}",
+                    "group %s: pull of %s at %d failed: %s",
+                    self.group,
+                    mq,
+                    pq.next_offset,
+                    clip(repr(e)),
+                )
                 await self._on_pull_error(mq, e)
                 self.note_failure(f"pull:{mq.topic}", e)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
@@ -226,8 +234,13 @@ class PullConsumerImpl(ConsumerBase):
             if pq.dropped:
                 return
             if result.status is PullStatus.OFFSET_ILLEGAL:
-                log.warning("group %s: offset %d of %s is illegal; moving to %d", self.group,
-                            pq.next_offset, mq, result.next_begin_offset)
+                log.warning(
+                    "group %s: offset %d of %s is illegal; moving to %d",
+                    self.group,
+                    pq.next_offset,
+                    mq,
+                    result.next_begin_offset,
+                )
             pq.next_offset = result.next_begin_offset
             if result.messages:
                 pq.put_messages(result.messages)
@@ -257,7 +270,7 @@ class PullConsumerImpl(ConsumerBase):
                     batch = await self._buffer.get()
             except TimeoutError:
                 break
-            if batch.pq is None:    # report_error's wake-up
+            if batch.pq is None:  # report_error's wake-up
                 self._raise_error()
                 continue
             self._take(batch, out, limit)
@@ -265,8 +278,7 @@ class PullConsumerImpl(ConsumerBase):
                 if len(out) >= limit:
                     break
                 self._take(self._buffer.get_nowait(), out, limit)
-        if (self.options.auto_commit
-                and time.monotonic() - self._last_commit >= self.options.auto_commit_interval):
+        if self.options.auto_commit and time.monotonic() - self._last_commit >= self.options.auto_commit_interval:
             await self.commit()
         return out
 
@@ -326,8 +338,7 @@ class PullConsumerImpl(ConsumerBase):
         inst = self.check_running()
         assigned = set(self.process_queue_table) | (self._assigned or set())
         if mq not in assigned:
-            raise ClientError(f"{mq} is not assigned to this consumer; assigned: "
-                              f"{sorted(str(m) for m in assigned)}")
+            raise ClientError(f"{mq} is not assigned to this consumer; assigned: {sorted(str(m) for m in assigned)}")
         addr = await self._admin_addr(mq)
         lo, hi = await inst.api.get_min_offset(addr, mq), await inst.api.get_max_offset(addr, mq)
         if not lo <= offset <= hi:
@@ -388,7 +399,7 @@ class PullConsumerImpl(ConsumerBase):
         for mq in mqs:
             self._paused.discard(mq)
             for batch in self._held.pop(mq, []):
-                self._buffer.put_nowait(batch)      # still counted in _buffered
+                self._buffer.put_nowait(batch)  # still counted in _buffered
         self._resume.set()
 
     def paused(self) -> set[MessageQueue]:
@@ -446,29 +457,59 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
         rmq.errors.ClientError: ``options=`` together with keyword settings.
     """
 
-    def __init__(self, namesrv_addr: str | list[str], group: str, *,
-                 options: PullConsumerOptions | None = None,
-                 message_model: MessageModel = MessageModel.CLUSTERING,
-                 consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 consume_timestamp: int | None = None,
-                 allocate_strategy: str | AllocateStrategy = "AVG",
-                 instance_name: str = "DEFAULT", client_ip: str | None = None,
-                 auto_commit: bool = True, auto_commit_interval: float = 5.0, pull_batch_size: int = 32,
-                 pull_threshold_for_queue: int = 1000, pull_threshold_for_all: int = 10000,
-                 poll_timeout: float = 5.0, offset_store_dir: str | None = None,
-                 on_rebalance: RebalanceListener | None = None, access_key: str | None = None,
-                 secret_key: str | None = None, security_token: str | None = None,
-                 tls: bool | ssl.SSLContext | None = None, error_retries: int = 5,
-                 namespace: str | None = None) -> None:
-        opts = build_options(PullConsumerOptions, options, dict(
-            error_retries=error_retries, namespace=namespace,
-            message_model=message_model, consume_from_where=consume_from_where,
-            consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
-            instance_name=instance_name, client_ip=client_ip, pull_batch_size=pull_batch_size,
-            offset_store_dir=offset_store_dir, on_rebalance=on_rebalance, auto_commit=auto_commit,
-            auto_commit_interval=auto_commit_interval, pull_threshold_for_queue=pull_threshold_for_queue,
-            pull_threshold_for_all=pull_threshold_for_all, poll_timeout=poll_timeout,
-            access_key=access_key, secret_key=secret_key, security_token=security_token, tls=tls))
+    def __init__(
+        self,
+        namesrv_addr: str | list[str],
+        group: str,
+        *,
+        options: PullConsumerOptions | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: int | None = None,
+        allocate_strategy: str | AllocateStrategy = "AVG",
+        instance_name: str = "DEFAULT",
+        client_ip: str | None = None,
+        auto_commit: bool = True,
+        auto_commit_interval: float = 5.0,
+        pull_batch_size: int = 32,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_for_all: int = 10000,
+        poll_timeout: float = 5.0,
+        offset_store_dir: str | None = None,
+        on_rebalance: RebalanceListener | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
+        tls: bool | ssl.SSLContext | None = None,
+        error_retries: int = 5,
+        namespace: str | None = None,
+    ) -> None:
+        opts = build_options(
+            PullConsumerOptions,
+            options,
+            dict(
+                error_retries=error_retries,
+                namespace=namespace,
+                message_model=message_model,
+                consume_from_where=consume_from_where,
+                consume_timestamp=consume_timestamp,
+                allocate_strategy=allocate_strategy,
+                instance_name=instance_name,
+                client_ip=client_ip,
+                pull_batch_size=pull_batch_size,
+                offset_store_dir=offset_store_dir,
+                on_rebalance=on_rebalance,
+                auto_commit=auto_commit,
+                auto_commit_interval=auto_commit_interval,
+                pull_threshold_for_queue=pull_threshold_for_queue,
+                pull_threshold_for_all=pull_threshold_for_all,
+                poll_timeout=poll_timeout,
+                access_key=access_key,
+                secret_key=secret_key,
+                security_token=security_token,
+                tls=tls,
+            ),
+        )
         self._impl = PullConsumerImpl(namesrv_addr, group, opts)
 
     # ---------------------------------------------------------------- properties

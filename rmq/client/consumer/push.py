@@ -15,6 +15,7 @@ PullMessageService queue). It long-polls the broker, puts what it gets into the 
 :class:`ProcessQueue` and hands it to the consume service chosen at construction (see
 :mod:`rmq.client.consumer.consume_service`): concurrently, orderly, or to ``async for``.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -67,17 +68,32 @@ LOCK_RENEW_INTERVAL = 20.0
 
 
 def _stats() -> dict[str, int]:
-    return {"pulled": 0, "consumed_ok": 0, "consumed_failed": 0, "sent_back": 0,
-            "local_retries": 0, "pull_errors": 0, "flow_controlled": 0, "consume_timeouts": 0}
+    return {
+        "pulled": 0,
+        "consumed_ok": 0,
+        "consumed_failed": 0,
+        "sent_back": 0,
+        "local_retries": 0,
+        "pull_errors": 0,
+        "flow_controlled": 0,
+        "consume_timeouts": 0,
+    }
 
 
 class PushConsumerImpl(ConsumerBase):
     """The push consumer's machinery: rebalance (with queue locks when orderly and clustering),
     one pull loop per queue, and a :class:`ConsumeMessageService`."""
 
-    def __init__(self, namesrv_addr: str | list[str], group: str, options: PushConsumerOptions, *,
-                 handler: MessageHandler | None, batch_handler: BatchMessageHandler | None,
-                 orderly: bool) -> None:
+    def __init__(
+        self,
+        namesrv_addr: str | list[str],
+        group: str,
+        options: PushConsumerOptions,
+        *,
+        handler: MessageHandler | None,
+        batch_handler: BatchMessageHandler | None,
+        orderly: bool,
+    ) -> None:
         super().__init__(namesrv_addr, group, options)
         if handler is not None and batch_handler is not None:
             raise ClientError("give either handler or batch_handler, not both")
@@ -90,8 +106,9 @@ class PushConsumerImpl(ConsumerBase):
         self.orderly = orderly
         #: orderly clustering: a queue is consumed only under its broker lock (LOCK_BATCH_MQ)
         self.locks_queues = orderly and self.message_model is MessageModel.CLUSTERING
-        self.max_reconsume_times = (options.max_reconsume_times if options.max_reconsume_times is not None
-                                    else (-1 if orderly else 16))
+        self.max_reconsume_times = (
+            options.max_reconsume_times if options.max_reconsume_times is not None else (-1 if orderly else 16)
+        )
         self.stats = _stats()
         self._tasks = BackgroundTasks(f"group {group}", log)
         self._resume = asyncio.Event()
@@ -172,7 +189,7 @@ class PushConsumerImpl(ConsumerBase):
         else:
             self._paused_queues -= set(mqs)
         for pq in self.process_queue_table.values():
-            pq.wakeup.set()     # a paused pull loop waits on it
+            pq.wakeup.set()  # a paused pull loop waits on it
 
     @property
     def paused(self) -> bool:
@@ -182,8 +199,12 @@ class PushConsumerImpl(ConsumerBase):
         """``on_error(exc)`` in a task of this consumer; without it, one error line per 10 s."""
         handler = self.options.on_error
         if handler is None:
-            _rlog.warning(f"needs-application:{self.group}", "group %s: %s (no on_error handler; retrying)",
-                          self.group, clip(str(exc)))
+            _rlog.warning(
+                f"needs-application:{self.group}",
+                "group %s: %s (no on_error handler; retrying)",
+                self.group,
+                clip(str(exc)),
+            )
             return
         self.spawn(self._call_on_error(handler, exc), "on-error")
 
@@ -309,14 +330,22 @@ class PushConsumerImpl(ConsumerBase):
                 pq.wakeup.clear()
                 await wait_event(pq.wakeup, PAUSED_DELAY)
                 continue
-            if (pq.msg_count > opts.pull_threshold_for_queue
-                    or pq.msg_size > threshold_size
-                    or (not self.orderly and pq.max_span > opts.consume_concurrently_max_span)):
+            if (
+                pq.msg_count > opts.pull_threshold_for_queue
+                or pq.msg_size > threshold_size
+                or (not self.orderly and pq.max_span > opts.consume_concurrently_max_span)
+            ):
                 self._flow_control_times += 1
                 self.stats["flow_controlled"] += 1
                 if self._flow_control_times % 1000 == 1:
-                    log.info("group %s: flow control on %s: %d msgs, %d bytes, span %d", self.group, mq,
-                             pq.msg_count, pq.msg_size, pq.max_span)
+                    log.info(
+                        "group %s: flow control on %s: %d msgs, %d bytes, span %d",
+                        self.group,
+                        mq,
+                        pq.msg_count,
+                        pq.msg_size,
+                        pq.max_span,
+                    )
                 pq.wakeup.clear()
                 await wait_event(pq.wakeup, FLOW_CONTROL_DELAY)
                 continue
@@ -342,14 +371,21 @@ class PushConsumerImpl(ConsumerBase):
                 commit_offset = max(await self.offset_store.read(mq, ReadOffsetType.READ_FROM_MEMORY), 0)
             pq.last_pull_time = time.monotonic()
             try:
-                result = await self._pull(mq, pq.next_offset, sub, max_nums=self.pull_batch_size,
-                                          suspend=True, commit_offset=commit_offset)
+                result = await self._pull(
+                    mq, pq.next_offset, sub, max_nums=self.pull_batch_size, suspend=True, commit_offset=commit_offset
+                )
             except asyncio.CancelledError:
                 raise
             except Exception as e:  # noqa: BLE001 - any failure: wait and pull again
                 self.stats["pull_errors"] += 1
-                _rlog.warning(f"pull-failed:{self.group}", "group %s: pull of %s at %d failed: %s", self.group, mq,
-                              pq.next_offset, clip(repr(e)))
+                _rlog.warning(
+                    f"pull-failed:{self.group}",
+                    "group %s: pull of %s at %d failed: %s",
+                    self.group,
+                    mq,
+                    pq.next_offset,
+                    clip(repr(e)),
+                )
                 await self._on_pull_error(mq, e)
                 self.note_failure(f"pull:{mq.topic}", e)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
@@ -374,9 +410,15 @@ class PushConsumerImpl(ConsumerBase):
                     # nothing cached: what we skipped (filtered or nothing) is consumed
                     self.offset_store.update(mq, result.next_begin_offset, increase_only=True)
             else:  # OFFSET_ILLEGAL
-                log.warning("group %s: offset %d of %s is illegal (min %d, max %d); moving to %d",
-                            self.group, pq.next_offset, mq, result.min_offset, result.max_offset,
-                            result.next_begin_offset)
+                log.warning(
+                    "group %s: offset %d of %s is illegal (min %d, max %d); moving to %d",
+                    self.group,
+                    pq.next_offset,
+                    mq,
+                    result.min_offset,
+                    result.max_offset,
+                    result.next_begin_offset,
+                )
                 pq.clear()
                 pq.next_offset = result.next_begin_offset
                 self.offset_store.update(mq, result.next_begin_offset, increase_only=False)
@@ -393,13 +435,23 @@ class PushConsumerImpl(ConsumerBase):
         addr = inst.find_broker_address_in_publish(msg.broker_name) or msg.store_host
         try:
             await inst.api.consumer_send_msg_back(
-                addr, group=self.group, commit_log_offset=msg.commit_log_offset,
-                delay_level=delay_level, origin_msg_id=msg.msg_id, origin_topic=msg.topic,
-                max_reconsume_times=self.max_reconsume_times if self.max_reconsume_times >= 0 else 16)
+                addr,
+                group=self.group,
+                commit_log_offset=msg.commit_log_offset,
+                delay_level=delay_level,
+                origin_msg_id=msg.msg_id,
+                origin_topic=msg.topic,
+                max_reconsume_times=self.max_reconsume_times if self.max_reconsume_times >= 0 else 16,
+            )
         except RMQError as e:
             # per failed message: one line per group per 10 s with a count
-            _rlog.warning(f"send-back-failed:{self.group}", "group %s: send back of %s failed, retrying locally: %r",
-                          self.group, msg.msg_id, e)
+            _rlog.warning(
+                f"send-back-failed:{self.group}",
+                "group %s: send back of %s failed, retrying locally: %r",
+                self.group,
+                msg.msg_id,
+                e,
+            )
             return False
         self.stats["sent_back"] += 1
         return True
@@ -410,9 +462,17 @@ class PushConsumerImpl(ConsumerBase):
         info = super().running_info()
         info["properties"]["PROP_THREADPOOL_CORE_SIZE"] = str(self.options.consume_concurrency)
         # Java ConsumeStatus per topic (rates are not sampled here: 0.0)
-        info["statusTable"] = {t: {"consumeFailedMsgs": self.stats["consumed_failed"], "consumeFailedTPS": 0.0,
-                                   "consumeOKTPS": 0.0, "consumeRT": 0.0, "pullRT": 0.0, "pullTPS": 0.0}
-                               for t in self.subscriptions}
+        info["statusTable"] = {
+            t: {
+                "consumeFailedMsgs": self.stats["consumed_failed"],
+                "consumeFailedTPS": 0.0,
+                "consumeOKTPS": 0.0,
+                "consumeRT": 0.0,
+                "pullRT": 0.0,
+                "pullTPS": 0.0,
+            }
+            for t in self.subscriptions
+        }
         return info
 
     async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:
@@ -497,57 +557,111 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         rmq.errors.ClientError: both handlers, or ``options=`` together with keyword settings.
     """
 
-    def __init__(self, namesrv_addr: str | list[str], group: str, *,
-                 handler: MessageHandler | None = None, batch_handler: BatchMessageHandler | None = None,
-                 orderly: bool = False, options: PushConsumerOptions | None = None,
-                 message_model: MessageModel = MessageModel.CLUSTERING,
-                 consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 consume_timestamp: int | None = None,
-                 allocate_strategy: str | AllocateStrategy = "AVG",
-                 instance_name: str = "DEFAULT", client_ip: str | None = None,
-                 consume_concurrency: int = 20, consume_batch_size: int = 1, pull_batch_size: int = 32,
-                 pull_interval: float = 0.0, pull_threshold_for_queue: int = 1000,
-                 pull_threshold_size_for_queue: int = 100, consume_concurrently_max_span: int = 2000,
-                 max_reconsume_times: int | None = None, suspend_current_queue_time: float = 1.0,
-                 offset_store_dir: str | None = None, iterator_buffer: int = 256,
-                 delay_level_when_next_consume: int = 0,
-                 on_rebalance: RebalanceListener | None = None, access_key: str | None = None,
-                 secret_key: str | None = None, security_token: str | None = None,
-                 tls: bool | ssl.SSLContext | None = None, consume_timeout: float = 900.0,
-                 on_error: ErrorHandler | None = None, error_retries: int = 5,
-                 namespace: str | None = None, trace: bool = False, trace_topic: str | None = None) -> None:
-        opts = build_options(PushConsumerOptions, options, dict(
-            consume_timeout=consume_timeout, on_error=on_error, error_retries=error_retries,
-            namespace=namespace,
-            message_model=message_model, consume_from_where=consume_from_where,
-            consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
-            instance_name=instance_name, client_ip=client_ip, pull_batch_size=pull_batch_size,
-            offset_store_dir=offset_store_dir, on_rebalance=on_rebalance,
-            consume_concurrency=consume_concurrency, consume_batch_size=consume_batch_size,
-            pull_interval=pull_interval, pull_threshold_for_queue=pull_threshold_for_queue,
-            pull_threshold_size_for_queue=pull_threshold_size_for_queue,
-            consume_concurrently_max_span=consume_concurrently_max_span,
-            max_reconsume_times=max_reconsume_times, suspend_current_queue_time=suspend_current_queue_time,
-            iterator_buffer=iterator_buffer, delay_level_when_next_consume=delay_level_when_next_consume,
-            access_key=access_key, secret_key=secret_key, security_token=security_token, tls=tls,
-            trace=trace, trace_topic=trace_topic))
-        self._impl = PushConsumerImpl(namesrv_addr, group, opts, handler=handler,
-                                      batch_handler=batch_handler, orderly=orderly)
+    def __init__(
+        self,
+        namesrv_addr: str | list[str],
+        group: str,
+        *,
+        handler: MessageHandler | None = None,
+        batch_handler: BatchMessageHandler | None = None,
+        orderly: bool = False,
+        options: PushConsumerOptions | None = None,
+        message_model: MessageModel = MessageModel.CLUSTERING,
+        consume_from_where: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: int | None = None,
+        allocate_strategy: str | AllocateStrategy = "AVG",
+        instance_name: str = "DEFAULT",
+        client_ip: str | None = None,
+        consume_concurrency: int = 20,
+        consume_batch_size: int = 1,
+        pull_batch_size: int = 32,
+        pull_interval: float = 0.0,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue: int = 100,
+        consume_concurrently_max_span: int = 2000,
+        max_reconsume_times: int | None = None,
+        suspend_current_queue_time: float = 1.0,
+        offset_store_dir: str | None = None,
+        iterator_buffer: int = 256,
+        delay_level_when_next_consume: int = 0,
+        on_rebalance: RebalanceListener | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
+        security_token: str | None = None,
+        tls: bool | ssl.SSLContext | None = None,
+        consume_timeout: float = 900.0,
+        on_error: ErrorHandler | None = None,
+        error_retries: int = 5,
+        namespace: str | None = None,
+        trace: bool = False,
+        trace_topic: str | None = None,
+    ) -> None:
+        opts = build_options(
+            PushConsumerOptions,
+            options,
+            dict(
+                consume_timeout=consume_timeout,
+                on_error=on_error,
+                error_retries=error_retries,
+                namespace=namespace,
+                message_model=message_model,
+                consume_from_where=consume_from_where,
+                consume_timestamp=consume_timestamp,
+                allocate_strategy=allocate_strategy,
+                instance_name=instance_name,
+                client_ip=client_ip,
+                pull_batch_size=pull_batch_size,
+                offset_store_dir=offset_store_dir,
+                on_rebalance=on_rebalance,
+                consume_concurrency=consume_concurrency,
+                consume_batch_size=consume_batch_size,
+                pull_interval=pull_interval,
+                pull_threshold_for_queue=pull_threshold_for_queue,
+                pull_threshold_size_for_queue=pull_threshold_size_for_queue,
+                consume_concurrently_max_span=consume_concurrently_max_span,
+                max_reconsume_times=max_reconsume_times,
+                suspend_current_queue_time=suspend_current_queue_time,
+                iterator_buffer=iterator_buffer,
+                delay_level_when_next_consume=delay_level_when_next_consume,
+                access_key=access_key,
+                secret_key=secret_key,
+                security_token=security_token,
+                tls=tls,
+                trace=trace,
+                trace_topic=trace_topic,
+            ),
+        )
+        self._impl = PushConsumerImpl(
+            namesrv_addr, group, opts, handler=handler, batch_handler=batch_handler, orderly=orderly
+        )
         if opts.trace:
             from rmq.client.producer import Producer
             from rmq.client.trace import ConsumeMessageTraceHook, TraceDispatcher
 
-            self.add_consume_hook(ConsumeMessageTraceHook(TraceDispatcher(
-                namesrv_addr, group, "CONSUMER", opts.trace_topic, instance_name=opts.instance_name,
-                credentials=opts.credentials, tls=opts.tls, producer_factory=Producer)))
+            self.add_consume_hook(
+                ConsumeMessageTraceHook(
+                    TraceDispatcher(
+                        namesrv_addr,
+                        group,
+                        "CONSUMER",
+                        opts.trace_topic,
+                        instance_name=opts.instance_name,
+                        credentials=opts.credentials,
+                        tls=opts.tls,
+                        producer_factory=Producer,
+                    )
+                )
+            )
 
     def add_consume_hook(self, hook: ConsumeMessageHook) -> None:
         """Call ``hook.consume_message_before(ctx)`` / ``consume_message_after(ctx)`` around
         every handler call, or around each message of ``async for`` (Java
         ``registerConsumeMessageHook``); see :mod:`rmq.client.hooks`. An exception in a hook is
         logged and does not affect the consumption."""
-        if not (callable(getattr(hook, "consume_message_before", None))
-                and callable(getattr(hook, "consume_message_after", None))):
+        if not (
+            callable(getattr(hook, "consume_message_before", None))
+            and callable(getattr(hook, "consume_message_after", None))
+        ):
             raise ClientError("a consume hook needs consume_message_before(ctx) and consume_message_after(ctx)")
         self._impl.consume_hooks.append(hook)
 
@@ -607,8 +721,9 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         await self.start()
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         # In iterator mode the message the loop body was handling is acknowledged only when the
         # body finished without an error.
         svc = self._impl.consume_service
@@ -643,7 +758,7 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
 
     def __aiter__(self) -> PushConsumer:
         """Iterator mode (a consumer without a handler); ClientError otherwise."""
-        _ = self._impl.iterator     # raises for a consumer with a handler
+        _ = self._impl.iterator  # raises for a consumer with a handler
         return self
 
     async def __anext__(self) -> MessageExt:

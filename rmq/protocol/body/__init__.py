@@ -9,6 +9,7 @@ a body they cannot read; :func:`rmq.protocol.requests.parse_body` turns that int
 :class:`~rmq.errors.RemotingCommandError`. The two helpers here are the bodies' one JSON reader
 and writer.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -4,6 +4,7 @@
 fields in alphabetical order, compact (``{"brokerName":"b","queueId":0,"topic":"T"}:…``).
 :func:`rmq.common.fastjson.loads` reads such a key back as that text; :func:`mq_of` turns it
 into a MessageQueue."""
+
 from __future__ import annotations
 
 import json
@@ -40,8 +41,7 @@ def mq_of(key: Any) -> MessageQueue:
     raise ValueError(f"not a message queue: {str(key)[:200]!r}")
 
 
-def dumps_mq_map(table: Mapping[MessageQueue, V], value: Callable[[V], Any] = lambda v: v, *,
-                 sort: bool = True) -> str:
+def dumps_mq_map(table: Mapping[MessageQueue, V], value: Callable[[V], Any] = lambda v: v, *, sort: bool = True) -> str:
     """A Java ``Map<MessageQueue, V>`` as fastjson writes it: object keys, each value as compact
     JSON of ``value(v)`` (default: ``v`` itself); queues in order unless ``sort=False`` (then in
     the table's order)."""

@@ -7,6 +7,7 @@ Several of them are ``Map<MessageQueue, …>`` in Java, which fastjson writes wi
 as keys (``{{"brokerName":"b","queueId":0,"topic":"T"}:12}``): :func:`rmq.common.fastjson.loads`
 reads that, :func:`rmq.protocol.body._mq.dumps_mq_map` writes it.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,10 +20,18 @@ from rmq.protocol.body._mq import dumps_mq_map, mq_table
 from rmq.types import MessageQueue
 
 __all__ = [
-    "ConnectionInfo", "ConsumeMessageDirectlyResult", "ConsumerConnection", "ConsumerRunningInfo",
-    "GetConsumerStatusBody", "ProducerConnection", "ProducerInfo", "ProducerTableInfo", "ResetOffsetBody",
+    "ConnectionInfo",
+    "ConsumeMessageDirectlyResult",
+    "ConsumerConnection",
+    "ConsumerRunningInfo",
+    "GetConsumerStatusBody",
+    "ProducerConnection",
+    "ProducerInfo",
+    "ProducerTableInfo",
+    "ResetOffsetBody",
     "SubscriptionInfo",
 ]
+
 
 def _int(v: Any, default: int = 0) -> int:
     try:
@@ -42,13 +51,18 @@ class ConnectionInfo:
     version: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"clientAddr": self.client_addr, "clientId": self.client_id, "language": self.language,
-                "version": self.version}
+        return {
+            "clientAddr": self.client_addr,
+            "clientId": self.client_id,
+            "language": self.language,
+            "version": self.version,
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ConnectionInfo:
-        return cls(str(d.get("clientId", "")), str(d.get("clientAddr", "")), str(d.get("language", "")),
-                   _int(d.get("version")))
+        return cls(
+            str(d.get("clientId", "")), str(d.get("clientAddr", "")), str(d.get("language", "")), _int(d.get("version"))
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,17 +78,29 @@ class SubscriptionInfo:
     class_filter_mode: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"classFilterMode": self.class_filter_mode, "codeSet": list(self.code_set),
-                "expressionType": self.expression_type, "subString": self.sub_string,
-                "subVersion": self.sub_version, "tagsSet": list(self.tags_set), "topic": self.topic}
+        return {
+            "classFilterMode": self.class_filter_mode,
+            "codeSet": list(self.code_set),
+            "expressionType": self.expression_type,
+            "subString": self.sub_string,
+            "subVersion": self.sub_version,
+            "tagsSet": list(self.tags_set),
+            "topic": self.topic,
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> SubscriptionInfo:
         tags = d.get("tagsSet") if isinstance(d.get("tagsSet"), list) else []
         codes = d.get("codeSet") if isinstance(d.get("codeSet"), list) else []
-        return cls(str(d.get("topic", "")), str(d.get("subString") or "*"), tuple(str(t) for t in tags or ()),
-                   tuple(_int(c) for c in codes or ()), _int(d.get("subVersion")),
-                   str(d.get("expressionType") or "TAG"), bool(d.get("classFilterMode")))
+        return cls(
+            str(d.get("topic", "")),
+            str(d.get("subString") or "*"),
+            tuple(str(t) for t in tags or ()),
+            tuple(_int(c) for c in codes or ()),
+            _int(d.get("subVersion")),
+            str(d.get("expressionType") or "TAG"),
+            bool(d.get("classFilterMode")),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,18 +116,24 @@ class ConsumerConnection:
     consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
 
     def to_json(self) -> dict[str, Any]:
-        return {"connectionSet": [c.to_json() for c in self.connection_set],
-                "consumeFromWhere": self.consume_from_where, "consumeType": self.consume_type,
-                "messageModel": self.message_model,
-                "subscriptionTable": {t: s.to_json() for t, s in sorted(self.subscription_table.items())}}
+        return {
+            "connectionSet": [c.to_json() for c in self.connection_set],
+            "consumeFromWhere": self.consume_from_where,
+            "consumeType": self.consume_type,
+            "messageModel": self.message_model,
+            "subscriptionTable": {t: s.to_json() for t, s in sorted(self.subscription_table.items())},
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ConsumerConnection:
         subs = d.get("subscriptionTable") if isinstance(d.get("subscriptionTable"), Mapping) else {}
-        return cls(tuple(ConnectionInfo.from_json(c) for c in d.get("connectionSet") or () if isinstance(c, Mapping)),
-                   {str(t): SubscriptionInfo.from_json(s) for t, s in (subs or {}).items() if isinstance(s, Mapping)},
-                   str(d.get("consumeType") or ""), str(d.get("messageModel") or ""),
-                   str(d.get("consumeFromWhere") or ""))
+        return cls(
+            tuple(ConnectionInfo.from_json(c) for c in d.get("connectionSet") or () if isinstance(c, Mapping)),
+            {str(t): SubscriptionInfo.from_json(s) for t, s in (subs or {}).items() if isinstance(s, Mapping)},
+            str(d.get("consumeType") or ""),
+            str(d.get("messageModel") or ""),
+            str(d.get("consumeFromWhere") or ""),
+        )
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ConsumerConnection:
@@ -142,18 +174,30 @@ class ProducerInfo:
     last_update_timestamp: int
 
     def to_json(self) -> dict[str, Any]:
-        return {"clientId": self.client_id, "remoteIP": self.remote_ip, "language": self.language,
-                "version": self.version, "lastUpdateTimestamp": self.last_update_timestamp}
+        return {
+            "clientId": self.client_id,
+            "remoteIP": self.remote_ip,
+            "language": self.language,
+            "version": self.version,
+            "lastUpdateTimestamp": self.last_update_timestamp,
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ProducerInfo:
-        return cls(str(d.get("clientId", "")), str(d.get("remoteIP", "")), str(d.get("language", "")),
-                   _int(d.get("version")), _int(d.get("lastUpdateTimestamp")))
+        return cls(
+            str(d.get("clientId", "")),
+            str(d.get("remoteIP", "")),
+            str(d.get("language", "")),
+            _int(d.get("version")),
+            _int(d.get("lastUpdateTimestamp")),
+        )
 
     def __str__(self) -> str:
         # Java ProducerInfo.toString, which mqadmin producer prints
-        return (f"clientId={self.client_id},remoteIP={self.remote_ip}, language={self.language}, "
-                f"version={self.version}, lastUpdateTimestamp={self.last_update_timestamp}")
+        return (
+            f"clientId={self.client_id},remoteIP={self.remote_ip}, language={self.language}, "
+            f"version={self.version}, lastUpdateTimestamp={self.last_update_timestamp}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,8 +216,13 @@ class ProducerTableInfo:
         data = d.get("data") or {}
         if not isinstance(data, Mapping):
             raise ValueError("ProducerTableInfo.data is not an object")
-        return cls({str(g): [ProducerInfo.from_json(p) for p in ps or () if isinstance(p, Mapping)]
-                    for g, ps in data.items() if isinstance(ps, list) or ps is None})
+        return cls(
+            {
+                str(g): [ProducerInfo.from_json(p) for p in ps or () if isinstance(p, Mapping)]
+                for g, ps in data.items()
+                if isinstance(ps, list) or ps is None
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,9 +238,15 @@ class ResetOffsetBody:
         return ('{"offsetTable":' + dumps_mq_map(self.offset_table) + "}").encode()
 
     def encode_for_c(self) -> bytes:
-        return json.dumps({"offsetTable": [
-            {"brokerName": mq.broker_name, "offset": off, "queueId": mq.queue_id, "topic": mq.topic}
-            for mq, off in sorted(self.offset_table.items())]}, separators=(",", ":")).encode()
+        return json.dumps(
+            {
+                "offsetTable": [
+                    {"brokerName": mq.broker_name, "offset": off, "queueId": mq.queue_id, "topic": mq.topic}
+                    for mq, off in sorted(self.offset_table.items())
+                ]
+            },
+            separators=(",", ":"),
+        ).encode()
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ResetOffsetBody:
@@ -213,15 +268,18 @@ class GetConsumerStatusBody:
 
     def encode(self) -> bytes:
         clients = ",".join(json.dumps(cid) + ":" + dumps_mq_map(t) for cid, t in sorted(self.consumer_table.items()))
-        return ('{"consumerTable":{' + clients + '},"messageQueueTable":' + dumps_mq_map(self.message_queue_table)
-                + "}").encode()
+        return (
+            '{"consumerTable":{' + clients + '},"messageQueueTable":' + dumps_mq_map(self.message_queue_table) + "}"
+        ).encode()
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> GetConsumerStatusBody:
         d = json_object(body, "GetConsumerStatusBody")
         consumers = d.get("consumerTable") if isinstance(d.get("consumerTable"), Mapping) else {}
-        return cls({mq: int(v) for mq, v in mq_table(d.get("messageQueueTable")).items()},
-                   {str(cid): {mq: int(v) for mq, v in mq_table(t).items()} for cid, t in (consumers or {}).items()})
+        return cls(
+            {mq: int(v) for mq, v in mq_table(d.get("messageQueueTable")).items()},
+            {str(cid): {mq: int(v) for mq, v in mq_table(t).items()} for cid, t in (consumers or {}).items()},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,11 +298,12 @@ class ConsumerRunningInfo:
 
     def encode(self) -> bytes:
         parts = ['"jstack":' + json.dumps(self.jstack)] if self.jstack else []
-        parts += ['"mqTable":' + dumps_mq_map(self.mq_table),
-                  '"properties":' + json.dumps(self.properties, separators=(",", ":")),
-                  '"statusTable":' + json.dumps(self.status_table, separators=(",", ":")),
-                  '"subscriptionSet":' + json.dumps([s.to_json() for s in self.subscription_set],
-                                                    separators=(",", ":"))]
+        parts += [
+            '"mqTable":' + dumps_mq_map(self.mq_table),
+            '"properties":' + json.dumps(self.properties, separators=(",", ":")),
+            '"statusTable":' + json.dumps(self.status_table, separators=(",", ":")),
+            '"subscriptionSet":' + json.dumps([s.to_json() for s in self.subscription_set], separators=(",", ":")),
+        ]
         return ("{" + ",".join(parts) + "}").encode()
 
     def format_string(self) -> str:
@@ -252,28 +311,52 @@ class ConsumerRunningInfo:
         out = ["#Consumer Properties#"]
         out += [f"{k:<40}: {v}" for k, v in sorted(self.properties.items())]
         out += ["", "", "#Consumer Subscription#"]
-        out += [f"{i:03d} Topic: {s.topic:<40} ClassFilter: {str(s.class_filter_mode).lower():<8} "
-                f"SubExpression: {s.sub_string}" for i, s in enumerate(self.subscription_set, 1)]
-        out += ["", "", "#Consumer Offset#",
-                f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Consumer Offset':<20}"]
-        out += [f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  {_int(q.get('commitOffset')):<20}"
-                for mq, q in sorted(self.mq_table.items())]
-        out += ["", "", "#Consumer MQ Detail#",
-                f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#ProcessQueueInfo':<20}"]
-        out += [f"{mq.topic:<64}  {mq.broker_name:<32}  {mq.queue_id:<4}  "
-                + json.dumps(q, separators=(",", ":"), sort_keys=True) for mq, q in sorted(self.mq_table.items())]
-        out += ["", "", "#Consumer RT&TPS#",
-                f"{'#Topic':<64}  {'#Pull RT':>14} {'#Pull TPS':>14} {'#Consume RT':>14} {'#ConsumeOK TPS':>14} "
-                f"{'#ConsumeFailed TPS':>18} {'#ConsumeFailedMsgsInHour':>25}"]
+        out += [
+            f"{i:03d} Topic: {s.topic:<40} ClassFilter: {str(s.class_filter_mode).lower():<8} "
+            f"SubExpression: {s.sub_string}"
+            for i, s in enumerate(self.subscription_set, 1)
+        ]
+        out += [
+            "",
+            "",
+            "#Consumer Offset#",
+            f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#Consumer Offset':<20}",
+        ]
+        out += [
+            f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  {_int(q.get('commitOffset')):<20}"
+            for mq, q in sorted(self.mq_table.items())
+        ]
+        out += [
+            "",
+            "",
+            "#Consumer MQ Detail#",
+            f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  {'#ProcessQueueInfo':<20}",
+        ]
+        out += [
+            f"{mq.topic:<64}  {mq.broker_name:<32}  {mq.queue_id:<4}  "
+            + json.dumps(q, separators=(",", ":"), sort_keys=True)
+            for mq, q in sorted(self.mq_table.items())
+        ]
+        out += [
+            "",
+            "",
+            "#Consumer RT&TPS#",
+            f"{'#Topic':<64}  {'#Pull RT':>14} {'#Pull TPS':>14} {'#Consume RT':>14} {'#ConsumeOK TPS':>14} "
+            f"{'#ConsumeFailed TPS':>18} {'#ConsumeFailedMsgsInHour':>25}",
+        ]
         for topic, st in sorted(self.status_table.items()):
+
             def f(k: str, st: dict[str, Any] = st) -> float:
                 try:
                     return float(st.get(k) or 0.0)
                 except (TypeError, ValueError):
                     return 0.0
-            out.append(f"{topic:<32}  {f('pullRT'):>14.2f} {f('pullTPS'):>14.2f} {f('consumeRT'):>14.2f} "
-                       f"{f('consumeOKTPS'):>14.2f} {f('consumeFailedTPS'):>18.2f} "
-                       f"{_int(st.get('consumeFailedMsgs')):>25d}")
+
+            out.append(
+                f"{topic:<32}  {f('pullRT'):>14.2f} {f('pullTPS'):>14.2f} {f('consumeRT'):>14.2f} "
+                f"{f('consumeOKTPS'):>14.2f} {f('consumeFailedTPS'):>18.2f} "
+                f"{_int(st.get('consumeFailedMsgs')):>25d}"
+            )
         if self.jstack:
             out += ["", "", "#Consumer jstack#", self.jstack]
         return "\n".join(out) + "\n"
@@ -283,12 +366,13 @@ class ConsumerRunningInfo:
         d = json_object(body, "ConsumerRunningInfo")
         props = d.get("properties") if isinstance(d.get("properties"), Mapping) else {}
         status = d.get("statusTable") if isinstance(d.get("statusTable"), Mapping) else {}
-        return cls({str(k): str(v) for k, v in (props or {}).items()},
-                   tuple(SubscriptionInfo.from_json(s) for s in d.get("subscriptionSet") or ()
-                         if isinstance(s, Mapping)),
-                   {mq: dict(v) for mq, v in mq_table(d.get("mqTable")).items() if isinstance(v, Mapping)},
-                   {str(t): dict(v) for t, v in (status or {}).items() if isinstance(v, Mapping)},
-                   str(d.get("jstack") or ""))
+        return cls(
+            {str(k): str(v) for k, v in (props or {}).items()},
+            tuple(SubscriptionInfo.from_json(s) for s in d.get("subscriptionSet") or () if isinstance(s, Mapping)),
+            {mq: dict(v) for mq, v in mq_table(d.get("mqTable")).items() if isinstance(v, Mapping)},
+            {str(t): dict(v) for t, v in (status or {}).items() if isinstance(v, Mapping)},
+            str(d.get("jstack") or ""),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,15 +388,25 @@ class ConsumeMessageDirectlyResult:
     spent_time_mills: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"autoCommit": self.auto_commit, "consumeResult": self.consume_result, "order": self.order,
-                "remark": self.remark, "spentTimeMills": self.spent_time_mills}
+        return {
+            "autoCommit": self.auto_commit,
+            "consumeResult": self.consume_result,
+            "order": self.order,
+            "remark": self.remark,
+            "spentTimeMills": self.spent_time_mills,
+        }
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ConsumeMessageDirectlyResult:
         d = json_object(body, "ConsumeMessageDirectlyResult")
         remark = d.get("remark")
-        return cls(bool(d.get("order")), bool(d.get("autoCommit", True)), str(d.get("consumeResult") or ""),
-                   None if remark is None else str(remark), _int(d.get("spentTimeMills")))
+        return cls(
+            bool(d.get("order")),
+            bool(d.get("autoCommit", True)),
+            str(d.get("consumeResult") or ""),
+            None if remark is None else str(remark),
+            _int(d.get("spentTimeMills")),
+        )
 
 
 def connections_of(items: Iterable[ConnectionInfo]) -> tuple[ConnectionInfo, ...]:
@@ -322,12 +416,23 @@ def connections_of(items: Iterable[ConnectionInfo]) -> tuple[ConnectionInfo, ...
 
 # Java MQVersion.Version: the first 16 ordinals are 3.0.0's pre-releases, then every version
 # comes as X_SNAPSHOT, X (V3_0_1_SNAPSHOT = 16, V4_9_8 = 409).
-_VERSION_HEAD = ("V3_0_0_SNAPSHOT", "V3_0_0_ALPHA1", *(f"V3_0_0_BETA{i}" for i in range(1, 6)),
-                 *(n for i in range(6, 10) for n in (f"V3_0_0_BETA{i}_SNAPSHOT", f"V3_0_0_BETA{i}")), "V3_0_0_FINAL")
-_VERSION_RUNS = ((3, 0, 1, 15), (3, 1, 0, 9), (3, 2, 0, 9), *((3, m, 1, 9) for m in range(3, 10)),
-                 *((major, m, 0, 9) for major in (4, 5) for m in range(10)))
-_VERSIONS = _VERSION_HEAD + tuple(n for a, b, lo, hi in _VERSION_RUNS for p in range(lo, hi + 1)
-                                  for n in (f"V{a}_{b}_{p}_SNAPSHOT", f"V{a}_{b}_{p}"))
+_VERSION_HEAD = (
+    "V3_0_0_SNAPSHOT",
+    "V3_0_0_ALPHA1",
+    *(f"V3_0_0_BETA{i}" for i in range(1, 6)),
+    *(n for i in range(6, 10) for n in (f"V3_0_0_BETA{i}_SNAPSHOT", f"V3_0_0_BETA{i}")),
+    "V3_0_0_FINAL",
+)
+_VERSION_RUNS = (
+    (3, 0, 1, 15),
+    (3, 1, 0, 9),
+    (3, 2, 0, 9),
+    *((3, m, 1, 9) for m in range(3, 10)),
+    *((major, m, 0, 9) for major in (4, 5) for m in range(10)),
+)
+_VERSIONS = _VERSION_HEAD + tuple(
+    n for a, b, lo, hi in _VERSION_RUNS for p in range(lo, hi + 1) for n in (f"V{a}_{b}_{p}_SNAPSHOT", f"V{a}_{b}_{p}")
+)
 
 #: Ordinals of the versions the broker checks (Java ``MQVersion.Version``).
 V3_0_7_SNAPSHOT = _VERSIONS.index("V3_0_7_SNAPSHOT")

@@ -9,6 +9,7 @@ Each type writes what the broker or name server sends (``to_json`` / ``encode``,
 names) and reads what Java sends (``from_json`` / ``decode``; fastjson writes integer map keys
 unquoted, which :func:`rmq.common.fastjson.loads` reads).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -62,8 +63,12 @@ class ConsumeQueueData:
     msg: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"eval": self.eval, "physicOffset": self.physic_offset, "physicSize": self.physic_size,
-                             "tagsCode": self.tags_code}
+        d: dict[str, Any] = {
+            "eval": self.eval,
+            "physicOffset": self.physic_offset,
+            "physicSize": self.physic_size,
+            "tagsCode": self.tags_code,
+        }
         for wire, v in (("extendDataJson", self.extend_data_json), ("bitMap", self.bit_map), ("msg", self.msg)):
             if v is not None:
                 d[wire] = v
@@ -75,14 +80,23 @@ class ConsumeQueueData:
             v = d.get(k)
             return None if v is None else str(v)
 
-        return cls(int(d.get("physicOffset", 0)), int(d.get("physicSize", 0)), int(d.get("tagsCode", 0)),
-                   opt("extendDataJson"), opt("bitMap"), bool(d.get("eval", False)), opt("msg"))
+        return cls(
+            int(d.get("physicOffset", 0)),
+            int(d.get("physicSize", 0)),
+            int(d.get("tagsCode", 0)),
+            opt("extendDataJson"),
+            opt("bitMap"),
+            bool(d.get("eval", False)),
+            opt("msg"),
+        )
 
     def __str__(self) -> str:
         """As Java's ``ConsumeQueueData.toString`` (what mqadmin queryCq prints)."""
-        return (f"ConsumeQueueData{{physicOffset={self.physic_offset}, physicSize={self.physic_size}, "
-                f"tagsCode={self.tags_code}, extendDataJson='{_null(self.extend_data_json)}', "
-                f"bitMap='{_null(self.bit_map)}', eval={'true' if self.eval else 'false'}, msg='{_null(self.msg)}'}}")
+        return (
+            f"ConsumeQueueData{{physicOffset={self.physic_offset}, physicSize={self.physic_size}, "
+            f"tagsCode={self.tags_code}, extendDataJson='{_null(self.extend_data_json)}', "
+            f"bitMap='{_null(self.bit_map)}', eval={'true' if self.eval else 'false'}, msg='{_null(self.msg)}'}}"
+        )
 
 
 def _null(v: str | None) -> str:
@@ -120,10 +134,13 @@ class QueryConsumeQueueResponseBody:
         try:
             units = d.get("queueData")
             sub = d.get("subscriptionData")
-            return cls(int(d.get("maxQueueIndex", 0)), int(d.get("minQueueIndex", 0)),
-                       None if units is None else [ConsumeQueueData.from_json(u) for u in units],
-                       dict(sub) if isinstance(sub, dict) else None,
-                       None if d.get("filterData") is None else str(d["filterData"]))
+            return cls(
+                int(d.get("maxQueueIndex", 0)),
+                int(d.get("minQueueIndex", 0)),
+                None if units is None else [ConsumeQueueData.from_json(u) for u in units],
+                dict(sub) if isinstance(sub, dict) else None,
+                None if d.get("filterData") is None else str(d["filterData"]),
+            )
         except (TypeError, AttributeError) as e:
             raise ValueError(f"malformed QueryConsumeQueueResponseBody: {e}") from None
 
@@ -142,8 +159,9 @@ class ConsumerOffsetTable:
     def decode(cls, body: bytes | memoryview | None) -> ConsumerOffsetTable:
         d = json_object(body, "ConsumerOffsetManager")
         try:
-            return cls({str(k): {int(q): int(o) for q, o in v.items()}
-                        for k, v in (d.get("offsetTable") or {}).items()})
+            return cls(
+                {str(k): {int(q): int(o) for q, o in v.items()} for k, v in (d.get("offsetTable") or {}).items()}
+            )
         except (TypeError, AttributeError) as e:
             raise ValueError(f"malformed ConsumerOffsetManager body: {e}") from None
 

@@ -9,6 +9,7 @@ text of GET/UPDATE_BROKER_CONFIG is :func:`rmq.config.format_properties` /
 writes with JSON objects as keys (``{{"brokerName":"b","queueId":0,"topic":"T"}:{…}}``):
 :meth:`ConsumeStats.encode` writes that and :func:`rmq.common.fastjson.loads` reads it.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,6 +28,7 @@ __all__ = [
     "ConsumeStatsList",
     "OffsetWrapper",
 ]
+
 
 def _num(d: Mapping[str, Any], key: str, kind: type = int) -> Any:
     v = d.get(key, 0)
@@ -62,8 +64,11 @@ class BrokerStatsData:
     stats_day: BrokerStatsItem = field(default_factory=BrokerStatsItem)
 
     def to_json(self) -> dict[str, Any]:
-        return {"statsDay": self.stats_day.to_json(), "statsHour": self.stats_hour.to_json(),
-                "statsMinute": self.stats_minute.to_json()}
+        return {
+            "statsDay": self.stats_day.to_json(),
+            "statsHour": self.stats_hour.to_json(),
+            "statsMinute": self.stats_minute.to_json(),
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> BrokerStatsData:
@@ -72,6 +77,7 @@ class BrokerStatsData:
             if not isinstance(v, Mapping):
                 raise ValueError(f"{key} is not an object")
             return BrokerStatsItem.from_json(v)
+
         return cls(item("statsMinute"), item("statsHour"), item("statsDay"))
 
     def sum_24h(self) -> int:
@@ -97,8 +103,11 @@ class OffsetWrapper:
         return self.broker_offset - self.consumer_offset
 
     def to_json(self) -> dict[str, Any]:
-        return {"brokerOffset": self.broker_offset, "consumerOffset": self.consumer_offset,
-                "lastTimestamp": self.last_timestamp}
+        return {
+            "brokerOffset": self.broker_offset,
+            "consumerOffset": self.consumer_offset,
+            "lastTimestamp": self.last_timestamp,
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> OffsetWrapper:
@@ -149,11 +158,15 @@ class ConsumeStatsList:
 
     def encode(self) -> str:
         groups = ",".join(
-            "{" + ",".join(json.dumps(g) + ":[" + ",".join(cs.encode() for cs in lst) + "]"
-                           for g, lst in entry.items()) + "}"
-            for entry in self.consume_stats_list)
-        return (f'{{"brokerAddr":{json.dumps(self.broker_addr)},"consumeStatsList":[{groups}],'
-                f'"totalDiff":{self.total_diff}}}')
+            "{"
+            + ",".join(json.dumps(g) + ":[" + ",".join(cs.encode() for cs in lst) + "]" for g, lst in entry.items())
+            + "}"
+            for entry in self.consume_stats_list
+        )
+        return (
+            f'{{"brokerAddr":{json.dumps(self.broker_addr)},"consumeStatsList":[{groups}],'
+            f'"totalDiff":{self.total_diff}}}'
+        )
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> ConsumeStatsList:

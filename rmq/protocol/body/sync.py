@@ -8,6 +8,7 @@ own ``TopicConfig`` / ``SubscriptionGroupConfig`` and check each one. The decode
 the shape: a table that is an object of objects and a ``dataVersion`` with integer
 ``timestamp`` and ``counter``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -66,8 +67,10 @@ class TopicConfigWrapper:
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> TopicConfigWrapper:
         d = json_object(body, "TopicConfigSerializeWrapper")
-        return cls(_table(d, "topicConfigTable", "TopicConfigSerializeWrapper"),
-                   DataVersionData.from_json(d.get("dataVersion")))
+        return cls(
+            _table(d, "topicConfigTable", "TopicConfigSerializeWrapper"),
+            DataVersionData.from_json(d.get("dataVersion")),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +82,14 @@ class SubscriptionGroupWrapper:
     data_version: DataVersionData = field(default_factory=DataVersionData)
 
     def encode(self) -> bytes:
-        return dumps_json({"dataVersion": self.data_version.to_json(),
-                           "subscriptionGroupTable": self.subscription_group_table})
+        return dumps_json(
+            {"dataVersion": self.data_version.to_json(), "subscriptionGroupTable": self.subscription_group_table}
+        )
 
     @classmethod
     def decode(cls, body: bytes | memoryview | None) -> SubscriptionGroupWrapper:
         d = json_object(body, "SubscriptionGroupWrapper")
-        return cls(_table(d, "subscriptionGroupTable", "SubscriptionGroupWrapper"),
-                   DataVersionData.from_json(d.get("dataVersion")))
+        return cls(
+            _table(d, "subscriptionGroupTable", "SubscriptionGroupWrapper"),
+            DataVersionData.from_json(d.get("dataVersion")),
+        )

@@ -5,6 +5,7 @@
 reads what Java's send; :meth:`TopicStatsTable.from_body` reads fastjson's ``MessageQueue``
 object keys.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,11 @@ class TopicOffset:
     last_update_timestamp: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"minOffset": self.min_offset, "maxOffset": self.max_offset,
-                "lastUpdateTimestamp": self.last_update_timestamp}
+        return {
+            "minOffset": self.min_offset,
+            "maxOffset": self.max_offset,
+            "lastUpdateTimestamp": self.last_update_timestamp,
+        }
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> TopicOffset:
@@ -111,8 +115,9 @@ class GroupList:
     group_list: list[str] = field(default_factory=list)
 
     def encode(self) -> bytes:
-        return json.dumps({"groupList": sorted(set(self.group_list))}, separators=(",", ":"),
-                          ensure_ascii=False).encode()
+        return json.dumps(
+            {"groupList": sorted(set(self.group_list))}, separators=(",", ":"), ensure_ascii=False
+        ).encode()
 
     @classmethod
     def decode(cls, body: bytes | None) -> GroupList:

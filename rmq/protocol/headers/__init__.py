@@ -33,6 +33,7 @@ This package holds the machinery; the header classes live in one module per area
 (``rmq.protocol.headers.<area>``: namesrv, topic, message, consumer, client, broker, acl), as Java
 keeps them in ``common/protocol/header``.
 """
+
 import dataclasses
 import typing
 from collections.abc import Callable, Mapping
@@ -64,8 +65,7 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-def w(wire: str, *, default: Any = _REQUIRED, int64: bool = False, lo: int | None = None,
-      hi: int | None = None) -> Any:
+def w(wire: str, *, default: Any = _REQUIRED, int64: bool = False, lo: int | None = None, hi: int | None = None) -> Any:
     """Declare a header field: its camelCase wire name and, if optional, its ``default``.
 
     ``default`` is keyword-only: it is how type checkers (``dataclass_transform``) tell an
@@ -134,8 +134,7 @@ def _check_text(v: str, cls: str, name: str) -> None:
     try:
         v.encode("utf-8")
     except UnicodeEncodeError:
-        raise RemotingCommandError(f"{cls}: field {name!r} is not valid Unicode text "
-                                   "(a lone surrogate)") from None
+        raise RemotingCommandError(f"{cls}: field {name!r} is not valid Unicode text (a lone surrogate)") from None
 
 
 def _wstr(v: Any) -> str:
@@ -185,8 +184,15 @@ def _gen_reader(cls: type, fields: _Fields, names: dict[str, str]) -> "classmeth
     cname = cls.__name__
     if "__post_init__" in vars(cls):
         raise TypeError(f"{cls.__name__}: headers are built without __init__, so no __post_init__")
-    ns: dict[str, Any] = {"_missing": _missing, "_int": _int, "_bool": _bool, "_str": _str,
-                          "_new": object.__new__, "_oor": _out_of_range, "_text": _check_text}
+    ns: dict[str, Any] = {
+        "_missing": _missing,
+        "_int": _int,
+        "_bool": _bool,
+        "_str": _str,
+        "_new": object.__new__,
+        "_oor": _out_of_range,
+        "_text": _check_text,
+    }
     lines = ["def from_ext_fields(cls, ext):", "    g = ext.get"]
     args = []
     for i, (f, tp) in enumerate(fields):
@@ -219,9 +225,17 @@ def _gen_reader(cls: type, fields: _Fields, names: dict[str, str]) -> "classmeth
     exec("\n".join(lines), ns)  # generated once per class at import time
     reader = ns["from_ext_fields"]
     if _HeaderReader is not None:
-        spec = [(f.name, names[f.name], _KIND[tp], f.default is _REQUIRED,
-                 None if f.default is _REQUIRED else f.default,
-                 *(f.metadata["range"] if tp is int else (0, 0))) for f, tp in fields]
+        spec = [
+            (
+                f.name,
+                names[f.name],
+                _KIND[tp],
+                f.default is _REQUIRED,
+                None if f.default is _REQUIRED else f.default,
+                *(f.metadata["range"] if tp is int else (0, 0)),
+            )
+            for f, tp in fields
+        ]
         reader = _HeaderReader(spec, reader)  # .fallback is the generated reader
     return classmethod(reader)
 
@@ -281,8 +295,9 @@ def header(*, v2: dict[str, str] | None = None) -> Callable[[type[_H]], type[_H]
 
 
 @dataclass_transform(kw_only_default=True, field_specifiers=(w,))
-def header(cls: type[_H] | None = None, *, v2: dict[str, str] | None = None
-           ) -> type[_H] | Callable[[type[_H]], type[_H]]:
+def header(
+    cls: type[_H] | None = None, *, v2: dict[str, str] | None = None
+) -> type[_H] | Callable[[type[_H]], type[_H]]:
     """Class decorator: make ``cls`` a slotted kw-only dataclass and generate its codecs.
 
     Args:
@@ -300,13 +315,18 @@ def header(cls: type[_H] | None = None, *, v2: dict[str, str] | None = None
         # The generated members replace the base class's stubs (set with setattr: they are
         # not declared in the class body).
         reader = _gen_reader(dc, fields, names)
-        members: dict[str, Any] = {"WIRE_NAMES": names,
-                                   "to_ext_fields": _gen_writer(dc, fields, names, "to_ext_fields")}
+        members: dict[str, Any] = {
+            "WIRE_NAMES": names,
+            "to_ext_fields": _gen_writer(dc, fields, names, "to_ext_fields"),
+        }
         if v2 is not None:
             v2_names = {f.name: v2.get(f.name, names[f.name]) for f, _ in fields}
             reader_v2 = _gen_reader(dc, fields, v2_names)
-            members.update(WIRE_NAMES_V2=v2_names, from_ext_fields_v2=reader_v2,
-                           to_ext_fields_v2=_gen_writer(dc, fields, v2_names, "to_ext_fields_v2"))
+            members.update(
+                WIRE_NAMES_V2=v2_names,
+                from_ext_fields_v2=reader_v2,
+                to_ext_fields_v2=_gen_writer(dc, fields, v2_names, "to_ext_fields_v2"),
+            )
         members["from_ext_fields"] = reader
         for name, value in members.items():
             setattr(dc, name, value)
@@ -319,11 +339,15 @@ def header_classes() -> list[type[Header]]:
     """Every header class of every area module of this package (importing them all), by name."""
     import importlib
     import pkgutil
+
     out: list[type[Header]] = []
     for m in pkgutil.iter_modules(__path__):
         mod = importlib.import_module(f"{__name__}.{m.name}")
         # the module's own names, not Header.__subclasses__(): a slotted dataclass replaces the
         # class it decorates, and the undecorated original lingers until collected
-        out += [c for c in vars(mod).values()
-                if isinstance(c, type) and issubclass(c, Header) and c.__module__ == mod.__name__]
+        out += [
+            c
+            for c in vars(mod).values()
+            if isinstance(c, type) and issubclass(c, Header) and c.__module__ == mod.__name__
+        ]
     return sorted(out, key=lambda c: c.__name__)

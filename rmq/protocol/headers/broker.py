@@ -3,6 +3,7 @@ slave's metadata copy (Java ``common/.../protocol/header``).
 
 Built with :func:`rmq.protocol.headers.header`; wire names exactly as Java's.
 """
+
 from rmq.protocol.headers import Header, header, w
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
 class ViewBrokerStatsDataRequestHeader(Header):
     """VIEW_BROKER_STATS_DATA (315): one stats item (``TOPIC_PUT_NUMS`` / ``topic``,
     ``GROUP_GET_NUMS`` / ``topic@group``, ...)."""
+
     stats_name: str = w("statsName")
     stats_key: str = w("statsKey")
 
@@ -26,6 +28,7 @@ class ViewBrokerStatsDataRequestHeader(Header):
 @header
 class GetConsumeStatsInBrokerHeader(Header):
     """GET_BROKER_CONSUME_STATS (317): ``isOrder`` keeps only orderly topics."""
+
     is_order: bool = w("isOrder", default=False)
 
 

@@ -3,6 +3,7 @@ client-side offsets and status (Java ``common/.../protocol/header``).
 
 Built with :func:`rmq.protocol.headers.header`; wire names exactly as Java's.
 """
+
 from rmq.protocol.headers import Header, header, w
 
 __all__ = [

@@ -3,6 +3,7 @@ groups, consume statistics, offset resets (Java ``common/.../protocol/header``).
 
 Built with :func:`rmq.protocol.headers.header`; wire names exactly as Java's.
 """
+
 from rmq.protocol.headers import Header, header, w
 
 __all__ = [

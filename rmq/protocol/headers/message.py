@@ -3,6 +3,7 @@ offset (Java ``common/.../protocol/header``).
 
 Built with :func:`rmq.protocol.headers.header`; wire names exactly as Java's.
 """
+
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
@@ -84,8 +85,9 @@ class SendMessageRequestHeader(Header):
 # PlainAccessValidator.parse): a 310 with long names has no topic, a 10 with ``b`` has no
 # second topic. The ACL check and every SEND entry point (Python and rmq/broker/processors/_sendpath.pyx) read
 # by code through these, so no request can name one topic to the ACL and another to the store.
-SEND_V2_CODES = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE,
-                           RequestCode.SEND_REPLY_MESSAGE_V2})
+SEND_V2_CODES = frozenset(
+    {RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2}
+)
 
 
 def send_wire_names(code: int) -> dict[str, str]:

@@ -3,6 +3,7 @@ its configuration and broker write permissions (Java ``common/.../protocol/heade
 
 Built with :func:`rmq.protocol.headers.header`; wire names exactly as Java's.
 """
+
 from rmq.protocol.headers import Header, header, w
 
 __all__ = [

@@ -3,6 +3,7 @@ unused topics (Java ``common/.../protocol/header``).
 
 Built with :func:`rmq.protocol.headers.header`; wire names exactly as Java's.
 """
+
 from rmq.common.constants import PermName, TopicValidator
 from rmq.protocol.headers import Header, header, w
 

@@ -27,6 +27,7 @@ which themselves import only ``rmq.common``).
 This package holds the helpers every area shares; the builders and parsers live in one module per
 area (``rmq.protocol.requests.<area>``: namesrv, topic, message, consumer, client, broker, acl).
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -52,10 +53,10 @@ __all__ = [
 LANGUAGE = "PYTHON"
 
 
-def _request(code: int, header: Header | None = None, body: bytes | memoryview | list[Any] | None = None,
-             *, oneway: bool = False) -> RemotingCommand:
-    cmd = RemotingCommand.request(code, header.to_ext_fields() if header is not None else None, body,
-                                  oneway=oneway)
+def _request(
+    code: int, header: Header | None = None, body: bytes | memoryview | list[Any] | None = None, *, oneway: bool = False
+) -> RemotingCommand:
+    cmd = RemotingCommand.request(code, header.to_ext_fields() if header is not None else None, body, oneway=oneway)
     cmd.language = LANGUAGE
     return cmd
 

@@ -4,6 +4,7 @@ broker's ACL config.
 Pure functions over :class:`~rmq.protocol.command.RemotingCommand` (see
 :mod:`rmq.protocol.requests`).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,16 +38,31 @@ __all__ = [
 # getBrokerClusterConfig).
 
 
-def update_acl_config(access_key: str, secret_key: str, *, white_remote_address: str | None = None,
-                      admin: bool = False, default_topic_perm: str | None = None,
-                      default_group_perm: str | None = None, topic_perms: Iterable[str] | None = None,
-                      group_perms: Iterable[str] | None = None) -> RemotingCommand:
+def update_acl_config(
+    access_key: str,
+    secret_key: str,
+    *,
+    white_remote_address: str | None = None,
+    admin: bool = False,
+    default_topic_perm: str | None = None,
+    default_group_perm: str | None = None,
+    topic_perms: Iterable[str] | None = None,
+    group_perms: Iterable[str] | None = None,
+) -> RemotingCommand:
     """UPDATE_AND_CREATE_ACL_CONFIG (50): create or update one account (perm items ``Res=PUB|SUB``)."""
-    return _request(RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, CreateAccessConfigRequestHeader(
-        access_key=access_key, secret_key=secret_key, white_remote_address=white_remote_address, admin=admin,
-        default_topic_perm=default_topic_perm, default_group_perm=default_group_perm,
-        topic_perms=None if topic_perms is None else ",".join(topic_perms),
-        group_perms=None if group_perms is None else ",".join(group_perms)))
+    return _request(
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+        CreateAccessConfigRequestHeader(
+            access_key=access_key,
+            secret_key=secret_key,
+            white_remote_address=white_remote_address,
+            admin=admin,
+            default_topic_perm=default_topic_perm,
+            default_group_perm=default_group_perm,
+            topic_perms=None if topic_perms is None else ",".join(topic_perms),
+            group_perms=None if group_perms is None else ",".join(group_perms),
+        ),
+    )
 
 
 def delete_acl_config(access_key: str) -> RemotingCommand:
@@ -65,8 +81,13 @@ def parse_broker_acl_info(resp: RemotingCommand) -> dict[str, Any]:
     check_success(resp)
     h = resp.decode_header(GetBrokerAclConfigResponseHeader)
     try:
-        return {"version": json.loads(h.version), "allAclFileVersion": json.loads(h.all_acl_file_version or "{}"),
-                "brokerName": h.broker_name, "brokerAddr": h.broker_addr, "clusterName": h.cluster_name}
+        return {
+            "version": json.loads(h.version),
+            "allAclFileVersion": json.loads(h.all_acl_file_version or "{}"),
+            "brokerName": h.broker_name,
+            "brokerAddr": h.broker_addr,
+            "clusterName": h.cluster_name,
+        }
     except ValueError as e:
         raise RemotingCommandError(f"malformed GET_BROKER_CLUSTER_ACL_INFO reply: {e}") from e
 
@@ -74,8 +95,12 @@ def parse_broker_acl_info(resp: RemotingCommand) -> dict[str, Any]:
 def update_global_white_addrs(addrs: Iterable[str], acl_file_full_path: str | None = None) -> RemotingCommand:
     """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG (53): replace the global white list of one ACL file
     (the broker's default plain_acl.yml when None)."""
-    return _request(RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, UpdateGlobalWhiteAddrsConfigRequestHeader(
-        global_white_addrs=",".join(addrs), acl_file_full_path=acl_file_full_path))
+    return _request(
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+        UpdateGlobalWhiteAddrsConfigRequestHeader(
+            global_white_addrs=",".join(addrs), acl_file_full_path=acl_file_full_path
+        ),
+    )
 
 
 def get_broker_acl_config() -> RemotingCommand:

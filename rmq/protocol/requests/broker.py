@@ -4,6 +4,7 @@ store maintenance, a slave's metadata copy.
 Pure functions over :class:`~rmq.protocol.command.RemotingCommand` (see
 :mod:`rmq.protocol.requests`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -57,6 +58,7 @@ def get_broker_runtime_info() -> RemotingCommand:
 def parse_kv_table(resp: RemotingCommand) -> dict[str, str]:
     """A KVTable answer (GET_BROKER_RUNTIME_INFO) as ``{key: value}``."""
     from rmq.protocol.body.ops import KVTable
+
     return parse_body(resp, "KVTable", KVTable.decode).table
 
 
@@ -68,26 +70,31 @@ def get_broker_config() -> RemotingCommand:
 def parse_broker_config(resp: RemotingCommand) -> dict[str, str]:
     """GET_BROKER_CONFIG's properties text as ``{key: value}`` in the broker's order."""
     from rmq.config import parse_properties
+
     return parse_body(resp, "broker config", parse_properties)
 
 
 def update_broker_config(properties: Mapping[str, object]) -> RemotingCommand:
     """UPDATE_BROKER_CONFIG (25): ``properties`` as properties text; answered by SUCCESS."""
     from rmq.config import format_properties
+
     return _request(RequestCode.UPDATE_BROKER_CONFIG, None, format_properties(properties).encode())
 
 
 def view_broker_stats_data(stats_name: str, stats_key: str) -> RemotingCommand:
     """VIEW_BROKER_STATS_DATA (315): one item's minute, hour and day windows."""
-    return _request(RequestCode.VIEW_BROKER_STATS_DATA,
-                    ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key))
+    return _request(
+        RequestCode.VIEW_BROKER_STATS_DATA, ViewBrokerStatsDataRequestHeader(stats_name=stats_name, stats_key=stats_key)
+    )
 
 
 def parse_broker_stats_data(resp: RemotingCommand) -> Any:
     """VIEW_BROKER_STATS_DATA's :class:`rmq.protocol.body.stats.BrokerStatsData`."""
     from rmq.protocol.body.stats import BrokerStatsData
-    return parse_body(resp, "BrokerStatsData",
-                      lambda body: BrokerStatsData.from_json(json_object(body, "BrokerStatsData")))
+
+    return parse_body(
+        resp, "BrokerStatsData", lambda body: BrokerStatsData.from_json(json_object(body, "BrokerStatsData"))
+    )
 
 
 def get_broker_consume_stats(is_order: bool = False) -> RemotingCommand:
@@ -98,6 +105,7 @@ def get_broker_consume_stats(is_order: bool = False) -> RemotingCommand:
 def parse_consume_stats_list(resp: RemotingCommand) -> Any:
     """GET_BROKER_CONSUME_STATS's :class:`rmq.protocol.body.stats.ConsumeStatsList`."""
     from rmq.protocol.body.stats import ConsumeStatsList
+
     return parse_body(resp, "ConsumeStatsList", ConsumeStatsList.decode)
 
 
@@ -112,11 +120,16 @@ def delete_expired_commit_log() -> RemotingCommand:
     return _request(RequestCode.DELETE_EXPIRED_COMMITLOG)
 
 
-def query_consume_queue(topic: str, queue_id: int, index: int, count: int,
-                        consumer_group: str | None = None) -> RemotingCommand:
+def query_consume_queue(
+    topic: str, queue_id: int, index: int, count: int, consumer_group: str | None = None
+) -> RemotingCommand:
     """QUERY_CONSUME_QUEUE (321) to one broker."""
-    return _request(RequestCode.QUERY_CONSUME_QUEUE, QueryConsumeQueueRequestHeader(
-        topic=topic, queue_id=queue_id, index=index, count=count, consumer_group=consumer_group))
+    return _request(
+        RequestCode.QUERY_CONSUME_QUEUE,
+        QueryConsumeQueueRequestHeader(
+            topic=topic, queue_id=queue_id, index=index, count=count, consumer_group=consumer_group
+        ),
+    )
 
 
 def parse_query_consume_queue(resp: RemotingCommand) -> _ops_body.QueryConsumeQueueResponseBody:

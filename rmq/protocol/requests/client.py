@@ -4,6 +4,7 @@ direct consumption, client-side offsets and status.
 Pure functions over :class:`~rmq.protocol.command.RemotingCommand` (see
 :mod:`rmq.protocol.requests`).
 """
+
 from __future__ import annotations
 
 import json
@@ -47,11 +48,16 @@ def parse_heart_beat(resp: RemotingCommand) -> int:
     return resp.version
 
 
-def unregister_client(client_id: str, producer_group: str | None = None,
-                      consumer_group: str | None = None) -> RemotingCommand:
+def unregister_client(
+    client_id: str, producer_group: str | None = None, consumer_group: str | None = None
+) -> RemotingCommand:
     """UNREGISTER_CLIENT (35); answered by SUCCESS."""
-    return _request(RequestCode.UNREGISTER_CLIENT, UnregisterClientRequestHeader(
-        client_id=client_id, producer_group=producer_group, consumer_group=consumer_group))
+    return _request(
+        RequestCode.UNREGISTER_CLIENT,
+        UnregisterClientRequestHeader(
+            client_id=client_id, producer_group=producer_group, consumer_group=consumer_group
+        ),
+    )
 
 
 # Admin builders and parsers: connections, consumer status, offset resets (203, 204, 220-223, 307, 309).
@@ -61,30 +67,39 @@ def unregister_client(client_id: str, producer_group: str | None = None,
 def get_consumer_connection_list(group: str) -> RemotingCommand:
     """GET_CONSUMER_CONNECTION_LIST (203); the answer's body is a ``ConsumerConnection``,
     CONSUMER_NOT_ONLINE when no member is connected."""
-    return _request(RequestCode.GET_CONSUMER_CONNECTION_LIST,
-                    GetConsumerConnectionListRequestHeader(consumer_group=group))
+    return _request(
+        RequestCode.GET_CONSUMER_CONNECTION_LIST, GetConsumerConnectionListRequestHeader(consumer_group=group)
+    )
 
 
 def get_producer_connection_list(group: str) -> RemotingCommand:
     """GET_PRODUCER_CONNECTION_LIST (204); the answer's body is a ``ProducerConnection``."""
-    return _request(RequestCode.GET_PRODUCER_CONNECTION_LIST,
-                    GetProducerConnectionListRequestHeader(producer_group=group))
+    return _request(
+        RequestCode.GET_PRODUCER_CONNECTION_LIST, GetProducerConnectionListRequestHeader(producer_group=group)
+    )
 
 
 def get_consumer_running_info(group: str, client_id: str, jstack: bool = False) -> RemotingCommand:
     """GET_CONSUMER_RUNNING_INFO (307), to a broker (which relays it) or from a broker to the
     client; the answer's body is a ``ConsumerRunningInfo``."""
-    return _request(RequestCode.GET_CONSUMER_RUNNING_INFO, GetConsumerRunningInfoRequestHeader(
-        consumer_group=group, client_id=client_id, jstack_enable=jstack))
+    return _request(
+        RequestCode.GET_CONSUMER_RUNNING_INFO,
+        GetConsumerRunningInfoRequestHeader(consumer_group=group, client_id=client_id, jstack_enable=jstack),
+    )
 
 
-def consume_message_directly(group: str, client_id: str, msg_id: str,
-                             broker_name: str | None = None) -> RemotingCommand:
+def consume_message_directly(
+    group: str, client_id: str, msg_id: str, broker_name: str | None = None
+) -> RemotingCommand:
     """CONSUME_MESSAGE_DIRECTLY (309) to the broker holding ``msg_id`` (an offset message id),
     which relays it with the message to the client; the answer's body is a
     ``ConsumeMessageDirectlyResult``."""
-    return _request(RequestCode.CONSUME_MESSAGE_DIRECTLY, ConsumeMessageDirectlyResultRequestHeader(
-        consumer_group=group, client_id=client_id, msg_id=msg_id, broker_name=broker_name))
+    return _request(
+        RequestCode.CONSUME_MESSAGE_DIRECTLY,
+        ConsumeMessageDirectlyResultRequestHeader(
+            consumer_group=group, client_id=client_id, msg_id=msg_id, broker_name=broker_name
+        ),
+    )
 
 
 def get_all_producer_info() -> RemotingCommand:
@@ -101,5 +116,8 @@ def check_client_config(client_id: str, group: str, subscription: Mapping[str, A
     """CHECK_CLIENT_CONFIG (46) with Java ``CheckClientRequestBody``: can the broker filter by
     this subscription (a SubscriptionData JSON object)? SUCCESS, or SUBSCRIPTION_PARSE_FAILED /
     SYSTEM_ERROR with the broker's reason; :func:`check_success` raises for those."""
-    return _request(RequestCode.CHECK_CLIENT_CONFIG, None, json.dumps(
-        {"clientId": client_id, "group": group, "subscriptionData": dict(subscription)}).encode())
+    return _request(
+        RequestCode.CHECK_CLIENT_CONFIG,
+        None,
+        json.dumps({"clientId": client_id, "group": group, "subscriptionData": dict(subscription)}).encode(),
+    )

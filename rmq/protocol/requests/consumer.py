@@ -4,6 +4,7 @@ locks, subscription groups, consume statistics, offset resets.
 Pure functions over :class:`~rmq.protocol.command.RemotingCommand` (see
 :mod:`rmq.protocol.requests`).
 """
+
 from __future__ import annotations
 
 import json
@@ -98,14 +99,17 @@ def parse_pull(resp: RemotingCommand) -> PullReply:
         body = b""
     elif type(body) is not bytes:
         body = resp.body_bytes()
-    return PullReply(status, h.next_begin_offset, h.min_offset, h.max_offset, h.suggest_which_broker_id,
-                     body, resp.remark)
+    return PullReply(
+        status, h.next_begin_offset, h.min_offset, h.max_offset, h.suggest_which_broker_id, body, resp.remark
+    )
 
 
 def query_consumer_offset(group: str, topic: str, queue_id: int) -> RemotingCommand:
     """QUERY_CONSUMER_OFFSET (14)."""
-    return _request(RequestCode.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(
-        consumer_group=group, topic=topic, queue_id=queue_id))
+    return _request(
+        RequestCode.QUERY_CONSUMER_OFFSET,
+        QueryConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id),
+    )
 
 
 def parse_query_consumer_offset(resp: RemotingCommand) -> int | None:
@@ -117,11 +121,15 @@ def parse_query_consumer_offset(resp: RemotingCommand) -> int | None:
     return offset
 
 
-def update_consumer_offset(group: str, topic: str, queue_id: int, offset: int, *,
-                           oneway: bool = False) -> RemotingCommand:
+def update_consumer_offset(
+    group: str, topic: str, queue_id: int, offset: int, *, oneway: bool = False
+) -> RemotingCommand:
     """UPDATE_CONSUMER_OFFSET (15); answered by SUCCESS (see :func:`check_success`)."""
-    return _request(RequestCode.UPDATE_CONSUMER_OFFSET, UpdateConsumerOffsetRequestHeader(
-        consumer_group=group, topic=topic, queue_id=queue_id, commit_offset=offset), oneway=oneway)
+    return _request(
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        UpdateConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id, commit_offset=offset),
+        oneway=oneway,
+    )
 
 
 def get_max_offset(topic: str, queue_id: int) -> RemotingCommand:
@@ -136,8 +144,10 @@ def get_min_offset(topic: str, queue_id: int) -> RemotingCommand:
 
 def search_offset(topic: str, queue_id: int, timestamp_ms: int) -> RemotingCommand:
     """SEARCH_OFFSET_BY_TIMESTAMP (29): the first offset stored at or after ``timestamp_ms``."""
-    return _request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(
-        topic=topic, queue_id=queue_id, timestamp=timestamp_ms))
+    return _request(
+        RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+        SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=timestamp_ms),
+    )
 
 
 def parse_offset(resp: RemotingCommand) -> int:
@@ -171,8 +181,7 @@ def consumer_send_msg_back(header: ConsumerSendMsgBackRequestHeader) -> Remoting
 
 def _mq_set_body(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> bytes:
     # Java LockBatchRequestBody / UnlockBatchRequestBody
-    return json.dumps({"consumerGroup": group, "clientId": client_id,
-                       "mqSet": [mq.to_json() for mq in mqs]}).encode()
+    return json.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": [mq.to_json() for mq in mqs]}).encode()
 
 
 def lock_batch_mq(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> RemotingCommand:
@@ -182,8 +191,13 @@ def lock_batch_mq(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> Re
 
 def parse_lock_batch_mq(resp: RemotingCommand) -> set[MessageQueue]:
     """The queues the broker locked for us (Java ``LockBatchResponseBody.lockOKMQSet``)."""
-    return parse_body(resp, "LOCK_BATCH_MQ", lambda body: {
-        MessageQueue.from_json(d) for d in json_object(body, "LockBatchResponseBody").get("lockOKMQSet") or []})
+    return parse_body(
+        resp,
+        "LOCK_BATCH_MQ",
+        lambda body: {
+            MessageQueue.from_json(d) for d in json_object(body, "LockBatchResponseBody").get("lockOKMQSet") or []
+        },
+    )
 
 
 def unlock_batch_mq(group: str, client_id: str, mqs: Iterable[MessageQueue]) -> RemotingCommand:
@@ -200,15 +214,19 @@ def create_subscription_group(config: Mapping[str, Any]) -> RemotingCommand:
 def invoke_broker_to_reset_offset(topic: str, group: str, timestamp_ms: int, force: bool = True) -> RemotingCommand:
     """INVOKE_BROKER_TO_RESET_OFFSET (222): ``timestamp_ms`` -1 means each queue's max offset;
     the answer's body is a ``ResetOffsetBody``, CONSUMER_NOT_ONLINE when no member is connected."""
-    return _request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, ResetOffsetRequestHeader(
-        topic=topic, group=group, timestamp=timestamp_ms, is_force=force))
+    return _request(
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+        ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=force),
+    )
 
 
 def invoke_broker_to_get_consumer_status(topic: str, group: str, client_addr: str | None = None) -> RemotingCommand:
     """INVOKE_BROKER_TO_GET_CONSUMER_STATUS (223): the broker asks each member (or the one whose
     client id is ``client_addr``, Java's name for it); the answer is a ``GetConsumerStatusBody``."""
-    return _request(RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS, GetConsumerStatusRequestHeader(
-        topic=topic, group=group, client_addr=client_addr))
+    return _request(
+        RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS,
+        GetConsumerStatusRequestHeader(topic=topic, group=group, client_addr=client_addr),
+    )
 
 
 def get_consume_stats(group: str, topic: str | None = None) -> RemotingCommand:
@@ -218,5 +236,7 @@ def get_consume_stats(group: str, topic: str | None = None) -> RemotingCommand:
 
 def delete_subscription_group(group: str, remove_offset: bool = False) -> RemotingCommand:
     """DELETE_SUBSCRIPTIONGROUP (207) to one broker; answered by SUCCESS."""
-    return _request(RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                    DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset))
+    return _request(
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset),
+    )

@@ -4,6 +4,7 @@ view by key or offset.
 Pure functions over :class:`~rmq.protocol.command.RemotingCommand` (see
 :mod:`rmq.protocol.requests`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,8 +38,13 @@ __all__ = [
 ]
 
 
-def send_message(header: SendMessageRequestHeader, body: bytes | memoryview | list[Any], *,
-                 code: int | None = None, oneway: bool = False) -> RemotingCommand:
+def send_message(
+    header: SendMessageRequestHeader,
+    body: bytes | memoryview | list[Any],
+    *,
+    code: int | None = None,
+    oneway: bool = False,
+) -> RemotingCommand:
     """A send with ``SendMessageRequestHeaderV2``'s one-letter names (Java's "smart" send).
 
     ``code`` defaults to SEND_BATCH_MESSAGE (320) when ``header.batch`` and SEND_MESSAGE_V2

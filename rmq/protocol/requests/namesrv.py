@@ -4,6 +4,7 @@ registration, KV config, its configuration and broker write permissions.
 Pure functions over :class:`~rmq.protocol.command.RemotingCommand` (see
 :mod:`rmq.protocol.requests`).
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping
@@ -106,19 +107,20 @@ def get_namesrv_config() -> RemotingCommand:
 def parse_namesrv_config(resp: RemotingCommand) -> dict[str, str]:
     """The name server's configuration as ``{key: value}`` (Java properties text)."""
     from rmq.config import parse_properties
+
     return parse_body(resp, "name server config", parse_properties)
 
 
 def update_namesrv_config(props: Mapping[str, str]) -> RemotingCommand:
     """UPDATE_NAMESRV_CONFIG (318) with ``props`` as properties text; answered by SUCCESS."""
     from rmq.config import format_properties
+
     return _request(RequestCode.UPDATE_NAMESRV_CONFIG, None, format_properties(props).encode())
 
 
 def wipe_write_perm_of_broker(broker_name: str) -> RemotingCommand:
     """WIPE_WRITE_PERM_OF_BROKER (205) to one name server."""
-    return _request(RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-                    WipeWritePermOfBrokerRequestHeader(broker_name=broker_name))
+    return _request(RequestCode.WIPE_WRITE_PERM_OF_BROKER, WipeWritePermOfBrokerRequestHeader(broker_name=broker_name))
 
 
 def parse_wipe_write_perm(resp: RemotingCommand) -> int:
@@ -129,8 +131,7 @@ def parse_wipe_write_perm(resp: RemotingCommand) -> int:
 
 def add_write_perm_of_broker(broker_name: str) -> RemotingCommand:
     """ADD_WRITE_PERM_OF_BROKER (327) to one name server."""
-    return _request(RequestCode.ADD_WRITE_PERM_OF_BROKER,
-                    WipeWritePermOfBrokerRequestHeader(broker_name=broker_name))
+    return _request(RequestCode.ADD_WRITE_PERM_OF_BROKER, WipeWritePermOfBrokerRequestHeader(broker_name=broker_name))
 
 
 def parse_add_write_perm(resp: RemotingCommand) -> int:

@@ -4,6 +4,7 @@ them, system and unused topics.
 Pure functions over :class:`~rmq.protocol.command.RemotingCommand` (see
 :mod:`rmq.protocol.requests`).
 """
+
 from __future__ import annotations
 
 from rmq.protocol.body.topic import TopicStatsTable

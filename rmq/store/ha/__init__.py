@@ -17,6 +17,7 @@ slave acknowledged), ``haSlaveFallBehindMuch`` (CommitLog end − that, bytes), 
 slave: ``haMasterAddress``, ``haMasterConnected``, ``haSlaveReportedOffset``,
 ``haReceivedBytes``, ``haConnectTimes``, ``haLastTransferMillisAgo``, ``haDiverged``, ``haLastError``.
 """
+
 from rmq.store.ha.client import HAClient
 from rmq.store.ha.service import GroupTransferService, HAConnection, HAService, SlaveState
 from rmq.store.ha.state import HAState, ha_state

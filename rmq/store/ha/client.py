@@ -18,6 +18,7 @@ the master's nonce, the HMAC: rmq.store.ha.codec); without it, it reports at onc
 slave and the master admits it only from an address of its ``haAllowedSlaves``. A Java master
 knows no authentication: a slave following one leaves ``haAuthSecret`` empty.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -45,8 +46,8 @@ __all__ = ["HAClient"]
 log = logging.getLogger("rmq.store.ha")
 _rlog = RateLimitedLog(log)
 
-BACKOFF_MIN = 0.2        # seconds before reconnecting after a failure, doubling ...
-BACKOFF_MAX = 5.0        # ... up to Java's 5 s between connection attempts
+BACKOFF_MIN = 0.2  # seconds before reconnecting after a failure, doubling ...
+BACKOFF_MAX = 5.0  # ... up to Java's 5 s between connection attempts
 CONNECT_TIMEOUT = 3.0
 
 
@@ -57,7 +58,7 @@ class _Protocol(asyncio.Protocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)    # (uvloop's is not a subclass)
+        self.transport = cast(asyncio.Transport, transport)  # (uvloop's is not a subclass)
 
     def data_received(self, data: bytes) -> None:
         self.client._on_data(self, data)
@@ -93,8 +94,8 @@ class HAClient:
         self._flush_task: asyncio.Task[None] | None = None
         self._flush_again = False
         self._stopped = False
-        self._auth: bytearray | None = None      # the master's nonce so far, while authenticating
-        self._proving = False                    # from the hello to the master's first transfer
+        self._auth: bytearray | None = None  # the master's nonce so far, while authenticating
+        self._proving = False  # from the hello to the master's first transfer
 
     def update_master_address(self, addr: str | None) -> None:
         """Java ``HAClient.updateMasterAddress``: follow another master from the next connection
@@ -128,8 +129,9 @@ class HAClient:
                 await self._session(addr)
             except (OSError, TimeoutError, ValueError) as e:
                 self.last_error = f"{type(e).__name__}: {e}"
-                _rlog.warning(f"ha-connect-{addr}", "HA: cannot follow master %s: %s; retrying", clip(addr),
-                              self.last_error)
+                _rlog.warning(
+                    f"ha-connect-{addr}", "HA: cannot follow master %s: %s; retrying", clip(addr), self.last_error
+                )
             if self.diverged is not None or self._stopped:
                 return
             if self.bytes_received + self.transfers > received_before:
@@ -155,8 +157,12 @@ class HAClient:
         self._last_read = time.monotonic()
         cfg = self.store.config
         secret = cfg.ha_auth_secret
-        log.info("HA: connected to master %s, %s offset %d", clip(addr),
-                 "authenticating, then reporting" if secret else "reporting", self._report_value())
+        log.info(
+            "HA: connected to master %s, %s offset %d",
+            clip(addr),
+            "authenticating, then reporting" if secret else "reporting",
+            self._report_value(),
+        )
         try:
             if secret:
                 self._auth = bytearray()
@@ -174,14 +180,20 @@ class HAClient:
                 if proto.closed.done():
                     break
                 if time.monotonic() - self._last_read > cfg.ha_housekeeping_interval / 1000.0:
-                    _rlog.warning(f"ha-silent-{addr}", "HA: master %s sent nothing for %d ms; reconnecting",
-                                  clip(addr), cfg.ha_housekeeping_interval)
+                    _rlog.warning(
+                        f"ha-silent-{addr}",
+                        "HA: master %s sent nothing for %d ms; reconnecting",
+                        clip(addr),
+                        cfg.ha_housekeeping_interval,
+                    )
                     break
-                self._report(force=True)       # Java: every haSendHeartbeatInterval
+                self._report(force=True)  # Java: every haSendHeartbeatInterval
         finally:
             if self._proving:
-                self.last_error = ("the master closed the connection while this slave authenticated: set the same "
-                                   "haAuthSecret on the master (a Java master takes none: leave it empty)")
+                self.last_error = (
+                    "the master closed the connection while this slave authenticated: set the same "
+                    "haAuthSecret on the master (a Java master takes none: leave it empty)"
+                )
                 _rlog.warning(f"ha-auth-{addr}", "HA: master %s: %s", clip(addr), self.last_error)
                 self._auth = None
                 self._proving = False
@@ -275,18 +287,22 @@ class HAClient:
                     self._report()
 
     def _refuse(self, proto: _Protocol, why: str) -> None:
-        _rlog.warning("ha-refuse", "HA: closing the connection to master %s: %s", clip(self.master_address or "?"),
-                      why)
+        _rlog.warning("ha-refuse", "HA: closing the connection to master %s: %s", clip(self.master_address or "?"), why)
         self.last_error = why
         if proto.transport is not None:
             proto.transport.close()
 
     def _diverge(self, master_offset: int, slave_end: int) -> None:
-        self.diverged = (f"the master's CommitLog ends at {master_offset}, before this slave's end {slave_end}: "
-                         f"the slave holds data the master does not have")
-        log.error("HA: replication stopped: %s. The slave's data diverged from master %s; it keeps serving what "
-                  "it has but replicates nothing more. Rebuild the slave's store from the master to resume.",
-                  self.diverged, clip(self.master_address or "?"))
+        self.diverged = (
+            f"the master's CommitLog ends at {master_offset}, before this slave's end {slave_end}: "
+            f"the slave holds data the master does not have"
+        )
+        log.error(
+            "HA: replication stopped: %s. The slave's data diverged from master %s; it keeps serving what "
+            "it has but replicates nothing more. Rebuild the slave's store from the master to resume.",
+            self.diverged,
+            clip(self.master_address or "?"),
+        )
         proto = self._proto
         if proto is not None and proto.transport is not None:
             proto.transport.close()

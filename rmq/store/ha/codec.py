@@ -33,6 +33,7 @@ The master reads only whole 8-byte reports and keeps the newest one that arrived
 refuses a transfer whose ``phyOffset`` is not its own CommitLog end (Java
 ``HAClient.dispatchReadRequest``), which the caller checks with the offsets the decoder yields.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -198,5 +199,5 @@ class TransferDecoder:
         if at < end:
             rest = view[at:]
             if len(rest) >= TRANSFER_HEADER_SIZE:
-                self._header(rest, 0)      # refuse an oversized transfer before buffering it
+                self._header(rest, 0)  # refuse an oversized transfer before buffering it
             self._buf = bytearray(rest)

@@ -28,6 +28,7 @@ address is allowed (a Java slave sends its first report only after its 5 s heart
 interval), after at most 5 s otherwise (an rmq slave answers at once); at most
 ``MAX_PENDING`` (64) are pending at a time, the oldest closed to make room.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -77,11 +78,12 @@ TransferCallback = PutCallback
 @dataclass(frozen=True)
 class SlaveState:
     """One connected slave as the master sees it (for admin and metrics)."""
+
     address: str
-    ack_offset: int            # the slave has everything below this (-1 before its first report)
-    lag_bytes: int             # master's CommitLog end − ack_offset
-    lag_millis: int            # ms the oldest byte sent and not acknowledged has been out (0: none)
-    connected_millis: int      # ms since it connected
+    ack_offset: int  # the slave has everything below this (-1 before its first report)
+    lag_bytes: int  # master's CommitLog end − ack_offset
+    lag_millis: int  # ms the oldest byte sent and not acknowledged has been out (0: none)
+    connected_millis: int  # ms since it connected
 
 
 class GroupTransferService:
@@ -137,9 +139,14 @@ class GroupTransferService:
 
     def _expired(self, expired: list[Entry]) -> None:
         """The timer: FLUSH_SLAVE_TIMEOUT for the callbacks past their deadline."""
-        _rlog.warning("slave-timeout", "no slave acknowledged %d puts within %d ms (offsets up to %d, "
-                      "slaves acked %d)", len(expired), self.service.store.config.slave_timeout,
-                      expired[-1][0], self.service.push2slave_max_offset)
+        _rlog.warning(
+            "slave-timeout",
+            "no slave acknowledged %d puts within %d ms (offsets up to %d, slaves acked %d)",
+            len(expired),
+            self.service.store.config.slave_timeout,
+            expired[-1][0],
+            self.service.push2slave_max_offset,
+        )
         for _end, _deadline, result, _callback in expired:
             self._timed_out(result, 1)
 
@@ -163,7 +170,7 @@ class GroupTransferService:
         for _end, fut in futures:
             if not fut.done():
                 fut.set_exception(exc)
-                fut.exception()      # (retrieved: a waiter that timed out no longer awaits it)
+                fut.exception()  # (retrieved: a waiter that timed out no longer awaits it)
 
 
 class HAConnection(asyncio.Protocol):
@@ -175,7 +182,7 @@ class HAConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.address = "?"
         self.decoder = OffsetReportDecoder()
-        self.slave_request_offset = -1          # the first report: where transfers start
+        self.slave_request_offset = -1  # the first report: where transfers start
         self.slave_ack_offset = -1
         self.next_transfer_from = -1
         self.connected_at = time.monotonic()
@@ -198,7 +205,7 @@ class HAConnection(asyncio.Protocol):
 
     # -- protocol ----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)    # (uvloop's is not a subclass)
+        self.transport = cast(asyncio.Transport, transport)  # (uvloop's is not a subclass)
         peer = transport.get_extra_info("peername")
         self.address = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.host = str(peer[0]) if isinstance(peer, tuple) else ""
@@ -211,8 +218,9 @@ class HAConnection(asyncio.Protocol):
             return
         service.add_pending(self)
         cfg = service.store.config
-        deadline = cfg.ha_housekeeping_interval if self.by_address else min(AUTH_DEADLINE_MS,
-                                                                            cfg.ha_housekeeping_interval)
+        deadline = (
+            cfg.ha_housekeeping_interval if self.by_address else min(AUTH_DEADLINE_MS, cfg.ha_housekeeping_interval)
+        )
         self._deadline = asyncio.get_running_loop().call_later(deadline / 1000.0, self._expired, deadline)
 
     def _expired(self, deadline: int) -> None:
@@ -224,8 +232,14 @@ class HAConnection(asyncio.Protocol):
     def refuse(self, why: str) -> None:
         """Close an unproven peer at once (one rate-limited line for all of them)."""
         self.service.refused += 1
-        _rlog.warning("ha-refuse", "HA: refusing peer %s: %s (haAllowedSlaves=%s, haAuthSecret %s)", self.address,
-                      why, self.service.allowed.text or "none", "set" if self.service.secret else "not set")
+        _rlog.warning(
+            "ha-refuse",
+            "HA: refusing peer %s: %s (haAllowedSlaves=%s, haAuthSecret %s)",
+            self.address,
+            why,
+            self.service.allowed.text or "none",
+            "set" if self.service.secret else "not set",
+        )
         if self.transport is not None and not self.closed:
             self.transport.abort()
 
@@ -300,9 +314,15 @@ class HAConnection(asyncio.Protocol):
             if offset > store_max:
                 # Java keeps such a slave connected and sends it nothing; we say so and tell the
                 # slave where our log ends (a heartbeat at our end: any slave refuses it).
-                _rlog.error("ha-diverged", "HA: slave %s has CommitLog up to %d but this master's ends at %d: the "
-                            "slave's data diverged from the master's; not replicating to it (rebuild the slave's "
-                            "store)", self.address, offset, store_max)
+                _rlog.error(
+                    "ha-diverged",
+                    "HA: slave %s has CommitLog up to %d but this master's ends at %d: the "
+                    "slave's data diverged from the master's; not replicating to it (rebuild the slave's "
+                    "store)",
+                    self.address,
+                    offset,
+                    store_max,
+                )
                 if self.transport is not None:
                     self.transport.write(encode_transfer_header(store_max, 0))
                 self.close("diverged", log_it=False)
@@ -370,8 +390,13 @@ class HAConnection(asyncio.Protocol):
             self.next_transfer_from = end - end % cl.file_size
         else:
             self.next_transfer_from = self.slave_request_offset
-        _rlog.info("ha-transfer", "HA: transferring to slave %s from offset %d (it requested %d)", self.address,
-                 self.next_transfer_from, self.slave_request_offset)
+        _rlog.info(
+            "ha-transfer",
+            "HA: transferring to slave %s from offset %d (it requested %d)",
+            self.address,
+            self.next_transfer_from,
+            self.slave_request_offset,
+        )
         last_write = time.monotonic()
         since_yield = 0
         transport = self.transport
@@ -382,9 +407,14 @@ class HAConnection(asyncio.Protocol):
                 self.close(f"no report for {int((now - self.last_read) * 1000)} ms")
                 return
             if self.next_transfer_from < cl.min_offset:
-                _rlog.error("ha-gone", "HA: slave %s needs offset %d but this master's CommitLog "
-                            "starts at %d (older files were deleted): rebuild the slave's store",
-                            self.address, self.next_transfer_from, cl.min_offset)
+                _rlog.error(
+                    "ha-gone",
+                    "HA: slave %s needs offset %d but this master's CommitLog "
+                    "starts at %d (older files were deleted): rebuild the slave's store",
+                    self.address,
+                    self.next_transfer_from,
+                    cl.min_offset,
+                )
                 self.close("data gone", log_it=False)
                 return
             mf = self._transfer_some(transport, cl, cfg.ha_transfer_batch_size)
@@ -429,9 +459,9 @@ class HAConnection(asyncio.Protocol):
         if pos >= mf.wrote_position or not mf.hold():
             return None
         size = min(mf.wrote_position - pos, batch)
-        view = memoryview(mf.mm)[pos:pos + size]
+        view = memoryview(mf.mm)[pos : pos + size]
         transport.writelines([encode_transfer_header(at, size), view])
-        del view        # (the transport keeps its own reference while it holds unwritten bytes)
+        del view  # (the transport keeps its own reference while it holds unwritten bytes)
         self.next_transfer_from = at + size
         self._unacked.append((at + size, time.monotonic()))
         self.bytes_sent += size
@@ -442,8 +472,13 @@ class HAConnection(asyncio.Protocol):
         now = time.monotonic()
         ack = self.slave_ack_offset
         lag_ms = int((now - self._unacked[0][1]) * 1000) if self._unacked and ack < store_max else 0
-        return SlaveState(self.address, ack, max(0, store_max - ack) if ack >= 0 else store_max,
-                          lag_ms, int((now - self.connected_at) * 1000))
+        return SlaveState(
+            self.address,
+            ack,
+            max(0, store_max - ack) if ack >= 0 else store_max,
+            lag_ms,
+            int((now - self.connected_at) * 1000),
+        )
 
 
 class HAService:
@@ -463,7 +498,7 @@ class HAService:
         self.store = store
         self.host = host
         self.connections: list[HAConnection] = []
-        self.pending: list[HAConnection] = []       # connected, not proven yet
+        self.pending: list[HAConnection] = []  # connected, not proven yet
         cfg = store.config
         self.secret = cfg.ha_auth_secret
         self.allowed = AddressList(cfg.ha_allowed_slaves)
@@ -531,8 +566,12 @@ class HAService:
         limit = self.store.config.ha_max_connections
         if len(self.connections) >= limit:
             self.refused += 1
-            _rlog.warning("ha-limit", "HA: refusing a connection from %s: %d slaves connected (haMaxConnections)",
-                          conn.address, len(self.connections))
+            _rlog.warning(
+                "ha-limit",
+                "HA: refusing a connection from %s: %d slaves connected (haMaxConnections)",
+                conn.address,
+                len(self.connections),
+            )
             return False
         self.connections.append(conn)
         return True
@@ -582,7 +621,7 @@ class HAService:
     # -- state -------------------------------------------------------------------------------------
     def slaves(self) -> list[SlaveState]:
         store_max = self.store.commit_log.max_offset
-        return [c.state(store_max) for c in list(self.connections)]   # (the metrics thread reads it too)
+        return [c.state(store_max) for c in list(self.connections)]  # (the metrics thread reads it too)
 
     def runtime_info(self) -> dict[str, str]:
         """The master's replication keys of ``MessageStore.runtime_info`` (see rmq.store.ha)."""
@@ -603,4 +642,5 @@ class HAService:
 
 def _shutdown_error() -> Exception:
     from rmq.errors import StoreError
+
     return StoreError("message store shut down before a slave acknowledged the message")

@@ -1,4 +1,5 @@
 """One read of a store's replication state, typed, for admin answers and metrics gauges."""
+
 from __future__ import annotations
 
 import time
@@ -28,6 +29,7 @@ class HAState:
 
     Both: ``max_offset``, the store's CommitLog end.
     """
+
     role: str
     max_offset: int
     ha_port: int = 0
@@ -47,12 +49,19 @@ def ha_state(store: MessageStore) -> HAState:
     role = store.config.broker_role
     ha = store.ha
     if ha is not None:
-        return HAState(role, end, ha.port, ha.slaves(), ha.push2slave_max_offset,
-                       max(0, end - ha.push2slave_max_offset))
+        return HAState(
+            role, end, ha.port, ha.slaves(), ha.push2slave_max_offset, max(0, end - ha.push2slave_max_offset)
+        )
     client = store.ha_client
     if client is not None:
         ago = int((time.monotonic() - client.last_transfer_at) * 1000) if client.last_transfer_at else -1
-        return HAState(role, end, master_address=client.master_address or "", connected=client.connected,
-                       reported_offset=client.reported_offset, last_transfer_ms_ago=ago,
-                       diverged=client.diverged or "")
+        return HAState(
+            role,
+            end,
+            master_address=client.master_address or "",
+            connected=client.connected,
+            reported_offset=client.reported_offset,
+            last_transfer_ms_ago=ago,
+            diverged=client.diverged or "",
+        )
     return HAState(role, end)

@@ -22,6 +22,7 @@ The C API hands bodies over as C strings, so bodies must not contain NUL bytes. 
 ends with ``os._exit``: the ctypes wrappers' destructors shut the clients down a second time
 and can crash the interpreter at exit.
 """
+
 import argparse
 import json
 import os
@@ -90,8 +91,7 @@ def produce(args):
         idx = [i for i, _ in batch]
         try:
             result = _unless_not_ready(lambda: producer.send_batch([m for _, m in batch]))
-            emit("sent_batch", i=idx, status=SendStatus(result.status).name, msg_id=result.msg_id,
-                 offset=result.offset)
+            emit("sent_batch", i=idx, status=SendStatus(result.status).name, msg_id=result.msg_id, offset=result.offset)
         except Exception as exc:
             failures += 1
             emit("send_error", i=idx, error=f"{type(exc).__name__}: {exc}")
@@ -127,8 +127,7 @@ def produce(args):
                 failures += 1
                 emit("send_error", i=i, error=f"{type(exc).__name__}: {exc}")
                 continue
-            emit("sent", i=i, status=SendStatus(result.status).name, msg_id=result.msg_id,
-                 offset=result.offset)
+            emit("sent", i=i, status=SendStatus(result.status).name, msg_id=result.msg_id, offset=result.offset)
         flush_batch()
     finally:
         # Oneway sends are queued in the client; give them a moment to leave before shutdown.
@@ -221,8 +220,12 @@ def push(args):
     else:
         collector.done.wait(args.timeout)
     finished = time.monotonic()
-    emit("done", received=collector.received, seconds=round(finished - started, 3),
-         first_message_after=None if collector.first_at is None else round(collector.first_at - started, 3))
+    emit(
+        "done",
+        received=collector.received,
+        seconds=round(finished - started, 3),
+        first_message_after=None if collector.first_at is None else round(collector.first_at - started, 3),
+    )
     # shutdown persists offsets (UPDATE_CONSUMER_OFFSET) and unregisters (UNREGISTER_CLIENT)
     consumer.shutdown()
     emit("stopped")
@@ -247,8 +250,7 @@ def pull(args):
             collector(msg)
         if not collector.done.is_set():
             time.sleep(0.2)  # the pull loop's poll interval (a lite pull consumer), not a wait
-    emit("done", received=len(collector.seen), rounds=rounds,
-         seconds=round(time.monotonic() - started, 3))
+    emit("done", received=len(collector.seen), rounds=rounds, seconds=round(time.monotonic() - started, 3))
     consumer.shutdown()
     return 0 if len(collector.seen) >= args.expect else 1
 
@@ -267,8 +269,12 @@ def main():
     ap.add_argument("--orderly", action="store_true")
     ap.add_argument("--broadcast", action="store_true")
     ap.add_argument("--instance", default="")
-    ap.add_argument("--until-idle", type=float, default=0.0,
-                    help="push: also stop once no message came for this many seconds (after the first)")
+    ap.add_argument(
+        "--until-idle",
+        type=float,
+        default=0.0,
+        help="push: also stop once no message came for this many seconds (after the first)",
+    )
     ap.add_argument("--quiet", action="store_true", help="push: count deliveries, print no per-message events")
     ap.add_argument("--threads", type=int, default=0, help="push: consume thread count (client default if 0)")
     ap.add_argument("--timeout", type=float, default=45.0)
