@@ -56,3 +56,24 @@ cdef inline int32_t java_crc(const uint8_t* p, Py_ssize_t n) noexcept:
     else:
         c = crc32(0, p, <unsigned int>n)
     return <int32_t>(c & 0x7FFFFFFFu)
+
+
+cdef inline bint ascii_decimal(const uint8_t* d, Py_ssize_t n, long long* out) noexcept nogil:
+    """True with ``out`` set when ``d[:n]`` is ``-?[0-9]{1,18}`` (Java's ``Long.parseLong`` of
+    it gives the same value; 18 digits cannot overflow int64); False for anything else. The
+    header codec reads str values with it, the SEND fast path frame bytes."""
+    cdef Py_ssize_t i = 0
+    cdef long long x = 0
+    cdef bint neg = False
+    if n > 0 and d[0] == c'-':
+        neg = True
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return False
+    while i < n:
+        if d[i] < c'0' or d[i] > c'9':
+            return False
+        x = x * 10 + (d[i] - c'0')
+        i += 1
+    out[0] = -x if neg else x
+    return True

@@ -22,7 +22,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN
 from libc.string cimport memcpy, memcmp
-from rmq.common._bytes cimport rd16, rd32, wr16, wr32
+from rmq.common._bytes cimport ascii_decimal, rd16, rd32, wr16, wr32
 from cpython.long cimport PyLong_AsLongLong, PyLong_Check, PyLong_CheckExact
 from cpython.dict cimport PyDict_Next, PyDict_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact
@@ -303,26 +303,9 @@ cdef bint _has_surrogate(object s) except -1:
 cdef bint _ascii_decimal(object s, long long* out) noexcept:
     """True with ``out`` set when the exact str ``s`` is ``-?[0-9]{1,18}`` (int(s) gives the
     same value; 18 digits cannot overflow int64); False for anything else (left to int())."""
-    cdef Py_ssize_t n, i = 0
-    cdef const uint8_t* d
-    cdef long long x = 0
-    cdef bint neg = False
     if not PyUnicode_IS_ASCII(s):
         return False
-    n = PyUnicode_GET_LENGTH(s)
-    d = <const uint8_t*>PyUnicode_DATA(s)
-    if n > 0 and d[0] == c'-':
-        neg = True
-        i = 1
-    if n - i < 1 or n - i > 18:
-        return False
-    while i < n:
-        if d[i] < c'0' or d[i] > c'9':
-            return False
-        x = x * 10 + (d[i] - c'0')
-        i += 1
-    out[0] = -x if neg else x
-    return True
+    return ascii_decimal(<const uint8_t*>PyUnicode_DATA(s), PyUnicode_GET_LENGTH(s), out)
 
 
 from sys import intern as _sys_intern

@@ -38,7 +38,7 @@ from cpython.unicode cimport PyUnicode_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memcmp
 from rmq._store cimport Appender, _Buf, _buf, _RecordHead, HOST_V4_LEN
-from rmq.common._bytes cimport rd16, rd32, wr16, wr32
+from rmq.common._bytes cimport ascii_decimal, rd16, rd32, wr16, wr32
 from rmq.protocol._codec cimport (
     _JOut, _H_STR, _H_INT, _H_BOOL, _jo_reserve, _jo_raw, _jo_lit, _jo_str, _jo_i64, _bo_utf8, _bo_dec, _bo_key,
     _has_surrogate, _ascii_decimal,
@@ -345,7 +345,7 @@ cdef class SendFastPath:
                 continue
             kind = self.kinds[i]
             if kind == _H_INT:
-                if not _decimal(wp[i], wl[i], &x) or x < self.lo[i] or x > self.hi[i]:
+                if not ascii_decimal(wp[i], wl[i], &x) or x < self.lo[i] or x > self.hi[i]:
                     return 0
                 vals[i] = x
             elif kind == _H_BOOL:                             # (as _read takes a str)
@@ -543,25 +543,6 @@ cdef inline bint _int32_of(object o, int32_t* out) except -1:
     if overflow or x < -2147483648 or x > 2147483647:
         return False
     out[0] = <int32_t>x
-    return True
-
-
-cdef inline bint _decimal(const uint8_t* d, Py_ssize_t n, long long* out) noexcept:
-    """``_ascii_decimal`` on bytes: True with ``out`` set for ``-?[0-9]{1,18}``."""
-    cdef Py_ssize_t i = 0
-    cdef long long x = 0
-    cdef bint neg = False
-    if n > 0 and d[0] == c'-':
-        neg = True
-        i = 1
-    if n - i < 1 or n - i > 18:
-        return False
-    while i < n:
-        if d[i] < c'0' or d[i] > c'9':
-            return False
-        x = x * 10 + (d[i] - c'0')
-        i += 1
-    out[0] = -x if neg else x
     return True
 
 
