@@ -21,7 +21,8 @@ STAMP_TEST := $(VENV)/.rmq-test
 # Build inputs, found by globs: the Cython modules may be split, moved or gain .pxd files.
 CYTHON_SOURCES := $(shell find rmq -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' 2>/dev/null)
 # The test and spark extras' requirements, read from pyproject.toml (one list of them).
-EXTRAS_REQS = $(PY) -c 'import shlex, tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print(" ".join(shlex.quote(r) for r in d["test"] + d["spark"]))'
+# One per line into a requirements file (a command substitution would keep shell quotes literally).
+EXTRAS_REQS = $(PY) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("\n".join(d["test"] + d["spark"]))'
 
 FUZZ_SECONDS ?= 60
 
@@ -41,7 +42,8 @@ $(STAMP_RUN): $(PY) pyproject.toml setup.py $(CYTHON_SOURCES)
 	touch $(STAMP_RUN)
 
 $(STAMP_TEST): $(STAMP_RUN)
-	$(PIP) install -q $$($(EXTRAS_REQS))
+	$(EXTRAS_REQS) > $(VENV)/.rmq-test-requirements.txt
+	$(PIP) install -q -r $(VENV)/.rmq-test-requirements.txt
 	touch $(STAMP_TEST)
 
 venv compile: $(STAMP_RUN)
