@@ -108,7 +108,12 @@ def test_unit_mode_refuses_binds_and_children_and_deselects_integration(tmp_path
 
     tests_dir = Path(__file__).resolve().parents[1]
     (tmp_path / "test_guarded.py").write_text(_GUARDED)
-    env = {**os.environ, "PYTHONPATH": f"{tests_dir}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    # one loop in the child whatever this run uses (CI runs both): the counts below are uvloop's
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{tests_dir}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+        "RMQ_TEST_LOOPS": "uvloop",
+    }
     out = subprocess.run(
         [
             sys.executable,
