@@ -94,18 +94,18 @@ cdef class Appender:
               bytes born_host not None, int32_t reconsume_times, int64_t prepared_transaction_offset):
         """Write one record at the end of ``mf`` (room checked by the caller); ``advance``
         moves the queue's offset on. Returns ``(physical offset, size, store timestamp)``."""
-        cdef _RecordHead h
+        cdef RecordHead h
         cdef Py_ssize_t tlen = len(topic_b), size
         cdef int64_t pos = mf.wrote_position
-        cdef _Buf d
-        cdef _Buf b = _buf(body)
-        cdef _Buf pr = _buf(props)
+        cdef RecordBuf d
+        cdef RecordBuf b = record_buf(body)
+        cdef RecordBuf pr = record_buf(props)
         if len(born_host) != HOST_V4_LEN:
             raise ValueError("born_host must be 8 bytes (IPv4 + int32 port)")
         if tlen > MAX_TOPIC_LEN_V1 or pr.size > MAX_PROPERTIES_LEN:
             raise ValueError("topic longer than 255 bytes or properties longer than 32767 bytes")
         size = FIXED + b.size + tlen + pr.size
-        d = _buf(mf.mm, True)
+        d = record_buf(mf.mm, True)
         if pos < 0 or pos + size > d.size:
             raise ValueError("record does not fit in the buffer")
         h.body_crc = _crc(b.ptr, b.size)
@@ -150,15 +150,15 @@ cdef class Appender:
         """A slave's replicated bytes at the end of ``mf`` (room checked by the caller): no
         put totals and no hooks (the HA client wakes dispatch once per read)."""
         cdef int64_t pos = mf.wrote_position
-        cdef _Buf s = _buf(data)
-        cdef _Buf d = _buf(mf.mm, True)
+        cdef RecordBuf s = record_buf(data)
+        cdef RecordBuf d = record_buf(mf.mm, True)
         if pos < 0 or pos + s.size > d.size:
             raise ValueError("replicated data does not fit in the file")
         memcpy(d.wptr + pos, s.ptr, s.size)
         d = None
         mf.wrote_position = pos + s.size
 
-    cdef int put_plain(self, object topic, int32_t queue_id, _RecordHead* h, const uint8_t* body,
+    cdef int put_plain(self, object topic, int32_t queue_id, RecordHead* h, const uint8_t* body,
                        Py_ssize_t blen, const uint8_t* pp, Py_ssize_t plen, int64_t* out) except -1:
         """The plain put of an ASYNC_FLUSH master at C level: 1 when the record (``h``'s
         flag, sys_flag, born timestamp and host, reconsume times set by the caller) was
@@ -170,7 +170,7 @@ cdef class Appender:
         cdef PyObject* p
         cdef int64_t max_size, size, pos, queue_offset
         cdef Py_ssize_t tlen
-        cdef _Buf d
+        cdef RecordBuf d
         if store is None or self.mfq is None:
             return 0
         scfg = store.config
@@ -198,7 +198,7 @@ cdef class Appender:
         pos = mf.wrote_position
         if pos + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size or not mf.allocated:
             return 0
-        d = _buf(mf.mm, True)
+        d = record_buf(mf.mm, True)
         if pos + size > d.size:
             return 0
         # -- from here on the message is stored ------------------------------------------------

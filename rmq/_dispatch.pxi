@@ -255,8 +255,8 @@ cdef class Dispatcher:
         Returns ``(end_pos, records, capped)``: where it stopped, the records dispatched, and
         how many of them had more than ``max_keys`` keys.
         """
-        cdef _Buf d = _buf(mm)
-        cdef _Buf ib = None
+        cdef RecordBuf d = record_buf(mm)
+        cdef RecordBuf ib = None
         cdef uint8_t* ibase = NULL
         cdef const uint8_t* base = d.ptr
         cdef const uint8_t* p

@@ -148,10 +148,10 @@ cdef int _index_put(uint8_t* base, int32_t slots, int32_t num, int32_t key_hash,
     return 1
 
 
-cdef _Buf _index_buf(buf, int32_t slots, int32_t num, bint writable):
+cdef RecordBuf _index_buf(buf, int32_t slots, int32_t num, bint writable):
     if slots <= 0 or num <= 1:
         raise ValueError(f"bad index geometry: {slots} hash slots, {num} entries")
-    cdef _Buf b = _buf(buf, writable)
+    cdef RecordBuf b = record_buf(buf, writable)
     if b.size < _index_file_size(slots, num):
         raise ValueError(f"index buffer of {b.size} bytes is smaller than {_index_file_size(slots, num)}")
     return b
@@ -160,7 +160,7 @@ cdef _Buf _index_buf(buf, int32_t slots, int32_t num, bint writable):
 def index_put(buf, int32_t hash_slot_num, int32_t index_num, int32_t key_hash, int64_t phy_offset,
               int64_t store_timestamp) -> bool:
     """Append one entry (IndexFile.putKey with a precomputed key hash); False when full."""
-    cdef _Buf b = _index_buf(buf, hash_slot_num, index_num, True)
+    cdef RecordBuf b = _index_buf(buf, hash_slot_num, index_num, True)
     return _index_put(b.wptr, hash_slot_num, index_num, key_hash, phy_offset, store_timestamp) == 1
 
 
@@ -231,8 +231,8 @@ def index_build(buf, int32_t hash_slot_num, int32_t index_num, records_buf, list
     full at that record's key ``key_i`` (the caller rolls to a new file and calls again);
     ``capped`` counts the records that had more than ``max_keys`` keys.
     """
-    cdef _Buf b = _index_buf(buf, hash_slot_num, index_num, True)
-    cdef _Buf r = _buf(records_buf)
+    cdef RecordBuf b = _index_buf(buf, hash_slot_num, index_num, True)
+    cdef RecordBuf r = record_buf(records_buf)
     cdef uint8_t* base = b.wptr
     cdef Py_ssize_t n = len(records), capped = 0, full
     cdef tuple rec
@@ -262,7 +262,7 @@ def index_select(buf, int32_t hash_slot_num, int32_t index_num, int32_t key_hash
     """IndexFile.selectPhyOffset: append to ``out`` the phy offsets of the entries with
     ``key_hash`` stored within ``[begin, end]`` ms, newest first, until ``out`` holds
     ``max_num``. The walk is bounded by the file's entry count (a damaged chain cannot loop)."""
-    cdef _Buf b = _index_buf(buf, hash_slot_num, index_num, False)
+    cdef RecordBuf b = _index_buf(buf, hash_slot_num, index_num, False)
     cdef const uint8_t* base = b.ptr
     cdef int32_t count = rd32(base + IDX_INDEX_COUNT)
     cdef int64_t begin_ts = rd64(base + IDX_BEGIN_TS)
@@ -296,7 +296,7 @@ def index_rebuild_slots(buf, int32_t hash_slot_num, int32_t index_num, int32_t c
     half-written): clear the slots and point each at its newest entry below ``count`` again
     (entries keep their prevIndex, written before them). Sets indexCount and hashSlotCount;
     returns the hash slot count."""
-    cdef _Buf b = _index_buf(buf, hash_slot_num, index_num, True)
+    cdef RecordBuf b = _index_buf(buf, hash_slot_num, index_num, True)
     cdef uint8_t* base = b.wptr
     cdef uint8_t* entries = base + IDX_HEADER_SIZE + <Py_ssize_t>hash_slot_num * IDX_SLOT_SIZE
     cdef int32_t i, h, used = 0

@@ -175,7 +175,7 @@ cdef class SqlProgram:
     def evaluate(self, props) -> int:
         """The program's answer for one encoded properties string: 0 FALSE, 1 TRUE, 2 unknown,
         3 error, 4 ask the Python evaluator (for tests)."""
-        cdef _Buf b = _buf(props)
+        cdef RecordBuf b = record_buf(props)
         _sq_values(self, b.ptr, b.size)
         if self.root < 0:
             return SQ_FALLBACK
@@ -185,7 +185,7 @@ cdef class SqlProgram:
         """The values the selector's properties have in an encoded properties string (Java
         ``MessageDecoder.string2messageProperties``: the last of a repeated name wins, an
         empty value or one holding the name/value separator counts as absent)."""
-        cdef _Buf b = _buf(props)
+        cdef RecordBuf b = record_buf(props)
         _sq_values(self, b.ptr, b.size)
         return _sq_value_list(self)
 

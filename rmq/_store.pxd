@@ -50,7 +50,7 @@ cdef enum:
     MIN_FILTER_SCAN_BYTES = 16000
 
 
-cdef struct _RecordHead:
+cdef struct RecordHead:
     # the fields of a record that are not its body, topic or properties
     int32_t body_crc
     int32_t queue_id
@@ -67,9 +67,9 @@ cdef struct _RecordHead:
 
 
 @cython.final
-cdef class _Buf:
+cdef class RecordBuf:
     """A Py_buffer held for the lifetime of this object (read-only or writable view): the one
-    way the store's module reads or writes a buffer. Made by ``_buf``."""
+    way the store's module reads or writes a buffer. Made by ``record_buf``."""
     cdef Py_buffer view
     cdef bint held
     cdef const uint8_t* ptr
@@ -77,9 +77,9 @@ cdef class _Buf:
     cdef Py_ssize_t size
 
 
-cdef inline _Buf _buf(obj, bint writable=False):
+cdef inline RecordBuf record_buf(obj, bint writable=False):
     """Hold ``obj``'s buffer (writable when asked) until the returned object goes away."""
-    cdef _Buf b = _Buf.__new__(_Buf)
+    cdef RecordBuf b = RecordBuf.__new__(RecordBuf)
     PyObject_GetBuffer(obj, &b.view, PyBUF_WRITABLE if writable else PyBUF_SIMPLE)
     b.held = True
     b.ptr = <const uint8_t*>b.view.buf
@@ -99,5 +99,5 @@ cdef class Appender:
     cdef int64_t warm_half
 
     cdef int _after(self, int64_t n, int64_t nbytes, object mf, int64_t end) except -1
-    cdef int put_plain(self, object topic, int32_t queue_id, _RecordHead* h, const uint8_t* body,
+    cdef int put_plain(self, object topic, int32_t queue_id, RecordHead* h, const uint8_t* body,
                        Py_ssize_t blen, const uint8_t* pp, Py_ssize_t plen, int64_t* out) except -1

@@ -228,3 +228,6 @@ class Dispatcher:
         arrived: dict[tuple[str, int, int], int] | None,
         watch: list[Any] | None,
     ) -> tuple[int, int, int]: ...
+
+class RecordBuf:
+    """A buffer held open for the native modules (``rmq/_store.pxd``); Python code never makes one."""

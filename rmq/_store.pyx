@@ -19,7 +19,7 @@ through the buffer protocol and never copies message data it does not have to:
 
 All integers on disk are big-endian (Java ``ByteBuffer`` order).
 
-Buffers: one idiom, a ``Py_buffer`` held by a ``_Buf`` (or, for the mapped CommitLog files,
+Buffers: one idiom, a ``Py_buffer`` held by a ``RecordBuf`` (or, for the mapped CommitLog files,
 by ``CommitLogTable``'s array) and read through ``const uint8_t*``. Typed memoryviews cannot
 sit in a C array (``CommitLogTable``) and cost more to acquire on the per-pull path; a raw
 pointer also runs without the GIL (``crc32``, ``madvise``). No function indexes a memoryview,
@@ -77,9 +77,9 @@ ST_MESSAGE_WAS_REMOVING = 2
 
 
 @cython.freelist(16)
-cdef class _Buf:
+cdef class RecordBuf:
     """A Py_buffer held for the lifetime of this object (read-only or writable view): the one
-    way this module reads or writes a buffer. Made by ``_buf`` (a freelist and no argument
+    way this module reads or writes a buffer. Made by ``record_buf`` (a freelist and no argument
     parsing keep the per-call object cheap; both declared in _store.pxd)."""
 
     def __cinit__(self):
@@ -96,7 +96,7 @@ cdef class _Buf:
 # ---------------------------------------------------------------------------------------------
 def body_crc(body) -> int:
     """CRC32 of a message body as Java stores it (``crc32 & 0x7FFFFFFF``)."""
-    cdef _Buf b = _buf(body)
+    cdef RecordBuf b = record_buf(body)
     return _crc(b.ptr, b.size)
 
 
@@ -131,7 +131,7 @@ def java_hash_code(s) -> int:
         return 0
     if isinstance(s, str):
         s = (<str>s).encode("utf-8")
-    cdef _Buf b = _buf(s)
+    cdef RecordBuf b = record_buf(s)
     return _java_hash_utf8(b.ptr, b.size)
 
 
@@ -172,7 +172,7 @@ def tags_code_of_properties(props) -> int:
     """The ConsumeQueue tags code for an encoded properties string (0 without TAGS or for None)."""
     if props is None:
         return 0
-    cdef _Buf b = _buf(props)
+    cdef RecordBuf b = record_buf(props)
     return _tags_code_of_props(b.ptr, b.size)
 
 
@@ -180,7 +180,7 @@ def find_property(props, str key):
     """The value (bytes) of ``key`` in an encoded properties string (None: empty), or None."""
     if props is None:
         return None
-    cdef _Buf b = _buf(props)
+    cdef RecordBuf b = record_buf(props)
     cdef bytes k = key.encode("utf-8")
     cdef Py_ssize_t vlen = 0, at
     at = _find_prop(b.ptr, b.size, k, len(k), &vlen)
@@ -319,7 +319,7 @@ def record_span(buf, Py_ssize_t pos=0, Py_ssize_t end=-1, bint check_crc=False):
     Raises:
         RecordDecodeError: naming the position and what is wrong.
     """
-    cdef _Buf b = _buf(buf)
+    cdef RecordBuf b = record_buf(buf)
     cdef RecordSpan r
     cdef int verdict
     end = _clip_end(end, b.size)
@@ -334,7 +334,7 @@ def record_span(buf, Py_ssize_t pos=0, Py_ssize_t end=-1, bint check_crc=False):
 def walk_records(buf, Py_ssize_t start=0, Py_ssize_t end=-1, bint check_crc=False):
     """Every record of ``buf[start:end]`` back to back (a pull body), each as ``record_span``
     returns it. All or nothing: the first bad record raises RecordDecodeError."""
-    cdef _Buf b = _buf(buf)
+    cdef RecordBuf b = record_buf(buf)
     cdef RecordSpan r
     cdef int verdict
     cdef Py_ssize_t pos = start
@@ -363,7 +363,7 @@ def record_size(Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len)
     return FIXED + body_len + topic_len + props_len
 
 
-cdef Py_ssize_t _write_record(uint8_t* p, _RecordHead* h, const uint8_t* body, Py_ssize_t blen,
+cdef Py_ssize_t _write_record(uint8_t* p, RecordHead* h, const uint8_t* body, Py_ssize_t blen,
                               const char* topic, Py_ssize_t tlen,
                               const uint8_t* props, Py_ssize_t plen,
                               const uint8_t* props2, Py_ssize_t plen2, bint sep) noexcept nogil:
@@ -430,13 +430,13 @@ def encode_record(dst, Py_ssize_t pos, body, bytes topic, props, int32_t queue_i
     computed when -1. Raises ValueError when the record does not fit in ``dst``.
     """
     cdef Py_ssize_t tlen = len(topic), size
-    cdef _RecordHead h
+    cdef RecordHead h
     _check_hosts(born_host, store_host)
     if tlen > MAX_TOPIC_LEN_V1:
         raise ValueError("topic longer than 255 bytes")
-    cdef _Buf d = _buf(dst, True)
-    cdef _Buf b = _buf(body)
-    cdef _Buf pr = _buf(props)
+    cdef RecordBuf d = record_buf(dst, True)
+    cdef RecordBuf b = record_buf(body)
+    cdef RecordBuf pr = record_buf(props)
     if pr.size > MAX_PROPERTIES_LEN:
         raise ValueError("properties longer than 32767 bytes")
     size = FIXED + b.size + tlen + pr.size
@@ -459,7 +459,7 @@ def encode_record(dst, Py_ssize_t pos, body, bytes topic, props, int32_t queue_i
 
 def write_blank(dst, Py_ssize_t pos, int64_t size):
     """Write the 8-byte BLANK end-of-file record header (TOTALSIZE = ``size``)."""
-    cdef _Buf d = _buf(dst, True)
+    cdef RecordBuf d = record_buf(dst, True)
     if pos < 0 or pos + END_FILE_MIN_BLANK_LENGTH > d.size:
         raise ValueError("blank record does not fit")
     wr32(d.wptr + pos + OFF_TOTALSIZE, size)
@@ -487,8 +487,8 @@ def split_batch(batch, Py_ssize_t topic_len, outer_props):
     """Validate a batch body; return ``[(body_pos, body_len, props_pos, props_len, flag,
     record_size), ...]`` (``outer_props`` None: none). Raises ValueError naming the item and
     what is wrong."""
-    cdef _Buf bb = _buf(b"" if batch is None else batch)
-    cdef _Buf opb = _buf(b"" if outer_props is None else outer_props)
+    cdef RecordBuf bb = record_buf(b"" if batch is None else batch)
+    cdef RecordBuf opb = record_buf(b"" if outer_props is None else outer_props)
     cdef const uint8_t* b = bb.ptr
     cdef Py_ssize_t n = bb.size, pos = 0, total, blen, plen, oplen = opb.size, tp
     cdef int idx = 0
@@ -527,13 +527,13 @@ def encode_batch(dst, Py_ssize_t pos, batch, list items, bytes topic, outer_prop
 
     Returns the total size written. Raises ValueError when an item does not match the batch
     body or the records do not fit in ``dst``."""
-    cdef _Buf d = _buf(dst, True)
-    cdef _Buf bb = _buf(batch)
-    cdef _Buf opb = _buf(b"" if outer_props is None else outer_props)
+    cdef RecordBuf d = record_buf(dst, True)
+    cdef RecordBuf bb = record_buf(batch)
+    cdef RecordBuf opb = record_buf(b"" if outer_props is None else outer_props)
     cdef const uint8_t* b = bb.ptr
     cdef Py_ssize_t oplen = opb.size, tlen = len(topic), blen, plen, bpos, ppos, size
     cdef Py_ssize_t at = pos
-    cdef _RecordHead h
+    cdef RecordHead h
     cdef bint sep
     cdef int32_t flag
     _check_hosts(born_host, store_host)
@@ -614,7 +614,7 @@ def scan_records(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t file_from_offset
     ``outcome_size`` is the declared blank size). Each record is validated by the walker,
     PHYSICALOFFSET must be its own position and, with ``check_crc``, the body CRC must match.
     """
-    cdef _Buf d = _buf(buf)
+    cdef RecordBuf d = record_buf(buf)
     cdef const uint8_t* base = d.ptr
     cdef Py_ssize_t size = 0
     cdef int rc
@@ -642,7 +642,7 @@ def decode_record(buf, Py_ssize_t pos=0, bint check_crc=False):
     """Decode the record at ``pos`` into a dict of its fields (body and topic as bytes /
     str, properties as the raw encoded bytes): the store's projection of the walker.
     Raises RecordDecodeError (a ValueError) on a malformed record."""
-    cdef _Buf d = _buf(buf)
+    cdef RecordBuf d = record_buf(buf)
     cdef RecordSpan r
     cdef int verdict
     if pos < 0 or pos > d.size:
@@ -675,7 +675,7 @@ def decode_record(buf, Py_ssize_t pos=0, bint check_crc=False):
 
 def record_store_timestamp(buf, Py_ssize_t pos) -> int:
     """STORETIMESTAMP of the record at ``pos`` (-1 when it is not a valid record)."""
-    cdef _Buf d = _buf(buf)
+    cdef RecordBuf d = record_buf(buf)
     cdef RecordSpan r
     if pos < 0 or pos > d.size or _walk(d.ptr + pos, d.size - pos, False, &r) != W_OK:
         return -1
@@ -684,7 +684,7 @@ def record_store_timestamp(buf, Py_ssize_t pos) -> int:
 
 def last_nonzero(buf, Py_ssize_t start, Py_ssize_t end) -> int:
     """Index after the last non-zero byte in ``buf[start:end]`` (``start`` when all zero)."""
-    cdef _Buf d = _buf(buf)
+    cdef RecordBuf d = record_buf(buf)
     if end > d.size:
         end = d.size
     if start < 0:
@@ -712,7 +712,7 @@ def last_nonzero(buf, Py_ssize_t start, Py_ssize_t end) -> int:
 # ---------------------------------------------------------------------------------------------
 def put_cq_unit(dst, Py_ssize_t pos, int64_t phy_offset, int32_t size, int64_t tags_code):
     """Write one 20-byte ConsumeQueue unit at ``pos``."""
-    cdef _Buf d = _buf(dst, True)
+    cdef RecordBuf d = record_buf(dst, True)
     if pos < 0 or pos + CQ_UNIT > d.size:
         raise ValueError("ConsumeQueue unit does not fit")
     cdef uint8_t* p = d.wptr + pos
@@ -723,7 +723,7 @@ def put_cq_unit(dst, Py_ssize_t pos, int64_t phy_offset, int32_t size, int64_t t
 
 def read_cq_unit(buf, Py_ssize_t pos):
     """``(phy_offset, size, tags_code)`` of the unit at ``pos``."""
-    cdef _Buf d = _buf(buf)
+    cdef RecordBuf d = record_buf(buf)
     if pos < 0 or pos + CQ_UNIT > d.size:
         raise ValueError("ConsumeQueue unit outside the buffer")
     cdef const uint8_t* p = d.ptr + pos
@@ -733,7 +733,7 @@ def read_cq_unit(buf, Py_ssize_t pos):
 def cq_first_used(buf, Py_ssize_t limit):
     """Position of the first unit with a size > 0 (``limit`` when none): where a queue that
     was recreated mid-file starts."""
-    cdef _Buf d = _buf(buf)
+    cdef RecordBuf d = record_buf(buf)
     cdef Py_ssize_t pos = 0
     if limit > d.size:
         limit = d.size
@@ -745,7 +745,7 @@ def cq_first_used(buf, Py_ssize_t limit):
 def cq_valid_end(buf, Py_ssize_t limit, int64_t max_phy_end, Py_ssize_t start=0):
     """Bytes of valid units from ``start`` in a ConsumeQueue file: stops at the first unit
     with size <= 0 or whose record would end past ``max_phy_end`` (-1: no bound)."""
-    cdef _Buf d = _buf(buf)
+    cdef RecordBuf d = record_buf(buf)
     cdef Py_ssize_t pos = start
     cdef int64_t phy
     cdef int32_t size
@@ -884,7 +884,7 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     Returns ``(status, scanned_bytes, message_count, total_bytes, max_phy_offset_pulling,
     segments)``; ``segments`` lists ``(file_index, start, end)`` of adjacent records merged.
     """
-    cdef _Buf d = _buf(cq_buf)
+    cdef RecordBuf d = record_buf(cq_buf)
     cdef const uint8_t* cq = d.ptr
     cdef Py_ssize_t i = 0, n, budget
     cdef int64_t offset_py, tags_code, next_phy_file_start = _I64_MIN, max_phy_pulling = 0
@@ -1018,7 +1018,7 @@ MADV_POPULATE_WRITE = C_MADV_POPULATE_WRITE
 def populate_write(buf, Py_ssize_t start, Py_ssize_t length) -> int:
     """Pre-fault ``buf[start:start+length]`` for writing without the GIL (``start`` is rounded
     down to a page). Returns 0, or the errno (EINVAL: the kernel does not support it)."""
-    cdef _Buf d = _buf(buf)
+    cdef RecordBuf d = record_buf(buf)
     cdef int rc = 0, err = 0
     cdef Py_ssize_t s = start - (start % PAGE_SIZE)
     if s < 0:

@@ -34,7 +34,7 @@ cdef extern from "Python.h":
 
 # ------------------------------------------------------------------------------ encoding
 
-cdef int _jo_reserve(_JOut* o, Py_ssize_t extra) except -1:
+cdef int jo_reserve(JOut* o, Py_ssize_t extra) except -1:
     cdef Py_ssize_t cap
     cdef char* q
     if o.n + extra <= o.cap:
@@ -50,18 +50,18 @@ cdef int _jo_reserve(_JOut* o, Py_ssize_t extra) except -1:
     return 0
 
 
-cdef int _jo_raw(_JOut* o, const char* s, Py_ssize_t n) except -1:
-    _jo_reserve(o, n)
+cdef int jo_raw(JOut* o, const char* s, Py_ssize_t n) except -1:
+    jo_reserve(o, n)
     memcpy(o.p + o.n, s, n)
     o.n += n
     return 0
 
 
-cdef int _jo_lit(_JOut* o, bytes lit) except -1:
-    return _jo_raw(o, PyBytes_AS_STRING(lit), PyBytes_GET_SIZE(lit))
+cdef int jo_lit(JOut* o, bytes lit) except -1:
+    return jo_raw(o, PyBytes_AS_STRING(lit), PyBytes_GET_SIZE(lit))
 
 
-cdef int _jo_int(_JOut* o, object v) except -1:
+cdef int _jo_int(JOut* o, object v) except -1:
     """Decimal of an int (or int subclass such as an IntEnum); 1 = not handled."""
     cdef long long x
     cdef unsigned long long u
@@ -83,14 +83,14 @@ cdef int _jo_int(_JOut* o, object v) except -1:
     if x < 0:
         k -= 1
         tmp[k] = c'-'
-    _jo_raw(o, tmp + k, 24 - k)
+    jo_raw(o, tmp + k, 24 - k)
     return 0
 
 
 cdef const char* _HEXL = b"0123456789abcdef"
 
 
-cdef int _jo_str(_JOut* o, object s) except -1:
+cdef int jo_str(JOut* o, object s) except -1:
     """A JSON string as json.dumps(ensure_ascii=False) writes it, in UTF-8; 1 = not handled
     (not a str, or a lone surrogate that UTF-8 cannot carry)."""
     cdef Py_ssize_t n, i, run
@@ -103,7 +103,7 @@ cdef int _jo_str(_JOut* o, object s) except -1:
     if u == NULL:
         PyErr_Clear()
         return 1
-    _jo_reserve(o, n * 6 + 2)  # worst case: every byte a \u00xx
+    jo_reserve(o, n * 6 + 2)  # worst case: every byte a \u00xx
     w = o.p + o.n
     w[0] = c'"'
     w += 1
@@ -152,7 +152,7 @@ cdef int _jo_str(_JOut* o, object s) except -1:
     return 0
 
 
-cdef int _jo_ext(_JOut* o, object ext) except -1:
+cdef int _jo_ext(JOut* o, object ext) except -1:
     """extFields with every value a string (True/False as true/false, None omitted)."""
     cdef Py_ssize_t pos = 0
     cdef PyObject* kp
@@ -161,7 +161,7 @@ cdef int _jo_ext(_JOut* o, object ext) except -1:
     cdef bint first = True
     if not PyDict_CheckExact(ext):
         return 1
-    _jo_lit(o, b"{")
+    jo_lit(o, b"{")
     while PyDict_Next(ext, &pos, &kp, &vp):
         k = <object>kp
         v = <object>vp
@@ -170,58 +170,58 @@ cdef int _jo_ext(_JOut* o, object ext) except -1:
         if not PyUnicode_CheckExact(k):
             return 1  # (json.dumps converts int/float/bool keys; the reference does it)
         if not first:
-            _jo_lit(o, b",")
+            jo_lit(o, b",")
         first = False
-        if _jo_str(o, k):
+        if jo_str(o, k):
             return 1
-        _jo_lit(o, b":")
+        jo_lit(o, b":")
         if v is True:
-            _jo_lit(o, b'"true"')
+            jo_lit(o, b'"true"')
         elif v is False:
-            _jo_lit(o, b'"false"')
+            jo_lit(o, b'"false"')
         elif PyUnicode_CheckExact(v):
-            if _jo_str(o, v):
+            if jo_str(o, v):
                 return 1
         else:
             try:
                 v = str(v)  # as the reference does for ints, floats, enums ...
             except Exception:
                 return 1  # the reference raises it
-            if _jo_str(o, v):
+            if jo_str(o, v):
                 return 1
-    _jo_lit(o, b"}")
+    jo_lit(o, b"}")
     return 0
 
 
-cdef int _jo_header(_JOut* o, object code, object ext, object flag, object language,
+cdef int _jo_header(JOut* o, object code, object ext, object flag, object language,
                     object opaque, object remark, object version) except -1:
     # {"code":C,"extFields":{…},"flag":F,"language":"L","opaque":O[,"remark":"R"],
     #  "serializeTypeCurrentRPC":"JSON","version":V}      (fastjson's sorted key order)
-    _jo_lit(o, b'{"code":')
+    jo_lit(o, b'{"code":')
     if _jo_int(o, code):
         return 1
-    _jo_lit(o, b',"extFields":')
+    jo_lit(o, b',"extFields":')
     if not ext:
-        _jo_lit(o, b"{}")
+        jo_lit(o, b"{}")
     elif _jo_ext(o, ext):
         return 1
-    _jo_lit(o, b',"flag":')
+    jo_lit(o, b',"flag":')
     if _jo_int(o, flag):
         return 1
-    _jo_lit(o, b',"language":')
-    if not PyUnicode_CheckExact(language) or _jo_str(o, language):
+    jo_lit(o, b',"language":')
+    if not PyUnicode_CheckExact(language) or jo_str(o, language):
         return 1
-    _jo_lit(o, b',"opaque":')
+    jo_lit(o, b',"opaque":')
     if _jo_int(o, opaque):
         return 1
     if remark is not None:
-        _jo_lit(o, b',"remark":')
-        if not PyUnicode_CheckExact(remark) or _jo_str(o, remark):
+        jo_lit(o, b',"remark":')
+        if not PyUnicode_CheckExact(remark) or jo_str(o, remark):
             return 1
-    _jo_lit(o, b',"serializeTypeCurrentRPC":"JSON","version":')
+    jo_lit(o, b',"serializeTypeCurrentRPC":"JSON","version":')
     if _jo_int(o, version):
         return 1
-    _jo_lit(o, b"}")
+    jo_lit(o, b"}")
     return 0
 
 
@@ -232,7 +232,7 @@ def json_header_encode(code, ext, flag, language, opaque, remark, version, Py_ss
 
     With ``body_len >= 0`` the frame's two leading words come first (length =
     4 + header length + body_len, then ser_type 0 and the header length)."""
-    cdef _JOut o
+    cdef JOut o
     cdef Py_ssize_t off = 8 if body_len >= 0 else 0, hlen
     o.cap = 512
     o.n = off
@@ -274,7 +274,7 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 
-cdef bint _has_surrogate(object s) except -1:
+cdef bint has_surrogate(object s) except -1:
     """True when ``s`` (an exact str) holds a surrogate code point: in a Python str any
     surrogate is a lone one, which UTF-8 cannot carry."""
     cdef int kind
@@ -300,7 +300,7 @@ cdef bint _has_surrogate(object s) except -1:
                 return True
     return False
 
-cdef bint _ascii_decimal(object s, long long* out) noexcept:
+cdef bint str_decimal(object s, long long* out) noexcept:
     """True with ``out`` set when the exact str ``s`` is ``-?[0-9]{1,18}`` (int(s) gives the
     same value; 18 digits cannot overflow int64); False for anything else (left to int())."""
     if not PyUnicode_IS_ASCII(s):
@@ -377,14 +377,14 @@ cdef class HeaderReader:
                 v = self.defaults[i]
             else:
                 v = <object>vp
-                if kind == _H_STR:
-                    if not PyUnicode_CheckExact(v) or _has_surrogate(v):
+                if kind == H_STR:
+                    if not PyUnicode_CheckExact(v) or has_surrogate(v):
                         return self.fallback(cls, ext)
-                elif kind == _H_INT:
+                elif kind == H_INT:
                     if not PyLong_CheckExact(v):
                         if not PyUnicode_CheckExact(v):
                             return self.fallback(cls, ext)
-                        if _ascii_decimal(v, &x):
+                        if str_decimal(v, &x):
                             # the common shape, "-?[0-9]{1,18}", read without an int() call
                             if x < self.lo[i] or x > self.hi[i]:
                                 return self.fallback(cls, ext)  # it words the range error
@@ -513,7 +513,7 @@ cdef object _binary_header_decode(const uint8_t* bptr, Py_ssize_t bsize, Py_ssiz
     return cmd
 
 
-cdef int _bo_utf8(_JOut* o, object s, Py_ssize_t len_bytes) except -1:
+cdef int bo_utf8(JOut* o, object s, Py_ssize_t len_bytes) except -1:
     """Append ``s`` (an exact str) as its length (int16 or int32 by ``len_bytes``) and UTF-8
     bytes; 1 = not handled (a lone surrogate, or too long for an int16 key length)."""
     cdef Py_ssize_t n
@@ -523,7 +523,7 @@ cdef int _bo_utf8(_JOut* o, object s, Py_ssize_t len_bytes) except -1:
         return 1
     if len_bytes == 2 and n > 32767:
         return 1
-    _jo_reserve(o, n + len_bytes)
+    jo_reserve(o, n + len_bytes)
     if len_bytes == 2:
         wr16(<uint8_t*>o.p + o.n, <int>n)
     else:
@@ -557,7 +557,7 @@ def binary_header_encode(code, ext, flag, int language, opaque, remark, version,
     ``language`` is the language byte. With ``body_len >= 0`` the frame's two leading words
     come first (length = 4 + header length + body_len, then serialize type 1 and the header
     length)."""
-    cdef _JOut o
+    cdef JOut o
     cdef Py_ssize_t off = 8 if body_len >= 0 else 0, hlen, ext_at, pos = 0
     cdef int64_t c16, ver, opq, flg
     cdef PyObject* kp
@@ -578,7 +578,7 @@ def binary_header_encode(code, ext, flag, int language, opaque, remark, version,
     if o.p == NULL:
         raise MemoryError()
     try:
-        _jo_reserve(&o, 17)
+        jo_reserve(&o, 17)
         wr16(<uint8_t*>o.p + o.n, <int>c16)
         o.p[o.n + 2] = <char>language
         wr16(<uint8_t*>o.p + o.n + 3, <int>ver)
@@ -586,12 +586,12 @@ def binary_header_encode(code, ext, flag, int language, opaque, remark, version,
         wr32(<uint8_t*>o.p + o.n + 9, flg)
         o.n += 13
         if remark:  # (an empty remark is written as null, as the reference does)
-            if _bo_utf8(&o, remark, 4):
+            if bo_utf8(&o, remark, 4):
                 return None
         else:
-            _jo_raw(&o, b"\0\0\0\0", 4)
+            jo_raw(&o, b"\0\0\0\0", 4)
         ext_at = o.n
-        _jo_raw(&o, b"\0\0\0\0", 4)
+        jo_raw(&o, b"\0\0\0\0", 4)
         if ext:
             while PyDict_Next(ext, &pos, &kp, &vp):
                 k = <object>kp
@@ -611,7 +611,7 @@ def binary_header_encode(code, ext, flag, int language, opaque, remark, version,
                         return None  # the reference raises it
                     if not PyUnicode_CheckExact(v):
                         return None
-                if _bo_utf8(&o, k, 2) or _bo_utf8(&o, v, 4):
+                if bo_utf8(&o, k, 2) or bo_utf8(&o, v, 4):
                     return None
         wr32(<uint8_t*>o.p + ext_at, o.n - ext_at - 4)
         hlen = o.n - off
@@ -633,7 +633,7 @@ def binary_header_encode(code, ext, flag, int language, opaque, remark, version,
 # serialization, without the extFields dict, the response command or the generic encoder. The
 # bytes are those the generic encoder writes for the same command (a differential test).
 
-cdef int _jo_i64(_JOut* o, int64_t x) except -1:
+cdef int jo_i64(JOut* o, int64_t x) except -1:
     cdef uint64_t u = (~<uint64_t>x) + 1 if x < 0 else <uint64_t>x
     cdef char tmp[24]
     cdef int k = 24
@@ -646,26 +646,26 @@ cdef int _jo_i64(_JOut* o, int64_t x) except -1:
     if x < 0:
         k -= 1
         tmp[k] = c'-'
-    _jo_raw(o, tmp + k, 24 - k)
+    jo_raw(o, tmp + k, 24 - k)
     return 0
 
 
-cdef int _bo_dec(_JOut* o, int64_t x) except -1:
+cdef int bo_dec(JOut* o, int64_t x) except -1:
     """A decimal string value of the binary form: int32 length, then the digits."""
     cdef Py_ssize_t at
-    _jo_reserve(o, 4)
+    jo_reserve(o, 4)
     at = o.n
     o.n += 4
-    _jo_i64(o, x)
+    jo_i64(o, x)
     wr32(<uint8_t*>o.p + at, o.n - at - 4)
     return 0
 
 
-cdef int _bo_key(_JOut* o, bytes key) except -1:
-    _jo_reserve(o, 2)
+cdef int bo_key(JOut* o, bytes key) except -1:
+    jo_reserve(o, 2)
     wr16(<uint8_t*>o.p + o.n, <int>PyBytes_GET_SIZE(key))
     o.n += 2
-    _jo_lit(o, key)
+    jo_lit(o, key)
     return 0
 
 
@@ -676,7 +676,7 @@ def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64
     ``{"msgId", "queueId", "queueOffset", "TRACE_ON", "MSG_REGION"}``, every value a string;
     ``serialize_type`` 0 JSON, 1 ROCKETMQ. None when a text is not a str that UTF-8 can carry
     (the caller then builds the reply the general way)."""
-    cdef _JOut o
+    cdef JOut o
     cdef Py_ssize_t ext_at
     if serialize_type not in (0, 1) or not PyUnicode_CheckExact(msg_id) or not PyUnicode_CheckExact(region):
         return None
@@ -689,7 +689,7 @@ def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64
         raise MemoryError()
     try:
         if serialize_type == 1:
-            _jo_reserve(&o, 21)
+            jo_reserve(&o, 21)
             wr16(<uint8_t*>o.p + 8, code)
             o.p[10] = 0                      # LanguageCode.JAVA
             wr16(<uint8_t*>o.p + 11, 409)    # version V4_9_8
@@ -698,39 +698,39 @@ def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64
             wr32(<uint8_t*>o.p + 21, 0)      # remark: null
             o.n = 25
             ext_at = o.n
-            _jo_raw(&o, b"\0\0\0\0", 4)
-            _bo_key(&o, b"msgId")
-            if _bo_utf8(&o, msg_id, 4):
+            jo_raw(&o, b"\0\0\0\0", 4)
+            bo_key(&o, b"msgId")
+            if bo_utf8(&o, msg_id, 4):
                 return None
-            _bo_key(&o, b"queueId")
-            _bo_dec(&o, queue_id)
-            _bo_key(&o, b"queueOffset")
-            _bo_dec(&o, queue_offset)
-            _bo_key(&o, b"TRACE_ON")
+            bo_key(&o, b"queueId")
+            bo_dec(&o, queue_id)
+            bo_key(&o, b"queueOffset")
+            bo_dec(&o, queue_offset)
+            bo_key(&o, b"TRACE_ON")
             if trace_on:
-                _jo_raw(&o, b"\0\0\0\4true", 8)
+                jo_raw(&o, b"\0\0\0\4true", 8)
             else:
-                _jo_raw(&o, b"\0\0\0\5false", 9)
-            _bo_key(&o, b"MSG_REGION")
-            if _bo_utf8(&o, region, 4):
+                jo_raw(&o, b"\0\0\0\5false", 9)
+            bo_key(&o, b"MSG_REGION")
+            if bo_utf8(&o, region, 4):
                 return None
             wr32(<uint8_t*>o.p + ext_at, o.n - ext_at - 4)
         else:
-            _jo_lit(&o, b'{"code":')
-            _jo_i64(&o, code)
-            _jo_lit(&o, b',"extFields":{"msgId":')
-            if _jo_str(&o, msg_id):
+            jo_lit(&o, b'{"code":')
+            jo_i64(&o, code)
+            jo_lit(&o, b',"extFields":{"msgId":')
+            if jo_str(&o, msg_id):
                 return None
-            _jo_lit(&o, b',"queueId":"')
-            _jo_i64(&o, queue_id)
-            _jo_lit(&o, b'","queueOffset":"')
-            _jo_i64(&o, queue_offset)
-            _jo_lit(&o, b'","TRACE_ON":"true","MSG_REGION":' if trace_on else b'","TRACE_ON":"false","MSG_REGION":')
-            if _jo_str(&o, region):
+            jo_lit(&o, b',"queueId":"')
+            jo_i64(&o, queue_id)
+            jo_lit(&o, b'","queueOffset":"')
+            jo_i64(&o, queue_offset)
+            jo_lit(&o, b'","TRACE_ON":"true","MSG_REGION":' if trace_on else b'","TRACE_ON":"false","MSG_REGION":')
+            if jo_str(&o, region):
                 return None
-            _jo_lit(&o, b'},"flag":1,"language":"JAVA","opaque":')
-            _jo_i64(&o, opaque)
-            _jo_lit(&o, b',"serializeTypeCurrentRPC":"JSON","version":409}')
+            jo_lit(&o, b'},"flag":1,"language":"JAVA","opaque":')
+            jo_i64(&o, opaque)
+            jo_lit(&o, b',"serializeTypeCurrentRPC":"JSON","version":409}')
         wr32(<uint8_t*>o.p, o.n - 4)
         wr32(<uint8_t*>o.p + 4, (serialize_type << 24) | (o.n - 8))
         return PyBytes_FromStringAndSize(o.p, o.n)

@@ -37,11 +37,11 @@ from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memcmp
-from rmq._store cimport Appender, _Buf, _buf, _RecordHead, HOST_V4_LEN
+from rmq._store cimport Appender, RecordBuf, record_buf, RecordHead, HOST_V4_LEN
 from rmq.common._bytes cimport ascii_decimal, rd16, rd32, wr16, wr32
 from rmq.protocol._codec cimport (
-    _JOut, _H_STR, _H_INT, _H_BOOL, _jo_reserve, _jo_raw, _jo_lit, _jo_str, _jo_i64, _bo_utf8, _bo_dec, _bo_key,
-    _has_surrogate, _ascii_decimal,
+    JOut, H_STR, H_INT, H_BOOL, jo_reserve, jo_raw, jo_lit, jo_str, jo_i64, bo_utf8, bo_dec, bo_key,
+    has_surrogate, str_decimal,
 )
 from sys import intern as _sys_intern
 
@@ -179,13 +179,13 @@ cdef class SendFastPath:
                     return 0
                 continue                                      # (every default used here is 0)
             v = <object>vp
-            if kind == _H_STR:
+            if kind == H_STR:
                 if not PyUnicode_CheckExact(v) or not PyUnicode_IS_ASCII(v):
                     return 0
                 texts[i] = vp
-            elif kind == _H_INT:
+            elif kind == H_INT:
                 if PyUnicode_CheckExact(v):
-                    if not _ascii_decimal(v, &x):
+                    if not str_decimal(v, &x):
                         return 0
                 elif PyLong_CheckExact(v):
                     x = PyLong_AsLongLongAndOverflow(v, &overflow)
@@ -344,11 +344,11 @@ cdef class SendFastPath:
                     return 0
                 continue
             kind = self.kinds[i]
-            if kind == _H_INT:
+            if kind == H_INT:
                 if not ascii_decimal(wp[i], wl[i], &x) or x < self.lo[i] or x > self.hi[i]:
                     return 0
                 vals[i] = x
-            elif kind == _H_BOOL:                             # (as _read takes a str)
+            elif kind == H_BOOL:                             # (as _read takes a str)
                 if (wl[i] == 4 and memcmp(wp[i], b"true", 4) == 0) or (wl[i] == 1 and wp[i][0] == c'1'):
                     vals[i] = 1
                 elif not ((wl[i] == 5 and memcmp(wp[i], b"false", 5) == 0) or (wl[i] == 1 and wp[i][0] == c'0')
@@ -379,7 +379,7 @@ cdef class SendFastPath:
         cdef Py_ssize_t tl[_SF_MAX_FIELDS]
         cdef PyObject* texts[_SF_MAX_FIELDS]
         cdef int64_t t0 = _mono_ns()
-        cdef _Buf b = None
+        cdef RecordBuf b = None
         cdef const uint8_t* p
         cdef Py_ssize_t size
         cdef Py_ssize_t hl = hend - hstart, ext_len, blen = end - hend
@@ -390,7 +390,7 @@ cdef class SendFastPath:
             p = <const uint8_t*>PyBytes_AS_STRING(data)
             size = PyBytes_GET_SIZE(data)
         else:                                 # the decoder's bytearray: held until we return
-            b = _buf(data)
+            b = record_buf(data)
             p = b.ptr
             size = b.size
         if hstart < 0 or hl < 0 or blen <= 0 or end > size or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
@@ -456,7 +456,7 @@ cdef class SendFastPath:
         cdef int64_t queue_id, sys_flag, phy, put_ns
         cdef int64_t out[3]
         cdef Py_ssize_t i
-        cdef _RecordHead h
+        cdef RecordHead h
         cdef char mid[32]
         cdef const uint8_t* pref
         if appender is None:                               # no store running
@@ -473,7 +473,7 @@ cdef class SendFastPath:
         bc = gate.broker_config
         region = bc.region_id
         if (serialize_type != 0 and serialize_type != 1) or not PyUnicode_CheckExact(region) \
-                or _has_surrogate(region) or not (bc.broker_permission & _PERM_WRITE_BIT):
+                or has_surrogate(region) or not (bc.broker_permission & _PERM_WRITE_BIT):
             return None
         # Java msgCheck: the topic's config, writable, the queue id in range
         p = PyDict_GetItem(gate.topics, topic)
@@ -595,7 +595,7 @@ cdef class SendFrameHook:
 cdef object _send_reply(int serialize_type, int32_t opaque, const char* mid, Py_ssize_t mlen,
                         int64_t queue_id, int64_t queue_offset, object region, bint trace_on):
     """send_reply_frame's SUCCESS frame for an ASCII hex msgId (nothing in it to escape)."""
-    cdef _JOut o
+    cdef JOut o
     cdef Py_ssize_t ext_at
     o.cap = 256
     o.n = 8
@@ -604,7 +604,7 @@ cdef object _send_reply(int serialize_type, int32_t opaque, const char* mid, Py_
         raise MemoryError()
     try:
         if serialize_type == 1:
-            _jo_reserve(&o, 21)
+            jo_reserve(&o, 21)
             wr16(<uint8_t*>o.p + 8, 0)
             o.p[10] = 0                      # LanguageCode.JAVA
             wr16(<uint8_t*>o.p + 11, 409)    # version V4_9_8
@@ -613,38 +613,38 @@ cdef object _send_reply(int serialize_type, int32_t opaque, const char* mid, Py_
             wr32(<uint8_t*>o.p + 21, 0)      # remark: null
             o.n = 25
             ext_at = o.n
-            _jo_raw(&o, b"\0\0\0\0", 4)
-            _bo_key(&o, b"msgId")
-            _jo_reserve(&o, 4)
+            jo_raw(&o, b"\0\0\0\0", 4)
+            bo_key(&o, b"msgId")
+            jo_reserve(&o, 4)
             wr32(<uint8_t*>o.p + o.n, mlen)
             o.n += 4
-            _jo_raw(&o, mid, mlen)
-            _bo_key(&o, b"queueId")
-            _bo_dec(&o, queue_id)
-            _bo_key(&o, b"queueOffset")
-            _bo_dec(&o, queue_offset)
-            _bo_key(&o, b"TRACE_ON")
+            jo_raw(&o, mid, mlen)
+            bo_key(&o, b"queueId")
+            bo_dec(&o, queue_id)
+            bo_key(&o, b"queueOffset")
+            bo_dec(&o, queue_offset)
+            bo_key(&o, b"TRACE_ON")
             if trace_on:
-                _jo_raw(&o, b"\0\0\0\4true", 8)
+                jo_raw(&o, b"\0\0\0\4true", 8)
             else:
-                _jo_raw(&o, b"\0\0\0\5false", 9)
-            _bo_key(&o, b"MSG_REGION")
-            if _bo_utf8(&o, region, 4):
+                jo_raw(&o, b"\0\0\0\5false", 9)
+            bo_key(&o, b"MSG_REGION")
+            if bo_utf8(&o, region, 4):
                 raise ValueError("region cannot be written as UTF-8")
             wr32(<uint8_t*>o.p + ext_at, o.n - ext_at - 4)
         else:
-            _jo_lit(&o, b'{"code":0,"extFields":{"msgId":"')
-            _jo_raw(&o, mid, mlen)
-            _jo_lit(&o, b'","queueId":"')
-            _jo_i64(&o, queue_id)
-            _jo_lit(&o, b'","queueOffset":"')
-            _jo_i64(&o, queue_offset)
-            _jo_lit(&o, b'","TRACE_ON":"true","MSG_REGION":' if trace_on else b'","TRACE_ON":"false","MSG_REGION":')
-            if _jo_str(&o, region):
+            jo_lit(&o, b'{"code":0,"extFields":{"msgId":"')
+            jo_raw(&o, mid, mlen)
+            jo_lit(&o, b'","queueId":"')
+            jo_i64(&o, queue_id)
+            jo_lit(&o, b'","queueOffset":"')
+            jo_i64(&o, queue_offset)
+            jo_lit(&o, b'","TRACE_ON":"true","MSG_REGION":' if trace_on else b'","TRACE_ON":"false","MSG_REGION":')
+            if jo_str(&o, region):
                 raise ValueError("region cannot be written as JSON text")
-            _jo_lit(&o, b'},"flag":1,"language":"JAVA","opaque":')
-            _jo_i64(&o, opaque)
-            _jo_lit(&o, b',"serializeTypeCurrentRPC":"JSON","version":409}')
+            jo_lit(&o, b'},"flag":1,"language":"JAVA","opaque":')
+            jo_i64(&o, opaque)
+            jo_lit(&o, b',"serializeTypeCurrentRPC":"JSON","version":409}')
         wr32(<uint8_t*>o.p, o.n - 4)
         wr32(<uint8_t*>o.p + 4, (serialize_type << 24) | (o.n - 8))
         return PyBytes_FromStringAndSize(o.p, o.n)
