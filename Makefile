@@ -4,7 +4,8 @@
 #   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data) and the
 #                console: installs only rmq and its console extra. Options: make run ARGS='--metricsPort=0'
 #   make unit    the unit tests only (no daemons, sockets or subprocesses; about half a minute)
-#   make test    the whole suite (installs the test and spark extras too, promtool and chromium)
+#   make test    the whole suite (installs the test, spark and compression extras too, promtool
+#                and chromium)
 #   make lint    ruff and mypy (rules in pyproject.toml; mypy strict on every package)
 #   make dist    sdist and wheel in dist/ (python -m build)
 #   make bench   short produce / pull benchmarks against a fresh `rmq standalone`
@@ -20,9 +21,9 @@ STAMP_RUN  := $(VENV)/.rmq-run
 STAMP_TEST := $(VENV)/.rmq-test
 # Build inputs, found by globs: the Cython modules may be split, moved or gain .pxd files.
 CYTHON_SOURCES := $(shell find rmq -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' 2>/dev/null)
-# The test and spark extras' requirements, read from pyproject.toml (one list of them).
+# The test, spark and compression extras' requirements, read from pyproject.toml (one list of them).
 # One per line into a requirements file (a command substitution would keep shell quotes literally).
-EXTRAS_REQS = $(PY) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("\n".join(d["test"] + d["spark"]))'
+EXTRAS_REQS = $(PY) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("\n".join(d["test"] + d["spark"] + d["compression"]))'
 
 FUZZ_SECONDS ?= 60
 

@@ -92,6 +92,11 @@ __all__ = [
 __all__ += errors.__all__
 __all__ += ["ConsumerRebalanceListener"]
 
+# Body codecs of Producer(compress_type=...) (RocketMQ 5's CompressionType)
+from rmq.common.compression import CompressionType  # noqa: E402
+
+__all__ += ["CompressionType"]
+
 
 _LAZY = (
     "Producer",

@@ -377,3 +377,12 @@ class RequestTimeoutError(RMQError):
 
 
 __all__ += ["RequestTimeoutError"]
+
+
+class SerializationError(ClientError):
+    """A producer's ``value_serializer`` / ``key_serializer`` or a consumer's
+    ``value_deserializer`` raised or returned the wrong type; the cause is chained
+    (``__cause__``). Not retriable: the same value fails again."""
+
+
+__all__ += ["SerializationError"]

@@ -10,11 +10,12 @@ counterparts so a RocketMQ user recognises them (``SendStatus.SEND_OK``,
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from rmq.common.message import MessageConst
+from rmq.errors import SerializationError
 
 __all__ = [
     "Message",
@@ -138,6 +139,9 @@ class Message:
             raise ValueError(f"delay_level must be in 0..18, got {self.delay_level}")
 
 
+_UNSET: Any = object()  # MessageExt.value not deserialized yet
+
+
 @dataclass(frozen=True, slots=True)
 class MessageExt:
     """A message as stored by the broker and delivered to consumers.
@@ -188,6 +192,34 @@ class MessageExt:
     """Broker the message was pulled from."""
     real_topic: str = ""
     """The topic as stored (``%RETRY%group`` for a retry)."""
+    value_deserializer: Callable[[bytes], Any] | None = field(default=None, repr=False, compare=False)
+    """The consumer's ``value_deserializer`` behind :attr:`value`; None = the body as is."""
+    _value: Any = field(default=_UNSET, init=False, repr=False, compare=False)
+
+    @property
+    def value(self) -> Any:
+        """The body through the consumer's ``value_deserializer`` (aiokafka's
+        ``ConsumerRecord.value``), called on the first access and kept; the body itself without
+        one.
+
+        Raises:
+            rmq.errors.SerializationError: the deserializer raised (chained as the cause); in a
+                push consumer's handler that is a failed consumption: the message is retried
+                and, after ``max_reconsume_times``, goes to the DLQ.
+        """
+        v = self._value
+        if v is _UNSET:
+            fn = self.value_deserializer
+            if fn is None:
+                return self.body
+            try:
+                v = fn(self.body)
+            except Exception as e:
+                raise SerializationError(
+                    f"value_deserializer failed for message {self.msg_id} of {self.topic}: {e!r}"
+                ) from e
+            object.__setattr__(self, "_value", v)
+        return v
 
     @property
     def queue(self) -> MessageQueue:

@@ -12,10 +12,10 @@ import socket
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Mapping
 
 from rmq.common import message as common
+from rmq.common.compression import CompressionType, compress
 from rmq.common.message import (
     HOST_V4_LEN,
     MAX_INFLATED_BODY,
@@ -171,7 +171,7 @@ def decode_messages(
         topic = buf[topic_at : topic_at + topic_len].decode("utf-8", "replace")
         props = string_to_properties(buf[props_at : props_at + props_len].decode("utf-8", "replace"))
         if decompress and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-            body = inflate_body(body, max_body_size, what=f"body of {topic}@{queue_offset}")
+            body = inflate_body(body, max_body_size, what=f"body of {topic}@{queue_offset}", sys_flag=sys_flag)
         born_host = _host(buf, bh_at, bh_len)[0]
         store_host, id_prefix = _host(buf, sh_at, sh_len)
         offset_msg_id = f"{id_prefix}{phy_offset & 0xFFFFFFFFFFFFFFFF:016X}"
@@ -247,9 +247,10 @@ def _message_ext(
 # Batch bodies (Java MessageDecoder.encodeMessages): rmq.common.message.encode_batch.
 
 
-def compress_body(body: bytes, level: int = 5) -> bytes:
-    """zlib (Java ``Deflater``) compression; level 5 is Java's default compressLevel."""
-    return zlib.compress(body, level)
+def compress_body(body: bytes, level: int = 5, ctype: CompressionType = CompressionType.ZLIB) -> bytes:
+    """``body`` compressed as Java 5's compressor of ``ctype`` does (default zlib, Java
+    ``Deflater``; level 5 is Java's default compressLevel); see :mod:`rmq.common.compression`."""
+    return compress(body, ctype, level)
 
 
 def message_properties(msg: Message, uniq_key: str | None) -> dict[str, str]:

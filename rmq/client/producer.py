@@ -19,6 +19,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rmq.common.compression import CompressionType, CompressionUnavailable, check_available
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import MessageSysFlag, decode_offset_msg_id, encode_batch, java_string_hash
@@ -35,6 +36,7 @@ from rmq.errors import (
     RemotingTooMuchRequestError,
     RequestTimeoutError,
     RMQError,
+    SerializationError,
     TopicNotExistError,
 )
 from rmq.protocol.codes import RequestCode
@@ -60,6 +62,8 @@ from . import hooks as _hooks
 from . import request_reply as _rr
 from ._codec import UniqKeyGenerator, compress_body, message_properties, properties_to_string
 from .arguments import Namespace, check_namesrv_addr, check_positive, check_range
+from .batching import BatchAccumulator, can_batch
+from .batching import Prepared as _Prepared
 from .instance import ClientInstance, get_client_instance
 
 if TYPE_CHECKING:
@@ -169,8 +173,15 @@ class Producer:
             reach the name server.
         send_timeout: seconds for a whole send including retries; default 3.0.
         retry_times: extra attempts on another queue/broker after a retriable failure; default 2.
-        compress_over: bodies larger than this many bytes are zlib-compressed; default 4096.
-        compress_level: zlib level; default 5 (Java's).
+        compress_over: bodies larger than this many bytes are compressed; default 4096 (Java
+            ``compressMsgBodyOverHowmuch``).
+        compress_level: the codec's level; default 5 (Java's ``compressLevel``); zlib 0..9,
+            zstd 1..22 (LZ4 has none: Java's frame compressor is the fast one).
+        compress_type: ``"zlib"`` (default, the only codec Java 4.x consumers read), ``"lz4"`` or
+            ``"zstd"`` (RocketMQ 5 consumers, and ours, read all three; Java 5's
+            ``compressType``), or a :class:`rmq.CompressionType`. The sysFlag gets
+            COMPRESSED_FLAG and the type bits as Java 5 sets them; LZ4 and ZSTD need the
+            ``compression`` extra (``pip install 'rmq[compression]'``), checked here.
         max_message_size: largest body (after compression) or batch; default 4 MiB.
         default_topic_queue_nums: queues for a topic auto-created from TBW102; default 4.
         send_latency_fault_enable: avoid brokers that were slow or failing; default True.
@@ -199,6 +210,25 @@ class Producer:
             yet; default 10 000, [1, 10 000 000]. Past it those calls raise
             ``RemotingTooMuchRequestError`` (retriable: await some pending futures first), so
             an application that never awaits cannot grow memory without bound.
+        linger_ms: milliseconds a :meth:`send` / :meth:`send_and_wait` waits for more
+            messages to the same topic (and queue, when one is given or a selector picked it)
+            so they go as one SEND_BATCH_MESSAGE (aiokafka's ``linger_ms``); each caller still
+            gets its own SendResult. Default 0: every message goes alone, at once. [0, 60000].
+        max_batch_size: bytes of one automatic batch at most (aiokafka's ``max_batch_size``);
+            a full batch goes at once; default 16384; [1, ``max_message_size``].
+        buffer_memory: bytes in automatic batches not answered yet at most (kafka-python's
+            ``buffer_memory``); past it :meth:`send` raises ``RemotingTooMuchRequestError``;
+            default 32 MiB; [1, 2**40].
+        max_pending_batches: automatic batches open or in flight at most; past it as
+            ``buffer_memory``; default 1024; [1, 1 000 000].
+        value_serializer: ``fn(value) -> bytes | str`` (aiokafka's): turns the ``value`` given
+            to :meth:`send` / :meth:`send_and_wait` with a topic into the body (e.g.
+            ``lambda v: json.dumps(v).encode()``). Default None: the value must be bytes or
+            str. Its exception is raised by the send call as
+            :class:`rmq.errors.SerializationError` (not retriable).
+        key_serializer: ``fn(key) -> str`` for the ``key`` given with a topic, which becomes
+            the message's key (``KEYS``, indexed by the broker for queries; it does not pick the
+            queue: use ``sharding_key``). Default None: the key must be a str.
 
     Use ``async with Producer(...) as p`` or ``await p.start()`` / ``await p.close()``.
 
@@ -232,6 +262,13 @@ class Producer:
         namespace: str | None = None,
         retry_backoff: float = 0.1,
         max_pending_sends: int = DEFAULT_MAX_PENDING_SENDS,
+        compress_type: str | CompressionType = "zlib",
+        linger_ms: float = 0,
+        max_batch_size: int = 16384,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_pending_batches: int = 1024,
+        value_serializer: Callable[[Any], bytes | str] | None = None,
+        key_serializer: Callable[[Any], str] | None = None,
     ) -> None:
         check_namesrv_addr(namesrv_addr)
         validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
@@ -247,11 +284,35 @@ class Producer:
         check_range("retry_times", retry_times, 0, 100)
         check_range("max_message_size", max_message_size, 1, MAX_MESSAGE_SIZE)
         check_range("compress_over", compress_over, 0, 2**31 - 1)
-        check_range("compress_level", compress_level, 0, 9)
         check_range("default_topic_queue_nums", default_topic_queue_nums, 1, 1024)
         check_range("retry_backoff", retry_backoff, 0, 10)
         check_range("max_pending_sends", max_pending_sends, 1, 10_000_000)
         self._max_pending_sends = max_pending_sends
+        self._compress_type = _check_compress_type(compress_type)
+        if self._compress_type is CompressionType.ZSTD:
+            check_range("compress_level", compress_level, 1, 22)
+        else:
+            check_range("compress_level", compress_level, 0, 9)
+        check_range("linger_ms", linger_ms, 0, 60_000)
+        check_range("max_batch_size", max_batch_size, 1, max_message_size)
+        check_range("buffer_memory", buffer_memory, 1, 2**40)
+        check_range("max_pending_batches", max_pending_batches, 1, 1_000_000)
+        for name, fn in (("value_serializer", value_serializer), ("key_serializer", key_serializer)):
+            if fn is not None and not callable(fn):
+                raise ConfigError(name, f"{fn!r} is not callable", "fn(value) or None")
+        self._value_serializer = value_serializer
+        self._key_serializer = key_serializer
+        self._batcher: BatchAccumulator | None = None
+        if linger_ms > 0:
+            self._batcher = BatchAccumulator(
+                group,
+                linger=linger_ms / 1000,
+                max_batch_size=max_batch_size,
+                buffer_memory=buffer_memory,
+                max_pending_batches=max_pending_batches,
+                send=self._send_batched,
+                spawn=lambda coro: self._pending.spawn(coro, f"rmq-batch-{self._group}"),
+            )
         if not instance_name or not isinstance(instance_name, str):
             raise ConfigError("instance_name", f"must be a non-empty string, got {instance_name!r}")
         if transaction_checker is not None and not callable(transaction_checker):
@@ -342,6 +403,8 @@ class Producer:
         if self._closing:
             return
         self._closing = True
+        if self._batcher is not None:
+            self._batcher.flush_all()  # the open batches go now; close waits for their answers
         await self._pending.wait()
         await _hooks.close_hooks(self._send_hooks)
         assert self._instance is not None
@@ -395,8 +458,11 @@ class Producer:
 
     def send(
         self,
-        msg: Message,
+        msg: Message | str,
+        value: Any = None,
         *,
+        key: Any = None,
+        tags: str | None = None,
         queue: MessageQueue | None = None,
         selector: MessageQueueSelector | None = None,
         sharding_key: Any = None,
@@ -411,8 +477,18 @@ class Producer:
         ``max_pending_sends``, are raised by this call, not by the future. :meth:`close`
         waits for the futures still pending.
 
+        With ``linger_ms`` > 0 the message may wait up to ``linger_ms`` to go in one
+        SEND_BATCH_MESSAGE with others to the same topic (and queue); its future still
+        resolves to its own SendResult (see :mod:`rmq.client.batching`).
+
         Args:
-            msg: the message (its topic without the namespace).
+            msg: the message (its topic without the namespace), or a topic: then ``value``
+                (through ``value_serializer``), ``key`` and ``tags`` make the message.
+            value: the body when ``msg`` is a topic: bytes or str, or anything
+                ``value_serializer`` takes. Default None.
+            key: the message key (``KEYS``) when ``msg`` is a topic: a str, or anything
+                ``key_serializer`` takes. Default None: no key.
+            tags: the message's tag when ``msg`` is a topic. Default None.
             queue: send to exactly this queue (no retry on another one). Default: choose.
             selector: orderly send: ``selector(queues, msg, sharding_key)`` picks the queue; no
                 retry on another queue, to keep per-key order. Default None.
@@ -427,16 +503,82 @@ class Producer:
 
             - rmq.errors.BrokerResponseError: the broker refused it (``code``, ``retriable``).
             - rmq.errors.RemotingError: connection failure or timeout after all retries.
+
+        Raises:
+            rmq.errors.SerializationError: ``value_serializer`` / ``key_serializer`` failed
+                (or no serializer and the value is not bytes or str).
+            rmq.errors.RemotingTooMuchRequestError: past ``max_pending_sends``,
+                ``buffer_memory`` or ``max_pending_batches``.
         """
         self._check_running()
         self._check_pending()
-        prepared = self._prepare(msg)
+        m = self._as_message(msg, value, key, tags)
+        prepared = self._prepare(m)
+        batched = self._batched(m, prepared, queue, selector, sharding_key, timeout)
+        if batched is not None:
+            return batched
         return self._pending.spawn(
-            self._send_prepared(msg, prepared, queue, selector, sharding_key, timeout), f"rmq-send-{self._group}"
+            self._send_prepared(m, prepared, queue, selector, sharding_key, timeout), f"rmq-send-{self._group}"
         )
 
+    async def flush(self) -> None:
+        """Send the open automatic batches now and wait until every send pending at the call
+        has its answer (aiokafka's ``flush``); their failures stay on their futures."""
+        self._check_running()
+        if self._batcher is not None:
+            self._batcher.flush_all()
+        await self._pending.wait()
+
+    def _as_message(self, msg: Message | str, value: Any, key: Any, tags: str | None) -> Message:
+        """``msg`` itself, or the message ``send(topic, value, key=, tags=)`` describes."""
+        if isinstance(msg, Message):
+            if value is not None or key is not None or tags is not None:
+                raise ClientError("value, key and tags go with a topic: send(topic, value, key=, tags=)")
+            return msg
+        if not isinstance(msg, str):
+            raise ClientError(f"send takes a Message or a topic name, got {type(msg).__name__}")
+        body = _serialize("value_serializer", self._value_serializer, value, msg, (bytes, bytearray, memoryview, str))
+        keys: tuple[str, ...] = ()
+        if key is not None:
+            keys = (_serialize("key_serializer", self._key_serializer, key, msg, (str,)),)
+        return Message(msg, body, tags=tags, keys=keys)
+
+    def _batched(
+        self,
+        msg: Message,
+        p: _Prepared,
+        queue: MessageQueue | None,
+        selector: MessageQueueSelector | None,
+        sharding_key: Any,
+        timeout: float | None,
+    ) -> asyncio.Future[SendResult] | None:
+        """The future of ``p`` in an automatic batch, or None when it goes alone (no
+        ``linger_ms``, a message that cannot batch, or a selector whose route is not cached)."""
+        b = self._batcher
+        if b is None or not can_batch(p, b.max_batch_size):
+            return None
+        mq: MessageQueue | None = None
+        if queue is not None:
+            mq = self._ns.wrap_mq(queue)
+        elif selector is not None or sharding_key is not None:
+            info = self._instance.publish_info.get(p.topic) if self._instance is not None else None
+            if info is None or not info.ok:
+                return None  # the lone send fetches the route
+            try:
+                mq = self._apply_selector(info, msg, selector or select_by_hash, sharding_key)
+            except Exception:  # noqa: BLE001 - the lone send raises it on the future
+                return None
+        return b.add(p, mq, timeout or self._send_timeout)
+
+    async def _send_batched(self, p: _Prepared, mq: MessageQueue | None, deadline: float) -> SendResult:
+        """The accumulator's sender: a batch (or a lone item) to ``mq``, or to a queue chosen
+        with retries as a plain send."""
+        if mq is not None:
+            return self._unwrap_result(await self._send_to(mq, p, deadline))
+        return self._unwrap_result(await self._send_default(p, max(0.001, deadline - time.monotonic())))
+
     def _check_pending(self) -> None:
-        n = len(self._pending)
+        n = len(self._pending) + (self._batcher.pending_messages if self._batcher is not None else 0)
         if n >= self._max_pending_sends:
             _rlog.warning(
                 f"send-pending:{self._group}",
@@ -451,8 +593,11 @@ class Producer:
 
     async def send_and_wait(
         self,
-        msg: Message,
+        msg: Message | str,
+        value: Any = None,
         *,
+        key: Any = None,
+        tags: str | None = None,
         queue: MessageQueue | None = None,
         selector: MessageQueueSelector | None = None,
         sharding_key: Any = None,
@@ -461,8 +606,12 @@ class Producer:
         """Send one message and wait for the broker's answer (aiokafka's ``send_and_wait``); the
         arguments and errors of :meth:`send`, raised here."""
         self._check_running()
-        prepared = self._prepare(msg)
-        return await self._send_prepared(msg, prepared, queue, selector, sharding_key, timeout)
+        m = self._as_message(msg, value, key, tags)
+        prepared = self._prepare(m)
+        batched = self._batched(m, prepared, queue, selector, sharding_key, timeout)
+        if batched is not None:
+            return await batched
+        return await self._send_prepared(m, prepared, queue, selector, sharding_key, timeout)
 
     async def _send_prepared(
         self,
@@ -696,8 +845,9 @@ class Producer:
         body = msg.body
         sys_flag = 0
         if len(body) > self._compress_over:
-            body = compress_body(body, self._compress_level)
-            sys_flag |= MessageSysFlag.COMPRESSED_FLAG
+            # Java 5 DefaultMQProducerImpl.sendKernelImpl: COMPRESSED_FLAG | the type's bits
+            body = compress_body(body, self._compress_level, self._compress_type)
+            sys_flag |= MessageSysFlag.COMPRESSED_FLAG | self._compress_type.flag
         if len(body) > self._max_message_size:
             raise ClientError(f"message body is {len(body)} bytes; the maximum is {self._max_message_size}")
         return _Prepared(self._ns.wrap(msg.topic), body, properties_to_string(props), sys_flag, msg.flag, uniq, False)
@@ -798,6 +948,11 @@ class Producer:
         self, msg: Message, selector: MessageQueueSelector, arg: Any, deadline: float | None = None
     ) -> MessageQueue:
         info = await self._publish_info(self._ns.wrap(msg.topic), deadline)
+        return self._apply_selector(info, msg, selector, arg)
+
+    def _apply_selector(
+        self, info: _TopicPublishInfo, msg: Message, selector: MessageQueueSelector, arg: Any
+    ) -> MessageQueue:
         mqs = info.message_queues
         if self._ns:  # the selector sees the queues as the application names them
             mq = self._ns.wrap_mq(selector([self._ns.unwrap_mq(q) for q in mqs], msg, arg))
@@ -995,23 +1150,6 @@ _COMMIT_OR_ROLLBACK = {
 }
 
 
-class _Prepared:
-    """A message ready for the wire: encoded properties, maybe compressed body, its uniq id(s)."""
-
-    __slots__ = ("topic", "body", "properties", "sys_flag", "flag", "uniq_id", "batch")
-
-    def __init__(
-        self, topic: str, body: bytes, properties: str, sys_flag: int, flag: int, uniq_id: str, batch: bool
-    ) -> None:
-        self.topic = topic
-        self.body = body
-        self.properties = properties
-        self.sys_flag = sys_flag
-        self.flag = flag
-        self.uniq_id = uniq_id
-        self.batch = batch
-
-
 def _with_props(msg: Message, props: dict[str, str]) -> Message:
     return Message(
         topic=msg.topic,
@@ -1023,6 +1161,38 @@ def _with_props(msg: Message, props: dict[str, str]) -> Message:
         delay_level=msg.delay_level,
         wait_store_msg_ok=msg.wait_store_msg_ok,
     )
+
+
+def _check_compress_type(value: str | CompressionType) -> CompressionType:
+    allowed = "'zlib', 'lz4' or 'zstd'"
+    try:
+        ctype = value if isinstance(value, CompressionType) else CompressionType.of(value)
+    except ValueError:
+        raise ConfigError("compress_type", f"unsupported compress type {value!r}", allowed) from None
+    try:
+        check_available(ctype)
+    except CompressionUnavailable as e:
+        raise ConfigError("compress_type", str(e), allowed) from None
+    return ctype
+
+
+def _serialize(name: str, fn: Callable[[Any], Any] | None, value: Any, topic: str, types: tuple[type, ...]) -> Any:
+    """``fn(value)`` (the value itself without ``fn``), checked to be one of ``types``; any
+    failure is a SerializationError naming the serializer and the topic."""
+    what = "str" if types == (str,) else "bytes or str"
+    if fn is None:
+        if isinstance(value, types):
+            return value
+        raise SerializationError(
+            f"a message to {topic}: {type(value).__name__} is not {what}; give the producer a {name}"
+        )
+    try:
+        out = fn(value)
+    except Exception as e:
+        raise SerializationError(f"{name} failed for a message to {topic}: {e!r}") from e
+    if not isinstance(out, types):
+        raise SerializationError(f"{name} returned {type(out).__name__} for a message to {topic}, not {what}")
+    return out
 
 
 async def _maybe_await(value: _T | Awaitable[_T]) -> _T:

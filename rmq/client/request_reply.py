@@ -153,7 +153,7 @@ class RequestFutureTable:
 def _reply_message(h: ReplyMessageRequestHeader, body: bytes, max_body: int) -> MessageExt:
     """Java ``receiveReplyMessage``: the pushed reply as a MessageExt, ``ARRIVE_TIME`` added."""
     if h.sys_flag & MessageSysFlag.COMPRESSED_FLAG:
-        body = inflate_body(body, max_body, what="reply body")
+        body = inflate_body(body, max_body, what="reply body", sys_flag=h.sys_flag)
     props = string_to_properties(h.properties)
     props[MessageConst.REPLY_MESSAGE_ARRIVE_TIME] = str(int(time.time() * 1000))
     keys = props.get(MessageConst.KEYS)

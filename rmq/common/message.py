@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
+from rmq.common import compression as _compression
 from rmq.common import native
 from rmq.errors import RemotingCommandError
 
@@ -83,6 +84,11 @@ class MessageSysFlag:
     TRANSACTION_ROLLBACK_TYPE = 0x3 << 2
     BORNHOST_V6_FLAG = 0x1 << 4
     STOREHOSTADDRESS_V6_FLAG = 0x1 << 5
+    # RocketMQ 5: the codec of a COMPRESSED_FLAG body (rmq.common.compression; none = zlib)
+    COMPRESSION_LZ4_TYPE = 0x1 << 8
+    COMPRESSION_ZSTD_TYPE = 0x2 << 8
+    COMPRESSION_ZLIB_TYPE = 0x3 << 8
+    COMPRESSION_TYPE_COMPARATOR = 0x7 << 8
 
     @staticmethod
     def get_transaction_value(flag: int) -> int:
@@ -484,25 +490,25 @@ MAX_INFLATED_BODY = 4 * 1024 * 1024
 DefaultMQProducer.maxMessageSize and the broker's maxMessageSize, 4 MiB)."""
 
 
-def inflate_body(data: bytes | memoryview, limit: int = MAX_INFLATED_BODY, *, what: str = "body") -> bytes:
-    """zlib-inflate a COMPRESSED_FLAG body (Java UtilAll.uncompress) into at most ``limit``
-    bytes (default 4 MiB), so that a small record from any producer cannot make a consumer
-    allocate without bound (a zlib bomb).
+def inflate_body(
+    data: bytes | memoryview, limit: int = MAX_INFLATED_BODY, *, what: str = "body", sys_flag: int = 0
+) -> bytes:
+    """Decompress a COMPRESSED_FLAG body (Java ``UtilAll.uncompress``; RocketMQ 5's
+    ``CompressorFactory`` by ``sys_flag``'s compression-type bits, none = zlib as 4.x) into at
+    most ``limit`` bytes (default 4 MiB), so that a small record from any producer cannot make a
+    consumer allocate without bound (a zlib bomb).
 
     Raises:
-        RecordDecodeError: the body inflates past ``limit``, or is not a complete zlib stream;
-            ``what`` names the message in the text.
+        RecordDecodeError: the body inflates past ``limit``, is not a complete stream, names an
+            unknown codec, or needs a codec library that is not installed (the message says
+            which extra); ``what`` names the message in the text.
     """
-    d = zlib.decompressobj()
     try:
-        out = d.decompress(data, limit + 1)
-    except zlib.error as e:
-        raise RecordDecodeError(f"compressed {what} does not inflate: {e}") from None
-    if len(out) > limit:
-        raise RecordDecodeError(f"compressed {what} inflates past the limit of {limit} bytes")
-    if not d.eof:
-        raise RecordDecodeError(f"compressed {what} does not inflate: incomplete or truncated stream")
-    return out
+        return _compression.decompress(data, sys_flag, limit)
+    except _compression.CompressionUnavailable as e:
+        raise RecordDecodeError(f"compressed {what} cannot be read: {e}") from None
+    except ValueError as e:
+        raise RecordDecodeError(f"compressed {what} {e}") from None
 
 
 def walk_records_py(

@@ -213,7 +213,7 @@ def decode_records(
         if w_value:
             v = body[body_at : body_at + body_len]
             if sysflag & _SYSFLAG_COMPRESSED:
-                v = inflate_body(v, MAX_INFLATED_BODY, what=f"body of queue offset {qoff}")
+                v = inflate_body(v, MAX_INFLATED_BODY, what=f"body of queue offset {qoff}", sys_flag=sysflag)
             cols.value.append(v)
         if w_key:
             k = props.get(MessageConst.KEYS)

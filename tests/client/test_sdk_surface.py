@@ -36,6 +36,7 @@ DOCUMENTED = {
         "request",
         "add_send_hook",
         "send_and_wait",
+        "flush",
     },
     rmq.PushConsumer: {
         "subscribe",
@@ -154,7 +155,7 @@ def test_constructor_keywords_are_the_options_fields_with_the_same_defaults(cls,
     }
     assert keywords == fields
     shared = {f.name for f in dataclasses.fields(rmq.ConsumerOptions)}
-    assert shared < set(fields) and len(shared) == 15
+    assert shared < set(fields) and len(shared) == 16
     for name in fields:  # each setting is documented with its default
         assert f"{name}:" in (cls.__doc__ or ""), f"{cls.__name__} does not document {name}"
         assert f"{name}:" in (options_cls.__doc__ or "") + (rmq.ConsumerOptions.__doc__ or "")

@@ -434,10 +434,15 @@ class ConsumerBase(abc.ABC):
 
     def app_messages(self, msgs: list[MessageExt]) -> list[MessageExt]:
         """The messages as the application sees them: topics without the namespace (Java
-        ``DefaultMQPushConsumerImpl.resetRetryAndNamespace``)."""
-        if not self.ns:
-            return msgs
-        return [dataclasses.replace(m, topic=self.ns.unwrap(m.topic)) for m in msgs]
+        ``DefaultMQPushConsumerImpl.resetRetryAndNamespace``), carrying the consumer's
+        ``value_deserializer`` for ``message.value``."""
+        if self.ns:
+            msgs = [dataclasses.replace(m, topic=self.ns.unwrap(m.topic)) for m in msgs]
+        fn = self.options.value_deserializer
+        if fn is not None:
+            for m in msgs:  # (frozen: set as the dataclass's own __init__ does)
+                object.__setattr__(m, "value_deserializer", fn)
+        return msgs
 
     # ---------------------------------------------------------------- errors the application must see
 

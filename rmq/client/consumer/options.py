@@ -121,6 +121,11 @@ class ConsumerOptions:
             system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
             (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
             (Java ``useTLS``).
+        value_deserializer: ``fn(body: bytes) -> value`` (aiokafka's): each message handed to
+            the application has it as ``MessageExt.value_deserializer``, and
+            ``message.value`` calls it once, on first access (a failure raises
+            :class:`rmq.errors.SerializationError` there: in a push handler, a failed
+            consumption). Default None: ``message.value`` is the body.
     """
 
     message_model: MessageModel = MessageModel.CLUSTERING
@@ -138,8 +143,11 @@ class ConsumerOptions:
     tls: bool | ssl.SSLContext | None = None
     namespace: str | None = None
     error_retries: int = 5
+    value_deserializer: Callable[[bytes], Any] | None = None
 
     def __post_init__(self) -> None:
+        if self.value_deserializer is not None and not callable(self.value_deserializer):
+            raise ConfigError("value_deserializer", f"{self.value_deserializer!r} is not callable", "fn(body) or None")
         if not isinstance(self.message_model, MessageModel):
             raise ConfigError(
                 "message_model",

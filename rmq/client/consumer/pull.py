@@ -23,7 +23,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
 from rmq.client.instance import subscribe_queues
@@ -450,6 +450,9 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
             system's trust store; an ``ssl.SSLContext`` for your own CA or a client certificate
             (``rmq.remoting.tls.client_context(trust_cert_path=...)``); default None = plain TCP
             (Java ``useTLS``).
+        value_deserializer: ``fn(body: bytes) -> value`` (aiokafka's); ``message.value`` calls
+            it once, on first access (its failure raises :class:`rmq.errors.SerializationError`
+            there). Default None: ``message.value`` is the body.
 
     Raises:
         rmq.errors.ConfigError: a setting out of range or a bad group name or name server
@@ -483,11 +486,13 @@ class PullConsumer(ConsumerFacade[PullConsumerImpl]):
         tls: bool | ssl.SSLContext | None = None,
         error_retries: int = 5,
         namespace: str | None = None,
+        value_deserializer: Callable[[bytes], Any] | None = None,
     ) -> None:
         opts = build_options(
             PullConsumerOptions,
             options,
             dict(
+                value_deserializer=value_deserializer,
                 error_retries=error_retries,
                 namespace=namespace,
                 message_model=message_model,

@@ -23,7 +23,7 @@ import inspect
 import logging
 import ssl
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from types import TracebackType
 from typing import Any
 
@@ -550,6 +550,10 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         trace: record SubBefore/SubAfter message traces of each consumption in the trace topic
             (Java's ``enableMsgTrace``), batched off the consume path; default False.
         trace_topic: the trace topic; default ``RMQ_SYS_TRACE_TOPIC``.
+        value_deserializer: ``fn(body: bytes) -> value`` (aiokafka's); ``message.value`` calls
+            it once, on first access (its failure raises :class:`rmq.errors.SerializationError`
+            there; in a handler, a failed consumption: retried, then the DLQ). Default None:
+            ``message.value`` is the body.
 
     Raises:
         rmq.errors.ConfigError: a setting out of range or a bad group name or name server
@@ -595,11 +599,13 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         namespace: str | None = None,
         trace: bool = False,
         trace_topic: str | None = None,
+        value_deserializer: Callable[[bytes], Any] | None = None,
     ) -> None:
         opts = build_options(
             PushConsumerOptions,
             options,
             dict(
+                value_deserializer=value_deserializer,
                 consume_timeout=consume_timeout,
                 on_error=on_error,
                 error_retries=error_retries,
