@@ -93,13 +93,13 @@ BatchSender = Callable[[Prepared, MessageQueue | None, float], Coroutine[Any, An
 
 
 class _Batch:
-    __slots__ = ("key", "items", "size", "deadline", "timer")
+    __slots__ = ("key", "items", "size", "timeout", "timer")
 
     def __init__(self, key: tuple[str, MessageQueue | None, bool]) -> None:
         self.key = key
         self.items: list[tuple[Prepared, asyncio.Future[SendResult]]] = []
         self.size = 0
-        self.deadline = float("inf")
+        self.timeout = float("inf")
         self.timer: asyncio.TimerHandle | None = None
 
 
@@ -164,12 +164,12 @@ class BatchAccumulator:
         if batch is not None and batch.size + size > self.max_batch_size:
             self._flush(batch)
             batch = None
+        if batch is None and self.pending_batches >= self.max_pending_batches:
+            n = self.pending_batches
+            self._refuse(f"{n} batches are pending (max_pending_batches={self.max_pending_batches})")
         if self.buffered + size > self.buffer_memory:
             self._refuse(f"{self.buffered} bytes are buffered in batches (buffer_memory={self.buffer_memory})")
         if batch is None:
-            if self.pending_batches >= self.max_pending_batches:
-                n = self.pending_batches
-                self._refuse(f"{n} batches are pending (max_pending_batches={self.max_pending_batches})")
             batch = self._open[key] = _Batch(key)
             self.pending_batches += 1
             batch.timer = asyncio.get_running_loop().call_later(self.linger, self._flush, batch)
@@ -177,7 +177,7 @@ class BatchAccumulator:
         fut.add_done_callback(_retrieve)
         batch.items.append((p, fut))
         batch.size += size
-        batch.deadline = min(batch.deadline, time.monotonic() + timeout)
+        batch.timeout = min(batch.timeout, timeout)
         self.buffered += size
         self.pending_messages += 1
         if batch.size >= self.max_batch_size:
@@ -204,6 +204,9 @@ class BatchAccumulator:
     async def _run(self, batch: _Batch) -> None:
         # callers that cancelled their future before the batch left are not sent
         items = [(p, f) for p, f in batch.items if not f.done()]
+        # the send timeout counts from when the batch leaves, not from the first send() (the
+        # linger may be longer than it)
+        deadline = time.monotonic() + batch.timeout
         try:
             if not items:
                 return
@@ -211,7 +214,7 @@ class BatchAccumulator:
             if len(items) == 1:
                 p, fut = items[0]
                 try:
-                    result = await self._send(p, queue, batch.deadline)
+                    result = await self._send(p, queue, deadline)
                 except Exception as e:  # noqa: BLE001 - handed to the caller's future
                     if not fut.done():
                         fut.set_exception(e)
@@ -220,7 +223,7 @@ class BatchAccumulator:
                         fut.set_result(result)
                 return
             self.batches_sent += 1
-            await self._send_batch(topic, queue, wait, items, batch.deadline)
+            await self._send_batch(topic, queue, wait, items, deadline)
         finally:
             self.buffered -= batch.size
             self.pending_batches -= 1

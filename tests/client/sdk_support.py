@@ -10,7 +10,7 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.remoting import RemotingClient
 
-__all__ = ["create_topic", "wait_until", "holds", "drain", "SilentServer"]
+__all__ = ["create_topic", "wait_until", "holds", "drain", "SilentServer", "RequestCounter"]
 
 
 async def create_topic(broker_addr: str, topic: str, queues: int = 4, perm: int = 6) -> None:
@@ -91,3 +91,26 @@ class SilentServer:
     async def __aexit__(self, *exc):
         self.server.close()
         await self.server.wait_closed()
+
+
+class RequestCounter:
+    """Counts the requests of ``code`` a broker serves, by wrapping the processor registered
+    for it (the real one still answers): ``RequestCounter(broker, RequestCode.SEND_BATCH_MESSAGE)``."""
+
+    def __init__(self, broker, code: int):
+        entry = broker.server.dispatcher.processor_for(code)
+        assert entry is not None, f"no processor for {code}"
+        inner, pool = entry
+        self.count = 0
+        counter = self
+
+        class _Counting:
+            def process_request(self, conn, cmd):
+                counter.count += 1
+                return inner.process_request(conn, cmd)
+
+            def reject_request(self):
+                reject = getattr(inner, "reject_request", None)
+                return bool(reject and reject())
+
+        broker.server.register_processor(code, _Counting(), pool)
