@@ -497,9 +497,9 @@ class Producer:
             timeout: seconds for the whole send including retries; default ``send_timeout``.
 
         Returns:
-            A future (an ``asyncio.Task``) resolving to the SendResult (``status`` is SEND_OK
-            unless the broker reported a flush/replication problem; the message is stored on the
-            master either way), or failing with:
+            A future (an ``asyncio.Task``; a plain future when batched) resolving to the
+            SendResult (``status`` is SEND_OK unless the broker reported a flush/replication
+            problem; the message is stored on the master either way), or failing with:
 
             - rmq.errors.BrokerResponseError: the broker refused it (``code``, ``retriable``).
             - rmq.errors.RemotingError: connection failure or timeout after all retries.
