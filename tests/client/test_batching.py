@@ -135,3 +135,16 @@ async def test_close_flushes_the_open_batches(cluster, namesrv_addr, unique):
     assert [f.result().queue_offset for f in futures] == [0, 1, 2] and batches.count == 1
     with pytest.raises(rmq.IllegalStateError):
         p.send(rmq.Message(topic, b"late"))
+
+
+async def test_batches_under_a_namespace_answer_plain_names(cluster, namesrv_addr, unique):
+    _ns, broker = cluster
+    topic = unique("NT")
+    await create_topic(broker.broker_addr, f"ns1%{topic}", queues=1)
+    batches = RequestCounter(broker, RequestCode.SEND_BATCH_MESSAGE)
+    async with rmq.Producer(namesrv_addr, unique("PG"), namespace="ns1", linger_ms=LONG) as p:
+        futures = [p.send(rmq.Message(topic, b"n%d" % i)) for i in range(3)]
+        await p.flush()
+        results = [f.result() for f in futures]
+    assert batches.count == 1
+    assert [(r.topic, r.queue_offset) for r in results] == [(topic, 0), (topic, 1), (topic, 2)]

@@ -75,3 +75,28 @@ async def test_a_4x_shaped_zlib_message_still_decodes(cluster, namesrv_addr, uni
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     [msg] = await drain(namesrv_addr, topic, 1, group=unique("DRAIN"))
     assert msg.body == BODY and msg.sys_flag & 0x701 == 0x1 and msg.tags == "old"
+
+
+async def test_a_redelivered_lz4_message_keeps_its_codec(cluster, namesrv_addr, unique):
+    """The broker's send-back copies body and sysFlag: the retry decodes with the same codec."""
+    _ns, broker = cluster
+    topic = unique("RT")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    async with rmq.Producer(namesrv_addr, unique("PG"), compress_type="lz4") as p:
+        sent = await p.send(rmq.Message(topic, BODY))
+    deliveries: asyncio.Queue[rmq.MessageExt] = asyncio.Queue()
+
+    async def handler(msg: rmq.MessageExt) -> None:
+        await deliveries.put(msg)
+        if msg.reconsume_times == 0:
+            raise RuntimeError("consume later")
+
+    c = rmq.PushConsumer(
+        namesrv_addr, unique("CG"), handler=handler, consume_from_where=FIRST, delay_level_when_next_consume=1
+    )
+    c.subscribe(topic)
+    async with c:
+        first = await asyncio.wait_for(deliveries.get(), 30)
+        again = await asyncio.wait_for(deliveries.get(), 60)
+    assert first.body == again.body == BODY and again.reconsume_times == 1 and again.msg_id == sent.msg_id
+    assert again.sys_flag & MessageSysFlag.COMPRESSION_TYPE_COMPARATOR == MessageSysFlag.COMPRESSION_LZ4_TYPE
