@@ -10,7 +10,8 @@ queues, offset commits), not the raw protocol (``produce_bench.py`` / ``pull_ben
 
 Phases:
   send   1 KiB messages with 1 send in flight, then with 16 (``--concurrency 1,16``), each for
-         ``--duration`` seconds: msgs/s and round-trip percentiles.
+         ``--duration`` seconds: msgs/s and round-trip percentiles; ``--linger-ms 5`` lets the
+         producer batch the sends in flight automatically (one SEND_BATCH_MESSAGE each).
   drain  prefill ``--backlog`` messages (batch sends, not measured), then a new PushConsumer
          group with a no-op handler drains them from the first offset: msgs/s from start() to
          the last message handled.
@@ -59,12 +60,18 @@ async def create_topic(namesrv: str, topic: str, queues: int) -> None:
 
 
 async def send_phase(
-    namesrv: str, topic: str, size: int, concurrency: int, duration: float, broker_pid: int | None
+    namesrv: str,
+    topic: str,
+    size: int,
+    concurrency: int,
+    duration: float,
+    broker_pid: int | None,
+    linger_ms: float = 0,
 ) -> dict:
     body = os.urandom(size // 2).hex().encode()[:size]
     latencies: list[float] = []
     failed = 0
-    async with rmq.Producer(namesrv, f"SdkBenchPG_{concurrency}_{os.getpid()}") as p:
+    async with rmq.Producer(namesrv, f"SdkBenchPG_{concurrency}_{os.getpid()}", linger_ms=linger_ms) as p:
         await p.send(rmq.Message(topic, body))  # warm up: route, connection
         stop_at = time.monotonic() + duration
         cpu0 = c.cpu_seconds_or_none(broker_pid)
@@ -89,6 +96,7 @@ async def send_phase(
     fig = {
         "phase": "send",
         "concurrency": concurrency,
+        "linger_ms": linger_ms,
         "size": size,
         "messages": n,
         "failed": failed,
@@ -298,7 +306,7 @@ async def main(args: argparse.Namespace) -> list[dict]:
             topic = f"SdkBenchSend_{suffix}"
             await create_topic(namesrv, topic, args.queues)
             for conc in args.concurrency:
-                fig = await send_phase(namesrv, topic, args.size, conc, args.duration, broker_pid)
+                fig = await send_phase(namesrv, topic, args.size, conc, args.duration, broker_pid, args.linger_ms)
                 figures.append(fig)
                 print(
                     f"send  {conc:>3} in flight: {fig['msgs_per_s']:>9.1f} msgs/s  "
@@ -340,6 +348,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="sends in flight, comma-separated (default 1,16)",
     )
     ap.add_argument("--duration", type=float, default=10.0, help="seconds per send run (default 10)")
+    ap.add_argument(
+        "--linger-ms",
+        type=float,
+        default=0,
+        help="the send phase's Producer(linger_ms=): > 0 batches the in-flight sends automatically (default 0)",
+    )
     ap.add_argument("--backlog", type=int, default=200_000, help="drain backlog (default 200000)")
     ap.add_argument("--consume-concurrency", type=int, default=20, help="handler tasks (default 20)")
     ap.add_argument("--cpp-python", help="interpreter of a venv with rocketmq==0.4.4: also measure the C++ client")
