@@ -17,7 +17,7 @@ import ssl
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from rmq.common.compression import CompressionType, CompressionUnavailable, check_available
 from rmq.common.constants import MixAll, TopicValidator
@@ -88,6 +88,14 @@ MessageQueueSelector = Callable[[Sequence[MessageQueue], Message, Any], MessageQ
 #: What a local-transaction function or check-back handler may return (or await).
 TransactionOutcome = LocalTransactionState | Awaitable[LocalTransactionState]
 _T = TypeVar("_T")
+if TYPE_CHECKING:  # PEP 696 defaults (typing has them from 3.13): a bare ``Producer`` is Producer[Any, Any]
+    from typing_extensions import TypeVar as _TypeVarWithDefault
+
+    _V = _TypeVarWithDefault("_V", default=Any)
+    _K = _TypeVarWithDefault("_K", default=Any)
+else:
+    _V = TypeVar("_V")
+    _K = TypeVar("_K")
 
 
 def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
@@ -161,8 +169,12 @@ class _FaultTolerance:
         return until is None or time.monotonic() >= until
 
 
-class Producer:
+class Producer(Generic[_V, _K]):
     """An asyncio RocketMQ producer.
+
+    Generic in the types its serializers take (``Producer[V, K]``, inferred from
+    ``value_serializer`` / ``key_serializer``; ``Any`` without them), so a type checker checks
+    the ``value`` and ``key`` given to :meth:`send`.
 
     Args:
         namesrv_addr: name server address(es), ``"host:port"`` or ``"h1:p1;h2:p2"`` or a list.
@@ -267,8 +279,8 @@ class Producer:
         max_batch_size: int = 16384,
         buffer_memory: int = 32 * 1024 * 1024,
         max_pending_batches: int = 1024,
-        value_serializer: Callable[[Any], bytes | str] | None = None,
-        key_serializer: Callable[[Any], str] | None = None,
+        value_serializer: Callable[[_V], bytes | str] | None = None,
+        key_serializer: Callable[[_K], str] | None = None,
     ) -> None:
         check_namesrv_addr(namesrv_addr)
         validate_group(group, reserved=MixAll.DEFAULT_PRODUCER_GROUP)
@@ -428,7 +440,7 @@ class Producer:
         """CREATE_JUST → RUNNING → SHUTDOWN_ALREADY (or START_FAILED)."""
         return self._state
 
-    async def __aenter__(self) -> Producer:
+    async def __aenter__(self) -> Self:
         await self.start()
         return self
 
@@ -459,9 +471,9 @@ class Producer:
     def send(
         self,
         msg: Message | str,
-        value: Any = None,
+        value: _V | None = None,
         *,
-        key: Any = None,
+        key: _K | None = None,
         tags: str | None = None,
         queue: MessageQueue | None = None,
         selector: MessageQueueSelector | None = None,
@@ -529,7 +541,7 @@ class Producer:
             self._batcher.flush_all()
         await self._pending.wait()
 
-    def _as_message(self, msg: Message | str, value: Any, key: Any, tags: str | None) -> Message:
+    def _as_message(self, msg: Message | str, value: _V | None, key: _K | None, tags: str | None) -> Message:
         """``msg`` itself, or the message ``send(topic, value, key=, tags=)`` describes."""
         if isinstance(msg, Message):
             if value is not None or key is not None or tags is not None:
@@ -594,9 +606,9 @@ class Producer:
     async def send_and_wait(
         self,
         msg: Message | str,
-        value: Any = None,
+        value: _V | None = None,
         *,
-        key: Any = None,
+        key: _K | None = None,
         tags: str | None = None,
         queue: MessageQueue | None = None,
         selector: MessageQueueSelector | None = None,
