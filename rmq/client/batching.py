@@ -225,6 +225,9 @@ class BatchAccumulator:
             self.batches_sent += 1
             await self._send_batch(topic, queue, wait, items, deadline)
         finally:
+            for _, fut in batch.items:  # cancelled mid-send (the loop is closing): none hangs
+                if not fut.done():
+                    fut.cancel()
             self.buffered -= batch.size
             self.pending_batches -= 1
             self.pending_messages -= len(batch.items)
@@ -237,12 +240,11 @@ class BatchAccumulator:
         items: list[tuple[Prepared, asyncio.Future[SendResult]]],
         deadline: float,
     ) -> None:
-        body = encode_batch((p.flag, p.body, p.properties) for p, _ in items)
-        outer = f"{MessageConst.WAIT_STORE_MSG_OK}\x01{'true' if wait else 'false'}\x02"
         ids = [p.uniq_id for p, _ in items]
-        whole = Prepared(topic, body, outer, 0, 0, ",".join(ids), True)
         try:
-            result = await self._send(whole, queue, deadline)
+            body = encode_batch((p.flag, p.body, p.properties) for p, _ in items)
+            outer = f"{MessageConst.WAIT_STORE_MSG_OK}\x01{'true' if wait else 'false'}\x02"
+            result = await self._send(Prepared(topic, body, outer, 0, 0, ",".join(ids), True), queue, deadline)
         except Exception as e:  # noqa: BLE001 - every caller gets the batch's failure
             for _, fut in items:
                 if not fut.done():

@@ -148,3 +148,20 @@ async def test_batches_under_a_namespace_answer_plain_names(cluster, namesrv_add
         results = [f.result() for f in futures]
     assert batches.count == 1
     assert [(r.topic, r.queue_offset) for r in results] == [(topic, 0), (topic, 1), (topic, 2)]
+
+
+def test_which_prepared_messages_may_batch():
+    from rmq.client.batching import Prepared, batch_item_size, can_batch
+
+    def prepared(props: str, topic: str = "T", sys_flag: int = 0, body: bytes = b"x") -> Prepared:
+        return Prepared(topic, body, props, sys_flag, 0, "0" * 32, False)
+
+    plain = prepared("WAIT\x01true\x02UNIQ_KEY\x01" + "0" * 32 + "\x02")
+    assert can_batch(plain, 1000) and batch_item_size(plain) == item_size(b"x")
+    assert not can_batch(plain, batch_item_size(plain) - 1)  # bigger than a batch
+    for key in ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "__STARTDELIVERTIME", "MSG_TYPE"):
+        assert not can_batch(prepared(f"WAIT\x01true\x02{key}\x011\x02"), 1000), key
+        assert not can_batch(prepared(f"{key}\x011\x02WAIT\x01true\x02"), 1000), key
+    assert can_batch(prepared("WAIT\x01true\x02MY_DELAY\x011\x02"), 1000)  # a user property that merely ends so
+    assert not can_batch(prepared("WAIT\x01true\x02", sys_flag=0x301), 1000)  # compressed
+    assert not can_batch(prepared("WAIT\x01true\x02", topic="%RETRY%G"), 1000)
