@@ -165,3 +165,23 @@ def test_which_prepared_messages_may_batch():
     assert can_batch(prepared("WAIT\x01true\x02MY_DELAY\x011\x02"), 1000)  # a user property that merely ends so
     assert not can_batch(prepared("WAIT\x01true\x02", sys_flag=0x301), 1000)  # compressed
     assert not can_batch(prepared("WAIT\x01true\x02", topic="%RETRY%G"), 1000)
+
+
+async def test_selector_sends_batch_per_chosen_queue(cluster, namesrv_addr, unique):
+    _ns, broker = cluster
+    topic = unique("BT")
+    await create_topic(broker.broker_addr, topic, queues=4)
+    batches = RequestCounter(broker, RequestCode.SEND_BATCH_MESSAGE)
+    async with rmq.Producer(namesrv_addr, unique("PG"), linger_ms=LONG) as p:
+        await p.fetch_publish_message_queues(topic)  # the route is cached: the selector runs at the call
+        futures = [
+            p.send(rmq.Message(topic, b"%s%d" % (k, i)), sharding_key=k.decode())
+            for i in range(3)
+            for k in (b"a", b"b")
+        ]
+        await p.flush()
+        results = [f.result() for f in futures]
+    assert batches.count == 2  # one batch per queue the hash selector chose
+    a, b = results[0::2], results[1::2]
+    assert len({r.queue_id for r in a}) == 1 and len({r.queue_id for r in b}) == 1 and a[0].queue_id != b[0].queue_id
+    assert [r.queue_offset for r in a] == [0, 1, 2] and [r.queue_offset for r in b] == [0, 1, 2]
