@@ -34,6 +34,12 @@ cdef extern from "Python.h":
 
 # ------------------------------------------------------------------------------ encoding
 
+cdef struct JOut:
+    # the output buffer every encoder here writes into: ``n`` bytes used of ``cap`` at ``p``
+    char* p
+    Py_ssize_t n
+    Py_ssize_t cap
+
 cdef int jo_reserve(JOut* o, Py_ssize_t extra) except -1:
     cdef Py_ssize_t cap
     cdef char* q
@@ -669,18 +675,20 @@ cdef int bo_key(JOut* o, bytes key) except -1:
     return 0
 
 
-def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64_t queue_id,
-                     int64_t queue_offset, region, bint trace_on):
-    """The frame (length words and header, no body) of a SEND reply with code ``code``
-    (SUCCESS or a flush/slave status), flag 1, language JAVA, version 409 and extFields
-    ``{"msgId", "queueId", "queueOffset", "TRACE_ON", "MSG_REGION"}``, every value a string;
-    ``serialize_type`` 0 JSON, 1 ROCKETMQ. None when a text is not a str that UTF-8 can carry
-    (the caller then builds the reply the general way)."""
+cdef object send_reply(int serialize_type, int code, int32_t opaque, object msg_id, const char* mid,
+                       Py_ssize_t mlen, int64_t queue_id, int64_t queue_offset, object region,
+                       bint trace_on):
+    """The one SEND reply writer (``send_reply_frame`` for Python, the broker's fast path by
+    cimport). The msgId is ``msg_id`` (a str, escaped as any text) or, when ``msg_id`` is None,
+    the ``mlen`` bytes at ``mid``: ASCII that needs no escape (the fast path's hex offsetMsgId,
+    written without making a str). None when ``serialize_type`` is not 0/1, ``code`` not an
+    int16, or a text not a str that UTF-8 can carry."""
     cdef JOut o
     cdef Py_ssize_t ext_at
-    if serialize_type not in (0, 1) or not PyUnicode_CheckExact(msg_id) or not PyUnicode_CheckExact(region):
+    if (serialize_type != 0 and serialize_type != 1) or code < -32768 or code > 32767 \
+            or not PyUnicode_CheckExact(region):
         return None
-    if code < -32768 or code > 32767:
+    if msg_id is not None and not PyUnicode_CheckExact(msg_id):
         return None
     o.cap = 256
     o.n = 8
@@ -700,7 +708,12 @@ def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64
             ext_at = o.n
             jo_raw(&o, b"\0\0\0\0", 4)
             bo_key(&o, b"msgId")
-            if bo_utf8(&o, msg_id, 4):
+            if msg_id is None:
+                jo_reserve(&o, 4)
+                wr32(<uint8_t*>o.p + o.n, mlen)
+                o.n += 4
+                jo_raw(&o, mid, mlen)
+            elif bo_utf8(&o, msg_id, 4):
                 return None
             bo_key(&o, b"queueId")
             bo_dec(&o, queue_id)
@@ -719,7 +732,14 @@ def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64
             jo_lit(&o, b'{"code":')
             jo_i64(&o, code)
             jo_lit(&o, b',"extFields":{"msgId":')
-            if jo_str(&o, msg_id):
+            if msg_id is None:
+                jo_reserve(&o, mlen + 2)
+                o.p[o.n] = c'"'
+                o.n += 1
+                jo_raw(&o, mid, mlen)
+                o.p[o.n] = c'"'
+                o.n += 1
+            elif jo_str(&o, msg_id):
                 return None
             jo_lit(&o, b',"queueId":"')
             jo_i64(&o, queue_id)
@@ -736,3 +756,15 @@ def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64
         return PyBytes_FromStringAndSize(o.p, o.n)
     finally:
         PyMem_Free(o.p)
+
+
+def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64_t queue_id,
+                     int64_t queue_offset, region, bint trace_on):
+    """The frame (length words and header, no body) of a SEND reply with code ``code``
+    (SUCCESS or a flush/slave status), flag 1, language JAVA, version 409 and extFields
+    ``{"msgId", "queueId", "queueOffset", "TRACE_ON", "MSG_REGION"}``, every value a string;
+    ``serialize_type`` 0 JSON, 1 ROCKETMQ. None when a text is not a str that UTF-8 can carry
+    (the caller then builds the reply the general way). Python's door to ``send_reply``."""
+    if not PyUnicode_CheckExact(msg_id):
+        return None
+    return send_reply(serialize_type, code, opaque, msg_id, NULL, 0, queue_id, queue_offset, region, trace_on)

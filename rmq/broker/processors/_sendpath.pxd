@@ -1,6 +1,6 @@
 # cython: language_level=3
 """rmq.broker.processors._sendpath at C level: the plain SEND in one call, over the store's
-``Appender`` (rmq/_store.pxd) and the remoting layer's reply writer (rmq/protocol/_codec.pxd)."""
+``Appender`` (rmq/_store.pxd) and the protocol layer's SEND reply writer (rmq/protocol/_codec.pxd)."""
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from rmq._store cimport Appender

@@ -32,17 +32,13 @@ C declarations in _sendpath.pxd)."""
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_CheckExact
 from cpython.long cimport PyLong_CheckExact
-from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy, memcmp
 from rmq._store cimport Appender, RecordBuf, record_buf, RecordHead, HOST_V4_LEN
-from rmq.common._bytes cimport ascii_decimal, rd16, rd32, wr16, wr32
-from rmq.protocol._codec cimport (
-    JOut, H_STR, H_INT, H_BOOL, jo_reserve, jo_raw, jo_lit, jo_str, jo_i64, bo_utf8, bo_dec, bo_key,
-    has_surrogate, str_decimal,
-)
+from rmq.common._bytes cimport ascii_decimal, rd16, rd32
+from rmq.protocol._codec cimport H_STR, H_INT, H_BOOL, has_surrogate, send_reply, str_decimal
 from sys import intern as _sys_intern
 
 cdef extern from "time.h" nogil:
@@ -451,7 +447,7 @@ cdef class SendFastPath:
         valid for the call; ``pp`` is ASCII (its UTF-8 is its data)."""
         cdef SendGate gate = self.gate
         cdef Appender appender = gate.appender
-        cdef object tc, bc, region, mark, prefix
+        cdef object tc, bc, region, mark, prefix, r
         cdef PyObject* p
         cdef int64_t queue_id, sys_flag, phy, put_ns
         cdef int64_t out[3]
@@ -506,7 +502,10 @@ cdef class SendFastPath:
         memcpy(mid, pref, 16)
         for i in range(16):
             mid[16 + i] = _HEXU[(phy >> (60 - 4 * i)) & 0xF]
-        return _send_reply(serialize_type, opaque, mid, 32, queue_id, out[1], region, bc.trace_on)
+        r = send_reply(serialize_type, 0, opaque, None, mid, 32, queue_id, out[1], region, bc.trace_on)
+        if r is None:  # (the region was checked above, before anything was stored)
+            raise ValueError("region cannot be written as UTF-8")
+        return r
 
 
 cdef class SendGate:
@@ -591,62 +590,3 @@ cdef class SendFrameHook:
             self.fast.frames += 1
         return r
 
-
-cdef object _send_reply(int serialize_type, int32_t opaque, const char* mid, Py_ssize_t mlen,
-                        int64_t queue_id, int64_t queue_offset, object region, bint trace_on):
-    """send_reply_frame's SUCCESS frame for an ASCII hex msgId (nothing in it to escape)."""
-    cdef JOut o
-    cdef Py_ssize_t ext_at
-    o.cap = 256
-    o.n = 8
-    o.p = <char*>PyMem_Malloc(o.cap)
-    if o.p == NULL:
-        raise MemoryError()
-    try:
-        if serialize_type == 1:
-            jo_reserve(&o, 21)
-            wr16(<uint8_t*>o.p + 8, 0)
-            o.p[10] = 0                      # LanguageCode.JAVA
-            wr16(<uint8_t*>o.p + 11, 409)    # version V4_9_8
-            wr32(<uint8_t*>o.p + 13, opaque)
-            wr32(<uint8_t*>o.p + 17, 1)      # flag: response
-            wr32(<uint8_t*>o.p + 21, 0)      # remark: null
-            o.n = 25
-            ext_at = o.n
-            jo_raw(&o, b"\0\0\0\0", 4)
-            bo_key(&o, b"msgId")
-            jo_reserve(&o, 4)
-            wr32(<uint8_t*>o.p + o.n, mlen)
-            o.n += 4
-            jo_raw(&o, mid, mlen)
-            bo_key(&o, b"queueId")
-            bo_dec(&o, queue_id)
-            bo_key(&o, b"queueOffset")
-            bo_dec(&o, queue_offset)
-            bo_key(&o, b"TRACE_ON")
-            if trace_on:
-                jo_raw(&o, b"\0\0\0\4true", 8)
-            else:
-                jo_raw(&o, b"\0\0\0\5false", 9)
-            bo_key(&o, b"MSG_REGION")
-            if bo_utf8(&o, region, 4):
-                raise ValueError("region cannot be written as UTF-8")
-            wr32(<uint8_t*>o.p + ext_at, o.n - ext_at - 4)
-        else:
-            jo_lit(&o, b'{"code":0,"extFields":{"msgId":"')
-            jo_raw(&o, mid, mlen)
-            jo_lit(&o, b'","queueId":"')
-            jo_i64(&o, queue_id)
-            jo_lit(&o, b'","queueOffset":"')
-            jo_i64(&o, queue_offset)
-            jo_lit(&o, b'","TRACE_ON":"true","MSG_REGION":' if trace_on else b'","TRACE_ON":"false","MSG_REGION":')
-            if jo_str(&o, region):
-                raise ValueError("region cannot be written as JSON text")
-            jo_lit(&o, b'},"flag":1,"language":"JAVA","opaque":')
-            jo_i64(&o, opaque)
-            jo_lit(&o, b',"serializeTypeCurrentRPC":"JSON","version":409}')
-        wr32(<uint8_t*>o.p, o.n - 4)
-        wr32(<uint8_t*>o.p + 4, (serialize_type << 24) | (o.n - 8))
-        return PyBytes_FromStringAndSize(o.p, o.n)
-    finally:
-        PyMem_Free(o.p)
