@@ -345,9 +345,11 @@ class SendMessageProcessor:
         batch: Any,
         max_body: Any,
         result: Any,
-        exc: Any,
+        exc: BaseException | None,
     ) -> None:
-        """The group commit covered ``result`` (or timed out, or failed with ``exc``)."""
+        """The group commit covered ``result`` (or timed out, or failed with ``exc``): the one
+        answer of a SYNC_FLUSH send, written to the connection (the send returned None, or the
+        awaitable below returns None), whichever way it waited."""
         if exc is not None:
             _rlog.error("store-flush", "flush failed for a message in %s-%d: %s", clip(header.topic), queue_id, exc)
             resp: RemotingCommand | None = cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {exc}", {})
@@ -369,13 +371,15 @@ class SendMessageProcessor:
         batch: Any,
         max_body: Any,
         result: Any,
-    ) -> RemotingCommand | None:
+    ) -> None:
+        """Past the callbacks' bound: waits for the group commit as a task of the send pool,
+        then answers as the callback does."""
+        exc: BaseException | None = None
         try:
             result = await self.store.wait_flush(result)
         except Exception as e:  # noqa: BLE001 - an fsync error must reach the producer
-            _rlog.error("store-flush", "flush failed for a message in %s-%d: %s", clip(header.topic), queue_id, e)
-            return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {e}", {})
-        return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
+            exc = e
+        self._answer_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result, exc)
 
     def _reply(
         self,
