@@ -22,77 +22,19 @@ Only the public protocol is spoken, so ``--broker/--namesrv`` may point at Apach
 from __future__ import annotations
 
 import argparse
-import json
-import socket
+import functools
 import tempfile
-import threading
 import time
-import zlib
 from collections.abc import Callable
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess
+from rmq._testing.floods import Wire, flood, pull, register_broker_body, register_broker_cmd, send_message
 from rmq.common.constants import TopicValidator
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.command import RemotingCommand
-from rmq.protocol.headers.message import SendMessageRequestHeader
 from rmq.protocol.headers.topic import CreateTopicRequestHeader
-from rmq.remoting.codec import FrameDecoder, encode
 
-
-class Wire:
-    """One blocking connection speaking frames."""
-
-    def __init__(self, addr: str) -> None:
-        host, port = addr.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=120)
-        self.decoder = FrameDecoder()
-
-    def send(self, cmds: list[RemotingCommand]) -> None:
-        self.sock.sendall(b"".join(bytes(p) for c in cmds for p in encode(c)))
-
-    def read(self) -> RemotingCommand:
-        while True:
-            cmd = self.decoder.next_frame()
-            if cmd is not None:
-                return cmd
-            chunk = self.sock.recv(1 << 20)
-            if not chunk:
-                raise ConnectionResetError("closed")
-            self.decoder.feed(chunk)
-
-    def call(self, cmd: RemotingCommand) -> RemotingCommand:
-        self.send([cmd])
-        return self.read()
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def _pull(
-    topic: str,
-    offset: int,
-    *,
-    suspend_ms: int | None = None,
-    expression: str = "*",
-    expression_type: str = "TAG",
-    sub_version: int = 0,
-) -> RemotingCommand:
-    return RemotingCommand.request(
-        RequestCode.PULL_MESSAGE,
-        {
-            "consumerGroup": "flood-group",
-            "topic": topic,
-            "queueId": "0",
-            "queueOffset": str(offset),
-            "maxMsgNums": "32",
-            "sysFlag": str(4 | (2 if suspend_ms is not None else 0)),
-            "commitOffset": "0",
-            "suspendTimeoutMillis": str(suspend_ms or 0),
-            "subscription": expression,
-            "subVersion": str(sub_version),
-            "expressionType": expression_type,
-        },
-    )
+_pull = functools.partial(pull, group="flood-group")
 
 
 def _long_expression(i: int) -> str:
@@ -101,50 +43,25 @@ def _long_expression(i: int) -> str:
 
 
 def _register(counter: int) -> RemotingCommand:
-    table = {
-        t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
-        for t in ["flood-broker", *(f"FloodReg{i}" for i in range(300))]
-    }
-    body = json.dumps(
-        {
-            "topicConfigSerializeWrapper": {
-                "topicConfigTable": table,
-                "dataVersion": {"timestamp": 1, "counter": counter},
-            },
-            "filterServerList": [],
-        }
-    ).encode()
-    ext = {
-        "brokerAddr": "127.0.0.1:1",
-        "brokerId": "0",
-        "brokerName": "flood-broker",
-        "clusterName": "FloodCluster",
-        "haServerAddr": "",
-        "compressed": "false",
-        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
-    }
-    return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
+    """A new version (``counter``) of a 301-topic table."""
+    body = register_broker_body(["flood-broker", *(f"FloodReg{i}" for i in range(300))], counter)
+    return register_broker_cmd(body, name="flood-broker", cluster="FloodCluster")
 
 
-def flood(name: str, addr: str, requests: list[RemotingCommand], probe: Callable[[], NoisyNeighbour]) -> None:
+def run_flood(name: str, addr: str, requests: list[RemotingCommand], probe: Callable[[], NoisyNeighbour]) -> None:
     """Send ``requests`` on one connection, read every answer, report the neighbour."""
-    wire = Wire(addr)
-    codes: dict[int, int] = {}
+    wire = Wire(addr, timeout=120)
     with probe() as neighbour:
         t0 = time.perf_counter()
-        sender = threading.Thread(target=wire.send, args=(requests,), daemon=True)
-        sender.start()
-        for _ in requests:
-            code = wire.read().code
-            codes[code] = codes.get(code, 0) + 1
+        reader = flood(wire, requests)
+        reader.join()
         took = time.perf_counter() - t0
-        sender.join()
     wire.close()
     s = sorted(neighbour.samples)
     p50 = s[len(s) // 2] if s else 0.0
     p99 = s[min(len(s) - 1, int(len(s) * 0.99))] if s else 0.0
     print(
-        f"{name:9s} {len(requests):7d} requests answered in {took:6.2f} s (codes {codes}); neighbour: "
+        f"{name:9s} {len(requests):7d} requests answered in {took:6.2f} s (codes {reader.codes}); neighbour: "
         f"{len(s)} round trips, p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms, "
         f"worst {neighbour.worst * 1e3:.1f} ms, {neighbour.failures} failures",
         flush=True,
@@ -153,14 +70,7 @@ def flood(name: str, addr: str, requests: list[RemotingCommand], probe: Callable
 
 def run(broker: str, namesrv: str, args: argparse.Namespace) -> None:
     setup = Wire(broker)
-    header = SendMessageRequestHeader(
-        producer_group="flood-producer",
-        topic="FloodT",
-        queue_id=0,
-        born_timestamp=int(time.time() * 1000),
-        properties="",
-    )
-    assert setup.call(RemotingCommand.request(RequestCode.SEND_MESSAGE, header, b"only")).code == 0
+    assert send_message(setup, "FloodT", b"only", group="flood-producer").code == 0
     setup.close()
 
     def broker_probe() -> NoisyNeighbour:
@@ -174,11 +84,13 @@ def run(broker: str, namesrv: str, args: argparse.Namespace) -> None:
         )
 
     if args.pulls:
-        flood("pulls", broker, [_pull("FloodT", 1) for _ in range(args.pulls)], broker_probe)
+        run_flood("pulls", broker, [_pull("FloodT", 1) for _ in range(args.pulls)], broker_probe)
     if args.longpoll:
-        flood("longpoll", broker, [_pull("FloodT", 1, suspend_ms=1000) for _ in range(args.longpoll)], broker_probe)
+        run_flood(
+            "longpoll", broker, [_pull("FloodT", 1, suspend_millis=1000) for _ in range(args.longpoll)], broker_probe
+        )
     if args.sql92:
-        flood(
+        run_flood(
             "sql92",
             broker,
             [
@@ -188,7 +100,7 @@ def run(broker: str, namesrv: str, args: argparse.Namespace) -> None:
             broker_probe,
         )
     if args.metadata:
-        flood(
+        run_flood(
             "metadata",
             broker,
             [
@@ -201,7 +113,7 @@ def run(broker: str, namesrv: str, args: argparse.Namespace) -> None:
             broker_probe,
         )
     if args.register:
-        flood("register", namesrv, [_register(i) for i in range(args.register)], namesrv_probe)
+        run_flood("register", namesrv, [_register(i) for i in range(args.register)], namesrv_probe)
 
 
 def main() -> None:

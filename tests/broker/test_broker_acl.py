@@ -22,6 +22,7 @@ from rmq.protocol.headers.consumer import PullMessageRequestHeader
 from rmq.protocol.headers.message import SendMessageRequestHeader
 from rmq.protocol.headers.topic import CreateTopicRequestHeader
 from rmq.protocol.requests.acl import (
+    PlainAccessConfig,
     delete_acl_config,
     get_broker_acl_config,
     get_broker_acl_info,
@@ -374,14 +375,17 @@ async def test_acl_admin_codes_write_the_yml(acl_broker):
     counter0 = info["version"]["counter"]
 
     # A non-admin account cannot create accounts (nor read secrets).
-    resp = await user.invoke(addr, update_acl_config("newuser1", "newsecret1", admin=True))
+    resp = await user.invoke(addr, update_acl_config(PlainAccessConfig("newuser1", "newsecret1", admin=True)))
     assert resp.code == ResponseCode.SYSTEM_ERROR and "Need admin permission" in resp.remark
     resp = await user.invoke(addr, get_broker_acl_config())
     assert resp.code == ResponseCode.SYSTEM_ERROR
 
     # Create an account; it works at once, and the file holds it with a bumped dataVersion.
     resp = await admin.invoke(
-        addr, update_acl_config("newuser1", "newsecret1", default_topic_perm="PUB", topic_perms=["AclTopic=SUB"])
+        addr,
+        update_acl_config(
+            PlainAccessConfig("newuser1", "newsecret1", default_topic_perm="PUB", topic_perms=["AclTopic=SUB"])
+        ),
     )
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     with open(path) as f:
@@ -394,10 +398,12 @@ async def test_acl_admin_codes_write_the_yml(acl_broker):
     assert (await new.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SYSTEM_ERROR
 
     # Bad inputs get Java's failure codes and texts.
-    resp = await admin.invoke(addr, update_acl_config("short", "12345678"))
+    resp = await admin.invoke(addr, update_acl_config(PlainAccessConfig("short", "12345678")))
     assert resp.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
     assert "cannot be null and length should longer than 6" in resp.remark
-    resp = await admin.invoke(addr, update_acl_config("newuser1", "newsecret1", topic_perms=["T=ALL"]))
+    resp = await admin.invoke(
+        addr, update_acl_config(PlainAccessConfig("newuser1", "newsecret1", topic_perms=["T=ALL"]))
+    )
     assert resp.code == ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED
     assert "Parse resource permission error for T=ALL" in resp.remark
 

@@ -13,6 +13,7 @@ import pytest
 
 import rmq
 from rmq._testing import run_standalone
+from rmq.client.admin import PlainAccessConfig
 
 SECRET = "12345678"
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
@@ -111,7 +112,7 @@ async def test_admin_with_and_without_credentials(acl_cluster):
         info = await admin.examine_broker_cluster_acl_version_info(broker.broker_addr)
         assert info["brokerAddr"] == broker.broker_addr
         await admin.create_and_update_plain_access_config(
-            broker.broker_addr, "sdkuser1", "sdksecret1", default_topic_perm="PUB"
+            broker.broker_addr, PlainAccessConfig("sdkuser1", "sdksecret1", default_topic_perm="PUB")
         )
         conf = await admin.examine_broker_cluster_acl_config(broker.broker_addr)
         assert "sdkuser1" in {a["accessKey"] for a in conf["plainAccessConfigs"]}

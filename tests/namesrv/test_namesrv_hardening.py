@@ -5,11 +5,11 @@ every table has a bound."""
 
 import json
 import logging
-import zlib
 
 import pytest
 
 from rmq._testing import run_namesrv, wait_until
+from rmq._testing.floods import register_broker_body, register_broker_cmd
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.remoting.client import RemotingClient
@@ -19,30 +19,10 @@ SPOOF = "127.0.0.1:20911"
 
 
 def register_cmd(addr=REAL, name="broker-a", broker_id=0, body=None, counter=1, **topics):
+    """A REGISTER_BROKER from ``addr`` of ``topics`` (name → queue count), or of ``body`` as given."""
     if body is None:
-        table = {
-            t: {"topicName": t, "readQueueNums": q, "writeQueueNums": q, "perm": 6, "topicSysFlag": 0}
-            for t, q in topics.items()
-        }
-        body = json.dumps(
-            {
-                "topicConfigSerializeWrapper": {
-                    "topicConfigTable": table,
-                    "dataVersion": {"timestamp": 1, "counter": counter},
-                },
-                "filterServerList": [],
-            }
-        ).encode()
-    ext = {
-        "brokerAddr": addr,
-        "brokerId": str(broker_id),
-        "brokerName": name,
-        "clusterName": "DefaultCluster",
-        "haServerAddr": "",
-        "compressed": "false",
-        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
-    }
-    return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
+        body = register_broker_body(topics, counter)
+    return register_broker_cmd(body, addr=addr, name=name, broker_id=broker_id)
 
 
 def unregister_cmd(addr=REAL, name="broker-a", broker_id=0):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from hardening_support import Wire, log_size, pull, send_message
 
 from rmq._testing import StandaloneProcess, wait_until_sync
+from rmq._testing.floods import Wire, log_size, pull, send_message
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.command import RemotingCommand
 

@@ -11,15 +11,15 @@ import threading
 import time
 
 import pytest
-from hardening_support import (
+
+from rmq._testing import NoisyNeighbour, StandaloneProcess, wait_until_sync
+from rmq._testing.floods import (
     Wire,
     pull,
     rss_bytes,
     send_message,
     server_side_established,
 )
-
-from rmq._testing import NoisyNeighbour, StandaloneProcess, wait_until_sync
 
 pytestmark = pytest.mark.integration  # a broker subprocess
 

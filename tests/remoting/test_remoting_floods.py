@@ -8,14 +8,10 @@ measures round trips meanwhile (printed; only its failures are asserted)."""
 
 from __future__ import annotations
 
-import json
-import threading
-import zlib
-
 import pytest
-from hardening_support import PULL_NOT_FOUND, Wire, pull, send_message
 
 from rmq._testing import NoisyNeighbour, StandaloneProcess, wait_until_sync
+from rmq._testing.floods import FloodReader, Wire, flood, pull, register_broker_body, register_broker_cmd, send_message
 from rmq.common.constants import TopicValidator
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
@@ -25,36 +21,16 @@ from rmq.protocol.headers.topic import CreateTopicRequestHeader, DeleteTopicRequ
 pytestmark = pytest.mark.integration  # a broker subprocess
 
 
-class Reader(threading.Thread):
-    """Reads ``n`` answers from ``wire`` and counts them (and their codes)."""
-
-    def __init__(self, wire: Wire, n: int) -> None:
-        super().__init__(daemon=True)
-        self.wire, self.n = wire, n
-        self.count = 0
-        self.codes: dict[int, int] = {}
-
-    def run(self) -> None:
-        while self.count < self.n:
-            code = self.wire.read_frame().code
-            self.codes[code] = self.codes.get(code, 0) + 1
-            self.count += 1
-
-
 def _probe_while_flooding(
-    flood: Wire, probe: Wire, requests: list[RemotingCommand], probe_cmd, rounds: int = 3
-) -> Reader:
+    wire: Wire, probe: Wire, requests: list[RemotingCommand], probe_cmd, rounds: int = 3
+) -> FloodReader:
     """Send the flood, then ``rounds`` round trips of the probe once the flood's answers have
     started; asserts the probe was done while the flood still had answers to come."""
-    reader = Reader(flood, len(requests))
-    reader.start()
-    sender = threading.Thread(target=flood.send, args=tuple(requests), daemon=True)
-    sender.start()
+    reader = flood(wire, requests)
     wait_until_sync(lambda: reader.count > 0, what="the flood's first answer")
     for _ in range(rounds):
         assert probe.call(probe_cmd()).code == ResponseCode.SUCCESS
     seen = reader.count
-    sender.join(60)
     reader.join(120)
     assert reader.count == len(requests), reader.codes
     assert seen < len(requests), "the probe waited for the whole flood"
@@ -65,11 +41,11 @@ def test_pipelined_pulls_on_one_connection_leave_room_for_another_client(tmp_pat
     with StandaloneProcess(tmp_path / "store") as proc:
         setup = Wire(proc.broker_addr)
         assert send_message(setup, "FloodT", b"only").code == 0
-        flood, probe = Wire(proc.broker_addr), Wire(proc.broker_addr)
+        wire, probe = Wire(proc.broker_addr), Wire(proc.broker_addr)
         n = 30_000
         with NoisyNeighbour(proc.broker_addr) as neighbour:
             reader = _probe_while_flooding(
-                flood,
+                wire,
                 probe,
                 [pull("FloodT", 1) for _ in range(n)],
                 lambda: RemotingCommand.request(
@@ -78,7 +54,7 @@ def test_pipelined_pulls_on_one_connection_leave_room_for_another_client(tmp_pat
                 ),
             )
         print("neighbour:", neighbour.summary())
-        assert reader.codes == {PULL_NOT_FOUND: n}
+        assert reader.codes == {ResponseCode.PULL_NOT_FOUND: n}
         assert neighbour.failures == 0, neighbour.summary()
 
 
@@ -121,34 +97,14 @@ def test_topics_created_one_at_a_time_are_routed_when_answered(tmp_path):
 
 
 def _register(counter: int) -> RemotingCommand:
-    table = {
-        t: {"topicName": t, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6, "topicSysFlag": 0}
-        for t in ["broker-z", *(f"Z{i}" for i in range(300))]
-    }
-    body = json.dumps(
-        {
-            "topicConfigSerializeWrapper": {
-                "topicConfigTable": table,
-                "dataVersion": {"timestamp": 1, "counter": counter},
-            },
-            "filterServerList": [],
-        }
-    ).encode()
-    ext = {
-        "brokerAddr": "127.0.0.1:1",
-        "brokerId": "0",
-        "brokerName": "broker-z",
-        "clusterName": "Flood",
-        "haServerAddr": "",
-        "compressed": "false",
-        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
-    }
-    return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
+    """A new version (``counter``) of a 301-topic table."""
+    body = register_broker_body(["broker-z", *(f"Z{i}" for i in range(300))], counter)
+    return register_broker_cmd(body, name="broker-z", cluster="Flood")
 
 
 def test_a_registration_flood_leaves_room_for_route_lookups(tmp_path):
     with StandaloneProcess(tmp_path / "store") as proc:
-        flood, probe = Wire(proc.namesrv_addr), Wire(proc.namesrv_addr)
+        wire, probe = Wire(proc.namesrv_addr), Wire(proc.namesrv_addr)
         n = 600  # each a new version of a 301-topic table: parsed and applied
         with NoisyNeighbour(
             proc.namesrv_addr,
@@ -156,7 +112,7 @@ def test_a_registration_flood_leaves_room_for_route_lookups(tmp_path):
             ext_fields={"topic": TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC},
         ) as neighbour:
             reader = _probe_while_flooding(
-                flood,
+                wire,
                 probe,
                 [_register(i) for i in range(n)],
                 lambda: RemotingCommand.request(

@@ -8,9 +8,9 @@ from __future__ import annotations
 import collections
 
 import pytest
-from hardening_support import (
-    PULL_NOT_FOUND,
-    SYSTEM_BUSY,
+
+from rmq._testing import NoisyNeighbour, StandaloneProcess, wait_until_sync
+from rmq._testing.floods import (
     Wire,
     held_pulls,
     pull,
@@ -18,8 +18,7 @@ from hardening_support import (
     send_message,
     server_side_established,
 )
-
-from rmq._testing import NoisyNeighbour, StandaloneProcess, wait_until_sync
+from rmq.protocol.codes import ResponseCode
 
 pytestmark = pytest.mark.integration  # a broker subprocess
 
@@ -44,20 +43,20 @@ def test_held_pulls_are_bounded_and_expire_together_without_stalling(tmp_path):
         try:
             # A: 3000 pulls at the end of the queue; 2000 are held, 1000 refused at once.
             a.send(*(pull("HoldT", 1, suspend_millis=hold_ms) for _ in range(3000)))
-            assert _codes(a, 1000) == {SYSTEM_BUSY: 1000}
+            assert _codes(a, 1000) == {ResponseCode.SYSTEM_BUSY: 1000}
             # B: 2000, all held; C: 1500, of which the broker-wide bound leaves room for 1000.
             b.send(*(pull("HoldT", 1, suspend_millis=hold_ms) for _ in range(2000)))
             # (B's pipeline is handled in slices, fairly with C's: let it be held first)
             wait_until_sync(lambda: held_pulls(proc.broker_addr) == 2 * per_conn, what="B's pulls held")
             c.send(*(pull("HoldT", 1, suspend_millis=hold_ms) for _ in range(1500)))
-            assert _codes(c, 500) == {SYSTEM_BUSY: 500}
+            assert _codes(c, 500) == {ResponseCode.SYSTEM_BUSY: 500}
             assert held_pulls(proc.broker_addr) == total
             assert rss_bytes(proc.pid) - rss_before < 100 * 1024 * 1024  # ~2 KB per held pull
             with NoisyNeighbour(proc.broker_addr) as probe:
                 # all 5000 expire within a moment of each other
-                assert _codes(a, per_conn) == {PULL_NOT_FOUND: per_conn}
-                assert _codes(b, per_conn) == {PULL_NOT_FOUND: per_conn}
-                assert _codes(c, 1000) == {PULL_NOT_FOUND: 1000}
+                assert _codes(a, per_conn) == {ResponseCode.PULL_NOT_FOUND: per_conn}
+                assert _codes(b, per_conn) == {ResponseCode.PULL_NOT_FOUND: per_conn}
+                assert _codes(c, 1000) == {ResponseCode.PULL_NOT_FOUND: 1000}
             assert held_pulls(proc.broker_addr) == 0
             print("neighbour:", probe.summary())
             assert probe.failures == 0, probe.summary()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from rmq.client.admin import Admin
+from rmq.client.admin import Admin, PlainAccessConfig
 
 from ._cmd import command, print_table, targets
 
@@ -39,18 +39,18 @@ def _update_flags(p: argparse.ArgumentParser) -> None:
 
 @command("updateAclConfig", "create or update an ACL account on brokers", flags=_update_flags)
 async def update_acl_config(admin: Admin, args: argparse.Namespace) -> None:
+    config = PlainAccessConfig(
+        args.accessKey,
+        args.secretKey,
+        white_remote_address=args.whiteRemoteAddress,
+        admin=args.admin == "true",
+        default_topic_perm=args.defaultTopicPerm,
+        default_group_perm=args.defaultGroupPerm,
+        topic_perms=None if args.topicPerms is None else args.topicPerms.split(","),
+        group_perms=None if args.groupPerms is None else args.groupPerms.split(","),
+    )
     for addr in await admin.master_addrs(args.cluster, args.broker):
-        await admin.create_and_update_plain_access_config(
-            addr,
-            args.accessKey,
-            args.secretKey,
-            white_remote_address=args.whiteRemoteAddress,
-            admin=args.admin == "true",
-            default_topic_perm=args.defaultTopicPerm,
-            default_group_perm=args.defaultGroupPerm,
-            topic_perms=None if args.topicPerms is None else args.topicPerms.split(","),
-            group_perms=None if args.groupPerms is None else args.groupPerms.split(","),
-        )
+        await admin.create_and_update_plain_access_config(addr, config)
         print(f"create or update plain access config to {addr} success.")
 
 

@@ -11,6 +11,8 @@ refusal raises :class:`AdminError` (a :class:`~rmq.errors.BrokerResponseError` w
 peer's code, remark and address); transport failures raise the remoting errors.
 """
 
+from rmq.protocol.requests.acl import PlainAccessConfig
+
 from ._acl import AclAdmin
 from ._base import DEFAULT_TIMEOUT, NAMESRV_ADDR_ENV, AdminError, resolve_namesrv_addr
 from ._brokers import BrokerAdmin
@@ -20,7 +22,7 @@ from ._ops import OpsAdmin
 from ._topics import TopicAdmin
 from ._trace import TraceAdmin
 
-__all__ = ["Admin", "AdminError", "DEFAULT_TIMEOUT", "NAMESRV_ADDR_ENV", "resolve_namesrv_addr"]
+__all__ = ["Admin", "AdminError", "DEFAULT_TIMEOUT", "NAMESRV_ADDR_ENV", "PlainAccessConfig", "resolve_namesrv_addr"]
 
 
 class Admin(TopicAdmin, TraceAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin, AclAdmin):

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rmq.protocol.requests.acl import (
+    PlainAccessConfig,
     delete_acl_config,
     get_broker_acl_config,
     get_broker_acl_info,
@@ -24,35 +25,11 @@ class AclAdmin(AdminBase):
     """ACL operations of :class:`rmq.client.admin.Admin` (brokers with ``aclEnable=true``;
     the signing account must be ``admin: true`` for the writes)."""
 
-    async def create_and_update_plain_access_config(
-        self,
-        addr: str,
-        access_key: str,
-        secret_key: str,
-        *,
-        white_remote_address: str | None = None,
-        admin: bool = False,
-        default_topic_perm: str | None = None,
-        default_group_perm: str | None = None,
-        topic_perms: Iterable[str] | None = None,
-        group_perms: Iterable[str] | None = None,
-    ) -> None:
+    async def create_and_update_plain_access_config(self, addr: str, config: PlainAccessConfig) -> None:
         """UPDATE_AND_CREATE_ACL_CONFIG: create or update one account in the broker's
-        plain_acl.yml (keys longer than 6 characters; perms as ``Res=PUB|SUB``, ``SUB``,
-        ``PUB`` or ``DENY``; None leaves a field as it is)."""
-        await self._call_ok(
-            addr,
-            update_acl_config(
-                access_key,
-                secret_key,
-                white_remote_address=white_remote_address,
-                admin=admin,
-                default_topic_perm=default_topic_perm,
-                default_group_perm=default_group_perm,
-                topic_perms=topic_perms,
-                group_perms=group_perms,
-            ),
-        )
+        plain_acl.yml (Java ``createAndUpdatePlainAccessConfig``; fields left None stay as
+        they are, see :class:`~rmq.protocol.requests.acl.PlainAccessConfig`)."""
+        await self._call_ok(addr, update_acl_config(config))
 
     async def delete_plain_access_config(self, addr: str, access_key: str) -> None:
         """DELETE_ACL_CONFIG: remove one account (AdminError when the broker has none)."""

@@ -8,7 +8,8 @@ Pure functions over :class:`~rmq.protocol.command.RemotingCommand` (see
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.errors import RemotingCommandError
@@ -23,6 +24,7 @@ from rmq.protocol.headers.acl import (
 from rmq.protocol.requests import _json_body, _request, check_success
 
 __all__ = [
+    "PlainAccessConfig",
     "delete_acl_config",
     "get_broker_acl_config",
     "get_broker_acl_info",
@@ -38,29 +40,45 @@ __all__ = [
 # getBrokerClusterConfig).
 
 
-def update_acl_config(
-    access_key: str,
-    secret_key: str,
-    *,
-    white_remote_address: str | None = None,
-    admin: bool = False,
-    default_topic_perm: str | None = None,
-    default_group_perm: str | None = None,
-    topic_perms: Iterable[str] | None = None,
-    group_perms: Iterable[str] | None = None,
-) -> RemotingCommand:
-    """UPDATE_AND_CREATE_ACL_CONFIG (50): create or update one account (perm items ``Res=PUB|SUB``)."""
+@dataclass(frozen=True)
+class PlainAccessConfig:
+    """One account of a broker's plain_acl.yml (Java ``PlainAccessConfig``), as
+    UPDATE_AND_CREATE_ACL_CONFIG carries it.
+
+    Args:
+        access_key: the account's accessKey (longer than 6 characters).
+        secret_key: its secretKey (longer than 6 characters).
+        white_remote_address: the account's white address; default None = leave it as it is.
+        admin: an admin account; default False.
+        default_topic_perm: ``PUB``, ``SUB``, ``PUB|SUB`` or ``DENY``; default None = as it is.
+        default_group_perm: the same for groups; default None = as it is.
+        topic_perms: items ``Topic=PERM``; default None = as they are.
+        group_perms: items ``Group=PERM``; default None = as they are.
+    """
+
+    access_key: str
+    secret_key: str
+    white_remote_address: str | None = None
+    admin: bool = False
+    default_topic_perm: str | None = None
+    default_group_perm: str | None = None
+    topic_perms: Sequence[str] | None = None
+    group_perms: Sequence[str] | None = None
+
+
+def update_acl_config(config: PlainAccessConfig) -> RemotingCommand:
+    """UPDATE_AND_CREATE_ACL_CONFIG (50): create or update one account."""
     return _request(
         RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
         CreateAccessConfigRequestHeader(
-            access_key=access_key,
-            secret_key=secret_key,
-            white_remote_address=white_remote_address,
-            admin=admin,
-            default_topic_perm=default_topic_perm,
-            default_group_perm=default_group_perm,
-            topic_perms=None if topic_perms is None else ",".join(topic_perms),
-            group_perms=None if group_perms is None else ",".join(group_perms),
+            access_key=config.access_key,
+            secret_key=config.secret_key,
+            white_remote_address=config.white_remote_address,
+            admin=config.admin,
+            default_topic_perm=config.default_topic_perm,
+            default_group_perm=config.default_group_perm,
+            topic_perms=None if config.topic_perms is None else ",".join(config.topic_perms),
+            group_perms=None if config.group_perms is None else ",".join(config.group_perms),
         ),
     )
 
