@@ -145,26 +145,29 @@ V1 = {
 }
 V2 = dict(zip(V1, "abcdefghijklmn", strict=True))
 
-texts = st.sampled_from(
-    [
-        "",
-        "0",
-        "1",
-        "3",
-        "-1",
-        "7",
-        " 5",
-        "+2",
-        "x",
-        "2147483648",
-        "-2147483649",
-        "9223372036854775807",
-        "99999999999999999999",
-        "true",
-        "false",
-        "１",
-    ]
-)
+TEXTS = [
+    "",
+    "0",
+    "1",
+    "3",
+    "-1",
+    "7",
+    " 5",
+    "+2",
+    "x",
+    "2147483648",
+    "-2147483649",
+    "9223372036854775807",
+    "99999999999999999999",
+    "true",
+    "false",
+    "１",
+]
+texts = st.sampled_from(TEXTS)
+# A negative queue id is valid and picks a random queue (Java SendMessageProcessor.sendMessage:
+# randomQueueId), so two brokers need not store it alike: the generated sends leave it out and
+# test_a_negative_queue_id_takes_a_random_queue_in_range checks it on its own.
+queue_id_texts = st.sampled_from([t for t in TEXTS if not t.startswith("-") or t == "-2147483649"])
 topics = st.sampled_from(
     ["FastT", "FastT", "FastT", "FastU", "%RETRY%g1", "SCHEDULE_TOPIC_XXXX", "TBW102", "bad topic", "Über", "NewTopic"]
 )
@@ -197,7 +200,7 @@ def send(draw):
         "topic": draw(field(["FastT", "FastU"], topics)),
         "default_topic": draw(st.sampled_from([None, "TBW102"])),
         "default_topic_queue_nums": draw(field([None, "4"], st.just("x"))),
-        "queue_id": draw(field(["0", "1", "2", "3"], st.one_of(texts, st.none()))),
+        "queue_id": draw(field(["0", "1", "2", "3"], st.one_of(queue_id_texts, st.none()))),
         "sys_flag": draw(field([None, "0"], st.sampled_from(["4", "8", "1", "x", "-1"]))),
         "born_timestamp": draw(field(["1700000000000", None], st.sampled_from(["-5", "x", "9223372036854775807"]))),
         "flag": draw(field([None, "0", "7"], texts)),
@@ -240,6 +243,30 @@ async def test_generated_sends_store_and_answer_alike(pair, sends):
     assert fr == sr
     assert frec == srec
     assert _fast_of(pair[0].broker).taken > 0 and _fast_of(pair[0].broker).declined > 0
+
+
+async def test_a_negative_queue_id_takes_a_random_queue_in_range(tmp_path):
+    """Java's randomQueueId for a queueId below 0: the fast path declines it, the Python path
+    stores every such SEND in one of the topic's write queues and answers which."""
+    async with run_broker(tmp_path / "s") as broker:
+        peer = Peer(broker)
+        await peer.open()
+        fast = broker.send_processor.fast
+        ext = {"a": "pg", "b": "Neg", "c": "TBW102", "d": "4", "e": "0"}
+        await peer.call(frame(310, ext, b"w", 0, 0))  # the topic, 4 queues
+        declined, taken = fast.declined, fast.taken
+        queues = []
+        for i in range(1, 21):
+            reply = await peer.call(frame(310, {**ext, "e": "-1"}, b"n%d" % i, 0, i))
+            head = json.loads(reply[8:])
+            assert head["code"] == ResponseCode.SUCCESS and head["opaque"] == i, head
+            queues.append(int(head["extFields"]["queueId"]))
+        assert set(queues) <= {0, 1, 2, 3}
+        assert (fast.declined - declined, fast.taken - taken) == (20, 0)
+        await wait_until(lambda: broker.message_store.dispatch_behind_bytes() == 0, 20, what="dispatch")
+        for q in set(queues):
+            assert broker.message_store.get_max_offset_in_queue("Neg", q) == queues.count(q) + (q == 0)
+        await peer.close()
 
 
 async def test_fast_sends_keep_the_warm_ahead_and_dispatch_going(tmp_path):
