@@ -68,12 +68,30 @@ def _unit_of(path: pathlib.Path) -> str:
     return path.relative_to(ROOT).parts[0].removesuffix(".py")
 
 
+# the fields that hold statements (an import is a statement: expressions need not be walked)
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _import_statements(tree: ast.AST):
+    """Every Import / ImportFrom in ``tree``, at any depth (functions, classes, if, try, with,
+    match), without visiting expressions: ast.walk over whole modules was most of this test's
+    time."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+            continue
+        for field in _BODIES:
+            stack.extend(getattr(node, field, ()))
+
+
 def _imported_units(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple[int, str]]:
     """``(line, first-level unit of rmq)`` for every rmq import in ``path``, in line order."""
     rel = path.relative_to(root.parent).with_suffix("").parts
     package = rel[:-1]  # a module's package, or the package of an __init__
     out = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in _import_statements(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -252,11 +252,19 @@ def test_pull_response_header_to_ext_fields():
 # give the same header or the same error for any input.
 
 
+@functools.cache
+def _field_types(cls) -> dict[str, type]:
+    """Each field's base type (get_type_hints evaluates the annotations anew at each call)."""
+    hints = typing.get_type_hints(cls)
+    return {f.name: _base_type(hints[f.name]) for f in dataclasses.fields(cls)}
+
+
 def _reference_read(cls, ext, names):
     kw = {}
+    types = _field_types(cls)
     for f in dataclasses.fields(cls):
         wire = names[f.name]
-        tp = _base_type(typing.get_type_hints(cls)[f.name])
+        tp = types[f.name]
         v = ext.get(wire)
         if v is None:
             if f.default is dataclasses.MISSING:
