@@ -31,7 +31,10 @@ def find_citations(root: pathlib.Path = ROOT) -> list[str]:
     hits = []
     for pattern in SOURCES:
         for path in sorted(root.rglob(pattern)):
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            text = path.read_text(encoding="utf-8")
+            if not CITATION.search(text):  # one pass over the file; lines only where it hits
+                continue
+            for n, line in enumerate(text.splitlines(), 1):
                 if CITATION.search(line):
                     hits.append(f"{path.relative_to(root.parent)}:{n}: {line.strip()[:120]}")
     return hits
