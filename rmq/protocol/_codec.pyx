@@ -67,19 +67,11 @@ cdef int jo_lit(JOut* o, bytes lit) except -1:
     return jo_raw(o, PyBytes_AS_STRING(lit), PyBytes_GET_SIZE(lit))
 
 
-cdef int _jo_int(JOut* o, object v) except -1:
-    """Decimal of an int (or int subclass such as an IntEnum); 1 = not handled."""
-    cdef long long x
-    cdef unsigned long long u
+cdef int jo_i64(JOut* o, int64_t x) except -1:
+    """The decimal digits of ``x``."""
+    cdef uint64_t u = (~<uint64_t>x) + 1 if x < 0 else <uint64_t>x  # (no signed overflow at INT64_MIN)
     cdef char tmp[24]
     cdef int k = 24
-    if not PyLong_Check(v):
-        return 1
-    try:
-        x = PyLong_AsLongLong(v)
-    except OverflowError:
-        return 1  # the reference writes big ints (then the client refuses them)
-    u = (~<unsigned long long>x) + 1 if x < 0 else <unsigned long long>x  # (no signed overflow at INT64_MIN)
     while True:
         k -= 1
         tmp[k] = <char>(c'0' + u % 10)
@@ -91,6 +83,18 @@ cdef int _jo_int(JOut* o, object v) except -1:
         tmp[k] = c'-'
     jo_raw(o, tmp + k, 24 - k)
     return 0
+
+
+cdef int _jo_int(JOut* o, object v) except -1:
+    """Decimal of an int (or int subclass such as an IntEnum); 1 = not handled."""
+    cdef long long x
+    if not PyLong_Check(v):
+        return 1
+    try:
+        x = PyLong_AsLongLong(v)
+    except OverflowError:
+        return 1  # the reference writes big ints (then the client refuses them)
+    return jo_i64(o, x)
 
 
 cdef const char* _HEXL = b"0123456789abcdef"
@@ -638,23 +642,6 @@ def binary_header_encode(code, ext, flag, int language, opaque, remark, version,
 # order its binary replies carry them) written straight into one frame, in the request's
 # serialization, without the extFields dict, the response command or the generic encoder. The
 # bytes are those the generic encoder writes for the same command (a differential test).
-
-cdef int jo_i64(JOut* o, int64_t x) except -1:
-    cdef uint64_t u = (~<uint64_t>x) + 1 if x < 0 else <uint64_t>x
-    cdef char tmp[24]
-    cdef int k = 24
-    while True:
-        k -= 1
-        tmp[k] = <char>(c'0' + u % 10)
-        u //= 10
-        if u == 0:
-            break
-    if x < 0:
-        k -= 1
-        tmp[k] = c'-'
-    jo_raw(o, tmp + k, 24 - k)
-    return 0
-
 
 cdef int bo_dec(JOut* o, int64_t x) except -1:
     """A decimal string value of the binary form: int32 length, then the digits."""
