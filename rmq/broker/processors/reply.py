@@ -41,7 +41,7 @@ import time
 from typing import Any
 
 from rmq.broker.processors.common import bad_request, split_host
-from rmq.broker.processors.send import SendMessageProcessor
+from rmq.broker.processors.send import SendMessageProcessor, message_of
 from rmq.common.constants import MixAll
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
@@ -50,7 +50,6 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.message import ReplyMessageRequestHeader, SendMessageRequestHeader, read_send_header
 from rmq.protocol.requests.message import push_reply_message
-from rmq.store import MessageInner
 
 log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
@@ -231,18 +230,7 @@ class ReplyMessageProcessor:
     ) -> tuple[str, int] | None:
         """Java ``handlePutMessageResult``: (msgId, queue offset) of the stored reply, or None
         (logged) when the store refused it; the answer does not change either way."""
-        msg = MessageInner(
-            header.topic,
-            queue_id,
-            body,
-            header.flag,
-            {},
-            properties,
-            header.born_timestamp,
-            split_host(conn.remote_addr),
-            header.sys_flag,
-            header.reconsume_times or 0,
-        )
+        msg = message_of(header, queue_id, body, properties, split_host(conn.remote_addr))
         try:
             result = await self.controller.started_store.put_message(msg)
         except Exception as e:  # noqa: BLE001 - the reply was pushed (or not) already; log and go on

@@ -68,6 +68,27 @@ def _with_cluster(properties: str, cluster: str) -> str:
     return properties_to_string(props, trailing_separator=False)
 
 
+def message_of(
+    header: SendMessageRequestHeader, queue_id: int, body: bytes, properties: str, born_host: tuple[str, int]
+) -> MessageInner:
+    """The message a SEND-shaped header describes: its topic, flag, born time, sysFlag and
+    reconsume times, with ``queue_id``, ``body``, the ``properties`` text and the producer's
+    address (Java SendMessageProcessor.sendMessage and
+    ReplyMessageProcessor.processReplyMessageRequest fill their MessageExtBrokerInner alike)."""
+    return MessageInner(
+        header.topic,
+        queue_id,
+        body,
+        header.flag,
+        {},
+        properties,
+        header.born_timestamp,
+        born_host,
+        header.sys_flag,
+        header.reconsume_times or 0,
+    )
+
+
 def _born_bytes(conn: Connection) -> bytes:
     """The producer's address as the record stores it (8 bytes), once per connection."""
     b = conn.attributes.get("born_host_bytes")
@@ -298,18 +319,7 @@ class SendMessageProcessor:
         properties = header.properties or ""
         if _REPLY_TO in properties:
             properties = _with_cluster(properties, self.broker_config.broker_cluster_name)
-        msg = MessageInner(
-            header.topic,
-            queue_id,
-            body,
-            header.flag,
-            {},
-            properties,
-            header.born_timestamp,
-            _born_host(conn),
-            header.sys_flag,
-            header.reconsume_times or 0,
-        )
+        msg = message_of(header, queue_id, body, properties, _born_host(conn))
         early = self._before_store(conn, cmd, header, tc, msg)
         if early is not None:
             return early
