@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from rmq.broker.context import BrokerContext
 from rmq.broker.managers.consumer import ClientChannelInfo
 from rmq.broker.processors.common import bad_request, to_json_bytes
 from rmq.common.log import RateLimitedLog, clip, clip_remark
@@ -88,7 +89,7 @@ class ConnsAdminProcessor:
         RequestCode.GET_ALL_PRODUCER_INFO,
     )
 
-    def __init__(self, controller: Any) -> None:
+    def __init__(self, controller: BrokerContext) -> None:
         self.controller = controller
         self._handlers: dict[int, Callable[[Any, RemotingCommand], Awaitable[RemotingCommand]]] = {
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
