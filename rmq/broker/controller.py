@@ -84,7 +84,7 @@ from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.client import NotifyConsumerIdsChangedRequestHeader
 from rmq.remoting.acl import SessionCredentials
 from rmq.remoting.connection import Connection, ConnectionEvent
-from rmq.remoting.dispatcher import ProcessorPool
+from rmq.remoting.dispatcher import ProcessorPool, RequestProcessor
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import TlsSettings
 from rmq.store import MessageStore, StoreConfig
@@ -113,10 +113,10 @@ class _Gate:
     """Wraps a processor: SYSTEM_BUSY until the controller is ready (store started); with
     ``aclEnable`` every request is checked first (Java registers the ACL as a server RPCHook)."""
 
-    def __init__(self, controller: BrokerController, processor: Any) -> None:
+    def __init__(self, controller: BrokerController, processor: RequestProcessor) -> None:
         self._controller = controller
-        self._processor = processor
-        self.process_request = processor.process_request
+        self._processor = processor  # typed: mypy checks every processor is a RequestProcessor
+        self.process_request: Callable[[Any, RemotingCommand], Any] = processor.process_request
         if controller.acl is not None:
             self.process_request = acl_guard(controller.acl, processor.process_request)
 
