@@ -22,7 +22,7 @@ from rmq.common.log import clip
 from rmq.config import Configuration
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
 
 __all__ = ["BLACK_LIST", "BrokerConfiguration", "LIVE_PROPERTIES"]
 
@@ -98,13 +98,13 @@ class BrokerConfiguration(Configuration):
     formatted dump, the data version GET_BROKER_CONFIG reports, and updates.
 
     Args:
-        controller: the ``BrokerController``.
+        controller: the broker (``rmq.broker.context.BrokerContext``).
     """
 
     live = LIVE_PROPERTIES
     black_list = BLACK_LIST
 
-    def __init__(self, controller: BrokerController) -> None:
+    def __init__(self, controller: BrokerContext) -> None:
         super().__init__(controller.broker_config, controller.store_config)
         self.controller = controller
         self.data_version = DataVersion()

@@ -44,6 +44,7 @@ from typing import Any
 
 from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
 from rmq.broker.config_update import BrokerConfiguration
+from rmq.broker.context import BrokerContext
 from rmq.broker.long_polling import PullRequestHoldService
 from rmq.broker.managers.config_store import ConfigPersister
 from rmq.broker.managers.consumer import ConsumerManager, ProducerManager
@@ -83,7 +84,7 @@ from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.client import NotifyConsumerIdsChangedRequestHeader
 from rmq.remoting.acl import SessionCredentials
 from rmq.remoting.connection import Connection, ConnectionEvent
-from rmq.remoting.dispatcher import ProcessorPool
+from rmq.remoting.dispatcher import ProcessorPool, RequestProcessor
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import TlsSettings
 from rmq.store import MessageStore, StoreConfig
@@ -112,10 +113,10 @@ class _Gate:
     """Wraps a processor: SYSTEM_BUSY until the controller is ready (store started); with
     ``aclEnable`` every request is checked first (Java registers the ACL as a server RPCHook)."""
 
-    def __init__(self, controller: BrokerController, processor: Any) -> None:
+    def __init__(self, controller: BrokerController, processor: RequestProcessor) -> None:
         self._controller = controller
-        self._processor = processor
-        self.process_request = processor.process_request
+        self._processor = processor  # typed: mypy checks every processor is a RequestProcessor
+        self.process_request: Callable[[Any, RemotingCommand], Any] = processor.process_request
         if controller.acl is not None:
             self.process_request = acl_guard(controller.acl, processor.process_request)
 
@@ -266,11 +267,14 @@ class BrokerController:
 
     def _register_processors(self) -> None:
         s = self.server
-        send = self.send_processor = SendMessageProcessor(self)
-        pull = self.pull_message_processor = PullMessageProcessor(self)
-        client_manage = ClientManageProcessor(self)
-        consumer_manage = ConsumerManageProcessor(self)
-        admin = AdminBrokerProcessor(self)
+        # The processors see the broker through this narrow view (rmq.broker.context), never the
+        # controller itself; the assignment is where mypy checks that the controller has it all.
+        ctx: BrokerContext = self
+        send = self.send_processor = SendMessageProcessor(ctx)
+        pull = self.pull_message_processor = PullMessageProcessor(ctx)
+        client_manage = ClientManageProcessor(ctx)
+        consumer_manage = ConsumerManageProcessor(ctx)
+        admin = AdminBrokerProcessor(ctx)
 
         send_pool = ProcessorPool("send", max_in_flight=256, max_queue=10_000)
         heartbeat_pool = ProcessorPool("heartbeat", max_in_flight=64, max_queue=50_000)
@@ -289,7 +293,9 @@ class BrokerController:
         for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
             s.register_processor(code, _Gate(self, client_manage), heartbeat_pool)
         s.register_processor(
-            RequestCode.CHECK_CLIENT_CONFIG, _Gate(self, CheckClientConfigProcessor(self)), heartbeat_pool
+            RequestCode.CHECK_CLIENT_CONFIG,
+            _Gate(self, CheckClientConfigProcessor(self.broker_config, pull.consumer_filter_manager)),
+            heartbeat_pool,
         )
         for code in (
             RequestCode.GET_CONSUMER_LIST_BY_GROUP,
@@ -305,7 +311,7 @@ class BrokerController:
             s.register_processor(code, _Gate(self, admin), pool)
         # Store maintenance and metadata dumps (mqadmin deleteSubGroup, cleanExpiredCQ,
         # deleteExpiredCommitLog, queryCq; a slave's sync of offsets and delay progress).
-        ops = OpsAdminProcessor(self)
+        ops = OpsAdminProcessor(ctx)
         for ops_code in ops.codes:
             s.register_processor(
                 ops_code,
@@ -322,34 +328,34 @@ class BrokerController:
         end_transaction_pool = ProcessorPool("endTransaction", max_in_flight=64, max_queue=100_000)
         lock_pool = ProcessorPool("rebalanceLock", max_in_flight=16, max_queue=10_000)
         s.register_processor(
-            RequestCode.CONSUMER_SEND_MSG_BACK, _Gate(self, ConsumerSendMsgBackProcessor(self)), send_back_pool
+            RequestCode.CONSUMER_SEND_MSG_BACK, _Gate(self, ConsumerSendMsgBackProcessor(ctx)), send_back_pool
         )
         s.register_processor(
-            RequestCode.END_TRANSACTION, _Gate(self, EndTransactionProcessor(self)), end_transaction_pool
+            RequestCode.END_TRANSACTION, _Gate(self, EndTransactionProcessor(ctx)), end_transaction_pool
         )
-        lock = RebalanceLockProcessor(self)
+        lock = RebalanceLockProcessor(ctx)
         for code in lock.codes:
             s.register_processor(code, _Gate(self, lock), lock_pool)
         # Connections, consumer status and offset resets (they may wait for a client's answer:
         # their own pool, so a slow client cannot hold up the other admin codes).
-        conns = ConnsAdminProcessor(self)
+        conns = ConnsAdminProcessor(ctx)
         conns_pool = ProcessorPool("adminConns", max_in_flight=16, max_queue=1_000)
         for code in ConnsAdminProcessor.CODES:
             s.register_processor(code, _Gate(self, conns), conns_pool)
         # Java registers QueryMessageProcessor with its own executor (queryMessageThreadPoolNums).
         query_pool = ProcessorPool("queryMessage", max_in_flight=16, max_queue=10_000)
-        query = QueryMessageProcessor(self)
+        query = QueryMessageProcessor(ctx)
         for code in query.codes:
             s.register_processor(code, _Gate(self, query), query_pool)
         # Request-reply's replies (Java registers ReplyMessageProcessor with replyMessageExecutor,
         # queue replyThreadPoolQueueCapacity 10 000): a push waits for the requester's answer,
         # which costs a coroutine, not a thread, so every admitted reply may wait at once (the
         # processor bounds what one requester holds; a few silent ones cannot take every slot).
-        reply = ReplyMessageProcessor(self)
+        reply = ReplyMessageProcessor(ctx)
         reply_pool = ProcessorPool("reply", max_in_flight=10_000, max_queue=256)
         for code in ReplyMessageProcessor.CODES:
             s.register_processor(code, _Gate(self, reply), reply_pool)
-        acl_admin = AclAdminProcessor(self)
+        acl_admin = AclAdminProcessor(ctx)
         for code in acl_admin.codes:
             s.register_processor(code, _Gate(self, acl_admin), admin_pool)
 

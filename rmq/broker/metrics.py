@@ -57,7 +57,7 @@ from rmq.common.metrics import RPC_LATENCY_BUCKETS_MS, LabelCache, MetricsBuilde
 from rmq.remoting.metrics_http import MetricsHttpServer
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
 
 __all__ = ["BrokerMetrics", "MetricsSource"]
 
@@ -97,11 +97,11 @@ class BrokerMetrics:
     """The ``/metrics`` endpoint of one broker (``controller.metrics``).
 
     Args:
-        controller: the ``BrokerController``; its ``broker_config.metrics_port`` (0 = off) and
+        controller: the broker (``rmq.broker.context.BrokerContext``); its ``broker_config.metrics_port`` (0 = off) and
             ``metrics_max_queue_series`` are read at :meth:`start` and at each scrape.
     """
 
-    def __init__(self, controller: BrokerController) -> None:
+    def __init__(self, controller: BrokerContext) -> None:
         self.controller = controller
         bc = controller.broker_config
         self.server = MetricsHttpServer(

@@ -47,7 +47,7 @@ from rmq.common.tasks import stop_gracefully, wait_event
 from rmq.store import MessageInner
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import ScheduleContext
     from rmq.store import MessageStore
 
 log = logging.getLogger("rmq.broker.schedule")
@@ -82,13 +82,13 @@ class ScheduleMessageService:
     """Parks delayed messages and delivers them when due.
 
     Args:
-        controller: the ``BrokerController`` (its ``message_store``, ``store_config``
-            (``message_delay_level``) and ``config_dir`` are used).
+        controller: the broker (``rmq.broker.context.ScheduleContext``: its started store,
+            ``store_config`` (``message_delay_level``) and ``config_dir`` are used).
         flush_delay_offset_interval: seconds between writes of the progress table when it
             changed (Java ``flushDelayOffsetInterval``, 10 s).
     """
 
-    def __init__(self, controller: BrokerController, flush_delay_offset_interval: float = 10.0):
+    def __init__(self, controller: ScheduleContext, flush_delay_offset_interval: float = 10.0):
         self.controller = controller
         try:
             self.delay_millis: list[int] = controller.store_config.delay_level_millis()

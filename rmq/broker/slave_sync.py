@@ -31,6 +31,7 @@ import logging
 import time
 from typing import Any
 
+from rmq.broker.context import BrokerContext
 from rmq.broker.managers.subscription_group import SubscriptionGroupConfig, check_group_name
 from rmq.broker.managers.topic_config import DataVersion, TopicConfig
 from rmq.common.constants import PermName, TopicValidator
@@ -64,13 +65,14 @@ class SlaveSynchronize:
     """The four copies of one slave broker (see the module docstring).
 
     Args:
-        controller: the ``BrokerController`` (its managers, schedule service, config and the
-            remoting client of its ``BrokerOuterAPI``, which also reaches the master).
+        controller: the broker (``rmq.broker.context.BrokerContext``: its managers, schedule
+            service, config and the remoting client of its ``BrokerOuterAPI``, which also
+            reaches the master).
         interval: seconds between rounds (BrokerConfig ``slaveSyncIntervalMs``, 10 s).
         timeout: seconds to wait for each answer (3 s, Java's).
     """
 
-    def __init__(self, controller: Any, interval: float = 10.0, timeout: float = SYNC_TIMEOUT) -> None:
+    def __init__(self, controller: BrokerContext, interval: float = 10.0, timeout: float = SYNC_TIMEOUT) -> None:
         self.controller = controller
         self.interval = interval
         self.timeout = timeout

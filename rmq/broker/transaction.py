@@ -69,7 +69,7 @@ from rmq.protocol.headers.message import CheckTransactionStateRequestHeader, End
 from rmq.store import MessageInner
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
     from rmq.remoting.connection import Connection
     from rmq.store import MessageStore
 
@@ -91,12 +91,12 @@ class TransactionalMessageService:
     """Half messages, their resolution and the check-back task.
 
     Args:
-        controller: the ``BrokerController``. Its ``broker_config`` supplies
+        controller: the broker (``rmq.broker.context.BrokerContext``). Its ``broker_config`` supplies
             ``transaction_time_out`` (ms, 6000), ``transaction_check_interval`` (ms, 60 000)
             and ``transaction_check_max`` (15).
     """
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: BrokerContext):
         self.controller = controller
         self._task: asyncio.Task[Any] | None = None
         self._kick: asyncio.Event | None = None

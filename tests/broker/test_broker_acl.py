@@ -31,10 +31,11 @@ from rmq.protocol.requests.acl import (
     update_acl_config,
     update_global_white_addrs,
 )
+from rmq.protocol.requests.client import get_all_producer_info, parse_all_producer_info
 from rmq.protocol.requests.consumer import consumer_send_msg_back, get_max_offset, pull_message, update_consumer_offset
 from rmq.protocol.requests.message import send_message, send_reply_message
-from rmq.protocol.requests.namesrv import get_route_info
-from rmq.protocol.requests.topic import create_topic
+from rmq.protocol.requests.namesrv import get_route_info, parse_topic_list
+from rmq.protocol.requests.topic import clean_unused_topic, create_topic, get_system_topic_list_from_broker
 from rmq.remoting import plain_acl
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials, sign_request
 from rmq.remoting.client import RemotingClient
@@ -208,6 +209,33 @@ async def test_admin_account_passes_admin_codes_and_everything(acl_broker):
     # admin with no perms listed: every topic (Java checkPerm's "ownedPermMap null and admin").
     resp = await c.invoke(acl_broker.broker_addr, send_cmd("DeniedTopic"))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+async def test_clean_unused_topic_needs_an_admin_account(acl_broker):
+    """CLEAN_UNUSED_TOPIC (316) destroys the consume queues of every topic the broker has no
+    config for: an admin code here (Java 4.9.8 leaves it open). The two other codes rmq admin's
+    exports send, 305 and 328, stay open to any account, as in Java."""
+    addr, store = acl_broker.broker_addr, acl_broker.message_store
+    admin, user = acl_broker.test_client(ADMIN), acl_broker.test_client(USER)
+    assert (await admin.invoke(addr, send_cmd("OrphanT"))).code == ResponseCode.SUCCESS  # auto-created
+    await wait_until(lambda: "OrphanT" in store.consume_queue_table, what="OrphanT's consume queue")
+    acl_broker.topic_config_manager.delete_topic_config("OrphanT")  # a config lost, its queues left behind
+    refused = await user.invoke(addr, clean_unused_topic())
+    assert (refused.code, refused.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        refusal(
+            f"Need admin permission for request code={RequestCode.CLEAN_UNUSED_TOPIC}, but accessKey=RocketMQ is not",
+            CHECK_PERM.format(581),
+        ),
+    )
+    assert "OrphanT" in store.consume_queue_table
+    # the refused account's connection goes on serving it, and the read-only codes stay open
+    topics = parse_topic_list(await user.invoke(addr, get_system_topic_list_from_broker()))
+    assert "TBW102" in topics
+    producers = parse_all_producer_info(await user.invoke(addr, get_all_producer_info()))
+    assert isinstance(producers.data, dict)
+    assert (await admin.invoke(addr, clean_unused_topic())).code == ResponseCode.SUCCESS
+    assert "OrphanT" not in store.consume_queue_table
 
 
 async def test_replayed_request_with_changed_body_or_field_is_refused(acl_broker):

@@ -67,6 +67,22 @@ async def test_sdk_over_tls(pki, tmp_path, mode):
                 assert all(tls_flags) or mode == "permissive", tls_flags
 
 
+async def test_admin_sending_tools_use_the_admins_tls(pki, tmp_path):
+    """sendMessage and checkMsgSendRT make a producer of their own: against an enforcing broker
+    it speaks TLS as the admin does (a plain producer was refused)."""
+    tls = pki.client_context()
+    async with run_standalone(tmp_path / "store", tls=_settings(pki, "enforcing")) as (ns, broker):
+        async with rmq.Admin(f"127.0.0.1:{ns.port}", tls=tls, timeout=10) as admin:
+            await admin.create_and_update_topic_config(
+                broker.server.address, "TlsToolT", read_queue_nums=1, write_queue_nums=1
+            )
+            sent = await admin.send_message("TlsToolT", "over tls")
+            assert sent.status is rmq.SendStatus.SEND_OK
+            rt = await admin.check_msg_send_rt("TlsToolT", amount=2, size=8)
+            assert [s.ok for s in rt.sends] == [True, True]
+        assert broker.message_store.get_max_offset_in_queue("TlsToolT", 0) == 3
+
+
 async def test_plain_sdk_in_permissive_and_refused_in_enforcing(pki, tmp_path):
     async with run_standalone(tmp_path / "p", tls=_settings(pki, "permissive")) as (ns, broker):
         ns_addr = f"127.0.0.1:{ns.port}"

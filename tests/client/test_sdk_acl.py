@@ -124,6 +124,24 @@ async def test_admin_with_and_without_credentials(acl_cluster):
             await admin.create_and_update_topic_config(broker.broker_addr, "NotAllowed")
 
 
+async def test_admin_sending_tools_sign_their_producer(acl_cluster):
+    """sendMessage, checkMsgSendRT and the tools' producer send with a producer of their own:
+    it signs with the admin's account (unsigned, the broker refused every send)."""
+    ns, broker = acl_cluster
+    async with rmq.Admin(ns, access_key="RocketMQ", secret_key=SECRET) as admin:
+        sent = await admin.send_message("AclTopic", "from the admin", tags="T")
+        assert sent.status is rmq.SendStatus.SEND_OK
+        rt = await admin.check_msg_send_rt("AclTopic", amount=3, size=8)
+        assert [s.ok for s in rt.sends] == [True, True, True]
+        async with admin.tools_producer("PID_SMSC") as producer:
+            assert (await producer.send(rmq.Message("AclTopic", b"status"))).status is rmq.SendStatus.SEND_OK
+        # the account's own permissions apply: its topics only (defaultTopicPerm DENY)
+        with pytest.raises(rmq.errors.BrokerResponseError, match="No default permission for topic:Elsewhere"):
+            await admin.send_message("Elsewhere", "x")
+    store = broker.message_store
+    assert sum(store.get_max_offset_in_queue("AclTopic", q) for q in range(4)) == 5
+
+
 async def _rmq_admin(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -166,6 +184,11 @@ async def test_rmq_admin_signs_with_flags_or_tools_yml(acl_cluster, tmp_path):
         SECRET,
     )
     assert code == 0 and f"create or update plain access config to {b} success." in out, out
+    # a sending command signs its producer with the same flags
+    code, out = await _rmq_admin(
+        "sendMessage", "-n", ns, "-t", "CliTopic", "-p", "hi", "--aclAccessKey", "rocketmq2", "--aclSecretKey", SECRET
+    )
+    assert code == 0 and "SEND_OK" in out, out
     # Java mqadmin's way: $ROCKETMQ_HOME/conf/tools.yml
     tools = tmp_path / "tools-home"
     (tools / "conf").mkdir(parents=True)

@@ -88,6 +88,12 @@ def _import_statements(tree: ast.AST):
 
 def _imported_units(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple[int, str]]:
     """``(line, first-level unit of rmq)`` for every rmq import in ``path``, in line order."""
+    return [(line, name.split(".")[1]) for line, name in _imported_modules(path, root)]
+
+
+def _imported_modules(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple[int, str]]:
+    """``(line, dotted rmq module)`` for every rmq import in ``path``, in line order (``from m
+    import x`` counts as ``m``)."""
     rel = path.relative_to(root.parent).with_suffix("").parts
     package = rel[:-1]  # a module's package, or the package of an __init__
     out = []
@@ -109,7 +115,7 @@ def _imported_units(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple
         for name in names:
             parts = name.split(".")
             if parts[0] == "rmq" and len(parts) > 1:
-                out.append((node.lineno, parts[1]))
+                out.append((node.lineno, name))
     return sorted(out)
 
 
@@ -140,6 +146,33 @@ def test_imports_go_downwards_only(unit):
                     f"(layer {RANK[target]}) from rmq.{unit} (layer {RANK[unit]})"
                 )
     assert not bad, "imports must go downwards only:\n  " + "\n  ".join(bad)
+
+
+# Inside the broker only the controller (and the package's facade) know BrokerController: the
+# processors and the services they call see the broker through rmq.broker.context's protocols.
+_CONTROLLER_IMPORTERS = {"broker/__init__.py", "broker/controller.py"}
+
+
+def test_broker_modules_do_not_import_the_controller():
+    bad = [
+        f"{f.relative_to(ROOT.parent)}:{line} imports {name} (type it against rmq.broker.context instead)"
+        for f in sorted((ROOT / "broker").rglob("*.py"))
+        if f.relative_to(ROOT).as_posix() not in _CONTROLLER_IMPORTERS
+        for line, name in _imported_modules(f)
+        if name == "rmq.broker.controller" or name.startswith("rmq.broker.controller.")
+    ]
+    assert not bad, "\n  ".join(["processors must not import the controller:", *bad])
+
+
+def test_the_controller_check_sees_an_import(tmp_path):
+    pkg = tmp_path / "rmq" / "broker" / "processors"
+    pkg.mkdir(parents=True)
+    mod = pkg / "p.py"
+    mod.write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rmq.broker.controller import BrokerController\n"
+        "from ..context import BrokerContext\n"
+    )
+    assert _imported_modules(mod, tmp_path / "rmq") == [(3, "rmq.broker.controller"), (4, "rmq.broker.context")]
 
 
 _NATIVE_IMPORT = re.compile(r"^\s*(?:from\s+(rmq(?:\.\w+)*)\s+c?import\b|c?import\s+(rmq(?:\.\w+)*))", re.M)

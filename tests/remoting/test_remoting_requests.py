@@ -18,6 +18,7 @@ from rmq.errors import (
     TopicNotExistError,
     for_code,
 )
+from rmq.protocol.body.conns import ProducerTableInfo
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.client import UnregisterClientRequestHeader
@@ -34,8 +35,8 @@ from rmq.protocol.headers.consumer import (
 from rmq.protocol.headers.message import EndTransactionRequestHeader, SendMessageRequestHeader, read_send_header
 from rmq.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from rmq.protocol.headers.topic import CreateTopicRequestHeader, DeleteTopicRequestHeader
-from rmq.protocol.requests import LANGUAGE, check_success
-from rmq.protocol.requests.client import heart_beat, parse_heart_beat, unregister_client
+from rmq.protocol.requests import LANGUAGE, check_success, parse_body
+from rmq.protocol.requests.client import heart_beat, parse_all_producer_info, parse_heart_beat, unregister_client
 from rmq.protocol.requests.consumer import (
     consumer_send_msg_back,
     create_subscription_group,
@@ -489,3 +490,43 @@ def test_spark_and_the_shared_vocabulary_do_not_load_the_asyncio_sdk():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# The replies rmq admin's exports and cleanUnusedTopic read (305 GET_SYSTEM_TOPIC_LIST_FROM_BROKER,
+# 328 GET_ALL_PRODUCER_INFO): whatever a broker answers, a RemotingCommandError or a value.
+_HOSTILE_REPLY_BODIES = [
+    b"not json",
+    b"\xff\xfe",
+    b"[]",
+    b'"x"',
+    b"123",
+    b"[" * 100_000,
+    b'{"data": 5}',
+    b'{"topicList": 5}',
+    b'{"topicList": "abc"}',
+]
+
+
+@pytest.mark.parametrize("body", _HOSTILE_REPLY_BODIES, ids=lambda b: b[:16].decode("latin-1"))
+@pytest.mark.parametrize("parse", [parse_topic_list, parse_all_producer_info], ids=lambda p: p.__name__)
+def test_export_replies_a_hostile_broker_sends_fail_cleanly(parse, body):
+    resp = RemotingCommand(code=ResponseCode.SUCCESS, flag=1, opaque=1, body=body)
+    try:
+        out = parse(resp)
+    except RemotingCommandError as e:
+        assert "malformed" in str(e)
+    else:  # a JSON object without the expected member reads as empty, as fastjson leaves it null
+        assert out == [] or out == ProducerTableInfo({}), out
+
+
+def test_producer_info_numbers_out_of_range_read_as_zero():
+    """A JSON number no int holds (1e400 is infinity as a float) or of the wrong type."""
+    body = b'{"data": {"g": [{"clientId": "c", "version": 1e400, "lastUpdateTimestamp": "soon"}], "h": 5}}'
+    info = parse_all_producer_info(RemotingCommand(code=ResponseCode.SUCCESS, flag=1, opaque=1, body=body))
+    assert [(p.client_id, p.version, p.last_update_timestamp) for p in info.data["g"]] == [("c", 0, 0)]
+
+
+def test_a_decoder_overflow_is_a_malformed_body():
+    resp = RemotingCommand(code=ResponseCode.SUCCESS, flag=1, opaque=1, body=b"1e400")
+    with pytest.raises(RemotingCommandError, match="malformed number body"):
+        parse_body(resp, "number", lambda b: int(float(b)))

@@ -378,6 +378,10 @@ class ProducerManager:
         # client id -> its connection (Java ProducerManager.clientChannelTable): the reply
         # processor finds a requester here, kept while the connection has a group
         self.clients = ClientIndex()
+        #: bumped when a connection joins or leaves a group or changes its client id, language
+        #: or version (not when a heartbeat only refreshes it): GET_ALL_PRODUCER_INFO reuses
+        #: its answer while this stays the same.
+        self.table_version = 0
 
     def groups_of(self, conn: Connection) -> set[str]:
         """The producer groups ``conn`` registered (read-only; empty when none)."""
@@ -416,6 +420,7 @@ class ProducerManager:
             chans[channel.conn] = channel
             self._by_conn.setdefault(channel.conn, set()).add(group)
             self.clients.index(channel.conn, channel.client_id)
+            self.table_version += 1
             _rl.info(
                 "producer-connected",
                 "new producer connected, group %s %s %s",
@@ -425,7 +430,9 @@ class ProducerManager:
             )
         else:
             self.clients.index(channel.conn, channel.client_id)
-            old.client_id, old.language, old.version = channel.client_id, channel.language, channel.version
+            if (old.client_id, old.language, old.version) != (channel.client_id, channel.language, channel.version):
+                old.client_id, old.language, old.version = channel.client_id, channel.language, channel.version
+                self.table_version += 1
             old.last_update = time.monotonic()
         return True
 
@@ -434,6 +441,7 @@ class ProducerManager:
         removed = chans.pop(conn, None) if chans else None
         if removed is None:
             return False
+        self.table_version += 1
         groups = self._by_conn.get(conn)
         if groups is not None:
             groups.discard(group)

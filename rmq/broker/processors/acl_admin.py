@@ -31,7 +31,7 @@ from rmq.protocol.headers.acl import (
 )
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import AclAdminContext
     from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker.acl")
@@ -60,7 +60,7 @@ class AclAdminProcessor:
 
     codes: tuple[RequestCode, ...] = tuple(RequestCode(c) for c in _FAILED)
 
-    def __init__(self, controller: BrokerController) -> None:
+    def __init__(self, controller: AclAdminContext) -> None:
         self.controller = controller
 
     def reject_request(self) -> bool:

@@ -55,7 +55,7 @@ from rmq.protocol.headers.topic import (
 from rmq.types import MessageQueue
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
     from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker")
@@ -68,7 +68,7 @@ BROKER_VERSION = 409
 class AdminBrokerProcessor:
     """The admin codes. Async (a topic change re-registers with the name servers)."""
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: BrokerContext):
         self.controller = controller
         # keyed by int: a command's code is a plain int (RequestCode is an IntEnum, same hash)
         self._handlers: dict[int, Callable[[Any, RemotingCommand], Any]] = {

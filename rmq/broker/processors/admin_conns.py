@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from rmq.broker.context import BrokerContext
 from rmq.broker.managers.consumer import ClientChannelInfo
 from rmq.broker.processors.common import bad_request, to_json_bytes
 from rmq.common.log import RateLimitedLog, clip, clip_remark
@@ -75,6 +76,10 @@ def _conn_info(ch: ClientChannelInfo) -> ConnectionInfo:
     return ConnectionInfo(ch.client_id, ch.remote_addr, ch.language, ch.version)
 
 
+#: Seconds GET_ALL_PRODUCER_INFO's encoded answer is reused while the producer table is unchanged.
+PRODUCER_INFO_REUSE = 1.0
+
+
 class ConnsAdminProcessor:
     """Codes 203, 204, 222, 223, 307 and 309 (async: some wait for a client's answer)."""
 
@@ -88,7 +93,7 @@ class ConnsAdminProcessor:
         RequestCode.GET_ALL_PRODUCER_INFO,
     )
 
-    def __init__(self, controller: Any) -> None:
+    def __init__(self, controller: BrokerContext) -> None:
         self.controller = controller
         self._handlers: dict[int, Callable[[Any, RemotingCommand], Awaitable[RemotingCommand]]] = {
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
@@ -99,6 +104,8 @@ class ConnsAdminProcessor:
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
             RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
         }
+        # GET_ALL_PRODUCER_INFO's last answer: (table version, time.monotonic() built, body)
+        self._producer_info: tuple[int, float, bytes] | None = None
 
     def reject_request(self) -> bool:
         return False
@@ -143,8 +150,18 @@ class ConnsAdminProcessor:
 
     async def get_all_producer_info(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
         """Java getAllProducerInfo (ProducerManager.getProducerTable): every group's producer
-        connections, the address as Netty prints it (``/ip:port``), the last heartbeat in ms."""
+        connections, the address as Netty prints it (``/ip:port``), the last heartbeat in ms.
+
+        The table holds up to maxProducerGroups x maxProducersPerGroup connections and any
+        client may ask: the encoded answer is reused while the table is unchanged
+        (``ProducerManager.table_version``) for up to :data:`PRODUCER_INFO_REUSE` seconds, so a flood
+        of requests costs one encoding per second, not one per request (a heartbeat's refresh
+        shows up within that second; clients beat every 30 s)."""
+        pm = self.controller.producer_manager
         now_wall, now_mono = time.time(), time.monotonic()
+        reused = self._producer_info
+        if reused is not None and reused[0] == pm.table_version and now_mono - reused[1] < PRODUCER_INFO_REUSE:
+            return cmd.response(ResponseCode.SUCCESS, None, {}, reused[2])
         data = {
             group: [
                 ProducerInfo(
@@ -156,9 +173,11 @@ class ConnsAdminProcessor:
                 )
                 for ch in chans.values()
             ]
-            for group, chans in self.controller.producer_manager.group_channel_table.items()
+            for group, chans in pm.group_channel_table.items()
         }
-        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(ProducerTableInfo(data).to_json()))
+        body = ProducerTableInfo(data).encode()
+        self._producer_info = (pm.table_version, now_mono, body)
+        return cmd.response(ResponseCode.SUCCESS, None, {}, body)
 
     # -- relays to one client ---------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from rmq.broker.context import BrokerContext
 from rmq.broker.processors.common import bad_request, to_json_bytes
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import java_string_hash
@@ -51,7 +52,7 @@ class OpsAdminProcessor:
         }
     )
 
-    def __init__(self, controller: Any) -> None:
+    def __init__(self, controller: BrokerContext) -> None:
         self.controller = controller
         self._handlers: dict[int, Callable[[Any, RemotingCommand], RemotingCommand]] = {
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
@@ -118,7 +119,7 @@ class OpsAdminProcessor:
         """Java cleanUnusedTopic: the store drops the consume queues of topics without a topic
         config here (DefaultMessageStore.cleanUnusedTopic), and their statistics with them."""
         c = self.controller
-        dropped = c.message_store.clean_unused_topic(set(c.topic_config_manager.topic_config_table))
+        dropped = c.started_store.clean_unused_topic(set(c.topic_config_manager.topic_config_table))
         for topic in dropped:
             c.stats.on_topic_deleted(topic)
         _rlog.warning(

@@ -41,7 +41,8 @@ from rmq.protocol.headers.consumer import (
 )
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
+    from rmq.config import BrokerConfig
     from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker")
@@ -53,7 +54,7 @@ _GROUPS_PER_SLICE = 50  # consumer groups of one heartbeat handled between two y
 class ClientManageProcessor:
     """Codes 34 and 35 (async: a heartbeat may wait for a name-server registration)."""
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: BrokerContext):
         self.controller = controller
 
     def reject_request(self) -> bool:
@@ -194,7 +195,7 @@ class ClientManageProcessor:
 class ConsumerManageProcessor:
     """Codes 38, 14 and 15 (synchronous: memory lookups only)."""
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: BrokerContext):
         self.controller = controller
 
     def reject_request(self) -> bool:
@@ -274,10 +275,17 @@ class ConsumerManageProcessor:
 class CheckClientConfigProcessor:
     """CHECK_CLIENT_CONFIG (46, Java ``ClientManageProcessor.checkClientConfig``): is this
     subscription's expression usable here? The expression
-    is looked up in, or compiled off the loop into, the pull's ``ConsumerFilterManager``."""
+    is looked up in, or compiled off the loop into, the pull's ``ConsumerFilterManager``.
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
+    Args:
+        broker_config: the live ``BrokerConfig`` (``enablePropertyFilter`` is read per request).
+        filters: the pull processor's ``ConsumerFilterManager`` (one cache of compiled
+            expressions for both codes).
+    """
+
+    def __init__(self, broker_config: BrokerConfig, filters: ConsumerFilterManager) -> None:
+        self.broker_config = broker_config
+        self.filters = filters
 
     def reject_request(self) -> bool:
         return False
@@ -293,13 +301,11 @@ class CheckClientConfigProcessor:
         expression_type = str(sub.get("expressionType") or "")
         if is_tag_type(expression_type):
             return cmd.response(ResponseCode.SUCCESS, None, {})
-        if not self.controller.broker_config.enable_property_filter:
+        if not self.broker_config.enable_property_filter:
             return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
         raw = sub.get("subString")
         expression = raw if isinstance(raw, str) else ""
-        pull = self.controller.pull_message_processor
-        assert pull is not None  # made with the controller
-        manager: ConsumerFilterManager = pull.consumer_filter_manager
+        manager = self.filters
         try:
             if manager.lookup(expression_type, expression) is not None:
                 return cmd.response(ResponseCode.SUCCESS, None, {})

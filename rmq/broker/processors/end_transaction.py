@@ -20,7 +20,7 @@ from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.message import EndTransactionRequestHeader
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import EndTransactionContext
     from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker.transaction")
@@ -31,7 +31,7 @@ class EndTransactionProcessor:
 
     codes = (RequestCode.END_TRANSACTION,)
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: EndTransactionContext):
         self.controller = controller
 
     def reject_request(self) -> bool:

@@ -23,7 +23,7 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import RebalanceLockContext
     from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker.lock")
@@ -70,7 +70,7 @@ class RebalanceLockProcessor:
 
     codes = (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ)
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: RebalanceLockContext):
         self.controller = controller
         self.max_batch = int(controller.broker_config.rebalance_lock_max_batch_size)
 

@@ -51,7 +51,7 @@ from rmq.protocol.headers.consumer import PullMessageRequestHeader
 from rmq.store import MessageFilter
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
     from rmq.remoting.connection import Connection
     from rmq.store import MessageStore
 
@@ -76,7 +76,7 @@ _STATUS_CODE = {
 class PullMessageProcessor:
     """Handles code 11. Synchronous; answers itself through ``conn.send_response``."""
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: BrokerContext):
         self.controller = controller
         self.broker_config = controller.broker_config
         self._filters: dict[str, MessageFilter] = {}

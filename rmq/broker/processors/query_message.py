@@ -40,7 +40,7 @@ from rmq.protocol.headers.message import QueryMessageRequestHeader, QueryMessage
 from rmq.protocol.headers.topic import QueryTopicConsumeByWhoRequestHeader
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
     from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker")
@@ -59,7 +59,7 @@ class QueryMessageProcessor:
 
     codes = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO)
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: BrokerContext):
         self.controller = controller
 
     def reject_request(self) -> bool:

@@ -40,6 +40,7 @@ import random
 import time
 from typing import Any
 
+from rmq.broker.context import BrokerContext
 from rmq.broker.processors.common import bad_request, split_host
 from rmq.broker.processors.send import SendMessageProcessor, message_of
 from rmq.common.constants import MixAll
@@ -65,7 +66,7 @@ class ReplyMessageProcessor:
 
     CODES = (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2)
 
-    def __init__(self, controller: Any) -> None:
+    def __init__(self, controller: BrokerContext) -> None:
         self.controller = controller
         self._send = SendMessageProcessor(controller)  # its msgCheck (one implementation)
         #: client id -> [replies admitted, body bytes admitted] for that requester

@@ -43,7 +43,7 @@ from rmq.store import MessageInner, PutMessageStatus
 from rmq.store.message import host_bytes
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
     from rmq.remoting.connection import Connection
     from rmq.store import MessageStore
 
@@ -148,7 +148,7 @@ _SENT_CODES = (
 class SendMessageProcessor:
     """Handles codes 10, 310 and 320 (async: the store put is awaited)."""
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: BrokerContext):
         self.controller = controller
         self.broker_config = controller.broker_config
         self.topic_config_manager = controller.topic_config_manager

@@ -39,7 +39,7 @@ from rmq.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
 from rmq.store import MessageInner
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
     from rmq.remoting.connection import Connection
 
 log = logging.getLogger("rmq.broker.retry")
@@ -61,7 +61,7 @@ def dlq_topic(group: str) -> str:
 
 
 def _create_system_topic(
-    controller: BrokerController, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
+    controller: BrokerContext, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0
 ) -> Any:
     tc, created = controller.topic_config_manager.create_topic_in_send_message_back_method(
         topic, queue_nums, perm, topic_sys_flag
@@ -78,7 +78,7 @@ def _group_not_exist(cmd: RemotingCommand, group: str) -> RemotingCommand:
 
 
 def before_store(
-    controller: BrokerController, conn: Connection, cmd: RemotingCommand, header: Any, tc: Any, msg: MessageInner
+    controller: BrokerContext, conn: Connection, cmd: RemotingCommand, header: Any, tc: Any, msg: MessageInner
 ) -> RemotingCommand | None:
     """Apply retry → DLQ, transactions and delay levels to ``msg`` in place.
 
@@ -146,7 +146,7 @@ class ConsumerSendMsgBackProcessor:
 
     codes = (RequestCode.CONSUMER_SEND_MSG_BACK,)
 
-    def __init__(self, controller: BrokerController):
+    def __init__(self, controller: BrokerContext):
         self.controller = controller
 
     def reject_request(self) -> bool:

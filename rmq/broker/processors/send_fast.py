@@ -19,6 +19,7 @@ import typing
 from typing import Any
 
 from rmq._store import Appender
+from rmq.broker.context import BrokerContext
 from rmq.broker.processors._sendpath import SendFastPath, SendGate
 from rmq.broker.processors.send_back import _MARKS
 from rmq.common.constants import MixAll, TopicValidator
@@ -45,7 +46,7 @@ def header_spec() -> list[tuple[str, str, str, int, bool, int, int]]:
     return out
 
 
-def make_fast_path(controller: Any) -> SendFastPath:
+def make_fast_path(controller: BrokerContext) -> SendFastPath:
     """The fast path of ``controller``'s SEND processor: its gate holds the topic table, the
     broker config and the statistics; no store until :func:`bind_store`."""
     # a request-reply request gets the CLUSTER property on the Python path (send._with_cluster)

@@ -94,6 +94,10 @@ class AdminBase:
         self._remote = RemotingClient(self.namesrv_addrs, tls=resolve_client_tls(tls))
         if credentials is not None:
             self._remote.add_rpc_hook(AclClientRPCHook(credentials))
+        # The producer a sending tool makes (sendMessage, sendMsgStatus, checkMsgSendRT, clusterRT)
+        # signs and encrypts as this admin does.
+        self._credentials = credentials
+        self._tls = tls
 
     async def close(self) -> None:
         """Close every connection (idempotent)."""

@@ -433,19 +433,24 @@ class TopicAdmin(MessageAdmin):
             offset = result.next_begin_offset
 
     def _producer(self, group: str | None = None) -> Producer:
-        # A fresh group per admin call, as Java's tools name it by the clock.
+        # A fresh group per admin call, as Java's tools name it by the clock; the admin's
+        # credentials and TLS, as Java's tools hand their RPCHook to the producer they make.
         ms = int(time.time() * 1000)
+        creds = self._credentials
         return Producer(
             self.namesrv_addrs,
             group or f"rmq_admin_{ms}",
             instance_name=f"rmq_admin_{id(self)}_{ms}",
             send_timeout=self.timeout,
+            access_key=creds.access_key if creds is not None else None,
+            secret_key=creds.secret_key if creds is not None else None,
+            tls=self._tls,
         )
 
     def tools_producer(self, group: str | None = None) -> Producer:
         """A producer of its own for a tool's sends (not started; use ``async with``), in
-        ``group`` (default a fresh ``rmq_admin_<ms>``), with this admin's name servers and
-        timeout (mqadmin sendMsgStatus uses group ``PID_SMSC``)."""
+        ``group`` (default a fresh ``rmq_admin_<ms>``), with this admin's name servers,
+        timeout, ACL credentials and TLS (mqadmin sendMsgStatus uses group ``PID_SMSC``)."""
         return self._producer(group)
 
     async def send_message(

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.protocol.body import json_object
+from rmq.protocol.body import dumps_json, json_object
 from rmq.protocol.body._mq import dumps_mq_map, mq_table
 from rmq.types import MessageQueue
 
@@ -36,7 +36,7 @@ __all__ = [
 def _int(v: Any, default: int = 0) -> int:
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON number such as 1e400
         return default
 
 
@@ -209,6 +209,10 @@ class ProducerTableInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {"data": {g: [p.to_json() for p in ps] for g, ps in self.data.items()}}
+
+    def encode(self) -> bytes:
+        """The body (msgspec: a table of thousands of producers is encoded on the event loop)."""
+        return dumps_json(self.to_json())
 
     @classmethod
     def decode(cls, body: bytes | memoryview | str) -> ProducerTableInfo:

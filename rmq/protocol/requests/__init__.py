@@ -79,12 +79,13 @@ _T = TypeVar("_T")
 def parse_body(resp: RemotingCommand, what: str, decode: Callable[[bytes], _T]) -> _T:
     """The one way a SUCCESS answer's body becomes a typed object: any other code raises (see
     :func:`raise_for`), then ``decode(body)`` (``b""`` when there is none); a body ``decode``
-    refuses (ValueError, KeyError, TypeError, AttributeError) is a
-    :class:`~rmq.errors.RemotingCommandError` naming ``what``."""
+    refuses (ValueError, KeyError, TypeError, AttributeError, OverflowError: ``int()`` of a
+    JSON number such as ``1e400``) is a :class:`~rmq.errors.RemotingCommandError` naming
+    ``what``."""
     check_success(resp)
     try:
         return decode(resp.body_bytes() or b"")
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as e:
         raise RemotingCommandError(f"malformed {what} body: {e}") from None
 
 
