@@ -238,6 +238,11 @@ class BrokerConfig:
             table (200); writes run off the event loop and coalesce every change in between.
         max_topic_queue_nums: queues of one topic at most, for UPDATE_AND_CREATE_TOPIC and a
             group's ``retryQueueNums`` alike (1024).
+        enable_topic_message_type_check: a SEND to a topic whose ``message.type`` attribute is
+            set is refused (MESSAGE_ILLEGAL) unless the message is of that type or the topic
+            is MIXED (True, as Java 5's proxy; topics without the attribute are not checked).
+        enable_mixed_message_type: UPDATE_AND_CREATE_TOPIC may declare ``message.type=MIXED``
+            (False, as Java 5).
         max_consumer_offset_keys: topic@group pairs in the consumer offset table at most; a
             commit for one more is refused (100 000).
         rebalance_lock_max_live_time: ms a queue lock (LOCK_BATCH_MQ) lives without renewal
@@ -363,6 +368,11 @@ class BrokerConfig:
     # on a broker that listens on every interface (the series name topics, groups and clients).
     metrics_host: str = ""
     metrics_max_queue_series: int = setting(100_000, lo=0, hi=10_000_000)
+    # Typed topics (Java 5 ProxyConfig enableTopicMessageTypeCheck, BrokerConfig
+    # enableMixedMessageType): a SEND to a topic with a message.type attribute must carry a
+    # message of that type; MIXED may be declared only when allowed.
+    enable_topic_message_type_check: bool = True
+    enable_mixed_message_type: bool = False
 
     @property
     def namesrv_addr_list(self) -> list[str]:

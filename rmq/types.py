@@ -86,6 +86,11 @@ class Message:
         flag: a user int stored with the message as-is; default 0.
         delay_level: 1..18 delays delivery (``1s 5s 10s 30s 1m … 2h``); default 0 (none).
         wait_store_msg_ok: the ``WAIT`` property; default True.
+        message_group: the FIFO message group (``__SHARDINGKEY``, Java 5's message group);
+            default None. A producer sends every message of one group to the same queue
+            (the hash of the group over the topic's queues) and never retries it on another,
+            so an orderly consumer sees each group in send order; a FIFO-typed topic
+            (``message.type=FIFO``) takes only messages with a group.
     """
 
     topic: str
@@ -96,6 +101,7 @@ class Message:
     flag: int
     delay_level: int
     wait_store_msg_ok: bool
+    message_group: str | None
 
     # An explicit __init__ (not the dataclass one) so the parameters can be wider than the
     # attributes: callers pass str bodies and list keys, and read back bytes and a tuple.
@@ -109,6 +115,7 @@ class Message:
         flag: int = 0,
         delay_level: int = 0,
         wait_store_msg_ok: bool = True,
+        message_group: str | None = None,
     ) -> None:
         object.__setattr__(self, "topic", topic)
         object.__setattr__(self, "body", body)
@@ -118,6 +125,7 @@ class Message:
         object.__setattr__(self, "flag", flag)
         object.__setattr__(self, "delay_level", delay_level)
         object.__setattr__(self, "wait_store_msg_ok", wait_store_msg_ok)
+        object.__setattr__(self, "message_group", message_group)
         self.__post_init__()
 
     def __post_init__(self) -> None:
@@ -137,6 +145,9 @@ class Message:
         object.__setattr__(self, "properties", props)
         if not 0 <= self.delay_level <= 18:
             raise ValueError(f"delay_level must be in 0..18, got {self.delay_level}")
+        group = self.message_group
+        if group is not None and (not isinstance(group, str) or not group or "\x01" in group or "\x02" in group):
+            raise ValueError(f"message_group must be a non-empty str without \\x01/\\x02, got {group!r}")
 
 
 _UNSET: Any = object()  # MessageExt.value not deserialized yet
@@ -230,6 +241,11 @@ class MessageExt:
     def delay_level(self) -> int:
         """The ``DELAY`` property (0 when not delayed)."""
         return int(self.properties.get(MessageConst.DELAY_TIME_LEVEL, "0") or 0)
+
+    @property
+    def message_group(self) -> str | None:
+        """The FIFO message group it was sent with (``__SHARDINGKEY``), or None."""
+        return self.properties.get(MessageConst.SHARDING_KEY) or None
 
     @property
     def transaction_id(self) -> str | None:

@@ -266,4 +266,6 @@ def message_properties(msg: Message, uniq_key: str | None) -> dict[str, str]:
     if uniq_key:
         props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key
     props.update(msg.properties)
+    if msg.message_group:
+        props[MessageConst.SHARDING_KEY] = msg.message_group
     return props

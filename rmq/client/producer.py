@@ -100,7 +100,8 @@ else:
 
 def select_by_hash(queues: Sequence[MessageQueue], msg: Message, arg: Any) -> MessageQueue:
     """The default orderly selector: ``abs(hash(arg)) % len(queues)``, with Java's
-    ``String.hashCode`` for strings so Java and Python producers put a key on the same queue."""
+    ``String.hashCode`` for strings so Java and Python producers put a key on the same queue
+    (Java 4.x ``SelectMessageQueueByHash``; also the queue of a ``Message.message_group``)."""
     h = java_string_hash(arg) if isinstance(arg, str) else hash(arg)
     return queues[abs(h) % len(queues)]
 
@@ -634,6 +635,8 @@ class Producer(Generic[_V, _K]):
         sharding_key: Any,
         timeout: float | None,
     ) -> SendResult:
+        if queue is None and selector is None and sharding_key is None and msg.message_group:
+            sharding_key = msg.message_group  # a FIFO group: one queue, no retry elsewhere
         if queue is not None or selector is not None or sharding_key is not None:
             deadline = time.monotonic() + (timeout or self._send_timeout)
             if queue is not None:
@@ -690,6 +693,8 @@ class Producer(Generic[_V, _K]):
         outcome is unknown). Raises only if no queue or connection could be found."""
         inst = self._check_running()
         prepared = self._prepare(msg)
+        if queue is None and selector is None and sharding_key is None and msg.message_group:
+            sharding_key = msg.message_group  # (as _send_prepared)
         if queue is not None:
             queue = self._ns.wrap_mq(queue)
         elif selector is not None or sharding_key is not None:
@@ -1172,6 +1177,7 @@ def _with_props(msg: Message, props: dict[str, str]) -> Message:
         flag=msg.flag,
         delay_level=msg.delay_level,
         wait_store_msg_ok=msg.wait_store_msg_ok,
+        message_group=msg.message_group,
     )
 
 

@@ -154,6 +154,14 @@ class MessageConst:
     CLUSTER = "CLUSTER"
     MESSAGE_TYPE = "MSG_TYPE"
     TRACE_SWITCH = "TRACE_ON"
+    # typed topics: what Java 5 TopicMessageType.parseFromMessageProperty reads (the timer
+    # properties are Java 5's; __STARTDELIVERTIME is the 4.x commercial clients' timer, which
+    # Java 5's BrokerMetricsManager.getMessageType also counts as DELAY)
+    TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+    TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+    TIMER_DELAY_MS = "TIMER_DELAY_MS"
+    START_DELIVER_TIME = "__STARTDELIVERTIME"
+    TRANSFER_FLAG = "TRANSFER_FLAG"
 
     # Keys a user may not set through ``Message.properties``: the SDK owns them.
     RESERVED = frozenset(

@@ -159,6 +159,8 @@ class ResponseCode(IntEnum):
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
+    # typed topics (Java 5 ResponseCode): e.g. message.type=MIXED without enableMixedMessageType
+    INVALID_PARAMETER = 29
 
 
 class LanguageCode(IntEnum):

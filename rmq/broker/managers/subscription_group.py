@@ -64,6 +64,9 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    # Java 5 SubscriptionGroupConfig.consumeMessageOrderly: the group consumes FIFO topics in
+    # message-group order (mqadmin updateSubGroup -o); carried for 5.x clients and tools
+    consume_message_orderly: bool = False
 
     _JSON = (
         ("groupName", "group_name", str),
@@ -75,6 +78,7 @@ class SubscriptionGroupConfig:
         ("brokerId", "broker_id", int),
         ("whichBrokerWhenConsumeSlowly", "which_broker_when_consume_slowly", int),
         ("notifyConsumerIdsChangedEnable", "notify_consumer_ids_changed_enable", bool),
+        ("consumeMessageOrderly", "consume_message_orderly", bool),
     )
 
     def to_json(self) -> dict[str, Any]:

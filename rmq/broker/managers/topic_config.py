@@ -17,6 +17,7 @@ from typing import Any
 from rmq.broker.managers.config_store import ConfigManager
 from rmq.common.constants import PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
+from rmq.common.topic_attributes import TopicMessageType, message_type_of_attributes, type_code
 
 log = logging.getLogger("rmq.broker")
 _rl = RateLimitedLog(log)
@@ -31,7 +32,13 @@ DEFAULT_MAX_TOPIC_QUEUE_NUMS = 1024
 
 @dataclass(slots=True)
 class TopicConfig:
-    """One topic on this broker (Java ``TopicConfig``; JSON names on the wire)."""
+    """One topic on this broker (Java ``TopicConfig``; JSON names on the wire).
+
+    ``attributes`` are Java 5's topic attributes (``{"message.type": "FIFO"}``,
+    rmq.common.topic_attributes); change them only by building a new TopicConfig or through
+    :meth:`set_attributes`, which keeps ``type_code`` (the byte the SEND fast path reads: 0
+    for a topic without ``message.type``) in step.
+    """
 
     topic_name: str
     read_queue_nums: int = 16
@@ -40,9 +47,31 @@ class TopicConfig:
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+    type_code: int = field(default=0, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.type_code = type_code(message_type_of_attributes(self.attributes))
+
+    def set_attributes(self, attributes: dict[str, str]) -> None:
+        """Replace the attributes (and the fast path's type byte)."""
+        self.attributes = attributes
+        self.type_code = type_code(message_type_of_attributes(attributes))
+
+    @property
+    def message_type(self) -> TopicMessageType:
+        """The topic's message type (Java 5 ``TopicConfig.getTopicMessageType``: NORMAL when
+        ``message.type`` is not set)."""
+        return message_type_of_attributes(self.attributes) or TopicMessageType.NORMAL
+
+    @property
+    def declared_message_type(self) -> TopicMessageType | None:
+        """The ``message.type`` attribute, None when the topic has none (sends to such a topic
+        are not type-checked)."""
+        return message_type_of_attributes(self.attributes)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "topicName": self.topic_name,
             "readQueueNums": self.read_queue_nums,
             "writeQueueNums": self.write_queue_nums,
@@ -51,9 +80,17 @@ class TopicConfig:
             "topicSysFlag": self.topic_sys_flag,
             "order": self.order,
         }
+        # Java 5 writes "attributes" with every topic; an untyped topic leaves it out here so
+        # that 4.9.8's bytes stay as they were (Java 5's reader defaults it to an empty map).
+        if self.attributes:
+            d["attributes"] = dict(self.attributes)
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TopicConfig:
+        raw = d.get("attributes") or {}
+        if not isinstance(raw, dict):
+            raise ValueError(f"topic {d.get('topicName')!r}: attributes is not an object")
         return cls(
             topic_name=str(d["topicName"]),
             read_queue_nums=int(d.get("readQueueNums", 16)),
@@ -62,6 +99,7 @@ class TopicConfig:
             topic_filter_type=str(d.get("topicFilterType", "SINGLE_TAG")),
             topic_sys_flag=int(d.get("topicSysFlag", 0)),
             order=bool(d.get("order", False)),
+            attributes={str(k): str(v) for k, v in raw.items()},
         )
 
 

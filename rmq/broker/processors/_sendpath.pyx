@@ -450,6 +450,7 @@ cdef class SendFastPath:
         cdef object tc, bc, region, mark, prefix, r
         cdef PyObject* p
         cdef int64_t queue_id, sys_flag, phy, put_ns
+        cdef int tcode
         cdef int64_t out[3]
         cdef Py_ssize_t i
         cdef RecordHead h
@@ -478,6 +479,12 @@ cdef class SendFastPath:
         tc = <object>p
         if not (tc.perm & _PERM_WRITE_BIT) \
                 or queue_id >= max(<int64_t>tc.write_queue_nums, <int64_t>tc.read_queue_nums):
+            return None
+        # typed topics (Java 5 ProducerProcessor's message-type check): one byte per topic,
+        # the properties scanned only when the topic is typed; a mismatch goes to the Python
+        # path, which words the refusal (send._type_refusal)
+        tcode = tc.type_code
+        if tcode and bc.enable_topic_message_type_check and not _type_ok(tcode, pp, plen):
             return None
         h.flag = <int32_t>vals[self.i_flag]
         h.sys_flag = <int32_t>sys_flag
@@ -530,6 +537,46 @@ cdef class SendGate:
         self.broker_config = broker_config
         self.stats = stats
         self.appender = None
+
+
+cdef inline bint _key_is(const uint8_t* k, Py_ssize_t n, const char* name, Py_ssize_t m) noexcept:
+    return n == m and memcmp(k, name, m) == 0
+
+
+cdef bint _type_ok(int declared, const uint8_t* p, Py_ssize_t n) noexcept:
+    """Whether a message with properties ``p[:n]`` may go to a topic of type ``declared``
+    (rmq.common.topic_attributes: 1 NORMAL, 2 FIFO, 3 DELAY, 4 TRANSACTION, 5 MIXED,
+    6 UNSPECIFIED), as rmq.common.topic_attributes.message_type_of_properties and
+    check_message_type decide it: pairs read as Java 5 string2messageProperties (an empty name
+    or value is no pair), TRANSFER_FLAG not checked, TRAN_MSG=true TRANSACTION, a delay or
+    timer property DELAY, __SHARDINGKEY FIFO, else NORMAL."""
+    cdef Py_ssize_t i = 0, e, k, kl
+    cdef bint tran = False, delay = False, fifo = False
+    cdef int actual
+    if declared == 5:
+        return True
+    while i < n:
+        e = i
+        while e < n and p[e] != 2:
+            e += 1
+        k = i
+        while k < e and p[k] != 1:
+            k += 1
+        if k > i and k < e - 1:
+            kl = k - i
+            if _key_is(p + i, kl, b"TRANSFER_FLAG", 13):
+                return True
+            elif _key_is(p + i, kl, b"TRAN_MSG", 8):
+                tran = e - k - 1 == 4 and memcmp(p + k + 1, b"true", 4) == 0
+            elif _key_is(p + i, kl, b"DELAY", 5) or _key_is(p + i, kl, b"TIMER_DELIVER_MS", 16) \
+                    or _key_is(p + i, kl, b"TIMER_DELAY_SEC", 15) or _key_is(p + i, kl, b"TIMER_DELAY_MS", 14) \
+                    or _key_is(p + i, kl, b"__STARTDELIVERTIME", 18):
+                delay = True
+            elif _key_is(p + i, kl, b"__SHARDINGKEY", 13):
+                fifo = True
+        i = e + 1
+    actual = 4 if tran else (3 if delay else (2 if fifo else 1))
+    return actual == declared
 
 
 cdef inline bint _int32_of(object o, int32_t* out) except -1:

@@ -33,6 +33,7 @@ from rmq.broker.processors.common import (
 from rmq.broker.stats import StatsItem, human_bytes
 from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
+from rmq.common.topic_attributes import MESSAGE_TYPE, TopicAttributeError, alter_attributes, parse_attributes
 from rmq.config import ConfigError, ConfigUpdateRefused, parse_properties
 from rmq.errors import RemotingCommandError
 from rmq.protocol.body.ops import KVTable
@@ -139,6 +140,21 @@ class AdminBrokerProcessor:
                 f"(maxTopicQueueNums), not read {h.read_queue_nums} write {h.write_queue_nums}",
                 {},
             )
+        # Java 5 AdminBrokerProcessor.updateAndCreateTopic and
+        # TopicConfigManager.updateSingleTopicConfigWithoutPersist: the signed attribute changes
+        # applied to the topic's current attributes (AttributeUtil.alterCurrentAttributes); a
+        # refusal is SYSTEM_ERROR with Java's words, MIXED needs enableMixedMessageType.
+        try:
+            changes = parse_attributes(h.attributes)
+        except TopicAttributeError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(str(e)), {})
+        if not c.broker_config.enable_mixed_message_type and changes.get("+" + MESSAGE_TYPE) == "MIXED":
+            return cmd.response(ResponseCode.INVALID_PARAMETER, "MIXED message type is not supported.", {})
+        old = c.topic_config_manager.select_topic_config(h.topic)
+        try:
+            attributes = alter_attributes(old is None, old.attributes if old is not None else {}, changes)
+        except TopicAttributeError as e:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(str(e)), {})
         tc = TopicConfig(
             h.topic,
             h.read_queue_nums,
@@ -147,6 +163,7 @@ class AdminBrokerProcessor:
             h.topic_filter_type or "SINGLE_TAG",
             h.topic_sys_flag or 0,
             bool(h.order),
+            attributes,
         )
         c.topic_config_manager.update_topic_config(tc)
         # Java AdminBrokerProcessor.updateAndCreateTopic: registerIncrementBrokerData, then answer.

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from rmq.client.admin import Admin, AdminError
 from rmq.client.admin._topics import topic_sys_flag
 from rmq.common.constants import MixAll
+from rmq.common.topic_attributes import message_type_of_attributes, parse_attributes
 from rmq.errors import RMQError
 from rmq.types import MessageExt, MessageQueue, PullResult, PullStatus
 
@@ -57,6 +58,24 @@ def _update_topic_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-s", "--hasUnitSub", type=true_false, default="false", help="has unit subscribers: true/false (default false)"
     )
+    p.add_argument(
+        "-a",
+        "--attributes",
+        type=_attributes,
+        default=None,
+        help="Java 5 topic attributes: +name=value adds or changes, -name removes, comma-separated, "
+        "e.g. +message.type=FIFO (NORMAL, FIFO, DELAY, TRANSACTION; default: none)",
+    )
+
+
+def _attributes(text: str) -> str:
+    """mqadmin updateTopic ``-a`` (Java AttributeParser.parseToMap, checked before sending)."""
+    text = text.strip()
+    try:
+        parse_attributes(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 @command("updateTopic", "create or update a topic on brokers", flags=_update_topic_flags)
@@ -71,6 +90,7 @@ async def update_topic(admin: Admin, args: argparse.Namespace) -> None:
             perm=args.perm,
             order=args.order == "true",
             topic_sys_flag=sys_flag,
+            attributes=args.attributes,
         )
         print(f"create topic to {addr} success.")
 
@@ -139,6 +159,13 @@ def _update_sub_group_flags(p: argparse.ArgumentParser) -> None:
         default="true",
         help="notify consumers when the group's members change: true/false (default true)",
     )
+    p.add_argument(
+        "-o",
+        "--consumeMessageOrderly",
+        type=true_false,
+        default="false",
+        help="consume FIFO topics in message-group order: true/false (default false; Java 5)",
+    )
 
 
 @command("updateSubGroup", "create or update a subscription group on brokers", flags=_update_sub_group_flags)
@@ -155,6 +182,8 @@ async def update_sub_group(admin: Admin, args: argparse.Namespace) -> None:
             broker_id=args.brokerId,
             which_broker_when_consume_slowly=args.whichBrokerWhenConsumeSlowly,
             notify_consumer_ids_changed_enable=args.notifyConsumerIdsChangedEnable == "true",
+            # (Java 5's field; sent only when set, so 4.x frames keep their bytes: absent is false)
+            **({"consumeMessageOrderly": True} if args.consumeMessageOrderly == "true" else {}),
         )
         print(f"create subscription group to {addr} success.")
 
@@ -166,10 +195,36 @@ def _topic_list_flags(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print each topic's cluster and consumer groups (default: names only)",
     )
+    p.add_argument(
+        "-m",
+        "--messageType",
+        action="store_true",
+        help="print each topic's message type as its brokers declare it (message.type; UNTYPED "
+        "for none; rmq only, default: names only)",
+    )
+
+
+async def _message_types(admin: Admin) -> dict[str, str]:
+    """Topic → its ``message.type`` attribute, from every master's GET_ALL_TOPIC_CONFIG."""
+    out: dict[str, str] = {}
+    for addr in await admin.master_addrs():
+        wrapper = await admin.get_user_topic_config(addr, special_topic=True)
+        for topic, tc in wrapper.topic_config_table.items():
+            attrs = tc.get("attributes")
+            t = message_type_of_attributes(attrs if isinstance(attrs, dict) else None)
+            if t is not None:
+                out[topic] = t.value
+    return out
 
 
 @command("topicList", "list the topics the name server knows", flags=_topic_list_flags)
 async def topic_list(admin: Admin, args: argparse.Namespace) -> None:
+    if args.messageType and not args.clusterModel:
+        types = await _message_types(admin)
+        _printf("%-64s  %s", "#Topic", "#Message Type")
+        for topic in await admin.fetch_all_topic_list():
+            _printf("%-64s  %s", topic[:64], types.get(topic, "UNTYPED"))
+        return
     if not args.clusterModel:
         for topic in await admin.fetch_all_topic_list():
             print(topic)
@@ -316,6 +371,14 @@ async def topic_status(admin: Admin, args: argparse.Namespace) -> None:
         _printf(
             "%-32s  %-4d  %-20d  %-20d    %s", mq.broker_name[:32], mq.queue_id, off.min_offset, off.max_offset, last
         )
+    # a typed topic (Java 5's message.type attribute): one more line; untyped ones print as
+    # mqadmin 4.9.8 does
+    try:
+        mtype = await admin.topic_message_type(args.topic)
+    except (AdminError, RMQError, OSError):
+        mtype = None
+    if mtype is not None:
+        print(f"\nTopic Message Type: {mtype.value}")
 
 
 @command("topicClusterList", "print the clusters a topic is on", flags=_topic_flag)

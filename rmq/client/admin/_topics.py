@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rmq.client._codec import decode_messages
 from rmq.client.consumer.allocate import allocate_averagely
@@ -26,11 +27,18 @@ from rmq.client.producer import MessageQueueSelector, Producer
 from rmq.common.constants import ExpressionType, MixAll, PermName
 from rmq.common.message import PullSysFlag
 from rmq.common.route import TopicRouteData
+from rmq.common.topic_attributes import (
+    MESSAGE_TYPE,
+    TopicMessageType,
+    attributes_to_string,
+    message_type_of_attributes,
+)
 from rmq.errors import RMQError
 from rmq.protocol.body.topic import RebalanceResult, TopicOffset, TopicStatsTable
 from rmq.protocol.headers.consumer import PullMessageRequestHeader
 from rmq.protocol.headers.topic import CreateTopicRequestHeader
 from rmq.protocol.requests import check_success
+from rmq.protocol.requests.broker import get_all_topic_config, parse_all_topic_config
 from rmq.protocol.requests.consumer import (
     create_subscription_group,
     get_max_offset,
@@ -168,10 +176,23 @@ class TopicAdmin(MessageAdmin):
         perm: int = 6,
         order: bool = False,
         topic_sys_flag: int = 0,
+        attributes: str | Mapping[str, str] | None = None,
+        message_type: str | TopicMessageType | None = None,
     ) -> None:
         """UPDATE_AND_CREATE_TOPIC on the broker at ``addr`` (defaults as mqadmin updateTopic:
         8 read and 8 write queues, perm 6 = read + write, not orderly, sys flag 0; see
-        :func:`topic_sys_flag` for updateTopic's ``-u``/``-s``)."""
+        :func:`topic_sys_flag` for updateTopic's ``-u``/``-s``).
+
+        ``attributes`` (default none) are Java 5's attribute changes, as text
+        (``"+message.type=FIFO,-reserve.time"``, mqadmin updateTopic ``-a``) or as a map of
+        signed keys (``{"+message.type": "FIFO"}``); ``message_type`` (default None) adds
+        ``+message.type=<type>`` (NORMAL, FIFO, DELAY, TRANSACTION, MIXED). The broker refuses
+        an unknown attribute or value (AdminError with its reason)."""
+        text = attributes if isinstance(attributes, str) or attributes is None else attributes_to_string(attributes)
+        if message_type is not None:
+            value = message_type.value if isinstance(message_type, TopicMessageType) else str(message_type)
+            item = f"+{MESSAGE_TYPE}={value}"
+            text = f"{text},{item}" if text else item
         header = CreateTopicRequestHeader(
             topic=topic,
             read_queue_nums=read_queue_nums,
@@ -179,8 +200,31 @@ class TopicAdmin(MessageAdmin):
             perm=perm,
             order=order,
             topic_sys_flag=topic_sys_flag,
+            attributes=text or None,
         )
         await self._call_ok(addr, create_topic(header))
+
+    async def examine_topic_config(self, topic: str) -> dict[str, Any] | None:
+        """The topic's config (TopicConfig JSON: queue counts, perm, ``attributes``) as the
+        first broker of its route that has it answers GET_ALL_TOPIC_CONFIG; None when none
+        does."""
+        route = await self.examine_topic_route_info(topic)
+        for bd in route.broker_datas:
+            addr = bd.select_broker_addr()
+            if addr is None:
+                continue
+            wrapper = await self._call(addr, get_all_topic_config(), parse_all_topic_config)
+            tc = wrapper.topic_config_table.get(topic)
+            if tc is not None:
+                return tc
+        return None
+
+    async def topic_message_type(self, topic: str) -> TopicMessageType | None:
+        """The topic's ``message.type`` attribute (Java 5 typed topics); None when it has none
+        (an untyped topic, which Java 5 treats as NORMAL) or no broker has it."""
+        tc = await self.examine_topic_config(topic)
+        attrs = tc.get("attributes") if tc is not None else None
+        return message_type_of_attributes(attrs if isinstance(attrs, dict) else None)
 
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
         """DELETE_TOPIC_IN_BROKER on the broker at ``addr``."""

@@ -27,6 +27,9 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: str = w("topicFilterType", default="SINGLE_TAG")
     topic_sys_flag: int | None = w("topicSysFlag", default=None)
     order: bool = w("order", default=False)
+    # Java 5 (CreateTopicRequestHeader.attributes): "+message.type=FIFO,-reserve.time"
+    # (rmq.common.topic_attributes); a 4.x frame has none
+    attributes: str | None = w("attributes", default=None)
 
 
 @header
