@@ -111,23 +111,30 @@ class BrokerEnv:
     # --- what a client or an admin tool sends --------------------------------------------
 
     async def create_topic(
-        self, topic: str, queues: int = 4, perm: int = 6, expect: int | None = ResponseCode.SUCCESS
+        self,
+        topic: str,
+        queues: int = 4,
+        perm: int = 6,
+        expect: int | None = ResponseCode.SUCCESS,
+        attributes: str | None = None,
     ) -> RemotingCommand:
         """UPDATE_AND_CREATE_TOPIC with ``queues`` read and write queues; asserts the response
-        code is ``expect`` (default SUCCESS; None: no check) and returns the response."""
-        resp = await self.call(
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {
-                "topic": topic,
-                "defaultTopic": "TBW102",
-                "readQueueNums": queues,
-                "writeQueueNums": queues,
-                "perm": perm,
-                "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": 0,
-                "order": "false",
-            },
-        )
+        code is ``expect`` (default SUCCESS; None: no check) and returns the response.
+        ``attributes``: Java 5's ``attributes`` field (``"+message.type=FIFO"``); default None
+        sends a 4.x frame without it."""
+        ext: dict[str, Any] = {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": queues,
+            "writeQueueNums": queues,
+            "perm": perm,
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": 0,
+            "order": "false",
+        }
+        if attributes is not None:
+            ext["attributes"] = attributes
+        resp = await self.call(RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
         if expect is not None:
             assert resp.code == expect, (resp.code, resp.remark)
         return resp
