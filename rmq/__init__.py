@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq import errors
 from rmq._version import __version__
+from rmq.common.topic_attributes import TopicMessageType
 from rmq.errors import *  # noqa: F403  (the exception tree is public API)
 from rmq.types import (
     ConsumeFromWhere,
@@ -91,6 +92,8 @@ __all__ = [
 ]
 __all__ += errors.__all__
 __all__ += ["ConsumerRebalanceListener"]
+# typed topics (Java 5 TopicMessageType: a topic's message.type, Admin.topic_message_type)
+__all__ += ["TopicMessageType"]
 
 # Body codecs of Producer(compress_type=...) (RocketMQ 5's CompressionType)
 from rmq.common.compression import CompressionType  # noqa: E402

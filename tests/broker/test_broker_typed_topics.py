@@ -6,6 +6,7 @@ alike, and the subscription group's ``consumeMessageOrderly``."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import msgpack
 import pytest
@@ -164,7 +165,7 @@ async def test_attributes_survive_a_restart(tmp_path):
             assert resp.code == ResponseCode.SUCCESS, resp.remark
         path = broker.topic_config_manager.path
     # the table on disk: Java 5's TopicConfig shape, attributes included
-    table = msgpack.unpackb(open(path, "rb").read(), raw=False)["topicConfigTable"]
+    table = msgpack.unpackb(Path(path).read_bytes(), raw=False)["topicConfigTable"]
     assert table["KeptT"]["attributes"] == {"message.type": "TRANSACTION"}
     assert table["KeptT"]["readQueueNums"] == 2
     async with run_broker(store) as broker:
