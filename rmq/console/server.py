@@ -297,6 +297,7 @@ class ConsoleServer:
         r.add_get("/api/topics", get(lambda q: s.topics()))
         r.add_get("/api/topic/status", get(lambda q: s.topic_status(_str(q.query, "topic"))))
         r.add_get("/api/topic/route", get(lambda q: s.topic_route(_str(q.query, "topic"))))
+        r.add_get("/api/topic/config", get(lambda q: s.topic_config(_str(q.query, "topic"))))
         r.add_get("/api/topic/consumers", get(lambda q: s.topic_consumers(_str(q.query, "topic"))))
         r.add_get("/api/groups", get(lambda q: s.groups()))
         r.add_get("/api/group", get(lambda q: s.group_detail(_str(q.query, "group"))))
@@ -322,6 +323,7 @@ class ConsoleServer:
                     _str(b, "body", required=False, limit=self.config.max_body_bytes),
                     _str(b, "keys", required=False),
                     _str(b, "tags", required=False),
+                    _str(b, "messageGroup", required=False),
                 )
             ),
         )
@@ -364,6 +366,7 @@ class ConsoleServer:
             order=bool(b.get("order", False)),
             cluster=_str(b, "cluster", required=False) or None,
             broker_addr=_str(b, "brokerAddr", required=False) or None,
+            message_type=_str(b, "messageType", required=False) or None,
         )
 
     async def _group_update(self, b: dict[str, Any]) -> Any:

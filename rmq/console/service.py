@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from rmq.client.admin import Admin, AdminError
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.route import TopicRouteData
+from rmq.common.topic_attributes import message_type_of_attributes
 from rmq.errors import BrokerResponseError, RemotingError
 from rmq.protocol.body.conns import version_desc
 from rmq.protocol.body.stats import ConsumeStats
@@ -76,6 +77,10 @@ SYSTEM_GROUPS = frozenset(
 def is_system_group(group: str) -> bool:
     """A broker's own or a tool's group (see ``SYSTEM_GROUPS``, and ``CID_RMQ_SYS_*``)."""
     return group in SYSTEM_GROUPS or MixAll.is_sys_consumer_group(group)
+
+
+#: what the topic form offers for ``message.type`` (MIXED needs a broker switch; left out)
+_TOPIC_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
 
 
 def topic_kind(topic: str) -> str:
@@ -243,9 +248,14 @@ class ConsoleService:
         order: bool = False,
         cluster: str | None = None,
         broker_addr: str | None = None,
+        message_type: str | None = None,
     ) -> list[str]:
         """UPDATE_AND_CREATE_TOPIC on ``broker_addr``, else every master of ``cluster``, else
-        every master; the addresses written (TopicServiceImpl.createOrUpdate)."""
+        every master; the addresses written (TopicServiceImpl.createOrUpdate). ``message_type``
+        (NORMAL, FIFO, DELAY, TRANSACTION; default None: unchanged) sets the topic's Java 5
+        ``message.type`` attribute."""
+        if message_type is not None and message_type not in _TOPIC_TYPES:
+            raise ValueError(f"messageType must be one of {', '.join(_TOPIC_TYPES)}, not {message_type[:40]!r}")
         TopicValidator.validate_topic(topic)
         if TopicValidator.is_system_topic(topic) or MixAll.is_retry_topic(topic) or MixAll.is_dlq_topic(topic):
             raise ValueError(f"the topic {topic} is a system, retry or DLQ topic; the console does not change it")
@@ -257,9 +267,24 @@ class ConsoleService:
         addrs = await self.admin.master_addrs(cluster, broker_addr)
         for addr in addrs:
             await self.admin.create_and_update_topic_config(
-                addr, topic, read_queue_nums=read_queue_nums, write_queue_nums=write_queue_nums, perm=perm, order=order
+                addr,
+                topic,
+                read_queue_nums=read_queue_nums,
+                write_queue_nums=write_queue_nums,
+                perm=perm,
+                order=order,
+                message_type=message_type,
             )
         return addrs
+
+    async def topic_config(self, topic: str) -> dict[str, Any]:
+        """The topic's Java 5 attributes as its first broker has them: ``messageType`` (None
+        for an untyped topic, which takes every kind of message) and ``attributes``."""
+        tc = await self.admin.examine_topic_config(topic)
+        attrs = tc.get("attributes") if tc is not None else None
+        attrs = attrs if isinstance(attrs, dict) else {}
+        t = message_type_of_attributes(attrs)
+        return {"messageType": t.value if t is not None else None, "attributes": attrs}
 
     async def delete_topic(self, topic: str) -> list[str]:
         """DELETE_TOPIC_IN_BROKER on every master of the topic's route, then
@@ -302,12 +327,17 @@ class ConsoleService:
 
         return await _bounded(groups, one)
 
-    async def send_test_message(self, topic: str, body: str, keys: str = "", tags: str = "") -> dict[str, Any]:
-        """mqadmin sendMessage: one message through a producer of the admin's own."""
+    async def send_test_message(
+        self, topic: str, body: str, keys: str = "", tags: str = "", message_group: str = ""
+    ) -> dict[str, Any]:
+        """mqadmin sendMessage: one message through a producer of the admin's own
+        (``message_group``: a FIFO message of that group; default "": none)."""
         data = body.encode("utf-8")
         if len(data) > MAX_TEST_BODY:
             raise ValueError(f"the body is {len(data)} bytes; the console sends at most {MAX_TEST_BODY}")
-        result = await self.admin.send_message(topic, data, keys=keys or None, tags=tags or None)
+        result = await self.admin.send_message(
+            topic, data, keys=keys or None, tags=tags or None, message_group=message_group or None
+        )
         return {
             "sendStatus": result.status.name,
             "msgId": result.msg_id,

@@ -179,6 +179,35 @@ def test_topic_create_send_and_find(page: Any, shots: Any) -> None:
     expect()(page.locator("#message-info")).to_contain_text(offset_msg_id, timeout=WAIT)
 
 
+def test_typed_topic_shows_its_message_type_and_takes_message_groups(page: Any, cluster: Any, loop_thread: Any) -> None:
+    """A FIFO topic made with the topic form (Java 5's message.type attribute): the topic page
+    shows its type, a test message with a message group is stored, one without is refused with
+    the broker's reason."""
+    topic = "ConsoleFifoTopic"
+    open_page(page, "topics", "topics")
+    form = page.locator("#topic-form")
+    form.locator("input[name=topic]").fill(topic)
+    form.locator("input[name=readQueueNums]").fill("2")
+    form.locator("input[name=writeQueueNums]").fill("2")
+    form.locator("select[name=messageType]").select_option("FIFO")
+    form.locator("button[type=submit]").click()
+    expect()(page.locator(".notice")).to_contain_text(f"Topic {topic} written", timeout=WAIT)
+    page.locator("#topic-list").get_by_role("link", name=topic, exact=True).click()
+    expect()(page.locator("main[data-page=topic]")).to_be_visible()
+    expect()(page.locator("#topic-type")).to_contain_text("Message type: FIFO")
+    send = page.locator("#send-form")
+    send.locator("textarea[name=body]").fill("no group")
+    send.locator("button[type=submit]").click()
+    expect()(page.locator("#send-result")).to_contain_text("expected type is FIFO, but actual type is NORMAL")
+    send.locator("input[name=messageGroup]").fill("order-1")
+    send.locator("button[type=submit]").click()
+    expect()(page.locator("#send-result .notice")).to_contain_text("SEND_OK", timeout=WAIT)
+    # an untyped topic says so
+    loop_thread.run(_create_topic(cluster.namesrv_addr, "ConsolePlainTopic", 1))
+    open_page(page, "topic?name=ConsolePlainTopic", "topic")
+    expect()(page.locator("#topic-type")).to_contain_text("untyped")
+
+
 def test_group_lag_falls_reset_and_skip(page: Any, cluster: Any, loop_thread: Any, shots: Any) -> None:
     ns, topic, group = cluster.namesrv_addr, "ConsoleLagTopic", "ConsoleLagGroup"
     loop_thread.run(_create_topic(ns, topic, 2))

@@ -506,15 +506,17 @@ class TopicAdmin(MessageAdmin):
         tags: str | None = None,
         broker_name: str | None = None,
         queue_id: int | None = None,
+        message_group: str | None = None,
     ) -> SendResult:
         """mqadmin sendMessage: send one message with a producer of its own (a fresh group),
         to ``broker_name``'s queue ``queue_id`` when both are given (a queue id needs a broker
-        name, ValueError otherwise), else to the queue the producer chooses."""
+        name, ValueError otherwise), else to the queue the producer chooses; ``message_group``
+        (default None) makes it a FIFO message of that group (``Message.message_group``)."""
         if queue_id is not None and broker_name is None:
             raise ValueError("Broker name must be set if the queue is chosen")
         data = body.encode() if isinstance(body, str) else bytes(body)
         key_tuple = tuple(k for k in keys.split(" ") if k) if isinstance(keys, str) else tuple(keys or ())
-        msg = Message(topic, data, tags=tags, keys=key_tuple)
+        msg = Message(topic, data, tags=tags, keys=key_tuple, message_group=message_group)
         queue = MessageQueue(topic, broker_name, queue_id) if broker_name is not None and queue_id is not None else None
         async with self._producer() as producer:
             return await producer.send(msg, queue=queue)

@@ -340,14 +340,17 @@ function topicForm(initial, done) {
   const wq = el("input", { name: "writeQueueNums", type: "number", min: 1, max: 1024, value: initial.writeQueueNums || 8 });
   const perm = el("select", { name: "perm" }, [["6", "RW (6)"], ["4", "R (4)"], ["2", "W (2)"]].map(([v, t]) => el("option", { value: v, selected: String(initial.perm || 6) === v }, t)));
   const cluster = el("input", { name: "cluster", placeholder: "all clusters" });
+  // Java 5's message.type attribute; "" leaves it as it is (an untyped topic takes every kind)
+  const mtype = el("select", { name: "messageType" }, [["", initial.topic ? "(unchanged)" : "(untyped)"], ["NORMAL", "NORMAL"], ["FIFO", "FIFO"], ["DELAY", "DELAY"], ["TRANSACTION", "TRANSACTION"]]
+    .map(([v, t]) => el("option", { value: v }, t)));
   const out = el("div", {});
   f.append(el("label", {}, "Topic", name), el("label", {}, "Read queues", rq), el("label", {}, "Write queues", wq),
-           el("label", {}, "Perm", perm), el("label", {}, "Cluster", cluster), el("button", { type: "submit" }, initial.topic ? "Update" : "Create"));
+           el("label", {}, "Perm", perm), el("label", {}, "Message type", mtype), el("label", {}, "Cluster", cluster), el("button", { type: "submit" }, initial.topic ? "Update" : "Create"));
   f.addEventListener("submit", async ev => {
     ev.preventDefault();
     fill(out);
     try {
-      const addrs = await post("topic", { topic: name.value.trim(), readQueueNums: +rq.value, writeQueueNums: +wq.value, perm: +perm.value, cluster: cluster.value.trim() });
+      const addrs = await post("topic", { topic: name.value.trim(), readQueueNums: +rq.value, writeQueueNums: +wq.value, perm: +perm.value, cluster: cluster.value.trim(), messageType: mtype.value });
       fill(out, notice(`Topic ${name.value.trim()} written on ${addrs.join(", ")}.`));
       if (done) done(name.value.trim());
     } catch (e) { fill(out, errorBox(e)); }
@@ -384,6 +387,12 @@ pages.topics = async (main) => {
 pages.topic = async (main, p) => {
   const topic = p.name || "";
   main.appendChild(el("h1", {}, "Topic ", el("span", { className: "mono", id: "topic-name" }, topic)));
+  // the topic's message type (Java 5 typed topics: message.type)
+  const typeLine = el("p", { id: "topic-type" });
+  main.appendChild(typeLine);
+  api("topic/config", { topic }).then(c => fill(typeLine, "Message type: ",
+    c.messageType ? el("span", { className: "badge" }, c.messageType) : el("span", { className: "muted" }, "untyped (every kind of message)")))
+    .catch(e => fill(typeLine, errorBox(e)));
   const grid = el("div", { className: "grid" });
   const status = card("Queues");
   const consumers = card("Consuming groups");
@@ -402,14 +411,15 @@ pages.topic = async (main, p) => {
   const body = el("textarea", { name: "body", placeholder: "Message body" }, "Hello from the rmq console");
   const keys = el("input", { name: "keys", placeholder: "key1 key2" });
   const tags = el("input", { name: "tags", placeholder: "TagA" });
+  const group = el("input", { name: "messageGroup", placeholder: "FIFO topics" });
   const out = el("div", { id: "send-result" });
-  const form = el("form", { id: "send-form" }, el("div", { className: "row" }, el("label", {}, "Keys", keys), el("label", {}, "Tag", tags)), body,
+  const form = el("form", { id: "send-form" }, el("div", { className: "row" }, el("label", {}, "Keys", keys), el("label", {}, "Tag", tags), el("label", {}, "Message group", group)), body,
                   el("div", { className: "row", style: null }, el("button", { type: "submit" }, "Send")), out);
   form.addEventListener("submit", async ev => {
     ev.preventDefault();
     fill(out);
     try {
-      const r = await post("topic/send", { topic, body: body.value, keys: keys.value, tags: tags.value });
+      const r = await post("topic/send", { topic, body: body.value, keys: keys.value, tags: tags.value, messageGroup: group.value });
       statusView.refresh();
       fill(out, notice(`${r.sendStatus}: stored in ${r.brokerName} queue ${r.queueId} at offset ${r.queueOffset}.`),
            kvTable({ "Message id": r.msgId, "Offset message id": r.offsetMsgId }, "send-ids"),
