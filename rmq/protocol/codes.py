@@ -117,6 +117,9 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # typed topics: one topic's config with its attributes (Java 5 RequestCode.GET_TOPIC_CONFIG,
+    # what Java 5's proxy reads a topic's message type with)
+    GET_TOPIC_CONFIG = 351
 
 
 class ResponseCode(IntEnum):

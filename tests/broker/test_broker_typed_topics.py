@@ -186,3 +186,14 @@ async def test_consume_message_orderly_on_the_group(env):
     assert (await env.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)).code == ResponseCode.SUCCESS
     resp = await env.call(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
     assert json.loads(resp.body_bytes())["subscriptionGroupTable"]["PlainG"]["consumeMessageOrderly"] is False
+
+
+async def test_get_topic_config_answers_one_topic_with_its_attributes(env):
+    await env.create_topic("OneT", queues=3, attributes="+message.type=DELAY")
+    resp = await env.call(RequestCode.GET_TOPIC_CONFIG, {"topic": "OneT", "lo": "false"})
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    tc = json.loads(resp.body_bytes())
+    assert tc["topicName"] == "OneT" and tc["readQueueNums"] == 3
+    assert tc["attributes"] == {"message.type": "DELAY"}
+    resp = await env.call(RequestCode.GET_TOPIC_CONFIG, {"topic": "NoSuchT"})
+    assert (resp.code, resp.remark) == (ResponseCode.TOPIC_NOT_EXIST, "No topic in this broker. topic: NoSuchT")

@@ -1,6 +1,7 @@
 """Admin and offset-lookup codes (B5, B9).
 
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG (21),
+GET_TOPIC_CONFIG (351, Java 5),
 UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201),
 GET_BROKER_RUNTIME_INFO (28), GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208),
 GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), SEARCH_OFFSET_BY_TIMESTAMP (29),
@@ -51,6 +52,7 @@ from rmq.protocol.headers.consumer import (
 from rmq.protocol.headers.topic import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
+    GetTopicConfigRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
 from rmq.types import MessageQueue
@@ -76,6 +78,7 @@ class AdminBrokerProcessor:
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_TOPIC_CONFIG: self.get_topic_config,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
@@ -195,6 +198,17 @@ class AdminBrokerProcessor:
         return cmd.response(
             ResponseCode.SUCCESS, None, {}, to_json_bytes(self.controller.topic_config_manager.serialize_wrapper())
         )
+
+    def get_topic_config(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Java 5 AdminBrokerProcessor.getTopicConfig: the topic's TopicConfig JSON
+        (TopicConfigAndQueueMapping without a mapping), TOPIC_NOT_EXIST when it is not here."""
+        h = GetTopicConfigRequestHeader.from_ext_fields(cmd.ext_fields)
+        tc = self.controller.topic_config_manager.select_topic_config(h.topic)
+        if tc is None:
+            return cmd.response(
+                ResponseCode.TOPIC_NOT_EXIST, f"No topic in this broker. topic: {clip_remark(h.topic)}", {}
+            )
+        return cmd.response(ResponseCode.SUCCESS, None, {}, to_json_bytes(tc.to_json()))
 
     # -- subscription groups --------------------------------------------------------------
 

@@ -10,6 +10,7 @@ from rmq.protocol.headers import Header, header, w
 __all__ = [
     "CreateTopicRequestHeader",
     "DeleteTopicRequestHeader",
+    "GetTopicConfigRequestHeader",
     "GetTopicStatsInfoRequestHeader",
     "QueryTopicConsumeByWhoRequestHeader",
 ]
@@ -30,6 +31,15 @@ class CreateTopicRequestHeader(Header):
     # Java 5 (CreateTopicRequestHeader.attributes): "+message.type=FIFO,-reserve.time"
     # (rmq.common.topic_attributes); a 4.x frame has none
     attributes: str | None = w("attributes", default=None)
+
+
+@header
+class GetTopicConfigRequestHeader(Header):
+    """GET_TOPIC_CONFIG (351, Java 5): one topic's TopicConfig; ``lo`` asks for the static-topic
+    mapping too, which rmq does not have (none is returned)."""
+
+    topic: str = w("topic")
+    lo: bool | None = w("lo", default=None)
 
 
 @header
