@@ -320,6 +320,10 @@ class FlowControlError(BrokerResponseError):
     retriable = True
 
 
+class InvalidParameterError(BrokerResponseError):
+    code = 29  # INVALID_PARAMETER
+
+
 # --------------------------------------------------------------------------- misc
 
 
@@ -386,3 +390,4 @@ class SerializationError(ClientError):
 
 
 __all__ += ["SerializationError"]
+__all__ += ["InvalidParameterError"]  # typed topics (Java 5 ResponseCode.INVALID_PARAMETER)
