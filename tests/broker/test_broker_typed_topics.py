@@ -197,3 +197,23 @@ async def test_get_topic_config_answers_one_topic_with_its_attributes(env):
     assert tc["attributes"] == {"message.type": "DELAY"}
     resp = await env.call(RequestCode.GET_TOPIC_CONFIG, {"topic": "NoSuchT"})
     assert (resp.code, resp.remark) == (ResponseCode.TOPIC_NOT_EXIST, "No topic in this broker. topic: NoSuchT")
+
+
+async def test_a_java5_mqadmin_frame_is_taken(env):
+    """Java 5.3.3 mqadmin updateTopic -a: CreateTopicRequestHeader with attributes and force,
+    every value a string, as its RocketMQSerializable writes them."""
+    ext = {
+        "topic": "J5T",
+        "defaultTopic": "TBW102",
+        "readQueueNums": "8",
+        "writeQueueNums": "8",
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+        "attributes": "+message.type=FIFO",
+        "force": "false",
+    }
+    resp = await env.call(RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    assert (await topic_config(env, "J5T"))["attributes"] == {"message.type": "FIFO"}
