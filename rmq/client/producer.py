@@ -37,6 +37,7 @@ from rmq.errors import (
     RequestTimeoutError,
     RMQError,
     SerializationError,
+    RouteError,
     TopicNotExistError,
 )
 from rmq.protocol.codes import RequestCode
@@ -45,6 +46,9 @@ from rmq.protocol.headers.message import (
     EndTransactionRequestHeader,
     SendMessageRequestHeader,
 )
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
+from rmq.protocol.requests import check_success
+from rmq.protocol.requests.topic import create_topic as create_topic_request
 from rmq.remoting.acl import SessionCredentials
 from rmq.types import (
     LocalTransactionState,
@@ -791,6 +795,45 @@ class Producer(Generic[_V, _K]):
         """The writable queues of ``topic`` (from the route cache, fetched if needed)."""
         self._check_running()
         return [self._ns.unwrap_mq(mq) for mq in (await self._publish_info(self._ns.wrap(topic))).message_queues]
+
+    async def create_topic(
+        self,
+        new_topic: str,
+        queue_num: int = 4,
+        *,
+        key: str = TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC,
+        attributes: str | None = None,
+        message_type: str | None = None,
+        timeout: float = 3.0,
+    ) -> list[str]:
+        """Create ``new_topic`` with ``queue_num`` read and write queues (default 4) on every
+        master broker of ``key``'s route (default TBW102), as Java's ``MQProducer.createTopic``
+        (``MQAdminImpl.createTopic``): UPDATE_AND_CREATE_TOPIC with ``key`` as its default
+        topic. ``attributes`` (Java 5's ``+name=value,-name`` text, default none) and
+        ``message_type`` (NORMAL, FIFO, DELAY, TRANSACTION; default None) type the topic.
+        Returns the broker addresses written; a broker's refusal raises its
+        ``BrokerResponseError``, no route for ``key`` a ``RouteError``."""
+        inst = self._check_running()
+        validate_topic(new_topic)
+        check_range("queue_num", queue_num, 1, 1024)
+        text = attributes or ""
+        if message_type is not None:
+            item = f"+message.type={message_type}"
+            text = f"{text},{item}" if text else item
+        route = await inst.api.get_topic_route(self._ns.wrap(key), timeout=timeout)
+        addrs = [a for bd in (route.broker_datas if route is not None else ()) if (a := bd.master_addr)]
+        if not addrs:
+            raise RouteError(f"no master broker in the route of {key}; cannot create {new_topic}")
+        header = CreateTopicRequestHeader(
+            topic=self._ns.wrap(new_topic),
+            default_topic=self._ns.wrap(key),
+            read_queue_nums=queue_num,
+            write_queue_nums=queue_num,
+            attributes=text or None,
+        )
+        for addr in addrs:
+            check_success(await inst.api.remoting.invoke(addr, create_topic_request(header), timeout=timeout))
+        return addrs
 
     def add_send_hook(self, hook: _hooks.SendMessageHook) -> None:
         """Call ``hook.send_message_before(ctx)`` / ``send_message_after(ctx)`` around every send

@@ -67,3 +67,22 @@ def test_message_group_is_checked_and_selected_like_a_sharding_key():
     qs = [rmq.MessageQueue("T", "b", i) for i in range(7)]
     m = rmq.Message("T", b"x", message_group="g1")
     assert select_by_hash(qs, m, "g1").queue_id == abs(java_string_hash("g1")) % 7
+
+
+async def test_producer_create_topic_takes_attributes(cluster, namesrv_addr, unique):
+    _ns, broker = cluster
+    topic = unique("DelayT")
+    async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+        addrs = await p.create_topic(topic, 2, message_type="DELAY")
+        assert addrs == [broker.broker_addr]
+        tc = broker.topic_config_manager.select_topic_config(topic)
+        assert (tc.read_queue_nums, tc.attributes) == (2, {"message.type": "DELAY"})
+        with pytest.raises(BrokerResponseError) as ei:
+            await p.create_topic(unique("BadT"), attributes="+message.type=NOPE")
+        assert "value is not in set" in str(ei.value)
+        # a plain message is not DELAY
+        with pytest.raises(BrokerResponseError) as ei:
+            await p.send(rmq.Message(topic, b"now"))
+        assert ei.value.code == ResponseCode.MESSAGE_ILLEGAL
+        r = await p.send(rmq.Message(topic, b"later", delay_level=1))
+        assert r.status is rmq.SendStatus.SEND_OK
