@@ -157,6 +157,7 @@ class BrokerEnv:
         code: int | None = None,
         batch: bool = False,
         wait_dispatch: bool = True,
+        raw_properties: str | None = None,
     ) -> RemotingCommand:
         """SEND_MESSAGE (or ``code``, e.g. SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE) as a producer of
         ``group`` sends it; returns the response (``msgId`` = offsetMsgId).
@@ -166,6 +167,7 @@ class BrokerEnv:
         defaults to 7 so tests can see the message flag carried through. With ``wait_dispatch``
         (default) it returns once the in-process store has dispatched everything appended so far,
         so a pull sent next sees the message (no-op for a broker in another process).
+        ``raw_properties`` (default None) is sent as the properties text verbatim instead.
         """
         p: dict[str, str] = {}
         if tags:
@@ -184,7 +186,7 @@ class BrokerEnv:
             "sysFlag": sys_flag,
             "bornTimestamp": str(int(time.time() * 1000)),
             "flag": flag,
-            "properties": encode_props(p),
+            "properties": encode_props(p) if raw_properties is None else raw_properties,
             "reconsumeTimes": str(reconsume_times),
             "unitMode": "false",
             "batch": "true" if batch else "false",
