@@ -54,6 +54,9 @@ LIVE_PROPERTIES = frozenset(
         "maxStatsItems",
         "statsSampleIntervalMs",
         "metricsMaxQueueSeries",
+        # typed topics: read per SEND (both paths) and per UPDATE_AND_CREATE_TOPIC
+        "enableTopicMessageTypeCheck",
+        "enableMixedMessageType",
         # StoreConfig (Java MessageStoreConfig)
         "maxMessageSize",
         "fileReservedTime",

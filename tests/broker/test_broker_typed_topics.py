@@ -268,3 +268,17 @@ async def test_generated_properties_get_the_same_verdict_on_both_paths(typed_pai
         assert fast.taken == taken
     elif "TIMER" not in props and "DELIVER" not in props:
         assert fast.taken == taken + 1, props
+
+
+async def test_the_check_switch_is_live(tmp_path):
+    """UPDATE_BROKER_CONFIG enableTopicMessageTypeCheck=false takes effect at the next SEND on
+    the fast path too (it reads the switch per typed SEND)."""
+    async with broker_env(tmp_path / "s") as env:
+        await env.create_topic("LiveT", queues=1, attributes="+message.type=FIFO")
+        await env.send("LiveT", b"warm", 0, props={"__SHARDINGKEY": "g"})
+        assert (await env.send("LiveT", b"x", 0)).code == ResponseCode.MESSAGE_ILLEGAL
+        resp = await env.call(RequestCode.UPDATE_BROKER_CONFIG, None, b"enableTopicMessageTypeCheck=false\n")
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        taken = env.broker.send_processor.fast.taken
+        assert (await env.send("LiveT", b"x", 0)).code == ResponseCode.SUCCESS
+        assert env.broker.send_processor.fast.taken == taken + 1
