@@ -36,8 +36,8 @@ from rmq.errors import (
     RemotingTooMuchRequestError,
     RequestTimeoutError,
     RMQError,
-    SerializationError,
     RouteError,
+    SerializationError,
     TopicNotExistError,
 )
 from rmq.protocol.codes import RequestCode
@@ -574,6 +574,8 @@ class Producer(Generic[_V, _K]):
         b = self._batcher
         if b is None or not can_batch(p, b.max_batch_size):
             return None
+        if queue is None and selector is None and sharding_key is None and msg.message_group:
+            sharding_key = msg.message_group  # a FIFO group batches on its own queue (_send_prepared)
         mq: MessageQueue | None = None
         if queue is not None:
             mq = self._ns.wrap_mq(queue)

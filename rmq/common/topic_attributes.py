@@ -16,6 +16,7 @@ is read from its properties by :func:`message_type_of_properties` and compared w
 from __future__ import annotations
 
 import enum
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ __all__ = [
     "alter_attributes",
     "attributes_to_string",
     "check_message_type",
+    "first_batch_item_properties",
     "message_type_of_attributes",
     "message_type_of_properties",
     "parse_attributes",
@@ -260,3 +262,24 @@ def check_message_type(expected: TopicMessageType, actual: TopicMessageType) -> 
             f"but actual type is {actual.value}"
         )
     return None
+
+
+_BATCH_ITEM_HEAD = struct.Struct(">iiiii")  # totalSize, magic, bodyCRC, flag, bodyLen
+_I16 = struct.Struct(">h")
+
+
+def first_batch_item_properties(body: bytes | bytearray | memoryview) -> str | None:
+    """The properties text of the first message in a SEND_BATCH_MESSAGE body (what Java 5's
+    proxy checks a batch's type by: ``messageList.get(0)``); None when the body is too short
+    to hold one (the store refuses such a batch on its own)."""
+    mv = memoryview(body)
+    if len(mv) < _BATCH_ITEM_HEAD.size + 2:
+        return None
+    body_len = _BATCH_ITEM_HEAD.unpack_from(mv, 0)[4]
+    at = _BATCH_ITEM_HEAD.size + body_len
+    if body_len < 0 or at + 2 > len(mv):
+        return None
+    n = _I16.unpack_from(mv, at)[0]
+    if n < 0 or at + 2 + n > len(mv):
+        return None
+    return bytes(mv[at + 2 : at + 2 + n]).decode("utf-8", "replace")

@@ -86,3 +86,25 @@ async def test_producer_create_topic_takes_attributes(cluster, namesrv_addr, uni
         assert ei.value.code == ResponseCode.MESSAGE_ILLEGAL
         r = await p.send(rmq.Message(topic, b"later", delay_level=1))
         assert r.status is rmq.SendStatus.SEND_OK
+
+
+async def test_batched_groups_stay_on_their_queue_and_pass_the_fifo_check(cluster, namesrv_addr, unique):
+    """With automatic batching (linger_ms) a group's messages batch on the group's queue; the
+    broker checks a batch by its first message (Java 5's proxy), so the FIFO topic takes it."""
+    _ns, _broker = cluster
+    topic = unique("FifoB")
+    async with rmq.Producer(namesrv_addr, unique("PG"), linger_ms=50) as p:
+        await p.create_topic(topic, 4, message_type="FIFO")
+        await p.send_and_wait(rmq.Message(topic, b"warm", message_group="w"))  # the route, cached
+        futs = [p.send(rmq.Message(topic, f"{g}:{n}".encode(), message_group=g)) for n in range(10) for g in "abc"]
+        results = [await f for f in futs]
+        assert p._batcher is not None and p._batcher.batches_sent >= 1  # (they did batch)
+    by_group: dict[str, set[int]] = {}
+    for n_g, r in zip([(n, g) for n in range(10) for g in "abc"], results, strict=True):
+        by_group.setdefault(n_g[1], set()).add(r.message_queue.queue_id)
+    assert all(q == {abs(java_string_hash(g)) % 4} for g, q in by_group.items()), by_group
+    # the offsets within each queue follow the send order of its groups
+    per_queue: dict[int, list[int]] = {}
+    for r in results:
+        per_queue.setdefault(r.message_queue.queue_id, []).append(r.queue_offset)
+    assert all(offs == sorted(offs) for offs in per_queue.values()), per_queue

@@ -90,3 +90,14 @@ def test_check_and_declared_types():
     assert check_message_type(t.MIXED, t.UNSPECIFIED) is not None
     assert message_type_of_attributes({"message.type": "DELAY"}) is t.DELAY
     assert message_type_of_attributes({}) is None and message_type_of_attributes(None) is None
+
+
+def test_first_batch_item_properties():
+    from rmq.common.message import encode_batch
+    from rmq.common.topic_attributes import first_batch_item_properties
+
+    body = encode_batch([(0, b"abc", "__SHARDINGKEY\x01g\x02"), (0, b"d", "X\x01y")])
+    assert first_batch_item_properties(body) == "__SHARDINGKEY\x01g\x02"
+    assert first_batch_item_properties(body[:10]) is None
+    assert first_batch_item_properties(body[:24]) is None  # (cut inside the properties)
+    assert first_batch_item_properties(b"") is None

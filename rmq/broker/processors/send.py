@@ -32,7 +32,7 @@ from rmq.broker.processors.send_fast import bind_store, make_fast_path
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
-from rmq.common.topic_attributes import check_message_type, message_type_of_properties
+from rmq.common.topic_attributes import check_message_type, first_batch_item_properties, message_type_of_properties
 from rmq.errors import RemotingCommandError
 
 # (send_reply_frame: the SEND reply written straight into one frame, rmq/protocol/_codec.pyx)
@@ -274,7 +274,11 @@ class SendMessageProcessor:
                 self.controller.register_broker_soon()
 
         if tc.type_code and bc.enable_topic_message_type_check:
-            remark = _type_refusal(tc, topic, header.properties)
+            props = header.properties
+            if cmd.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
+                # Java 5's proxy checks a batch by its first message
+                props = first_batch_item_properties(cmd.body_bytes())
+            remark = _type_refusal(tc, topic, props)
             if remark is not None:
                 return None, cmd.response(ResponseCode.MESSAGE_ILLEGAL, remark, {})
         if not tc.perm & _PERM_WRITE:
