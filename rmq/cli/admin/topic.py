@@ -183,7 +183,7 @@ async def update_sub_group(admin: Admin, args: argparse.Namespace) -> None:
             which_broker_when_consume_slowly=args.whichBrokerWhenConsumeSlowly,
             notify_consumer_ids_changed_enable=args.notifyConsumerIdsChangedEnable == "true",
             # (Java 5's field; sent only when set, so 4.x frames keep their bytes: absent is false)
-            **({"consumeMessageOrderly": True} if args.consumeMessageOrderly == "true" else {}),
+            consume_message_orderly=True if args.consumeMessageOrderly == "true" else None,
         )
         print(f"create subscription group to {addr} success.")
 

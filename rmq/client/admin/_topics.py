@@ -347,13 +347,16 @@ class TopicAdmin(MessageAdmin):
         broker_id: int = MixAll.MASTER_ID,
         which_broker_when_consume_slowly: int = 1,
         notify_consumer_ids_changed_enable: bool = True,
+        consume_message_orderly: bool | None = None,
         **extra: object,
     ) -> None:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on the broker at ``addr`` with Java's
         SubscriptionGroupConfig fields (mqadmin updateSubGroup's defaults: consume enabled,
         consume from the min offset, broadcast enabled, 16 retries, 1 retry queue, consume
         from broker id 0, broker 1 when consuming slowly, notify consumer id changes);
-        ``extra`` adds or overrides wire fields by their camelCase names."""
+        ``consume_message_orderly`` is Java 5's ``consumeMessageOrderly`` (default None: not
+        sent, which a broker reads as false); ``extra`` adds or overrides wire fields by their
+        camelCase names."""
         config: dict[str, object] = {
             "groupName": group,
             "consumeEnable": consume_enable,
@@ -365,6 +368,8 @@ class TopicAdmin(MessageAdmin):
             "whichBrokerWhenConsumeSlowly": which_broker_when_consume_slowly,
             "notifyConsumerIdsChangedEnable": notify_consumer_ids_changed_enable,
         }
+        if consume_message_orderly is not None:
+            config["consumeMessageOrderly"] = consume_message_orderly
         config.update(extra)
         await self._call_ok(addr, create_subscription_group(config))
 
