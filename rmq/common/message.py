@@ -162,6 +162,10 @@ class MessageConst:
     TIMER_DELAY_MS = "TIMER_DELAY_MS"
     START_DELIVER_TIME = "__STARTDELIVERTIME"
     TRANSFER_FLAG = "TRANSFER_FLAG"
+    # RocketMQ 5 POP (Java 5.3.3 MessageConst.PROPERTY_POP_CK ... PROPERTY_FIRST_POP_TIME)
+    POP_CK = "POP_CK"
+    POP_CK_OFFSET = "POP_CK_OFFSET"
+    FIRST_POP_TIME = "1ST_POP_TIME"
 
     # Keys a user may not set through ``Message.properties``: the SDK owns them.
     RESERVED = frozenset(

@@ -120,6 +120,13 @@ class RequestCode(IntEnum):
     # typed topics: one topic's config with its attributes (Java 5 RequestCode.GET_TOPIC_CONFIG,
     # what Java 5's proxy reads a topic's message type with)
     GET_TOPIC_CONFIG = 351
+    # RocketMQ 5 POP consumption (Java 5.3.3 RequestCode; docs/design.md "POP consumption").
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    BATCH_ACK_MESSAGE = 200151
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
 
 
 class ResponseCode(IntEnum):
@@ -164,6 +171,10 @@ class ResponseCode(IntEnum):
     FLOW_CONTROL = 215
     # typed topics (Java 5 ResponseCode): e.g. message.type=MIXED without enableMixedMessageType
     INVALID_PARAMETER = 29
+    # RocketMQ 5 POP long polling (Java 5.3.3 ResponseCode): 209/210 were the ACL config codes
+    # of 4.9.8, so these two are aliases of those members (ResponseCode(209).name stays 4.9.8's).
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
 
 
 class LanguageCode(IntEnum):
