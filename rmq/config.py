@@ -234,6 +234,19 @@ class BrokerConfig:
         max_held_pulls_per_connection: suspended (long-polling) pulls one connection may
             have held; past it a pull is answered SYSTEM_BUSY (10 000).
         max_held_pulls_total: suspended pulls held by the broker in all (100 000).
+        revive_queue_num: queues of the POP revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` (Java
+            ``reviveQueueNum``, 8).
+        revive_interval: ms between two rounds of the POP revive service at most (Java
+            ``reviveInterval``, 1000).
+        pop_polling_size: held POP / NOTIFICATION requests per connection (1024).
+        max_pop_polling_size: held POP / NOTIFICATION requests in all (Java ``maxPopPollingSize``,
+            100 000); past either a POP is answered POLLING_FULL.
+        pop_retry_probability: percent of POPs that read the pop retry topic first (Java, 20).
+        pop_ck_max_num: POP checkpoints in flight at most (200 000); past it POLLING_FULL.
+        pop_min_invisible_time / pop_max_invisible_time: the invisible times a POP or
+            CHANGE_MESSAGE_INVISIBLETIME may ask (1 s .. 12 h).
+        pop_max_poll_time: the longest a POP or NOTIFICATION may be held (60 000 ms).
+        pop_max_batch_acks: entries of one BATCH_ACK_MESSAGE body at most (1024).
         config_persist_interval: ms between two writes of a changed topic or subscription-group
             table (200); writes run off the event loop and coalesce every change in between.
         max_topic_queue_nums: queues of one topic at most, for UPDATE_AND_CREATE_TOPIC and a
@@ -373,6 +386,23 @@ class BrokerConfig:
     # message of that type; MIXED may be declared only when allowed.
     enable_topic_message_type_check: bool = True
     enable_mixed_message_type: bool = False
+    # RocketMQ 5 POP consumption (rmq.broker.pop; docs/design.md "POP consumption"). Java's names
+    # and defaults: the revive topic's queues, the revive service's period, the held POPs per
+    # connection (Java counts them per polling key) and in all, the percent of POPs that try the
+    # pop retry topic first.
+    revive_queue_num: int = setting(8, lo=1, hi=64)
+    revive_interval: int = setting(1000, lo=10, hi=60_000, unit="ms")
+    pop_polling_size: int = setting(1024, lo=1, hi=1_000_000)
+    max_pop_polling_size: int = setting(100_000, lo=1, hi=10_000_000)
+    pop_retry_probability: int = setting(20, lo=0, hi=100)
+    # Not in Java: checkpoints in flight (popped, not yet acked or revived) the broker keeps in
+    # memory; past it a POP is answered POLLING_FULL. And the bounds of what a request may ask:
+    # invisible time, poll time, acks in one BATCH_ACK_MESSAGE.
+    pop_ck_max_num: int = setting(200_000, lo=1, hi=100_000_000)
+    pop_min_invisible_time: int = setting(1000, lo=1, hi=JAVA_INT.hi, unit="ms")
+    pop_max_invisible_time: int = setting(12 * 3600 * 1000, lo=1, hi=7 * 24 * 3600 * 1000, unit="ms")
+    pop_max_poll_time: int = setting(60_000, lo=0, hi=600_000, unit="ms")
+    pop_max_batch_acks: int = setting(1024, lo=1, hi=100_000)
 
     @property
     def namesrv_addr_list(self) -> list[str]:

@@ -54,6 +54,7 @@ from rmq.broker.managers.topic_config import TopicConfigManager
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.broker.offset_reset import PendingResets
+from rmq.broker.pop import PopService
 from rmq.broker.processors.acl_admin import AclAdminProcessor
 from rmq.broker.processors.admin import AdminBrokerProcessor
 from rmq.broker.processors.admin_conns import ConnsAdminProcessor
@@ -174,6 +175,9 @@ class BrokerController:
             self.consumer_offset_manager, max(broker_config.flush_consumer_offset_interval, 100) / 1000.0
         )
         self.config_persister.add(self.schedule_service.table, self.schedule_service.flush_interval)
+        # RocketMQ 5 POP consumption (rmq.broker.pop).
+        self.pop_service = PopService(self)
+        self.config_persister.add(self.pop_service.order_info)
         server_settings: dict[str, Any] = dict(
             idle_timeout=broker_config.idle_timeout,
             write_buffer_high=broker_config.write_buffer_high,
@@ -355,6 +359,11 @@ class BrokerController:
         reply_pool = ProcessorPool("reply", max_in_flight=10_000, max_queue=256)
         for code in ReplyMessageProcessor.CODES:
             s.register_processor(code, _Gate(self, reply), reply_pool)
+        # POP consumption (Java registers PopMessageProcessor, AckMessageProcessor, ... each
+        # with its own executor; one pool here, the held POPs are not in it).
+        pop_pool = ProcessorPool("pop", max_in_flight=256, max_queue=10_000)
+        for code in PopService.CODES:
+            s.register_processor(code, _Gate(self, self.pop_service), pop_pool)
         acl_admin = AclAdminProcessor(ctx)
         for code in acl_admin.codes:
             s.register_processor(code, _Gate(self, acl_admin), admin_pool)
@@ -369,6 +378,7 @@ class BrokerController:
         for m in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager):
             m.load()
         self.schedule_service.load()
+        self.pop_service.load()
         if self.acl is not None:
             await asyncio.to_thread(self.acl.load)  # a bad plain_acl.yml fails the start
         self._register_processors()
@@ -401,6 +411,7 @@ class BrokerController:
         self.message_store.add_arrival_listener(hold.notify_message_arriving, watched=hold.pull_request_table)
         self.schedule_service.start()
         self.transaction_service.start()
+        self.pop_service.start(revive=not self.is_slave)
         self.ready = True
         # Java BrokerController.start registers once before returning: a client that sees the
         # broker up can route to it. Failures are retried by the loop, sooner than a period.
@@ -451,6 +462,7 @@ class BrokerController:
         if self.message_store is not None:
             steps.append(("transaction service", self.transaction_service.stop))
             steps.append(("schedule service", self.schedule_service.stop))  # persists the delay progress
+            steps.append(("pop service", self.pop_service.stop))
         if self.pull_request_hold_service is not None:
             steps.append(("pull hold service", self.pull_request_hold_service.stop))
         steps.append(("metrics endpoint", self.metrics.close))
@@ -527,6 +539,7 @@ class BrokerController:
             log.warning("client connection %s expired (no heartbeat), closing", getattr(conn, "remote_addr", "?"))
             if self.pull_request_hold_service is not None:
                 self.pull_request_hold_service.on_connection_closed(conn)
+            self.pop_service.on_connection_closed(conn)
             try:
                 conn.close()
             except Exception:  # noqa: BLE001 - an expired client: closing it is best effort

@@ -1,0 +1,371 @@
+"""POP consumption over TCP (Java 5.3.3 semantics): pop/ack, invisible time and revive, DLQ,
+change invisible time, batch ack, shared offsets with PULL, long polling, orderly POP, hostile
+input. Driven with rmq.protocol.requests.pop through a raw RemotingClient (not the SDK)."""
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from rmq._testing import broker_env, wait_until
+from rmq.client._codec import decode_messages
+from rmq.common.message import MessageConst
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.pop import NotificationRequestHeader, PopMessageRequestHeader
+from rmq.protocol.requests import pop as wire
+
+GROUP = "PopG"
+
+# fast revive for tests: invisible times of a few hundred ms are allowed, the revive service
+# runs every 20 ms
+FAST = dict(pop_min_invisible_time=1, revive_interval=20)
+
+
+@pytest.fixture
+async def env(tmp_path):
+    async with broker_env(tmp_path / "store", **FAST) as e:
+        yield e
+
+
+async def create_group(env, group=GROUP, retry_max_times=16, orderly=False):
+    body = json.dumps({"groupName": group, "retryMaxTimes": retry_max_times, "consumeMessageOrderly": orderly}).encode()
+    r = await env.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+    assert r.code == ResponseCode.SUCCESS, r.remark
+
+
+async def pop(
+    env,
+    topic,
+    n=32,
+    invisible=60_000,
+    queue_id=-1,
+    poll=0,
+    group=GROUP,
+    order=False,
+    exp=None,
+    exp_type=None,
+    init_mode=0,
+    timeout=10.0,
+    client=None,
+):
+    h = PopMessageRequestHeader(
+        consumer_group=group,
+        topic=topic,
+        queue_id=queue_id,
+        max_msg_nums=n,
+        invisible_time=invisible,
+        poll_time=poll,
+        born_time=int(time.time() * 1000),
+        init_mode=init_mode,
+        order=order,
+        exp=exp,
+        exp_type=exp_type,
+    )
+    resp = await (client or env.client).invoke(env.addr, wire.pop_message(h), timeout=timeout)
+    reply = wire.parse_pop(resp)
+    msgs = decode_messages(reply.body) if reply.body else []
+    return reply, msgs
+
+
+def handle(m):
+    return m.properties[MessageConst.POP_CK]
+
+
+async def ack(env, topic, m, group=GROUP):
+    resp = await env.client.invoke(env.addr, wire.ack_message(group, topic, handle(m)))
+    return resp
+
+
+async def invoke(env, cmd, client=None):
+    return await (client or env.client).invoke(env.addr, cmd, timeout=10.0)
+
+
+async def test_pop_then_ack_and_nothing_comes_back(env):
+    await env.create_topic("PT", 2)
+    await create_group(env)
+    for i in range(6):
+        await env.send("PT", f"m{i}".encode(), queue_id=i % 2)
+    reply, msgs = await pop(env, "PT", invisible=300)
+    assert reply.status is wire.PopStatus.FOUND
+    assert sorted(m.body for m in msgs) == [f"m{i}".encode() for i in range(6)]
+    assert reply.revive_qid in range(8) and reply.invisible_time == 300
+    for m in msgs:
+        info = wire.ExtraInfo.parse(handle(m))
+        assert (info.queue_id, info.queue_offset, info.retry, info.broker_name) == (
+            m.queue_id,
+            m.queue_offset,
+            "0",
+            env.broker.broker_config.broker_name,
+        )
+        assert m.topic == "PT"
+        # the parser's handle (Java's client-side build from startOffsetInfo) is the same
+        assert reply.handle(m.topic, m.queue_id, m.queue_offset, info.broker_name) == handle(m)
+        assert (await ack(env, "PT", m)).code == ResponseCode.SUCCESS
+    # inside the invisible time nothing else to pop; after it nothing revived
+    reply, msgs = await pop(env, "PT")
+    assert reply.status is wire.PopStatus.POLLING_NOT_FOUND and msgs == []
+    pop_service = env.broker.pop_service
+    await wait_until(lambda: pop_service.stats()["checkpoints"] == 0, timeout=10, what="checkpoints done")
+    reply, msgs = await pop(env, "PT")
+    assert msgs == [] and pop_service.revived == 0
+
+
+async def test_invisible_time_expiry_brings_message_back_with_reconsume_times(env):
+    await env.create_topic("RT", 1)
+    await create_group(env)
+    await env.send("RT", b"again")
+    _, msgs = await pop(env, "RT", invisible=200)
+    assert [m.body for m in msgs] == [b"again"] and msgs[0].reconsume_times == 0
+    first_handle = handle(msgs[0])
+    # not acked: revived into %RETRY%PopG_RT and popped again with reconsumeTimes 1
+    got = []
+
+    async def popped_again():
+        _, ms = await pop(env, "RT", invisible=60_000)
+        got.extend(ms)
+        return bool(got)
+
+    await wait_until(popped_again, timeout=20, interval=0.05, what="the message to come back")
+    m = got[0]
+    assert m.body == b"again" and m.reconsume_times == 1 and m.topic == "RT"
+    info = wire.ExtraInfo.parse(handle(m))
+    assert info.retry == "1" and handle(m) != first_handle
+    assert env.broker.topic_config_manager.select_topic_config("%RETRY%PopG_RT") is not None
+    # acking the retry copy by its handle works (the ack goes to the retry topic)
+    assert (await ack(env, "RT", m)).code == ResponseCode.SUCCESS
+
+
+async def test_dlq_after_retry_max_times(env):
+    await env.create_topic("DT", 1)
+    await create_group(env, retry_max_times=2)
+    await env.send("DT", b"poison")
+    seen = []
+
+    async def pop_some():
+        _, ms = await pop(env, "DT", invisible=50)
+        seen.extend(ms)
+        return env.broker.topic_config_manager.select_topic_config("%DLQ%PopG") is not None and not ms
+
+    await wait_until(pop_some, timeout=30, interval=0.05, what="the message to reach the DLQ")
+    assert [m.reconsume_times for m in seen] == [0, 1, 2]
+    dlq = env.messages("%DLQ%PopG")
+    assert [m.body for m in dlq] == [b"poison"] and dlq[0].reconsume_times == 3
+
+
+async def test_change_invisible_time(env):
+    await env.create_topic("CT", 1)
+    await create_group(env)
+    await env.send("CT", b"slow")
+    _, msgs = await pop(env, "CT", invisible=60_000)
+    m = msgs[0]
+    resp = await invoke(env, wire.change_invisible_time(GROUP, "CT", handle(m), 100))
+    new_handle = wire.parse_change_invisible_time(resp, handle(m))
+    info = wire.ExtraInfo.parse(new_handle)
+    assert info.invisible_time == 100 and info.queue_offset == m.queue_offset
+    got = []
+
+    async def back():
+        _, ms = await pop(env, "CT")
+        got.extend(ms)
+        return bool(got)
+
+    await wait_until(back, timeout=20, interval=0.05, what="the message back after the new invisible time")
+    assert got[0].body == b"slow" and got[0].reconsume_times == 1
+    # negative time: refused with a clear remark
+    resp = await invoke(env, wire.change_invisible_time(GROUP, "CT", handle(got[0]), -5))
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "invisibleTime" in resp.remark
+
+
+async def test_batch_ack(env):
+    await env.create_topic("BT", 1)
+    await create_group(env)
+    for i in range(5):
+        await env.send("BT", f"b{i}".encode())
+    _, msgs = await pop(env, "BT", invisible=300)
+    assert len(msgs) == 5
+    acks = wire.BatchAck.of(GROUP, "BT", [handle(m) for m in msgs[:4]])
+    assert len(acks) == 1 and acks[0].bits == frozenset(range(4))
+    resp = await invoke(env, wire.batch_ack_message(acks, env.broker.broker_config.broker_name))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    got = []
+
+    async def back():
+        _, ms = await pop(env, "BT")
+        got.extend(ms)
+        return bool(got)
+
+    await wait_until(back, timeout=20, interval=0.05, what="the one un-acked message back")
+    assert [m.body for m in got] == [b"b4"]
+    # an empty batch is NO_MESSAGE, as Java
+    resp = await invoke(env, wire.batch_ack_message([]))
+    assert resp.code == ResponseCode.NO_MESSAGE
+
+
+async def test_two_consumers_share_a_queue_without_duplicates(env):
+    await env.create_topic("ST", 1)
+    await create_group(env)
+    for i in range(20):
+        await env.send("ST", f"s{i}".encode())
+    a, b = await asyncio.gather(pop(env, "ST", n=7), pop(env, "ST", n=7))
+    c = await pop(env, "ST", n=32)
+    bodies = [m.body for _, ms in (a, b, c) for m in ms]
+    assert sorted(bodies) == sorted(f"s{i}".encode() for i in range(20))
+    assert len(set(bodies)) == 20
+
+
+async def test_pull_and_pop_of_one_group_share_offsets(env):
+    await env.create_topic("OT", 1)
+    await create_group(env)
+    for i in range(4):
+        await env.send("OT", f"o{i}".encode())
+    _, msgs = await pop(env, "OT", n=2)
+    assert [m.body for m in msgs] == [b"o0", b"o1"]
+    r = await env.call(RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": "OT", "queueId": 0})
+    assert r.ext_fields["offset"] == "2"
+    # a PULL consumer of the group commits 3: POP continues from there
+    await env.call(
+        RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": GROUP, "topic": "OT", "queueId": 0, "commitOffset": "3"}
+    )
+    _, msgs = await pop(env, "OT")
+    assert [m.body for m in msgs] == [b"o3"]
+
+
+async def test_long_polling_woken_by_a_send(env):
+    await env.create_topic("LT", 2)
+    await create_group(env)
+    task = asyncio.create_task(pop(env, "LT", poll=20_000, timeout=30))
+    hold = env.broker.pop_service.hold
+    await wait_until(lambda: hold.held_count == 1, timeout=10, what="the POP to be held")
+    r = await invoke(env, wire.polling_info(GROUP, "LT", -1))
+    assert wire.parse_polling_info(r) == 1
+    t0 = time.monotonic()
+    await env.send("LT", b"wake", queue_id=1)
+    reply, msgs = await asyncio.wait_for(task, 20)
+    assert reply.status is wire.PopStatus.FOUND and [m.body for m in msgs] == [b"wake"]
+    assert time.monotonic() - t0 < 15  # woken, not expired
+    # a NOTIFICATION finds nothing now and is held; a send wakes it with hasMsg
+    h = NotificationRequestHeader(
+        consumer_group=GROUP, topic="LT", queue_id=-1, poll_time=20_000, born_time=int(time.time() * 1000)
+    )
+    task = asyncio.create_task(invoke(env, wire.notification(h)))
+    await wait_until(lambda: hold.held_count == 1, timeout=10, what="the NOTIFICATION to be held")
+    await env.send("LT", b"more", queue_id=0)
+    assert wire.parse_notification(await asyncio.wait_for(task, 20)).has_msg is True
+
+
+async def test_poll_expiry_answers_polling_timeout(env):
+    await env.create_topic("ET", 1)
+    await create_group(env)
+    reply, msgs = await pop(env, "ET", poll=100)
+    assert reply.status is wire.PopStatus.POLLING_NOT_FOUND and msgs == []
+
+
+async def test_tag_and_sql_filters(tmp_path):
+    async with broker_env(tmp_path / "store", enable_property_filter=True, **FAST) as env:
+        await env.create_topic("FT", 1)
+        await create_group(env)
+        await env.send("FT", b"a", tags="A", extra_props={"n": "1"})
+        await env.send("FT", b"b", tags="B", extra_props={"n": "2"})
+        await env.send("FT", b"c", tags="A", extra_props={"n": "3"})
+        _, msgs = await pop(env, "FT", exp="A", exp_type="TAG")
+        assert [m.body for m in msgs] == [b"a", b"c"]
+        await create_group(env, "SqlG")
+        _, msgs = await pop(env, "FT", group="SqlG", exp="n > 1", exp_type="SQL92")
+        assert [m.body for m in msgs] == [b"b", b"c"]
+
+
+async def test_orderly_pop_one_batch_in_flight_per_queue(env):
+    await env.create_topic("FO", 1)
+    await create_group(env, orderly=True)
+    for i in range(4):
+        await env.send("FO", f"f{i}".encode())
+    reply, msgs = await pop(env, "FO", n=2, order=True, invisible=60_000)
+    assert [m.body for m in msgs] == [b"f0", b"f1"] and reply.revive_qid == wire.POP_ORDER_REVIVE_QUEUE
+    # the queue is blocked until the batch is acked
+    _, more = await pop(env, "FO", n=2, order=True)
+    assert more == []
+    for m in msgs:
+        assert (await ack(env, "FO", m)).code == ResponseCode.SUCCESS
+    _, more = await pop(env, "FO", n=2, order=True, invisible=200)
+    assert [m.body for m in more] == [b"f2", b"f3"]
+    # not acked: after the invisible time the same batch again, its count in orderCountInfo
+    got = []
+
+    async def again():
+        r, ms = await pop(env, "FO", n=2, order=True)
+        got.append((r, ms))
+        return bool(ms)
+
+    await wait_until(again, timeout=20, interval=0.05, what="the orderly batch again")
+    r, ms = got[-1]
+    assert [m.body for m in ms] == [b"f2", b"f3"]
+    assert r.order_count("FO", 0) == 1
+
+
+async def test_hostile_input_gets_clear_errors_and_others_are_fine(env):
+    await env.create_topic("HT", 1)
+    await create_group(env)
+    await env.send("HT", b"x")
+    bad_handles = ["", "1 2 3", "a b c d 0 broker 0 0", "1 2 3 4 9 b 0 0", "1 2 3 4 0 b 99999999999 0", "\x00" * 10]
+    for bad in bad_handles:
+        ext = {"consumerGroup": GROUP, "topic": "HT", "queueId": "0", "extraInfo": bad, "offset": "0"}
+        r = await env.call(RequestCode.ACK_MESSAGE, ext)
+        assert r.code == ResponseCode.MESSAGE_ILLEGAL and "extraInfo" in r.remark, (bad, r.code, r.remark)
+    # an unknown handle (offset past the queue) is NO_MESSAGE, as Java
+    ext = {"consumerGroup": GROUP, "topic": "HT", "queueId": "0", "extraInfo": "0 1 1000 0 0 b 0 77", "offset": "77"}
+    assert (await env.call(RequestCode.ACK_MESSAGE, ext)).code == ResponseCode.NO_MESSAGE
+    # huge maxMsgNums, negative invisible/poll times, bad init mode
+    base = {
+        "consumerGroup": GROUP,
+        "topic": "HT",
+        "queueId": "-1",
+        "maxMsgNums": "32",
+        "invisibleTime": "1000",
+        "pollTime": "0",
+        "bornTime": "0",
+        "initMode": "0",
+    }
+    for k, v, word in [
+        ("maxMsgNums", "100000", "max message num"),
+        ("invisibleTime", "-1", "invisibleTime"),
+        ("pollTime", "-5", "pollTime"),
+        ("initMode", "7", "initMode"),
+        ("maxMsgNums", "99999999999", "maxMsgNums"),
+    ]:
+        r = await env.call(RequestCode.POP_MESSAGE, {**base, k: v})
+        assert r.code != ResponseCode.SUCCESS and word in (r.remark or ""), (k, v, r.code, r.remark)
+    r = await env.call(RequestCode.BATCH_ACK_MESSAGE, {}, b"{not json")
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL
+    r = await env.call(RequestCode.BATCH_ACK_MESSAGE, {}, json.dumps({"acks": [{"b": "%%%"}]}).encode())
+    assert r.code == ResponseCode.MESSAGE_ILLEGAL
+    # a second client's round trips are fine throughout
+    from rmq.remoting.client import RemotingClient
+
+    other = RemotingClient()
+    try:
+        _, msgs = await pop(env, "HT", client=other)
+        assert [m.body for m in msgs] == [b"x"]
+        r = await invoke(env, wire.ack_message(GROUP, "HT", handle(msgs[0])), client=other)
+        assert r.code == ResponseCode.SUCCESS
+    finally:
+        await other.close()
+
+
+async def test_pop_of_unknown_topic_or_group(env):
+    r = await env.call(
+        RequestCode.POP_MESSAGE,
+        {
+            "consumerGroup": GROUP,
+            "topic": "Nope",
+            "queueId": "-1",
+            "maxMsgNums": "1",
+            "invisibleTime": "1000",
+            "pollTime": "0",
+            "bornTime": "0",
+            "initMode": "0",
+        },
+    )
+    assert r.code == ResponseCode.TOPIC_NOT_EXIST
+    assert isinstance(r, RemotingCommand)
