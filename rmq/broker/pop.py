@@ -347,6 +347,9 @@ class PopService:
         self.store.add_arrival_listener(self._on_arrival, watched=_Watched(self))
         self._wake = asyncio.Event()
         if revive:
+            # Replay the revive log before the broker answers anything: a POP must not hand out
+            # again what a checkpoint newer than the offsets on disk holds (after kill -9).
+            self._init_revive()
             self._revive_task = asyncio.get_running_loop().create_task(self._revive_loop(), name="pop-revive")
 
     async def stop(self) -> None:
@@ -963,11 +966,6 @@ class PopService:
     async def _revive_loop(self) -> None:
         """Java ``PopReviveService``, one task for all revive queues: read new records, pair
         acks with checkpoints, revive the due ones, commit the progress."""
-        com = self.controller.consumer_offset_manager
-        for q in range(self.bc.revive_queue_num):
-            off = com.query_offset(REVIVE_GROUP, self.revive_topic, q)
-            self._read_offset[q] = max(off, 0, self.store.get_min_offset_in_queue(self.revive_topic, q))
-            self._pending[q] = {}
         assert self._wake is not None
         interval = self.bc.revive_interval / 1000.0
         while True:
@@ -988,6 +986,14 @@ class PopService:
                 await asyncio.wait_for(self._wake.wait(), timeout=max(wait, 0.01))
             except TimeoutError:
                 pass
+
+    def _init_revive(self) -> None:
+        com = self.controller.consumer_offset_manager
+        for q in range(self.bc.revive_queue_num):
+            off = com.query_offset(REVIVE_GROUP, self.revive_topic, q)
+            self._read_offset[q] = max(off, 0, self.store.get_min_offset_in_queue(self.revive_topic, q))
+            self._pending[q] = {}
+            self._read_queue(q)
 
     def _read_queue(self, q: int) -> None:
         store = self.store

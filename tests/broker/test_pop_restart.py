@@ -1,0 +1,123 @@
+"""POP checkpoints survive a restart and ``kill -9`` of a subprocess broker: nothing acked comes
+back, nothing un-acked is lost (it comes back once, through the pop retry topic)."""
+
+import asyncio
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from rmq._testing import StandaloneProcess, wait_until
+from rmq._testing.env import BrokerEnv
+from rmq.client._codec import decode_messages
+from rmq.common.message import MessageConst
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.headers.pop import PopMessageRequestHeader
+from rmq.protocol.requests import pop as wire
+from rmq.remoting.client import RemotingClient
+
+GROUP = "KillG"
+# Offsets are not flushed on their own before the kill (an hour's interval): the replay of the
+# revive log must keep the popped messages from being handed out again.
+ARGS = ["--popMinInvisibleTime=1", "--reviveInterval=20", "--flushConsumerOffsetInterval=3600000"]
+
+
+async def pop(env, topic, invisible):
+    h = PopMessageRequestHeader(
+        consumer_group=GROUP,
+        topic=topic,
+        queue_id=-1,
+        max_msg_nums=32,
+        invisible_time=invisible,
+        poll_time=0,
+        born_time=int(time.time() * 1000),
+        init_mode=0,
+    )
+    reply = wire.parse_pop(await env.client.invoke(env.addr, wire.pop_message(h), timeout=10))
+    return decode_messages(reply.body) if reply.body else []
+
+
+async def revive_caught_up(env, cluster="DefaultCluster"):
+    """Every revive queue's progress is at its end: nothing pending, nothing unread."""
+    topic = wire.revive_topic(cluster)
+    for q in range(8):
+        mx = await env.call(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": q})
+        off = await env.call(
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            {"consumerGroup": "CID_RMQ_SYS_REVIVE_GROUP", "topic": topic, "queueId": q},
+        )
+        done = int(off.ext_fields["offset"]) if off.code == ResponseCode.SUCCESS else 0
+        if done != int(mx.ext_fields["offset"]):
+            return False
+    return True
+
+
+@pytest.mark.parametrize("how", ["restart", "kill -9"])
+async def test_checkpoints_survive(tmp_path, how):
+    store = tmp_path / "store"
+    proc = StandaloneProcess(store, ARGS).start()
+    client = RemotingClient()
+    try:
+        env = BrokerEnv.of_process(proc, client)
+        await env.create_topic("KP", 2)
+        body = json.dumps({"groupName": GROUP}).encode()
+        assert (await env.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)).code == 0
+        for i in range(10):
+            await env.send("KP", f"k{i}".encode(), queue_id=i % 2)
+
+        def on_disk(name, what):
+            path = store / "config" / name
+            return path.exists() and what in path.read_bytes()
+
+        # the topic and the group are written within configPersistInterval (what is under test
+        # is the POP state, not the metadata tables)
+        await wait_until(lambda: on_disk("topics.msgpack", b"KP"), timeout=20, what="the topic on disk")
+        await wait_until(lambda: on_disk("subscriptionGroup.msgpack", b"KillG"), timeout=20, what="the group on disk")
+        msgs = []
+
+        async def all_popped():
+            msgs.extend(await pop(env, "KP", invisible=1500))
+            return len(msgs) >= 10
+
+        await wait_until(all_popped, timeout=20, what="all ten popped")
+        acked = {m.body for m in msgs if int(m.body[1:]) % 2 == 0}
+        for m in msgs:
+            if m.body in acked:
+                r = await client.invoke(env.addr, wire.ack_message(GROUP, "KP", m.properties[MessageConst.POP_CK]))
+                assert r.code == ResponseCode.SUCCESS
+        if how == "kill -9":
+            os.kill(proc.pid, signal.SIGKILL)
+            assert await asyncio.to_thread(proc.proc.wait, 30) == -signal.SIGKILL
+        else:
+            assert proc.stop() == 0
+    finally:
+        await client.close()
+        proc.stop()
+
+    proc = StandaloneProcess(store, ARGS).start()
+    client = RemotingClient()
+    try:
+        env = BrokerEnv.of_process(proc, client)
+        back = []
+
+        async def five_back():
+            back.extend(await pop(env, "KP", invisible=60_000))
+            return len(back) >= 5
+
+        await wait_until(five_back, timeout=30, interval=0.05, what="the un-acked messages back")
+        for m in back:
+            r = await client.invoke(env.addr, wire.ack_message(GROUP, "KP", m.properties[MessageConst.POP_CK]))
+            assert r.code == ResponseCode.SUCCESS
+        # once every checkpoint is acked or revived, nothing else comes back
+        await wait_until(lambda: revive_caught_up(env), timeout=30, what="the revive service to catch up")
+        assert await pop(env, "KP", invisible=60_000) == []
+        assert sorted(m.body for m in back) == sorted(f"k{i}".encode() for i in range(1, 10, 2))
+        assert all(m.reconsume_times == 1 for m in back)
+        # exactly five went through the retry topic: none twice, no acked one
+        r = await env.call(RequestCode.GET_MAX_OFFSET, {"topic": "%RETRY%KillG_KP", "queueId": 0})
+        assert r.ext_fields["offset"] == "5"
+    finally:
+        await client.close()
+        proc.stop()
