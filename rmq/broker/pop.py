@@ -1142,7 +1142,9 @@ class PopService:
         com = self.controller.consumer_offset_manager
         for q, pending in self._pending.items():
             off = min((ck.revive_offset for ck in pending.values()), default=self._read_offset[q])
-            if com.query_offset(REVIVE_GROUP, self.revive_topic, q) != off:
+            stored = com.query_offset(REVIVE_GROUP, self.revive_topic, q)
+            # nothing read yet: take no entry of the bounded offsets table
+            if stored != off and not (stored < 0 and off == 0):
                 com.commit_offset("revive", REVIVE_GROUP, self.revive_topic, q, off)
 
 
