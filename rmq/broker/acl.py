@@ -137,10 +137,30 @@ def request_resources(cmd: RemotingCommand) -> dict[str, int] | None:
         add(_retry(ext.get("consumerGroup")), Permission.SUB)
     elif code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:
         add(_retry(_need(ext, "consumerGroup")), Permission.SUB)
-    elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
+    # RocketMQ 5 POP too (Java 5.3.3's @RocketMQAction on its headers: SUB on group and topic)
+    elif code == RequestCode.UPDATE_CONSUMER_OFFSET or code in _POP_CODES:
         add(_retry(_need(ext, "consumerGroup")), Permission.SUB)
         add(_need(ext, "topic"), Permission.SUB)
+    elif code == RequestCode.BATCH_ACK_MESSAGE:
+        try:
+            data = json.loads(cmd.body_bytes() or b"null")
+            for a in (data or {}).get("acks") or ():
+                add(_retry(a.get("c") or a.get("consumerGroup")), Permission.SUB)
+                add(a.get("t") or a.get("topic"), Permission.SUB)
+        except (ValueError, TypeError, AttributeError) as e:
+            raise AclError(f"batch ack body cannot be read: {clip(e)}", _PARSE) from None
     return res or None
+
+
+_POP_CODES = frozenset(
+    (
+        RequestCode.POP_MESSAGE,
+        RequestCode.ACK_MESSAGE,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+        RequestCode.NOTIFICATION,
+        RequestCode.POLLING_INFO,
+    )
+)
 
 
 # ============================================================================ the manager

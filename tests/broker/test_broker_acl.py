@@ -751,3 +751,43 @@ async def test_send_back_copies_only_messages_the_account_may_read(acl_broker):
     # delayLevel -1: straight to the group's DLQ, which holds the one allowed copy only
     dlq = await admin.invoke(addr, get_max_offset("%DLQ%anyGroup", 0))
     assert dlq.code == ResponseCode.SUCCESS and dlq.ext_fields["offset"] == "1", dlq.remark
+
+
+async def test_pop_codes_need_sub_on_group_and_topic(acl_broker):
+    """RocketMQ 5 POP (Java 5.3.3's @RocketMQAction SUB on its headers): a DENY topic or group
+    is refused before the POP processor, an allowed one is served."""
+    import json as _json
+    import time as _time
+
+    from rmq.protocol.headers.pop import PopMessageRequestHeader
+    from rmq.protocol.requests import pop as popwire
+
+    c = acl_broker.test_client(USER)
+    addr = acl_broker.broker_addr
+    assert (await c.invoke(addr, send_cmd("AclTopic"))).code == ResponseCode.SUCCESS
+
+    def pop(group: str, topic: str) -> RemotingCommand:
+        return popwire.pop_message(
+            PopMessageRequestHeader(
+                consumer_group=group,
+                topic=topic,
+                queue_id=-1,
+                max_msg_nums=1,
+                invisible_time=60_000,
+                poll_time=0,
+                born_time=int(_time.time() * 1000),
+                init_mode=0,
+            )
+        )
+
+    resp = await c.invoke(addr, pop("anyGroup", "DeniedTopic"))
+    assert resp.remark == refusal("No default permission for topic:DeniedTopic", CHECK_PERM.format(606))
+    resp = await c.invoke(addr, pop("deniedGroup", "AclTopic"))
+    assert resp.remark == refusal("No default permission for group:deniedGroup", CHECK_PERM.format(611))
+    resp = await c.invoke(addr, pop("anyGroup", "AclTopic"))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    body = _json.dumps(
+        {"acks": [{"c": "deniedGroup", "t": "AclTopic", "r": "0", "so": 0, "q": 0, "rq": 0, "pt": 0, "it": 1, "b": ""}]}
+    ).encode()
+    resp = await c.invoke(addr, RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, {}, body))
+    assert resp.remark == refusal("No default permission for group:deniedGroup", CHECK_PERM.format(611))
