@@ -110,6 +110,8 @@ class PullRequestHoldService:
         max_per_connection: held pulls per connection (default 10 000).
         max_total: held pulls in all (default 100 000).
         wake_batch: pulls answered per loop turn (default 256).
+        limit_names / what: the properties and the request named in the refusal's log line
+            (default the PULL ones; the POP service holds its requests in a second instance).
     """
 
     def __init__(
@@ -121,7 +123,11 @@ class PullRequestHoldService:
         max_per_connection: int = DEFAULT_MAX_HELD_PER_CONNECTION,
         max_total: int = DEFAULT_MAX_HELD_TOTAL,
         wake_batch: int = DEFAULT_WAKE_BATCH,
+        limit_names: str = "maxHeldPullsPerConnection / maxHeldPullsTotal",
+        what: str = "pull",
     ) -> None:
+        self.limit_names = limit_names
+        self.what = what
         self.processor = processor
         self.store = store
         self.check_interval = 5.0 if long_polling_enable else 1.0
@@ -204,15 +210,17 @@ class PullRequestHoldService:
         mine = self._by_conn.get(conn)
         if self._held >= self.max_total or (mine is not None and len(mine) >= self.max_per_connection):
             _rlog.warning(
-                "pull-hold-limit",
-                "refusing to hold a pull from %s for %s: %d held by it, %d in all "
-                "(limits %d per connection, %d in all: maxHeldPullsPerConnection / maxHeldPullsTotal)",
+                "pull-hold-limit-" + self.limit_names,
+                "refusing to hold a %s from %s for %s: %d held by it, %d in all "
+                "(limits %d per connection, %d in all: %s)",
+                self.what,
                 getattr(conn, "remote_addr", "?"),
                 clip(f"{topic}@{queue_id}"),
                 len(mine) if mine else 0,
                 self._held,
                 self.max_per_connection,
                 self.max_total,
+                self.limit_names,
             )
             return False
         loop = self._loop or asyncio.get_running_loop()

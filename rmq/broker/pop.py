@@ -342,6 +342,8 @@ class PopService:
             True,
             max_per_connection=self.bc.pop_polling_size,
             max_total=self.bc.max_pop_polling_size,
+            limit_names="popPollingSize / maxPopPollingSize",
+            what="POP",
         )
         self.hold.start()
         self.store.add_arrival_listener(self._on_arrival, watched=_Watched(self))
@@ -505,23 +507,23 @@ class PopService:
         bc = self.bc
         if not 0 < h.max_msg_nums <= MAX_POP_MSG_NUMS:
             return cmd.response(
-                ResponseCode.MESSAGE_ILLEGAL,
+                ResponseCode.INVALID_PARAMETER,
                 f"the max message num of pop request must be 1..{MAX_POP_MSG_NUMS}, not {h.max_msg_nums}",
                 {},
             )
         if not bc.pop_min_invisible_time <= h.invisible_time <= bc.pop_max_invisible_time:
             return cmd.response(
-                ResponseCode.MESSAGE_ILLEGAL,
+                ResponseCode.INVALID_PARAMETER,
                 f"invisibleTime must be {bc.pop_min_invisible_time}..{bc.pop_max_invisible_time} ms, "
                 f"not {h.invisible_time}",
                 {},
             )
         if not 0 <= h.poll_time <= bc.pop_max_poll_time:
             return cmd.response(
-                ResponseCode.MESSAGE_ILLEGAL, f"pollTime must be 0..{bc.pop_max_poll_time} ms, not {h.poll_time}", {}
+                ResponseCode.INVALID_PARAMETER, f"pollTime must be 0..{bc.pop_max_poll_time} ms, not {h.poll_time}", {}
             )
         if h.init_mode not in (INIT_MODE_MIN, INIT_MODE_MAX):
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, f"initMode must be 0 or 1, not {h.init_mode}", {})
+            return cmd.response(ResponseCode.INVALID_PARAMETER, f"initMode must be 0 or 1, not {h.init_mode}", {})
         checked, refusal = self._check_group_topic(cmd, h.consumer_group, h.topic, h.queue_id, any_queue=True)
         if refusal is not None:
             return refusal
@@ -865,7 +867,7 @@ class PopService:
         bc = self.bc
         if not bc.pop_min_invisible_time <= h.invisible_time <= bc.pop_max_invisible_time:
             return cmd.response(
-                ResponseCode.MESSAGE_ILLEGAL,
+                ResponseCode.INVALID_PARAMETER,
                 f"invisibleTime must be {bc.pop_min_invisible_time}..{bc.pop_max_invisible_time} ms, "
                 f"not {h.invisible_time}",
                 {},
@@ -933,7 +935,7 @@ class PopService:
         h = NotificationRequestHeader.from_ext_fields(cmd.ext_fields)
         if not 0 <= h.poll_time <= self.bc.pop_max_poll_time:
             return cmd.response(
-                ResponseCode.MESSAGE_ILLEGAL,
+                ResponseCode.INVALID_PARAMETER,
                 f"pollTime must be 0..{self.bc.pop_max_poll_time} ms, not {h.poll_time}",
                 {},
             )
@@ -1000,7 +1002,9 @@ class PopService:
         topic = self.revive_topic
         pending = self._pending[q]
         com = self.controller.consumer_offset_manager
-        while self._pending_count < self.bc.pop_ck_max_num:
+        # POPs are refused at popCkMaxNum; the reader's own stop is twice that (POPs racing the
+        # bound, a backlog replayed after a restart), so the acks of what it holds are still read.
+        while self._pending_count < 2 * self.bc.pop_ck_max_num:
             off = self._read_offset[q]
             if off >= store.get_max_offset_in_queue(topic, q):
                 return
@@ -1045,9 +1049,11 @@ class PopService:
             if nxt <= off:
                 return
             self._read_offset[q] = nxt
+        if self._read_offset[q] >= store.get_max_offset_in_queue(topic, q):
+            return
         _rlog.warning(
             "pop-revive-full",
-            "revive reading paused: %d checkpoints in memory (popCkMaxNum)",
+            "revive reading paused: %d checkpoints in memory (twice popCkMaxNum)",
             self._pending_count,
         )
 

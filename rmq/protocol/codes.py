@@ -170,6 +170,7 @@ class ResponseCode(IntEnum):
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
     # typed topics (Java 5 ResponseCode): e.g. message.type=MIXED without enableMixedMessageType
+    # (POP answers it too, for a bad POP parameter)
     INVALID_PARAMETER = 29
     # RocketMQ 5 POP long polling (Java 5.3.3 ResponseCode): 209/210 were the ACL config codes
     # of 4.9.8, so these two are aliases of those members (ResponseCode(209).name stays 4.9.8's).

@@ -175,7 +175,7 @@ async def test_change_invisible_time(env):
     assert got[0].body == b"slow" and got[0].reconsume_times == 1
     # negative time: refused with a clear remark
     resp = await invoke(env, wire.change_invisible_time(GROUP, "CT", handle(got[0]), -5))
-    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "invisibleTime" in resp.remark
+    assert resp.code == ResponseCode.INVALID_PARAMETER and "invisibleTime" in resp.remark
 
 
 async def test_batch_ack(env):
@@ -369,3 +369,35 @@ async def test_pop_of_unknown_topic_or_group(env):
     )
     assert r.code == ResponseCode.TOPIC_NOT_EXIST
     assert isinstance(r, RemotingCommand)
+
+
+async def test_bounds_checkpoints_and_held_polls(tmp_path, caplog):
+    async with broker_env(tmp_path / "store", pop_ck_max_num=1, pop_polling_size=1, **FAST) as env:
+        await env.create_topic("BD", 1)
+        await env.create_topic("EMPTY", 1)
+        await create_group(env)
+        await env.send("BD", b"one")
+        await env.send("BD", b"two")
+        _, first = await pop(env, "BD", n=1)
+        assert [m.body for m in first] == [b"one"]
+        pop_service = env.broker.pop_service
+        await wait_until(lambda: pop_service.stats()["checkpoints"] == 1, timeout=10, what="the checkpoint read")
+        # one checkpoint in flight is the bound: the next POPs are POLLING_FULL, one log line
+        for _ in range(3):
+            reply, msgs = await pop(env, "BD", n=1)
+            assert reply.status is wire.PopStatus.POLLING_FULL and msgs == []
+        assert sum("refusing a POP" in r.getMessage() for r in caplog.records) == 1
+        assert (await ack(env, "BD", first[0])).code == ResponseCode.SUCCESS
+        await wait_until(lambda: pop_service.stats()["checkpoints"] == 0, timeout=10, what="the checkpoint acked")
+        _, msgs = await pop(env, "BD", n=1)
+        assert [m.body for m in msgs] == [b"two"]
+        assert (await ack(env, "BD", msgs[0])).code == ResponseCode.SUCCESS
+        await wait_until(lambda: pop_service.stats()["checkpoints"] == 0, timeout=10, what="the checkpoint acked")
+        # one held POP per connection: the second is POLLING_FULL at once
+        held = asyncio.create_task(pop(env, "EMPTY", poll=20_000, timeout=30))
+        await wait_until(lambda: pop_service.hold.held_count == 1, timeout=10, what="the POP held")
+        reply, _ = await pop(env, "EMPTY", poll=20_000)
+        assert reply.status is wire.PopStatus.POLLING_FULL
+        await env.send("EMPTY", b"wake")
+        reply, msgs = await asyncio.wait_for(held, 20)
+        assert [m.body for m in msgs] == [b"wake"]
