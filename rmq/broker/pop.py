@@ -304,6 +304,7 @@ class PopService:
         self.order_info = ConsumerOrderInfoManager(controller.config_dir)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._filters: dict[str, MessageFilter] = {}
+        self._queue_locks: set[tuple[str, str, int]] = set()  # (topic, group, queue) being popped
         self._ck_seq = 0
         # revive state per revive queue
         self._read_offset: dict[int, int] = {}
@@ -629,7 +630,28 @@ class PopService:
         revive_qid: int,
     ) -> tuple[list[bytes], list[int], int, int, int] | None:
         """Read up to ``n`` messages of one queue: (records with POP_CK, their offsets, start
-        offset, order count, messages left), or None when the queue is blocked (orderly)."""
+        offset, order count, messages left), or None when the queue is blocked (orderly) or
+        being popped by another request (Java ``QueueLockManager.tryLock``: skipped, not
+        waited for; between reading the offset and committing it the checkpoint is written)."""
+        key = (topic, h.consumer_group, qid)
+        if key in self._queue_locks:
+            return None
+        self._queue_locks.add(key)
+        try:
+            return await self._pop_locked_queue(h, topic, qid, n, mf, pop_time, revive_qid)
+        finally:
+            self._queue_locks.discard(key)
+
+    async def _pop_locked_queue(
+        self,
+        h: PopMessageRequestHeader,
+        topic: str,
+        qid: int,
+        n: int,
+        mf: MessageFilter,
+        pop_time: int,
+        revive_qid: int,
+    ) -> tuple[list[bytes], list[int], int, int, int] | None:
         c = self.controller
         group = h.consumer_group
         offset = self._offset(h, topic, qid)

@@ -203,16 +203,28 @@ async def test_batch_ack(env):
     assert resp.code == ResponseCode.NO_MESSAGE
 
 
-async def test_two_consumers_share_a_queue_without_duplicates(env):
-    await env.create_topic("ST", 1)
-    await create_group(env)
-    for i in range(20):
-        await env.send("ST", f"s{i}".encode())
-    a, b = await asyncio.gather(pop(env, "ST", n=7), pop(env, "ST", n=7))
-    c = await pop(env, "ST", n=32)
-    bodies = [m.body for _, ms in (a, b, c) for m in ms]
-    assert sorted(bodies) == sorted(f"s{i}".encode() for i in range(20))
-    assert len(set(bodies)) == 20
+async def test_two_consumers_share_a_queue_without_duplicates(tmp_path):
+    # SYNC_FLUSH: every checkpoint write waits for its flush, so concurrent POPs interleave
+    from rmq.remoting.client import RemotingClient
+
+    async with broker_env(tmp_path / "store", flush_disk_type="SYNC_FLUSH", **FAST) as env:
+        await env.create_topic("ST", 1)
+        await create_group(env)
+        for i in range(20):
+            await env.send("ST", f"s{i}".encode())
+        other = RemotingClient()
+        bodies = []
+        try:
+
+            async def all_received():
+                got = await asyncio.gather(*(pop(env, "ST", n=3, client=(other if k % 2 else None)) for k in range(8)))
+                bodies.extend(m.body for _, ms in got for m in ms)
+                return len(bodies) >= 20
+
+            await wait_until(all_received, timeout=30, what="every message popped once")
+        finally:
+            await other.close()
+        assert sorted(bodies) == sorted(f"s{i}".encode() for i in range(20))
 
 
 async def test_pull_and_pop_of_one_group_share_offsets(env):
