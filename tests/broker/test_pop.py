@@ -413,3 +413,22 @@ async def test_bounds_checkpoints_and_held_polls(tmp_path, caplog):
         await env.send("EMPTY", b"wake")
         reply, msgs = await asyncio.wait_for(held, 20)
         assert [m.body for m in msgs] == [b"wake"]
+
+
+async def test_orderly_batch_in_flight_survives_a_restart(tmp_path):
+    store = tmp_path / "store"
+    async with broker_env(store, **FAST) as env:
+        await env.create_topic("FR", 1)
+        await create_group(env, orderly=True)
+        for i in range(3):
+            await env.send("FR", f"r{i}".encode())
+        _, batch = await pop(env, "FR", n=2, order=True, invisible=60_000)
+        assert [m.body for m in batch] == [b"r0", b"r1"]
+    async with broker_env(store, **FAST) as env:
+        # still in flight after the restart: the queue stays blocked for the group
+        _, more = await pop(env, "FR", n=2, order=True)
+        assert more == []
+        for m in batch:  # the handles from before the restart still ack
+            assert (await ack(env, "FR", m)).code == ResponseCode.SUCCESS
+        _, more = await pop(env, "FR", n=2, order=True)
+        assert [m.body for m in more] == [b"r2"]
