@@ -365,10 +365,13 @@ class PopService:
             self._revive_task = None
         if self.hold is not None:
             await self.hold.stop()
-        for t in list(self._tasks):
-            t.cancel()
+        # the held requests just answered are re-run by tasks: let them answer (bounded)
         if self._tasks:
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            _done, late = await asyncio.wait(list(self._tasks), timeout=5.0)
+            for t in late:
+                t.cancel()
+            if late:
+                await asyncio.gather(*late, return_exceptions=True)
 
     def spawn(self, coro: Any) -> None:
         t = asyncio.get_running_loop().create_task(coro)

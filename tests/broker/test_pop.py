@@ -432,3 +432,21 @@ async def test_orderly_batch_in_flight_survives_a_restart(tmp_path):
             assert (await ack(env, "FR", m)).code == ResponseCode.SUCCESS
         _, more = await pop(env, "FR", n=2, order=True)
         assert [m.body for m in more] == [b"r2"]
+
+
+async def test_held_pop_is_answered_at_shutdown(tmp_path):
+    from rmq.remoting.client import RemotingClient
+
+    other = RemotingClient()
+    try:
+        async with broker_env(tmp_path / "store", **FAST) as env:
+            await env.create_topic("SD", 1)
+            await create_group(env)
+            task = asyncio.create_task(pop(env, "SD", poll=30_000, timeout=60, client=other))
+            hold = env.broker.pop_service.hold
+            await wait_until(lambda: hold.held_count == 1, timeout=10, what="the POP held")
+        # the broker stopped: the held POP got its answer, not a client timeout
+        reply, msgs = await asyncio.wait_for(task, 20)
+        assert reply.status is wire.PopStatus.POLLING_NOT_FOUND and msgs == []
+    finally:
+        await other.close()
