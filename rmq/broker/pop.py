@@ -945,15 +945,18 @@ class PopService:
         tc = self.controller.topic_config_manager.select_topic_config(topic)
         if tc is None:
             return False
-        qids = [queue_id] if queue_id >= 0 else range(tc.read_queue_nums)
         com = self.controller.consumer_offset_manager
-        for topic_ in (topic, pop_retry_topic(topic, group)):
-            for q in qids:
-                off = com.query_offset(group, topic_, q)
-                if off < 0:
-                    off = max(0, store.get_min_offset_in_queue(topic_, q)) if topic_ != topic else 0
-                if store.get_max_offset_in_queue(topic_, q) > off:
-                    return True
+        retry = pop_retry_topic(topic, group)
+        retry_tc = self.controller.topic_config_manager.select_topic_config(retry)
+        queues = [(topic, q) for q in ([queue_id] if queue_id >= 0 else range(tc.read_queue_nums))]
+        if retry_tc is not None:
+            queues += [(retry, q) for q in range(retry_tc.read_queue_nums)]
+        for topic_, q in queues:
+            off = com.query_offset(group, topic_, q)
+            if off < 0:  # a group that never popped: from the first message (initMode MIN)
+                off = max(0, store.get_min_offset_in_queue(topic_, q))
+            if store.get_max_offset_in_queue(topic_, q) > off:
+                return True
         return False
 
     def _notification(self, conn: Connection, cmd: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
