@@ -57,6 +57,14 @@ LIVE_PROPERTIES = frozenset(
         # typed topics: read per SEND (both paths) and per UPDATE_AND_CREATE_TOPIC
         "enableTopicMessageTypeCheck",
         "enableMixedMessageType",
+        # RocketMQ 5 POP (rmq.broker.pop reads these at every request)
+        "popRetryProbability",
+        "reviveInterval",
+        "popCkMaxNum",
+        "popMinInvisibleTime",
+        "popMaxInvisibleTime",
+        "popMaxPollTime",
+        "popMaxBatchAcks",
         # StoreConfig (Java MessageStoreConfig)
         "maxMessageSize",
         "fileReservedTime",
@@ -93,6 +101,7 @@ _WHY = {
     "mappedFileSizeCommitLog": "existing CommitLog files have their size",
     "mappedFileSizeConsumeQueue": "existing ConsumeQueue files have their size",
     "namesrvAddr": "the name-server client is built at start-up",
+    "reviveQueueNum": "the POP revive topic and its progress are laid out at start-up",
 }
 
 

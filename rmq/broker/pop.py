@@ -997,7 +997,6 @@ class PopService:
         """Java ``PopReviveService``, one task for all revive queues: read new records, pair
         acks with checkpoints, revive the due ones, commit the progress."""
         assert self._wake is not None
-        interval = self.bc.revive_interval / 1000.0
         while True:
             try:
                 for q in range(self.bc.revive_queue_num):
@@ -1008,7 +1007,7 @@ class PopService:
                 raise
             except Exception:  # noqa: BLE001 - the next round tries again
                 _rlog.error("pop-revive", "the revive round failed", exc_info=True)
-            wait = interval
+            wait = self.bc.revive_interval / 1000.0  # read each round: a live property
             if self._heap:
                 wait = min(wait, max(0.0, (self._heap[0][0] - _now_ms()) / 1000.0))
             self._wake.clear()

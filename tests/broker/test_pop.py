@@ -450,3 +450,33 @@ async def test_held_pop_is_answered_at_shutdown(tmp_path):
         assert reply.status is wire.PopStatus.POLLING_NOT_FOUND and msgs == []
     finally:
         await other.close()
+
+
+async def test_pop_properties_change_live_and_are_validated(env):
+    await env.create_topic("CF", 1)
+    await create_group(env)
+
+    async def update(text):
+        return await env.call(RequestCode.UPDATE_BROKER_CONFIG, None, text.encode())
+
+    r = await update("popMaxPollTime=500\n")
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    r = await env.call(
+        RequestCode.POP_MESSAGE,
+        {
+            "consumerGroup": GROUP,
+            "topic": "CF",
+            "queueId": "-1",
+            "maxMsgNums": "1",
+            "invisibleTime": "1000",
+            "pollTime": "1000",
+            "bornTime": "0",
+            "initMode": "0",
+        },
+    )
+    assert r.code == ResponseCode.INVALID_PARAMETER and "0..500" in r.remark
+    r = await update("popRetryProbability=101\n")
+    assert r.code != ResponseCode.SUCCESS and "popRetryProbability" in r.remark and "100" in r.remark
+    r = await update("reviveQueueNum=4\n")
+    assert r.code != ResponseCode.SUCCESS and "reviveQueueNum" in r.remark
+    assert env.broker.broker_config.revive_queue_num == 8
