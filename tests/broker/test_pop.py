@@ -146,7 +146,8 @@ async def test_dlq_after_retry_max_times(env):
     async def pop_some():
         _, ms = await pop(env, "DT", invisible=50)
         seen.extend(ms)
-        return env.broker.topic_config_manager.select_topic_config("%DLQ%PopG") is not None and not ms
+        tc = env.broker.topic_config_manager.select_topic_config("%DLQ%PopG")
+        return tc is not None and env.messages("%DLQ%PopG")
 
     await wait_until(pop_some, timeout=30, interval=0.05, what="the message to reach the DLQ")
     assert [m.reconsume_times for m in seen] == [0, 1, 2]
@@ -247,24 +248,23 @@ async def test_pull_and_pop_of_one_group_share_offsets(env):
 async def test_long_polling_woken_by_a_send(env):
     await env.create_topic("LT", 2)
     await create_group(env)
-    task = asyncio.create_task(pop(env, "LT", poll=20_000, timeout=30))
+    # held for up to 60 s: an answer within 30 s can only come from the wake-up
+    task = asyncio.create_task(pop(env, "LT", poll=60_000, timeout=90))
     hold = env.broker.pop_service.hold
     await wait_until(lambda: hold.held_count == 1, timeout=10, what="the POP to be held")
     r = await invoke(env, wire.polling_info(GROUP, "LT", -1))
     assert wire.parse_polling_info(r) == 1
-    t0 = time.monotonic()
     await env.send("LT", b"wake", queue_id=1)
-    reply, msgs = await asyncio.wait_for(task, 20)
+    reply, msgs = await asyncio.wait_for(task, 30)
     assert reply.status is wire.PopStatus.FOUND and [m.body for m in msgs] == [b"wake"]
-    assert time.monotonic() - t0 < 15  # woken, not expired
     # a NOTIFICATION finds nothing now and is held; a send wakes it with hasMsg
     h = NotificationRequestHeader(
-        consumer_group=GROUP, topic="LT", queue_id=-1, poll_time=20_000, born_time=int(time.time() * 1000)
+        consumer_group=GROUP, topic="LT", queue_id=-1, poll_time=60_000, born_time=int(time.time() * 1000)
     )
     task = asyncio.create_task(invoke(env, wire.notification(h)))
     await wait_until(lambda: hold.held_count == 1, timeout=10, what="the NOTIFICATION to be held")
     await env.send("LT", b"more", queue_id=0)
-    assert wire.parse_notification(await asyncio.wait_for(task, 20)).has_msg is True
+    assert wire.parse_notification(await asyncio.wait_for(task, 30)).has_msg is True
 
 
 async def test_poll_expiry_answers_polling_timeout(env):
@@ -406,12 +406,12 @@ async def test_bounds_checkpoints_and_held_polls(tmp_path, caplog):
         assert (await ack(env, "BD", msgs[0])).code == ResponseCode.SUCCESS
         await wait_until(lambda: pop_service.stats()["checkpoints"] == 0, timeout=10, what="the checkpoint acked")
         # one held POP per connection: the second is POLLING_FULL at once
-        held = asyncio.create_task(pop(env, "EMPTY", poll=20_000, timeout=30))
+        held = asyncio.create_task(pop(env, "EMPTY", poll=60_000, timeout=90))
         await wait_until(lambda: pop_service.hold.held_count == 1, timeout=10, what="the POP held")
         reply, _ = await pop(env, "EMPTY", poll=20_000)
         assert reply.status is wire.PopStatus.POLLING_FULL
         await env.send("EMPTY", b"wake")
-        reply, msgs = await asyncio.wait_for(held, 20)
+        reply, msgs = await asyncio.wait_for(held, 30)
         assert [m.body for m in msgs] == [b"wake"]
 
 
