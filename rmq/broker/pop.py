@@ -672,13 +672,11 @@ class PopService:
             next_offset = result.next_begin_offset
             max_offset = result.max_offset
             out: list[bytes] = []
-            offs: list[int] = []
-            for rec in records:
-                d = _store.decode_record(rec)
-                offs.append(d["queue_offset"])
+            decoded = [_store.decode_record(rec) for rec in records]
+            offs: list[int] = [d["queue_offset"] for d in decoded]
             start = offs[0] if offs else offset
-            for rec, qoff in zip(records, offs, strict=True):
-                out.append(self._with_handle(rec, h, topic, start, pop_time, revive_qid, qoff))
+            for d in decoded:
+                out.append(self._with_handle(d, h, topic, start, pop_time, revive_qid))
         finally:
             result.release()
         left = max(0, max_offset - next_offset)
@@ -712,17 +710,16 @@ class PopService:
 
     def _with_handle(
         self,
-        rec: memoryview,
+        d: dict[str, Any],
         h: PopMessageRequestHeader,
         topic: str,
         start: int,
         pop_time: int,
         revive_qid: int,
-        qoff: int,
     ) -> bytes:
         """The record re-encoded with its ack handle in ``POP_CK`` (and, from a retry topic,
         under the topic popped, as Java's PopMessageProcessor recodes retry messages)."""
-        d = _store.decode_record(rec)
+        qoff = d["queue_offset"]
         props = string_to_properties(d["properties"])
         handle = ExtraInfo.build(
             start, pop_time, h.invisible_time, revive_qid, topic, self.bc.broker_name, d["queue_id"], qoff
@@ -991,7 +988,17 @@ class PopService:
 
     def stats(self) -> dict[str, int]:
         """Checkpoints in flight, held polls, messages revived."""
-        return {"checkpoints": self._pending_count, "heldPolls": self.hold.held_count, "revived": self.revived}
+        held = self.hold.held_count if self.hold is not None else 0
+        return {"checkpoints": self._pending_count, "heldPolls": held, "revived": self.revived}
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's POP lines (not in Java's table)."""
+        st = self.stats()
+        return {
+            "popCheckpointCount": str(st["checkpoints"]),
+            "popHoldRequestCount": str(st["heldPolls"]),
+            "popRevivedCount": str(st["revived"]),
+        }
 
     async def _revive_loop(self) -> None:
         """Java ``PopReviveService``, one task for all revive queues: read new records, pair

@@ -135,6 +135,9 @@ async def test_invisible_time_expiry_brings_message_back_with_reconsume_times(en
     assert env.broker.topic_config_manager.select_topic_config("%RETRY%PopG_RT") is not None
     # acking the retry copy by its handle works (the ack goes to the retry topic)
     assert (await ack(env, "RT", m)).code == ResponseCode.SUCCESS
+    # the broker's runtime info counts what was revived
+    info = json.loads((await env.call(RequestCode.GET_BROKER_RUNTIME_INFO)).body_bytes())["table"]
+    assert info["popRevivedCount"] == "1" and "popCheckpointCount" in info and "popHoldRequestCount" in info
 
 
 async def test_dlq_after_retry_max_times(env):

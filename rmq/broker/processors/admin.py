@@ -382,6 +382,7 @@ class AdminBrokerProcessor:
         )
         if c.is_slave:  # what the slave copies from its master (rmq.broker.slave_sync)
             table.update(c.slave_synchronize.runtime_info())
+        table.update(c.pop_service.runtime_info())  # POP checkpoints, held POPs, revived messages
         return table
 
     def _consume_stats(
