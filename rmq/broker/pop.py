@@ -81,6 +81,8 @@ REVIVE_GROUP = MixAll.CID_RMQ_SYS_PREFIX + "REVIVE_GROUP"
 CK_TAG, ACK_TAG, BATCH_ACK_TAG = "ck", "ack", "bAck"  # Java PopAckConstants
 #: Java PopMessageProcessor refuses more than 32 messages per pop (a checkpoint's bitmap is an int).
 MAX_POP_MSG_NUMS = 32
+#: Revive records scanned ahead for acks while the reader is full (see PopService._read_queue).
+REVIVE_LOOKAHEAD = 4096
 #: Java ConsumeInitMode.
 INIT_MODE_MIN, INIT_MODE_MAX = 0, 1
 _RW = PermName.PERM_READ | PermName.PERM_WRITE
@@ -1031,65 +1033,91 @@ class PopService:
             self._pending[q] = {}
             self._read_queue(q)
 
+    def _records(self, q: int, off: int, n: int) -> tuple[list[StoredMessage], int]:
+        result = self.store.get_message(REVIVE_GROUP, self.revive_topic, q, off, n, None)
+        try:
+            return [StoredMessage.from_record(_store.decode_record(r)) for r in result.iter_records()], (
+                result.next_begin_offset
+            )
+        finally:
+            result.release()
+
     def _read_queue(self, q: int) -> None:
         store = self.store
         topic = self.revive_topic
-        pending = self._pending[q]
-        com = self.controller.consumer_offset_manager
         # POPs are refused at popCkMaxNum; the reader's own stop is twice that (POPs racing the
-        # bound, a backlog replayed after a restart), so the acks of what it holds are still read.
-        while self._pending_count < 2 * self.bc.pop_ck_max_num:
+        # bound, a backlog replayed after a restart).
+        bound = 2 * self.bc.pop_ck_max_num
+        full = False
+        while not full:
             off = self._read_offset[q]
             if off >= store.get_max_offset_in_queue(topic, q):
                 return
-            result = store.get_message(REVIVE_GROUP, topic, q, off, 64, None)
-            try:
-                recs = [StoredMessage.from_record(_store.decode_record(r)) for r in result.iter_records()]
-                nxt = result.next_begin_offset
-            finally:
-                result.release()
+            recs, nxt = self._records(q, off, 64)
             for m in recs:
-                tag = m.properties.get(MessageConst.TAGS)
-                try:
-                    d = json.loads(m.body)
-                    if tag == CK_TAG:
-                        ck = CheckPoint.from_json(d)
-                        ck.revive_offset = m.queue_offset
-                        if ck.key in pending:
-                            continue
-                        pending[ck.key] = ck
-                        self._pending_count += 1
-                        self._heap_seq += 1
-                        heapq.heappush(self._heap, (ck.revive_time, self._heap_seq, q, ck))
-                        # the offsets on disk may predate this checkpoint (kill -9): never pop
-                        # its messages again
-                        end = ck.start_offset + (max(ck.diffs) if ck.diffs else 0) + 1
-                        if com.query_offset(ck.cid, ck.topic, ck.queue_id) < end:
-                            com.commit_offset("revive", ck.cid, ck.topic, ck.queue_id, end)
-                    elif tag in (ACK_TAG, BATCH_ACK_TAG):
-                        key = (str(d["t"]), str(d["c"]), int(d["q"]), int(d["so"]), int(d["pt"]))
-                        acked = pending.get(key)
-                        if acked is None:
-                            continue
-                        offsets = d.get("aol") if tag == BATCH_ACK_TAG else [d.get("ao")]
-                        for o in offsets or ():
-                            acked.ack(int(o))
-                        if acked.all_acked:
-                            self._finish(q, acked)
-                except (ValueError, KeyError, TypeError) as e:
-                    _rlog.warning(
-                        "pop-revive-bad-record", "skipping a bad revive record at %s@%d: %s", topic, q, clip(e)
-                    )
-            if nxt <= off:
+                if self._pending_count >= bound and m.properties.get(MessageConst.TAGS) == CK_TAG:
+                    nxt, full = m.queue_offset, True  # read this checkpoint once there is room
+                    break
+                self._apply(q, m, checkpoints=True)
+            if nxt <= off and not full:
                 return
             self._read_offset[q] = nxt
-        if self._read_offset[q] >= store.get_max_offset_in_queue(topic, q):
-            return
         _rlog.warning(
             "pop-revive-full",
             "revive reading paused: %d checkpoints in memory (twice popCkMaxNum)",
             self._pending_count,
         )
+        # Paused, the acks past the read offset are still applied to what is held (a look
+        # ahead of at most REVIVE_LOOKAHEAD records, read again once reading resumes: an ack
+        # applied twice is one ack), so nothing acked is revived because the reader was full.
+        off = self._read_offset[q]
+        for _ in range(REVIVE_LOOKAHEAD // 64):
+            recs, nxt = self._records(q, off, 64)
+            for m in recs:
+                self._apply(q, m, checkpoints=False)
+            if nxt <= off:
+                return
+            off = nxt
+
+    def _apply(self, q: int, m: StoredMessage, *, checkpoints: bool) -> None:
+        """One revive record: a checkpoint joins the pending ones, an ack marks them."""
+        pending = self._pending[q]
+        tag = m.properties.get(MessageConst.TAGS)
+        try:
+            d = json.loads(m.body)
+            if tag == CK_TAG and checkpoints:
+                ck = CheckPoint.from_json(d)
+                ck.revive_offset = m.queue_offset
+                if ck.key in pending:
+                    return
+                pending[ck.key] = ck
+                self._pending_count += 1
+                self._heap_seq += 1
+                heapq.heappush(self._heap, (ck.revive_time, self._heap_seq, q, ck))
+                # the offsets on disk may predate this checkpoint (kill -9): never pop its
+                # messages again
+                com = self.controller.consumer_offset_manager
+                end = ck.start_offset + (max(ck.diffs) if ck.diffs else 0) + 1
+                if com.query_offset(ck.cid, ck.topic, ck.queue_id) < end:
+                    com.commit_offset("revive", ck.cid, ck.topic, ck.queue_id, end)
+            elif tag in (ACK_TAG, BATCH_ACK_TAG):
+                key = (str(d["t"]), str(d["c"]), int(d["q"]), int(d["so"]), int(d["pt"]))
+                acked = pending.get(key)
+                if acked is None:
+                    return
+                offsets = d.get("aol") if tag == BATCH_ACK_TAG else [d.get("ao")]
+                for o in offsets or ():
+                    acked.ack(int(o))
+                if acked.all_acked:
+                    self._finish(q, acked)
+        except (ValueError, KeyError, TypeError) as e:
+            _rlog.warning(
+                "pop-revive-bad-record",
+                "skipping a bad revive record at %s@%d: %s",
+                self.revive_topic,
+                q,
+                clip(e),
+            )
 
     def _finish(self, q: int, ck: CheckPoint) -> None:
         if not ck.done:

@@ -121,3 +121,76 @@ async def test_checkpoints_survive(tmp_path, how):
     finally:
         await client.close()
         proc.stop()
+
+
+async def test_replay_past_the_checkpoint_bound_still_applies_acks(tmp_path):
+    """After kill -9 the revive log is replayed with room for two checkpoints only: the acks
+    past the paused read offset still reach the checkpoints held, so none is revived."""
+    store = tmp_path / "store"
+    one_queue = [*ARGS, "--reviveQueueNum=1"]
+    proc = StandaloneProcess(store, one_queue).start()
+    client = RemotingClient()
+    try:
+        env = BrokerEnv.of_process(proc, client)
+        await env.create_topic("KB", 1)
+        body = json.dumps({"groupName": GROUP}).encode()
+        assert (await env.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)).code == 0
+        for i in range(3):
+            await env.send("KB", f"b{i}".encode())
+        wanted = ["topics.msgpack", "subscriptionGroup.msgpack"]
+        await wait_until(
+            lambda: all(
+                (store / "config" / n).exists() and b"KB" in (store / "config" / "topics.msgpack").read_bytes()
+                for n in wanted
+            ),
+            timeout=20,
+            what="the metadata on disk",
+        )
+        popped = []
+        for _ in range(3):  # three checkpoints, one message each, then the three acks after them
+            h = PopMessageRequestHeader(
+                consumer_group=GROUP,
+                topic="KB",
+                queue_id=0,
+                max_msg_nums=1,
+                invisible_time=1500,
+                poll_time=0,
+                born_time=int(time.time() * 1000),
+                init_mode=0,
+            )
+            reply = wire.parse_pop(await client.invoke(env.addr, wire.pop_message(h), timeout=10))
+            popped.extend(decode_messages(reply.body))
+        assert [m.body for m in popped] == [b"b0", b"b1", b"b2"]
+        for m in popped:
+            r = await client.invoke(env.addr, wire.ack_message(GROUP, "KB", m.properties[MessageConst.POP_CK]))
+            assert r.code == ResponseCode.SUCCESS
+        os.kill(proc.pid, signal.SIGKILL)
+        assert await asyncio.to_thread(proc.proc.wait, 30) == -signal.SIGKILL
+    finally:
+        await client.close()
+        proc.stop()
+
+    proc = StandaloneProcess(store, [*one_queue, "--popCkMaxNum=1"]).start()
+    client = RemotingClient()
+    try:
+        env = BrokerEnv.of_process(proc, client)
+        topic = wire.revive_topic("DefaultCluster")
+
+        async def caught_up():
+            mx = await env.call(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": 0})
+            off = await env.call(
+                RequestCode.QUERY_CONSUMER_OFFSET,
+                {"consumerGroup": "CID_RMQ_SYS_REVIVE_GROUP", "topic": topic, "queueId": 0},
+            )
+            return off.code == ResponseCode.SUCCESS and off.ext_fields["offset"] == mx.ext_fields["offset"]
+
+        await wait_until(caught_up, timeout=30, what="the replay to finish")
+        # every checkpoint ended acked, none revived (past their invisible time by now or not)
+        info = json.loads((await env.call(RequestCode.GET_BROKER_RUNTIME_INFO)).body_bytes())["table"]
+        assert info["popRevivedCount"] == "0" and info["popCheckpointCount"] == "0"
+        r = await env.call(RequestCode.GET_MAX_OFFSET, {"topic": "%RETRY%KillG_KB", "queueId": 0})
+        assert r.code != ResponseCode.SUCCESS or r.ext_fields["offset"] == "0"
+        assert "revive reading paused" in proc.log_text()
+    finally:
+        await client.close()
+        proc.stop()
