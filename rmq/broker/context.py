@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from rmq.broker.managers.topic_config import TopicConfigManager
     from rmq.broker.namesrv_api import BrokerOuterAPI
     from rmq.broker.offset_reset import PendingResets
+    from rmq.broker.pop import PopService
     from rmq.broker.rebalance_lock import RebalanceLockManager
     from rmq.broker.schedule import ScheduleMessageService
     from rmq.broker.slave_sync import SlaveSynchronize
@@ -156,6 +157,11 @@ class BrokerContext(Protocol):
 
     @property
     def slave_synchronize(self) -> SlaveSynchronize: ...
+
+    @property
+    def pop_service(self) -> PopService:
+        """RocketMQ 5 POP consumption (its runtime-info lines)."""
+        ...
 
     @property
     def broker_outer_api(self) -> BrokerOuterAPI:

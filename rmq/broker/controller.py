@@ -276,6 +276,7 @@ class BrokerController:
         ctx: BrokerContext = self
         send = self.send_processor = SendMessageProcessor(ctx)
         pull = self.pull_message_processor = PullMessageProcessor(ctx)
+        self.pop_service.filter_manager = pull.consumer_filter_manager
         client_manage = ClientManageProcessor(ctx)
         consumer_manage = ConsumerManageProcessor(ctx)
         admin = AdminBrokerProcessor(ctx)

@@ -69,7 +69,7 @@ from rmq.protocol.requests.pop import (
 from rmq.store import MessageFilter, MessageInner, StoredMessage
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import BrokerContext
     from rmq.remoting.connection import Connection
     from rmq.store import MessageStore
 
@@ -298,12 +298,15 @@ class PopService:
         RequestCode.POLLING_INFO,
     )
 
-    def __init__(self, controller: BrokerController) -> None:
-        self.controller = controller
-        bc = controller.broker_config
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        bc = ctx.broker_config
         self.bc = bc
         self.revive_topic = revive_topic(bc.broker_cluster_name)
-        self.order_info = ConsumerOrderInfoManager(controller.config_dir)
+        self.order_info = ConsumerOrderInfoManager(ctx.config_dir)
+        #: SQL92 filters are compiled by the PULL path's manager (set when the processors are
+        #: registered: one compiled-filter cache and one compile bound for both).
+        self.filter_manager: ConsumerFilterManager | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._filters: dict[str, MessageFilter] = {}
         self._queue_locks: set[tuple[str, str, int]] = set()  # (topic, group, queue) being popped
@@ -324,7 +327,7 @@ class PopService:
 
     @property
     def store(self) -> MessageStore:
-        return self.controller.started_store
+        return self.ctx.started_store
 
     def load(self) -> None:
         self.order_info.load()
@@ -332,7 +335,7 @@ class PopService:
     def start(self, revive: bool = True) -> None:
         """Create the revive topic, start the hold service and (a master: ``revive``) the revive
         service."""
-        c = self.controller
+        c = self.ctx
         _tc, created = c.topic_config_manager.create_topic_in_send_message_back_method(
             self.revive_topic, self.bc.revive_queue_num, _RW, 0
         )
@@ -441,7 +444,7 @@ class PopService:
     def _check_group_topic(
         self, cmd: RemotingCommand, group: str, topic: str, queue_id: int, *, any_queue: bool
     ) -> tuple[Any, RemotingCommand | None]:
-        c = self.controller
+        c = self.ctx
         if not PermName.is_readable(self.bc.broker_permission):
             return None, cmd.response(
                 ResponseCode.NO_PERMISSION, f"the broker[{self.bc.broker_ip1}] peeking message is forbidden", {}
@@ -493,9 +496,9 @@ class PopService:
             return f
         if not self.bc.enable_property_filter:
             return RemotingCommandError(unsupported_remark(exp_type))
-        pull = self.controller.pull_message_processor
-        assert pull is not None
-        mgr: ConsumerFilterManager = pull.consumer_filter_manager
+        mgr = self.filter_manager
+        if mgr is None:
+            return RemotingCommandError("the broker is not ready for SQL92 filters yet")
         try:
             found = mgr.lookup(exp_type, exp)
             if found is None:
@@ -556,7 +559,7 @@ class PopService:
         self._retry_origin.setdefault(retry, h.topic)
         if len(self._retry_origin) > 100_000:
             self._retry_origin.clear()
-        retry_tc = self.controller.topic_config_manager.select_topic_config(retry)
+        retry_tc = self.ctx.topic_config_manager.select_topic_config(retry)
         n = h.max_msg_nums
         bodies: list[bytes] = []
         starts: list[tuple[str, int, int]] = []
@@ -603,7 +606,7 @@ class PopService:
             ext["msgOffsetInfo"] = build_msg_offset_info(msg_offsets)
             if counts:
                 ext["orderCountInfo"] = build_order_count_info(counts)
-            self.controller.stats.on_pull(h.consumer_group, h.topic, len(bodies), sum(len(b) for b in bodies))
+            self.ctx.stats.on_pull(h.consumer_group, h.topic, len(bodies), sum(len(b) for b in bodies))
             return cmd.response(ResponseCode.SUCCESS, "FOUND", ext, b"".join(bodies))
         if allow_suspend and h.poll_time > 0:
             if self.hold.suspend_pull_request(conn, cmd, h.topic, h.queue_id, -1, h.poll_time, None):
@@ -616,7 +619,7 @@ class PopService:
         return self._ck_seq % self.bc.revive_queue_num
 
     def _offset(self, h: PopMessageRequestHeader, topic: str, qid: int) -> int:
-        off = self.controller.consumer_offset_manager.query_offset(h.consumer_group, topic, qid)
+        off = self.ctx.consumer_offset_manager.query_offset(h.consumer_group, topic, qid)
         if off >= 0:
             return off
         # Java PopMessageProcessor.getInitOffset: retry topics and MIN from the first message.
@@ -657,7 +660,7 @@ class PopService:
         pop_time: int,
         revive_qid: int,
     ) -> tuple[list[bytes], list[int], int, int, int] | None:
-        c = self.controller
+        c = self.ctx
         group = h.consumer_group
         offset = self._offset(h, topic, qid)
         count = 0
@@ -776,7 +779,7 @@ class PopService:
     def _ack_checks(
         self, cmd: RemotingCommand, group: str, topic: str, queue_id: int, offset: int
     ) -> RemotingCommand | None:
-        tc = self.controller.topic_config_manager.select_topic_config(topic)
+        tc = self.ctx.topic_config_manager.select_topic_config(topic)
         if tc is None:
             return cmd.response(
                 ResponseCode.TOPIC_NOT_EXIST, f"topic[{clip_remark(topic)}] not exist, apply first please!" + FAQ, {}
@@ -847,7 +850,7 @@ class PopService:
                 break
             nxt = o + 1
         if nxt is not None:
-            self.controller.consumer_offset_manager.commit_offset("pop", group, topic, qid, nxt)
+            self.ctx.consumer_offset_manager.commit_offset("pop", group, topic, qid, nxt)
 
     async def _batch_ack(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         try:
@@ -863,7 +866,7 @@ class PopService:
                 return bad_request(conn, cmd, e, ResponseCode.MESSAGE_ILLEGAL)
             if a.revive_queue_id != POP_ORDER_REVIVE_QUEUE and not 0 <= a.revive_queue_id < self.bc.revive_queue_num:
                 return cmd.response(ResponseCode.MESSAGE_ILLEGAL, f"bad reviveQueueId {a.revive_queue_id}", {})
-            tc = self.controller.topic_config_manager.select_topic_config(topic)
+            tc = self.ctx.topic_config_manager.select_topic_config(topic)
             if tc is None or not 0 <= a.queue_id < tc.read_queue_nums:
                 continue  # Java skips an ack of an unknown queue
             lo = self.store.get_min_offset_in_queue(topic, a.queue_id)
@@ -941,12 +944,12 @@ class PopService:
 
     def _has_msg(self, group: str, topic: str, queue_id: int) -> bool:
         store = self.store
-        tc = self.controller.topic_config_manager.select_topic_config(topic)
+        tc = self.ctx.topic_config_manager.select_topic_config(topic)
         if tc is None:
             return False
-        com = self.controller.consumer_offset_manager
+        com = self.ctx.consumer_offset_manager
         retry = pop_retry_topic(topic, group)
-        retry_tc = self.controller.topic_config_manager.select_topic_config(retry)
+        retry_tc = self.ctx.topic_config_manager.select_topic_config(retry)
         queues = [(topic, q) for q in ([queue_id] if queue_id >= 0 else range(tc.read_queue_nums))]
         if retry_tc is not None:
             queues += [(retry, q) for q in range(retry_tc.read_queue_nums)]
@@ -1026,7 +1029,7 @@ class PopService:
                 pass
 
     def _init_revive(self) -> None:
-        com = self.controller.consumer_offset_manager
+        com = self.ctx.consumer_offset_manager
         for q in range(self.bc.revive_queue_num):
             off = com.query_offset(REVIVE_GROUP, self.revive_topic, q)
             self._read_offset[q] = max(off, 0, self.store.get_min_offset_in_queue(self.revive_topic, q))
@@ -1096,7 +1099,7 @@ class PopService:
                 heapq.heappush(self._heap, (ck.revive_time, self._heap_seq, q, ck))
                 # the offsets on disk may predate this checkpoint (kill -9): never pop its
                 # messages again
-                com = self.controller.consumer_offset_manager
+                com = self.ctx.consumer_offset_manager
                 end = ck.start_offset + (max(ck.diffs) if ck.diffs else 0) + 1
                 if com.query_offset(ck.cid, ck.topic, ck.queue_id) < end:
                     com.commit_offset("revive", ck.cid, ck.topic, ck.queue_id, end)
@@ -1163,7 +1166,7 @@ class PopService:
             )
             return True  # nothing to bring back (cleaned up)
         m = recs[0]
-        sgc = self.controller.subscription_group_manager.find_subscription_group_config(ck.cid)
+        sgc = self.ctx.subscription_group_manager.find_subscription_group_config(ck.cid)
         max_times = sgc.retry_max_times if sgc is not None else 16
         props = dict(m.properties)
         props.pop(MessageConst.POP_CK, None)
@@ -1178,11 +1181,11 @@ class PopService:
             target = pop_retry_topic(ck.topic, ck.cid)
             props.setdefault(MessageConst.RETRY_TOPIC, ck.topic)
         props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, m.msg_id)
-        tc, created = self.controller.topic_config_manager.create_topic_in_send_message_back_method(target, 1, _RW, 0)
+        tc, created = self.ctx.topic_config_manager.create_topic_in_send_message_back_method(target, 1, _RW, 0)
         if tc is None:
             return False
         if created:
-            self.controller.register_broker_soon()
+            self.ctx.register_broker_soon()
         inner = MessageInner(
             topic=target,
             queue_id=0,
@@ -1207,7 +1210,7 @@ class PopService:
     def _commit_progress(self) -> None:
         """The revive offset of each queue: its oldest checkpoint still pending, else what was
         read. Stored as consumer offsets: persisted in one snapshot with the groups' offsets."""
-        com = self.controller.consumer_offset_manager
+        com = self.ctx.consumer_offset_manager
         for q, pending in self._pending.items():
             off = min((ck.revive_offset for ck in pending.values()), default=self._read_offset[q])
             stored = com.query_offset(REVIVE_GROUP, self.revive_topic, q)
