@@ -86,16 +86,18 @@ $(PROMTOOL):
 
 # Async tests run on the loops RMQ_TEST_LOOPS names (uvloop, asyncio or both; both when CI is
 # set, uvloop otherwise). PYTEST_ARGS passes more, e.g. PYTEST_ARGS='-x tests/store'.
-# WORKERS=2 runs `make test` in two pytest-xdist processes, a test file per worker at a time
-# (module fixtures stay single); free_port gives each worker its own ports.
+# `make test` runs in WORKERS pytest-xdist processes (default 2: much of the suite waits on the
+# daemons it starts, so two workers use a 2-core machine better than one), a test file per
+# worker at a time (module fixtures stay single); free_port gives each worker its own ports.
+# WORKERS=0 runs it in one process.
 PYTEST_ARGS ?=
-WORKERS ?= 0
+WORKERS ?= 2
 XDIST := $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 UNIT_DIRS := tests/common tests/property tests/store tests/remoting tests/fuzz tests/spark/test_spark_units.py \
              tests/test_build.py
 
 test: $(STAMP_TEST) | $(CHROMIUM) $(PROMTOOL)
-	$(PY) -m pytest $(XDIST) $(if $(PYTEST_ARGS),$(PYTEST_ARGS),tests)
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest $(XDIST) $(if $(PYTEST_ARGS),$(PYTEST_ARGS),tests)
 
 # Tests not marked integration (tests/conftest.py marks them), from the directories that hold
 # such tests; --unit refuses any socket bind or child process while they run. The unit loop
