@@ -231,3 +231,34 @@ class Dispatcher:
 
 class RecordBuf:
     """A buffer held open for the native modules (``rmq/_store.pxd``); Python code never makes one."""
+
+# Timer messages (rmq/_timer.pxi)
+TIMER_UNIT_SIZE: int
+TIMER_SLOT_SIZE: int
+TIMER_MAGIC_DEFAULT: int
+TIMER_MAGIC_ROLL: int
+
+def timer_enqueue(
+    log_buf: WriteableBuffer,
+    file_pos: int,
+    pos: int,
+    wheel_buf: WriteableBuffer,
+    nslots: int,
+    precision: int,
+    slot_time: int,
+    magic: int,
+    enqueue_ms: int,
+    deliver_ms: int,
+    phy: int,
+    size_py: int,
+    topic_hash: int,
+    queue_offset: int,
+) -> int: ...
+def timer_slot(wheel_buf: ReadableBuffer, nslots: int, precision: int, slot_time: int) -> tuple[int, int, int]: ...
+def timer_read_record(log_buf: ReadableBuffer, file_pos: int) -> tuple[int, int, int, int, int, int, int, int, int]: ...
+def timer_slot_records(
+    files: list[Any], first_offset: int, file_size: int, last_pos: int, min_pos: int, limit: int
+) -> tuple[list[tuple[int, int, int, int, int, int, int]], int]: ...
+def timer_wheel_scan(
+    wheel_buf: ReadableBuffer, nslots: int, precision: int, from_time: int, to_time: int
+) -> tuple[int, int, int]: ...

@@ -1048,3 +1048,8 @@ include "_index.pxi"
 # straight from the CommitLog file).
 # ---------------------------------------------------------------------------------------------
 include "_dispatch.pxi"
+
+# ---------------------------------------------------------------------------------------------
+# Timer messages (rmq/_timer.pxi: timer-log records and the wheel's slots; rmq/store/timer).
+# ---------------------------------------------------------------------------------------------
+include "_timer.pxi"

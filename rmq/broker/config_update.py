@@ -82,6 +82,12 @@ LIVE_PROPERTIES = frozenset(
         "flushIntervalCommitLog",
         "flushCommitLogLeastPages",
         "flushIntervalConsumeQueue",
+        # timer messages (rmq.store.timer reads them at each use)
+        "timerWheelEnable",
+        "timerMaxDelaySec",
+        "timerRollWindowSlot",
+        "timerFlushIntervalMs",
+        "timerCongestNumEachSlot",
     }
 )
 
@@ -102,6 +108,8 @@ _WHY = {
     "mappedFileSizeConsumeQueue": "existing ConsumeQueue files have their size",
     "namesrvAddr": "the name-server client is built at start-up",
     "reviveQueueNum": "the POP revive topic and its progress are laid out at start-up",
+    "timerPrecisionMs": "the timer wheel's slots and the parked timers' ticks are laid out by it",
+    "mappedFileSizeTimerLog": "existing timer log files have their size",
 }
 
 

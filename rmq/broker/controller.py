@@ -89,6 +89,7 @@ from rmq.remoting.dispatcher import ProcessorPool, RequestProcessor
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import TlsSettings
 from rmq.store import MessageStore, StoreConfig
+from rmq.store.timer import TimerMessageStore
 
 log = logging.getLogger("rmq.broker")
 
@@ -199,6 +200,8 @@ class BrokerController:
         self.message_store: MessageStore | None = None
         self.pull_message_processor: PullMessageProcessor | None = None
         self.pull_request_hold_service: PullRequestHoldService | None = None
+        # Timer messages (rmq.store.timer, Java TimerMessageStore): made with the store at start.
+        self.timer_message_store: TimerMessageStore | None = None
         self.broker_outer_api = BrokerOuterAPI(
             broker_config.namesrv_addr_list,
             tls=tls.client_context() if tls is not None and tls.client_enabled else None,
@@ -411,6 +414,10 @@ class BrokerController:
         # Told only about queues with held pulls (the dispatcher tests the table's keys).
         self.message_store.add_arrival_listener(hold.notify_message_arriving, watched=hold.pull_request_table)
         self.schedule_service.start()
+        # Timer messages: the wheel runs even with timerWheelEnable=false (timers already
+        # parked are still delivered; the SEND path refuses new ones, as Java's hook).
+        self.timer_message_store = TimerMessageStore(self.message_store)
+        await self.timer_message_store.start()
         self.transaction_service.start()
         self.pop_service.start(revive=not self.is_slave)
         self.ready = True
@@ -464,6 +471,8 @@ class BrokerController:
             steps.append(("transaction service", self.transaction_service.stop))
             steps.append(("schedule service", self.schedule_service.stop))  # persists the delay progress
             steps.append(("pop service", self.pop_service.stop))
+        if self.timer_message_store is not None:
+            steps.append(("timer store", self.timer_message_store.stop))  # writes the timer checkpoint
         if self.pull_request_hold_service is not None:
             steps.append(("pull hold service", self.pull_request_hold_service.stop))
         steps.append(("metrics endpoint", self.metrics.close))

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq import _store
 from rmq.broker.message_copy import copy_to_inner
+from rmq.broker.timer import rewrite_if_timer
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.message import (
     MessageConst,
@@ -184,6 +185,9 @@ class TransactionalMessageService:
         if kind == MessageSysFlag.TRANSACTION_COMMIT_TYPE:
             final = self._end_message_transaction(ext, header)
             schedule = getattr(self.controller, "schedule_service", None)
+            refusal = rewrite_if_timer(self.controller, final)  # Java handleScheduleMessage on commit
+            if refusal is not None:
+                return cmd.response(refusal[0], refusal[1], {})
             if schedule is not None:
                 schedule.rewrite_if_delayed(final)
             result = await self.store.put_message(final)

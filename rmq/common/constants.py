@@ -123,6 +123,8 @@ class TopicValidator:
     RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC: Final = "TRANS_CHECK_MAX_TIME_TOPIC"
     RMQ_SYS_SELF_TEST_TOPIC: Final = "SELF_TEST_TOPIC"
     RMQ_SYS_OFFSET_MOVED_EVENT: Final = "OFFSET_MOVED_EVENT"
+    # Java 5 TimerMessageStore.TIMER_TOPIC: timer messages wait here (rmq.store.timer)
+    RMQ_SYS_WHEEL_TIMER_TOPIC: Final = "rmq_sys_wheel_timer"
     SYSTEM_TOPIC_PREFIX: Final = MixAll.SYSTEM_TOPIC_PREFIX
     TOPIC_MAX_LENGTH: Final = 127
     #: Java validates names with this pattern; :meth:`is_topic_or_group_illegal` is its test.
@@ -139,6 +141,7 @@ class TopicValidator:
             RMQ_SYS_TRANS_CHECK_MAX_TIME_TOPIC,
             RMQ_SYS_SELF_TEST_TOPIC,
             RMQ_SYS_OFFSET_MOVED_EVENT,
+            RMQ_SYS_WHEEL_TIMER_TOPIC,
         }
     )
     #: topics a producer may not write into (the broker writes them itself).

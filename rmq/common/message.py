@@ -166,6 +166,12 @@ class MessageConst:
     POP_CK = "POP_CK"
     POP_CK_OFFSET = "POP_CK_OFFSET"
     FIRST_POP_TIME = "1ST_POP_TIME"
+    # timer messages in the broker (Java 5 MessageConst.PROPERTY_TIMER_*, rmq.store.timer)
+    TIMER_OUT_MS = "TIMER_OUT_MS"
+    TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+    TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+    TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+    TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
 
     # Keys a user may not set through ``Message.properties``: the SDK owns them.
     RESERVED = frozenset(

@@ -109,6 +109,19 @@ class StoreConfig:
         text="IP addresses or networks separated by commas, * for any, empty for none",
     )
 
+    # Timer messages (Java 5 MessageStoreConfig timer*, rmq.store.timer): a message carrying
+    # TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS / __STARTDELIVERTIME is parked in
+    # rmq_sys_wheel_timer and delivered by the timer wheel at its time.
+    timer_wheel_enable: bool = True
+    timer_precision_ms: int = setting(1000, lo=10, hi=60_000, unit="ms")
+    timer_max_delay_sec: int = setting(3600 * 24 * 3, lo=1, hi=JAVA_INT.hi, unit="s")
+    timer_roll_window_slot: int = setting(3600 * 24 * 2, lo=2, hi=JAVA_INT.hi, unit="slots")
+    timer_flush_interval_ms: int = setting(1000, lo=10, hi=3_600_000, unit="ms")
+    timer_congest_num_each_slot: int = setting(JAVA_INT.hi, lo=1, hi=JAVA_INT.hi)
+    mapped_file_size_timer_log: int = setting(
+        100 * 1024 * 1024, lo=4096, hi=JAVA_INT.hi, check=multiple_of(64), text="a multiple of 64 bytes"
+    )
+
     def __post_init__(self) -> None:
         if self.flush_disk_type not in ("ASYNC_FLUSH", "SYNC_FLUSH"):
             raise ValueError(f"flush_disk_type must be ASYNC_FLUSH or SYNC_FLUSH, not {self.flush_disk_type!r}")

@@ -333,6 +333,19 @@ class AdminBrokerProcessor:
         except Exception:  # stats are best effort
             log.exception("store runtime info failed")
         table.update(c.stats.runtime_info())
+        # Java prepareRuntimeInfo's timer keys (zeros while no timer store runs, as Java's)
+        timer = getattr(c, "timer_message_store", None)
+        table.update(
+            timer.runtime_info()
+            if timer is not None
+            else {
+                "timerReadBehind": "0",
+                "timerOffsetBehind": "0",
+                "timerCongestNum": "0",
+                "timerEnqueueTps": "0.0",
+                "timerDequeueTps": "0.0",
+            }
+        )
         ratio = table.get("commitLogDiskRatio", "0")
         root = c.store_config.store_path_root_dir
         try:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from rmq.broker.acl import refuse_acl
 from rmq.broker.message_copy import copy_to_inner
 from rmq.broker.processors.common import FAQ, bad_request
+from rmq.broker.timer import TIMER_MARKS, has_timer_properties, rewrite_if_timer
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, properties_to_string, string_to_properties
@@ -49,7 +50,7 @@ DLQ_NUMS_PER_GROUP = 1
 _RW = PermName.PERM_READ | PermName.PERM_WRITE
 
 # Keys whose presence in a SEND's properties string means before_store has work to do.
-_MARKS = (MessageConst.DELAY_TIME_LEVEL + "\x01", MessageConst.TRANSACTION_PREPARED + "\x01")
+_MARKS = (MessageConst.DELAY_TIME_LEVEL + "\x01", MessageConst.TRANSACTION_PREPARED + "\x01", *TIMER_MARKS)
 
 
 def retry_topic(group: str) -> str:
@@ -87,11 +88,14 @@ def before_store(
     batches are refused before this hook).
     """
     if cmd.code == RequestCode.SEND_BATCH_MESSAGE or bool(getattr(header, "batch", False)):
+        if has_timer_properties(msg.properties_str):
+            # Java refuses a delayed batch (CommitLog.asyncPutMessages); a timer batch likewise
+            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, "batch message does not support timer messages", {})
         return None
     topic = msg.topic
     props_str = msg.properties_str
     is_retry = topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX)
-    if not is_retry and (props_str is None or (_MARKS[0] not in props_str and _MARKS[1] not in props_str)):
+    if not is_retry and (props_str is None or not any(m in props_str for m in _MARKS)):
         return None  # the common case: a plain message
     props = string_to_properties(props_str) if props_str is not None else dict(msg.properties)
     changed = False
@@ -130,6 +134,9 @@ def before_store(
     if changed:
         msg.properties = props
         msg.properties_str = properties_to_string(props, trailing_separator=False)
+    refusal = rewrite_if_timer(controller, msg)  # timer properties (rmq.broker.timer)
+    if refusal is not None:
+        return cmd.response(refusal[0], refusal[1], {})
     controller.schedule_service.rewrite_if_delayed(msg)
     return None
 
