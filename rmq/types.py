@@ -9,6 +9,7 @@ counterparts so a RocketMQ user recognises them (``SendStatus.SEND_OK``,
 
 from __future__ import annotations
 
+import datetime as _dt
 import enum
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -91,6 +92,14 @@ class Message:
             (the hash of the group over the topic's queues) and never retries it on another,
             so an orderly consumer sees each group in send order; a FIFO-typed topic
             (``message.type=FIFO``) takes only messages with a group.
+        delivery_time: a timer message (RocketMQ 5): delivered at this time, a ``datetime``
+            (naive: local time) or epoch milliseconds; sent as ``TIMER_DELIVER_MS``. Default
+            None (at once). The broker refuses a time more than its ``timerMaxDelaySec``
+            (3 days by default) ahead; a time already passed is delivered at once.
+        delay: a timer message delivered this long after it is sent (a ``timedelta`` ≥ 0;
+            ``TIMER_DELIVER_MS`` = the send time + ``delay``, fixed at the first attempt so a
+            retry does not postpone it). Default None. At most one of ``delivery_time``,
+            ``delay`` and ``delay_level``.
     """
 
     topic: str
@@ -102,6 +111,8 @@ class Message:
     delay_level: int
     wait_store_msg_ok: bool
     message_group: str | None
+    delivery_time: int | None
+    delay: _dt.timedelta | None
 
     # An explicit __init__ (not the dataclass one) so the parameters can be wider than the
     # attributes: callers pass str bodies and list keys, and read back bytes and a tuple.
@@ -116,6 +127,9 @@ class Message:
         delay_level: int = 0,
         wait_store_msg_ok: bool = True,
         message_group: str | None = None,
+        *,
+        delivery_time: _dt.datetime | int | None = None,
+        delay: _dt.timedelta | None = None,
     ) -> None:
         object.__setattr__(self, "topic", topic)
         object.__setattr__(self, "body", body)
@@ -126,6 +140,8 @@ class Message:
         object.__setattr__(self, "delay_level", delay_level)
         object.__setattr__(self, "wait_store_msg_ok", wait_store_msg_ok)
         object.__setattr__(self, "message_group", message_group)
+        object.__setattr__(self, "delivery_time", delivery_time)
+        object.__setattr__(self, "delay", delay)
         self.__post_init__()
 
     def __post_init__(self) -> None:
@@ -148,6 +164,19 @@ class Message:
         group = self.message_group
         if group is not None and (not isinstance(group, str) or not group or "\x01" in group or "\x02" in group):
             raise ValueError(f"message_group must be a non-empty str without \\x01/\\x02, got {group!r}")
+        # timer messages (RocketMQ 5's TIMER_DELIVER_MS)
+        when: Any = self.delivery_time
+        if when is not None:
+            if isinstance(when, _dt.datetime):
+                when = int(when.timestamp() * 1000)
+            elif isinstance(when, bool) or not isinstance(when, int):
+                raise ValueError(f"delivery_time must be a datetime or epoch milliseconds, got {when!r}")
+            object.__setattr__(self, "delivery_time", when)
+        if self.delay is not None:
+            if not isinstance(self.delay, _dt.timedelta) or self.delay < _dt.timedelta(0):
+                raise ValueError(f"delay must be a timedelta >= 0, got {self.delay!r}")
+        if sum(x is not None and x != 0 for x in (self.delivery_time, self.delay, self.delay_level or None)) > 1:
+            raise ValueError("give at most one of delivery_time, delay and delay_level")
 
 
 _UNSET: Any = object()  # MessageExt.value not deserialized yet

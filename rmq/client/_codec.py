@@ -5,6 +5,7 @@ Everything here is pure and synchronous so it can be tested byte for byte withou
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import os
 import random
@@ -253,6 +254,9 @@ def compress_body(body: bytes, level: int = 5, ctype: CompressionType = Compress
     return compress(body, ctype, level)
 
 
+_MS = datetime.timedelta(milliseconds=1)
+
+
 def message_properties(msg: Message, uniq_key: str | None) -> dict[str, str]:
     """The full properties a message is sent with (system keys first, as Java orders them)."""
     props: dict[str, str] = {}
@@ -262,6 +266,11 @@ def message_properties(msg: Message, uniq_key: str | None) -> dict[str, str]:
         props[MessageConst.TAGS] = msg.tags
     if msg.delay_level > 0:
         props[MessageConst.DELAY_TIME_LEVEL] = str(msg.delay_level)
+    # timer messages: the delivery time, absolute (a delay counts from this first encoding)
+    if msg.delivery_time is not None:
+        props[MessageConst.TIMER_DELIVER_MS] = str(msg.delivery_time)
+    elif msg.delay is not None:
+        props[MessageConst.TIMER_DELIVER_MS] = str(time.time_ns() // 1_000_000 + msg.delay // _MS)
     props[MessageConst.WAIT_STORE_MSG_OK] = "true" if msg.wait_store_msg_ok else "false"
     if uniq_key:
         props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = uniq_key

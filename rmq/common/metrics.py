@@ -264,6 +264,20 @@ _FAMILY_LIST: list[Family] = [
         BROKER_LABELS,
     ),
     _g("rocketmq_storage_message_reserve_time", "ms since the oldest message kept was stored", BROKER_LABELS),
+    # timer messages (rmq.store.timer; Java TimerMessageStore's figures)
+    _g("rocketmq_timer_pending", "timer messages in the wheel not delivered yet (timerCongestNum)", BROKER_LABELS),
+    _g(
+        "rocketmq_timer_lag_seconds",
+        "how late the timer wheel delivers: now minus the next tick it delivers, 0 on time (timerReadBehind)",
+        BROKER_LABELS,
+    ),
+    _g(
+        "rocketmq_timer_offset_behind",
+        "timer messages stored but not yet in the wheel (timerOffsetBehind)",
+        BROKER_LABELS,
+    ),
+    _c("rocketmq_timer_enqueued_total", "timer messages put into the wheel since the broker started", BROKER_LABELS),
+    _c("rocketmq_timer_dequeued_total", "timer messages delivered since the broker started", BROKER_LABELS),
     Family(
         "rocketmq_rpc_latency",
         "histogram",

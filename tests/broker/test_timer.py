@@ -80,6 +80,10 @@ async def test_timer_message_is_delivered_at_its_time_with_its_identity(tmp_path
         timer = env.broker.timer_message_store
         await wait_until(lambda: timer.pending == 0, what="the wheel to empty")
         assert timer.dequeued == 1 and timer.enqueued == 1
+        text = (await env.broker.metrics.collect()).decode()
+        line = next(x for x in text.splitlines() if x.startswith("rocketmq_timer_dequeued_total{"))
+        assert float(line.rsplit(" ", 1)[1]) == 1.0
+        assert any(x.startswith("rocketmq_timer_pending{") and x.endswith(" 0.0") for x in text.splitlines())
 
 
 async def test_many_timers_in_one_slot_and_the_delay_properties(tmp_path):
