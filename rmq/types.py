@@ -172,9 +172,8 @@ class Message:
             elif isinstance(when, bool) or not isinstance(when, int):
                 raise ValueError(f"delivery_time must be a datetime or epoch milliseconds, got {when!r}")
             object.__setattr__(self, "delivery_time", when)
-        if self.delay is not None:
-            if not isinstance(self.delay, _dt.timedelta) or self.delay < _dt.timedelta(0):
-                raise ValueError(f"delay must be a timedelta >= 0, got {self.delay!r}")
+        if self.delay is not None and (not isinstance(self.delay, _dt.timedelta) or self.delay < _dt.timedelta(0)):
+            raise ValueError(f"delay must be a timedelta >= 0, got {self.delay!r}")
         if sum(x is not None and x != 0 for x in (self.delivery_time, self.delay, self.delay_level or None)) > 1:
             raise ValueError("give at most one of delivery_time, delay and delay_level")
 

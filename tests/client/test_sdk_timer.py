@@ -16,7 +16,7 @@ async def test_delivery_time_and_delay_are_delivered_after_their_time(cluster, n
     topic = unique("T")
     await create_topic(broker.broker_addr, topic, queues=1)
     at_ms = time.time_ns() // 1_000_000 + 1500
-    at = datetime.datetime.fromtimestamp(at_ms / 1000, tz=datetime.timezone.utc)
+    at = datetime.datetime.fromtimestamp(at_ms / 1000, tz=datetime.UTC)
     async with rmq.Producer(namesrv_addr, unique("PG")) as p:
         r_at = await p.send(rmq.Message(topic, b"at", delivery_time=at))
         r_ms = await p.send(rmq.Message(topic, b"ms", delivery_time=at_ms))
@@ -47,5 +47,5 @@ def test_timer_arguments_are_checked():
         rmq.Message("T", b"x", delay=datetime.timedelta(seconds=-1))
     with pytest.raises(ValueError, match="epoch milliseconds"):
         rmq.Message("T", b"x", delivery_time="tomorrow")  # type: ignore[arg-type]
-    m = rmq.Message("T", b"x", delivery_time=datetime.datetime(2030, 1, 1, tzinfo=datetime.timezone.utc))
+    m = rmq.Message("T", b"x", delivery_time=datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC))
     assert m.delivery_time == 1_893_456_000_000
