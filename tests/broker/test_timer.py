@@ -296,3 +296,20 @@ async def test_a_slave_replicates_the_timer_topic(tmp_path):
                 await wait_until(lambda: master.timer_message_store.active, what="the master's wheel")
         finally:
             await client.close()
+
+
+async def test_a_timer_beyond_the_roll_window_rolls_and_arrives_on_time(tmp_path):
+    """Java doEnqueue's roll: a time at least timerRollWindowSlot ticks ahead is parked one
+    window on, put back into the timer topic with TIMER_ROLL_TIMES + 1, then delivered."""
+    async with broker_env(tmp_path / "s", timer_roll_window_slot=6, **SMALL) as env:  # a 600 ms window
+        await env.create_topic("TimerRoll")
+        deliver = _now_ms() + 1500
+        resp, key = await _send_timer(env, "TimerRoll", {MessageConst.TIMER_DELIVER_MS: str(deliver)})
+        assert resp.code == ResponseCode.SUCCESS
+        (m,) = await wait_until(lambda: env.messages("TimerRoll", 1), what="the rolled timer")
+        assert m.properties["UNIQ_KEY"] == key
+        assert int(m.properties[MessageConst.TIMER_ROLL_TIMES]) >= 1
+        _check_on_time(m, deliver)
+        parked = env.messages(TIMER_TOPIC, 0)
+        assert len(parked) == 1 + int(m.properties[MessageConst.TIMER_ROLL_TIMES])  # the original + its rolls
+        assert env.broker.timer_message_store.rolled >= 1
