@@ -976,7 +976,8 @@ class MessageStore:
 
     def clean_expired_consumer_queue(self) -> int:
         """CLEAN_EXPIRED_CONSUMEQUEUE (Java ``DefaultMessageStore.cleanExpiredConsumerQueue``):
-        destroy every ConsumeQueue (but ``SCHEDULE_TOPIC_XXXX``'s) whose last record ends below
+        destroy every ConsumeQueue (but ``SCHEDULE_TOPIC_XXXX``'s and ``rmq_sys_wheel_timer``'s,
+        whose progress the delay and timer services keep by queue offset) whose last record ends below
         the CommitLog's minimum offset, i.e. whose messages all aged out, and forget its next
         queue offset (a new message there starts at 0 again, as in Java); a topic left without
         queues is dropped. Then trim the other queues' leading units below that minimum (the
@@ -984,7 +985,7 @@ class MessageStore:
         min_phy = self.commit_log.min_offset
         n = 0
         for topic in list(self.consume_queue_table):
-            if topic == TopicValidator.RMQ_SYS_SCHEDULE_TOPIC:
+            if topic in (TopicValidator.RMQ_SYS_SCHEDULE_TOPIC, TopicValidator.RMQ_SYS_WHEEL_TIMER_TOPIC):
                 continue
             queues = self.consume_queue_table[topic]
             for qid, cq in list(queues.items()):

@@ -36,6 +36,7 @@ import asyncio
 import logging
 import os
 import random
+import threading
 import time
 import zlib
 from typing import TYPE_CHECKING, Any
@@ -122,6 +123,8 @@ class TimerMessageStore:
         self._loaded = False
         self._stopping = False
         self._saved: tuple[int, int, int] | None = None
+        self._io_lock = threading.Lock()
+        self._closed = False  # the final checkpoint was written (stop)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -175,7 +178,7 @@ class TimerMessageStore:
         self._task = self._flush_task = None
         if self._loaded:
             try:
-                await self._write_checkpoint()
+                await self._write_checkpoint(final=True)
             except Exception:  # shutdown goes on; a crash start recovers
                 log.exception("timer store: final checkpoint failed")
             self.log.shutdown()
@@ -469,15 +472,21 @@ class TimerMessageStore:
             except Exception:  # noqa: BLE001 - logged; the next round retries
                 _rlog.error("timer-flush", "timer store flush or checkpoint failed", exc_info=True)
 
-    async def _write_checkpoint(self) -> None:
+    async def _write_checkpoint(self, final: bool = False) -> None:
         values = (self.read_time, self.log.write_pos, self.queue_offset)
-        if values == self._saved:
+        if values == self._saved and not final:
             return
 
         def work() -> None:
-            self.log.flush()
-            self.wheel.flush()
-            self.checkpoint.write(*values)
+            # one writer at a time: a flush cancelled at stop may still run in its thread
+            # while the final checkpoint is written; after the final one nothing writes
+            with self._io_lock:
+                if self._closed:
+                    return
+                self._closed = final
+                self.log.flush()
+                self.wheel.flush()
+                self.checkpoint.write(*values)
 
         await asyncio.to_thread(work)
         self._saved = values
