@@ -110,32 +110,37 @@ def timer_read_record(log_buf, Py_ssize_t file_pos):
 def timer_slot_records(list files, int64_t first_offset, int64_t file_size, int64_t last_pos, int64_t min_pos,
                        Py_ssize_t limit):
     """Walk a slot's chain from ``last_pos`` back (``files``: the timer log's mapped buffers in
-    order, the first at ``first_offset``). Returns ``(records, stopped)``: the records oldest
-    first as ``(pos, magic, enqueue ms, deliver ms, phy, size_py, queue offset)``, and the
-    position the walk stopped at when a record lies below ``min_pos`` (deleted files) or is
-    not a record (-1 when the chain ended). At most ``limit`` records."""
+    order, the first at ``first_offset``), at most ``limit`` records. Returns ``(records, next,
+    broken)``: the records walked, oldest first, as ``(pos, magic, enqueue ms, deliver ms, phy,
+    size_py, queue offset)``; the position to walk on from (-1: the chain ended); ``broken``
+    when the walk stopped at a position below ``min_pos`` (deleted files) or not a record."""
     cdef list out = []
     cdef int64_t pos = last_pos, fi, off
     cdef Py_ssize_t nfiles = len(files)
     cdef RecordBuf lb
     cdef const uint8_t* r
+    cdef bint broken = False
     while pos >= 0 and len(out) < limit:
         if pos < min_pos or pos < first_offset:
+            broken = True
             break
         fi = (pos - first_offset) // file_size
         off = (pos - first_offset) % file_size
         if fi >= nfiles:
+            broken = True
             break
         lb = record_buf(files[fi])
         if off + TIMER_UNIT > lb.size:
+            broken = True
             break
         r = lb.ptr + off
         if rd32(r) != TIMER_UNIT:
+            broken = True
             break
         out.append((pos, rd32(r + 4), rd64(r + 16), rd64(r + 24), rd64(r + 32), rd32(r + 40), rd64(r + 48)))
         pos = rd64(r + 8)
     out.reverse()
-    return out, (pos if pos >= 0 and len(out) < limit else -1)
+    return out, (pos if pos >= 0 else -1), broken
 
 
 def timer_wheel_scan(wheel_buf, int64_t nslots, int64_t precision, int64_t from_time, int64_t to_time):

@@ -21,6 +21,7 @@ from rmq.common.message import MessageConst
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient
 from rmq.store.timer import TIMER_TOPIC, timer_slot_time
+from rmq.store.timer import service as timer_service
 
 PREC = 100  # ms: a short tick keeps the tests short
 SMALL = {"timer_precision_ms": PREC, "mapped_file_size_timer_log": 64 * 1024}
@@ -86,7 +87,8 @@ async def test_timer_message_is_delivered_at_its_time_with_its_identity(tmp_path
         assert any(x.startswith("rocketmq_timer_pending{") and x.endswith(" 0.0") for x in text.splitlines())
 
 
-async def test_many_timers_in_one_slot_and_the_delay_properties(tmp_path):
+async def test_many_timers_in_one_slot_and_the_delay_properties(tmp_path, monkeypatch):
+    monkeypatch.setattr(timer_service, "DEQUEUE_CHUNK", 64)  # a tick of 300 in 5 chunks
     async with broker_env(tmp_path / "s", **SMALL) as env:
         await env.create_topic("TimerMany")
         deliver = timer_slot_time(_now_ms() + 1000, PREC)  # one tick for all of them
@@ -109,7 +111,9 @@ async def test_many_timers_in_one_slot_and_the_delay_properties(tmp_path):
         for k in keys:
             _check_on_time(by_key[k], deliver)
         slot_bodies = [m.body for m in msgs if m.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] in set(keys)]
-        assert slot_bodies == [b"%d" % i for i in range(300)]  # a slot delivers in arrival order
+        # the newest chunk first, each chunk in arrival order
+        chunks = [list(range(max(0, hi - 64), hi)) for hi in range(300, 0, -64)]
+        assert slot_bodies == [b"%d" % i for chunk in chunks for i in chunk]
         _check_on_time(by_key[ons_key], ons_at)
         for k, prop in ((sec_key, MessageConst.TIMER_DELAY_SEC), (ms_key, MessageConst.TIMER_DELAY_MS)):
             m = by_key[k]

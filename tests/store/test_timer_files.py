@@ -23,8 +23,8 @@ def test_enqueue_links_a_slot_chain_in_arrival_order_and_resets_a_stale_slot():
         assert n == (i + 1 if tick == 5000 and i < 2 else (1 if tick == 6000 else 3))
     first, last, num = _store.timer_slot(wheel, 10, PREC, 5000)
     assert (first, last, num) == (0, 192, 3)
-    recs, stopped = _store.timer_slot_records([log], 0, 64 * 8, last, 0, 100)
-    assert stopped == -1
+    recs, nxt, broken = _store.timer_slot_records([log], 0, 64 * 8, last, 0, 100)
+    assert nxt == -1 and not broken
     assert [r[4] for r in recs] == [1000, 1001, 1003]  # CommitLog offsets, oldest first
     assert [r[6] for r in recs] == [0, 1, 3]  # timer queue offsets
     # tick 15000 shares tick 5000's slot (10 slots): the slot is reset for it, 5000 reads empty
@@ -39,10 +39,13 @@ def test_chain_walk_stops_below_the_kept_files_and_at_the_limit():
     log, wheel = bytearray(64 * 4), bytearray(32 * 10)
     for i in range(4):
         _store.timer_enqueue(log, i * 64, i * 64, wheel, 10, PREC, 3000, 1, 0, 2500, i, 10, 0, i)
-    recs, stopped = _store.timer_slot_records([log], 0, 256, 192, 128, 100)
-    assert [r[0] for r in recs] == [128, 192] and stopped == 64
-    recs, stopped = _store.timer_slot_records([log], 0, 256, 192, 0, 2)
-    assert len(recs) == 2 and stopped == -1
+    recs, nxt, broken = _store.timer_slot_records([log], 0, 256, 192, 128, 100)
+    assert [r[0] for r in recs] == [128, 192] and nxt == 64 and broken
+    # a chunk of 2, then the rest from where it stopped: newest chunk first, each oldest first
+    recs, nxt, broken = _store.timer_slot_records([log], 0, 256, 192, 0, 2)
+    assert [r[0] for r in recs] == [128, 192] and nxt == 64 and not broken
+    recs, nxt, broken = _store.timer_slot_records([log], 0, 256, nxt, 0, 2)
+    assert [r[0] for r in recs] == [0, 64] and nxt == -1 and not broken
 
 
 def test_wheel_scan_counts_pending_and_finds_the_next_tick(tmp_path):

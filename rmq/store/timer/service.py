@@ -62,6 +62,7 @@ TIMER_TOPIC = TopicValidator.RMQ_SYS_WHEEL_TIMER_TOPIC
 #: Java TimerMessageStore.TIMER_BLANK_SLOTS: the roll window stays this far inside the ring.
 TIMER_BLANK_SLOTS = 60
 ENQUEUE_BATCH = 4096  # units enqueued before the task yields to the loop
+DEQUEUE_CHUNK = 4096  # records of one tick delivered between two loop turns
 _MAGIC_DEFAULT = _store.TIMER_MAGIC_DEFAULT
 _MAGIC_ROLL = _store.TIMER_MAGIC_ROLL
 # Java doPut: retried later (the message stays due) vs. dropped with a log line.
@@ -360,70 +361,89 @@ class TimerMessageStore:
             self.read_time = tick + prec
 
     async def _deliver_tick(self, tick: int) -> bool:
+        """Deliver every record of ``tick``'s slot: the chain is walked from its newest record
+        back, ``DEQUEUE_CHUNK`` records at a time, each chunk delivered oldest first (a tick of
+        up to a chunk is in arrival order; Java delivers a slot newest first), with a loop turn
+        between chunks. False when stopping in a retry wait (the tick is delivered again)."""
         _first, last, num = self.wheel.slot(tick)
         if num <= 0:
             return True
         log_ = self.log
-        records, stopped = _store.timer_slot_records(
-            log_.buffers(), log_.min_pos, log_.file_size, last, log_.min_pos, 1 << 62
-        )
-        if stopped >= 0:
-            _rlog.error(
-                "timer-chain",
-                "timer tick %d: the slot's chain stops at timer log position %d (below %d or not a record); "
-                "%d of %d records delivered",
-                tick,
-                stopped,
-                log_.min_pos,
-                len(records),
-                num,
-            )
         store = self.store
         waiter: PutMessageResult | None = None
-        for _pos, magic, enq_ms, _deliver, phy, size, _qoff in records:
-            ext = store.look_message_by_offset(phy, size)
-            if ext is None:
-                _rlog.error("timer-lost", "timer tick %d: no message at CommitLog offset %d; skipped", tick, phy)
-                self.discarded += 1
-                continue
-            roll = bool(magic & _MAGIC_ROLL)
-            inner = self._convert(ext, enq_ms, roll)
-            if inner is None:
-                self.discarded += 1
-                continue
-            while True:
-                result = store.append_message(inner)
-                if result.status in _STORED:
-                    break
-                if result.status in _NO_RETRY:
-                    _rlog.error(
-                        "timer-refused",
-                        "timer message %s refused by the store (%s %s); dropped",
-                        ext.msg_id,
-                        result.status.name,
-                        result.remark or "",
-                    )
-                    self.discarded += 1
-                    break
-                _rlog.warning(
-                    "timer-retry",
-                    "delivering timer message %s failed (%s %s); retrying in 1 s",
-                    ext.msg_id,
-                    result.status.name,
-                    result.remark or "",
+        pos = last
+        walked = 0
+        while pos >= 0:
+            records, pos, broken = _store.timer_slot_records(
+                log_.buffers(), log_.min_pos, log_.file_size, pos, log_.min_pos, DEQUEUE_CHUNK
+            )
+            walked += len(records)
+            if broken:
+                _rlog.error(
+                    "timer-chain",
+                    "timer tick %d: the slot's chain stops at timer log position %d (below %d or not a record); "
+                    "%d of %d records delivered",
+                    tick,
+                    pos,
+                    log_.min_pos,
+                    walked,
+                    num,
                 )
-                if await wait_event(self._stop, 1.0):
+                pos = -1
+            for _pos, magic, enq_ms, _deliver, phy, size, _qoff in records:
+                result = await self._deliver_one(tick, magic, enq_ms, phy, size)
+                if result is None:
                     return False
-            if result.flush_wait:
-                waiter = result
-            if roll:
-                self.rolled += 1
-            else:
-                self.dequeued += 1
+                if result.flush_wait:
+                    waiter = result
+            if pos >= 0:
+                await asyncio.sleep(0)  # a big tick: let the loop serve requests between chunks
         if waiter is not None:
             await store.wait_flush(waiter)  # the group commit covering the tick's last append
         self.pending = max(0, self.pending - num)
         return True
+
+    async def _deliver_one(self, tick: int, magic: int, enq_ms: int, phy: int, size: int) -> PutMessageResult | None:
+        """Append one due message; its result (a dropped one's too), None when stopping."""
+        store = self.store
+        ext = store.look_message_by_offset(phy, size)
+        if ext is None:
+            _rlog.error("timer-lost", "timer tick %d: no message at CommitLog offset %d; skipped", tick, phy)
+            self.discarded += 1
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        roll = bool(magic & _MAGIC_ROLL)
+        inner = self._convert(ext, enq_ms, roll)
+        if inner is None:
+            self.discarded += 1
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
+        while True:
+            result = store.append_message(inner)
+            if result.status in _STORED:
+                break
+            if result.status in _NO_RETRY:
+                _rlog.error(
+                    "timer-refused",
+                    "timer message %s refused by the store (%s %s); dropped",
+                    ext.msg_id,
+                    result.status.name,
+                    result.remark or "",
+                )
+                self.discarded += 1
+                return result
+            _rlog.warning(
+                "timer-retry",
+                "delivering timer message %s failed (%s %s); retrying in 1 s",
+                ext.msg_id,
+                result.status.name,
+                result.remark or "",
+            )
+            if await wait_event(self._stop, 1.0):
+                return None
+        if roll:
+            self.rolled += 1
+        else:
+            self.dequeued += 1
+        return result
 
     def _convert(self, ext: Any, enqueue_ms: int, roll: bool) -> MessageInner | None:
         """Java ``convert`` / ``convertMessage``: the message to append for a due record."""
