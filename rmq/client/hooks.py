@@ -117,8 +117,8 @@ class SendMessageContext:
         props = string_to_properties(properties)
         if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
             msg_type = MessageType.TRANS_HALF
-        elif props.get(MessageConst.DELAY_TIME_LEVEL):
-            msg_type = MessageType.DELAY
+        elif props.get(MessageConst.DELAY_TIME_LEVEL) or MessageConst.TIMER_DELIVER_MS in props:
+            msg_type = MessageType.DELAY  # a delay level or a timer message
         else:
             msg_type = MessageType.NORMAL
         return cls(group, topic, props, body_length, mq, broker_addr, mode, msg_type)
