@@ -132,7 +132,8 @@ class TimerWheel:
         self.size = slots * SLOT
         self.mm: mmap.mmap | None = None
 
-    def load(self) -> None:
+    def load(self) -> bool:
+        """Map the file, creating it when missing; True when it was created (empty)."""
         os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -145,6 +146,7 @@ class TimerWheel:
             self.mm = mmap.mmap(fd, self.size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
             os.close(fd)
+        return have == 0
 
     @property
     def buf(self) -> mmap.mmap:

@@ -190,8 +190,9 @@ class TimerMessageStore:
         ck = self.checkpoint
         ck.load()
         self.log.load()
-        self.wheel.load()
-        start = ck.last_timer_log_flush_pos if ck.loaded else self.log.min_pos
+        new_wheel = self.wheel.load()
+        # a lost wheel file is rebuilt from the whole timer log
+        start = ck.last_timer_log_flush_pos if ck.loaded and not new_wheel else self.log.min_pos
         found = self.log.recover(start)
         queue_offset = ck.last_timer_queue_offset if ck.loaded else 0
         relinked = 0
