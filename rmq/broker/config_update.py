@@ -88,6 +88,7 @@ LIVE_PROPERTIES = frozenset(
         "timerRollWindowSlot",
         "timerFlushIntervalMs",
         "timerCongestNumEachSlot",
+        "timerStopDequeue",
     }
 )
 

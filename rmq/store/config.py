@@ -118,6 +118,7 @@ class StoreConfig:
     timer_roll_window_slot: int = setting(3600 * 24 * 2, lo=2, hi=JAVA_INT.hi, unit="slots")
     timer_flush_interval_ms: int = setting(1000, lo=10, hi=3_600_000, unit="ms")
     timer_congest_num_each_slot: int = setting(JAVA_INT.hi, lo=1, hi=JAVA_INT.hi)
+    timer_stop_dequeue: bool = False  # Java timerStopDequeue: timers are parked, none delivered
     mapped_file_size_timer_log: int = setting(
         100 * 1024 * 1024, lo=4096, hi=JAVA_INT.hi, check=multiple_of(64), text="a multiple of 64 bytes"
     )

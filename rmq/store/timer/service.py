@@ -259,7 +259,8 @@ class TimerMessageStore:
                         continue
                     await self._open()
                 more = self._enqueue(ENQUEUE_BATCH)
-                if not more:
+                paused = self.config.timer_stop_dequeue
+                if not more and not paused:
                     await self._dequeue()
                 errors = 0
             except asyncio.CancelledError:
@@ -273,7 +274,8 @@ class TimerMessageStore:
             if more:
                 await asyncio.sleep(0)  # a backlog: let the loop serve requests between batches
                 continue
-            delay = (self.read_time - _now_ms()) / 1000.0
+            # timerStopDequeue: the flag is read again each second (a live change is seen then)
+            delay = 1.0 if paused else (self.read_time - _now_ms()) / 1000.0
             if delay > 0:
                 await wait_event(wake, delay)
 
