@@ -251,7 +251,7 @@ async def test_kill_9_with_a_timer_backlog_loses_none_and_repeats_only_past_the_
             now = _now_ms()
             keys = {}
             for i in range(600):
-                deliver = now + 1000 + (i % 60) * 50  # 3 s of ticks, 10 timers per tick
+                deliver = now + 1000 + (i % 60) * 100  # 6 s of ticks, 10 timers per tick
                 resp, key = await _send_timer(env, "TimerKill", {MessageConst.TIMER_DELIVER_MS: str(deliver)})
                 assert resp.code == ResponseCode.SUCCESS
                 keys[key] = deliver
@@ -259,7 +259,9 @@ async def test_kill_9_with_a_timer_backlog_loses_none_and_repeats_only_past_the_
             await wait_until(
                 lambda: _count(env), what="some timers delivered before the kill", interval=0.05
             )  # fmt: skip
+            before = {m.properties["UNIQ_KEY"] for m in await _read_queue(env, "TimerKill", 1)}
             broker.kill()
+            assert 0 < len(before) < len(keys)  # killed with a backlog
             read_time = _timercheck(broker.dir / "store")[0]
             await broker.astart()
             await wait_until(
