@@ -758,8 +758,8 @@ class Producer(Generic[_V, _K]):
         inst = self._check_running()
         if self._transaction_checker is None:
             raise ClientError("send_in_transaction needs a transaction_checker for the broker's check-back")
-        if msg.delay_level:
-            raise ClientError("transactional messages cannot be delayed")
+        if msg.delay_level or msg.delivery_time is not None or msg.delay is not None:
+            raise ClientError("transactional messages cannot be delayed (delay_level, delivery_time, delay)")
         props = dict(msg.properties)
         half = _with_props(msg, props)
         prepared = self._prepare(
@@ -925,8 +925,8 @@ class Producer(Generic[_V, _K]):
         for m in msgs:
             if m.topic != topic:
                 raise ClientError(f"all messages of a batch must have the same topic ({topic!r} != {m.topic!r})")
-            if m.delay_level:
-                raise ClientError("delayed messages are not supported in a batch")
+            if m.delay_level or m.delivery_time is not None or m.delay is not None:
+                raise ClientError("delayed and timer messages are not supported in a batch")
             if MixAll.is_retry_topic(topic):
                 raise ClientError("retry-topic messages are not supported in a batch")
             if m.wait_store_msg_ok != msgs[0].wait_store_msg_ok:
@@ -1223,6 +1223,8 @@ def _with_props(msg: Message, props: dict[str, str]) -> Message:
         delay_level=msg.delay_level,
         wait_store_msg_ok=msg.wait_store_msg_ok,
         message_group=msg.message_group,
+        delivery_time=msg.delivery_time,
+        delay=msg.delay,
     )
 
 

@@ -1,11 +1,12 @@
 """Timer messages from the SDK: ``Message(delivery_time=...)`` and ``Message(delay=...)`` set
 TIMER_DELIVER_MS and a real broker delivers them at that time; the refusals are the SDK's own."""
 
+import asyncio
 import datetime
 import time
 
 import pytest
-from sdk_support import create_topic, drain
+from sdk_support import create_topic, drain, wait_until
 
 import rmq
 from rmq.common.message import MessageConst
@@ -33,7 +34,8 @@ async def test_delivery_time_and_delay_are_delivered_after_their_time(cluster, n
     assert int(by_body[b"ms"].properties[MessageConst.TIMER_DELIVER_MS]) == at_ms
     assert abs(int(by_body[b"at"].properties[MessageConst.TIMER_DELIVER_MS]) - at_ms) <= 1
     delay = by_body[b"delay"]
-    assert int(delay.properties[MessageConst.TIMER_DELIVER_MS]) >= delay.born_timestamp + 1200
+    # counted from the message's preparation, just before it was born (sent)
+    assert delay.born_timestamp < int(delay.properties[MessageConst.TIMER_DELIVER_MS]) <= delay.born_timestamp + 1200
 
 
 def test_timer_arguments_are_checked():
@@ -49,3 +51,37 @@ def test_timer_arguments_are_checked():
         rmq.Message("T", b"x", delivery_time="tomorrow")  # type: ignore[arg-type]
     m = rmq.Message("T", b"x", delivery_time=datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC))
     assert m.delivery_time == 1_893_456_000_000
+
+
+async def test_timer_messages_go_alone_never_in_a_batch(cluster, namesrv_addr, unique):
+    _ns, broker = cluster
+    topic = unique("T")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    later = datetime.timedelta(seconds=30)
+    async with rmq.Producer(namesrv_addr, unique("PG"), linger_ms=20) as p:
+        with pytest.raises(rmq.ClientError, match="not supported in a batch"):
+            await p.send_batch([rmq.Message(topic, b"a"), rmq.Message(topic, b"b", delay=later)])
+        # with automatic batching on, the plain messages batch and the timer one goes alone
+        results = await asyncio.gather(
+            p.send(rmq.Message(topic, b"plain-1")),
+            p.send(rmq.Message(topic, b"timer", delay=later)),
+            p.send(rmq.Message(topic, b"plain-2")),
+        )
+    assert {r.status for r in results} == {rmq.SendStatus.SEND_OK}
+    store = broker.message_store
+    await wait_until(
+        lambda: len(_queue(store, "rmq_sys_wheel_timer")) + len(_queue(store, topic)) >= 3, what="all dispatched"
+    )
+    parked = [m.body for m in _queue(store, "rmq_sys_wheel_timer")]
+    assert parked == [b"timer"]
+    assert sorted(m.body for m in _queue(store, topic)) == [b"plain-1", b"plain-2"]
+
+
+def _queue(store, topic):
+    cq = store.find_consume_queue(topic, 0, create=False)
+    if cq is None:
+        return []
+    return [
+        store.look_message_by_offset(*cq.get_unit(i)[:2])
+        for i in range(cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue())
+    ]
