@@ -99,7 +99,8 @@ class Message:
         delay: a timer message delivered this long after it is sent (a ``timedelta`` ≥ 0;
             ``TIMER_DELIVER_MS`` = the send time + ``delay``, fixed at the first attempt so a
             retry does not postpone it). Default None. At most one of ``delivery_time``,
-            ``delay`` and ``delay_level``.
+            ``delay`` and ``delay_level``; timer messages go alone (``send_batch`` and
+            ``send_in_transaction`` refuse them, automatic batching sends them on their own).
     """
 
     topic: str
