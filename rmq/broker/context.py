@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from rmq.config import BrokerConfig
     from rmq.remoting.connection import Connection
     from rmq.store import MessageStore, StoreConfig
+    from rmq.store.timer import TimerMessageStore
 
 __all__ = [
     "AclAdminContext",
@@ -52,6 +53,7 @@ __all__ = [
     "EndTransactionContext",
     "RebalanceLockContext",
     "ScheduleContext",
+    "TimerContext",
 ]
 
 
@@ -151,6 +153,11 @@ class BrokerContext(Protocol):
     def rebalance_lock_manager(self) -> RebalanceLockManager: ...
 
     @property
+    def timer_message_store(self) -> TimerMessageStore | None:
+        """Timer messages' wheel (``rmq.store.timer``), None before ``start``."""
+        ...
+
+    @property
     def pull_request_hold_service(self) -> PullRequestHoldService | None:
         """Held pulls (long polling), None before ``start``."""
         ...
@@ -233,3 +240,14 @@ class ScheduleContext(Protocol):
 
     @property
     def started_store(self) -> MessageStore: ...
+
+
+class TimerContext(Protocol):
+    """What the SEND path's timer rewrite (``rmq.broker.timer``) uses: the ``timer*`` settings
+    and the wheel (its flow control)."""
+
+    @property
+    def store_config(self) -> StoreConfig: ...
+
+    @property
+    def timer_message_store(self) -> TimerMessageStore | None: ...

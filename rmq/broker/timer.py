@@ -31,7 +31,7 @@ from rmq.store import MessageInner
 from rmq.store.timer import TIMER_TOPIC
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import TimerContext
 
 __all__ = ["TIMER_MARKS", "rewrite_if_timer"]
 
@@ -45,7 +45,7 @@ _TIMER_KEYS = (
 TIMER_MARKS = tuple(k + "\x01" for k in _TIMER_KEYS)
 
 
-def rewrite_if_timer(controller: BrokerController, msg: MessageInner) -> tuple[int, str] | None:
+def rewrite_if_timer(controller: TimerContext, msg: MessageInner) -> tuple[int, str] | None:
     """Apply the timer semantics to ``msg`` in place; ``(response code, remark)`` to refuse it."""
     tran = MessageSysFlag.get_transaction_value(msg.sys_flag)
     if tran not in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE):
@@ -91,7 +91,7 @@ def rewrite_if_timer(controller: BrokerController, msg: MessageInner) -> tuple[i
         return None  # due already: stored as an ordinary message
     if deliver - now > scfg.timer_max_delay_sec * 1000:
         return ResponseCode.MESSAGE_ILLEGAL, _illegal(scfg.timer_max_delay_sec)
-    timer = getattr(controller, "timer_message_store", None)
+    timer = controller.timer_message_store
     if timer is not None and timer.is_reject(deliver):
         congest = scfg.timer_congest_num_each_slot
         return (

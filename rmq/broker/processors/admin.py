@@ -334,7 +334,7 @@ class AdminBrokerProcessor:
             log.exception("store runtime info failed")
         table.update(c.stats.runtime_info())
         # Java prepareRuntimeInfo's timer keys (zeros while no timer store runs, as Java's)
-        timer = getattr(c, "timer_message_store", None)
+        timer = c.timer_message_store
         table.update(
             timer.runtime_info()
             if timer is not None
