@@ -339,13 +339,6 @@ class BrokerMetrics:
             )
         else:
             b.set("rocketmq_half_messages", bl, 0)
-        timer = c.timer_message_store
-        if timer is not None:  # plain attributes, read as the module's other sources read theirs
-            b.set("rocketmq_timer_pending", bl, timer.pending)
-            b.set("rocketmq_timer_lag_seconds", bl, timer.read_behind_ms() / 1000.0)
-            b.set("rocketmq_timer_offset_behind", bl, timer.offset_behind())
-            b.set("rocketmq_timer_enqueued_total", bl, timer.enqueued)
-            b.set("rocketmq_timer_dequeued_total", bl, timer.dequeued)
         for name, hist in (("send_message", c.stats.send_latency), ("pull_message", c.stats.pull_latency)):
             b.histogram("rocketmq_rpc_latency", (*bl, name), RPC_LATENCY_BUCKETS_MS, list(hist.counts), hist.total)
         for source in self._sources:

@@ -112,6 +112,15 @@ def _c(name: str, help_: str, labels: tuple[str, ...]) -> Family:
     return Family(name, "counter", help_, labels)
 
 
+#: Timer messages' families ← GET_BROKER_RUNTIME_INFO key (Java's timer keys; the totals are rmq's).
+_TIMER_KEYS: tuple[tuple[str, str], ...] = (
+    ("rocketmq_timer_pending", "timerCongestNum"),
+    ("rocketmq_timer_lag_seconds", "timerReadBehind"),
+    ("rocketmq_timer_offset_behind", "timerOffsetBehind"),
+    ("rocketmq_timer_enqueued_total", "timerEnqueuedTotal"),
+    ("rocketmq_timer_dequeued_total", "timerDequeuedTotal"),
+)
+
 #: Java BrokerRuntimeStats: ``rocketmq_brokeruntime_<suffix>`` ← GET_BROKER_RUNTIME_INFO key.
 RUNTIME_KEYS: tuple[tuple[str, str], ...] = (
     ("msg_put_total_today_now", "msgPutTotalTodayNow"),
@@ -473,6 +482,11 @@ class MetricsBuilder:
         if earliest is not None and earliest > 0:
             now = time.time() * 1000 if now_ms is None else now_ms
             self.set("rocketmq_storage_message_reserve_time", b, max(0.0, now - earliest))
+        # timer messages (Java's runtime keys; the totals are rmq's own keys)
+        for family, key in _TIMER_KEYS:
+            v = _number(kv.get(key))
+            if v is not None:
+                self.set(family, b, v)
 
     def render(self, cache: LabelCache | None = None, pause: Callable[[], None] | None = None) -> bytes:
         """The text of everything set: the same bytes as :func:`render` of :meth:`families`

@@ -158,3 +158,14 @@ def test_histogram_needs_one_count_per_bucket():
     text = render(b.families()).decode()
     assert 'le="+Inf",request_code="send_message"} 6.0' in text
     assert 'rocketmq_rpc_latency_count{broker="b",cluster="c",request_code="send_message"} 6.0' in text
+
+
+def test_timer_families_from_the_runtime_table():
+    # Java 5's timer keys (and rmq's totals), as the broker and the exporter both read them
+    kv = {"timerCongestNum": "1200", "timerReadBehind": "75", "timerOffsetBehind": "3", "timerDequeuedTotal": "9"}
+    b = MetricsBuilder()
+    b.broker_runtime("C", "broker-a", "10.0.0.1:10911", kv)
+    bl = ("C", "broker-a")
+    assert b.get("rocketmq_timer_pending", bl) == 1200 and b.get("rocketmq_timer_lag_seconds", bl) == 75
+    assert b.get("rocketmq_timer_offset_behind", bl) == 3 and b.get("rocketmq_timer_dequeued_total", bl) == 9
+    assert b.get("rocketmq_timer_enqueued_total", bl) is None  # a Java broker has no totals

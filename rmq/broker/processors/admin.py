@@ -344,6 +344,8 @@ class AdminBrokerProcessor:
                 "timerCongestNum": "0",
                 "timerEnqueueTps": "0.0",
                 "timerDequeueTps": "0.0",
+                "timerEnqueuedTotal": "0",
+                "timerDequeuedTotal": "0",
             }
         )
         ratio = table.get("commitLogDiskRatio", "0")

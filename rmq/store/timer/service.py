@@ -552,6 +552,9 @@ class TimerMessageStore:
             "timerCongestNum": str(self.pending),
             "timerEnqueueTps": f"{self.enqueue_tps:.1f}",
             "timerDequeueTps": f"{self.dequeue_tps:.1f}",
+            # rmq's own: the totals since start (rocketmq_timer_*_total)
+            "timerEnqueuedTotal": str(self.enqueued),
+            "timerDequeuedTotal": str(self.dequeued),
         }
 
 
