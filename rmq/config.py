@@ -203,6 +203,22 @@ class BrokerConfig:
             rocketmq-exporter's; 0 = no endpoint; a port already taken is one warning and the
             broker runs without it).
         metrics_host: the address ``/metrics`` binds; "" (default) = ``listen_host``.
+        grpc_server_port: the RocketMQ 5 gRPC endpoint's port (``apache.rocketmq.v2``, for the
+            5.x clients; 0 = off, the default of ``rmq broker``; ``rmq standalone`` serves 8081,
+            Java's proxy default; a port already taken is one warning and the broker runs
+            without it). Needs the ``grpc`` extra (grpcio, protobuf).
+        grpc_server_host: the address the gRPC endpoint binds; "" (default) = ``listen_host``.
+        grpc_max_concurrent_streams: RPCs one gRPC connection may have open at once (HTTP/2
+            ``MAX_CONCURRENT_STREAMS``, 256); past it the client waits for a stream.
+        grpc_max_message_size: the largest gRPC request or response (8 MiB); a larger one is
+            refused with RESOURCE_EXHAUSTED. Bodies are held to ``maxMessageSize`` as well.
+        grpc_max_telemetry_sessions_per_client: Telemetry streams one client id may hold open (8);
+            one more is answered TOO_MANY_REQUESTS.
+        grpc_max_clients: 5.x clients whose settings the broker keeps at once (100 000); a new
+            client past it works on the defaults (settings not stored, one warning).
+        grpc_telemetry_queue_size: commands (settings answers, transaction checks) queued for one
+            Telemetry stream whose client does not read (1024); past it a command is dropped
+            (a transaction check is sent again next round) with one rate-limited warning.
         namesrv_access_key / namesrv_secret_key: the keys the broker signs its name-server
             requests with (both or neither; default none, as Java's broker); a name server with
             ``aclEnable`` needs them, of an account with ``admin: true``.
@@ -403,6 +419,15 @@ class BrokerConfig:
     pop_max_invisible_time: int = setting(12 * 3600 * 1000, lo=1, hi=7 * 24 * 3600 * 1000, unit="ms")
     pop_max_poll_time: int = setting(60_000, lo=0, hi=600_000, unit="ms")
     pop_max_batch_acks: int = setting(1024, lo=1, hi=100_000)
+    # The RocketMQ 5 gRPC endpoint (rmq.broker.grpc; docs/design.md "gRPC endpoint"): 0 = off
+    # (`rmq standalone` serves 8081, Java's proxy default); a taken port is one warning.
+    grpc_server_port: int = setting(0, lo=0, hi=65535)
+    grpc_server_host: str = ""
+    grpc_max_concurrent_streams: int = setting(256, lo=1, hi=100_000)
+    grpc_max_message_size: int = setting(8 * 1024 * 1024, lo=64 * 1024, hi=1 << 30, unit="bytes")
+    grpc_max_telemetry_sessions_per_client: int = setting(8, lo=1, hi=1024)
+    grpc_max_clients: int = setting(100_000, lo=1, hi=10_000_000)
+    grpc_telemetry_queue_size: int = setting(1024, lo=1, hi=1_000_000)
 
     @property
     def namesrv_addr_list(self) -> list[str]:

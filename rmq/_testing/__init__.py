@@ -346,8 +346,9 @@ class StandaloneProcess:
         "--maxIndexNum=80000",
     )
 
-    #: No metrics endpoint unless ``extra_args`` sets ``--metricsPort`` (daemons run side by side).
-    TEST_QUIET = ("--metricsPort=0",)
+    #: No metrics or gRPC endpoint unless ``extra_args`` sets ``--metricsPort`` / ``--grpcServerPort``
+    #: (daemons run side by side).
+    TEST_QUIET = ("--metricsPort=0", "--grpcServerPort=0")
 
     def command(self) -> list[str]:
         sizes = [

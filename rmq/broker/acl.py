@@ -14,6 +14,8 @@ what only the broker knows:
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 from typing import Any
@@ -210,6 +212,34 @@ class PlainPermissionManager(PlainAccounts):
             return account
         return self._check_perm(cmd.code, {topic: Permission.SUB}, account)
 
+    def check_v2(
+        self, authorization: str | None, date_time: str | None, remote_host: str, resources: dict[str, int] | None
+    ) -> AclError | None:
+        """The gRPC endpoint's check (Java 5's proxy with ACL 1.0 accounts): None when the
+        request may proceed, else the refusal. ``authorization`` is the 5.x clients' metadata
+        ``MQv2-HMAC-SHA1 Credential=<accessKey>[/...], SignedHeaders=x-mq-date-time,
+        Signature=<hex>``, the signature being the hex HMAC-SHA1 of ``date_time`` (the
+        ``x-mq-date-time`` metadata) keyed with the account's secret; ``resources`` maps topics
+        and ``%RETRY%<group>`` names to the permission bits needed (None: none)."""
+        state = self._state
+        if state is None:
+            return AclError("ACL configuration is not loaded", _VALIDATE.format(664))
+        if any(white(remote_host) for white in state.global_white):
+            return None
+        fields = _authorization_fields(authorization)
+        access_key = fields.get("Credential", "").split("/", 1)[0]
+        if not access_key:
+            return AclError("No accessKey is configured", _VALIDATE.format(664))
+        account = state.accounts.get(access_key)
+        if account is None:
+            return AclError(f"No acl config for {clip(access_key)}", _VALIDATE.format(668))
+        if not account.white(remote_host):
+            mac = hmac.new(account.secret_key.encode("utf-8"), (date_time or "").encode("utf-8"), hashlib.sha1)
+            signature = fields.get("Signature", "")
+            if not signature.isascii() or not hmac.compare_digest(mac.hexdigest(), signature.lower()):
+                return AclError(f"Check signature failed for accessKey={clip(access_key)}", _VALIDATE.format(684))
+        return self._check_perm(0, resources, account)
+
     @staticmethod
     def _check_perm(code: int, needed: dict[str, int] | None, owned: _Account) -> AclError | None:
         """Java ``PlainPermissionManager.checkPerm``."""
@@ -237,3 +267,19 @@ class PlainPermissionManager(PlainAccounts):
         return None
 
     # ------------------------------------------------------------------ admin (blocking parts)
+
+
+def _authorization_fields(authorization: str | None) -> dict[str, str]:
+    """``MQv2-HMAC-SHA1 Credential=ak, SignedHeaders=x-mq-date-time, Signature=hex`` as a dict
+    of its ``name=value`` parts (empty when absent or of another scheme)."""
+    if not authorization:
+        return {}
+    scheme, _, rest = authorization.strip().partition(" ")
+    if scheme != "MQv2-HMAC-SHA1":
+        return {}
+    out: dict[str, str] = {}
+    for part in rest.split(","):
+        name, sep, value = part.strip().partition("=")
+        if sep:
+            out[name.strip()] = value.strip()
+    return out

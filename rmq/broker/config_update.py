@@ -97,6 +97,8 @@ _WHY = {
     "listenPort": "the server socket is bound at start-up",
     "listenHost": "the server socket is bound at start-up",
     "metricsPort": "the metrics socket is bound at start-up",
+    "grpcServerPort": "the gRPC socket is bound at start-up",
+    "grpcServerHost": "the gRPC socket is bound at start-up",
     "storePathRootDir": "the store's files are opened from it at start-up",
     "storePathCommitLog": "the CommitLog files are opened from it at start-up",
     "brokerName": "it names the broker in every route and message id already given out",

@@ -218,6 +218,9 @@ class BrokerController:
             )
         # Prometheus /metrics on metricsPort (rmq.broker.metrics), started with the broker.
         self.metrics = BrokerMetrics(self)
+        # The RocketMQ 5 gRPC endpoint on grpcServerPort (rmq.broker.grpc), started last.
+        self.grpc: Any = None
+        self._tls = tls
         self._tasks = BackgroundTasks("broker", log)
         self._register_lock: asyncio.Lock | None = None
         self._register_pending: asyncio.Task[Any] | None = None  # queued, not yet started
@@ -435,6 +438,7 @@ class BrokerController:
         if self.is_slave:
             self._spawn(self.slave_synchronize.run(), "slave-sync")
         await self.metrics.start()
+        await self._start_grpc()
         if self.acl is not None:
             self._spawn(self.acl.watch(), "acl-watch")
         log.info(
@@ -446,6 +450,26 @@ class BrokerController:
             self.store_config.store_path_root_dir,
             self.store_role,
         )
+
+    async def _start_grpc(self) -> None:
+        """The gRPC endpoint when ``grpcServerPort`` is set; without the ``grpc`` extra
+        (grpcio, protobuf) one warning and the broker runs without it."""
+        if self.broker_config.grpc_server_port == 0:
+            return
+        try:
+            from rmq.broker.grpc.server import GrpcEndpoint
+        except ModuleNotFoundError as e:
+            if (e.name or "").split(".")[0] not in ("grpc", "google"):
+                raise
+            log.warning(
+                "grpcServerPort=%d but the gRPC endpoint needs the grpc extra (pip install 'rmq[grpc]'): %s; "
+                "serving without it",
+                self.broker_config.grpc_server_port,
+                e,
+            )
+            return
+        self.grpc = GrpcEndpoint(self, self._tls)
+        await self.grpc.start()
 
     async def shutdown(self) -> None:
         """Stop everything cleanly (idempotent). Each step is guarded: whatever one of them
@@ -475,6 +499,8 @@ class BrokerController:
             steps.append(("timer store", self.timer_message_store.stop))  # writes the timer checkpoint
         if self.pull_request_hold_service is not None:
             steps.append(("pull hold service", self.pull_request_hold_service.stop))
+        if self.grpc is not None:
+            steps.append(("gRPC endpoint", self.grpc.close))
         steps.append(("metrics endpoint", self.metrics.close))
         steps.append(("server", self.server.close))
         if self.pull_message_processor is not None:

@@ -254,6 +254,9 @@ def _console_port(props: dict[str, str]) -> int:
     return port
 
 
+#: ``rmq standalone``'s gRPC port (Java's proxy ``grpcServerPort`` default) unless given.
+DEFAULT_GRPC_PORT = 8081
+
 #: Standalone properties for its name server rather than its broker (Java NamesrvConfig).
 STANDALONE_NAMESRV_PROPERTIES = ("orderMessageEnable",)
 
@@ -366,7 +369,13 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
     """Name server and broker on one loop: the embedded default (``make run``)."""
     setup_logging()
     try:
-        props = {"listenHost": host, "listenPort": str(broker_port), "storePathRootDir": store_dir}
+        # The gRPC endpoint for the 5.x clients on Java's proxy port (grpcServerPort=0: off).
+        props = {
+            "listenHost": host,
+            "listenPort": str(broker_port),
+            "storePathRootDir": store_dir,
+            "grpcServerPort": str(DEFAULT_GRPC_PORT),
+        }
         props.update(parse_overrides(overrides))
         console_port = _console_port(props)
         console_keys = _console_keys(props)

@@ -1,0 +1,896 @@
+"""The gRPC server (grpcio's ``grpc.aio`` on the broker's event loop) and its RPCs.
+
+Java 5 runs its proxy inside the broker ("local" mode, ``ProxyStartup`` with
+``ProxyMode.LOCAL``): each gRPC request becomes a RemotingCommand handed to the broker's own
+processor through an in-memory channel (``LocalMessageService``, ``SimpleChannel``). This module
+does the same: a SendMessage becomes a SEND_MESSAGE_V2 command run by the broker's
+``SendMessageProcessor`` (same checks, same store append, same transaction and delay handling),
+EndTransaction an END_TRANSACTION run by the ``TransactionalMessageService``, and the
+transaction check-back the broker sends to a "producer connection" is turned into a
+``RecoverOrphanedTransactionCommand`` on that client's Telemetry stream (Java
+``GrpcClientChannel.writeAndFlush``).
+
+Answers carry ``apache.rocketmq.v2.Status`` codes as Java's proxy does (``ResponseBuilder``,
+``GrpcProxyException``); the gRPC status itself is OK except for transport-level refusals
+(malformed protobuf, message over ``grpcMaxMessageSize``, unknown method → UNIMPLEMENTED).
+
+Bounds: HTTP/2 ``MAX_CONCURRENT_STREAMS`` per connection (``grpcMaxConcurrentStreams``: the
+in-flight RPCs of one connection), ``grpcMaxMessageSize``, Telemetry streams per client id
+(``grpcMaxTelemetrySessionsPerClient``), the client-settings table (``grpcMaxClients``), and
+each Telemetry stream's outgoing queue (``grpcTelemetryQueueSize``; HTTP/2 flow control holds a
+client that does not read to its window, and the queue past it drops, so such a client holds
+neither memory nor the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import grpc
+
+from rmq.broker.grpc.schema import RPCS, SERVICE, pb
+from rmq.common.constants import MixAll, PermName, TopicValidator
+from rmq.common.log import RateLimitedLog, clip
+from rmq.common.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.message import EndTransactionRequestHeader, SendMessageRequestHeader
+from rmq.remoting.plain_acl import Permission
+from rmq.remoting.codec import decode_frame
+from rmq.store import decode_offset_msg_id
+
+if TYPE_CHECKING:
+    from rmq.broker.controller import BrokerController
+
+log = logging.getLogger("rmq.broker.grpc")
+_rlog = RateLimitedLog(log)
+
+Code = pb.Code
+
+# The 5.x clients' metadata (apache/rocketmq-clients, Java ``GrpcConstants``).
+MD_CLIENT_ID = "x-mq-client-id"
+MD_NAMESPACE = "x-mq-namespace"
+MD_DATE_TIME = "x-mq-date-time"
+MD_AUTHORIZATION = "authorization"
+MD_LANGUAGE = "x-mq-language"
+
+# Timer property the broker's timer store honours (Java MessageConst.PROPERTY_TIMER_DELIVER_MS),
+# and the 5.x properties Java's proxy adds (PROPERTY_TRACE_CONTEXT, PROPERTY_BORN_HOST).
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
+PROPERTY_BORN_HOST = "BORN_HOST"
+
+# Java ProxyConfig defaults: messageDelayLevel-free timers up to 40 days (maxDelayTimeMills),
+# transactions recovered at most after 1 h (maxTransactionRecoverySecond), a message group of at
+# most 64 characters (maxMessageGroupSize), 128 user properties of 16 KiB in all.
+MAX_DELAY_MS = 40 * 24 * 3600 * 1000
+MAX_TRANSACTION_RECOVERY_SECONDS = 3600
+MAX_MESSAGE_GROUP_SIZE = 64
+MAX_USER_PROPERTIES = 128
+MAX_USER_PROPERTY_BYTES = 16 * 1024
+# Timestamp.isValid: seconds within 0001-01-01..9999-12-31.
+_TS_MIN_SECONDS = -62135596800
+_TS_MAX_SECONDS = 253402300799
+
+# What the broker answers in settings (Java ProxyConfig / GrpcClientSettingsManager): producers
+# retry with exponential back-off 10 ms .. 1 s ×2, 3 attempts; consumers get 16 retries + 1.
+_PRODUCER_ATTEMPTS = 3
+_CONSUMER_ATTEMPTS = 17
+_RECEIVE_BATCH = 32
+_LONG_POLLING_SECONDS = 30
+
+_NOT_POP = (
+    "{rpc} needs POP consumption, which this broker does not serve yet; "
+    "consume with a 4.x client or rmq's SDK (PULL) meanwhile"
+)
+
+_STORE_CODES: dict[int, int] = {
+    ResponseCode.SUCCESS: Code.OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: Code.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+    ResponseCode.TOPIC_NOT_EXIST: Code.TOPIC_NOT_FOUND,
+    ResponseCode.NO_PERMISSION: Code.FORBIDDEN,
+    ResponseCode.MESSAGE_ILLEGAL: Code.BAD_REQUEST,
+    ResponseCode.SYSTEM_BUSY: Code.TOO_MANY_REQUESTS,
+}
+
+
+class GrpcError(Exception):
+    """A refusal with its ``apache.rocketmq.v2.Code`` (Java ``GrpcProxyException``)."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def status(code: int, message: str | None = None) -> Any:
+    """An ``apache.rocketmq.v2.Status`` (message defaults to the code's name, as Java's)."""
+    return pb.Status(code=code, message=message if message is not None else Code.name(code))
+
+
+def accepted_message_types(topic_config: Any) -> list[int]:
+    """The message types a topic accepts, from its ``message.type`` attribute (Java 5
+    ``TopicMessageType``: NORMAL, FIFO, DELAY, TRANSACTION; MIXED accepts them all). A topic
+    without the attribute counts as NORMAL, as in Java; the one place the lookup is made."""
+    attributes = getattr(topic_config, "attributes", None) or {}
+    kind = str(attributes.get("message.type", attributes.get("+message.type", "NORMAL"))).upper()
+    if kind == "MIXED":
+        return [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION]
+    return [getattr(pb.MessageType, kind, pb.MessageType.NORMAL)]
+
+
+def _typed(topic_config: Any) -> bool:
+    """Whether the topic declares its type (only then are sends checked against it: topics
+    made before typed topics existed keep accepting what the 4.x clients send)."""
+    attributes = getattr(topic_config, "attributes", None) or {}
+    return "message.type" in attributes or "+message.type" in attributes
+
+
+def _permission(perm: int) -> int:
+    readable = bool(perm & PermName.PERM_READ)
+    writable = bool(perm & PermName.PERM_WRITE)
+    if readable and writable:
+        return int(pb.Permission.READ_WRITE)
+    if readable:
+        return int(pb.Permission.READ)
+    if writable:
+        return int(pb.Permission.WRITE)
+    return int(pb.Permission.NONE)
+
+
+def _peer_host(context: Any) -> str:
+    """``ipv4:1.2.3.4:5`` / ``ipv6:[::1]:5`` → the host."""
+    peer = str(context.peer() or "")
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rsplit(":", 1)[0].strip("[]")
+    return rest.rsplit(":", 1)[0]
+
+
+def _metadata(context: Any) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in context.invocation_metadata() or ():
+        if isinstance(value, str):
+            out[key] = value
+    return out
+
+
+def _wrap(namespace: str, name: str) -> str:
+    """Java ``NamespaceUtil.wrapNamespace``: ``<namespace>%<name>`` (retry/DLQ prefixes kept in front)."""
+    if not namespace or name.startswith(namespace + "%"):
+        return name
+    for prefix in (MixAll.RETRY_GROUP_TOPIC_PREFIX, MixAll.DLQ_GROUP_TOPIC_PREFIX):
+        if name.startswith(prefix):
+            return prefix + namespace + "%" + name[len(prefix) :]
+    return f"{namespace}%{name}"
+
+
+def _millis(ts: Any) -> int:
+    return int(ts.seconds) * 1000 + int(ts.nanos) // 1_000_000
+
+
+@dataclass
+class _Client:
+    """One 5.x client (by its ``x-mq-client-id``): its settings and its Telemetry streams."""
+
+    client_id: str
+    settings: Any = None  # the client's Settings as last received (None: defaults)
+    sessions: list[_Telemetry] = field(default_factory=list)
+    producer_groups: set[str] = field(default_factory=set)
+    last_seen: float = field(default_factory=time.monotonic)
+
+
+class _Telemetry:
+    """One Telemetry stream: a bounded queue of commands to the client. It also stands for the
+    client as a "producer connection" in the broker's ProducerManager (what Java's
+    ``GrpcClientChannel`` is): ``invoke_oneway`` turns a CHECK_TRANSACTION_STATE into a
+    ``RecoverOrphanedTransactionCommand``."""
+
+    def __init__(self, endpoint: GrpcEndpoint, client: _Client, remote_addr: str, size: int) -> None:
+        self.endpoint = endpoint
+        self.client = client
+        self.remote_addr = remote_addr
+        self.queue: asyncio.Queue[Any] = asyncio.Queue(size)
+        self.closed = False
+        self.attributes: dict[str, Any] = {}
+
+    def push(self, command: Any) -> bool:
+        if self.closed:
+            return False
+        try:
+            self.queue.put_nowait(command)
+        except asyncio.QueueFull:
+            _rlog.warning(
+                "telemetry-full",
+                "gRPC client %s (%s) does not read its Telemetry stream: a command was dropped",
+                clip(self.client.client_id),
+                self.remote_addr,
+            )
+            return False
+        return True
+
+    def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
+            return
+        command = self.endpoint.recovery_command(cmd)
+        if command is not None:
+            self.push(command)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+
+class _LocalChannel:
+    """The connection a processor answers on for one gRPC request (Java ``SimpleChannel``):
+    the processor's reply (a command, or a frame written "to the connection") resolves
+    :attr:`reply`."""
+
+    def __init__(self, remote_addr: str) -> None:
+        self.remote_addr = remote_addr
+        self.attributes: dict[str, Any] = {}
+        self.closed = False
+        self.reply: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+
+    def send_response_frame(self, frame: bytes) -> None:
+        if not self.reply.done():
+            self.reply.set_result(decode_frame(frame))
+
+    def send_response(self, cmd: RemotingCommand) -> None:
+        if not self.reply.done():
+            self.reply.set_result(cmd)
+
+    async def result(self, answer: Any) -> RemotingCommand:
+        """The reply, whichever way the processor gave it (returned, awaitable, or written)."""
+        if hasattr(answer, "__await__"):
+            answer = await answer
+        if isinstance(answer, RemotingCommand):
+            return answer
+        return await self.reply
+
+
+class GrpcEndpoint:
+    """The broker's ``apache.rocketmq.v2.MessagingService`` on ``grpcServerPort``.
+
+    Args:
+        controller: the ``BrokerController`` (its config, TLS settings, ACL, processors).
+        tls: the broker's ``TlsSettings`` or None; with a server certificate and a mode other
+            than ``disabled`` the port speaks TLS only (gRPC has no permissive mode).
+    """
+
+    def __init__(self, controller: BrokerController, tls: Any = None) -> None:
+        self.controller = controller
+        self.config = controller.broker_config
+        self.tls = tls
+        self.server: Any = None
+        self.port = 0
+        self.clients: dict[str, _Client] = {}
+        self._streams: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Serve on ``grpcServerPort`` (nothing when 0); a port taken is one warning."""
+        bc = self.config
+        if bc.grpc_server_port == 0:
+            return
+        options = [
+            ("grpc.max_concurrent_streams", bc.grpc_max_concurrent_streams),
+            ("grpc.max_receive_message_length", bc.grpc_max_message_size),
+            ("grpc.max_send_message_length", bc.grpc_max_message_size),
+            ("grpc.so_reuseport", 0),
+            # a client that stops answering pings is dropped (Java's proxy: keepalive 2 min)
+            ("grpc.keepalive_time_ms", 60_000),
+            ("grpc.keepalive_timeout_ms", 20_000),
+            ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ]
+        server = grpc.aio.server(options=options)
+        server.add_generic_rpc_handlers([self._handlers()])
+        host = bc.grpc_server_host or bc.listen_host
+        address = f"[{host}]:{bc.grpc_server_port}" if ":" in host else f"{host}:{bc.grpc_server_port}"
+        try:
+            credentials = await asyncio.to_thread(self._credentials)
+            if credentials is not None:
+                port = server.add_secure_port(address, credentials)
+            else:
+                port = server.add_insecure_port(address)
+        except RuntimeError as e:  # grpcio: "Failed to bind to address ..."
+            log.warning(
+                "gRPC endpoint not started: cannot bind %s (%s); set grpcServerPort to a free port, or 0 for none",
+                address,
+                e,
+            )
+            return
+        await server.start()
+        self.server = server
+        self.port = port
+        log.info("gRPC endpoint (RocketMQ 5 clients) listening on %s:%d%s", host, port, " (TLS)" if credentials else "")
+
+    def _credentials(self) -> Any:
+        tls = self.tls
+        if tls is None or not tls.server_cert_path or tls.mode.value == "disabled":
+            return None
+        with open(tls.server_key_path or tls.server_cert_path, "rb") as f:
+            key = f.read()
+        with open(tls.server_cert_path, "rb") as f:
+            cert = f.read()
+        trust = None
+        if tls.server_trust_cert_path and tls.server_need_client_auth != "none":
+            with open(tls.server_trust_cert_path, "rb") as f:
+                trust = f.read()
+        return grpc.ssl_server_credentials(
+            [(key, cert)], root_certificates=trust, require_client_auth=tls.server_need_client_auth == "require"
+        )
+
+    async def close(self) -> None:
+        for client in self.clients.values():
+            for session in client.sessions:
+                session.closed = True
+        if self.server is not None:
+            await self.server.stop(grace=1.0)
+            self.server = None
+
+    # -- the handlers ---------------------------------------------------------------------
+
+    def _handlers(self) -> Any:
+        handlers: dict[str, Any] = {}
+        for rpc, (req, resp, client_streams, server_streams) in RPCS.items():
+            fn = getattr(self, "rpc_" + rpc)
+            de = getattr(pb, req).FromString
+            ser = getattr(pb, resp).SerializeToString
+            if client_streams and server_streams:
+                handlers[rpc] = grpc.stream_stream_rpc_method_handler(
+                    fn, request_deserializer=de, response_serializer=ser
+                )
+            elif server_streams:
+                handlers[rpc] = grpc.unary_stream_rpc_method_handler(fn, request_deserializer=de, response_serializer=ser)
+            else:
+                handlers[rpc] = grpc.unary_unary_rpc_method_handler(
+                    self._unary(fn, resp), request_deserializer=de, response_serializer=ser
+                )
+        return grpc.method_handlers_generic_handler(SERVICE, handlers)
+
+    def _unary(self, fn: Callable[[Any, Any], Any], resp: str) -> Callable[[Any, Any], Any]:
+        """Every refusal (GrpcError) or failure becomes the response's Status, as Java's."""
+        cls = getattr(pb, resp)
+
+        async def call(request: Any, context: Any) -> Any:
+            try:
+                if not self.controller.ready:
+                    raise GrpcError(Code.TOO_MANY_REQUESTS, "the broker is starting or stopping")
+                return await fn(request, context)
+            except GrpcError as e:
+                return cls(status=status(e.code, e.message))
+            except Exception as e:  # noqa: BLE001 - an unexpected failure answers this request only
+                _rlog.error(f"grpc-{resp}", "gRPC %s failed", resp, exc_info=True)
+                return cls(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(e).__name__}: {e}"))
+
+        return call
+
+    # -- authentication and names -----------------------------------------------------------
+
+    def _authorize(self, context: Any, resources: dict[str, int] | None) -> None:
+        acl = self.controller.acl
+        if acl is None:
+            return
+        md = _metadata(context)
+        refusal = acl.check_v2(md.get(MD_AUTHORIZATION), md.get(MD_DATE_TIME), _peer_host(context), resources)
+        if refusal is not None:
+            _rlog.warning(
+                "grpc-acl", "gRPC request from %s refused by ACL: %s", context.peer(), clip(refusal.remark)
+            )
+            code = Code.UNAUTHORIZED if "signature" in str(refusal) or "accessKey" in str(refusal) else Code.FORBIDDEN
+            raise GrpcError(code, str(refusal))
+
+    @staticmethod
+    def _name(context: Any, resource: Any) -> str:
+        namespace = resource.resource_namespace or _metadata(context).get(MD_NAMESPACE, "")
+        return _wrap(namespace, resource.name)
+
+    def _client(self, context: Any, create: bool = True) -> _Client | None:
+        client_id = _metadata(context).get(MD_CLIENT_ID, "")
+        if not client_id:
+            raise GrpcError(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is missing")
+        client = self.clients.get(client_id)
+        if client is None and create:
+            if len(self.clients) >= self.config.grpc_max_clients:
+                _rlog.warning(
+                    "grpc-clients-full", "gRPC client table full (grpcMaxClients=%d)", self.config.grpc_max_clients
+                )
+                return None
+            client = self.clients[client_id] = _Client(client_id)
+        if client is not None:
+            client.last_seen = time.monotonic()
+        return client
+
+    def _topic_config(self, topic: str) -> Any:
+        tc = self.controller.topic_config_manager.select_topic_config(topic)
+        if tc is None:
+            # Java: "failed to fetch topic route" even with autoCreateTopicEnable (gRPC routes
+            # come from the name server, which has none for an unknown topic).
+            raise GrpcError(Code.TOPIC_NOT_FOUND, f"topic not found: {clip(topic)}")
+        return tc
+
+    def _endpoints(self, request_endpoints: Any) -> Any:
+        """The endpoints clients should use for this broker: the ones the client reached us by
+        (Java local mode answers the proxy's own address), else our bound address."""
+        if request_endpoints is not None and len(request_endpoints.addresses):
+            return request_endpoints
+        host = self.config.broker_ip1
+        return pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=self.port)])
+
+    # -- QueryRoute, Heartbeat, QueryAssignment -----------------------------------------------
+
+    async def rpc_QueryRoute(self, request: Any, context: Any) -> Any:
+        topic = self._name(context, request.topic)
+        self._authorize(context, {topic: Permission.ANY})
+        tc = self._topic_config(topic)
+        broker = pb.Broker(
+            name=self.config.broker_name, id=MixAll.MASTER_ID, endpoints=self._endpoints(request.endpoints)
+        )
+        types = accepted_message_types(tc)
+        perm = tc.perm & self.config.broker_permission
+        queues = []
+        # Java genMessageQueueFromQueueData: the queues both readable and writable, then the
+        # read-only or write-only rest.
+        reads, writes = tc.read_queue_nums, tc.write_queue_nums
+        for qid in range(max(reads, writes)):
+            p = perm
+            if qid >= reads:
+                p &= ~PermName.PERM_READ
+            if qid >= writes:
+                p &= ~PermName.PERM_WRITE
+            queues.append(
+                pb.MessageQueue(
+                    topic=request.topic, id=qid, permission=_permission(p), broker=broker, accept_message_types=types
+                )
+            )
+        return pb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
+
+    async def rpc_Heartbeat(self, request: Any, context: Any) -> Any:
+        client = self._client(context)
+        if client is not None:
+            self._register_producer(client)
+        return pb.HeartbeatResponse(status=status(Code.OK))
+
+    async def rpc_QueryAssignment(self, request: Any, context: Any) -> Any:
+        topic = self._name(context, request.topic)
+        tc = self._topic_config(topic)
+        broker = pb.Broker(
+            name=self.config.broker_name, id=MixAll.MASTER_ID, endpoints=self._endpoints(request.endpoints)
+        )
+        # POP assigns by broker, not by queue: one queue id -1 per readable broker (Java
+        # QueryAssignmentActivity for non-FIFO groups).
+        if not tc.perm & PermName.PERM_READ:
+            return pb.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "the topic is not readable"))
+        queue = pb.MessageQueue(
+            topic=request.topic,
+            id=-1,
+            permission=_permission(tc.perm),
+            broker=broker,
+            accept_message_types=accepted_message_types(tc),
+        )
+        return pb.QueryAssignmentResponse(status=status(Code.OK), assignments=[pb.Assignment(message_queue=queue)])
+
+    async def rpc_NotifyClientTermination(self, request: Any, context: Any) -> Any:
+        client = self._client(context, create=False)
+        if client is not None:
+            self._forget(client)
+        return pb.NotifyClientTerminationResponse(status=status(Code.OK))
+
+    def _forget(self, client: _Client) -> None:
+        pm = self.controller.producer_manager
+        for session in client.sessions:
+            session.closed = True
+            pm.do_channel_close_event(session)  # type: ignore[arg-type]
+        self.clients.pop(client.client_id, None)
+
+    def _register_producer(self, client: _Client) -> None:
+        """Each topic a producer publishes to is its producer group here (Java's proxy uses the
+        topic as the transaction checker's group), held by its newest Telemetry stream."""
+        from rmq.broker.managers.consumer import ClientChannelInfo
+
+        if not client.sessions:
+            return
+        settings = client.settings
+        if settings is not None and settings.WhichOneof("pub_sub") == "publishing":
+            for topic in settings.publishing.topics:
+                client.producer_groups.add(_wrap(topic.resource_namespace, topic.name))
+        session = client.sessions[-1]
+        pm = self.controller.producer_manager
+        for group in client.producer_groups:
+            pm.register_producer(group, ClientChannelInfo(session, client.client_id, "PYTHON", 0))  # type: ignore[arg-type]
+
+    # -- SendMessage ----------------------------------------------------------------------
+
+    async def rpc_SendMessage(self, request: Any, context: Any) -> Any:
+        messages = request.messages
+        if not messages:
+            raise GrpcError(Code.MESSAGE_CORRUPTED, "no message to send")
+        topic = self._name(context, messages[0].topic)
+        for m in messages:
+            if self._name(context, m.topic) != topic:
+                raise GrpcError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+        self._authorize(context, {topic: Permission.PUB})
+        tc = self._topic_config(topic)
+        entries = []
+        codes = set()
+        for m in messages:
+            try:
+                entry = await self._send_one(context, topic, tc, m)
+            except GrpcError as e:
+                entry = pb.SendResultEntry(status=status(e.code, e.message))
+            entries.append(entry)
+            codes.add(entry.status.code)
+        if len(codes) == 1:
+            only = codes.pop()
+            head = status(only, entries[0].status.message if only != Code.OK else None)
+        else:
+            head = status(Code.MULTIPLE_RESULTS)
+        return pb.SendMessageResponse(status=head, entries=entries)
+
+    def _properties(self, context: Any, topic: str, m: Any) -> tuple[dict[str, str], int]:
+        """Java ``SendMessageActivity.buildMessageProperty``: the stored properties and sysFlag."""
+        sp = m.system_properties
+        user = dict(m.user_properties)
+        if len(user) > MAX_USER_PROPERTIES:
+            raise GrpcError(
+                Code.MESSAGE_PROPERTIES_TOO_LARGE, f"too many user properties, max is {MAX_USER_PROPERTIES}"
+            )
+        size = 0
+        for k, v in user.items():
+            if k in _SYSTEM_PROPERTIES:
+                raise GrpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {clip(k)}")
+            if _has_control(k) or _has_control(v):
+                raise GrpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "a property cannot contain control characters")
+            size += len(k.encode()) + len(v.encode())
+        props = user
+        if sp.HasField("tag") and sp.tag:
+            if "|" in sp.tag or _has_control(sp.tag) or not sp.tag.strip():
+                raise GrpcError(Code.ILLEGAL_MESSAGE_TAG, "tag cannot be blank or contain | or control characters")
+            props[MessageConst.TAGS] = sp.tag
+            size += len(sp.tag.encode())
+        keys = list(sp.keys)
+        for key in keys:
+            if not key.strip() or _has_control(key):
+                raise GrpcError(Code.ILLEGAL_MESSAGE_KEY, "key cannot be blank or contain control characters")
+            size += len(key.encode())
+        if keys:
+            props[MessageConst.KEYS] = MessageConst.KEY_SEPARATOR.join(keys)
+        if size > MAX_USER_PROPERTY_BYTES:
+            raise GrpcError(
+                Code.MESSAGE_PROPERTIES_TOO_LARGE,
+                f"the total size of user property is too large, max is {MAX_USER_PROPERTY_BYTES}",
+            )
+        if not sp.message_id.strip():
+            raise GrpcError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
+        props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
+        sys_flag = 0
+        if sp.message_type == pb.MessageType.TRANSACTION:
+            props[MessageConst.TRANSACTION_PREPARED] = "true"
+            sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
+            if sp.HasField("orphaned_transaction_recovery_duration"):
+                seconds = sp.orphaned_transaction_recovery_duration.seconds
+                if seconds > MAX_TRANSACTION_RECOVERY_SECONDS:
+                    raise GrpcError(
+                        Code.BAD_REQUEST,
+                        f"the max transaction recovery time of message is too large, max is "
+                        f"{MAX_TRANSACTION_RECOVERY_SECONDS}",
+                    )
+                props[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(seconds)
+        if sp.HasField("delivery_timestamp"):
+            ts = sp.delivery_timestamp
+            if not _TS_MIN_SECONDS <= ts.seconds <= _TS_MAX_SECONDS or not 0 <= ts.nanos < 1_000_000_000:
+                # Java Timestamps.checkValid (there an INTERNAL_SERVER_ERROR; here the code that
+                # names the field): the 5.x Python client puts what it is given into seconds.
+                raise GrpcError(Code.ILLEGAL_DELIVERY_TIME, f"Timestamp is not valid: seconds={ts.seconds}")
+            deliver_ms = _millis(ts)
+            if deliver_ms - int(time.time() * 1000) > MAX_DELAY_MS:
+                raise GrpcError(
+                    Code.ILLEGAL_DELIVERY_TIME, f"the max delay time of message is too large, max is {MAX_DELAY_MS}"
+                )
+            props[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
+        props[MessageConst.PRODUCER_GROUP] = topic
+        if sp.HasField("message_group") and sp.message_group:
+            group = sp.message_group
+            if not group.strip() or _has_control(group):
+                raise GrpcError(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be blank or contain control characters")
+            if len(group) > MAX_MESSAGE_GROUP_SIZE:
+                raise GrpcError(Code.ILLEGAL_MESSAGE_GROUP, f"message group exceed the max size {MAX_MESSAGE_GROUP_SIZE}")
+            props[MessageConst.SHARDING_KEY] = group
+        if sp.HasField("trace_context") and sp.trace_context:
+            props[PROPERTY_TRACE_CONTEXT] = sp.trace_context
+        born_host = sp.born_host or _peer_host(context)
+        if born_host:
+            props[PROPERTY_BORN_HOST] = born_host
+        return props, sys_flag
+
+    async def _send_one(self, context: Any, topic: str, tc: Any, m: Any) -> Any:
+        body = m.body
+        if not body:
+            raise GrpcError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
+        store = self.controller.started_store
+        max_body = int(getattr(store.config, "max_message_size", 4 * 1024 * 1024))
+        if len(body) > max_body:
+            raise GrpcError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {max_body}")
+        sp = m.system_properties
+        mtype = sp.message_type
+        if _typed(tc) and mtype not in accepted_message_types(tc):
+            raise GrpcError(
+                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "current message type not match with topic accept message types"
+            )
+        props, sys_flag = self._properties(context, topic, m)
+        if mtype == pb.MessageType.TRANSACTION:
+            client = self._client(context)
+            if client is not None and topic not in client.producer_groups:
+                client.producer_groups.add(topic)
+                self._register_producer(client)
+        # Java SendMessageQueueSelector: a message group picks its queue by hash, others any.
+        writes = max(1, tc.write_queue_nums)
+        if MessageConst.SHARDING_KEY in props:
+            queue_id = java_string_hash(props[MessageConst.SHARDING_KEY]) % writes
+        else:
+            queue_id = -1
+        born_ms = _millis(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
+        header = SendMessageRequestHeader(
+            producer_group=topic,
+            topic=topic,
+            default_topic=TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC,
+            default_topic_queue_nums=4,
+            queue_id=queue_id,
+            sys_flag=sys_flag,
+            born_timestamp=born_ms,
+            flag=0,
+            properties=properties_to_string(props, trailing_separator=False),
+            reconsume_times=sp.delivery_attempt if sp.HasField("delivery_attempt") else 0,
+        )
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, bytes(body))
+        channel = _LocalChannel(context.peer() or "?")
+        processor = self.controller.send_processor
+        reply = await channel.result(processor.send_message(channel, cmd, header, False))  # type: ignore[arg-type]
+        code = _STORE_CODES.get(reply.code, Code.INTERNAL_SERVER_ERROR)
+        if code != Code.OK:
+            return pb.SendResultEntry(status=status(code, reply.remark or f"send failed: code {reply.code}"))
+        ext = reply.ext_fields
+        offset_msg_id = str(ext.get("msgId", ""))
+        return pb.SendResultEntry(
+            status=status(Code.OK),
+            message_id=sp.message_id,
+            transaction_id=offset_msg_id if mtype == pb.MessageType.TRANSACTION else "",
+            offset=int(ext.get("queueOffset", 0)),
+        )
+
+    # -- transactions ---------------------------------------------------------------------
+
+    async def rpc_EndTransaction(self, request: Any, context: Any) -> Any:
+        topic = self._name(context, request.topic)
+        self._authorize(context, {topic: Permission.PUB})
+        if not request.transaction_id:
+            raise GrpcError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
+        try:
+            _, _, commit_log_offset = decode_offset_msg_id(request.transaction_id)
+        except ValueError:
+            raise GrpcError(Code.INVALID_TRANSACTION_ID, f"unknown transaction id {clip(request.transaction_id)}") from None
+        half = self.controller.started_store.look_message_by_offset(commit_log_offset)
+        if half is None or half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) != request.message_id:
+            raise GrpcError(Code.INVALID_TRANSACTION_ID, f"no half message for transaction {clip(request.transaction_id)}")
+        if request.resolution == pb.TransactionResolution.COMMIT:
+            kind = MessageSysFlag.TRANSACTION_COMMIT_TYPE
+        elif request.resolution == pb.TransactionResolution.ROLLBACK:
+            kind = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
+        else:
+            kind = MessageSysFlag.TRANSACTION_NOT_TYPE
+        header = EndTransactionRequestHeader(
+            producer_group=half.properties.get(MessageConst.PRODUCER_GROUP, topic),
+            tran_state_table_offset=half.queue_offset,
+            commit_log_offset=commit_log_offset,
+            commit_or_rollback=kind,
+            from_transaction_check=request.source == pb.TransactionSource.SOURCE_SERVER_CHECK,
+            msg_id=request.message_id,
+            transaction_id=request.transaction_id,
+        )
+        cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header)
+        channel = _LocalChannel(context.peer() or "?")
+        reply = await self.controller.transaction_service.end_transaction(channel, cmd, header)  # type: ignore[arg-type]
+        if reply.code != ResponseCode.SUCCESS:
+            return pb.EndTransactionResponse(status=status(Code.INTERNAL_SERVER_ERROR, reply.remark or "end failed"))
+        return pb.EndTransactionResponse(status=status(Code.OK))
+
+    def recovery_command(self, cmd: RemotingCommand) -> Any:
+        """A CHECK_TRANSACTION_STATE the broker sends a producer → the 5.x client's
+        ``RecoverOrphanedTransactionCommand`` (Java ``GrpcClientChannel``): the half message
+        with its real topic, and the check copy's offsetMsgId as transaction id (what
+        EndTransaction looks the copy up by)."""
+        ext = cmd.ext_fields
+        try:
+            commit_log_offset = int(ext.get("commitLogOffset", -1))
+        except (TypeError, ValueError):
+            return None
+        half = self.controller.started_store.look_message_by_offset(commit_log_offset)
+        if half is None:
+            return None
+        props = dict(half.properties)
+        message = self.to_message(half, props.get(MessageConst.REAL_TOPIC) or half.topic, props)
+        message.system_properties.message_type = pb.MessageType.TRANSACTION
+        command = pb.TelemetryCommand(
+            recover_orphaned_transaction_command=pb.RecoverOrphanedTransactionCommand(
+                message=message, transaction_id=str(ext.get("offsetMsgId") or half.msg_id)
+            )
+        )
+        return command
+
+    @staticmethod
+    def to_message(stored: Any, topic: str, props: dict[str, str]) -> Any:
+        """A stored message as ``apache.rocketmq.v2.Message`` (Java ``GrpcConverter.buildMessage``)."""
+        import zlib
+
+        namespace, sep, name = topic.partition("%")
+        if not sep:
+            namespace, name = "", topic
+        sp = pb.SystemProperties(
+            message_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, stored.msg_id),
+            body_encoding=pb.Encoding.IDENTITY,
+            queue_id=stored.queue_id,
+            store_host=f"{stored.store_host[0]}:{stored.store_host[1]}",
+            born_host=props.get(PROPERTY_BORN_HOST, stored.born_host[0]),
+        )
+        sp.body_digest.type = pb.DigestType.CRC32
+        sp.body_digest.checksum = format(zlib.crc32(stored.body) & 0xFFFFFFFF, "08X")
+        sp.born_timestamp.FromMilliseconds(stored.born_timestamp)
+        sp.store_timestamp.FromMilliseconds(stored.store_timestamp)
+        if props.get(MessageConst.TAGS):
+            sp.tag = props[MessageConst.TAGS]
+        if props.get(MessageConst.KEYS):
+            sp.keys.extend(props[MessageConst.KEYS].split(MessageConst.KEY_SEPARATOR))
+        if props.get(MessageConst.SHARDING_KEY):
+            sp.message_group = props[MessageConst.SHARDING_KEY]
+        if props.get(PROPERTY_TIMER_DELIVER_MS, "").isdigit():
+            sp.delivery_timestamp.FromMilliseconds(int(props[PROPERTY_TIMER_DELIVER_MS]))
+        if props.get(PROPERTY_TRACE_CONTEXT):
+            sp.trace_context = props[PROPERTY_TRACE_CONTEXT]
+        user = {k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES}
+        return pb.Message(
+            topic=pb.Resource(resource_namespace=namespace, name=name),
+            user_properties=user,
+            system_properties=sp,
+            body=stored.body,
+        )
+
+    # -- Telemetry ------------------------------------------------------------------------
+
+    async def rpc_Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
+        """Settings in, settings back (merged with the broker's); transaction checks out.
+        Until a client's settings arrive every RPC works on the defaults (Java fails there)."""
+        try:
+            self._authorize(context, None)
+            client = self._client(context)
+        except GrpcError as e:
+            yield pb.TelemetryCommand(status=status(e.code, e.message))
+            return
+        if client is None:
+            yield pb.TelemetryCommand(status=status(Code.TOO_MANY_REQUESTS, "too many gRPC clients"))
+            return
+        if len(client.sessions) >= self.config.grpc_max_telemetry_sessions_per_client:
+            yield pb.TelemetryCommand(
+                status=status(
+                    Code.TOO_MANY_REQUESTS,
+                    f"a client may hold {self.config.grpc_max_telemetry_sessions_per_client} Telemetry streams",
+                )
+            )
+            return
+        session = _Telemetry(self, client, context.peer() or "?", self.config.grpc_telemetry_queue_size)
+        client.sessions.append(session)
+        reader = asyncio.ensure_future(self._read_telemetry(request_iterator, session))
+        try:
+            while True:
+                get = asyncio.ensure_future(session.queue.get())
+                done, _ = await asyncio.wait({get, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if get in done:
+                    yield get.result()
+                    continue
+                get.cancel()
+                break
+        finally:
+            session.closed = True
+            reader.cancel()
+            if session in client.sessions:
+                client.sessions.remove(session)
+            self.controller.producer_manager.do_channel_close_event(session)  # type: ignore[arg-type]
+            if not client.sessions:
+                self.clients.pop(client.client_id, None)
+            elif client.producer_groups:
+                self._register_producer(client)
+
+    async def _read_telemetry(self, request_iterator: Any, session: _Telemetry) -> None:
+        async for command in request_iterator:
+            kind = command.WhichOneof("command")
+            if kind == "settings":
+                session.client.settings = command.settings
+                self._register_producer(session.client)
+                session.push(pb.TelemetryCommand(status=status(Code.OK), settings=self._answer_settings(command.settings)))
+            # thread_stack_trace / verify_message_result: answers to commands this broker never
+            # sends; ignored.
+
+    def _answer_settings(self, given: Any) -> Any:
+        """The client's settings merged with the broker's (Java ``GrpcClientSettingsManager``)."""
+        out = pb.Settings()
+        out.CopyFrom(given)
+        backoff = out.backoff_policy
+        kind = given.WhichOneof("pub_sub")
+        if kind == "publishing":
+            store = self.controller.message_store
+            max_body = int(getattr(getattr(store, "config", None), "max_message_size", 4 * 1024 * 1024))
+            out.publishing.max_body_size = max_body
+            # sends are checked by the broker itself (typed topics), not trusted to the client
+            out.publishing.validate_message_type = False
+            backoff.max_attempts = _PRODUCER_ATTEMPTS
+            backoff.exponential_backoff.initial.FromMilliseconds(10)
+            backoff.exponential_backoff.max.FromMilliseconds(1000)
+            backoff.exponential_backoff.multiplier = 2.0
+        elif kind == "subscription":
+            sub = out.subscription
+            if not sub.HasField("receive_batch_size"):
+                sub.receive_batch_size = _RECEIVE_BATCH
+            if not sub.HasField("long_polling_timeout"):
+                sub.long_polling_timeout.FromSeconds(_LONG_POLLING_SECONDS)
+            if not sub.HasField("fifo"):
+                sub.fifo = False
+            backoff.max_attempts = _CONSUMER_ATTEMPTS
+            backoff.customized_backoff.next.add().FromSeconds(1)
+        out.metric.on = False
+        return out
+
+    # -- POP-based RPCs: answered cleanly until POP consumption exists ------------------------
+
+    async def rpc_ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        yield pb.ReceiveMessageResponse(status=status(Code.NOT_IMPLEMENTED, _NOT_POP.format(rpc="ReceiveMessage")))
+
+    async def rpc_AckMessage(self, request: Any, context: Any) -> Any:
+        raise GrpcError(Code.NOT_IMPLEMENTED, _NOT_POP.format(rpc="AckMessage"))
+
+    async def rpc_ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
+        raise GrpcError(Code.NOT_IMPLEMENTED, _NOT_POP.format(rpc="ChangeInvisibleDuration"))
+
+    async def rpc_ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
+        raise GrpcError(Code.NOT_IMPLEMENTED, _NOT_POP.format(rpc="ForwardMessageToDeadLetterQueue"))
+
+
+def _has_control(text: str) -> bool:
+    return any(ord(c) < 32 or ord(c) == 127 for c in text)
+
+
+# Java MessageConst.STRING_HASH_SET: names the system owns (a user property may not use them).
+_SYSTEM_PROPERTIES = frozenset(
+    {
+        *MessageConst.RESERVED,
+        MessageConst.SHARDING_KEY,
+        MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS,
+        MessageConst.TRANSACTION_CHECK_TIMES,
+        MessageConst.TRANSACTION_PREPARED_QUEUE_OFFSET,
+        MessageConst.CORRELATION_ID,
+        MessageConst.MESSAGE_REPLY_TO_CLIENT,
+        MessageConst.MESSAGE_TTL,
+        MessageConst.REPLY_MESSAGE_ARRIVE_TIME,
+        MessageConst.PUSH_REPLY_TIME,
+        MessageConst.CLUSTER,
+        MessageConst.MESSAGE_TYPE,
+        MessageConst.TRACE_SWITCH,
+        PROPERTY_TIMER_DELIVER_MS,
+        PROPERTY_TRACE_CONTEXT,
+        PROPERTY_BORN_HOST,
+        "TIMER_DELAY_SEC",
+        "TIMER_DELAY_MS",
+        "__STARTDELIVERTIME",
+        "MSG_REGION",
+        "BORN_TIMESTAMP",
+    }
+)
