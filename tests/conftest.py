@@ -94,6 +94,7 @@ _INTEGRATION_DIRS = frozenset(
         "cli",
         "client",
         "console",
+        "grpc",
         "ha",
         "interop",
         "namesrv",

@@ -119,6 +119,65 @@ def ensure_clients() -> Clients:
     return Clients(python, node, ons / "node_modules", timings)
 
 
+# ------------------------------------------------------------------- the RocketMQ 5 gRPC client
+
+V5_PACKAGE = "rocketmq-python-client==5.1.2"
+
+
+class RegistryUnreachable(InstallError):
+    """PyPI could not be reached: the only reason a test needing a real client may skip."""
+
+
+def _v5_ok(python: Path) -> bool:
+    if not python.exists():
+        return False
+    probe = (
+        "import importlib.metadata as m, rocketmq; "
+        "assert m.version('rocketmq-python-client') == '5.1.2', m.version('rocketmq-python-client')"
+    )
+    return (
+        subprocess.run([str(python), "-c", probe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
+    )
+
+
+def ensure_v5_client() -> Path:
+    """The Python of a virtualenv (``<cache>/v5-venv``) holding the unmodified PyPI
+    ``rocketmq-python-client==5.1.2`` (its import name ``rocketmq`` is the C++ wrapper's too,
+    hence a venv of its own), installed once. Raises :class:`RegistryUnreachable` when pip
+    cannot reach the index, :class:`InstallError` for any other failure."""
+    root = cache_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    venv = root / "v5-venv"
+    python = venv / "bin" / "python"
+    with open(root / ".install-v5.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _v5_ok(python):
+            return python
+        shutil.rmtree(venv, ignore_errors=True)
+        _run([sys.executable, "-m", "venv", str(venv)], "creating the 5.x client's virtualenv")
+        try:
+            _run(
+                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", V5_PACKAGE],
+                f"pip install {V5_PACKAGE}",
+            )
+        except InstallError as exc:
+            text = str(exc)
+            if any(
+                s in text
+                for s in (
+                    "NewConnectionError",
+                    "Temporary failure in name resolution",
+                    "Network is unreachable",
+                    "Max retries exceeded",
+                )
+            ):
+                raise RegistryUnreachable(f"PyPI unreachable installing {V5_PACKAGE}: {text[-400:]}") from None
+            raise
+        if not _v5_ok(python):
+            raise InstallError(f"{V5_PACKAGE} installed but `import rocketmq` fails in {venv}")
+    return python
+
+
 # ------------------------------------------------------------------------------ running drivers
 
 

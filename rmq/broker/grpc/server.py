@@ -40,8 +40,8 @@ from rmq.common.message import MessageConst, MessageSysFlag, java_string_hash, p
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.message import EndTransactionRequestHeader, SendMessageRequestHeader
-from rmq.remoting.plain_acl import Permission
 from rmq.remoting.codec import decode_frame
+from rmq.remoting.plain_acl import Permission
 from rmq.store import decode_offset_msg_id
 
 if TYPE_CHECKING:
@@ -352,7 +352,9 @@ class GrpcEndpoint:
                     fn, request_deserializer=de, response_serializer=ser
                 )
             elif server_streams:
-                handlers[rpc] = grpc.unary_stream_rpc_method_handler(fn, request_deserializer=de, response_serializer=ser)
+                handlers[rpc] = grpc.unary_stream_rpc_method_handler(
+                    fn, request_deserializer=de, response_serializer=ser
+                )
             else:
                 handlers[rpc] = grpc.unary_unary_rpc_method_handler(
                     self._unary(fn, resp), request_deserializer=de, response_serializer=ser
@@ -385,9 +387,7 @@ class GrpcEndpoint:
         md = _metadata(context)
         refusal = acl.check_v2(md.get(MD_AUTHORIZATION), md.get(MD_DATE_TIME), _peer_host(context), resources)
         if refusal is not None:
-            _rlog.warning(
-                "grpc-acl", "gRPC request from %s refused by ACL: %s", context.peer(), clip(refusal.remark)
-            )
+            _rlog.warning("grpc-acl", "gRPC request from %s refused by ACL: %s", context.peer(), clip(refusal.remark))
             code = Code.UNAUTHORIZED if "signature" in str(refusal) or "accessKey" in str(refusal) else Code.FORBIDDEN
             raise GrpcError(code, str(refusal))
 
@@ -603,9 +603,13 @@ class GrpcEndpoint:
         if sp.HasField("message_group") and sp.message_group:
             group = sp.message_group
             if not group.strip() or _has_control(group):
-                raise GrpcError(Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be blank or contain control characters")
+                raise GrpcError(
+                    Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be blank or contain control characters"
+                )
             if len(group) > MAX_MESSAGE_GROUP_SIZE:
-                raise GrpcError(Code.ILLEGAL_MESSAGE_GROUP, f"message group exceed the max size {MAX_MESSAGE_GROUP_SIZE}")
+                raise GrpcError(
+                    Code.ILLEGAL_MESSAGE_GROUP, f"message group exceed the max size {MAX_MESSAGE_GROUP_SIZE}"
+                )
             props[MessageConst.SHARDING_KEY] = group
         if sp.HasField("trace_context") and sp.trace_context:
             props[PROPERTY_TRACE_CONTEXT] = sp.trace_context
@@ -626,7 +630,8 @@ class GrpcEndpoint:
         mtype = sp.message_type
         if _typed(tc) and mtype not in accepted_message_types(tc):
             raise GrpcError(
-                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "current message type not match with topic accept message types"
+                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                "current message type not match with topic accept message types",
             )
         props, sys_flag = self._properties(context, topic, m)
         if mtype == pb.MessageType.TRANSACTION:
@@ -679,10 +684,14 @@ class GrpcEndpoint:
         try:
             _, _, commit_log_offset = decode_offset_msg_id(request.transaction_id)
         except ValueError:
-            raise GrpcError(Code.INVALID_TRANSACTION_ID, f"unknown transaction id {clip(request.transaction_id)}") from None
+            raise GrpcError(
+                Code.INVALID_TRANSACTION_ID, f"unknown transaction id {clip(request.transaction_id)}"
+            ) from None
         half = self.controller.started_store.look_message_by_offset(commit_log_offset)
         if half is None or half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) != request.message_id:
-            raise GrpcError(Code.INVALID_TRANSACTION_ID, f"no half message for transaction {clip(request.transaction_id)}")
+            raise GrpcError(
+                Code.INVALID_TRANSACTION_ID, f"no half message for transaction {clip(request.transaction_id)}"
+            )
         if request.resolution == pb.TransactionResolution.COMMIT:
             kind = MessageSysFlag.TRANSACTION_COMMIT_TYPE
         elif request.resolution == pb.TransactionResolution.ROLLBACK:
@@ -816,7 +825,9 @@ class GrpcEndpoint:
             if kind == "settings":
                 session.client.settings = command.settings
                 self._register_producer(session.client)
-                session.push(pb.TelemetryCommand(status=status(Code.OK), settings=self._answer_settings(command.settings)))
+                session.push(
+                    pb.TelemetryCommand(status=status(Code.OK), settings=self._answer_settings(command.settings))
+                )
             # thread_stack_trace / verify_message_result: answers to commands this broker never
             # sends; ignored.
 

@@ -30,7 +30,8 @@ def emit(**event):
 
 
 def main() -> int:
-    plan = json.loads(open(sys.argv[1]).read())
+    with open(sys.argv[1]) as f:
+        plan = json.load(f)
     checked = threading.Event()
 
     class Checker(TransactionChecker):

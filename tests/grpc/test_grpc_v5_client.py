@@ -1,0 +1,181 @@
+"""The unmodified PyPI ``rocketmq-python-client==5.1.2`` (gRPC) against ``rmq standalone``:
+a producer sends NORMAL, FIFO, DELAY and TRANSACTION messages (one transaction left open and
+resolved by the client's checker when the broker's recovery check arrives over Telemetry);
+rmq's own PullConsumer reads them back over the remoting port."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+
+import pytest
+from conftest import start_grpc_broker
+from grpc_support import Driver
+
+import rmq
+from rmq._testing import wait_until
+
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
+
+
+async def _read(namesrv: str, topic: str, bodies: set[str], timeout: float = 30.0) -> dict[str, rmq.MessageExt]:
+    """Every message of ``topic`` whose body is in ``bodies``, by body, read from offset 0."""
+    c = rmq.PullConsumer(
+        namesrv,
+        f"GID_read_{uuid.uuid4().hex[:8]}",
+        consume_from_where=rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        auto_commit=False,
+        poll_timeout=0.5,
+    )
+    got: dict[str, rmq.MessageExt] = {}
+    async with c:
+        c.assign(await c.fetch_message_queues(topic))
+
+        async def all_read() -> bool:
+            for m in await c.poll():
+                got[m.body.decode()] = m
+            return bodies <= set(got)
+
+        await wait_until(all_read, timeout, what=f"messages {sorted(bodies)} readable")
+    return got
+
+
+def test_v5_producer_sends_every_message_type(v5_python, grpc_broker, workdir):
+    topic = f"V5_{uuid.uuid4().hex[:8]}"
+    grpc_broker.create_topic(topic, queues=4)
+    deliver_at = int(time.time()) + 2
+    plan = {
+        "endpoints": grpc_broker.endpoints,
+        "topic": topic,
+        "checker": "commit",
+        "messages": [
+            {"kind": "normal", "body": "n1", "tag": "TagA", "keys": ["k1", "k2"], "properties": {"color": "red"}},
+            {"kind": "fifo", "body": "f1", "group": "order-7"},
+            {"kind": "fifo", "body": "f2", "group": "order-7"},
+            {"kind": "fifo", "body": "f3", "group": "order-7"},
+            {"kind": "delay", "body": "d1", "deliver_at_seconds": deliver_at},
+            {"kind": "transaction", "body": "t-commit", "resolution": "commit"},
+            {"kind": "transaction", "body": "t-rollback", "resolution": "rollback"},
+            {"kind": "transaction", "body": "t-checked", "resolution": "unknown"},
+        ],
+    }
+    driver = Driver(v5_python, plan, workdir)
+    try:
+        checked = driver.until("checked", timeout=90)
+        driver.until("waiting")
+        sent = {e["body"]: e for e in driver.lines if e["event"] == "sent"}
+        errors = [e for e in driver.lines if e["event"] == "error"]
+        assert not errors, f"{errors}\n{driver.stderr_tail()}\n{grpc_broker.log_tail()}"
+        assert set(sent) == {s["body"] for s in plan["messages"]}
+        assert checked["body"] == "t-checked" and checked["topic"] == topic
+        expected = {"n1", "f1", "f2", "f3", "d1", "t-commit", "t-checked"}
+        got = asyncio.run(_read(grpc_broker.namesrv, topic, expected))
+    finally:
+        events = driver.finish() if driver.proc.poll() is None else driver.lines
+        driver.kill()
+    assert not [e for e in events if e["event"] == "error"], events
+    assert "t-rollback" not in got
+
+    n1 = got["n1"]
+    assert n1.tags == "TagA"
+    assert set(n1.keys) == {"k1", "k2"}
+    assert n1.properties["color"] == "red"
+    # the 5.x message id is the stored UNIQ_KEY, as Java's proxy stores it
+    assert n1.properties["UNIQ_KEY"] == sent["n1"]["message_id"]
+    # FIFO: the message group is the sharding key; one group, one queue, in send order
+    fifo = [got["f1"], got["f2"], got["f3"]]
+    assert {m.properties["__SHARDINGKEY"] for m in fifo} == {"order-7"}
+    assert len({m.queue_id for m in fifo}) == 1
+    assert [m.queue_offset for m in fifo] == sorted(m.queue_offset for m in fifo)
+    # DELAY: the delivery time becomes Java 5's timer property (milliseconds)
+    assert got["d1"].properties["TIMER_DELIVER_MS"] == str(deliver_at * 1000)
+    # TRANSACTION: the committed one and the one the checker resolved reached the real topic,
+    # their producer group being the topic (Java's proxy names the checker's group so)
+    for body in ("t-commit", "t-checked"):
+        assert got[body].properties["PGROUP"] == topic
+        assert got[body].properties["UNIQ_KEY"] == sent[body]["message_id"]
+
+
+def test_v5_producer_with_acl_credentials(v5_python, tmp_path_factory, workdir):
+    home = tmp_path_factory.mktemp("rmq-grpc-acl-home")
+    os.makedirs(home / "conf")
+    (home / "conf" / "plain_acl.yml").write_text(
+        "globalWhiteRemoteAddresses:\n"
+        "accounts:\n"
+        "  - accessKey: grpcUser1\n"
+        "    secretKey: grpcSecret1\n"
+        "    admin: false\n"
+        "    defaultTopicPerm: PUB|SUB\n"
+        "    defaultGroupPerm: SUB\n"
+        "  - accessKey: grpcAdmin1\n"
+        "    secretKey: grpcAdminSecret1\n"
+        "    admin: true\n"
+    )
+    proc, broker = start_grpc_broker(
+        tmp_path_factory.mktemp("rmq-grpc-acl") / "store", ["--aclEnable=true", f"--rocketmqHome={home}"]
+    )
+    try:
+        from rmq.remoting import RemotingClient
+        from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
+
+        topic = f"V5ACL_{uuid.uuid4().hex[:8]}"
+
+        async def make_topic() -> None:
+            from grpc_support import create_topic
+
+            rc = RemotingClient()
+            rc.add_rpc_hook(AclClientRPCHook(SessionCredentials("grpcAdmin1", "grpcAdminSecret1")))
+            try:
+                await create_topic(broker.broker_addr, topic, rc=rc)
+            finally:
+                await rc.close()
+
+        asyncio.run(make_topic())
+        plan = {"endpoints": broker.endpoints, "topic": topic, "messages": [{"body": "acl-ok"}]}
+        good = Driver(v5_python, {**plan, "ak": "grpcUser1", "sk": "grpcSecret1"}, workdir)
+        events = good.finish(90)
+        assert [e["event"] for e in events] == ["sent"], f"{events}\n{good.stderr_tail()}\n{broker.log_tail()}"
+
+        bad = Driver(v5_python, {**plan, "ak": "grpcUser1", "sk": "wrongSecret1"}, workdir)
+        events = bad.finish(90)
+        assert events and events[0]["event"] == "error", events
+        # the client logs the route's refusal and fails the send on it; the broker says why
+        assert "route" in events[0]["error"], events
+        assert "Check signature failed for accessKey=grpcUser1" in broker.proc.log_text(), broker.log_tail()
+    finally:
+        proc.stop()
+
+
+def test_v5_producer_over_tls(v5_python, tmp_path_factory, workdir):
+    from tls_support import make_pki
+
+    pki = make_pki(str(tmp_path_factory.mktemp("rmq-grpc-pki")))
+    proc, broker = start_grpc_broker(tmp_path_factory.mktemp("rmq-grpc-tls") / "store", pki.server_args("enforcing"))
+    try:
+        topic = f"V5TLS_{uuid.uuid4().hex[:8]}"
+        asyncio.run(_create_topic_tls(broker.broker_addr, topic, pki))
+        plan = {"endpoints": broker.endpoints, "topic": topic, "tls": True, "messages": [{"body": "over-tls"}]}
+        # grpcio's default roots come from this variable: the client trusts the test CA
+        driver = Driver(v5_python, plan, workdir, env={"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": pki.ca_pem})
+        events = driver.finish(90)
+        assert [e["event"] for e in events] == ["sent"], f"{events}\n{driver.stderr_tail()}\n{broker.log_tail()}"
+        # and a plaintext client is not served on the TLS port
+        plain = Driver(v5_python, {**plan, "tls": False}, workdir)
+        events = plain.finish(90)
+        assert events and events[0]["event"] == "error", events
+    finally:
+        proc.stop()
+
+
+async def _create_topic_tls(broker_addr: str, topic: str, pki) -> None:
+    from grpc_support import create_topic
+
+    from rmq.remoting import RemotingClient
+
+    rc = RemotingClient(tls=pki.client_context())
+    try:
+        await create_topic(broker_addr, topic, rc=rc)
+    finally:
+        await rc.close()
