@@ -49,9 +49,9 @@ async def create_topic(
 
 
 class Stub:
-    """``MessagingService`` calls on a ``grpc.aio`` channel, typed by rmq's schema table."""
+    """``MessagingService`` calls on a gRPC channel (blocking or ``grpc.aio``), typed by rmq's schema table."""
 
-    def __init__(self, channel: grpc.aio.Channel, client_id: str = "test-client") -> None:
+    def __init__(self, channel: grpc.Channel, client_id: str = "test-client") -> None:
         self.channel = channel
         self.metadata = (("x-mq-client-id", client_id), ("x-mq-language", "PYTHON"))
         for rpc, (req, resp, cs, ss) in RPCS.items():

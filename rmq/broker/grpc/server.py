@@ -345,7 +345,7 @@ class GrpcEndpoint:
         handlers: dict[str, Any] = {}
         for rpc, (req, resp, client_streams, server_streams) in RPCS.items():
             fn = getattr(self, "rpc_" + rpc)
-            de = getattr(pb, req).FromString
+            de = _lenient(getattr(pb, req), rpc)
             ser = getattr(pb, resp).SerializeToString
             if client_streams and server_streams:
                 handlers[rpc] = grpc.stream_stream_rpc_method_handler(
@@ -367,6 +367,8 @@ class GrpcEndpoint:
 
         async def call(request: Any, context: Any) -> Any:
             try:
+                if request is None:
+                    raise GrpcError(Code.BAD_REQUEST, "malformed request: not a valid protobuf message")
                 if not self.controller.ready:
                     raise GrpcError(Code.TOO_MANY_REQUESTS, "the broker is starting or stopping")
                 return await fn(request, context)
@@ -821,6 +823,9 @@ class GrpcEndpoint:
 
     async def _read_telemetry(self, request_iterator: Any, session: _Telemetry) -> None:
         async for command in request_iterator:
+            if command is None:
+                session.push(pb.TelemetryCommand(status=status(Code.BAD_REQUEST, "malformed TelemetryCommand")))
+                continue
             kind = command.WhichOneof("command")
             if kind == "settings":
                 session.client.settings = command.settings
@@ -873,6 +878,22 @@ class GrpcEndpoint:
 
     async def rpc_ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
         raise GrpcError(Code.NOT_IMPLEMENTED, _NOT_POP.format(rpc="ForwardMessageToDeadLetterQueue"))
+
+
+def _lenient(cls: Any, rpc: str) -> Callable[[bytes], Any]:
+    """The request parser: None for bytes that are not a valid message (answered BAD_REQUEST in
+    the response's Status, with one rate-limited warning), where grpcio would log a traceback
+    per request and answer UNKNOWN."""
+    parse = cls.FromString
+
+    def parse_or_none(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError, or a recursion limit
+            _rlog.warning("grpc-malformed", "malformed gRPC %s request (%d bytes): %s", rpc, len(data), e)
+            return None
+
+    return parse_or_none
 
 
 def _has_control(text: str) -> bool:

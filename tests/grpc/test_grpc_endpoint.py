@@ -1,0 +1,197 @@
+"""The gRPC endpoint's answers and bounds, driven by a raw grpcio client built from rmq's own
+schema (blocking API: no event loop of the test's involved) against ``rmq standalone``."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import grpc
+import pytest
+from conftest import start_grpc_broker
+from grpc_support import Stub, send_request
+
+from rmq._testing import wait_until_sync
+from rmq.broker.grpc.schema import SERVICE, pb
+
+pytestmark = [pytest.mark.timeout(180)]
+
+Code = pb.Code
+GRPC_LIMIT = 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    proc, b = start_grpc_broker(
+        tmp_path_factory.mktemp("rmq-grpc-edge") / "store",
+        [
+            f"--grpcMaxMessageSize={GRPC_LIMIT}",
+            "--maxMessageSize=65536",
+            "--grpcMaxTelemetrySessionsPerClient=2",
+            "--grpcTelemetryQueueSize=4",
+        ],
+    )
+    try:
+        b.topic = f"EDGE_{uuid.uuid4().hex[:8]}"
+        b.create_topic(b.topic, queues=4)
+        yield b
+    finally:
+        proc.stop()
+
+
+@pytest.fixture
+def channel(broker):
+    ch = grpc.insecure_channel(broker.endpoints)
+    try:
+        yield ch
+    finally:
+        ch.close()
+
+
+def _settings(client_type: int = 1, topic: str = "") -> object:
+    cmd = pb.TelemetryCommand()
+    cmd.settings.client_type = client_type
+    cmd.settings.publishing.topics.add(name=topic)
+    return cmd
+
+
+def test_route_heartbeat_and_refusals(broker, channel):
+    stub = Stub(channel, "edge-client")
+    md = stub.metadata
+    route = stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=broker.topic)), metadata=md, timeout=10)
+    assert route.status.code == Code.OK
+    assert sorted(q.id for q in route.message_queues) == [0, 1, 2, 3]
+    assert {q.permission for q in route.message_queues} == {pb.Permission.READ_WRITE}
+    q = route.message_queues[0]
+    assert (q.broker.endpoints.addresses[0].host, q.broker.endpoints.addresses[0].port) == (
+        "127.0.0.1",
+        broker.grpc_port,
+    )
+    assert list(q.accept_message_types) == [pb.MessageType.NORMAL]
+
+    missing = stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic_x")), metadata=md, timeout=10)
+    assert missing.status.code == Code.TOPIC_NOT_FOUND
+
+    # before any settings came over Telemetry: answered on the defaults (Java fails here)
+    hb = stub.Heartbeat(pb.HeartbeatRequest(client_type=pb.ClientType.PRODUCER), metadata=md, timeout=10)
+    assert hb.status.code == Code.OK
+    no_id = stub.Heartbeat(pb.HeartbeatRequest(), timeout=10)
+    assert no_id.status.code == Code.CLIENT_ID_REQUIRED
+
+    ok = stub.SendMessage(send_request(broker.topic, b"plain", "ID-1"), metadata=md, timeout=10)
+    assert ok.status.code == Code.OK and ok.entries[0].message_id == "ID-1" and ok.entries[0].offset >= 0
+
+    # a delivery time in milliseconds where seconds are expected (the 5.x Python client's trap)
+    req = send_request(broker.topic, b"late", "ID-2", message_type=pb.MessageType.DELAY)
+    req.messages[0].system_properties.delivery_timestamp.seconds = int(time.time() * 1000)
+    assert stub.SendMessage(req, metadata=md, timeout=10).status.code == Code.ILLEGAL_DELIVERY_TIME
+
+    req = send_request(broker.topic, b"x", "ID-3")
+    req.messages[0].user_properties["UNIQ_KEY"] = "mine"
+    assert stub.SendMessage(req, metadata=md, timeout=10).status.code == Code.ILLEGAL_MESSAGE_PROPERTY_KEY
+    assert stub.SendMessage(send_request(broker.topic, b"x", ""), metadata=md, timeout=10).status.code == (
+        Code.ILLEGAL_MESSAGE_ID
+    )
+    assert stub.SendMessage(send_request(broker.topic, b"", "ID-4"), metadata=md, timeout=10).status.code == (
+        Code.MESSAGE_BODY_EMPTY
+    )
+    big = stub.SendMessage(send_request(broker.topic, b"b" * 70_000, "ID-5"), metadata=md, timeout=10)
+    assert big.status.code == Code.MESSAGE_BODY_TOO_LARGE
+    assert stub.SendMessage(send_request("NoSuchTopic_x", b"x", "ID-6"), metadata=md, timeout=10).status.code == (
+        Code.TOPIC_NOT_FOUND
+    )
+
+    end = stub.EndTransaction(
+        pb.EndTransactionRequest(topic=pb.Resource(name=broker.topic), message_id="ID-1", transaction_id="garbage"),
+        metadata=md,
+        timeout=10,
+    )
+    assert end.status.code == Code.INVALID_TRANSACTION_ID
+
+    # POP-based RPCs answer a clear status until POP consumption exists
+    received = list(stub.ReceiveMessage(pb.ReceiveMessageRequest(group=pb.Resource(name="G")), metadata=md, timeout=10))
+    assert [r.status.code for r in received] == [Code.NOT_IMPLEMENTED]
+    assert "POP" in received[0].status.message
+    ack = stub.AckMessage(pb.AckMessageRequest(group=pb.Resource(name="G")), metadata=md, timeout=10)
+    assert ack.status.code == Code.NOT_IMPLEMENTED
+
+
+def test_malformed_and_oversized_requests_and_unknown_methods(broker, channel):
+    raw = channel.unary_unary(f"/{SERVICE}/SendMessage")  # bytes in, bytes out
+    bad = pb.SendMessageResponse.FromString(raw(b"\xff\xff\xff\xff\x0f garbage", timeout=10))
+    assert bad.status.code == Code.BAD_REQUEST
+    assert "malformed" in bad.status.message
+
+    with pytest.raises(grpc.RpcError) as huge:
+        raw(send_request(broker.topic, b"h" * (GRPC_LIMIT + 1), "ID-H").SerializeToString(), timeout=10)
+    assert huge.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    with pytest.raises(grpc.RpcError) as unknown:
+        channel.unary_unary(f"/{SERVICE}/PullMessage")(b"", timeout=10)
+    assert unknown.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+    # the same connection still serves
+    stub = Stub(channel)
+    ok = stub.SendMessage(send_request(broker.topic, b"after", "ID-A"), metadata=stub.metadata, timeout=10)
+    assert ok.status.code == Code.OK
+
+
+def _held(stop: threading.Event, *commands: object):
+    """A request stream that sends ``commands`` and stays open until ``stop``."""
+    yield from commands
+    stop.wait()
+
+
+def test_telemetry_settings_and_session_bound(broker, channel):
+    stub = Stub(channel, "bounded-client")
+    streams = []
+    stop = threading.Event()
+    try:
+        for _ in range(2):
+            call = stub.Telemetry(_held(stop, _settings(topic=broker.topic)), metadata=stub.metadata)
+            answer = next(call)
+            assert answer.status.code == Code.OK
+            assert answer.settings.publishing.max_body_size == 65536
+            assert answer.settings.backoff_policy.max_attempts >= 1
+            streams.append(call)
+        third = stub.Telemetry(iter([_settings()]), metadata=stub.metadata)
+        refused = next(third)
+        assert refused.status.code == Code.TOO_MANY_REQUESTS
+    finally:
+        stop.set()
+        for call in streams:
+            call.cancel()
+
+
+def test_a_client_that_never_reads_does_not_stop_others(broker):
+    """Client A floods Telemetry with settings and never reads an answer: its stream's queue
+    fills and drops (one warning); client B's round trips meanwhile all succeed."""
+    reader_less = grpc.insecure_channel(broker.endpoints)
+    other = grpc.insecure_channel(broker.endpoints)
+    stop = threading.Event()
+
+    def flood():
+        while not stop.is_set():
+            yield _settings(topic=broker.topic)
+
+    calls = []
+    try:
+        for i in range(2):
+            a = Stub(reader_less, f"never-reads-{i}")
+            calls.append(a.Telemetry(flood(), metadata=a.metadata))  # answers never read
+        wait_until_sync(
+            lambda: "does not read its Telemetry stream" in broker.proc.log_text(),
+            timeout=60,
+            what="the unread stream's queue to fill",
+        )
+        b = Stub(other, "well-behaved")
+        for n in range(50):
+            resp = b.SendMessage(send_request(broker.topic, b"b%d" % n, f"B-{n}"), metadata=b.metadata, timeout=10)
+            assert resp.status.code == Code.OK, resp.status
+    finally:
+        stop.set()
+        for call in calls:
+            call.cancel()
+        reader_less.close()
+        other.close()
