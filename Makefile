@@ -1,10 +1,11 @@
 # Everything a fresh machine needs, from python3, a C compiler and the headers the extension
 # builds against (tools/check-system.sh checks them first and names the Debian packages:
 # gcc python3-dev python3-venv zlib1g-dev).
-#   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data) and the
-#                console: installs only rmq and its console extra. Options: make run ARGS='--metricsPort=0'
+#   make run     embedded name server + broker (ports 9876 / 10911, data in ./rmq-data), the
+#                console and the gRPC endpoint for the 5.x clients (8081): installs rmq and its
+#                console and grpc extras. Options: make run ARGS='--metricsPort=0'
 #   make unit    the unit tests only (no daemons, sockets or subprocesses; about half a minute)
-#   make test    the whole suite (installs the test, spark and compression extras too, promtool
+#   make test    the whole suite (installs the test, spark, compression and grpc extras too, promtool
 #                and chromium)
 #   make lint    ruff and mypy (rules in pyproject.toml; mypy strict on every package)
 #   make dist    sdist and wheel in dist/ (python -m build)
@@ -15,15 +16,16 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 ARGS   ?=
-# Two stamps: `make run` needs rmq and its console extra only; `make test` (after it or not)
+# Two stamps: `make run` needs rmq and its console and grpc extras only; `make test` (after it or not)
 # adds the test and spark extras to the same venv.
 STAMP_RUN  := $(VENV)/.rmq-run
 STAMP_TEST := $(VENV)/.rmq-test
 # Build inputs, found by globs: the Cython modules may be split, moved or gain .pxd files.
 CYTHON_SOURCES := $(shell find rmq -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' 2>/dev/null)
-# The test, spark and compression extras' requirements, read from pyproject.toml (one list of them).
+# The test, spark, compression and grpc extras' requirements, read from pyproject.toml (one list of them).
 # One per line into a requirements file (a command substitution would keep shell quotes literally).
-EXTRAS_REQS = $(PY) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("\n".join(d["test"] + d["spark"] + d["compression"]))'
+EXTRAS_REQS = $(PY) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("
+".join(d["test"] + d["spark"] + d["compression"] + d["grpc"]))'
 
 FUZZ_SECONDS ?= 60
 
@@ -38,7 +40,7 @@ $(PY):
 # Reinstall when the build inputs change; the editable install builds the extensions in place.
 $(STAMP_RUN): $(PY) pyproject.toml setup.py $(CYTHON_SOURCES)
 	@sh tools/check-system.sh $(PY)
-	$(PIP) install -q -e '.[console]'
+	$(PIP) install -q -e '.[console,grpc]'
 	$(PY) -c 'import importlib, pathlib; [importlib.import_module(str(p.with_suffix("")).replace("/", ".")) for p in pathlib.Path("rmq").rglob("*.pyx")]'
 	touch $(STAMP_RUN)
 

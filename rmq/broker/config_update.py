@@ -65,6 +65,9 @@ LIVE_PROPERTIES = frozenset(
         "popMaxInvisibleTime",
         "popMaxPollTime",
         "popMaxBatchAcks",
+        "grpcMaxTelemetrySessionsPerClient",
+        "grpcMaxClients",
+        "grpcTelemetryQueueSize",
         # StoreConfig (Java MessageStoreConfig)
         "maxMessageSize",
         "fileReservedTime",
