@@ -423,12 +423,14 @@ class GrpcEndpoint:
         return tc
 
     def _endpoints(self, request_endpoints: Any) -> Any:
-        """The endpoints clients should use for this broker: the ones the client reached us by
-        (Java local mode answers the proxy's own address), else our bound address."""
-        if request_endpoints is not None and len(request_endpoints.addresses):
-            return request_endpoints
+        """The endpoints clients should use for this broker: its advertised host (brokerIP1)
+        and the gRPC port (Java ``ProxyTopicRouteData``: the broker address's host with the
+        proxy's port). ``request_endpoints`` (what the client dialled) names the scheme."""
         host = self.config.broker_ip1
-        return pb.Endpoints(scheme=pb.AddressScheme.IPv4, addresses=[pb.Address(host=host, port=self.port)])
+        scheme = pb.AddressScheme.IPv6 if ":" in host else pb.AddressScheme.IPv4
+        if not host.replace(".", "").replace(":", "").isalnum() or host[-1:].isalpha():
+            scheme = pb.AddressScheme.DOMAIN_NAME
+        return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=self.port)])
 
     # -- QueryRoute, Heartbeat, QueryAssignment -----------------------------------------------
 
