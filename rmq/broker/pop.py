@@ -622,10 +622,32 @@ class PopService:
         off = self.ctx.consumer_offset_manager.query_offset(h.consumer_group, topic, qid)
         if off >= 0:
             return off
-        # Java PopMessageProcessor.getInitOffset: retry topics and MIN from the first message.
+        # Java PopMessageProcessor.getInitOffset: retry topics and MIN from the first message;
+        # MAX from the first message too while the queue starts at 0 and that message is still
+        # in memory (initPopOffsetByCheckMsgInMem, Java's default), else from the last one. The
+        # offset is committed (Java's init=true), so the group's position holds between POPs.
+        store = self.store
         if topic.startswith(MixAll.RETRY_GROUP_TOPIC_PREFIX) or h.init_mode == INIT_MODE_MIN:
-            return max(0, self.store.get_min_offset_in_queue(topic, qid))
-        return max(0, self.store.get_max_offset_in_queue(topic, qid))
+            off = max(0, store.get_min_offset_in_queue(topic, qid))
+        elif store.get_min_offset_in_queue(topic, qid) <= 0 and self._first_in_memory(topic, qid):
+            off = 0
+        else:
+            off = max(0, store.get_max_offset_in_queue(topic, qid) - 1)
+        self.controller.consumer_offset_manager.commit_offset("getPopOffset", h.consumer_group, topic, qid, off)
+        return off
+
+    def _first_in_memory(self, topic: str, qid: int) -> bool:
+        """Java ``checkInMemByConsumeOffset(topic, qid, 0, 1)``: the queue's first message lies
+        within the share of the CommitLog tail kept in memory (``accessMessageInMemoryMaxRatio``)."""
+        store = self.store
+        if store.get_max_offset_in_queue(topic, qid) <= 0:
+            return True  # nothing yet: the first message will be the newest
+        phy = store.get_commit_log_offset_in_queue(topic, qid, 0)
+        if phy < 0:
+            return False
+        cfg = store.config
+        memory = int(cfg.total_physical_memory * (cfg.access_message_in_memory_max_ratio / 100.0))
+        return store.max_phy_offset - phy < memory
 
     async def _pop_queue(
         self,

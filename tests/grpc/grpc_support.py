@@ -15,7 +15,8 @@ from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.remoting import RemotingClient
 
-DRIVER = Path(__file__).resolve().parent / "drivers" / "v5_producer.py"
+DRIVERS = Path(__file__).resolve().parent / "drivers"
+DRIVER = DRIVERS / "v5_producer.py"
 
 
 async def create_topic(
@@ -80,10 +81,12 @@ def send_request(topic: str, body: bytes, message_id: str, **system: object) -> 
 
 
 class Driver:
-    """``tests/grpc/drivers/v5_producer.py`` run by the 5.x client's Python; JSON events on
+    """A driver of ``tests/grpc/drivers`` (default the producer's) run by the 5.x client's Python; JSON events on
     stdout (collected by :meth:`events`), stdin kept open until :meth:`finish`."""
 
-    def __init__(self, python: Path, plan: dict, workdir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, python: Path, plan: dict, workdir: Path, env: dict[str, str] | None = None, script: Path = DRIVER
+    ) -> None:
         path = workdir / f"plan-{os.getpid()}-{id(self):x}.json"
         path.write_text(json.dumps(plan))
         full_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
@@ -91,7 +94,7 @@ class Driver:
         self.stderr_path = workdir / f"driver-{os.getpid()}-{id(self):x}.err"
         with open(self.stderr_path, "w") as err:  # a file, not a pipe that could fill up
             self.proc = subprocess.Popen(
-                [str(python), str(DRIVER), str(path)],
+                [str(python), str(script), str(path)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=err,

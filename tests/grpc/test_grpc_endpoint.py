@@ -109,12 +109,35 @@ def test_route_heartbeat_and_refusals(broker, channel):
     )
     assert end.status.code == Code.INVALID_TRANSACTION_ID
 
-    # POP-based RPCs answer a clear status until POP consumption exists
-    received = list(stub.ReceiveMessage(pb.ReceiveMessageRequest(group=pb.Resource(name="G")), metadata=md, timeout=10))
-    assert [r.status.code for r in received] == [Code.NOT_IMPLEMENTED]
-    assert "POP" in received[0].status.message
-    ack = stub.AckMessage(pb.AckMessageRequest(group=pb.Resource(name="G")), metadata=md, timeout=10)
-    assert ack.status.code == Code.NOT_IMPLEMENTED
+    # receive (POP underneath) refuses what Java's proxy refuses
+    def receive(topic: str, invisible_s: int = 30, group: str = "GID_edge", timeout: float = 20) -> list:
+        req = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=4)
+        req.message_queue.topic.name = topic
+        req.message_queue.id = -1
+        req.invisible_duration.seconds = invisible_s
+        req.long_polling_timeout.seconds = 5
+        return [r.status.code for r in stub.ReceiveMessage(req, metadata=md, timeout=timeout)]
+
+    assert receive(broker.topic, invisible_s=5) == [Code.ILLEGAL_INVISIBLE_TIME]
+    assert receive(broker.topic, timeout=3) == [Code.ILLEGAL_POLLING_TIME]  # < 5 s left to poll
+    assert receive(broker.topic, group="") == [Code.ILLEGAL_CONSUMER_GROUP]
+    assert receive("NoSuchTopic_x") == [Code.TOPIC_NOT_FOUND]
+    got = receive(broker.topic)  # what the sends above stored: a status, then the messages
+    assert got[0] == Code.OK and len(got) > 1
+    ack = stub.AckMessage(
+        pb.AckMessageRequest(
+            group=pb.Resource(name="GID_edge"),
+            topic=pb.Resource(name=broker.topic),
+            entries=[pb.AckMessageEntry(message_id="x", receipt_handle="not a handle")],
+        ),
+        metadata=md,
+        timeout=10,
+    )
+    assert ack.entries[0].status.code == Code.INVALID_RECEIPT_HANDLE
+    forward = stub.ForwardMessageToDeadLetterQueue(
+        pb.ForwardMessageToDeadLetterQueueRequest(group=pb.Resource(name="G")), metadata=md, timeout=10
+    )
+    assert forward.status.code == Code.NOT_IMPLEMENTED
 
 
 def test_malformed_and_oversized_requests_and_unknown_methods(broker, channel):

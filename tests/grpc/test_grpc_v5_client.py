@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 from conftest import start_grpc_broker
-from grpc_support import Driver
+from grpc_support import DRIVERS, Driver
 
 import rmq
 from rmq._testing import wait_until
@@ -179,3 +179,48 @@ async def _create_topic_tls(broker_addr: str, topic: str, pki) -> None:
         await create_topic(broker_addr, topic, rc=rc)
     finally:
         await rc.close()
+
+
+def test_v5_simple_consumer_receives_acks_and_sees_unacked_come_back(v5_python, grpc_broker, workdir):
+    """Messages sent by rmq's own SDK (remoting) are received by a 5.x SimpleConsumer over gRPC
+    (POP underneath): acked, one after changing its invisible duration, and one left un-acked
+    that comes back as a second delivery attempt after its invisible time."""
+    topic = f"V5C_{uuid.uuid4().hex[:8]}"
+    grpc_broker.create_topic(topic, queues=2)
+    bodies = [f"c{i}" for i in range(6)]
+
+    async def produce() -> None:
+        async with rmq.Producer(grpc_broker.namesrv, f"PID_{topic}") as p:
+            for b in bodies:
+                await p.send(rmq.Message(topic, b.encode(), tags="TagC", keys=[f"key-{b}"], properties={"n": b}))
+
+    asyncio.run(produce())
+    plan = {
+        "endpoints": grpc_broker.endpoints,
+        "topic": topic,
+        "group": f"GID_{topic}",
+        "expect": bodies,
+        "leave": ["c1"],
+        "extend": ["c2"],
+        "invisible": 10,
+        "deadline": 120,
+    }
+    driver = Driver(v5_python, plan, workdir, script=DRIVERS / "v5_consumer.py")
+    try:
+        events = driver.finish(150)
+    finally:
+        driver.kill()
+    done = [e for e in events if e["event"] in ("done", "error")]
+    assert done and done[-1]["event"] == "done", f"{events}\n{driver.stderr_tail()}\n{grpc_broker.log_tail()}"
+    received = [e for e in events if e["event"] == "received"]
+    first = {e["body"]: e for e in reversed(received)}
+    assert set(first) == set(bodies)
+    assert first["c0"]["tag"] == "TagC" and first["c0"]["keys"] == ["key-c0"]
+    assert first["c0"]["properties"]["n"] == "c0"
+    # the one left un-acked came back: a second delivery, attempt 2
+    c1 = [e for e in received if e["body"] == "c1"]
+    assert len(c1) >= 2 and c1[0]["attempt"] == 1 and c1[-1]["attempt"] >= 2, c1
+    assert any(e["event"] == "changed" and e["body"] == "c2" for e in events)
+    # everything acked: nothing else came back twice
+    again = {e["body"] for e in received if e["attempt"] > 1}
+    assert again <= {"c1"}, again

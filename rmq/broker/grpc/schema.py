@@ -158,7 +158,8 @@ MESSAGES: dict[str, str] = {
         batch_size 4 int32
         invisible_duration 5 Duration opt
         auto_renew 6 bool
-        long_polling_timeout 7 Duration opt""",
+        long_polling_timeout 7 Duration opt
+        attempt_id 8 string opt""",
     "ReceiveMessageResponse": """status 1 Status oneof:content
         message 2 Message oneof:content
         delivery_timestamp 3 Timestamp oneof:content""",

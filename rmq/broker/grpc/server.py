@@ -25,6 +25,8 @@ neither memory nor the loop).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import ipaddress
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -33,13 +35,27 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 
+from rmq import _store
 from rmq.broker.grpc.schema import RPCS, SERVICE, pb
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
-from rmq.common.message import MessageConst, MessageSysFlag, java_string_hash, properties_to_string
+from rmq.common.message import (
+    MessageConst,
+    MessageSysFlag,
+    java_string_hash,
+    properties_to_string,
+    string_to_properties,
+    walk_records_py,
+)
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.message import EndTransactionRequestHeader, SendMessageRequestHeader
+from rmq.protocol.headers.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    PopMessageRequestHeader,
+)
+from rmq.protocol.requests.pop import ExtraInfo
 from rmq.remoting.codec import decode_frame
 from rmq.remoting.plain_acl import Permission
 from rmq.store import decode_offset_msg_id
@@ -84,10 +100,16 @@ _CONSUMER_ATTEMPTS = 17
 _RECEIVE_BATCH = 32
 _LONG_POLLING_SECONDS = 30
 
-_NOT_POP = (
-    "{rpc} needs POP consumption, which this broker does not serve yet; "
-    "consume with a 4.x client or rmq's SDK (PULL) meanwhile"
-)
+# Java ProxyConfig: receive's invisible time at least 10 s (minInvisibleTimeMillsForRecv), a
+# long poll at least 5 s (grpcClientConsumerMinLongPollingTimeoutMillis) with 1 s of the
+# client's deadline kept in reserve; 32 messages per receive at most (POP's cap), POP's init mode
+# MAX for a group that has no offset yet (Java ConsumeInitMode.MAX).
+_MIN_INVISIBLE_MS = 10_000
+_DEFAULT_INVISIBLE_MS = 30_000
+_MIN_POLL_MS = 5_000
+_POLL_RESERVE_MS = 1_000
+_MAX_RECEIVE_BATCH = 32
+_INIT_MODE_MAX = 1
 
 _STORE_CODES: dict[int, int] = {
     ResponseCode.SUCCESS: Code.OK,
@@ -867,19 +889,233 @@ class GrpcEndpoint:
         out.metric.on = False
         return out
 
-    # -- POP-based RPCs: answered cleanly until POP consumption exists ------------------------
+    # -- consumption: ReceiveMessage, AckMessage, ChangeInvisibleDuration over POP --------------
+
+    def _subscription(self, client: _Client | None) -> Any:
+        settings = client.settings if client is not None else None
+        if settings is not None and settings.WhichOneof("pub_sub") == "subscription":
+            return settings.subscription
+        return None
 
     async def rpc_ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        yield pb.ReceiveMessageResponse(status=status(Code.NOT_IMPLEMENTED, _NOT_POP.format(rpc="ReceiveMessage")))
+        """Java ``ReceiveMessageActivity``: one POP_MESSAGE run by the broker's PopService (held
+        for long polling like any POP), answered as a status then the messages, each with its
+        ack handle as ``receipt_handle``."""
+        try:
+            if not self.controller.ready:
+                raise GrpcError(Code.TOO_MANY_REQUESTS, "the broker is starting or stopping")
+            if request is None:
+                raise GrpcError(Code.BAD_REQUEST, "malformed request: not a valid protobuf message")
+            async for response in self._receive(request, context):
+                yield response
+        except GrpcError as e:
+            yield pb.ReceiveMessageResponse(status=status(e.code, e.message))
+
+    async def _receive(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        group = self._name(context, request.group)
+        topic = self._name(context, request.message_queue.topic)
+        if not request.group.name:
+            raise GrpcError(Code.ILLEGAL_CONSUMER_GROUP, "consumer group is empty")
+        self._authorize(context, {topic: Permission.SUB, MixAll.get_retry_topic(group): Permission.SUB})
+        client = self._client(context)
+        sub = self._subscription(client)
+        batch = request.batch_size or (sub.receive_batch_size if sub is not None else _RECEIVE_BATCH)
+        if not 0 < batch <= _MAX_RECEIVE_BATCH:
+            raise GrpcError(Code.BAD_REQUEST, f"batch size must be 1..{_MAX_RECEIVE_BATCH}, not {batch}")
+        if request.HasField("invisible_duration"):
+            invisible_ms = int(request.invisible_duration.ToMilliseconds())
+        else:
+            invisible_ms = _DEFAULT_INVISIBLE_MS
+        bc = self.config
+        low = max(_MIN_INVISIBLE_MS, bc.pop_min_invisible_time)
+        if not low <= invisible_ms <= bc.pop_max_invisible_time:
+            raise GrpcError(
+                Code.ILLEGAL_INVISIBLE_TIME,
+                f"the invisibleTime must be {low}..{bc.pop_max_invisible_time} ms, not {invisible_ms}",
+            )
+        # Java: the long-polling time is the request's (or the settings'), cut to what the
+        # client's deadline leaves after a reserve, and at least 5 s.
+        if request.HasField("long_polling_timeout"):
+            poll_ms = int(request.long_polling_timeout.ToMilliseconds())
+        elif sub is not None and sub.HasField("long_polling_timeout"):
+            poll_ms = int(sub.long_polling_timeout.ToMilliseconds())
+        else:
+            poll_ms = _LONG_POLLING_SECONDS * 1000
+        remaining = context.time_remaining()
+        if remaining is not None:
+            poll_ms = min(poll_ms, int(remaining * 1000) - _POLL_RESERVE_MS)
+        if poll_ms < _MIN_POLL_MS:
+            raise GrpcError(
+                Code.ILLEGAL_POLLING_TIME, f"the polling time must leave {_MIN_POLL_MS} ms before the deadline"
+            )
+        poll_ms = min(poll_ms, bc.pop_max_poll_time)
+        expression = request.filter_expression
+        exp_type = "SQL92" if expression.type == pb.FilterType.SQL else "TAG"
+        header = PopMessageRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            queue_id=-1,
+            max_msg_nums=batch,
+            invisible_time=invisible_ms,
+            poll_time=poll_ms,
+            born_time=int(time.time() * 1000),
+            init_mode=_INIT_MODE_MAX,
+            exp_type=exp_type,
+            exp=expression.expression or "*",
+            order=bool(sub is not None and sub.HasField("fifo") and sub.fifo),
+        )
+        cmd = RemotingCommand.request(RequestCode.POP_MESSAGE, header)
+        channel = _LocalChannel(context.peer() or "?")
+        try:
+            reply = await channel.result(self.controller.pop_service.process_request(channel, cmd))  # type: ignore[arg-type]
+        finally:
+            channel.closed = True  # a held POP whose client went away is not run again
+        if reply.code == ResponseCode.POLLING_FULL:
+            raise GrpcError(Code.TOO_MANY_REQUESTS, "polling full")
+        if reply.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.POLLING_TIMEOUT):
+            raise GrpcError(Code.MESSAGE_NOT_FOUND, "no new message")
+        if reply.code != ResponseCode.SUCCESS:
+            raise GrpcError(_STORE_CODES.get(reply.code, Code.INTERNAL_SERVER_ERROR), reply.remark or "pop failed")
+        body = reply.body_bytes() if reply.body is not None else b""
+        if not body:
+            raise GrpcError(Code.MESSAGE_NOT_FOUND, "no match message")
+        yield pb.ReceiveMessageResponse(status=status(Code.OK))
+        for span in walk_records_py(body):
+            d = _store.decode_record(memoryview(body)[span.pos : span.pos + span.total])
+            props = string_to_properties(d["properties"])
+            stored = _Popped(d)
+            message = self.to_message(stored, topic, props)
+            sp = message.system_properties
+            sp.receipt_handle = props.get(MessageConst.POP_CK, "")
+            sp.queue_offset = d["queue_offset"]
+            sp.delivery_attempt = d["reconsume_times"] + 1
+            sp.invisible_duration.FromMilliseconds(invisible_ms)
+            sp.message_type = _message_type(props)
+            yield pb.ReceiveMessageResponse(message=message)
+
+    def _handle(self, receipt_handle: str) -> tuple[ExtraInfo, int]:
+        try:
+            info = ExtraInfo.parse(receipt_handle)
+        except ValueError as e:
+            raise GrpcError(Code.INVALID_RECEIPT_HANDLE, f"receipt handle is invalid: {clip(e)}") from None
+        if info.queue_offset is None:
+            raise GrpcError(Code.INVALID_RECEIPT_HANDLE, "receipt handle has no queue offset")
+        return info, info.queue_offset
 
     async def rpc_AckMessage(self, request: Any, context: Any) -> Any:
-        raise GrpcError(Code.NOT_IMPLEMENTED, _NOT_POP.format(rpc="AckMessage"))
+        group = self._name(context, request.group)
+        topic = self._name(context, request.topic)
+        self._authorize(context, {topic: Permission.SUB, MixAll.get_retry_topic(group): Permission.SUB})
+        entries = []
+        codes = set()
+        for entry in request.entries:
+            try:
+                info, offset = self._handle(entry.receipt_handle)
+                header = AckMessageRequestHeader(
+                    consumer_group=group,
+                    topic=topic,
+                    queue_id=info.queue_id,
+                    extra_info=entry.receipt_handle,
+                    offset=offset,
+                )
+                cmd = RemotingCommand.request(RequestCode.ACK_MESSAGE, header)
+                channel = _LocalChannel(context.peer() or "?")
+                reply = await channel.result(self.controller.pop_service.process_request(channel, cmd))  # type: ignore[arg-type]
+                if reply.code == ResponseCode.SUCCESS:
+                    result = status(Code.OK)
+                else:
+                    result = status(_STORE_CODES.get(reply.code, Code.INVALID_RECEIPT_HANDLE), reply.remark or "")
+            except GrpcError as e:
+                result = status(e.code, e.message)
+            codes.add(result.code)
+            entries.append(
+                pb.AckMessageResultEntry(
+                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
+                )
+            )
+        if len(codes) == 1:
+            head = status(codes.pop())
+        elif codes:
+            head = status(Code.MULTIPLE_RESULTS)
+        else:
+            head = status(Code.OK)
+        return pb.AckMessageResponse(status=head, entries=entries)
 
     async def rpc_ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
-        raise GrpcError(Code.NOT_IMPLEMENTED, _NOT_POP.format(rpc="ChangeInvisibleDuration"))
+        group = self._name(context, request.group)
+        topic = self._name(context, request.topic)
+        self._authorize(context, {topic: Permission.SUB, MixAll.get_retry_topic(group): Permission.SUB})
+        invisible_ms = int(request.invisible_duration.ToMilliseconds())
+        bc = self.config
+        low = max(_MIN_INVISIBLE_MS, bc.pop_min_invisible_time)
+        if not low <= invisible_ms <= bc.pop_max_invisible_time:
+            raise GrpcError(
+                Code.ILLEGAL_INVISIBLE_TIME,
+                f"the invisibleTime must be {low}..{bc.pop_max_invisible_time} ms, not {invisible_ms}",
+            )
+        info, offset = self._handle(request.receipt_handle)
+        header = ChangeInvisibleTimeRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            queue_id=info.queue_id,
+            extra_info=request.receipt_handle,
+            offset=offset,
+            invisible_time=invisible_ms,
+        )
+        cmd = RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
+        channel = _LocalChannel(context.peer() or "?")
+        reply = await channel.result(self.controller.pop_service.process_request(channel, cmd))  # type: ignore[arg-type]
+        if reply.code != ResponseCode.SUCCESS:
+            raise GrpcError(_STORE_CODES.get(reply.code, Code.INVALID_RECEIPT_HANDLE), reply.remark or "change failed")
+        ext = reply.ext_fields
+        # Java ChangeInvisibleDurationActivity: the new handle names the new checkpoint (one
+        # message at its own offset, popped now).
+        new = dataclasses.replace(
+            info,
+            ck_queue_offset=offset,
+            pop_time=int(ext.get("popTime", 0)),
+            invisible_time=int(ext.get("invisibleTime", invisible_ms)),
+            revive_qid=int(ext.get("reviveQid", info.revive_qid)),
+        )
+        if info.is_order:
+            new = dataclasses.replace(new, ck_queue_offset=info.ck_queue_offset, revive_qid=info.revive_qid)
+        return pb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=str(new))
 
     async def rpc_ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
-        raise GrpcError(Code.NOT_IMPLEMENTED, _NOT_POP.format(rpc="ForwardMessageToDeadLetterQueue"))
+        raise GrpcError(
+            Code.NOT_IMPLEMENTED,
+            "ForwardMessageToDeadLetterQueue is not served yet: an un-acked message reaches the "
+            "DLQ after the group's retryMaxTimes",
+        )
+
+
+class _Popped:
+    """A popped record's fields as ``GrpcEndpoint.to_message`` reads them."""
+
+    def __init__(self, d: dict[str, Any]) -> None:
+        self.msg_id = ""
+        self.queue_id = d["queue_id"]
+        self.born_timestamp = d["born_timestamp"]
+        self.store_timestamp = d["store_timestamp"]
+        self.body = d["body"]
+        self.born_host = _host(d["born_host"])
+        self.store_host = _host(d["store_host"])
+
+
+def _host(b: bytes) -> tuple[str, int]:
+    if len(b) == 8:
+        return ".".join(str(x) for x in b[:4]), int.from_bytes(b[4:], "big")
+    return str(ipaddress.IPv6Address(b[:16])), int.from_bytes(b[16:], "big")
+
+
+def _message_type(props: dict[str, str]) -> int:
+    if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
+        return int(pb.MessageType.TRANSACTION)
+    if MessageConst.SHARDING_KEY in props:
+        return int(pb.MessageType.FIFO)
+    if PROPERTY_TIMER_DELIVER_MS in props:
+        return int(pb.MessageType.DELAY)
+    return int(pb.MessageType.NORMAL)
 
 
 def _lenient(cls: Any, rpc: str) -> Callable[[bytes], Any]:
@@ -918,6 +1154,9 @@ _SYSTEM_PROPERTIES = frozenset(
         MessageConst.CLUSTER,
         MessageConst.MESSAGE_TYPE,
         MessageConst.TRACE_SWITCH,
+        MessageConst.POP_CK,
+        MessageConst.POP_CK_OFFSET,
+        MessageConst.FIRST_POP_TIME,
         PROPERTY_TIMER_DELIVER_MS,
         PROPERTY_TRACE_CONTEXT,
         PROPERTY_BORN_HOST,
