@@ -116,7 +116,10 @@ def test_route_heartbeat_and_refusals(broker, channel):
         req.message_queue.id = -1
         req.invisible_duration.seconds = invisible_s
         req.long_polling_timeout.seconds = 5
-        return [r.status.code for r in stub.ReceiveMessage(req, metadata=md, timeout=timeout)]
+        answers = list(stub.ReceiveMessage(req, metadata=md, timeout=timeout))
+        # every answer ends with the delivery time (Java's onComplete)
+        assert answers[-1].WhichOneof("content") == "delivery_timestamp"
+        return [r.status.code for r in answers[:-1]]
 
     assert receive(broker.topic, invisible_s=5) == [Code.ILLEGAL_INVISIBLE_TIME]
     assert receive(broker.topic, timeout=3) == [Code.ILLEGAL_POLLING_TIME]  # < 5 s left to poll

@@ -224,3 +224,36 @@ def test_v5_simple_consumer_receives_acks_and_sees_unacked_come_back(v5_python, 
     # everything acked: nothing else came back twice
     again = {e["body"] for e in received if e["attempt"] > 1}
     assert again <= {"c1"}, again
+
+
+def test_v5_push_consumer_consumes_and_retries(v5_python, grpc_broker, workdir):
+    """A 5.x PushConsumer consumes what rmq's SDK sent; a message its listener fails once is
+    delivered again (its invisible time changed to the back-off's first step) and succeeds."""
+    topic = f"V5P_{uuid.uuid4().hex[:8]}"
+    grpc_broker.create_topic(topic, queues=2)
+    bodies = [f"p{i}" for i in range(5)]
+
+    async def produce() -> None:
+        async with rmq.Producer(grpc_broker.namesrv, f"PID_{topic}") as p:
+            for b in bodies:
+                await p.send(rmq.Message(topic, b.encode()))
+
+    asyncio.run(produce())
+    plan = {
+        "endpoints": grpc_broker.endpoints,
+        "topic": topic,
+        "group": f"GID_{topic}",
+        "expect": bodies,
+        "fail_once": ["p3"],
+        "deadline": 90,
+    }
+    driver = Driver(v5_python, plan, workdir, script=DRIVERS / "v5_push.py")
+    try:
+        events = driver.finish(120)
+    finally:
+        driver.kill()
+    done = [e for e in events if e["event"] in ("done", "error")]
+    assert done and done[-1]["event"] == "done", f"{events}\n{driver.stderr_tail()}\n{grpc_broker.log_tail()}"
+    p3 = [e for e in events if e["event"] == "consumed" and e["body"] == "p3"]
+    assert [e["result"] for e in p3][:2] == ["failure", "success"], p3
+    assert p3[1]["attempt"] >= 2, p3

@@ -98,6 +98,9 @@ _TS_MAX_SECONDS = 253402300799
 _PRODUCER_ATTEMPTS = 3
 _CONSUMER_ATTEMPTS = 17
 _RECEIVE_BATCH = 32
+# Java's default group retry policy (the delay levels 1s 5s 10s 30s 1m … 2h, CustomizedRetryPolicy)
+# with every step at least the 10 s a changed invisible time may be (a shorter one is refused).
+_CONSUMER_BACKOFF_SECONDS = (10, 10, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 _LONG_POLLING_SECONDS = 30
 
 # Java ProxyConfig: receive's invisible time at least 10 s (minInvisibleTimeMillsForRecv), a
@@ -885,7 +888,8 @@ class GrpcEndpoint:
             if not sub.HasField("fifo"):
                 sub.fifo = False
             backoff.max_attempts = _CONSUMER_ATTEMPTS
-            backoff.customized_backoff.next.add().FromSeconds(1)
+            for seconds in _CONSUMER_BACKOFF_SECONDS:
+                backoff.customized_backoff.next.add().FromSeconds(seconds)
         out.metric.on = False
         return out
 
@@ -910,6 +914,11 @@ class GrpcEndpoint:
                 yield response
         except GrpcError as e:
             yield pb.ReceiveMessageResponse(status=status(e.code, e.message))
+        # Java ReceiveMessageResponseStreamWriter.onComplete: every answer ends with the time
+        # of delivery (the clients measure their receive latency from it)
+        done = pb.ReceiveMessageResponse()
+        done.delivery_timestamp.FromMilliseconds(int(time.time() * 1000))
+        yield done
 
     async def _receive(self, request: Any, context: Any) -> AsyncIterator[Any]:
         group = self._name(context, request.group)
