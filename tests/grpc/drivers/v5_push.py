@@ -14,7 +14,6 @@ import threading
 
 from rocketmq import ClientConfiguration, ConsumeResult, Credentials, FilterExpression, MessageListener, PushConsumer
 
-
 _out = threading.Lock()
 
 
