@@ -24,8 +24,7 @@ STAMP_TEST := $(VENV)/.rmq-test
 CYTHON_SOURCES := $(shell find rmq -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' 2>/dev/null)
 # The test, spark, compression and grpc extras' requirements, read from pyproject.toml (one list of them).
 # One per line into a requirements file (a command substitution would keep shell quotes literally).
-EXTRAS_REQS = $(PY) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("
-".join(d["test"] + d["spark"] + d["compression"] + d["grpc"]))'
+EXTRAS_REQS = $(PY) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("\n".join(d["test"] + d["spark"] + d["compression"] + d["grpc"]))'
 
 FUZZ_SECONDS ?= 60
 
