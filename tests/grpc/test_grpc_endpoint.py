@@ -9,8 +9,7 @@ import uuid
 
 import grpc
 import pytest
-from conftest import start_grpc_broker
-from grpc_support import Stub, send_request
+from grpc_support import Stub, send_request, start_grpc_broker
 
 from rmq._testing import wait_until_sync
 from rmq.broker.grpc.schema import SERVICE, pb

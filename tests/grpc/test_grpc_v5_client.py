@@ -11,8 +11,7 @@ import time
 import uuid
 
 import pytest
-from conftest import start_grpc_broker
-from grpc_support import DRIVERS, Driver
+from grpc_support import DRIVERS, Driver, start_grpc_broker
 
 import rmq
 from rmq._testing import wait_until
