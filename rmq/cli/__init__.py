@@ -49,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
         help="run a broker from a RocketMQ-style properties file",
         allow_abbrev=False,
         epilog="Any broker or store property may follow as --key=value (e.g. --listenPort=10911). "
-        "Prometheus metrics: http://<listenHost>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
+        "Prometheus metrics: http://<listenHost>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off). "
+        "RocketMQ 5 clients (gRPC): --grpcServerPort=8081 (default 0 = off).",
     )
     p.add_argument("-c", "--config", dest="config_file", default=None, help="broker.conf (Java properties format)")
     _lenient(p)
@@ -62,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Any broker or store property may follow as --key=value (e.g. --flushDiskType=SYNC_FLUSH). "
         "--orderMessageEnable=true is the name server's (routes carry updateOrderConf's order confs). "
         "--consolePort=N serves the web console on 127.0.0.1:N (default 8080; 0 = no console). "
+        "RocketMQ 5 clients (gRPC): <host>:<grpcServerPort> (--grpcServerPort, default 8081; 0 = off). "
         "Prometheus metrics: http://<host>:<metricsPort>/metrics (--metricsPort, default 5557; 0 = off).",
     )
     p.add_argument("--host", default="127.0.0.1", help="address both servers bind (default 127.0.0.1)")

@@ -452,8 +452,9 @@ class GrpcEndpoint:
         and the gRPC port (Java ``ProxyTopicRouteData``: the broker address's host with the
         proxy's port). ``request_endpoints`` (what the client dialled) names the scheme."""
         host = self.config.broker_ip1
-        scheme = pb.AddressScheme.IPv6 if ":" in host else pb.AddressScheme.IPv4
-        if not host.replace(".", "").replace(":", "").isalnum() or host[-1:].isalpha():
+        try:
+            scheme = pb.AddressScheme.IPv6 if ipaddress.ip_address(host).version == 6 else pb.AddressScheme.IPv4
+        except ValueError:
             scheme = pb.AddressScheme.DOMAIN_NAME
         return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=self.port)])
 
