@@ -183,7 +183,8 @@ async def _create_topic_tls(broker_addr: str, topic: str, pki) -> None:
 def test_v5_simple_consumer_receives_acks_and_sees_unacked_come_back(v5_python, grpc_broker, workdir):
     """Messages sent by rmq's own SDK (remoting) are received by a 5.x SimpleConsumer over gRPC
     (POP underneath): acked, one after changing its invisible duration, and one left un-acked
-    that comes back as a second delivery attempt after its invisible time."""
+    that comes back as a second delivery attempt after its invisible time. A PULL consumer of
+    another group reads them all as well."""
     topic = f"V5C_{uuid.uuid4().hex[:8]}"
     grpc_broker.create_topic(topic, queues=2)
     bodies = [f"c{i}" for i in range(6)]
@@ -223,6 +224,10 @@ def test_v5_simple_consumer_receives_acks_and_sees_unacked_come_back(v5_python, 
     # everything acked: nothing else came back twice
     again = {e["body"] for e in received if e["attempt"] > 1}
     assert again <= {"c1"}, again
+    # a 4.x-protocol consumer (rmq's PullConsumer) in another group of the topic reads everything
+    # too: the POP group's offsets are its own
+    pulled = asyncio.run(_read(grpc_broker.namesrv, topic, set(bodies)))
+    assert set(pulled) >= set(bodies)
 
 
 def test_v5_push_consumer_consumes_and_retries(v5_python, grpc_broker, workdir):
