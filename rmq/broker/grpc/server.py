@@ -430,6 +430,8 @@ class GrpcEndpoint:
         client = self.clients.get(client_id)
         if client is None and create:
             if len(self.clients) >= self.config.grpc_max_clients:
+                self._purge_idle_clients()
+            if len(self.clients) >= self.config.grpc_max_clients:
                 _rlog.warning(
                     "grpc-clients-full", "gRPC client table full (grpcMaxClients=%d)", self.config.grpc_max_clients
                 )
@@ -438,6 +440,15 @@ class GrpcEndpoint:
         if client is not None:
             client.last_seen = time.monotonic()
         return client
+
+    def _purge_idle_clients(self) -> None:
+        """Forget clients without a Telemetry stream not heard of for ``channelExpiredSeconds``
+        (a client entry is made by its Telemetry stream and dropped with its last one; this
+        catches what a crash in between left)."""
+        horizon = time.monotonic() - self.config.channel_expired_seconds
+        for client_id, client in list(self.clients.items()):
+            if not client.sessions and client.last_seen < horizon:
+                del self.clients[client_id]
 
     def _topic_config(self, topic: str) -> Any:
         tc = self.controller.topic_config_manager.select_topic_config(topic)
@@ -487,7 +498,7 @@ class GrpcEndpoint:
         return pb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
 
     async def rpc_Heartbeat(self, request: Any, context: Any) -> Any:
-        client = self._client(context)
+        client = self._client(context, create=False)
         if client is not None:
             self._register_producer(client)
         return pb.HeartbeatResponse(status=status(Code.OK))
@@ -665,7 +676,7 @@ class GrpcEndpoint:
             )
         props, sys_flag = self._properties(context, topic, m)
         if mtype == pb.MessageType.TRANSACTION:
-            client = self._client(context)
+            client = self._client(context, create=False)
             if client is not None and topic not in client.producer_groups:
                 client.producer_groups.add(topic)
                 self._register_producer(client)
@@ -927,7 +938,7 @@ class GrpcEndpoint:
         if not request.group.name:
             raise GrpcError(Code.ILLEGAL_CONSUMER_GROUP, "consumer group is empty")
         self._authorize(context, {topic: Permission.SUB, MixAll.get_retry_topic(group): Permission.SUB})
-        client = self._client(context)
+        client = self._client(context, create=False)
         sub = self._subscription(client)
         batch = request.batch_size or (sub.receive_batch_size if sub is not None else _RECEIVE_BATCH)
         if not 0 < batch <= _MAX_RECEIVE_BATCH:
