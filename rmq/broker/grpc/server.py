@@ -498,6 +498,8 @@ class GrpcEndpoint:
         return pb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
 
     async def rpc_Heartbeat(self, request: Any, context: Any) -> Any:
+        group = self._name(context, request.group) if request.HasField("group") else ""
+        self._authorize(context, {MixAll.get_retry_topic(group): Permission.SUB} if group else None)
         client = self._client(context, create=False)
         if client is not None:
             self._register_producer(client)
@@ -505,6 +507,8 @@ class GrpcEndpoint:
 
     async def rpc_QueryAssignment(self, request: Any, context: Any) -> Any:
         topic = self._name(context, request.topic)
+        group = self._name(context, request.group)
+        self._authorize(context, {topic: Permission.ANY, MixAll.get_retry_topic(group): Permission.SUB})
         tc = self._topic_config(topic)
         broker = pb.Broker(
             name=self.config.broker_name, id=MixAll.MASTER_ID, endpoints=self._endpoints(request.endpoints)
@@ -523,6 +527,7 @@ class GrpcEndpoint:
         return pb.QueryAssignmentResponse(status=status(Code.OK), assignments=[pb.Assignment(message_queue=queue)])
 
     async def rpc_NotifyClientTermination(self, request: Any, context: Any) -> Any:
+        self._authorize(context, None)
         client = self._client(context, create=False)
         if client is not None:
             self._forget(client)
