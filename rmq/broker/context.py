@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from rmq.broker.namesrv_api import BrokerOuterAPI
     from rmq.broker.offset_reset import PendingResets
     from rmq.broker.pop import PopService
+    from rmq.broker.processors.send import SendMessageProcessor
     from rmq.broker.rebalance_lock import RebalanceLockManager
     from rmq.broker.schedule import ScheduleMessageService
     from rmq.broker.slave_sync import SlaveSynchronize
@@ -51,6 +52,7 @@ __all__ = [
     "AclAdminContext",
     "BrokerContext",
     "EndTransactionContext",
+    "GrpcContext",
     "RebalanceLockContext",
     "ScheduleContext",
     "TimerContext",
@@ -193,6 +195,18 @@ class BrokerContext(Protocol):
     async def register_topics_now(self, topics: Iterable[str], max_wait: float = 2.5) -> None:
         """Register only ``topics`` (an increment) and wait for it at most ``max_wait`` seconds."""
         ...
+
+
+class GrpcContext(BrokerContext, Protocol):
+    """What the gRPC endpoint (``rmq.broker.grpc``, Java's proxy in local mode) uses beyond the
+    broker context: whether the broker serves, and the SEND processor it hands sends to (the
+    POP service is the context's)."""
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def send_processor(self) -> SendMessageProcessor: ...
 
 
 class EndTransactionContext(Protocol):

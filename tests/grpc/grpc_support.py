@@ -23,7 +23,12 @@ DRIVER = DRIVERS / "v5_producer.py"
 
 
 async def create_topic(
-    broker_addr: str, topic: str, queues: int = 4, perm: int = 6, rc: RemotingClient | None = None
+    broker_addr: str,
+    topic: str,
+    queues: int = 4,
+    perm: int = 6,
+    rc: RemotingClient | None = None,
+    attributes: str | None = None,
 ) -> None:
     """UPDATE_AND_CREATE_TOPIC on the broker."""
     own = rc is None
@@ -42,6 +47,7 @@ async def create_topic(
                     "topicFilterType": "SINGLE_TAG",
                     "topicSysFlag": "0",
                     "order": "false",
+                    **({"attributes": attributes} if attributes else {}),
                 },
             ),
             timeout=5.0,
@@ -165,8 +171,8 @@ class GrpcBroker:
     def log_tail(self, lines: int = 60) -> str:
         return "\n".join(self.proc.log_text().splitlines()[-lines:])
 
-    def create_topic(self, topic: str, queues: int = 4, rc=None) -> None:
-        asyncio.run(create_topic(self.broker_addr, topic, queues, rc=rc))
+    def create_topic(self, topic: str, queues: int = 4, rc=None, attributes: str | None = None) -> None:
+        asyncio.run(create_topic(self.broker_addr, topic, queues, rc=rc, attributes=attributes))
 
 
 def start_grpc_broker(store: Path, extra: list[str] = ()) -> tuple[StandaloneProcess, GrpcBroker]:

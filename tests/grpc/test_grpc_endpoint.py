@@ -142,6 +142,21 @@ def test_route_heartbeat_and_refusals(broker, channel):
     assert forward.status.code == Code.NOT_IMPLEMENTED
 
 
+def test_typed_topics(broker, channel):
+    """A FIFO topic (``+message.type=FIFO``) routes as FIFO, takes messages with a group and
+    refuses a NORMAL one as Java's proxy does (MESSAGE_PROPERTY_CONFLICT_WITH_TYPE)."""
+    stub = Stub(channel, "typed-client")
+    md = stub.metadata
+    topic = f"FIFO_{uuid.uuid4().hex[:8]}"
+    broker.create_topic(topic, queues=4, attributes="+message.type=FIFO")
+    route = stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name=topic)), metadata=md, timeout=10)
+    assert {tuple(q.accept_message_types) for q in route.message_queues} == {(pb.MessageType.FIFO,)}
+    fifo = send_request(topic, b"f", "ID-F1", message_type=pb.MessageType.FIFO, message_group="g1")
+    assert stub.SendMessage(fifo, metadata=md, timeout=10).status.code == Code.OK
+    normal = stub.SendMessage(send_request(topic, b"n", "ID-N1"), metadata=md, timeout=10)
+    assert normal.status.code == Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, normal.status
+
+
 def test_malformed_and_oversized_requests_and_unknown_methods(broker, channel):
     raw = channel.unary_unary(f"/{SERVICE}/SendMessage")  # bytes in, bytes out
     bad = pb.SendMessageResponse.FromString(raw(b"\xff\xff\xff\xff\x0f garbage", timeout=10))

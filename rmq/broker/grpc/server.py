@@ -47,6 +47,7 @@ from rmq.common.message import (
     string_to_properties,
     walk_records_py,
 )
+from rmq.common.topic_attributes import TopicMessageType
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.message import EndTransactionRequestHeader, SendMessageRequestHeader
@@ -61,7 +62,7 @@ from rmq.remoting.plain_acl import Permission
 from rmq.store import decode_offset_msg_id
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import GrpcContext
 
 log = logging.getLogger("rmq.broker.grpc")
 _rlog = RateLimitedLog(log)
@@ -142,20 +143,20 @@ def status(code: int, message: str | None = None) -> Any:
 
 def accepted_message_types(topic_config: Any) -> list[int]:
     """The message types a topic accepts, from its ``message.type`` attribute (Java 5
-    ``TopicMessageType``: NORMAL, FIFO, DELAY, TRANSACTION; MIXED accepts them all). A topic
-    without the attribute counts as NORMAL, as in Java; the one place the lookup is made."""
-    attributes = getattr(topic_config, "attributes", None) or {}
-    kind = str(attributes.get("message.type", attributes.get("+message.type", "NORMAL"))).upper()
-    if kind == "MIXED":
-        return [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION]
-    return [getattr(pb.MessageType, kind, pb.MessageType.NORMAL)]
-
-
-def _typed(topic_config: Any) -> bool:
-    """Whether the topic declares its type (only then are sends checked against it: topics
-    made before typed topics existed keep accepting what the 4.x clients send)."""
-    attributes = getattr(topic_config, "attributes", None) or {}
-    return "message.type" in attributes or "+message.type" in attributes
+    ``TopicMessageType``; MIXED accepts them all). A topic without the attribute counts as
+    NORMAL in routes, as in Java (the broker does not type-check sends to it). The one place the
+    route's lookup is made; sends are checked by the broker's SEND processor."""
+    declared = topic_config.declared_message_type
+    if declared is None:
+        return [int(pb.MessageType.NORMAL)]
+    if declared is TopicMessageType.MIXED:
+        return [
+            int(pb.MessageType.NORMAL),
+            int(pb.MessageType.FIFO),
+            int(pb.MessageType.DELAY),
+            int(pb.MessageType.TRANSACTION),
+        ]
+    return [int(getattr(pb.MessageType, declared.value, pb.MessageType.NORMAL))]
 
 
 def _permission(perm: int) -> int:
@@ -292,7 +293,7 @@ class GrpcEndpoint:
             than ``disabled`` the port speaks TLS only (gRPC has no permissive mode).
     """
 
-    def __init__(self, controller: BrokerController, tls: Any = None) -> None:
+    def __init__(self, controller: GrpcContext, tls: Any = None) -> None:
         self.controller = controller
         self.config = controller.broker_config
         self.tls = tls
@@ -674,11 +675,6 @@ class GrpcEndpoint:
             raise GrpcError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {max_body}")
         sp = m.system_properties
         mtype = sp.message_type
-        if _typed(tc) and mtype not in accepted_message_types(tc):
-            raise GrpcError(
-                Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
-                "current message type not match with topic accept message types",
-            )
         props, sys_flag = self._properties(context, topic, m)
         if mtype == pb.MessageType.TRANSACTION:
             client = self._client(context, create=False)
@@ -709,6 +705,8 @@ class GrpcEndpoint:
         processor = self.controller.send_processor
         reply = await channel.result(processor.send_message(channel, cmd, header, False))  # type: ignore[arg-type]
         code = _STORE_CODES.get(reply.code, Code.INTERNAL_SERVER_ERROR)
+        if reply.code == ResponseCode.MESSAGE_ILLEGAL and (reply.remark or "").startswith("TopicMessageType"):
+            code = Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE  # (Java's proxy: the typed-topic check)
         if code != Code.OK:
             return pb.SendResultEntry(status=status(code, reply.remark or f"send failed: code {reply.code}"))
         ext = reply.ext_fields
