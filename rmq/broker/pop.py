@@ -633,7 +633,7 @@ class PopService:
             off = 0
         else:
             off = max(0, store.get_max_offset_in_queue(topic, qid) - 1)
-        self.controller.consumer_offset_manager.commit_offset("getPopOffset", h.consumer_group, topic, qid, off)
+        self.ctx.consumer_offset_manager.commit_offset("getPopOffset", h.consumer_group, topic, qid, off)
         return off
 
     def _first_in_memory(self, topic: str, qid: int) -> bool:
