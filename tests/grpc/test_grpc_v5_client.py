@@ -88,8 +88,10 @@ def test_v5_producer_sends_every_message_type(v5_python, grpc_broker, workdir):
     assert {m.properties["__SHARDINGKEY"] for m in fifo} == {"order-7"}
     assert len({m.queue_id for m in fifo}) == 1
     assert [m.queue_offset for m in fifo] == sorted(m.queue_offset for m in fifo)
-    # DELAY: the delivery time becomes Java 5's timer property (milliseconds)
+    # DELAY: the delivery time becomes Java 5's timer property (milliseconds), and the broker's
+    # timer store holds the message until then (stored again at its tick, within one 1 s tick)
     assert got["d1"].properties["TIMER_DELIVER_MS"] == str(deliver_at * 1000)
+    assert got["d1"].store_timestamp >= deliver_at * 1000 - 1000, (got["d1"].store_timestamp, deliver_at)
     # TRANSACTION: the committed one and the one the checker resolved reached the real topic,
     # their producer group being the topic (Java's proxy names the checker's group so)
     for body in ("t-commit", "t-checked"):

@@ -76,9 +76,9 @@ MD_DATE_TIME = "x-mq-date-time"
 MD_AUTHORIZATION = "authorization"
 MD_LANGUAGE = "x-mq-language"
 
-# Timer property the broker's timer store honours (Java MessageConst.PROPERTY_TIMER_DELIVER_MS),
+# The timer property the broker's timer store honours (Java MessageConst.PROPERTY_TIMER_DELIVER_MS),
 # and the 5.x properties Java's proxy adds (PROPERTY_TRACE_CONTEXT, PROPERTY_BORN_HOST).
-PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TIMER_DELIVER_MS = MessageConst.TIMER_DELIVER_MS
 PROPERTY_TRACE_CONTEXT = "TRACE_CONTEXT"
 PROPERTY_BORN_HOST = "BORN_HOST"
 
@@ -1184,9 +1184,13 @@ _SYSTEM_PROPERTIES = frozenset(
         PROPERTY_TIMER_DELIVER_MS,
         PROPERTY_TRACE_CONTEXT,
         PROPERTY_BORN_HOST,
-        "TIMER_DELAY_SEC",
-        "TIMER_DELAY_MS",
-        "__STARTDELIVERTIME",
+        MessageConst.TIMER_DELAY_SEC,
+        MessageConst.TIMER_DELAY_MS,
+        MessageConst.START_DELIVER_TIME,
+        MessageConst.TIMER_OUT_MS,
+        MessageConst.TIMER_ENQUEUE_MS,
+        MessageConst.TIMER_DEQUEUE_MS,
+        MessageConst.TIMER_ROLL_TIMES,
         "MSG_REGION",
         "BORN_TIMESTAMP",
     }
