@@ -26,7 +26,9 @@ The checks run in Java's order (``PullMessageProcessor.processRequest``):
 
 Then GetMessageStatus → response code (Java's switch on it), the response header (nextBeginOffset,
 minOffset, maxOffset, suggestWhichBrokerId), a hold in the PullRequestHoldService when nothing
-was found and the suspend bit is set, and finally the commit of the offset the pull carried
+was found and the suspend bit is set, the OffsetMovedEvent of a PULL_OFFSET_MOVED answer
+(written to ``OFFSET_MOVED_EVENT`` by a master, or a slave with ``offsetCheckInSlave``: Java
+``generateOffsetMovedEvent``), and finally the commit of the offset the pull carried
 (commitOffset bit, master only).
 """
 
@@ -40,15 +42,17 @@ from typing import TYPE_CHECKING, Any, cast
 from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import MessageModel
 from rmq.broker.processors.common import FAQ, bad_request
-from rmq.common.constants import MixAll, PermName
+from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
-from rmq.common.message import PullSysFlag
+from rmq.common.message import MessageConst, PullSysFlag
 from rmq.common.sql92 import SelectorError
 from rmq.errors import RemotingCommandError
+from rmq.protocol.body.topic import OffsetMovedEvent
 from rmq.protocol.codes import ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.consumer import PullMessageRequestHeader
-from rmq.store import MessageFilter
+from rmq.store import MessageFilter, MessageInner
+from rmq.types import MessageQueue
 
 if TYPE_CHECKING:
     from rmq.broker.context import BrokerContext
@@ -59,6 +63,9 @@ log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
 MASTER_ID = MixAll.MASTER_ID
+#: OffsetMovedEvent writes in flight at once; past it an event is dropped (one rate-limited
+#: line): a flood of out-of-range pulls must not queue unbounded appends.
+MAX_OFFSET_MOVED_WRITES = 64
 
 # GetMessageStatus name -> response code, except NO_MESSAGE_IN_QUEUE / NO_MATCHED_LOGIC_QUEUE,
 # which depend on the requested offset.
@@ -84,6 +91,7 @@ class PullMessageProcessor:
         self.consumer_filter_manager = ConsumerFilterManager(
             bc.filter_cache_size, bc.sql92_compiles_per_connection, bc.sql92_compiles_total
         )
+        self._offset_moved_writes: set[asyncio.Task[None]] = set()
 
     @property
     def store(self) -> MessageStore:
@@ -183,7 +191,7 @@ class PullMessageProcessor:
         if sgc is None:
             return cmd.response(
                 ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                f"subscription group [{clip_remark(h.consumer_group)}] does not exist" + FAQ,
+                f"subscription group [{clip_remark(h.consumer_group)}] does not exist, " + FAQ,
                 {},
             )
         if not sgc.consume_enable:
@@ -369,13 +377,25 @@ class PullMessageProcessor:
                         {},
                     )
             elif code == ResponseCode.PULL_OFFSET_MOVED:
+                # Reached only by a master or a slave with offsetCheckInSlave (a slave without it
+                # answered PULL_RETRY_IMMEDIATELY above), Java's condition for the event.
+                self.generate_offset_moved_event(
+                    OffsetMovedEvent(
+                        h.consumer_group,
+                        MessageQueue(h.topic, self.broker_config.broker_name, h.queue_id),
+                        h.queue_offset,
+                        result.next_begin_offset,
+                    )
+                )
                 log.info(
-                    "pull offset moved: group=%s topic=%s queue=%d requested=%d next=%d (%s)",
-                    clip(h.consumer_group),
+                    "PULL_OFFSET_MOVED:correction offset. topic=%s, groupId=%s, queueId=%d, requestOffset=%d, "
+                    "newOffset=%d, suggestBrokerId=%d (%s)",
                     clip(h.topic),
+                    clip(h.consumer_group),
                     h.queue_id,
                     h.queue_offset,
                     result.next_begin_offset,
+                    suggest,
                     status,
                 )
 
@@ -385,6 +405,52 @@ class PullMessageProcessor:
                 conn.remote_addr, h.consumer_group, h.topic, h.queue_id, h.commit_offset
             )
         return response
+
+    def generate_offset_moved_event(self, event: OffsetMovedEvent) -> None:
+        """Append ``event`` to ``OFFSET_MOVED_EVENT`` queue 0, tags and keys the group, as Java
+        ``PullMessageProcessor.generateOffsetMovedEvent`` does (monitoring tools subscribe to it).
+        The append runs in a task (the pull is answered without waiting for it); at most
+        ``MAX_OFFSET_MOVED_WRITES`` at once, past which the event is dropped with one
+        rate-limited log line."""
+        writes = self._offset_moved_writes
+        if len(writes) >= MAX_OFFSET_MOVED_WRITES:
+            _rlog.warning(
+                "offset-moved-event-busy",
+                "dropped an OffsetMovedEvent of group %s for %s@%d: %d writes in flight (at most %d)",
+                clip(event.consumer_group),
+                clip(event.message_queue.topic),
+                event.message_queue.queue_id,
+                len(writes),
+                MAX_OFFSET_MOVED_WRITES,
+            )
+            return
+        task = asyncio.get_running_loop().create_task(self._put_offset_moved_event(event))
+        writes.add(task)
+        task.add_done_callback(writes.discard)
+
+    async def _put_offset_moved_event(self, event: OffsetMovedEvent) -> None:
+        group = event.consumer_group
+        inner = MessageInner(
+            topic=TopicValidator.RMQ_SYS_OFFSET_MOVED_EVENT,
+            queue_id=0,
+            body=event.to_body(),
+            flag=0,
+            properties={MessageConst.TAGS: group, MessageConst.KEYS: group},
+            born_timestamp=int(time.time() * 1000),
+            born_host=(self.broker_config.broker_ip1, self.controller.port),
+        )
+        try:
+            result = await self.store.put_message(inner)
+        except Exception:  # noqa: BLE001 - Java logs and goes on (generateOffsetMovedEvent)
+            _rlog.warning("offset-moved-event-put", "writing an OffsetMovedEvent failed", exc_info=True)
+            return
+        if not result.is_ok:
+            _rlog.warning(
+                "offset-moved-event-status",
+                "writing an OffsetMovedEvent of group %s failed: %s",
+                clip(group),
+                result.status.name,
+            )
 
 
 class _Compile:

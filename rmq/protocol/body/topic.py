@@ -1,5 +1,5 @@
 """Topic and cluster bodies of the admin protocol (Java ``TopicStatsTable``, ``TopicOffset``,
-``TopicList``, ``GroupList``, the tools' ``RebalanceResult``).
+``TopicList``, ``GroupList``, the tools' ``RebalanceResult``, ``OffsetMovedEvent``).
 
 ``to_json()`` gives Java's field names (what our broker and name server send), ``from_json``
 reads what Java's send; :meth:`TopicStatsTable.from_body` reads fastjson's ``MessageQueue``
@@ -13,11 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.common import fastjson
 from rmq.protocol.body import json_object
 from rmq.protocol.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
 
-__all__ = ["GroupList", "RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable"]
+__all__ = ["GroupList", "OffsetMovedEvent", "RebalanceResult", "TopicList", "TopicOffset", "TopicStatsTable"]
 
 
 def _object(d: object, what: str) -> Mapping[str, Any]:
@@ -128,3 +129,43 @@ class GroupList:
         if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
             raise ValueError("GroupList body: groupList must be a list of names")
         return cls(list(groups))
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetMovedEvent:
+    """What a master writes to ``OFFSET_MOVED_EVENT`` when it answers PULL_OFFSET_MOVED (Java
+    ``OffsetMovedEvent``, ``PullMessageProcessor.generateOffsetMovedEvent``): the group, its
+    queue, the offset it asked for and the one it was moved to."""
+
+    consumer_group: str
+    message_queue: MessageQueue
+    offset_request: int
+    offset_new: int
+
+    def to_json(self) -> dict[str, Any]:
+        # fastjson writes a bean's properties in alphabetical order
+        mq = self.message_queue
+        return {
+            "consumerGroup": self.consumer_group,
+            "messageQueue": {"brokerName": mq.broker_name, "queueId": mq.queue_id, "topic": mq.topic},
+            "offsetNew": self.offset_new,
+            "offsetRequest": self.offset_request,
+        }
+
+    def to_body(self) -> bytes:
+        """The message body as Java's ``RemotingSerializable.encode`` writes it."""
+        return fastjson.dumps(self.to_json())
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> OffsetMovedEvent:
+        d = _object(d, "an OffsetMovedEvent")
+        return cls(
+            str(d["consumerGroup"]),
+            MessageQueue.from_json(_object(d["messageQueue"], "its messageQueue")),
+            int(d["offsetRequest"]),
+            int(d["offsetNew"]),
+        )
+
+    @classmethod
+    def from_body(cls, body: bytes | bytearray | memoryview | str) -> OffsetMovedEvent:
+        return cls.from_json(json_object(body, "an OffsetMovedEvent"))
