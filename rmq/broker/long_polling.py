@@ -4,8 +4,9 @@ A consumer's pull with the suspend bit that finds no new message is not answered
 here under ``(topic, queue_id)`` until one of three things happens:
 
 * the dispatch (reput) service adds a message to that queue whose tags code matches the
-  pull's filter: the store's arrival listener calls :meth:`notify_message_arriving` and the
-  pull is re-run (it now finds the message) and answered;
+  pull's filter -- and, for a SQL92 pull, whose properties match its expression -- : the
+  store's arrival listener calls :meth:`notify_message_arriving` and the pull is re-run (it
+  now finds the message) and answered;
 * its hold time (``suspendTimeoutMillis``, 15 s from real clients; 1 s short polling when
   long polling is disabled) runs out: re-run and answered, typically PULL_NOT_FOUND;
 * its connection closes: dropped silently (nobody is left to answer).
@@ -27,6 +28,20 @@ Structures, chosen so that no number of held pulls can stall the loop:
 The 5 s sweep (1 s with short polling) is Java's safety net: it compares each queue's max
 offset with what the held pulls asked for, in case an arrival was coalesced or raced with the
 suspension.
+
+A held SQL92 pull is woken only by a message its expression matches (Java
+``PullRequestHoldService.notifyMessageArriving``: ``isMatchedByConsumeQueue`` with the tags
+code, then ``isMatchedByCommitLog`` with the properties). Java evaluates each arriving record's
+properties map; here the dispatch passes no properties (it makes no Python object per record):
+before waking such a pull, the service asks the store to scan the pull's new messages with the
+pull's compiled filter (``get_message`` with one message wanted, the C property program run on
+the stored properties, nothing transferred). Each held pull keeps how far it has been checked,
+so every message is evaluated once per held SQL92 pull, as in Java; queues with only TAG pulls
+held cost nothing more. A long run of non-matching messages (more than ``PROBE_ROUNDS`` store
+scans, each bounded by the store's filter budget) wakes the pull: the re-run answers
+PULL_RETRY_IMMEDIATELY past them, so the consumer moves on. The sweep probes SQL92 pulls too
+(Java's sweep wakes them, having no properties to check, and they answer
+PULL_RETRY_IMMEDIATELY); a TAG pull is woken by the sweep as in Java.
 
 The service is owned by the BrokerController: ``start()`` creates the sweep task, ``stop()``
 cancels it and answers every held pull (PULL_NOT_FOUND with the current offsets), so a
@@ -53,12 +68,18 @@ DEFAULT_MAX_HELD_PER_CONNECTION = 10_000
 DEFAULT_MAX_HELD_TOTAL = 100_000
 #: pulls re-run and answered per loop turn.
 DEFAULT_WAKE_BATCH = 256
+#: store scans spent on one held SQL92 pull per arrival before it is woken anyway.
+PROBE_ROUNDS = 4
+#: ``max_offset`` that wakes every held pull of the queue, whatever its filter (an offset reset:
+#: the re-run moves the consumer).
+ANY_OFFSET = 1 << 62
 
 
 class PullRequest:
     """One suspended pull."""
 
     __slots__ = (
+        "checked",
         "cmd",
         "conn",
         "deadline",
@@ -88,6 +109,7 @@ class PullRequest:
         self.deadline = deadline
         self.message_filter = message_filter
         self.key = (topic, queue_id)
+        self.checked = pull_from_this_offset  # a SQL92 pull: no match below this offset
         self.done = False  # taken out of the tables (answered, queued for an answer, or dropped)
 
 
@@ -97,6 +119,11 @@ def _filter_matches(message_filter: Any, tags_code: int | None) -> bool:
     if tags_code is None or message_filter is None:
         return True
     return bool(message_filter.is_matched_by_tags_code(tags_code))
+
+
+def _needs_properties(message_filter: Any) -> bool:
+    """Is ``message_filter`` a property (SQL92) filter, decided on the stored properties?"""
+    return message_filter is not None and getattr(message_filter, "program", None) is not None
 
 
 class PullRequestHoldService:
@@ -334,7 +361,16 @@ class PullRequestHoldService:
             r
             for r in reqs
             if getattr(r.conn, "closed", False)
-            or (max_offset > r.pull_from_this_offset and _filter_matches(r.message_filter, tags_code))
+            or (
+                max_offset > r.pull_from_this_offset
+                and _filter_matches(r.message_filter, tags_code)
+                and (
+                    max_offset >= ANY_OFFSET
+                    or r.queue_id < 0
+                    or not _needs_properties(r.message_filter)
+                    or self._properties_match(r)
+                )
+            )
         ]
         if not wake:
             return
@@ -343,6 +379,34 @@ class PullRequestHoldService:
         self._to_answer.extend(wake)
         if self._draining is None:
             self._drain()
+
+    def _properties_match(self, req: PullRequest) -> bool:
+        """Has a message the held SQL92 pull ``req`` has not checked yet arrived that its
+        expression matches (Java ``ExpressionMessageFilter.isMatchedByCommitLog``)? Scans the
+        store from ``req.checked`` with the pull's filter; anything but a clean "no match"
+        (FOUND, the queue truncated, a store error) or more than ``PROBE_ROUNDS`` scans counts
+        as a match: the re-run then answers what the store says."""
+        offset = req.checked
+        for _ in range(PROBE_ROUNDS):
+            try:
+                result = self.store.get_message("", req.topic, req.queue_id, offset, 1, req.message_filter, count=False)
+            except Exception:  # noqa: BLE001 - the re-run reports the store's state
+                return True
+            status = result.status.name
+            nxt = result.next_begin_offset
+            end = result.max_offset
+            result.release()
+            if status == "OFFSET_OVERFLOW_ONE":  # checked up to the queue's end: nothing matched
+                req.checked = offset
+                return False
+            if status != "NO_MATCHED_MESSAGE" or nxt <= offset:
+                return True  # FOUND, or a state the re-run answers
+            offset = nxt
+            if offset >= end:
+                req.checked = offset
+                return False
+        req.checked = offset
+        return True
 
     def on_connection_closed(self, conn: Any) -> int:
         """Drop the held pulls of a closed connection; returns how many."""

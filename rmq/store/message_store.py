@@ -645,14 +645,19 @@ class MessageStore:
         offset: int,
         max_msg_nums: int,
         message_filter: MessageFilter | None = None,
+        *,
+        count: bool = True,
     ) -> GetMessageResult:
         """Java DefaultMessageStore.getMessage. Synchronous. The caller must call
-        ``release()`` on the result once the buffers have been written out."""
+        ``release()`` on the result once the buffers have been written out. ``count=False``
+        (default True) leaves the getMessageTimesTotal/Found statistics alone: the long-polling
+        service probes a held SQL92 pull's new messages this way before it wakes the pull."""
         if self.shutdown_flag or not self.running:
             err = StoreError("message store is not running")
             err.retriable = True
             raise err
-        self._stats["get_total"] += 1
+        if count:
+            self._stats["get_total"] += 1
         cl = self.commit_log
         max_offset_py = cl.max_offset
         cq = self.find_consume_queue(topic, queue_id, create=False) if queue_id >= 0 and topic else None
@@ -707,7 +712,7 @@ class MessageStore:
         program, prop_evaluate = None, None
         if message_filter is not None and message_filter.properties is not None:
             program, prop_evaluate = message_filter.program, message_filter.properties.match_values
-        status, scanned, count, total, max_phy_pulling, segments = _store.get_message_scan(
+        status, scanned, found, total, max_phy_pulling, segments = _store.get_message_scan(
             cq_file.mm,
             start,
             end,
@@ -734,14 +739,15 @@ class MessageStore:
                 if mf.hold():
                     holds.append(mf)
                 buffers.append(memoryview(mf.mm)[s:e])
-            self._stats["get_found"] += count
+            if count:
+                self._stats["get_found"] += found
         return GetMessageResult(
             _GET_STATUS[status],
             offset + scanned // CQ_STORE_UNIT_SIZE,
             min_offset,
             max_offset,
             (max_offset_py - max_phy_pulling) > memory,
-            count,
+            found,
             total,
             buffers,
             holds,

@@ -3,6 +3,7 @@
 broadcast-refused and topic-not-subscribed branches, and a held SQL92 pull woken only by a
 message its expression matches."""
 
+import asyncio
 import json
 
 from broker_support import decode_records
@@ -144,3 +145,53 @@ async def test_an_unknown_group_without_auto_creation(tmp_path):
         resp = await env.pull("NG", group="NoGroup")
         assert resp.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST
         assert resp.remark == "subscription group [NoGroup] does not exist, " + FAQ
+
+
+def _held_pull(env, topic, expression, expression_type, group="GH", offset=0):
+    ext = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": 0,
+        "queueOffset": str(offset),
+        "maxMsgNums": 32,
+        "sysFlag": 6,  # suspend + subscription
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "30000",
+        "subscription": expression,
+        "subVersion": "0",
+        "expressionType": expression_type,
+    }
+    return asyncio.ensure_future(
+        env.client.invoke(env.addr, RemotingCommand.request(RequestCode.PULL_MESSAGE, ext), timeout=40)
+    )
+
+
+async def test_a_held_sql92_pull_is_woken_only_by_a_matching_message(tmp_path):
+    """Java ``PullRequestHoldService.notifyMessageArriving`` evaluates the held pull's expression
+    on the arriving message's properties before waking it: a message the expression does not
+    match leaves the pull held (no PULL_RETRY_IMMEDIATELY answer), nor does the periodic sweep
+    wake it; a matching one is answered with just that message."""
+    async with broker_env(tmp_path / "store", enable_property_filter=True) as env:
+        hold = env.broker.pull_request_hold_service
+        await env.create_topic("HS", 1)
+        pull = _held_pull(env, "HS", "n > 5", "SQL92")
+        await wait_until(lambda: hold.held_count == 1, what="the SQL92 pull to be held")
+        for i in range(3):  # dispatched before send returns: any wake-up has happened by now
+            await env.send("HS", b"no-%d" % i, tags="A", props={"n": str(i)})
+        assert not pull.done() and hold.held_count == 1
+        hold.check_hold_request()  # the sweep finds nothing to wake either
+        assert not pull.done() and hold.held_count == 1
+        await env.send("HS", b"yes", tags="A", props={"n": "9"})
+        resp = await asyncio.wait_for(pull, 20)
+        assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+        assert [r.body for r in decode_records(resp.body_bytes())] == [b"yes"]
+        assert hold.held_count == 0
+
+        # a TAG pull (at the queue's end): the tags code decides
+        pull = _held_pull(env, "HS", "TagB", "TAG", offset=4)
+        await wait_until(lambda: hold.held_count == 1, what="the TAG pull to be held")
+        await env.send("HS", b"a", tags="TagA")
+        assert not pull.done() and hold.held_count == 1
+        await env.send("HS", b"b", tags="TagB")
+        resp = await asyncio.wait_for(pull, 20)
+        assert [r.body for r in decode_records(resp.body_bytes())] == [b"b"]

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rmq.broker.context import BrokerContext
+from rmq.broker.long_polling import ANY_OFFSET
 from rmq.broker.managers.consumer import ClientChannelInfo
 from rmq.broker.processors.common import bad_request, to_json_bytes
 from rmq.common.log import RateLimitedLog, clip, clip_remark
@@ -341,7 +342,7 @@ class ConnsAdminProcessor:
         hold = getattr(c, "pull_request_hold_service", None)
         if hold is not None:
             for qid in range(tc.write_queue_nums):
-                hold.notify_message_arriving(h.topic, qid, 1 << 62)
+                hold.notify_message_arriving(h.topic, qid, ANY_OFFSET)
         return cmd.response(ResponseCode.SUCCESS, None, {}, java_body)
 
     async def get_consumer_status(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
