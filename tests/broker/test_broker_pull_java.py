@@ -186,12 +186,3 @@ async def test_a_held_sql92_pull_is_woken_only_by_a_matching_message(tmp_path):
         assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
         assert [r.body for r in decode_records(resp.body_bytes())] == [b"yes"]
         assert hold.held_count == 0
-
-        # a TAG pull (at the queue's end): the tags code decides
-        pull = _held_pull(env, "HS", "TagB", "TAG", offset=4)
-        await wait_until(lambda: hold.held_count == 1, what="the TAG pull to be held")
-        await env.send("HS", b"a", tags="TagA")
-        assert not pull.done() and hold.held_count == 1
-        await env.send("HS", b"b", tags="TagB")
-        resp = await asyncio.wait_for(pull, 20)
-        assert [r.body for r in decode_records(resp.body_bytes())] == [b"b"]
