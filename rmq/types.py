@@ -34,6 +34,7 @@ __all__ = [
     "MessageConst",
     "ServiceState",
 ]
+__all__ += ["ConsumeMode"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +278,19 @@ class MessageExt:
         return self.properties.get(MessageConst.SHARDING_KEY) or None
 
     @property
+    def receipt_handle(self) -> str | None:
+        """POP: the handle to :meth:`rmq.SimpleConsumer.ack` or change the invisible time of this
+        delivery (Java's ``POP_CK`` property, ``ExtraInfoUtil``'s string); None for a pulled
+        message. Each delivery has its own: a redelivered message carries a new one."""
+        return self.properties.get(MessageConst.POP_CK)
+
+    @property
+    def delivery_attempt(self) -> int:
+        """The delivery this is, from 1 (Java 5 ``MessageView.getDeliveryAttempt``:
+        ``reconsume_times + 1``)."""
+        return self.reconsume_times + 1
+
+    @property
     def transaction_id(self) -> str | None:
         """The transaction id (``__transactionId__``, else the client message id), if any."""
         return self.properties.get(MessageConst.TRANSACTION_ID) or self.properties.get(
@@ -396,6 +410,20 @@ class MessageModel(enum.Enum):
 
     BROADCASTING = "BROADCASTING"
     CLUSTERING = "CLUSTERING"
+
+
+class ConsumeMode(enum.Enum):
+    """How a :class:`rmq.PushConsumer` gets its messages (Java ``MessageRequestMode``).
+
+    ``PULL`` (the 4.x way): the group's members split the queues among themselves (client
+    rebalance) and pull from offsets. ``POP`` (the 5.x way, Java ``setClientRebalance(false)``):
+    every member pops from every broker; the broker hands each message to one member, invisible
+    to the others until acked or until its invisible time passes; more members than queues
+    all get messages.
+    """
+
+    PULL = "PULL"
+    POP = "POP"
 
 
 class ConsumeFromWhere(enum.Enum):

@@ -12,12 +12,14 @@ normal outcome, and :class:`rmq.errors.RemotingError` for transport failures.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.common.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
-from rmq.errors import RemotingCommandError
+from rmq.errors import ClientError, RemotingCommandError
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader
 from rmq.protocol.headers.message import EndTransactionRequestHeader, SendMessageRequestHeader
@@ -42,12 +44,24 @@ from rmq.protocol.requests.consumer import (
 )
 from rmq.protocol.requests.message import end_transaction, parse_send, send_message
 from rmq.protocol.requests.namesrv import get_route_info, parse_topic_route
+from rmq.protocol.requests.pop import (
+    PopReply,
+    PopStatus,
+    ack_message,
+    change_invisible_time,
+    parse_ack,
+    parse_change_invisible_time,
+    parse_pop,
+    pop_message,
+)
 from rmq.remoting import RemotingClient
-from rmq.types import MessageQueue, PullResult, PullStatus, SendResult
+from rmq.common.message import MessageConst
+from rmq.protocol.headers.pop import PopMessageRequestHeader
+from rmq.types import MessageExt, MessageQueue, PullResult, PullStatus, SendResult
 
 from ._codec import decode_messages
 
-__all__ = ["MASTER_ID", "BrokerData", "ClientAPI", "QueueData", "TopicRouteData"]
+__all__ = ["MASTER_ID", "BrokerData", "ClientAPI", "PopResult", "QueueData", "TopicRouteData"]
 
 log = logging.getLogger("rmq.client")
 
@@ -63,6 +77,19 @@ def _send_header(header: SendMessageRequestHeader | Mapping[str, Any], batch: bo
         h = copy.copy(h)  # the caller's header stays as it was
         h.batch = batch
     return h
+
+
+@dataclass(slots=True)
+class PopResult:
+    """A POP_MESSAGE answer (Java ``PopResult``): the status, the messages (each carrying its
+    ack handle in the ``POP_CK`` property, :attr:`MessageExt.receipt_handle`) and how many
+    messages the popped queues still hold."""
+
+    status: PopStatus
+    messages: list[MessageExt]
+    rest_num: int = 0
+    pop_time: int = 0
+    invisible_time: int = 0
 
 
 class ClientAPI:
@@ -200,6 +227,59 @@ class ClientAPI:
         self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue], timeout: float = 1.0
     ) -> None:
         check_success(await self._invoke(addr, unlock_batch_mq(group, client_id, mqs), timeout))
+
+    # ---------------------------------------------------------------- POP (RocketMQ 5)
+
+    async def pop_message(
+        self, addr: str, header: PopMessageRequestHeader, broker_name: str, timeout: float
+    ) -> PopResult:
+        """One POP_MESSAGE (Java ``MQClientAPIImpl.popMessageAsync`` / ``processPopResponse``):
+        a status for SUCCESS / POLLING_FULL / POLLING_TIMEOUT / PULL_NOT_FOUND, an exception for
+        anything else. Each message gets its ack handle in ``POP_CK`` (the broker's own for a
+        retried message, else built from the answer's offset infos) and, for an orderly pop,
+        ``reconsume_times`` from the answer's order counts."""
+        reply: PopReply = parse_pop(await self._invoke(addr, pop_message(header), timeout))
+        msgs: list[MessageExt] = []
+        if reply.status is PopStatus.FOUND and reply.body:
+            try:
+                decoded = decode_messages(reply.body, broker_name)
+            except ValueError as e:
+                log.warning("pop of %s from %s returned an undecodable body: %s", header.topic, addr, e)
+                raise RemotingCommandError(f"undecodable pop body from {addr}: {e}") from e
+            for m in decoded:
+                stored = m.real_topic or m.topic
+                props = dict(m.properties)
+                props[MessageConst.POP_CK] = reply.handle(
+                    stored, m.queue_id, m.queue_offset, broker_name, props.get(MessageConst.POP_CK)
+                )
+                changes: dict[str, Any] = {"properties": props}
+                if header.order:
+                    count = reply.order_count(stored, m.queue_id)
+                    if count > 0:
+                        changes["reconsume_times"] = count
+                msgs.append(dataclasses.replace(m, **changes))
+        return PopResult(reply.status, msgs, reply.rest_num, reply.pop_time, reply.invisible_time)
+
+    async def ack_message(self, addr: str, group: str, topic: str, handle: str, timeout: float = 3.0) -> None:
+        """ACK_MESSAGE of one popped message by its handle (``topic``: the message's topic, not
+        the retry topic: the handle says which it came from). Raises the broker's refusal
+        (NoMessageError… when the handle is stale)."""
+        try:
+            cmd = ack_message(group, topic, handle)
+        except ValueError as e:
+            raise ClientError(f"not a receipt handle: {e}") from None
+        parse_ack(await self._invoke(addr, cmd, timeout))
+
+    async def change_invisible_time(
+        self, addr: str, group: str, topic: str, handle: str, invisible_ms: int, timeout: float = 3.0
+    ) -> str:
+        """CHANGE_MESSAGE_INVISIBLETIME: the message becomes visible ``invisible_ms`` from now;
+        returns its new handle (the old one is spent)."""
+        try:
+            cmd = change_invisible_time(group, topic, handle, invisible_ms)
+        except ValueError as e:
+            raise ClientError(f"not a receipt handle: {e}") from None
+        return parse_change_invisible_time(await self._invoke(addr, cmd, timeout), handle)
 
     # ---------------------------------------------------------------- both
 

@@ -123,6 +123,9 @@ class ConsumerBase(abc.ABC):
 
     consume_type = "CONSUME_PASSIVELY"
     orderly = False
+    #: POP consumers (RocketMQ 5): the broker serves the group's retry topic with every pop, so
+    #: the consumer does not subscribe to ``%RETRY%group`` itself.
+    pop_mode = False
 
     def __init__(self, namesrv_addr: str | list[str], group: str, options: ConsumerOptions) -> None:
         check_namesrv_addr(namesrv_addr)
@@ -262,7 +265,7 @@ class ConsumerBase(abc.ABC):
             raise
 
     async def _start_base_inner(self) -> None:
-        if self.message_model is MessageModel.CLUSTERING and self.consume_type == "CONSUME_PASSIVELY":
+        if self.message_model is MessageModel.CLUSTERING and self.consume_type == "CONSUME_PASSIVELY" and not self.pop_mode:
             retry = MixAll.get_retry_topic(self.group)
             self.subscriptions.setdefault(retry, SubscriptionData.build(retry, "*"))
         inst = get_client_instance(

@@ -21,9 +21,10 @@ from rmq.client.arguments import check_range as check_range
 from rmq.common.constants import TopicValidator
 from rmq.errors import ClientError, ConfigError, RMQError
 from rmq.remoting.acl import SessionCredentials
-from rmq.types import ConsumeFromWhere, MessageModel, MessageQueue
+from rmq.types import ConsumeFromWhere, ConsumeMode, MessageModel, MessageQueue
 
 from .allocate import STRATEGIES, AllocateStrategy
+from .pop import POP_DELAY_LEVELS
 
 __all__ = [
     "ConsumerOptions",
@@ -223,6 +224,17 @@ class PushConsumerOptions(ConsumerOptions):
             ``error_retries`` consecutive failures of one kind that need the application (no
             subscription group, no topic or route, no permission); the consumer keeps trying.
             Default None: the error is logged.
+        consume_mode: ``ConsumeMode.PULL`` (default: client rebalance, pulls from offsets) or
+            ``ConsumeMode.POP`` (RocketMQ 5: every member pops from every broker, the broker
+            assigns messages; clustering only, with a handler).
+        pop_invisible_time: POP: seconds a popped message stays invisible to the group while
+            the handler runs (Java ``popInvisibleTime``), [5, 300]; default 60.
+        pop_batch_size: POP: messages per pop (Java ``popBatchNums``), [1, 32]; default 32.
+        pop_threshold_for_queue: POP: popped messages of one broker not yet acked before
+            popping pauses (Java ``popThresholdForQueue``), [1, 65535]; default 96.
+        pop_retry_delays: POP: seconds a failed message stays invisible before it is delivered
+            again, by its reconsume times (the last one for all later attempts); default Java's
+            ``popDelayLevel`` (10 s, 30 s, 1 min, 2 min … 2 h).
     """
 
     consume_concurrency: int = 20
@@ -239,9 +251,32 @@ class PushConsumerOptions(ConsumerOptions):
     trace_topic: str | None = None
     consume_timeout: float = 900.0
     on_error: ErrorHandler | None = None
+    consume_mode: ConsumeMode = ConsumeMode.PULL
+    pop_invisible_time: float = 60.0
+    pop_batch_size: int = 32
+    pop_threshold_for_queue: int = 96
+    pop_retry_delays: tuple[float, ...] = POP_DELAY_LEVELS
 
     def __post_init__(self) -> None:
         super(PushConsumerOptions, self).__post_init__()
+        if not isinstance(self.consume_mode, ConsumeMode):
+            raise ConfigError(
+                "consume_mode", f"must be a ConsumeMode, got {self.consume_mode!r}", "ConsumeMode.PULL or ConsumeMode.POP"
+            )
+        if self.consume_mode is ConsumeMode.POP and self.message_model is not MessageModel.CLUSTERING:
+            raise ConfigError("consume_mode", "POP consumes in clustering mode only", "MessageModel.CLUSTERING")
+        check_range("pop_invisible_time", self.pop_invisible_time, 5, 300)
+        check_range("pop_batch_size", self.pop_batch_size, 1, 32)
+        check_range("pop_threshold_for_queue", self.pop_threshold_for_queue, 1, 65535)
+        delays = self.pop_retry_delays
+        if (
+            not isinstance(delays, tuple)
+            or not delays
+            or any(isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d <= 43200 for d in delays)
+        ):
+            raise ConfigError(
+                "pop_retry_delays", f"{str(delays)[:80]} is not a tuple of seconds", "a non-empty tuple of 0..43200"
+            )
         reason = None if self.trace_topic is None else TopicValidator.check_topic(self.trace_topic)
         if reason is not None:
             raise ConfigError("trace_topic", f"{str(self.trace_topic)[:40]!r}: {reason}", "a valid topic name or None")

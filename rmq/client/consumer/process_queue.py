@@ -43,6 +43,7 @@ class ProcessQueue:
         self.consume_lock = asyncio.Lock()  # orderly: held while the handler runs
         self.pull_task: asyncio.Task[None] | None = None
         self.wakeup = asyncio.Event()  # set when consumption frees room (flow control)
+        self.pop_inflight = 0  # POP: popped from this broker, not yet acked or handed back
 
     @property
     def msg_count(self) -> int:

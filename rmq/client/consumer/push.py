@@ -31,11 +31,12 @@ from rmq.client.hooks import ConsumeMessageHook, close_hooks
 from rmq.client.selector import MessageSelector
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.tasks import BackgroundTasks, wait_event
-from rmq.errors import ClientError, IllegalStateError, RMQError
-from rmq.types import ConsumeFromWhere, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
+from rmq.errors import ClientError, IllegalStateError, RMQError, TopicNotExistError
+from rmq.protocol.requests.pop import PopStatus
+from rmq.types import ConsumeFromWhere, ConsumeMode, MessageExt, MessageModel, MessageQueue, PullStatus, ServiceState
 
 from .allocate import AllocateStrategy
-from .base import PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade
+from .base import BROKER_SUSPEND_MAX_TIME, PULL_DELAY_WHEN_EXCEPTION, ConsumerBase, ConsumerFacade
 from .consume_service import (
     LOCK_RETRY_DELAY,
     BatchMessageHandler,
@@ -48,6 +49,8 @@ from .consume_service import (
 )
 from .offset_store import ReadOffsetType
 from .options import ErrorHandler, PushConsumerOptions, RebalanceListener, build_options
+from .pop import POP_DELAY_LEVELS, PopCalls, pop_queues
+from .pop_service import ConsumeMessagePopConcurrentlyService, ConsumeMessagePopOrderlyService
 from .process_queue import ProcessQueue
 
 __all__ = ["PushConsumer", "PushConsumerImpl", "MessageHandler", "BatchMessageHandler"]
@@ -120,7 +123,20 @@ class PushConsumerImpl(ConsumerBase):
         #: ConsumeMessageHooks (PushConsumer.add_consume_hook), called by the consume service
         self.consume_hooks: list[ConsumeMessageHook] = []
         self.consume_service: ConsumeMessageService
-        if handler is None and batch_handler is None:
+        #: POP mode (RocketMQ 5): no client rebalance, one pop loop per broker
+        self.pop_mode = options.consume_mode is ConsumeMode.POP
+        self.pops: PopCalls | None = PopCalls(self) if self.pop_mode else None
+        if self.pop_mode:
+            # orderly POP is the broker's: it hands one queue's messages to one member at a time
+            self.locks_queues = False
+            if handler is None and batch_handler is None:
+                raise ClientError("consume_mode=POP needs a handler or a batch_handler (no async for)")
+            handlers = Handlers(handler, batch_handler)
+            if orderly:
+                self.consume_service = ConsumeMessagePopOrderlyService(self, handlers)
+            else:
+                self.consume_service = ConsumeMessagePopConcurrentlyService(self, handlers)
+        elif handler is None and batch_handler is None:
             self.consume_service = ConsumeMessageIteratorService(self, orderly=orderly)
         else:
             handlers = Handlers(handler, batch_handler)
@@ -219,7 +235,104 @@ class PushConsumerImpl(ConsumerBase):
     # ---------------------------------------------------------------- queues
 
     def _start_queue(self, pq: ProcessQueue) -> None:
+        if self.pop_mode:
+            pq.pull_task = self.spawn(self._pop_loop(pq), f"pop-{pq.mq.topic}@{pq.mq.broker_name}")
+            return
         pq.pull_task = self.spawn(self._pull_loop(pq), f"pull-{pq.mq}")
+
+    # ---------------------------------------------------------------- POP mode
+
+    async def _rebalance_by_topic(self, topic: str) -> bool:
+        """POP mode: no client rebalance (Java ``RebalanceImpl`` with clientRebalance false):
+        this member pops every broker of the topic, queue id -1. PULL mode: Java's rebalance."""
+        if not self.pop_mode:
+            return await super()._rebalance_by_topic(topic)
+        inst = self._instance
+        assert inst is not None
+        mine = set(pop_queues(self, topic))
+        if not mine:
+            await inst.update_topic_route(topic)
+            mine = set(pop_queues(self, topic))
+        if not mine:
+            log.warning("group %s: no route for subscribed topic %s yet", self.group, topic)
+            self.note_failure(
+                f"route:{topic}", TopicNotExistError(17, f"No route info of this topic: {self.ns.unwrap(topic)}")
+            )
+            return False
+        self.note_success(f"route:{topic}")
+        for mq, pq in list(self.process_queue_table.items()):
+            if mq.topic == topic and mq not in mine:
+                pq.dropped = True
+                if pq.pull_task is not None:
+                    pq.pull_task.cancel()
+                del self.process_queue_table[mq]
+        added = sorted(mine - set(self.process_queue_table))
+        for mq in added:
+            pq = ProcessQueue(mq, 0)
+            self.process_queue_table[mq] = pq
+            self._start_queue(pq)
+        if added:
+            log.info("group %s: popping %s from %s", self.group, topic, sorted(m.broker_name for m in mine))
+        return True
+
+    async def _pop_loop(self, pq: ProcessQueue) -> None:
+        """Pop one broker until dropped (Java ``DefaultMQPushConsumerImpl.popMessage``): flow
+        control on the messages in flight, a long-polling POP, the messages to the consume
+        service. Errors wait 3 s and try again."""
+        mq = pq.mq
+        opts = self.options
+        pops = self.pops
+        assert pops is not None
+        while not pq.dropped:
+            if not self._resume.is_set():
+                await wait_event(self._resume, PAUSED_DELAY)
+                continue
+            if pq.pop_inflight > opts.pop_threshold_for_queue:
+                self._flow_control_times += 1
+                self.stats["flow_controlled"] += 1
+                pq.wakeup.clear()
+                await wait_event(pq.wakeup, FLOW_CONTROL_DELAY)
+                continue
+            sub = self.subscriptions.get(mq.topic)
+            if sub is None:
+                await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
+                continue
+            pq.last_pull_time = time.monotonic()
+            try:
+                result = await pops.pop(
+                    mq,
+                    sub,
+                    max_nums=opts.pop_batch_size,
+                    invisible_time=opts.pop_invisible_time,
+                    poll_time=BROKER_SUSPEND_MAX_TIME,
+                    order=self.orderly,
+                )
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # noqa: BLE001 - any failure: wait and pop again
+                self.stats["pull_errors"] += 1
+                _rlog.warning(
+                    f"pop-failed:{self.group}",
+                    "group %s: pop of %s from %s failed: %s",
+                    self.group,
+                    mq.topic,
+                    mq.broker_name,
+                    clip(repr(e)),
+                )
+                self.note_failure(f"pull:{mq.topic}", e)
+                await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
+                continue
+            self.note_success(f"pull:{mq.topic}")
+            if pq.dropped:
+                break  # what we popped comes back after its invisible time
+            if result.status is PopStatus.FOUND:
+                if result.messages:
+                    self.stats["pulled"] += len(result.messages)
+                    await self.consume_service.submit(pq, result.messages)
+                if opts.pull_interval:
+                    await asyncio.sleep(opts.pull_interval)
+            elif result.status is PopStatus.POLLING_FULL:
+                await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
 
     async def _lock_new_queue(self, mq: MessageQueue) -> bool:
         if not self.locks_queues:
@@ -554,6 +667,20 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
             it once, on first access (its failure raises :class:`rmq.errors.SerializationError`
             there; in a handler, a failed consumption: retried, then the DLQ). Default None:
             ``message.value`` is the body.
+        consume_mode: ``ConsumeMode.PULL`` (default; 4.x: the members split the queues, pulls
+            from offsets) or ``ConsumeMode.POP`` (RocketMQ 5, Java ``setClientRebalance(false)``:
+            every member pops every broker and the broker assigns each message; more members
+            than queues all get messages). POP needs a handler and clustering; a consumed
+            message is acked, a failed one kept invisible for ``pop_retry_delays`` and
+            delivered again; ``orderly=True`` pops orderly (the broker holds a queue's next
+            messages until these are acked).
+        pop_invisible_time: POP: seconds a popped message stays invisible while the handler
+            runs, [5, 300]; default 60 (Java ``popInvisibleTime``).
+        pop_batch_size: POP: messages per pop, [1, 32]; default 32 (Java ``popBatchNums``).
+        pop_threshold_for_queue: POP: messages of one broker in flight before popping pauses,
+            [1, 65535]; default 96 (Java ``popThresholdForQueue``).
+        pop_retry_delays: POP: seconds a failed message stays invisible, by its reconsume times;
+            default Java's ``popDelayLevel`` (10, 30, 60, 120 … 7200).
 
     Raises:
         rmq.errors.ConfigError: a setting out of range or a bad group name or name server
@@ -600,12 +727,22 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         trace: bool = False,
         trace_topic: str | None = None,
         value_deserializer: Callable[[bytes], Any] | None = None,
+        consume_mode: ConsumeMode = ConsumeMode.PULL,
+        pop_invisible_time: float = 60.0,
+        pop_batch_size: int = 32,
+        pop_threshold_for_queue: int = 96,
+        pop_retry_delays: tuple[float, ...] = POP_DELAY_LEVELS,
     ) -> None:
         opts = build_options(
             PushConsumerOptions,
             options,
             dict(
                 value_deserializer=value_deserializer,
+                consume_mode=consume_mode,
+                pop_invisible_time=pop_invisible_time,
+                pop_batch_size=pop_batch_size,
+                pop_threshold_for_queue=pop_threshold_for_queue,
+                pop_retry_delays=pop_retry_delays,
                 consume_timeout=consume_timeout,
                 on_error=on_error,
                 error_retries=error_retries,
