@@ -22,6 +22,7 @@ from rmq.common.topic_attributes import TopicMessageType
 from rmq.errors import *  # noqa: F403  (the exception tree is public API)
 from rmq.types import (
     ConsumeFromWhere,
+    ConsumeMode,
     ConsumeResult,
     LocalTransactionState,
     Message,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # loaded lazily by __getattr__ below
         PushConsumerOptions,
         SendMessageContext,
         SendMessageHook,
+        SimpleConsumer,
         create_reply_message,
         reply,
     )
@@ -94,6 +96,8 @@ __all__ += errors.__all__
 __all__ += ["ConsumerRebalanceListener"]
 # typed topics (Java 5 TopicMessageType: a topic's message.type, Admin.topic_message_type)
 __all__ += ["TopicMessageType"]
+# RocketMQ 5 consumption (POP): the simple consumer and the push consumer's consume mode
+__all__ += ["SimpleConsumer", "ConsumeMode"]
 
 # Body codecs of Producer(compress_type=...) (RocketMQ 5's CompressionType)
 from rmq.common.compression import CompressionType  # noqa: E402
@@ -119,6 +123,7 @@ _LAZY = (
     "SendMessageContext",
     "ConsumeMessageHook",
     "ConsumeMessageContext",
+    "SimpleConsumer",
 )
 
 

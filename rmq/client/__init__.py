@@ -16,6 +16,7 @@ from .consumer import (
     allocate_averagely,
     allocate_averagely_by_circle,
 )
+from .consumer.simple import SimpleConsumer
 from .hooks import ConsumeMessageContext, ConsumeMessageHook, SendMessageContext, SendMessageHook
 from .producer import MessageQueueSelector, Producer, select_by_hash
 from .request_reply import create_reply_message, reply
@@ -46,3 +47,4 @@ __all__ += [
     "ConsumeMessageContext",
 ]
 __all__ += ["ConsumerRebalanceListener"]
+__all__ += ["SimpleConsumer"]

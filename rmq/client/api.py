@@ -18,11 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rmq.common.message import MessageConst
 from rmq.common.route import MASTER_ID, BrokerData, QueueData, TopicRouteData
 from rmq.errors import ClientError, RemotingCommandError
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader
 from rmq.protocol.headers.message import EndTransactionRequestHeader, SendMessageRequestHeader
+from rmq.protocol.headers.pop import PopMessageRequestHeader
 from rmq.protocol.requests import check_success
 from rmq.protocol.requests.client import check_client_config, heart_beat, parse_heart_beat, unregister_client
 from rmq.protocol.requests.consumer import (
@@ -55,8 +57,6 @@ from rmq.protocol.requests.pop import (
     pop_message,
 )
 from rmq.remoting import RemotingClient
-from rmq.common.message import MessageConst
-from rmq.protocol.headers.pop import PopMessageRequestHeader
 from rmq.types import MessageExt, MessageQueue, PullResult, PullStatus, SendResult
 
 from ._codec import decode_messages

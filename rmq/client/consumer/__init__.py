@@ -4,6 +4,7 @@ from .allocate import AllocateConsistentHash, allocate_averagely, allocate_avera
 from .options import ConsumerOptions, ConsumerRebalanceListener, PullConsumerOptions, PushConsumerOptions
 from .pull import PullConsumer
 from .push import PushConsumer
+from .simple import SimpleConsumer
 
 __all__ = [
     "PushConsumer",
@@ -16,3 +17,4 @@ __all__ = [
     "AllocateConsistentHash",
 ]
 __all__ += ["ConsumerRebalanceListener"]
+__all__ += ["SimpleConsumer"]

@@ -265,7 +265,11 @@ class ConsumerBase(abc.ABC):
             raise
 
     async def _start_base_inner(self) -> None:
-        if self.message_model is MessageModel.CLUSTERING and self.consume_type == "CONSUME_PASSIVELY" and not self.pop_mode:
+        if (
+            self.message_model is MessageModel.CLUSTERING
+            and self.consume_type == "CONSUME_PASSIVELY"
+            and not self.pop_mode
+        ):
             retry = MixAll.get_retry_topic(self.group)
             self.subscriptions.setdefault(retry, SubscriptionData.build(retry, "*"))
         inst = get_client_instance(

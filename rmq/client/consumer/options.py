@@ -261,7 +261,9 @@ class PushConsumerOptions(ConsumerOptions):
         super(PushConsumerOptions, self).__post_init__()
         if not isinstance(self.consume_mode, ConsumeMode):
             raise ConfigError(
-                "consume_mode", f"must be a ConsumeMode, got {self.consume_mode!r}", "ConsumeMode.PULL or ConsumeMode.POP"
+                "consume_mode",
+                f"must be a ConsumeMode, got {self.consume_mode!r}",
+                "ConsumeMode.PULL or ConsumeMode.POP",
             )
         if self.consume_mode is ConsumeMode.POP and self.message_model is not MessageModel.CLUSTERING:
             raise ConfigError("consume_mode", "POP consumes in clustering mode only", "MessageModel.CLUSTERING")

@@ -196,7 +196,7 @@ class SimpleConsumer(ConsumerFacade[SimpleConsumerImpl]):
         """Stop receiving ``topic``."""
         self._impl.unsubscribe(topic)
 
-    def subscriptions(self) -> dict[str, str]:
+    def subscription_expressions(self) -> dict[str, str]:
         """``{topic: expression}`` (without the namespace)."""
         return {self._impl.ns.unwrap(t): s.sub_string for t, s in self._impl.subscriptions.items()}
 
