@@ -183,7 +183,7 @@ class PopCalls:
         """ACK_MESSAGE of ``msg`` (wire topic). Raises the broker's refusal or a transport error."""
         handle, info = self._handle(msg)
         c = self.consumer
-        topic = _original_topic(msg)
+        topic = _original_topic(msg, c.group)
         addr = await self._addr(topic, info.broker_name)
         inst = c._instance
         assert inst is not None
@@ -204,7 +204,7 @@ class PopCalls:
         now. Returns the message with its new receipt handle."""
         handle, info = self._handle(msg)
         c = self.consumer
-        topic = _original_topic(msg)
+        topic = _original_topic(msg, c.group)
         addr = await self._addr(topic, info.broker_name)
         inst = c._instance
         assert inst is not None
@@ -214,10 +214,18 @@ class PopCalls:
         return dataclasses.replace(msg, properties=props)
 
 
-def _original_topic(msg: MessageExt) -> str:
+def _original_topic(msg: MessageExt, group: str) -> str:
     """The topic a popped message belongs to: the handle's retry mark names the retry topic it
-    was popped from, so ACK and CHANGE_MESSAGE_INVISIBLETIME carry the original."""
+    was popped from, so ACK and CHANGE_MESSAGE_INVISIBLETIME carry the original (the decoder
+    already maps a retry topic back through ``RETRY_TOPIC``; without that property the POP
+    retry topic's own prefix, Java ``KeyBuilder.buildPopRetryTopicV1/V2``, is taken off)."""
     topic = msg.topic
     if MixAll.is_retry_topic(topic):
-        topic = msg.properties.get(MessageConst.RETRY_TOPIC, topic)
+        original = msg.properties.get(MessageConst.RETRY_TOPIC)
+        if original:
+            return original
+        for sep in ("_", "+"):
+            prefix = f"{MixAll.RETRY_GROUP_TOPIC_PREFIX}{group}{sep}"
+            if topic.startswith(prefix):
+                return topic[len(prefix) :]
     return topic
