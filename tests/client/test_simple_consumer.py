@@ -43,7 +43,7 @@ async def test_receive_ack_and_an_unacked_message_comes_back(cluster, namesrv_ad
         assert len(got) == 10 and {m.msg_id for m in got} == ids  # each once
         for m in got:
             assert m.topic == topic and m.body.startswith(b"m") and m.delivery_attempt == 1
-            assert m.receipt_handle and m.broker_name == broker.config.broker_name
+            assert m.receipt_handle and m.broker_name == broker.broker_config.broker_name
         keep = next(m for m in got if m.body == b"m3")
         for m in got:
             if m is not keep:

@@ -62,7 +62,7 @@ async def test_pop_mode_consumes_everything_and_retries_failures(cluster, namesr
     async with c:
         await wait_until(lambda: set(ok) == ids, timeout=60, what="every message consumed")
         # one pop loop per broker, queue id -1: no client rebalance, no retry subscription
-        assert c.assignment() == {rmq.MessageQueue(topic, broker.config.broker_name, -1)}
+        assert c.assignment() == {rmq.MessageQueue(topic, broker.broker_config.broker_name, -1)}
         await wait_until(lambda: c.stats["consumed_ok"] == 20, what="the stats")
     retried = {m.body for m in ok.values() if m.reconsume_times > 0}
     assert retried == {b"m2", b"m7", b"m9"}
@@ -118,7 +118,7 @@ async def test_orderly_pop_keeps_queue_order_across_a_failure(cluster, namesrv_a
     _ns, broker = cluster
     topic, cg = unique("T"), unique("CG")
     await create_topic(broker.broker_addr, topic, queues=2)
-    bname = broker.config.broker_name
+    bname = broker.broker_config.broker_name
     async with rmq.Producer(namesrv_addr, unique("PG")) as p:
         for i in range(12):
             await p.send(rmq.Message(topic, f"{i % 2}:{i}".encode()), queue=rmq.MessageQueue(topic, bname, i % 2))
@@ -140,7 +140,7 @@ async def test_orderly_pop_keeps_queue_order_across_a_failure(cluster, namesrv_a
         orderly=True,
         consume_from_where=FIRST,
         consume_mode=POP,
-        suspend_current_queue_time=0.5,
+        suspend_current_queue_time=1.0,
     )
     c.subscribe(topic)
     async with c:

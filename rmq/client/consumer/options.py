@@ -232,8 +232,8 @@ class PushConsumerOptions(ConsumerOptions):
         pop_batch_size: POP: messages per pop (Java ``popBatchNums``), [1, 32]; default 32.
         pop_threshold_for_queue: POP: popped messages of one broker not yet acked before
             popping pauses (Java ``popThresholdForQueue``), [1, 65535]; default 96.
-        pop_retry_delays: POP: seconds a failed message stays invisible before it is delivered
-            again, by its reconsume times (the last one for all later attempts); default Java's
+        pop_retry_delays: POP: seconds (each 1..43200) a failed message stays invisible before it
+            is delivered again, by its reconsume times (the last one for all later attempts); default Java's
             ``popDelayLevel`` (10 s, 30 s, 1 min, 2 min … 2 h).
     """
 
@@ -274,10 +274,12 @@ class PushConsumerOptions(ConsumerOptions):
         if (
             not isinstance(delays, tuple)
             or not delays
-            or any(isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d <= 43200 for d in delays)
+            or any(isinstance(d, bool) or not isinstance(d, (int, float)) or not 1 <= d <= 43200 for d in delays)
         ):
             raise ConfigError(
-                "pop_retry_delays", f"{str(delays)[:80]} is not a tuple of seconds", "a non-empty tuple of 0..43200"
+                "pop_retry_delays",
+                f"{str(delays)[:80]} is not a tuple of seconds",
+                "a non-empty tuple of seconds in 1..43200",
             )
         reason = None if self.trace_topic is None else TopicValidator.check_topic(self.trace_topic)
         if reason is not None:

@@ -39,9 +39,9 @@ __all__ = ["ConsumeMessagePopConcurrentlyService", "ConsumeMessagePopOrderlyServ
 log = logging.getLogger("rmq.client")
 _rlog = RateLimitedLog(log)
 
-#: Orderly POP: the shortest time a failed message stays invisible (the broker's revive scan
-#: has a granularity of its own; 0 would make it visible before the failure is recorded).
-MIN_ORDERLY_SUSPEND = 0.1
+#: Orderly POP: the shortest time a failed message stays invisible (the broker refuses an
+#: invisible time under 1 s).
+MIN_ORDERLY_SUSPEND = 1.0
 
 
 class _PopAcks:

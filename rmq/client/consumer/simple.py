@@ -40,9 +40,9 @@ __all__ = ["SimpleConsumer", "SimpleConsumerImpl"]
 
 log = logging.getLogger("rmq.client")
 
-#: Java 5 ``SimpleConsumerImpl``'s limits on invisibleDuration (10 s .. 12 h is the proxy's
-#: default; the broker itself takes less). Ours: what the broker accepts.
-MIN_INVISIBLE_DURATION = 0.1
+#: The invisible durations a broker accepts (1 s .. 12 h: Java 5 ``PopMessageProcessor`` /
+#: ``ChangeInvisibleTimeProcessor`` refuse others with MESSAGE_ILLEGAL).
+MIN_INVISIBLE_DURATION = 1.0
 MAX_INVISIBLE_DURATION = 12 * 3600.0
 
 
@@ -227,7 +227,7 @@ class SimpleConsumer(ConsumerFacade[SimpleConsumerImpl]):
 
     async def receive(self, max_messages: int = 32, invisible_duration: float = 30.0) -> list[MessageExt]:
         """Up to ``max_messages`` messages, [1, 32]; default 32. Each stays invisible to the group
-        for ``invisible_duration`` seconds, [0.1, 43200]; default 30: ack it (or change the
+        for ``invisible_duration`` seconds, [1, 43200]; default 30: ack it (or change the
         duration) before then, or it is delivered again. Waits up to ``await_duration`` when
         there is none; returns ``[]`` then. Every call asks the next broker in turn (topics in
         turn, then each topic's brokers).
@@ -257,13 +257,13 @@ class SimpleConsumer(ConsumerFacade[SimpleConsumerImpl]):
         await impl.pops.ack(_wire(impl, message))
 
     async def change_invisible_duration(self, message: MessageExt, invisible_duration: float) -> MessageExt:
-        """Keep ``message`` invisible for ``invisible_duration`` seconds from now, [0, 43200]
-        (0: deliver it again at once). Returns the message with its new receipt handle; ack
+        """Keep ``message`` invisible for ``invisible_duration`` seconds from now, [1, 43200].
+        Returns the message with its new receipt handle; ack
         that one (the old handle is spent).
 
         Raises as :meth:`ack`.
         """
-        check_range("invisible_duration", invisible_duration, 0, MAX_INVISIBLE_DURATION)
+        check_range("invisible_duration", invisible_duration, MIN_INVISIBLE_DURATION, MAX_INVISIBLE_DURATION)
         impl = self._impl
         impl.check_running()
         wired = _wire(impl, message)
