@@ -47,9 +47,11 @@ from rmq.protocol.requests.consumer import (
 from rmq.protocol.requests.message import end_transaction, parse_send, send_message
 from rmq.protocol.requests.namesrv import get_route_info, parse_topic_route
 from rmq.protocol.requests.pop import (
+    BatchAck,
     PopReply,
     PopStatus,
     ack_message,
+    batch_ack_message,
     change_invisible_time,
     parse_ack,
     parse_change_invisible_time,
@@ -269,6 +271,18 @@ class ClientAPI:
         except ValueError as e:
             raise ClientError(f"not a receipt handle: {e}") from None
         parse_ack(await self._invoke(addr, cmd, timeout))
+
+    async def batch_ack_message(
+        self, addr: str, group: str, topic: str, handles: list[str], broker_name: str, timeout: float = 3.0
+    ) -> None:
+        """BATCH_ACK_MESSAGE of popped messages of ``topic`` (their original topic; each handle's
+        retry mark says which topic it was popped from), grouped by checkpoint as Java's
+        ``MQClientAPIImpl.batchAckMessageAsync`` does. The broker answers for the whole batch."""
+        try:
+            acks = BatchAck.of(group, topic, handles)
+        except ValueError as e:
+            raise ClientError(f"not a receipt handle: {e}") from None
+        check_success(await self._invoke(addr, batch_ack_message(acks, broker_name), timeout))
 
     async def change_invisible_time(
         self, addr: str, group: str, topic: str, handle: str, invisible_ms: int, timeout: float = 3.0

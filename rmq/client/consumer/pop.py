@@ -189,6 +189,20 @@ class PopCalls:
         assert inst is not None
         await inst.api.ack_message(addr, c.group, topic, handle, timeout)
 
+    async def ack_batch(self, msgs: list[MessageExt], *, timeout: float = 3.0) -> None:
+        """BATCH_ACK_MESSAGE of ``msgs`` (wire topics), one request per (broker, topic); raises
+        the first failure."""
+        c = self.consumer
+        inst = c._instance
+        assert inst is not None
+        groups: dict[tuple[str, str], list[str]] = {}
+        for m in msgs:
+            handle, info = self._handle(m)
+            groups.setdefault((info.broker_name, _original_topic(m, c.group)), []).append(handle)
+        for (broker, topic), handles in groups.items():
+            addr = await self._addr(topic, broker)
+            await inst.api.batch_ack_message(addr, c.group, topic, handles, broker, timeout)
+
     async def ack_quietly(self, msg: MessageExt) -> bool:
         """:meth:`ack`, logging a failure instead of raising (the message comes back after its
         invisible time); True when acked."""

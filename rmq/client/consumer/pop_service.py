@@ -42,6 +42,9 @@ _rlog = RateLimitedLog(log)
 #: Orderly POP: the shortest time a failed message stays invisible (the broker refuses an
 #: invisible time under 1 s).
 MIN_ORDERLY_SUSPEND = 1.0
+#: Handles in one BATCH_ACK_MESSAGE at most (the broker's ``popMaxBatchAcks`` bounds the
+#: checkpoint entries of a body; a pop answer is one checkpoint per queue).
+ACK_BATCH_MAX = 256
 
 
 class _PopAcks:
@@ -73,22 +76,47 @@ class ConsumeMessagePopConcurrentlyService(ConsumeMessageConcurrentlyService):
     def __init__(self, consumer: PushConsumerImpl, handlers: Handlers) -> None:
         super().__init__(consumer, handlers)
         self._acks = _PopAcks(consumer)
+        self._ack_pending: list[tuple[ProcessQueue, list[MessageExt]]] = []
+        self._ack_flush_scheduled = False
 
     async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         pq.pop_inflight += len(msgs)
         await super().submit(pq, msgs)
 
     def commit_consumed(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
-        """Ack the consumed messages (Java ``ackAsync`` per message)."""
-        self._acks.spawn(self._ack_all(pq, msgs), "pop-ack")
+        """Ack the consumed messages. Java acks each one (``ackAsync``); here the acks of the
+        handler calls that end in one loop turn go together in one BATCH_ACK_MESSAGE per broker
+        and topic (Java's ``batchAckMessageAsync``, which its proxy uses): the broker writes one
+        revive record per checkpoint instead of one per message."""
+        self._ack_pending.append((pq, msgs))
+        if not self._ack_flush_scheduled:
+            self._ack_flush_scheduled = True
+            self._acks.spawn(self._flush_acks(), "pop-ack")
 
-    async def _ack_all(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    async def _flush_acks(self) -> None:
+        await asyncio.sleep(0)  # let the handler calls ending in this loop turn join the batch
+        self._ack_flush_scheduled = False
+        pending, self._ack_pending = self._ack_pending, []
+        msgs = [m for _, ms in pending for m in ms]
+        pops = self._consumer.pops
+        assert pops is not None
         try:
-            pops = self._consumer.pops
-            assert pops is not None
-            await asyncio.gather(*(pops.ack_quietly(m) for m in msgs))
+            for i in range(0, len(msgs), ACK_BATCH_MAX):
+                chunk = msgs[i : i + ACK_BATCH_MAX]
+                try:
+                    await pops.ack_batch(chunk)
+                except Exception as e:  # noqa: BLE001 - one by one then; what is not acked comes back
+                    _rlog.warning(
+                        f"pop-batch-ack:{self._consumer.group}",
+                        "group %s: batch ack of %d message(s) failed (%r); acking one by one",
+                        self._consumer.group,
+                        len(chunk),
+                        e,
+                    )
+                    await asyncio.gather(*(pops.ack_quietly(m) for m in chunk))
         finally:
-            _done(pq, len(msgs))
+            for pq, ms in pending:
+                _done(pq, len(ms))
 
     async def consume_failed(self, req: ConsumeRequest, delay_level: int | None = None) -> None:
         """Keep the messages invisible for the delay their reconsume times call for (Java
