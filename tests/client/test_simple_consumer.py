@@ -39,7 +39,8 @@ async def test_receive_ack_and_an_unacked_message_comes_back(cluster, namesrv_ad
         namesrv_addr, cg, subscriptions={topic: "*"}, await_duration=1.0, consume_from_where=FIRST
     ) as c:
         assert c.subscription_expressions() == {topic: "*"} and c.state is rmq.ServiceState.RUNNING
-        got = await _receive_until(c, lambda g: {m.msg_id for m in g} >= ids, invisible=2.0)
+        # 5 s: long enough to receive all ten once on a busy machine
+        got = await _receive_until(c, lambda g: {m.msg_id for m in g} >= ids, invisible=5.0)
         assert len(got) == 10 and {m.msg_id for m in got} == ids  # each once
         for m in got:
             assert m.topic == topic and m.body.startswith(b"m") and m.delivery_attempt == 1
@@ -48,7 +49,7 @@ async def test_receive_ack_and_an_unacked_message_comes_back(cluster, namesrv_ad
         for m in got:
             if m is not keep:
                 await c.ack(m)
-        # the un-acked one comes back after its 2 s, with a new handle and attempt 2; nothing
+        # the un-acked one comes back after its 5 s, with a new handle and attempt 2; nothing
         # acked comes back (all had the same invisible time)
         again = await _receive_until(c, lambda g: any(m.msg_id == keep.msg_id for m in g), invisible=30.0)
         assert [m.msg_id for m in again] == [keep.msg_id]
@@ -160,3 +161,21 @@ async def test_receive_long_polls_until_a_message_arrives(cluster, namesrv_addr,
         # the broker held the request and answered on the arrival, well before its 30 s poll time
         assert loop.time() - t0 < 20.0
         await c.ack(got[0])
+
+
+async def test_namespace(cluster, namesrv_addr, unique):
+    _ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, f"nsA%{topic}", queues=1)
+    async with rmq.Producer(namesrv_addr, unique("PG"), namespace="nsA") as p:
+        sent = await p.send(rmq.Message(topic, b"x"))
+    async with rmq.SimpleConsumer(
+        namesrv_addr, cg, {topic: "*"}, namespace="nsA", await_duration=1.0, consume_from_where=FIRST
+    ) as c:
+        assert c.namespace == "nsA" and c.subscription_expressions() == {topic: "*"}
+        got = await _receive_until(c, bool, invisible=30.0)
+        assert [m.msg_id for m in got] == [sent.msg_id] and got[0].topic == topic  # the plain name
+        # both go to nsA%topic (the broker refuses a topic it does not have)
+        changed = await c.change_invisible_duration(got[0], 60.0)
+        assert changed.topic == topic
+        await c.ack(changed)
