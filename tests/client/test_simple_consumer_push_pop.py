@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import time
 
 import pytest
 from sdk_support import create_topic, wait_until
@@ -171,3 +172,38 @@ async def test_pull_and_pop_groups_on_one_topic_both_get_everything(cluster, nam
     async with pull_c, pop_c:
         await wait_until(lambda: pulled == ids and popped == ids, timeout=60, what="both groups")
     assert pull_c.assignment() == set() and pop_c.state is rmq.ServiceState.SHUTDOWN_ALREADY
+
+
+async def test_messages_past_their_invisible_time_are_left_for_redelivery(cluster, namesrv_addr, unique):
+    """One worker is held on the first message past the batch's invisible time: the rest of the
+    batch is not handed to the handler (its handles are stale); the broker delivers it again."""
+    from rmq.protocol.requests.pop import ExtraInfo
+
+    _ns, broker = cluster
+    topic, cg = unique("T"), unique("CG")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    sent = await _produce(namesrv_addr, topic, 5, unique("PG"))
+    calls: list[tuple[bytes, int]] = []
+
+    async def handler(msg: rmq.MessageExt):
+        calls.append((msg.body, msg.reconsume_times))
+        if len(calls) == 1:
+            info = ExtraInfo.parse(msg.receipt_handle)
+            expiry = (info.pop_time + info.invisible_time) / 1000
+            await wait_until(lambda: time.time() > expiry + 0.2, timeout=30, what="the invisible time to pass")
+
+    c = rmq.PushConsumer(
+        namesrv_addr,
+        cg,
+        handler=handler,
+        consume_from_where=FIRST,
+        consume_mode=POP,
+        consume_concurrency=1,
+        pop_invisible_time=5,
+    )
+    c.subscribe(topic)
+    async with c:
+        rest = {f"m{i}".encode() for i in range(1, 5)}
+        await wait_until(lambda: rest <= {b for b, _ in calls}, timeout=60, what="the rest delivered again")
+    assert calls[0] == (b"m0", 0) and len(sent) == 5
+    assert all(n >= 1 for b, n in calls if b in rest)  # never consumed on their stale first delivery

@@ -245,6 +245,11 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         for i in range(0, len(msgs), n):
             self._requests.put_nowait(ConsumeRequest(msgs[i : i + n], pq))
 
+    def stale(self, req: ConsumeRequest) -> bool:
+        """Hook: True drops ``req`` before its handler call (POP: its invisible time passed, the
+        broker delivers it again)."""
+        return False
+
     async def _resubmit(self, req: ConsumeRequest) -> None:
         """A local retry (after a failed send-back) comes back in."""
         self._requests.put_nowait(req)
@@ -254,7 +259,7 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         assert task is not None
         while True:
             req = await self._requests.get()
-            if req.pq.dropped or not self._consumer.active:
+            if req.pq.dropped or not self._consumer.active or self.stale(req):
                 continue  # closing: start nothing new; it is redelivered from the offset
             self._call_started[i] = time.monotonic()
             try:

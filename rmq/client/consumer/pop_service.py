@@ -25,6 +25,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from rmq.common.log import RateLimitedLog
+from rmq.protocol.requests.pop import ExtraInfo
 from rmq.types import MessageExt
 
 from .consume_service import ConsumeMessageConcurrentlyService, ConsumeRequest, Handlers, _HandlerService
@@ -82,6 +83,27 @@ class ConsumeMessagePopConcurrentlyService(ConsumeMessageConcurrentlyService):
     async def submit(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         pq.pop_inflight += len(msgs)
         await super().submit(pq, msgs)
+
+    def stale(self, req: ConsumeRequest) -> bool:
+        """Messages whose invisible time passed while they waited for a worker are not consumed
+        (nor acked): the broker delivers them again (Java ``ConsumeRequest.isPopTimeout``)."""
+        now = time.time() * 1000
+        for m in req.msgs:
+            try:
+                info = ExtraInfo.parse(m.receipt_handle or "")
+            except ValueError:
+                return False
+            if now < info.pop_time + info.invisible_time:
+                return False
+        c = self._consumer
+        _rlog.info(
+            f"pop-timeout:{c.group}",
+            "group %s: %d message(s) waited past their invisible time; left for redelivery",
+            c.group,
+            len(req.msgs),
+        )
+        _done(req.pq, len(req.msgs))
+        return True
 
     def commit_consumed(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Ack the consumed messages. Java acks each one (``ackAsync``); here the acks of the
