@@ -15,6 +15,7 @@ from pathlib import Path
 # bench/ is on pytest's pythonpath (pyproject.toml): the bench scripts import each other that way
 import _common as c
 import latency_bench
+import pop_bench
 import produce_bench
 import pull_bench
 import pytest
@@ -474,3 +475,18 @@ def test_raw_sender_template_patches_fixed_width_fields(serialize):
     assert (ext["b"], ext["e"], ext["g"], ext["n"]) == ("T", "3", "1795000000123", "broker-a")
     assert ext["i"] == f"UNIQ_KEY\x01{c.uniq_key(0xABC)}\x02WAIT\x01true\x02"
     assert cmd.body_bytes() == producer.body and len(producer.body) == 1024
+
+
+def test_pop_bench_arguments_and_summary():
+    a = pop_bench.parse_args(["--modes", "pop,simple", "--rounds", "2"])
+    assert a.modes == ["pop", "simple"] and a.rounds == 2 and a.backlog == 100_000
+    with pytest.raises(SystemExit):
+        pop_bench.parse_args(["--modes", "pull,nope"])
+    runs = [
+        {"mode": "pop", "consumed": 10, "backlog": 10, "msgs_per_s": v, "broker_cpu_s_per_1M": 2 * v}
+        for v in (3.0, 1.0, 2.0)
+    ] + [{"mode": "simple", "consumed": 9, "backlog": 10, "msgs_per_s": 5.0}]
+    pop, simple = pop_bench.summarize(runs)
+    assert pop["msgs_per_s"] == {"median": 2.0, "min": 1.0, "max": 3.0} and pop["complete"]
+    assert pop["broker_cpu_s_per_1M"]["median"] == 4.0
+    assert simple["rounds"] == 1 and not simple["complete"] and "broker_cpu_s_per_1M" not in simple
