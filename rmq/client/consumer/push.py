@@ -287,6 +287,10 @@ class PushConsumerImpl(ConsumerBase):
             if not self._resume.is_set():
                 await wait_event(self._resume, PAUSED_DELAY)
                 continue
+            if mq in self._paused_queues:
+                pq.wakeup.clear()
+                await wait_event(pq.wakeup, PAUSED_DELAY)
+                continue
             if pq.pop_inflight > opts.pop_threshold_for_queue:
                 self._flow_control_times += 1
                 self.stats["flow_controlled"] += 1
@@ -319,6 +323,7 @@ class PushConsumerImpl(ConsumerBase):
                     mq.broker_name,
                     clip(repr(e)),
                 )
+                await self._on_pull_error(mq, e)  # a broker that cannot be reached: fresh route
                 self.note_failure(f"pull:{mq.topic}", e)
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
                 continue

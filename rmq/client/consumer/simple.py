@@ -27,7 +27,14 @@ from typing import Any
 
 from rmq.client.selector import MessageSelector
 from rmq.common.tasks import BackgroundTasks
-from rmq.errors import ClientError, RouteError, SystemBusyError, TopicNotExistError
+from rmq.errors import (
+    ClientError,
+    RemotingConnectError,
+    RMQError,
+    RouteError,
+    SystemBusyError,
+    TopicNotExistError,
+)
 from rmq.protocol.requests.pop import PopStatus
 from rmq.types import ConsumeFromWhere, MessageExt, ServiceState
 
@@ -107,13 +114,21 @@ class SimpleConsumerImpl(ConsumerBase):
         i = self._broker_index.get(topic, 0)
         self._broker_index[topic] = i + 1
         mq = mqs[i % len(mqs)]
-        result = await self.pops.pop(
-            mq,
-            self.subscriptions[topic],
-            max_nums=max_messages,
-            invisible_time=invisible_duration,
-            poll_time=self.await_duration,
-        )
+        try:
+            result = await self.pops.pop(
+                mq,
+                self.subscriptions[topic],
+                max_nums=max_messages,
+                invisible_time=invisible_duration,
+                poll_time=self.await_duration,
+            )
+        except RemotingConnectError:
+            # the broker may have moved or gone: the next receive sees the fresh route
+            try:
+                await inst.update_topic_route(topic)
+            except RMQError as e:
+                log.debug("group %s: route refresh after a failed receive failed: %r", self.group, e)
+            raise
         if result.status is PopStatus.POLLING_FULL:
             raise SystemBusyError(2, f"broker {mq.broker_name} holds too many long-polling requests (POLLING_FULL)")
         return self.app_messages(result.messages)
