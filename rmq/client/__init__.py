@@ -1,5 +1,5 @@
 """The asyncio RocketMQ client SDK: :class:`Producer`, :class:`PushConsumer`, :class:`PullConsumer`,
-and the admin client :class:`Admin`.
+:class:`SimpleConsumer` (RocketMQ 5 POP) and the admin client :class:`Admin`.
 
 Import from :mod:`rmq` directly (``rmq.Producer``); this package holds the implementation.
 """

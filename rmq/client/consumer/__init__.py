@@ -1,4 +1,5 @@
-"""Consumers: :class:`PushConsumer` (handler or ``async for``) and :class:`PullConsumer` (lite pull)."""
+"""Consumers: :class:`PushConsumer` (handler or ``async for``; PULL or POP), :class:`PullConsumer`
+(lite pull) and :class:`SimpleConsumer` (RocketMQ 5, POP)."""
 
 from .allocate import AllocateConsistentHash, allocate_averagely, allocate_averagely_by_circle
 from .options import ConsumerOptions, ConsumerRebalanceListener, PullConsumerOptions, PushConsumerOptions
