@@ -179,3 +179,30 @@ async def test_namespace(cluster, namesrv_addr, unique):
         changed = await c.change_invisible_duration(got[0], 60.0)
         assert changed.topic == topic
         await c.ack(changed)
+
+
+async def test_receive_takes_the_brokers_in_turn(tmp_path, unique):
+    from rmq._testing import run_broker, run_namesrv
+
+    topic, cg = unique("T2B"), unique("CG")
+    async with run_namesrv() as ns, run_broker(tmp_path / "a", namesrv=ns, broker_name="broker-a") as a:
+        async with run_broker(tmp_path / "b", namesrv=ns, broker_name="broker-b") as b:
+            nsaddr = f"127.0.0.1:{ns.port}"
+            for br in (a, b):
+                await create_topic(br.broker_addr, topic, queues=1)
+            async with rmq.Producer(nsaddr, unique("PG")) as p:
+                for name in ("broker-a", "broker-b"):
+                    for i in range(3):
+                        await p.send(rmq.Message(topic, f"{name}:{i}".encode()), queue=rmq.MessageQueue(topic, name, 0))
+            async with rmq.SimpleConsumer(nsaddr, cg, {topic: "*"}, await_duration=1.0, consume_from_where=FIRST) as c:
+                # each receive pops one broker (queue id -1), the brokers in turn
+                calls = []
+                while sum(len(g) for g in calls) < 6:
+                    calls.append(await c.receive(32, 60.0))
+                    assert len(calls) < 20
+                names = [{m.broker_name for m in g} for g in calls if g]
+                assert all(len(n) == 1 for n in names) and {next(iter(n)) for n in names} == {"broker-a", "broker-b"}
+                for g in calls:
+                    for m in g:
+                        assert m.body.decode().startswith(m.broker_name)
+                        await c.ack(m)  # to the broker that popped it
