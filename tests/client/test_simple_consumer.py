@@ -170,14 +170,21 @@ async def test_namespace(cluster, namesrv_addr, unique):
     async with rmq.Producer(namesrv_addr, unique("PG"), namespace="nsA") as p:
         sent = await p.send(rmq.Message(topic, b"x"))
     async with rmq.SimpleConsumer(
-        namesrv_addr, cg, {topic: "*"}, namespace="nsA", await_duration=1.0, consume_from_where=FIRST
+        namesrv_addr,
+        cg,
+        {topic: "*"},
+        namespace="nsA",
+        await_duration=1.0,
+        consume_from_where=FIRST,
+        value_deserializer=bytes.upper,
     ) as c:
         assert c.namespace == "nsA" and c.subscription_expressions() == {topic: "*"}
         got = await _receive_until(c, bool, invisible=30.0)
         assert [m.msg_id for m in got] == [sent.msg_id] and got[0].topic == topic  # the plain name
+        assert got[0].value == b"X"
         # both go to nsA%topic (the broker refuses a topic it does not have)
         changed = await c.change_invisible_duration(got[0], 60.0)
-        assert changed.topic == topic
+        assert changed.topic == topic and changed.value == b"X"
         await c.ack(changed)
 
 

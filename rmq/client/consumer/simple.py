@@ -21,7 +21,7 @@ import asyncio
 import dataclasses
 import logging
 import ssl
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -161,6 +161,8 @@ class SimpleConsumer(ConsumerFacade[SimpleConsumerImpl]):
         access_key / secret_key / security_token: ACL credentials (signed as Java's
             ``AclClientRPCHook``); default None = unsigned.
         tls: ``True`` (system trust store) or an ``ssl.SSLContext``; default None = plain TCP.
+        value_deserializer: ``fn(body: bytes) -> value`` behind ``message.value`` (aiokafka's);
+            default None = the body.
 
     Raises:
         rmq.errors.ConfigError: a setting out of range, a bad group, topic or name server address.
@@ -181,6 +183,7 @@ class SimpleConsumer(ConsumerFacade[SimpleConsumerImpl]):
         secret_key: str | None = None,
         security_token: str | None = None,
         tls: bool | ssl.SSLContext | None = None,
+        value_deserializer: Callable[[bytes], Any] | None = None,
     ) -> None:
         check_range("await_duration", await_duration, 0, 300)
         opts = ConsumerOptions(
@@ -192,6 +195,7 @@ class SimpleConsumer(ConsumerFacade[SimpleConsumerImpl]):
             secret_key=secret_key,
             security_token=security_token,
             tls=tls,
+            value_deserializer=value_deserializer,
         )
         self._impl = SimpleConsumerImpl(namesrv_addr, group, opts, await_duration=float(await_duration))
         for topic, expression in (subscriptions or {}).items():
