@@ -76,15 +76,26 @@ async def _drain_simple(namesrv: str, topic: str, backlog: int, group: str, rece
     seen: set[tuple[int, int]] = set()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(120.0, backlog / 300)
+    done = asyncio.Event()
     async with rmq.SimpleConsumer(namesrv, group, {topic: "*"}, await_duration=2.0, consume_from_where=FIRST) as sc:
 
         async def receiver() -> None:
-            while len(seen) < backlog and loop.time() < deadline:
+            while len(seen) < backlog:
                 msgs = await sc.receive(32, 60.0)
                 await asyncio.gather(*(sc.ack(m) for m in msgs))
                 seen.update((m.queue_id, m.queue_offset) for m in msgs)
+            done.set()
 
-        await asyncio.gather(*(receiver() for _ in range(receivers)))
+        tasks = [asyncio.create_task(receiver()) for _ in range(receivers)]
+        try:
+            # the window ends with the last ack answered, not with the other receivers' held polls
+            await asyncio.wait_for(done.wait(), timeout=max(1.0, deadline - loop.time()))
+        except TimeoutError:
+            pass
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     return len(seen)
 
 
