@@ -127,6 +127,9 @@ class RequestCode(IntEnum):
     CHANGE_MESSAGE_INVISIBLETIME = 200053
     NOTIFICATION = 200054
     POLLING_INFO = 200055
+    # RocketMQ 5 timer admin (Java 5.3.3 RequestCode; docs/design.md "Timer messages").
+    GET_TIMER_CHECK_POINT = 60
+    GET_TIMER_METRICS = 61
 
 
 class ResponseCode(IntEnum):

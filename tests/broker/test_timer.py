@@ -20,7 +20,7 @@ from rmq._testing.processes import BrokerProcess
 from rmq.common.message import MessageConst
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient
-from rmq.store.timer import TIMER_TOPIC, timer_slot_time
+from rmq.store.timer import TIMER_TOPIC, timer_delete_key, timer_slot_time
 from rmq.store.timer import service as timer_service
 
 PREC = 100  # ms: a short tick keeps the tests short
@@ -336,3 +336,53 @@ async def test_a_timer_beyond_the_roll_window_rolls_and_arrives_on_time(tmp_path
         parked = env.messages(TIMER_TOPIC, 0)
         assert len(parked) == 1 + int(m.properties[MessageConst.TIMER_ROLL_TIMES])  # the original + its rolls
         assert env.broker.timer_message_store.rolled >= 1
+
+
+async def test_a_cancel_marker_removes_its_timer_and_survives_a_restart(tmp_path):
+    """Java 5's TIMER_DEL_UNIQKEY: a marker sent for the same delivery time cancels the timer
+    message of that topic and UNIQ_KEY (TimerMessageStore's MAGIC_DELETE records), across a
+    restart; the tick's other messages are delivered and the marker itself never is."""
+    store = tmp_path / "s"
+    async with broker_env(store, **SMALL) as env:
+        await env.create_topic("TimerCancel")
+        deliver = _now_ms() + 3000
+        _resp, doomed = await _send_timer(env, "TimerCancel", {MessageConst.TIMER_DELIVER_MS: str(deliver)}, b"doomed")
+        _resp, kept = await _send_timer(env, "TimerCancel", {MessageConst.TIMER_DELIVER_MS: str(deliver)}, b"kept")
+        # a marker naming another topic's key cancels nothing
+        _resp, _k = await _send_timer(
+            env,
+            "TimerCancel",
+            {
+                MessageConst.TIMER_DELIVER_MS: str(deliver),
+                MessageConst.TIMER_DEL_UNIQKEY: timer_delete_key("OtherTopic", kept),
+            },
+        )
+        resp, _k = await _send_timer(
+            env,
+            "TimerCancel",
+            {
+                MessageConst.TIMER_DELIVER_MS: str(deliver),
+                MessageConst.TIMER_DEL_UNIQKEY: timer_delete_key("TimerCancel", doomed),
+            },
+        )
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        # a marker for a time already past is refused, as Java's transformTimerMessage
+        resp, _k = await _send_timer(
+            env,
+            "TimerCancel",
+            {
+                MessageConst.TIMER_DELIVER_MS: str(_now_ms() - 1000),
+                MessageConst.TIMER_DEL_UNIQKEY: timer_delete_key("TimerCancel", kept),
+            },
+        )
+        assert resp.code == ResponseCode.MESSAGE_ILLEGAL
+        assert len(env.messages(TIMER_TOPIC, 0)) == 4
+    # the restart comes before the tick: the markers are read back from the timer log
+    async with broker_env(store, **SMALL) as env:
+        msgs = await wait_until(lambda: env.messages("TimerCancel", 1), what="the tick's delivery")
+        ts = env.broker.timer_message_store
+        await wait_until(lambda: ts.read_time > timer_slot_time(deliver, PREC), what="the tick passed")
+        msgs = env.messages("TimerCancel", 1)
+        assert [m.body for m in msgs] == [b"kept"]
+        assert _uniq(msgs) == [kept]
+        assert ts.cancelled == 1

@@ -92,6 +92,8 @@ class AdminBrokerProcessor:
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.VIEW_BROKER_STATS_DATA: self.view_broker_stats_data,
             RequestCode.GET_BROKER_CONSUME_STATS: self.get_broker_consume_stats,
+            RequestCode.GET_TIMER_CHECK_POINT: self.get_timer_check_point,
+            RequestCode.GET_TIMER_METRICS: self.get_timer_metrics,
         }
 
     codes = property(lambda self: list(self._handlers))
@@ -246,6 +248,22 @@ class AdminBrokerProcessor:
 
     def get_broker_runtime_info(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         return cmd.response(ResponseCode.SUCCESS, None, {}, KVTable(self.runtime_info()).encode())
+
+    # -- timer messages (Java 5 AdminBrokerProcessor.getTimerCheckPoint / getTimerMetrics) --
+
+    def get_timer_check_point(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """The timer store's last checkpoint, Java ``TimerCheckpoint.encode``'s 56 bytes."""
+        timer = self.controller.timer_message_store
+        if timer is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "The checkpoint is null", {})
+        return cmd.response(ResponseCode.SUCCESS, None, {}, timer.checkpoint.to_wire())
+
+    def get_timer_metrics(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        """Pending timers per real topic, Java ``TimerMetrics.encode``'s JSON."""
+        timer = self.controller.timer_message_store
+        if timer is None:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, "The timer message store is null", {})
+        return cmd.response(ResponseCode.SUCCESS, None, {}, timer.metrics_json().encode())
 
     def _queue(self, topic: str, queue_id: int) -> dict[str, Any]:
         return {"brokerName": self.controller.broker_config.broker_name, "queueId": queue_id, "topic": topic}

@@ -1,4 +1,4 @@
-"""Broker configuration and statistics: brokerStatus, brokerConsumeStats, getBrokerConfig,
+"""Broker configuration and statistics: brokerStatus, timerStatus, brokerConsumeStats, getBrokerConfig,
 updateBrokerConfig, statsAll (Java ``tools/command/broker``, ``stats``), and the runtime-info
 columns of clusterList (:func:`cluster_rows`)."""
 
@@ -62,6 +62,33 @@ async def broker_status(admin: Admin, args: argparse.Namespace) -> int | None:
             continue
         for k, v in sorted(table.items()):
             print(f"{addr:<24} {k:<32}: {v}")
+    return status
+
+
+# -- timerStatus ---------------------------------------------------------------------------
+
+
+@command(
+    "timerStatus",
+    "rmq's own (Java 5's mqadmin has none): a broker's timer checkpoint (GET_TIMER_CHECK_POINT) "
+    "and pending timers per topic (GET_TIMER_METRICS)",
+    flags=_status_flags,
+)
+async def timer_status(admin: Admin, args: argparse.Namespace) -> int | None:
+    addrs = [args.broker] if args.broker else await _all_addrs(admin, args.cluster)
+    status = None
+    for addr in addrs:
+        try:
+            ck = await admin.get_timer_check_point(addr)
+            metrics = await admin.get_timer_metrics(addr)
+        except (AdminError, RMQError, OSError) as e:
+            print(f"rmq admin timerStatus: {addr}: {e}", file=sys.stderr)
+            status = 1
+            continue
+        for k, v in ck.items():
+            print(f"{addr:<24} {k:<32}: {v}")
+        for topic, (count, _at) in sorted(metrics.items()):
+            print(f"{addr:<24} {'pending ' + topic:<32}: {count}")
     return status
 
 

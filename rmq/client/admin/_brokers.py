@@ -10,10 +10,14 @@ from rmq.protocol.requests.broker import (
     get_broker_config,
     get_broker_consume_stats,
     get_broker_runtime_info,
+    get_timer_check_point,
+    get_timer_metrics,
     parse_broker_config,
     parse_broker_stats_data,
     parse_consume_stats_list,
     parse_kv_table,
+    parse_timer_check_point,
+    parse_timer_metrics,
     update_broker_config,
     view_broker_stats_data,
 )
@@ -34,6 +38,17 @@ class BrokerAdmin(AdminBase):
         """GET_BROKER_RUNTIME_INFO: the broker's runtime figures as Java's KVTable
         (``putTps``, ``msgPutTotalTodayNow``, ``commitLogDiskRatio``, ...), all strings."""
         return await self._call(addr, get_broker_runtime_info(), parse_kv_table)
+
+    async def get_timer_check_point(self, addr: str) -> dict[str, int]:
+        """GET_TIMER_CHECK_POINT (Java 5): the timer store's last checkpoint,
+        ``{lastReadTimeMs, lastTimerLogFlushPos, lastTimerQueueOffset, masterTimerQueueOffset,
+        stateVersion, timestamp, counter}``."""
+        return await self._call(addr, get_timer_check_point(), parse_timer_check_point)
+
+    async def get_timer_metrics(self, addr: str) -> dict[str, tuple[int, int]]:
+        """GET_TIMER_METRICS (Java 5): pending timers per real topic, ``{topic: (count, last
+        change ms)}``."""
+        return await self._call(addr, get_timer_metrics(), parse_timer_metrics)
 
     async def get_broker_config(self, addr: str) -> dict[str, str]:
         """GET_BROKER_CONFIG: every property of the broker (and its store), as text values in

@@ -32,6 +32,8 @@ __all__ = [
     "get_broker_config",
     "get_broker_consume_stats",
     "get_broker_runtime_info",
+    "get_timer_check_point",
+    "get_timer_metrics",
     "parse_all_consumer_offset",
     "parse_all_delay_offset",
     "parse_all_subscription_group_config",
@@ -41,6 +43,8 @@ __all__ = [
     "parse_consume_stats_list",
     "parse_kv_table",
     "parse_query_consume_queue",
+    "parse_timer_check_point",
+    "parse_timer_metrics",
     "query_consume_queue",
     "update_broker_config",
     "view_broker_stats_data",
@@ -107,6 +111,55 @@ def parse_consume_stats_list(resp: RemotingCommand) -> Any:
     from rmq.protocol.body.stats import ConsumeStatsList
 
     return parse_body(resp, "ConsumeStatsList", ConsumeStatsList.decode)
+
+
+# Timer messages (Java 5 GET_TIMER_CHECK_POINT 60, GET_TIMER_METRICS 61).
+
+
+def get_timer_check_point() -> RemotingCommand:
+    """GET_TIMER_CHECK_POINT (60): the timer store's last checkpoint."""
+    return _request(RequestCode.GET_TIMER_CHECK_POINT)
+
+
+_TIMER_CHECK_POINT_KEYS = (
+    "lastReadTimeMs",
+    "lastTimerLogFlushPos",
+    "lastTimerQueueOffset",
+    "masterTimerQueueOffset",
+    "stateVersion",
+    "timestamp",
+    "counter",
+)
+
+
+def parse_timer_check_point(resp: RemotingCommand) -> dict[str, int]:
+    """GET_TIMER_CHECK_POINT's body (Java ``TimerCheckpoint.decode``: seven big-endian longs)
+    as ``{lastReadTimeMs, lastTimerLogFlushPos, lastTimerQueueOffset, masterTimerQueueOffset,
+    stateVersion, timestamp, counter}`` (the last three: its DataVersion)."""
+    import struct
+
+    def decode(body: bytes) -> dict[str, int]:
+        if len(body) < 56:
+            raise ValueError(f"{len(body)} bytes, 56 expected")
+        return dict(zip(_TIMER_CHECK_POINT_KEYS, struct.unpack(">7q", body[:56]), strict=True))
+
+    return parse_body(resp, "TimerCheckpoint", decode)
+
+
+def get_timer_metrics() -> RemotingCommand:
+    """GET_TIMER_METRICS (61): pending timers per real topic."""
+    return _request(RequestCode.GET_TIMER_METRICS)
+
+
+def parse_timer_metrics(resp: RemotingCommand) -> dict[str, tuple[int, int]]:
+    """GET_TIMER_METRICS' JSON (Java ``TimerMetricsSerializeWrapper``) as ``{topic: (count,
+    timeStamp ms)}``."""
+
+    def decode(body: bytes) -> dict[str, tuple[int, int]]:
+        table = json_object(body, "TimerMetrics").get("timingCount") or {}
+        return {str(t): (int(m["count"]), int(m.get("timeStamp", 0))) for t, m in table.items()}
+
+    return parse_body(resp, "TimerMetrics", decode)
 
 
 def clean_expired_consume_queue() -> RemotingCommand:

@@ -10,6 +10,14 @@ topic. See docs/design.md "Timer messages".
 """
 
 from rmq.store.timer.files import TimerCheckpoint, TimerLog, TimerWheel
-from rmq.store.timer.service import TIMER_TOPIC, TimerMessageStore, timer_slot_time
+from rmq.store.timer.service import TIMER_TOPIC, TimerMessageStore, timer_delete_key, timer_slot_time
 
-__all__ = ["TIMER_TOPIC", "TimerCheckpoint", "TimerLog", "TimerMessageStore", "TimerWheel", "timer_slot_time"]
+__all__ = [
+    "TIMER_TOPIC",
+    "TimerCheckpoint",
+    "TimerLog",
+    "TimerMessageStore",
+    "TimerWheel",
+    "timer_delete_key",
+    "timer_slot_time",
+]

@@ -21,6 +21,7 @@ import logging
 import mmap
 import os
 import struct
+import time
 import zlib
 
 from rmq import _store
@@ -184,6 +185,9 @@ class TimerCheckpoint:
         self.last_timer_queue_offset = 0
         self.master_timer_queue_offset = 0
         self.loaded = False
+        # Java TimerCheckpoint's DataVersion, as GET_TIMER_CHECK_POINT reports it: not in the file
+        self.version_timestamp = int(time.time() * 1000)
+        self.version_counter = 0
 
     def load(self) -> None:
         try:
@@ -213,3 +217,21 @@ class TimerCheckpoint:
         self.last_read_time_ms = read_time
         self.last_timer_log_flush_pos = flush_pos
         self.last_timer_queue_offset = queue_offset
+        self.version_timestamp = int(time.time() * 1000)
+        self.version_counter += 1
+
+    def to_wire(self) -> bytes:
+        """GET_TIMER_CHECK_POINT's body (Java ``TimerCheckpoint.encode``): seven big-endian
+        longs, ``lastReadTimeMs``, ``lastTimerLogFlushPos``, ``lastTimerQueueOffset``,
+        ``masterTimerQueueOffset`` and the DataVersion's ``stateVersion`` (0), ``timestamp``,
+        ``counter`` (checkpoint writes since start)."""
+        return struct.pack(
+            ">qqqqqqq",
+            self.last_read_time_ms,
+            self.last_timer_log_flush_pos,
+            self.last_timer_queue_offset,
+            self.master_timer_queue_offset,
+            0,
+            self.version_timestamp,
+            self.version_counter,
+        )

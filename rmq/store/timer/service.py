@@ -33,6 +33,7 @@ A clean stop writes the checkpoint last, so nothing is delivered twice.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import random
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq import _store
 from rmq.common.constants import TopicValidator
+from rmq.common.files import atomic_write
 from rmq.common.log import RateLimitedLog
 from rmq.common.message import MessageConst
 from rmq.common.tasks import stop_gracefully, wait_event
@@ -53,7 +55,7 @@ if TYPE_CHECKING:
     from rmq.store.config import StoreConfig
     from rmq.store.message_store import MessageStore
 
-__all__ = ["TIMER_TOPIC", "TimerMessageStore", "timer_slot_time"]
+__all__ = ["TIMER_TOPIC", "TimerMessageStore", "timer_delete_key", "timer_slot_time"]
 
 log = logging.getLogger("rmq.store.timer")
 _rlog = RateLimitedLog(log)
@@ -65,6 +67,9 @@ ENQUEUE_BATCH = 4096  # units enqueued before the task yields to the loop
 DEQUEUE_CHUNK = 4096  # records of one tick delivered between two loop turns
 _MAGIC_DEFAULT = _store.TIMER_MAGIC_DEFAULT
 _MAGIC_ROLL = _store.TIMER_MAGIC_ROLL
+#: Java TimerMessageStore.MAGIC_DELETE: the record is a cancel marker (``TIMER_DEL_UNIQKEY``)
+#: for the message of its tick whose ``REAL_TOPIC + "+" + UNIQ_KEY`` it names; never delivered.
+_MAGIC_DELETE = 1 << 2
 # Java doPut: retried later (the message stays due) vs. dropped with a log line.
 _NO_RETRY = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED)
 _STORED = (PutMessageStatus.PUT_OK, PutMessageStatus.FLUSH_DISK_TIMEOUT, PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
@@ -78,6 +83,12 @@ def timer_slot_time(deliver_ms: int, precision_ms: int) -> int:
     """The tick whose slot delivers a message due at ``deliver_ms``: rounded up to the
     precision, so delivery is never before ``deliver_ms``."""
     return -(-deliver_ms // precision_ms) * precision_ms
+
+
+def timer_delete_key(real_topic: str, uniq_key: str) -> str:
+    """The ``TIMER_DEL_UNIQKEY`` value that cancels the timer message ``uniq_key`` of
+    ``real_topic`` (Java ``TimerMessageStore.buildDeleteKey``)."""
+    return f"{real_topic}+{uniq_key}"
 
 
 def _topic_hash(topic: str) -> int:
@@ -95,7 +106,7 @@ class TimerMessageStore:
     Attributes (for metrics and tests): ``read_time`` (the next tick to deliver; every tick
     before it is delivered), ``queue_offset`` (the next unit of the timer queue to enqueue),
     ``pending`` (records in the wheel not delivered yet), ``enqueued`` / ``dequeued`` /
-    ``rolled`` / ``discarded`` (totals since start).
+    ``rolled`` / ``discarded`` / ``cancelled`` (totals since start).
     """
 
     def __init__(self, store: MessageStore):
@@ -107,6 +118,11 @@ class TimerMessageStore:
         self.log = TimerLog(root, cfg.mapped_file_size_timer_log)
         self.wheel = TimerWheel(root, self.precision)
         self.checkpoint = TimerCheckpoint(root)
+        # Java TimerMetrics' timingCount: pending timers per real topic, [count, last change
+        # ms]; persisted beside the checkpoint in config/timermetrics (its JSON shape)
+        self.metrics_path = os.path.join(root, "config", "timermetrics")
+        self.timing_count: dict[str, list[int]] = {}
+        self._metrics_version = [0, _now_ms(), 0]  # DataVersion: stateVersion, timestamp, counter
         self.read_time = 0
         self.queue_offset = 0
         self.pending = 0
@@ -114,6 +130,7 @@ class TimerMessageStore:
         self.dequeued = 0
         self.rolled = 0
         self.discarded = 0
+        self.cancelled = 0
         self.enqueue_tps = 0.0
         self.dequeue_tps = 0.0
         self._tps_mark = (time.monotonic(), 0, 0)
@@ -187,6 +204,7 @@ class TimerMessageStore:
             self._loaded = False
 
     def _load(self) -> None:
+        self._load_metrics()
         ck = self.checkpoint
         ck.load()
         self.log.load()
@@ -319,15 +337,22 @@ class TimerMessageStore:
                 )
                 self.discarded += 1
             else:
-                self._enqueue_one(phy, size, deliver, now, _topic_hash(real_topic), self.queue_offset)
+                delete = MessageConst.TIMER_DEL_UNIQKEY in props
+                if not delete:
+                    self._count(real_topic, 1)
+                self._enqueue_one(phy, size, deliver, now, _topic_hash(real_topic), self.queue_offset, delete)
             self.queue_offset += 1
             n += 1
         return self.queue_offset < hi
 
-    def _enqueue_one(self, phy: int, size: int, deliver: int, now: int, topic_hash: int, queue_offset: int) -> None:
+    def _enqueue_one(
+        self, phy: int, size: int, deliver: int, now: int, topic_hash: int, queue_offset: int, delete: bool = False
+    ) -> None:
         prec = self.precision
         window = min(self.config.timer_roll_window_slot, SLOTS_TOTAL - TIMER_BLANK_SLOTS)
-        magic = _MAGIC_DEFAULT
+        # Java doEnqueue: a cancel marker is linked into the tick of the time it names (the
+        # cancelled message's), and rolls with it when far ahead
+        magic = _MAGIC_DEFAULT | (_MAGIC_DELETE if delete else 0)
         tick = timer_slot_time(deliver, prec)
         base = max(now, self.read_time)
         if deliver - base >= window * prec:
@@ -374,6 +399,7 @@ class TimerMessageStore:
         log_ = self.log
         store = self.store
         waiter: PutMessageResult | None = None
+        cancelled = await self._cancelled_keys(tick, last)
         pos = last
         walked = 0
         while pos >= 0:
@@ -394,7 +420,9 @@ class TimerMessageStore:
                 )
                 pos = -1
             for _pos, magic, enq_ms, _deliver, phy, size, _qoff in records:
-                result = await self._deliver_one(tick, magic, enq_ms, phy, size)
+                if magic & (_MAGIC_DELETE | _MAGIC_ROLL) == _MAGIC_DELETE:
+                    continue  # a cancel marker: read by _cancelled_keys, never delivered
+                result = await self._deliver_one(tick, magic, enq_ms, phy, size, cancelled)
                 if result is None:
                     return False
                 if result.flush_wait:
@@ -406,8 +434,41 @@ class TimerMessageStore:
         self.pending = max(0, self.pending - num)
         return True
 
-    async def _deliver_one(self, tick: int, magic: int, enq_ms: int, phy: int, size: int) -> PutMessageResult | None:
-        """Append one due message; its result (a dropped one's too), None when stopping."""
+    async def _cancelled_keys(self, tick: int, last: int) -> set[str]:
+        """The ``TIMER_DEL_UNIQKEY`` values of the tick's cancel markers (Java
+        ``dequeue``'s ``deleteMsgStack``, read before the tick's messages, wherever in the
+        chain they are). A first walk of the chain reading only its 64-byte records."""
+        log_ = self.log
+        keys: set[str] = set()
+        pos = last
+        while pos >= 0:
+            records, pos, broken = _store.timer_slot_records(
+                log_.buffers(), log_.min_pos, log_.file_size, pos, log_.min_pos, DEQUEUE_CHUNK
+            )
+            for _pos, magic, _enq, _deliver, phy, size, _qoff in records:
+                if magic & (_MAGIC_DELETE | _MAGIC_ROLL) != _MAGIC_DELETE:
+                    continue
+                ext = self.store.look_message_by_offset(phy, size)
+                key = ext.properties.get(MessageConst.TIMER_DEL_UNIQKEY) if ext is not None else None
+                if key:
+                    keys.add(key)
+            if broken:
+                break  # _deliver_tick logs the broken chain
+            if pos >= 0:
+                await asyncio.sleep(0)
+        return keys
+
+    async def _deliver_one(
+        self,
+        tick: int,
+        magic: int,
+        enq_ms: int,
+        phy: int,
+        size: int,
+        cancelled: set[str] | frozenset[str] = frozenset(),
+    ) -> PutMessageResult | None:
+        """Append one due message; its result (a dropped or cancelled one's too), None when
+        stopping."""
         store = self.store
         ext = store.look_message_by_offset(phy, size)
         if ext is None:
@@ -415,6 +476,13 @@ class TimerMessageStore:
             self.discarded += 1
             return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         roll = bool(magic & _MAGIC_ROLL)
+        if cancelled and not roll:
+            uniq = ext.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            real = ext.properties.get(MessageConst.REAL_TOPIC)
+            if uniq and real and timer_delete_key(real, uniq) in cancelled:
+                self.cancelled += 1  # Java's "dequeue_delete": cancelled before its time
+                self._count(real, -1)
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL)
         inner = self._convert(ext, enq_ms, roll)
         if inner is None:
             self.discarded += 1
@@ -446,6 +514,8 @@ class TimerMessageStore:
             self.rolled += 1
         else:
             self.dequeued += 1
+        # a rolled one is counted again when it is enqueued back
+        self._count(ext.properties.get(MessageConst.REAL_TOPIC) or "", -1)
         return result
 
     def _convert(self, ext: Any, enqueue_ms: int, roll: bool) -> MessageInner | None:
@@ -510,6 +580,7 @@ class TimerMessageStore:
                 self.log.flush()
                 self.wheel.flush()
                 self.checkpoint.write(*values)
+                atomic_write(self.metrics_path, self.metrics_json().encode())
 
         await asyncio.to_thread(work)
         self._saved = values
@@ -532,6 +603,43 @@ class TimerMessageStore:
             self._tps_mark = (t1, self.enqueued, self.dequeued)
 
     # -- figures ------------------------------------------------------------------------------
+
+    def _count(self, topic: str, delta: int) -> None:
+        if not topic:
+            return
+        pair = self.timing_count.get(topic)
+        if pair is None:
+            pair = self.timing_count[topic] = [0, 0]
+        pair[0] += delta
+        pair[1] = _now_ms()
+        if pair[0] <= 0:
+            del self.timing_count[topic]  # bounded by the topics with pending timers
+        self._metrics_version[2] += 1
+
+    def metrics_json(self) -> str:
+        """GET_TIMER_METRICS' body and ``config/timermetrics`` (Java
+        ``TimerMetrics.encode``): ``{"dataVersion": {...}, "timingCount": {topic: {"count",
+        "timeStamp"}}}``, the pending timers of each real topic."""
+        state, ts, counter = self._metrics_version
+        return json.dumps(
+            {
+                "dataVersion": {"counter": counter, "stateVersion": state, "timestamp": ts},
+                "timingCount": {t: {"count": c, "timeStamp": at} for t, (c, at) in sorted(self.timing_count.items())},
+            },
+            separators=(",", ":"),
+        )
+
+    def _load_metrics(self) -> None:
+        try:
+            with open(self.metrics_path, "rb") as f:
+                data = json.loads(f.read())
+            table = {str(t): [int(m["count"]), int(m["timeStamp"])] for t, m in data.get("timingCount", {}).items()}
+        except FileNotFoundError:
+            return
+        except (ValueError, TypeError, KeyError, AttributeError) as e:
+            log.warning("%s is damaged (%s); the per-topic timer counts start from zero", self.metrics_path, e)
+            return
+        self.timing_count = {t: v for t, v in table.items() if v[0] > 0}
 
     def read_behind_ms(self) -> int:
         """How late the wheel is: now − the next tick to deliver (0 when on time)."""
