@@ -10,6 +10,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
 import dataclasses
 import inspect
 import logging
@@ -631,6 +632,34 @@ class Producer(Generic[_V, _K]):
         if batched is not None:
             return await batched
         return await self._send_prepared(m, prepared, queue, selector, sharding_key, timeout)
+
+    async def cancel_timer(
+        self, result: SendResult, delivery_time: _dt.datetime | int, *, timeout: float | None = None
+    ) -> SendResult:
+        """Cancel a timer message before its delivery time (Java 5's ``TIMER_DEL_UNIQKEY``
+        marker, what RocketMQ 5.3's ``recallMessage`` sends): a marker for the same time goes
+        to the broker and queue of ``result``, and that broker's timer wheel drops the message
+        with ``result.msg_id`` of that topic when the time comes.
+
+        Args:
+            result: the SendResult of the timer message to cancel.
+            delivery_time: its delivery time exactly as sent (a ``datetime`` or epoch ms; the
+                marker must fall in the same timer tick: send with ``delivery_time`` rather
+                than ``delay`` when the message may be cancelled).
+            timeout: seconds for the send; default ``send_timeout``.
+
+        Returns:
+            The marker's SendResult.
+
+        Raises:
+            rmq.errors.BrokerResponseError: MESSAGE_ILLEGAL when the time has passed (too late
+                to cancel) or is past ``timerMaxDelaySec``.
+        """
+        self._check_running()
+        m = Message(result.topic, b"0", delivery_time=delivery_time)
+        real = self._ns.wrap(result.topic)
+        prepared = self._prepare(m, {MessageConst.TIMER_DEL_UNIQKEY: f"{real}+{result.msg_id}"})
+        return await self._send_prepared(m, prepared, result.message_queue, None, None, timeout)
 
     async def _send_prepared(
         self,

@@ -10,6 +10,7 @@ from sdk_support import create_topic, drain, wait_until
 
 import rmq
 from rmq.common.message import MessageConst
+from rmq.protocol.codes import ResponseCode
 
 
 async def test_delivery_time_and_delay_are_delivered_after_their_time(cluster, namesrv_addr, unique):
@@ -85,3 +86,23 @@ def _queue(store, topic):
         store.look_message_by_offset(*cq.get_unit(i)[:2])
         for i in range(cq.get_min_offset_in_queue(), cq.get_max_offset_in_queue())
     ]
+
+
+async def test_cancel_timer_drops_the_message_before_its_time(cluster, namesrv_addr, unique):
+    _ns, broker = cluster
+    topic = unique("T")
+    await create_topic(broker.broker_addr, topic, queues=1)
+    at_ms = time.time_ns() // 1_000_000 + 2000
+    async with rmq.Producer(namesrv_addr, unique("PG")) as p:
+        doomed = await p.send(rmq.Message(topic, b"doomed", delivery_time=at_ms))
+        await p.send(rmq.Message(topic, b"kept", delivery_time=at_ms))
+        # later than both: once it is delivered, their tick is past (one queue: in order)
+        await p.send(rmq.Message(topic, b"sentinel", delivery_time=at_ms + 500))
+        marker = await p.cancel_timer(doomed, at_ms)
+        assert marker.status == rmq.SendStatus.SEND_OK
+        assert marker.message_queue == doomed.message_queue
+        msgs = await drain(namesrv_addr, topic, 2, group=unique("CG"), timeout=30)
+        assert [m.body for m in msgs] == [b"kept", b"sentinel"]
+        with pytest.raises(rmq.errors.BrokerResponseError) as e:  # too late: its time has passed
+            await p.cancel_timer(doomed, at_ms)
+        assert e.value.code == ResponseCode.MESSAGE_ILLEGAL
