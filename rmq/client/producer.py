@@ -10,8 +10,8 @@ Example::
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import dataclasses
+import datetime as _dt
 import inspect
 import logging
 import ssl
