@@ -286,6 +286,21 @@ class _StoreView:
         return -1 if queue_id < 0 else self.store.get_max_offset_in_queue(topic, queue_id)
 
 
+#: The POP codes that write the revive log, served by a master only (NOTIFICATION and
+#: POLLING_INFO only read, and a slave answers them).
+_MASTER_ONLY = frozenset(
+    {
+        RequestCode.POP_MESSAGE,
+        RequestCode.ACK_MESSAGE,
+        RequestCode.BATCH_ACK_MESSAGE,
+        RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+    }
+)
+SLAVE_POP_REMARK = (
+    "this broker is a slave: POP, ACK and CHANGE_INVISIBLE go to the master of the broker set (brokerId 0)"
+)
+
+
 class PopService:
     """POP, ACK, CHANGE_INVISIBLE, NOTIFICATION, POLLING_INFO and the revive service."""
 
@@ -407,6 +422,13 @@ class PopService:
 
     async def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:
         code = cmd.code
+        if code in _MASTER_ONLY and self.ctx.is_slave:
+            # Java 5 clients send these to the master only (PullAPIWrapper.popAsync asks for
+            # MixAll.MASTER_ID; the proxy routes to the master), and a slave neither writes
+            # the revive log nor runs PopReviveService: refused at once, not answered with an
+            # empty POLLING_TIMEOUT after a checkpoint write the slave store must fail
+            _rlog.warning("pop-on-slave", "refusing %s from %s: this broker is a slave", code, conn.remote_addr)
+            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_POP_REMARK, {})
         try:
             if code == RequestCode.POP_MESSAGE:
                 return await self._pop(conn, cmd, allow_suspend=True)
@@ -1246,4 +1268,4 @@ def batch_acks_of(group: str, topic: str, handles: Iterable[str]) -> list[BatchA
     return BatchAck.of(group, topic, handles)
 
 
-__all__ = ["REVIVE_GROUP", "CheckPoint", "ConsumerOrderInfoManager", "PopService", "retry_mark"]
+__all__ = ["REVIVE_GROUP", "SLAVE_POP_REMARK", "CheckPoint", "ConsumerOrderInfoManager", "PopService", "retry_mark"]
