@@ -377,6 +377,9 @@ async def test_a_cancel_marker_removes_its_timer_and_survives_a_restart(tmp_path
         )
         assert resp.code == ResponseCode.MESSAGE_ILLEGAL
         assert len(env.messages(TIMER_TOPIC, 0)) == 4
+        ts = env.broker.timer_message_store
+        await wait_until(lambda: ts.queue_offset == 4, what="the four enqueued")
+        assert ts.timing_count["TimerCancel"][0] == 2  # GET_TIMER_METRICS' count: markers not counted
     # the restart comes before the tick: the markers are read back from the timer log
     async with broker_env(store, **SMALL) as env:
         msgs = await wait_until(lambda: env.messages("TimerCancel", 1), what="the tick's delivery")
@@ -386,3 +389,4 @@ async def test_a_cancel_marker_removes_its_timer_and_survives_a_restart(tmp_path
         assert [m.body for m in msgs] == [b"kept"]
         assert _uniq(msgs) == [kept]
         assert ts.cancelled == 1
+        assert "TimerCancel" not in ts.timing_count  # read back at start, then one delivered, one cancelled

@@ -514,8 +514,9 @@ class TimerMessageStore:
             self.rolled += 1
         else:
             self.dequeued += 1
-        # a rolled one is counted again when it is enqueued back
-        self._count(ext.properties.get(MessageConst.REAL_TOPIC) or "", -1)
+        # a rolled one is counted again when it is enqueued back; a (rolled) marker never counted
+        if MessageConst.TIMER_DEL_UNIQKEY not in ext.properties:
+            self._count(ext.properties.get(MessageConst.REAL_TOPIC) or "", -1)
         return result
 
     def _convert(self, ext: Any, enqueue_ms: int, roll: bool) -> MessageInner | None:
