@@ -56,6 +56,7 @@ from rmq.protocol.headers.pop import (
     ChangeInvisibleTimeRequestHeader,
     PopMessageRequestHeader,
 )
+from rmq.protocol.requests.namesrv import get_route_info, parse_topic_route
 from rmq.protocol.requests.pop import ExtraInfo
 from rmq.remoting.codec import decode_frame
 from rmq.remoting.plain_acl import Permission
@@ -203,6 +204,24 @@ def _millis(ts: Any) -> int:
 
 
 @dataclass
+class _RouteBroker:
+    """One broker of a topic's route as the 5.x clients see it: its name, the topic's
+    permission and queue counts there, and that broker's own gRPC endpoint."""
+
+    name: str
+    perm: int
+    read: int
+    write: int
+    endpoints: Any
+
+
+# How long a peer broker's gRPC port (read with GET_BROKER_CONFIG) is trusted, and how many
+# peers are remembered (a cluster has a few; past the bound the table starts over).
+_PEER_PORT_TTL = 30.0
+_MAX_PEERS = 1024
+
+
+@dataclass
 class _Client:
     """One 5.x client (by its ``x-mq-client-id``): its settings and its Telemetry streams."""
 
@@ -300,6 +319,8 @@ class GrpcEndpoint:
         self.server: Any = None
         self.port = 0
         self.clients: dict[str, _Client] = {}
+        # peer broker address -> (its grpcServerPort, or 0 for none; when read)
+        self._peer_ports: dict[str, tuple[int, float]] = {}
         self._streams: set[asyncio.Task[Any]] = set()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -459,43 +480,113 @@ class GrpcEndpoint:
             raise GrpcError(Code.TOPIC_NOT_FOUND, f"topic not found: {clip(topic)}")
         return tc
 
-    def _endpoints(self, request_endpoints: Any) -> Any:
-        """The endpoints clients should use for this broker: its advertised host (brokerIP1)
-        and the gRPC port (Java ``ProxyTopicRouteData``: the broker address's host with the
-        proxy's port). ``request_endpoints`` (what the client dialled) names the scheme."""
-        host = self.config.broker_ip1
+    def _endpoints(self, host: str | None = None, port: int | None = None) -> Any:
+        """The endpoints clients should use for a broker: its advertised host (brokerIP1, or the
+        host of a peer's address) and its gRPC port."""
+        host = host if host is not None else self.config.broker_ip1
         try:
             scheme = pb.AddressScheme.IPv6 if ipaddress.ip_address(host).version == 6 else pb.AddressScheme.IPv4
         except ValueError:
             scheme = pb.AddressScheme.DOMAIN_NAME
-        return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=self.port)])
+        return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port or self.port)])
+
+    async def _route(self, topic: str) -> tuple[list[_RouteBroker], Any]:
+        """The brokers holding ``topic``, each with its own gRPC endpoint, and the local topic
+        config (None when this broker has not got the topic).
+
+        This broker's part comes from its topic table; with name servers configured, the other
+        brokers' parts come from the name server's route (GET_ROUTEINFO_BY_TOPIC) and each
+        peer's gRPC port from its configuration (GET_BROKER_CONFIG's ``grpcServerPort``), so a
+        client given one endpoint reaches every queue at its own broker (docs/design.md, gRPC
+        endpoint: a cluster). A peer without a gRPC port is left out of the route (a 5.x
+        client could not reach it), as is any peer when the name server cannot be asked."""
+        tc = self.controller.topic_config_manager.select_topic_config(topic)
+        own_name = self.config.broker_name
+        brokers: list[_RouteBroker] = []
+        if tc is not None:
+            perm = tc.perm & self.config.broker_permission
+            brokers.append(_RouteBroker(own_name, perm, tc.read_queue_nums, tc.write_queue_nums, self._endpoints()))
+        if self.config.namesrv_addr_list:
+            api = self.controller.broker_outer_api
+            try:
+                route = parse_topic_route(await api.client.invoke_namesrv(get_route_info(topic), timeout=3.0))
+            except Exception as e:  # noqa: BLE001 - no name server answer: this broker's part only
+                _rlog.warning("grpc-route", "gRPC route of %s: the name server did not answer (%s)", clip(topic), e)
+                route = None
+            for qd in route.queue_datas if route is not None else ():
+                if qd.broker_name == own_name:
+                    continue
+                addr = route.master_addr(qd.broker_name) if route is not None else None
+                if not addr:
+                    continue
+                port = await self._peer_port(addr)
+                if port:
+                    host = addr.rsplit(":", 1)[0].strip("[]")
+                    brokers.append(
+                        _RouteBroker(
+                            qd.broker_name,
+                            qd.perm,
+                            qd.read_queue_nums,
+                            qd.write_queue_nums,
+                            self._endpoints(host, port),
+                        )
+                    )
+        if not brokers:
+            # Java: "failed to fetch topic route" even with autoCreateTopicEnable (gRPC routes
+            # come from the name server, which has none for an unknown topic).
+            raise GrpcError(Code.TOPIC_NOT_FOUND, f"topic not found: {clip(topic)}")
+        return brokers, tc
+
+    async def _peer_port(self, addr: str) -> int:
+        """A peer broker's ``grpcServerPort`` (0: none, or it did not answer), read with
+        GET_BROKER_CONFIG and kept for ``_PEER_PORT_TTL`` seconds."""
+        now = time.monotonic()
+        known = self._peer_ports.get(addr)
+        if known is not None and now - known[1] < _PEER_PORT_TTL:
+            return known[0]
+        port = 0
+        try:
+            cmd = RemotingCommand.request(RequestCode.GET_BROKER_CONFIG, {})
+            reply = await self.controller.broker_outer_api.client.invoke(addr, cmd, timeout=3.0)
+            if reply.code == ResponseCode.SUCCESS:
+                for line in (reply.body_bytes() or b"").decode("utf-8", "replace").splitlines():
+                    key, sep, value = line.partition("=")
+                    if sep and key.strip() == "grpcServerPort" and value.strip().isdigit():
+                        port = int(value.strip())
+        except Exception as e:  # noqa: BLE001 - an unreachable peer is left out of routes
+            _rlog.warning("grpc-peer", "gRPC route: broker %s did not give its gRPC port (%s)", addr, e)
+        if len(self._peer_ports) >= _MAX_PEERS:
+            self._peer_ports.clear()
+        self._peer_ports[addr] = (port, now)
+        return port
 
     # -- QueryRoute, Heartbeat, QueryAssignment -----------------------------------------------
 
     async def rpc_QueryRoute(self, request: Any, context: Any) -> Any:
         topic = self._name(context, request.topic)
         self._authorize(context, {topic: Permission.ANY})
-        tc = self._topic_config(topic)
-        broker = pb.Broker(
-            name=self.config.broker_name, id=MixAll.MASTER_ID, endpoints=self._endpoints(request.endpoints)
-        )
-        types = accepted_message_types(tc)
-        perm = tc.perm & self.config.broker_permission
+        brokers, tc = await self._route(topic)
+        types = accepted_message_types(tc) if tc is not None else [int(pb.MessageType.NORMAL)]
         queues = []
-        # Java genMessageQueueFromQueueData: the queues both readable and writable, then the
-        # read-only or write-only rest.
-        reads, writes = tc.read_queue_nums, tc.write_queue_nums
-        for qid in range(max(reads, writes)):
-            p = perm
-            if qid >= reads:
-                p &= ~PermName.PERM_READ
-            if qid >= writes:
-                p &= ~PermName.PERM_WRITE
-            queues.append(
-                pb.MessageQueue(
-                    topic=request.topic, id=qid, permission=_permission(p), broker=broker, accept_message_types=types
+        for rb in brokers:
+            broker = pb.Broker(name=rb.name, id=MixAll.MASTER_ID, endpoints=rb.endpoints)
+            # Java genMessageQueueFromQueueData: the queues both readable and writable, then the
+            # read-only or write-only rest.
+            for qid in range(max(rb.read, rb.write)):
+                p = rb.perm
+                if qid >= rb.read:
+                    p &= ~PermName.PERM_READ
+                if qid >= rb.write:
+                    p &= ~PermName.PERM_WRITE
+                queues.append(
+                    pb.MessageQueue(
+                        topic=request.topic,
+                        id=qid,
+                        permission=_permission(p),
+                        broker=broker,
+                        accept_message_types=types,
+                    )
                 )
-            )
         return pb.QueryRouteResponse(status=status(Code.OK), message_queues=queues)
 
     async def rpc_Heartbeat(self, request: Any, context: Any) -> Any:
@@ -510,22 +601,26 @@ class GrpcEndpoint:
         topic = self._name(context, request.topic)
         group = self._name(context, request.group)
         self._authorize(context, {topic: Permission.ANY, MixAll.get_retry_topic(group): Permission.SUB})
-        tc = self._topic_config(topic)
-        broker = pb.Broker(
-            name=self.config.broker_name, id=MixAll.MASTER_ID, endpoints=self._endpoints(request.endpoints)
-        )
+        brokers, tc = await self._route(topic)
+        types = accepted_message_types(tc) if tc is not None else [int(pb.MessageType.NORMAL)]
         # POP assigns by broker, not by queue: one queue id -1 per readable broker (Java
         # QueryAssignmentActivity for non-FIFO groups).
-        if not tc.perm & PermName.PERM_READ:
+        assignments = [
+            pb.Assignment(
+                message_queue=pb.MessageQueue(
+                    topic=request.topic,
+                    id=-1,
+                    permission=_permission(rb.perm),
+                    broker=pb.Broker(name=rb.name, id=MixAll.MASTER_ID, endpoints=rb.endpoints),
+                    accept_message_types=types,
+                )
+            )
+            for rb in brokers
+            if rb.perm & PermName.PERM_READ
+        ]
+        if not assignments:
             return pb.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "the topic is not readable"))
-        queue = pb.MessageQueue(
-            topic=request.topic,
-            id=-1,
-            permission=_permission(tc.perm),
-            broker=broker,
-            accept_message_types=accepted_message_types(tc),
-        )
-        return pb.QueryAssignmentResponse(status=status(Code.OK), assignments=[pb.Assignment(message_queue=queue)])
+        return pb.QueryAssignmentResponse(status=status(Code.OK), assignments=assignments)
 
     async def rpc_NotifyClientTermination(self, request: Any, context: Any) -> Any:
         self._authorize(context, None)
