@@ -57,7 +57,7 @@ from rmq.protocol.headers.pop import (
     PopMessageRequestHeader,
 )
 from rmq.protocol.requests.namesrv import get_route_info, parse_topic_route
-from rmq.protocol.requests.pop import ExtraInfo
+from rmq.protocol.requests.pop import ExtraInfo, parse_offset_info, retry_mark
 from rmq.remoting.codec import decode_frame
 from rmq.remoting.plain_acl import Permission
 from rmq.store import decode_offset_msg_id
@@ -603,20 +603,24 @@ class GrpcEndpoint:
         self._authorize(context, {topic: Permission.ANY, MixAll.get_retry_topic(group): Permission.SUB})
         brokers, tc = await self._route(topic)
         types = accepted_message_types(tc) if tc is not None else [int(pb.MessageType.NORMAL)]
-        # POP assigns by broker, not by queue: one queue id -1 per readable broker (Java
-        # QueryAssignmentActivity for non-FIFO groups).
+        # POP assigns by broker, not by queue: one queue id -1 per readable broker; a FIFO
+        # group (consumeMessageOrderly) gets every readable queue, each received on its own
+        # (Java QueryAssignmentActivity).
+        cfg = self._group_config(group)
+        fifo = cfg is not None and cfg.consume_message_orderly
         assignments = [
             pb.Assignment(
                 message_queue=pb.MessageQueue(
                     topic=request.topic,
-                    id=-1,
+                    id=qid,
                     permission=_permission(rb.perm),
                     broker=pb.Broker(name=rb.name, id=MixAll.MASTER_ID, endpoints=rb.endpoints),
                     accept_message_types=types,
                 )
             )
             for rb in brokers
-            if rb.perm & PermName.PERM_READ
+            if rb.perm & PermName.PERM_READ and rb.read > 0
+            for qid in (range(rb.read) if fifo else (-1,))
         ]
         if not assignments:
             return pb.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "the topic is not readable"))
@@ -995,15 +999,22 @@ class GrpcEndpoint:
                 sub.receive_batch_size = _RECEIVE_BATCH
             if not sub.HasField("long_polling_timeout"):
                 sub.long_polling_timeout.FromSeconds(_LONG_POLLING_SECONDS)
-            if not sub.HasField("fifo"):
-                sub.fifo = False
-            backoff.max_attempts = _CONSUMER_ATTEMPTS
+            # Java GrpcClientSettingsManager.mergeSubscriptionData: the group's config decides
+            # FIFO (consumeMessageOrderly) and the attempts (retryMaxTimes + 1)
+            cfg = self._group_config(_wrap(sub.group.resource_namespace, sub.group.name))
+            sub.fifo = bool(cfg is not None and cfg.consume_message_orderly)
+            backoff.max_attempts = cfg.retry_max_times + 1 if cfg is not None else _CONSUMER_ATTEMPTS
             for seconds in _CONSUMER_BACKOFF_SECONDS:
                 backoff.customized_backoff.next.add().FromSeconds(seconds)
         out.metric.on = False
         return out
 
     # -- consumption: ReceiveMessage, AckMessage, ChangeInvisibleDuration over POP --------------
+
+    def _group_config(self, group: str) -> Any:
+        """The group's subscription config, None when the broker has none (not created here:
+        a client's settings or receive do not add groups beyond what POP itself does)."""
+        return self.controller.subscription_group_manager.subscription_group_table.get(group)
 
     def _subscription(self, client: _Client | None) -> Any:
         settings = client.settings if client is not None else None
@@ -1073,6 +1084,7 @@ class GrpcEndpoint:
         header = PopMessageRequestHeader(
             consumer_group=group,
             topic=topic,
+            # Java ReceiveMessageQueueSelector: the request names the broker, not the queue
             queue_id=-1,
             max_msg_nums=batch,
             invisible_time=invisible_ms,
@@ -1081,7 +1093,7 @@ class GrpcEndpoint:
             init_mode=_INIT_MODE_MAX,
             exp_type=exp_type,
             exp=expression.expression or "*",
-            order=bool(sub is not None and sub.HasField("fifo") and sub.fifo),
+            order=self._is_fifo(group, sub),
         )
         cmd = RemotingCommand.request(RequestCode.POP_MESSAGE, header)
         channel = _LocalChannel(context.peer() or "?")
@@ -1098,6 +1110,12 @@ class GrpcEndpoint:
         body = reply.body_bytes() if reply.body is not None else b""
         if not body:
             raise GrpcError(Code.MESSAGE_NOT_FOUND, "no match message")
+        # orderly POP: a message popped again carries its count in orderCountInfo, per queue
+        # (Java MQClientAPIImpl.processPopResponse sets it as the reconsume times)
+        try:
+            counts = parse_offset_info(reply.ext_fields.get("orderCountInfo"))
+        except ValueError:
+            counts = {}
         yield pb.ReceiveMessageResponse(status=status(Code.OK))
         for span in walk_records_py(body):
             d = _store.decode_record(memoryview(body)[span.pos : span.pos + span.total])
@@ -1107,10 +1125,20 @@ class GrpcEndpoint:
             sp = message.system_properties
             sp.receipt_handle = props.get(MessageConst.POP_CK, "")
             sp.queue_offset = d["queue_offset"]
-            sp.delivery_attempt = d["reconsume_times"] + 1
+            count = counts.get(f"{retry_mark(d['topic'])}@{d['queue_id']}")
+            sp.delivery_attempt = (count[0] if count else d["reconsume_times"]) + 1
             sp.invisible_duration.FromMilliseconds(invisible_ms)
             sp.message_type = _message_type(props)
             yield pb.ReceiveMessageResponse(message=message)
+
+    def _is_fifo(self, group: str, sub: Any) -> bool:
+        """A group receives in order when its config says ``consumeMessageOrderly`` (Java: the
+        settings' ``fifo`` comes from there); a group the broker does not know yet follows the
+        client's settings."""
+        cfg = self._group_config(group)
+        if cfg is not None:
+            return bool(cfg.consume_message_orderly)
+        return bool(sub is not None and sub.HasField("fifo") and sub.fifo)
 
     def _handle(self, receipt_handle: str) -> tuple[ExtraInfo, int]:
         try:

@@ -5,7 +5,8 @@
 The plan: ``endpoints``, ``topic``, ``group``, ``expect`` (bodies to receive), ``leave`` (bodies
 received but not acked the first time: they must come back, then are acked), ``extend`` (bodies
 whose invisible duration is changed before the ack), ``invisible`` (seconds, default 10),
-``deadline`` (seconds for the whole run). Prints one JSON line per event: ``received`` (body,
+``batch`` (messages per receive, default 16), ``deadline`` (seconds for the whole run).
+Prints one JSON line per event: ``received`` (body,
 attempt, message_id), ``acked``, ``changed``, ``done`` or ``error``.
 """
 
@@ -39,7 +40,7 @@ def main() -> int:
     try:
         while acked != expect and time.monotonic() < deadline:
             try:
-                messages = consumer.receive(16, plan.get("invisible", 10))
+                messages = consumer.receive(plan.get("batch", 16), plan.get("invisible", 10))
             except Exception as e:
                 emit(event="receive-error", error=f"{type(e).__name__}: {e}")
                 continue
