@@ -3,6 +3,7 @@ schema (blocking API: no event loop of the test's involved) against ``rmq standa
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 import uuid
@@ -12,7 +13,11 @@ import pytest
 from grpc_support import Stub, send_request, start_grpc_broker
 
 from rmq._testing import wait_until_sync
+from rmq._testing.env import BrokerEnv
 from rmq.broker.grpc.schema import SERVICE, pb
+from rmq.client._codec import decode_messages
+from rmq.protocol.codes import ResponseCode
+from rmq.remoting import RemotingClient
 
 pytestmark = [pytest.mark.timeout(180)]
 
@@ -137,9 +142,61 @@ def test_route_heartbeat_and_refusals(broker, channel):
     )
     assert ack.entries[0].status.code == Code.INVALID_RECEIPT_HANDLE
     forward = stub.ForwardMessageToDeadLetterQueue(
-        pb.ForwardMessageToDeadLetterQueueRequest(group=pb.Resource(name="G")), metadata=md, timeout=10
+        pb.ForwardMessageToDeadLetterQueueRequest(
+            group=pb.Resource(name="G"), topic=pb.Resource(name=broker.topic), receipt_handle="not a handle"
+        ),
+        metadata=md,
+        timeout=10,
     )
-    assert forward.status.code == Code.NOT_IMPLEMENTED
+    assert forward.status.code == Code.INVALID_RECEIPT_HANDLE
+
+
+def test_forward_to_dead_letter_queue(broker, channel):
+    """ForwardMessageToDeadLetterQueue (Java ForwardMessageToDLQActivity): the received message
+    goes to ``%DLQ%<group>`` at once, with its id and body, and its handle is acked."""
+    stub = Stub(channel, "dlq-client")
+    md = stub.metadata
+    topic = f"DLQT_{uuid.uuid4().hex[:8]}"
+    group = f"GID_{topic}"
+    broker.create_topic(topic, queues=1)
+    sent = stub.SendMessage(send_request(topic, b"to-the-dlq", "ID-DLQ-1"), metadata=md, timeout=10)
+    assert sent.status.code == Code.OK, sent.status
+    req = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=1)
+    req.message_queue.topic.name = topic
+    req.message_queue.id = -1
+    req.invisible_duration.seconds = 30
+    req.long_polling_timeout.seconds = 5
+    messages = [r.message for r in stub.ReceiveMessage(req, metadata=md, timeout=20) if r.HasField("message")]
+    assert [m.body for m in messages] == [b"to-the-dlq"]
+    handle = messages[0].system_properties.receipt_handle
+    forward = stub.ForwardMessageToDeadLetterQueue(
+        pb.ForwardMessageToDeadLetterQueueRequest(
+            group=pb.Resource(name=group),
+            topic=pb.Resource(name=topic),
+            receipt_handle=handle,
+            message_id="ID-DLQ-1",
+            delivery_attempt=1,
+            max_delivery_attempts=17,
+        ),
+        metadata=md,
+        timeout=10,
+    )
+    assert forward.status.code == Code.OK, forward.status
+
+    async def dlq() -> list:
+        rc = RemotingClient()
+        try:
+            env = BrokerEnv(None, None, rc, broker_addr=broker.broker_addr)
+            resp = await env.pull(f"%DLQ%{group}", group="DLQ_reader", suspend_ms=0)
+            assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+            return decode_messages(resp.body_bytes())
+        finally:
+            await rc.close()
+
+    stored = asyncio.run(dlq())
+    assert [m.body for m in stored] == [b"to-the-dlq"]
+    assert stored[0].properties["UNIQ_KEY"] == "ID-DLQ-1"
+    assert stored[0].properties["RETRY_TOPIC"] == topic
 
 
 def test_typed_topics(broker, channel):

@@ -37,6 +37,7 @@ import grpc
 
 from rmq import _store
 from rmq.broker.grpc.schema import RPCS, SERVICE, pb
+from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import (
@@ -50,6 +51,7 @@ from rmq.common.message import (
 from rmq.common.topic_attributes import TopicMessageType
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
 from rmq.protocol.headers.message import EndTransactionRequestHeader, SendMessageRequestHeader
 from rmq.protocol.headers.pop import (
     AckMessageRequestHeader,
@@ -57,7 +59,7 @@ from rmq.protocol.headers.pop import (
     PopMessageRequestHeader,
 )
 from rmq.protocol.requests.namesrv import get_route_info, parse_topic_route
-from rmq.protocol.requests.pop import ExtraInfo, parse_offset_info, retry_mark
+from rmq.protocol.requests.pop import ExtraInfo, parse_offset_info, real_topic, retry_mark
 from rmq.remoting.codec import decode_frame
 from rmq.remoting.plain_acl import Permission
 from rmq.store import decode_offset_msg_id
@@ -280,6 +282,10 @@ class _LocalChannel:
     the processor's reply (a command, or a frame written "to the connection") resolves
     :attr:`reply`."""
 
+    # the endpoint checked the request's v2 signature and its topics (``GrpcEndpoint._authorize``);
+    # a processor that checks a remoting signature skips this channel's requests
+    acl_checked = True
+
     def __init__(self, remote_addr: str) -> None:
         self.remote_addr = remote_addr
         self.attributes: dict[str, Any] = {}
@@ -322,6 +328,8 @@ class GrpcEndpoint:
         # peer broker address -> (its grpcServerPort, or 0 for none; when read)
         self._peer_ports: dict[str, tuple[int, float]] = {}
         self._streams: set[asyncio.Task[Any]] = set()
+        # the broker's CONSUMER_SEND_MSG_BACK rules (ForwardMessageToDeadLetterQueue runs them)
+        self._send_back = ConsumerSendMsgBackProcessor(controller)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -1157,17 +1165,7 @@ class GrpcEndpoint:
         codes = set()
         for entry in request.entries:
             try:
-                info, offset = self._handle(entry.receipt_handle)
-                header = AckMessageRequestHeader(
-                    consumer_group=group,
-                    topic=topic,
-                    queue_id=info.queue_id,
-                    extra_info=entry.receipt_handle,
-                    offset=offset,
-                )
-                cmd = RemotingCommand.request(RequestCode.ACK_MESSAGE, header)
-                channel = _LocalChannel(context.peer() or "?")
-                reply = await channel.result(self.controller.pop_service.process_request(channel, cmd))  # type: ignore[arg-type]
+                reply = await self._ack(context, group, topic, entry.receipt_handle)
                 if reply.code == ResponseCode.SUCCESS:
                     result = status(Code.OK)
                 else:
@@ -1187,6 +1185,20 @@ class GrpcEndpoint:
         else:
             head = status(Code.OK)
         return pb.AckMessageResponse(status=head, entries=entries)
+
+    async def _ack(self, context: Any, group: str, topic: str, receipt_handle: str) -> RemotingCommand:
+        """ACK_MESSAGE of one handle, run by the broker's PopService."""
+        info, offset = self._handle(receipt_handle)
+        header = AckMessageRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            queue_id=info.queue_id,
+            extra_info=receipt_handle,
+            offset=offset,
+        )
+        cmd = RemotingCommand.request(RequestCode.ACK_MESSAGE, header)
+        channel = _LocalChannel(context.peer() or "?")
+        return await channel.result(self.controller.pop_service.process_request(channel, cmd))  # type: ignore[arg-type]
 
     async def rpc_ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
         group = self._name(context, request.group)
@@ -1229,11 +1241,43 @@ class GrpcEndpoint:
         return pb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=str(new))
 
     async def rpc_ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:
-        raise GrpcError(
-            Code.NOT_IMPLEMENTED,
-            "ForwardMessageToDeadLetterQueue is not served yet: an un-acked message reaches the "
-            "DLQ after the group's retryMaxTimes",
+        """Java ``ForwardMessageToDLQActivity`` / ``ProducerProcessor.forwardMessageToDeadLetterQueue``:
+        a CONSUMER_SEND_MSG_BACK of the handle's message with delay level -1 (straight to
+        ``%DLQ%<group>``), run by the broker's send-back processor, then the handle acked."""
+        group = self._name(context, request.group)
+        topic = self._name(context, request.topic)
+        if not request.group.name:
+            raise GrpcError(Code.ILLEGAL_CONSUMER_GROUP, "consumer group is empty")
+        self._authorize(context, {topic: Permission.SUB, MixAll.get_retry_topic(group): Permission.SUB})
+        info, offset = self._handle(request.receipt_handle)
+        # the handle names the queue and offset popped (the topic itself or the group's pop
+        # retry topic); the send-back wants the CommitLog offset (Java's handle carries it)
+        popped = real_topic(topic, group, info.retry)
+        store = self.controller.started_store
+        cq = store.find_consume_queue(popped, info.queue_id, create=False)
+        unit = cq.get_unit(offset) if cq is not None else None
+        if not unit:
+            raise GrpcError(Code.INVALID_RECEIPT_HANDLE, "the receipt handle names no stored message")
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=unit[0],
+            group=group,
+            delay_level=-1,
+            origin_msg_id=request.message_id,
+            origin_topic=popped,
+            max_reconsume_times=0,
         )
+        cmd = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        channel = _LocalChannel(context.peer() or "?")
+        reply = await channel.result(self._send_back.process_request(channel, cmd))  # type: ignore[arg-type]
+        if reply.code != ResponseCode.SUCCESS:
+            code = _STORE_CODES.get(reply.code, Code.INTERNAL_SERVER_ERROR)
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=status(code, reply.remark or "forward failed"))
+        ack = await self._ack(context, group, topic, request.receipt_handle)
+        if ack.code != ResponseCode.SUCCESS:
+            _rlog.warning(
+                "grpc-dlq-ack", "gRPC: a message forwarded to the DLQ of %s was not acked: %s", clip(group), ack.remark
+            )
+        return pb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))
 
 
 class _Popped:

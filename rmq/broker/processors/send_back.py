@@ -200,7 +200,8 @@ class ConsumerSendMsgBackProcessor:
                 header.offset,
             )
             return cmd.response(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}", {})
-        if c.acl is not None:
+        if c.acl is not None and not getattr(conn, "acl_checked", False):
+            # (the gRPC endpoint's channel: its own signature check named the topics already)
             # The request names a CommitLog offset, not a topic: Java copies whatever message is
             # there into the group's retry topic, where the account can then pull it. Here the
             # account must be able to SUB the message's topic (a consumer sends back what it
