@@ -16,7 +16,9 @@ from rmq._testing import wait_until_sync
 from rmq._testing.env import BrokerEnv
 from rmq.broker.grpc.schema import SERVICE, pb
 from rmq.client._codec import decode_messages
-from rmq.protocol.codes import ResponseCode
+from rmq.common import fastjson
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
 from rmq.remoting import RemotingClient
 
 pytestmark = [pytest.mark.timeout(180)]
@@ -292,3 +294,78 @@ def test_a_client_that_never_reads_does_not_stop_others(broker):
             call.cancel()
         reader_less.close()
         other.close()
+
+
+def _consumer_settings(group: str, topic: str, client_type: int) -> object:
+    cmd = pb.TelemetryCommand()
+    cmd.settings.client_type = client_type
+    sub = cmd.settings.subscription
+    sub.group.name = group
+    entry = sub.subscriptions.add()
+    entry.topic.name = topic
+    entry.expression.type = pb.FilterType.TAG
+    entry.expression.expression = "TagA || TagB"
+    return cmd
+
+
+async def _connections(addr: str, code: int, key: str, group: str) -> tuple[int, dict]:
+    rc = RemotingClient()
+    try:
+        resp = await rc.invoke(addr, RemotingCommand.request(code, {key: group}))
+        return resp.code, (fastjson.loads(resp.body_bytes()) if resp.code == ResponseCode.SUCCESS else {})
+    finally:
+        await rc.close()
+
+
+def test_v5_clients_in_the_connection_lists(broker, channel):
+    """Java ClientActivity: a 5.x consumer's settings register it in the broker's consumer
+    table (consumerConnection shows its client id, language, subscription and consume type), a
+    producer's in the producer table; both leave on NotifyClientTermination or when their
+    Telemetry stream ends."""
+    group = f"GID_conn_{uuid.uuid4().hex[:6]}"
+    consumer_list = (RequestCode.GET_CONSUMER_CONNECTION_LIST, "consumerGroup", group)
+    producer_list = (RequestCode.GET_PRODUCER_CONNECTION_LIST, "producerGroup", broker.topic)
+
+    def listed(what: tuple) -> tuple[int, dict]:
+        return asyncio.run(_connections(broker.broker_addr, *what))
+
+    stop = threading.Event()
+    consumer = Stub(channel, "conn-consumer")
+    md = (*consumer.metadata[:1], ("x-mq-language", "GOLANG"))
+    call = consumer.Telemetry(
+        _held(stop, _consumer_settings(group, broker.topic, pb.ClientType.SIMPLE_CONSUMER)), metadata=md
+    )
+    producer = Stub(channel, "conn-producer")
+    pcall = producer.Telemetry(_held(stop, _settings(topic=broker.topic)), metadata=producer.metadata)
+    try:
+        assert next(call).status.code == Code.OK
+        assert next(pcall).status.code == Code.OK
+        code, body = listed(consumer_list)
+        assert code == ResponseCode.SUCCESS
+        assert [(c["clientId"], c["language"]) for c in body["connectionSet"]] == [("conn-consumer", "GOLANG")]
+        assert body["consumeType"] == "CONSUME_ACTIVELY" and body["messageModel"] == "CLUSTERING"
+        sub = body["subscriptionTable"][broker.topic]
+        assert sub["subString"] == "TagA || TagB" and sorted(sub["tagsSet"]) == ["TagA", "TagB"]
+        code, body = listed(producer_list)
+        assert code == ResponseCode.SUCCESS
+        assert "conn-producer" in {c["clientId"] for c in body["connectionSet"]}
+        # the heartbeat refreshes, the termination unregisters
+        hb = pb.HeartbeatRequest(client_type=pb.ClientType.SIMPLE_CONSUMER, group=pb.Resource(name=group))
+        assert consumer.Heartbeat(hb, metadata=md, timeout=10).status.code == Code.OK
+        done = consumer.NotifyClientTermination(
+            pb.NotifyClientTerminationRequest(group=pb.Resource(name=group)), metadata=md, timeout=10
+        )
+        assert done.status.code == Code.OK
+        assert listed(consumer_list)[0] == ResponseCode.CONSUMER_NOT_ONLINE
+        # the producer leaves with its stream
+        pcall.cancel()
+        wait_until_sync(
+            lambda: "conn-producer" not in {c["clientId"] for c in listed(producer_list)[1].get("connectionSet", ())},
+            timeout=20,
+            interval=0.1,
+            what="the producer's stream end to unregister it",
+        )
+    finally:
+        stop.set()
+        call.cancel()
+        pcall.cancel()

@@ -183,6 +183,13 @@ def _peer_host(context: Any) -> str:
     return rest.rsplit(":", 1)[0]
 
 
+def _peer_addr(context: Any) -> str:
+    """``ipv4:1.2.3.4:5`` → ``1.2.3.4:5`` (the address the connection lists show)."""
+    peer = str(context.peer() or "?")
+    kind, sep, rest = peer.partition(":")
+    return rest if sep and kind in ("ipv4", "ipv6") else peer
+
+
 def _metadata(context: Any) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in context.invocation_metadata() or ():
@@ -231,6 +238,8 @@ class _Client:
     settings: Any = None  # the client's Settings as last received (None: defaults)
     sessions: list[_Telemetry] = field(default_factory=list)
     producer_groups: set[str] = field(default_factory=set)
+    consumer_group: str = ""  # the group it is registered in as a consumer ("" none)
+    language: str = "PYTHON"  # x-mq-language, as the connection lists show it
     last_seen: float = field(default_factory=time.monotonic)
 
 
@@ -247,6 +256,14 @@ class _Telemetry:
         self.queue: asyncio.Queue[Any] = asyncio.Queue(size)
         self.closed = False
         self.attributes: dict[str, Any] = {}
+        self.reader: asyncio.Future[Any] | None = None
+
+    def close(self) -> None:
+        """End the stream (the broker's expiry scan closes a member silent for
+        ``channelExpiredSeconds``): its reader stops, and the stream ends with it."""
+        self.closed = True
+        if self.reader is not None:
+            self.reader.cancel()
 
     def push(self, command: Any) -> bool:
         if self.closed:
@@ -467,6 +484,7 @@ class GrpcEndpoint:
                 )
                 return None
             client = self.clients[client_id] = _Client(client_id)
+            client.language = _metadata(context).get(MD_LANGUAGE, "") or client.language
         if client is not None:
             client.last_seen = time.monotonic()
         return client
@@ -603,6 +621,7 @@ class GrpcEndpoint:
         client = self._client(context, create=False)
         if client is not None:
             self._register_producer(client)
+            self._register_consumer(client)
         return pb.HeartbeatResponse(status=status(Code.OK))
 
     async def rpc_QueryAssignment(self, request: Any, context: Any) -> Any:
@@ -643,10 +662,67 @@ class GrpcEndpoint:
 
     def _forget(self, client: _Client) -> None:
         pm = self.controller.producer_manager
+        cm = self.controller.consumer_manager
         for session in client.sessions:
             session.closed = True
             pm.do_channel_close_event(session)  # type: ignore[arg-type]
+            cm.do_channel_close_event(session, "the client terminated")  # type: ignore[arg-type]
         self.clients.pop(client.client_id, None)
+
+    def _register_consumer(self, client: _Client) -> None:
+        """A consumer's group membership in the broker's ConsumerManager, held by its newest
+        Telemetry stream (Java ``ClientActivity``: CONSUME_ACTIVELY for a SimpleConsumer,
+        CONSUME_PASSIVELY for a PushConsumer, CLUSTERING, from the last offset), so the
+        consumer-connection and progress lists show 5.x consumers. Refreshed by every
+        heartbeat; dropped with the stream, on NotifyClientTermination, or by the broker's
+        expiry scan."""
+        from rmq.broker.managers.consumer import (
+            ClientChannelInfo,
+            ConsumeFromWhere,
+            ConsumeType,
+            MessageModel,
+            SubscriptionData,
+        )
+
+        settings = client.settings
+        if not client.sessions or settings is None or settings.WhichOneof("pub_sub") != "subscription":
+            return
+        sub = settings.subscription
+        group = _wrap(sub.group.resource_namespace, sub.group.name)
+        if not sub.group.name:
+            return
+        subscriptions = []
+        version = int(time.time() * 1000)
+        for entry in sub.subscriptions:
+            expression = entry.expression.expression or "*"
+            sql = entry.expression.type == pb.FilterType.SQL
+            tags = () if sql or expression == "*" else tuple(t.strip() for t in expression.split("||") if t.strip())
+            subscriptions.append(
+                SubscriptionData(
+                    topic=_wrap(entry.topic.resource_namespace, entry.topic.name),
+                    sub_string=expression,
+                    tags_set=tags,
+                    sub_version=version,
+                    expression_type="SQL92" if sql else "TAG",
+                )
+            )
+        session = client.sessions[-1]
+        cm = self.controller.consumer_manager
+        if client.consumer_group and client.consumer_group != group:
+            for s in client.sessions:
+                cm.unregister_consumer(client.consumer_group, s)  # type: ignore[arg-type]
+        client.consumer_group = group
+        kind = ConsumeType.CONSUME_ACTIVELY
+        if settings.client_type == pb.ClientType.PUSH_CONSUMER:
+            kind = ConsumeType.CONSUME_PASSIVELY
+        cm.register_consumer(
+            group,
+            ClientChannelInfo(session, client.client_id, client.language, 0),  # type: ignore[arg-type]
+            kind,
+            MessageModel.CLUSTERING,
+            ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+            subscriptions,
+        )
 
     def _register_producer(self, client: _Client) -> None:
         """Each topic a producer publishes to is its producer group here (Java's proxy uses the
@@ -662,7 +738,7 @@ class GrpcEndpoint:
         session = client.sessions[-1]
         pm = self.controller.producer_manager
         for group in client.producer_groups:
-            pm.register_producer(group, ClientChannelInfo(session, client.client_id, "PYTHON", 0))  # type: ignore[arg-type]
+            pm.register_producer(group, ClientChannelInfo(session, client.client_id, client.language, 0))  # type: ignore[arg-type]
 
     # -- SendMessage ----------------------------------------------------------------------
 
@@ -947,9 +1023,9 @@ class GrpcEndpoint:
                 )
             )
             return
-        session = _Telemetry(self, client, context.peer() or "?", self.config.grpc_telemetry_queue_size)
+        session = _Telemetry(self, client, _peer_addr(context), self.config.grpc_telemetry_queue_size)
         client.sessions.append(session)
-        reader = asyncio.ensure_future(self._read_telemetry(request_iterator, session))
+        reader = session.reader = asyncio.ensure_future(self._read_telemetry(request_iterator, session))
         try:
             while True:
                 get = asyncio.ensure_future(session.queue.get())
@@ -965,10 +1041,13 @@ class GrpcEndpoint:
             if session in client.sessions:
                 client.sessions.remove(session)
             self.controller.producer_manager.do_channel_close_event(session)  # type: ignore[arg-type]
+            self.controller.consumer_manager.do_channel_close_event(session, "its Telemetry stream ended")  # type: ignore[arg-type]
             if not client.sessions:
                 self.clients.pop(client.client_id, None)
-            elif client.producer_groups:
-                self._register_producer(client)
+            else:
+                if client.producer_groups:
+                    self._register_producer(client)
+                self._register_consumer(client)
 
     async def _read_telemetry(self, request_iterator: Any, session: _Telemetry) -> None:
         async for command in request_iterator:
@@ -979,6 +1058,7 @@ class GrpcEndpoint:
             if kind == "settings":
                 session.client.settings = command.settings
                 self._register_producer(session.client)
+                self._register_consumer(session.client)
                 session.push(
                     pb.TelemetryCommand(status=status(Code.OK), settings=self._answer_settings(command.settings))
                 )
