@@ -297,6 +297,10 @@ class Connection(asyncio.Protocol):
         role: ``"server"`` or ``"client"`` (for logs).
     """
 
+    #: Processors may answer with an encoded reply frame (``send_response_frame``); an
+    #: in-memory channel that wants the command itself (the gRPC endpoint's) says False.
+    reply_frames = True
+
     def __init__(
         self,
         dispatcher: Dispatcher,

@@ -297,7 +297,13 @@ class _Telemetry:
 class _LocalChannel:
     """The connection a processor answers on for one gRPC request (Java ``SimpleChannel``):
     the processor's reply (a command, or a frame written "to the connection") resolves
-    :attr:`reply`."""
+    the reply (see :meth:`result`).
+
+    The processors answer it with commands, not encoded frames (``reply_frames`` False: the
+    SEND path's reply is not encoded to be decoded again here), and the future a reply is
+    waited on is made only when the processor answers later (SYNC_FLUSH, long polling)."""
+
+    reply_frames = False
 
     # the endpoint checked the request's v2 signature and its topics (``GrpcEndpoint._authorize``);
     # a processor that checks a remoting signature skips this channel's requests
@@ -307,15 +313,17 @@ class _LocalChannel:
         self.remote_addr = remote_addr
         self.attributes: dict[str, Any] = {}
         self.closed = False
-        self.reply: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._reply: RemotingCommand | None = None
+        self._waiter: asyncio.Future[RemotingCommand] | None = None
 
     def send_response_frame(self, frame: bytes) -> None:
-        if not self.reply.done():
-            self.reply.set_result(decode_frame(frame))
+        self.send_response(decode_frame(frame))
 
     def send_response(self, cmd: RemotingCommand) -> None:
-        if not self.reply.done():
-            self.reply.set_result(cmd)
+        if self._reply is None:
+            self._reply = cmd
+            if self._waiter is not None and not self._waiter.done():
+                self._waiter.set_result(cmd)
 
     async def result(self, answer: Any) -> RemotingCommand:
         """The reply, whichever way the processor gave it (returned, awaitable, or written)."""
@@ -323,7 +331,10 @@ class _LocalChannel:
             answer = await answer
         if isinstance(answer, RemotingCommand):
             return answer
-        return await self.reply
+        if self._reply is not None:
+            return self._reply
+        self._waiter = asyncio.get_running_loop().create_future()
+        return await self._waiter
 
 
 class GrpcEndpoint:
@@ -746,9 +757,12 @@ class GrpcEndpoint:
         messages = request.messages
         if not messages:
             raise GrpcError(Code.MESSAGE_CORRUPTED, "no message to send")
-        topic = self._name(context, messages[0].topic)
+        # (the metadata is read once per request, not once per name)
+        namespace = _metadata(context).get(MD_NAMESPACE, "")
+        first = messages[0].topic
+        topic = _wrap(first.resource_namespace or namespace, first.name)
         for m in messages:
-            if self._name(context, m.topic) != topic:
+            if _wrap(m.topic.resource_namespace or namespace, m.topic.name) != topic:
                 raise GrpcError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
         self._authorize(context, {topic: Permission.PUB})
         tc = self._topic_config(topic)

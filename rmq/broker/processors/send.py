@@ -459,7 +459,7 @@ class SendMessageProcessor:
         if cmd.flag & FLAG_ONEWAY:
             return None  # (Java sendOneway: stored, nobody waits for the answer)
         bc = self.broker_config
-        if remark is None:
+        if remark is None and conn.reply_frames:
             # Java SendMessageResponseHeader (msgId, queueId, queueOffset) plus TRACE_ON and
             # MSG_REGION, in the request's serialization: one bytes object, no dict, no command.
             frame = _send_reply_frame(
