@@ -74,7 +74,10 @@ def test_route_heartbeat_and_refusals(broker, channel):
         "127.0.0.1",
         broker.grpc_port,
     )
-    assert list(q.accept_message_types) == [pb.MessageType.NORMAL]
+    # an untyped topic takes every kind, as the broker's SEND check does (design.md "Typed topics")
+    assert sorted(q.accept_message_types) == sorted(
+        [pb.MessageType.NORMAL, pb.MessageType.FIFO, pb.MessageType.DELAY, pb.MessageType.TRANSACTION]
+    )
 
     missing = stub.QueryRoute(pb.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic_x")), metadata=md, timeout=10)
     assert missing.status.code == Code.TOPIC_NOT_FOUND

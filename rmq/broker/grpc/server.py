@@ -146,13 +146,14 @@ def status(code: int, message: str | None = None) -> Any:
 
 def accepted_message_types(topic_config: Any) -> list[int]:
     """The message types a topic accepts, from its ``message.type`` attribute (Java 5
-    ``TopicMessageType``; MIXED accepts them all). A topic without the attribute counts as
-    NORMAL in routes, as in Java (the broker does not type-check sends to it). The one place the
-    route's lookup is made; sends are checked by the broker's SEND processor."""
+    ``TopicMessageType``; MIXED accepts them all). A topic without the attribute accepts them
+    all too: rmq's broker does not type-check sends to an untyped topic (as RocketMQ 4.x, see
+    design.md "Typed topics"), so its route says so. Java 5's proxy announces such a topic as
+    NORMAL, and the 5.x clients then refuse FIFO/DELAY/TRANSACTION sends to it themselves
+    until the broker's settings (``validate_message_type=False``) reach them: a race we do not
+    copy. The one place the route's lookup is made; sends are checked by the SEND processor."""
     declared = topic_config.declared_message_type
-    if declared is None:
-        return [int(pb.MessageType.NORMAL)]
-    if declared is TopicMessageType.MIXED:
+    if declared is None or declared is TopicMessageType.MIXED:
         return [
             int(pb.MessageType.NORMAL),
             int(pb.MessageType.FIFO),
