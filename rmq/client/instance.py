@@ -656,8 +656,14 @@ def get_client_instance(
     client_ip: str | None = None,
     credentials: SessionCredentials | None = None,
     tls: bool | ssl.SSLContext | None = None,
+    change_instance_name_to_pid: bool = False,
 ) -> ClientInstance:
     """The instance for ``ip@pid#instance_name`` on the running loop, created on first use.
+
+    ``change_instance_name_to_pid`` (clustering consumers, as Java's call
+    ``ClientConfig.changeInstanceNameToPID`` at start): an instance name of ``"DEFAULT"``
+    becomes ``pid#nanotime``, so the client id is Java 4.9.8's ``ip@pid#nanotime`` and each
+    such client has an instance of its own. Default False.
 
     Clients sharing an instance share its connections and its signer, so they must agree on
     ``tls`` and the ACL credentials.
@@ -669,7 +675,10 @@ def get_client_instance(
     loop = asyncio.get_running_loop()
     first = namesrv_addr[0] if isinstance(namesrv_addr, list) else namesrv_addr
     ip = client_ip or local_ip(first)
-    client_id = f"{ip}@{os.getpid()}#{instance_name}"
+    if change_instance_name_to_pid and instance_name == "DEFAULT":
+        client_id = f"{ip}@{os.getpid()}#{time.monotonic_ns()}"
+    else:
+        client_id = f"{ip}@{os.getpid()}#{instance_name}"
     table = instances_of(loop)
     inst = table.get(client_id)
     if inst is None or inst.closed:

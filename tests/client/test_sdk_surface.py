@@ -325,8 +325,9 @@ async def test_pull_consumer_life_cycle(cluster, namesrv_addr, unique):
 async def test_a_consumer_whose_start_failed_cannot_start_again(cluster, namesrv_addr, unique):
     S = rmq.ServiceState
     group, topic = unique("CG"), unique("T")
-    first = rmq.PushConsumer(namesrv_addr, group)
-    twin = rmq.PushConsumer(namesrv_addr, group)  # same group, same client id
+    # same group, same client id (a DEFAULT name would give each its own, as Java's)
+    first = rmq.PushConsumer(namesrv_addr, group, instance_name="twin")
+    twin = rmq.PushConsumer(namesrv_addr, group, instance_name="twin")
     for c in (first, twin):
         c.subscribe(topic)
     async with first:

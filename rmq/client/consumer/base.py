@@ -278,6 +278,7 @@ class ConsumerBase(abc.ABC):
             client_ip=self.options.client_ip,
             credentials=self.options.credentials,
             tls=self.options.tls,
+            change_instance_name_to_pid=self.message_model is MessageModel.CLUSTERING,
         )
         if self.message_model is MessageModel.BROADCASTING:
             self.offset_store = LocalFileOffsetStore(self.options.offset_store_dir, inst.client_id, self.group)
@@ -504,7 +505,7 @@ class ConsumerBase(abc.ABC):
         for mq, pq in list(self.process_queue_table.items()):
             # drop queues no longer ours, and retry dropping ones an earlier round could not
             # remove yet (so a queue that came back gets a fresh ProcessQueue below)
-            if mq.topic != topic or (mq in mine and not pq.dropped):
+            if mq.topic != topic or (mq in mine and (not pq.dropped or pq.offset_fix_pending)):
                 continue
             pq.dropped = True
             if await self._remove_unnecessary_queue(mq, pq):
@@ -582,9 +583,16 @@ class ConsumerBase(abc.ABC):
         max_nums: int,
         suspend: bool,
         commit_offset: int = 0,
+        post_subscription: bool = True,
     ) -> PullResult:
         """One PULL_MESSAGE to the node suggested last time (master by default), long-polling when
-        ``suspend``; returned messages are filtered by the subscription's tags."""
+        ``suspend``; returned messages are filtered by the subscription's tags.
+
+        ``post_subscription`` False (the push consumer without ``post_subscription_when_pull``,
+        Java ``DefaultMQPushConsumerImpl.pullMessage``) sends no expression and no subscription
+        flag, only the subscription's version and type: the broker then filters by what the
+        group's last heartbeat registered and refuses a pull whose version is newer
+        (SUBSCRIPTION_NOT_LATEST). The lite pull consumer always posts it, as Java's does."""
         inst = self._instance
         assert inst is not None
         found = inst.find_broker_address_in_subscribe(mq.broker_name, self.pull_from_which_node.get(mq, 0))
@@ -601,10 +609,10 @@ class ConsumerBase(abc.ABC):
             queue_id=mq.queue_id,
             queue_offset=offset,
             max_msg_nums=max_nums,
-            sys_flag=PullSysFlag.build(commit, suspend, sub is not None),
+            sys_flag=PullSysFlag.build(commit, suspend, sub is not None and post_subscription),
             commit_offset=commit_offset if commit else 0,
             suspend_timeout_millis=int(BROKER_SUSPEND_MAX_TIME * 1000) if suspend else 0,
-            subscription=sub.sub_string if sub is not None else "*",
+            subscription=(sub.sub_string if post_subscription else None) if sub is not None else "*",
             sub_version=sub.sub_version if sub is not None else 0,
             expression_type=sub.expression_type if sub is not None else ExpressionType.TAG,
         )

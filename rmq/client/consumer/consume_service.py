@@ -216,7 +216,7 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         self._requests: asyncio.Queue[ConsumeRequest] = asyncio.Queue()
 
     def start(self) -> None:
-        n = self._consumer.options.consume_concurrency
+        n = self._consumer.options.consume_threads
         #: per worker: monotonic start of the handler call in progress, or None when idle
         self._call_started: list[float | None] = [None] * n
         self._expired: set[int] = set()  # workers the sweep cancelled for consume_timeout

@@ -95,8 +95,10 @@ class ConsumerOptions:
             half an hour before the consumer starts (Java's default).
         allocate_strategy: ``"AVG"`` (default), ``"AVG_BY_CIRCLE"``, ``"CONSISTENT_HASH"`` or a
             callable ``(group, cid, mqs, cids) -> list[MessageQueue]``.
-        instance_name: part of the client id ``ip@pid#instance_name``; default ``"DEFAULT"``.
-            Two consumers of one group in one process need different names.
+        instance_name: part of the client id ``ip@pid#instance_name``; default ``"DEFAULT"``,
+            which a clustering consumer turns into ``pid#nanotime`` as Java's
+            ``changeInstanceNameToPID`` does (its own client id, ``ip@pid#nanotime``). Two
+            consumers of one group in one process need different names unless DEFAULT.
         client_ip: address in the client id; default None = the one used to reach the name
             server.
         pull_batch_size: messages per pull, [1, 1024]; default 32.
@@ -198,6 +200,22 @@ class PushConsumerOptions(ConsumerOptions):
 
     Attributes:
         consume_concurrency: handler tasks running at once (concurrently), [1, 1000]; default 20.
+        consume_thread_min: Java ``consumeThreadMin``, [1, 1000]; default None =
+            ``consume_concurrency``. Given, it is the number of handler tasks (Java's consume
+            pool has an unbounded queue, so only its core threads ever run).
+        consume_thread_max: Java ``consumeThreadMax``, [1, 1000], not below
+            ``consume_thread_min``; default None = the larger of 20 and the minimum. Checked
+            only, as Java's pool never grows past its core size.
+        pull_threshold_for_topic: cached messages per topic before pulling pauses (Java
+            ``pullThresholdForTopic``), [1, 6553500] or -1 (default: none). Set, it replaces
+            ``pull_threshold_for_queue`` by ``max(1, it // queues owned)`` after each rebalance
+            that changed the queues (Java ``RebalancePushImpl.messageQueueChanged``).
+        pull_threshold_size_for_topic: cached MiB per topic (Java ``pullThresholdSizeForTopic``),
+            [1, 102400] or -1 (default); divided over the queues the same way.
+        post_subscription_when_pull: send the subscription expression with every pull (Java
+            ``postSubscriptionWhenPull``); default False: the broker filters by the subscription
+            of the last heartbeat and answers SUBSCRIPTION_NOT_LATEST to a pull whose version is
+            newer (the pull is retried after 3 s, by then the heartbeat has arrived).
         consume_batch_size: messages per handler call, [1, 1024]; default 1 (more needs a
             ``batch_handler``).
         pull_interval: seconds between pulls of a queue, [0, 65.535]; default 0.
@@ -238,6 +256,11 @@ class PushConsumerOptions(ConsumerOptions):
     """
 
     consume_concurrency: int = 20
+    consume_thread_min: int | None = None
+    consume_thread_max: int | None = None
+    pull_threshold_for_topic: int = -1
+    pull_threshold_size_for_topic: int = -1
+    post_subscription_when_pull: bool = False
     consume_batch_size: int = 1
     pull_interval: float = 0.0
     pull_threshold_for_queue: int = 1000
@@ -288,6 +311,21 @@ class PushConsumerOptions(ConsumerOptions):
         if self.on_error is not None and not callable(self.on_error):
             raise ConfigError("on_error", f"{self.on_error!r} is not callable", "fn(error) or None")
         check_range("consume_concurrency", self.consume_concurrency, 1, 1000)
+        # Java DefaultMQPushConsumerImpl.checkConfig's ranges (seed 004)
+        if self.consume_thread_min is not None:
+            check_range("consume_thread_min", self.consume_thread_min, 1, 1000)
+        if self.consume_thread_max is not None:
+            check_range("consume_thread_max", self.consume_thread_max, 1, 1000)
+            if self.consume_threads > self.consume_thread_max:
+                raise ConfigError(
+                    "consume_thread_min",
+                    f"{self.consume_threads} is larger than consume_thread_max ({self.consume_thread_max})",
+                    f"[1, {self.consume_thread_max}]",
+                )
+        if self.pull_threshold_for_topic != -1:
+            check_range("pull_threshold_for_topic", self.pull_threshold_for_topic, 1, 6553500)
+        if self.pull_threshold_size_for_topic != -1:
+            check_range("pull_threshold_size_for_topic", self.pull_threshold_size_for_topic, 1, 102400)
         check_range("consume_batch_size", self.consume_batch_size, 1, 1024)
         check_range("pull_threshold_for_queue", self.pull_threshold_for_queue, 1, 65535)
         check_range("pull_threshold_size_for_queue", self.pull_threshold_size_for_queue, 1, 1024)
@@ -298,6 +336,12 @@ class PushConsumerOptions(ConsumerOptions):
         check_range("suspend_current_queue_time", self.suspend_current_queue_time, 0, 60)
         if self.max_reconsume_times is not None:
             check_range("max_reconsume_times", self.max_reconsume_times, -1, 16 * 1024)
+
+    @property
+    def consume_threads(self) -> int:
+        """Handler tasks running at once: ``consume_thread_min`` when given, else
+        ``consume_concurrency``."""
+        return self.consume_thread_min if self.consume_thread_min is not None else self.consume_concurrency
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,6 +43,9 @@ class ProcessQueue:
         self.consume_lock = asyncio.Lock()  # orderly: held while the handler runs
         self.pull_task: asyncio.Task[None] | None = None
         self.wakeup = asyncio.Event()  # set when consumption frees room (flow control)
+        #: OFFSET_ILLEGAL: dropped, its corrected offset not yet persisted; rebalance leaves it
+        #: in the table until then (Java's keeps a dropped queue that is still assigned)
+        self.offset_fix_pending = False
         self.pop_inflight = 0  # POP: popped from this broker, not yet acked or handed back
 
     @property

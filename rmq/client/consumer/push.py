@@ -63,6 +63,10 @@ _rlog = RateLimitedLog(log)
 #: consumer is paused (resume() wakes it at once).
 FLOW_CONTROL_DELAY = 0.05
 PAUSED_DELAY = 3.0
+#: OFFSET_ILLEGAL: the queue is dropped at once and its corrected offset persisted (and the queue
+#: removed, to be taken again by the next rebalance) this many seconds later (Java
+#: ``DefaultMQPushConsumerImpl.pullMessage``'s ``executeTaskLater(..., 10000)``).
+OFFSET_ILLEGAL_FIX_DELAY = 10.0
 #: Orderly: rebalance again this soon when a newly assigned queue is still locked by its
 #: previous owner.
 RELOCK_DELAY = 1.0
@@ -120,6 +124,10 @@ class PushConsumerImpl(ConsumerBase):
         self._paused_queues: set[MessageQueue] = set()
         self._relock_task: asyncio.Task[Any] | None = None
         self._flow_control_times = 0
+        #: per-queue flow-control thresholds (messages, MiB); the topic thresholds replace them
+        #: after each rebalance that changed the queues (Java RebalancePushImpl.messageQueueChanged)
+        self.pull_threshold_for_queue = options.pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = options.pull_threshold_size_for_queue
         #: ConsumeMessageHooks (PushConsumer.add_consume_hook), called by the consume service
         self.consume_hooks: list[ConsumeMessageHook] = []
         self.consume_service: ConsumeMessageService
@@ -339,6 +347,19 @@ class PushConsumerImpl(ConsumerBase):
             elif result.status is PopStatus.POLLING_FULL:
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
 
+    async def _on_message_queue_changed(self, topic: str, mine: set[MessageQueue]) -> None:
+        """Java ``RebalancePushImpl.messageQueueChanged``: with a topic threshold, each queue
+        may cache ``max(1, threshold // queues owned)`` (every topic's queues, the retry
+        topic's included, as Java counts its processQueueTable)."""
+        count = len(self.process_queue_table)
+        if count == 0:
+            return
+        opts = self.options
+        if opts.pull_threshold_for_topic != -1:
+            self.pull_threshold_for_queue = max(1, opts.pull_threshold_for_topic // count)
+        if opts.pull_threshold_size_for_topic != -1:
+            self.pull_threshold_size_for_queue = max(1, opts.pull_threshold_size_for_topic // count)
+
     async def _lock_new_queue(self, mq: MessageQueue) -> bool:
         if not self.locks_queues:
             return True
@@ -438,7 +459,6 @@ class PushConsumerImpl(ConsumerBase):
         survived this way: the next pull reconnects)."""
         mq = pq.mq
         opts = self.options
-        threshold_size = opts.pull_threshold_size_for_queue * 1024 * 1024
         assert self.offset_store is not None
         while not pq.dropped:
             if not self._resume.is_set():
@@ -449,8 +469,8 @@ class PushConsumerImpl(ConsumerBase):
                 await wait_event(pq.wakeup, PAUSED_DELAY)
                 continue
             if (
-                pq.msg_count > opts.pull_threshold_for_queue
-                or pq.msg_size > threshold_size
+                pq.msg_count > self.pull_threshold_for_queue
+                or pq.msg_size // (1024 * 1024) > self.pull_threshold_size_for_queue
                 or (not self.orderly and pq.max_span > opts.consume_concurrently_max_span)
             ):
                 self._flow_control_times += 1
@@ -490,7 +510,13 @@ class PushConsumerImpl(ConsumerBase):
             pq.last_pull_time = time.monotonic()
             try:
                 result = await self._pull(
-                    mq, pq.next_offset, sub, max_nums=self.pull_batch_size, suspend=True, commit_offset=commit_offset
+                    mq,
+                    pq.next_offset,
+                    sub,
+                    max_nums=self.pull_batch_size,
+                    suspend=True,
+                    commit_offset=commit_offset,
+                    post_subscription=opts.post_subscription_when_pull,
                 )
             except asyncio.CancelledError:
                 raise
@@ -529,18 +555,46 @@ class PushConsumerImpl(ConsumerBase):
                     self.offset_store.update(mq, result.next_begin_offset, increase_only=True)
             else:  # OFFSET_ILLEGAL
                 log.warning(
-                    "group %s: offset %d of %s is illegal (min %d, max %d); moving to %d",
+                    "group %s: offset %d of %s is illegal (min %d, max %d); dropping the queue, "
+                    "its offset becomes %d in %.0f s",
                     self.group,
                     pq.next_offset,
                     mq,
                     result.min_offset,
                     result.max_offset,
                     result.next_begin_offset,
+                    OFFSET_ILLEGAL_FIX_DELAY,
                 )
-                pq.clear()
+                # Java: set the next offset, drop the process queue, and 10 s later persist the
+                # offset and remove the queue (the next rebalance takes it again from there)
                 pq.next_offset = result.next_begin_offset
-                self.offset_store.update(mq, result.next_begin_offset, increase_only=False)
-                await self.offset_store.persist(mq)
+                pq.dropped = True
+                pq.offset_fix_pending = True
+                self.spawn(self._fix_illegal_offset(pq), f"fix-offset-{mq}")
+                return
+
+    async def _fix_illegal_offset(self, pq: ProcessQueue) -> None:
+        """The delayed half of OFFSET_ILLEGAL (Java ``pullMessage``'s ``executeTaskLater``):
+        store and persist the corrected offset, then remove the queue so that a rebalance
+        starts it again at that offset. Java's waits for the next 20 s rebalance; we ask for
+        one at once."""
+        await asyncio.sleep(OFFSET_ILLEGAL_FIX_DELAY)
+        mq = pq.mq
+        assert self.offset_store is not None
+        try:
+            self.offset_store.update(mq, pq.next_offset, increase_only=False)
+            await self.offset_store.persist(mq)
+        except RMQError as e:
+            log.warning("group %s: persisting the corrected offset of %s failed: %r", self.group, mq, e)
+        pq.offset_fix_pending = False
+        if self.process_queue_table.get(mq) is pq:
+            # Java RebalanceImpl.removeProcessQueue → removeUnnecessaryMessageQueue
+            del self.process_queue_table[mq]
+            pq.clear()
+            await self._remove_unnecessary_queue(mq, pq)
+            log.warning("group %s: fixed the pull offset of %s to %d", self.group, mq, pq.next_offset)
+        if self.active and self._instance is not None:
+            self._instance.rebalance_immediately()
 
     # ---------------------------------------------------------------- send back
 
@@ -578,7 +632,7 @@ class PushConsumerImpl(ConsumerBase):
 
     def running_info(self) -> dict[str, Any]:
         info = super().running_info()
-        info["properties"]["PROP_THREADPOOL_CORE_SIZE"] = str(self.options.consume_concurrency)
+        info["properties"]["PROP_THREADPOOL_CORE_SIZE"] = str(self.options.consume_threads)
         # Java ConsumeStatus per topic (rates are not sampled here: 0.0)
         info["statusTable"] = {
             t: {
@@ -619,10 +673,24 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         consume_timestamp: ms since the epoch for ``CONSUME_FROM_TIMESTAMP``; default 30 min ago.
         allocate_strategy: ``"AVG"`` (default), ``"AVG_BY_CIRCLE"``, ``"CONSISTENT_HASH"`` or a
             callable ``(group, cid, mqs, cids) -> list[MessageQueue]``.
-        instance_name: part of the client id ``ip@pid#instance_name``; default ``"DEFAULT"``.
-            Two consumers of one group in one process need different names.
+        instance_name: part of the client id ``ip@pid#instance_name``; default ``"DEFAULT"``,
+            which clustering turns into ``pid#nanotime`` (Java ``changeInstanceNameToPID``:
+            client id ``ip@pid#nanotime``, an instance of its own). Two consumers of one group
+            in one process need different names unless DEFAULT.
         client_ip: address in the client id; default: the one used to reach the name server.
         consume_concurrency: handler tasks running at once, [1, 1000]; default 20.
+        consume_thread_min: Java ``consumeThreadMin``, [1, 1000]; given, the number of handler
+            tasks instead of ``consume_concurrency``. Default None.
+        consume_thread_max: Java ``consumeThreadMax``, [1, 1000], not below the minimum;
+            checked only (Java's pool never grows past its core size). Default None.
+        pull_threshold_for_topic: cached messages per topic, [1, 6553500] or -1 (default: none);
+            set, each queue's threshold becomes ``max(1, it // queues owned)`` after a
+            rebalance that changed the queues (Java ``pullThresholdForTopic``).
+        pull_threshold_size_for_topic: cached MiB per topic, [1, 102400] or -1 (default),
+            divided over the queues the same way (Java ``pullThresholdSizeForTopic``).
+        post_subscription_when_pull: send the subscription with every pull (Java
+            ``postSubscriptionWhenPull``); default False: the broker filters by the heartbeat's
+            subscription and answers SUBSCRIPTION_NOT_LATEST until a newer one arrives.
         consume_batch_size: messages per handler call, [1, 1024]; default 1.
         pull_batch_size: messages per pull, [1, 1024]; default 32.
         pull_interval: seconds between pulls of a queue, [0, 65.535]; default 0.
@@ -709,6 +777,11 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
         instance_name: str = "DEFAULT",
         client_ip: str | None = None,
         consume_concurrency: int = 20,
+        consume_thread_min: int | None = None,
+        consume_thread_max: int | None = None,
+        pull_threshold_for_topic: int = -1,
+        pull_threshold_size_for_topic: int = -1,
+        post_subscription_when_pull: bool = False,
         consume_batch_size: int = 1,
         pull_batch_size: int = 32,
         pull_interval: float = 0.0,
@@ -762,6 +835,11 @@ class PushConsumer(ConsumerFacade[PushConsumerImpl]):
                 offset_store_dir=offset_store_dir,
                 on_rebalance=on_rebalance,
                 consume_concurrency=consume_concurrency,
+                consume_thread_min=consume_thread_min,
+                consume_thread_max=consume_thread_max,
+                pull_threshold_for_topic=pull_threshold_for_topic,
+                pull_threshold_size_for_topic=pull_threshold_size_for_topic,
+                post_subscription_when_pull=post_subscription_when_pull,
                 consume_batch_size=consume_batch_size,
                 pull_interval=pull_interval,
                 pull_threshold_for_queue=pull_threshold_for_queue,
