@@ -311,7 +311,7 @@ class PushConsumerOptions(ConsumerOptions):
         if self.on_error is not None and not callable(self.on_error):
             raise ConfigError("on_error", f"{self.on_error!r} is not callable", "fn(error) or None")
         check_range("consume_concurrency", self.consume_concurrency, 1, 1000)
-        # Java DefaultMQPushConsumerImpl.checkConfig's ranges (seed 004)
+        # Java DefaultMQPushConsumerImpl.checkConfig's ranges
         if self.consume_thread_min is not None:
             check_range("consume_thread_min", self.consume_thread_min, 1, 1000)
         if self.consume_thread_max is not None:
