@@ -37,6 +37,7 @@ DOCUMENTED = {
         "add_send_hook",
         "send_and_wait",
         "flush",
+        "cancel_timer",
         "create_topic",  # typed topics (Java MQProducer.createTopic with Java 5's attributes)
     },
     rmq.PushConsumer: {
