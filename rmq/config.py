@@ -263,6 +263,14 @@ class BrokerConfig:
             CHANGE_MESSAGE_INVISIBLETIME may ask (1 s .. 12 h).
         pop_max_poll_time: the longest a POP or NOTIFICATION may be held (60 000 ms).
         pop_max_batch_acks: entries of one BATCH_ACK_MESSAGE body at most (1024).
+        default_message_request_mode: a (topic, group)'s mode for QUERY_ASSIGNMENT when
+            SET_MESSAGE_REQUEST_MODE set none (Java ``defaultMessageRequestMode``, PULL; or POP).
+        default_pop_share_queue_num: that default's ``popShareQueueNum`` in POP mode (Java, -1:
+            every client pops every queue).
+        server_load_balancer_enable: QUERY_ASSIGNMENT allocates among the group's clients (True);
+            False answers every queue to every client (Java ``serverLoadBalancerEnable``).
+        max_message_request_modes: (topic, group) entries SET_MESSAGE_REQUEST_MODE may store
+            (100 000); past it a new entry is refused with SYSTEM_ERROR.
         config_persist_interval: ms between two writes of a changed topic or subscription-group
             table (200); writes run off the event loop and coalesce every change in between.
         max_topic_queue_nums: queues of one topic at most, for UPDATE_AND_CREATE_TOPIC and a
@@ -419,6 +427,12 @@ class BrokerConfig:
     pop_max_invisible_time: int = setting(12 * 3600 * 1000, lo=1, hi=7 * 24 * 3600 * 1000, unit="ms")
     pop_max_poll_time: int = setting(60_000, lo=0, hi=600_000, unit="ms")
     pop_max_batch_acks: int = setting(1024, lo=1, hi=100_000)
+    # Server-side assignment (QUERY_ASSIGNMENT / SET_MESSAGE_REQUEST_MODE, rmq.broker.assignment):
+    # Java's names and defaults; the (topic, group) mode table and the cached routes are bounded.
+    default_message_request_mode: str = setting("PULL", choices=("PULL", "POP"))
+    default_pop_share_queue_num: int = setting(-1, lo=-1, hi=JAVA_INT.hi)
+    server_load_balancer_enable: bool = setting(True, choices=(False, True))
+    max_message_request_modes: int = setting(100_000, lo=1, hi=10_000_000)
     # The RocketMQ 5 gRPC endpoint (rmq.broker.grpc; docs/design.md "gRPC endpoint"): 0 = off
     # (`rmq standalone` serves 8081, Java's proxy default); a taken port is one warning.
     grpc_server_port: int = setting(0, lo=0, hi=65535)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rmq.broker.acl import PlainPermissionManager, acl_guard, acl_home
+from rmq.broker.assignment import MessageRequestModeManager, QueryAssignmentProcessor
 from rmq.broker.config_update import BrokerConfiguration
 from rmq.broker.context import BrokerContext
 from rmq.broker.long_polling import PullRequestHoldService
@@ -179,6 +180,11 @@ class BrokerController:
         # RocketMQ 5 POP consumption (rmq.broker.pop).
         self.pop_service = PopService(self)
         self.config_persister.add(self.pop_service.order_info)
+        # Server-side assignment's (topic, group) modes (rmq.broker.assignment).
+        self.message_request_mode_manager = MessageRequestModeManager(
+            self.config_dir, broker_config.max_message_request_modes
+        )
+        self.config_persister.add(self.message_request_mode_manager)
         server_settings: dict[str, Any] = dict(
             idle_timeout=broker_config.idle_timeout,
             write_buffer_high=broker_config.write_buffer_high,
@@ -371,6 +377,12 @@ class BrokerController:
         pop_pool = ProcessorPool("pop", max_in_flight=256, max_queue=10_000)
         for code in PopService.CODES:
             s.register_processor(code, _Gate(self, self.pop_service), pop_pool)
+        # Server-side assignment (Java registers QueryAssignmentProcessor with its own
+        # loadBalanceExecutor, queue loadBalanceThreadPoolQueueCapacity 100 000).
+        assignment = QueryAssignmentProcessor(ctx, self.message_request_mode_manager)
+        load_balance_pool = ProcessorPool("loadBalance", max_in_flight=64, max_queue=100_000)
+        for code in assignment.codes:
+            s.register_processor(code, _Gate(self, assignment), load_balance_pool)
         acl_admin = AclAdminProcessor(ctx)
         for code in acl_admin.codes:
             s.register_processor(code, _Gate(self, acl_admin), admin_pool)
@@ -382,7 +394,12 @@ class BrokerController:
             raise RuntimeError("broker already started")
         self._started = True
         self._register_lock = asyncio.Lock()
-        for m in (self.topic_config_manager, self.subscription_group_manager, self.consumer_offset_manager):
+        for m in (
+            self.topic_config_manager,
+            self.subscription_group_manager,
+            self.consumer_offset_manager,
+            self.message_request_mode_manager,
+        ):
             m.load()
         self.schedule_service.load()
         self.pop_service.load()

@@ -120,6 +120,10 @@ class RequestCode(IntEnum):
     # typed topics: one topic's config with its attributes (Java 5 RequestCode.GET_TOPIC_CONFIG,
     # what Java 5's proxy reads a topic's message type with)
     GET_TOPIC_CONFIG = 351
+    # Server-side rebalance for Java 5 push consumers (Java 5.3.3 RequestCode; docs/design.md
+    # "Server-side assignment").
+    QUERY_ASSIGNMENT = 400
+    SET_MESSAGE_REQUEST_MODE = 401
     # RocketMQ 5 POP consumption (Java 5.3.3 RequestCode; docs/design.md "POP consumption").
     POP_MESSAGE = 200050
     ACK_MESSAGE = 200051

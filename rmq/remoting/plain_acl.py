@@ -117,6 +117,8 @@ class Permission:
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
             RequestCode.DELETE_SUBSCRIPTIONGROUP,
             RequestCode.CLEAN_UNUSED_TOPIC,
+            # Java 5 ACL 2.0 checks SET_MESSAGE_REQUEST_MODE as a cluster-level admin action.
+            RequestCode.SET_MESSAGE_REQUEST_MODE,
             RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
             RequestCode.DELETE_ACL_CONFIG,
             RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,

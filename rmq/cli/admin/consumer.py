@@ -1,5 +1,5 @@
 """Consumer groups and connections: consumerProgress, consumerConnection, producerConnection,
-consumerStatus, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset (Java
+consumerStatus, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset, setConsumeMode (Java
 ``tools/command/consumer``, ``connection``, ``offset``)."""
 
 from __future__ import annotations
@@ -12,9 +12,22 @@ from rmq.client.admin._consumers import RollbackStats
 from rmq.common.constants import MixAll
 from rmq.protocol.body.conns import ConsumerRunningInfo, version_desc
 from rmq.protocol.codes import ResponseCode
+from rmq.protocol.requests.assignment import MESSAGE_REQUEST_MODES
 from rmq.types import MessageQueue
 
-from ._cmd import addr, command, group_name, java_bool, name, print_table, timestamp_ms, topic_name, true_false
+from ._cmd import (
+    addr,
+    command,
+    group_name,
+    int_in,
+    java_bool,
+    name,
+    print_table,
+    targets,
+    timestamp_ms,
+    topic_name,
+    true_false,
+)
 
 
 def _fmt_time(ms: int) -> str:
@@ -394,3 +407,42 @@ async def producer(admin: Admin, args: argparse.Namespace) -> None:
             continue
         for info in instances:
             print(f"producer group ({group}) instance : {info}")
+
+
+# -- setConsumeMode ----------------------------------------------------------------------
+
+
+def _set_consume_mode_flags(p: argparse.ArgumentParser) -> None:
+    targets(p, required=True)
+    p.add_argument("-t", "--topicName", dest="topic", required=True, type=topic_name, help="topic name")
+    p.add_argument("-g", "--groupName", dest="group", required=True, type=group_name, help="consumer group name")
+    p.add_argument(
+        "-m",
+        "--mode",
+        required=True,
+        type=lambda s: s.strip(),
+        choices=MESSAGE_REQUEST_MODES,
+        help="consume mode: PULL or POP",
+    )
+    p.add_argument(
+        "-q",
+        "--popShareQueueNum",
+        type=int_in(-(2**31), 2**31 - 1),
+        default=0,
+        help="in POP mode, how many following consumers' queues each one shares (default 0: every queue)",
+    )
+
+
+@command(
+    "setConsumeMode",
+    "set a group's consume mode on a topic, PULL or POP, for Java 5 push consumers (Java setConsumeMode)",
+    flags=_set_consume_mode_flags,
+)
+async def set_consume_mode(admin: Admin, args: argparse.Namespace) -> None:
+    addrs = [args.broker] if args.broker else await admin.master_addrs(args.cluster)
+    for a in addrs:
+        await admin.set_message_request_mode(a, args.topic, args.group, args.mode, args.popShareQueueNum)
+        print(f"set consume mode to {a} success.")
+    print(
+        f"topic[{args.topic}] group[{args.group}] consume mode[{args.mode}] popShareQueueNum[{args.popShareQueueNum}]"
+    )

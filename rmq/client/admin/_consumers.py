@@ -30,6 +30,7 @@ from rmq.protocol.body.stats import ConsumeStats, OffsetWrapper
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.requests import parse_body
+from rmq.protocol.requests.assignment import set_message_request_mode
 from rmq.protocol.requests.client import (
     consume_message_directly,
     get_all_producer_info,
@@ -84,6 +85,15 @@ def _broker_addrs(route: TopicRouteData) -> list[str]:
 
 class ConsumerAdmin(AdminBase):
     """Consumer and connection operations of :class:`rmq.client.admin.Admin`."""
+
+    async def set_message_request_mode(
+        self, addr: str, topic: str, group: str, mode: str, pop_share_queue_num: int = 0
+    ) -> None:
+        """SET_MESSAGE_REQUEST_MODE on the broker ``addr`` (Java ``setMessageRequestMode``):
+        the (topic, group)'s ``mode`` PULL or POP, and ``pop_share_queue_num`` (default 0: in POP
+        mode every consumer pops every queue), which QUERY_ASSIGNMENT answers Java 5 push
+        consumers with."""
+        await self._call_ok(addr, set_message_request_mode(topic, group, mode, pop_share_queue_num))
 
     async def _group_brokers(self, group: str) -> list[str]:
         """The brokers a group is on: those of its retry topic's route (as Java's admin)."""
