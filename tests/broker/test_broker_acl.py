@@ -791,3 +791,23 @@ async def test_pop_codes_need_sub_on_group_and_topic(acl_broker):
     ).encode()
     resp = await c.invoke(addr, RemotingCommand.request(RequestCode.BATCH_ACK_MESSAGE, {}, body))
     assert resp.remark == refusal("No default permission for group:deniedGroup", CHECK_PERM.format(611))
+
+
+async def test_set_message_request_mode_needs_an_admin_account(acl_broker):
+    """SET_MESSAGE_REQUEST_MODE changes how every consumer of a group is assigned queues: an
+    admin code (Java 5's ACL checks it as a cluster-level update)."""
+    from rmq.protocol.requests.assignment import set_message_request_mode
+
+    addr = acl_broker.broker_addr
+    refused = await acl_broker.test_client(USER).invoke(addr, set_message_request_mode("AclTopic", "G1", "POP"))
+    assert (refused.code, refused.remark) == (
+        ResponseCode.SYSTEM_ERROR,
+        refusal(
+            f"Need admin permission for request code={RequestCode.SET_MESSAGE_REQUEST_MODE}, "
+            "but accessKey=RocketMQ is not",
+            CHECK_PERM.format(581),
+        ),
+    )
+    assert acl_broker.message_request_mode_manager.get("AclTopic", "G1") is None
+    passed = await acl_broker.test_client(ADMIN).invoke(addr, set_message_request_mode("NoSuchTopicHere", "G1", "POP"))
+    assert passed.code == ResponseCode.TOPIC_NOT_EXIST  # past the ACL, answered by the processor

@@ -1,6 +1,6 @@
 """``rmq admin`` consumer and connection commands (consumerProgress, consumerConnection,
 producerConnection, consumerStatus, resetOffsetByTime, skipAccumulatedMessage,
-cloneGroupOffset) as a real CLI process against a real daemon, with real SDK producers and
+cloneGroupOffset, setConsumeMode) as a real CLI process against a real daemon, with real SDK producers and
 consumers connected (they run in the test's loop while the CLI runs, so the broker's relays
 to them are answered)."""
 
@@ -157,3 +157,52 @@ async def test_bad_flags_exit_2(daemon):
     assert rc == 2 and "-g" in err
     rc, _out, err = await admin("producerConnection", "-n", ns, "-g", "bad group!", "-t", "T")
     assert rc == 2 and "-g/--producerGroup" in err
+
+
+async def test_set_consume_mode_then_query_assignment_answers_pop(daemon):
+    import json
+
+    from rmq.protocol.codes import RequestCode
+    from rmq.protocol.command import RemotingCommand
+    from rmq.protocol.requests.assignment import parse_query_assignment, query_assignment
+    from rmq.remoting import RemotingClient
+
+    ns, broker = daemon.namesrv_addr, daemon.broker_addr
+    rc, _out, err = await admin("updateTopic", "-n", ns, "-t", "CliModeT", "-r", "2", "-w", "2")
+    assert rc == 0, err
+    rc, _out, err = await admin("updateSubGroup", "-n", ns, "-g", "GID_cli_mode")
+    assert rc == 0, err
+    rc, out, err = await admin(
+        "setConsumeMode", "-n", ns, "-c", "DefaultCluster", "-t", "CliModeT", "-g", "GID_cli_mode", "-m", "POP"
+    )
+    assert rc == 0, err
+    assert out.splitlines() == [
+        f"set consume mode to {broker} success.",
+        "topic[CliModeT] group[GID_cli_mode] consume mode[POP] popShareQueueNum[0]",
+    ]
+    client = RemotingClient([ns])
+    try:
+        hb = {"clientID": "cli@1", "consumerDataSet": [{"groupName": "GID_cli_mode", "subscriptionDataSet": []}]}
+        await client.invoke(broker, RemotingCommand.request(RequestCode.HEART_BEAT, {}, json.dumps(hb).encode()), 5)
+        got = parse_query_assignment(
+            await client.invoke(broker, query_assignment("CliModeT", "GID_cli_mode", "cli@1"), 10)
+        )
+        assert got == [(rmq.MessageQueue("CliModeT", "broker-a", -1), "POP")]
+    finally:
+        await client.close()
+    # -b and a bad mode; neither -c nor -b
+    rc, out, err = await admin(
+        "setConsumeMode", "-n", ns, "-b", broker, "-t", "CliModeT", "-g", "GID_cli_mode", "-m", "PULL", "-q", "2"
+    )
+    assert rc == 0 and out.splitlines()[-1].endswith("consume mode[PULL] popShareQueueNum[2]"), err
+    rc, _out, err = await admin(
+        "setConsumeMode", "-n", ns, "-b", broker, "-t", "CliModeT", "-g", "GID_cli_mode", "-m", "PUSH"
+    )
+    assert rc == 2 and "PULL" in err and "POP" in err
+    rc, _out, err = await admin("setConsumeMode", "-n", ns, "-t", "CliModeT", "-g", "GID_cli_mode", "-m", "POP")
+    assert rc == 2 and "-c" in err
+    # a topic the broker does not have: the broker's answer, as an error
+    rc, _out, err = await admin(
+        "setConsumeMode", "-n", ns, "-b", broker, "-t", "NoSuchT", "-g", "GID_cli_mode", "-m", "POP"
+    )
+    assert rc != 0 and "topic[NoSuchT] not exist" in err
