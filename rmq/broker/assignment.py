@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.broker.managers.config_store import ConfigManager
 from rmq.broker.processors.common import bad_request, parse_json_body, to_json_bytes
-from rmq.common.allocate import STRATEGIES, AllocateStrategy
+from rmq.common.allocate import STRATEGIES, QueueAllocator
 from rmq.common.constants import MixAll
 from rmq.common.log import RateLimitedLog
 from rmq.errors import RemotingCommandError
@@ -56,7 +56,7 @@ _rl = RateLimitedLog(log)
 
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
 #: Java QueryAssignmentProcessor registers only these two strategies by name.
-SERVER_STRATEGIES: dict[str, AllocateStrategy] = {k: STRATEGIES[k] for k in ("AVG", "AVG_BY_CIRCLE")}
+SERVER_STRATEGIES: dict[str, QueueAllocator] = {k: STRATEGIES[k] for k in ("AVG", "AVG_BY_CIRCLE")}
 _LMQ_PREFIX = "%LMQ%"  # Java MixAll.LMQ_PREFIX; an LMQ has the one queue LMQ_QUEUE_ID 0
 _MAX_BODY = 64 * 1024
 
@@ -348,7 +348,7 @@ class QueryAssignmentProcessor:
 
 
 def allocate_for_pop(
-    strategy: AllocateStrategy,
+    strategy: QueueAllocator,
     group: str,
     client_id: str,
     mq_all: list[MessageQueue],

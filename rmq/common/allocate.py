@@ -9,29 +9,42 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-from collections.abc import Callable, Sequence
-
-from rmq.types import MessageQueue
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 __all__ = [
-    "AllocateStrategy",
+    "QueueAllocator",
     "allocate_averagely",
     "allocate_averagely_by_circle",
     "AllocateConsistentHash",
     "STRATEGIES",
 ]
 
-#: ``strategy(group, current_cid, all_queues_sorted, all_cids_sorted) -> my queues``
-AllocateStrategy = Callable[[str, str, Sequence[MessageQueue], Sequence[str]], list[MessageQueue]]
+
+class _Queue(Protocol):
+    # what the strategies read of a queue (rmq.types.MessageQueue, a layer above this one)
+    @property
+    def topic(self) -> str: ...
+    @property
+    def broker_name(self) -> str: ...
+    @property
+    def queue_id(self) -> int: ...
 
 
-def _check(current: str, mqs: Sequence[MessageQueue], cids: Sequence[str]) -> bool:
+Q = TypeVar("Q", bound=_Queue)
+
+
+class QueueAllocator(Protocol):
+    """``strategy(group, current_cid, all_queues_sorted, all_cids_sorted) -> my queues``."""
+
+    def __call__(self, group: str, current: str, mqs: Sequence[Q], cids: Sequence[str]) -> list[Q]: ...
+
+
+def _check(current: str, mqs: Sequence[_Queue], cids: Sequence[str]) -> bool:
     return bool(current) and bool(mqs) and current in cids
 
 
-def allocate_averagely(
-    group: str, current: str, mqs: Sequence[MessageQueue], cids: Sequence[str]
-) -> list[MessageQueue]:
+def allocate_averagely(group: str, current: str, mqs: Sequence[Q], cids: Sequence[str]) -> list[Q]:
     """Contiguous blocks: with 8 queues and 3 members → 3, 3, 2 (Java ``AllocateMessageQueueAveragely``)."""
     if not _check(current, mqs, cids):
         return []
@@ -49,9 +62,7 @@ def allocate_averagely(
     return [mqs[(start + i) % n] for i in range(max(count, 0))]
 
 
-def allocate_averagely_by_circle(
-    group: str, current: str, mqs: Sequence[MessageQueue], cids: Sequence[str]
-) -> list[MessageQueue]:
+def allocate_averagely_by_circle(group: str, current: str, mqs: Sequence[Q], cids: Sequence[str]) -> list[Q]:
     """Round robin: member i gets queues i, i+m, i+2m … (Java ``AllocateMessageQueueAveragelyByCircle``)."""
     if not _check(current, mqs, cids):
         return []
@@ -74,9 +85,7 @@ class AllocateConsistentHash:
             raise ValueError("virtual_nodes must be >= 0")
         self.virtual_nodes = virtual_nodes
 
-    def __call__(
-        self, group: str, current: str, mqs: Sequence[MessageQueue], cids: Sequence[str]
-    ) -> list[MessageQueue]:
+    def __call__(self, group: str, current: str, mqs: Sequence[Q], cids: Sequence[str]) -> list[Q]:
         if not _check(current, mqs, cids):
             return []
         ring: list[tuple[int, str]] = sorted(
@@ -93,7 +102,7 @@ class AllocateConsistentHash:
         return out
 
 
-STRATEGIES: dict[str, AllocateStrategy] = {
+STRATEGIES: dict[str, QueueAllocator] = {
     "AVG": allocate_averagely,
     "AVG_BY_CIRCLE": allocate_averagely_by_circle,
     "CONSISTENT_HASH": AllocateConsistentHash(),
