@@ -65,6 +65,10 @@ LIVE_PROPERTIES = frozenset(
         "popMaxInvisibleTime",
         "popMaxPollTime",
         "popMaxBatchAcks",
+        # server-side assignment (rmq.broker.assignment reads these per QUERY_ASSIGNMENT)
+        "defaultMessageRequestMode",
+        "defaultPopShareQueueNum",
+        "serverLoadBalancerEnable",
         "grpcMaxTelemetrySessionsPerClient",
         "grpcMaxClients",
         "grpcTelemetryQueueSize",

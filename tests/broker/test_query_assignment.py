@@ -245,3 +245,19 @@ def test_allocate_for_pop_is_javas_allocate4pop():
     assert allocate_for_pop(allocate_averagely, "G", "c2", few, cids, 1) == [few[0]]
     assert allocate_for_pop(allocate_averagely, "G", "c3", few, cids, 1) == [few[1]]
     assert allocate_for_pop(allocate_averagely, "G", "zz", few, cids, 1) == []
+
+
+async def test_default_mode_changes_live_and_bad_values_are_refused(two_brokers):
+    ea, _eb, _ = two_brokers
+    resp = await ea.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"defaultMessageRequestMode=SOMETIMES\n")
+    assert resp.code != ResponseCode.SUCCESS and "defaultMessageRequestMode" in (resp.remark or ""), resp.remark
+    resp = await ea.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"defaultMessageRequestMode=POP\n")
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    got = parse_query_assignment(await ea.client.invoke(ea.addr, query_assignment(TOPIC, GROUP, "10.0.0.1@1"), 10))
+    # defaultPopShareQueueNum -1: every broker as -1
+    assert got == [(MessageQueue(TOPIC, "broker-a", -1), "POP"), (MessageQueue(TOPIC, "broker-b", -1), "POP")]
+    resp = await ea.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"serverLoadBalancerEnable=false\n")
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    resp = await ea.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"defaultMessageRequestMode=PULL\n")
+    got = parse_query_assignment(await ea.client.invoke(ea.addr, query_assignment(TOPIC, GROUP, "10.0.0.1@1"), 10))
+    assert got is not None and len(got) == 4 and {m for _, m in got} == {"PULL"}  # no split: every queue
