@@ -93,6 +93,19 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _queue_offsets(buffers: list[memoryview]) -> list[int]:
+    """The queue offset of each record of a get_message result (``QUEUEOFFSET`` at byte 20 of a
+    CommitLog record, Java ``MessageDecoder``), without decoding the records."""
+    offs: list[int] = []
+    from_bytes = int.from_bytes
+    for buf in buffers:
+        pos, end = 0, len(buf)
+        while pos < end:
+            offs.append(from_bytes(buf[pos + 20 : pos + 28], "big"))
+            pos += from_bytes(buf[pos : pos + 4], "big")
+    return offs
+
+
 # --------------------------------------------------------------------------- revive records
 
 
@@ -717,15 +730,23 @@ class PopService:
                 count = 1 + max(info.counts.values())
         result = self.store.get_message(group, topic, qid, offset, n, mf)
         try:
-            records = list(result.iter_records())
             next_offset = result.next_begin_offset
             max_offset = result.max_offset
             out: list[bytes] = []
-            decoded = [_store.decode_record(rec) for rec in records]
-            offs: list[int] = [d["queue_offset"] for d in decoded]
+            if topic == h.topic:
+                # Java PopMessageProcessor passes a topic's records as stored: the client builds
+                # each handle from startOffsetInfo/msgOffsetInfo (processPopResponse). One copy
+                # of each merged buffer; only the queue offsets are read.
+                offs = _queue_offsets(result.buffers)
+                out = [bytes(b) for b in result.buffers]
+            else:
+                # a retry topic's records are re-encoded under the topic popped, with the handle
+                # in POP_CK (Java recodes retry messages the same way)
+                decoded = [_store.decode_record(rec) for rec in result.iter_records()]
+                offs = [d["queue_offset"] for d in decoded]
+                start = offs[0] if offs else offset
+                out = [self._with_handle(d, h, topic, start, pop_time, revive_qid) for d in decoded]
             start = offs[0] if offs else offset
-            for d in decoded:
-                out.append(self._with_handle(d, h, topic, start, pop_time, revive_qid))
         finally:
             result.release()
         left = max(0, max_offset - next_offset)

@@ -254,6 +254,9 @@ class ClientAPI:
                 props[MessageConst.POP_CK] = reply.handle(
                     stored, m.queue_id, m.queue_offset, broker_name, props.get(MessageConst.POP_CK)
                 )
+                # Java processPopResponse: the pop's time when the broker set none (it sets it
+                # only in the retry messages it re-encodes)
+                props.setdefault(MessageConst.FIRST_POP_TIME, str(reply.pop_time))
                 changes: dict[str, Any] = {"properties": props}
                 if header.order:
                     count = reply.order_count(stored, m.queue_id)

@@ -66,7 +66,17 @@ async def pop(
     resp = await (client or env.client).invoke(env.addr, wire.pop_message(h), timeout=timeout)
     reply = wire.parse_pop(resp)
     msgs = decode_messages(reply.body) if reply.body else []
+    with_handles(reply, msgs, env.broker.broker_config.broker_name)
     return reply, msgs
+
+
+def with_handles(reply, msgs, broker_name):
+    """Each message's handle in POP_CK, as the SDK does: the broker's own in a retried message,
+    else built from the answer's startOffsetInfo (Java processPopResponse)."""
+    for m in msgs:
+        m.properties[MessageConst.POP_CK] = reply.handle(
+            m.topic, m.queue_id, m.queue_offset, broker_name, m.properties.get(MessageConst.POP_CK)
+        )
 
 
 def handle(m):
@@ -100,9 +110,9 @@ async def test_pop_then_ack_and_nothing_comes_back(env):
             env.broker.broker_config.broker_name,
         )
         assert m.topic == "PT"
-        # the parser's handle (Java's client-side build from startOffsetInfo) is the same
-        assert reply.handle(m.topic, m.queue_id, m.queue_offset, info.broker_name) == handle(m)
         assert (await ack(env, "PT", m)).code == ResponseCode.SUCCESS
+    # a topic's records go out as stored (Java): no POP_CK, the client builds the handle
+    assert all(MessageConst.POP_CK not in m.properties for m in decode_messages(reply.body))
     # inside the invisible time nothing else to pop; after it nothing revived
     reply, msgs = await pop(env, "PT")
     assert reply.status is wire.PopStatus.POLLING_NOT_FOUND and msgs == []
@@ -122,9 +132,12 @@ async def test_invisible_time_expiry_brings_message_back_with_reconsume_times(en
     # not acked: revived into %RETRY%PopG_RT and popped again with reconsumeTimes 1
     got = []
 
+    reply_again = []
+
     async def popped_again():
-        _, ms = await pop(env, "RT", invisible=60_000)
+        r, ms = await pop(env, "RT", invisible=60_000)
         got.extend(ms)
+        reply_again.append(r)
         return bool(got)
 
     await wait_until(popped_again, timeout=20, interval=0.05, what="the message to come back")
@@ -132,6 +145,8 @@ async def test_invisible_time_expiry_brings_message_back_with_reconsume_times(en
     assert m.body == b"again" and m.reconsume_times == 1 and m.topic == "RT"
     info = wire.ExtraInfo.parse(handle(m))
     assert info.retry == "1" and handle(m) != first_handle
+    # a retry record is re-encoded under the topic popped, its handle in POP_CK (Java recodes it)
+    assert all(MessageConst.POP_CK in r.properties for r in decode_messages(reply_again[-1].body))
     assert env.broker.topic_config_manager.select_topic_config("%RETRY%PopG_RT") is not None
     # acking the retry copy by its handle works (the ack goes to the retry topic)
     assert (await ack(env, "RT", m)).code == ResponseCode.SUCCESS

@@ -271,12 +271,21 @@ async def test_java_shaped_frames_against_the_broker(env, java):
     assert {"popTime", "invisibleTime", "reviveQid", "restNum", "startOffsetInfo", "msgOffsetInfo"} <= set(ext)
     msgs = decode_messages(body)
     assert len(msgs) == 6
+    sdk_reply = wire.PopReply(
+        wire.PopStatus.FOUND,
+        int(ext["popTime"]),
+        int(ext["invisibleTime"]),
+        int(ext["reviveQid"]),
+        start_offsets=wire.parse_offset_info(ext["startOffsetInfo"]),
+    )
     # msgOffsetInfo lists each queue's offsets as Java's client indexes them
     offs = wire.parse_offset_info(ext["msgOffsetInfo"])
     assert sorted(o for v in offs.values() for o in v) == sorted(m.queue_offset for m in msgs)
     for m in msgs:
-        # the handle a Java 5.3.3 client builds is the one the broker put in POP_CK
-        assert java_handle(ext, m, broker_name) == m.properties[MessageConst.POP_CK]
+        # a topic's records go out as stored, as Java's do (no POP_CK): the client builds the
+        # handle, and rmq's SDK builds the one a Java 5.3.3 client does
+        assert MessageConst.POP_CK not in m.properties
+        assert java_handle(ext, m, broker_name) == sdk_reply.handle(m.topic, m.queue_id, m.queue_offset, broker_name)
     # ACK with Java's frame and the Java-built handle of the first; BATCH_ACK with fastjson's
     # body for the others; CHANGE_MESSAGE_INVISIBLETIME for none left: all accepted
     first, rest = msgs[0], msgs[1:]

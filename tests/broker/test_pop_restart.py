@@ -37,7 +37,22 @@ async def pop(env, topic, invisible):
         init_mode=0,
     )
     reply = wire.parse_pop(await env.client.invoke(env.addr, wire.pop_message(h), timeout=10))
-    return decode_messages(reply.body) if reply.body else []
+    return with_handles(reply, env)
+
+
+#: the handle's broker name only routes the client's ack: the broker matches its checkpoints
+#: by topic, group, queue, start offset and pop time
+BROKER_NAME = "broker-a"
+
+
+def with_handles(reply, env):
+    """The records with their handles in POP_CK, as the SDK builds them (Java processPopResponse)."""
+    msgs = decode_messages(reply.body) if reply.body else []
+    for m in msgs:
+        m.properties[MessageConst.POP_CK] = reply.handle(
+            m.topic, m.queue_id, m.queue_offset, BROKER_NAME, m.properties.get(MessageConst.POP_CK)
+        )
+    return msgs
 
 
 async def revive_caught_up(env, cluster="DefaultCluster"):
@@ -160,7 +175,7 @@ async def test_replay_past_the_checkpoint_bound_still_applies_acks(tmp_path):
                 init_mode=0,
             )
             reply = wire.parse_pop(await client.invoke(env.addr, wire.pop_message(h), timeout=10))
-            popped.extend(decode_messages(reply.body))
+            popped.extend(with_handles(reply, env))
         assert [m.body for m in popped] == [b"b0", b"b1", b"b2"]
         for m in popped:
             r = await client.invoke(env.addr, wire.ack_message(GROUP, "KB", m.properties[MessageConst.POP_CK]))

@@ -59,7 +59,7 @@ from rmq.protocol.headers.pop import (
     PopMessageRequestHeader,
 )
 from rmq.protocol.requests.namesrv import get_route_info, parse_topic_route
-from rmq.protocol.requests.pop import ExtraInfo, parse_offset_info, real_topic, retry_mark
+from rmq.protocol.requests.pop import ExtraInfo, parse_offset_info, parse_pop, real_topic, retry_mark
 from rmq.remoting.codec import decode_frame
 from rmq.remoting.plain_acl import Permission
 from rmq.store import decode_offset_msg_id
@@ -1219,6 +1219,9 @@ class GrpcEndpoint:
             counts = parse_offset_info(reply.ext_fields.get("orderCountInfo"))
         except ValueError:
             counts = {}
+        # the handles of a topic's records come from the answer's offset infos (the broker
+        # re-encodes only retry records, with POP_CK), as Java's processPopResponse builds them
+        popped = parse_pop(reply)
         yield pb.ReceiveMessageResponse(status=status(Code.OK))
         for span in walk_records_py(body):
             d = _store.decode_record(memoryview(body)[span.pos : span.pos + span.total])
@@ -1226,7 +1229,9 @@ class GrpcEndpoint:
             stored = _Popped(d)
             message = self.to_message(stored, topic, props)
             sp = message.system_properties
-            sp.receipt_handle = props.get(MessageConst.POP_CK, "")
+            sp.receipt_handle = popped.handle(
+                d["topic"], d["queue_id"], d["queue_offset"], bc.broker_name, props.get(MessageConst.POP_CK)
+            )
             sp.queue_offset = d["queue_offset"]
             count = counts.get(f"{retry_mark(d['topic'])}@{d['queue_id']}")
             sp.delivery_attempt = (count[0] if count else d["reconsume_times"]) + 1
