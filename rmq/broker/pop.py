@@ -350,6 +350,10 @@ class PopService:
         self._retry_origin: dict[str, str] = {}  # pop retry topic -> topic, for wake-ups
         self.hold: PullRequestHoldService = None  # type: ignore[assignment]  # set in start()
         self.revived = 0  # messages re-put by the revive service (stats, tests)
+        # acks waiting for their revive record (see _write_ack): (revive qid, checkpoint key,
+        # offset, deliver time, future of the write's outcome)
+        self._ack_queue: list[tuple[int, tuple[str, str, int, int, int, str], int, int, asyncio.Future[bool]]] = []
+        self._ack_writer: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------------ life cycle
 
@@ -398,6 +402,8 @@ class PopService:
             self._revive_task = None
         if self.hold is not None:
             await self.hold.stop()
+        if self._ack_writer is not None:  # the acks being written are answered (bounded)
+            await asyncio.wait([self._ack_writer], timeout=5.0)
         # the held requests just answered are re-run by tasks: let them answer (bounded)
         if self._tasks:
             _done, late = await asyncio.wait(list(self._tasks), timeout=5.0)
@@ -841,6 +847,57 @@ class PopService:
 
     # ------------------------------------------------------------------ ACK
 
+    async def _write_ack(
+        self,
+        revive_qid: int,
+        group: str,
+        topic: str,
+        queue_id: int,
+        ck_offset: int,
+        pop_time: int,
+        bn: str,
+        offset: int,
+        deliver_ms: int,
+    ) -> bool:
+        """The ack record of one message, written with the others in flight (a group commit):
+        the acks that arrive while a write is under way go together into the next one, one
+        ``ack``/``bAck`` record per checkpoint (Java's PopBufferMergeService merges acks into
+        its checkpoints in memory instead; here every ack stays in the log before it is
+        answered, so a replay after ``kill -9`` never revives an acked message). True once
+        the record is in the store."""
+        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._ack_queue.append((revive_qid, (group, topic, queue_id, ck_offset, pop_time, bn), offset, deliver_ms, fut))
+        if self._ack_writer is None:
+            self._ack_writer = asyncio.get_running_loop().create_task(self._ack_write_loop(), name="pop-ack-writer")
+        return await fut
+
+    async def _ack_write_loop(self) -> None:
+        batch: list[tuple[int, tuple[str, str, int, int, int, str], int, int, asyncio.Future[bool]]] = []
+        try:
+            while self._ack_queue:
+                batch, self._ack_queue = self._ack_queue, []
+                merged: dict[tuple[int, tuple[str, str, int, int, int, str]], tuple[list[int], int]] = {}
+                for rq, key, offset, deliver_ms, _fut in batch:
+                    offsets = merged.setdefault((rq, key), ([], deliver_ms))[0]
+                    if offset not in offsets:
+                        offsets.append(offset)
+                written: dict[tuple[int, tuple[str, str, int, int, int, str]], bool] = {}
+                for (rq, key), (offsets, deliver_ms) in merged.items():
+                    group, topic, queue_id, ck_offset, pop_time, bn = key
+                    tag, body = _ack_json(group, topic, queue_id, ck_offset, pop_time, bn, offsets)
+                    written[(rq, key)] = await self._put_revive(rq, tag, body, deliver_ms)
+                for rq, key, _offset, _deliver_ms, fut in batch:
+                    if not fut.done():
+                        fut.set_result(written[(rq, key)])
+                batch = []
+        finally:
+            self._ack_writer = None
+            # cancelled (shutdown): what was not written is refused, the client acks again
+            for *_, fut in batch + self._ack_queue:
+                if not fut.done():
+                    fut.set_result(False)
+            self._ack_queue = []
+
     def _ack_checks(
         self, cmd: RemotingCommand, group: str, topic: str, queue_id: int, offset: int
     ) -> RemotingCommand | None:
@@ -894,10 +951,17 @@ class PopService:
         if info.is_order:
             self._ack_orderly(h.consumer_group, topic, h.queue_id, h.offset, info.pop_time)
             return cmd.response(ResponseCode.SUCCESS, None, {})
-        tag, body = _ack_json(
-            h.consumer_group, topic, h.queue_id, info.ck_queue_offset, info.pop_time, info.broker_name, [h.offset]
-        )
-        if not await self._put_revive(info.revive_qid, tag, body, info.pop_time + info.invisible_time):
+        if not await self._write_ack(
+            info.revive_qid,
+            h.consumer_group,
+            topic,
+            h.queue_id,
+            info.ck_queue_offset,
+            info.pop_time,
+            info.broker_name,
+            h.offset,
+            info.pop_time + info.invisible_time,
+        ):
             return cmd.response(ResponseCode.SYSTEM_ERROR, "ack failed: the revive log refused the record", {})
         return cmd.response(ResponseCode.SUCCESS, None, {})
 

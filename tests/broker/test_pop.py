@@ -498,3 +498,49 @@ async def test_pop_properties_change_live_and_are_validated(env):
     r = await update("reviveQueueNum=4\n")
     assert r.code != ResponseCode.SUCCESS and "reviveQueueNum" in r.remark
     assert env.broker.broker_config.revive_queue_num == 8
+
+
+async def test_acks_in_flight_together_share_one_revive_record(env):
+    # the acks that wait for one write go into one bAck record per checkpoint (group commit)
+    await env.create_topic("GC", 1)
+    await create_group(env)
+    for i in range(8):
+        await env.send("GC", f"g{i}".encode(), queue_id=0)
+    reply, msgs = await pop(env, "GC", invisible=60_000)
+    assert len(msgs) == 8
+    svc = env.broker.pop_service
+    await env.dispatched()
+    before = len(env.messages(svc.revive_topic, reply.revive_qid))
+    infos = [wire.ExtraInfo.parse(handle(m)) for m in msgs]
+    written = await asyncio.gather(
+        *(
+            svc._write_ack(
+                i.revive_qid, GROUP, "GC", 0, i.ck_queue_offset, i.pop_time, i.broker_name, m.queue_offset, 0
+            )
+            for i, m in zip(infos, msgs, strict=True)
+        )
+    )
+    assert written == [True] * 8
+    await env.dispatched()
+    records = env.messages(svc.revive_topic, reply.revive_qid)[before:]
+    assert [r.properties[MessageConst.TAGS] for r in records] == ["bAck"]
+    assert sorted(json.loads(records[0].body)["aol"]) == sorted(m.queue_offset for m in msgs)
+    # the checkpoint is complete: nothing comes back
+    await wait_until(lambda: svc.stats()["checkpoints"] == 0, timeout=10, what="the checkpoint acked")
+    reply, again = await pop(env, "GC")
+    assert again == [] and svc.revived == 0
+
+
+async def test_concurrent_acks_each_answered_and_nothing_revived(env):
+    await env.create_topic("GA", 2)
+    await create_group(env)
+    for i in range(12):
+        await env.send("GA", f"a{i}".encode(), queue_id=i % 2)
+    _, msgs = await pop(env, "GA", invisible=2_000)
+    assert len(msgs) == 12
+    answers = await asyncio.gather(*(ack(env, "GA", m) for m in msgs))
+    assert [r.code for r in answers] == [ResponseCode.SUCCESS] * 12
+    svc = env.broker.pop_service
+    await wait_until(lambda: svc.stats()["checkpoints"] == 0, timeout=20, what="the checkpoints acked")
+    _, again = await pop(env, "GA")
+    assert again == [] and svc.revived == 0
