@@ -66,7 +66,7 @@ from rmq.protocol.requests.pop import (
     retry_mark,
     revive_topic,
 )
-from rmq.store import MessageFilter, MessageInner, StoredMessage
+from rmq.store import GetMessageResult, MessageFilter, MessageInner, StoredMessage
 
 if TYPE_CHECKING:
     from rmq.broker.context import BrokerContext
@@ -93,11 +93,19 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _queue_offsets(buffers: list[memoryview]) -> list[int]:
-    """The queue offset of each record of a get_message result (``QUEUEOFFSET`` at byte 20 of a
-    CommitLog record, Java ``MessageDecoder``), without decoding the records."""
-    offs: list[int] = []
+def _queue_offsets(result: GetMessageResult, offset: int) -> list[int]:
+    """The queue offset of each record of a get_message result read from ``offset``
+    (``QUEUEOFFSET`` at byte 20 of a CommitLog record, Java ``MessageDecoder``), without
+    decoding the records. When every unit read was returned (no filter dropped one) they are
+    the offsets read, no record is walked."""
+    buffers = result.buffers
     from_bytes = int.from_bytes
+    if not buffers:
+        return []
+    count = result.message_count
+    if count == result.next_begin_offset - offset and from_bytes(buffers[0][20:28], "big") == offset:
+        return list(range(offset, offset + count))
+    offs: list[int] = []
     for buf in buffers:
         pos, end = 0, len(buf)
         while pos < end:
@@ -743,7 +751,7 @@ class PopService:
                 # Java PopMessageProcessor passes a topic's records as stored: the client builds
                 # each handle from startOffsetInfo/msgOffsetInfo (processPopResponse). One copy
                 # of each merged buffer; only the queue offsets are read.
-                offs = _queue_offsets(result.buffers)
+                offs = _queue_offsets(result, offset)
                 out = [bytes(b) for b in result.buffers]
             else:
                 # a retry topic's records are re-encoded under the topic popped, with the handle

@@ -299,8 +299,12 @@ async def test_tag_and_sql_filters(tmp_path):
         await env.send("FT", b"a", tags="A", extra_props={"n": "1"})
         await env.send("FT", b"b", tags="B", extra_props={"n": "2"})
         await env.send("FT", b"c", tags="A", extra_props={"n": "3"})
-        _, msgs = await pop(env, "FT", exp="A", exp_type="TAG")
+        reply, msgs = await pop(env, "FT", exp="A", exp_type="TAG")
         assert [m.body for m in msgs] == [b"a", b"c"]
+        # a unit filtered out: the offsets reported (and in the handles) are the records' own
+        assert [m.queue_offset for m in msgs] == [0, 2]
+        assert sorted(o for v in reply.msg_offsets.values() for o in v) == [0, 2]
+        assert [wire.ExtraInfo.parse(handle(m)).queue_offset for m in msgs] == [0, 2]
         await create_group(env, "SqlG")
         _, msgs = await pop(env, "FT", group="SqlG", exp="n > 1", exp_type="SQL92")
         assert [m.body for m in msgs] == [b"b", b"c"]
