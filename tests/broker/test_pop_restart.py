@@ -225,7 +225,7 @@ async def pop_orderly(env, topic, n, invisible):
         order=True,
     )
     reply = wire.parse_pop(await env.client.invoke(env.addr, wire.pop_message(h), timeout=10))
-    return reply, (decode_messages(reply.body) if reply.body else [])
+    return reply, with_handles(reply, env)
 
 
 # offsets and the in-flight batches written every 100 ms: the kill comes after they are on disk

@@ -64,6 +64,10 @@ async def test_pop_ack_and_change_invisible_on_a_slave_are_refused_the_master_se
                 reply = wire.parse_pop(await client.invoke(env.addr, _pop_request("SP"), timeout=10))
                 msgs = decode_messages(reply.body)
                 assert [m.body for m in msgs] == [b"s0", b"s1", b"s2"]
+                for m in msgs:  # the handles as the SDK builds them (Java processPopResponse)
+                    m.properties[MessageConst.POP_CK] = reply.handle(
+                        m.topic, m.queue_id, m.queue_offset, master.broker_config.broker_name
+                    )
                 ck = msgs[0].properties[MessageConst.POP_CK]
                 resp = await client.invoke(saddr, wire.ack_message(GROUP, "SP", ck), timeout=10)
                 assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
