@@ -74,7 +74,6 @@ if TYPE_CHECKING:
     from rmq.store import MessageStore
 
 log = logging.getLogger("rmq.broker.pop")
-_rlog = RateLimitedLog(log)
 
 #: Java PopAckConstants.REVIVE_GROUP: the group whose offsets are the revive progress.
 REVIVE_GROUP = MixAll.CID_RMQ_SYS_PREFIX + "REVIVE_GROUP"
@@ -336,6 +335,9 @@ class PopService:
 
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
+        # this broker's own rate-limited lines (a module-wide limiter would let one broker's line
+        # hide another's where several run in one process, as in the tests)
+        self._rlog = RateLimitedLog(log)
         bc = ctx.broker_config
         self.bc = bc
         self.revive_topic = revive_topic(bc.broker_cluster_name)
@@ -454,7 +456,7 @@ class PopService:
             # MixAll.MASTER_ID; the proxy routes to the master), and a slave neither writes
             # the revive log nor runs PopReviveService: refused at once, not answered with an
             # empty POLLING_TIMEOUT after a checkpoint write the slave store must fail
-            _rlog.warning("pop-on-slave", "refusing %s from %s: this broker is a slave", code, conn.remote_addr)
+            self._rlog.warning("pop-on-slave", "refusing %s from %s: this broker is a slave", code, conn.remote_addr)
             return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_POP_REMARK, {})
         try:
             if code == RequestCode.POP_MESSAGE:
@@ -483,7 +485,7 @@ class PopService:
             else:
                 resp = self._notification(conn, cmd, allow_suspend=False)
         except Exception as e:  # noqa: BLE001 - the client must get an answer
-            _rlog.error("pop-rerun", "re-running a held POP failed", exc_info=True)
+            self._rlog.error("pop-rerun", "re-running a held POP failed", exc_info=True)
             resp = cmd.response(ResponseCode.SYSTEM_ERROR, clip_remark(e), {})
         if resp is not None and not getattr(conn, "closed", False):
             conn.send_response(resp)
@@ -587,7 +589,7 @@ class PopService:
             return refusal
         tc, _sgc = checked
         if not h.order and self._pending_count >= bc.pop_ck_max_num:
-            _rlog.warning(
+            self._rlog.warning(
                 "pop-ck-full",
                 "refusing a POP of %s for %s: %d checkpoints in flight (popCkMaxNum %d)",
                 clip(h.topic),
@@ -846,10 +848,12 @@ class PopService:
         try:
             res = await self.store.put_message(msg)
         except Exception:  # noqa: BLE001 - the request fails, the client retries
-            _rlog.error("pop-revive-put", "writing a %s record into %s failed", tag, self.revive_topic, exc_info=True)
+            self._rlog.error(
+                "pop-revive-put", "writing a %s record into %s failed", tag, self.revive_topic, exc_info=True
+            )
             return False
         if not res.is_ok:
-            _rlog.warning("pop-revive-put-status", "writing a %s record failed: %s", tag, res.status.name)
+            self._rlog.warning("pop-revive-put-status", "writing a %s record failed: %s", tag, res.status.name)
             return False
         return True
 
@@ -935,7 +939,7 @@ class PopService:
         try:
             info = ExtraInfo.parse(extra)
         except ValueError as e:
-            _rlog.warning("pop-bad-handle", "bad extraInfo in request code %d: %s", cmd.code, clip(e))
+            self._rlog.warning("pop-bad-handle", "bad extraInfo in request code %d: %s", cmd.code, clip(e))
             return cmd.response(ResponseCode.MESSAGE_ILLEGAL, f"bad extraInfo: {clip_remark(e)}", {})
         if not info.is_order and not 0 <= info.revive_qid < self.bc.revive_queue_num:
             return cmd.response(
@@ -1155,7 +1159,7 @@ class PopService:
             except asyncio.CancelledError:
                 raise
             except Exception:  # noqa: BLE001 - the next round tries again
-                _rlog.error("pop-revive", "the revive round failed", exc_info=True)
+                self._rlog.error("pop-revive", "the revive round failed", exc_info=True)
             wait = self.bc.revive_interval / 1000.0  # read each round: a live property
             if self._heap:
                 wait = min(wait, max(0.0, (self._heap[0][0] - _now_ms()) / 1000.0))
@@ -1202,7 +1206,7 @@ class PopService:
             if nxt <= off and not full:
                 return
             self._read_offset[q] = nxt
-        _rlog.warning(
+        self._rlog.warning(
             "pop-revive-full",
             "revive reading paused: %d checkpoints in memory (twice popCkMaxNum)",
             self._pending_count,
@@ -1251,7 +1255,7 @@ class PopService:
                 if acked.all_acked:
                     self._finish(q, acked)
         except (ValueError, KeyError, TypeError) as e:
-            _rlog.warning(
+            self._rlog.warning(
                 "pop-revive-bad-record",
                 "skipping a bad revive record at %s@%d: %s",
                 self.revive_topic,
@@ -1298,7 +1302,7 @@ class PopService:
         finally:
             result.release()
         if not recs or recs[0].queue_offset != offset:
-            _rlog.warning(
+            self._rlog.warning(
                 "pop-revive-gone", "revive: %s@%d offset %d is gone from the store", clip(ck.topic), ck.queue_id, offset
             )
             return True  # nothing to bring back (cleaned up)
@@ -1337,7 +1341,7 @@ class PopService:
         try:
             res = await store.put_message(inner)
         except Exception:  # noqa: BLE001 - retried with the checkpoint
-            _rlog.error("pop-revive-put", "revive of %s into %s failed", m.msg_id, clip(target), exc_info=True)
+            self._rlog.error("pop-revive-put", "revive of %s into %s failed", m.msg_id, clip(target), exc_info=True)
             return False
         if not res.is_ok:
             return False

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from rmq.common.message import MessageConst, MessageSysFlag, properties_to_string, string_to_properties
+from rmq.common.message import MessageConst, MessageSysFlag, java_properties, properties_to_string
 from rmq.protocol.codes import ResponseCode
 from rmq.store import MessageInner
 from rmq.store.timer import TIMER_TOPIC
@@ -56,10 +56,12 @@ def rewrite_if_timer(controller: TimerContext, msg: MessageInner) -> tuple[int, 
     if props_str is not None:
         if not any(m in props_str for m in TIMER_MARKS):
             return None
-        props = string_to_properties(props_str)
+        props = java_properties(props_str)
     else:
         props = dict(msg.properties)
-    present = [k for k in _TIMER_KEYS if k in props]
+    # A pair with an empty value is absent, as Java 5's string2messageProperties reads the text
+    # (and as rmq.common.topic_attributes types the message): no timer, no refusal.
+    present = [k for k in _TIMER_KEYS if props.get(k)]
     if not present:
         return None
     if _int(props.get(MessageConst.DELAY_TIME_LEVEL)) > 0:
@@ -75,11 +77,11 @@ def rewrite_if_timer(controller: TimerContext, msg: MessageInner) -> tuple[int, 
         return ResponseCode.SYSTEM_ERROR, "accurate timer message is not enabled, timerWheelEnable is false"
     now = time.time_ns() // 1_000_000
     try:
-        if MessageConst.TIMER_DELAY_SEC in props:
+        if MessageConst.TIMER_DELAY_SEC in present:
             deliver = now + int(props[MessageConst.TIMER_DELAY_SEC]) * 1000
-        elif MessageConst.TIMER_DELAY_MS in props:
+        elif MessageConst.TIMER_DELAY_MS in present:
             deliver = now + int(props[MessageConst.TIMER_DELAY_MS])
-        elif MessageConst.TIMER_DELIVER_MS in props:
+        elif MessageConst.TIMER_DELIVER_MS in present:
             deliver = int(props[MessageConst.TIMER_DELIVER_MS])
         else:
             deliver = int(props[MessageConst.START_DELIVER_TIME])

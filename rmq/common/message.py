@@ -250,6 +250,18 @@ def string_to_properties(s: str | bytes | bytearray | memoryview | None) -> dict
     return out
 
 
+def java_properties(s: str) -> dict[str, str]:
+    """Exactly Java ``MessageDecoder.string2messageProperties``: a pair with an empty name or an
+    empty value is absent (a later empty pair does not hide an earlier value). The broker reads
+    properties this way where Java's semantics hang on presence (message type, timers)."""
+    out: dict[str, str] = {}
+    for item in s.split(PROPERTY_SEPARATOR):
+        k, sep, v = item.partition(NAME_VALUE_SEPARATOR)
+        if sep and k and v:
+            out[k] = v
+    return out
+
+
 def java_str(value: object) -> str:
     """Java ``String.valueOf`` / ``StringBuilder.append``: ``null`` for None, ``true`` / ``false``
     for booleans, ``str`` otherwise. The ACL signer joins header values with it (Java

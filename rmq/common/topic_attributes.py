@@ -20,7 +20,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rmq.common.message import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, MessageConst
+from rmq.common.message import MessageConst, java_properties
 
 __all__ = [
     "ATTRIBUTES",
@@ -234,12 +234,7 @@ def message_type_of_properties(properties: str | Mapping[str, str] | None) -> To
     if properties is None:
         props: Mapping[str, str] = {}
     elif isinstance(properties, str):
-        d: dict[str, str] = {}
-        for item in properties.split(PROPERTY_SEPARATOR):
-            k, sep, v = item.partition(NAME_VALUE_SEPARATOR)
-            if sep and k and v:
-                d[k] = v
-        props = d
+        props = java_properties(properties)
     else:
         props = properties
     if props.get(MessageConst.TRANSFER_FLAG):

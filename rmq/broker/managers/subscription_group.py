@@ -82,7 +82,14 @@ class SubscriptionGroupConfig:
     )
 
     def to_json(self) -> dict[str, Any]:
-        return {wire: getattr(self, attr) for wire, attr, _ in self._JSON}
+        """Java's JSON shape. ``consumeMessageOrderly`` (a Java 5 field) only when set, so an
+        ordinary group reads byte for byte as Java 4.9.8 writes it (a 4.9.8 slave's
+        SlaveSynchronize and mqadmin see the fields they know; Java 5 reads a missing one as
+        false)."""
+        out = {wire: getattr(self, attr) for wire, attr, _ in self._JSON}
+        if not self.consume_message_orderly:
+            del out["consumeMessageOrderly"]
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
