@@ -188,8 +188,9 @@ class _Flooder(threading.Thread):
     """Pipelines ``rounds`` batches of the three codes (junk extFields, a 4 KiB garbage body) on
     one connection and reads every answer; ``answers`` counts them by response code."""
 
-    def __init__(self, addr: str, rounds: int, batch: int) -> None:
+    def __init__(self, addr: str, rounds: int, batch: int, codes: tuple[int, ...] = CODES) -> None:
         super().__init__(name="admin-code-flood", daemon=True)
+        self.codes = codes
         host, port = addr.rsplit(":", 1)
         self.sock = socket.create_connection((host, int(port)), timeout=60)
         self.rounds, self.batch = rounds, batch
@@ -204,7 +205,7 @@ class _Flooder(threading.Thread):
             for _ in range(self.rounds):
                 frames = []
                 for _ in range(self.batch):
-                    for code in CODES:
+                    for code in self.codes:
                         opaque += 1
                         frames.append(_json_frame(_header(code, opaque, extFields=JUNK_EXT), garbage))
                 self.sock.sendall(b"".join(frames))
@@ -292,3 +293,64 @@ async def test_the_reused_producer_table_shows_a_change_at_once(env):
     assert gone.code == ResponseCode.SUCCESS, gone.remark
     now = await groups()
     assert "ReusePG1" not in now and "ReusePG2" in now
+
+
+# ------------------------------------------------------ the RocketMQ 5 codes added beside them
+
+# GET_TOPIC_CONFIG (351), QUERY_ASSIGNMENT (400), SET_MESSAGE_REQUEST_MODE (401),
+# GET_TIMER_CHECK_POINT (60) and GET_TIMER_METRICS (61) read a header or a JSON body: hostile
+# ones get an answer (an error code where the input is wrong) on a connection that goes on
+# serving, and a flood of them leaves a second client's round trips prompt. Who may call them:
+# 401 needs an admin account under ACL (test_broker_acl.py); the others are reads, as in Java.
+RM5_CODES = (
+    RequestCode.GET_TOPIC_CONFIG,
+    RequestCode.QUERY_ASSIGNMENT,
+    RequestCode.SET_MESSAGE_REQUEST_MODE,
+    RequestCode.GET_TIMER_CHECK_POINT,
+    RequestCode.GET_TIMER_METRICS,
+)
+_HOSTILE_BODIES = (
+    b'{"topic": "KeptT", "consumerGroup": "G", "clientId": "c", "strategyName": "AVG", '
+    b'"messageModel": "CLUSTERING", "mode": "POP", "popShareQueueNum": 99999999999999999999}',
+    b'{"topic": ["a"], "consumerGroup": {"x": 1}, "mode": 7, "popShareQueueNum": "-1"}',
+    b"[" * 5000,
+    b"\xff\xfe not json",
+)
+
+
+@pytest.mark.parametrize("code", RM5_CODES, ids=lambda c: RequestCode(c).name)
+async def test_hostile_rocketmq5_requests_are_answered_and_the_connection_serves_on(env, code):
+    await env.create_topic("KeptT", queues=2)
+    noise = os.urandom(64 * 1024)
+    frames = [_json_frame(_header(code, 1, extFields=JUNK_EXT))]
+    frames += [_json_frame(_header(code, 2 + i, extFields=JUNK_EXT), b) for i, b in enumerate(_HOSTILE_BODIES)]
+    frames += [
+        _json_frame(_header(code, 10, extFields={"topic": "\u0000" * 300, "dataVersion": "{"}), noise),
+        _binary_frame(code, 11, JUNK_EXT, noise[:4096]),
+        _json_frame(_header(code, 12, flag=FLAG_ONEWAY, extFields=JUNK_EXT)),  # oneway: no answer
+        _json_frame(_header(RequestCode.GET_MAX_OFFSET, 13, extFields={"topic": "KeptT", "queueId": "0"})),
+    ]
+    answered = [1, 2, 3, 4, 5, 10, 11, 13]
+    got = await _exchange(env.addr, b"".join(frames), len(answered))
+    assert sorted(got) == answered
+    # the connection still serves a clean request after them, and nothing was stored or broken
+    assert got[13].code == ResponseCode.SUCCESS, got[13].remark
+    assert env.store.get_max_offset_in_queue("KeptT", 0) == 0
+    if code == RequestCode.SET_MESSAGE_REQUEST_MODE:  # the one write: no hostile body stored a mode
+        assert all(got[o].code != ResponseCode.SUCCESS for o in answered[:-1]), {o: got[o].remark for o in got}
+
+
+def test_a_flood_of_the_rocketmq5_codes_leaves_room_for_a_neighbour(tmp_path):
+    """One client pipelines 5 x 600 requests of 351/400/401/60/61 with junk extFields and a
+    4 KiB garbage body; a second client's GET_MAX_OFFSET round trips stay under 2 s and every
+    flood request is answered."""
+    with StandaloneProcess(tmp_path / "store") as proc:
+        flood = _Flooder(proc.broker_addr, rounds=6, batch=100, codes=RM5_CODES)
+        with NoisyNeighbour(proc.broker_addr) as probe:
+            flood.start()
+            wait_until_sync(lambda: not flood.is_alive(), timeout=240, what="the flood's answers")
+        assert flood.error is None, flood.error
+        assert sum(flood.answers.values()) == 6 * 100 * len(RM5_CODES), flood.answers
+        print("neighbour:", probe.summary(), "flood answers:", flood.answers)
+        assert probe.failures == 0, probe.summary()
+        assert probe.worst < WORST_ROUND_TRIP, probe.summary()
