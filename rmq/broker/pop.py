@@ -47,6 +47,8 @@ from rmq.errors import RemotingCommandError
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.pop import (
+    INIT_MODE_MAX,
+    INIT_MODE_MIN,
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     NotificationRequestHeader,
@@ -82,8 +84,6 @@ CK_TAG, ACK_TAG, BATCH_ACK_TAG = "ck", "ack", "bAck"  # Java PopAckConstants
 MAX_POP_MSG_NUMS = 32
 #: Revive records scanned ahead for acks while the reader is full (see PopService._read_queue).
 REVIVE_LOOKAHEAD = 4096
-#: Java ConsumeInitMode.
-INIT_MODE_MIN, INIT_MODE_MAX = 0, 1
 _RW = PermName.PERM_READ | PermName.PERM_WRITE
 _HOST = ("127.0.0.1", 0)
 

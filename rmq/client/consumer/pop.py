@@ -25,7 +25,7 @@ from rmq.client.api import PopResult
 from rmq.common.constants import ExpressionType, MixAll, PermName
 from rmq.common.message import MessageConst
 from rmq.errors import ClientError, RouteError
-from rmq.protocol.headers.pop import PopMessageRequestHeader
+from rmq.protocol.headers.pop import INIT_MODE_MAX, INIT_MODE_MIN, PopMessageRequestHeader
 from rmq.protocol.requests.pop import ExtraInfo
 from rmq.types import ConsumeFromWhere, MessageExt, MessageQueue
 
@@ -69,15 +69,12 @@ POP_DELAY_LEVELS: tuple[float, ...] = (
     3600,
     7200,
 )
-#: ConsumeInitMode (Java): where a group with no POP offset starts on a queue.
-_INIT_MODE_MIN = 0
-_INIT_MODE_MAX = 1
 
 
 def init_mode(consume_from_where: ConsumeFromWhere) -> int:
     """Java ``RebalancePushImpl.getConsumeInitMode``: MIN (the queue's first message) for
     ``CONSUME_FROM_FIRST_OFFSET``, else MAX (new messages only)."""
-    return _INIT_MODE_MIN if consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET else _INIT_MODE_MAX
+    return INIT_MODE_MIN if consume_from_where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET else INIT_MODE_MAX
 
 
 def pop_retry_delay(delays: tuple[float, ...], reconsume_times: int) -> float:

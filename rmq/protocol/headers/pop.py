@@ -10,6 +10,8 @@ ignored as unknown keys.
 from rmq.protocol.headers import Header, header, w
 
 __all__ = [
+    "INIT_MODE_MAX",
+    "INIT_MODE_MIN",
     "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader",
     "ChangeInvisibleTimeResponseHeader",
@@ -21,13 +23,18 @@ __all__ = [
     "PopMessageResponseHeader",
 ]
 
+#: Java ``ConsumeInitMode``: where a group with no POP offset starts on a queue (the
+#: ``initMode`` of PopMessageRequestHeader). MIN = the queue's first message, MAX = its end.
+INIT_MODE_MIN, INIT_MODE_MAX = 0, 1
+
 
 @header
 class PopMessageRequestHeader(Header):
     """POP_MESSAGE (200050). ``queue_id`` -1 pops any queue; ``invisible_time`` and
     ``poll_time`` (how long the broker may hold the request) in ms; ``born_time`` the client's
-    clock (ms); ``init_mode`` 0 = from the last offset, 1 = from the first (Java
-    ``ConsumeInitMode``); ``exp_type`` TAG (default) or SQL92; ``order`` orderly POP."""
+    clock (ms); ``init_mode`` INIT_MODE_MIN (0) = from the queue's first message,
+    INIT_MODE_MAX (1) = from its end (Java ``ConsumeInitMode``); ``exp_type`` TAG (default) or
+    SQL92; ``order`` orderly POP."""
 
     consumer_group: str = w("consumerGroup")
     topic: str = w("topic")
