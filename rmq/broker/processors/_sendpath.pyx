@@ -482,7 +482,7 @@ cdef class SendFastPath:
             return None
         # typed topics (Java 5 ProducerProcessor's message-type check): one byte per topic,
         # the properties scanned only when the topic is typed; a mismatch goes to the Python
-        # path, which words the refusal (send._type_refusal)
+        # path, which words the refusal (send.type_refusal)
         tcode = tc.type_code
         if tcode and bc.enable_topic_message_type_check and not _type_ok(tcode, pp, plen):
             return None

@@ -92,7 +92,7 @@ def message_of(
     )
 
 
-def _type_refusal(tc: Any, topic: str, properties: str | None) -> str | None:
+def type_refusal(tc: Any, topic: str, properties: str | None) -> str | None:
     """Java 5 ProducerProcessor.sendMessage's type check for a topic with a ``message.type``
     attribute (the SEND fast path declines what this refuses, _sendpath.pyx ``_type_ok``):
     retry and dead-letter topics and messages with TRANSFER_FLAG are not checked; else the
@@ -278,7 +278,7 @@ class SendMessageProcessor:
             if cmd.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
                 # Java 5's proxy checks a batch by its first message
                 props = first_batch_item_properties(cmd.body_bytes())
-            remark = _type_refusal(tc, topic, props)
+            remark = type_refusal(tc, topic, props)
             if remark is not None:
                 return None, cmd.response(ResponseCode.MESSAGE_ILLEGAL, remark, {})
         if not tc.perm & _PERM_WRITE:
