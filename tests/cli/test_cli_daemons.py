@@ -119,26 +119,41 @@ def test_port_taken_is_a_clear_error(tmp_path):
 def test_ha_port_taken_names_ha_listen_port(tmp_path):
     """A master listens on haListenPort (listenPort + 1) too; when that is taken, the error
     names it rather than the broker's own port."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        ha_port = s.getsockname()[1]
-        r = run(
-            [
-                "standalone",
-                "--namesrv-port",
-                str(free_port()),
-                "--broker-port",
-                str(ha_port - 1),
-                "--store-dir",
-                str(tmp_path / "s"),
-                "--consolePort=0",
-                "--metricsPort=0",
-            ]
-        )
-    assert r.returncode == 3, r.stderr
-    assert f"cannot listen on 127.0.0.1:{ha_port} (haListenPort)" in r.stderr and "address already in use" in r.stderr
-    assert "Traceback" not in r.stderr
+    # The broker port comes from below the ephemeral range (free_broker_port), so that no
+    # outgoing connection of a parallel test takes it between our probe and the broker's bind;
+    # another test binding it meanwhile is still possible, and is retried with a printed reason.
+    for attempt in range(5):
+        broker_port = free_broker_port()
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", broker_port + 1))
+            except OSError as e:
+                print(f"port {broker_port + 1} taken meanwhile ({e}); trying another")
+                continue
+            s.listen()
+            r = run(
+                [
+                    "standalone",
+                    "--namesrv-port",
+                    str(free_port()),
+                    "--broker-port",
+                    str(broker_port),
+                    "--store-dir",
+                    str(tmp_path / f"s{attempt}"),
+                    "--consolePort=0",
+                    "--metricsPort=0",
+                ]
+            )
+        assert r.returncode == 3, r.stderr
+        if f"cannot listen on 127.0.0.1:{broker_port} for the broker" in r.stderr:
+            print(f"broker port {broker_port} taken meanwhile by another process; trying another")
+            continue
+        ha_port = broker_port + 1
+        assert f"cannot listen on 127.0.0.1:{ha_port} (haListenPort)" in r.stderr
+        assert "address already in use" in r.stderr
+        assert "Traceback" not in r.stderr
+        return
+    raise AssertionError("no free broker port with a bindable neighbour in 5 attempts")
 
 
 def test_locked_store_is_a_clear_error(tmp_path):
