@@ -24,8 +24,9 @@ def _bodies(w, topic):
     return sorted(m.body for m in w.all_messages(topic))
 
 
-async def _consumed(w, topic, group, seconds):
-    """What a real consumer of ``topic`` receives within ``seconds``."""
+async def _consumed(w, topic, group, count):
+    """What a real consumer of ``topic`` receives once it has ``count`` messages (the test
+    checks beforehand that the topic holds exactly that many)."""
     got = []
 
     async def handler(msg):
@@ -36,8 +37,14 @@ async def _consumed(w, topic, group, seconds):
     )
     c.subscribe(topic)
     async with c:
-        await asyncio.sleep(seconds)  # the behaviour under test: what arrives within this window
+        await wait_for(lambda: len(got) >= count, timeout=30, what=f"{count} message(s) consumed from {topic}")
     return got
+
+
+async def _older_than_timeout(born_ms: int, timeout_ms: int = 600) -> None:
+    """Wait until a half message born at ``born_ms`` is older than transactionTimeOut: the age
+    is the broker's own rule (TransactionalMessageServiceImpl.check compares wall-clock ages)."""
+    await wait_for(lambda: time.time() * 1000 - born_ms > timeout_ms, timeout=10, what="the half message's age")
 
 
 async def test_commit_rollback_and_op_records(wire):
@@ -63,8 +70,10 @@ async def test_commit_rollback_and_op_records(wire):
     assert "REAL_TOPIC" not in final.properties and final.properties["PGROUP"] == "PID_tx"
     assert final.queue_id == r_commit.send_result.message_queue.queue_id
     assert r_roll.local_transaction_state is S.ROLLBACK_MESSAGE
-    # settled: the checker sends nothing for them (the behaviour under test: for a few check rounds)
-    await asyncio.sleep(1.0)
+    # settled: check rounds run once both halves are older than the timeout send nothing
+    await _older_than_timeout(max(h.born_timestamp for h in halves))
+    for _ in range(2):
+        assert await w.broker.transaction_service.check() == 0
     assert w.broker.transaction_service.checks_sent == 0
 
 
@@ -86,8 +95,7 @@ async def test_check_back_commit_rollback_unknown(wire):
         for body in (b"c", b"r", b"u"):
             res = await p.send_in_transaction(rmq.Message("TxCheckT", body), lambda m, r: S.UNKNOW)
             assert res.local_transaction_state is S.UNKNOW
-        early = await _consumed(w, "TxCheckT", "GID_early", 0.3)
-        assert early == [], "half messages must not reach consumers"
+        assert w.messages("TxCheckT") == [], "half messages must not reach consumers"
         await wait_for(lambda: _bodies(w, "TxCheckT") == [b"c"], timeout=10, what="the checked commit")
         await wait_for(lambda: w.broker.transaction_service.discarded == 1, timeout=15, what="the give-up")
     # COMMIT / ROLLBACK end after one check (a slow answer may draw a second check of the
@@ -95,7 +103,7 @@ async def test_check_back_commit_rollback_unknown(wire):
     assert checks[b"c"] >= 1 and checks[b"r"] >= 1 and checks[b"u"] == 3
     (kept,) = w.messages("TRANS_CHECK_MAX_TIME_TOPIC")
     assert kept.body == b"u" and kept.properties["TRANSACTION_CHECK_TIMES"] == "3"
-    got = await _consumed(w, "TxCheckT", "GID_late", 1.5)
+    got = await _consumed(w, "TxCheckT", "GID_late", 1)
     assert [m.body for m in got] == [b"c"]
     # progress reached the half queue's end and nothing is pending
     com = w.broker.consumer_offset_manager
@@ -224,10 +232,13 @@ async def test_unresolved_half_message_survives_a_restart(tmp_path):
                     timeout=40,
                     what="the producer's heartbeat",
                 )
-                await asyncio.sleep(0.7)  # a real age: older than transactionTimeOut (600 ms)
-                broker.transaction_service.wakeup()
+                (half,) = w.messages(HALF)
+                await _older_than_timeout(half.born_timestamp)
+                assert await broker.transaction_service.check() == 1
                 await wait_for(lambda: w.messages("TxRestartT"), timeout=10, what="the commit after the restart")
-                await asyncio.sleep(1.0)  # the behaviour under test: no second check-back follows
+                # the commit's op record settles it: a later round sends no second check-back
+                await wait_for(lambda: w.messages(OP), timeout=10, what="the commit's op record")
+                assert await broker.transaction_service.check() == 0
             assert checked == ["AC110001TXRESTART"]
             assert [m.body for m in w.messages("TxRestartT")] == [b"pending"]
 
