@@ -324,6 +324,101 @@ class InvalidParameterError(BrokerResponseError):
     code = 29  # INVALID_PARAMETER
 
 
+# --------------------------------------------------------------------------- controller mode
+# Java 5.3.3 ResponseCode 2000..2016, answered by `rmq controller` (docs/design.md "Controller mode").
+# CONTROLLER_NOT_LEADER is retriable: the caller asks CONTROLLER_GET_METADATA_INFO for the leader.
+
+
+class ControllerFencedMasterEpochError(BrokerResponseError):
+    code = 2000  # CONTROLLER_FENCED_MASTER_EPOCH
+
+
+class ControllerFencedSyncStateSetEpochError(BrokerResponseError):
+    code = 2001  # CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH
+
+
+class ControllerInvalidMasterError(BrokerResponseError):
+    code = 2002  # CONTROLLER_INVALID_MASTER
+
+
+class ControllerInvalidReplicasError(BrokerResponseError):
+    code = 2003  # CONTROLLER_INVALID_REPLICAS
+
+
+class ControllerMasterNotAvailableError(BrokerResponseError):
+    code = 2004  # CONTROLLER_MASTER_NOT_AVAILABLE
+
+
+class ControllerInvalidRequestError(BrokerResponseError):
+    code = 2005  # CONTROLLER_INVALID_REQUEST
+
+
+class ControllerBrokerNotAliveError(BrokerResponseError):
+    code = 2006  # CONTROLLER_BROKER_NOT_ALIVE
+
+
+class ControllerNotLeaderError(BrokerResponseError):
+    code = 2007  # CONTROLLER_NOT_LEADER
+    retriable = True
+
+
+class ControllerBrokerMetadataNotExistError(BrokerResponseError):
+    code = 2008  # CONTROLLER_BROKER_METADATA_NOT_EXIST
+
+
+class ControllerInvalidCleanBrokerMetadataError(BrokerResponseError):
+    code = 2009  # CONTROLLER_INVALID_CLEAN_BROKER_METADATA
+
+
+class ControllerBrokerNeedToBeRegisteredError(BrokerResponseError):
+    code = 2010  # CONTROLLER_BROKER_NEED_TO_BE_REGISTERED
+
+
+class ControllerMasterStillExistError(BrokerResponseError):
+    code = 2011  # CONTROLLER_MASTER_STILL_EXIST
+
+
+class ControllerElectMasterFailedError(BrokerResponseError):
+    code = 2012  # CONTROLLER_ELECT_MASTER_FAILED
+
+
+class ControllerAlterSyncStateSetFailedError(BrokerResponseError):
+    code = 2013  # CONTROLLER_ALTER_SYNC_STATE_SET_FAILED
+
+
+class ControllerBrokerIdInvalidError(BrokerResponseError):
+    code = 2014  # CONTROLLER_BROKER_ID_INVALID
+
+
+class ControllerJraftInternalErrorError(BrokerResponseError):
+    code = 2015  # CONTROLLER_JRAFT_INTERNAL_ERROR
+
+
+class ControllerBrokerLiveInfoNotExistsError(BrokerResponseError):
+    code = 2016  # CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS
+
+
+__all__ += [
+    "ControllerFencedMasterEpochError",
+    "ControllerFencedSyncStateSetEpochError",
+    "ControllerInvalidMasterError",
+    "ControllerInvalidReplicasError",
+    "ControllerMasterNotAvailableError",
+    "ControllerInvalidRequestError",
+    "ControllerBrokerNotAliveError",
+    "ControllerNotLeaderError",
+    "ControllerBrokerMetadataNotExistError",
+    "ControllerInvalidCleanBrokerMetadataError",
+    "ControllerBrokerNeedToBeRegisteredError",
+    "ControllerMasterStillExistError",
+    "ControllerElectMasterFailedError",
+    "ControllerAlterSyncStateSetFailedError",
+    "ControllerBrokerIdInvalidError",
+    "ControllerJraftInternalErrorError",
+    "ControllerBrokerLiveInfoNotExistsError",
+]
+
+
 # --------------------------------------------------------------------------- misc
 
 
