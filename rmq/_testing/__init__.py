@@ -644,3 +644,20 @@ async def invoke_once(
 
 
 __all__ += ["invoke_once"]
+
+
+def __getattr__(name: str) -> Any:
+    """``EtcdProcess`` and ``ControllerProcess`` live in their own modules (which import this
+    one); reached as attributes of the package all the same."""
+    if name == "EtcdProcess":
+        from rmq._testing.etcd import EtcdProcess
+
+        return EtcdProcess
+    if name == "ControllerProcess":
+        from rmq._testing.controller import ControllerProcess
+
+        return ControllerProcess
+    raise AttributeError(f"module 'rmq._testing' has no attribute {name!r}")
+
+
+__all__ += ["ControllerProcess", "EtcdProcess"]

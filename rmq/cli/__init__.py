@@ -30,7 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     from rmq.cli.logs import add_log_arguments
 
     parser.add_argument("--version", action="version", version=f"rmq {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,console,exporter,admin}")
+    sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,controller,console,exporter,admin}")
 
     p = sub.add_parser(
         "namesrv",
@@ -70,6 +70,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (default 9876)")
     p.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
     p.add_argument("--store-dir", default="./rmq-data", help="store root directory (default ./rmq-data)")
+    _lenient(p)
+    add_log_arguments(p)
+
+    p = sub.add_parser(
+        "controller",
+        help="run a controller of RocketMQ 5's controller mode on etcd (automatic failover)",
+        allow_abbrev=False,
+        epilog="Any controller property may follow as --key=value (e.g. --scanNotActiveBrokerInterval=2000, "
+        "--enableElectUncleanMaster=false, --metricsPort=5558). Start several on one etcd: one leads.",
+    )
+    p.add_argument("-c", "--config", dest="config_file", default=None, help="controller.conf (Java properties format)")
+    p.add_argument("--etcd", default=None, help="etcd client URLs, http://host:port[,http://host:port...] (required)")
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1; same as --listenHost)")
+    p.add_argument(
+        "--listen-port", dest="listen_port", type=int, default=None, help="port to bind (default 9878; --listenPort)"
+    )
+    p.add_argument(
+        "--cluster-name", dest="cluster_name", default=None, help="the controller group (default DefaultCluster)"
+    )
     _lenient(p)
     add_log_arguments(p)
 
@@ -248,6 +267,19 @@ def main(argv: list[str] | None = None) -> int:
             access_key=access_key,
             secret_key=secret_key,
             tls=tls,
+        )
+    if args.command == "controller":
+        from rmq.cli.controller import run_controller
+
+        if args.lenient_config:
+            extra = [*extra, "--lenientConfig=true"]
+        return run_controller(
+            args.config_file,
+            extra,
+            etcd=args.etcd,
+            host=args.host,
+            port=args.listen_port,
+            cluster_name=args.cluster_name,
         )
     # Imported here so `rmq --help` works without loading the broker and the store.
     from rmq.cli.daemons import run_broker, run_namesrv, run_standalone

@@ -3,7 +3,7 @@
     __main__                                python -m rmq
     → cli, _testing                         the command line and the test harness
       → console                             the web console (over the client's Admin)
-      → broker | namesrv | client | spark   (siblings: none imports another)
+      → broker | namesrv | client | spark | controller   (siblings: none imports another)
         → remoting | store                  (siblings)
           → protocol                        (codes, RemotingCommand, headers, requests, bodies)
             → types | config                (value types and statuses the request parsers
@@ -44,6 +44,7 @@ RANK = {
     "namesrv": 5,
     "client": 5,
     "spark": 5,
+    "controller": 5,
     "console": 6,
     "cli": 7,
     "_testing": 7,
