@@ -3,13 +3,20 @@ starts it, so a test can ``kill -9`` it, stop it with SIGSTOP and wake it with S
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from rmq._testing import free_port, terminate, wait_for_port, wait_until_sync
+
+if TYPE_CHECKING:
+    from rmq.protocol.command import RemotingCommand
 
 __all__ = ["ControllerProcess"]
 
@@ -117,3 +124,185 @@ class ControllerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class ControllerDriver:
+    """Talks to a controller group over TCP the way a broker does (Java ``BrokerOuterAPI``):
+    finds the leader with CONTROLLER_GET_METADATA_INFO, sends each request there, and when a
+    controller answers CONTROLLER_NOT_LEADER or cannot be reached, finds the leader again.
+
+    Args:
+        controllers: every controller's ``host:port``.
+        timeout: seconds per request (default 3).
+    """
+
+    def __init__(self, controllers: list[str], timeout: float = 3.0) -> None:
+        from rmq.remoting.client import RemotingClient
+
+        self.controllers = list(controllers)
+        self.timeout = timeout
+        self.client = RemotingClient(name="controller-driver")
+        self.leader: str | None = None
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def metadata(self, addr: str) -> Any:
+        from rmq.protocol.requests.controller import get_controller_metadata, parse_controller_metadata
+
+        return parse_controller_metadata(await self.client.invoke(addr, get_controller_metadata(), self.timeout))
+
+    async def find_leader(self) -> str | None:
+        """The controller that says it leads, or None now."""
+        for addr in self.controllers:
+            try:
+                meta = await self.metadata(addr)
+            except Exception:  # noqa: BLE001 - a controller down: ask the next
+                continue
+            if meta.is_leader:
+                self.leader = addr
+                return addr
+        return None
+
+    async def invoke(self, make: Callable[[], RemotingCommand], *, within: float = 20.0) -> RemotingCommand:
+        """``make()`` sent to the leader, again to the leader of the moment until one answers
+        other than CONTROLLER_NOT_LEADER (AssertionError after ``within`` seconds)."""
+        from rmq._testing import wait_until
+        from rmq.protocol.codes import ResponseCode
+
+        async def attempt() -> RemotingCommand | None:
+            leader = self.leader or await self.find_leader()
+            if leader is None:
+                return None
+            try:
+                resp: RemotingCommand = await self.client.invoke(leader, make(), self.timeout)
+            except Exception:  # noqa: BLE001 - the leader went away: look again
+                self.leader = None
+                return None
+            if resp.code == ResponseCode.CONTROLLER_NOT_LEADER:
+                self.leader = None
+                return None
+            return resp
+
+        result = await wait_until(attempt, within, interval=0.05, what="a controller leader's answer")
+        assert result is not None
+        return result
+
+
+class BrokerReplica:
+    """One replica of a broker name as a controller sees it: a real ``RemotingServer`` on an
+    ephemeral port (its address is the replica's; it records the NOTIFY_BROKER_ROLE_CHANGED
+    notices it receives), the registration Java's ``ReplicasManager`` does
+    (GET_NEXT_BROKER_ID, APPLY_BROKER_ID, REGISTER_BROKER, ELECT_MASTER) and a task sending
+    BROKER_HEARTBEAT to every controller every ``interval`` seconds, as a broker does.
+    """
+
+    def __init__(
+        self,
+        driver: ControllerDriver,
+        broker_name: str,
+        *,
+        cluster: str = "DefaultCluster",
+        timeout_ms: int = 1000,
+        interval: float = 0.1,
+    ) -> None:
+        self.driver = driver
+        self.broker_name = broker_name
+        self.cluster = cluster
+        self.timeout_ms = timeout_ms
+        self.interval = interval
+        self.broker_id: int | None = None
+        self.epoch = 0
+        self.max_offset = 0
+        self.notices: list[Any] = []
+        self._server: Any = None
+        self._beat: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        assert self._server is not None
+        return f"127.0.0.1:{self._server.port}"
+
+    async def start(self) -> BrokerReplica:
+        from rmq.protocol.codes import RequestCode, ResponseCode
+        from rmq.protocol.headers.controller import NotifyBrokerRoleChangedRequestHeader
+        from rmq.remoting.server import RemotingServer
+
+        replica = self
+
+        class _Notices:
+            def process_request(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
+                if cmd.code == RequestCode.NOTIFY_BROKER_ROLE_CHANGED:
+                    replica.notices.append(cmd.decode_header(NotifyBrokerRoleChangedRequestHeader))
+                return cmd.response(ResponseCode.SUCCESS, None)
+
+        self._server = RemotingServer("127.0.0.1", 0, name=f"replica-{self.broker_name}")
+        self._server.register_default_processor(_Notices())
+        await self._server.start()
+        return self
+
+    async def register(self) -> Any:
+        """The registration; returns REGISTER_BROKER's (header, SyncStateSet)."""
+        from rmq.protocol.requests import controller as w
+
+        r = await self.driver.invoke(lambda: w.get_next_broker_id(self.cluster, self.broker_name))
+        bid = self.broker_id = w.parse_next_broker_id(r)
+        code = f"{self.address};{bid}"
+        r = await self.driver.invoke(lambda: w.apply_broker_id(self.cluster, self.broker_name, bid, code))
+        w.parse_apply_broker_id(r)
+        self.start_heartbeats()
+        r = await self.driver.invoke(
+            lambda: w.register_broker_to_controller(self.cluster, self.broker_name, bid, self.address)
+        )
+        return w.parse_register_broker_to_controller(r)
+
+    async def elect_self(self) -> Any:
+        """ELECT_MASTER for itself (Java ``brokerElect``): (header, body, elected)."""
+        from rmq.protocol.requests import controller as w
+
+        assert self.broker_id is not None
+        bid = self.broker_id
+        r = await self.driver.invoke(lambda: w.elect_master(self.broker_name, bid, cluster_name=self.cluster))
+        return w.parse_elect_master(r)
+
+    def heartbeat_command(self) -> RemotingCommand:
+        from rmq.protocol.headers.controller import BrokerHeartbeatRequestHeader
+        from rmq.protocol.requests.controller import broker_heartbeat
+
+        h = BrokerHeartbeatRequestHeader(
+            cluster_name=self.cluster,
+            broker_addr=self.address,
+            broker_name=self.broker_name,
+            broker_id=self.broker_id,
+            epoch=self.epoch,
+            max_offset=self.max_offset,
+            confirm_offset=self.max_offset,
+            heartbeat_timeout_mills=self.timeout_ms,
+        )
+        return broker_heartbeat(h, oneway=True)
+
+    def start_heartbeats(self) -> None:
+        if self._beat is None:
+            self._beat = asyncio.get_running_loop().create_task(self._beats())
+
+    async def _beats(self) -> None:
+        while True:
+            for addr in self.driver.controllers:
+                with contextlib.suppress(Exception):  # a controller down: the others still hear it
+                    await self.driver.client.invoke_oneway(addr, self.heartbeat_command())
+            await asyncio.sleep(self.interval)
+
+    async def stop_heartbeats(self) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beat
+            self._beat = None
+
+    async def close(self) -> None:
+        await self.stop_heartbeats()
+        if self._server is not None:
+            await self._server.close()
+
+
+__all__ += ["BrokerReplica", "ControllerDriver"]

@@ -301,6 +301,7 @@ class ControllerManager:
     def _step_down(self, why: str) -> None:
         if self._leader:
             self._leader = False
+            self.leader_info = {}  # learnt again from the leader key by the next campaign
             self.stats.leader_changes += 1
             log.warning("controller %s steps down: %s", self.id, why)
         self._lost.set()

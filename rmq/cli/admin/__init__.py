@@ -34,6 +34,7 @@ from rmq.errors import RMQError
 
 # The area modules register their commands on import, in this order (``rmq admin --help``).
 from . import acl, broker, consumer, export, message, monitor, topic, trace  # noqa: F401
+from . import controller as _controller  # noqa: F401
 from . import namesrv as _namesrv  # noqa: F401
 from ._cmd import COMMANDS
 

@@ -17,6 +17,7 @@ from ._acl import AclAdmin
 from ._base import DEFAULT_TIMEOUT, NAMESRV_ADDR_ENV, AdminError, resolve_namesrv_addr
 from ._brokers import BrokerAdmin
 from ._consumers import ConsumerAdmin
+from ._controller import ControllerAdmin
 from ._messages import MessageAdmin
 from ._ops import OpsAdmin
 from ._topics import TopicAdmin
@@ -25,7 +26,7 @@ from ._trace import TraceAdmin
 __all__ = ["Admin", "AdminError", "DEFAULT_TIMEOUT", "NAMESRV_ADDR_ENV", "PlainAccessConfig", "resolve_namesrv_addr"]
 
 
-class Admin(TopicAdmin, TraceAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin, AclAdmin):
+class Admin(TopicAdmin, TraceAdmin, MessageAdmin, ConsumerAdmin, BrokerAdmin, OpsAdmin, AclAdmin, ControllerAdmin):
     """The admin client: topics and clusters, message lookups, consumer groups and
     connections, broker configuration and statistics, name-server and store operations.
 
