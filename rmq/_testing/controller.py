@@ -234,12 +234,23 @@ class BrokerReplica:
             def process_request(self, conn: Any, cmd: RemotingCommand) -> RemotingCommand:
                 if cmd.code == RequestCode.NOTIFY_BROKER_ROLE_CHANGED:
                     replica.notices.append(cmd.decode_header(NotifyBrokerRoleChangedRequestHeader))
+                if cmd.code == RequestCode.GET_BROKER_EPOCH_CACHE:
+                    return cmd.response(ResponseCode.SUCCESS, None, None, replica.epoch_cache().encode())
                 return cmd.response(ResponseCode.SUCCESS, None)
 
         self._server = RemotingServer("127.0.0.1", 0, name=f"replica-{self.broker_name}")
         self._server.register_default_processor(_Notices())
         await self._server.start()
         return self
+
+    def epoch_cache(self) -> Any:
+        """What GET_BROKER_EPOCH_CACHE answers: one epoch entry per notice received (the
+        epochs this replica was told of), open at ``max_offset``."""
+        from rmq.protocol.body.controller import EpochEntry, EpochEntryCache
+
+        epochs = sorted({n.master_epoch for n in self.notices if n.master_epoch is not None})
+        entries = tuple(EpochEntry(e, i * 100) for i, e in enumerate(epochs))
+        return EpochEntryCache(self.cluster, self.broker_name, self.broker_id or 0, entries, self.max_offset)
 
     async def register(self) -> Any:
         """The registration; returns REGISTER_BROKER's (header, SyncStateSet)."""

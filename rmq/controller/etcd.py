@@ -226,7 +226,8 @@ class EtcdClient:
     async def get_prefix(self, prefix: bytes | str, *, limit: int = 0) -> tuple[list[KeyValue], int]:
         """Every key under ``prefix`` (at most ``limit``, 0 = all) and the store revision."""
         p = prefix.encode() if isinstance(prefix, str) else prefix
-        payload: dict[str, Any] = {"key": _b64(p), "range_end": _b64(_prefix_end(p))}
+        # every key: etcd's "from \0 to \0" (an empty key is refused)
+        payload: dict[str, Any] = {"key": _b64(p or b"\0"), "range_end": _b64(_prefix_end(p))}
         if limit:
             payload["limit"] = limit
         d = await self.call("kv/range", payload)

@@ -34,6 +34,7 @@ async def master_set(driver, first, others):
     assert header.master_broker_id is None and sss.sync_state_set == frozenset()
     h, body, elected = await first.elect_self()
     assert elected and h.master_broker_id == first.broker_id and h.master_epoch == 1
+    assert body.broker_member_group.broker_addrs == {first.broker_id: first.address}
     for r in others:
         header, _ = await r.register()
         assert header.master_broker_id == first.broker_id and header.master_address == first.address
@@ -160,7 +161,7 @@ async def _knows_leader(driver, addr, leader):
 async def _is_leader(driver, addr):
     try:
         return (await driver.metadata(addr)).is_leader
-    except Exception:  # noqa: BLE001 - not answering yet
+    except Exception:  # not answering yet
         return False
 
 
