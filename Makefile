@@ -5,8 +5,8 @@
 #                console and the gRPC endpoint for the 5.x clients (8081): installs rmq and its
 #                console and grpc extras. Options: make run ARGS='--metricsPort=0'
 #   make unit    the unit tests only (no daemons, sockets or subprocesses; about half a minute)
-#   make test    the whole suite (installs the test, spark, compression and grpc extras too, promtool
-#                and chromium)
+#   make test    the whole suite (installs the test, spark, compression, grpc and controller extras too,
+#                promtool, chromium and etcd-server)
 #   make lint    ruff and mypy (rules in pyproject.toml; mypy strict on every package)
 #   make dist    sdist and wheel in dist/ (python -m build)
 #   make bench   short produce / pull benchmarks against a fresh `rmq standalone`
@@ -22,9 +22,9 @@ STAMP_RUN  := $(VENV)/.rmq-run
 STAMP_TEST := $(VENV)/.rmq-test
 # Build inputs, found by globs: the Cython modules may be split, moved or gain .pxd files.
 CYTHON_SOURCES := $(shell find rmq -name '*.pyx' -o -name '*.pxd' -o -name '*.pxi' 2>/dev/null)
-# The test, spark, compression and grpc extras' requirements, read from pyproject.toml (one list of them).
+# The test, spark, compression, grpc and controller extras' requirements, read from pyproject.toml (one list of them).
 # One per line into a requirements file (a command substitution would keep shell quotes literally).
-EXTRAS_REQS = $(PY) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("\n".join(d["test"] + d["spark"] + d["compression"] + d["grpc"]))'
+EXTRAS_REQS = $(PY) -c 'import tomllib; d = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]; print("\n".join(d["test"] + d["spark"] + d["compression"] + d["grpc"] + d["controller"]))'
 
 FUZZ_SECONDS ?= 60
 
@@ -85,6 +85,18 @@ $(PROMTOOL):
 	    echo "make test: could not install Debian's prometheus (apt-get install prometheus, for promtool): the alert-rule tests will fail until it is there"; \
 	fi
 
+# The controller tests (tests/controller) run `rmq controller` on a real etcd: Debian's
+# etcd-server (3.4, its JSON gateway is what rmq.controller.etcd speaks), installed the same way.
+ETCD ?= /usr/bin/etcd
+$(ETCD):
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -q etcd-server >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q etcd-server >/dev/null; }; \
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+	    sudo -n apt-get install -y -q etcd-server >/dev/null || { sudo -n apt-get update -q >/dev/null && sudo -n apt-get install -y -q etcd-server >/dev/null; }; \
+	else \
+	    echo "make test: could not install Debian's etcd-server (apt-get install etcd-server): the controller tests will be skipped until it is there"; \
+	fi
+
 # Async tests run on the loops RMQ_TEST_LOOPS names (uvloop, asyncio or both; both when CI is
 # set, uvloop otherwise). PYTEST_ARGS passes more, e.g. PYTEST_ARGS='-x tests/store'.
 # `make test` runs in WORKERS pytest-xdist processes (default 2: much of the suite waits on the
@@ -95,9 +107,9 @@ PYTEST_ARGS ?=
 WORKERS ?= 2
 XDIST := $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 UNIT_DIRS := tests/common tests/property tests/store tests/remoting tests/fuzz tests/spark/test_spark_units.py \
-             tests/test_build.py
+             tests/test_build.py tests/controller/test_controller_state.py
 
-test: $(STAMP_TEST) | $(CHROMIUM) $(PROMTOOL)
+test: $(STAMP_TEST) | $(CHROMIUM) $(PROMTOOL) $(ETCD)
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest $(XDIST) $(if $(PYTEST_ARGS),$(PYTEST_ARGS),tests)
 
 # Tests not marked integration (tests/conftest.py marks them), from the directories that hold

@@ -200,6 +200,7 @@ class ControllerManager:
 
         self.processor = ControllerProcessor(self)
         handler: object = self.processor
+        self.acl = acl
         if acl is not None:
             from rmq.controller.processor import Guarded
 
@@ -245,6 +246,9 @@ class ControllerManager:
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._campaign_loop(), name="controller-campaign"))
         self._tasks.append(loop.create_task(self._scan_loop(), name="controller-scan"))
+        watch = getattr(self.acl, "watch", None)
+        if watch is not None:  # aclEnable: the accounts files are re-read when they change
+            self._tasks.append(loop.create_task(watch(), name="controller-acl-watch"))
         if self.config.metrics_port:
             from rmq.controller.metrics import ControllerMetrics
 
