@@ -287,3 +287,62 @@ async def test_admin_commands_and_metrics(start_controller):
         for r_ in (a, b):
             await r_.close()
         await driver.close()
+
+
+PLAIN_ACL = """globalWhiteRemoteAddresses:
+accounts:
+  - accessKey: ctladmin01
+    secretKey: ctladmin-secret
+    admin: true
+  - accessKey: justauser
+    secretKey: user-secret-1
+    admin: false
+"""
+
+
+async def test_acl_guards_the_writing_codes_and_leaves_reads_open(tmp_path, start_controller):
+    from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
+    from rmq.remoting.client import RemotingClient
+
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL)
+    c = start_controller(aclEnable="true", rocketmqHome=str(home))
+
+    async def call(creds, make):
+        client = RemotingClient()
+        if creds is not None:
+            client.add_rpc_hook(AclClientRPCHook(creds))
+        try:
+            return await client.invoke(c.addr, make(), timeout=10)
+        finally:
+            await client.close()
+
+    driver = ControllerDriver([c.addr])
+    await wait_until(driver.find_leader, timeout=20, what="a leader")
+    await driver.close()
+    apply = lambda: w.apply_broker_id("C", "b", 1, "a:1;1")  # noqa: E731
+    resp = await call(None, apply)
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "AclException" in (resp.remark or "")
+    resp = await call(SessionCredentials("justauser", "user-secret-1"), apply)
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "Need admin permission" in (resp.remark or "")
+    # reads open; the admin account writes
+    assert (await call(None, lambda: w.get_replica_info("b"))).code == ResponseCode.CONTROLLER_BROKER_METADATA_NOT_EXIST
+    assert (await call(SessionCredentials("ctladmin01", "ctladmin-secret"), apply)).code == ResponseCode.SUCCESS
+    assert (await call(None, lambda: w.get_replica_info("b"))).code == ResponseCode.SUCCESS
+
+
+def test_bad_configuration_stops_start_up_naming_the_property(tmp_path):
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "rmq", "controller", *args], capture_output=True, text=True, timeout=60
+        )
+
+    r = run("--listen-port", "0")
+    assert r.returncode == 2 and "bad value for etcd" in r.stderr and "no etcd endpoint given" in r.stderr
+    r = run("--etcd", "http://127.0.0.1:1", "--etcdLeaseTtlSeconds=1")
+    assert r.returncode == 2 and "etcdLeaseTtlSeconds" in r.stderr
+    r = run("--etcd", "127.0.0.1:2379")
+    assert r.returncode == 2 and "etcd" in r.stderr and "http://host:port" in r.stderr
+    r = run("--etcd", "http://127.0.0.1:1", "--aclEnable=true", "--listen-port", "0")
+    assert r.returncode == 2 and "rocketmqHome" in r.stderr
