@@ -395,6 +395,9 @@ class ControllerManager:
             await asyncio.wait(
                 {w, lost}, timeout=self.config.etcd_lease_ttl_seconds, return_when=asyncio.FIRST_COMPLETED
             )
+            if w.done() and not w.cancelled() and w.exception() is not None:
+                # the watch broke at once (etcd going away): no busy loop of campaigns
+                await asyncio.wait({lost}, timeout=min(1.0, self.config.etcd_lease_ttl_seconds / 4))
         finally:
             for t in (w, lost):
                 t.cancel()

@@ -117,7 +117,10 @@ def _answers(sock: socket.socket, n: int) -> list[RemotingCommand]:
     dec = FrameDecoder()
     out: list[RemotingCommand] = []
     while len(out) < n:
-        chunk = sock.recv(65536)
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:  # closed by the server: no answer
+            break
         if not chunk:
             break
         dec.feed(chunk)
@@ -346,3 +349,29 @@ def test_bad_configuration_stops_start_up_naming_the_property(tmp_path):
     assert r.returncode == 2 and "etcd" in r.stderr and "http://host:port" in r.stderr
     r = run("--etcd", "http://127.0.0.1:1", "--aclEnable=true", "--listen-port", "0")
     assert r.returncode == 2 and "rocketmqHome" in r.stderr
+
+
+async def test_tls_on_the_controller_port(tmp_path, start_controller):
+    from tls_support import make_pki
+
+    from rmq.remoting.client import RemotingClient
+
+    pki = make_pki(str(tmp_path / "pki"))
+    c = start_controller(**pki.server_props("enforcing"))
+    tls_client = RemotingClient(tls=pki.client_context())
+    try:
+        meta = await wait_until(
+            lambda: _metadata_over(tls_client, c.addr), timeout=20, what="a TLS answer naming the leader"
+        )
+        assert meta.is_leader and meta.controller_leader_address == c.addr
+    finally:
+        await tls_client.close()
+    # plain TCP to an enforcing port gets nothing
+    with socket.create_connection(("127.0.0.1", c.port), timeout=10) as s:
+        s.sendall(_frame(RequestCode.CONTROLLER_GET_METADATA_INFO, {}))
+        assert _answers(s, 1) == []
+
+
+async def _metadata_over(client, addr):
+    meta = w.parse_controller_metadata(await client.invoke(addr, w.get_controller_metadata(), timeout=10))
+    return meta if meta.is_leader else None

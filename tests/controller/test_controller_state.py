@@ -145,3 +145,38 @@ def test_config_prefix_and_checks():
         apply_properties({"etcd": "127.0.0.1:2379"}, c)
     with pytest.raises(ConfigError, match="etcdLeaseTtlSeconds"):
         apply_properties({"etcdLeaseTtlSeconds": "1"}, c)
+
+
+def test_heartbeat_table_liveness_order_and_bound():
+    from rmq.controller.manager import HeartbeatTable
+    from rmq.protocol.headers.controller import BrokerHeartbeatRequestHeader
+
+    now = [100.0]
+    table = HeartbeatTable(max_entries=2, clock=lambda: now[0])
+
+    def beat(bid, epoch=1, offset=0, timeout=None, priority=None, conn=None):
+        h = BrokerHeartbeatRequestHeader(
+            cluster_name="C",
+            broker_addr=f"a:{bid}",
+            broker_name="b",
+            broker_id=bid,
+            epoch=epoch,
+            max_offset=offset,
+            heartbeat_timeout_mills=timeout,
+            election_priority=priority,
+        )
+        return table.beat(h, conn, 10_000)
+
+    assert beat(1, timeout=1000) and beat(2)
+    assert not beat(3)  # the table is full: a third replica is refused
+    now[0] += 1.5
+    assert not table.alive("b", 1) and table.alive("b", 2)  # its own timeout, then the default
+    # an older (epoch, offset) does not replace a newer one; the priority always applies
+    assert beat(2, epoch=2, offset=50) and beat(2, epoch=1, offset=99, priority=3)
+    info = table.info("b", 2)
+    assert (info.epoch, info.max_offset, info.election_priority) == (2, 50, 3)
+    assert table.expire() == [("b", 1)] and table.info("b", 1) is None
+    marker = object()
+    assert beat(4, conn=marker)
+    assert table.drop_connection(marker) == [("b", 4)] and not table.alive("b", 4)
+    assert table.active_per_name() == {"b": 1}
