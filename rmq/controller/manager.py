@@ -228,21 +228,33 @@ class ControllerManager:
         self._notify_tasks: dict[str, tuple[int, asyncio.Task[None]]] = {}
         self._rate_log = RateLimitedLog(log)
         self.metrics: ControllerMetrics | None = None
+        self._address = ""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     @property
     def address(self) -> str:
+        """``host:port`` brokers are told to use: the bound address, or for a wildcard bind
+        this host's address (resolved once, at start, off the loop)."""
+        if self._address:
+            return self._address
+        return f"{self.config.listen_host}:{self.server.port}"
+
+    async def _resolve_address(self) -> None:
         host = self.config.listen_host
         if host in ("0.0.0.0", "::", ""):
             import socket
 
-            host = socket.gethostbyname(socket.gethostname())
-        return f"{host}:{self.server.port}"
+            try:
+                host = await asyncio.to_thread(lambda: socket.gethostbyname(socket.gethostname()))
+            except OSError:
+                host = "127.0.0.1"
+        self._address = f"{host}:{self.server.port}"
 
     async def start(self) -> None:
         """Bind (``OSError`` when the port is taken), then campaign in the background."""
         await self.server.start()
+        await self._resolve_address()
         loop = asyncio.get_running_loop()
         self._tasks.append(loop.create_task(self._campaign_loop(), name="controller-campaign"))
         self._tasks.append(loop.create_task(self._scan_loop(), name="controller-scan"))

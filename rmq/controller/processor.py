@@ -168,6 +168,9 @@ class ControllerProcessor:
                 ResponseCode.SYSTEM_ERROR, f"the controller cannot reach etcd, nothing changed: {clip(str(e), 300)}"
             )
         except (RemotingCommandError, ValueError) as e:
+            self._rate_log.warning(
+                f"malformed-{cmd.code}", "controller: refused code %d from %s: %s", cmd.code, conn.remote_addr, clip(e)
+            )
             resp = cmd.response(ResponseCode.SYSTEM_ERROR, clip(str(e), 500))
         if time.monotonic() - t0 > 1.0:
             self._rate_log.warning("slow", "controller: code %d took %.1f s", cmd.code, time.monotonic() - t0)
