@@ -127,11 +127,14 @@ class _HandlerService(ConsumeMessageService):
         # with a count (a handler that always raises once wrote a traceback per message)
         self._traceback_logged = False
 
-    async def call_handler(self, msgs: list[MessageExt]) -> bool:
-        """True when the handler consumed ``msgs`` (returned None/SUCCESS)."""
+    async def call_handler(self, msgs: list[MessageExt], topic: str | None = None) -> bool:
+        """True when the handler consumed ``msgs`` (returned None/SUCCESS). With ``topic`` (the
+        pulled queue's, Java ``messageQueue.getTopic()``) the call's time is counted as consume
+        RT (Java ``ConsumeRequest.run`` → ``incConsumeRT``)."""
         if not self._busy:
             self._idle.clear()
         self._busy += 1
+        started = time.monotonic()
         try:
             hooks = self._consumer.consume_hooks  # (Java ConsumeMessageHook around the listener)
             if not hooks:
@@ -144,6 +147,8 @@ class _HandlerService(ConsumeMessageService):
                 run_consume_after(hooks, ctx, ok)
             return ok
         finally:
+            if topic is not None:
+                self._consumer.consume_stats.inc_consume_rt(topic, (time.monotonic() - started) * 1000)
             self._busy -= 1
             if not self._busy:
                 self._idle.set()
@@ -263,7 +268,7 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
                 continue  # closing: start nothing new; it is redelivered from the offset
             self._call_started[i] = time.monotonic()
             try:
-                ok = await self.call_handler(req.msgs)
+                ok = await self.call_handler(req.msgs, req.pq.mq.topic)
             except asyncio.CancelledError:
                 if i not in self._expired or task.uncancel() > 0:
                     raise  # close() (too): stop
@@ -279,7 +284,7 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
             if req.pq.dropped:
                 continue  # the queue moved to another member: it redelivers from the offset
             if ok:
-                self._consumer.stats["consumed_ok"] += len(req.msgs)
+                self._consumer.count_consumed(req.pq.mq.topic, len(req.msgs), True)
                 self.commit_consumed(req.pq, req.msgs)
             else:
                 await self.consume_failed(req)
@@ -323,7 +328,7 @@ class ConsumeMessageConcurrentlyService(_HandlerService):
         if delay_level is None:
             delay_level = c.options.delay_level_when_next_consume
         pq = req.pq
-        c.stats["consumed_failed"] += len(req.msgs)
+        c.count_consumed(req.pq.mq.topic, len(req.msgs), False)
         if c.message_model is MessageModel.BROADCASTING:
             for m in req.msgs:
                 _rlog.warning(
@@ -416,7 +421,7 @@ class ConsumeMessageIteratorService(ConsumeMessageConcurrentlyService):
         req, self._current = self._current, None
         self._hooks_after(True)
         if req is not None:
-            self._consumer.stats["consumed_ok"] += len(req.msgs)
+            self._consumer.count_consumed(req.pq.mq.topic, len(req.msgs), True)
             self.commit_consumed(req.pq, req.msgs)
 
     def forget_current(self) -> None:
@@ -472,14 +477,14 @@ class ConsumeMessageOrderlyService(_HandlerService):
                     msgs = pq.take_messages(opts.consume_batch_size)
                     if not msgs:
                         return
-                    ok = await self.call_handler(msgs)
+                    ok = await self.call_handler(msgs, pq.mq.topic)
                     if pq.dropped:
                         return
                     if ok:
-                        c.stats["consumed_ok"] += len(msgs)
+                        c.count_consumed(pq.mq.topic, len(msgs), True)
                         self._commit(pq)
                         continue
-                    c.stats["consumed_failed"] += len(msgs)
+                    c.count_consumed(pq.mq.topic, len(msgs), False)
                     # give up on these: to the DLQ via the broker, then go on
                     if self._exceeds_max_reconsume(msgs) and all([await c.send_message_back(m, 0) for m in msgs]):
                         self._commit(pq)

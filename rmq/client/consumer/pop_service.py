@@ -144,7 +144,7 @@ class ConsumeMessagePopConcurrentlyService(ConsumeMessageConcurrentlyService):
         """Keep the messages invisible for the delay their reconsume times call for (Java
         ``processConsumeResult`` → ``changePopInvisibleTime`` / ``checkNeedAckOrDelay``)."""
         c = self._consumer
-        c.stats["consumed_failed"] += len(req.msgs)
+        c.count_consumed(req.pq.mq.topic, len(req.msgs), False)
         self._acks.spawn(self._hand_back(req.pq, req.msgs), "pop-retry")
 
     async def _hand_back(self, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
@@ -218,12 +218,12 @@ class ConsumeMessagePopOrderlyService(_HandlerService):
                 if pq.dropped or not c.active:
                     return  # the rest comes back after its invisible time, in order
                 chunk = msgs[i : i + n]
-                if await self.call_handler(chunk):
-                    c.stats["consumed_ok"] += len(chunk)
+                if await self.call_handler(chunk, pq.mq.topic):
+                    c.count_consumed(pq.mq.topic, len(chunk), True)
                     await asyncio.gather(*(pops.ack_quietly(m) for m in chunk))
                     i += len(chunk)
                     continue
-                c.stats["consumed_failed"] += len(chunk)
+                c.count_consumed(pq.mq.topic, len(chunk), False)
                 limit = c.max_reconsume_times
                 if limit >= 0 and any(m.reconsume_times >= limit for m in chunk):
                     _rlog.warning(

@@ -52,6 +52,7 @@ from .options import ErrorHandler, PushConsumerOptions, RebalanceListener, build
 from .pop import POP_DELAY_LEVELS, PopCalls, pop_queues
 from .pop_service import ConsumeMessagePopConcurrentlyService, ConsumeMessagePopOrderlyService
 from .process_queue import ProcessQueue
+from .stats import ConsumerStatsManager
 
 __all__ = ["PushConsumer", "PushConsumerImpl", "MessageHandler", "BatchMessageHandler"]
 
@@ -117,6 +118,8 @@ class PushConsumerImpl(ConsumerBase):
             options.max_reconsume_times if options.max_reconsume_times is not None else (-1 if orderly else 16)
         )
         self.stats = _stats()
+        #: Java ConsumerStatsManager: pull and consume RT/TPS per topic (running info's statusTable)
+        self.consume_stats = ConsumerStatsManager()
         self._tasks = BackgroundTasks(f"group {group}", log)
         self._resume = asyncio.Event()
         self._resume.set()
@@ -309,7 +312,7 @@ class PushConsumerImpl(ConsumerBase):
             if sub is None:
                 await asyncio.sleep(PULL_DELAY_WHEN_EXCEPTION)
                 continue
-            pq.last_pull_time = time.monotonic()
+            pq.last_pull_time = began = time.monotonic()
             try:
                 result = await pops.pop(
                     mq,
@@ -339,8 +342,10 @@ class PushConsumerImpl(ConsumerBase):
             if pq.dropped:
                 break  # what we popped comes back after its invisible time
             if result.status is PopStatus.FOUND:
+                self.consume_stats.inc_pull_rt(mq.topic, (time.monotonic() - began) * 1000)
                 if result.messages:
                     self.stats["pulled"] += len(result.messages)
+                    self.consume_stats.inc_pull_tps(mq.topic, len(result.messages))
                     await self.consume_service.submit(pq, result.messages)
                 if opts.pull_interval:
                     await asyncio.sleep(opts.pull_interval)
@@ -507,7 +512,7 @@ class PushConsumerImpl(ConsumerBase):
             commit_offset = 0
             if self.message_model is MessageModel.CLUSTERING:
                 commit_offset = max(await self.offset_store.read(mq, ReadOffsetType.READ_FROM_MEMORY), 0)
-            pq.last_pull_time = time.monotonic()
+            pq.last_pull_time = began = time.monotonic()
             try:
                 result = await self._pull(
                     mq,
@@ -540,8 +545,11 @@ class PushConsumerImpl(ConsumerBase):
             status = result.status
             if status is PullStatus.FOUND:
                 pq.next_offset = result.next_begin_offset
+                # Java PullCallback.onSuccess: pull RT of every FOUND pull, TPS of what it found
+                self.consume_stats.inc_pull_rt(mq.topic, (time.monotonic() - began) * 1000)
                 if result.messages:
                     self.stats["pulled"] += len(result.messages)
+                    self.consume_stats.inc_pull_tps(mq.topic, len(result.messages))
                     pq.put_messages(result.messages)
                     await self.consume_service.submit(pq, result.messages)
                 elif not pq.msgs and not pq.consuming_msgs:
@@ -633,19 +641,19 @@ class PushConsumerImpl(ConsumerBase):
     def running_info(self) -> dict[str, Any]:
         info = super().running_info()
         info["properties"]["PROP_THREADPOOL_CORE_SIZE"] = str(self.options.consume_threads)
-        # Java ConsumeStatus per topic (rates are not sampled here: 0.0)
-        info["statusTable"] = {
-            t: {
-                "consumeFailedMsgs": self.stats["consumed_failed"],
-                "consumeFailedTPS": 0.0,
-                "consumeOKTPS": 0.0,
-                "consumeRT": 0.0,
-                "pullRT": 0.0,
-                "pullTPS": 0.0,
-            }
-            for t in self.subscriptions
-        }
+        # Java DefaultMQPushConsumerImpl.consumerRunningInfo: ConsumeStatus per subscribed topic
+        info["statusTable"] = {t: self.consume_stats.consume_status(t) for t in self.subscriptions}
         return info
+
+    def count_consumed(self, topic: str, msgs: int, ok: bool) -> None:
+        """``msgs`` messages of ``topic`` (the pulled queue's) were consumed (``ok``) or failed:
+        the counters and Java's consume OK / failed TPS (``processConsumeResult``)."""
+        if ok:
+            self.stats["consumed_ok"] += msgs
+            self.consume_stats.inc_consume_ok(topic, msgs)
+        else:
+            self.stats["consumed_failed"] += msgs
+            self.consume_stats.inc_consume_failed(topic, msgs)
 
     async def consume_message_directly(self, msg: MessageExt) -> dict[str, Any]:
         """CONSUME_MESSAGE_DIRECTLY (from an admin tool): run the handler on ``msg`` now."""
