@@ -278,6 +278,7 @@ class BrokerMetrics:
         # lag: every topic@group with committed offsets, over the topic's read queues (Java
         # AdminBrokerProcessor.getConsumeStats, whose rules GET_CONSUME_STATS answers with)
         committed = c.consumer_offset_manager.offset_table
+        get_nums = c.stats.sets[GROUP_GET_NUMS].items
         rows = w.rows
         limit = bc.metrics_max_queue_series
         dlq_consumed: set[str] = set()
@@ -309,6 +310,15 @@ class BrokerMetrics:
                 else:
                     b.dropped_series += 1
             b.set("rocketmq_consumer_offset", (cluster, broker, topic, group), consumer_total)
+            # what GET_CONSUME_STATS answers for the pair (Java ConsumeStats): the committed total
+            # and consumeTps, GROUP_GET_NUMS' minute rate (the dict read is atomic under the GIL)
+            b.set("rocketmq_group_consume_total_offset", (cluster, broker, topic, group), consumer_total)
+            got = get_nums.get(key)
+            b.set(
+                "rocketmq_group_consume_tps",
+                (cluster, broker, topic, group),
+                StatsItem.compute(tuple(got.minute))[1] if got is not None else 0.0,
+            )
             count, clustering = online.get(group, (0, True))
             if not clustering:
                 continue
@@ -355,7 +365,7 @@ class BrokerMetrics:
             return list(sets[name].items.items())
 
         def minute(item: StatsItem) -> tuple[int, float, float]:
-            return StatsItem.compute(tuple(item.minute))  # type: ignore[arg-type]
+            return StatsItem.compute(tuple(item.minute))
 
         labels: tuple[str, ...]
         for key, item in items(TOPIC_PUT_NUMS):

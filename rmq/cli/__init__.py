@@ -151,6 +151,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-lag-lookups", type=int, default=1000, help="message reads for lag latency per refresh (default 1000)"
     )
+    p.add_argument(
+        "--max-clients",
+        type=int,
+        default=100,
+        help="consumers asked for their running info (rocketmq_client_*) per refresh (default 100)",
+    )
+    p.add_argument(
+        "--client-timeout", type=_positive, default=3.0, help="seconds one consumer may take to answer (default 3)"
+    )
     add_log_arguments(p)
 
     from rmq.cli import admin
@@ -250,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.max_lag_lookups < 0:
             print("rmq exporter: --max-lag-lookups is 0 or more", file=sys.stderr)
             return 2
+        if args.max_clients < 0:
+            print("rmq exporter: --max-clients is 0 or more", file=sys.stderr)
+            return 2
         try:
             namesrv = namesrv_of(args)
             access_key, secret_key = credentials(args)
@@ -264,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
             args.interval,
             args.timeout,
             args.max_lag_lookups,
+            max_clients=args.max_clients,
+            client_timeout=args.client_timeout,
             access_key=access_key,
             secret_key=secret_key,
             tls=tls,

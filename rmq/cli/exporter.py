@@ -13,7 +13,9 @@ calls are in flight; a refresh stops at ``interval`` seconds (what it has is ser
 waits for the next round); a broker that fails is logged (rate-limited) and reported by
 ``rmq_exporter_up 0`` without stopping the others; lag latency is looked up (one message
 read per lagging queue, Java ``MQAdminExtImpl.queryMsgByOffset``) for at most
-``max_lag_lookups`` queues per round, cached while the group does not move.
+``max_lag_lookups`` queues per round, cached while the group does not move; the clients'
+``rocketmq_client_*`` figures come from at most ``max_clients`` consumers per round (the least
+recently asked first, ``client_timeout`` each), an answer served until ``client_ttl`` old.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from rmq.common.constants import MixAll
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.metrics import DEFAULT_MAX_QUEUE_SERIES, LabelCache, MetricsBuilder, msg_model_label, render
 from rmq.errors import RMQError
+from rmq.protocol.body.conns import ConsumerRunningInfo
 from rmq.protocol.body.stats import BrokerStatsData
 from rmq.remoting.metrics_http import MetricsHttpServer
 
@@ -47,6 +50,11 @@ _TOPIC_PUT_NUMS, _TOPIC_PUT_SIZE = "TOPIC_PUT_NUMS", "TOPIC_PUT_SIZE"
 _GROUP_GET_NUMS, _GROUP_GET_SIZE, _SNDBCK = "GROUP_GET_NUMS", "GROUP_GET_SIZE", "SNDBCK_PUT_NUMS"
 _BROKER_PUT_NUMS, _BROKER_GET_NUMS = "BROKER_PUT_NUMS", "BROKER_GET_NUMS"
 
+#: consumers asked for their running info per refresh at most (the least recently asked first)
+DEFAULT_MAX_CLIENTS = 100
+#: seconds one client may take to answer through the broker's relay
+DEFAULT_CLIENT_TIMEOUT = 3.0
+
 
 class ClusterCollector:
     """Collects a cluster's metrics through ``admin`` (see the module docstring).
@@ -57,6 +65,8 @@ class ClusterCollector:
         concurrency: remote calls in flight at most (8).
         max_lag_lookups: message reads for lag latency per refresh (1000).
         max_queue_series: per-queue lag series served (100 000).
+        max_clients: consumers asked for GET_CONSUMER_RUNNING_INFO per refresh (100).
+        client_timeout: seconds one consumer may take to answer (3).
     """
 
     def __init__(
@@ -67,11 +77,20 @@ class ClusterCollector:
         concurrency: int = 8,
         max_lag_lookups: int = 1000,
         max_queue_series: int = DEFAULT_MAX_QUEUE_SERIES,
+        max_clients: int = DEFAULT_MAX_CLIENTS,
+        client_timeout: float = DEFAULT_CLIENT_TIMEOUT,
     ) -> None:
         self.admin = admin
         self.interval = interval
         self.max_lag_lookups = max_lag_lookups
         self.max_queue_series = max_queue_series
+        self.max_clients = max_clients
+        self.client_timeout = client_timeout
+        #: a client's figures are served this long after it last answered (Java's cache expiry,
+        #: ``outOfTimeSeconds`` 60 with a one-minute round: three rounds here, at least 60 s)
+        self.client_ttl = max(60.0, 3 * interval)
+        #: (group, client id) → (asked at, answered at, client address, statusTable)
+        self._clients: dict[tuple[str, str], tuple[float, float, str, dict[str, dict[str, object]]]] = {}
         self._sem = asyncio.Semaphore(concurrency)
         self._labels = LabelCache()
         self._times: dict[tuple[str, str, int, int], int] = {}
@@ -122,16 +141,17 @@ class ClusterCollector:
             if master:
                 masters[name] = (bd.cluster, master)
         rows: list[tuple[str, str, str, int, int, int]] = []  # topic, group, broker, qid, max, committed
-        groups: set[str] = set()
+        groups: dict[str, str] = {}  # group → a master that has its offsets
         await asyncio.gather(
             *(
                 self._broker(b, name, cluster, master, info.broker_addr_table[name].broker_addrs, rows, groups)
                 for name, (cluster, master) in masters.items()
             )
         )
-        online = await self._groups(b, groups)
-        await self._topics(b, masters)
-        await self._lag(b, masters, rows, online)
+        members: dict[str, list[tuple[str, str]]] = {}
+        online = await self._groups(b, set(groups), members)
+        dlq_held, _ = await asyncio.gather(self._topics(b, masters), self._client_status(b, groups, members))
+        await self._lag(b, masters, rows, online, dlq_held)
 
     async def _broker(
         self,
@@ -141,7 +161,7 @@ class ClusterCollector:
         master: str,
         addrs: dict[int, str],
         rows: list[tuple[str, str, str, int, int, int]],
-        groups: set[str],
+        groups: dict[str, str],
     ) -> None:
         admin = self.admin
         kv = await self._runtime(master)
@@ -160,12 +180,16 @@ class ClusterCollector:
             bsd = await self._stats(master, stats, cluster)
             if bsd is not None:
                 b.set(metric, (cluster, master, name), bsd.stats_minute.tps)
+        # producer instances per group (Java MetricsCollectTask.collectProducer: GET_ALL_PRODUCER_INFO)
+        producers = await self._call(f"producers-{master}", lambda: admin.get_all_producer_info(master))
+        for group, members in sorted(producers.data.items()) if producers is not None else ():
+            b.set("rocketmq_producer_count", (cluster, name, group), len(members))
         csl = await self._call(f"consume-stats-{master}", lambda: admin.fetch_consume_stats_in_broker(master))
         if csl is None:
             return
         for entry in csl.consume_stats_list:
             for group, stats_list in entry.items():
-                groups.add(group)
+                groups.setdefault(group, master)
                 for cs in stats_list:
                     consumer_totals: dict[str, int] = {}
                     for mq, ow in sorted(cs.offset_table.items(), key=lambda kv_: (kv_[0].topic, kv_[0].queue_id)):
@@ -175,6 +199,9 @@ class ClusterCollector:
                         consumer_totals[mq.topic] = consumer_totals.get(mq.topic, 0) + ow.consumer_offset
                     for topic, total in consumer_totals.items():
                         b.set("rocketmq_consumer_offset", (cluster, name, topic, group), total)
+                        # Java ConsumeStats (one per topic here): consumeTps and the committed total
+                        b.set("rocketmq_group_consume_tps", (cluster, name, topic, group), cs.consume_tps)
+                        b.set("rocketmq_group_consume_total_offset", (cluster, name, topic, group), total)
                         for stats, metric in (
                             (_GROUP_GET_NUMS, "rocketmq_consumer_tps"),
                             (_GROUP_GET_SIZE, "rocketmq_consumer_message_size"),
@@ -186,8 +213,11 @@ class ClusterCollector:
                         if bsd is not None:
                             b.set("rocketmq_send_back_nums", (cluster, name, topic, group), bsd.stats_minute.sum)
 
-    async def _groups(self, b: MetricsBuilder, groups: set[str]) -> dict[str, tuple[int, bool]]:
-        """Online consumers of each group: ``group → (count, clustering)``."""
+    async def _groups(
+        self, b: MetricsBuilder, groups: set[str], members: dict[str, list[tuple[str, str]]]
+    ) -> dict[str, tuple[int, bool]]:
+        """Online consumers of each group: ``group → (count, clustering)``; ``members`` gets each
+        group's ``(client address, client id)``."""
         admin = self.admin
         online: dict[str, tuple[int, bool]] = {}
 
@@ -203,6 +233,7 @@ class ClusterCollector:
             conns = cc.connection_set if cc is not None else ()
             clustering = cc is None or cc.message_model != "BROADCASTING"
             online[group] = (len(conns), clustering)
+            members[group] = [(c.client_addr, c.client_id) for c in conns]
             b.set(
                 "rocketmq_group_count",
                 (",".join(sorted(c.client_addr for c in conns)), ",".join(sorted(c.client_id for c in conns)), group),
@@ -212,9 +243,51 @@ class ClusterCollector:
         await asyncio.gather(*(one(g) for g in sorted(groups)))
         return online
 
-    async def _topics(self, b: MetricsBuilder, masters: dict[str, tuple[str, str]]) -> None:
+    async def _client_status(
+        self, b: MetricsBuilder, groups: dict[str, str], members: dict[str, list[tuple[str, str]]]
+    ) -> None:
+        """The ``rocketmq_client_*`` gauges (Java ``ClientMetricTaskRunnable``): each online
+        consumer's GET_CONSUMER_RUNNING_INFO (relayed by a master of its group) statusTable.
+        Bounded: :attr:`max_clients` asked per refresh, the least recently asked first, each
+        within :attr:`client_timeout`; an answer is served until it is :attr:`client_ttl` old
+        (so a client not asked this round keeps its last figures), a client gone is forgotten."""
+        now = time.monotonic()
+        online = {(g, cid): addr for g, ms in members.items() for addr, cid in ms}
+        cache = self._clients
+        for key in [k for k in cache if k not in online]:
+            del cache[key]
+        due = sorted(
+            (k for k in online if k not in cache or now - cache[k][0] >= self.interval * 0.9),
+            key=lambda k: cache[k][0] if k in cache else -1.0,
+        )[: self.max_clients]
+        admin = self.admin
+
+        async def ask(key: tuple[str, str]) -> None:
+            group, client_id = key
+            _asked, answered, _addr, table = cache.get(key, (0.0, 0.0, online[key], {}))
+
+            async def call() -> ConsumerRunningInfo:
+                async with asyncio.timeout(self.client_timeout):
+                    return await admin.get_consumer_running_info(group, client_id, broker_addr=groups.get(group))
+
+            info = await self._call(f"running-info-{group}", call)
+            if info is not None:
+                answered, table = time.monotonic(), info.status_table
+            cache[key] = (now, answered, online[key], table)
+
+        await asyncio.gather(*(ask(k) for k in due))
+        for (group, client_id), (_asked, answered, addr, table) in sorted(cache.items()):
+            if now - answered > self.client_ttl:
+                continue
+            for topic, status in sorted(table.items()):
+                b.client_status(addr, client_id, group, topic, status)
+
+    async def _topics(self, b: MetricsBuilder, masters: dict[str, tuple[str, str]]) -> dict[str, int]:
+        """Per topic its offsets and put rates; returns what each ``%DLQ%`` topic holds (max −
+        min offsets over its queues)."""
         admin = self.admin
         topics = await admin.fetch_all_topic_list()
+        dlq_held: dict[str, int] = {}
 
         async def one(topic: str) -> None:
             stats = await self._call(f"topic-stats-{topic}", lambda: admin.examine_topic_stats(topic))
@@ -223,6 +296,8 @@ class ClusterCollector:
             per_broker: dict[str, int] = {}
             for mq, off in stats.offset_table.items():
                 per_broker[mq.broker_name] = per_broker.get(mq.broker_name, 0) + off.max_offset
+            if topic.startswith(_DLQ):
+                dlq_held[topic] = sum(max(0, off.max_offset - off.min_offset) for off in stats.offset_table.values())
             for name, total in per_broker.items():
                 cluster, master = masters.get(name, ("", ""))
                 if topic.startswith(_RETRY):
@@ -242,6 +317,7 @@ class ClusterCollector:
                         b.set(metric, (cluster, name, topic), bsd.stats_minute.tps)
 
         await asyncio.gather(*(one(t) for t in sorted(topics)))
+        return dlq_held
 
     async def _lag(
         self,
@@ -249,6 +325,7 @@ class ClusterCollector:
         masters: dict[str, tuple[str, str]],
         rows: list[tuple[str, str, str, int, int, int]],
         online: dict[str, tuple[int, bool]],
+        dlq_held: dict[str, int],
     ) -> None:
         admin = self.admin
         old, new = self._times, {}
@@ -293,6 +370,14 @@ class ClusterCollector:
         for (topic, group, broker), latency in worst.items():
             cluster = masters.get(broker, ("", ""))[0]
             b.set("rocketmq_group_get_latency_by_storetime", (cluster, broker, topic, group), latency)
+        # a %DLQ% topic nobody consumes: all it holds is the group's DLQ backlog (as the broker's
+        # own endpoint counts it)
+        consumed = {row[0] for row in rows}
+        for topic, held in sorted(dlq_held.items()):
+            if topic not in consumed:
+                group = topic[len(_DLQ) :]
+                labels = (group, topic, str(online.get(group, (0, True))[0]), msg_model_label(True))
+                b.set("rocketmq_group_dlqdiff", labels, held)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Refresh every :attr:`interval` seconds until ``stop`` is set."""
@@ -318,13 +403,16 @@ def run_exporter(
     timeout: float,
     max_lag_lookups: int,
     *,
+    max_clients: int = DEFAULT_MAX_CLIENTS,
+    client_timeout: float = DEFAULT_CLIENT_TIMEOUT,
     access_key: str | None = None,
     secret_key: str | None = None,
     tls: bool | ssl.SSLContext = False,
 ) -> int:
     """``rmq exporter``: serve the cluster's metrics on ``host:port`` until SIGINT/SIGTERM
     (``access_key``/``secret_key`` sign every request; ``tls`` True uses the system trust store,
-    an SSLContext its own: ``--tls-config``).
+    an SSLContext its own: ``--tls-config``; ``max_clients`` consumers asked for their running
+    info per refresh, default 100, each within ``client_timeout`` seconds, default 3).
     Exit 3 when the port is taken (the exporter has nothing else to do)."""
     import signal
 
@@ -342,7 +430,13 @@ def run_exporter(
         async with Admin(
             namesrv, timeout=timeout, access_key=access_key, secret_key=secret_key, tls=tls or None
         ) as admin:
-            collector = ClusterCollector(admin, interval=interval, max_lag_lookups=max_lag_lookups)
+            collector = ClusterCollector(
+                admin,
+                interval=interval,
+                max_lag_lookups=max_lag_lookups,
+                max_clients=max_clients,
+                client_timeout=client_timeout,
+            )
 
             async def latest() -> bytes:
                 return collector.latest

@@ -13,7 +13,9 @@ Names and labels:
   over brokers), ``rocketmq_group_count``, ``rocketmq_broker_tps`` / ``_qps``,
   ``rocketmq_brokeruntime_*`` (labels ``cluster, brokerIP, brokerHost, des, boottime,
   broker_version``, read from GET_BROKER_RUNTIME_INFO's table as the exporter's
-  ``BrokerRuntimeStats`` does).
+  ``BrokerRuntimeStats`` does), ``rocketmq_group_consume_tps`` / ``_consume_total_offset``, and
+  the clients' ``rocketmq_client_*`` (labels ``clientAddr, clientId, group, topic``: each
+  online consumer's GET_CONSUMER_RUNNING_INFO statusTable, :data:`CLIENT_STATUS_FAMILIES`).
 * RocketMQ 5's (Java ``BrokerMetricsConstant``, ``DefaultStoreMetricsConstant``,
   ``RemotingMetricsConstant``) for what the 4.x exporter lacks: per-queue lag in messages and
   milliseconds (``rocketmq_consumer_lag_messages`` / ``_latency``, labels ``topic,
@@ -44,6 +46,8 @@ from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 __all__ = [
     "BROKER_RUNTIME_LABELS",
+    "CLIENT_LABELS",
+    "CLIENT_STATUS_FAMILIES",
     "CONTENT_TYPE",
     "DEFAULT_MAX_QUEUE_SERIES",
     "FAMILIES",
@@ -88,6 +92,7 @@ GROUP_NUMS_LABELS = ("cluster", "broker", "topic", "group")
 BROKER_NUMS_LABELS = ("cluster", "brokerIP", "broker")
 PRODUCER_COUNT_LABELS = ("cluster", "broker", "group")
 BROKER_RUNTIME_LABELS = ("cluster", "brokerIP", "brokerHost", "des", "boottime", "broker_version")
+CLIENT_LABELS = ("clientAddr", "clientId", "group", "topic")
 # RocketMQ 5's, with the broker named as the exporter names it
 QUEUE_LAG_LABELS = ("topic", "consumer_group", "broker", "queue_id")
 BROKER_LABELS = ("cluster", "broker")
@@ -181,6 +186,21 @@ _PMDT = (
 )
 
 
+#: ``rocketmq_client_*`` ← the ConsumeStatus field of GET_CONSUMER_RUNNING_INFO's statusTable
+#: (Java ``ClientMetricTaskRunnable``; help texts say what the client measures).
+CLIENT_STATUS_FAMILIES: dict[str, tuple[str, str]] = {
+    "rocketmq_client_consume_fail_msg_count": (
+        "consumeFailedMsgs",
+        "messages the client failed to consume in the hour",
+    ),
+    "rocketmq_client_consume_fail_msg_tps": ("consumeFailedTPS", "messages failed per second (minute window)"),
+    "rocketmq_client_consume_ok_msg_tps": ("consumeOKTPS", "messages consumed per second (minute window)"),
+    "rocketmq_client_consume_rt": ("consumeRT", "ms per consume call, the minute's average (the hour's if none)"),
+    "rocketmq_client_consumer_pull_rt": ("pullRT", "ms per pull that found messages, the minute's average"),
+    "rocketmq_client_consumer_pull_tps": ("pullTPS", "messages pulled per second (minute window)"),
+}
+
+
 def _runtime_families() -> list[Family]:
     names = [s for s, _ in RUNTIME_KEYS]
     names += [f"{s}{w}" for s, _ in _TPS_KEYS for w in (10, 60, 600)]
@@ -239,6 +259,19 @@ _FAMILY_LIST: list[Family] = [
     _g("rocketmq_group_retrydiff", "messages not yet consumed by the group in its %RETRY% topic", GROUP_DIFF_LABELS),
     _g("rocketmq_group_dlqdiff", "messages in the group's %DLQ% topic not consumed", GROUP_DIFF_LABELS),
     _g("rocketmq_group_count", "online consumers of the group", GROUP_COUNT_LABELS),
+    _g(
+        "rocketmq_group_consume_tps",
+        "messages pulled per second by the group (GET_CONSUME_STATS consumeTps: GROUP_GET_NUMS, minute window)",
+        GROUP_NUMS_LABELS,
+    ),
+    _g(
+        "rocketmq_group_consume_total_offset",
+        "sum of the group's committed offsets over the topic's queues on the broker",
+        GROUP_NUMS_LABELS,
+    ),
+    # the clients' own figures: GET_CONSUMER_RUNNING_INFO's statusTable (Java ConsumeStatus),
+    # per client and subscribed topic (rmq exporter only)
+    *(_g(name, help_, CLIENT_LABELS) for name, (_key, help_) in CLIENT_STATUS_FAMILIES.items()),
     *_runtime_families(),
     # RocketMQ 5
     _g(
@@ -421,6 +454,20 @@ class MetricsBuilder:
             self.set("rocketmq_consumer_lag_latency", labels, latency_ms)
         return True
 
+    def client_status(
+        self, client_addr: str, client_id: str, group: str, topic: str, status: Mapping[str, object]
+    ) -> None:
+        """The ``rocketmq_client_*`` gauges of one client's ConsumeStatus of ``topic`` (a number,
+        or a number's text as the C++ client writes them; a field missing or unreadable is left
+        out)."""
+        labels = (client_addr, client_id, group, topic)
+        for name, (key, _help) in CLIENT_STATUS_FAMILIES.items():
+            raw = status.get(key)
+            v = _number(raw) if isinstance(raw, str) else raw
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                continue
+            self.set(name, labels, v)
+
     def broker_runtime(
         self, cluster: str, broker: str, addr: str, kv: Mapping[str, str], now_ms: float | None = None
     ) -> None:
@@ -446,8 +493,14 @@ class MetricsBuilder:
             text = kv.get(key)
             if text is None and key == "getTransferedTps":
                 text = kv.get("getTransferredTps")
-            for window, part in zip((10, 60, 600), (text or "").split(), strict=False):
-                v = _number(part)
+            if text is None:
+                continue
+            # Java StoreStatsService writes "" for a window without enough samples yet (600 s
+            # for the last); rocketmq-exporter's BrokerRuntimeStats.loadTps then keeps its
+            # default 0.0, so a young broker's window reads 0 rather than being left out
+            parts = text.split()
+            for i, window in enumerate((10, 60, 600)):
+                v = _number(parts[i]) if i < len(parts) else 0.0
                 if v is not None:
                     self.set(f"{prefix}{suffix}{window}", labels, v)
         flush = human_bytes_to_int(kv.get("remainHowManyDataToFlush", ""))
@@ -460,11 +513,13 @@ class MetricsBuilder:
                 self.set(prefix + "commitlogdir_capacity_total", labels, total)
             if free is not None:
                 self.set(prefix + "commitlogdir_capacity_free", labels, free)
-        dist = kv.get("putMessageDistributeTime", "")
-        for desc, suffix in _PMDT:
-            m2 = re.search(re.escape(desc) + r":(\d+)", dist)
-            if m2:
-                self.set(f"{prefix}pmdt_{suffix}", labels, int(m2.group(1)))
+        dist = kv.get("putMessageDistributeTime")
+        if dist is not None:
+            # "null" until the broker's first minute is over (Java StoreStatsService): the
+            # exporter's loadPutMessageDistributeTime keeps its 0 defaults, so do we
+            for desc, suffix in _PMDT:
+                m2 = re.search(re.escape(desc) + r":(\d+)", dist)
+                self.set(f"{prefix}pmdt_{suffix}", labels, int(m2.group(1)) if m2 else 0)
         # RocketMQ 5's storage gauges
         b = (cluster, broker)
         max_off, min_off = _number(kv.get("commitLogMaxOffset")), _number(kv.get("commitLogMinOffset"))

@@ -120,7 +120,8 @@ def test_broker_runtime_table_as_the_exporter_reads_it():
     p = "rocketmq_brokeruntime_"
     assert b.get(p + "put_tps10", lab) == 12.5 and b.get(p + "put_tps600", lab) == 8.25
     assert b.get(p + "gettransfered_tps60", lab) == 2.0  # Java 5's spelling read too
-    assert b.get(p + "getfound_tps10", lab) is None  # a window without samples: left out
+    assert b.get(p + "getfound_tps10", lab) == 0.0  # a window without samples: the exporter's 0.0
+    assert b.get(p + "gettotal_tps10", lab) is None  # a key the broker does not write: left out
     assert b.get(p + "commitlogdir_capacity_total", lab) == int(49.1 * 2**30)
     assert b.get(p + "commitlogdir_capacity_free", lab) == int(12.3 * 2**30)
     assert b.get(p + "pmdt_0ms", lab) == 7 and b.get(p + "pmdt_10stomore", lab) == 2

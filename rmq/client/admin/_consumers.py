@@ -162,10 +162,13 @@ class ConsumerAdmin(AdminBase):
         (Java ``DefaultMQAdminExt.getAllProducerInfo``, mqadmin producer)."""
         return await self._call(addr, get_all_producer_info(), parse_all_producer_info)
 
-    async def get_consumer_running_info(self, group: str, client_id: str, jstack: bool = False) -> ConsumerRunningInfo:
-        """GET_CONSUMER_RUNNING_INFO through the first broker of the group, which relays it to
-        the client (its settings, subscriptions, per-queue state and consume statistics)."""
-        addrs = await self._group_brokers(group)
+    async def get_consumer_running_info(
+        self, group: str, client_id: str, jstack: bool = False, broker_addr: str | None = None
+    ) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO through ``broker_addr`` (default None: the first broker of
+        the group), which relays it to the client (its settings, subscriptions, per-queue state
+        and consume statistics)."""
+        addrs = [broker_addr] if broker_addr else await self._group_brokers(group)
         if not addrs:
             raise AdminError(f"no broker serves the consumer group {group}")
         return await self._call(
