@@ -4,10 +4,14 @@ parser, and a known lag workload (1000 messages on 4 queues, a group that consum
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from rmq._testing import free_port, terminate, wait_until
 from rmq.protocol.codes import RequestCode, ResponseCode
 
 TOPIC = "MetricsTopic"
@@ -120,3 +124,51 @@ async def consumer_online(env, client_id: str = "10.0.0.1@metrics", message_mode
     }
     resp = await env.call(RequestCode.HEART_BEAT, {}, json.dumps(body).encode())
     assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+class Exporter:
+    """``python -m rmq exporter`` on a free port, its output in a file."""
+
+    def __init__(self, tmp_path, namesrv: str, *args: str) -> None:
+        self.port = free_port()
+        self.log = tmp_path / f"exporter-{self.port}.log"
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "rmq",
+                    "exporter",
+                    "-n",
+                    namesrv,
+                    "--port",
+                    str(self.port),
+                    "--interval",
+                    "1",
+                    "--timeout",
+                    "3",
+                    *args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=dict(os.environ),
+            )
+
+    async def samples_with(self, pred) -> dict:
+        """The exporter's samples once ``pred(samples)`` holds (it refreshes every second)."""
+
+        async def ready():
+            if self.proc.poll() is not None:
+                raise AssertionError(f"exporter exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
+            try:
+                status, _ctype, body = await asyncio.to_thread(http_get, self.port, "/metrics", 5.0)
+            except OSError:
+                return None
+            s = parse(body) if status == 200 else {}
+            return s if pred(s) else None
+
+        return await wait_until(ready, timeout=60, interval=0.2, what="the exporter's metrics")
+
+    def stop(self) -> int:
+        return terminate(self.proc)

@@ -273,9 +273,15 @@ class ClusterCollector:
             info = await self._call(f"running-info-{group}", call)
             if info is not None:
                 answered, table = time.monotonic(), info.status_table
+                outcome["answered"] += 1
+            else:
+                outcome["failed"] += 1
             cache[key] = (now, answered, online[key], table)
 
+        outcome = {"answered": 0, "failed": 0, "not_asked": len(online) - len(due)}
         await asyncio.gather(*(ask(k) for k in due))
+        for state, n in outcome.items():
+            b.set("rmq_exporter_clients", (state,), n)
         for (group, client_id), (_asked, answered, addr, table) in sorted(cache.items()):
             if now - answered > self.client_ttl:
                 continue

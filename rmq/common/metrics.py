@@ -333,6 +333,12 @@ _FAMILY_LIST: list[Family] = [
     _g("rmq_metrics_dropped_series", "per-queue series left out of this scrape (metricsMaxQueueSeries)", BROKER_LABELS),
     _g("rmq_metrics_collect_seconds", "seconds the last collection took, by phase", ("phase",)),
     _g("rmq_exporter_up", "1 when the exporter's last refresh of the broker succeeded", BROKER_NUMS_LABELS),
+    _g(
+        "rmq_exporter_clients",
+        "online consumers by what the last refresh got of their running info: answered, failed, "
+        "not_asked (past --max-clients; their last answer is served while fresh)",
+        ("state",),
+    ),
 ]
 
 #: every family the broker or the exporter may serve, by name.

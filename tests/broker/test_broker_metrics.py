@@ -64,6 +64,12 @@ async def test_lag_and_throughput_of_a_known_workload(tmp_path):
     assert labels == {"group": GROUP, "topic": TOPIC, "countOfOnlineConsumers": "0", "msgModel": "1"}
     assert value(s, "rocketmq_consumer_offset", cluster=cluster, broker=broker, topic=TOPIC, group=GROUP) == 300
     assert value(s, "rocketmq_group_get_latency_by_storetime", topic=TOPIC, group=GROUP) > 0
+    # GET_CONSUME_STATS' figures of the pair (Java ConsumeStats): the committed total, and
+    # consumeTps, which is GROUP_GET_NUMS' minute rate as rocketmq_consumer_tps
+    assert value(s, "rocketmq_group_consume_total_offset", broker=broker, topic=TOPIC, group=GROUP) == 300
+    assert value(s, "rocketmq_group_consume_tps", topic=TOPIC, group=GROUP) == value(
+        s, "rocketmq_consumer_tps", topic=TOPIC, group=GROUP
+    )
     # producer side
     assert value(s, "rocketmq_producer_offset", cluster=cluster, broker=broker, topic=TOPIC) == 1000
     assert value(s, "rocketmq_messages_in_total", topic=TOPIC) == 1000

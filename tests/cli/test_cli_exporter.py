@@ -3,66 +3,16 @@ itself, with the same names and labels, and a broker that is gone does not stop 
 
 from __future__ import annotations
 
-import asyncio
-import os
 import subprocess
 import sys
 
-from metrics_support import GROUP, LAG, TOPIC, consumer_online, http_get, lag_workload, parse, scrape, value
+from metrics_support import GROUP, LAG, TOPIC, Exporter, consumer_online, lag_workload, scrape, value
 
 import rmq
-from rmq._testing import BrokerEnv, broker_env, free_port, run_broker, terminate, wait_until
+from rmq._testing import BrokerEnv, broker_env, free_port, run_broker
 from rmq.broker.namesrv_api import BrokerOuterAPI
 from rmq.common.metrics import FAMILIES
 from rmq.protocol.codes import RequestCode, ResponseCode
-
-
-class Exporter:
-    """``python -m rmq exporter`` on a free port, its output in a file."""
-
-    def __init__(self, tmp_path, namesrv: str, *args: str) -> None:
-        self.port = free_port()
-        self.log = tmp_path / f"exporter-{self.port}.log"
-        with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "rmq",
-                    "exporter",
-                    "-n",
-                    namesrv,
-                    "--port",
-                    str(self.port),
-                    "--interval",
-                    "1",
-                    "--timeout",
-                    "3",
-                    *args,
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=dict(os.environ),
-            )
-
-    async def samples_with(self, pred) -> dict:
-        """The exporter's samples once ``pred(samples)`` holds (it refreshes every second)."""
-
-        async def ready():
-            if self.proc.poll() is not None:
-                raise AssertionError(f"exporter exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
-            try:
-                status, _ctype, body = await asyncio.to_thread(http_get, self.port, "/metrics", 5.0)
-            except OSError:
-                return None
-            s = parse(body) if status == 200 else {}
-            return s if pred(s) else None
-
-        return await wait_until(ready, timeout=60, interval=0.2, what="the exporter's metrics")
-
-    def stop(self) -> int:
-        return terminate(self.proc)
 
 
 def _lag_of(s: dict) -> dict[int, float]:

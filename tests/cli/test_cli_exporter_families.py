@@ -5,8 +5,7 @@ GET_CONSUMER_RUNNING_INFO answer is what the ``rocketmq_client_*`` families come
 
 from __future__ import annotations
 
-from metrics_support import GROUP, TOPIC, lag_workload, retry_and_dlq_workload
-from test_cli_exporter import Exporter
+from metrics_support import GROUP, TOPIC, Exporter, lag_workload, retry_and_dlq_workload
 
 import rmq
 from rmq._testing import broker_env, run_broker, wait_until
@@ -142,3 +141,4 @@ async def test_every_collector_family_is_served_with_its_labels(tmp_path):
         "rocketmq_consumer_offset", group=GROUP, topic=TOPIC
     )
     assert of("rocketmq_producer_count", group="ExporterProducerGroup") == 1
+    assert of("rmq_exporter_clients", state="answered") == 1 and of("rmq_exporter_clients", state="failed") == 0

@@ -170,3 +170,27 @@ def test_timer_families_from_the_runtime_table():
     assert b.get("rocketmq_timer_pending", bl) == 1200 and b.get("rocketmq_timer_lag_seconds", bl) == 75
     assert b.get("rocketmq_timer_offset_behind", bl) == 3 and b.get("rocketmq_timer_dequeued_total", bl) == 9
     assert b.get("rocketmq_timer_enqueued_total", bl) is None  # a Java broker has no totals
+
+
+def test_client_status_as_the_collector_reads_it():
+    b = MetricsBuilder()
+    status = {  # a Java client's ConsumeStatus; a C++-style text number; junk left out
+        "pullRT": 12.5,
+        "pullTPS": "30.25",
+        "consumeRT": 4,
+        "consumeOKTPS": 20.0,
+        "consumeFailedTPS": "not a number",
+        "consumeFailedMsgs": True,
+    }
+    b.client_status("10.0.0.9:5000", "10.0.0.9@1#x", "G", "T", status)
+    lab = ("10.0.0.9:5000", "10.0.0.9@1#x", "G", "T")
+    assert b.get("rocketmq_client_consumer_pull_rt", lab) == 12.5
+    assert b.get("rocketmq_client_consumer_pull_tps", lab) == 30.25
+    assert b.get("rocketmq_client_consume_rt", lab) == 4 and b.get("rocketmq_client_consume_ok_msg_tps", lab) == 20
+    assert b.get("rocketmq_client_consume_fail_msg_tps", lab) is None
+    assert b.get("rocketmq_client_consume_fail_msg_count", lab) is None
+    text = b.render().decode()
+    assert (
+        'rocketmq_client_consumer_pull_rt{clientAddr="10.0.0.9:5000",clientId="10.0.0.9@1#x",group="G",topic="T"} 12.5'
+        in text
+    )
