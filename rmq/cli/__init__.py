@@ -110,6 +110,13 @@ def _parser() -> argparse.ArgumentParser:
         "--sample-interval", type=float, default=10.0, help="seconds between the dashboard's TPS samples (default 10)"
     )
     p.add_argument(
+        "--prometheus-url",
+        default=None,
+        metavar="URL",
+        help="a Prometheus scraping rmq exporter: the dashboard draws its history from there, up to 30 days "
+        "(default: the console's own last hour)",
+    )
+    p.add_argument(
         "--users-file", default=None, metavar="FILE", help="who may log in: name=scrypt$... lines (default: none)"
     )
     p.add_argument("--admin-user", default=None, metavar="NAME", help="one account besides --users-file")

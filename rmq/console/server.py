@@ -51,7 +51,7 @@ from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import BrokerResponseError, RemotingError
 
 from .auth import USER_NAME, LoginLimiter, SessionTable, hash_password, verify_password
-from .sampler import TpsSampler
+from .sampler import PrometheusError, PrometheusHistory, TpsSampler
 from .service import ConsoleService, now_ms
 
 __all__ = ["ConsoleConfig", "ConsoleServer", "CSRF_HEADER", "STATIC_DIR", "check_host_names", "host_allowed"]
@@ -113,6 +113,9 @@ class ConsoleConfig:
         cache_ttl / cache_entries: GET answers reused for 2 s, at most 128 kept.
         sample_interval / history: the dashboard's TPS sampling (10 s, 3600 s kept).
         max_topics_sampled: topics whose TPS is sampled (default 64).
+        prometheus_url: a Prometheus scraping ``rmq exporter`` (or the brokers): the dashboard
+            reads its history from there, any range up to 30 days (default None: the in-memory
+            hour; see :class:`rmq.console.sampler.PrometheusHistory`).
         max_body_bytes: the largest request body accepted (default 256 KiB).
     """
 
@@ -140,6 +143,7 @@ class ConsoleConfig:
     login_attempts: int = 5
     login_window: float = 60.0
     login_table: int = 4096
+    prometheus_url: str | None = None
 
 
 class _Cache:
@@ -240,6 +244,8 @@ class ConsoleServer:
         self.sampler = TpsSampler(
             self.service, interval=config.sample_interval, history=config.history, max_topics=config.max_topics_sampled
         )
+        #: the dashboard's history beyond the hour (``--prometheus-url``); ValueError for a bad URL
+        self.history = PrometheusHistory(config.prometheus_url) if config.prometheus_url else None
         self._cache = _Cache(config.cache_ttl, config.cache_entries)
         self._gate = asyncio.Semaphore(config.max_concurrent)
         self._waiting = 0
@@ -273,6 +279,8 @@ class ConsoleServer:
     async def stop(self) -> None:
         """Stop sampling, close the HTTP server and the admin's connections (idempotent)."""
         await self.sampler.stop()
+        if self.history is not None:
+            await self.history.close()
         if self._runner is not None:
             runner, self._runner = self._runner, None
             await runner.cleanup()
@@ -311,7 +319,7 @@ class ConsoleServer:
             get(lambda q: s.message_detail(_str(q.query, "msgId"), _str(q.query, "topic", required=False) or None)),
         )
         r.add_get("/api/dlq", get(lambda q: s.dlq_messages(_str(q.query, "group"), *_range(q))))
-        r.add_get("/api/dashboard", get(lambda q: _now(self.sampler.snapshot())))
+        r.add_get("/api/dashboard", get(self._dashboard))
         post = self._write
         r.add_post("/api/topic", post(self._topic_update))
         r.add_post("/api/topic/delete", post(lambda b: s.delete_topic(_str(b, "topic"))))
@@ -504,6 +512,19 @@ class ConsoleServer:
         if session is None:  # (the guard let it through a moment ago: it cannot end in between)
             return web.json_response({"error": "not logged in"}, status=401)
         return web.json_response({"username": session.user, "csrfToken": session.csrf})
+
+    async def _dashboard(self, request: web.Request) -> dict[str, Any]:
+        """``GET /api/dashboard[?range=seconds]``: the TPS history, from Prometheus when the
+        console has one (a failure is shown on the page with the in-memory hour instead), else
+        the in-memory hour."""
+        snap = {**self.sampler.snapshot(), "source": "memory"}
+        if self.history is None:
+            return snap
+        range_s = self.history.range_of(request.query.get("range"))
+        try:
+            return await self.history.snapshot(range_s)
+        except PrometheusError as e:
+            return {**snap, "lastError": f"{e}; showing the console's own last hour"}
 
     # -- request plumbing --------------------------------------------------------------------
 

@@ -735,18 +735,25 @@ pages.dashboard = async (main) => {
   main.appendChild(el("h1", {}, "Dashboard"));
   const totals = el("div", { className: "stats", id: "dash-totals" });
   main.appendChild(totals);
-  const brokers = card("Broker TPS (put and get), up to the last hour");
-  const topics = card("Topic TPS, up to the last hour");
-  main.append(brokers, topics);
+  const brokers = card("Broker TPS (put and get)");
+  const topics = card("Topic TPS");
+  // the range drawn: offered when the console reads its history from Prometheus (--prometheus-url)
+  const range = el("select", { id: "dash-range" }, [["3600", "last hour"], ["21600", "last 6 hours"], ["86400", "last day"],
+    ["604800", "last 7 days"], ["2592000", "last 30 days"]].map(([v, t]) => el("option", { value: v }, t)));
+  const rangeRow = el("div", { id: "dash-range-row", hidden: true }, el("label", {}, "History: ", range));
+  main.append(rangeRow, brokers, topics);
   const bHolder = el("div", {}), tHolder = el("div", {});
   brokers.appendChild(bHolder); topics.appendChild(tHolder);
   const draw = async () => {
     try {
-      const [d, cl] = await Promise.all([api("dashboard"), api("cluster")]);
-      // the x axis: from the first sample (at least 5 minutes back) to now, at most the history kept
+      const [d, cl] = await Promise.all([api("dashboard", { range: range.value }), api("cluster")]);
+      const prom = d.source === "prometheus";
+      rangeRow.hidden = !prom;
+      // the x axis: the range asked of Prometheus; else from the first sample (at least 5 minutes
+      // back) to now, at most the hour kept
       let first = Date.now();
       for (const pts of [...Object.values(d.brokers), ...Object.values(d.topics)]) if (pts.length) first = Math.min(first, pts[0][0]);
-      const span = Math.min(d.history * 1000, Math.max(300_000, Date.now() - first));
+      const span = prom ? d.range * 1000 : Math.min(d.history * 1000, Math.max(300_000, Date.now() - first));
       const bs = [];
       for (const [name, pts] of Object.entries(d.brokers)) {
         bs.push({ name: name + " put", points: pts.map(x => [x[0], x[1]]) });
@@ -758,13 +765,15 @@ pages.dashboard = async (main) => {
       fill(tHolder, lineChart(ts, span, "topic-chart", tHolder.clientWidth),
            d.topicsSkipped ? el("p", { className: "muted" }, `${d.topicsSkipped} more topics are not sampled.`) : null,
            d.lastError ? errorBox(d.lastError) : null,
-           el("p", { className: "muted" }, `One sample every ${d.interval} s; ${d.rounds} rounds so far. The ten busiest topics are drawn.`));
+           el("p", { className: "muted" }, prom ? `From Prometheus: one point every ${d.step} s. The ten busiest topics are drawn.`
+             : `One sample every ${d.interval} s (the console's own last hour); ${d.rounds} rounds so far. The ten busiest topics are drawn.`));
       const up = cl.brokers.filter(b => !b.error);
       fill(totals, [["Brokers", cl.brokers.length], ["Put TPS", up.reduce((s, b) => s + b.putTps, 0)], ["Get TPS", up.reduce((s, b) => s + b.getTps, 0)],
                     ["Put today", up.reduce((s, b) => s + b.msgPutTotalTodayNow, 0)], ["Got today", up.reduce((s, b) => s + b.msgGetTotalTodayNow, 0)]]
         .map(([k, v]) => el("div", { className: "stat" }, el("div", { className: "v" }, fmtNum(v)), el("div", { className: "k" }, k))));
     } catch (e) { fill(bHolder, errorBox(e)); }
   };
+  range.addEventListener("change", draw);
   await draw();
   every(5000, draw);
 };
