@@ -183,3 +183,17 @@ def test_prometheus_url_is_checked():
     for bad in ("prom:9090", "ftp://h", "http://", "http://h:99999", "http://h/?q=1"):
         with pytest.raises(ValueError, match="--prometheus-url"):
             check_prometheus_url(bad)
+
+
+def test_a_bad_prometheus_url_stops_the_start():
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "rmq", "console", "-n", "127.0.0.1:1", "--port", "0", "--admin-user", "tester"]
+        + ["--admin-password", "a-test-password", "--prometheus-url", "prom:9090"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r.stderr
+    assert "--prometheus-url" in r.stderr and "http(s)://host[:port][/path]" in r.stderr, r.stderr
