@@ -92,6 +92,7 @@ class ClusterCollector:
         #: (group, client id) → (asked at, answered at, client address, statusTable)
         self._clients: dict[tuple[str, str], tuple[float, float, str, dict[str, dict[str, object]]]] = {}
         self._sem = asyncio.Semaphore(concurrency)
+        self._client_sem = asyncio.Semaphore(concurrency)
         self._labels = LabelCache()
         self._times: dict[tuple[str, str, int, int], int] = {}
         self.latest: bytes = b""
@@ -150,8 +151,15 @@ class ClusterCollector:
         )
         members: dict[str, list[tuple[str, str]]] = {}
         online = await self._groups(b, set(groups), members)
-        dlq_held, _ = await asyncio.gather(self._topics(b, masters), self._client_status(b, groups, members))
-        await self._lag(b, masters, rows, online, dlq_held)
+        # the clients are asked beside the rest, with their own concurrency and time budget, so
+        # slow or silent consumers never hold up the brokers' figures
+        clients = asyncio.create_task(self._client_status(b, groups, members))
+        try:
+            dlq_held = await self._topics(b, masters)
+            await self._lag(b, masters, rows, online, dlq_held)
+            await clients
+        finally:
+            clients.cancel()  # (done already unless the refresh itself was cut)
 
     async def _broker(
         self,
@@ -248,9 +256,10 @@ class ClusterCollector:
     ) -> None:
         """The ``rocketmq_client_*`` gauges (Java ``ClientMetricTaskRunnable``): each online
         consumer's GET_CONSUMER_RUNNING_INFO (relayed by a master of its group) statusTable.
-        Bounded: :attr:`max_clients` asked per refresh, the least recently asked first, each
-        within :attr:`client_timeout`; an answer is served until it is :attr:`client_ttl` old
-        (so a client not asked this round keeps its last figures), a client gone is forgotten."""
+        Bounded: :attr:`max_clients` asked per refresh, the least recently asked first,
+        ``concurrency`` at a time, each within :attr:`client_timeout` and all within half an
+        interval; an answer is served until it is :attr:`client_ttl` old (so a client not
+        asked this round keeps its last figures), a client gone is forgotten."""
         now = time.monotonic()
         online = {(g, cid): addr for g, ms in members.items() for addr, cid in ms}
         cache = self._clients
@@ -266,11 +275,19 @@ class ClusterCollector:
             group, client_id = key
             _asked, answered, _addr, table = cache.get(key, (0.0, 0.0, online[key], {}))
 
-            async def call() -> ConsumerRunningInfo:
-                async with asyncio.timeout(self.client_timeout):
-                    return await admin.get_consumer_running_info(group, client_id, broker_addr=groups.get(group))
-
-            info = await self._call(f"running-info-{group}", call)
+            info: ConsumerRunningInfo | None = None
+            async with self._client_sem:
+                try:
+                    async with asyncio.timeout(self.client_timeout):
+                        info = await admin.get_consumer_running_info(group, client_id, broker_addr=groups.get(group))
+                except (RMQError, OSError, TimeoutError) as e:
+                    _rlog.warning(
+                        "exporter-running-info",
+                        "exporter: running info of %s in %s: %s",
+                        clip(client_id),
+                        clip(group),
+                        clip(e) if str(e) else type(e).__name__,
+                    )
             if info is not None:
                 answered, table = time.monotonic(), info.status_table
                 outcome["answered"] += 1
@@ -279,7 +296,14 @@ class ClusterCollector:
             cache[key] = (now, answered, online[key], table)
 
         outcome = {"answered": 0, "failed": 0, "not_asked": len(online) - len(due)}
-        await asyncio.gather(*(ask(k) for k in due))
+        tasks = [asyncio.create_task(ask(k)) for k in due]
+        if tasks:
+            # half an interval for them all: what has not answered by then counts as failed
+            _done, pending = await asyncio.wait(tasks, timeout=max(1.0, self.interval / 2))
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            outcome["failed"] += len(pending)
         for state, n in outcome.items():
             b.set("rmq_exporter_clients", (state,), n)
         for (group, client_id), (_asked, answered, addr, table) in sorted(cache.items()):

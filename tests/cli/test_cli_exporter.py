@@ -45,6 +45,12 @@ async def test_exporter_serves_the_brokers_lag(tmp_path):
     assert value(s, "rocketmq_producer_offset", topic=TOPIC) == 1000
     assert value(s, "rocketmq_group_count", group=GROUP) == 1
     assert value(s, "rmq_exporter_up", broker="broker-a") == 1
+    # the member online is a bare heartbeat that cannot answer GET_CONSUMER_RUNNING_INFO: one
+    # failure counted and logged, no client series, and everything else served all the same
+    assert value(s, "rmq_exporter_clients", state="failed") == 1
+    assert value(s, "rmq_exporter_clients", state="answered") == 0
+    assert not s.get("rocketmq_client_consume_ok_msg_tps")
+    assert "running info of 10.0.0.1@metrics" in exp.log.read_text()
     # rmq's version as the broker serves it (the exporter reads it from the runtime info)
     assert s["rmq_build_info"] == own["rmq_build_info"] and s["rmq_build_info"][0][0]["version"] == rmq.__version__
     # the runtime gauges carry the broker's own labels
