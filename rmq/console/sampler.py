@@ -246,7 +246,13 @@ class PrometheusHistory:
             return hit[1]
         pending = self._inflight.get(range_s)
         if pending is not None:
-            return await asyncio.shield(pending)
+            try:
+                return await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if not pending.cancelled() or (task is not None and task.cancelling()):
+                    raise  # this request was cancelled, not the one it waited for
+            # the request that was asking gave up: ask for this one
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._inflight[range_s] = fut
         try:
