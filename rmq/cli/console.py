@@ -141,11 +141,12 @@ def hash_password_cli(name: str) -> int:
     return 0
 
 
-def _users(args: argparse.Namespace) -> dict[str, str]:
-    """The accounts of ``--users-file`` and ``--admin-user`` (ValueError saying what is wrong)."""
-    from rmq.console.auth import USER_NAME, hash_password, load_users
+def _users(args: argparse.Namespace) -> tuple[dict[str, str], frozenset[str]]:
+    """The accounts of ``--users-file`` and ``--admin-user``, and the read-only ones among them
+    (ValueError saying what is wrong)."""
+    from rmq.console.auth import USER_NAME, hash_password, load_users_file
 
-    users = load_users(args.users_file) if args.users_file else {}
+    users, read_only = load_users_file(args.users_file) if args.users_file else ({}, frozenset[str]())
     if args.admin_user is not None:
         if not USER_NAME.fullmatch(args.admin_user):
             raise ValueError(f"bad --admin-user {args.admin_user!r} (letters, digits, '_', '.', '@', '-'; at most 64)")
@@ -162,6 +163,7 @@ def _users(args: argparse.Namespace) -> dict[str, str]:
                 f"--admin-user needs a password: --admin-password-file FILE, ${PASSWORD_ENV} or --admin-password"
             )
         users[args.admin_user] = hash_password(password)
+        read_only = read_only - {args.admin_user}
     elif args.admin_password or args.admin_password_file:
         raise ValueError("--admin-password needs --admin-user")
     if not users:
@@ -169,7 +171,7 @@ def _users(args: argparse.Namespace) -> dict[str, str]:
             "nobody could log in: give --users-file FILE (make its lines with --hash-password NAME) "
             f"or --admin-user NAME with --admin-password-file FILE or ${PASSWORD_ENV}"
         )
-    return users
+    return users, read_only
 
 
 def run_console_cli(args: argparse.Namespace) -> int:
@@ -187,7 +189,7 @@ def run_console_cli(args: argparse.Namespace) -> int:
         print(f"rmq console: {missing}", file=sys.stderr)
         return EXIT_FAILED
     try:
-        users = _users(args)
+        users, read_only = _users(args)
         namesrv = namesrv_of(args)
         access_key, secret_key = credentials(args)
         tls = client_tls(args)
@@ -201,6 +203,7 @@ def run_console_cli(args: argparse.Namespace) -> int:
         sample_interval=args.sample_interval,
         prometheus_url=args.prometheus_url,
         users=users,
+        read_only_users=read_only,
         host_names=tuple(args.host_name),
         access_key=access_key,
         secret_key=secret_key,
@@ -216,6 +219,7 @@ def run_console(
     sample_interval: float = 10.0,
     prometheus_url: str | None = None,
     users: dict[str, str],
+    read_only_users: frozenset[str] = frozenset(),
     host_names: tuple[str, ...] = (),
     access_key: str | None = None,
     secret_key: str | None = None,
@@ -256,6 +260,7 @@ def run_console(
                     sample_interval=sample_interval,
                     prometheus_url=prometheus_url,
                     users=users,
+                    read_only_users=read_only_users,
                     host_names=host_names,
                     access_key=access_key,
                     secret_key=secret_key,

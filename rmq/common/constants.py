@@ -90,6 +90,17 @@ class MixAll:
         return MixAll.RETRY_GROUP_TOPIC_PREFIX + group
 
     @staticmethod
+    def broker_vip_channel(is_change: bool, broker_addr: str) -> str:
+        """Java ``MixAll.brokerVIPChannel``: ``host:port-2`` (the broker's fast remoting
+        server) when ``is_change``, else ``broker_addr`` as it is."""
+        if not is_change:
+            return broker_addr
+        host, sep, port = broker_addr.rpartition(":")
+        if not sep or not port.isdigit():
+            return broker_addr
+        return f"{host}:{int(port) - 2}"
+
+    @staticmethod
     def get_dlq_topic(group: str) -> str:
         return MixAll.DLQ_GROUP_TOPIC_PREFIX + group
 

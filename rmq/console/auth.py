@@ -11,6 +11,11 @@ value is a salted scrypt hash made by ``rmq console --hash-password NAME``::
 A line that is not ``name=hash`` of that form stops the start naming its line number (never
 its text: it may hold a password pasted by mistake).
 
+Roles, as the dashboard's ``name=password,1`` marks its admins: ``name=hash,0`` is a read-only
+account (it sees every page but changes nothing, and the ACL page is not shown to it);
+``name=hash,1`` or no suffix is an admin (rmq's earlier files have no suffix and their accounts
+could always change the cluster, so no suffix keeps meaning admin, unlike the dashboard).
+
 Hashing (scrypt, 16 MiB, ~50 ms) is blocking work: the server runs :func:`verify_password`
 in a thread, never on the event loop.
 """
@@ -34,7 +39,9 @@ __all__ = [
     "SessionTable",
     "hash_password",
     "load_users",
+    "load_users_file",
     "parse_users",
+    "parse_users_file",
     "verify_password",
     "USER_NAME",
 ]
@@ -76,7 +83,14 @@ def verify_password(password: str, encoded: str) -> bool:
 
 def parse_users(text: str, source: str) -> dict[str, str]:
     """``{name: hash}`` from a users file's text. ValueError names ``source`` and the line."""
+    return parse_users_file(text, source)[0]
+
+
+def parse_users_file(text: str, source: str) -> tuple[dict[str, str], frozenset[str]]:
+    """``({name: hash}, read-only names)`` from a users file's text (``name=hash[,0|1]``, see
+    the module docstring). ValueError names ``source`` and the line."""
     users: dict[str, str] = {}
+    read_only: set[str] = set()
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith(("#", "!")):
@@ -88,27 +102,40 @@ def parse_users(text: str, source: str) -> dict[str, str]:
                 f"{source}: line {no}: expected name=scrypt$... with a name of letters, digits, "
                 "'_', '.', '@' or '-' (at most 64)"
             )
+        value, comma, role = value.partition(",")
+        value, role = value.strip(), role.strip()
         if _HASH.fullmatch(value) is None:
             raise ValueError(
                 f"{source}: line {no}: the password of {name} is not a scrypt hash "
                 "(make one with: rmq console --hash-password NAME)"
             )
+        if comma and role not in ("0", "1"):
+            raise ValueError(f"{source}: line {no}: the role of {name} must be ,0 (read-only) or ,1 (admin)")
         users[name] = value
-    return users
+        if role == "0":
+            read_only.add(name)
+        else:
+            read_only.discard(name)
+    return users, frozenset(read_only)
 
 
 def load_users(path: str) -> dict[str, str]:
     """Read a users file (see the module docstring). ValueError when it cannot be read or used
     or has no user."""
+    return load_users_file(path)[0]
+
+
+def load_users_file(path: str) -> tuple[dict[str, str], frozenset[str]]:
+    """:func:`load_users` and the file's read-only names (``name=hash,0``)."""
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read(1 << 20)
     except (OSError, UnicodeDecodeError) as e:
         raise ValueError(f"cannot read the console's users file {path}: {e}") from None
-    users = parse_users(text, path)
+    users, read_only = parse_users_file(text, path)
     if not users:
         raise ValueError(f"the console's users file {path} has no user")
-    return users
+    return users, read_only
 
 
 @dataclass

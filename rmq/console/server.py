@@ -29,8 +29,10 @@ Guards, in this order, on every request (:meth:`ConsoleServer._guard`):
 from __future__ import annotations
 
 import asyncio
+import csv
 import functools
 import hmac
+import io
 import ipaddress
 import json
 import logging
@@ -47,6 +49,7 @@ from aiohttp import web
 
 from rmq import __version__
 from rmq.client.admin import Admin, AdminError
+from rmq.common.constants import TopicValidator
 from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import BrokerResponseError, RemotingError
 
@@ -76,6 +79,12 @@ _SECURITY_HEADERS = {
 _HOST_NAME = re.compile(r"[a-z0-9_.\-]{1,253}|[0-9a-f:.]{2,45}")
 #: The header every write carries the session's CSRF token in.
 CSRF_HEADER = "X-CSRF-Token"
+#: Reads only an admin account may make (the ACL accounts: names and rights of the cluster's users).
+ADMIN_READS = frozenset({"/api/acl"})
+#: Name server addresses the OPS page remembers (the current one and those switched to).
+MAX_KNOWN_NAMESRVS = 16
+#: Items of an ACL list (an account's topic or group rights, the global white list).
+MAX_ACL_ITEMS = 1000
 
 
 @functools.cache
@@ -93,6 +102,8 @@ class ConsoleConfig:
         namesrv_addr: the name server(s), ``"host:port"`` or ``"h1:p1;h2:p2"``.
         users: ``{name: scrypt hash}`` who may log in (see :mod:`rmq.console.auth`); at least
             one is required (default none: ``ConsoleServer`` refuses to be built).
+        read_only_users: names among ``users`` that may only read (default none: every user
+            is an admin); they get 403 for every write and for the ACL page.
         host_names: names (or addresses) a ``Host`` header may carry besides loopback ones and
             ``host`` (default none); what a proxy or a DNS name in front of the console uses.
         access_key / secret_key: ACL credentials the console signs its cluster requests with
@@ -133,6 +144,7 @@ class ConsoleConfig:
     max_topics_sampled: int = 64
     max_body_bytes: int = 256 * 1024
     users: dict[str, str] = field(default_factory=dict)
+    read_only_users: frozenset[str] = frozenset()
     host_names: tuple[str, ...] = ()
     access_key: str | None = None
     secret_key: str | None = None
@@ -219,6 +231,9 @@ class ConsoleServer:
         bad = [u for u in config.users if not USER_NAME.fullmatch(u)]
         if bad:
             raise ValueError(f"bad console user name {bad[0]!r} (letters, digits, '_', '.', '@', '-'; at most 64)")
+        unknown = sorted(set(config.read_only_users) - set(config.users))
+        if unknown:
+            raise ValueError(f"read-only console user {unknown[0]!r} is not a user")
         self._host_names = check_host_names(config.host_names)
         self.config = config
         self.sessions = SessionTable(
@@ -233,13 +248,13 @@ class ConsoleServer:
         # scrypt takes 16 MiB and tens of ms in a thread: two at once, at most 16 waiting
         self._login_gate = asyncio.Semaphore(2)
         self._logins_waiting = 0
-        self.admin = Admin(
-            config.namesrv_addr,
-            timeout=config.admin_timeout,
-            access_key=config.access_key,
-            secret_key=config.secret_key,
-            tls=config.tls,
-        )
+        # the OPS page's client options (the name server, the VIP channel, TLS), switchable
+        self.namesrv_addr = config.namesrv_addr
+        self.known_namesrvs: list[str] = [config.namesrv_addr]
+        self.vip_channel = False
+        self.use_tls = bool(config.tls)
+        self.admin = self._new_admin(self.namesrv_addr, self.vip_channel, self.use_tls)
+        self._switch_lock = asyncio.Lock()
         self.service = ConsoleService(self.admin)
         self.sampler = TpsSampler(
             self.service, interval=config.sample_interval, history=config.history, max_topics=config.max_topics_sampled
@@ -320,6 +335,28 @@ class ConsoleServer:
         )
         r.add_get("/api/dlq", get(lambda q: s.dlq_messages(_str(q.query, "group"), *_range(q))))
         r.add_get("/api/dashboard", get(self._dashboard))
+        r.add_get("/api/dlq/export", self._dlq_export)
+        # the pages of rocketmq-dashboard's message trace, ACL, OPS and RocketMQ 5 views
+        r.add_get(
+            "/api/trace",
+            get(
+                lambda q: s.message_trace(
+                    msg_id=_str(q.query, "msgId", required=False, limit=128),
+                    key=_str(q.query, "key", required=False, limit=128),
+                    topic=_str(q.query, "topic", required=False, limit=255),
+                    trace_topic=_str(q.query, "traceTopic", required=False, limit=255)
+                    or TopicValidator.RMQ_SYS_TRACE_TOPIC,
+                )
+            ),
+        )
+        r.add_get("/api/acl", get(lambda q: s.acl()))
+        r.add_get("/api/ops", get(self._ops))
+        r.add_get("/api/v5/types", get(lambda q: s.v5_topic_types()))
+        r.add_get("/api/v5/timers", get(lambda q: s.v5_timers()))
+        r.add_get(
+            "/api/v5/mode",
+            get(lambda q: s.consume_mode(_str(q.query, "topic", limit=255), _str(q.query, "group", limit=255))),
+        )
         post = self._write
         r.add_post("/api/topic", post(self._topic_update))
         r.add_post("/api/topic/delete", post(lambda b: s.delete_topic(_str(b, "topic"))))
@@ -350,13 +387,124 @@ class ConsoleServer:
             ),
         )
         r.add_post("/api/dlq/resend", post(self._dlq_resend))
+        r.add_post("/api/acl/account", post(lambda b: s.acl_update(_acl_account(b))))
+        r.add_post("/api/acl/delete", post(lambda b: s.acl_delete(_access_key(b.get("accessKey")))))
+        r.add_post("/api/acl/white", post(lambda b: s.acl_white_list(_addr_list(b.get("addrs"), "addrs"))))
+        r.add_post("/api/ops/namesrv", post(self._ops_namesrv))
+        r.add_post("/api/ops/client", post(self._ops_client))
+        r.add_post(
+            "/api/v5/mode",
+            post(
+                lambda b: s.set_consume_mode(
+                    _str(b, "topic", limit=255),
+                    _str(b, "group", limit=255),
+                    _str(b, "mode", limit=8),
+                    _int(str(b.get("popShareQueueNum", "")), "popShareQueueNum", 0),
+                )
+            ),
+        )
         return app
 
     async def _index(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC_DIR / "index.html")
 
     async def _version(self, request: web.Request) -> Any:
-        return {"version": __version__, "namesrvAddr": self.config.namesrv_addr}
+        return {"version": __version__, "namesrvAddr": self.namesrv_addr}
+
+    # -- OPS: the console's own client (the dashboard's OpsController) ------------------------
+
+    def _new_admin(self, namesrv_addr: str, vip_channel: bool, use_tls: bool) -> Admin:
+        c = self.config
+        tls = (c.tls if c.tls else True) if use_tls else None
+        return Admin(
+            namesrv_addr,
+            timeout=c.admin_timeout,
+            access_key=c.access_key,
+            secret_key=c.secret_key,
+            tls=tls,
+            vip_channel=vip_channel,
+        )
+
+    async def _ops(self, request: web.Request) -> Any:
+        return self.ops_state()
+
+    def ops_state(self) -> dict[str, Any]:
+        """What the OPS page shows: the name server in use, those known, the VIP and TLS options."""
+        return {
+            "namesrvAddr": self.namesrv_addr,
+            "namesrvAddrs": list(self.known_namesrvs),
+            "vipChannel": self.vip_channel,
+            "tls": self.use_tls,
+        }
+
+    async def _ops_namesrv(self, b: dict[str, Any]) -> Any:
+        addr = _namesrv_addr(b.get("namesrvAddr"))
+        await self._switch(addr, self.vip_channel, self.use_tls)
+        return self.ops_state()
+
+    async def _ops_client(self, b: dict[str, Any]) -> Any:
+        vip, tls = b.get("vipChannel", self.vip_channel), b.get("tls", self.use_tls)
+        if not isinstance(vip, bool) or not isinstance(tls, bool):
+            raise ValueError("vipChannel and tls must be true or false")
+        await self._switch(self.namesrv_addr, vip, tls)
+        return self.ops_state()
+
+    async def _switch(self, namesrv_addr: str, vip_channel: bool, use_tls: bool) -> None:
+        """Point the console at ``namesrv_addr`` with these client options, once a new admin
+        has read the cluster through them: GET_BROKER_CLUSTER_INFO from the name server (at
+        least one master), then GET_BROKER_RUNTIME_INFO and GET_BROKER_CONSUME_STATS from each
+        master (two reads the pages make; through the VIP channel when it is on, where an rmq
+        broker answers only its slave's codes). Any failure leaves the console as it was."""
+        async with self._switch_lock:
+            new = self._new_admin(namesrv_addr, vip_channel, use_tls)
+            try:
+                info = await new.examine_broker_cluster_info()
+                masters = info.master_addrs()
+                if not masters:
+                    raise AdminError("the name server knows no master broker")
+                for addr in masters.values():
+                    await new.fetch_broker_runtime_stats(addr)
+                    await new.fetch_consume_stats_in_broker(addr)
+            except (AdminError, BrokerResponseError, RemotingError, OSError, TimeoutError) as e:
+                await new.close()
+                on = {True: "on", False: "off"}
+                what = f"name server {namesrv_addr}, VIP channel {on[vip_channel]}, TLS {on[use_tls]}"
+                raise ApiError(
+                    502, f"not switched: the cluster does not answer with {what}: {e or type(e).__name__}"
+                ) from None
+            except BaseException:
+                await new.close()
+                raise
+            old, self.admin = self.admin, new
+            self.service.admin = new
+            self.namesrv_addr, self.vip_channel, self.use_tls = namesrv_addr, vip_channel, use_tls
+            if namesrv_addr not in self.known_namesrvs:
+                self.known_namesrvs.append(namesrv_addr)
+                del self.known_namesrvs[:-MAX_KNOWN_NAMESRVS]
+            self._cache.clear()
+            log.info("console: now using %s (VIP channel %s, TLS %s)", namesrv_addr, vip_channel, use_tls)
+        await old.close()
+
+    async def _dlq_export(self, request: web.Request) -> web.StreamResponse:
+        """``GET /api/dlq/export?group&begin&end&format=csv|json``: the dead letters a search
+        shows (at most ``MAX_TIME_RANGE_MESSAGES``, the newest), as a file to save."""
+        fmt = request.query.get("format", "csv")
+        if fmt not in ("csv", "json"):
+            return web.json_response({"error": "format must be csv or json"}, status=400)
+
+        async def rows() -> Any:
+            return await self.service.dlq_messages(_str(request.query, "group", limit=255), *_range(request))
+
+        status, data = await self._run(rows)
+        if status != 200:
+            return web.json_response(data, status=status)
+        group = re.sub(r"[^A-Za-z0-9_.\-]", "_", request.query.get("group", "group"))[:64]
+        body = export_rows(data["messages"], fmt)
+        return web.Response(
+            text=body,
+            content_type="text/csv" if fmt == "csv" else "application/json",
+            headers={"Content-Disposition": f'attachment; filename="dlq-{group}.{fmt}"'},
+        )
 
     async def _messages(self, request: web.Request) -> Any:
         q = request.query
@@ -443,6 +591,11 @@ class ConsoleServer:
         session = self.sessions.get(request.cookies.get(self.cookie_name))
         if session is None:
             return web.json_response({"error": "not logged in (or the session expired): log in again"}, status=401)
+        read_only = session.user in self.config.read_only_users
+        if read_only and (path in ADMIN_READS or (request.method not in ("GET", "HEAD") and path != "/api/logout")):
+            return web.json_response(
+                {"error": f"{session.user} is a read-only account: only an admin account may do this"}, status=403
+            )
         if request.method not in ("GET", "HEAD"):
             problem = _check_write(request)
             if problem is None:
@@ -495,7 +648,9 @@ class ConsoleServer:
         self.logins.succeeded(who)
         token, session = self.sessions.create(user)
         log.info("console: %s logged in from %s", user, who)
-        response = web.json_response({"username": user, "csrfToken": session.csrf})
+        response = web.json_response(
+            {"username": user, "csrfToken": session.csrf, "admin": user not in self.config.read_only_users}
+        )
         response.set_cookie(self.cookie_name, token, path="/", httponly=True, samesite="Strict")
         return response
 
@@ -511,7 +666,13 @@ class ConsoleServer:
         session = self.sessions.get(request.cookies.get(self.cookie_name))
         if session is None:  # (the guard let it through a moment ago: it cannot end in between)
             return web.json_response({"error": "not logged in"}, status=401)
-        return web.json_response({"username": session.user, "csrfToken": session.csrf})
+        return web.json_response(
+            {
+                "username": session.user,
+                "csrfToken": session.csrf,
+                "admin": session.user not in self.config.read_only_users,
+            }
+        )
 
     async def _dashboard(self, request: web.Request) -> dict[str, Any]:
         """``GET /api/dashboard[?range=seconds]``: the TPS history, from Prometheus when the
@@ -642,6 +803,104 @@ def _check_write(request: web.Request) -> str | None:
     if origin is not None and origin != f"{request.scheme}://{request.host}":
         return "writes are accepted from the console's own pages only"
     return None
+
+
+_PERMS = frozenset({"DENY", "PUB", "SUB", "PUB|SUB"})
+_NAMESRV = re.compile(r"[A-Za-z0-9_.\-]{1,253}:(\d{1,5})")
+
+
+def _access_key(v: Any) -> str:
+    # Java PlainPermissionManager: an accessKey longer than 6 characters; bounded here
+    if not isinstance(v, str) or not 6 < len(v.strip()) <= 128 or any(c.isspace() for c in v.strip()):
+        raise ValueError("accessKey must be 7 to 128 characters without spaces")
+    return v.strip()
+
+
+def _perm(v: Any, name: str) -> str:
+    v = v or "DENY"
+    if v not in _PERMS:
+        raise ValueError(f"{name} must be one of DENY, PUB, SUB, PUB|SUB")
+    return str(v)
+
+
+def _perm_list(v: Any, name: str) -> list[str]:
+    if v is None or v == "":
+        return []
+    if not isinstance(v, list) or len(v) > MAX_ACL_ITEMS:
+        raise ValueError(f"{name} must be a list of at most {MAX_ACL_ITEMS} items name=PERM")
+    out = []
+    for item in v:
+        if not isinstance(item, str) or len(item) > 300 or "=" not in item:
+            raise ValueError(f"{name}: each item is name=PERM (at most 300 characters)")
+        n, _, p = item.strip().partition("=")
+        out.append(f"{n.strip()}={_perm(p.strip(), name)}")
+    return out
+
+
+def _acl_account(b: dict[str, Any]) -> dict[str, Any]:
+    """An account of the ACL page's form, checked (the broker checks again)."""
+    secret = b.get("secretKey") or ""
+    if not isinstance(secret, str) or (secret and not 6 < len(secret) <= 128):
+        raise ValueError("secretKey must be 7 to 128 characters (empty: keep the account's)")
+    admin = b.get("admin", False)
+    if not isinstance(admin, bool):
+        raise ValueError("admin must be true or false")
+    return {
+        "accessKey": _access_key(b.get("accessKey")),
+        "secretKey": secret,
+        "admin": admin,
+        "whiteRemoteAddress": _str(b, "whiteRemoteAddress", required=False, limit=256),
+        "defaultTopicPerm": _perm(b.get("defaultTopicPerm"), "defaultTopicPerm"),
+        "defaultGroupPerm": _perm(b.get("defaultGroupPerm"), "defaultGroupPerm"),
+        "topicPerms": _perm_list(b.get("topicPerms"), "topicPerms"),
+        "groupPerms": _perm_list(b.get("groupPerms"), "groupPerms"),
+    }
+
+
+def _addr_list(v: Any, name: str) -> list[str]:
+    if not isinstance(v, list) or len(v) > MAX_ACL_ITEMS or not all(isinstance(a, str) and len(a) <= 256 for a in v):
+        raise ValueError(f"{name} must be a list of at most {MAX_ACL_ITEMS} addresses (256 characters each)")
+    return [a.strip() for a in v if a.strip()]
+
+
+def _namesrv_addr(v: Any) -> str:
+    """``host:port[;host:port...]``, at most 8 addresses, ports 1..65535; ValueError otherwise."""
+    if not isinstance(v, str) or not v.strip() or len(v) > 1024:
+        raise ValueError("namesrvAddr must be host:port (several separated by ';')")
+    addrs = [a.strip() for a in v.split(";") if a.strip()]
+    if not 0 < len(addrs) <= 8:
+        raise ValueError("namesrvAddr: 1 to 8 addresses host:port separated by ';'")
+    for a in addrs:
+        m = _NAMESRV.fullmatch(a)
+        if m is None or not 0 < int(m[1]) <= 65535:
+            raise ValueError(f"bad name server address {clip(a, 80)!r} (expected host:port, port 1..65535)")
+    return ";".join(addrs)
+
+
+def export_rows(messages: list[dict[str, Any]], fmt: str) -> str:
+    """Message rows as CSV (a header line; a cell starting with ``= + - @`` gets a leading
+    ``'`` so a spreadsheet does not run it as a formula) or as a JSON array."""
+    cols = (
+        "msgId",
+        "offsetMsgId",
+        "topic",
+        "tags",
+        "keys",
+        "storeTimestamp",
+        "bornHost",
+        "reconsumeTimes",
+        "bodySize",
+        "preview",
+    )
+    if fmt == "json":
+        return json.dumps([{c: m.get(c) for c in cols} for m in messages], ensure_ascii=False, indent=1)
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\r\n")
+    w.writerow(cols)
+    for m in messages:
+        cells = [" ".join(m[c]) if c == "keys" else m.get(c, "") for c in cols]
+        w.writerow([("'" + v) if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") else v for v in cells])
+    return out.getvalue()
 
 
 def _range(request: web.Request) -> tuple[int, int]:

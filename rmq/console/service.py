@@ -20,13 +20,17 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from rmq.client.admin import Admin, AdminError
+from rmq.client.trace import TraceContext, TraceType, decode_trace_data
 from rmq.common.constants import MixAll, PermName, TopicValidator
+from rmq.common.log import clip
+from rmq.common.message import MessageConst, java_str
 from rmq.common.route import TopicRouteData
 from rmq.common.topic_attributes import message_type_of_attributes
 from rmq.errors import BrokerResponseError, RemotingError
 from rmq.protocol.body.conns import version_desc
 from rmq.protocol.body.stats import ConsumeStats
 from rmq.protocol.codes import ResponseCode
+from rmq.protocol.requests.acl import PlainAccessConfig
 from rmq.types import MessageExt, MessageQueue
 
 __all__ = [
@@ -56,6 +60,10 @@ ROW_PREVIEW_BYTES = 120
 MAX_TEST_BODY = 64 * 1024
 #: Groups whose connections the group list looks up (beyond it: "?" online).
 MAX_GROUP_LOOKUPS = 500
+#: Messages a trace lookup by key shows (their traces each).
+MAX_TRACE_MESSAGES = 64
+#: Rows of the RocketMQ 5 tables (topic types, pending timers).
+MAX_V5_ROWS = 2000
 
 
 #: The groups a broker creates itself (Java ``SubscriptionGroupManager.init``) and the tools'
@@ -648,11 +656,28 @@ class ConsoleService:
             "bodyCrc": msg.body_crc,
             "commitLogOffset": msg.commit_log_offset,
         }
+        # A dead letter: its group's handler failed it maxReconsumeTimes times, and the broker
+        # moved it to %DLQ%<group> (Java SendMessageProcessor.consumerSendMsgBack). The group's
+        # offset on the topic is past it, which the offset test below would read as CONSUMED
+        # (the dashboard's messageTrackDetail does); it was not consumed, so it reads DEAD_LETTER.
+        dead: list[dict[str, Any]] = []
+        owner = ""
+        if real_topic.startswith(MixAll.DLQ_GROUP_TOPIC_PREFIX):
+            owner = real_topic[len(MixAll.DLQ_GROUP_TOPIC_PREFIX) :]
+            dead.append(
+                {
+                    "group": owner,
+                    "status": "DEAD_LETTER",
+                    "error": f"failed {msg.reconsume_times} time(s) in {owner}, then moved to {real_topic}: "
+                    "not consumed (resend it to the group)",
+                }
+            )
         try:
             groups = await self.admin.query_topic_consume_by_who(real_topic)
         except (AdminError, BrokerResponseError) as e:
-            out["tracks"] = [{"group": "", "status": "UNKNOWN", "error": str(e)}]
+            out["tracks"] = dead or [{"group": "", "status": "UNKNOWN", "error": str(e)}]
             return out
+        groups = [g for g in groups if g != owner]
 
         async def track(group: str) -> dict[str, Any]:
             row: dict[str, Any] = {"group": group}
@@ -683,7 +708,7 @@ class ConsoleService:
                     row["status"] = "NOT_ONLINE"
             return row
 
-        out["tracks"] = await _bounded(groups, track)
+        out["tracks"] = dead + await _bounded(groups, track)
         return out
 
     async def resend(
@@ -753,6 +778,312 @@ class ConsoleService:
                 out.append({"msgId": mid, "ok": True, **await self.resend(mid, group, topic=dlq)})
             except (AdminError, BrokerResponseError, LookupError, ValueError) as e:
                 out.append({"msgId": mid, "ok": False, "error": str(e)})
+        return out
+
+    # -- message trace (the dashboard's MessageTraceServiceImpl) ------------------------------
+
+    async def message_trace(
+        self,
+        *,
+        msg_id: str = "",
+        key: str = "",
+        topic: str = "",
+        trace_topic: str = TopicValidator.RMQ_SYS_TRACE_TOPIC,
+    ) -> dict[str, Any]:
+        """The traces of one message (``msg_id``, its client id) or of the messages with
+        ``key`` (of ``topic`` when given), read from ``trace_topic`` by the broker's index (the
+        trace messages are keyed by the traced message's id and keys, Java
+        ``AsyncTraceDispatcher``) and decoded as ``TraceDataEncoder`` writes them (rmq's trace
+        reader, :func:`rmq.client.trace.decode_trace_data`). Per message: its Pub hop, one Sub
+        hop per consume attempt (a SubBefore and its SubAfter, paired by request id: the start
+        is the SubBefore's time, the cost and status the SubAfter's; ``pending`` while there
+        is no SubAfter), and EndTransaction hops. At most ``MAX_TRACE_MESSAGES`` messages."""
+        needle = msg_id or key
+        if not needle:
+            raise ValueError("msgId or key is required")
+        try:
+            found = await self.admin.query_message_by_key(trace_topic, needle, max_num=MAX_KEY_MESSAGES, end=now_ms())
+        except AdminError as e:
+            if "no route for topic" not in str(e):
+                raise
+            raise LookupError(
+                f"no trace topic {trace_topic}: no message trace was ever written there (start the broker with "
+                "traceTopicEnable=true and the clients with trace=True; Java: enableMsgTrace)"
+            ) from None
+        by_id: dict[str, dict[str, Any]] = {}
+        befores: dict[tuple[str, str], dict[str, Any]] = {}
+        afters: list[tuple[str, TraceContext]] = []
+        for tm in found.messages:
+            host = tm.born_host.rsplit(":", 1)[0] if tm.born_host else ""
+            for ctx in decode_trace_data(tm.body.decode("utf-8", "replace")):
+                bean = ctx.trace_beans[0]
+                mid = java_str(bean.msg_id)
+                if msg_id and mid != msg_id:
+                    continue
+                if not msg_id and needle not in (java_str(bean.keys) or "").split(MessageConst.KEY_SEPARATOR):
+                    continue
+                if mid not in by_id:
+                    if len(by_id) >= MAX_TRACE_MESSAGES:
+                        continue
+                    by_id[mid] = {
+                        "msgId": mid,
+                        "topic": "",
+                        "tags": "",
+                        "keys": "",
+                        "pub": None,
+                        "subs": [],
+                        "transactions": [],
+                    }
+                m = by_id[mid]
+                hop: dict[str, Any] = {
+                    "type": ctx.trace_type,
+                    "group": java_str(ctx.group_name),
+                    "clientHost": java_str(bean.client_host) or host,
+                    "timestamp": ctx.time_stamp,
+                    "costTime": ctx.cost_time,
+                    "status": "success" if ctx.success else "failed",
+                }
+                if ctx.trace_type == TraceType.PUB:
+                    m.update(topic=java_str(bean.topic), tags=java_str(bean.tags), keys=java_str(bean.keys))
+                    hop.update(storeHost=java_str(bean.store_host), offsetMsgId=java_str(bean.offset_msg_id))
+                    m["pub"] = hop
+                elif ctx.trace_type == TraceType.SUB_BEFORE:
+                    hop.update(type="Sub", status="pending", costTime=0, retryTimes=bean.retry_times)
+                    m["subs"].append(hop)
+                    befores[(mid, java_str(ctx.request_id))] = hop
+                elif ctx.trace_type == TraceType.SUB_AFTER:
+                    afters.append((mid, ctx))
+                elif ctx.trace_type == TraceType.END_TRANSACTION:
+                    hop.update(transactionState=java_str(bean.transaction_state))
+                    m["transactions"].append(hop)
+        for mid, ctx in afters:
+            sub = befores.get((mid, java_str(ctx.request_id)))
+            if sub is None:  # its SubBefore is not (yet) indexed: a hop of its own, time unknown
+                if mid in by_id:
+                    by_id[mid]["subs"].append(
+                        {
+                            "type": "Sub",
+                            "group": java_str(ctx.group_name),
+                            "clientHost": "",
+                            "timestamp": 0,
+                            "costTime": ctx.cost_time,
+                            "status": "success" if ctx.success else "failed",
+                            "retryTimes": 0,
+                        }
+                    )
+                continue
+            sub["costTime"] = ctx.cost_time
+            sub["status"] = "success" if ctx.success else "failed"
+        messages = [m for m in by_id.values() if not topic or not m["topic"] or m["topic"] == topic]
+        for m in messages:
+            m["subs"].sort(key=lambda h: (h["group"], h["timestamp"]))
+        return {"traceTopic": trace_topic, "messages": messages, "limit": MAX_TRACE_MESSAGES}
+
+    # -- ACL (the dashboard's AclServiceImpl, 4.x plain ACL) ---------------------------------
+
+    async def _acl_configs(self) -> tuple[list[dict[str, Any]], list[tuple[str, dict[str, Any]]]]:
+        """Each master's GET_BROKER_CLUSTER_ACL_CONFIG: ``(rows, [(addr, config)])``, a row per
+        master with its error when it refuses (``aclEnable=false`` among them)."""
+        info = await self.admin.examine_broker_cluster_info()
+        masters = sorted(info.master_addrs().items())
+        rows: list[dict[str, Any]] = []
+        configs: list[tuple[str, dict[str, Any]]] = []
+
+        async def one(item: tuple[str, str]) -> None:
+            name, addr = item
+            row: dict[str, Any] = {"brokerName": name, "addr": addr}
+            rows.append(row)
+            try:
+                configs.append((addr, await self.admin.examine_broker_cluster_acl_config(addr)))
+                row["aclEnabled"] = True
+            except (AdminError, BrokerResponseError) as e:
+                row["aclEnabled"] = False
+                row["error"] = e.remark or str(e)
+
+        await _bounded(masters, one)
+        rows.sort(key=lambda r: r["brokerName"])
+        return rows, configs
+
+    async def acl(self) -> dict[str, Any]:
+        """The ACL accounts and global white list of every master with ACL on (accounts merged
+        by accessKey, each naming its brokers). Secret keys never leave the console: an account
+        shows ``secretKey`` as a mask. ``enabled`` is False when no master has ACL on."""
+        rows, configs = await self._acl_configs()
+        accounts: dict[str, dict[str, Any]] = {}
+        white: set[str] = set()
+        for addr, cfg in configs:
+            name = next((r["brokerName"] for r in rows if r["addr"] == addr), addr)
+            white.update(str(a) for a in cfg.get("globalWhiteAddrs") or [])
+            for a in cfg.get("plainAccessConfigs") or []:
+                ak = str(a.get("accessKey", ""))
+                row = accounts.setdefault(
+                    ak,
+                    {
+                        "accessKey": ak,
+                        "secretKey": "******",
+                        "admin": bool(a.get("admin", False)),
+                        "whiteRemoteAddress": a.get("whiteRemoteAddress") or "",
+                        "defaultTopicPerm": a.get("defaultTopicPerm") or "",
+                        "defaultGroupPerm": a.get("defaultGroupPerm") or "",
+                        "topicPerms": list(a.get("topicPerms") or []),
+                        "groupPerms": list(a.get("groupPerms") or []),
+                        "brokers": [],
+                    },
+                )
+                row["brokers"].append(name)
+        return {
+            "enabled": bool(configs),
+            "brokers": rows,
+            "accounts": sorted(accounts.values(), key=lambda r: r["accessKey"]),
+            "globalWhiteAddrs": sorted(white),
+        }
+
+    async def _acl_masters(self) -> list[tuple[str, dict[str, Any]]]:
+        rows, configs = await self._acl_configs()
+        if not configs:
+            why = "; ".join(f"{r['brokerName']}: {r.get('error', '')}" for r in rows) or "no master broker"
+            raise AdminError(f"ACL is off on every broker (aclEnable=false), nothing to change ({why})")
+        return configs
+
+    async def acl_update(self, account: dict[str, Any]) -> list[str]:
+        """Create or update one account on every master with ACL on (UPDATE_AND_CREATE_ACL_CONFIG,
+        Java ``PlainAccessConfig``). ``secretKey`` may be left empty for an account that exists:
+        its current secret is kept (the page never holds it)."""
+        ak = account["accessKey"]
+        configs = await self._acl_masters()
+        secret = account.get("secretKey") or ""
+        if not secret:
+            for _, cfg in configs:
+                for a in cfg.get("plainAccessConfigs") or []:
+                    if a.get("accessKey") == ak and a.get("secretKey"):
+                        secret = str(a["secretKey"])
+            if not secret:
+                raise ValueError(f"secretKey is required for a new account ({ak} is on no broker)")
+        config = PlainAccessConfig(
+            access_key=ak,
+            secret_key=secret,
+            white_remote_address=account.get("whiteRemoteAddress") or "",
+            admin=bool(account.get("admin", False)),
+            default_topic_perm=account.get("defaultTopicPerm") or "DENY",
+            default_group_perm=account.get("defaultGroupPerm") or "DENY",
+            topic_perms=list(account.get("topicPerms") or []),
+            group_perms=list(account.get("groupPerms") or []),
+        )
+        done = []
+        for addr, _ in configs:
+            await self.admin.create_and_update_plain_access_config(addr, config)
+            done.append(addr)
+        return done
+
+    async def acl_delete(self, access_key: str) -> list[str]:
+        """Delete one account from every master with ACL on that has it (DELETE_ACL_CONFIG)."""
+        configs = await self._acl_masters()
+        done = []
+        for addr, cfg in configs:
+            if any(a.get("accessKey") == access_key for a in cfg.get("plainAccessConfigs") or []):
+                await self.admin.delete_plain_access_config(addr, access_key)
+                done.append(addr)
+        if not done:
+            raise LookupError(f"no broker has the ACL account {access_key}")
+        return done
+
+    async def acl_white_list(self, addrs: list[str]) -> list[str]:
+        """Replace the global white list on every master with ACL on (UPDATE_GLOBAL_WHITE_ADDRS_CONFIG)."""
+        configs = await self._acl_masters()
+        done = []
+        for addr, _ in configs:
+            await self.admin.update_global_white_addr_config(addr, addrs)
+            done.append(addr)
+        return done
+
+    # -- RocketMQ 5 views ---------------------------------------------------------------------
+
+    async def v5_topic_types(self) -> list[dict[str, Any]]:
+        """Each user topic of every master with its Java 5 ``message.type`` (from the topic's
+        attributes; ``""`` for an untyped topic), one GET_ALL_TOPIC_CONFIG per master."""
+        info = await self.admin.examine_broker_cluster_info()
+        out: dict[str, dict[str, Any]] = {}
+
+        async def one(item: tuple[str, str]) -> None:
+            name, addr = item
+            wrapper = await self.admin.get_user_topic_config(addr)
+            for t, cfg in wrapper.topic_config_table.items():
+                attrs = cfg.get("attributes") if isinstance(cfg, dict) else None
+                mt = message_type_of_attributes(attrs if isinstance(attrs, dict) else None)
+                row = out.setdefault(
+                    t, {"topic": t, "messageType": str(mt.value) if mt is not None else "", "brokers": []}
+                )
+                row["brokers"].append(name)
+
+        await _bounded(sorted(info.master_addrs().items()), one)
+        return sorted(out.values(), key=lambda r: r["topic"])[:MAX_V5_ROWS]
+
+    async def v5_timers(self) -> dict[str, Any]:
+        """Pending timer messages per broker (GET_TIMER_METRICS: per real topic, count and last
+        change) and the timer store's runtime figures (GET_BROKER_RUNTIME_INFO's ``timer*``
+        keys, Java ``prepareRuntimeInfo``)."""
+        info = await self.admin.examine_broker_cluster_info()
+        brokers: list[dict[str, Any]] = []
+        topics: list[dict[str, Any]] = []
+
+        async def one(item: tuple[str, str]) -> None:
+            name, addr = item
+            row: dict[str, Any] = {"brokerName": name, "addr": addr}
+            brokers.append(row)
+            try:
+                kv = await self.admin.fetch_broker_runtime_stats(addr)
+                row.update({k: first_number(v) for k, v in kv.items() if k.startswith("timer")})
+                metrics = await self.admin.get_timer_metrics(addr)
+            except (AdminError, BrokerResponseError) as e:
+                row["error"] = str(e)
+                return
+            for t, (count, changed) in metrics.items():
+                topics.append({"brokerName": name, "topic": t, "count": count, "lastChange": changed})
+
+        await _bounded(sorted(info.master_addrs().items()), one)
+        brokers.sort(key=lambda r: r["brokerName"])
+        topics.sort(key=lambda r: (-r["count"], r["topic"]))
+        return {"brokers": brokers, "topics": topics[:MAX_V5_ROWS]}
+
+    async def set_consume_mode(self, topic: str, group: str, mode: str, pop_share_queue_num: int) -> list[str]:
+        """SET_MESSAGE_REQUEST_MODE on every master of ``topic``'s route (Java
+        ``SetConsumeModeSubCommand``): ``mode`` PULL or POP, ``pop_share_queue_num`` 0..1024."""
+        if mode not in ("PULL", "POP"):
+            raise ValueError(f"mode must be PULL or POP, not {clip(mode, 20)!r}")
+        if not 0 <= pop_share_queue_num <= 1024:
+            raise ValueError("popShareQueueNum must be 0..1024 (0: every consumer pops every queue)")
+        route = await self.admin.examine_topic_route_info(topic)
+        done = []
+        for bd in route.broker_datas:
+            addr = bd.master_addr
+            if addr:
+                await self.admin.set_message_request_mode(addr, topic, group, mode, pop_share_queue_num)
+                done.append(addr)
+        return done
+
+    async def consume_mode(self, topic: str, group: str) -> list[dict[str, Any]]:
+        """The (topic, group)'s consume mode on each master of the topic, read with
+        QUERY_ASSIGNMENT as a BROADCASTING consumer ``rmq-console`` (the broker answers every
+        queue with the mode, without the console being a member of the group)."""
+        route = await self.admin.examine_topic_route_info(topic)
+        out = []
+        for bd in route.broker_datas:
+            addr = bd.master_addr
+            if not addr:
+                continue
+            row: dict[str, Any] = {"brokerName": bd.broker_name, "addr": addr}
+            try:
+                assigned = await self.admin.query_assignment(
+                    addr, topic, group, "rmq-console", message_model="BROADCASTING"
+                )
+                if assigned is None:
+                    row["error"] = f"the broker has no queue of {topic}"
+                else:
+                    row["mode"] = ",".join(sorted({m for _, m in assigned})) or "-"
+                    row["queues"] = sum(1 for mq, _ in assigned if mq.broker_name == bd.broker_name)
+            except (AdminError, BrokerResponseError) as e:
+                row["error"] = str(e)
+            out.append(row)
         return out
 
     # -- dashboard samples -------------------------------------------------------------------

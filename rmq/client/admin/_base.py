@@ -9,6 +9,7 @@ import ssl
 from collections.abc import Callable, Sequence
 from typing import Any, Self, TypeVar
 
+from rmq.common.constants import MixAll
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.errors import BrokerResponseError
 from rmq.protocol.command import RemotingCommand
@@ -75,6 +76,10 @@ class AdminBase:
         access_key / secret_key: ACL credentials: every request is signed (Java
             ``AclClientRPCHook``); default None = unsigned.
         tls: ``True``, an ``ssl.SSLContext``, or None (default, plain TCP): as for the producer.
+        vip_channel: send every broker call to the broker's VIP port, ``port - 2`` (Java
+            ``ClientConfig.vipChannelEnabled`` and ``MixAll.brokerVIPChannel``); default False.
+            Java brokers serve every code there; rmq brokers only the slave's reads (see
+            ``rmq.broker.vip_channel``).
     """
 
     def __init__(
@@ -85,6 +90,7 @@ class AdminBase:
         access_key: str | None = None,
         secret_key: str | None = None,
         tls: bool | ssl.SSLContext | None = None,
+        vip_channel: bool = False,
     ) -> None:
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
@@ -98,6 +104,7 @@ class AdminBase:
         # signs and encrypts as this admin does.
         self._credentials = credentials
         self._tls = tls
+        self.vip_channel = vip_channel
 
     async def close(self) -> None:
         """Close every connection (idempotent)."""
@@ -122,6 +129,8 @@ class AdminBase:
     async def _call(self, addr: str, cmd: RemotingCommand, parse: Callable[[RemotingCommand], T]) -> T:
         """One request to ``addr`` (a broker or one name server); a refusal raises AdminError
         naming the address."""
+        if self.vip_channel and addr not in self.namesrv_addrs:
+            addr = MixAll.broker_vip_channel(True, addr)
         resp = await self._remote.invoke(addr, cmd, timeout=self.timeout)
         try:
             return parse(resp)

@@ -30,7 +30,7 @@ from rmq.protocol.body.stats import ConsumeStats, OffsetWrapper
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.requests import parse_body
-from rmq.protocol.requests.assignment import set_message_request_mode
+from rmq.protocol.requests.assignment import parse_query_assignment, query_assignment, set_message_request_mode
 from rmq.protocol.requests.client import (
     consume_message_directly,
     get_all_producer_info,
@@ -94,6 +94,24 @@ class ConsumerAdmin(AdminBase):
         mode every consumer pops every queue), which QUERY_ASSIGNMENT answers Java 5 push
         consumers with."""
         await self._call_ok(addr, set_message_request_mode(topic, group, mode, pop_share_queue_num))
+
+    async def query_assignment(
+        self,
+        addr: str,
+        topic: str,
+        group: str,
+        client_id: str,
+        strategy_name: str = "AVG",
+        message_model: str = "CLUSTERING",
+    ) -> list[tuple[MessageQueue, str]] | None:
+        """QUERY_ASSIGNMENT on the broker ``addr`` as a Java 5 push consumer asks it (Java
+        ``MQClientAPIImpl.queryAssignment``): the queues ``client_id`` of ``group`` gets for
+        ``topic`` and the mode of each (PULL or POP); None when the broker has no answer. With
+        ``message_model`` BROADCASTING the broker answers every queue of the topic, member or
+        not (Java ``QueryAssignmentProcessor.doLoadBalance``): how a tool reads the mode."""
+        return await self._call(
+            addr, query_assignment(topic, group, client_id, strategy_name, message_model), parse_query_assignment
+        )
 
     async def _group_brokers(self, group: str) -> list[str]:
         """The brokers a group is on: those of its retry topic's route (as Java's admin)."""

@@ -49,7 +49,7 @@ class ApiError extends Error {
 
 // The session: the server keeps it behind an HttpOnly cookie; the page holds only the CSRF
 // token that every write must carry (X-CSRF-Token), from the login or GET /api/session.
-const session = { user: null, csrf: null };
+const session = { user: null, csrf: null, admin: false };
 
 async function answer(r) {
   let data = null;
@@ -192,6 +192,8 @@ function route() {
   const [name, query] = hash.split("?");
   const params = Object.fromEntries(new URLSearchParams(query || ""));
   const page = pages[name || "home"] ? (name || "home") : "home";
+  document.querySelector("header.top").classList.remove("open");
+  document.getElementById("nav-toggle").setAttribute("aria-expanded", "false");
   document.querySelectorAll("#nav a").forEach(a => a.classList.toggle("active", a.dataset.page === page ||
       (page === "topic" && a.dataset.page === "topics") || (page === "group" && a.dataset.page === "groups") ||
       (page === "message" && a.dataset.page === "messages")));
@@ -206,13 +208,20 @@ function route() {
 window.addEventListener("hashchange", () => { if (session.user !== null) route(); });
 window.addEventListener("DOMContentLoaded", async () => {
   document.getElementById("logout").addEventListener("click", logout);
+  // narrow screens: the nav folds under the Menu button
+  document.getElementById("nav-toggle").addEventListener("click", ev => {
+    const open = document.querySelector("header.top").classList.toggle("open");
+    ev.currentTarget.setAttribute("aria-expanded", String(open));
+  });
   try { loggedIn(await api("session")); }
   catch (e) { showLogin(e.status === 401 ? "" : e.message); }
 });
 
 function loggedIn(s) {
-  session.user = s.username; session.csrf = s.csrfToken;
+  session.user = s.username; session.csrf = s.csrfToken; session.admin = s.admin !== false;
   document.body.classList.remove("anonymous");
+  document.body.classList.toggle("readonly", !session.admin);
+  refreshNames();
   fill(document.getElementById("user"), s.username);
   api("version").then(v => fill(document.getElementById("namesrv"), `rmq ${v.version} · name server ${v.namesrvAddr}`)).catch(() => {});
   route();
@@ -255,6 +264,19 @@ async function logout() {
   session.user = null; session.csrf = null;
   showLogin("");
 }
+
+// The topic and group names the forms offer (a datalist: pick one, or type any name).
+async function refreshNames() {
+  try {
+    const list = await api("topics");
+    fill(document.getElementById("topic-names"), list.filter(t => t.kind === "normal" || t.kind === "system").map(t => el("option", { value: t.topic })));
+    const groups = new Set();
+    for (const t of list) for (const pre of ["%RETRY%", "%DLQ%"]) if (t.topic.startsWith(pre)) groups.add(t.topic.slice(pre.length));
+    fill(document.getElementById("group-names"), [...groups].sort().map(g => el("option", { value: g })));
+  } catch (e) { /* the lists are a help; the pages show their own errors */ }
+}
+function topicInput(attrs) { return el("input", { list: "topic-names", autocomplete: "off", ...attrs }); }
+function groupInput(attrs) { return el("input", { list: "group-names", autocomplete: "off", ...attrs }); }
 
 // A section that loads `load()` now and every `ms` (0: once), showing its error in place.
 function live(container, ms, load, render) {
@@ -486,7 +508,9 @@ function groupForm(group, done, config) {
   const f = el("form", { className: "row", id: "group-form" });
   const name = el("input", { name: "group", value: group, placeholder: "GroupName", readonly: group ? true : null, required: true });
   const enable = el("input", { type: "checkbox", name: "consumeEnable", checked: config.consumeEnable !== false });
-  const bcast = el("input", { type: "checkbox", name: "consumeBroadcastEnable", checked: !!config.consumeBroadcastEnable });
+  // consumeBroadcastEnable: Java SubscriptionGroupConfig's default is true (the broker refuses
+  // BROADCASTING pulls only when it is false): a new group's box starts ticked as Java's does
+  const bcast = el("input", { type: "checkbox", name: "consumeBroadcastEnable", checked: config.consumeBroadcastEnable !== false });
   const orderly = el("input", { type: "checkbox", name: "consumeMessageOrderly", checked: !!config.consumeMessageOrderly });
   const retry = el("input", { type: "number", name: "retryMaxTimes", min: 0, max: 1000, value: config.retryMaxTimes ?? 16 });
   const rqn = el("input", { type: "number", name: "retryQueueNums", min: 0, max: 64, value: config.retryQueueNums ?? 1 });
@@ -495,7 +519,8 @@ function groupForm(group, done, config) {
   const out = el("div", {});
   f.append(el("label", {}, "Group", name), el("label", {}, "Max retries", retry), el("label", {}, "Retry queues", rqn),
            el("label", {}, "Broker id", bid), el("label", {}, "Broker when slow", slow),
-           el("label", { className: "check" }, enable, "consume enabled"), el("label", { className: "check" }, bcast, "broadcast"),
+           el("label", { className: "check" }, enable, "consume enabled"),
+           el("label", { className: "check", title: "consumeBroadcastEnable: whether BROADCASTING consumers of this group are served (Java's default: yes). It is a permission, not the group's message model." }, bcast, "allow broadcast consumers"),
            el("label", { className: "check" }, orderly, "orderly"), el("button", { type: "submit" }, group ? "Update" : "Create"));
   f.addEventListener("submit", async ev => {
     ev.preventDefault();
@@ -598,7 +623,7 @@ pages.group = async (main, p) => {
 pages.producers = async (main, p) => {
   main.appendChild(el("h1", {}, "Producers"));
   const c = card("Online producers of a group");
-  const topic = el("input", { name: "topic", placeholder: "Topic", value: p.topic || "" });
+  const topic = topicInput({ name: "topic", placeholder: "Topic", value: p.topic || "" });
   const group = el("input", { name: "group", placeholder: "Producer group", value: p.group || "" });
   const out = el("div", { id: "producer-list" });
   const f = el("form", { className: "row" }, el("label", {}, "Topic", topic), el("label", {}, "Group", group), el("button", { type: "submit" }, "Search"));
@@ -649,21 +674,21 @@ pages.messages = async (main, p) => {
            messageTable(r.messages, params.topic));
     } catch (e) { fill(out, errorBox(e)); }
   };
-  { const topic = el("input", { name: "topic", placeholder: "Topic", value: p.topic || "" });
+  { const topic = topicInput({ name: "topic", placeholder: "Topic", value: p.topic || "" });
     const b = el("input", { type: "datetime-local", name: "begin", value: localInput(Date.now() - 3600_000) });
     const e = el("input", { type: "datetime-local", name: "end" });
     forms.time = el("form", { className: "row", id: "by-time" }, el("label", {}, "Topic", topic), el("label", {}, "From", b), el("label", {}, "To (empty: now)", e), el("button", { type: "submit" }, "Search"));
     forms.time.addEventListener("submit", ev => { ev.preventDefault(); run({ topic: topic.value.trim(), begin: fromInput(b.value), end: fromInput(e.value) }); }); }
-  { const topic = el("input", { name: "topic", placeholder: "Topic", value: p.topic || "" });
+  { const topic = topicInput({ name: "topic", placeholder: "Topic", value: p.topic || "" });
     const key = el("input", { name: "key", placeholder: "Key" });
     forms.key = el("form", { className: "row", id: "by-key" }, el("label", {}, "Topic", topic), el("label", {}, "Key", key), el("button", { type: "submit" }, "Search"));
     forms.key.addEventListener("submit", ev => { ev.preventDefault(); run({ topic: topic.value.trim(), key: key.value.trim() }); }); }
-  { const topic = el("input", { name: "topic", placeholder: "Topic (needed for a client message id)", value: p.topic || "" });
+  { const topic = topicInput({ name: "topic", placeholder: "Topic (needed for a client message id)", value: p.topic || "" });
     const id = el("input", { name: "msgId", placeholder: "Message id", size: 36 });
     forms.id = el("form", { className: "row", id: "by-id" }, el("label", {}, "Topic", topic), el("label", {}, "Message id", id), el("button", { type: "submit" }, "Open"));
     forms.id.addEventListener("submit", ev => { ev.preventDefault(); run({ id: id.value.trim(), topic: topic.value.trim() }, true); }); }
-  c.append(tabs, forms.time, forms.key, forms.id);
-  main.append(c, card(null, out));
+  c.append(tabs, forms.time, forms.key, forms.id, out);
+  main.append(c);
   show(p.tab || "time");
 };
 
@@ -679,12 +704,13 @@ pages.message = async (main, p) => {
     "Born host": m.bornHost, "Store host": m.storeHost, "Reconsume times": m.reconsumeTimes, "Body size": m.body.size + " bytes" }, "message-info")),
     card("Properties", kvTable(m.properties, "message-properties")));
   main.appendChild(grid);
+  main.appendChild(el("p", {}, link("trace", { msgId: m.msgId }, "Message trace of this message")));
   main.appendChild(card("Body" + (m.body.encoding === "base64" ? " (binary, base64)" : "") + (m.body.truncated ? " (first part)" : ""),
                         el("pre", { className: "body", id: "message-body" }, m.body.text)));
   const tracks = card("Consume status per group");
   const out = el("div", { id: "resend-result" });
   tracks.append(table([{ key: "group", title: "Group", render: r => r.group ? link("group", { name: r.group }, r.group) : "-" },
-    { key: "status", title: "Status", render: r => el("span", { className: "badge " + (r.status === "CONSUMED" ? "ok" : r.status === "NOT_CONSUME_YET" ? "warn" : "bad") }, r.status) },
+    { key: "status", title: "Status", render: r => el("span", { className: "badge " + (r.status === "CONSUMED" ? "ok" : r.status === "NOT_CONSUME_YET" ? "warn" : "bad"), "data-status": r.status }, r.status) },
     { key: "error", title: "Note", cls: "wrap", render: r => r.error || (r.clients || []).join(", ") },
     { title: "", render: r => r.group ? el("button", { className: "small secondary", "data-action": "resend", "data-group": r.group, onclick: async () => {
         fill(out, el("p", { className: "muted" }, "Resending…"));
@@ -700,7 +726,7 @@ pages.message = async (main, p) => {
 pages.dlq = async (main, p) => {
   main.appendChild(el("h1", {}, "Dead-letter messages"));
   const c = card(null);
-  const group = el("input", { name: "group", placeholder: "Consumer group", value: p.group || "" });
+  const group = groupInput({ name: "group", placeholder: "Consumer group", value: p.group || "" });
   const b = el("input", { type: "datetime-local", name: "begin", value: localInput(Date.now() - 24 * 3600_000) });
   const e = el("input", { type: "datetime-local", name: "end" });
   const out = el("div", { id: "dlq-results" });
@@ -709,19 +735,29 @@ pages.dlq = async (main, p) => {
   f.addEventListener("submit", async ev => {
     ev.preventDefault();
     fill(out, el("p", { className: "muted" }, "Searching…")); fill(result);
+    const params = { group: group.value.trim(), begin: fromInput(b.value), end: fromInput(e.value) };
     try {
-      const r = await api("dlq", { group: group.value.trim(), begin: fromInput(b.value), end: fromInput(e.value) });
+      const r = await api("dlq", params);
+      const picks = () => [...out.querySelectorAll("input.pick")];
       const resend = el("button", { id: "dlq-resend", onclick: async () => {
-        const ids = [...out.querySelectorAll("input.pick:checked")].map(x => x.value);
+        const ids = picks().filter(x => x.checked).map(x => x.value);
         if (!ids.length) { fill(result, errorBox("Choose the messages to resend.")); return; }
+        if (ids.length > 100) { fill(result, errorBox(`At most 100 messages per resend (${ids.length} chosen).`)); return; }
         try {
           const rows = await post("dlq/resend", { group: group.value.trim(), msgIds: ids });
           fill(result, table([{ key: "msgId", title: "Message", cls: "mono" }, { key: "ok", title: "Result", render: r => r.ok ? el("span", { className: "badge ok" }, r.consumeResult || "OK") : el("span", { className: "badge bad" }, r.error) },
                               { key: "clientId", title: "Client", cls: "mono" }], rows, { id: "dlq-resend-table" }));
         } catch (err) { fill(result, errorBox(err)); }
       } }, "Resend selected to the group");
+      const all = el("input", { type: "checkbox", id: "dlq-select-all" });
+      all.addEventListener("change", () => picks().forEach(x => { x.checked = all.checked; }));
+      // the export is the search's own rows, at most its limit (the newest)
+      const exportLink = fmt => el("a", { className: "button-link", id: "dlq-export-" + fmt, download: "", href: "/api/dlq/export" + q({ ...params, format: fmt }) }, "Export " + fmt.toUpperCase());
       fill(out, r.note ? el("p", { className: "muted" }, r.note) : null,
-           el("p", { className: "muted" }, `${r.messages.length} message(s)`), messageTable(r.messages, null, { select: true, id: "dlq-list" }),
+           el("p", { className: "muted", id: "dlq-count" }, `${r.messages.length} message(s)` + (r.truncated ? ` (the newest ${r.limit} only)` : "")),
+           r.messages.length ? el("div", { className: "row" }, el("label", { className: "check" }, all, "select all"), exportLink("csv"), exportLink("json"),
+                                  el("span", { className: "muted" }, `exports hold at most ${r.limit} rows, as the search`)) : null,
+           messageTable(r.messages, null, { select: true, id: "dlq-list" }),
            r.messages.length ? el("div", { className: "row" }, resend) : null);
     } catch (err) { fill(out, errorBox(err)); }
   });
@@ -776,4 +812,226 @@ pages.dashboard = async (main) => {
   range.addEventListener("change", draw);
   await draw();
   every(5000, draw);
+};
+
+// ---- message trace (the dashboard's Message Trace page)
+
+// One message's hops on a time axis: a bar per hop from its start for its cost (Pub: the send;
+// Sub: one consume attempt, SubBefore's time for SubAfter's cost), coloured by status.
+function traceTimeline(m, id) {
+  const hops = [];
+  if (m.pub) hops.push({ ...m.pub, label: "Pub · " + (m.pub.group || "-") });
+  for (const s of m.subs) hops.push({ ...s, label: "Sub · " + s.group + (s.retryTimes ? ` (retry ${s.retryTimes})` : "") });
+  for (const t of m.transactions) hops.push({ ...t, label: "EndTransaction · " + t.transactionState });
+  const timed = hops.filter(h => h.timestamp > 0);
+  if (!timed.length) return el("p", { className: "muted" }, "No timed hop to draw.");
+  const t0 = Math.min(...timed.map(h => h.timestamp));
+  const t1 = Math.max(...timed.map(h => h.timestamp + Math.max(1, h.costTime)));
+  const span = Math.max(1, t1 - t0);
+  const W = 900, L = 230, R = 230, row = 26, T = 24, H = T + row * timed.length + 24;
+  const X = t => L + (W - L - R) * (t - t0) / span;
+  const g = svg("svg", { viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": "trace timeline of " + m.msgId });
+  for (let i = 0; i <= 4; i++) {
+    const x = L + (W - L - R) * i / 4;
+    g.appendChild(svg("line", { x1: x, x2: x, y1: T - 6, y2: H - 20, class: "tick" }));
+    g.appendChild(svg("text", { x, y: H - 6, "text-anchor": "middle" }, "+" + fmtNum(Math.round(span * i / 4)) + " ms"));
+  }
+  g.appendChild(svg("text", { x: L, y: 12 }, "from " + fmtTime(t0)));
+  timed.forEach((h, i) => {
+    const y = T + i * row;
+    const x = X(h.timestamp), w = Math.max(3, X(h.timestamp + h.costTime) - x);
+    g.appendChild(svg("text", { x: 6, y: y + 14 }, h.label.length > 34 ? h.label.slice(0, 33) + "…" : h.label));
+    g.appendChild(svg("rect", { x, y: y + 3, width: w, height: row - 10, rx: 3, class: h.type === "Pub" ? (h.status === "success" ? "pub" : "failed") : h.status, "data-type": h.type }));
+    g.appendChild(svg("text", { x: W - R + 8, y: y + 14 }, `${h.costTime} ms · ${h.status} · ${h.clientHost || "?"}`));
+  });
+  g.appendChild(svg("line", { x1: L, x2: W - R, y1: H - 20, y2: H - 20, class: "axis" }));
+  return el("div", { className: "timeline", id: id || null }, g);
+}
+
+function traceTable(m) {
+  const rows = [];
+  if (m.pub) rows.push(m.pub);
+  rows.push(...m.subs, ...m.transactions);
+  return table([{ key: "type", title: "Type" }, { key: "group", title: "Group" }, { key: "clientHost", title: "Client host", cls: "mono" },
+                { key: "timestamp", title: "Time", render: r => fmtTime(r.timestamp) }, { key: "costTime", title: "Cost (ms)", num: true },
+                { key: "status", title: "Status", render: r => el("span", { className: "badge " + (r.status === "success" ? "ok" : r.status === "failed" ? "bad" : "warn") }, r.status) },
+                { key: "retryTimes", title: "Retry", num: true, render: r => r.retryTimes ?? "" }], rows, { className: "trace-table" });
+}
+
+pages.trace = async (main, p) => {
+  main.appendChild(el("h1", {}, "Message trace"));
+  const c = card(null);
+  const out = el("div", { id: "trace-results" });
+  const traceTopic = topicInput({ name: "traceTopic", placeholder: "RMQ_SYS_TRACE_TOPIC", value: p.traceTopic || "" });
+  const byId = el("input", { name: "msgId", placeholder: "Message id (the client's)", size: 36, value: p.msgId || "" });
+  const topic = topicInput({ name: "topic", placeholder: "Topic (optional)", value: p.topic || "" });
+  const key = el("input", { name: "key", placeholder: "Message key", value: p.key || "" });
+  const run = async params => {
+    fill(out, el("p", { className: "muted" }, "Searching…"));
+    try {
+      const r = await api("trace", { ...params, traceTopic: traceTopic.value.trim() });
+      if (!r.messages.length) { fill(out, el("p", { className: "muted", id: "trace-none" }, `No trace in ${r.traceTopic} for this ${params.msgId ? "message id" : "key"}.`)); return; }
+      fill(out, r.messages.map((m, i) => card(null,
+        el("h2", {}, "Message ", link("message", { id: m.msgId, topic: m.topic }, m.msgId)),
+        el("p", { className: "muted" }, [m.topic && `topic ${m.topic}`, m.tags && `tag ${m.tags}`, m.keys && `keys ${m.keys}`].filter(Boolean).join(" · ")),
+        traceTimeline(m, "trace-timeline-" + i), traceTable(m))));
+    } catch (e) { fill(out, errorBox(e)); }
+  };
+  const f1 = el("form", { className: "row", id: "trace-by-id" }, el("label", {}, "Message id", byId), el("button", { type: "submit" }, "Trace"));
+  f1.addEventListener("submit", ev => { ev.preventDefault(); run({ msgId: byId.value.trim() }); });
+  const f2 = el("form", { className: "row", id: "trace-by-key" }, el("label", {}, "Topic", topic), el("label", {}, "Key", key), el("button", { type: "submit" }, "Trace"));
+  f2.addEventListener("submit", ev => { ev.preventDefault(); run({ key: key.value.trim(), topic: topic.value.trim() }); });
+  c.append(el("div", { className: "row" }, el("label", {}, "Trace topic (empty: RMQ_SYS_TRACE_TOPIC)", traceTopic)), f1, f2);
+  main.append(c, out);
+  if (p.msgId) run({ msgId: p.msgId });
+};
+
+// ---- ACL (admin accounts only; the broker's plain ACL through its admin codes)
+
+const PERMS = ["DENY", "PUB", "SUB", "PUB|SUB"];
+function lines(text) { return text.split("\n").map(x => x.trim()).filter(Boolean); }
+
+pages.acl = async (main) => {
+  main.appendChild(el("h1", {}, "ACL"));
+  if (!session.admin) { main.appendChild(errorBox("The ACL page is for admin accounts.")); return; }
+  const top = el("div", { id: "acl-view" });
+  main.appendChild(top);
+  const load = async () => {
+    let a;
+    try { a = await api("acl"); } catch (e) { fill(top, errorBox(e)); return; }
+    const brokers = card("Brokers", table([{ key: "brokerName", title: "Broker" }, { key: "addr", title: "Address", cls: "mono" },
+      { key: "aclEnabled", title: "ACL", render: r => r.aclEnabled ? el("span", { className: "badge ok" }, "on") : el("span", { className: "badge bad" }, "off") },
+      { key: "error", title: "Note", cls: "wrap" }], a.brokers, { id: "acl-brokers" }));
+    if (!a.enabled) {
+      fill(top, el("div", { className: "error", role: "alert", id: "acl-off" }, "ACL is off on every broker (aclEnable=false): there are no accounts to manage. Start the brokers with aclEnable=true and a plain_acl.yml."), brokers);
+      return;
+    }
+    const out = el("div", { id: "acl-result" });
+    const f = accountForm({}, out, load);
+    const accounts = card("Accounts", table([
+      { key: "accessKey", title: "Access key", cls: "mono" }, { key: "secretKey", title: "Secret key", cls: "mono" },
+      { key: "admin", title: "Admin", render: r => r.admin ? el("span", { className: "badge warn" }, "admin") : "" },
+      { key: "whiteRemoteAddress", title: "White address", cls: "mono" },
+      { key: "defaultTopicPerm", title: "Topics" }, { key: "defaultGroupPerm", title: "Groups" },
+      { title: "Rights", cls: "wrap mono", render: r => [...r.topicPerms, ...r.groupPerms].join(" ") },
+      { key: "brokers", title: "Brokers", render: r => r.brokers.join(", ") },
+      { title: "", render: r => [el("button", { className: "small secondary", "data-action": "edit", "data-key": r.accessKey, onclick: () => fill(formHolder, accountForm(r, out, load)) }, "Edit"), " ",
+                                 el("button", { className: "small danger", "data-action": "delete", "data-key": r.accessKey, onclick: async () => {
+                                   if (!confirm(`Delete the ACL account ${r.accessKey} from every broker?`)) return;
+                                   try { await post("acl/delete", { accessKey: r.accessKey }); fill(out, notice(`Account ${r.accessKey} deleted.`)); load(); }
+                                   catch (e) { fill(out, errorBox(e)); } } }, "Delete")] }],
+      a.accounts, { id: "acl-accounts", empty: "No account." }));
+    const formHolder = el("div", {}, f);
+    const white = el("textarea", { name: "globalWhiteAddrs", id: "acl-white", placeholder: "one address or pattern a line, e.g. 10.10.*.*" }, a.globalWhiteAddrs.join("\n"));
+    const whiteOut = el("div", { id: "acl-white-result" });
+    const whiteCard = card("Global white list", white, el("div", { className: "row" }, el("button", { id: "acl-white-save", onclick: async () => {
+      try { const addrs = await post("acl/white", { addrs: lines(white.value) }); fill(whiteOut, notice(`White list written on ${addrs.join(", ")}.`)); }
+      catch (e) { fill(whiteOut, errorBox(e)); } } }, "Save white list")), whiteOut);
+    fill(top, brokers, accounts, card("Create or update an account", formHolder, out), whiteCard);
+  };
+  await load();
+};
+
+function accountForm(a, out, done) {
+  const editing = !!a.accessKey;
+  const ak = el("input", { name: "accessKey", value: a.accessKey || "", readonly: editing ? true : null, placeholder: "7 characters or more" });
+  const sk = el("input", { name: "secretKey", type: "password", autocomplete: "new-password", placeholder: editing ? "unchanged" : "7 characters or more" });
+  const admin = el("input", { type: "checkbox", name: "admin", checked: !!a.admin });
+  const wra = el("input", { name: "whiteRemoteAddress", value: a.whiteRemoteAddress || "", placeholder: "e.g. 192.168.0.*" });
+  const sel = (name, v) => el("select", { name }, PERMS.map(x => el("option", { value: x, selected: x === (v || "DENY") }, x)));
+  const dt = sel("defaultTopicPerm", a.defaultTopicPerm), dg = sel("defaultGroupPerm", a.defaultGroupPerm);
+  const tp = el("textarea", { name: "topicPerms", placeholder: "TopicA=PUB|SUB (one a line)" }, (a.topicPerms || []).join("\n"));
+  const gp = el("textarea", { name: "groupPerms", placeholder: "GroupA=SUB (one a line)" }, (a.groupPerms || []).join("\n"));
+  const f = el("form", { id: "acl-form" }, el("div", { className: "row" }, el("label", {}, "Access key", ak), el("label", {}, "Secret key", sk),
+      el("label", {}, "White address", wra), el("label", {}, "Default topic right", dt), el("label", {}, "Default group right", dg),
+      el("label", { className: "check" }, admin, "admin")),
+    el("div", { className: "grid" }, el("label", {}, "Topic rights", tp), el("label", {}, "Group rights", gp)),
+    el("div", { className: "row" }, el("button", { type: "submit" }, editing ? "Update account" : "Create account")));
+  f.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    fill(out);
+    try {
+      const addrs = await post("acl/account", { accessKey: ak.value.trim(), secretKey: sk.value, admin: admin.checked, whiteRemoteAddress: wra.value.trim(),
+                                                 defaultTopicPerm: dt.value, defaultGroupPerm: dg.value, topicPerms: lines(tp.value), groupPerms: lines(gp.value) });
+      sk.value = "";
+      fill(out, notice(`Account ${ak.value.trim()} written on ${addrs.join(", ")}.`));
+      done();
+    } catch (e) { fill(out, errorBox(e)); }
+  });
+  return f;
+}
+
+// ---- OPS (the console's own client: name server, VIP channel, TLS)
+
+pages.ops = async (main) => {
+  main.appendChild(el("h1", {}, "OPS"));
+  const c = card("Name server");
+  const opts = card("The console's client");
+  main.append(c, opts);
+  const out = el("div", { id: "ops-result" });
+  const draw = o => {
+    const addr = el("input", { name: "namesrvAddr", id: "ops-namesrv", placeholder: "host:port;host:port", size: 40 });
+    const f = el("form", { className: "row", id: "ops-namesrv-form" }, el("label", {}, "Switch to", addr), el("button", { type: "submit", disabled: !session.admin }, "Switch"));
+    const sw = async a => {
+      fill(out, el("p", { className: "muted" }, "Checking " + a + "…"));
+      try { const r = await post("ops/namesrv", { namesrvAddr: a }); draw(r); fill(out, notice(`Now using ${r.namesrvAddr}.`));
+            fill(document.getElementById("namesrv"), `name server ${r.namesrvAddr}`); refreshNames(); }
+      catch (e) { fill(out, errorBox(e)); }
+    };
+    f.addEventListener("submit", ev => { ev.preventDefault(); sw(addr.value.trim()); });
+    fill(c, el("h2", {}, "Name server"), kvTable({ "In use": o.namesrvAddr }, "ops-current"),
+         table([{ key: "addr", title: "Known name servers", cls: "mono" },
+                { title: "", render: r => r.addr === o.namesrvAddr ? el("span", { className: "badge ok" }, "in use")
+                                        : el("button", { className: "small secondary", "data-action": "use", disabled: !session.admin, onclick: () => sw(r.addr) }, "Use") }],
+               o.namesrvAddrs.map(a => ({ addr: a })), { id: "ops-known" }), f, out);
+    const vip = el("input", { type: "checkbox", name: "vipChannel", id: "ops-vip", checked: o.vipChannel, disabled: !session.admin });
+    const tls = el("input", { type: "checkbox", name: "tls", id: "ops-tls", checked: o.tls, disabled: !session.admin });
+    const apply = el("button", { id: "ops-apply", disabled: !session.admin, onclick: async () => {
+      fill(out, el("p", { className: "muted" }, "Checking…"));
+      try { const r = await post("ops/client", { vipChannel: vip.checked, tls: tls.checked }); draw(r); fill(out, notice(`VIP channel ${r.vipChannel ? "on" : "off"}, TLS ${r.tls ? "on" : "off"}.`)); }
+      catch (e) { vip.checked = o.vipChannel; tls.checked = o.tls; fill(out, errorBox(e)); } } }, "Apply");
+    fill(opts, el("h2", {}, "The console's client"),
+         el("div", { className: "row" }, el("label", { className: "check" }, vip, "VIP channel (broker port − 2)"), el("label", { className: "check" }, tls, "TLS"), apply),
+         el("p", { className: "muted" }, "A change is kept only when the cluster answers through it (the name server's broker table, then each master's runtime and consume statistics); otherwise the console stays as it was. rmq brokers answer only their slaves' reads on the VIP port: the VIP channel is for Java brokers."));
+  };
+  try { draw(await api("ops")); } catch (e) { main.appendChild(errorBox(e)); }
+};
+
+// ---- RocketMQ 5: message types, POP consume mode, pending timers
+
+pages.v5 = async (main, p) => {
+  main.appendChild(el("h1", {}, "RocketMQ 5"));
+  const types = card("Message type per topic (message.type)");
+  const modes = card("Consume mode of a group on a topic (PULL or POP)");
+  const timers = card("Pending timer messages");
+  main.append(types, modes, timers);
+  live(types, 0, () => api("v5/types"), rows => table([{ key: "topic", title: "Topic", render: r => link("topic", { name: r.topic }, r.topic) },
+    { key: "messageType", title: "Message type", render: r => r.messageType ? el("span", { className: "badge" }, r.messageType) : el("span", { className: "muted" }, "untyped") },
+    { key: "brokers", title: "Brokers", render: r => r.brokers.join(", ") }], rows, { id: "v5-types", sortable: true, sortKey: "topic", scroll: true, empty: "No topic." }));
+  const topic = topicInput({ name: "topic", placeholder: "Topic", value: p.topic || "" });
+  const group = groupInput({ name: "group", placeholder: "Consumer group", value: p.group || "" });
+  const mode = el("select", { name: "mode" }, ["POP", "PULL"].map(m => el("option", { value: m }, m)));
+  const share = el("input", { type: "number", name: "popShareQueueNum", min: 0, max: 1024, value: 0 });
+  const out = el("div", { id: "v5-mode-result" });
+  const check = async () => {
+    try { fill(out, table([{ key: "brokerName", title: "Broker" }, { key: "mode", title: "Mode", render: r => r.error ? el("span", { className: "badge bad" }, r.error) : el("span", { className: "badge" }, r.mode) },
+                           { key: "queues", title: "Queues", num: true }], await api("v5/mode", { topic: topic.value.trim(), group: group.value.trim() }), { id: "v5-modes" })); }
+    catch (e) { fill(out, errorBox(e)); }
+  };
+  const f = el("form", { className: "row", id: "v5-mode-form" }, el("label", {}, "Topic", topic), el("label", {}, "Group", group), el("label", {}, "Mode", mode),
+               el("label", {}, "POP share queues (0: all)", share), el("button", { type: "submit", disabled: !session.admin }, "Set"),
+               el("button", { type: "button", className: "secondary", id: "v5-mode-check", onclick: check }, "Show"));
+  f.addEventListener("submit", async ev => {
+    ev.preventDefault();
+    try { const addrs = await post("v5/mode", { topic: topic.value.trim(), group: group.value.trim(), mode: mode.value, popShareQueueNum: +share.value });
+          fill(out, notice(`${mode.value} set on ${addrs.join(", ")}.`)); await check(); }
+    catch (e) { fill(out, errorBox(e)); }
+  });
+  modes.append(f, out);
+  live(timers, 5000, () => api("v5/timers"), d => [
+    table([{ key: "brokerName", title: "Broker" }, { key: "timerCongestNum", title: "Pending", num: true }, { key: "timerEnqueueTps", title: "Enqueue TPS", num: true },
+           { key: "timerDequeueTps", title: "Dequeue TPS", num: true }, { key: "timerReadBehind", title: "Read behind (s)", num: true },
+           { key: "error", title: "Note", cls: "wrap" }], d.brokers, { id: "v5-timer-brokers" }),
+    table([{ key: "topic", title: "Topic" }, { key: "brokerName", title: "Broker" }, { key: "count", title: "Pending", num: true },
+           { key: "lastChange", title: "Last change", render: r => fmtTime(r.lastChange) }], d.topics, { id: "v5-timer-topics", empty: "No pending timer message." })]);
 };
