@@ -966,8 +966,8 @@ class ConsoleService:
             admin=bool(account.get("admin", False)),
             default_topic_perm=account.get("defaultTopicPerm") or "DENY",
             default_group_perm=account.get("defaultGroupPerm") or "DENY",
-            topic_perms=list(account.get("topicPerms") or []),
-            group_perms=list(account.get("groupPerms") or []),
+            topic_perms=list(account.get("topicPerms") or []) or None,
+            group_perms=list(account.get("groupPerms") or []) or None,
         )
         done = []
         for addr, _ in configs:

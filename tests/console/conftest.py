@@ -29,8 +29,11 @@ class ConsoleProcess:
     """``python -m rmq console`` on a free port, its output in a log file; the account
     USER / PASSWORD (the password from the environment, as an operator's would be)."""
 
-    def __init__(self, namesrv_addr: str, log_dir: pathlib.Path, sample_interval: float = 1.0) -> None:
+    def __init__(
+        self, namesrv_addr: str, log_dir: pathlib.Path, sample_interval: float = 1.0, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self.namesrv_addr = namesrv_addr
+        self.extra_args = extra_args
         self.log_path = log_dir / f"console-{os.getpid()}-{id(self):x}.log"
         self.sample_interval = sample_interval
         self.port = 0
@@ -64,6 +67,7 @@ class ConsoleProcess:
                         str(self.sample_interval),
                         "--admin-user",
                         USER,
+                        *self.extra_args,
                     ],
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -116,9 +120,10 @@ class LoopThread:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneProcess]:
-    """A real name server and broker (``rmq standalone``), its own console off."""
+    """A real name server and broker (``rmq standalone``), its own console off, writing the
+    trace topic (``traceTopicEnable``: the trace page reads it)."""
     d = tmp_path_factory.mktemp("console-cluster")
-    with StandaloneProcess(d / "store") as proc:
+    with StandaloneProcess(d / "store", extra_args=["--traceTopicEnable=true"]) as proc:
         yield proc
 
 

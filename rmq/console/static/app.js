@@ -269,7 +269,7 @@ async function logout() {
 async function refreshNames() {
   try {
     const list = await api("topics");
-    fill(document.getElementById("topic-names"), list.filter(t => t.kind === "normal" || t.kind === "system").map(t => el("option", { value: t.topic })));
+    fill(document.getElementById("topic-names"), list.filter(t => t.kind === "normal" || t.topic === "RMQ_SYS_TRACE_TOPIC").map(t => el("option", { value: t.topic })));
     const groups = new Set();
     for (const t of list) for (const pre of ["%RETRY%", "%DLQ%"]) if (t.topic.startsWith(pre)) groups.add(t.topic.slice(pre.length));
     fill(document.getElementById("group-names"), [...groups].sort().map(g => el("option", { value: g })));
