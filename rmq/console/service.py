@@ -150,6 +150,12 @@ def message_row(m: MessageExt) -> dict[str, Any]:
     }
 
 
+def _text(value: object) -> str:
+    """A trace field as text: Java's encoder writes a null field as ``null``; shown empty."""
+    text = java_str(value)
+    return "" if text == "null" else text
+
+
 def _mq(mq: MessageQueue) -> dict[str, Any]:
     return {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id}
 
@@ -817,10 +823,10 @@ class ConsoleService:
             host = tm.born_host.rsplit(":", 1)[0] if tm.born_host else ""
             for ctx in decode_trace_data(tm.body.decode("utf-8", "replace")):
                 bean = ctx.trace_beans[0]
-                mid = java_str(bean.msg_id)
+                mid = _text(bean.msg_id)
                 if msg_id and mid != msg_id:
                     continue
-                if not msg_id and needle not in (java_str(bean.keys) or "").split(MessageConst.KEY_SEPARATOR):
+                if not msg_id and needle not in (_text(bean.keys) or "").split(MessageConst.KEY_SEPARATOR):
                     continue
                 if mid not in by_id:
                     if len(by_id) >= MAX_TRACE_MESSAGES:
@@ -837,33 +843,33 @@ class ConsoleService:
                 m = by_id[mid]
                 hop: dict[str, Any] = {
                     "type": ctx.trace_type,
-                    "group": java_str(ctx.group_name),
-                    "clientHost": java_str(bean.client_host) or host,
+                    "group": _text(ctx.group_name),
+                    "clientHost": _text(bean.client_host) or host,
                     "timestamp": ctx.time_stamp,
                     "costTime": ctx.cost_time,
                     "status": "success" if ctx.success else "failed",
                 }
                 if ctx.trace_type == TraceType.PUB:
-                    m.update(topic=java_str(bean.topic), tags=java_str(bean.tags), keys=java_str(bean.keys))
-                    hop.update(storeHost=java_str(bean.store_host), offsetMsgId=java_str(bean.offset_msg_id))
+                    m.update(topic=_text(bean.topic), tags=_text(bean.tags), keys=_text(bean.keys))
+                    hop.update(storeHost=_text(bean.store_host), offsetMsgId=_text(bean.offset_msg_id))
                     m["pub"] = hop
                 elif ctx.trace_type == TraceType.SUB_BEFORE:
                     hop.update(type="Sub", status="pending", costTime=0, retryTimes=bean.retry_times)
                     m["subs"].append(hop)
-                    befores[(mid, java_str(ctx.request_id))] = hop
+                    befores[(mid, _text(ctx.request_id))] = hop
                 elif ctx.trace_type == TraceType.SUB_AFTER:
                     afters.append((mid, ctx))
                 elif ctx.trace_type == TraceType.END_TRANSACTION:
-                    hop.update(transactionState=java_str(bean.transaction_state))
+                    hop.update(transactionState=_text(bean.transaction_state))
                     m["transactions"].append(hop)
         for mid, ctx in afters:
-            sub = befores.get((mid, java_str(ctx.request_id)))
+            sub = befores.get((mid, _text(ctx.request_id)))
             if sub is None:  # its SubBefore is not (yet) indexed: a hop of its own, time unknown
                 if mid in by_id:
                     by_id[mid]["subs"].append(
                         {
                             "type": "Sub",
-                            "group": java_str(ctx.group_name),
+                            "group": _text(ctx.group_name),
                             "clientHost": "",
                             "timestamp": 0,
                             "costTime": ctx.cost_time,

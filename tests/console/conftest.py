@@ -205,6 +205,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
     def take(pg: Any, name: str) -> pathlib.Path:
         path = d / f"{name}.png"
+        pg.evaluate("window.scrollTo(0, 0)")  # (the sticky header would land mid-page otherwise)
         pg.screenshot(path=str(path), full_page=True)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, SCREENSHOTS / path.name)

@@ -1013,21 +1013,23 @@ pages.v5 = async (main, p) => {
   const mode = el("select", { name: "mode" }, ["POP", "PULL"].map(m => el("option", { value: m }, m)));
   const share = el("input", { type: "number", name: "popShareQueueNum", min: 0, max: 1024, value: 0 });
   const out = el("div", { id: "v5-mode-result" });
+  const modeTable = el("div", {});
   const check = async () => {
-    try { fill(out, table([{ key: "brokerName", title: "Broker" }, { key: "mode", title: "Mode", render: r => r.error ? el("span", { className: "badge bad" }, r.error) : el("span", { className: "badge" }, r.mode) },
+    try { fill(modeTable, table([{ key: "brokerName", title: "Broker" }, { key: "mode", title: "Mode", render: r => r.error ? el("span", { className: "badge bad" }, r.error) : el("span", { className: "badge" }, r.mode) },
                            { key: "queues", title: "Queues", num: true }], await api("v5/mode", { topic: topic.value.trim(), group: group.value.trim() }), { id: "v5-modes" })); }
-    catch (e) { fill(out, errorBox(e)); }
+    catch (e) { fill(modeTable, errorBox(e)); }
   };
   const f = el("form", { className: "row", id: "v5-mode-form" }, el("label", {}, "Topic", topic), el("label", {}, "Group", group), el("label", {}, "Mode", mode),
                el("label", {}, "POP share queues (0: all)", share), el("button", { type: "submit", disabled: !session.admin }, "Set"),
                el("button", { type: "button", className: "secondary", id: "v5-mode-check", onclick: check }, "Show"));
   f.addEventListener("submit", async ev => {
     ev.preventDefault();
+    fill(out);
     try { const addrs = await post("v5/mode", { topic: topic.value.trim(), group: group.value.trim(), mode: mode.value, popShareQueueNum: +share.value });
           fill(out, notice(`${mode.value} set on ${addrs.join(", ")}.`)); await check(); }
     catch (e) { fill(out, errorBox(e)); }
   });
-  modes.append(f, out);
+  modes.append(f, out, modeTable);
   live(timers, 5000, () => api("v5/timers"), d => [
     table([{ key: "brokerName", title: "Broker" }, { key: "timerCongestNum", title: "Pending", num: true }, { key: "timerEnqueueTps", title: "Enqueue TPS", num: true },
            { key: "timerDequeueTps", title: "Dequeue TPS", num: true }, { key: "timerReadBehind", title: "Read behind (s)", num: true },
