@@ -183,7 +183,8 @@ def test_dlq_select_all_export_and_dead_letter_status(page: Any, cluster: Any, l
     expect()(page.locator("#dlq-list input.pick:checked")).to_have_count(3)
     page.locator("#dlq-select-all").uncheck()
     expect()(page.locator("#dlq-list input.pick:checked")).to_have_count(0)
-    shots(page, "console-dlq")
+    page.locator("#dlq-select-all").check()
+    shots(page, "console-dlq-export")
     # the exports: the same three rows
     csv_text = page.evaluate("fetch(document.getElementById('dlq-export-csv').href).then(r => r.text())")
     rows = list(csv.DictReader(io.StringIO(csv_text)))

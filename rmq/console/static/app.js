@@ -975,7 +975,8 @@ pages.ops = async (main) => {
     const sw = async a => {
       fill(out, el("p", { className: "muted" }, "Checking " + a + "…"));
       try { const r = await post("ops/namesrv", { namesrvAddr: a }); draw(r); fill(out, notice(`Now using ${r.namesrvAddr}.`));
-            fill(document.getElementById("namesrv"), `name server ${r.namesrvAddr}`); refreshNames(); }
+            api("version").then(v => fill(document.getElementById("namesrv"), `rmq ${v.version} · name server ${v.namesrvAddr}`)).catch(() => {});
+            refreshNames(); }
       catch (e) { fill(out, errorBox(e)); }
     };
     f.addEventListener("submit", ev => { ev.preventDefault(); sw(addr.value.trim()); });
