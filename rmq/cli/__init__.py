@@ -117,7 +117,10 @@ def _parser() -> argparse.ArgumentParser:
         "(default: the console's own last hour)",
     )
     p.add_argument(
-        "--users-file", default=None, metavar="FILE", help="who may log in: name=scrypt$... lines (default: none)"
+        "--users-file",
+        default=None,
+        metavar="FILE",
+        help="who may log in: name=scrypt$...[,0] lines, ,0 = read-only (default: none)",
     )
     p.add_argument("--admin-user", default=None, metavar="NAME", help="one account besides --users-file")
     p.add_argument(
