@@ -895,7 +895,9 @@ pages.acl = async (main) => {
   main.appendChild(el("h1", {}, "ACL"));
   if (!session.admin) { main.appendChild(errorBox("The ACL page is for admin accounts.")); return; }
   const top = el("div", { id: "acl-view" });
-  main.appendChild(top);
+  // the last write's result: outside the part a reload redraws, so it stays in sight
+  const out = el("div", { id: "acl-result" });
+  main.append(out, top);
   const load = async () => {
     let a;
     try { a = await api("acl"); } catch (e) { fill(top, errorBox(e)); return; }
@@ -906,7 +908,6 @@ pages.acl = async (main) => {
       fill(top, el("div", { className: "error", role: "alert", id: "acl-off" }, "ACL is off on every broker (aclEnable=false): there are no accounts to manage. Start the brokers with aclEnable=true and a plain_acl.yml."), brokers);
       return;
     }
-    const out = el("div", { id: "acl-result" });
     const f = accountForm({}, out, load);
     const accounts = card("Accounts", table([
       { key: "accessKey", title: "Access key", cls: "mono" }, { key: "secretKey", title: "Secret key", cls: "mono" },
@@ -927,7 +928,7 @@ pages.acl = async (main) => {
     const whiteCard = card("Global white list", white, el("div", { className: "row" }, el("button", { id: "acl-white-save", onclick: async () => {
       try { const addrs = await post("acl/white", { addrs: lines(white.value) }); fill(whiteOut, notice(`White list written on ${addrs.join(", ")}.`)); }
       catch (e) { fill(whiteOut, errorBox(e)); } } }, "Save white list")), whiteOut);
-    fill(top, brokers, accounts, card("Create or update an account", formHolder, out), whiteCard);
+    fill(top, brokers, accounts, card("Create or update an account", formHolder), whiteCard);
   };
   await load();
 };
@@ -955,7 +956,7 @@ function accountForm(a, out, done) {
                                                  defaultTopicPerm: dt.value, defaultGroupPerm: dg.value, topicPerms: lines(tp.value), groupPerms: lines(gp.value) });
       sk.value = "";
       fill(out, notice(`Account ${ak.value.trim()} written on ${addrs.join(", ")}.`));
-      done();
+      await done();
     } catch (e) { fill(out, errorBox(e)); }
   });
   return f;
