@@ -333,6 +333,7 @@ def test_a_read_only_account_does_not_see_the_acl_page(browser: Any, acl_console
     try:
         expect()(pg.locator("main .error")).to_contain_text("The ACL page is for admin accounts.")
         expect()(pg.locator("#nav a[data-page=acl]")).to_be_hidden()
+        expect()(pg.locator("#read-only")).to_have_text("read-only")
         expect()(pg.locator("#nav a[data-page=topics]")).to_be_visible()
         # a write from this session is refused by the server, whatever the page shows
         open_page(pg, "groups", "groups")

@@ -222,7 +222,7 @@ function loggedIn(s) {
   document.body.classList.remove("anonymous");
   document.body.classList.toggle("readonly", !session.admin);
   refreshNames();
-  fill(document.getElementById("user"), s.username);
+  fill(document.getElementById("user"), s.username, session.admin ? null : el("span", { className: "badge warn", id: "read-only", title: "This account may look, not change: the console refuses its writes." }, "read-only"));
   api("version").then(v => fill(document.getElementById("namesrv"), `rmq ${v.version} · name server ${v.namesrvAddr}`)).catch(() => {});
   route();
 }
