@@ -20,6 +20,7 @@ import pytest
 
 import rmq
 from rmq._testing import free_port, run_standalone, wait_until
+from rmq.common.constants import MixAll
 from rmq.console import ConsoleConfig, ConsoleServer
 from rmq.console.auth import hash_password, parse_users_file
 from rmq.console.server import export_rows
@@ -111,6 +112,14 @@ def test_export_rows_csv_and_json() -> None:
     assert parsed[0][0] == "msgId" and parsed[1][:5] == ["A1", "O1", "%DLQ%g", "T", "k1 k2"]
     assert parsed[1][-1] == "'=cmd|' /C calc'!A0"  # never a formula in a spreadsheet
     assert json.loads(export_rows(rows, "json"))[0]["keys"] == ["k1", "k2"]
+
+
+def test_vip_channel_is_the_port_below_by_two() -> None:
+    """Java ``MixAll.brokerVIPChannel``: what ``Admin(vip_channel=True)`` calls instead of a broker."""
+    assert MixAll.broker_vip_channel(True, "10.0.0.1:10911") == "10.0.0.1:10909"
+    assert MixAll.broker_vip_channel(False, "10.0.0.1:10911") == "10.0.0.1:10911"
+    assert MixAll.broker_vip_channel(True, "no-port") == "no-port"
+    assert rmq.Admin("127.0.0.1:1", vip_channel=True).vip_channel and not rmq.Admin("127.0.0.1:1").vip_channel
 
 
 # -- message trace -------------------------------------------------------------------------------
