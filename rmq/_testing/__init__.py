@@ -280,6 +280,9 @@ class StandaloneProcess:
             True: the store allocates its files for real); False for its real defaults.
         cwd: the daemon's working directory (default this process's); with
             ``env={"PYTHONPATH": tree}`` it runs another checkout's rmq (benchmarks).
+        brokers: ``--brokers N`` (default 1); above 1 the brokers listen on ephemeral ports
+            unless ``broker_port`` is given, and ``broker_addr`` is not theirs (ask the name
+            server's cluster info).
 
     Attributes:
         namesrv_addr / broker_addr: ``"127.0.0.1:<port>"`` once started.
@@ -302,6 +305,7 @@ class StandaloneProcess:
         name: str = "rmq-standalone",
         small_files: bool = True,
         cwd: StrPath | None = None,
+        brokers: int = 1,
     ) -> None:
         self.store_dir = os.path.abspath(str(store_dir))
         self.extra_args = list(extra_args)
@@ -310,6 +314,7 @@ class StandaloneProcess:
         self.env = env
         self.small_files = small_files
         self.cwd = cwd
+        self.brokers = brokers
         self.log_path = os.path.join(os.path.dirname(self.store_dir), f"{name}-{os.getpid()}-{id(self):x}.log")
         self.proc: subprocess.Popen[bytes] | None = None
         self.namesrv_port = 0
@@ -371,6 +376,7 @@ class StandaloneProcess:
             str(self.broker_port),
             "--store-dir",
             self.store_dir,
+            *(["--brokers", str(self.brokers)] if self.brokers != 1 else []),
             *sizes,
             *self.extra_args,
         ]
@@ -381,7 +387,7 @@ class StandaloneProcess:
         last = ""
         for _ in range(attempts):
             self.namesrv_port = self._fixed_ports[0] or free_port()
-            self.broker_port = self._fixed_ports[1] or free_broker_port()
+            self.broker_port = self._fixed_ports[1] or (free_broker_port() if self.brokers == 1 else 0)
             while self.broker_port == self.namesrv_port:
                 self.broker_port = free_broker_port()
             env = dict(os.environ)
@@ -399,7 +405,9 @@ class StandaloneProcess:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     break
-                if "rmq standalone listening" in self.log_text() and wait_for_port("127.0.0.1", self.broker_port, 1.0):
+                if "rmq standalone listening" in self.log_text() and (
+                    self.broker_port == 0 or wait_for_port("127.0.0.1", self.broker_port, 1.0)
+                ):
                     return self
                 time.sleep(0.05)
             last = self.log_text()[-2000:]

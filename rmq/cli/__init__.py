@@ -70,6 +70,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--namesrv-port", type=int, default=9876, help="name server port (default 9876)")
     p.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
     p.add_argument("--store-dir", default="./rmq-data", help="store root directory (default ./rmq-data)")
+    p.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="broker processes in the cluster (default 1: one process); N > 1: broker-a, broker-b ... each with "
+        "its store in <store-dir>/broker-<i>, port --broker-port + 10*i, gRPC and metrics ports base + i",
+    )
     _lenient(p)
     add_log_arguments(p)
 
@@ -319,4 +327,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_namesrv(args.config_file, extra, host=args.host, port=args.port)
     if args.command == "broker":
         return run_broker(args.config_file, extra)
-    return run_standalone(args.host, args.namesrv_port, args.broker_port, args.store_dir, extra)
+    log_args = [] if args.log_level is None else [f"--log-level={args.log_level}"]
+    if args.log_file is not None:
+        log_args += [
+            f"--log-file={args.log_file}",
+            f"--log-max-bytes={args.log_max_bytes}",
+            f"--log-backups={args.log_backups}",
+        ]
+    return run_standalone(args.host, args.namesrv_port, args.broker_port, args.store_dir, extra, args.brokers, log_args)

@@ -297,12 +297,13 @@ def _console_keys(props: dict[str, str]) -> tuple[str | None, str | None]:
     return ak, sk
 
 
-def _acl_admin_account(broker: BrokerController) -> tuple[str | None, str | None]:
+def _acl_admin_account(broker: BrokerController | None) -> tuple[str | None, str | None]:
     """With ``aclEnable`` and no console keys: the first ``admin: true`` account of the
     broker's own plain_acl.yml (by accessKey), else (None, None) and a warning. The embedded
     console is the operator's tool in the broker's own process, which already holds those
-    secrets; its writes (topic, group, offsets) are admin codes, so a plain account would not do."""
-    if broker.acl is None:
+    secrets; its writes (topic, group, offsets) are admin codes, so a plain account would not do.
+    ``broker`` None (``--brokers N``: the brokers run in their own processes): (None, None)."""
+    if broker is None or broker.acl is None:
         return None, None
     admins = sorted((a.access_key, a.secret_key) for a in broker.acl.state.accounts.values() if a.admin)
     if not admins:
@@ -323,7 +324,7 @@ async def _standalone_console(
     store_dir: str,
     keys: tuple[str | None, str | None],
     host_names: tuple[str, ...],
-    broker: BrokerController,
+    broker: BrokerController | None,
     tls: TlsSettings,
 ) -> typing.Any:
     """The console beside ``rmq standalone``: one ``admin`` account whose password is generated
@@ -365,9 +366,21 @@ async def _standalone_console(
     return console
 
 
-def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: str, overrides: list[str]) -> int:
-    """Name server and broker on one loop: the embedded default (``make run``)."""
+def run_standalone(
+    host: str,
+    namesrv_port: int,
+    broker_port: int,
+    store_dir: str,
+    overrides: list[str],
+    brokers: int = 1,
+    log_args: typing.Sequence[str] = (),
+) -> int:
+    """Name server and broker on one loop: the embedded default (``make run``). With
+    ``brokers`` > 1 (default 1), the name server and console stay here and that many broker
+    processes run beside them (:mod:`rmq.cli.cluster`; ``log_args``: their ``--log-*`` options)."""
     setup_logging()
+    if brokers != 1:
+        return _run_standalone_cluster(host, namesrv_port, broker_port, store_dir, overrides, brokers, log_args)
     try:
         # The gRPC endpoint for the 5.x clients on Java's proxy port (grpcServerPort=0: off).
         props = {
@@ -439,6 +452,109 @@ def run_standalone(host: str, namesrv_port: int, broker_port: int, store_dir: st
                 log.info("rmq standalone stopping")
                 await _shut_down("console", lambda: stop_console(console))
                 await _shut_down("broker", broker.shutdown)
+        finally:
+            await _shut_down("name server", namesrv.shutdown)
+
+    try:
+        uvloop.run(main())
+    except StartupError as e:
+        return _fail("rmq standalone", str(e), e.status)
+    return EXIT_OK
+
+
+def _run_standalone_cluster(
+    host: str,
+    namesrv_port: int,
+    broker_port: int,
+    store_dir: str,
+    overrides: list[str],
+    brokers: int,
+    log_args: typing.Sequence[str],
+) -> int:
+    """``rmq standalone --brokers N``: the name server and console on this loop, N supervised
+    broker processes (:class:`rmq.cli.cluster.BrokerSupervisor`) registered with it."""
+    from rmq.cli.cluster import BrokerExited, BrokerSlot, BrokerSupervisor, broker_properties
+
+    try:
+        props = {
+            "listenHost": host,
+            "listenPort": str(broker_port),
+            "storePathRootDir": store_dir,
+            "grpcServerPort": str(DEFAULT_GRPC_PORT),
+        }
+        props.update(parse_overrides(overrides))
+        console_port = _console_port(props)
+        console_keys = _console_keys(props)
+        console_host_names = _console_host_names(props)
+        namesrv_config = _standalone_namesrv_config(props, host, namesrv_port)
+        root = os.path.abspath(os.path.expanduser(props["storePathRootDir"]))
+        base_port = props.pop("listenPort")
+        try:
+            first_port = int(base_port)
+        except ValueError:
+            raise ConfigError(f"bad value for listenPort: {base_port!r} (expected 0..65535)") from None
+        # Checked here, whole, so a bad property stops the standalone (exit 2) before any
+        # broker starts; each broker checks its own properties again.
+        for p in broker_properties(props, brokers, first_port, root, "127.0.0.1:9876"):
+            checked, tls = build_tls_settings(dict(p))
+            build_broker_configs(checked)
+        _, tls = build_tls_settings(dict(props))
+        namesrv_config.kv_config_path = os.path.join(root, "namesrv", "kvConfig.json")
+        tls_options = tls.server_options()
+    except ConfigError as e:
+        return _fail("rmq standalone", str(e), EXIT_BAD_CONFIG)
+    if not 0 <= namesrv_port <= 65535:
+        return _fail("rmq standalone", f"bad --namesrv-port {namesrv_port} (expected 0..65535)", EXIT_BAD_CONFIG)
+
+    async def main() -> None:
+        namesrv = NamesrvController(namesrv_config, tls=tls_options)
+        stop = stop_event()
+        try:
+            await namesrv.start()
+        except OSError as e:
+            raise _translate_start_error(e, "name server", f"{host}:{namesrv_port}") from None
+        try:
+            ns_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
+            namesrv_addr = props.get("namesrvAddr") or f"{ns_host}:{namesrv.port}"
+            slots = [
+                BrokerSlot(i, p["brokerName"], p)
+                for i, p in enumerate(broker_properties(props, brokers, first_port, root, namesrv_addr))
+            ]
+            supervisor = BrokerSupervisor(slots, namesrv, log_args)
+            try:
+                await supervisor.start()
+            except BrokerExited as e:
+                await _shut_down("brokers", supervisor.shutdown)
+                raise StartupError(str(e), e.status) from None
+            log.info(
+                "rmq standalone listening: name server on %s, %d brokers (%s) in cluster %s, stores under %s",
+                namesrv.address,
+                brokers,
+                ", ".join(f"{s.name} pid {s.pid}" for s in slots),
+                slots[0].props.get("brokerClusterName", "DefaultCluster"),
+                root,
+            )
+            console = (
+                await _standalone_console(namesrv_addr, console_port, root, console_keys, console_host_names, None, tls)
+                if console_port
+                else None
+            )
+            failed = asyncio.ensure_future(supervisor.wait_failed())
+            stopped = asyncio.ensure_future(stop.wait())
+            lost: BrokerExited | None = None
+            try:
+                await asyncio.wait({failed, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                if failed.done() and not stop.is_set():
+                    lost = failed.result()
+                    log.error("rmq standalone: %s", lost)
+            finally:
+                log.info("rmq standalone stopping")
+                failed.cancel()
+                stopped.cancel()
+                await _shut_down("console", lambda: stop_console(console))
+                await _shut_down("brokers", supervisor.shutdown)
+            if lost is not None:
+                raise StartupError(str(lost), lost.status)
         finally:
             await _shut_down("name server", namesrv.shutdown)
 
