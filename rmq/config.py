@@ -164,6 +164,16 @@ class BrokerConfig:
         notify_consumer_ids_changed_enable: push code 40 on membership changes (True).
         register_name_server_period: ms between registrations (30 000).
         register_broker_timeout_mills: timeout of one registration call (6000 ms).
+        force_register: the periodic registration sends the whole topic table even when every
+            name server already has its dataVersion (False; Java's default is True). False asks
+            first with QUERY_DATA_VERSION (Java ``BrokerOuterAPI.needRegister``), which also
+            keeps the broker alive there, and sends the table only to a name server that lacks
+            it: at 10,000 topics a table is about 1.5 MB every 30 s. A slave always registers
+            (the answer carries its master's HA address).
+        compressed_register: send REGISTER_BROKER bodies deflated in Java's compressed format
+            (``RegisterBrokerBody.encode(true)``: dataVersion, then one ``name read write perm
+            filterType`` line per topic; topicSysFlag and order are not carried, as in Java)
+            (False, as Java).
         flush_consumer_offset_interval: ms between consumer-offset persists (5000).
         channel_expired_seconds: a client that has not sent a heartbeat for this long is
             dropped (Java 120 s).
@@ -337,6 +347,8 @@ class BrokerConfig:
     notify_consumer_ids_changed_enable: bool = True
     register_name_server_period: int = setting(30_000, lo=100, hi=600_000, unit="ms")
     register_broker_timeout_mills: int = setting(6000, lo=1, hi=600_000, unit="ms")
+    force_register: bool = False
+    compressed_register: bool = False
     flush_consumer_offset_interval: int = setting(5000, lo=1, hi=3_600_000, unit="ms")
     channel_expired_seconds: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")
     idle_timeout: float = setting(120.0, lo=0.001, hi=86_400.0, unit="s")

@@ -230,6 +230,8 @@ class BrokerController:
         self._tasks = BackgroundTasks("broker", log)
         self._register_lock: asyncio.Lock | None = None
         self._register_pending: asyncio.Task[Any] | None = None  # queued, not yet started
+        # periodic rounds that found every name server holding the table (needRegister false)
+        self.register_skipped = 0
         self._register_not_before = 0.0  # loop time before which no queued registration starts
         # Topics created or updated since the last registration that carried them: the next
         # incremental registration (register_topics_now) sends only these.
@@ -562,7 +564,7 @@ class BrokerController:
         while True:
             ok = False
             try:
-                ok = await self.register_broker_all()
+                ok = await self.register_broker_all(periodic=True)
             except Exception:  # next round retries
                 log.exception("registering with the name servers failed")
             if ok:
@@ -600,21 +602,37 @@ class BrokerController:
 
     # -- name-server registration ---------------------------------------------------------
 
-    async def register_broker_all(self, timeout: float | None = None) -> bool:
+    async def register_broker_all(self, timeout: float | None = None, periodic: bool = False) -> bool:
         """REGISTER_BROKER with every name server now (serialized, so tables arrive in order).
 
-        Returns True when every name server accepted it (or there are none).
+        ``periodic`` (the ``registerNameServerPeriod`` round; default False): unless
+        ``forceRegister`` or this is a slave, first ask each name server for the version it
+        holds (Java ``BrokerController.registerBrokerAll`` → ``needRegister``, QUERY_DATA_VERSION)
+        and send the table only when one lacks it; the question itself keeps the broker alive
+        there. Returns True when every name server accepted it (or there are none).
         """
         if not self.broker_config.namesrv_addr_list or self._register_lock is None or self._stopped:
             return True
         async with self._register_lock:
-            return await self._register_locked(timeout)
+            return await self._register_locked(timeout, periodic)
 
-    async def _register_locked(self, timeout: float | None = None) -> bool:
+    async def _register_locked(self, timeout: float | None = None, periodic: bool = False) -> bool:
         bc = self.broker_config
         if self._stopped:
             return True
         timeout = timeout if timeout is not None else bc.register_broker_timeout_mills / 1000.0
+        if periodic and not bc.force_register and bc.broker_id == 0:
+            stale = await self.broker_outer_api.need_register(
+                bc.broker_cluster_name,
+                self.broker_addr,
+                bc.broker_name,
+                bc.broker_id,
+                self.topic_config_manager.data_version.to_json(),
+                timeout,
+            )
+            self.register_skipped += not stale
+            if not stale:
+                return True
         wrapper = self.topic_config_manager.serialize_wrapper()
         if not PermName.is_writeable(bc.broker_permission) or not PermName.is_readable(bc.broker_permission):
             # Java: a broker without read/write perm advertises every topic with its perm.
@@ -628,6 +646,7 @@ class BrokerController:
             self.ha_server_addr,
             wrapper,
             timeout,
+            bc.compressed_register,
         )
         self._on_register_answer()
         return all(ok for _, ok in results)
@@ -759,6 +778,7 @@ class BrokerController:
                 self.ha_server_addr,
                 wrapper,
                 bc.register_broker_timeout_mills / 1000.0,
+                bc.compressed_register,
             )
             self._on_register_answer()
             ok = all(ok for _, ok in results)

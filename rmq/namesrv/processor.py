@@ -18,7 +18,7 @@ import inspect
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rmq.common import fastjson
 from rmq.common.log import RateLimitedLog, clip, clip_remark
@@ -27,12 +27,15 @@ from rmq.errors import RemotingCommandError
 from rmq.namesrv.kv_config import KVConfigRefused
 from rmq.namesrv.route_manager import RegistrationRefused
 from rmq.protocol.body.ops import KVTable
+from rmq.protocol.body.register import decode_compressed_register_body
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.namesrv import (
     GetKVConfigRequestHeader,
     GetRouteInfoRequestHeader,
     PutKVConfigRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
     UnRegisterBrokerRequestHeader,
     WipeWritePermOfBrokerRequestHeader,
@@ -137,15 +140,13 @@ class NamesrvProcessor:
             return cmd.response(ResponseCode.SYSTEM_ERROR, "crc32 not match", {})
         table, data_version = None, None
         if body:
-            if h.compressed:
-                return cmd.response(ResponseCode.SYSTEM_ERROR, "compressed broker registration is not supported", {})
-            try:
-                data = fastjson.loads(body)
-                wrapper = data.get("topicConfigSerializeWrapper") or {}
-                table = wrapper.get("topicConfigTable") or {}
-                data_version = wrapper.get("dataVersion") or {}
-            except (ValueError, AttributeError, RecursionError) as e:
-                raise RemotingCommandError(f"REGISTER_BROKER body is not a RegisterBrokerBody: {clip(e)}") from None
+            if h.compressed:  # Java RegisterBrokerBody.decode(data, true)
+                try:
+                    table, data_version = decode_compressed_register_body(body, self.route.limits.max_topics_per_broker)
+                except ValueError as e:
+                    raise RemotingCommandError(f"REGISTER_BROKER: {clip(e)}") from None
+            else:
+                table, data_version = self._json_register_body(body)
         try:
             result = self.route.register_broker(
                 h.cluster_name,
@@ -162,6 +163,16 @@ class NamesrvProcessor:
         ext = {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr}
         return cmd.response(ResponseCode.SUCCESS, None, ext)
 
+    @staticmethod
+    def _json_register_body(body: bytes) -> tuple[Any, Any]:
+        """(topicConfigTable, dataVersion) of a JSON RegisterBrokerBody."""
+        try:
+            data = fastjson.loads(body)
+            wrapper = data.get("topicConfigSerializeWrapper") or {}
+            return wrapper.get("topicConfigTable") or {}, wrapper.get("dataVersion") or {}
+        except (ValueError, AttributeError, RecursionError) as e:
+            raise RemotingCommandError(f"REGISTER_BROKER body is not a RegisterBrokerBody: {clip(e)}") from None
+
     def unregister_broker(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
         h = UnRegisterBrokerRequestHeader.from_ext_fields(cmd.ext_fields)
         try:
@@ -172,11 +183,18 @@ class NamesrvProcessor:
         return cmd.response(ResponseCode.SUCCESS, None, {})
 
     def query_data_version(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        addr = cmd.ext_fields.get("brokerAddr")
-        dv = self.route.query_data_version(str(addr)) if addr else None
-        return cmd.response(
-            ResponseCode.SUCCESS, None, {"changed": "true" if dv is None else "false"}, fastjson.dumps(dv or {})
-        )
+        """Java ``queryBrokerTopicConfig``: whether the broker's table of the version in the
+        body is here (``changed`` false refreshes its registration time), and the version held."""
+        h = QueryDataVersionRequestHeader.from_ext_fields(cmd.ext_fields)
+        try:
+            asked = fastjson.loads(cmd.body_bytes() or b"{}")
+        except ValueError as e:
+            raise RemotingCommandError(f"QUERY_DATA_VERSION body is not a DataVersion: {clip(e)}") from None
+        if not isinstance(asked, dict):
+            raise RemotingCommandError("QUERY_DATA_VERSION body is not a DataVersion object")
+        changed, held = self.route.check_data_version(h.broker_addr, asked, conn)
+        ext = QueryDataVersionResponseHeader(changed=changed).to_ext_fields()
+        return cmd.response(ResponseCode.SUCCESS, None, ext, fastjson.dumps(held) if held is not None else None)
 
     # -- routes ---------------------------------------------------------------------------
 

@@ -530,3 +530,21 @@ class RouteInfoManager:
     def query_data_version(self, broker_addr: str) -> dict[str, Any] | None:
         live = self.broker_live_table.get(broker_addr)
         return live.data_version if live else None
+
+    def check_data_version(
+        self, broker_addr: str, data_version: dict[str, Any], conn: object | None = None
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """QUERY_DATA_VERSION (Java ``DefaultRequestProcessor.queryBrokerTopicConfig``):
+        ``(changed, the version held)``. Unchanged — the broker is registered with this very
+        table version — refreshes its registration time as a registration would (Java
+        ``updateBrokerInfoUpdateTimestamp``), so a broker that only asks stays routed. Asked
+        over a connection the broker did not register over (a restarted name server's new
+        one, or another peer), the answer is "changed" and nothing is refreshed: the broker then
+        registers in full over it, and nobody else can keep a dead broker alive."""
+        live = self.broker_live_table.get(broker_addr)
+        if live is None:
+            return True, None
+        changed = live.data_version != data_version or (conn is not None and conn not in live.conns)
+        if not changed:
+            live.last_update = time.monotonic()
+        return changed, live.data_version

@@ -12,6 +12,8 @@ __all__ = [
     "GetRouteInfoRequestHeader",
     "GetTopicsByClusterRequestHeader",
     "PutKVConfigRequestHeader",
+    "QueryDataVersionRequestHeader",
+    "QueryDataVersionResponseHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
     "UnRegisterBrokerRequestHeader",
@@ -40,6 +42,25 @@ class RegisterBrokerRequestHeader(Header):
 class RegisterBrokerResponseHeader(Header):
     ha_server_addr: str | None = w("haServerAddr", default=None)
     master_addr: str | None = w("masterAddr", default=None)
+
+
+@header
+class QueryDataVersionRequestHeader(Header):
+    """QUERY_DATA_VERSION (322; Java ``BrokerOuterAPI.needRegister``); the body is the broker's
+    dataVersion JSON."""
+
+    broker_name: str = w("brokerName")
+    broker_addr: str = w("brokerAddr")
+    cluster_name: str = w("clusterName")
+    broker_id: int = w("brokerId", int64=True)
+
+
+@header
+class QueryDataVersionResponseHeader(Header):
+    """Whether the name server lacks the broker's topic table of that version; the body is the
+    version it has (none when it has none)."""
+
+    changed: bool | None = w("changed", default=None)
 
 
 @header

@@ -1,0 +1,175 @@
+"""Registration at size, as Java 4.9.8: QUERY_DATA_VERSION (``BrokerOuterAPI.needRegister``: a
+periodic round skips an unchanged topic table and still keeps the broker alive) and
+``compressedRegister`` (``RegisterBrokerBody.encode(true)``), name server and broker over TCP."""
+
+import json
+import struct
+import zlib
+
+from rmq._testing import run_broker, run_namesrv
+from rmq.broker.namesrv_api import encode_register_body
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.remoting.client import RemotingClient
+
+ADDR = "127.0.0.1:10911"
+
+
+def java_compressed_body(version: dict, lines: list[str], filter_servers: str = "[]") -> bytes:
+    """What Java's RegisterBrokerBody.encode(true) writes, spelled out independently of rmq's
+    encoder: big-endian int32 lengths, TopicConfig.encode() lines, DeflaterOutputStream."""
+    out = bytearray()
+    dv = json.dumps(version).encode()
+    out += struct.pack(">i", len(dv)) + dv + struct.pack(">i", len(lines))
+    for line in lines:
+        b = line.encode()
+        out += struct.pack(">i", len(b)) + b
+    fs = filter_servers.encode()
+    out += struct.pack(">i", len(fs)) + fs
+    return zlib.compress(bytes(out), 9)
+
+
+def register(body: bytes, compressed: bool, addr: str = ADDR) -> RemotingCommand:
+    ext = {
+        "brokerAddr": addr,
+        "brokerId": "0",
+        "brokerName": "broker-a",
+        "clusterName": "DefaultCluster",
+        "haServerAddr": "127.0.0.1:10912",
+        "compressed": "true" if compressed else "false",
+        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }
+    return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, body)
+
+
+def query(version: dict, addr: str = ADDR) -> RemotingCommand:
+    ext = {"brokerAddr": addr, "brokerId": "0", "brokerName": "broker-a", "clusterName": "DefaultCluster"}
+    return RemotingCommand.request(RequestCode.QUERY_DATA_VERSION, ext, json.dumps(version).encode())
+
+
+async def route(client: RemotingClient, addr: str, topic: str) -> dict | None:
+    resp = await client.invoke(addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}))
+    return json.loads(resp.body_bytes()) if resp.code == ResponseCode.SUCCESS else None
+
+
+async def test_a_java_compressed_registration_is_routed():
+    body = java_compressed_body(
+        {"timestamp": 5, "counter": 2},
+        ["broker-a 1 1 7 SINGLE_TAG", "TopicA 8 8 6 SINGLE_TAG", "TopicRO 4 2 4 SINGLE_TAG"],
+    )
+    async with run_namesrv() as ns, RemotingClient() as c:
+        resp = await c.invoke(ns.address, register(body, compressed=True))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        r = await route(c, ns.address, "TopicA")
+        assert r is not None
+        assert [(q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in r["queueDatas"]] == [(8, 8, 6)]
+        ro = await route(c, ns.address, "TopicRO")
+        assert ro is not None and ro["queueDatas"][0]["perm"] == 4 and ro["queueDatas"][0]["writeQueueNums"] == 2
+        # the version it carried is the one held
+        resp = await c.invoke(ns.address, query({"timestamp": 5, "counter": 2}))
+        assert resp.ext_fields["changed"] == "false"
+
+
+async def test_rmq_s_compressed_body_is_java_s_format():
+    wrapper = {
+        "topicConfigTable": {
+            "broker-a": {"topicName": "broker-a", "readQueueNums": 1, "writeQueueNums": 1, "perm": 7},
+            "T1": {"topicName": "T1", "readQueueNums": 8, "writeQueueNums": 8, "perm": 6, "topicSysFlag": 0},
+        },
+        "dataVersion": {"timestamp": 9, "counter": 3},
+    }
+    ours = await encode_register_body(wrapper, compressed=True)
+    raw = zlib.decompress(ours)
+    expected = zlib.decompress(
+        java_compressed_body({"timestamp": 9, "counter": 3}, ["broker-a 1 1 7 SINGLE_TAG", "T1 8 8 6 SINGLE_TAG"])
+    )
+    # the same stream but for JSON spacing of the dataVersion: compare field by field
+    (n,) = struct.unpack(">i", raw[:4])
+    assert json.loads(raw[4 : 4 + n]) == {"timestamp": 9, "counter": 3}
+    (m,) = struct.unpack(">i", expected[:4])
+    assert raw[4 + n :] == expected[4 + m :]
+
+
+async def test_bad_compressed_bodies_are_refused_and_nothing_registers():
+    bomb = zlib.compress(b"\0" * 50_000_000, 9)  # inflates far past what 1 topic needs
+    async with run_namesrv(max_topics_per_broker=1) as ns, RemotingClient() as c:
+        for body, says in (
+            (b"not deflated", "does not inflate"),
+            (bomb, "inflates past"),
+            (java_compressed_body({}, ["A 1 1 6 SINGLE_TAG", "B 1 1 6 SINGLE_TAG"]), "2 topics"),
+            (java_compressed_body({}, ["A 1 x 6 SINGLE_TAG"]), "non-integer"),
+            (java_compressed_body({}, ["A 1 1 6"]), "5 fields"),
+            (java_compressed_body({}, [])[:-6], "inflate"),
+        ):
+            resp = await c.invoke(ns.address, register(body, compressed=True))
+            assert resp.code == ResponseCode.SYSTEM_ERROR and says in (resp.remark or ""), (says, resp.remark)
+        assert ns.route_info_manager.broker_live_table == {}
+
+
+async def test_query_data_version_refreshes_only_the_same_version_over_the_registering_connection():
+    body = json.dumps(
+        {
+            "topicConfigSerializeWrapper": {
+                "topicConfigTable": {"broker-a": {"topicName": "broker-a", "readQueueNums": 1, "writeQueueNums": 1}},
+                "dataVersion": {"timestamp": 1, "counter": 4},
+            },
+            "filterServerList": [],
+        }
+    ).encode()
+    async with run_namesrv() as ns, RemotingClient() as broker_side, RemotingClient() as other:
+        # unknown broker: changed, no version held
+        resp = await broker_side.invoke(ns.address, query({"timestamp": 1, "counter": 4}))
+        assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["changed"] == "true" and not resp.body
+        assert (await broker_side.invoke(ns.address, register(body, compressed=False))).code == ResponseCode.SUCCESS
+        live = ns.route_info_manager.broker_live_table[ADDR]
+
+        live.last_update = 0.0
+        resp = await broker_side.invoke(ns.address, query({"timestamp": 1, "counter": 4}))
+        assert resp.ext_fields["changed"] == "false"
+        assert json.loads(resp.body_bytes()) == {"timestamp": 1, "counter": 4}
+        assert live.last_update > 0.0  # kept alive as by a registration
+
+        live.last_update = 0.0
+        resp = await broker_side.invoke(ns.address, query({"timestamp": 1, "counter": 5}))
+        assert resp.ext_fields["changed"] == "true" and live.last_update == 0.0
+        assert json.loads(resp.body_bytes()) == {"timestamp": 1, "counter": 4}
+
+        # another connection cannot keep the broker alive
+        resp = await other.invoke(ns.address, query({"timestamp": 1, "counter": 4}))
+        assert resp.ext_fields["changed"] == "true" and live.last_update == 0.0
+
+
+async def test_the_periodic_round_skips_an_unchanged_table_and_sends_a_changed_one(tmp_path):
+    async with run_namesrv() as ns, run_broker(tmp_path, ns, force_register=False) as broker:
+        api = broker.broker_outer_api
+        live = ns.route_info_manager.broker_live_table[broker.broker_addr]
+        sent = api.last_body_size
+        api.last_body_size = 0
+        live.last_update = 0.0
+        assert await broker.register_broker_all(periodic=True)
+        assert broker.register_skipped == 1 and api.last_body_size == 0  # asked, nothing sent
+        assert live.last_update > 0.0
+
+        # a new table version: the next round sends it
+        broker.topic_config_manager.data_version.next_version()
+        assert await broker.register_broker_all(periodic=True)
+        assert broker.register_skipped == 1 and api.last_body_size >= sent
+        held = ns.route_info_manager.broker_live_table[broker.broker_addr].data_version
+        assert held == broker.topic_config_manager.data_version.to_json()
+
+
+async def test_force_register_always_sends_and_compressed_register_routes(tmp_path):
+    async with (
+        run_namesrv() as ns,
+        run_broker(tmp_path, ns, force_register=True, compressed_register=True) as broker,
+        RemotingClient() as c,
+    ):
+        api = broker.broker_outer_api
+        compressed = api.last_body_size
+        api.last_body_size = 0
+        assert await broker.register_broker_all(periodic=True)
+        assert broker.register_skipped == 0 and api.last_body_size == compressed
+        json_body = await encode_register_body(broker.topic_config_manager.serialize_wrapper())
+        assert compressed < len(json_body) / 3
+        r = await route(c, ns.address, "TBW102")
+        assert r is not None and r["queueDatas"][0]["brokerName"] == broker.broker_config.broker_name
