@@ -184,8 +184,9 @@ class BrokerContext(Protocol):
 
     # -- name-server registration ---------------------------------------------------------------
 
-    def register_broker_soon(self) -> None:
-        """Queue one full registration (coalesced) and return at once."""
+    def register_broker_soon(self, topics: Iterable[str] = ()) -> None:
+        """Register ``topics`` (just created) as an increment, or without topics the whole
+        table, coalesced; return at once."""
         ...
 
     async def register_broker_now(self, max_wait: float = 2.5) -> None:

@@ -383,7 +383,7 @@ class PopService:
         )
         c.topic_config_manager.system_topics.add(self.revive_topic)
         if created:
-            c.register_broker_soon()
+            c.register_broker_soon((self.revive_topic,))
         self.hold = PullRequestHoldService(
             _HoldAdapter(self),
             _StoreView(self.store),
@@ -1326,7 +1326,7 @@ class PopService:
         if tc is None:
             return False
         if created:
-            self.ctx.register_broker_soon()
+            self.ctx.register_broker_soon((target,))
         inner = MessageInner(
             topic=target,
             queue_id=0,

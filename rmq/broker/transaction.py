@@ -515,7 +515,7 @@ class TransactionalMessageService:
             TRANS_CHECK_MAX_TIME_TOPIC, 1, PermName.PERM_READ | PermName.PERM_WRITE, 0
         )
         if created:
-            self.controller.register_broker_soon()
+            self.controller.register_broker_soon((TRANS_CHECK_MAX_TIME_TOPIC,))
         keep = copy_to_inner(ext, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(ext.properties))
         result = await self.store.put_message(keep)
         if not result.is_ok:

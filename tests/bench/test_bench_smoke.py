@@ -95,3 +95,41 @@ def test_produce_repeat_threads_against_fresh_brokers(serialize):
     tps = summary["tps"]
     assert tps["min"] <= tps["median"] <= tps["max"] and summary["broker_cpu_s_per_1m"]["median"] > 0
     assert "tps: median" in proc.stdout and "(load " in proc.stdout
+
+
+def test_scale_bench_tiny():
+    """bench/scale_bench.py at tiny sizes: every figure is there and consistent (the lead runs
+    the real sizes)."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "scale_bench.py"),
+            "--topics=30",
+            "--groups=5",
+            "--clients=12",
+            "--heartbeat-interval=1",
+            "--idle-seconds=1",
+            "--route-queries=50",
+            "--register-repeat=1",
+            "--store-gb=0.005",
+            "--small-files",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=170,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    f = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert f["target"] == "rmq" and f["masters"] == ["broker-a"]
+    assert f["topics"] == 30 and f["broker_topics"] >= 30 and f["groups"] == 5 and f["clients"] == 12
+    assert 0 < f["register_compressed_bytes"] < f["register_json_bytes"]
+    assert f["query_data_version_ms"] > 0 and f["register_full_ms"] > 0
+    assert 0 < f["route_p50_ms"] <= f["route_p99_ms"]
+    assert f["idle_heartbeats_failed"] == 0 and f["idle_cpu_s_per_min"] is not None
+    assert all(f[k] > 10 for k in ("rss_start_mb", "rss_loaded_mb", "rss_idle_mb"))
+    assert f["store_bytes"] > 0 and f["recovery_clean_s"] > 0 and f["recovery_kill9_s"] > 0
+    assert f["recovery_clean_store_s"] is not None and f["recovery_kill9_store_s"] is not None
+    assert "recovery of" in proc.stdout and "QUERY_DATA_VERSION" in proc.stdout

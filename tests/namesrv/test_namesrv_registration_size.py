@@ -173,3 +173,25 @@ async def test_force_register_always_sends_and_compressed_register_routes(tmp_pa
         assert compressed < len(json_body) / 3
         r = await route(c, ns.address, "TBW102")
         assert r is not None and r["queueDatas"][0]["brokerName"] == broker.broker_config.broker_name
+
+
+async def test_a_topic_auto_created_by_a_send_registers_as_an_increment(tmp_path):
+    """Java re-registers the whole table for each auto-created topic; rmq sends only the topic
+    (the name server merges it), so its cost does not grow with the table."""
+    import rmq
+    from rmq._testing import wait_until
+
+    async with run_namesrv() as ns, run_broker(tmp_path, ns) as broker, RemotingClient() as c:
+        api = broker.broker_outer_api
+        full = len(await encode_register_body(broker.topic_config_manager.serialize_wrapper()))
+        async with rmq.Producer(f"127.0.0.1:{ns.port}", "PID_auto_incr") as producer:
+            r = await producer.send(rmq.Message("AutoIncr", b"x"))
+        assert r.status is rmq.SendStatus.SEND_OK
+
+        async def routed() -> bool:
+            return await route(c, ns.address, "AutoIncr") is not None
+
+        await wait_until(routed, what="the auto-created topic routed")
+        assert 0 < api.last_body_size < full / 3
+        for topic in ("TBW102", broker.broker_config.broker_name):  # nothing else was dropped
+            assert await route(c, ns.address, topic) is not None

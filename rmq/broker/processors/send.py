@@ -271,7 +271,7 @@ class SendMessageProcessor:
                     {},
                 )
             if created:
-                self.controller.register_broker_soon()
+                self.controller.register_broker_soon((topic,))
 
         if tc.type_code and bc.enable_topic_message_type_check:
             props = header.properties

@@ -68,7 +68,7 @@ def _create_system_topic(
         topic, queue_nums, perm, topic_sys_flag
     )
     if created:
-        controller.register_broker_soon()  # route it, so a consumer of the topic finds it
+        controller.register_broker_soon((topic,))  # route it, so a consumer of the topic finds it
     return tc
 
 
