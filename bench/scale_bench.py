@@ -52,6 +52,7 @@ from pathlib import Path
 
 import _common as bc
 
+from rmq.common import fastjson
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.requests import check_success
@@ -318,7 +319,7 @@ async def registration(client: RemotingClient, namesrv: str, broker_addr: str, p
 
     resp = await client.invoke(broker_addr, get_all_topic_config(), timeout=60.0)
     check_success(resp)
-    table = json.loads(resp.body_bytes())["topicConfigTable"]
+    table = fastjson.loads(resp.body_bytes())["topicConfigTable"]
     figures: dict = {"broker_topics": len(table)}
     # the broker's own table as it registers it (rmq's encoder writes Java's format)
     t0 = time.perf_counter()
