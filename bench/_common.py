@@ -8,6 +8,7 @@ depends on rmq's broker internals; :class:`Standalone` merely starts ``rmq stand
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import math
@@ -139,21 +140,38 @@ def cpu_seconds_or_none(pid: int | None) -> float | None:
         return None
 
 
-class CpuMeter:
-    """Broker CPU seconds over a window (``--broker-pid``); inert when pid is None."""
+def pid_list(text: str) -> int | list[int]:
+    """``--broker-pid``: one pid, or several comma-separated (``rmq standalone --brokers N``: the
+    standalone and its broker processes), whose CPU seconds add up."""
+    try:
+        pids = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a pid or comma-separated pids: {text!r}") from None
+    if not pids:
+        raise argparse.ArgumentTypeError("no pid given")
+    return pids[0] if len(pids) == 1 else pids
 
-    def __init__(self, pid: int | None):
+
+class CpuMeter:
+    """Broker CPU seconds over a window (``--broker-pid``: one pid or a list, summed); inert
+    when pid is None."""
+
+    def __init__(self, pid: int | list[int] | None):
         self.pid = pid
+        self.pids = [pid] if isinstance(pid, int) else list(pid or [])
         self.start_value = None
         self.seconds = None
 
+    def _now(self) -> float:
+        return sum(process_cpu_seconds(p) for p in self.pids)
+
     def start(self) -> None:
-        if self.pid:
-            self.start_value = process_cpu_seconds(self.pid)
+        if self.pids:
+            self.start_value = self._now()
 
     def stop(self) -> float | None:
-        if self.pid and self.start_value is not None:
-            self.seconds = process_cpu_seconds(self.pid) - self.start_value
+        if self.pids and self.start_value is not None:
+            self.seconds = self._now() - self.start_value
         return self.seconds
 
     def per_million(self, messages: int) -> float | None:
@@ -173,9 +191,10 @@ def add_common_args(ap, namesrv_required: bool = True) -> None:
     )
     ap.add_argument(
         "--broker-pid",
-        type=int,
+        type=pid_list,
         default=None,
-        help="pid of the broker process: report its CPU seconds over the measured window",
+        help="pid of the broker process (or comma-separated pids, summed): report its CPU seconds "
+        "over the measured window",
     )
     ap.add_argument("--json", action="store_true", help="end with one JSON line of the figures")
     ap.add_argument("--timeout", type=float, default=5.0, help="per-request timeout in seconds (default 5)")
@@ -509,6 +528,7 @@ class Standalone:
         stop_timeout: float = 15.0,
         tree: str | None = None,
         tls: bool = False,
+        brokers: int = 1,
     ):
         from rmq._testing import StandaloneProcess
 
@@ -542,6 +562,7 @@ class Standalone:
             small_files=False,
             env=env,
             cwd=tree,
+            brokers=brokers,
         )
 
     @property
@@ -555,6 +576,11 @@ class Standalone:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def pids(self) -> list[int]:
+        """The standalone and, with ``brokers`` > 1, its broker processes (for ``--broker-pid``)."""
+        return [self.process.pid, *self.process.broker_pids().values()]
 
     @property
     def log_path(self) -> str:

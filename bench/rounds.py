@@ -4,6 +4,7 @@
     .venv/bin/python bench/rounds.py [--rounds 3] [--duration 30] [--prefill 1000000]
                                      [--tree PATH ...] [--variant plain|noindex|acl|tls ...]
                                      [--serialize rocketmq] [--threads 16] [--json-out FILE] [--tls]
+                                     [--brokers N]
 
 Each round starts a fresh ``rmq standalone`` (free ports, new store, the daemon's defaults:
 1 GiB CommitLog files, ASYNC_FLUSH) for ``produce_bench.py`` (1 KiB, 4 connections × 16 in
@@ -20,6 +21,9 @@ per run, then per tree (and variant) the median (min–max) of each figure, and 
 before each run (say it next to the figures). ``--tls`` starts
 each broker with ``tls.server.mode=enforcing`` and a self-signed certificate made with
 ``openssl`` for the run, and runs both benchmarks with ``--tls --tls-ca`` that certificate.
+``--brokers N`` runs ``rmq standalone --brokers N`` (a broker per core): the topics are created on
+every broker and the benchmarks use all of them; the CPU figures add up the standalone's and its
+brokers' processes.
 """
 
 from __future__ import annotations
@@ -70,6 +74,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="produce rounds: N synchronous senders over one connection (produce_bench.py --threads) "
         "instead of 4 connections x 16 in flight",
     )
+    ap.add_argument(
+        "--brokers",
+        type=int,
+        default=1,
+        help="rmq standalone --brokers N (default 1); the broker CPU is the standalone's and its brokers' together",
+    )
     ap.add_argument("--json-out", help="write every run's figures to this file")
     ap.add_argument(
         "--tls",
@@ -110,10 +120,10 @@ def one_run(kind: str, tree: str | None, args: argparse.Namespace, variant: str 
         acl_home = _acl_home()
         extra += ["--aclEnable=true", f"--rocketmqHome={acl_home}"]
         client_args += ["--access-key", ACL_ACCESS_KEY, "--secret-key", ACL_SECRET_KEY]
-    standalone = c.Standalone(tree=tree, tls=args.tls or variant == "tls", extra_args=extra)
+    standalone = c.Standalone(tree=tree, tls=args.tls or variant == "tls", extra_args=extra, brokers=args.brokers)
     c.run(standalone.start())
     try:
-        ns, pid = standalone.namesrv_addr, str(standalone.pid)
+        ns, pid = standalone.namesrv_addr, ",".join(str(p) for p in standalone.pids)
         if kind == "produce":
             shape = ["--threads", str(args.threads)] if args.threads else ["--connections", "4", "--inflight", "16"]
             cmd = [

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import signal
 import socket
 import subprocess
@@ -418,6 +419,18 @@ class StandaloneProcess:
             if self.returncode != 3:  # 3 = port taken: retry with new ports
                 break
         raise RuntimeError(f"rmq standalone exited with status {self.returncode}:\n{last}")
+
+    def broker_pids(self) -> dict[str, int]:
+        """With ``brokers`` > 1: each broker process's current pid by broker name, from the
+        log (the "listening" line, then any "restarted (pid N)" line); else empty."""
+        text = self.log_text()
+        if self.brokers == 1 or "rmq standalone listening" not in text:
+            return {}
+        listening = text.split("rmq standalone listening", 1)[1].split("\n", 1)[0]
+        pids = {name: int(pid) for name, pid in re.findall(r"([%|\w-]+) pid (\d+)", listening)}
+        for name, pid in re.findall(r"broker ([%|\w-]+) restarted \(pid (\d+)\)", text):
+            pids[name] = int(pid)
+        return pids
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """SIGTERM and wait (SIGKILL after ``timeout``); returns the exit status."""

@@ -24,15 +24,7 @@ FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 
 
 def broker_pids(proc: StandaloneProcess) -> dict[str, int]:
-    """Each broker's current pid, from the standalone's log: the "listening" line, then any
-    "restarted (pid N)" line after it."""
-    text = proc.log_text()
-    pids = {
-        name: int(pid) for name, pid in re.findall(r"(broker-\w+) pid (\d+)", text.split("rmq standalone listening")[1])
-    }
-    for name, pid in re.findall(r"broker (broker-\w+) restarted \(pid (\d+)\)", text):
-        pids[name] = int(pid)
-    return pids
+    return proc.broker_pids()
 
 
 async def masters(namesrv: str) -> dict[str, str]:
