@@ -54,7 +54,8 @@ MAX_BROKERS = 64
 #: A broker that exits this many times in a row without registering stops the standalone.
 MAX_FAILED_RESTARTS = 5
 
-#: Restart backoff after a broker process exits: 1 s, doubling, at most this.
+#: Restart backoff after a broker process exits: this, doubling, at most MAX_RESTART_BACKOFF.
+FIRST_RESTART_BACKOFF = 1.0
 MAX_RESTART_BACKOFF = 30.0
 
 #: Seconds a broker has to stop after SIGTERM (it flushes its store) before it is killed.
@@ -271,7 +272,7 @@ class BrokerSupervisor:
     async def _keep(self, slot: BrokerSlot) -> None:
         """Restart ``slot``'s process whenever it exits while the standalone runs."""
 
-        backoff = 1.0
+        backoff = FIRST_RESTART_BACKOFF
         failed = 0
         while True:
             assert slot.proc is not None
@@ -280,8 +281,8 @@ class BrokerSupervisor:
                 return
             if failed >= MAX_FAILED_RESTARTS:
                 raise BrokerExited(
-                    f"broker {slot.name} (store {slot.store_dir}) exited with status {status} "
-                    f"{failed + 1} times in a row without registering; giving up",
+                    f"broker {slot.name} (store {slot.store_dir}) exited with status {status}: its last "
+                    f"{failed} restarts all exited before registering; giving up",
                     EXIT_FAILED,
                 )
             log.error(
@@ -301,7 +302,7 @@ class BrokerSupervisor:
             if await self._wait_registered(slot, proc, since):
                 log.info("broker %s restarted (pid %d)", slot.name, proc.pid)
                 slot.registered.set()
-                backoff, failed = 1.0, 0
+                backoff, failed = FIRST_RESTART_BACKOFF, 0
             else:
                 backoff = min(backoff * 2, MAX_RESTART_BACKOFF)
                 failed += 1

@@ -169,3 +169,35 @@ def test_broker_properties_layout():
         broker_properties({}, 0, 10911, "/d", "x:1")
     with pytest.raises(ConfigError, match="metricsPort"):
         broker_properties({"metricsPort": "65535"}, 2, 10911, "/d", "x:1")
+
+
+async def test_a_broker_that_keeps_failing_is_given_up_naming_it(tmp_path, monkeypatch):
+    """The supervisor in-process over a real name server and a real broker process: once its
+    restarts keep exiting before they register, wait_failed() names it (the standalone exits
+    with that message and status 1)."""
+    from rmq._testing import run_namesrv
+    from rmq.cli import cluster
+
+    monkeypatch.setattr(cluster, "FIRST_RESTART_BACKOFF", 0.05)
+    monkeypatch.setattr(cluster, "MAX_FAILED_RESTARTS", 2)
+    async with run_namesrv() as ns:
+        [props] = cluster.broker_properties(
+            {"listenHost": "127.0.0.1", "metricsPort": "0", "mappedFileSizeCommitLog": "67108864"},
+            1,
+            0,
+            str(tmp_path / "store"),
+            f"127.0.0.1:{ns.port}",
+        )
+        slot = cluster.BrokerSlot(0, props["brokerName"], props)
+        sup = cluster.BrokerSupervisor([slot], ns)
+        await sup.start()
+        try:
+            assert slot.pid is not None and slot.starts == 1
+            # from now on every restart exits at once with a bad configuration (exit 2)
+            slot.props["listenPort"] = "70000"
+            os.kill(slot.pid, signal.SIGKILL)
+            failed = await asyncio.wait_for(sup.wait_failed(), 120)
+        finally:
+            await sup.shutdown()
+        assert "broker broker-a" in str(failed) and "its last 2 restarts all exited before registering" in str(failed)
+        assert failed.status == 1 and slot.starts == 3
