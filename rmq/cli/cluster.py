@@ -286,7 +286,7 @@ class BrokerSupervisor:
                     EXIT_FAILED,
                 )
             log.error(
-                "broker %s (pid %s, store %s) exited with status %s; restarting it in %.0f s",
+                "broker %s (pid %s, store %s) exited with status %s; restarting it in %g s",
                 slot.name,
                 slot.pid,
                 slot.store_dir,
