@@ -438,7 +438,22 @@ async def recovery(d: RmqDaemons, kill: bool) -> dict:
 # ---------------------------------------------------------------------------- main
 
 
+def raise_fd_limit(need: int) -> None:
+    """Raise this process's open-file limit towards ``need`` (up to the hard limit): every client
+    connection is a socket here, and the rmq broker this script starts inherits the limit."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = need if hard == resource.RLIM_INFINITY else min(need, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft != resource.RLIM_INFINITY and soft < need:
+        print(f"warning: open-file limit {soft} < {need}: raise it (ulimit -n) for this many clients", file=sys.stderr)
+
+
 async def run(args: argparse.Namespace) -> dict:
+    raise_fd_limit(args.clients * 2 + 1024)
     figures: dict = {"bench": "scale", "target": "external" if args.namesrv else "rmq"}
     daemons: RmqDaemons | None = None
     tmp: str | None = None
