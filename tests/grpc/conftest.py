@@ -1,5 +1,5 @@
-"""Fixtures of the gRPC endpoint tests: the unmodified PyPI 5.x client in its own venv and
-``rmq standalone`` subprocesses serving gRPC on a free port."""
+"""Fixtures of the gRPC endpoint tests: the unmodified PyPI 5.x client in its own venv, and
+``rmq standalone`` alone or with a second broker, serving gRPC on free ports."""
 
 from __future__ import annotations
 
@@ -23,13 +23,20 @@ def v5_python() -> Path:
         pytest.fail(f"installing the 5.x client failed:\n{exc}", pytrace=False)
 
 
-@pytest.fixture(scope="module")
-def grpc_broker(tmp_path_factory):
-    proc, broker = start_grpc_broker(tmp_path_factory.mktemp("rmq-grpc") / "store")
+@pytest.fixture(scope="session", params=["standalone", "cluster"])
+def grpc_target(request, tmp_path_factory):
+    """What the 5.x client suite runs against, given to the client as ONE endpoint: ``rmq
+    standalone`` (broker-a), and again a two-broker cluster: the standalone plus ``rmq broker``
+    broker-b on its name server, each serving gRPC on its own port (docs/design.md, gRPC
+    endpoint: a cluster). Session scoped, so each is started once for every module using it."""
+    workdir = tmp_path_factory.mktemp(f"rmq-grpc-{request.param}")
+    _, target = start_grpc_broker(workdir / "store-a")
     try:
-        yield broker
+        if request.param == "cluster":
+            target.add_peer(workdir / "broker-b", "broker-b")
+        yield target
     finally:
-        print(f"rmq standalone stopped with exit code {proc.stop()}")
+        print(f"rmq standalone stopped with exit code {target.stop()}")
 
 
 @pytest.fixture

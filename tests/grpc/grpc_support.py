@@ -12,8 +12,10 @@ from pathlib import Path
 import grpc
 import pytest
 
-from rmq._testing import StandaloneProcess, free_port
+from rmq._testing import StandaloneProcess, free_port, wait_until, wait_until_sync
+from rmq._testing.processes import BrokerProcess
 from rmq.broker.grpc.schema import RPCS, SERVICE, pb
+from rmq.common.route import TopicRouteData
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.remoting import RemotingClient
@@ -159,23 +161,139 @@ class Driver:
 
 
 class GrpcBroker:
-    """A running ``rmq standalone`` with its gRPC endpoint."""
+    """A running ``rmq standalone`` with its gRPC endpoint; with :meth:`add_peer`, a cluster:
+    more brokers (``rmq broker``, each its own ``brokerName`` and ``grpcServerPort``) registered
+    with the standalone's name server. Clients are given the first broker's endpoint only
+    (``endpoints``); topics and groups are made on every broker."""
 
-    def __init__(self, proc: StandaloneProcess, grpc_port: int) -> None:
+    def __init__(self, proc: StandaloneProcess, grpc_port: int, name: str = "broker-a") -> None:
         self.proc = proc
         self.grpc_port = grpc_port
         self.endpoints = f"127.0.0.1:{grpc_port}"
         self.namesrv = proc.namesrv_addr
         self.broker_addr = proc.broker_addr
+        #: broker name -> remoting address, the first broker's first
+        self.brokers: dict[str, str] = {name: proc.broker_addr}
+        #: broker name -> its gRPC port
+        self.grpc_ports: dict[str, int] = {name: grpc_port}
+        self.peers: list[BrokerProcess] = []
+
+    def add_peer(self, directory: Path, name: str) -> BrokerProcess:
+        """Start ``rmq broker`` ``name`` on this name server, serving gRPC on its own port,
+        with the transaction check timing of :func:`start_grpc_broker`; returns once its
+        gRPC endpoint listens."""
+        grpc_port = free_port()
+        peer = BrokerProcess(
+            directory,
+            self.namesrv,
+            brokerName=name,
+            listenHost="127.0.0.1",
+            grpcServerPort=grpc_port,
+            metricsPort=0,
+            transactionTimeOut=1000,
+            transactionCheckInterval=500,
+        )
+        self.peers.append(peer)
+        try:
+            peer.start()
+            wait_until_sync(
+                lambda: f"listening on 127.0.0.1:{grpc_port}" in peer.log_text(),
+                timeout=30,
+                interval=0.1,
+                what=f"{name}'s gRPC endpoint",
+            )
+        except (RuntimeError, AssertionError) as exc:
+            pytest.fail(f"{name} did not start: {exc}\n{peer.log_text()[-3000:]}", pytrace=False)
+        self.brokers[name] = peer.addr
+        self.grpc_ports[name] = grpc_port
+        return peer
+
+    def stop(self) -> int | None:
+        for peer in self.peers:
+            peer.stop()
+        return self.proc.stop()
 
     def log_tail(self, lines: int = 60) -> str:
-        return "\n".join(self.proc.log_text().splitlines()[-lines:])
+        tails = ["\n".join(self.proc.log_text().splitlines()[-lines:])]
+        for peer in self.peers:
+            tails.append(f"--- {peer.log_path} ---\n" + "\n".join(peer.log_text().splitlines()[-lines:]))
+        return "\n".join(tails)
 
     def create_topic(self, topic: str, queues: int = 4, rc=None, attributes: str | None = None) -> None:
-        asyncio.run(create_topic(self.broker_addr, topic, queues, rc=rc, attributes=attributes))
+        """The topic on every broker (``queues`` each), once the name server routes it to all."""
+
+        async def go() -> None:
+            for addr in self.brokers.values():
+                await create_topic(addr, topic, queues, rc=rc, attributes=attributes)
+            client = RemotingClient([self.namesrv])
+            try:
+
+                async def routed() -> bool:
+                    resp = await client.invoke_namesrv(
+                        RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+                    )
+                    if resp.code != ResponseCode.SUCCESS:
+                        return False
+                    route = TopicRouteData.from_body(resp.body_bytes())
+                    return {q.broker_name for q in route.queue_datas} == set(self.brokers)
+
+                await wait_until(routed, 30, 0.1, what=f"{topic} routed to {sorted(self.brokers)}")
+            finally:
+                await client.close()
+
+        asyncio.run(go())
+
+    def orderly_group(self, group: str) -> None:
+        """The subscription group with ``consumeMessageOrderly`` on every broker."""
+
+        async def go() -> None:
+            rc = RemotingClient()
+            try:
+                body = json.dumps({"groupName": group, "consumeMessageOrderly": True}).encode()
+                for addr in self.brokers.values():
+                    cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
+                    resp = await rc.invoke(addr, cmd)
+                    assert resp.code == ResponseCode.SUCCESS, resp.remark
+            finally:
+                await rc.close()
+
+        asyncio.run(go())
+
+    def stored(self, topic: str) -> dict[str, int]:
+        """Messages stored in ``topic`` per broker name (the sum of its queues' max offsets,
+        the queues being those the name server's route gives each broker)."""
+
+        async def go() -> dict[str, int]:
+            rc = RemotingClient([self.namesrv])
+            try:
+                resp = await rc.invoke_namesrv(
+                    RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+                )
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+                route = TopicRouteData.from_body(resp.body_bytes())
+                out = dict.fromkeys(self.brokers, 0)
+                for qd in route.queue_datas:
+                    for qid in range(qd.read_queue_nums):
+                        cmd = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(qid)})
+                        reply = await rc.invoke(self.brokers[qd.broker_name], cmd)
+                        assert reply.code == ResponseCode.SUCCESS, reply.remark
+                        out[qd.broker_name] += int(reply.ext_fields["offset"])
+                return out
+            finally:
+                await rc.close()
+
+        return asyncio.run(go())
+
+    def assert_on_every_broker(self, topic: str) -> None:
+        """Every broker holds messages of ``topic`` (so a test that reads all of them through
+        the first endpoint reached each broker)."""
+        stored = self.stored(topic)
+        assert all(stored.values()), f"{topic} stored per broker: {stored}"
 
 
-def start_grpc_broker(store: Path, extra: list[str] = ()) -> tuple[StandaloneProcess, GrpcBroker]:
+def start_grpc_broker(
+    store: Path, extra: list[str] = (), name: str = "broker-a"
+) -> tuple[StandaloneProcess, GrpcBroker]:
     port = free_port()
     proc = StandaloneProcess(
         store,
@@ -184,6 +302,7 @@ def start_grpc_broker(store: Path, extra: list[str] = ()) -> tuple[StandalonePro
             # the recovery check comes 1 s after an unresolved half message, not 6 s / 60 s
             "--transactionTimeOut=1000",
             "--transactionCheckInterval=500",
+            f"--brokerName={name}",
             *extra,
         ],
     )
@@ -194,4 +313,4 @@ def start_grpc_broker(store: Path, extra: list[str] = ()) -> tuple[StandalonePro
     if f"listening on 127.0.0.1:{port}" not in proc.log_text():
         proc.stop()
         pytest.fail(f"the gRPC endpoint did not start on {port}:\n{proc.log_text()[-3000:]}", pytrace=False)
-    return proc, GrpcBroker(proc, port)
+    return proc, GrpcBroker(proc, port, name)

@@ -1,34 +1,22 @@
 """FIFO consumption over gRPC: a group with ``consumeMessageOrderly`` is FIFO in the settings the
 broker answers and is received by orderly POP, so each message group comes in send order and its
-next message only after the previous one is acked (docs/design.md, gRPC endpoint)."""
+next message only after the previous one is acked (docs/design.md, gRPC endpoint). Run against
+``rmq standalone`` and a two-broker cluster (the ``grpc_target`` fixture): there the two message
+groups hash to queues of different brokers and are consumed through the first one's endpoint.
+
+The 5.x client picks a group's queue as sha256(group) modulo the route's writable queues (broker-a's
+two, then broker-b's): "ga" is queue 0 (broker-a), "gb" queue 3 (broker-b)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import uuid
 
 from grpc_support import DRIVERS, Driver
 
-from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.protocol.command import RemotingCommand
-from rmq.remoting import RemotingClient
 
-
-async def _orderly_group(broker_addr: str, group: str) -> None:
-    rc = RemotingClient()
-    try:
-        body = json.dumps({"groupName": group, "consumeMessageOrderly": True}).encode()
-        cmd = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, body)
-        resp = await rc.invoke(broker_addr, cmd)
-        assert resp.code == ResponseCode.SUCCESS, resp.remark
-    finally:
-        await rc.close()
-
-
-def _produce(v5_python, grpc_broker, workdir, topic: str, groups: dict[str, list[str]]) -> None:
+def _produce(v5_python, grpc_target, workdir, topic: str, groups: dict[str, list[str]]) -> None:
     messages = [{"kind": "fifo", "body": b, "group": g} for g, bodies in groups.items() for b in bodies]
-    driver = Driver(v5_python, {"endpoints": grpc_broker.endpoints, "topic": topic, "messages": messages}, workdir)
+    driver = Driver(v5_python, {"endpoints": grpc_target.endpoints, "topic": topic, "messages": messages}, workdir)
     try:
         events = driver.finish(120)
     finally:
@@ -44,15 +32,16 @@ def _in_group_order(deliveries: list[str], groups: dict[str, list[str]]) -> None
         assert firsts == bodies, (firsts, bodies, deliveries)
 
 
-def test_v5_simple_consumer_on_fifo_group_gets_each_group_in_order(v5_python, grpc_broker, workdir):
+def test_v5_simple_consumer_on_fifo_group_gets_each_group_in_order(v5_python, grpc_target, workdir):
     topic = f"V5F_{uuid.uuid4().hex[:8]}"
     group = f"GID_{topic}"
-    grpc_broker.create_topic(topic, queues=2, attributes="+message.type=FIFO")
-    asyncio.run(_orderly_group(grpc_broker.broker_addr, group))
+    grpc_target.create_topic(topic, queues=2, attributes="+message.type=FIFO")
+    grpc_target.orderly_group(group)
     groups = {"ga": ["a0", "a1", "a2"], "gb": ["b0", "b1", "b2"]}
-    _produce(v5_python, grpc_broker, workdir, topic, groups)
+    _produce(v5_python, grpc_target, workdir, topic, groups)
+    grpc_target.assert_on_every_broker(topic)
     plan = {
-        "endpoints": grpc_broker.endpoints,
+        "endpoints": grpc_target.endpoints,
         "topic": topic,
         "group": group,
         "expect": [b for bodies in groups.values() for b in bodies],
@@ -67,7 +56,7 @@ def test_v5_simple_consumer_on_fifo_group_gets_each_group_in_order(v5_python, gr
     finally:
         consumer.kill()
     done = [e for e in events if e["event"] in ("done", "error")]
-    assert done and done[-1]["event"] == "done", f"{events}\n{consumer.stderr_tail()}\n{grpc_broker.log_tail()}"
+    assert done and done[-1]["event"] == "done", f"{events}\n{consumer.stderr_tail()}\n{grpc_target.log_tail()}"
     received = [e for e in events if e["event"] == "received"]
     deliveries = [e["body"] for e in received]
     _in_group_order(deliveries, groups)
@@ -77,17 +66,18 @@ def test_v5_simple_consumer_on_fifo_group_gets_each_group_in_order(v5_python, gr
     assert deliveries.index("a1") > a0[1], deliveries
 
 
-def test_v5_push_consumer_on_fifo_group_consumes_each_group_in_order(v5_python, grpc_broker, workdir):
+def test_v5_push_consumer_on_fifo_group_consumes_each_group_in_order(v5_python, grpc_target, workdir):
     """The broker's settings say FIFO (the group's consumeMessageOrderly), so the 5.x
     PushConsumer consumes orderly: a failed message is retried before its group's next one."""
     topic = f"V5FP_{uuid.uuid4().hex[:8]}"
     group = f"GID_{topic}"
-    grpc_broker.create_topic(topic, queues=2, attributes="+message.type=FIFO")
-    asyncio.run(_orderly_group(grpc_broker.broker_addr, group))
+    grpc_target.create_topic(topic, queues=2, attributes="+message.type=FIFO")
+    grpc_target.orderly_group(group)
     groups = {"ga": ["a0", "a1", "a2"], "gb": ["b0", "b1", "b2"]}
-    _produce(v5_python, grpc_broker, workdir, topic, groups)
+    _produce(v5_python, grpc_target, workdir, topic, groups)
+    grpc_target.assert_on_every_broker(topic)
     plan = {
-        "endpoints": grpc_broker.endpoints,
+        "endpoints": grpc_target.endpoints,
         "topic": topic,
         "group": group,
         "expect": [b for bodies in groups.values() for b in bodies],
@@ -100,7 +90,7 @@ def test_v5_push_consumer_on_fifo_group_consumes_each_group_in_order(v5_python, 
     finally:
         driver.kill()
     done = [e for e in events if e["event"] in ("done", "error")]
-    assert done and done[-1]["event"] == "done", f"{events}\n{driver.stderr_tail()}\n{grpc_broker.log_tail()}"
+    assert done and done[-1]["event"] == "done", f"{events}\n{driver.stderr_tail()}\n{grpc_target.log_tail()}"
     consumed = [e for e in events if e["event"] == "consumed"]
     deliveries = [e["body"] for e in consumed]
     _in_group_order(deliveries, groups)

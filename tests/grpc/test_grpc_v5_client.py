@@ -1,7 +1,9 @@
-"""The unmodified PyPI ``rocketmq-python-client==5.1.2`` (gRPC) against ``rmq standalone``:
-a producer sends NORMAL, FIFO, DELAY and TRANSACTION messages (one transaction left open and
-resolved by the client's checker when the broker's recovery check arrives over Telemetry);
-rmq's own PullConsumer reads them back over the remoting port."""
+"""The unmodified PyPI ``rocketmq-python-client==5.1.2`` (gRPC) against ``rmq standalone`` and
+against a two-broker cluster given by one broker's endpoint (the ``grpc_target`` fixture): a
+producer sends NORMAL, FIFO, DELAY and TRANSACTION messages (transactions left open and resolved
+by the client's checker when the recovery check of the broker holding each half message arrives
+over Telemetry); rmq's own PullConsumer reads them back over the remoting port; a SimpleConsumer
+and a PushConsumer consume. ACL and TLS run against ``rmq standalone``."""
 
 from __future__ import annotations
 
@@ -41,12 +43,16 @@ async def _read(namesrv: str, topic: str, bodies: set[str], timeout: float = 30.
     return got
 
 
-def test_v5_producer_sends_every_message_type(v5_python, grpc_broker, workdir):
+def test_v5_producer_sends_every_message_type(v5_python, grpc_target, workdir):
     topic = f"V5_{uuid.uuid4().hex[:8]}"
-    grpc_broker.create_topic(topic, queues=4)
+    grpc_target.create_topic(topic, queues=4)
     deliver_at = int(time.time()) + 2
+    # Left to the recovery check: five sent one after another go to five consecutive queues of
+    # the client's round robin over the route (4 on each broker, one broker's after the
+    # other's), so in the cluster both brokers hold some and each checks its own.
+    unknown = [f"t-checked-{i}" for i in range(5)]
     plan = {
-        "endpoints": grpc_broker.endpoints,
+        "endpoints": grpc_target.endpoints,
         "topic": topic,
         "checker": "commit",
         "messages": [
@@ -57,20 +63,20 @@ def test_v5_producer_sends_every_message_type(v5_python, grpc_broker, workdir):
             {"kind": "delay", "body": "d1", "deliver_at_seconds": deliver_at},
             {"kind": "transaction", "body": "t-commit", "resolution": "commit"},
             {"kind": "transaction", "body": "t-rollback", "resolution": "rollback"},
-            {"kind": "transaction", "body": "t-checked", "resolution": "unknown"},
+            *({"kind": "transaction", "body": b, "resolution": "unknown"} for b in unknown),
         ],
     }
     driver = Driver(v5_python, plan, workdir)
     try:
-        checked = driver.until("checked", timeout=90)
-        driver.until("waiting")
+        driver.until("waiting", timeout=90)
         sent = {e["body"]: e for e in driver.lines if e["event"] == "sent"}
         errors = [e for e in driver.lines if e["event"] == "error"]
-        assert not errors, f"{errors}\n{driver.stderr_tail()}\n{grpc_broker.log_tail()}"
+        assert not errors, f"{errors}\n{driver.stderr_tail()}\n{grpc_target.log_tail()}"
         assert set(sent) == {s["body"] for s in plan["messages"]}
-        assert checked["body"] == "t-checked" and checked["topic"] == topic
-        expected = {"n1", "f1", "f2", "f3", "d1", "t-commit", "t-checked"}
-        got = asyncio.run(_read(grpc_broker.namesrv, topic, expected))
+        checked = [e for e in driver.lines if e["event"] == "checked"]
+        assert {e["body"] for e in checked} == set(unknown) and {e["topic"] for e in checked} == {topic}
+        expected = {"n1", "f1", "f2", "f3", "d1", "t-commit", *unknown}
+        got = asyncio.run(_read(grpc_target.namesrv, topic, expected))
     finally:
         events = driver.finish() if driver.proc.poll() is None else driver.lines
         driver.kill()
@@ -94,9 +100,12 @@ def test_v5_producer_sends_every_message_type(v5_python, grpc_broker, workdir):
     assert got["d1"].store_timestamp >= deliver_at * 1000 - 1000, (got["d1"].store_timestamp, deliver_at)
     # TRANSACTION: the committed one and the one the checker resolved reached the real topic,
     # their producer group being the topic (Java's proxy names the checker's group so)
-    for body in ("t-commit", "t-checked"):
+    for body in ("t-commit", *unknown):
         assert got[body].properties["PGROUP"] == topic
         assert got[body].properties["UNIQ_KEY"] == sent[body]["message_id"]
+    # each checked one was committed where its half message was: in the cluster, both brokers
+    # sent recovery checks (over their own Telemetry streams) and the client answered each
+    assert {got[b].broker_name for b in unknown} == set(grpc_target.brokers), {b: got[b].broker_name for b in unknown}
 
 
 def test_v5_producer_with_acl_credentials(v5_python, tmp_path_factory, workdir):
@@ -182,23 +191,25 @@ async def _create_topic_tls(broker_addr: str, topic: str, pki) -> None:
         await rc.close()
 
 
-def test_v5_simple_consumer_receives_acks_and_sees_unacked_come_back(v5_python, grpc_broker, workdir):
+def test_v5_simple_consumer_receives_acks_and_sees_unacked_come_back(v5_python, grpc_target, workdir):
     """Messages sent by rmq's own SDK (remoting) are received by a 5.x SimpleConsumer over gRPC
     (POP underneath): acked, one after changing its invisible duration, and one left un-acked
     that comes back as a second delivery attempt after its invisible time. A PULL consumer of
-    another group reads them all as well."""
+    another group reads them all as well. In the cluster the messages are on both brokers and
+    the consumer is given the first one's endpoint."""
     topic = f"V5C_{uuid.uuid4().hex[:8]}"
-    grpc_broker.create_topic(topic, queues=2)
+    grpc_target.create_topic(topic, queues=2)
     bodies = [f"c{i}" for i in range(6)]
 
     async def produce() -> None:
-        async with rmq.Producer(grpc_broker.namesrv, f"PID_{topic}") as p:
+        async with rmq.Producer(grpc_target.namesrv, f"PID_{topic}") as p:
             for b in bodies:
                 await p.send(rmq.Message(topic, b.encode(), tags="TagC", keys=[f"key-{b}"], properties={"n": b}))
 
     asyncio.run(produce())
+    grpc_target.assert_on_every_broker(topic)
     plan = {
-        "endpoints": grpc_broker.endpoints,
+        "endpoints": grpc_target.endpoints,
         "topic": topic,
         "group": f"GID_{topic}",
         "expect": bodies,
@@ -213,7 +224,7 @@ def test_v5_simple_consumer_receives_acks_and_sees_unacked_come_back(v5_python, 
     finally:
         driver.kill()
     done = [e for e in events if e["event"] in ("done", "error")]
-    assert done and done[-1]["event"] == "done", f"{events}\n{driver.stderr_tail()}\n{grpc_broker.log_tail()}"
+    assert done and done[-1]["event"] == "done", f"{events}\n{driver.stderr_tail()}\n{grpc_target.log_tail()}"
     received = [e for e in events if e["event"] == "received"]
     first = {e["body"]: e for e in reversed(received)}
     assert set(first) == set(bodies)
@@ -228,25 +239,26 @@ def test_v5_simple_consumer_receives_acks_and_sees_unacked_come_back(v5_python, 
     assert again <= {"c1"}, again
     # a 4.x-protocol consumer (rmq's PullConsumer) in another group of the topic reads everything
     # too: the POP group's offsets are its own
-    pulled = asyncio.run(_read(grpc_broker.namesrv, topic, set(bodies)))
+    pulled = asyncio.run(_read(grpc_target.namesrv, topic, set(bodies)))
     assert set(pulled) >= set(bodies)
 
 
-def test_v5_push_consumer_consumes_and_retries(v5_python, grpc_broker, workdir):
+def test_v5_push_consumer_consumes_and_retries(v5_python, grpc_target, workdir):
     """A 5.x PushConsumer consumes what rmq's SDK sent; a message its listener fails once is
     delivered again (its invisible time changed to the back-off's first step) and succeeds."""
     topic = f"V5P_{uuid.uuid4().hex[:8]}"
-    grpc_broker.create_topic(topic, queues=2)
+    grpc_target.create_topic(topic, queues=2)
     bodies = [f"p{i}" for i in range(5)]
 
     async def produce() -> None:
-        async with rmq.Producer(grpc_broker.namesrv, f"PID_{topic}") as p:
+        async with rmq.Producer(grpc_target.namesrv, f"PID_{topic}") as p:
             for b in bodies:
                 await p.send(rmq.Message(topic, b.encode()))
 
     asyncio.run(produce())
+    grpc_target.assert_on_every_broker(topic)
     plan = {
-        "endpoints": grpc_broker.endpoints,
+        "endpoints": grpc_target.endpoints,
         "topic": topic,
         "group": f"GID_{topic}",
         "expect": bodies,
@@ -259,7 +271,7 @@ def test_v5_push_consumer_consumes_and_retries(v5_python, grpc_broker, workdir):
     finally:
         driver.kill()
     done = [e for e in events if e["event"] in ("done", "error")]
-    assert done and done[-1]["event"] == "done", f"{events}\n{driver.stderr_tail()}\n{grpc_broker.log_tail()}"
+    assert done and done[-1]["event"] == "done", f"{events}\n{driver.stderr_tail()}\n{grpc_target.log_tail()}"
     p3 = [e for e in events if e["event"] == "consumed" and e["body"] == "p3"]
     assert [e["result"] for e in p3][:2] == ["failure", "success"], p3
     assert p3[1]["attempt"] >= 2, p3

@@ -5,8 +5,9 @@
 The plan: ``endpoints``, ``topic``, ``ak``/``sk`` (optional), ``namespace``, ``tls``,
 ``messages`` (each ``kind`` normal|fifo|delay|transaction, ``body``, ``tag``, ``keys``,
 ``properties``, ``group`` for fifo, ``deliver_at_seconds`` for delay, ``resolution`` for
-transaction: commit|rollback|unknown — unknown leaves it to the recovery check, and the driver
-then stays up until a line (or EOF) on stdin), and
+transaction: commit|rollback|unknown — unknown leaves it to the recovery check; once every
+unknown one was checked the driver prints ``waiting`` and stays up until a line (or EOF) on
+stdin), and
 ``checker``: what the transaction checker answers (commit|rollback). Prints one JSON line per
 event on stdout: ``{"event": "sent", ...}``, ``{"event": "error", ...}``, ``{"event": "checked", ...}``.
 """
@@ -33,11 +34,18 @@ def main() -> int:
     with open(sys.argv[1]) as f:
         plan = json.load(f)
     checked = threading.Event()
+    unknown = {s["body"] for s in plan["messages"] if s.get("resolution") == "unknown"}
+    seen: set[str] = set()
+    lock = threading.Lock()
 
     class Checker(TransactionChecker):
         def check(self, message):
-            emit(event="checked", message_id=message.message_id, body=message.body.decode(), topic=message.topic)
-            checked.set()
+            body = message.body.decode()
+            emit(event="checked", message_id=message.message_id, body=body, topic=message.topic)
+            with lock:
+                seen.add(body)
+                if unknown <= seen:
+                    checked.set()
             return TransactionResolution.COMMIT if plan.get("checker") == "commit" else TransactionResolution.ROLLBACK
 
     config = ClientConfiguration(
@@ -85,7 +93,7 @@ def main() -> int:
         if leave_unknown:
             # the broker's check comes over Telemetry after transactionTimeOut
             if not checked.wait(plan.get("check_wait", 60)):
-                emit(event="error", stage="check", error="no recovery check arrived")
+                emit(event="error", stage="check", error=f"recovery checks arrived for {sorted(seen)} only")
             else:
                 # the checker's EndTransaction is in flight: the test says when it saw its effect
                 emit(event="waiting")
