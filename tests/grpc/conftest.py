@@ -43,3 +43,13 @@ def grpc_target(request, tmp_path_factory):
 def workdir(tmp_path) -> Path:
     os.makedirs(tmp_path, exist_ok=True)
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def clients_4x() -> support.Clients:
+    """The 4.x clients of tests/interop (PyPI ``rocketmq==0.4.4`` over the Apache C++ core, npm
+    ``ali-ons``), installed on first use; a failed install fails the test, as there."""
+    try:
+        return support.ensure_clients()
+    except support.InstallError as exc:
+        pytest.fail(f"installing the 4.x clients failed:\n{exc}", pytrace=False)
