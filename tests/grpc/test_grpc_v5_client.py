@@ -87,6 +87,8 @@ def test_v5_producer_sends_every_message_type(v5_python, grpc_target, workdir):
     assert n1.tags == "TagA"
     assert set(n1.keys) == {"k1", "k2"}
     assert n1.properties["color"] == "red"
+    # the producer's address is the stored bornHost (as for a remoting producer)
+    assert n1.born_host.startswith("127.0.0.1:"), n1.born_host
     # the 5.x message id is the stored UNIQ_KEY, as Java's proxy stores it
     assert n1.properties["UNIQ_KEY"] == sent["n1"]["message_id"]
     # FIFO: the message group is the sharding key; one group, one queue, in send order

@@ -365,12 +365,10 @@ class _Namespace:
         # (the well-known types of this pool: a message field takes only its own pool's class)
         self.Timestamp = message_factory.GetMessageClass(self.pool.FindMessageTypeByName("google.protobuf.Timestamp"))
         self.Duration = message_factory.GetMessageClass(self.pool.FindMessageTypeByName("google.protobuf.Duration"))
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self._classes[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        # Instance attributes: found by the ordinary lookup. (A ``__getattr__`` is called only
+        # after that lookup failed, which builds an AttributeError with a formatted message on
+        # every use: ``pb.X`` on the per-message paths cost more than the work around it.)
+        self.__dict__.update(self._classes)
 
 
 pb: Any = _Namespace()

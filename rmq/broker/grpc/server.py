@@ -118,6 +118,12 @@ _POLL_RESERVE_MS = 1_000
 _MAX_RECEIVE_BATCH = 32
 _INIT_MODE_MAX = 1
 
+# (module constants: an attribute of ``pb`` read per message costs a lookup each time)
+_CODE_OK = int(Code.OK)
+_OK_NAME = Code.name(Code.OK)
+_TRANSACTION = int(pb.MessageType.TRANSACTION)
+_SendMessageResponse = pb.SendMessageResponse
+
 _STORE_CODES: dict[int, int] = {
     ResponseCode.SUCCESS: Code.OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
@@ -189,6 +195,14 @@ def _peer_addr(context: Any) -> str:
     peer = str(context.peer() or "?")
     kind, sep, rest = peer.partition(":")
     return rest if sep and kind in ("ipv4", "ipv6") else peer
+
+
+def _metadata_value(context: Any, key: str) -> str:
+    """One metadata value ("" when absent), without building the whole table."""
+    for k, value in context.invocation_metadata() or ():
+        if k == key:
+            return value if isinstance(value, str) else ""
+    return ""
 
 
 def _metadata(context: Any) -> dict[str, str]:
@@ -758,69 +772,83 @@ class GrpcEndpoint:
         messages = request.messages
         if not messages:
             raise GrpcError(Code.MESSAGE_CORRUPTED, "no message to send")
-        # (the metadata is read once per request, not once per name)
-        namespace = _metadata(context).get(MD_NAMESPACE, "")
+        # (one scan of the metadata per request, for the one name used)
+        namespace = _metadata_value(context, MD_NAMESPACE)
         first = messages[0].topic
         topic = _wrap(first.resource_namespace or namespace, first.name)
-        for m in messages:
-            if _wrap(m.topic.resource_namespace or namespace, m.topic.name) != topic:
-                raise GrpcError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+        if len(messages) > 1:
+            for m in messages:
+                if _wrap(m.topic.resource_namespace or namespace, m.topic.name) != topic:
+                    raise GrpcError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
         self._authorize(context, {topic: Permission.PUB})
         tc = self._topic_config(topic)
-        entries = []
+        # the producer's address, as the connection lists and the stored bornHost give it
+        peer = _peer_addr(context)
+        # The response is filled in place (a message built apart and passed to a constructor
+        # is copied into it by protobuf).
+        response = _SendMessageResponse()
+        entries = response.entries
         codes = set()
         for m in messages:
+            entry = entries.add()
             try:
-                entry = await self._send_one(context, topic, tc, m)
+                await self._send_one(context, peer, topic, tc, m, entry)
             except GrpcError as e:
-                entry = pb.SendResultEntry(status=status(e.code, e.message))
-            entries.append(entry)
+                entry.status.code = e.code
+                entry.status.message = e.message
             codes.add(entry.status.code)
+        head = response.status
         if len(codes) == 1:
-            only = codes.pop()
-            head = status(only, entries[0].status.message if only != Code.OK else None)
+            head.code = only = codes.pop()
+            head.message = entries[0].status.message if only != _CODE_OK else _OK_NAME
         else:
-            head = status(Code.MULTIPLE_RESULTS)
-        return pb.SendMessageResponse(status=head, entries=entries)
+            head.code = Code.MULTIPLE_RESULTS
+            head.message = Code.name(Code.MULTIPLE_RESULTS)
+        return response
 
-    def _properties(self, context: Any, topic: str, m: Any) -> tuple[dict[str, str], int]:
-        """Java ``SendMessageActivity.buildMessageProperty``: the stored properties and sysFlag."""
+    def _properties(self, peer: str, topic: str, m: Any) -> tuple[dict[str, str], int]:
+        """Java ``SendMessageActivity.buildMessageProperty``: the stored properties and sysFlag.
+        (proto3 gives an unset string field as "", so a value read is the presence check.)"""
         sp = m.system_properties
-        user = dict(m.user_properties)
-        if len(user) > MAX_USER_PROPERTIES:
-            raise GrpcError(
-                Code.MESSAGE_PROPERTIES_TOO_LARGE, f"too many user properties, max is {MAX_USER_PROPERTIES}"
-            )
+        props: dict[str, str] = {}
         size = 0
-        for k, v in user.items():
-            if k in _SYSTEM_PROPERTIES:
-                raise GrpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {clip(k)}")
-            if _has_control(k) or _has_control(v):
-                raise GrpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "a property cannot contain control characters")
-            size += len(k.encode()) + len(v.encode())
-        props = user
-        if sp.HasField("tag") and sp.tag:
-            if "|" in sp.tag or _has_control(sp.tag) or not sp.tag.strip():
+        user = m.user_properties
+        if user:
+            if len(user) > MAX_USER_PROPERTIES:
+                raise GrpcError(
+                    Code.MESSAGE_PROPERTIES_TOO_LARGE, f"too many user properties, max is {MAX_USER_PROPERTIES}"
+                )
+            for k, v in user.items():
+                if k in _SYSTEM_PROPERTIES:
+                    raise GrpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {clip(k)}")
+                if _has_control(k) or _has_control(v):
+                    raise GrpcError(Code.ILLEGAL_MESSAGE_PROPERTY_KEY, "a property cannot contain control characters")
+                size += len(k.encode()) + len(v.encode())
+                props[k] = v
+        tag = sp.tag
+        if tag:
+            if "|" in tag or _has_control(tag) or not tag.strip():
                 raise GrpcError(Code.ILLEGAL_MESSAGE_TAG, "tag cannot be blank or contain | or control characters")
-            props[MessageConst.TAGS] = sp.tag
-            size += len(sp.tag.encode())
-        keys = list(sp.keys)
-        for key in keys:
-            if not key.strip() or _has_control(key):
-                raise GrpcError(Code.ILLEGAL_MESSAGE_KEY, "key cannot be blank or contain control characters")
-            size += len(key.encode())
+            props[MessageConst.TAGS] = tag
+            size += len(tag.encode())
+        keys = sp.keys
         if keys:
+            for key in keys:
+                if not key.strip() or _has_control(key):
+                    raise GrpcError(Code.ILLEGAL_MESSAGE_KEY, "key cannot be blank or contain control characters")
+                size += len(key.encode())
             props[MessageConst.KEYS] = MessageConst.KEY_SEPARATOR.join(keys)
         if size > MAX_USER_PROPERTY_BYTES:
             raise GrpcError(
                 Code.MESSAGE_PROPERTIES_TOO_LARGE,
                 f"the total size of user property is too large, max is {MAX_USER_PROPERTY_BYTES}",
             )
-        if not sp.message_id.strip():
+        message_id = sp.message_id
+        if not message_id.strip():
             raise GrpcError(Code.ILLEGAL_MESSAGE_ID, "message id cannot be empty")
-        props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = sp.message_id
+        props[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = message_id
         sys_flag = 0
-        if sp.message_type == pb.MessageType.TRANSACTION:
+        if sp.message_type == _TRANSACTION:
             props[MessageConst.TRANSACTION_PREPARED] = "true"
             sys_flag |= MessageSysFlag.TRANSACTION_PREPARED_TYPE
             if sp.HasField("orphaned_transaction_recovery_duration"):
@@ -845,8 +873,8 @@ class GrpcEndpoint:
                 )
             props[PROPERTY_TIMER_DELIVER_MS] = str(deliver_ms)
         props[MessageConst.PRODUCER_GROUP] = topic
-        if sp.HasField("message_group") and sp.message_group:
-            group = sp.message_group
+        group = sp.message_group
+        if group:
             if not group.strip() or _has_control(group):
                 raise GrpcError(
                     Code.ILLEGAL_MESSAGE_GROUP, "message group cannot be blank or contain control characters"
@@ -856,33 +884,36 @@ class GrpcEndpoint:
                     Code.ILLEGAL_MESSAGE_GROUP, f"message group exceed the max size {MAX_MESSAGE_GROUP_SIZE}"
                 )
             props[MessageConst.SHARDING_KEY] = group
-        if sp.HasField("trace_context") and sp.trace_context:
-            props[PROPERTY_TRACE_CONTEXT] = sp.trace_context
-        born_host = sp.born_host or _peer_host(context)
+        trace_context = sp.trace_context
+        if trace_context:
+            props[PROPERTY_TRACE_CONTEXT] = trace_context
+        born_host = sp.born_host or (peer.rsplit(":", 1)[0].strip("[]") if peer != "?" else "")
         if born_host:
             props[PROPERTY_BORN_HOST] = born_host
         return props, sys_flag
 
-    async def _send_one(self, context: Any, topic: str, tc: Any, m: Any) -> Any:
+    async def _send_one(self, context: Any, peer: str, topic: str, tc: Any, m: Any, entry: Any) -> None:
+        """Store one message of a SendMessage (Java ``SendMessageActivity``) and fill its
+        ``SendResultEntry``; a refusal before the store raises GrpcError."""
         body = m.body
         if not body:
             raise GrpcError(Code.MESSAGE_BODY_EMPTY, "message body cannot be empty")
         store = self.controller.started_store
-        max_body = int(getattr(store.config, "max_message_size", 4 * 1024 * 1024))
+        max_body = store.config.max_message_size
         if len(body) > max_body:
             raise GrpcError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed the max {max_body}")
         sp = m.system_properties
-        mtype = sp.message_type
-        props, sys_flag = self._properties(context, topic, m)
-        if mtype == pb.MessageType.TRANSACTION:
+        transaction = sp.message_type == _TRANSACTION
+        props, sys_flag = self._properties(peer, topic, m)
+        if transaction:
             client = self._client(context, create=False)
             if client is not None and topic not in client.producer_groups:
                 client.producer_groups.add(topic)
                 self._register_producer(client)
         # Java SendMessageQueueSelector: a message group picks its queue by hash, others any.
-        writes = max(1, tc.write_queue_nums)
-        if MessageConst.SHARDING_KEY in props:
-            queue_id = java_string_hash(props[MessageConst.SHARDING_KEY]) % writes
+        sharding_key = props.get(MessageConst.SHARDING_KEY)
+        if sharding_key is not None:
+            queue_id = java_string_hash(sharding_key) % max(1, tc.write_queue_nums)
         else:
             queue_id = -1
         born_ms = _millis(sp.born_timestamp) if sp.HasField("born_timestamp") else int(time.time() * 1000)
@@ -898,23 +929,27 @@ class GrpcEndpoint:
             properties=properties_to_string(props, trailing_separator=False),
             reconsume_times=sp.delivery_attempt if sp.HasField("delivery_attempt") else 0,
         )
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header, bytes(body))
-        channel = _LocalChannel(context.peer() or "?")
+        # The processor reads the typed header it is given, the command only for its body,
+        # flag and reply: no remoting ext fields are made for it (Java's proxy likewise hands
+        # its header object to the processor).
+        cmd = RemotingCommand(RequestCode.SEND_MESSAGE_V2, body=bytes(body))
+        channel = _LocalChannel(peer)
         processor = self.controller.send_processor
         reply = await channel.result(processor.send_message(channel, cmd, header, False))  # type: ignore[arg-type]
         code = _STORE_CODES.get(reply.code, Code.INTERNAL_SERVER_ERROR)
         if reply.code == ResponseCode.MESSAGE_ILLEGAL and (reply.remark or "").startswith("TopicMessageType"):
             code = Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE  # (Java's proxy: the typed-topic check)
-        if code != Code.OK:
-            return pb.SendResultEntry(status=status(code, reply.remark or f"send failed: code {reply.code}"))
+        status = entry.status
+        status.code = code
+        if code != _CODE_OK:
+            status.message = reply.remark or f"send failed: code {reply.code}"
+            return
+        status.message = _OK_NAME
         ext = reply.ext_fields
-        offset_msg_id = str(ext.get("msgId", ""))
-        return pb.SendResultEntry(
-            status=status(Code.OK),
-            message_id=sp.message_id,
-            transaction_id=offset_msg_id if mtype == pb.MessageType.TRANSACTION else "",
-            offset=int(ext.get("queueOffset", 0)),
-        )
+        entry.message_id = sp.message_id
+        if transaction:
+            entry.transaction_id = str(ext.get("msgId", ""))
+        entry.offset = int(ext.get("queueOffset", 0))
 
     # -- transactions ---------------------------------------------------------------------
 
@@ -950,7 +985,7 @@ class GrpcEndpoint:
             transaction_id=request.transaction_id,
         )
         cmd = RemotingCommand.request(RequestCode.END_TRANSACTION, header)
-        channel = _LocalChannel(context.peer() or "?")
+        channel = _LocalChannel(_peer_addr(context))
         reply = await self.controller.transaction_service.end_transaction(channel, cmd, header)  # type: ignore[arg-type]
         if reply.code != ResponseCode.SUCCESS:
             return pb.EndTransactionResponse(status=status(Code.INTERNAL_SERVER_ERROR, reply.remark or "end failed"))
@@ -1199,7 +1234,7 @@ class GrpcEndpoint:
             order=self._is_fifo(group, sub),
         )
         cmd = RemotingCommand.request(RequestCode.POP_MESSAGE, header)
-        channel = _LocalChannel(context.peer() or "?")
+        channel = _LocalChannel(_peer_addr(context))
         try:
             reply = await channel.result(self.controller.pop_service.process_request(channel, cmd))  # type: ignore[arg-type]
         finally:
@@ -1297,7 +1332,7 @@ class GrpcEndpoint:
             offset=offset,
         )
         cmd = RemotingCommand.request(RequestCode.ACK_MESSAGE, header)
-        channel = _LocalChannel(context.peer() or "?")
+        channel = _LocalChannel(_peer_addr(context))
         return await channel.result(self.controller.pop_service.process_request(channel, cmd))  # type: ignore[arg-type]
 
     async def rpc_ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
@@ -1322,7 +1357,7 @@ class GrpcEndpoint:
             invisible_time=invisible_ms,
         )
         cmd = RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header)
-        channel = _LocalChannel(context.peer() or "?")
+        channel = _LocalChannel(_peer_addr(context))
         reply = await channel.result(self.controller.pop_service.process_request(channel, cmd))  # type: ignore[arg-type]
         if reply.code != ResponseCode.SUCCESS:
             raise GrpcError(_STORE_CODES.get(reply.code, Code.INVALID_RECEIPT_HANDLE), reply.remark or "change failed")
@@ -1367,7 +1402,7 @@ class GrpcEndpoint:
             max_reconsume_times=0,
         )
         cmd = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header)
-        channel = _LocalChannel(context.peer() or "?")
+        channel = _LocalChannel(_peer_addr(context))
         reply = await channel.result(self._send_back.process_request(channel, cmd))  # type: ignore[arg-type]
         if reply.code != ResponseCode.SUCCESS:
             code = _STORE_CODES.get(reply.code, Code.INTERNAL_SERVER_ERROR)
