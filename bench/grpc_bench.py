@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
-"""SendMessage round trips over the RocketMQ 5 gRPC endpoint, and the gRPC libraries compared.
+"""SendMessage and ReceiveMessage + AckMessage over the RocketMQ 5 gRPC endpoint, and the gRPC
+libraries compared.
 
     .venv/bin/python bench/grpc_bench.py                         # own `rmq standalone`, grpcio client
     .venv/bin/python bench/grpc_bench.py --messages 200000 --concurrency 64 --size 128 [--json]
+    .venv/bin/python bench/grpc_bench.py --v5-python ~/.cache/rmq-interop/v5-venv/bin/python
     .venv/bin/python bench/grpc_bench.py --mode libs             # grpcio (grpc.aio) vs grpclib servers
 
-``--mode broker`` (default): a fresh ``rmq standalone`` with ``grpcServerPort``; ``--concurrency``
-coroutines on one ``grpc.aio`` channel send ``--messages`` NORMAL messages of ``--size`` bytes
-with SendMessage and wait for each answer. Prints messages/s, the broker's CPU seconds per 1M
-messages (from /proc), and the client's, which may set the pace (it is named in the output).
+``--mode broker`` (default): a fresh ``rmq standalone`` with ``grpcServerPort``. Send:
+``--concurrency`` coroutines on one ``grpc.aio`` channel send ``--messages`` NORMAL messages of
+``--size`` bytes with SendMessage, each waiting for its answer. Receive: ``--receivers``
+coroutines receive them (ReceiveMessage of ``--batch``, as a SimpleConsumer; POP underneath)
+and ack each with its own AckMessage, as the 5.x clients do. For each phase: messages/s, the
+broker's CPU seconds per 1M messages (from /proc) and the client's; the side that used more
+CPU is named as the one that set the pace.
+
+``--v5-python``: the same two phases once more with the official 5.x Python client (PyPI
+``rocketmq-python-client``; synchronous and thread based) in that venv, through
+``bench/grpc_v5_driver.py`` on ``--v5-threads`` threads, with its own CPU per 1M.
 
 ``--mode libs``: the same requests against a minimal SendMessage server (parse the request,
 answer OK; no broker) built on grpcio's ``grpc.aio`` and on grpclib (pure asyncio over h2),
@@ -40,12 +49,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--concurrency", type=int, default=32, help="requests in flight (default 32)")
     ap.add_argument("--size", type=int, default=128, help="body bytes (default 128)")
     ap.add_argument("--topic", default="BenchGrpc", help="topic (default BenchGrpc)")
+    ap.add_argument("--receivers", type=int, default=4, help="receiving coroutines (default 4)")
+    ap.add_argument("--batch", type=int, default=32, help="messages per ReceiveMessage (default 32)")
+    ap.add_argument("--v5-python", help="the Python of a venv with rocketmq-python-client: measure it too")
+    ap.add_argument("--v5-threads", type=int, default=16, help="the 5.x client's threads (default 16)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--serve", choices=("grpcio", "grpclib"), help=argparse.SUPPRESS)  # (libs mode's server)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     c.positive("--messages", args.messages)
     c.positive("--concurrency", args.concurrency)
+    c.positive("--receivers", args.receivers)
+    c.positive("--batch", args.batch)
+    c.positive("--v5-threads", args.v5_threads)
     return args
 
 
@@ -96,41 +112,144 @@ async def drive(endpoint: str, topic: str, messages: int, concurrency: int, size
         return ok, failed, time.perf_counter() - t0
 
 
-async def _broker_run(
-    args: argparse.Namespace, daemon: c.Standalone, port: int
-) -> tuple[int, int, float, float, c.CpuMeter]:
+async def drain(endpoint: str, topic: str, group: str, messages: int, receivers: int, batch: int) -> tuple[int, float]:
+    """``(acked, seconds)``: ``receivers`` coroutines receive ``topic`` in ``group`` (ReceiveMessage
+    of ``batch``, 30 s invisible, 5 s long polls) and ack each message with its own AckMessage,
+    until ``messages`` were acked."""
+    import grpc
+
+    from rmq.broker.grpc.schema import SERVICE, pb
+
+    acked = 0
+    finished = asyncio.Event()
+    async with grpc.aio.insecure_channel(endpoint) as channel:
+        receive = channel.unary_stream(
+            f"/{SERVICE}/ReceiveMessage",
+            request_serializer=pb.ReceiveMessageRequest.SerializeToString,
+            response_deserializer=pb.ReceiveMessageResponse.FromString,
+        )
+        ack = channel.unary_unary(
+            f"/{SERVICE}/AckMessage",
+            request_serializer=pb.AckMessageRequest.SerializeToString,
+            response_deserializer=pb.AckMessageResponse.FromString,
+        )
+        md = (("x-mq-client-id", "grpc-bench-consumer"),)
+        req = pb.ReceiveMessageRequest(group=pb.Resource(name=group), batch_size=batch)
+        req.message_queue.topic.name = topic
+        req.message_queue.id = -1
+        req.invisible_duration.seconds = 30
+        req.long_polling_timeout.seconds = 5
+
+        async def receiver() -> None:
+            nonlocal acked
+            while acked < messages:
+                async for r in receive(req, metadata=md, timeout=20):
+                    if not r.HasField("message"):
+                        continue
+                    sp = r.message.system_properties
+                    resp = await ack(
+                        pb.AckMessageRequest(
+                            group=req.group,
+                            topic=req.message_queue.topic,
+                            entries=[pb.AckMessageEntry(message_id=sp.message_id, receipt_handle=sp.receipt_handle)],
+                        ),
+                        metadata=md,
+                        timeout=30,
+                    )
+                    if resp.status.code == pb.Code.OK:
+                        acked += 1
+                        if acked >= messages:
+                            finished.set()
+
+        t0 = time.perf_counter()
+        tasks = [asyncio.ensure_future(receiver()) for _ in range(receivers)]
+        waiter = asyncio.ensure_future(finished.wait())
+        await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        if not finished.is_set():
+            await asyncio.gather(*tasks)  # (a receiver failed: its error ends the bench)
+        seconds = time.perf_counter() - t0
+        for t in (waiter, *tasks):
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return acked, seconds
+
+
+def _phase(ok: int, seconds: float, broker_cpu: float | None, client_cpu: float, client: str) -> dict:
+    broker = (broker_cpu or 0.0) * 1_000_000 / ok if ok else None
+    mine = client_cpu * 1_000_000 / ok if ok else None
+    return {
+        "messages": ok,
+        "msgs_per_s": round(ok / seconds, 1) if seconds else None,
+        "broker_cpu_s_per_1m": round(broker, 1) if broker is not None else None,
+        "client_cpu_s_per_1m": round(mine, 1) if mine is not None else None,
+        "paced_by": f"client ({client})" if client_cpu > (broker_cpu or 0.0) else "broker",
+    }
+
+
+async def _broker_run(args: argparse.Namespace, daemon: c.Standalone, port: int) -> dict:
     await daemon.start()
     rc = c.RemotingClient([daemon.namesrv_addr])
     try:
         await c.ensure_topic(rc, args.topic, 8)
+        if args.v5_python:
+            await c.ensure_topic(rc, args.topic + "V5", 8)
     finally:
         await rc.close()
+    endpoint = f"127.0.0.1:{port}"
     broker = c.CpuMeter(daemon.pid)
+    out: dict = {"mode": "broker", "concurrency": args.concurrency, "receivers": args.receivers, "size": args.size}
+
     client_t0 = time.process_time()
     broker.start()
-    ok, failed, seconds = await drive(f"127.0.0.1:{port}", args.topic, args.messages, args.concurrency, args.size)
+    ok, failed, seconds = await drive(endpoint, args.topic, args.messages, args.concurrency, args.size)
     broker.stop()
-    return ok, failed, seconds, time.process_time() - client_t0, broker
+    out["send"] = {
+        **_phase(ok, seconds, broker.seconds, time.process_time() - client_t0, "grpcio aio"),
+        "failed": failed,
+    }
+
+    client_t0 = time.process_time()
+    broker.start()
+    acked, seconds = await drain(endpoint, args.topic, "BenchGrpcGroup", ok, args.receivers, args.batch)
+    broker.stop()
+    out["receive_ack"] = _phase(acked, seconds, broker.seconds, time.process_time() - client_t0, "grpcio aio")
+
+    if args.v5_python:
+        topic = args.topic + "V5"
+        for phase, extra in (("send", str(args.size)), ("receive", "BenchGrpcV5Group")):
+            broker.start()
+            figures = await asyncio.to_thread(
+                _run_v5, args.v5_python, phase, endpoint, topic, args.messages, args.v5_threads, extra
+            )
+            broker.stop()
+            key = "v5_send" if phase == "send" else "v5_receive_ack"
+            out[key] = {
+                **_phase(figures["ok"], figures["seconds"], broker.seconds, figures["cpu_seconds"], "5.x Python"),
+                "failed": figures["failed"],
+            }
+    return out
+
+
+def _run_v5(python: str, *argv: object) -> dict:
+    """One phase of bench/grpc_v5_driver.py with the 5.x client's Python; its JSON line."""
+    import json
+
+    driver = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grpc_v5_driver.py")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([python, driver, *map(str, argv)], capture_output=True, text=True, env=env, timeout=3600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("{"):
+            return dict(json.loads(line))
+    raise c.BenchError(f"the 5.x client driver exited with {proc.returncode}:\n{proc.stderr[-3000:]}")
 
 
 def bench_broker(args: argparse.Namespace) -> dict:
     port = c.free_port()
     daemon = c.Standalone(extra_args=[f"--grpcServerPort={port}"])
     try:
-        ok, failed, seconds, client_cpu, broker = c.run(_broker_run(args, daemon, port))
+        return c.run(_broker_run(args, daemon, port))
     finally:
         daemon.cleanup()
-    return {
-        "mode": "broker",
-        "messages": ok,
-        "failed": failed,
-        "concurrency": args.concurrency,
-        "size": args.size,
-        "msgs_per_s": round(ok / seconds, 1) if seconds else None,
-        "broker_cpu_s_per_1m": round(broker.per_million(ok) or 0, 1),
-        "client_cpu_s_per_1m": round(client_cpu * 1_000_000 / ok, 1) if ok else None,
-        "paced_by": "client" if client_cpu > (broker.seconds or 0) else "broker",
-    }
 
 
 # -- libs mode: the two servers ------------------------------------------------------------

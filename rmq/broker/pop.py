@@ -617,6 +617,8 @@ class PopService:
         msg_offsets: list[tuple[str, int, list[int]]] = []
         counts: list[tuple[str, int, int]] = []
         rest = 0
+        # messages popped so far: a queue's records may come as one buffer, so not len(bodies)
+        popped = 0
         # Java pops the retry topic first with popRetryProbability percent, else after.
         order: list[tuple[str, Any]] = [(h.topic, tc)]
         if retry_tc is not None and not h.order:
@@ -632,14 +634,15 @@ class PopService:
                 first = random.randrange(qn) if qn else 0
                 qids = [(first + i) % qn for i in range(qn)]
             for qid in qids:
-                if len(bodies) >= n:
+                if popped >= n:
                     rest += max(0, self.store.get_max_offset_in_queue(topic, qid) - self._offset(h, topic, qid))
                     continue
-                got = await self._pop_queue(h, topic, qid, n - len(bodies), mf, pop_time, revive_qid)
+                got = await self._pop_queue(h, topic, qid, n - popped, mf, pop_time, revive_qid)
                 if got is None:
                     continue
                 recs, offs, start, count, left = got
                 rest += left
+                popped += len(offs)
                 if recs:
                     bodies.extend(recs)
                     starts.append((topic, qid, start))
@@ -935,12 +938,18 @@ class PopService:
             )
         return None
 
-    def _parse_handle(self, cmd: RemotingCommand, extra: str) -> ExtraInfo | RemotingCommand:
-        try:
-            info = ExtraInfo.parse(extra)
-        except ValueError as e:
-            self._rlog.warning("pop-bad-handle", "bad extraInfo in request code %d: %s", cmd.code, clip(e))
-            return cmd.response(ResponseCode.MESSAGE_ILLEGAL, f"bad extraInfo: {clip_remark(e)}", {})
+    def _parse_handle(
+        self, cmd: RemotingCommand, extra: str, parsed: ExtraInfo | None = None
+    ) -> ExtraInfo | RemotingCommand:
+        """The handle's fields, checked (``parsed``: what the caller already parsed of it)."""
+        if parsed is not None:
+            info = parsed
+        else:
+            try:
+                info = ExtraInfo.parse(extra)
+            except ValueError as e:
+                self._rlog.warning("pop-bad-handle", "bad extraInfo in request code %d: %s", cmd.code, clip(e))
+                return cmd.response(ResponseCode.MESSAGE_ILLEGAL, f"bad extraInfo: {clip_remark(e)}", {})
         if not info.is_order and not 0 <= info.revive_qid < self.bc.revive_queue_num:
             return cmd.response(
                 ResponseCode.MESSAGE_ILLEGAL,
@@ -950,8 +959,22 @@ class PopService:
         return info
 
     async def _ack(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-        h = AckMessageRequestHeader.from_ext_fields(cmd.ext_fields)
-        info = self._parse_handle(cmd, h.extra_info)
+        return await self._ack_header(conn, cmd, AckMessageRequestHeader.from_ext_fields(cmd.ext_fields))
+
+    async def ack_with_header(
+        self, conn: Connection, cmd: RemotingCommand, h: AckMessageRequestHeader, handle: ExtraInfo | None = None
+    ) -> RemotingCommand:
+        """ACK_MESSAGE whose header the caller already has (the gRPC endpoint's AckMessage:
+        no ext fields made to be read back), and ``handle``: ``h.extra_info`` parsed, if the
+        caller did; the checks of :meth:`process_request` apply."""
+        if self.ctx.is_slave:
+            return cmd.response(ResponseCode.SERVICE_NOT_AVAILABLE, SLAVE_POP_REMARK, {})
+        return await self._ack_header(conn, cmd, h, handle)
+
+    async def _ack_header(
+        self, conn: Connection, cmd: RemotingCommand, h: AckMessageRequestHeader, handle: ExtraInfo | None = None
+    ) -> RemotingCommand:
+        info = self._parse_handle(cmd, h.extra_info, handle)
         if isinstance(info, RemotingCommand):
             return info
         topic = h.topic

@@ -92,6 +92,21 @@ async def invoke(env, cmd, client=None):
     return await (client or env.client).invoke(env.addr, cmd, timeout=10.0)
 
 
+async def test_pop_never_returns_more_than_max_msg_nums(env):
+    """Java PopMessageProcessor asks each queue for what is left of maxMsgNums: a queue's
+    records read as one buffer count as the messages they hold."""
+    await env.create_topic("PMax", 4)
+    await create_group(env)
+    for i in range(40):
+        await env.send("PMax", f"m{i}".encode(), queue_id=i // 10)  # (a queue's records side by side)
+    seen = []
+    for n, expect in ((4, 4), (7, 7), (32, 29)):  # the last pop gets the 29 left
+        _, msgs = await pop(env, "PMax", n=n)
+        assert len(msgs) == expect, (n, len(msgs))
+        seen += [m.body for m in msgs]
+    assert sorted(seen) == sorted(f"m{i}".encode() for i in range(40))
+
+
 async def test_pop_then_ack_and_nothing_comes_back(env):
     await env.create_topic("PT", 2)
     await create_group(env)

@@ -29,6 +29,7 @@ import dataclasses
 import ipaddress
 import logging
 import time
+import zlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -122,7 +123,12 @@ _INIT_MODE_MAX = 1
 _CODE_OK = int(Code.OK)
 _OK_NAME = Code.name(Code.OK)
 _TRANSACTION = int(pb.MessageType.TRANSACTION)
+_IDENTITY = int(pb.Encoding.IDENTITY)
+_CRC32 = int(pb.DigestType.CRC32)
 _SendMessageResponse = pb.SendMessageResponse
+_ReceiveMessageResponse = pb.ReceiveMessageResponse
+_AckMessageResponse = pb.AckMessageResponse
+_Message = pb.Message
 
 _STORE_CODES: dict[int, int] = {
     ResponseCode.SUCCESS: Code.OK,
@@ -493,11 +499,11 @@ class GrpcEndpoint:
 
     @staticmethod
     def _name(context: Any, resource: Any) -> str:
-        namespace = resource.resource_namespace or _metadata(context).get(MD_NAMESPACE, "")
+        namespace = resource.resource_namespace or _metadata_value(context, MD_NAMESPACE)
         return _wrap(namespace, resource.name)
 
     def _client(self, context: Any, create: bool = True) -> _Client | None:
-        client_id = _metadata(context).get(MD_CLIENT_ID, "")
+        client_id = _metadata_value(context, MD_CLIENT_ID)
         if not client_id:
             raise GrpcError(Code.CLIENT_ID_REQUIRED, "x-mq-client-id is missing")
         client = self.clients.get(client_id)
@@ -510,7 +516,7 @@ class GrpcEndpoint:
                 )
                 return None
             client = self.clients[client_id] = _Client(client_id)
-            client.language = _metadata(context).get(MD_LANGUAGE, "") or client.language
+            client.language = _metadata_value(context, MD_LANGUAGE) or client.language
         if client is not None:
             client.last_seen = time.monotonic()
         return client
@@ -1015,41 +1021,52 @@ class GrpcEndpoint:
         return command
 
     @staticmethod
-    def to_message(stored: Any, topic: str, props: dict[str, str]) -> Any:
-        """A stored message as ``apache.rocketmq.v2.Message`` (Java ``GrpcConverter.buildMessage``)."""
-        import zlib
-
+    def to_message(stored: Any, topic: str, props: dict[str, str], message: Any = None) -> Any:
+        """A stored message as ``apache.rocketmq.v2.Message`` (Java ``GrpcConverter.buildMessage``),
+        filled into ``message`` when given (a response's own field: protobuf copies a message
+        passed to a constructor, body included)."""
+        if message is None:
+            message = _Message()
         namespace, sep, name = topic.partition("%")
         if not sep:
             namespace, name = "", topic
-        sp = pb.SystemProperties(
-            message_id=props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, stored.msg_id),
-            body_encoding=pb.Encoding.IDENTITY,
-            queue_id=stored.queue_id,
-            store_host=f"{stored.store_host[0]}:{stored.store_host[1]}",
-            born_host=props.get(PROPERTY_BORN_HOST, stored.born_host[0]),
-        )
-        sp.body_digest.type = pb.DigestType.CRC32
-        sp.body_digest.checksum = format(zlib.crc32(stored.body) & 0xFFFFFFFF, "08X")
+        resource = message.topic
+        if namespace:
+            resource.resource_namespace = namespace
+        resource.name = name
+        sp = message.system_properties
+        sp.message_id = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, stored.msg_id)
+        sp.body_encoding = _IDENTITY
+        sp.queue_id = stored.queue_id
+        sp.store_host = f"{stored.store_host[0]}:{stored.store_host[1]}"
+        sp.born_host = props.get(PROPERTY_BORN_HOST, stored.born_host[0])
+        body = stored.body
+        digest = sp.body_digest
+        digest.type = _CRC32
+        digest.checksum = format(zlib.crc32(body) & 0xFFFFFFFF, "08X")
         sp.born_timestamp.FromMilliseconds(stored.born_timestamp)
         sp.store_timestamp.FromMilliseconds(stored.store_timestamp)
-        if props.get(MessageConst.TAGS):
-            sp.tag = props[MessageConst.TAGS]
-        if props.get(MessageConst.KEYS):
-            sp.keys.extend(props[MessageConst.KEYS].split(MessageConst.KEY_SEPARATOR))
-        if props.get(MessageConst.SHARDING_KEY):
-            sp.message_group = props[MessageConst.SHARDING_KEY]
-        if props.get(PROPERTY_TIMER_DELIVER_MS, "").isdigit():
-            sp.delivery_timestamp.FromMilliseconds(int(props[PROPERTY_TIMER_DELIVER_MS]))
-        if props.get(PROPERTY_TRACE_CONTEXT):
-            sp.trace_context = props[PROPERTY_TRACE_CONTEXT]
-        user = {k: v for k, v in props.items() if k not in _SYSTEM_PROPERTIES}
-        return pb.Message(
-            topic=pb.Resource(resource_namespace=namespace, name=name),
-            user_properties=user,
-            system_properties=sp,
-            body=stored.body,
-        )
+        value = props.get(MessageConst.TAGS)
+        if value:
+            sp.tag = value
+        value = props.get(MessageConst.KEYS)
+        if value:
+            sp.keys.extend(value.split(MessageConst.KEY_SEPARATOR))
+        value = props.get(MessageConst.SHARDING_KEY)
+        if value:
+            sp.message_group = value
+        value = props.get(PROPERTY_TIMER_DELIVER_MS)
+        if value and value.isdigit():
+            sp.delivery_timestamp.FromMilliseconds(int(value))
+        value = props.get(PROPERTY_TRACE_CONTEXT)
+        if value:
+            sp.trace_context = value
+        user = message.user_properties
+        for k, v in props.items():
+            if k not in _SYSTEM_PROPERTIES:
+                user[k] = v
+        message.body = body
+        return message
 
     # -- Telemetry ------------------------------------------------------------------------
 
@@ -1262,8 +1279,8 @@ class GrpcEndpoint:
             d = _store.decode_record(memoryview(body)[span.pos : span.pos + span.total])
             props = string_to_properties(d["properties"])
             stored = _Popped(d)
-            message = self.to_message(stored, topic, props)
-            sp = message.system_properties
+            response = _ReceiveMessageResponse()
+            sp = self.to_message(stored, topic, props, response.message).system_properties
             sp.receipt_handle = popped.handle(
                 d["topic"], d["queue_id"], d["queue_offset"], bc.broker_name, props.get(MessageConst.POP_CK)
             )
@@ -1272,7 +1289,7 @@ class GrpcEndpoint:
             sp.delivery_attempt = (count[0] if count else d["reconsume_times"]) + 1
             sp.invisible_duration.FromMilliseconds(invisible_ms)
             sp.message_type = _message_type(props)
-            yield pb.ReceiveMessageResponse(message=message)
+            yield response
 
     def _is_fifo(self, group: str, sub: Any) -> bool:
         """A group receives in order when its config says ``consumeMessageOrderly`` (Java: the
@@ -1296,33 +1313,30 @@ class GrpcEndpoint:
         group = self._name(context, request.group)
         topic = self._name(context, request.topic)
         self._authorize(context, {topic: Permission.SUB, MixAll.get_retry_topic(group): Permission.SUB})
-        entries = []
+        peer = _peer_addr(context)
+        response = _AckMessageResponse()  # (filled in place, not copied into)
+        results = response.entries
         codes = set()
         for entry in request.entries:
+            result = results.add(message_id=entry.message_id, receipt_handle=entry.receipt_handle)
+            st = result.status
             try:
-                reply = await self._ack(context, group, topic, entry.receipt_handle)
+                reply = await self._ack(peer, group, topic, entry.receipt_handle)
                 if reply.code == ResponseCode.SUCCESS:
-                    result = status(Code.OK)
+                    st.code, st.message = _CODE_OK, _OK_NAME
                 else:
-                    result = status(_STORE_CODES.get(reply.code, Code.INVALID_RECEIPT_HANDLE), reply.remark or "")
+                    st.code = _STORE_CODES.get(reply.code, Code.INVALID_RECEIPT_HANDLE)
+                    st.message = reply.remark or ""
             except GrpcError as e:
-                result = status(e.code, e.message)
-            codes.add(result.code)
-            entries.append(
-                pb.AckMessageResultEntry(
-                    message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result
-                )
-            )
-        if len(codes) == 1:
-            head = status(codes.pop())
-        elif codes:
-            head = status(Code.MULTIPLE_RESULTS)
-        else:
-            head = status(Code.OK)
-        return pb.AckMessageResponse(status=head, entries=entries)
+                st.code, st.message = e.code, e.message
+            codes.add(st.code)
+        code = codes.pop() if len(codes) == 1 else Code.MULTIPLE_RESULTS if codes else _CODE_OK
+        response.status.code = code
+        response.status.message = Code.name(code)
+        return response
 
-    async def _ack(self, context: Any, group: str, topic: str, receipt_handle: str) -> RemotingCommand:
-        """ACK_MESSAGE of one handle, run by the broker's PopService."""
+    async def _ack(self, peer: str, group: str, topic: str, receipt_handle: str) -> RemotingCommand:
+        """ACK_MESSAGE of one handle, run by the broker's PopService (given the header itself)."""
         info, offset = self._handle(receipt_handle)
         header = AckMessageRequestHeader(
             consumer_group=group,
@@ -1331,9 +1345,9 @@ class GrpcEndpoint:
             extra_info=receipt_handle,
             offset=offset,
         )
-        cmd = RemotingCommand.request(RequestCode.ACK_MESSAGE, header)
-        channel = _LocalChannel(_peer_addr(context))
-        return await channel.result(self.controller.pop_service.process_request(channel, cmd))  # type: ignore[arg-type]
+        cmd = RemotingCommand(RequestCode.ACK_MESSAGE)
+        channel = _LocalChannel(peer)
+        return await self.controller.pop_service.ack_with_header(channel, cmd, header, info)  # type: ignore[arg-type]
 
     async def rpc_ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:
         group = self._name(context, request.group)
@@ -1407,7 +1421,7 @@ class GrpcEndpoint:
         if reply.code != ResponseCode.SUCCESS:
             code = _STORE_CODES.get(reply.code, Code.INTERNAL_SERVER_ERROR)
             return pb.ForwardMessageToDeadLetterQueueResponse(status=status(code, reply.remark or "forward failed"))
-        ack = await self._ack(context, group, topic, request.receipt_handle)
+        ack = await self._ack(_peer_addr(context), group, topic, request.receipt_handle)
         if ack.code != ResponseCode.SUCCESS:
             _rlog.warning(
                 "grpc-dlq-ack", "gRPC: a message forwarded to the DLQ of %s was not acked: %s", clip(group), ack.remark
