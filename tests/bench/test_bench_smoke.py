@@ -133,3 +133,23 @@ def test_scale_bench_tiny():
     assert f["store_bytes"] > 0 and f["recovery_clean_s"] > 0 and f["recovery_kill9_s"] > 0
     assert f["recovery_clean_store_s"] is not None and f["recovery_kill9_store_s"] is not None
     assert "recovery of" in proc.stdout and "QUERY_DATA_VERSION" in proc.stdout
+
+
+def test_grpc_bench_tiny():
+    """bench/grpc_bench.py at tiny sizes: the send and the receive + ack phases each move every
+    message, with both sides' CPU (the lead runs the real sizes)."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "grpc_bench.py"), "--messages=200", "--concurrency=8", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=170,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    f = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert f["send"]["messages"] == 200 and f["send"]["failed"] == 0
+    assert f["receive_ack"]["messages"] == 200
+    for phase in ("send", "receive_ack"):
+        assert f[phase]["broker_cpu_s_per_1m"] > 0 and f[phase]["client_cpu_s_per_1m"] > 0, f
+        assert f[phase]["paced_by"] in ("broker", "client (grpcio aio)"), f
