@@ -272,6 +272,45 @@ class IndexService:
             self._executor.shutdown(wait=True)
             self._executor = None
 
+    def truncate(self, offset: int) -> None:
+        """Forget every entry of a record at or past CommitLog ``offset`` (the store's
+        ``truncate_files``): files that begin there are deleted, the file holding the cut keeps
+        its entries below it (entries are written in CommitLog order, so a binary search finds
+        the cut) with the crash cut-back's slot rebuild (``index_rebuild_slots``), and its
+        endPhyOffset / endTimestamp become its last kept entry's, so the records written at
+        ``offset`` again are indexed (the build skips records at or below endPhyOffset)."""
+        base = 40 + 4 * self.hash_slot_num
+        while self.files:
+            f = self.files[-1]
+            count = f.index_count  # entries 1..count-1
+            lo, hi = 1, count  # first entry whose phyOffset >= offset
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if struct.unpack_from(">q", f.mm, base + 20 * mid + 4)[0] < offset:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            if lo == count and f.end_phy_offset < offset:
+                return  # nothing at or past the cut
+            if lo == 1 and len(self.files) > 1:
+                log.warning("truncate: deleting index file %s (its entries are past offset %d)", f.path, offset)
+                self.files.pop().destroy()
+                continue
+            _store.index_rebuild_slots(f.mm, self.hash_slot_num, self.index_num, lo)
+            bt = f.begin_timestamp
+            if lo > 1:
+                at = base + 20 * (lo - 1)
+                phy = struct.unpack_from(">q", f.mm, at + 4)[0]
+                diff = struct.unpack_from(">i", f.mm, at + 12)[0]
+                struct.pack_into(">q", f.mm, 8, bt + diff * 1000)
+                struct.pack_into(">q", f.mm, 24, phy)
+            else:
+                struct.pack_into(">qq", f.mm, 16, 0, 0)
+            f.dirty = True
+            self._last_sync = 0.0
+            log.warning("truncate: index file %s cut back to %d entries (CommitLog offset %d)", f.path, lo - 1, offset)
+            return
+
     def rebuild_from(self, min_phy: int) -> int:
         """The CommitLog offset from which records may be missing from the index: the last
         file's endPhyOffset (its record is skipped again), ``min_phy`` without files."""

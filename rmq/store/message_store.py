@@ -31,6 +31,7 @@ from typing import Any, Literal, overload
 
 from rmq import _store
 from rmq.common.constants import TopicValidator
+from rmq.common.files import atomic_write
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.message import decode_offset_msg_id
 from rmq.common.tasks import BackgroundTasks
@@ -51,6 +52,7 @@ from rmq.store.flush import (
     GroupCommitService,
 )
 from rmq.store.ha import HAClient, HAService
+from rmq.store.ha.epoch import EpochFile
 from rmq.store.index import IndexService, QueryOffsetResult
 from rmq.store.mapped_file import DiskSpaceError, MappingBudgetError
 from rmq.store.message import (
@@ -65,10 +67,10 @@ from rmq.store.message import (
     host_bytes,
 )
 from rmq.store.reput import ReputMessageService, scan_committed
-from rmq.store.resources import MAPPINGS, configure_mapping_budget
+from rmq.store.resources import MAPPINGS, configure_mapping_budget, fsync_dir
 from rmq.store.warm import WARM_CHUNK, WarmAheadService
 
-__all__ = ["MessageStore", "QUERY_MESSAGE_MAX_BYTES"]
+__all__ = ["MessageStore", "QUERY_MESSAGE_MAX_BYTES", "TRUNCATE_MARKER"]
 
 log = logging.getLogger("rmq.store")
 
@@ -76,6 +78,10 @@ _GET_STATUS = tuple(GetMessageStatus)
 # Bytes of records one query_message answer may hold (at least one record); Java bounds only
 # the count (maxMsgsNumBatch) and sends from the page cache, we copy.
 QUERY_MESSAGE_MAX_BYTES = 32 * 1024 * 1024  # index = value (the scan returns 0, 1 or 2)
+#: ``<root>/truncate``: the CommitLog offset of a truncation under way (``truncate_files``);
+#: a start that finds it truncates there again before recovering, so a kill -9 in the middle
+#: never brings the cut records back.
+TRUNCATE_MARKER = "truncate"
 
 
 def _wait_store_msg_ok(msg: MessageInner) -> bool:
@@ -91,6 +97,17 @@ def _wait_store_msg_ok(msg: MessageInner) -> bool:
         stop = props.find("\x02", start)
         value = props[start : stop if stop >= 0 else len(props)]
     return value is None or value.lower() == "true"
+
+
+def _fdatasync(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
 
 
 class MessageStore:
@@ -137,6 +154,12 @@ class MessageStore:
         self.ha: HAService | None = None
         self.ha_client: HAClient | None = None
         self.ha_listen_host = "0.0.0.0"  # the broker sets its own listen host
+        # Controller mode (docs/design.md "Controller mode"; Java AutoSwitchHAService): the
+        # epoch file, and the broker id this replica has in its group (the broker sets both
+        # before start; the HA handshake and the SyncStateSet use the id).
+        self.epochs = EpochFile(self._root)
+        self.controller_mode = False
+        self.broker_id = 0
 
     def _new_commit_log(self) -> CommitLog:
         cl = CommitLog(self.config, self.store_host, self._appender)
@@ -219,7 +242,10 @@ class MessageStore:
         self._loop = asyncio.get_running_loop()
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rmq-store-flush")
         try:
-            self._recover()
+            self._load_epochs()
+            truncated = self._recover()
+            if truncated is not None:
+                await self.run_blocking(self._finish_truncation_blocking, truncated)
             self.lock.create_abort_marker()
         except BaseException:
             self._close_files()
@@ -317,13 +343,29 @@ class MessageStore:
     # ======================================================================================
     # recovery (Java DefaultMessageStore.recover)
     # ======================================================================================
-    def _recover(self) -> None:
+    def _recover(self) -> int | None:
+        """Returns the offset of an interrupted truncation it completed (None without one):
+        the caller makes it durable and removes the marker."""
         cfg = self.config
         t0 = time.monotonic()
         abnormal = self.lock.was_aborted()
         cp = self.checkpoint.read()
         self.commit_log.mfq.load()
         self._load_consume_queues()
+        cut = self._read_truncate_marker()
+        if cut is not None:
+            # A truncation was interrupted (kill -9): cut again, then the ordinary crash
+            # recovery brings the ConsumeQueues and the index in line (below).
+            log.warning(
+                "store %s: completing a truncation to CommitLog offset %d interrupted by a stop", self._root, cut
+            )
+            if self.commit_log.mfq.files and cut < self.commit_log.mfq.max_offset:
+                self.commit_log.mfq.truncate_dirty_files(cut)
+            abnormal = True
+            cp = dict(cp)
+            for key in ("physic_offset", "logics_offset"):
+                cp[key] = min(checkpoint_offset(cp, key, cut), cut)
+            self.epochs.truncate_suffix_by_offset(cut)
         if self.commit_log.mfq.files:
             # Clean or not, records past the checkpoint are validated (CRC) to the end of the
             # data instead of trusted or dropped: after a power cut the abort marker can be
@@ -376,6 +418,8 @@ class MessageStore:
         if self.index is not None:
             self.checkpoint.index_state = {k: v for k, v in cp.items() if k.startswith("index_")}
             self.index.load(abnormal, cp)
+            if cut is not None:
+                self.index.truncate(cut)
             if abnormal and report["mode"] != "empty":
                 # After a clean stop the index ends where dispatch ended (shutdown flushed it);
                 # like Java, no backfill then (a store that ran without the index stays so).
@@ -385,14 +429,7 @@ class MessageStore:
         except StoreError as e:
             # The reput service retries (and shows the error) once the store runs.
             log.error("store recovery: dispatch stopped at CommitLog offset %d: %s", self.reput.reput_from_offset, e)
-        table = self.commit_log.topic_queue_table = {}
-        for topic, queues in self.consume_queue_table.items():
-            for qid, cq in queues.items():
-                table[(topic, qid)] = cq.get_max_offset_in_queue()
-        if self.reput.reput_from_offset < end:
-            for key, next_offset in self.reput.undispatched_queue_offsets(end).items():
-                if next_offset > table.get(key, 0):
-                    table[key] = next_offset
+        self._recover_topic_queue_table(end)
         report["reput_from"] = reput_from
         report["seconds"] = round(time.monotonic() - t0, 3)
         self.recovery_report = report
@@ -404,6 +441,145 @@ class MessageStore:
             end,
             sum(len(q) for q in self.consume_queue_table.values()),
         )
+        return cut
+
+    def _recover_topic_queue_table(self, end: int) -> None:
+        """Java ``recoverTopicQueueTable``: each queue's next offset from its ConsumeQueue, and
+        from the records past the dispatch position up to ``end``, so an offset is never reused."""
+        table = self.commit_log.topic_queue_table = {}
+        for topic, queues in self.consume_queue_table.items():
+            for qid, cq in queues.items():
+                table[(topic, qid)] = cq.get_max_offset_in_queue()
+        if self.reput.reput_from_offset < end:
+            for key, next_offset in self.reput.undispatched_queue_offsets(end).items():
+                if next_offset > table.get(key, 0):
+                    table[key] = next_offset
+
+    # ======================================================================================
+    # truncation and epochs (controller mode; docs/design.md "Controller mode")
+    # ======================================================================================
+    def _load_epochs(self) -> None:
+        try:
+            self.epochs.load()
+        except ValueError as e:
+            raise StoreError(f"store {self._root}: {e}") from e
+
+    def _marker_path(self) -> str:
+        return os.path.join(self._root, TRUNCATE_MARKER)
+
+    def _read_truncate_marker(self) -> int | None:
+        try:
+            with open(self._marker_path(), "rb") as f:
+                text = f.read().decode().strip()
+        except FileNotFoundError:
+            return None
+        try:
+            return max(int(text), 0)
+        except ValueError:
+            # written atomically, so never torn; anything else is not ours to guess at
+            raise StoreError(
+                f"store {self._root}: truncation marker {self._marker_path()} holds {text!r}, not an offset"
+            ) from None
+
+    def is_offset_aligned(self, offset: int) -> bool:
+        """Java ``isOffsetAligned``: a record (or a file's BLANK tail, or the end) starts at
+        ``offset``, so cutting there leaves only whole records."""
+        cl = self.commit_log
+        if offset == cl.max_offset or offset % cl.file_size == 0:
+            return True
+        sel = cl.select(offset, 8)
+        if sel is None:
+            return False
+        mf, pos = sel
+        _recs, at, outcome, _blank = _store.scan_records(mf.mm, pos, mf.wrote_position, mf.file_from_offset, False, 1)
+        return at > pos or outcome == _store.SCAN_BLANK
+
+    def last_whole_record_end(self) -> int:
+        """The end of the last whole record of the CommitLog: a slave's log can end inside a
+        record (its master cuts transfers by size), which a new master must not keep (Java
+        ``AutoSwitchHAService.truncateInvalidMsg``). Walks from the dispatch position with the
+        recovery walk (``scan_committed``)."""
+        cl = self.commit_log
+        end = min(self.reput.reput_from_offset, cl.max_offset)
+        for _mf, _recs, after in scan_committed(cl, end, cl.max_offset):
+            end = after
+        return end
+
+    def writes_allowed(self) -> bool:
+        """False on a SLAVE (and on a master fenced by a newer epoch, which is made a SLAVE)."""
+        return self.config.broker_role != "SLAVE"
+
+    async def truncate_files(self, offset: int) -> bool:
+        """Cut the CommitLog back to ``offset`` and bring the ConsumeQueues, the index, each
+        queue's next offset, the dispatch position, the epoch file and the checkpoint in line
+        (Java ``DefaultMessageStore.truncateFiles``). Only for a store that takes no writes (a
+        SLAVE, the HA client stopped). True when done (or nothing past ``offset``); False when
+        ``offset`` is not a record boundary. StoreError below the CommitLog's first offset.
+
+        Crash-safe: ``<root>/truncate`` holds ``offset`` from before the first byte is cut
+        until the cut is durable; a start that finds it cuts there again and recovers as after a
+        crash (the recovery paths, not a second implementation)."""
+        if self.writes_allowed():
+            raise StoreError("truncate_files: the store takes writes (make it a SLAVE first)")
+        cl = self.commit_log
+        if offset >= cl.max_offset:
+            return True
+        if offset < cl.min_offset:
+            raise StoreError(f"cannot truncate to {offset}: the CommitLog starts at {cl.min_offset}")
+        if not self.is_offset_aligned(offset):
+            log.error("truncate_files: offset %d is not a record boundary; nothing cut", offset)
+            return False
+        log.warning("store %s: truncating the CommitLog from %d to %d", self._root, cl.max_offset, offset)
+        await self.run_blocking(atomic_write, self._marker_path(), str(offset).encode())
+        self._truncate_now(offset)
+        await self.run_blocking(self._finish_truncation_blocking, offset)
+        return True
+
+    def _truncate_now(self, offset: int) -> None:
+        """The in-memory half of ``truncate_files`` (on the loop, so no dispatch, pull or
+        transfer sees a half-cut store)."""
+        for queues in self.consume_queue_table.values():
+            for cq in queues.values():
+                cq.recover(offset)  # ConsumeQueue recovery: cut at the first unit past the end
+        self.commit_log.mfq.truncate_dirty_files(offset)
+        self.commit_log.mfq.retry_pending_destroy()
+        if self.index is not None:
+            self.index.truncate(offset)
+        reput = self.reput
+        if reput.reput_from_offset > offset:
+            reput.reput_from_offset = offset
+        reput.forget_queues()
+        self._recover_topic_queue_table(offset)
+        self.epochs.truncate_suffix_by_offset(offset)
+
+    def _finish_truncation_blocking(self, offset: int) -> None:
+        """Flush thread: make the cut durable (the CommitLog file holding it, every
+        ConsumeQueue's last file, the index), write the epoch file and a checkpoint at or
+        below ``offset``, then remove the marker."""
+        cl = self.commit_log
+        last = cl.mfq.last
+        if last is not None:
+            _fdatasync(last.path)
+        for queues in list(self.consume_queue_table.values()):
+            for cq in list(queues.values()):
+                if cq.mfq.last is not None:
+                    _fdatasync(cq.mfq.last.path)
+        if self.index is not None:
+            for f in list(self.index.files):
+                f.sync()
+        self.epochs.save()
+        cp = self.checkpoint.read()
+        self.checkpoint.index_state = {}  # the index state before the cut no longer holds
+        self.checkpoint.write(
+            min(checkpoint_offset(cp, "physic_offset", offset), offset),
+            min(checkpoint_offset(cp, "logics_offset", offset), offset),
+            cl.max_offset,
+        )
+        try:
+            os.unlink(self._marker_path())
+        except FileNotFoundError:
+            pass
+        fsync_dir(self._root)
 
     def _rebuild_index(self, start: int, limit: int) -> None:
         """Index the records in [start, limit) (dispatched before, but missing from the index
