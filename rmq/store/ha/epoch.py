@@ -25,6 +25,7 @@ been deleted by retention long before; ``truncate_prefix`` drops those explicitl
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import zlib
@@ -77,7 +78,7 @@ def _decode(data: bytes) -> list[EpochEntry]:
     real = zlib.crc32(body.encode())
     if crc != 0 and real not in (crc, crc + (1 << 32)):  # (Java: 0 means not checked)
         raise ValueError("entries crc32 does not match")
-    for prev, cur in zip(entries, entries[1:], strict=False):
+    for prev, cur in itertools.pairwise(entries):
         if cur.epoch <= prev.epoch or cur.start < prev.start:
             raise ValueError(f"entries do not grow: {prev} then {cur}")
     return entries
