@@ -109,6 +109,18 @@ class StoreConfig:
         text="IP addresses or networks separated by commas, * for any, empty for none",
     )
 
+    # In-sync replicas in controller mode (Java 5 MessageStoreConfig; docs/design.md
+    # "Controller mode"): a SYNC_MASTER put waits for every SyncStateSet member's ack with
+    # allAckInSyncStateSet, else for inSyncReplicas acks (the master counts; with
+    # enableAutoInSyncReplicas at most the set's size and at least minInSyncReplicas), and is
+    # refused (IN_SYNC_REPLICAS_NOT_ENOUGH, nothing stored) while the set has fewer than
+    # minInSyncReplicas members. A slave not caught up for haMaxTimeSlaveNotCatchup leaves it.
+    all_ack_in_sync_state_set: bool = False
+    in_sync_replicas: int = setting(1, lo=1, hi=1024)
+    min_in_sync_replicas: int = setting(1, lo=1, hi=1024)
+    enable_auto_in_sync_replicas: bool = False
+    ha_max_time_slave_not_catchup: int = setting(15_000, lo=100, hi=3_600_000, unit="ms")
+
     # Timer messages (Java 5 MessageStoreConfig timer*, rmq.store.timer): a message carrying
     # TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS / __STARTDELIVERTIME is parked in
     # rmq_sys_wheel_timer and delivered by the timer wheel at its time.

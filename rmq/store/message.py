@@ -56,6 +56,7 @@ class PutMessageStatus(IntEnum):
     PROPERTIES_SIZE_EXCEEDED = 7
     OS_PAGECACHE_BUSY = 8
     UNKNOWN_ERROR = 9
+    IN_SYNC_REPLICAS_NOT_ENOUGH = 10  # Java 5: fewer SyncStateSet members than minInSyncReplicas
 
 
 class AppendMessageStatus(IntEnum):

@@ -268,17 +268,107 @@ class MessageStore:
         a slave follows haMasterAddress, or the address the broker learns from the name server."""
         cfg = self.config
         if cfg.broker_role == "SLAVE":
-            self.ha_client = HAClient(self, cfg.ha_master_address)
-            self._tasks.spawn(self.ha_client.run(), name="store-ha-client")
+            self._start_ha_client(cfg.ha_master_address)
             return
-        ha = HAService(self, self.ha_listen_host)
         try:
-            await ha.start(self._tasks.spawn)
+            await self._start_ha_service()
         except BaseException:
             await self.shutdown()
             raise
+
+    def _start_ha_client(self, master_address: str | None) -> None:
+        self.ha_client = HAClient(self, master_address)
+        self._tasks.spawn(self.ha_client.run(), name="store-ha-client")
+
+    async def _start_ha_service(self) -> None:
+        ha = HAService(self, self.ha_listen_host)
+        await ha.start(self._tasks.spawn)
         self.ha = ha
         self._bind_appender()
+
+    # -- role changes at run time (controller mode; Java AutoSwitchHAService) -------------------
+    async def change_to_master(self, epoch: int, role: str = "SYNC_MASTER") -> bool:
+        """Become the master of ``epoch`` without a restart (Java ``changeToMaster``): stop
+        following, dispatch what was replicated, cut a torn tail, append ``(epoch, CommitLog
+        end)`` to the epoch file, restore each queue's next offset, open the HA port, take
+        writes as ``role``. A master given a newer epoch only appends it. False (nothing
+        changed) for an epoch older than the last one. OSError when the HA port cannot be bound
+        (the store stays a slave)."""
+        if role not in ("SYNC_MASTER", "ASYNC_MASTER"):
+            raise ValueError(f"role must be SYNC_MASTER or ASYNC_MASTER, not {role!r}")
+        if epoch < self.epochs.last_epoch:
+            log.warning(
+                "change to master refused: epoch %d is older than this store's %d", epoch, self.epochs.last_epoch
+            )
+            return False
+        if self.config.broker_role != "SLAVE":
+            if epoch > self.epochs.last_epoch:
+                self.epochs.append(epoch, self.commit_log.max_offset)
+                await self.run_blocking(self.epochs.save)
+            self.config.broker_role = role
+            return True
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+            self.ha_client = None
+        # Everything replicated goes into its queue first (Java waits for dispatchBehindBytes 0).
+        try:
+            for _ in range(1 << 30):
+                if not self.reput.do_reput(max_records=4096):
+                    break
+                await asyncio.sleep(0)  # a long backlog: let the loop serve between batches
+        except StoreError as e:  # the reput service retries; the cut below walks records itself
+            log.error("change to master: dispatch stopped at %d: %s", self.reput.reput_from_offset, e)
+        end = self.last_whole_record_end()
+        if end < self.commit_log.max_offset:
+            await self.truncate_files(end)
+        if self.epochs.last_epoch >= epoch:
+            self.epochs.truncate_suffix_by_epoch(epoch)
+        self.epochs.append(epoch, self.commit_log.max_offset)
+        await self.run_blocking(self.epochs.save)
+        self._recover_topic_queue_table(self.commit_log.max_offset)
+        await self._start_ha_service()
+        self.config.broker_role = role
+        self._bind_appender()
+        log.warning(
+            "store %s is now %s of epoch %d from CommitLog offset %d",
+            self._root,
+            role,
+            epoch,
+            self.commit_log.max_offset,
+        )
+        return True
+
+    async def change_to_slave(self, master_ha_address: str | None, epoch: int) -> bool:
+        """Stop taking writes and follow the master at ``master_ha_address`` (Java
+        ``changeToSlave``): the HA port closes (puts waiting for a slave fail), and the HA
+        client asks the new master's epochs and cuts this CommitLog back to the last common
+        point before its first report (rmq.store.ha.client). False (nothing changed) for an
+        epoch older than the last one."""
+        if epoch < self.epochs.last_epoch:
+            log.warning(
+                "change to slave refused: epoch %d is older than this store's %d", epoch, self.epochs.last_epoch
+            )
+            return False
+        was = self.config.broker_role
+        self.config.broker_role = "SLAVE"  # no write from here on (the C fast path reads it too)
+        if self.ha is not None:
+            ha, self.ha = self.ha, None
+            self._bind_appender()
+            await ha.shutdown()
+        if self.ha_client is None:
+            self._start_ha_client(master_ha_address)
+        else:
+            self.ha_client.update_master_address(master_ha_address)
+        if was != "SLAVE":
+            log.warning("store %s is now SLAVE (epoch %d), following %s", self._root, epoch, master_ha_address)
+        return True
+
+    def fence(self, why: str) -> None:
+        """Refuse writes at once (a master that learned of a newer epoch: a zombie); the
+        broker then makes it a slave of the new master."""
+        if self.config.broker_role != "SLAVE":
+            log.error("store %s stops taking writes: %s", self._root, why)
+            self.config.broker_role = "SLAVE"
 
     def update_ha_master_address(self, addr: str | None) -> None:
         """Java ``DefaultMessageStore.updateHaMasterAddress``: a slave follows ``addr`` ("host:port")."""
@@ -653,6 +743,21 @@ class MessageStore:
         refused = self._refuse()
         if refused is not None:
             return refused
+        ha = self.ha
+        if (
+            ha is not None
+            and ha.controller_mode
+            and self.config.broker_role == "SYNC_MASTER"
+            and len(ha.sync_state_set) < self.config.min_in_sync_replicas
+            and _wait_store_msg_ok(msg)
+        ):
+            # Java 5 CommitLog.asyncPutMessage: refused before anything is stored
+            remark = (
+                f"in-sync replicas not enough: SyncStateSet {sorted(ha.sync_state_set)} has fewer than "
+                f"minInSyncReplicas={self.config.min_in_sync_replicas} members"
+            )
+            self.rl_log.warning("isr-not-enough", "put refused: %s", remark)
+            return PutMessageResult(PutMessageStatus.IN_SYNC_REPLICAS_NOT_ENOUGH, remark=remark)
         try:
             result = self.commit_log.append_batch(msg) if batch else self.commit_log.append(msg)
         except MappingBudgetError as e:
@@ -678,6 +783,13 @@ class MessageStore:
             return False
         a = result.append
         assert a is not None
+        if ha.controller_mode:
+            # Java 5 handleHA: the SyncStateSet decides (no SLAVE_NOT_AVAILABLE: the
+            # minInSyncReplicas check refused the put before it was stored).
+            if not ha.must_wait():
+                return False
+            result.replica_wait = True
+            return True
         if ha.is_slave_ok(a.wrote_offset + a.wrote_bytes):
             result.replica_wait = True
             return True

@@ -148,6 +148,8 @@ _PUT_STATUS = {
     ),
     "OS_PAGECACHE_BUSY": (ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
     "UNKNOWN_ERROR": (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+    # Java 5 AbstractSendMessageProcessor: SYSTEM_ERROR with this remark (controller mode)
+    "IN_SYNC_REPLICAS_NOT_ENOUGH": (ResponseCode.SYSTEM_ERROR, "in-sync replicas not enough"),
 }
 
 _PUT_OK = PutMessageStatus.PUT_OK

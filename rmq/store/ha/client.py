@@ -13,6 +13,12 @@ schedule. A transfer that starts *below* the slave's end means the master's log 
 than the slave's: the data diverged. The slave says so once, clearly, and stops replicating
 (its data is kept as it is for an operator to look at).
 
+In controller mode (``store.controller_mode``) the slave first asks the master's epochs
+(EPOCH_HELLO, rmq.store.ha.codec), cuts its CommitLog back to the last point both agree on
+(``find_consistent_point``, ``MessageStore.truncate_files``; Java ``AutoSwitchHAClient.doTruncate``),
+takes the master's epoch entries up to its end (and the later ones as the data reaches them),
+and only then reports.
+
 With ``haAuthSecret`` set, the slave proves the secret before its first report (AUTH_HELLO,
 the master's nonce, the HMAC: rmq.store.ha.codec); without it, it reports at once like a Java
 slave and the master admits it only from an address of its ``haAllowedSlaves``. A Java master
@@ -35,8 +41,11 @@ from rmq.store.ha.codec import (
     HAProtocolError,
     TransferDecoder,
     auth_mac,
+    decode_epoch_answer,
+    encode_epoch_hello,
     encode_offset_report,
 )
+from rmq.store.ha.epoch import EpochEntry, find_consistent_point
 
 if TYPE_CHECKING:
     from rmq.store.message_store import MessageStore
@@ -96,6 +105,13 @@ class HAClient:
         self._stopped = False
         self._auth: bytearray | None = None  # the master's nonce so far, while authenticating
         self._proving = False  # from the hello to the master's first transfer
+        # Controller mode: the epoch answer being read, its future, the master's entries past
+        # this slave's end (appended as the data reaches them), a pending epoch-file save.
+        self._epoch_buf: bytearray | None = None
+        self._epoch_answer: asyncio.Future[tuple[list[tuple[int, int]], int]] | None = None
+        self._aligning = False
+        self._pending_epochs: list[EpochEntry] = []
+        self._epoch_save: asyncio.Task[None] | None = None
 
     def update_master_address(self, addr: str | None) -> None:
         """Java ``HAClient.updateMasterAddress``: follow another master from the next connection
@@ -164,12 +180,17 @@ class HAClient:
             self._report_value(),
         )
         try:
+            if self.store.controller_mode:
+                self._aligning = True
+                self._epoch_answer = loop.create_future()
             if secret:
                 self._auth = bytearray()
                 self._proving = True
                 transport.write(AUTH_HELLO)
             else:
-                self._report(force=True)
+                self._open(proto)
+            if self._epoch_answer is not None and not await self._align(proto, addr):
+                return
             heartbeat = cfg.ha_send_heartbeat_interval / 1000.0
             while not proto.closed.done():
                 try:
@@ -189,6 +210,9 @@ class HAClient:
                     break
                 self._report(force=True)  # Java: every haSendHeartbeatInterval
         finally:
+            self._epoch_buf = None
+            self._epoch_answer = None
+            self._aligning = False
             if self._proving:
                 self.last_error = (
                     "the master closed the connection while this slave authenticated: set the same "
@@ -201,6 +225,84 @@ class HAClient:
             self._proto = None
             transport.close()
             log.info("HA: disconnected from master %s", clip(addr))
+
+    def _open(self, proto: _Protocol) -> None:
+        """After the proof (if any): ask the epochs (controller mode) or report at once."""
+        if self._epoch_answer is not None:
+            self._epoch_buf = bytearray()
+            assert proto.transport is not None
+            proto.transport.write(encode_epoch_hello(self.store.broker_id))
+        else:
+            self._report(force=True)
+
+    async def _align(self, proto: _Protocol, addr: str) -> bool:
+        """Controller mode: wait for the master's epochs, cut this CommitLog back to the last
+        common point, adopt the master's entries, then report. False: the session ends."""
+        fut = self._epoch_answer
+        assert fut is not None
+        try:
+            async with asyncio.timeout(self.store.config.ha_housekeeping_interval / 1000.0):
+                entries, master_max = await asyncio.shield(fut)
+        except TimeoutError:
+            self.last_error = f"master {addr} sent no epoch answer (is it an rmq master in controller mode?)"
+            _rlog.warning(f"ha-epoch-{addr}", "HA: %s", self.last_error)
+            return False
+        if proto.closed.done():
+            return False
+        store = self.store
+        cl = store.commit_log
+        remote = [EpochEntry(e, s) for e, s in entries]
+        local = list(store.epochs.entries)
+        if local:
+            point = find_consistent_point(local, cl.max_offset, remote, master_max)
+            if point < 0:
+                self._diverge_epochs(f"no epoch in common with master {addr} (local {local}, master {remote})")
+                return False
+            if point < cl.max_offset:
+                log.warning(
+                    "HA: this slave's CommitLog [.., %d) and master %s agree up to %d (epochs local %s, master %s): "
+                    "truncating",
+                    cl.max_offset,
+                    clip(addr),
+                    point,
+                    [(e.epoch, e.start) for e in local],
+                    [(e.epoch, e.start) for e in remote],
+                )
+                if not await store.truncate_files(point):
+                    self._diverge_epochs(f"cannot truncate to {point}: not a record boundary")
+                    return False
+        end = cl.max_offset
+        store.epochs.replace(e for e in remote if e.start <= end)
+        self._pending_epochs = [e for e in remote if e.start > end]
+        await store.run_blocking(store.epochs.save)
+        if proto.closed.done():
+            return False
+        self._aligning = False
+        self._report(force=True)
+        return True
+
+    def _diverge_epochs(self, why: str) -> None:
+        self.diverged = why
+        log.error("HA: replication stopped: %s", why)
+        proto = self._proto
+        if proto is not None and proto.transport is not None:
+            proto.transport.close()
+
+    def _adopt_pending_epochs(self, end: int) -> None:
+        """The data reached the start of a master's epoch: it is this slave's too."""
+        pending = self._pending_epochs
+        changed = False
+        while pending and pending[0].start <= end:
+            e = pending.pop(0)
+            changed |= self.store.epochs.append(e.epoch, e.start)
+        if changed:
+            self._epoch_save = asyncio.get_running_loop().create_task(self._save_epochs(), name="ha-epoch-save")
+
+    async def _save_epochs(self) -> None:
+        try:
+            await self.store.run_blocking(self.store.epochs.save)
+        except OSError as e:
+            self.store.rl_log.error("ha-epoch-save", "HA: writing the epoch file failed: %s", e)
 
     async def stop(self) -> None:
         self._stopped = True
@@ -222,7 +324,13 @@ class HAClient:
 
     def _report(self, force: bool = False) -> None:
         proto = self._proto
-        if proto is None or proto.transport is None or proto.transport.is_closing() or self._auth is not None:
+        if (
+            proto is None
+            or proto.transport is None
+            or proto.transport.is_closing()
+            or self._auth is not None
+            or self._aligning
+        ):
             return
         value = self._report_value()
         if force or value > self.reported_offset:
@@ -244,9 +352,28 @@ class HAClient:
             self._auth = None
             assert proto.transport is not None
             proto.transport.write(auth_mac(self.store.config.ha_auth_secret, bytes(auth[:AUTH_NONCE_SIZE])))
-            self._report(force=True)
+            self._open(proto)
             if not data:
                 return
+        ebuf = self._epoch_buf
+        if ebuf is not None:
+            ebuf += data
+            try:
+                got = decode_epoch_answer(ebuf)
+            except HAProtocolError as e:
+                self._refuse(proto, f"bad epoch answer: {e}")
+                return
+            if got is None:
+                return
+            entries, master_max, used = got
+            self._epoch_buf = None
+            if len(ebuf) > used:
+                self._refuse(proto, "bytes after the epoch answer, before this slave's report")
+                return
+            fut = self._epoch_answer
+            if fut is not None and not fut.done():
+                fut.set_result((entries, master_max))
+            return
         self._proving = False
         store = self.store
         cl = store.commit_log
@@ -278,6 +405,8 @@ class HAClient:
             store.rl_log.error("ha-append", "HA: %s", e)
         finally:
             if appended:
+                if self._pending_epochs:
+                    self._adopt_pending_epochs(cl.max_offset)
                 store.reput.wakeup()
                 if sync_flush:
                     self._flush_soon()

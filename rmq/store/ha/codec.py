@@ -25,6 +25,15 @@ challenge-response; the secret never crosses the wire)::
     slave → master   mac         32 bytes, HMAC-SHA256(secret, AUTH_CONTEXT + nonce)
     ... then the ordinary protocol: the slave's first report, the master's transfers.
 
+Not in Java either, a slave in controller mode (docs/design.md "Controller mode") asks for the
+master's epochs before its first report, so it can cut its CommitLog back to the last point
+both agree on (Java 5's AutoSwitchHAClient does the same in its own handshake; this keeps the
+4.x stream for everything else)::
+
+    slave → master   EPOCH_HELLO  8 bytes (another negative int64) + the slave's brokerId int64
+    master → slave   count int32, count × (epoch int32, startOffset int64), maxPhyOffset int64
+    ... then the slave truncates if it must, and sends its first report.
+
 A Java 4.9.8 slave never sends AUTH_HELLO (its first bytes are a report); the master decides
 from the peer's address whether it may follow (``haAllowedSlaves``, rmq.store.ha.service).
 
@@ -45,6 +54,11 @@ __all__ = [
     "AUTH_HELLO",
     "AUTH_MAC_SIZE",
     "AUTH_NONCE_SIZE",
+    "EPOCH_HELLO",
+    "EPOCH_HELLO_SIZE",
+    "decode_epoch_answer",
+    "encode_epoch_answer",
+    "encode_epoch_hello",
     "HAProtocolError",
     "auth_mac",
     "MAX_TRANSFER_BODY",
@@ -69,6 +83,13 @@ AUTH_HELLO = b"\xffRMQHA1\x00"
 AUTH_NONCE_SIZE = 16
 AUTH_MAC_SIZE = 32
 AUTH_CONTEXT = b"rmq-ha-auth-v1\x00"
+#: The 8 bytes a controller-mode slave opens its stream with (after AUTH), then its brokerId.
+EPOCH_HELLO = b"\xffRMQHA2\x00"
+EPOCH_HELLO_SIZE = 16
+#: Entries an epoch answer may carry (rmq.store.ha.epoch.MAX_ENTRIES).
+MAX_EPOCH_ENTRIES = 1024
+_EPOCH_ENTRY = struct.Struct(">iq")
+_COUNT = struct.Struct(">i")
 
 _REPORT = struct.Struct(">q")
 _HEADER = struct.Struct(">qi")
@@ -84,6 +105,43 @@ def auth_mac(secret: str, nonce: bytes) -> bytes:
     over :data:`AUTH_CONTEXT` + ``nonce`` (a fresh nonce per connection: a recorded answer is
     worth nothing on another)."""
     return hmac.new(secret.encode("utf-8"), AUTH_CONTEXT + nonce, hashlib.sha256).digest()
+
+
+def encode_epoch_hello(broker_id: int) -> bytes:
+    """The controller-mode slave's opening: :data:`EPOCH_HELLO` + its brokerId."""
+    return EPOCH_HELLO + _REPORT.pack(broker_id)
+
+
+def encode_epoch_answer(entries: list[tuple[int, int]], max_offset: int) -> bytes:
+    """The master's epochs ``(epoch, start)`` (the newest :data:`MAX_EPOCH_ENTRIES`) and its
+    CommitLog end."""
+    entries = entries[-MAX_EPOCH_ENTRIES:]
+    return b"".join(
+        [_COUNT.pack(len(entries)), *(_EPOCH_ENTRY.pack(e, s) for e, s in entries), _REPORT.pack(max_offset)]
+    )
+
+
+def decode_epoch_answer(buf: bytes | bytearray) -> tuple[list[tuple[int, int]], int, int] | None:
+    """``(entries, max_offset, bytes used)`` once ``buf`` holds a whole answer, else None;
+    HAProtocolError for a count past the bound or offsets that are negative or do not grow."""
+    if len(buf) < _COUNT.size:
+        return None
+    (count,) = _COUNT.unpack_from(buf, 0)
+    if not 0 <= count <= MAX_EPOCH_ENTRIES:
+        raise HAProtocolError(f"epoch answer with {count} entries (0..{MAX_EPOCH_ENTRIES})")
+    need = _COUNT.size + count * _EPOCH_ENTRY.size + REPORT_SIZE
+    if len(buf) < need:
+        return None
+    entries = [_EPOCH_ENTRY.unpack_from(buf, _COUNT.size + i * _EPOCH_ENTRY.size) for i in range(count)]
+    (max_offset,) = _REPORT.unpack_from(buf, need - REPORT_SIZE)
+    prev = (-1, 0)
+    for e in entries:
+        if e[1] < prev[1] or e[0] <= prev[0] or e[1] > max_offset:
+            raise HAProtocolError(f"epoch entries out of order: {prev} then {e} (end {max_offset})")
+        prev = e
+    if max_offset < 0:
+        raise HAProtocolError(f"negative master offset {max_offset}")
+    return [(int(e), int(s)) for e, s in entries], int(max_offset), need
 
 
 def encode_offset_report(offset: int) -> bytes:

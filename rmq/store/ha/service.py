@@ -36,6 +36,7 @@ import collections
 import hmac
 import logging
 import os
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,10 +49,13 @@ from rmq.store.ha.codec import (
     AUTH_HELLO,
     AUTH_MAC_SIZE,
     AUTH_NONCE_SIZE,
+    EPOCH_HELLO,
+    EPOCH_HELLO_SIZE,
     REPORT_SIZE,
     HAProtocolError,
     OffsetReportDecoder,
     auth_mac,
+    encode_epoch_answer,
     encode_transfer_header,
 )
 from rmq.store.message import PutMessageResult, PutMessageStatus
@@ -111,7 +115,7 @@ class GroupTransferService:
         a = result.append
         assert a is not None
         end = a.wrote_offset + a.wrote_bytes
-        if self.service.push2slave_max_offset >= end:
+        if self.service.waiter_offset() >= end:
             self.callbacks.call(callback, result, None)
             return True
         self.callbacks.add(end, self.service.store.config.slave_timeout / 1000.0, result, callback)
@@ -121,7 +125,7 @@ class GroupTransferService:
         a = result.append
         assert a is not None
         end = a.wrote_offset + a.wrote_bytes
-        if self.service.push2slave_max_offset >= end:
+        if self.service.waiter_offset() >= end:
             return result
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self.futures.append((end, fut))
@@ -189,7 +193,8 @@ class HAConnection(asyncio.Protocol):
         self.last_read = self.connected_at
         # (end offset, monotonic time) of each transfer not acknowledged yet, oldest first:
         # the slave's lag in time is how long the oldest unacknowledged byte has been out.
-        self._unacked: collections.deque[tuple[int, float]] = collections.deque(maxlen=4096)
+        # (and the master's CommitLog end when it was sent: an ack reaching that is "caught up")
+        self._unacked: collections.deque[tuple[int, float, int]] = collections.deque(maxlen=4096)
         self.bytes_sent = 0
         self._first_report = asyncio.Event()
         self._writable: asyncio.Future[None] | None = None
@@ -202,6 +207,12 @@ class HAConnection(asyncio.Protocol):
         self._handshake = bytearray()
         self._nonce: bytes | None = None
         self._deadline: asyncio.TimerHandle | None = None
+        # Controller mode: the slave's brokerId from its EPOCH_HELLO (None: a 4.x slave), the
+        # bytes after the proof until we know whether they open with it, and when the slave last
+        # caught up with the master (monotonic; Java lastCaughtUpTime).
+        self.slave_id: int | None = None
+        self._opening: bytearray | None = bytearray()
+        self.caught_up_at = 0.0
 
     # -- protocol ----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -300,6 +311,10 @@ class HAConnection(asyncio.Protocol):
             if not rest:
                 return
             data = rest
+        if self._opening is not None:
+            data = self._take_opening(data)
+            if not data:
+                return
         try:
             report = self.decoder.feed(data)
         except HAProtocolError as e:
@@ -307,6 +322,33 @@ class HAConnection(asyncio.Protocol):
             return
         if report is not None:
             self._on_report(report)
+
+    def _take_opening(self, data: bytes) -> bytes:
+        """The stream's first bytes after the proof: an EPOCH_HELLO (a controller-mode slave
+        asking for this master's epochs, rmq.store.ha.codec) is answered; returns what follows."""
+        op = self._opening
+        assert op is not None
+        op += data
+        if len(op) < REPORT_SIZE:
+            return b""
+        if op[:REPORT_SIZE] != EPOCH_HELLO:
+            self._opening = None
+            return bytes(op)
+        if len(op) < EPOCH_HELLO_SIZE:
+            return b""
+        self._opening = None
+        service = self.service
+        store = service.store
+        if not service.controller_mode:
+            self.close("it asked for epochs but this master is not in controller mode (enableControllerMode)")
+            return b""
+        self.slave_id = struct.unpack_from(">q", op, REPORT_SIZE)[0]
+        service.adopt_slave_id(self)
+        entries = [(e.epoch, e.start) for e in store.epochs.entries]
+        assert self.transport is not None
+        self.transport.write(encode_epoch_answer(entries, store.commit_log.max_offset))
+        log.info("HA: slave %s is broker %d; sent %d epoch entries", self.address, self.slave_id, len(entries))
+        return bytes(op[EPOCH_HELLO_SIZE:])
 
     def _on_report(self, offset: int) -> None:
         store_max = self.service.store.commit_log.max_offset
@@ -337,8 +379,12 @@ class HAConnection(asyncio.Protocol):
             self.slave_ack_offset = offset
         unacked = self._unacked
         while unacked and unacked[0][0] <= offset:
-            unacked.popleft()
-        self.service.notify_transfer_some(offset)
+            _end, sent_at, master_end = unacked.popleft()
+            if offset >= master_end:
+                self.caught_up_at = max(self.caught_up_at, sent_at)
+        if offset >= store_max:
+            self.caught_up_at = time.monotonic()
+        self.service.notify_transfer_some(offset, self)
 
     def pause_writing(self) -> None:
         if self._writable is None:
@@ -463,7 +509,7 @@ class HAConnection(asyncio.Protocol):
         transport.writelines([encode_transfer_header(at, size), view])
         del view  # (the transport keeps its own reference while it holds unwritten bytes)
         self.next_transfer_from = at + size
-        self._unacked.append((at + size, time.monotonic()))
+        self._unacked.append((at + size, time.monotonic(), cl.max_offset))
         self.bytes_sent += size
         self.service.bytes_sent += size
         return mf
@@ -510,6 +556,14 @@ class HAService:
         self.refused = 0
         self._data: asyncio.Future[None] | None = None
         self._spawn: Callable[..., asyncio.Task[Any]] | None = None
+        # Controller mode (Java AutoSwitchHAService): the SyncStateSet (broker ids, this one
+        # included), the offset every member has (confirmOffset), and who hears of a change
+        # (the broker's ReplicasManager, which proposes it to the controller).
+        self.controller_mode = store.controller_mode
+        self.local_id = store.broker_id
+        self.sync_state_set: set[int] = {self.local_id}
+        self.confirm_offset = store.commit_log.max_offset
+        self.on_sync_state_set_changed: Callable[[frozenset[int]], object] | None = None
 
     async def start(self, spawn: Callable[..., asyncio.Task[Any]]) -> None:
         """Listen on ``haListenPort`` (OSError when it is taken); ``spawn(coro, name)`` runs
@@ -525,6 +579,8 @@ class HAService:
             raise OSError(e.errno, e.strerror, f"{self.host}:{port} (haListenPort)") from e
         self.port = self.server.sockets[0].getsockname()[1]
         log.info("HA service accepting slaves on %s:%d (%s)", self.host, self.port, cfg.broker_role)
+        if self.controller_mode:
+            spawn(self._shrink_loop(), "ha-sync-state-set")
 
     def tasks_spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         assert self._spawn is not None
@@ -581,6 +637,114 @@ class HAService:
             self.connections.remove(conn)
         except ValueError:
             pass
+        # Java AutoSwitchHAService.removeConnection: a disconnected slave leaves the set at once
+        sid = conn.slave_id
+        if sid is not None and sid in self.sync_state_set and not any(c.slave_id == sid for c in self.connections):
+            self._change_sync_state_set(self.sync_state_set - {sid}, f"slave {sid} disconnected")
+
+    def adopt_slave_id(self, conn: HAConnection) -> None:
+        """A slave said who it is: an older connection of the same broker is closed."""
+        for other in list(self.connections):
+            if other is not conn and other.slave_id == conn.slave_id:
+                other.close(f"broker {conn.slave_id} connected again from {conn.address}")
+                self.connections.remove(other)
+
+    # -- SyncStateSet (controller mode; Java AutoSwitchHAService) -----------------------------
+    def set_sync_state_set(self, ids: set[int] | frozenset[int]) -> None:
+        """The set the controller holds now (Java ``setSyncStateSet``)."""
+        self.sync_state_set = set(ids) | {self.local_id}
+        self.confirm_offset = self.compute_confirm_offset()
+        self.group_transfer.notify_transfer_some(self.waiter_offset())
+
+    def _change_sync_state_set(self, new: set[int], why: str) -> None:
+        log.info("HA: SyncStateSet %s -> %s (%s)", sorted(self.sync_state_set), sorted(new), why)
+        self.sync_state_set = new
+        self.confirm_offset = self.compute_confirm_offset()
+        self.group_transfer.notify_transfer_some(self.waiter_offset())
+        listener = self.on_sync_state_set_changed
+        if listener is not None:
+            listener(frozenset(new))
+
+    def compute_confirm_offset(self) -> int:
+        """Java ``computeConfirmOffset``: the lowest ack of the set's slaves (the master's end
+        when it is alone); unchanged while a member has no connection."""
+        value = self.store.commit_log.max_offset
+        by_id = {c.slave_id: c for c in self.connections if c.slave_id is not None}
+        for sid in self.sync_state_set:
+            if sid == self.local_id:
+                continue
+            conn = by_id.get(sid)
+            if conn is None:
+                return self.confirm_offset
+            if conn.slave_ack_offset >= 0:
+                value = min(value, conn.slave_ack_offset)
+        return value
+
+    def _maybe_expand(self, conn: HAConnection) -> None:
+        """Java ``maybeExpandInSyncStateSet``: a slave that reached the confirm offset and the
+        current epoch's start joins."""
+        sid = conn.slave_id
+        if sid is None or sid in self.sync_state_set:
+            return
+        ack = conn.slave_ack_offset
+        last = self.store.epochs.last()
+        if ack >= self.confirm_offset and (last is None or ack >= last.start):
+            self._change_sync_state_set(self.sync_state_set | {sid}, f"slave {sid} caught up at {ack}")
+
+    def maybe_shrink(self) -> None:
+        """Java ``maybeShrinkSyncStateSet``: a member not caught up within
+        ``haMaxTimeSlaveNotCatchup`` ms, or not connected, leaves."""
+        limit = self.store.config.ha_max_time_slave_not_catchup / 1000.0
+        now = time.monotonic()
+        by_id = {c.slave_id: c for c in self.connections if c.slave_id is not None}
+        new = set(self.sync_state_set)
+        for sid in self.sync_state_set:
+            if sid == self.local_id:
+                continue
+            conn = by_id.get(sid)
+            if conn is None or now - max(conn.caught_up_at, conn.connected_at) > limit:
+                new.discard(sid)
+        if new != self.sync_state_set:
+            self._change_sync_state_set(
+                new, f"not caught up within {self.store.config.ha_max_time_slave_not_catchup} ms"
+            )
+
+    async def _shrink_loop(self) -> None:
+        period = min(1.0, self.store.config.ha_max_time_slave_not_catchup / 4000.0)
+        while True:
+            await asyncio.sleep(period)
+            self.maybe_shrink()
+
+    def need_ack_nums(self) -> int:
+        """Replicas (the master included) a SYNC_MASTER put waits for; -1: every member of the
+        SyncStateSet (Java ``CommitLog.calcNeedAckNums`` and ``allAckInSyncStateSet``)."""
+        cfg = self.store.config
+        if cfg.all_ack_in_sync_state_set:
+            return -1
+        need = cfg.in_sync_replicas
+        if cfg.enable_auto_in_sync_replicas:
+            need = max(min(need, len(self.sync_state_set)), cfg.min_in_sync_replicas)
+        return need
+
+    def must_wait(self) -> bool:
+        """Controller mode: whether a SYNC_MASTER put waits at all (Java ``handleHA``: one ack,
+        the master's own, needs no wait)."""
+        need = self.need_ack_nums()
+        return len(self.sync_state_set) > 1 if need < 0 else need > 1
+
+    def waiter_offset(self) -> int:
+        """The offset up to which SYNC_MASTER puts are answered: the slaves' highest ack (4.x),
+        or in controller mode the SyncStateSet's confirm offset (allAckInSyncStateSet) or the
+        offset ``need_ack_nums() - 1`` slaves have (Java ``GroupTransferService.doWaitTransfer``)."""
+        if not self.controller_mode:
+            return self.push2slave_max_offset
+        need = self.need_ack_nums()
+        if need < 0:
+            return self.confirm_offset if len(self.sync_state_set) > 1 else self.store.commit_log.max_offset
+        if need <= 1:
+            return self.store.commit_log.max_offset
+        acks = sorted((c.slave_ack_offset for c in self.connections if c.proven), reverse=True)
+        return acks[need - 2] if len(acks) >= need - 1 else -1
 
     @property
     def connection_count(self) -> int:
@@ -605,8 +769,17 @@ class HAService:
         except TimeoutError:
             pass
 
-    def notify_transfer_some(self, acked: int) -> None:
-        """Java ``HAService.notifyTransferSome``: the slaves' highest ack only grows."""
+    def notify_transfer_some(self, acked: int, conn: HAConnection | None = None) -> None:
+        """Java ``HAService.notifyTransferSome``: the slaves' highest ack only grows. In
+        controller mode the SyncStateSet may grow and its confirm offset move."""
+        if self.controller_mode:
+            if acked > self.push2slave_max_offset:
+                self.push2slave_max_offset = acked
+            if conn is not None:
+                self._maybe_expand(conn)
+            self.confirm_offset = self.compute_confirm_offset()
+            self.group_transfer.notify_transfer_some(self.waiter_offset())
+            return
         if acked > self.push2slave_max_offset:
             self.push2slave_max_offset = acked
             self.group_transfer.notify_transfer_some(acked)
@@ -637,6 +810,8 @@ class HAService:
             "haTransferredBytes": str(self.bytes_sent),
             "haSlaveTimeoutTimes": str(self.group_transfer.timeouts),
             "haRefusedPeers": str(self.refused),
+            "haSyncStateSet": ",".join(str(i) for i in sorted(self.sync_state_set)),
+            "haConfirmOffset": str(self.confirm_offset),
         }
 
 
