@@ -53,6 +53,7 @@ __all__ = [
     "NamesrvConfig",
     "apply_properties",
     "check_config",
+    "check_controller_mode",
     "format_properties",
     "load_properties",
     "parse_overrides",
@@ -454,6 +455,23 @@ class BrokerConfig:
     grpc_max_telemetry_sessions_per_client: int = setting(8, lo=1, hi=1024)
     grpc_max_clients: int = setting(100_000, lo=1, hi=10_000_000)
     grpc_telemetry_queue_size: int = setting(1024, lo=1, hi=1_000_000)
+    # Controller mode (Java 5 BrokerConfig; docs/design.md "Controller mode", rmq.broker.replicas):
+    # the broker registers to the controllers at controllerAddr ("host:port;host:port"), which
+    # decide its role and brokerId; Java's names, defaults and periods.
+    enable_controller_mode: bool = False
+    controller_addr: str = ""
+    sync_broker_metadata_period: int = setting(5000, lo=10, hi=600_000, unit="ms")
+    check_sync_state_set_period: int = setting(5000, lo=10, hi=600_000, unit="ms")
+    sync_controller_metadata_period: int = setting(10_000, lo=10, hi=600_000, unit="ms")
+    controller_heart_beat_timeout_mills: int = setting(10_000, lo=100, hi=600_000, unit="ms")
+    broker_heartbeat_interval: int = setting(1000, lo=10, hi=600_000, unit="ms")
+    send_heartbeat_timeout_millis: int = setting(1000, lo=10, hi=600_000, unit="ms")
+    broker_election_priority: int = setting(JAVA_INT.hi, lo=JAVA_INT.lo, hi=JAVA_INT.hi)
+
+    @property
+    def controller_addr_list(self) -> list[str]:
+        """``controller_addr`` split on ``;`` (and ``,``), blanks dropped."""
+        return [a.strip() for a in re.split(r"[;,]", self.controller_addr or "") if a.strip()]
 
     @property
     def namesrv_addr_list(self) -> list[str]:
@@ -650,6 +668,25 @@ def check_config(*targets: typing.Any) -> None:
             problem = allowed.problem(value)
             if problem is not None:
                 raise ConfigError(f"bad value for {snake_to_camel(f.name)}: {value!r} ({problem})")
+
+
+def check_controller_mode(broker_config: BrokerConfig, broker_role: str) -> None:
+    """Controller mode's rules across properties (docs/design.md "Controller mode"): the
+    controller decides the role, so ``brokerRole=SLAVE`` contradicts it (the configured master
+    role is the one taken when elected), and ``controllerAddr`` must name a controller.
+    :class:`ConfigError` naming the property and the allowed values."""
+    if not broker_config.enable_controller_mode:
+        return
+    if broker_role == "SLAVE":
+        raise ConfigError(
+            "bad value for brokerRole: 'SLAVE' (with enableControllerMode=true the controller decides the role; "
+            "allowed: ASYNC_MASTER or SYNC_MASTER, the role this broker takes when it is elected)"
+        )
+    if not broker_config.controller_addr_list:
+        raise ConfigError(
+            "bad value for controllerAddr: empty (with enableControllerMode=true; allowed: host:port of the "
+            "controllers separated by ';')"
+        )
 
 
 def allowed_values(target: typing.Any) -> dict[str, str]:

@@ -73,6 +73,7 @@ from rmq.broker.processors.reply import ReplyMessageProcessor
 from rmq.broker.processors.send import SendMessageProcessor
 from rmq.broker.processors.send_back import ConsumerSendMsgBackProcessor
 from rmq.broker.rebalance_lock import RebalanceLockManager
+from rmq.broker.replicas import ReplicasManager
 from rmq.broker.schedule import ScheduleMessageService
 from rmq.broker.slave_sync import SlaveSynchronize
 from rmq.broker.stats import BrokerStatsManager
@@ -80,7 +81,7 @@ from rmq.broker.transaction import TransactionalMessageService
 from rmq.broker.vip_channel import VipChannel, vip_port
 from rmq.common.constants import PermName
 from rmq.common.tasks import BackgroundTasks
-from rmq.config import BrokerConfig, ConfigError
+from rmq.config import BrokerConfig, ConfigError, check_controller_mode
 from rmq.protocol.codes import RequestCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.headers.client import NotifyConsumerIdsChangedRequestHeader
@@ -215,6 +216,14 @@ class BrokerController:
         )
         # A SLAVE copies its master's metadata (started in start() only for a slave).
         self.slave_synchronize = SlaveSynchronize(self, broker_config.slave_sync_interval_ms / 1000.0)
+        self._slave_sync_task: asyncio.Task[Any] | None = None
+        # Controller mode (rmq.broker.replicas, Java ReplicasManager): the controllers decide the role.
+        check_controller_mode(broker_config, store_config.broker_role)
+        self.replicas: ReplicasManager | None = None
+        if broker_config.enable_controller_mode:
+            self.replicas = ReplicasManager(
+                self, tls.client_context() if tls is not None and tls.client_enabled else None
+            )
         self._ready = False
         # ACL 1.0 (aclEnable): loaded at start, watched by the "acl-watch" task.
         self.acl: PlainPermissionManager | None = None
@@ -388,6 +397,10 @@ class BrokerController:
         acl_admin = AclAdminProcessor(ctx)
         for code in acl_admin.codes:
             s.register_processor(code, _Gate(self, acl_admin), admin_pool)
+        if self.replicas is not None:
+            # the controller's role notices and the admin tool's getBrokerEpoch (controller mode)
+            for code in (RequestCode.NOTIFY_BROKER_ROLE_CHANGED, RequestCode.GET_BROKER_EPOCH_CACHE):
+                s.register_processor(code, _Gate(self, self.replicas), admin_pool)
 
     async def start(self) -> None:
         """Bring the broker up (see module docstring). Raises ``OSError`` when the port is
@@ -414,8 +427,13 @@ class BrokerController:
             await self.vip_channel.start()
         try:
             self._resolve_ha_listen_port()
+            if self.replicas is not None:
+                # Fenced until the controller gives a role: no writes, no HA port, no route.
+                self.replicas.master_role = self.store_config.broker_role
+                self.store_config.broker_role = "SLAVE"
             self.message_store = MessageStore(self.store_config, (self.broker_config.broker_ip1, self.server.port))
             self.message_store.ha_listen_host = self.broker_config.listen_host
+            self.message_store.controller_mode = self.replicas is not None
             await self.message_store.start()
         except BaseException:
             self.message_store = None
@@ -454,8 +472,10 @@ class BrokerController:
         self._spawn(self.config_persister.run(), "persist")
         self._spawn(self._stats_loop(), "stats")
         self._spawn(self._housekeeping_loop(), "housekeep")
-        if self.is_slave:
-            self._spawn(self.slave_synchronize.run(), "slave-sync")
+        if self.is_slave and self.replicas is None:
+            self._slave_sync_task = self._spawn(self.slave_synchronize.run(), "slave-sync")
+        if self.replicas is not None:
+            self.replicas.start(self._spawn)
         await self.metrics.start()
         await self._start_grpc()
         if self.acl is not None:
@@ -509,6 +529,8 @@ class BrokerController:
                     ),
                 )
             )
+        if self.replicas is not None:
+            steps.append(("controller client", self.replicas.close))
         steps.append(("background tasks", self._tasks.close))
         if self.message_store is not None:
             steps.append(("transaction service", self.transaction_service.stop))
@@ -613,6 +635,8 @@ class BrokerController:
         """
         if not self.broker_config.namesrv_addr_list or self._register_lock is None or self._stopped:
             return True
+        if self.replicas is not None and not self.replicas.running:
+            return True  # controller mode: no route before the controller gave a role
         async with self._register_lock:
             return await self._register_locked(timeout, periodic)
 
@@ -671,6 +695,18 @@ class BrokerController:
         store = self.message_store
         port = store.ha.port if store is not None and store.ha is not None else self.server.port + 1
         return f"{self.broker_config.broker_ip2}:{port}"
+
+    def on_role_changed(self) -> None:
+        """Controller mode: the store's role changed (rmq.broker.replicas): a slave copies its
+        master's metadata, a master does not (Java ``handleSlaveSynchronize``)."""
+        task = self._slave_sync_task
+        if self.is_slave:
+            if task is None or task.done():
+                self._slave_sync_task = self._spawn(self.slave_synchronize.run(), "slave-sync")
+        elif task is not None:
+            task.cancel()
+            self._slave_sync_task = None
+            self.slave_synchronize.set_master_addr(None)
 
     def _on_register_answer(self) -> None:
         """A slave follows the master's HA address from the name server's answer unless

@@ -42,6 +42,7 @@ from rmq.config import (
     NamesrvConfig,
     apply_properties,
     check_config,
+    check_controller_mode,
     load_properties,
     parse_overrides,
 )
@@ -117,7 +118,12 @@ def build_broker_configs(
     check_config(broker_config, store_config)  # defaults and flags too, against each field's range
     if not 0 <= broker_config.listen_port <= 65535:
         raise ConfigError(f"bad value for listenPort: {broker_config.listen_port} (expected 0..65535)")
-    if broker_config.broker_id != 0 and store_config.broker_role != "SLAVE":
+    check_controller_mode(broker_config, store_config.broker_role)
+    if (
+        broker_config.broker_id != 0
+        and store_config.broker_role != "SLAVE"
+        and not broker_config.enable_controller_mode
+    ):
         store_config.broker_role = "SLAVE"
     store_config.store_path_root_dir = os.path.abspath(os.path.expanduser(store_config.store_path_root_dir))
     return broker_config, store_config, warnings

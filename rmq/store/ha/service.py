@@ -657,11 +657,24 @@ class HAService:
         self.group_transfer.notify_transfer_some(self.waiter_offset())
 
     def _change_sync_state_set(self, new: set[int], why: str) -> None:
-        log.info("HA: SyncStateSet %s -> %s (%s)", sorted(self.sync_state_set), sorted(new), why)
-        self.sync_state_set = new
-        self.confirm_offset = self.compute_confirm_offset()
-        self.group_transfer.notify_transfer_some(self.waiter_offset())
+        """A member joins here at once (puts then wait for it too: always safe). A member
+        leaves only once the controller agreed (the listener proposes it; ``set_sync_state_set``
+        applies the answer): until then a put still waits for it, since the controller could
+        elect it (Java keeps the union of the local and the remote set while they differ).
+        Without a listener (no controller) the master decides alone."""
         listener = self.on_sync_state_set_changed
+        grows = new >= self.sync_state_set
+        log.info(
+            "HA: SyncStateSet %s -> %s (%s)%s",
+            sorted(self.sync_state_set),
+            sorted(new),
+            why,
+            "" if grows or listener is None else ": proposed to the controller",
+        )
+        if grows or listener is None:
+            self.sync_state_set = new
+            self.confirm_offset = self.compute_confirm_offset()
+            self.group_transfer.notify_transfer_some(self.waiter_offset())
         if listener is not None:
             listener(frozenset(new))
 

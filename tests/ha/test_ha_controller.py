@@ -1,0 +1,122 @@
+"""Brokers in controller mode (rmq.broker.replicas) against a real etcd and ``rmq controller``:
+registration, election, the SyncStateSet the master reports, and a failover the name server's
+routes follow. In-process brokers and name server; etcd and the controller are processes."""
+
+import asyncio
+import contextlib
+
+import pytest
+
+import rmq
+from rmq._testing import run_broker, run_namesrv, wait_until
+from rmq._testing.controller import ControllerProcess
+from rmq._testing.etcd import EtcdProcess, etcd_missing
+from rmq.protocol.body.controller import EpochEntryCache
+from rmq.protocol.codes import RequestCode, ResponseCode
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.requests.controller import get_broker_epoch_cache, get_replica_info, parse_replica_info
+from rmq.remoting.client import RemotingClient
+
+pytestmark = pytest.mark.skipif(etcd_missing() is not None, reason=str(etcd_missing()))
+
+NAME = "bc"
+TOPIC = "TopicFailover"
+
+
+@pytest.fixture
+def controller(tmp_path, request):
+    with EtcdProcess(tmp_path / "etcd") as etcd:
+        ctl = ControllerProcess(
+            tmp_path / "ctl",
+            etcd.endpoint,
+            scanNotActiveBrokerInterval=100,
+            controllerHeartBeatTimeoutMills=1500,
+            **getattr(request, "param", {}),
+        )
+        with ctl:
+            yield ctl
+
+
+def broker_settings(controller_addr: str, **kw):
+    base = dict(
+        broker_name=NAME,
+        enable_controller_mode=True,
+        controller_addr=controller_addr,
+        broker_role="SYNC_MASTER",
+        all_ack_in_sync_state_set=True,
+        sync_broker_metadata_period=200,
+        check_sync_state_set_period=200,
+        broker_heartbeat_interval=200,
+        controller_heart_beat_timeout_mills=1500,
+        slave_sync_interval_ms=200,
+        ha_send_heartbeat_interval=200,
+        register_name_server_period=1000,
+    )
+    base.update(kw)
+    return base
+
+
+async def create_topic(addr: str, topic: str, queues: int = 4) -> None:
+    async with RemotingClient() as rc:
+        resp = await rc.invoke(
+            addr,
+            RemotingCommand.request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC,
+                {
+                    "topic": topic,
+                    "defaultTopic": "TBW102",
+                    "readQueueNums": str(queues),
+                    "writeQueueNums": str(queues),
+                    "perm": "6",
+                    "topicFilterType": "SINGLE_TAG",
+                    "topicSysFlag": "0",
+                    "order": "false",
+                },
+            ),
+            timeout=5.0,
+        )
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+async def test_election_sync_state_set_and_failover(tmp_path, controller):
+    async with contextlib.AsyncExitStack() as stack:
+        ns = await stack.enter_async_context(run_namesrv())
+        settings = broker_settings(controller.addr)
+        a = await stack.enter_async_context(run_broker(tmp_path / "a", ns, **settings))
+        await wait_until(lambda: a.replicas.is_master, what="a elected master")
+        assert a.broker_config.broker_id == 0 and a.store_role == "SYNC_MASTER"
+        b_ctx = run_broker(tmp_path / "b", ns, **settings)
+        b = await b_ctx.__aenter__()
+        try:
+            await wait_until(lambda: b.replicas.running and not b.replicas.is_master, what="b a slave")
+            assert b.broker_config.broker_id == b.replicas.broker_controller_id != 0
+            # b catches up, joins the SyncStateSet, and the controller agrees
+            await wait_until(lambda: a.replicas.sync_state_set == {1, 2}, what="the controller's SyncStateSet {1, 2}")
+            async with RemotingClient() as rc:
+                h, sss = parse_replica_info(await rc.invoke(controller.addr, get_replica_info(NAME)))
+                assert h.master_broker_id == 1 and sss.sync_state_set == {1, 2}
+                cache = EpochEntryCache.decode((await rc.invoke(a.broker_addr, get_broker_epoch_cache())).body_bytes())
+                assert [e.epoch for e in cache.epoch_list] == [h.master_epoch]
+            await create_topic(a.broker_addr, TOPIC)
+            async with rmq.Producer(f"127.0.0.1:{ns.port}", "PID_failover", send_timeout=10) as p:
+                acked = []
+                for i in range(20):
+                    r = await p.send(rmq.Message(TOPIC, b"before-%d" % i))
+                    assert r.status == rmq.SendStatus.SEND_OK
+                    acked.append(r)
+                # every SYNC acknowledgement waited for b (allAckInSyncStateSet)
+                assert b.message_store.max_phy_offset >= a.message_store.max_phy_offset
+                await wait_until(lambda: TOPIC in b.topic_config_manager.topic_config_table, what="topic copied")
+                # the master goes away: b is elected, registers as brokerId 0, and sends go on
+                await a.shutdown()
+                loop = asyncio.get_running_loop()
+                t0 = loop.time()
+                await wait_until(lambda: b.replicas.is_master, timeout=30, what="b elected master")
+                failover = loop.time() - t0
+                print(f"failover (in-process, clean stop of the master): {failover:.2f}s")
+                assert b.broker_config.broker_id == 0
+                for i in range(20):
+                    r = await p.send(rmq.Message(TOPIC, b"after-%d" % i))
+                    assert r.status == rmq.SendStatus.SEND_OK, r
+        finally:
+            await b_ctx.__aexit__(None, None, None)
