@@ -19,8 +19,8 @@ from rmq._testing import free_broker_port, run_namesrv, wait_for_port, wait_unti
 from rmq._testing.controller import ControllerProcess
 from rmq._testing.etcd import EtcdProcess, etcd_missing
 from rmq.errors import RMQError
-from rmq.protocol.requests.broker import get_broker_runtime_info, parse_kv_table
 from rmq.protocol.body.controller import EpochEntryCache
+from rmq.protocol.requests.broker import get_broker_runtime_info, parse_kv_table
 from rmq.protocol.requests.controller import get_broker_epoch_cache, get_replica_info, parse_replica_info
 from rmq.remoting.client import RemotingClient
 
@@ -126,7 +126,7 @@ async def test_kill_9_of_the_master_fails_over_and_the_old_master_rejoins(tmp_pa
             async def master_is(addr):
                 try:
                     h, sss = await replica_info(rc, ctl.addr)
-                except Exception:  # noqa: BLE001 - not registered yet
+                except RMQError:  # not registered yet
                     return None
                 return (h, sss) if h.master_address == addr else None
 
@@ -135,7 +135,7 @@ async def test_kill_9_of_the_master_fails_over_and_the_old_master_rejoins(tmp_pa
             brokers.append(b)
 
             async def isr_full():
-                h, sss = await replica_info(rc, ctl.addr)
+                _h, sss = await replica_info(rc, ctl.addr)
                 return len(sss.sync_state_set) == 2
 
             await wait_until(isr_full, timeout=30, what="b in the controller's SyncStateSet")
@@ -195,7 +195,7 @@ async def test_kill_9_of_the_master_fails_over_and_the_old_master_rejoins(tmp_pa
             # the old master comes back: it rejoins as a slave of b, truncating to the common epoch
             a.start()
             await wait_until(isr_full, timeout=60, what="a back in the SyncStateSet")
-            h, sss = await replica_info(rc, ctl.addr)
+            h, _sss = await replica_info(rc, ctl.addr)
             assert h.master_address == b.addr
             n = len(acked)
             await wait_until(lambda: len(acked) > n + 20, timeout=30, what="sends with a as slave")
