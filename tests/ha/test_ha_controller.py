@@ -120,3 +120,44 @@ async def test_election_sync_state_set_and_failover(tmp_path, controller):
                     assert r.status == rmq.SendStatus.SEND_OK, r
         finally:
             await b_ctx.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize("controller", [{"notifyBrokerRoleChanged": "false"}], indirect=True)
+async def test_a_master_deposed_without_notice_stops_writing_when_it_polls(tmp_path, controller):
+    """The controller elects b while a still runs (the admin's electMaster) and tells nobody:
+    a, a zombie, learns the newer epoch from its GET_REPLICA_INFO poll, stops taking writes and
+    follows b; b re-registers as brokerId 0 and a's id-0 route is gone."""
+    from rmq.protocol.requests.controller import elect_master, parse_elect_master
+    from rmq.store import MessageInner, PutMessageStatus
+
+    async with contextlib.AsyncExitStack() as stack:
+        ns = await stack.enter_async_context(run_namesrv())
+        settings = broker_settings(controller.addr, sync_broker_metadata_period=300)
+        a = await stack.enter_async_context(run_broker(tmp_path / "a", ns, **settings))
+        await wait_until(lambda: a.replicas.is_master, what="a elected master")
+        b = await stack.enter_async_context(run_broker(tmp_path / "b", ns, **settings))
+        await wait_until(lambda: a.replicas.sync_state_set == {1, 2}, what="b in the SyncStateSet")
+        await create_topic(a.broker_addr, TOPIC)
+        async with RemotingClient() as rc:
+            h, _body, elected = parse_elect_master(
+                await rc.invoke(controller.addr, elect_master(NAME, 2, cluster_name="DefaultCluster", designate=True))
+            )
+            assert elected and h.master_broker_id == 2
+        await wait_until(lambda: a.store_role == "SLAVE", timeout=20, what="the zombie a to stop writing")
+        r = await a.message_store.put_message(MessageInner(TOPIC, 0, b"zombie"))
+        assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
+        await wait_until(lambda: b.replicas.is_master and b.broker_config.broker_id == 0, what="b master")
+        await wait_until(lambda: a.broker_config.broker_id == 1, what="a registered as broker 1")
+
+        def routes():
+            bd = ns.route_info_manager.broker_addr_table.get(NAME)
+            return bd is not None and bd.broker_addrs == {0: b.broker_addr, 1: a.broker_addr}
+
+        await wait_until(routes, timeout=20, what="the name server's route: b id 0, a id 1")
+        await wait_until(lambda: a.message_store.ha_client.connected, timeout=20, what="a following b")
+        async with rmq.Producer(f"127.0.0.1:{ns.port}", "PID_zombie", send_timeout=10) as p:
+            r = await p.send(rmq.Message(TOPIC, b"to-b"))
+            assert r.status == rmq.SendStatus.SEND_OK and r.message_queue.broker_name == NAME
+        await wait_until(
+            lambda: a.message_store.max_phy_offset == b.message_store.max_phy_offset, what="a caught up"
+        )

@@ -167,17 +167,15 @@ class EpochFile:
 
     # -- changes (the caller saves) --------------------------------------------------------------
     def append(self, epoch: int, start: int) -> bool:
-        """Java ``appendEntry``: a newer epoch starting at or after the last one's start
-        (Java wants a strictly greater start; an epoch that wrote nothing is replaced by the
-        next one at the same offset, which a reader would otherwise see as a zero-length
-        range). False (nothing changed) for an older or equal epoch."""
+        """Java ``appendEntry``: a newer epoch starting at or after the last one's start.
+        Java wants a strictly greater start; an epoch whose master wrote nothing is kept here
+        as an empty range instead, so a replica that only saw that epoch still finds it in
+        common with the next master's list (``find_consistent_point``). False (nothing
+        changed) for an older or equal epoch or an earlier start."""
         last = self.last()
-        if last is not None:
-            if epoch <= last.epoch or start < last.start:
-                log.error("epoch entry (%d, %d) is not after the last (%d, %d): not appended", epoch, start, *_t(last))
-                return False
-            if start == last.start:
-                self.entries.pop()
+        if last is not None and (epoch <= last.epoch or start < last.start):
+            log.error("epoch entry (%d, %d) is not after the last (%d, %d): not appended", epoch, start, *_t(last))
+            return False
         self.entries.append(EpochEntry(epoch, start))
         if len(self.entries) > MAX_ENTRIES:
             del self.entries[: len(self.entries) - MAX_ENTRIES]

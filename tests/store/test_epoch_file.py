@@ -50,8 +50,9 @@ def test_append_only_grows_and_is_bounded(tmp_path):
     f = EpochFile(str(tmp_path))
     assert f.append(3, 100)
     assert not f.append(3, 200) and not f.append(2, 300) and not f.append(4, 50)
-    assert f.append(4, 100)  # an epoch that wrote nothing is replaced by the next at its offset
-    assert f.entries == [EpochEntry(4, 100)]
+    assert f.append(4, 100)  # an epoch that wrote nothing stays, as an empty range
+    assert f.entries == [EpochEntry(3, 100), EpochEntry(4, 100)]
+    assert f.with_ends(150) == [(3, 100, 100), (4, 100, 150)]
     for e in range(5, 5 + MAX_ENTRIES + 10):
         assert f.append(e, e * 1000)
     assert len(f.entries) == MAX_ENTRIES and f.entries[-1].epoch == 4 + MAX_ENTRIES + 10
@@ -81,6 +82,8 @@ def test_truncations():
         ([(1, 0), (2, 120)], 300, [(1, 0), (2, 100)], 400, 100),
         # nothing in common
         ([(4, 0)], 10, [(5, 0)], 20, -1),
+        # an epoch whose master wrote nothing, then the next master: in common at 0
+        ([(1, 0)], 0, [(1, 0), (2, 0)], 300, 0),
     ],
 )
 def test_find_consistent_point(local, local_end, remote, remote_end, point):
