@@ -54,6 +54,7 @@ __all__ = [
     "EndTransactionContext",
     "GrpcContext",
     "RebalanceLockContext",
+    "ReplicasContext",
     "ScheduleContext",
     "TimerContext",
 ]
@@ -241,6 +242,34 @@ class AclAdminContext(Protocol):
 
     @property
     def broker_addr(self) -> str: ...
+
+
+class ReplicasContext(Protocol):
+    """What ``ReplicasManager`` (controller mode, rmq.broker.replicas) uses: the configs it
+    changes on a role change (``brokerId``), the store, the slave's metadata copy, the role
+    reaction and the name-server registration."""
+
+    @property
+    def broker_config(self) -> BrokerConfig: ...
+
+    @property
+    def store_config(self) -> StoreConfig: ...
+
+    @property
+    def message_store(self) -> MessageStore | None: ...
+
+    @property
+    def started_store(self) -> MessageStore: ...
+
+    @property
+    def broker_addr(self) -> str: ...
+
+    @property
+    def slave_synchronize(self) -> SlaveSynchronize: ...
+
+    def on_role_changed(self) -> None: ...
+
+    async def register_broker_all(self, timeout: float | None = None) -> bool: ...
 
 
 class ScheduleContext(Protocol):

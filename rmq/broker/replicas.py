@@ -61,7 +61,7 @@ from rmq.protocol.requests.controller import (
 from rmq.remoting.client import RemotingClient
 
 if TYPE_CHECKING:
-    from rmq.broker.controller import BrokerController
+    from rmq.broker.context import ReplicasContext
     from rmq.remoting.connection import Connection
 
 __all__ = ["IDENTITY_FILE", "ReplicasManager"]
@@ -78,11 +78,12 @@ class ReplicasManager:
     """One broker's registration with the controllers and its role (see the module docstring).
 
     Args:
-        broker: the BrokerController (its configs, store, registration and slave sync).
+        broker: the broker as rmq.broker.context.ReplicasContext (its configs, store,
+            registration and slave sync).
         tls: an ``ssl.SSLContext`` to reach the controllers over TLS (default None: plain TCP).
     """
 
-    def __init__(self, broker: BrokerController, tls: Any = None) -> None:
+    def __init__(self, broker: ReplicasContext, tls: Any = None) -> None:
         self.broker = broker
         self.bc = broker.broker_config
         self.client = RemotingClient(name="controller-client", tls=tls)

@@ -48,7 +48,7 @@ async def pair(tmp_path):
 async def test_sync_state_set_governs_sync_master_acks(pair):
     a = await pair("a", 1, broker_role="SLAVE", all_ack_in_sync_state_set=True, min_in_sync_replicas=2)
     assert await a.change_to_master(1, "SYNC_MASTER")
-    changes: list[frozenset[int]] = []
+    changes: list[frozenset[int]] = []  # what the master proposes to a controller that has not answered
     a.ha.on_sync_state_set_changed = changes.append
     # Alone in its SyncStateSet, below minInSyncReplicas=2: refused, nothing stored.
     end = a.max_phy_offset
@@ -67,23 +67,30 @@ async def test_sync_state_set_governs_sync_master_acks(pair):
         assert r.status == PutMessageStatus.PUT_OK
         assert b.max_phy_offset >= r.append.wrote_offset + r.append.wrote_bytes
     # b stops reading (a stuck slave: still connected, its heartbeats repeat an old offset):
-    # puts time out, then b leaves the set after haMaxTimeSlaveNotCatchup and puts are
-    # acknowledged by the master alone again.
+    # puts time out; after haMaxTimeSlaveNotCatchup the master proposes the set without b, but
+    # keeps waiting for b until the controller agrees (it could still elect b).
     a.config.slave_timeout = 300
     a.config.ha_max_time_slave_not_catchup = 500
     b.ha_client._proto.transport.pause_reading()
     r = await a.put_message(_msg(99))
     assert r.status == PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-    await wait_until(lambda: a.ha.sync_state_set == {1}, what="the stuck slave to leave the SyncStateSet")
-    assert changes[-1] == frozenset({1})
+    await wait_until(lambda: changes[-1] == frozenset({1}), what="the stuck slave proposed out of the set")
+    assert a.ha.sync_state_set == {1, 2}
     r = await a.put_message(_msg(100))
+    assert r.status == PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    a.ha.set_sync_state_set(frozenset({1}))  # the controller's answer
+    r = await a.put_message(_msg(101))
     assert r.status == PutMessageStatus.PUT_OK
     # reading again, it catches up and joins again
     b.ha_client._proto.transport.resume_reading()
     await wait_until(lambda: a.ha.sync_state_set == {1, 2}, what="the slave to join again")
-    # a disconnected member leaves at once (Java AutoSwitchHAService.removeConnection)
+    # a disconnected member is proposed out at once (Java AutoSwitchHAService.removeConnection)
     await b.ha_client.stop()
-    await wait_until(lambda: a.ha.sync_state_set == {1}, what="the disconnected slave to leave")
+    await wait_until(lambda: changes[-1] == frozenset({1}), what="the disconnected slave proposed out")
+    # without a controller (no listener) the master decides alone
+    a.ha.on_sync_state_set_changed = None
+    a.ha.maybe_shrink()
+    assert a.ha.sync_state_set == {1}
 
 
 async def test_failover_and_the_old_master_rejoins_after_truncating(pair):

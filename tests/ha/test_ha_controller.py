@@ -158,6 +158,4 @@ async def test_a_master_deposed_without_notice_stops_writing_when_it_polls(tmp_p
         async with rmq.Producer(f"127.0.0.1:{ns.port}", "PID_zombie", send_timeout=10) as p:
             r = await p.send(rmq.Message(TOPIC, b"to-b"))
             assert r.status == rmq.SendStatus.SEND_OK and r.message_queue.broker_name == NAME
-        await wait_until(
-            lambda: a.message_store.max_phy_offset == b.message_store.max_phy_offset, what="a caught up"
-        )
+        await wait_until(lambda: a.message_store.max_phy_offset == b.message_store.max_phy_offset, what="a caught up")
