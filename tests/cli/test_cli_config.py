@@ -213,3 +213,16 @@ async def test_runtime_configuration_checks_whole_applies_and_persists(tmp_path)
     assert conf.read_text() == "# mine\nmaxTopics=9\nlistenPort=1\nmaxBrokers=7\nkvConfigPath=a\\\\b\n"
     assert load_properties(str(conf))["kvConfigPath"] == "a\\b"
     assert "maxTopics=9\n" in c.get_all_configs_format_string()
+
+
+@pytest.mark.parametrize(
+    "props,prop,allowed",
+    [
+        (["--brokerRole=SLAVE", "--controllerAddr=127.0.0.1:9878"], "brokerRole", "ASYNC_MASTER or SYNC_MASTER"),
+        ([], "controllerAddr", "host:port of the controllers"),
+    ],
+)
+def test_controller_mode_contradictions_stop_the_broker(tmp_path, props, prop, allowed):
+    r = run(["broker", f"--storePathRootDir={tmp_path / 's'}", "--enableControllerMode=true", *props])
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert prop in r.stderr and allowed in r.stderr and "Traceback" not in r.stderr
