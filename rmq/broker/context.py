@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from rmq.broker.pop import PopService
     from rmq.broker.processors.send import SendMessageProcessor
     from rmq.broker.rebalance_lock import RebalanceLockManager
+    from rmq.broker.replicas import ReplicasManager
     from rmq.broker.schedule import ScheduleMessageService
     from rmq.broker.slave_sync import SlaveSynchronize
     from rmq.broker.stats import BrokerStatsManager
@@ -167,6 +168,11 @@ class BrokerContext(Protocol):
 
     @property
     def slave_synchronize(self) -> SlaveSynchronize: ...
+
+    @property
+    def replicas(self) -> ReplicasManager | None:
+        """Controller mode's registration and role (rmq.broker.replicas); None otherwise."""
+        ...
 
     @property
     def pop_service(self) -> PopService:

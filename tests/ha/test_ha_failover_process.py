@@ -190,7 +190,9 @@ async def test_kill_9_of_the_master_fails_over_and_the_old_master_rejoins(tmp_pa
                 f"\nfailover after kill -9 of the master: new master elected in {elected:.2f}s, "
                 f"SYNC sends acknowledged again {resumed:.2f}s after the kill ({failed} sends failed meanwhile)"
             )
-            assert (await runtime(rc, b.addr))["brokerRole"] == "SYNC_MASTER"
+            b_info = await runtime(rc, b.addr)
+            assert b_info["brokerRole"] == "SYNC_MASTER" and b_info["masterEpoch"] == "2"
+            assert b_info["controllerBrokerId"] == "2"
 
             # the old master comes back: it rejoins as a slave of b, truncating to the common epoch
             a.start()

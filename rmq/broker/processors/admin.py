@@ -415,6 +415,8 @@ class AdminBrokerProcessor:
         )
         if c.is_slave:  # what the slave copies from its master (rmq.broker.slave_sync)
             table.update(c.slave_synchronize.runtime_info())
+        if c.replicas is not None:  # controller mode: id, epoch, SyncStateSet (rmq.broker.replicas)
+            table.update(c.replicas.runtime_info())
         table.update(c.pop_service.runtime_info())  # POP checkpoints, held POPs, revived messages
         return table
 
