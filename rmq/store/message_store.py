@@ -363,13 +363,6 @@ class MessageStore:
             log.warning("store %s is now SLAVE (epoch %d), following %s", self._root, epoch, master_ha_address)
         return True
 
-    def fence(self, why: str) -> None:
-        """Refuse writes at once (a master that learned of a newer epoch: a zombie); the
-        broker then makes it a slave of the new master."""
-        if self.config.broker_role != "SLAVE":
-            log.error("store %s stops taking writes: %s", self._root, why)
-            self.config.broker_role = "SLAVE"
-
     def update_ha_master_address(self, addr: str | None) -> None:
         """Java ``DefaultMessageStore.updateHaMasterAddress``: a slave follows ``addr`` ("host:port")."""
         if self.ha_client is not None:
