@@ -131,7 +131,6 @@ class ReplicasManager:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, _RETRY_MAX)
         bc = self.bc
-        self._spawn(self._every(bc.broker_heartbeat_interval, self.send_heartbeat), "controller-heartbeat")
         self._spawn(self._every(bc.sync_broker_metadata_period, self.sync_replica_info), "controller-sync")
         self._spawn(self._every(bc.check_sync_state_set_period, self.check_sync_state_set), "controller-isr")
         self._spawn(self._every(bc.sync_controller_metadata_period, self.update_leader), "controller-leader")
@@ -141,6 +140,8 @@ class ReplicasManager:
             return False
         if self.broker_controller_id is None:
             await self._obtain_id()
+            # heartbeats from now on, whatever the rest of the start-up waits for
+            self._spawn(self._every(self.bc.broker_heartbeat_interval, self.send_heartbeat), "controller-heartbeat")
         await self._register()
         await self.send_heartbeat()
         return self.master_broker_id is not None or await self._elect()
@@ -409,7 +410,7 @@ class ReplicasManager:
             ", already master" if was_master else "",
             time.monotonic() - t0,
         )
-        await broker.register_broker_all()
+        self._register_soon()
 
     async def _change_to_slave(self, master_address: str, epoch: int, master_id: int) -> None:
         broker = self.broker
@@ -439,7 +440,13 @@ class ReplicasManager:
             epoch,
             ": it stopped taking writes" if was_master else "",
         )
-        await broker.register_broker_all()
+        self._register_soon()
+
+    def _register_soon(self) -> None:
+        """Register with the name servers in a task of its own (Java
+        ``registerBrokerWhenRoleChange`` submits it to an executor): a slow name server never
+        holds up the heartbeats or the next role change."""
+        self._spawn(self.broker.register_broker_all(), "controller-register")
 
     # -- requests from the controller and the admin tool ------------------------------------------
     async def process_request(self, conn: Connection, cmd: RemotingCommand) -> RemotingCommand | None:

@@ -120,7 +120,7 @@ async def test_kill_9_of_the_master_fails_over_and_the_old_master_rejoins(tmp_pa
             ns = await stack.enter_async_context(run_namesrv())
             nsaddr = f"127.0.0.1:{ns.port}"
             rc = await stack.enter_async_context(RemotingClient())
-            a = ControllerModeBroker(tmp_path / "a", nsaddr, ctl.addr).start()
+            a = await asyncio.to_thread(ControllerModeBroker(tmp_path / "a", nsaddr, ctl.addr).start)
             brokers.append(a)
 
             async def master_is(addr):
@@ -131,7 +131,7 @@ async def test_kill_9_of_the_master_fails_over_and_the_old_master_rejoins(tmp_pa
                 return (h, sss) if h.master_address == addr else None
 
             await wait_until(lambda: master_is(a.addr), timeout=30, what="a elected")
-            b = ControllerModeBroker(tmp_path / "b", nsaddr, ctl.addr).start()
+            b = await asyncio.to_thread(ControllerModeBroker(tmp_path / "b", nsaddr, ctl.addr).start)
             brokers.append(b)
 
             async def isr_full():
@@ -180,7 +180,7 @@ async def test_kill_9_of_the_master_fails_over_and_the_old_master_rejoins(tmp_pa
             assert int(b_info["commitLogMaxOffset"]) > 0 and a_info["brokerRole"] == "SYNC_MASTER"
 
             killed_at = loop.time()
-            a.kill9()
+            await asyncio.to_thread(a.kill9)
             await wait_until(lambda: master_is(b.addr), timeout=60, what="b elected")
             elected = loop.time() - killed_at
             n = len(acked)
@@ -195,7 +195,7 @@ async def test_kill_9_of_the_master_fails_over_and_the_old_master_rejoins(tmp_pa
             assert b_info["controllerBrokerId"] == "2"
 
             # the old master comes back: it rejoins as a slave of b, truncating to the common epoch
-            a.start()
+            await asyncio.to_thread(a.start)  # (the name server runs on this loop)
             await wait_until(isr_full, timeout=60, what="a back in the SyncStateSet")
             h, _sss = await replica_info(rc, ctl.addr)
             assert h.master_address == b.addr
