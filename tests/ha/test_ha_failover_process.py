@@ -179,8 +179,8 @@ async def test_kill_9_of_the_master_fails_over_and_the_old_master_rejoins(tmp_pa
             a_info, b_info = await runtime(rc, a.addr), await runtime(rc, b.addr)
             assert int(b_info["commitLogMaxOffset"]) > 0 and a_info["brokerRole"] == "SYNC_MASTER"
 
+            await asyncio.to_thread(a.kill9)  # (returns once the process is gone)
             killed_at = loop.time()
-            await asyncio.to_thread(a.kill9)
             await wait_until(lambda: master_is(b.addr), timeout=60, what="b elected")
             elected = loop.time() - killed_at
             n = len(acked)
