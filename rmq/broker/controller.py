@@ -698,15 +698,19 @@ class BrokerController:
 
     def on_role_changed(self) -> None:
         """Controller mode: the store's role changed (rmq.broker.replicas): a slave copies its
-        master's metadata, a master does not (Java ``handleSlaveSynchronize``)."""
+        master's metadata, a master does not (Java ``handleSlaveSynchronize``); a master revives
+        POP checkpoints, a slave does not (Java ``changeSpecialServiceStatus``)."""
         task = self._slave_sync_task
         if self.is_slave:
+            self.pop_service.stop_revive()
             if task is None or task.done():
                 self._slave_sync_task = self._spawn(self.slave_synchronize.run(), "slave-sync")
-        elif task is not None:
-            task.cancel()
-            self._slave_sync_task = None
-            self.slave_synchronize.set_master_addr(None)
+        else:
+            self.pop_service.start_revive()
+            if task is not None:
+                task.cancel()
+                self._slave_sync_task = None
+                self.slave_synchronize.set_master_addr(None)
 
     def _on_register_answer(self) -> None:
         """A slave follows the master's HA address from the name server's answer unless

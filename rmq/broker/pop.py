@@ -397,10 +397,22 @@ class PopService:
         self.store.add_arrival_listener(self._on_arrival, watched=_Watched(self))
         self._wake = asyncio.Event()
         if revive:
-            # Replay the revive log before the broker answers anything: a POP must not hand out
-            # again what a checkpoint newer than the offsets on disk holds (after kill -9).
-            self._init_revive()
-            self._revive_task = asyncio.get_running_loop().create_task(self._revive_loop(), name="pop-revive")
+            self.start_revive()
+
+    def start_revive(self) -> None:
+        """Start the revive service (a master's; also a broker made master at run time in
+        controller mode). Replays the revive log first: a POP must not hand out again what a
+        checkpoint newer than the offsets on disk holds (after kill -9)."""
+        if self._revive_task is not None:
+            return
+        self._init_revive()
+        self._revive_task = asyncio.get_running_loop().create_task(self._revive_loop(), name="pop-revive")
+
+    def stop_revive(self) -> None:
+        """Stop the revive service (a master made a slave at run time: the new master revives)."""
+        task, self._revive_task = self._revive_task, None
+        if task is not None:
+            task.cancel()
 
     async def stop(self) -> None:
         if self._revive_task is not None:
