@@ -90,3 +90,24 @@ def test_find_consistent_point(local, local_end, remote, remote_end, point):
     loc = [EpochEntry(*e) for e in local]
     rem = [EpochEntry(*e) for e in remote]
     assert find_consistent_point(loc, local_end, rem, remote_end) == point
+
+
+def test_the_epoch_answer_codec_is_bounded():
+    from rmq.store.ha.codec import (
+        MAX_EPOCH_ENTRIES,
+        HAProtocolError,
+        decode_epoch_answer,
+        encode_epoch_answer,
+        encode_epoch_hello,
+    )
+
+    data = encode_epoch_answer([(1, 0), (2, 0), (3, 4096)], 8192)
+    assert decode_epoch_answer(data[:-1]) is None  # incomplete: wait for more
+    assert decode_epoch_answer(data) == ([(1, 0), (2, 0), (3, 4096)], 8192, len(data))
+    assert len(encode_epoch_hello(7)) == 16
+    with pytest.raises(HAProtocolError, match="entries"):
+        decode_epoch_answer((MAX_EPOCH_ENTRIES + 1).to_bytes(4, "big"))  # refused before buffering more
+    with pytest.raises(HAProtocolError, match="out of order"):
+        decode_epoch_answer(encode_epoch_answer([(2, 0), (1, 10)], 20))
+    with pytest.raises(HAProtocolError, match="out of order"):
+        decode_epoch_answer(encode_epoch_answer([(1, 0), (2, 30)], 20))  # starts past the end

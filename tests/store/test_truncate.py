@@ -130,3 +130,19 @@ async def test_kill_9_in_the_middle_of_a_truncation(make_store, tmp_path, point)
     await store.shutdown()
     store = await make_store(root=root, **CRASH_CFG)
     _verify(store, everything)
+
+
+async def test_truncate_across_index_files(make_store, tmp_path):
+    """The index rolls every 49 keys here: the cut deletes the files past it and cuts the one
+    holding it, and the records written again are indexed."""
+    store = await make_store(root=tmp_path / "s", max_index_num=50, **CRASH_CFG)
+    acked = await _fill(store, 200)
+    assert len(store.index.files) >= 4
+    store.config.broker_role = "SLAVE"
+    cut = acked[70][0]
+    assert await store.truncate_files(cut)
+    assert all(f.end_phy_offset < cut for f in store.index.files)
+    kept = _expect_after_cut(store, acked, cut)
+    for a in kept[::9]:
+        assert len(store.query_message(a[2], f"k{a[5]}", 10, 0, 1 << 62).buffers) == 1
+    await _writes_continue(store, kept, cut)
