@@ -115,11 +115,15 @@ class StoreConfig:
     # enableAutoInSyncReplicas at most the set's size and at least minInSyncReplicas), and is
     # refused (IN_SYNC_REPLICAS_NOT_ENOUGH, nothing stored) while the set has fewer than
     # minInSyncReplicas members. A slave not caught up for haMaxTimeSlaveNotCatchup leaves it.
+    # With allAckInSyncStateSet consumers see a message once every member has it (confirm offset).
     all_ack_in_sync_state_set: bool = False
     in_sync_replicas: int = setting(1, lo=1, hi=1024)
     min_in_sync_replicas: int = setting(1, lo=1, hi=1024)
     enable_auto_in_sync_replicas: bool = False
     ha_max_time_slave_not_catchup: int = setting(15_000, lo=100, hi=3_600_000, unit="ms")
+    # Java readUnCommitted: consumers may read past the confirm offset (what not every in-sync
+    # replica has yet) on a controller-mode master with allAckInSyncStateSet.
+    read_uncommitted: bool = False
 
     # Timer messages (Java 5 MessageStoreConfig timer*, rmq.store.timer): a message carrying
     # TIMER_DELIVER_MS / TIMER_DELAY_SEC / TIMER_DELAY_MS / __STARTDELIVERTIME is parked in

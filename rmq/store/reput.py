@@ -106,8 +106,25 @@ class ReputMessageService:
             self.fast.clear()
 
     def dispatch_limit(self) -> int:
-        cl = self.store.commit_log
-        return cl.flushed_offset if self.store.config.sync_flush else cl.max_offset
+        """Where dispatch stops: the flushed end (SYNC_FLUSH) or the end; on a controller-mode
+        master with ``allAckInSyncStateSet`` and slaves in its SyncStateSet, also the confirm
+        offset, so consumers see only what every in-sync replica has (Java 5
+        ``ReputMessageService.getReputEndOffset`` / ``CommitLog.getConfirmOffset``; not with
+        ``readUnCommitted``)."""
+        store = self.store
+        cl = store.commit_log
+        cfg = store.config
+        limit = cl.flushed_offset if cfg.sync_flush else cl.max_offset
+        ha = store.ha
+        if (
+            ha is not None
+            and ha.controller_mode
+            and cfg.all_ack_in_sync_state_set
+            and not cfg.read_uncommitted
+            and len(ha.sync_state_set) > 1
+        ):
+            limit = min(limit, ha.confirm_offset)
+        return limit
 
     def _schedule_tags_code(self, mf: MappedFile, props_pos: int, props_len: int, store_ts: int, tags_code: int) -> int:
         """SCHEDULE_TOPIC_XXXX units carry the delivery time as their tags code (Java)."""

@@ -5,7 +5,7 @@ SyncStateSet and the SYNC_MASTER acknowledgement it governs."""
 import pytest
 from test_ha_store import HOST, commitlog_bytes, config
 
-from rmq._testing import wait_until
+from rmq._testing import loop_turn, wait_until
 from rmq.store import MessageInner, MessageStore, PutMessageStatus
 from rmq.store.ha.epoch import EpochEntry
 
@@ -78,7 +78,12 @@ async def test_sync_state_set_governs_sync_master_acks(pair):
     assert a.ha.sync_state_set == {1, 2}
     r = await a.put_message(_msg(100))
     assert r.status == PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    # consumers do not see what b does not have (the confirm offset bounds dispatch)
+    await loop_turn()
+    assert a.reput_from_offset == a.ha.confirm_offset < a.max_phy_offset
+    assert a.get_max_offset_in_queue("T0", 0) == r.append.logics_offset  # message 100 not visible
     a.ha.set_sync_state_set(frozenset({1}))  # the controller's answer
+    await wait_until(lambda: a.get_max_offset_in_queue("T0", 0) > r.append.logics_offset, what="dispatch")
     r = await a.put_message(_msg(101))
     assert r.status == PutMessageStatus.PUT_OK
     # reading again, it catches up and joins again

@@ -653,7 +653,7 @@ class HAService:
     def set_sync_state_set(self, ids: set[int] | frozenset[int]) -> None:
         """The set the controller holds now (Java ``setSyncStateSet``)."""
         self.sync_state_set = set(ids) | {self.local_id}
-        self.confirm_offset = self.compute_confirm_offset()
+        self._set_confirm(self.compute_confirm_offset())
         self.group_transfer.notify_transfer_some(self.waiter_offset())
 
     def _change_sync_state_set(self, new: set[int], why: str) -> None:
@@ -673,10 +673,17 @@ class HAService:
         )
         if grows or listener is None:
             self.sync_state_set = new
-            self.confirm_offset = self.compute_confirm_offset()
+            self._set_confirm(self.compute_confirm_offset())
             self.group_transfer.notify_transfer_some(self.waiter_offset())
         if listener is not None:
             listener(frozenset(new))
+
+    def _set_confirm(self, value: int) -> None:
+        """A new confirm offset; dispatch may go further (rmq.store.reput.dispatch_limit)."""
+        moved = value != self.confirm_offset
+        self.confirm_offset = value
+        if moved:
+            self.store.reput.wakeup()
 
     def compute_confirm_offset(self) -> int:
         """Java ``computeConfirmOffset``: the lowest ack of the set's slaves (the master's end
@@ -790,7 +797,7 @@ class HAService:
                 self.push2slave_max_offset = acked
             if conn is not None:
                 self._maybe_expand(conn)
-            self.confirm_offset = self.compute_confirm_offset()
+            self._set_confirm(self.compute_confirm_offset())
             self.group_transfer.notify_transfer_some(self.waiter_offset())
             return
         if acked > self.push2slave_max_offset:
