@@ -399,6 +399,7 @@ class ReplicasManager:
         self.sync_state_set_epoch = -1
         self._apply_sync_state_set(sss)
         self.bc.broker_id = 0  # Java ReplicasManager.changeToMaster: MixAll.MASTER_ID
+        broker.topic_config_manager.next_state_version(epoch)  # name servers prefer the newer epoch
         broker.on_role_changed()
         self.running = True
         self.role_changes += 1
@@ -428,6 +429,7 @@ class ReplicasManager:
         self.master_broker_id = master_id
         self.master_address = master_address
         self.bc.broker_id = self.broker_controller_id
+        broker.topic_config_manager.next_state_version(epoch)
         broker.slave_synchronize.set_master_addr(master_address)
         broker.on_role_changed()
         self.running = True

@@ -172,6 +172,12 @@ def _check_name(what: str, value: str, required: bool = True) -> None:
         )
 
 
+def _state_version(data_version: dict[str, Any] | None) -> int:
+    """A registration's ``dataVersion.stateVersion`` (0 when absent or not a number)."""
+    v = (data_version or {}).get("stateVersion", 0)
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+
+
 class RouteInfoManager:
     """The name server's routing tables (see module docstring).
 
@@ -199,17 +205,38 @@ class RouteInfoManager:
         return not live.conns or any(not getattr(c, "closed", False) for c in live.conns)
 
     def _check_holder(
-        self, broker_name: str, broker_id: int, broker_addr: str, conn: object | None, now: float
+        self,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        conn: object | None,
+        now: float,
+        data_version: dict[str, Any] | None = None,
     ) -> None:
         """Refuse taking ``broker_name``/``broker_id`` (or ``broker_addr`` under another id) from a
-        live broker that registered over another connection."""
+        live broker that registered over another connection, unless the newcomer's
+        ``dataVersion.stateVersion`` is higher: in controller mode that is the master epoch, and
+        a master the controller elected takes the id over from the one it replaced, which may
+        still be alive (stopped, or cut off from the controller), as Java 5's
+        ``RouteInfoManager.registerBroker`` arbitrates."""
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is None:
             return
         held = broker_data.broker_addrs.get(broker_id)
         if held is not None and held != broker_addr:
             live = self.broker_live_table.get(held)
-            if self._is_live(live, now) and (conn is None or live is None or conn not in live.conns):
+            newer = live is not None and _state_version(data_version) > _state_version(live.data_version)
+            if newer:
+                log.warning(
+                    "%s id=%d taken over by %s from %s: its stateVersion (master epoch) %d is newer than %d",
+                    clip(broker_name),
+                    broker_id,
+                    clip(broker_addr),
+                    clip(held),
+                    _state_version(data_version),
+                    _state_version(live.data_version if live is not None else None),
+                )
+            elif self._is_live(live, now) and (conn is None or live is None or conn not in live.conns):
                 self._rate_log.warning(
                     f"dup-broker:{clip(broker_name)}:{broker_id}",
                     "refused registration of %s id=%d from %s: %s holds that name and id over a live connection",
@@ -291,7 +318,7 @@ class RouteInfoManager:
         ):
             queue_datas = parse_topic_config_table(broker_name, topic_config_table, self.limits.max_topics_per_broker)
         now = time.monotonic()
-        self._check_holder(broker_name, broker_id, broker_addr, conn, now)
+        self._check_holder(broker_name, broker_id, broker_addr, conn, now, data_version)
         if broker_addr not in self.broker_live_table and len(self.broker_live_table) >= self.limits.max_brokers:
             self._rate_log.warning(
                 "broker-table-full",

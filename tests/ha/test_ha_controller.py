@@ -159,3 +159,37 @@ async def test_a_master_deposed_without_notice_stops_writing_when_it_polls(tmp_p
             r = await p.send(rmq.Message(TOPIC, b"to-b"))
             assert r.status == rmq.SendStatus.SEND_OK and r.message_queue.broker_name == NAME
         await wait_until(lambda: a.message_store.max_phy_offset == b.message_store.max_phy_offset, what="a caught up")
+
+
+async def test_a_master_cut_off_from_the_controller_is_replaced_and_rejoins(tmp_path, controller):
+    """a stops reaching the controller (no heartbeat, no poll) but stays up and registered with
+    the name server: the controller elects b, whose registration with the newer epoch takes
+    brokerId 0 over from a, so clients write to b; once a reaches the controller again it
+    learns the epoch, stops taking writes and follows b."""
+    from rmq.store import MessageInner, PutMessageStatus
+
+    async with contextlib.AsyncExitStack() as stack:
+        ns = await stack.enter_async_context(run_namesrv())
+        settings = broker_settings(controller.addr)
+        a = await stack.enter_async_context(run_broker(tmp_path / "a", ns, **settings))
+        await wait_until(lambda: a.replicas.is_master, what="a elected master")
+        b = await stack.enter_async_context(run_broker(tmp_path / "b", ns, **settings))
+        await wait_until(lambda: a.replicas.sync_state_set == {1, 2}, what="b in the SyncStateSet")
+        await create_topic(a.broker_addr, TOPIC)
+        a.replicas.controller_addrs = []  # cut off: its heartbeats and polls reach nobody
+        a.replicas.leader = None
+        await wait_until(lambda: b.replicas.is_master, timeout=30, what="b elected")
+
+        def b_routed():
+            bd = ns.route_info_manager.broker_addr_table.get(NAME)
+            return bd is not None and bd.broker_addrs.get(0) == b.broker_addr
+
+        await wait_until(b_routed, timeout=20, what="b taking brokerId 0 over from the live a")
+        async with rmq.Producer(f"127.0.0.1:{ns.port}", "PID_cutoff", send_timeout=10) as p:
+            r = await p.send(rmq.Message(TOPIC, b"to-b"))
+            assert r.status == rmq.SendStatus.SEND_OK
+        a.replicas.controller_addrs = [controller.addr]
+        await wait_until(lambda: a.store_role == "SLAVE", timeout=20, what="a demoted")
+        r = await a.message_store.put_message(MessageInner(TOPIC, 0, b"late"))
+        assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
+        await wait_until(lambda: a.message_store.max_phy_offset == b.message_store.max_phy_offset, what="a following b")

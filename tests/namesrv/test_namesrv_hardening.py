@@ -327,3 +327,33 @@ async def test_standalone_broker_keeps_its_routes_against_a_spoofer(tmp_path):
             await spoofer.close()
             await observer.close()
         assert "refused registration of broker-a id=0 from " + SPOOF in proc.log_text()
+
+
+def epoch_body(epoch: int, counter: int = 1, **topics) -> bytes:
+    """A registration body whose dataVersion carries ``stateVersion`` (a controller-mode
+    broker's master epoch, Java 5)."""
+    d = json.loads(register_broker_body(topics, counter))
+    if epoch:
+        d["topicConfigSerializeWrapper"]["dataVersion"]["stateVersion"] = epoch
+    return json.dumps(d).encode()
+
+
+async def test_a_newer_master_epoch_takes_the_id_over_from_a_live_holder(clients):
+    """Controller mode: the elected master registers brokerId 0 with a newer stateVersion while
+    the old one (stopped, or cut off from the controller) still holds it: the newcomer takes
+    it; the old one's registrations under the old epoch are refused; with no stateVersion (4.x
+    brokers) the live holder keeps it."""
+    old, new, observer = clients
+    async with run_namesrv() as ns:
+        assert (await old.invoke(ns.address, register_cmd(REAL, body=epoch_body(1, TopicA=4)))).code == 0
+        resp = await new.invoke(ns.address, register_cmd(SPOOF, body=epoch_body(0, TopicA=4)))
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "already registered from " + REAL in resp.remark
+        resp = await new.invoke(ns.address, register_cmd(SPOOF, body=epoch_body(2, TopicA=4)))
+        assert resp.code == ResponseCode.SUCCESS
+        assert (await route(observer, ns, "TopicA"))["brokerDatas"][0]["brokerAddrs"] == {"0": SPOOF}
+        resp = await old.invoke(ns.address, register_cmd(REAL, body=epoch_body(1, counter=2, TopicA=4)))
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "already registered from " + SPOOF in resp.remark
+        # the old master, told of epoch 2, registers as a slave: both listed
+        resp = await old.invoke(ns.address, register_cmd(REAL, broker_id=1, body=epoch_body(2, counter=3, TopicA=4)))
+        assert resp.code == ResponseCode.SUCCESS and resp.ext_fields["masterAddr"] == SPOOF
+        assert (await route(observer, ns, "TopicA"))["brokerDatas"][0]["brokerAddrs"] == {"0": SPOOF, "1": REAL}

@@ -105,17 +105,26 @@ class TopicConfig:
 
 @dataclass(slots=True)
 class DataVersion:
-    """Java ``DataVersion``: a timestamp and a counter bumped on every change."""
+    """Java ``DataVersion``: a timestamp and a counter bumped on every change, and (Java 5) a
+    ``stateVersion``: in controller mode the master epoch (Java ``ReplicasManager`` calls
+    ``nextVersion(newMasterEpoch)``), which name servers compare when two brokers claim one
+    broker id (rmq.namesrv.route_manager). Written only when set, as a 4.x broker's has none."""
 
     timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
     counter: int = 0
+    state_version: int = 0
 
-    def next_version(self) -> None:
+    def next_version(self, state_version: int | None = None) -> None:
         self.timestamp = int(time.time() * 1000)
         self.counter += 1
+        if state_version is not None:
+            self.state_version = state_version
 
     def to_json(self) -> dict[str, Any]:
-        return {"timestamp": self.timestamp, "counter": self.counter}
+        d: dict[str, Any] = {"timestamp": self.timestamp, "counter": self.counter}
+        if self.state_version:
+            d["stateVersion"] = self.state_version
+        return d
 
 
 class TopicConfigManager(ConfigManager):
@@ -171,7 +180,9 @@ class TopicConfigManager(ConfigManager):
         for name, d in obj.get("topicConfigTable", {}).items():
             self.topic_config_table[name] = TopicConfig.from_json(d)
         dv = obj.get("dataVersion") or {}
-        self.data_version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+        self.data_version = DataVersion(
+            int(dv.get("timestamp", 0)), int(dv.get("counter", 0)), int(dv.get("stateVersion", 0))
+        )
         # A broker restarted with a different TBW102 size must advertise the new one.
         if self.broker_config.auto_create_topic_enable:
             n = self.broker_config.default_topic_queue_nums
@@ -181,6 +192,12 @@ class TopicConfigManager(ConfigManager):
 
     def _changed(self) -> None:
         self.data_version.next_version()
+        self.mark_dirty()
+
+    def next_state_version(self, epoch: int) -> None:
+        """Controller mode: a role change under master ``epoch`` (Java
+        ``getDataVersion().nextVersion(newMasterEpoch)``); the next registration carries it."""
+        self.data_version.next_version(epoch)
         self.mark_dirty()
 
     # -- queries and changes --------------------------------------------------------------
