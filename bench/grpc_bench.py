@@ -19,6 +19,9 @@ CPU is named as the one that set the pace.
 ``rocketmq-python-client``; synchronous and thread based) in that venv, through
 ``bench/grpc_v5_driver.py`` on ``--v5-threads`` threads, with its own CPU per 1M.
 
+``--endpoint HOST:PORT --namesrv ADDR --broker-pid PID``: the same phases against a running
+endpoint, e.g. Apache RocketMQ 5's proxy in local mode (the pid is the process whose CPU counts).
+
 ``--mode libs``: the same requests against a minimal SendMessage server (parse the request,
 answer OK; no broker) built on grpcio's ``grpc.aio`` and on grpclib (pure asyncio over h2),
 each on uvloop in its own process: server CPU seconds per 1M calls and calls/s. This is how
@@ -54,6 +57,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--v5-python", help="the Python of a venv with rocketmq-python-client: measure it too")
     ap.add_argument("--v5-threads", type=int, default=16, help="the 5.x client's threads (default 16)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument(
+        "--endpoint",
+        help="an existing gRPC endpoint host:port (e.g. Apache RocketMQ's proxy) instead of a fresh rmq standalone;"
+        " needs --namesrv (topics are created through it) and --broker-pid (whose CPU is measured)",
+    )
+    ap.add_argument("--namesrv", help="with --endpoint: the name server address")
+    ap.add_argument("--broker-pid", type=int, help="with --endpoint: the pid of the process serving it")
     ap.add_argument("--serve", choices=("grpcio", "grpclib"), help=argparse.SUPPRESS)  # (libs mode's server)
     ap.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -186,17 +196,15 @@ def _phase(ok: int, seconds: float, broker_cpu: float | None, client_cpu: float,
     }
 
 
-async def _broker_run(args: argparse.Namespace, daemon: c.Standalone, port: int) -> dict:
-    await daemon.start()
-    rc = c.RemotingClient([daemon.namesrv_addr])
+async def _broker_run(args: argparse.Namespace, namesrv: str, endpoint: str, pid: int) -> dict:
+    rc = c.RemotingClient([namesrv])
     try:
         await c.ensure_topic(rc, args.topic, 8)
         if args.v5_python:
             await c.ensure_topic(rc, args.topic + "V5", 8)
     finally:
         await rc.close()
-    endpoint = f"127.0.0.1:{port}"
-    broker = c.CpuMeter(daemon.pid)
+    broker = c.CpuMeter(pid)
     out: dict = {"mode": "broker", "concurrency": args.concurrency, "receivers": args.receivers, "size": args.size}
 
     client_t0 = time.process_time()
@@ -244,10 +252,19 @@ def _run_v5(python: str, *argv: object) -> dict:
 
 
 def bench_broker(args: argparse.Namespace) -> dict:
+    if args.endpoint:
+        if not (args.namesrv and args.broker_pid):
+            raise SystemExit("grpc_bench.py: --endpoint needs --namesrv and --broker-pid")
+        return dict(c.run(_broker_run(args, args.namesrv, args.endpoint, args.broker_pid)))
     port = c.free_port()
     daemon = c.Standalone(extra_args=[f"--grpcServerPort={port}"])
+
+    async def run() -> dict:
+        await daemon.start()
+        return await _broker_run(args, daemon.namesrv_addr, f"127.0.0.1:{port}", daemon.pid)
+
     try:
-        return c.run(_broker_run(args, daemon, port))
+        return dict(c.run(run()))
     finally:
         daemon.cleanup()
 
