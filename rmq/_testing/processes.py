@@ -23,12 +23,19 @@ class BrokerProcess:
     Args:
         directory: the broker's directory (created).
         namesrv_addr: ``host:port`` of the name server.
+        host: the address it listens on, registers and is reached at (default 127.0.0.1).
+        netns: a network namespace to run it in (``ip netns exec``; default None: this
+            process's), as ``rmq._testing.faults.Network`` gives each node one.
         props: more broker.conf properties (``brokerId``, ``brokerRole``, ...).
     """
 
-    def __init__(self, directory: Path, namesrv_addr: str, **props: object) -> None:
+    def __init__(
+        self, directory: Path, namesrv_addr: str, *, host: str = "127.0.0.1", netns: str | None = None, **props: object
+    ) -> None:
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
+        self.host = host
+        self.netns = netns
         self.port = free_broker_port()
         self.conf = self.dir / "broker.conf"
         base: dict[str, object] = {
@@ -38,22 +45,29 @@ class BrokerProcess:
             "brokerRole": "ASYNC_MASTER",
             "namesrvAddr": namesrv_addr,
             "listenPort": self.port,
-            "brokerIP1": "127.0.0.1",
+            "brokerIP1": host,
             "storePathRootDir": str(self.dir / "store"),
             "mappedFileSizeCommitLog": 4 * 1024 * 1024,
             "mappedFileSizeConsumeQueue": 60_000,
             "maxHashSlotNum": 20_000,
             "maxIndexNum": 80_000,
         }
+        if host != "127.0.0.1":  # (the defaults already say 127.0.0.1)
+            base.update(listenHost=host, brokerIP2=host)
         base.update(props)
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in base.items()))
         self.log_path = self.dir / "broker.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0
 
+    def argv_prefix(self) -> list[str]:
+        """What runs the command in its namespace: ``ip netns exec <netns>``, which enters it
+        and then execs the command (so ``proc.pid`` is the broker's own pid), or nothing."""
+        return ["ip", "netns", "exec", self.netns] if self.netns else []
+
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def log_text(self, start: int = 0) -> str:
         """The log from byte ``start`` (every run of this broker appends to it)."""
@@ -70,7 +84,7 @@ class BrokerProcess:
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "rmq", "broker", "-c", str(self.conf)],
+                [*self.argv_prefix(), sys.executable, "-m", "rmq", "broker", "-c", str(self.conf)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -81,7 +95,7 @@ class BrokerProcess:
         def listening() -> bool:
             if proc.poll() is not None:
                 raise RuntimeError(f"rmq broker exited with {proc.returncode}:\n{self.log_text()[-3000:]}")
-            return "rmq broker" in self.log_text(self._log_start) and wait_for_port("127.0.0.1", self.port, 0.5)
+            return "rmq broker" in self.log_text(self._log_start) and wait_for_port(self.host, self.port, 0.5)
 
         try:
             wait_until_sync(listening, timeout, interval=0.05, what="rmq broker listening")
