@@ -106,7 +106,7 @@ $(ETCD):
 PYTEST_ARGS ?=
 WORKERS ?= 2
 XDIST := $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
-UNIT_DIRS := tests/common tests/property tests/store tests/remoting tests/fuzz tests/spark/test_spark_units.py \
+UNIT_DIRS := tests/common tests/property tests/store tests/remoting tests/fuzz tests/faults tests/spark/test_spark_units.py \
              tests/test_build.py tests/controller/test_controller_state.py
 
 test: $(STAMP_TEST) | $(CHROMIUM) $(PROMTOOL) $(ETCD)

@@ -71,7 +71,7 @@ class Op:
     """One send of the history.
 
     Attributes:
-        producer / seq: which producer, its how-manieth send (unique payload per pair).
+        producer / seq: which producer (``<workload name><index>``), its how-manieth send.
         payload: the body.
         start / end: ``time.monotonic()`` when the send began and when it was answered.
         status: ``SEND_OK``, another SendStatus name (stored on the master, not acknowledged
@@ -81,7 +81,7 @@ class Op:
             offsetMsgId.
     """
 
-    producer: int
+    producer: str
     seq: int
     payload: bytes
     start: float
@@ -254,18 +254,18 @@ class Report:
         )
         for op in self.lost[:10]:
             lines.append(
-                f"  LOST p{op.producer}#{op.seq} {op.broker_name} q{op.queue_id}@{op.queue_offset}"
+                f"  LOST {op.producer}#{op.seq} {op.broker_name} q{op.queue_id}@{op.queue_offset}"
                 f" (written by {op.store_addr} at {op.phy_offset})"
             )
         for op, at in self.misplaced[:10]:
             lines.append(
-                f"  MISPLACED p{op.producer}#{op.seq} acknowledged at q{op.queue_id}@{op.queue_offset}, read at {at}"
+                f"  MISPLACED {op.producer}#{op.seq} acknowledged at q{op.queue_id}@{op.queue_offset}, read at {at}"
             )
         for name, q, off, bodies in self.conflicts[:10]:
             lines.append(f"  CONFLICT {name} q{q}@{off}: {[b[:40] for b in bodies]}")
         for a, b in self.order_violations[:10]:
             lines.append(
-                f"  ORDER p{a.producer}: #{a.seq}@{a.queue_offset} then #{b.seq}@{b.queue_offset} in q{a.queue_id}"
+                f"  ORDER {a.producer}: #{a.seq}@{a.queue_offset} then #{b.seq}@{b.queue_offset} in q{a.queue_id}"
             )
         lines.append("RESULT: " + ("OK" if self.ok else "FAILED: " + "; ".join(self.failures())))
         return "\n".join(lines)
@@ -329,7 +329,7 @@ def check(
     conflicts = [(n, q, off, sorted(b)) for (n, q, off), b in sorted(seen.items()) if len(b) > 1]
     # each producer's acknowledged sends stand in its send order within a queue
     order: list[tuple[Op, Op]] = []
-    by_queue: dict[tuple[int, str | None, int | None], list[Op]] = defaultdict(list)
+    by_queue: dict[tuple[str, str | None, int | None], list[Op]] = defaultdict(list)
     for op in acked:
         by_queue[(op.producer, op.broker_name, op.queue_id)].append(op)
     for ops in by_queue.values():
@@ -399,6 +399,8 @@ class Workload:
             FLUSH_SLAVE_TIMEOUT rather than timing out in the client.
         retry_times: the SDK's retries (default 2, its default).
         size: the payload's length in bytes (default 64).
+        name: the producers' names are ``<name><index>`` in the history (default ``"p"``;
+            give two workloads whose histories are checked together different names).
     """
 
     def __init__(
@@ -410,8 +412,10 @@ class Workload:
         send_timeout: float = 5.0,
         retry_times: int = 2,
         size: int = 64,
+        name: str = "p",
     ) -> None:
         self.namesrv_addr = namesrv_addr
+        self.name = name
         self.topic = topic
         self.n = producers
         self.send_timeout = send_timeout
@@ -452,8 +456,8 @@ class Workload:
             for seq in itertools.count():
                 if self._stopping:
                     return
-                head = f"{self.run_id}-p{i}-{seq:09d}-".encode()
-                op = Op(i, seq, head + b"x" * max(0, self.size - len(head)), time.monotonic())
+                head = f"{self.run_id}-{self.name}{i}-{seq:09d}-".encode()
+                op = Op(f"{self.name}{i}", seq, head + b"x" * max(0, self.size - len(head)), time.monotonic())
                 self.history.append(op)
                 try:
                     r = await producer.send(Message(self.topic, op.payload))
