@@ -29,6 +29,7 @@ import contextlib
 import itertools
 import os
 import random
+import subprocess
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -37,8 +38,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from rmq._testing import wait_until
-from rmq._testing.faults import Network, SmallDisk, kill9, pause, resume
+from rmq._testing import wait_for_port, wait_until, wait_until_sync
+from rmq._testing.controller import ControllerProcess
+from rmq._testing.etcd import EtcdProcess
+from rmq._testing.faults import Network, Node, SmallDisk, kill9, pause, resume
 from rmq._testing.processes import BrokerProcess
 from rmq.errors import RMQError
 
@@ -581,7 +584,9 @@ async def read_topic(namesrv_addr: str, topic: str, *, group: str = "CG_jepsen_c
 
 
 class Cluster(Protocol):
-    """What a fault needs of the group under test."""
+    """What the faults and the runner need of the group under test. ``master()`` and
+    ``slaves()`` answer from what :meth:`refresh` last learnt (the runner refreshes before
+    each injection and heal)."""
 
     net: Network
     namesrv_addr: str
@@ -591,11 +596,15 @@ class Cluster(Protocol):
 
     def slaves(self) -> list[BrokerProcess]: ...
 
-    def node_of(self, broker: BrokerProcess) -> str: ...
+    def node_of(self, daemon: object) -> str: ...
 
     def disk_of(self, broker: BrokerProcess) -> SmallDisk | None: ...
 
+    async def refresh(self) -> None: ...
+
     async def runtime(self, broker: BrokerProcess) -> dict[str, str]: ...
+
+    async def whole(self) -> bool: ...
 
     async def settle(self, timeout: float = 120.0) -> None: ...
 
@@ -605,11 +614,11 @@ class Cluster(Protocol):
 @dataclass
 class Fault:
     """One kind of fault: ``inject`` it, ``effective`` once the group noticed, ``heal`` it,
-    ``healed`` once the group is whole again.
+    ``healed`` once the group is whole again (default: the cluster's ``whole()``).
 
     Attributes:
         name: for the report.
-        needs: what the machine must provide (``"netns"``, ``"disk"``).
+        needs: what the machine must provide (``"netns"``, ``"disk"``, ``"controller"``).
         master_death: it takes the master away (the recovery figure counts it).
         during: ``"ops"``: the round lasts for some answered sends, whatever their outcome
             (no election will bring writes back); ``"acks"``: until writes are acknowledged
@@ -626,40 +635,59 @@ class Fault:
     during: str = "ops"
 
 
-async def _following(c: Cluster) -> bool:
-    """Every slave connected to the master's HA port."""
-    info = await c.runtime(c.master())
-    return int(info.get("haConnectionCount", "0")) >= len(c.slaves())
+async def _whole(c: Cluster) -> bool:
+    return await c.whole()
 
 
-def _slave_kill() -> Fault:
+def _broker_fault(
+    name: str,
+    pick: Callable[[Cluster], BrokerProcess],
+    verb: str,
+    act: Callable[[Cluster, BrokerProcess], Awaitable[None]],
+    undo: Callable[[Cluster, BrokerProcess], Awaitable[None]],
+    **kw: Any,
+) -> Fault:
+    """A fault done to one broker (``pick`` chooses it at injection; ``undo`` gets the same)."""
     held: list[BrokerProcess] = []
 
     async def inject(c: Cluster) -> str:
-        s = c.slaves()[0]
-        held[:] = [s]
-        kill9(s)
-        return f"kill -9 slave {s.addr}"
+        b = pick(c)
+        held[:] = [b]
+        await act(c, b)
+        return f"{verb} {b.addr}"
 
     async def heal(c: Cluster) -> None:
-        await held[0].astart()
+        await undo(c, held[0])
 
-    return Fault("slave kill -9 + restart", inject, heal, healed=_following)
+    return Fault(name, inject, heal, **{"healed": _whole, **kw})
 
 
-def _slave_pause() -> Fault:
-    held: list[BrokerProcess] = []
+def _the_master(c: Cluster) -> BrokerProcess:
+    return c.master()
 
-    async def inject(c: Cluster) -> str:
-        s = c.slaves()[0]
-        held[:] = [s]
-        pause(s)
-        return f"SIGSTOP slave {s.addr}"
 
-    async def heal(c: Cluster) -> None:
-        resume(held[0])
+def _a_slave(c: Cluster) -> BrokerProcess:
+    return c.slaves()[0]
 
-    return Fault("slave SIGSTOP/SIGCONT", inject, heal, healed=_following)
+
+async def _kill9(c: Cluster, b: BrokerProcess) -> None:
+    kill9(b)
+
+
+async def _pause(c: Cluster, b: BrokerProcess) -> None:
+    pause(b)
+
+
+async def _resume(c: Cluster, b: BrokerProcess) -> None:
+    resume(b)
+
+
+async def _restart(c: Cluster, b: BrokerProcess) -> None:
+    await b.astart()
+
+
+async def _stop(c: Cluster, b: BrokerProcess) -> None:
+    await asyncio.to_thread(b.stop)
 
 
 def _slave_partition() -> Fault:
@@ -669,47 +697,35 @@ def _slave_partition() -> Fault:
         m, s = c.node_of(c.master()), c.node_of(c.slaves()[0])
         held[:] = [(m, s)]
         c.net.partition(m, s)
-        return f"slave {c.slaves()[0].addr} cut off from the master"
+        return f"slave {c.slaves()[0].addr} cut off from the master {c.master().addr}"
 
     async def heal(c: Cluster) -> None:
         c.net.heal(*held[0])
 
-    return Fault("slave partitioned from the master", inject, heal, healed=_following, needs=frozenset({"netns"}))
+    return Fault("slave partitioned from the master", inject, heal, healed=_whole, needs=frozenset({"netns"}))
 
 
-def _master_restart() -> Fault:
+def _master_disk_full() -> Fault:
     held: list[BrokerProcess] = []
 
     async def inject(c: Cluster) -> str:
         m = c.master()
         held[:] = [m]
-        await asyncio.to_thread(m.stop)
-        return f"clean restart of master {m.addr}"
-
-    async def heal(c: Cluster) -> None:
-        await held[0].astart()
-
-    return Fault("master clean restart", inject, heal, healed=_following, master_death=True)
-
-
-def _master_disk_full() -> Fault:
-    async def inject(c: Cluster) -> str:
-        m = c.master()
         disk = c.disk_of(m)
         assert disk is not None, "the master has no SmallDisk"
         disk.fill()
         return f"disk of master {m.addr} filled"
 
     async def effective(c: Cluster) -> bool:
-        return (await c.runtime(c.master())).get("diskFull", "").lower() == "true"
+        return (await c.runtime(held[0])).get("diskFull", "").lower() == "true"
 
     async def heal(c: Cluster) -> None:
-        disk = c.disk_of(c.master())
+        disk = c.disk_of(held[0])
         assert disk is not None
         disk.drain()
 
     async def healed(c: Cluster) -> bool:
-        return (await c.runtime(c.master())).get("diskFull", "").lower() == "false"
+        return (await c.runtime(held[0])).get("diskFull", "").lower() == "false" and await c.whole()
 
     return Fault("master disk full", inject, heal, effective, healed, needs=frozenset({"disk"}))
 
@@ -718,7 +734,15 @@ def static_faults() -> list[Fault]:
     """Fresh instances of the faults a static SYNC_MASTER + slave pair survives without an
     election: slave kill -9 + restart, slave SIGSTOP/SIGCONT, slave partitioned from the
     master and rejoining, master clean restart, master disk full."""
-    return [_slave_kill(), _slave_pause(), _slave_partition(), _master_restart(), _master_disk_full()]
+    return [
+        _broker_fault("slave kill -9 + restart", _a_slave, "kill -9 slave", _kill9, _restart),
+        _broker_fault("slave SIGSTOP/SIGCONT", _a_slave, "SIGSTOP slave", _pause, _resume),
+        _slave_partition(),
+        _broker_fault(
+            "master clean restart", _the_master, "clean restart of master", _stop, _restart, master_death=True
+        ),
+        _master_disk_full(),
+    ]
 
 
 STATIC_FAULTS = [f.name for f in static_faults()]
@@ -769,6 +793,7 @@ async def run_rounds(
         for i, fault in enumerate(schedule):
             ev = FaultEvent(i + 1, fault.name, master_death=fault.master_death)
             events.append(ev)
+            await cluster.refresh()
             ev.injected_at = time.monotonic()
             ev.detail = await fault.inject(cluster)
             if fault.effective is not None:
@@ -779,6 +804,7 @@ async def run_rounds(
                 await wl.wait_acks(n, t, round_timeout, f"{n} acknowledged sends after {fault.name}")
             else:
                 await wl.wait_done(n, t, round_timeout, f"{n} answered sends during {fault.name}")
+            await cluster.refresh()
             await fault.heal(cluster)
             ev.healed_at = time.monotonic()
             if fault.healed is not None:
@@ -845,8 +871,15 @@ class StaticPair:
         assert self._slave is not None
         return [self._slave]
 
-    def node_of(self, broker: BrokerProcess) -> str:
-        return self._nodes[id(broker)]
+    def node_of(self, daemon: object) -> str:
+        return self._nodes[id(daemon)]
+
+    async def refresh(self) -> None:
+        """(The roles never change.)"""
+
+    async def whole(self) -> bool:
+        """The slave connected to the master's HA port."""
+        return await _following(self)
 
     def disk_of(self, broker: BrokerProcess) -> SmallDisk | None:
         return self._disks.get(id(broker))
@@ -935,6 +968,12 @@ class StaticPair:
         await wait_until(same, timeout, 0.1, "every replica holding the master's CommitLog")
 
 
+async def _following(c: Cluster) -> bool:
+    """Every slave connected to the master's HA port."""
+    info = await c.runtime(c.master())
+    return int(info.get("haConnectionCount", "0")) >= len(c.slaves())
+
+
 async def create_topic(client: Any, addr: str, topic: str, queues: int) -> None:
     """UPDATE_AND_CREATE_TOPIC on the broker at ``addr`` (read and write queues ``queues``)."""
     from rmq.protocol.codes import RequestCode
@@ -972,3 +1011,389 @@ async def static_pair(tmp: Path, net: Network, **kw: Any) -> AsyncIterator[Stati
 
 
 __all__ += ["static_pair"]
+
+
+# ------------------------------------------------------------------------------- controller mode
+
+
+class _NodeEtcd(EtcdProcess):
+    """:class:`~rmq._testing.etcd.EtcdProcess` in a node: its client URL on the node's
+    address, the process started with ``ip netns exec``."""
+
+    def __init__(self, directory: Path, node: Node) -> None:
+        super().__init__(directory)
+        self.node = node
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.node.ip}:{self.client_port}"
+
+    def command(self) -> list[str]:
+        return [*_netns_prefix(self.node), *super().command()]
+
+
+class _NodeController(ControllerProcess):
+    """:class:`~rmq._testing.controller.ControllerProcess` in a node (``listenHost`` = the
+    node's address)."""
+
+    def __init__(self, directory: Path, etcd: str, node: Node, **props: object) -> None:
+        super().__init__(directory, etcd, listenHost=node.ip, **props)
+        self.node = node
+
+    @property
+    def addr(self) -> str:
+        return f"{self.node.ip}:{self.port}"
+
+    def command(self) -> list[str]:
+        return [*_netns_prefix(self.node), *super().command()]
+
+    def start(self, timeout: float = 30.0) -> _NodeController:
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(os.environ)
+            )
+        proc = self.proc
+
+        def listening() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"rmq controller exited with {proc.returncode}:\n{self.log_text()[-3000:]}")
+            return "rmq controller listening" in self.log_text(self._log_start) and wait_for_port(
+                self.node.ip, self.port, 0.5
+            )
+
+        wait_until_sync(listening, timeout, interval=0.05, what=f"rmq controller listening on {self.addr}")
+        return self
+
+
+def _netns_prefix(node: Node) -> list[str]:
+    return ["ip", "netns", "exec", node.netns] if node.netns else []
+
+
+#: Controller settings for tests: a 2 s lease, brokers dead after 1.5 s without a heartbeat,
+#: a scan every 100 ms (failovers in seconds, as tests/controller's conftest).
+FAST_CONTROLLER: dict[str, object] = {
+    "etcdLeaseTtlSeconds": 2,
+    "etcdTimeoutMs": 1000,
+    "scanNotActiveBrokerInterval": 100,
+    "controllerHeartBeatTimeoutMills": 1500,
+}
+
+#: Broker settings to match: heartbeats, SyncStateSet checks and metadata polls every 200 ms.
+FAST_BROKER: dict[str, object] = {
+    "brokerHeartbeatInterval": 200,
+    "controllerHeartBeatTimeoutMills": 1500,
+    "checkSyncStateSetPeriod": 200,
+    "syncControllerMetadataPeriod": 200,
+    "slaveSyncIntervalMs": 200,
+    "haSendHeartbeatInterval": 200,
+    "registerNameServerPeriod": 1000,
+}
+
+
+class ControllerGroup:
+    """Controller mode under test: one etcd, ``controllers`` ``rmq controller`` processes and
+    ``brokers`` ``rmq broker`` processes of broker name ``broker-a`` with
+    ``enableControllerMode=true``, ``brokerRole=SYNC_MASTER`` and
+    ``allAckInSyncStateSet=true`` (a write is acknowledged once every in-sync replica has it),
+    each in its own node of ``net``; an in-process name server on the clients' side. An async
+    context manager; when entered, one master is elected, every broker is in its SyncStateSet
+    and the topic exists on all.
+
+    Args:
+        tmp: a directory for stores and logs.
+        net: the network.
+        controllers / brokers: how many (default 2 and 2).
+        topic / queues: the topic under test (``JepsenT``, 4 queues).
+        disk_size: bytes of each broker's tmpfs store (default None: ordinary directories).
+        controller_props / props: more controller / broker properties (over
+            :data:`FAST_CONTROLLER` / :data:`FAST_BROKER`).
+    """
+
+    def __init__(
+        self,
+        tmp: Path,
+        net: Network,
+        *,
+        controllers: int = 2,
+        brokers: int = 2,
+        topic: str = "JepsenT",
+        queues: int = 4,
+        disk_size: int | None = None,
+        controller_props: dict[str, object] | None = None,
+        **props: object,
+    ) -> None:
+        self.tmp = Path(tmp)
+        self.net = net
+        self.n_controllers = controllers
+        self.n_brokers = brokers
+        self.topic = topic
+        self.queues = queues
+        self.disk_size = disk_size
+        self.controller_props = {**FAST_CONTROLLER, **(controller_props or {})}
+        self.props = {**FAST_BROKER, **props}
+        self.namesrv_addr = ""
+        self.etcd: _NodeEtcd | None = None
+        self.controllers: list[_NodeController] = []
+        self.brokers: list[BrokerProcess] = []
+        self._master_addr = ""
+        self._nodes: dict[int, str] = {}
+        self._disks: dict[int, SmallDisk] = {}
+        self._epochs: list[tuple[int, int, int]] = []
+        self._client: Any = None
+        self._stack = contextlib.AsyncExitStack()
+
+    # ---------------------------------------------------------------- what the faults see
+
+    def master(self) -> BrokerProcess:
+        for b in self.brokers:
+            if b.addr == self._master_addr:
+                return b
+        raise AssertionError(f"no broker at the controller's master address {self._master_addr!r}")
+
+    def slaves(self) -> list[BrokerProcess]:
+        return [b for b in self.brokers if b.addr != self._master_addr]
+
+    def node_of(self, daemon: object) -> str:
+        return self._nodes[id(daemon)]
+
+    def disk_of(self, broker: BrokerProcess) -> SmallDisk | None:
+        return self._disks.get(id(broker))
+
+    async def runtime(self, broker: BrokerProcess) -> dict[str, str]:
+        from rmq.protocol.requests.broker import get_broker_runtime_info, parse_kv_table
+
+        try:
+            return parse_kv_table(await _call(self._client, broker.addr, get_broker_runtime_info(), 3.0))
+        except (RMQError, OSError):
+            return {}
+
+    async def replica_info(self) -> tuple[Any, Any] | None:
+        """The controller leader's ``(GetReplicaInfoResponseHeader, SyncStateSet)`` of
+        ``broker-a``, or None when no controller answers as leader."""
+        from rmq.protocol.requests.controller import get_replica_info, parse_replica_info
+
+        for c in self.controllers:
+            if c.proc is None or c.proc.poll() is not None:
+                continue
+            try:
+                return parse_replica_info(await _call(self._client, c.addr, get_replica_info("broker-a"), 2.0))
+            except (RMQError, OSError):  # not the leader, down, paused, cut off: the next
+                continue
+        return None
+
+    async def controller_leader(self) -> _NodeController | None:
+        from rmq.protocol.requests.controller import get_controller_metadata, parse_controller_metadata
+
+        for c in self.controllers:
+            if c.proc is None or c.proc.poll() is not None:
+                continue
+            try:
+                meta = parse_controller_metadata(await _call(self._client, c.addr, get_controller_metadata(), 2.0))
+            except (RMQError, OSError):
+                continue
+            if meta.is_leader:
+                return c
+        return None
+
+    async def refresh(self) -> None:
+        """Learn the master from the controller leader (waits for one to answer)."""
+
+        async def known() -> bool:
+            info = await self.replica_info()
+            if info is None or not info[0].master_address:
+                return False
+            self._master_addr = info[0].master_address
+            return True
+
+        await wait_until(known, 60, 0.1, "the controller leader naming a master")
+
+    async def whole(self) -> bool:
+        """Every broker and controller running, a controller leading, every broker in the
+        SyncStateSet, the named master a master by its own account and the others slaves."""
+        procs = [b.proc for b in self.brokers] + [c.proc for c in self.controllers]
+        if any(p is None or p.poll() is not None for p in procs):
+            return False
+        info = await self.replica_info()
+        if info is None or not info[0].master_address:
+            return False
+        header, sss = info
+        if len(sss.sync_state_set) != len(self.brokers):
+            return False
+        self._master_addr = header.master_address
+        for b in self.brokers:
+            role = (await self.runtime(b)).get("brokerRole", "")
+            if (role == "SLAVE") == (b.addr == self._master_addr) or not role:
+                return False
+        return True
+
+    async def settle(self, timeout: float = 120.0) -> None:
+        """Until the group is :meth:`whole` and every replica holds the master's CommitLog,
+        dispatched; then reads the master's epoch file for :meth:`epoch_of`."""
+        from rmq.protocol.requests.controller import get_broker_epoch_cache, parse_broker_epoch_cache
+
+        async def same() -> bool:
+            if not await self.whole():
+                return False
+            infos = [await self.runtime(b) for b in self.brokers]
+            ends = {i.get("commitLogMaxOffset") for i in infos}
+            return len(ends) == 1 and all(i.get("dispatchBehindBytes") == "0" for i in infos)
+
+        await wait_until(same, timeout, 0.1, "every replica holding the master's CommitLog")
+        cache = parse_broker_epoch_cache(await _call(self._client, self.master().addr, get_broker_epoch_cache()))
+        self._epochs = [(e.epoch, e.start_offset, e.end_offset) for e in cache.epoch_list]
+
+    def epoch_of(self, op: Op) -> int:
+        """The epoch whose CommitLog range on the settled master holds the op's offset (from
+        GET_BROKER_EPOCH_CACHE, the master's epoch file); -1 when none does (the message is
+        not on the master: the check reports it lost)."""
+        for epoch, start, end in self._epochs:
+            if op.phy_offset is not None and start <= op.phy_offset < end:
+                return epoch
+        return -1
+
+    # ---------------------------------------------------------------- start and stop
+
+    async def __aenter__(self) -> ControllerGroup:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+    async def _start(self) -> None:
+        from rmq._testing import run_namesrv
+        from rmq.remoting import RemotingClient
+
+        self._client = RemotingClient()
+        self._stack.push_async_callback(self._client.close)
+        etcd_node = self.net.add_node("etcd")
+        self.etcd = _NodeEtcd(self.tmp / "etcd", etcd_node)
+        self._stack.callback(self.etcd.kill)
+        await asyncio.to_thread(self.etcd.start)
+        for i in range(self.n_controllers):
+            node = self.net.add_node(f"c{i + 1}")
+            c = _NodeController(self.tmp / f"c{i + 1}", self.etcd.endpoint, node, **self.controller_props)
+            self._nodes[id(c)] = node.name
+            self.controllers.append(c)
+            self._stack.callback(c.kill)
+            await asyncio.to_thread(c.start)
+        ns = await self._stack.enter_async_context(run_namesrv(listen_host=self.net.host_ip))
+        self.namesrv_addr = f"{self.net.host_ip}:{ns.port}"
+        controller_addr = ";".join(c.addr for c in self.controllers)
+        for i in range(self.n_brokers):
+            name = f"b{i + 1}"
+            node = self.net.add_node(name)
+            d = self.tmp / name
+            if self.disk_size:
+                disk = SmallDisk(d / "store", self.disk_size).mount()
+                self._stack.callback(disk.close)
+            conf: dict[str, object] = {
+                "brokerName": "broker-a",
+                "brokerRole": "SYNC_MASTER",
+                "enableControllerMode": "true",
+                "controllerAddr": controller_addr,
+                "allAckInSyncStateSet": "true",
+                "metricsPort": 0,
+                "haAllowedSlaves": self.net.subnet,
+                "cleanResourceInterval": 500,
+                **self.props,
+            }
+            b = BrokerProcess(d, self.namesrv_addr, host=node.ip, netns=node.netns, **conf)
+            self._nodes[id(b)] = name
+            if self.disk_size:
+                self._disks[id(b)] = disk
+            self.brokers.append(b)
+            self._stack.callback(b.kill)
+            self._stack.callback(resume, b)
+            await b.astart()
+            if i == 0:
+                await self.refresh()
+        await wait_until(self.whole, 120, 0.1, "every broker in the SyncStateSet")
+        await create_topic(self._client, self.master().addr, self.topic, self.queues)
+        for s in self.slaves():
+            await wait_until(partial(self._has_topic, s), 60, 0.1, f"{s.addr}'s copy of the topic")
+
+    async def _has_topic(self, broker: BrokerProcess) -> bool:
+        from rmq.protocol.requests.broker import get_all_topic_config, parse_all_topic_config
+
+        try:
+            w = parse_all_topic_config(await _call(self._client, broker.addr, get_all_topic_config()))
+        except (RMQError, OSError):
+            return False
+        return self.topic in w.topic_config_table
+
+
+def _master_partitioned_from_controllers() -> Fault:
+    held: list[list[tuple[str, str]]] = [[]]
+
+    async def inject(c: Cluster) -> str:
+        assert isinstance(c, ControllerGroup)
+        m = c.node_of(c.master())
+        held[0] = [(m, c.node_of(ctl)) for ctl in c.controllers]
+        for a, b in held[0]:
+            c.net.partition(a, b)
+        return f"master {c.master().addr} cut off from every controller (not from clients or replicas)"
+
+    async def heal(c: Cluster) -> None:
+        for a, b in held[0]:
+            c.net.heal(a, b)
+
+    return Fault(
+        "master partitioned from the controllers",
+        inject,
+        heal,
+        healed=_whole,
+        needs=frozenset({"netns", "controller"}),
+        during="acks",
+    )
+
+
+def _controller_leader_kill() -> Fault:
+    held: list[_NodeController] = []
+
+    async def inject(c: Cluster) -> str:
+        assert isinstance(c, ControllerGroup)
+        leader = await wait_until(c.controller_leader, 60, 0.1, "a controller leader")
+        assert leader is not None
+        held[:] = [leader]
+        kill9(leader)
+        return f"kill -9 controller leader {leader.addr}"
+
+    async def heal(c: Cluster) -> None:
+        await asyncio.to_thread(held[0].start)
+
+    return Fault("controller leader kill -9 + restart", inject, heal, healed=_whole, needs=frozenset({"controller"}))
+
+
+def failover_faults() -> list[Fault]:
+    """Fresh instances of the faults a :class:`ControllerGroup` must survive by electing:
+    master kill -9 (restarted afterwards: it rejoins as a slave), master SIGSTOP/SIGCONT (a
+    zombie waking after a new master was elected), master partitioned from the controllers
+    but not from clients, controller leader kill -9, a slave partitioned from the master,
+    master disk full."""
+    return [
+        _broker_fault(
+            "master kill -9", _the_master, "kill -9 master", _kill9, _restart, master_death=True, during="acks"
+        ),
+        _broker_fault(
+            "master SIGSTOP/SIGCONT (zombie)",
+            _the_master,
+            "SIGSTOP master",
+            _pause,
+            _resume,
+            master_death=True,
+            during="acks",
+        ),
+        _master_partitioned_from_controllers(),
+        _controller_leader_kill(),
+        _slave_partition(),
+        _master_disk_full(),
+    ]
+
+
+__all__ += ["FAST_BROKER", "FAST_CONTROLLER", "ControllerGroup", "failover_faults"]
