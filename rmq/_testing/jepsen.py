@@ -177,6 +177,7 @@ class Report:
     reads: list[Read]
     events: list[FaultEvent]
     unread_masters: list[str]
+    replica_missing: dict[str, int] = field(default_factory=dict)
 
     @property
     def split_brain(self) -> dict[tuple[str, int], set[str]]:
@@ -195,6 +196,7 @@ class Report:
             or self.order_violations
             or self.split_brain
             or self.unread_masters
+            or self.replica_missing
         )
 
     def failures(self) -> list[str]:
@@ -211,6 +213,11 @@ class Report:
             out.append(f"two masters in one epoch: {self._masters(self.split_brain)}")
         if self.unread_masters:
             out.append(f"no master read for {', '.join(self.unread_masters)}")
+        if self.replica_missing:
+            out.append(
+                "acknowledged message(s) missing on a replica: "
+                + ", ".join(f"{a} {n}" for a, n in sorted(self.replica_missing.items()))
+            )
         return out
 
     @staticmethod
@@ -237,6 +244,8 @@ class Report:
             return "FAIL" if bad else "ok"
 
         lines += [
+            f"  acknowledged and on every replica read: {self.acked - sum(self.replica_missing.values())}"
+            f" (missing: {self.replica_missing or 'none'})  {mark(self.replica_missing)}",
             f"  acknowledged and readable at their offset: {self.readable}/{self.acked}"
             f" ({len(self.lost)} lost, {len(self.misplaced)} misplaced, {len(self.aged_out)} aged out)"
             f"  {mark(self.lost or self.misplaced)}",
@@ -286,8 +295,9 @@ def check(
 
     Args:
         history: every send.
-        reads: the replicas' reads; broker id 0 is each broker name's master, against which
-            acknowledged messages are checked.
+        reads: the replicas' reads, taken once the group settled; broker id 0 is each broker
+            name's master, against which acknowledged messages are checked (lost, misplaced);
+            the other replicas must hold them too.
         events: the rounds, for the recovery figures and the report.
         epoch_of: an acknowledged op's epoch (default: 0 for all, a group without epochs).
         seed: printed in the report.
@@ -330,6 +340,22 @@ def check(
             for off, body in qr.entries.items():
                 seen[(r.broker_name, q, off)].add(body)
     conflicts = [(n, q, off, sorted(b)) for (n, q, off), b in sorted(seen.items()) if len(b) > 1]
+    # a settled replica holds every acknowledged message too (another message there is a conflict)
+    replica_missing: dict[str, int] = {}
+    for r in reads:
+        if r.broker_id == 0 or r.error is not None:
+            continue
+        missing = sum(
+            1
+            for op in acked
+            if op.broker_name == r.broker_name
+            and op.queue_id is not None
+            and op.queue_offset is not None
+            and op.queue_offset >= r.queues.get(op.queue_id, QueueRead()).min_offset
+            and op.queue_offset not in r.queues.get(op.queue_id, QueueRead()).entries
+        )
+        if missing:
+            replica_missing[f"{r.broker_name} id {r.broker_id} {r.addr}"] = missing
     # each producer's acknowledged sends stand in its send order within a queue
     order: list[tuple[Op, Op]] = []
     by_queue: dict[tuple[str, str | None, int | None], list[Op]] = defaultdict(list)
@@ -370,6 +396,7 @@ def check(
         reads=list(reads),
         events=events,
         unread_masters=sorted(unread),
+        replica_missing=replica_missing,
     )
 
 

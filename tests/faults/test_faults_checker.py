@@ -3,7 +3,17 @@ the fault schedule's shape: pure functions, no daemon."""
 
 import random
 
-from rmq._testing.jepsen import FaultEvent, Op, QueueRead, Read, check, make_schedule, percentile, static_faults
+from rmq._testing.jepsen import (
+    FaultEvent,
+    Op,
+    QueueRead,
+    Read,
+    check,
+    failover_faults,
+    make_schedule,
+    percentile,
+    static_faults,
+)
 
 
 def _op(producer, seq, q, off, *, status="SEND_OK", start=None, addr="10.0.0.11:10911", broker="broker-a"):
@@ -65,12 +75,21 @@ def test_an_acknowledged_message_missing_from_the_master_is_lost():
 
 
 def test_a_slave_alone_holding_it_does_not_count():
-    """Acknowledged messages are checked on the master (broker id 0); a slave's copy is only
-    compared for conflicts."""
+    """Acknowledged messages are checked on the master (broker id 0); a slave's copy does not
+    make up for the master's."""
     h = _history()
     entries = _entries(h)
     r = check(h, [_read({0: {0: entries[0][0]}}), _read(entries, broker_id=1)])
-    assert len(r.lost) == 3
+    assert len(r.lost) == 3 and not r.replica_missing
+
+
+def test_a_settled_slave_missing_an_acknowledged_message_fails():
+    h = _history()
+    slave = _entries(h)
+    del slave[1][0]
+    r = check(h, [_read(_entries(h)), _read(slave, broker_id=1, addr="10.0.0.12:10911")])
+    assert r.replica_missing == {"broker-a id 1 10.0.0.12:10911": 1} and not r.lost
+    assert not r.ok and "missing on a replica" in str(r)
 
 
 def test_another_message_at_its_offset_is_lost_and_a_conflict_across_reads():
@@ -166,3 +185,23 @@ def test_the_schedule_covers_every_kind_before_repeating_and_replays_by_seed():
     assert any([f.name for f in make_schedule(faults, 5, random.Random(s))] != names[:5] for s in range(6, 20)), (
         "the seed does not change the order"
     )
+
+
+def test_the_failover_schedule_says_what_each_fault_needs_and_waits_for():
+    """Master deaths wait for writes to come back (the failover) and count for the recovery
+    figure; the others let a number of sends be answered, whatever their outcome."""
+    faults = {f.name: f for f in failover_faults()}
+    assert len(faults) == 6
+    deaths = {n for n, f in faults.items() if f.master_death}
+    assert deaths == {"master kill -9", "master SIGSTOP/SIGCONT (zombie)"}
+    assert all(faults[n].during == "acks" for n in deaths)
+    assert all(f.during == "ops" for n, f in faults.items() if n not in deaths)
+    assert {n for n, f in faults.items() if "netns" in f.needs} == {
+        "master partitioned from the controllers",
+        "slave partitioned from the master",
+    }
+    assert "disk" in faults["master disk full"].needs
+    assert faults["master partitioned from the controllers"].effective is not None  # until another is elected
+    static = {f.name: f for f in static_faults()}
+    assert {n for n, f in static.items() if f.master_death} == {"master clean restart"}
+    assert all(f.during == "ops" for f in static.values())
