@@ -25,6 +25,7 @@ machine allows) for the faults that need no election (:data:`STATIC_FAULTS`).
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import itertools
 import os
@@ -138,6 +139,8 @@ class FaultEvent:
     healed_at: float = 0.0
     resumed_at: float | None = None
     master_death: bool = False
+    during: dict[str, int] = field(default_factory=dict)
+    """The outcomes of the sends begun between injection and heal (set by :func:`check`)."""
 
     @property
     def recovery(self) -> float | None:
@@ -236,6 +239,8 @@ class Report:
             lines.append(
                 f"  round {e.round}: {e.name} ({e.detail}), healed after {e.healed_at - e.injected_at:.2f} s{rec}"
             )
+            if e.during:
+                lines.append("    sends begun meanwhile: " + ", ".join(f"{k} {v}" for k, v in sorted(e.during.items())))
         for r in self.reads:
             what = f"error: {r.error}" if r.error else f"{len(r.queues)} queues, {r.count} messages"
             lines.append(f"  read {r.broker_name} id {r.broker_id} {r.addr}: {what}")
@@ -378,7 +383,7 @@ def check(
     acked_payloads = {op.payload for op in acked}
     stored = {b for bodies in where.values() for b in bodies}
     events = list(events)
-    _resumed(events, acked)
+    _resumed(events, history)
     return Report(
         seed=seed,
         ops=len(history),
@@ -400,17 +405,22 @@ def check(
     )
 
 
-def _resumed(events: list[FaultEvent], acked: Sequence[Op]) -> None:
-    """Set each event's ``resumed_at``: the answer to the first acknowledged send begun after it."""
-    ends = sorted((op.start, op.end) for op in acked)
+def _resumed(events: list[FaultEvent], history: Sequence[Op]) -> None:
+    """Set each event's ``resumed_at`` (the answer to the first acknowledged send begun after
+    it) and ``during`` (the outcomes of the sends begun while it was in force)."""
+    ends = sorted((op.start, op.end) for op in history if op.acked)
     starts = [s for s, _ in ends]
-    import bisect
-
     for e in events:
         if e.resumed_at is None:
             i = bisect.bisect_left(starts, e.injected_at)
             if i < len(ends):
                 e.resumed_at = min(end for _, end in ends[i:])
+        if not e.during:
+            counts: dict[str, int] = defaultdict(int)
+            for op in history:
+                if e.injected_at <= op.start < e.healed_at:
+                    counts[op.status.split(":")[0] if op.status.startswith("error:") else op.status] += 1
+            e.during = dict(counts)
 
 
 # ------------------------------------------------------------------------------- workload

@@ -164,9 +164,12 @@ def test_recovery_is_the_first_acknowledged_send_begun_after_a_master_fault():
     h = [_op(0, 0, 0, 0, start=1.0), _op(0, 1, 0, 1, start=5.0), _op(1, 0, 1, 0, start=4.0)]
     h[2].end = 4.5
     events = [FaultEvent(1, "master kill", injected_at=2.0, master_death=True), FaultEvent(2, "slave kill")]
+    events[0].healed_at = 4.5
     r = check(h, [_read(_entries(h))], events=events)
     assert r.recoveries == [2.5]
     assert "p50 2.50 s" in str(r)
+    assert events[0].during == {"SEND_OK": 1}  # begun at 4.0, within [2.0, 4.5)
+    assert "sends begun meanwhile: SEND_OK 1" in str(r)
 
 
 def test_percentile_by_nearest_rank():
