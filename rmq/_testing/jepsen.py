@@ -17,9 +17,12 @@ end to end from offset 0 on every replica the name server's current route lists
 * how long after each fault that took the master away writes were acknowledged again
   (p50/p99 over the rounds).
 
-:func:`run_rounds` runs a schedule over any :class:`Cluster`; :class:`StaticPair` is a
+:func:`run_rounds` runs a schedule over any :class:`Cluster`: :class:`StaticPair` is a
 SYNC_MASTER and its slave (``rmq broker`` processes, each in its own network namespace when the
-machine allows) for the faults that need no election (:data:`STATIC_FAULTS`).
+machine allows) for the faults that need no election (:func:`static_faults`);
+:class:`ControllerGroup` is controller mode (etcd, ``rmq controller`` processes and
+controller-mode brokers, each in its own namespace) for the faults that need one
+(:func:`failover_faults`).
 """
 
 from __future__ import annotations
