@@ -865,6 +865,18 @@ async def run_rounds(
 # ------------------------------------------------------------------------------- static pair
 
 
+#: Store settings of the fault clusters: the disk guard checks every half second, and a full
+#: disk only refuses writes. Retention's deletions when the disk fills (above
+#: ``diskMaxUsedSpaceRatio``, or ``cleanFileForciblyEnable`` above 85 %) are Java's and
+#: legitimate, but they would delete acknowledged messages from under the checker, which
+#: could then tell them from lost ones only by the queue's minimum offset.
+DISK_GUARD: dict[str, object] = {
+    "cleanResourceInterval": 500,
+    "diskMaxUsedSpaceRatio": 100,
+    "cleanFileForciblyEnable": "false",
+}
+
+
 class StaticPair:
     """A SYNC_MASTER and its SLAVE (``rmq broker`` processes; brokerName ``broker-a``) with an
     in-process name server, the master's store on a :class:`SmallDisk` when ``disk_size`` is
@@ -957,7 +969,7 @@ class StaticPair:
             "brokerName": "broker-a",
             "metricsPort": 0,
             "haAllowedSlaves": self.net.subnet,
-            "cleanResourceInterval": 500,  # the disk guard notices a full disk within half a second
+            **DISK_GUARD,
             **self.props,
             **props,
         }
@@ -1262,8 +1274,16 @@ class ControllerGroup:
             return False
         self._master_addr = header.master_address
         for b in self.brokers:
-            role = (await self.runtime(b)).get("brokerRole", "")
+            rt = await self.runtime(b)
+            role = rt.get("brokerRole", "")
             if (role == "SLAVE") == (b.addr == self._master_addr) or not role:
+                return False
+            # the master's own SyncStateSet (what its SYNC acknowledgements wait for) is the
+            # controller's: a smaller one would acknowledge writes a replica the controller
+            # counts as in sync does not have
+            if b.addr == self._master_addr and rt.get("syncStateSet", "") != ",".join(
+                map(str, sorted(sss.sync_state_set))
+            ):
                 return False
         return True
 
@@ -1340,7 +1360,7 @@ class ControllerGroup:
                 "allAckInSyncStateSet": "true",
                 "metricsPort": 0,
                 "haAllowedSlaves": self.net.subnet,
-                "cleanResourceInterval": 500,
+                **DISK_GUARD,
                 **self.props,
             }
             b = BrokerProcess(d, self.namesrv_addr, host=node.ip, netns=node.netns, **conf)
@@ -1391,8 +1411,9 @@ def _master_partitioned_from_controllers() -> Fault:
         for a, b in held[0]:
             c.net.heal(a, b)
 
-    # "ops", not "acks": the old master still reaches the clients and the name server, which
-    # keeps routing to it while it registers (see docs/design.md, "Fault testing")
+    # "acks": once another master is elected it registers with the name servers under the
+    # higher epoch (DataVersion stateVersion), which route clients to it although the old
+    # master, still reaching them, keeps registering
     return Fault(
         "master partitioned from the controllers",
         inject,
@@ -1400,6 +1421,7 @@ def _master_partitioned_from_controllers() -> Fault:
         effective,
         healed=_whole,
         needs=frozenset({"netns", "controller"}),
+        during="acks",
     )
 
 
@@ -1446,4 +1468,4 @@ def failover_faults() -> list[Fault]:
     ]
 
 
-__all__ += ["FAST_BROKER", "FAST_CONTROLLER", "ControllerGroup", "failover_faults"]
+__all__ += ["DISK_GUARD", "FAST_BROKER", "FAST_CONTROLLER", "ControllerGroup", "failover_faults"]

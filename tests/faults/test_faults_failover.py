@@ -43,6 +43,7 @@ async def test_failover_loses_nothing_acknowledged_and_never_has_two_masters_in_
     assert report.ok, text
     assert sorted(e.name for e in report.events) == sorted(f.name for f in faults)
     assert report.readable == report.acked > 0
+    assert not report.aged_out, "retention deleted acknowledged messages (DISK_GUARD should keep them)"
     assert len(report.recoveries) == 2, text  # kill -9 and zombie: writes came back after both
     epochs = sorted(epoch for _, epoch in report.masters_per_epoch)
     assert len(epochs) >= 3 and -1 not in epochs, text  # the first master and at least two elections

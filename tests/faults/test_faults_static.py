@@ -45,6 +45,7 @@ async def test_no_acknowledged_message_lost_through_every_fault_without_an_elect
     assert report.ok, text
     assert [e.name for e in report.events] and {e.name for e in report.events} == {f.name for f in static_faults()}
     assert report.readable == report.acked > 0
+    assert not report.aged_out, "retention deleted acknowledged messages (DISK_GUARD should keep them)"
     # the faults had their effect: sends were refused or answered without the slave's ack
     assert set(report.statuses) - {"SEND_OK"}, report.statuses
     assert {r.broker_id for r in report.reads} == {0, 1} and all(r.error is None for r in report.reads)
