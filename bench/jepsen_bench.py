@@ -8,6 +8,7 @@ messages, producer order, masters per epoch, p50/p99 of the time from a master's
 writes are acknowledged again) and exits 1 when the check fails.
 
     sudo python bench/jepsen_bench.py --rounds 30 [--seed S] [--static] [--producers 3]
+        [--faults 'name,name,...']   (a fixed sequence instead of a shuffled one)
 
 Needs root (namespaces, tmpfs), ip(8) and, without ``--static``, Debian's etcd-server. The
 producers re-read routes every ``--route-poll`` seconds (default 1; the SDK's default is 30).
@@ -42,9 +43,18 @@ async def run(args: argparse.Namespace) -> bool:
                 Path(d), net, controllers=args.controllers, brokers=args.brokers, disk_size=48 << 20
             )
             faults = failover_faults()
+        if args.faults:
+            by_name = {f.name: f for f in faults}
+            faults = [by_name[n] for n in args.faults.split(",")]
         async with cluster:
             report = await run_rounds(
-                cluster, faults, rounds=args.rounds, seed=args.seed, producers=args.producers, out=print
+                cluster,
+                faults,
+                rounds=args.rounds,
+                seed=args.seed,
+                producers=args.producers,
+                out=print,
+                shuffle=not args.faults,
             )
         load = os.getloadavg()
         print(f"{args.rounds} rounds in {time.monotonic() - t0:.0f} s; load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
@@ -60,6 +70,12 @@ def main() -> None:
     ap.add_argument("--brokers", type=int, default=2)
     ap.add_argument("--producers", type=int, default=3)
     ap.add_argument("--route-poll", type=float, default=1.0, help="the producers' route poll, seconds")
+    ap.add_argument(
+        "--faults",
+        default="",
+        help="comma-separated fault names to run in this order, again and again, instead of shuffled "
+        "(e.g. 'master partitioned from the controllers,slave partitioned from the master')",
+    )
     args = ap.parse_args()
     for reason in (netns_unavailable(), small_disk_unavailable(), None if args.static else etcd_missing()):
         if reason is not None:

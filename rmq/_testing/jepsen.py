@@ -809,9 +809,11 @@ async def run_rounds(
     ops_per_round: tuple[int, int] = (4, 12),
     round_timeout: float = 300.0,
     out: Callable[[str], None] = print,
+    shuffle: bool = True,
 ) -> Report:
     """Run the workload through ``rounds`` faults drawn from ``faults`` (see
-    :func:`make_schedule`), then heal, settle, read and :func:`check`. The seed (random when
+    :func:`make_schedule`; with ``shuffle=False`` in the order given, again and again, to
+    replay a sequence), then heal, settle, read and :func:`check`. The seed (random when
     None; ``RMQ_JEPSEN_SEED`` replays one) is printed first; the report is printed last and
     returned.
 
@@ -823,7 +825,7 @@ async def run_rounds(
         env = os.environ.get("RMQ_JEPSEN_SEED")
         seed = int(env) if env else random.randrange(1 << 31)
     rng = random.Random(seed)
-    schedule = make_schedule(faults, rounds, rng)
+    schedule = make_schedule(faults, rounds, rng) if shuffle else [faults[i % len(faults)] for i in range(rounds)]
     out(f"jepsen: seed {seed} (RMQ_JEPSEN_SEED={seed} replays the schedule), {rounds} rounds, {producers} producers")
     wl = Workload(cluster.namesrv_addr, cluster.topic, producers=producers)
     events: list[FaultEvent] = []
