@@ -143,7 +143,7 @@ def test_stream_survives_a_killed_worker_and_a_restart_exactly_once(two_brokers,
         "nameServer": ns,
         "subscribe": TOPIC,
         "startingOffsets": "earliest",
-        "maxOffsetsPerTrigger": str(max(1, MESSAGES // 10)),  # about ten batches for what is there
+        "maxOffsetsPerTrigger": str(max(1, MESSAGES // 20)),  # about twenty batches for what is there
     }
 
     def start(name: str, available_now: bool = False) -> None:
@@ -169,7 +169,13 @@ def test_stream_survives_a_killed_worker_and_a_restart_exactly_once(two_brokers,
     assert cluster.executors().get(victim_port) == 1
     killed = victim.kill_tree()
     assert len(killed) >= 2, f"the worker and its executor: {killed}"
-    at_kill = checkpoint_progress(ckpt)[0]
+    at_kill, offsets_at_kill = checkpoint_progress(ckpt)
+    first_ends = asyncio.run(_max_offsets(ns, queues))
+    assert offsets_at_kill != _as_checkpoint(first_ends), "the kill came after the query had read everything"
+    # the driver saw its executor go (TaskSchedulerImpl logs it at ERROR)
+    wait_until_sync(
+        lambda: "Lost executor" in driver.log_text(), STATE_TIMEOUT, interval=0.5, what="the driver to lose an executor"
+    )
     wait_until_sync(
         lambda: not any(w["port"] == victim_port and w["state"] == "ALIVE" for w in cluster.state()["workers"]),
         STATE_TIMEOUT,
