@@ -273,6 +273,12 @@ class GetMessageResult:
         self.buffers = buffers if buffers is not None else []
         self._holds = holds
 
+    @property
+    def holds_files(self) -> bool:
+        """True while ``buffers`` are views of mapped files that ``release()`` must let go
+        (False for an answer copied into bytes, which needs no release)."""
+        return bool(self._holds)
+
     def release(self) -> None:
         """Drop the holds on the mapped files (idempotent). Do not use ``buffers`` after."""
         holds, self._holds = self._holds, None

@@ -353,8 +353,11 @@ class PullMessageProcessor:
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS and result.message_count > 0:
             c.stats.on_pull(h.consumer_group, h.topic, result.message_count, result.buffer_total_size)
-            # The holder rides in the body slot only until write_response swaps in its buffers.
-            response = cmd.response(code, status, ext, _Holder(result))  # type: ignore[arg-type]
+            if result.holds_files:
+                # The holder rides in the body slot only until write_response swaps in its buffers.
+                response = cmd.response(code, status, ext, _Holder(result))  # type: ignore[arg-type]
+            else:  # the records copied into one bytes (MessageStore.get_message): nothing to release
+                response = cmd.response(code, status, ext, result.buffers)  # type: ignore[arg-type]
         else:
             result.release()
             c.stats.on_pull_miss()
