@@ -68,6 +68,10 @@ SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
 BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
 BROKER_GET_NUMS = "BROKER_GET_NUMS"
 
+# What a counter block kept outside gives BrokerStatsManager.fold: (topics [(topic, nums, size,
+# times)], floor_ms [(ms, n)], ceil_ms [(ms, n)], rpc_total_ns, slow_ns) (PutCounters.take).
+PutCounts = tuple[list[tuple[str, int, int, int]], list[tuple[int, int]], list[tuple[int, int]], int, list[int]]
+
 
 def java_double(x: float) -> str:
     """``Double.toString(x)`` as Java prints it: ``0.0``, ``633.5298231591568``, ``1.5E7``,
@@ -152,10 +156,10 @@ class StoreStats:
         self.get_total_today_morning = 0
         self.get_total_yesterday_morning = 0
 
-    def record_put_time(self, ms: int) -> None:
-        """One put's duration (Java ``setPutMessageEntireTimeMax``)."""
-        self._distribute[bisect.bisect_left(_DISTRIBUTE_BOUNDS, ms + 1) if ms > 0 else 0] += 1
-        self._latency[bisect.bisect_left(_LATENCY_BOUNDS, ms)] += 1
+    def record_put_time(self, ms: int, n: int = 1) -> None:
+        """``n`` puts of ``ms`` milliseconds each (default one; Java ``setPutMessageEntireTimeMax``)."""
+        self._distribute[bisect.bisect_left(_DISTRIBUTE_BOUNDS, ms + 1) if ms > 0 else 0] += n
+        self._latency[bisect.bisect_left(_LATENCY_BOUNDS, ms)] += n
         if ms > self.put_time_max:
             self.put_time_max = ms
 
@@ -240,6 +244,12 @@ class LatencyHistogram:
         self.counts[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, ms)] += 1
         self.total += ms
 
+    def add_ms(self, ms: int, n: int, total_ms: float = 0.0) -> None:
+        """``n`` durations of at most ``ms`` whole milliseconds and more than ``ms - 1`` (one
+        bucket, since the bounds are whole milliseconds), plus ``total_ms`` to the total."""
+        self.counts[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, ms)] += n
+        self.total += total_ms
+
 
 def _human_bytes(n: int) -> str:
     """Java ``MixAll.humanReadableByteCount(bytes, false)``: ``"55.7 KiB"``."""
@@ -305,6 +315,7 @@ class BrokerStatsManager:
         # Java samples every set at once on start (initial delay 0)
         self._next = {"store": now, "sec": now, "min": now, "hour": now, "print": now + 6 * self.interval_ms}
         self._next_midnight = self._midnight_after(now)
+        self._folds: list[Callable[[], PutCounts | None]] = []
         self.tick()
 
     def _now(self) -> int:
@@ -335,14 +346,47 @@ class BrokerStatsManager:
 
     # -- counting (one call per request) -------------------------------------------------
 
-    def on_put(self, topic: str, nums: int, size: int) -> None:
+    def on_put(self, topic: str, nums: int, size: int, times: int = 1) -> None:
         """A SEND stored ``nums`` messages of ``size`` bytes into ``topic`` (Java
         incTopicPutNums / incTopicPutSize / incBrokerPutNums and the store's totals); the
-        put's duration goes to ``store.record_put_time``."""
+        put's duration goes to ``store.record_put_time``. ``times`` (default 1): the SENDs
+        these are the sums of (a fold of the fast path's counters)."""
         st = self.store
         st.put_nums += nums
         st.put_size += size
-        _count(self._topic_put_nums, self._topic_put_size, self._broker_put, topic, nums, size)
+        _count(self._topic_put_nums, self._topic_put_size, self._broker_put, topic, nums, size, times)
+
+    # -- counts kept outside (the SEND fast path's C counters) ------------------------------
+
+    def add_fold(self, take: Callable[[], PutCounts | None]) -> None:
+        """Fold what ``take()`` returns into these statistics at every :meth:`fold`: the SEND
+        fast path's ``PutCounters.take`` (rmq/broker/processors/_sendpath.pyx), which
+        counts in C and gives ``(topics, floor_ms, ceil_ms, rpc_total_ns, slow_ns)`` or None."""
+        self._folds.append(take)
+
+    def fold(self) -> None:
+        """Take in the counts kept outside since the last fold. Called by every tick and by
+        every reader of the put statistics (runtime info, stats items, ``/metrics``, topic
+        deletion), so that what they see includes every stored SEND."""
+        for take in self._folds:
+            got = take()
+            if got is None:
+                continue
+            topics, floor_ms, ceil_ms, rpc_total_ns, slow_ns = got
+            for topic, nums, size, times in topics:
+                self.on_put(topic, nums, size, times)
+            st = self.store
+            for ms, n in floor_ms:
+                st.record_put_time(ms, n)
+            if floor_ms:
+                st.put_time_max = max(st.put_time_max, floor_ms[-1][0])
+            hist = self.send_latency
+            for ms, n in ceil_ms:
+                hist.add_ms(ms, n)
+            hist.total += rpc_total_ns / 1e6
+            for ns in slow_ns:
+                st.record_put_time(ns // 1_000_000)
+                hist.observe_ns(ns)
 
     def on_put_failed(self) -> None:
         self.store.put_failed += 1
@@ -370,6 +414,7 @@ class BrokerStatsManager:
 
     def on_topic_deleted(self, topic: str) -> None:
         """Java onTopicDeleted: the topic's items and its topic@group items go."""
+        self.fold()  # (counts of the topic still outside would bring its items back)
         prefix = topic + "@"
         for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
             self.sets[name].items.pop(topic, None)
@@ -386,6 +431,7 @@ class BrokerStatsManager:
 
     def tick(self) -> None:
         """Take every sample that is due by :attr:`clock` (cheap when none is)."""
+        self.fold()
         now = self.clock()
         nxt = self._next
         if now >= nxt["store"]:
@@ -422,6 +468,7 @@ class BrokerStatsManager:
 
     def get_stats_item(self, stats_name: str, stats_key: str) -> StatsItem | None:
         """Java ``BrokerStatsManager.getStatsItem`` (None for an unknown name or key)."""
+        self.fold()
         s = self.sets.get(stats_name)
         return s.get(stats_key) if s is not None else None
 
@@ -432,6 +479,7 @@ class BrokerStatsManager:
 
     def runtime_info(self) -> dict[str, str]:
         """The StoreStatsService and BrokerStats part of GET_BROKER_RUNTIME_INFO."""
+        self.fold()
         st = self.store
         now = self.clock()
         total = st.put_nums or 1
@@ -469,11 +517,13 @@ class BrokerStatsManager:
 human_bytes = _human_bytes
 
 
-def _count(nums: StatsItemSet, sizes: StatsItemSet, total: StatsItem | None, key: str, n: int, size: int) -> None:
-    """One put or pull of ``n`` messages of ``size`` bytes: the key's count and size items and
-    the broker's total (Java incTopicPutNums + incTopicPutSize + incBrokerPutNums, and the
-    GET counterparts)."""
-    nums.add(key, n)
-    sizes.add(key, size)
+def _count(
+    nums: StatsItemSet, sizes: StatsItemSet, total: StatsItem | None, key: str, n: int, size: int, times: int = 1
+) -> None:
+    """``times`` puts or pulls (default one) of ``n`` messages of ``size`` bytes in all: the
+    key's count and size items and the broker's total (Java incTopicPutNums + incTopicPutSize +
+    incBrokerPutNums, and the GET counterparts)."""
+    nums.add(key, n, times)
+    sizes.add(key, size, times)
     if total is not None:
-        total.add(n)
+        total.add(n, times)
