@@ -37,6 +37,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from rmq.common.metrics import RPC_LATENCY_BUCKETS_MS
 from rmq.common.stats import DEFAULT_IDLE_MS, DEFAULT_MAX_ITEMS, StatsItem, StatsItemSet
@@ -68,9 +69,12 @@ SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
 BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
 BROKER_GET_NUMS = "BROKER_GET_NUMS"
 
-# What a counter block kept outside gives BrokerStatsManager.fold: (topics [(topic, nums, size,
-# times)], floor_ms [(ms, n)], ceil_ms [(ms, n)], rpc_total_ns, slow_ns) (PutCounters.take).
+# What the C counter blocks give BrokerStatsManager.fold (rmq/broker/processors/_sendpath.pyx):
+# PutCounters.take: (topics [(topic, nums, size, times)], floor_ms [(ms, n)], ceil_ms [(ms, n)],
+# rpc_total_ns, slow_ns); PullCounters.take: (found [(group, topic, nums, size, times)], misses,
+# max_ms, ceil_ms [(ms, n)], rpc_total_ns, slow_ns).
 PutCounts = tuple[list[tuple[str, int, int, int]], list[tuple[int, int]], list[tuple[int, int]], int, list[int]]
+PullCounts = tuple[list[tuple[str, str, int, int, int]], int, int, list[tuple[int, int]], int, list[int]]
 
 
 def java_double(x: float) -> str:
@@ -315,7 +319,7 @@ class BrokerStatsManager:
         # Java samples every set at once on start (initial delay 0)
         self._next = {"store": now, "sec": now, "min": now, "hour": now, "print": now + 6 * self.interval_ms}
         self._next_midnight = self._midnight_after(now)
-        self._folds: list[Callable[[], PutCounts | None]] = []
+        self._folds: list[tuple[Callable[[], Any], Callable[[Any], None]]] = []
         self.tick()
 
     def _now(self) -> int:
@@ -358,35 +362,54 @@ class BrokerStatsManager:
 
     # -- counts kept outside (the SEND fast path's C counters) ------------------------------
 
-    def add_fold(self, take: Callable[[], PutCounts | None]) -> None:
-        """Fold what ``take()`` returns into these statistics at every :meth:`fold`: the SEND
-        fast path's ``PutCounters.take`` (rmq/broker/processors/_sendpath.pyx), which
-        counts in C and gives ``(topics, floor_ms, ceil_ms, rpc_total_ns, slow_ns)`` or None."""
-        self._folds.append(take)
+    def add_fold(self, take: Callable[[], Any], apply: Callable[[Any], None]) -> None:
+        """At every :meth:`fold`, ``apply(take())`` unless ``take()`` is None: the C counter
+        blocks of the SEND fast path and the PULL path (``PutCounters`` / ``PullCounters`` in
+        rmq/broker/processors/_sendpath.pyx) with :meth:`apply_put_counts` /
+        :meth:`apply_pull_counts`."""
+        self._folds.append((take, apply))
 
     def fold(self) -> None:
         """Take in the counts kept outside since the last fold. Called by every tick and by
-        every reader of the put statistics (runtime info, stats items, ``/metrics``, topic
-        deletion), so that what they see includes every stored SEND."""
-        for take in self._folds:
+        every reader of the statistics (runtime info, stats items, consume stats,
+        ``/metrics``, topic and group deletion), so that what they see includes every request."""
+        for take, apply in self._folds:
             got = take()
-            if got is None:
-                continue
-            topics, floor_ms, ceil_ms, rpc_total_ns, slow_ns = got
-            for topic, nums, size, times in topics:
-                self.on_put(topic, nums, size, times)
-            st = self.store
-            for ms, n in floor_ms:
-                st.record_put_time(ms, n)
-            if floor_ms:
-                st.put_time_max = max(st.put_time_max, floor_ms[-1][0])
-            hist = self.send_latency
-            for ms, n in ceil_ms:
-                hist.add_ms(ms, n)
-            hist.total += rpc_total_ns / 1e6
-            for ns in slow_ns:
-                st.record_put_time(ns // 1_000_000)
-                hist.observe_ns(ns)
+            if got is not None:
+                apply(got)
+
+    def apply_put_counts(self, got: PutCounts) -> None:
+        """``PutCounters.take()``'s counts, as the per-SEND calls would have made them."""
+        topics, floor_ms, ceil_ms, rpc_total_ns, slow_ns = got
+        for topic, nums, size, times in topics:
+            self.on_put(topic, nums, size, times)
+        st = self.store
+        for ms, n in floor_ms:
+            st.record_put_time(ms, n)
+        if floor_ms:
+            st.put_time_max = max(st.put_time_max, floor_ms[-1][0])
+        hist = self.send_latency
+        for ms, n in ceil_ms:
+            hist.add_ms(ms, n)
+        hist.total += rpc_total_ns / 1e6
+        for ns in slow_ns:
+            st.record_put_time(ns // 1_000_000)
+            hist.observe_ns(ns)
+
+    def apply_pull_counts(self, got: PullCounts) -> None:
+        """``PullCounters.take()``'s counts, as the per-pull calls would have made them."""
+        found, misses, max_ms, ceil_ms, rpc_total_ns, slow_ns = got
+        for group, topic, nums, size, times in found:
+            self.on_pull(group, topic, nums, size, times)
+        st = self.store
+        st.get_miss += misses
+        st.record_get_time(max_ms)
+        hist = self.pull_latency
+        for ms, n in ceil_ms:
+            hist.add_ms(ms, n)
+        hist.total += rpc_total_ns / 1e6
+        for ns in slow_ns:
+            hist.observe_ns(ns)
 
     def on_put_failed(self) -> None:
         self.store.put_failed += 1
@@ -400,15 +423,16 @@ class BrokerStatsManager:
         """A pull that found no message (Java getMessageTimesTotalMiss)."""
         self.store.get_miss += 1
 
-    def on_pull(self, group: str, topic: str, nums: int, size: int) -> None:
+    def on_pull(self, group: str, topic: str, nums: int, size: int, times: int = 1) -> None:
         """A pull answered with ``nums`` messages of ``size`` bytes (Java incGroupGetNums /
-        incGroupGetSize / incBrokerGetNums and the store's found count)."""
+        incGroupGetSize / incBrokerGetNums and the store's found count); ``times`` (default
+        1): the pulls these are the sums of (a fold of the PULL path's counters)."""
         st = self.store
-        st.get_found += 1
+        st.get_found += times
         st.get_transferred += nums
         st.get_size += size
         key = f"{topic}@{group}"
-        _count(self._group_get_nums, self._group_get_size, self._broker_get, key, nums, size)
+        _count(self._group_get_nums, self._group_get_size, self._broker_get, key, nums, size, times)
 
     # -- table upkeep --------------------------------------------------------------------
 
@@ -423,6 +447,7 @@ class BrokerStatsManager:
 
     def on_group_deleted(self, group: str) -> None:
         """Java onGroupDeleted: every topic@group item of the group goes."""
+        self.fold()  # (counts of the group still outside would bring its items back)
         suffix = "@" + group
         for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
             self.sets[name].remove_where(lambda k: k.endswith(suffix))
@@ -474,6 +499,7 @@ class BrokerStatsManager:
 
     def tps_group_get_nums(self, group: str, topic: str) -> float:
         """Java ``tpsGroupGetNums``: GROUP_GET_NUMS tps over the minute window."""
+        self.fold()
         item = self._group_get_nums.get(f"{topic}@{group}")
         return StatsItem.compute(item.minute)[1] if item is not None else 0.0
 

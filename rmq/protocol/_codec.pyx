@@ -777,6 +777,12 @@ def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64
 # it always did: what this scan takes, msgspec decodes to the same values (a hypothesis test
 # compares them, tests/remoting/test_json_header_scan.py).
 
+# 1 for the bytes a JSON string holds as they are: 0x20..0x7F but '"' and '\\'
+cdef uint8_t _JS_PLAIN[256]
+for _c in range(256):
+    _JS_PLAIN[_c] = 1 if 0x20 <= _c < 0x80 and _c != 0x22 and _c != 0x5C else 0
+
+
 cdef inline Py_ssize_t _js_ws(const uint8_t* p, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
     while i < n and (p[i] == c' ' or p[i] == c'\t' or p[i] == c'\n' or p[i] == c'\r'):
         i += 1
@@ -798,13 +804,23 @@ cdef Py_ssize_t _js_str(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, uint8_t* o
     """The JSON string at ``p[i]`` (its opening quote) unescaped into ``out`` (at most ``cap``
     bytes; ``out`` NULL: checked only): the index after its closing quote, or -1 when it is not
     an ASCII string of the accepted shape."""
-    cdef Py_ssize_t o = 0
+    cdef Py_ssize_t o = 0, run
     cdef uint8_t c
     cdef int u, k, h
     if i >= n or p[i] != c'"':
         return -1
     i += 1
     while True:
+        # a run of plain characters (printable ASCII but the quote and the backslash) at once
+        run = i
+        while i < n and _JS_PLAIN[p[i]]:
+            i += 1
+        if i > run:
+            if out != NULL:
+                if i - run > cap - o:
+                    return -1
+                memcpy(out + o, p + run, i - run)
+            o += i - run
         if i >= n:
             return -1
         c = p[i]

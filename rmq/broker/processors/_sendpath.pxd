@@ -13,6 +13,10 @@ cdef enum:
     _PC_MS = 64                                  # PutCounters' whole-millisecond slots
 
 
+cdef class _TopicCount:
+    cdef int64_t nums, size, times
+
+
 cdef class PutCounters:
     cdef dict topics
     cdef list slow
@@ -22,6 +26,18 @@ cdef class PutCounters:
     cdef public int64_t pending
 
     cdef void put(self, object topic, int64_t size, int64_t put_ns) except *
+
+
+cdef class PullCounters:
+    cdef dict topics                             # topic -> {group: _TopicCount}
+    cdef list slow
+    cdef int64_t ceil_ms[_PC_MS]
+    cdef int64_t rpc_total_ns, misses, max_ms
+    cdef public int64_t pending
+
+    cdef inline void _time(self, int64_t get_ns) except *
+    cpdef void found(self, str group, str topic, int64_t nums, int64_t size, int64_t get_ns) except *
+    cpdef void missed(self, int64_t get_ns) except *
 
 
 cdef class SendGate:

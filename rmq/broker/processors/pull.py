@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import MessageModel
+from rmq.broker.processors._sendpath import PullCounters
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
@@ -63,6 +64,7 @@ log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
 MASTER_ID = MixAll.MASTER_ID
+_monotonic_ns = time.monotonic_ns
 #: OffsetMovedEvent writes in flight at once; past it an event is dropped (one rate-limited
 #: line): a flood of out-of-range pulls must not queue unbounded appends.
 MAX_OFFSET_MOVED_WRITES = 64
@@ -92,6 +94,9 @@ class PullMessageProcessor:
             bc.filter_cache_size, bc.sql92_compiles_per_connection, bc.sql92_compiles_total
         )
         self._offset_moved_writes: set[asyncio.Task[None]] = set()
+        # the statistics of each pull, in C (folded into controller.stats by its fold())
+        self.counters = PullCounters()
+        controller.stats.add_fold(self.counters.take, controller.stats.apply_pull_counts)
 
     @property
     def store(self) -> MessageStore:
@@ -309,13 +314,11 @@ class PullMessageProcessor:
                     },
                 )
         # The store scan (its duration: Java StoreStatsService.setGetMessageEntireTimeMax).
-        t0 = time.monotonic_ns()
+        t0 = _monotonic_ns()
         result = self.store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
         )
-        get_ns = time.monotonic_ns() - t0
-        c.stats.store.record_get_time(get_ns // 1_000_000)
-        c.stats.pull_latency.observe_ns(get_ns)
+        get_ns = _monotonic_ns() - t0
         status = result.status.name
         ext = {
             "nextBeginOffset": str(result.next_begin_offset),
@@ -352,7 +355,7 @@ class PullMessageProcessor:
 
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS and result.message_count > 0:
-            c.stats.on_pull(h.consumer_group, h.topic, result.message_count, result.buffer_total_size)
+            self.counters.found(h.consumer_group, h.topic, result.message_count, result.buffer_total_size, get_ns)
             if result.holds_files:
                 # The holder rides in the body slot only until write_response swaps in its buffers.
                 response = cmd.response(code, status, ext, _Holder(result))  # type: ignore[arg-type]
@@ -360,7 +363,7 @@ class PullMessageProcessor:
                 response = cmd.response(code, status, ext, result.buffers)  # type: ignore[arg-type]
         else:
             result.release()
-            c.stats.on_pull_miss()
+            self.counters.missed(get_ns)
             if code == ResponseCode.SUCCESS:  # FOUND without a message: never send an empty body
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
             response = cmd.response(code, status, ext)
