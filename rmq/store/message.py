@@ -83,6 +83,11 @@ class GetMessageStatus(IntEnum):
     NO_MESSAGE_IN_QUEUE = 8
 
 
+# GetMessageStatus value -> name, for GetMessageResult.status_name
+_STATUS_NAMES = tuple(s.name for s in GetMessageStatus)
+assert all(s.value == i for i, s in enumerate(GetMessageStatus))
+
+
 NAME_VALUE_SEPARATOR = common.NAME_VALUE_SEPARATOR
 PROPERTY_SEPARATOR = common.PROPERTY_SEPARATOR
 
@@ -249,6 +254,8 @@ class GetMessageResult:
         "buffer_total_size",
         "buffers",
         "_holds",
+        "holds_files",
+        "status_name",
     )
 
     def __init__(
@@ -272,16 +279,16 @@ class GetMessageResult:
         self.buffer_total_size = buffer_total_size
         self.buffers = buffers if buffers is not None else []
         self._holds = holds
-
-    @property
-    def holds_files(self) -> bool:
-        """True while ``buffers`` are views of mapped files that ``release()`` must let go
-        (False for an answer copied into bytes, which needs no release)."""
-        return bool(self._holds)
+        #: True while ``buffers`` are views of mapped files that ``release()`` must let go
+        #: (False for an answer copied into bytes, which needs no release).
+        self.holds_files = bool(holds)
+        #: ``status.name`` (read per pull; an enum's name is a descriptor call)
+        self.status_name = _STATUS_NAMES[status]
 
     def release(self) -> None:
         """Drop the holds on the mapped files (idempotent). Do not use ``buffers`` after."""
         holds, self._holds = self._holds, None
+        self.holds_files = False
         self.buffers = []
         if holds:
             for mf in holds:

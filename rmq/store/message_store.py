@@ -946,7 +946,9 @@ class MessageStore:
             self._stats["get_total"] += 1
         cl = self.commit_log
         max_offset_py = cl.max_offset
-        cq = self.find_consume_queue(topic, queue_id, create=False) if queue_id >= 0 and topic else None
+        # (find_consume_queue without creating, inline: once per pull)
+        queues = self.consume_queue_table.get(topic) if queue_id >= 0 and topic else None
+        cq = queues.get(queue_id) if queues is not None else None
         if cq is None:
             if queue_id < 0 or not topic:
                 return GetMessageResult(

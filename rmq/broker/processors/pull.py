@@ -237,10 +237,11 @@ class PullMessageProcessor:
         if has_subscription:
             expression_type = h.expression_type or "TAG"
             sub_string = h.subscription
-            if not is_tag_type(expression_type) and not self.broker_config.enable_property_filter:
+            tag_type = is_tag_type(expression_type)
+            if not tag_type and not self.broker_config.enable_property_filter:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
             try:
-                if is_tag_type(expression_type):
+                if tag_type:
                     message_filter = self._filter(sub_string)
                 else:
                     found = self._sql_filter(expression_type, sub_string, known)
@@ -279,7 +280,8 @@ class PullMessageProcessor:
                 return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", {})
             expression_type = sub.expression_type
             sub_string = sub.sub_string
-            if is_tag_type(expression_type):
+            tag_type = is_tag_type(expression_type)
+            if tag_type:
                 message_filter = self._filter(sub_string)
             elif not self.broker_config.enable_property_filter:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
@@ -295,11 +297,12 @@ class PullMessageProcessor:
                     return _Compile(expression_type, sub_string or "", from_heartbeat=True)
                 message_filter = found
         # 7. property filtering enabled
-        if not is_tag_type(expression_type) and not self.broker_config.enable_property_filter:
+        if not tag_type and not self.broker_config.enable_property_filter:
             return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
 
         # A reset this member may not have applied (ali-ons ignores RESET_CONSUMER_CLIENT_OFFSET):
         # move it to the reset offset (rmq.broker.offset_reset).
+        store = c.started_store
         if c.pending_resets:
             moved_to = c.pending_resets.redirect(h.consumer_group, h.topic, h.queue_id, h.queue_offset)
             if moved_to is not None:
@@ -309,17 +312,17 @@ class PullMessageProcessor:
                     {
                         "nextBeginOffset": str(moved_to),
                         "suggestWhichBrokerId": str(MASTER_ID),
-                        "minOffset": str(max(0, self.store.get_min_offset_in_queue(h.topic, h.queue_id))),
-                        "maxOffset": str(self.store.get_max_offset_in_queue(h.topic, h.queue_id)),
+                        "minOffset": str(max(0, store.get_min_offset_in_queue(h.topic, h.queue_id))),
+                        "maxOffset": str(store.get_max_offset_in_queue(h.topic, h.queue_id)),
                     },
                 )
         # The store scan (its duration: Java StoreStatsService.setGetMessageEntireTimeMax).
         t0 = _monotonic_ns()
-        result = self.store.get_message(
+        result = store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
         )
         get_ns = _monotonic_ns() - t0
-        status = result.status.name
+        status = result.status_name
         ext = {
             "nextBeginOffset": str(result.next_begin_offset),
             "minOffset": str(result.min_offset),
