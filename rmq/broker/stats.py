@@ -386,8 +386,6 @@ class BrokerStatsManager:
         st = self.store
         for ms, n in floor_ms:
             st.record_put_time(ms, n)
-        if floor_ms:
-            st.put_time_max = max(st.put_time_max, floor_ms[-1][0])
         hist = self.send_latency
         for ms, n in ceil_ms:
             hist.add_ms(ms, n)

@@ -296,7 +296,8 @@ class GetMessageResult:
 
     def iter_records(self) -> Iterator[memoryview]:
         """Yield one memoryview per record (splits the merged buffers; for tests and tools)."""
-        for buf in self.buffers:
+        for part in self.buffers:
+            buf = memoryview(part)  # (a copied answer is bytes: its slices as views too)
             pos = 0
             while pos < len(buf):
                 size = int.from_bytes(buf[pos : pos + 4], "big")
