@@ -26,7 +26,8 @@ Workloads (each through the bench clients, as ``rounds.py`` runs them):
 ``--top K`` prints the K functions of the dump with the most instructions of their own
 (``callgrind_annotate``; ``--inclusive`` counts their callees too): Python frames show as the interpreter's, Cython
 functions by their C names. Valgrind slows the broker 30–100×: keep ``--messages`` small
-(20,000 to 200,000).
+(20,000 to 200,000), but not smaller: the broker's background work over the run's wall time
+(periodic tasks) is divided by the messages, so 5,000 reads 5–20 % higher than 20,000.
 """
 
 from __future__ import annotations
