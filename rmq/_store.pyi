@@ -117,7 +117,8 @@ def get_message_scan(
     max_count_disk: int,
     prop_program: SqlProgram | None = None,
     prop_evaluate: Callable[[list[str | None]], bool] | None = None,
-) -> tuple[int, int, int, int, int, list[tuple[int, int, int]]]: ...
+    copy_limit: int = 0,
+) -> tuple[int, int, int, int, int, list[tuple[int, int, int]] | bytes]: ...
 
 class Appender:
     """The CommitLog's one writer (rmq/_append.pxi): queue offsets, topic cache, write

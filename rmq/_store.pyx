@@ -29,6 +29,7 @@ buffer's length before it reads (``_walk`` for records, explicit checks elsewher
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN
 from libc.string cimport memcpy, memcmp, memset
 from rmq.common._bytes cimport rd16, rdu16, rd32, rdu32, rd64, wr16, wr32, wr64, java_crc as _crc
@@ -867,7 +868,8 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
                      int64_t readable_offset, int max_msg_nums, int64_t max_offset_py,
                      int64_t memory, tag_codes, list tag_bytes,
                      int max_bytes_mem, int max_count_mem, int max_bytes_disk,
-                     int max_count_disk, SqlProgram prop_program=None, object prop_evaluate=None):
+                     int max_count_disk, SqlProgram prop_program=None, object prop_evaluate=None,
+                     Py_ssize_t copy_limit=0):
     """The loop of Java DefaultMessageStore.getMessage over ``cq_buf[start:end]``.
 
     Scans at most ``max(16000, max_msg_nums * 20)`` bytes of units. For each unit: skip it
@@ -882,7 +884,12 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     subscriptions pass ``None`` and pay one pointer test per record.
 
     Returns ``(status, scanned_bytes, message_count, total_bytes, max_phy_offset_pulling,
-    segments)``; ``segments`` lists ``(file_index, start, end)`` of adjacent records merged.
+    segments)``; ``segments`` lists ``(file_index, start, end)`` of adjacent records merged,
+    or, when ``0 < total_bytes <= copy_limit`` (default 0: never), is one ``bytes`` holding
+    the records copied in order. A copy costs one memcpy of what the kernel copies again into
+    the socket; a view per record costs several Python objects (the tuple here, the slice, the
+    transport's own memoryview of it) and a hold on its file until the write has left, which
+    for small records is far dearer than the bytes (bench/README.md, "The drain").
     """
     cdef RecordBuf d = record_buf(cq_buf)
     cdef const uint8_t* cq = d.ptr
@@ -899,6 +906,12 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
     cdef Py_ssize_t ncodes = 0, k
     cdef bint filtering = tag_codes is not None
     cdef bint matched
+    # the segments as (file index, start, end) triplets, made Python objects (or copied) at the end
+    cdef Py_ssize_t* segs = NULL
+    cdef Py_ssize_t nsegs = 0, cap = 0
+    cdef Py_ssize_t* grown
+    cdef bytes body
+    cdef char* out
     if end > d.size:
         end = d.size
     if start < 0:
@@ -973,7 +986,16 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
                 seg_end = fpos + size_py
             else:
                 if seg_idx >= 0:
-                    segments.append((seg_idx, seg_start, seg_end))
+                    if nsegs == cap:
+                        cap = cap * 2 if cap else 64
+                        grown = <Py_ssize_t*>PyMem_Realloc(segs, cap * 3 * sizeof(Py_ssize_t))
+                        if grown == NULL:
+                            raise MemoryError()
+                        segs = grown
+                    segs[3 * nsegs] = seg_idx
+                    segs[3 * nsegs + 1] = seg_start
+                    segs[3 * nsegs + 2] = seg_end
+                    nsegs += 1
                 seg_idx = fidx
                 seg_start = fpos
                 seg_end = fpos + size_py
@@ -982,11 +1004,31 @@ def get_message_scan(cq_buf, Py_ssize_t start, Py_ssize_t end, CommitLogTable ta
             status = ST_FOUND
             next_phy_file_start = _I64_MIN
             i += CQ_UNIT
+        if seg_idx >= 0:
+            if nsegs == cap:
+                cap = cap + 1
+                grown = <Py_ssize_t*>PyMem_Realloc(segs, cap * 3 * sizeof(Py_ssize_t))
+                if grown == NULL:
+                    raise MemoryError()
+                segs = grown
+            segs[3 * nsegs] = seg_idx
+            segs[3 * nsegs + 1] = seg_start
+            segs[3 * nsegs + 2] = seg_end
+            nsegs += 1
+        if 0 < total <= copy_limit:
+            # every segment was located in a held buffer of the table during this call
+            body = PyBytes_FromStringAndSize(NULL, <Py_ssize_t>total)
+            out = PyBytes_AS_STRING(body)
+            for k in range(nsegs):
+                memcpy(out, <const char*>table.bufs[segs[3 * k]].buf + segs[3 * k + 1], segs[3 * k + 2] - segs[3 * k + 1])
+                out += segs[3 * k + 2] - segs[3 * k + 1]
+            return status, i, count, total, max_phy_pulling, body
+        for k in range(nsegs):
+            segments.append((segs[3 * k], segs[3 * k + 1], segs[3 * k + 2]))
     finally:
         if codes != NULL:
             PyMem_Free(codes)
-    if seg_idx >= 0:
-        segments.append((seg_idx, seg_start, seg_end))
+        PyMem_Free(segs)
     return status, i, count, total, max_phy_pulling, segments
 
 

@@ -182,6 +182,7 @@ class BrokerMetrics:
         executor = self._executor
         phases: dict[str, float] = {}
         t0 = time.perf_counter()
+        self.controller.stats.fold()  # on the loop, before the walk reads the sets in a thread
         kv = self._runtime_info()
         t1 = time.perf_counter()
         phases["runtime_info"] = t1 - t0

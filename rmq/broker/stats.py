@@ -37,6 +37,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from rmq.common.metrics import RPC_LATENCY_BUCKETS_MS
 from rmq.common.stats import DEFAULT_IDLE_MS, DEFAULT_MAX_ITEMS, StatsItem, StatsItemSet
@@ -67,6 +68,13 @@ GROUP_GET_SIZE = "GROUP_GET_SIZE"
 SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
 BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
 BROKER_GET_NUMS = "BROKER_GET_NUMS"
+
+# What the C counter blocks give BrokerStatsManager.fold (rmq/broker/processors/_sendpath.pyx):
+# PutCounters.take: (topics [(topic, nums, size, times)], floor_ms [(ms, n)], ceil_ms [(ms, n)],
+# rpc_total_ns, slow_ns); PullCounters.take: (found [(group, topic, nums, size, times)], misses,
+# max_ms, ceil_ms [(ms, n)], rpc_total_ns, slow_ns).
+PutCounts = tuple[list[tuple[str, int, int, int]], list[tuple[int, int]], list[tuple[int, int]], int, list[int]]
+PullCounts = tuple[list[tuple[str, str, int, int, int]], int, int, list[tuple[int, int]], int, list[int]]
 
 
 def java_double(x: float) -> str:
@@ -152,10 +160,10 @@ class StoreStats:
         self.get_total_today_morning = 0
         self.get_total_yesterday_morning = 0
 
-    def record_put_time(self, ms: int) -> None:
-        """One put's duration (Java ``setPutMessageEntireTimeMax``)."""
-        self._distribute[bisect.bisect_left(_DISTRIBUTE_BOUNDS, ms + 1) if ms > 0 else 0] += 1
-        self._latency[bisect.bisect_left(_LATENCY_BOUNDS, ms)] += 1
+    def record_put_time(self, ms: int, n: int = 1) -> None:
+        """``n`` puts of ``ms`` milliseconds each (default one; Java ``setPutMessageEntireTimeMax``)."""
+        self._distribute[bisect.bisect_left(_DISTRIBUTE_BOUNDS, ms + 1) if ms > 0 else 0] += n
+        self._latency[bisect.bisect_left(_LATENCY_BOUNDS, ms)] += n
         if ms > self.put_time_max:
             self.put_time_max = ms
 
@@ -240,6 +248,12 @@ class LatencyHistogram:
         self.counts[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, ms)] += 1
         self.total += ms
 
+    def add_ms(self, ms: int, n: int, total_ms: float = 0.0) -> None:
+        """``n`` durations of at most ``ms`` whole milliseconds and more than ``ms - 1`` (one
+        bucket, since the bounds are whole milliseconds), plus ``total_ms`` to the total."""
+        self.counts[bisect.bisect_left(RPC_LATENCY_BUCKETS_MS, ms)] += n
+        self.total += total_ms
+
 
 def _human_bytes(n: int) -> str:
     """Java ``MixAll.humanReadableByteCount(bytes, false)``: ``"55.7 KiB"``."""
@@ -305,6 +319,7 @@ class BrokerStatsManager:
         # Java samples every set at once on start (initial delay 0)
         self._next = {"store": now, "sec": now, "min": now, "hour": now, "print": now + 6 * self.interval_ms}
         self._next_midnight = self._midnight_after(now)
+        self._folds: list[tuple[Callable[[], Any], Callable[[Any], None]]] = []
         self.tick()
 
     def _now(self) -> int:
@@ -335,14 +350,64 @@ class BrokerStatsManager:
 
     # -- counting (one call per request) -------------------------------------------------
 
-    def on_put(self, topic: str, nums: int, size: int) -> None:
+    def on_put(self, topic: str, nums: int, size: int, times: int = 1) -> None:
         """A SEND stored ``nums`` messages of ``size`` bytes into ``topic`` (Java
         incTopicPutNums / incTopicPutSize / incBrokerPutNums and the store's totals); the
-        put's duration goes to ``store.record_put_time``."""
+        put's duration goes to ``store.record_put_time``. ``times`` (default 1): the SENDs
+        these are the sums of (a fold of the fast path's counters)."""
         st = self.store
         st.put_nums += nums
         st.put_size += size
-        _count(self._topic_put_nums, self._topic_put_size, self._broker_put, topic, nums, size)
+        _count(self._topic_put_nums, self._topic_put_size, self._broker_put, topic, nums, size, times)
+
+    # -- counts kept outside (the SEND fast path's C counters) ------------------------------
+
+    def add_fold(self, take: Callable[[], Any], apply: Callable[[Any], None]) -> None:
+        """At every :meth:`fold`, ``apply(take())`` unless ``take()`` is None: the C counter
+        blocks of the SEND fast path and the PULL path (``PutCounters`` / ``PullCounters`` in
+        rmq/broker/processors/_sendpath.pyx) with :meth:`apply_put_counts` /
+        :meth:`apply_pull_counts`."""
+        self._folds.append((take, apply))
+
+    def fold(self) -> None:
+        """Take in the counts kept outside since the last fold. Called by every tick and by
+        every reader of the statistics (runtime info, stats items, consume stats,
+        ``/metrics``, topic and group deletion), so that what they see includes every request."""
+        for take, apply in self._folds:
+            got = take()
+            if got is not None:
+                apply(got)
+
+    def apply_put_counts(self, got: PutCounts) -> None:
+        """``PutCounters.take()``'s counts, as the per-SEND calls would have made them."""
+        topics, floor_ms, ceil_ms, rpc_total_ns, slow_ns = got
+        for topic, nums, size, times in topics:
+            self.on_put(topic, nums, size, times)
+        st = self.store
+        for ms, n in floor_ms:
+            st.record_put_time(ms, n)
+        hist = self.send_latency
+        for ms, n in ceil_ms:
+            hist.add_ms(ms, n)
+        hist.total += rpc_total_ns / 1e6
+        for ns in slow_ns:
+            st.record_put_time(ns // 1_000_000)
+            hist.observe_ns(ns)
+
+    def apply_pull_counts(self, got: PullCounts) -> None:
+        """``PullCounters.take()``'s counts, as the per-pull calls would have made them."""
+        found, misses, max_ms, ceil_ms, rpc_total_ns, slow_ns = got
+        for group, topic, nums, size, times in found:
+            self.on_pull(group, topic, nums, size, times)
+        st = self.store
+        st.get_miss += misses
+        st.record_get_time(max_ms)
+        hist = self.pull_latency
+        for ms, n in ceil_ms:
+            hist.add_ms(ms, n)
+        hist.total += rpc_total_ns / 1e6
+        for ns in slow_ns:
+            hist.observe_ns(ns)
 
     def on_put_failed(self) -> None:
         self.store.put_failed += 1
@@ -356,20 +421,22 @@ class BrokerStatsManager:
         """A pull that found no message (Java getMessageTimesTotalMiss)."""
         self.store.get_miss += 1
 
-    def on_pull(self, group: str, topic: str, nums: int, size: int) -> None:
+    def on_pull(self, group: str, topic: str, nums: int, size: int, times: int = 1) -> None:
         """A pull answered with ``nums`` messages of ``size`` bytes (Java incGroupGetNums /
-        incGroupGetSize / incBrokerGetNums and the store's found count)."""
+        incGroupGetSize / incBrokerGetNums and the store's found count); ``times`` (default
+        1): the pulls these are the sums of (a fold of the PULL path's counters)."""
         st = self.store
-        st.get_found += 1
+        st.get_found += times
         st.get_transferred += nums
         st.get_size += size
         key = f"{topic}@{group}"
-        _count(self._group_get_nums, self._group_get_size, self._broker_get, key, nums, size)
+        _count(self._group_get_nums, self._group_get_size, self._broker_get, key, nums, size, times)
 
     # -- table upkeep --------------------------------------------------------------------
 
     def on_topic_deleted(self, topic: str) -> None:
         """Java onTopicDeleted: the topic's items and its topic@group items go."""
+        self.fold()  # (counts of the topic still outside would bring its items back)
         prefix = topic + "@"
         for name in (TOPIC_PUT_NUMS, TOPIC_PUT_SIZE):
             self.sets[name].items.pop(topic, None)
@@ -378,6 +445,7 @@ class BrokerStatsManager:
 
     def on_group_deleted(self, group: str) -> None:
         """Java onGroupDeleted: every topic@group item of the group goes."""
+        self.fold()  # (counts of the group still outside would bring its items back)
         suffix = "@" + group
         for name in (GROUP_GET_NUMS, GROUP_GET_SIZE, SNDBCK_PUT_NUMS):
             self.sets[name].remove_where(lambda k: k.endswith(suffix))
@@ -386,6 +454,7 @@ class BrokerStatsManager:
 
     def tick(self) -> None:
         """Take every sample that is due by :attr:`clock` (cheap when none is)."""
+        self.fold()
         now = self.clock()
         nxt = self._next
         if now >= nxt["store"]:
@@ -422,16 +491,19 @@ class BrokerStatsManager:
 
     def get_stats_item(self, stats_name: str, stats_key: str) -> StatsItem | None:
         """Java ``BrokerStatsManager.getStatsItem`` (None for an unknown name or key)."""
+        self.fold()
         s = self.sets.get(stats_name)
         return s.get(stats_key) if s is not None else None
 
     def tps_group_get_nums(self, group: str, topic: str) -> float:
         """Java ``tpsGroupGetNums``: GROUP_GET_NUMS tps over the minute window."""
+        self.fold()
         item = self._group_get_nums.get(f"{topic}@{group}")
         return StatsItem.compute(item.minute)[1] if item is not None else 0.0
 
     def runtime_info(self) -> dict[str, str]:
         """The StoreStatsService and BrokerStats part of GET_BROKER_RUNTIME_INFO."""
+        self.fold()
         st = self.store
         now = self.clock()
         total = st.put_nums or 1
@@ -469,11 +541,13 @@ class BrokerStatsManager:
 human_bytes = _human_bytes
 
 
-def _count(nums: StatsItemSet, sizes: StatsItemSet, total: StatsItem | None, key: str, n: int, size: int) -> None:
-    """One put or pull of ``n`` messages of ``size`` bytes: the key's count and size items and
-    the broker's total (Java incTopicPutNums + incTopicPutSize + incBrokerPutNums, and the
-    GET counterparts)."""
-    nums.add(key, n)
-    sizes.add(key, size)
+def _count(
+    nums: StatsItemSet, sizes: StatsItemSet, total: StatsItem | None, key: str, n: int, size: int, times: int = 1
+) -> None:
+    """``times`` puts or pulls (default one) of ``n`` messages of ``size`` bytes in all: the
+    key's count and size items and the broker's total (Java incTopicPutNums + incTopicPutSize +
+    incBrokerPutNums, and the GET counterparts)."""
+    nums.add(key, n, times)
+    sizes.add(key, size, times)
     if total is not None:
-        total.add(n)
+        total.add(n, times)

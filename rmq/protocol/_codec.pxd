@@ -1,8 +1,8 @@
 # cython: language_level=3
 """rmq.protocol._codec at C level, cimported by the broker's SEND fast path
-(rmq/broker/processors/_sendpath.pyx): the one SEND reply writer and the text checks of the
-typed-header reader. The buffer helpers behind the writer (JOut, jo_*, bo_*) stay in the module."""
-from libc.stdint cimport int32_t, int64_t
+(rmq/broker/processors/_sendpath.pyx): the one SEND reply writer, the text checks of the
+typed-header reader and the JSON request header scan. The buffer helpers behind the writer (JOut, jo_*, bo_*) stay in the module."""
+from libc.stdint cimport int32_t, int64_t, uint8_t
 
 cdef enum:
     # a header field's kind (HeaderReader, SendFastPath)
@@ -15,3 +15,17 @@ cdef object send_reply(int serialize_type, int code, int32_t opaque, object msg_
                        bint trace_on)
 cdef bint has_surrogate(object s) except -1
 cdef bint str_decimal(object s, long long* out) noexcept
+
+
+cdef struct JsonHead:
+    # a JSON request header's numbers (json_header_scan)
+    int64_t code
+    int64_t flag
+    int64_t opaque
+    int64_t version
+
+# The JSON request header ``p[:n]`` read without a dict: its numbers into ``h``, its extFields
+# as a ROCKETMQ-form map into ``ext`` (at most ``cap`` bytes; ``n`` always suffices); the map's
+# length, or -1 for any header outside the common shape (the general decoder's then).
+cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, uint8_t* ext,
+                                 Py_ssize_t cap) noexcept nogil

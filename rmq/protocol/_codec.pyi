@@ -45,6 +45,10 @@ def send_reply_frame(
     trace_on: bool,
 ) -> bytes | None: ...
 
+# The JSON request-header scan the SEND fast path uses, for tests: (code, flag, opaque, version,
+# extFields) or None when the header is outside the common shape (the general decoder's).
+def json_header_scan_py(header: bytes | bytearray | memoryview) -> tuple[int, int, int, int, dict[str, str]] | None: ...
+
 class HeaderReader:
     """``reader(cls, ext)``: a typed header from extFields, like the generated
     ``from_ext_fields`` (which it calls, as ``fallback``, for anything it does not handle or

@@ -755,3 +755,314 @@ def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64
     if not PyUnicode_CheckExact(msg_id):
         return None
     return send_reply(serialize_type, code, opaque, msg_id, NULL, 0, queue_id, queue_offset, region, trace_on)
+
+
+# ------------------------------------------------------------------------------ JSON header scan
+#
+# json_header_scan reads a JSON request header straight from its bytes into C values and its
+# extFields into a ROCKETMQ-form map (keyLen i16 | key | valLen i32 | value)*, which the
+# binary header's readers take as they are (the SEND fast path's _read_map): no dict, no str
+# per field. It takes only the shape the Java, C++ and ali-ons clients write (fastjson:
+#
+#   {"code":310,"extFields":{"a":"...",...},"flag":0,"language":"JAVA","opaque":7,
+#    "serializeTypeCurrentRPC":"JSON","version":395}
+#
+# in any key order, with JSON whitespace): the eight RemotingCommand fields at most once each,
+# integers for code/flag/opaque/version (at most 18 digits, no fraction or exponent), strings
+# for language, strings or null for remark and serializeTypeCurrentRPC, an object of string
+# values for extFields; strings of ASCII with JSON's escapes (\uXXXX below U+0080 only), no
+# raw control character. Anything else -- a byte >= 0x80, a number or null in extFields, an
+# unknown key, malformed JSON, text after the object -- returns -1, and the caller hands the
+# header to the general decoder (msgspec, then the reference), which accepts or refuses it as
+# it always did: what this scan takes, msgspec decodes to the same values (a hypothesis test
+# compares them, tests/remoting/test_json_header_scan.py).
+
+# 1 for the bytes a JSON string holds as they are: 0x20..0x7F but '"' and '\\'
+cdef uint8_t _JS_PLAIN[256]
+for _c in range(256):
+    _JS_PLAIN[_c] = 1 if 0x20 <= _c < 0x80 and _c != 0x22 and _c != 0x5C else 0
+
+
+cdef inline Py_ssize_t _js_ws(const uint8_t* p, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    while i < n and (p[i] == c' ' or p[i] == c'\t' or p[i] == c'\n' or p[i] == c'\r'):
+        i += 1
+    return i
+
+
+cdef inline int _js_hex(uint8_t c) noexcept nogil:
+    if c'0' <= c <= c'9':
+        return c - c'0'
+    if c'a' <= c <= c'f':
+        return c - c'a' + 10
+    if c'A' <= c <= c'F':
+        return c - c'A' + 10
+    return -1
+
+
+cdef Py_ssize_t _js_str(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, uint8_t* out, Py_ssize_t cap,
+                        Py_ssize_t* olen) noexcept nogil:
+    """The JSON string at ``p[i]`` (its opening quote) unescaped into ``out`` (at most ``cap``
+    bytes; ``out`` NULL: checked only): the index after its closing quote, or -1 when it is not
+    an ASCII string of the accepted shape."""
+    cdef Py_ssize_t o = 0, run
+    cdef uint8_t c
+    cdef int u, k, h
+    if i >= n or p[i] != c'"':
+        return -1
+    i += 1
+    while True:
+        # a run of plain characters (printable ASCII but the quote and the backslash) at once
+        run = i
+        while i < n and _JS_PLAIN[p[i]]:
+            i += 1
+        if i > run:
+            if out != NULL:
+                if i - run > cap - o:
+                    return -1
+                memcpy(out + o, p + run, i - run)
+            o += i - run
+        if i >= n:
+            return -1
+        c = p[i]
+        if c == c'"':
+            olen[0] = o
+            return i + 1
+        if c < 0x20 or c >= 0x80:
+            return -1
+        if c == c'\\':
+            if i + 1 >= n:
+                return -1
+            c = p[i + 1]
+            if c == c'"' or c == c'\\' or c == c'/':
+                i += 2
+            elif c == c'b':
+                c = 8
+                i += 2
+            elif c == c'f':
+                c = 12
+                i += 2
+            elif c == c'n':
+                c = 10
+                i += 2
+            elif c == c'r':
+                c = 13
+                i += 2
+            elif c == c't':
+                c = 9
+                i += 2
+            elif c == c'u':
+                if i + 6 > n:
+                    return -1
+                u = 0
+                for k in range(4):
+                    h = _js_hex(p[i + 2 + k])
+                    if h < 0:
+                        return -1
+                    u = u * 16 + h
+                if u >= 0x80:
+                    return -1
+                c = <uint8_t>u
+                i += 6
+            else:
+                return -1
+        else:
+            i += 1
+        if out != NULL:
+            if o >= cap:
+                return -1
+            out[o] = c
+        o += 1
+
+
+cdef Py_ssize_t _js_int(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, int64_t* val) noexcept nogil:
+    """The JSON integer at ``p[i]`` (``-?(0|[1-9][0-9]{0,17})``, not followed by a fraction or
+    an exponent): the index after it, or -1."""
+    cdef bint neg = False
+    cdef int64_t x = 0
+    cdef Py_ssize_t d = 0
+    if i < n and p[i] == c'-':
+        neg = True
+        i += 1
+    if i >= n or p[i] < c'0' or p[i] > c'9':
+        return -1
+    if p[i] == c'0':
+        i += 1
+        d = 1
+    else:
+        while i < n and c'0' <= p[i] <= c'9':
+            x = x * 10 + (p[i] - c'0')
+            i += 1
+            d += 1
+            if d > 18:
+                return -1
+    if i < n and (p[i] == c'.' or p[i] == c'e' or p[i] == c'E' or c'0' <= p[i] <= c'9'):
+        return -1
+    val[0] = -x if neg else x
+    return i
+
+
+cdef enum:
+    _JK_CODE = 1
+    _JK_LANGUAGE = 2
+    _JK_VERSION = 4
+    _JK_OPAQUE = 8
+    _JK_FLAG = 16
+    _JK_REMARK = 32
+    _JK_EXT = 64
+    _JK_SER = 128
+
+
+cdef inline bint _js_key(const uint8_t* k, Py_ssize_t n, const char* name) noexcept nogil:
+    cdef Py_ssize_t i = 0
+    while name[i] != 0:
+        if i >= n or k[i] != <uint8_t>name[i]:
+            return False
+        i += 1
+    return i == n
+
+
+cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, uint8_t* ext,
+                                 Py_ssize_t cap) noexcept nogil:
+    cdef uint8_t key[32]
+    cdef Py_ssize_t i, klen, e = 0, at, vlen
+    cdef int seen = 0, bit
+    cdef int64_t v
+    h.code = 0
+    h.flag = 0
+    h.opaque = 0
+    h.version = 0
+    i = _js_ws(p, n, 0)
+    if i >= n or p[i] != c'{':
+        return -1
+    i = _js_ws(p, n, i + 1)
+    if i < n and p[i] == c'}':
+        return -1                                  # (no code)
+    while True:
+        i = _js_str(p, n, i, key, 32, &klen)
+        if i < 0:
+            return -1
+        i = _js_ws(p, n, i)
+        if i >= n or p[i] != c':':
+            return -1
+        i = _js_ws(p, n, i + 1)
+        if i >= n:
+            return -1
+        if _js_key(key, klen, b"code"):
+            bit = _JK_CODE
+        elif _js_key(key, klen, b"extFields"):
+            bit = _JK_EXT
+        elif _js_key(key, klen, b"flag"):
+            bit = _JK_FLAG
+        elif _js_key(key, klen, b"language"):
+            bit = _JK_LANGUAGE
+        elif _js_key(key, klen, b"opaque"):
+            bit = _JK_OPAQUE
+        elif _js_key(key, klen, b"remark"):
+            bit = _JK_REMARK
+        elif _js_key(key, klen, b"serializeTypeCurrentRPC"):
+            bit = _JK_SER
+        elif _js_key(key, klen, b"version"):
+            bit = _JK_VERSION
+        else:
+            return -1
+        if seen & bit:
+            return -1
+        seen |= bit
+        if bit == _JK_CODE or bit == _JK_FLAG or bit == _JK_OPAQUE or bit == _JK_VERSION:
+            i = _js_int(p, n, i, &v)
+            if i < 0:
+                return -1
+            if bit == _JK_CODE:
+                h.code = v
+            elif bit == _JK_FLAG:
+                h.flag = v
+            elif bit == _JK_OPAQUE:
+                h.opaque = v
+            else:
+                h.version = v
+        elif bit == _JK_EXT:
+            if p[i] != c'{':
+                return -1
+            i = _js_ws(p, n, i + 1)
+            if i < n and p[i] == c'}':
+                i += 1
+            else:
+                while True:
+                    if cap - e < 2:
+                        return -1
+                    at = e
+                    i = _js_str(p, n, i, ext + e + 2, cap - e - 2, &klen)
+                    if i < 0 or klen > 0x7FFF:
+                        return -1
+                    wr16(ext + at, <int16_t>klen)
+                    e += 2 + klen
+                    i = _js_ws(p, n, i)
+                    if i >= n or p[i] != c':':
+                        return -1
+                    i = _js_ws(p, n, i + 1)
+                    if cap - e < 4:
+                        return -1
+                    at = e
+                    i = _js_str(p, n, i, ext + e + 4, cap - e - 4, &vlen)
+                    if i < 0:
+                        return -1
+                    wr32(ext + at, <int32_t>vlen)
+                    e += 4 + vlen
+                    i = _js_ws(p, n, i)
+                    if i >= n:
+                        return -1
+                    if p[i] == c',':
+                        i = _js_ws(p, n, i + 1)
+                        continue
+                    if p[i] != c'}':
+                        return -1
+                    i += 1
+                    break
+        else:                                       # language, remark, serializeTypeCurrentRPC
+            if bit != _JK_LANGUAGE and i + 4 <= n and memcmp(p + i, b"null", 4) == 0:
+                i += 4
+            else:
+                i = _js_str(p, n, i, NULL, 0, &vlen)
+                if i < 0:
+                    return -1
+        i = _js_ws(p, n, i)
+        if i >= n:
+            return -1
+        if p[i] == c',':
+            i = _js_ws(p, n, i + 1)
+            continue
+        if p[i] != c'}':
+            return -1
+        break
+    if not (seen & _JK_CODE) or _js_ws(p, n, i + 1) != n:
+        return -1
+    return e
+
+
+def json_header_scan_py(header):
+    """``json_header_scan`` for tests: ``(code, flag, opaque, version, {key: value})`` of the
+    JSON header bytes (the map's entries in order, the last of a repeated key kept), or None
+    when the scan does not take it."""
+    cdef bytes b = bytes(header)
+    cdef JsonHead h
+    cdef Py_ssize_t n = len(b), e, pos = 0, kl, vl
+    cdef uint8_t* ext = <uint8_t*>PyMem_Malloc(n + 1)
+    cdef const uint8_t* q
+    if ext == NULL:
+        raise MemoryError()
+    try:
+        e = json_header_scan(<const uint8_t*>PyBytes_AS_STRING(b), n, &h, ext, n)
+        if e < 0:
+            return None
+        fields = {}
+        q = ext
+        while pos < e:
+            kl = rd16(q + pos)
+            key = (<char*>q)[pos + 2:pos + 2 + kl].decode("ascii")
+            pos += 2 + kl
+            vl = rd32(q + pos)
+            fields[key] = (<char*>q)[pos + 4:pos + 4 + vl].decode("ascii")
+            pos += 4 + vl
+        return h.code, h.flag, h.opaque, h.version, fields
+    finally:
+        PyMem_Free(ext)

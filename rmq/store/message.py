@@ -83,6 +83,11 @@ class GetMessageStatus(IntEnum):
     NO_MESSAGE_IN_QUEUE = 8
 
 
+# GetMessageStatus value -> name, for GetMessageResult.status_name
+_STATUS_NAMES = tuple(s.name for s in GetMessageStatus)
+assert all(s.value == i for i, s in enumerate(GetMessageStatus))
+
+
 NAME_VALUE_SEPARATOR = common.NAME_VALUE_SEPARATOR
 PROPERTY_SEPARATOR = common.PROPERTY_SEPARATOR
 
@@ -249,6 +254,8 @@ class GetMessageResult:
         "buffer_total_size",
         "buffers",
         "_holds",
+        "holds_files",
+        "status_name",
     )
 
     def __init__(
@@ -272,10 +279,16 @@ class GetMessageResult:
         self.buffer_total_size = buffer_total_size
         self.buffers = buffers if buffers is not None else []
         self._holds = holds
+        #: True while ``buffers`` are views of mapped files that ``release()`` must let go
+        #: (False for an answer copied into bytes, which needs no release).
+        self.holds_files = bool(holds)
+        #: ``status.name`` (read per pull; an enum's name is a descriptor call)
+        self.status_name = _STATUS_NAMES[status]
 
     def release(self) -> None:
         """Drop the holds on the mapped files (idempotent). Do not use ``buffers`` after."""
         holds, self._holds = self._holds, None
+        self.holds_files = False
         self.buffers = []
         if holds:
             for mf in holds:
@@ -283,7 +296,8 @@ class GetMessageResult:
 
     def iter_records(self) -> Iterator[memoryview]:
         """Yield one memoryview per record (splits the merged buffers; for tests and tools)."""
-        for buf in self.buffers:
+        for part in self.buffers:
+            buf = memoryview(part)  # (a copied answer is bytes: its slices as views too)
             pos = 0
             while pos < len(buf):
                 size = int.from_bytes(buf[pos : pos + 4], "big")

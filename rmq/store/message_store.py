@@ -82,6 +82,11 @@ QUERY_MESSAGE_MAX_BYTES = 32 * 1024 * 1024  # index = value (the scan returns 0,
 #: a start that finds it truncates there again before recovering, so a kill -9 in the middle
 #: never brings the cut records back.
 TRUNCATE_MARKER = "truncate"
+# A getMessage answer of at most this many bytes is copied out of the mapped files into one
+# bytes object (get_message_scan's copy_limit) instead of one zero-copy view per record: Java's
+# default maxTransferBytesOnMessageInMemory, so every pull of the ordinary limits is copied and
+# only a pull carrying one larger record is sent as views (design.md, "The PULL path").
+PULL_COPY_LIMIT = 256 * 1024
 
 
 def _wait_store_msg_ok(msg: MessageInner) -> bool:
@@ -941,7 +946,9 @@ class MessageStore:
             self._stats["get_total"] += 1
         cl = self.commit_log
         max_offset_py = cl.max_offset
-        cq = self.find_consume_queue(topic, queue_id, create=False) if queue_id >= 0 and topic else None
+        # (find_consume_queue without creating, inline: once per pull)
+        queues = self.consume_queue_table.get(topic) if queue_id >= 0 and topic else None
+        cq = queues.get(queue_id) if queues is not None else None
         if cq is None:
             if queue_id < 0 or not topic:
                 return GetMessageResult(
@@ -1010,10 +1017,16 @@ class MessageStore:
             cfg.max_transfer_count_on_message_in_disk,
             program,
             prop_evaluate,
+            PULL_COPY_LIMIT,
         )
-        buffers = []
+        buffers: list[Any]
         holds = []
-        if segments:
+        if isinstance(segments, bytes):  # small records: copied, no view and no hold (get_message_scan)
+            buffers = [segments]
+            if count:
+                self._stats["get_found"] += found
+        elif segments:
+            buffers = []
             files = cl.table_files
             for fidx, s, e in segments:
                 mf = files[fidx]
@@ -1022,6 +1035,8 @@ class MessageStore:
                 buffers.append(memoryview(mf.mm)[s:e])
             if count:
                 self._stats["get_found"] += found
+        else:
+            buffers = []
         return GetMessageResult(
             _GET_STATUS[status],
             offset + scanned // CQ_STORE_UNIT_SIZE,

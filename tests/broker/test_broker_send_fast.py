@@ -180,6 +180,13 @@ props = st.one_of(
             "UNIQ_KEY\x01ABC\x02WAIT\x01true",
             "DELAY\x013",
             "TRAN_MSG\x01true\x02PGROUP\x01g",
+            # the marks anywhere, and as the end of a longer name (found as memmem finds them)
+            "TAGS\x01a\x02DELAY\x013",
+            "MYDELAY\x01x\x02TAGS\x01a",
+            "__STARTDELIVERTIME\x011\x02WAIT\x01true",
+            "TIMER_DELAY_SEC\x015",
+            "KEYS\x01k\x02REPLY_TO_CLIENT\x01c",
+            "DELAY",
             "TAGS\x01ü",
             "A\x01" + "x" * 40000,
         ]

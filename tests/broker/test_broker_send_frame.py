@@ -81,6 +81,7 @@ async def exchange(broker, frames: list[bytes], probe_opaque: int = 424242) -> t
 
 def stats_of(broker) -> tuple:
     st = broker.stats
+    st.fold()  # the fast path's C counters (PutCounters) into the Python statistics
     items = tuple((t, getattr(st.get_stats_item(TOPIC_PUT_NUMS, t), "value", None)) for t in TOPICS)
     return (st.store.put_nums, st.store.put_size, st.store.put_failed, items, sum(st.send_latency.counts))
 
@@ -166,8 +167,11 @@ async def test_pipelined_sends_answer_in_order_as_the_command_path(pair, ser):
             )
         )
     frames_before = fast.send_processor.fast.frames
+    scanned_before = fast.send_processor.fast.scanned
     (f_res, f_rec, f_stats), (s_res, s_rec, s_stats) = await both(pair, frames)
     assert f_res == s_res and not f_res[1]
+    # JSON headers are read by the scan (json_header_scan), never by the dict reader here
+    assert (fast.send_processor.fast.scanned - scanned_before >= 20) == (ser == 0)
     # every request but the oneway SENDs answered (all inline), in the order sent
     expected = [500 + i if i % 11 == 5 else 1000 + i for i in range(40) if i % 13 != 4 or i % 11 == 5]
     assert [opaque_of(r) for r in f_res[0]] == [*expected, 424242]
@@ -180,11 +184,15 @@ async def test_golden_sends_take_the_frame_path_and_match(pair):
     fast = pair[0]
     sends = golden_sends()
     before = fast.send_processor.fast.frames
+    scanned_before = fast.send_processor.fast.scanned
     # twice: the first SEND of a golden queue is a new queue (the Python path)
     (f_res, f_rec, f_stats), (s_res, s_rec, s_stats) = await both(pair, sends + sends)
     assert f_res == s_res and f_rec == s_rec and f_stats == s_stats
     assert not f_res[1]
     assert fast.send_processor.fast.frames - before >= len(sends)
+    # every golden JSON SEND stored from the frame was read by the scan, none by the dict reader
+    json_sends = [f for f in sends if struct.unpack_from(">i", f, 4)[0] >> 24 == 0]
+    assert fast.send_processor.fast.scanned - scanned_before >= len(json_sends) > 0
     assert {bytes(r[_BORN_TO_STORE_HOST]) for r in f_rec} == {bytes(24)}
 
 

@@ -3,6 +3,7 @@
 import base64
 import json
 import os
+import random
 import struct
 import zlib
 
@@ -362,3 +363,16 @@ def test_the_extension_raises_the_common_record_error_registered_at_import():
     src = src.replace("nothing from rmq", "").replace("from rmq.common._bytes cimport", "")
     assert "from rmq" not in src and "import rmq" not in src
     assert not os.path.exists(os.path.join(os.path.dirname(_store.__file__), "common", "_bytes.pyx"))
+
+
+def test_body_crc_is_zlibs_crc32_at_every_length_and_alignment():
+    """BODYCRC through the carry-less-multiply crc32 (rmq/common/_bytes.pxd) against zlib's,
+    for every length around the 16-byte folds and the 64-byte minimum, at odd alignments."""
+    rng = random.Random(29)
+    data = bytes(rng.randrange(256) for _ in range(6000))
+    lengths = [*range(0, 300), 1023, 1024, 1025, 4095, 4096, 4097, 5990]
+    for n in lengths:
+        for off in (0, 1, 7, 13):
+            chunk = data[off : off + n]
+            assert _store.body_crc(chunk) == zlib.crc32(chunk) & 0x7FFFFFFF, (n, off)
+    assert _store.body_crc(memoryview(bytes(1 << 20))) == zlib.crc32(bytes(1 << 20)) & 0x7FFFFFFF

@@ -172,10 +172,28 @@ async def test_transfer_limits_in_disk_and_suggest_slave(make_store):
     res.release()
 
 
-async def test_views_hold_the_file_until_released(make_store):
+async def test_small_answers_are_copied_and_hold_nothing(make_store):
     store = await make_store(mapped_file_size_commitlog=8 * 1024)
     await put_n(store, "T", 0, 100)
     res = store.get_message("G", "T", 0, 0, 8)
+    assert res.message_count == 8 and not res.holds_files
+    assert len(res.buffers) == 1 and type(res.buffers[0]) is bytes
+    assert len(res.buffers[0]) == res.buffer_total_size
+    first = store.commit_log.mfq.files[0]
+    assert first.hold_count == 0
+    store.commit_log.mfq.delete_first_files(1)
+    assert first.destroyed  # nothing of the answer refers to the mapping
+    assert [r["queue_offset"] for r in map(_store.decode_record, res.iter_records())] == list(range(8))
+
+
+async def test_views_hold_the_file_until_released(make_store, monkeypatch):
+    from rmq.store import message_store
+
+    monkeypatch.setattr(message_store, "PULL_COPY_LIMIT", 0)  # every answer as views
+    store = await make_store(mapped_file_size_commitlog=8 * 1024)
+    await put_n(store, "T", 0, 100)
+    res = store.get_message("G", "T", 0, 0, 8)
+    assert res.holds_files
     first = store.commit_log.mfq.files[0]
     data = bytes(res.buffers[0])
     assert first.hold_count == 1
@@ -359,6 +377,26 @@ def test_scan_differential_over_thousands_of_random_queues(depth):
                 assert r["commit_log_offset"] == first_from + idx * file_size + pos
                 got_phys.append(r["commit_log_offset"])
                 pos += r["store_size"]
+        copied = _store.get_message_scan(
+            cq,
+            start * 20,
+            len(cq),
+            table,
+            readable,
+            n,
+            max_py,
+            memory,
+            None if flt is None else flt.codes,
+            None if flt is None else flt.tag_bytes,
+            *limits,
+            copy_limit=rng.choice([1, total, total + 1, 1 << 20]),
+        )
+        # the copy: the same scan, and the segments' bytes in order when they fit its limit
+        assert copied[:5] == (status, scanned, _count, total, max_phy)
+        if type(copied[5]) is bytes:
+            assert len(copied[5]) == total and copied[5] == b"".join(bytes(files[i][s:e]) for i, s, e in segments)
+        else:
+            assert copied[5] == segments
         table.release()
         live = {phy: (size, tag) for phy, size, tag in recs if phy >= first_from and phy + size <= readable}
         cfg = _model.ModelConfig(

@@ -9,10 +9,42 @@ cdef enum:
     _SF_MAX_FIELDS = 32
 
 
+cdef enum:
+    _PC_MS = 64                                  # PutCounters' whole-millisecond slots
+
+
+cdef class _TopicCount:
+    cdef int64_t nums, size, times
+
+
+cdef class PutCounters:
+    cdef dict topics
+    cdef list slow
+    cdef int64_t floor_ms[_PC_MS]
+    cdef int64_t ceil_ms[_PC_MS]
+    cdef int64_t rpc_total_ns
+    cdef public int64_t pending
+
+    cdef void put(self, object topic, int64_t size, int64_t put_ns) except *
+
+
+cdef class PullCounters:
+    cdef dict topics                             # topic -> {group: _TopicCount}
+    cdef list slow
+    cdef int64_t ceil_ms[_PC_MS]
+    cdef int64_t rpc_total_ns, misses, max_ms
+    cdef public int64_t pending
+
+    cdef inline void _time(self, int64_t get_ns) except *
+    cpdef void found(self, str group, str topic, int64_t nums, int64_t size, int64_t get_ns) except *
+    cpdef void missed(self, int64_t get_ns) except *
+
+
 cdef class SendGate:
     cdef public dict topics
     cdef public object broker_config, stats
     cdef public Appender appender
+    cdef readonly PutCounters counters
 
 
 cdef class SendFastPath:
@@ -28,7 +60,7 @@ cdef class SendFastPath:
     cdef const char* w1_ptr[_SF_MAX_FIELDS]      # V1 wire names as bytes (kept by w1b)
     cdef Py_ssize_t w1_len[_SF_MAX_FIELDS]
     cdef int v2_of[256]                          # V2's one-letter wire name -> field, or -1
-    cdef public Py_ssize_t taken, declined, frames
+    cdef public Py_ssize_t taken, declined, frames, scanned
 
     cdef int _read(self, object ext, bint v2, int64_t* vals, PyObject** texts) except -1
     cdef int _read_map(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t ext_end, bint v2, int64_t* vals,

@@ -12,7 +12,20 @@ class SendGate:
     broker_config: Any
     stats: Any
     appender: Appender | None
+    @property
+    def counters(self) -> PutCounters: ...
     def __init__(self, topics: dict[str, Any], broker_config: Any, stats: Any) -> None: ...
+
+# (topics [(topic, nums, size, times)], floor_ms [(ms, n)], ceil_ms [(ms, n)], rpc_total_ns, slow_ns)
+PutCounts = tuple[list[tuple[str, int, int, int]], list[tuple[int, int]], list[tuple[int, int]], int, list[int]]
+
+class PutCounters:
+    """The SEND fast path's statistics as C counters, taken by ``BrokerStatsManager.fold``."""
+
+    pending: int
+    def __init__(self) -> None: ...
+    def count(self, topic: str, size: int, put_ns: int) -> None: ...
+    def take(self) -> PutCounts | None: ...
 
 class SendFastPath:
     """The plain SEND in one call (rmq/broker/processors/_sendpath.pyx): ``send(cmd, born)`` returns the reply
@@ -22,6 +35,7 @@ class SendFastPath:
     taken: int
     declined: int
     frames: int
+    scanned: int
     @property
     def gate(self) -> SendGate: ...
     def __init__(
@@ -45,3 +59,15 @@ class SendFrameHook:
     taken: int
     def __init__(self, fast: SendFastPath, born: bytes, pool: Any) -> None: ...
     def __call__(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int) -> bytes | None: ...
+
+# (found [(group, topic, nums, size, times)], misses, max_ms, ceil_ms [(ms, n)], rpc_total_ns, slow_ns)
+PullCounts = tuple[list[tuple[str, str, int, int, int]], int, int, list[tuple[int, int]], int, list[int]]
+
+class PullCounters:
+    """The PULL path's statistics as C counters, taken by ``BrokerStatsManager.fold``."""
+
+    pending: int
+    def __init__(self) -> None: ...
+    def found(self, group: str, topic: str, nums: int, size: int, get_ns: int) -> None: ...
+    def missed(self, get_ns: int) -> None: ...
+    def take(self) -> PullCounts | None: ...

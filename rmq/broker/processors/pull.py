@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import MessageModel
+from rmq.broker.processors._sendpath import PullCounters
 from rmq.broker.processors.common import FAQ, bad_request
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
@@ -63,6 +64,7 @@ log = logging.getLogger("rmq.broker")
 _rlog = RateLimitedLog(log)
 
 MASTER_ID = MixAll.MASTER_ID
+_monotonic_ns = time.monotonic_ns
 #: OffsetMovedEvent writes in flight at once; past it an event is dropped (one rate-limited
 #: line): a flood of out-of-range pulls must not queue unbounded appends.
 MAX_OFFSET_MOVED_WRITES = 64
@@ -92,6 +94,9 @@ class PullMessageProcessor:
             bc.filter_cache_size, bc.sql92_compiles_per_connection, bc.sql92_compiles_total
         )
         self._offset_moved_writes: set[asyncio.Task[None]] = set()
+        # the statistics of each pull, in C (folded into controller.stats by its fold())
+        self.counters = PullCounters()
+        controller.stats.add_fold(self.counters.take, controller.stats.apply_pull_counts)
 
     @property
     def store(self) -> MessageStore:
@@ -232,10 +237,11 @@ class PullMessageProcessor:
         if has_subscription:
             expression_type = h.expression_type or "TAG"
             sub_string = h.subscription
-            if not is_tag_type(expression_type) and not self.broker_config.enable_property_filter:
+            tag_type = is_tag_type(expression_type)
+            if not tag_type and not self.broker_config.enable_property_filter:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
             try:
-                if is_tag_type(expression_type):
+                if tag_type:
                     message_filter = self._filter(sub_string)
                 else:
                     found = self._sql_filter(expression_type, sub_string, known)
@@ -274,7 +280,8 @@ class PullMessageProcessor:
                 return cmd.response(ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest", {})
             expression_type = sub.expression_type
             sub_string = sub.sub_string
-            if is_tag_type(expression_type):
+            tag_type = is_tag_type(expression_type)
+            if tag_type:
                 message_filter = self._filter(sub_string)
             elif not self.broker_config.enable_property_filter:
                 return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
@@ -290,11 +297,12 @@ class PullMessageProcessor:
                     return _Compile(expression_type, sub_string or "", from_heartbeat=True)
                 message_filter = found
         # 7. property filtering enabled
-        if not is_tag_type(expression_type) and not self.broker_config.enable_property_filter:
+        if not tag_type and not self.broker_config.enable_property_filter:
             return cmd.response(ResponseCode.SYSTEM_ERROR, unsupported_remark(expression_type), {})
 
         # A reset this member may not have applied (ali-ons ignores RESET_CONSUMER_CLIENT_OFFSET):
         # move it to the reset offset (rmq.broker.offset_reset).
+        store = c.started_store
         if c.pending_resets:
             moved_to = c.pending_resets.redirect(h.consumer_group, h.topic, h.queue_id, h.queue_offset)
             if moved_to is not None:
@@ -304,19 +312,17 @@ class PullMessageProcessor:
                     {
                         "nextBeginOffset": str(moved_to),
                         "suggestWhichBrokerId": str(MASTER_ID),
-                        "minOffset": str(max(0, self.store.get_min_offset_in_queue(h.topic, h.queue_id))),
-                        "maxOffset": str(self.store.get_max_offset_in_queue(h.topic, h.queue_id)),
+                        "minOffset": str(max(0, store.get_min_offset_in_queue(h.topic, h.queue_id))),
+                        "maxOffset": str(store.get_max_offset_in_queue(h.topic, h.queue_id)),
                     },
                 )
         # The store scan (its duration: Java StoreStatsService.setGetMessageEntireTimeMax).
-        t0 = time.monotonic_ns()
-        result = self.store.get_message(
+        t0 = _monotonic_ns()
+        result = store.get_message(
             h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, message_filter
         )
-        get_ns = time.monotonic_ns() - t0
-        c.stats.store.record_get_time(get_ns // 1_000_000)
-        c.stats.pull_latency.observe_ns(get_ns)
-        status = result.status.name
+        get_ns = _monotonic_ns() - t0
+        status = result.status_name
         ext = {
             "nextBeginOffset": str(result.next_begin_offset),
             "minOffset": str(result.min_offset),
@@ -352,12 +358,15 @@ class PullMessageProcessor:
 
         response: RemotingCommand | None
         if code == ResponseCode.SUCCESS and result.message_count > 0:
-            c.stats.on_pull(h.consumer_group, h.topic, result.message_count, result.buffer_total_size)
-            # The holder rides in the body slot only until write_response swaps in its buffers.
-            response = cmd.response(code, status, ext, _Holder(result))  # type: ignore[arg-type]
+            self.counters.found(h.consumer_group, h.topic, result.message_count, result.buffer_total_size, get_ns)
+            if result.holds_files:
+                # The holder rides in the body slot only until write_response swaps in its buffers.
+                response = cmd.response(code, status, ext, _Holder(result))  # type: ignore[arg-type]
+            else:  # the records copied into one bytes (MessageStore.get_message): nothing to release
+                response = cmd.response(code, status, ext, result.buffers)  # type: ignore[arg-type]
         else:
             result.release()
-            c.stats.on_pull_miss()
+            self.counters.missed(get_ns)
             if code == ResponseCode.SUCCESS:  # FOUND without a message: never send an empty body
                 code = ResponseCode.PULL_RETRY_IMMEDIATELY
             response = cmd.response(code, status, ext)

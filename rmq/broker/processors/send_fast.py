@@ -52,6 +52,7 @@ def make_fast_path(controller: BrokerContext) -> SendFastPath:
     # a request-reply request gets the CLUSTER property on the Python path (send._with_cluster)
     marks = (*_MARKS, MessageConst.MESSAGE_REPLY_TO_CLIENT + "\x01")
     gate = SendGate(controller.topic_config_manager.topic_config_table, controller.broker_config, controller.stats)
+    controller.stats.add_fold(gate.counters.take, controller.stats.apply_put_counts)  # its C counters
     return SendFastPath(
         header_spec(),
         gate,
