@@ -50,7 +50,9 @@ async def test_one_cluster_of_two_brokers_each_with_its_store(two):
         info = await admin.examine_broker_cluster_info()
     assert sorted(info.cluster_addr_table["DefaultCluster"]) == ["broker-a", "broker-b"]
     for i in (0, 1):
-        assert os.path.isdir(os.path.join(two.store_dir, f"broker-{i}", "config"))
+        # each broker's own store: its metadata files are written off the loop after start
+        config = os.path.join(two.store_dir, f"broker-{i}", "config")
+        await wait_until(lambda c=config: os.path.isdir(c), timeout=60, what=f"{config} written")
     pids = broker_pids(two)
     assert sorted(pids) == ["broker-a", "broker-b"] and two.pid not in pids.values()
 

@@ -46,9 +46,13 @@ async def test_etcd_client_cas_leases_watch_and_endpoint_failover(etcd):
         lease, ttl = await c.lease_grant(2)
         assert ttl >= 2 and await c.lease_keepalive(lease) >= 2
         assert (await c.put_if_absent("leased", "me", lease=lease)).succeeded
+        leased = await c.get("leased")
+        assert leased is not None
 
         async def first_event():
-            async for ev in c.watch("leased"):
+            # from the revision after the put: the revoke below may come before the watch is
+            # set up on a busy machine, and a watch "from now" would then miss its DELETE
+            async for ev in c.watch("leased", start_revision=leased.mod_revision + 1):
                 return ev
 
         watcher = asyncio.ensure_future(first_event())
