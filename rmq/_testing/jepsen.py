@@ -144,6 +144,10 @@ class FaultEvent:
     master_death: bool = False
     during: dict[str, int] = field(default_factory=dict)
     """The outcomes of the sends begun between injection and heal (set by :func:`check`)."""
+    acked_in_force: int = 0
+    """SEND_OK answers to sends begun and answered between injection and heal (set by
+    :func:`check`): while an in-sync slave is cut off, a master with ``allAckInSyncStateSet``
+    must have none until the controller took the slave out of the set."""
 
     @property
     def recovery(self) -> float | None:
@@ -243,7 +247,11 @@ class Report:
                 f"  round {e.round}: {e.name} ({e.detail}), healed after {e.healed_at - e.injected_at:.2f} s{rec}"
             )
             if e.during:
-                lines.append("    sends begun meanwhile: " + ", ".join(f"{k} {v}" for k, v in sorted(e.during.items())))
+                lines.append(
+                    "    sends begun meanwhile: "
+                    + ", ".join(f"{k} {v}" for k, v in sorted(e.during.items()))
+                    + (f"; {e.acked_in_force} SEND_OK answered before the heal" if e.acked_in_force else "")
+                )
         for r in self.reads:
             what = f"error: {r.error}" if r.error else f"{len(r.queues)} queues, {r.count} messages"
             lines.append(f"  read {r.broker_name} id {r.broker_id} {r.addr}: {what}")
@@ -423,6 +431,8 @@ def _resumed(events: list[FaultEvent], history: Sequence[Op]) -> None:
             for op in history:
                 if e.injected_at <= op.start < e.healed_at:
                     counts[op.status.split(":")[0] if op.status.startswith("error:") else op.status] += 1
+                    if op.acked and op.end < e.healed_at:
+                        e.acked_in_force += 1
             e.during = dict(counts)
 
 

@@ -50,3 +50,31 @@ async def test_failover_loses_nothing_acknowledged_and_never_has_two_masters_in_
     assert {r.broker_id for r in report.reads} >= {0} and all(r.error is None for r in report.reads)
     master = next(r for r in report.reads if r.broker_id == 0)
     assert all(r.queues == master.queues for r in report.reads), "a replica's queues differ from the master's"
+
+
+async def test_no_write_is_acknowledged_while_the_only_in_sync_slave_is_cut_off(tmp_path, monkeypatch):
+    """allAckInSyncStateSet, two brokers: the master cut off from the controllers (the slave is
+    elected, the old master rejoins as its slave), then the slave cut off from the master, twice
+    over, so the second time the master is one that was master before. While the slave is cut
+    off (its connection silent, not closed) it stays in the SyncStateSet for
+    haMaxTimeSlaveNotCatchup (15 s), so every send is answered FLUSH_SLAVE_TIMEOUT, none SEND_OK.
+    A round lasts 3 answered sends (one slaveTimeout of 3 s for 3 producers), well inside 15 s."""
+    for reason in (etcd_missing(), netns_unavailable(), small_disk_unavailable()):
+        if reason is not None:
+            pytest.skip(f"the failover faults cannot run here: {reason}")
+    monkeypatch.setattr(client_instance, "POLL_NAMESRV_INTERVAL", 1.0)
+    lines: list[str] = []
+    by_name = {f.name: f for f in failover_faults()}
+    cut_off = "slave partitioned from the master"
+    faults = [by_name["master partitioned from the controllers"], by_name[cut_off]]
+    with Network.create() as net:
+        async with ControllerGroup(tmp_path, net, disk_size=48 << 20) as group:
+            report = await run_rounds(group, faults, rounds=4, out=lines.append, shuffle=False, ops_per_round=(3, 3))
+    text = "\n".join(lines)
+    print(text)
+    assert report.ok, text
+    rounds = [e for e in report.events if e.name == cut_off]
+    assert len(rounds) == 2, text
+    for e in rounds:
+        assert e.during.get("FLUSH_SLAVE_TIMEOUT", 0) >= 1, text
+        assert e.acked_in_force == 0, text

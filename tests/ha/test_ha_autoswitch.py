@@ -155,3 +155,46 @@ async def test_a_slave_without_common_epoch_stops(pair):
     await wait_until(lambda: c.ha_client.diverged, what="c to see the divergence")
     assert "no epoch in common" in c.ha_client.diverged
     assert c.max_phy_offset > 0  # its data is kept for an operator to look at
+
+
+async def test_a_former_masters_service_proposes_nothing_in_a_later_term(pair):
+    # A master of epoch 1 steps down and is elected again (epoch 3): the HA service of its first
+    # term, shut down, must not go on proposing its old SyncStateSet without the slave (it has no
+    # connection left) to the controller, which would take the in-sync slave out of the new term's
+    # set and let a put be acknowledged while the slave is cut off.
+    proposals: list[frozenset[int]] = []
+    a = await pair("a", 1, broker_role="SLAVE", all_ack_in_sync_state_set=True, ha_max_time_slave_not_catchup=60_000)
+
+    def controller(proposed: frozenset[int]) -> None:
+        # a controller that agrees to everything, applied to the store's live service (what the
+        # broker's ReplicasManager does with the answer)
+        proposals.append(proposed)
+        if a.ha is not None:
+            a.ha.set_sync_state_set(proposed)
+
+    assert await a.change_to_master(1, "SYNC_MASTER")
+    a.ha.on_sync_state_set_changed = controller
+    b = await pair("b", 2, broker_role="SLAVE", ha_master_address=f"127.0.0.1:{a.ha.port}")
+    await wait_until(lambda: a.ha.sync_state_set == {1, 2}, what="b to join the SyncStateSet")
+    first = a.ha
+    assert await a.change_to_slave(None, 2)
+    assert first.sync_state_set == {1, 2}
+    # the old service's shrink check (its loop, or the broker's periodic one) proposes nothing
+    first.maybe_shrink()
+    assert frozenset({1}) not in proposals
+    assert await b.change_to_slave(None, 3)
+    assert await a.change_to_master(3, "SYNC_MASTER")
+    a.ha.on_sync_state_set_changed = controller
+    b.update_ha_master_address(f"127.0.0.1:{a.ha.port}")
+    await wait_until(lambda: a.ha.sync_state_set == {1, 2}, what="b to join the new term's SyncStateSet")
+    assert all(r.status == PutMessageStatus.PUT_OK for r in await _put_all(a, 0, 5))
+    # b is cut off (stops reading: still connected, never acknowledging): every put waits for it
+    # and times out; nothing proposes it out before haMaxTimeSlaveNotCatchup (60 s).
+    a.config.slave_timeout = 1500
+    b.ha_client._proto.transport.pause_reading()
+    for r in await _put_all(a, 5, 2):
+        assert r.status == PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+    first.maybe_shrink()
+    assert a.ha.sync_state_set == {1, 2}
+    assert frozenset({1}) not in proposals
+    b.ha_client._proto.transport.resume_reading()

@@ -564,6 +564,13 @@ class HAService:
         self.sync_state_set: set[int] = {self.local_id}
         self.confirm_offset = store.commit_log.max_offset
         self.on_sync_state_set_changed: Callable[[frozenset[int]], object] | None = None
+        # Set by shutdown: a service of an earlier master term proposes nothing more. The
+        # broker's listener proposes to the controller under the *current* master epoch, so a
+        # stopped service still shrinking its old set (no connections: every slave "gone") would
+        # take an in-sync slave out of the new term's set (Java AutoSwitchHAService.shutdown
+        # stops its threads; its checks run only on the live service).
+        self.closed = False
+        self._shrink_task: asyncio.Task[Any] | None = None
 
     async def start(self, spawn: Callable[..., asyncio.Task[Any]]) -> None:
         """Listen on ``haListenPort`` (OSError when it is taken); ``spawn(coro, name)`` runs
@@ -580,13 +587,17 @@ class HAService:
         self.port = self.server.sockets[0].getsockname()[1]
         log.info("HA service accepting slaves on %s:%d (%s)", self.host, self.port, cfg.broker_role)
         if self.controller_mode:
-            spawn(self._shrink_loop(), "ha-sync-state-set")
+            self._shrink_task = spawn(self._shrink_loop(), "ha-sync-state-set")
 
     def tasks_spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         assert self._spawn is not None
         return self._spawn(coro, name)
 
     async def shutdown(self) -> None:
+        self.closed = True
+        if self._shrink_task is not None:
+            self._shrink_task.cancel()
+            self._shrink_task = None
         if self.server is not None:
             self.server.close()
         for conn in list(self.connections) + list(self.pending):
@@ -661,7 +672,10 @@ class HAService:
         leaves only once the controller agreed (the listener proposes it; ``set_sync_state_set``
         applies the answer): until then a put still waits for it, since the controller could
         elect it (Java keeps the union of the local and the remote set while they differ).
-        Without a listener (no controller) the master decides alone."""
+        Without a listener (no controller) the master decides alone. A shut-down service
+        changes and proposes nothing (its connections closing would propose every slave out)."""
+        if self.closed:
+            return
         listener = self.on_sync_state_set_changed
         grows = new >= self.sync_state_set
         log.info(
@@ -687,17 +701,18 @@ class HAService:
 
     def compute_confirm_offset(self) -> int:
         """Java ``computeConfirmOffset``: the lowest ack of the set's slaves (the master's end
-        when it is alone); unchanged while a member has no connection."""
+        when it is alone); unchanged while a member has no connection or has not reported
+        on it yet (Java skips such a member, which would acknowledge up to the master's end
+        for a slave that has not said what it holds; ours holds the confirm offset)."""
         value = self.store.commit_log.max_offset
         by_id = {c.slave_id: c for c in self.connections if c.slave_id is not None}
         for sid in self.sync_state_set:
             if sid == self.local_id:
                 continue
             conn = by_id.get(sid)
-            if conn is None:
+            if conn is None or conn.slave_ack_offset < 0:
                 return self.confirm_offset
-            if conn.slave_ack_offset >= 0:
-                value = min(value, conn.slave_ack_offset)
+            value = min(value, conn.slave_ack_offset)
         return value
 
     def _maybe_expand(self, conn: HAConnection) -> None:
