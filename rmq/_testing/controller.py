@@ -41,10 +41,12 @@ class ControllerProcess:
         self.log_path = self.dir / "controller.log"
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_start = 0
+        # Where start() waits for the port and addr points (a node's address in the fault tests).
+        self.host = "127.0.0.1"
 
     @property
     def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
         return [
@@ -80,7 +82,7 @@ class ControllerProcess:
             if proc.poll() is not None:
                 raise RuntimeError(f"rmq controller exited with {proc.returncode}:\n{self.log_text()[-3000:]}")
             return "rmq controller listening" in self.log_text(self._log_start) and wait_for_port(
-                "127.0.0.1", self.port, 0.5
+                self.host, self.port, 0.5
             )
 
         try:

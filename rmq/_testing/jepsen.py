@@ -33,7 +33,6 @@ import contextlib
 import itertools
 import os
 import random
-import subprocess
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -42,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
-from rmq._testing import wait_for_port, wait_until, wait_until_sync
+from rmq._testing import wait_until
 from rmq._testing.controller import ControllerProcess
 from rmq._testing.etcd import EtcdProcess
 from rmq._testing.faults import Network, Node, SmallDisk, kill9, pause, resume
@@ -1103,31 +1102,10 @@ class _NodeController(ControllerProcess):
     def __init__(self, directory: Path, etcd: str, node: Node, **props: object) -> None:
         super().__init__(directory, etcd, listenHost=node.ip, **props)
         self.node = node
-
-    @property
-    def addr(self) -> str:
-        return f"{self.node.ip}:{self.port}"
+        self.host = node.ip
 
     def command(self) -> list[str]:
         return [*_netns_prefix(self.node), *super().command()]
-
-    def start(self, timeout: float = 30.0) -> _NodeController:
-        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=dict(os.environ)
-            )
-        proc = self.proc
-
-        def listening() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"rmq controller exited with {proc.returncode}:\n{self.log_text()[-3000:]}")
-            return "rmq controller listening" in self.log_text(self._log_start) and wait_for_port(
-                self.node.ip, self.port, 0.5
-            )
-
-        wait_until_sync(listening, timeout, interval=0.05, what=f"rmq controller listening on {self.addr}")
-        return self
 
 
 def _netns_prefix(node: Node) -> list[str]:
