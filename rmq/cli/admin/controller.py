@@ -60,8 +60,9 @@ async def get_controller_metadata(admin: Admin, args: argparse.Namespace) -> Non
 # -- getSyncStateSet --------------------------------------------------------------------------
 
 
-def _sync_state_flags(p: argparse.ArgumentParser) -> None:
-    _controller_flag(p)
+def _brokers_and_interval_flags(p: argparse.ArgumentParser) -> None:
+    """``-c cluster`` or ``-b brokerName`` (one of them) and ``-i interval``, as Java's
+    GetSyncStateSetSubCommand and GetBrokerEpochSubCommand both take them."""
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name, help="which cluster")
     g.add_argument("-b", "--brokerName", dest="broker_name", default=None, type=name, help="which broker to fetch")
@@ -73,6 +74,11 @@ def _sync_state_flags(p: argparse.ArgumentParser) -> None:
         type=int_in(1, 86_400),
         help="the interval(second) of get info (default: once)",
     )
+
+
+def _sync_state_flags(p: argparse.ArgumentParser) -> None:
+    _controller_flag(p)
+    _brokers_and_interval_flags(p)
 
 
 @command("getSyncStateSet", "Fetch syncStateSet for target brokers.", flags=_sync_state_flags)
@@ -141,21 +147,7 @@ async def elect_master(admin: Admin, args: argparse.Namespace) -> None:
 # -- getBrokerEpoch ---------------------------------------------------------------------------
 
 
-def _epoch_flags(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("-c", "--clusterName", dest="cluster", default=None, type=name, help="which cluster")
-    g.add_argument("-b", "--brokerName", dest="broker_name", default=None, type=name, help="which broker to fetch")
-    p.add_argument(
-        "-i",
-        "--interval",
-        dest="interval",
-        default=None,
-        type=int_in(1, 86_400),
-        help="the interval(second) of get info (default: once)",
-    )
-
-
-@command("getBrokerEpoch", "Fetch broker epoch entries.", flags=_epoch_flags)
+@command("getBrokerEpoch", "Fetch broker epoch entries.", flags=_brokers_and_interval_flags)
 async def get_broker_epoch(admin: Admin, args: argparse.Namespace) -> None:
     async def once() -> None:
         info = await admin.examine_broker_cluster_info()
