@@ -48,7 +48,7 @@ from rmq.config import (
 )
 from rmq.errors import StoreError
 from rmq.namesrv.controller import NamesrvController
-from rmq.remoting.tls import TlsSettings, split_tls_properties
+from rmq.remoting.tls import TlsServerOptions, TlsSettings, split_tls_properties
 from rmq.store import StoreConfig
 
 log = logging.getLogger("rmq")
@@ -372,6 +372,52 @@ async def _standalone_console(
     return console
 
 
+def _standalone_properties(
+    host: str, broker_port: int, store_dir: str, overrides: list[str]
+) -> tuple[dict[str, str], int, tuple[str | None, str | None], tuple[str, ...]]:
+    """The standalone's broker properties (``--key=value`` over the defaults) with the console
+    ones taken out: (properties, consolePort, console keys, consoleHostNames); ConfigError
+    naming a bad property. The same for one broker on the loop and for ``--brokers N``."""
+    # The gRPC endpoint for the 5.x clients on Java's proxy port (grpcServerPort=0: off).
+    props = {
+        "listenHost": host,
+        "listenPort": str(broker_port),
+        "storePathRootDir": store_dir,
+        "grpcServerPort": str(DEFAULT_GRPC_PORT),
+    }
+    props.update(parse_overrides(overrides))
+    console_port = _console_port(props)
+    console_keys = _console_keys(props)
+    console_host_names = _console_host_names(props)
+    return props, console_port, console_keys, console_host_names
+
+
+async def _start_standalone_namesrv(
+    config: NamesrvConfig, tls_options: TlsServerOptions, host: str, port: int
+) -> tuple[NamesrvController, str]:
+    """Start the standalone's name server; return it and the host its brokers reach it at
+    (loopback when it listens on every address). StartupError when it cannot listen."""
+    namesrv = NamesrvController(config, tls=tls_options)
+    try:
+        await namesrv.start()
+    except OSError as e:
+        raise _translate_start_error(e, "name server", f"{host}:{port}") from None
+    return namesrv, "127.0.0.1" if host in ("0.0.0.0", "") else host
+
+
+def _run_standalone_loop(
+    namesrv_port: int, main: typing.Callable[[], typing.Coroutine[typing.Any, typing.Any, None]]
+) -> int:
+    """Check ``--namesrv-port`` and run ``main`` on uvloop; the exit status (a StartupError's)."""
+    if not 0 <= namesrv_port <= 65535:
+        return _fail("rmq standalone", f"bad --namesrv-port {namesrv_port} (expected 0..65535)", EXIT_BAD_CONFIG)
+    try:
+        uvloop.run(main())
+    except StartupError as e:
+        return _fail("rmq standalone", str(e), e.status)
+    return EXIT_OK
+
+
 def run_standalone(
     host: str,
     namesrv_port: int,
@@ -388,17 +434,9 @@ def run_standalone(
     if brokers != 1:
         return _run_standalone_cluster(host, namesrv_port, broker_port, store_dir, overrides, brokers, log_args)
     try:
-        # The gRPC endpoint for the 5.x clients on Java's proxy port (grpcServerPort=0: off).
-        props = {
-            "listenHost": host,
-            "listenPort": str(broker_port),
-            "storePathRootDir": store_dir,
-            "grpcServerPort": str(DEFAULT_GRPC_PORT),
-        }
-        props.update(parse_overrides(overrides))
-        console_port = _console_port(props)
-        console_keys = _console_keys(props)
-        console_host_names = _console_host_names(props)
+        props, console_port, console_keys, console_host_names = _standalone_properties(
+            host, broker_port, store_dir, overrides
+        )
         props, tls = build_tls_settings(props)
         namesrv_config = _standalone_namesrv_config(props, host, namesrv_port)
         broker_config, store_config, warnings = build_broker_configs(props)
@@ -409,18 +447,11 @@ def run_standalone(
         return _fail("rmq standalone", str(e), EXIT_BAD_CONFIG)
     for w in warnings:
         log.warning("%s", w)
-    if not 0 <= namesrv_port <= 65535:
-        return _fail("rmq standalone", f"bad --namesrv-port {namesrv_port} (expected 0..65535)", EXIT_BAD_CONFIG)
 
     async def main() -> None:
-        namesrv = NamesrvController(namesrv_config, tls=tls_options)
         stop = stop_event()
+        namesrv, ns_host = await _start_standalone_namesrv(namesrv_config, tls_options, host, namesrv_port)
         try:
-            await namesrv.start()
-        except OSError as e:
-            raise _translate_start_error(e, "name server", f"{host}:{namesrv_port}") from None
-        try:
-            ns_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
             if not broker_config.namesrv_addr:
                 broker_config.namesrv_addr = f"{ns_host}:{namesrv.port}"
             try:
@@ -461,11 +492,7 @@ def run_standalone(
         finally:
             await _shut_down("name server", namesrv.shutdown)
 
-    try:
-        uvloop.run(main())
-    except StartupError as e:
-        return _fail("rmq standalone", str(e), e.status)
-    return EXIT_OK
+    return _run_standalone_loop(namesrv_port, main)
 
 
 def _run_standalone_cluster(
@@ -482,16 +509,9 @@ def _run_standalone_cluster(
     from rmq.cli.cluster import BrokerExited, BrokerSlot, BrokerSupervisor, broker_properties
 
     try:
-        props = {
-            "listenHost": host,
-            "listenPort": str(broker_port),
-            "storePathRootDir": store_dir,
-            "grpcServerPort": str(DEFAULT_GRPC_PORT),
-        }
-        props.update(parse_overrides(overrides))
-        console_port = _console_port(props)
-        console_keys = _console_keys(props)
-        console_host_names = _console_host_names(props)
+        props, console_port, console_keys, console_host_names = _standalone_properties(
+            host, broker_port, store_dir, overrides
+        )
         namesrv_config = _standalone_namesrv_config(props, host, namesrv_port)
         root = os.path.abspath(os.path.expanduser(props["storePathRootDir"]))
         base_port = props.pop("listenPort")
@@ -509,18 +529,11 @@ def _run_standalone_cluster(
         tls_options = tls.server_options()
     except ConfigError as e:
         return _fail("rmq standalone", str(e), EXIT_BAD_CONFIG)
-    if not 0 <= namesrv_port <= 65535:
-        return _fail("rmq standalone", f"bad --namesrv-port {namesrv_port} (expected 0..65535)", EXIT_BAD_CONFIG)
 
     async def main() -> None:
-        namesrv = NamesrvController(namesrv_config, tls=tls_options)
         stop = stop_event()
+        namesrv, ns_host = await _start_standalone_namesrv(namesrv_config, tls_options, host, namesrv_port)
         try:
-            await namesrv.start()
-        except OSError as e:
-            raise _translate_start_error(e, "name server", f"{host}:{namesrv_port}") from None
-        try:
-            ns_host = "127.0.0.1" if host in ("0.0.0.0", "") else host
             namesrv_addr = props.get("namesrvAddr") or f"{ns_host}:{namesrv.port}"
             slots = [
                 BrokerSlot(i, p["brokerName"], p)
@@ -564,8 +577,4 @@ def _run_standalone_cluster(
         finally:
             await _shut_down("name server", namesrv.shutdown)
 
-    try:
-        uvloop.run(main())
-    except StartupError as e:
-        return _fail("rmq standalone", str(e), e.status)
-    return EXIT_OK
+    return _run_standalone_loop(namesrv_port, main)
