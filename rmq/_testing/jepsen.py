@@ -39,7 +39,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 from rmq._testing import wait_until
 from rmq._testing.controller import ControllerProcess
@@ -888,7 +888,62 @@ DISK_GUARD: dict[str, object] = {
 }
 
 
-class StaticPair:
+class _BrokerGroup:
+    """What :class:`StaticPair` and :class:`ControllerGroup` share: the nodes and disks of their
+    daemons, the runtime and topic queries to a broker, and entering (``_start``; what it
+    started is closed again when it fails) and leaving (everything closed)."""
+
+    def __init__(self, tmp: Path, net: Network, topic: str, queues: int, disk_size: int | None) -> None:
+        self.tmp = Path(tmp)
+        self.net = net
+        self.topic = topic
+        self.queues = queues
+        self.disk_size = disk_size
+        self.namesrv_addr = ""
+        self._nodes: dict[int, str] = {}
+        self._disks: dict[int, SmallDisk] = {}
+        self._client: Any = None
+        self._stack = contextlib.AsyncExitStack()
+
+    def node_of(self, daemon: object) -> str:
+        return self._nodes[id(daemon)]
+
+    def disk_of(self, broker: BrokerProcess) -> SmallDisk | None:
+        return self._disks.get(id(broker))
+
+    async def runtime(self, broker: BrokerProcess) -> dict[str, str]:
+        from rmq.protocol.requests.broker import get_broker_runtime_info, parse_kv_table
+
+        try:
+            return parse_kv_table(await _call(self._client, broker.addr, get_broker_runtime_info(), 3.0))
+        except (RMQError, OSError):  # a broker down or paused answers nothing: no state
+            return {}
+
+    async def _has_topic(self, broker: BrokerProcess) -> bool:
+        from rmq.protocol.requests.broker import get_all_topic_config, parse_all_topic_config
+
+        try:
+            w = parse_all_topic_config(await _call(self._client, broker.addr, get_all_topic_config()))
+        except (RMQError, OSError):
+            return False
+        return self.topic in w.topic_config_table
+
+    async def _start(self) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        try:
+            await self._start()
+        except BaseException:
+            await self._stack.aclose()
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack.aclose()
+
+
+class StaticPair(_BrokerGroup):
     """A SYNC_MASTER and its SLAVE (``rmq broker`` processes; brokerName ``broker-a``) with an
     in-process name server, the master's store on a :class:`SmallDisk` when ``disk_size`` is
     given, each broker in its own node of ``net``. An async context manager; the topic
@@ -912,19 +967,10 @@ class StaticPair:
         disk_size: int | None = None,
         **props: object,
     ) -> None:
-        self.tmp = Path(tmp)
-        self.net = net
-        self.topic = topic
-        self.queues = queues
-        self.disk_size = disk_size
+        super().__init__(tmp, net, topic, queues, disk_size)
         self.props = props
-        self.namesrv_addr = ""
         self._master: BrokerProcess | None = None
         self._slave: BrokerProcess | None = None
-        self._nodes: dict[int, str] = {}
-        self._disks: dict[int, SmallDisk] = {}
-        self._client: Any = None
-        self._stack = contextlib.AsyncExitStack()
 
     def master(self) -> BrokerProcess:
         assert self._master is not None
@@ -934,9 +980,6 @@ class StaticPair:
         assert self._slave is not None
         return [self._slave]
 
-    def node_of(self, daemon: object) -> str:
-        return self._nodes[id(daemon)]
-
     async def refresh(self) -> None:
         """(The roles never change.)"""
 
@@ -944,30 +987,8 @@ class StaticPair:
         """The slave connected to the master's HA port."""
         return await _following(self)
 
-    def disk_of(self, broker: BrokerProcess) -> SmallDisk | None:
-        return self._disks.get(id(broker))
-
     def epoch_of(self, op: Op) -> int:
         return 0  # no controller: one epoch for the group's whole life
-
-    async def runtime(self, broker: BrokerProcess) -> dict[str, str]:
-        from rmq.protocol.requests.broker import get_broker_runtime_info, parse_kv_table
-
-        try:
-            return parse_kv_table(await _call(self._client, broker.addr, get_broker_runtime_info(), 3.0))
-        except (RMQError, OSError):  # a broker down or paused answers nothing: no state
-            return {}
-
-    async def __aenter__(self) -> StaticPair:
-        try:
-            await self._start()
-        except BaseException:
-            await self._stack.aclose()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stack.aclose()
 
     def _broker(self, name: str, **props: object) -> BrokerProcess:
         node = self.net.add_node(name)
@@ -1006,16 +1027,7 @@ class StaticPair:
         await self._slave.astart()
         await create_topic(self._client, self._master.addr, self.topic, self.queues)
         await wait_until(lambda: _following(self), 60, 0.1, "the slave following the master")
-        await wait_until(lambda: self._slave_has_topic(), 60, 0.1, "the slave's copy of the topic")
-
-    async def _slave_has_topic(self) -> bool:
-        from rmq.protocol.requests.broker import get_all_topic_config, parse_all_topic_config
-
-        try:
-            w = parse_all_topic_config(await _call(self._client, self.slaves()[0].addr, get_all_topic_config()))
-        except (RMQError, OSError):
-            return False
-        return self.topic in w.topic_config_table
+        await wait_until(lambda: self._has_topic(self.slaves()[0]), 60, 0.1, "the slave's copy of the topic")
 
     async def settle(self, timeout: float = 120.0) -> None:
         """Until the master answers and every replica holds the master's whole CommitLog,
@@ -1133,7 +1145,7 @@ FAST_BROKER: dict[str, object] = {
 }
 
 
-class ControllerGroup:
+class ControllerGroup(_BrokerGroup):
     """Controller mode under test: one etcd, ``controllers`` ``rmq controller`` processes and
     ``brokers`` ``rmq broker`` processes of broker name ``broker-a`` with
     ``enableControllerMode=true``, ``brokerRole=SYNC_MASTER`` and
@@ -1165,25 +1177,16 @@ class ControllerGroup:
         controller_props: dict[str, object] | None = None,
         **props: object,
     ) -> None:
-        self.tmp = Path(tmp)
-        self.net = net
+        super().__init__(tmp, net, topic, queues, disk_size)
         self.n_controllers = controllers
         self.n_brokers = brokers
-        self.topic = topic
-        self.queues = queues
-        self.disk_size = disk_size
         self.controller_props = {**FAST_CONTROLLER, **(controller_props or {})}
         self.props = {**FAST_BROKER, **props}
-        self.namesrv_addr = ""
         self.etcd: _NodeEtcd | None = None
         self.controllers: list[_NodeController] = []
         self.brokers: list[BrokerProcess] = []
         self._master_addr = ""
-        self._nodes: dict[int, str] = {}
-        self._disks: dict[int, SmallDisk] = {}
         self._epochs: list[tuple[int, int, int]] = []
-        self._client: Any = None
-        self._stack = contextlib.AsyncExitStack()
 
     # ---------------------------------------------------------------- what the faults see
 
@@ -1195,20 +1198,6 @@ class ControllerGroup:
 
     def slaves(self) -> list[BrokerProcess]:
         return [b for b in self.brokers if b.addr != self._master_addr]
-
-    def node_of(self, daemon: object) -> str:
-        return self._nodes[id(daemon)]
-
-    def disk_of(self, broker: BrokerProcess) -> SmallDisk | None:
-        return self._disks.get(id(broker))
-
-    async def runtime(self, broker: BrokerProcess) -> dict[str, str]:
-        from rmq.protocol.requests.broker import get_broker_runtime_info, parse_kv_table
-
-        try:
-            return parse_kv_table(await _call(self._client, broker.addr, get_broker_runtime_info(), 3.0))
-        except (RMQError, OSError):
-            return {}
 
     async def replica_info(self) -> tuple[Any, Any] | None:
         """The controller leader's ``(GetReplicaInfoResponseHeader, SyncStateSet)`` of
@@ -1304,17 +1293,6 @@ class ControllerGroup:
 
     # ---------------------------------------------------------------- start and stop
 
-    async def __aenter__(self) -> ControllerGroup:
-        try:
-            await self._start()
-        except BaseException:
-            await self._stack.aclose()
-            raise
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stack.aclose()
-
     async def _start(self) -> None:
         from rmq._testing import run_namesrv
         from rmq.remoting import RemotingClient
@@ -1367,15 +1345,6 @@ class ControllerGroup:
         await create_topic(self._client, self.master().addr, self.topic, self.queues)
         for s in self.slaves():
             await wait_until(partial(self._has_topic, s), 60, 0.1, f"{s.addr}'s copy of the topic")
-
-    async def _has_topic(self, broker: BrokerProcess) -> bool:
-        from rmq.protocol.requests.broker import get_all_topic_config, parse_all_topic_config
-
-        try:
-            w = parse_all_topic_config(await _call(self._client, broker.addr, get_all_topic_config()))
-        except (RMQError, OSError):
-            return False
-        return self.topic in w.topic_config_table
 
 
 def _master_partitioned_from_controllers() -> Fault:
