@@ -782,6 +782,13 @@ cdef uint8_t _JS_PLAIN[256]
 for _c in range(256):
     _JS_PLAIN[_c] = 1 if 0x20 <= _c < 0x80 and _c != 0x22 and _c != 0x5C else 0
 
+# The byte a two-character escape ``\X`` stands for, by X (0: not one; ``\u`` is read apart)
+cdef uint8_t _JS_ESC[256]
+for _c in range(256):
+    _JS_ESC[_c] = 0
+for _c, _v in ((0x22, 0x22), (0x5C, 0x5C), (0x2F, 0x2F), (0x62, 8), (0x66, 12), (0x6E, 10), (0x72, 13), (0x74, 9)):
+    _JS_ESC[_c] = _v
+
 
 cdef inline Py_ssize_t _js_ws(const uint8_t* p, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
     while i < n and (p[i] == c' ' or p[i] == c'\t' or p[i] == c'\n' or p[i] == c'\r'):
@@ -833,22 +840,8 @@ cdef Py_ssize_t _js_str(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, uint8_t* o
             if i + 1 >= n:
                 return -1
             c = p[i + 1]
-            if c == c'"' or c == c'\\' or c == c'/':
-                i += 2
-            elif c == c'b':
-                c = 8
-                i += 2
-            elif c == c'f':
-                c = 12
-                i += 2
-            elif c == c'n':
-                c = 10
-                i += 2
-            elif c == c'r':
-                c = 13
-                i += 2
-            elif c == c't':
-                c = 9
+            if _JS_ESC[c]:
+                c = _JS_ESC[c]
                 i += 2
             elif c == c'u':
                 if i + 6 > n:
