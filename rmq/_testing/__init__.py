@@ -167,6 +167,20 @@ def terminate(proc: subprocess.Popen[bytes], timeout: float = 20.0) -> int:
 __all__ += ["terminate"]
 
 
+def read_log(path: str | os.PathLike[str], start: int = 0) -> str:
+    """A daemon's log file from byte ``start`` (default 0), undecodable bytes replaced; "" when
+    there is no file yet (every run of a daemon appends to its log)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            return f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+__all__ += ["read_log"]
+
+
 def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
     """True once something accepts TCP connections on ``host:port`` (polls every 50 ms)."""
     deadline = time.monotonic() + timeout

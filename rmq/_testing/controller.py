@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rmq._testing import free_port, terminate, wait_for_port, wait_until_sync
+from rmq._testing import free_port, read_log, terminate, wait_for_port, wait_until_sync
 
 if TYPE_CHECKING:
     from rmq.protocol.command import RemotingCommand
@@ -62,12 +62,7 @@ class ControllerProcess:
         ]
 
     def log_text(self, start: int = 0) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(start)
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path, start)
 
     def start(self, timeout: float = 30.0) -> ControllerProcess:
         """Start; return once this run logged that it listens and the port accepts."""

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rmq._testing import free_broker_port, terminate, wait_for_port, wait_until_sync
+from rmq._testing import free_broker_port, read_log, terminate, wait_for_port, wait_until_sync
 
 __all__ = ["BrokerProcess"]
 
@@ -71,12 +71,7 @@ class BrokerProcess:
 
     def log_text(self, start: int = 0) -> str:
         """The log from byte ``start`` (every run of this broker appends to it)."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(start)
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return read_log(self.log_path, start)
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         """Start and return once this run logged "rmq broker ... listening" (the broker is ready
