@@ -1051,26 +1051,11 @@ async def _following(c: Cluster) -> bool:
 
 async def create_topic(client: Any, addr: str, topic: str, queues: int) -> None:
     """UPDATE_AND_CREATE_TOPIC on the broker at ``addr`` (read and write queues ``queues``)."""
-    from rmq.protocol.codes import RequestCode
-    from rmq.protocol.command import RemotingCommand
+    from rmq.protocol.headers.topic import CreateTopicRequestHeader
+    from rmq.protocol.requests.topic import create_topic as create_topic_request
 
-    resp = await _call(
-        client,
-        addr,
-        RemotingCommand.request(
-            RequestCode.UPDATE_AND_CREATE_TOPIC,
-            {
-                "topic": topic,
-                "defaultTopic": "TBW102",
-                "readQueueNums": queues,
-                "writeQueueNums": queues,
-                "perm": 6,
-                "topicFilterType": "SINGLE_TAG",
-                "topicSysFlag": 0,
-                "order": "false",
-            },
-        ),
-    )
+    header = CreateTopicRequestHeader(topic=topic, read_queue_nums=queues, write_queue_nums=queues, topic_sys_flag=0)
+    resp = await _call(client, addr, create_topic_request(header))
     if resp.code != 0:
         raise RuntimeError(f"creating {topic} on {addr}: {resp.code} {resp.remark}")
 
