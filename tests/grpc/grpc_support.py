@@ -18,6 +18,8 @@ from rmq.broker.grpc.schema import RPCS, SERVICE, pb
 from rmq.common.route import TopicRouteData
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
+from rmq.protocol.requests.topic import create_topic as create_topic_request
 from rmq.remoting import RemotingClient
 
 DRIVERS = Path(__file__).resolve().parent / "drivers"
@@ -36,24 +38,15 @@ async def create_topic(
     own = rc is None
     client = rc or RemotingClient()
     try:
-        resp = await client.invoke(
-            broker_addr,
-            RemotingCommand.request(
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {
-                    "topic": topic,
-                    "defaultTopic": "TBW102",
-                    "readQueueNums": str(queues),
-                    "writeQueueNums": str(queues),
-                    "perm": str(perm),
-                    "topicFilterType": "SINGLE_TAG",
-                    "topicSysFlag": "0",
-                    "order": "false",
-                    **({"attributes": attributes} if attributes else {}),
-                },
-            ),
-            timeout=5.0,
+        header = CreateTopicRequestHeader(
+            topic=topic,
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=perm,
+            topic_sys_flag=0,
+            attributes=attributes or None,
         )
+        resp = await client.invoke(broker_addr, create_topic_request(header), timeout=5.0)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
     finally:
         if own:

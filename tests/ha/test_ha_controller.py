@@ -12,9 +12,10 @@ from rmq._testing import run_broker, run_namesrv, wait_until
 from rmq._testing.controller import ControllerProcess
 from rmq._testing.etcd import EtcdProcess, etcd_missing
 from rmq.protocol.body.controller import EpochEntryCache
-from rmq.protocol.codes import RequestCode, ResponseCode
-from rmq.protocol.command import RemotingCommand
+from rmq.protocol.codes import ResponseCode
+from rmq.protocol.headers.topic import CreateTopicRequestHeader
 from rmq.protocol.requests.controller import get_broker_epoch_cache, get_replica_info, parse_replica_info
+from rmq.protocol.requests.topic import create_topic as create_topic_request
 from rmq.remoting.client import RemotingClient
 
 pytestmark = pytest.mark.skipif(etcd_missing() is not None, reason=str(etcd_missing()))
@@ -58,23 +59,10 @@ def broker_settings(controller_addr: str, **kw):
 
 async def create_topic(addr: str, topic: str, queues: int = 4) -> None:
     async with RemotingClient() as rc:
-        resp = await rc.invoke(
-            addr,
-            RemotingCommand.request(
-                RequestCode.UPDATE_AND_CREATE_TOPIC,
-                {
-                    "topic": topic,
-                    "defaultTopic": "TBW102",
-                    "readQueueNums": str(queues),
-                    "writeQueueNums": str(queues),
-                    "perm": "6",
-                    "topicFilterType": "SINGLE_TAG",
-                    "topicSysFlag": "0",
-                    "order": "false",
-                },
-            ),
-            timeout=5.0,
+        header = CreateTopicRequestHeader(
+            topic=topic, read_queue_nums=queues, write_queue_nums=queues, topic_sys_flag=0
         )
+        resp = await rc.invoke(addr, create_topic_request(header), timeout=5.0)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
