@@ -27,6 +27,7 @@ controller-mode brokers, each in its own namespace) for the faults that need one
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import bisect
 import contextlib
@@ -888,7 +889,7 @@ DISK_GUARD: dict[str, object] = {
 }
 
 
-class _BrokerGroup:
+class _BrokerGroup(abc.ABC):
     """What :class:`StaticPair` and :class:`ControllerGroup` share: the nodes and disks of their
     daemons, the runtime and topic queries to a broker, and entering (``_start``; what it
     started is closed again when it fails) and leaving (everything closed)."""
@@ -928,8 +929,10 @@ class _BrokerGroup:
             return False
         return self.topic in w.topic_config_table
 
+    @abc.abstractmethod
     async def _start(self) -> None:
-        raise NotImplementedError
+        """Start the group's daemons (each subclass its own: a static pair, or etcd, controllers
+        and controller-mode brokers)."""
 
     async def __aenter__(self) -> Self:
         try:

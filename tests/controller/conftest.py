@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from rmq._testing import skip_or_fail
 from rmq._testing.controller import ControllerProcess
 from rmq._testing.etcd import EtcdProcess, etcd_missing
 
@@ -25,7 +26,7 @@ FAST = {
 def etcd(tmp_path: Path) -> Iterator[EtcdProcess]:
     why = etcd_missing()
     if why is not None:
-        pytest.skip(why)
+        skip_or_fail(why)
     e = EtcdProcess(tmp_path / "etcd").start()
     try:
         yield e

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 import rmq.client.instance as client_instance
+from rmq._testing import skip_or_fail
 from rmq._testing.etcd import etcd_missing
 from rmq._testing.faults import Network, netns_unavailable, small_disk_unavailable
 from rmq._testing.jepsen import ControllerGroup, failover_faults, run_rounds
@@ -29,7 +30,7 @@ async def test_failover_loses_nothing_acknowledged_and_never_has_two_masters_in_
     master death."""
     for reason in (etcd_missing(), netns_unavailable(), small_disk_unavailable()):
         if reason is not None:
-            pytest.skip(f"the failover faults cannot run here: {reason}")
+            skip_or_fail(f"the failover faults cannot run here: {reason}")
     # the producers re-read routes every second (default 30 s), so a round's recovery is the
     # group's, not the SDK's poll period
     monkeypatch.setattr(client_instance, "POLL_NAMESRV_INTERVAL", 1.0)
@@ -61,7 +62,7 @@ async def test_no_write_is_acknowledged_while_the_only_in_sync_slave_is_cut_off(
     A round lasts 3 answered sends (one slaveTimeout of 3 s for 3 producers), well inside 15 s."""
     for reason in (etcd_missing(), netns_unavailable(), small_disk_unavailable()):
         if reason is not None:
-            pytest.skip(f"the failover faults cannot run here: {reason}")
+            skip_or_fail(f"the failover faults cannot run here: {reason}")
     monkeypatch.setattr(client_instance, "POLL_NAMESRV_INTERVAL", 1.0)
     lines: list[str] = []
     by_name = {f.name: f for f in failover_faults()}

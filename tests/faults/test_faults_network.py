@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from rmq._testing import wait_until_sync
+from rmq._testing import skip_or_fail, wait_until_sync
 from rmq._testing.faults import (
     CLIENTS,
     FaultUnavailable,
@@ -48,7 +48,7 @@ except OSError as e:
 def net():
     reason = netns_unavailable()
     if reason is not None:
-        pytest.skip(f"no network namespaces here: {reason}")
+        skip_or_fail(f"no network namespaces here: {reason}")
     with Network.create() as n:
         yield n
 
@@ -119,7 +119,7 @@ def _netns_names() -> set[str]:
 def test_close_kills_what_runs_inside_and_removes_everything_even_on_failure():
     reason = netns_unavailable()
     if reason is not None:
-        pytest.skip(f"no network namespaces here: {reason}")
+        skip_or_fail(f"no network namespaces here: {reason}")
     procs: list[subprocess.Popen] = []
     with pytest.raises(RuntimeError, match="the test failed"):
         with Network.create() as n:
@@ -136,7 +136,7 @@ def test_close_kills_what_runs_inside_and_removes_everything_even_on_failure():
 def test_leftovers_of_a_dead_run_are_swept():
     reason = netns_unavailable()
     if reason is not None:
-        pytest.skip(f"no network namespaces here: {reason}")
+        skip_or_fail(f"no network namespaces here: {reason}")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     ns, br = f"rmqj{dead.pid}-00000-x", f"rjbd{dead.pid % 100000}"
@@ -202,7 +202,7 @@ def _state(pid: int) -> str:
 def test_a_small_disk_fills_and_drains(tmp_path):
     reason = small_disk_unavailable()
     if reason is not None:
-        pytest.skip(reason)
+        skip_or_fail(reason)
     with SmallDisk(tmp_path / "d", 8 << 20) as disk:
         assert disk.free_bytes() > 7 << 20
         (tmp_path / "d" / "keep").write_bytes(b"x" * 4096)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rmq._testing import wait_until
+from rmq._testing import skip_or_fail, wait_until
 from rmq._testing.faults import Network, kill9, netns_unavailable, small_disk_unavailable
 from rmq._testing.jepsen import StaticPair, Workload, check, read_topic, run_rounds, static_faults
 
@@ -35,7 +35,7 @@ async def test_no_acknowledged_message_lost_through_every_fault_without_an_elect
     offset by offset, each producer's messages stand in its order, one master acknowledged."""
     for reason in (netns_unavailable(), small_disk_unavailable()):
         if reason is not None:
-            pytest.skip(f"the partition and disk faults cannot run here: {reason}")
+            skip_or_fail(f"the partition and disk faults cannot run here: {reason}")
     lines: list[str] = []
     with Network.create() as net:
         async with StaticPair(tmp_path, net, disk_size=48 << 20) as pair:

@@ -24,7 +24,7 @@ import os
 import pytest
 
 import rmq
-from rmq._testing import StandaloneProcess, wait_until, wait_until_sync
+from rmq._testing import StandaloneProcess, skip_or_fail, wait_until, wait_until_sync
 from rmq._testing.spark import SparkCluster, SparkDriver, checkpoint_progress, spark_missing
 from rmq.types import MessageQueue
 
@@ -106,7 +106,7 @@ def two_brokers(tmp_path_factory):
 def cluster(tmp_path_factory):
     reason = spark_missing()
     if reason:
-        pytest.skip(reason)
+        skip_or_fail(reason)
     with SparkCluster(tmp_path_factory.mktemp("spark-cluster")) as c:
         yield c
 
