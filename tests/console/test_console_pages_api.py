@@ -5,6 +5,7 @@ answer) and that a refused switch leaves the console as it was."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import csv
 import datetime
@@ -19,7 +20,7 @@ import aiohttp
 import pytest
 
 import rmq
-from rmq._testing import free_port, run_standalone, wait_until
+from rmq._testing import NoisyNeighbour, StandaloneProcess, free_port, run_standalone, wait_until
 from rmq.common.constants import MixAll
 from rmq.console import ConsoleConfig, ConsoleServer
 from rmq.console.auth import hash_password, parse_users_file
@@ -384,3 +385,77 @@ async def test_v5_types_consume_mode_and_timers(tmp_path: pathlib.Path) -> None:
             assert row["lastChange"] > 0
             _, d = await get(http, "/api/v5/timers")
             assert d["brokers"][0]["timerCongestNum"] >= 1, d
+
+
+# -- hostile input ---------------------------------------------------------------------------------
+
+WORST_ROUND_TRIP = 2.0  # seconds, as the other NoisyNeighbour tests
+
+
+async def test_hostile_input_to_the_new_routes_is_refused_while_others_are_served(tmp_path: pathlib.Path) -> None:
+    """Malformed, oversized and wrong-typed bodies and queries to the trace, ACL, OPS and RocketMQ 5
+    routes each get a 4xx answer (never a 500 or a hang) and change nothing, while a second
+    client's round trips to the broker (NoisyNeighbour) and a read-only reader's to the console
+    stay answered."""
+    big = "x" * 300_000  # past the console's body limit (max_body_bytes)
+    hostile_posts: list[tuple[str, Any]] = [
+        ("/api/acl/account", {"accessKey": "a" * 5000, "secretKey": "s"}),
+        ("/api/acl/account", {"accessKey": ["list"], "secretKey": {"d": 1}}),
+        ("/api/acl/delete", {"accessKey": None}),
+        ("/api/acl/white", {"addrs": "not-a-list"}),
+        ("/api/acl/white", {"addrs": ["1.2.3.*"] * 10_000}),
+        ("/api/ops/namesrv", {"namesrvAddr": "a:1;" * 500}),
+        ("/api/ops/client", {"vipChannel": "maybe"}),
+        ("/api/v5/mode", {"topic": "T", "group": "G", "mode": "SIDEWAYS"}),
+        ("/api/v5/mode", {"topic": "", "group": "G" * 1000, "mode": "POP", "popShareQueueNum": -1}),
+        ("/api/acl/account", {"accessKey": big}),
+        ("/api/v5/mode", [1, 2, 3]),
+    ]
+    hostile_gets: list[tuple[str, dict[str, str]]] = [
+        ("/api/trace", {"msgId": "Z" * 4000}),
+        ("/api/trace", {"key": ""}),
+        ("/api/v5/mode", {"topic": "T" * 4000, "group": "G"}),
+        ("/api/dlq/export", {"group": "", "format": "xml"}),
+    ]
+    # the broker in its own process: the probe's round trips must not share the test's loop
+    with StandaloneProcess(tmp_path / "store") as proc:
+        async with console_for(proc.namesrv_addr) as (_server, http, reader):
+            before = await get(http, "/api/ops")
+            statuses: list[int] = []
+            reader_rtts: list[float] = []
+            stop = asyncio.Event()
+
+            async def read_along() -> None:
+                loop = asyncio.get_running_loop()
+                while not stop.is_set():
+                    t0 = loop.time()
+                    status, _ = await get(http, "/api/ops", headers=reader)
+                    assert status == 200
+                    reader_rtts.append(loop.time() - t0)
+
+            with NoisyNeighbour(proc.broker_addr) as probe:
+                reading = asyncio.ensure_future(read_along())
+                try:
+                    for _ in range(5):
+                        for path, body in hostile_posts:
+                            async with http.post(path, json=body) as r:
+                                statuses.append(r.status)
+                        for path, params in hostile_gets:
+                            async with http.get(path, params=params) as r:
+                                statuses.append(r.status)
+                        async with http.post(
+                            "/api/acl/account", data=b"{not json", headers={"Content-Type": "application/json"}
+                        ) as r:
+                            statuses.append(r.status)
+                    await wait_until(lambda: len(reader_rtts) >= 5, what="the reader's round trips")
+                finally:
+                    stop.set()
+                    await reading
+                print(
+                    "neighbour:", probe.summary(), "reader worst:", max(reader_rtts), "statuses:", sorted(set(statuses))
+                )
+                assert probe.failures == 0, probe.summary()
+                assert probe.worst < WORST_ROUND_TRIP, probe.summary()
+            assert all(400 <= s < 500 for s in statuses), sorted(set(statuses))
+            assert max(reader_rtts) < WORST_ROUND_TRIP, reader_rtts
+            assert await get(http, "/api/ops") == before  # nothing switched
