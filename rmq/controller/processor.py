@@ -70,18 +70,7 @@ class ControllerAcl(PlainAccounts):
     with ``admin: true`` (the name server's rule, the broker's accounts file)."""
 
     def check(self, cmd: RemotingCommand, remote_host: str) -> AclError | None:
-        if cmd.code not in WRITE_CODES:
-            return None
-        account = self.authenticate(cmd, remote_host)
-        if account is None or isinstance(account, AclError):
-            return account
-        if not account.admin:
-            return AclError(
-                f"Need admin permission for request code={cmd.code} on the controller, but "
-                f"accessKey={account.access_key} is not",
-                _ORIGIN,
-            )
-        return None
+        return self.admin_only(cmd, remote_host, WRITE_CODES, "the controller", _ORIGIN)
 
 
 class Guarded:

@@ -47,15 +47,4 @@ class NamesrvAcl(PlainAccounts):
 
     def check(self, cmd: RemotingCommand, remote_host: str) -> AclError | None:
         """None when ``cmd`` may be processed, else the refusal."""
-        if cmd.code not in WRITE_CODES:
-            return None
-        account = self.authenticate(cmd, remote_host)
-        if account is None or isinstance(account, AclError):
-            return account
-        if not account.admin:
-            return AclError(
-                f"Need admin permission for request code={cmd.code} on the name server, but "
-                f"accessKey={account.access_key} is not",
-                _ORIGIN,
-            )
-        return None
+        return self.admin_only(cmd, remote_host, WRITE_CODES, "the name server", _ORIGIN)

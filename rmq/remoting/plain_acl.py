@@ -618,6 +618,25 @@ class PlainAccounts:
 
     # ------------------------------------------------------------------ who sent it (hot path)
 
+    def admin_only(
+        self, cmd: RemotingCommand, remote_host: str, codes: frozenset[int], where: str, origin: str
+    ) -> AclError | None:
+        """The name server's and the controller's rule: a request whose code is in ``codes``
+        needs a white address or an account with ``admin: true``; any other passes. None when
+        ``cmd`` may be processed, else the refusal (naming ``where`` and ``origin``)."""
+        if cmd.code not in codes:
+            return None
+        account = self.authenticate(cmd, remote_host)
+        if account is None or isinstance(account, AclError):
+            return account
+        if not account.admin:
+            return AclError(
+                f"Need admin permission for request code={cmd.code} on {where}, but "
+                f"accessKey={account.access_key} is not",
+                origin,
+            )
+        return None
+
     def authenticate(self, cmd: RemotingCommand, remote_host: str) -> _Account | AclError | None:
         """Who sent ``cmd`` from ``remote_host`` (Java ``PlainPermissionManager.validate`` before
         ``checkPerm``): None when a global white address or the account's white address lets
