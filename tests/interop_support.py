@@ -247,6 +247,52 @@ class Driver:
         return DriverResult(self.argv, self.proc.returncode, events, err, time.monotonic() - self.started, self.home)
 
 
+class LiveDriver(Driver):
+    """A driver whose events go to ``<home>/events.jsonl`` as they happen, so that a test can
+    watch them while the driver runs (:meth:`events`); it stops when ``stop_file`` exists."""
+
+    def __init__(self, argv: list[str], env: dict, home: Path, timeout: float, stop_file: Path):
+        self.argv = argv
+        self.home = home
+        self.timeout = timeout
+        self.stop_file = stop_file
+        self.events_path = home / "events.jsonl"
+        self.started = time.monotonic()
+        with open(self.events_path, "wb") as out, open(home / "stderr.txt", "wb") as err:
+            self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err, start_new_session=True)
+
+    def events(self, event: str | None = None) -> list[dict]:
+        """The complete lines written so far (``event`` given: only those)."""
+        text = self.events_path.read_text(errors="replace")
+        out = []
+        for line in text.splitlines(keepends=True):
+            if not line.endswith("\n") or not line.startswith("{"):
+                continue  # (the last line may be half written)
+            e = json.loads(line)
+            if event is None or e.get("event") == event:
+                out.append(e)
+        return out
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stderr(self) -> str:
+        return (self.home / "stderr.txt").read_text(errors="replace")
+
+    def result(self) -> DriverResult:
+        """Create the stop file, wait for the driver to end (killed after ``timeout``)."""
+        self.stop_file.touch()
+        try:
+            self.proc.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        err = self.stderr()
+        return DriverResult(
+            self.argv, self.proc.returncode, self.events(), err, time.monotonic() - self.started, self.home
+        )
+
+
 def _env(home: Path, extra: dict | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["HOME"] = str(home)  # the C++ core logs to $HOME/logs/rocketmq-cpp; ali-ons keeps offsets under $HOME
@@ -264,6 +310,22 @@ def ons(clients: Clients, home: Path, command: str, *args: str, timeout: float =
     home.mkdir(parents=True, exist_ok=True)
     argv = [clients.node, str(DRIVERS / "ons_driver.js"), command, *args]
     return Driver(argv, _env(home, {"NODE_PATH": str(clients.node_path)}), home, timeout)
+
+
+def cpp_live(clients: Clients, home: Path, command: str, *args: str, timeout: float = 60) -> LiveDriver:
+    """``cpp_driver.py <command> ... --stop-file <home>/stop`` with its events in a file."""
+    home.mkdir(parents=True, exist_ok=True)
+    stop = home / "stop"
+    argv = [str(clients.cpp_python), str(DRIVERS / "cpp_driver.py"), command, *args, "--stop-file", str(stop)]
+    return LiveDriver(argv, _env(home), home, timeout, stop)
+
+
+def ons_live(clients: Clients, home: Path, command: str, *args: str, timeout: float = 60) -> LiveDriver:
+    """``ons_driver.js <command> ... --stop-file <home>/stop`` with its events in a file."""
+    home.mkdir(parents=True, exist_ok=True)
+    stop = home / "stop"
+    argv = [clients.node, str(DRIVERS / "ons_driver.js"), command, *args, "--stop-file", str(stop)]
+    return LiveDriver(argv, _env(home, {"NODE_PATH": str(clients.node_path)}), home, timeout, stop)
 
 
 def write_plan(path: Path, messages: list[dict]) -> str:

@@ -14,6 +14,12 @@ from rmq. Every event is one JSON line on stdout; the test reads them and judges
        [--orderly] [--broadcast] [--props k1,k2] [--timeout S]
   pull --namesrv A --group G --topic T --expect N --marker M [--expression E] [--props ...]
 
+  stream --namesrv A --group G --topic T --marker M --stop-file F
+      SYNC sends of bodies M000000, M000001, ... one after another until the file F exists;
+      a failed send is reported and the next body goes out (a failover test's producer).
+      Prints {"event": "sent", "i", "body", ...} or {"event": "send_error", "i", "body", ...}.
+  push ... --stop-file F: run until F exists (instead of until N bodies arrived).
+
 Every command takes [--access-key AK --secret-key SK [--channel C]]: ACL credentials.
       Print {"event": "recv", ...} for every delivered message and stop once N distinct
       bodies starting with M have arrived (or at the timeout), then {"event": "done"}.
@@ -138,6 +144,42 @@ def produce(args):
     return 1 if failures else 0
 
 
+def stream(args):
+    producer = Producer(args.group)
+    credentials(producer, args)
+    producer.set_namesrv_addr(args.namesrv)
+    producer.set_timeout(args.send_timeout_ms)
+    producer.start()
+    failures = i = 0
+    try:
+        while not os.path.exists(args.stop_file):
+            body = f"{args.marker}{i:06d}"
+            msg = Message(args.topic)
+            msg.set_body(body.encode("utf-8"))
+            try:
+                result = producer.send_sync(msg)
+            except Exception as exc:  # the master is gone: report, go on with the next body
+                failures += 1
+                emit("send_error", i=i, body=body, error=f"{type(exc).__name__}: {exc}")
+                # the core fails at once while its route names no live broker: a paced loop,
+                # not a wait for anything
+                time.sleep(0.05)
+            else:
+                emit(
+                    "sent",
+                    i=i,
+                    body=body,
+                    status=SendStatus(result.status).name,
+                    msg_id=result.msg_id,
+                    offset=result.offset,
+                )
+            i += 1
+    finally:
+        producer.shutdown()
+    emit("done", failures=failures, sends=i)
+    return 0
+
+
 def _record(msg, prop_names):
     return dict(
         topic=_text(msg.topic),
@@ -210,7 +252,11 @@ def push(args):
     started = time.monotonic()
     consumer.start()
     emit("started")
-    if args.until_idle:
+    if args.stop_file:
+        # a failover test's consumer: it runs until the test has seen every acknowledged body
+        while not os.path.exists(args.stop_file):
+            time.sleep(0.2)  # polling for the file
+    elif args.until_idle:
         # a member of a shared group gets only a share: stop once that share stops growing
         deadline = started + args.timeout
         while not collector.done.wait(0.2) and time.monotonic() < deadline:
@@ -229,7 +275,7 @@ def push(args):
     # shutdown persists offsets (UPDATE_CONSUMER_OFFSET) and unregisters (UNREGISTER_CLIENT)
     consumer.shutdown()
     emit("stopped")
-    if args.until_idle:
+    if args.until_idle or args.stop_file:
         return 0 if collector.received else 1
     return 0 if collector.received >= args.expect else 1
 
@@ -257,7 +303,7 @@ def pull(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", choices=["produce", "push", "pull"])
+    ap.add_argument("command", choices=["produce", "push", "pull", "stream"])
     ap.add_argument("--namesrv", required=True)
     ap.add_argument("--group", required=True)
     ap.add_argument("--plan")
@@ -277,6 +323,7 @@ def main():
     )
     ap.add_argument("--quiet", action="store_true", help="push: count deliveries, print no per-message events")
     ap.add_argument("--threads", type=int, default=0, help="push: consume thread count (client default if 0)")
+    ap.add_argument("--stop-file", default="", help="stream, push: stop once this file exists")
     ap.add_argument("--timeout", type=float, default=45.0)
     ap.add_argument("--send-timeout-ms", type=int, default=3000)
     ap.add_argument("--access-key", default="", help="ACL: sign with these credentials")
@@ -284,7 +331,7 @@ def main():
     ap.add_argument("--channel", default="ALIYUN", help="ACL: the OnsChannel the core sends (default ALIYUN)")
     args = ap.parse_args()
     args.prop_names = [p for p in args.props.split(",") if p]
-    rc = {"produce": produce, "push": push, "pull": pull}[args.command](args)
+    rc = {"produce": produce, "push": push, "pull": pull, "stream": stream}[args.command](args)
     sys.stdout.flush()
     os._exit(rc)
 

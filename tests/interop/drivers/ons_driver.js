@@ -10,7 +10,13 @@
 //       [--broadcast] [--from-first] [--fail-first] [--timeout S]
 //       Prints {"event": "recv", ...} per delivered message (all its properties included) and
 //       stops once N distinct bodies starting with M have arrived, or at the timeout.
-//   Both take [--access-key AK --secret-key SK]: ACL credentials (accessKeyId/accessKeySecret).
+//   stream --namesrv A --group G --topic T --marker M --stop-file F
+//       Sends bodies M000000, M000001, ... one after another until the file F exists; a failed
+//       send is reported and the next body goes out (a failover test's producer). Prints
+//       {"event": "sent", i, body, ...} or {"event": "send_error", i, body, error}.
+//   consume ... --stop-file F: run until F exists (instead of until N bodies arrived).
+//   All take [--poll-namesrv-ms MS]: the route refresh period (ali-ons' pollNameServerInteval).
+//   All take [--access-key AK --secret-key SK]: ACL credentials (accessKeyId/accessKeySecret).
 //
 // Only 127.0.0.1 addresses are ever passed in.
 'use strict';
@@ -52,7 +58,10 @@ function clientOptions() {
     logger,
     // distinct client ids per process, so two consumers of one group are two members
     instanceName: `ons${process.pid}`,
-  }, args['access-key'] ? {
+  }, args['poll-namesrv-ms'] ? {
+    // how often the client re-reads its topics' routes (ali-ons' own default 30 s)
+    pollNameServerInteval: Number(args['poll-namesrv-ms']),
+  } : {}, args['access-key'] ? {
     // ACL: ali-ons signs every request (lib/channel.js beforeRequest) when it has both.
     accessKeyId: args['access-key'],
     accessKeySecret: args['secret-key'],
@@ -84,6 +93,32 @@ async function produce() {
   return failures ? 1 : 0;
 }
 
+async function stream() {
+  const producer = new Producer(Object.assign({ producerGroup: args.group }, clientOptions()));
+  await producer.ready();
+  let failures = 0;
+  let i = 0;
+  while (!fs.existsSync(args['stop-file'])) {
+    const body = args.marker + String(i).padStart(6, '0');
+    const msg = new Message(args.topic, null, Buffer.from(body, 'utf8'));
+    delete msg.properties.TAGS;
+    try {
+      const r = await producer.send(msg);
+      emit('sent', { i, body, status: r.sendStatus, msg_id: r.msgId, queue_id: Number(r.messageQueue.queueId),
+        offset: Number(r.queueOffset) });
+    } catch (err) {
+      failures++;
+      emit('send_error', { i, body, error: String(err && err.message || err) });
+      // a send can fail at once while the route names no live broker: a paced loop
+      await new Promise(r => setTimeout(r, 50));
+    }
+    i++;
+  }
+  await producer.close();
+  emit('done', { failures, sends: i });
+  return 0;
+}
+
 async function consume() {
   const expect = Number(args.expect);
   const marker = args.marker || '';
@@ -113,22 +148,25 @@ async function consume() {
         throw new Error('failing the first delivery on purpose');
       }
       seen.add(body);
-      if (seen.size >= expect) finish();
+      if (!args['stop-file'] && seen.size >= expect) finish();
     }
   });
   emit('started', {});
+  // a failover test's consumer runs until the test has seen every acknowledged body
+  const poll = args['stop-file'] ? setInterval(() => { if (fs.existsSync(args['stop-file'])) finish(); }, 200) : null;
   const timer = setTimeout(finish, Number(args.timeout || 45) * 1000);
   await done;
   clearTimeout(timer);
+  if (poll) clearInterval(poll);
   emit('done', { received: seen.size, seconds: (Date.now() - started) / 1000 });
   await consumer.close();
   emit('stopped', {});
-  return seen.size >= expect ? 0 : 1;
+  return seen.size >= (args['stop-file'] ? 1 : expect) ? 0 : 1;
 }
 
-const commands = { produce, consume };
+const commands = { produce, consume, stream };
 if (!commands[command]) {
-  console.error(`usage: ons_driver.js produce|consume --namesrv A --group G ...`);
+  console.error(`usage: ons_driver.js produce|consume|stream --namesrv A --group G ...`);
   process.exit(2);
 }
 // process.exit() drops whatever stdout still buffers for a pipe (writes to pipes are
