@@ -513,7 +513,11 @@ class MessageStore:
                 # like Java, no backfill then (a store that ran without the index stays so).
                 self._rebuild_index(self.index.rebuild_from(min_phy), reput_from)
         try:
-            self.reput.do_reput(limit=end, notify=False)
+            # Controller mode: a replica starts without a role, and what it holds past its
+            # queues may be what no other in-sync replica has (truncated when it follows a new
+            # master). It is dispatched once known safe: as master (change_to_master) or up to
+            # the master's confirm offset as slave (ReputMessageService.dispatch_limit).
+            self.reput.do_reput(limit=self.reput.reput_from_offset if self.controller_mode else end, notify=False)
         except StoreError as e:
             # The reput service retries (and shows the error) once the store runs.
             log.error("store recovery: dispatch stopped at CommitLog offset %d: %s", self.reput.reput_from_offset, e)

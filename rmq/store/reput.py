@@ -108,22 +108,24 @@ class ReputMessageService:
     def dispatch_limit(self) -> int:
         """Where dispatch stops: the flushed end (SYNC_FLUSH) or the end; on a controller-mode
         master with ``allAckInSyncStateSet`` and slaves in its SyncStateSet, also the confirm
-        offset, so consumers see only what every in-sync replica has (Java 5
-        ``ReputMessageService.getReputEndOffset`` / ``CommitLog.getConfirmOffset``; not with
-        ``readUnCommitted``)."""
+        offset, so consumers see only what every in-sync replica has; on a controller-mode
+        slave, the confirm offset its master sent (rmq.store.ha.client), whatever
+        ``allAckInSyncStateSet`` (Java 5 ``ReputMessageService.getReputEndOffset`` /
+        ``CommitLog.getConfirmOffset``; neither with ``readUnCommitted``)."""
         store = self.store
         cl = store.commit_log
         cfg = store.config
         limit = cl.flushed_offset if cfg.sync_flush else cl.max_offset
+        if not store.controller_mode or cfg.read_uncommitted:
+            return limit
         ha = store.ha
-        if (
-            ha is not None
-            and ha.controller_mode
-            and cfg.all_ack_in_sync_state_set
-            and not cfg.read_uncommitted
-            and len(ha.sync_state_set) > 1
-        ):
-            limit = min(limit, ha.confirm_offset)
+        if ha is not None:
+            if cfg.all_ack_in_sync_state_set and len(ha.sync_state_set) > 1:
+                limit = min(limit, ha.confirm_offset)
+        elif store.ha_client is not None:
+            # a slave: no further than the master's confirm offset (-1 until the session's
+            # first transfer: nothing new is dispatched before the master said it)
+            limit = min(limit, max(store.ha_client.confirm_offset, self.reput_from_offset))
         return limit
 
     def _schedule_tags_code(self, mf: MappedFile, props_pos: int, props_len: int, store_ts: int, tags_code: int) -> int:

@@ -198,3 +198,59 @@ async def test_a_former_masters_service_proposes_nothing_in_a_later_term(pair):
     assert a.ha.sync_state_set == {1, 2}
     assert frozenset({1}) not in proposals
     b.ha_client._proto.transport.resume_reading()
+
+
+async def test_a_slave_serves_only_what_every_in_sync_replica_has(pair):
+    # Java 5 AutoSwitchHAClient / ReputMessageService.getReputEndOffset: a slave dispatches no
+    # further than the master's confirm offset (the lowest ack of the SyncStateSet), carried in
+    # every transfer header. A record one in-sync replica lacks is in b's CommitLog but not in
+    # its queues; when that replica becomes master, b truncates the record: no consumer of b
+    # ever read it. The master's heartbeat interval is a minute: every confirm offset below
+    # arrives because it moved (the master's writer sends it at once), not by a heartbeat.
+    slow = dict(ha_housekeeping_interval=120_000)
+    a = await pair("a", 1, broker_role="SLAVE", ha_send_heartbeat_interval=60_000, **slow)
+    assert await a.change_to_master(1, "ASYNC_MASTER")
+    master = f"127.0.0.1:{a.ha.port}"
+    b = await pair("b", 2, broker_role="SLAVE", ha_master_address=master, **slow)
+    c = await pair("c", 3, broker_role="SLAVE", ha_master_address=master, **slow)
+    # d reads uncommitted (Java readUnCommitted): it shows what b must not
+    d = await pair("d", 4, broker_role="SLAVE", ha_master_address=master, read_uncommitted=True, **slow)
+    await wait_until(lambda: a.ha.sync_state_set == {1, 2, 3, 4}, what="the slaves to join the SyncStateSet")
+    first = await _put_all(a, 0, 40)
+    end = a.max_phy_offset
+    for name, s in (("b", b), ("c", c), ("d", d)):
+        await wait_until(lambda s=s: s.reput_from_offset == end, what=f"{name} to dispatch everything")
+    assert b.ha_client.confirm_offset == end
+    assert b.runtime_info()["haConfirmOffset"] == str(end)
+    assert b.get_max_offset_in_queue("T0", 0) == 10 == a.get_max_offset_in_queue("T0", 0)
+    # c stops reading: connected, acknowledging nothing more
+    c.ha_client._proto.transport.pause_reading()
+    unconfirmed = await _put_all(a, 40, 8)
+    assert all(r.status == PutMessageStatus.PUT_OK for r in unconfirmed)  # ASYNC_MASTER: no wait
+    await wait_until(lambda: b.max_phy_offset == a.max_phy_offset, what="b to receive the new records")
+    await wait_until(lambda: d.reput_from_offset == a.max_phy_offset, what="d to dispatch uncommitted records")
+    await loop_turn()  # (b's dispatch run after its last append)
+    assert a.ha.confirm_offset == end  # c's ack
+    assert b.ha_client.confirm_offset == end
+    assert b.reput_from_offset == end < b.max_phy_offset
+    assert b.get_max_offset_in_queue("T0", 0) == 10  # message 40 (T0, queue 0) is not served by b
+    assert d.get_max_offset_in_queue("T0", 0) == 12  # ... but is by d (messages 40 and 44)
+    r = b.get_message("g", "T0", 0, 10, 32)
+    r.release()
+    assert r.status.name == "OFFSET_OVERFLOW_ONE"
+    # a dies; c (in the SyncStateSet, without the 8 records) is elected; b follows c.
+    await a.shutdown()
+    await d.shutdown()
+    assert await c.change_to_master(2, "ASYNC_MASTER")
+    assert c.max_phy_offset == end
+    assert await b.change_to_slave(f"127.0.0.1:{c.ha.port}", 2)
+    after = await _put_all(c, 100, 8)
+    await wait_until(lambda: b.reput_from_offset == c.max_phy_offset, what="b to follow c and dispatch")
+    assert b.epochs.entries == [EpochEntry(1, 0), EpochEntry(2, end)]
+    assert b.get_max_offset_in_queue("T0", 0) == 12
+    # queue offset 10 of T0/0 was message 40 on a (and d); on b it is, and always was, message 100
+    r = b.get_message("g", "T0", 0, 10, 1)
+    r.release()
+    assert r.status.name == "FOUND"
+    assert b.look_message_by_offset(after[0].append.wrote_offset).body == _msg(100).body
+    assert first[-1].append.wrote_offset < end

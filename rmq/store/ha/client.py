@@ -17,7 +17,12 @@ In controller mode (``store.controller_mode``) the slave first asks the master's
 (EPOCH_HELLO, rmq.store.ha.codec), cuts its CommitLog back to the last point both agree on
 (``find_consistent_point``, ``MessageStore.truncate_files``; Java ``AutoSwitchHAClient.doTruncate``),
 takes the master's epoch entries up to its end (and the later ones as the data reaches them),
-and only then reports.
+and only then reports. Every transfer header then carries the master's confirm offset (the
+offset every SyncStateSet member has); ``confirm_offset`` keeps it, never above this slave's
+own end, and the dispatch stops there unless ``readUnCommitted`` (Java 5
+``AutoSwitchHAClient``: ``setConfirmOffset(min(confirmOffset, maxPhyOffset))``;
+``ReputMessageService.getReputEndOffset``): a record a new master might not have is never
+served here and truncated later.
 
 With ``haAuthSecret`` set, the slave proves the secret before its first report (AUTH_HELLO,
 the master's nonce, the HMAC: rmq.store.ha.codec); without it, it reports at once like a Java
@@ -112,6 +117,9 @@ class HAClient:
         self._aligning = False
         self._pending_epochs: list[EpochEntry] = []
         self._epoch_save: asyncio.Task[None] | None = None
+        #: controller mode: the master's confirm offset as of the last transfer, capped at this
+        #: slave's CommitLog end; -1 until this session's first transfer (dispatch waits)
+        self.confirm_offset = -1
 
     def update_master_address(self, addr: str | None) -> None:
         """Java ``HAClient.updateMasterAddress``: follow another master from the next connection
@@ -167,7 +175,9 @@ class HAClient:
             transport, proto = await loop.create_connection(lambda: _Protocol(self), host, port)
         set_tcp_nodelay(transport)
         self._proto = proto
-        self._decoder = TransferDecoder()
+        # a new session (maybe another master after a failover): its own confirm offset
+        self.confirm_offset = -1
+        self._decoder = TransferDecoder(with_confirm=self.store.controller_mode)
         self.connected = True
         self.connects += 1
         self._last_read = time.monotonic()
@@ -378,9 +388,11 @@ class HAClient:
         store = self.store
         cl = store.commit_log
         appended = False
+        confirm_before = self.confirm_offset
         sync_flush = store.config.sync_flush
+        decoder = self._decoder
         try:
-            for offset, body in self._decoder.feed(data):
+            for offset, body in decoder.feed(data):
                 end = cl.max_offset
                 if offset != end and (cl.mfq.files or offset < end):
                     if offset < end:
@@ -390,9 +402,13 @@ class HAClient:
                     return
                 if not body:
                     self.last_heartbeat_at = self._last_read
+                    if decoder.confirm >= 0:
+                        self.confirm_offset = min(decoder.confirm, end)
                     continue
                 cl.append_data(offset, body)
                 appended = True
+                if decoder.confirm >= 0:
+                    self.confirm_offset = min(decoder.confirm, cl.max_offset)
                 self.transfers += 1
                 self.bytes_received += len(body)
                 self.last_transfer_at = self._last_read
@@ -414,6 +430,8 @@ class HAClient:
                     # After the transfers of this read (Java reports after each one; the master
                     # keeps only the newest report, so one per read says the same with fewer writes).
                     self._report()
+            elif self.confirm_offset > confirm_before:
+                store.reput.wakeup()  # only the confirm offset moved: consumers may read further
 
     def _refuse(self, proto: _Protocol, why: str) -> None:
         _rlog.warning("ha-refuse", "HA: closing the connection to master %s: %s", clip(self.master_address or "?"), why)
@@ -468,4 +486,5 @@ class HAClient:
             "haLastTransferMillisAgo": str(ago),
             "haDiverged": self.diverged or "",
             "haLastError": self.last_error or "",
+            "haConfirmOffset": str(self.confirm_offset),
         }

@@ -34,6 +34,15 @@ both agree on (Java 5's AutoSwitchHAClient does the same in its own handshake; t
     master → slave   count int32, count × (epoch int32, startOffset int64), maxPhyOffset int64
     ... then the slave truncates if it must, and sends its first report.
 
+On such a controller-mode connection every transfer header (heartbeats included) carries the
+master's confirm offset as a third field, 20 bytes in all (Java 5 ``AutoSwitchHAConnection``'s
+transfer header carries it the same way, as its "additional info"); the slave dispatches no
+further than it, so its consumers never read a record not every SyncStateSet member has
+(docs/design.md "Controller mode", "What a slave serves")::
+
+    +0                        +8              +12                       +20          +20+size
+    | phyOffset  int64        | size  int32   | confirmOffset  int64    | CommitLog bytes ...  |
+
 A Java 4.9.8 slave never sends AUTH_HELLO (its first bytes are a report); the master decides
 from the peer's address whether it may follow (``haAllowedSlaves``, rmq.store.ha.service).
 
@@ -65,6 +74,7 @@ __all__ = [
     "OffsetReportDecoder",
     "REPORT_SIZE",
     "TRANSFER_HEADER_SIZE",
+    "CONFIRM_HEADER_SIZE",
     "TransferDecoder",
     "encode_offset_report",
     "encode_transfer_header",
@@ -72,6 +82,8 @@ __all__ = [
 
 REPORT_SIZE = 8
 TRANSFER_HEADER_SIZE = 12
+#: A controller-mode transfer header: the 4.x one and the master's confirm offset.
+CONFIRM_HEADER_SIZE = 20
 #: The largest transfer body a slave accepts: Java's slave reads into a 4 MiB buffer
 #: (``HAClient.READ_MAX_BUFFER_SIZE``) and could never complete a bigger transfer.
 MAX_TRANSFER_BODY = 4 * 1024 * 1024 - TRANSFER_HEADER_SIZE
@@ -93,6 +105,7 @@ _COUNT = struct.Struct(">i")
 
 _REPORT = struct.Struct(">q")
 _HEADER = struct.Struct(">qi")
+_CONFIRM_HEADER = struct.Struct(">qiq")
 
 
 class HAProtocolError(ValueError):
@@ -151,13 +164,18 @@ def encode_offset_report(offset: int) -> bytes:
     return _REPORT.pack(offset)
 
 
-def encode_transfer_header(phy_offset: int, size: int) -> bytes:
-    """The master's 12-byte header; ``size`` 0 is a heartbeat."""
+def encode_transfer_header(phy_offset: int, size: int, confirm: int | None = None) -> bytes:
+    """The master's 12-byte header; ``size`` 0 is a heartbeat. With ``confirm`` (a
+    controller-mode connection) the 20-byte header that also carries the confirm offset."""
     if not 0 <= phy_offset <= _MAX_OFFSET:
         raise ValueError(f"offset {phy_offset} out of range")
     if not 0 <= size <= 0x7FFFFFFF:
         raise ValueError(f"size {size} out of range")
-    return _HEADER.pack(phy_offset, size)
+    if confirm is None:
+        return _HEADER.pack(phy_offset, size)
+    if not 0 <= confirm <= _MAX_OFFSET:
+        raise ValueError(f"confirm offset {confirm} out of range")
+    return _CONFIRM_HEADER.pack(phy_offset, size, confirm)
 
 
 class OffsetReportDecoder:
@@ -193,69 +211,82 @@ class TransferDecoder:
     (``body`` a memoryview, empty for a heartbeat, valid until the next ``feed``).
 
     A transfer split across reads is kept in one bytearray of at most
-    ``TRANSFER_HEADER_SIZE + max_body`` bytes; a complete transfer inside one read is yielded
+    ``header + max_body`` bytes; a complete transfer inside one read is yielded
     as a view of that read without a copy.
 
     Args:
         max_body: the largest size accepted (default :data:`MAX_TRANSFER_BODY`); a larger one
             raises HAProtocolError before any of its bytes are buffered.
+        with_confirm: the controller-mode headers (:data:`CONFIRM_HEADER_SIZE` bytes; default
+            False: the 4.x ones); ``confirm`` then holds the confirm offset of the transfer
+            just yielded (-1 before the first).
     """
 
-    __slots__ = ("_buf", "max_body", "transfers", "bytes")
+    __slots__ = ("_buf", "max_body", "transfers", "bytes", "header_size", "confirm", "_struct")
 
-    def __init__(self, max_body: int = MAX_TRANSFER_BODY) -> None:
+    def __init__(self, max_body: int = MAX_TRANSFER_BODY, with_confirm: bool = False) -> None:
         self._buf = bytearray()
         self.max_body = max_body
         self.transfers = 0
         self.bytes = 0
+        self.header_size = CONFIRM_HEADER_SIZE if with_confirm else TRANSFER_HEADER_SIZE
+        self._struct = _CONFIRM_HEADER if with_confirm else _HEADER
+        self.confirm = -1
 
     @property
     def buffered(self) -> int:
         """Bytes of an incomplete transfer held now."""
         return len(self._buf)
 
-    def _header(self, view: memoryview | bytearray, at: int) -> tuple[int, int]:
-        offset, size = _HEADER.unpack_from(view, at)
+    def _header(self, view: memoryview | bytearray, at: int) -> tuple[int, int, int]:
+        fields = self._struct.unpack_from(view, at)
+        offset, size = fields[0], fields[1]
+        confirm = fields[2] if len(fields) > 2 else -1
         if offset < 0:
             raise HAProtocolError(f"negative transfer offset {offset}")
         if size < 0 or size > self.max_body:
             raise HAProtocolError(f"transfer size {size} outside 0..{self.max_body}")
-        return offset, size
+        if len(fields) > 2 and confirm < 0:
+            raise HAProtocolError(f"negative confirm offset {confirm}")
+        return offset, size, confirm
 
     def feed(self, data: bytes | bytearray | memoryview) -> Iterator[tuple[int, memoryview]]:
         view = memoryview(data)
         buf = self._buf
+        hs = self.header_size
         if buf:
             # Complete the pending transfer first (copying only what it still needs).
-            if len(buf) < TRANSFER_HEADER_SIZE:
-                need = TRANSFER_HEADER_SIZE - len(buf)
+            if len(buf) < hs:
+                need = hs - len(buf)
                 buf += view[:need]
                 view = view[need:]
-                if len(buf) < TRANSFER_HEADER_SIZE:
+                if len(buf) < hs:
                     return
-            offset, size = self._header(buf, 0)
-            need = TRANSFER_HEADER_SIZE + size - len(buf)
+            offset, size, confirm = self._header(buf, 0)
+            need = hs + size - len(buf)
             buf += view[:need]
             view = view[need:]
-            if len(buf) < TRANSFER_HEADER_SIZE + size:
+            if len(buf) < hs + size:
                 return
             self._buf = bytearray()
             self.transfers += 1
             self.bytes += size
-            yield offset, memoryview(buf)[TRANSFER_HEADER_SIZE:]
+            self.confirm = confirm
+            yield offset, memoryview(buf)[hs:]
         at = 0
         end = len(view)
-        while end - at >= TRANSFER_HEADER_SIZE:
-            offset, size = self._header(view, at)
-            if end - at - TRANSFER_HEADER_SIZE < size:
+        while end - at >= hs:
+            offset, size, confirm = self._header(view, at)
+            if end - at - hs < size:
                 break
-            start = at + TRANSFER_HEADER_SIZE
+            start = at + hs
             at = start + size
             self.transfers += 1
             self.bytes += size
+            self.confirm = confirm
             yield offset, view[start:at]
         if at < end:
             rest = view[at:]
-            if len(rest) >= TRANSFER_HEADER_SIZE:
+            if len(rest) >= hs:
                 self._header(rest, 0)  # refuse an oversized transfer before buffering it
             self._buf = bytearray(rest)

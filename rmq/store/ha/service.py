@@ -213,6 +213,9 @@ class HAConnection(asyncio.Protocol):
         self.slave_id: int | None = None
         self._opening: bytearray | None = bytearray()
         self.caught_up_at = 0.0
+        # The confirm offset this controller-mode slave was last sent (in a transfer header):
+        # when the master's moves, an idle writer sends it in a heartbeat at once.
+        self.sent_confirm = -1
 
     # -- protocol ----------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -366,7 +369,7 @@ class HAConnection(asyncio.Protocol):
                     store_max,
                 )
                 if self.transport is not None:
-                    self.transport.write(encode_transfer_header(store_max, 0))
+                    self.transport.write(self._header(store_max, 0))
                 self.close("diverged", log_it=False)
                 return
             self.slave_request_offset = offset
@@ -487,8 +490,10 @@ class HAConnection(asyncio.Protocol):
                 continue
             interval = cfg.ha_send_heartbeat_interval / 1000.0
             wait = last_write + interval - time.monotonic()
-            if wait <= 0:
-                transport.write(encode_transfer_header(self.next_transfer_from, 0))
+            if wait <= 0 or (self.slave_id is not None and service.confirm_offset != self.sent_confirm):
+                # a heartbeat, or the confirm offset moved (an ack) with nothing new to send:
+                # the slave's consumers may read further now, not at the next heartbeat
+                transport.write(self._header(self.next_transfer_from, 0))
                 last_write = time.monotonic()
                 continue
             await service.wait_for_data(min(wait, housekeeping / 4))
@@ -506,13 +511,21 @@ class HAConnection(asyncio.Protocol):
             return None
         size = min(mf.wrote_position - pos, batch)
         view = memoryview(mf.mm)[pos : pos + size]
-        transport.writelines([encode_transfer_header(at, size), view])
+        transport.writelines([self._header(at, size), view])
         del view  # (the transport keeps its own reference while it holds unwritten bytes)
         self.next_transfer_from = at + size
         self._unacked.append((at + size, time.monotonic(), cl.max_offset))
         self.bytes_sent += size
         self.service.bytes_sent += size
         return mf
+
+    def _header(self, at: int, size: int) -> bytes:
+        """A transfer header; a controller-mode slave's carries the confirm offset (Java 5
+        ``AutoSwitchHAConnection``: ``getConfirmOffset`` in every header)."""
+        if self.slave_id is None:
+            return encode_transfer_header(at, size)
+        confirm = self.sent_confirm = self.service.confirm_offset
+        return encode_transfer_header(at, size, confirm)
 
     def state(self, store_max: int) -> SlaveState:
         now = time.monotonic()
@@ -698,6 +711,7 @@ class HAService:
         self.confirm_offset = value
         if moved:
             self.store.reput.wakeup()
+            self.notify_append()  # idle writers send it to the slaves (HAConnection._header)
 
     def compute_confirm_offset(self) -> int:
         """Java ``computeConfirmOffset``: the lowest ack of the set's slaves (the master's end
