@@ -233,6 +233,8 @@ class BrokerController:
             )
         # Prometheus /metrics on metricsPort (rmq.broker.metrics), started with the broker.
         self.metrics = BrokerMetrics(self)
+        if self.replicas is not None:
+            self.metrics.add_source(self.replicas.metrics)  # role, epochs, SyncStateSet, confirm offset
         # The RocketMQ 5 gRPC endpoint on grpcServerPort (rmq.broker.grpc), started last.
         self.grpc: Any = None
         self._tls = tls

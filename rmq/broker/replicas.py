@@ -62,6 +62,7 @@ from rmq.remoting.client import RemotingClient
 
 if TYPE_CHECKING:
     from rmq.broker.context import ReplicasContext
+    from rmq.common.metrics import MetricsBuilder
     from rmq.remoting.connection import Connection
 
 __all__ = ["IDENTITY_FILE", "ReplicasManager"]
@@ -99,6 +100,8 @@ class ReplicasManager:
         self.master_role = "SYNC_MASTER"
         self.running = False  # a role is known: writes (as master) and name-server registrations
         self.role_changes = 0
+        #: heartbeats that could not be sent, per controller address (the broker's /metrics)
+        self.heartbeat_failures: dict[str, int] = {addr: 0 for addr in self.controller_addrs}
         self._lock = asyncio.Lock()  # role changes one at a time (Java: synchronized)
         self._proposal: frozenset[int] | None = None
         self._proposing = False
@@ -285,6 +288,7 @@ class ReplicasManager:
             try:
                 await self.client.invoke_oneway(addr, broker_heartbeat(h))
             except (RMQError, OSError) as e:
+                self.heartbeat_failures[addr] = self.heartbeat_failures.get(addr, 0) + 1
                 _rlog.info(f"controller-hb-{addr}", "heartbeat to controller %s failed: %s", clip(addr), e)
 
     async def sync_replica_info(self) -> None:
@@ -477,6 +481,29 @@ class ReplicasManager:
 
     def reject_request(self) -> bool:
         return False
+
+    def metrics(self, b: MetricsBuilder) -> None:
+        """The controller-mode families of the broker's ``/metrics`` (a source of
+        rmq.broker.metrics.BrokerMetrics, run in its thread: plain attributes only)."""
+        bc = self.bc
+        labels = (bc.broker_cluster_name, self.broker.broker_addr, bc.broker_name)
+        master = self.is_master
+        b.set("rocketmq_broker_role", (*labels, "master"), 1 if master else 0)
+        b.set("rocketmq_broker_role", (*labels, "slave"), 1 if self.running and not master else 0)
+        b.set("rocketmq_broker_master_epoch", labels, self.master_epoch)
+        store = self.broker.message_store
+        ha = store.ha if store is not None else None
+        client = store.ha_client if store is not None else None
+        if master:
+            b.set("rocketmq_broker_sync_state_set_size", labels, len(self.sync_state_set))
+            b.set("rocketmq_broker_sync_state_set_epoch", labels, self.sync_state_set_epoch)
+        if ha is not None:
+            b.set("rocketmq_broker_confirm_offset", labels, ha.confirm_offset)
+        elif client is not None:
+            b.set("rocketmq_broker_confirm_offset", labels, client.confirm_offset)
+        b.set("rocketmq_broker_role_changes_total", labels, self.role_changes)
+        for addr, n in list(self.heartbeat_failures.items()):
+            b.set("rocketmq_broker_controller_heartbeat_failures_total", (*labels, addr), n)
 
     def runtime_info(self) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO's controller-mode keys."""

@@ -326,6 +326,41 @@ _FAMILY_LIST: list[Family] = [
         "broker time of SEND (the store put) and PULL (the store read) requests, ms",
         (*BROKER_LABELS, "request_code"),
     ),
+    # controller mode (rmq.broker.replicas, Java 5 ReplicasManager / AutoSwitchHAService): one
+    # series per replica (brokerIP tells the replicas of one broker name apart)
+    _g(
+        "rocketmq_broker_role",
+        "1 for the role this replica holds now (role=master or slave), 0 for the other; both 0 "
+        "while the controller has given it none",
+        (*BROKER_NUMS_LABELS, "role"),
+    ),
+    _g("rocketmq_broker_master_epoch", "the master epoch this replica knows (the controller's)", BROKER_NUMS_LABELS),
+    _g(
+        "rocketmq_broker_sync_state_set_size",
+        "replicas in the SyncStateSet, the master included (served by the master)",
+        BROKER_NUMS_LABELS,
+    ),
+    _g(
+        "rocketmq_broker_sync_state_set_epoch",
+        "the SyncStateSet's epoch as the controller last answered (served by the master)",
+        BROKER_NUMS_LABELS,
+    ),
+    _g(
+        "rocketmq_broker_confirm_offset",
+        "CommitLog offset every SyncStateSet member has: the master's computed one, or on a slave "
+        "the master's as last received (-1 before it); a slave dispatches no further",
+        BROKER_NUMS_LABELS,
+    ),
+    _c(
+        "rocketmq_broker_role_changes_total",
+        "role changes of this replica (elected master, or following another master) since it started",
+        BROKER_NUMS_LABELS,
+    ),
+    _c(
+        "rocketmq_broker_controller_heartbeat_failures_total",
+        "heartbeats this replica could not send to the controller at controller_addr since it started",
+        (*BROKER_NUMS_LABELS, "controller_addr"),
+    ),
     # rmq's own version (rmqVersion of GET_BROKER_RUNTIME_INFO, rmq/_version.py; an Apache broker
     # has none): what Java clients compare stays brokerVersion, in rocketmq_brokeruntime_*'s labels
     _g("rmq_build_info", "1, labelled with the rmq version the broker runs", (*BROKER_LABELS, "version")),

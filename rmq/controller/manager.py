@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import functools
 import json
@@ -151,12 +152,35 @@ class HeartbeatTable:
         return out
 
 
+#: Java ControllerMetricsManager's latency buckets (request and replicated-log operation), µs.
+LATENCY_BUCKETS_US: tuple[float, ...] = tuple(
+    m * u for u in (1.0, 1e3, 1e6) for m in (1, 3, 5, 10, 30, 50, 100, 300, 500) if m * u <= 10e6
+)
+
+
+@dataclass(slots=True)
+class Latency:
+    """One histogram's counts (one per bucket of :data:`LATENCY_BUCKETS_US`, then +Inf) and sum."""
+
+    counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_US) + 1))
+    total: float = 0.0
+
+    def observe(self, us: float) -> None:
+        self.counts[bisect.bisect_left(LATENCY_BUCKETS_US, us)] += 1
+        self.total += us
+
+
 @dataclass(slots=True)
 class _Stats:
     elections: dict[tuple[str, str], int] = field(default_factory=dict)  # (broker name, result) → n
     requests: dict[tuple[str, str], int] = field(default_factory=dict)  # (request type, status) → n
     fenced_writes: int = 0
     leader_changes: int = 0
+    # Java's request_latency per request type, and its dledger_op_* for our replicated log:
+    # the etcd transactions that write the broker names' records, by outcome
+    request_latency: dict[str, Latency] = field(default_factory=dict)
+    etcd_ops: dict[tuple[str, str], int] = field(default_factory=dict)  # (operation, status) → n
+    etcd_latency: dict[str, Latency] = field(default_factory=dict)
 
 
 _ELECTION_RESULT: dict[int, str] = {
@@ -487,7 +511,16 @@ class ControllerManager:
             self.etcd.cmp_create(self.leader_key, self._leader_rev),
         ]
         op = self.etcd.op_put(key, new.to_json()) if new is not None else self.etcd.op_delete(key)
-        r = await self.etcd.txn(compare, [op], [])
+        kind = "put" if new is not None else "delete"
+        t0 = time.monotonic()
+        status = "failed"
+        try:
+            r = await self.etcd.txn(compare, [op], [])
+            status = "success" if r.succeeded else "fenced"
+        finally:
+            stats = self.stats
+            stats.etcd_ops[(kind, status)] = stats.etcd_ops.get((kind, status), 0) + 1
+            stats.etcd_latency.setdefault(kind, Latency()).observe((time.monotonic() - t0) * 1e6)
         if not r.succeeded:
             self.stats.fenced_writes += 1
             self._rate_log.warning(

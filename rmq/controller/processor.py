@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from rmq.common.log import RateLimitedLog, clip
 from rmq.config import format_properties
 from rmq.controller.etcd import EtcdError
-from rmq.controller.manager import NotLeader, _Refused
+from rmq.controller.manager import Latency, NotLeader, _Refused
 from rmq.controller.state import Decision
 from rmq.errors import RemotingCommandError
 from rmq.protocol.body.controller import SyncStateSet
@@ -161,8 +161,14 @@ class ControllerProcessor:
                 f"malformed-{cmd.code}", "controller: refused code %d from %s: %s", cmd.code, conn.remote_addr, clip(e)
             )
             resp = cmd.response(ResponseCode.SYSTEM_ERROR, clip(str(e), 500))
-        if time.monotonic() - t0 > 1.0:
-            self._rate_log.warning("slow", "controller: code %d took %.1f s", cmd.code, time.monotonic() - t0)
+        took = time.monotonic() - t0
+        if took > 1.0:
+            self._rate_log.warning("slow", "controller: code %d took %.1f s", cmd.code, took)
+        kind = _request_type(cmd.code)
+        latency = self.m.stats.request_latency.get(kind)
+        if latency is None:
+            latency = self.m.stats.request_latency[kind] = Latency()
+        latency.observe(took * 1e6)
         return self._count(cmd, resp)
 
     @staticmethod

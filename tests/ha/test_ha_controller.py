@@ -181,3 +181,99 @@ async def test_a_master_cut_off_from_the_controller_is_replaced_and_rejoins(tmp_
         r = await a.message_store.put_message(MessageInner(TOPIC, 0, b"late"))
         assert r.status == PutMessageStatus.SERVICE_NOT_AVAILABLE
         await wait_until(lambda: a.message_store.max_phy_offset == b.message_store.max_phy_offset, what="a following b")
+
+
+async def test_controller_mode_metrics_follow_a_failover(tmp_path):
+    """The brokers' /metrics (rmq.broker.replicas.ReplicasManager.metrics) and the controller's
+    in a real cluster: role, master epoch, SyncStateSet and its epoch, confirm offset, role
+    changes; the master goes away and the survivor's series show the new epoch and its role."""
+    from metrics_support import scrape, value
+
+    from rmq._testing import free_port
+
+    ctl_metrics = free_port()
+    with (
+        EtcdProcess(tmp_path / "etcd") as etcd,
+        ControllerProcess(
+            tmp_path / "ctl",
+            etcd.endpoint,
+            scanNotActiveBrokerInterval=100,
+            controllerHeartBeatTimeoutMills=1500,
+            metricsPort=ctl_metrics,
+        ) as ctl,
+    ):
+        async with contextlib.AsyncExitStack() as stack:
+            ns = await stack.enter_async_context(run_namesrv())
+            a = await stack.enter_async_context(
+                run_broker(tmp_path / "a", ns, **broker_settings(ctl.addr, metrics_port=free_port()))
+            )
+            await wait_until(lambda: a.replicas.is_master, what="a elected master")
+            b_ctx = run_broker(tmp_path / "b", ns, **broker_settings(ctl.addr, metrics_port=free_port()))
+            b = await b_ctx.__aenter__()
+            try:
+                await wait_until(lambda: a.replicas.sync_state_set == {1, 2}, what="the SyncStateSet {1, 2}")
+                await create_topic(a.broker_addr, TOPIC)
+                async with rmq.Producer(f"127.0.0.1:{ns.port}", "PID_metrics", send_timeout=10) as p:
+                    for i in range(10):
+                        assert (await p.send(rmq.Message(TOPIC, b"m-%d" % i))).status == rmq.SendStatus.SEND_OK
+                end = a.message_store.max_phy_offset
+                epoch = a.replicas.master_epoch
+                labels_a = dict(cluster=a.broker_config.broker_cluster_name, brokerIP=a.broker_addr, broker=NAME)
+                labels_b = dict(labels_a, brokerIP=b.broker_addr)
+
+                async def b_confirmed() -> bool:
+                    return value(await scrape(b.metrics.port), "rocketmq_broker_confirm_offset", **labels_b) == end
+
+                await wait_until(b_confirmed, what="b's confirm offset at the master's end")
+                sa = await scrape(a.metrics.port)
+                assert value(sa, "rocketmq_broker_role", role="master", **labels_a) == 1
+                assert value(sa, "rocketmq_broker_role", role="slave", **labels_a) == 0
+                assert value(sa, "rocketmq_broker_master_epoch", **labels_a) == epoch
+                assert value(sa, "rocketmq_broker_sync_state_set_size", **labels_a) == 2
+                assert value(sa, "rocketmq_broker_sync_state_set_epoch", **labels_a) == a.replicas.sync_state_set_epoch
+                assert value(sa, "rocketmq_broker_confirm_offset", **labels_a) == end
+                assert value(sa, "rocketmq_broker_role_changes_total", **labels_a) == 1
+                assert value(sa, "rocketmq_broker_controller_heartbeat_failures_total", controller_addr=ctl.addr) == 0
+                sb = await scrape(b.metrics.port)
+                assert value(sb, "rocketmq_broker_role", role="slave", **labels_b) == 1
+                assert value(sb, "rocketmq_broker_role", role="master", **labels_b) == 0
+                assert value(sb, "rocketmq_broker_master_epoch", **labels_b) == epoch
+                assert "rocketmq_broker_sync_state_set_size" not in sb  # only the master knows it
+                sc = await scrape(ctl_metrics)
+                assert value(sc, "rocketmq_controller_role", address=ctl.addr) == 1
+                assert value(sc, "rocketmq_controller_active_broker_num", broker_set=NAME) == 2
+                assert value(sc, "rocketmq_controller_master_epoch", broker_set=NAME) == epoch
+                assert (
+                    value(
+                        sc, "rocketmq_controller_election_total", broker_set=NAME, election_result="new_master_elected"
+                    )
+                    >= 1
+                )
+                assert value(sc, "rocketmq_controller_leader_changes_total") >= 1
+                assert (
+                    value(
+                        sc, "rocketmq_controller_etcd_op_total", etcd_operation="put", etcd_operation_status="success"
+                    )
+                    >= 2
+                )
+                assert (
+                    value(sc, "rocketmq_controller_request_latency_count", request_type="controller_elect_master") >= 1
+                )
+                # the master goes away: b is elected, and its series say so
+                await a.shutdown()
+                await wait_until(lambda: b.replicas.is_master, timeout=30, what="b elected master")
+
+                async def b_master() -> bool:
+                    s = await scrape(b.metrics.port)
+                    return value(s, "rocketmq_broker_role", role="master", **labels_b) == 1
+
+                await wait_until(b_master, what="b's role series to say master")
+                sb = await scrape(b.metrics.port)
+                assert value(sb, "rocketmq_broker_role", role="slave", **labels_b) == 0
+                assert value(sb, "rocketmq_broker_master_epoch", **labels_b) > epoch
+                assert value(sb, "rocketmq_broker_role_changes_total", **labels_b) == 2
+                assert value(sb, "rocketmq_broker_sync_state_set_size", **labels_b) >= 1
+                sc = await scrape(ctl_metrics)
+                assert value(sc, "rocketmq_controller_master_epoch", broker_set=NAME) == b.replicas.master_epoch
+            finally:
+                await b_ctx.__aexit__(None, None, None)
