@@ -127,3 +127,21 @@ def test_transfer_decoder_bound_is_configurable():
     assert [len(b) for _, b in d.feed(encode_transfer_header(0, 32 * 1024) + bytes(32 * 1024))] == [32 * 1024]
     with pytest.raises(HAProtocolError):
         list(d.feed(encode_transfer_header(0, 32 * 1024 + 1)))
+
+
+def test_controller_mode_headers_carry_the_confirm_offset():
+    # Java 5 AutoSwitchHAConnection's header carries the confirm offset; ours is the 4.x header
+    # with it appended (20 bytes), on controller-mode connections only
+    assert encode_transfer_header(100, 3, 90) == struct.pack(">qiq", 100, 3, 90)
+    with pytest.raises(ValueError):
+        encode_transfer_header(100, 3, -1)
+    frames = encode_transfer_header(100, 3, 90) + b"abc" + encode_transfer_header(103, 0, 103)
+    d = TransferDecoder(with_confirm=True)
+    got = []
+    for i in range(len(frames)):  # byte by byte: the confirm offset belongs to the transfer yielded
+        got += [(o, bytes(b), d.confirm) for o, b in d.feed(frames[i : i + 1])]
+    assert got == [(100, b"abc", 90), (103, b"", 103)]
+    whole = TransferDecoder(with_confirm=True)  # in one read: each as it is yielded
+    assert [(o, bytes(b), whole.confirm) for o, b in whole.feed(frames)] == got
+    with pytest.raises(HAProtocolError):
+        list(TransferDecoder(with_confirm=True).feed(struct.pack(">qiq", 0, 0, -7)))
