@@ -54,7 +54,21 @@ def test_rules_read_only_metrics_rmq_serves():
     rules = _rules()
     recorded = {r["record"] for r in rules if "record" in r}
     served = set(FAMILIES) | {f"{n}_bucket" for n, f in FAMILIES.items() if f.kind == "histogram"}
-    functions = {"sum", "by", "rate", "delta", "histogram_quantile", "max", "or", "and", "offset", "le", "unless", "on", "count"}
+    functions = {
+        "sum",
+        "by",
+        "rate",
+        "delta",
+        "histogram_quantile",
+        "max",
+        "or",
+        "and",
+        "offset",
+        "le",
+        "unless",
+        "on",
+        "count",
+    }
     used = set()
     for r in rules:
         expr = re.sub(r'\{[^}]*\}|"[^"]*"|\[[^]]*\]', " ", r["expr"])  # label matchers, strings, ranges

@@ -490,9 +490,12 @@ class HAConnection(asyncio.Protocol):
                 continue
             interval = cfg.ha_send_heartbeat_interval / 1000.0
             wait = last_write + interval - time.monotonic()
-            if wait <= 0 or (self.slave_id is not None and service.confirm_offset != self.sent_confirm):
+            if wait <= 0 or (
+                self.slave_id is not None and service.confirm_offset != self.sent_confirm and self._writable is None
+            ):
                 # a heartbeat, or the confirm offset moved (an ack) with nothing new to send:
-                # the slave's consumers may read further now, not at the next heartbeat
+                # the slave's consumers may read further now, not at the next heartbeat (not
+                # into a transport that holds unwritten bytes: one header per move would pile up)
                 transport.write(self._header(self.next_transfer_from, 0))
                 last_write = time.monotonic()
                 continue
