@@ -254,3 +254,30 @@ async def test_a_slave_serves_only_what_every_in_sync_replica_has(pair):
     assert r.status.name == "FOUND"
     assert b.look_message_by_offset(after[0].append.wrote_offset).body == _msg(100).body
     assert first[-1].append.wrote_offset < end
+
+
+async def test_a_restarted_slave_still_waits_for_the_confirm_offset(pair):
+    # What a controller-mode replica holds past its queues may be what no other in-sync replica
+    # has: its recovery does not dispatch it; the master's confirm offset does, once it covers it.
+    a = await pair("a", 1, broker_role="SLAVE")
+    assert await a.change_to_master(1, "ASYNC_MASTER")
+    master = f"127.0.0.1:{a.ha.port}"
+    b = await pair("b", 2, broker_role="SLAVE", ha_master_address=master)
+    c = await pair("c", 3, broker_role="SLAVE", ha_master_address=master)
+    await wait_until(lambda: a.ha.sync_state_set == {1, 2, 3}, what="the slaves to join the SyncStateSet")
+    await _put_all(a, 0, 20)
+    end = a.max_phy_offset
+    await wait_until(lambda: b.reput_from_offset == end and c.reput_from_offset == end, what="dispatch")
+    c.ha_client._proto.transport.pause_reading()
+    await _put_all(a, 20, 8)
+    await wait_until(lambda: b.max_phy_offset == a.max_phy_offset, what="b to receive the new records")
+    await b.shutdown()
+    await b.start()  # (its HA client follows a again: the confirm offset is still c's ack)
+    assert b.max_phy_offset == a.max_phy_offset
+    assert b.reput_from_offset == end
+    await wait_until(lambda: b.ha_client.connected, what="b to follow a again")
+    await loop_turn()
+    assert b.reput_from_offset == end and b.get_max_offset_in_queue("T0", 0) == 5
+    c.ha_client._proto.transport.resume_reading()
+    await wait_until(lambda: b.reput_from_offset == a.max_phy_offset, what="b to dispatch once c has it all")
+    assert b.get_max_offset_in_queue("T0", 0) == 7  # messages 20 and 24
