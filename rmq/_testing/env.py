@@ -158,6 +158,7 @@ class BrokerEnv:
         batch: bool = False,
         wait_dispatch: bool = True,
         raw_properties: str | None = None,
+        timeout: float = 30.0,
     ) -> RemotingCommand:
         """SEND_MESSAGE (or ``code``, e.g. SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE) as a producer of
         ``group`` sends it; returns the response (``msgId`` = offsetMsgId).
@@ -168,6 +169,9 @@ class BrokerEnv:
         (default) it returns once the in-process store has dispatched everything appended so far,
         so a pull sent next sees the message (no-op for a broker in another process).
         ``raw_properties`` (default None) is sent as the properties text verbatim instead.
+        ``timeout`` (default 30 s, not ``call``'s 5 s): a send waits on the broker's store and,
+        for a SYNC master, its slave; on a machine at load 20 that can pass 5 s, and a test
+        asserts what was stored, not how fast.
         """
         p: dict[str, str] = {}
         if tags:
@@ -198,7 +202,7 @@ class BrokerEnv:
             v1, v2 = SendMessageRequestHeader.WIRE_NAMES, send_wire_names(code)
             short = {v1[attr]: v2[attr] for attr in v1}
             ext = {short[k]: v for k, v in ext.items()}
-        resp = await self.call(code, ext, body)
+        resp = await self.call(code, ext, body, timeout=timeout)
         if wait_dispatch:
             await self.dispatched()
         return resp
