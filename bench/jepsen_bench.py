@@ -9,6 +9,12 @@ writes are acknowledged again) and exits 1 when the check fails.
 
     sudo python bench/jepsen_bench.py --rounds 30 [--seed S] [--static] [--producers 3]
         [--faults 'name,name,...']   (a fixed sequence instead of a shuffled one)
+        [--keep DIR]   (the daemons' logs and stores stay in DIR; tmpfs stores as store.kept)
+
+A wait that times out (a fault never taking effect, a group never whole again) prints the
+cluster's state with the error: each broker's role, epoch and SyncStateSet by its own account,
+the controller leader's record and which replicas it counts alive, the controllers' last
+liveness and election log lines.
 
 Needs root (namespaces, tmpfs), ip(8) and, without ``--static``, Debian's etcd-server. The
 producers re-read routes every ``--route-poll`` seconds (default 1; the SDK's default is 30).
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -33,19 +40,25 @@ from rmq._testing.jepsen import ControllerGroup, StaticPair, failover_faults, ru
 
 async def run(args: argparse.Namespace) -> bool:
     client_instance.POLL_NAMESRV_INTERVAL = args.route_poll
-    with tempfile.TemporaryDirectory(prefix="rmq-jepsen-") as d, Network.create() as net:
+    where: contextlib.AbstractContextManager[str] = (
+        contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="rmq-jepsen-")
+    )
+    with where as d, Network.create() as net:
         t0 = time.monotonic()
         if args.static:
-            cluster: StaticPair | ControllerGroup = StaticPair(Path(d), net, disk_size=48 << 20)
+            cluster: StaticPair | ControllerGroup = StaticPair(Path(d), net, disk_size=args.disk_mb << 20)
             faults = static_faults()
         else:
             cluster = ControllerGroup(
-                Path(d), net, controllers=args.controllers, brokers=args.brokers, disk_size=48 << 20
+                Path(d), net, controllers=args.controllers, brokers=args.brokers, disk_size=args.disk_mb << 20
             )
             faults = failover_faults()
         if args.faults:
             by_name = {f.name: f for f in faults}
             faults = [by_name[n] for n in args.faults.split(",")]
+        cluster.keep = bool(args.keep)
+        if args.keep:
+            print(f"jepsen: logs and stores kept in {d}")
         async with cluster:
             report = await run_rounds(
                 cluster,
@@ -76,7 +89,21 @@ def main() -> None:
         help="comma-separated fault names to run in this order, again and again, instead of shuffled "
         "(e.g. 'master partitioned from the controllers,slave partitioned from the master')",
     )
+    ap.add_argument(
+        "--disk-mb",
+        type=int,
+        default=None,
+        help="each broker's tmpfs store, MiB (default 48 + one per round: retention is off, so the stores only grow; "
+        "a run fails saying so when they are 75%% full before a round)",
+    )
+    ap.add_argument("--keep", metavar="DIR", default="", help="run in DIR and leave the logs and stores there")
     args = ap.parse_args()
+    if args.disk_mb is None:
+        args.disk_mb = 48 + args.rounds
+    if args.keep:
+        keep = Path(args.keep).resolve()
+        keep.mkdir(parents=True, exist_ok=True)
+        args.keep = str(keep)
     for reason in (netns_unavailable(), small_disk_unavailable(), None if args.static else etcd_missing()):
         if reason is not None:
             sys.exit(f"jepsen_bench: cannot run here: {reason}")

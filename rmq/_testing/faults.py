@@ -446,6 +446,11 @@ class SmallDisk:
         st = os.statvfs(self.path)
         return st.f_bavail * st.f_frsize
 
+    def used_ratio(self) -> float:
+        """The share of the disk in use (0..1), the filler included."""
+        st = os.statvfs(self.path)
+        return 1.0 - st.f_bavail / st.f_blocks if st.f_blocks else 0.0
+
     def fill(self, leave: int = 0) -> int:
         """Take the free space but ``leave`` bytes; returns the filler's size."""
         filler = self.path / self.FILLER

@@ -660,6 +660,8 @@ class Cluster(Protocol):
 
     def epoch_of(self, op: Op) -> int: ...
 
+    async def describe(self) -> str: ...
+
 
 @dataclass
 class Fault:
@@ -846,32 +848,79 @@ async def run_rounds(
             ev = FaultEvent(i + 1, fault.name, master_death=fault.master_death)
             events.append(ev)
             await cluster.refresh()
+            _disks_not_filling_up(cluster, ev.round)
             ev.injected_at = time.monotonic()
             ev.detail = await fault.inject(cluster)
             if fault.effective is not None:
-                await wait_until(partial(fault.effective, cluster), round_timeout, 0.1, f"{fault.name} to take effect")
+                await _explained(
+                    cluster,
+                    wait_until(partial(fault.effective, cluster), round_timeout, 0.1, f"{fault.name} to take effect"),
+                )
             n = rng.randint(*ops_per_round)
             t = time.monotonic()
             if fault.during == "acks":
-                await wl.wait_acks(n, t, round_timeout, f"{n} acknowledged sends after {fault.name}")
+                await _explained(
+                    cluster, wl.wait_acks(n, t, round_timeout, f"{n} acknowledged sends after {fault.name}")
+                )
             else:
-                await wl.wait_done(n, t, round_timeout, f"{n} answered sends during {fault.name}")
+                await _explained(cluster, wl.wait_done(n, t, round_timeout, f"{n} answered sends during {fault.name}"))
             await cluster.refresh()
             await fault.heal(cluster)
             ev.healed_at = time.monotonic()
             if fault.healed is not None:
-                await wait_until(partial(fault.healed, cluster), round_timeout, 0.1, f"recovery from {fault.name}")
+                await _explained(
+                    cluster,
+                    wait_until(partial(fault.healed, cluster), round_timeout, 0.1, f"recovery from {fault.name}"),
+                )
             n = rng.randint(*ops_per_round)
-            await wl.wait_acks(n, ev.healed_at, round_timeout, f"{n} writes acknowledged after {fault.name}")
+            await _explained(
+                cluster, wl.wait_acks(n, ev.healed_at, round_timeout, f"{n} writes acknowledged after {fault.name}")
+            )
             out(f"round {ev.round}: {ev.name}: {ev.detail}; {len(wl.history)} sends so far")
     finally:
         cluster.net.heal_all()
         await wl.stop()
-    await cluster.settle()
+    await _explained(cluster, cluster.settle())
     reads = await read_topic(cluster.namesrv_addr, cluster.topic)
     report = check(wl.history, reads, events=events, epoch_of=cluster.epoch_of, seed=seed)
     out(str(report))
     return report
+
+
+#: The most of a store's disk the messages may take before a round (Java's default
+#: ``diskMaxUsedSpaceRatio``, 75 %): DISK_GUARD turns retention off, so a long run's stores only
+#: grow; past this the next CommitLog file can take a disk above the store's
+#: ``diskSpaceWarningLevelRatio`` (90 %) with no fault injected, and every replica refuses
+#: writes or replication for good.
+DISK_FILLED_UP = 0.75
+
+
+def _disks_not_filling_up(cluster: Cluster, round_no: int) -> None:
+    """Fail, saying so, when the run outgrew the brokers' disks (rather than a later round
+    timing out on a cluster that can no longer store anything)."""
+    full = []
+    for b in (cluster.master(), *cluster.slaves()):
+        disk = cluster.disk_of(b)
+        if disk is not None and disk.used_ratio() > DISK_FILLED_UP:
+            full.append(f"{b.addr} {disk.used_ratio():.0%} of {disk.size >> 20} MiB")
+    if full:
+        raise AssertionError(
+            f"before round {round_no}: the brokers' stores filled up with the run's messages ({', '.join(full)}; "
+            f"retention is off): give a run this long bigger disks (jepsen_bench.py --disk-mb)"
+        )
+
+
+async def _explained(cluster: Cluster, wait: Awaitable[object]) -> None:
+    """Await ``wait``; when it times out, the AssertionError carries the cluster's state as it
+    is then (:meth:`Cluster.describe`), so a long run that stops says why."""
+    try:
+        await wait
+    except AssertionError as e:
+        try:
+            state = await asyncio.wait_for(cluster.describe(), 60)
+        except Exception as d:  # noqa: BLE001 - the state is a diagnosis; its failure must not hide the timeout
+            state = f"(the cluster's state could not be read: {type(d).__name__}: {d})"
+        raise AssertionError(f"{e}\n{state}") from None
 
 
 # ------------------------------------------------------------------------------- static pair
@@ -905,9 +954,67 @@ class _BrokerGroup(abc.ABC):
         self._disks: dict[int, SmallDisk] = {}
         self._client: Any = None
         self._stack = contextlib.AsyncExitStack()
+        self.keep = False
+        """Set: each tmpfs store is copied to ``<broker dir>/store.kept`` before it is unmounted
+        (``jepsen_bench.py --keep``), so a failed run's stores survive with its logs."""
 
     def node_of(self, daemon: object) -> str:
         return self._nodes[id(daemon)]
+
+    def _mount(self, path: Path) -> SmallDisk:
+        """A :class:`SmallDisk` of ``disk_size`` at ``path``, unmounted (kept first, when
+        :attr:`keep`) when the group is left."""
+        assert self.disk_size is not None
+        disk = SmallDisk(path, self.disk_size).mount()
+
+        def close() -> None:
+            if self.keep:
+                import shutil
+
+                with contextlib.suppress(OSError):
+                    shutil.copytree(
+                        disk.path,
+                        disk.path.with_name(disk.path.name + ".kept"),
+                        ignore=shutil.ignore_patterns(SmallDisk.FILLER),
+                        dirs_exist_ok=True,
+                    )
+            disk.close()
+
+        self._stack.callback(close)
+        return disk
+
+    def _brokers(self) -> list[BrokerProcess]:
+        raise NotImplementedError
+
+    async def describe(self) -> str:
+        """The group's state for a failed wait's message: the partitions in force, and each
+        broker's process, role, epoch, SyncStateSet and CommitLog end by its own account."""
+        lines = [f"cluster state (partitions in force: {self.net.cuts or 'none'}):"]
+        keys = (
+            "brokerRole",
+            "controllerBrokerId",
+            "masterBrokerId",
+            "masterEpoch",
+            "syncStateSet",
+            "syncStateSetEpoch",
+            "controllerLeader",
+            "commitLogMaxOffset",
+            "dispatchBehindBytes",
+            "haConnectionCount",
+            "diskFull",
+        )
+        for b in self._brokers():
+            proc = (
+                "not started"
+                if b.proc is None
+                else ("running" if b.proc.poll() is None else f"exited {b.proc.returncode}")
+            )
+            rt = await self.runtime(b)
+            said = ", ".join(f"{k}={rt[k]}" for k in keys if k in rt) if rt else "no answer"
+            disk = self.disk_of(b)
+            used = f", disk {disk.used_ratio():.0%} of {disk.size >> 20} MiB used" if disk is not None else ""
+            lines.append(f"  broker {self.node_of(b)} {b.addr} ({proc}{used}): {said}")
+        return "\n".join(lines)
 
     def disk_of(self, broker: BrokerProcess) -> SmallDisk | None:
         return self._disks.get(id(broker))
@@ -983,6 +1090,9 @@ class StaticPair(_BrokerGroup):
         assert self._slave is not None
         return [self._slave]
 
+    def _brokers(self) -> list[BrokerProcess]:
+        return [b for b in (self._master, self._slave) if b is not None]
+
     async def refresh(self) -> None:
         """(The roles never change.)"""
 
@@ -998,8 +1108,7 @@ class StaticPair(_BrokerGroup):
         d = self.tmp / name
         disk = None
         if name == "m" and self.disk_size:
-            disk = SmallDisk(d / "store", self.disk_size).mount()
-            self._stack.callback(disk.close)
+            disk = self._mount(d / "store")
         conf: dict[str, object] = {
             "brokerName": "broker-a",
             "metricsPort": 0,
@@ -1187,6 +1296,63 @@ class ControllerGroup(_BrokerGroup):
     def slaves(self) -> list[BrokerProcess]:
         return [b for b in self.brokers if b.addr != self._master_addr]
 
+    def _brokers(self) -> list[BrokerProcess]:
+        return list(self.brokers)
+
+    async def describe(self) -> str:
+        """:meth:`_BrokerGroup.describe` plus each controller's account: up or not, leader or
+        not; the leader's record of ``broker-a`` (master, epoch, SyncStateSet and which replica
+        it counts alive, i.e. heartbeating within its timeout); and the last liveness and
+        election lines of each controller's log (when a replica missed its heartbeat timeout)."""
+        from rmq.protocol.requests.controller import (
+            get_controller_metadata,
+            get_sync_state_data,
+            parse_controller_metadata,
+            parse_sync_state_data,
+        )
+
+        lines = [await super().describe()]
+        for c in self.controllers:
+            if c.proc is None or c.proc.poll() is not None:
+                lines.append(f"  controller {self.node_of(c)} {c.addr}: not running")
+                continue
+            try:
+                meta = parse_controller_metadata(await _call(self._client, c.addr, get_controller_metadata(), 2.0))
+            except (RMQError, OSError) as e:
+                lines.append(f"  controller {self.node_of(c)} {c.addr}: no answer ({type(e).__name__})")
+                continue
+            lines.append(
+                f"  controller {self.node_of(c)} {c.addr}: {'leader' if meta.is_leader else 'follower'}"
+                f" (leader {meta.controller_leader_address})"
+            )
+            if meta.is_leader:
+                try:
+                    info = parse_sync_state_data(
+                        await _call(self._client, c.addr, get_sync_state_data(["broker-a"]), 2.0)
+                    ).replicas_info_table.get("broker-a")
+                except (RMQError, OSError) as e:
+                    lines.append(f"    broker-a: no answer ({type(e).__name__}: {e})")
+                    info = None
+                if info is not None:
+
+                    def who(rs: Sequence[Any]) -> str:
+                        return ", ".join(
+                            f"{r.broker_id} {r.broker_address} {'alive' if r.alive else 'NOT alive'}" for r in rs
+                        )
+
+                    lines.append(
+                        f"    broker-a: master {info.master_broker_id} {info.master_address} epoch {info.master_epoch};"
+                        f" SyncStateSet epoch {info.sync_state_set_epoch}: [{who(info.in_sync_replicas)}];"
+                        f" not in sync: [{who(info.not_in_sync_replicas)}]"
+                    )
+            events = [
+                ln
+                for ln in c.log_text().splitlines()
+                if "heartbeat" in ln or "elected" in ln or "master of" in ln or "leader" in ln
+            ]
+            lines += [f"    log: {ln[-200:]}" for ln in events[-6:]]
+        return "\n".join(lines)
+
     async def replica_info(self) -> tuple[Any, Any] | None:
         """The controller leader's ``(GetReplicaInfoResponseHeader, SyncStateSet)`` of
         ``broker-a``, or None when no controller answers as leader."""
@@ -1306,8 +1472,7 @@ class ControllerGroup(_BrokerGroup):
             node = self.net.add_node(name)
             d = self.tmp / name
             if self.disk_size:
-                disk = SmallDisk(d / "store", self.disk_size).mount()
-                self._stack.callback(disk.close)
+                disk = self._mount(d / "store")
             conf: dict[str, object] = {
                 "brokerName": "broker-a",
                 "brokerRole": "SYNC_MASTER",
@@ -1337,22 +1502,22 @@ class ControllerGroup(_BrokerGroup):
 
 def _master_partitioned_from_controllers() -> Fault:
     held: list[list[tuple[str, str]]] = [[]]
-    old: list[str] = [""]
+    # the master's address, its controller id and the master epoch when the fault was injected
+    old: list[tuple[str, int | None, int]] = [("", None, 0)]
 
     async def inject(c: Cluster) -> str:
         assert isinstance(c, ControllerGroup)
         m = c.master()
-        old[0] = m.addr
+        info = await c.replica_info()
+        old[0] = (m.addr, None, 0) if info is None else (m.addr, info[0].master_broker_id, info[0].master_epoch or 0)
         held[0] = [(c.node_of(m), c.node_of(ctl)) for ctl in c.controllers]
         for a, b in held[0]:
             c.net.partition(a, b)
         return f"master {m.addr} cut off from every controller (not from clients or replicas)"
 
     async def effective(c: Cluster) -> bool:
-        # the controllers, missing its heartbeats, elect another master
         assert isinstance(c, ControllerGroup)
-        info = await c.replica_info()
-        return info is not None and info[0].master_address not in (None, "", old[0])
+        return master_gone_from_controllers(await c.replica_info(), *old[0])
 
     async def heal(c: Cluster) -> None:
         for a, b in held[0]:
@@ -1360,7 +1525,8 @@ def _master_partitioned_from_controllers() -> Fault:
 
     # "acks": once another master is elected it registers with the name servers under the
     # higher epoch (DataVersion stateVersion), which route clients to it although the old
-    # master, still reaching them, keeps registering
+    # master, still reaching them, keeps registering; when nobody could be elected, the old
+    # master is the SyncStateSet alone and acknowledges writes by itself
     return Fault(
         "master partitioned from the controllers",
         inject,
@@ -1370,6 +1536,25 @@ def _master_partitioned_from_controllers() -> Fault:
         needs=frozenset({"netns", "controller"}),
         during="acks",
     )
+
+
+def master_gone_from_controllers(info: tuple[Any, Any] | None, old_addr: str, old_id: int | None, epoch: int) -> bool:
+    """Whether the controllers have acted on a master that stopped heartbeating (the controller
+    leader's ``(GetReplicaInfoResponseHeader, SyncStateSet)`` in ``info``; the master's address,
+    id and the master epoch before): another master elected, or nobody, which is right only
+    when the SyncStateSet held no other replica (Java ``ReplicasInfoManager.electMaster``:
+    ``DefaultElectPolicy`` finds no in-sync replica alive, ``enableElectUncleanMaster`` is off,
+    and an ``ElectMasterEvent`` without a master clears it and raises the epoch). A cleared
+    master with another in-sync replica is not the end state: that replica, alive, elects
+    itself (``ReplicasManager.brokerElect``), so the wait goes on."""
+    if info is None:
+        return False
+    header, sss = info
+    if header.master_address not in (None, "", old_addr):
+        return True
+    if header.master_address or (header.master_epoch or 0) <= epoch:
+        return False
+    return not (set(sss.sync_state_set) - {old_id})
 
 
 def _controller_leader_kill() -> Fault:
@@ -1415,4 +1600,11 @@ def failover_faults() -> list[Fault]:
     ]
 
 
-__all__ += ["DISK_GUARD", "FAST_BROKER", "FAST_CONTROLLER", "ControllerGroup", "failover_faults"]
+__all__ += [
+    "DISK_GUARD",
+    "FAST_BROKER",
+    "FAST_CONTROLLER",
+    "ControllerGroup",
+    "failover_faults",
+    "master_gone_from_controllers",
+]

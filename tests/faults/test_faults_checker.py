@@ -208,3 +208,24 @@ def test_the_failover_schedule_says_what_each_fault_needs_and_waits_for():
     static = {f.name: f for f in static_faults()}
     assert {n for n, f in static.items() if f.master_death} == {"master clean restart"}
     assert all(f.during == "ops" for f in static.values())
+
+
+def test_a_master_cut_off_from_the_controllers_counts_as_noticed_only_when_they_acted():
+    """Another master elected, or (Java ReplicasInfoManager.electMaster with no in-sync replica
+    alive) the master cleared when the SyncStateSet held only the old master; a cleared master
+    with another in-sync replica is not yet the end state (that replica elects itself)."""
+    from rmq._testing.jepsen import master_gone_from_controllers
+    from rmq.protocol.body.controller import SyncStateSet
+    from rmq.protocol.headers.controller import GetReplicaInfoResponseHeader as H
+
+    old = ("10.0.0.14:10911", 1, 5)
+
+    def info(addr, mid, epoch, sss):
+        return H(master_broker_id=mid, master_address=addr, master_epoch=epoch), SyncStateSet(frozenset(sss), 9)
+
+    assert master_gone_from_controllers(info("10.0.0.15:10911", 2, 6, {2}), *old)
+    assert master_gone_from_controllers(info(None, None, 6, {1}), *old)
+    assert not master_gone_from_controllers(info(None, None, 6, {1, 2}), *old)
+    assert not master_gone_from_controllers(info("10.0.0.14:10911", 1, 5, {1}), *old)
+    assert not master_gone_from_controllers(info(None, None, 5, {1}), *old)  # (an older record)
+    assert not master_gone_from_controllers(None, *old)

@@ -4,14 +4,16 @@ seeded random order (printed; RMQ_JEPSEN_SEED replays it). The long form is
 ``bench/jepsen_bench.py --rounds N``."""
 
 import logging
+import time
+from functools import partial
 
 import pytest
 
 import rmq.client.instance as client_instance
-from rmq._testing import skip_or_fail
+from rmq._testing import skip_or_fail, wait_until
 from rmq._testing.etcd import etcd_missing
 from rmq._testing.faults import Network, netns_unavailable, small_disk_unavailable
-from rmq._testing.jepsen import ControllerGroup, failover_faults, run_rounds
+from rmq._testing.jepsen import ControllerGroup, Workload, check, failover_faults, read_topic, run_rounds
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -79,3 +81,61 @@ async def test_no_write_is_acknowledged_while_the_only_in_sync_slave_is_cut_off(
     for e in rounds:
         assert e.during.get("FLUSH_SLAVE_TIMEOUT", 0) >= 1, text
         assert e.acked_in_force == 0, text
+
+
+async def test_a_master_cut_off_from_the_controllers_with_no_in_sync_slave_stays_master(tmp_path, monkeypatch):
+    """The master cut off from the controllers while its slave is out of the SyncStateSet (cut
+    off from the master until the master took it out): the controllers find no in-sync replica
+    alive and elect nobody (Java ReplicasInfoManager.electMaster without
+    enableElectUncleanMaster clears the master and raises the epoch), the out-of-sync slave is
+    not made master, and the old master, the SyncStateSet alone, keeps acknowledging writes. The
+    fault counts as noticed in that state; once healed, the old master elects itself again and
+    nothing acknowledged is lost."""
+    if (reason := etcd_missing() or netns_unavailable()) is not None:
+        skip_or_fail(f"the failover faults cannot run here: {reason}")
+    monkeypatch.setattr(client_instance, "POLL_NAMESRV_INTERVAL", 1.0)
+    fault = next(f for f in failover_faults() if f.name == "master partitioned from the controllers")
+    assert fault.effective is not None
+    with Network.create() as net:
+        # a slave silent for 3 s leaves the SyncStateSet (default 15 s)
+        async with ControllerGroup(tmp_path, net, haMaxTimeSlaveNotCatchup=3000) as group:
+            wl = Workload(group.namesrv_addr, group.topic, producers=2)
+            await wl.start()
+            try:
+                await wl.wait_acks(2, 0.0, 120)
+                await group.refresh()
+                master, slave = group.master(), group.slaves()[0]
+                info = await group.replica_info()
+                assert info is not None
+                master_id = info[0].master_broker_id
+
+                async def only_master_in_sync() -> bool:
+                    i = await group.replica_info()
+                    return i is not None and i[1].sync_state_set == {master_id}
+
+                net.partition(group.node_of(master), group.node_of(slave))
+                await wait_until(only_master_in_sync, 120, 0.1, "the master taking its silent slave out")
+                await fault.inject(group)
+                await wait_until(partial(fault.effective, group), 120, 0.1, "the controllers to act on the master")
+                info = await group.replica_info()
+                assert info is not None
+                header, sss = info
+                assert not header.master_address and header.master_broker_id is None, header
+                assert sss.sync_state_set == {master_id}
+                assert (await group.runtime(slave)).get("brokerRole") == "SLAVE"
+                t = time.monotonic()
+                await wl.wait_acks(3, t, 120, "writes acknowledged by the master cut off from the controllers")
+                assert {op.store_addr for op in wl.history if op.acked and op.start >= t} == {master.addr}
+                await fault.heal(group)
+                net.heal(group.node_of(master), group.node_of(slave))
+                await wait_until(group.whole, 120, 0.1, "the group whole again")
+                assert group.master() is master
+                t = time.monotonic()
+                await wl.wait_acks(3, t, 120, "writes acknowledged after the heal")
+            finally:
+                net.heal_all()
+                await wl.stop()
+            await group.settle()
+            report = check(wl.history, await read_topic(group.namesrv_addr, group.topic), epoch_of=group.epoch_of)
+    assert report.ok, str(report)
+    assert report.readable == report.acked > 0
