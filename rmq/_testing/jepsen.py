@@ -983,8 +983,9 @@ class _BrokerGroup(abc.ABC):
         self._stack.callback(close)
         return disk
 
+    @abc.abstractmethod
     def _brokers(self) -> list[BrokerProcess]:
-        raise NotImplementedError
+        """Every broker of the group (started or not)."""
 
     async def describe(self) -> str:
         """The group's state for a failed wait's message: the partitions in force, and each
