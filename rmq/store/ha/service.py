@@ -694,7 +694,11 @@ class HAService:
             return
         listener = self.on_sync_state_set_changed
         grows = new >= self.sync_state_set
-        log.info(
+        # a shrink the controller has not answered yet is proposed again every check (200 ms)
+        # while it is pending: one line per transition per interval, with the repeats counted
+        _rlog.log(
+            logging.INFO,
+            f"sss:{sorted(self.sync_state_set)}->{sorted(new)}",
             "HA: SyncStateSet %s -> %s (%s)%s",
             sorted(self.sync_state_set),
             sorted(new),
