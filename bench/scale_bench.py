@@ -396,7 +396,7 @@ async def registration(client: RemotingClient, namesrv: str, broker_addr: str, p
 
 async def fill_store(client: RemotingClient, masters: dict[str, str], topic: str, gb: float, conc: int) -> int:
     """Send ``gb`` GB of 4 KiB messages (batches of 32) to ``topic`` on every master."""
-    body = os.urandom(2048).hex().encode()  # 4 KiB of incompressible text
+    body = fill_body()
     per_batch = 32
     batch = bc.encode_batch([body] * per_batch, [bc.properties_string({"WAIT": "false"})] * per_batch)
     batches = max(1, int(gb * (1 << 30) / (len(body) * per_batch)))
@@ -412,11 +412,62 @@ async def fill_store(client: RemotingClient, masters: dict[str, str], topic: str
     return batches * per_batch * len(body)
 
 
+def fill_body() -> bytes:
+    """4 KiB of incompressible text: the body of every message of the recovery store."""
+    return os.urandom(2048).hex().encode()
+
+
+# The store's disk guards (StoreConfig's defaults 75 / 90 / 85 %) would delete or refuse a
+# store of tens of GB on a disk already half used: the builder and the restarted brokers (rmq's
+# and Java's) run with these instead, so nothing is cleaned while recovery is measured.
+DISK_RATIOS = {"diskMaxUsedSpaceRatio": 95, "diskSpaceWarningLevelRatio": 98, "diskSpaceCleanForciblyRatio": 97}
+
+
+async def build_store(root: str, topic: str, gb: float, queues: int = 8, per_batch: int = 256) -> int:
+    """Write ``gb`` GB of 4 KiB messages into the stopped broker's store at ``root``, in this
+    process, through the store API the broker's SEND_BATCH_MESSAGE path calls
+    (``MessageStore.append_message(msg, batch=True)`` with the same batch body, Java
+    ``MessageDecoder.encodeMessages``): the CommitLog records, ConsumeQueue units, index entries
+    and checkpoint are the ones a broker writes, without a producer's round trips. The store is
+    shut down cleanly at the end (checkpoint written, abort file removed). Returns the bytes of
+    message bodies written."""
+    from rmq.store import MessageStore, StoreConfig
+    from rmq.store.message import MessageInner
+
+    cfg = StoreConfig(
+        store_path_root_dir=root,
+        disk_max_used_space_ratio=DISK_RATIOS["diskMaxUsedSpaceRatio"],
+        disk_space_warning_level_ratio=DISK_RATIOS["diskSpaceWarningLevelRatio"],
+        disk_space_clean_forcibly_ratio=DISK_RATIOS["diskSpaceCleanForciblyRatio"],
+    )
+    store = MessageStore(cfg, ("127.0.0.1", 10911))
+    await store.start()
+    body = fill_body()
+    batch = bc.encode_batch([body] * per_batch, [bc.properties_string({"WAIT": "false"})] * per_batch)
+    batches = max(1, int(gb * (1 << 30) / (len(body) * per_batch)))
+    step = max(1, batches // 20)
+    t0 = time.monotonic()
+    try:
+        for i in range(batches):
+            msg = MessageInner(topic, i % queues, batch, properties_str="", born_timestamp=int(time.time() * 1000))
+            result = store.append_message(msg, batch=True)
+            if not result.is_ok:
+                raise bc.BenchError(f"the store refused a batch: {result}")
+            if i % 4 == 3:
+                await asyncio.sleep(0)  # dispatch, flush and warm-ahead run on this loop
+            if (i + 1) % step == 0:
+                done = (i + 1) * per_batch * len(body)
+                progress(f"store: {done / (1 << 30):.2f} of {gb:g} GB written ({time.monotonic() - t0:.0f} s)")
+    finally:
+        await store.shutdown()
+    return batches * per_batch * len(body)
+
+
 _RECOVERED = re.compile(r"store recovered \([^)]*\) in ([0-9.]+)s")
 
 
-async def recovery(d: RmqDaemons, kill: bool) -> dict:
-    """Stop the broker (SIGTERM, or SIGKILL with ``kill``), start it again, time its first answer."""
+async def stop_broker(d: RmqDaemons, kill: bool) -> None:
+    """Stop the rmq broker: SIGTERM (a clean stop) or, with ``kill``, SIGKILL."""
     assert d.broker is not None
     if kill:
         d.broker.send_signal(signal.SIGKILL)
@@ -424,8 +475,12 @@ async def recovery(d: RmqDaemons, kill: bool) -> dict:
     else:
         from rmq._testing import terminate
 
-        if terminate(d.broker, 120) != 0:
+        if terminate(d.broker, 600) != 0:
             raise bc.BenchError("the broker did not stop cleanly")
+
+
+async def restart(d: RmqDaemons) -> dict:
+    """Start the rmq broker again and time its first answer and the store's own figure."""
     before = len(_RECOVERED.findall(d.log_text()))
     t0 = d.start_broker()
     await wait_broker_answers(f"127.0.0.1:{d.broker_port}", d.broker, 3600)
@@ -433,6 +488,204 @@ async def recovery(d: RmqDaemons, kill: bool) -> dict:
     found = _RECOVERED.findall(d.log_text())
     store_s = float(found[before]) if len(found) > before else None
     return {"answered_s": answered, "store_recovered_s": store_s}
+
+
+async def recovery(d: RmqDaemons, kill: bool) -> dict:
+    """Stop the broker (SIGTERM, or SIGKILL with ``kill``), start it again, time its first answer."""
+    await stop_broker(d, kill)
+    return await restart(d)
+
+
+# ---------------------------------------------------------------------------- Java's broker
+
+
+class JavaBroker:
+    """Apache RocketMQ 4.9.8's broker (built at ``java_home``, e.g. /work/java4: ``lib/`` holds
+    rocketmq-4.9.8.jar and its dependencies, or ``lib/*`` plus ``--java-cp``) on the store rmq
+    left at ``store_root``: its ``storePathRootDir`` (Java ``DefaultMessageStore.load`` reads
+    ``commitlog/``, ``consumequeue/``, ``index/``, ``checkpoint`` and ``abort`` there; the
+    broker's config/*.json are created when missing). No name server: only its first answer and
+    its store's recovery are measured. Logs go to ``work``/logs (store.log with milliseconds)."""
+
+    def __init__(self, java_home: str, extra_cp: str, store_root: str, work: str):
+        from rmq._testing import free_broker_port
+
+        self.java_home = os.path.abspath(java_home)
+        self.work = work
+        self.port = free_broker_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        home = os.path.join(work, "home")
+        os.makedirs(os.path.join(home, "conf"), exist_ok=True)
+        src_conf = os.path.join(self.java_home, "home", "conf")
+        for name in ("logback_broker.xml",):
+            text = Path(src_conf, name).read_text() if os.path.exists(os.path.join(src_conf, name)) else ""
+            if not text:
+                raise bc.BenchError(f"--java-home: no {os.path.join(src_conf, name)}")
+            # milliseconds in the log lines: the store's own recovery figure comes from them
+            text = re.sub(r"%d\{[^}]*\}", "%d{yyyy-MM-dd HH:mm:ss.SSS}", text)
+            Path(home, "conf", name).write_text(text)
+        conf = {
+            "brokerClusterName": "ScaleBenchJava",
+            "brokerName": "scale-bench-java",
+            "brokerId": 0,
+            "brokerIP1": "127.0.0.1",
+            "listenPort": self.port,
+            "storePathRootDir": store_root,
+            "storePathCommitLog": os.path.join(store_root, "commitlog"),
+            "flushDiskType": "ASYNC_FLUSH",
+            "autoCreateTopicEnable": "true",
+            "diskMaxUsedSpaceRatio": DISK_RATIOS["diskMaxUsedSpaceRatio"],
+        }
+        self.conf_path = os.path.join(home, "conf", "broker.conf")
+        Path(self.conf_path).write_text("".join(f"{k}={v}\n" for k, v in conf.items()))
+        self.home = home
+        jars = sorted(Path(self.java_home, "lib").glob("*.jar"))
+        self.classpath = ":".join([*(str(j) for j in jars), *([extra_cp] if extra_cp else [])])
+        self.store_log = os.path.join(home, "logs", "rocketmqlogs", "store.log")
+        self.out_path = os.path.join(work, "broker.out")
+
+    def start(self) -> float:
+        ratios = DISK_RATIOS
+        cmd = [
+            "java",
+            "-Xms512m",
+            "-Xmx512m",
+            "-XX:MaxDirectMemorySize=1g",
+            f"-Duser.home={self.home}",
+            f"-Drocketmq.home.dir={self.home}",
+            f"-Drocketmq.broker.diskSpaceWarningLevelRatio={ratios['diskSpaceWarningLevelRatio'] / 100}",
+            f"-Drocketmq.broker.diskSpaceCleanForciblyRatio={ratios['diskSpaceCleanForciblyRatio'] / 100}",
+            "--add-opens",
+            "java.base/java.nio=ALL-UNNAMED",
+            "--add-opens",
+            "java.base/sun.nio.ch=ALL-UNNAMED",
+            "--add-opens",
+            "java.base/java.lang=ALL-UNNAMED",
+            "--add-exports",
+            "java.base/sun.nio.ch=ALL-UNNAMED",
+            "-cp",
+            self.classpath,
+            "org.apache.rocketmq.broker.BrokerStartup",
+            "-c",
+            self.conf_path,
+        ]
+        env = dict(os.environ, ROCKETMQ_HOME=self.home)
+        t0 = time.monotonic()
+        with open(self.out_path, "ab") as out:
+            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        return t0
+
+    def stop(self, kill: bool) -> None:
+        from rmq._testing import terminate
+
+        if self.proc is None:
+            return
+        if kill:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+        elif terminate(self.proc, 600) != 0 and self.proc.returncode not in (143, -signal.SIGTERM):
+            # Java's shutdown hook ends the JVM with 143 after a SIGTERM: still a clean stop
+            raise bc.BenchError(f"Java's broker exited with {self.proc.returncode} on SIGTERM")
+        self.proc = None
+
+    def store_log_text(self) -> str:
+        try:
+            return Path(self.store_log).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    async def restart(self) -> dict:
+        """Start, wait for the first answer; the store's own figure is the time from its
+        "last shutdown ..." line to its "load over" line (``DefaultMessageStore.load``)."""
+        before = len(_JAVA_LOAD.findall(self.store_log_text()))
+        t0 = self.start()
+        await wait_broker_answers(self.addr, self.proc, 3600)
+        answered = time.monotonic() - t0
+        found = _JAVA_LOAD.findall(self.store_log_text())
+        store_s = None
+        if len(found) > before:
+            begin, _mode, end = found[before]
+            store_s = (_java_ts(end) - _java_ts(begin)).total_seconds()
+        return {"answered_s": answered, "store_recovered_s": store_s}
+
+
+_JAVA_LOAD = re.compile(
+    r"^(\S+ \S+) \S+ \S+ - last shutdown (normally|abnormally)$.*?^(\S+ \S+) \S+ \S+ - load over,",
+    re.M | re.S,
+)
+
+
+def _java_ts(text: str):
+    from datetime import datetime
+
+    return datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f")
+
+
+async def java_recovery(
+    client: RemotingClient, java_home: str, extra_cp: str, store_root: str, topic: str, work: str
+) -> dict:
+    """Java 4.9.8's broker on the store rmq stopped cleanly: its start after that clean stop,
+    then 0.05 GB more sent to it, kill -9, and its crash recovery (the same figures as rmq's)."""
+    java = JavaBroker(java_home, extra_cp, store_root, work)
+    figures: dict = {}
+    try:
+        progress("java: starting Java's broker on the store (clean recovery)")
+        clean = await java.restart()
+        figures["java_recovery_clean_s"] = clean["answered_s"]
+        figures["java_recovery_clean_store_s"] = clean["store_recovered_s"]
+        await bc.create_topic(client, java.addr, topic, 8, timeout=30.0)
+        await fill_store(client, {"java": java.addr}, topic, 0.05, 16)
+        java.stop(kill=True)
+        progress("java: killed (-9), starting again (crash recovery)")
+        killed = await java.restart()
+        figures["java_recovery_kill9_s"] = killed["answered_s"]
+        figures["java_recovery_kill9_store_s"] = killed["store_recovered_s"]
+        figures["java_rss_recovered_mb"] = rss_mb(java.proc.pid if java.proc else None)
+    finally:
+        java.stop(kill=False)
+    return figures
+
+
+async def recovery_phase(
+    client: RemotingClient, d: RmqDaemons, masters: dict[str, str], args: argparse.Namespace, work: str
+) -> dict:
+    """Build the ``--store-gb`` store, restart rmq's broker after a clean stop and after kill -9,
+    then (``--java-home``) Java's broker on the same store, clean and after kill -9."""
+    figures: dict = {}
+    fill_topic = f"{args.prefix}Fill"
+    await bc.create_topic(client, next(iter(masters.values())), fill_topic, 8, timeout=30.0)
+    await stop_broker(d, kill=False)
+    root = os.path.join(d.store_dir, "store")
+    t0 = time.perf_counter()
+    if args.fill_by_producer:
+        await restart(d)
+        figures["store_bytes"] = await fill_store(client, masters, fill_topic, args.store_gb, args.concurrency)
+        await stop_broker(d, kill=False)
+    else:
+        figures["store_bytes"] = await build_store(root, fill_topic, args.store_gb)
+    figures["store_fill_s"] = time.perf_counter() - t0
+    figures["store_fill_by"] = "producer" if args.fill_by_producer else "store API"
+    progress(f"store: {figures['store_bytes'] / (1 << 30):.2f} GB in {figures['store_fill_s']:.0f} s; restarting")
+    clean = await restart(d)
+    figures["recovery_clean_s"], figures["recovery_clean_store_s"] = clean["answered_s"], clean["store_recovered_s"]
+    progress(f"rmq: clean restart answered after {clean['answered_s']:.2f} s; 0.05 GB more, then kill -9")
+    await fill_store(client, masters, fill_topic, min(args.store_gb, 0.05), args.concurrency)
+    killed = await recovery(d, kill=True)
+    figures["recovery_kill9_s"], figures["recovery_kill9_store_s"] = killed["answered_s"], killed["store_recovered_s"]
+    figures["rss_recovered_mb"] = rss_mb(d.broker_pid)
+    progress(f"rmq: restart after kill -9 answered after {killed['answered_s']:.2f} s")
+    if args.java_home:
+        await stop_broker(d, kill=False)  # Java starts on a cleanly stopped store
+        figures.update(
+            await java_recovery(client, args.java_home, args.java_cp, root, fill_topic, os.path.join(work, "java"))
+        )
+    return figures
+
+
+def progress(text: str) -> None:
+    """One progress line on stderr (a full-size run takes many minutes)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------- main
@@ -479,6 +732,7 @@ async def run(args: argparse.Namespace) -> dict:
         masters = {k: v for k, v in masters.items() if k != PROBE_NAME}
         figures["masters"] = sorted(masters)
         figures["rss_start_mb"] = rss_mb(pid)
+        progress(f"masters {sorted(masters)}; creating {args.topics} topics x {args.queues} queues")
 
         topics = [f"{args.prefix}T_{i:06d}" for i in range(args.topics)]
         groups = [f"{args.prefix}G_{i:05d}" for i in range(args.groups)]
@@ -488,16 +742,19 @@ async def run(args: argparse.Namespace) -> dict:
         figures["group_create_s"] = await create_groups(client, masters, groups, args.concurrency)
         figures["groups"] = args.groups
         figures["rss_topics_groups_mb"] = rss_mb(pid)
+        progress(f"topics in {created:.1f} s, groups in {figures['group_create_s']:.1f} s; registration")
 
         figures.update(
             await registration(client, namesrv, next(iter(masters.values())), args.prefix, args.register_repeat)
         )
 
+        progress(f"connecting {args.clients} clients (first heartbeat round)")
         clients = Clients(args.clients, masters, groups, topics)
         figures["clients"] = args.clients
         t0 = time.perf_counter()
         await clients.round(args.concurrency)  # connects, and creates each group's retry topic
         figures["heartbeat_warmup_s"] = time.perf_counter() - t0
+        progress(f"connected in {figures['heartbeat_warmup_s']:.1f} s; {args.heartbeat_rounds} heartbeat rounds")
         cpu = bc.CpuMeter(pid)
         cpu.start()
         t0 = time.perf_counter()
@@ -510,6 +767,7 @@ async def run(args: argparse.Namespace) -> dict:
         figures["heartbeat_cpu_ms_per_1000"] = spent * 1e6 / beats if spent is not None else None
         figures["rss_loaded_mb"] = rss_mb(pid)
 
+        progress(f"idle CPU over {args.idle_seconds:g} s, heartbeats every {args.heartbeat_interval:g} s")
         stop = asyncio.Event()
         beating = asyncio.ensure_future(clients.every(args.heartbeat_interval, stop))
         cpu = bc.CpuMeter(pid)
@@ -525,28 +783,13 @@ async def run(args: argparse.Namespace) -> dict:
         figures["idle_cpu_s_per_min"] = spent * 60 / args.idle_seconds if spent is not None else None
         figures["rss_idle_mb"] = rss_mb(pid)
 
+        progress(f"{args.route_queries} route queries")
         figures["route_p50_ms"], figures["route_p99_ms"] = await route_latency(client, topics, args.route_queries)
         await clients.close()
         clients = None
 
         if daemons is not None and args.store_gb > 0:
-            fill_topic = f"{args.prefix}Fill"
-            await bc.create_topic(client, next(iter(masters.values())), fill_topic, 8, timeout=30.0)
-            t0 = time.perf_counter()
-            figures["store_bytes"] = await fill_store(client, masters, fill_topic, args.store_gb, args.concurrency)
-            figures["store_fill_s"] = time.perf_counter() - t0
-            clean = await recovery(daemons, kill=False)
-            figures["recovery_clean_s"], figures["recovery_clean_store_s"] = (
-                clean["answered_s"],
-                clean["store_recovered_s"],
-            )
-            await fill_store(client, masters, fill_topic, min(args.store_gb, 0.05), args.concurrency)
-            killed = await recovery(daemons, kill=True)
-            figures["recovery_kill9_s"], figures["recovery_kill9_store_s"] = (
-                killed["answered_s"],
-                killed["store_recovered_s"],
-            )
-            figures["rss_recovered_mb"] = rss_mb(daemons.broker_pid)
+            figures.update(await recovery_phase(client, daemons, masters, args, tmp or ""))
     finally:
         if clients is not None:
             await clients.close()
@@ -625,6 +868,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-store", action="store_true", help="keep the rmq store and daemon log")
     ap.add_argument("--small-files", action="store_true", help="rmq: the tests' small store files (check runs)")
     ap.add_argument("--broker-arg", action="append", default=[], help="rmq: one more --key=value for the broker")
+    ap.add_argument(
+        "--fill-by-producer",
+        action="store_true",
+        help="fill the recovery store by SEND_BATCH_MESSAGE to the broker (default: the store API in-process)",
+    )
+    ap.add_argument(
+        "--java-home",
+        default=None,
+        help="rmq only: also recover the same store with Java 4.9.8's broker built there (its lib/*.jar)",
+    )
+    ap.add_argument("--java-cp", default="", help="with --java-home: more classpath entries (its dependencies' jars)")
     ap.add_argument("--concurrency", type=int, default=64, help="requests in flight while building (default 64)")
     ap.add_argument("--prefix", default="Scale", help="topic and group name prefix (default Scale)")
     ap.add_argument("--json", action="store_true", help="end with one JSON line of the figures")

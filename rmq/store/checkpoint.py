@@ -6,7 +6,9 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -25,30 +27,56 @@ def checkpoint_offset(cp: dict[str, Any], key: str, default: int) -> int:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else default
 
 
-class StoreCheckpoint:
-    """``<root>/checkpoint`` (msgpack, ours): the offsets below which everything is durable.
+#: Java StoreCheckpoint's file: three big-endian longs (physicMsgTimestamp, logicsMsgTimestamp,
+#: indexMsgTimestamp) at 0, 8 and 16 of a mapped page (MappedFile.OS_PAGE_SIZE).
+JAVA_CHECKPOINT_SIZE = 4096
+_JAVA_FIELDS = struct.Struct(">qqq")
+_TAIL_LEN = struct.Struct(">I")
+_TAIL_AT = _JAVA_FIELDS.size + _TAIL_LEN.size  # 28: our msgpack map follows its length
 
-    ``physic_offset``: the CommitLog is fsynced up to here; ``logics_offset``: every record
-    below here has its ConsumeQueue unit fsynced; ``max_offset``: the CommitLog's end when it
-    was written; ``clean``: written by a clean shutdown; ``index_msg_timestamp`` (Java
-    StoreCheckpoint.indexMsgTimestamp), ``index_file``, ``index_count``, ``index_header``: what the
-    last index flush made durable (rmq.store.index, kept in ``index_state``). Written to a
-    temporary file, fsynced,
-    renamed over the old one and the directory fsynced (a rename is durable only with it).
+
+class StoreCheckpoint:
+    """``<root>/checkpoint``: the offsets below which everything is durable.
+
+    The file is Java 4.9.8's ``StoreCheckpoint`` page (4096 bytes; the three timestamps at 0, 8,
+    16), so Java's broker recovers a store rmq wrote (its crash recovery starts at the newest
+    CommitLog file whose first record is older than the checkpoint's timestamps,
+    ``DefaultMessageStore.isMappedFileMatchedRecover``); Java rewrites only those 24 bytes.
+    Ours follow at 24: a 4-byte length and a msgpack map. ``physic_offset``: the CommitLog is
+    fsynced up to here; ``logics_offset``: every record below here has its ConsumeQueue unit
+    fsynced; ``max_offset``: the CommitLog's end when it was written; ``clean``: written by a
+    clean shutdown; ``index_msg_timestamp`` (Java StoreCheckpoint.indexMsgTimestamp),
+    ``index_file``, ``index_count``, ``index_header``: what the last index flush made durable
+    (rmq.store.index, kept in ``index_state``). The Java timestamps written are those of the
+    first record of the CommitLog file holding each offset (``timestamp_of``; 0 without it),
+    never newer than the record at the offset. A file that is only a msgpack map (rmq before
+    this layout) is read too. Written to a temporary file, fsynced, renamed over the old one and
+    the directory fsynced (a rename is durable only with it).
     """
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, timestamp_of: Callable[[int], int] | None = None):
         self.path = os.path.join(root, "checkpoint")
         self.root = root
         self.last: dict[str, Any] = {}
         self.index_state: dict[str, Any] = {}
+        #: CommitLog offset -> store timestamp of the first record of its file (0 when unknown)
+        self.timestamp_of = timestamp_of
 
     def read(self) -> dict[str, Any]:
         """The last checkpoint, or {} when there is none or it cannot be read (recovery then
-        scans from the first file)."""
+        scans from the first file). A page Java wrote without our map reads as {}."""
         try:
             with open(self.path, "rb") as f:
-                data = msgpack.unpackb(f.read())
+                raw = f.read()
+            if raw[:1] and (0x80 <= raw[0] <= 0x8F or raw[0] in (0xDE, 0xDF)):
+                data = msgpack.unpackb(raw)  # a map first: rmq's earlier layout
+            elif len(raw) >= _TAIL_AT and (n := _TAIL_LEN.unpack_from(raw, _JAVA_FIELDS.size)[0]):
+                data = msgpack.unpackb(raw[_TAIL_AT : _TAIL_AT + n])
+            else:
+                log.warning(
+                    "checkpoint %s holds no rmq offsets (Java's page only): recovering from the first file", self.path
+                )
+                return {}
             if not isinstance(data, dict):
                 raise TypeError("not a map")
             return data
@@ -57,6 +85,14 @@ class StoreCheckpoint:
         except Exception as e:  # noqa: BLE001 - any unreadable checkpoint: recover from the first file
             log.warning("checkpoint %s unreadable (%s): recovering from the first file", self.path, e)
             return {}
+
+    def _timestamp(self, offset: int) -> int:
+        if self.timestamp_of is None:
+            return 0
+        try:
+            return self.timestamp_of(offset)
+        except (ValueError, OSError, IndexError):  # a file deleted meanwhile: no lower bound
+            return 0
 
     def write(self, physic_offset: int, logics_offset: int, max_offset: int, clean: bool = False) -> None:
         """Persist the safe offsets (runs in the store's flush thread)."""
@@ -69,9 +105,15 @@ class StoreCheckpoint:
             "timestamp": int(time.time() * 1000),
         }
         data.update(self.index_state)
+        tail = msgpack.packb(data)
+        index_ts = checkpoint_offset(self.index_state, "index_msg_timestamp", 0)
+        page = bytearray(max(JAVA_CHECKPOINT_SIZE, _TAIL_AT + len(tail)))
+        _JAVA_FIELDS.pack_into(page, 0, self._timestamp(physic_offset), self._timestamp(logics_offset), index_ts)
+        _TAIL_LEN.pack_into(page, _JAVA_FIELDS.size, len(tail))
+        page[_TAIL_AT : _TAIL_AT + len(tail)] = tail
         tmp = self.path + ".tmp"
         with open(tmp, "wb") as f:
-            f.write(msgpack.packb(data))
+            f.write(page)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)

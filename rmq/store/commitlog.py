@@ -28,6 +28,9 @@ _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 _RECORD_FIXED_SIZE = _store.RECORD_FIXED_SIZE
 _END_FILE_MIN_BLANK = _store.END_FILE_MIN_BLANK_LENGTH
 # Java TopicValidator.VALID_PATTERN_STR: also keeps topic names safe as directory names.
+# Java MessageDecoder: SYSFLAG at 36, BORNHOST at 48 (8 bytes, 20 for IPv6), STORETIMESTAMP next.
+_SYSFLAG_POS = 36
+_BORNHOST_POS = 48
 _NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
 
@@ -110,6 +113,19 @@ class CommitLog:
     @property
     def flushed_offset(self) -> int:
         return self.mfq.flushed_where
+
+    def file_start_timestamp(self, offset: int) -> int:
+        """The store timestamp of the first record of the file holding ``offset`` (0 when there
+        is none): the Java checkpoint's lower bound for a crash recovery to start from (Java
+        ``DefaultMessageStore.isMappedFileMatchedRecover`` reads the same field). Safe to call
+        from the flush thread: a file unmapped meanwhile raises ValueError."""
+        mf = self.mfq.find_by_offset(min(offset, max(self.max_offset - 1, 0)))
+        if mf is None or not mf.available or mf.wrote_position < _RECORD_FIXED_SIZE:
+            return 0
+        mm = mf.mm
+        sys_flag = int.from_bytes(mm[_SYSFLAG_POS : _SYSFLAG_POS + 4], "big")
+        at = _BORNHOST_POS + (20 if sys_flag & MessageSysFlag.BORNHOST_V6_FLAG else 8)
+        return int.from_bytes(mm[at : at + 8], "big")
 
     def roll_next_file(self, offset: int) -> int:
         return offset + self.file_size - offset % self.file_size

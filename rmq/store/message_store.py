@@ -138,7 +138,7 @@ class MessageStore:
         self.rl_log = RateLimitedLog(log)  # warnings a client can repeat: one line per key per 10 s
         self._root = config.store_path_root_dir
         self.lock = StoreLock(self._root)
-        self.checkpoint = StoreCheckpoint(self._root)
+        self.checkpoint = StoreCheckpoint(self._root, lambda offset: self.commit_log.file_start_timestamp(offset))
         self.clean_commit_log = CleanCommitLogService(self, disk_used_ratio)
         self.clean_consume_queue = CleanConsumeQueueService(self)
         self.reput = ReputMessageService(self)

@@ -265,3 +265,45 @@ async def test_power_loss_lost_abort_marker_and_older_checkpoint(make_store, tmp
         res = store.get_message("G", "T0", 0, i, 1)
         assert res.status == GetMessageStatus.FOUND
         res.release()
+
+
+async def test_checkpoint_is_java_store_checkpoint_page(make_store, tmp_path):
+    """The checkpoint is Java 4.9.8's StoreCheckpoint page (physicMsgTimestamp,
+    logicsMsgTimestamp, indexMsgTimestamp as big-endian longs at 0, 8, 16 of 4096 bytes), so a
+    Java broker's crash recovery on this store starts at the right CommitLog file; our offsets
+    follow at 24. Java rewriting the first 24 bytes leaves them readable; a page without them
+    (Java's own) and rmq's earlier msgpack-only file still load."""
+    import struct
+
+    import msgpack
+
+    root = tmp_path / "s"
+    store = await make_store(root=root, mapped_file_size_commitlog=32 * 1024)
+    before = int(time.time() * 1000)
+    for i in range(200):  # several 32 KiB files
+        assert (await store.put_message(MessageInner("J", i % 2, os.urandom(400), properties={"KEYS": f"k{i}"}))).is_ok
+    end = store.max_phy_offset
+    last_file_start = store.commit_log.mfq.files[-1].file_from_offset
+    first_of_last = store.look_message_by_offset(last_file_start).store_timestamp
+    await store.shutdown()
+    page = (root / "checkpoint").read_bytes()
+    assert len(page) == 4096
+    physic_ts, logics_ts, index_ts = struct.unpack_from(">qqq", page, 0)
+    # the first record of the file holding the flushed end: no newer than any record past it
+    assert physic_ts == logics_ts == first_of_last >= before
+    assert index_ts >= before
+    # Java's StoreCheckpoint.flush rewrites the 24 bytes only: our offsets stay readable
+    (root / "checkpoint").write_bytes(struct.pack(">qqq", 1, 2, 3) + page[24:])
+    store = await make_store(root=root, mapped_file_size_commitlog=32 * 1024)
+    assert store.recovery_report["mode"] == "clean" and store.recovery_report["scanned_from"] == end
+    await store.shutdown()
+    # rmq's earlier layout: the file is one msgpack map
+    cp = store.checkpoint.read()
+    (root / "checkpoint").write_bytes(msgpack.packb(cp))
+    assert store.checkpoint.read() == cp
+    # Java's own page (no map): read as no checkpoint, the CommitLog validated from its start
+    (root / "checkpoint").write_bytes(page[:24] + bytes(4096 - 24))
+    assert store.checkpoint.read() == {}
+    store = await make_store(root=root, mapped_file_size_commitlog=32 * 1024)
+    assert store.recovery_report["scanned_from"] == 0 and store.max_phy_offset == end
+    await store.shutdown()
