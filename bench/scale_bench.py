@@ -578,6 +578,12 @@ class JavaBroker:
             "java.base/java.lang=ALL-UNNAMED",
             "--add-exports",
             "java.base/sun.nio.ch=ALL-UNNAMED",
+            # MappedFile.clean unmaps through jdk.internal.ref.Cleaner: without these a newer
+            # JDK refuses it and the crash recovery's truncation fails ("load exception")
+            "--add-opens",
+            "java.base/jdk.internal.ref=ALL-UNNAMED",
+            "--add-exports",
+            "java.base/jdk.internal.ref=ALL-UNNAMED",
             "-cp",
             self.classpath,
             "org.apache.rocketmq.broker.BrokerStartup",

@@ -243,7 +243,7 @@ class FlushConsumeQueueService:
         # fdatasync each second would rewrite pages all over the hash table), at a roll, and
         # at shutdown; the checkpoint then records the flushed cut (rmq.store.index).
         snap = (
-            store.index.snapshot(store.config.flush_consume_queue_thorough_interval, force_index)
+            store.index.snapshot(store.config.flush_consume_queue_thorough_interval, force_index, logics)
             if store.index is not None
             else None
         )

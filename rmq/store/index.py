@@ -72,6 +72,8 @@ class IndexSnapshot:
     last_name: str
     last_count: int
     last_header: bytes
+    #: the dispatch position when it was taken: every record below went through ``build``
+    dispatched: int = 0
 
 
 class IndexFile:
@@ -216,6 +218,7 @@ class IndexService:
         self.error: str | None = None  # the last failure to create a file, until one works
         self.keys_capped = 0
         self._last_sync = 0.0
+        self._dispatched = 0  # the dispatch position of the last snapshot
         # fdatasync of index files in a thread of their own: a 420 MB file's scattered slot
         # pages must not hold up the CommitLog's group commits in the store's flush thread.
         self._executor: ThreadPoolExecutor | None = None
@@ -279,6 +282,7 @@ class IndexService:
         the cut) with the crash cut-back's slot rebuild (``index_rebuild_slots``), and its
         endPhyOffset / endTimestamp become its last kept entry's, so the records written at
         ``offset`` again are indexed (the build skips records at or below endPhyOffset)."""
+        self._dispatched = min(self._dispatched, offset)
         base = 40 + 4 * self.hash_slot_num
         while self.files:
             f = self.files[-1]
@@ -311,12 +315,14 @@ class IndexService:
             log.warning("truncate: index file %s cut back to %d entries (CommitLog offset %d)", f.path, lo - 1, offset)
             return
 
-    def rebuild_from(self, min_phy: int) -> int:
+    def rebuild_from(self, min_phy: int, dispatched: int = 0) -> int:
         """The CommitLog offset from which records may be missing from the index: the last
-        file's endPhyOffset (its record is skipped again), ``min_phy`` without files."""
-        if not self.files:
-            return min_phy
-        return max(self.files[-1].end_phy_offset, min_phy)
+        file's endPhyOffset (its record is skipped again), ``min_phy`` without files, or the
+        checkpoint's ``index_dispatched`` when later (records without keys add no entry, so
+        endPhyOffset alone would send a crash recovery back over every one of them: a walk as
+        long as the store; Java's recovery never re-indexes below the ConsumeQueues)."""
+        end = self.files[-1].end_phy_offset if self.files else min_phy
+        return max(end, min_phy, dispatched)
 
     # -- build (IndexService.buildIndex) ---------------------------------------------------------
     def _last_writable(self) -> IndexFile | None:
@@ -427,22 +433,28 @@ class IndexService:
         return n
 
     # -- flush --------------------------------------------------------------------------------------
-    def snapshot(self, interval_ms: int, force: bool = False) -> IndexSnapshot | None:
+    def snapshot(self, interval_ms: int, force: bool = False, dispatched: int = 0) -> IndexSnapshot | None:
         """On the loop: what the next flush covers, or None when there is nothing to do yet
-        (flushed at most every ``interval_ms`` unless a file rolled or ``force``)."""
-        if not self.files:
-            return None
+        (flushed at most every ``interval_ms`` unless a file rolled or ``force``).
+        ``dispatched`` is the dispatch position now: every record below it has been through
+        :meth:`build`, so after a crash the rebuild starts there at the latest, even when the
+        records since the last entry carried no key (``rebuild_from``)."""
         now = time.monotonic()
         if not force and now - self._last_sync < interval_ms / 1000.0:
             return None
+        if self.error is not None:
+            dispatched = self._dispatched  # records went unindexed: the rebuild must see them
         dirty = [f for f in self.files if f.dirty]
-        if not dirty:
+        if not dirty and dispatched <= self._dispatched:
             return None
         self._last_sync = now
+        self._dispatched = dispatched
         for f in dirty:
             f.dirty = False
+        if not self.files:
+            return IndexSnapshot([], "", 0, b"", dispatched)
         last = self.files[-1]
-        return IndexSnapshot(dirty, last.name, last.index_count, bytes(last.mm[0 : _HEADER.size]))
+        return IndexSnapshot(dirty, last.name, last.index_count, bytes(last.mm[0 : _HEADER.size]), dispatched)
 
     async def flush(self, snap: IndexSnapshot) -> dict[str, Any]:
         """:meth:`sync` in the index flush thread; returns the checkpoint's index state."""
@@ -460,12 +472,15 @@ class IndexService:
             for f in snap.files:
                 f.dirty = True
             raise
+        if not snap.last_name:  # no file yet: no record had a key
+            return {"index_dispatched": snap.dispatched}
         end_ts = _HEADER.unpack(snap.last_header)[1]
         return {
             "index_msg_timestamp": end_ts,
             "index_file": snap.last_name,
             "index_count": snap.last_count,
             "index_header": snap.last_header,
+            "index_dispatched": snap.dispatched,
         }
 
     def runtime_info(self) -> dict[str, Any]:

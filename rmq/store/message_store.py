@@ -511,7 +511,10 @@ class MessageStore:
             if abnormal and report["mode"] != "empty":
                 # After a clean stop the index ends where dispatch ended (shutdown flushed it);
                 # like Java, no backfill then (a store that ran without the index stays so).
-                self._rebuild_index(self.index.rebuild_from(min_phy), reput_from)
+                indexed = checkpoint_offset(cp, "index_dispatched", 0)
+                if cut is not None:
+                    indexed = min(indexed, cut)
+                self._rebuild_index(self.index.rebuild_from(min_phy, indexed), reput_from)
         try:
             # Controller mode: a replica starts without a role, and what it holds past its
             # queues may be what no other in-sync replica has (truncated when it follows a new

@@ -307,3 +307,29 @@ async def test_checkpoint_is_java_store_checkpoint_page(make_store, tmp_path):
     store = await make_store(root=root, mapped_file_size_commitlog=32 * 1024)
     assert store.recovery_report["scanned_from"] == 0 and store.max_phy_offset == end
     await store.shutdown()
+
+
+async def test_crash_recovery_does_not_reindex_records_without_keys(make_store, tmp_path, caplog):
+    """Records without keys add no index entry, so the index's endPhyOffset stays at the last
+    keyed record; after a crash the rebuild starts at the checkpoint's ``index_dispatched``
+    (every record below went through the index build) instead of walking every keyless record
+    since, which on a large store was a walk as long as the store."""
+    root = tmp_path / "s"
+    forever = 1 << 62
+    store = await make_store(root=root, **CRASH_CFG)
+    for i in range(5):
+        assert (await store.put_message(MessageInner("K", 0, b"keyed", properties={"KEYS": f"k{i}"}))).is_ok
+    for _ in range(200):  # several CommitLog files of records without keys
+        assert (await store.put_message(MessageInner("K", 1, os.urandom(700)))).is_ok
+    store.do_reput()
+    end = store.max_phy_offset
+    await store.shutdown()
+    open(root / "abort", "wb").close()  # the next start is a crash recovery
+    caplog.set_level(logging.INFO, logger="rmq.store")
+    store = await make_store(root=root, **CRASH_CFG)
+    assert store.recovery_report["mode"] == "crash" and store.max_phy_offset == end
+    assert "index rebuilt from CommitLog offset" not in caplog.text
+    assert len(store.query_message("K", "k3", 32, 0, forever).buffers) == 1
+    assert (await store.put_message(MessageInner("K", 0, b"new", properties={"KEYS": "k9"}))).is_ok
+    store.do_reput()
+    assert len(store.query_message("K", "k9", 32, 0, forever).buffers) == 1
