@@ -16,8 +16,20 @@ one topic, as Java's ``MQClientInstance.sendHeartbeatToAllBroker`` sends it), th
   one. A probe broker (cluster ``ScaleBenchProbe``, topics ``<prefix>Probe_*``, an address
   nobody listens on) registers and unregisters for this; real routes are untouched;
 * recovery (rmq started by this script only): a store of ``--store-gb`` GB (one topic, 8
-  queues, 4 KiB messages) restarted after a clean stop and after ``kill -9``: seconds from the
-  broker's start to its first answer, and the store's own "recovered in" figure from its log.
+  queues, 4 KiB messages each with its own UNIQ_KEY, as a Java producer sends them) restarted
+  after a clean stop and after ``kill -9`` (0.05 GB more sent through the broker first):
+  seconds from the broker's start to its first answer (GET_BROKER_RUNTIME_INFO), and the
+  store's own "recovered in" figure from its log. The store is written with the broker stopped,
+  in this process, through the store API the SEND_BATCH_MESSAGE path calls (batches of 256:
+  the same records, queue units, index entries and checkpoint a broker writes; about the
+  disk's write speed), or with ``--fill-by-producer`` by SEND_BATCH_MESSAGE to the broker;
+* Java's recovery of the same store (``--java-home``, e.g. /work/java4 with its ``lib/*.jar``
+  and ``--java-cp`` for its dependencies): after rmq's figures the rmq broker stops cleanly and
+  Apache RocketMQ 4.9.8's broker starts on the store itself (its ``storePathRootDir``; no copy:
+  the store is thrown away afterwards), then 0.05 GB more, ``kill -9`` and a start again; the
+  same two figures, its store's from its store.log ("last shutdown ..." to "load over", Java
+  ``DefaultMessageStore.load``). The disk guards are raised to 95/97/98 % for both (a store of
+  tens of GB on a half-full disk would otherwise be cleaned or refused while measured).
 
 Against rmq (default) it starts ``rmq namesrv`` and ``rmq broker`` as their own processes on
 free ports (so RSS and CPU are the broker's alone) with the daemon's real file sizes unless
@@ -26,7 +38,13 @@ free ports (so RSS and CPU are the broker's alone) with the daemon's real file s
     python bench/scale_bench.py --namesrv 127.0.0.1:9876 --broker-pid $(pgrep -f BrokerStartup)
 
 (``--broker-pid`` for RSS and CPU from /proc; without it those are not reported; recovery is
-not measured: the script does not own that broker). A tiny check run:
+not measured: the script does not own that broker). Recovery alone, rmq and Java side by side:
+
+    python bench/scale_bench.py --topics 10 --groups 1 --clients 1 --idle-seconds 1 \\
+        --route-queries 10 --store-gb 20 --store-dir /big/disk --java-home /work/java4 \\
+        --java-cp "$(ls /work/java5/lib/*.jar | grep -v rocketmq-5 | tr '\\n' :)"
+
+A tiny check run:
 
     PYTHONPATH=$PWD python bench/scale_bench.py --topics 50 --groups 10 --clients 20 \\
         --idle-seconds 2 --route-queries 100 --store-gb 0.01 --small-files
@@ -679,14 +697,15 @@ async def recovery_phase(
     await stop_broker(d, kill=False)
     root = os.path.join(d.store_dir, "store")
     t0 = time.perf_counter()
-    if args.fill_by_producer:
+    by_producer = args.fill_by_producer or args.small_files  # the builder writes the default file sizes
+    if by_producer:
         await restart(d)
         figures["store_bytes"] = await fill_store(client, masters, fill_topic, args.store_gb, args.concurrency)
         await stop_broker(d, kill=False)
     else:
         figures["store_bytes"] = await build_store(root, fill_topic, args.store_gb)
     figures["store_fill_s"] = time.perf_counter() - t0
-    figures["store_fill_by"] = "producer" if args.fill_by_producer else "store API"
+    figures["store_fill_by"] = "producer" if by_producer else "store API"
     progress(f"store: {figures['store_bytes'] / (1 << 30):.2f} GB in {figures['store_fill_s']:.0f} s; restarting")
     clean = await restart(d)
     figures["recovery_clean_s"], figures["recovery_clean_store_s"] = clean["answered_s"], clean["store_recovered_s"]
@@ -734,7 +753,8 @@ async def run(args: argparse.Namespace) -> dict:
     pid = args.broker_pid
     if not args.namesrv:
         tmp = tempfile.mkdtemp(prefix="rmq-scale-bench-", dir=args.store_dir)
-        daemons = RmqDaemons(tmp, args.broker_arg, args.small_files)
+        guards = [f"--{k}={v}" for k, v in DISK_RATIOS.items()] if args.store_gb > 0 else []
+        daemons = RmqDaemons(tmp, [*guards, *args.broker_arg], args.small_files)
         daemons.start_namesrv()
         daemons.start_broker()
         await wait_broker_answers(f"127.0.0.1:{daemons.broker_port}", daemons.broker, 120)
@@ -867,6 +887,13 @@ def print_summary(f: dict) -> None:
             f"(store {_fmt(f['recovery_clean_store_s'])} s), kill -9 {_fmt(f['recovery_kill9_s'])} s "
             f"(store {_fmt(f['recovery_kill9_store_s'])} s)"
         )
+        if "java_recovery_clean_s" in f:
+            print(
+                f"  Java 4.9.8 on the same store: clean stop {_fmt(f['java_recovery_clean_s'])} s "
+                f"(store {_fmt(f['java_recovery_clean_store_s'])} s), kill -9 {_fmt(f['java_recovery_kill9_s'])} s "
+                f"(store {_fmt(f['java_recovery_kill9_store_s'])} s); RSS after {_fmt(f['java_rss_recovered_mb'])} MB "
+                f"(rmq {_fmt(f['rss_recovered_mb'])} MB)"
+            )
     else:
         print("  recovery: not measured (needs the rmq broker this script starts, and --store-gb > 0)")
 
