@@ -13,6 +13,8 @@ __all__ = ["ConsumeQueue", "CQ_STORE_UNIT_SIZE"]
 log = logging.getLogger("rmq.store")
 
 CQ_STORE_UNIT_SIZE = 20
+#: how many of the last ConsumeQueue files a start checks (Java ConsumeQueue.recover: 3)
+_RECOVER_LAST_FILES = 3
 
 
 class ConsumeQueue:
@@ -45,7 +47,18 @@ class ConsumeQueue:
                 keep_to = first.file_from_offset
                 files = []
             self.min_logic_offset = first.file_from_offset + used
-        for i, mf in enumerate(files):
+        skip = 0
+        if len(files) > _RECOVER_LAST_FILES:
+            # Java ConsumeQueue.recover checks the last three files only: units are written in
+            # CommitLog order, so when the last unit of the file before them is within the
+            # CommitLog every earlier one is too. Walking every file made a start read the
+            # whole ConsumeQueue (20 bytes per message in the store). A cut further back (a
+            # truncation) still walks from the first file.
+            prev = files[-_RECOVER_LAST_FILES - 1]
+            phy, size, _ = _store.read_cq_unit(prev.mm, self.mapped_file_size - CQ_STORE_UNIT_SIZE)
+            if size > 0 and phy + size <= commitlog_max_offset:
+                skip = len(files) - _RECOVER_LAST_FILES
+        for i, mf in enumerate(files[skip:], skip):
             start = self.min_logic_offset - mf.file_from_offset if i == 0 else 0
             end = _store.cq_valid_end(mf.mm, self.mapped_file_size, commitlog_max_offset, start)
             if end < self.mapped_file_size:

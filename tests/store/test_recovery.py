@@ -333,3 +333,38 @@ async def test_crash_recovery_does_not_reindex_records_without_keys(make_store, 
     assert (await store.put_message(MessageInner("K", 0, b"new", properties={"KEYS": "k9"}))).is_ok
     store.do_reput()
     assert len(store.query_message("K", "k9", 32, 0, forever).buffers) == 1
+
+
+async def test_consume_queue_recovery_checks_only_its_last_three_files(make_store, tmp_path, caplog):
+    """A start checks the last three files of a ConsumeQueue (Java ConsumeQueue.recover), not
+    every file: the whole ConsumeQueue of a large store is 20 bytes per message. The files
+    before them are trusted once the last unit before the three is within the CommitLog; a unit
+    damaged there (never written so by the store) shows it was not read. A damaged unit in the
+    last three is found: the queue is cut there and dispatch writes the units again."""
+    root = tmp_path / "s"
+    store = await make_store(root=root, **CRASH_CFG)  # 64 units per ConsumeQueue file
+    for _ in range(6 * 64 + 10):
+        assert (await store.put_message(MessageInner("Q", 0, b"x" * 40))).is_ok
+    store.do_reput()
+    n = store.get_max_offset_in_queue("Q", 0)
+    assert n == 6 * 64 + 10
+    cq_dir = root / "consumequeue" / "Q" / "0"
+    files = sorted(cq_dir.iterdir())
+    assert len(files) == 7
+    await store.shutdown()
+    with open(files[1], "r+b") as f:  # a unit in the middle of the second file: zeroed
+        f.seek(20 * 10)
+        f.write(bytes(20))
+    caplog.set_level(logging.WARNING, logger="rmq.store")
+    store = await make_store(root=root, **CRASH_CFG)
+    assert store.get_max_offset_in_queue("Q", 0) == n
+    assert "truncate: deleting" not in caplog.text  # not cut at the zeroed unit
+    assert store.find_consume_queue("Q", 0, create=False).get_unit(64 + 10)[1] == 0  # nor rewritten
+    await store.shutdown()
+    with open(files[5], "r+b") as f:  # one of the last three: checked, cut there
+        f.seek(20 * 3)
+        f.write(bytes(20))
+    store = await make_store(root=root, **CRASH_CFG)
+    assert f"truncate: deleting {files[6]}" in caplog.text
+    assert store.get_max_offset_in_queue("Q", 0) == n  # dispatched again from the cut
+    assert store.find_consume_queue("Q", 0, create=False).get_unit(5 * 64 + 3)[1] > 0
