@@ -512,6 +512,9 @@ class MessageStore:
                 # After a clean stop the index ends where dispatch ended (shutdown flushed it);
                 # like Java, no backfill then (a store that ran without the index stays so).
                 indexed = checkpoint_offset(cp, "index_dispatched", 0)
+                last = self.index.files[-1].name if self.index.files else None
+                if cp.get("index_file") is not None and last != cp.get("index_file"):
+                    indexed = 0  # the checkpointed file did not load: re-index what it held
                 if cut is not None:
                     indexed = min(indexed, cut)
                 self._rebuild_index(self.index.rebuild_from(min_phy, indexed), reput_from)
