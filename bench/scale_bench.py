@@ -2,7 +2,8 @@
 
 Builds ``--topics`` topics × ``--queues`` queues on every master, ``--groups`` subscription groups
 and ``--clients`` client connections that heartbeat (each a consumer of one group subscribed to
-one topic, as Java's ``MQClientInstance.sendHeartbeatToAllBroker`` sends it), then reports:
+one topic, as Java's ``MQClientInstance.sendHeartbeatToAllBroker`` sends it; client i is in
+group i mod groups, and all of a group's members subscribe to the same topic), then reports:
 
 * broker RSS (MB) before and after, and idle broker CPU per minute with every client connected
   and heartbeating every ``--heartbeat-interval`` s (as real clients do, every 30 s);
@@ -273,9 +274,14 @@ class Clients:
         self.masters = list(masters.values())
         tag = f"{os.getpid()}"
         self.bodies = [
-            heartbeat_body(f"127.0.0.1@scale{tag}-{i}", groups[i % len(groups)], topics[i % len(topics)])
+            heartbeat_body(f"127.0.0.1@scale{tag}-{i}", groups[i % len(groups)], topics[i % len(groups) % len(topics)])
             for i in range(n)
         ]
+        # Every member of a group subscribes to the same topic (group g to topic g), as a real
+        # application's consumers do: members with different subscriptions make each heartbeat
+        # a subscription change, which both brokers answer by notifying the whole group
+        # (Java ConsumerManager.registerConsumer, updateSubscription), a storm no steady
+        # cluster sees.
         self.clients = [RemotingClient(connect_timeout=10.0) for _ in range(n)]
         for c in self.clients:  # the broker's NOTIFY_CONSUMER_IDS_CHANGED: a real client rebalances
             c.register_processor(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, _Ignore())
