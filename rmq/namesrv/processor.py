@@ -25,7 +25,7 @@ from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.config import ConfigError, ConfigUpdateRefused, format_properties, parse_properties
 from rmq.errors import RemotingCommandError
 from rmq.namesrv.kv_config import KVConfigRefused
-from rmq.namesrv.route_manager import RegistrationRefused
+from rmq.namesrv.route_manager import RegistrationRefused, decode_register_body
 from rmq.protocol.body.ops import KVTable
 from rmq.protocol.body.register import decode_compressed_register_body
 from rmq.protocol.codes import RequestCode, ResponseCode
@@ -165,7 +165,11 @@ class NamesrvProcessor:
 
     @staticmethod
     def _json_register_body(body: bytes) -> tuple[Any, Any]:
-        """(topicConfigTable, dataVersion) of a JSON RegisterBrokerBody."""
+        """(topicConfigTable, dataVersion) of a JSON RegisterBrokerBody (typed when it has the
+        usual shape, else through fastjson)."""
+        typed = decode_register_body(body)
+        if typed is not None:
+            return typed
         try:
             data = fastjson.loads(body)
             wrapper = data.get("topicConfigSerializeWrapper") or {}

@@ -195,3 +195,31 @@ async def test_a_topic_auto_created_by_a_send_registers_as_an_increment(tmp_path
         assert 0 < api.last_body_size < full / 3
         for topic in ("TBW102", broker.broker_config.broker_name):  # nothing else was dropped
             assert await route(c, ns.address, topic) is not None
+
+
+def test_the_typed_decode_of_a_register_body_and_its_fallback():
+    """A RegisterBrokerBody of the usual shape is decoded straight into TopicEntry values (the
+    other TopicConfig fields skipped) and routes as the general decode does; any other shape
+    (a number as a string, a null) goes back to the general decoder, whose checks name the
+    entry; a typed value out of range is refused naming it."""
+    import pytest
+
+    from rmq.errors import RemotingCommandError
+    from rmq.namesrv.route_manager import TopicEntry, decode_register_body, parse_topic_config_table
+
+    def body(entry: dict) -> bytes:
+        tc = {"topicName": "T", "topicFilterType": "SINGLE_TAG", "order": False, "attributes": {}, **entry}
+        wrapper = {"topicConfigTable": {"T": tc}, "dataVersion": {"timestamp": 5, "counter": 7}}
+        return json.dumps({"topicConfigSerializeWrapper": wrapper, "filterServerList": []}).encode()
+
+    table, version = decode_register_body(body({"readQueueNums": 4, "writeQueueNums": 2, "perm": 6}))
+    assert version == {"timestamp": 5, "counter": 7}
+    assert table == {"T": TopicEntry(readQueueNums=4, writeQueueNums=2, perm=6, topicSysFlag=0)}
+    qd = parse_topic_config_table("b", table, 10)["T"]
+    assert (qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag) == (4, 2, 6, 0)
+    assert decode_register_body(body({"readQueueNums": "4"})) is None
+    assert decode_register_body(body({"perm": None})) is None
+    assert decode_register_body(b"{}") == ({}, {})
+    typed, _ = decode_register_body(body({"readQueueNums": 70000}))
+    with pytest.raises(RemotingCommandError, match=r"readQueueNums=70000 is out of range"):
+        parse_topic_config_table("b", typed, 10)
