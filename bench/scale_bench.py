@@ -14,8 +14,11 @@ group i mod groups, and all of a group's members subscribe to the same topic), t
   topic table in bytes, JSON and compressed (Java ``compressedRegister``), and the round trip of
   a full REGISTER_BROKER (new version), the same version again, QUERY_DATA_VERSION (what a
   broker that skips an unchanged table sends instead, Java ``needRegister``) and a compressed
-  one. A probe broker (cluster ``ScaleBenchProbe``, topics ``<prefix>Probe_*``, an address
-  nobody listens on) registers and unregisters for this; real routes are untouched;
+  one; and the name server's CPU-ms per full and per compressed registration (its process
+  CPU from /proc: rmq's name server this script starts, or ``--namesrv-pid``), which a loaded
+  machine moves less than a round trip. A probe broker (cluster ``ScaleBenchProbe``, topics
+  ``<prefix>Probe_*``, an address nobody listens on) registers and unregisters for this; real
+  routes are untouched;
 * recovery (rmq started by this script only): a store of ``--store-gb`` GB (one topic, 8
   queues, 4 KiB messages each with its own UNIQ_KEY, as a Java producer sends them) restarted
   after a clean stop and after ``kill -9`` (0.05 GB more sent through the broker first):
@@ -338,8 +341,12 @@ async def route_latency(client: RemotingClient, topics: list[str], n: int) -> tu
     return bc.percentile(samples, 0.5), bc.percentile(samples, 0.99)
 
 
-async def registration(client: RemotingClient, namesrv: str, broker_addr: str, prefix: str, repeat: int) -> dict:
-    """Registration bytes and round trips at the broker's table size (module docstring)."""
+async def registration(
+    client: RemotingClient, namesrv: str, broker_addr: str, prefix: str, repeat: int, namesrv_pid: int | None = None
+) -> dict:
+    """Registration bytes and round trips at the broker's table size (module docstring); with
+    ``namesrv_pid``, the name server's CPU per full and per compressed registration too (a
+    figure a loaded machine does not move the way it moves a round trip)."""
     from rmq.broker.namesrv_api import encode_register_body
 
     resp = await client.invoke(broker_addr, get_all_topic_config(), timeout=60.0)
@@ -381,11 +388,18 @@ async def registration(client: RemotingClient, namesrv: str, broker_addr: str, p
         }
         return RemotingCommand.request(RequestCode.REGISTER_BROKER, ext, data)
 
-    async def timed(cmd: RemotingCommand) -> float:
+    cpu_ms: dict[str, list[float]] = {"full": [], "compressed": []}
+
+    async def timed(cmd: RemotingCommand, kind: str = "") -> float:
+        meter = bc.CpuMeter(namesrv_pid)
+        meter.start()
         t0 = time.perf_counter()
         r = await client.invoke(namesrv, cmd, timeout=60.0)
         ms = (time.perf_counter() - t0) * 1000
+        spent = meter.stop()
         check_success(r)
+        if kind and spent is not None:
+            cpu_ms[kind].append(spent * 1000)
         return ms
 
     full, same, query, compressed = [], [], [], []
@@ -393,7 +407,7 @@ async def registration(client: RemotingClient, namesrv: str, broker_addr: str, p
     try:
         for _ in range(repeat):
             version += 1
-            full.append(await timed(await encoded(version, False)))
+            full.append(await timed(await encoded(version, False), "full"))
             same.append(await timed(await encoded(version, False)))
             q = RemotingCommand.request(
                 RequestCode.QUERY_DATA_VERSION,
@@ -402,7 +416,7 @@ async def registration(client: RemotingClient, namesrv: str, broker_addr: str, p
             )
             query.append(await timed(q))
             version += 1
-            compressed.append(await timed(await encoded(version, True)))
+            compressed.append(await timed(await encoded(version, True), "compressed"))
     finally:
         unreg = RemotingCommand.request(
             RequestCode.UNREGISTER_BROKER,
@@ -416,6 +430,9 @@ async def registration(client: RemotingClient, namesrv: str, broker_addr: str, p
     figures["register_same_version_ms"] = statistics.median(same)
     figures["query_data_version_ms"] = statistics.median(query)
     figures["register_compressed_ms"] = statistics.median(compressed)
+    for kind, values in cpu_ms.items():
+        # the mean: /proc counts CPU in 10 ms ticks, a registration is a few of them
+        figures[f"register_{kind}_namesrv_cpu_ms"] = statistics.fmean(values) if values else None
     return figures
 
 
@@ -792,7 +809,14 @@ async def run(args: argparse.Namespace) -> dict:
         progress(f"topics in {created:.1f} s, groups in {figures['group_create_s']:.1f} s; registration")
 
         figures.update(
-            await registration(client, namesrv, next(iter(masters.values())), args.prefix, args.register_repeat)
+            await registration(
+                client,
+                namesrv,
+                next(iter(masters.values())),
+                args.prefix,
+                args.register_repeat,
+                daemons.namesrv.pid if daemons is not None and daemons.namesrv is not None else args.namesrv_pid,
+            )
         )
 
         progress(f"connecting {args.clients} clients (first heartbeat round)")
@@ -887,6 +911,10 @@ def print_summary(f: dict) -> None:
         f"{_fmt(f['register_same_version_ms'])}, QUERY_DATA_VERSION {_fmt(f['query_data_version_ms'])}, "
         f"compressed {_fmt(f['register_compressed_ms'])}"
     )
+    print(
+        f"  name server CPU-ms per registration: full {_fmt(f.get('register_full_namesrv_cpu_ms'))}, "
+        f"compressed {_fmt(f.get('register_compressed_namesrv_cpu_ms'))}"
+    )
     if "recovery_clean_s" in f:
         print(
             f"  recovery of {f['store_bytes'] / (1 << 30):.2f} GB: clean stop {_fmt(f['recovery_clean_s'])} s "
@@ -908,6 +936,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--namesrv", default=None, help="an existing cluster's name server (default: start rmq)")
     ap.add_argument("--broker-pid", type=int, default=None, help="with --namesrv: the broker's pid for RSS and CPU")
+    ap.add_argument(
+        "--namesrv-pid",
+        type=int,
+        default=None,
+        help="with --namesrv: the name server's pid for its CPU per registration",
+    )
     ap.add_argument("--topics", type=int, default=10_000)
     ap.add_argument("--queues", type=int, default=8)
     ap.add_argument("--groups", type=int, default=1_000)

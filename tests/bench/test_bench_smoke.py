@@ -127,6 +127,7 @@ def test_scale_bench_tiny():
     assert f["topics"] == 30 and f["broker_topics"] >= 30 and f["groups"] == 5 and f["clients"] == 12
     assert 0 < f["register_compressed_bytes"] < f["register_json_bytes"]
     assert f["query_data_version_ms"] > 0 and f["register_full_ms"] > 0
+    assert f["register_full_namesrv_cpu_ms"] is not None and f["register_compressed_namesrv_cpu_ms"] is not None
     assert 0 < f["route_p50_ms"] <= f["route_p99_ms"]
     assert f["idle_heartbeats_failed"] == 0 and f["idle_cpu_s_per_min"] is not None
     assert all(f[k] > 10 for k in ("rss_start_mb", "rss_loaded_mb", "rss_idle_mb"))
