@@ -121,13 +121,20 @@ def percentile(sorted_values, q: float) -> float:
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """utime + stime of a process (all its threads) from /proc/PID/stat, in seconds."""
+def process_cpu_split(pid: int) -> tuple[float, float]:
+    """(utime, stime) of a process (all its threads) from /proc/PID/stat, in seconds: user
+    space and the kernel's work on its behalf (syscalls, page faults, socket copies)."""
     with open(f"/proc/{pid}/stat", "rb") as f:
         data = f.read().decode()
     # the command name (field 2) may contain spaces and parentheses: split after the last ')'
     fields = data[data.rindex(")") + 2 :].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (all its threads) from /proc/PID/stat, in seconds."""
+    user, system = process_cpu_split(pid)
+    return user + system
 
 
 def cpu_seconds_or_none(pid: int | None) -> float | None:
@@ -160,18 +167,30 @@ class CpuMeter:
         self.pid = pid
         self.pids = [pid] if isinstance(pid, int) else list(pid or [])
         self.start_value = None
+        self.start_split = (0.0, 0.0)
         self.seconds = None
+        #: user-space and kernel seconds of the window (their sum is ``seconds``)
+        self.user_seconds = None
+        self.system_seconds = None
+
+    def _split(self) -> tuple[float, float]:
+        splits = [process_cpu_split(p) for p in self.pids]
+        return sum(u for u, _ in splits), sum(s for _, s in splits)
 
     def _now(self) -> float:
-        return sum(process_cpu_seconds(p) for p in self.pids)
+        return sum(self._split())
 
     def start(self) -> None:
         if self.pids:
-            self.start_value = self._now()
+            self.start_split = self._split()
+            self.start_value = sum(self.start_split)
 
     def stop(self) -> float | None:
         if self.pids and self.start_value is not None:
-            self.seconds = self._now() - self.start_value
+            user, system = self._split()
+            self.user_seconds = user - self.start_split[0]
+            self.system_seconds = system - self.start_split[1]
+            self.seconds = self.user_seconds + self.system_seconds
         return self.seconds
 
     def per_million(self, messages: int) -> float | None:

@@ -466,6 +466,9 @@ async def pull(args, quiet: bool = False) -> dict:
             "broker_cpu_s_per_1m": None
             if cpu.per_million(stats.messages) is None
             else round(cpu.per_million(stats.messages), 2),
+            # the split of broker_cpu_s: user space and the kernel's (utime / stime)
+            "broker_user_s": None if cpu.user_seconds is None else round(cpu.user_seconds, 3),
+            "broker_system_s": None if cpu.system_seconds is None else round(cpu.system_seconds, 3),
         }
     )
     if stats.last_error:
@@ -483,7 +486,8 @@ def print_summary(f: dict) -> None:
     )
     if f["broker_cpu_s"] is not None:
         print(
-            f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run, {f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages",
+            f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run ({f['broker_user_s']:.2f} user, "
+            f"{f['broker_system_s']:.2f} system), {f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages",
             flush=True,
         )
     if f.get("last_error"):

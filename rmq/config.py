@@ -208,6 +208,9 @@ class BrokerConfig:
         send_fast_path: store plain SENDs in one Cython call, read straight from their frame
             bytes (True; False decodes every SEND into a command and runs it through the
             Python processor: for comparisons).
+        pull_fast_path: answer plain pulls (a TAG subscription, records in the queue) in one
+            Cython call straight from their frame bytes (True; False runs every pull through
+            the Python processor: for comparisons).
         transaction_time_out: ms before an unresolved half message is checked back (6000).
         transaction_check_interval: ms between transaction check runs (60 000).
         metrics_port: the Prometheus ``/metrics`` HTTP port, bound on ``metrics_host`` (5557 as
@@ -362,6 +365,7 @@ class BrokerConfig:
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     send_fast_path: bool = True
+    pull_fast_path: bool = True
     transaction_time_out: int = setting(6000, lo=1, hi=JAVA_INT.hi, unit="ms")
     transaction_check_interval: int = setting(60_000, lo=1, hi=JAVA_INT.hi, unit="ms")
     transaction_check_max: int = setting(15, lo=1, hi=10_000)

@@ -128,6 +128,12 @@ class _Gate:
         return not self._controller.ready
 
 
+def _frame_hooks(send: SendMessageProcessor, pull: PullMessageProcessor, send_pool: Any, conn: Any) -> Any:
+    """A connection's frame hook: the native pull path first (one look at the code), then the
+    SEND fast path (either may be off: ``pullFastPath`` / ``sendFastPath``)."""
+    return pull.frame_hook(conn, send.frame_hook(send_pool, conn))
+
+
 class BrokerController:
     """One broker: store, managers, processors, server and background services.
 
@@ -293,6 +299,9 @@ class BrokerController:
         send = getattr(self, "send_processor", None)  # (none before the processors exist)
         if send is not None:
             send.bind_store(self.message_store if value else None)
+        pull = getattr(self, "pull_message_processor", None)
+        if pull is not None:
+            pull.bind_store(self.message_store if value else None)
 
     def _register_processors(self) -> None:
         s = self.server
@@ -315,10 +324,11 @@ class BrokerController:
 
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             s.register_processor(code, _Gate(self, send), send_pool)
-        if send.fast is not None and self.acl is None:
-            # The plain SEND stored from its frame bytes, before a command is decoded; with ACL
-            # every request needs its command checked first (Java's RPCHook doBeforeRequest).
-            s.dispatcher.frame_hooks = functools.partial(send.frame_hook, send_pool)
+        if (send.fast is not None or pull.fast is not None) and self.acl is None:
+            # The plain SEND stored and the plain PULL answered from their frame bytes, before a
+            # command is decoded; with ACL every request needs its command checked first
+            # (Java's RPCHook doBeforeRequest).
+            s.dispatcher.frame_hooks = functools.partial(_frame_hooks, send, pull, send_pool)
         s.register_processor(RequestCode.PULL_MESSAGE, _Gate(self, pull), pull_pool)
         for code in (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT):
             s.register_processor(code, _Gate(self, client_manage), heartbeat_pool)

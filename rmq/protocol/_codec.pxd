@@ -13,6 +13,9 @@ cdef enum:
 cdef object send_reply(int serialize_type, int code, int32_t opaque, object msg_id, const char* mid,
                        Py_ssize_t mlen, int64_t queue_id, int64_t queue_offset, object region,
                        bint trace_on)
+cdef object pull_reply(int serialize_type, int code, int32_t opaque, const char* remark, Py_ssize_t rlen,
+                       int64_t next_begin, int64_t min_offset, int64_t max_offset, int64_t suggest,
+                       const char* body, Py_ssize_t blen)
 cdef bint has_surrogate(object s) except -1
 cdef bint str_decimal(object s, long long* out) noexcept
 

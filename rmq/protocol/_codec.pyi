@@ -45,6 +45,20 @@ def send_reply_frame(
     trace_on: bool,
 ) -> bytes | None: ...
 
+# The whole frame of a PULL reply (nextBeginOffset, minOffset, maxOffset, suggestWhichBrokerId),
+# its body after the header; None for a remark that is not plain ASCII.
+def pull_reply_frame(
+    serialize_type: int,
+    code: int,
+    opaque: int,
+    remark: str | None,
+    next_begin: int,
+    min_offset: int,
+    max_offset: int,
+    suggest: int,
+    body: bytes | None = None,
+) -> bytes | None: ...
+
 # The JSON request-header scan the SEND fast path uses, for tests: (code, flag, opaque, version,
 # extFields) or None when the header is outside the common shape (the general decoder's).
 def json_header_scan_py(header: bytes | bytearray | memoryview) -> tuple[int, int, int, int, dict[str, str]] | None: ...

@@ -26,7 +26,8 @@ from rmq.common._bytes cimport ascii_decimal, rd16, rd32, wr16, wr32
 from cpython.long cimport PyLong_AsLongLong, PyLong_Check, PyLong_CheckExact
 from cpython.dict cimport PyDict_Next, PyDict_CheckExact
 from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact
-from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
+from cpython.unicode cimport PyUnicode_AsASCIIString
 from cpython.exc cimport PyErr_Clear
 
 cdef extern from "Python.h":
@@ -755,6 +756,127 @@ def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64
     if not PyUnicode_CheckExact(msg_id):
         return None
     return send_reply(serialize_type, code, opaque, msg_id, NULL, 0, queue_id, queue_offset, region, trace_on)
+
+
+
+# ------------------------------------------------------------------------------ PULL reply
+#
+# The reply to a pull (Java PullMessageProcessor: PullMessageResponseHeader nextBeginOffset,
+# minOffset, maxOffset, suggestWhichBrokerId, in the order rmq.broker.processors.pull puts them
+# in its dict; the remark the GetMessageStatus name) and its body (the records) written into one
+# frame, in the request's serialization. The bytes are those the generic encoder writes for the
+# same command, body appended (tests/remoting/test_pull_reply.py):
+#
+#   ROCKETMQ: | len | 1<<24|hl | code i16 | lang 0 | ver 409 i16 | opaque | flag 1 | R | remark |
+#             | E | ("nextBeginOffset", dec) ("minOffset", dec) ("maxOffset", dec)
+#             |   ("suggestWhichBrokerId", dec) | body |
+#   JSON:     | len | hl | {"code":C,"extFields":{"nextBeginOffset":"N","minOffset":"N",
+#             "maxOffset":"N","suggestWhichBrokerId":"N"},"flag":1,"language":"JAVA",
+#             "opaque":O,"remark":"STATUS","serializeTypeCurrentRPC":"JSON","version":409} | body |
+
+cdef object pull_reply(int serialize_type, int code, int32_t opaque, const char* remark, Py_ssize_t rlen,
+                       int64_t next_begin, int64_t min_offset, int64_t max_offset, int64_t suggest,
+                       const char* body, Py_ssize_t blen):
+    """The one PULL reply writer (``pull_reply_frame`` for Python, the broker's native pull path
+    by cimport). ``remark`` is ``rlen`` bytes of ASCII that needs no JSON escape (a status
+    name), or NULL for none; ``body`` ``blen`` bytes (0: none), or, when ``body`` is NULL and
+    ``blen`` > 0, not copied: the header frame alone is returned, its length word counting the
+    ``blen`` bytes the caller writes after it. None when
+    ``serialize_type`` is not 0/1 or ``code`` not an int16."""
+    cdef JOut o
+    cdef Py_ssize_t ext_at
+    cdef object frame
+    if (serialize_type != 0 and serialize_type != 1) or code < -32768 or code > 32767 or blen < 0:
+        return None
+    o.cap = 256 + rlen
+    o.n = 8
+    o.p = <char*>PyMem_Malloc(o.cap)
+    if o.p == NULL:
+        raise MemoryError()
+    try:
+        if serialize_type == 1:
+            jo_reserve(&o, 21 + rlen)
+            wr16(<uint8_t*>o.p + 8, code)
+            o.p[10] = 0                      # LanguageCode.JAVA
+            wr16(<uint8_t*>o.p + 11, 409)    # version V4_9_8
+            wr32(<uint8_t*>o.p + 13, opaque)
+            wr32(<uint8_t*>o.p + 17, 1)      # flag: response
+            o.n = 21
+            if remark != NULL and rlen > 0:  # (an empty remark is written as null)
+                wr32(<uint8_t*>o.p + 21, rlen)
+                o.n = 25
+                jo_raw(&o, remark, rlen)
+            else:
+                wr32(<uint8_t*>o.p + 21, 0)
+                o.n = 25
+            ext_at = o.n
+            jo_raw(&o, b"\0\0\0\0", 4)
+            bo_key(&o, b"nextBeginOffset")
+            bo_dec(&o, next_begin)
+            bo_key(&o, b"minOffset")
+            bo_dec(&o, min_offset)
+            bo_key(&o, b"maxOffset")
+            bo_dec(&o, max_offset)
+            bo_key(&o, b"suggestWhichBrokerId")
+            bo_dec(&o, suggest)
+            wr32(<uint8_t*>o.p + ext_at, o.n - ext_at - 4)
+        else:
+            jo_lit(&o, b'{"code":')
+            jo_i64(&o, code)
+            jo_lit(&o, b',"extFields":{"nextBeginOffset":"')
+            jo_i64(&o, next_begin)
+            jo_lit(&o, b'","minOffset":"')
+            jo_i64(&o, min_offset)
+            jo_lit(&o, b'","maxOffset":"')
+            jo_i64(&o, max_offset)
+            jo_lit(&o, b'","suggestWhichBrokerId":"')
+            jo_i64(&o, suggest)
+            jo_lit(&o, b'"},"flag":1,"language":"JAVA","opaque":')
+            jo_i64(&o, opaque)
+            if remark != NULL and rlen > 0:
+                jo_lit(&o, b',"remark":"')
+                jo_raw(&o, remark, rlen)
+                jo_lit(&o, b'","serializeTypeCurrentRPC":"JSON","version":409}')
+            else:
+                jo_lit(&o, b',"serializeTypeCurrentRPC":"JSON","version":409}')
+        wr32(<uint8_t*>o.p, o.n - 4 + blen)
+        wr32(<uint8_t*>o.p + 4, (serialize_type << 24) | (o.n - 8))
+        if body == NULL:                     # the header frame alone, its body sent after it
+            return PyBytes_FromStringAndSize(o.p, o.n)
+        # the header and the records in one bytes: one buffer for the transport's write
+        frame = PyBytes_FromStringAndSize(NULL, o.n + blen)
+        memcpy(PyBytes_AS_STRING(frame), o.p, o.n)
+        memcpy(PyBytes_AS_STRING(frame) + o.n, body, blen)
+        return frame
+    finally:
+        PyMem_Free(o.p)
+
+
+def pull_reply_frame(int serialize_type, int code, int32_t opaque, remark, int64_t next_begin,
+                     int64_t min_offset, int64_t max_offset, int64_t suggest, body=None):
+    """The whole frame of a PULL reply: code ``code``, flag 1, language JAVA, version 409,
+    remark ``remark`` (an ASCII str needing no JSON escape, e.g. a GetMessageStatus name, or
+    None), extFields ``{"nextBeginOffset", "minOffset", "maxOffset", "suggestWhichBrokerId"}``
+    (decimal strings) and ``body`` (bytes or None, default None) after the header;
+    ``serialize_type`` 0 JSON, 1 ROCKETMQ. None when the remark is not such a str (the caller
+    then builds the reply the general way). Python's door to ``pull_reply``."""
+    cdef bytes r = None
+    cdef Py_ssize_t i
+    cdef const char* rp
+    if remark is not None:
+        if not PyUnicode_CheckExact(remark) or not PyUnicode_IS_ASCII(remark):
+            return None
+        r = PyUnicode_AsASCIIString(remark)
+        rp = PyBytes_AS_STRING(r)
+        for i in range(PyBytes_GET_SIZE(r)):
+            if rp[i] < 0x20 or rp[i] == c'"' or rp[i] == c'\\':
+                return None
+    if body is not None and not PyBytes_CheckExact(body):
+        return None
+    return pull_reply(serialize_type, code, opaque, NULL if r is None else PyBytes_AS_STRING(r),
+                      0 if r is None else PyBytes_GET_SIZE(r), next_begin, min_offset, max_offset, suggest,
+                      NULL if body is None else PyBytes_AS_STRING(body),
+                      0 if body is None else PyBytes_GET_SIZE(body))
 
 
 # ------------------------------------------------------------------------------ JSON header scan

@@ -163,7 +163,10 @@ def json_header_decoder() -> Callable[[bytes], Any] | None:
 # A frame hook: ``hook(data, hstart, hend, end, ser)`` sees a whole frame (``data[hstart:hend]``
 # its header, ``data[hend:end]`` its body, ``ser`` its serialize type) before it is decoded, and
 # either handles it -- returning the reply frame's bytes, b"" for none -- or returns None.
-FrameHook = Callable[[bytes | bytearray, int, int, int, int], bytes | None]
+# (data, hstart, hend, end, ser) -> the reply frame (b"" for none), or the reply's header frame
+# and its body as two buffers of one frame (the broker's native pull: the records are not copied
+# again), or None to decode the frame as any other
+FrameHook = Callable[[bytes | bytearray, int, int, int, int], bytes | tuple[bytes, bytes] | None]
 
 _fast_decode: (
     Callable[[bytes | bytearray | memoryview, int, int, type[RemotingCommand]], RemotingCommand | None] | None
@@ -418,14 +421,15 @@ class FrameDecoder:
                 the frame, unknown serialize type, or a malformed header.
         """
         item = self.next_item(False)
-        assert not isinstance(item, bytes)
+        assert not isinstance(item, (bytes, tuple))
         return item
 
-    def next_item(self, hooked: bool = True) -> RemotingCommand | bytes | None:
+    def next_item(self, hooked: bool = True) -> RemotingCommand | bytes | tuple[bytes, bytes] | None:
         """Like :meth:`next_frame`, but a whole frame is first offered to :attr:`frame_hook`
-        (when ``hooked``): a frame it handles comes back as its reply bytes (b"" for none)
-        and is never decoded (Java NettyDecoder hands every frame to RemotingCommand.decode;
-        the hook is the broker's shortcut for the plain SEND).
+        (when ``hooked``): a frame it handles comes back as its reply bytes (b"" for none; or
+        the reply in two buffers, see :data:`FrameHook`) and is never decoded (Java
+        NettyDecoder hands every frame to RemotingCommand.decode; the hook is the broker's
+        shortcut for the plain SEND and the plain PULL).
 
         Raises:
             RemotingCommandError: as :meth:`next_frame`; a frame with a malformed header

@@ -448,6 +448,10 @@ class Connection(asyncio.Protocol):
                     # handled by the dispatcher's frame hook (a stored SEND): its reply, if any
                     if cmd:
                         self.send_response_frame(cmd)
+                elif isinstance(cmd, tuple):
+                    # the hook's reply in two buffers of one frame (a native pull: the header
+                    # frame, then the records), written in order with the batch
+                    self.send_response_parts(cmd[0], cmd[1])
                 elif cmd.flag & 1:
                     self._on_response(cmd)
                 else:
@@ -840,6 +844,22 @@ class Connection(asyncio.Protocol):
             self._batch_bytes += len(frame)
             return
         self._queue_parts([frame])
+
+    def send_response_parts(self, head: bytes, body: bytes) -> None:
+        """Write a response encoded as its header frame (length words counting ``body`` too,
+        and the header) and its body: one frame in two buffers, so a large body is not copied
+        to join them; like :meth:`send_response_frame` otherwise."""
+        transport = self._transport
+        if self.closed or transport is None or transport.is_closing():
+            log.debug("%s: dropping a response frame to closed %s", self.role, self.remote_addr)
+            return
+        batch = self._batch
+        if batch is not None and self._in_read:
+            batch.append(head)
+            batch.append(body)
+            self._batch_bytes += len(head) + len(body)
+            return
+        self._queue_parts([head, body])
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Write ``cmd`` as a oneway request (no reply expected)."""

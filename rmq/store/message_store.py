@@ -182,6 +182,13 @@ class MessageStore:
         its C-level ``put_plain``, which checks this store's state itself."""
         return self._appender
 
+    @property
+    def get_counts(self) -> dict[str, int]:
+        """The read statistics ``get_message`` counts (``get_total``, ``get_found``; Java
+        getMessageTimesTotalFound/Miss), live: the broker's native pull path reads with
+        ``count=False`` and counts here only the pulls it answers itself."""
+        return self._stats
+
     def _bind_appender(self) -> None:
         """The after-append bookkeeping the appender runs once per append: warm-ahead, the
         dispatch wakeup (ASYNC_FLUSH; the group commit wakes it under SYNC_FLUSH) and the HA

@@ -89,8 +89,9 @@ def stats_of(broker) -> tuple:
 @pytest.fixture
 async def pair(tmp_path):
     async with (
-        run_broker(tmp_path / "fast", send_fast_path=True) as fast,
-        run_broker(tmp_path / "slow", send_fast_path=False) as slow,
+        # (the native pull path off in both: this compares the SEND paths and their hook alone)
+        run_broker(tmp_path / "fast", send_fast_path=True, pull_fast_path=False) as fast,
+        run_broker(tmp_path / "slow", send_fast_path=False, pull_fast_path=False) as slow,
     ):
         for b in (fast, slow):
             replies, closed = await exchange(b, warm_frames())

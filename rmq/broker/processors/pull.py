@@ -41,8 +41,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 from rmq.broker.filter import CompileBusy, ConsumerFilterManager, is_tag_type, unsupported_remark
 from rmq.broker.managers.consumer import MessageModel
+from rmq.broker.processors._pullpath import PullFastPath
 from rmq.broker.processors._sendpath import PullCounters
 from rmq.broker.processors.common import FAQ, bad_request
+from rmq.broker.processors.pull_fast import make_fast_path
 from rmq.common.constants import MixAll, PermName, TopicValidator
 from rmq.common.log import RateLimitedLog, clip, clip_remark
 from rmq.common.message import MessageConst, PullSysFlag
@@ -97,6 +99,11 @@ class PullMessageProcessor:
         # the statistics of each pull, in C (folded into controller.stats by its fold())
         self.counters = PullCounters()
         controller.stats.add_fold(self.counters.take, controller.stats.apply_pull_counts)
+        # the plain pull answered from its frame bytes (rmq/broker/processors/_pullpath.pyx),
+        # sharing this processor's filter cache and counters; this processor for the rest
+        self.fast: PullFastPath | None = (
+            make_fast_path(controller, self) if getattr(self.broker_config, "pull_fast_path", True) else None
+        )
 
     @property
     def store(self) -> MessageStore:
@@ -104,6 +111,20 @@ class PullMessageProcessor:
 
     def reject_request(self) -> bool:
         return False
+
+    def bind_store(self, store: MessageStore | None) -> None:
+        """The store the native pull path reads, once the broker is ready; None when it stops
+        (every pull then takes this processor's path, which answers SYSTEM_BUSY)."""
+        if self.fast is not None:
+            self.fast.bind(store)
+
+    def frame_hook(self, conn: Connection, next_hook: Any = None) -> Any:
+        """The connection's frame hook (``Dispatcher.frame_hooks``): plain pulls answered from
+        their frame bytes by ``self.fast``, other frames to ``next_hook`` (the SEND hook);
+        ``next_hook`` itself without the native path."""
+        if self.fast is None:
+            return next_hook
+        return self.fast.frame_hook(conn.remote_addr, next_hook)
 
     def process_request(self, conn: Connection, cmd: RemotingCommand) -> Any:
         response = self.process(conn, cmd, allow_suspend=True)
