@@ -219,8 +219,10 @@ cdef class PullFastPath:
             for k in range(vlen):
                 if vp[k] >= 0x80:
                     return 0
+            if klen == 0:
+                continue
             for i in range(n):
-                if self.w_len[i] == klen and memcmp(self.w_ptr[i], kp, klen) == 0:
+                if self.w_len[i] == klen and self.w_ptr[i][0] == kp[0] and memcmp(self.w_ptr[i], kp, klen) == 0:
                     tp[i] = vp
                     tl[i] = vlen
                     break
