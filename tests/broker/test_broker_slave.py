@@ -299,6 +299,8 @@ async def test_slave_serves_pulls_and_offset_queries(tmp_path, slave_read_enable
         client = RemotingClient()
         try:
             s = BrokerEnv(None, slave, client)
+            native = slave.pull_message_processor.fast
+            taken = native.taken
             resp = await s.pull("SlaveReadT", offset=0, group="CG_SR", suspend_ms=0, sys_flag=4)
             assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
             assert resp.ext_fields["suggestWhichBrokerId"] == "0"
@@ -321,6 +323,8 @@ async def test_slave_serves_pulls_and_offset_queries(tmp_path, slave_read_enable
             resp = await s.pull("SlaveReadT", offset=4, group="CG_SR", suspend_ms=0, sys_flag=4 | 1, commit_offset=5)
             assert resp.code == ResponseCode.SUCCESS
             assert slave.consumer_offset_manager.query_offset("CG_SR", "SlaveReadT", 0) == 4
+            # (the group known by then: the native pull path answered, with the same rules)
+            assert native.taken > taken
         finally:
             await client.close()
 
@@ -366,6 +370,11 @@ async def test_master_suggests_the_slave_to_a_consumer_reading_from_disk(tmp_pat
                 await m.send("DiskT", b"x" * 100)
             resp = await m.pull("DiskT", offset=0, group="CG_Disk", suspend_ms=0)
             assert resp.code == ResponseCode.SUCCESS
+            assert resp.ext_fields["suggestWhichBrokerId"] == "1"
+            # again, the group now in the table: answered by the native pull path alike
+            taken = master.pull_message_processor.fast.taken
+            resp = await m.pull("DiskT", offset=0, group="CG_Disk", suspend_ms=0)
+            assert resp.code == ResponseCode.SUCCESS and master.pull_message_processor.fast.taken == taken + 1
             assert resp.ext_fields["suggestWhichBrokerId"] == "1"
         finally:
             await client.close()
