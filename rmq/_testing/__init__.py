@@ -181,8 +181,10 @@ def read_log(path: str | os.PathLike[str], start: int = 0) -> str:
 __all__ += ["read_log"]
 
 
-def wait_for_port(host: str, port: int, timeout: float = 10.0) -> bool:
-    """True once something accepts TCP connections on ``host:port`` (polls every 50 ms)."""
+def wait_for_port(host: str, port: int, timeout: float = 60.0) -> bool:
+    """True once something accepts TCP connections on ``host:port`` (polls every 50 ms), False
+    after ``timeout`` seconds (default 60: a Python daemon takes 10 s and more to listen on a
+    machine at load 20)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

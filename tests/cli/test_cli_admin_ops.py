@@ -49,7 +49,7 @@ class Daemons:
         args = ["namesrv", "-c", str(self.conf)] if i == 0 else ["namesrv", "--port", str(self.ports[1])]
         with open(self.tmp / f"ns{i}.log", "a") as log:
             self.procs[f"ns{i}"] = subprocess.Popen(RMQ + args, stdout=log, stderr=subprocess.STDOUT)
-        assert wait_for_port("127.0.0.1", self.ports[i], 20)
+        assert wait_for_port("127.0.0.1", self.ports[i])
 
     def start(self) -> "Daemons":
         self.start_namesrv(0)
@@ -68,7 +68,7 @@ class Daemons:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        assert wait_for_port("127.0.0.1", self.broker_port, 20)
+        assert wait_for_port("127.0.0.1", self.broker_port)
         return self
 
     def stop(self, name: str) -> int:

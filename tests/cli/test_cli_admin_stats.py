@@ -197,7 +197,7 @@ async def test_update_is_persisted_to_the_conf_file_and_survives_a_restart(tmp_p
         assert lines[0] == "# operator's notes stay" and "maxMessageSize=123456" in lines
         assert "fileReservedTime=12" in lines and "maxMessageSize=4194304" not in lines
         broker.send_signal(signal.SIGINT)
-        assert broker.wait(20) == 0
+        assert broker.wait(60) == 0
         broker = start_broker("b2.log")  # the restarted broker reads the persisted values
         r = admin("getBrokerConfig", "-n", ns_addr, "-b", addr)
         assert r.returncode == 0, r.stderr
@@ -209,4 +209,4 @@ async def test_update_is_persisted_to_the_conf_file_and_survives_a_restart(tmp_p
         for p in (broker, ns):
             if p is not None and p.poll() is None:
                 p.send_signal(signal.SIGINT)
-                p.wait(20)
+                p.wait(60)

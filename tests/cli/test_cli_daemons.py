@@ -250,7 +250,7 @@ async def test_namesrv_and_broker_daemons_with_conf_file(tmp_path):
     finally:
         for p in (broker, ns):
             p.send_signal(signal.SIGINT)
-        assert broker.wait(20) == 0 and ns.wait(20) == 0
+        assert broker.wait(60) == 0 and ns.wait(60) == 0
     text = (tmp_path / "b.log").read_text()
     assert f"rmq broker broker-x listening on 127.0.0.1:{broker_port}" in text
     assert "rmq namesrv listening on" in (tmp_path / "ns.log").read_text()
@@ -315,7 +315,7 @@ async def test_namesrv_conf_file_and_overrides(tmp_path):
         assert r.code == ResponseCode.SYSTEM_ERROR and "maxKvKeyChars" in r.remark
     finally:
         ns.send_signal(signal.SIGINT)
-        assert ns.wait(20) == 0
+        assert ns.wait(60) == 0
     assert f"rmq namesrv listening on 127.0.0.1:{port}" in (tmp_path / "ns.log").read_text()
 
 

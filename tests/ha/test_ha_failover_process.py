@@ -77,7 +77,7 @@ class ControllerModeBroker:
         ]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if not wait_for_port("127.0.0.1", self.port, 30):
+        if not wait_for_port("127.0.0.1", self.port):
             raise RuntimeError(f"broker did not start: {self.log()[-3000:]}")
         return self
 

@@ -57,7 +57,7 @@ class SlaveProcess:
         ]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        if not wait_for_port("127.0.0.1", self.port, 30):
+        if not wait_for_port("127.0.0.1", self.port):
             with open(self.log_path, errors="replace") as f:
                 raise RuntimeError(f"slave did not start: {f.read()[-2000:]}")
         return self
