@@ -84,7 +84,7 @@ def java(classpath: str, home: Path, main: str, *args: str) -> subprocess.Popen[
 
 
 async def route(group: ControllerGroup) -> dict[int, str]:
-    resp = await group._client.invoke(
+    resp = await group.client.invoke(
         group.namesrv_addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), timeout=3
     )
     if resp.code != 0:
@@ -96,14 +96,14 @@ async def stored(group: ControllerGroup, addr: str) -> int | None:
     """Messages of the topic stored on the broker at ``addr`` (the sum of its queues' max
     offsets), None when it does not answer."""
     try:
-        table = parse_topic_stats(await group._client.invoke(addr, get_topic_stats_info(TOPIC), timeout=2))
+        table = parse_topic_stats(await group.client.invoke(addr, get_topic_stats_info(TOPIC), timeout=2))
     except Exception:  # down, or not serving the topic yet
         return None
     return sum(o.max_offset for o in table.offset_table.values())
 
 
 async def consume_stats(group: ControllerGroup, addr: str) -> ConsumeStats | None:
-    resp = await group._client.invoke(addr, get_consume_stats(GROUP, TOPIC), timeout=3)
+    resp = await group.client.invoke(addr, get_consume_stats(GROUP, TOPIC), timeout=3)
     if resp.code != 0:
         return None
     return ConsumeStats.decode(resp.body_bytes())

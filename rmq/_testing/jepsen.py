@@ -40,7 +40,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from rmq._testing import wait_until
 from rmq._testing.controller import ControllerProcess
@@ -48,6 +48,9 @@ from rmq._testing.etcd import EtcdProcess
 from rmq._testing.faults import Network, Node, SmallDisk, kill9, pause, resume
 from rmq._testing.processes import BrokerProcess
 from rmq.errors import RMQError
+
+if TYPE_CHECKING:
+    from rmq.remoting import RemotingClient
 
 __all__ = [
     "STATIC_FAULTS",
@@ -960,6 +963,14 @@ class _BrokerGroup(abc.ABC):
 
     def node_of(self, daemon: object) -> str:
         return self._nodes[id(daemon)]
+
+    @property
+    def client(self) -> RemotingClient:
+        """The group's own remoting client (started with the group, closed when it is left),
+        for a test's or a bench's queries to its brokers and controllers."""
+        assert self._client is not None, "the group is not started"
+        client: RemotingClient = self._client
+        return client
 
     def _mount(self, path: Path) -> SmallDisk:
         """A :class:`SmallDisk` of ``disk_size`` at ``path``, unmounted (kept first, when

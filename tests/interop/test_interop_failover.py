@@ -48,7 +48,7 @@ ONS_POLL_MS = 10_000
 
 async def _route(group: ControllerGroup, topic: str) -> dict[int, str]:
     """brokerId -> address in the name server's route of ``topic`` now."""
-    resp = await group._client.invoke(
+    resp = await group.client.invoke(
         group.namesrv_addr, RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), timeout=3
     )
     if resp.code != 0:
