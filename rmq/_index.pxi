@@ -84,13 +84,13 @@ cdef uint32_t _hash_str(uint32_t h, str s):
 
 
 cdef uint32_t _hash_utf8(uint32_t h, const uint8_t* p, Py_ssize_t n):
-    """Extend a Java String.hashCode state with the UTF-8 text ``p[:n]`` (ASCII in C; anything
-    else decoded as Java does, malformed bytes as U+FFFD)."""
+    """Extend a Java String.hashCode state with the UTF-8 text ``p[:n]`` (ASCII in C, in one
+    pass; anything else decoded as Java does, malformed bytes as U+FFFD)."""
     cdef Py_ssize_t i
+    cdef uint32_t h0 = h
     for i in range(n):
         if p[i] >= 0x80:
-            return _hash_str(h, (<const char*>p)[:n].decode("utf-8", "replace"))
-    for i in range(n):
+            return _hash_str(h0, (<const char*>p)[:n].decode("utf-8", "replace"))
         h = _hash_unit(h, p[i])
     return h
 

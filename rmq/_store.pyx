@@ -139,22 +139,25 @@ def java_hash_code(s) -> int:
 # ---------------------------------------------------------------------------------------------
 # Properties: "name\x01value\x02name\x01value" (UTF-8, the trailing \x02 optional)
 # ---------------------------------------------------------------------------------------------
+cdef extern from "string.h" nogil:
+    void* memchr(const void* s, int c, size_t n)
+
+
 cdef Py_ssize_t _find_prop(const uint8_t* p, Py_ssize_t n, const uint8_t* key, Py_ssize_t klen,
                            Py_ssize_t* vlen) noexcept nogil:
-    """Start of the value of ``key`` in a properties string, or -1; the length in ``vlen``."""
+    """Start of the value of ``key`` in a properties string, or -1; the length in ``vlen``.
+    Items are skipped with ``memchr`` (each SEND's record is walked for TAGS, UNIQ_KEY and
+    KEYS: byte by byte these walks were 900 instructions per message)."""
     cdef Py_ssize_t i = 0, j
+    cdef const uint8_t* q
     while i < n:
         # i is at the start of an item
-        if i + klen < n and memcmp(p + i, key, klen) == 0 and p[i + klen] == NAME_VALUE_SEPARATOR:
-            j = i + klen + 1
-            i = j
-            while i < n and p[i] != PROPERTY_SEPARATOR:
-                i += 1
-            vlen[0] = i - j
-            return j
-        while i < n and p[i] != PROPERTY_SEPARATOR:
-            i += 1
-        i += 1
+        q = <const uint8_t*>memchr(p + i, PROPERTY_SEPARATOR, <size_t>(n - i))
+        j = (q - p) if q != NULL else n                  # the item is p[i:j]
+        if j - i > klen and p[i + klen] == NAME_VALUE_SEPARATOR and memcmp(p + i, key, klen) == 0:
+            vlen[0] = j - (i + klen + 1)
+            return i + klen + 1
+        i = j + 1
     return -1
 
 

@@ -63,8 +63,8 @@ cdef class SendFastPath:
     cdef public Py_ssize_t taken, declined, frames, scanned
 
     cdef int _read(self, object ext, bint v2, int64_t* vals, PyObject** texts) except -1
-    cdef int _read_map(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t ext_end, bint v2, int64_t* vals,
-                       const uint8_t** tp, Py_ssize_t* tl) except -1
+    cdef int _read_map(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t ext_end, bint v2, bint ascii,
+                       int64_t* vals, const uint8_t** tp, Py_ssize_t* tl) except -1
     cdef object _topic_str(self, const uint8_t* p, Py_ssize_t n)
     cdef object _send_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
                             bytes born)
