@@ -340,6 +340,8 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None  # set by connection_made
         self._idle: IdleStateHandler | None = None
         self._batch: list[Any] | None = None  # writes collected during one read or one loop turn
+        # FrameHook.take_frames of the frame hook, if it has one (see _process_frames)
+        self._take_frames: Callable[..., tuple[int, int, int, bool]] | None = None
         self._in_read = False  # inside _process_frames (guards re-entry from resume_writing)
         self._batch_bytes = 0
         self._write_paused = False
@@ -382,7 +384,9 @@ class Connection(asyncio.Protocol):
         self._idle.start()
         hooks = self._dispatcher.frame_hooks
         if hooks is not None:
-            self._decoder.frame_hook = hooks(self)
+            hook = self._decoder.frame_hook = hooks(self)
+            # a hook that can take a run of frames in one call (the broker's SendFrameHook)
+            self._take_frames = getattr(hook, "take_frames", None)
         self._manager.emit(ConnectionEvent.CONNECT, self)
 
     def data_received(self, data: bytes) -> None:
@@ -428,6 +432,8 @@ class Connection(asyncio.Protocol):
         # path; the position only moves forward between two feeds).
         frames_left = self._max_frames_per_turn
         bytes_stop = decoder._pos + self._max_bytes_per_turn
+        take = self._take_frames
+        hooked = True
         try:
             while not self._write_paused and not self._in_flight_paused:
                 if frames_left == 0 or decoder._pos >= bytes_stop:
@@ -435,11 +441,39 @@ class Connection(asyncio.Protocol):
                     if decoder.buffered:
                         self._next_turn()
                     break
+                if take is not None and hooked:
+                    # The leading run of frames the hook stores (plain SENDs), in one C call
+                    # with their replies into the batch: the same limits as frame by frame
+                    # below, which takes whatever the run stops at (a frame the hook
+                    # declined is decoded without asking it again).
+                    pos, n, nbytes, declined = take(
+                        decoder._data,
+                        decoder._pos,
+                        frames_left,
+                        bytes_stop,
+                        decoder.max_frame_length,
+                        batch,
+                        high - self._batch_bytes,
+                    )
+                    hooked = not declined
+                    if n:
+                        decoder._pos = pos
+                        frames_left -= n
+                        self._frames_done += n
+                        self._batch_bytes += nbytes
+                        if self._batch_bytes >= high and batch:
+                            self._writelines(batch)  # may call pause_writing
+                            batch.clear()
+                            self._batch_bytes = 0
+                            if self._write_paused:
+                                self._check_write_limit()
+                        continue
                 try:
-                    cmd = decoder.next_item()
+                    cmd = decoder.next_item(hooked)
                 except RemotingCommandError as exc:
                     self._bad_input(exc)
                     return
+                hooked = True
                 if cmd is None:
                     break
                 frames_left -= 1

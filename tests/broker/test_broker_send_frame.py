@@ -169,8 +169,12 @@ async def test_pipelined_sends_answer_in_order_as_the_command_path(pair, ser):
         )
     frames_before = fast.send_processor.fast.frames
     scanned_before = fast.send_processor.fast.scanned
+    batched_before = fast.send_processor.fast.batched
     (f_res, f_rec, f_stats), (s_res, s_rec, s_stats) = await both(pair, frames)
     assert f_res == s_res and not f_res[1]
+    # runs of SENDs were taken by one call each (SendFrameHook.take_frames), the declined
+    # ones and the other requests in between by the frame-by-frame loop
+    assert fast.send_processor.fast.batched - batched_before >= 10
     # JSON headers are read by the scan (json_header_scan), never by the dict reader here
     assert (fast.send_processor.fast.scanned - scanned_before >= 20) == (ser == 0)
     # every request but the oneway SENDs answered (all inline), in the order sent

@@ -152,3 +152,50 @@ def test_scan_agrees_with_the_decoder_on_mutated_golden_headers(header, where, j
     at = where % (len(header) + 1)
     _check(header[:at] + junk + header[at + len(junk) :])
     _check(header[:at] + junk + header[at:])
+
+
+# Strings are scanned 16 bytes at a time (SSE2) with the tail byte by byte: the long texts
+# below put every kind of byte (quote, backslash, raw control characters, DEL, bytes >= 0x80,
+# escapes) at every offset of a block and at the ends of the header.
+_long_text = st.text(
+    alphabet=st.one_of(
+        st.sampled_from(['"', "\\", "\x00", "\x01", "\x02", "\x1f", "\x7f", "\x80", "é", "/", "\t"]),
+        st.characters(min_codepoint=0x20, max_codepoint=0x7E),
+    ),
+    max_size=70,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.one_of(st.sampled_from(list("abin")), _long_text), _long_text, max_size=5), _long_text)
+def test_scan_agrees_with_the_decoder_on_long_strings(ext, language):
+    h = {"code": 310, "extFields": ext, "flag": 0, "language": language, "opaque": 7}
+    for text in (json.dumps(h), json.dumps(h, ensure_ascii=False)):
+        _check(text.encode("utf-8", "surrogatepass"))
+
+
+def test_every_offset_of_a_long_value():
+    # one byte of each kind at each offset of a 40-byte value: taken exactly when it is a
+    # plain character or a JSON escape below U+0080, with the same value as the decoder's
+    for at in range(40):
+        for piece, taken in (
+            (b"x", True),
+            (b"\x7f", True),
+            (b'\\"', True),
+            (b"\\\\", True),
+            (b"\\u0001", True),
+            (b"\\u007F", True),
+            (b"\\u0080", False),
+            (b"\\u0100", False),
+            (b"\\u00g1", False),
+            (b"\x01", False),
+            (b"\x1f", False),
+            (b"\xc3\xa9", False),
+            (b'"', False),
+        ):
+            value = b"v" * at + piece + b"w" * (40 - at)
+            header = b'{"code":310,"extFields":{"i":"' + value + b'","b":"T"},"flag":0,"opaque":1}'
+            assert _check(header) is taken, header
+            if taken:
+                ext = json_header_scan_py(header)[4]
+                assert ext["i"] == json.loads(b'"' + value + b'"') and ext["b"] == "T", header

@@ -60,7 +60,7 @@ cdef class SendFastPath:
     cdef const char* w1_ptr[_SF_MAX_FIELDS]      # V1 wire names as bytes (kept by w1b)
     cdef Py_ssize_t w1_len[_SF_MAX_FIELDS]
     cdef int v2_of[256]                          # V2's one-letter wire name -> field, or -1
-    cdef public Py_ssize_t taken, declined, frames, scanned
+    cdef public Py_ssize_t taken, declined, frames, scanned, batched
 
     cdef int _read(self, object ext, bint v2, int64_t* vals, PyObject** texts) except -1
     cdef int _read_map(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t ext_end, bint v2, bint ascii,
@@ -68,6 +68,8 @@ cdef class SendFastPath:
     cdef object _topic_str(self, const uint8_t* p, Py_ssize_t n)
     cdef object _send_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
                             bytes born)
+    cdef object _send_at(self, object data, const uint8_t* p, Py_ssize_t size, Py_ssize_t hstart,
+                         Py_ssize_t hend, Py_ssize_t end, int ser, bytes born)
     cdef object _put(self, object topic, const uint8_t* pp, Py_ssize_t plen, const uint8_t* body,
                      Py_ssize_t blen, int64_t* vals, int serialize_type, int flag, int32_t opaque,
                      object born, int64_t t0)

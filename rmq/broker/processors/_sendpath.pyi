@@ -36,6 +36,7 @@ class SendFastPath:
     declined: int
     frames: int
     scanned: int
+    batched: int
     @property
     def gate(self) -> SendGate: ...
     def __init__(
@@ -59,6 +60,16 @@ class SendFrameHook:
     taken: int
     def __init__(self, fast: SendFastPath, born: bytes, pool: Any) -> None: ...
     def __call__(self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int) -> bytes | None: ...
+    def take_frames(
+        self,
+        data: bytes | bytearray,
+        pos: int,
+        max_frames: int,
+        stop: int,
+        max_frame_length: int,
+        out: list[Any],
+        room: int,
+    ) -> tuple[int, int, int, bool]: ...
 
 # (found [(group, topic, nums, size, times)], misses, max_ms, ceil_ms [(ms, n)], rpc_total_ns, slow_ns)
 PullCounts = tuple[list[tuple[str, str, int, int, int]], int, int, list[tuple[int, int]], int, list[int]]

@@ -105,6 +105,8 @@ cdef class SendFastPath:
         frames: SENDs stored straight from their frame (:meth:`send_frame`, also in taken).
         scanned: JSON SENDs among ``frames`` whose header was read by the scan, without a
             dict (``json_header_scan``; the others went through ``json_decode``).
+        batched: SENDs among ``frames`` taken in a run of frames by one call
+            (``SendFrameHook.take_frames``, the connection's frame loop).
     """
 
     def __init__(self, fields, SendGate gate not None, not_allowed, str retry_prefix, tuple marks,
@@ -144,6 +146,7 @@ cdef class SendFastPath:
         self.declined = 0
         self.frames = 0
         self.scanned = 0
+        self.batched = 0
         self.json_decode = json_decode
         self.last_topic_b = None
         self.last_topic = None
@@ -377,21 +380,9 @@ cdef class SendFastPath:
 
     cdef object _send_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
                             bytes born):
-        cdef int64_t vals[_SF_MAX_FIELDS]
-        cdef const uint8_t* tp[_SF_MAX_FIELDS]
-        cdef Py_ssize_t tl[_SF_MAX_FIELDS]
-        cdef PyObject* texts[_SF_MAX_FIELDS]
-        cdef int64_t t0 = _mono_ns()
         cdef RecordBuf b = None
         cdef const uint8_t* p
         cdef Py_ssize_t size
-        cdef Py_ssize_t hl = hend - hstart, ext_len, blen = end - hend
-        cdef int32_t opaque, flag32
-        cdef int flag, code
-        cdef object h, ext, props, topic, r
-        cdef JsonHead jh
-        cdef uint8_t stack[_SCAN_STACK]
-        cdef uint8_t* scratch
         if PyBytes_CheckExact(data):          # a read's bytes (no buffer export needed)
             p = <const uint8_t*>PyBytes_AS_STRING(data)
             size = PyBytes_GET_SIZE(data)
@@ -399,6 +390,23 @@ cdef class SendFastPath:
             b = record_buf(data)
             p = b.ptr
             size = b.size
+        return self._send_at(data, p, size, hstart, hend, end, ser, born)
+
+    cdef object _send_at(self, object data, const uint8_t* p, Py_ssize_t size, Py_ssize_t hstart,
+                         Py_ssize_t hend, Py_ssize_t end, int ser, bytes born):
+        """``_send_frame`` with ``data``'s bytes at ``p[:size]`` (held by the caller)."""
+        cdef int64_t vals[_SF_MAX_FIELDS]
+        cdef const uint8_t* tp[_SF_MAX_FIELDS]
+        cdef Py_ssize_t tl[_SF_MAX_FIELDS]
+        cdef PyObject* texts[_SF_MAX_FIELDS]
+        cdef int64_t t0 = _mono_ns()
+        cdef Py_ssize_t hl = hend - hstart, ext_len, blen = end - hend
+        cdef int32_t opaque, flag32
+        cdef int flag, code
+        cdef object h, ext, props, topic, r
+        cdef JsonHead jh
+        cdef uint8_t stack[_SCAN_STACK]
+        cdef uint8_t* scratch
         if hstart < 0 or hl < 0 or blen <= 0 or end > size or PyBytes_GET_SIZE(born) != HOST_V4_LEN:
             return None                    # (no body: the command's body is None, see send)
         p = p + hstart
@@ -873,4 +881,64 @@ cdef class SendFrameHook:
             self.taken += 1
             self.fast.frames += 1
         return r
+
+    def take_frames(self, data, Py_ssize_t pos, Py_ssize_t max_frames, Py_ssize_t stop,
+                    Py_ssize_t max_frame_length, list out not None, Py_ssize_t room):
+        """The frame loop's SENDs in one call (``Connection._process_frames``): the whole
+        frames at ``data[pos:]`` that this hook stores, one after another, their replies
+        appended to ``out`` -- at most ``max_frames`` frames, none starting at or after
+        ``stop``, none after the replies reach ``room`` bytes. Stops before any other frame:
+        an incomplete one, one the decoder refuses (it raises for it), one that is not a SEND
+        and one the fast path declines. Returns ``(pos, frames, reply_bytes, declined)``:
+        the position after the frames taken, their count, the bytes appended to ``out``, and
+        whether the fast path declined the frame at ``pos`` (the caller decodes it without
+        asking this hook again). Python's per-frame work (``FrameDecoder.next_item``, the
+        hook call, ``send_response_frame``) was a quarter of a JSON SEND's instructions
+        (bench/README.md, "Instruction counts")."""
+        cdef RecordBuf b = None
+        cdef const uint8_t* p
+        cdef Py_ssize_t size, hstart, hend, end, n = 0, nb = 0
+        cdef int32_t length, word
+        cdef int ser
+        cdef bint declined = False
+        cdef SendFastPath fast = self.fast
+        cdef object r
+        # Java NettyRemotingAbstract.processRequestCommand: rejectRequest and a full executor
+        # are the dispatcher's (SYSTEM_BUSY); neither changes while this runs
+        if fast.gate.appender is None or self.pool.full:
+            return pos, 0, 0, False
+        if PyBytes_CheckExact(data):
+            p = <const uint8_t*>PyBytes_AS_STRING(data)
+            size = PyBytes_GET_SIZE(data)
+        else:
+            b = record_buf(data)
+            p = b.ptr
+            size = b.size
+        while n < max_frames and pos < stop and nb < room and 0 <= pos and size - pos >= 8:
+            # the decoder's checks (FrameDecoder.next_item): what fails them is left to it
+            length = rd32(p + pos)
+            word = rd32(p + pos + 4)
+            ser = (word >> 24) & 0xFF
+            if length < 4 or length > max_frame_length or (word & 0xFFFFFF) > length - 4 or ser > 1:
+                break
+            end = pos + 4 + <Py_ssize_t>length
+            if end > size:
+                break
+            hstart = pos + 8
+            hend = hstart + (word & 0xFFFFFF)
+            if not _is_send_header(p + hstart, hend - hstart, ser):
+                break
+            r = fast._send_at(data, p, size, hstart, hend, end, ser, self.born)
+            if r is None:
+                declined = True
+                break
+            self.taken += 1
+            fast.frames += 1
+            fast.batched += 1
+            n += 1
+            pos = end
+            if PyBytes_GET_SIZE(r):
+                out.append(r)
+                nb += PyBytes_GET_SIZE(r)
+        return pos, n, nb, declined
 
