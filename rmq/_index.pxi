@@ -86,12 +86,18 @@ cdef uint32_t _hash_str(uint32_t h, str s):
 cdef uint32_t _hash_utf8(uint32_t h, const uint8_t* p, Py_ssize_t n):
     """Extend a Java String.hashCode state with the UTF-8 text ``p[:n]`` (ASCII in C, in one
     pass; anything else decoded as Java does, malformed bytes as U+FFFD)."""
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i = 0
     cdef uint32_t h0 = h
-    for i in range(n):
+    while i + 4 <= n:                     # four units a step: 31^4, 31^3, 31^2, 31
+        if (p[i] | p[i + 1] | p[i + 2] | p[i + 3]) >= 0x80:
+            return _hash_str(h0, (<const char*>p)[:n].decode("utf-8", "replace"))
+        h = 923521u * h + 29791u * p[i] + 961u * p[i + 1] + 31u * p[i + 2] + p[i + 3]
+        i += 4
+    while i < n:
         if p[i] >= 0x80:
             return _hash_str(h0, (<const char*>p)[:n].decode("utf-8", "replace"))
         h = _hash_unit(h, p[i])
+        i += 1
     return h
 
 

@@ -131,6 +131,22 @@ async def test_java_hash_code_over_utf16(make_store):
     assert lookup(dec, key_hash("Tu", "😀"), f.hash_slot_num) == [a]
 
 
+async def test_key_hash_of_every_length_and_non_ascii_position(make_store):
+    # the dispatcher hashes a key's UTF-8 four bytes a step, then one by one: every length
+    # around the step, with a non-ASCII character at each position, lands where Java's
+    # String.hashCode puts it
+    keys = ["abcdefghij"[:n] for n in range(1, 11)]
+    keys += ["abcdefgh"[:at] + "é" + "xyz"[: 8 - at] for at in range(9)]
+    store = await make_store()
+    offs = {k: await put(store, topic="Th", keys=k) for k in keys}
+    store.do_reput()
+    f = store.index.files[0]
+    dec = decode_index_file(f.path, f.hash_slot_num, f.index_num)
+    for k, off in offs.items():
+        assert off in lookup(dec, key_hash("Th", k), f.hash_slot_num), k
+        assert found(store, k, topic="Th")[0] == [off], k
+
+
 async def test_rollback_records_are_not_indexed_and_redispatch_does_not_duplicate(make_store):
     store = await make_store()
     await put(store, keys="tx", sys_flag=0xC)  # TRANSACTION_ROLLBACK_TYPE
