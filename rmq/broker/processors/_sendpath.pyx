@@ -900,13 +900,9 @@ cdef class SendFrameHook:
         cdef Py_ssize_t size, hstart, hend, end, n = 0, nb = 0
         cdef int32_t length, word
         cdef int ser
-        cdef bint declined = False
+        cdef bint declined = False, ready = False
         cdef SendFastPath fast = self.fast
         cdef object r
-        # Java NettyRemotingAbstract.processRequestCommand: rejectRequest and a full executor
-        # are the dispatcher's (SYSTEM_BUSY); neither changes while this runs
-        if fast.gate.appender is None or self.pool.full:
-            return pos, 0, 0, False
         if PyBytes_CheckExact(data):
             p = <const uint8_t*>PyBytes_AS_STRING(data)
             size = PyBytes_GET_SIZE(data)
@@ -928,6 +924,13 @@ cdef class SendFrameHook:
             hend = hstart + (word & 0xFFFFFF)
             if not _is_send_header(p + hstart, hend - hstart, ser):
                 break
+            if not ready:
+                # Java NettyRemotingAbstract.processRequestCommand: rejectRequest and a full
+                # executor are the dispatcher's (SYSTEM_BUSY); neither changes while this
+                # runs. Asked at the first SEND only: a consumer's connection sends none.
+                if fast.gate.appender is None or self.pool.full:
+                    break
+                ready = True
             r = fast._send_at(data, p, size, hstart, hend, end, ser, self.born)
             if r is None:
                 declined = True
