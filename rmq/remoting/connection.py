@@ -340,8 +340,10 @@ class Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None  # set by connection_made
         self._idle: IdleStateHandler | None = None
         self._batch: list[Any] | None = None  # writes collected during one read or one loop turn
-        # FrameHook.take_frames of the frame hook, if it has one (see _process_frames)
-        self._take_frames: Callable[..., tuple[int, int, int, bool]] | None = None
+        # FrameHook.take_frames of the frame hook, if it has one (see _process_frames), and
+        # whether to ask it: not after a frame it does not take, until the hook takes one
+        self._take_frames: Callable[..., tuple[int, int, int, int]] | None = None
+        self._take_on = True
         self._in_read = False  # inside _process_frames (guards re-entry from resume_writing)
         self._batch_bytes = 0
         self._write_paused = False
@@ -441,12 +443,13 @@ class Connection(asyncio.Protocol):
                     if decoder.buffered:
                         self._next_turn()
                     break
-                if take is not None and hooked:
+                if take is not None and hooked and self._take_on:
                     # The leading run of frames the hook stores (plain SENDs), in one C call
                     # with their replies into the batch: the same limits as frame by frame
-                    # below, which takes whatever the run stops at (a frame the hook
-                    # declined is decoded without asking it again).
-                    pos, n, nbytes, declined = take(
+                    # below, which takes whatever the run stops at (a SEND the hook declined
+                    # is decoded without asking it again; after another request, e.g. a
+                    # consumer's pull, the run is not tried until the hook stores a frame).
+                    pos, n, nbytes, why = take(
                         decoder._data,
                         decoder._pos,
                         frames_left,
@@ -455,7 +458,7 @@ class Connection(asyncio.Protocol):
                         batch,
                         high - self._batch_bytes,
                     )
-                    hooked = not declined
+                    hooked = why != 1
                     if n:
                         decoder._pos = pos
                         frames_left -= n
@@ -468,6 +471,8 @@ class Connection(asyncio.Protocol):
                             if self._write_paused:
                                 self._check_write_limit()
                         continue
+                    if why == 2:
+                        self._take_on = False
                 try:
                     cmd = decoder.next_item(hooked)
                 except RemotingCommandError as exc:
@@ -480,6 +485,7 @@ class Connection(asyncio.Protocol):
                 self._frames_done += 1
                 if isinstance(cmd, bytes):
                     # handled by the dispatcher's frame hook (a stored SEND): its reply, if any
+                    self._take_on = True
                     if cmd:
                         self.send_response_frame(cmd)
                 elif isinstance(cmd, tuple):

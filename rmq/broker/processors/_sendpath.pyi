@@ -69,7 +69,7 @@ class SendFrameHook:
         max_frame_length: int,
         out: list[Any],
         room: int,
-    ) -> tuple[int, int, int, bool]: ...
+    ) -> tuple[int, int, int, int]: ...
 
 # (found [(group, topic, nums, size, times)], misses, max_ms, ceil_ms [(ms, n)], rpc_total_ns, slow_ns)
 PullCounts = tuple[list[tuple[str, str, int, int, int]], int, int, list[tuple[int, int]], int, list[int]]

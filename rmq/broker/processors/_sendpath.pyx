@@ -889,10 +889,12 @@ cdef class SendFrameHook:
         appended to ``out`` -- at most ``max_frames`` frames, none starting at or after
         ``stop``, none after the replies reach ``room`` bytes. Stops before any other frame:
         an incomplete one, one the decoder refuses (it raises for it), one that is not a SEND
-        and one the fast path declines. Returns ``(pos, frames, reply_bytes, declined)``:
-        the position after the frames taken, their count, the bytes appended to ``out``, and
-        whether the fast path declined the frame at ``pos`` (the caller decodes it without
-        asking this hook again). Python's per-frame work (``FrameDecoder.next_item``, the
+        and one the fast path declines. Returns ``(pos, frames, reply_bytes, why)``: the
+        position after the frames taken, their count, the bytes appended to ``out``, and why
+        it stopped there: 0 a limit or a frame that is incomplete or refused, 1 the fast path
+        declined the SEND at ``pos`` (the caller decodes it without asking this hook again),
+        2 the frame at ``pos`` is not a SEND or the broker takes none now (a consumer's
+        connection: the caller stops asking until the hook stores a frame again). Python's per-frame work (``FrameDecoder.next_item``, the
         hook call, ``send_response_frame``) was a quarter of a JSON SEND's instructions
         (bench/README.md, "Instruction counts")."""
         cdef RecordBuf b = None
@@ -900,7 +902,8 @@ cdef class SendFrameHook:
         cdef Py_ssize_t size, hstart, hend, end, n = 0, nb = 0
         cdef int32_t length, word
         cdef int ser
-        cdef bint declined = False, ready = False
+        cdef int why = 0
+        cdef bint ready = False
         cdef SendFastPath fast = self.fast
         cdef object r
         if PyBytes_CheckExact(data):
@@ -923,17 +926,19 @@ cdef class SendFrameHook:
             hstart = pos + 8
             hend = hstart + (word & 0xFFFFFF)
             if not _is_send_header(p + hstart, hend - hstart, ser):
+                why = 2
                 break
             if not ready:
                 # Java NettyRemotingAbstract.processRequestCommand: rejectRequest and a full
                 # executor are the dispatcher's (SYSTEM_BUSY); neither changes while this
                 # runs. Asked at the first SEND only: a consumer's connection sends none.
                 if fast.gate.appender is None or self.pool.full:
+                    why = 2
                     break
                 ready = True
             r = fast._send_at(data, p, size, hstart, hend, end, ser, self.born)
             if r is None:
-                declined = True
+                why = 1
                 break
             self.taken += 1
             fast.frames += 1
@@ -943,5 +948,5 @@ cdef class SendFrameHook:
             if PyBytes_GET_SIZE(r):
                 out.append(r)
                 nb += PyBytes_GET_SIZE(r)
-        return pos, n, nb, declined
+        return pos, n, nb, why
 
