@@ -20,7 +20,9 @@ C declarations in _sendpath.pxd)."""
 #
 # SendFastPath.send_frame does the same from the frame's bytes, before any RemotingCommand
 # exists: the broker sets a SendFrameHook per producer connection as the FrameDecoder's
-# frame_hook (rmq/remoting/codec.py), which offers it every whole frame. Besides the above it
+# frame_hook (rmq/remoting/codec.py), which offers it every whole frame, and the connection's
+# frame loop hands it the runs of whole frames of a read (SendFrameHook.take_frames: the SENDs
+# stored in one call, up to the first frame it does not store). Besides the above it
 # declines a frame with the response flag (the connection's response table takes it), a
 # ROCKETMQ header with a remark or with text that is not ASCII, a JSON header that
 # does not open with its code, a flag or opaque outside int32, a frame without a body, and
