@@ -166,7 +166,7 @@ _long_text = st.text(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(st.one_of(st.sampled_from(list("abin")), _long_text), _long_text, max_size=5), _long_text)
 def test_scan_agrees_with_the_decoder_on_long_strings(ext, language):
     h = {"code": 310, "extFields": ext, "flag": 0, "language": language, "opaque": 7}
