@@ -24,6 +24,8 @@ class PullFrameHook:
     """One connection's ``FrameDecoder.frame_hook``: pulls natively, other frames to the next hook."""
 
     taken: int
+    @property
+    def take_frames(self) -> Callable[..., tuple[int, int, int, int]] | None: ...
     def __init__(self, fast: PullFastPath, remote_addr: str, next_hook: FrameHook | None = None) -> None: ...
     def __call__(
         self, data: bytes | bytearray, hstart: int, hend: int, end: int, ser: int

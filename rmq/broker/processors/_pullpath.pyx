@@ -444,6 +444,12 @@ cdef class PullFrameHook:
         self.next_hook = next_hook
         self.taken = 0
 
+    @property
+    def take_frames(self):
+        """The next hook's ``take_frames`` (``SendFrameHook``: runs of SEND frames in one call,
+        asked by ``Connection._process_frames``), or None; pulls go frame by frame here."""
+        return getattr(self.next_hook, "take_frames", None)
+
     def __call__(self, data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser):
         cdef object r
         cdef RecordBuf b
