@@ -71,11 +71,23 @@ def records(broker, start: int) -> list[bytes]:
     return out
 
 
+# Nothing but the sends may append to the two CommitLogs while the examples run: a delay level's
+# or a timer's delivery (ScheduleMessageService, TimerMessageStore) or a transaction check's
+# put-back of a half message (TransactionalMessageCheckService) would land, seconds later, in
+# whichever example runs then, in one broker before the other. So delays are a day long, timers
+# stay parked and checks never come round; what the sends store is the same.
+_NO_LATER_PUTS = {
+    "message_delay_level": " ".join(["1d"] * 18),
+    "timer_stop_dequeue": True,
+    "transaction_check_interval": 2**31 - 1,
+}
+
+
 @pytest.fixture
 async def pair(tmp_path):
     async with (
-        run_broker(tmp_path / "fast", send_fast_path=True) as fast,
-        run_broker(tmp_path / "slow", send_fast_path=False) as slow,
+        run_broker(tmp_path / "fast", send_fast_path=True, **_NO_LATER_PUTS) as fast,
+        run_broker(tmp_path / "slow", send_fast_path=False, **_NO_LATER_PUTS) as slow,
     ):
         peers = [Peer(fast), Peer(slow)]
         for p in peers:
