@@ -108,15 +108,18 @@ async def test_sdist_and_wheel_build_and_the_wheel_built_from_the_sdist_installs
     # machine's pip configuration, as a user's pip would).
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    # the venv's rmq, not this tree's: with this tree on PYTHONPATH pip would find rmq of the
+    # wheel's version installed already and skip the wheel
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     out = subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
         capture_output=True,
         text=True,
+        env=env,
         timeout=1500,
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rmq_bin = str(venv / "bin" / "rmq")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the venv's rmq, not this tree's
     version = subprocess.run([rmq_bin, "--version"], capture_output=True, text=True, env=env, timeout=60)
     assert version.stdout.strip() == f"rmq {__version__}"
     probe = subprocess.run(
