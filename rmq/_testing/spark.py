@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import queue
 import re
@@ -36,12 +37,57 @@ import subprocess
 import sys
 import threading
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rmq._testing import terminate, wait_until_sync
 
-__all__ = ["SparkCluster", "SparkDaemon", "SparkDriver", "checkpoint_progress", "spark_home", "spark_missing"]
+__all__ = [
+    "SparkCluster",
+    "SparkDaemon",
+    "SparkDriver",
+    "checkpoint_progress",
+    "run_stream",
+    "spark_home",
+    "spark_missing",
+]
+
+log = logging.getLogger("rmq.testing.spark")
+
+# What Spark says when a Python worker it started did not connect back in time.
+WORKER_START_TIMEOUT = "Python worker failed to connect back"
+
+
+def run_stream(start: Callable[[], Any], timeout: float = 120.0, attempts: int = 4) -> Any:
+    """Start a streaming query with ``start()``, wait up to ``timeout`` seconds for it to end
+    (``trigger(availableNow=True)`` queries end by themselves) and return it; a query Spark
+    could not start because its Python worker did not connect back is started again, up to
+    ``attempts`` times in all (default 4). Any other failure is the query's: it is returned
+    (``q.exception()``) or raised, as ``awaitTermination`` raises it.
+
+    Spark's ``PythonStreamingSourceRunner`` (the driver side of a Python data source's stream)
+    starts its worker as a plain child process, never through the pyspark daemon whatever
+    ``spark.python.use.daemon`` says, and gives it a hard-coded 10 s
+    (``PythonWorkerFactory.PROCESS_WAIT_TIMEOUT_MS``, no setting) to import pyspark, pyarrow
+    and numpy and connect back: at a load of 15 on two cores that can take longer. The query
+    then fails while Spark builds its plan, before it planned a batch or read anything, so
+    starting it again on the same checkpoint is what its user would do and changes nothing of
+    what a test asserts about the data.
+    """
+    for attempt in range(1, attempts + 1):
+        q = start()
+        try:
+            q.awaitTermination(timeout)
+        except Exception as e:  # (pyspark's StreamingQueryException, its message names the cause)
+            if WORKER_START_TIMEOUT not in str(e) or attempt == attempts:
+                raise
+        else:
+            exc = q.exception()
+            if exc is None or WORKER_START_TIMEOUT not in str(exc) or attempt == attempts:
+                return q
+        log.warning("streaming query %s: Spark's Python worker did not connect back in time; starting it again", q.id)
+    raise AssertionError("unreachable")  # (the last attempt returns or raises above)
 
 
 def spark_home() -> str | None:

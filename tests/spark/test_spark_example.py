@@ -10,6 +10,8 @@ import pathlib
 
 import pytest
 
+from rmq._testing.spark import run_stream
+
 pytestmark = pytest.mark.spark
 
 _EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tag_counts_per_minute.py"
@@ -48,12 +50,10 @@ def test_tag_counts_pipeline_to_topic_and_parquet(spark, rmq_server, tmp_path):
         checkpoint=str(tmp_path / "ckpt"),
         once=True,
     )
-    q = ex.start_query(spark, **kw)
-    q.awaitTermination(120)
+    q = run_stream(lambda: ex.start_query(spark, **kw))
     assert q.exception() is None
     rmq_server.send("shop-orders", 0, b"{}", tags="toys")  # arrives while the job is down
-    q = ex.start_query(spark, **kw)
-    q.awaitTermination(120)
+    q = run_stream(lambda: ex.start_query(spark, **kw))
     assert q.exception() is None
 
     want = {"food": 10, "books": 10, "toys": 11}

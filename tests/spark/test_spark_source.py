@@ -13,6 +13,7 @@ import pytest
 from spark_support import Rmq, time_cut
 
 from rmq._testing import StandaloneProcess, wait_until_sync
+from rmq._testing.spark import run_stream
 
 pytestmark = pytest.mark.spark
 
@@ -201,16 +202,17 @@ def test_stream_stop_restart_exactly_the_produced_set(spark, rmq_server, tmp_pat
         )
         if limit:
             r = r.option("maxOffsetsPerTrigger", "16")
-        q = (
-            r.load()
-            .selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
-            .writeStream.format("parquet")
-            .option("path", out)
-            .option("checkpointLocation", ckpt)
-            .trigger(availableNow=True)
-            .start()
+        q = run_stream(
+            lambda: (
+                r.load()
+                .selectExpr("CAST(value AS STRING) AS v", "partition", "offset")
+                .writeStream.format("parquet")
+                .option("path", out)
+                .option("checkpointLocation", ckpt)
+                .trigger(availableNow=True)
+                .start()
+            )
         )
-        q.awaitTermination(120)
         assert not q.isActive
         if q.exception():
             raise AssertionError(str(q.exception()))
@@ -250,20 +252,21 @@ def test_stream_topic_to_topic(spark, rmq_server, tmp_path):
     rmq_server.create_topic("clean", 1)
     for i in range(12):
         rmq_server.send("raw", i % 2, f"item-{i}".encode(), tags="T")
-    q = (
-        spark.readStream.format("rocketmq")
-        .option("nameServer", rmq_server.namesrv)
-        .option("subscribe", "raw")
-        .option("startingOffsets", "earliest")
-        .load()
-        .selectExpr("upper(CAST(value AS STRING)) AS value", "CAST(offset AS STRING) AS key", "'clean' AS topic")
-        .writeStream.format("rocketmq")
-        .option("nameServer", rmq_server.namesrv)
-        .option("checkpointLocation", str(tmp_path / "ckpt"))
-        .trigger(availableNow=True)
-        .start()
+    q = run_stream(
+        lambda: (
+            spark.readStream.format("rocketmq")
+            .option("nameServer", rmq_server.namesrv)
+            .option("subscribe", "raw")
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("upper(CAST(value AS STRING)) AS value", "CAST(offset AS STRING) AS key", "'clean' AS topic")
+            .writeStream.format("rocketmq")
+            .option("nameServer", rmq_server.namesrv)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
     )
-    q.awaitTermination(120)
     assert q.exception() is None
     got = _read(spark, rmq_server, subscribe="clean").load().selectExpr("CAST(value AS STRING) AS v").collect()
     assert sorted(r.v for r in got) == sorted(f"ITEM-{i}" for i in range(12))

@@ -584,3 +584,59 @@ def test_client_replaces_a_connection_the_peer_closed():
     finally:
         client.close()
         srv.close()
+
+
+# ------------------------------------------------------------------------------ run_stream
+
+
+class _Query:
+    """What run_stream uses of a pyspark StreamingQuery: a query that ends with ``error``."""
+
+    def __init__(self, error: str | None, raises: bool) -> None:
+        self.id = "q"
+        self.error = error
+        self.raises = raises
+
+    def awaitTermination(self, timeout):
+        if self.error is not None and self.raises:
+            raise RuntimeError(self.error)
+        return True
+
+    def exception(self):
+        return None if self.error is None else RuntimeError(self.error)
+
+
+@pytest.mark.parametrize("raises", [False, True])
+def test_run_stream_starts_again_only_when_the_python_worker_did_not_connect_back(raises):
+    from rmq._testing.spark import WORKER_START_TIMEOUT, run_stream
+
+    late = f"[STREAM_FAILED] ... terminated with exception: {WORKER_START_TIMEOUT}. SQLSTATE: XXKST"
+    errors = iter([late, late, None])
+    started = []
+
+    def start():
+        started.append(_Query(next(errors), raises))
+        return started[-1]
+
+    q = run_stream(start, timeout=1)
+    assert len(started) == 3 and q is started[-1] and q.exception() is None
+
+    # any other failure is the query's own: no second start
+    started.clear()
+    errors = iter(["[STREAM_FAILED] bad option"])
+    if raises:
+        with pytest.raises(RuntimeError, match="bad option"):
+            run_stream(start, timeout=1)
+    else:
+        assert "bad option" in str(run_stream(start, timeout=1).exception())
+    assert len(started) == 1
+
+    # and the worker's lateness only so many times
+    started.clear()
+    errors = iter([late] * 3)
+    if raises:
+        with pytest.raises(RuntimeError, match=WORKER_START_TIMEOUT):
+            run_stream(start, timeout=1, attempts=3)
+    else:
+        assert WORKER_START_TIMEOUT in str(run_stream(start, timeout=1, attempts=3).exception())
+    assert len(started) == 3

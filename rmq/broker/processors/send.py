@@ -23,7 +23,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from rmq.broker.processors.common import FAQ, bad_request, split_host
@@ -365,50 +365,38 @@ class SendMessageProcessor:
         if result.flush_wait:
             # SYNC_FLUSH: answered from the group commit's callback (no task per message);
             # past its bound of waiting callbacks, as a task of the send pool, which is bounded.
-            if store.add_flush_callback(
-                result, functools.partial(self._answer_after_flush, conn, cmd, header, queue_id, body, batch, max_body)
-            ):
+            # Either way the answer is the one _reply below builds, written by _answer_after_flush.
+            answer = functools.partial(
+                self._answer_after_flush,
+                conn,
+                cmd,
+                functools.partial(self._reply, conn, cmd, header, queue_id, body, batch, max_body),
+            )
+            if store.add_flush_callback(result, answer):
                 return None
-            return self._reply_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result)
+            return self._answer_when_flushed(answer, result)
         return self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
 
+    @staticmethod
     def _answer_after_flush(
-        self,
         conn: Connection,
         cmd: RemotingCommand,
-        header: Any,
-        queue_id: Any,
-        body: Any,
-        batch: Any,
-        max_body: Any,
+        reply: Callable[[Any, BaseException | None], RemotingCommand | None],
         result: Any,
         exc: BaseException | None,
     ) -> None:
         """The group commit covered ``result`` (or timed out, or failed with ``exc``): the one
-        answer of a SYNC_FLUSH send, written to the connection (the send returned None, or the
-        awaitable below returns None), whichever way it waited."""
-        if exc is not None:
-            _rlog.error("store-flush", "flush failed for a message in %s-%d: %s", clip(header.topic), queue_id, exc)
-            resp: RemotingCommand | None = cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {exc}", {})
-        else:
-            resp = self._reply(conn, cmd, header, queue_id, body, batch, max_body, result)
+        answer of a SYNC_FLUSH send, built by ``reply`` (:meth:`_reply`) and written to the
+        connection (the send returned None, or the awaitable below returns None), whichever
+        way it waited."""
+        resp = reply(result, exc)
         if resp is not None and not cmd.flag & FLAG_ONEWAY:
             resp.opaque = cmd.opaque  # (what the dispatcher does for the replies it writes)
             resp.flag |= FLAG_RESPONSE
             resp.serialize_type = cmd.serialize_type
             conn.send_response(resp)
 
-    async def _reply_after_flush(
-        self,
-        conn: Connection,
-        cmd: RemotingCommand,
-        header: Any,
-        queue_id: Any,
-        body: Any,
-        batch: Any,
-        max_body: Any,
-        result: Any,
-    ) -> None:
+    async def _answer_when_flushed(self, answer: Callable[[Any, BaseException | None], None], result: Any) -> None:
         """Past the callbacks' bound: waits for the group commit as a task of the send pool,
         then answers as the callback does."""
         exc: BaseException | None = None
@@ -416,7 +404,7 @@ class SendMessageProcessor:
             result = await self.store.wait_flush(result)
         except Exception as e:  # noqa: BLE001 - an fsync error must reach the producer
             exc = e
-        self._answer_after_flush(conn, cmd, header, queue_id, body, batch, max_body, result, exc)
+        answer(result, exc)
 
     def _reply(
         self,
@@ -428,7 +416,13 @@ class SendMessageProcessor:
         batch: Any,
         max_body: Any,
         result: Any,
+        exc: BaseException | None = None,
     ) -> RemotingCommand | None:
+        """The answer to a stored send (None when it was written as one frame, or for a oneway
+        send); ``exc``: the group commit failed (SYNC_FLUSH)."""
+        if exc is not None:
+            _rlog.error("store-flush", "flush failed for a message in %s-%d: %s", clip(header.topic), queue_id, exc)
+            return cmd.response(ResponseCode.SYSTEM_ERROR, f"store error: {exc}", {})
         if result.status is _PUT_OK:  # the common case, without the table
             code, remark = _SUCCESS, None
         else:
