@@ -40,6 +40,17 @@ from rmq.protocol.requests.namesrv import get_broker_cluster_info, get_route_inf
 from rmq.remoting.acl import AclClientRPCHook, SessionCredentials
 from rmq.remoting.client import RemotingClient
 
+#: The module opens Java 17 must grant RocketMQ 4.9.8's broker and client (its own start scripts
+#: pass them: direct buffers, the NIO selector, reflection on java.lang).
+JAVA17_OPENS = [
+    "--add-opens",
+    "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens",
+    "java.base/java.lang=ALL-UNNAMED",
+]
+
 # ------------------------------------------------------------------------------ records
 #
 # A PULL_MESSAGE body is CommitLog records back to back (Java v1 layout, big-endian). The

@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import _common as bc
+
 from rmq._testing import wait_until
 from rmq._testing.etcd import etcd_missing
 from rmq._testing.faults import Network, kill9
@@ -51,16 +53,7 @@ from rmq.protocol.requests.topic import get_topic_stats_info, parse_topic_stats
 TOPIC = "FailoverClientsBench"
 GROUP = "CG_failover_clients_bench"
 #: What Java 17 needs to run RocketMQ 4.9.8's client (as its own start scripts pass).
-JAVA_OPTS = [
-    "-Xms256m",
-    "-Xmx256m",
-    "--add-opens",
-    "java.base/java.nio=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/sun.nio.ch=ALL-UNNAMED",
-    "--add-opens",
-    "java.base/java.lang=ALL-UNNAMED",
-]
+JAVA_OPTS = ["-Xms256m", "-Xmx256m", *bc.JAVA17_OPENS]
 COMPLETE = re.compile(
     r"\[Complete\] Send Total: (\d+).*?Send Failed: (\d+) Response Failed: (\d+)",
 )

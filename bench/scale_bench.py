@@ -611,12 +611,7 @@ class JavaBroker:
             f"-Drocketmq.home.dir={self.home}",
             f"-Drocketmq.broker.diskSpaceWarningLevelRatio={ratios['diskSpaceWarningLevelRatio'] / 100}",
             f"-Drocketmq.broker.diskSpaceCleanForciblyRatio={ratios['diskSpaceCleanForciblyRatio'] / 100}",
-            "--add-opens",
-            "java.base/java.nio=ALL-UNNAMED",
-            "--add-opens",
-            "java.base/sun.nio.ch=ALL-UNNAMED",
-            "--add-opens",
-            "java.base/java.lang=ALL-UNNAMED",
+            *bc.JAVA17_OPENS,
             "--add-exports",
             "java.base/sun.nio.ch=ALL-UNNAMED",
             # MappedFile.clean unmaps through jdk.internal.ref.Cleaner: without these a newer

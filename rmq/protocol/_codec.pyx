@@ -462,8 +462,10 @@ cdef object _binary_header_decode(const uint8_t* bptr, Py_ssize_t bsize, Py_ssiz
                                   cmd_cls, tuple lang_names):
     cdef const uint8_t* p
     cdef Py_ssize_t pos, end, ext_end
-    cdef int32_t remark_len, ext_len, vlen
-    cdef int16_t klen
+    cdef int32_t remark_len, ext_len
+    cdef Py_ssize_t klen, vlen
+    cdef const uint8_t* kp
+    cdef const uint8_t* vp
     cdef object remark, key, val, cmd
     cdef dict ext
     if start < 0 or header_len < 21 or start > bsize or header_len > bsize - start:
@@ -490,23 +492,11 @@ cdef object _binary_header_decode(const uint8_t* bptr, Py_ssize_t bsize, Py_ssiz
         ext = {}
         ext_end = pos + ext_len
         while pos < ext_end:
-            if ext_end - pos < 2:
+            if not map_entry(p, &pos, ext_end, &kp, &klen, &vp, &vlen):
                 return None
-            klen = rd16(p + pos)
-            pos += 2
-            if klen < 0 or klen > ext_end - pos:
-                return None
-            key = _utf8(p + pos, klen) if klen > 0 else None
-            pos += klen
-            if ext_end - pos < 4:
-                return None
-            vlen = rd32(p + pos)
-            pos += 4
-            if vlen < 0 or vlen > ext_end - pos:
-                return None
+            key = _utf8(kp, klen) if klen > 0 else None
             # Java reads a zero-length value as null; an empty string is the useful reading.
-            val = _utf8(p + pos, vlen) if vlen > 0 else _EMPTY_STR
-            pos += vlen
+            val = _utf8(vp, vlen) if vlen > 0 else _EMPTY_STR
             if key is not None:
                 ext[key] = val
     except UnicodeDecodeError:

@@ -872,6 +872,12 @@ class Connection(asyncio.Protocol):
         """Write a response already encoded as a whole frame (length words, header and body,
         e.g. the SEND path's reply from ``rmq.protocol._codec.send_reply_frame``); like
         :meth:`send_response`, ignored if the connection has closed meanwhile."""
+        self.send_response_parts(frame, b"")
+
+    def send_response_parts(self, head: bytes, body: bytes) -> None:
+        """Write a response encoded as its header frame (length words counting ``body`` too,
+        and the header) and its body: one frame in two buffers, so a large body is not copied
+        to join them (``body`` may be empty); like :meth:`send_response_frame` otherwise."""
         transport = self._transport
         if self.closed or transport is None or transport.is_closing():
             log.debug("%s: dropping a response frame to closed %s", self.role, self.remote_addr)
@@ -880,26 +886,12 @@ class Connection(asyncio.Protocol):
         if batch is not None and self._in_read:
             # The common case: a reply to this read (data_received touched the idle timer
             # for it; the batch leaves at the end of the read).
-            batch.append(frame)
-            self._batch_bytes += len(frame)
-            return
-        self._queue_parts([frame])
-
-    def send_response_parts(self, head: bytes, body: bytes) -> None:
-        """Write a response encoded as its header frame (length words counting ``body`` too,
-        and the header) and its body: one frame in two buffers, so a large body is not copied
-        to join them; like :meth:`send_response_frame` otherwise."""
-        transport = self._transport
-        if self.closed or transport is None or transport.is_closing():
-            log.debug("%s: dropping a response frame to closed %s", self.role, self.remote_addr)
-            return
-        batch = self._batch
-        if batch is not None and self._in_read:
             batch.append(head)
-            batch.append(body)
+            if body:
+                batch.append(body)
             self._batch_bytes += len(head) + len(body)
             return
-        self._queue_parts([head, body])
+        self._queue_parts([head, body] if body else [head])
 
     def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Write ``cmd`` as a oneway request (no reply expected)."""

@@ -57,7 +57,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcmp
 from rmq._store cimport RecordBuf, record_buf
 from rmq.common._bytes cimport ascii_decimal, rd16, rd32
-from rmq.protocol._codec cimport H_STR, H_INT, JsonHead, json_header_scan, pull_reply
+from rmq.protocol._codec cimport H_STR, H_INT, JsonHead, json_header_scan, map_entry, pull_reply
 from rmq.broker.processors._sendpath cimport PullCounters
 
 cdef extern from "time.h" nogil:
@@ -196,22 +196,8 @@ cdef class PullFastPath:
             tl[i] = 0
             vals[i] = 0
         while pos < ext_end:
-            if ext_end - pos < 2:
+            if not map_entry(p, &pos, ext_end, &kp, &klen, &vp, &vlen):
                 return 0
-            klen = rd16(p + pos)
-            pos += 2
-            if klen < 0 or klen > ext_end - pos:
-                return 0
-            kp = p + pos
-            pos += klen
-            if ext_end - pos < 4:
-                return 0
-            vlen = rd32(p + pos)
-            pos += 4
-            if vlen < 0 or vlen > ext_end - pos:
-                return 0
-            vp = p + pos
-            pos += vlen
             # (any byte above ASCII: the reference decodes UTF-8 and words what it refuses)
             for k in range(klen):
                 if kp[k] >= 0x80:

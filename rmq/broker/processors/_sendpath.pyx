@@ -41,7 +41,7 @@ from libc.string cimport memcpy, memcmp
 from rmq._store cimport Appender, RecordBuf, record_buf, RecordHead, HOST_V4_LEN
 from rmq.common._bytes cimport ascii_decimal, rd16, rd32
 from rmq.protocol._codec cimport H_STR, H_INT, H_BOOL, has_surrogate, send_reply, str_decimal, JsonHead, \
-    json_header_scan
+    json_header_scan, map_entry
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from sys import intern as _sys_intern
 
@@ -306,22 +306,8 @@ cdef class SendFastPath:
             v1p[i] = NULL
             v2p[i] = NULL
         while pos < ext_end:
-            if ext_end - pos < 2:
+            if not map_entry(p, &pos, ext_end, &kp, &klen, &vp, &vlen):
                 return 0
-            klen = rd16(p + pos)
-            pos += 2
-            if klen < 0 or klen > ext_end - pos:
-                return 0
-            kp = p + pos
-            pos += klen
-            if ext_end - pos < 4:
-                return 0
-            vlen = rd32(p + pos)
-            pos += 4
-            if vlen < 0 or vlen > ext_end - pos:
-                return 0
-            vp = p + pos
-            pos += vlen
             if not ascii and not (_ascii(kp, klen) and _ascii(vp, vlen)):
                 return 0
             if klen == 1:
