@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import queue
 import subprocess
+import threading
 from pathlib import Path
 
 import grpc
@@ -106,18 +108,29 @@ class Driver:
                 env=full_env,
             )
         self.lines: list[dict] = []
+        # A thread reads the lines: select() on the pipe cannot see lines already in the text
+        # reader's buffer, so events that arrived in one chunk (the checks and "waiting") would
+        # wait there for output that never comes.
+        self._out: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read_lines, name="v5-driver-stdout", daemon=True).start()
+
+    def _read_lines(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self._out.put(line)
+        self._out.put("")  # end of output
 
     def next_event(self, timeout: float = 60.0) -> dict | None:
         """The next JSON event (None at end of output)."""
-        import select
-
-        assert self.proc.stdout is not None
         while True:
-            ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-            if not ready:
-                raise AssertionError(f"the 5.x client printed nothing for {timeout}s; events so far {self.lines}")
-            line = self.proc.stdout.readline()
+            try:
+                line = self._out.get(timeout=timeout)
+            except queue.Empty:
+                raise AssertionError(
+                    f"the 5.x client printed nothing for {timeout}s; events so far {self.lines}"
+                ) from None
             if not line:
+                self._out.put("")  # later calls see the end too
                 return None
             if line.startswith("{"):
                 event = json.loads(line)
