@@ -170,7 +170,7 @@ cdef class PullFastPath:
         self.i_expr = idx["expression_type"]
         self.controller = controller
         self.broker_config = controller.broker_config
-        self.filters = processor._filters
+        self.filters = processor.filters
         self.counters = processor.counters
         self.store = None
         self.store_counts = None

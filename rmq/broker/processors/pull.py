@@ -106,6 +106,13 @@ class PullMessageProcessor:
         )
 
     @property
+    def filters(self) -> dict[str, MessageFilter]:
+        """The bounded cache of parsed filter expressions (key: type and expression), shared
+        with the native pull path (``_pullpath.PullFastPath``) so a pull finds one filter
+        whichever path answers it."""
+        return self._filters
+
+    @property
     def store(self) -> MessageStore:
         return self.controller.started_store
 
