@@ -1231,7 +1231,7 @@ cdef extern from "Python.h":
     object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
 
 
-def register_topic_lines(bytes raw, Py_ssize_t pos, Py_ssize_t count, entry):
+def register_topic_lines(bytes raw not None, Py_ssize_t pos, Py_ssize_t count, entry):
     """The ``count`` topic lines of an inflated compressed RegisterBrokerBody from ``raw[pos:]``
     (Java ``RegisterBrokerBody.decode(data, true)``: an int32 length, then ``TopicConfig.encode()``,
     ``name read write perm filterType``) as ``{name: entry(read, write, perm)}``, or None for

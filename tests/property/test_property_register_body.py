@@ -99,3 +99,5 @@ def test_the_native_reader_takes_the_usual_lines_and_leaves_the_rest():
     assert _codec.register_topic_lines(raw_of([b"A 1 1 6 X"], count=2), start, 3, TopicEntry) is None  # past the end
     assert _codec.register_topic_lines(raw_of([]), start, 0, TopicEntry) == {}
     assert _codec.register_topic_lines(raw_of([]), -1, 0, TopicEntry) is None
+    with pytest.raises(TypeError):
+        _codec.register_topic_lines(None, 0, 0, TopicEntry)  # type: ignore[arg-type]
