@@ -2,7 +2,8 @@
 
 ``RMQ_NO_EXTENSIONS=1`` in the environment when rmq is imported makes every part that has a
 twin use it: the record walker (``rmq.common.message.walk_records``), the JSON and ROCKETMQ
-header codecs (``rmq.remoting.codec``) and the typed-header reader (``rmq.protocol.headers``).
+header codecs (``rmq.remoting.codec``), the typed-header reader (``rmq.protocol.headers``) and
+the compressed RegisterBrokerBody's topic-line reader (``rmq.protocol.body.register``).
 It is for A/B measurements and for running the references; every install builds the
 extensions. The store and the broker's SEND fast path have no twin (``rmq._store`` is
 required; ``sendFastPath=false`` keeps SENDs on the Python path).

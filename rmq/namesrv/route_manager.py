@@ -33,13 +33,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
-from rmq.common import fastjson
 from rmq.common.constants import PermName
 from rmq.common.log import RateLimitedLog, clip
 from rmq.common.route import MASTER_ID, BrokerData, QueueData
 from rmq.errors import RemotingCommandError
+from rmq.protocol.body.register import TopicEntry, decode_register_body
 
 __all__ = [
     "MASTER_ID",
@@ -130,51 +128,9 @@ def _int_field(tc: dict[str, Any], key: str, default: int, lo: int, hi: int, top
     return n
 
 
-_RW = int(PermName.READ_WRITE)
-
-
-class TopicEntry(msgspec.Struct):
-    """The four fields of a Java ``TopicConfig`` a route needs; a typed decode of a
-    RegisterBrokerBody (:func:`decode_register_body`) skips the rest of each entry."""
-
-    readQueueNums: int = 0
-    writeQueueNums: int = 0
-    perm: int = _RW
-    topicSysFlag: int = 0
-
-
-class _RegisterWrapper(msgspec.Struct):
-    topicConfigTable: dict[str, TopicEntry] = msgspec.field(default_factory=dict)
-    dataVersion: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class _RegisterBody(msgspec.Struct):
-    topicConfigSerializeWrapper: _RegisterWrapper | None = None
-
-
-_REGISTER_BODY = msgspec.json.Decoder(_RegisterBody)
-
-
-def decode_register_body(body: bytes) -> tuple[dict[str, Any], dict[str, Any]] | None:
-    """(topicConfigTable, dataVersion) of a JSON RegisterBrokerBody of the usual shape (what
-    Java and rmq brokers send: integer fields as JSON integers), decoded straight into
-    :class:`TopicEntry` values: about a third of the CPU of a decode into dicts, for a body
-    of 10,000 topics (1.5 MB) every 30 s per broker. None for any other shape or text; the
-    caller then decodes it generally (fastjson) and :func:`parse_topic_config_table` names
-    what is wrong."""
-    if len(body) > fastjson.MAX_SIZE:
-        return None  # fastjson refuses it, naming the limit
-    try:
-        wrapper = _REGISTER_BODY.decode(body).topicConfigSerializeWrapper
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return None
-    if wrapper is None:
-        return {}, {}
-    return wrapper.topicConfigTable, wrapper.dataVersion
-
-
 def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -> dict[str, QueueData]:
-    """Check a RegisterBrokerBody's ``topicConfigTable`` and turn it into queue data.
+    """Check a RegisterBrokerBody's ``topicConfigTable`` and turn it into queue data (every
+    topic's; :meth:`RouteInfoManager.register_broker` builds only the changed ones').
 
     Every topic name must be 1..255 printable characters (looser than ``TopicValidator``: a Java
     broker named after its host, ``broker.example.com``, registers a topic of that name), every
@@ -184,6 +140,22 @@ def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -
     :class:`RemotingCommandError` naming the first bad entry, or
     :class:`RegistrationRefused` past ``max_topics`` entries.
     """
+    _, changed = _check_topic_config_table(broker_name, table, max_topics, None)
+    return {
+        t: QueueData(broker_name, e.readQueueNums, e.writeQueueNums, e.perm, e.topicSysFlag) for t, e in changed.items()
+    }
+
+
+def _check_topic_config_table(
+    broker_name: str, table: object, max_topics: int, held: dict[str, TopicEntry] | None
+) -> tuple[dict[str, TopicEntry], dict[str, TopicEntry]]:
+    """``(entries, changed)`` of a registered ``table``: every entry as a checked
+    :class:`TopicEntry`, and those that differ from ``held`` (what the routes hold for this
+    broker: :attr:`RouteInfoManager._broker_topics`). An entry equal to its held one was
+    checked when it was stored, so only the changed ones are checked (the rules in
+    :func:`parse_topic_config_table`): a 10,000-topic broker registering a new table version
+    with one topic changed costs about a dict comparison, not 10,000 checks (Java
+    ``RouteInfoManager.registerBroker`` rebuilds every ``QueueData`` each time)."""
     if not isinstance(table, dict):
         raise RemotingCommandError("topicConfigTable is not an object")
     if len(table) > max_topics:
@@ -191,43 +163,57 @@ def parse_topic_config_table(broker_name: str, table: object, max_topics: int) -
             f"broker {clip(broker_name)} registers {len(table)} topics, more than this name server's "
             f"maxTopicsPerBroker={max_topics}"
         )
-    out: dict[str, QueueData] = {}
-    for topic, tc in table.items():
-        if not topic or len(topic) > MAX_NAME_CHARS or not topic.isprintable() or not topic.strip():
+    if held:
+        if table == held:  # in C: the steady state of a broker whose table did not change
+            return table, {}
+        get = held.get
+        todo = [(t, e) for t, e in table.items() if get(t) != e]
+    else:
+        todo = list(table.items())
+    changed: dict[str, TopicEntry] = {}
+    rebuilt: dict[str, TopicEntry] = {}  # entries of a general decode (dicts), as TopicEntry
+    for topic, tc in todo:
+        if (
+            type(topic) is not str
+            or not topic
+            or len(topic) > MAX_NAME_CHARS
+            or not topic.isprintable()
+            or not topic.strip()
+        ):
             raise RemotingCommandError(
                 f"topicConfigTable has an illegal topic name {clip(topic)!r}: expected 1 to "
                 f"{MAX_NAME_CHARS} printable characters"
             )
-        # The usual entry (four ints in range) without a call per field: a broker of 10,000
-        # topics registers every 30 s; anything else goes through _int_field's checks.
         if type(tc) is TopicEntry:
-            r, w, p, f = tc.readQueueNums, tc.writeQueueNums, tc.perm, tc.topicSysFlag
-            tc = {"readQueueNums": r, "writeQueueNums": w, "perm": p, "topicSysFlag": f}  # if out of range
-        else:
-            get = tc.get if isinstance(tc, dict) else None
-            if get is None:
-                raise RemotingCommandError(f"topicConfigTable[{clip(topic)}] is not an object")
-            r, w, p, f = get("readQueueNums", 0), get("writeQueueNums", 0), get("perm", _RW), get("topicSysFlag", 0)
-        if (
-            type(r) is int
-            and type(w) is int
-            and type(p) is int
-            and type(f) is int
-            and 0 <= r <= MAX_QUEUE_NUMS
-            and 0 <= w <= MAX_QUEUE_NUMS
-            and 0 <= p <= PermName.ALL
-            and 0 <= f <= _INT32_MAX
-        ):
-            out[topic] = QueueData(broker_name, r, w, p, f)
-            continue
-        out[topic] = QueueData(
-            broker_name,
+            if (
+                0 <= tc.readQueueNums <= MAX_QUEUE_NUMS
+                and 0 <= tc.writeQueueNums <= MAX_QUEUE_NUMS
+                and 0 <= tc.perm <= PermName.ALL
+                and 0 <= tc.topicSysFlag <= _INT32_MAX
+            ):
+                changed[topic] = tc
+                continue
+            tc = {
+                "readQueueNums": tc.readQueueNums,
+                "writeQueueNums": tc.writeQueueNums,
+                "perm": tc.perm,
+                "topicSysFlag": tc.topicSysFlag,
+            }
+        elif not isinstance(tc, dict):
+            raise RemotingCommandError(f"topicConfigTable[{clip(topic)}] is not an object")
+        entry = rebuilt[topic] = TopicEntry(
             _int_field(tc, "readQueueNums", 0, 0, MAX_QUEUE_NUMS, topic),
             _int_field(tc, "writeQueueNums", 0, 0, MAX_QUEUE_NUMS, topic),
             _int_field(tc, "perm", PermName.READ_WRITE, 0, PermName.ALL, topic),
             _int_field(tc, "topicSysFlag", 0, 0, _INT32_MAX, topic),
         )
-    return out
+        if held is None or held.get(topic) != entry:
+            changed[topic] = entry
+    if not rebuilt:
+        return table, changed
+    entries = dict(table)
+    entries.update(rebuilt)
+    return entries, changed
 
 
 def _check_name(what: str, value: str, required: bool = True) -> None:
@@ -263,6 +249,10 @@ class RouteInfoManager:
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
+        # broker name -> topic -> the entry its queue data in topic_queue_table was built from,
+        # kept equal to it (a wipe of the write perm updates both): the topics of a broker
+        # without a walk of every topic, and what a registration compares its table with.
+        self._broker_topics: dict[str, dict[str, TopicEntry]] = {}
 
     # -- registration ---------------------------------------------------------------------
 
@@ -377,14 +367,19 @@ class RouteInfoManager:
             )
         if data_version is not None and not isinstance(data_version, dict):
             raise RemotingCommandError("dataVersion is not an object")
-        queue_datas = None
+        checked = None
         increment = topic_config_table is not None and broker_name not in topic_config_table
         if (
             topic_config_table is not None
             and broker_id == MASTER_ID
             and (increment or self._topics_changed(broker_name, broker_id, broker_addr, data_version))
         ):
-            queue_datas = parse_topic_config_table(broker_name, topic_config_table, self.limits.max_topics_per_broker)
+            checked = _check_topic_config_table(
+                broker_name,
+                topic_config_table,
+                self.limits.max_topics_per_broker,
+                self._broker_topics.get(broker_name),
+            )
         now = time.monotonic()
         self._check_holder(broker_name, broker_id, broker_addr, conn, now, data_version)
         if broker_addr not in self.broker_live_table and len(self.broker_live_table) >= self.limits.max_brokers:
@@ -399,8 +394,9 @@ class RouteInfoManager:
                 f"this name server already has {len(self.broker_live_table)} brokers "
                 f"(maxBrokers={self.limits.max_brokers}); registration refused"
             )
-        if queue_datas is not None:
-            new_topics = sum(1 for t in queue_datas if t not in self.topic_queue_table)
+        if checked is not None:
+            # an unchanged entry's topic is in the table already: only the changed can be new
+            new_topics = sum(1 for t in checked[1] if t not in self.topic_queue_table)
             if new_topics and len(self.topic_queue_table) + new_topics > self.limits.max_topics:
                 self._rate_log.warning(
                     "topic-table-full",
@@ -433,8 +429,8 @@ class RouteInfoManager:
         first_register = first_register or old_addr is None
 
         prev = self.broker_live_table.get(broker_addr)
-        if queue_datas is not None:
-            self._update_topics_of_broker(broker_name, queue_datas, full=not increment)
+        if checked is not None:
+            self._update_topics_of_broker(broker_name, *checked, full=not increment)
 
         conns = [c for c in prev.conns if not getattr(c, "closed", False)] if prev is not None else []
         if conn is not None and conn not in conns:
@@ -459,22 +455,38 @@ class RouteInfoManager:
                 result.ha_server_addr = master_live.ha_server_addr if master_live else ""
         return result
 
-    def _update_topics_of_broker(self, broker_name: str, queue_datas: dict[str, QueueData], full: bool) -> None:
+    def _update_topics_of_broker(
+        self, broker_name: str, entries: dict[str, TopicEntry], changed: dict[str, TopicEntry], full: bool
+    ) -> None:
+        """Apply a checked table: queue data for the ``changed`` entries (a new ``QueueData``,
+        so a route built earlier keeps its own), and for a ``full`` table (not an increment)
+        drop the broker from the topics ``entries`` no longer lists."""
         table = self.topic_queue_table
-        for topic, qd in queue_datas.items():
+        for topic, e in changed.items():
             queues = table.get(topic)
             if queues is None:
                 queues = table[topic] = {}
-            # Replaced unconditionally: comparing the dataclasses cost more than the store.
             if broker_name not in queues:
                 log.debug("new topic registered: %s on %s", topic, broker_name)
-            queues[broker_name] = qd
+            queues[broker_name] = QueueData(broker_name, e.readQueueNums, e.writeQueueNums, e.perm, e.topicSysFlag)
+        held = self._broker_topics.get(broker_name)
         if full:
-            for topic in list(self.topic_queue_table):
-                if topic not in queue_datas:
+            # The table lists every held topic when it is as long and adds none (the usual new
+            # version: a topic updated); only otherwise is there a difference to walk.
+            if held and (len(entries) != len(held) or any(t not in held for t in changed)):
+                for topic in held.keys() - entries.keys():
                     self._remove_topic_of_broker(topic, broker_name)
+            # a copy: ``entries`` may be the caller's table
+            self._broker_topics[broker_name] = dict(entries)
+        elif held is None:
+            self._broker_topics[broker_name] = dict(changed)
+        else:
+            held.update(changed)
 
     def _remove_topic_of_broker(self, topic: str, broker_name: str) -> None:
+        held = self._broker_topics.get(broker_name)
+        if held is not None:
+            held.pop(topic, None)
         queues = self.topic_queue_table.get(topic)
         if queues and queues.pop(broker_name, None) is not None:
             log.debug("topic %s removed from broker %s", topic, broker_name)
@@ -516,7 +528,7 @@ class RouteInfoManager:
                     names.discard(broker_name)
                     if not names:
                         del self.cluster_addr_table[cluster_name]
-                for topic in list(self.topic_queue_table):
+                for topic in list(self._broker_topics.pop(broker_name, ())):
                     self._remove_topic_of_broker(topic, broker_name)
         log.info("broker unregistered: %s %s id=%d", clip(broker_name), clip(broker_addr), broker_id)
 
@@ -560,7 +572,10 @@ class RouteInfoManager:
                     self._remove_by_addr(addr, "its connection closed")
 
     def delete_topic(self, topic: str) -> None:
-        self.topic_queue_table.pop(topic, None)
+        for broker_name in self.topic_queue_table.pop(topic, None) or ():
+            held = self._broker_topics.get(broker_name)
+            if held is not None:
+                held.pop(topic, None)
 
     # -- write permission (Java RouteInfoManager.operateWritePermOfBroker) ------------------
 
@@ -583,13 +598,13 @@ class RouteInfoManager:
 
     def _operate_write_perm(self, broker_name: str, *, wipe: bool) -> int:
         # Java RouteInfoManager.operateWritePermOfBroker: one walk for both request codes
-        n = 0
-        for queues in self.topic_queue_table.values():
-            qd = queues.get(broker_name)
-            if qd is not None:
-                qd.perm = qd.perm & ~PermName.PERM_WRITE if wipe else PermName.READ_WRITE
-                n += 1
-        return n
+        held = self._broker_topics.get(broker_name) or {}
+        for topic in held:
+            qd = self.topic_queue_table[topic][broker_name]
+            qd.perm = qd.perm & ~PermName.PERM_WRITE if wipe else PermName.READ_WRITE
+            # what the routes hold, so a registration carrying the broker's own perm differs
+            held[topic] = TopicEntry(qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag)
+        return len(held)
 
     # -- queries --------------------------------------------------------------------------
 

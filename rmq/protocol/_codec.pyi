@@ -75,3 +75,9 @@ class HeaderReader:
         fallback: Callable[[type, dict[str, Any]], Any],
     ) -> None: ...
     def __call__(self, cls: type, ext: dict[str, Any]) -> Any: ...
+
+# The topic lines of an inflated compressed RegisterBrokerBody as {name: entry(read, write,
+# perm)}, or None for what the reference in rmq/protocol/body/register.py must handle.
+def register_topic_lines(
+    raw: bytes, pos: int, count: int, entry: Callable[[int, int, int], Any]
+) -> dict[str, Any] | None: ...

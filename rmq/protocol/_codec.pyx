@@ -1223,3 +1223,60 @@ def json_header_scan_py(header):
         return h.code, h.flag, h.opaque, h.version, fields
     finally:
         PyMem_Free(ext)
+
+
+# ------------------------------------------------------------------ REGISTER_BROKER topic lines
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeUTF8(const char* s, Py_ssize_t size, const char* errors)
+
+
+def register_topic_lines(bytes raw not None, Py_ssize_t pos, Py_ssize_t count, entry):
+    """The ``count`` topic lines of an inflated compressed RegisterBrokerBody from ``raw[pos:]``
+    (Java ``RegisterBrokerBody.decode(data, true)``: an int32 length, then ``TopicConfig.encode()``,
+    ``name read write perm filterType``) as ``{name: entry(read, write, perm)}``, or None for
+    anything outside the usual shape: a length outside 1..256 or past the end, a line without
+    exactly five space-separated fields, a queue count or perm that is not 1 to 9 ASCII digits.
+    The pure-Python reference (rmq/protocol/body/register.py) then decodes it or names what is
+    wrong. Names are decoded as UTF-8 with replacement, as the reference does; a later line of a
+    repeated name wins, as in the reference's dict."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(raw)
+    cdef Py_ssize_t i, k, j, n, line_end, start
+    cdef long long v
+    cdef long long nums[3]
+    cdef dict out = {}
+    if pos < 0 or pos > end or count < 0:
+        return None
+    for i in range(count):
+        if end - pos < 4:
+            return None
+        n = rd32(p + pos)
+        pos += 4
+        if n <= 0 or n > 256 or n > end - pos:
+            return None
+        line_end = pos + n
+        j = pos
+        while j < line_end and p[j] != 32:
+            j += 1
+        if j == pos or j == line_end:
+            return None
+        name = PyUnicode_DecodeUTF8(<const char*>p + pos, j - pos, "replace")
+        for k in range(3):
+            j += 1  # past the space
+            start = j
+            v = 0
+            while j < line_end and j - start < 9 and 48 <= p[j] <= 57:
+                v = v * 10 + (p[j] - 48)
+                j += 1
+            if j == start or j >= line_end or p[j] != 32:
+                return None
+            nums[k] = v
+        j += 1
+        while j < line_end:  # the filter type: the fifth field, may be empty
+            if p[j] == 32:
+                return None
+            j += 1
+        out[name] = entry(nums[0], nums[1], nums[2])
+        pos = line_end
+    return out

@@ -136,6 +136,26 @@ def test_scale_bench_tiny():
     assert "recovery of" in proc.stdout and "QUERY_DATA_VERSION" in proc.stdout
 
 
+def test_register_micro_tiny():
+    """bench/register_micro.py at a tiny size: every figure is there (the script itself checks
+    that each registration's changed topic reached the routes)."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "bench" / "register_micro.py"), "--topics=40", "--rounds=2", "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stdout[-6000:]
+    f = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert f["topics"] == 40 and f["first_registration_ms"] > 0
+    for kind in ("full", "compressed"):
+        for part in ("decode_ms", "register_ms", "total_ms"):
+            s = f[kind][part]
+            assert 0 <= s["min"] <= s["median"] <= s["max"], (kind, part, s)
+
+
 def test_grpc_bench_tiny():
     """bench/grpc_bench.py at tiny sizes: the send and the receive + ack phases each move every
     message, with both sides' CPU (the lead runs the real sizes)."""

@@ -10,16 +10,18 @@ import sys
 import pytest
 
 from rmq.common import message, native
+from rmq.protocol.body import register
 from rmq.protocol.headers import _HeaderReader
 from rmq.remoting import codec
 
-PARTS = {"record walker", "header codec", "header reader"}
+PARTS = {"record walker", "header codec", "header reader", "register body reader"}
 
 _REPORT = """
 import json
 from rmq.common import message, native
 from rmq.remoting import codec
 from rmq.protocol import headers
+from rmq.protocol.body import register
 print(json.dumps({
     "enabled": native.ENABLED,
     "implementations": native.IMPLEMENTATIONS,
@@ -27,6 +29,7 @@ print(json.dumps({
     "json_encoder": codec._fast_encode is not None,
     "binary_codec": codec._fast_bin_encode is not None and codec._fast_bin_decode is not None,
     "reader": headers._HeaderReader is not None,
+    "register_lines": register._native_lines is not None,
 }))
 """
 
@@ -52,6 +55,7 @@ def test_this_process_runs_the_extensions():
     assert message.walk_records is _store.walk_records
     assert codec._fast_encode is _codec.json_header_encode and codec._fast_bin_decode is _codec.binary_header_decode
     assert _HeaderReader is _codec.HeaderReader
+    assert register._native_lines is _codec.register_topic_lines
 
 
 @pytest.mark.integration  # a child interpreter
@@ -60,9 +64,11 @@ def test_the_switch_selects_the_python_twins_in_a_new_process():
     assert off["enabled"] is False
     assert off["implementations"] == dict.fromkeys(PARTS, "python")
     assert off["walker_is_python"] and not off["json_encoder"] and not off["binary_codec"] and not off["reader"]
+    assert not off["register_lines"]
     on = _child(None)
     assert on["enabled"] is True and on["implementations"] == dict.fromkeys(PARTS, "cython")
     assert not on["walker_is_python"] and on["json_encoder"] and on["binary_codec"] and on["reader"]
+    assert on["register_lines"]
 
 
 def test_only_the_switch_reads_the_environment():

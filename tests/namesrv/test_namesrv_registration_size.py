@@ -223,3 +223,141 @@ def test_the_typed_decode_of_a_register_body_and_its_fallback():
     typed, _ = decode_register_body(body({"readQueueNums": 70000}))
     with pytest.raises(RemotingCommandError, match=r"readQueueNums=70000 is out of range"):
         parse_topic_config_table("b", typed, 10)
+
+
+def _held_by_routes(r) -> dict:
+    """What the routes hold per broker, as the entries a registration is compared with."""
+    from rmq.protocol.body.register import TopicEntry
+
+    out: dict = {}
+    for topic, queues in r.topic_queue_table.items():
+        for broker, qd in queues.items():
+            entry = TopicEntry(qd.read_queue_nums, qd.write_queue_nums, qd.perm, qd.topic_sys_flag)
+            out.setdefault(broker, {})[topic] = entry
+    return out
+
+
+def _assert_consistent(r) -> None:
+    # the per-broker entries a registration is compared with are exactly what the routes hold
+    assert _held_by_routes(r) == {b: d for b, d in r._broker_topics.items() if d}
+
+
+def _bodies(table: dict, version: int) -> list[tuple[str, object, dict]]:
+    """The table as each decode gives it: JSON (typed), JSON through the general decoder, compressed."""
+    from rmq.namesrv.processor import NamesrvProcessor
+    from rmq.protocol.body.register import decode_compressed_register_body, topic_lines
+
+    dv = {"timestamp": 1, "counter": version}
+    body = json.dumps({"topicConfigSerializeWrapper": {"topicConfigTable": table, "dataVersion": dv}}).encode()
+    typed, _ = NamesrvProcessor._json_register_body(body)
+    general = json.loads(body)["topicConfigSerializeWrapper"]["topicConfigTable"]
+    lines = [line for line in (topic_lines({t: tc}) for t, tc in table.items())]
+    compressed, cdv = decode_compressed_register_body(
+        java_compressed_body(dv, [line[4:].decode() for line in lines]), 1000
+    )
+    assert cdv == dv
+    return [("typed", typed, dv), ("general", general, dv), ("compressed", compressed, dv)]
+
+
+def test_a_new_table_version_rebuilds_only_the_changed_topics():
+    """A master's full table of a new version (Java rebuilds every QueueData) costs the name
+    server only its changed entries: an unchanged topic keeps its queue data object, a changed
+    one gets new queue data, a topic no longer listed loses the broker, a new one is added; the
+    same whichever way the body was decoded."""
+    from rmq.namesrv.route_manager import RouteInfoManager
+
+    def table(**changes: dict) -> dict:
+        t = {f"T{i}": {"topicName": f"T{i}", "readQueueNums": 8, "writeQueueNums": 8, "perm": 6} for i in range(50)}
+        t["broker-a"] = {"topicName": "broker-a", "readQueueNums": 1, "writeQueueNums": 1, "perm": 7}
+        for name, tc in changes.items():
+            if tc:
+                t[name] = {"topicName": name, "readQueueNums": 8, "writeQueueNums": 8, "perm": 6, **tc}
+            else:
+                del t[name]
+        return t
+
+    for way in ("typed", "general", "compressed"):
+        r = RouteInfoManager()
+        [(_, t1, dv1)] = [b for b in _bodies(table(), 1) if b[0] == way]
+        r.register_broker("C", ADDR, "broker-a", 0, "", t1, dv1)
+        before = {t: qs["broker-a"] for t, qs in r.topic_queue_table.items()}
+        assert len(before) == 51
+        [(_, t2, dv2)] = [
+            b for b in _bodies(table(T1={"writeQueueNums": 2}, T2=None, Tnew={"perm": 4}), 2) if b[0] == way
+        ]
+        r.register_broker("C", ADDR, "broker-a", 0, "", t2, dv2)
+        after = {t: qs["broker-a"] for t, qs in r.topic_queue_table.items()}
+        assert "T2" not in after and after["Tnew"].perm == 4, way
+        assert after["T1"] is not before["T1"] and after["T1"].write_queue_nums == 2, way
+        assert all(after[t] is before[t] for t in before if t not in ("T1", "T2")), way
+        _assert_consistent(r)
+        # the same version again: nothing checked, nothing applied
+        r.register_broker("C", ADDR, "broker-a", 0, "", t2, dv2)
+        assert all(r.topic_queue_table[t]["broker-a"] is after[t] for t in after)
+
+
+def test_a_bad_changed_entry_refuses_the_new_version_and_changes_nothing():
+    """An entry equal to what the routes hold was checked when it was stored; a changed or new
+    one is checked as a first registration's would be, and one bad entry refuses the whole
+    table: routes, held entries and the held version stay as they were."""
+    import copy
+
+    import pytest
+
+    from rmq.errors import RemotingCommandError
+    from rmq.namesrv.route_manager import RouteInfoManager
+
+    base = {f"T{i}": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 6} for i in range(10)}
+    base["broker-a"] = {"readQueueNums": 1, "writeQueueNums": 1, "perm": 7}
+    r = RouteInfoManager()
+    r.register_broker("C", ADDR, "broker-a", 0, "", base, {"counter": 1})
+    snapshot = (copy.deepcopy(r.topic_queue_table), copy.deepcopy(r._broker_topics))
+    for bad, says in (
+        ({"T3": {"readQueueNums": 4, "writeQueueNums": 4, "perm": 99}}, r"perm=99 is out of range"),
+        ({"T3": {"readQueueNums": 70000, "writeQueueNums": 4, "perm": 6}}, r"readQueueNums=70000"),
+        ({"bad\nname": {"readQueueNums": 1}}, r"illegal topic name"),
+        ({"T4": "not an object"}, r"is not an object"),
+    ):
+        with pytest.raises(RemotingCommandError, match=says):
+            r.register_broker("C", ADDR, "broker-a", 0, "", {**base, **bad}, {"counter": 2})
+        assert (r.topic_queue_table, r._broker_topics) == snapshot
+        assert r.broker_live_table[ADDR].data_version == {"counter": 1}
+
+
+def test_the_held_entries_follow_every_change_of_the_routes():
+    """Increments, deleted topics, wiped and restored write perms and an unregistered broker
+    keep the entries a registration is compared with equal to the routes; a wipe is undone by
+    the broker's next table version even for the topics that did not change in it (Java rebuilds
+    them all)."""
+    from rmq.namesrv.route_manager import RouteInfoManager
+
+    def tc(perm: int = 6) -> dict:
+        return {"readQueueNums": 4, "writeQueueNums": 4, "perm": perm}
+
+    r = RouteInfoManager()
+    full_a = {"broker-a": tc(7), "A1": tc(), "A2": tc(), "S": tc()}
+    r.register_broker("C", "127.0.0.1:1", "broker-a", 0, "", full_a, {"counter": 1})
+    r.register_broker("C", "127.0.0.1:2", "broker-b", 0, "", {"broker-b": tc(7), "S": tc()}, {"counter": 1})
+    _assert_consistent(r)
+    r.register_broker("C", "127.0.0.1:1", "broker-a", 0, "", {"A3": tc()}, {"counter": 2})  # an increment
+    assert set(r._broker_topics["broker-a"]) == {"broker-a", "A1", "A2", "A3", "S"}
+    _assert_consistent(r)
+    r.delete_topic("S")
+    _assert_consistent(r)
+    assert r.wipe_write_perm_of_broker("broker-a") == 4
+    _assert_consistent(r)
+    # a new version that changes only A1: A2 and the broker's topic get their own perms back too
+    changed = {"broker-a": tc(7), "A1": tc(2), "A2": tc(), "A3": tc()}
+    r.register_broker("C", "127.0.0.1:1", "broker-a", 0, "", changed, {"counter": 3})
+    perms = {t: qs["broker-a"].perm for t, qs in r.topic_queue_table.items() if "broker-a" in qs}
+    assert perms == {"broker-a": 7, "A1": 2, "A2": 6, "A3": 6}
+    _assert_consistent(r)
+    assert r.add_write_perm_of_broker("broker-a") == 4
+    _assert_consistent(r)
+    # a full table without A3 drops it; then the broker goes and takes its topics along
+    r.register_broker("C", "127.0.0.1:1", "broker-a", 0, "", {"broker-a": tc(7), "A1": tc()}, {"counter": 4})
+    assert "A3" not in r.topic_queue_table
+    _assert_consistent(r)
+    r.unregister_broker("C", "127.0.0.1:1", "broker-a", 0)
+    assert set(r.topic_queue_table) == {"broker-b"} and "broker-a" not in r._broker_topics
+    _assert_consistent(r)
