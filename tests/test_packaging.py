@@ -29,7 +29,7 @@ from rmq._version import __version__
 from rmq.protocol.codes import RequestCode, ResponseCode
 
 # runs promtool / systemd-analyze / a child interpreter or binds a port: not a unit test
-pytestmark = [pytest.mark.integration, pytest.mark.heavy(190)]
+pytestmark = [pytest.mark.integration, pytest.mark.heavy(120)]
 
 ROOT = pathlib.Path(rmq.__file__).resolve().parent.parent
 

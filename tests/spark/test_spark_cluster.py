@@ -28,7 +28,7 @@ from rmq._testing import StandaloneProcess, skip_or_fail, wait_until, wait_until
 from rmq._testing.spark import SparkCluster, SparkDriver, checkpoint_progress, spark_missing
 from rmq.types import MessageQueue
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2400), pytest.mark.heavy(170)]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(2400), pytest.mark.heavy(150)]
 
 MESSAGES = int(os.environ.get("RMQ_SPARK_CLUSTER_MESSAGES", "20000"))
 TOPIC = "ClusterEvents"
