@@ -144,8 +144,8 @@ def test_stream_survives_a_killed_worker_and_a_restart_exactly_once(two_brokers,
         "subscribe": TOPIC,
         "startingOffsets": "earliest",
         # about ten batches for what is there: the kill comes after the second commit, with
-        # eight to go (each batch's fixed cost, Spark's planning and a parquet file per
-        # partition, is what this test's time went to with twenty)
+        # eight to go (each batch has a fixed cost, Spark's planning and a parquet file per
+        # partition read again by the final summary: twenty made the test about a fifth longer)
         "maxOffsetsPerTrigger": str(max(1, MESSAGES // 10)),
     }
 
