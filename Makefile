@@ -102,10 +102,12 @@ $(ETCD):
 # `make test` runs in WORKERS pytest-xdist processes (default 2: much of the suite waits on the
 # daemons it starts, so two workers use a 2-core machine better than one), a test file per
 # worker at a time (module fixtures stay single); free_port gives each worker its own ports.
+# Files go out in collection order, which tests/conftest.py makes longest first (the modules
+# marked heavy); xdist's own reordering, by number of tests per file, would undo that.
 # WORKERS=0 runs it in one process.
 PYTEST_ARGS ?=
 WORKERS ?= 2
-XDIST := $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
+XDIST := $(if $(filter-out 0 1,$(WORKERS)),-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
 UNIT_DIRS := tests/common tests/property tests/store tests/remoting tests/fuzz tests/faults tests/spark/test_spark_units.py \
              tests/test_build.py tests/controller/test_controller_state.py
 

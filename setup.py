@@ -11,6 +11,9 @@ Each has a ``.pxd``; ``rmq/common/_bytes.pxd`` (byte order, CRC) is header only.
 else lives in pyproject.toml. Environment switches:
 
 * ``RMQ_DEBUG=1``   build with line tracing, annotation and ``-O0 -g``.
+* ``RMQ_QUICK_BUILD=1`` build with ``-O0 -g0``: gcc takes a fifth of the CPU of the release
+  flags (``-O2`` and Python's ``-g``), for a build that must work but need not be fast
+  (tests/test_packaging.py builds the sdist and the wheel this way).
 * ``RMQ_NO_EXTENSIONS=1`` at *run* time (not a build switch; read by ``rmq.common.native``)
   makes the header codec and the record walker use their pure-Python references. The store
   itself has no pure-Python twin: ``rmq.store`` needs the extension.
@@ -25,8 +28,10 @@ import os
 from setuptools import Extension, setup
 
 DEBUG = os.environ.get("RMQ_DEBUG") == "1"
+QUICK = os.environ.get("RMQ_QUICK_BUILD") == "1"
+JOBS = os.cpu_count() or 1  # Cython, then gcc (setuptools build_ext --parallel), on modules side by side
 
-compile_args = ["-O0", "-g"] if DEBUG else ["-O2"]
+compile_args = ["-O0", "-g"] if DEBUG else ["-O0", "-g0"] if QUICK else ["-O2"]
 compile_args += ["-Wno-unused-function", "-Wno-unreachable-code"]
 macros = [("RMQ_DEBUG", "1")] if DEBUG else []
 directives = {"language_level": "3", "embedsignature": True}
@@ -48,7 +53,7 @@ def extensions():
         )
         for path in sorted(glob.glob(os.path.join("rmq", "**", "*.pyx"), recursive=True))
     ]
-    return cythonize(exts, compiler_directives=directives, annotate=DEBUG)
+    return cythonize(exts, compiler_directives=directives, annotate=DEBUG, nthreads=JOBS)
 
 
-setup(ext_modules=extensions())
+setup(ext_modules=extensions(), options={"build_ext": {"parallel": JOBS}})

@@ -134,6 +134,13 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    # heavy files first, longest first: the order `make test` hands files to its xdist workers
+    from rmq._testing.order import heavy_files_first  # (the test modules imported it already)
+
+    try:
+        heavy_files_first(items)
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
     for item in items:
         rel = os.path.relpath(str(item.path), _TESTS_DIR).split(os.sep)
         if (

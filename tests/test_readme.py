@@ -45,7 +45,7 @@ from rmq.client.admin import Admin, AdminError
 
 # About 60 commands, each a fresh interpreter importing the SDK (~0.8 CPU-seconds): some 6 minutes
 # at a load average of 12 on 2 cores, past the suite's 300 s hang guard.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200), pytest.mark.heavy(60)]
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

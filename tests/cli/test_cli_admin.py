@@ -5,7 +5,7 @@ import json
 import pytest
 from cli_support import admin
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy(50)]
 
 
 def test_update_topic_creates_a_routed_topic(daemon):

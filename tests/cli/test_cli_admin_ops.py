@@ -19,7 +19,7 @@ from rmq._testing import StandaloneProcess, free_broker_port, free_port, wait_fo
 from rmq.client.admin import Admin
 from rmq.protocol.requests.namesrv import get_broker_cluster_info, parse_cluster_info
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy(60)]
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

@@ -19,7 +19,7 @@ from cli_support import RMQ, admin
 import rmq
 from rmq._testing import free_broker_port, free_port, wait_for_port, wait_until, wait_until_sync
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy(70)]
 
 #: the daemon samples its statistics every 200 ms instead of every 10 s (see the docstring)
 DAEMON_ARGS = ["--statsSampleIntervalMs=200"]

@@ -14,7 +14,7 @@ import rmq
 from rmq._testing import run_standalone, wait_until
 from rmq.client.admin import Admin, AdminError
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy(50)]
 
 FIRST = rmq.ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

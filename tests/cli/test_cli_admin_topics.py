@@ -24,7 +24,7 @@ from rmq.protocol.command import RemotingCommand
 from rmq.remoting import RemotingClient
 from rmq.types import MessageQueue
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy(70)]
 
 TOPIC_COMMANDS = [
     "updateTopic",

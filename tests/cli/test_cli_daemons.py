@@ -13,6 +13,8 @@ from rmq._testing import StandaloneProcess, free_broker_port, free_port, invoke_
 from rmq.config import ConfigError, apply_properties, parse_overrides, parse_properties
 from rmq.protocol.codes import RequestCode, ResponseCode
 
+pytestmark = pytest.mark.heavy(110)
+
 RMQ = [sys.executable, "-m", "rmq"]
 
 

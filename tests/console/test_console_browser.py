@@ -16,7 +16,7 @@ from rmq.client.admin import Admin
 from rmq.types import ConsumeFromWhere, ConsumeResult, MessageExt
 from tests.console.console_support import PASSWORD, USER, get_json, log_in, login_sync
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.heavy(55)]
 
 WAIT = 60_000  # ms: generous, the machine is shared
 

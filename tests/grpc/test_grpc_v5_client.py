@@ -18,7 +18,7 @@ from grpc_support import DRIVERS, Driver, start_grpc_broker
 import rmq
 from rmq._testing import wait_until
 
-pytestmark = [pytest.mark.interop, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.interop, pytest.mark.timeout(240), pytest.mark.heavy(45)]
 
 
 async def _read(namesrv: str, topic: str, bodies: set[str], timeout: float = 30.0) -> dict[str, rmq.MessageExt]:

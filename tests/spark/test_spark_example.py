@@ -12,7 +12,7 @@ import pytest
 
 from rmq._testing.spark import run_stream
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.heavy(40)]
 
 _EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "tag_counts_per_minute.py"
 

@@ -15,7 +15,7 @@ from spark_support import Rmq, time_cut
 from rmq._testing import StandaloneProcess, wait_until_sync
 from rmq._testing.spark import run_stream
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.heavy(60)]
 
 
 def _read(spark, rmq: Rmq, **options):
