@@ -30,7 +30,6 @@ takes the store's ``StoreConfig`` as just another dataclass target.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 import difflib
@@ -40,8 +39,6 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import javaproperties
 
 from rmq.common.constants import TopicValidator
 from rmq.common.files import atomic_write
@@ -507,6 +504,8 @@ def parse_properties(text: str | bytes | bytearray | memoryview) -> dict[str, st
             text = bytes(text).decode("utf-8")
         except UnicodeDecodeError as e:
             raise ConfigError(f"bad properties text: not UTF-8 ({e})") from None
+    import javaproperties  # 50 ms of xml/email/urllib imports: only when a file is read
+
     try:
         props = javaproperties.loads(text)
     except (ValueError, UnicodeError) as e:
@@ -764,6 +763,8 @@ class Configuration:
     secrets: frozenset[str] = frozenset({"haAuthSecret", "namesrvSecretKey"})
 
     def __init__(self, *targets: typing.Any) -> None:
+        import asyncio  # here, not at the top: `rmq <daemon> --help` and the CLI import this module
+
         self.targets = targets
         self._lock = asyncio.Lock()
         self._camel = {_norm(f.name): snake_to_camel(f.name) for t in targets for f in dataclasses.fields(t)}
@@ -833,6 +834,8 @@ class Configuration:
         """Java ``Configuration.persist``: write ``applied`` into :meth:`path`'s file (none: no-op)."""
         path = self.path()
         if path:
+            import asyncio
+
             await asyncio.to_thread(rewrite_properties_file, os.path.expanduser(path), dict(applied))  # noqa: ASYNC240 - expanduser opens no file
 
 

@@ -22,7 +22,10 @@ import argparse
 import sys
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``rmq`` parser. Given the command line, ``rmq admin <command>`` gets only that
+    command's flags, so a run imports only its area module (docs/design.md "Start-up time");
+    without it, every command's."""
     parser = argparse.ArgumentParser(
         prog="rmq", description="RocketMQ-compatible name server and broker.", allow_abbrev=False
     )
@@ -182,7 +185,10 @@ def _parser() -> argparse.ArgumentParser:
 
     from rmq.cli import admin
 
-    admin.add_parser(sub)
+    flags_for = None
+    if argv is not None:
+        flags_for = set(argv[1:2]) if argv[:1] == ["admin"] else set()
+    admin.add_parser(sub, flags_for)
     return parser
 
 
@@ -242,7 +248,9 @@ def _setup_logging(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rmq`` console script; returns the exit status."""
-    parser = _parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = _parser(argv)
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
         parser.print_help()

@@ -25,24 +25,27 @@ Against brokers with ACL on, ``--aclAccessKey``/``--aclSecretKey`` (or Java's
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
+from collections.abc import Collection
 
 from rmq.cli.connection import DEFAULT_NAMESRV, add_cluster_flags, client_tls, credentials, namesrv_of
-from rmq.client.admin import Admin, AdminError
 from rmq.errors import RMQError
 
-# The area modules register their commands on import, in this order (``rmq admin --help``).
-from . import acl, broker, consumer, export, message, monitor, topic, trace  # noqa: F401
-from . import controller as _controller  # noqa: F401
-from . import namesrv as _namesrv  # noqa: F401
 from ._cmd import COMMANDS
 
 __all__ = ["DEFAULT_NAMESRV", "add_parser", "run"]
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``rmq admin <command>`` on the top-level subparsers."""
+def add_parser(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], flags_for: Collection[str] | None = None
+) -> None:
+    """Register ``rmq admin <command>`` on the top-level subparsers.
+
+    Args:
+        flags_for: the commands whose flags are added (importing their area modules); the
+            others are listed with their help line only. Default None: every command's
+            (``rmq`` passes the one command being run, so a run imports only its own module).
+    """
     admin = sub.add_parser(
         "admin", help="mqadmin commands: updateTopic, topicList, queryMsgByKey, …", allow_abbrev=False
     )
@@ -51,9 +54,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     cmds = admin.add_subparsers(dest="admin_command", metavar="<command>", title="commands")
     for c in COMMANDS.values():
         p = cmds.add_parser(c.name, help=c.help, description=c.help, allow_abbrev=False)
+        if flags_for is not None and c.name not in flags_for:
+            continue
         add_cluster_flags(p)
-        if c.flags is not None:
-            c.flags(p)
+        flags = c.flags
+        if flags is not None:
+            flags(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"rmq admin {args.admin_command}: {e}", file=sys.stderr)
         return 2
+    import asyncio
+
+    from rmq.client.admin import AdminError
+
     try:
         return asyncio.run(_run(args, namesrv))
     except KeyboardInterrupt:  # e.g. Ctrl-C ending startMonitoring: the shell's 128 + SIGINT
@@ -79,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, namesrv: str) -> int:
+    from rmq.client.admin import Admin
+
     access_key, secret_key = credentials(args)
     async with Admin(namesrv, access_key=access_key, secret_key=secret_key, tls=client_tls(args)) as admin:
         status = await COMMANDS[args.admin_command].run(admin, args)
