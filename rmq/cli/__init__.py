@@ -185,10 +185,12 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     from rmq.cli import admin
 
-    flags_for = None
-    if argv is not None:
-        flags_for = set(argv[1:2]) if argv[:1] == ["admin"] else set()
-    admin.add_parser(sub, flags_for)
+    if argv is None:
+        admin.add_parser(sub)
+    elif argv[:1] == ["admin"]:
+        admin.add_parser(sub, argv[1] if len(argv) > 1 else "")
+    else:  # another command runs: admin's 60 sub-parsers would only cost start-up time
+        sub.add_parser("admin", help=admin.HELP, allow_abbrev=False)
     return parser
 
 

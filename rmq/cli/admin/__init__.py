@@ -26,35 +26,36 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Collection
 
 from rmq.cli.connection import DEFAULT_NAMESRV, add_cluster_flags, client_tls, credentials, namesrv_of
 from rmq.errors import RMQError
 
 from ._cmd import COMMANDS
 
-__all__ = ["DEFAULT_NAMESRV", "add_parser", "run"]
+__all__ = ["DEFAULT_NAMESRV", "HELP", "add_parser", "run"]
+
+#: ``rmq admin``'s line in ``rmq --help``.
+HELP = "mqadmin commands: updateTopic, topicList, queryMsgByKey, …"
 
 
-def add_parser(
-    sub: argparse._SubParsersAction[argparse.ArgumentParser], flags_for: Collection[str] | None = None
-) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], command: str | None = None) -> None:
     """Register ``rmq admin <command>`` on the top-level subparsers.
 
     Args:
-        flags_for: the commands whose flags are added (importing their area modules); the
-            others are listed with their help line only. Default None: every command's
-            (``rmq`` passes the one command being run, so a run imports only its own module).
+        command: the command being run (``rmq`` passes it): only its parser is built, so a
+            run imports only its area module and builds one parser, not 60 (docs/design.md
+            "Start-up time"); a name that is not a command (``--help``, a typo): every command
+            listed with its help line, without flags. Default None: every command's parser
+            with its flags.
     """
-    admin = sub.add_parser(
-        "admin", help="mqadmin commands: updateTopic, topicList, queryMsgByKey, …", allow_abbrev=False
-    )
+    admin = sub.add_parser("admin", help=HELP, allow_abbrev=False)
     # "<command>" rather than argparse's {a,b,...}: with every mqadmin command that set is
     # longer than a screen; the list below names each with its help line.
     cmds = admin.add_subparsers(dest="admin_command", metavar="<command>", title="commands")
-    for c in COMMANDS.values():
+    chosen = COMMANDS.get(command) if command is not None else None
+    for c in COMMANDS.values() if chosen is None else (chosen,):
         p = cmds.add_parser(c.name, help=c.help, description=c.help, allow_abbrev=False)
-        if flags_for is not None and c.name not in flags_for:
+        if command is not None and chosen is None:
             continue
         add_cluster_flags(p)
         flags = c.flags

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import codecs
 import datetime
-import importlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -156,7 +155,8 @@ class Command:
 
     def _registered(self) -> tuple[Flags | None, Runner]:
         if self.name not in _BODIES:
-            importlib.import_module(f"{__package__}.{self.module}")
+            # __import__, not importlib.import_module: `python -X importtime` reports only the former
+            __import__(f"{__package__}.{self.module}")
         try:
             return _BODIES[self.name]
         except KeyError:

@@ -1,6 +1,7 @@
 """Consumers: :class:`PushConsumer` (handler or ``async for``; PULL or POP), :class:`PullConsumer`
 (lite pull) and :class:`SimpleConsumer` (RocketMQ 5, POP)."""
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # loaded on first use by __getattr__ below
@@ -43,8 +44,9 @@ def __getattr__(name: str) -> Any:
     where = _WHERE.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
+    # __import__, not importlib.import_module: `python -X importtime` reports only the former
+    module = f"{__name__}.{where}"
+    __import__(module)
+    value = getattr(sys.modules[module], name)
     globals()[name] = value  # later lookups skip this function
     return value
