@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from rmq.common.constants import MixAll
 from rmq.common.log import RateLimitedLog, clip
-from rmq.config import ConfigError
+from rmq.common.properties import ConfigError
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.acl import ACCESS_KEY, SIGNATURE, Signer, combine_request_content

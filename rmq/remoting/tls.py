@@ -48,7 +48,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rmq.config import ConfigError, load_properties
+from rmq.common.properties import ConfigError, load_properties
 
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
