@@ -50,3 +50,7 @@ def __getattr__(name: str) -> Any:
     value = getattr(sys.modules[module], name)
     globals()[name] = value  # later lookups skip this function
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,77 @@
+"""Start-up time of ``rmq`` processes: medians (min–max) of wall and user+system CPU seconds over
+``--runs`` cold starts of each command, beside a bare interpreter (docs/design.md "Start-up time").
+
+    python bench/startup_bench.py                       # this tree, 5 runs of each command
+    python bench/startup_bench.py --tree /path/to/other --runs 7
+
+Commands: ``rmq admin topicList -n 127.0.0.1:1`` (a whole admin run: parse, import the admin
+client, fail to connect to a closed port), ``rmq admin --help``, ``rmq broker --help`` and
+``python -c pass``. The broker's own start (imports, store recovery, listening) is the first
+figure of ``rmq._testing``'s daemons and is not measured here. Run it on a quiet machine: the
+load is printed with the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+COMMANDS: list[tuple[str, list[str]]] = [
+    ("python -c pass", ["-c", "pass"]),
+    ("rmq broker --help", ["-m", "rmq", "broker", "--help"]),
+    ("rmq admin --help", ["-m", "rmq", "admin", "--help"]),
+    ("rmq admin topicList -n 127.0.0.1:1", ["-m", "rmq", "admin", "topicList", "-n", "127.0.0.1:1"]),
+]
+
+
+def run_once(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """One cold start: (wall seconds, user+system CPU seconds of the child)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def fmt(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}–{max(values):.3f})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5, help="cold starts per command (default 5)")
+    ap.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        help="another checkout to measure (its rmq on PYTHONPATH); repeatable; default: this tree only",
+    )
+    args = ap.parse_args()
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    trees = [here, *args.tree]
+    print(f"load average {os.getloadavg()[0]:.2f}; {args.runs} runs per command; wall s, CPU s: median (min–max)")
+    for tree in trees:
+        # PYTHONDONTWRITEBYTECODE would make every run compile every module: measure with
+        # the bytecode cache, as an installed rmq runs (one warm-up run writes it)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env["PYTHONPATH"] = tree
+        print(f"\n{tree}")
+        for name, cmd in COMMANDS:
+            run_once(cmd, env)  # warm-up: the bytecode cache and the page cache
+            walls, cpus = [], []
+            for _ in range(args.runs):
+                wall, cpu = run_once(cmd, env)
+                walls.append(wall)
+                cpus.append(cpu)
+            print(f"  {name:40s} wall {fmt(walls)}  CPU {fmt(cpus)}")
+    print(f"\nload average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
