@@ -29,11 +29,14 @@ COMMANDS: list[tuple[str, list[str]]] = [
 ]
 
 
-def run_once(args: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """One cold start: (wall seconds, user+system CPU seconds of the child)."""
+def run_once(args: list[str], env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """One cold start in ``cwd`` (``-m`` puts it first on sys.path: the tree measured): (wall
+    seconds, user+system CPU seconds of the child)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(
+        [sys.executable, *args], env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -56,20 +59,25 @@ def main() -> None:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     trees = [here, *args.tree]
     print(f"load average {os.getloadavg()[0]:.2f}; {args.runs} runs per command; wall s, CPU s: median (min–max)")
+    # PYTHONDONTWRITEBYTECODE would make every run compile every module: measure with the
+    # bytecode cache, as an installed rmq runs (a warm-up run per tree and command writes it)
+    envs = {}
     for tree in trees:
-        # PYTHONDONTWRITEBYTECODE would make every run compile every module: measure with
-        # the bytecode cache, as an installed rmq runs (one warm-up run writes it)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPATH"] = tree
-        print(f"\n{tree}")
-        for name, cmd in COMMANDS:
-            run_once(cmd, env)  # warm-up: the bytecode cache and the page cache
-            walls, cpus = [], []
-            for _ in range(args.runs):
-                wall, cpu = run_once(cmd, env)
-                walls.append(wall)
-                cpus.append(cpu)
-            print(f"  {name:40s} wall {fmt(walls)}  CPU {fmt(cpus)}")
+        envs[tree] = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        envs[tree]["PYTHONPATH"] = tree
+    for name, cmd in COMMANDS:
+        walls: dict[str, list[float]] = {t: [] for t in trees}
+        cpus: dict[str, list[float]] = {t: [] for t in trees}
+        for tree in trees:
+            run_once(cmd, envs[tree], tree)  # warm-up: the bytecode cache and the page cache
+        for _ in range(args.runs):
+            for tree in trees:  # alternating, so a change of load falls on every tree alike
+                wall, cpu = run_once(cmd, envs[tree], tree)
+                walls[tree].append(wall)
+                cpus[tree].append(cpu)
+        print(name)
+        for tree in trees:
+            print(f"  {tree:40s} wall {fmt(walls[tree])}  CPU {fmt(cpus[tree])}")
     print(f"\nload average {os.getloadavg()[0]:.2f}")
 
 
