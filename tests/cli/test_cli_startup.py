@@ -105,3 +105,16 @@ def test_broker_without_optional_features_imports_none_of_them(tmp_path, monkeyp
 def test_the_cli_still_answers(args):
     r = subprocess.run([*RMQ, *args], capture_output=True, text=True, timeout=TIMEOUT)
     assert r.returncode == 0 and r.stdout.startswith("usage: rmq"), r.stderr
+
+
+def test_every_indexed_command_is_registered_by_its_area_module():
+    from rmq.cli.admin import _cmd
+
+    for c in COMMANDS.values():
+        assert callable(c.run), c.name  # imports c.module, whose @command registered the body
+        assert c.run.__module__ == f"rmq.cli.admin.{c.module}", c.name
+    assert set(_cmd._BODIES) == set(COMMANDS)
+    with pytest.raises(ValueError, match="not in rmq.cli.admin._cmd._INDEX"):
+        _cmd.command("noSuchCommand")(COMMANDS["topicList"].run)
+    with pytest.raises(ValueError, match="registered twice"):
+        _cmd.command("topicList")(COMMANDS["topicList"].run)
