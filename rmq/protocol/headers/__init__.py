@@ -3,8 +3,9 @@
 Each header is a slotted, keyword-only dataclass with snake_case attributes; the camelCase
 wire name of every field is declared once, with ``w("wireName")`` (required) or
 ``w("wireName", default=...)`` (optional). The ``@header`` decorator then *generates* two plain
-functions per class, so parsing costs no reflection per call (this is on the send and pull
-hot paths):
+functions per class (on the class's first use, with its ``__init__``, ``__repr__`` and
+``__eq__``: see :class:`_Lazy`), so parsing costs no reflection per call (this is on the send
+and pull hot paths):
 
 * ``Header.from_ext_fields(ext)`` reads leniently, as real clients send mixed JSON types
   (Java's fastjson and the C++ client's JsonCpp differ): integers from JSON numbers or
@@ -272,7 +273,8 @@ class Header:
     __dataclass_fields__: ClassVar[dict[str, "dataclasses.Field[Any]"]]  # set by @header
 
     # Both are generated per class by the @header decorator (straight-line code, no reflection
-    # per call); reaching these means a header class was declared without it.
+    # per call, made on the class's first use); reaching these means a header class was
+    # declared without it.
     @classmethod
     def from_ext_fields(cls, ext: Mapping[str, Any]) -> Self:
         raise TypeError(f"{cls.__name__} is not decorated with @header")
