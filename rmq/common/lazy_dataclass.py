@@ -8,7 +8,7 @@ importing the wire bodies it mostly never builds (docs/design.md "Start-up time"
 those four: the first use of any of them (building an instance, ``repr``, ``==``, ``hash``,
 ``inspect.signature``) runs the real ``dataclass()`` on a copy of the class body and moves its
 methods onto the class, so they are exactly the standard library's. A class that writes any of
-the four itself is decorated eagerly, as ``dataclass()`` would.
+the four itself, or that has a base class, is decorated eagerly, as ``dataclass()`` would.
 """
 
 from __future__ import annotations
@@ -44,21 +44,24 @@ def lazy_dataclass(
 
     def wrap(cls: type[_T]) -> type[_T]:
         body = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
-        if any(m in body for m in _DEFERRED):  # its own methods: dataclass() decides, eagerly
+        # Eagerly, as dataclass() would: a class writing one of the four itself (dataclass()
+        # decides what to keep), and a subclass (making the copy would run its bases'
+        # __init_subclass__ again).
+        if cls.__bases__ != (object,) or any(m in body for m in _DEFERRED):
             return dataclasses.dataclass(frozen=frozen, slots=slots, kw_only=kw_only)(cls)
         undocumented = not cls.__doc__
         if undocumented:  # else dataclass() would ask inspect for the (not yet made) signature
             cls.__doc__ = cls.__name__
-        bases = cls.__bases__
         dc = dataclasses.dataclass(init=False, repr=False, eq=False, frozen=frozen, slots=slots, kw_only=kw_only)(cls)
 
         def generate() -> None:
-            # the standard library's methods, from the same body and bases: a throwaway class
+            # the standard library's methods, from the same body: a throwaway class
             shadow_body = {**body, "__qualname__": cls.__qualname__}
             if undocumented:
                 shadow_body["__doc__"] = None
-            shadow: type[Any] = dataclasses.dataclass(frozen=frozen, kw_only=kw_only)(
-                type(cls.__name__, bases, shadow_body)
+            # (slots as the class's: a slotted __init__ also sets init=False fields' defaults)
+            shadow: type[Any] = dataclasses.dataclass(frozen=frozen, slots=slots, kw_only=kw_only)(
+                type(cls.__name__, (), shadow_body)
             )
             for m in _DEFERRED:
                 if isinstance(vars(dc).get(m), _Stub):

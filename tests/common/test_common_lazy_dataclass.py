@@ -21,6 +21,7 @@ class Point:
     y: int = 0
     tags: dict[str, str] = dataclasses.field(default_factory=dict)
     KIND: ClassVar[str] = "point"
+    _cache: int = dataclasses.field(default=-1, init=False, repr=False, compare=False)
 
     def norm1(self) -> int:
         return abs(self.x) + abs(self.y)
@@ -34,6 +35,7 @@ class RefPoint:
     y: int = 0
     tags: dict[str, str] = dataclasses.field(default_factory=dict)
     KIND: ClassVar[str] = "point"
+    _cache: int = dataclasses.field(default=-1, init=False, repr=False, compare=False)
 
 
 @lazy_dataclass
@@ -84,6 +86,7 @@ def test_frozen_slotted_class_behaves_as_the_standard_one():
             obj.other = 1  # type: ignore[attr-defined]
     assert not hasattr(p, "__dict__") and Point.__slots__ == RefPoint.__slots__
     assert Point(1).tags == {} and Point(1).tags is not Point(1).tags
+    assert p._cache == r._cache == -1  # a slotted __init__ sets an init=False field's default
     assert pickle.loads(pickle.dumps(p)) == p and copy.deepcopy(p) == p
     assert dataclasses.replace(p, y=5) == Point(1, 5)
     assert dataclasses.asdict(p) == dataclasses.asdict(r)
@@ -126,6 +129,7 @@ def test_subclasses():
 
     assert Child(1) == Child(1, 2) and repr(Child(1)).endswith("Child(a=1, b=2)")
     assert LazyChild(1).b == 3 and repr(LazyChild(1)).endswith("LazyChild(a=1, b=3)")
+    assert not isinstance(vars(LazyChild)["__init__"], _Stub)  # a subclass: decorated at once
     assert Base(1) != LazyChild(1)
     with pytest.raises(TypeError, match="non-frozen"):
 
