@@ -30,10 +30,16 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         prog="rmq", description="RocketMQ-compatible name server and broker.", allow_abbrev=False
     )
     from rmq import __version__
-    from rmq.cli.logs import add_log_arguments
+    from rmq.cli import admin
 
     parser.add_argument("--version", action="version", version=f"rmq {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,controller,console,exporter,admin}")
+    if argv is not None and argv[:1] == ["admin"]:
+        # `rmq admin ...` runs: the daemons' parsers (and rmq.cli.logs' imports) would only
+        # cost start-up time
+        admin.add_parser(sub, argv[1] if len(argv) > 1 else "")
+        return parser
+    from rmq.cli.logs import add_log_arguments
 
     p = sub.add_parser(
         "namesrv",
@@ -183,12 +189,8 @@ def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     )
     add_log_arguments(p)
 
-    from rmq.cli import admin
-
     if argv is None:
         admin.add_parser(sub)
-    elif argv[:1] == ["admin"]:
-        admin.add_parser(sub, argv[1] if len(argv) > 1 else "")
     else:  # another command runs: admin's 60 sub-parsers would only cost start-up time
         sub.add_parser("admin", help=admin.HELP, allow_abbrev=False)
     return parser
