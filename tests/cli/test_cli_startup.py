@@ -56,7 +56,15 @@ def test_admin_command_imports_only_its_own_area_module():
     areas = {c.module for c in COMMANDS.values()}
     # topic's own module, and broker's, whose cluster table topic prints too (clusterList)
     assert {f"rmq.cli.admin.{a}" for a in areas} & modules == {"rmq.cli.admin.topic", "rmq.cli.admin.broker"}
-    for heavy in (*OPTIONAL, "javaproperties", "rmq.broker", "rmq.store", "rmq.namesrv", "rmq.controller"):
+    for heavy in (
+        *OPTIONAL,
+        "javaproperties",
+        "rmq.broker",
+        "rmq.store",
+        "rmq.namesrv",
+        "rmq.controller",
+        "rmq.cli.logs",
+    ):
         assert not loaded_under(modules, heavy), heavy
     # the admin client sends no message here: the producer and the consumers stay out
     for client in ("rmq.client.producer", "rmq.client.consumer.push", "rmq.client.consumer.pull", "rmq.client.trace"):
