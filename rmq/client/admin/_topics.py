@@ -17,10 +17,11 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rmq.client._codec import decode_messages
 from rmq.client.consumer.allocate import allocate_averagely
+from rmq.client.producer import MessageQueueSelector, Producer
 from rmq.common.constants import ExpressionType, MixAll, PermName
 from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.common.message import PullSysFlag
@@ -57,12 +58,6 @@ from rmq.types import Message, MessageQueue, PullResult, PullStatus, SendResult
 
 from ._base import AdminError
 from ._messages import MessageAdmin
-
-if TYPE_CHECKING:
-    # The producer and the consumers' subscription data are loaded by the tools that use
-    # them: `rmq admin <command>` imports this module for every command (docs/design.md
-    # "Start-up time").
-    from rmq.client.producer import MessageQueueSelector, Producer
 
 __all__ = ["ClusterRT", "MsgSendRT", "SendRT", "TopicConsumers", "TopicPermUpdate", "TopicAdmin", "topic_sys_flag"]
 
@@ -432,6 +427,8 @@ class TopicAdmin(MessageAdmin):
         commit. The status says FOUND / NO_NEW_MSG / NO_MATCHED_MSG / OFFSET_ILLEGAL."""
         if not 1 <= max_nums <= MAX_PULL_NUMS:
             raise ValueError(f"max_nums must be in 1..{MAX_PULL_NUMS}, not {max_nums}")
+        # here, not at the top: the consumers' module costs every `rmq admin` run its import
+        # (docs/design.md "Start-up time")
         from rmq.client.consumer.base import SubscriptionData
 
         sub = SubscriptionData.build(mq.topic, expression)
@@ -490,8 +487,6 @@ class TopicAdmin(MessageAdmin):
     def _producer(self, group: str | None = None) -> Producer:
         # A fresh group per admin call, as Java's tools name it by the clock; the admin's
         # credentials and TLS, as Java's tools hand their RPCHook to the producer they make.
-        from rmq.client.producer import Producer
-
         ms = int(time.time() * 1000)
         creds = self._credentials
         return Producer(

@@ -4,15 +4,12 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
+from rmq.client.trace import TraceView, trace_views
 from rmq.common.constants import TopicValidator
 
 from ._base import AdminError
 from ._messages import MessageAdmin
-
-if TYPE_CHECKING:  # loaded by the lookup: every `rmq admin` command imports this module
-    from rmq.client.trace import TraceView
 
 __all__ = ["TraceAdmin"]
 
@@ -44,8 +41,6 @@ class TraceAdmin(MessageAdmin):
                 f"traceTopicEnable=true and the clients with trace=True (Java: enableMsgTrace), "
                 f"then send again"
             ) from None
-        from rmq.client.trace import trace_views
-
         views: list[TraceView] = []
         for msg in result.messages:
             views.extend(trace_views(msg_id, msg))
