@@ -30,7 +30,6 @@ takes the store's ``StoreConfig`` as just another dataclass target.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import dataclasses
 import difflib
@@ -41,10 +40,16 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import javaproperties
-
 from rmq.common.constants import TopicValidator
 from rmq.common.files import atomic_write
+
+# The exception and the properties codec live in rmq.common.properties (what the TLS settings,
+# the ACL files and the CLI's logging options need, without this module's config classes).
+from rmq.common.properties import ConfigError as ConfigError
+from rmq.common.properties import format_properties as format_properties
+from rmq.common.properties import load_properties as load_properties
+from rmq.common.properties import parse_properties as parse_properties
+from rmq.common.properties import property_text as property_text
 from rmq.common.settings import JAVA_INT, Allowed, allowed_of, setting
 
 __all__ = [
@@ -60,13 +65,6 @@ __all__ = [
     "parse_properties",
     "property_text",
 ]
-
-
-class ConfigError(ValueError):
-    """A configuration value that cannot be used (bad number, unknown choice, unreadable file).
-
-    Not retriable: the daemon refuses to start and prints the message.
-    """
 
 
 @dataclass(slots=True)
@@ -490,56 +488,6 @@ class BrokerConfig:
         return f"{self.broker_ip1}:{self.listen_port}"
 
 
-# ---------------------------------------------------------------------------------------------
-# Java .properties parsing
-
-
-def parse_properties(text: str | bytes | bytearray | memoryview) -> dict[str, str]:
-    r"""Parse Java ``.properties`` text as ``java.util.Properties.load`` does (Java
-    ``MixAll.string2Properties``; the one decoder of properties text, files and bodies alike):
-    ``key=value``, ``key: value`` or ``key value`` lines, ``#``/``!`` comments, backslash
-    continuations, and the escapes ``\:``, ``\=``, ``\ ``, ``\t``, ``\n``, ``\uXXXX``. Values keep
-    Java's meaning except that trailing blanks are dropped (in a conf file they are a typo).
-    A later duplicate key wins, as in Java. Bytes are read as UTF-8. :class:`ConfigError` on a
-    malformed escape or bytes that are not UTF-8."""
-    if not isinstance(text, str):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"bad properties text: not UTF-8 ({e})") from None
-    try:
-        props = javaproperties.loads(text)
-    except (ValueError, UnicodeError) as e:
-        raise ConfigError(f"bad properties text: {e}") from None
-    return {k: v.rstrip() for k, v in props.items()}
-
-
-def format_properties(props: Mapping[str, object]) -> str:
-    """Properties text as Java ``MixAll.properties2String`` writes it (the one encoder): a
-    ``key=value`` line per property, in the mapping's order, no escaping; a ``None`` value is
-    left out (Java skips null values) and booleans are Java's ``true``/``false``."""
-    return "".join(f"{k}={property_text(v)}\n" for k, v in props.items() if v is not None)
-
-
-def property_text(value: object) -> str:
-    """One value as Java's ``toString`` writes it in properties text: ``true``/``false`` for
-    booleans, ``""`` for ``None``, ``str`` otherwise."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
-
-
-def load_properties(path: str) -> dict[str, str]:
-    """Read a properties file; :class:`ConfigError` when it cannot be read."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return parse_properties(f.read())
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror or e}") from e
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"config file {path} is not UTF-8 text: {e}") from e
-
-
 def parse_overrides(args: typing.Iterable[str]) -> dict[str, str]:
     """Turn ``--key=value`` words (the CLI's leftovers) into a dict.
 
@@ -764,6 +712,8 @@ class Configuration:
     secrets: frozenset[str] = frozenset({"haAuthSecret", "namesrvSecretKey"})
 
     def __init__(self, *targets: typing.Any) -> None:
+        import asyncio  # here, not at the top: `rmq <daemon> --help` and the CLI import this module
+
         self.targets = targets
         self._lock = asyncio.Lock()
         self._camel = {_norm(f.name): snake_to_camel(f.name) for t in targets for f in dataclasses.fields(t)}
@@ -833,6 +783,8 @@ class Configuration:
         """Java ``Configuration.persist``: write ``applied`` into :meth:`path`'s file (none: no-op)."""
         path = self.path()
         if path:
+            import asyncio
+
             await asyncio.to_thread(rewrite_properties_file, os.path.expanduser(path), dict(applied))  # noqa: ASYNC240 - expanduser opens no file
 
 

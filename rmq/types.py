@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.common.message import MessageConst
 from rmq.errors import SerializationError
 
@@ -37,7 +38,7 @@ __all__ = [
 __all__ += ["ConsumeMode"]
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class MessageQueue:
     """One queue of a topic on one broker; hashable and ordered (topic, broker, queue id)."""
 
@@ -183,7 +184,7 @@ class Message:
 _UNSET: Any = object()  # MessageExt.value not deserialized yet
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class MessageExt:
     """A message as stored by the broker and delivered to consumers.
 
@@ -322,7 +323,7 @@ class SendStatus(enum.Enum):
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class SendResult:
     """What a send returns."""
 
@@ -356,7 +357,7 @@ class LocalTransactionState(enum.Enum):
     UNKNOW = "UNKNOW"  # sic: Java's spelling, kept so the names match
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class TransactionSendResult:
     """Result of :meth:`rmq.Producer.send_in_transaction`."""
 
@@ -381,7 +382,7 @@ class PullStatus(enum.Enum):
     OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class PullResult:
     """What one PULL_MESSAGE returned, messages already decoded and tag-filtered."""
 

@@ -22,15 +22,24 @@ import argparse
 import sys
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The ``rmq`` parser. Given the command line, ``rmq admin <command>`` gets only that
+    command's flags, so a run imports only its area module (docs/design.md "Start-up time");
+    without it, every command's."""
     parser = argparse.ArgumentParser(
         prog="rmq", description="RocketMQ-compatible name server and broker.", allow_abbrev=False
     )
     from rmq import __version__
-    from rmq.cli.logs import add_log_arguments
+    from rmq.cli import admin
 
     parser.add_argument("--version", action="version", version=f"rmq {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{namesrv,broker,standalone,controller,console,exporter,admin}")
+    if argv is not None and argv[:1] == ["admin"]:
+        # `rmq admin ...` runs: the daemons' parsers (and rmq.cli.logs' imports) would only
+        # cost start-up time
+        admin.add_parser(sub, argv[1] if len(argv) > 1 else "")
+        return parser
+    from rmq.cli.logs import add_log_arguments
 
     p = sub.add_parser(
         "namesrv",
@@ -180,9 +189,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_log_arguments(p)
 
-    from rmq.cli import admin
-
-    admin.add_parser(sub)
+    if argv is None:
+        admin.add_parser(sub)
+    else:  # another command runs: admin's 60 sub-parsers would only cost start-up time
+        sub.add_parser("admin", help=admin.HELP, allow_abbrev=False)
     return parser
 
 
@@ -242,7 +252,9 @@ def _setup_logging(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``rmq`` console script; returns the exit status."""
-    parser = _parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = _parser(argv)
     args, extra = parser.parse_known_args(argv)
     if args.command is None:
         parser.print_help()

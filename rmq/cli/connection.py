@@ -15,12 +15,17 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import ssl
+from typing import TYPE_CHECKING
 
-import yaml
+from rmq.common.constants import MixAll
 
-from rmq.client.admin import NAMESRV_ADDR_ENV
-from rmq.remoting.tls import TlsSettings
+if TYPE_CHECKING:
+    import ssl
+
+# Every `rmq` command builds these flags (the console's and the exporter's parsers too), so
+# this module imports nothing heavy: yaml and the TLS settings are loaded where they are used
+# (docs/design.md "Start-up time").
+NAMESRV_ADDR_ENV = MixAll.NAMESRV_ADDR_ENV
 
 __all__ = ["DEFAULT_NAMESRV", "add_cluster_flags", "addr", "addr_list", "client_tls", "credentials", "namesrv_of"]
 
@@ -120,6 +125,8 @@ def credentials(args: argparse.Namespace) -> tuple[str | None, str | None]:
     if not home:
         return None, None
     path = os.path.join(home, "conf", "tools.yml")
+    import yaml
+
     try:
         with open(path, "rb") as f:
             data = yaml.safe_load(f)
@@ -136,5 +143,7 @@ def client_tls(args: argparse.Namespace) -> bool | ssl.SSLContext:
     """What ``rmq.Admin(tls=...)`` takes for ``--tls`` / ``--tls-config`` (ConfigError for a
     bad file)."""
     if args.tls_config:
+        from rmq.remoting.tls import TlsSettings
+
         return TlsSettings.from_properties({"tls.config.file": args.tls_config}).client_context()
     return bool(args.tls)

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from rmq.config import ConfigError
+from rmq.common.properties import ConfigError
 
 __all__ = [
     "DEFAULT_LOG_BACKUPS",

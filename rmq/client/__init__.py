@@ -4,23 +4,27 @@
 Import from :mod:`rmq` directly (``rmq.Producer``); this package holds the implementation.
 """
 
-from .admin import Admin, AdminError
-from .consumer import (
-    AllocateConsistentHash,
-    ConsumerOptions,
-    ConsumerRebalanceListener,
-    PullConsumer,
-    PullConsumerOptions,
-    PushConsumer,
-    PushConsumerOptions,
-    allocate_averagely,
-    allocate_averagely_by_circle,
-)
-from .consumer.simple import SimpleConsumer
-from .hooks import ConsumeMessageContext, ConsumeMessageHook, SendMessageContext, SendMessageHook
-from .producer import MessageQueueSelector, Producer, select_by_hash
-from .request_reply import create_reply_message, reply
-from .selector import MessageSelector
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # loaded on first use by __getattr__ below
+    from .admin import Admin, AdminError
+    from .consumer import (
+        AllocateConsistentHash,
+        ConsumerOptions,
+        ConsumerRebalanceListener,
+        PullConsumer,
+        PullConsumerOptions,
+        PushConsumer,
+        PushConsumerOptions,
+        allocate_averagely,
+        allocate_averagely_by_circle,
+    )
+    from .consumer.simple import SimpleConsumer
+    from .hooks import ConsumeMessageContext, ConsumeMessageHook, SendMessageContext, SendMessageHook
+    from .producer import MessageQueueSelector, Producer, select_by_hash
+    from .request_reply import create_reply_message, reply
+    from .selector import MessageSelector
 
 __all__ = [
     "Producer",
@@ -48,3 +52,46 @@ __all__ += [
 ]
 __all__ += ["ConsumerRebalanceListener"]
 __all__ += ["SimpleConsumer"]
+
+# Where each public name lives. Importing one client must not import the others (``rmq admin``
+# needs rmq.client.admin, not the consumers and the producer): see docs/design.md "Start-up time".
+_WHERE = {
+    "Admin": "admin",
+    "AdminError": "admin",
+    "AllocateConsistentHash": "consumer.allocate",
+    "allocate_averagely": "consumer.allocate",
+    "allocate_averagely_by_circle": "consumer.allocate",
+    "ConsumerOptions": "consumer.options",
+    "ConsumerRebalanceListener": "consumer.options",
+    "PullConsumerOptions": "consumer.options",
+    "PushConsumerOptions": "consumer.options",
+    "PullConsumer": "consumer.pull",
+    "PushConsumer": "consumer.push",
+    "SimpleConsumer": "consumer.simple",
+    "ConsumeMessageContext": "hooks",
+    "ConsumeMessageHook": "hooks",
+    "SendMessageContext": "hooks",
+    "SendMessageHook": "hooks",
+    "MessageQueueSelector": "producer",
+    "Producer": "producer",
+    "select_by_hash": "producer",
+    "create_reply_message": "request_reply",
+    "reply": "request_reply",
+    "MessageSelector": "selector",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # __import__, not importlib.import_module: `python -X importtime` reports only the former
+    module = f"{__name__}.{where}"
+    __import__(module)
+    value = getattr(sys.modules[module], name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -63,6 +63,8 @@ class MixAll:
     """Group and topic names and prefixes shared by brokers and clients (Java ``MixAll``)."""
 
     MASTER_ID: Final = 0
+    #: The environment variable Java's tools and clients read when no name server is given.
+    NAMESRV_ADDR_ENV: Final = "NAMESRV_ADDR"
     RETRY_GROUP_TOPIC_PREFIX: Final = "%RETRY%"
     DLQ_GROUP_TOPIC_PREFIX: Final = "%DLQ%"
     SYSTEM_TOPIC_PREFIX: Final = "rmq_sys_"

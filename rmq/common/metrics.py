@@ -38,11 +38,13 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
+from functools import cache
+from typing import TYPE_CHECKING, cast
 
-from prometheus_client import utils as _pc_utils
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+if TYPE_CHECKING:
+    # prometheus_client (90 ms of imports: http.server, email, ...) is loaded when metrics are
+    # first written: a broker with metricsPort=0 never does (docs/design.md "Start-up time").
+    from prometheus_client.core import Metric
 
 __all__ = [
     "BROKER_RUNTIME_LABELS",
@@ -63,8 +65,17 @@ __all__ = [
     "render",
 ]
 
-# prometheus_client's float text (``1.0``, ``+Inf``, ``1e+20``), the one generate_latest writes
-_go_float = cast(Callable[[float], str], _pc_utils.floatToGoString)
+
+@cache
+def _go_float_impl() -> Callable[[float], str]:
+    from prometheus_client import utils
+
+    return cast(Callable[[float], str], utils.floatToGoString)
+
+
+def _go_float(value: float) -> str:
+    """prometheus_client's float text (``1.0``, ``+Inf``, ``1e+20``), the one generate_latest writes."""
+    return _go_float_impl()(value)
 
 
 def _fmt(value: float) -> str:
@@ -73,8 +84,9 @@ def _fmt(value: float) -> str:
     return repr(value) if -1e6 < value < 1e6 else _go_float(value)
 
 
-#: the Content-Type of :func:`render`'s text (Prometheus text format 0.0.4).
-CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
+#: the Content-Type of :func:`render`'s text (Prometheus text format 0.0.4): prometheus_client's
+#: ``exposition.CONTENT_TYPE_PLAIN_0_0_4``, written out so that serving needs no import of it.
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 #: per-queue series (``rocketmq_consumer_lag_*``) one scrape carries at most (broker property
 #: ``metricsMaxQueueSeries``); the totals per group and topic are always complete.
@@ -612,6 +624,8 @@ class MetricsBuilder:
     def families(self, only: str | None = None) -> list[Metric]:
         """prometheus_client metric families of everything set (or of the family ``only``),
         in :data:`FAMILIES` order."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
         out: list[Metric] = []
         for fam in _FAMILY_LIST:
             if only is not None and fam.name != only:

@@ -8,18 +8,19 @@ fastjson, an unquoted 0).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from rmq.common import fastjson
 from rmq.common.constants import MixAll, PermName
+from rmq.common.lazy_dataclass import lazy_dataclass
 
 __all__ = ["MASTER_ID", "BrokerData", "ClusterInfo", "QueueData", "TopicRouteData"]
 
 MASTER_ID = MixAll.MASTER_ID  # the broker id of a master
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class QueueData:
     """One broker's queues of one topic (Java ``QueueData``)."""
 
@@ -51,7 +52,7 @@ class QueueData:
         )
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class BrokerData:
     """The addresses of one broker name, master (id 0) and slaves (Java ``BrokerData``)."""
 
@@ -87,7 +88,7 @@ class BrokerData:
         return self.broker_addrs.get(MASTER_ID)
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class TopicRouteData:
     """The reply body of GET_ROUTEINFO_BY_TOPIC (Java ``TopicRouteData``), sorted by broker name."""
 
@@ -156,7 +157,7 @@ class TopicRouteData:
         )
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class ClusterInfo:
     """The reply body of GET_BROKER_CLUSTER_INFO (Java ``ClusterInfo``)."""
 

@@ -37,11 +37,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import yaml
-
 from rmq.common.constants import MixAll
 from rmq.common.log import RateLimitedLog, clip
-from rmq.config import ConfigError
+from rmq.common.properties import ConfigError
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import FLAG_ONEWAY, RemotingCommand
 from rmq.remoting.acl import ACCESS_KEY, SIGNATURE, Signer, combine_request_content
@@ -443,6 +441,8 @@ def _read_yaml(path: str) -> tuple[Any, str]:
     with open(path, "rb") as f:
         raw = f.read()
     digest = hashlib.sha256(raw).hexdigest()
+    import yaml  # loaded with the first ACL file: a broker without aclEnable never reads one
+
     try:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as e:
@@ -721,6 +721,8 @@ class PlainAccounts:
             except (TypeError, ValueError):
                 pass
         data[_DATA_VERSION] = [{"counter": counter + 1, "timestamp": int(time.time() * 1000)}]
+        import yaml
+
         text = yaml.safe_dump(data, default_flow_style=False, sort_keys=False, allow_unicode=True)
         tmp = f"{path}.tmp{os.getpid()}"
         with open(tmp, "w", encoding="utf-8") as f:

@@ -46,9 +46,9 @@ import enum
 import os
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 
-from rmq.config import ConfigError, load_properties
+from rmq.common.lazy_dataclass import lazy_dataclass
+from rmq.common.properties import ConfigError, load_properties
 
 __all__ = [
     "DEFAULT_HANDSHAKE_TIMEOUT",
@@ -135,7 +135,7 @@ def _readable(key: str, path: str) -> str:
     return path
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class TlsServerOptions:
     """What a :class:`~rmq.remoting.server.RemotingServer` needs to serve TLS.
 
@@ -160,7 +160,7 @@ class TlsServerOptions:
             raise ValueError(f"handshake_timeout must be > 0, got {self.handshake_timeout}")
 
 
-@dataclass(slots=True)
+@lazy_dataclass(slots=True)
 class TlsSettings:
     """The ``tls.*`` properties of one daemon or client (Java ``TlsSystemConfig``).
 

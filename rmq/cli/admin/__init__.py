@@ -25,35 +25,42 @@ Against brokers with ACL on, ``--aclAccessKey``/``--aclSecretKey`` (or Java's
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
 from rmq.cli.connection import DEFAULT_NAMESRV, add_cluster_flags, client_tls, credentials, namesrv_of
-from rmq.client.admin import Admin, AdminError
 from rmq.errors import RMQError
 
-# The area modules register their commands on import, in this order (``rmq admin --help``).
-from . import acl, broker, consumer, export, message, monitor, topic, trace  # noqa: F401
-from . import controller as _controller  # noqa: F401
-from . import namesrv as _namesrv  # noqa: F401
 from ._cmd import COMMANDS
 
-__all__ = ["DEFAULT_NAMESRV", "add_parser", "run"]
+__all__ = ["DEFAULT_NAMESRV", "HELP", "add_parser", "run"]
+
+#: ``rmq admin``'s line in ``rmq --help``.
+HELP = "mqadmin commands: updateTopic, topicList, queryMsgByKey, …"
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Register ``rmq admin <command>`` on the top-level subparsers."""
-    admin = sub.add_parser(
-        "admin", help="mqadmin commands: updateTopic, topicList, queryMsgByKey, …", allow_abbrev=False
-    )
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], command: str | None = None) -> None:
+    """Register ``rmq admin <command>`` on the top-level subparsers.
+
+    Args:
+        command: the command being run (``rmq`` passes it): only its parser is built, so a
+            run imports only its area module and builds one parser, not 60 (docs/design.md
+            "Start-up time"); a name that is not a command (``--help``, a typo): every command
+            listed with its help line, without flags. Default None: every command's parser
+            with its flags.
+    """
+    admin = sub.add_parser("admin", help=HELP, allow_abbrev=False)
     # "<command>" rather than argparse's {a,b,...}: with every mqadmin command that set is
     # longer than a screen; the list below names each with its help line.
     cmds = admin.add_subparsers(dest="admin_command", metavar="<command>", title="commands")
-    for c in COMMANDS.values():
+    chosen = COMMANDS.get(command) if command is not None else None
+    for c in COMMANDS.values() if chosen is None else (chosen,):
         p = cmds.add_parser(c.name, help=c.help, description=c.help, allow_abbrev=False)
+        if command is not None and chosen is None:
+            continue
         add_cluster_flags(p)
-        if c.flags is not None:
-            c.flags(p)
+        flags = c.flags
+        if flags is not None:
+            flags(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,6 +73,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"rmq admin {args.admin_command}: {e}", file=sys.stderr)
         return 2
+    import asyncio
+
+    from rmq.client.admin import AdminError
+
     try:
         return asyncio.run(_run(args, namesrv))
     except KeyboardInterrupt:  # e.g. Ctrl-C ending startMonitoring: the shell's 128 + SIGINT
@@ -79,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, namesrv: str) -> int:
+    from rmq.client.admin import Admin
+
     access_key, secret_key = credentials(args)
     async with Admin(namesrv, access_key=access_key, secret_key=secret_key, tls=client_tls(args)) as admin:
         status = await COMMANDS[args.admin_command].run(admin, args)

@@ -37,7 +37,7 @@ def _update_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-m", "--admin", default="false", choices=("true", "false"), help="admin account (default false)")
 
 
-@command("updateAclConfig", "create or update an ACL account on brokers", flags=_update_flags)
+@command("updateAclConfig", flags=_update_flags)
 async def update_acl_config(admin: Admin, args: argparse.Namespace) -> None:
     config = PlainAccessConfig(
         args.accessKey,
@@ -59,7 +59,7 @@ def _delete_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-a", "--accessKey", required=True, help="the account to delete")
 
 
-@command("deleteAclConfig", "delete an ACL account from brokers", flags=_delete_flags)
+@command("deleteAclConfig", flags=_delete_flags)
 async def delete_acl_config(admin: Admin, args: argparse.Namespace) -> None:
     for addr in await admin.master_addrs(args.cluster, args.broker):
         await admin.delete_plain_access_config(addr, args.accessKey)
@@ -71,7 +71,7 @@ def _version_flags(p: argparse.ArgumentParser) -> None:
     targets(p, required=True)
 
 
-@command("clusterAclConfigVersion", "list the ACL config versions of brokers", flags=_version_flags)
+@command("clusterAclConfigVersion", flags=_version_flags)
 async def cluster_acl_config_version(admin: Admin, args: argparse.Namespace) -> None:
     rows = []
     for addr in await admin.master_addrs(args.cluster, args.broker):
@@ -91,7 +91,7 @@ def _white_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-p", "--aclFileFullPath", default=None, help="an ACL file under the broker's home")
 
 
-@command("updateGlobalWhiteAddr", "replace the global ACL white addresses of brokers", flags=_white_flags)
+@command("updateGlobalWhiteAddr", flags=_white_flags)
 async def update_global_white_addr(admin: Admin, args: argparse.Namespace) -> None:
     for addr in await admin.master_addrs(args.cluster, args.broker):
         await admin.update_global_white_addr_config(

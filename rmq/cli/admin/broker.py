@@ -41,11 +41,7 @@ def _status_flags(p: argparse.ArgumentParser) -> None:
     targets(p, required=True)
 
 
-@command(
-    "brokerStatus",
-    "print a broker's runtime figures (brokerStatus keys: TPS, totals, latency, disk)",
-    flags=_status_flags,
-)
+@command("brokerStatus", flags=_status_flags)
 async def broker_status(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.broker:
         table = await admin.fetch_broker_runtime_stats(args.broker)
@@ -68,12 +64,7 @@ async def broker_status(admin: Admin, args: argparse.Namespace) -> int | None:
 # -- timerStatus ---------------------------------------------------------------------------
 
 
-@command(
-    "timerStatus",
-    "rmq's own (Java 5's mqadmin has none): a broker's timer checkpoint (GET_TIMER_CHECK_POINT) "
-    "and pending timers per topic (GET_TIMER_METRICS)",
-    flags=_status_flags,
-)
+@command("timerStatus", flags=_status_flags)
 async def timer_status(admin: Admin, args: argparse.Namespace) -> int | None:
     addrs = [args.broker] if args.broker else await _all_addrs(admin, args.cluster)
     status = None
@@ -118,11 +109,7 @@ def _fmt_time(ms: int) -> str:
     return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
 
 
-@command(
-    "brokerConsumeStats",
-    "print every group's per-queue progress on a broker, with the total lag",
-    flags=_consume_stats_flags,
-)
+@command("brokerConsumeStats", flags=_consume_stats_flags)
 async def broker_consume_stats(admin: Admin, args: argparse.Namespace) -> None:
     admin.timeout = args.timeoutMillis / 1000.0
     stats = await admin.fetch_consume_stats_in_broker(args.broker, args.order == "true")
@@ -163,9 +150,7 @@ async def _print_config(admin: Admin, title: str, addr: str) -> None:
     print()
 
 
-@command(
-    "getBrokerConfig", "print the configuration of one broker or of every master of a cluster", flags=_get_config_flags
-)
+@command("getBrokerConfig", flags=_get_config_flags)
 async def get_broker_config(admin: Admin, args: argparse.Namespace) -> None:
     if args.broker:
         await _print_config(admin, f"============{args.broker}============", args.broker)
@@ -190,11 +175,7 @@ def _update_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--value", required=True, help="config value")
 
 
-@command(
-    "updateBrokerConfig",
-    "change a runtime property of brokers (applied live and written to their config file)",
-    flags=_update_config_flags,
-)
+@command("updateBrokerConfig", flags=_update_config_flags)
 async def update_broker_config(admin: Admin, args: argparse.Namespace) -> int | None:
     props = {args.key.strip(): args.value.strip()}
     if args.broker:
@@ -227,7 +208,7 @@ async def _stats(admin: Admin, addr: str, stats_name: str, key: str) -> BrokerSt
         return None
 
 
-@command("statsAll", "per topic and consumer group: lag, in/out TPS and 24-hour totals", flags=_stats_all_flags)
+@command("statsAll", flags=_stats_all_flags)
 async def stats_all(admin: Admin, args: argparse.Namespace) -> None:
     topics = await admin.fetch_all_topic_list()
     print(
@@ -340,9 +321,7 @@ def _clean_unused_topic_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command(
-    "cleanUnusedTopic", "drop the consume queues of topics a broker has no config for", flags=_clean_unused_topic_flags
-)
+@command("cleanUnusedTopic", flags=_clean_unused_topic_flags)
 async def clean_unused_topic(admin: Admin, args: argparse.Namespace) -> None:
     # Java CleanUnusedTopicCommand: -b wins over -c; prints "success" (no newline) or "false"
     if args.broker:
@@ -384,11 +363,7 @@ def _send_result_text(r: SendResult) -> str:
     )
 
 
-@command(
-    "sendMsgStatus",
-    "send messages to a broker's own topic, printing each send's response time",
-    flags=_send_msg_status_flags,
-)
+@command("sendMsgStatus", flags=_send_msg_status_flags)
 async def send_msg_status(admin: Admin, args: argparse.Namespace) -> None:
     def body(size: int) -> bytes:
         # Java SendMsgStatusCommand.buildMessage: "hello jodie" once per 11 bytes asked for

@@ -56,7 +56,7 @@ def _progress_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("consumerProgress", "query a consumer group's progress (every group without -g)", flags=_progress_flags)
+@command("consumerProgress", flags=_progress_flags)
 async def consumer_progress(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.group:
         stats = await admin.examine_consume_stats(args.group)
@@ -163,11 +163,7 @@ def _consumer_connection_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--brokerAddr", dest="broker", default=None, type=addr, help="ask only this broker")
 
 
-@command(
-    "consumerConnection",
-    "query a consumer group's connections, client versions and subscriptions",
-    flags=_consumer_connection_flags,
-)
+@command("consumerConnection", flags=_consumer_connection_flags)
 async def consumer_connection(admin: Admin, args: argparse.Namespace) -> int | None:
     cc = await admin.examine_consumer_connection_info(args.group, args.broker)
     # Java ConsumerConnectionSubCommand's printf
@@ -191,9 +187,7 @@ def _producer_connection_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-t", "--topic", required=True, type=topic_name, help="topic name")
 
 
-@command(
-    "producerConnection", "query a producer group's connections and client versions", flags=_producer_connection_flags
-)
+@command("producerConnection", flags=_producer_connection_flags)
 async def producer_connection(admin: Admin, args: argparse.Namespace) -> int | None:
     pc = await admin.examine_producer_connection_info(args.group, args.topic)
     for i, c in enumerate(pc.connection_set, 1):
@@ -213,9 +207,7 @@ def _status_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--jstackEnable", dest="jstack", action="store_true", help="ask for a thread dump too")
 
 
-@command(
-    "consumerStatus", "query a consumer's running status (its settings, queues and statistics)", flags=_status_flags
-)
+@command("consumerStatus", flags=_status_flags)
 async def consumer_status(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.client_id:
         info = await admin.get_consumer_running_info(args.group, args.client_id, args.jstack)
@@ -313,11 +305,7 @@ def _print_rollback(stats: list[RollbackStats], group: str, topic: str, force: b
     )
 
 
-@command(
-    "resetOffsetByTime",
-    "reset a group's offsets of a topic to a timestamp (without client restart)",
-    flags=_reset_flags,
-)
+@command("resetOffsetByTime", flags=_reset_flags)
 async def reset_offset_by_time(admin: Admin, args: argparse.Namespace) -> int | None:
     text = "now" if args.timestamp == -1 else str(args.timestamp)
     await _reset(admin, args.group, args.topic, args.timestamp, args.force == "true", text)
@@ -331,9 +319,7 @@ def _skip_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--cluster", default=None, help="accepted for mqadmin compatibility")
 
 
-@command(
-    "skipAccumulatedMessage", "skip every message not consumed yet (offsets to each queue's end)", flags=_skip_flags
-)
+@command("skipAccumulatedMessage", flags=_skip_flags)
 async def skip_accumulated_message(admin: Admin, args: argparse.Namespace) -> int | None:
     await _reset(admin, args.group, args.topic, -1, args.force == "true", "-1")
     return None
@@ -346,7 +332,7 @@ def _clone_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--offline", default="false", type=true_false, help="accepted for mqadmin compatibility")
 
 
-@command("cloneGroupOffset", "copy a group's offsets of a topic to another group", flags=_clone_flags)
+@command("cloneGroupOffset", flags=_clone_flags)
 async def clone_group_offset(admin: Admin, args: argparse.Namespace) -> int | None:
     await admin.clone_group_offset(args.src, args.dest, args.topic)
     print(f"clone group offset success. srcGroup[{args.src}], destGroup=[{args.dest}], topic[{args.topic}]")
@@ -373,9 +359,7 @@ def _consumer_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--groupName", dest="group", required=True, type=group_name, help="subscription group name")
 
 
-@command(
-    "getConsumerConfig", "print a subscription group's configuration on every broker", flags=_consumer_config_flags
-)
+@command("getConsumerConfig", flags=_consumer_config_flags)
 async def get_consumer_config(admin: Admin, args: argparse.Namespace) -> int | None:
     for info in await admin.get_consumer_config(args.group):
         print(f"============================={info.cluster_name}:{info.broker_name}=============================")
@@ -393,11 +377,7 @@ def _producer_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-b", "--broker", dest="broker", required=True, type=addr, help="broker address")
 
 
-@command(
-    "producer",
-    "print a broker's producer instances by group (client id, address, language, version)",
-    flags=_producer_flags,
-)
+@command("producer", flags=_producer_flags)
 async def producer(admin: Admin, args: argparse.Namespace) -> None:
     # Java ProducerSubCommand: one line per instance, ProducerInfo.toString
     table = await admin.get_all_producer_info(args.broker)
@@ -433,11 +413,7 @@ def _set_consume_mode_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command(
-    "setConsumeMode",
-    "set a group's consume mode on a topic, PULL or POP, for Java 5 push consumers (Java setConsumeMode)",
-    flags=_set_consume_mode_flags,
-)
+@command("setConsumeMode", flags=_set_consume_mode_flags)
 async def set_consume_mode(admin: Admin, args: argparse.Namespace) -> None:
     addrs = [args.broker] if args.broker else await admin.master_addrs(args.cluster)
     for a in addrs:

@@ -45,7 +45,7 @@ async def _repeat(args: argparse.Namespace, once: object) -> None:
 # -- getControllerMetaData --------------------------------------------------------------------
 
 
-@command("getControllerMetaData", "Get controller cluster's metadata.", flags=_controller_flag)
+@command("getControllerMetaData", flags=_controller_flag)
 async def get_controller_metadata(admin: Admin, args: argparse.Namespace) -> None:
     meta = await admin.get_controller_metadata(args.controller.split(";")[0])
     print(f"\n#ControllerGroup\t{meta.group}", end="")
@@ -81,7 +81,7 @@ def _sync_state_flags(p: argparse.ArgumentParser) -> None:
     _brokers_and_interval_flags(p)
 
 
-@command("getSyncStateSet", "Fetch syncStateSet for target brokers.", flags=_sync_state_flags)
+@command("getSyncStateSet", flags=_sync_state_flags)
 async def get_sync_state_set(admin: Admin, args: argparse.Namespace) -> None:
     async def once() -> None:
         if args.broker_name:
@@ -130,7 +130,7 @@ def _elect_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-c", "--clusterName", dest="cluster", required=True, type=name, help="the clusterName of broker")
 
 
-@command("electMaster", "Re-elect the specified broker as master.", flags=_elect_flags)
+@command("electMaster", flags=_elect_flags)
 async def elect_master(admin: Admin, args: argparse.Namespace) -> None:
     header, body = await admin.elect_master(args.controller, args.cluster, args.broker_name, args.broker_id)
     print(f"\n#ClusterName\t{args.cluster}", end="")
@@ -147,7 +147,7 @@ async def elect_master(admin: Admin, args: argparse.Namespace) -> None:
 # -- getBrokerEpoch ---------------------------------------------------------------------------
 
 
-@command("getBrokerEpoch", "Fetch broker epoch entries.", flags=_brokers_and_interval_flags)
+@command("getBrokerEpoch", flags=_brokers_and_interval_flags)
 async def get_broker_epoch(admin: Admin, args: argparse.Namespace) -> None:
     async def once() -> None:
         info = await admin.examine_broker_cluster_info()

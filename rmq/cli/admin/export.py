@@ -110,9 +110,7 @@ def _metadata_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command(
-    "exportMetadata", "export topics and subscription groups (metadata.json) for a migration", flags=_metadata_flags
-)
+@command("exportMetadata", flags=_metadata_flags)
 async def export_metadata(admin: Admin, args: argparse.Namespace) -> None:
     if args.broker is not None:
         # Java -b: one broker's tables as the broker answers them, with their dataVersion;
@@ -196,11 +194,7 @@ def _cluster_flags(what: str) -> Any:
     return flags
 
 
-@command(
-    "exportConfigs",
-    "export the cluster's scale and each broker's main properties (configs.json)",
-    flags=_cluster_flags("configs.json"),
-)
+@command("exportConfigs", flags=_cluster_flags("configs.json"))
 async def export_configs(admin: Admin, args: argparse.Namespace) -> None:
     broker_configs: dict[str, dict[str, str | None]] = {}
     masters = slaves = 0
@@ -248,11 +242,7 @@ async def _stats(admin: Admin, addr: str, topic: str) -> BrokerStatsData | None:
         return None
 
 
-@command(
-    "exportMetrics",
-    "export each broker's load, quotas and client versions (metrics.json)",
-    flags=_cluster_flags("metrics.json"),
-)
+@command("exportMetrics", flags=_cluster_flags("metrics.json"))
 async def export_metrics(admin: Admin, args: argparse.Namespace) -> None:
     total_tps = {"totalNormalInTps": 0.0, "totalNormalOutTps": 0.0, "totalTransInTps": 0.0, "totalScheduleInTps": 0.0}
     total_day = {"normalOneDayInNum": 0, "normalOneDayOutNum": 0, "transOneDayInNum": 0, "scheduleOneDayInNum": 0}

@@ -101,7 +101,7 @@ def _by_key_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("queryMsgByKey", "query messages by key", flags=_by_key_flags)
+@command("queryMsgByKey", flags=_by_key_flags)
 async def query_msg_by_key(admin: Admin, args: argparse.Namespace) -> None:
     result = await admin.query_message_by_key(
         args.topic, args.key, max_num=args.max_num, begin=args.begin, end=args.end
@@ -118,7 +118,7 @@ def _by_unique_key_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-a", "--showAll", dest="show_all", action="store_true", help="print all, at most 32")
 
 
-@command("queryMsgByUniqueKey", "query a message by its unique key (client message id)", flags=_by_unique_key_flags)
+@command("queryMsgByUniqueKey", flags=_by_unique_key_flags)
 async def query_msg_by_unique_key(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.group is not None or args.client_id is not None:
         _check_push_flags(args)
@@ -148,7 +148,7 @@ def _by_id_flags(p: argparse.ArgumentParser) -> None:
     _push_flags(p)
 
 
-@command("queryMsgById", "query messages by offset message id", flags=_by_id_flags)
+@command("queryMsgById", flags=_by_id_flags)
 async def query_msg_by_id(admin: Admin, args: argparse.Namespace) -> None:
     if args.group is not None or args.client_id is not None:
         _check_push_flags(args)
@@ -217,7 +217,7 @@ def _by_offset_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--offset", required=True, type=_LONG, help="queue offset")
 
 
-@command("queryMsgByOffset", "query a message by its queue offset", flags=_by_offset_flags)
+@command("queryMsgByOffset", flags=_by_offset_flags)
 async def query_msg_by_offset(admin: Admin, args: argparse.Namespace) -> None:
     msg = await admin.view_message_by_queue_offset(args.topic, args.broker_name, args.queue_id, args.offset)
     if msg is not None:  # Java prints nothing for no message

@@ -126,9 +126,7 @@ def _flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command(
-    "startMonitoring", "report every consumer group's undelivered messages and delay, round after round", flags=_flags
-)
+@command("startMonitoring", flags=_flags)
 async def start_monitoring(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.rounds < 0:
         raise ValueError(f"--rounds: {args.rounds} is out of range (expected 0 for no limit, or more)")

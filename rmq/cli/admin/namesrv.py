@@ -39,7 +39,7 @@ def _broker_or_cluster(p: argparse.ArgumentParser) -> None:
 # -- name-server configuration ----------------------------------------------------------------
 
 
-@command("getNamesrvConfig", "print the configuration of every name server")
+@command("getNamesrvConfig")
 async def get_namesrv_config(admin: Admin, args: argparse.Namespace) -> None:
     for ns, props in (await admin.get_name_server_config()).items():
         print(f"============{ns}============")
@@ -52,9 +52,7 @@ def _update_namesrv_config_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-v", "--value", required=True, type=_text(), help="config value")
 
 
-@command(
-    "updateNamesrvConfig", "update a configuration property of every name server", flags=_update_namesrv_config_flags
-)
+@command("updateNamesrvConfig", flags=_update_namesrv_config_flags)
 async def update_namesrv_config(admin: Admin, args: argparse.Namespace) -> None:
     await admin.update_name_server_config({args.key: args.value})
     print(f"update name server config success![{', '.join(admin.namesrv_addrs)}]\n{args.key} : {args.value}")
@@ -83,12 +81,12 @@ async def _each_namesrv(admin: Admin, args: argparse.Namespace, what: str, wipe:
     return 1 if failed else 0
 
 
-@command("wipeWritePerm", "wipe the write permission of a broker in every name server of -n", flags=_broker_name_flag)
+@command("wipeWritePerm", flags=_broker_name_flag)
 async def wipe_write_perm(admin: Admin, args: argparse.Namespace) -> int:
     return await _each_namesrv(admin, args, "wipe", True)
 
 
-@command("addWritePerm", "add the write permission of a broker in every name server of -n", flags=_broker_name_flag)
+@command("addWritePerm", flags=_broker_name_flag)
 async def add_write_perm(admin: Admin, args: argparse.Namespace) -> int:
     return await _each_namesrv(admin, args, "add", False)
 
@@ -103,13 +101,13 @@ def _kv_flags(p: argparse.ArgumentParser, value: bool) -> None:
         p.add_argument("-v", "--value", required=True, type=_text(), help="the key value")
 
 
-@command("updateKvConfig", "create or update a KV config item", flags=lambda p: _kv_flags(p, True))
+@command("updateKvConfig", flags=lambda p: _kv_flags(p, True))
 async def update_kv_config(admin: Admin, args: argparse.Namespace) -> None:
     await admin.create_and_update_kv_config(args.namespace, args.key, args.value)
     print("create or update kv config to namespace success.")
 
 
-@command("deleteKvConfig", "delete a KV config item", flags=lambda p: _kv_flags(p, False))
+@command("deleteKvConfig", flags=lambda p: _kv_flags(p, False))
 async def delete_kv_config(admin: Admin, args: argparse.Namespace) -> None:
     await admin.delete_kv_config(args.namespace, args.key)
     print("delete kv config from namespace success.")
@@ -147,7 +145,7 @@ def _delete_sub_group_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("deleteSubGroup", "delete a subscription group from brokers", flags=_delete_sub_group_flags)
+@command("deleteSubGroup", flags=_delete_sub_group_flags)
 async def delete_sub_group(admin: Admin, args: argparse.Namespace) -> None:
     remove = args.remove_offset == "true"
     if args.broker:
@@ -171,14 +169,12 @@ async def delete_sub_group(admin: Admin, args: argparse.Namespace) -> None:
 # -- store maintenance ------------------------------------------------------------------------
 
 
-@command("cleanExpiredCQ", "destroy consume queues whose messages all left the CommitLog", flags=_broker_or_cluster)
+@command("cleanExpiredCQ", flags=_broker_or_cluster)
 async def clean_expired_cq(admin: Admin, args: argparse.Namespace) -> None:
     await _on_broker_or_cluster(args, admin.clean_expired_consumer_queue_by_addr, admin.clean_expired_consumer_queue)
 
 
-@command(
-    "deleteExpiredCommitLog", "delete expired CommitLog files now, whatever deleteWhen says", flags=_broker_or_cluster
-)
+@command("deleteExpiredCommitLog", flags=_broker_or_cluster)
 async def delete_expired_commit_log(admin: Admin, args: argparse.Namespace) -> None:
     await _on_broker_or_cluster(args, admin.delete_expired_commit_log_by_addr, admin.delete_expired_commit_log)
 
@@ -204,7 +200,7 @@ def _query_cq_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-g", "--consumer", default=None, type=group_name, help="consumer group")
 
 
-@command("queryCq", "print ConsumeQueue units of a queue", flags=_query_cq_flags)
+@command("queryCq", flags=_query_cq_flags)
 async def query_cq(admin: Admin, args: argparse.Namespace) -> None:
     broker = args.broker
     if broker is None:

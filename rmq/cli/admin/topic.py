@@ -78,7 +78,7 @@ def _attributes(text: str) -> str:
     return text
 
 
-@command("updateTopic", "create or update a topic on brokers", flags=_update_topic_flags)
+@command("updateTopic", flags=_update_topic_flags)
 async def update_topic(admin: Admin, args: argparse.Namespace) -> None:
     sys_flag = topic_sys_flag(args.unit == "true", args.hasUnitSub == "true")
     for addr in await admin.master_addrs(args.cluster, args.broker):
@@ -107,7 +107,7 @@ def _delete_topic_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("deleteTopic", "delete a topic from brokers and the name server", flags=_delete_topic_flags)
+@command("deleteTopic", flags=_delete_topic_flags)
 async def delete_topic(admin: Admin, args: argparse.Namespace) -> None:
     for addr in await admin.master_addrs(args.cluster):
         await admin.delete_topic_in_broker(addr, args.topic)
@@ -168,7 +168,7 @@ def _update_sub_group_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("updateSubGroup", "create or update a subscription group on brokers", flags=_update_sub_group_flags)
+@command("updateSubGroup", flags=_update_sub_group_flags)
 async def update_sub_group(admin: Admin, args: argparse.Namespace) -> None:
     for addr in await admin.master_addrs(args.cluster, args.broker):
         await admin.create_and_update_subscription_group_config(
@@ -217,7 +217,7 @@ async def _message_types(admin: Admin) -> dict[str, str]:
     return out
 
 
-@command("topicList", "list the topics the name server knows", flags=_topic_list_flags)
+@command("topicList", flags=_topic_list_flags)
 async def topic_list(admin: Admin, args: argparse.Namespace) -> None:
     if args.messageType and not args.clusterModel:
         types = await _message_types(admin)
@@ -255,7 +255,7 @@ def _topic_route_flags(p: argparse.ArgumentParser) -> None:
 _ROUTE_FORMAT = "%-45s %-32s %-50s %-10s %-11s %-5s"
 
 
-@command("topicRoute", "print a topic's route as the name server answers it", flags=_topic_route_flags)
+@command("topicRoute", flags=_topic_route_flags)
 async def topic_route(admin: Admin, args: argparse.Namespace) -> None:
     route = await admin.examine_topic_route_info(args.topic)
     if not args.list:
@@ -293,9 +293,7 @@ def _cluster_list_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command(
-    "clusterList", "list clusters and brokers with their load, page-cache wait and disk use", flags=_cluster_list_flags
-)
+@command("clusterList", flags=_cluster_list_flags)
 async def cluster_list(admin: Admin, args: argparse.Namespace) -> None:
     # Java ClusterListSubCommand: the brokers with their load (from each broker's runtime info),
     # or with -m their message totals of yesterday and today.
@@ -353,7 +351,7 @@ def _update_topic_perm_flags(p: argparse.ArgumentParser) -> None:
     targets(p, required=True)
 
 
-@command("updateTopicPerm", "update a topic's permission on one broker or a cluster", flags=_update_topic_perm_flags)
+@command("updateTopicPerm", flags=_update_topic_perm_flags)
 async def update_topic_perm(admin: Admin, args: argparse.Namespace) -> None:
     for u in await admin.update_topic_perm(args.topic, args.perm, broker_addr=args.broker, cluster=args.cluster):
         if u.changed:
@@ -362,7 +360,7 @@ async def update_topic_perm(admin: Admin, args: argparse.Namespace) -> None:
             print("new perm equals to the old one!")
 
 
-@command("topicStatus", "print each queue's min and max offset and last update time", flags=_topic_flag)
+@command("topicStatus", flags=_topic_flag)
 async def topic_status(admin: Admin, args: argparse.Namespace) -> None:
     stats = await admin.examine_topic_stats(args.topic)
     _printf("%-32s  %-4s  %-20s  %-20s    %s", "#Broker Name", "#QID", "#Min Offset", "#Max Offset", "#Last Updated")
@@ -381,7 +379,7 @@ async def topic_status(admin: Admin, args: argparse.Namespace) -> None:
         print(f"\nTopic Message Type: {mtype.value}")
 
 
-@command("topicClusterList", "print the clusters a topic is on", flags=_topic_flag)
+@command("topicClusterList", flags=_topic_flag)
 async def topic_cluster_list(admin: Admin, args: argparse.Namespace) -> None:
     for cluster in await admin.get_topic_cluster_list(args.topic):
         print(cluster)
@@ -401,11 +399,7 @@ def _ip_list(text: str) -> list[str]:
     return [name(ip) for ip in ips]
 
 
-@command(
-    "allocateMQ",
-    "show how AllocateMessageQueueAveragely shares a topic's queues among clients",
-    flags=_allocate_mq_flags,
-)
+@command("allocateMQ", flags=_allocate_mq_flags)
 async def allocate_mq(admin: Admin, args: argparse.Namespace) -> None:
     result = await admin.allocate_mq(args.topic, args.ipList)
     # fastjson's compact form, each MessageQueue's fields sorted as fastjson writes them; the
@@ -432,7 +426,7 @@ def _send_message_flags(p: argparse.ArgumentParser) -> None:
 _SEND_FORMAT = "%-32s  %-4s  %-20s    %s"
 
 
-@command("sendMessage", "send one message", flags=_send_message_flags)
+@command("sendMessage", flags=_send_message_flags)
 async def send_message(admin: Admin, args: argparse.Namespace) -> int | None:
     if args.qid is not None and args.broker is None:
         print("rmq admin sendMessage: Broker name must be set if the queue is chosen (-b with -i)", file=sys.stderr)
@@ -523,7 +517,7 @@ def _consume_message_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("consumeMessage", "pull and print a topic's (or one queue's) messages", flags=_consume_message_flags)
+@command("consumeMessage", flags=_consume_message_flags)
 async def consume_message(admin: Admin, args: argparse.Namespace) -> int | None:
     # Java ConsumeMessageCommand's checks, as bad arguments (exit 2)
     now_ms = int(time.time() * 1000)
@@ -633,7 +627,7 @@ async def _offsets(admin: Admin, mq: MessageQueue, begin: int | None, end: int |
     return lo, hi
 
 
-@command("printMsg", "print every message of a topic (or those in a time range)", flags=_print_msg_flags)
+@command("printMsg", flags=_print_msg_flags)
 async def print_msg(admin: Admin, args: argparse.Namespace) -> None:
     for mq in await admin.fetch_subscribe_message_queues(args.topic):
         lo, hi = await _offsets(admin, mq, args.beginTimestamp, args.endTimestamp)
@@ -668,7 +662,7 @@ def _print_msg_by_queue_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("printMsgByQueue", "print or count by tag the messages of one queue", flags=_print_msg_by_queue_flags)
+@command("printMsgByQueue", flags=_print_msg_by_queue_flags)
 async def print_msg_by_queue(admin: Admin, args: argparse.Namespace) -> None:
     mq = MessageQueue(args.topic, args.brokerName, args.queueId)
     lo, hi = await _offsets(admin, mq, args.beginTimestamp, args.endTimestamp)
@@ -693,9 +687,7 @@ def _check_msg_send_rt_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("-s", "--size", default=128, type=int_in(0, 4 * 1024 * 1024), help="body bytes (default 128)")
 
 
-@command(
-    "checkMsgSendRT", "send messages one at a time and print each send's response time", flags=_check_msg_send_rt_flags
-)
+@command("checkMsgSendRT", flags=_check_msg_send_rt_flags)
 async def check_msg_send_rt(admin: Admin, args: argparse.Namespace) -> None:
     result = await admin.check_msg_send_rt(args.topic, amount=args.amount, size=args.size)
     _printf(_SEND_FORMAT, "#Broker Name", "#QID", "#Send Result", "#RT")
@@ -731,11 +723,7 @@ def _cluster_rt_flags(p: argparse.ArgumentParser) -> None:
 _TLOG_ZONE = datetime.timezone(datetime.timedelta(hours=8))
 
 
-@command(
-    "clusterRT",
-    "send to every broker of every (or one) cluster each interval and print the send RT",
-    flags=_cluster_rt_flags,
-)
+@command("clusterRT", flags=_cluster_rt_flags)
 async def cluster_rt(admin: Admin, args: argparse.Namespace) -> None:
     tlog = args.printLog == "true"
     if not tlog:
@@ -779,11 +767,7 @@ def _update_order_conf_flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command(
-    "updateOrderConf",
-    "create, print or delete a topic's order conf (ORDER_TOPIC_CONFIG on the name servers)",
-    flags=_update_order_conf_flags,
-)
+@command("updateOrderConf", flags=_update_order_conf_flags)
 async def update_order_conf(admin: Admin, args: argparse.Namespace) -> None:
     # Java UpdateOrderConfCommand's messages, each without a newline there
     topic = args.topic.strip()

@@ -56,7 +56,7 @@ def _flags(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("queryMsgTraceById", "query a message trace", flags=_flags)
+@command("queryMsgTraceById", flags=_flags)
 async def query_msg_trace_by_id(admin: Admin, args: argparse.Namespace) -> None:
     views = await admin.query_msg_trace_by_id(args.msg_id.strip(), args.trace_topic)
     text = format_trace(views)

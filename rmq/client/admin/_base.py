@@ -26,7 +26,7 @@ T = TypeVar("T")
 DEFAULT_TIMEOUT = 5.0
 
 #: The environment variable Java's tools read when ``-n`` is not given (MixAll.NAMESRV_ADDR_ENV).
-NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
+NAMESRV_ADDR_ENV = MixAll.NAMESRV_ADDR_ENV
 
 
 class AdminError(BrokerResponseError):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from rmq.common.constants import MixAll
+from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.common.message import decode_offset_msg_id
 from rmq.common.route import TopicRouteData
 from rmq.protocol.body import json_object
@@ -56,7 +56,7 @@ from ._base import AdminBase, AdminError
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class RollbackStats:
     """One queue of an offset reset done by the admin itself (Java ``RollbackStats``): the
     offsets before, the one the timestamp gives, and the one set."""
@@ -344,7 +344,7 @@ class ConsumerAdmin(AdminBase):
         return out
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ConsumerConfigInfo:
     """One broker's copy of a subscription group's configuration: Java
     ``SubscriptionGroupConfig``'s fields by their wire names (``groupName``, ``consumeEnable``,

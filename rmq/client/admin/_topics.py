@@ -17,14 +17,13 @@ import asyncio
 import itertools
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from rmq.client._codec import decode_messages
 from rmq.client.consumer.allocate import allocate_averagely
-from rmq.client.consumer.base import SubscriptionData
 from rmq.client.producer import MessageQueueSelector, Producer
 from rmq.common.constants import ExpressionType, MixAll, PermName
+from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.common.message import PullSysFlag
 from rmq.common.route import TopicRouteData
 from rmq.common.topic_attributes import (
@@ -75,7 +74,7 @@ def topic_sys_flag(unit: bool = False, has_unit_sub: bool = False) -> int:
     return (1 if unit else 0) | (2 if has_unit_sub else 0)
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class TopicConsumers:
     """One row group of ``topicList -c``: a topic, the cluster its first broker belongs to
     (``""`` when its route or cluster is unknown, as mqadmin) and the groups consuming it.
@@ -88,7 +87,7 @@ class TopicConsumers:
     groups_known: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class TopicPermUpdate:
     """What updateTopicPerm did on one broker: the perm before and after; ``changed`` False
     when the new perm equalled the old one and nothing was sent (mqadmin's "new perm equals
@@ -100,7 +99,7 @@ class TopicPermUpdate:
     changed: bool
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class SendRT:
     """One send of checkMsgSendRT: where it went, whether it succeeded, how long it took (ms)."""
 
@@ -110,7 +109,7 @@ class SendRT:
     rt_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class MsgSendRT:
     """checkMsgSendRT's result: every send and the average RT (ms) of all but the first (the
     first pays for the route lookup and the connection, as Java's tool leaves it out)."""
@@ -119,7 +118,7 @@ class MsgSendRT:
     avg_rt_ms: float
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ClusterRT:
     """One broker's line of clusterRT: the average send RT (ms, all sends but the first) to the
     topic named after the broker, and how many sends succeeded and failed."""
@@ -428,6 +427,10 @@ class TopicAdmin(MessageAdmin):
         commit. The status says FOUND / NO_NEW_MSG / NO_MATCHED_MSG / OFFSET_ILLEGAL."""
         if not 1 <= max_nums <= MAX_PULL_NUMS:
             raise ValueError(f"max_nums must be in 1..{MAX_PULL_NUMS}, not {max_nums}")
+        # here, not at the top: the consumers' module costs every `rmq admin` run its import
+        # (docs/design.md "Start-up time")
+        from rmq.client.consumer.base import SubscriptionData
+
         sub = SubscriptionData.build(mq.topic, expression)
         header = PullMessageRequestHeader(
             consumer_group=group,

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.protocol.body import dumps_json, json_object
 from rmq.protocol.body._mq import dumps_mq_map, mq_table
 from rmq.types import MessageQueue
@@ -40,7 +41,7 @@ def _int(v: Any, default: int = 0) -> int:
         return default
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ConnectionInfo:
     """One client connection (Java ``Connection``): its client id, ``ip:port`` as the broker
     sees it, language (``JAVA``, ``CPP``, ``PYTHON``…) and version ordinal (409 = V4_9_8)."""
@@ -65,7 +66,7 @@ class ConnectionInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class SubscriptionInfo:
     """One topic subscription of a group (Java ``SubscriptionData``)."""
 
@@ -103,7 +104,7 @@ class SubscriptionInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ConsumerConnection:
     """GET_CONSUMER_CONNECTION_LIST's answer (Java ``ConsumerConnection``): the group's
     connections, merged subscriptions and the consume type / message model / start point its
@@ -144,7 +145,7 @@ class ConsumerConnection:
         return min((c.version for c in self.connection_set), default=2147483647)
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ProducerConnection:
     """GET_PRODUCER_CONNECTION_LIST's answer (Java ``ProducerConnection``)."""
 
@@ -162,7 +163,7 @@ class ProducerConnection:
         return cls.from_json(json_object(body, "ProducerConnection"))
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ProducerInfo:
     """One producer connection in GET_ALL_PRODUCER_INFO's answer (Java ``ProducerInfo``):
     ``remote_ip`` is Netty's ``/ip:port``, ``last_update_timestamp`` the last heartbeat (ms)."""
@@ -200,7 +201,7 @@ class ProducerInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ProducerTableInfo:
     """GET_ALL_PRODUCER_INFO's answer (Java ``ProducerTableInfo``): ``{"data": {group:
     [ProducerInfo, ...]}}``."""
@@ -229,7 +230,7 @@ class ProducerTableInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ResetOffsetBody:
     """RESET_CONSUMER_CLIENT_OFFSET's body and INVOKE_BROKER_TO_RESET_OFFSET's answer (Java
     ``ResetOffsetBody``: ``{"offsetTable": {MessageQueue: offset}}``, object keys); the C++
@@ -262,7 +263,7 @@ class ResetOffsetBody:
         return cls({mq: int(v) for mq, v in mq_table(raw).items()})
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class GetConsumerStatusBody:
     """GET_CONSUMER_STATUS_FROM_CLIENT's answer (``message_queue_table``: one client's offsets)
     and INVOKE_BROKER_TO_GET_CONSUMER_STATUS's (``consumer_table``: client id → its offsets)."""
@@ -286,7 +287,7 @@ class GetConsumerStatusBody:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ConsumerRunningInfo:
     """GET_CONSUMER_RUNNING_INFO's answer (Java ``ConsumerRunningInfo``): the consumer's
     settings as strings (``PROP_*`` and its fields), subscriptions, per-queue process-queue
@@ -379,7 +380,7 @@ class ConsumerRunningInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ConsumeMessageDirectlyResult:
     """CONSUME_MESSAGE_DIRECTLY's answer (Java ``ConsumeMessageDirectlyResult``):
     ``consume_result`` is ``CR_SUCCESS``, ``CR_LATER``, ``CR_ROLLBACK``, ``CR_COMMIT``,

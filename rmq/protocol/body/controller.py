@@ -12,10 +12,11 @@ quoted, which fastjson reads too). Decoders raise ``ValueError`` for a body of t
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from rmq.common import fastjson
+from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.protocol.body import dumps_json, json_object
 
 __all__ = [
@@ -72,7 +73,7 @@ def _id_set(v: object, what: str) -> frozenset[int]:
     return frozenset(_int(x, f"{what}[]") for x in v)
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class SyncStateSet:
     """Java ``SyncStateSet``: the broker ids in sync with the master (the master included) and
     the epoch of that set (raised by every change)."""
@@ -95,7 +96,7 @@ class SyncStateSet:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class BrokerMemberGroup:
     """Java ``BrokerMemberGroup``: every replica of a broker name, ``{brokerId: address}``."""
 
@@ -128,7 +129,7 @@ class BrokerMemberGroup:
         return cls.from_json(json_object(body, "BrokerMemberGroup"))
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ElectMasterResponseBody:
     """Java ``ElectMasterResponseBody``: CONTROLLER_ELECT_MASTER's body, the new SyncStateSet
     (just the master after an election) and, after an election, the member group the
@@ -154,7 +155,7 @@ class ElectMasterResponseBody:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ReplicaIdentity:
     """Java ``BrokerReplicasInfo.ReplicaIdentity``; ``__str__`` is Java's ``toString`` (what
     ``getSyncStateSet`` prints)."""
@@ -194,7 +195,7 @@ class ReplicaIdentity:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ReplicasInfo:
     """Java ``BrokerReplicasInfo.ReplicasInfo``: one broker name's master, epochs and replicas."""
 
@@ -236,7 +237,7 @@ class ReplicasInfo:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class BrokerReplicasInfo:
     """Java ``BrokerReplicasInfo``: CONTROLLER_GET_SYNC_STATE_DATA's answer, per broker name."""
 
@@ -254,7 +255,7 @@ class BrokerReplicasInfo:
         return cls({str(k): ReplicasInfo.from_json(v) for k, v in table.items()})
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class EpochEntry:
     """Java ``EpochEntry``: the CommitLog range ``[startOffset, endOffset)`` written under one
     master epoch (``endOffset`` Long.MAX_VALUE while it is open). ``__str__`` is Java's."""
@@ -280,7 +281,7 @@ class EpochEntry:
         return f"EpochEntry{{epoch={self.epoch}, startOffset={self.start_offset}, endOffset={self.end_offset}}}"
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class EpochEntryCache:
     """Java ``EpochEntryCache``: GET_BROKER_EPOCH_CACHE (1007)'s answer, from a broker."""
 

@@ -13,9 +13,10 @@ unquoted, which :func:`rmq.common.fastjson.loads` reads).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.protocol.body import dumps_json, json_object
 
 __all__ = [
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class KVTable:
     """Java ``KVTable`` (``{"table": {...}}``): one namespace of the name server's KV config
     (GET_KVLIST_BY_NAMESPACE) and the broker's runtime figures (GET_BROKER_RUNTIME_INFO).
@@ -47,7 +48,7 @@ class KVTable:
         return cls({str(k): "" if v is None else str(v) for k, v in table.items()})
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ConsumeQueueData:
     """One ConsumeQueue unit (Java ``ConsumeQueueData``): where the message is in the CommitLog
     (``physic_offset``, ``physic_size``), its tag hash (``tags_code``), and, for units with an
@@ -103,7 +104,7 @@ def _null(v: str | None) -> str:
     return "null" if v is None else v
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class QueryConsumeQueueResponseBody:
     """QUERY_CONSUME_QUEUE's answer: the queue's index range and the units asked for; with a
     consumer group, the group's subscription of the topic (Java ``SubscriptionData`` JSON,
@@ -145,7 +146,7 @@ class QueryConsumeQueueResponseBody:
             raise ValueError(f"malformed QueryConsumeQueueResponseBody: {e}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ConsumerOffsetTable:
     """GET_ALL_CONSUMER_OFFSET's answer: ``{"topic@group": {queue_id: offset}}`` (Java
     ``ConsumerOffsetManager`` JSON, ``offsetTable``)."""
@@ -166,7 +167,7 @@ class ConsumerOffsetTable:
             raise ValueError(f"malformed ConsumerOffsetManager body: {e}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class DelayOffsetTable:
     """GET_ALL_DELAY_OFFSET's answer: ``{delay_level: offset}`` in ``SCHEDULE_TOPIC_XXXX`` (Java
     ``DelayOffsetSerializeWrapper``, ``offsetTable``)."""

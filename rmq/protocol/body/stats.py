@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.protocol.body import json_object
 from rmq.protocol.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
@@ -37,7 +38,7 @@ def _num(d: Mapping[str, Any], key: str, kind: type = int) -> Any:
     return kind(v)
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class BrokerStatsItem:
     """One window of a stats item (Java ``BrokerStatsItem``): the sum over the window, its rate
     per second and the average per call (``avgpt``)."""
@@ -54,7 +55,7 @@ class BrokerStatsItem:
         return cls(_num(d, "sum"), _num(d, "tps", float), _num(d, "avgpt", float))
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class BrokerStatsData:
     """VIEW_BROKER_STATS_DATA's answer (Java ``BrokerStatsData``): the minute, hour and day
     windows of one stats item."""
@@ -89,7 +90,7 @@ class BrokerStatsData:
         return 0
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class OffsetWrapper:
     """One queue's offsets in ConsumeStats (Java ``OffsetWrapper``)."""
 
@@ -114,7 +115,7 @@ class OffsetWrapper:
         return cls(_num(d, "brokerOffset"), _num(d, "consumerOffset"), _num(d, "lastTimestamp"))
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ConsumeStats:
     """A group's progress on one broker (Java ``ConsumeStats``): per queue offsets, and the
     group's pull rate over the last minute (``consumeTps``, Java's GROUP_GET_NUMS tps)."""
@@ -146,7 +147,7 @@ class ConsumeStats:
         return cls.from_json(d)
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class ConsumeStatsList:
     """GET_BROKER_CONSUME_STATS's answer (Java ``ConsumeStatsList``): for every subscription
     group of the broker, one ConsumeStats per topic it has offsets on; ``total_diff`` sums

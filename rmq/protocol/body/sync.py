@@ -12,15 +12,16 @@ the shape: a table that is an object of objects and a ``dataVersion`` with integ
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.protocol.body import dumps_json, json_object
 
 __all__ = ["DataVersionData", "SubscriptionGroupWrapper", "TopicConfigWrapper"]
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class DataVersionData:
     """Java ``DataVersion``: the table's last change (``timestamp`` ms) and change counter."""
 
@@ -53,7 +54,7 @@ def _table(d: Mapping[str, Any], key: str, what: str) -> dict[str, dict[str, Any
     return out
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class TopicConfigWrapper:
     """GET_ALL_TOPIC_CONFIG's answer: ``{"topicConfigTable": {topic: TopicConfig JSON},
     "dataVersion": {...}}``."""
@@ -73,7 +74,7 @@ class TopicConfigWrapper:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class SubscriptionGroupWrapper:
     """GET_ALL_SUBSCRIPTIONGROUP_CONFIG's answer: ``{"subscriptionGroupTable": {group:
     SubscriptionGroupConfig JSON}, "dataVersion": {...}}``."""

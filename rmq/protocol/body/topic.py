@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from rmq.common import fastjson
+from rmq.common.lazy_dataclass import lazy_dataclass
 from rmq.protocol.body import json_object
 from rmq.protocol.body._mq import dumps_mq_map, mq_of
 from rmq.types import MessageQueue
@@ -27,7 +28,7 @@ def _object(d: object, what: str) -> Mapping[str, Any]:
     return d
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class TopicOffset:
     """One queue's offsets (Java ``TopicOffset``): the smallest offset still stored, the next
     offset to be written, and when the last message was stored (ms, 0 when the queue is empty)."""
@@ -49,7 +50,7 @@ class TopicOffset:
         return cls(int(d.get("minOffset", 0)), int(d.get("maxOffset", 0)), int(d.get("lastUpdateTimestamp", 0)))
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class TopicStatsTable:
     """GET_TOPIC_STATS_INFO's body (Java ``TopicStatsTable``): offsets per queue."""
 
@@ -71,7 +72,7 @@ class TopicStatsTable:
             raise ValueError(f"malformed TopicStatsTable: {e!r}") from None
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class TopicList:
     """GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GET_TOPICS_BY_CLUSTER's body (Java ``TopicList``)."""
 
@@ -91,7 +92,7 @@ class TopicList:
         return cls([str(t) for t in d.get("topicList") or ()], None if addr is None else str(addr))
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class RebalanceResult:
     """What mqadmin allocateMQ prints (Java tools ``RebalanceResult``): each client ip and the
     queues AllocateMessageQueueAveragely gives it."""
@@ -108,7 +109,7 @@ class RebalanceResult:
         return cls({str(ip): [MessageQueue.from_json(m) for m in mqs] for ip, mqs in table.items()})
 
 
-@dataclass
+@lazy_dataclass
 class GroupList:
     """Java ``GroupList``: a set of consumer group names (sorted here, so replies are stable);
     QUERY_TOPIC_CONSUME_BY_WHO (300) answers with the groups consuming a topic."""
@@ -131,7 +132,7 @@ class GroupList:
         return cls(list(groups))
 
 
-@dataclass(frozen=True, slots=True)
+@lazy_dataclass(frozen=True, slots=True)
 class OffsetMovedEvent:
     """What a master writes to ``OFFSET_MOVED_EVENT`` when it answers PULL_OFFSET_MOVED (Java
     ``OffsetMovedEvent``, ``PullMessageProcessor.generateOffsetMovedEvent``): the group, its

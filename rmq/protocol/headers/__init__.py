@@ -3,8 +3,9 @@
 Each header is a slotted, keyword-only dataclass with snake_case attributes; the camelCase
 wire name of every field is declared once, with ``w("wireName")`` (required) or
 ``w("wireName", default=...)`` (optional). The ``@header`` decorator then *generates* two plain
-functions per class, so parsing costs no reflection per call (this is on the send and pull
-hot paths):
+functions per class (on the class's first use, with its ``__init__``, ``__repr__`` and
+``__eq__``: see :class:`_Lazy`), so parsing costs no reflection per call (this is on the send
+and pull hot paths):
 
 * ``Header.from_ext_fields(ext)`` reads leniently, as real clients send mixed JSON types
   (Java's fastjson and the C++ client's JsonCpp differ): integers from JSON numbers or
@@ -182,8 +183,6 @@ def _gen_reader(cls: type, fields: _Fields, names: dict[str, str]) -> "classmeth
     # Straight-line code, one local per field, one keyword call at the end: about twice as
     # fast as filling a dict and calling cls(**kw).
     cname = cls.__name__
-    if "__post_init__" in vars(cls):
-        raise TypeError(f"{cls.__name__}: headers are built without __init__, so no __post_init__")
     ns: dict[str, Any] = {
         "_missing": _missing,
         "_int": _int,
@@ -222,7 +221,7 @@ def _gen_reader(cls: type, fields: _Fields, names: dict[str, str]) -> "classmeth
     lines.append("    o = _new(cls)")
     lines += [f"    o.{a.split('=')[0]} = {a.split('=')[1]}" for a in args]
     lines.append("    return o")
-    exec("\n".join(lines), ns)  # generated once per class at import time
+    exec("\n".join(lines), ns)  # generated once per class, on its first use
     reader = ns["from_ext_fields"]
     if _HeaderReader is not None:
         spec = [
@@ -274,7 +273,8 @@ class Header:
     __dataclass_fields__: ClassVar[dict[str, "dataclasses.Field[Any]"]]  # set by @header
 
     # Both are generated per class by the @header decorator (straight-line code, no reflection
-    # per call); reaching these means a header class was declared without it.
+    # per call, made on the class's first use); reaching these means a header class was
+    # declared without it.
     @classmethod
     def from_ext_fields(cls, ext: Mapping[str, Any]) -> Self:
         raise TypeError(f"{cls.__name__} is not decorated with @header")
@@ -308,31 +308,127 @@ def header(
     """
 
     def wrap(cls: type[_H]) -> type[_H]:
-        dc = dataclasses.dataclass(slots=True, kw_only=True)(cls)
-        hints = typing.get_type_hints(dc)
-        fields = [(f, _base_type(hints[f.name])) for f in dataclasses.fields(dc)]
-        names = {f.name: f.metadata["wire"] for f, _ in fields}
-        # The generated members replace the base class's stubs (set with setattr: they are
-        # not declared in the class body).
-        reader = _gen_reader(dc, fields, names)
-        members: dict[str, Any] = {
-            "WIRE_NAMES": names,
-            "to_ext_fields": _gen_writer(dc, fields, names, "to_ext_fields"),
-        }
+        if "__post_init__" in vars(cls):
+            raise TypeError(f"{cls.__name__}: headers are built without __init__, so no __post_init__")
+        undocumented = not cls.__doc__
+        if undocumented:  # keeps dataclass() from asking inspect for the signature (see _LazyDoc)
+            cls.__doc__ = cls.__name__
+        # __init__, __repr__ and __eq__ come from _generate_members, on first use; eq=True's
+        # other effect (instances unhashable) is set here.
+        dc = dataclasses.dataclass(slots=True, kw_only=True, init=False, repr=False, eq=False)(cls)
+        dc.__hash__ = None  # type: ignore[assignment]
+        fields = dataclasses.fields(dc)
+        for f in fields:
+            if f.default_factory is not _REQUIRED:  # pragma: no cover - w() declares none
+                raise TypeError(f"{dc.__name__}.{f.name}: header fields take a default, not a factory")
+        names = {f.name: f.metadata["wire"] for f in fields}
+        members: dict[str, Any] = {"WIRE_NAMES": names}
+        lazy = ["__init__", "__repr__", "__eq__", "from_ext_fields", "to_ext_fields"]
         if v2 is not None:
-            v2_names = {f.name: v2.get(f.name, names[f.name]) for f, _ in fields}
-            reader_v2 = _gen_reader(dc, fields, v2_names)
-            members.update(
-                WIRE_NAMES_V2=v2_names,
-                from_ext_fields_v2=reader_v2,
-                to_ext_fields_v2=_gen_writer(dc, fields, v2_names, "to_ext_fields_v2"),
-            )
-        members["from_ext_fields"] = reader
+            members["WIRE_NAMES_V2"] = {n: v2.get(n, wire) for n, wire in names.items()}
+            lazy += ["from_ext_fields_v2", "to_ext_fields_v2"]
+        # The dataclass methods and the codecs are generated on a class's first use (_Lazy):
+        # making them for every header class at import cost rmq's CLI and daemons most of
+        # their start-up, and a process uses a few dozen of the classes (docs/design.md
+        # "Start-up time"). The stubs replace the base class's (setattr: not in the body).
+        members.update({m: _Lazy(dc, m) for m in lazy})
+        if undocumented:
+            members["__doc__"] = _LazyDoc()
         for name, value in members.items():
             setattr(dc, name, value)
         return dc
 
     return wrap if cls is None else wrap(cls)
+
+
+def _gen_dunders(dc: type, fields: _Fields) -> dict[str, Any]:
+    """``__init__``, ``__repr__`` and ``__eq__`` as ``dataclass(kw_only=True)`` writes them
+    (keyword-only parameters with the fields' defaults; ``Name(a=..., b=...)``; equal when of
+    the same class with equal fields)."""
+    ns: dict[str, Any] = {}
+    params, stores = [], []
+    for i, (f, _) in enumerate(fields):
+        if f.default is _REQUIRED:
+            params.append(f.name)
+        else:
+            ns[f"_d{i}"] = f.default
+            params.append(f"{f.name}=_d{i}")
+        stores.append(f"    self.{f.name} = {f.name}")
+    attrs = [f.name for f, _ in fields]
+    shown = ", ".join(f"{a}={{self.{a}!r}}" for a in attrs)
+    mine = "".join(f"self.{a}," for a in attrs)
+    theirs = "".join(f"other.{a}," for a in attrs)
+    lines = [
+        f"def __init__(self{', *, ' + ', '.join(params) if params else ''}):",
+        *(stores or ["    pass"]),
+        "def __repr__(self):",
+        f"    return f'{{self.__class__.__qualname__}}({shown})'",
+        "def __eq__(self, other):",
+        "    if other.__class__ is self.__class__:",
+        f"        return ({mine}) == ({theirs})",
+        "    return NotImplemented",
+    ]
+    exec("\n".join(lines), ns)
+    out = {m: ns[m] for m in ("__init__", "__repr__", "__eq__")}
+    for m, fn in out.items():
+        fn.__qualname__ = f"{dc.__qualname__}.{m}"
+    out["__init__"].__annotations__ = {**{f.name: f.type for f, _ in fields}, "return": None}
+    return out
+
+
+def _generate_members(dc: type[Header]) -> None:
+    """Generate ``dc``'s dataclass methods and codecs (see :func:`header`) and put them on the
+    class in place of its :class:`_Lazy` stubs. Idempotent: two threads racing here set equal
+    members."""
+    hints = typing.get_type_hints(dc)
+    fields = [(f, _base_type(hints[f.name])) for f in dataclasses.fields(dc)]
+    names: dict[str, str] = dc.WIRE_NAMES
+    members = _gen_dunders(dc, fields)
+    members["to_ext_fields"] = _gen_writer(dc, fields, names, "to_ext_fields")
+    v2_names: dict[str, str] | None = vars(dc).get("WIRE_NAMES_V2")
+    if v2_names is not None:
+        members["from_ext_fields_v2"] = _gen_reader(dc, fields, v2_names)
+        members["to_ext_fields_v2"] = _gen_writer(dc, fields, v2_names, "to_ext_fields_v2")
+    members["from_ext_fields"] = _gen_reader(dc, fields, names)
+    for name, value in members.items():
+        setattr(dc, name, value)
+
+
+class _Lazy:
+    """Stands for one generated member of a header class until its first use: reading it
+    (``Cls(...)``, ``Cls.from_ext_fields``, ``header.to_ext_fields``, ``repr``, ``==``)
+    generates all of the class's members, which replace the stubs, so later calls cost
+    nothing extra. ``__func__`` answers as a classmethod's would (the generated reader), for
+    code that inspects ``vars(Cls)``."""
+
+    __slots__ = ("cls", "name")
+
+    def __init__(self, cls: type[Header], name: str) -> None:
+        self.cls = cls
+        self.name = name
+
+    def _real(self) -> Any:
+        if vars(self.cls).get(self.name) is self:
+            _generate_members(self.cls)
+        return vars(self.cls)[self.name]
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        return self._real().__get__(obj, owner)
+
+    @property
+    def __func__(self) -> Any:
+        return self._real().__func__
+
+
+class _LazyDoc:
+    """The docstring ``dataclass()`` gives an undocumented class (``Name(*, field: type, ...)``),
+    made when read: it asks ``inspect`` for the signature of the generated ``__init__``."""
+
+    def __get__(self, obj: object, owner: type | None = None) -> str:
+        import inspect
+
+        cls = owner if owner is not None else type(obj)
+        return cls.__name__ + str(inspect.signature(cls)).replace(" -> None", "")
 
 
 def header_classes() -> list[type[Header]]:
