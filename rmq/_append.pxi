@@ -8,9 +8,15 @@
 # the queue-offset table, the topic cache (legal topic names as their UTF-8 bytes) and the
 # store host, advances the last file's write position, and after each append does the
 # bookkeeping once: the put totals, the warm-ahead kick when the writer is within half a chunk
-# of the warmed end, and the hooks the store registered (the dispatch wakeup on an ASYNC_FLUSH
-# store, the HA service's notify_append on a master). The store registers plain callables, so
-# this module imports nothing from the broker.
+# of the warmed end, the dispatch wakeup (``waker``, an ASYNC_FLUSH store's, called only while
+# ``wake_pending`` is clear: once per loop turn, not once per put) and the hooks the store
+# registered (the HA service's notify_append on a master). The store registers plain callables,
+# so this module imports nothing from the broker.
+#
+# The per-put state is C fields, set where it changes: a mapped file's positions are the
+# fields of MappedFileState (the Python MappedFile subclasses it), and the store's config and
+# its CommitLog clean and flush services are taken once when the store binds itself
+# (``store = ...``), so ``put_plain`` reads no Python attribute of the file or the store object.
 # ---------------------------------------------------------------------------------------------
 
 from cpython.object cimport PyObject
@@ -29,12 +35,29 @@ cdef extern from "time.h" nogil:
 cdef extern from "Python.h":
     PyObject* PyDict_GetItem(object d, object key)
     int PyDict_SetItem(object d, object key, object value) except -1
+    int PyObject_GetBuffer(object obj, Py_buffer* view, int flags) except -1
+    void PyBuffer_Release(Py_buffer* view)
 
 
 cdef inline int64_t _now_ms() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_REALTIME, &ts)
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef class MappedFileState:
+
+    """A mapped file's positions as C fields (Java MappedFile's wrotePosition, flushedPosition,
+    fileFromOffset, fileSize): ``rmq.store.mapped_file.MappedFile`` subclasses it, and the
+    appender reads and moves them as C values.
+
+    Attributes:
+        file_from_offset, file_size: where the file starts in the log and its size (0, 0).
+        wrote_position, flushed_position: where the next append goes / what is durable (0, 0).
+        warmed_to: pages below this were pre-faulted for writing (0).
+        allocated: the file's blocks are allocated (False): writes into it cannot fault.
+        mm: the file's mapping (None before it is mapped).
+    """
 
 
 cdef class Appender:
@@ -54,7 +77,13 @@ cdef class Appender:
         mfq: the CommitLog's MappedFileQueue (its last file is the one written); None: none.
         store: the MessageStore whose state ``put_plain`` checks (running, ASYNC_MASTER,
             ASYNC_FLUSH, not full, no flush error); None (default): ``put_plain`` declines.
+            Its ``config``, ``clean_commit_log`` and ``flush_commit_log`` are taken when it is
+            set (the store sets it again after replacing one of them).
         warm: the warm-ahead service (``idle``, ``kick()``) or None (default).
+        waker: the dispatch wakeup, called after an append of messages while ``wake_pending``
+            is clear (None, the default: none).
+        wake_pending: a wakeup is scheduled (the waker sets it, the dispatch clears it when it
+            runs; default False): further appends before that do not call the waker.
         hooks: callables run after every append of messages (default none).
         put_total, put_bytes: messages and bytes appended (Java putMessageTimesTotal /
             putMessageSizeTotal).
@@ -71,25 +100,40 @@ cdef class Appender:
         self.mfq = None
         self.store = None
         self.warm = None
+        self.waker = None
+        self.wake_pending = False
         self.hooks = ()
         self.put_total = 0
         self.put_bytes = 0
 
-    cdef int _after(self, int64_t n, int64_t nbytes, object mf, int64_t end) except -1:
+    @property
+    def store(self):
+        return self._bound
+
+    @store.setter
+    def store(self, store):
+        self._bound = store
+        self._scfg = None if store is None else store.config
+        self._clean = None if store is None else store.clean_commit_log
+        self._flush = None if store is None else store.flush_commit_log
+
+    cdef int _after(self, int64_t n, int64_t nbytes, MappedFileState mf, int64_t end) except -1:
         """The bookkeeping after ``n`` records of ``nbytes`` ending at ``end`` in ``mf``."""
-        cdef int64_t wt
+        cdef int64_t wt = mf.warmed_to
         self.put_total += n
         self.put_bytes += nbytes
-        warm = self.warm
-        if warm is not None and warm.idle:
-            wt = mf.warmed_to
-            if wt < mf.file_size and wt - end <= self.warm_half:
+        # the warm-ahead service is asked only near the warmed end (its ``idle`` is a Python read)
+        if wt < mf.file_size and wt - end <= self.warm_half:
+            warm = self.warm
+            if warm is not None and warm.idle:
                 warm.kick()
+        if not self.wake_pending and self.waker is not None:
+            self.waker()
         for hook in self.hooks:
             hook()
         return 0
 
-    def write(self, mf, str topic, body, bytes topic_b not None, props, int32_t queue_id, int32_t flag,
+    def write(self, MappedFileState mf not None, str topic, body, bytes topic_b not None, props, int32_t queue_id, int32_t flag,
               int64_t queue_offset, bint advance, int32_t sys_flag, int64_t born_timestamp,
               bytes born_host not None, int32_t reconsume_times, int64_t prepared_transaction_offset):
         """Write one record at the end of ``mf`` (room checked by the caller); ``advance``
@@ -112,7 +156,7 @@ cdef class Appender:
         h.queue_id = queue_id
         h.flag = flag
         h.queue_offset = queue_offset
-        h.phy_offset = <int64_t>mf.file_from_offset + pos
+        h.phy_offset = mf.file_from_offset + pos
         h.sys_flag = sys_flag
         h.born_timestamp = born_timestamp
         h.born_host = born_host
@@ -128,14 +172,14 @@ cdef class Appender:
         self._after(1, size, mf, pos + size)
         return h.phy_offset, size, h.store_timestamp
 
-    def write_batch(self, mf, str topic, batch, list items, bytes topic_b not None, outer_props,
+    def write_batch(self, MappedFileState mf not None, str topic, batch, list items, bytes topic_b not None, outer_props,
                     int32_t queue_id, int32_t sys_flag, int64_t born_timestamp, bytes born_host not None,
                     int32_t reconsume_times, int64_t first_queue_offset):
         """Write the records of a batch (``items`` from split_batch) at the end of ``mf`` and
         move the queue's offset on by their number. Returns ``(physical offset, total size,
         store timestamp)``."""
         cdef int64_t pos = mf.wrote_position
-        cdef int64_t phy = <int64_t>mf.file_from_offset + pos
+        cdef int64_t phy = mf.file_from_offset + pos
         cdef int64_t now = _now_ms()
         cdef Py_ssize_t total
         total = encode_batch(mf.mm, pos, batch, items, topic_b, outer_props, queue_id, sys_flag,
@@ -146,7 +190,7 @@ cdef class Appender:
         self._after(len(items), total, mf, pos + total)
         return phy, total, now
 
-    def write_data(self, mf, data):
+    def write_data(self, MappedFileState mf not None, data):
         """A slave's replicated bytes at the end of ``mf`` (room checked by the caller): no
         put totals and no hooks (the HA client wakes dispatch once per read)."""
         cdef int64_t pos = mf.wrote_position
@@ -166,16 +210,16 @@ cdef class Appender:
         and nothing changed: a store not running or not an ASYNC_MASTER + ASYNC_FLUSH, full,
         after a flush error; a topic not in the cache; a queue without an offset yet (the
         store admits new queues); a record over the size limits; a roll to the next file."""
-        cdef object store = self.store, scfg, files, mf, key, qo
+        cdef object store = self._bound, scfg = self._scfg, files, key
+        cdef MappedFileState mf
         cdef PyObject* p
         cdef int64_t max_size, size, pos, queue_offset
         cdef Py_ssize_t tlen
-        cdef RecordBuf d
+        cdef Py_buffer view
         if store is None or self.mfq is None:
             return 0
-        scfg = store.config
         if not store.running or scfg.broker_role != "ASYNC_MASTER" or scfg.flush_disk_type != "ASYNC_FLUSH" \
-                or store.clean_commit_log.disk_full or store.flush_commit_log.last_error is not None:
+                or self._clean.disk_full or self._flush.last_error is not None:
             return 0
         p = PyDict_GetItem(self.topic_cache, topic)       # cached: checked legal, <= 127 bytes
         if p == NULL:
@@ -187,30 +231,32 @@ cdef class Appender:
         if plen > MAX_PROPERTIES_LEN or blen > max_size or size > max_size:
             return 0
         key = (topic, queue_id)
-        qo = self.topic_queue_table.get(key)
-        if qo is None:
+        p = PyDict_GetItem(self.topic_queue_table, key)
+        if p == NULL:
             return 0
-        queue_offset = qo
+        queue_offset = <object>p
         files = self.mfq.files
         if not files:
             return 0
-        mf = files[-1]
+        mf = <MappedFileState?>files[-1]
         pos = mf.wrote_position
         if pos + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size or not mf.allocated:
             return 0
-        d = record_buf(mf.mm, True)
-        if pos + size > d.size:
+        PyObject_GetBuffer(mf.mm, &view, PyBUF_WRITABLE)
+        if pos + size > view.len:
+            PyBuffer_Release(&view)
             return 0
         # -- from here on the message is stored ------------------------------------------------
         h.body_crc = _crc(body, blen)
         h.queue_id = queue_id
         h.queue_offset = queue_offset
-        h.phy_offset = <int64_t>mf.file_from_offset + pos
+        h.phy_offset = mf.file_from_offset + pos
         h.store_timestamp = _now_ms()
         h.store_host = PyBytes_AS_STRING(self.store_host_bytes)
         h.prepared_transaction_offset = 0
-        _write_record(d.wptr + pos, h, body, blen, PyBytes_AS_STRING(topic_b), tlen, pp, plen, NULL, 0, False)
-        d = None
+        _write_record(<uint8_t*>view.buf + pos, h, body, blen, PyBytes_AS_STRING(topic_b), tlen, pp, plen, NULL, 0,
+                      False)
+        PyBuffer_Release(&view)
         mf.wrote_position = pos + size
         PyDict_SetItem(self.topic_queue_table, key, queue_offset + 1)
         out[0] = h.phy_offset

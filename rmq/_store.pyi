@@ -120,6 +120,17 @@ def get_message_scan(
     copy_limit: int = 0,
 ) -> tuple[int, int, int, int, int, list[tuple[int, int, int]] | bytes]: ...
 
+class MappedFileState:
+    """A mapped file's positions as C fields (rmq/_append.pxi): MappedFile's base."""
+
+    file_from_offset: int
+    file_size: int
+    wrote_position: int
+    flushed_position: int
+    warmed_to: int
+    allocated: bool
+    mm: Any
+
 class Appender:
     """The CommitLog's one writer (rmq/_append.pxi): queue offsets, topic cache, write
     position and the after-append bookkeeping (put totals, warm-ahead, hooks)."""
@@ -133,6 +144,8 @@ class Appender:
     mfq: Any
     store: Any
     warm: Any
+    waker: Callable[[], object] | None
+    wake_pending: bool
     hooks: tuple[Callable[[], object], ...]
     put_total: int
     put_bytes: int

@@ -194,11 +194,13 @@ class MessageStore:
         dispatch wakeup (ASYNC_FLUSH; the group commit wakes it under SYNC_FLUSH) and the HA
         service's notify_append on a master."""
         a = self._appender
-        a.store = self
+        a.store = self  # (the appender takes config, clean_commit_log and flush_commit_log now)
         a.warm = self.warm
+        # the dispatch wakeup: called by the appender while ``wake_pending`` is clear, which
+        # the reput service sets when it schedules its run and clears when the run starts
+        a.waker = self.reput.wakeup if self.config.flush_disk_type != "SYNC_FLUSH" else None
+        a.wake_pending = False
         hooks: list[Callable[[], object]] = []
-        if self.config.flush_disk_type != "SYNC_FLUSH":
-            hooks.append(self.reput.wakeup)
         if self.ha is not None:
             hooks.append(self.ha.notify_append)
         a.hooks = tuple(hooks)
