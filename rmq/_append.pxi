@@ -14,9 +14,11 @@
 # so this module imports nothing from the broker.
 #
 # The per-put state is C fields, set where it changes: a mapped file's positions are the
-# fields of MappedFileState (the Python MappedFile subclasses it), and the store's config and
-# its CommitLog clean and flush services are taken once when the store binds itself
-# (``store = ...``), so ``put_plain`` reads no Python attribute of the file or the store object.
+# fields of MappedFileState (the Python MappedFile subclasses it), whether the store refuses
+# writes is the flag ``refusing`` (the store sets it where its running state, the disk-full
+# state or the last flush error changes), and the store's config is taken once when the store
+# binds itself (``store = ...``), so ``put_plain`` reads no Python attribute of the file or the
+# store object.
 # ---------------------------------------------------------------------------------------------
 
 from cpython.object cimport PyObject
@@ -77,8 +79,10 @@ cdef class Appender:
         mfq: the CommitLog's MappedFileQueue (its last file is the one written); None: none.
         store: the MessageStore whose state ``put_plain`` checks (running, ASYNC_MASTER,
             ASYNC_FLUSH, not full, no flush error); None (default): ``put_plain`` declines.
-            Its ``config``, ``clean_commit_log`` and ``flush_commit_log`` are taken when it is
-            set (the store sets it again after replacing one of them).
+            Its ``config`` is taken when it is set.
+        refusing: the store refuses writes (not running, disk full, after a flush error; the
+            store sets it where one of those changes, ``MessageStore.refresh_refusal``):
+            ``put_plain`` declines (default False).
         warm: the warm-ahead service (``idle``, ``kick()``) or None (default).
         waker: the dispatch wakeup, called after an append of messages while ``wake_pending``
             is clear (None, the default: none).
@@ -102,6 +106,7 @@ cdef class Appender:
         self.warm = None
         self.waker = None
         self.wake_pending = False
+        self.refusing = False
         self.hooks = ()
         self.put_total = 0
         self.put_bytes = 0
@@ -114,8 +119,6 @@ cdef class Appender:
     def store(self, store):
         self._bound = store
         self._scfg = None if store is None else store.config
-        self._clean = None if store is None else store.clean_commit_log
-        self._flush = None if store is None else store.flush_commit_log
 
     cdef int _after(self, int64_t n, int64_t nbytes, MappedFileState mf, int64_t end) except -1:
         """The bookkeeping after ``n`` records of ``nbytes`` ending at ``end`` in ``mf``."""
@@ -216,10 +219,9 @@ cdef class Appender:
         cdef int64_t max_size, size, pos, queue_offset
         cdef Py_ssize_t tlen
         cdef Py_buffer view
-        if store is None or self.mfq is None:
+        if store is None or self.mfq is None or self.refusing:
             return 0
-        if not store.running or scfg.broker_role != "ASYNC_MASTER" or scfg.flush_disk_type != "ASYNC_FLUSH" \
-                or self._clean.disk_full or self._flush.last_error is not None:
+        if scfg.broker_role != "ASYNC_MASTER" or scfg.flush_disk_type != "ASYNC_FLUSH":
             return 0
         p = PyDict_GetItem(self.topic_cache, topic)       # cached: checked legal, <= 127 bytes
         if p == NULL:

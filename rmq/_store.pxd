@@ -102,10 +102,10 @@ cdef class Appender:
     cdef readonly bytes store_host_bytes
     cdef readonly str id_prefix
     cdef public object mfq, warm
-    cdef object _bound, _scfg, _clean, _flush
+    cdef object _bound, _scfg
     cdef public tuple hooks
     cdef public object waker
-    cdef public bint wake_pending
+    cdef public bint wake_pending, refusing
     cdef public int64_t put_total, put_bytes
     cdef int64_t warm_half
 

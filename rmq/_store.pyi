@@ -146,6 +146,7 @@ class Appender:
     warm: Any
     waker: Callable[[], object] | None
     wake_pending: bool
+    refusing: bool
     hooks: tuple[Callable[[], object], ...]
     put_total: int
     put_bytes: int

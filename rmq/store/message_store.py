@@ -132,7 +132,7 @@ class MessageStore:
         self.config = config
         self.store_host = store_host
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
-        self.running = False
+        self._running = False
         self.shutdown_flag = False
         self.recovery_report: dict[str, Any] = {}
         self.rl_log = RateLimitedLog(log)  # warnings a client can repeat: one line per key per 10 s
@@ -149,6 +149,7 @@ class MessageStore:
         # The CommitLog's writer, kept across restarts of this object (each new CommitLog
         # starts it empty): the broker's SEND path holds it (``appender``).
         self._appender = _store.Appender(host_bytes(store_host, resolve=True), WARM_CHUNK)
+        self.refresh_refusal()
         self.commit_log = self._new_commit_log()
         self._pending_queues: set[tuple[str, int]] = set()
         self._tasks = BackgroundTasks("message store", log)
@@ -189,12 +190,32 @@ class MessageStore:
         ``count=False`` and counts here only the pulls it answers itself."""
         return self._stats
 
+    @property
+    def running(self) -> bool:
+        """Started and not shut down (the appender's ``refusing`` follows it)."""
+        return self._running
+
+    @running.setter
+    def running(self, value: bool) -> None:
+        self._running = value
+        self.refresh_refusal()
+
+    def refresh_refusal(self) -> None:
+        """Set the appender's C flag ``refusing`` (its ``put_plain`` declines while it is set)
+        from what refuses writes: not running, a full disk, the last flush error. Called where
+        one of them changes (``running``, ``CleanCommitLogService.disk_full``,
+        ``CommitLogFlushService.last_error``) and when the appender is bound."""
+        self._appender.refusing = (
+            not self._running or self.clean_commit_log.disk_full or self.flush_commit_log.last_error is not None
+        )
+
     def _bind_appender(self) -> None:
         """The after-append bookkeeping the appender runs once per append: warm-ahead, the
         dispatch wakeup (ASYNC_FLUSH; the group commit wakes it under SYNC_FLUSH) and the HA
         service's notify_append on a master."""
         a = self._appender
-        a.store = self  # (the appender takes config, clean_commit_log and flush_commit_log now)
+        a.store = self  # (the appender takes the config now)
+        self.refresh_refusal()  # (the flush service may be a new one)
         a.warm = self.warm
         # the dispatch wakeup: called by the appender while ``wake_pending`` is clear, which
         # the reput service sets when it schedules its run and clears when the run starts
