@@ -120,17 +120,6 @@ def get_message_scan(
     copy_limit: int = 0,
 ) -> tuple[int, int, int, int, int, list[tuple[int, int, int]] | bytes]: ...
 
-class MappedFileState:
-    """A mapped file's positions as C fields (rmq/_append.pxi): MappedFile's base."""
-
-    file_from_offset: int
-    file_size: int
-    wrote_position: int
-    flushed_position: int
-    warmed_to: int
-    allocated: bool
-    mm: Any
-
 class Appender:
     """The CommitLog's one writer (rmq/_append.pxi): queue offsets, topic cache, write
     position and the after-append bookkeeping (put totals, warm-ahead, hooks)."""
@@ -146,7 +135,10 @@ class Appender:
     warm: Any
     waker: Callable[[], object] | None
     wake_pending: bool
+    notifier: Callable[[], object] | None
+    notify_armed: bool
     refusing: bool
+    def bind_file_type(self, cls: type) -> None: ...
     hooks: tuple[Callable[[], object], ...]
     put_total: int
     put_bytes: int

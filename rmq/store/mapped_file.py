@@ -14,7 +14,6 @@ import os
 import time
 from collections.abc import Callable
 
-from rmq import _store
 from rmq.errors import StoreError
 from rmq.store.resources import MAPPINGS, free_bytes, fsync_dir
 
@@ -51,7 +50,7 @@ def _unlink_quietly(path: str) -> None:
         pass
 
 
-class MappedFile(_store.MappedFileState):
+class MappedFile:
     """One file of ``file_size`` bytes starting at logical offset ``file_from_offset``.
 
     ``wrote_position`` is where the next append goes, ``flushed_position`` what fdatasync has
@@ -69,14 +68,19 @@ class MappedFile(_store.MappedFileState):
     duplicate); ``flush`` opens the file for the duration of one fdatasync.
     """
 
-    # file_from_offset, file_size, mm, wrote_position, flushed_position, warmed_to and
-    # allocated are the C fields of the base (the appender moves them without Python calls)
     __slots__ = (
         "path",
         "file_name",
+        "file_from_offset",
+        "file_size",
+        "mm",
+        "wrote_position",
+        "flushed_position",
         "_holds",
         "available",
         "destroyed",
+        "warmed_to",
+        "allocated",
         "__weakref__",
     )
 
