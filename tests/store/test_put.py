@@ -458,3 +458,33 @@ async def test_flush_callbacks_time_out_fail_and_are_bounded(make_store, monkeyp
     # the caller that was told no waits the ordinary way; the flush works again
     store.flush_commit_log.wakeup()
     assert (await store.wait_flush(r2)).is_ok
+
+
+async def test_the_ha_service_is_told_of_appends_only_while_a_writer_waits(make_store):
+    """The appender calls the master's ``HAService.notify_append`` only while ``notify_armed``
+    is set (a replication writer waits for data, rmq/_append.pxi), and that waiter is told."""
+    store = await make_store()
+    ha = store.ha
+    assert ha is not None
+    appender = store.appender
+    notify = appender.notifier
+    assert notify is not None
+    calls = []
+
+    def counted() -> None:
+        calls.append(appender.notify_armed)
+        notify()
+
+    appender.notifier = counted
+    await store.put_message(MessageInner("N", 0, b"a"))  # (armed at bind: one call clears it)
+    await store.put_message(MessageInner("N", 0, b"b"))
+    before = len(calls)
+    assert before <= 1 and not appender.notify_armed
+    await store.put_message(MessageInner("N", 0, b"c"))
+    assert len(calls) == before  # nobody waits: no call
+    waiter = asyncio.ensure_future(ha.wait_for_data(60))
+    await wait_until(lambda: appender.notify_armed, 20, what="a writer waiting")
+    await store.put_message(MessageInner("N", 0, b"d"))
+    assert calls[before:] == [True]
+    await asyncio.wait_for(waiter, 20)  # told at once, not after its 60 s
+    assert not appender.notify_armed
