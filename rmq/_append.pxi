@@ -8,9 +8,19 @@
 # the queue-offset table, the topic cache (legal topic names as their UTF-8 bytes) and the
 # store host, advances the last file's write position, and after each append does the
 # bookkeeping once: the put totals, the warm-ahead kick when the writer is within half a chunk
-# of the warmed end, and the hooks the store registered (the dispatch wakeup on an ASYNC_FLUSH
-# store, the HA service's notify_append on a master). The store registers plain callables, so
+# of the warmed end, the dispatch wakeup (``waker``, an ASYNC_FLUSH store's, called only while
+# ``wake_pending`` is clear: once per loop turn, not once per put), the HA service's
+# notify_append on a master (``notifier``, called only while ``notify_armed`` is set: a writer
+# waits for data) and the hooks the store registered. The store registers plain callables, so
 # this module imports nothing from the broker.
+#
+# The per-put state is read without Python attribute calls: a mapped file's positions are read
+# and moved in MappedFile's slots at their offsets (``bind_file_type``: Python code keeps its
+# specialised slot reads, which a C-level property would lose), whether the store refuses
+# writes is the flag ``refusing`` (the store sets it where its running state, the disk-full
+# state or the last flush error changes), and the store's config is taken once when the store
+# binds itself (``store = ...``), so ``put_plain`` reads no Python attribute of the file or the
+# store object.
 # ---------------------------------------------------------------------------------------------
 
 from cpython.object cimport PyObject
@@ -26,9 +36,74 @@ cdef extern from "time.h" nogil:
     int CLOCK_MONOTONIC
 
 
+cdef extern from *:
+    """
+    #include "structmember.h"
+    /* The offset of ``cls``'s writable object slot ``name`` (a member descriptor of
+       __slots__), or -1 with an error set. */
+    static Py_ssize_t rmq_slot_offset(PyObject *cls, const char *name)
+    {
+        Py_ssize_t off = -1;
+        PyObject *d = PyObject_GetAttrString(cls, name);
+        if (d == NULL)
+            return -1;
+        if (Py_TYPE(d) == &PyMemberDescr_Type) {
+            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+            if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
+                off = m->offset;
+        }
+        Py_DECREF(d);
+        if (off < 0)
+            PyErr_Format(PyExc_TypeError, "%s is not a writable slot", name);
+        return off;
+    }
+    /* The slot at ``off`` of ``o`` (borrowed; NULL: not set). */
+    static inline PyObject *rmq_slot(PyObject *o, Py_ssize_t off)
+    {
+        return *(PyObject **)((char *)o + off);
+    }
+    /* 1 with the slot's exact int in ``out``, 0 when it is not one (unset, another type,
+       outside int64). */
+    static inline int rmq_slot_i64(PyObject *o, Py_ssize_t off, int64_t *out)
+    {
+        PyObject *v = *(PyObject **)((char *)o + off);
+        int overflow = 0;
+        long long x;
+        if (v == NULL || !PyLong_CheckExact(v))
+            return 0;
+        x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        *out = (int64_t)x;
+        return 1;
+    }
+    /* Set the slot at ``off`` of ``o`` to the int ``v``: 0, or -1 with an error set. */
+    static inline int rmq_slot_set_i64(PyObject *o, Py_ssize_t off, int64_t v)
+    {
+        PyObject *n = PyLong_FromLongLong(v), *old;
+        PyObject **p = (PyObject **)((char *)o + off);
+        if (n == NULL)
+            return -1;
+        old = *p;
+        *p = n;
+        Py_XDECREF(old);
+        return 0;
+    }
+    """
+    Py_ssize_t rmq_slot_offset(object cls, const char* name) except -1
+    PyObject* rmq_slot(object o, Py_ssize_t off)
+    int rmq_slot_i64(object o, Py_ssize_t off, int64_t* out)
+    int rmq_slot_set_i64(object o, Py_ssize_t off, int64_t v) except -1
+
+
 cdef extern from "Python.h":
+    PyObject* Py_True
     PyObject* PyDict_GetItem(object d, object key)
     int PyDict_SetItem(object d, object key, object value) except -1
+    int PyObject_GetBuffer(object obj, Py_buffer* view, int flags) except -1
+    void PyBuffer_Release(Py_buffer* view)
 
 
 cdef inline int64_t _now_ms() noexcept nogil:
@@ -54,7 +129,19 @@ cdef class Appender:
         mfq: the CommitLog's MappedFileQueue (its last file is the one written); None: none.
         store: the MessageStore whose state ``put_plain`` checks (running, ASYNC_MASTER,
             ASYNC_FLUSH, not full, no flush error); None (default): ``put_plain`` declines.
+            Its ``config`` is taken when it is set.
+        refusing: the store refuses writes (not running, disk full, after a flush error; the
+            store sets it where one of those changes, ``MessageStore.refresh_refusal``):
+            ``put_plain`` declines (default False).
         warm: the warm-ahead service (``idle``, ``kick()``) or None (default).
+        waker: the dispatch wakeup, called after an append of messages while ``wake_pending``
+            is clear (None, the default: none).
+        wake_pending: a wakeup is scheduled (the waker sets it, the dispatch clears it when it
+            runs; default False): further appends before that do not call the waker.
+        notifier: called after an append of messages while ``notify_armed`` is set (None, the
+            default: none; a master's ``HAService.notify_append``).
+        notify_armed: someone waits for the next append (the HA service sets it when a writer
+            starts waiting and clears it when it is told; default False).
         hooks: callables run after every append of messages (default none).
         put_total, put_bytes: messages and bytes appended (Java putMessageTimesTotal /
             putMessageSizeTotal).
@@ -71,20 +158,51 @@ cdef class Appender:
         self.mfq = None
         self.store = None
         self.warm = None
+        self.waker = None
+        self.wake_pending = False
+        self.notifier = None
+        self.notify_armed = False
+        self.refusing = False
         self.hooks = ()
         self.put_total = 0
         self.put_bytes = 0
 
-    cdef int _after(self, int64_t n, int64_t nbytes, object mf, int64_t end) except -1:
-        """The bookkeeping after ``n`` records of ``nbytes`` ending at ``end`` in ``mf``."""
-        cdef int64_t wt
+    def bind_file_type(self, cls):
+        """``put_plain`` writes only into files of exactly this class (the store's
+        ``MappedFile``), whose ``__slots__`` ``file_from_offset``, ``file_size``,
+        ``wrote_position``, ``warmed_to``, ``allocated`` and ``mm`` it reads (and moves
+        ``wrote_position``) at their offsets; TypeError when one is not such a slot."""
+        self._o_from = rmq_slot_offset(cls, "file_from_offset")
+        self._o_size = rmq_slot_offset(cls, "file_size")
+        self._o_wrote = rmq_slot_offset(cls, "wrote_position")
+        self._o_warmed = rmq_slot_offset(cls, "warmed_to")
+        self._o_alloc = rmq_slot_offset(cls, "allocated")
+        self._o_mm = rmq_slot_offset(cls, "mm")
+        self._mf_type = cls
+
+    @property
+    def store(self):
+        return self._bound
+
+    @store.setter
+    def store(self, store):
+        self._bound = store
+        self._scfg = None if store is None else store.config
+
+    cdef int _after(self, int64_t n, int64_t nbytes, int64_t wt, int64_t file_size, int64_t end) except -1:
+        """The bookkeeping after ``n`` records of ``nbytes`` ending at ``end`` in a file of
+        ``file_size`` bytes warmed up to ``wt``."""
         self.put_total += n
         self.put_bytes += nbytes
-        warm = self.warm
-        if warm is not None and warm.idle:
-            wt = mf.warmed_to
-            if wt < mf.file_size and wt - end <= self.warm_half:
+        # the warm-ahead service is asked only near the warmed end (its ``idle`` is a Python read)
+        if wt < file_size and wt - end <= self.warm_half:
+            warm = self.warm
+            if warm is not None and warm.idle:
                 warm.kick()
+        if not self.wake_pending and self.waker is not None:
+            self.waker()
+        if self.notify_armed and self.notifier is not None:
+            self.notifier()
         for hook in self.hooks:
             hook()
         return 0
@@ -125,7 +243,7 @@ cdef class Appender:
         mf.wrote_position = pos + size
         if advance:
             self.topic_queue_table[(topic, queue_id)] = queue_offset + 1
-        self._after(1, size, mf, pos + size)
+        self._after(1, size, mf.warmed_to, mf.file_size, pos + size)
         return h.phy_offset, size, h.store_timestamp
 
     def write_batch(self, mf, str topic, batch, list items, bytes topic_b not None, outer_props,
@@ -143,7 +261,7 @@ cdef class Appender:
                              first_queue_offset, phy)
         mf.wrote_position = pos + total
         self.topic_queue_table[(topic, queue_id)] = first_queue_offset + len(items)
-        self._after(len(items), total, mf, pos + total)
+        self._after(len(items), total, mf.warmed_to, mf.file_size, pos + total)
         return phy, total, now
 
     def write_data(self, mf, data):
@@ -166,16 +284,14 @@ cdef class Appender:
         and nothing changed: a store not running or not an ASYNC_MASTER + ASYNC_FLUSH, full,
         after a flush error; a topic not in the cache; a queue without an offset yet (the
         store admits new queues); a record over the size limits; a roll to the next file."""
-        cdef object store = self.store, scfg, files, mf, key, qo
+        cdef object store = self._bound, scfg = self._scfg, files, key, mf
         cdef PyObject* p
-        cdef int64_t max_size, size, pos, queue_offset
+        cdef int64_t max_size, size, pos, queue_offset, file_size, file_from, warmed
         cdef Py_ssize_t tlen
-        cdef RecordBuf d
-        if store is None or self.mfq is None:
+        cdef Py_buffer view
+        if store is None or self.mfq is None or self.refusing:
             return 0
-        scfg = store.config
-        if not store.running or scfg.broker_role != "ASYNC_MASTER" or scfg.flush_disk_type != "ASYNC_FLUSH" \
-                or store.clean_commit_log.disk_full or store.flush_commit_log.last_error is not None:
+        if scfg.broker_role != "ASYNC_MASTER" or scfg.flush_disk_type != "ASYNC_FLUSH":
             return 0
         p = PyDict_GetItem(self.topic_cache, topic)       # cached: checked legal, <= 127 bytes
         if p == NULL:
@@ -187,35 +303,43 @@ cdef class Appender:
         if plen > MAX_PROPERTIES_LEN or blen > max_size or size > max_size:
             return 0
         key = (topic, queue_id)
-        qo = self.topic_queue_table.get(key)
-        if qo is None:
+        p = PyDict_GetItem(self.topic_queue_table, key)
+        if p == NULL:
             return 0
-        queue_offset = qo
+        queue_offset = <object>p
         files = self.mfq.files
         if not files:
             return 0
         mf = files[-1]
-        pos = mf.wrote_position
-        if pos + size + END_FILE_MIN_BLANK_LENGTH > mf.file_size or not mf.allocated:
+        # MappedFile's slots at their offsets (bind_file_type): what is not a plain int there
+        # declines (the Python path then reads them as attributes)
+        if type(mf) is not self._mf_type or rmq_slot(mf, self._o_alloc) != Py_True \
+                or not rmq_slot_i64(mf, self._o_wrote, &pos) or not rmq_slot_i64(mf, self._o_size, &file_size) \
+                or not rmq_slot_i64(mf, self._o_from, &file_from) or not rmq_slot_i64(mf, self._o_warmed, &warmed) \
+                or rmq_slot(mf, self._o_mm) == NULL:
             return 0
-        d = record_buf(mf.mm, True)
-        if pos + size > d.size:
+        if pos + size + END_FILE_MIN_BLANK_LENGTH > file_size:
+            return 0
+        PyObject_GetBuffer(<object>rmq_slot(mf, self._o_mm), &view, PyBUF_WRITABLE)
+        if pos + size > view.len:
+            PyBuffer_Release(&view)
             return 0
         # -- from here on the message is stored ------------------------------------------------
         h.body_crc = _crc(body, blen)
         h.queue_id = queue_id
         h.queue_offset = queue_offset
-        h.phy_offset = <int64_t>mf.file_from_offset + pos
+        h.phy_offset = file_from + pos
         h.store_timestamp = _now_ms()
         h.store_host = PyBytes_AS_STRING(self.store_host_bytes)
         h.prepared_transaction_offset = 0
-        _write_record(d.wptr + pos, h, body, blen, PyBytes_AS_STRING(topic_b), tlen, pp, plen, NULL, 0, False)
-        d = None
-        mf.wrote_position = pos + size
+        _write_record(<uint8_t*>view.buf + pos, h, body, blen, PyBytes_AS_STRING(topic_b), tlen, pp, plen, NULL, 0,
+                      False)
+        PyBuffer_Release(&view)
+        rmq_slot_set_i64(mf, self._o_wrote, pos + size)
         PyDict_SetItem(self.topic_queue_table, key, queue_offset + 1)
         out[0] = h.phy_offset
         out[1] = queue_offset
         out[2] = size
-        self._after(1, size, mf, pos + size)
+        self._after(1, size, warmed, file_size, pos + size)
         return 1
 

@@ -93,11 +93,16 @@ cdef class Appender:
     cdef public dict topic_queue_table, topic_cache
     cdef readonly bytes store_host_bytes
     cdef readonly str id_prefix
-    cdef public object mfq, store, warm
+    cdef public object mfq, warm
+    cdef object _bound, _scfg
+    cdef type _mf_type                           # MappedFile, whose slots put_plain reads
+    cdef Py_ssize_t _o_from, _o_size, _o_wrote, _o_warmed, _o_alloc, _o_mm
     cdef public tuple hooks
+    cdef public object waker, notifier
+    cdef public bint wake_pending, notify_armed, refusing
     cdef public int64_t put_total, put_bytes
     cdef int64_t warm_half
 
-    cdef int _after(self, int64_t n, int64_t nbytes, object mf, int64_t end) except -1
+    cdef int _after(self, int64_t n, int64_t nbytes, int64_t warmed_to, int64_t file_size, int64_t end) except -1
     cdef int put_plain(self, object topic, int32_t queue_id, RecordHead* h, const uint8_t* body,
                        Py_ssize_t blen, const uint8_t* pp, Py_ssize_t plen, int64_t* out) except -1

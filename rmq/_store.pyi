@@ -133,6 +133,12 @@ class Appender:
     mfq: Any
     store: Any
     warm: Any
+    waker: Callable[[], object] | None
+    wake_pending: bool
+    notifier: Callable[[], object] | None
+    notify_armed: bool
+    refusing: bool
+    def bind_file_type(self, cls: type) -> None: ...
     hooks: tuple[Callable[[], object], ...]
     put_total: int
     put_bytes: int

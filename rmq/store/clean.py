@@ -55,7 +55,7 @@ class CleanCommitLogService:
     def __init__(self, store: MessageStore, used_ratio: Callable[[str], float] | None = None):
         self.store = store
         self.used_ratio = used_ratio or disk_used_ratio
-        self.disk_full = False
+        self._disk_full = False
         self.disk_full_remark = ""
         self._space_needed = 0  # free bytes needed before a disk-full refusal ends
         self.manual_delete_runs = 0  # clean runs still to delete as if at deleteWhen
@@ -74,6 +74,17 @@ class CleanCommitLogService:
     def _path(self) -> str:
         path = self.store.commit_log.mfq.store_path
         return path if os.path.isdir(path) else self.store.config.store_path_root_dir
+
+    @property
+    def disk_full(self) -> bool:
+        """Writes are refused until the disk has room again (the appender's ``refusing``
+        follows it)."""
+        return self._disk_full
+
+    @disk_full.setter
+    def disk_full(self, value: bool) -> None:
+        self._disk_full = value
+        self.store.refresh_refusal()
 
     def set_disk_full(self, remark: str, needed: int = 0) -> None:
         if not self.disk_full:

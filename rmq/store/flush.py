@@ -64,7 +64,18 @@ class CommitLogFlushService(abc.ABC):
 
     def __init__(self, store: MessageStore):
         self.store = store
-        self.last_error: str | None = None
+        self._last_error: str | None = None
+
+    @property
+    def last_error(self) -> str | None:
+        """The last fdatasync's error, None after one that succeeded (while set the store
+        refuses writes; the appender's ``refusing`` follows it)."""
+        return self._last_error
+
+    @last_error.setter
+    def last_error(self, value: str | None) -> None:
+        self._last_error = value
+        self.store.refresh_refusal()
 
     def wakeup(self) -> None:
         """Ask for a flush soon (a put after a flush error)."""

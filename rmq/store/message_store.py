@@ -54,7 +54,7 @@ from rmq.store.flush import (
 from rmq.store.ha import HAClient, HAService
 from rmq.store.ha.epoch import EpochFile
 from rmq.store.index import IndexService, QueryOffsetResult
-from rmq.store.mapped_file import DiskSpaceError, MappingBudgetError
+from rmq.store.mapped_file import DiskSpaceError, MappedFile, MappingBudgetError
 from rmq.store.message import (
     GetMessageResult,
     GetMessageStatus,
@@ -132,7 +132,7 @@ class MessageStore:
         self.config = config
         self.store_host = store_host
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
-        self.running = False
+        self.running = False  # (a plain attribute, read per pull: every change calls refresh_refusal)
         self.shutdown_flag = False
         self.recovery_report: dict[str, Any] = {}
         self.rl_log = RateLimitedLog(log)  # warnings a client can repeat: one line per key per 10 s
@@ -149,6 +149,8 @@ class MessageStore:
         # The CommitLog's writer, kept across restarts of this object (each new CommitLog
         # starts it empty): the broker's SEND path holds it (``appender``).
         self._appender = _store.Appender(host_bytes(store_host, resolve=True), WARM_CHUNK)
+        self._appender.bind_file_type(MappedFile)
+        self.refresh_refusal()
         self.commit_log = self._new_commit_log()
         self._pending_queues: set[tuple[str, int]] = set()
         self._tasks = BackgroundTasks("message store", log)
@@ -189,19 +191,33 @@ class MessageStore:
         ``count=False`` and counts here only the pulls it answers itself."""
         return self._stats
 
+    def refresh_refusal(self) -> None:
+        """Set the appender's C flag ``refusing`` (its ``put_plain`` declines while it is set)
+        from what refuses writes: not running, a full disk, the last flush error. Called where
+        one of them changes (``running`` here, ``CleanCommitLogService.disk_full``,
+        ``CommitLogFlushService.last_error``) and when the appender is bound."""
+        self._appender.refusing = (
+            not self.running or self.clean_commit_log.disk_full or self.flush_commit_log.last_error is not None
+        )
+
     def _bind_appender(self) -> None:
         """The after-append bookkeeping the appender runs once per append: warm-ahead, the
         dispatch wakeup (ASYNC_FLUSH; the group commit wakes it under SYNC_FLUSH) and the HA
         service's notify_append on a master."""
         a = self._appender
-        a.store = self
+        a.store = self  # (the appender takes the config now)
+        self.refresh_refusal()  # (the flush service may be a new one)
         a.warm = self.warm
-        hooks: list[Callable[[], object]] = []
-        if self.config.flush_disk_type != "SYNC_FLUSH":
-            hooks.append(self.reput.wakeup)
-        if self.ha is not None:
-            hooks.append(self.ha.notify_append)
-        a.hooks = tuple(hooks)
+        # the dispatch wakeup: called by the appender while ``wake_pending`` is clear, which
+        # the reput service sets when it schedules its run and clears when the run starts
+        a.waker = self.reput.wakeup if self.config.flush_disk_type != "SYNC_FLUSH" else None
+        a.wake_pending = False
+        # the HA service's idle writers: told by the appender while one waits (``notify_armed``,
+        # set by the service when a writer starts waiting, cleared when it is told); armed here
+        # so that a writer already waiting is told at the next append
+        a.notifier = self.ha.notify_append if self.ha is not None else None
+        a.notify_armed = self.ha is not None
+        a.hooks = ()
 
     @property
     def disk_full(self) -> bool:
@@ -267,6 +283,7 @@ class MessageStore:
         self.clean_commit_log.check_disk()
         self.warm.start()
         self.running = True
+        self.refresh_refusal()
         self.shutdown_flag = False
         self._tasks.spawn(self.reput.run(), name="store-reput")
         self._tasks.spawn(self.flush_commit_log.run(), name="store-flush-commitlog")
@@ -388,6 +405,7 @@ class MessageStore:
         if not self.running:
             return
         self.running = False
+        self.refresh_refusal()
         self.shutdown_flag = True
         if self.ha_client is not None:
             await self.ha_client.stop()

@@ -75,15 +75,20 @@ class ReputMessageService:
             if loop is None:
                 loop = self._loop = asyncio.get_running_loop()
             self._soon = loop.call_soon(self._dispatch_soon)
+            # the appender calls this (its ``waker``) again only after the run below began:
+            # one Python call per loop turn, not per put
+            self.store.appender.wake_pending = True
 
     def stop(self) -> None:
         """Drop a scheduled run (shutdown)."""
         if self._soon is not None:
             self._soon.cancel()
             self._soon = None
+            self.store.appender.wake_pending = False
 
     def _dispatch_soon(self) -> None:
         self._soon = None
+        self.store.appender.wake_pending = False
         if not self.store.running:
             return
         if self.dispatch_error is not None:

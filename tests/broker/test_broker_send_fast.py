@@ -332,3 +332,44 @@ async def test_sync_master_and_sync_flush_sends_take_the_python_path(tmp_path, s
         fast = broker.send_processor.fast
         assert fast.taken == 0 and fast.declined == 5
         await peer.close()
+
+
+async def test_a_store_that_refuses_writes_declines_the_fast_send_until_it_clears(tmp_path):
+    """The appender takes the store's config and its clean and flush services when the store
+    binds it (rmq/_append.pxi): what they say later -- a flush error, a full disk, a change to
+    SLAVE -- is still seen by every SEND, which the Python path then refuses in its words."""
+    async with run_broker(tmp_path / "s") as broker:
+        peer = Peer(broker)
+        await peer.open()
+        store = broker.message_store
+        fast = broker.send_processor.fast
+        ext = {"a": "pg", "b": "Refuse", "c": "TBW102", "d": "4", "e": "0"}
+        opaque = iter(range(1, 1000))
+
+        async def send() -> int:
+            reply = await peer.call(frame(310, ext, b"r", 1, next(opaque)))
+            return struct.unpack(">h", reply[8:10])[0]  # binary header
+
+        assert await send() == ResponseCode.SUCCESS  # (the new queue: the Python path)
+        taken = fast.taken
+        assert await send() == ResponseCode.SUCCESS
+        assert fast.taken == taken + 1
+
+        def flush_error(on: bool) -> None:
+            store.flush_commit_log.last_error = "EIO (test)" if on else None
+
+        def disk_full(on: bool) -> None:
+            store.clean_commit_log.disk_full = on
+
+        def slave(on: bool) -> None:
+            store.config.broker_role = "SLAVE" if on else "ASYNC_MASTER"
+
+        for change in (flush_error, disk_full, slave):
+            change(True)
+            taken, declined = fast.taken, fast.declined
+            assert await send() != ResponseCode.SUCCESS, change.__name__
+            assert fast.taken == taken and fast.declined > declined, change.__name__
+            change(False)
+            assert await send() == ResponseCode.SUCCESS, change.__name__
+            assert fast.taken == taken + 1, change.__name__
+        await peer.close()

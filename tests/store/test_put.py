@@ -157,6 +157,37 @@ async def test_arrival_listener_is_called_promptly_after_dispatch(make_store):
     )
 
 
+async def test_appends_of_one_loop_turn_wake_dispatch_once(make_store):
+    """The appender calls the dispatch wakeup only while no run is pending (its C flag
+    ``wake_pending``, rmq/_append.pxi): the puts of one loop turn cost one call, and every one
+    of them is dispatched by the run of the next turn."""
+    store = await make_store()
+    appender = store.appender
+    calls = []
+    wakeup = appender.waker
+    assert wakeup is not None
+
+    def counted() -> None:
+        calls.append(appender.wake_pending)
+        wakeup()
+
+    appender.waker = counted
+    await store.put_message(MessageInner("W", 0, b"first"))  # the queue's first put
+    await wait_until(lambda: not appender.wake_pending, 20, what="the first dispatch run")
+    calls.clear()
+    arrived = []
+    store.add_arrival_listener(lambda t, q, nxt, tags: arrived.append(nxt))
+    # five puts as five tasks: they run in the same loop iteration, the dispatch in the next
+    results = await asyncio.gather(*(store.put_message(MessageInner("W", 0, b"x%d" % i)) for i in range(5)))
+    assert all(r.is_ok for r in results)
+    assert calls == [False]  # one wakeup for the five, asked while none was pending
+    await wait_until(lambda: arrived and arrived[-1] == 6, 20, what="dispatch of the five")
+    assert not appender.wake_pending
+    assert store.get_max_offset_in_queue("W", 0) == 6
+    await store.put_message(MessageInner("W", 0, b"later"))
+    assert calls == [False, False]  # the next turn's put wakes it again
+
+
 async def test_transaction_half_and_rollback_messages_are_not_dispatched(make_store):
     store = await make_store()
     prep = MessageSysFlag.TRANSACTION_PREPARED_TYPE
@@ -427,3 +458,33 @@ async def test_flush_callbacks_time_out_fail_and_are_bounded(make_store, monkeyp
     # the caller that was told no waits the ordinary way; the flush works again
     store.flush_commit_log.wakeup()
     assert (await store.wait_flush(r2)).is_ok
+
+
+async def test_the_ha_service_is_told_of_appends_only_while_a_writer_waits(make_store):
+    """The appender calls the master's ``HAService.notify_append`` only while ``notify_armed``
+    is set (a replication writer waits for data, rmq/_append.pxi), and that waiter is told."""
+    store = await make_store()
+    ha = store.ha
+    assert ha is not None
+    appender = store.appender
+    notify = appender.notifier
+    assert notify is not None
+    calls = []
+
+    def counted() -> None:
+        calls.append(appender.notify_armed)
+        notify()
+
+    appender.notifier = counted
+    await store.put_message(MessageInner("N", 0, b"a"))  # (armed at bind: one call clears it)
+    await store.put_message(MessageInner("N", 0, b"b"))
+    before = len(calls)
+    assert before <= 1 and not appender.notify_armed
+    await store.put_message(MessageInner("N", 0, b"c"))
+    assert len(calls) == before  # nobody waits: no call
+    waiter = asyncio.ensure_future(ha.wait_for_data(60))
+    await wait_until(lambda: appender.notify_armed, 20, what="a writer waiting")
+    await store.put_message(MessageInner("N", 0, b"d"))
+    assert calls[before:] == [True]
+    await asyncio.wait_for(waiter, 20)  # told at once, not after its 60 s
+    assert not appender.notify_armed

@@ -808,8 +808,11 @@ class HAService:
 
     # -- data and acks --------------------------------------------------------------------------
     def notify_append(self) -> None:
-        """New CommitLog data (called after each append): wake the idle writers."""
+        """New CommitLog data (called after an append while a writer waits, the appender's
+        ``notify_armed``): wake the idle writers."""
         fut = self._data
+        if self.store.ha is self:
+            self.store.appender.notify_armed = False  # until a writer waits again
         if fut is not None:
             self._data = None
             if not fut.done():
@@ -819,6 +822,7 @@ class HAService:
         fut = self._data
         if fut is None or fut.done():
             fut = self._data = asyncio.get_running_loop().create_future()
+            self.store.appender.notify_armed = True  # the next append calls notify_append
         try:
             async with asyncio.timeout(timeout):
                 await asyncio.shield(fut)
