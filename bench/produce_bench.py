@@ -516,6 +516,8 @@ def summarize(args, stats: ProduceStats, elapsed: float, cpu: c.CpuMeter) -> dic
         "send_failed": stats.send_failed,
         "response_failed": stats.response_failed,
         "broker_cpu_s": None if cpu.seconds is None else round(cpu.seconds, 3),
+        "broker_user_s": None if cpu.user_seconds is None else round(cpu.user_seconds, 3),
+        "broker_system_s": None if cpu.system_seconds is None else round(cpu.system_seconds, 3),
         "broker_cpu_s_per_1m": None
         if cpu.per_million(stats.messages_ok) is None
         else round(cpu.per_million(stats.messages_ok), 2),
@@ -536,7 +538,13 @@ def print_summary(f: dict, out=None) -> None:
     )
     if f["broker_cpu_s"] is not None:
         print(
-            f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run, {f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages",
+            f"Broker CPU: {f['broker_cpu_s']:.2f} s over the run"
+            + (
+                f" ({f['broker_user_s']:.2f} user, {f['broker_system_s']:.2f} system)"
+                if f.get("broker_user_s") is not None
+                else ""
+            )
+            + f", {f['broker_cpu_s_per_1m']:.2f} CPU-s per 1M messages",
             file=out,
             flush=True,
         )
