@@ -4,8 +4,9 @@
 Import from :mod:`rmq` directly (``rmq.Producer``); this package holds the implementation.
 """
 
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rmq.common.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:  # loaded on first use by __getattr__ below
     from .admin import Admin, AdminError
@@ -81,17 +82,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # __import__, not importlib.import_module: `python -X importtime` reports only the former
-    module = f"{__name__}.{where}"
-    __import__(module)
-    value = getattr(sys.modules[module], name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)

@@ -15,28 +15,38 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.heavy(55)]
 
 
-def test_run_all_short(tmp_path):
-    out = tmp_path / "figures.json"
+def _bench(script: str, *args: str, timeout: float = 170) -> subprocess.CompletedProcess[str]:
+    """``bench/<script> args...`` from the repository's root, its output merged; asserts it exited 0."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "run_all.py"),
-            "--produce-seconds",
-            "2",
-            "--prefill",
-            "3000",
-            "--latency-seconds",
-            "2",
-            "--json-out",
-            str(out),
-        ],
+        [sys.executable, str(REPO / "bench" / script), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        timeout=170,
+        timeout=timeout,
         cwd=REPO,
     )
     assert proc.returncode == 0, proc.stdout[-6000:]
+    return proc
+
+
+def _last_json(proc: subprocess.CompletedProcess[str]) -> dict:
+    """The JSON line a bench script prints last (``--json``)."""
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_run_all_short(tmp_path):
+    out = tmp_path / "figures.json"
+    proc = _bench(
+        "run_all.py",
+        "--produce-seconds",
+        "2",
+        "--prefill",
+        "3000",
+        "--latency-seconds",
+        "2",
+        "--json-out",
+        str(out),
+    )
     results = {r["bench"]: r for r in json.loads(out.read_text())}
     assert set(results) == {"produce", "pull", "latency"}, proc.stdout[-3000:]
 
@@ -66,30 +76,21 @@ def test_run_all_short(tmp_path):
 def test_produce_repeat_threads_against_fresh_brokers(serialize):
     """``--repeat 2 --threads 4``: two fresh brokers, the raw sender over one connection, every
     message acknowledged, the medians over both rounds printed and in the JSON line."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "produce_bench.py"),
-            "--topic",
-            "BenchR",
-            "--repeat",
-            "2",
-            "--threads",
-            "4",
-            "--serialize",
-            serialize,
-            "--count",
-            "2000",
-            "--json",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=170,
-        cwd=REPO,
+    proc = _bench(
+        "produce_bench.py",
+        "--topic",
+        "BenchR",
+        "--repeat",
+        "2",
+        "--threads",
+        "4",
+        "--serialize",
+        serialize,
+        "--count",
+        "2000",
+        "--json",
     )
-    assert proc.returncode == 0, proc.stdout[-6000:]
-    summary = json.loads(proc.stdout.splitlines()[-1])
+    summary = _last_json(proc)
     assert [r["messages"] for r in summary["runs"]] == [2000, 2000]
     assert all(r["serialize"] == serialize and r["client"] == "raw" and r["connections"] == 1 for r in summary["runs"])
     tps = summary["tps"]
@@ -100,29 +101,20 @@ def test_produce_repeat_threads_against_fresh_brokers(serialize):
 def test_scale_bench_tiny():
     """bench/scale_bench.py at tiny sizes: every figure is there and consistent (the lead runs
     the real sizes)."""
-    proc = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "bench" / "scale_bench.py"),
-            "--topics=30",
-            "--groups=5",
-            "--clients=12",
-            "--heartbeat-interval=1",
-            "--idle-seconds=1",
-            "--route-queries=50",
-            "--register-repeat=1",
-            "--store-gb=0.005",
-            "--small-files",
-            "--json",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=170,
-        cwd=REPO,
+    proc = _bench(
+        "scale_bench.py",
+        "--topics=30",
+        "--groups=5",
+        "--clients=12",
+        "--heartbeat-interval=1",
+        "--idle-seconds=1",
+        "--route-queries=50",
+        "--register-repeat=1",
+        "--store-gb=0.005",
+        "--small-files",
+        "--json",
     )
-    assert proc.returncode == 0, proc.stdout[-6000:]
-    f = json.loads(proc.stdout.strip().splitlines()[-1])
+    f = _last_json(proc)
     assert f["target"] == "rmq" and f["masters"] == ["broker-a"]
     assert f["topics"] == 30 and f["broker_topics"] >= 30 and f["groups"] == 5 and f["clients"] == 12
     assert 0 < f["register_compressed_bytes"] < f["register_json_bytes"]
@@ -139,16 +131,8 @@ def test_scale_bench_tiny():
 def test_register_micro_tiny():
     """bench/register_micro.py at a tiny size: every figure is there (the script itself checks
     that each registration's changed topic reached the routes)."""
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "register_micro.py"), "--topics=40", "--rounds=2", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:]
-    f = json.loads(proc.stdout.strip().splitlines()[-1])
+    proc = _bench("register_micro.py", "--topics=40", "--rounds=2", "--json", timeout=120)
+    f = _last_json(proc)
     assert f["topics"] == 40 and f["first_registration_ms"] > 0
     for kind in ("full", "compressed"):
         for part in ("decode_ms", "register_ms", "total_ms"):
@@ -159,16 +143,8 @@ def test_register_micro_tiny():
 def test_grpc_bench_tiny():
     """bench/grpc_bench.py at tiny sizes: the send and the receive + ack phases each move every
     message, with both sides' CPU (the lead runs the real sizes)."""
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "bench" / "grpc_bench.py"), "--messages=200", "--concurrency=8", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        timeout=170,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stdout[-6000:]
-    f = json.loads(proc.stdout.strip().splitlines()[-1])
+    proc = _bench("grpc_bench.py", "--messages=200", "--concurrency=8", "--json")
+    f = _last_json(proc)
     assert f["send"]["messages"] == 200 and f["send"]["failed"] == 0
     assert f["receive_ack"]["messages"] == 200
     for phase in ("send", "receive_ack"):

@@ -1,8 +1,9 @@
 """Consumers: :class:`PushConsumer` (handler or ``async for``; PULL or POP), :class:`PullConsumer`
 (lite pull) and :class:`SimpleConsumer` (RocketMQ 5, POP)."""
 
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rmq.common.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:  # loaded on first use by __getattr__ below
     from .allocate import AllocateConsistentHash, allocate_averagely, allocate_averagely_by_circle
@@ -40,17 +41,4 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # __import__, not importlib.import_module: `python -X importtime` reports only the former
-    module = f"{__name__}.{where}"
-    __import__(module)
-    value = getattr(sys.modules[module], name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, __all__)
