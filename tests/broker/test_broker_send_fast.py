@@ -373,3 +373,52 @@ async def test_a_store_that_refuses_writes_declines_the_fast_send_until_it_clear
             assert await send() == ResponseCode.SUCCESS, change.__name__
             assert fast.taken == taken + 1, change.__name__
         await peer.close()
+
+
+async def test_the_fast_send_writes_only_into_the_file_type_it_was_bound_to(tmp_path):
+    """The appender reads and moves a mapped file's positions in the slots of the class the store
+    bound (``Appender.bind_file_type``): a class without those slots is refused when bound, and
+    while the appender is bound to another class the SEND declines to the Python path, which
+    stores it all the same."""
+    from rmq.store.mapped_file import MappedFile
+
+    class NoSlots:  # the names, but as plain class attributes
+        file_from_offset = file_size = wrote_position = warmed_to = 0
+        allocated = True
+        mm = None
+
+    with pytest.raises(TypeError, match="not a writable slot"):
+        _store.Appender(bytes(8)).bind_file_type(NoSlots)
+
+    async with run_broker(tmp_path / "s") as broker:
+        peer = Peer(broker)
+        await peer.open()
+        store = broker.message_store
+        fast = broker.send_processor.fast
+        ext = {"a": "pg", "b": "Bound", "c": "TBW102", "d": "4", "e": "0"}
+        opaque = iter(range(1, 1000))
+
+        async def send() -> int:
+            reply = await peer.call(frame(310, ext, b"b", 1, next(opaque)))
+            return struct.unpack(">h", reply[8:10])[0]  # binary header
+
+        assert await send() == ResponseCode.SUCCESS  # (the new queue: the Python path)
+        taken = fast.taken
+        assert await send() == ResponseCode.SUCCESS
+        assert fast.taken == taken + 1
+
+        class OtherFile(MappedFile):
+            __slots__ = ()
+
+        store.appender.bind_file_type(OtherFile)  # the CommitLog's files are not OtherFile
+        try:
+            taken, declined = fast.taken, fast.declined
+            assert await send() == ResponseCode.SUCCESS
+            assert fast.taken == taken and fast.declined == declined + 1
+        finally:
+            store.appender.bind_file_type(MappedFile)
+        assert await send() == ResponseCode.SUCCESS
+        assert fast.taken == taken + 1
+        # every send stored, whichever path took it
+        await wait_until(lambda: store.get_max_offset_in_queue("Bound", 0) == 4, 30, what="four messages in queue 0")
+        await peer.close()
