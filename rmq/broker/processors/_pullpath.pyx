@@ -433,7 +433,7 @@ cdef class PullFrameHook:
     @property
     def take_frames(self):
         """The next hook's ``take_frames`` (``SendFrameHook``: runs of SEND frames in one call,
-        asked by ``Connection._process_frames``), or None; pulls go frame by frame here."""
+        asked by the connection's frame loop), or None; pulls go frame by frame here."""
         return getattr(self.next_hook, "take_frames", None)
 
     def __call__(self, data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser):

@@ -66,9 +66,9 @@ cdef class SendFastPath:
     cdef int _read_map(self, const uint8_t* p, Py_ssize_t pos, Py_ssize_t ext_end, bint v2, bint ascii,
                        int64_t* vals, const uint8_t** tp, Py_ssize_t* tl) except -1
     cdef object _topic_str(self, const uint8_t* p, Py_ssize_t n)
-    cdef object _send_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
+    cdef object store_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
                             bytes born)
-    cdef object _send_at(self, object data, const uint8_t* p, Py_ssize_t size, Py_ssize_t hstart,
+    cdef object store_at(self, object data, const uint8_t* p, Py_ssize_t size, Py_ssize_t hstart,
                          Py_ssize_t hend, Py_ssize_t end, int ser, bytes born)
     cdef object _put(self, object topic, const uint8_t* pp, Py_ssize_t plen, const uint8_t* body,
                      Py_ssize_t blen, int64_t* vals, int serialize_type, int flag, int32_t opaque,

@@ -364,9 +364,9 @@ cdef class SendFastPath:
         """Store the SEND whose frame is ``data[hstart-8:end]`` (header ``data[hstart:hend]``,
         serialization ``ser``) from a producer at ``born``; returns what :meth:`send` returns.
         The caller has checked the frame's length words and that it is whole."""
-        return self._send_frame(data, hstart, hend, end, ser, born)
+        return self.store_frame(data, hstart, hend, end, ser, born)
 
-    cdef object _send_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
+    cdef object store_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
                             bytes born):
         cdef RecordBuf b = None
         cdef const uint8_t* p
@@ -378,11 +378,11 @@ cdef class SendFastPath:
             b = record_buf(data)
             p = b.ptr
             size = b.size
-        return self._send_at(data, p, size, hstart, hend, end, ser, born)
+        return self.store_at(data, p, size, hstart, hend, end, ser, born)
 
-    cdef object _send_at(self, object data, const uint8_t* p, Py_ssize_t size, Py_ssize_t hstart,
+    cdef object store_at(self, object data, const uint8_t* p, Py_ssize_t size, Py_ssize_t hstart,
                          Py_ssize_t hend, Py_ssize_t end, int ser, bytes born):
-        """``_send_frame`` with ``data``'s bytes at ``p[:size]`` (held by the caller)."""
+        """``store_frame`` with ``data``'s bytes at ``p[:size]`` (held by the caller)."""
         cdef int64_t vals[_SF_MAX_FIELDS]
         cdef const uint8_t* tp[_SF_MAX_FIELDS]
         cdef Py_ssize_t tl[_SF_MAX_FIELDS]
@@ -856,7 +856,7 @@ cdef class SendFrameHook:
     def __call__(self, data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser):
         cdef object r
         # most frames on a consumer's connection are pulls and heartbeats: one look at the
-        # code before anything else (the decoder's bytearray is looked at by _send_frame)
+        # code before anything else (the decoder's bytearray is looked at by store_frame)
         if PyBytes_CheckExact(data) and 0 <= hstart <= hend <= PyBytes_GET_SIZE(data) \
                 and not _is_send_header(<const uint8_t*>PyBytes_AS_STRING(data) + hstart, hend - hstart, ser):
             return None
@@ -864,7 +864,7 @@ cdef class SendFrameHook:
         # ready) and a full executor answer SYSTEM_BUSY; the dispatcher does that.
         if self.fast.gate.appender is None or self.pool.full:
             return None
-        r = self.fast._send_frame(data, hstart, hend, end, ser, self.born)
+        r = self.fast.store_frame(data, hstart, hend, end, ser, self.born)
         if r is not None:
             self.taken += 1
             self.fast.frames += 1
@@ -872,7 +872,7 @@ cdef class SendFrameHook:
 
     def take_frames(self, data, Py_ssize_t pos, Py_ssize_t max_frames, Py_ssize_t stop,
                     Py_ssize_t max_frame_length, list out not None, Py_ssize_t room):
-        """The frame loop's SENDs in one call (``Connection._process_frames``): the whole
+        """The frame loop's SENDs in one call (the connection's frame loop, ``FrameHook.take_frames``): the whole
         frames at ``data[pos:]`` that this hook stores, one after another, their replies
         appended to ``out`` -- at most ``max_frames`` frames, none starting at or after
         ``stop``, none after the replies reach ``room`` bytes. Stops before any other frame:
@@ -924,7 +924,7 @@ cdef class SendFrameHook:
                     why = 2
                     break
                 ready = True
-            r = fast._send_at(data, p, size, hstart, hend, end, ser, self.born)
+            r = fast.store_at(data, p, size, hstart, hend, end, ser, self.born)
             if r is None:
                 why = 1
                 break
