@@ -4,6 +4,7 @@ one writer (``Appender``), cimported by the broker's SEND fast path
 (rmq/broker/processors/_sendpath.pyx)."""
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 # Constants (Java names). The record layout is drawn once, in rmq/common/message.py; the
@@ -85,6 +86,22 @@ cdef inline RecordBuf record_buf(obj, bint writable=False):
     b.ptr = <const uint8_t*>b.view.buf
     b.wptr = <uint8_t*>b.view.buf
     b.size = b.view.len
+    return b
+
+
+cdef inline RecordBuf frame_bytes(object data, const uint8_t** p, Py_ssize_t* size):
+    """``data``'s bytes at ``p[0][:size[0]]``: a read's ``bytes`` directly (no buffer export:
+    the common case on the SEND and PULL paths, returns None), anything else (the frame
+    decoder's bytearray) through ``record_buf``, whose returned holder keeps the buffer until
+    the caller drops it."""
+    cdef RecordBuf b
+    if PyBytes_CheckExact(data):
+        p[0] = <const uint8_t*>PyBytes_AS_STRING(data)
+        size[0] = PyBytes_GET_SIZE(data)
+        return None
+    b = record_buf(data)
+    p[0] = b.ptr
+    size[0] = b.size
     return b
 
 

@@ -465,11 +465,7 @@ class Connection(asyncio.Protocol):
                         self._frames_done += n
                         self._batch_bytes += nbytes
                         if self._batch_bytes >= high and batch:
-                            self._writelines(batch)  # may call pause_writing
-                            batch.clear()
-                            self._batch_bytes = 0
-                            if self._write_paused:
-                                self._check_write_limit()
+                            self._write_out(batch)
                         continue
                     if why == 2:
                         self._take_on = False
@@ -497,11 +493,7 @@ class Connection(asyncio.Protocol):
                 else:
                     self._dispatcher.dispatch(self, cmd)
                 if self._batch_bytes >= high and batch:
-                    self._writelines(batch)  # may call pause_writing
-                    batch.clear()
-                    self._batch_bytes = 0
-                    if self._write_paused:
-                        self._check_write_limit()
+                    self._write_out(batch)
         except Exception as exc:  # noqa: BLE001 - to the loop's exception handler; the connection closes
             self._loop.call_exception_handler(
                 {
@@ -771,6 +763,15 @@ class Connection(asyncio.Protocol):
             self._writelines(batch)  # may call pause_writing
             if self._write_paused:
                 self._check_write_limit()
+
+    def _write_out(self, batch: list[Any]) -> None:
+        """Inside a read: the replies collected so far to the transport now (the batch passed
+        the write buffer's high mark), the batch emptied for the rest of the read."""
+        self._writelines(batch)  # may call pause_writing
+        batch.clear()
+        self._batch_bytes = 0
+        if self._write_paused:
+            self._check_write_limit()
 
     def _writelines(self, parts: list[Any]) -> None:
         """One vectored write of the parts (over TLS, with runs of small parts joined)."""

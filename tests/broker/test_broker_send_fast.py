@@ -334,22 +334,30 @@ async def test_sync_master_and_sync_flush_sends_take_the_python_path(tmp_path, s
         await peer.close()
 
 
+async def _binary_sender(broker, topic: str, body: bytes):
+    """An open :class:`Peer` and ``send()``: one binary-header SEND to ``topic``'s queue 0,
+    returning the reply's code. Its first send makes the queue (the Python path); the caller
+    checks that the second is taken by the fast path."""
+    peer = Peer(broker)
+    await peer.open()
+    ext = {"a": "pg", "b": topic, "c": "TBW102", "d": "4", "e": "0"}
+    opaque = iter(range(1, 1000))
+
+    async def send() -> int:
+        reply = await peer.call(frame(310, ext, body, 1, next(opaque)))
+        return struct.unpack(">h", reply[8:10])[0]  # binary header
+
+    return peer, send
+
+
 async def test_a_store_that_refuses_writes_declines_the_fast_send_until_it_clears(tmp_path):
     """The appender takes the store's config and its clean and flush services when the store
     binds it (rmq/_append.pxi): what they say later -- a flush error, a full disk, a change to
     SLAVE -- is still seen by every SEND, which the Python path then refuses in its words."""
     async with run_broker(tmp_path / "s") as broker:
-        peer = Peer(broker)
-        await peer.open()
+        peer, send = await _binary_sender(broker, "Refuse", b"r")
         store = broker.message_store
         fast = broker.send_processor.fast
-        ext = {"a": "pg", "b": "Refuse", "c": "TBW102", "d": "4", "e": "0"}
-        opaque = iter(range(1, 1000))
-
-        async def send() -> int:
-            reply = await peer.call(frame(310, ext, b"r", 1, next(opaque)))
-            return struct.unpack(">h", reply[8:10])[0]  # binary header
-
         assert await send() == ResponseCode.SUCCESS  # (the new queue: the Python path)
         taken = fast.taken
         assert await send() == ResponseCode.SUCCESS
@@ -391,17 +399,9 @@ async def test_the_fast_send_writes_only_into_the_file_type_it_was_bound_to(tmp_
         _store.Appender(bytes(8)).bind_file_type(NoSlots)
 
     async with run_broker(tmp_path / "s") as broker:
-        peer = Peer(broker)
-        await peer.open()
+        peer, send = await _binary_sender(broker, "Bound", b"b")
         store = broker.message_store
         fast = broker.send_processor.fast
-        ext = {"a": "pg", "b": "Bound", "c": "TBW102", "d": "4", "e": "0"}
-        opaque = iter(range(1, 1000))
-
-        async def send() -> int:
-            reply = await peer.call(frame(310, ext, b"b", 1, next(opaque)))
-            return struct.unpack(">h", reply[8:10])[0]  # binary header
-
         assert await send() == ResponseCode.SUCCESS  # (the new queue: the Python path)
         taken = fast.taken
         assert await send() == ResponseCode.SUCCESS

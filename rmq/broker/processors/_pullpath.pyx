@@ -55,7 +55,7 @@ from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcmp
-from rmq._store cimport RecordBuf, record_buf
+from rmq._store cimport RecordBuf, frame_bytes
 from rmq.common._bytes cimport ascii_decimal, rd16, rd32
 from rmq.protocol._codec cimport H_STR, H_INT, JsonHead, json_header_scan, map_entry, pull_reply
 from rmq.broker.processors._sendpath cimport PullCounters
@@ -256,9 +256,9 @@ cdef class PullFastPath:
         serialization ``ser``) from the consumer at ``remote_addr``: its reply as ``(header
         frame, records)`` (one frame in two buffers), or None when the Python path must handle
         it (see the module's comment)."""
-        return self._pull_frame(data, hstart, hend, end, ser, remote_addr)
+        return self.answer_frame(data, hstart, hend, end, ser, remote_addr)
 
-    cdef object _pull_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
+    cdef object answer_frame(self, object data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser,
                             str remote_addr):
         cdef int64_t vals[_PF_MAX_FIELDS]
         cdef const uint8_t* tp[_PF_MAX_FIELDS]
@@ -271,13 +271,7 @@ cdef class PullFastPath:
         cdef JsonHead jh
         cdef uint8_t stack[_SCAN_STACK]
         cdef uint8_t* scratch
-        if PyBytes_CheckExact(data):          # a read's bytes (no buffer export needed)
-            p = <const uint8_t*>PyBytes_AS_STRING(data)
-            size = PyBytes_GET_SIZE(data)
-        else:                                 # the decoder's bytearray: held until we return
-            b = record_buf(data)
-            p = b.ptr
-            size = b.size
+        b = frame_bytes(data, &p, &size)      # (b holds a bytearray's buffer until we return)
         if hstart < 0 or hl < 0 or end != hend or end > size:
             return None                       # (a pull has no body)
         p = p + hstart
@@ -439,19 +433,17 @@ cdef class PullFrameHook:
     def __call__(self, data, Py_ssize_t hstart, Py_ssize_t hend, Py_ssize_t end, int ser):
         cdef object r
         cdef RecordBuf b
+        cdef const uint8_t* p
+        cdef Py_ssize_t size
         cdef bint pull
         # one look at the code: most frames of a producer's connection are SENDs (the next hook)
-        if PyBytes_CheckExact(data):
-            pull = 0 <= hstart <= hend <= PyBytes_GET_SIZE(data) \
-                and _is_pull_header(<const uint8_t*>PyBytes_AS_STRING(data) + hstart, hend - hstart, ser)
-        else:                                  # the decoder's bytearray
-            b = record_buf(data)
-            pull = 0 <= hstart <= hend <= b.size and _is_pull_header(b.ptr + hstart, hend - hstart, ser)
+        b = frame_bytes(data, &p, &size)
+        pull = 0 <= hstart <= hend <= size and _is_pull_header(p + hstart, hend - hstart, ser)
         if not pull:
             if self.next_hook is None:
                 return None
             return self.next_hook(data, hstart, hend, end, ser)
-        r = self.fast._pull_frame(data, hstart, hend, end, ser, self.remote_addr)
+        r = self.fast.answer_frame(data, hstart, hend, end, ser, self.remote_addr)
         if r is not None:
             self.taken += 1
         else:

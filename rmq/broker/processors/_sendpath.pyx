@@ -38,7 +38,7 @@ from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memcmp
-from rmq._store cimport Appender, RecordBuf, record_buf, RecordHead, HOST_V4_LEN
+from rmq._store cimport Appender, RecordBuf, frame_bytes, RecordHead, HOST_V4_LEN
 from rmq.common._bytes cimport ascii_decimal, rd16, rd32
 from rmq.protocol._codec cimport H_STR, H_INT, H_BOOL, has_surrogate, send_reply, str_decimal, JsonHead, \
     json_header_scan, map_entry
@@ -371,13 +371,7 @@ cdef class SendFastPath:
         cdef RecordBuf b = None
         cdef const uint8_t* p
         cdef Py_ssize_t size
-        if PyBytes_CheckExact(data):          # a read's bytes (no buffer export needed)
-            p = <const uint8_t*>PyBytes_AS_STRING(data)
-            size = PyBytes_GET_SIZE(data)
-        else:                                 # the decoder's bytearray: held until we return
-            b = record_buf(data)
-            p = b.ptr
-            size = b.size
+        b = frame_bytes(data, &p, &size)      # (b holds a bytearray's buffer until we return)
         return self.store_at(data, p, size, hstart, hend, end, ser, born)
 
     cdef object store_at(self, object data, const uint8_t* p, Py_ssize_t size, Py_ssize_t hstart,
@@ -894,13 +888,7 @@ cdef class SendFrameHook:
         cdef bint ready = False
         cdef SendFastPath fast = self.fast
         cdef object r
-        if PyBytes_CheckExact(data):
-            p = <const uint8_t*>PyBytes_AS_STRING(data)
-            size = PyBytes_GET_SIZE(data)
-        else:
-            b = record_buf(data)
-            p = b.ptr
-            size = b.size
+        b = frame_bytes(data, &p, &size)
         while n < max_frames and pos < stop and nb < room and 0 <= pos and size - pos >= 8:
             # the decoder's checks (FrameDecoder.next_item): what fails them is left to it
             length = rd32(p + pos)
