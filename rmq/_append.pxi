@@ -25,6 +25,7 @@
 
 from cpython.object cimport PyObject
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from rmq.common._slots cimport rmq_slot_offset, rmq_slot, rmq_slot_i64, rmq_slot_set_i64
 
 cdef extern from "time.h" nogil:
     ctypedef long time_t
@@ -34,68 +35,6 @@ cdef extern from "time.h" nogil:
     int clock_gettime(int clk_id, timespec* tp)
     int CLOCK_REALTIME
     int CLOCK_MONOTONIC
-
-
-cdef extern from *:
-    """
-    #include "structmember.h"
-    /* The offset of ``cls``'s writable object slot ``name`` (a member descriptor of
-       __slots__), or -1 with an error set. */
-    static Py_ssize_t rmq_slot_offset(PyObject *cls, const char *name)
-    {
-        Py_ssize_t off = -1;
-        PyObject *d = PyObject_GetAttrString(cls, name);
-        if (d == NULL)
-            return -1;
-        if (Py_TYPE(d) == &PyMemberDescr_Type) {
-            PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-            if (m->type == T_OBJECT_EX && !(m->flags & READONLY))
-                off = m->offset;
-        }
-        Py_DECREF(d);
-        if (off < 0)
-            PyErr_Format(PyExc_TypeError, "%s is not a writable slot", name);
-        return off;
-    }
-    /* The slot at ``off`` of ``o`` (borrowed; NULL: not set). */
-    static inline PyObject *rmq_slot(PyObject *o, Py_ssize_t off)
-    {
-        return *(PyObject **)((char *)o + off);
-    }
-    /* 1 with the slot's exact int in ``out``, 0 when it is not one (unset, another type,
-       outside int64). */
-    static inline int rmq_slot_i64(PyObject *o, Py_ssize_t off, int64_t *out)
-    {
-        PyObject *v = *(PyObject **)((char *)o + off);
-        int overflow = 0;
-        long long x;
-        if (v == NULL || !PyLong_CheckExact(v))
-            return 0;
-        x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow || (x == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
-            return 0;
-        }
-        *out = (int64_t)x;
-        return 1;
-    }
-    /* Set the slot at ``off`` of ``o`` to the int ``v``: 0, or -1 with an error set. */
-    static inline int rmq_slot_set_i64(PyObject *o, Py_ssize_t off, int64_t v)
-    {
-        PyObject *n = PyLong_FromLongLong(v), *old;
-        PyObject **p = (PyObject **)((char *)o + off);
-        if (n == NULL)
-            return -1;
-        old = *p;
-        *p = n;
-        Py_XDECREF(old);
-        return 0;
-    }
-    """
-    Py_ssize_t rmq_slot_offset(object cls, const char* name) except -1
-    PyObject* rmq_slot(object o, Py_ssize_t off)
-    int rmq_slot_i64(object o, Py_ssize_t off, int64_t* out)
-    int rmq_slot_set_i64(object o, Py_ssize_t off, int64_t v) except -1
 
 
 cdef extern from "Python.h":
