@@ -2,7 +2,7 @@
 
 Threading: appends and every structural change (roll, truncate, delete) happen on the event
 loop thread; ``flush`` runs in the store's flush thread and only reads positions and calls
-``fdatasync`` (which releases the GIL), so it never blocks the loop.
+``msync`` or ``fdatasync`` (both without the GIL), so it never blocks the loop.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable
 
+from rmq import _store
 from rmq.errors import StoreError
 from rmq.store.resources import MAPPINGS, free_bytes, fsync_dir
 
@@ -65,7 +66,11 @@ class MappedFile:
     fails ``allocated`` stays False and the writer must call :meth:`allocate` first.
 
     The descriptor used to map the file is closed right away (the mmap object keeps its own
-    duplicate); ``flush`` opens the file for the duration of one fdatasync.
+    duplicate). ``flush`` syncs the written range ``[flushed_position, wrote_position)`` (msync),
+    not the whole file: pages past the writer may be dirty from the warm-ahead (pre-faulted, still
+    zeros) and must not be written out and write-protected again before the writer fills them.
+    ``zero`` changes bytes outside that range, so it sets ``sync_whole``: the next flush is an
+    fdatasync of the whole file (a descriptor opened for the call).
     """
 
     __slots__ = (
@@ -81,6 +86,7 @@ class MappedFile:
         "destroyed",
         "warmed_to",
         "allocated",
+        "sync_whole",
         "__weakref__",
     )
 
@@ -134,6 +140,7 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self.warmed_to = 0  # pages below this were pre-faulted for writing
+        self.sync_whole = False  # bytes outside [flushed, wrote) changed: the next flush syncs all
         self._holds = 0
         self.available = True
         self.destroyed = False
@@ -224,21 +231,32 @@ class MappedFile:
             and (wrote // OS_PAGE_SIZE) - (flushed // OS_PAGE_SIZE) < least_pages
         ):
             return flushed
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            if not self.available:  # deleted by retention meanwhile
+        if self.sync_whole:
+            self.sync_whole = False  # (cleared first: a zero() during the sync sets it again)
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                if not self.available:  # deleted by retention meanwhile
+                    return flushed
+                raise
+            try:
+                os.fdatasync(fd)  # any descriptor of the file flushes its dirty pages
+            finally:
+                os.close(fd)
+        else:
+            try:
+                rc = _store.sync_range(self.mm, flushed, wrote)
+            except ValueError:  # unmapped meanwhile (retention, shutdown)
                 return flushed
-            raise
-        try:
-            os.fdatasync(fd)  # any descriptor of the file flushes its dirty pages
-        finally:
-            os.close(fd)
+            if rc:
+                raise OSError(rc, f"msync {self.path}: {os.strerror(rc)}")
         self.flushed_position = wrote
         return wrote
 
     def zero(self, start: int, end: int) -> None:
-        """Clear ``[start, end)`` so stale bytes past a truncation can never look valid."""
+        """Clear ``[start, end)`` so stale bytes past a truncation can never look valid (the
+        next flush syncs the whole file: these bytes are past the written range)."""
+        self.sync_whole = True
         end = min(end, self.file_size)
         chunk = bytes(min(max(end - start, 0), 1 << 20))
         while start < end:

@@ -39,3 +39,48 @@ def test_wrong_file_size_is_a_clear_error(tmp_path):
     (d / f"{4096:020d}").write_bytes(b"x" * 4096)
     with pytest.raises(StoreError, match="does not match"):
         MappedFileQueue(str(d), 4096).load()
+
+
+def _dirty_kib(path: str) -> int:
+    """Dirty KiB of this process's mapping of ``path`` (/proc/self/smaps: the page-table dirty
+    bits, which a writeback clears)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            first = line.split(maxsplit=1)[0]
+            if "-" in first and not first.endswith(":"):
+                inside = line.rstrip().endswith(path)
+            elif inside and first in ("Shared_Dirty:", "Private_Dirty:"):
+                total += int(line.split()[1])
+    return total
+
+
+def test_flush_syncs_the_written_range_and_leaves_the_warmed_pages_past_it_dirty(tmp_path):
+    # The warm-ahead pre-faults pages past the writer (dirty, still zeros): a flush of the
+    # written range must not write them out (and write-protect them again before the writer
+    # fills them); after a zero() outside that range the next flush syncs the whole file.
+    from rmq import _store
+
+    if not os.path.exists("/proc/self/smaps"):
+        from rmq._testing import skip_or_fail
+
+        skip_or_fail("no /proc/self/smaps to read the mapping's dirty pages from")
+    mf = MappedFile(str(tmp_path / "00000000000000000000"), 4 << 20, create=True)
+    try:
+        mf.mm[0:20_000] = b"r" * 20_000
+        mf.wrote_position = 20_000
+        assert _store.populate_write(mf.mm, 20_000, 1 << 20) == 0
+        before = _dirty_kib(mf.path)
+        assert before >= 1000  # the written 20 KB and the warmed MiB
+        assert mf.flush() == 20_000
+        after = _dirty_kib(mf.path)
+        assert 1000 <= after <= before - 16  # the written pages clean, the warmed ones still dirty
+        mf.zero(30_000, 40_000)
+        mf.mm[20_000:25_000] = b"s" * 5000
+        mf.wrote_position = 25_000
+        assert mf.flush() == 25_000
+        assert _dirty_kib(mf.path) < 100  # the whole file synced
+        with open(mf.path, "rb") as f:
+            assert f.read(25_000) == b"r" * 20_000 + b"s" * 5000
+    finally:
+        mf.close()

@@ -29,6 +29,21 @@ def batch_item(body, props: bytes, flag=0):
     return struct.pack(">iiiii", total, 0, 0, flag, len(body)) + body + struct.pack(">h", len(props)) + props
 
 
+def _break_syncs(monkeypatch, broken):
+    """Both ways a flush reaches the disk fail with ``broken``'s error: a whole file's fdatasync
+    and the written range's msync (``_store.sync_range``, which returns the errno)."""
+    monkeypatch.setattr(os, "fdatasync", broken)
+
+    def broken_range(buf, start, end):
+        try:
+            broken(-1)
+        except OSError as e:
+            return e.errno
+        return 0
+
+    monkeypatch.setattr(_store, "sync_range", broken_range)
+
+
 async def test_put_and_look_up_by_physical_offset(make_store):
     store = await make_store()
     msg = MessageInner(
@@ -260,8 +275,9 @@ async def test_delete_topics(make_store):
 async def test_sync_flush_group_commit_acknowledges_after_fsync(make_store, monkeypatch):
     store = await make_store(flush_disk_type="SYNC_FLUSH")
     syncs = []
-    real = os.fdatasync
-    monkeypatch.setattr(os, "fdatasync", lambda fd: (syncs.append(fd), real(fd))[1])
+    real_whole, real_range = os.fdatasync, _store.sync_range
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (syncs.append(fd), real_whole(fd))[1])
+    monkeypatch.setattr(_store, "sync_range", lambda buf, s, e: (syncs.append(s), real_range(buf, s, e))[1])
     calls = []
     store.add_arrival_listener(lambda *a: calls.append(a))
 
@@ -299,7 +315,7 @@ async def test_fsync_error_reaches_the_producer(make_store, monkeypatch, caplog)
     def broken(fd):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(os, "fdatasync", broken)
+    _break_syncs(monkeypatch, broken)
     with pytest.raises(StoreError, match="Input/output error"):
         await store.put_message(MessageInner("T", 0, b"lost?"))
     assert "fdatasync failed" in caplog.text
@@ -343,7 +359,7 @@ async def test_async_flush_error_refuses_writes_until_a_flush_succeeds(make_stor
     def broken(fd):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(os, "fdatasync", broken)
+    _break_syncs(monkeypatch, broken)
     assert (await store.put_message(MessageInner("T", 0, b"x" * 5000))).is_ok  # acked before flush
     await wait_until(lambda: store.last_flush_error, what="the flush error")
     r = await store.put_message(MessageInner("T", 0, b"y"))
@@ -391,7 +407,7 @@ async def test_flush_error_after_a_timed_out_put_is_not_left_unretrieved(make_st
     def broken(fd):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(os, "fdatasync", broken)
+    _break_syncs(monkeypatch, broken)
     r = await store.put_message(MessageInner("T", 0, b"x"))
     assert r.status == PutMessageStatus.FLUSH_DISK_TIMEOUT
     await wait_until(lambda: store.last_flush_error, what="the flush error")
@@ -446,7 +462,7 @@ async def test_flush_callbacks_time_out_fail_and_are_bounded(make_store, monkeyp
     def broken(fd):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(os, "fdatasync", broken)
+    _break_syncs(monkeypatch, broken)
     failed = []
     r1 = store.append_message(MessageInner("T", 0, b"y"))
     r2 = store.append_message(MessageInner("T", 0, b"z"))
