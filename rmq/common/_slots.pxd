@@ -47,6 +47,23 @@ cdef extern from *:
         long long x;
         if (v == NULL || !PyLong_CheckExact(v))
             return 0;
+        /* one digit or none (a config's numbers, a file's positions below 2**30): read in
+           place, without PyLong_AsLongLongAndOverflow's call */
+    #if PY_VERSION_HEX >= 0x030C0000
+        if (PyUnstable_Long_IsCompact((PyLongObject *)v)) {
+            *out = (int64_t)PyUnstable_Long_CompactValue((PyLongObject *)v);
+            return 1;
+        }
+    #else
+        if (Py_SIZE(v) == 0) {
+            *out = 0;
+            return 1;
+        }
+        if (Py_SIZE(v) == 1 || Py_SIZE(v) == -1) {
+            *out = (int64_t)Py_SIZE(v) * (int64_t)((PyLongObject *)v)->ob_digit[0];
+            return 1;
+        }
+    #endif
         x = PyLong_AsLongLongAndOverflow(v, &overflow);
         if (overflow || (x == -1 && PyErr_Occurred())) {
             PyErr_Clear();

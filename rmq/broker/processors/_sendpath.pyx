@@ -37,9 +37,10 @@ from cpython.long cimport PyLong_CheckExact
 from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcpy, memcmp
+from libc.string cimport memcpy, memcmp, memset
 from rmq._store cimport Appender, RecordBuf, frame_bytes, RecordHead, HOST_V4_LEN
 from rmq.common._bytes cimport ascii_decimal, rd16, rd32
+from rmq.common._slots cimport rmq_slot_offset, rmq_slot, rmq_slot_i64, rmq_slot_bool
 from rmq.protocol._codec cimport H_STR, H_INT, H_BOOL, has_surrogate, send_reply, str_decimal, JsonHead, \
     json_header_scan, map_entry
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
@@ -57,6 +58,7 @@ cdef extern from "time.h" nogil:
 cdef extern from "Python.h":
     const Py_ssize_t PY_SSIZE_T_MAX
     PyObject* PyDict_GetItem(object d, object key)
+    PyObject* PyDict_GetItemWithError(object d, object key) except? NULL
     Py_ssize_t PyUnicode_Tailmatch(object s, object sub, Py_ssize_t start, Py_ssize_t end,
                                    int direction) except -1
     object PyUnicode_DecodeASCII(const char* s, Py_ssize_t size, const char* errors)
@@ -122,9 +124,9 @@ cdef class SendFastPath:
         self.attrs = tuple(f[0] for f in fields)
         self.w1 = tuple(_sys_intern(f[1]) for f in fields)
         self.w2 = tuple(_sys_intern(f[2]) for f in fields)
-        self.kinds = bytes(int(f[3]) for f in fields)
-        self.required = bytes(1 if f[4] else 0 for f in fields)
         for i in range(self.n):
+            self.kinds[i] = int(fields[i][3])
+            self.required[i] = 1 if fields[i][4] else 0
             self.lo[i] = fields[i][5]
             self.hi[i] = fields[i][6]
         idx = {a: i for i, a in enumerate(self.attrs)}
@@ -137,13 +139,19 @@ cdef class SendFastPath:
         self.i_recon = idx["reconsume_times"]
         self.i_batch = idx["batch"]
         self.gate = gate
-        self.not_allowed = not_allowed
+        self.not_allowed = frozenset(not_allowed)
         self.retry_prefix = retry_prefix
         self.marks = tuple(m.encode("ascii") for m in marks)
+        self.mark_bloom = 0
         for w in self.marks:
             # each a property name and its \x01: found where a \x01 ends it (_has_mark)
             if len(w) < 2 or w[len(w) - 1] != 1 or 1 in w[:len(w) - 1] or 2 in w:
                 raise ValueError("a mark must be a property name followed by \\x01")
+            if len(w) < 3:
+                self.mark_bloom = ~(<uint64_t>0)        # a one-letter name: every \x01 is compared
+            else:
+                self.mark_bloom |= (<uint64_t>1) << _mark_hash(w[len(w) - 3], w[len(w) - 2])
+        self.allowed_topic = None
         self.taken = 0
         self.declined = 0
         self.frames = 0
@@ -290,45 +298,38 @@ cdef class SendFastPath:
         when ``v2``; ints in ``vals``, texts as pointer/length in ``tp``/``tl``), 0 when it is
         not plain. ``ascii``: its keys and values are known to be ASCII (``json_header_scan``
         writes nothing else), so they are not looked at again."""
-        cdef const uint8_t* v1p[_SF_MAX_FIELDS]
-        cdef const uint8_t* v2p[_SF_MAX_FIELDS]
-        cdef Py_ssize_t v1l[_SF_MAX_FIELDS]
-        cdef Py_ssize_t v2l[_SF_MAX_FIELDS]
+        cdef const uint8_t* wp[_SF_MAX_FIELDS]
+        cdef Py_ssize_t wl[_SF_MAX_FIELDS]
         cdef Py_ssize_t i, n = self.n, klen, vlen
         cdef const uint8_t* kp
         cdef const uint8_t* vp
-        cdef const uint8_t** wp
-        cdef Py_ssize_t* wl
         cdef int f
         cdef uint8_t kind
         cdef long long x
-        for i in range(n):
-            v1p[i] = NULL
-            v2p[i] = NULL
+        memset(wp, 0, n * sizeof(const uint8_t*))
+        # the naming of the request code (code 310: SendMessageRequestHeaderV2), never the
+        # names present: V2's names are one letter, V1's longer (checked in __init__), so an
+        # entry of the other naming is passed over by its length (every entry is still checked
+        # for its shape and, unless ``ascii``, its bytes)
         while pos < ext_end:
             if not map_entry(p, &pos, ext_end, &kp, &klen, &vp, &vlen):
                 return 0
             if not ascii and not (_ascii(kp, klen) and _ascii(vp, vlen)):
                 return 0
+            if v2:
+                if klen == 1:
+                    f = self.v2_of[kp[0]]
+                    if f >= 0:
+                        wp[f] = vp
+                        wl[f] = vlen
+                continue
             if klen == 1:
-                f = self.v2_of[kp[0]]
-                if f >= 0:
-                    v2p[f] = vp
-                    v2l[f] = vlen
                 continue
             for i in range(n):
                 if self.w1_len[i] == klen and memcmp(self.w1_ptr[i], kp, klen) == 0:
-                    v1p[i] = vp
-                    v1l[i] = vlen
+                    wp[i] = vp
+                    wl[i] = vlen
                     break
-        # the naming of the request code (code 310: SendMessageRequestHeaderV2), never the
-        # names present
-        if v2:
-            wp = &v2p[0]
-            wl = &v2l[0]
-        else:
-            wp = &v1p[0]
-            wl = &v1l[0]
         for i in range(n):
             vals[i] = 0
             tp[i] = wp[i]
@@ -464,18 +465,61 @@ cdef class SendFastPath:
             return None
         return SendFrameHook(self, born, pool)
 
+    cdef bint _has_mark(self, const uint8_t* p, Py_ssize_t n) noexcept:
+        """Whether one of ``marks`` (names followed by \x01) occurs in ``p[:n]``, as ``memmem``
+        would find it (and as send_back.before_store's ``m in props_str`` does): one pass over
+        the \x01 bytes; at each, the two bytes before it are looked up in ``mark_bloom`` (the
+        marks' last two name bytes, hashed into 64 bits), and only a hit compares the marks.
+        The common names (UNIQ_KEY, WAIT, TAGS, KEYS) miss, so a plain message costs one
+        ``memchr`` per pair and no ``memcmp``."""
+        cdef const uint8_t* q = p
+        cdef const uint8_t* end = p + n
+        cdef const uint8_t* hit
+        cdef Py_ssize_t at, ml
+        cdef bytes m
+        while q < end:
+            hit = <const uint8_t*>memchr(q, 1, end - q)
+            if hit == NULL:
+                return False
+            at = hit - p + 1                        # the mark would end here, \x01 included
+            if at < 3 or (self.mark_bloom >> _mark_hash(hit[-2], hit[-1])) & 1:
+                for m in self.marks:
+                    ml = PyBytes_GET_SIZE(m)
+                    if ml <= at and memcmp(p + at - ml, PyBytes_AS_STRING(m), ml) == 0:
+                        return True
+            q = hit + 1
+        return False
+
+    cdef bint _topic_allowed(self, object topic) except -1:
+        """Whether a producer may send to ``topic`` here (not one of Java's
+        NOT_ALLOWED_SEND_TOPIC_SET, not a ``%RETRY%`` topic: those take the retry/DLQ rules of
+        the Python path). Both depend on the name only and are fixed: the last topic that passed
+        is remembered by identity (``_topic_str`` hands the same str for the same bytes)."""
+        if topic is self.allowed_topic:
+            return True
+        if topic in self.not_allowed or PyUnicode_Tailmatch(topic, self.retry_prefix, 0, PY_SSIZE_T_MAX, -1):
+            return False
+        self.allowed_topic = topic
+        return True
+
     cdef object _put(self, object topic, const uint8_t* pp, Py_ssize_t plen, const uint8_t* body,
                      Py_ssize_t blen, int64_t* vals, int serialize_type, int flag, int32_t opaque,
                      object born, int64_t t0):
         """Java msgCheck, then the store's ``Appender.put_plain``, for a header already read:
         the reply frame, ``b""`` or None (declined, nothing changed). ``pp``/``body`` stay
-        valid for the call; ``pp`` is ASCII (its UTF-8 is its data)."""
+        valid for the call; ``pp`` is ASCII (its UTF-8 is its data).
+
+        The broker config's and the topic config's fields are read in their ``__slots__`` at
+        the offsets ``SendGate`` bound (rmq/common/_slots.pxd), every SEND (they change at run
+        time: UPDATE_BROKER_CONFIG sets them on the same object, a topic update puts a new
+        TopicConfig in the table); an object of another class or a slot holding anything but
+        the exact type declines to the Python path, which reads them as attributes."""
         cdef SendGate gate = self.gate
         cdef Appender appender = gate.appender
-        cdef object tc, bc, region, mark, prefix, r
+        cdef object tc, bc, region, prefix, r
         cdef PyObject* p
-        cdef int64_t queue_id, sys_flag, phy, put_ns
-        cdef int tcode
+        cdef int64_t queue_id, sys_flag, phy, broker_perm, perm, write_nums, read_nums, tcode
+        cdef int trace_on, check
         cdef int64_t out[3]
         cdef Py_ssize_t i
         cdef RecordHead h
@@ -487,29 +531,45 @@ cdef class SendFastPath:
         sys_flag = vals[self.i_sys]
         if vals[self.i_batch] or queue_id < 0 or sys_flag & _TRAN_MASK:
             return None
-        if _has_mark(pp, plen, self.marks):
+        if (serialize_type != 0 and serialize_type != 1) or self._has_mark(pp, plen) \
+                or not self._topic_allowed(topic):
             return None
-        if topic in self.not_allowed or PyUnicode_Tailmatch(topic, self.retry_prefix, 0, PY_SSIZE_T_MAX, -1):
-            return None
+        # the broker config (BrokerConfig): the region (MSG_REGION of the reply, written as
+        # UTF-8: a lone surrogate cannot be), the broker's permission (Java msgCheck:
+        # PermName.isWriteable(getBrokerPermission())), the trace switch (TRACE_ON)
         bc = gate.broker_config
-        region = bc.region_id
-        if (serialize_type != 0 and serialize_type != 1) or not PyUnicode_CheckExact(region) \
-                or has_surrogate(region) or not (bc.broker_permission & _PERM_WRITE_BIT):
+        if type(bc) is not gate.broker_config_type:
+            return None
+        p = rmq_slot(bc, gate.o_region)
+        if p == NULL or not PyUnicode_CheckExact(<object>p):
+            return None
+        region = <object>p
+        if not PyUnicode_IS_ASCII(region) and has_surrogate(region):
+            return None
+        if not rmq_slot_i64(bc, gate.o_broker_perm, &broker_perm) or not (broker_perm & _PERM_WRITE_BIT):
+            return None
+        trace_on = rmq_slot_bool(bc, gate.o_trace)
+        if trace_on < 0:
             return None
         # Java msgCheck: the topic's config, writable, the queue id in range
-        p = PyDict_GetItem(gate.topics, topic)
+        p = PyDict_GetItemWithError(gate.topics, topic)  # (no error to keep aside, as GetItem does)
         if p == NULL:
             return None
         tc = <object>p
-        if not (tc.perm & _PERM_WRITE_BIT) \
-                or queue_id >= max(<int64_t>tc.write_queue_nums, <int64_t>tc.read_queue_nums):
+        if type(tc) is not gate.topic_config_type or not rmq_slot_i64(tc, gate.o_perm, &perm) \
+                or not rmq_slot_i64(tc, gate.o_write_nums, &write_nums) \
+                or not rmq_slot_i64(tc, gate.o_read_nums, &read_nums) \
+                or not rmq_slot_i64(tc, gate.o_type_code, &tcode):
+            return None
+        if not (perm & _PERM_WRITE_BIT) or queue_id >= (write_nums if write_nums > read_nums else read_nums):
             return None
         # typed topics (Java 5 ProducerProcessor's message-type check): one byte per topic,
         # the properties scanned only when the topic is typed; a mismatch goes to the Python
         # path, which words the refusal (send.type_refusal)
-        tcode = tc.type_code
-        if tcode and bc.enable_topic_message_type_check and not _type_ok(tcode, pp, plen):
-            return None
+        if tcode:
+            check = rmq_slot_bool(bc, gate.o_type_check)
+            if check < 0 or tcode < 0 or tcode > 6 or (check and not _type_ok(<int>tcode, pp, plen)):
+                return None
         h.flag = <int32_t>vals[self.i_flag]
         h.sys_flag = <int32_t>sys_flag
         h.born_timestamp = vals[self.i_born]
@@ -530,22 +590,29 @@ cdef class SendFastPath:
         memcpy(mid, pref, 16)
         for i in range(16):
             mid[16 + i] = _HEXU[(phy >> (60 - 4 * i)) & 0xF]
-        r = send_reply(serialize_type, 0, opaque, None, mid, 32, queue_id, out[1], region, bc.trace_on)
+        r = send_reply(serialize_type, 0, opaque, None, mid, 32, queue_id, out[1], region, trace_on)
         if r is None:  # (the region was checked above, before anything was stored)
             raise ValueError("region cannot be written as UTF-8")
         return r
 
 
 cdef class SendGate:
-    """``SendGate(topics, broker_config, stats)``: what the SEND fast path reads of the broker.
+    """``SendGate(topics, broker_config, stats, broker_config_type, topic_config_type)``: what
+    the SEND fast path reads of the broker.
 
     Args:
-        topics: the topic table, ``{topic: config}`` with ``perm``, ``write_queue_nums`` and
-            ``read_queue_nums`` (the live dict: topics created or changed are seen).
-        broker_config: read per SEND for ``broker_permission``, ``region_id`` and
-            ``trace_on`` (all three may be updated at run time).
+        topics: the topic table, ``{topic: config}`` with ``perm``, ``write_queue_nums``,
+            ``read_queue_nums`` and ``type_code`` (the live dict: topics created or changed
+            are seen).
+        broker_config: read per SEND for ``broker_permission``, ``region_id``, ``trace_on``
+            and ``enable_topic_message_type_check`` (all may be updated at run time).
         stats: the broker's statistics; the fast path counts into ``counters`` instead,
             which the broker registers with ``stats.add_fold`` (send_fast.make_fast_path).
+        broker_config_type, topic_config_type: the classes (``BrokerConfig``,
+            ``TopicConfig``) whose ``__slots__`` hold those fields, read at their offsets
+            (rmq/common/_slots.pxd); TypeError when one is not such a slot. A broker config
+            or topic config of any other class (a subclass too), or a slot holding anything
+            but an exact int, bool or str, declines the SEND to the Python path.
 
     Attributes:
         counters: the :class:`PutCounters` of the SENDs stored here.
@@ -554,12 +621,23 @@ cdef class SendGate:
             frame then goes to the dispatcher, which answers SYSTEM_BUSY).
     """
 
-    def __init__(self, dict topics not None, broker_config, stats):
+    def __init__(self, dict topics not None, broker_config, stats, type broker_config_type not None,
+                 type topic_config_type not None):
         self.topics = topics
         self.broker_config = broker_config
         self.stats = stats
         self.appender = None
         self.counters = PutCounters()
+        self.o_region = rmq_slot_offset(broker_config_type, "region_id")
+        self.o_broker_perm = rmq_slot_offset(broker_config_type, "broker_permission")
+        self.o_type_check = rmq_slot_offset(broker_config_type, "enable_topic_message_type_check")
+        self.o_trace = rmq_slot_offset(broker_config_type, "trace_on")
+        self.o_perm = rmq_slot_offset(topic_config_type, "perm")
+        self.o_write_nums = rmq_slot_offset(topic_config_type, "write_queue_nums")
+        self.o_read_nums = rmq_slot_offset(topic_config_type, "read_queue_nums")
+        self.o_type_code = rmq_slot_offset(topic_config_type, "type_code")
+        self.broker_config_type = broker_config_type
+        self.topic_config_type = topic_config_type
 
 
 cdef class PullCounters:
@@ -679,14 +757,20 @@ cdef class PutCounters:
             self.ceil_ms[i] = 0
 
     cdef void put(self, object topic, int64_t size, int64_t put_ns) except *:
-        cdef PyObject* p = PyDict_GetItem(self.topics, topic)
+        cdef PyObject* p
         cdef _TopicCount c
         cdef int64_t fl, ce
-        if p == NULL:
-            c = _TopicCount()
-            self.topics[topic] = c
+        if topic is self.last_topic:                   # (the fast path's topic str is reused)
+            c = self.last_count
         else:
-            c = <_TopicCount>p
+            p = PyDict_GetItem(self.topics, topic)
+            if p == NULL:
+                c = _TopicCount()
+                self.topics[topic] = c
+            else:
+                c = <_TopicCount>p
+            self.last_topic = topic
+            self.last_count = c
         c.nums += 1
         c.size += size
         c.times += 1
@@ -720,6 +804,8 @@ cdef class PutCounters:
         ceil_ms = [(i, self.ceil_ms[i]) for i in range(_PC_MS) if self.ceil_ms[i]]
         out = (topics, floor_ms, ceil_ms, self.rpc_total_ns, self.slow)
         self.topics = {}
+        self.last_topic = None
+        self.last_count = None
         self.slow = []
         self.pending = 0
         self.rpc_total_ns = 0
@@ -729,26 +815,9 @@ cdef class PutCounters:
         return out
 
 
-cdef bint _has_mark(const uint8_t* p, Py_ssize_t n, tuple marks) noexcept:
-    """Whether one of ``marks`` (names followed by \x01) occurs in ``p[:n]``, as ``memmem``
-    would find it: one pass over the \x01 bytes, each compared with the names that could end
-    there (properties hold few pairs, so this beats one memmem per mark)."""
-    cdef const uint8_t* q = p
-    cdef const uint8_t* end = p + n
-    cdef const uint8_t* hit
-    cdef Py_ssize_t at, ml
-    cdef bytes m
-    while q < end:
-        hit = <const uint8_t*>memchr(q, 1, end - q)
-        if hit == NULL:
-            return False
-        at = hit - p + 1                            # the mark would end here, \x01 included
-        for m in marks:
-            ml = PyBytes_GET_SIZE(m)
-            if ml <= at and memcmp(p + at - ml, PyBytes_AS_STRING(m), ml) == 0:
-                return True
-        q = hit + 1
-    return False
+cdef inline int _mark_hash(uint8_t a, uint8_t b) noexcept nogil:
+    """The bit of ``SendFastPath.mark_bloom`` for a name ending in the bytes ``a``, ``b``."""
+    return (a * 7 + b) & 63
 
 
 cdef inline bint _ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:

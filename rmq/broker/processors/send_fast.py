@@ -20,10 +20,12 @@ from typing import Any
 
 from rmq._store import Appender
 from rmq.broker.context import BrokerContext
+from rmq.broker.managers.topic_config import TopicConfig
 from rmq.broker.processors._sendpath import SendFastPath, SendGate
 from rmq.broker.processors.send_back import _MARKS
 from rmq.common.constants import MixAll, TopicValidator
 from rmq.common.message import MessageConst
+from rmq.config import BrokerConfig
 from rmq.protocol.headers.message import SendMessageRequestHeader
 from rmq.remoting.codec import json_header_decoder
 
@@ -51,7 +53,14 @@ def make_fast_path(controller: BrokerContext) -> SendFastPath:
     broker config and the statistics; no store until :func:`bind_store`."""
     # a request-reply request gets the CLUSTER property on the Python path (send._with_cluster)
     marks = (*_MARKS, MessageConst.MESSAGE_REPLY_TO_CLIENT + "\x01")
-    gate = SendGate(controller.topic_config_manager.topic_config_table, controller.broker_config, controller.stats)
+    # the classes whose slots the fast path reads per SEND (anything else declines)
+    gate = SendGate(
+        controller.topic_config_manager.topic_config_table,
+        controller.broker_config,
+        controller.stats,
+        BrokerConfig,
+        TopicConfig,
+    )
     controller.stats.add_fold(gate.counters.take, controller.stats.apply_put_counts)  # its C counters
     return SendFastPath(
         header_spec(),
