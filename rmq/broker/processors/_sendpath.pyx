@@ -15,7 +15,9 @@ C declarations in _sendpath.pxd)."""
 # id out of range or negative, a %RETRY% topic, DELAY or TRAN_MSG properties, a transaction
 # flag, a queue without a queue offset yet, a record that does not fit the current file (the
 # roll), a store that refuses writes, a SYNC_FLUSH store, a SYNC_MASTER or SLAVE broker, a
-# producer address that is not IPv4. What it does take gives the same record and the same
+# producer address that is not IPv4, a broker or topic config that is not of the class the
+# SendGate bound or holds a field of an unexpected type (read at slot offsets, see _put).
+# What it does take gives the same record and the same
 # reply frame as the Python path (a differential test).
 #
 # SendFastPath.send_frame does the same from the frame's bytes, before any RemotingCommand
