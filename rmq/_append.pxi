@@ -18,14 +18,18 @@
 # and moved in MappedFile's slots at their offsets (``bind_file_type``: Python code keeps its
 # specialised slot reads, which a C-level property would lose), whether the store refuses
 # writes is the flag ``refusing`` (the store sets it where its running state, the disk-full
-# state or the last flush error changes), and the store's config is taken once when the store
-# binds itself (``store = ...``), so ``put_plain`` reads no Python attribute of the file or the
-# store object.
+# state or the last flush error changes), the store's config object is taken when the store
+# binds itself (``store = ...``) and its fields are read in StoreConfig's slots at their offsets
+# (``bind_config_type``), and the queue offsets and topic names are one ``QueueTable``
+# (rmq/_qtable.pxi: one dict lookup by the topic, the offset read and moved in a C array), so
+# ``put_plain`` reads no Python attribute of the file, the store or its config, and makes no
+# key tuple, int object or dict store per message.
 # ---------------------------------------------------------------------------------------------
 
 from cpython.object cimport PyObject
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from rmq.common._slots cimport rmq_slot_offset, rmq_slot, rmq_slot_i64, rmq_slot_set_i64
+from libc.stdint cimport INT64_MAX
+from rmq.common._slots cimport rmq_slot_offset, rmq_slot, rmq_slot_i64, rmq_slot_set_i64, rmq_slot_ascii_eq
 
 cdef extern from "time.h" nogil:
     ctypedef long time_t
@@ -40,7 +44,6 @@ cdef extern from "time.h" nogil:
 cdef extern from "Python.h":
     PyObject* Py_True
     PyObject* PyDict_GetItem(object d, object key)
-    int PyDict_SetItem(object d, object key, object value) except -1
     int PyObject_GetBuffer(object obj, Py_buffer* view, int flags) except -1
     void PyBuffer_Release(Py_buffer* view)
 
@@ -61,14 +64,14 @@ cdef class Appender:
             half of it of the last file's warmed end).
 
     Attributes:
-        topic_queue_table: ``{(topic, queue_id): next queue offset}``.
-        topic_cache: ``{topic: UTF-8 bytes}`` of topics checked legal and <= 127 bytes.
+        queues: the ``QueueTable`` (rmq/_qtable.pxi): ``{(topic, queue_id): next queue
+            offset}`` and the topics' cached UTF-8 bytes (checked legal and <= 127 bytes).
         store_host_bytes, id_prefix: the store host and its upper-case hex (offsetMsgId's
             first 16 characters).
         mfq: the CommitLog's MappedFileQueue (its last file is the one written); None: none.
         store: the MessageStore whose state ``put_plain`` checks (running, ASYNC_MASTER,
             ASYNC_FLUSH, not full, no flush error); None (default): ``put_plain`` declines.
-            Its ``config`` is taken when it is set.
+            Its ``config`` is taken when it is set (its fields are read at each put).
         refusing: the store refuses writes (not running, disk full, after a flush error; the
             store sets it where one of those changes, ``MessageStore.refresh_refusal``):
             ``put_plain`` declines (default False).
@@ -92,8 +95,7 @@ cdef class Appender:
         self.store_host_bytes = store_host_bytes
         self.id_prefix = store_host_bytes.hex().upper()
         self.warm_half = warm_chunk // 2
-        self.topic_queue_table = {}
-        self.topic_cache = {}
+        self.queues = QueueTable()
         self.mfq = None
         self.store = None
         self.warm = None
@@ -118,6 +120,15 @@ cdef class Appender:
         self._o_alloc = rmq_slot_offset(cls, "allocated")
         self._o_mm = rmq_slot_offset(cls, "mm")
         self._mf_type = cls
+
+    def bind_config_type(self, cls):
+        """``put_plain`` reads the store's config only when it is exactly this class (the
+        ``StoreConfig`` dataclass with slots), at the offsets of its slots ``broker_role``,
+        ``flush_disk_type`` and ``max_message_size``; TypeError when one is not such a slot."""
+        self._o_role = rmq_slot_offset(cls, "broker_role")
+        self._o_flush = rmq_slot_offset(cls, "flush_disk_type")
+        self._o_max_size = rmq_slot_offset(cls, "max_message_size")
+        self._cfg_type = cls
 
     @property
     def store(self):
@@ -181,7 +192,7 @@ cdef class Appender:
         d = None
         mf.wrote_position = pos + size
         if advance:
-            self.topic_queue_table[(topic, queue_id)] = queue_offset + 1
+            self.queues.set_offset(topic, queue_id, queue_offset + 1)
         self._after(1, size, mf.warmed_to, mf.file_size, pos + size)
         return h.phy_offset, size, h.store_timestamp
 
@@ -199,7 +210,7 @@ cdef class Appender:
                              born_timestamp, born_host, now, self.store_host_bytes, reconsume_times,
                              first_queue_offset, phy)
         mf.wrote_position = pos + total
-        self.topic_queue_table[(topic, queue_id)] = first_queue_offset + len(items)
+        self.queues.set_offset(topic, queue_id, first_queue_offset + len(items))
         self._after(len(items), total, mf.warmed_to, mf.file_size, pos + total)
         return phy, total, now
 
@@ -223,29 +234,37 @@ cdef class Appender:
         and nothing changed: a store not running or not an ASYNC_MASTER + ASYNC_FLUSH, full,
         after a flush error; a topic not in the cache; a queue without an offset yet (the
         store admits new queues); a record over the size limits; a roll to the next file."""
-        cdef object store = self._bound, scfg = self._scfg, files, key, mf
+        cdef object store = self._bound, scfg = self._scfg, files, mf
         cdef PyObject* p
+        cdef TopicEntry e
+        cdef bytes topic_b
         cdef int64_t max_size, size, pos, queue_offset, file_size, file_from, warmed
         cdef Py_ssize_t tlen
         cdef Py_buffer view
-        if store is None or self.mfq is None or self.refusing:
+        if store is None or self.mfq is None or self.queues is None or self.refusing:
             return 0
-        if scfg.broker_role != "ASYNC_MASTER" or scfg.flush_disk_type != "ASYNC_FLUSH":
+        # StoreConfig's slots at their offsets (bind_config_type), read at every put: a role or
+        # flush type changed at run time (a failover's SLAVE) is seen by the next one
+        if type(scfg) is not self._cfg_type \
+                or not rmq_slot_ascii_eq(scfg, self._o_role, "ASYNC_MASTER", 12) \
+                or not rmq_slot_ascii_eq(scfg, self._o_flush, "ASYNC_FLUSH", 11) \
+                or not rmq_slot_i64(scfg, self._o_max_size, &max_size):
             return 0
-        p = PyDict_GetItem(self.topic_cache, topic)       # cached: checked legal, <= 127 bytes
+        # one dict lookup: the topic's cached name (checked legal, <= 127 bytes) and offsets
+        p = PyDict_GetItem(self.queues.topics, topic)
         if p == NULL:
             return 0
-        topic_b = <object>p
+        e = <TopicEntry>p
+        topic_b = e.topic_b
+        if topic_b is None:
+            return 0
         tlen = PyBytes_GET_SIZE(topic_b)
-        max_size = scfg.max_message_size
         size = FIXED + blen + tlen + plen
         if plen > MAX_PROPERTIES_LEN or blen > max_size or size > max_size:
             return 0
-        key = (topic, queue_id)
-        p = PyDict_GetItem(self.topic_queue_table, key)
-        if p == NULL:
+        queue_offset = e.offs[queue_id] if 0 <= queue_id < e.cap else e.get(queue_id)
+        if queue_offset < 0 or queue_offset == INT64_MAX:
             return 0
-        queue_offset = <object>p
         files = self.mfq.files
         if not files:
             return 0
@@ -275,7 +294,10 @@ cdef class Appender:
                       False)
         PyBuffer_Release(&view)
         rmq_slot_set_i64(mf, self._o_wrote, pos + size)
-        PyDict_SetItem(self.topic_queue_table, key, queue_offset + 1)
+        if 0 <= queue_id < e.cap:
+            e.offs[queue_id] = queue_offset + 1
+        else:
+            e.set(queue_id, queue_offset + 1)
         out[0] = h.phy_offset
         out[1] = queue_offset
         out[2] = size

@@ -49,6 +49,8 @@ cdef enum:
     MAX_TOPIC_LEN_V1 = 255
     # Java DefaultMessageStore.getMessage: maxFilterMessageCount = max(16000, maxMsgNums * 20)
     MIN_FILTER_SCAN_BYTES = 16000
+    # queue ids 0..QUEUE_ARRAY_MAX-1 have a slot in a topic's offset array (rmq/_qtable.pxi)
+    QUEUE_ARRAY_MAX = 1024
 
 
 cdef struct RecordHead:
@@ -105,14 +107,41 @@ cdef inline RecordBuf frame_bytes(object data, const uint8_t** p, Py_ssize_t* si
     return b
 
 
+@cython.final
+cdef class TopicEntry:
+    """One topic's cached name and next queue offsets (rmq/_qtable.pxi, layout drawn there)."""
+    cdef bytes topic_b                           # UTF-8 name once checked, or None
+    cdef int64_t* offs                           # next offset by queue id, -1: none
+    cdef int32_t cap                             # slots of offs (<= QUEUE_ARRAY_MAX)
+    cdef Py_ssize_t count                        # offsets present (offs and far)
+    cdef dict far                                # {queue id: next offset}, ids outside the array's
+
+    cdef int64_t get(self, int32_t qid) except -2
+    cdef int set(self, int32_t qid, int64_t value) except -1
+    cdef int64_t remove(self, int32_t qid) except -2
+
+
+cdef class QueueTable:
+    """The writer's ``{topic: TopicEntry}`` (rmq/_qtable.pxi)."""
+    cdef dict topics
+    cdef Py_ssize_t n_offsets, n_cached
+    cdef readonly Py_ssize_t max_topics
+
+    cdef TopicEntry entry(self, str topic, bint create)
+    cdef int _drop_if_empty(self, str topic, TopicEntry e) except -1
+    cdef int set_offset(self, str topic, int32_t qid, int64_t value) except -1
+
+
 cdef class Appender:
     """The CommitLog's one writer (rmq/_append.pxi)."""
-    cdef public dict topic_queue_table, topic_cache
+    cdef public QueueTable queues
     cdef readonly bytes store_host_bytes
     cdef readonly str id_prefix
     cdef public object mfq, warm
     cdef object _bound, _scfg
     cdef type _mf_type                           # MappedFile, whose slots put_plain reads
+    cdef type _cfg_type                          # StoreConfig, whose slots put_plain reads
+    cdef Py_ssize_t _o_role, _o_flush, _o_max_size
     cdef Py_ssize_t _o_from, _o_size, _o_wrote, _o_warmed, _o_alloc, _o_mm
     cdef public tuple hooks
     cdef public object waker, notifier

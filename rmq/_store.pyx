@@ -1109,6 +1109,7 @@ def populate_write(buf, Py_ssize_t start, Py_ssize_t length) -> int:
 # The store's one writer and its after-append bookkeeping (rmq/_append.pxi; declared in
 # _store.pxd for the broker's SEND fast path, rmq/broker/processors/_sendpath.pyx).
 include "_append.pxi"
+include "_qtable.pxi"
 
 # ---------------------------------------------------------------------------------------------
 # The message index (Java IndexFile): layout drawn in the file.

@@ -31,6 +31,8 @@ _END_FILE_MIN_BLANK = _store.END_FILE_MIN_BLANK_LENGTH
 # Java MessageDecoder: SYSFLAG at 36, BORNHOST at 48 (8 bytes, 20 for IPv6), STORETIMESTAMP next.
 _SYSFLAG_POS = 36
 _BORNHOST_POS = 48
+# The topic names the writer keeps encoded (past it a name is encoded per put).
+_MAX_CACHED_TOPICS = 100_000
 _NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
 
@@ -38,7 +40,8 @@ class CommitLog:
     """Appends records in the Java v1 layout into ``<commitlog dir>/<20-digit offset>`` files.
 
     All appends run on the event loop thread (one writer, no lock). ``topic_queue_table`` holds
-    the next logical offset of each (topic, queue_id).
+    the next logical offset of each (topic, queue_id) and the topics' encoded names (the
+    writer's ``QueueTable``, rmq/_qtable.pxi).
     """
 
     def __init__(self, config: StoreConfig, store_host: tuple[str, int], appender: _store.Appender | None = None):
@@ -53,8 +56,7 @@ class CommitLog:
             appender = _store.Appender(self.store_host_bytes, 0)
         elif appender.store_host_bytes != self.store_host_bytes:
             raise ValueError("the appender writes another store host")
-        appender.topic_queue_table = {}
-        appender.topic_cache = {}
+        appender.queues = _store.QueueTable(_MAX_CACHED_TOPICS)
         self.appender = appender
         self._id_prefix = appender.id_prefix  # offsetMsgId = prefix + %016X
         self._born_cache: dict[tuple[str, int], bytes] = {}
@@ -70,7 +72,7 @@ class CommitLog:
         self.table = _store.CommitLogTable()
         self.table_files: list[MappedFile] = []
         appender.mfq = self.mfq
-        self._topic_cache: dict[str, bytes] = appender.topic_cache
+        self._queues = appender.queues
         self.confirm_offset = 0
         # Called with (topic, queue_id) before the first record of a queue that has no
         # ConsumeQueue yet; a PutMessageResult refuses it (the store's mapping budget).
@@ -80,13 +82,9 @@ class CommitLog:
         self.on_new_file: Callable[[], object] | None = None
 
     @property
-    def topic_queue_table(self) -> dict[tuple[str, int], int]:
-        """``{(topic, queue_id): next queue offset}`` (the appender's)."""
-        return self.appender.topic_queue_table
-
-    @topic_queue_table.setter
-    def topic_queue_table(self, table: dict[tuple[str, int], int]) -> None:
-        self.appender.topic_queue_table = table
+    def topic_queue_table(self) -> _store.QueueTable:
+        """``{(topic, queue_id): next queue offset}`` (the appender's ``QueueTable``)."""
+        return self._queues
 
     # -- table for the getMessage scan -------------------------------------------------------
     def _refresh_table(self) -> None:
@@ -132,15 +130,15 @@ class CommitLog:
 
     # -- append ----------------------------------------------------------------------------------
     def _encode_topic(self, topic: str) -> bytes:
-        b = self._topic_cache.get(topic)
+        b = self._queues.topic_bytes(topic)
         if b is None:
             b = topic.encode("utf-8")
             if (
-                len(self._topic_cache) < 100_000
+                self._queues.cached_topics < _MAX_CACHED_TOPICS
                 and not TopicValidator.is_topic_or_group_illegal(topic)
                 and len(b) <= 127
             ):
-                self._topic_cache[topic] = b
+                self._queues.cache_topic(topic, b)
         return b
 
     def _born(self, host: tuple[str, int]) -> bytes:
@@ -161,7 +159,7 @@ class CommitLog:
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic must be 1..127 bytes, got {len(topic_b)}"
             )
-        if msg.topic not in self._topic_cache and TopicValidator.is_topic_or_group_illegal(msg.topic):
+        if self._queues.topic_bytes(msg.topic) is None and TopicValidator.is_topic_or_group_illegal(msg.topic):
             return PutMessageResult(
                 PutMessageStatus.MESSAGE_ILLEGAL, remark=f"topic {msg.topic!r} has characters outside [%|a-zA-Z0-9_-]"
             )
@@ -197,7 +195,7 @@ class CommitLog:
 
     def append(self, msg: MessageInner) -> PutMessageResult:
         """Write one record; returns PUT_OK with the AppendMessageResult, or a refusal."""
-        topic_b = self._topic_cache.get(msg.topic)  # cached = checked legal and short enough
+        topic_b = self._queues.topic_bytes(msg.topic)  # cached = checked legal and short enough
         if topic_b is None or msg.queue_id < 0:
             topic_b = self._encode_topic(msg.topic)
             bad = self._check(topic_b, msg)

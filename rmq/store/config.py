@@ -21,7 +21,7 @@ def detect_total_physical_memory() -> int:
         return 24 * 1024**3
 
 
-@dataclass
+@dataclass(slots=True)
 class StoreConfig:
     """Configuration of a :class:`rmq.store.MessageStore`.
 
@@ -31,6 +31,11 @@ class StoreConfig:
 
     Each numeric field declares its allowed values where it is declared
     (``setting(default, lo=, hi=)``, :mod:`rmq.common.settings`); the daemons check them at start.
+
+    A dataclass with ``__slots__``: the store's native writer reads ``broker_role``,
+    ``flush_disk_type`` and ``max_message_size`` at their slot offsets at every put
+    (``Appender.bind_config_type``, rmq/_append.pxi), and no attribute outside the fields can
+    be set.
     """
 
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))

@@ -82,6 +82,7 @@ QUERY_MESSAGE_MAX_BYTES = 32 * 1024 * 1024  # index = value (the scan returns 0,
 #: a start that finds it truncates there again before recovering, so a kill -9 in the middle
 #: never brings the cut records back.
 TRUNCATE_MARKER = "truncate"
+_MAX_QUEUE_OFFSET = (1 << 63) - 1  # a record's QUEUEOFFSET is an int64
 # A getMessage answer of at most this many bytes is copied out of the mapped files into one
 # bytes object (get_message_scan's copy_limit) instead of one zero-copy view per record: Java's
 # default maxTransferBytesOnMessageInMemory, so every pull of the ordinary limits is copied and
@@ -150,6 +151,7 @@ class MessageStore:
         # starts it empty): the broker's SEND path holds it (``appender``).
         self._appender = _store.Appender(host_bytes(store_host, resolve=True), WARM_CHUNK)
         self._appender.bind_file_type(MappedFile)
+        self._appender.bind_config_type(StoreConfig)
         self.refresh_refusal()
         self.commit_log = self._new_commit_log()
         self._pending_queues: set[tuple[str, int]] = set()
@@ -569,13 +571,15 @@ class MessageStore:
     def _recover_topic_queue_table(self, end: int) -> None:
         """Java ``recoverTopicQueueTable``: each queue's next offset from its ConsumeQueue, and
         from the records past the dispatch position up to ``end``, so an offset is never reused."""
-        table = self.commit_log.topic_queue_table = {}
+        table = self.commit_log.topic_queue_table
+        table.clear()
         for topic, queues in self.consume_queue_table.items():
             for qid, cq in queues.items():
                 table[(topic, qid)] = cq.get_max_offset_in_queue()
         if self.reput.reput_from_offset < end:
             for key, next_offset in self.reput.undispatched_queue_offsets(end).items():
-                if next_offset > table.get(key, 0):
+                # (a record's offset is an int64: one at its maximum has no next to store)
+                if table.get(key, 0) < next_offset <= _MAX_QUEUE_OFFSET:
                     table[key] = next_offset
 
     # ======================================================================================
