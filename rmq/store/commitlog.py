@@ -8,6 +8,7 @@ from typing import Any
 
 from rmq import _store
 from rmq.common.constants import TopicValidator
+from rmq.common.log import RateLimitedLog, clip
 from rmq.errors import StoreError
 from rmq.store.config import StoreConfig
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
@@ -23,6 +24,7 @@ from rmq.store.message import (
 __all__ = ["CommitLog"]
 
 log = logging.getLogger("rmq.store")
+_rl_log = RateLimitedLog(log)
 
 _TRAN_MASK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 _RECORD_FIXED_SIZE = _store.RECORD_FIXED_SIZE
@@ -33,6 +35,8 @@ _SYSFLAG_POS = 36
 _BORNHOST_POS = 48
 # The topic names the writer keeps encoded (past it a name is encoded per put).
 _MAX_CACHED_TOPICS = 100_000
+# A record's QUEUEOFFSET is an int64 (a recovered hostile CommitLog may end a queue there).
+_MAX_QUEUE_OFFSET = (1 << 63) - 1
 _NO_QUEUE_OFFSET = (MessageSysFlag.TRANSACTION_PREPARED_TYPE, MessageSysFlag.TRANSACTION_ROLLBACK_TYPE)
 
 
@@ -232,6 +236,8 @@ class CommitLog:
                     if refused is not None:
                         return refused
                 queue_offset = 0
+            elif queue_offset >= _MAX_QUEUE_OFFSET:
+                return self._queue_full(msg, 1)
         files = self.mfq.files
         mf = files[-1] if files else None
         if mf is None or mf.wrote_position + size + _END_FILE_MIN_BLANK > mf.file_size or not mf.allocated:
@@ -260,6 +266,13 @@ class CommitLog:
         return PutMessageResult(
             PutMessageStatus.PUT_OK, AppendMessageResult(phy, size, f"{self._id_prefix}{phy:016X}", now, queue_offset)
         )
+
+    def _queue_full(self, msg: MessageInner, n: int) -> PutMessageResult:
+        """The refusal of ``n`` records for a queue whose next offset would pass the int64
+        maximum (only a CommitLog recovered with such offsets gets there)."""
+        remark = f"queue {clip(msg.topic)}-{msg.queue_id} has no queue offset left for {n} more records"
+        _rl_log.warning("queue-offset-full", "%s", remark)
+        return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=remark)
 
     def append_batch(self, msg: MessageInner) -> PutMessageResult:
         """Write every item of a batch body (Java MessageDecoder.encodeMessages) as its own record
@@ -299,6 +312,8 @@ class CommitLog:
                 if refused is not None:
                     return refused
             queue_offset = 0
+        elif queue_offset + len(items) > _MAX_QUEUE_OFFSET:
+            return self._queue_full(msg, len(items))
         mf = self._file_for(total)
         phy, total, now = self.appender.write_batch(
             mf,

@@ -573,14 +573,15 @@ class MessageStore:
         from the records past the dispatch position up to ``end``, so an offset is never reused."""
         table = self.commit_log.topic_queue_table
         table.clear()
+        # (a record's QUEUEOFFSET is an int64: a queue whose last record has the maximum keeps
+        # the maximum as its next offset, and the CommitLog refuses further records for it)
         for topic, queues in self.consume_queue_table.items():
             for qid, cq in queues.items():
-                table[(topic, qid)] = cq.get_max_offset_in_queue()
+                table[(topic, qid)] = min(cq.get_max_offset_in_queue(), _MAX_QUEUE_OFFSET)
         if self.reput.reput_from_offset < end:
             for key, next_offset in self.reput.undispatched_queue_offsets(end).items():
-                # (a record's offset is an int64: one at its maximum has no next to store)
-                if table.get(key, 0) < next_offset <= _MAX_QUEUE_OFFSET:
-                    table[key] = next_offset
+                if next_offset > table.get(key, 0):
+                    table[key] = min(next_offset, _MAX_QUEUE_OFFSET)
 
     # ======================================================================================
     # truncation and epochs (controller mode; docs/design.md "Controller mode")

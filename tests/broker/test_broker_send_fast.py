@@ -5,6 +5,7 @@ host, born host, store timestamp)."""
 
 import asyncio
 import base64
+import dataclasses
 import json
 import re
 import struct
@@ -421,4 +422,53 @@ async def test_the_fast_send_writes_only_into_the_file_type_it_was_bound_to(tmp_
         assert fast.taken == taken + 1
         # every send stored, whichever path took it
         await wait_until(lambda: store.get_max_offset_in_queue("Bound", 0) == 4, 30, what="four messages in queue 0")
+        await peer.close()
+
+
+async def test_the_fast_send_reads_the_store_config_it_was_bound_to_at_each_put(tmp_path):
+    """The appender reads the store config's ``broker_role``, ``flush_disk_type`` and
+    ``max_message_size`` in the slots of the class the store bound
+    (``Appender.bind_config_type``), at every put: a limit lowered at run time is seen by the
+    next SEND (the Python path then refuses it in its words), a class without those slots is
+    refused when bound, and a config of another class makes every SEND decline."""
+    from rmq.store import StoreConfig
+
+    @dataclasses.dataclass
+    class NoSlots:  # the fields, but in an instance dict
+        broker_role: str = "ASYNC_MASTER"
+        flush_disk_type: str = "ASYNC_FLUSH"
+        max_message_size: int = 1 << 20
+
+    with pytest.raises(TypeError, match="not a writable slot"):
+        _store.Appender(bytes(8)).bind_config_type(NoSlots)
+
+    async with run_broker(tmp_path / "s") as broker:
+        peer, send = await _binary_sender(broker, "Cfg", b"c" * 100)
+        store = broker.message_store
+        fast = broker.send_processor.fast
+        assert await send() == ResponseCode.SUCCESS  # (the new queue: the Python path)
+        taken = fast.taken
+        assert await send() == ResponseCode.SUCCESS
+        assert fast.taken == taken + 1
+
+        limit = store.config.max_message_size
+        store.config.max_message_size = 150  # under this SEND's record, over its body
+        taken, declined = fast.taken, fast.declined
+        assert await send() == ResponseCode.MESSAGE_ILLEGAL
+        assert fast.taken == taken and fast.declined == declined + 1
+        store.config.max_message_size = limit
+        assert await send() == ResponseCode.SUCCESS and fast.taken == taken + 1
+
+        @dataclasses.dataclass(slots=True)
+        class OtherConfig(StoreConfig):
+            pass
+
+        store.appender.bind_config_type(OtherConfig)  # the store's config is not OtherConfig
+        try:
+            taken, declined = fast.taken, fast.declined
+            assert await send() == ResponseCode.SUCCESS
+            assert fast.taken == taken and fast.declined == declined + 1
+        finally:
+            store.appender.bind_config_type(StoreConfig)
+        assert await send() == ResponseCode.SUCCESS and fast.taken == taken + 1
         await peer.close()
