@@ -276,7 +276,7 @@ cdef class Appender:
                 or not rmq_slot_i64(mf, self._o_from, &file_from) or not rmq_slot_i64(mf, self._o_warmed, &warmed) \
                 or rmq_slot(mf, self._o_mm) == NULL:
             return 0
-        if pos + size + END_FILE_MIN_BLANK_LENGTH > file_size:
+        if pos + size + END_FILE_MIN_BLANK_LEN > file_size:     # (a C constant: no int objects)
             return 0
         PyObject_GetBuffer(<object>rmq_slot(mf, self._o_mm), &view, PyBUF_WRITABLE)
         if pos + size > view.len:

@@ -47,6 +47,8 @@ cdef enum:
     PROPERTY_SEPARATOR = 2
     MAX_PROPERTIES_LEN = 32767
     MAX_TOPIC_LEN_V1 = 255
+    # Java CommitLog.END_FILE_MIN_BLANK_LENGTH: a file keeps room for a BLANK record's head
+    END_FILE_MIN_BLANK_LEN = 8
     # Java DefaultMessageStore.getMessage: maxFilterMessageCount = max(16000, maxMsgNums * 20)
     MIN_FILTER_SCAN_BYTES = 16000
     # queue ids 0..QUEUE_ARRAY_MAX-1 have a slot in a topic's offset array (rmq/_qtable.pxi)

@@ -43,7 +43,7 @@ MESSAGE_MAGIC_CODE = 0xDAA320A7          # MessageDecoder.MESSAGE_MAGIC_CODE (v1
 MESSAGE_MAGIC_CODE_V2 = 0xDAA320AB       # RocketMQ 5 MessageDecoder.MESSAGE_MAGIC_CODE_V2
 BLANK_MAGIC_CODE = 0xCBD43194            # CommitLog.BLANK_MAGIC_CODE (-875286124 as int32)
 CQ_STORE_UNIT_SIZE = CQ_UNIT             # ConsumeQueue.CQ_STORE_UNIT_SIZE
-END_FILE_MIN_BLANK_LENGTH = 8            # CommitLog.END_FILE_MIN_BLANK_LENGTH
+END_FILE_MIN_BLANK_LENGTH = END_FILE_MIN_BLANK_LEN  # (the C constant, rmq/_store.pxd)
 RECORD_FIXED_SIZE = FIXED                # v1 record size with empty body, topic and properties
 
 # The offsets as Python ints, for the test that compares them with rmq.common.message.
@@ -464,7 +464,7 @@ def encode_record(dst, Py_ssize_t pos, body, bytes topic, props, int32_t queue_i
 def write_blank(dst, Py_ssize_t pos, int64_t size):
     """Write the 8-byte BLANK end-of-file record header (TOTALSIZE = ``size``)."""
     cdef RecordBuf d = record_buf(dst, True)
-    if pos < 0 or pos + END_FILE_MIN_BLANK_LENGTH > d.size:
+    if pos < 0 or pos + END_FILE_MIN_BLANK_LEN > d.size:
         raise ValueError("blank record does not fit")
     wr32(d.wptr + pos + OFF_TOTALSIZE, size)
     wr32(d.wptr + pos + OFF_MAGIC, <int64_t>_BLANK)
@@ -582,7 +582,7 @@ cdef int _check(const uint8_t* p, Py_ssize_t avail, int64_t expect_phy, bint che
     cdef int32_t total
     cdef uint32_t magic
     cdef int verdict
-    if avail < END_FILE_MIN_BLANK_LENGTH:
+    if avail < END_FILE_MIN_BLANK_LEN:
         if avail >= 4 and rd32(p + OFF_TOTALSIZE) == 0:
             return SCAN_END
         return SCAN_TORN if avail > 0 else SCAN_END
