@@ -29,6 +29,7 @@ from cpython.unicode cimport PyUnicode_Check, PyUnicode_CheckExact
 from cpython.bytes cimport PyBytes_FromStringAndSize, PyBytes_AS_STRING, PyBytes_GET_SIZE, PyBytes_CheckExact
 from cpython.unicode cimport PyUnicode_AsASCIIString
 from cpython.exc cimport PyErr_Clear
+from cpython.ref cimport Py_INCREF, Py_DECREF
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object u, Py_ssize_t* size)
@@ -653,87 +654,255 @@ cdef int bo_key(JOut* o, bytes key) except -1:
     return 0
 
 
-cdef object send_reply(int serialize_type, int code, int32_t opaque, object msg_id, const char* mid,
-                       Py_ssize_t mlen, int64_t queue_id, int64_t queue_offset, object region,
-                       bint trace_on):
-    """The one SEND reply writer (``send_reply_frame`` for Python, the broker's fast path by
-    cimport). The msgId is ``msg_id`` (a str, escaped as any text) or, when ``msg_id`` is None,
-    the ``mlen`` bytes at ``mid``: ASCII that needs no escape (the fast path's hex offsetMsgId,
-    written without making a str). None when ``serialize_type`` is not 0/1, ``code`` not an
-    int16, or a text not a str that UTF-8 can carry."""
+# Most of a SEND reply's bytes are the same for every reply of a broker: all but the msgId, the
+# queueId, the queueOffset and the opaque (and, in the binary form, the lengths in front of
+# them). Those constant pieces are written once per (serialize type, code, trace switch,
+# region) into a template and kept in a handful of slots; a reply is then one bytes object
+# allocated at its final size, filled by copying the pieces and writing the four values:
+#
+#   JSON      | len | hl | HEAD | msgId | QID | queueId | QOFF | queueOffset | TAIL | opaque | END |
+#     HEAD  {"code":C,"extFields":{"msgId":"                          (per code)
+#     QID   ","queueId":"
+#     QOFF  ","queueOffset":"
+#     TAIL  ","TRACE_ON":"true","MSG_REGION":"R"},"flag":1,"language":"JAVA","opaque":
+#           (per trace switch and region: "false" when off, R escaped as jo_str escapes it)
+#     END   ,"serializeTypeCurrentRPC":"JSON","version":409}
+#
+#   ROCKETMQ  | len | 1<<24|hl | HEAD | mlen i32 | msgId | QID | qlen i32 | queueId
+#             | QOFF | olen i32 | queueOffset | TAIL |
+#     HEAD  code i16 | lang 0 (JAVA) | version 409 i16 | opaque i32 | flag 1 i32 | remark 0 i32
+#           | E i32 | 00 05 "msgId"                 (28 bytes per code; opaque and E, the
+#                                                    extFields map's length, per reply)
+#     QID   00 07 "queueId"
+#     QOFF  00 0b "queueOffset"
+#     TAIL  00 08 "TRACE_ON" | 00 00 00 04 "true" (or 5 "false") | 00 0a "MSG_REGION"
+#           | rlen i32 | region (UTF-8)              (per trace switch and region)
+
+cdef struct ReplyTpl:
+    # one template: HEAD and TAIL of the drawing above, in one PyMem block at ``head``
+    int ser
+    int code
+    int trace
+    PyObject* region      # an owned reference, compared by identity first; NULL: a free slot
+    char* head
+    Py_ssize_t hlen
+    char* tail
+    Py_ssize_t tlen
+
+cdef enum:
+    _TPL_SLOTS = 8        # (a broker uses one or two: its region, JSON and binary, SUCCESS)
+
+cdef ReplyTpl _tpl[_TPL_SLOTS]
+cdef int _tpl_next = 0
+
+cdef bytes _SR_QID = b'","queueId":"'
+cdef bytes _SR_QOFF = b'","queueOffset":"'
+cdef bytes _SR_END = b',"serializeTypeCurrentRPC":"JSON","version":409}'
+cdef const char* _SR_BQID = b"\0\7queueId"
+cdef const char* _SR_BQOFF = b"\0\x0bqueueOffset"
+
+# two decimal digits of 0..99 at [2 * x]
+cdef const char* _DIG2 = (b"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
+                          b"5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899")
+
+
+cdef inline Py_ssize_t _dec(char* end, int64_t x) noexcept nogil:
+    """The decimal digits of ``x`` written to the bytes before ``end`` (at most 20); their count."""
+    cdef uint64_t u = (~<uint64_t>x) + 1 if x < 0 else <uint64_t>x  # (no signed overflow at INT64_MIN)
+    cdef uint64_t r
+    cdef char* q = end
+    while u >= 100:
+        r = u % 100
+        u //= 100
+        q -= 2
+        memcpy(q, _DIG2 + 2 * r, 2)
+    if u >= 10:
+        q -= 2
+        memcpy(q, _DIG2 + 2 * u, 2)
+    else:
+        q -= 1
+        q[0] = <char>(c'0' + u)
+    if x < 0:
+        q -= 1
+        q[0] = c'-'
+    return end - q
+
+
+cdef int _reply_tpl(int ser, int code, bint trace, object region) except -2:
+    """The slot of the template for these settings, written into a slot (the oldest one's,
+    round robin) when none holds it yet; -1 when the region is not a str UTF-8 can carry."""
+    global _tpl_next
+    cdef int k
+    cdef ReplyTpl* t
     cdef JOut o
-    cdef Py_ssize_t ext_at
-    if (serialize_type != 0 and serialize_type != 1) or code < -32768 or code > 32767 \
-            or not PyUnicode_CheckExact(region):
-        return None
-    if msg_id is not None and not PyUnicode_CheckExact(msg_id):
-        return None
-    o.cap = 256
-    o.n = 8
+    cdef Py_ssize_t hlen
+    for k in range(_TPL_SLOTS):
+        t = &_tpl[k]
+        if t.region == <PyObject*>region and t.ser == ser and t.code == code and t.trace == trace:
+            return k
+    for k in range(_TPL_SLOTS):  # an equal region in another str object (str == runs no user code)
+        t = &_tpl[k]
+        if t.region != NULL and t.ser == ser and t.code == code and t.trace == trace \
+                and <object>t.region == region:
+            return k
+    o.cap = 128
+    o.n = 0
     o.p = <char*>PyMem_Malloc(o.cap)
     if o.p == NULL:
         raise MemoryError()
     try:
-        if serialize_type == 1:
+        if ser == 1:
             jo_reserve(&o, 21)
-            wr16(<uint8_t*>o.p + 8, code)
-            o.p[10] = 0                      # LanguageCode.JAVA
-            wr16(<uint8_t*>o.p + 11, 409)    # version V4_9_8
-            wr32(<uint8_t*>o.p + 13, opaque)
-            wr32(<uint8_t*>o.p + 17, 1)      # flag: response
-            wr32(<uint8_t*>o.p + 21, 0)      # remark: null
-            o.n = 25
-            ext_at = o.n
-            jo_raw(&o, b"\0\0\0\0", 4)
+            wr16(<uint8_t*>o.p, code)
+            o.p[2] = 0                       # LanguageCode.JAVA
+            wr16(<uint8_t*>o.p + 3, 409)     # version V4_9_8
+            wr32(<uint8_t*>o.p + 5, 0)       # opaque (per reply)
+            wr32(<uint8_t*>o.p + 9, 1)       # flag: response
+            wr32(<uint8_t*>o.p + 13, 0)      # remark: null
+            wr32(<uint8_t*>o.p + 17, 0)      # the map's length (per reply)
+            o.n = 21
             bo_key(&o, b"msgId")
-            if msg_id is None:
-                jo_reserve(&o, 4)
-                wr32(<uint8_t*>o.p + o.n, mlen)
-                o.n += 4
-                jo_raw(&o, mid, mlen)
-            elif bo_utf8(&o, msg_id, 4):
-                return None
-            bo_key(&o, b"queueId")
-            bo_dec(&o, queue_id)
-            bo_key(&o, b"queueOffset")
-            bo_dec(&o, queue_offset)
+            hlen = o.n
             bo_key(&o, b"TRACE_ON")
-            if trace_on:
+            if trace:
                 jo_raw(&o, b"\0\0\0\4true", 8)
             else:
                 jo_raw(&o, b"\0\0\0\5false", 9)
             bo_key(&o, b"MSG_REGION")
             if bo_utf8(&o, region, 4):
-                return None
-            wr32(<uint8_t*>o.p + ext_at, o.n - ext_at - 4)
+                PyMem_Free(o.p)
+                return -1
         else:
             jo_lit(&o, b'{"code":')
             jo_i64(&o, code)
-            jo_lit(&o, b',"extFields":{"msgId":')
-            if msg_id is None:
-                jo_reserve(&o, mlen + 2)
-                o.p[o.n] = c'"'
-                o.n += 1
-                jo_raw(&o, mid, mlen)
-                o.p[o.n] = c'"'
-                o.n += 1
-            elif jo_str(&o, msg_id):
-                return None
-            jo_lit(&o, b',"queueId":"')
-            jo_i64(&o, queue_id)
-            jo_lit(&o, b'","queueOffset":"')
-            jo_i64(&o, queue_offset)
-            jo_lit(&o, b'","TRACE_ON":"true","MSG_REGION":' if trace_on else b'","TRACE_ON":"false","MSG_REGION":')
+            jo_lit(&o, b',"extFields":{"msgId":"')
+            hlen = o.n
+            jo_lit(&o, b'","TRACE_ON":"true","MSG_REGION":' if trace else b'","TRACE_ON":"false","MSG_REGION":')
             if jo_str(&o, region):
-                return None
+                PyMem_Free(o.p)
+                return -1
             jo_lit(&o, b'},"flag":1,"language":"JAVA","opaque":')
-            jo_i64(&o, opaque)
-            jo_lit(&o, b',"serializeTypeCurrentRPC":"JSON","version":409}')
-        wr32(<uint8_t*>o.p, o.n - 4)
-        wr32(<uint8_t*>o.p + 4, (serialize_type << 24) | (o.n - 8))
-        return PyBytes_FromStringAndSize(o.p, o.n)
-    finally:
+    except BaseException:
         PyMem_Free(o.p)
+        raise
+    k = _tpl_next
+    _tpl_next = (k + 1) % _TPL_SLOTS
+    t = &_tpl[k]
+    if t.region != NULL:
+        PyMem_Free(t.head)
+        Py_DECREF(<object>t.region)
+    Py_INCREF(region)
+    t.region = <PyObject*>region
+    t.ser = ser
+    t.code = code
+    t.trace = trace
+    t.head = o.p
+    t.hlen = hlen
+    t.tail = o.p + hlen
+    t.tlen = o.n - hlen
+    return k
+
+
+cdef object send_reply(int serialize_type, int code, int32_t opaque, object msg_id, const char* mid,
+                       Py_ssize_t mlen, int64_t queue_id, int64_t queue_offset, object region,
+                       bint trace_on):
+    """The one SEND reply writer (``send_reply_frame`` for Python, the broker's fast path by
+    cimport), from the kept template of its settings (above). The msgId is ``msg_id`` (a str,
+    escaped as any text) or, when ``msg_id`` is None, the ``mlen`` bytes at ``mid``: ASCII that
+    needs no escape (the fast path's hex offsetMsgId, written without making a str). None when
+    ``serialize_type`` is not 0/1, ``code`` not an int16, or a text not a str that UTF-8 can
+    carry."""
+    cdef char qd[24]
+    cdef char od[24]
+    cdef char pd[24]
+    cdef Py_ssize_t ql, ol, pl, total
+    cdef int k
+    cdef ReplyTpl* t
+    cdef JOut esc
+    cdef char* w
+    cdef object frame
+    if (serialize_type != 0 and serialize_type != 1) or code < -32768 or code > 32767 \
+            or not PyUnicode_CheckExact(region):
+        return None
+    if msg_id is not None and not PyUnicode_CheckExact(msg_id):
+        return None
+    k = _reply_tpl(serialize_type, code, trace_on, region)
+    if k < 0:
+        return None
+    t = &_tpl[k]
+    esc.p = NULL
+    if msg_id is not None:
+        if serialize_type == 1:
+            mid = PyUnicode_AsUTF8AndSize(msg_id, &mlen)  # (no copy)
+            if mid == NULL:
+                PyErr_Clear()
+                return None
+        else:
+            esc.cap = 64
+            esc.n = 0
+            esc.p = <char*>PyMem_Malloc(esc.cap)
+            if esc.p == NULL:
+                raise MemoryError()
+    try:
+        if esc.p != NULL:
+            if jo_str(&esc, msg_id):
+                return None
+            mid = esc.p + 1                  # (without jo_str's quotes: HEAD and QID have them)
+            mlen = esc.n - 2
+        ql = _dec(qd + 24, queue_id)
+        ol = _dec(od + 24, queue_offset)
+        if serialize_type == 1:
+            total = 8 + t.hlen + 4 + mlen + 9 + 4 + ql + 13 + 4 + ol + t.tlen
+            frame = PyBytes_FromStringAndSize(NULL, total)
+            w = PyBytes_AS_STRING(frame)
+            wr32(<uint8_t*>w, total - 4)
+            wr32(<uint8_t*>w + 4, (1 << 24) | (total - 8))
+            memcpy(w + 8, t.head, t.hlen)
+            wr32(<uint8_t*>w + 13, opaque)
+            wr32(<uint8_t*>w + 25, total - 29)   # the map: everything after its length word
+            w += 8 + t.hlen
+            wr32(<uint8_t*>w, mlen)
+            memcpy(w + 4, mid, mlen)
+            w += 4 + mlen
+            memcpy(w, _SR_BQID, 9)
+            wr32(<uint8_t*>w + 9, ql)
+            memcpy(w + 13, qd + 24 - ql, ql)
+            w += 13 + ql
+            memcpy(w, _SR_BQOFF, 13)
+            wr32(<uint8_t*>w + 13, ol)
+            memcpy(w + 17, od + 24 - ol, ol)
+            w += 17 + ol
+            memcpy(w, t.tail, t.tlen)
+        else:
+            pl = _dec(pd + 24, opaque)
+            total = 8 + t.hlen + mlen + PyBytes_GET_SIZE(_SR_QID) + ql + PyBytes_GET_SIZE(_SR_QOFF) + ol \
+                + t.tlen + pl + PyBytes_GET_SIZE(_SR_END)
+            frame = PyBytes_FromStringAndSize(NULL, total)
+            w = PyBytes_AS_STRING(frame)
+            wr32(<uint8_t*>w, total - 4)
+            wr32(<uint8_t*>w + 4, total - 8)
+            w += 8
+            memcpy(w, t.head, t.hlen)
+            w += t.hlen
+            memcpy(w, mid, mlen)
+            w += mlen
+            memcpy(w, PyBytes_AS_STRING(_SR_QID), PyBytes_GET_SIZE(_SR_QID))
+            w += PyBytes_GET_SIZE(_SR_QID)
+            memcpy(w, qd + 24 - ql, ql)
+            w += ql
+            memcpy(w, PyBytes_AS_STRING(_SR_QOFF), PyBytes_GET_SIZE(_SR_QOFF))
+            w += PyBytes_GET_SIZE(_SR_QOFF)
+            memcpy(w, od + 24 - ol, ol)
+            w += ol
+            memcpy(w, t.tail, t.tlen)
+            w += t.tlen
+            memcpy(w, pd + 24 - pl, pl)
+            w += pl
+            memcpy(w, PyBytes_AS_STRING(_SR_END), PyBytes_GET_SIZE(_SR_END))
+        return frame
+    finally:
+        if esc.p != NULL:
+            PyMem_Free(esc.p)
 
 
 def send_reply_frame(int serialize_type, int code, int32_t opaque, msg_id, int64_t queue_id,
