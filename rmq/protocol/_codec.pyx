@@ -1058,11 +1058,12 @@ def pull_reply_frame(int serialize_type, int code, int32_t opaque, remark, int64
 # it always did: what this scan takes, msgspec decodes to the same values (a hypothesis test
 # compares them, tests/remoting/test_json_header_scan.py).
 
-# The run of bytes a JSON string holds as they are (0x20..0x7F but '"' and '\\'): 16 at a time
-# with SSE2 (every x86-64 CPU has it), each block stored to ``out`` as it is scanned when there
-# is room for the whole block (the bytes past the run are overwritten by what follows it), so
-# the scan and the copy are one pass; byte by byte for the rest and on other CPUs. The header
-# scan spent half of its instructions here byte by byte (bench/README.md, "Instruction counts").
+# A JSON string read in one pass (rmq_js_string): its plain bytes (0x20..0x7F but '"' and
+# '\\') 16 at a time with SSE2 (every x86-64 CPU has it), each block stored to ``out`` as it is
+# checked (the bytes past the run are overwritten by what follows it), byte by byte for the
+# rest and on other CPUs; an escape is decoded where it stands and the run goes on after it, so
+# the properties' separators (\u0001, \u0002) cost no second pass over the string. The header
+# scan spent half of its instructions in its strings (bench/README.md, "Instruction counts").
 cdef extern from *:
     """
     #include <stddef.h>
@@ -1074,130 +1075,116 @@ cdef extern from *:
 
     #define RMQ_JS_PLAIN(c) ((c) >= 0x20 && (c) < 0x80 && (c) != 0x22 && (c) != 0x5C)
 
-    /* The count of plain bytes at p[0:n]; with out, they are copied there when the count is
-       at most room (the caller refuses a longer run). */
-    static inline Py_ssize_t rmq_js_run(const uint8_t *p, Py_ssize_t n, uint8_t *out, Py_ssize_t room)
+    static inline int rmq_js_hex(uint8_t c)
     {
-        Py_ssize_t i = 0, copied = 0;
+        if (c >= '0' && c <= '9') return c - '0';
+        if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+        return -1;
+    }
+
+    /* The JSON string at p[i] (its opening quote) unescaped into out[0:room] (out NULL: only
+       checked): the index after its closing quote, its length in *olen; -1 when it is not an
+       ASCII string of the accepted shape (JSON's escapes, \\uXXXX below U+0080 only, no raw
+       control character or byte >= 0x80), is not closed, or does not fit in room. Always
+       in line: a SEND header holds about fifteen strings, most of them a few bytes, and the
+       call's register saving and restoring cost about as much as reading one. */
+    static inline __attribute__((always_inline)) Py_ssize_t rmq_js_string(const uint8_t *p, Py_ssize_t n, Py_ssize_t i,
+                                           uint8_t *out, Py_ssize_t room, Py_ssize_t *olen)
+    {
+        Py_ssize_t o = 0;
+        uint8_t c;
+        int hi, lo;
+        if (i >= n || p[i] != 0x22)
+            return -1;
+        i++;
+        for (;;) {
     #if defined(__SSE2__)
-        const __m128i sp = _mm_set1_epi8(0x20), qu = _mm_set1_epi8(0x22), bs = _mm_set1_epi8(0x5C);
-        while (i + 16 <= n) {
-            __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
-            /* signed: bytes >= 0x80 are negative, so "< 0x20" catches them too */
-            __m128i bad = _mm_or_si128(_mm_cmplt_epi8(v, sp),
-                                       _mm_or_si128(_mm_cmpeq_epi8(v, qu), _mm_cmpeq_epi8(v, bs)));
-            unsigned m = (unsigned)_mm_movemask_epi8(bad);
-            if (out != NULL && i + 16 <= room) {
-                _mm_storeu_si128((__m128i *)(out + i), v);
-                copied = i + 16;
+            const __m128i sp = _mm_set1_epi8(0x20), qu = _mm_set1_epi8(0x22), bs = _mm_set1_epi8(0x5C);
+            while (i + 16 <= n) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(p + i));
+                /* signed: bytes >= 0x80 are negative, so "< 0x20" catches them too */
+                __m128i bad = _mm_or_si128(_mm_cmplt_epi8(v, sp),
+                                           _mm_or_si128(_mm_cmpeq_epi8(v, qu), _mm_cmpeq_epi8(v, bs)));
+                unsigned m = (unsigned)_mm_movemask_epi8(bad);
+                Py_ssize_t k = m ? (Py_ssize_t)__builtin_ctz(m) : 16;
+                if (out != NULL) {
+                    if (o + 16 <= room)
+                        _mm_storeu_si128((__m128i *)(out + o), v);
+                    else if (o + k <= room)
+                        memcpy(out + o, p + i, (size_t)k);
+                    else
+                        return -1;
+                }
+                i += k;
+                o += k;
+                if (m)
+                    goto stop;
             }
-            if (m) {
-                i += __builtin_ctz(m);
-                goto done;
+    #endif
+            while (i < n && RMQ_JS_PLAIN(p[i])) {
+                if (out != NULL) {
+                    if (o >= room)
+                        return -1;
+                    out[o] = p[i];
+                }
+                i++;
+                o++;
             }
-            i += 16;
+    #if defined(__SSE2__)
+        stop:
+    #endif
+            if (i + 1 >= n)                /* (a string is followed by at least one byte) */
+                return -1;
+            c = p[i];
+            if (c == 0x22) {
+                *olen = o;
+                return i + 1;
+            }
+            if (c != 0x5C)                 /* a control character or a byte >= 0x80 */
+                return -1;
+            switch (p[i + 1]) {
+            case 0x22: case 0x5C: case 0x2F: c = p[i + 1]; break;
+            case 'b': c = 8; break;
+            case 'f': c = 12; break;
+            case 'n': c = 10; break;
+            case 'r': c = 13; break;
+            case 't': c = 9; break;
+            case 'u':
+                /* \\u00XX (the properties' separators among them): anything from U+0080 up is
+                   refused, so the first two hex digits must be zeros */
+                if (i + 6 > n || p[i + 2] != '0' || p[i + 3] != '0')
+                    return -1;
+                hi = rmq_js_hex(p[i + 4]);
+                lo = rmq_js_hex(p[i + 5]);
+                if (hi < 0 || hi > 7 || lo < 0)
+                    return -1;
+                c = (uint8_t)(hi * 16 + lo);
+                i += 4;
+                break;
+            default:
+                return -1;
+            }
+            i += 2;
+            if (out != NULL) {
+                if (o >= room)
+                    return -1;
+                out[o] = c;
+            }
+            o++;
         }
-    #endif
-        while (i < n && RMQ_JS_PLAIN(p[i]))
-            i++;
-    #if defined(__SSE2__)
-    done:
-    #endif
-        if (out != NULL && i <= room && i > copied)
-            memcpy(out + copied, p + copied, (size_t)(i - copied));
-        return i;
     }
     """
-    Py_ssize_t rmq_js_run(const uint8_t* p, Py_ssize_t n, uint8_t* out, Py_ssize_t room) noexcept nogil
-
-# The byte a two-character escape ``\X`` stands for, by X (0: not one; ``\u`` is read apart)
-cdef uint8_t _JS_ESC[256]
-for _c in range(256):
-    _JS_ESC[_c] = 0
-for _c, _v in ((0x22, 0x22), (0x5C, 0x5C), (0x2F, 0x2F), (0x62, 8), (0x66, 12), (0x6E, 10), (0x72, 13), (0x74, 9)):
-    _JS_ESC[_c] = _v
+    bint RMQ_JS_PLAIN(uint8_t c) noexcept nogil
+    Py_ssize_t rmq_js_string(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, uint8_t* out, Py_ssize_t room,
+                             Py_ssize_t* olen) noexcept nogil
 
 
 cdef inline Py_ssize_t _js_ws(const uint8_t* p, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
-    while i < n and (p[i] == c' ' or p[i] == c'\t' or p[i] == c'\n' or p[i] == c'\r'):
+    # (fastjson writes no whitespace: one comparison tells the common byte apart)
+    while i < n and p[i] <= c' ' and (p[i] == c' ' or p[i] == c'\t' or p[i] == c'\n' or p[i] == c'\r'):
         i += 1
     return i
-
-
-cdef inline int _js_hex(uint8_t c) noexcept nogil:
-    if c'0' <= c <= c'9':
-        return c - c'0'
-    if c'a' <= c <= c'f':
-        return c - c'a' + 10
-    if c'A' <= c <= c'F':
-        return c - c'A' + 10
-    return -1
-
-
-cdef Py_ssize_t _js_str(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, uint8_t* out, Py_ssize_t cap,
-                        Py_ssize_t* olen) noexcept nogil:
-    """The JSON string at ``p[i]`` (its opening quote) unescaped into ``out`` (at most ``cap``
-    bytes; ``out`` NULL: checked only): the index after its closing quote, or -1 when it is not
-    an ASCII string of the accepted shape."""
-    cdef Py_ssize_t o = 0, run
-    cdef uint8_t c
-    cdef int hi, lo
-    if i >= n or p[i] != c'"':
-        return -1
-    i += 1
-    while True:
-        # a run of plain characters (printable ASCII but the quote and the backslash) at once
-        run = rmq_js_run(p + i, n - i, out + o if out != NULL else NULL, cap - o)
-        if out != NULL and run > cap - o:
-            return -1
-        i += run
-        o += run
-        if i >= n:
-            return -1
-        c = p[i]
-        if c == c'"':
-            olen[0] = o
-            return i + 1
-        if c != c'\\' or i + 1 >= n:                   # a control character or a byte >= 0x80
-            return -1
-        c = p[i + 1]
-        if _JS_ESC[c]:
-            c = _JS_ESC[c]
-            i += 2
-        elif c == c'u':
-            # \u00XX (the properties' separators \u0001 and \u0002 among them): anything
-            # from U+0080 up is refused, so the first two hex digits must be zeros
-            if i + 6 > n or p[i + 2] != c'0' or p[i + 3] != c'0':
-                return -1
-            hi = _js_hex(p[i + 4])
-            lo = _js_hex(p[i + 5])
-            if hi < 0 or hi > 7 or lo < 0:
-                return -1
-            c = <uint8_t>(hi * 16 + lo)
-            i += 6
-        else:
-            return -1
-        if out != NULL:
-            if o >= cap:
-                return -1
-            out[o] = c
-        o += 1
-
-
-cdef inline Py_ssize_t _js_s(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, uint8_t* out, Py_ssize_t cap,
-                             Py_ssize_t* olen) noexcept nogil:
-    """``_js_str`` with the common string (no escape: the first run ends at the closing quote)
-    read in line; any other string goes to ``_js_str`` from its start. A SEND header holds
-    about 35 strings, most of them one to fifteen bytes: the call, not the bytes, was what
-    they cost."""
-    cdef Py_ssize_t run, j
-    if i < n and p[i] == c'"':
-        run = rmq_js_run(p + i + 1, n - i - 1, out, cap)
-        j = i + 1 + run
-        if j < n and p[j] == c'"' and (out == NULL or run <= cap):
-            olen[0] = run
-            return j + 1
-    return _js_str(p, n, i, out, cap, olen)
 
 
 cdef Py_ssize_t _js_int(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, int64_t* val) noexcept nogil:
@@ -1238,10 +1225,57 @@ cdef enum:
     _JK_SER = 128
 
 
+cdef inline int _js_lit(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, const char* lit, Py_ssize_t k) noexcept nogil:
+    return i + k <= n and memcmp(p + i, lit, k) == 0
+
+
+cdef inline Py_ssize_t _js_known_key(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, int* bit) noexcept nogil:
+    """One of the eight names as fastjson writes it, quotes and colon included (``"code":``),
+    told by its first letter and matched by one compare: the index after the colon and the
+    name's bit, or -1 (then the name is read as any string)."""
+    cdef uint8_t c
+    if i + 1 >= n or p[i] != c'"':
+        return -1
+    c = p[i + 1]
+    if c == c'c':
+        if _js_lit(p, n, i, b'"code":', 7):
+            bit[0] = _JK_CODE
+            return i + 7
+    elif c == c'e':
+        if _js_lit(p, n, i, b'"extFields":', 12):
+            bit[0] = _JK_EXT
+            return i + 12
+    elif c == c'f':
+        if _js_lit(p, n, i, b'"flag":', 7):
+            bit[0] = _JK_FLAG
+            return i + 7
+    elif c == c'l':
+        if _js_lit(p, n, i, b'"language":', 11):
+            bit[0] = _JK_LANGUAGE
+            return i + 11
+    elif c == c'o':
+        if _js_lit(p, n, i, b'"opaque":', 9):
+            bit[0] = _JK_OPAQUE
+            return i + 9
+    elif c == c'r':
+        if _js_lit(p, n, i, b'"remark":', 9):
+            bit[0] = _JK_REMARK
+            return i + 9
+    elif c == c's':
+        if _js_lit(p, n, i, b'"serializeTypeCurrentRPC":', 26):
+            bit[0] = _JK_SER
+            return i + 26
+    elif c == c'v':
+        if _js_lit(p, n, i, b'"version":', 10):
+            bit[0] = _JK_VERSION
+            return i + 10
+    return -1
+
+
 cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, uint8_t* ext,
                                  Py_ssize_t cap) noexcept nogil:
     cdef uint8_t key[32]
-    cdef Py_ssize_t i, klen, e = 0, at, vlen
+    cdef Py_ssize_t i, j, klen, e = 0, at, vlen
     cdef int seen = 0, bit
     cdef int64_t v
     h.code = 0
@@ -1255,45 +1289,50 @@ cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, ui
     if i < n and p[i] == c'}':
         return -1                                  # (no code)
     while True:
-        i = _js_s(p, n, i, key, 32, &klen)
-        if i < 0:
-            return -1
-        i = _js_ws(p, n, i)
-        if i >= n or p[i] != c':':
-            return -1
-        i = _js_ws(p, n, i + 1)
-        if i >= n:
-            return -1
-        # the eight names by their length first (fastjson writes them sorted: code, extFields,
-        # flag, language, opaque, remark, serializeTypeCurrentRPC, version)
+        # the name: as fastjson writes it (one compare), else read as any string and told apart
+        # by its length (the names are the same: the decoder unescapes them too)
         bit = 0
-        if klen == 4:
-            if memcmp(key, b"code", 4) == 0:
-                bit = _JK_CODE
-            elif memcmp(key, b"flag", 4) == 0:
-                bit = _JK_FLAG
-        elif klen == 9:
-            if memcmp(key, b"extFields", 9) == 0:
-                bit = _JK_EXT
-        elif klen == 8:
-            if memcmp(key, b"language", 8) == 0:
-                bit = _JK_LANGUAGE
-        elif klen == 6:
-            if memcmp(key, b"opaque", 6) == 0:
-                bit = _JK_OPAQUE
-            elif memcmp(key, b"remark", 6) == 0:
-                bit = _JK_REMARK
-        elif klen == 23:
-            if memcmp(key, b"serializeTypeCurrentRPC", 23) == 0:
-                bit = _JK_SER
-        elif klen == 7:
-            if memcmp(key, b"version", 7) == 0:
-                bit = _JK_VERSION
-        if bit == 0:
-            return -1
+        j = _js_known_key(p, n, i, &bit)
+        if j >= 0:
+            i = j
+        else:
+            i = rmq_js_string(p, n, i, key, 32, &klen)
+            if i < 0:
+                return -1
+            i = _js_ws(p, n, i)
+            if i >= n or p[i] != c':':
+                return -1
+            i += 1
+            if klen == 4:
+                if memcmp(key, b"code", 4) == 0:
+                    bit = _JK_CODE
+                elif memcmp(key, b"flag", 4) == 0:
+                    bit = _JK_FLAG
+            elif klen == 9:
+                if memcmp(key, b"extFields", 9) == 0:
+                    bit = _JK_EXT
+            elif klen == 8:
+                if memcmp(key, b"language", 8) == 0:
+                    bit = _JK_LANGUAGE
+            elif klen == 6:
+                if memcmp(key, b"opaque", 6) == 0:
+                    bit = _JK_OPAQUE
+                elif memcmp(key, b"remark", 6) == 0:
+                    bit = _JK_REMARK
+            elif klen == 23:
+                if memcmp(key, b"serializeTypeCurrentRPC", 23) == 0:
+                    bit = _JK_SER
+            elif klen == 7:
+                if memcmp(key, b"version", 7) == 0:
+                    bit = _JK_VERSION
+            if bit == 0:
+                return -1
         if seen & bit:
             return -1
         seen |= bit
+        i = _js_ws(p, n, i)
+        if i >= n:
+            return -1
         if bit == _JK_CODE or bit == _JK_FLAG or bit == _JK_OPAQUE or bit == _JK_VERSION:
             i = _js_int(p, n, i, &v)
             if i < 0:
@@ -1314,26 +1353,46 @@ cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, ui
                 i += 1
             else:
                 while True:
-                    if cap - e < 2:
-                        return -1
-                    at = e
-                    i = _js_s(p, n, i, ext + e + 2, cap - e - 2, &klen)
-                    if i < 0 or klen > 0x7FFF:
-                        return -1
-                    wr16(ext + at, <int16_t>klen)
-                    e += 2 + klen
+                    # one entry: | keyLen i16 | key | valLen i32 | value |
+                    if i + 4 <= n and p[i] == c'"' and p[i + 2] == c'"' and p[i + 3] == c':' \
+                            and RMQ_JS_PLAIN(p[i + 1]):
+                        # a one-letter name followed by its colon (SEND_MESSAGE_V2's a..n)
+                        if cap - e < 3:
+                            return -1
+                        ext[e] = 0
+                        ext[e + 1] = 1
+                        ext[e + 2] = p[i + 1]
+                        e += 3
+                        i += 4
+                    else:
+                        if cap - e < 2:
+                            return -1
+                        at = e
+                        i = rmq_js_string(p, n, i, ext + e + 2, cap - e - 2, &klen)
+                        if i < 0 or klen > 0x7FFF:
+                            return -1
+                        wr16(ext + at, <int16_t>klen)
+                        e += 2 + klen
+                        i = _js_ws(p, n, i)
+                        if i >= n or p[i] != c':':
+                            return -1
+                        i += 1
                     i = _js_ws(p, n, i)
-                    if i >= n or p[i] != c':':
-                        return -1
-                    i = _js_ws(p, n, i + 1)
                     if cap - e < 4:
                         return -1
                     at = e
-                    i = _js_s(p, n, i, ext + e + 4, cap - e - 4, &vlen)
+                    i = rmq_js_string(p, n, i, ext + e + 4, cap - e - 4, &vlen)
                     if i < 0:
                         return -1
                     wr32(ext + at, <int32_t>vlen)
                     e += 4 + vlen
+                    # (rmq_js_string leaves at least one byte after the string)
+                    if p[i] == c',':
+                        i = _js_ws(p, n, i + 1)
+                        continue
+                    if p[i] == c'}':
+                        i += 1
+                        break
                     i = _js_ws(p, n, i)
                     if i >= n:
                         return -1
@@ -1348,7 +1407,7 @@ cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, ui
             if bit != _JK_LANGUAGE and i + 4 <= n and memcmp(p + i, b"null", 4) == 0:
                 i += 4
             else:
-                i = _js_s(p, n, i, NULL, 0, &vlen)
+                i = rmq_js_string(p, n, i, NULL, 0, &vlen)
                 if i < 0:
                     return -1
         i = _js_ws(p, n, i)
