@@ -199,3 +199,101 @@ def test_every_offset_of_a_long_value():
             if taken:
                 ext = json_header_scan_py(header)[4]
                 assert ext["i"] == json.loads(b'"' + value + b'"') and ext["b"] == "T", header
+
+
+# The common shape read the short way (_codec.pyx, "JSON header scan"): fastjson's names matched
+# with their quotes and colon by one compare, SEND_MESSAGE_V2's one-letter extFields names
+# written straight to the map, whitespace skipped by one comparison where there is none. The
+# headers below are that shape (compact, sorted names, one-letter names, properties with their
+# \u0001/\u0002 separators) and the same headers with whitespace between the tokens and names
+# written with escapes: the scan must take every one, with the decoder's values.
+_ascii = st.text(st.characters(min_codepoint=0x01, max_codepoint=0x7F), max_size=40)
+_props = st.dictionaries(st.sampled_from(["UNIQ_KEY", "WAIT", "TAGS", "KEYS", "DELAY"]), _ascii, max_size=4).map(
+    lambda d: "".join(f"{k}\x01{v}\x02" for k, v in d.items())
+)
+_v2_ext = st.dictionaries(
+    st.one_of(st.sampled_from(list("abcdefghijklmn")), st.characters(min_codepoint=0x01, max_codepoint=0x7F), _ascii),
+    st.one_of(_ascii, _props),
+    max_size=14,
+)
+_fastjson_header = st.fixed_dictionaries(
+    {
+        "code": st.sampled_from([310, 10, 11, 34, 0, -1]),
+        "extFields": _v2_ext,
+        "flag": st.sampled_from([0, 2, 3]),
+        "language": st.sampled_from(["JAVA", "CPP", "PYTHON", ""]),
+        "opaque": st.integers(-(2**31), 2**31 - 1),
+        "serializeTypeCurrentRPC": st.just("JSON"),
+        "version": st.sampled_from([409, 395, 0]),
+    },
+    optional={"remark": st.one_of(_ascii, st.none())},
+)
+_WS = (" ", "\t", "\n", "\r", "  \r\n\t")
+
+
+def _spaced(text: str, where: list[int]) -> str:
+    """``text`` with whitespace after the structural characters outside strings chosen by ``where``."""
+    out, in_str, esc, k = [], False, False, 0
+    for ch in text:
+        out.append(ch)
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "{}:,":
+            if k in where:
+                out.append(_WS[k % len(_WS)])
+            k += 1
+    return "".join(out)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fastjson_header, st.lists(st.integers(0, 60), max_size=12), st.booleans())
+def test_scan_takes_fastjson_headers_with_any_spacing_and_escaped_names(h, where, escape_names):
+    compact = json.dumps(h, separators=(",", ":"), sort_keys=True)
+    variants = [compact, json.dumps(h, sort_keys=True), json.dumps(h, indent=2), _spaced(compact, where)]
+    if escape_names:
+        # the names the scan matches by their bytes, written with escapes the decoder reads
+        variants += [
+            compact.replace('"code":', '"\\u0063ode":').replace('"a":', '"\\u0061":'),
+            compact.replace('"version":', '"versio\\u006e" :').replace('"extFields":', '"ext\\u0046ields" : '),
+        ]
+    for text in variants:
+        assert _check(text.encode()), text
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_fastjson_header)
+def test_scan_declines_every_cut_of_a_fastjson_header(h):
+    # each prefix stops inside a name, a value or before the closing brace: never a header
+    header = json.dumps(h, separators=(",", ":"), sort_keys=True).encode()
+    assert _check(header)
+    for k in range(len(header)):
+        assert json_header_scan_py(header[:k]) is None, header[:k]
+
+
+def test_near_miss_names_are_read_as_any_name():
+    # a name that opens like one of the eight but is not it goes the general way (and is refused)
+    for bad in (
+        b'{"code":310,"extFields":{},"flagx":0}',
+        b'{"codex":310}',
+        b'{"code":310,"versio":1}',
+        b'{"code":310,"serializeTypeCurrentRPc":"JSON"}',
+        b'{"code":310,"extFields":{"a" "x"}}',
+        b'{"code":310,"extFields":{"a":"x" "b":"y"}}',
+        b'{"code":310,"extFields":{"ab:"x"}}',
+        b'{"code" 310}',
+    ):
+        assert json_header_scan_py(bad) is None, bad
+        _check(bad)
+    for good in (
+        b'{"code" :310,"extFields":{"a" :"x","b": "y" , "c":"z"} }',
+        b'{ "code":310 , "extFields" : { "a":"x" } , "flag":0 }',
+        b'{"code":310,"extFields":{"\\"":"q","\\\\":"b","\\u0001":"c"}}',
+    ):
+        assert _check(good), good

@@ -311,3 +311,59 @@ def test_send_reply_frame_declines_text_utf8_cannot_carry():
     assert SEND_REPLY(1, 0, 1, "id", 0, 0, "\udfff", True) is None
     assert SEND_REPLY(2, 0, 1, "id", 0, 0, "R", True) is None
     assert SEND_REPLY(0, 0, 1, None, 0, 0, "R", True) is None
+
+
+# The writer keeps the constant pieces of a reply per (serialize type, code, trace switch,
+# region) in a few slots (_codec.pyx, "SEND reply"): replies whose settings change between
+# calls, more settings than slots, equal regions in different str objects and a region UTF-8
+# cannot carry must all still give the generic encoder's bytes.
+_regions = st.one_of(
+    st.sampled_from(["DefaultRegion", "cn-hangzhou", "", "\u5317\u4eac", 'q"\\\n\x01\x7f', "r" * 300]),
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=20),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0, 1]),
+            st.sampled_from([0, 10, 11, 12, -1, 32767]),
+            st.integers(-(2**31), 2**31 - 1),
+            st.sampled_from(["0A0000010000271F0000000000123456", "", "id,id2", '\u00e9"x\\']),
+            st.integers(-(2**31), 2**31 - 1),
+            st.integers(-(2**63), 2**63 - 1),
+            _regions,
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_send_reply_frame_across_changing_settings(calls):
+    for ser, code, opaque, msg_id, qid, qoff, region, trace in calls:
+        # a fresh str object of the same text too: the kept piece is found by value as well
+        for r in (region, "".join(list(region))):
+            frame = SEND_REPLY(ser, code, opaque, msg_id, qid, qoff, r, trace)
+            assert frame == _generic_send_reply(ser, code, opaque, msg_id, qid, qoff, r, trace)
+
+
+def test_send_reply_frame_numbers_at_their_bounds():
+    for ser in (0, 1):
+        for n in (0, 9, 10, 99, 100, 101, -1, -9, -10, -100, 2**31 - 1, -(2**31), 2**63 - 1, -(2**63), 10**18):
+            opaque = max(-(2**31), min(2**31 - 1, n))
+            qid = max(-(2**31), min(2**31 - 1, n))
+            frame = SEND_REPLY(ser, 0, opaque, "m", qid, n, "R", True)
+            assert frame == _generic_send_reply(ser, 0, opaque, "m", qid, n, "R", True)
+
+
+def test_send_reply_frame_declined_region_leaves_the_kept_pieces_alone():
+    want = _generic_send_reply(0, 0, 7, "m", 1, 2, "R", True)
+    assert SEND_REPLY(0, 0, 7, "m", 1, 2, "R", True) == want
+    for i in range(20):  # more than the slots: every one replaced, none by a declined region
+        ser, region, trace = i % 2, f"R{i}", bool(i % 3)
+        assert SEND_REPLY(ser, 0, 7, "m", 1, 2, "\ud800", True) is None
+        assert SEND_REPLY(ser, 0, 7, "m", 1, 2, region, trace) == _generic_send_reply(
+            ser, 0, 7, "m", 1, 2, region, trace
+        )
+    assert SEND_REPLY(0, 0, 7, "m", 1, 2, "R", True) == want
