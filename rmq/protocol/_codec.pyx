@@ -1107,19 +1107,24 @@ cdef extern from *:
                 __m128i bad = _mm_or_si128(_mm_cmplt_epi8(v, sp),
                                            _mm_or_si128(_mm_cmpeq_epi8(v, qu), _mm_cmpeq_epi8(v, bs)));
                 unsigned m = (unsigned)_mm_movemask_epi8(bad);
-                Py_ssize_t k = m ? (Py_ssize_t)__builtin_ctz(m) : 16;
                 if (out != NULL) {
-                    if (o + 16 <= room)
+                    if (o + 16 <= room) {
                         _mm_storeu_si128((__m128i *)(out + o), v);
-                    else if (o + k <= room)
+                    } else {
+                        Py_ssize_t k = m ? (Py_ssize_t)__builtin_ctz(m) : 16;
+                        if (o + k > room)
+                            return -1;
                         memcpy(out + o, p + i, (size_t)k);
-                    else
-                        return -1;
+                    }
                 }
-                i += k;
-                o += k;
-                if (m)
+                if (m) {
+                    Py_ssize_t k = (Py_ssize_t)__builtin_ctz(m);
+                    i += k;
+                    o += k;
                     goto stop;
+                }
+                i += 16;
+                o += 16;
             }
     #endif
             while (i < n && RMQ_JS_PLAIN(p[i])) {
@@ -1330,9 +1335,12 @@ cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, ui
         if seen & bit:
             return -1
         seen |= bit
-        i = _js_ws(p, n, i)
         if i >= n:
             return -1
+        if p[i] <= c' ':                                # (fastjson: no whitespace)
+            i = _js_ws(p, n, i)
+            if i >= n:
+                return -1
         if bit == _JK_CODE or bit == _JK_FLAG or bit == _JK_OPAQUE or bit == _JK_VERSION:
             i = _js_int(p, n, i, &v)
             if i < 0:
@@ -1377,7 +1385,8 @@ cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, ui
                         if i >= n or p[i] != c':':
                             return -1
                         i += 1
-                    i = _js_ws(p, n, i)
+                    if i < n and p[i] <= c' ':        # (fastjson: none; the value's quote)
+                        i = _js_ws(p, n, i)
                     if cap - e < 4:
                         return -1
                     at = e
@@ -1388,7 +1397,9 @@ cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, ui
                     e += 4 + vlen
                     # (rmq_js_string leaves at least one byte after the string)
                     if p[i] == c',':
-                        i = _js_ws(p, n, i + 1)
+                        i += 1
+                        if i < n and p[i] <= c' ':    # (fastjson: none; the next name's quote)
+                            i = _js_ws(p, n, i)
                         continue
                     if p[i] == c'}':
                         i += 1
@@ -1410,11 +1421,16 @@ cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, ui
                 i = rmq_js_string(p, n, i, NULL, 0, &vlen)
                 if i < 0:
                     return -1
-        i = _js_ws(p, n, i)
         if i >= n:
             return -1
+        if p[i] <= c' ':
+            i = _js_ws(p, n, i)
+            if i >= n:
+                return -1
         if p[i] == c',':
-            i = _js_ws(p, n, i + 1)
+            i += 1
+            if i < n and p[i] <= c' ':
+                i = _js_ws(p, n, i)
             continue
         if p[i] != c'}':
             return -1
