@@ -695,9 +695,14 @@ cdef enum:
 cdef ReplyTpl _tpl[_TPL_SLOTS]
 cdef int _tpl_next = 0
 
-cdef bytes _SR_QID = b'","queueId":"'
-cdef bytes _SR_QOFF = b'","queueOffset":"'
-cdef bytes _SR_END = b',"serializeTypeCurrentRPC":"JSON","version":409}'
+# the pieces every template shares, copied with their lengths known when compiled (in line)
+cdef const char* _SR_QID = b'","queueId":"'
+cdef const char* _SR_QOFF = b'","queueOffset":"'
+cdef const char* _SR_END = b',"serializeTypeCurrentRPC":"JSON","version":409}'
+cdef enum:
+    _SR_QID_LEN = 13
+    _SR_QOFF_LEN = 17
+    _SR_END_LEN = 48
 cdef const char* _SR_BQID = b"\0\7queueId"
 cdef const char* _SR_BQOFF = b"\0\x0bqueueOffset"
 
@@ -875,8 +880,7 @@ cdef object send_reply(int serialize_type, int code, int32_t opaque, object msg_
             memcpy(w, t.tail, t.tlen)
         else:
             pl = _dec(pd + 24, opaque)
-            total = 8 + t.hlen + mlen + PyBytes_GET_SIZE(_SR_QID) + ql + PyBytes_GET_SIZE(_SR_QOFF) + ol \
-                + t.tlen + pl + PyBytes_GET_SIZE(_SR_END)
+            total = 8 + t.hlen + mlen + _SR_QID_LEN + ql + _SR_QOFF_LEN + ol + t.tlen + pl + _SR_END_LEN
             frame = PyBytes_FromStringAndSize(NULL, total)
             w = PyBytes_AS_STRING(frame)
             wr32(<uint8_t*>w, total - 4)
@@ -886,19 +890,19 @@ cdef object send_reply(int serialize_type, int code, int32_t opaque, object msg_
             w += t.hlen
             memcpy(w, mid, mlen)
             w += mlen
-            memcpy(w, PyBytes_AS_STRING(_SR_QID), PyBytes_GET_SIZE(_SR_QID))
-            w += PyBytes_GET_SIZE(_SR_QID)
+            memcpy(w, _SR_QID, _SR_QID_LEN)
+            w += _SR_QID_LEN
             memcpy(w, qd + 24 - ql, ql)
             w += ql
-            memcpy(w, PyBytes_AS_STRING(_SR_QOFF), PyBytes_GET_SIZE(_SR_QOFF))
-            w += PyBytes_GET_SIZE(_SR_QOFF)
+            memcpy(w, _SR_QOFF, _SR_QOFF_LEN)
+            w += _SR_QOFF_LEN
             memcpy(w, od + 24 - ol, ol)
             w += ol
             memcpy(w, t.tail, t.tlen)
             w += t.tlen
             memcpy(w, pd + 24 - pl, pl)
             w += pl
-            memcpy(w, PyBytes_AS_STRING(_SR_END), PyBytes_GET_SIZE(_SR_END))
+            memcpy(w, _SR_END, _SR_END_LEN)
         return frame
     finally:
         if esc.p != NULL:
