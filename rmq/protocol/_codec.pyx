@@ -1200,8 +1200,9 @@ cdef Py_ssize_t _js_int(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, int64_t* v
     """The JSON integer at ``p[i]`` (``-?(0|[1-9][0-9]{0,17})``, not followed by a fraction or
     an exponent): the index after it, or -1."""
     cdef bint neg = False
-    cdef int64_t x = 0
-    cdef Py_ssize_t d = 0
+    cdef uint64_t x = 0
+    cdef uint8_t d
+    cdef Py_ssize_t start
     if i < n and p[i] == c'-':
         neg = True
         i += 1
@@ -1209,17 +1210,20 @@ cdef Py_ssize_t _js_int(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, int64_t* v
         return -1
     if p[i] == c'0':
         i += 1
-        d = 1
     else:
-        while i < n and c'0' <= p[i] <= c'9':
-            x = x * 10 + (p[i] - c'0')
+        # one unsigned compare per digit; more than 18 digits (x may have wrapped) is refused
+        start = i
+        while i < n:
+            d = <uint8_t>(p[i] - c'0')
+            if d > 9:
+                break
+            x = x * 10 + d
             i += 1
-            d += 1
-            if d > 18:
-                return -1
+        if i - start > 18:
+            return -1
     if i < n and (p[i] == c'.' or p[i] == c'e' or p[i] == c'E' or c'0' <= p[i] <= c'9'):
         return -1
-    val[0] = -x if neg else x
+    val[0] = -<int64_t>x if neg else <int64_t>x
     return i
 
 
