@@ -297,3 +297,14 @@ def test_near_miss_names_are_read_as_any_name():
         b'{"code":310,"extFields":{"\\"":"q","\\\\":"b","\\u0001":"c"}}',
     ):
         assert _check(good), good
+
+
+def test_integers_up_to_eighteen_digits():
+    # the scan keeps at most 18 digits (an int64 cannot overflow); longer ones go to the decoder
+    for k in range(1, 22):
+        for x in (10 ** (k - 1), 10**k - 1):
+            for sign in ("", "-"):
+                header = f'{{"code":310,"extFields":{{}},"opaque":{sign}{x},"flag":0}}'.encode()
+                assert _check(header) is (k <= 18), header
+                if k <= 18:
+                    assert json_header_scan_py(header)[2] == int(f"{sign}{x}")
