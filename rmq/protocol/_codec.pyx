@@ -1245,7 +1245,9 @@ cdef inline int _js_lit(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, const char
 cdef inline Py_ssize_t _js_known_key(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, int* bit) noexcept nogil:
     """One of the eight names as fastjson writes it, quotes and colon included (``"code":``),
     told by its first letter and matched by one compare: the index after the colon and the
-    name's bit, or -1 (then the name is read as any string)."""
+    name's bit, or -1 (then the name is read as any string). One branch per name, each with its
+    literal's length known when compiled: gcc turns each memcmp into a few loads and compares,
+    where a table of (literal, length) made them libc calls (+220 instructions per SEND)."""
     cdef uint8_t c
     if i + 1 >= n or p[i] != c'"':
         return -1
