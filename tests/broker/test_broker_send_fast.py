@@ -384,6 +384,27 @@ async def test_a_store_that_refuses_writes_declines_the_fast_send_until_it_clear
         await peer.close()
 
 
+async def _first_then_fast(send, fast) -> None:
+    """The queue's first SEND (the Python path admits a new queue), then one the fast path takes."""
+    assert await send() == ResponseCode.SUCCESS
+    taken = fast.taken
+    assert await send() == ResponseCode.SUCCESS
+    assert fast.taken == taken + 1
+
+
+async def _declined_while_bound(send, fast, bind, other, normal) -> None:
+    """While the appender is bound (``bind``) to the class ``other`` a SEND declines to the
+    Python path, which stores it all the same; bound to ``normal`` again, the next is taken."""
+    bind(other)
+    try:
+        taken, declined = fast.taken, fast.declined
+        assert await send() == ResponseCode.SUCCESS
+        assert fast.taken == taken and fast.declined == declined + 1
+    finally:
+        bind(normal)
+    assert await send() == ResponseCode.SUCCESS and fast.taken == taken + 1
+
+
 async def test_the_fast_send_writes_only_into_the_file_type_it_was_bound_to(tmp_path):
     """The appender reads and moves a mapped file's positions in the slots of the class the store
     bound (``Appender.bind_file_type``): a class without those slots is refused when bound, and
@@ -403,23 +424,13 @@ async def test_the_fast_send_writes_only_into_the_file_type_it_was_bound_to(tmp_
         peer, send = await _binary_sender(broker, "Bound", b"b")
         store = broker.message_store
         fast = broker.send_processor.fast
-        assert await send() == ResponseCode.SUCCESS  # (the new queue: the Python path)
-        taken = fast.taken
-        assert await send() == ResponseCode.SUCCESS
-        assert fast.taken == taken + 1
+        await _first_then_fast(send, fast)
 
         class OtherFile(MappedFile):
             __slots__ = ()
 
-        store.appender.bind_file_type(OtherFile)  # the CommitLog's files are not OtherFile
-        try:
-            taken, declined = fast.taken, fast.declined
-            assert await send() == ResponseCode.SUCCESS
-            assert fast.taken == taken and fast.declined == declined + 1
-        finally:
-            store.appender.bind_file_type(MappedFile)
-        assert await send() == ResponseCode.SUCCESS
-        assert fast.taken == taken + 1
+        # the CommitLog's files are not OtherFile
+        await _declined_while_bound(send, fast, store.appender.bind_file_type, OtherFile, MappedFile)
         # every send stored, whichever path took it
         await wait_until(lambda: store.get_max_offset_in_queue("Bound", 0) == 4, 30, what="four messages in queue 0")
         await peer.close()
@@ -446,10 +457,7 @@ async def test_the_fast_send_reads_the_store_config_it_was_bound_to_at_each_put(
         peer, send = await _binary_sender(broker, "Cfg", b"c" * 100)
         store = broker.message_store
         fast = broker.send_processor.fast
-        assert await send() == ResponseCode.SUCCESS  # (the new queue: the Python path)
-        taken = fast.taken
-        assert await send() == ResponseCode.SUCCESS
-        assert fast.taken == taken + 1
+        await _first_then_fast(send, fast)
 
         limit = store.config.max_message_size
         store.config.max_message_size = 150  # under this SEND's record, over its body
@@ -463,12 +471,6 @@ async def test_the_fast_send_reads_the_store_config_it_was_bound_to_at_each_put(
         class OtherConfig(StoreConfig):
             pass
 
-        store.appender.bind_config_type(OtherConfig)  # the store's config is not OtherConfig
-        try:
-            taken, declined = fast.taken, fast.declined
-            assert await send() == ResponseCode.SUCCESS
-            assert fast.taken == taken and fast.declined == declined + 1
-        finally:
-            store.appender.bind_config_type(StoreConfig)
-        assert await send() == ResponseCode.SUCCESS and fast.taken == taken + 1
+        # the store's config is not OtherConfig
+        await _declined_while_bound(send, fast, store.appender.bind_config_type, OtherConfig, StoreConfig)
         await peer.close()

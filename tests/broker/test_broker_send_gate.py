@@ -55,6 +55,15 @@ class _Sender:
         return resp
 
 
+async def _sending(env, topic: str) -> tuple[_Sender, object]:
+    """A one-queue ``topic`` with its first message stored (the Python path admits a new queue)
+    and a second taken by the fast path: the sender and that second SEND's response."""
+    await env.create_topic(topic, queues=1)
+    s = _Sender(env, topic)
+    await s.send(fast=False)
+    return s, await s.send(fast=True)
+
+
 async def _update(env, props: bytes) -> None:
     resp = await env.call(RequestCode.UPDATE_BROKER_CONFIG, None, props)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
@@ -95,10 +104,7 @@ def test_put_counters_count_by_topic_across_takes():
 
 async def test_live_broker_config_updates_are_seen_by_the_next_fast_send(tmp_path):
     async with broker_env(tmp_path / "s") as env:
-        await env.create_topic("Gate", queues=1)
-        s = _Sender(env, "Gate")
-        await s.send(fast=False)  # the queue's first message (the Python path admits it)
-        resp = await s.send(fast=True)
+        s, resp = await _sending(env, "Gate")
         assert (resp.ext_fields["MSG_REGION"], resp.ext_fields["TRACE_ON"]) == ("DefaultRegion", "true")
 
         await _update(env, b"regionId=GateRegion\n")
@@ -130,10 +136,7 @@ async def test_live_broker_config_updates_are_seen_by_the_next_fast_send(tmp_pat
 
 async def test_topic_updates_are_seen_by_the_next_fast_send(tmp_path):
     async with broker_env(tmp_path / "s") as env:
-        await env.create_topic("GateT", queues=1)
-        s = _Sender(env, "GateT")
-        await s.send(fast=False)  # the queue's first message
-        await s.send(fast=True)
+        s, _ = await _sending(env, "GateT")
         await env.create_topic("GateT", queues=1, perm=4)  # read only
         assert (await s.send(fast=False)).code == ResponseCode.NO_PERMISSION
         await env.create_topic("GateT", queues=1, perm=6)
@@ -153,10 +156,7 @@ async def test_topic_updates_are_seen_by_the_next_fast_send(tmp_path):
 
 async def test_unexpected_slot_values_decline_to_the_python_path(tmp_path):
     async with broker_env(tmp_path / "s") as env:
-        await env.create_topic("GateOdd", queues=1)
-        s = _Sender(env, "GateOdd")
-        await s.send(fast=False)  # the queue's first message
-        await s.send(fast=True)
+        s, _ = await _sending(env, "GateOdd")
         bc = env.broker.broker_config
         table = env.broker.topic_config_manager.topic_config_table
         tc = table["GateOdd"]
