@@ -10,9 +10,10 @@ with an empty accessKey ("No acl config for "), ali-ons sends no AccessKey at al
 import asyncio
 import os
 
+import _common as bench_common  # bench/ (on pytest's pythonpath)
 import interop_support as support
 import pytest
-from conftest import Broker, bench_common
+from interop_broker import Broker
 from test_interop_clients import check_delivered, failure_report, plan_messages
 
 from rmq._testing import StandaloneProcess
