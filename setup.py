@@ -8,7 +8,7 @@ has native code:
 * ``rmq.broker.processors._sendpath``  the plain SEND in one call (cimports the other two).
 
 Each has a ``.pxd``; ``rmq/common/_bytes.pxd`` (byte order, CRC) and
-``rmq/common/_slots.pxd`` (``__slots__`` read at their offsets) are header only. Everything
+``rmq/common/slots.pxd`` (``__slots__`` read at their offsets) are header only. Everything
 else lives in pyproject.toml. Environment switches:
 
 * ``RMQ_DEBUG=1``   build with line tracing, annotation and ``-O0 -g``.

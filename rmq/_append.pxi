@@ -29,7 +29,7 @@
 from cpython.object cimport PyObject
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport INT64_MAX
-from rmq.common._slots cimport rmq_slot_offset, rmq_slot, rmq_slot_i64, rmq_slot_set_i64, rmq_slot_ascii_eq
+from rmq.common.slots cimport rmq_slot_offset, rmq_slot, rmq_slot_i64, rmq_slot_set_i64, rmq_slot_ascii_eq
 
 cdef extern from "time.h" nogil:
     ctypedef long time_t

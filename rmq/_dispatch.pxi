@@ -47,7 +47,7 @@
 # between calls, so none can see or leave a stale value. Those fields are read and written
 # back in the ``__slots__`` of the classes the store binds (``bind_types``: MappedFile's
 # ``wrote_position``, ``file_from_offset``, ``mm``; ConsumeQueue's ``mfq``,
-# ``mapped_file_size``, ``max_physic_offset``) at their offsets (rmq/common/_slots.pxd); an
+# ``mapped_file_size``, ``max_physic_offset``) at their offsets (rmq/common/slots.pxd); an
 # object of another class, or a slot not holding a plain int, is read as Python attributes.
 # ---------------------------------------------------------------------------------------------
 

@@ -325,6 +325,10 @@ class BrokerConfig:
             ``FileWatchService``; 50..60 000).
     """
 
+    #: read at their slot offsets by the SEND fast path at every SEND
+    #: (SendGate, rmq/broker/processors/_sendpath.pyx; rmq/common/slots.pxd)
+    __native_slots__ = ("region_id", "broker_permission", "enable_topic_message_type_check", "trace_on")
+
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"
     broker_id: int = setting(0, lo=0, hi=2**63 - 1)

@@ -38,6 +38,10 @@ class StoreConfig:
     be set.
     """
 
+    #: read at their slot offsets by the store's native writer at every put
+    #: (Appender.bind_config_type; rmq/common/slots.pxd)
+    __native_slots__ = ("broker_role", "flush_disk_type", "max_message_size")
+
     store_path_root_dir: str = field(default_factory=lambda: os.path.join(os.path.expanduser("~"), "store"))
     store_path_commit_log: str | None = None  # default <root>/commitlog
     mapped_file_size_commitlog: int = setting(1024 * 1024 * 1024, lo=4096, hi=JAVA_INT.hi, unit="bytes")

@@ -21,9 +21,10 @@ class ConsumeQueue:
     """Files ``<root>/consumequeue/<topic>/<queue_id>/<20-digit byte offset>`` of units
     ``int64 phy offset | int32 size | int64 tags code``. Logical offsets count units."""
 
-    # slots: the C dispatcher reads mfq, mapped_file_size and max_physic_offset (and writes the
-    # last) at their offsets (Dispatcher.bind_types, rmq/_dispatch.pxi)
     __slots__ = ("topic", "queue_id", "mapped_file_size", "store_path", "mfq", "min_logic_offset", "max_physic_offset")
+    #: read by the C dispatcher at their offsets, max_physic_offset also written back
+    #: (Dispatcher.bind_types, rmq/_dispatch.pxi; rmq/common/slots.pxd)
+    __native_slots__ = ("mfq", "mapped_file_size", "max_physic_offset")
 
     def __init__(self, topic: str, queue_id: int, root_dir: str, mapped_file_size: int):
         self.topic = topic

@@ -84,6 +84,30 @@ def test_the_gate_binds_only_classes_with_those_slots():
     assert (gate.broker_config_type, gate.topic_config_type) == (BrokerConfig, TopicConfig)
 
 
+def test_the_gate_binds_only_slots_their_class_publishes_to_native_code():
+    # the slots are there, but the class's module lists none of them in __native_slots__ (the
+    # fields it lets native code read): its state stays its own
+    @dataclasses.dataclass(slots=True)
+    class Unpublished:
+        region_id: str = "DefaultRegion"
+        broker_permission: int = 6
+        enable_topic_message_type_check: bool = True
+        trace_on: bool = True
+
+    @dataclasses.dataclass(slots=True)
+    class PartlyPublished:
+        __native_slots__ = ("perm", "write_queue_nums", "read_queue_nums")  # not type_code
+        perm: int = 6
+        write_queue_nums: int = 1
+        read_queue_nums: int = 1
+        type_code: int = 0
+
+    with pytest.raises(TypeError, match="region_id is a slot of .*Unpublished.* __native_slots__ does not list"):
+        SendGate({}, BrokerConfig(), None, Unpublished, TopicConfig)
+    with pytest.raises(TypeError, match="type_code is a slot of .*PartlyPublished"):
+        SendGate({}, BrokerConfig(), None, BrokerConfig, PartlyPublished)
+
+
 def test_put_counters_count_by_topic_across_takes():
     # the counter block remembers the last topic's entry: a take starts over, and a topic
     # equal to but not the same str as the last one counts into the same entry

@@ -40,6 +40,10 @@ class TopicConfig:
     for a topic without ``message.type``) in step.
     """
 
+    #: read at their slot offsets by the SEND fast path at every SEND
+    #: (SendGate, rmq/broker/processors/_sendpath.pyx; rmq/common/slots.pxd)
+    __native_slots__ = ("perm", "write_queue_nums", "read_queue_nums", "type_code")
+
     topic_name: str
     read_queue_nums: int = 16
     write_queue_nums: int = 16

@@ -48,7 +48,7 @@ cdef class SendGate:
     cdef public Appender appender
     cdef readonly PutCounters counters
     cdef readonly object broker_config_type, topic_config_type
-    # slot offsets (rmq/common/_slots.pxd) of the BrokerConfig and TopicConfig fields _put reads
+    # slot offsets (rmq/common/slots.pxd) of the BrokerConfig and TopicConfig fields _put reads
     cdef Py_ssize_t o_region, o_broker_perm, o_type_check, o_trace
     cdef Py_ssize_t o_perm, o_write_nums, o_read_nums, o_type_code
 

@@ -42,7 +42,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy, memcmp, memset
 from rmq._store cimport Appender, RecordBuf, frame_bytes, RecordHead, HOST_V4_LEN
 from rmq.common._bytes cimport ascii_decimal, rd16, rd32
-from rmq.common._slots cimport rmq_slot_offset, rmq_slot, rmq_slot_i64, rmq_slot_bool
+from rmq.common.slots cimport rmq_slot_offset, rmq_slot, rmq_slot_i64, rmq_slot_bool
 from rmq.protocol._codec cimport H_STR, H_INT, H_BOOL, has_surrogate, send_reply, str_decimal, JsonHead, \
     json_header_scan, map_entry
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
@@ -512,7 +512,7 @@ cdef class SendFastPath:
         valid for the call; ``pp`` is ASCII (its UTF-8 is its data).
 
         The broker config's and the topic config's fields are read in their ``__slots__`` at
-        the offsets ``SendGate`` bound (rmq/common/_slots.pxd), every SEND (they change at run
+        the offsets ``SendGate`` bound (rmq/common/slots.pxd), every SEND (they change at run
         time: UPDATE_BROKER_CONFIG sets them on the same object, a topic update puts a new
         TopicConfig in the table); an object of another class or a slot holding anything but
         the exact type declines to the Python path, which reads them as attributes."""
@@ -612,7 +612,7 @@ cdef class SendGate:
             which the broker registers with ``stats.add_fold`` (send_fast.make_fast_path).
         broker_config_type, topic_config_type: the classes (``BrokerConfig``,
             ``TopicConfig``) whose ``__slots__`` hold those fields, read at their offsets
-            (rmq/common/_slots.pxd); TypeError when one is not such a slot. A broker config
+            (rmq/common/slots.pxd); TypeError when one is not such a slot. A broker config
             or topic config of any other class (a subclass too), or a slot holding anything
             but an exact int, bool or str, declines the SEND to the Python path.
 

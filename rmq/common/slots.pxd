@@ -7,7 +7,13 @@ per object, and then reads the slot in a few instructions where an attribute rea
 lookup and a descriptor call (100 to 250 instructions). Python code keeps its own specialised
 slot reads and writes, and every write is seen at the next read (nothing is cached). A slot
 that holds something unexpected makes the caller decline (the Python path then reads it as an
-attribute and words any error)."""
+attribute and words any error).
+
+The class's module owns that state and says which of it native code may read this way: its
+``__native_slots__``, a tuple of slot names, is the class's native API (its docstring says who
+reads them). ``rmq_slot_offset`` binds only a name listed there, so a reader cannot reach into
+a slot its owner did not publish, and the owner sees in one place what it must keep a plain
+int, bool or str."""
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t
 
@@ -16,10 +22,12 @@ cdef extern from *:
     #include <string.h>
     #include "structmember.h"
     /* The offset of ``cls``'s writable object slot ``name`` (a member descriptor of
-       __slots__), or -1 with an error set. */
+       __slots__) that ``cls.__native_slots__`` lists, or -1 with a TypeError set. */
     static Py_ssize_t rmq_slot_offset(PyObject *cls, const char *name)
     {
         Py_ssize_t off = -1;
+        int listed = 0;
+        PyObject *pub, *key;
         PyObject *d = PyObject_GetAttrString(cls, name);
         if (d == NULL)
             return -1;
@@ -29,8 +37,32 @@ cdef extern from *:
                 off = m->offset;
         }
         Py_DECREF(d);
-        if (off < 0)
+        if (off < 0) {
             PyErr_Format(PyExc_TypeError, "%s is not a writable slot", name);
+            return -1;
+        }
+        pub = PyObject_GetAttrString(cls, "__native_slots__");
+        if (pub == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+                return -1;
+            PyErr_Clear();
+        } else {
+            key = PyUnicode_FromString(name);
+            if (key == NULL) {
+                Py_DECREF(pub);
+                return -1;
+            }
+            listed = PySequence_Contains(pub, key);
+            Py_DECREF(key);
+            Py_DECREF(pub);
+            if (listed < 0)
+                return -1;
+        }
+        if (!listed) {
+            PyErr_Format(PyExc_TypeError, "%s is a slot of %R that its __native_slots__ does not list "
+                         "(the fields its module lets native code read)", name, cls);
+            return -1;
+        }
         return off;
     }
     /* The slot at ``off`` of ``o`` (borrowed; NULL: not set). */
