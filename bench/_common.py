@@ -142,6 +142,17 @@ def process_cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / _CLK_TCK, int(fields[12]) / _CLK_TCK
 
 
+def process_write_bytes(pid: int) -> int:
+    """Bytes a process caused to be written to storage (/proc/PID/io ``write_bytes``): for files
+    and mappings, each page counted when it is dirtied, so a page dirtied, written back and
+    dirtied again counts twice."""
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    raise ValueError(f"/proc/{pid}/io has no write_bytes")
+
+
 def process_cpu_seconds(pid: int) -> float:
     """utime + stime of a process (all its threads) from /proc/PID/stat, in seconds."""
     user, system = process_cpu_split(pid)
@@ -183,6 +194,10 @@ class CpuMeter:
         #: user-space and kernel seconds of the window (their sum is ``seconds``)
         self.user_seconds = None
         self.system_seconds = None
+        #: bytes the processes dirtied for writing to storage in the window (None: /proc/PID/io
+        #: not readable, e.g. another user's process)
+        self.write_bytes: int | None = None
+        self._start_write: int | None = None
 
     def _split(self) -> tuple[float, float]:
         splits = [process_cpu_split(p) for p in self.pids]
@@ -191,10 +206,17 @@ class CpuMeter:
     def _now(self) -> float:
         return sum(self._split())
 
+    def _written(self) -> int | None:
+        try:
+            return sum(process_write_bytes(p) for p in self.pids)
+        except (OSError, ValueError):
+            return None
+
     def start(self) -> None:
         if self.pids:
             self.start_split = self._split()
             self.start_value = sum(self.start_split)
+            self._start_write = self._written()
 
     def stop(self) -> float | None:
         if self.pids and self.start_value is not None:
@@ -202,6 +224,9 @@ class CpuMeter:
             self.user_seconds = user - self.start_split[0]
             self.system_seconds = system - self.start_split[1]
             self.seconds = self.user_seconds + self.system_seconds
+            written = self._written()
+            if written is not None and self._start_write is not None:
+                self.write_bytes = written - self._start_write
         return self.seconds
 
     def per_million(self, messages: int) -> float | None:

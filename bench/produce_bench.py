@@ -521,6 +521,10 @@ def summarize(args, stats: ProduceStats, elapsed: float, cpu: c.CpuMeter) -> dic
         "broker_cpu_s_per_1m": None
         if cpu.per_million(stats.messages_ok) is None
         else round(cpu.per_million(stats.messages_ok), 2),
+        # what the broker dirtied for the disk per message (record, ConsumeQueue unit, index)
+        "broker_disk_kb_per_msg": None
+        if cpu.write_bytes is None or not stats.messages_ok
+        else round(cpu.write_bytes / stats.messages_ok / 1024, 3),
     }
     if stats.last_error:
         figures["last_error"] = stats.last_error

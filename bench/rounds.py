@@ -45,7 +45,7 @@ VARIANTS = ("plain", "noindex", "acl", "tls")
 # The account the acl variant's brokers know and its clients sign with (admin: it creates topics).
 ACL_ACCESS_KEY, ACL_SECRET_KEY = "benchAccessKey", "benchSecretKey"
 FIGURES = {
-    "produce": ("tps", "broker_cpu_s_per_1m", "rt_ms_p99"),
+    "produce": ("tps", "broker_cpu_s_per_1m", "rt_ms_p99", "broker_disk_kb_per_msg"),
     "drain": ("msgs_per_s", "broker_cpu_s_per_1m"),
 }
 

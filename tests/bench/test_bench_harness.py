@@ -248,7 +248,9 @@ def test_produce_summary_and_json_line():
     stats.send_failed, stats.response_failed = 2, 3
     cpu = c.CpuMeter(None)
     cpu.seconds = 0.5
+    cpu.write_bytes = 1000 * 2048
     f = produce_bench.summarize(args, stats, 2.0, cpu)
+    assert f["broker_disk_kb_per_msg"] == 2.0
     assert f["tps"] == 500.0 and f["mb_per_s"] == round(1000 * 1024 / 2.0 / 1e6, 2)
     assert (f["rt_ms_p50"], f["rt_ms_p99"], f["rt_ms_p999"], f["rt_ms_max"]) == (500.0, 990.0, 999.0, 1000.0)
     assert f["broker_cpu_s_per_1m"] == 500.0 and f["rt_ms_avg"] == 500.5

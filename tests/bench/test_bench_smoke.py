@@ -54,6 +54,7 @@ def test_run_all_short(tmp_path):
     assert produce["messages"] > 0 and produce["send_failed"] == 0 and produce["response_failed"] == 0
     assert produce["rt_ms_p50"] <= produce["rt_ms_p99"] <= produce["rt_ms_p999"] <= produce["rt_ms_max"]
     assert produce["broker_cpu_s"] > 0 and produce["broker_cpu_s_per_1m"] > 0
+    assert produce["broker_disk_kb_per_msg"] > 0  # at least its record (/proc/PID/io write_bytes)
     assert "--broker-pid" in produce["command"]
 
     pull = results["pull"]
