@@ -44,11 +44,7 @@
 # checked to still be the store's, its last file's ``wrote_position``, ``file_from_offset``
 # and the queue's ``max_physic_offset`` are read, the file's buffer is held) and written back
 # and released when the call returns. Recovery, truncation, retention and flushes all run
-# between calls, so none can see or leave a stale value. Those fields are read and written
-# back in the ``__slots__`` of the classes the store binds (``bind_types``: MappedFile's
-# ``wrote_position``, ``file_from_offset``, ``mm``; ConsumeQueue's ``mfq``,
-# ``mapped_file_size``, ``max_physic_offset``) at their offsets (rmq/common/slots.pxd); an
-# object of another class, or a slot not holding a plain int, is read as Python attributes.
+# between calls, so none can see or leave a stale value.
 # ---------------------------------------------------------------------------------------------
 
 from cpython.list cimport PyList_GET_ITEM
@@ -112,31 +108,13 @@ cdef class Dispatcher:
     cdef bytes schedule_topic
     cdef list active
     cdef public Py_ssize_t taken, declined
-    cdef type mf_type, cq_type                     # bind_types: None until bound
-    cdef Py_ssize_t o_wrote, o_ffo, o_mm, o_mfq, o_mfs, o_max_phy
 
     def __init__(self, str schedule_topic):
         self.schedule_topic = schedule_topic.encode("utf-8")
         self.active = []
         self.taken = 0
         self.declined = 0
-        self.mf_type = self.cq_type = None
         self.clear()
-
-    def bind_types(self, mapped_file_cls, consume_queue_cls):
-        """Read a queue's state in the ``__slots__`` of these classes (the store's
-        ``MappedFile`` and ``ConsumeQueue``) at their offsets: ``wrote_position``,
-        ``file_from_offset``, ``mm``; ``mfq``, ``mapped_file_size``, ``max_physic_offset``.
-        TypeError when one is not such a slot. Unbound (the default), or for objects of other
-        classes, they are read as attributes."""
-        self.o_wrote = rmq_slot_offset(mapped_file_cls, "wrote_position")
-        self.o_ffo = rmq_slot_offset(mapped_file_cls, "file_from_offset")
-        self.o_mm = rmq_slot_offset(mapped_file_cls, "mm")
-        self.o_mfq = rmq_slot_offset(consume_queue_cls, "mfq")
-        self.o_mfs = rmq_slot_offset(consume_queue_cls, "mapped_file_size")
-        self.o_max_phy = rmq_slot_offset(consume_queue_cls, "max_physic_offset")
-        self.mf_type = mapped_file_cls
-        self.cq_type = consume_queue_cls
 
     def clear(self):
         """Forget every cached queue."""
@@ -205,28 +183,16 @@ cdef class Dispatcher:
         queues = cq_table.get(s.topic)
         if queues is None or (<dict?>queues).get(s.qid) is not s.cq:
             return False                      # destroyed (and maybe recreated): re-registered by Python
-        cq = s.cq
         try:
-            if type(cq) is self.cq_type and rmq_slot(cq, self.o_mfq) != NULL:
-                files = (<object>rmq_slot(cq, self.o_mfq)).files
-            else:
-                files = cq.mfq.files
+            files = s.cq.mfq.files
             if not files:
                 return False                  # the queue's first file is created by Python
             mf = files[-1]
-            # the slots at their offsets (bind_types), else the attributes
-            if type(mf) is self.mf_type and rmq_slot_i64(mf, self.o_wrote, &s.wrote) \
-                    and rmq_slot_i64(mf, self.o_ffo, &s.ffo) and rmq_slot(mf, self.o_mm) != NULL:
-                mm = <object>rmq_slot(mf, self.o_mm)
-            else:
-                s.wrote = mf.wrote_position
-                s.ffo = mf.file_from_offset
-                mm = mf.mm
-            if type(cq) is not self.cq_type or not rmq_slot_i64(cq, self.o_mfs, &s.mfs) \
-                    or not rmq_slot_i64(cq, self.o_max_phy, &s.max_phy):
-                s.mfs = cq.mapped_file_size
-                s.max_phy = cq.max_physic_offset
-            PyObject_GetBuffer(mm, &s.view, PyBUF_WRITABLE)
+            s.wrote = mf.wrote_position
+            s.ffo = mf.file_from_offset
+            s.mfs = s.cq.mapped_file_size
+            s.max_phy = s.cq.max_physic_offset
+            PyObject_GetBuffer(mf.mm, &s.view, PyBUF_WRITABLE)
         except Exception:                     # a closed mapping: Python raises it as it always did
             return False
         s.held = True
@@ -251,14 +217,8 @@ cdef class Dispatcher:
             s = <_QueueSlot>o
             try:
                 if s.dirty:
-                    if type(s.mf) is self.mf_type:
-                        rmq_slot_set_i64(s.mf, self.o_wrote, s.wrote)
-                    else:
-                        s.mf.wrote_position = s.wrote
-                    if type(s.cq) is self.cq_type:
-                        rmq_slot_set_i64(s.cq, self.o_max_phy, s.max_phy)
-                    else:
-                        s.cq.max_physic_offset = s.max_phy
+                    s.mf.wrote_position = s.wrote
+                    s.cq.max_physic_offset = s.max_phy
                     s.dirty = False
                 if s.ntags and arrived is not None:
                     wanted = watch is None

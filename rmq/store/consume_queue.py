@@ -21,11 +21,6 @@ class ConsumeQueue:
     """Files ``<root>/consumequeue/<topic>/<queue_id>/<20-digit byte offset>`` of units
     ``int64 phy offset | int32 size | int64 tags code``. Logical offsets count units."""
 
-    __slots__ = ("topic", "queue_id", "mapped_file_size", "store_path", "mfq", "min_logic_offset", "max_physic_offset")
-    #: read by the C dispatcher at their offsets, max_physic_offset also written back
-    #: (Dispatcher.bind_types, rmq/_dispatch.pxi; rmq/common/slots.pxd)
-    __native_slots__ = ("mfq", "mapped_file_size", "max_physic_offset")
-
     def __init__(self, topic: str, queue_id: int, root_dir: str, mapped_file_size: int):
         self.topic = topic
         self.queue_id = queue_id

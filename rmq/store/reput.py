@@ -60,8 +60,6 @@ class ReputMessageService:
         self.fast: _store.Dispatcher | None = (
             _store.Dispatcher(SCHEDULE_TOPIC) if store.config.dispatch_fast_path else None
         )
-        if self.fast is not None:
-            self.fast.bind_types(MappedFile, ConsumeQueue)
         self._index_slots = store.config.max_hash_slot_num
         self._index_num = store.config.max_index_num
         self._watch_list: list[Container[tuple[str, int]]] | None = []

@@ -6,7 +6,6 @@ import os
 import random
 import shutil
 
-import pytest
 from store_support import STORE_HOST, small_config
 
 from rmq import _store
@@ -252,31 +251,3 @@ async def test_a_replaced_queue_is_detected_even_without_forget(make_store):
     assert old.get_max_offset_in_queue() == 3 and old.max_physic_offset == old_end
     assert new.get_max_offset_in_queue() == 4
     assert [new.get_unit(i)[0] for i in range(4)] == [r.append.wrote_offset for r in again]
-
-
-async def test_the_slot_reads_and_the_attribute_reads_dispatch_alike(make_store, tmp_path):
-    """The store binds its MappedFile and ConsumeQueue classes (``Dispatcher.bind_types``:
-    their slots read and written at their offsets); an unbound dispatcher reads the same
-    fields as attributes and writes the same files; a class without those slots is refused."""
-
-    class NoSlots:
-        wrote_position = file_from_offset = mm = mfq = mapped_file_size = max_physic_offset = 0
-
-    with pytest.raises(TypeError, match="not a writable slot"):
-        _store.Dispatcher(SCHEDULE).bind_types(NoSlots, NoSlots)
-    bound = await make_store(root=tmp_path / "b", **CONFIG)
-    unbound = await make_store(root=tmp_path / "u", **CONFIG)
-    unbound.reput.fast = _store.Dispatcher(SCHEDULE)
-    for s in (bound, unbound):
-        for m in _messages(300, seed=5):
-            assert s.append_message(m).is_ok
-        while s.do_reput(max_records=37):
-            pass
-    assert bound.reput.fast.taken > 150 and unbound.reput.fast.taken == bound.reput.fast.taken
-    for topic, queues in bound.consume_queue_table.items():
-        for qid, cq in queues.items():
-            other = unbound.find_consume_queue(topic, qid, create=False)
-            assert other is not None and other.max_physic_offset == cq.max_physic_offset
-            assert [mf.wrote_position for mf in other.mfq.files] == [mf.wrote_position for mf in cq.mfq.files]
-            if topic != SCHEDULE:
-                assert [bytes(mf.mm) for mf in other.mfq.files] == [bytes(mf.mm) for mf in cq.mfq.files]
