@@ -89,9 +89,8 @@ class MappedFile:
         "sync_whole",
         "__weakref__",
     )
-    #: read by the store's native writer and dispatcher at their offsets, wrote_position also
-    #: moved (Appender.bind_file_type, Dispatcher.bind_types; rmq/common/slots.pxd): each stays
-    #: a plain int, bool or the mmap
+    #: read by the store's native writer at their offsets, wrote_position also moved
+    #: (Appender.bind_file_type; rmq/common/slots.pxd): each stays a plain int, bool or the mmap
     __native_slots__ = ("file_from_offset", "file_size", "wrote_position", "warmed_to", "allocated", "mm")
 
     def __init__(self, path: str, file_size: int, *, create: bool = False, allocate: bool = False, keep_free: int = 0):
