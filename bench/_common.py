@@ -572,7 +572,8 @@ class Standalone:
     on a port clash and logs to a file): ``start()`` additionally waits until the name server
     routes TBW102 or lists a broker, i.e. the broker has registered, because the benchmarks
     find brokers through the name server. ``stop()`` sends SIGTERM and waits; ``cleanup()``
-    also removes a store directory this object created.
+    also removes a store directory this object created. ``grpc=True`` (default False) serves
+    the gRPC endpoint on a free port (``grpc_port``), retried as a clash if it is taken.
     """
 
     def __init__(
@@ -584,6 +585,7 @@ class Standalone:
         tree: str | None = None,
         tls: bool = False,
         brokers: int = 1,
+        grpc: bool = False,
     ):
         from rmq._testing import StandaloneProcess
 
@@ -618,6 +620,7 @@ class Standalone:
             env=env,
             cwd=tree,
             brokers=brokers,
+            grpc=grpc,
         )
 
     @property
@@ -631,6 +634,11 @@ class Standalone:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    @property
+    def grpc_port(self) -> int:
+        """The gRPC endpoint's port (``grpc=True``), once started."""
+        return self.process.grpc_port
 
     @property
     def pids(self) -> list[int]:

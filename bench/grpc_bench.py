@@ -86,14 +86,25 @@ def _request(pb, topic: str, body: bytes, seq: int):
     return req
 
 
-async def drive(endpoint: str, topic: str, messages: int, concurrency: int, size: int) -> tuple[int, int, float]:
-    """``(sent OK, failed, seconds)`` of ``messages`` SendMessage calls, ``concurrency`` at a time."""
+async def drive(
+    endpoint: str, topic: str, messages: int, concurrency: int, size: int, why: dict[str, int] | None = None
+) -> tuple[int, int, float]:
+    """``(sent OK, failed, seconds)`` of ``messages`` SendMessage calls, ``concurrency`` at a time;
+    ``why`` (when given) counts each failure's reason (the status or the RPC error, a few kinds)."""
     import grpc
 
     from rmq.broker.grpc.schema import SERVICE, pb
 
     body = b"x" * size
     ok = failed = 0
+    reasons: dict[str, int] = why if why is not None else {}
+
+    def failure(reason: str) -> None:
+        nonlocal failed
+        failed += 1
+        if reason in reasons or len(reasons) < 8:
+            reasons[reason] = reasons.get(reason, 0) + 1
+
     next_seq = 0
     async with grpc.aio.insecure_channel(endpoint) as channel:
         call = channel.unary_unary(
@@ -113,9 +124,9 @@ async def drive(endpoint: str, topic: str, messages: int, concurrency: int, size
                     if resp.status.code == pb.Code.OK:
                         ok += 1
                     else:
-                        failed += 1
-                except grpc.RpcError:
-                    failed += 1
+                        failure(f"status {pb.Code.name(resp.status.code)}: {resp.status.message[:200]}")
+                except grpc.RpcError as e:
+                    failure(f"{e.code()}: {str(e.details())[:200]}")  # type: ignore[attr-defined]
 
         t0 = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
@@ -209,11 +220,13 @@ async def _broker_run(args: argparse.Namespace, namesrv: str, endpoint: str, pid
 
     client_t0 = time.process_time()
     broker.start()
-    ok, failed, seconds = await drive(endpoint, args.topic, args.messages, args.concurrency, args.size)
+    why: dict[str, int] = {}
+    ok, failed, seconds = await drive(endpoint, args.topic, args.messages, args.concurrency, args.size, why)
     broker.stop()
     out["send"] = {
         **_phase(ok, seconds, broker.seconds, time.process_time() - client_t0, "grpcio aio"),
         "failed": failed,
+        **({"failures": why} if why else {}),
     }
 
     client_t0 = time.process_time()
@@ -256,12 +269,11 @@ def bench_broker(args: argparse.Namespace) -> dict:
         if not (args.namesrv and args.broker_pid):
             raise SystemExit("grpc_bench.py: --endpoint needs --namesrv and --broker-pid")
         return dict(c.run(_broker_run(args, args.namesrv, args.endpoint, args.broker_pid)))
-    port = c.free_port()
-    daemon = c.Standalone(extra_args=[f"--grpcServerPort={port}"])
+    daemon = c.Standalone(grpc=True)
 
     async def run() -> dict:
         await daemon.start()
-        return await _broker_run(args, daemon.namesrv_addr, f"127.0.0.1:{port}", daemon.pid)
+        return await _broker_run(args, daemon.namesrv_addr, f"127.0.0.1:{daemon.grpc_port}", daemon.pid)
 
     try:
         return dict(c.run(run()))

@@ -300,9 +300,14 @@ class StandaloneProcess:
         brokers: ``--brokers N`` (default 1); above 1 the brokers listen on ephemeral ports
             unless ``broker_port`` is given, and ``broker_addr`` is not theirs (ask the name
             server's cluster info).
+        grpc: serve the RocketMQ 5 gRPC endpoint on a free port (``grpc_port``; default False,
+            one broker only). ``start()`` then also waits for the endpoint's "listening" line,
+            and a gRPC port taken meanwhile (the broker logs it and runs on without the
+            endpoint) is retried with new ports, as a taken remoting port is.
 
     Attributes:
         namesrv_addr / broker_addr: ``"127.0.0.1:<port>"`` once started.
+        grpc_port: the gRPC endpoint's port once started (with ``grpc``), else 0.
         pid: the daemon's pid (e.g. for CPU accounting from /proc/<pid>/stat).
         returncode: exit status after ``stop()``.
 
@@ -323,7 +328,10 @@ class StandaloneProcess:
         small_files: bool = True,
         cwd: StrPath | None = None,
         brokers: int = 1,
+        grpc: bool = False,
     ) -> None:
+        if grpc and brokers != 1:
+            raise ValueError("StandaloneProcess(grpc=True) serves one broker's endpoint: brokers must be 1")
         self.store_dir = os.path.abspath(str(store_dir))
         self.extra_args = list(extra_args)
         self._fixed_ports = (namesrv_port, broker_port)
@@ -332,6 +340,8 @@ class StandaloneProcess:
         self.small_files = small_files
         self.cwd = cwd
         self.brokers = brokers
+        self.grpc = grpc
+        self.grpc_port = 0
         self.log_path = os.path.join(os.path.dirname(self.store_dir), f"{name}-{os.getpid()}-{id(self):x}.log")
         self.proc: subprocess.Popen[bytes] | None = None
         self.namesrv_port = 0
@@ -350,10 +360,12 @@ class StandaloneProcess:
     def pid(self) -> int | None:
         return self.proc.pid if self.proc else None
 
-    def log_text(self) -> str:
+    def log_text(self, since: int = 0) -> str:
+        """The daemon's log (from byte ``since``, default the start)."""
         try:
-            with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                return f.read()
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                return f.read().decode("utf-8", errors="replace")
         except FileNotFoundError:
             return ""
 
@@ -373,14 +385,15 @@ class StandaloneProcess:
     TEST_QUIET = ("--metricsPort=0", "--grpcServerPort=0")
 
     def command(self) -> list[str]:
+        extra = [*self.extra_args, *([f"--grpcServerPort={self.grpc_port}"] if self.grpc_port else [])]
         sizes = [
             a
             for a in (*(self.TEST_FILE_SIZES if self.small_files else ()), *self.TEST_QUIET)
-            if not any(x.startswith(a.split("=")[0] + "=") for x in self.extra_args)
+            if not any(x.startswith(a.split("=")[0] + "=") for x in extra)
         ]
         # No web console unless asked for: test and bench daemons run side by side, and the
         # console's sampler would add connections and CPU to what they measure.
-        if not any(a.startswith("--consolePort=") for a in self.extra_args):
+        if not any(a.startswith("--consolePort=") for a in extra):
             sizes.append("--consolePort=0")
         return [
             sys.executable,
@@ -395,20 +408,27 @@ class StandaloneProcess:
             self.store_dir,
             *(["--brokers", str(self.brokers)] if self.brokers != 1 else []),
             *sizes,
-            *self.extra_args,
+            *extra,
         ]
 
     def start(self) -> StandaloneProcess:
         os.makedirs(self.store_dir, exist_ok=True)
-        attempts = 1 if all(self._fixed_ports) else 3
+        attempts = 1 if all(self._fixed_ports) and not self.grpc else 3
         last = ""
         for _ in range(attempts):
             self.namesrv_port = self._fixed_ports[0] or free_port()
             self.broker_port = self._fixed_ports[1] or (free_broker_port() if self.brokers == 1 else 0)
             while self.broker_port == self.namesrv_port:
                 self.broker_port = free_broker_port()
+            if self.grpc:  # (not the name server's, nor the broker's, HA or VIP port)
+                taken = {self.namesrv_port, *(self.broker_port + d for d in (-2, 0, 1))}
+                self.grpc_port = free_port()
+                while self.grpc_port in taken:
+                    self.grpc_port = free_port()
             env = dict(os.environ)
             env.update(self.env or {})
+            # this attempt's lines: the log is appended to, a failed attempt's lines stay before
+            log_from = os.path.getsize(self.log_path) if os.path.exists(self.log_path) else 0
             with open(self.log_path, "ab") as log:
                 self.proc = subprocess.Popen(
                     self.command(),
@@ -419,15 +439,26 @@ class StandaloneProcess:
                     stdin=subprocess.DEVNULL,
                 )
             deadline = time.monotonic() + self.start_timeout
+            grpc_taken = False
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     break
-                if "rmq standalone listening" in self.log_text() and (
+                text = self.log_text(log_from)
+                if "rmq standalone listening" in text and (
                     self.broker_port == 0 or wait_for_port("127.0.0.1", self.broker_port, 1.0)
                 ):
-                    return self
+                    if not self.grpc or f"clients) listening on 127.0.0.1:{self.grpc_port}" in text:
+                        return self
+                    # GrpcEndpoint.start: a taken port is a warning and the broker runs on
+                    grpc_taken = "gRPC endpoint not started" in text
+                    if grpc_taken:
+                        break
                 time.sleep(0.05)
-            last = self.log_text()[-2000:]
+            last = self.log_text(log_from)[-2000:]
+            if grpc_taken:
+                self.stop()
+                self.returncode = 3
+                continue
             if self.proc.poll() is None:
                 self.stop()
                 raise RuntimeError(f"rmq standalone did not start listening within {self.start_timeout}s:\n{last}")

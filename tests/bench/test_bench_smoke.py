@@ -146,7 +146,7 @@ def test_grpc_bench_tiny():
     message, with both sides' CPU (the lead runs the real sizes)."""
     proc = _bench("grpc_bench.py", "--messages=200", "--concurrency=8", "--json")
     f = _last_json(proc)
-    assert f["send"]["messages"] == 200 and f["send"]["failed"] == 0
+    assert f["send"]["messages"] == 200 and f["send"]["failed"] == 0, f["send"]
     assert f["receive_ack"]["messages"] == 200
     for phase in ("send", "receive_ack"):
         assert f[phase]["broker_cpu_s_per_1m"] > 0 and f[phase]["client_cpu_s_per_1m"] > 0, f

@@ -32,6 +32,37 @@ async def test_broker_env_of_a_subprocess(tmp_path):
                 await env.create_topic("bad name")
 
 
+@pytest.mark.slow
+def test_standalone_grpc_port_taken_meanwhile_is_retried(tmp_path, monkeypatch):
+    """StandaloneProcess(grpc=True): when the picked gRPC port is taken before the broker binds
+    it (the broker then logs a warning and runs on without its endpoint), start() starts the
+    daemon again on another port instead of handing back a daemon with no endpoint."""
+    import socket
+
+    import grpc
+
+    import rmq._testing as testing
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    real_free_port = testing.free_port
+    picks = [taken.getsockname()[1]]  # the first pick is the taken port, later ones real ones
+    monkeypatch.setattr(testing, "free_port", lambda host="127.0.0.1": picks.pop() if picks else real_free_port(host))
+    proc = StandaloneProcess(
+        tmp_path / "store", namesrv_port=real_free_port(), broker_port=testing.free_broker_port(), grpc=True
+    )
+    try:
+        with taken, proc:
+            assert proc.grpc_port not in (0, taken.getsockname()[1])
+            log = proc.log_text()
+            assert log.count("gRPC endpoint not started") == 1, log[-3000:]
+            with grpc.insecure_channel(f"127.0.0.1:{proc.grpc_port}") as channel:
+                grpc.channel_ready_future(channel).result(timeout=30)
+    finally:
+        proc.stop()
+
+
 def test_properties_round_trip():
     props = {"TAGS": "a", "KEYS": "k1 k2", "x": ""}
     assert decode_props(encode_props(props)) == props
