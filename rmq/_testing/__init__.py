@@ -133,6 +133,15 @@ def _pick_port(host: str, neighbours: tuple[int, ...]) -> int:
     raise RuntimeError(f"no free port with free neighbours {neighbours} found")
 
 
+def _pick_avoiding(pick: Callable[[], int], avoid: set[int], spread: tuple[int, ...] = (0,)) -> int:
+    """A port from ``pick()`` such that no ``port + d`` (``d`` in ``spread``) is in ``avoid``."""
+    for _ in range(100):
+        port = pick()
+        if not any(port + d in avoid for d in spread):
+            return port
+    raise RuntimeError(f"no free port apart from {sorted(avoid)}")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port that was free a moment ago, below the kernel's ephemeral range when it leaves
     room (see :func:`free_broker_port`). Racy by nature; the subprocess helper retries on a
@@ -416,15 +425,20 @@ class StandaloneProcess:
         attempts = 1 if all(self._fixed_ports) and not self.grpc else 3
         last = ""
         for _ in range(attempts):
-            self.namesrv_port = self._fixed_ports[0] or free_port()
-            self.broker_port = self._fixed_ports[1] or (free_broker_port() if self.brokers == 1 else 0)
-            while self.broker_port == self.namesrv_port:
-                self.broker_port = free_broker_port()
-            if self.grpc:  # (not the name server's, nor the broker's, HA or VIP port)
-                taken = {self.namesrv_port, *(self.broker_port + d for d in (-2, 0, 1))}
-                self.grpc_port = free_port()
-                while self.grpc_port in taken:
-                    self.grpc_port = free_port()
+            # A port the caller named (``--metricsPort=N``...) or picked here a moment ago is not
+            # bound yet, so the pickers' "is it free?" check cannot see it: skip those by hand.
+            named = self._named_ports()
+            self.namesrv_port = self._fixed_ports[0] or _pick_avoiding(free_port, named)
+            broker_ports = (-2, 0, 1)  # (the VIP channel, the broker, its HA port)
+            if self._fixed_ports[1]:
+                self.broker_port = self._fixed_ports[1]
+            elif self.brokers == 1:
+                self.broker_port = _pick_avoiding(free_broker_port, {*named, self.namesrv_port}, broker_ports)
+            else:
+                self.broker_port = 0
+            if self.grpc:
+                mine = {self.namesrv_port, *(self.broker_port + d for d in broker_ports)}
+                self.grpc_port = _pick_avoiding(free_port, {*named, *mine})
             env = dict(os.environ)
             env.update(self.env or {})
             # this attempt's lines: the log is appended to, a failed attempt's lines stay before
@@ -466,6 +480,10 @@ class StandaloneProcess:
             if self.returncode != 3:  # 3 = port taken: retry with new ports
                 break
         raise RuntimeError(f"rmq standalone exited with status {self.returncode}:\n{last}")
+
+    def _named_ports(self) -> set[int]:
+        """The ports ``extra_args`` sets (``--grpcServerPort=N``, ``--metricsPort=N``...)."""
+        return {int(m.group(1)) for a in self.extra_args if (m := re.fullmatch(r"--\w*[Pp]ort=(\d+)", a))}
 
     def broker_pids(self) -> dict[str, int]:
         """With ``brokers`` > 1: each broker process's current pid by broker name, from the

@@ -63,6 +63,20 @@ def test_standalone_grpc_port_taken_meanwhile_is_retried(tmp_path, monkeypatch):
         proc.stop()
 
 
+def test_ports_named_or_picked_before_are_not_picked_again(tmp_path):
+    """The ports a StandaloneProcess picks skip those its arguments name (``--metricsPort=N``),
+    which are not bound yet when it picks, with the broker's VIP and HA neighbours."""
+    from rmq._testing import _pick_avoiding
+
+    proc = StandaloneProcess(tmp_path, ["--metricsPort=20001", "--grpcServerPort=20002", "--brokerName=x"])
+    assert proc._named_ports() == {20001, 20002}
+    picks = iter([20003, 20000, 20004, 20006])
+    # 20003's and 20004's VIP ports (-2) and 20000's HA port (+1) are named ones; 20006 is clear
+    assert _pick_avoiding(lambda: next(picks), {20001, 20002}, (-2, 0, 1)) == 20006
+    with pytest.raises(RuntimeError, match="no free port"):
+        _pick_avoiding(lambda: 20001, {20001})
+
+
 def test_properties_round_trip():
     props = {"TAGS": "a", "KEYS": "k1 k2", "x": ""}
     assert decode_props(encode_props(props)) == props
