@@ -92,7 +92,7 @@ async def test_long_poll_answered_on_arrival(env):
     resp = await asyncio.wait_for(pull, 5)
     assert resp.code == ResponseCode.SUCCESS
     assert [r.body for r in decode_records(resp.body_bytes())] == [b"wake-up"]
-    assert time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 < 10.0  # on arrival, not at the 15 s suspend (room for a busy machine)
     assert env.broker.pull_request_hold_service.held_count == 0
 
 
@@ -102,7 +102,7 @@ async def test_long_poll_times_out_with_pull_not_found(env):
     resp = await env.pull("LT", sys_flag=6, suspend_ms=600)
     took = time.monotonic() - t0
     assert resp.code == ResponseCode.PULL_NOT_FOUND
-    assert 0.5 <= took < 3.0
+    assert 0.5 <= took < 10.0  # held about the 600 ms asked (the upper bound: room for a busy machine)
     assert resp.ext_fields["nextBeginOffset"] == "0"
 
 

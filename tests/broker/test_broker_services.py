@@ -22,7 +22,8 @@ async def test_short_polling_holds_one_second(tmp_path):
             t0 = time.monotonic()
             resp = await env.pull("SP", sys_flag=6, suspend_ms=15000)
             took = time.monotonic() - t0
-            assert resp.code == ResponseCode.PULL_NOT_FOUND and 0.9 <= took < 3.0
+            # the short poll's 1 s, not the 15 s asked (the upper bound leaves room for a busy machine)
+            assert resp.code == ResponseCode.PULL_NOT_FOUND and 0.9 <= took < 10.0
             # a message arriving during the hold still wakes it early
             pull = asyncio.ensure_future(env.pull("SP", sys_flag=6, suspend_ms=15000))
             await wait_until(lambda: broker.pull_request_hold_service.held_count == 1, what="the pull to be held")

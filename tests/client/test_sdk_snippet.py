@@ -69,4 +69,4 @@ async def test_consumer_started_before_the_topic_exists(cluster, namesrv_addr, u
         t0 = time.monotonic()
         await wait_until(lambda: got, timeout=15, what="the first message")
     assert got == [b"first"]
-    assert time.monotonic() - t0 < 6.0
+    assert time.monotonic() - t0 < 12.0  # the early rebalance, not the 20 s period (room for a busy machine)
