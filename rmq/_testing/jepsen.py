@@ -1026,7 +1026,23 @@ class _BrokerGroup(abc.ABC):
             disk = self.disk_of(b)
             used = f", disk {disk.used_ratio():.0%} of {disk.size >> 20} MiB used" if disk is not None else ""
             lines.append(f"  broker {self.node_of(b)} {b.addr} ({proc}{used}): {said}")
+        lines.append(f"  name server {self.namesrv_addr}: {await self._namesrv_view()}")
         return "\n".join(lines)
+
+    async def _namesrv_view(self) -> str:
+        """What the clients are told: the name server's route of the topic (each broker name's
+        addresses by id, and its write queues), as a line of :meth:`describe`."""
+        from rmq.protocol.requests.namesrv import get_route_info, parse_topic_route
+
+        try:
+            route = parse_topic_route(await _call(self._client, self.namesrv_addr, get_route_info(self.topic), 3.0))
+        except (RMQError, OSError) as e:
+            return f"no route of {self.topic} ({type(e).__name__}: {e})"
+        if route is None:
+            return f"no route of {self.topic}"
+        brokers = "; ".join(f"{bd.broker_name} {dict(sorted(bd.broker_addrs.items()))}" for bd in route.broker_datas)
+        queues = ", ".join(f"{q.broker_name} w{q.write_queue_nums} perm {q.perm}" for q in route.queue_datas)
+        return f"route of {self.topic}: brokers {brokers or 'none'}; queues {queues or 'none'}"
 
     def disk_of(self, broker: BrokerProcess) -> SmallDisk | None:
         return self._disks.get(id(broker))

@@ -117,6 +117,10 @@ async def test_the_workload_records_what_the_broker_answered(tmp_path):
             await wl.wait_acks(20, 0.0)
             await wl.stop()
             master_addr = pair.master().addr
+            # a failed wait's account names what clients are told: the route, master at id 0
+            state = await pair.describe()
+            assert f"name server {pair.namesrv_addr}: route of {pair.topic}: brokers " in state, state
+            assert f"0: '{master_addr}'" in state and " w2 perm 6" in state, state
     answered = [op for op in wl.history if op.queue_offset is not None]  # SEND_OK or stored unreplicated
     assert len([op for op in answered if op.acked]) >= 20
     assert {op.store_addr for op in answered} == {master_addr}
