@@ -1238,52 +1238,42 @@ cdef enum:
     _JK_SER = 128
 
 
-cdef inline int _js_lit(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, const char* lit, Py_ssize_t k) noexcept nogil:
-    return i + k <= n and memcmp(p + i, lit, k) == 0
+cdef inline Py_ssize_t _js_name(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, const char* lit, Py_ssize_t k,
+                                int name_bit, int* bit) noexcept nogil:
+    """``lit`` (``k`` bytes) at ``i``: the index after it, with ``bit`` set to ``name_bit``; or -1."""
+    if i + k <= n and memcmp(p + i, lit, k) == 0:
+        bit[0] = name_bit
+        return i + k
+    return -1
 
 
 cdef inline Py_ssize_t _js_known_key(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, int* bit) noexcept nogil:
     """One of the eight names as fastjson writes it, quotes and colon included (``"code":``),
     told by its first letter and matched by one compare: the index after the colon and the
-    name's bit, or -1 (then the name is read as any string). One branch per name, each with its
-    literal's length known when compiled: gcc turns each memcmp into a few loads and compares,
-    where a table of (literal, length) made them libc calls (+220 instructions per SEND)."""
+    name's bit, or -1 (then the name is read as any string). Each call passes its literal and
+    length as constants into the inlined compare, so gcc turns each memcmp into a few loads and
+    compares, where a table of (literal, length) made them libc calls (+220 instructions per
+    SEND)."""
     cdef uint8_t c
     if i + 1 >= n or p[i] != c'"':
         return -1
     c = p[i + 1]
     if c == c'c':
-        if _js_lit(p, n, i, b'"code":', 7):
-            bit[0] = _JK_CODE
-            return i + 7
-    elif c == c'e':
-        if _js_lit(p, n, i, b'"extFields":', 12):
-            bit[0] = _JK_EXT
-            return i + 12
-    elif c == c'f':
-        if _js_lit(p, n, i, b'"flag":', 7):
-            bit[0] = _JK_FLAG
-            return i + 7
-    elif c == c'l':
-        if _js_lit(p, n, i, b'"language":', 11):
-            bit[0] = _JK_LANGUAGE
-            return i + 11
-    elif c == c'o':
-        if _js_lit(p, n, i, b'"opaque":', 9):
-            bit[0] = _JK_OPAQUE
-            return i + 9
-    elif c == c'r':
-        if _js_lit(p, n, i, b'"remark":', 9):
-            bit[0] = _JK_REMARK
-            return i + 9
-    elif c == c's':
-        if _js_lit(p, n, i, b'"serializeTypeCurrentRPC":', 26):
-            bit[0] = _JK_SER
-            return i + 26
-    elif c == c'v':
-        if _js_lit(p, n, i, b'"version":', 10):
-            bit[0] = _JK_VERSION
-            return i + 10
+        return _js_name(p, n, i, b'"code":', 7, _JK_CODE, bit)
+    if c == c'e':
+        return _js_name(p, n, i, b'"extFields":', 12, _JK_EXT, bit)
+    if c == c'f':
+        return _js_name(p, n, i, b'"flag":', 7, _JK_FLAG, bit)
+    if c == c'l':
+        return _js_name(p, n, i, b'"language":', 11, _JK_LANGUAGE, bit)
+    if c == c'o':
+        return _js_name(p, n, i, b'"opaque":', 9, _JK_OPAQUE, bit)
+    if c == c'r':
+        return _js_name(p, n, i, b'"remark":', 9, _JK_REMARK, bit)
+    if c == c's':
+        return _js_name(p, n, i, b'"serializeTypeCurrentRPC":', 26, _JK_SER, bit)
+    if c == c'v':
+        return _js_name(p, n, i, b'"version":', 10, _JK_VERSION, bit)
     return -1
 
 
