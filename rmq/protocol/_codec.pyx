@@ -21,7 +21,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.mem cimport PyMem_Malloc, PyMem_Free, PyMem_Realloc
 from cpython.object cimport PyObject
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, INT64_MIN
-from libc.string cimport memcpy, memcmp
+from libc.string cimport memcpy, memcmp, strlen
 from rmq.common._bytes cimport ascii_decimal, rd16, rd32, wr16, wr32
 from cpython.long cimport PyLong_AsLongLong, PyLong_Check, PyLong_CheckExact
 from cpython.dict cimport PyDict_Next, PyDict_CheckExact
@@ -1238,6 +1238,22 @@ cdef enum:
     _JK_SER = 128
 
 
+# The eight names by bit, for a name read as any string (spaced or escaped: not fastjson's
+# form, which _js_known_key below matches with these names' quoted forms in line).
+cdef const char* _JK_NAMES[8]
+_JK_NAMES[:] = [b"code", b"language", b"version", b"opaque", b"flag", b"remark", b"extFields",
+                b"serializeTypeCurrentRPC"]
+
+
+cdef int _js_name_bit(const uint8_t* key, Py_ssize_t klen) noexcept nogil:
+    """The bit of the name ``key[0:klen]`` (``_JK_NAMES[k]`` has bit ``1 << k``), or 0."""
+    cdef int k
+    for k in range(8):
+        if strlen(_JK_NAMES[k]) == <size_t>klen and memcmp(key, _JK_NAMES[k], klen) == 0:
+            return 1 << k
+    return 0
+
+
 cdef inline Py_ssize_t _js_name(const uint8_t* p, Py_ssize_t n, Py_ssize_t i, const char* lit, Py_ssize_t k,
                                 int name_bit, int* bit) noexcept nogil:
     """``lit`` (``k`` bytes) at ``i``: the index after it, with ``bit`` set to ``name_bit``; or -1."""
@@ -1308,28 +1324,7 @@ cdef Py_ssize_t json_header_scan(const uint8_t* p, Py_ssize_t n, JsonHead* h, ui
             if i >= n or p[i] != c':':
                 return -1
             i += 1
-            if klen == 4:
-                if memcmp(key, b"code", 4) == 0:
-                    bit = _JK_CODE
-                elif memcmp(key, b"flag", 4) == 0:
-                    bit = _JK_FLAG
-            elif klen == 9:
-                if memcmp(key, b"extFields", 9) == 0:
-                    bit = _JK_EXT
-            elif klen == 8:
-                if memcmp(key, b"language", 8) == 0:
-                    bit = _JK_LANGUAGE
-            elif klen == 6:
-                if memcmp(key, b"opaque", 6) == 0:
-                    bit = _JK_OPAQUE
-                elif memcmp(key, b"remark", 6) == 0:
-                    bit = _JK_REMARK
-            elif klen == 23:
-                if memcmp(key, b"serializeTypeCurrentRPC", 23) == 0:
-                    bit = _JK_SER
-            elif klen == 7:
-                if memcmp(key, b"version", 7) == 0:
-                    bit = _JK_VERSION
+            bit = _js_name_bit(key, klen)
             if bit == 0:
                 return -1
         if seen & bit:
